@@ -1,0 +1,68 @@
+"""shardex: cure hot partitions in partitioned key-value stores.
+
+Spread a hot logical key over N shard keys, read it back by fanning out and merging,
+find which keys are hot and what N to pick, and change N on a live index.
+"""
+
+from __future__ import annotations
+
+from shardex.errors import (
+    CapabilityMissing,
+    ConditionFailed,
+    IncompleteRead,
+    InvalidCursor,
+    InvalidInput,
+    InvalidKey,
+    InvalidLog,
+    InvalidPolicy,
+    InvalidRouting,
+    InvalidURI,
+    MissingDependency,
+    NotFound,
+    RoutingConflict,
+    ShardexError,
+    StoreError,
+    Throttled,
+    Unavailable,
+)
+from shardex.index import Entry, Page, ShardedIndex
+from shardex.retry import HedgePolicy, RetryPolicy
+from shardex.routing import Routing, ShardPolicy
+from shardex.sim.clock import run_virtual
+from shardex.stores import open_store
+from shardex.stores.base import Store
+from shardex.sync import SyncShardedIndex
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CapabilityMissing",
+    "ConditionFailed",
+    "Entry",
+    "HedgePolicy",
+    "IncompleteRead",
+    "InvalidCursor",
+    "InvalidInput",
+    "InvalidKey",
+    "InvalidLog",
+    "InvalidPolicy",
+    "InvalidRouting",
+    "InvalidURI",
+    "MissingDependency",
+    "NotFound",
+    "Page",
+    "RetryPolicy",
+    "Routing",
+    "RoutingConflict",
+    "ShardPolicy",
+    "ShardedIndex",
+    "ShardexError",
+    "Store",
+    "StoreError",
+    "SyncShardedIndex",
+    "Throttled",
+    "Unavailable",
+    "__version__",
+    "open_store",
+    "run_virtual",
+]

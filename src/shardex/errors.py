@@ -1,0 +1,155 @@
+"""The exception hierarchy of shardex.
+
+Every error a store's driver raises is mapped at the store's boundary to the most
+specific class below, with the driver's exception chained (``raise ... from exc``)::
+
+    ShardexError
+    ├── InvalidInput                  bad arguments; also a ValueError
+    │   ├── InvalidKey                a logical key, item id or sort that cannot be stored
+    │   ├── InvalidPolicy             a shard count or strategy out of range
+    │   ├── InvalidRouting            a routing document that does not validate
+    │   ├── InvalidCursor             a cursor that was tampered with, truncated or misused
+    │   ├── InvalidURI                a store URI that cannot be parsed
+    │   └── InvalidLog                a malformed access-log row (file, line, column)
+    ├── MissingDependency             a backend's driver is not installed; also an ImportError
+    ├── CapabilityMissing             the store cannot do what the caller needs
+    ├── RoutingConflict               the stored routing differs from the one given
+    └── StoreError                    the store refused or failed a request
+        ├── Throttled                 a partition's capacity was exceeded; safe to retry
+        ├── ConditionFailed           a conditional write found another state
+        ├── NotFound                  a table, index or record the caller named does not exist
+        ├── Unavailable               the store could not be reached or did not answer
+        └── IncompleteRead            some shards of a read failed; nothing partial is returned
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "CapabilityMissing",
+    "ConditionFailed",
+    "IncompleteRead",
+    "InvalidCursor",
+    "InvalidInput",
+    "InvalidKey",
+    "InvalidLog",
+    "InvalidPolicy",
+    "InvalidRouting",
+    "InvalidURI",
+    "MissingDependency",
+    "NotFound",
+    "RoutingConflict",
+    "ShardexError",
+    "StoreError",
+    "Throttled",
+    "Unavailable",
+]
+
+
+class ShardexError(Exception):
+    """Base class of every error shardex raises."""
+
+
+class InvalidInput(ShardexError, ValueError):
+    """An argument or document was refused before any request was made."""
+
+
+class InvalidKey(InvalidInput):
+    """A logical key, item id or sort value that cannot be stored."""
+
+
+class InvalidPolicy(InvalidInput):
+    """A shard policy with a shard count or strategy out of range."""
+
+
+class InvalidRouting(InvalidInput):
+    """A routing document that does not validate; the message names the field."""
+
+
+class InvalidCursor(InvalidInput):
+    """A cursor that was tampered with, truncated, or used for another value or order."""
+
+
+class InvalidURI(InvalidInput):
+    """A store URI that cannot be parsed or names an unknown option."""
+
+
+class InvalidLog(InvalidInput):
+    """A malformed access-log row; ``path``, ``line`` and ``column`` say where."""
+
+    def __init__(self, message: str, *, path: str, line: int | None = None,
+                 column: str | None = None) -> None:
+        where = path if line is None else f"{path}:{line}"
+        if column is not None:
+            where += f" column {column!r}"
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line
+        self.column = column
+
+
+class MissingDependency(ShardexError, ImportError):
+    """A backend's optional driver is missing; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package} is not installed; run: pip install 'shardex[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class CapabilityMissing(ShardexError):
+    """The store lacks a capability (such as multi-partition transactions) the caller needs."""
+
+
+class RoutingConflict(ShardexError):
+    """The routing given to an index differs from the routing stored for it."""
+
+
+class StoreError(ShardexError):
+    """The store refused or failed a request."""
+
+
+class Throttled(StoreError):
+    """A partition's capacity was exceeded; the request did not take effect.
+
+    ``reason`` carries the store's own throttle reason where it gives one, and
+    ``key`` the partition (shard) key that throttled where it is known.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None,
+                 reason: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.reason = reason
+
+
+class ConditionFailed(StoreError):
+    """A conditional write found the record or entry in another state than expected."""
+
+
+class NotFound(StoreError):
+    """A table, index or record the caller named does not exist."""
+
+
+class Unavailable(StoreError):
+    """The store could not be reached, or did not answer in time."""
+
+
+class IncompleteRead(StoreError):
+    """A read failed on some shards; ``failed`` maps each failed shard key to its error.
+
+    shardex never returns the entries of the shards that answered as if they were
+    the whole result: the read raises this instead.
+    """
+
+    def __init__(self, value: str, failed: dict[str, BaseException]) -> None:
+        keys: Sequence[str] = sorted(failed)
+        super().__init__(
+            f"read of {value!r} incomplete: {len(keys)} shard(s) failed: "
+            + ", ".join(f"{k} ({type(failed[k]).__name__})" for k in keys)
+        )
+        self.value = value
+        self.failed = dict(failed)

@@ -1,0 +1,460 @@
+"""ShardedIndex: the public object that writes and reads the entries of an index.
+
+Writes follow the routing: each entry of a logical key goes to one of its shard keys,
+and the store records where (the item's *placement*), so ``move`` and ``delete`` find
+the entry whatever the strategy. Every write is a compare-and-set on the placement's
+version: a write that raced another is re-planned, an ambiguous write that did land
+is recognised, and a late write carrying an older ``version`` never overwrites a newer
+entry or brings back a deleted one. Reads fan out over every shard key the routing
+names (both layouts while a reshard runs) and merge; they are complete or they raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+from shardex.cursor import Cursor, CursorCodec
+from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, RoutingConflict
+from shardex.fanout import FanOut
+from shardex.keys import (
+    parse_shard_key,
+    validate_item_id,
+    validate_sort,
+    validate_value,
+)
+from shardex.retry import HedgePolicy, RetryPolicy, call_with_retry
+from shardex.routing import Routing
+from shardex.sim.clock import Clock, LoopClock
+from shardex.stores import open_store
+from shardex.stores.base import Placement, Store, StoredEntry
+
+__all__ = ["ROUTING_RECORD", "Entry", "Page", "ShardedIndex"]
+
+T = TypeVar("T")
+log = logging.getLogger("shardex")
+
+ROUTING_RECORD = "routing"
+MAX_QUERY_LIMIT = 10_000
+Order = Literal["asc", "desc"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry of an index, as reads return it."""
+
+    value: str
+    item_id: str
+    sort: str
+    attrs: Mapping[str, Any]
+    shard_key: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page of a query: ``items`` in order, and ``cursor`` for the next page (None: last).
+
+    ``consistent`` is False when the store's reads are eventually consistent (a
+    DynamoDB GSI): a write acknowledged just before the read may be missing from it.
+    """
+
+    items: list[Entry]
+    cursor: str | None
+    consistent: bool = True
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class _Skip(Exception):
+    """A write plan's verdict that there is nothing to write."""
+
+
+@dataclass(slots=True)
+class _RoutingCache:
+    routing: Routing
+    revision: int | None
+    loaded_at: float
+    refreshing: asyncio.Future[None] | None = field(default=None)
+
+
+class ShardedIndex:
+    """A sharded index named ``name`` on ``store`` (a Store or a store URI).
+
+    ``routing`` seeds the index's routing record when the store has none; once a
+    record exists it is the truth (a differing ``routing`` is logged, or refused with
+    RoutingConflict when ``strict_routing``), and it is re-read every ``routing_ttl``
+    seconds so a reshard started elsewhere is seen. Use ``async with index:``.
+    """
+
+    def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
+                 retry: RetryPolicy | None = None, hedge: HedgePolicy | None = None,
+                 max_concurrency: int = 32, routing_ttl: float = 5.0,
+                 cursor_secret: bytes | None = None, strict_routing: bool = False,
+                 max_conflicts: int = 16, clock: Clock | None = None,
+                 seed: int | None = None) -> None:
+        self._store = open_store(store) if isinstance(store, str) else store
+        try:
+            self.name = validate_value(name)
+        except InvalidInput as exc:
+            raise InvalidInput(f"index name: {exc}") from exc
+        if routing is not None and not isinstance(routing, Routing):
+            raise InvalidRouting(f"routing must be a shardex.Routing, got {type(routing).__name__}")
+        if max_concurrency < 1:
+            raise InvalidInput(f"max_concurrency must be at least 1, got {max_concurrency}")
+        if routing_ttl < 0:
+            raise InvalidInput(f"routing_ttl must not be negative, got {routing_ttl}")
+        self._given = routing
+        self._retry = retry or RetryPolicy()
+        self._clock: Clock = clock or LoopClock()
+        self._rng = random.Random(seed)
+        self._routing_ttl = routing_ttl
+        self._strict = strict_routing
+        self._max_conflicts = max_conflicts
+        self._codec = CursorCodec(self.name, cursor_secret)
+        self._hedge = hedge
+        self._max_concurrency = max_concurrency
+        self._fanout: FanOut | None = None
+        self._cache: _RoutingCache | None = None
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the store and load (or create) the index's routing record."""
+        await self._store.open()
+        try:
+            self._fanout = FanOut(self._store, self.name, retry=self._retry, hedge=self._hedge,
+                                  max_concurrency=self._max_concurrency, clock=self._clock,
+                                  rng=self._rng)
+            await self._load_routing()
+        except BaseException:
+            await self._store.close()
+            self._fanout = None
+            raise
+
+    async def close(self) -> None:
+        if self._fanout is not None:
+            self._fanout = None
+            self._cache = None
+            await self._store.close()
+
+    async def __aenter__(self) -> ShardedIndex:
+        await self.open()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    def _reader(self) -> FanOut:
+        if self._fanout is None:
+            raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
+        return self._fanout
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        return await call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
+
+    # -- routing ---------------------------------------------------------------------
+
+    @property
+    def routing(self) -> Routing:
+        """The routing this client last loaded (see ``refresh_routing``)."""
+        if self._cache is None:
+            raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
+        return self._cache.routing
+
+    async def _load_routing(self) -> None:
+        for _ in range(self._max_conflicts):
+            record = await self._retrying(
+                lambda: self._store.get_record(self.name, ROUTING_RECORD))
+            if record is not None:
+                try:
+                    stored = Routing.from_dict(dict(record.body))
+                except InvalidRouting as exc:
+                    raise InvalidRouting(
+                        f"routing record of index {self.name!r} in {self._store.uri}: {exc}"
+                    ) from exc
+                self._check_given(stored)
+                self._cache = _RoutingCache(stored, record.revision, self._clock.now())
+                return
+            if self._given is None:
+                self._cache = _RoutingCache(Routing(), None, self._clock.now())
+                return
+            try:
+                revision = await self._retrying(lambda: self._store.put_record(
+                    self.name, ROUTING_RECORD, self._given_doc(), expected=None))
+            except ConditionFailed:
+                continue  # another client created the record first: load theirs
+            self._cache = _RoutingCache(self._given, revision, self._clock.now())
+            return
+        raise ConditionFailed(f"could not load the routing record of index {self.name!r}")
+
+    def _given_doc(self) -> dict[str, Any]:
+        assert self._given is not None
+        return self._given.to_dict()
+
+    def _check_given(self, stored: Routing) -> None:
+        given = self._given
+        if given is None or (given.default, given.overrides, given.previous) == (
+                stored.default, stored.overrides, stored.previous):
+            return
+        message = (f"index {self.name!r}: the routing given differs from the stored routing "
+                   f"version {stored.version}; the stored routing is used. Change a live "
+                   "index's layout through a reshard, not by editing the routing in code.")
+        if self._strict:
+            raise RoutingConflict(message)
+        log.warning(message)
+
+    async def refresh_routing(self) -> Routing:
+        """Re-read the routing record now and return it."""
+        self._reader()
+        await self._load_routing()
+        return self.routing
+
+    async def _routing_now(self) -> Routing:
+        cache = self._cache
+        if cache is None:
+            self._reader()
+            raise AssertionError("unreachable")
+        if self._clock.now() - cache.loaded_at < self._routing_ttl:
+            return cache.routing
+        if cache.refreshing is None:
+            # One refresh at a time; concurrent callers wait for it.
+            cache.refreshing = asyncio.ensure_future(self._load_routing())
+        try:
+            await asyncio.shield(cache.refreshing)
+        finally:
+            cache.refreshing = None
+        return self.routing
+
+    async def update_routing(self, routing: Routing) -> None:
+        """Store ``routing`` as the next version of the index's routing (compare-and-set).
+
+        ``routing.version`` must be the stored version plus one. This changes where
+        entries are written and read without moving any: a reshard uses it at each of
+        its steps. Raises ConditionFailed if another writer changed the routing first.
+        """
+        cache = self._cache
+        if cache is None:
+            self._reader()
+            raise AssertionError("unreachable")
+        current = cache.routing
+        if routing.version != current.version + 1:
+            raise InvalidRouting(
+                f"new routing version must be {current.version + 1}, got {routing.version}")
+        try:
+            revision = await self._retrying(lambda: self._store.put_record(
+                self.name, ROUTING_RECORD, routing.to_dict(), expected=cache.revision))
+        except ConditionFailed:
+            # Either another writer got there first, or an earlier try that looked
+            # failed did land: only the record itself can tell.
+            record = await self._retrying(
+                lambda: self._store.get_record(self.name, ROUTING_RECORD))
+            if record is None or Routing.from_dict(dict(record.body)) != routing:
+                await self._load_routing()
+                raise ConditionFailed(
+                    f"index {self.name!r}: another writer changed the routing first "
+                    f"(now version {self.routing.version})") from None
+            revision = record.revision
+        self._cache = _RoutingCache(routing, revision, self._clock.now())
+
+    # -- writes ----------------------------------------------------------------------
+
+    async def put(self, value: str, item_id: str, *, sort: str = "",
+                  attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
+        """Write the entry of ``item_id`` under ``value`` (replacing any entry it had).
+
+        ``version``, when given, orders writes: the write is skipped (returns False) if
+        the item already carries this version or a newer one, even if it was deleted.
+        Returns True when the entry was written. Raises InvalidKey for a value, item
+        id or sort that cannot be stored, Throttled when retries are exhausted.
+        """
+        validate_value(value)
+        validate_item_id(item_id)
+        validate_sort(sort)
+        fields = _attrs(attrs)
+        routing = await self._routing_now()
+
+        def plan(current: StoredEntry | None) -> StoredEntry:
+            return StoredEntry(shard_key=self._shard_key(routing, value, item_id, current),
+                               sort=sort, item_id=item_id, attrs=fields)
+
+        return await self._write(item_id, plan, version)
+
+    async def move(self, item_id: str, *, old: str, new: str, sort: str | None = None,
+                   attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
+        """Move the entry of ``item_id`` from ``old`` to ``new`` in one atomic write.
+
+        ``sort`` and ``attrs`` default to the entry's own. Raises ConditionFailed if the
+        item has no entry under ``old``; see ``put`` for ``version``.
+        """
+        validate_item_id(item_id)
+        validate_value(old)
+        validate_value(new)
+        if sort is not None:
+            validate_sort(sort)
+        fields = None if attrs is None else _attrs(attrs)
+        routing = await self._routing_now()
+
+        def plan(current: StoredEntry | None) -> StoredEntry:
+            if current is None or parse_shard_key(current.shard_key)[0] != old:
+                where = "no entry" if current is None else \
+                    f"its entry under {parse_shard_key(current.shard_key)[0]!r}"
+                raise ConditionFailed(
+                    f"cannot move {item_id!r} from {old!r} to {new!r}: the item has {where}")
+            return StoredEntry(
+                shard_key=self._shard_key(routing, new, item_id, current),
+                sort=current.sort if sort is None else sort, item_id=item_id,
+                attrs=current.attrs if fields is None else fields)
+
+        return await self._write(item_id, plan, version)
+
+    async def delete(self, value: str, item_id: str, *, version: int | None = None) -> bool:
+        """Delete the entry of ``item_id`` under ``value``; False if it has none there."""
+        validate_value(value)
+        validate_item_id(item_id)
+
+        def plan(current: StoredEntry | None) -> None:
+            if current is None or parse_shard_key(current.shard_key)[0] != value:
+                raise _Skip
+            return
+
+        return await self._write(item_id, plan, version)
+
+    def _shard_key(self, routing: Routing, value: str, item_id: str,
+                   current: StoredEntry | None) -> str:
+        # An entry already on one of the value's current shards stays there: for the
+        # random strategies a re-put must not wander, and for hash it is the same key.
+        if current is not None and routing.is_current_key(value, current.shard_key) \
+                and routing.policy(value).strategy != "hash":
+            return current.shard_key
+        return routing.shard_key(value, item_id, rng=self._rng)
+
+    async def _write(self, item_id: str,
+                     plan: Callable[[StoredEntry | None], StoredEntry | None],
+                     version: int | None) -> bool:
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                    or version < 1):
+            raise InvalidInput(f"version must be a positive integer, got {version!r}")
+        self._reader()
+        attempted: tuple[int, StoredEntry | None] | None = None
+        for _ in range(self._max_conflicts):
+            current: Placement | None = await self._retrying(
+                lambda: self._store.locate(self.name, item_id))
+            if attempted is not None and current is not None and \
+                    (current.version, current.entry) == attempted:
+                return True  # an earlier try that looked failed had landed
+            held = 0 if current is None else current.version
+            if version is not None and version <= held:
+                return False  # a newer write already placed (or deleted) this item
+            try:
+                planned = plan(None if current is None else current.entry)
+            except _Skip:
+                return False
+            new_version = held + 1 if version is None else version
+            entry = None if planned is None else StoredEntry(
+                shard_key=planned.shard_key, sort=planned.sort, item_id=item_id,
+                attrs=planned.attrs, version=new_version)
+            attempted = (new_version, entry)
+            expected = None if current is None else current.version
+            try:
+                await self._retrying(partial(self._store.place, self.name, item_id, entry,
+                                             version=new_version, expected=expected))
+            except ConditionFailed:
+                continue  # another writer moved the item first: plan again from its state
+            return True
+        raise ConditionFailed(
+            f"gave up writing {item_id!r} after {self._max_conflicts} conflicting writes")
+
+    # -- reads -----------------------------------------------------------------------
+
+    async def get(self, item_id: str) -> Entry | None:
+        """Return the entry of ``item_id``, or None if it has none."""
+        validate_item_id(item_id)
+        self._reader()
+        placement: Placement | None = await self._retrying(
+            lambda: self._store.locate(self.name, item_id))
+        if placement is None or placement.entry is None:
+            return None
+        return self._entry(parse_shard_key(placement.entry.shard_key)[0], placement.entry)
+
+    async def query(self, value: str, *, limit: int = 100, order: Order = "asc",
+                    cursor: str | None = None) -> Page:
+        """Return the next ``limit`` entries of ``value`` in (sort, item_id) order.
+
+        Pass ``page.cursor`` back to continue; it stays valid if the value's shard
+        layout changes between pages. Raises InvalidCursor for a damaged cursor and
+        IncompleteRead if a shard could not be read: never a partial page.
+        """
+        validate_value(value)
+        if isinstance(limit, bool) or not isinstance(limit, int) or \
+                not 1 <= limit <= MAX_QUERY_LIMIT:
+            raise InvalidInput(f"limit must be an integer from 1 to {MAX_QUERY_LIMIT}, "
+                               f"got {limit!r}")
+        if order not in ("asc", "desc"):
+            raise InvalidInput(f"order must be 'asc' or 'desc', got {order!r}")
+        after = None if cursor is None else \
+            self._codec.decode(cursor, value=value, order=order).after
+        reader = self._reader()
+        routing = await self._routing_now()
+        merged = await reader.page(value, routing.read_keys(value), after=after,
+                                   descending=order == "desc", limit=limit)
+        items = [self._entry(value, e) for e in merged.entries]
+        token = None
+        if merged.more:
+            token = self._codec.encode(Cursor(value=value, order=order,
+                                              after=merged.entries[-1].position,
+                                              routing_version=routing.version))
+        return Page(items=items, cursor=token,
+                    consistent=self._store.capabilities.consistent_reads)
+
+    async def scan(self, value: str) -> AsyncGenerator[Entry, None]:
+        """Yield every entry of ``value`` in arrival order (all shards concurrently).
+
+        If a shard fails for good, IncompleteRead is raised after the other shards'
+        entries have been yielded.
+        """
+        validate_value(value)
+        reader = self._reader()
+        routing = await self._routing_now()
+        keys = routing.read_keys(value)
+        dedupe = len(keys) > routing.policy(value).shards
+        async for entry in reader.stream(value, keys, dedupe=dedupe):
+            yield self._entry(value, entry)
+
+    async def count(self, value: str) -> int:
+        """Return how many entries ``value`` has, over all its shards."""
+        validate_value(value)
+        reader = self._reader()
+        routing = await self._routing_now()
+        keys = routing.read_keys(value)
+        if len(keys) > routing.policy(value).shards:
+            # Mid-reshard an item may sit in both layouts: count distinct items.
+            return len({e.item_id async for e in reader.stream(value, keys, dedupe=True)})
+        return await reader.count(value, keys)
+
+    def _entry(self, value: str, stored: StoredEntry) -> Entry:
+        return Entry(value=value, item_id=stored.item_id, sort=stored.sort, attrs=stored.attrs,
+                     shard_key=stored.shard_key, version=stored.version)
+
+
+def _attrs(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+    if attrs is None:
+        return {}
+    if not isinstance(attrs, Mapping):
+        raise InvalidInput(f"attrs must be a mapping, got {type(attrs).__name__}")
+    for name in attrs:
+        if not isinstance(name, str) or not name:
+            raise InvalidInput(f"attrs names must be non-empty strings, got {name!r}")
+    return dict(attrs)

@@ -1,0 +1,98 @@
+"""Shard key encoding, decoding and validation.
+
+A logical key ``value`` is written as ``value`` when its policy has one shard and as
+``value#k`` (0 <= k < N) otherwise, so an unsharded index stays valid as it is. Shard
+keys that start with the separator are reserved for shardex's own records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardex.errors import InvalidKey
+
+__all__ = [
+    "MAX_ITEM_ID_BYTES",
+    "MAX_SORT_BYTES",
+    "MAX_VALUE_BYTES",
+    "SEPARATOR",
+    "encode_shard_key",
+    "parse_shard_key",
+    "validate_item_id",
+    "validate_sort",
+    "validate_value",
+]
+
+SEPARATOR = "#"
+# DynamoDB caps a partition key at 2,048 bytes and a sort key at 1,024; the entry's
+# sort key holds the sort value, a NUL and the item id.
+MAX_VALUE_BYTES = 1024
+MAX_ITEM_ID_BYTES = 512
+MAX_SORT_BYTES = 510
+
+
+def _text(kind: str, text: Any, max_bytes: int, *, allow_empty: bool = False) -> str:
+    if not isinstance(text, str):
+        raise InvalidKey(f"{kind} must be text (str), got {type(text).__name__}: {text!r}")
+    if not text and not allow_empty:
+        raise InvalidKey(f"{kind} must not be empty")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidKey(f"{kind} {text!r} is not valid text (unpaired surrogate)") from exc
+    if size > max_bytes:
+        raise InvalidKey(f"{kind} is {size} bytes of UTF-8; at most {max_bytes} are allowed")
+    if "\x00" in text:
+        raise InvalidKey(f"{kind} {text!r} contains a NUL character")
+    return text
+
+
+def validate_value(value: Any) -> str:
+    """Return ``value`` if it can be a logical key; raise InvalidKey naming the fault.
+
+    A logical key is non-empty text of at most MAX_VALUE_BYTES UTF-8 bytes, without
+    NUL and without the separator ``#``.
+    """
+    _text("logical key", value, MAX_VALUE_BYTES)
+    if SEPARATOR in value:
+        raise InvalidKey(
+            f"logical key {value!r} contains the separator {SEPARATOR!r}, "
+            "which shard keys reserve"
+        )
+    return str(value)
+
+
+def validate_item_id(item_id: Any) -> str:
+    """Return ``item_id`` if it is non-empty text without NUL; raise InvalidKey otherwise."""
+    return _text("item id", item_id, MAX_ITEM_ID_BYTES)
+
+
+def validate_sort(sort: Any) -> str:
+    """Return ``sort`` if it is text (possibly empty) without NUL; raise InvalidKey otherwise."""
+    return _text("sort value", sort, MAX_SORT_BYTES, allow_empty=True)
+
+
+def encode_shard_key(value: str, shard: int, shards: int) -> str:
+    """Return the shard key of shard ``shard`` of ``shards`` for the logical key ``value``."""
+    if not 0 <= shard < shards:
+        raise InvalidKey(f"shard {shard} is out of range for {shards} shard(s)")
+    if shards == 1:
+        return value
+    return f"{value}{SEPARATOR}{shard}"
+
+
+def parse_shard_key(shard_key: str) -> tuple[str, int | None]:
+    """Split a shard key into its logical key and shard number (None when unsuffixed).
+
+    Raises InvalidKey for a reserved key or a suffix that is not a shard number.
+    """
+    if not isinstance(shard_key, str) or not shard_key:
+        raise InvalidKey(f"shard key must be non-empty text, got {shard_key!r}")
+    value, sep, suffix = shard_key.partition(SEPARATOR)
+    if not sep:
+        return value, None
+    if not value:
+        raise InvalidKey(f"shard key {shard_key!r} is reserved for shardex records")
+    if not suffix.isdigit() or not suffix.isascii() or (suffix != "0" and suffix.startswith("0")):
+        raise InvalidKey(f"shard key {shard_key!r} has a suffix that is not a shard number")
+    return value, int(suffix)

@@ -1,0 +1,281 @@
+"""Shard policies and routing: where each entry of a logical key is written and read.
+
+Pure: nothing here does I/O. A ``Routing`` is a versioned layout (a default policy and
+per-value overrides). While a reshard runs it also carries ``previous``, the layout
+being left, and reads cover the union of both layouts so no entry is missed.
+The routing document (``Routing.to_json``) is what the index stores in its store.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, cast, get_args
+
+from shardex.errors import InvalidKey, InvalidPolicy, InvalidRouting
+from shardex.hashing import shard_of
+from shardex.keys import encode_shard_key, validate_item_id, validate_value
+
+__all__ = ["MAX_SHARDS", "ROUTING_FORMAT", "Routing", "ShardPolicy", "Strategy"]
+
+Strategy = Literal["hash", "random", "round_robin"]
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
+MAX_SHARDS = 4096
+ROUTING_FORMAT = "shardex.routing/1"
+
+
+@dataclass(frozen=True, slots=True)
+class ShardPolicy:
+    """How the entries of one logical key spread: over ``shards`` shard keys, by ``strategy``.
+
+    ``hash`` puts an item on ``jump_hash(h64(item_id), shards)``, so the shard can be
+    recomputed from the item id; ``random`` and ``round_robin`` spread writes evenly
+    whatever the ids, and the index records where each entry went. 1 <= shards <= 4096.
+    """
+
+    shards: int = 1
+    strategy: Strategy = "hash"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.shards, bool) or not isinstance(self.shards, int):
+            raise InvalidPolicy(f"shards must be an integer, got {self.shards!r}")
+        if not 1 <= self.shards <= MAX_SHARDS:
+            raise InvalidPolicy(f"shards must be between 1 and {MAX_SHARDS}, got {self.shards}")
+        if self.strategy not in STRATEGIES:
+            raise InvalidPolicy(
+                f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"
+            )
+
+    def shard_keys(self, value: str) -> list[str]:
+        """Return every shard key of ``value`` under this policy, in shard order."""
+        return [encode_shard_key(value, k, self.shards) for k in range(self.shards)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"shards": self.shards, "strategy": self.strategy}
+
+    @classmethod
+    def from_dict(cls, doc: Any, where: str = "policy") -> ShardPolicy:
+        """Build a policy from its document; raise InvalidRouting naming the bad field."""
+        _expect_object(doc, where, required={"shards"}, optional={"strategy"})
+        try:
+            return cls(shards=doc["shards"], strategy=doc.get("strategy", "hash"))
+        except InvalidPolicy as exc:
+            raise InvalidRouting(f"{where}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Routing:
+    """A versioned set of policies: ``default`` plus per-value ``overrides``.
+
+    ``previous`` is set only during a transition (a reshard): writes follow this
+    layout, reads cover both. Values in ``overrides`` are validated as logical keys.
+    """
+
+    default: ShardPolicy = field(default_factory=ShardPolicy)
+    overrides: Mapping[str, ShardPolicy] = field(default_factory=dict)
+    version: int = 1
+    previous: Routing | None = None
+    _turns: dict[str, Iterator[int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.default, ShardPolicy):
+            raise InvalidRouting(f"default must be a ShardPolicy, got {self.default!r}")
+        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
+            raise InvalidRouting(f"version must be a positive integer, got {self.version!r}")
+        if not isinstance(self.overrides, Mapping):
+            raise InvalidRouting(
+                f"overrides must be a mapping, got {type(self.overrides).__name__}")
+        for value, policy in self.overrides.items():
+            try:
+                validate_value(value)
+            except InvalidKey as exc:
+                raise InvalidRouting(f"overrides: {exc}") from exc
+            if not isinstance(policy, ShardPolicy):
+                raise InvalidRouting(f"overrides[{value!r}] must be a ShardPolicy, got {policy!r}")
+        # A read-only private copy: mutating a dict must not re-route live entries.
+        object.__setattr__(self, "overrides",
+                           MappingProxyType(dict(sorted(self.overrides.items()))))
+        if self.previous is not None and not isinstance(self.previous, Routing):
+            raise InvalidRouting(f"previous must be a Routing or None, got {self.previous!r}")
+        if self.previous is not None:
+            if self.previous.previous is not None:
+                raise InvalidRouting("previous: a transition spans exactly two layouts")
+            if self.previous.version >= self.version:
+                raise InvalidRouting(
+                    f"previous.version ({self.previous.version}) must be below "
+                    f"version ({self.version})"
+                )
+
+    def __hash__(self) -> int:
+        return hash(self.to_json())
+
+    # -- decisions -------------------------------------------------------------------
+
+    def policy(self, value: str) -> ShardPolicy:
+        """Return the policy that writes of ``value`` follow."""
+        return self.overrides.get(value, self.default)
+
+    @property
+    def in_transition(self) -> bool:
+        """True while a reshard moves from ``previous`` to this layout."""
+        return self.previous is not None
+
+    def shard_key(self, value: str, item_id: str, *, rng: random.Random | None = None) -> str:
+        """Return the shard key a new entry of ``value`` for ``item_id`` is written to.
+
+        ``rng`` drives the ``random`` strategy (the module's generator by default).
+        Raises InvalidKey for a value or item id that cannot be stored.
+        """
+        validate_value(value)
+        validate_item_id(item_id)
+        policy = self.policy(value)
+        if policy.shards == 1:
+            return value
+        if policy.strategy == "hash":
+            shard = shard_of(item_id, policy.shards)
+        elif policy.strategy == "random":
+            shard = (rng or random).randrange(policy.shards)
+        else:
+            shard = self._next_turn(value, policy.shards, rng or random)
+        return encode_shard_key(value, shard, policy.shards)
+
+    def _next_turn(self, value: str, shards: int, rng: random.Random | Any) -> int:
+        turns = self._turns.get(value)
+        if turns is None:
+            # Each client starts at its own offset, so many clients do not all begin on shard 0.
+            turns = itertools.count(rng.randrange(shards))
+            self._turns[value] = turns
+        return next(turns) % shards
+
+    def read_keys(self, value: str) -> list[str]:
+        """Return every shard key a complete read of ``value`` must query.
+
+        During a transition this is the union of both layouts' keys, the current ones
+        first, so a reader misses no entry wherever the reshard has put it.
+        """
+        validate_value(value)
+        keys = self.policy(value).shard_keys(value)
+        if self.previous is not None:
+            seen = set(keys)
+            keys += [k for k in self.previous.policy(value).shard_keys(value) if k not in seen]
+        return keys
+
+    def is_current_key(self, value: str, shard_key: str) -> bool:
+        """True if ``shard_key`` is one of the keys ``value`` is written to now."""
+        return shard_key in self.policy(value).shard_keys(value)
+
+    # -- transitions (pure: each returns a new Routing) -----------------------------
+
+    def begin(self, changes: Mapping[str, ShardPolicy | None], *,
+              default: ShardPolicy | None = None) -> Routing:
+        """Start a transition to a layout with ``changes`` applied (None drops an override)."""
+        if self.previous is not None:
+            raise InvalidRouting(
+                f"routing version {self.version} is already in a transition; finish or roll it back"
+            )
+        overrides = dict(self.overrides)
+        for value, policy in changes.items():
+            if policy is None:
+                overrides.pop(value, None)
+            else:
+                overrides[value] = policy
+        return Routing(default=default or self.default, overrides=overrides,
+                       version=self.version + 1, previous=self._stripped())
+
+    def finish(self) -> Routing:
+        """End the transition: the new layout alone, one version later."""
+        if self.previous is None:
+            raise InvalidRouting(f"routing version {self.version} is not in a transition")
+        return Routing(default=self.default, overrides=self.overrides, version=self.version + 1)
+
+    def rollback(self) -> Routing:
+        """Abandon the transition: back to the previous layout, one version later."""
+        if self.previous is None:
+            raise InvalidRouting(f"routing version {self.version} is not in a transition")
+        return Routing(default=self.previous.default, overrides=self.previous.overrides,
+                       version=self.version + 1)
+
+    def _stripped(self) -> Routing:
+        return Routing(default=self.default, overrides=self.overrides, version=self.version)
+
+    # -- the routing document --------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"format": ROUTING_FORMAT, **self._layout_dict()}
+        doc["previous"] = None if self.previous is None else self.previous._layout_dict()
+        return doc
+
+    def _layout_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "default": self.default.to_dict(),
+            "overrides": {v: p.to_dict() for v, p in self.overrides.items()},
+        }
+
+    def to_json(self) -> str:
+        """Return the routing document as compact, key-sorted JSON."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> Routing:
+        """Validate a routing document; raise InvalidRouting naming the field at fault."""
+        _expect_object(doc, "routing", required={"format", "version", "default"},
+                       optional={"overrides", "previous"})
+        if doc["format"] != ROUTING_FORMAT:
+            raise InvalidRouting(
+                f"routing.format: expected {ROUTING_FORMAT!r}, got {doc['format']!r}"
+            )
+        previous = doc.get("previous")
+        prev = None
+        if previous is not None:
+            _expect_object(previous, "routing.previous", required={"version", "default"},
+                           optional={"overrides"})
+            prev = cls._layout_from(previous, "routing.previous")
+        current = cls._layout_from(doc, "routing")
+        return cls(default=current.default, overrides=current.overrides,
+                   version=current.version, previous=prev)
+
+    @classmethod
+    def _layout_from(cls, doc: Mapping[str, Any], where: str) -> Routing:
+        version = doc["version"]
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise InvalidRouting(f"{where}.version: expected a positive integer, got {version!r}")
+        default = ShardPolicy.from_dict(doc["default"], f"{where}.default")
+        raw = doc.get("overrides", {})
+        if not isinstance(raw, dict):
+            raise InvalidRouting(f"{where}.overrides: expected an object, got {type(raw).__name__}")
+        overrides: dict[str, ShardPolicy] = {}
+        for value, policy_doc in raw.items():
+            try:
+                validate_value(value)
+            except InvalidKey as exc:
+                raise InvalidRouting(f"{where}.overrides: {exc}") from exc
+            overrides[value] = ShardPolicy.from_dict(policy_doc, f"{where}.overrides[{value!r}]")
+        return cls(default=default, overrides=overrides, version=version)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Routing:
+        """Parse and validate a routing document; raise InvalidRouting if it is broken."""
+        try:
+            doc = json.loads(text)
+        except (ValueError, TypeError) as exc:
+            raise InvalidRouting(f"routing document is not valid JSON: {exc}") from exc
+        return cls.from_dict(doc)
+
+
+def _expect_object(doc: Any, where: str, *, required: set[str], optional: set[str]) -> None:
+    if not isinstance(doc, dict):
+        raise InvalidRouting(f"{where}: expected an object, got {type(doc).__name__}")
+    keys = cast(dict[str, Any], doc).keys()
+    unknown = sorted(set(keys) - required - optional)
+    if unknown:
+        raise InvalidRouting(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}")
+    missing = sorted(required - set(keys))
+    if missing:
+        raise InvalidRouting(f"{where}: missing field(s) {', '.join(map(repr, missing))}")

@@ -1,0 +1,316 @@
+"""The orders-by-status scenario: an index from order status to order ids, under a sale.
+
+New orders are written to PENDING, some ship (PENDING to SHIPPED), a few are
+cancelled (PENDING to CANCELLED) and some shipped orders are delivered (SHIPPED to
+DELIVERED), each transition a ``move``. PENDING takes several times a partition's
+write ceiling, SHIPPED is hot too, DELIVERED and CANCELLED stay cold. A dashboard
+reads the first page of PENDING ten times a second and a report lists all of it every
+few seconds; every read is checked against the scenario's ground truth. The schedule
+comes from one seed, so two layouts meet exactly the same load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import heapq
+import math
+import random
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from shardex.errors import InvalidInput, ShardexError
+from shardex.index import Entry, ShardedIndex
+from shardex.plan import shards_for
+from shardex.retry import RetryPolicy
+from shardex.routing import Routing, ShardPolicy
+from shardex.scenarios.truth import Tracker
+from shardex.sim.clock import LoopClock, run_virtual
+from shardex.stores.memory import MemoryStore
+
+__all__ = ["OrdersLoad", "RunResult", "run_demo", "run_orders"]
+
+EPOCH = datetime(2026, 11, 30, 5, 0, tzinfo=UTC)
+STATUSES = ("PENDING", "SHIPPED", "DELIVERED", "CANCELLED")
+# event kind -> (status left, status entered)
+TRANSITIONS: Mapping[str, tuple[str | None, str]] = {
+    "create": (None, "PENDING"), "ship": ("PENDING", "SHIPPED"),
+    "cancel": ("PENDING", "CANCELLED"), "deliver": ("SHIPPED", "DELIVERED"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OrdersLoad:
+    """The offered load, in virtual seconds and operations a second."""
+
+    duration: float = 10.0
+    created_per_s: float = 5000.0
+    ship_share: float = 0.4
+    cancel_share: float = 0.02
+    deliver_share: float = 0.15
+    dwell_s: float = 1.5
+    dashboard_reads_per_s: float = 10.0
+    dashboard_page: int = 100
+    report_every_s: float = 2.5
+    report_page: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.duration <= 0 or self.created_per_s <= 0:
+            raise InvalidInput("duration and created_per_s must be positive")
+        if not 0 <= self.ship_share + self.cancel_share <= 1 or not 0 <= self.deliver_share <= 1:
+            raise InvalidInput("ship_share + cancel_share and deliver_share must lie in [0, 1]")
+
+    def peak_writes(self) -> dict[str, float]:
+        """Steady-state writes a second offered to each status (a move writes both ends)."""
+        created = self.created_per_s
+        shipped = created * self.ship_share
+        cancelled = created * self.cancel_share
+        delivered = shipped * self.deliver_share
+        return {"PENDING": created + shipped + cancelled, "SHIPPED": shipped + delivered,
+                "DELIVERED": delivered, "CANCELLED": cancelled}
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What one layout did under the load."""
+
+    layout: str
+    routing: Routing
+    duration: float
+    offered_writes: int
+    accepted_writes: int
+    failed_writes: int
+    throttled_ratio: float
+    write_latencies: list[float]
+    read_latencies: list[float]
+    listings: int
+    problems: list[str]
+    offered_by_status: dict[str, int]
+    timeline: dict[str, dict[int, float]] = field(repr=False)
+
+    @property
+    def listing_complete(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> dict[str, Any]:
+        """The run as the JSON the CLI prints (times in ms, rates a second)."""
+        return {
+            "layout": self.layout,
+            "offered_writes_per_s": round(self.offered_writes / self.duration, 1),
+            "accepted_writes_per_s": round(self.accepted_writes / self.duration, 1),
+            "throttled_ratio": round(self.throttled_ratio, 4),
+            "failed_writes": self.failed_writes,
+            "write_p50_ms": _ms(self.write_latencies, 0.50),
+            "write_p99_ms": _ms(self.write_latencies, 0.99),
+            "read_p50_ms": _ms(self.read_latencies, 0.50),
+            "read_p99_ms": _ms(self.read_latencies, 0.99),
+            "listing_complete": self.listing_complete,
+            "listings_checked": self.listings,
+            "shards": {v: self.routing.policy(v).shards for v in STATUSES},
+        }
+
+
+def _ms(samples: list[float], q: float) -> float:
+    if not samples:
+        return 0.0
+    ordered = sorted(samples)
+    return round(1000 * ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)], 2)
+
+
+@dataclass(order=True, slots=True)
+class _Event:
+    at: float
+    seq: int
+    kind: str = field(compare=False)
+    order: int = field(compare=False)
+
+
+def _schedule(load: OrdersLoad, rng: random.Random) -> list[_Event]:
+    """Every write of the run, in time order: creations, then their transitions."""
+    events: list[_Event] = []
+    seq = 0
+    t = rng.expovariate(load.created_per_s)
+    order = 0
+    while t < load.duration:
+        order += 1
+        events.append(_Event(t, seq, "create", order))
+        seq += 1
+        roll = rng.random()
+        leave = t + 0.5 + rng.expovariate(1 / load.dwell_s)
+        if roll < load.ship_share and leave < load.duration:
+            events.append(_Event(leave, seq, "ship", order))
+            seq += 1
+            if rng.random() < load.deliver_share:
+                arrive = leave + 0.5 + rng.expovariate(1 / load.dwell_s)
+                if arrive < load.duration:
+                    events.append(_Event(arrive, seq, "deliver", order))
+                    seq += 1
+        elif roll < load.ship_share + load.cancel_share and leave < load.duration:
+            events.append(_Event(leave, seq, "cancel", order))
+            seq += 1
+        t += rng.expovariate(load.created_per_s)
+    heapq.heapify(events)
+    return [heapq.heappop(events) for _ in range(len(events))]
+
+
+def _sort_of(at: float) -> str:
+    return (EPOCH + timedelta(seconds=at)).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: int = 1,
+                     store_options: Mapping[str, Any] | None = None) -> RunResult:
+    """Drive one index through the scenario on the current (virtual) loop."""
+    options: dict[str, Any] = {"seed": seed, **(store_options or {})}
+    store = MemoryStore(**options)
+    clock = LoopClock()
+    retry = RetryPolicy(attempts=5, base=0.05, cap=0.8, deadline=2.0)
+    index = ShardedIndex(store, "orders_by_status", routing, retry=retry, seed=seed)
+    truth = Tracker()
+    offered = dict.fromkeys(STATUSES, 0)
+    write_latencies: list[float] = []
+    read_latencies: list[float] = []
+    problems: list[str] = []
+    counts = {"accepted": 0, "failed": 0, "listings": 0}
+    last_op: dict[int, asyncio.Task[None]] = {}
+
+    async def write(event: _Event, after: asyncio.Task[None] | None) -> None:
+        item = f"ORD-{event.order:07d}"
+        sort = _sort_of(event.at)
+        if event.kind == "create":
+            truth.entering(item, (sort, item), clock.now())
+        if after is not None:
+            await after  # an order's transitions follow its earlier writes
+        old, new = TRANSITIONS[event.kind]
+        if old == "PENDING":
+            truth.leaving(item, clock.now())
+        start = clock.now()
+        try:
+            if old is None:
+                await index.put(new, item, sort=sort, attrs={
+                    "total": 1000 + event.order % 9000, "customer": f"C-{event.order % 977}"})
+            else:
+                await index.move(item, old=old, new=new, sort=sort)
+            ok = True
+        except ShardexError:
+            ok = False
+        counts["accepted" if ok else "failed"] += 1
+        write_latencies.append(clock.now() - start)
+        if new == "PENDING":
+            truth.entered(item, clock.now(), ok=ok)
+        elif old == "PENDING":
+            truth.left(item, clock.now(), ok=ok)
+
+    def launch(event: _Event) -> None:
+        for status in TRANSITIONS[event.kind]:
+            if status is not None:
+                offered[status] += 1
+        last_op[event.order] = asyncio.ensure_future(write(event, last_op.get(event.order)))
+
+    async def dashboard() -> None:
+        period = 1 / load.dashboard_reads_per_s
+        while clock.now() < load.duration:
+            await clock.sleep(period)
+            start = clock.now()
+            try:
+                page = await index.query("PENDING", limit=load.dashboard_page)
+            except ShardexError as exc:
+                problems.append(f"dashboard read failed: {exc}")
+                continue
+            read_latencies.append(clock.now() - start)
+            counts["listings"] += 1
+            problems.extend(truth.check(page.items, start, clock.now(),
+                                        complete=page.cursor is None))
+
+    async def report() -> None:
+        while True:
+            await clock.sleep(load.report_every_s)
+            start = clock.now()
+            entries: list[Entry] = []
+            cursor = None
+            try:
+                while True:
+                    began = clock.now()
+                    page = await index.query("PENDING", limit=load.report_page, cursor=cursor)
+                    read_latencies.append(clock.now() - began)
+                    entries += page.items
+                    if (cursor := page.cursor) is None:
+                        break
+            except ShardexError as exc:
+                problems.append(f"report read failed: {exc}")
+                continue
+            counts["listings"] += 1
+            problems.extend(truth.check(entries, start, clock.now(), complete=True))
+            if clock.now() >= load.duration:
+                return
+
+    schedule = _schedule(load, random.Random(seed))
+    async with index:
+        readers = [asyncio.ensure_future(dashboard()), asyncio.ensure_future(report())]
+        for event in schedule:
+            wait = event.at - clock.now()
+            if wait > 0.0005:
+                await clock.sleep(wait)
+            launch(event)
+        await asyncio.gather(*last_op.values())
+        await asyncio.gather(*readers)
+    stats = store.stats("orders_by_status")
+    requests = throttles = 0.0
+    for key, key_stats in stats.by_key.items():
+        if not key.startswith("#"):
+            requests += key_stats.write_requests
+            throttles += key_stats.write_throttles
+    return RunResult(
+        layout=layout, routing=routing, duration=load.duration,
+        offered_writes=len(schedule), accepted_writes=counts["accepted"],
+        failed_writes=counts["failed"], throttled_ratio=throttles / requests if requests else 0.0,
+        write_latencies=write_latencies, read_latencies=read_latencies,
+        listings=counts["listings"], problems=problems[:20],
+        offered_by_status=offered,
+        timeline={k: dict(v) for k, v in stats.timeline.items() if not k.startswith("#")},
+    )
+
+
+def demo_layouts(load: OrdersLoad, *, ceiling: float = 1000.0, units: float = 1.0,
+                 amplification: float = 2.0, headroom: float = 1.5) -> dict[str, Routing]:
+    """The two layouts the demo compares: none sharded, and the hot statuses sized by plan.
+
+    ``amplification`` 2 because a placement is a transaction, which costs twice.
+    """
+    peaks = load.peak_writes()
+    hot = {"PENDING": peaks["PENDING"], "SHIPPED": peaks["SHIPPED"]}
+    overrides = {v: ShardPolicy(shards=shards_for(p, ceiling=ceiling, units=units,
+                                                  amplification=amplification,
+                                                  headroom=headroom))
+                 for v, p in hot.items()}
+    return {"unsharded": Routing(), "sharded": Routing(overrides=overrides)}
+
+
+def run_demo(load: OrdersLoad | None = None, *, seed: int = 1,
+             store_options: Mapping[str, Any] | None = None) -> list[RunResult]:
+    """Run the scenario on virtual time, once per layout, with the same seed and load."""
+    load = load or OrdersLoad()
+    ceiling = float((store_options or {}).get("write_ceiling", 1000.0))
+    with _relaxed_gc():
+        return [
+            run_virtual(run_orders(load, routing, layout=name, seed=seed,
+                                   store_options=store_options))
+            for name, routing in demo_layouts(load, ceiling=ceiling).items()
+        ]
+
+
+@contextmanager
+def _relaxed_gc() -> Iterator[None]:
+    """Collect garbage less often while a run allocates its many short-lived tasks.
+
+    A run creates and drops hundreds of thousands of small objects that hold no
+    cycles worth chasing; the default thresholds spend a third of the time on them.
+    """
+    before = gc.get_threshold()
+    gc.set_threshold(50_000, 50, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)

@@ -1,0 +1,97 @@
+"""The latency model of a store request: lognormal, plus a transfer time per KB.
+
+Pure: sampling takes the caller's ``random.Random``, so a seeded run is reproducible.
+All results are in seconds; parameters are in milliseconds, as latencies are quoted.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from statistics import NormalDist
+
+from shardex.errors import InvalidInput
+
+__all__ = ["LatencyModel"]
+
+_Z99 = NormalDist().inv_cdf(0.99)  # 2.3263...
+_STANDARD = NormalDist()
+_BELOW_ONE = math.nextafter(1.0, 0.0)
+
+
+def _number(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInput(f"{name} must be a finite number of milliseconds, got {value!r}")
+    return float(value)
+
+
+def _probability(q: float) -> float:
+    if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 < q < 1.0:
+        raise InvalidInput(f"quantile q must be a number strictly between 0 and 1, got {q!r}")
+    return float(q)
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyModel:
+    """Request latency: lognormal with the given median and 99th percentile, plus transfer.
+
+    ``sigma = ln(p99 / median) / 2.3263`` (the 0.99 quantile of the standard normal),
+    so ``quantile(0.5)`` is the median and ``quantile(0.99)`` the p99 exactly. A
+    request moving ``nbytes`` adds ``per_kb_ms * nbytes / 1024``. Raises InvalidInput
+    unless ``median_ms > 0``, ``p99_ms >= median_ms`` and ``per_kb_ms >= 0``.
+    """
+
+    median_ms: float = 4.0
+    p99_ms: float = 25.0
+    per_kb_ms: float = 0.01
+    _mu: float = field(init=False, repr=False, compare=False)
+    _sigma: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        median = _number("latency median_ms", self.median_ms)
+        p99 = _number("latency p99_ms", self.p99_ms)
+        per_kb = _number("latency per_kb_ms", self.per_kb_ms)
+        if median <= 0:
+            raise InvalidInput(f"latency median_ms must be > 0, got {self.median_ms!r}")
+        if p99 < median:
+            raise InvalidInput(
+                f"latency p99_ms ({self.p99_ms!r}) must be >= median_ms ({self.median_ms!r})"
+            )
+        if per_kb < 0:
+            raise InvalidInput(f"latency per_kb_ms must be >= 0, got {self.per_kb_ms!r}")
+        object.__setattr__(self, "_mu", math.log(median / 1000.0))
+        object.__setattr__(self, "_sigma", math.log(p99 / median) / _Z99)
+
+    @property
+    def sigma(self) -> float:
+        """The standard deviation of the latency's logarithm."""
+        return self._sigma
+
+    def transfer(self, nbytes: int) -> float:
+        """Return the seconds spent moving ``nbytes`` bytes."""
+        return self.per_kb_ms * nbytes / 1_024_000.0
+
+    def sample(self, rng: random.Random, nbytes: int = 0) -> float:
+        """Draw one request's latency in seconds, moving ``nbytes`` bytes."""
+        latency = math.exp(rng.gauss(self._mu, self._sigma))
+        if nbytes:
+            latency += self.per_kb_ms * nbytes / 1_024_000.0
+        return latency
+
+    def quantile(self, q: float, nbytes: int = 0) -> float:
+        """Return the ``q``-quantile (0 < q < 1) of the latency in seconds."""
+        z = _STANDARD.inv_cdf(_probability(q))
+        return math.exp(self._mu + self._sigma * z) + self.transfer(nbytes)
+
+    def fanout_quantile(self, n: int, q: float, nbytes: int = 0) -> float:
+        """Return the ``q``-quantile of the slowest of ``n`` independent requests, in seconds.
+
+        The maximum of ``n`` samples stays below ``t`` with probability ``F(t) ** n``,
+        so this is ``quantile(q ** (1 / n))``: the latency a fan-out over ``n`` shards
+        waits for. Non-decreasing in ``n``; raises InvalidInput unless ``n >= 1``.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidInput(f"fan-out width n must be an integer >= 1, got {n!r}")
+        # For very wide fan-outs q ** (1/n) rounds to 1.0, where the quantile is infinite.
+        return self.quantile(min(_probability(q) ** (1.0 / n), _BELOW_ONE), nbytes)

@@ -1,0 +1,74 @@
+"""Store URIs, parsed once: ``scheme://[user[:password]@]location[/path]?option=value``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from shardex.errors import InvalidURI
+
+__all__ = ["StoreURI"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreURI:
+    """A parsed store URI: ``scheme://[user[:password]@]location[/path]?option=value``."""
+
+    scheme: str
+    location: str = ""
+    path: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+    username: str | None = None
+    password: str | None = None
+    raw: str = ""
+
+    @classmethod
+    def parse(cls, uri: str) -> StoreURI:
+        """Parse ``uri``; raise InvalidURI for a missing scheme or a repeated option."""
+        if not isinstance(uri, str) or "://" not in uri:
+            raise InvalidURI(f"store URI must look like scheme://..., got {uri!r}")
+        parts = urlsplit(uri)
+        options: dict[str, str] = {}
+        for name, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
+            if name in options:
+                raise InvalidURI(f"store URI {uri!r} repeats the option {name!r}")
+            options[name] = value
+        try:
+            username, password = parts.username, parts.password
+        except ValueError as exc:
+            raise InvalidURI(f"store URI {uri!r}: {exc}") from exc
+        return cls(
+            scheme=parts.scheme.lower(),
+            location=unquote(parts.netloc.rpartition("@")[2]),
+            path=unquote(parts.path.lstrip("/")),
+            options=options,
+            username=unquote(username) if username else None,
+            password=unquote(password) if password else None,
+            raw=uri,
+        )
+
+    def take(self, allowed: Mapping[str, type]) -> dict[str, Any]:
+        """Convert the options named in ``allowed`` to their types; refuse any other option."""
+        unknown = sorted(set(self.options) - set(allowed))
+        if unknown:
+            raise InvalidURI(
+                f"{self.scheme}:// does not know the option(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(allowed))}"
+            )
+        out: dict[str, Any] = {}
+        for name, text in self.options.items():
+            kind = allowed[name]
+            try:
+                if kind is bool:
+                    if text.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                        raise ValueError(text)
+                    out[name] = text.lower() in ("1", "true", "yes")
+                else:
+                    out[name] = kind(text)
+            except ValueError as exc:
+                raise InvalidURI(
+                    f"{self.scheme}:// option {name}={text!r} is not a valid {kind.__name__}"
+                ) from exc
+        return out

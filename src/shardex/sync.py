@@ -1,0 +1,100 @@
+"""A blocking facade over ShardedIndex, for code that is not async.
+
+It runs one event loop in a private thread and hands each call to it, so it works
+from plain scripts, threads and notebooks alike (where a loop may already run).
+Every method has the meaning, arguments and errors of its ShardedIndex namesake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Iterator, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+from shardex.index import Entry, Order, Page, ShardedIndex
+from shardex.routing import Routing
+from shardex.stores.base import Store
+
+__all__ = ["SyncShardedIndex"]
+
+T = TypeVar("T")
+
+
+class SyncShardedIndex:
+    """``with SyncShardedIndex(store, name, routing) as index: index.put(...)``.
+
+    Keyword ``options`` are those of ShardedIndex.
+    """
+
+    def __init__(self, store: Store | str, name: str, routing: Routing | None = None,
+                 **options: Any) -> None:
+        self.index = ShardedIndex(store, name, routing, **options)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever,
+                                        name=f"shardex-{name}", daemon=True)
+        self._thread.start()
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def open(self) -> None:
+        self._call(self.index.open())
+
+    def close(self) -> None:
+        """Close the index and stop the private loop; the facade is unusable after."""
+        if self._loop.is_closed():
+            return
+        try:
+            self._call(self.index.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+    def __enter__(self) -> SyncShardedIndex:
+        self.open()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    @property
+    def routing(self) -> Routing:
+        return self.index.routing
+
+    def put(self, value: str, item_id: str, *, sort: str = "",
+            attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
+        return self._call(self.index.put(value, item_id, sort=sort, attrs=attrs,
+                                         version=version))
+
+    def move(self, item_id: str, *, old: str, new: str, sort: str | None = None,
+             attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
+        return self._call(self.index.move(item_id, old=old, new=new, sort=sort, attrs=attrs,
+                                          version=version))
+
+    def delete(self, value: str, item_id: str, *, version: int | None = None) -> bool:
+        return self._call(self.index.delete(value, item_id, version=version))
+
+    def get(self, item_id: str) -> Entry | None:
+        return self._call(self.index.get(item_id))
+
+    def query(self, value: str, *, limit: int = 100, order: Order = "asc",
+              cursor: str | None = None) -> Page:
+        return self._call(self.index.query(value, limit=limit, order=order, cursor=cursor))
+
+    def count(self, value: str) -> int:
+        return self._call(self.index.count(value))
+
+    def scan(self, value: str) -> Iterator[Entry]:
+        entries = self.index.scan(value)
+        try:
+            while True:
+                try:
+                    yield self._call(entries.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            self._call(entries.aclose())

@@ -1,0 +1,63 @@
+"""Shared fixtures: the backends every conformance test runs on.
+
+``memory`` always runs, on virtual time. Real servers are started by scripts/test,
+which exports their endpoints; in CI (CI=true) a backend whose server is missing
+fails instead of being skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pytest
+
+import shardex
+from shardex.sim.clock import run_virtual
+from shardex.stores.base import Store
+
+T = TypeVar("T")
+_names = itertools.count()
+
+
+@dataclass
+class Backend:
+    """A store kind under test: makes fresh, isolated stores and runs coroutines for them."""
+
+    name: str
+    make: Callable[..., Store]
+    virtual_time: bool
+
+    def store(self, **options: Any) -> Store:
+        return self.make(**options)
+
+    def index(self, routing: shardex.Routing | None = None, *, store: Store | None = None,
+              name: str | None = None, **options: Any) -> shardex.ShardedIndex:
+        return shardex.ShardedIndex(store or self.store(), name or f"ix{next(_names)}",
+                                    routing, **options)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return run_virtual(coro) if self.virtual_time else asyncio.run(coro)
+
+
+def _memory(**options: Any) -> Store:
+    options.setdefault("seed", 7)
+    return shardex.open_store("memory://", **options)
+
+
+BACKENDS: dict[str, Backend] = {
+    "memory": Backend("memory", _memory, virtual_time=True),
+}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return BACKENDS[request.param]
+
+
+@pytest.fixture
+def memory() -> Backend:
+    return BACKENDS["memory"]

@@ -1,0 +1,47 @@
+"""Test helpers that act on an index the way later tools (a finished reshard) leave it."""
+
+from __future__ import annotations
+
+import random
+
+from shardex import ConditionFailed, Routing, ShardedIndex, ShardPolicy
+from shardex.retry import RetryPolicy, call_with_retry
+from shardex.sim.clock import LoopClock
+from shardex.stores.base import StoredEntry
+
+PATIENT = RetryPolicy(attempts=50, base=0.01, cap=0.1, deadline=None)
+
+
+async def relayout(index: ShardedIndex, value: str, policy: ShardPolicy) -> Routing:
+    """Re-lay every entry of ``value`` under ``policy`` and store the new routing.
+
+    Entries move one by one with compare-and-set placements, then the routing is
+    bumped with no transition left: the state a finished reshard leaves behind.
+    """
+    store, clock, rng = index.store, LoopClock(), random.Random(0)
+    current = await index.refresh_routing()
+    overrides = dict(current.overrides)
+    overrides[value] = policy
+    target = Routing(default=current.default, overrides=overrides, version=current.version + 1)
+    entries = [e async for e in index.scan(value)]
+    for entry in entries:
+        shard_key = target.shard_key(value, entry.item_id, rng=rng)
+        while True:
+            placement = await call_with_retry(
+                lambda e=entry: store.locate(index.name, e.item_id), PATIENT, clock=clock, rng=rng)
+            assert placement is not None
+            assert placement.entry is not None
+            if placement.entry.shard_key == shard_key and placement.version > entry.version:
+                break  # a try that looked failed had landed
+            moved = StoredEntry(shard_key=shard_key, sort=entry.sort, item_id=entry.item_id,
+                                attrs=entry.attrs, version=placement.version + 1)
+            try:
+                await call_with_retry(
+                    lambda p=placement, m=moved: store.place(
+                        index.name, m.item_id, m, version=m.version, expected=p.version),
+                    PATIENT, clock=clock, rng=rng)
+            except ConditionFailed:
+                continue
+            break
+    await call_with_retry(lambda: index.update_routing(target), PATIENT, clock=clock, rng=rng)
+    return target

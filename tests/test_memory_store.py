@@ -1,0 +1,664 @@
+"""memory://, the simulated partitioned store: semantics, capacity, faults, stats, options.
+
+Everything runs on virtual time (``run_virtual``); nothing sleeps for real.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+
+import shardex.stores.memory
+from shardex.errors import (
+    ConditionFailed,
+    InvalidInput,
+    InvalidURI,
+    StoreError,
+    Throttled,
+    Unavailable,
+)
+from shardex.sim.capacity import entry_bytes, read_units
+from shardex.sim.clock import LoopClock, run_virtual
+from shardex.stores import open_store
+from shardex.stores.base import Position, StoredEntry
+from shardex.stores.memory import MemoryStore, StoreStats, is_reserved
+from shardex.stores.uri import StoreURI
+
+T = TypeVar("T")
+NS = "orders_by_status"
+CLOCK = LoopClock()
+
+
+def entry(key: str, sort: str, item_id: str, **attrs: Any) -> StoredEntry:
+    return StoredEntry(shard_key=key, sort=sort, item_id=item_id, attrs=attrs)
+
+
+def store(**options: Any) -> MemoryStore:
+    options.setdefault("seed", 1)
+    return MemoryStore(**options)
+
+
+async def put(s: MemoryStore, e: StoredEntry, *, ns: str = NS) -> float:
+    """Place ``e`` as the item's next version, whatever its current one is."""
+    current = await s.locate(ns, e.item_id)
+    version = current.version if current else None
+    return await s.place(ns, e.item_id, e, version=(version or 0) + 1, expected=version)
+
+
+async def patiently(call: Callable[[], Awaitable[T]]) -> T:
+    """Retry ``call`` through injected faults (as the index's retry policy would)."""
+    for _ in range(200):
+        try:
+            return await call()
+        except (Throttled, Unavailable):
+            await CLOCK.sleep(0.01)
+    raise AssertionError("still failing after 200 attempts")
+
+
+async def read_all(s: MemoryStore, key: str, *, descending: bool = False, limit: int = 1000,
+                   ns: str = NS) -> list[StoredEntry]:
+    out: list[StoredEntry] = []
+    after: Position | None = None
+    while True:
+        page = await s.query(ns, key, after=after, descending=descending, limit=limit)
+        out += page.entries
+        if page.resume is None:
+            return out
+        after = page.resume
+
+
+# -- entries: place, locate, query -----------------------------------------------------
+
+def test_place_then_locate_and_query() -> None:
+    async def main() -> None:
+        s = store()
+        e = entry("PENDING", "2026-11-30T05:00:00Z", "o-1", total=12)
+        assert await s.locate(NS, "o-1") is None
+        await s.place(NS, "o-1", e, version=1, expected=None)
+        placement = await s.locate(NS, "o-1")
+        assert placement is not None
+        assert (placement.item_id, placement.version, placement.entry) == ("o-1", 1, e)
+        page = await s.query(NS, "PENDING", after=None, descending=False, limit=10)
+        assert page.entries == [e]
+        assert page.resume is None
+        assert await s.count(NS, "PENDING") == 1
+        assert s.shard_keys(NS) == ["PENDING"]
+    run_virtual(main())
+
+
+def test_place_moves_the_entry_and_deletes_with_a_tombstone() -> None:
+    async def main() -> None:
+        s = store()
+        await s.place(NS, "o-1", entry("PENDING", "a", "o-1"), version=1, expected=None)
+        shipped = entry("SHIPPED", "b", "o-1")
+        await s.place(NS, "o-1", shipped, version=2, expected=1)
+        assert await s.count(NS, "PENDING") == 0
+        assert await read_all(s, "SHIPPED") == [shipped]
+        await s.place(NS, "o-1", None, version=3, expected=2)
+        assert await s.count(NS, "SHIPPED") == 0
+        tombstone = await s.locate(NS, "o-1")
+        assert tombstone is not None
+        assert (tombstone.version, tombstone.entry) == (3, None)
+        assert s.shard_keys(NS) == []
+    run_virtual(main())
+
+
+def test_placing_again_on_the_same_key_replaces_the_entry() -> None:
+    async def main() -> None:
+        s = store()
+        await s.place(NS, "o-1", entry("K", "a", "o-1", n=1), version=1, expected=None)
+        await s.place(NS, "o-1", entry("K", "a", "o-1", n=2), version=2, expected=1)
+        await s.place(NS, "o-1", entry("K", "b", "o-1", n=3), version=3, expected=2)
+        assert [e.attrs for e in await read_all(s, "K")] == [{"n": 3}]
+    run_virtual(main())
+
+
+def test_namespaces_are_separate_key_spaces() -> None:
+    async def main() -> None:
+        s = store()
+        await s.place("a", "o-1", entry("K", "1", "o-1"), version=1, expected=None)
+        await s.place("b", "o-1", entry("K", "2", "o-1"), version=5, expected=None)
+        assert [e.sort for e in await read_all(s, "K", ns="a")] == ["1"]
+        assert [e.sort for e in await read_all(s, "K", ns="b")] == ["2"]
+        located = await s.locate("a", "o-1")
+        assert located is not None
+        assert located.version == 1
+        assert await s.locate("c", "o-1") is None
+    run_virtual(main())
+
+
+def test_query_orders_by_sort_then_item_id_in_both_directions() -> None:
+    async def main() -> None:
+        s = store()
+        rows = [("2", "b"), ("1", "z"), ("2", "a"), ("3", "d"), ("2", "c"), ("1", "y")]
+        for sort, item in rows:
+            await put(s, entry("K", sort, item))
+        ascending = [(e.sort, e.item_id) for e in await read_all(s, "K")]
+        assert ascending == sorted(rows)
+        descending = [(e.sort, e.item_id) for e in await read_all(s, "K", descending=True)]
+        assert descending == sorted(rows, reverse=True)
+    run_virtual(main())
+
+
+def test_after_is_exclusive_in_both_directions() -> None:
+    async def main() -> None:
+        s = store()
+        for i in range(10):
+            await put(s, entry("K", f"{i:02d}", f"i{i}"))
+        up = await s.query(NS, "K", after=("04", "i4"), descending=False, limit=3)
+        assert [e.sort for e in up.entries] == ["05", "06", "07"]
+        assert up.resume == ("07", "i7")
+        down = await s.query(NS, "K", after=("04", "i4"), descending=True, limit=10)
+        assert [e.sort for e in down.entries] == ["03", "02", "01", "00"]
+        assert down.resume is None
+        # a position that holds no entry still splits the order where it would be
+        between = await s.query(NS, "K", after=("04", "zzz"), descending=False, limit=1)
+        assert [e.sort for e in between.entries] == ["05"]
+        same_sort = await s.query(NS, "K", after=("04", "i3"), descending=False, limit=1)
+        assert [e.item_id for e in same_sort.entries] == ["i4"]
+        beyond_end = await s.query(NS, "K", after=("99", ""), descending=False, limit=5)
+        assert (beyond_end.entries, beyond_end.resume) == ([], None)
+        before_start = await s.query(NS, "K", after=("", ""), descending=True, limit=5)
+        assert (before_start.entries, before_start.resume) == ([], None)
+        last = await s.query(NS, "K", after=("08", "i8"), descending=False, limit=1)
+        assert [e.sort for e in last.entries] == ["09"]
+        assert last.resume is None  # nothing remains beyond the page
+    run_virtual(main())
+
+
+def test_query_of_an_unknown_key_is_empty_and_costs_one_unit() -> None:
+    async def main() -> None:
+        s = store()
+        page = await s.query(NS, "NOTHING", after=None, descending=False, limit=5)
+        assert (page.entries, page.resume, page.units) == ([], None, 1.0)
+        assert await s.count(NS, "NOTHING") == 0
+    run_virtual(main())
+
+
+def test_many_entries_in_one_key_page_in_order_after_inserts_and_deletes() -> None:
+    """Crosses the sorted index's chunk boundaries with random inserts and deletes."""
+    async def main() -> None:
+        s = store(write_ceiling=1e9, read_ceiling=1e9)
+        rng = random.Random(3)
+        live: dict[str, str] = {}
+        for _ in range(4000):
+            item = f"i{rng.randrange(3000)}"
+            if item in live and rng.random() < 0.3:
+                current = await s.locate(NS, item)
+                assert current is not None
+                await s.place(NS, item, None, version=current.version + 1,
+                              expected=current.version)
+                del live[item]
+            else:
+                live[item] = f"{rng.randrange(500):03d}"
+                await put(s, entry("K", live[item], item))
+        expected = sorted((sort, item) for item, sort in live.items())
+        got = [e.position for e in await read_all(s, "K", limit=97)]
+        assert got == expected
+        got_down = [e.position for e in await read_all(s, "K", descending=True, limit=1000)]
+        assert got_down == expected[::-1]
+        assert await s.count(NS, "K") == len(expected)
+    run_virtual(main())
+
+
+def test_thirty_thousand_entries_in_one_shard_key() -> None:
+    async def main() -> None:
+        s = store(write_ceiling=1e9, read_ceiling=1e9)
+        for i in range(30_000):
+            await s.place(NS, f"o{i}", entry("HOT", f"{(i * 7919) % 30_000:06d}", f"o{i}"),
+                          version=1, expected=None)
+        got = await read_all(s, "HOT")
+        assert len(got) == 30_000
+        assert [e.position for e in got] == sorted(e.position for e in got)
+        assert await s.count(NS, "HOT") == 30_000
+    run_virtual(main())
+
+
+def test_query_page_stops_at_one_megabyte() -> None:
+    async def main() -> None:
+        s = store(write_ceiling=1e9, read_ceiling=1e9)
+        blob = "x" * 10_000
+        for i in range(250):
+            await put(s, entry("BIG", f"{i:04d}", f"o{i}", blob=blob))
+        size = entry_bytes(entry("BIG", "0000", "o0", blob=blob))
+        page = await s.query(NS, "BIG", after=None, descending=False, limit=1000)
+        assert len(page.entries) == 1_048_576 // size
+        assert page.resume == page.entries[-1].position
+        assert page.units == read_units(len(page.entries) * size)  # rounded once, over the sum
+        assert len(await read_all(s, "BIG")) == 250
+    run_virtual(main())
+
+
+def test_query_page_returns_one_entry_larger_than_the_page_cap() -> None:
+    async def main() -> None:
+        s = store(max_page_bytes=100)
+        for i in range(3):
+            await put(s, entry("K", f"{i}", f"o{i}", blob="y" * 500))
+        page = await s.query(NS, "K", after=None, descending=False, limit=10)
+        assert len(page.entries) == 1
+        assert page.resume == ("0", "o0")
+        assert len(await read_all(s, "K")) == 3
+    run_virtual(main())
+
+
+def test_query_limit_is_capped_at_max_page() -> None:
+    async def main() -> None:
+        s = store(write_ceiling=1e9, read_ceiling=1e9)
+        for i in range(1200):
+            await put(s, entry("K", f"{i:05d}", f"o{i}"))
+        page = await s.query(NS, "K", after=None, descending=False, limit=5000)
+        assert len(page.entries) == s.capabilities.max_page == 1000
+        assert page.resume is not None
+    run_virtual(main())
+
+
+def test_read_units_are_halved_for_eventually_consistent_queries() -> None:
+    async def main() -> None:
+        strong, eventual = store(), store(consistent=False)
+        for s in (strong, eventual):
+            for i in range(3):
+                await put(s, entry("K", f"{i}", f"o{i}", blob="z" * 3000))
+        page = await strong.query(NS, "K", after=None, descending=False, limit=10)
+        assert page.units == 3.0  # about 9 KB read: three 4 KB units
+        page = await eventual.query(NS, "K", after=None, descending=False, limit=10)
+        assert page.units == 1.5
+        assert strong.capabilities.consistent_reads
+        assert not eventual.capabilities.consistent_reads
+    run_virtual(main())
+
+
+def test_count_charges_one_request_per_page() -> None:
+    async def main() -> None:
+        s = store(max_page_bytes=1000)
+        for i in range(50):
+            await put(s, entry("K", f"{i:03d}", f"o{i:02d}"))
+        total = 50 * entry_bytes(entry("K", "000", "o00"))
+        s.reset_stats()
+        assert await s.count(NS, "K") == 50
+        stats = s.stats(NS).by_key["K"]
+        assert stats.read_requests == -(-total // 1000)
+        assert stats.read_units == stats.read_requests  # each page is under 4 KB
+    run_virtual(main())
+
+
+@pytest.mark.parametrize(("kwargs", "word"), [
+    ({"limit": 0}, "limit"),
+    ({"limit": True}, "limit"),
+    ({"after": ("a",)}, "after"),
+    ({"after": ["a", "b"]}, "after"),
+])
+def test_query_refuses_bad_arguments(kwargs: dict[str, Any], word: str) -> None:
+    args: dict[str, Any] = {"after": None, "descending": False, "limit": 10, **kwargs}
+    with pytest.raises(InvalidInput, match=word):
+        run_virtual(store().query(NS, "K", **args))
+
+
+# -- place: compare-and-set and units --------------------------------------------------
+
+def test_place_is_a_compare_and_set_on_the_placement_version() -> None:
+    async def main() -> None:
+        s = store()
+        first = entry("PENDING", "a", "o-1")
+        await s.place(NS, "o-1", first, version=1, expected=None)
+        for expected in (None, 2, 7):
+            with pytest.raises(ConditionFailed, match=r"o-1.*found 1"):
+                await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=9,
+                              expected=expected)
+        placement = await s.locate(NS, "o-1")
+        assert placement is not None
+        assert (placement.version, placement.entry) == (1, first)
+        assert await read_all(s, "PENDING") == [first]
+        assert await s.count(NS, "SHIPPED") == 0
+    run_virtual(main())
+
+
+def test_a_tombstone_blocks_a_stale_first_write() -> None:
+    async def main() -> None:
+        s = store()
+        await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
+        await s.place(NS, "o-1", None, version=2, expected=1)
+        with pytest.raises(ConditionFailed, match="expected version never placed, found 2"):
+            await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
+        assert await s.count(NS, "K") == 0
+        await s.place(NS, "o-1", entry("K", "c", "o-1"), version=3, expected=2)
+        assert [e.sort for e in await read_all(s, "K")] == ["c"]
+    run_virtual(main())
+
+
+def test_a_write_on_a_never_placed_item_with_an_expected_version_fails() -> None:
+    async def main() -> None:
+        s = store()
+        with pytest.raises(ConditionFailed, match="found never placed"):
+            await s.place(NS, "o-9", entry("K", "a", "o-9"), version=2, expected=1)
+        assert await s.locate(NS, "o-9") is None
+        assert await s.count(NS, "K") == 0
+    run_virtual(main())
+
+
+@pytest.mark.parametrize(("version", "expected"), [(1, 1), (0, None), (3, 5), (True, None)])
+def test_place_version_must_grow(version: int, expected: int | None) -> None:
+    with pytest.raises(InvalidInput, match="version"):
+        run_virtual(store().place(NS, "o-1", entry("K", "a", "o-1"), version=version,
+                                  expected=expected))
+
+
+@pytest.mark.parametrize("bad", [entry("K", "a", "o-2"), entry("#placement#x", "a", "o-1"),
+                                 entry("", "a", "o-1")])
+def test_place_refuses_an_entry_it_cannot_store(bad: StoredEntry) -> None:
+    with pytest.raises(InvalidInput):
+        run_virtual(store().place(NS, "o-1", bad, version=1, expected=None))
+
+
+def test_place_returns_transaction_write_units() -> None:
+    async def main() -> None:
+        s = store()
+        small = entry("PENDING", "a", "o-1")
+        # placement record and entry: one unit each, doubled as a transaction
+        assert await s.place(NS, "o-1", small, version=1, expected=None) == 4.0
+        # placement, delete of the old entry, the new entry
+        assert await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=2,
+                             expected=1) == 6.0
+        big = entry("SHIPPED", "c", "o-1", blob="q" * 2500)
+        assert 2048 < entry_bytes(big) <= 3072
+        # one key, one request: the delete of the small row and the put of the big one
+        assert await s.place(NS, "o-1", big, version=3, expected=2) == 2 * (1 + 1 + 3)
+        assert await s.place(NS, "o-1", None, version=4, expected=3) == 2 * (1 + 3)
+        plain = store(transaction_cost=1.0)
+        assert await plain.place(NS, "o-1", small, version=1, expected=None) == 2.0
+        stats = s.stats(NS)
+        assert stats.totals.write_units == 4 + 6 + 10 + 8
+        assert stats.by_key["#placement#"].write_units == 8.0
+    run_virtual(main())
+
+
+def test_a_failed_condition_consumes_only_the_placement_units() -> None:
+    async def main() -> None:
+        s = store()
+        await s.place(NS, "o-1", entry("PENDING", "a", "o-1"), version=1, expected=None)
+        before = s.stats(NS)
+        with pytest.raises(ConditionFailed):
+            await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=3, expected=2)
+        after = s.stats(NS)
+        assert after.by_key["#placement#"].write_units == (
+            before.by_key["#placement#"].write_units + 2.0)
+        assert after.by_key["PENDING"] == before.by_key["PENDING"]
+        assert "SHIPPED" not in after.by_key
+    run_virtual(main())
+
+
+# -- records --------------------------------------------------------------------------
+
+def test_put_record_is_a_compare_and_set_on_the_revision() -> None:
+    async def main() -> None:
+        s = store()
+        assert await s.get_record(NS, "routing") is None
+        assert await s.put_record(NS, "routing", {"version": 1}, expected=None) == 1
+        with pytest.raises(ConditionFailed, match="expected revision absent, found 1"):
+            await s.put_record(NS, "routing", {"version": 9}, expected=None)
+        with pytest.raises(ConditionFailed, match="expected revision 2, found 1"):
+            await s.put_record(NS, "routing", {"version": 9}, expected=2)
+        assert await s.put_record(NS, "routing", {"version": 2, "list": [1]}, expected=1) == 2
+        record = await s.get_record(NS, "routing")
+        assert record is not None
+        assert (dict(record.body), record.revision) == ({"version": 2, "list": [1]}, 2)
+        record.body["list"].append(99)  # type: ignore[index]
+        again = await s.get_record(NS, "routing")
+        assert again is not None
+        assert again.body == {"version": 2, "list": [1]}
+        assert await s.get_record("other", "routing") is None
+        assert s.stats(NS).by_key["#record#routing"].write_requests == 4
+    run_virtual(main())
+
+
+def test_put_record_copies_the_body_it_is_given() -> None:
+    async def main() -> None:
+        s = store()
+        body: dict[str, Any] = {"overrides": {"PENDING": 8}}
+        await s.put_record(NS, "routing", body, expected=None)
+        body["overrides"]["PENDING"] = 1
+        record = await s.get_record(NS, "routing")
+        assert record is not None
+        assert record.body == {"overrides": {"PENDING": 8}}
+    run_virtual(main())
+
+
+@pytest.mark.parametrize("expected", [0, -1, True, "1"])
+def test_put_record_refuses_a_bad_expected_revision(expected: Any) -> None:
+    with pytest.raises(InvalidInput, match="expected revision"):
+        run_virtual(store().put_record(NS, "r", {}, expected=expected))
+
+
+# -- injected faults --------------------------------------------------------------------
+
+def test_injected_throttles_apply_nothing() -> None:
+    async def main() -> None:
+        s = store(throttle_rate=0.4, seed=11)
+        placed, refusals = set(), set()
+        for i in range(60):
+            try:
+                await s.place(NS, f"o{i}", entry("K", f"{i:03d}", f"o{i}"), version=1,
+                              expected=None)
+                placed.add(f"o{i}")
+            except Throttled as exc:
+                refusals.add((exc.key, exc.reason))
+        assert refusals == {("K", "injected")}
+        assert 10 < len(placed) < 50
+        entries = await patiently(lambda: read_all(s, "K"))
+        assert {e.item_id for e in entries} == placed
+        stats = s.stats(NS)
+        assert stats.by_key["K"].write_throttles == 60 - len(placed)
+    run_virtual(main())
+
+
+def test_every_request_kind_can_be_throttled_by_injection() -> None:
+    async def main() -> None:
+        s = store(throttle_rate=1.0)
+        calls: list[Awaitable[Any]] = [
+            s.locate(NS, "o"), s.place(NS, "o", None, version=1, expected=None),
+            s.query(NS, "K", after=None, descending=False, limit=1), s.count(NS, "K"),
+            s.get_record(NS, "r"), s.put_record(NS, "r", {}, expected=None)]
+        for call in calls:
+            with pytest.raises(Throttled, match="injected"):
+                await call
+        stats = s.stats()
+        assert stats.totals.requests == 6
+        assert stats.totals.throttles == 6
+        assert stats.totals.read_units == stats.totals.write_units == 0.0
+    run_virtual(main())
+
+
+def test_injected_unavailability_applies_nothing() -> None:
+    async def main() -> None:
+        s = store(unavailable_rate=0.5, seed=4)
+        placed = set()
+        failures: list[str] = []
+        for i in range(40):
+            try:
+                await s.place(NS, f"o{i}", entry("K", f"{i:03d}", f"o{i}"), version=1,
+                              expected=None)
+                placed.add(f"o{i}")
+            except Unavailable as exc:
+                failures.append(str(exc))
+        assert all("not applied" in message for message in failures)
+        for call in (lambda: s.locate(NS, "o"), lambda: s.count(NS, "K"),
+                     lambda: s.get_record(NS, "r")):
+            await patiently(call)
+        assert 0 < len(failures) < 40
+        entries = await patiently(lambda: read_all(s, "K"))
+        assert {e.item_id for e in entries} == placed
+        assert s.stats(NS).unavailable >= len(failures)
+    run_virtual(main())
+
+
+def test_ambiguous_writes_are_applied_and_still_raise() -> None:
+    async def main() -> None:
+        s = store(ambiguous_rate=1.0)
+        with pytest.raises(Unavailable, match="may have been applied"):
+            await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
+        placement = await s.locate(NS, "o-1")  # reads are never ambiguous
+        assert placement is not None
+        assert placement.version == 1
+        assert [e.item_id for e in await read_all(s, "K")] == ["o-1"]
+        with pytest.raises(Unavailable, match="may have been applied"):
+            await s.put_record(NS, "r", {"a": 1}, expected=None)
+        record = await s.get_record(NS, "r")
+        assert record is not None
+        assert record.revision == 1
+        # the retry of an applied write meets its own write
+        with pytest.raises(ConditionFailed):
+            await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
+        assert s.stats(NS).ambiguous == 2
+    run_virtual(main())
+
+
+def test_faults_are_reproducible_with_a_seed() -> None:
+    async def outcomes(seed: int) -> list[str]:
+        s = store(seed=seed, throttle_rate=0.2, unavailable_rate=0.2, ambiguous_rate=0.2)
+        out = []
+        for i in range(50):
+            try:
+                await s.place(NS, f"o{i}", entry("K", "s", f"o{i}"), version=1, expected=None)
+                out.append("ok")
+            except StoreError as exc:
+                out.append(type(exc).__name__)
+        out.append(f"{CLOCK.now():.9f}")
+        return out
+
+    assert run_virtual(outcomes(5)) == run_virtual(outcomes(5))
+    assert run_virtual(outcomes(5)) != run_virtual(outcomes(6))
+
+
+# -- stats --------------------------------------------------------------------------------
+
+def test_counters_and_timeline() -> None:
+    async def main() -> None:
+        s = store()
+        for i in range(3):
+            await s.place(NS, f"o{i}", entry("A", f"{i}", f"o{i}"), version=1, expected=None)
+        await CLOCK.sleep(2.5)
+        for i in range(3, 5):
+            await s.place(NS, f"o{i}", entry("A", f"{i}", f"o{i}"), version=1, expected=None)
+        await s.place("other", "o0", entry("A", "0", "o0"), version=1, expected=None)
+        await s.query(NS, "A", after=None, descending=False, limit=10)
+        await s.put_record(NS, "routing", {}, expected=None)
+
+        stats = s.stats(NS)
+        a = stats.by_key["A"]
+        assert (a.write_requests, a.write_units, a.read_requests, a.read_units) == (5, 10, 1, 1)
+        assert a.requests == 6
+        assert a.throttles == 0
+        assert stats.by_key["#placement#"].write_units == 10
+        assert stats.by_key["#record#routing"].write_requests == 1
+        assert stats.by_partition == stats.by_key
+        assert stats.timeline["A"] == {0: 6.0, 2: 4.0}
+        assert stats.throttle_timeline == {}
+        assert stats.shard_keys() == ["A"]
+        assert StoreStats.reserved("#placement#")
+        assert not StoreStats.reserved("A")
+        assert stats.totals.requests == 5 + 1 + 1
+        assert stats.totals.write_units == 5 * 4 + 1
+        assert stats.elapsed > 2.5
+
+        everything = s.stats()
+        assert everything.by_key["A"].write_requests == 6
+        assert everything.timeline["A"][2] == 6.0
+        assert s.stats("nobody").by_key == {}
+
+        s.reset_stats()
+        assert s.stats(NS).by_key == {}
+        assert s.stats(NS).totals.requests == 0
+        await CLOCK.sleep(10.0)
+        await s.place(NS, "o9", entry("A", "9", "o9"), version=1, expected=None)
+        assert s.stats(NS).timeline == {"A": {0: 2.0}, "#placement#": {0: 2.0}}
+    run_virtual(main())
+
+
+def test_is_reserved() -> None:
+    assert is_reserved("#placement#o-1")
+    assert is_reserved("#record#routing")
+    assert not is_reserved("PENDING#3")
+
+
+# -- options and URIs --------------------------------------------------------------------
+
+def test_from_uri_reads_options_and_keywords_override_them() -> None:
+    s = MemoryStore.from_uri(StoreURI.parse("memory://?write_ceiling=500&seed=3&consistent=no"))
+    assert s.uri == "memory://?consistent=false&seed=3&write_ceiling=500.0"
+    assert not s.capabilities.consistent_reads
+    s = MemoryStore.from_uri(StoreURI.parse("memory://?write_ceiling=500"), write_ceiling=700.0)
+    assert s.uri == "memory://?write_ceiling=700.0"
+    assert MemoryStore().uri == "memory://"
+    opened = open_store("memory://?partitions=4&throttle_rate=0.1", seed=2)
+    assert isinstance(opened, MemoryStore)
+    assert opened.uri == "memory://?partitions=4&seed=2&throttle_rate=0.1"
+    assert opened.capabilities.atomic_place
+
+
+def test_a_store_rebuilt_from_its_uri_behaves_the_same() -> None:
+    s = store(write_ceiling=10.0, partitions=3, latency_p99_ms=9.0)
+    again = open_store(s.uri)
+    assert isinstance(again, MemoryStore)
+    assert again.uri == s.uri
+    assert again.partition_of(NS, "X") == s.partition_of(NS, "X")
+
+
+@pytest.mark.parametrize(("uri", "words"), [
+    ("memory://?ceiling=5", "does not know the option"),
+    ("memory://?write_ceiling=lots", "write_ceiling='lots' is not a valid float"),
+    ("memory://?write_ceiling=0", "write_ceiling must be > 0"),
+    ("memory://?partitions=-1", "partitions must be an integer >= 0"),
+    ("memory://?partitions=2.5", "partitions"),
+    ("memory://?burst_seconds=0.5", "burst_seconds must be >= 1"),
+    ("memory://?throttle_rate=1.5", "throttle_rate must be a probability"),
+    ("memory://?consistent=maybe", "consistent"),
+    ("memory://?seed=x", "seed"),
+    ("memory://?write_ceiling=nan", "write_ceiling must be > 0 units/s, got nan"),
+    ("memory://?latency_median_ms=30", "p99_ms"),
+    ("memory://?burst_seconds=2&initial_burst_seconds=3", "initial_burst_seconds"),
+    ("memory://somewhere", "no location or path"),
+])
+def test_from_uri_refuses_bad_options_with_clear_errors(uri: str, words: str) -> None:
+    with pytest.raises(InvalidURI, match=words):
+        open_store(uri)
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"ceiling": 5}, "does not know the option"),
+    ({"write_ceiling": "5"}, "write_ceiling"),
+    ({"partitions": True}, "partitions"),
+    ({"consistent": 1}, "consistent"),
+    ({"max_page_bytes": 0}, "max_page_bytes"),
+    ({"transaction_cost": 0.5}, "transaction_cost"),
+    ({"ambiguous_rate": -0.1}, "ambiguous_rate"),
+    ({"unavailable_rate": 2}, "unavailable_rate"),
+    ({"latency_per_kb_ms": -1.0}, "latency_per_kb_ms"),
+    ({"seed": 1.5}, "seed"),
+])
+def test_keyword_options_are_checked_too(options: dict[str, Any], words: str) -> None:
+    with pytest.raises(InvalidInput, match=words) as caught:
+        open_store("memory://", **options)
+    assert not isinstance(caught.value, InvalidURI)
+
+
+def test_an_invalid_keyword_overrides_a_valid_uri_option() -> None:
+    with pytest.raises(InvalidInput, match="write_ceiling") as caught:
+        open_store("memory://?write_ceiling=5&seed=1", write_ceiling=-1.0)
+    assert not isinstance(caught.value, InvalidURI)
+    assert isinstance(open_store("memory://?write_ceiling=-1", write_ceiling=5.0), MemoryStore)
+
+
+def test_memory_all_is_sorted_and_public() -> None:
+    names = shardex.stores.memory.__all__
+    assert names == sorted(names)
+    assert all(hasattr(shardex.stores.memory, name) for name in names)
+
+
+def test_the_store_opens_and_closes_as_a_context() -> None:
+    async def main() -> None:
+        async with open_store("memory://") as s:
+            await s.put_record(NS, "r", {"a": 1}, expected=None)
+            assert (await s.get_record(NS, "r")) is not None
+    run_virtual(main())

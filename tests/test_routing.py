@@ -1,0 +1,571 @@
+"""Shard policies, routing decisions, transitions and the routing document."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import random
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shardex.errors import InvalidKey, InvalidPolicy, InvalidRouting
+from shardex.hashing import h64, jump_hash
+from shardex.routing import MAX_SHARDS, ROUTING_FORMAT, Routing, ShardPolicy
+
+P = ShardPolicy
+
+
+def pending(shards: int, strategy: str = "hash") -> Routing:
+    return Routing(default=P(1), overrides={"PENDING": P(shards, strategy)})  # type: ignore[arg-type]
+
+
+# -- ShardPolicy -------------------------------------------------------------------------
+
+
+def test_policy_defaults_to_one_hashed_shard() -> None:
+    assert P() == P(shards=1, strategy="hash")
+    assert MAX_SHARDS == 4096
+
+
+@pytest.mark.parametrize("shards", [1, 2, 4095, 4096])
+@pytest.mark.parametrize("strategy", ["hash", "random", "round_robin"])
+def test_policy_accepts_shards_in_range(shards: int, strategy: str) -> None:
+    policy = P(shards=shards, strategy=strategy)  # type: ignore[arg-type]
+    assert (policy.shards, policy.strategy) == (shards, strategy)
+
+
+@pytest.mark.parametrize(("shards", "fragment"), [
+    (0, "between 1 and 4096, got 0"),
+    (-1, "between 1 and 4096, got -1"),
+    (4097, "between 1 and 4096, got 4097"),
+    (True, "must be an integer, got True"),
+    (False, "must be an integer, got False"),
+    (2.0, "must be an integer, got 2.0"),
+    ("8", "must be an integer, got '8'"),
+    (None, "must be an integer, got None"),
+])
+def test_policy_refuses_bad_shard_counts(shards: Any, fragment: str) -> None:
+    with pytest.raises(InvalidPolicy, match="shards") as caught:
+        P(shards=shards)
+    assert fragment in str(caught.value)
+
+
+@pytest.mark.parametrize("strategy", ["modulo", "HASH", "", 7, None])
+def test_policy_refuses_unknown_strategies(strategy: Any) -> None:
+    with pytest.raises(InvalidPolicy, match="strategy must be one of hash, random, round_robin"):
+        P(shards=8, strategy=strategy)
+
+
+def test_policy_is_immutable() -> None:
+    policy = P(8)
+    with pytest.raises(AttributeError):
+        policy.shards = 2  # type: ignore[misc]
+
+
+def test_policy_shard_keys() -> None:
+    assert P(1).shard_keys("PENDING") == ["PENDING"]
+    assert P(3).shard_keys("PENDING") == ["PENDING#0", "PENDING#1", "PENDING#2"]
+
+
+# -- writes: shard_key ---------------------------------------------------------------------
+
+ITEM_IDS = ["o-1", "o-2", "ORD-0000042", "東京", "😀", "a" * 500, "x"]
+
+
+@pytest.mark.parametrize("shards", [2, 8, 200, 4096])
+def test_hash_strategy_follows_the_hash_contract(shards: int) -> None:
+    routing = pending(shards)
+    for item_id in ITEM_IDS:
+        expected = f"PENDING#{jump_hash(h64(item_id), shards)}"
+        assert routing.shard_key("PENDING", item_id) == expected
+        # Deterministic: the same item always lands on the same shard key.
+        assert routing.shard_key("PENDING", item_id) == expected
+
+
+def test_hash_strategy_agrees_with_a_published_vector() -> None:
+    # tests/vectors/shards.json: item id "a" is on shard 6 of 8 and 379 of 1000.
+    assert pending(8).shard_key("PENDING", "a") == "PENDING#6"
+    assert pending(1000).shard_key("PENDING", "a") == "PENDING#379"
+
+
+@pytest.mark.parametrize("strategy", ["hash", "random", "round_robin"])
+def test_one_shard_writes_the_plain_value(strategy: str) -> None:
+    routing = pending(1, strategy)
+    for item_id in ITEM_IDS:
+        assert routing.shard_key("PENDING", item_id, rng=random.Random(1)) == "PENDING"
+
+
+def test_values_without_override_follow_the_default() -> None:
+    routing = Routing(default=P(4), overrides={"PENDING": P(8)})
+    key = routing.shard_key("SHIPPED", "o-1")
+    assert key == f"SHIPPED#{jump_hash(h64('o-1'), 4)}"
+    assert pending(8).shard_key("SHIPPED", "o-1") == "SHIPPED"
+
+
+@pytest.mark.parametrize(("value", "item_id", "fragment"), [
+    ("", "o-1", "logical key must not be empty"),
+    ("A#B", "o-1", "separator"),
+    ("PENDING", "", "item id must not be empty"),
+    ("PENDING", "o\x00", "NUL"),
+    ("PENDING", b"o-1", "item id must be text"),
+])
+def test_shard_key_refuses_bad_keys(value: Any, item_id: Any, fragment: str) -> None:
+    with pytest.raises(InvalidKey, match=fragment):
+        pending(8).shard_key(value, item_id)
+
+
+def test_random_strategy_stays_in_range_and_spreads_evenly() -> None:
+    routing = pending(8, "random")
+    rng = random.Random(2014)
+    writes = 16_000
+    counts = Counter(routing.shard_key("PENDING", f"o-{i}", rng=rng) for i in range(writes))
+    assert set(counts) == {f"PENDING#{k}" for k in range(8)}
+    # Binomial(16000, 1/8): standard deviation ~42; allow about six of them.
+    assert all(abs(n - writes / 8) < 250 for n in counts.values()), counts
+
+
+def test_random_strategy_is_driven_by_the_given_generator() -> None:
+    routing = pending(200, "random")
+    first = [routing.shard_key("PENDING", "o-1", rng=random.Random(99)) for _ in range(3)]
+    assert len(set(first)) == 1, "a fresh generator with one seed must repeat its draw"
+
+    rng_a, rng_b = random.Random(5), random.Random(5)
+    seq_a = [routing.shard_key("PENDING", "o-1", rng=rng_a) for _ in range(50)]
+    seq_b = [routing.shard_key("PENDING", "o-1", rng=rng_b) for _ in range(50)]
+    assert seq_a == seq_b
+    assert len(set(seq_a)) > 10, "the same item id must not stick to one shard"
+
+
+def test_round_robin_cycles_through_every_shard() -> None:
+    routing = pending(8, "round_robin")
+    keys = [routing.shard_key("PENDING", "o-1") for _ in range(80)]
+    shards = [int(k.rpartition("#")[2]) for k in keys]
+    assert Counter(shards) == dict.fromkeys(range(8), 10)
+    # Consecutive writes go to consecutive shards, wrapping around.
+    assert all(b == (a + 1) % 8 for a, b in itertools.pairwise(shards))
+
+
+def test_round_robin_keeps_one_cycle_per_value() -> None:
+    routing = Routing(default=P(4, "round_robin"), overrides={"PENDING": P(8, "round_robin")})
+    pending_keys, shipped_keys = [], []
+    for _ in range(16):
+        pending_keys.append(routing.shard_key("PENDING", "o-1"))
+        shipped_keys.append(routing.shard_key("SHIPPED", "o-1"))
+    assert Counter(pending_keys) == {f"PENDING#{k}": 2 for k in range(8)}
+    assert Counter(shipped_keys) == {f"SHIPPED#{k}": 4 for k in range(4)}
+
+
+# -- reads: read_keys ----------------------------------------------------------------------
+
+
+def test_read_keys_cover_every_shard() -> None:
+    assert pending(8).read_keys("PENDING") == [f"PENDING#{k}" for k in range(8)]
+    assert pending(8).read_keys("SHIPPED") == ["SHIPPED"]
+    assert len(pending(4096).read_keys("PENDING")) == 4096
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    (4, 8, [f"P#{k}" for k in range(8)]),
+    (8, 4, [f"P#{k}" for k in range(4)] + [f"P#{k}" for k in range(4, 8)]),
+    (1, 4, ["P#0", "P#1", "P#2", "P#3", "P"]),
+    (4, 1, ["P", "P#0", "P#1", "P#2", "P#3"]),
+    (3, 3, ["P#0", "P#1", "P#2"]),
+])
+def test_read_keys_during_a_transition_are_the_union_current_first(
+    old: int, new: int, expected: list[str]
+) -> None:
+    routing = Routing(overrides={"P": P(old)}).begin({"P": P(new)})
+    assert routing.in_transition
+    keys = routing.read_keys("P")
+    assert keys == expected
+    assert len(keys) == len(set(keys))
+    assert keys[:new] == P(new).shard_keys("P")
+
+
+def test_read_keys_refuses_a_bad_value() -> None:
+    with pytest.raises(InvalidKey, match="separator"):
+        pending(8).read_keys("PENDING#1")
+
+
+def test_is_current_key() -> None:
+    routing = pending(4).begin({"PENDING": P(2)})
+    assert routing.is_current_key("PENDING", "PENDING#1")
+    assert not routing.is_current_key("PENDING", "PENDING#3")
+    assert not routing.is_current_key("PENDING", "PENDING")
+
+
+# -- transitions -----------------------------------------------------------------------------
+
+
+def test_begin_finish() -> None:
+    v1 = Routing(default=P(1), overrides={"PENDING": P(8)})
+    v2 = v1.begin({"PENDING": P(16)})
+    assert v2.version == 2
+    assert v2.in_transition
+    assert v2.policy("PENDING") == P(16)
+    assert v2.previous == Routing(default=P(1), overrides={"PENDING": P(8)}, version=1)
+    assert v1 == Routing(default=P(1), overrides={"PENDING": P(8)}), "begin must not mutate"
+    assert not v1.in_transition
+
+    v3 = v2.finish()
+    assert v3 == Routing(default=P(1), overrides={"PENDING": P(16)}, version=3)
+    assert v3.previous is None
+    assert v3.read_keys("PENDING") == [f"PENDING#{k}" for k in range(16)]
+
+
+def test_begin_rollback() -> None:
+    v4 = Routing(default=P(2), overrides={"PENDING": P(8)}, version=4)
+    v5 = v4.begin({"PENDING": P(2, "random"), "SHIPPED": P(4)}, default=P(3))
+    assert v5.version == 5
+    assert v5.default == P(3)
+    assert dict(v5.overrides) == {"PENDING": P(2, "random"), "SHIPPED": P(4)}
+    v6 = v5.rollback()
+    assert v6 == Routing(default=P(2), overrides={"PENDING": P(8)}, version=6)
+    assert not v6.in_transition
+
+
+def test_begin_with_none_drops_an_override() -> None:
+    v1 = Routing(default=P(1), overrides={"PENDING": P(8), "SHIPPED": P(2)})
+    v2 = v1.begin({"PENDING": None, "NEVER_SET": None})
+    assert dict(v2.overrides) == {"SHIPPED": P(2)}
+    assert v2.read_keys("PENDING") == ["PENDING"] + [f"PENDING#{k}" for k in range(8)]
+
+
+def test_begin_during_a_transition_is_refused() -> None:
+    v2 = pending(8).begin({"PENDING": P(16)})
+    with pytest.raises(InvalidRouting, match="already in a transition"):
+        v2.begin({"PENDING": P(32)})
+
+
+@pytest.mark.parametrize("step", [Routing.finish, Routing.rollback])
+def test_finish_or_rollback_outside_a_transition_is_refused(
+    step: Callable[[Routing], Routing]
+) -> None:
+    with pytest.raises(InvalidRouting, match="not in a transition"):
+        step(pending(8))
+
+
+def test_begin_validates_its_changes() -> None:
+    with pytest.raises(InvalidRouting, match="separator"):
+        pending(8).begin({"A#B": P(2)})
+    with pytest.raises(InvalidRouting, match="must be a ShardPolicy"):
+        pending(8).begin({"PENDING": 16})  # type: ignore[dict-item]
+
+
+# -- construction ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    ("", "must not be empty"),
+    ("A#B", "separator"),
+    ("\ud800", "unpaired surrogate"),
+    ("A\x00", "NUL"),
+    ("é" * 513, "1026 bytes"),
+    (7, "must be text"),
+    (b"PENDING", "must be text"),
+])
+def test_overrides_with_bad_values_are_refused(value: Any, fragment: str) -> None:
+    with pytest.raises(InvalidRouting, match=r"^overrides: ") as caught:
+        Routing(overrides={value: P(8)})
+    assert fragment in str(caught.value)
+    assert isinstance(caught.value.__cause__, InvalidKey)
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"overrides": {"PENDING": 8}}, "overrides['PENDING'] must be a ShardPolicy"),
+    ({"overrides": {"PENDING": {"shards": 8}}}, "overrides['PENDING'] must be a ShardPolicy"),
+    ({"overrides": [("PENDING", P(8))]}, "overrides must be a mapping, got list"),
+    ({"default": 8}, "default must be a ShardPolicy"),
+    ({"default": None}, "default must be a ShardPolicy"),
+    ({"version": 0}, "version must be a positive integer, got 0"),
+    ({"version": -3}, "version must be a positive integer, got -3"),
+    ({"version": True}, "version must be a positive integer, got True"),
+    ({"version": "3"}, "version must be a positive integer, got '3'"),
+    ({"version": 2.0}, "version must be a positive integer, got 2.0"),
+])
+def test_bad_constructor_arguments_are_refused(kwargs: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(InvalidRouting) as caught:
+        Routing(**kwargs)
+    assert fragment in str(caught.value)
+
+
+def test_previous_must_be_older_and_not_itself_a_transition() -> None:
+    with pytest.raises(InvalidRouting, match=r"previous.version \(3\) must be below version \(3\)"):
+        Routing(version=3, previous=Routing(version=3))
+    with pytest.raises(InvalidRouting, match=r"previous.version \(4\) must be below version \(3\)"):
+        Routing(version=3, previous=Routing(version=4))
+    nested = Routing(version=2, previous=Routing(version=1))
+    with pytest.raises(InvalidRouting, match="exactly two layouts"):
+        Routing(version=3, previous=nested)
+
+
+def test_previous_of_the_wrong_type_is_refused() -> None:
+    with pytest.raises(InvalidRouting, match="previous"):
+        Routing(version=2, previous={"version": 1})  # type: ignore[arg-type]
+
+
+def test_mutating_the_callers_overrides_does_not_reroute() -> None:
+    overrides = {"PENDING": P(8)}
+    routing = Routing(overrides=overrides)
+    before = routing.shard_key("PENDING", "o-1")
+    overrides["PENDING"] = P(2)
+    overrides["SHIPPED"] = P(4)
+    del overrides["PENDING"]
+    assert routing.policy("PENDING") == P(8)
+    assert routing.policy("SHIPPED") == P(1)
+    assert routing.shard_key("PENDING", "o-1") == before
+    assert routing.read_keys("PENDING") == [f"PENDING#{k}" for k in range(8)]
+    assert routing.to_dict()["overrides"] == {"PENDING": {"shards": 8, "strategy": "hash"}}
+
+
+def test_routing_overrides_cannot_be_mutated_through_the_routing() -> None:
+    routing = pending(8)
+    with pytest.raises(TypeError):
+        routing.overrides["PENDING"] = P(2)  # type: ignore[index]
+    assert routing.policy("PENDING") == P(8)
+    assert hash(routing) == hash(pending(8))
+
+
+def test_routing_is_immutable() -> None:
+    routing = pending(8)
+    with pytest.raises(AttributeError):
+        routing.version = 2  # type: ignore[misc]
+
+
+# -- the routing document ----------------------------------------------------------------------
+
+
+def test_document_format_is_the_published_one() -> None:
+    routing = Routing(default=P(1), overrides={"PENDING": P(8), "CANCELLED": P(2, "random")})
+    assert routing.to_dict() == {
+        "format": "shardex.routing/1",
+        "version": 1,
+        "default": {"shards": 1, "strategy": "hash"},
+        "overrides": {
+            "CANCELLED": {"shards": 2, "strategy": "random"},
+            "PENDING": {"shards": 8, "strategy": "hash"},
+        },
+        "previous": None,
+    }
+    assert routing.to_json() == (
+        '{"default":{"shards":1,"strategy":"hash"},"format":"shardex.routing/1",'
+        '"overrides":{"CANCELLED":{"shards":2,"strategy":"random"},'
+        '"PENDING":{"shards":8,"strategy":"hash"}},"previous":null,"version":1}'
+    )
+    moving = routing.begin({"PENDING": P(16)})
+    assert moving.to_dict()["previous"] == {
+        "version": 1,
+        "default": {"shards": 1, "strategy": "hash"},
+        "overrides": {
+            "CANCELLED": {"shards": 2, "strategy": "random"},
+            "PENDING": {"shards": 8, "strategy": "hash"},
+        },
+    }
+    assert moving.to_dict()["version"] == 2
+
+
+def test_document_strategy_defaults_to_hash_and_overrides_are_optional() -> None:
+    doc = {"format": ROUTING_FORMAT, "version": 7, "default": {"shards": 4}}
+    assert Routing.from_dict(doc) == Routing(default=P(4), version=7)
+    assert Routing.from_json(json.dumps(doc).encode()) == Routing(default=P(4), version=7)
+
+
+policies = st.builds(
+    ShardPolicy,
+    shards=st.integers(min_value=1, max_value=MAX_SHARDS),
+    strategy=st.sampled_from(["hash", "random", "round_robin"]),
+)
+values = st.text(
+    alphabet=st.characters(exclude_characters="#\x00", codec="utf-8"),
+    min_size=1,
+    max_size=20,
+)
+overrides_maps = st.dictionaries(values, policies, max_size=6)
+
+
+@st.composite
+def routings(draw: st.DrawFn) -> Routing:
+    version = draw(st.integers(min_value=1, max_value=2**40))
+    previous = None
+    if version > 1 and draw(st.booleans()):
+        previous = Routing(
+            default=draw(policies),
+            overrides=draw(overrides_maps),
+            version=draw(st.integers(min_value=1, max_value=version - 1)),
+        )
+    return Routing(default=draw(policies), overrides=draw(overrides_maps), version=version,
+                   previous=previous)
+
+
+@given(routings())
+def test_document_round_trip(routing: Routing) -> None:
+    text = routing.to_json()
+    again = Routing.from_json(text)
+    assert again == routing
+    assert again.previous == routing.previous
+    assert again.to_json() == text
+    assert Routing.from_dict(routing.to_dict()) == routing
+    # to_dict holds only JSON types: it survives a trip through the json module unchanged.
+    assert json.loads(json.dumps(routing.to_dict())) == routing.to_dict()
+    for value in routing.overrides:
+        assert again.read_keys(value) == routing.read_keys(value)
+
+
+@given(routings(), st.dictionaries(values, st.none() | policies, max_size=4), st.data())
+def test_transitions_read_the_union_and_bump_versions(
+    routing: Routing, changes: dict[str, ShardPolicy | None], data: st.DataObject
+) -> None:
+    if routing.in_transition:
+        routing = routing.finish()
+    moving = routing.begin(changes)
+    assert moving.version == routing.version + 1
+    assert Routing.from_json(moving.to_json()) == moving
+    touched = list(changes) + list(routing.overrides) + ["UNTOUCHED"]
+    value = data.draw(st.sampled_from(touched))
+    keys = moving.read_keys(value)
+    current = moving.policy(value).shard_keys(value)
+    old = routing.policy(value).shard_keys(value)
+    assert keys[: len(current)] == current
+    assert set(keys) == set(current) | set(old)
+    assert len(keys) == len(set(keys))
+    assert moving.finish().version == moving.rollback().version == routing.version + 2
+    assert moving.finish().read_keys(value) == current
+    assert moving.rollback().read_keys(value) == old
+
+
+# -- malformed documents -----------------------------------------------------------------------
+
+
+def base_doc() -> dict[str, Any]:
+    return {
+        "format": ROUTING_FORMAT,
+        "version": 3,
+        "default": {"shards": 1, "strategy": "hash"},
+        "overrides": {"PENDING": {"shards": 8, "strategy": "hash"}},
+        "previous": {
+            "version": 2,
+            "default": {"shards": 1, "strategy": "hash"},
+            "overrides": {"PENDING": {"shards": 4, "strategy": "hash"}},
+        },
+    }
+
+
+def test_base_document_is_valid() -> None:
+    routing = Routing.from_dict(base_doc())
+    assert routing.version == 3
+    assert routing.previous == Routing(overrides={"PENDING": P(4)}, version=2)
+    assert routing.read_keys("PENDING") == [f"PENDING#{k}" for k in range(8)]
+
+
+def edit(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
+    doc = copy.deepcopy(base_doc())
+    change(doc)
+    return doc
+
+
+BROKEN: list[tuple[str, Any, str]] = [
+    ("top-level list", [base_doc()], "routing: expected an object, got list"),
+    ("top-level string", "routing", "routing: expected an object, got str"),
+    ("top-level null", None, "routing: expected an object, got NoneType"),
+    ("wrong format", edit(lambda d: d.update(format="shardex.routing/2")),
+     "routing.format: expected 'shardex.routing/1', got 'shardex.routing/2'"),
+    ("format not text", edit(lambda d: d.update(format=1)), "routing.format"),
+    ("missing format", edit(lambda d: d.pop("format")), "missing field(s) 'format'"),
+    ("missing version", edit(lambda d: d.pop("version")), "routing: missing field(s) 'version'"),
+    ("missing default", edit(lambda d: d.pop("default")), "routing: missing field(s) 'default'"),
+    ("unknown top-level field", edit(lambda d: d.update(color="red")),
+     "routing: unknown field(s) 'color'"),
+    ("unknown field in default", edit(lambda d: d["default"].update(weight=2)),
+     "routing.default: unknown field(s) 'weight'"),
+    ("unknown field in override", edit(lambda d: d["overrides"]["PENDING"].update(ttl=5)),
+     "routing.overrides['PENDING']: unknown field(s) 'ttl'"),
+    ("unknown field in previous", edit(lambda d: d["previous"].update(format=ROUTING_FORMAT)),
+     "routing.previous: unknown field(s) 'format'"),
+    ("unknown field in previous policy",
+     edit(lambda d: d["previous"]["default"].update(x=1)),
+     "routing.previous.default: unknown field(s) 'x'"),
+    ("missing shards in default", edit(lambda d: d["default"].pop("shards")),
+     "routing.default: missing field(s) 'shards'"),
+    ("override shards 0", edit(lambda d: d["overrides"]["PENDING"].update(shards=0)),
+     "routing.overrides['PENDING']: shards must be between 1 and 4096, got 0"),
+    ("override shards 4097", edit(lambda d: d["overrides"]["PENDING"].update(shards=4097)),
+     "routing.overrides['PENDING']: shards must be between 1 and 4096, got 4097"),
+    ("override shards float", edit(lambda d: d["overrides"]["PENDING"].update(shards=8.0)),
+     "routing.overrides['PENDING']: shards must be an integer, got 8.0"),
+    ("override shards bool", edit(lambda d: d["overrides"]["PENDING"].update(shards=True)),
+     "routing.overrides['PENDING']: shards must be an integer, got True"),
+    ("previous override shards 0",
+     edit(lambda d: d["previous"]["overrides"]["PENDING"].update(shards=0)),
+     "routing.previous.overrides['PENDING']: shards must be between 1 and 4096"),
+    ("version as text", edit(lambda d: d.update(version="3")),
+     "routing.version: expected a positive integer, got '3'"),
+    ("version 0", edit(lambda d: d.update(version=0)),
+     "routing.version: expected a positive integer, got 0"),
+    ("version bool", edit(lambda d: d.update(version=True)),
+     "routing.version: expected a positive integer, got True"),
+    ("version float", edit(lambda d: d.update(version=3.0)),
+     "routing.version: expected a positive integer, got 3.0"),
+    ("previous version as text", edit(lambda d: d["previous"].update(version="2")),
+     "routing.previous.version: expected a positive integer, got '2'"),
+    ("overrides a list", edit(lambda d: d.update(overrides=[["PENDING", {"shards": 8}]])),
+     "routing.overrides: expected an object, got list"),
+    ("overrides null", edit(lambda d: d.update(overrides=None)),
+     "routing.overrides: expected an object, got NoneType"),
+    ("override not an object", edit(lambda d: d["overrides"].update(PENDING=8)),
+     "routing.overrides['PENDING']: expected an object, got int"),
+    ("default not an object", edit(lambda d: d.update(default=8)),
+     "routing.default: expected an object, got int"),
+    ("strategy 7", edit(lambda d: d["default"].update(strategy=7)),
+     "routing.default: strategy must be one of hash, random, round_robin, got 7"),
+    ("unknown strategy", edit(lambda d: d["overrides"]["PENDING"].update(strategy="modulo")),
+     "routing.overrides['PENDING']: strategy must be one of"),
+    ("override value with separator",
+     edit(lambda d: d["overrides"].update({"A#B": {"shards": 2}})),
+     "routing.overrides: logical key 'A#B' contains the separator"),
+    ("override value empty", edit(lambda d: d["overrides"].update({"": {"shards": 2}})),
+     "routing.overrides: logical key must not be empty"),
+    ("previous not an object", edit(lambda d: d.update(previous=[])),
+     "routing.previous: expected an object, got list"),
+    ("previous missing default", edit(lambda d: d["previous"].pop("default")),
+     "routing.previous: missing field(s) 'default'"),
+    ("previous version equal", edit(lambda d: d["previous"].update(version=3)),
+     "previous.version (3) must be below version (3)"),
+    ("previous version newer", edit(lambda d: d["previous"].update(version=9)),
+     "previous.version (9) must be below version (3)"),
+    ("nested previous", edit(lambda d: d["previous"].update(previous=base_doc()["previous"])),
+     "routing.previous: unknown field(s) 'previous'"),
+]
+
+
+@pytest.mark.parametrize(("doc", "fragment"), [(doc, frag) for _, doc, frag in BROKEN],
+                         ids=[name for name, _, _ in BROKEN])
+def test_malformed_documents_are_refused_naming_the_field(doc: Any, fragment: str) -> None:
+    with pytest.raises(InvalidRouting) as caught:
+        Routing.from_dict(doc)
+    assert fragment in str(caught.value)
+    with pytest.raises(InvalidRouting) as caught_json:
+        Routing.from_json(json.dumps(doc))
+    assert str(caught_json.value) == str(caught.value)
+
+
+@pytest.mark.parametrize("text", ["", "{", "not json", '{"format": }', b"\xff\xfe", "[1,]"])
+def test_text_that_is_not_json_is_refused(text: str | bytes) -> None:
+    with pytest.raises(InvalidRouting, match="routing document is not valid JSON"):
+        Routing.from_json(text)
+
+
+@pytest.mark.parametrize("text", ["[]", "null", "42", '"routing"', "true"])
+def test_json_that_is_not_an_object_is_refused(text: str) -> None:
+    with pytest.raises(InvalidRouting, match=r"^routing: expected an object"):
+        Routing.from_json(text)
+
+
+def test_invalid_routing_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="routing"):
+        Routing.from_json("{}")
