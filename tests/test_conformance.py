@@ -221,8 +221,7 @@ def test_cursor_is_refused_when_damaged_or_reused_elsewhere(backend: Backend) ->
                 await index.query("SHIPPED", limit=2, cursor=cursor)
             with pytest.raises(shardex.InvalidCursor, match="order 'asc'"):
                 await index.query("PENDING", limit=2, order="desc", cursor=cursor)
-            other = backend.index(SHARDED, store=index.store)
-            async with other:
+            async with backend.index(SHARDED) as other:
                 with pytest.raises(shardex.InvalidCursor, match="integrity"):
                     await other.query("PENDING", limit=2, cursor=cursor)
 

@@ -1,20 +1,17 @@
-"""The ``shardex`` command."""
+"""The ``shardex`` command: one group, its subcommands in ``shardex.commands``."""
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
 import click
 from rich.console import Console
-from rich.table import Table
 
+from shardex.commands.demo import demo
 from shardex.errors import ShardexError
 
-__all__ = ["main"]
+__all__ = ["cli", "main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,64 +20,7 @@ def cli() -> None:
     """Cure hot partitions in partitioned key-value stores."""
 
 
-@cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
-@click.option("--plot", type=click.Path(dir_okay=False, writable=True, path_type=Path),
-              help="Draw per-shard-key write rates over time to this PNG (plot extra).")
-@click.option("--seed", default=1, show_default=True, help="Seed of the workload and store.")
-@click.option("--duration", default=10.0, show_default=True,
-              help="Virtual seconds of traffic per layout.")
-@click.option("--rate", default=5000.0, show_default=True,
-              help="New orders a second (PENDING writes).")
-def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: float) -> None:
-    """Run the orders-by-status scenario unsharded and sharded, on virtual time."""
-    from shardex.scenarios.orders import OrdersLoad, run_demo
-
-    load = OrdersLoad(duration=duration, created_per_s=rate)
-    console = Console(stderr=as_json)
-    with console.status("simulating both layouts on virtual time...", spinner="dots"):
-        runs = run_demo(load, seed=seed)
-    if plot is not None:
-        from shardex.scenarios.plot import plot_write_rates
-
-        plot_write_rates(runs, plot)
-    if as_json:
-        click.echo(json.dumps({"runs": [r.summary() for r in runs]}, indent=2))
-        return
-    _demo_table(console, load, [r.summary() for r in runs])
-    if plot is not None:
-        console.print(f"plot written to {plot}")
-
-
-def _demo_table(console: Console, load: Any, runs: Sequence[dict[str, Any]]) -> None:
-    peaks = load.peak_writes()
-    console.print(
-        f"[bold]orders_by_status[/]: {load.duration:g} virtual s, offered writes/s "
-        + ", ".join(f"{k} {v:,.0f}" for k, v in peaks.items())
-        + "; partition ceiling 1,000 write units/s, a placement costs 2 units (transaction)"
-    )
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("metric")
-    for run in runs:
-        table.add_column(run["layout"], justify="right")
-    rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
-        ("shards (PENDING / SHIPPED)",
-         lambda r: f"{r['shards']['PENDING']} / {r['shards']['SHIPPED']}"),
-        ("offered writes/s", lambda r: f"{r['offered_writes_per_s']:,.0f}"),
-        ("accepted writes/s", lambda r: f"{r['accepted_writes_per_s']:,.0f}"),
-        ("throttled share of write requests", lambda r: f"{100 * r['throttled_ratio']:.1f}%"),
-        ("writes failed after retries", lambda r: f"{r['failed_writes']:,}"),
-        ("write latency p50 / p99 (ms)",
-         lambda r: f"{r['write_p50_ms']:.1f} / {r['write_p99_ms']:.1f}"),
-        ("PENDING page read p50 / p99 (ms)",
-         lambda r: f"{r['read_p50_ms']:.1f} / {r['read_p99_ms']:.1f}"),
-        ("listings checked", lambda r: f"{r['listings_checked']}"),
-        ("every listing matched ground truth",
-         lambda r: "[green]yes[/]" if r["listing_complete"] else "[red]NO[/]"),
-    ]
-    for label, cell in rows:
-        table.add_row(label, *(cell(r) for r in runs))
-    console.print(table)
+cli.add_command(demo)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

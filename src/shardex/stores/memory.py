@@ -40,7 +40,8 @@ from shardex.stores.base import (
     Store,
     StoredEntry,
 )
-from shardex.stores.memory_stats import (
+from shardex.stores.positions import SortedPositions
+from shardex.stores.stats import (
     AMBIGUOUS,
     RREQ,
     RT,
@@ -54,7 +55,6 @@ from shardex.stores.memory_stats import (
     is_reserved,
     key_stats,
 )
-from shardex.stores.positions import SortedPositions
 from shardex.stores.uri import StoreURI
 
 __all__ = ["KeyStats", "MemoryStore", "PLACEMENT_PREFIX", "RECORD_PREFIX", "StoreStats",

@@ -1,4 +1,4 @@
-"""Counters of the memory store: per shard key, per physical partition, per second."""
+"""Store counters: requests, units and throttles per shard key, per partition, per second."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""The subcommands of ``shardex``, one module each."""
