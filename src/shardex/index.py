@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from shardex.cursor import Cursor, CursorCodec
 from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, RoutingConflict
@@ -35,7 +35,7 @@ from shardex.sim.clock import Clock, LoopClock
 from shardex.stores import open_store
 from shardex.stores.base import Placement, Store, StoredEntry
 
-__all__ = ["ROUTING_RECORD", "Entry", "Page", "ShardedIndex"]
+__all__ = ["Entry", "Page", "ROUTING_RECORD", "ShardedIndex"]
 
 T = TypeVar("T")
 log = logging.getLogger("shardex")
@@ -45,9 +45,8 @@ MAX_QUERY_LIMIT = 10_000
 Order = Literal["asc", "desc"]
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One entry of an index, as reads return it."""
+class Entry(NamedTuple):
+    """One entry of an index, as reads return it (an immutable named tuple)."""
 
     value: str
     item_id: str
@@ -445,8 +444,8 @@ class ShardedIndex:
         return await reader.count(value, keys)
 
     def _entry(self, value: str, stored: StoredEntry) -> Entry:
-        return Entry(value=value, item_id=stored.item_id, sort=stored.sort, attrs=stored.attrs,
-                     shard_key=stored.shard_key, version=stored.version)
+        return Entry(value, stored.item_id, stored.sort, stored.attrs, stored.shard_key,
+                     stored.version)
 
 
 def _attrs(attrs: Mapping[str, Any] | None) -> dict[str, Any]:

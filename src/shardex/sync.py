@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -25,13 +25,15 @@ T = TypeVar("T")
 class SyncShardedIndex:
     """``with SyncShardedIndex(store, name, routing) as index: index.put(...)``.
 
-    Keyword ``options`` are those of ShardedIndex.
+    Keyword ``options`` are those of ShardedIndex. ``loop_factory`` makes the private
+    loop (a ``VirtualTimeLoop`` runs the facade on virtual time).
     """
 
-    def __init__(self, store: Store | str, name: str, routing: Routing | None = None,
+    def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
+                 loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
                  **options: Any) -> None:
         self.index = ShardedIndex(store, name, routing, **options)
-        self._loop = asyncio.new_event_loop()
+        self._loop = loop_factory()
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name=f"shardex-{name}", daemon=True)
         self._thread.start()

@@ -1,0 +1,123 @@
+"""Core benchmark: the fan-out read path's overhead, and what sharding buys the demo.
+
+Run: .venv/bin/python benchmarks/bench_core.py [--quick]
+
+1. Wall time of ``ShardedIndex.query`` against the same shard queries issued directly
+   on the store and merged by hand with ``heapq.merge`` (the library's overhead), on
+   the memory store under virtual time, so wall time is CPU time of the code paths.
+2. The demo's accepted writes/s, sharded over unsharded, for the same seed and load.
+Every figure is measured in this run; ratios compare numbers from this run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import heapq
+import time
+from collections.abc import Awaitable, Callable
+
+import shardex
+from shardex.scenarios.orders import OrdersLoad, run_demo
+from shardex.sim.clock import run_virtual
+from shardex.stores.base import Position, StoredEntry
+from shardex.stores.memory import MemoryStore
+
+
+async def _fill(store: MemoryStore, shards: int, entries: int) -> shardex.ShardedIndex:
+    routing = shardex.Routing(overrides={"PENDING": shardex.ShardPolicy(shards=shards)})
+    index = shardex.ShardedIndex(store, "bench", routing, seed=1)
+    await index.open()
+    for start in range(0, entries, 500):
+        await asyncio.gather(*(index.put("PENDING", f"o-{i:07d}", sort=f"{i:07d}",
+                                         attrs={"total": i})
+                               for i in range(start, min(entries, start + 500))))
+    return index
+
+
+async def _raw_page(store: MemoryStore, keys: list[str], limit: int,
+                    after: Position | None = None) -> list[StoredEntry]:
+    """What a hand-written fan-out does: one query per shard, then a heap merge."""
+    pages = await asyncio.gather(*(store.query("bench", k, after=after, descending=False,
+                                               limit=limit + 1) for k in keys))
+    merged = heapq.merge(*(p.entries for p in pages), key=lambda e: e.position)
+    return [e for _, e in zip(range(limit), merged, strict=False)]
+
+
+async def _raw_listing(store: MemoryStore, keys: list[str], limit: int) -> int:
+    """Every entry, a page at a time, each page fanned out and merged by hand."""
+    count, after = 0, None
+    while True:
+        page = await _raw_page(store, keys, limit, after)
+        count += len(page)
+        if len(page) < limit:
+            return count
+        after = page[-1].position
+
+
+async def _listing(index: shardex.ShardedIndex, limit: int) -> int:
+    count, cursor = 0, None
+    while True:
+        page = await index.query("PENDING", limit=limit, cursor=cursor)
+        count += len(page.items)
+        if (cursor := page.cursor) is None:
+            return count
+
+
+def measure_query_overhead(shards: int, entries: int,
+                           repeats: int) -> list[tuple[str, float, float]]:
+    async def body() -> list[tuple[str, float, float]]:
+        store = MemoryStore(seed=1)
+        index = await _fill(store, shards, entries)
+        keys = index.routing.read_keys("PENDING")
+        out = []
+        cases: list[tuple[str, int, Callable[[], Awaitable[object]],
+                          Callable[[], Awaitable[object]]]] = [
+            ("first page of 100", repeats * 10, lambda: index.query("PENDING", limit=100),
+             lambda: _raw_page(store, keys, 100)),
+            (f"full listing of {entries:,} (pages of 1000)", repeats,
+             lambda: _listing(index, 1000), lambda: _raw_listing(store, keys, 1000)),
+        ]
+        for label, repeats_here, ours, raw in cases:
+            best_ours = best_raw = float("inf")
+            for _ in range(3):  # best of three, alternating, against noise
+                start = time.perf_counter()
+                for _ in range(repeats_here):
+                    await ours()
+                best_ours = min(best_ours, time.perf_counter() - start)
+                start = time.perf_counter()
+                for _ in range(repeats_here):
+                    await raw()
+                best_raw = min(best_raw, time.perf_counter() - start)
+            out.append((label, best_ours / repeats_here, best_raw / repeats_here))
+        await index.close()
+        return out
+
+    return run_virtual(body())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    args = parser.parse_args()
+    entries, repeats = (4000, 2) if args.quick else (20_000, 5)
+    print(f"fan-out read overhead: memory store, 16 shards, {entries:,} entries, "
+          "virtual time (wall time = CPU time)")
+    print(f"  {'case':44} {'shardex':>10} {'by hand':>10} {'ratio':>7}")
+    for label, ours, raw in measure_query_overhead(16, entries, repeats):
+        print(f"  {label:44} {ours * 1000:8.2f}ms {raw * 1000:8.2f}ms {ours / raw:7.2f}")
+    load = OrdersLoad(duration=4.0 if args.quick else 10.0)
+    start = time.perf_counter()
+    unsharded, sharded = (r.summary() for r in run_demo(load, seed=1))
+    took = time.perf_counter() - start
+    print(f"demo ({load.duration:g} virtual s per layout, {took:.1f}s wall for both):")
+    for run in (unsharded, sharded):
+        print(f"  {run['layout']:10} accepted {run['accepted_writes_per_s']:8,.0f} writes/s of "
+              f"{run['offered_writes_per_s']:,.0f} offered, throttled "
+              f"{100 * run['throttled_ratio']:.1f}%")
+    ratio = sharded["accepted_writes_per_s"] / unsharded["accepted_writes_per_s"]
+    print(f"  accepted-write ratio sharded/unsharded: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

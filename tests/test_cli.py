@@ -1,0 +1,64 @@
+"""The ``shardex`` command, driven as a user drives it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from shardex.cli import cli
+
+SMALL = ["--duration", "2", "--rate", "3000"]
+
+
+def test_demo_json_compares_the_two_layouts() -> None:
+    result = CliRunner().invoke(cli, ["demo", "--json", *SMALL])
+    assert result.exit_code == 0, result.output
+    runs = {run["layout"]: run for run in json.loads(result.stdout)["runs"]}
+    assert set(runs) == {"unsharded", "sharded"}
+    for run in runs.values():
+        for key, kind in [("offered_writes_per_s", float), ("accepted_writes_per_s", float),
+                          ("throttled_ratio", float), ("failed_writes", int),
+                          ("write_p99_ms", float), ("read_p99_ms", float),
+                          ("listing_complete", bool)]:
+            assert isinstance(run[key], kind), key
+        assert run["listing_complete"] is True
+    unsharded, sharded = runs["unsharded"], runs["sharded"]
+    assert unsharded["offered_writes_per_s"] == sharded["offered_writes_per_s"]
+    assert unsharded["throttled_ratio"] > 0.5
+    assert unsharded["failed_writes"] > 0
+    assert sharded["failed_writes"] == 0
+    assert sharded["throttled_ratio"] < 0.01
+    assert sharded["accepted_writes_per_s"] > 2 * unsharded["accepted_writes_per_s"]
+    assert sharded["shards"]["PENDING"] > 1
+    assert sharded["shards"]["DELIVERED"] == 1
+
+
+def test_demo_is_reproducible_for_a_seed() -> None:
+    runner = CliRunner()
+    first = runner.invoke(cli, ["demo", "--json", "--seed", "4", *SMALL]).stdout
+    second = runner.invoke(cli, ["demo", "--json", "--seed", "4", *SMALL]).stdout
+    assert first == second
+
+
+def test_demo_prints_a_table_and_a_plot(tmp_path: Path) -> None:
+    plot = tmp_path / "rates.png"
+    result = CliRunner().invoke(cli, ["demo", "--plot", str(plot), *SMALL])
+    assert result.exit_code == 0, result.output
+    for label in ("accepted writes/s", "throttled share", "writes failed after retries",
+                  "every listing matched ground truth", "unsharded", "sharded"):
+        assert label in result.output
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args", [["--duration", "-1"], ["--rate", "0"]])
+def test_demo_refuses_bad_load_with_one_clear_line(args: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "shardex.cli", "demo", *args],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert "error:" in done.stderr
+    assert "Traceback" not in done.stderr
