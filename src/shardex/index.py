@@ -161,6 +161,11 @@ class ShardedIndex:
             raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
         return self._fanout
 
+    def _cached(self) -> _RoutingCache:
+        if self._cache is None:
+            raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
+        return self._cache
+
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         return await call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
 
@@ -169,9 +174,7 @@ class ShardedIndex:
     @property
     def routing(self) -> Routing:
         """The routing this client last loaded (see ``refresh_routing``)."""
-        if self._cache is None:
-            raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
-        return self._cache.routing
+        return self._cached().routing
 
     async def _load_routing(self) -> None:
         for _ in range(self._max_conflicts):
@@ -222,10 +225,7 @@ class ShardedIndex:
         return self.routing
 
     async def _routing_now(self) -> Routing:
-        cache = self._cache
-        if cache is None:
-            self._reader()
-            raise AssertionError("unreachable")
+        cache = self._cached()
         if self._clock.now() - cache.loaded_at < self._routing_ttl:
             return cache.routing
         if cache.refreshing is None:
@@ -244,10 +244,7 @@ class ShardedIndex:
         entries are written and read without moving any: a reshard uses it at each of
         its steps. Raises ConditionFailed if another writer changed the routing first.
         """
-        cache = self._cache
-        if cache is None:
-            self._reader()
-            raise AssertionError("unreachable")
+        cache = self._cached()
         current = cache.routing
         if routing.version != current.version + 1:
             raise InvalidRouting(
