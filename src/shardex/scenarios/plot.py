@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shardex.errors import MissingDependency
+from shardex.keys import parse_shard_key
 from shardex.scenarios.orders import RunResult
 
 __all__ = ["plot_write_rates"]
@@ -23,18 +24,28 @@ def plot_write_rates(runs: Sequence[RunResult], path: str | Path, *,
         raise MissingDependency("matplotlib", "plot") from exc
     fig, axes = plt.subplots(len(runs), 1, figsize=(10, 3.6 * len(runs)), sharex=True,
                              squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, run in zip(axes[:, 0], runs, strict=True):
-        for key in sorted(run.timeline, key=lambda k: -sum(run.timeline[k].values())):
-            series = run.timeline[key]
-            seconds = sorted(series)
-            hot = key.split("#")[0] in ("PENDING", "SHIPPED")
-            ax.plot(seconds, [series[s] for s in seconds], lw=1.4 if hot else 0.8,
-                    alpha=0.9 if hot else 0.6,
-                    label=key if len(run.timeline) <= 8 or not key.count("#") else None)
+        groups: dict[str, list[str]] = {}
+        for key in sorted(run.timeline):
+            groups.setdefault(parse_shard_key(key)[0], []).append(key)
+        for (value, keys), color in zip(sorted(groups.items()), colors, strict=False):
+            for i, key in enumerate(keys):
+                series = run.timeline[key]
+                seconds = [s for s in range(int(run.duration)) if s in series]
+                rates = [series[s] for s in seconds]
+                if seconds:  # a step plot needs the last second's right edge too
+                    seconds.append(seconds[-1] + 1)
+                    rates.append(rates[-1])
+                ax.plot(seconds, rates, color=color,
+                        drawstyle="steps-post", lw=1.2, alpha=0.8,
+                        label=None if i else f"{value} ({len(keys)} shard key"
+                                             f"{'s' if len(keys) > 1 else ''})")
         ax.axhline(ceiling, color="red", ls="--", lw=1, label=f"partition ceiling ({ceiling:g})")
         ax.set_title(f"{run.layout}: accepted write units/s per shard key")
         ax.set_ylabel("write units/s")
-        ax.legend(loc="upper right", fontsize=7, ncol=2)
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper right", fontsize=8)
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("virtual seconds")
     fig.tight_layout()
