@@ -18,6 +18,7 @@ import pytest
 import shardex
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
+from tests import dynamodb_local
 
 T = TypeVar("T")
 _names = itertools.count()
@@ -50,11 +51,15 @@ def _memory(**options: Any) -> Store:
 
 BACKENDS: dict[str, Backend] = {
     "memory": Backend("memory", _memory, virtual_time=True),
+    "dynamodb-table": Backend("dynamodb-table", dynamodb_local.table_store, virtual_time=False),
+    "dynamodb-gsi": Backend("dynamodb-gsi", dynamodb_local.gsi_store, virtual_time=False),
 }
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param.startswith("dynamodb"):
+        dynamodb_local.require_endpoint()
     return BACKENDS[request.param]
 
 

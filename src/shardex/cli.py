@@ -7,8 +7,13 @@ from collections.abc import Sequence
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from shardex.commands.demo import demo
+from shardex.commands.diagnose import diagnose
+from shardex.commands.dynamodb import dynamodb
+from shardex.commands.plan import plan
+from shardex.commands.routing import routing
 from shardex.errors import ShardexError
 
 __all__ = ["cli", "main"]
@@ -21,6 +26,10 @@ def cli() -> None:
 
 
 cli.add_command(demo)
+cli.add_command(diagnose)
+cli.add_command(plan)
+cli.add_command(dynamodb)
+cli.add_command(routing)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -33,7 +42,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except ShardexError as exc:
-        Console(stderr=True).print(f"[red]error:[/] {exc}", highlight=False)
+        # soft_wrap: the error stays one line, however narrow the terminal.
+        Console(stderr=True, soft_wrap=True).print(
+            Text.assemble(("error: ", "red"), str(exc)), highlight=False)
         sys.exit(2)
 
 

@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from types import TracebackType
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from shardex.cursor import Cursor, CursorCodec
 from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, RoutingConflict
@@ -34,6 +34,10 @@ from shardex.routing import Routing
 from shardex.sim.clock import Clock, LoopClock
 from shardex.stores import open_store
 from shardex.stores.base import Placement, Store, StoredEntry
+
+if TYPE_CHECKING:  # heat sits above the index: imported only when metering is asked for
+    from shardex.heat.meter import MeteredStore
+    from shardex.heat.snapshot import HotView
 
 __all__ = ["Entry", "Page", "ROUTING_RECORD", "ShardedIndex"]
 
@@ -91,6 +95,7 @@ class ShardedIndex:
     record exists it is the truth (a differing ``routing`` is logged, or refused with
     RoutingConflict when ``strict_routing``), and it is re-read every ``routing_ttl``
     seconds so a reshard started elsewhere is seen. Use ``async with index:``.
+    ``meter=True`` wraps the store in a ``shardex.heat.MeteredStore`` (see ``heat``).
     """
 
     def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
@@ -98,8 +103,16 @@ class ShardedIndex:
                  max_concurrency: int = 32, routing_ttl: float = 5.0,
                  cursor_secret: bytes | None = None, strict_routing: bool = False,
                  max_conflicts: int = 16, clock: Clock | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, meter: bool | MeteredStore = False) -> None:
         self._store = open_store(store) if isinstance(store, str) else store
+        if meter is not False:
+            from shardex.heat.meter import MeteredStore
+            if meter is True:
+                meter = MeteredStore(self._store, clock=clock)
+            if not isinstance(meter, MeteredStore) or meter.inner is not self._store:
+                raise InvalidInput("meter must be True, False or a MeteredStore wrapping the "
+                                   "index's store")
+            self._store = meter
         try:
             self.name = validate_value(name)
         except InvalidInput as exc:
@@ -126,6 +139,17 @@ class ShardedIndex:
     @property
     def store(self) -> Store:
         return self._store
+
+    def heat(self, top: int = 10, *, ceiling: str | float = "dynamodb") -> HotView:
+        """Return the ``top`` logical keys by peak units a second, against ``ceiling``.
+
+        Needs metering (``meter=True``, or a MeteredStore as the store); raises
+        InvalidInput otherwise. ``index.store.snapshot()`` has every counter.
+        """
+        from shardex.heat.meter import MeteredStore
+        if not isinstance(self._store, MeteredStore):
+            raise InvalidInput(f"index {self.name!r} is not metered: build it with meter=True")
+        return self._store.hot(top, ceiling=ceiling)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -264,6 +288,22 @@ class ShardedIndex:
                     f"(now version {self.routing.version})") from None
             revision = record.revision
         self._cache = _RoutingCache(routing, revision, self._clock.now())
+
+    def key_attributes(self, value: str, item_id: str, sort: str = "") -> dict[str, Any]:
+        """Return the attributes that index an application's own item under ``value``.
+
+        For stores that index the application's items (DynamoDB GSI mode): add them to
+        the item the application writes, e.g. ``{"status_shard": "PENDING#3",
+        "status_sort": ...}``. The shard key follows the routing as last loaded (at
+        open, or by a read, write or ``refresh_routing``). Raises CapabilityMissing on
+        stores that write their own entries, InvalidKey for a value, item id or sort
+        that cannot be stored.
+        """
+        validate_value(value)
+        validate_item_id(item_id)
+        validate_sort(sort)
+        shard_key = self.routing.shard_key(value, item_id, rng=self._rng)
+        return self._store.key_attributes(shard_key, sort, item_id)
 
     # -- writes ----------------------------------------------------------------------
 

@@ -67,6 +67,9 @@ class SyncShardedIndex:
     def routing(self) -> Routing:
         return self.index.routing
 
+    def key_attributes(self, value: str, item_id: str, sort: str = "") -> dict[str, Any]:
+        return self.index.key_attributes(value, item_id, sort)
+
     def put(self, value: str, item_id: str, *, sort: str = "",
             attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
         return self._call(self.index.put(value, item_id, sort=sort, attrs=attrs,

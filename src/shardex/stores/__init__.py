@@ -19,6 +19,7 @@ __all__ = ["BACKENDS", "StoreURI", "open_store"]
 # scheme -> "module:class"; the module is imported when a store of that scheme opens.
 BACKENDS: Mapping[str, str] = {
     "memory": "shardex.stores.memory:MemoryStore",
+    "dynamodb": "shardex.stores.dynamodb:DynamoDBStore",
 }
 
 

@@ -186,6 +186,15 @@ class Store(abc.ABC):
     async def count(self, namespace: str, shard_key: str) -> int:
         """Return how many entries ``shard_key`` holds."""
 
+    def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
+        """Return the attributes an application adds to its own item to index it.
+
+        Only stores that index the application's items (DynamoDB GSI mode) have them;
+        the others write their own entries and raise CapabilityMissing.
+        """
+        raise CapabilityMissing(f"store {self.uri} writes its own entries: there are no key "
+                                "attributes for an application to add to its items")
+
     # -- records ---------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -1,0 +1,138 @@
+"""Diagnose benchmark: ``shardex diagnose`` on a 10-million-row access log, and Space-Saving.
+
+Run: .venv/bin/python benchmarks/bench_diagnose.py [--rows N] [--stream-keys N]
+
+1. Writes a 10-million-row access log (Parquet, then the same rows as CSV) with DuckDB
+   into a temporary directory, removed at the end: 85% of requests on four order
+   statuses, the rest on 100,000 tenants with a skewed (log-uniform) popularity, over
+   one hour, reads and writes, sizes in bytes, 1% throttled.
+2. Times ``shardex.heat.report.diagnose`` (what ``shardex diagnose FILE`` runs: reading,
+   validating every row, per-key per-second aggregation, classification) and a plain
+   DuckDB ``SELECT key, count(*) ... GROUP BY key`` over the same file, and prints the
+   rows a second and the ratio of the two wall times.
+3. Feeds the first keys of the log to a Space-Saving summary (1,000 counters), one
+   ``add`` per key and batched through ``update``, and prints the updates a second, the
+   largest overcount it made against exact counts, its bound N/m, and whether every key
+   above N/m was kept.
+
+Every figure is measured in this run; nothing here is asserted by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+
+from shardex.heat.report import diagnose
+from shardex.heat.spacesaving import SpaceSaving
+
+STATUSES = ["PENDING", "SHIPPED", "DELIVERED", "CANCELLED"]
+
+
+def write_log(directory: Path, rows: int) -> tuple[Path, Path]:
+    """Write the access log as Parquet and as CSV; return both paths."""
+    parquet, csv = directory / "access.parquet", directory / "access.csv"
+    con = duckdb.connect()
+    # hash(i) gives every row its own reproducible pseudo-random draws
+    con.execute(f"""
+        COPY (
+            SELECT 1796014800 + i * 3600.0 / {rows} AS timestamp,
+                CASE WHEN hash(i) % 100 < 85
+                    THEN {STATUSES!r}[1 + CAST(hash(i * 7) % 4 AS INTEGER)]
+                    ELSE 'tenant-' || CAST(floor(pow(100000, (hash(i * 13) % 1000000) / 1e6))
+                                           AS INTEGER)
+                END AS key,
+                CASE WHEN hash(i * 3) % 5 = 0 THEN 'read' ELSE 'write' END AS op,
+                CAST(100 + hash(i * 5) % 5000 AS BIGINT) AS bytes,
+                CAST(hash(i * 11) % 100 = 0 AS INTEGER) AS throttled
+            FROM range({rows}) AS t(i)
+        ) TO '{parquet}' (FORMAT parquet)""")
+    con.execute(f"COPY (SELECT * FROM read_parquet('{parquet}')) TO '{csv}' (HEADER)")
+    con.close()
+    return parquet, csv
+
+
+def plain_group_by(source: str) -> float:
+    """Seconds of the plainest DuckDB aggregation over the same file."""
+    con = duckdb.connect()
+    start = time.perf_counter()
+    con.execute(f"SELECT key, count(*) FROM {source} GROUP BY key").fetchall()
+    seconds = time.perf_counter() - start
+    con.close()
+    return seconds
+
+
+def bench_diagnose(path: Path, source: str, rows: int) -> None:
+    start = time.perf_counter()
+    result = diagnose([path])
+    seconds = time.perf_counter() - start
+    plain = plain_group_by(source)
+    assert result.profile.rows == rows
+    rec = result.recommendation
+    print(f"  {path.suffix[1:]:8s} diagnose {seconds:6.2f} s = {rows / seconds / 1e6:5.2f} M rows/s"
+          f" | plain GROUP BY key {plain:5.2f} s | ratio {seconds / plain:4.1f}x"
+          f" | {result.classification.kind}, {rec.strategy} {rec.shards}")
+
+
+def bench_space_saving(parquet: Path, count: int, counters: int) -> None:
+    con = duckdb.connect()
+    keys = [row[0] for row in con.execute(
+        f"SELECT key FROM read_parquet('{parquet}') LIMIT {count}").fetchall()]
+    con.close()
+    truth = Counter(keys)
+    for label, feed in (("add() per key", _one_by_one), ("update() batched", _batched)):
+        summary = SpaceSaving(counters)
+        start = time.perf_counter()
+        feed(summary, keys)
+        seconds = time.perf_counter() - start
+        threshold = summary.threshold
+        counted = summary.top()
+        over = max(c.count - truth[c.key] for c in counted)
+        wrong = sum(1 for c in counted if not c.count - c.error <= truth[c.key] <= c.count)
+        heavy = [k for k, n in truth.items() if n > threshold]
+        kept = sum(1 for k in heavy if k in summary)
+        print(f"  {label:17s} {len(keys) / seconds / 1e6:5.2f} M updates/s | largest overcount "
+              f"{over:,.0f} (bound N/m = {threshold:,.0f}; {wrong} keys outside their bounds) | "
+              f"keys above N/m kept: {kept} of {len(heavy)}")
+    print(f"  stream: {len(keys):,} keys, {len(truth):,} distinct, {counters:,} counters")
+
+
+def _one_by_one(summary: SpaceSaving, keys: list[str]) -> None:
+    add = summary.add
+    for key in keys:
+        add(key)
+
+
+def _batched(summary: SpaceSaving, keys: list[str]) -> None:
+    summary.update(keys)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000, help="rows in the access log")
+    parser.add_argument("--stream-keys", type=int, default=2_000_000,
+                        help="keys fed to the Space-Saving summary")
+    parser.add_argument("--counters", type=int, default=1000, help="Space-Saving counters")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="shardex-bench-") as tmp:
+        start = time.perf_counter()
+        parquet, csv = write_log(Path(tmp), args.rows)
+        sizes = (f"Parquet {parquet.stat().st_size / 1e6:.0f} MB, "
+                 f"CSV {csv.stat().st_size / 1e6:.0f} MB")
+        print(f"access log: {args.rows:,} rows written in {time.perf_counter() - start:.1f} s "
+              f"({sizes})")
+        print("shardex diagnose (read, validate every row, aggregate per key and second, "
+              "classify):")
+        bench_diagnose(parquet, f"read_parquet('{parquet}')", args.rows)
+        bench_diagnose(csv, f"read_csv('{csv}')", args.rows)
+        print("Space-Saving:")
+        bench_space_saving(parquet, args.stream_keys, args.counters)
+
+
+if __name__ == "__main__":
+    main()

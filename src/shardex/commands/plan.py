@@ -1,0 +1,109 @@
+"""``shardex plan``: N per value from its peak write rate, and what that N costs to read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from shardex.errors import InvalidInput
+
+__all__ = ["parse_pairs", "plan"]
+
+
+def parse_pairs(pairs: Sequence[str], what: str, *, integer: bool = False) -> dict[str, float]:
+    """Parse ``VALUE=NUMBER`` options into a dict; raise InvalidInput naming the bad one.
+
+    Refuses a missing ``=``, an empty value, a number that does not parse (or is not
+    an integer when ``integer``), and a value given twice.
+    """
+    parsed: dict[str, float] = {}
+    for pair in pairs:
+        value, sep, number = pair.rpartition("=")
+        if not sep or not value:
+            raise InvalidInput(f"{what} {pair!r} must look like VALUE=NUMBER, e.g. PENDING=6000")
+        try:
+            amount = float(int(number)) if integer else float(number)
+        except ValueError:
+            kind = "an integer" if integer else "a number"
+            raise InvalidInput(f"{what} {pair!r}: {number!r} is not {kind}") from None
+        if value in parsed:
+            raise InvalidInput(f"{what} given twice for {value!r}")
+        parsed[value] = amount
+    return parsed
+
+
+@click.command()
+@click.option("--peak", "peaks", multiple=True, required=True, metavar="VALUE=WRITES_PER_S",
+              help="A logical key and its peak writes a second; repeat per value.")
+@click.option("--item-bytes", type=int, default=1024, show_default=True,
+              help="Bytes of one index entry as written (write units per started KB).")
+@click.option("--read-item-bytes", type=int, default=None,
+              help="Bytes of one entry as read (projection); default: --item-bytes.")
+@click.option("--ceiling", default="dynamodb", show_default=True,
+              help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s.")
+@click.option("--headroom", type=float, default=1.5, show_default=True,
+              help="Multiplier on the peak, for growth and bursts (> 0).")
+@click.option("--amplification", type=float, default=1.0, show_default=True,
+              help="Write units per unit of item per write (2 for a transactional write).")
+@click.option("--listing-items", "listings", multiple=True, metavar="N|VALUE=N",
+              help="Entries in a full listing, for all values or per value; gives the "
+                   "listing's pages and read units.")
+@click.option("--eventual", is_flag=True, help="Listings read eventually consistent (half).")
+@click.option("--latency-median-ms", type=float, default=4.0, show_default=True,
+              help="Median latency of one request.")
+@click.option("--latency-p99-ms", type=float, default=25.0, show_default=True,
+              help="99th-percentile latency of one request.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def plan(peaks: tuple[str, ...], item_bytes: int, read_item_bytes: int | None, ceiling: str,
+         headroom: float, amplification: float, listings: tuple[str, ...], eventual: bool,
+         latency_median_ms: float, latency_p99_ms: float, as_json: bool) -> None:
+    """Plan N per value: the smallest N with peak x units x amplification x headroom <= N x
+    ceiling, and the read-side cost of each N (queries, read units, fan-out latency)."""
+    from shardex.plan import plan_shards
+    from shardex.sim.latency import LatencyModel
+
+    listing: int | dict[str, int] | None = None
+    whole = [text for text in listings if "=" not in text]
+    if len(whole) > 1 or (whole and len(whole) != len(listings)):
+        raise InvalidInput("give --listing-items once as N, or per value as VALUE=N")
+    if whole:
+        try:
+            listing = int(whole[0])
+        except ValueError:
+            raise InvalidInput(f"--listing-items {whole[0]!r} is not an integer") from None
+    elif listings:
+        listing = {k: int(v) for k, v in
+                   parse_pairs(listings, "--listing-items", integer=True).items()}
+    result = plan_shards(parse_pairs(peaks, "--peak"), item_bytes=item_bytes,
+                         read_item_bytes=read_item_bytes, ceiling=ceiling, headroom=headroom,
+                         amplification=amplification, listing_items=listing,
+                         consistent=not eventual,
+                         latency=LatencyModel(latency_median_ms, latency_p99_ms))
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    console = Console()
+    bound = result.ceiling
+    console.print(
+        f"[bold]plan[/]: ceiling {bound.name} ({bound.write_units:g} write units/s a "
+        f"partition), headroom {result.headroom:g}x, amplification {result.amplification:g}, "
+        f"{result.item_bytes} bytes an entry")
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("value", overflow="fold", min_width=10)
+    for name in ("peak w/s", "units/item", "WU/s", "N", "per shard", "queries", "listing RU",
+                 "fan-out p50/p99 ms"):
+        table.add_column(name, justify="right")
+    for value, p in result.values.items():
+        table.add_row(
+            escape(value), f"{p.peak:,.0f}", f"{p.units_per_item:g}", f"{p.write_units_per_s:,.0f}",
+            f"[bold]{p.shards}[/]" if p.sharded else "1",
+            f"{p.units_per_shard_per_s:,.0f} ({100 * p.shard_load:.0f}%)",  # of the ceiling
+            f"{p.queries_per_listing:,}",
+            "-" if p.listing_read_units is None else f"{p.listing_read_units:,.1f}",
+            f"{p.fanout_p50_ms:.1f}/{p.fanout_p99_ms:.1f}")
+    console.print(table)

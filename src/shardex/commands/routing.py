@@ -1,0 +1,185 @@
+"""``shardex routing``: show or change the routing record of an index in its store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from shardex.errors import InvalidRouting
+from shardex.routing import Routing, ShardPolicy
+
+__all__ = ["routing"]
+
+_SHOWN_KEYS = 6
+
+
+def _store_options(command: Any) -> Any:
+    command = click.option("--index", "name", required=True, help="Index name.")(command)
+    return click.option("--store", "uri", required=True,
+                        help="Store URI, e.g. dynamodb://TABLE?region=eu-west-1.")(command)
+
+
+def _policy(text: str, what: str) -> ShardPolicy:
+    shards, _, strategy = text.partition(":")
+    try:
+        count = int(shards)
+    except ValueError:
+        raise click.BadParameter(f"{what}: expected N or N:strategy, got {text!r}") from None
+    return ShardPolicy(shards=count, strategy=strategy or "hash")  # type: ignore[arg-type]
+
+
+def _keys_text(keys: list[str]) -> str:
+    if len(keys) <= _SHOWN_KEYS:
+        return ", ".join(keys)
+    return f"{', '.join(keys[:3])}, ..., {keys[-1]} ({len(keys)} keys)"
+
+
+def _layout(routing: Routing) -> dict[str, Any]:
+    return {"default": routing.default.to_dict(),
+            "overrides": {value: {**policy.to_dict(), "shard_keys": policy.shard_keys(value)}
+                          for value, policy in routing.overrides.items()}}
+
+
+@click.group()
+def routing() -> None:
+    """Show or change the routing record (shard counts per value) of an index."""
+
+
+@routing.command()
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+def show(uri: str, name: str, as_json: bool) -> None:
+    """Print the routing of index NAME: version, default, and the shard keys per value."""
+    from shardex.index import ROUTING_RECORD
+    from shardex.stores import open_store
+
+    async def read() -> tuple[Routing | None, int | None, str]:
+        store = open_store(uri)
+        async with store:
+            record = await store.get_record(name, ROUTING_RECORD)
+        if record is None:
+            return None, None, store.uri
+        return Routing.from_dict(dict(record.body)), record.revision, store.uri
+
+    stored, revision, where = asyncio.run(read())
+    current = stored or Routing()
+    if as_json:
+        click.echo(json.dumps({
+            "index": name, "store": where, "stored": stored is not None, "revision": revision,
+            "routing": current.to_dict(), "layout": _layout(current),
+            "previous": None if current.previous is None else _layout(current.previous),
+        }, indent=2))
+        return
+    if stored is None:
+        click.echo(f"index {name!r} in {where} has no routing record: every value has one "
+                   "shard (the default), until an index stores its routing")
+        return
+    click.echo(f"index {name!r} in {where}: routing version {current.version} "
+               f"(record revision {revision})")
+    policy = current.default
+    click.echo(f"  default: {policy.shards} shard(s), {policy.strategy}")
+    for value, policy in current.overrides.items():
+        click.echo(f"  {value}: {policy.shards} shard(s), {policy.strategy}: "
+                   f"{_keys_text(policy.shard_keys(value))}")
+    if current.previous is not None:
+        click.echo(f"  in transition from version {current.previous.version}: reads cover "
+                   "both layouts until the reshard finishes or rolls back")
+
+
+def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, ShardPolicy]]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--file") from exc
+    if not isinstance(doc, dict):
+        raise InvalidRouting(f"{path}: expected a JSON object with default and overrides")
+    # a whole routing document, or just its layout
+    layout = {**doc, "format": doc.get("format", current.to_dict()["format"]),
+              "version": current.version + 1}
+    layout.pop("previous", None)
+    parsed = Routing.from_dict(layout)
+    return parsed.default, dict(parsed.overrides)
+
+
+@routing.command("set")
+@_store_options
+@click.option("--override", "overrides", multiple=True, metavar="VALUE=N[:strategy]",
+              help="Shard VALUE over N shard keys (strategy hash, random or round_robin).")
+@click.option("--remove", "removals", multiple=True, metavar="VALUE",
+              help="Drop VALUE's override: it follows the default again.")
+@click.option("--default", "default", metavar="N[:strategy]", help="The default policy.")
+@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A JSON file with default and overrides: the whole new layout.")
+@click.option("--force", is_flag=True,
+              help="Change the layout even if values it re-routes have entries.")
+def set_routing(uri: str, name: str, overrides: tuple[str, ...], removals: tuple[str, ...],
+                default: str | None, path: Path | None, force: bool) -> None:
+    """Store a new routing version for index NAME (a compare-and-set write).
+
+    Changing N for a value that has entries hides them from reads (they stay on the
+    old shard keys): that is refused unless --force. A reshard is the way to change
+    the layout of a live value.
+    """
+    from shardex.index import ShardedIndex
+
+    if not (overrides or removals or default or path):
+        raise click.UsageError("nothing to change: give --override, --remove, --default "
+                               "or --file")
+
+    async def change() -> tuple[Routing, Routing, str]:
+        async with ShardedIndex(uri, name) as index:
+            current = index.routing
+            if current.in_transition:
+                raise InvalidRouting(
+                    f"index {name!r} is in a reshard (version {current.version} from "
+                    f"{current.previous.version if current.previous else '?'}); finish or roll "
+                    "it back before setting the routing by hand")
+            base_default, base_overrides = (_from_file(path, current) if path is not None
+                                            else (current.default, dict(current.overrides)))
+            for value in removals:
+                base_overrides.pop(value, None)
+            for text in overrides:
+                value, sep, policy = text.rpartition("=")
+                if not sep or not value:
+                    raise click.BadParameter(f"expected VALUE=N[:strategy], got {text!r}",
+                                             param_hint="--override")
+                base_overrides[value] = _policy(policy, f"--override {value}")
+            new_default = _policy(default, "--default") if default else base_default
+            new = Routing(default=new_default, overrides=base_overrides,
+                          version=current.version + 1)
+            if not force:
+                await _refuse_hidden_entries(index, current, new)
+            await index.update_routing(new)
+            return current, new, index.store.uri
+
+    before, after, where = asyncio.run(change())
+    click.echo(f"index {name!r} in {where}: routing version {before.version} -> {after.version}")
+    for value in sorted(set(before.overrides) | set(after.overrides)):
+        old, new = before.policy(value), after.policy(value)
+        if old != new:
+            click.echo(f"  {value}: {old.shards} -> {new.shards} shard(s), {new.strategy}")
+    if before.default != after.default:
+        click.echo(f"  default: {before.default.shards} -> {after.default.shards} shard(s), "
+                   f"{after.default.strategy}")
+
+
+async def _refuse_hidden_entries(index: Any, current: Routing, new: Routing) -> None:
+    if new.default != current.default:
+        raise click.ClickException(
+            "changing the default policy re-routes every value without an override, and "
+            "their entries already written would be hidden from reads; use a reshard to "
+            "change a live layout, or pass --force if no value under the default has entries")
+    changed = sorted(v for v in set(current.overrides) | set(new.overrides)
+                     if current.policy(v) != new.policy(v))
+    counts = {value: await index.count(value) for value in changed}
+    busy = {value: n for value, n in counts.items() if n}
+    if busy:
+        listed = ", ".join(f"{value} ({n} entries)" for value, n in busy.items())
+        raise click.ClickException(
+            f"refusing to re-route values that have entries: {listed}; their entries would "
+            "stay on the old shard keys, hidden from reads. A reshard is the way to change a "
+            "live layout; pass --force only if you know what you are doing")

@@ -1,0 +1,437 @@
+"""The DynamoDB store, ``dynamodb://``: index-table mode and GSI mode over one async core.
+
+- Index-table mode, ``dynamodb://TABLE?region=R&endpoint_url=URL``: shardex writes
+  the entries into a table of its own (``shardex dynamodb create-table TABLE``); see
+  ``shardex.stores.dynamodb_table`` for the layout. One index per table: the first
+  index to write to the table owns it, and another index name is refused.
+- GSI mode, ``dynamodb://TABLE?gsi=INDEX&key_attribute=A&sort_attribute=S&id_attribute=I``:
+  the application owns the base table and DynamoDB maintains the GSI; shardex reads
+  the GSI and sets or removes the key attributes on the base items; see
+  ``shardex.stores.dynamodb_gsi``. The routing record lives in a small metadata table,
+  ``<TABLE>-shardex`` unless ``meta_table=`` says otherwise
+  (``shardex dynamodb create-meta-table TABLE``).
+
+The driver is aiobotocore, or an application's own boto3 client or session (its
+calls then run in worker threads). Region, endpoint and credentials come from the
+URI (``region``, ``endpoint_url``, ``profile``) or the usual AWS environment and
+config files. Every driver error is mapped to shardex's errors with the driver's
+exception chained (``shardex.stores.dynamodb_client.map_error``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlencode
+
+from shardex.errors import (
+    ConditionFailed,
+    InvalidInput,
+    InvalidURI,
+    NotFound,
+    Throttled,
+)
+from shardex.stores.base import Placement, Position, QueryPage, Record, Store, StoredEntry
+from shardex.stores.dynamodb_client import DynamoDBClient, adapt_client, map_error
+from shardex.stores.dynamodb_codec import (
+    OWNER_PREFIX,
+    RECORD_PREFIX,
+    record_item,
+    record_key,
+)
+from shardex.stores.dynamodb_gsi import GsiLayout
+from shardex.stores.dynamodb_meter import Meter
+from shardex.stores.dynamodb_table import Layout, TableLayout, units_of
+from shardex.stores.stats import StoreStats, is_reserved
+from shardex.stores.uri import StoreURI
+
+__all__ = ["DynamoDBStore"]
+
+_TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+_CACHED_PLACEMENTS = 4096
+# option -> type, for URI options
+_OPTIONS: dict[str, type] = {
+    "region": str, "endpoint_url": str, "profile": str, "gsi": str, "key_attribute": str,
+    "sort_attribute": str, "id_attribute": str, "meta_table": str, "version_attribute": str,
+    "connect_timeout": float, "read_timeout": float,
+}
+_GSI_OPTIONS = ("gsi", "key_attribute", "sort_attribute", "id_attribute")
+_DEFAULTS: dict[str, Any] = {"version_attribute": "shardex_version", "connect_timeout": 5.0,
+                             "read_timeout": 30.0}
+
+
+def _check_table_name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name):
+        raise InvalidInput(f"{what} {name!r} is not a DynamoDB table name: 3 to 255 of "
+                           "a-z, A-Z, 0-9, '_', '-' and '.'")
+    return name
+
+
+class DynamoDBStore(Store):
+    """A store on DynamoDB, in index-table mode or (with ``gsi``) GSI mode.
+
+    ``client`` (an aiobotocore or boto3 client, or a DynamoDBClient) or ``session``
+    (aiobotocore, boto3 or botocore) may be handed in; a client handed in is not
+    closed by the store and keeps its own retry settings (set
+    ``retries={"total_max_attempts": 1}`` so shardex's per-shard retries are not
+    multiplied). Without them aiobotocore is used, imported here: MissingDependency
+    names ``pip install 'shardex[dynamodb]'`` when it is missing.
+
+    Opening the store checks, with DescribeTable, that the table (and in GSI mode
+    the index and the metadata table) exists with the key schema needed: NotFound or
+    StoreError otherwise, naming the table and the command that creates it.
+    ``stats()`` returns the consumed capacity per shard key.
+    """
+
+    scheme = "dynamodb"
+
+    def __init__(self, table: str, *, region: str | None = None,
+                 endpoint_url: str | None = None, profile: str | None = None,
+                 client: Any = None, session: Any = None, gsi: str | None = None,
+                 key_attribute: str | None = None, sort_attribute: str | None = None,
+                 id_attribute: str | None = None, meta_table: str | None = None,
+                 version_attribute: str = "shardex_version", connect_timeout: float = 5.0,
+                 read_timeout: float = 30.0) -> None:
+        super().__init__()
+        self.table = _check_table_name(table, "table")
+        given = {"gsi": gsi, "key_attribute": key_attribute, "sort_attribute": sort_attribute,
+                 "id_attribute": id_attribute}
+        missing = [name for name, value in given.items() if not value]
+        if gsi and missing:
+            raise InvalidInput(f"dynamodb:// GSI mode needs the options {', '.join(_GSI_OPTIONS)}; "
+                               f"missing: {', '.join(missing)}")
+        if not gsi and len(missing) < len(given):
+            raise InvalidInput("dynamodb:// key_attribute, sort_attribute and id_attribute are "
+                               "GSI-mode options: add gsi=INDEX, or drop them")
+        if meta_table is not None and not gsi:
+            raise InvalidInput("dynamodb:// meta_table is a GSI-mode option (index-table mode "
+                               "keeps the routing record in the table itself)")
+        for name, value in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise InvalidInput(f"dynamodb:// option {name} must be > 0 seconds, got {value!r}")
+        self._settings: dict[str, Any] = {
+            "region": region, "endpoint_url": endpoint_url, "profile": profile, **given,
+            "meta_table": meta_table, "version_attribute": version_attribute,
+            "connect_timeout": connect_timeout, "read_timeout": read_timeout}
+        self._layout: Layout
+        if gsi:
+            assert key_attribute is not None
+            assert sort_attribute is not None
+            assert id_attribute is not None
+            _check_table_name(gsi, "gsi")
+            meta = _check_table_name(meta_table or f"{table}-shardex", "meta_table")
+            self._layout = GsiLayout(self._request, self.table, gsi=gsi,
+                                     key_attribute=key_attribute, sort_attribute=sort_attribute,
+                                     id_attribute=id_attribute,
+                                     version_attribute=version_attribute, meta_table=meta)
+        else:
+            self._layout = TableLayout(self._request, self.table)
+        self.capabilities = self._layout.capabilities
+        self._client: DynamoDBClient = adapt_client(
+            client=client, session=session, region=region, endpoint_url=endpoint_url,
+            profile=profile, connect_timeout=connect_timeout, read_timeout=read_timeout)
+        self._meter = Meter()
+        self._owner: str | None = None
+        self._placements: OrderedDict[tuple[str, str], Placement] = OrderedDict()
+
+    @classmethod
+    def from_uri(cls, uri: StoreURI, **options: Any) -> DynamoDBStore:
+        """Build the store from ``dynamodb://TABLE?option=value``; keyword options win."""
+        if uri.username or uri.password:
+            raise InvalidURI("dynamodb:// takes no credentials in the URI: use the AWS "
+                             "environment, config files or the profile= option")
+        if uri.path:
+            raise InvalidURI(f"dynamodb:// takes a table name and options, no path: {uri.raw!r}")
+        if not uri.location:
+            raise InvalidURI(f"dynamodb:// needs a table name: dynamodb://TABLE, got {uri.raw!r}")
+        known = set(_OPTIONS) | {"client", "session"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise InvalidInput(f"dynamodb:// does not know the option(s) {', '.join(unknown)}; "
+                               f"known: {', '.join(sorted(known))}")
+        settings = uri.take(_OPTIONS)
+        try:
+            return cls(uri.location, **{**settings, **options})
+        except InvalidInput as exc:
+            if isinstance(exc, InvalidURI) or not settings:
+                raise
+            raise InvalidURI(f"{uri.raw}: {exc}") from exc
+
+    @property
+    def uri(self) -> str:
+        """``dynamodb://TABLE`` with the options that differ from their defaults."""
+        options = sorted((name, str(value)) for name, value in self._settings.items()
+                         if value is not None and value != _DEFAULTS.get(name))
+        query = urlencode(options, safe=":/")
+        return f"dynamodb://{self.table}" + (f"?{query}" if query else "")
+
+    @property
+    def gsi_mode(self) -> bool:
+        """True in GSI mode (the application owns the items), False in index-table mode."""
+        return isinstance(self._layout, GsiLayout)
+
+    @property
+    def client(self) -> DynamoDBClient:
+        """The client adapter the store calls DynamoDB through."""
+        return self._client
+
+    # -- connection --------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        try:
+            await self._client.open()
+        except Exception as exc:
+            raise map_error(exc, operation="connect", target=f"table {self.table!r}",
+                            endpoint=self._client.endpoint) from exc
+        try:
+            await self._layout.check(self._describe)
+        except BaseException:
+            await self._client.close()
+            raise
+
+    async def _disconnect(self) -> None:
+        self._placements.clear()
+        await self._client.close()
+
+    async def _describe(self, table: str) -> Mapping[str, Any]:
+        try:
+            response = await self._client.call("DescribeTable", TableName=table)
+        except Exception as exc:
+            error = map_error(exc, operation="DescribeTable", target=f"table {table!r}",
+                              endpoint=self._client.endpoint)
+            if isinstance(error, NotFound):
+                raise NotFound(f"table {table!r} does not exist at {self._client.endpoint}; "
+                               f"create it with: {self._create_command(table)}") from exc
+            raise error from exc
+        description: Mapping[str, Any] = response["Table"]
+        status = description.get("TableStatus", "ACTIVE")
+        if status not in ("ACTIVE", "UPDATING"):
+            raise NotFound(f"table {table!r} is {status} at {self._client.endpoint}, "
+                           "not ACTIVE")
+        return description
+
+    def _create_command(self, table: str) -> str:
+        where = ""
+        for option in ("region", "endpoint_url"):
+            if self._settings[option]:
+                where += f" --{option.replace('_', '-')} {self._settings[option]}"
+        if not self.gsi_mode:
+            return f"shardex dynamodb create-table {table}{where}"
+        if table == self._layout.records_table:
+            name = "" if table == f"{self.table}-shardex" else f" --name {table}"
+            return f"shardex dynamodb create-meta-table {self.table}{name}{where}"
+        return ("your application's own infrastructure (the base table and its GSI are the "
+                "application's in GSI mode)")
+
+    async def _request(self, namespace: str, operation: str, params: dict[str, Any], *,
+                       target: str, key: str | None, meter: Sequence[tuple[str, float]],
+                       write: bool) -> dict[str, Any]:
+        """Call DynamoDB, mapping its errors and counting the request on ``meter``."""
+        try:
+            response = await self._client.call(operation, **params)
+        except Exception as exc:
+            error = map_error(exc, operation=operation, target=target,
+                              endpoint=self._client.endpoint, key=key)
+            if isinstance(error, Throttled):
+                self._meter.throttled(namespace, meter[-1][0], write=write)
+            raise error from exc
+        if write:
+            self._meter.write(namespace, meter, units_of(response))
+        else:
+            self._meter.read(namespace, meter[0][0], units_of(response))
+        return response
+
+    # -- the owner of the table ------------------------------------------------------
+
+    async def _own(self, namespace: str, *, claim: bool) -> None:
+        """Check (and on a write, claim) that ``namespace`` is the index the table holds."""
+        if self._owner == namespace:
+            return
+        if self._owner is not None:
+            raise self._not_owner(namespace, self._owner)
+        table, scope = self._layout.records_table, self._layout.owner_scope
+        key = {"pk": {"S": OWNER_PREFIX}, "sk": {"S": scope}}
+        if claim:
+            try:
+                await self._request(
+                    namespace, "PutItem",
+                    {"TableName": table, "Item": {**key, "index": {"S": namespace}},
+                     "ConditionExpression": "attribute_not_exists(pk) OR #i = :i",
+                     "ExpressionAttributeNames": {"#i": "index"},
+                     "ExpressionAttributeValues": {":i": {"S": namespace}},
+                     "ReturnConsumedCapacity": "TOTAL"},
+                    target=f"table {table!r}", key=OWNER_PREFIX, meter=[(OWNER_PREFIX, 1.0)],
+                    write=True)
+            except ConditionFailed:
+                pass
+            else:
+                self._owner = namespace
+                return
+        response = await self._request(
+            namespace, "GetItem", {"TableName": table, "Key": key, "ConsistentRead": True,
+                                   "ReturnConsumedCapacity": "TOTAL"},
+            target=f"table {table!r}", key=OWNER_PREFIX, meter=[(OWNER_PREFIX, 1.0)],
+            write=False)
+        owner = response.get("Item", {}).get("index", {}).get("S")
+        if owner is None:
+            return  # nobody owns it yet, and a read does not claim it
+        if owner != namespace:
+            raise self._not_owner(namespace, owner)
+        self._owner = namespace
+
+    def _not_owner(self, namespace: str, owner: str) -> InvalidInput:
+        if self.gsi_mode:
+            return InvalidInput(
+                f"{self._layout.target} already serves the index {owner!r}; it cannot also "
+                f"serve {namespace!r}: one shardex index per GSI")
+        return InvalidInput(
+            f"table {self.table!r} already holds the index {owner!r}; it cannot also hold "
+            f"{namespace!r}: index-table mode keeps one index per table, so give {namespace!r} "
+            f"a table of its own (shardex dynamodb create-table TABLE)")
+
+    # -- entries --------------------------------------------------------------------
+
+    def _remember(self, namespace: str, placement: Placement | None, item_id: str) -> None:
+        key = (namespace, item_id)
+        if placement is None:
+            self._placements.pop(key, None)
+            return
+        self._placements[key] = placement
+        self._placements.move_to_end(key)
+        if len(self._placements) > _CACHED_PLACEMENTS:
+            self._placements.popitem(last=False)
+
+    async def locate(self, namespace: str, item_id: str) -> Placement | None:
+        """Return the item's placement: one strongly consistent GetItem."""
+        await self._own(namespace, claim=False)
+        placement = await self._layout.locate(namespace, item_id)
+        self._remember(namespace, placement, item_id)
+        return placement
+
+    async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
+                    version: int, expected: int | None) -> float:
+        """Replace the item's entry in one atomic write; return the write units consumed.
+
+        Index-table mode: one TransactWriteItems; GSI mode: one UpdateItem on the base
+        item. Raises ConditionFailed when the placement is not at ``expected``,
+        InvalidInput for an entry that does not fit (see ``Store.place``).
+        """
+        if entry is not None and (entry.item_id != item_id or not entry.shard_key
+                                  or is_reserved(entry.shard_key)):
+            raise InvalidInput(f"entry {entry!r} cannot be placed as item {item_id!r}: its item "
+                               "id must match, its shard key be non-empty, not start with '#'")
+        if type(version) is not int or version <= (expected or 0):
+            raise InvalidInput(f"version {version!r} of item {item_id!r} must be an integer "
+                               f"greater than the expected version {expected!r}")
+        await self._own(namespace, claim=True)
+        known = self._placements.get((namespace, item_id))
+        try:
+            units = await self._layout.place(namespace, item_id, entry, version=version,
+                                             expected=expected, known=known)
+        except BaseException:
+            self._remember(namespace, None, item_id)
+            raise
+        self._remember(namespace, Placement(item_id, version, entry), item_id)
+        return units
+
+    async def query(self, namespace: str, shard_key: str, *, after: Position | None,
+                    descending: bool, limit: int) -> QueryPage:
+        """Return one Query page of ``shard_key`` strictly beyond ``after``.
+
+        ``Limit`` is ``limit``; DynamoDB also stops at 1 MB, and ``resume`` is decoded
+        from LastEvaluatedKey. The read capacity consumed is in ``units``.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"query limit must be an integer >= 1, got {limit!r}")
+        if after is not None and not (isinstance(after, tuple) and len(after) == 2
+                                      and all(isinstance(part, str) for part in after)):
+            raise InvalidInput(f"query after must be a (sort, item_id) pair or None, "
+                               f"got {after!r}")
+        self._check_shard_key(shard_key)
+        await self._own(namespace, claim=False)
+        return await self._layout.query(namespace, shard_key, after=after,
+                                        descending=descending, limit=limit)
+
+    async def count(self, namespace: str, shard_key: str) -> int:
+        """Return how many entries ``shard_key`` holds (Select=COUNT, every page)."""
+        self._check_shard_key(shard_key)
+        await self._own(namespace, claim=False)
+        return await self._layout.count(namespace, shard_key)
+
+    def _check_shard_key(self, shard_key: str) -> None:
+        if not isinstance(shard_key, str) or not shard_key:
+            raise InvalidInput(f"shard key must be non-empty text, got {shard_key!r}")
+        if is_reserved(shard_key):
+            raise InvalidInput(f"shard key {shard_key!r} is reserved: it starts with '#'")
+
+    def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
+        """Return the attributes that put an application's item under ``shard_key``.
+
+        GSI mode only: ``{key_attribute: shard_key, sort_attribute: sort NUL item id}``.
+        Index-table mode raises CapabilityMissing.
+        """
+        return self._layout.key_attributes(shard_key, sort, item_id)
+
+    # -- records ----------------------------------------------------------------------
+
+    async def get_record(self, namespace: str, key: str) -> Record | None:
+        """Return the record ``key`` of ``namespace`` (a strongly consistent GetItem)."""
+        await self._own(namespace, claim=False)
+        table = self._layout.records_table
+        response = await self._request(
+            namespace, "GetItem", {"TableName": table, "Key": record_key(namespace, key),
+                                   "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"},
+            target=f"table {table!r}", key=RECORD_PREFIX + key,
+            meter=[(RECORD_PREFIX + key, 1.0)], write=False)
+        item = response.get("Item")
+        if item is None:
+            return None
+        return Record(json.loads(item["body"]["S"]), int(item["revision"]["N"]))
+
+    async def put_record(self, namespace: str, key: str, body: Mapping[str, Any], *,
+                         expected: int | None) -> int:
+        """Write the record if its revision is ``expected`` (a conditional PutItem).
+
+        Returns ``(expected or 0) + 1``; raises ConditionFailed when another writer
+        changed it first.
+        """
+        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)
+                                     or expected < 1):
+            raise InvalidInput(f"expected revision must be an integer >= 1 or None, "
+                               f"got {expected!r}")
+        revision = (expected or 0) + 1
+        item = record_item(namespace, key, body, revision)
+        await self._own(namespace, claim=True)
+        table = self._layout.records_table
+        params: dict[str, Any] = {"TableName": table, "Item": item,
+                                  "ExpressionAttributeNames": {"#r": "revision"},
+                                  "ReturnConsumedCapacity": "TOTAL"}
+        if expected is None:
+            params["ConditionExpression"] = "attribute_not_exists(#r)"
+        else:
+            params["ConditionExpression"] = "#r = :r"
+            params["ExpressionAttributeValues"] = {":r": {"N": str(expected)}}
+        try:
+            await self._request(namespace, "PutItem", params, target=f"table {table!r}",
+                                key=RECORD_PREFIX + key, meter=[(RECORD_PREFIX + key, 1.0)],
+                                write=True)
+        except ConditionFailed as exc:
+            raise ConditionFailed(
+                f"record {key!r} of {namespace!r} expected revision "
+                f"{'absent' if expected is None else expected}: another writer changed it "
+                "first") from exc
+        return revision
+
+    # -- counters ---------------------------------------------------------------------
+
+    def stats(self, namespace: str | None = None) -> StoreStats:
+        """Return requests, consumed capacity and throttles per key (see dynamodb_meter)."""
+        return self._meter.snapshot(namespace)
+
+    def reset_stats(self) -> None:
+        """Zero every counter."""
+        self._meter.reset()
+

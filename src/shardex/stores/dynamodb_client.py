@@ -1,0 +1,316 @@
+"""DynamoDB client adapters and the mapping of driver errors to shardex's errors.
+
+The store has one async core that talks to one tiny interface, ``DynamoDBClient.call
+(operation, **params) -> dict``. Two adapters implement it: ``AioClient`` over
+aiobotocore (the default, from the ``dynamodb`` extra), and ``ThreadedClient`` over
+an application's own boto3 client, whose blocking calls run in worker threads
+(``asyncio.to_thread``), so adopting shardex never forces a botocore version on an
+application. Drivers are imported only when an adapter is built.
+
+botocore's own retries are switched off in the clients shardex builds
+(``total_max_attempts=1``): shardex retries each shard with backoff and jitter, and
+two retry loops would multiply. A client handed in keeps its own configuration.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from shardex.errors import (
+    ConditionFailed,
+    InvalidInput,
+    MissingDependency,
+    NotFound,
+    ShardexError,
+    StoreError,
+    Throttled,
+    Unavailable,
+)
+
+__all__ = [
+    "AioClient",
+    "DynamoDBClient",
+    "ThreadedClient",
+    "adapt_client",
+    "map_error",
+]
+
+_THROTTLE_CODES = frozenset({
+    "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+    "Throttling", "TransactionConflictException", "TransactionInProgressException",
+})
+_THROTTLE_REASONS = frozenset({
+    "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded",
+    "TransactionConflict",
+})
+_CREDENTIAL_CODES = frozenset({
+    "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException",
+    "ExpiredToken", "InvalidClientTokenId", "MissingAuthenticationToken",
+    "MissingAuthenticationTokenException", "IncompleteSignature",
+    "IncompleteSignatureException", "AccessDeniedException", "SignatureDoesNotMatch",
+})
+_INVALID_CODES = frozenset({"ValidationException", "SerializationException"})
+_SERVER_CODES = frozenset({"InternalServerError", "ServiceUnavailable",
+                           "InternalFailure", "ServiceUnavailableException"})
+
+
+def _botocore() -> tuple[Any, Any]:
+    """Return (botocore, botocore.exceptions); MissingDependency if botocore is absent."""
+    try:
+        import botocore
+        import botocore.exceptions
+    except ImportError as exc:
+        raise MissingDependency("aiobotocore", "dynamodb") from exc
+    return botocore, botocore.exceptions
+
+
+class DynamoDBClient(abc.ABC):
+    """The one call a DynamoDB store makes: ``await client.call("Query", **params)``.
+
+    ``call`` returns the parsed response and raises the driver's own exceptions;
+    the store maps them with ``map_error``. ``endpoint`` names where the client
+    talks to, for messages.
+    """
+
+    endpoint: str = "DynamoDB"
+
+    async def open(self) -> None:  # noqa: B027 - optional hook
+        """Create connections, if the adapter owns any."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what ``open`` created; a client handed in by the caller is left open."""
+
+    @abc.abstractmethod
+    async def call(self, operation: str, **params: Any) -> dict[str, Any]:
+        """Run the DynamoDB API operation ``operation`` (e.g. "Query") with ``params``."""
+
+
+def _method_name(operation: str) -> str:
+    botocore, _ = _botocore()
+    name: str = botocore.xform_name(operation)
+    return name
+
+
+class AioClient(DynamoDBClient):
+    """An aiobotocore client: built from a session on ``open``, or one handed in.
+
+    A client handed in (already entered, e.g. from ``session.create_client(...)``) is
+    used as is and not closed; a session handed in, or the default one, is used to
+    build a client with retries off, which ``close`` closes.
+    """
+
+    def __init__(self, *, client: Any = None, session: Any = None, region: str | None = None,
+                 endpoint_url: str | None = None, profile: str | None = None,
+                 connect_timeout: float = 5.0, read_timeout: float = 30.0,
+                 max_connections: int = 64) -> None:
+        try:
+            from aiobotocore.config import AioConfig
+            from aiobotocore.session import AioSession
+        except ImportError as exc:
+            raise MissingDependency("aiobotocore", "dynamodb") from exc
+        self._client = client
+        self._owned = client is None
+        self._session: Any = session if session is not None else (
+            None if client is not None else AioSession(profile=profile))
+        self._config = AioConfig(retries={"total_max_attempts": 1, "mode": "standard"},
+                                 connect_timeout=connect_timeout, read_timeout=read_timeout,
+                                 max_pool_connections=max_connections)
+        self._region = region
+        self._endpoint_url = endpoint_url
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._methods: dict[str, Callable[..., Any]] = {}
+        self.endpoint = endpoint_url or (f"DynamoDB in {region}" if region else "DynamoDB")
+        if client is not None:
+            self.endpoint = str(getattr(client.meta, "endpoint_url", self.endpoint))
+
+    async def open(self) -> None:
+        if not self._owned or self._client is not None:
+            return
+        stack = contextlib.AsyncExitStack()
+        self._client = await stack.enter_async_context(self._session.create_client(
+            "dynamodb", region_name=self._region, endpoint_url=self._endpoint_url,
+            config=self._config))
+        self._stack = stack
+        if self.endpoint == "DynamoDB":
+            self.endpoint = str(self._client.meta.endpoint_url)
+
+    async def close(self) -> None:
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            self._client = None
+            self._methods.clear()
+            await stack.aclose()
+
+    async def call(self, operation: str, **params: Any) -> dict[str, Any]:
+        method = self._methods.get(operation)
+        if method is None:
+            if self._client is None:
+                raise Unavailable(f"{self.endpoint}: the DynamoDB client is not open")
+            method = self._methods[operation] = getattr(self._client, _method_name(operation))
+        response: dict[str, Any] = await method(**params)
+        return response
+
+
+class ThreadedClient(DynamoDBClient):
+    """A blocking boto3 (or botocore) client whose calls run in worker threads.
+
+    Built from a client handed in (never closed here), or from a boto3/botocore
+    session (the client built has retries off and is closed on ``close``).
+    """
+
+    def __init__(self, *, client: Any = None, session: Any = None, region: str | None = None,
+                 endpoint_url: str | None = None, connect_timeout: float = 5.0,
+                 read_timeout: float = 30.0, max_connections: int = 64) -> None:
+        _botocore()
+        import botocore.config
+
+        self._owned = client is None
+        if client is None:
+            config = botocore.config.Config(
+                retries={"total_max_attempts": 1, "mode": "standard"},
+                connect_timeout=connect_timeout, read_timeout=read_timeout,
+                max_pool_connections=max_connections)
+            if session is None:
+                raise InvalidInput("ThreadedClient needs a boto3 client or session")
+            make = getattr(session, "client", None) or session.create_client
+            client = make("dynamodb", region_name=region, endpoint_url=endpoint_url,
+                          config=config)
+        self._client = client
+        self._methods: dict[str, Callable[..., dict[str, Any]]] = {}
+        self.endpoint = str(getattr(getattr(client, "meta", None), "endpoint_url", "DynamoDB"))
+
+    async def close(self) -> None:
+        if self._owned:
+            await asyncio.to_thread(self._client.close)
+
+    async def call(self, operation: str, **params: Any) -> dict[str, Any]:
+        method = self._methods.get(operation)
+        if method is None:
+            method = self._methods[operation] = getattr(self._client, _method_name(operation))
+        return await asyncio.to_thread(method, **params)
+
+
+def _is_async_client(client: Any) -> bool:
+    """True for an aiobotocore client (checked by class, so aiobotocore is not imported)."""
+    if any(cls.__module__.startswith("aiobotocore") for cls in type(client).__mro__):
+        return True
+    return inspect.iscoroutinefunction(getattr(client, "describe_table", None))
+
+
+def adapt_client(*, client: Any = None, session: Any = None, region: str | None = None,
+                 endpoint_url: str | None = None, profile: str | None = None,
+                 connect_timeout: float = 5.0, read_timeout: float = 30.0) -> DynamoDBClient:
+    """Return the adapter for what the caller handed in, or an aiobotocore one.
+
+    ``client`` may be a DynamoDBClient, an aiobotocore client or a boto3 client;
+    ``session`` an aiobotocore, boto3 or botocore session. With neither, aiobotocore
+    builds a client from ``region``, ``endpoint_url``, ``profile`` and the usual AWS
+    environment and config files. Raises MissingDependency when the driver needed
+    is not installed, InvalidInput when both ``client`` and ``session`` are given.
+    """
+    if client is not None and session is not None:
+        raise InvalidInput("give DynamoDBStore a client or a session, not both")
+    if isinstance(client, DynamoDBClient):
+        return client
+    if client is not None:
+        if _is_async_client(client):
+            return AioClient(client=client)
+        return ThreadedClient(client=client)
+    if session is not None and not type(session).__module__.startswith("aiobotocore"):
+        return ThreadedClient(session=session, region=region, endpoint_url=endpoint_url,
+                              connect_timeout=connect_timeout, read_timeout=read_timeout)
+    return AioClient(session=session, region=region, endpoint_url=endpoint_url,
+                     profile=profile, connect_timeout=connect_timeout,
+                     read_timeout=read_timeout)
+
+
+
+def _throttle_reason(response: Mapping[str, Any], code: str, message: str) -> str:
+    reasons = response.get("ThrottlingReasons") or []
+    named = [str(r.get("reason")) for r in reasons if isinstance(r, Mapping) and r.get("reason")]
+    if named:
+        return ", ".join(named)
+    return f"{code}: {message}" if message else code
+
+
+def map_error(exc: BaseException, *, operation: str, target: str, endpoint: str,
+              key: str | None = None) -> ShardexError:
+    """Return the shardex error for a driver exception raised by ``operation``.
+
+    ``target`` names the table or index the call addressed, ``key`` the partition
+    key when one was. The caller raises the result ``from exc``. Throttling (and a
+    transaction cancelled for throttling or a conflicting transaction) maps to
+    Throttled with DynamoDB's reason; a failed condition to ConditionFailed; a missing
+    table or index to NotFound; refused credentials to StoreError; an unreachable
+    endpoint or a timeout to Unavailable; a refused request to InvalidInput.
+    """
+    if isinstance(exc, ShardexError):
+        return exc
+    where = f"{target} key {key!r}" if key is not None else target
+    _, errors = _botocore()
+    if isinstance(exc, errors.ClientError):
+        response: Mapping[str, Any] = exc.response or {}
+        error = response.get("Error") or {}
+        code = str(error.get("Code") or "")
+        message = str(error.get("Message") or response.get("message") or "")
+        if code == "TransactionCanceledException":
+            return _cancelled(response, message, operation, where, key)
+        if code in _THROTTLE_CODES:
+            reason = _throttle_reason(response, code, message)
+            return Throttled(f"{operation} on {where} throttled: {reason}", key=key,
+                             reason=reason)
+        if code == "ConditionalCheckFailedException":
+            return ConditionFailed(f"{operation} on {where}: the condition failed ({message})")
+        if code == "ResourceNotFoundException":
+            return NotFound(f"{operation}: {target} does not exist at {endpoint} ({message})")
+        if code in _CREDENTIAL_CODES:
+            return StoreError(
+                f"{endpoint} refused the AWS credentials ({code}: {message}); check "
+                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN, the profile, "
+                "and that the session token has not expired")
+        if code in _INVALID_CODES:
+            return InvalidInput(f"{operation} on {where}: DynamoDB refused the request: "
+                                f"{message or code}")
+        status = int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
+        if code in _SERVER_CODES or status >= 500:
+            return Unavailable(f"{operation} on {where}: {endpoint} failed ({code or status}: "
+                               f"{message}); the write may or may not have been applied")
+        return StoreError(f"{operation} on {where}: {code or 'error'}: {message}")
+    credential_errors = tuple(getattr(errors, name) for name in (
+        "NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
+        "TokenRetrievalError", "UnknownCredentialError") if hasattr(errors, name))
+    if isinstance(exc, credential_errors):
+        return StoreError(f"no usable AWS credentials for {endpoint}: {exc}; set "
+                          "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile= option")
+    if isinstance(exc, errors.NoRegionError):
+        return InvalidInput(f"no AWS region for {target}: add ?region=... to the store URI or "
+                            "set AWS_REGION / AWS_DEFAULT_REGION")
+    if isinstance(exc, errors.ParamValidationError):
+        return InvalidInput(f"{operation} on {where}: {exc}")
+    if isinstance(exc, errors.ConnectionError | errors.HTTPClientError | TimeoutError | OSError):
+        return Unavailable(f"{operation} on {where}: cannot reach DynamoDB at {endpoint}: {exc}")
+    if isinstance(exc, errors.BotoCoreError):
+        return StoreError(f"{operation} on {where}: {exc}")
+    return Unavailable(f"{operation} on {where}: {type(exc).__name__}: {exc}")
+
+
+def _cancelled(response: Mapping[str, Any], message: str, operation: str, where: str,
+               key: str | None) -> ShardexError:
+    codes = [str(r.get("Code")) for r in response.get("CancellationReasons") or []
+             if isinstance(r, Mapping)]
+    failed = [c for c in codes if c not in ("None", "")]
+    if "ConditionalCheckFailed" in failed:
+        return ConditionFailed(f"{operation} on {where}: a condition failed "
+                               f"(cancellation reasons: {', '.join(codes)})")
+    throttled = [c for c in failed if c in _THROTTLE_REASONS]
+    if throttled:
+        reason = ", ".join(sorted(set(throttled)))
+        return Throttled(f"{operation} on {where} cancelled: {reason}", key=key, reason=reason)
+    if "ValidationError" in failed:
+        return InvalidInput(f"{operation} on {where}: DynamoDB refused the request: {message}")
+    return StoreError(f"{operation} on {where} cancelled: {message or ', '.join(codes)}")

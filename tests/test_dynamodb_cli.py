@@ -1,0 +1,149 @@
+"""``shardex dynamodb`` and ``shardex routing``, driven as a user drives them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.cli import cli, main
+from tests import dynamodb_local as local
+
+pytestmark = pytest.mark.dynamodb
+
+
+@pytest.fixture(autouse=True)
+def endpoint() -> str:
+    return local.require_endpoint()
+
+
+def shardex(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def failing(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """Run ``shardex`` through its entry point; return the one error line it printed."""
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    assert exited.value.code in (1, 2)
+    return " ".join(capsys.readouterr().err.split())
+
+
+def test_create_table_makes_an_index_table_the_store_opens(
+        endpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    name = local.unique_name()
+    out = shardex("dynamodb", "create-table", name, "--region", local.REGION,
+                  "--endpoint-url", endpoint)
+    uri = f"dynamodb://{name}?region={local.REGION}&endpoint_url={endpoint}"
+    assert f"store URI: {uri}" in out
+
+    async def use() -> int:
+        async with ShardedIndex(uri, "ix", Routing()) as index:
+            await index.put("PENDING", "o-1")
+            return await index.count("PENDING")
+
+    assert asyncio.run(use()) == 1
+    assert "already exists" in failing(capsys, "dynamodb", "create-table", name, "--region",
+                                       local.REGION, "--endpoint-url", endpoint)
+
+
+def test_create_table_provisioned_and_its_checks(endpoint: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    name = local.unique_name()
+    shardex("dynamodb", "create-table", name, "--region", local.REGION, "--endpoint-url",
+            endpoint, "--billing", "provisioned", "--read-units", "7", "--write-units", "3")
+    table = local.sync_client().describe_table(TableName=name)["Table"]
+    throughput = table["ProvisionedThroughput"]
+    assert (throughput["ReadCapacityUnits"], throughput["WriteCapacityUnits"]) == (7, 3)
+    error = failing(capsys, "dynamodb", "create-table", local.unique_name(), "--region",
+                    local.REGION, "--endpoint-url", endpoint, "--billing", "provisioned")
+    assert "provisioned billing needs read_units >= 1" in error
+    error = failing(capsys, "dynamodb", "create-table", local.unique_name(), "--region",
+                    local.REGION, "--endpoint-url", endpoint, "--read-units", "5")
+    assert "on-demand tables take none" in error
+
+
+def test_create_meta_table_lets_a_gsi_store_open(endpoint: str) -> None:
+    base = local.create_gsi_tables(meta=False)
+    out = shardex("dynamodb", "create-meta-table", base, "--region", local.REGION,
+                  "--endpoint-url", endpoint)
+    assert f"created metadata table {base}-shardex" in out
+    uri = (f"dynamodb://{base}?region={local.REGION}&endpoint_url={endpoint}&gsi=by_shard"
+           "&key_attribute=shard_key&sort_attribute=shard_sort&id_attribute=id")
+
+    async def use() -> list[str]:
+        async with ShardedIndex(uri, "orders",
+                                Routing(overrides={"PENDING": ShardPolicy(shards=2)})) as index:
+            await index.put("PENDING", "o-1", sort="s")
+            return [e.item_id for e in (await index.query("PENDING")).items]
+
+    assert asyncio.run(use()) == ["o-1"]
+
+
+@pytest.mark.parametrize("make", [local.table_store, local.gsi_store], ids=["table", "gsi"])
+def test_routing_show_and_set(make: type, capsys: pytest.CaptureFixture[str]) -> None:
+    store = make()
+    uri = store.uri
+    out = shardex("routing", "show", "--store", uri, "--index", "orders")
+    assert "has no routing record" in out
+    out = shardex("routing", "set", "--store", uri, "--index", "orders",
+                  "--override", "PENDING=8", "--override", "SHIPPED=4:random")
+    assert "routing version 1 -> 2" in out
+    assert "PENDING: 1 -> 8 shard(s), hash" in out
+    out = shardex("routing", "show", "--store", uri, "--index", "orders")
+    assert "routing version 2 (record revision 1)" in out
+    assert "PENDING: 8 shard(s), hash: PENDING#0, PENDING#1, PENDING#2, ..., PENDING#7" in out
+    assert "SHIPPED: 4 shard(s), random: SHIPPED#0, SHIPPED#1, SHIPPED#2, SHIPPED#3" in out
+    doc = json.loads(shardex("routing", "show", "--store", uri, "--index", "orders", "--json"))
+    assert doc["revision"] == 1
+    assert doc["routing"]["version"] == 2
+    assert doc["layout"]["overrides"]["PENDING"]["shard_keys"] == [
+        f"PENDING#{k}" for k in range(8)]
+
+    async def put() -> None:
+        async with ShardedIndex(uri, "orders") as index:
+            await index.put("PENDING", "o-1")
+
+    asyncio.run(put())
+    error = failing(capsys, "routing", "set", "--store", uri, "--index", "orders",
+                    "--override", "PENDING=16")
+    assert "refusing to re-route values that have entries: PENDING (1 entries)" in error
+    assert "reshard" in error
+    error = failing(capsys, "routing", "set", "--store", uri, "--index", "orders",
+                    "--default", "2")
+    assert "changing the default policy" in error
+    # values without entries may change; --force changes the rest
+    out = shardex("routing", "set", "--store", uri, "--index", "orders", "--remove", "SHIPPED",
+                  "--override", "CANCELLED=2:round_robin")
+    assert "routing version 2 -> 3" in out
+    shardex("routing", "set", "--store", uri, "--index", "orders", "--override", "PENDING=16",
+            "--force")
+    doc = json.loads(shardex("routing", "show", "--store", uri, "--index", "orders", "--json"))
+    assert doc["routing"]["overrides"] == {
+        "CANCELLED": {"shards": 2, "strategy": "round_robin"},
+        "PENDING": {"shards": 16, "strategy": "hash"}}
+
+
+def test_routing_set_from_a_file_and_its_errors(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    uri = local.table_store().uri
+    layout = tmp_path / "routing.json"
+    layout.write_text(json.dumps({"default": {"shards": 1},
+                                  "overrides": {"PENDING": {"shards": 4}}}))
+    out = shardex("routing", "set", "--store", uri, "--index", "orders", "--file", str(layout))
+    assert "PENDING: 1 -> 4 shard(s)" in out
+    layout.write_text(json.dumps({"default": {"shards": 0}}))
+    assert "shards must be between 1 and 4096" in failing(
+        capsys, "routing", "set", "--store", uri, "--index", "orders", "--file", str(layout))
+    assert "expected VALUE=N[:strategy]" in failing(
+        capsys, "routing", "set", "--store", uri, "--index", "orders", "--override", "PENDING")
+    assert "nothing to change" in failing(capsys, "routing", "set", "--store", uri,
+                                          "--index", "orders")
+    assert "cannot also hold 'returns'" in failing(capsys, "routing", "show", "--store", uri,
+                                                   "--index", "returns")

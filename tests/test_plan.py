@@ -1,0 +1,212 @@
+"""The planner: N at the edges of its formula, the read-side cost of N, and ``shardex plan``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from shardex.cli import cli, main
+from shardex.errors import InvalidInput, InvalidKey
+from shardex.plan import (
+    CEILINGS,
+    Ceiling,
+    plan_shards,
+    resolve_ceiling,
+    sharded_routing,
+    shards_for,
+)
+from shardex.routing import ShardPolicy
+from shardex.sim.capacity import read_units
+from shardex.sim.latency import LatencyModel
+
+
+def shards(peak: float, **options: object) -> int:
+    return plan_shards({"V": peak}, **options).values["V"].shards  # type: ignore[arg-type]
+
+
+def test_exactly_at_the_ceiling_one_shard_just_above_two() -> None:
+    assert shards(1000, headroom=1.0) == 1
+    assert shards(1000.001, headroom=1.0) == 2
+    assert shards(2000, headroom=1.0) == 2
+    assert shards(2000.5, headroom=1.0) == 3
+
+
+def test_cold_values_stay_unsharded() -> None:
+    plan = plan_shards({"PENDING": 6000, "DELIVERED": 100, "CANCELLED": 0})
+    assert plan.values["DELIVERED"].shards == plan.values["CANCELLED"].shards == 1
+    assert plan.routing().overrides == {"PENDING": ShardPolicy(shards=9)}
+
+
+def test_float_noise_does_not_add_a_shard() -> None:
+    # 3000 * 1.1 is 3300.0000000000005 in floating point: exactly three partitions of 1,100
+    assert 3000 * 1.1 / 1100 > 3
+    assert shards(3000, ceiling="1100", headroom=1.1) == 3
+    assert shards(100, ceiling="110", headroom=1.1) == 1
+    assert shards(6000, headroom=1.5) == 9
+    assert shards(700, headroom=1.3) == 1  # 910 units
+
+
+def test_item_size_and_amplification_multiply() -> None:
+    plan = plan_shards({"PENDING": 6000, "SHIPPED": 2500}, item_bytes=1500, amplification=2,
+                       headroom=1.5)
+    pending = plan.values["PENDING"]
+    assert pending.units_per_item == 2.0  # 1,500 bytes: two started KB
+    assert pending.write_units_per_s == 24_000.0
+    assert pending.required_units_per_s == 36_000.0
+    assert pending.shards == 36
+    assert plan.values["SHIPPED"].shards == 15
+    assert pending.units_per_shard_per_s == pytest.approx(24_000 / 36)
+    assert shards(1000, item_bytes=1024, headroom=1) == 1
+    assert shards(1000, item_bytes=1025, headroom=1) == 2
+
+
+def test_the_4096_shard_limit() -> None:
+    assert shards(4_096_000, headroom=1.0) == 4096
+    with pytest.raises(InvalidInput, match="4096"):
+        shards(4_096_001, headroom=1.0)
+
+
+def test_read_side_cost_of_n() -> None:
+    model = LatencyModel(4.0, 25.0)
+    plan = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0, latency=model)
+    p = plan.values["PENDING"]
+    assert p.shards == 4
+    assert (p.queries_per_listing, p.pages_per_shard, p.listing_read_units) == (4, 1, None)
+    assert p.fanout_p50_ms == pytest.approx(1000 * model.fanout_quantile(4, 0.5))
+    assert p.fanout_p99_ms == pytest.approx(1000 * model.fanout_quantile(4, 0.99))
+    assert p.fanout_p50_ms > 4.0  # the slowest of four waits longer than one request
+    cold = plan_shards({"X": 1}, latency=model).values["X"]
+    assert cold.fanout_p50_ms == pytest.approx(4.0)
+    assert cold.fanout_p99_ms == pytest.approx(25.0)
+
+
+def test_listing_pages_and_read_units() -> None:
+    plan = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0, listing_items=10_000)
+    p = plan.values["PENDING"]
+    # 2,500 entries a shard, 1,048 to a 1 MB page: pages of 1,048, 1,048 and 404 entries
+    assert p.pages_per_shard == 3
+    assert p.queries_per_listing == 12
+    per_shard = 2 * read_units(1_048_000) + read_units(404_000)
+    assert p.listing_read_units == 4 * per_shard
+    eventual = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0,
+                           listing_items=10_000, consistent=False).values["PENDING"]
+    assert eventual.listing_read_units == p.listing_read_units / 2
+    empty = plan_shards({"PENDING": 3500}, headroom=1.0, listing_items=0).values["PENDING"]
+    assert (empty.queries_per_listing, empty.listing_read_units) == (4, 4.0)
+    projected = plan_shards({"PENDING": 3500}, item_bytes=1000, read_item_bytes=100,
+                            headroom=1.0, listing_items=10_000).values["PENDING"]
+    assert projected.queries_per_listing == 4
+
+
+@pytest.mark.parametrize(("peaks", "options", "match"), [
+    ({"PENDING": -1}, {}, "peak must be"),
+    ({"PENDING": float("nan")}, {}, "peak must be"),
+    ({"PENDING": 10}, {"headroom": 0}, "headroom"),
+    ({"PENDING": 10}, {"headroom": -1.5}, "headroom"),
+    ({"PENDING": 10}, {"item_bytes": 0}, "item bytes"),
+    ({"PENDING": 10}, {"read_item_bytes": -3}, "read item bytes"),
+    ({"PENDING": 10}, {"amplification": 0}, "amplification"),
+    ({"PENDING": 10}, {"ceiling": "oracle"}, "unknown ceiling"),
+    ({"PENDING": 10}, {"ceiling": 0}, "ceiling"),
+    ({"PENDING": 10}, {"listing_items": {"SHIPPED": 5}}, "no peak"),
+    ({"PENDING": 10}, {"listing_items": -1}, "listing size"),
+    ({}, {}, "at least one value"),
+])
+def test_bad_input_is_refused(peaks: dict[str, float], options: dict[str, object],
+                              match: str) -> None:
+    with pytest.raises(InvalidInput, match=match):
+        plan_shards(peaks, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", ["PEN#DING", "", "a\x00b"])
+def test_a_value_that_cannot_be_a_logical_key(value: str) -> None:
+    with pytest.raises(InvalidKey):
+        plan_shards({value: 10})
+
+
+def test_ceilings_by_name_or_number() -> None:
+    assert resolve_ceiling("dynamodb") is CEILINGS["dynamodb"]
+    assert resolve_ceiling(" Cosmos ") is CEILINGS["cosmos"]
+    custom = resolve_ceiling("2500")
+    assert (custom.write_units, custom.read_units) == (2500.0, 2500.0)
+    assert resolve_ceiling(custom) is custom
+    assert shards(6000, ceiling="azure-tables", headroom=1.0) == 3
+    assert shards(6000, ceiling=Ceiling("x", 600.0, 600.0, "u"), headroom=1.0) == 10
+    for bad in ("-5", "inf", "nan", True):
+        with pytest.raises(InvalidInput):
+            resolve_ceiling(bad)  # type: ignore[arg-type]
+
+
+def test_the_older_helpers_still_work() -> None:
+    assert shards_for(6000, ceiling=1000.0) == 9
+    routing = sharded_routing({"PENDING": 6000, "DELIVERED": 10}, ceiling=1000.0)
+    assert routing.overrides == {"PENDING": ShardPolicy(shards=9)}
+
+
+# -- shardex plan ----------------------------------------------------------------------------
+
+def test_cli_json_gives_n_and_costs_per_value() -> None:
+    result = CliRunner().invoke(cli, ["plan", "--peak", "PENDING=6000", "--peak", "SHIPPED=2500",
+                                      "--peak", "DELIVERED=300", "--item-bytes", "1500",
+                                      "--ceiling", "dynamodb", "--headroom", "1.5", "--json"])
+    assert result.exit_code == 0, result.output
+    values = json.loads(result.stdout)["values"]
+    assert list(values) == ["PENDING", "SHIPPED", "DELIVERED"]
+    assert values["PENDING"]["shards"] == 18  # 6,000 x 2 units x 1.5 over 1,000
+    assert values["SHIPPED"]["shards"] == 8
+    assert values["DELIVERED"]["shards"] == 1
+    for value in values.values():
+        assert isinstance(value["units_per_item"], float)
+        assert isinstance(value["write_units_per_s"], float)
+        assert isinstance(value["queries_per_listing"], int)
+        assert value["fanout_p99_ms"] >= value["fanout_p50_ms"] > 0
+
+
+def test_cli_options_reach_the_planner() -> None:
+    result = CliRunner().invoke(cli, ["plan", "--peak", "PENDING=6000", "--amplification", "2",
+                                      "--listing-items", "PENDING=50000", "--latency-median-ms",
+                                      "8", "--latency-p99-ms", "40", "--json"])
+    assert result.exit_code == 0, result.output
+    pending = json.loads(result.stdout)["values"]["PENDING"]
+    assert pending["shards"] == 18
+    assert pending["listing_items"] == 50_000
+    assert pending["queries_per_listing"] > 18
+    assert pending["fanout_p50_ms"] == pytest.approx(
+        1000 * LatencyModel(8, 40).fanout_quantile(18, 0.5))
+
+
+def test_cli_table() -> None:
+    result = CliRunner().invoke(cli, ["plan", "--peak", "PENDING=6000", "--peak",
+                                      "DELIVERED=300"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    pending = next(line for line in lines if "PENDING" in line)
+    assert "9" in pending.split("│")[5]  # the N column
+    assert "dynamodb" in result.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--peak", "PENDING=abc"], "'abc' is not a number"),
+    (["--peak", "PENDING"], "VALUE=NUMBER"),
+    (["--peak", "=5"], "VALUE=NUMBER"),
+    (["--peak", "PENDING=-5"], "peak must be"),
+    (["--peak", "PENDING=5", "--peak", "PENDING=6"], "twice"),
+    (["--peak", "PENDING=5", "--ceiling", "oracle"], "unknown ceiling"),
+    (["--peak", "PENDING=5", "--headroom", "0"], "headroom"),
+    (["--peak", "PENDING=5", "--headroom", "-1"], "headroom"),
+    (["--peak", "PENDING=5", "--item-bytes", "0"], "item bytes"),
+    (["--peak", "PEN#DING=5"], "separator"),
+    (["--peak", "PENDING=5", "--listing-items", "x"], "not an integer"),
+    (["--peak", "PENDING=5", "--listing-items", "5", "--listing-items", "P=4"], "once"),
+])
+def test_cli_bad_input_is_one_clear_line_and_exit_2(
+        capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["plan", *args])
+    assert done.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())  # undo the console's wrapping
+    assert err.startswith("error: ")
+    assert message in err
+    assert "Traceback" not in err
