@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar
 
-from shardex.errors import CapabilityMissing
+from shardex.errors import CapabilityMissing, InvalidInput
 from shardex.stores.uri import StoreURI
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Record",
     "Store",
     "StoredEntry",
+    "check_place",
 ]
 
 # A position in a shard's order: (sort, item_id). Entries are ordered by it, by code
@@ -83,6 +84,22 @@ class Record:
 
     body: Mapping[str, Any]
     revision: int
+
+
+def check_place(item_id: str, entry: StoredEntry | None, version: int,
+                expected: int | None) -> None:
+    """Refuse ``place`` arguments no store may accept, with InvalidInput naming the fault.
+
+    The entry must carry the item's id and a shard key that is not reserved (reserved
+    keys start with ``#``), and ``version`` must be an integer above ``expected``.
+    """
+    if entry is not None and (entry.item_id != item_id or not entry.shard_key
+                              or entry.shard_key.startswith("#")):
+        raise InvalidInput(f"entry {entry!r} cannot be placed as item {item_id!r}: its item "
+                           "id must match, its shard key be non-empty, not start with '#'")
+    if type(version) is not int or version <= (expected or 0):
+        raise InvalidInput(f"version {version!r} of item {item_id!r} must be an integer "
+                           f"greater than the expected version {expected!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,15 @@ from shardex.errors import (
     NotFound,
     Throttled,
 )
-from shardex.stores.base import Placement, Position, QueryPage, Record, Store, StoredEntry
+from shardex.stores.base import (
+    Placement,
+    Position,
+    QueryPage,
+    Record,
+    Store,
+    StoredEntry,
+    check_place,
+)
 from shardex.stores.dynamodb_client import DynamoDBClient, adapt_client, map_error
 from shardex.stores.dynamodb_codec import (
     OWNER_PREFIX,
@@ -319,13 +327,7 @@ class DynamoDBStore(Store):
         item. Raises ConditionFailed when the placement is not at ``expected``,
         InvalidInput for an entry that does not fit (see ``Store.place``).
         """
-        if entry is not None and (entry.item_id != item_id or not entry.shard_key
-                                  or is_reserved(entry.shard_key)):
-            raise InvalidInput(f"entry {entry!r} cannot be placed as item {item_id!r}: its item "
-                               "id must match, its shard key be non-empty, not start with '#'")
-        if type(version) is not int or version <= (expected or 0):
-            raise InvalidInput(f"version {version!r} of item {item_id!r} must be an integer "
-                               f"greater than the expected version {expected!r}")
+        check_place(item_id, entry, version, expected)
         await self._own(namespace, claim=True)
         known = self._placements.get((namespace, item_id))
         try:

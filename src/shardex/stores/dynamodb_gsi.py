@@ -197,18 +197,7 @@ class GsiLayout(Layout):
         return QueryPage(entries, resume, units_of(response))
 
     async def count(self, namespace: str, shard_key: str) -> int:
-        params = self._gsi_query(shard_key)
-        params["Select"] = "COUNT"
-        total = 0
-        while True:
-            response = await self._request(namespace, "Query", params, target=self.target,
-                                            key=shard_key, meter=[(shard_key, 1.0)],
-                                            write=False)
-            total += int(response.get("Count", 0))
-            last = response.get("LastEvaluatedKey")
-            if last is None:
-                return total
-            params["ExclusiveStartKey"] = last
+        return await self._count_pages(namespace, shard_key, self._gsi_query(shard_key))
 
     def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
         return {self.key_attribute: shard_key,

@@ -115,6 +115,21 @@ class Layout(abc.ABC):
     @abc.abstractmethod
     def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]: ...
 
+    async def _count_pages(self, namespace: str, shard_key: str,
+                           params: dict[str, Any]) -> int:
+        """Sum ``Count`` over every page of a ``Select=COUNT`` Query."""
+        params["Select"] = "COUNT"
+        total = 0
+        while True:
+            response = await self._request(namespace, "Query", params, target=self.target,
+                                            key=shard_key, meter=[(shard_key, 1.0)],
+                                            write=False)
+            total += int(response.get("Count", 0))
+            last = response.get("LastEvaluatedKey")
+            if last is None:
+                return total
+            params["ExclusiveStartKey"] = last
+
 
 class TableLayout(Layout):
     """Index-table mode: entries, placements, records and the owner in one table."""
@@ -202,20 +217,10 @@ class TableLayout(Layout):
         return QueryPage(entries, resume, units_of(response))
 
     async def count(self, namespace: str, shard_key: str) -> int:
-        params: dict[str, Any] = {
+        return await self._count_pages(namespace, shard_key, {
             "TableName": self.table, "KeyConditionExpression": "pk = :k",
-            "ExpressionAttributeValues": {":k": {"S": shard_key}}, "Select": "COUNT",
-            "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"}
-        total = 0
-        while True:
-            response = await self._request(namespace, "Query", params, target=self.target,
-                                            key=shard_key, meter=[(shard_key, 1.0)],
-                                            write=False)
-            total += int(response.get("Count", 0))
-            last = response.get("LastEvaluatedKey")
-            if last is None:
-                return total
-            params["ExclusiveStartKey"] = last
+            "ExpressionAttributeValues": {":k": {"S": shard_key}},
+            "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"})
 
     def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
         raise CapabilityMissing(

@@ -39,6 +39,7 @@ from shardex.stores.base import (
     Record,
     Store,
     StoredEntry,
+    check_place,
 )
 from shardex.stores.positions import SortedPositions
 from shardex.stores.stats import (
@@ -479,13 +480,7 @@ class MemoryStore(Store):
         placement version is not ``expected`` (the placement's units are consumed);
         InvalidInput unless ``version > (expected or 0)``.
         """
-        if entry is not None and (entry.item_id != item_id or not entry.shard_key
-                                  or is_reserved(entry.shard_key)):
-            raise InvalidInput(f"entry {entry!r} cannot be placed as item {item_id!r}: its item "
-                               "id must match, its shard key be non-empty, not start with '#'")
-        if type(version) is not int or version <= (expected or 0):
-            raise InvalidInput(f"version {version!r} of item {item_id!r} must be an integer "
-                               f"greater than the expected version {expected!r}")
+        check_place(item_id, entry, version, expected)
         size = entry_bytes(entry) if entry is not None else 0
         now = await self._arrive(size)
         pkey = PLACEMENT_PREFIX + item_id
