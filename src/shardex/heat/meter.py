@@ -303,7 +303,9 @@ class MeteredStore(Store):
             _tally_request(tally, latency, write=write, units=units, throttled=throttled)
 
     async def _metered(self, key: str, call: Callable[[], Awaitable[T]], *, write: bool,
-                       units: Callable[[T], float] | None = None) -> T:
+                       units: Callable[[T], float] | None = None,
+                       done: Callable[[float, float, T], None] | None = None) -> T:
+        """Await ``call`` and count it under ``key`` (``done`` counts a success itself)."""
         clock = self._clock
         start = clock.now()
         try:
@@ -318,8 +320,11 @@ class MeteredStore(Store):
             self._count(key, now, now - start, write=write, units=0.0, throttled=False)
             raise
         now = clock.now()
-        self._count(key, now, now - start, write=write,
-                    units=0.0 if units is None else units(result), throttled=False)
+        if done is not None:
+            done(now, now - start, result)
+        else:
+            self._count(key, now, now - start, write=write,
+                        units=0.0 if units is None else units(result), throttled=False)
         return result
 
     def _remember(self, namespace: str, item_id: str, entry: StoredEntry | None) -> None:
@@ -353,28 +358,18 @@ class MeteredStore(Store):
             shares[entry.shard_key] = weight
         primary = entry.shard_key if entry is not None else (
             old.shard_key if old is not None else f"{PLACEMENT}#{item_id}")
-        clock = self._clock
-        start = clock.now()
-        try:
-            units = await self._inner.place(namespace, item_id, entry, version=version,
-                                            expected=expected)
-        except Throttled as exc:
-            now = clock.now()
-            self._count(exc.key or primary, now, now - start, write=True, units=0.0,
-                        throttled=True)
-            raise
-        except BaseException:
-            now = clock.now()
-            self._count(primary, now, now - start, write=True, units=0.0, throttled=False)
-            raise
-        now = clock.now()
-        whole = sum(shares.values())
-        self._count_total(now, now - start, write=True, units=units, throttled=False)
-        for key, weight in shares.items():
-            # one write request on every partition touched; the totals count it once
-            self._count(key, now, now - start, write=True, units=units * weight / whole,
-                        throttled=False, total=False)
-        return units
+        def done(now: float, latency: float, units: float) -> None:
+            whole = sum(shares.values())
+            self._count_total(now, latency, write=True, units=units, throttled=False)
+            for key, weight in shares.items():
+                # one write request on every partition touched; the totals count it once
+                self._count(key, now, latency, write=True, units=units * weight / whole,
+                            throttled=False, total=False)
+
+        return await self._metered(
+            primary, lambda: self._inner.place(namespace, item_id, entry, version=version,
+                                               expected=expected),
+            write=True, done=done)
 
     async def query(self, namespace: str, shard_key: str, *, after: Position | None,
                     descending: bool, limit: int) -> QueryPage:
