@@ -11,6 +11,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from shardex.commands import output
+
 __all__ = ["demo"]
 
 
@@ -28,7 +30,7 @@ def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: flo
     from shardex.scenarios.orders import OrdersLoad, run_demo
 
     load = OrdersLoad(duration=duration, created_per_s=rate)
-    console = Console(stderr=as_json)
+    console = output.console(stderr=as_json)
     with console.status("simulating both layouts on virtual time...", spinner="dots"):
         runs = run_demo(load, seed=seed)
     if plot is not None:

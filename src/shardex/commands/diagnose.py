@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from shardex.commands import output
 from shardex.errors import InvalidInput, InvalidLog
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
         except UnicodeDecodeError as exc:
             raise InvalidLog(f"is not UTF-8 text: {exc}", path=shown) from exc
     else:
-        console = Console(stderr=True)
+        console = output.console(stderr=True)
         with console.status("aggregating with DuckDB...", spinner="dots"):
             result = report.diagnose(list(files), fmt=fmt, skip_bad=skip_bad,
                                      eventual=eventual, ceiling=ceiling, headroom=headroom,
@@ -86,9 +87,9 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
-    _print(Console(), result)
+    _print(output.console(), result)
     if plot is not None:
-        Console().print(f"heat map written to {plot}", markup=False, highlight=False)
+        output.console().print(f"heat map written to {plot}", markup=False, highlight=False)
 
 
 def _print(console: Console, result: Diagnosis) -> None:

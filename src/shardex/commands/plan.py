@@ -6,10 +6,10 @@ import json
 from collections.abc import Sequence
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from shardex.commands import output
 from shardex.errors import InvalidInput
 
 __all__ = ["parse_pairs", "plan"]
@@ -87,7 +87,7 @@ def plan(peaks: tuple[str, ...], item_bytes: int, read_item_bytes: int | None, c
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
-    console = Console()
+    console = output.console()
     bound = result.ceiling
     console.print(
         f"[bold]plan[/]: ceiling {bound.name} ({bound.write_units:g} write units/s a "
