@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shardex.commands import output
+from shardex.plotting import pyplot
 
 __all__ = ["demo"]
 
@@ -29,6 +30,8 @@ def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: flo
     """Run the orders-by-status scenario unsharded and sharded, on virtual time."""
     from shardex.scenarios.orders import OrdersLoad, run_demo
 
+    if plot is not None:
+        pyplot()  # a missing plot extra fails now, not after the runs
     load = OrdersLoad(duration=duration, created_per_s=rate)
     console = output.console(stderr=as_json)
     with console.status("simulating both layouts on virtual time...", spinner="dots"):

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from shardex.commands import output
 from shardex.errors import InvalidInput, InvalidLog
+from shardex.plotting import pyplot
 
 if TYPE_CHECKING:
     from shardex.heat.report import Diagnosis
@@ -51,6 +52,8 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
     """
     from shardex.heat import report
 
+    if plot is not None and not (stream or "-" in files):
+        pyplot()  # a missing plot extra fails now, not after the files are read
     if stream or "-" in files:
         if plot is not None:
             raise InvalidInput("--plot needs files read exactly, not --stream or stdin")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from shardex.errors import InvalidInput, MissingDependency
+from shardex.errors import InvalidInput
 from shardex.heat.report import Diagnosis
+from shardex.plotting import pyplot
 
 __all__ = ["plot_heatmap"]
 
@@ -22,14 +23,8 @@ def plot_heatmap(diagnosis: Diagnosis, path: str | Path) -> Path:
     timeline = diagnosis.timeline
     if timeline is None:
         raise InvalidInput("this diagnosis has no timeline: diagnose with timeline_bins > 0")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.colors import TwoSlopeNorm
-    except ImportError as exc:
-        raise MissingDependency("matplotlib", "plot") from exc
+    plt = pyplot()
+    from matplotlib.colors import TwoSlopeNorm
     ceiling = diagnosis.profile.ceiling.write_units
     rows = timeline.rows or [[0.0]]
     peak = max([ceiling * 2, *(v for row in rows for v in row)])

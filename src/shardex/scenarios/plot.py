@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from shardex.errors import MissingDependency
 from shardex.keys import parse_shard_key
+from shardex.plotting import pyplot
 from shardex.scenarios.orders import RunResult
 
 __all__ = ["plot_write_rates"]
@@ -15,13 +15,7 @@ __all__ = ["plot_write_rates"]
 def plot_write_rates(runs: Sequence[RunResult], path: str | Path, *,
                      ceiling: float = 1000.0) -> Path:
     """Draw accepted write units a second per shard key over time, one panel per run."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise MissingDependency("matplotlib", "plot") from exc
+    plt = pyplot()
     fig, axes = plt.subplots(len(runs), 1, figsize=(10, 3.6 * len(runs)), sharex=True,
                              squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
