@@ -180,14 +180,17 @@ class ShardedIndex:
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
 
+    def _not_open(self) -> InvalidInput:
+        return InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
+
     def _reader(self) -> FanOut:
         if self._fanout is None:
-            raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
+            raise self._not_open()
         return self._fanout
 
     def _cached(self) -> _RoutingCache:
         if self._cache is None:
-            raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
+            raise self._not_open()
         return self._cache
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:

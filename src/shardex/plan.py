@@ -22,7 +22,13 @@ from typing import Any
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy
-from shardex.sim.capacity import read_units, write_units
+from shardex.sim.capacity import (
+    DYNAMODB_READ_CEILING,
+    DYNAMODB_WRITE_CEILING,
+    QUERY_PAGE_BYTES,
+    read_units,
+    write_units,
+)
 from shardex.sim.latency import LatencyModel
 
 __all__ = [
@@ -37,8 +43,6 @@ __all__ = [
     "shards_for",
 ]
 
-# The most bytes one Query page returns (DynamoDB: 1 MB).
-QUERY_PAGE_BYTES = 1_048_576
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +56,8 @@ class Ceiling:
 
 
 CEILINGS: Mapping[str, Ceiling] = {
-    "dynamodb": Ceiling("dynamodb", 1000.0, 3000.0, "capacity units/s"),
+    "dynamodb": Ceiling("dynamodb", DYNAMODB_WRITE_CEILING, DYNAMODB_READ_CEILING,
+                        "capacity units/s"),
     "azure-tables": Ceiling("azure-tables", 2000.0, 2000.0, "entities/s"),
     "cosmos": Ceiling("cosmos", 10000.0, 10000.0, "RU/s"),
 }

@@ -31,6 +31,7 @@ __all__ = [
     "DYNAMODB_WRITE_CEILING",
     "PartitionCapacity",
     "PartitionLimits",
+    "QUERY_PAGE_BYTES",
     "READ_UNIT_BYTES",
     "TokenBucket",
     "WRITE_UNIT_BYTES",
@@ -45,6 +46,8 @@ __all__ = [
 
 WRITE_UNIT_BYTES = 1024
 READ_UNIT_BYTES = 4096
+# The most bytes one Query page reads (DynamoDB: 1 MB).
+QUERY_PAGE_BYTES = 1_048_576
 DYNAMODB_WRITE_CEILING = 1000.0
 DYNAMODB_READ_CEILING = 3000.0
 DYNAMODB_BURST_SECONDS = 300.0

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shardex.errors import InvalidInput
+from shardex.sim.capacity import write_units
 from shardex.stores.base import Placement, Position, StoredEntry
 
 __all__ = [
@@ -178,8 +179,8 @@ def _value_size(value: Mapping[str, Any]) -> int:
 
 def item_units(item: Mapping[str, Any]) -> int:
     """Write units of an item by DynamoDB's sizing rule: one per started KB (at least 1)."""
-    size = sum(len(name.encode("utf-8")) + _value_size(value) for name, value in item.items())
-    return max(1, math.ceil(size / 1024))
+    return write_units(
+        sum(len(name.encode("utf-8")) + _value_size(value) for name, value in item.items()))
 
 
 # -- index-table items -------------------------------------------------------------------

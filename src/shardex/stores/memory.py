@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from shardex.errors import ConditionFailed, InvalidInput, InvalidURI, Throttled, Unavailable
 from shardex.hashing import h64, jump_hash
 from shardex.sim.capacity import (
+    QUERY_PAGE_BYTES,
     PartitionCapacity,
     PartitionLimits,
     TokenBucket,
@@ -77,7 +78,7 @@ _OPTIONS: dict[str, tuple[type, Any, float, float, str]] = {
     "latency_median_ms": (float, 4.0, 1e-9, math.inf, "> 0 ms"),
     "latency_p99_ms": (float, 25.0, 1e-9, math.inf, "> 0 ms"),
     "latency_per_kb_ms": (float, 0.01, 0.0, math.inf, ">= 0 ms"),
-    "max_page_bytes": (int, 1_048_576, 1, math.inf, "an integer >= 1"),
+    "max_page_bytes": (int, QUERY_PAGE_BYTES, 1, math.inf, "an integer >= 1"),
     "throttle_rate": (float, 0.0, *_PROBABILITY),
     "unavailable_rate": (float, 0.0, *_PROBABILITY),
     "ambiguous_rate": (float, 0.0, *_PROBABILITY),
@@ -188,7 +189,7 @@ class MemoryStore(Store):
                  initial_burst_seconds: float = 1.0, transaction_cost: float = 2.0,
                  consistent: bool = True, latency_median_ms: float = 4.0,
                  latency_p99_ms: float = 25.0, latency_per_kb_ms: float = 0.01,
-                 max_page_bytes: int = 1_048_576, throttle_rate: float = 0.0,
+                 max_page_bytes: int = QUERY_PAGE_BYTES, throttle_rate: float = 0.0,
                  unavailable_rate: float = 0.0, ambiguous_rate: float = 0.0,
                  seed: int | None = None, clock: Clock | None = None) -> None:
         super().__init__()
