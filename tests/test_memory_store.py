@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import pytest
 
 import shardex.stores.memory
+from shardex.capacity import entry_bytes, read_units
+from shardex.clock import LoopClock
 from shardex.errors import (
     ConditionFailed,
     InvalidInput,
@@ -20,11 +22,12 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
-from shardex.sim.capacity import entry_bytes, read_units
-from shardex.sim.clock import LoopClock, run_virtual
+from shardex.keys import is_reserved
+from shardex.sim.clock import run_virtual
 from shardex.stores import open_store
 from shardex.stores.base import Position, StoredEntry
-from shardex.stores.memory import MemoryStore, StoreStats, is_reserved
+from shardex.stores.memory import MemoryStore
+from shardex.stores.stats import StoreStats
 from shardex.stores.uri import StoreURI
 
 T = TypeVar("T")
@@ -594,7 +597,6 @@ def test_from_uri_reads_options_and_keywords_override_them() -> None:
     opened = open_store("memory://?partitions=4&throttle_rate=0.1", seed=2)
     assert isinstance(opened, MemoryStore)
     assert opened.uri == "memory://?partitions=4&seed=2&throttle_rate=0.1"
-    assert opened.capabilities.atomic_place
 
 
 def test_a_store_rebuilt_from_its_uri_behaves_the_same() -> None:

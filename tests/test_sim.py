@@ -11,11 +11,7 @@ import statistics
 import pytest
 
 import shardex.sim
-from shardex.errors import InvalidInput, Throttled
-from shardex.sim import (
-    LatencyModel,
-    PartitionLimits,
-    TokenBucket,
+from shardex.capacity import (
     entry_bytes,
     item_bytes,
     number_bytes,
@@ -23,9 +19,12 @@ from shardex.sim import (
     value_bytes,
     write_units,
 )
+from shardex.errors import InvalidInput, Throttled
+from shardex.sim import LatencyModel, PartitionLimits, TokenBucket
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import StoredEntry
-from shardex.stores.memory import MemoryStore, StoreStats
+from shardex.stores.memory import MemoryStore
+from shardex.stores.stats import StoreStats
 from tests.test_memory_store import CLOCK, NS, entry, read_all, store
 
 # -- units ------------------------------------------------------------------------------
@@ -239,8 +238,8 @@ def test_sim_all_is_sorted_and_complete() -> None:
     assert shardex.sim.__all__ == sorted(shardex.sim.__all__)
     for name in shardex.sim.__all__:
         assert hasattr(shardex.sim, name), name
-    from shardex.sim import capacity, latency
-    for module in (capacity, latency):
+    from shardex.sim import buckets, latency
+    for module in (buckets, latency):
         assert module.__all__ == sorted(module.__all__)
         assert set(module.__all__) <= set(shardex.sim.__all__)
 

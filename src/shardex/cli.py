@@ -39,7 +39,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.exceptions.Abort:
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
+        # One line, like every other error: click's own usage block is for --help.
+        Console(stderr=True, soft_wrap=True).print(
+            Text.assemble(("error: ", "red"), exc.format_message()), highlight=False)
         sys.exit(exc.exit_code)
     except ShardexError as exc:
         # soft_wrap: the error stays one line, however narrow the terminal.

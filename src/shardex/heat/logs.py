@@ -30,10 +30,9 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
+from shardex.capacity import READ_UNIT_BYTES, WRITE_UNIT_BYTES, Ceiling
 from shardex.errors import InvalidInput, InvalidLog, MissingDependency
 from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, Timeline
-from shardex.plan import Ceiling
-from shardex.sim.capacity import READ_UNIT_BYTES, WRITE_UNIT_BYTES
 
 __all__ = ["COLUMNS", "FORMATS", "LogHeat", "log_format", "read_logs"]
 

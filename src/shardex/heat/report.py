@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shardex.capacity import Ceiling, resolve_ceiling
 from shardex.errors import InvalidInput
 from shardex.heat.classify import Classification, Thresholds, classify
 from shardex.heat.profile import HeatProfile, KeyHeat, Timeline
-from shardex.plan import Ceiling, resolve_ceiling, shards_for
+from shardex.plan import shards_for
 from shardex.routing import MAX_SHARDS
 
 __all__ = [

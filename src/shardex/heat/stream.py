@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from shardex.capacity import Ceiling, read_units, write_units
+from shardex.counters.spacesaving import SpaceSaving
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat.profile import HeatProfile, HotStep, KeyHeat
-from shardex.heat.spacesaving import SpaceSaving
-from shardex.plan import Ceiling
-from shardex.sim.capacity import read_units, write_units
 
 __all__ = ["StreamHeat", "read_stream"]
 

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from shardex.clock import LoopClock
 from shardex.errors import InvalidInput, ShardexError
 from shardex.index import Entry, ShardedIndex
 from shardex.plan import shards_for
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing, ShardPolicy
 from shardex.scenarios.truth import Tracker
-from shardex.sim.clock import LoopClock, run_virtual
+from shardex.sim.clock import run_virtual
 from shardex.stores.memory import MemoryStore
 
 __all__ = ["OrdersLoad", "RunResult", "run_demo", "run_orders"]
