@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shardex.errors import InvalidCursor
-from shardex.stores.base import Position
+from shardex.stores.entries import Position
 
 __all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec"]
 

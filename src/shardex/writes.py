@@ -23,7 +23,7 @@ from typing import Any
 from shardex.errors import ConditionFailed, ShardexError
 from shardex.keys import parse_shard_key
 from shardex.routing import Routing
-from shardex.stores.base import Placement, StoredEntry
+from shardex.stores.entries import Placement, StoredEntry
 
 __all__ = ["Decision", "Delete", "Move", "Put", "Refuse", "Skip", "Write", "WriteRequest",
            "decide"]

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar
 
 from shardex.clock import Clock, LoopClock
 from shardex.errors import CapabilityMissing, InvalidInput
 from shardex.keys import is_reserved, placement_key, record_key
+from shardex.stores.entries import Placement, Position, QueryPage, Record, StoredEntry
 from shardex.stores.metered import Meter, Recorder
 from shardex.stores.stats import StatsCounter, StoreStats
 from shardex.stores.uri import StoreURI
@@ -43,60 +44,6 @@ __all__ = [
     "Store",
     "StoredEntry",
 ]
-
-# A position in a shard's order: (sort, item_id). Entries are ordered by it, by code
-# point (which is also UTF-8 byte order, DynamoDB's order for string keys).
-Position = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class StoredEntry:
-    """One index row as a store keeps it."""
-
-    shard_key: str
-    sort: str
-    item_id: str
-    attrs: Mapping[str, Any] = field(default_factory=dict)
-    version: int = 1
-
-    @property
-    def position(self) -> Position:
-        return (self.sort, self.item_id)
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Where an item's entry is, and the version of the last write that placed it.
-
-    ``entry`` is None for a tombstone: the item was deleted at ``version``, and an
-    older late write must not bring it back.
-    """
-
-    item_id: str
-    version: int
-    entry: StoredEntry | None
-
-
-@dataclass(frozen=True, slots=True)
-class QueryPage:
-    """One page of a shard, in the order asked for.
-
-    ``resume`` is the position to pass as ``after`` for the next page, or None when
-    the shard holds nothing beyond this page. ``units`` is the read capacity consumed.
-    """
-
-    entries: list[StoredEntry]
-    resume: Position | None
-    units: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A small metadata document and its revision, for compare-and-set writes."""
-
-    body: Mapping[str, Any]
-    revision: int
-
 
 def _text(what: str, text: Any, *, empty: bool = False) -> None:
     if type(text) is not str or not (text or empty):
