@@ -28,8 +28,8 @@ from pathlib import Path
 
 import duckdb
 
+from shardex.counters.spacesaving import SpaceSaving
 from shardex.heat.report import diagnose
-from shardex.heat.spacesaving import SpaceSaving
 
 STATUSES = ["PENDING", "SHIPPED", "DELIVERED", "CANCELLED"]
 

@@ -184,8 +184,11 @@ class GsiLayout(Layout):
         params = self._gsi_query(shard_key)
         params.update(ScanIndexForward=not descending, Limit=limit)
         if after is not None:
+            # The sort attribute encodes the item id, so it alone orders the GSI; the base
+            # key in the start key only has to be valid, and DynamoDB refuses an empty one.
             params["ExclusiveStartKey"] = {
-                self.id_attribute: {"S": after[1]}, self.key_attribute: {"S": shard_key},
+                self.id_attribute: {"S": after[1] or "\x00"},
+                self.key_attribute: {"S": shard_key},
                 self.sort_attribute: {"S": encode_position(*after)}}
         response = await self._request(rec, "Query", params, target=self.target,
                                        weights=[(shard_key, 1.0)], write=False)
