@@ -469,3 +469,22 @@ def test_latency_samples_spread_as_configured() -> None:
     latencies = run_virtual(main())
     assert latencies[1500] == pytest.approx(0.004, rel=0.1)
     assert latencies[2970] == pytest.approx(0.025, rel=0.3)
+
+
+def test_wall_time_is_virtual_under_run_virtual_and_moves_with_now() -> None:
+    from shardex.clock import LoopClock
+    from shardex.sim.clock import VIRTUAL_WALL_START
+
+    async def main() -> tuple[float, float, float]:
+        clock = LoopClock()
+        before = clock.wall()
+        await clock.sleep(90.0)
+        return before, clock.wall(), clock.now()
+
+    before, after, now = run_virtual(main())
+    assert before == VIRTUAL_WALL_START
+    assert after - before == pytest.approx(90.0)
+    assert now == pytest.approx(90.0)
+    assert run_virtual(main(), wall_start=1000.0)[0] == 1000.0
+    import time
+    assert abs(LoopClock().wall() - time.time()) < 60  # no loop: the system's clock

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ class Recommendation:
     why: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"strategy": self.strategy, "shards": dict(self.shards), "why": self.why}
+        return asdict(self)
 
 
 def shards_needed(heat: KeyHeat, ceiling: Ceiling, headroom: float) -> int:
