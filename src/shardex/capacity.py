@@ -153,13 +153,20 @@ def entry_bytes(entry: _Entry) -> int:
 
     with every length in UTF-8 bytes (see ``value_bytes`` for attribute values).
     """
-    item_id = utf8_len(entry.item_id)
-    size = 8 + utf8_len(entry.shard_key) + utf8_len(entry.sort) + 2 * item_id
-    size += number_bytes(entry.version)
+    # Every entry is sized on the memory store's write path: ASCII text (the common
+    # case) is measured without encoding, and small versions without str().
+    item_id, version = entry.item_id, entry.version
+    text = entry.shard_key + entry.sort + item_id + item_id
+    size = 8 + (len(text) if text.isascii() else utf8_len(text))
+    size += 2 if type(version) is int and 0 <= version < 100 else number_bytes(version)
     for name, value in entry.attrs.items():
         kind = type(value)
-        size += utf8_len(name) + (utf8_len(value) if kind is str else number_bytes(value)
-                                  if kind is int or kind is float else value_bytes(value))
+        if kind is str:
+            text = name + value
+            size += len(text) if text.isascii() else utf8_len(text)
+        else:
+            size += utf8_len(name) + (number_bytes(value) if kind is int or kind is float
+                                      else value_bytes(value))
     return size
 
 

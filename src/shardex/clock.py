@@ -1,7 +1,7 @@
 """The injected clock: monotonic time for timeouts and rates, wall time for leases.
 
 Code that waits or measures takes a ``Clock`` and calls ``clock.now()``,
-``clock.wall()`` and ``await clock.sleep()``, never ``time`` or ``asyncio.sleep``
+``clock.wall()`` and ``await clock.sleep(seconds)``, never ``time`` or ``asyncio.sleep``
 directly, so tests run it on virtual time. ``LoopClock`` reads the running event loop:
 real under ``asyncio.run``, virtual under ``shardex.run_virtual`` (whose loop lives in
 ``shardex.sim.clock``).
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from typing import Protocol
 
 __all__ = ["Clock", "LoopClock"]
@@ -29,7 +30,7 @@ class Clock(Protocol):
 
     def wall(self) -> float: ...
 
-    async def sleep(self, seconds: float) -> None: ...
+    def sleep(self, seconds: float) -> Awaitable[None]: ...
 
 
 class LoopClock:
@@ -46,5 +47,7 @@ class LoopClock:
             loop_wall = None
         return loop_wall() if callable(loop_wall) else time.time()
 
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(max(0.0, seconds))
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        # asyncio.sleep's own coroutine, not one wrapped in another: sleeps are on the
+        # simulated store's hot path
+        return asyncio.sleep(max(0.0, seconds))

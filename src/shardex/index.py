@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
@@ -177,8 +177,9 @@ class ShardedIndex:
             raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
         return self._fanout
 
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        return await call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
+    def _retrying(self, call: Callable[[], Awaitable[T]]) -> Coroutine[Any, Any, T]:
+        # a plain function: one coroutine frame fewer on every request
+        return call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
 
     # -- routing ---------------------------------------------------------------------
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, RoutingConflict
@@ -66,8 +66,8 @@ class RoutingRecord:
         self._loaded: _Loaded | None = None
         self._refreshing: asyncio.Future[Routing] | None = None
 
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        return await call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
+    def _retrying(self, call: Callable[[], Awaitable[T]]) -> Coroutine[Any, Any, T]:
+        return call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
 
     @property
     def loaded(self) -> bool:

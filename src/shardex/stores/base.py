@@ -142,7 +142,8 @@ class Store(abc.ABC):
         return f"{self.scheme}://"
 
     def _recorder(self, namespace: Any, key: str, write: bool) -> Recorder:
-        _text("namespace", namespace)
+        if type(namespace) is not str or not namespace:
+            _text("namespace", namespace)
         return Recorder(self.meter, self.clock, namespace, key, write)
 
     # -- counters ----------------------------------------------------------------------
@@ -162,7 +163,8 @@ class Store(abc.ABC):
 
         A strongly consistent read: it sees every ``place`` acknowledged before it.
         """
-        _text("item id", item_id)
+        if type(item_id) is not str or not item_id:
+            _text("item id", item_id)
         with self._recorder(namespace, placement_key(item_id), False) as rec:
             return await self._locate(namespace, item_id, rec)
 
@@ -178,7 +180,8 @@ class Store(abc.ABC):
         an entry of another item or on a reserved or empty shard key, or a ``version``
         that is not an integer above ``expected``.
         """
-        _text("item id", item_id)
+        if type(item_id) is not str or not item_id:
+            _text("item id", item_id)
         if entry is not None and (type(entry) is not StoredEntry or entry.item_id != item_id
                                   or type(entry.shard_key) is not str or not entry.shard_key
                                   or is_reserved(entry.shard_key)):

@@ -30,7 +30,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, Throttled, Unavailable
@@ -50,8 +50,7 @@ Outcome = Literal["ok", "conflict", "throttled", "unavailable", "ambiguous", "fa
                   "cancelled"]
 
 
-@dataclass(frozen=True, slots=True)
-class Share:
+class Share(NamedTuple):
     """The part of one request that fell on one key: its units, and where the key lives.
 
     ``partition`` names the physical partition when the store knows it (the memory store
@@ -63,8 +62,7 @@ class Share:
     partition: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(NamedTuple):
     """One request a store made: what it consumed, on which keys, how and when it ended.
 
     - ``key``: the key the request addressed, or the one that refused it (a throttle).
@@ -74,6 +72,8 @@ class Usage:
       ``unavailable`` (failed before it applied); ``ambiguous`` (applied, then reported
       failure); ``failed`` (any other error); ``cancelled`` (the caller gave up).
     - ``start`` and ``end``: the store clock's monotonic seconds.
+
+    An immutable named tuple: one is made for every request, on the hot path.
     """
 
     namespace: str
@@ -92,6 +92,7 @@ class Usage:
 
 
 Subscriber = Callable[[Any], None]
+_new = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -247,7 +248,9 @@ class Recorder:
         """Report ``units`` consumed on ``key`` by the request in flight."""
         if not self._used:
             self.request()
-        self._shares.append(Share(key, units, partition))
+        # tuple.__new__ builds the named tuple without its Python-level __new__: this
+        # runs for every key of every request
+        self._shares.append(_new(Share, (key, units, partition)))
         self._units += units
         if self._write:
             self.written += units
@@ -260,5 +263,7 @@ class Recorder:
             self.charge(key, part)
 
     def _emit(self, outcome: Outcome) -> None:
-        self._meter.emit(Usage(self._namespace, self._key, self._write, outcome, self._units,
-                               tuple(self._shares), self._start, self._clock.now()))
+        usage = _new(Usage, (self._namespace, self._key, self._write, outcome, self._units,
+                             tuple(self._shares), self._start, self._clock.now()))
+        for subscriber in self._meter.subscribers:  # Meter.emit, without a call per request
+            subscriber(usage)

@@ -94,18 +94,34 @@ class StoreStats:
 _Line = dict[int, float]
 
 
+class _Key:
+    """What one key of one namespace counts into: its counts, partition and timelines."""
+
+    __slots__ = ("counts", "own", "pcounts", "pname", "throttles", "timeline")
+
+    def __init__(self) -> None:
+        self.counts = Counts()
+        self.own = False  # counted as its own partition too
+        self.pname: str | None = None
+        self.pcounts: Counts | None = None
+        self.timeline: _Line = {}
+        self.throttles: _Line = {}
+
+
 class StatsCounter:
-    """Counts a store's Usage events per namespace, key, partition and second."""
+    """Counts a store's Usage events per namespace, key, partition and second.
+
+    It runs on every request of every store, so the loop over a request's shares is
+    written out flat: one lookup per key, counters updated in place.
+    """
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
         """Zero every counter and timeline; seconds count again from the next request."""
-        self._keys: dict[tuple[str, str], Counts] = {}
+        self._keys: dict[str, dict[str, _Key]] = {}
         self._partitions: dict[tuple[str, str], Counts] = {}
-        self._timeline: dict[tuple[str, str], _Line] = {}
-        self._throttles: dict[tuple[str, str], _Line] = {}
         self._totals: dict[str, Counts] = {}
         self._unavailable: dict[str, int] = {}
         self._ambiguous: dict[str, int] = {}
@@ -115,85 +131,113 @@ class StatsCounter:
     def __call__(self, usage: object) -> None:
         if type(usage) is not Usage:
             return
-        ns = usage.namespace
-        if self._first is None:
-            self._first = usage.start
-        if usage.end > self._last:
-            self._last = usage.end
-        outcome = usage.outcome
+        ns, target, write, outcome, units, shares, start, end = usage
+        first = self._first
+        if first is None:
+            first = self._first = start
+        if end > self._last:
+            self._last = end
         if outcome == "unavailable":
             self._unavailable[ns] = self._unavailable.get(ns, 0) + 1
             return
-        shares = usage.shares
         if not shares:
             if outcome == "cancelled":
                 return  # given up before the store applied anything
-            shares = (Share(usage.key, 0.0),)
+            shares = (Share(target, 0.0),)
         elif outcome == "ambiguous":
             self._ambiguous[ns] = self._ambiguous.get(ns, 0) + 1
-        write = usage.write
         throttled = outcome == "throttled"
         totals = self._totals.get(ns)
         if totals is None:
             totals = self._totals[ns] = Counts()
-        totals.count(write, usage.units, throttled)
-        second = int(usage.end - self._first)
-        for share in shares:
-            key, units, partition = share.key, share.units, share.partition
-            hit = throttled and key == usage.key
+        if write:
+            totals.write_requests += 1
+            totals.write_units += units
+            totals.write_throttles += throttled
+        else:
+            totals.read_requests += 1
+            totals.read_units += units
+            totals.read_throttles += throttled
+        keys = self._keys.get(ns)
+        if keys is None:
+            keys = self._keys[ns] = {}
+        second = int(end - first)
+        for key, share_units, partition in shares:
+            hit = throttled and key == target
             if key.startswith(PLACEMENT_PREFIX):
                 key = PLACEMENT_PREFIX
-            name = (ns, key)
-            counts = self._keys.get(name)
-            if counts is None:
-                counts = self._keys[name] = Counts()
-            counts.count(write, units, hit)
+            line = keys.get(key)
+            if line is None:
+                line = keys[key] = _Key()
+            counts = line.counts
             if partition is None:
-                # the key is its own partition: one record serves both tables
-                if name not in self._partitions:
-                    self._partitions[name] = counts
+                line.own = True
+                pcounts = None
             else:
-                place = (ns, partition)
-                pcounts = self._partitions.get(place)
-                if pcounts is None:
-                    pcounts = self._partitions[place] = Counts()
-                pcounts.count(write, units, hit)
-            if write and (units or hit):
-                table = self._throttles if hit else self._timeline
-                line = table.get(name)
-                if line is None:
-                    line = table[name] = {}
-                line[second] = line.get(second, 0.0) + (1.0 if hit else units)
+                pcounts = line.pcounts
+                if line.pname != partition:
+                    place = (ns, partition)
+                    pcounts = self._partitions.get(place)
+                    if pcounts is None:
+                        pcounts = self._partitions[place] = Counts()
+                    line.pname, line.pcounts = partition, pcounts
+            if write:
+                counts.write_requests += 1
+                counts.write_units += share_units
+                if hit:
+                    counts.write_throttles += 1
+                    throttles = line.throttles
+                    throttles[second] = throttles.get(second, 0.0) + 1.0
+                elif share_units:
+                    timeline = line.timeline
+                    timeline[second] = timeline.get(second, 0.0) + share_units
+            else:
+                counts.read_requests += 1
+                counts.read_units += share_units
+                if hit:
+                    counts.read_throttles += 1
+            if pcounts is not None:
+                pcounts.count(write, share_units, hit)
 
     def snapshot(self, namespace: str | None = None) -> StoreStats:
         """Return the counters of ``namespace`` (an index), or of all summed."""
-        def pick(table: dict[tuple[str, str], Counts]) -> dict[str, KeyStats]:
-            out: dict[str, KeyStats] = {}
-            for (ns, name), counts in table.items():
-                if counts.requests and (namespace is None or ns == namespace):
-                    stats = KeyStats.of(counts)
-                    out[name] = out[name] + stats if name in out else stats
-            return out
+        def chosen(ns: str) -> bool:
+            return namespace is None or ns == namespace
 
-        def lines(table: dict[tuple[str, str], _Line]) -> dict[str, _Line]:
-            out: dict[str, _Line] = {}
-            for (ns, name), line in table.items():
-                if line and (namespace is None or ns == namespace):
-                    merged = out.setdefault(name, {})
-                    for second, amount in line.items():
-                        merged[second] = merged.get(second, 0.0) + amount
-            return out
+        by_key: dict[str, KeyStats] = {}
+        by_partition: dict[str, KeyStats] = {}
+        timeline: dict[str, _Line] = {}
+        throttles: dict[str, _Line] = {}
 
-        def chosen(table: dict[str, int]) -> int:
-            return sum(n for ns, n in table.items() if namespace is None or ns == namespace)
+        def add(table: dict[str, KeyStats], name: str, counts: Counts) -> None:
+            if counts.requests:
+                stats = KeyStats.of(counts)
+                table[name] = table[name] + stats if name in table else stats
 
+        def merge(table: dict[str, _Line], name: str, line: _Line) -> None:
+            if line:
+                merged = table.setdefault(name, {})
+                for second, amount in line.items():
+                    merged[second] = merged.get(second, 0.0) + amount
+
+        for ns, keys in self._keys.items():
+            if chosen(ns):
+                for name, line in keys.items():
+                    add(by_key, name, line.counts)
+                    if line.own:
+                        add(by_partition, name, line.counts)
+                    merge(timeline, name, line.timeline)
+                    merge(throttles, name, line.throttles)
+        for (ns, name), counts in self._partitions.items():
+            if chosen(ns):
+                add(by_partition, name, counts)
         totals = Counts()
         for ns, counts in self._totals.items():
-            if namespace is None or ns == namespace:
+            if chosen(ns):
                 totals.absorb(counts)
         return StoreStats(
-            by_key=pick(self._keys), by_partition=pick(self._partitions),
-            timeline=lines(self._timeline), throttle_timeline=lines(self._throttles),
-            totals=KeyStats.of(totals), unavailable=chosen(self._unavailable),
-            ambiguous=chosen(self._ambiguous),
+            by_key=by_key, by_partition=by_partition, timeline=timeline,
+            throttle_timeline=throttles, totals=KeyStats.of(totals),
+            unavailable=sum(n for ns, n in self._unavailable.items() if chosen(ns)),
+            ambiguous=sum(n for ns, n in self._ambiguous.items() if chosen(ns)),
             elapsed=0.0 if self._first is None else max(0.0, self._last - self._first))

@@ -119,5 +119,5 @@ def placement_bytes(item_id: str, version: int, entry: StoredEntry | None) -> in
     """Size of a placement record: ``pk``, ``v``, and the entry's shard key and sort."""
     size = 2 + len(PLACEMENT_PREFIX) + utf8_len(item_id) + 1 + number_bytes(version)
     if entry is not None:
-        size += 2 + utf8_len(entry.shard_key) + 2 + utf8_len(entry.sort)
+        size += 4 + utf8_len(entry.shard_key + entry.sort)
     return size
