@@ -53,10 +53,13 @@ def _text(kind: str, text: Any, max_bytes: int, *, allow_empty: bool = False) ->
         raise InvalidKey(f"{kind} must be text (str), got {type(text).__name__}: {text!r}")
     if not text and not allow_empty:
         raise InvalidKey(f"{kind} must not be empty")
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise InvalidKey(f"{kind} {text!r} is not valid text (unpaired surrogate)") from exc
+    if text.isascii():  # every write checks several: ASCII needs no encoding
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidKey(f"{kind} {text!r} is not valid text (unpaired surrogate)") from exc
     if size > max_bytes:
         raise InvalidKey(f"{kind} is {size} bytes of UTF-8; at most {max_bytes} are allowed")
     if "\x00" in text:

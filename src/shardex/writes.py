@@ -1,7 +1,7 @@
 """The write decision: from an item's current placement and a write request, what to do next.
 
-Pure: ``decide`` reads no store and raises nothing; it returns a decision value that the
-index's write loop carries out:
+Pure: ``decide`` reads no store and raises nothing; it returns a decision value (an
+immutable named tuple, cheap on the write path) that the index's write loop carries out:
 
 - ``Write(entry, version, expected)``: place ``entry`` (None: delete) at ``version``,
   as a compare-and-set on the placement version ``expected``;
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from shardex.errors import ConditionFailed, ShardexError
 from shardex.keys import parse_shard_key
@@ -29,8 +29,7 @@ __all__ = ["Decision", "Delete", "Move", "Put", "Refuse", "Skip", "Write", "Writ
            "decide"]
 
 
-@dataclass(frozen=True, slots=True)
-class Put:
+class Put(NamedTuple):
     """Write the item's entry under ``value`` (moving it there from wherever it is).
 
     ``fresh_key`` is the shard key a new entry of ``value`` would take under the routing
@@ -45,8 +44,7 @@ class Put:
     fresh_key: str
 
 
-@dataclass(frozen=True, slots=True)
-class Move:
+class Move(NamedTuple):
     """Move the item's entry from ``old`` to ``new``; ``sort``/``attrs`` None keep its own."""
 
     item_id: str
@@ -58,8 +56,7 @@ class Move:
     fresh_key: str
 
 
-@dataclass(frozen=True, slots=True)
-class Delete:
+class Delete(NamedTuple):
     """Delete the item's entry if it is under ``value``."""
 
     value: str
@@ -70,8 +67,7 @@ class Delete:
 WriteRequest = Put | Move | Delete
 
 
-@dataclass(frozen=True, slots=True)
-class Write:
+class Write(NamedTuple):
     """Place ``entry`` (None: a tombstone) at ``version`` if the placement is at ``expected``."""
 
     entry: StoredEntry | None
@@ -79,8 +75,7 @@ class Write:
     expected: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class Skip:
+class Skip(NamedTuple):
     """Write nothing; the call returns ``result``."""
 
     result: bool
@@ -88,9 +83,20 @@ class Skip:
 
 @dataclass(frozen=True, slots=True)
 class Refuse:
-    """Write nothing; the call raises ``error``."""
+    """Write nothing; the call raises ``error``, an exception of ``kind`` with ``message``.
 
-    error: ShardexError
+    The decision holds no exception object: one raised from a frame that still holds it
+    would form a reference cycle (exception, traceback, frame) that keeps everything the
+    frame references alive until the garbage collector runs.
+    """
+
+    kind: type[ShardexError]
+    message: str
+
+    @property
+    def error(self) -> ShardexError:
+        """A new exception to raise."""
+        return self.kind(self.message)
 
 
 Decision = Write | Skip | Refuse
@@ -134,8 +140,8 @@ def decide(request: WriteRequest, current: Placement | None, routing: Routing, *
     if isinstance(request, Move):
         if entry is None or _value_of(entry) != request.old:
             where = "no entry" if entry is None else f"its entry under {_value_of(entry)!r}"
-            return Refuse(ConditionFailed(f"cannot move {item_id!r} from {request.old!r} to "
-                                          f"{request.new!r}: the item has {where}"))
+            return Refuse(ConditionFailed, f"cannot move {item_id!r} from {request.old!r} to "
+                                           f"{request.new!r}: the item has {where}")
         return Write(StoredEntry(
             shard_key=_target(routing, request.new, request.fresh_key, entry),
             sort=entry.sort if request.sort is None else request.sort, item_id=item_id,

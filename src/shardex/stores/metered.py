@@ -217,19 +217,20 @@ class Recorder:
         if not self._used:
             return
         if exc is None:
-            self._emit("ok")
+            outcome: Outcome = "ok"
         elif isinstance(exc, Throttled):
             if exc.key is not None:
                 self._key = exc.key
-            self._emit("throttled")
+            outcome = "throttled"
         elif isinstance(exc, ConditionFailed):
-            self._emit("conflict")
+            outcome = "conflict"
         elif isinstance(exc, Unavailable):
-            self._emit("ambiguous" if self._shares else "unavailable")
+            outcome = "ambiguous" if self._shares else "unavailable"
         elif isinstance(exc, asyncio.CancelledError):
-            self._emit("cancelled")
+            outcome = "cancelled"
         else:
-            self._emit("failed")
+            outcome = "failed"
+        self._emit(outcome)
 
     def request(self, key: str | None = None, *, write: bool | None = None) -> None:
         """Mark that a request is sent now (ending the one before it, which succeeded)."""
@@ -252,10 +253,15 @@ class Recorder:
         # runs for every key of every request
         self._shares.append(_new(Share, (key, units, partition)))
         self._units += units
-        if self._write:
-            self.written += units
-        else:
-            self.read += units
+
+    def charges(self, shares: Sequence[tuple[str, float, str | None]]) -> None:
+        """Report several ``(key, units, partition)`` at once (``charge`` for each)."""
+        if not self._used:
+            self.request()
+        append = self._shares.append
+        for share in shares:
+            append(_new(Share, share))
+            self._units += share[1]
 
     def share(self, units: float, weights: Sequence[tuple[str, float]]) -> None:
         """Report one total for the request in flight, shared over keys by weight."""
@@ -263,7 +269,11 @@ class Recorder:
             self.charge(key, part)
 
     def _emit(self, outcome: Outcome) -> None:
+        if self._write:
+            self.written += self._units
+        else:
+            self.read += self._units
         usage = _new(Usage, (self._namespace, self._key, self._write, outcome, self._units,
                              tuple(self._shares), self._start, self._clock.now()))
-        for subscriber in self._meter.subscribers:  # Meter.emit, without a call per request
+        for subscriber in self._meter._subscribers:  # Meter.emit, less two calls a request
             subscriber(usage)

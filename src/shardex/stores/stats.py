@@ -94,18 +94,18 @@ class StoreStats:
 _Line = dict[int, float]
 
 
-class _Key:
+class _Key(Counts):
     """What one key of one namespace counts into: its counts, partition and timelines."""
 
-    __slots__ = ("counts", "own", "pcounts", "pname", "throttles", "timeline")
+    __slots__ = ("own", "pcounts", "pname", "throttle_line", "timeline")
 
-    def __init__(self) -> None:
-        self.counts = Counts()
-        self.own = False  # counted as its own partition too
+    def __init__(self, own: bool) -> None:
+        super().__init__()
+        self.own = own  # the key is its own partition: it counts in by_partition as itself
         self.pname: str | None = None
         self.pcounts: Counts | None = None
         self.timeline: _Line = {}
-        self.throttles: _Line = {}
+        self.throttle_line: _Line = {}
 
 
 class StatsCounter:
@@ -128,7 +128,7 @@ class StatsCounter:
         self._first: float | None = None
         self._last = 0.0
 
-    def __call__(self, usage: object) -> None:
+    def __call__(self, usage: object, _placements: str = PLACEMENT_PREFIX) -> None:
         if type(usage) is not Usage:
             return
         ns, target, write, outcome, units, shares, start, end = usage
@@ -137,66 +137,62 @@ class StatsCounter:
             first = self._first = start
         if end > self._last:
             self._last = end
-        if outcome == "unavailable":
-            self._unavailable[ns] = self._unavailable.get(ns, 0) + 1
-            return
-        if not shares:
-            if outcome == "cancelled":
-                return  # given up before the store applied anything
-            shares = (Share(target, 0.0),)
-        elif outcome == "ambiguous":
-            self._ambiguous[ns] = self._ambiguous.get(ns, 0) + 1
+        if outcome != "ok":
+            if outcome == "unavailable":
+                self._unavailable[ns] = self._unavailable.get(ns, 0) + 1
+                return
+            if not shares:
+                if outcome == "cancelled":
+                    return  # given up before the store applied anything
+                shares = (Share(target, 0.0),)
+            elif outcome == "ambiguous":
+                self._ambiguous[ns] = self._ambiguous.get(ns, 0) + 1
         throttled = outcome == "throttled"
         totals = self._totals.get(ns)
         if totals is None:
             totals = self._totals[ns] = Counts()
+        keys = self._keys.get(ns)
+        if keys is None:
+            keys = self._keys[ns] = {}
         if write:
             totals.write_requests += 1
             totals.write_units += units
             totals.write_throttles += throttled
+            second = int(end - first)
         else:
             totals.read_requests += 1
             totals.read_units += units
             totals.read_throttles += throttled
-        keys = self._keys.get(ns)
-        if keys is None:
-            keys = self._keys[ns] = {}
-        second = int(end - first)
         for key, share_units, partition in shares:
             hit = throttled and key == target
-            if key.startswith(PLACEMENT_PREFIX):
-                key = PLACEMENT_PREFIX
+            if key.startswith(_placements):
+                key = _placements
             line = keys.get(key)
             if line is None:
-                line = keys[key] = _Key()
-            counts = line.counts
-            if partition is None:
-                line.own = True
-                pcounts = None
-            else:
-                pcounts = line.pcounts
-                if line.pname != partition:
-                    place = (ns, partition)
-                    pcounts = self._partitions.get(place)
-                    if pcounts is None:
-                        pcounts = self._partitions[place] = Counts()
-                    line.pname, line.pcounts = partition, pcounts
+                line = keys[key] = _Key(partition is None)
             if write:
-                counts.write_requests += 1
-                counts.write_units += share_units
+                line.write_requests += 1
+                line.write_units += share_units
                 if hit:
-                    counts.write_throttles += 1
-                    throttles = line.throttles
+                    line.write_throttles += 1
+                    throttles = line.throttle_line
                     throttles[second] = throttles.get(second, 0.0) + 1.0
                 elif share_units:
                     timeline = line.timeline
                     timeline[second] = timeline.get(second, 0.0) + share_units
             else:
-                counts.read_requests += 1
-                counts.read_units += share_units
+                line.read_requests += 1
+                line.read_units += share_units
                 if hit:
-                    counts.read_throttles += 1
-            if pcounts is not None:
+                    line.read_throttles += 1
+            if partition is not None:
+                pcounts = line.pcounts
+                if line.pname != partition or pcounts is None:
+                    place = (ns, partition)
+                    pcounts = self._partitions.get(place)
+                    if pcounts is None:
+                        pcounts = self._partitions[place] = Counts()
+                    line.pname, line.pcounts = partition, pcounts
                 pcounts.count(write, share_units, hit)
 
     def snapshot(self, namespace: str | None = None) -> StoreStats:
@@ -223,11 +219,11 @@ class StatsCounter:
         for ns, keys in self._keys.items():
             if chosen(ns):
                 for name, line in keys.items():
-                    add(by_key, name, line.counts)
+                    add(by_key, name, line)
                     if line.own:
-                        add(by_partition, name, line.counts)
+                        add(by_partition, name, line)
                     merge(timeline, name, line.timeline)
-                    merge(throttles, name, line.throttles)
+                    merge(throttles, name, line.throttle_line)
         for (ns, name), counts in self._partitions.items():
             if chosen(ns):
                 add(by_partition, name, counts)

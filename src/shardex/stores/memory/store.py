@@ -269,8 +269,7 @@ class MemoryStore(Store):
             # keys on one partition (partitions=P) must fit its bucket together
             if not bucket.has(sum(t[3] for t in touched if t[2] is bucket)
                               if self._partitions.count else units, now):
-                for other, partition, _, _ in touched:
-                    rec.charge(other, 0.0, partition)
+                rec.charges([(other, 0.0, partition) for other, partition, _, _ in touched])
                 raise self._throttled(namespace, key, True)
 
         found = current.version if current is not None else None
@@ -283,9 +282,9 @@ class MemoryStore(Store):
                 f"{never if expected is None else expected}, found "
                 f"{never if found is None else found}")
 
-        for key, partition, bucket, units in touched:
+        for _, _, bucket, units in touched:
             bucket.take(units, now)
-            rec.charge(key, units, partition)
+        rec.charges([(key, units, partition) for key, partition, _, units in touched])
         if old is not None and old_state is not None:
             old_state.remove(old.position)
         if entry is not None and new_state is not None:
