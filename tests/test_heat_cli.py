@@ -94,7 +94,7 @@ def test_ceiling_option(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["missing.csv"], "missing.csv: no such file"),
-    (["access.log"], "cannot tell the format"),
+    (["access.log"], "is binary"),
     (["BAD", "--headroom", "0"], "headroom"),
     (["BAD", "--ceiling", "oracle"], "unknown ceiling"),
     (["BAD"], "column 'op': op 'erase' is not 'read' or 'write'"),
@@ -106,7 +106,7 @@ def test_bad_input_exits_2_with_one_clear_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         args: list[str], message: str) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "access.log").write_text("timestamp,key,op,units\n")
+    (tmp_path / "access.log").write_bytes(b"\x00\x01\x02 binary")
     rows = samples.low_cardinality(seconds=2)
     rows[5] = {**rows[5], "op": "erase"}
     bad = samples.write_log(tmp_path / "bad.csv", rows)
