@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from urllib.parse import parse_qs, urlsplit
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from shardex.commands import output
 from shardex.errors import InvalidInput
 
-__all__ = ["parse_pairs", "plan"]
+__all__ = ["mode_of_store", "parse_pairs", "plan"]
+
+_MODE_TEXT = {"table": "index-table mode: each entry is written in a TransactWriteItems, "
+                       "which costs twice",
+              "gsi": "GSI mode: DynamoDB writes each index entry from the item's own write"}
 
 
 def parse_pairs(pairs: Sequence[str], what: str, *, integer: bool = False) -> dict[str, float]:
@@ -37,6 +41,19 @@ def parse_pairs(pairs: Sequence[str], what: str, *, integer: bool = False) -> di
     return parsed
 
 
+def mode_of_store(uri: str) -> str:
+    """The layout a store URI names: ``gsi`` for ``dynamodb://TABLE?gsi=...``, else ``table``.
+
+    Raises InvalidInput for text that is not a store URI.
+    """
+    parts = urlsplit(uri)
+    if "://" not in uri or not parts.scheme:
+        raise InvalidInput(f"--store {uri!r} is not a store URI (scheme://...), e.g. "
+                           "dynamodb://TABLE?gsi=INDEX&...")
+    return "gsi" if parts.scheme.lower() == "dynamodb" and parse_qs(parts.query).get("gsi") \
+        else "table"
+
+
 @click.command()
 @click.option("--peak", "peaks", multiple=True, required=True, metavar="VALUE=WRITES_PER_S",
               help="A logical key and its peak writes a second; repeat per value.")
@@ -48,8 +65,14 @@ def parse_pairs(pairs: Sequence[str], what: str, *, integer: bool = False) -> di
               help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s.")
 @click.option("--headroom", type=float, default=1.5, show_default=True,
               help="Multiplier on the peak, for growth and bursts (> 0).")
-@click.option("--amplification", type=float, default=1.0, show_default=True,
-              help="Write units per unit of item per write (2 for a transactional write).")
+@click.option("--mode", type=click.Choice(["table", "gsi"]), default=None,
+              help="The layout: index table (shardex writes entries in transactions: 2x) or "
+                   "GSI (1x). Default: from --store, else table.")
+@click.option("--store", "store", metavar="URI", default=None,
+              help="The store the index lives in; its URI tells the mode.")
+@click.option("--amplification", type=float, default=None,
+              help="Write units per unit of item per write; default: the mode's (table 2, "
+                   "gsi 1).")
 @click.option("--listing-items", "listings", multiple=True, metavar="N|VALUE=N",
               help="Entries in a full listing, for all values or per value; gives the "
                    "listing's pages and read units.")
@@ -60,12 +83,20 @@ def parse_pairs(pairs: Sequence[str], what: str, *, integer: bool = False) -> di
               help="99th-percentile latency of one request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 def plan(peaks: tuple[str, ...], item_bytes: int, read_item_bytes: int | None, ceiling: str,
-         headroom: float, amplification: float, listings: tuple[str, ...], eventual: bool,
-         latency_median_ms: float, latency_p99_ms: float, as_json: bool) -> None:
+         headroom: float, mode: str | None, store: str | None, amplification: float | None,
+         listings: tuple[str, ...], eventual: bool, latency_median_ms: float,
+         latency_p99_ms: float, as_json: bool) -> None:
     """Plan N per value: the smallest N with peak x units x amplification x headroom <= N x
     ceiling, and the read-side cost of each N (queries, read units, fan-out latency)."""
     from shardex.plan import plan_shards
     from shardex.sim.latency import LatencyModel
+
+    source = "--mode" if mode is not None else "assumed; --mode or --store sets it"
+    if store is not None:
+        found = mode_of_store(store)
+        if mode is not None and mode != found:
+            raise InvalidInput(f"--mode {mode} contradicts --store, which names {found} mode")
+        mode, source = found, "from --store"
 
     listing: int | dict[str, int] | None = None
     whole = [text for text in listings if "=" not in text]
@@ -83,27 +114,27 @@ def plan(peaks: tuple[str, ...], item_bytes: int, read_item_bytes: int | None, c
                          read_item_bytes=read_item_bytes, ceiling=ceiling, headroom=headroom,
                          amplification=amplification, listing_items=listing,
                          consistent=not eventual,
-                         latency=LatencyModel(latency_median_ms, latency_p99_ms))
+                         latency=LatencyModel(latency_median_ms, latency_p99_ms),
+                         mode=mode or "table")
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
     console = output.console()
     bound = result.ceiling
+    why = "given" if result.amplification_given else _MODE_TEXT[result.mode]
     console.print(
-        f"[bold]plan[/]: ceiling {bound.name} ({bound.write_units:g} write units/s a "
-        f"partition), headroom {result.headroom:g}x, amplification {result.amplification:g}, "
-        f"{result.item_bytes} bytes an entry")
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("value", overflow="fold", min_width=10)
-    for name in ("peak w/s", "units/item", "WU/s", "N", "per shard", "queries", "listing RU",
-                 "fan-out p50/p99 ms"):
-        table.add_column(name, justify="right")
-    for value, p in result.values.items():
-        table.add_row(
-            escape(value), f"{p.peak:,.0f}", f"{p.units_per_item:g}", f"{p.write_units_per_s:,.0f}",
-            f"[bold]{p.shards}[/]" if p.sharded else "1",
-            f"{p.units_per_shard_per_s:,.0f} ({100 * p.shard_load:.0f}%)",  # of the ceiling
-            f"{p.queries_per_listing:,}",
-            "-" if p.listing_read_units is None else f"{p.listing_read_units:,.1f}",
-            f"{p.fanout_p50_ms:.1f}/{p.fanout_p99_ms:.1f}")
-    console.print(table)
+        f"[bold]plan[/]: {result.mode} mode ({source}); amplification "
+        f"{result.amplification:g} ({why}); ceiling {bound.name} ({bound.write_units:g} write "
+        f"units/s a partition), headroom {result.headroom:g}x, {result.item_bytes} bytes an "
+        "entry", highlight=False)
+    columns = [output.Column("value", "left"), *(output.Column(name) for name in (
+        "peak w/s", "units/item", "WU/s", "N", "per shard", "queries", "listing RU",
+        "fan-out p50/p99 ms"))]
+    rows = [[escape(value), f"{p.peak:,.0f}", f"{p.units_per_item:g}",
+             f"{p.write_units_per_s:,.0f}", f"[bold]{p.shards}[/]" if p.sharded else "1",
+             f"{p.units_per_shard_per_s:,.0f} ({100 * p.shard_load:.0f}%)",  # of the ceiling
+             f"{p.queries_per_listing:,}",
+             "-" if p.listing_read_units is None else f"{p.listing_read_units:,.1f}",
+             f"{p.fanout_p50_ms:.1f}/{p.fanout_p99_ms:.1f}"]
+            for value, p in result.values.items()]
+    console.print(output.table(console, columns, rows))

@@ -352,6 +352,11 @@ def _cell(value: Any) -> str | None:
 def stage(con: Any, table: str, batch: Batch) -> tuple[str, dict[str, str]]:
     """Put ``batch`` into the temp table ``table`` (values bound, never spliced); return
     the select and column types to ``load`` it with."""
+    # an interrupt (Ctrl-C) may have cut the last add short: keep whole rows only
+    lists: list[list[Any]] = [batch.rn, batch.n, *batch.cells.values()]
+    whole = min(len(values) for values in lists)
+    for values in lists:
+        del values[whole:]
     broken = [rn in batch.framing for rn in batch.rn]
     columns = ", ".join(f'unnest(?::VARCHAR[]) AS "{c}"' for c in COLUMNS)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT unnest(?::BIGINT[]) AS rn, "
