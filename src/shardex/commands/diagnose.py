@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -116,7 +119,7 @@ def _live(name: str, fmt: str | None, options: Options, *, ceiling: str, headroo
           top: int, counters: int, every: float, per_shard: bool, as_json: bool) -> None:
     """Read a stream with a view refreshed every ``every`` seconds; report at its end or
     on Ctrl-C (what was read until then)."""
-    from shardex.heat.live import FileFeed, ThreadFeed, watch
+    from shardex.heat.live import FileFeed, PipeFeed, watch
     from shardex.heat.report import diagnose_reader
     from shardex.heat.stream import StreamReader
     from shardex.plan import resolve_ceiling
@@ -140,24 +143,53 @@ def _live(name: str, fmt: str | None, options: Options, *, ceiling: str, headroo
 
     try:
         with _Opened(name) as stream:
-            feed = ThreadFeed(stream, shown) if name == "-" else FileFeed(stream, shown)
+            fd = _pipe(stream) if name == "-" else None
+            feed = PipeFeed(fd, shown) if fd is not None else FileFeed(stream, shown)
             with _View(console, as_json, report) as view:
                 interrupted = False
                 try:
                     watch(feed, reader, every=every, clock=_clock, refresh=view.refresh)
                 except KeyboardInterrupt:
                     interrupted = True
-                    reader.finish()
-        result = report(final=True)
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
-        else:
+        with _deaf_to_interrupts(interrupted):
             if interrupted:
-                console.print("interrupted: the report covers what was read until then",
-                              style="yellow", highlight=False)
-            print_report(console, result)
+                reader.finish()
+            result = report(final=True)
+            if as_json:
+                click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
+            else:
+                if interrupted:
+                    console.print("interrupted: the report covers what was read until then",
+                                  style="yellow", highlight=False)
+                print_report(console, result)
     finally:
         reader.close()
+
+
+@contextmanager
+def _deaf_to_interrupts(deaf: bool) -> Iterator[None]:
+    """After Ctrl-C, let the short final report finish: an interrupt that follows at
+    once (a second key press, a signal sent to the process and its group) is ignored."""
+    previous = None
+    if deaf:
+        try:
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread: nothing to guard
+            previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _pipe(stream: IO[str]) -> int | None:
+    """The descriptor of a stdin to wait on, or None when reading it never blocks."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None  # an in-memory stdin (an embedding caller, a test)
+    return None if os.name == "nt" else fd
 
 
 class _Opened:

@@ -54,7 +54,8 @@ def _table(console: Console, result: Diagnosis) -> RenderableType:
     rows = []
     for heat in result.keys:
         rows.append(_row(result, heat))
-        rows.extend(_row(result, part, part=True) for part in heat.parts)
+        if heat.parts != () and [p.key for p in heat.parts] != [heat.key]:
+            rows.extend(_row(result, part, part=True) for part in heat.parts)
     return output.table(console, _COLUMNS, rows)
 
 

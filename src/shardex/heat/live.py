@@ -6,21 +6,24 @@ refresh is due (on an injected clock), feeds what arrived to the reader, and cal
 end of input it finishes the reader and returns; an interrupt (Ctrl-C) passes
 through to the caller, which still has the reader to report from.
 
-A Feed hands over the lines that arrived: ``ThreadFeed`` reads a pipe or terminal
-in a daemon thread (a read that blocks cannot time out otherwise); ``FileFeed``
-reads a regular file, which never blocks. Tests feed scripted lines on a fake clock.
+A Feed hands over the lines that arrived: ``PipeFeed`` waits on a pipe or terminal
+with ``select`` (so a quiet input still lets the view refresh); ``FileFeed`` reads
+a regular file, or any stream that never blocks. Tests feed scripted lines on a
+fake clock.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
+import codecs
+import os
+import select
+import time
 from collections.abc import Callable
 from typing import IO, Protocol
 
 from shardex.errors import InvalidInput, InvalidLog
 
-__all__ = ["Feed", "FileFeed", "ThreadFeed", "watch"]
+__all__ = ["Feed", "FileFeed", "PipeFeed", "watch"]
 
 _CHUNK = 5_000  # lines handed over at most per call
 
@@ -48,48 +51,53 @@ class FileFeed:
         return lines or None
 
 
-class ThreadFeed:
-    """The lines of a pipe or terminal, read by a daemon thread into a queue.
+class PipeFeed:
+    """The lines of a pipe or terminal, waited for with ``select`` and read unbuffered.
 
-    The thread ends at the end of input; a process that ends while it waits for a
-    line (Ctrl-C) does not wait for it.
+    No thread: a wait that times out returns what arrived, and Ctrl-C interrupts it.
+    Bytes are decoded as UTF-8 as they come (a character split between two reads is
+    kept for the next); the last line may lack its newline.
     """
 
-    def __init__(self, stream: IO[str], name: str, *, chunk: int = _CHUNK) -> None:
-        self._lines: queue.Queue[str | BaseException | None] = queue.Queue(maxsize=100_000)
+    def __init__(self, fd: int, name: str, *, chunk: int = _CHUNK) -> None:
+        self._fd = fd
         self._name = name
         self._chunk = chunk
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._pending = ""
+        self._lines: list[str] = []
         self._done = False
-        threading.Thread(target=self._read, args=(stream,), daemon=True,
-                         name="shardex-stdin").start()
 
-    def _read(self, stream: IO[str]) -> None:
+    def _take(self, data: bytes) -> None:
         try:
-            for line in stream:
-                self._lines.put(line)
-        except (UnicodeDecodeError, OSError, ValueError) as exc:
-            self._lines.put(exc)
-        self._lines.put(None)
+            text = self._pending + self._decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            raise InvalidLog(f"is not UTF-8 text: {exc.reason}", path=self._name) from exc
+        *complete, last = text.split("\n")
+        self._lines.extend(line + "\n" for line in complete)
+        if data:
+            self._pending = last
+        elif last:  # the end of input: the last line had no newline
+            self._lines.append(last)
+            self._pending = ""
 
     def next(self, timeout: float) -> list[str] | None:
-        if self._done:
+        deadline = time.monotonic() + max(0.0, timeout)
+        while not self._done and len(self._lines) < self._chunk:
+            wait = deadline - time.monotonic()
+            ready, _, _ = select.select([self._fd], [], [], max(0.0, wait))
+            if not ready:
+                break
+            data = os.read(self._fd, 1 << 16)
+            self._take(data)
+            if not data:
+                self._done = True
+            elif wait <= 0:
+                break
+        if not self._lines and self._done:
             return None
-        lines: list[str] = []
-        try:
-            item = self._lines.get(timeout=max(0.0, timeout)) if timeout > 0 else \
-                self._lines.get_nowait()
-            while True:
-                if item is None:
-                    self._done = True
-                    return lines or None
-                if isinstance(item, BaseException):
-                    raise InvalidLog(f"cannot be read: {item}", path=self._name) from item
-                lines.append(item)
-                if len(lines) >= self._chunk:
-                    return lines
-                item = self._lines.get_nowait()
-        except queue.Empty:
-            return lines
+        taken, self._lines = self._lines[:self._chunk], self._lines[self._chunk:]
+        return taken
 
 
 class _Reader(Protocol):

@@ -28,7 +28,7 @@ from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat import rows
 from shardex.heat.cloudtrail import CloudTrailStage
 from shardex.heat.insights import DEFAULT_PERIOD, read_report
-from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, Timeline
+from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, Timeline, reserved_note
 from shardex.heat.sources import FORMATS, Options, expand, is_gzip, log_format
 from shardex.plan import Ceiling
 
@@ -81,6 +81,7 @@ class LogHeat:
         self.resolution = 1
         self._parts: list[str] = []
         self._cloudtrail: CloudTrailStage | None = None
+        self._reserved = (0, 0.0, 0)
         self._built = False
 
     def __enter__(self) -> LogHeat:
@@ -107,19 +108,20 @@ class LogHeat:
         if kind not in self.formats:
             self.formats.append(kind)
         try:
-            if kind == "cloudtrail":
-                if self._cloudtrail is None:
-                    self._cloudtrail = CloudTrailStage(self.con, self.options.item_bytes)
-                self._cloudtrail.add(name)
-            elif kind == "insights":
-                self._insights(name)
-            else:
-                reader = {"csv": self._csv, "jsonl": self._jsonl, "parquet": self._parquet}
-                source = reader[kind](name)
-                loaded = rows.load(self.con, source.select, source.types,
-                                   table=f"file_{self._files}", eventual=self.options.eventual,
-                                   path=name, params=source.params)
-                self._accept(loaded, source, self._major(loaded))
+            with rows.interruptible():
+                if kind == "cloudtrail":
+                    if self._cloudtrail is None:
+                        self._cloudtrail = CloudTrailStage(self.con, self.options.item_bytes)
+                    self._cloudtrail.add(name)
+                elif kind == "insights":
+                    self._insights(name)
+                else:
+                    reader = {"csv": self._csv, "jsonl": self._jsonl, "parquet": self._parquet}
+                    source = reader[kind](name)
+                    loaded = rows.load(self.con, source.select, source.types,
+                                       table=f"file_{self._files}", eventual=self.options.eventual,
+                                       path=name, params=source.params)
+                    self._accept(loaded, source, self._major(loaded))
         except self._duckdb.Error as exc:
             detail = str(exc).strip().splitlines()[0]
             raise InvalidLog(f"cannot read as {kind}: {detail}", path=name) from exc
@@ -349,7 +351,12 @@ class LogHeat:
         self.con.execute(f"""
             CREATE OR REPLACE TEMP TABLE keymap AS
             SELECT key, {logical} AS logical, {shard} AS shard FROM (SELECT DISTINCT key FROM heat)
-            """)
+            WHERE NOT {rows.reserved_sql("key")}""")
+        requests, units, keys = self.con.execute(f"""
+            SELECT coalesce(sum(reads + writes), 0), coalesce(sum(ru + wu), 0),
+                count(DISTINCT key)
+            FROM heat WHERE {rows.reserved_sql("key")}""").fetchall()[0]
+        self._reserved = (int(requests), float(units), int(keys))
         self.con.execute("""
             CREATE OR REPLACE TEMP TABLE lsec AS
             SELECT m.logical AS key, h.sec, sum(reads) AS reads, sum(writes) AS writes,
@@ -426,6 +433,8 @@ class LogHeat:
 
     def _notes(self) -> list[str]:
         said = list(self.notes)
+        if self._reserved[2]:
+            said.append(reserved_note(*self._reserved))
         if self.resolution > 1:
             said.append(f"rates are means over {self.resolution} s buckets (the coarsest "
                         "source's period): a second's peak within one may be higher")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from shardex.plan import Ceiling
 
-__all__ = ["HeatProfile", "HotStep", "KeyHeat", "Timeline"]
+__all__ = ["HeatProfile", "HotStep", "KeyHeat", "Timeline", "reserved_note"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,3 +128,10 @@ class Timeline:
     start: int
     bin_seconds: int
     rows: list[list[float]]
+
+
+def reserved_note(requests: int, units: float, keys: int) -> str:
+    """What a profile says of shardex's own records, which it leaves out of its keys."""
+    return (f"shardex's own records (#placement#..., #record#...): {requests:,} requests, "
+            f"{units:,.0f} units over {keys:,} partition keys, left out of the key ranking "
+            "(one partition key an item, never a hot value)")

@@ -320,12 +320,13 @@ def diagnose(paths: Sequence[str | Path], *, fmt: str | None = None, skip_bad: b
     MissingDependency without duckdb.
     """
     from shardex.heat.logs import read_logs
+    from shardex.heat.rows import interruptible
 
     _check(top, headroom)
     bound = resolve_ceiling(ceiling)
     limits = thresholds or Thresholds()
-    with read_logs(paths, fmt=fmt, skip_bad=skip_bad, eventual=eventual, threads=threads,
-                   options=options) as logs:
+    with interruptible(), read_logs(paths, fmt=fmt, skip_bad=skip_bad, eventual=eventual,
+                                    threads=threads, options=options) as logs:
         profile = logs.profile(ceiling=bound, top=max(top, limits.top_keys),
                                min_ratio=1.0 / headroom, min_throttles=limits.throttle_min,
                                buckets=limits.buckets, per_shard=per_shard)

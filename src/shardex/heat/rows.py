@@ -23,18 +23,22 @@ files, the stream reader (``heat.stream``) and the CloudTrail and Contributor
 Insights readers to batches they ``stage`` from Python. A malformed row gets a fault
 code; ``describe`` gives the one message for it and ``FAULT_COLUMN`` the column at
 fault. The SQL also names each key's logical key and shard number (``PENDING#3`` is
-shard 3 of ``PENDING``), so every reader rolls shard keys up the same way.
+shard 3 of ``PENDING``), so every reader rolls shard keys up the same way, and tells
+shardex's own records (``#placement#o-1``) from logical keys: readers count those
+apart, as they are one partition key an item, never a hot value of the index.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 from shardex.errors import InvalidLog, MissingDependency
+from shardex.keys import SEPARATOR
 from shardex.routing import MAX_SHARDS
 from shardex.sim.capacity import READ_UNIT_BYTES, WRITE_UNIT_BYTES
 
@@ -50,8 +54,10 @@ __all__ = [
     "describe",
     "duckdb",
     "first_fault",
+    "interruptible",
     "load",
     "logical_sql",
+    "reserved_sql",
     "stage",
 ]
 
@@ -86,6 +92,19 @@ def duckdb() -> ModuleType:
     except ImportError as exc:
         raise MissingDependency("duckdb", "diagnose") from exc
     return module
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Let Ctrl-C during a DuckDB query arrive as KeyboardInterrupt, as it does elsewhere
+    (DuckDB stops the query and raises its own error instead)."""
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__name__ == "InterruptException" or (
+                isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower()):
+            raise KeyboardInterrupt from exc
+        raise
 
 
 def check_columns(names: Sequence[str], *, path: str, line: int | None) -> None:
@@ -138,16 +157,22 @@ def _kind_of(kind: Any) -> str:
         return "of another kind"
 
 
+def reserved_sql(key: str) -> str:
+    """SQL that is true for a key of shardex's own records (``#placement#...``): a key
+    that starts with the separator, which no logical key can."""
+    return f"starts_with({key}, '{SEPARATOR}')"
+
+
 def logical_sql(key: str) -> tuple[str, str]:
     """SQL of the logical key and the shard number (NULL when unsuffixed) of ``key``.
 
     ``VALUE#k`` is shard k of VALUE when VALUE has no ``#`` and k is a shard number
     below MAX_SHARDS; any other key is its own logical key.
     """
-    match = f"regexp_extract({key}, '{_SHARD_KEY}', 1)"
-    return (f"CASE WHEN {match} <> '' THEN {match} ELSE {key} END",
-            f"CASE WHEN {match} <> '' THEN CAST(regexp_extract({key}, '{_SHARD_KEY}', 2) "
-            "AS INTEGER) END")
+    number = f"TRY_CAST(regexp_extract({key}, '{_SHARD_KEY}', 2) AS INTEGER)"
+    sharded = f"coalesce({number} < {MAX_SHARDS}, false)"
+    return (f"CASE WHEN {sharded} THEN regexp_extract({key}, '{_SHARD_KEY}', 1) ELSE {key} END",
+            f"CASE WHEN {sharded} THEN {number} END")
 
 
 # -- the rules, in SQL ------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat import rows
-from shardex.heat.profile import HeatProfile, HotStep, KeyHeat
+from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, reserved_note
 from shardex.heat.spacesaving import SpaceSaving
 from shardex.plan import Ceiling
 
@@ -31,6 +31,7 @@ __all__ = ["StreamHeat", "StreamReader"]
 
 _RUNS = 50_000  # hot-key runs kept before adjacent ones are merged
 _BATCH = 20_000  # rows validated in one DuckDB pass
+_RESERVED = 100_000  # distinct keys of shardex's own records counted at most
 
 
 @dataclass(slots=True)
@@ -209,7 +210,7 @@ class StreamHeat:
     def profile(self, *, top: int = 10, min_ratio: float = 1.0, min_throttles: int | None = None,
                 buckets: int = 24, skipped_rows: int = 0,
                 skipped_by_column: Mapping[str, int] | None = None, per_shard: bool = False,
-                time_kinds: tuple[str, ...] = ()) -> HeatProfile:
+                time_kinds: tuple[str, ...] = (), notes: tuple[str, ...] = ()) -> HeatProfile:
         """Return the heat profile of the stream so far (the current second included)."""
         heats = [self._logical(c.key, c.count, c.error, per_shard) for c in self._totals.top()]
         floor = 1 << 62 if min_throttles is None else min_throttles
@@ -224,7 +225,7 @@ class StreamHeat:
             distinct_exact=not self._evicted, first_second=self.first, last_second=last,
             top=heats[:max(0, top)], over=over[:100], sequence=_sequence(runs, buckets),
             ceiling=self._ceiling, skipped_by_column=dict(skipped_by_column or {}),
-            time_kinds=time_kinds, sources=("stream",))
+            time_kinds=time_kinds, sources=("stream",), notes=notes)
 
     def _pending_run(self) -> list[list[Any]]:
         if not self._now or self._second is None:
@@ -277,6 +278,9 @@ class StreamReader:
         self.eventual = eventual
         self.skipped: dict[str, int] = {}
         self.kind: int | None = None
+        # shardex's own records: requests and units, and (up to a bound) their keys
+        self.reserved: list[Any] = [0, 0.0]
+        self.reserved_keys: set[str] = set()
         self._con = rows.duckdb().connect(":memory:")
         self._con.execute("SET TimeZone = 'UTC'")
         self._size = batch
@@ -344,13 +348,18 @@ class StreamReader:
 
     def flush(self) -> None:
         """Validate the pending rows and count them (raises for a malformed one)."""
-        batch, self._batch = self._batch, rows.Batch()
+        with rows.interruptible():
+            self._flush()
+
+    def _flush(self) -> None:
+        batch = self._batch
         if not batch:
             return
         con = self._con
         select, types = rows.stage(con, "batch", batch)
         loaded = rows.load(con, select, types, table="agg", eventual=self.eventual,
                            path=self.name)
+        self._batch = rows.Batch()  # from here on the batch counts, even if cut short
         if self.kind is None and loaded.kinds:
             self.kind = int(con.execute("SELECT kind FROM agg WHERE bad IS NULL "
                                         "ORDER BY first LIMIT 1").fetchall()[0][0])
@@ -371,11 +380,17 @@ class StreamReader:
             self.skipped[column] = self.skipped.get(column, 0) + n
         self.heat.rows += loaded.kinds.get(self.kind or 0, 0)
         logical, shard = rows.logical_sql("key")
-        for (key, name, number, sec, reads, writes, ru, wu, thr, tu) in con.execute(f"""
-                SELECT key, {logical}, {shard}, sec, sum(reads), sum(writes), sum(ru), sum(wu),
-                    sum(thr), sum(tu)
+        for (key, name, number, reserved, sec, reads, writes, ru, wu, thr, tu) in con.execute(f"""
+                SELECT key, {logical}, {shard}, {rows.reserved_sql("key")}, sec, sum(reads),
+                    sum(writes), sum(ru), sum(wu), sum(thr), sum(tu)
                 FROM agg WHERE bad IS NULL AND kind = ? GROUP BY key, sec
                 ORDER BY sec, key""", [self.kind]).fetchall():
+            if reserved:
+                if len(self.reserved_keys) < _RESERVED:
+                    self.reserved_keys.add(str(key))
+                self.reserved[0] += int(reads) + int(writes)
+                self.reserved[1] += float(ru) + float(wu)
+                continue
             self.heat.add(str(key), str(name), None if number is None else int(number),
                           int(sec), reads=int(reads), writes=int(writes), read_units=float(ru),
                           write_units=float(wu), throttles=int(thr), throttled_units=float(tu))
@@ -391,7 +406,9 @@ class StreamReader:
                 buckets: int = 24, per_shard: bool = False) -> HeatProfile:
         """The heat profile of the rows counted so far (see StreamHeat.profile)."""
         kinds = (rows.TIME_KINDS[self.kind],) if self.kind is not None else ()
+        notes = (reserved_note(self.reserved[0], self.reserved[1], len(self.reserved_keys)),) \
+            if self.reserved_keys else ()
         return self.heat.profile(top=top, min_ratio=min_ratio, min_throttles=min_throttles,
                                  buckets=buckets, skipped_rows=sum(self.skipped.values()),
                                  skipped_by_column=self.skipped, per_shard=per_shard,
-                                 time_kinds=kinds)
+                                 time_kinds=kinds, notes=notes)
