@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -103,9 +102,13 @@ def test_the_current_second_shows_before_it_closes() -> None:
 def test_a_malformed_row_is_named_by_its_line_across_batches() -> None:
     stream = StreamReader(ceiling=CEILINGS["dynamodb"], name="s.csv", batch=5)
     stream.feed([HEADER, *second(0), "\n"])
-    with pytest.raises(InvalidLog) as caught:
+
+    def rest() -> None:
         stream.feed([f"{BASE},A,erase,1\n", *second(1)])
         stream.finish()
+
+    with pytest.raises(InvalidLog) as caught:
+        rest()
     assert (caught.value.line, caught.value.column) == (16, "op")
 
 
@@ -139,7 +142,7 @@ def test_a_pipe_feed_splits_lines_and_characters_across_reads() -> None:
 # -- the command ----------------------------------------------------------------------------
 
 @pytest.fixture
-def ticking(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+def ticking(monkeypatch: pytest.MonkeyPatch) -> Clock:
     """The command's clock, one second further at every look."""
     clock = Clock()
 
@@ -148,7 +151,7 @@ def ticking(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
         return clock.now
 
     monkeypatch.setattr(command, "_clock", tick)
-    yield clock
+    return clock
 
 
 def log_file(tmp_path: Path, seconds: int = 6) -> Path:
@@ -168,7 +171,8 @@ def test_json_lines_a_refresh_then_the_final_report(tmp_path: Path, ticking: Clo
     assert all(d["schema"] == "shardex.diagnose/1" for d in docs)
     assert [d["live"]["final"] for d in docs] == [False] * (len(docs) - 1) + [True]
     rows = [d["rows"] for d in docs]
-    assert rows == sorted(rows) and rows[-1] == 78
+    assert rows == sorted(rows)
+    assert rows[-1] == 78
     assert docs[-1]["recommendation"]["shards"] == {"PENDING": 2}
 
 
@@ -205,7 +209,8 @@ def test_ctrl_c_still_prints_the_report_of_what_was_read(tmp_path: Path,
     assert calls
     out = result.stdout
     assert "interrupted: the report covers what was read until then" in out
-    assert "26 rows" in out and "PENDING: N=1 → 2" in out
+    assert "26 rows" in out
+    assert "PENDING: N=1 → 2" in out
 
 
 def test_stdin_in_a_pipe(tmp_path: Path) -> None:
@@ -213,4 +218,5 @@ def test_stdin_in_a_pipe(tmp_path: Path) -> None:
                                 input=HEADER + "".join(second(0)))
     assert result.exit_code == 0, result.output
     final = json.loads(result.stdout.splitlines()[-1])
-    assert final["live"]["final"] is True and final["rows"] == 13
+    assert final["live"]["final"] is True
+    assert final["rows"] == 13

@@ -45,7 +45,8 @@ def test_shard_keys_roll_up_and_the_recommendation_grows_n(tmp_path: Path, fmt: 
     assert result.recommendation.changes[0].current == 4
     assert "PENDING (N=4 \u2192 8)" in result.recommendation.why
     top = result.to_dict()["top"][0]
-    assert top["shards"] == 4 and len(top["shard_keys"]) == 4
+    assert top["shards"] == 4
+    assert len(top["shard_keys"]) == 4
     assert result.profile.distinct_keys == 2
 
 
@@ -108,7 +109,8 @@ def test_a_throttled_key_below_the_ceiling_gets_shards(tmp_path: Path, fmt: str)
     path = write_log(tmp_path / f"log.{fmt}", throttled(count=1, of=3))
     for result in (diagnose([path]), diagnose_stream(path.read_text().splitlines())):
         pending = result.profile.top[0]
-        assert pending.throttles == 150 and pending.peak_to_ceiling == 0.45
+        assert pending.throttles == 150
+        assert pending.peak_to_ceiling == 0.45
         # 450 offered, 300 accepted at most: 450 x 1.5 / 300 -> 3 (2.25 rounded up)
         assert result.recommendation.shards == {"PENDING": 3}
         assert result.recommendation.changes[0].reason == "throttles"

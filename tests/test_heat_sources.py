@@ -61,8 +61,10 @@ def test_a_sharded_index_in_cloudtrail_reads_n_4_to_8(tmp_path: Path) -> None:
     assert str(change) == "PENDING: N=4 \u2192 8"
     notes = " ".join(result.profile.notes)
     assert "never a global secondary index's key attributes" in notes
-    assert "3 Query/Scan requests name no key" in notes and "on an index" in notes
-    assert "7,200 requests" in notes and "#placement#" in notes  # shardex's own, apart
+    assert "3 Query/Scan requests name no key" in notes
+    assert "on an index" in notes
+    assert "7,200 requests" in notes
+    assert "#placement#" in notes
     doc = result.to_dict()
     assert doc["source"]["formats"] == ["cloudtrail"]
     assert doc["source"]["time_units"] == ["ISO 8601"]
@@ -97,7 +99,8 @@ def test_the_documented_shapes_each_count(tmp_path: Path) -> None:
     w, r = float(write_units(1024)), read_units(1024)
     a = keys["A"]
     assert (a.writes, a.reads, a.throttles) == (3, 2, 1)
-    assert a.write_units == 3 * w and a.read_units == r / 2 + r
+    assert a.write_units == 3 * w
+    assert a.read_units == r / 2 + r
     assert keys["B"].write_units == 2 * w + w  # in a transaction, then a batch
     assert (keys["D"].writes, keys["D"].reads) == (1, 1)
     assert (keys["E"].reads, keys["E"].throttles) == (1, 1)
@@ -118,7 +121,8 @@ def test_several_tables_and_composite_keys_need_a_choice(tmp_path: Path) -> None
     with pytest.raises(InvalidInput, match="no attribute 'title'"):
         diagnose([path], options=Options(table="Music", key_attribute="title"))
     music = diagnose([path], options=Options(table="Music", key_attribute="Artist"))
-    assert music.profile.top[0].key == "A" and music.profile.top[0].writes == 2
+    assert music.profile.top[0].key == "A"
+    assert music.profile.top[0].writes == 2
     users = diagnose([path], options=Options(table="Users"))
     assert users.profile.top[0].key == "u-1"
 
@@ -169,7 +173,8 @@ def test_an_insights_report_gives_per_period_rates(tmp_path: Path) -> None:
     assert result.profile.resolution == 60
     assert result.recommendation.shards == {"PENDING": 3}  # 1,500 x 1.5 over 1,000
     notes = " ".join(result.profile.notes)
-    assert "accessed rule (Sum) on 'pk'" in notes and "per 60 s" in notes
+    assert "accessed rule (Sum) on 'pk'" in notes
+    assert "per 60 s" in notes
     assert "means over 60 s buckets" in notes
     assert result.to_dict()["source"]["resolution_s"] == 60
 

@@ -86,7 +86,8 @@ def test_read_side_cost_of_n() -> None:
 
 
 def test_listing_pages_and_read_units() -> None:
-    plan = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0, listing_items=10_000, mode="gsi")
+    plan = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0, listing_items=10_000,
+                       mode="gsi")
     p = plan.values["PENDING"]
     # 2,500 entries a shard, 1,048 to a 1 MB page: pages of 1,048, 1,048 and 404 entries
     assert p.pages_per_shard == 3
@@ -96,7 +97,8 @@ def test_listing_pages_and_read_units() -> None:
     eventual = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0,
                            listing_items=10_000, consistent=False, mode="gsi").values["PENDING"]
     assert eventual.listing_read_units == p.listing_read_units / 2
-    empty = plan_shards({"PENDING": 3500}, headroom=1.0, listing_items=0, mode="gsi").values["PENDING"]
+    empty = plan_shards({"PENDING": 3500}, headroom=1.0, listing_items=0,
+                        mode="gsi").values["PENDING"]
     assert (empty.queries_per_listing, empty.listing_read_units) == (4, 4.0)
     projected = plan_shards({"PENDING": 3500}, item_bytes=1000, read_item_bytes=100,
                             headroom=1.0, listing_items=10_000, mode="gsi").values["PENDING"]
