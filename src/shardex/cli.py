@@ -47,7 +47,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     extra, a file that cannot be written), 130 on Ctrl-C.
     """
     try:
-        cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+        cli.main(args=list(argv) if argv is not None else None, prog_name="shardex",
+                 standalone_mode=False)
     except click.exceptions.Abort:
         sys.exit(130)
     except click.UsageError as exc:
