@@ -181,3 +181,14 @@ def test_the_plot_never_fails_on_odd_times(tmp_path_factory: pytest.TempPathFact
         return  # a file of mixed kinds with nothing valid left is refused by name
     png = plot_heatmap(result, folder / "heat.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_throttles_spread_over_every_key_are_not_a_key_s_own(tmp_path: Path) -> None:
+    """A table-wide limit throttles every key alike: more shards for one would not help."""
+    rows = [{"timestamp": BASE + s + i / 100, "key": f"k{i % 8}", "op": "write", "units": 10,
+             "throttled": int(i // 8 % 10 == 0)} for s in range(30) for i in range(80)]
+    path = write_log(tmp_path / "log.csv", rows)
+    result = diagnose([path])
+    assert result.profile.throttles == 240
+    assert all(k.throttles == 30 for k in result.profile.top)
+    assert result.recommendation.strategy == "none"

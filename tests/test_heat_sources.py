@@ -261,3 +261,20 @@ def test_the_command_refuses_a_stream_of_cloudtrail(tmp_path: Path,
         main(["diagnose", "-", "--format", "cloudtrail"])
     assert done.value.code == 2
     assert "--stream reads csv or jsonl" in capsys.readouterr().err
+
+
+def test_the_documented_json_shapes_are_what_the_commands_print(tmp_path: Path) -> None:
+    import re
+
+    from shardex.plan import plan_shards
+
+    docs = (Path(__file__).parent.parent / "docs" / "json.md").read_text()
+    examples = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", docs, re.S)]
+    by_schema = {doc["schema"]: doc for doc in examples}
+    path = sharded_trail(tmp_path / "trail.json", seconds=1)
+    printed = {"shardex.diagnose/1": diagnose([path]).to_dict(),
+               "shardex.plan/1": plan_shards({"PENDING": 6000}, item_bytes=1500).to_dict()}
+    for schema, doc in printed.items():
+        assert set(by_schema[schema]) == set(doc)
+        Routing.from_dict(by_schema[schema]["routing"])
+    assert by_schema["shardex.plan/1"] == printed["shardex.plan/1"]

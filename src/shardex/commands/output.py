@@ -49,10 +49,11 @@ def tables(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, width: i
     ``keys`` columns, so no column is cut and no number is shortened; a key column
     wider than a third of ``width`` folds its text onto further lines.
     """
-    needs = []
-    for i, column in enumerate(columns):
-        header = max((len(word) for word in column.header.split()), default=0)
-        needs.append(max([header, *(_width(row[i]) for row in rows)]))
+    cells = [max((_width(row[i]) for row in rows), default=0) for i in range(len(columns))]
+    needs = [max(len(c.header), n) for c, n in zip(columns, cells, strict=True)]
+    if 1 + sum(n + 3 for n in needs) > width:  # too wide: headers wrap at their words
+        needs = [max([n, *(len(word) for word in c.header.split())])
+                 for c, n in zip(columns, cells, strict=True)]
     cap = max(12, width // _KEY_SHARE)
     needs[:keys] = [min(n, cap) for n in needs[:keys]]
     fixed = 1 + sum(n + 3 for n in needs[:keys])  # a border, and padding + border a column

@@ -16,8 +16,9 @@ Pure decisions over a HeatProfile, tried in this order, each with its evidence:
 4. ``uniform`` otherwise.
 
 Throttles are evidence too (``throttle_min`` throttled requests, ``throttle_share``
-of a key's requests): the recommendation gives such a key shards even below the
-ceiling (see ``shardex.heat.report``). Evidence numbers are kept as computed; JSON
+of a key's requests, ``throttle_ratio`` times the rest's throttles per unit): the
+recommendation gives such a key shards even below the ceiling (see
+``shardex.heat.report``). Evidence numbers are kept as computed; JSON
 documents round them once (``shardex.documents.rounded``).
 """
 
@@ -57,6 +58,7 @@ class Thresholds:
     bucket_share: float = 0.3
     throttle_min: int = 10
     throttle_share: float = 0.01
+    throttle_ratio: float = 2.0
 
     def __post_init__(self) -> None:
         for name in ("top_share", "dominant_share", "monotone", "bucket_share",
@@ -68,6 +70,8 @@ class Thresholds:
                 raise InvalidInput(f"threshold {name} must be at least 1")
         if self.dominance < 1:
             raise InvalidInput("threshold dominance must be at least 1")
+        if self.throttle_ratio < 1:
+            raise InvalidInput("threshold throttle_ratio must be at least 1")
 
 
 @dataclass(frozen=True, slots=True)

@@ -347,21 +347,33 @@ class LogHeat:
                     sum(writes) AS writes, sum(ru) AS ru, sum(wu) AS wu, sum(thr) AS thr,
                     sum(tu) AS tu
                 FROM ({union}) GROUP BY ALL""")
+        # Only keys holding the separator can be shard keys or shardex's own records; the
+        # others stand for themselves, so the common unsharded log is not copied again.
         logical, shard = rows.logical_sql("key")
         self.con.execute(f"""
             CREATE OR REPLACE TEMP TABLE keymap AS
-            SELECT key, {logical} AS logical, {shard} AS shard FROM (SELECT DISTINCT key FROM heat)
-            WHERE NOT {rows.reserved_sql("key")}""")
-        requests, units, keys = self.con.execute(f"""
+            SELECT key, {logical} AS logical, {shard} AS shard,
+                {rows.reserved_sql("key")} AS reserved
+            FROM (SELECT DISTINCT key FROM heat WHERE contains(key, '#'))""")
+        requests, units, keys = self.con.execute("""
             SELECT coalesce(sum(reads + writes), 0), coalesce(sum(ru + wu), 0),
                 count(DISTINCT key)
-            FROM heat WHERE {rows.reserved_sql("key")}""").fetchall()[0]
+            FROM heat WHERE key IN (SELECT key FROM keymap WHERE reserved)""").fetchall()[0]
         self._reserved = (int(requests), float(units), int(keys))
         self.con.execute("""
-            CREATE OR REPLACE TEMP TABLE lsec AS
-            SELECT m.logical AS key, h.sec, sum(reads) AS reads, sum(writes) AS writes,
-                sum(ru) AS ru, sum(wu) AS wu, sum(thr) AS thr, sum(tu) AS tu
-            FROM heat h JOIN keymap m USING (key) GROUP BY ALL""")
+            CREATE OR REPLACE TEMP TABLE rolled AS
+            SELECT DISTINCT logical FROM keymap WHERE shard IS NOT NULL""")
+        self.con.execute("""
+            CREATE OR REPLACE TEMP VIEW lsec AS
+            SELECT key, sec, reads, writes, ru, wu, thr, tu FROM heat
+            WHERE key NOT IN (SELECT key FROM keymap WHERE reserved OR shard IS NOT NULL)
+                AND key NOT IN (SELECT logical FROM rolled)
+            UNION ALL
+            SELECT coalesce(m.logical, h.key) AS key, h.sec, sum(reads), sum(writes), sum(ru),
+                sum(wu), sum(thr), sum(tu)
+            FROM heat h LEFT JOIN keymap m USING (key)
+            WHERE m.shard IS NOT NULL OR h.key IN (SELECT logical FROM rolled)
+            GROUP BY ALL""")
         self._built = True
 
     def profile(self, *, ceiling: Ceiling, top: int = 10, min_ratio: float = 1.0,
@@ -377,15 +389,20 @@ class LogHeat:
         """
         self._build()
         con, res = self.con, self.resolution
+        bounds = [ceiling.write_units, ceiling.read_units]
+        # the partition keys of the rolled-up logical keys: their shard keys, and a plain
+        # key of the same value (written while the value had one shard)
         con.execute("""
             CREATE OR REPLACE TEMP TABLE parts AS
-            SELECT h.key, m.logical, m.shard, sum(ru + wu) AS units, sum(ru) AS ru,
-                sum(wu) AS wu, sum(reads) AS reads, sum(writes) AS writes, sum(thr) AS thr,
-                count(*) AS secs, max(ru + wu) AS peak, max(ru) AS peak_r, max(wu) AS peak_w,
+            SELECT h.key, coalesce(m.logical, h.key) AS logical, m.shard,
+                sum(ru + wu) AS units, sum(ru) AS ru, sum(wu) AS wu, sum(reads) AS reads,
+                sum(writes) AS writes, sum(thr) AS thr, count(*) AS secs,
+                max(ru + wu) AS peak, max(ru) AS peak_r, max(wu) AS peak_w,
                 max(ru + wu - tu) AS peak_ok, max(greatest(wu / ?, ru / ?)) AS ratio,
                 1 AS shards, 1 AS partitions, max(ru) AS hot_r, max(wu) AS hot_w
-            FROM heat h JOIN keymap m USING (key) GROUP BY ALL""",
-                    [ceiling.write_units, ceiling.read_units])
+            FROM heat h LEFT JOIN keymap m USING (key)
+            WHERE m.shard IS NOT NULL OR h.key IN (SELECT logical FROM rolled)
+            GROUP BY ALL""", bounds)
         con.execute("""
             CREATE OR REPLACE TEMP TABLE keys AS
             WITH l AS (
@@ -393,7 +410,7 @@ class LogHeat:
                     sum(reads) AS reads, sum(writes) AS writes, sum(thr) AS thr,
                     count(*) AS secs, min(sec) AS first, max(sec) AS last,
                     max(ru + wu) AS peak, max(ru) AS peak_r, max(wu) AS peak_w,
-                    max(ru + wu - tu) AS peak_ok
+                    max(ru + wu - tu) AS peak_ok, max(greatest(wu / ?, ru / ?)) AS own
                 FROM lsec GROUP BY key),
             p AS (
                 SELECT logical AS key, max(ratio) AS ratio,
@@ -401,7 +418,10 @@ class LogHeat:
                         AS shards,
                     count(*) AS partitions, max(peak_r) AS hot_r, max(peak_w) AS hot_w
                 FROM parts GROUP BY logical)
-            SELECT * FROM l JOIN p USING (key)""")
+            SELECT l.*, coalesce(p.ratio, l.own) AS ratio, coalesce(p.shards, 1) AS shards,
+                coalesce(p.partitions, 1) AS partitions, coalesce(p.hot_r, l.peak_r) AS hot_r,
+                coalesce(p.hot_w, l.peak_w) AS hot_w
+            FROM l LEFT JOIN p USING (key)""", bounds)
         units, requests, throttles, distinct, first, last = con.execute("""
             SELECT coalesce(sum(units), 0), coalesce(sum(reads + writes), 0),
                 coalesce(sum(thr), 0), count(*), min(first), max(last)
@@ -418,6 +438,9 @@ class LogHeat:
                                    "WHERE list_contains(?, logical) ORDER BY units DESC, key",
                                    [[r[0] for r in top_rows]]).fetchall():
                 parts.setdefault(str(row[0]), []).append(_key_heat(row[1:], res))
+            for row in top_rows:  # a key not rolled up is its own one partition
+                if str(row[0]) not in parts:
+                    parts[str(row[0])] = [_key_heat(row, res)]
         return HeatProfile(
             rows=self.rows, skipped_rows=self.skipped_rows, total_units=float(units),
             requests=int(requests), throttles=int(throttles), distinct_keys=int(distinct),

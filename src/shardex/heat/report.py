@@ -19,9 +19,10 @@ key (shard keys rolled up: ``PENDING#0`` ... ``PENDING#3`` are ``PENDING`` at N=
 A key's N is the planner's formula on its observed peaks: the larger of its total
 spread evenly and its busiest partition scaled to all of its shards (an uneven
 spread stays uneven when N grows), against the read and the write ceiling. A key
-throttled on at least ``throttle_min`` requests and ``throttle_share`` of them gets
-shards even below the ceiling: its partition takes less than the nominal ceiling, so
-N is sized on the units it accepted.
+throttled on at least ``throttle_min`` requests and ``throttle_share`` of them, well
+beyond what the other keys' throttles per unit would give it, gets shards even below
+the ceiling: its partition takes less than the nominal ceiling, so N is sized on the
+units it accepted.
 """
 
 from __future__ import annotations
@@ -123,15 +124,34 @@ def shards_needed(heat: KeyHeat, ceiling: Ceiling, headroom: float) -> int:
     return needed
 
 
-def throttle_shards(heat: KeyHeat, headroom: float, thresholds: Thresholds) -> int | None:
+def throttle_shards(heat: KeyHeat, headroom: float, thresholds: Thresholds, *,
+                    rest: tuple[int, float, int] = (0, 0.0, 0)) -> int | None:
     """Return the N a throttled key needs, or None when its throttles do not count.
+
+    They count when there are at least ``throttle_min`` of them, at least
+    ``throttle_share`` of its requests (when its requests are known), and they are its
+    own: more than ``throttle_ratio`` times what the rest of the sample's throttle rate
+    would give it, and five standard deviations above that (so that among thousands of
+    keys chance alone does not pick one). ``rest`` is the other keys' throttles, units
+    and requests; the rate is per request when both sides' requests are known, else
+    per unit. Throttles spread evenly over every key (a table-wide limit) are not the
+    key's, and more shards would not help.
 
     Its partitions accepted at most ``peak_accepted_units_per_s``: that is taken as
     what they can take, and N is the smallest that fits the offered peak times
     ``headroom`` (twice the current N when nothing was accepted to size from).
     """
-    if heat.throttles < thresholds.throttle_min or (
-            heat.requests and heat.throttles / heat.requests < thresholds.throttle_share):
+    throttles = heat.throttles
+    if throttles < thresholds.throttle_min or (
+            heat.requests and throttles / heat.requests < thresholds.throttle_share):
+        return None
+    rest_throttles, rest_units, rest_requests = rest
+    if heat.requests and rest_requests:
+        expected = rest_throttles / rest_requests * heat.requests
+    else:
+        expected = rest_throttles / rest_units * heat.units if rest_units > 0 else 0.0
+    if throttles < thresholds.throttle_ratio * expected \
+            or throttles - expected < 5 * math.sqrt(expected):
         return None
     current = heat.shards
     offered, accepted = heat.peak_units_per_s, heat.peak_accepted_units_per_s
@@ -159,7 +179,9 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
     throttled: list[KeyHeat] = []
     for heat in profile.over:
         by_peak = shards_needed(heat, profile.ceiling, headroom)
-        by_throttles = throttle_shards(heat, headroom, limits) or 0
+        rest = (profile.throttles - heat.throttles, profile.total_units - heat.units,
+                profile.requests - heat.requests)
+        by_throttles = throttle_shards(heat, headroom, limits, rest=rest) or 0
         needed = max(by_peak, by_throttles)
         if needed > heat.shards:
             reason = "peak" if by_peak > heat.shards else "throttles"
