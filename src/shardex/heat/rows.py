@@ -43,13 +43,13 @@ from shardex.routing import MAX_SHARDS
 from shardex.sim.capacity import READ_UNIT_BYTES, WRITE_UNIT_BYTES
 
 __all__ = [
+    "Batch",
     "COLUMNS",
     "FAULT_COLUMN",
     "ISO",
+    "Loaded",
     "REQUIRED",
     "TIME_KINDS",
-    "Batch",
-    "Loaded",
     "check_columns",
     "describe",
     "duckdb",
