@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ShardexError as exc:
         _fail(str(exc), 1)
     except OSError as exc:
-        _fail(f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}", 1)
+        _fail(f"{f'{exc.filename}: ' if exc.filename else ''}{exc.strerror or exc}", 1)
 
 
 if __name__ == "__main__":
