@@ -82,7 +82,9 @@ FAULT_COLUMN: Mapping[str, str | None] = {
 }
 _NUMERIC = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
             "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL"}
-_SHARD_KEY = f"^([^#]+)#(0|[1-9][0-9]{{0,{len(str(MAX_SHARDS - 1)) - 1}}})$"
+# VALUE#k with no separator in VALUE and k a shard number: no leading zero, 4 digits at most
+_SHARD_KEY = (f"^([^{SEPARATOR}]+){SEPARATOR}"
+              f"(0|[1-9][0-9]{{0,{len(str(MAX_SHARDS - 1)) - 1}}})$")
 
 
 def duckdb() -> ModuleType:
@@ -361,6 +363,20 @@ class Batch:
         self.framing[rn] = detail
         self.add(rn, {})
 
+    def add_records(self, rns: Sequence[int], records: Sequence[Sequence[str]],
+                    header: Sequence[str]) -> None:
+        """Add CSV records (text cells in ``header``'s order), one row each, in bulk."""
+        if not records:
+            return
+        columns = list(zip(*records, strict=True))
+        self.rn.extend(rns)
+        for column, values in self.cells.items():
+            if column in header:
+                values.extend(columns[header.index(column)])
+            else:
+                values.extend([None] * len(records))
+        self.n.extend([1] * len(records))
+
 
 def _cell(value: Any) -> str | None:
     if value is None:
@@ -368,7 +384,7 @@ def _cell(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return value if value.strip() else None
+        return value
     if isinstance(value, int | float):
         return repr(value)
     return json.dumps(value) if isinstance(value, dict | list) else str(value)
@@ -382,11 +398,19 @@ def stage(con: Any, table: str, batch: Batch) -> tuple[str, dict[str, str]]:
     whole = min(len(values) for values in lists)
     for values in lists:
         del values[whole:]
-    broken = [rn in batch.framing for rn in batch.rn]
-    columns = ", ".join(f'unnest(?::VARCHAR[]) AS "{c}"' for c in COLUMNS)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT unnest(?::BIGINT[]) AS rn, "
-                f"unnest(?::BOOLEAN[]) AS jbad, unnest(?::BIGINT[]) AS n, {columns}",
-                [batch.rn, broken, batch.n, *(batch.cells[c] for c in COLUMNS)])
+    # Only what varies is passed: a column no row fills is NULL, the weight 1 unless some
+    # row stands for more, a broken row by its number (few are).
+    present = [c for c in COLUMNS if any(v is not None for v in batch.cells[c])]
+    ones = all(n == 1 for n in batch.n)
+    picks = [f'unnest(?::VARCHAR[]) AS "{c}"' if c in present else f'NULL::VARCHAR AS "{c}"'
+             for c in COLUMNS]
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE {table} AS
+        SELECT *, list_contains(?::BIGINT[], rn) AS jbad FROM (
+            SELECT unnest(?::BIGINT[]) AS rn, {'1' if ones else 'unnest(?::BIGINT[])'} AS n,
+                {", ".join(picks)})""",
+                [list(batch.framing), batch.rn, *([] if ones else [batch.n]),
+                 *(batch.cells[c] for c in present)])
     quoted = ", ".join(f'"{c}"' for c in COLUMNS)
     select = f"SELECT rn, jbad, n, {quoted} FROM {table}"
     return select, dict.fromkeys(COLUMNS, "VARCHAR")

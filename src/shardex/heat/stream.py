@@ -106,21 +106,48 @@ class StreamHeat:
         side = self._side.get(logical)
         if side is None:
             side = self._side[logical] = _Side()
-        part = side.parts.get(key)
-        if part is None:
-            part = side.parts[key] = _Side(shard=shard)
-        for counted in (side, part):
-            counted.reads += reads
-            counted.writes += writes
-            counted.read_units += read_units
-            counted.write_units += write_units
-            counted.throttles += throttles
-        for now in (self._now.setdefault(logical, _Now()),
-                    self._now_parts.setdefault(logical, {}).setdefault(key, _Now())):
-            now.ru += read_units
-            now.wu += write_units
-            now.tu += throttled_units
+        now = self._now.get(logical)
+        if now is None:
+            now = self._now[logical] = _Now()
+        self._count(side, now, reads, writes, read_units, write_units, throttles,
+                    throttled_units)
+        # A key seen only unsuffixed is its own one partition: its side says it all. Its
+        # first shard key makes partitions of it, the plain key taking what came before.
+        if key != logical or side.parts:
+            if not side.parts and key != logical and side.reads + side.writes > reads + writes:
+                plain = side.parts[logical] = _Side()
+                self._count(plain, _Now(), side.reads - reads, side.writes - writes,
+                            side.read_units - read_units, side.write_units - write_units,
+                            side.throttles - throttles, 0.0)
+                plain.seconds, plain.peak, plain.peak_read = side.seconds, side.peak, side.peak_read
+                plain.peak_write, plain.peak_ok, plain.ratio = (side.peak_write, side.peak_ok,
+                                                                side.ratio)
+                self._now_parts.setdefault(logical, {})[logical] = _Now(
+                    now.ru - read_units, now.wu - write_units, now.tu - throttled_units)
+            part = side.parts.get(key)
+            if part is None:
+                part = side.parts[key] = _Side(shard=shard)
+            nows = self._now_parts.get(logical)
+            if nows is None:
+                nows = self._now_parts[logical] = {}
+            part_now = nows.get(key)
+            if part_now is None:
+                part_now = nows[key] = _Now()
+            self._count(part, part_now, reads, writes, read_units, write_units, throttles,
+                        throttled_units)
         self._now_total += units
+
+    @staticmethod
+    def _count(side: _Side, now: _Now, reads: int, writes: int, read_units: float,
+               write_units: float, throttles: int, throttled_units: float) -> None:
+        side.reads += reads
+        side.writes += writes
+        side.read_units += read_units
+        side.write_units += write_units
+        side.throttles += throttles
+        now.ru += read_units
+        now.wu += write_units
+        now.tu += throttled_units
 
     def _fold(self, side: _Side, now: _Now) -> None:
         ceiling = self._ceiling
@@ -192,20 +219,23 @@ class StreamHeat:
 
     def _logical(self, key: str, units: float, error: float, per_shard: bool) -> KeyHeat:
         side = self._side.get(key, _Side())
+        now = self._now.get(key)
+        if not side.parts:  # its one partition is the key itself
+            heat = self._heat(key, side, now, units, error)
+            return replace(heat, parts=(replace(heat, error=0.0),) if per_shard else ())
         pending = self._now_parts.get(key, {})
         parts = [self._heat(name, part, pending.get(name),
                             part.read_units + part.write_units, 0.0)
                  for name, part in side.parts.items()]
         shards = [p.shard for p in side.parts.values() if p.shard is not None]
-        heat = self._heat(key, side, self._now.get(key), units, error,
+        heat = self._heat(key, side, now, units, error,
                           tuple(sorted(parts, key=lambda h: (-h.units, h.key)))
                           if per_shard else ())
         return replace(
-            heat, peak_to_ceiling=max((p.peak_to_ceiling for p in parts), default=0.0),
-            hottest_read_units_per_s=max((p.peak_read_units_per_s for p in parts), default=0.0),
-            hottest_write_units_per_s=max((p.peak_write_units_per_s for p in parts),
-                                          default=0.0),
-            shards=max(max(shards) + 1, 2) if shards else 1, partitions=max(1, len(parts)))
+            heat, peak_to_ceiling=max(p.peak_to_ceiling for p in parts),
+            hottest_read_units_per_s=max(p.peak_read_units_per_s for p in parts),
+            hottest_write_units_per_s=max(p.peak_write_units_per_s for p in parts),
+            shards=max(max(shards) + 1, 2) if shards else 1, partitions=len(parts))
 
     def profile(self, *, top: int = 10, min_ratio: float = 1.0, min_throttles: int | None = None,
                 buckets: int = 24, skipped_rows: int = 0,
@@ -295,6 +325,7 @@ class StreamReader:
 
     def feed(self, lines: Iterable[str]) -> None:
         """Take the next lines of the stream (each one physical line, newline or not)."""
+        plain: list[str] = []  # CSV lines without quotes, parsed together
         for text in lines:
             self._line += 1
             if self.fmt is None:
@@ -303,10 +334,42 @@ class StreamReader:
                 self.fmt = "jsonl" if text.lstrip("\ufeff \t").startswith("{") else "csv"
             if self.fmt == "jsonl":
                 self._json(text)
+            elif self._header is not None and not self._held and '"' not in text:
+                plain.append(text)
+                if len(plain) + len(self._batch) >= self._size:
+                    self._plain(plain)
+                    plain = []
+                    self.flush()
+                continue
             else:
+                self._plain(plain)
+                plain = []
                 self._csv(text)
             if len(self._batch) >= self._size:
                 self.flush()
+        self._plain(plain)
+        if len(self._batch) >= self._size:
+            self.flush()
+
+    def _plain(self, lines: list[str]) -> None:
+        """Frame CSV lines without quotes (the common case), which are one record each."""
+        if not lines:
+            return
+        first = self._line - len(lines) + 1  # they are the lines just read, in order
+        header = self._header
+        assert header is not None
+        good: list[list[str]] = []
+        numbers: list[int] = []
+        for i, record in enumerate(csv.reader(line.rstrip("\r\n") for line in lines)):
+            if not record or record == [""]:
+                continue
+            if len(record) == len(header):
+                good.append(record)
+                numbers.append(first + i)
+            else:
+                self._batch.add_broken(first + i, f"has {len(record)} fields, the header "
+                                                  f"{len(header)}")
+        self._batch.add_records(numbers, good, header)
 
     def _json(self, text: str) -> None:
         if not text.strip():
@@ -344,7 +407,7 @@ class StreamReader:
             self._batch.add_broken(self._held_at, f"has {len(record)} fields, the header "
                                                   f"{len(self._header)}")
             return
-        self._batch.add(self._held_at, dict(zip(self._header, record, strict=True)))
+        self._batch.add_records([self._held_at], [record], self._header)
 
     def flush(self) -> None:
         """Validate the pending rows and count them (raises for a malformed one)."""
