@@ -278,3 +278,15 @@ def test_the_documented_json_shapes_are_what_the_commands_print(tmp_path: Path) 
         assert set(by_schema[schema]) == set(doc)
         Routing.from_dict(by_schema[schema]["routing"])
     assert by_schema["shardex.plan/1"] == printed["shardex.plan/1"]
+
+
+def test_a_stream_of_a_whole_document_is_refused_by_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trail = hs.write_trail(tmp_path / "trail.json", [hs.put_item("T", {"id": "a"}, hs.BASE)])
+    with pytest.raises(SystemExit) as done:
+        main(["diagnose", str(trail), "--stream"])
+    assert done.value.code == 2
+    assert "is cloudtrail, which is read whole" in capsys.readouterr().err
+    result = CliRunner().invoke(cli, ["diagnose", "-"], input=trail.read_text())
+    assert isinstance(result.exception, InvalidInput)
+    assert "read whole" in str(result.exception)

@@ -19,8 +19,8 @@ from rich.live import Live
 
 from shardex.commands import output
 from shardex.commands.heat_view import frame, print_report
-from shardex.errors import InvalidInput, InvalidLog
-from shardex.heat.sources import FORMATS, INSIGHTS_RULES, Options
+from shardex.errors import InvalidInput
+from shardex.heat.sources import FORMATS, INSIGHTS_RULES, Options, detect_format, is_gzip
 from shardex.plotting import pyplot
 
 if TYPE_CHECKING:
@@ -126,10 +126,13 @@ def _live(name: str, fmt: str | None, options: Options, *, ceiling: str, headroo
 
     shown = "<stdin>" if name == "-" else name
     if name != "-":
-        if not Path(name).is_file():
-            raise InvalidLog("no such file", path=name)
-        if Path(name).read_bytes()[:2] == b"\x1f\x8b":
+        found = fmt or detect_format(name)  # which also refuses a missing or binary file
+        if is_gzip(name):
             raise InvalidInput(f"--stream reads plain text: zcat {name} | shardex diagnose -")
+        if found not in ("csv", "jsonl"):
+            raise InvalidInput(f"{name} is {found}, which is read whole, not streamed: "
+                               f"shardex diagnose {name}")
+        fmt = found
     reader = StreamReader(ceiling=resolve_ceiling(ceiling), fmt=fmt, name=shown,
                           skip_bad=options.skip_bad, eventual=options.eventual,
                           counters=counters)

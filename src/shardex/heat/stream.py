@@ -379,6 +379,10 @@ class StreamReader:
         except ValueError:
             doc = None
         if isinstance(doc, dict):
+            if ({"Records", "Contributors"} & set(doc)) and not ({"timestamp", "key"} & set(doc)):
+                raise InvalidInput(f"{self.name} holds a CloudTrail file or a Contributor "
+                                   "Insights report, which is read whole: save it and run "
+                                   "shardex diagnose FILE")
             self._batch.add(self._line, doc)
         else:
             self._batch.add_broken(self._line, "is not a valid JSON object")
