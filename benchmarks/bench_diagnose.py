@@ -31,8 +31,8 @@ from pathlib import Path
 
 import duckdb
 
+from shardex.counters.spacesaving import SpaceSaving
 from shardex.heat.report import diagnose, diagnose_stream
-from shardex.heat.spacesaving import SpaceSaving
 
 STATUSES = ["PENDING", "SHIPPED", "DELIVERED", "CANCELLED"]
 

@@ -30,8 +30,8 @@ from aiobotocore.session import get_session
 
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.stores.dynamodb import DynamoDBStore
-from shardex.stores.dynamodb_admin import create_index_table, delete_table
-from shardex.stores.dynamodb_client import DynamoDBClient, adapt_client
+from shardex.stores.dynamodb.admin import create_index_table, delete_table
+from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client
 
 SHARDS = 8
 ROUTING = Routing(overrides={"PENDING": ShardPolicy(shards=SHARDS)})

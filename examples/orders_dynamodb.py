@@ -29,7 +29,7 @@ from typing import Any
 import shardex
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.stores.dynamodb import DynamoDBStore
-from shardex.stores.dynamodb_admin import create_gsi_table, create_meta_table, delete_table
+from shardex.stores.dynamodb.admin import create_gsi_table, create_meta_table, delete_table
 
 ROUTING = Routing(overrides={"PENDING": ShardPolicy(shards=8),
                              "SHIPPED": ShardPolicy(shards=4)})

@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 
 from shardex import ConditionFailed, Routing, ShardedIndex, ShardPolicy
+from shardex.clock import LoopClock
 from shardex.retry import RetryPolicy, call_with_retry
-from shardex.sim.clock import LoopClock
+from shardex.routing import Turns
 from shardex.stores.base import StoredEntry
 
 PATIENT = RetryPolicy(attempts=50, base=0.01, cap=0.1, deadline=None)
@@ -24,8 +25,9 @@ async def relayout(index: ShardedIndex, value: str, policy: ShardPolicy) -> Rout
     overrides[value] = policy
     target = Routing(default=current.default, overrides=overrides, version=current.version + 1)
     entries = [e async for e in index.scan(value)]
+    turns = Turns(rng)
     for entry in entries:
-        shard_key = target.shard_key(value, entry.item_id, rng=rng)
+        shard_key = target.shard_key(value, entry.item_id, rng=rng, turns=turns)
         while True:
             placement = await call_with_retry(
                 lambda e=entry: store.locate(index.name, e.item_id), PATIENT, clock=clock, rng=rng)

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 import shardex
 from shardex.stores.base import StoredEntry
 from shardex.stores.dynamodb import DynamoDBStore
-from shardex.stores.dynamodb_client import DynamoDBClient, adapt_client, map_error
-from shardex.stores.dynamodb_codec import (
+from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error
+from shardex.stores.dynamodb.codec import (
     decode_position,
     encode_position,
     from_attribute,

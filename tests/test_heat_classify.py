@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from shardex.capacity import CEILINGS, resolve_ceiling
 from shardex.errors import InvalidInput
 from shardex.heat.classify import Thresholds, classify, order_key
 from shardex.heat.profile import HeatProfile, HotStep, KeyHeat
 from shardex.heat.report import diagnose, diagnose_stream, shards_needed
-from shardex.plan import CEILINGS, resolve_ceiling
 from tests import heat_samples as samples
 
 FORMATS = ["csv", "jsonl", "parquet"]

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from shardex.capacity import CEILINGS
 from shardex.cli import cli
 from shardex.commands import diagnose as command
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat.live import FileFeed, PipeFeed, watch
 from shardex.heat.report import diagnose_reader
 from shardex.heat.stream import StreamReader
-from shardex.plan import CEILINGS
 from tests.heat_samples import BASE
 
 HEADER = "timestamp,key,op,units\n"

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
+from shardex.capacity import CEILINGS, read_units, write_units
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat.logs import log_format, read_logs
 from shardex.heat.report import diagnose_stream
-from shardex.plan import CEILINGS
-from shardex.sim.capacity import read_units, write_units
 from tests.heat_samples import BASE, write_log
 
 DYNAMODB = CEILINGS["dynamodb"]

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardex.capacity import CEILINGS
 from shardex.errors import InvalidLog
 from shardex.heat.logs import read_logs
 from shardex.heat.report import diagnose, diagnose_stream
-from shardex.plan import CEILINGS
 from tests.heat_samples import BASE, write_log
 
 FORMATS = ["csv", "jsonl", "parquet"]

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from shardex.capacity import read_units, write_units
 from shardex.cli import cli, main
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat.report import diagnose
 from shardex.heat.sources import Options, detect_format
 from shardex.routing import Routing
-from shardex.sim.capacity import read_units, write_units
 from tests import heat_sources as hs
 
 TABLE = "orders-index"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardex.counters.spacesaving import SpaceSaving
 from shardex.errors import InvalidInput
-from shardex.heat.spacesaving import SpaceSaving
 
 KEYS = st.sampled_from([f"k{i}" for i in range(30)])
 STREAMS = st.lists(st.tuples(KEYS, st.integers(min_value=0, max_value=50)), max_size=400)

@@ -1,4 +1,7 @@
-"""memory://, the simulated partitioned store: semantics, capacity, faults, stats, options.
+"""memory://, the simulated partitioned store: capacity, faults, stats, options.
+
+The store contract itself (compare-and-set, tombstones, order, pages, records, argument
+checks) runs on every backend in tests/test_store_contract.py.
 
 Everything runs on virtual time (``run_virtual``); nothing sleeps for real.
 """
@@ -12,6 +15,8 @@ from typing import Any, TypeVar
 import pytest
 
 import shardex.stores.memory
+from shardex.capacity import entry_bytes, read_units
+from shardex.clock import LoopClock
 from shardex.errors import (
     ConditionFailed,
     InvalidInput,
@@ -20,11 +25,12 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
-from shardex.sim.capacity import entry_bytes, read_units
-from shardex.sim.clock import LoopClock, run_virtual
+from shardex.keys import is_reserved
+from shardex.sim.clock import run_virtual
 from shardex.stores import open_store
 from shardex.stores.base import Position, StoredEntry
-from shardex.stores.memory import MemoryStore, StoreStats, is_reserved
+from shardex.stores.memory import MemoryStore
+from shardex.stores.stats import StoreStats
 from shardex.stores.uri import StoreURI
 
 T = TypeVar("T")
@@ -89,33 +95,6 @@ def test_place_then_locate_and_query() -> None:
     run_virtual(main())
 
 
-def test_place_moves_the_entry_and_deletes_with_a_tombstone() -> None:
-    async def main() -> None:
-        s = store()
-        await s.place(NS, "o-1", entry("PENDING", "a", "o-1"), version=1, expected=None)
-        shipped = entry("SHIPPED", "b", "o-1")
-        await s.place(NS, "o-1", shipped, version=2, expected=1)
-        assert await s.count(NS, "PENDING") == 0
-        assert await read_all(s, "SHIPPED") == [shipped]
-        await s.place(NS, "o-1", None, version=3, expected=2)
-        assert await s.count(NS, "SHIPPED") == 0
-        tombstone = await s.locate(NS, "o-1")
-        assert tombstone is not None
-        assert (tombstone.version, tombstone.entry) == (3, None)
-        assert s.shard_keys(NS) == []
-    run_virtual(main())
-
-
-def test_placing_again_on_the_same_key_replaces_the_entry() -> None:
-    async def main() -> None:
-        s = store()
-        await s.place(NS, "o-1", entry("K", "a", "o-1", n=1), version=1, expected=None)
-        await s.place(NS, "o-1", entry("K", "a", "o-1", n=2), version=2, expected=1)
-        await s.place(NS, "o-1", entry("K", "b", "o-1", n=3), version=3, expected=2)
-        assert [e.attrs for e in await read_all(s, "K")] == [{"n": 3}]
-    run_virtual(main())
-
-
 def test_namespaces_are_separate_key_spaces() -> None:
     async def main() -> None:
         s = store()
@@ -127,45 +106,6 @@ def test_namespaces_are_separate_key_spaces() -> None:
         assert located is not None
         assert located.version == 1
         assert await s.locate("c", "o-1") is None
-    run_virtual(main())
-
-
-def test_query_orders_by_sort_then_item_id_in_both_directions() -> None:
-    async def main() -> None:
-        s = store()
-        rows = [("2", "b"), ("1", "z"), ("2", "a"), ("3", "d"), ("2", "c"), ("1", "y")]
-        for sort, item in rows:
-            await put(s, entry("K", sort, item))
-        ascending = [(e.sort, e.item_id) for e in await read_all(s, "K")]
-        assert ascending == sorted(rows)
-        descending = [(e.sort, e.item_id) for e in await read_all(s, "K", descending=True)]
-        assert descending == sorted(rows, reverse=True)
-    run_virtual(main())
-
-
-def test_after_is_exclusive_in_both_directions() -> None:
-    async def main() -> None:
-        s = store()
-        for i in range(10):
-            await put(s, entry("K", f"{i:02d}", f"i{i}"))
-        up = await s.query(NS, "K", after=("04", "i4"), descending=False, limit=3)
-        assert [e.sort for e in up.entries] == ["05", "06", "07"]
-        assert up.resume == ("07", "i7")
-        down = await s.query(NS, "K", after=("04", "i4"), descending=True, limit=10)
-        assert [e.sort for e in down.entries] == ["03", "02", "01", "00"]
-        assert down.resume is None
-        # a position that holds no entry still splits the order where it would be
-        between = await s.query(NS, "K", after=("04", "zzz"), descending=False, limit=1)
-        assert [e.sort for e in between.entries] == ["05"]
-        same_sort = await s.query(NS, "K", after=("04", "i3"), descending=False, limit=1)
-        assert [e.item_id for e in same_sort.entries] == ["i4"]
-        beyond_end = await s.query(NS, "K", after=("99", ""), descending=False, limit=5)
-        assert (beyond_end.entries, beyond_end.resume) == ([], None)
-        before_start = await s.query(NS, "K", after=("", ""), descending=True, limit=5)
-        assert (before_start.entries, before_start.resume) == ([], None)
-        last = await s.query(NS, "K", after=("08", "i8"), descending=False, limit=1)
-        assert [e.sort for e in last.entries] == ["09"]
-        assert last.resume is None  # nothing remains beyond the page
     run_virtual(main())
 
 
@@ -284,74 +224,6 @@ def test_count_charges_one_request_per_page() -> None:
     run_virtual(main())
 
 
-@pytest.mark.parametrize(("kwargs", "word"), [
-    ({"limit": 0}, "limit"),
-    ({"limit": True}, "limit"),
-    ({"after": ("a",)}, "after"),
-    ({"after": ["a", "b"]}, "after"),
-])
-def test_query_refuses_bad_arguments(kwargs: dict[str, Any], word: str) -> None:
-    args: dict[str, Any] = {"after": None, "descending": False, "limit": 10, **kwargs}
-    with pytest.raises(InvalidInput, match=word):
-        run_virtual(store().query(NS, "K", **args))
-
-
-# -- place: compare-and-set and units --------------------------------------------------
-
-def test_place_is_a_compare_and_set_on_the_placement_version() -> None:
-    async def main() -> None:
-        s = store()
-        first = entry("PENDING", "a", "o-1")
-        await s.place(NS, "o-1", first, version=1, expected=None)
-        for expected in (None, 2, 7):
-            with pytest.raises(ConditionFailed, match=r"o-1.*found 1"):
-                await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=9,
-                              expected=expected)
-        placement = await s.locate(NS, "o-1")
-        assert placement is not None
-        assert (placement.version, placement.entry) == (1, first)
-        assert await read_all(s, "PENDING") == [first]
-        assert await s.count(NS, "SHIPPED") == 0
-    run_virtual(main())
-
-
-def test_a_tombstone_blocks_a_stale_first_write() -> None:
-    async def main() -> None:
-        s = store()
-        await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
-        await s.place(NS, "o-1", None, version=2, expected=1)
-        with pytest.raises(ConditionFailed, match="expected version never placed, found 2"):
-            await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
-        assert await s.count(NS, "K") == 0
-        await s.place(NS, "o-1", entry("K", "c", "o-1"), version=3, expected=2)
-        assert [e.sort for e in await read_all(s, "K")] == ["c"]
-    run_virtual(main())
-
-
-def test_a_write_on_a_never_placed_item_with_an_expected_version_fails() -> None:
-    async def main() -> None:
-        s = store()
-        with pytest.raises(ConditionFailed, match="found never placed"):
-            await s.place(NS, "o-9", entry("K", "a", "o-9"), version=2, expected=1)
-        assert await s.locate(NS, "o-9") is None
-        assert await s.count(NS, "K") == 0
-    run_virtual(main())
-
-
-@pytest.mark.parametrize(("version", "expected"), [(1, 1), (0, None), (3, 5), (True, None)])
-def test_place_version_must_grow(version: int, expected: int | None) -> None:
-    with pytest.raises(InvalidInput, match="version"):
-        run_virtual(store().place(NS, "o-1", entry("K", "a", "o-1"), version=version,
-                                  expected=expected))
-
-
-@pytest.mark.parametrize("bad", [entry("K", "a", "o-2"), entry("#placement#x", "a", "o-1"),
-                                 entry("", "a", "o-1")])
-def test_place_refuses_an_entry_it_cannot_store(bad: StoredEntry) -> None:
-    with pytest.raises(InvalidInput):
-        run_virtual(store().place(NS, "o-1", bad, version=1, expected=None))
-
-
 def test_place_returns_transaction_write_units() -> None:
     async def main() -> None:
         s = store()
@@ -389,30 +261,6 @@ def test_a_failed_condition_consumes_only_the_placement_units() -> None:
     run_virtual(main())
 
 
-# -- records --------------------------------------------------------------------------
-
-def test_put_record_is_a_compare_and_set_on_the_revision() -> None:
-    async def main() -> None:
-        s = store()
-        assert await s.get_record(NS, "routing") is None
-        assert await s.put_record(NS, "routing", {"version": 1}, expected=None) == 1
-        with pytest.raises(ConditionFailed, match="expected revision absent, found 1"):
-            await s.put_record(NS, "routing", {"version": 9}, expected=None)
-        with pytest.raises(ConditionFailed, match="expected revision 2, found 1"):
-            await s.put_record(NS, "routing", {"version": 9}, expected=2)
-        assert await s.put_record(NS, "routing", {"version": 2, "list": [1]}, expected=1) == 2
-        record = await s.get_record(NS, "routing")
-        assert record is not None
-        assert (dict(record.body), record.revision) == ({"version": 2, "list": [1]}, 2)
-        record.body["list"].append(99)  # type: ignore[index]
-        again = await s.get_record(NS, "routing")
-        assert again is not None
-        assert again.body == {"version": 2, "list": [1]}
-        assert await s.get_record("other", "routing") is None
-        assert s.stats(NS).by_key["#record#routing"].write_requests == 4
-    run_virtual(main())
-
-
 def test_put_record_copies_the_body_it_is_given() -> None:
     async def main() -> None:
         s = store()
@@ -423,12 +271,6 @@ def test_put_record_copies_the_body_it_is_given() -> None:
         assert record is not None
         assert record.body == {"overrides": {"PENDING": 8}}
     run_virtual(main())
-
-
-@pytest.mark.parametrize("expected", [0, -1, True, "1"])
-def test_put_record_refuses_a_bad_expected_revision(expected: Any) -> None:
-    with pytest.raises(InvalidInput, match="expected revision"):
-        run_virtual(store().put_record(NS, "r", {}, expected=expected))
 
 
 # -- injected faults --------------------------------------------------------------------
@@ -459,13 +301,14 @@ def test_every_request_kind_can_be_throttled_by_injection() -> None:
         calls: list[Awaitable[Any]] = [
             s.locate(NS, "o"), s.place(NS, "o", None, version=1, expected=None),
             s.query(NS, "K", after=None, descending=False, limit=1), s.count(NS, "K"),
-            s.get_record(NS, "r"), s.put_record(NS, "r", {}, expected=None)]
+            s.get_record(NS, "r"), s.put_record(NS, "r", {}, expected=None),
+            s.list_records(NS, "r"), s.delete_record(NS, "r", expected=1)]
         for call in calls:
             with pytest.raises(Throttled, match="injected"):
                 await call
         stats = s.stats()
-        assert stats.totals.requests == 6
-        assert stats.totals.throttles == 6
+        assert stats.totals.requests == 8
+        assert stats.totals.throttles == 8
         assert stats.totals.read_units == stats.totals.write_units == 0.0
     run_virtual(main())
 
@@ -594,7 +437,6 @@ def test_from_uri_reads_options_and_keywords_override_them() -> None:
     opened = open_store("memory://?partitions=4&throttle_rate=0.1", seed=2)
     assert isinstance(opened, MemoryStore)
     assert opened.uri == "memory://?partitions=4&seed=2&throttle_rate=0.1"
-    assert opened.capabilities.atomic_place
 
 
 def test_a_store_rebuilt_from_its_uri_behaves_the_same() -> None:

@@ -1,4 +1,5 @@
-"""The metered store on virtual time: windows, units, throttles, latency, bounded memory."""
+"""The one metering path on virtual time: events, the heat meter's windows, units,
+throttles, latency and bounded memory, and store.stats() reading the same events."""
 
 from __future__ import annotations
 
@@ -12,79 +13,96 @@ from typing import Any
 import pytest
 
 import shardex
-from shardex.errors import InvalidInput, Throttled
-from shardex.heat import LatencyHistogram, MeteredStore
-from shardex.heat.meter import OTHER
-from shardex.sim.clock import LoopClock, run_virtual
-from shardex.stores.base import Placement, Position, QueryPage, Record, Store, StoredEntry
+from shardex.errors import ConditionFailed, InvalidInput, Throttled, Unavailable
+from shardex.heat import HeatMeter, LatencyHistogram
+from shardex.keys import placement_key, record_key
+from shardex.sim.clock import run_virtual
+from shardex.stores.base import Capabilities, Placement, Position, Record, Store, StoredEntry
+from shardex.stores.heat import OTHER
+from shardex.stores.metered import Meter, Recorder, Usage, split_units
 from shardex.stores.uri import StoreURI
 
 
 class Scripted(Store):
-    """A store whose answers the test sets: each call waits ``latency`` and costs ``units``."""
+    """A store whose answers the test sets: each request waits ``latency`` and costs ``units``.
+
+    A place shares its units equally between the shard key written and the placement.
+    """
 
     scheme = "scripted"
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(capabilities=Capabilities())
         self.latency = 0.004
         self.units = 1.0
         self.throttle: set[str] = set()
-        self.clock = LoopClock()
 
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> Store:  # pragma: no cover
         return cls()
 
-    async def _answer(self, key: str) -> None:
+    async def _answer(self, rec: Recorder, key: str) -> None:
+        rec.request(key)
         await self.clock.sleep(self.latency)
         if key in self.throttle:
             raise Throttled(f"{key} throttled", key=key)
 
-    async def locate(self, namespace: str, item_id: str) -> Placement | None:
-        await self._answer("#placement#" + item_id)
+    async def _locate(self, namespace: str, item_id: str, rec: Recorder) -> Placement | None:
+        await self._answer(rec, placement_key(item_id))
         return None
 
-    async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
-                    version: int, expected: int | None) -> float:
-        await self._answer(entry.shard_key if entry else "#placement#" + item_id)
-        return self.units
+    async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
+                     version: int, expected: int | None, rec: Recorder) -> None:
+        key = entry.shard_key if entry else placement_key(item_id)
+        await self._answer(rec, key)
+        rec.share(self.units, [(key, 1.0), (placement_key(item_id), 1.0)])
 
-    async def query(self, namespace: str, shard_key: str, *, after: Position | None,
-                    descending: bool, limit: int) -> QueryPage:
-        await self._answer(shard_key)
-        return QueryPage([], None, self.units)
+    async def _query(self, namespace: str, shard_key: str, after: Position | None,
+                     descending: bool, limit: int,
+                     rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
+        await self._answer(rec, shard_key)
+        rec.charge(shard_key, self.units)
+        return [], None
 
-    async def count(self, namespace: str, shard_key: str) -> int:
-        await self._answer(shard_key)
+    async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
+        await self._answer(rec, shard_key)
         return 0
 
-    async def get_record(self, namespace: str, key: str) -> Record | None:
-        await self._answer("#record#" + key)
+    async def _get_record(self, namespace: str, key: str, rec: Recorder) -> Record | None:
+        await self._answer(rec, record_key(key))
         return None
 
-    async def put_record(self, namespace: str, key: str, body: Mapping[str, Any], *,
-                         expected: int | None) -> int:
-        await self._answer("#record#" + key)
-        return 1
+    async def _put_record(self, namespace: str, key: str, body: Mapping[str, Any],
+                          revision: int, expected: int | None, rec: Recorder) -> None:
+        await self._answer(rec, record_key(key))
+
+    async def _list_records(self, namespace: str, prefix: str,
+                            rec: Recorder) -> dict[str, Record]:
+        await self._answer(rec, record_key(prefix))
+        return {}
+
+    async def _delete_record(self, namespace: str, key: str, expected: int,
+                             rec: Recorder) -> None:
+        await self._answer(rec, record_key(key))
 
 
 def entry(key: str, item: str = "i") -> StoredEntry:
     return StoredEntry(shard_key=key, sort="", item_id=item)
 
 
-async def write_at(meter: MeteredStore, when: float, key: str, times: int) -> None:
+async def write_at(meter: HeatMeter, when: float, key: str, times: int) -> None:
     """Issue ``times`` writes to ``key`` starting at virtual second ``when``."""
     await asyncio.sleep(max(0.0, when - asyncio.get_running_loop().time()))
     for i in range(times):
-        await meter.place("ix", f"{key}-{when}-{i}", entry(key), version=1, expected=None)
+        item = f"{key}-{when}-{i}"
+        await meter.store.place("ix", item, entry(key, item), version=1, expected=None)
 
 
 def test_per_second_windows_give_peaks_and_a_timeline() -> None:
     async def main() -> shardex.heat.HeatSnapshot:
         inner = Scripted()
         inner.latency, inner.units = 0.0001, 2.0
-        meter = MeteredStore(inner)
+        meter = HeatMeter(inner)
         await write_at(meter, 0.0, "PENDING#0", 300)
         await write_at(meter, 1.0, "PENDING#1", 700)
         await write_at(meter, 1.5, "PENDING#0", 100)
@@ -114,13 +132,13 @@ def test_per_second_windows_give_peaks_and_a_timeline() -> None:
 
 
 def test_a_throttle_is_counted_and_reraised_unchanged() -> None:
-    async def main() -> tuple[MeteredStore, BaseException]:
+    async def main() -> tuple[HeatMeter, BaseException]:
         inner = Scripted()
         inner.throttle = {"HOT"}
-        meter = MeteredStore(inner)
+        meter = HeatMeter(inner)
         with pytest.raises(Throttled) as caught:
-            await meter.query("ix", "HOT", after=None, descending=False, limit=5)
-        await meter.query("ix", "COLD", after=None, descending=False, limit=5)
+            await inner.query("ix", "HOT", after=None, descending=False, limit=5)
+        await inner.query("ix", "COLD", after=None, descending=False, limit=5)
         return meter, caught.value
 
     meter, error = run_virtual(main())
@@ -137,12 +155,12 @@ def test_latency_quantiles_come_from_the_histogram_within_a_bucket() -> None:
     rng = random.Random(11)
     samples = [rng.lognormvariate(math.log(0.004), 0.8) for _ in range(2000)]
 
-    async def main() -> MeteredStore:
+    async def main() -> HeatMeter:
         inner = Scripted()
-        meter = MeteredStore(inner)
+        meter = HeatMeter(inner)
         for latency in samples:
             inner.latency = latency
-            await meter.count("ix", "K")
+            await inner.count("ix", "K")
         return meter
 
     snap = run_virtual(main()).snapshot()
@@ -171,10 +189,10 @@ def test_histogram_quantiles_edges() -> None:
 
 
 def test_old_windows_leave_the_timeline_but_peaks_stay() -> None:
-    async def main() -> MeteredStore:
+    async def main() -> HeatMeter:
         inner = Scripted()
         inner.latency = 0.0001
-        meter = MeteredStore(inner, windows=3)
+        meter = HeatMeter(inner, windows=3)
         await write_at(meter, 0.0, "A", 100)
         for second in range(1, 8):
             await write_at(meter, float(second), "B", 1)
@@ -187,10 +205,10 @@ def test_old_windows_leave_the_timeline_but_peaks_stay() -> None:
 
 
 def test_distinct_keys_are_capped() -> None:
-    async def main() -> MeteredStore:
+    async def main() -> HeatMeter:
         inner = Scripted()
         inner.latency = 0.0001
-        meter = MeteredStore(inner, max_keys=3, windows=2)
+        meter = HeatMeter(inner, max_keys=3, windows=2)
         for i, key in enumerate(["A", "B", "C", "D", "E", "D", "D"]):
             await write_at(meter, i * 0.01, key, 1)
         await write_at(meter, 5.0, "F", 1)  # A..C are idle by now: they make room
@@ -206,10 +224,11 @@ def test_distinct_keys_are_capped() -> None:
 
 
 def test_snapshot_exports_as_json() -> None:
-    async def main() -> MeteredStore:
-        meter = MeteredStore(Scripted())
-        await meter.place("ix", "o-1", entry("PENDING#3", "o-1"), version=1, expected=None)
-        await meter.put_record("ix", "routing", {}, expected=None)
+    async def main() -> HeatMeter:
+        meter = HeatMeter(Scripted())
+        await meter.store.place("ix", "o-1", entry("PENDING#3", "o-1"), version=1,
+                                expected=None)
+        await meter.store.put_record("ix", "routing", {}, expected=None)
         return meter
 
     meter = run_virtual(main())
@@ -229,13 +248,136 @@ def test_snapshot_exports_as_json() -> None:
 ])
 def test_bad_options_are_refused(options: dict[str, Any], match: str) -> None:
     with pytest.raises(InvalidInput, match=match):
-        MeteredStore(Scripted(), **options)
+        HeatMeter(Scripted(), **options)
+
+
+# -- the one path: recorder, events, subscribers ---------------------------------------------
+
+class Events:
+    """A subscriber that keeps every event."""
+
+    def __init__(self, store: Store) -> None:
+        self.seen: list[Usage] = []
+        store.meter.subscribe(self.seen.append)
+
+
+def test_split_units_is_by_weight_and_equal_without_weights() -> None:
+    assert split_units(6.0, [("a", 1.0), ("b", 2.0)]) == [("a", 2.0), ("b", 4.0)]
+    assert split_units(3.0, [("a", 0.0), ("b", 0.0), ("c", 0.0)]) == [
+        ("a", 1.0), ("b", 1.0), ("c", 1.0)]
+
+
+def test_the_meter_hands_every_event_to_every_subscriber_until_unsubscribed() -> None:
+    meter, first, second = Meter(), [], []  # type: ignore[var-annotated]
+    meter.subscribe(first.append)
+    meter.subscribe(second.append)
+    meter.emit("a")
+    meter.unsubscribe(first.append)
+    meter.unsubscribe(first.append)  # unknown: ignored
+    meter.emit("b")
+    assert (first, second) == (["a"], ["a", "b"])
+
+
+def test_each_request_is_one_event_with_its_outcome() -> None:
+    async def main() -> list[Usage]:
+        store = Scripted()
+        events = Events(store)
+        store.throttle = {"HOT"}
+        await store.place("ix", "o-1", entry("K", "o-1"), version=1, expected=None)
+        with pytest.raises(Throttled):
+            await store.query("ix", "HOT", after=None, descending=False, limit=1)
+        with pytest.raises(InvalidInput):  # refused before any request: no event
+            await store.query("ix", "HOT", after=None, descending=False, limit=0)
+        return events.seen
+
+    ok, throttled = run_virtual(main())
+    assert (ok.outcome, ok.write, ok.key, ok.units) == ("ok", True, "K", 1.0)
+    assert [(s.key, s.units) for s in ok.shares] == [("K", 0.5), ("#placement#o-1", 0.5)]
+    assert ok.latency == pytest.approx(0.004)
+    assert (throttled.outcome, throttled.key, throttled.shares) == ("throttled", "HOT", ())
+
+
+def test_outcomes_follow_the_error_and_what_the_request_consumed() -> None:
+    clock_now = iter(range(100))
+
+    class Clock:
+        def now(self) -> float:
+            return float(next(clock_now))
+
+        def wall(self) -> float:  # pragma: no cover - not read here
+            return 0.0
+
+        async def sleep(self, seconds: float) -> None:  # pragma: no cover
+            return None
+
+    meter, seen = Meter(), []  # type: ignore[var-annotated]
+    meter.subscribe(seen.append)
+
+    def run(error: BaseException | None, *, charged: bool, requests: int = 1) -> None:
+        try:
+            with Recorder(meter, Clock(), "ix", "K", True) as rec:
+                for _ in range(requests):
+                    rec.request()
+                    if charged:
+                        rec.charge("K", 1.0)
+                if error is not None:
+                    raise error
+        except BaseException:
+            pass
+
+    run(None, charged=True, requests=3)
+    run(ConditionFailed("x"), charged=True)
+    run(Throttled("x", key="K#2"), charged=False)
+    run(Unavailable("x"), charged=False)
+    run(Unavailable("x"), charged=True)
+    run(asyncio.CancelledError(), charged=False)
+    run(RuntimeError("x"), charged=False)
+    run(InvalidInput("x"), charged=False, requests=0)
+    outcomes = [(u.outcome, u.key) for u in seen]
+    assert outcomes == [("ok", "K")] * 3 + [
+        ("conflict", "K"), ("throttled", "K#2"), ("unavailable", "K"), ("ambiguous", "K"),
+        ("cancelled", "K"), ("failed", "K")]
+
+
+def test_stats_and_the_heat_meter_read_the_same_events() -> None:
+    """One path: what the memory store reports per request is what both count."""
+    async def main() -> tuple[list[Usage], Any, HeatMeter]:
+        store = shardex.open_store("memory://", seed=3, partitions=4)
+        events = Events(store)
+        meter = HeatMeter(store)
+        routing = shardex.Routing(overrides={"PENDING": shardex.ShardPolicy(shards=4)})
+        async with shardex.ShardedIndex(store, "orders", routing) as index:
+            for i in range(40):
+                await index.put("PENDING", f"o-{i}", sort=f"{i:04d}")
+            for i in range(0, 40, 4):
+                await index.move(f"o-{i}", old="PENDING", new="SHIPPED")
+            await index.query("PENDING", limit=50)
+        return events.seen, store.stats("orders"), meter  # type: ignore[attr-defined]
+
+    seen, stats, meter = run_virtual(main())
+    snap = meter.snapshot()
+    placements = [u for u in seen if u.write and u.outcome == "ok"
+                  and any(s.key.startswith("#placement#") for s in u.shares)]
+    assert placements
+    for usage in placements:
+        assert usage.units == pytest.approx(sum(s.units for s in usage.shares))
+        assert all(s.partition is not None and s.partition.startswith("p")
+                   for s in usage.shares)
+    for key, counted in stats.by_key.items():
+        by_events = sum(s.units for u in seen if u.namespace == "orders" for s in u.shares
+                        if (s.key.startswith("#placement#") and key == "#placement#")
+                        or s.key == key)
+        assert counted.read_units + counted.write_units == pytest.approx(by_events), key
+        if not key.startswith("#"):
+            assert snap.shard_keys[key].units == pytest.approx(by_events), key
+    assert stats.totals.requests == len([u for u in seen if u.namespace == "orders"])
+    assert snap.totals.requests == len(seen)
 
 
 # -- on a ShardedIndex over the memory store ---------------------------------------------------
 
-def test_index_heat_matches_the_memory_stores_own_counters() -> None:
-    async def main() -> tuple[shardex.ShardedIndex, Any]:
+def test_index_heat_ranks_the_memory_stores_hot_values() -> None:
+    async def main() -> shardex.ShardedIndex:
         store = shardex.open_store("memory://", seed=3)
         routing = shardex.Routing(overrides={"PENDING": shardex.ShardPolicy(shards=4)})
         index = shardex.ShardedIndex(store, "orders", routing, meter=True)
@@ -248,31 +390,28 @@ def test_index_heat_matches_the_memory_stores_own_counters() -> None:
                 await index.move(f"o-{i}", old="SHIPPED", new="DELIVERED")
             await index.query("PENDING", limit=50)
             await index.delete("DELIVERED", "o-0")
-        return index, store.stats("orders")  # type: ignore[attr-defined]
+        return index
 
-    index, stats = run_virtual(main())
-    assert isinstance(index.store, MeteredStore)
-    snap = index.store.snapshot()
-    for key, counted in stats.by_key.items():
-        if key.startswith("#"):
-            continue
-        metered = snap.shard_keys[key]
-        assert metered.write_units == pytest.approx(counted.write_units), key
-        assert metered.read_units == pytest.approx(counted.read_units), key
-        assert metered.requests == counted.requests, key
+    index = run_virtual(main())
+    assert index.meter is not None
+    assert index.meter.store is index.store
     hot = index.heat(top=2)
     assert [k.value for k in hot] == ["PENDING", "SHIPPED"]
     assert hot.get("PENDING") is not None
     assert hot[0].shards == 4
+    assert index.meter.snapshot().reserved["#placement"].writes == 400 + 100 + 50 + 1
 
 
 def test_heat_needs_metering() -> None:
     index = shardex.ShardedIndex("memory://", "orders")
+    assert index.meter is None
     with pytest.raises(InvalidInput, match="not metered"):
         index.heat()
     store = shardex.open_store("memory://")
-    meter = MeteredStore(store)
-    assert shardex.ShardedIndex(store, "orders", meter=meter).store is meter
+    meter = HeatMeter(store)
+    assert shardex.ShardedIndex(store, "orders", meter=meter).meter is meter
     with pytest.raises(InvalidInput, match="meter"):
         shardex.ShardedIndex(shardex.open_store("memory://"), "orders", meter=meter)
-    assert shardex.ShardedIndex(meter, "orders").heat().keys == []
+    assert shardex.ShardedIndex(store, "orders", meter=meter).heat().keys == []
+    meter.close()
+    assert meter not in store.meter.subscribers

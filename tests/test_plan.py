@@ -7,18 +7,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from shardex.capacity import CEILINGS, Ceiling, read_units, resolve_ceiling
 from shardex.cli import cli, main
 from shardex.errors import InvalidInput, InvalidKey
-from shardex.plan import (
-    CEILINGS,
-    Ceiling,
-    plan_shards,
-    resolve_ceiling,
-    sharded_routing,
-    shards_for,
-)
+from shardex.plan import plan_shards, sharded_routing, shards_for
 from shardex.routing import ShardPolicy
-from shardex.sim.capacity import read_units
 from shardex.sim.latency import LatencyModel
 
 

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardex.errors import InvalidKey, InvalidPolicy, InvalidRouting
+from shardex.errors import InvalidInput, InvalidKey, InvalidPolicy, InvalidRouting
 from shardex.hashing import h64, jump_hash
-from shardex.routing import MAX_SHARDS, ROUTING_FORMAT, Routing, ShardPolicy
+from shardex.routing import MAX_SHARDS, ROUTING_FORMAT, Routing, ShardPolicy, Turns
 
 P = ShardPolicy
 
@@ -144,7 +144,8 @@ def test_random_strategy_is_driven_by_the_given_generator() -> None:
 
 def test_round_robin_cycles_through_every_shard() -> None:
     routing = pending(8, "round_robin")
-    keys = [routing.shard_key("PENDING", "o-1") for _ in range(80)]
+    turns = Turns(random.Random(1))
+    keys = [routing.shard_key("PENDING", "o-1", turns=turns) for _ in range(80)]
     shards = [int(k.rpartition("#")[2]) for k in keys]
     assert Counter(shards) == dict.fromkeys(range(8), 10)
     # Consecutive writes go to consecutive shards, wrapping around.
@@ -154,11 +155,22 @@ def test_round_robin_cycles_through_every_shard() -> None:
 def test_round_robin_keeps_one_cycle_per_value() -> None:
     routing = Routing(default=P(4, "round_robin"), overrides={"PENDING": P(8, "round_robin")})
     pending_keys, shipped_keys = [], []
+    turns = Turns(random.Random(1))
     for _ in range(16):
-        pending_keys.append(routing.shard_key("PENDING", "o-1"))
-        shipped_keys.append(routing.shard_key("SHIPPED", "o-1"))
+        pending_keys.append(routing.shard_key("PENDING", "o-1", turns=turns))
+        shipped_keys.append(routing.shard_key("SHIPPED", "o-1", turns=turns))
     assert Counter(pending_keys) == {f"PENDING#{k}": 2 for k in range(8)}
     assert Counter(shipped_keys) == {f"SHIPPED#{k}": 4 for k in range(4)}
+
+
+def test_random_and_round_robin_need_their_state_passed_in() -> None:
+    """No fallback to a global generator: the writer owns its randomness and its turns."""
+    with pytest.raises(InvalidInput, match="rng="):
+        pending(8, "random").shard_key("PENDING", "o-1")
+    with pytest.raises(InvalidInput, match="turns="):
+        pending(8, "round_robin").shard_key("PENDING", "o-1")
+    routing = pending(8, "round_robin")
+    assert routing == pending(8, "round_robin")  # a routing holds no turn state
 
 
 # -- reads: read_keys ----------------------------------------------------------------------

@@ -11,11 +11,7 @@ import statistics
 import pytest
 
 import shardex.sim
-from shardex.errors import InvalidInput, Throttled
-from shardex.sim import (
-    LatencyModel,
-    PartitionLimits,
-    TokenBucket,
+from shardex.capacity import (
     entry_bytes,
     item_bytes,
     number_bytes,
@@ -23,9 +19,12 @@ from shardex.sim import (
     value_bytes,
     write_units,
 )
+from shardex.errors import InvalidInput, Throttled
+from shardex.sim import LatencyModel, PartitionLimits, TokenBucket
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import StoredEntry
-from shardex.stores.memory import MemoryStore, StoreStats
+from shardex.stores.memory import MemoryStore
+from shardex.stores.stats import StoreStats
 from tests.test_memory_store import CLOCK, NS, entry, read_all, store
 
 # -- units ------------------------------------------------------------------------------
@@ -239,8 +238,8 @@ def test_sim_all_is_sorted_and_complete() -> None:
     assert shardex.sim.__all__ == sorted(shardex.sim.__all__)
     for name in shardex.sim.__all__:
         assert hasattr(shardex.sim, name), name
-    from shardex.sim import capacity, latency
-    for module in (capacity, latency):
+    from shardex.sim import buckets, latency
+    for module in (buckets, latency):
         assert module.__all__ == sorted(module.__all__)
         assert set(module.__all__) <= set(shardex.sim.__all__)
 
@@ -470,3 +469,22 @@ def test_latency_samples_spread_as_configured() -> None:
     latencies = run_virtual(main())
     assert latencies[1500] == pytest.approx(0.004, rel=0.1)
     assert latencies[2970] == pytest.approx(0.025, rel=0.3)
+
+
+def test_wall_time_is_virtual_under_run_virtual_and_moves_with_now() -> None:
+    from shardex.clock import LoopClock
+    from shardex.sim.clock import VIRTUAL_WALL_START
+
+    async def main() -> tuple[float, float, float]:
+        clock = LoopClock()
+        before = clock.wall()
+        await clock.sleep(90.0)
+        return before, clock.wall(), clock.now()
+
+    before, after, now = run_virtual(main())
+    assert before == VIRTUAL_WALL_START
+    assert after - before == pytest.approx(90.0)
+    assert now == pytest.approx(90.0)
+    assert run_virtual(main(), wall_start=1000.0)[0] == 1000.0
+    import time
+    assert abs(LoopClock().wall() - time.time()) < 60  # no loop: the system's clock

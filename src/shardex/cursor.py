@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shardex.errors import InvalidCursor
-from shardex.stores.base import Position
+from shardex.stores.entries import Position
 
 __all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec"]
 
-CURSOR_VERSION = 1
+# 2: the payload no longer carries the routing version (it was never read).
+CURSOR_VERSION = 2
 _MAC_BYTES = 16
 Order = Literal["asc", "desc"]
 
@@ -36,7 +37,6 @@ class Cursor:
     value: str
     order: Order
     after: Position
-    routing_version: int
 
 
 class CursorCodec:
@@ -52,7 +52,7 @@ class CursorCodec:
 
     def encode(self, cursor: Cursor) -> str:
         payload = json.dumps(
-            [cursor.value, cursor.order, cursor.after[0], cursor.after[1], cursor.routing_version],
+            [cursor.value, cursor.order, cursor.after[0], cursor.after[1]],
             ensure_ascii=False, separators=(",", ":"),
         ).encode("utf-8")
         blob = bytes([CURSOR_VERSION]) + self._mac(payload) + payload
@@ -81,11 +81,11 @@ class CursorCodec:
                 "cursor failed its integrity check: altered, truncated, or issued by another index"
             )
         try:
-            c_value, c_order, sort, item_id, version = json.loads(payload)
+            c_value, c_order, sort, item_id = json.loads(payload)
         except (ValueError, TypeError) as exc:  # pragma: no cover - only a forged MAC gets here
             raise InvalidCursor("cursor payload is malformed") from exc
         if c_value != value:
             raise InvalidCursor(f"cursor was issued for {c_value!r}, not {value!r}")
         if c_order != order:
             raise InvalidCursor(f"cursor was issued for order {c_order!r}, not {order!r}")
-        return Cursor(value=c_value, order=c_order, after=(sort, item_id), routing_version=version)
+        return Cursor(value=c_value, order=c_order, after=(sort, item_id))

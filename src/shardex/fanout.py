@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TypeVar
 
+from shardex.clock import Clock
 from shardex.errors import IncompleteRead
 from shardex.retry import HedgePolicy, RetryPolicy, call_hedged, call_with_retry
-from shardex.sim.clock import Clock
 from shardex.stores.base import Position, QueryPage, Store, StoredEntry
 
 __all__ = ["FanOut", "MergedPage"]

@@ -5,23 +5,26 @@ and the store records where (the item's *placement*), so ``move`` and ``delete``
 the entry whatever the strategy. Every write is a compare-and-set on the placement's
 version: a write that raced another is re-planned, an ambiguous write that did land
 is recognised, and a late write carrying an older ``version`` never overwrites a newer
-entry or brings back a deleted one. Reads fan out over every shard key the routing
-names (both layouts while a reshard runs) and merge; they are complete or they raise.
+entry or brings back a deleted one. What to write is decided by the pure
+``shardex.writes.decide``; this module carries it out. Reads fan out over every shard
+key the routing names (both layouts while a reshard runs) and merge; they are complete
+or they raise. The routing itself is a ``RoutingRecord`` (``shardex.routing_record``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
+from shardex.capacity import Ceiling
+from shardex.clock import Clock, LoopClock
 from shardex.cursor import Cursor, CursorCodec
-from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, RoutingConflict
+from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting
 from shardex.fanout import FanOut
 from shardex.keys import (
     parse_shard_key,
@@ -30,21 +33,19 @@ from shardex.keys import (
     validate_value,
 )
 from shardex.retry import HedgePolicy, RetryPolicy, call_with_retry
-from shardex.routing import Routing
-from shardex.sim.clock import Clock, LoopClock
+from shardex.routing import Routing, Turns
+from shardex.routing_record import RoutingRecord
 from shardex.stores import open_store
 from shardex.stores.base import Placement, Store, StoredEntry
+from shardex.stores.heat import HeatMeter
+from shardex.stores.heatview import HotView
+from shardex.writes import Delete, Move, Put, Refuse, Skip, Write, WriteRequest, decide
 
-if TYPE_CHECKING:  # heat sits above the index: imported only when metering is asked for
-    from shardex.heat.meter import MeteredStore
-    from shardex.heat.snapshot import HotView
-
-__all__ = ["Entry", "Page", "ROUTING_RECORD", "ShardedIndex"]
+__all__ = ["Entry", "Page", "ShardedIndex"]
 
 T = TypeVar("T")
 log = logging.getLogger("shardex")
 
-ROUTING_RECORD = "routing"
 MAX_QUERY_LIMIT = 10_000
 Order = Literal["asc", "desc"]
 
@@ -76,18 +77,6 @@ class Page:
         return len(self.items)
 
 
-class _Skip(Exception):
-    """A write plan's verdict that there is nothing to write."""
-
-
-@dataclass(slots=True)
-class _RoutingCache:
-    routing: Routing
-    revision: int | None
-    loaded_at: float
-    refreshing: asyncio.Future[None] | None = field(default=None)
-
-
 class ShardedIndex:
     """A sharded index named ``name`` on ``store`` (a Store or a store URI).
 
@@ -95,7 +84,9 @@ class ShardedIndex:
     record exists it is the truth (a differing ``routing`` is logged, or refused with
     RoutingConflict when ``strict_routing``), and it is re-read every ``routing_ttl``
     seconds so a reshard started elsewhere is seen. Use ``async with index:``.
-    ``meter=True`` wraps the store in a ``shardex.heat.MeteredStore`` (see ``heat``).
+    ``meter=True`` subscribes a ``HeatMeter`` to the store's events (or pass one built
+    on the same store) for ``index.heat()``. ``seed`` seeds the index's one random
+    generator (backoff jitter, random shards, round-robin offsets).
     """
 
     def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
@@ -103,16 +94,8 @@ class ShardedIndex:
                  max_concurrency: int = 32, routing_ttl: float = 5.0,
                  cursor_secret: bytes | None = None, strict_routing: bool = False,
                  max_conflicts: int = 16, clock: Clock | None = None,
-                 seed: int | None = None, meter: bool | MeteredStore = False) -> None:
+                 seed: int | None = None, meter: bool | HeatMeter = False) -> None:
         self._store = open_store(store) if isinstance(store, str) else store
-        if meter is not False:
-            from shardex.heat.meter import MeteredStore
-            if meter is True:
-                meter = MeteredStore(self._store, clock=clock)
-            if not isinstance(meter, MeteredStore) or meter.inner is not self._store:
-                raise InvalidInput("meter must be True, False or a MeteredStore wrapping the "
-                                   "index's store")
-            self._store = meter
         try:
             self.name = validate_value(name)
         except InvalidInput as exc:
@@ -121,35 +104,44 @@ class ShardedIndex:
             raise InvalidRouting(f"routing must be a shardex.Routing, got {type(routing).__name__}")
         if max_concurrency < 1:
             raise InvalidInput(f"max_concurrency must be at least 1, got {max_concurrency}")
-        if routing_ttl < 0:
-            raise InvalidInput(f"routing_ttl must not be negative, got {routing_ttl}")
-        self._given = routing
+        if meter is True:
+            meter = HeatMeter(self._store, clock=clock)
+        elif meter is not False and not (isinstance(meter, HeatMeter)
+                                         and meter.store is self._store):
+            raise InvalidInput("meter must be True, False or a HeatMeter on the index's store")
+        self._meter = meter or None
         self._retry = retry or RetryPolicy()
         self._clock: Clock = clock or LoopClock()
         self._rng = random.Random(seed)
-        self._routing_ttl = routing_ttl
-        self._strict = strict_routing
+        self._turns = Turns(self._rng)
+        self._record = RoutingRecord(self._store, self.name, given=routing,
+                                     strict=strict_routing, ttl=routing_ttl,
+                                     clock=self._clock, retry=self._retry, rng=self._rng,
+                                     max_conflicts=max_conflicts)
         self._max_conflicts = max_conflicts
         self._codec = CursorCodec(self.name, cursor_secret)
         self._hedge = hedge
         self._max_concurrency = max_concurrency
         self._fanout: FanOut | None = None
-        self._cache: _RoutingCache | None = None
 
     @property
     def store(self) -> Store:
         return self._store
 
-    def heat(self, top: int = 10, *, ceiling: str | float = "dynamodb") -> HotView:
+    @property
+    def meter(self) -> HeatMeter | None:
+        """The heat meter (``meter=True``), or None."""
+        return self._meter
+
+    def heat(self, top: int = 10, *, ceiling: str | float | Ceiling = "dynamodb") -> HotView:
         """Return the ``top`` logical keys by peak units a second, against ``ceiling``.
 
-        Needs metering (``meter=True``, or a MeteredStore as the store); raises
-        InvalidInput otherwise. ``index.store.snapshot()`` has every counter.
+        Needs metering (``meter=True``); raises InvalidInput otherwise.
+        ``index.meter.snapshot()`` has every counter.
         """
-        from shardex.heat.meter import MeteredStore
-        if not isinstance(self._store, MeteredStore):
+        if self._meter is None:
             raise InvalidInput(f"index {self.name!r} is not metered: build it with meter=True")
-        return self._store.hot(top, ceiling=ceiling)
+        return self._meter.hot(top, ceiling=ceiling)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -160,7 +152,7 @@ class ShardedIndex:
             self._fanout = FanOut(self._store, self.name, retry=self._retry, hedge=self._hedge,
                                   max_concurrency=self._max_concurrency, clock=self._clock,
                                   rng=self._rng)
-            await self._load_routing()
+            await self._record.load()
         except BaseException:
             await self._store.close()
             self._fanout = None
@@ -169,7 +161,7 @@ class ShardedIndex:
     async def close(self) -> None:
         if self._fanout is not None:
             self._fanout = None
-            self._cache = None
+            self._record.forget()
             await self._store.close()
 
     async def __aenter__(self) -> ShardedIndex:
@@ -180,89 +172,31 @@ class ShardedIndex:
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
 
-    def _not_open(self) -> InvalidInput:
-        return InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
-
     def _reader(self) -> FanOut:
         if self._fanout is None:
-            raise self._not_open()
+            raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
         return self._fanout
 
-    def _cached(self) -> _RoutingCache:
-        if self._cache is None:
-            raise self._not_open()
-        return self._cache
-
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        return await call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
+    def _retrying(self, call: Callable[[], Awaitable[T]]) -> Coroutine[Any, Any, T]:
+        # a plain function: one coroutine frame fewer on every request
+        return call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
 
     # -- routing ---------------------------------------------------------------------
 
     @property
     def routing(self) -> Routing:
         """The routing this client last loaded (see ``refresh_routing``)."""
-        return self._cached().routing
-
-    async def _load_routing(self) -> None:
-        for _ in range(self._max_conflicts):
-            record = await self._retrying(
-                lambda: self._store.get_record(self.name, ROUTING_RECORD))
-            if record is not None:
-                try:
-                    stored = Routing.from_dict(dict(record.body))
-                except InvalidRouting as exc:
-                    raise InvalidRouting(
-                        f"routing record of index {self.name!r} in {self._store.uri}: {exc}"
-                    ) from exc
-                self._check_given(stored)
-                self._cache = _RoutingCache(stored, record.revision, self._clock.now())
-                return
-            if self._given is None:
-                self._cache = _RoutingCache(Routing(), None, self._clock.now())
-                return
-            try:
-                revision = await self._retrying(lambda: self._store.put_record(
-                    self.name, ROUTING_RECORD, self._given_doc(), expected=None))
-            except ConditionFailed:
-                continue  # another client created the record first: load theirs
-            self._cache = _RoutingCache(self._given, revision, self._clock.now())
-            return
-        raise ConditionFailed(f"could not load the routing record of index {self.name!r}")
-
-    def _given_doc(self) -> dict[str, Any]:
-        assert self._given is not None
-        return self._given.to_dict()
-
-    def _check_given(self, stored: Routing) -> None:
-        given = self._given
-        if given is None or (given.default, given.overrides, given.previous) == (
-                stored.default, stored.overrides, stored.previous):
-            return
-        message = (f"index {self.name!r}: the routing given differs from the stored routing "
-                   f"version {stored.version}; the stored routing is used. Change a live "
-                   "index's layout through a reshard, not by editing the routing in code.")
-        if self._strict:
-            raise RoutingConflict(message)
-        log.warning(message)
+        self._reader()
+        return self._record.routing
 
     async def refresh_routing(self) -> Routing:
         """Re-read the routing record now and return it."""
         self._reader()
-        await self._load_routing()
-        return self.routing
+        return await self._record.load()
 
     async def _routing_now(self) -> Routing:
-        cache = self._cached()
-        if self._clock.now() - cache.loaded_at < self._routing_ttl:
-            return cache.routing
-        if cache.refreshing is None:
-            # One refresh at a time; concurrent callers wait for it.
-            cache.refreshing = asyncio.ensure_future(self._load_routing())
-        try:
-            await asyncio.shield(cache.refreshing)
-        finally:
-            cache.refreshing = None
-        return self.routing
+        self._reader()
+        return await self._record.current()
 
     async def update_routing(self, routing: Routing) -> None:
         """Store ``routing`` as the next version of the index's routing (compare-and-set).
@@ -271,26 +205,11 @@ class ShardedIndex:
         entries are written and read without moving any: a reshard uses it at each of
         its steps. Raises ConditionFailed if another writer changed the routing first.
         """
-        cache = self._cached()
-        current = cache.routing
-        if routing.version != current.version + 1:
-            raise InvalidRouting(
-                f"new routing version must be {current.version + 1}, got {routing.version}")
-        try:
-            revision = await self._retrying(lambda: self._store.put_record(
-                self.name, ROUTING_RECORD, routing.to_dict(), expected=cache.revision))
-        except ConditionFailed:
-            # Either another writer got there first, or an earlier try that looked
-            # failed did land: only the record itself can tell.
-            record = await self._retrying(
-                lambda: self._store.get_record(self.name, ROUTING_RECORD))
-            if record is None or Routing.from_dict(dict(record.body)) != routing:
-                await self._load_routing()
-                raise ConditionFailed(
-                    f"index {self.name!r}: another writer changed the routing first "
-                    f"(now version {self.routing.version})") from None
-            revision = record.revision
-        self._cache = _RoutingCache(routing, revision, self._clock.now())
+        self._reader()
+        await self._record.update(routing)
+
+    def _fresh_key(self, routing: Routing, value: str, item_id: str) -> str:
+        return routing.shard_key(value, item_id, rng=self._rng, turns=self._turns)
 
     def key_attributes(self, value: str, item_id: str, sort: str = "") -> dict[str, Any]:
         """Return the attributes that index an application's own item under ``value``.
@@ -305,7 +224,7 @@ class ShardedIndex:
         validate_value(value)
         validate_item_id(item_id)
         validate_sort(sort)
-        shard_key = self.routing.shard_key(value, item_id, rng=self._rng)
+        shard_key = self._fresh_key(self.routing, value, item_id)
         return self._store.key_attributes(shard_key, sort, item_id)
 
     # -- writes ----------------------------------------------------------------------
@@ -323,13 +242,10 @@ class ShardedIndex:
         validate_item_id(item_id)
         validate_sort(sort)
         fields = _attrs(attrs)
+        _check_version(version)
         routing = await self._routing_now()
-
-        def plan(current: StoredEntry | None) -> StoredEntry:
-            return StoredEntry(shard_key=self._shard_key(routing, value, item_id, current),
-                               sort=sort, item_id=item_id, attrs=fields)
-
-        return await self._write(item_id, plan, version)
+        return await self._write(Put(value, item_id, sort, fields, version,
+                                     self._fresh_key(routing, value, item_id)), routing)
 
     async def move(self, item_id: str, *, old: str, new: str, sort: str | None = None,
                    attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
@@ -344,74 +260,37 @@ class ShardedIndex:
         if sort is not None:
             validate_sort(sort)
         fields = None if attrs is None else _attrs(attrs)
+        _check_version(version)
         routing = await self._routing_now()
-
-        def plan(current: StoredEntry | None) -> StoredEntry:
-            if current is None or parse_shard_key(current.shard_key)[0] != old:
-                where = "no entry" if current is None else \
-                    f"its entry under {parse_shard_key(current.shard_key)[0]!r}"
-                raise ConditionFailed(
-                    f"cannot move {item_id!r} from {old!r} to {new!r}: the item has {where}")
-            return StoredEntry(
-                shard_key=self._shard_key(routing, new, item_id, current),
-                sort=current.sort if sort is None else sort, item_id=item_id,
-                attrs=current.attrs if fields is None else fields)
-
-        return await self._write(item_id, plan, version)
+        return await self._write(Move(item_id, old, new, sort, fields, version,
+                                      self._fresh_key(routing, new, item_id)), routing)
 
     async def delete(self, value: str, item_id: str, *, version: int | None = None) -> bool:
         """Delete the entry of ``item_id`` under ``value``; False if it has none there."""
         validate_value(value)
         validate_item_id(item_id)
+        _check_version(version)
+        return await self._write(Delete(value, item_id, version), await self._routing_now())
 
-        def plan(current: StoredEntry | None) -> None:
-            if current is None or parse_shard_key(current.shard_key)[0] != value:
-                raise _Skip
-            return
-
-        return await self._write(item_id, plan, version)
-
-    def _shard_key(self, routing: Routing, value: str, item_id: str,
-                   current: StoredEntry | None) -> str:
-        # An entry already on one of the value's current shards stays there: for the
-        # random strategies a re-put must not wander, and for hash it is the same key.
-        if current is not None and routing.is_current_key(value, current.shard_key) \
-                and routing.policy(value).strategy != "hash":
-            return current.shard_key
-        return routing.shard_key(value, item_id, rng=self._rng)
-
-    async def _write(self, item_id: str,
-                     plan: Callable[[StoredEntry | None], StoredEntry | None],
-                     version: int | None) -> bool:
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int)
-                                    or version < 1):
-            raise InvalidInput(f"version must be a positive integer, got {version!r}")
-        self._reader()
-        attempted: tuple[int, StoredEntry | None] | None = None
+    async def _write(self, request: WriteRequest, routing: Routing) -> bool:
+        """Carry out the decisions of ``decide`` until one is final."""
+        item_id = request.item_id
+        attempted: Write | None = None
         for _ in range(self._max_conflicts):
             current: Placement | None = await self._retrying(
                 lambda: self._store.locate(self.name, item_id))
-            if attempted is not None and current is not None and \
-                    (current.version, current.entry) == attempted:
-                return True  # an earlier try that looked failed had landed
-            held = 0 if current is None else current.version
-            if version is not None and version <= held:
-                return False  # a newer write already placed (or deleted) this item
+            decision = decide(request, current, routing, attempted=attempted)
+            if isinstance(decision, Skip):
+                return decision.result
+            if isinstance(decision, Refuse):
+                raise decision.error
+            attempted = decision
             try:
-                planned = plan(None if current is None else current.entry)
-            except _Skip:
-                return False
-            new_version = held + 1 if version is None else version
-            entry = None if planned is None else StoredEntry(
-                shard_key=planned.shard_key, sort=planned.sort, item_id=item_id,
-                attrs=planned.attrs, version=new_version)
-            attempted = (new_version, entry)
-            expected = None if current is None else current.version
-            try:
-                await self._retrying(partial(self._store.place, self.name, item_id, entry,
-                                             version=new_version, expected=expected))
+                await self._retrying(partial(self._store.place, self.name, item_id,
+                                             decision.entry, version=decision.version,
+                                             expected=decision.expected))
             except ConditionFailed:
-                continue  # another writer moved the item first: plan again from its state
+                continue  # another writer moved the item first: decide again from its state
             return True
         raise ConditionFailed(
             f"gave up writing {item_id!r} after {self._max_conflicts} conflicting writes")
@@ -453,8 +332,7 @@ class ShardedIndex:
         token = None
         if merged.more:
             token = self._codec.encode(Cursor(value=value, order=order,
-                                              after=merged.entries[-1].position,
-                                              routing_version=routing.version))
+                                              after=merged.entries[-1].position))
         return Page(items=items, cursor=token,
                     consistent=self._store.capabilities.consistent_reads)
 
@@ -486,6 +364,12 @@ class ShardedIndex:
     def _entry(self, value: str, stored: StoredEntry) -> Entry:
         return Entry(value, stored.item_id, stored.sort, stored.attrs, stored.shard_key,
                      stored.version)
+
+
+def _check_version(version: int | None) -> None:
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or version < 1):
+        raise InvalidInput(f"version must be a positive integer, got {version!r}")
 
 
 def _attrs(attrs: Mapping[str, Any] | None) -> dict[str, Any]:

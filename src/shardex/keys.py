@@ -1,8 +1,16 @@
 """Shard key encoding, decoding and validation.
 
 A logical key ``value`` is written as ``value`` when its policy has one shard and as
-``value#k`` (0 <= k < N) otherwise, so an unsharded index stays valid as it is. Shard
-keys that start with the separator are reserved for shardex's own records.
+``value#k`` (0 <= k < N) otherwise, so an unsharded index stays valid as it is.
+
+Keys that start with the separator are *reserved* for a store's own rows, and no
+logical key can produce one (a logical key never holds the separator):
+
+- ``#placement#<item id>``: where an item's entry is, and its write version;
+- ``#record#<key>``: a small record such as the routing document;
+- ``#owner``: which index a table (or GSI) serves.
+
+This module is the one place these spellings live; stores and counters import them.
 """
 
 from __future__ import annotations
@@ -15,15 +23,24 @@ __all__ = [
     "MAX_ITEM_ID_BYTES",
     "MAX_SORT_BYTES",
     "MAX_VALUE_BYTES",
+    "OWNER_KEY",
+    "PLACEMENT_PREFIX",
+    "RECORD_PREFIX",
     "SEPARATOR",
     "encode_shard_key",
+    "is_reserved",
     "parse_shard_key",
+    "placement_key",
+    "record_key",
     "validate_item_id",
     "validate_sort",
     "validate_value",
 ]
 
 SEPARATOR = "#"
+PLACEMENT_PREFIX = "#placement#"
+RECORD_PREFIX = "#record#"
+OWNER_KEY = "#owner"
 # DynamoDB caps a partition key at 2,048 bytes and a sort key at 1,024; the entry's
 # sort key holds the sort value, a NUL and the item id.
 MAX_VALUE_BYTES = 1024
@@ -96,3 +113,18 @@ def parse_shard_key(shard_key: str) -> tuple[str, int | None]:
     if not suffix.isdigit() or not suffix.isascii() or (suffix != "0" and suffix.startswith("0")):
         raise InvalidKey(f"shard key {shard_key!r} has a suffix that is not a shard number")
     return value, int(suffix)
+
+
+def is_reserved(key: str) -> bool:
+    """Return whether ``key`` is a store's own key (placement, record, owner), not a shard key."""
+    return key.startswith(SEPARATOR)
+
+
+def placement_key(item_id: str) -> str:
+    """Return the reserved key of the placement of ``item_id``."""
+    return PLACEMENT_PREFIX + item_id
+
+
+def record_key(key: str) -> str:
+    """Return the reserved key of the record named ``key``."""
+    return RECORD_PREFIX + key

@@ -22,29 +22,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shardex.capacity import QUERY_PAGE_BYTES, Ceiling, read_units, resolve_ceiling, write_units
 from shardex.documents import PLAN_SCHEMA, rounded
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy
-from shardex.sim.capacity import (
-    DYNAMODB_READ_CEILING,
-    DYNAMODB_WRITE_CEILING,
-    QUERY_PAGE_BYTES,
-    read_units,
-    write_units,
-)
 from shardex.sim.latency import LatencyModel
 
 __all__ = [
     "AMPLIFICATION",
-    "CEILINGS",
-    "Ceiling",
     "MODES",
     "Plan",
-    "QUERY_PAGE_BYTES",
     "ValuePlan",
     "plan_shards",
-    "resolve_ceiling",
     "sharded_routing",
     "shards_for",
 ]
@@ -53,24 +43,6 @@ __all__ = [
 MODES = ("table", "gsi")
 # write units a logical write costs its shard key, per layout
 AMPLIFICATION: Mapping[str, float] = {"table": 2.0, "gsi": 1.0}
-
-
-@dataclass(frozen=True, slots=True)
-class Ceiling:
-    """A store's per-partition throughput ceiling, in its own units a second."""
-
-    name: str
-    write_units: float
-    read_units: float
-    unit: str
-
-
-CEILINGS: Mapping[str, Ceiling] = {
-    "dynamodb": Ceiling("dynamodb", DYNAMODB_WRITE_CEILING, DYNAMODB_READ_CEILING,
-                        "capacity units/s"),
-    "azure-tables": Ceiling("azure-tables", 2000.0, 2000.0, "entities/s"),
-    "cosmos": Ceiling("cosmos", 10000.0, 10000.0, "RU/s"),
-}
 
 
 def shards_for(peak: float, *, ceiling: float, units: float = 1.0,
@@ -108,34 +80,6 @@ def sharded_routing(peaks: Mapping[str, float], *, ceiling: float, units: float 
         if n > 1:
             overrides[value] = ShardPolicy(shards=n)
     return Routing(overrides=overrides, version=version)
-
-
-def resolve_ceiling(spec: str | float | Ceiling) -> Ceiling:
-    """Return the per-partition ceiling ``spec`` names: a store name, a number, or a Ceiling.
-
-    A store name is one of CEILINGS (``dynamodb``, ``azure-tables``, ``cosmos``); a number
-    (or numeric text) is one ceiling for reads and writes alike, in units a second.
-    Raises InvalidInput for an unknown name or a number that is not finite and > 0.
-    """
-    if isinstance(spec, Ceiling):
-        return spec
-    if isinstance(spec, str):
-        named = CEILINGS.get(spec.strip().lower())
-        if named is not None:
-            return named
-        try:
-            number = float(spec)
-        except ValueError:
-            raise InvalidInput(
-                f"unknown ceiling {spec!r}; use one of {', '.join(sorted(CEILINGS))} "
-                "or a number of units a second") from None
-    elif isinstance(spec, bool) or not isinstance(spec, int | float):
-        raise InvalidInput(f"ceiling must be a store name or a number, got {spec!r}")
-    else:
-        number = float(spec)
-    if not math.isfinite(number) or number <= 0:
-        raise InvalidInput(f"ceiling must be a finite number of units/s > 0, got {spec!r}")
-    return Ceiling(f"{number:g} units/s", number, number, "units/s")
 
 
 @dataclass(frozen=True, slots=True)

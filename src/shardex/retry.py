@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from shardex.clock import Clock
 from shardex.errors import InvalidInput, Throttled, Unavailable
-from shardex.sim.clock import Clock
 
 __all__ = ["HedgePolicy", "RetryPolicy", "call_hedged", "call_with_retry"]
 
@@ -64,12 +64,9 @@ class RetryPolicy:
         return wait
 
 
-NO_RETRY = RetryPolicy(attempts=1)
-
 
 async def call_with_retry(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
-                          clock: Clock, rng: random.Random,
-                          on_retry: Callable[[BaseException], None] | None = None) -> T:
+                          clock: Clock, rng: random.Random) -> T:
     """Await ``call()`` until it succeeds or ``policy`` gives up; raise the last error."""
     started = clock.now()
     attempt = 0
@@ -80,8 +77,6 @@ async def call_with_retry(call: Callable[[], Awaitable[T]], policy: RetryPolicy,
             wait = policy.decide(attempt, clock.now() - started, exc, rng)
             if wait is None:
                 raise
-            if on_retry is not None:
-                on_retry(exc)
         await clock.sleep(wait)
         attempt += 1
 

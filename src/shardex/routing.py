@@ -1,26 +1,27 @@
 """Shard policies and routing: where each entry of a logical key is written and read.
 
 Pure: nothing here does I/O. A ``Routing`` is a versioned layout (a default policy and
-per-value overrides). While a reshard runs it also carries ``previous``, the layout
-being left, and reads cover the union of both layouts so no entry is missed.
+per-value overrides), an immutable value; the state a writer keeps between writes (the
+round-robin turns, ``Turns``) is held by the writer, not by the routing. While a
+reshard runs a routing also carries ``previous``, the layout being left, and reads cover
+the union of both layouts so no entry is missed.
 The routing document (``Routing.to_json``) is what the index stores in its store.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, cast, get_args
 
-from shardex.errors import InvalidKey, InvalidPolicy, InvalidRouting
+from shardex.errors import InvalidInput, InvalidKey, InvalidPolicy, InvalidRouting
 from shardex.hashing import shard_of
 from shardex.keys import encode_shard_key, validate_item_id, validate_value
 
-__all__ = ["MAX_SHARDS", "ROUTING_FORMAT", "Routing", "ShardPolicy", "Strategy"]
+__all__ = ["MAX_SHARDS", "ROUTING_FORMAT", "Routing", "ShardPolicy", "Strategy", "Turns"]
 
 Strategy = Literal["hash", "random", "round_robin"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
@@ -79,9 +80,6 @@ class Routing:
     overrides: Mapping[str, ShardPolicy] = field(default_factory=dict)
     version: int = 1
     previous: Routing | None = None
-    _turns: dict[str, Iterator[int]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.default, ShardPolicy):
@@ -126,11 +124,13 @@ class Routing:
         """True while a reshard moves from ``previous`` to this layout."""
         return self.previous is not None
 
-    def shard_key(self, value: str, item_id: str, *, rng: random.Random | None = None) -> str:
+    def shard_key(self, value: str, item_id: str, *, rng: random.Random | None = None,
+                  turns: Turns | None = None) -> str:
         """Return the shard key a new entry of ``value`` for ``item_id`` is written to.
 
-        ``rng`` drives the ``random`` strategy (the module's generator by default).
-        Raises InvalidKey for a value or item id that cannot be stored.
+        ``rng`` drives the ``random`` strategy and ``turns`` the ``round_robin`` one; a
+        value whose policy needs one raises InvalidInput without it. Raises InvalidKey
+        for a value or item id that cannot be stored.
         """
         validate_value(value)
         validate_item_id(item_id)
@@ -140,18 +140,14 @@ class Routing:
         if policy.strategy == "hash":
             shard = shard_of(item_id, policy.shards)
         elif policy.strategy == "random":
-            shard = (rng or random).randrange(policy.shards)
+            if rng is None:
+                raise InvalidInput(f"{value!r} is sharded at random: pass rng=random.Random()")
+            shard = rng.randrange(policy.shards)
         else:
-            shard = self._next_turn(value, policy.shards, rng or random)
+            if turns is None:
+                raise InvalidInput(f"{value!r} is sharded round robin: pass turns=Turns(rng)")
+            shard = turns.take(value, policy.shards)
         return encode_shard_key(value, shard, policy.shards)
-
-    def _next_turn(self, value: str, shards: int, rng: random.Random | Any) -> int:
-        turns = self._turns.get(value)
-        if turns is None:
-            # Each client starts at its own offset, so many clients do not all begin on shard 0.
-            turns = itertools.count(rng.randrange(shards))
-            self._turns[value] = turns
-        return next(turns) % shards
 
     def read_keys(self, value: str) -> list[str]:
         """Return every shard key a complete read of ``value`` must query.
@@ -267,6 +263,29 @@ class Routing:
         except (ValueError, TypeError) as exc:
             raise InvalidRouting(f"routing document is not valid JSON: {exc}") from exc
         return cls.from_dict(doc)
+
+
+class Turns:
+    """Round-robin turns: per logical key, the shard the next write goes to.
+
+    Held by a writer (each ShardedIndex has its own), never by a Routing. Each writer
+    starts every value at an offset drawn from ``rng``, so that many writers do not all
+    begin on shard 0; then consecutive writes take consecutive shards, wrapping around.
+    """
+
+    __slots__ = ("_next", "_rng")
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+        self._next: dict[str, int] = {}
+
+    def take(self, value: str, shards: int) -> int:
+        """Return the shard (in ``[0, shards)``) of the next write of ``value``."""
+        turn = self._next.get(value)
+        if turn is None:
+            turn = self._rng.randrange(shards)
+        self._next[value] = turn + 1
+        return turn % shards
 
 
 def _expect_object(doc: Any, where: str, *, required: set[str], optional: set[str]) -> None:

@@ -119,10 +119,10 @@ def _live(name: str, fmt: str | None, options: Options, *, ceiling: str, headroo
           top: int, counters: int, every: float, per_shard: bool, as_json: bool) -> None:
     """Read a stream with a view refreshed every ``every`` seconds; report at its end or
     on Ctrl-C (what was read until then)."""
+    from shardex.capacity import resolve_ceiling
     from shardex.heat.live import FileFeed, PipeFeed, watch
     from shardex.heat.report import diagnose_reader
     from shardex.heat.stream import StreamReader
-    from shardex.plan import resolve_ceiling
 
     shown = "<stdin>" if name == "-" else name
     if name != "-":

@@ -53,7 +53,7 @@ def create_table(table: str, region: str | None, endpoint_url: str | None,
                  profile: str | None, billing: str, read_units: int | None,
                  write_units: int | None) -> None:
     """Create TABLE for index-table mode (pk S HASH, sk S RANGE) and wait until ACTIVE."""
-    from shardex.stores.dynamodb_admin import create_index_table
+    from shardex.stores.dynamodb.admin import create_index_table
 
     asyncio.run(create_index_table(table, billing=billing,  # type: ignore[arg-type]
                                    read_units=read_units, write_units=write_units,
@@ -70,7 +70,7 @@ def create_meta_table(table: str, name: str | None, region: str | None,
                       endpoint_url: str | None, profile: str | None, billing: str,
                       read_units: int | None, write_units: int | None) -> None:
     """Create the table that holds the routing record of GSI-mode indexes on TABLE."""
-    from shardex.stores.dynamodb_admin import create_meta_table as create
+    from shardex.stores.dynamodb.admin import create_meta_table as create
 
     meta = asyncio.run(create(table, name=name, billing=billing,  # type: ignore[arg-type]
                               read_units=read_units, write_units=write_units,

@@ -3,59 +3,57 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import click
 from rich.markup import escape
 
 from shardex.commands import output
-from shardex.errors import InvalidInput
+from shardex.commands.params import COUNT, NUMBER, ValuePair, distinct
 
-__all__ = ["mode_of_store", "parse_pairs", "plan"]
+__all__ = ["plan"]
 
 _MODE_TEXT = {"table": "index-table mode: each entry is written in a TransactWriteItems, "
                        "which costs twice",
               "gsi": "GSI mode: DynamoDB writes each index entry from the item's own write"}
 
 
-def parse_pairs(pairs: Sequence[str], what: str, *, integer: bool = False) -> dict[str, float]:
-    """Parse ``VALUE=NUMBER`` options into a dict; raise InvalidInput naming the bad one.
+class _Listing(click.ParamType):  # type: ignore[type-arg]
+    """``N`` (every value) or ``VALUE=N`` (one value): an int or a (value, int) pair."""
 
-    Refuses a missing ``=``, an empty value, a number that does not parse (or is not
-    an integer when ``integer``), and a value given twice.
-    """
-    parsed: dict[str, float] = {}
-    for pair in pairs:
-        value, sep, number = pair.rpartition("=")
-        if not sep or not value:
-            raise InvalidInput(f"{what} {pair!r} must look like VALUE=NUMBER, e.g. PENDING=6000")
-        try:
-            amount = float(int(number)) if integer else float(number)
-        except ValueError:
-            kind = "an integer" if integer else "a number"
-            raise InvalidInput(f"{what} {pair!r}: {number!r} is not {kind}") from None
-        if value in parsed:
-            raise InvalidInput(f"{what} given twice for {value!r}")
-        parsed[value] = amount
-    return parsed
+    name = "N|VALUE=N"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int | tuple[str, int]:
+        if isinstance(value, int | tuple):
+            return value
+        if "=" in str(value):
+            pair: tuple[str, int] = _LISTING_PAIR.convert(value, param, ctx)
+            return pair
+        count: int = COUNT.convert(value, param, ctx)
+        return count
 
 
-def mode_of_store(uri: str) -> str:
+_LISTING_PAIR = ValuePair(COUNT, "VALUE=N", "PENDING=50000")
+
+
+def _mode_of_store(uri: str) -> str:
     """The layout a store URI names: ``gsi`` for ``dynamodb://TABLE?gsi=...``, else ``table``.
 
-    Raises InvalidInput for text that is not a store URI.
+    A text that is not a store URI is a usage error naming --store.
     """
     parts = urlsplit(uri)
     if "://" not in uri or not parts.scheme:
-        raise InvalidInput(f"--store {uri!r} is not a store URI (scheme://...), e.g. "
-                           "dynamodb://TABLE?gsi=INDEX&...")
+        raise click.BadParameter(f"{uri!r} is not a store URI (scheme://...), e.g. "
+                                 "dynamodb://TABLE?gsi=INDEX&...", param_hint="--store")
     return "gsi" if parts.scheme.lower() == "dynamodb" and parse_qs(parts.query).get("gsi") \
         else "table"
 
 
 @click.command()
 @click.option("--peak", "peaks", multiple=True, required=True, metavar="VALUE=WRITES_PER_S",
+              type=ValuePair(NUMBER, "VALUE=NUMBER", "PENDING=6000"),
               help="A logical key and its peak writes a second; repeat per value.")
 @click.option("--item-bytes", type=int, default=1024, show_default=True,
               help="Bytes of one index entry as written (write units per started KB).")
@@ -73,7 +71,7 @@ def mode_of_store(uri: str) -> str:
 @click.option("--amplification", type=float, default=None,
               help="Write units per unit of item per write; default: the mode's (table 2, "
                    "gsi 1).")
-@click.option("--listing-items", "listings", multiple=True, metavar="N|VALUE=N",
+@click.option("--listing-items", "listings", multiple=True, metavar="N|VALUE=N", type=_Listing(),
               help="Entries in a full listing, for all values or per value; gives the "
                    "listing's pages and read units.")
 @click.option("--eventual", is_flag=True, help="Listings read eventually consistent (half).")
@@ -82,10 +80,11 @@ def mode_of_store(uri: str) -> str:
 @click.option("--latency-p99-ms", type=float, default=25.0, show_default=True,
               help="99th-percentile latency of one request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan(peaks: tuple[str, ...], item_bytes: int, read_item_bytes: int | None, ceiling: str,
-         headroom: float, mode: str | None, store: str | None, amplification: float | None,
-         listings: tuple[str, ...], eventual: bool, latency_median_ms: float,
-         latency_p99_ms: float, as_json: bool) -> None:
+def plan(peaks: tuple[tuple[str, float], ...], item_bytes: int, read_item_bytes: int | None,
+         ceiling: str, headroom: float, mode: str | None, store: str | None,
+         amplification: float | None, listings: tuple[int | tuple[str, int], ...],
+         eventual: bool, latency_median_ms: float, latency_p99_ms: float,
+         as_json: bool) -> None:
     """Plan N per value: the smallest N with peak x units x amplification x headroom <= N x
     ceiling, and the read-side cost of each N (queries, read units, fan-out latency)."""
     from shardex.plan import plan_shards
@@ -93,24 +92,22 @@ def plan(peaks: tuple[str, ...], item_bytes: int, read_item_bytes: int | None, c
 
     source = "--mode" if mode is not None else "assumed; --mode or --store sets it"
     if store is not None:
-        found = mode_of_store(store)
+        found = _mode_of_store(store)
         if mode is not None and mode != found:
-            raise InvalidInput(f"--mode {mode} contradicts --store, which names {found} mode")
+            raise click.BadParameter(f"{mode} contradicts --store, which names {found} mode",
+                                     param_hint="--mode")
         mode, source = found, "from --store"
 
     listing: int | dict[str, int] | None = None
-    whole = [text for text in listings if "=" not in text]
+    whole = [count for count in listings if isinstance(count, int)]
     if len(whole) > 1 or (whole and len(whole) != len(listings)):
-        raise InvalidInput("give --listing-items once as N, or per value as VALUE=N")
+        raise click.BadParameter("give it once as N, or per value as VALUE=N",
+                                 param_hint="--listing-items")
     if whole:
-        try:
-            listing = int(whole[0])
-        except ValueError:
-            raise InvalidInput(f"--listing-items {whole[0]!r} is not an integer") from None
+        listing = whole[0]
     elif listings:
-        listing = {k: int(v) for k, v in
-                   parse_pairs(listings, "--listing-items", integer=True).items()}
-    result = plan_shards(parse_pairs(peaks, "--peak"), item_bytes=item_bytes,
+        listing = distinct([p for p in listings if isinstance(p, tuple)], "--listing-items")
+    result = plan_shards(distinct(peaks, "--peak"), item_bytes=item_bytes,
                          read_item_bytes=read_item_bytes, ceiling=ceiling, headroom=headroom,
                          amplification=amplification, listing_items=listing,
                          consistent=not eventual,

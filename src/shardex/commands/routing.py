@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from shardex.commands.params import POLICY, ValuePair
 from shardex.errors import InvalidRouting
 from shardex.routing import Routing, ShardPolicy
 
@@ -21,15 +22,6 @@ def _store_options(command: Any) -> Any:
     command = click.option("--index", "name", required=True, help="Index name.")(command)
     return click.option("--store", "uri", required=True,
                         help="Store URI, e.g. dynamodb://TABLE?region=eu-west-1.")(command)
-
-
-def _policy(text: str, what: str) -> ShardPolicy:
-    shards, _, strategy = text.partition(":")
-    try:
-        count = int(shards)
-    except ValueError:
-        raise click.BadParameter(f"{what}: expected N or N:strategy, got {text!r}") from None
-    return ShardPolicy(shards=count, strategy=strategy or "hash")  # type: ignore[arg-type]
 
 
 def _keys_text(keys: list[str]) -> str:
@@ -54,16 +46,14 @@ def routing() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 def show(uri: str, name: str, as_json: bool) -> None:
     """Print the routing of index NAME: version, default, and the shard keys per value."""
-    from shardex.index import ROUTING_RECORD
+    from shardex.routing_record import RoutingRecord
     from shardex.stores import open_store
 
     async def read() -> tuple[Routing | None, int | None, str]:
         store = open_store(uri)
         async with store:
-            record = await store.get_record(name, ROUTING_RECORD)
-        if record is None:
-            return None, None, store.uri
-        return Routing.from_dict(dict(record.body)), record.revision, store.uri
+            stored, revision = await RoutingRecord(store, name).read()
+        return stored, revision, store.uri
 
     stored, revision, where = asyncio.run(read())
     current = stored or Routing()
@@ -108,16 +98,19 @@ def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, Sha
 @routing.command("set")
 @_store_options
 @click.option("--override", "overrides", multiple=True, metavar="VALUE=N[:strategy]",
+              type=ValuePair(POLICY, "VALUE=N[:strategy]", "PENDING=8:hash"),
               help="Shard VALUE over N shard keys (strategy hash, random or round_robin).")
 @click.option("--remove", "removals", multiple=True, metavar="VALUE",
               help="Drop VALUE's override: it follows the default again.")
-@click.option("--default", "default", metavar="N[:strategy]", help="The default policy.")
+@click.option("--default", "default", metavar="N[:strategy]", type=POLICY,
+              help="The default policy.")
 @click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A JSON file with default and overrides: the whole new layout.")
 @click.option("--force", is_flag=True,
               help="Change the layout even if values it re-routes have entries.")
-def set_routing(uri: str, name: str, overrides: tuple[str, ...], removals: tuple[str, ...],
-                default: str | None, path: Path | None, force: bool) -> None:
+def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], ...],
+                removals: tuple[str, ...], default: ShardPolicy | None, path: Path | None,
+                force: bool) -> None:
     """Store a new routing version for index NAME (a compare-and-set write).
 
     Changing N for a value that has entries hides them from reads (they stay on the
@@ -142,13 +135,8 @@ def set_routing(uri: str, name: str, overrides: tuple[str, ...], removals: tuple
                                             else (current.default, dict(current.overrides)))
             for value in removals:
                 base_overrides.pop(value, None)
-            for text in overrides:
-                value, sep, policy = text.rpartition("=")
-                if not sep or not value:
-                    raise click.BadParameter(f"expected VALUE=N[:strategy], got {text!r}",
-                                             param_hint="--override")
-                base_overrides[value] = _policy(policy, f"--override {value}")
-            new_default = _policy(default, "--default") if default else base_default
+            base_overrides.update(overrides)
+            new_default = default or base_default
             new = Routing(default=new_default, overrides=base_overrides,
                           version=current.version + 1)
             if not force:

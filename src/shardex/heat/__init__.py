@@ -1,6 +1,7 @@
 """Heat: which keys carry the load, how close they come to a partition's ceiling, and why.
 
-- ``MeteredStore`` counts a live store's traffic per shard key and logical key;
+- ``HeatMeter`` counts a live store's traffic per shard key and logical key, in windows
+  (it lives with the stores, ``shardex.stores.heat``, as ``index.heat()`` reads it);
 - ``SpaceSaving`` finds the heaviest keys of an unbounded stream with error bounds;
 - ``diagnose`` reads heat sources exactly with DuckDB: access logs (CSV, JSON Lines,
   Parquet), CloudTrail DynamoDB data events, Contributor Insights reports, all by the
@@ -14,18 +15,19 @@ Log reading needs the ``diagnose`` extra (duckdb); plotting the ``plot`` extra.
 
 from __future__ import annotations
 
+from shardex.counters.histogram import LatencyHistogram
+from shardex.counters.spacesaving import Counted, SpaceSaving
 from shardex.heat.classify import Classification, Thresholds, classify
-from shardex.heat.histogram import LatencyHistogram
-from shardex.heat.meter import MeteredStore
 from shardex.heat.profile import HeatProfile, KeyHeat
 from shardex.heat.report import Diagnosis, Recommendation, diagnose, diagnose_stream
-from shardex.heat.snapshot import HeatSnapshot, HotKey, HotView, KeyMeter
-from shardex.heat.spacesaving import Counted, SpaceSaving
+from shardex.stores.heat import HeatMeter
+from shardex.stores.heatview import HeatSnapshot, HotKey, HotView, KeyMeter
 
 __all__ = [
     "Classification",
     "Counted",
     "Diagnosis",
+    "HeatMeter",
     "HeatProfile",
     "HeatSnapshot",
     "HotKey",
@@ -33,7 +35,6 @@ __all__ = [
     "KeyHeat",
     "KeyMeter",
     "LatencyHistogram",
-    "MeteredStore",
     "Recommendation",
     "SpaceSaving",
     "Thresholds",

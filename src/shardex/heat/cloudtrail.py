@@ -37,10 +37,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardex.capacity import read_units, write_units
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat.rows import COLUMNS
 from shardex.heat.sources import read_document
-from shardex.sim.capacity import read_units, write_units
 
 __all__ = ["CloudTrailStage", "RECORD_BITS"]
 

@@ -24,13 +24,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from shardex.capacity import Ceiling
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat import rows
 from shardex.heat.cloudtrail import CloudTrailStage
 from shardex.heat.insights import DEFAULT_PERIOD, read_report
 from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, Timeline, reserved_note
 from shardex.heat.sources import FORMATS, Options, expand, is_gzip, log_format
-from shardex.plan import Ceiling
 
 __all__ = ["COLUMNS", "FORMATS", "LogHeat", "log_format", "read_logs"]
 

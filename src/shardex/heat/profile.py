@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from shardex.plan import Ceiling
+from shardex.capacity import Ceiling
 
 __all__ = ["HeatProfile", "HotStep", "KeyHeat", "Timeline", "reserved_note"]
 

@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shardex.capacity import Ceiling, resolve_ceiling
 from shardex.documents import DIAGNOSE_SCHEMA, rounded
 from shardex.errors import InvalidInput
 from shardex.heat.classify import Classification, Thresholds, classify
 from shardex.heat.profile import HeatProfile, KeyHeat, Timeline
 from shardex.heat.sources import Options
-from shardex.plan import Ceiling, resolve_ceiling, shards_for
+from shardex.plan import shards_for
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy, Strategy
 
 __all__ = [

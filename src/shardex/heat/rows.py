@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from shardex.capacity import READ_UNIT_BYTES, WRITE_UNIT_BYTES
 from shardex.errors import InvalidLog, MissingDependency
 from shardex.keys import SEPARATOR
 from shardex.routing import MAX_SHARDS
-from shardex.sim.capacity import READ_UNIT_BYTES, WRITE_UNIT_BYTES
 
 __all__ = [
     "Batch",
@@ -161,7 +161,7 @@ def _kind_of(kind: Any) -> str:
 
 def reserved_sql(key: str) -> str:
     """SQL that is true for a key of shardex's own records (``#placement#...``): a key
-    that starts with the separator, which no logical key can."""
+    that starts with the separator, which no logical key can (``keys.is_reserved``)."""
     return f"starts_with({key}, '{SEPARATOR}')"
 
 

@@ -21,11 +21,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shardex.capacity import Ceiling
+from shardex.counters.spacesaving import SpaceSaving
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat import rows
 from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, reserved_note
-from shardex.heat.spacesaving import SpaceSaving
-from shardex.plan import Ceiling
 
 __all__ = ["StreamHeat", "StreamReader"]
 

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from shardex.clock import LoopClock
 from shardex.errors import InvalidInput, ShardexError
 from shardex.index import Entry, ShardedIndex
+from shardex.keys import is_reserved
 from shardex.plan import shards_for
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing, ShardPolicy
 from shardex.scenarios.truth import Tracker
-from shardex.sim.clock import LoopClock, run_virtual
+from shardex.sim.clock import run_virtual
 from shardex.stores.memory import MemoryStore
 
 __all__ = ["OrdersLoad", "RunResult", "run_demo", "run_orders"]
@@ -259,7 +261,7 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
     stats = store.stats("orders_by_status")
     requests = throttles = 0.0
     for key, key_stats in stats.by_key.items():
-        if not key.startswith("#"):
+        if not is_reserved(key):
             requests += key_stats.write_requests
             throttles += key_stats.write_throttles
     return RunResult(
@@ -269,7 +271,7 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
         write_latencies=write_latencies, read_latencies=read_latencies,
         listings=counts["listings"], problems=problems[:20],
         offered_by_status=offered,
-        timeline={k: dict(v) for k, v in stats.timeline.items() if not k.startswith("#")},
+        timeline={k: dict(v) for k, v in stats.timeline.items() if not is_reserved(k)},
     )
 
 

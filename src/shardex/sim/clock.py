@@ -1,9 +1,10 @@
-"""Clocks: the running loop's time, and an event loop whose time is virtual.
+"""Virtual time: an event loop whose clock jumps to the next timer, and ``run_virtual``.
 
-Code that waits takes a ``Clock`` and calls ``clock.now()`` and ``await clock.sleep()``.
-``LoopClock`` reads the running event loop; under ``run_virtual`` that loop is a
-``VirtualTimeLoop``, whose time jumps to the next timer whenever nothing is ready to
-run, so hours of simulated traffic pass in seconds and tests never sleep for real.
+Code takes a ``shardex.clock.Clock``; ``LoopClock`` reads the running loop, and under
+``run_virtual`` that loop is a ``VirtualTimeLoop``, whose time jumps to the next timer
+whenever nothing is ready to run, so hours of simulated traffic pass in seconds and
+tests never sleep for real. Its wall clock is virtual too: it starts at ``wall_start``
+(epoch seconds) and moves with the monotonic one.
 """
 
 from __future__ import annotations
@@ -11,29 +12,15 @@ from __future__ import annotations
 import asyncio
 import selectors
 from collections.abc import Coroutine
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["Clock", "LoopClock", "VirtualTimeLoop", "run_virtual"]
+__all__ = ["VIRTUAL_WALL_START", "VirtualTimeLoop", "run_virtual"]
 
 T = TypeVar("T")
 
 
-class Clock(Protocol):
-    """A source of monotonic time in seconds, and a way to wait on it."""
-
-    def now(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class LoopClock:
-    """The running event loop's clock: real under asyncio.run, virtual under run_virtual."""
-
-    def now(self) -> float:
-        return asyncio.get_running_loop().time()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(max(0.0, seconds))
+# 2026-11-30T05:00:00Z: a fixed virtual epoch, so runs on virtual time are reproducible.
+VIRTUAL_WALL_START = 1_796_014_800.0
 
 
 class _VirtualSelector(selectors.DefaultSelector):
@@ -70,19 +57,25 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     at once.
     """
 
-    def __init__(self, start: float = 0.0) -> None:
+    def __init__(self, start: float = 0.0, wall_start: float = VIRTUAL_WALL_START) -> None:
         self._virtual_now = float(start)
+        self._wall_offset = float(wall_start) - float(start)
         super().__init__(selector=_VirtualSelector(self))
 
     def time(self) -> float:
         return self._virtual_now
+
+    def wall(self) -> float:
+        """Virtual epoch seconds: ``wall_start`` plus the virtual time elapsed."""
+        return self._virtual_now + self._wall_offset
 
     def advance(self, seconds: float) -> None:
         """Move virtual time forward by ``seconds``."""
         self._virtual_now += seconds
 
 
-def run_virtual(main: Coroutine[Any, Any, T], *, start: float = 0.0) -> T:
+def run_virtual(main: Coroutine[Any, Any, T], *, start: float = 0.0,
+                wall_start: float = VIRTUAL_WALL_START) -> T:
     """Run ``main`` to completion on a fresh VirtualTimeLoop and return its result."""
-    with asyncio.Runner(loop_factory=lambda: VirtualTimeLoop(start)) as runner:
+    with asyncio.Runner(loop_factory=lambda: VirtualTimeLoop(start, wall_start)) as runner:
         return runner.run(main)

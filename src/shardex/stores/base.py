@@ -1,24 +1,38 @@
-"""The store protocol: the one small async interface every backend implements.
+"""The store contract: the one small async interface every backend implements.
 
 A store knows nothing of sharding. It keeps *entries* under partition keys (shard keys,
 opaque to it) ordered by ``(sort, item_id)``, knows where each item's entry is (its
 *placement*, which carries a write version), and keeps small *records* (the routing
-document) with compare-and-set writes. Every driver error is mapped at the store's
-boundary to a class of ``shardex.errors`` with the driver's exception chained.
+document, a reshard's checkpoints and leases) with compare-and-set writes. Every driver
+error is mapped at the store's boundary to a class of ``shardex.errors`` with the
+driver's exception chained.
 
 An item has at most one entry per index, as an item has one value of an indexed
 attribute: placing it again moves it.
+
+``Store``'s public methods are the contract, written once: each checks its arguments
+(raising InvalidInput before any request), opens a ``Recorder`` on the store's meter
+(``shardex.stores.metered``) and calls the backend's hook (``_locate``, ``_place``,
+``_query``, ``_count``, ``_get_record``, ``_put_record``, ``_list_records``,
+``_delete_record``). A backend implements the hooks only, and reports through the
+recorder what each request consumed; ``stats()`` and every other meter read those
+events. What a store can do (``Capabilities``) is fixed when it is built.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar
 
+from shardex.clock import Clock, LoopClock
 from shardex.errors import CapabilityMissing, InvalidInput
+from shardex.keys import is_reserved, placement_key, record_key
+from shardex.stores.entries import Placement, Position, QueryPage, Record, StoredEntry
+from shardex.stores.metered import Meter, Recorder
+from shardex.stores.stats import StatsCounter, StoreStats
 from shardex.stores.uri import StoreURI
 
 __all__ = [
@@ -29,110 +43,64 @@ __all__ = [
     "Record",
     "Store",
     "StoredEntry",
-    "check_place",
 ]
 
-# A position in a shard's order: (sort, item_id). Entries are ordered by it, by code
-# point (which is also UTF-8 byte order, DynamoDB's order for string keys).
-Position = tuple[str, str]
+def _text(what: str, text: Any, *, empty: bool = False) -> None:
+    if type(text) is not str or not (text or empty):
+        raise InvalidInput(f"{what} must be {'' if empty else 'non-empty '}text, got {text!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class StoredEntry:
-    """One index row as a store keeps it."""
-
-    shard_key: str
-    sort: str
-    item_id: str
-    attrs: Mapping[str, Any] = field(default_factory=dict)
-    version: int = 1
-
-    @property
-    def position(self) -> Position:
-        return (self.sort, self.item_id)
+def _check_shard_key(shard_key: Any) -> None:
+    _text("shard key", shard_key)
+    if is_reserved(shard_key):
+        raise InvalidInput(f"shard key {shard_key!r} is reserved: it starts with '#'")
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Where an item's entry is, and the version of the last write that placed it.
-
-    ``entry`` is None for a tombstone: the item was deleted at ``version``, and an
-    older late write must not bring it back.
-    """
-
-    item_id: str
-    version: int
-    entry: StoredEntry | None
-
-
-@dataclass(frozen=True, slots=True)
-class QueryPage:
-    """One page of a shard, in the order asked for.
-
-    ``resume`` is the position to pass as ``after`` for the next page, or None when
-    the shard holds nothing beyond this page. ``units`` is the read capacity consumed.
-    """
-
-    entries: list[StoredEntry]
-    resume: Position | None
-    units: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A small metadata document and its revision, for compare-and-set writes."""
-
-    body: Mapping[str, Any]
-    revision: int
-
-
-def check_place(item_id: str, entry: StoredEntry | None, version: int,
-                expected: int | None) -> None:
-    """Refuse ``place`` arguments no store may accept, with InvalidInput naming the fault.
-
-    The entry must carry the item's id and a shard key that is not reserved (reserved
-    keys start with ``#``), and ``version`` must be an integer above ``expected``.
-    """
-    if entry is not None and (entry.item_id != item_id or not entry.shard_key
-                              or entry.shard_key.startswith("#")):
-        raise InvalidInput(f"entry {entry!r} cannot be placed as item {item_id!r}: its item "
-                           "id must match, its shard key be non-empty, not start with '#'")
-    if type(version) is not int or version <= (expected or 0):
-        raise InvalidInput(f"version {version!r} of item {item_id!r} must be an integer "
-                           f"greater than the expected version {expected!r}")
+def _check_revision(what: str, revision: Any, *, optional: bool) -> None:
+    if revision is None and optional:
+        return
+    if type(revision) is not int or revision < 1:
+        raise InvalidInput(f"{what} revision must be an integer >= 1"
+                           f"{' or None' if optional else ''}, got {revision!r}")
 
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
-    """What a store can do; checked once, when an index is built on it.
+    """What a store can do; fixed when the store is built, read by the code that needs it.
 
-    - ``atomic_place``: a placement moves an entry and records it in one atomic write.
     - ``consistent_reads``: a query sees every write acknowledged before it began
       (False for DynamoDB GSIs, which are eventually consistent).
-    - ``max_page``: the most entries one query call returns.
+    - ``max_page``: the most entries one query call returns (>= 1).
     """
 
-    atomic_place: bool = True
     consistent_reads: bool = True
     max_page: int = 1000
 
-    def require(self, store: str, what: str, needed: bool, why: str) -> None:
-        """Raise CapabilityMissing naming ``what`` unless the capability is present."""
-        if not needed:
-            raise CapabilityMissing(f"store {store} cannot do {what}: {why}")
+    def __post_init__(self) -> None:
+        if type(self.max_page) is not int or self.max_page < 1:
+            raise InvalidInput(f"capabilities max_page must be an integer >= 1, "
+                               f"got {self.max_page!r}")
 
 
 class Store(abc.ABC):
-    """The async protocol of a backend. ``namespace`` is the index name.
+    """The async contract of a backend. ``namespace`` is the index name.
 
     Use as ``async with store:`` or call ``open``/``close``; opening is counted, so
-    several indexes may share one store and the last ``close`` releases it.
+    several indexes may share one store and the last ``close`` releases it. ``clock``
+    is where requests are timed (``LoopClock()``: virtual under ``run_virtual``);
+    ``meter`` is the event hub every request is reported on.
     """
 
     scheme: ClassVar[str]
-    capabilities: Capabilities = Capabilities()
 
-    def __init__(self) -> None:
+    def __init__(self, *, capabilities: Capabilities, clock: Clock | None = None) -> None:
+        if not isinstance(capabilities, Capabilities):
+            raise InvalidInput(f"capabilities must be a Capabilities, got {capabilities!r}")
+        self.capabilities = capabilities
+        self.clock: Clock = clock if clock is not None else LoopClock()
+        self.meter = Meter()
+        self._stats = StatsCounter()
+        self.meter.subscribe(self._stats)
         self._opened = 0
 
     @classmethod
@@ -173,13 +141,33 @@ class Store(abc.ABC):
         """A URI that names this store, without secrets."""
         return f"{self.scheme}://"
 
+    def _recorder(self, namespace: Any, key: str, write: bool) -> Recorder:
+        if type(namespace) is not str or not namespace:
+            _text("namespace", namespace)
+        return Recorder(self.meter, self.clock, namespace, key, write)
+
+    # -- counters ----------------------------------------------------------------------
+
+    def stats(self, namespace: str | None = None) -> StoreStats:
+        """Return requests, units and throttles per key, partition and second (see stats)."""
+        return self._stats.snapshot(namespace)
+
+    def reset_stats(self) -> None:
+        """Zero every counter and timeline of ``stats()``; other meters keep theirs."""
+        self._stats.reset()
+
     # -- entries -------------------------------------------------------------------
 
-    @abc.abstractmethod
     async def locate(self, namespace: str, item_id: str) -> Placement | None:
-        """Return the item's placement (possibly a tombstone), or None if never placed."""
+        """Return the item's placement (possibly a tombstone), or None if never placed.
 
-    @abc.abstractmethod
+        A strongly consistent read: it sees every ``place`` acknowledged before it.
+        """
+        if type(item_id) is not str or not item_id:
+            _text("item id", item_id)
+        with self._recorder(namespace, placement_key(item_id), False) as rec:
+            return await self._locate(namespace, item_id, rec)
+
     async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
                     version: int, expected: int | None) -> float:
         """Atomically replace the item's entry with ``entry`` (None deletes it).
@@ -187,41 +175,154 @@ class Store(abc.ABC):
         The write applies only if the item's placement version is ``expected`` (None:
         never placed); otherwise ConditionFailed is raised and nothing changes. The old
         entry is removed, ``entry`` written, and the placement recorded at ``version``
-        (a tombstone when ``entry`` is None). Returns the write units consumed.
+        (a tombstone when ``entry`` is None, which a stale first write cannot pass).
+        Returns the write units consumed. Raises InvalidInput, before any request, for
+        an entry of another item or on a reserved or empty shard key, or a ``version``
+        that is not an integer above ``expected``.
         """
+        if type(item_id) is not str or not item_id:
+            _text("item id", item_id)
+        if entry is not None and (type(entry) is not StoredEntry or entry.item_id != item_id
+                                  or type(entry.shard_key) is not str or not entry.shard_key
+                                  or is_reserved(entry.shard_key)):
+            raise InvalidInput(f"entry {entry!r} cannot be placed as item {item_id!r}: its item "
+                               "id must match, its shard key be non-empty, not start with '#'")
+        if expected is not None and (type(expected) is not int or expected < 0):
+            raise InvalidInput(f"expected version of item {item_id!r} must be an integer >= 0 "
+                               f"or None, got {expected!r}")
+        if type(version) is not int or version <= (expected or 0):
+            raise InvalidInput(f"version {version!r} of item {item_id!r} must be an integer "
+                               f"greater than the expected version {expected!r}")
+        key = entry.shard_key if entry is not None else placement_key(item_id)
+        with self._recorder(namespace, key, True) as rec:
+            await self._place(namespace, item_id, entry, version, expected, rec)
+        return rec.written
 
-    @abc.abstractmethod
     async def query(self, namespace: str, shard_key: str, *, after: Position | None,
                     descending: bool, limit: int) -> QueryPage:
         """Return up to ``limit`` entries of ``shard_key`` strictly beyond ``after``.
 
         Entries come in ``(sort, item_id)`` order, descending if asked. A page may hold
-        fewer than ``limit`` entries while ``resume`` is still set (a size-capped page).
+        fewer than ``limit`` entries while ``resume`` is still set (a size-capped page,
+        at most 1 MB); ``resume`` is None only when nothing lies beyond the page.
         """
+        if type(limit) is not int or limit < 1:
+            raise InvalidInput(f"query limit must be an integer >= 1, got {limit!r}")
+        if after is not None and not (type(after) is tuple and len(after) == 2
+                                      and type(after[0]) is str and type(after[1]) is str):
+            raise InvalidInput(f"query after must be a (sort, item_id) pair or None, "
+                               f"got {after!r}")
+        _check_shard_key(shard_key)
+        with self._recorder(namespace, shard_key, False) as rec:
+            entries, resume = await self._query(namespace, shard_key, after, bool(descending),
+                                                limit, rec)
+        return QueryPage(entries, resume, rec.read)
 
-    @abc.abstractmethod
     async def count(self, namespace: str, shard_key: str) -> int:
-        """Return how many entries ``shard_key`` holds."""
+        """Return how many entries ``shard_key`` holds (every page of it is read)."""
+        _check_shard_key(shard_key)
+        with self._recorder(namespace, shard_key, False) as rec:
+            return await self._count(namespace, shard_key, rec)
 
     def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
         """Return the attributes an application adds to its own item to index it.
 
         Only stores that index the application's items (DynamoDB GSI mode) have them;
-        the others write their own entries and raise CapabilityMissing.
+        the others raise CapabilityMissing. Not a request: nothing is metered.
         """
-        raise CapabilityMissing(f"store {self.uri} writes its own entries: there are no key "
-                                "attributes for an application to add to its items")
+        _check_shard_key(shard_key)
+        _text("sort value", sort, empty=True)
+        _text("item id", item_id)
+        return self._key_attributes(shard_key, sort, item_id)
 
     # -- records ---------------------------------------------------------------------
 
-    @abc.abstractmethod
     async def get_record(self, namespace: str, key: str) -> Record | None:
-        """Return the record ``key`` of ``namespace``, or None if there is none."""
+        """Return the record ``key`` of ``namespace`` (strongly consistent), or None."""
+        _text("record key", key)
+        with self._recorder(namespace, record_key(key), False) as rec:
+            return await self._get_record(namespace, key, rec)
 
-    @abc.abstractmethod
     async def put_record(self, namespace: str, key: str, body: Mapping[str, Any], *,
                          expected: int | None) -> int:
         """Write a record if its revision is ``expected`` (None: absent); return the new one.
 
-        Raises ConditionFailed, changing nothing, when another writer got there first.
+        The new revision is ``(expected or 0) + 1``. Raises ConditionFailed, changing
+        nothing, when another writer got there first; InvalidInput for a body that is
+        not a JSON-like mapping or a bad ``expected``.
         """
+        _text("record key", key)
+        _check_revision("expected", expected, optional=True)
+        if not isinstance(body, Mapping):
+            raise InvalidInput(f"record {key!r} body must be a mapping, got {body!r}")
+        revision = (expected or 0) + 1
+        with self._recorder(namespace, record_key(key), True) as rec:
+            await self._put_record(namespace, key, body, revision, expected, rec)
+        return revision
+
+    async def list_records(self, namespace: str, prefix: str = "") -> dict[str, Record]:
+        """Return every record of ``namespace`` whose key starts with ``prefix``, by key.
+
+        Strongly consistent; all pages are read (records are small and few: a reshard's
+        checkpoints and leases).
+        """
+        _text("record prefix", prefix, empty=True)
+        with self._recorder(namespace, record_key(prefix), False) as rec:
+            records = await self._list_records(namespace, prefix, rec)
+        return dict(sorted(records.items()))
+
+    async def delete_record(self, namespace: str, key: str, *, expected: int) -> None:
+        """Delete the record ``key`` if its revision is ``expected`` (compare-and-set).
+
+        Raises ConditionFailed, deleting nothing, when the record is absent or at
+        another revision.
+        """
+        _text("record key", key)
+        _check_revision("expected", expected, optional=False)
+        with self._recorder(namespace, record_key(key), True) as rec:
+            await self._delete_record(namespace, key, expected, rec)
+
+    # -- the hooks a backend implements ------------------------------------------------
+
+    @abc.abstractmethod
+    async def _locate(self, namespace: str, item_id: str, rec: Recorder) -> Placement | None:
+        """See ``locate``; arguments are checked."""
+
+    @abc.abstractmethod
+    async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
+                     version: int, expected: int | None, rec: Recorder) -> None:
+        """See ``place``; arguments are checked. Report the units on ``rec``."""
+
+    @abc.abstractmethod
+    async def _query(self, namespace: str, shard_key: str, after: Position | None,
+                     descending: bool, limit: int,
+                     rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
+        """See ``query``: return the page's entries and ``resume``."""
+
+    @abc.abstractmethod
+    async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
+        """See ``count``; one ``rec.request()`` per page read."""
+
+    def _key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
+        """See ``key_attributes``; only stores that index the application's items override it."""
+        raise CapabilityMissing(f"store {self.uri} writes its own entries: there are no key "
+                                "attributes for an application to add to its items")
+
+    @abc.abstractmethod
+    async def _get_record(self, namespace: str, key: str, rec: Recorder) -> Record | None:
+        """See ``get_record``."""
+
+    @abc.abstractmethod
+    async def _put_record(self, namespace: str, key: str, body: Mapping[str, Any],
+                          revision: int, expected: int | None, rec: Recorder) -> None:
+        """See ``put_record``: store ``body`` at ``revision`` if the record is at ``expected``."""
+
+    @abc.abstractmethod
+    async def _list_records(self, namespace: str, prefix: str,
+                            rec: Recorder) -> dict[str, Record]:
+        """See ``list_records``."""
+
+    @abc.abstractmethod
+    async def _delete_record(self, namespace: str, key: str, expected: int,
+                             rec: Recorder) -> None:
+        """See ``delete_record``."""

@@ -1,20 +1,22 @@
-"""Store counters: requests, units and throttles per shard key, per partition, per second."""
+"""``store.stats()``: requests, units and throttles per key, per partition and per second.
+
+``StatsCounter`` is the subscriber every store has on its meter (see
+``shardex.stores.metered``); ``StoreStats`` and ``KeyStats`` are the frozen snapshots
+it returns. Placement keys count together under ``"#placement#"``; records count as
+``"#record#<key>"`` and the owner check as ``"#owner"``. A share without a partition
+counts on the key's own name in ``by_partition`` (the key is its own partition, or the
+store does not say which holds it). Seconds count from the first request after the
+counter was made or reset.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["KeyStats", "StoreStats", "is_reserved", "key_stats"]
+from shardex.keys import PLACEMENT_PREFIX, is_reserved
+from shardex.stores.metered import Counts, Share, Usage
 
-# Counter slots: read and write requests, read and write units, read and write throttles;
-# a namespace's totals add unavailable and ambiguous requests.
-RREQ, WREQ, RU, WU, RT, WT, UNAVAILABLE, AMBIGUOUS = range(8)
-
-
-def is_reserved(key: str) -> bool:
-    """Return whether ``key`` is a store's own key (placement, record), not a shard key."""
-    return key.startswith("#")
-
+__all__ = ["KeyStats", "StatsCounter", "StoreStats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,13 @@ class KeyStats:
     read_requests: int = 0
     write_requests: int = 0
 
+    @classmethod
+    def of(cls, counts: Counts) -> KeyStats:
+        """Freeze a counter record."""
+        return cls(counts.requests, counts.read_units, counts.write_units,
+                   counts.read_throttles, counts.write_throttles, counts.read_requests,
+                   counts.write_requests)
+
     @property
     def throttles(self) -> int:
         """Read and write throttles together."""
@@ -47,27 +56,20 @@ class KeyStats:
                         self.write_requests + other.write_requests)
 
 
-def key_stats(counts: list[float]) -> KeyStats:
-    return KeyStats(int(counts[RREQ] + counts[WREQ]), counts[RU], counts[WU],
-                    int(counts[RT]), int(counts[WT]), int(counts[RREQ]), int(counts[WREQ]))
-
-
 @dataclass(frozen=True, slots=True)
 class StoreStats:
-    """A snapshot of a MemoryStore's counters (one namespace, or all of them summed).
+    """A snapshot of a store's counters (one namespace, or all of them summed).
 
     - ``by_key``: shard key -> KeyStats. Reserved keys are included: all placement keys
       count together under ``"#placement#"``, records as ``"#record#<key>"``;
       ``shard_keys()`` lists the others.
-    - ``by_partition``: physical partition -> KeyStats; ``"p7"`` when the store has a
-      fixed number of partitions, else the key itself (as in ``by_key``).
+    - ``by_partition``: physical partition -> KeyStats; ``"p7"`` when the memory store
+      has a fixed number of partitions, else the key itself (as in ``by_key``).
     - ``timeline``: shard key -> second -> accepted write units in that second;
-      ``throttle_timeline``: shard key -> second -> throttled writes. Seconds count
-      from the first request after the store was built or its stats reset.
-    - ``totals``: each request once; ``unavailable``: requests that failed with an
-      injected Unavailable before applying (not in ``totals``); ``ambiguous``: writes
-      applied that raised Unavailable anyway; ``elapsed``: seconds from the first
-      request to the last.
+      ``throttle_timeline``: shard key -> second -> throttled writes.
+    - ``totals``: each request once; ``unavailable``: requests that failed before they
+      applied (not in ``totals``); ``ambiguous``: writes applied that reported failure
+      anyway; ``elapsed``: seconds from the first request to the last.
     """
 
     by_key: dict[str, KeyStats]
@@ -87,3 +89,155 @@ class StoreStats:
     def shard_keys(self) -> list[str]:
         """Return the keys of ``by_key`` that are not reserved, sorted."""
         return sorted(k for k in self.by_key if not is_reserved(k))
+
+
+_Line = dict[int, float]
+
+
+class _Key:
+    """What one key of one namespace counts into: its counts, partition and timelines."""
+
+    __slots__ = ("counts", "own", "pcounts", "pname", "throttles", "timeline")
+
+    def __init__(self) -> None:
+        self.counts = Counts()
+        self.own = False  # counted as its own partition too
+        self.pname: str | None = None
+        self.pcounts: Counts | None = None
+        self.timeline: _Line = {}
+        self.throttles: _Line = {}
+
+
+class StatsCounter:
+    """Counts a store's Usage events per namespace, key, partition and second.
+
+    It runs on every request of every store, so the loop over a request's shares is
+    written out flat: one lookup per key, counters updated in place.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero every counter and timeline; seconds count again from the next request."""
+        self._keys: dict[str, dict[str, _Key]] = {}
+        self._partitions: dict[tuple[str, str], Counts] = {}
+        self._totals: dict[str, Counts] = {}
+        self._unavailable: dict[str, int] = {}
+        self._ambiguous: dict[str, int] = {}
+        self._first: float | None = None
+        self._last = 0.0
+
+    def __call__(self, usage: object) -> None:
+        if type(usage) is not Usage:
+            return
+        ns, target, write, outcome, units, shares, start, end = usage
+        first = self._first
+        if first is None:
+            first = self._first = start
+        if end > self._last:
+            self._last = end
+        if outcome == "unavailable":
+            self._unavailable[ns] = self._unavailable.get(ns, 0) + 1
+            return
+        if not shares:
+            if outcome == "cancelled":
+                return  # given up before the store applied anything
+            shares = (Share(target, 0.0),)
+        elif outcome == "ambiguous":
+            self._ambiguous[ns] = self._ambiguous.get(ns, 0) + 1
+        throttled = outcome == "throttled"
+        totals = self._totals.get(ns)
+        if totals is None:
+            totals = self._totals[ns] = Counts()
+        if write:
+            totals.write_requests += 1
+            totals.write_units += units
+            totals.write_throttles += throttled
+        else:
+            totals.read_requests += 1
+            totals.read_units += units
+            totals.read_throttles += throttled
+        keys = self._keys.get(ns)
+        if keys is None:
+            keys = self._keys[ns] = {}
+        second = int(end - first)
+        for key, share_units, partition in shares:
+            hit = throttled and key == target
+            if key.startswith(PLACEMENT_PREFIX):
+                key = PLACEMENT_PREFIX
+            line = keys.get(key)
+            if line is None:
+                line = keys[key] = _Key()
+            counts = line.counts
+            if partition is None:
+                line.own = True
+                pcounts = None
+            else:
+                pcounts = line.pcounts
+                if line.pname != partition:
+                    place = (ns, partition)
+                    pcounts = self._partitions.get(place)
+                    if pcounts is None:
+                        pcounts = self._partitions[place] = Counts()
+                    line.pname, line.pcounts = partition, pcounts
+            if write:
+                counts.write_requests += 1
+                counts.write_units += share_units
+                if hit:
+                    counts.write_throttles += 1
+                    throttles = line.throttles
+                    throttles[second] = throttles.get(second, 0.0) + 1.0
+                elif share_units:
+                    timeline = line.timeline
+                    timeline[second] = timeline.get(second, 0.0) + share_units
+            else:
+                counts.read_requests += 1
+                counts.read_units += share_units
+                if hit:
+                    counts.read_throttles += 1
+            if pcounts is not None:
+                pcounts.count(write, share_units, hit)
+
+    def snapshot(self, namespace: str | None = None) -> StoreStats:
+        """Return the counters of ``namespace`` (an index), or of all summed."""
+        def chosen(ns: str) -> bool:
+            return namespace is None or ns == namespace
+
+        by_key: dict[str, KeyStats] = {}
+        by_partition: dict[str, KeyStats] = {}
+        timeline: dict[str, _Line] = {}
+        throttles: dict[str, _Line] = {}
+
+        def add(table: dict[str, KeyStats], name: str, counts: Counts) -> None:
+            if counts.requests:
+                stats = KeyStats.of(counts)
+                table[name] = table[name] + stats if name in table else stats
+
+        def merge(table: dict[str, _Line], name: str, line: _Line) -> None:
+            if line:
+                merged = table.setdefault(name, {})
+                for second, amount in line.items():
+                    merged[second] = merged.get(second, 0.0) + amount
+
+        for ns, keys in self._keys.items():
+            if chosen(ns):
+                for name, line in keys.items():
+                    add(by_key, name, line.counts)
+                    if line.own:
+                        add(by_partition, name, line.counts)
+                    merge(timeline, name, line.timeline)
+                    merge(throttles, name, line.throttles)
+        for (ns, name), counts in self._partitions.items():
+            if chosen(ns):
+                add(by_partition, name, counts)
+        totals = Counts()
+        for ns, counts in self._totals.items():
+            if chosen(ns):
+                totals.absorb(counts)
+        return StoreStats(
+            by_key=by_key, by_partition=by_partition, timeline=timeline,
+            throttle_timeline=throttles, totals=KeyStats.of(totals),
+            unavailable=sum(n for ns, n in self._unavailable.items() if chosen(ns)),
+            ambiguous=sum(n for ns, n in self._ambiguous.items() if chosen(ns)),
+            elapsed=0.0 if self._first is None else max(0.0, self._last - self._first))

@@ -27,15 +27,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from shardex.errors import InvalidInput, NotFound, StoreError, Unavailable
-from shardex.stores.base import Capabilities, Placement, Position, QueryPage, StoredEntry
-from shardex.stores.dynamodb_codec import (
-    PLACEMENT_PREFIX,
+from shardex.keys import placement_key
+from shardex.stores.base import Capabilities, Placement, Position, StoredEntry
+from shardex.stores.dynamodb.codec import (
     decode_position,
     encode_position,
     from_attributes,
     to_attribute,
 )
-from shardex.stores.dynamodb_table import Describe, Layout, Requester, key_schema, units_of
+from shardex.stores.dynamodb.layout import Describe, Layout, Page, Requester, key_schema
+from shardex.stores.metered import Recorder
 
 __all__ = ["GsiLayout"]
 
@@ -45,7 +46,7 @@ _MAX_PAGE = 1000
 class GsiLayout(Layout):
     """GSI mode: entries are attributes of the application's base items."""
 
-    capabilities = Capabilities(atomic_place=True, consistent_reads=False, max_page=_MAX_PAGE)
+    capabilities = Capabilities(consistent_reads=False, max_page=_MAX_PAGE)
 
     def __init__(self, request: Requester, table: str, *, gsi: str, key_attribute: str,
                  sort_attribute: str, id_attribute: str, version_attribute: str,
@@ -117,11 +118,11 @@ class GsiLayout(Layout):
         return StoredEntry(shard_key=shard_key, sort=sort, item_id=item_id, attrs=attrs,
                            version=int(version) if version is not None else 0)
 
-    async def locate(self, namespace: str, item_id: str) -> Placement | None:
+    async def locate(self, item_id: str, rec: Recorder) -> Placement | None:
         response = await self._request(
-            namespace, "GetItem", {"TableName": self.table, "Key": self._key(item_id),
-                                   "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"},
-            target=f"table {self.table!r}", key=item_id, meter=[(PLACEMENT_PREFIX, 1.0)],
+            rec, "GetItem", {"TableName": self.table, "Key": self._key(item_id),
+                             "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"},
+            target=f"table {self.table!r}", weights=[(placement_key(item_id), 1.0)],
             write=False)
         item = response.get("Item")
         if item is None:
@@ -133,7 +134,8 @@ class GsiLayout(Layout):
         return Placement(item_id, int(version), entry)
 
     async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
-                    version: int, expected: int | None, known: Placement | None) -> float:
+                    version: int, expected: int | None, known: Placement | None,
+                    rec: Recorder) -> None:
         names = {"#k": self.key_attribute, "#s": self.sort_attribute,
                  "#v": self.version_attribute}
         values: dict[str, Any] = {":v": {"N": str(version)}}
@@ -146,7 +148,7 @@ class GsiLayout(Layout):
         old = known.entry if known is not None and known.version == expected else None
         if entry is None:
             update = "SET #v = :v REMOVE #k, #s"
-            shard_key = old.shard_key if old is not None else PLACEMENT_PREFIX
+            shard_key = old.shard_key if old is not None else placement_key(item_id)
         else:
             sets = ["#k = :k", "#s = :s", "#v = :v"]
             values[":k"] = {"S": entry.shard_key}
@@ -163,13 +165,12 @@ class GsiLayout(Layout):
                 sets.append(f"#a{i} = :a{i}")
             update = "SET " + ", ".join(sets)
             shard_key = entry.shard_key
-        response = await self._request(
-            namespace, "UpdateItem",
+        await self._request(
+            rec, "UpdateItem",
             {"TableName": self.table, "Key": self._key(item_id), "UpdateExpression": update,
              "ConditionExpression": condition, "ExpressionAttributeNames": names,
              "ExpressionAttributeValues": values, "ReturnConsumedCapacity": "TOTAL"},
-            target=f"table {self.table!r}", key=item_id, meter=[(shard_key, 1.0)], write=True)
-        return units_of(response)
+            target=f"table {self.table!r}", weights=[(shard_key, 1.0)], write=True)
 
     def _gsi_query(self, shard_key: str) -> dict[str, Any]:
         return {"TableName": self.table, "IndexName": self.gsi,
@@ -178,26 +179,29 @@ class GsiLayout(Layout):
                 "ExpressionAttributeValues": {":k": {"S": shard_key}},
                 "ReturnConsumedCapacity": "TOTAL"}
 
-    async def query(self, namespace: str, shard_key: str, *, after: Position | None,
-                    descending: bool, limit: int) -> QueryPage:
+    async def query(self, shard_key: str, *, after: Position | None, descending: bool,
+                    limit: int, rec: Recorder) -> Page:
         params = self._gsi_query(shard_key)
         params.update(ScanIndexForward=not descending, Limit=limit)
         if after is not None:
+            # The sort attribute encodes the item id, so it alone orders the GSI; the base
+            # key in the start key only has to be valid, and DynamoDB refuses an empty one.
             params["ExclusiveStartKey"] = {
-                self.id_attribute: {"S": after[1]}, self.key_attribute: {"S": shard_key},
+                self.id_attribute: {"S": after[1] or "\x00"},
+                self.key_attribute: {"S": shard_key},
                 self.sort_attribute: {"S": encode_position(*after)}}
-        response = await self._request(namespace, "Query", params, target=self.target,
-                                        key=shard_key, meter=[(shard_key, 1.0)], write=False)
+        response = await self._request(rec, "Query", params, target=self.target,
+                                       weights=[(shard_key, 1.0)], write=False)
         entries = [e for e in map(self._entry, response.get("Items", [])) if e is not None]
         last = response.get("LastEvaluatedKey")
         resume = None
         if last is not None:
             item_id = last[self.id_attribute]["S"]
             resume = (decode_position(last[self.sort_attribute]["S"], item_id)[0], item_id)
-        return QueryPage(entries, resume, units_of(response))
+        return entries, resume
 
-    async def count(self, namespace: str, shard_key: str) -> int:
-        return await self._count_pages(namespace, shard_key, self._gsi_query(shard_key))
+    async def count(self, shard_key: str, rec: Recorder) -> int:
+        return await self._count_pages(shard_key, self._gsi_query(shard_key), rec)
 
     def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
         return {self.key_attribute: shard_key,

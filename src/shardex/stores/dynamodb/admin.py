@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from shardex.errors import ConditionFailed, InvalidInput, Unavailable
-from shardex.stores.dynamodb_client import DynamoDBClient, adapt_client, map_error
+from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error
 
 __all__ = ["Billing", "create_gsi_table", "create_index_table", "create_meta_table",
            "delete_table"]

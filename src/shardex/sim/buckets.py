@@ -1,140 +1,25 @@
-"""The capacity model of a partitioned store, after DynamoDB: item sizes, units, token buckets.
+"""Token buckets and partitions: how the simulator turns ceilings into throttling.
 
 Pure arithmetic, no I/O and no clock of its own: every call takes ``now`` (seconds).
-
-- A write costs one *write unit* per started KB (1,024 bytes) of the item, at least 1.
-- A read costs one *read unit* per started 4 KB (4,096 bytes), at least 1, and half of
-  that when not strongly consistent. A Query is charged over the sum of the bytes it
-  read, rounded once, not item by item.
-- Every physical partition has a write ceiling (DynamoDB: 1,000 units a second) and a
-  read ceiling (3,000 units a second), each a token bucket that keeps up to
-  ``burst_seconds`` (300) of unused capacity as burst. A request that finds too few
-  tokens is throttled and takes none.
+Every physical partition has a write ceiling and a read ceiling (by default DynamoDB's,
+from ``shardex.capacity``), each a token bucket that keeps up to ``burst_seconds``
+(300) of unused capacity as burst. A request that finds too few tokens is throttled
+and takes none.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any
 
+from shardex.capacity import DYNAMODB_BURST_SECONDS, DYNAMODB_READ_CEILING, DYNAMODB_WRITE_CEILING
 from shardex.errors import InvalidInput
 
-if TYPE_CHECKING:  # the sim sits below the stores: no runtime import of them
-    from shardex.stores.base import StoredEntry
-
-__all__ = [
-    "DYNAMODB_BURST_SECONDS",
-    "DYNAMODB_READ_CEILING",
-    "DYNAMODB_WRITE_CEILING",
-    "PartitionCapacity",
-    "PartitionLimits",
-    "QUERY_PAGE_BYTES",
-    "READ_UNIT_BYTES",
-    "TokenBucket",
-    "WRITE_UNIT_BYTES",
-    "entry_bytes",
-    "item_bytes",
-    "number_bytes",
-    "read_units",
-    "utf8_len",
-    "value_bytes",
-    "write_units",
-]
-
-WRITE_UNIT_BYTES = 1024
-READ_UNIT_BYTES = 4096
-# The most bytes one Query page reads (DynamoDB: 1 MB).
-QUERY_PAGE_BYTES = 1_048_576
-DYNAMODB_WRITE_CEILING = 1000.0
-DYNAMODB_READ_CEILING = 3000.0
-DYNAMODB_BURST_SECONDS = 300.0
+__all__ = ["PartitionCapacity", "PartitionLimits", "TokenBucket"]
 
 # Float refills land a hair below a whole number of units; without the slack a bucket
 # refilled for exactly one unit's worth of time would still refuse that unit.
 _EPSILON = 1e-9
-
-
-def write_units(nbytes: int) -> int:
-    """Return the write units of an item of ``nbytes`` bytes: one per started KB, at least 1."""
-    if nbytes <= WRITE_UNIT_BYTES:
-        return 1
-    return -(-nbytes // WRITE_UNIT_BYTES)
-
-
-def read_units(nbytes: int, consistent: bool = True) -> float:
-    """Return the read units of reading ``nbytes`` bytes: one per started 4 KB, at least 1.
-
-    Halved when ``consistent`` is False (an eventually consistent read), so at least 0.5.
-    """
-    units = 1 if nbytes <= READ_UNIT_BYTES else -(-nbytes // READ_UNIT_BYTES)
-    return float(units) if consistent else units / 2.0
-
-
-def utf8_len(text: str) -> int:
-    """Return the length of ``text`` in UTF-8 bytes."""
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
-def number_bytes(number: int | float | Decimal) -> int:
-    """Return the stored size of a number: about one byte per two digits, plus one."""
-    if type(number) is int:
-        digits = len(str(number)) - (number < 0)
-    else:
-        digits = sum(1 for ch in str(number) if ch.isdigit())
-    return (digits + 1) // 2 + 1
-
-
-def value_bytes(value: Any) -> int:
-    """Return the stored size of one attribute value, as DynamoDB counts it.
-
-    Strings: UTF-8 length; bytes: length; numbers: ``number_bytes``; booleans and None:
-    1; lists, tuples and sets: 3 plus, per element, its size plus 1; mappings: 3 plus,
-    per element, the UTF-8 length of its name, its size and 1. Anything else is
-    counted as its ``str()``.
-    """
-    if isinstance(value, str):
-        return utf8_len(value)
-    if value is None or isinstance(value, bool):
-        return 1
-    if isinstance(value, int | float | Decimal):
-        return number_bytes(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return len(value)
-    if isinstance(value, Mapping):
-        return 3 + sum(utf8_len(str(k)) + value_bytes(v) + 1 for k, v in value.items())
-    if isinstance(value, list | tuple | set | frozenset):
-        return 3 + sum(value_bytes(v) + 1 for v in value)
-    return utf8_len(str(value))
-
-
-def item_bytes(attrs: Mapping[str, Any]) -> int:
-    """Return the stored size of an attribute map: each name's UTF-8 length plus its value's."""
-    return sum(utf8_len(name) + value_bytes(value) for name, value in attrs.items())
-
-
-def entry_bytes(entry: StoredEntry) -> int:
-    """Return the stored size in bytes of an index entry, as DynamoDB would count it.
-
-    The entry is stored as the attributes ``pk`` = shard key, ``sk`` = sort, one
-    separator byte and item id, ``id`` = item id, ``v`` = version (a number), plus its
-    projected attributes::
-
-        2 + len(shard_key) + 2 + len(sort) + 1 + len(item_id) + 2 + len(item_id)
-          + 1 + number_bytes(version) + item_bytes(attrs)
-
-    with every length in UTF-8 bytes (see ``value_bytes`` for attribute values).
-    """
-    item_id = utf8_len(entry.item_id)
-    size = 8 + utf8_len(entry.shard_key) + utf8_len(entry.sort) + 2 * item_id
-    size += number_bytes(entry.version)
-    for name, value in entry.attrs.items():
-        kind = type(value)
-        size += utf8_len(name) + (utf8_len(value) if kind is str else number_bytes(value)
-                                  if kind is int or kind is float else value_bytes(value))
-    return size
 
 
 def _require(name: str, value: float, *, minimum: float = 0.0) -> None:

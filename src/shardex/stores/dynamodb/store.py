@@ -2,12 +2,12 @@
 
 - Index-table mode, ``dynamodb://TABLE?region=R&endpoint_url=URL``: shardex writes
   the entries into a table of its own (``shardex dynamodb create-table TABLE``); see
-  ``shardex.stores.dynamodb_table`` for the layout. One index per table: the first
+  ``shardex.stores.dynamodb.table`` for the layout. One index per table: the first
   index to write to the table owns it, and another index name is refused.
 - GSI mode, ``dynamodb://TABLE?gsi=INDEX&key_attribute=A&sort_attribute=S&id_attribute=I``:
   the application owns the base table and DynamoDB maintains the GSI; shardex reads
   the GSI and sets or removes the key attributes on the base items; see
-  ``shardex.stores.dynamodb_gsi``. The routing record lives in a small metadata table,
+  ``shardex.stores.dynamodb.gsi``. The routing record lives in a small metadata table,
   ``<TABLE>-shardex`` unless ``meta_table=`` says otherwise
   (``shardex dynamodb create-meta-table TABLE``).
 
@@ -15,45 +15,35 @@ The driver is aiobotocore, or an application's own boto3 client or session (its
 calls then run in worker threads). Region, endpoint and credentials come from the
 URI (``region``, ``endpoint_url``, ``profile``) or the usual AWS environment and
 config files. Every driver error is mapped to shardex's errors with the driver's
-exception chained (``shardex.stores.dynamodb_client.map_error``).
+exception chained (``shardex.stores.dynamodb.client.map_error``), and every request
+reports the capacity DynamoDB says it consumed (``ReturnConsumedCapacity``) on the
+store's meter: a transaction's total is shared over the keys it touched by their items'
+write units, DynamoDB's own rule. DynamoDB does not say which partition holds a key.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
-from shardex.errors import (
-    ConditionFailed,
-    InvalidInput,
-    InvalidURI,
-    NotFound,
-    Throttled,
-)
-from shardex.stores.base import (
-    Placement,
-    Position,
-    QueryPage,
-    Record,
-    Store,
-    StoredEntry,
-    check_place,
-)
-from shardex.stores.dynamodb_client import DynamoDBClient, adapt_client, map_error
-from shardex.stores.dynamodb_codec import (
-    OWNER_PREFIX,
-    RECORD_PREFIX,
+from shardex.clock import Clock
+from shardex.errors import ConditionFailed, InvalidInput, InvalidURI, NotFound
+from shardex.keys import OWNER_KEY, record_key
+from shardex.stores.base import Placement, Position, Record, Store, StoredEntry
+from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error
+from shardex.stores.dynamodb.codec import (
+    record_from_item,
     record_item,
-    record_key,
+    record_item_key,
+    record_partition,
 )
-from shardex.stores.dynamodb_gsi import GsiLayout
-from shardex.stores.dynamodb_meter import Meter
-from shardex.stores.dynamodb_table import Layout, TableLayout, units_of
-from shardex.stores.stats import StoreStats, is_reserved
+from shardex.stores.dynamodb.gsi import GsiLayout
+from shardex.stores.dynamodb.layout import Layout, units_of
+from shardex.stores.dynamodb.table import TableLayout
+from shardex.stores.metered import Recorder
 from shardex.stores.uri import StoreURI
 
 __all__ = ["DynamoDBStore"]
@@ -91,7 +81,7 @@ class DynamoDBStore(Store):
     Opening the store checks, with DescribeTable, that the table (and in GSI mode
     the index and the metadata table) exists with the key schema needed: NotFound or
     StoreError otherwise, naming the table and the command that creates it.
-    ``stats()`` returns the consumed capacity per shard key.
+    ``stats()`` returns the consumed capacity per shard key. ``clock`` times requests.
     """
 
     scheme = "dynamodb"
@@ -102,8 +92,7 @@ class DynamoDBStore(Store):
                  key_attribute: str | None = None, sort_attribute: str | None = None,
                  id_attribute: str | None = None, meta_table: str | None = None,
                  version_attribute: str = "shardex_version", connect_timeout: float = 5.0,
-                 read_timeout: float = 30.0) -> None:
-        super().__init__()
+                 read_timeout: float = 30.0, clock: Clock | None = None) -> None:
         self.table = _check_table_name(table, "table")
         given = {"gsi": gsi, "key_attribute": key_attribute, "sort_attribute": sort_attribute,
                  "id_attribute": id_attribute}
@@ -137,11 +126,10 @@ class DynamoDBStore(Store):
                                      version_attribute=version_attribute, meta_table=meta)
         else:
             self._layout = TableLayout(self._request, self.table)
-        self.capabilities = self._layout.capabilities
+        super().__init__(capabilities=self._layout.capabilities, clock=clock)
         self._client: DynamoDBClient = adapt_client(
             client=client, session=session, region=region, endpoint_url=endpoint_url,
             profile=profile, connect_timeout=connect_timeout, read_timeout=read_timeout)
-        self._meter = Meter()
         self._owner: str | None = None
         self._placements: OrderedDict[tuple[str, str], Placement] = OrderedDict()
 
@@ -155,7 +143,7 @@ class DynamoDBStore(Store):
             raise InvalidURI(f"dynamodb:// takes a table name and options, no path: {uri.raw!r}")
         if not uri.location:
             raise InvalidURI(f"dynamodb:// needs a table name: dynamodb://TABLE, got {uri.raw!r}")
-        known = set(_OPTIONS) | {"client", "session"}
+        known = set(_OPTIONS) | {"client", "session", "clock"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise InvalidInput(f"dynamodb:// does not know the option(s) {', '.join(unknown)}; "
@@ -234,55 +222,56 @@ class DynamoDBStore(Store):
         return ("your application's own infrastructure (the base table and its GSI are the "
                 "application's in GSI mode)")
 
-    async def _request(self, namespace: str, operation: str, params: dict[str, Any], *,
-                       target: str, key: str | None, meter: Sequence[tuple[str, float]],
+    async def _request(self, rec: Recorder, operation: str, params: dict[str, Any], *,
+                       target: str, weights: Sequence[tuple[str, float]],
                        write: bool) -> dict[str, Any]:
-        """Call DynamoDB, mapping its errors and counting the request on ``meter``."""
+        """Call DynamoDB as one request of ``rec``: map its errors, report its units.
+
+        A write's units are shared over ``weights``; a read counts on its first key. A
+        throttle counts on the last key (the entry written, for a transaction).
+        """
+        key = weights[-1][0] if write else weights[0][0]
+        rec.request(key, write=write)
         try:
             response = await self._client.call(operation, **params)
         except Exception as exc:
-            error = map_error(exc, operation=operation, target=target,
-                              endpoint=self._client.endpoint, key=key)
-            if isinstance(error, Throttled):
-                self._meter.throttled(namespace, meter[-1][0], write=write)
-            raise error from exc
+            raise map_error(exc, operation=operation, target=target,
+                            endpoint=self._client.endpoint, key=key) from exc
         if write:
-            self._meter.write(namespace, meter, units_of(response))
+            rec.share(units_of(response), weights)
         else:
-            self._meter.read(namespace, meter[0][0], units_of(response))
+            rec.charge(key, units_of(response))
         return response
 
     # -- the owner of the table ------------------------------------------------------
 
-    async def _own(self, namespace: str, *, claim: bool) -> None:
+    async def _own(self, namespace: str, rec: Recorder, *, claim: bool) -> None:
         """Check (and on a write, claim) that ``namespace`` is the index the table holds."""
         if self._owner == namespace:
             return
         if self._owner is not None:
             raise self._not_owner(namespace, self._owner)
         table, scope = self._layout.records_table, self._layout.owner_scope
-        key = {"pk": {"S": OWNER_PREFIX}, "sk": {"S": scope}}
+        key = {"pk": {"S": OWNER_KEY}, "sk": {"S": scope}}
         if claim:
             try:
                 await self._request(
-                    namespace, "PutItem",
+                    rec, "PutItem",
                     {"TableName": table, "Item": {**key, "index": {"S": namespace}},
                      "ConditionExpression": "attribute_not_exists(pk) OR #i = :i",
                      "ExpressionAttributeNames": {"#i": "index"},
                      "ExpressionAttributeValues": {":i": {"S": namespace}},
                      "ReturnConsumedCapacity": "TOTAL"},
-                    target=f"table {table!r}", key=OWNER_PREFIX, meter=[(OWNER_PREFIX, 1.0)],
-                    write=True)
+                    target=f"table {table!r}", weights=[(OWNER_KEY, 1.0)], write=True)
             except ConditionFailed:
                 pass
             else:
                 self._owner = namespace
                 return
         response = await self._request(
-            namespace, "GetItem", {"TableName": table, "Key": key, "ConsistentRead": True,
-                                   "ReturnConsumedCapacity": "TOTAL"},
-            target=f"table {table!r}", key=OWNER_PREFIX, meter=[(OWNER_PREFIX, 1.0)],
-            write=False)
+            rec, "GetItem", {"TableName": table, "Key": key, "ConsistentRead": True,
+                             "ReturnConsumedCapacity": "TOTAL"},
+            target=f"table {table!r}", weights=[(OWNER_KEY, 1.0)], write=False)
         owner = response.get("Item", {}).get("index", {}).get("S")
         if owner is None:
             return  # nobody owns it yet, and a read does not claim it
@@ -312,101 +301,64 @@ class DynamoDBStore(Store):
         if len(self._placements) > _CACHED_PLACEMENTS:
             self._placements.popitem(last=False)
 
-    async def locate(self, namespace: str, item_id: str) -> Placement | None:
-        """Return the item's placement: one strongly consistent GetItem."""
-        await self._own(namespace, claim=False)
-        placement = await self._layout.locate(namespace, item_id)
+    async def _locate(self, namespace: str, item_id: str, rec: Recorder) -> Placement | None:
+        """One strongly consistent GetItem."""
+        await self._own(namespace, rec, claim=False)
+        placement = await self._layout.locate(item_id, rec)
         self._remember(namespace, placement, item_id)
         return placement
 
-    async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
-                    version: int, expected: int | None) -> float:
-        """Replace the item's entry in one atomic write; return the write units consumed.
-
-        Index-table mode: one TransactWriteItems; GSI mode: one UpdateItem on the base
-        item. Raises ConditionFailed when the placement is not at ``expected``,
-        InvalidInput for an entry that does not fit (see ``Store.place``).
-        """
-        check_place(item_id, entry, version, expected)
-        await self._own(namespace, claim=True)
+    async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
+                     version: int, expected: int | None, rec: Recorder) -> None:
+        """Index-table mode: one TransactWriteItems; GSI mode: one UpdateItem."""
+        await self._own(namespace, rec, claim=True)
         known = self._placements.get((namespace, item_id))
         try:
-            units = await self._layout.place(namespace, item_id, entry, version=version,
-                                             expected=expected, known=known)
+            await self._layout.place(namespace, item_id, entry, version=version,
+                                     expected=expected, known=known, rec=rec)
         except BaseException:
             self._remember(namespace, None, item_id)
             raise
         self._remember(namespace, Placement(item_id, version, entry), item_id)
-        return units
 
-    async def query(self, namespace: str, shard_key: str, *, after: Position | None,
-                    descending: bool, limit: int) -> QueryPage:
-        """Return one Query page of ``shard_key`` strictly beyond ``after``.
+    async def _query(self, namespace: str, shard_key: str, after: Position | None,
+                     descending: bool, limit: int,
+                     rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
+        """One Query page: ``Limit`` is ``limit``, DynamoDB also stops at 1 MB."""
+        await self._own(namespace, rec, claim=False)
+        return await self._layout.query(shard_key, after=after, descending=descending,
+                                        limit=limit, rec=rec)
 
-        ``Limit`` is ``limit``; DynamoDB also stops at 1 MB, and ``resume`` is decoded
-        from LastEvaluatedKey. The read capacity consumed is in ``units``.
-        """
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidInput(f"query limit must be an integer >= 1, got {limit!r}")
-        if after is not None and not (isinstance(after, tuple) and len(after) == 2
-                                      and all(isinstance(part, str) for part in after)):
-            raise InvalidInput(f"query after must be a (sort, item_id) pair or None, "
-                               f"got {after!r}")
-        self._check_shard_key(shard_key)
-        await self._own(namespace, claim=False)
-        return await self._layout.query(namespace, shard_key, after=after,
-                                        descending=descending, limit=limit)
+    async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
+        """Select=COUNT, every page."""
+        await self._own(namespace, rec, claim=False)
+        return await self._layout.count(shard_key, rec)
 
-    async def count(self, namespace: str, shard_key: str) -> int:
-        """Return how many entries ``shard_key`` holds (Select=COUNT, every page)."""
-        self._check_shard_key(shard_key)
-        await self._own(namespace, claim=False)
-        return await self._layout.count(namespace, shard_key)
+    def _key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
+        """GSI mode: ``{key_attribute: shard_key, sort_attribute: sort NUL item id}``.
 
-    def _check_shard_key(self, shard_key: str) -> None:
-        if not isinstance(shard_key, str) or not shard_key:
-            raise InvalidInput(f"shard key must be non-empty text, got {shard_key!r}")
-        if is_reserved(shard_key):
-            raise InvalidInput(f"shard key {shard_key!r} is reserved: it starts with '#'")
-
-    def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
-        """Return the attributes that put an application's item under ``shard_key``.
-
-        GSI mode only: ``{key_attribute: shard_key, sort_attribute: sort NUL item id}``.
         Index-table mode raises CapabilityMissing.
         """
         return self._layout.key_attributes(shard_key, sort, item_id)
 
     # -- records ----------------------------------------------------------------------
 
-    async def get_record(self, namespace: str, key: str) -> Record | None:
-        """Return the record ``key`` of ``namespace`` (a strongly consistent GetItem)."""
-        await self._own(namespace, claim=False)
+    async def _get_record(self, namespace: str, key: str, rec: Recorder) -> Record | None:
+        """A strongly consistent GetItem."""
+        await self._own(namespace, rec, claim=False)
         table = self._layout.records_table
         response = await self._request(
-            namespace, "GetItem", {"TableName": table, "Key": record_key(namespace, key),
-                                   "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"},
-            target=f"table {table!r}", key=RECORD_PREFIX + key,
-            meter=[(RECORD_PREFIX + key, 1.0)], write=False)
+            rec, "GetItem", {"TableName": table, "Key": record_item_key(namespace, key),
+                             "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"},
+            target=f"table {table!r}", weights=[(record_key(key), 1.0)], write=False)
         item = response.get("Item")
-        if item is None:
-            return None
-        return Record(json.loads(item["body"]["S"]), int(item["revision"]["N"]))
+        return None if item is None else record_from_item(item)
 
-    async def put_record(self, namespace: str, key: str, body: Mapping[str, Any], *,
-                         expected: int | None) -> int:
-        """Write the record if its revision is ``expected`` (a conditional PutItem).
-
-        Returns ``(expected or 0) + 1``; raises ConditionFailed when another writer
-        changed it first.
-        """
-        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)
-                                     or expected < 1):
-            raise InvalidInput(f"expected revision must be an integer >= 1 or None, "
-                               f"got {expected!r}")
-        revision = (expected or 0) + 1
+    async def _put_record(self, namespace: str, key: str, body: Mapping[str, Any],
+                          revision: int, expected: int | None, rec: Recorder) -> None:
+        """A conditional PutItem."""
         item = record_item(namespace, key, body, revision)
-        await self._own(namespace, claim=True)
+        await self._own(namespace, rec, claim=True)
         table = self._layout.records_table
         params: dict[str, Any] = {"TableName": table, "Item": item,
                                   "ExpressionAttributeNames": {"#r": "revision"},
@@ -417,23 +369,51 @@ class DynamoDBStore(Store):
             params["ConditionExpression"] = "#r = :r"
             params["ExpressionAttributeValues"] = {":r": {"N": str(expected)}}
         try:
-            await self._request(namespace, "PutItem", params, target=f"table {table!r}",
-                                key=RECORD_PREFIX + key, meter=[(RECORD_PREFIX + key, 1.0)],
-                                write=True)
+            await self._request(rec, "PutItem", params, target=f"table {table!r}",
+                                weights=[(record_key(key), 1.0)], write=True)
         except ConditionFailed as exc:
             raise ConditionFailed(
                 f"record {key!r} of {namespace!r} expected revision "
                 f"{'absent' if expected is None else expected}: another writer changed it "
                 "first") from exc
-        return revision
 
-    # -- counters ---------------------------------------------------------------------
+    async def _list_records(self, namespace: str, prefix: str,
+                            rec: Recorder) -> dict[str, Record]:
+        """A strongly consistent Query of the namespace's records, every page."""
+        await self._own(namespace, rec, claim=False)
+        table = self._layout.records_table
+        params: dict[str, Any] = {
+            "TableName": table, "KeyConditionExpression": "pk = :p",
+            "ExpressionAttributeValues": {":p": {"S": record_partition(namespace)}},
+            "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"}
+        if prefix:
+            params["KeyConditionExpression"] += " AND begins_with(sk, :s)"
+            params["ExpressionAttributeValues"][":s"] = {"S": prefix}
+        records: dict[str, Record] = {}
+        while True:
+            response = await self._request(rec, "Query", params, target=f"table {table!r}",
+                                           weights=[(record_key(prefix), 1.0)], write=False)
+            for item in response.get("Items", []):
+                records[item["sk"]["S"]] = record_from_item(item)
+            last = response.get("LastEvaluatedKey")
+            if last is None:
+                return records
+            params["ExclusiveStartKey"] = last
 
-    def stats(self, namespace: str | None = None) -> StoreStats:
-        """Return requests, consumed capacity and throttles per key (see dynamodb_meter)."""
-        return self._meter.snapshot(namespace)
-
-    def reset_stats(self) -> None:
-        """Zero every counter."""
-        self._meter.reset()
-
+    async def _delete_record(self, namespace: str, key: str, expected: int,
+                             rec: Recorder) -> None:
+        """A conditional DeleteItem."""
+        await self._own(namespace, rec, claim=True)
+        table = self._layout.records_table
+        try:
+            await self._request(
+                rec, "DeleteItem",
+                {"TableName": table, "Key": record_item_key(namespace, key),
+                 "ConditionExpression": "#r = :r", "ExpressionAttributeNames": {"#r": "revision"},
+                 "ExpressionAttributeValues": {":r": {"N": str(expected)}},
+                 "ReturnConsumedCapacity": "TOTAL"},
+                target=f"table {table!r}", weights=[(record_key(key), 1.0)], write=True)
+        except ConditionFailed as exc:
+            raise ConditionFailed(
+                f"delete of record {key!r} of {namespace!r} expected revision {expected}: "
+                "it is absent or another writer changed it first") from exc

@@ -1,4 +1,4 @@
-"""What a metered store reports: per-key counters, peaks, latency, and the hot keys view.
+"""What the heat meter reports: per-key counters, peaks, latency, and the hot keys view.
 
 Plain frozen data, exported as JSON. Rates are units a second over the meter's
 windows; a key's *peak* is its busiest window since metering began (or the last
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from shardex.heat.spacesaving import Counted
-from shardex.plan import Ceiling, resolve_ceiling
+from shardex.capacity import Ceiling, resolve_ceiling
+from shardex.counters.spacesaving import Counted
 
 __all__ = ["HeatSnapshot", "HotKey", "HotView", "KeyMeter"]
 
@@ -58,16 +58,7 @@ class KeyMeter:
                    self.peak_read_units_per_s / ceiling.read_units)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests, "reads": self.reads, "writes": self.writes,
-            "read_units": self.read_units, "write_units": self.write_units,
-            "read_throttles": self.read_throttles, "write_throttles": self.write_throttles,
-            "peak_units_per_s": self.peak_units_per_s,
-            "peak_read_units_per_s": self.peak_read_units_per_s,
-            "peak_write_units_per_s": self.peak_write_units_per_s,
-            "latency_p50_ms": self.latency_p50_ms, "latency_p99_ms": self.latency_p99_ms,
-            "latency_max_ms": self.latency_max_ms,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,17 +85,7 @@ class HotKey:
     latency_p99_ms: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "value": self.value, "shards": self.shards, "requests": self.requests,
-            "units": self.units, "throttles": self.throttles,
-            "peak_units_per_s": self.peak_units_per_s,
-            "peak_write_units_per_s": self.peak_write_units_per_s,
-            "peak_read_units_per_s": self.peak_read_units_per_s,
-            "peak_to_ceiling": self.peak_to_ceiling,
-            "hottest_shard_key": self.hottest_shard_key,
-            "hottest_shard_to_ceiling": self.hottest_shard_to_ceiling,
-            "latency_p50_ms": self.latency_p50_ms, "latency_p99_ms": self.latency_p99_ms,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)

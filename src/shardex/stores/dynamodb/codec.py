@@ -17,27 +17,33 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from shardex.capacity import write_units
 from shardex.errors import InvalidInput
-from shardex.sim.capacity import write_units
-from shardex.stores.base import Placement, Position, StoredEntry
+from shardex.keys import RECORD_PREFIX, placement_key
+from shardex.stores.base import Placement, Position, Record, StoredEntry
 
 __all__ = [
-    "OWNER_PREFIX",
-    "PLACEMENT_PREFIX",
-    "RECORD_PREFIX",
+    "SINGLE",
     "decode_position",
     "encode_position",
+    "entry_from_item",
+    "entry_item",
+    "entry_key",
     "from_attribute",
     "from_attributes",
     "item_units",
+    "placement_from_item",
+    "placement_item",
+    "placement_item_key",
+    "record_from_item",
+    "record_item",
+    "record_item_key",
+    "record_partition",
     "to_attribute",
     "to_attributes",
 ]
 
 SEP = "\x00"
-PLACEMENT_PREFIX = "#placement#"
-RECORD_PREFIX = "#record#"
-OWNER_PREFIX = "#owner"
 # the one sort key value of placement and owner items (their partition key says it all)
 SINGLE = "#"
 # DynamoDB numbers: 38 significant digits, exponents from -130 to +125
@@ -193,23 +199,26 @@ def entry_item(entry: StoredEntry) -> dict[str, Any]:
 
 
 def entry_key(entry: StoredEntry) -> dict[str, Any]:
+    """The key (``pk``, ``sk``) of an entry's item."""
     return {"pk": {"S": entry.shard_key}, "sk": {"S": encode_position(*entry.position)}}
 
 
 def entry_from_item(item: Mapping[str, Any]) -> StoredEntry:
+    """The entry an index-table item holds."""
     sort, item_id = decode_position(item["sk"]["S"])
     return StoredEntry(shard_key=item["pk"]["S"], sort=sort, item_id=item_id,
                        attrs=from_attributes(item["attrs"]["M"]) if "attrs" in item else {},
                        version=int(item["v"]["N"]) if "v" in item else 1)
 
 
-def placement_key(item_id: str) -> dict[str, Any]:
-    return {"pk": {"S": PLACEMENT_PREFIX + item_id}, "sk": {"S": SINGLE}}
+def placement_item_key(item_id: str) -> dict[str, Any]:
+    """The key of an item's placement item."""
+    return {"pk": {"S": placement_key(item_id)}, "sk": {"S": SINGLE}}
 
 
 def placement_item(item_id: str, version: int, entry: StoredEntry | None) -> dict[str, Any]:
     """The placement item: its version, and the whole entry so ``locate`` reads once."""
-    item = {**placement_key(item_id), "v": {"N": str(version)}}
+    item = {**placement_item_key(item_id), "v": {"N": str(version)}}
     if entry is not None:
         item.update({"key": {"S": entry.shard_key}, "sort": {"S": entry.sort},
                      "ev": {"N": str(entry.version)},
@@ -218,6 +227,7 @@ def placement_item(item_id: str, version: int, entry: StoredEntry | None) -> dic
 
 
 def placement_from_item(item_id: str, item: Mapping[str, Any]) -> Placement:
+    """The placement a placement item holds (a tombstone when it names no entry)."""
     version = int(item["v"]["N"])
     entry = None
     if "key" in item:
@@ -227,8 +237,19 @@ def placement_from_item(item_id: str, item: Mapping[str, Any]) -> Placement:
     return Placement(item_id, version, entry)
 
 
-def record_key(namespace: str, key: str) -> dict[str, Any]:
-    return {"pk": {"S": RECORD_PREFIX + namespace}, "sk": {"S": key}}
+def record_partition(namespace: str) -> str:
+    """The partition key that holds every record of ``namespace``."""
+    return RECORD_PREFIX + namespace
+
+
+def record_item_key(namespace: str, key: str) -> dict[str, Any]:
+    """The key of the item of record ``key`` of ``namespace``."""
+    return {"pk": {"S": record_partition(namespace)}, "sk": {"S": key}}
+
+
+def record_from_item(item: Mapping[str, Any]) -> Record:
+    """The record a record item holds."""
+    return Record(json.loads(item["body"]["S"]), int(item["revision"]["N"]))
 
 
 def record_item(namespace: str, key: str, body: Mapping[str, Any],
@@ -239,5 +260,5 @@ def record_item(namespace: str, key: str, body: Mapping[str, Any],
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"record {key!r} of {namespace!r} is not a JSON document: {exc}") \
             from exc
-    return {**record_key(namespace, key), "body": {"S": text},
+    return {**record_item_key(namespace, key), "body": {"S": text},
             "revision": {"N": str(revision)}}

@@ -1,0 +1,218 @@
+"""Capacity rules and ceilings of the partitioned stores shardex serves: pure arithmetic.
+
+Everything that says what a request costs, or how much a partition takes, lives here,
+once; the planner, the heat reports, the simulator and the backends import it.
+
+Unit rules (DynamoDB's; the memory store and the log readers follow them):
+
+- A write costs one *write unit* per started KB (1,024 bytes) of the item, at least 1.
+- A read costs one *read unit* per started 4 KB (4,096 bytes), at least 1, and half of
+  that when not strongly consistent. A Query is charged over the sum of the bytes it
+  read, rounded once, not item by item, and reads at most 1 MB a page.
+- Item sizes: attribute names and values in UTF-8 bytes, numbers about one byte per two
+  digits plus one (``value_bytes``, ``item_bytes``, ``entry_bytes``).
+
+Per-partition ceilings (``CEILINGS``, by store name):
+
+- DynamoDB: 1,000 write units and 3,000 read units a second per partition, with up to
+  300 seconds of unused capacity kept as burst.
+- Azure Table Storage: about 2,000 entities a second per partition, and about 20,000 a
+  second per storage account (``AZURE_TABLES_ACCOUNT_ENTITIES``), whatever the partitions.
+- Cosmos DB: 10,000 RU a second per physical partition.
+
+Token buckets and partition models, which turn these numbers into throttling, are
+simulation and live in ``shardex.sim``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Protocol
+
+from shardex.errors import InvalidInput
+
+__all__ = [
+    "AZURE_TABLES_ACCOUNT_ENTITIES",
+    "AZURE_TABLES_PARTITION_ENTITIES",
+    "CEILINGS",
+    "COSMOS_PARTITION_RU",
+    "Ceiling",
+    "DYNAMODB_BURST_SECONDS",
+    "DYNAMODB_READ_CEILING",
+    "DYNAMODB_WRITE_CEILING",
+    "QUERY_PAGE_BYTES",
+    "READ_UNIT_BYTES",
+    "WRITE_UNIT_BYTES",
+    "entry_bytes",
+    "item_bytes",
+    "number_bytes",
+    "read_units",
+    "resolve_ceiling",
+    "utf8_len",
+    "value_bytes",
+    "write_units",
+]
+
+WRITE_UNIT_BYTES = 1024
+READ_UNIT_BYTES = 4096
+# The most bytes one Query page reads (DynamoDB: 1 MB).
+QUERY_PAGE_BYTES = 1_048_576
+DYNAMODB_WRITE_CEILING = 1000.0
+DYNAMODB_READ_CEILING = 3000.0
+DYNAMODB_BURST_SECONDS = 300.0
+AZURE_TABLES_PARTITION_ENTITIES = 2000.0
+AZURE_TABLES_ACCOUNT_ENTITIES = 20_000.0
+COSMOS_PARTITION_RU = 10_000.0
+
+
+class _Entry(Protocol):
+    """What ``entry_bytes`` reads of an entry (a ``shardex.stores.base.StoredEntry``)."""
+
+    @property
+    def shard_key(self) -> str: ...
+    @property
+    def sort(self) -> str: ...
+    @property
+    def item_id(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def attrs(self) -> Mapping[str, Any]: ...
+
+
+def write_units(nbytes: int) -> int:
+    """Return the write units of an item of ``nbytes`` bytes: one per started KB, at least 1."""
+    if nbytes <= WRITE_UNIT_BYTES:
+        return 1
+    return -(-nbytes // WRITE_UNIT_BYTES)
+
+
+def read_units(nbytes: int, consistent: bool = True) -> float:
+    """Return the read units of reading ``nbytes`` bytes: one per started 4 KB, at least 1.
+
+    Halved when ``consistent`` is False (an eventually consistent read), so at least 0.5.
+    """
+    units = 1 if nbytes <= READ_UNIT_BYTES else -(-nbytes // READ_UNIT_BYTES)
+    return float(units) if consistent else units / 2.0
+
+
+def utf8_len(text: str) -> int:
+    """Return the length of ``text`` in UTF-8 bytes."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def number_bytes(number: int | float | Decimal) -> int:
+    """Return the stored size of a number: about one byte per two digits, plus one."""
+    if type(number) is int:
+        digits = len(str(number)) - (number < 0)
+    else:
+        digits = sum(1 for ch in str(number) if ch.isdigit())
+    return (digits + 1) // 2 + 1
+
+
+def value_bytes(value: Any) -> int:
+    """Return the stored size of one attribute value, as DynamoDB counts it.
+
+    Strings: UTF-8 length; bytes: length; numbers: ``number_bytes``; booleans and None:
+    1; lists, tuples and sets: 3 plus, per element, its size plus 1; mappings: 3 plus,
+    per element, the UTF-8 length of its name, its size and 1. Anything else is
+    counted as its ``str()``.
+    """
+    if isinstance(value, str):
+        return utf8_len(value)
+    if value is None or isinstance(value, bool):
+        return 1
+    if isinstance(value, int | float | Decimal):
+        return number_bytes(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return len(value)
+    if isinstance(value, Mapping):
+        return 3 + sum(utf8_len(str(k)) + value_bytes(v) + 1 for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return 3 + sum(value_bytes(v) + 1 for v in value)
+    return utf8_len(str(value))
+
+
+def item_bytes(attrs: Mapping[str, Any]) -> int:
+    """Return the stored size of an attribute map: each name's UTF-8 length plus its value's."""
+    return sum(utf8_len(name) + value_bytes(value) for name, value in attrs.items())
+
+
+def entry_bytes(entry: _Entry) -> int:
+    """Return the stored size in bytes of an index entry, as DynamoDB would count it.
+
+    The entry is stored as the attributes ``pk`` = shard key, ``sk`` = sort, one
+    separator byte and item id, ``id`` = item id, ``v`` = version (a number), plus its
+    projected attributes::
+
+        2 + len(shard_key) + 2 + len(sort) + 1 + len(item_id) + 2 + len(item_id)
+          + 1 + number_bytes(version) + item_bytes(attrs)
+
+    with every length in UTF-8 bytes (see ``value_bytes`` for attribute values).
+    """
+    # Every entry is sized on the memory store's write path: ASCII text (the common
+    # case) is measured without encoding, and small versions without str().
+    item_id, version = entry.item_id, entry.version
+    text = entry.shard_key + entry.sort + item_id + item_id
+    size = 8 + (len(text) if text.isascii() else utf8_len(text))
+    size += 2 if type(version) is int and 0 <= version < 100 else number_bytes(version)
+    for name, value in entry.attrs.items():
+        kind = type(value)
+        if kind is str:
+            text = name + value
+            size += len(text) if text.isascii() else utf8_len(text)
+        else:
+            size += utf8_len(name) + (number_bytes(value) if kind is int or kind is float
+                                      else value_bytes(value))
+    return size
+
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """A store's per-partition throughput ceiling, in its own units a second."""
+
+    name: str
+    write_units: float
+    read_units: float
+    unit: str
+
+
+CEILINGS: Mapping[str, Ceiling] = {
+    "dynamodb": Ceiling("dynamodb", DYNAMODB_WRITE_CEILING, DYNAMODB_READ_CEILING,
+                        "capacity units/s"),
+    "azure-tables": Ceiling("azure-tables", AZURE_TABLES_PARTITION_ENTITIES,
+                            AZURE_TABLES_PARTITION_ENTITIES, "entities/s"),
+    "cosmos": Ceiling("cosmos", COSMOS_PARTITION_RU, COSMOS_PARTITION_RU, "RU/s"),
+}
+
+
+def resolve_ceiling(spec: str | float | Ceiling) -> Ceiling:
+    """Return the per-partition ceiling ``spec`` names: a store name, a number, or a Ceiling.
+
+    A store name is one of CEILINGS (``dynamodb``, ``azure-tables``, ``cosmos``); a number
+    (or numeric text) is one ceiling for reads and writes alike, in units a second.
+    Raises InvalidInput for an unknown name or a number that is not finite and > 0.
+    """
+    if isinstance(spec, Ceiling):
+        return spec
+    if isinstance(spec, str):
+        named = CEILINGS.get(spec.strip().lower())
+        if named is not None:
+            return named
+        try:
+            number = float(spec)
+        except ValueError:
+            raise InvalidInput(
+                f"unknown ceiling {spec!r}; use one of {', '.join(sorted(CEILINGS))} "
+                "or a number of units a second") from None
+    elif isinstance(spec, bool) or not isinstance(spec, int | float):
+        raise InvalidInput(f"ceiling must be a store name or a number, got {spec!r}")
+    else:
+        number = float(spec)
+    if not math.isfinite(number) or number <= 0:
+        raise InvalidInput(f"ceiling must be a finite number of units/s > 0, got {spec!r}")
+    return Ceiling(f"{number:g} units/s", number, number, "units/s")

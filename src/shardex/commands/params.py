@@ -1,0 +1,90 @@
+"""Click parameter types for the options that name a value: ``VALUE=N[:strategy]`` and kin.
+
+A bad option is refused by click itself, as a usage error naming the option (exit 2);
+``shardex.cli.main`` prints it as one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from shardex.errors import InvalidPolicy
+from shardex.routing import ShardPolicy
+
+__all__ = ["COUNT", "NUMBER", "POLICY", "ValuePair", "distinct"]
+
+
+class _Number(click.ParamType):  # type: ignore[type-arg]
+    """A number, as ``float`` (``integer``: an integer, as ``int``)."""
+
+    def __init__(self, *, integer: bool = False) -> None:
+        self.integer = integer
+        self.name = "integer" if integer else "number"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        try:
+            return int(value) if self.integer else float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not {'an integer' if self.integer else 'a number'}",
+                      param, ctx)
+
+
+class _Policy(click.ParamType):  # type: ignore[type-arg]
+    """``N`` or ``N:strategy``, as a ShardPolicy."""
+
+    name = "N[:strategy]"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> ShardPolicy:
+        if isinstance(value, ShardPolicy):
+            return value
+        shards, _, strategy = str(value).partition(":")
+        try:
+            count = int(shards)
+        except ValueError:
+            self.fail(f"expected N or N:strategy, got {value!r}", param, ctx)
+        try:
+            return ShardPolicy(shards=count, strategy=strategy or "hash")  # type: ignore[arg-type]
+        except InvalidPolicy as exc:
+            self.fail(str(exc), param, ctx)
+
+
+NUMBER = _Number()
+COUNT = _Number(integer=True)
+POLICY = _Policy()
+
+
+class ValuePair(click.ParamType):  # type: ignore[type-arg]
+    """``VALUE=X``, as ``(value, X)``, ``X`` converted by ``inner``.
+
+    The value is not checked here: the code that uses it validates logical keys.
+    """
+
+    def __init__(self, inner: click.ParamType, shape: str,  # type: ignore[type-arg]
+                 example: str) -> None:
+        self.inner = inner
+        self.example = example
+        self.name = shape
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[str, Any]:
+        if isinstance(value, tuple):
+            return value
+        name, sep, rest = str(value).rpartition("=")
+        if not sep or not name:
+            self.fail(f"expected {self.name}, e.g. {self.example}, got {value!r}", param, ctx)
+        return name, self.inner.convert(rest, param, ctx)
+
+
+def distinct(pairs: Sequence[tuple[str, Any]], option: str) -> dict[str, Any]:
+    """Return ``pairs`` as a dict; a value given twice is a usage error naming ``option``."""
+    out: dict[str, Any] = {}
+    for name, item in pairs:
+        if name in out:
+            raise click.BadParameter(f"given twice for {name!r}", param_hint=option)
+        out[name] = item
+    return out

@@ -1,0 +1,137 @@
+"""Index-table mode of the DynamoDB store: shardex writes the entries, in its own table.
+
+Layout of the table (``pk`` S HASH, ``sk`` S RANGE):
+
+==========================  ==================  ==========================================
+``pk``                      ``sk``              other attributes
+==========================  ==================  ==========================================
+shard key (``PENDING#3``)   sort NUL item id    ``id``, ``v`` (entry version), ``attrs`` (M)
+``#placement#<item id>``    ``#``               ``v``; the entry's ``key``, ``sort``, ``ev``
+                                                and ``attrs`` unless a tombstone
+``#record#<index>``         record key          ``body`` (JSON text), ``revision``
+``#owner``                  ``#``               ``index``: the one index the table holds
+==========================  ==================  ==========================================
+
+A logical key never starts with ``#``, so the reserved partition keys cannot collide
+with a shard key. ``place`` is one TransactWriteItems: the placement put, conditional
+on its version, the old entry's delete and the new entry's put, so a move is atomic
+and a late write never lands over a newer one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardex.errors import CapabilityMissing, ConditionFailed, StoreError
+from shardex.keys import placement_key
+from shardex.stores.base import Capabilities, Placement, Position, StoredEntry
+from shardex.stores.dynamodb.codec import (
+    decode_position,
+    encode_position,
+    entry_from_item,
+    entry_item,
+    entry_key,
+    item_units,
+    placement_from_item,
+    placement_item,
+    placement_item_key,
+)
+from shardex.stores.dynamodb.layout import Describe, Layout, Page, Requester, key_schema
+from shardex.stores.metered import Recorder
+
+__all__ = ["TableLayout"]
+
+_MAX_PAGE = 1000
+
+
+class TableLayout(Layout):
+    """Index-table mode: entries, placements, records and the owner in one table."""
+
+    capabilities = Capabilities(consistent_reads=True, max_page=_MAX_PAGE)
+    owner_scope = "#"
+
+    def __init__(self, request: Requester, table: str) -> None:
+        super().__init__(request, table)
+        self.records_table = table
+
+    async def check(self, describe: Describe) -> None:
+        table = await describe(self.table)
+        schema = key_schema(table)
+        if schema != [("pk", "HASH", "S"), ("sk", "RANGE", "S")]:
+            found = ", ".join(f"{a} {t} {k}" for a, k, t in schema)
+            raise StoreError(
+                f"table {self.table!r} is not a shardex index table: its key is {found}, "
+                "not pk S HASH, sk S RANGE; create one with: shardex dynamodb create-table "
+                f"{self.table}, or use GSI mode (?gsi=...) for a table you own")
+
+    async def locate(self, item_id: str, rec: Recorder) -> Placement | None:
+        response = await self._request(
+            rec, "GetItem", {"TableName": self.table, "Key": placement_item_key(item_id),
+                             "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"},
+            target=self.target, weights=[(placement_key(item_id), 1.0)], write=False)
+        item = response.get("Item")
+        return None if item is None else placement_from_item(item_id, item)
+
+    async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
+                    version: int, expected: int | None, known: Placement | None,
+                    rec: Recorder) -> None:
+        old: StoredEntry | None = None
+        if expected is not None:
+            if known is None or known.version != expected:
+                known = await self.locate(item_id, rec)
+            found = None if known is None else known.version
+            if found != expected:
+                raise ConditionFailed(
+                    f"place of item {item_id!r} in {namespace!r} expected version {expected}, "
+                    f"found {'never placed' if found is None else found}")
+            old = known.entry if known is not None else None
+        new_placement = placement_item(item_id, version, entry)
+        put: dict[str, Any] = {"TableName": self.table, "Item": new_placement,
+                               "ExpressionAttributeNames": {"#v": "v"}}
+        if expected is None:
+            put["ConditionExpression"] = "attribute_not_exists(#v)"
+        else:
+            put["ConditionExpression"] = "#v = :expected"
+            put["ExpressionAttributeValues"] = {":expected": {"N": str(expected)}}
+        actions: list[dict[str, Any]] = [{"Put": put}]
+        weights = [(placement_key(item_id), float(item_units(new_placement)))]
+        new_item = entry_item(entry) if entry is not None else None
+        if old is not None and (entry is None or entry_key(old) != entry_key(entry)):
+            # a stale idea of where the old entry is cancels the whole transaction
+            actions.append({"Delete": {"TableName": self.table, "Key": entry_key(old),
+                                       "ConditionExpression": "attribute_exists(pk)"}})
+            weights.append((old.shard_key, float(item_units(entry_item(old)))))
+        if entry is not None and new_item is not None:
+            actions.append({"Put": {"TableName": self.table, "Item": new_item}})
+            weights.append((entry.shard_key, float(item_units(new_item))))
+        await self._request(rec, "TransactWriteItems",
+                            {"TransactItems": actions, "ReturnConsumedCapacity": "TOTAL"},
+                            target=self.target, weights=weights, write=True)
+
+    async def query(self, shard_key: str, *, after: Position | None, descending: bool,
+                    limit: int, rec: Recorder) -> Page:
+        params: dict[str, Any] = {
+            "TableName": self.table, "KeyConditionExpression": "pk = :k",
+            "ExpressionAttributeValues": {":k": {"S": shard_key}},
+            "ScanIndexForward": not descending, "Limit": limit, "ConsistentRead": True,
+            "ReturnConsumedCapacity": "TOTAL"}
+        if after is not None:
+            params["ExclusiveStartKey"] = {"pk": {"S": shard_key},
+                                           "sk": {"S": encode_position(*after)}}
+        response = await self._request(rec, "Query", params, target=self.target,
+                                       weights=[(shard_key, 1.0)], write=False)
+        entries = [entry_from_item(item) for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return entries, None if last is None else decode_position(last["sk"]["S"])
+
+    async def count(self, shard_key: str, rec: Recorder) -> int:
+        return await self._count_pages(shard_key, {
+            "TableName": self.table, "KeyConditionExpression": "pk = :k",
+            "ExpressionAttributeValues": {":k": {"S": shard_key}},
+            "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"}, rec)
+
+    def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
+        raise CapabilityMissing(
+            f"table {self.table!r} is in index-table mode: shardex writes the entries itself, "
+            "so there are no key attributes to add to an application's items; use GSI mode "
+            "(dynamodb://TABLE?gsi=...) to index the application's own items")

@@ -1,0 +1,269 @@
+"""The one metering path: every request a store makes becomes one ``Usage`` event.
+
+A store's public methods (``shardex.stores.base.Store``) hand each backend hook a
+``Recorder``. The backend reports there only what each request consumed:
+
+- ``rec.request(key, write=...)`` when it sends a request (a call may send several:
+  a paged COUNT, a table-ownership check before a write);
+- ``rec.charge(key, units, partition)`` for each key the request touched, with the units
+  it took there (the memory store knows them exactly, and its physical partition);
+- ``rec.share(units, weights)`` when the store reports one total for a multi-key write
+  (a DynamoDB transaction): ``split_units`` shares it by weight, the one place that rule
+  is written.
+
+When the request ends the recorder emits one frozen ``Usage`` on the store's ``Meter``,
+with its outcome (``ok``, ``conflict``, ``throttled``, ``unavailable``, ``ambiguous``,
+``failed``, ``cancelled``) read from the error that ended it, if any. Everything that
+counts subscribes to that meter and reads the same events: ``store.stats()``
+(``shardex.stores.stats``), the windowed heat meter behind ``index.heat()``
+(``shardex.stores.heat``), and later exporters (Prometheus, OpenTelemetry, a live view).
+A subscriber is a plain callable; it must be quick and must not raise, as it runs inside
+the request path. Other event types (such as hedged read copies sent, won or cancelled)
+are to flow through the same ``Meter.emit``; subscribers ignore types they do not know.
+
+``Counts`` is the one counter record (named fields) the subscribers accumulate into.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, NamedTuple
+
+from shardex.clock import Clock
+from shardex.errors import ConditionFailed, Throttled, Unavailable
+
+__all__ = [
+    "Counts",
+    "Meter",
+    "Outcome",
+    "Recorder",
+    "Share",
+    "Subscriber",
+    "Usage",
+    "split_units",
+]
+
+Outcome = Literal["ok", "conflict", "throttled", "unavailable", "ambiguous", "failed",
+                  "cancelled"]
+
+
+class Share(NamedTuple):
+    """The part of one request that fell on one key: its units, and where the key lives.
+
+    ``partition`` names the physical partition when the store knows it (the memory store
+    with a fixed partition count); None means the key is its own partition, or unknown.
+    """
+
+    key: str
+    units: float
+    partition: str | None = None
+
+
+class Usage(NamedTuple):
+    """One request a store made: what it consumed, on which keys, how and when it ended.
+
+    - ``key``: the key the request addressed, or the one that refused it (a throttle).
+    - ``units``: capacity units consumed in all; ``shares`` says where (empty when the
+      store reported nothing, as for a request that failed before it applied).
+    - ``outcome``: ``ok``; ``conflict`` (a condition failed); ``throttled``;
+      ``unavailable`` (failed before it applied); ``ambiguous`` (applied, then reported
+      failure); ``failed`` (any other error); ``cancelled`` (the caller gave up).
+    - ``start`` and ``end``: the store clock's monotonic seconds.
+
+    An immutable named tuple: one is made for every request, on the hot path.
+    """
+
+    namespace: str
+    key: str
+    write: bool
+    outcome: Outcome
+    units: float
+    shares: tuple[Share, ...]
+    start: float
+    end: float
+
+    @property
+    def latency(self) -> float:
+        """Seconds from the request's start to its end."""
+        return self.end - self.start
+
+
+Subscriber = Callable[[Any], None]
+_new = tuple.__new__
+
+
+@dataclass(slots=True)
+class Counts:
+    """Requests, units and throttles of one key, one partition or one store: the counter record.
+
+    A throttled request counts as a request and a throttle, with the units it consumed
+    (0 for every store that shardex knows).
+    """
+
+    read_requests: int = 0
+    write_requests: int = 0
+    read_units: float = 0.0
+    write_units: float = 0.0
+    read_throttles: int = 0
+    write_throttles: int = 0
+
+    def count(self, write: bool, units: float, throttled: bool) -> None:
+        """Count one request."""
+        if write:
+            self.write_requests += 1
+            self.write_units += units
+            if throttled:
+                self.write_throttles += 1
+        else:
+            self.read_requests += 1
+            self.read_units += units
+            if throttled:
+                self.read_throttles += 1
+
+    @property
+    def requests(self) -> int:
+        return self.read_requests + self.write_requests
+
+    @property
+    def units(self) -> float:
+        return self.read_units + self.write_units
+
+    @property
+    def throttles(self) -> int:
+        return self.read_throttles + self.write_throttles
+
+    def absorb(self, other: Counts) -> None:
+        """Add the counts of ``other`` to these."""
+        self.read_requests += other.read_requests
+        self.write_requests += other.write_requests
+        self.read_units += other.read_units
+        self.write_units += other.write_units
+        self.read_throttles += other.read_throttles
+        self.write_throttles += other.write_throttles
+
+
+def split_units(units: float, weights: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Share ``units`` over keys in proportion to their weights: the one rule for it.
+
+    DynamoDB reports one total for a transaction; it charges each item by its size, so
+    weights that are the items' own write units give each key its exact part. Weights
+    that are all zero share equally.
+    """
+    whole = sum(weight for _, weight in weights)
+    if whole <= 0:
+        return [(key, units / len(weights)) for key, _ in weights]
+    return [(key, units * weight / whole) for key, weight in weights]
+
+
+class Meter:
+    """The event hub of one store: subscribers receive every event it emits, in order."""
+
+    __slots__ = ("_subscribers",)
+
+    def __init__(self) -> None:
+        self._subscribers: tuple[Subscriber, ...] = ()
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Call ``subscriber(event)`` for every event from now on."""
+        self._subscribers += (subscriber,)
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        """Stop calling ``subscriber``; unknown subscribers are ignored."""
+        self._subscribers = tuple(s for s in self._subscribers if s != subscriber)
+
+    @property
+    def subscribers(self) -> tuple[Subscriber, ...]:
+        return self._subscribers
+
+    def emit(self, event: Any) -> None:
+        """Hand ``event`` to every subscriber."""
+        for subscriber in self._subscribers:
+            subscriber(event)
+
+
+class Recorder:
+    """What one call of a store's public method consumed, request by request.
+
+    Made by ``Store`` for each call and used as a context manager around the backend's
+    hook: on exit it emits the request in flight, with the outcome the exception (if
+    any) gives it. Nothing is emitted for a call that sent no request.
+    """
+
+    __slots__ = ("_clock", "_key", "_meter", "_namespace", "_shares", "_start", "_units",
+                 "_used", "_write", "read", "written")
+
+    def __init__(self, meter: Meter, clock: Clock, namespace: str, key: str,
+                 write: bool) -> None:
+        self._meter = meter
+        self._clock = clock
+        self._namespace = namespace
+        self._key = key
+        self._write = write
+        self._shares: list[Share] = []
+        self._units = 0.0
+        self._start = 0.0
+        self._used = False
+        self.read = 0.0  # read units consumed by the whole call
+        self.written = 0.0  # write units consumed by the whole call
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self._used:
+            return
+        if exc is None:
+            self._emit("ok")
+        elif isinstance(exc, Throttled):
+            if exc.key is not None:
+                self._key = exc.key
+            self._emit("throttled")
+        elif isinstance(exc, ConditionFailed):
+            self._emit("conflict")
+        elif isinstance(exc, Unavailable):
+            self._emit("ambiguous" if self._shares else "unavailable")
+        elif isinstance(exc, asyncio.CancelledError):
+            self._emit("cancelled")
+        else:
+            self._emit("failed")
+
+    def request(self, key: str | None = None, *, write: bool | None = None) -> None:
+        """Mark that a request is sent now (ending the one before it, which succeeded)."""
+        if self._used:
+            self._emit("ok")
+            self._shares = []
+            self._units = 0.0
+        self._used = True
+        self._start = self._clock.now()
+        if key is not None:
+            self._key = key
+        if write is not None:
+            self._write = write
+
+    def charge(self, key: str, units: float, partition: str | None = None) -> None:
+        """Report ``units`` consumed on ``key`` by the request in flight."""
+        if not self._used:
+            self.request()
+        # tuple.__new__ builds the named tuple without its Python-level __new__: this
+        # runs for every key of every request
+        self._shares.append(_new(Share, (key, units, partition)))
+        self._units += units
+        if self._write:
+            self.written += units
+        else:
+            self.read += units
+
+    def share(self, units: float, weights: Sequence[tuple[str, float]]) -> None:
+        """Report one total for the request in flight, shared over keys by weight."""
+        for key, part in split_units(units, weights):
+            self.charge(key, part)
+
+    def _emit(self, outcome: Outcome) -> None:
+        usage = _new(Usage, (self._namespace, self._key, self._write, outcome, self._units,
+                             tuple(self._shares), self._start, self._clock.now()))
+        for subscriber in self._meter.subscribers:  # Meter.emit, without a call per request
+            subscriber(usage)

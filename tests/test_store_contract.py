@@ -1,0 +1,359 @@
+"""The store contract, run on every backend: what ``shardex.stores.base.Store`` promises.
+
+Each test runs on every backend of ``tests.conftest.BACKENDS``: ``memory://`` on virtual
+time, and DynamoDB Local in index-table mode and in GSI mode. A new backend joins by
+adding one entry there (a maker of fresh, isolated stores); the first test fails while a
+scheme of the registry (``shardex.stores.BACKENDS``) has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+import pytest
+
+from shardex.errors import CapabilityMissing, ConditionFailed, InvalidInput, Throttled
+from shardex.stores import BACKENDS as REGISTRY
+from shardex.stores.base import Position, Store, StoredEntry
+from shardex.stores.metered import Usage
+from tests.conftest import BACKENDS, Backend
+
+T = TypeVar("T")
+NS = "ix"
+
+
+def entry(key: str, sort: str, item_id: str, **attrs: Any) -> StoredEntry:
+    return StoredEntry(shard_key=key, sort=sort, item_id=item_id, attrs=attrs)
+
+
+def check(backend: Backend, body: Callable[[Store], Awaitable[None]], **options: Any) -> None:
+    """Run ``body`` against a fresh, open store of ``backend``."""
+    async def main() -> None:
+        async with backend.store(**options) as store:
+            await body(store)
+
+    run: Callable[[Coroutine[Any, Any, None]], None] = backend.run
+    run(main())
+
+
+async def put(s: Store, e: StoredEntry) -> float:
+    """Place ``e`` as the item's next version, whatever its current one is.
+
+    A throttle (a simulated partition's ceiling) waits a second on the store's clock.
+    """
+    while True:
+        current = await s.locate(NS, e.item_id)
+        version = current.version if current else None
+        try:
+            return await s.place(NS, e.item_id, e, version=(version or 0) + 1,
+                                 expected=version)
+        except Throttled:
+            await s.clock.sleep(1.0)
+
+
+async def read_all(s: Store, key: str, *, descending: bool = False,
+                   limit: int = 1000) -> list[StoredEntry]:
+    out: list[StoredEntry] = []
+    after: Position | None = None
+    while True:
+        page = await s.query(NS, key, after=after, descending=descending, limit=limit)
+        assert len(page.entries) <= limit
+        out += page.entries
+        if page.resume is None:
+            return out
+        after = page.resume
+
+
+def test_every_registered_scheme_has_a_backend_under_test() -> None:
+    covered = {name.partition("-")[0] for name in BACKENDS}
+    assert set(REGISTRY) <= covered
+
+
+# -- entries ----------------------------------------------------------------------------
+
+def test_place_then_locate_query_and_count(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        e = entry("PENDING", "2026-11-30T05:00:00Z", "o-1", total=12)
+        assert await s.locate(NS, "o-1") is None
+        assert await s.place(NS, "o-1", e, version=1, expected=None) > 0
+        placement = await s.locate(NS, "o-1")
+        assert placement is not None
+        assert (placement.item_id, placement.version) == ("o-1", 1)
+        assert placement.entry is not None
+        assert (placement.entry.shard_key, placement.entry.sort) == ("PENDING", e.sort)
+        page = await s.query(NS, "PENDING", after=None, descending=False, limit=10)
+        assert [(x.item_id, x.sort, dict(x.attrs)) for x in page.entries] == [
+            ("o-1", e.sort, {"total": 12})]
+        assert page.resume is None
+        assert await s.count(NS, "PENDING") == 1
+
+    check(backend, body)
+
+
+def test_place_is_a_compare_and_set_on_the_placement_version(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        first = entry("PENDING", "a", "o-1")
+        await s.place(NS, "o-1", first, version=1, expected=None)
+        for expected in (None, 2, 7):
+            with pytest.raises(ConditionFailed):
+                await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=9,
+                              expected=expected)
+        placement = await s.locate(NS, "o-1")
+        assert placement is not None
+        assert placement.version == 1
+        assert [x.item_id for x in await read_all(s, "PENDING")] == ["o-1"]
+        assert await s.count(NS, "SHIPPED") == 0
+
+    check(backend, body)
+
+
+def test_a_write_on_a_never_placed_item_with_an_expected_version_fails(
+        backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        with pytest.raises(ConditionFailed):
+            await s.place(NS, "o-9", entry("K", "a", "o-9"), version=2, expected=1)
+        assert await s.locate(NS, "o-9") is None
+        assert await s.count(NS, "K") == 0
+
+    check(backend, body)
+
+
+def test_place_moves_the_entry_and_deletes_with_a_tombstone(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        await s.place(NS, "o-1", entry("PENDING", "a", "o-1"), version=1, expected=None)
+        await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=2, expected=1)
+        assert await s.count(NS, "PENDING") == 0
+        assert [(x.item_id, x.sort) for x in await read_all(s, "SHIPPED")] == [("o-1", "b")]
+        await s.place(NS, "o-1", None, version=3, expected=2)
+        assert await s.count(NS, "SHIPPED") == 0
+        tombstone = await s.locate(NS, "o-1")
+        assert tombstone is not None
+        assert (tombstone.version, tombstone.entry) == (3, None)
+
+    check(backend, body)
+
+
+def test_a_tombstone_blocks_a_stale_first_write(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
+        await s.place(NS, "o-1", None, version=2, expected=1)
+        with pytest.raises(ConditionFailed):
+            await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
+        assert await s.count(NS, "K") == 0
+        await s.place(NS, "o-1", entry("K", "c", "o-1"), version=3, expected=2)
+        assert [x.sort for x in await read_all(s, "K")] == ["c"]
+
+    check(backend, body)
+
+
+def test_placing_again_on_the_same_key_replaces_the_entry(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        await s.place(NS, "o-1", entry("K", "a", "o-1", n=1), version=1, expected=None)
+        await s.place(NS, "o-1", entry("K", "a", "o-1", n=2), version=2, expected=1)
+        await s.place(NS, "o-1", entry("K", "b", "o-1", n=3), version=3, expected=2)
+        assert [(x.sort, dict(x.attrs)) for x in await read_all(s, "K")] == [("b", {"n": 3})]
+
+    check(backend, body)
+
+
+def test_query_orders_by_sort_then_item_id_in_both_directions(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        rows = [("2", "b"), ("1", "z"), ("2", "a"), ("3", "d"), ("2", "c"), ("1", "y"),
+                ("1", "y2"), ("", "e")]
+        for sort, item in rows:
+            await put(s, entry("K", sort, item))
+        assert [x.position for x in await read_all(s, "K", limit=3)] == sorted(rows)
+        assert [x.position for x in await read_all(s, "K", descending=True, limit=3)] == \
+            sorted(rows, reverse=True)
+
+    check(backend, body)
+
+
+def test_after_is_exclusive_in_both_directions(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        for i in range(10):
+            await put(s, entry("K", f"{i:02d}", f"i{i}"))
+
+        async def sorts(after: Position, descending: bool, limit: int) -> list[str]:
+            page = await s.query(NS, "K", after=after, descending=descending, limit=limit)
+            return [x.sort for x in page.entries]
+
+        assert await sorts(("04", "i4"), False, 3) == ["05", "06", "07"]
+        assert await sorts(("04", "i4"), True, 10) == ["03", "02", "01", "00"]
+        # a position that holds no entry still splits the order where it would be
+        assert await sorts(("04", "zzz"), False, 1) == ["05"]
+        assert await sorts(("04", "i3"), False, 1) == ["04"]
+        assert await sorts(("99", ""), False, 5) == []
+        assert await sorts(("", ""), True, 5) == []
+        last = await s.query(NS, "K", after=("08", "i8"), descending=False, limit=5)
+        assert ([x.sort for x in last.entries], last.resume) == (["09"], None)
+
+    check(backend, body)
+
+
+def test_a_page_holds_at_most_limit_entries_and_resumes_after_its_last(
+        backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        for i in range(7):
+            await put(s, entry("K", f"{i}", f"o{i}"))
+        page = await s.query(NS, "K", after=None, descending=False, limit=3)
+        assert len(page.entries) == 3
+        assert page.resume == page.entries[-1].position
+        assert len(await read_all(s, "K", limit=2)) == 7
+
+    check(backend, body)
+
+
+def test_an_unknown_key_has_no_entries(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        page = await s.query(NS, "NOTHING", after=None, descending=False, limit=5)
+        assert (page.entries, page.resume) == ([], None)
+        assert await s.count(NS, "NOTHING") == 0
+
+    check(backend, body)
+
+
+def test_query_pages_stop_at_one_megabyte(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        blob = "x" * 100_000
+        for i in range(14):
+            await put(s, entry("BIG", f"{i:04d}", f"o{i}", blob=blob))
+        page = await s.query(NS, "BIG", after=None, descending=False, limit=1000)
+        assert 0 < len(page.entries) < 14
+        assert page.resume == page.entries[-1].position
+        # the entry that crosses 1 MB may still be in the page (DynamoDB's rule), no more
+        assert (len(page.entries) - 1) * 100_000 <= 1_048_576
+        everything = await read_all(s, "BIG")
+        assert [x.item_id for x in everything] == [f"o{i}" for i in range(14)]
+        assert await s.count(NS, "BIG") == 14
+
+    check(backend, body)
+
+
+# -- records ---------------------------------------------------------------------------
+
+def test_put_record_is_a_compare_and_set_on_the_revision(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        assert await s.get_record(NS, "routing") is None
+        assert await s.put_record(NS, "routing", {"version": 1}, expected=None) == 1
+        with pytest.raises(ConditionFailed):
+            await s.put_record(NS, "routing", {"version": 9}, expected=None)
+        with pytest.raises(ConditionFailed):
+            await s.put_record(NS, "routing", {"version": 9}, expected=2)
+        assert await s.put_record(NS, "routing", {"version": 2, "list": [1]}, expected=1) == 2
+        record = await s.get_record(NS, "routing")
+        assert record is not None
+        assert (dict(record.body), record.revision) == ({"version": 2, "list": [1]}, 2)
+        record.body["list"].append(99)  # type: ignore[index]
+        again = await s.get_record(NS, "routing")
+        assert again is not None
+        assert again.body == {"version": 2, "list": [1]}
+
+    check(backend, body)
+
+
+def test_list_records_by_prefix_and_delete_them_by_compare_and_set(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        assert await s.list_records(NS) == {}
+        for key in ("lease/a", "lease/b", "checkpoint/1"):
+            await s.put_record(NS, key, {"key": key}, expected=None)
+        await s.put_record(NS, "lease/b", {"key": "lease/b", "n": 2}, expected=1)
+        leases = await s.list_records(NS, "lease/")
+        assert list(leases) == ["lease/a", "lease/b"]
+        assert (leases["lease/b"].body, leases["lease/b"].revision) == (
+            {"key": "lease/b", "n": 2}, 2)
+        assert list(await s.list_records(NS)) == ["checkpoint/1", "lease/a", "lease/b"]
+        with pytest.raises(ConditionFailed):
+            await s.delete_record(NS, "lease/b", expected=1)
+        with pytest.raises(ConditionFailed):
+            await s.delete_record(NS, "lease/none", expected=1)
+        await s.delete_record(NS, "lease/b", expected=2)
+        assert await s.get_record(NS, "lease/b") is None
+        assert list(await s.list_records(NS, "lease/")) == ["lease/a"]
+        assert await s.put_record(NS, "lease/b", {}, expected=None) == 1  # free again
+
+    check(backend, body)
+
+
+# -- argument checks and metering ----------------------------------------------------------
+
+def test_bad_arguments_are_refused_before_any_request(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        await s.put_record(NS, "r", {}, expected=None)
+        seen: list[Usage] = []
+        s.meter.subscribe(seen.append)
+        query = s.query
+        bad: list[tuple[Awaitable[Any], str]] = [
+            (query(NS, "K", after=None, descending=False, limit=0), "limit"),
+            (query(NS, "K", after=None, descending=False, limit=True), "limit"),  # type: ignore[arg-type]
+            (query(NS, "K", after=("a",), descending=False, limit=5), "after"),  # type: ignore[arg-type]
+            (query(NS, "K", after=["a", "b"], descending=False, limit=5), "after"),  # type: ignore[arg-type]
+            (query(NS, "#placement#o-1", after=None, descending=False, limit=5), "reserved"),
+            (query(NS, "", after=None, descending=False, limit=5), "non-empty"),
+            (query("", "K", after=None, descending=False, limit=5), "namespace"),
+            (s.count(NS, "#record#routing"), "reserved"),
+            (s.locate(NS, ""), "item id"),
+            (s.place(NS, "o-1", entry("K", "a", "o-2"), version=1, expected=None), "match"),
+            (s.place(NS, "o-1", entry("#owner", "a", "o-1"), version=1, expected=None), "'#'"),
+            (s.place(NS, "o-1", entry("", "a", "o-1"), version=1, expected=None), "non-empty"),
+            (s.place(NS, "o-1", None, version=2, expected=2), "greater than"),
+            (s.place(NS, "o-1", None, version=True, expected=None), "version"),  # type: ignore[arg-type]
+            (s.place(NS, "o-1", None, version=3, expected="1"), "expected"),  # type: ignore[arg-type]
+            (s.put_record(NS, "r", {}, expected=0), "expected revision"),
+            (s.put_record(NS, "r", {}, expected=True), "expected revision"),  # type: ignore[arg-type]
+            (s.put_record(NS, "r", [1], expected=None), "mapping"),  # type: ignore[arg-type]
+            (s.put_record(NS, "", {}, expected=None), "record key"),
+            (s.delete_record(NS, "r", expected=None), "expected revision"),  # type: ignore[arg-type]
+            (s.list_records(NS, None), "prefix"),  # type: ignore[arg-type]
+        ]
+        for call, words in bad:
+            with pytest.raises(InvalidInput, match=words):
+                await call
+        assert seen == []
+        record = await s.get_record(NS, "r")
+        assert record is not None
+        assert record.revision == 1
+
+    check(backend, body)
+
+
+def test_every_request_is_one_metered_event_that_stats_count(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        seen: list[Usage] = []
+        s.meter.subscribe(seen.append)
+        s.reset_stats()
+        written = await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
+        assert seen
+        assert all(u.outcome == "ok" for u in seen)
+        assert written == pytest.approx(sum(u.units for u in seen if u.write))
+        write = seen[-1]
+        assert write.units == pytest.approx(sum(x.units for x in write.shares))
+        assert "K" in {x.key for x in write.shares}
+        with pytest.raises(ConditionFailed):
+            await s.place(NS, "o-1", entry("K", "b", "o-1"), version=5, expected=3)
+        assert "conflict" in [u.outcome for u in seen]
+        await s.query(NS, "K", after=None, descending=False, limit=5)
+        assert (seen[-1].outcome, seen[-1].key, seen[-1].write) == ("ok", "K", False)
+        stats = s.stats(NS)
+        assert stats.totals.requests == len(seen)
+        assert stats.by_key["K"].write_requests >= 1
+        assert stats.by_key["K"].read_requests == 1
+        assert stats.totals.write_units == pytest.approx(
+            sum(u.units for u in seen if u.write))
+
+    check(backend, body)
+
+
+def test_key_attributes_exist_only_where_the_application_owns_the_items(
+        backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        try:
+            attributes = s.key_attributes("PENDING#3", "s", "o-1")
+        except CapabilityMissing:
+            return
+        assert "PENDING#3" in attributes.values()
+        with pytest.raises(InvalidInput, match="reserved"):
+            s.key_attributes("#owner", "s", "o-1")
+
+    check(backend, body)
