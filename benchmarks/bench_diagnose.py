@@ -14,6 +14,9 @@ Run: .venv/bin/python benchmarks/bench_diagnose.py [--rows N] [--stream-keys N]
    ``add`` per key and batched through ``update``, and prints the updates a second, the
    largest overcount it made against exact counts, its bound N/m, and whether every key
    above N/m was kept.
+4. Reads the first CSV lines as ``shardex diagnose --stream`` does (framing, the row
+   rules in DuckDB batches, Space-Saving over logical keys) and prints the rows a second
+   against the exact reader's over the same lines.
 
 Every figure is measured in this run; nothing here is asserted by the tests.
 """
@@ -29,7 +32,7 @@ from pathlib import Path
 import duckdb
 
 from shardex.counters.spacesaving import SpaceSaving
-from shardex.heat.report import diagnose
+from shardex.heat.report import diagnose, diagnose_stream
 
 STATUSES = ["PENDING", "SHIPPED", "DELIVERED", "CANCELLED"]
 
@@ -102,6 +105,23 @@ def bench_space_saving(parquet: Path, count: int, counters: int) -> None:
     print(f"  stream: {len(keys):,} keys, {len(truth):,} distinct, {counters:,} counters")
 
 
+def bench_stream(csv: Path, count: int, directory: Path) -> None:
+    with csv.open() as text:
+        lines = [line for _, line in zip(range(count + 1), text, strict=False)]
+    part = directory / "first.csv"
+    part.write_text("".join(lines))
+    start = time.perf_counter()
+    streamed = diagnose_stream(lines, fmt="csv")
+    seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    exact = diagnose([part])
+    exact_seconds = time.perf_counter() - start
+    assert streamed.profile.rows == exact.profile.rows == count
+    print(f"  {count:,} CSV lines: stream {count / seconds / 1e3:6.0f} k rows/s | exact "
+          f"{count / exact_seconds / 1e3:6.0f} k rows/s | ratio {seconds / exact_seconds:4.1f}x"
+          f" | same top keys: {[k.key for k in streamed.keys] == [k.key for k in exact.keys]}")
+
+
 def _one_by_one(summary: SpaceSaving, keys: list[str]) -> None:
     add = summary.add
     for key in keys:
@@ -118,6 +138,8 @@ def main() -> None:
     parser.add_argument("--stream-keys", type=int, default=2_000_000,
                         help="keys fed to the Space-Saving summary")
     parser.add_argument("--counters", type=int, default=1000, help="Space-Saving counters")
+    parser.add_argument("--stream-rows", type=int, default=1_000_000,
+                        help="CSV lines read by the streaming reader")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="shardex-bench-") as tmp:
         start = time.perf_counter()
@@ -132,6 +154,8 @@ def main() -> None:
         bench_diagnose(csv, f"read_csv('{csv}')", args.rows)
         print("Space-Saving:")
         bench_space_saving(parquet, args.stream_keys, args.counters)
+        print("streaming reader (--stream, stdin):")
+        bench_stream(csv, min(args.stream_rows, args.rows), Path(tmp))
 
 
 if __name__ == "__main__":

@@ -60,5 +60,6 @@ def test_demo_refuses_bad_load_with_one_clear_line(args: list[str]) -> None:
     done = subprocess.run([sys.executable, "-m", "shardex.cli", "demo", *args],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2
-    assert "error:" in done.stderr
+    assert done.stderr.startswith(f"error: Invalid value for '{args[0]}'")  # the option's name
+    assert len(done.stderr.splitlines()) == 1
     assert "Traceback" not in done.stderr

@@ -24,12 +24,14 @@ def run(tmp_path: Path, rows: list[Any], fmt: str, **options: Any) -> dict[str, 
 
 def test_the_report_has_exactly_the_documented_shape(tmp_path: Path) -> None:
     report = run(tmp_path, samples.low_cardinality(), "csv")
-    assert set(report) == {"classification", "evidence", "top", "recommendation", "rows",
-                           "skipped_rows"}
-    assert set(report["recommendation"]) == {"strategy", "shards", "why"}
+    assert set(report) == {"schema", "source", "ceiling", "headroom", "totals",
+                           "classification", "evidence", "top", "recommendation", "routing",
+                           "rows", "skipped_rows"}
+    assert report["schema"] == "shardex.diagnose/1"
+    assert set(report["recommendation"]) == {"strategy", "shards", "changes", "why"}
     for entry in report["top"]:
-        assert set(entry) == {"key", "share", "peak_units_per_s", "sustained_units_per_s",
-                              "throttles", "peak_to_ceiling"}
+        assert set(entry) == {"key", "share", "units", "requests", "peak_units_per_s",
+                              "sustained_units_per_s", "throttles", "peak_to_ceiling", "shards"}
     assert isinstance(report["rows"], int)
     assert isinstance(report["skipped_rows"], int)
 
@@ -45,7 +47,7 @@ def test_low_cardinality(tmp_path: Path, fmt: str) -> None:
     top = {t["key"]: t for t in report["top"]}
     assert top["PENDING"]["peak_units_per_s"] == 2010.0  # 20 writes of 100, a read of 10
     assert top["PENDING"]["peak_to_ceiling"] == 2.0
-    assert top["PENDING"]["share"] == pytest.approx(120_600 / 186_600)
+    assert top["PENDING"]["share"] == round(120_600 / 186_600, 4)
     rec = report["recommendation"]
     # PENDING: 2,000 write units/s x 1.5 over 1,000 -> 3; SHIPPED: 800 x 1.5 -> 2
     assert (rec["strategy"], rec["shards"]) == ("calculated_suffix", {"PENDING": 3, "SHIPPED": 2})
@@ -110,7 +112,8 @@ def test_uniform(tmp_path: Path, fmt: str) -> None:
     assert report["classification"] == "uniform"
     assert report["evidence"]["top_key_share"] < 0.02
     assert report["recommendation"] == {
-        "strategy": "none", "shards": {}, "why": report["recommendation"]["why"]}
+        "strategy": "none", "shards": {}, "changes": [], "why": report["recommendation"]["why"]}
+    assert report["routing"]["overrides"] == {}
     assert all(t["peak_to_ceiling"] < 0.1 for t in report["top"])
 
 

@@ -233,19 +233,56 @@ def test_several_files_add_up_and_each_is_named(tmp_path: Path) -> None:
         read_logs([first, bad]).close()
 
 
-def test_formats_come_from_extensions_or_are_forced(tmp_path: Path) -> None:
-    assert [log_format(p) for p in ("a.csv", "a.CSV.gz", "b.ndjson", "c.json", "d.pq")] == \
-        ["csv", "csv", "jsonl", "jsonl", "parquet"]
-    with pytest.raises(InvalidInput, match="extension"):
-        log_format("access.log")
+def test_formats_come_from_content_or_are_forced(tmp_path: Path) -> None:
+    import gzip
+
+    found = {}
+    for fmt in FORMATS:
+        path = write_log(tmp_path / f"log.{fmt}", [good(0)])
+        hidden = path.rename(tmp_path / f"{fmt}.log")
+        found[fmt] = log_format(hidden)
+        packed = tmp_path / f"{fmt}.log.gz"
+        if fmt != "parquet":
+            packed.write_bytes(gzip.compress(hidden.read_bytes()))
+            assert log_format(packed) == fmt
+            assert totals(packed)["rows"] == 1
+        assert totals(hidden)["rows"] == 1
+    assert found == {fmt: fmt for fmt in FORMATS}
     with pytest.raises(InvalidInput, match="unknown log format"):
         log_format("a.csv", "xml")
-    forced = write_log(tmp_path / "log.csv", [good(0)]).rename(tmp_path / "access.log")
-    assert totals(forced, fmt="csv")["rows"] == 1
     with pytest.raises(InvalidLog, match="no such file"):
         read_logs([tmp_path / "missing.csv"])
     with pytest.raises(InvalidLog, match="cannot read as jsonl"):
         read_logs([write_log(tmp_path / "x.parquet", [good(0)])], fmt="jsonl")
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"", "is empty"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "is binary"),
+    (b"timestamp,key\n\xff\xfe,A\n", "is not UTF-8"),
+    (b'[{"timestamp": 1}]', "JSON array"),
+    (b"\x1f\x8b\x08\x00broken", "not a valid gzip file"),
+])
+def test_files_that_are_no_log_are_named(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "odd.log"
+    path.write_bytes(content)
+    with pytest.raises(InvalidLog, match=message) as caught:
+        read_logs([path]).close()
+    assert caught.value.path == str(path)
+
+
+def test_a_directory_stands_for_its_files(tmp_path: Path) -> None:
+    folder = tmp_path / "AWSLogs" / "2026" / "11"
+    folder.mkdir(parents=True)
+    write_log(folder / "a.csv", [good(0, key="A", units=2)])
+    write_log(folder / "b.jsonl", [good(0, key="A", units=3)])
+    (folder / ".hidden").write_text("not a log")
+    with read_logs([tmp_path / "AWSLogs"]) as logs:
+        assert logs.profile(ceiling=DYNAMODB).top[0].units == 5.0
+        assert len(logs.paths) == 2
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InvalidLog, match="no files"):
+        read_logs([tmp_path / "empty"])
 
 
 def test_gzip_csv(tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ from shardex.sim.latency import LatencyModel
 
 
 def shards(peak: float, **options: object) -> int:
+    """N at an amplification of 1 (GSI mode), unless the options say otherwise."""
+    options = {"mode": "gsi", **options}
     return plan_shards({"V": peak}, **options).values["V"].shards  # type: ignore[arg-type]
 
 
@@ -29,7 +31,8 @@ def test_exactly_at_the_ceiling_one_shard_just_above_two() -> None:
 def test_cold_values_stay_unsharded() -> None:
     plan = plan_shards({"PENDING": 6000, "DELIVERED": 100, "CANCELLED": 0})
     assert plan.values["DELIVERED"].shards == plan.values["CANCELLED"].shards == 1
-    assert plan.routing().overrides == {"PENDING": ShardPolicy(shards=9)}
+    # index-table mode by default: 6,000 x 2 (a transaction) x 1.5 over 1,000
+    assert plan.routing().overrides == {"PENDING": ShardPolicy(shards=18)}
 
 
 def test_float_noise_does_not_add_a_shard() -> None:
@@ -63,20 +66,21 @@ def test_the_4096_shard_limit() -> None:
 
 def test_read_side_cost_of_n() -> None:
     model = LatencyModel(4.0, 25.0)
-    plan = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0, latency=model)
+    plan = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0, latency=model, mode="gsi")
     p = plan.values["PENDING"]
     assert p.shards == 4
     assert (p.queries_per_listing, p.pages_per_shard, p.listing_read_units) == (4, 1, None)
     assert p.fanout_p50_ms == pytest.approx(1000 * model.fanout_quantile(4, 0.5))
     assert p.fanout_p99_ms == pytest.approx(1000 * model.fanout_quantile(4, 0.99))
     assert p.fanout_p50_ms > 4.0  # the slowest of four waits longer than one request
-    cold = plan_shards({"X": 1}, latency=model).values["X"]
+    cold = plan_shards({"X": 1}, latency=model, mode="gsi").values["X"]
     assert cold.fanout_p50_ms == pytest.approx(4.0)
     assert cold.fanout_p99_ms == pytest.approx(25.0)
 
 
 def test_listing_pages_and_read_units() -> None:
-    plan = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0, listing_items=10_000)
+    plan = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0, listing_items=10_000,
+                       mode="gsi")
     p = plan.values["PENDING"]
     # 2,500 entries a shard, 1,048 to a 1 MB page: pages of 1,048, 1,048 and 404 entries
     assert p.pages_per_shard == 3
@@ -84,12 +88,13 @@ def test_listing_pages_and_read_units() -> None:
     per_shard = 2 * read_units(1_048_000) + read_units(404_000)
     assert p.listing_read_units == 4 * per_shard
     eventual = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0,
-                           listing_items=10_000, consistent=False).values["PENDING"]
+                           listing_items=10_000, consistent=False, mode="gsi").values["PENDING"]
     assert eventual.listing_read_units == p.listing_read_units / 2
-    empty = plan_shards({"PENDING": 3500}, headroom=1.0, listing_items=0).values["PENDING"]
+    empty = plan_shards({"PENDING": 3500}, headroom=1.0, listing_items=0,
+                        mode="gsi").values["PENDING"]
     assert (empty.queries_per_listing, empty.listing_read_units) == (4, 4.0)
     projected = plan_shards({"PENDING": 3500}, item_bytes=1000, read_item_bytes=100,
-                            headroom=1.0, listing_items=10_000).values["PENDING"]
+                            headroom=1.0, listing_items=10_000, mode="gsi").values["PENDING"]
     assert projected.queries_per_listing == 4
 
 
@@ -105,6 +110,7 @@ def test_listing_pages_and_read_units() -> None:
     ({"PENDING": 10}, {"ceiling": 0}, "ceiling"),
     ({"PENDING": 10}, {"listing_items": {"SHIPPED": 5}}, "no peak"),
     ({"PENDING": 10}, {"listing_items": -1}, "listing size"),
+    ({"PENDING": 10}, {"mode": "lsi"}, "unknown mode"),
     ({}, {}, "at least one value"),
 ])
 def test_bad_input_is_refused(peaks: dict[str, float], options: dict[str, object],
@@ -145,16 +151,55 @@ def test_cli_json_gives_n_and_costs_per_value() -> None:
                                       "--peak", "DELIVERED=300", "--item-bytes", "1500",
                                       "--ceiling", "dynamodb", "--headroom", "1.5", "--json"])
     assert result.exit_code == 0, result.output
-    values = json.loads(result.stdout)["values"]
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "shardex.plan/1"
+    assert (doc["mode"], doc["amplification"], doc["amplification_from"]) == ("table", 2.0, "mode")
+    values = doc["values"]
     assert list(values) == ["PENDING", "SHIPPED", "DELIVERED"]
-    assert values["PENDING"]["shards"] == 18  # 6,000 x 2 units x 1.5 over 1,000
-    assert values["SHIPPED"]["shards"] == 8
-    assert values["DELIVERED"]["shards"] == 1
+    assert values["PENDING"]["shards"] == 36  # 6,000 x 2 units x 2 (transaction) x 1.5 / 1,000
+    assert values["SHIPPED"]["shards"] == 15
+    assert values["DELIVERED"]["shards"] == 2
     for value in values.values():
         assert isinstance(value["units_per_item"], float)
         assert isinstance(value["write_units_per_s"], float)
         assert isinstance(value["queries_per_listing"], int)
         assert value["fanout_p99_ms"] >= value["fanout_p50_ms"] > 0
+        assert value["shard_load"] <= round(1 / 1.5, 4)  # no shard above its ceiling
+    assert doc["routing"]["format"] == "shardex.routing/1"
+    assert doc["routing"]["overrides"]["PENDING"] == {"shards": 36, "strategy": "hash"}
+
+
+def test_the_readme_example_keeps_every_shard_under_its_ceiling() -> None:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    command = re.search(r"^shardex (plan .*)$", readme, re.MULTILINE)
+    assert command is not None
+    result = CliRunner().invoke(cli, [*command[1].split(), "--json"])
+    assert result.exit_code == 0, result.output
+    for plan in json.loads(result.stdout)["values"].values():
+        assert plan["shard_load"] < 1.0
+
+
+@pytest.mark.parametrize(("args", "mode", "shards", "said"), [
+    ([], "table", 18, "table mode (assumed"),
+    (["--mode", "gsi"], "gsi", 9, "gsi mode (--mode)"),
+    (["--store", "dynamodb://orders?gsi=by_status&key_attribute=s&sort_attribute=t"
+      "&id_attribute=i"], "gsi", 9, "gsi mode (from --store)"),
+    (["--store", "dynamodb://orders-index?region=eu-west-1"], "table", 18,
+     "table mode (from --store)"),
+    (["--store", "memory://"], "table", 18, "table mode (from --store)"),
+    (["--mode", "gsi", "--amplification", "3"], "gsi", 27, "amplification 3 (given)"),
+])
+def test_the_mode_sets_the_amplification_and_says_so(args: list[str], mode: str, shards: int,
+                                                      said: str) -> None:
+    runner = CliRunner()
+    doc = json.loads(runner.invoke(cli, ["plan", "--peak", "PENDING=6000", *args,
+                                         "--json"]).stdout)
+    assert (doc["mode"], doc["values"]["PENDING"]["shards"]) == (mode, shards)
+    text = runner.invoke(cli, ["plan", "--peak", "PENDING=6000", *args], terminal_width=200)
+    assert said in " ".join(text.stdout.split())
 
 
 def test_cli_options_reach_the_planner() -> None:
@@ -166,18 +211,35 @@ def test_cli_options_reach_the_planner() -> None:
     assert pending["shards"] == 18
     assert pending["listing_items"] == 50_000
     assert pending["queries_per_listing"] > 18
-    assert pending["fanout_p50_ms"] == pytest.approx(
-        1000 * LatencyModel(8, 40).fanout_quantile(18, 0.5))
+    assert pending["fanout_p50_ms"] == round(1000 * LatencyModel(8, 40).fanout_quantile(18, 0.5),
+                                             4)  # rounded once, to 4 places
 
 
 def test_cli_table() -> None:
     result = CliRunner().invoke(cli, ["plan", "--peak", "PENDING=6000", "--peak",
-                                      "DELIVERED=300"], terminal_width=200)
+                                      "DELIVERED=300", "--mode", "gsi"], terminal_width=200)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     pending = next(line for line in lines if "PENDING" in line)
-    assert "9" in pending.split("│")[5]  # the N column
+    assert pending.split("│")[5].strip() == "9"  # the N column
     assert "dynamodb" in result.stdout
+
+
+@pytest.mark.parametrize("width", [80, 60, 40])
+def test_cli_table_wraps_instead_of_cutting(monkeypatch: pytest.MonkeyPatch, width: int) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    result = CliRunner().invoke(cli, ["plan", "--peak", "PENDING=6000", "--peak", "SHIPPED=2500",
+                                      "--item-bytes", "1500", "--listing-items", "50000"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert all(len(line) <= width for line in out.splitlines())
+    assert "\u2026" not in out  # nothing shortened with an ellipsis
+    words = " ".join(out.split())
+    for header in ("peak", "units/item", "WU/s", "per", "shard", "queries", "listing", "RU",
+                   "fan-out", "p50/p99", "ms"):
+        assert header in words
+    for cell in ("6,000", "24,000", "36", "667 (67%)", "18,324.0", "20.5/60.6"):
+        assert cell in words
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -193,6 +255,11 @@ def test_cli_table() -> None:
     (["--peak", "PEN#DING=5"], "separator"),
     (["--peak", "PENDING=5", "--listing-items", "x"], "not an integer"),
     (["--peak", "PENDING=5", "--listing-items", "5", "--listing-items", "P=4"], "once"),
+    (["--peak", "PENDING=5", "--store", "orders"], "not a store URI"),
+    (["--peak", "PENDING=5", "--mode", "table", "--store", "dynamodb://t?gsi=g"], "contradicts"),
+    (["--peak", "PENDING=5", "--mode", "lsi"], "'lsi' is not one of"),
+    (["--peak", "PENDING=5", "--bogus"], "No such option"),
+    ([], "Missing option '--peak'"),
 ])
 def test_cli_bad_input_is_one_clear_line_and_exit_2(
         capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:

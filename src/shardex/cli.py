@@ -14,7 +14,7 @@ from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
 from shardex.commands.plan import plan
 from shardex.commands.routing import routing
-from shardex.errors import ShardexError
+from shardex.errors import InvalidInput, ShardexError
 
 __all__ = ["cli", "main"]
 
@@ -32,22 +32,36 @@ cli.add_command(dynamodb)
 cli.add_command(routing)
 
 
+def _fail(message: str, code: int) -> None:
+    # soft_wrap: the error stays one line, however narrow the terminal.
+    Console(stderr=True, soft_wrap=True).print(
+        Text.assemble(("error: ", "red"), " ".join(message.split())), highlight=False)
+    sys.exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point: shardex errors print as one clear line, not a traceback."""
+    """Entry point: every error prints as one line, ``error: ...``, never a traceback.
+
+    Exit 2 for usage (a bad option, argument or input: click's usage errors and
+    shardex's InvalidInput), 1 for an operation that failed (a store error, a missing
+    extra, a file that cannot be written), 130 on Ctrl-C.
+    """
     try:
-        cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+        cli.main(args=list(argv) if argv is not None else None, prog_name="shardex",
+                 standalone_mode=False)
     except click.exceptions.Abort:
         sys.exit(130)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        _fail(exc.format_message() + hint, 2)
     except click.ClickException as exc:
-        # One line, like every other error: click's own usage block is for --help.
-        Console(stderr=True, soft_wrap=True).print(
-            Text.assemble(("error: ", "red"), exc.format_message()), highlight=False)
-        sys.exit(exc.exit_code)
+        _fail(exc.format_message(), 1)
+    except InvalidInput as exc:
+        _fail(str(exc), 2)
     except ShardexError as exc:
-        # soft_wrap: the error stays one line, however narrow the terminal.
-        Console(stderr=True, soft_wrap=True).print(
-            Text.assemble(("error: ", "red"), str(exc)), highlight=False)
-        sys.exit(2)
+        _fail(str(exc), 1)
+    except OSError as exc:
+        _fail(f"{f'{exc.filename}: ' if exc.filename else ''}{exc.strerror or exc}", 1)
 
 
 if __name__ == "__main__":

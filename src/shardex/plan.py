@@ -7,7 +7,10 @@ more when several index rows change), needs the smallest N with::
     peak * units * amplification * headroom <= N * ceiling
 
 where ``ceiling`` is the store's per-partition write ceiling. Values whose load fits
-one partition keep N = 1 (no suffix). ``plan_shards`` adds what each N costs on the
+one partition keep N = 1 (no suffix). The amplification follows the layout unless
+given (``MODES``): in index-table mode shardex writes each entry in a
+TransactWriteItems, which costs twice (2); in GSI mode DynamoDB writes the index
+entry from the application's own write (1). ``plan_shards`` adds what each N costs on the
 read side: Query calls and read units for a full listing, and the fan-out latency the
 latency model expects for N parallel requests.
 """
@@ -20,12 +23,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardex.capacity import QUERY_PAGE_BYTES, Ceiling, read_units, resolve_ceiling, write_units
+from shardex.documents import PLAN_SCHEMA, rounded
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy
 from shardex.sim.latency import LatencyModel
 
 __all__ = [
+    "AMPLIFICATION",
+    "MODES",
     "Plan",
     "ValuePlan",
     "plan_shards",
@@ -33,6 +39,10 @@ __all__ = [
     "shards_for",
 ]
 
+
+MODES = ("table", "gsi")
+# write units a logical write costs its shard key, per layout
+AMPLIFICATION: Mapping[str, float] = {"table": 2.0, "gsi": 1.0}
 
 
 def shards_for(peak: float, *, ceiling: float, units: float = 1.0,
@@ -127,7 +137,11 @@ class ValuePlan:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Per-value shard counts with their read-side costs, and the inputs they came from."""
+    """Per-value shard counts with their read-side costs, and the inputs they came from.
+
+    ``mode`` is the layout planned for (``table`` or ``gsi``); ``amplification_given``
+    says whether the amplification was given or followed from the mode.
+    """
 
     values: Mapping[str, ValuePlan]
     ceiling: Ceiling
@@ -137,6 +151,8 @@ class Plan:
     amplification: float
     consistent: bool
     latency: LatencyModel
+    mode: str = "table"
+    amplification_given: bool = True
 
     def routing(self, *, version: int = 1) -> Routing:
         """Return a routing that shards every value whose plan needs N > 1 (hash strategy)."""
@@ -145,8 +161,18 @@ class Plan:
                        version=version)
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"values": {value: {...}}}``, as ``shardex plan --json`` prints it."""
-        return {"values": {value: p.to_dict() for value, p in self.values.items()}}
+        """The ``shardex.plan/1`` document ``shardex plan --json`` prints (docs/json.md),
+        rounded once: the inputs, ``values`` (value: its plan), and ``routing``."""
+        doc: dict[str, Any] = rounded({
+            "schema": PLAN_SCHEMA, "mode": self.mode, "amplification": self.amplification,
+            "amplification_from": "given" if self.amplification_given else "mode",
+            "ceiling": {"name": self.ceiling.name, "write_units_per_s": self.ceiling.write_units,
+                        "read_units_per_s": self.ceiling.read_units},
+            "headroom": self.headroom, "item_bytes": self.item_bytes,
+            "read_item_bytes": self.read_item_bytes, "consistent": self.consistent,
+            "values": {value: p.to_dict() for value, p in self.values.items()},
+            "routing": self.routing().to_dict()})
+        return doc
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -174,20 +200,27 @@ def _listing_cost(items: int, shards: int, item_bytes: int,
 
 def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
                 ceiling: str | float | Ceiling = "dynamodb", headroom: float = 1.5,
-                amplification: float = 1.0, read_item_bytes: int | None = None,
+                amplification: float | None = None, read_item_bytes: int | None = None,
                 listing_items: int | Mapping[str, int] | None = None,
-                consistent: bool = True, latency: LatencyModel | None = None) -> Plan:
+                consistent: bool = True, latency: LatencyModel | None = None,
+                mode: str = "table") -> Plan:
     """Plan N for each value of ``peaks`` (value -> peak writes a second) and its read cost.
 
     N is the smallest with ``peak x write_units(item_bytes) x amplification x headroom
-    <= N x ceiling.write_units``; values that fit one partition keep N = 1. Read-side
-    costs use ``read_item_bytes`` (default ``item_bytes``), ``listing_items`` (entries in
-    a full listing, for all values or per value) and ``latency`` (default
-    ``LatencyModel()``: 4 ms median, 25 ms p99). Raises InvalidKey for a value that
-    cannot be a logical key, InvalidInput for a negative or non-finite peak, a
-    non-positive size, headroom or amplification, an unknown ceiling, or a value that
-    needs more than 4096 shards.
+    <= N x ceiling.write_units``; values that fit one partition keep N = 1. The
+    amplification defaults to that of ``mode`` (AMPLIFICATION: 2 for ``table``, 1
+    for ``gsi``). Read-side costs use ``read_item_bytes`` (default ``item_bytes``),
+    ``listing_items`` (entries in a full listing, for all values or per value) and
+    ``latency`` (default ``LatencyModel()``: 4 ms median, 25 ms p99). Raises InvalidKey
+    for a value that cannot be a logical key, InvalidInput for a negative or non-finite peak, a
+    non-positive size, headroom or amplification, an unknown ceiling or mode, or a
+    value that needs more than 4096 shards.
     """
+    if mode not in MODES:
+        raise InvalidInput(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+    given = amplification is not None
+    if amplification is None:
+        amplification = AMPLIFICATION[mode]
     bound = resolve_ceiling(ceiling)
     size = _positive_int("item bytes", item_bytes)
     read_size = size if read_item_bytes is None else _positive_int("read item bytes",
@@ -234,4 +267,4 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
             fanout_p99_ms=1000.0 * model.fanout_quantile(n, 0.99))
     return Plan(values=plans, ceiling=bound, item_bytes=size, read_item_bytes=read_size,
                 headroom=float(headroom), amplification=float(amplification),
-                consistent=consistent, latency=model)
+                consistent=consistent, latency=model, mode=mode, amplification_given=given)

@@ -23,8 +23,10 @@ __all__ = ["demo"]
               help="Draw per-shard-key write rates over time to this PNG (plot extra).")
 @click.option("--seed", default=1, show_default=True, help="Seed of the workload and store.")
 @click.option("--duration", default=10.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True),
               help="Virtual seconds of traffic per layout.")
 @click.option("--rate", default=5000.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True),
               help="New orders a second (PENDING writes).")
 def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: float) -> None:
     """Run the orders-by-status scenario unsharded and sharded, on virtual time."""

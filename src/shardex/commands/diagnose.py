@@ -1,18 +1,26 @@
-"""``shardex diagnose``: which keys of an access log are hot, why, and what to do about it."""
+"""``shardex diagnose``: which keys of a heat source are hot, why, and what to do about it."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from rich.live import Live
 
 from shardex.commands import output
-from shardex.errors import InvalidInput, InvalidLog
+from shardex.commands.heat_view import frame, print_report
+from shardex.errors import InvalidInput
+from shardex.heat.sources import FORMATS, INSIGHTS_RULES, Options, detect_format, is_gzip
 from shardex.plotting import pyplot
 
 if TYPE_CHECKING:
@@ -21,12 +29,14 @@ if TYPE_CHECKING:
 __all__ = ["diagnose"]
 
 _BINS = 120
+# the clock the live view refreshes on; a test puts a fake one here
+_clock: Callable[[], float] = time.monotonic
 
 
 @click.command()
 @click.argument("files", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "parquet"]),
-              help="Read every file in this format, whatever its extension.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS),
+              help="Read every file in this format (default: told by each file's content).")
 @click.option("--skip-bad", is_flag=True, help="Count and skip malformed rows instead of failing.")
 @click.option("--eventual", is_flag=True,
               help="Reads given in bytes are eventually consistent (half the units).")
@@ -35,54 +45,64 @@ _BINS = 120
 @click.option("--headroom", type=float, default=1.5, show_default=True,
               help="Multiplier on observed peaks when sizing N (> 0).")
 @click.option("--top", type=int, default=10, show_default=True, help="Keys to list.")
+@click.option("--per-shard", is_flag=True, help="List each key's shard keys under it.")
 @click.option("--stream", is_flag=True,
-              help="Read row by row in bounded memory (Space-Saving); '-' reads stdin.")
+              help="Read row by row in bounded memory (Space-Saving), with a live view; "
+                   "'-' reads stdin.")
+@click.option("--every", type=float, default=2.0, show_default=True,
+              help="Seconds between refreshes of the live view (--stream, '-').")
 @click.option("--counters", type=int, default=1000, show_default=True,
               help="Space-Saving counters when streaming.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--plot", type=click.Path(dir_okay=False, writable=True, path_type=Path),
+@click.option("--table", "table", default=None,
+              help="CloudTrail: the table to diagnose (needed when the files hold several).")
+@click.option("--key-attribute", default=None,
+              help="CloudTrail: the table's partition key attribute (default: as the keys show).")
+@click.option("--item-bytes", type=int, default=1024, show_default=True,
+              help="CloudTrail: item size the units are estimated from.")
+@click.option("--insights-rule", type=click.Choice(INSIGHTS_RULES), default=None,
+              help="Contributor Insights: what the report counts (default: from the file "
+                   "name; -PKT-/-SKT- rules count throttles).")
+@click.option("--period", type=int, default=None,
+              help="Contributor Insights: seconds a datapoint covers (default: the step "
+                   "between its timestamps).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the report as JSON (live: one JSON line a refresh).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="Draw a heat map of the top keys over time to this PNG (plot extra).")
 def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: bool,
-             ceiling: str, headroom: float, top: int, stream: bool, counters: int,
-             as_json: bool, plot: Path | None) -> None:
-    """Diagnose hot partitions from access logs (CSV, JSON Lines, Parquet; '-' is stdin).
+             ceiling: str, headroom: float, top: int, per_shard: bool, stream: bool,
+             every: float, counters: int, table: str | None, key_attribute: str | None,
+             item_bytes: int, insights_rule: str | None, period: int | None, as_json: bool,
+             plot: Path | None) -> None:
+    """Diagnose hot partitions from access logs (CSV, JSON Lines, Parquet; '-' is stdin),
+    CloudTrail DynamoDB data events, or a Contributor Insights report.
 
-    Columns: timestamp (ISO 8601 or epoch seconds), key, op (read|write), units or
-    bytes, and optionally throttled (0/1). See docs/diagnose.md.
+    Access-log columns: timestamp (ISO 8601 or epoch s/ms/us/ns), key, op (read|write),
+    units or bytes, and optionally throttled (0/1). A directory stands for its files.
+    See docs/diagnose.md and docs/heat-sources.md.
     """
     from shardex.heat import report
 
-    if plot is not None and not (stream or "-" in files):
-        pyplot()  # a missing plot extra fails now, not after the files are read
+    options = Options(fmt=fmt, skip_bad=skip_bad, eventual=eventual, table=table,
+                      key_attribute=key_attribute, item_bytes=item_bytes,
+                      insights_rule=insights_rule, period=period)
     if stream or "-" in files:
         if plot is not None:
             raise InvalidInput("--plot needs files read exactly, not --stream or stdin")
         if len(files) != 1:
             raise InvalidInput("--stream reads one file or '-' (stdin)")
-        name = files[0]
-        kind = fmt or ("csv" if name == "-" else None)
-        if kind is None:
-            from shardex.heat.logs import log_format
-            kind = log_format(name)
-
-        if name != "-" and not Path(name).is_file():
-            raise InvalidLog("no such file", path=name)
-        if name.lower().endswith((".gz", ".gzip")):
-            raise InvalidInput(f"--stream reads plain text: zcat {name} | shardex diagnose -")
-        shown = "<stdin>" if name == "-" else name
-        try:
-            with click.open_file(name, "r", encoding="utf-8") as lines:
-                result = report.diagnose_stream(
-                    lines, fmt=kind, name=shown, skip_bad=skip_bad, eventual=eventual,
-                    ceiling=ceiling, headroom=headroom, top=top, counters=counters)
-        except UnicodeDecodeError as exc:
-            raise InvalidLog(f"is not UTF-8 text: {exc}", path=shown) from exc
-    else:
-        console = output.console(stderr=True)
-        with console.status("aggregating with DuckDB...", spinner="dots"):
-            result = report.diagnose(list(files), fmt=fmt, skip_bad=skip_bad,
-                                     eventual=eventual, ceiling=ceiling, headroom=headroom,
-                                     top=top, timeline_bins=_BINS if plot else 0)
+        if fmt is not None and fmt not in ("csv", "jsonl"):
+            raise InvalidInput(f"--stream reads csv or jsonl, not {fmt}")
+        _live(files[0], fmt, options, ceiling=ceiling, headroom=headroom, top=top,
+              counters=counters, every=every, per_shard=per_shard, as_json=as_json)
+        return
+    if plot is not None:
+        pyplot()  # a missing plot extra fails now, not after the files are read
+    status = output.console(stderr=True)
+    with status.status("aggregating with DuckDB...", spinner="dots"):
+        result = report.diagnose(list(files), options=options, ceiling=ceiling,
+                                 headroom=headroom, top=top, per_shard=per_shard,
+                                 timeline_bins=_BINS if plot else 0)
     if plot is not None:
         from shardex.heat.plot import plot_heatmap
 
@@ -90,44 +110,149 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
-    _print(output.console(), result)
+    print_report(output.console(), result)
     if plot is not None:
         output.console().print(f"heat map written to {plot}", markup=False, highlight=False)
 
 
-def _print(console: Console, result: Diagnosis) -> None:
-    profile = result.profile
-    bound = profile.ceiling
-    console.print(
-        f"[bold]{profile.rows:,} rows[/], {profile.distinct_keys:,}"
-        f"{'' if profile.distinct_exact else '+'} keys, {profile.seconds:,} s, "
-        f"{profile.total_units:,.0f} units, {profile.throttles:,} throttled; ceiling "
-        f"{bound.name}: {bound.write_units:g} write / {bound.read_units:g} read units/s"
-        + (f"; [yellow]{profile.skipped_rows:,} malformed rows skipped[/] "
-           f"({', '.join(f'{c}: {n}' for c, n in sorted(profile.skipped_by_column.items()))})"
-           if profile.skipped_rows else ""))
-    shards = result.recommendation.shards
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("key", overflow="fold", min_width=12)
-    for name in ("share", "peak u/s", "sustained u/s", "peak/ceiling", "throttles", "N"):
-        table.add_column(name, justify="right", no_wrap=True)
-    for k in result.keys:
-        ratio = k.peak_to_ceiling
-        table.add_row(
-            escape(k.key), f"{100 * profile.share(k):.1f}%", f"{k.peak_units_per_s:,.0f}",
-            f"{k.sustained_units_per_s:,.1f}",
-            f"[red]{ratio:.2f}[/]" if ratio > 1 else f"{ratio:.2f}", f"{k.throttles:,}",
-            str(shards.get(k.key, 1)))
-    console.print(table)
-    evidence = result.classification.evidence
-    shown = {k: v for k, v in evidence.items() if k not in ("hot_key_sequence",)}
-    console.print(f"[bold]classification[/]: {result.classification.kind}  "
-                  + escape(", ".join(f"{k}={v}" for k, v in shown.items())), highlight=False)
-    if "hot_key_sequence" in evidence:
-        console.print("  hot key over time: " + " -> ".join(evidence["hot_key_sequence"]),
-                      markup=False, highlight=False)
-    rec = result.recommendation
-    console.print(f"[bold]recommendation[/]: {rec.strategy}"
-                  + (escape(f"  shards: {', '.join(f'{k}={n}' for k, n in shards.items())}")
-                     if shards else ""), highlight=False)
-    console.print(f"  {rec.why}", markup=False, highlight=False)
+def _live(name: str, fmt: str | None, options: Options, *, ceiling: str, headroom: float,
+          top: int, counters: int, every: float, per_shard: bool, as_json: bool) -> None:
+    """Read a stream with a view refreshed every ``every`` seconds; report at its end or
+    on Ctrl-C (what was read until then)."""
+    from shardex.capacity import resolve_ceiling
+    from shardex.heat.live import FileFeed, PipeFeed, watch
+    from shardex.heat.report import diagnose_reader
+    from shardex.heat.stream import StreamReader
+
+    shown = "<stdin>" if name == "-" else name
+    if name != "-":
+        found = fmt or detect_format(name)  # which also refuses a missing or binary file
+        if is_gzip(name):
+            raise InvalidInput(f"--stream reads plain text: zcat {name} | shardex diagnose -")
+        if found not in ("csv", "jsonl"):
+            raise InvalidInput(f"{name} is {found}, which is read whole, not streamed: "
+                               f"shardex diagnose {name}")
+        fmt = found
+    reader = StreamReader(ceiling=resolve_ceiling(ceiling), fmt=fmt, name=shown,
+                          skip_bad=options.skip_bad, eventual=options.eventual,
+                          counters=counters)
+    console = output.console()
+    started = _clock()
+
+    def report(final: bool) -> Diagnosis:
+        return diagnose_reader(reader, headroom=headroom, top=top, per_shard=per_shard,
+                               extra={"live": {"final": final,
+                                               "elapsed_s": _clock() - started}})
+
+    try:
+        with _Opened(name) as stream:
+            fd = _pipe(stream) if name == "-" else None
+            feed = PipeFeed(fd, shown) if fd is not None else FileFeed(stream, shown)
+            with _View(console, as_json, report) as view:
+                interrupted = False
+                try:
+                    watch(feed, reader, every=every, clock=_clock, refresh=view.refresh)
+                except KeyboardInterrupt:
+                    interrupted = True
+        with _deaf_to_interrupts(interrupted):
+            if interrupted:
+                reader.finish()
+            result = report(final=True)
+            if as_json:
+                click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
+            else:
+                if interrupted:
+                    console.print("interrupted: the report covers what was read until then",
+                                  style="yellow", highlight=False)
+                print_report(console, result)
+    finally:
+        reader.close()
+
+
+@contextmanager
+def _deaf_to_interrupts(deaf: bool) -> Iterator[None]:
+    """After Ctrl-C, let the short final report finish: an interrupt that follows at
+    once (a second key press, a signal sent to the process and its group) is ignored."""
+    previous = None
+    if deaf:
+        try:
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread: nothing to guard
+            previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _pipe(stream: IO[str]) -> int | None:
+    """The descriptor of a stdin to wait on, or None when reading it never blocks."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None  # an in-memory stdin (an embedding caller, a test)
+    return None if os.name == "nt" else fd
+
+
+class _Opened:
+    """The stream to read: stdin (as UTF-8 text) or the named file."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._file: IO[str] | None = None
+        self._stdin: io.TextIOWrapper | None = None
+
+    def __enter__(self) -> IO[str]:
+        if self._name == "-":
+            raw = getattr(sys.stdin, "buffer", None)
+            if raw is None:  # a text-only stdin, as some embedders give
+                return sys.stdin
+            self._stdin = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", newline="")
+            return self._stdin
+        self._file = open(self._name, encoding="utf-8", errors="strict", newline="")
+        return self._file
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            self._file.close()
+        if self._stdin is not None:
+            self._stdin.detach()  # stdin's own buffer stays open
+
+
+class _View:
+    """The refreshes: a rich Live table on a terminal, JSON lines with --json, else a
+    table a refresh."""
+
+    def __init__(self, console: Console, as_json: bool,
+                 report: Callable[[bool], Diagnosis]) -> None:
+        self._console = console
+        self._json = as_json
+        self._report = report
+        self._live: Live | None = None
+        self._count = 0
+
+    def __enter__(self) -> _View:
+        if not self._json and self._console.is_terminal:
+            self._live = Live(console=self._console, auto_refresh=False, transient=True)
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.stop()
+
+    def refresh(self) -> None:
+        result = self._report(False)
+        self._count += 1
+        if self._json:
+            click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
+            sys.stdout.flush()
+            return
+        elapsed: Any = result.extra["live"]["elapsed_s"]
+        heading = (f"live: refresh {self._count}, {elapsed:,.0f} s, "
+                   f"{result.profile.rows:,} rows (Ctrl-C for the full report)")
+        if self._live is not None:
+            self._live.update(frame(self._console, result, heading), refresh=True)
+        else:
+            self._console.print(frame(self._console, result, heading))

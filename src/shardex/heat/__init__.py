@@ -3,9 +3,12 @@
 - ``HeatMeter`` counts a live store's traffic per shard key and logical key, in windows
   (it lives with the stores, ``shardex.stores.heat``, as ``index.heat()`` reads it);
 - ``SpaceSaving`` finds the heaviest keys of an unbounded stream with error bounds;
-- ``diagnose`` reads access logs (CSV, JSON Lines, Parquet) with DuckDB, and
-  ``diagnose_stream`` reads an unbounded stream with Space-Saving; both classify the
-  heat (low cardinality, sequential, popular entity, uniform) and recommend a plan.
+- ``diagnose`` reads heat sources exactly with DuckDB: access logs (CSV, JSON Lines,
+  Parquet), CloudTrail DynamoDB data events, Contributor Insights reports, all by the
+  one set of row rules of ``heat.rows``; ``diagnose_stream`` reads an unbounded stream
+  with Space-Saving (``heat.live`` refreshes a view of it); both roll shard keys up
+  under their logical key, classify the heat (low cardinality, sequential, popular
+  entity, uniform) and recommend N per hot logical key.
 
 Log reading needs the ``diagnose`` extra (duckdb); plotting the ``plot`` extra.
 """

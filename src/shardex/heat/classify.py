@@ -14,6 +14,12 @@ Pure decisions over a HeatProfile, tried in this order, each with its evidence:
 3. ``low_cardinality``: few keys carry most of the load: the top ``top_keys`` keys
    carry ``top_share`` of all units.
 4. ``uniform`` otherwise.
+
+Throttles are evidence too (``throttle_min`` throttled requests, ``throttle_share``
+of a key's requests, ``throttle_ratio`` times the rest's throttles per unit): the
+recommendation gives such a key shards even below the ceiling (see
+``shardex.heat.report``). Evidence numbers are kept as computed; JSON
+documents round them once (``shardex.documents.rounded``).
 """
 
 from __future__ import annotations
@@ -50,16 +56,22 @@ class Thresholds:
     sequence_steps: int = 3
     monotone: float = 0.8
     bucket_share: float = 0.3
+    throttle_min: int = 10
+    throttle_share: float = 0.01
+    throttle_ratio: float = 2.0
 
     def __post_init__(self) -> None:
-        for name in ("top_share", "dominant_share", "monotone", "bucket_share"):
+        for name in ("top_share", "dominant_share", "monotone", "bucket_share",
+                     "throttle_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise InvalidInput(f"threshold {name} must be between 0 and 1")
-        for name in ("top_keys", "many_keys", "buckets", "sequence_steps"):
+        for name in ("top_keys", "many_keys", "buckets", "sequence_steps", "throttle_min"):
             if getattr(self, name) < 1:
                 raise InvalidInput(f"threshold {name} must be at least 1")
         if self.dominance < 1:
             raise InvalidInput("threshold dominance must be at least 1")
+        if self.throttle_ratio < 1:
+            raise InvalidInput("threshold throttle_ratio must be at least 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +126,7 @@ def _sequential(profile: HeatProfile, t: Thresholds) -> dict[str, Any] | None:
             "distinct_hot_keys": distinct, "forward_steps": forward, "steps": changes,
             "ordering": kind, "prefix": prefix, "buckets": len(steps),
             "bucket_seconds": max(1, steps[0].end - steps[0].start + 1),
-            "mean_hot_key_bucket_share": round(mean_share, 4)}
+            "mean_hot_key_bucket_share": mean_share}
 
 
 def classify(profile: HeatProfile, thresholds: Thresholds | None = None) -> Classification:
@@ -135,8 +147,8 @@ def classify(profile: HeatProfile, thresholds: Thresholds | None = None) -> Clas
         "total_units": profile.total_units,
         "seconds": profile.seconds,
         "top_key": top[0].key if top else None,
-        "top_key_share": round(shares[0], 4) if shares else 0.0,
-        f"top_{t.top_keys}_share": round(float(head), 4),
+        "top_key_share": shares[0] if shares else 0.0,
+        f"top_{t.top_keys}_share": float(head),
         f"keys_for_{round(100 * t.top_share)}pct": needed,
     }
     sequence = _sequential(profile, t)
@@ -149,8 +161,8 @@ def classify(profile: HeatProfile, thresholds: Thresholds | None = None) -> Clas
         ratio = shares[0] / second if second > 0 else None
         return Classification("popular_entity", {
             **common, "second_key": top[1].key if len(top) > 1 else None,
-            "second_key_share": round(second, 4),
-            "dominance": None if ratio is None else round(ratio, 2)})
+            "second_key_share": second,
+            "dominance": ratio})
     if shares and head >= t.top_share - _SLACK:
         return Classification("low_cardinality", common)
     return Classification("uniform", common)

@@ -1,21 +1,15 @@
-"""Access logs read into per-key, per-second heat, in DuckDB: CSV, JSON Lines and Parquet.
+"""Heat sources read exactly, in DuckDB: access logs, CloudTrail files, Contributor Insights.
 
-A log has one row per request, with the columns:
-
-- ``timestamp``: ISO 8601 (a zone-less time is UTC) or epoch seconds; one kind a file;
-- ``key``: the partition key, non-empty; ``op``: ``read`` or ``write`` (any case);
-- ``units`` (capacity units consumed, >= 0) or ``bytes`` (item bytes, >= 0, turned
-  into units by DynamoDB's rounding: a write costs one unit per started KB, a read one
-  per started 4 KB, both at least 1, and a read half that when eventually consistent);
-  a file may carry both columns, but each row fills exactly one;
-- ``throttled`` (optional): ``0``/``1`` (or ``false``/``true``); a throttled row still
-  counts its units as offered load.
-
-The format follows the extension (``.csv``, ``.jsonl``/``.ndjson``/``.json``,
-``.parquet``/``.pq``, each optionally ``.gz``) unless given. Every row is validated in
-SQL (TRY_CAST and a row number), never in a Python loop: a malformed row raises
-InvalidLog naming the file, the line (the 1-based line of the file for CSV and JSON
-Lines, the 1-based row for Parquet) and the column; with ``skip_bad`` such rows are
+Access logs are CSV (a header line first), JSON Lines or Parquet, one row per request
+with the columns and rules of ``shardex.heat.rows``; CloudTrail files
+(``shardex.heat.cloudtrail``) and Contributor Insights reports
+(``shardex.heat.insights``) become rows of the same kind and pass the same rules. The
+format is told by each file's content (``shardex.heat.sources``) unless given; CSV
+and JSON Lines may be gzipped. Every row is validated in SQL, never in a Python
+loop, and file paths and values reach DuckDB as bound parameters. A malformed row
+raises InvalidLog naming the file, the line (the 1-based line of the file for CSV
+and JSON Lines, the 1-based row for Parquet; the record for CloudTrail, the
+datapoint for Contributor Insights) and the column; with ``skip_bad`` such rows are
 counted, per column, and left out. Needs the ``diagnose`` extra (duckdb).
 """
 
@@ -24,78 +18,517 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import Any
 
-from shardex.capacity import READ_UNIT_BYTES, WRITE_UNIT_BYTES, Ceiling
-from shardex.errors import InvalidInput, InvalidLog, MissingDependency
-from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, Timeline
+from shardex.capacity import Ceiling
+from shardex.errors import InvalidInput, InvalidLog
+from shardex.heat import rows
+from shardex.heat.cloudtrail import CloudTrailStage
+from shardex.heat.insights import DEFAULT_PERIOD, read_report
+from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, Timeline, reserved_note
+from shardex.heat.sources import FORMATS, Options, expand, is_gzip, log_format
 
 __all__ = ["COLUMNS", "FORMATS", "LogHeat", "log_format", "read_logs"]
 
-FORMATS = ("csv", "jsonl", "parquet")
-COLUMNS = ("timestamp", "key", "op", "units", "bytes", "throttled")
-_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
-             ".parquet": "parquet", ".pq": "parquet"}
-_NUMERIC = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-            "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL"}
-_ISO, _EPOCH = 2, 1
-# bad-row code -> the column it concerns (None: the row as a whole)
-_BAD_COLUMN: Mapping[str, str | None] = {
-    "json": None, "row": None, "timestamp": "timestamp", "mixed": "timestamp", "key": "key",
-    "op": "op", "neither": "units", "both": "bytes", "units": "units", "bytes": "bytes",
-    "throttled": "throttled",
-}
+COLUMNS = rows.COLUMNS
+# the columns of a key's heat, as _key_heat reads them
+_HEAT = ("key, units, ru, wu, reads, writes, thr, secs, peak, peak_r, peak_w, peak_ok, ratio, "
+         "shards, partitions, hot_r, hot_w")
 
 
-def _duckdb() -> ModuleType:
-    try:
-        import duckdb
-    except ImportError as exc:
-        raise MissingDependency("duckdb", "diagnose") from exc
-    return duckdb
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """How to read one file: SQL yielding (rn, jbad, n, COLUMNS), with its parameters."""
+
+    path: str
+    fmt: str
+    select: str       # @RN@ to fill: NULL in the fast pass, the row number in file order
+    types: dict[str, str]
+    params: tuple[Any, ...] = ()
+    rejects: str | None = None
+    names: dict[str, str] | None = None  # CSV: the reader's column -> the header's name
+    gzip: bool = False
 
 
-def log_format(path: str | Path, fmt: str | None = None) -> str:
-    """Return the format of ``path``: ``fmt`` if given, else from its extension.
+class LogHeat:
+    """Per-key, per-second heat of heat sources, held in an in-memory DuckDB database.
 
-    Raises InvalidInput for an unknown format or an extension that names none.
+    ``rows`` counts the rows read, ``skipped_rows`` those left out as malformed
+    (``skipped_by_column``: how many per column). Close it (or use ``with``) to free
+    the database.
     """
-    if fmt is not None:
-        if fmt not in FORMATS:
-            raise InvalidInput(f"unknown log format {fmt!r}; use one of {', '.join(FORMATS)}")
-        return fmt
-    suffixes = [s.lower() for s in Path(path).suffixes]
-    if suffixes and suffixes[-1] in (".gz", ".gzip"):
-        suffixes.pop()
-    found = _SUFFIXES.get(suffixes[-1]) if suffixes else None
-    if found is None:
-        raise InvalidInput(f"cannot tell the format of {str(path)!r} from its extension; "
-                           f"give one of {', '.join(FORMATS)} (--format)")
-    return found
+
+    def __init__(self, options: Options | None = None, *, threads: int | None = None) -> None:
+        duckdb = rows.duckdb()
+        self._duckdb = duckdb
+        self.options = options or Options()
+        self.con = duckdb.connect(":memory:")
+        self.con.execute("SET TimeZone = 'UTC'")
+        if threads is not None:
+            self.con.execute(f"SET threads = {int(threads)}")
+        self._files = 0
+        self.paths: list[str] = []
+        self.rows = 0
+        self.skipped_rows = 0
+        self.skipped_by_column: dict[str, int] = {}
+        self.kinds: dict[int, int] = {}
+        self.formats: list[str] = []
+        self.notes: list[str] = []
+        self.resolution = 1
+        self._parts: list[str] = []
+        self._cloudtrail: CloudTrailStage | None = None
+        self._reserved = (0, 0.0, 0)
+        self._built = False
+
+    def __enter__(self) -> LogHeat:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    # -- reading ------------------------------------------------------------------------
+
+    def add(self, path: str | Path) -> None:
+        """Read one file (see the module); CloudTrail files are read once all are added.
+
+        Raises InvalidLog for a missing or unreadable file, a missing column, or (unless
+        ``skip_bad``) a malformed row; MissingDependency without duckdb.
+        """
+        name = str(path)
+        kind = log_format(name, self.options.fmt)
+        self._files += 1
+        if kind not in self.formats:
+            self.formats.append(kind)
+        try:
+            with rows.interruptible():
+                if kind == "cloudtrail":
+                    if self._cloudtrail is None:
+                        self._cloudtrail = CloudTrailStage(self.con, self.options.item_bytes)
+                    self._cloudtrail.add(name)
+                elif kind == "insights":
+                    self._insights(name)
+                else:
+                    reader = {"csv": self._csv, "jsonl": self._jsonl, "parquet": self._parquet}
+                    source = reader[kind](name)
+                    loaded = rows.load(self.con, source.select, source.types,
+                                       table=f"file_{self._files}", eventual=self.options.eventual,
+                                       path=name, params=source.params)
+                    self._accept(loaded, source, self._major(loaded))
+        except self._duckdb.Error as exc:
+            detail = str(exc).strip().splitlines()[0]
+            raise InvalidLog(f"cannot read as {kind}: {detail}", path=name) from exc
+        self.paths.append(name)
+        self._built = False
+
+    def _csv(self, path: str) -> _Source:
+        packed = is_gzip(path)
+        try:
+            with _open_text(path, packed) as text:
+                header = next(csv.reader(text), None)
+        except (OSError, UnicodeDecodeError, csv.Error, EOFError) as exc:
+            raise InvalidLog(f"cannot read the CSV header: {exc}", path=path, line=1) from exc
+        if not header:
+            raise InvalidLog("is empty: a CSV log starts with a header line", path=path, line=1)
+        names = [h.strip().lstrip("\ufeff").lower() for h in header]
+        for name in names:
+            if names.count(name) > 1 or not name:
+                raise InvalidLog(f"header names column {name!r} "
+                                 f"{'twice' if name else 'with an empty name'}",
+                                 path=path, line=1, column=name or None)
+        rows.check_columns(names, path=path, line=1)
+        columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(names)))
+        rejects = f"rejects_{self._files}"
+        reader = (f"read_csv(?, header = true, auto_detect = false, compression = ?, "
+                  f"columns = {{{columns}}}, delim = ',', quote = '\"', escape = '\"', "
+                  f"store_rejects = true, rejects_table = '{rejects}', "
+                  f"rejects_scan = '{rejects}_scan')")
+        picks = [f"c{names.index(c)}" if c in names else "NULL::VARCHAR" for c in COLUMNS]
+        select = ("SELECT @RN@ AS rn, false AS jbad, 1 AS n, "
+                  + ", ".join(f'{p} AS "{c}"' for p, c in zip(picks, COLUMNS, strict=True))
+                  + f" FROM {reader}")
+        return _Source(path, "csv", select, dict.fromkeys(COLUMNS, "VARCHAR"),
+                       (path, "gzip" if packed else "none"), rejects,
+                       {f"c{i}": name for i, name in enumerate(names)}, packed)
+
+    def _jsonl(self, path: str) -> _Source:
+        paths = ", ".join(f"'$.{c}'" for c in COLUMNS)
+        packed = is_gzip(path)
+        lines = ("(SELECT row_number() OVER () AS n, l FROM read_csv(?, header = false, "
+                 "auto_detect = false, compression = ?, columns = {'l': 'VARCHAR'}, "
+                 "delim = E'\\n', quote = '', escape = ''))")
+        parsed = (f"(SELECT n, l, CASE WHEN json_valid(l) THEN json_type(l) = 'OBJECT' "
+                  f"ELSE false END AS ok FROM {lines} WHERE l IS NOT NULL AND trim(l) <> '')")
+        fields = (f"(SELECT n AS line, NOT ok AS jbad, CASE WHEN ok THEN json_extract_string(l, "
+                  f"[{paths}]) END AS j FROM {parsed})")
+        select = ("SELECT @RN@ AS rn, jbad, 1 AS n, "
+                  + ", ".join(f'j[{i + 1}] AS "{c}"' for i, c in enumerate(COLUMNS))
+                  + f" FROM {fields}")
+        return _Source(path, "jsonl", select, dict.fromkeys(COLUMNS, "VARCHAR"),
+                       (path, "gzip" if packed else "none"), gzip=packed)
+
+    def _parquet(self, path: str) -> _Source:
+        described = self.con.execute("DESCRIBE SELECT * FROM read_parquet(?)",
+                                     [path]).fetchall()
+        found = {str(row[0]).strip().lower(): (i + 1, str(row[1]))
+                 for i, row in enumerate(described)}
+        rows.check_columns(list(found), path=path, line=None)
+        picks, types = [], {}
+        for c in COLUMNS:
+            if c in found:  # by position: a column name from the file never enters the SQL
+                picks.append(f'#{found[c][0]} AS "{c}"')
+                types[c] = found[c][1]
+            else:
+                picks.append(f'NULL::VARCHAR AS "{c}"')
+                types[c] = "VARCHAR"
+        select = ("SELECT @RN@ AS rn, false AS jbad, 1 AS n, " + ", ".join(picks)
+                  + " FROM read_parquet(?, file_row_number = true)")
+        return _Source(path, "parquet", select, types, (path,))
+
+    def _insights(self, path: str) -> None:
+        report = read_report(path, self.options.insights_rule)
+        table = f"file_{self._files}"
+        select, types = rows.stage(self.con, f"staged_{self._files}", report.batch)
+        loaded = rows.load(self.con, select, types, table=table,
+                           eventual=self.options.eventual, path=path)
+        source = _Source(path, "insights", select, types)
+        self._accept(loaded, source, self._major(loaded), where=report.where)
+        period = self.options.period
+        said = "given"
+        if period is None:
+            steps = self.con.execute(f"""
+                SELECT min(step) FROM (SELECT sec - lag(sec) OVER (ORDER BY sec) AS step
+                    FROM (SELECT DISTINCT sec FROM {table} WHERE bad IS NULL))
+                WHERE step > 0""").fetchall()
+            found = steps[0][0] if steps else None
+            period, said = (int(found), "the step between its timestamps") if found \
+                else (DEFAULT_PERIOD, "assumed: its timestamps show no step; --period sets it")
+        self.resolution = max(self.resolution, period)
+        what = ("throttled requests" if report.rule == "throttled" else
+                "capacity units consumed, reads and writes together, compared with the write "
+                "ceiling" if report.statistic == "Sum" else "requests, one unit each")
+        self.notes.append(f"Contributor Insights {Path(path).name}: {report.rule} rule "
+                          f"({report.statistic}) on {report.label!r}, {what}; one datapoint "
+                          f"per {period} s ({said})")
+
+    def _finish(self) -> None:
+        """Read the staged CloudTrail files as one source, now that all are in."""
+        stage = self._cloudtrail
+        if stage is None:
+            return
+        self._cloudtrail = None
+        table, attribute, select, params = stage.select(self.options.table,
+                                                        self.options.key_attribute)
+        types = dict.fromkeys(COLUMNS, "VARCHAR")
+        loaded = rows.load(self.con, select, types, table="file_cloudtrail",
+                           eventual=self.options.eventual, path=stage.files[0], params=params)
+        source = _Source(stage.files[0], "cloudtrail", select, types, tuple(params))
+        self._accept(loaded, source, self._major(loaded), cloudtrail=stage)
+        self.notes.extend(stage.notes(table, attribute))
+
+    @staticmethod
+    def _major(loaded: rows.Loaded) -> int:
+        kinds = loaded.kinds
+        return max(kinds, key=lambda k: (kinds[k], k == 1), default=1)
+
+    def _accept(self, loaded: rows.Loaded, source: _Source, major: int, *,
+                where: Any = None, cloudtrail: CloudTrailStage | None = None) -> None:
+        """Keep the valid rows of a loaded source, or raise for its first malformed row."""
+        faults = dict(loaded.faults)
+        mixed = sum(n for k, n in loaded.kinds.items() if k != major)
+        if mixed:
+            faults["mixed"] = mixed
+        rejected: list[tuple[int, str | None, str]] = []
+        if source.rejects is not None:
+            rejected = [(int(r[0]), r[1], str(r[2])) for r in self.con.execute(
+                "SELECT line_byte_position, first(column_name), first(error_message) "
+                f"FROM {source.rejects} GROUP BY line_byte_position "
+                "ORDER BY line_byte_position").fetchall()]  # one fault a row
+            if rejected:
+                faults["row"] = faults.get("row", 0) + len(rejected)
+        if faults and not self.options.skip_bad:
+            raise self._first_bad(source, major, rejected, where, cloudtrail)
+        self._parts.append(f"SELECT key, sec, reads, writes, ru, wu, thr, tu FROM "
+                           f"{loaded.table} WHERE bad IS NULL AND kind = {int(major)}")
+        good = loaded.kinds.get(major, 0)
+        if good:
+            self.kinds[major] = self.kinds.get(major, 0) + good
+        self.rows += good
+        for code, n in faults.items():
+            column = rows.FAULT_COLUMN[code] or "row"
+            self.skipped_by_column[column] = self.skipped_by_column.get(column, 0) + int(n)
+            self.skipped_rows += int(n)
+
+    def _first_bad(self, source: _Source, major: int,
+                   rejected: list[tuple[int, str | None, str]], where: Any,
+                   cloudtrail: CloudTrailStage | None) -> InvalidLog:
+        """Find, in file order, the first malformed row and describe it."""
+        ordered = {"csv": "row_number() OVER ()", "jsonl": "line",
+                   "parquet": "file_row_number + 1"}.get(source.fmt, "rn")
+        found = rows.first_fault(self.con, source.select, source.types,
+                                 eventual=self.options.eventual, path=source.path, major=major,
+                                 rn=ordered, params=source.params)
+        reject_lines = _line_at(source.path, [r[0] for r in rejected], source.gzip) \
+            if rejected else []
+        line = None
+        if found:
+            line = found[0]
+            if source.fmt == "csv":
+                line = self._csv_line(source, line, reject_lines)
+        if reject_lines and (line is None or reject_lines[0] < line):
+            _, column, message = rejected[0]
+            if column is not None and source.names:
+                column = source.names.get(column, column)
+            return InvalidLog(f"malformed CSV row: {message}", path=source.path,
+                              line=reject_lines[0], column=column)
+        if not found or line is None:  # pragma: no cover - the counts said a row was bad
+            return InvalidLog("has a malformed row that could not be located", path=source.path)
+        code, values = found[1], found[2]
+        if code == "row" and source.fmt == "jsonl":
+            values["detail"] = "is not a valid JSON object"
+        message, column = rows.describe(code, values, major), rows.FAULT_COLUMN[code]
+        if where is not None:
+            return InvalidLog(f"{where(line)}: {message}", path=source.path, column=column)
+        if cloudtrail is not None:
+            path, record = cloudtrail.path_of(line)
+            return InvalidLog(f"record {record}: {message}", path=path, column=column)
+        return InvalidLog(message, path=source.path, line=line, column=column)
+
+    def _csv_line(self, source: _Source, row: int, rejected_lines: Sequence[int]) -> int:
+        """Return the line where data row ``row`` (1-based, rejected rows not counted) starts.
+
+        A record starts on a non-blank line after the header that lies outside quotes
+        (an even number of quote characters before it); rejected records are skipped.
+        """
+        self.con.execute("CREATE OR REPLACE TEMP TABLE rejected_lines (line BIGINT)")
+        if rejected_lines:
+            self.con.execute("INSERT INTO rejected_lines SELECT unnest(?::BIGINT[])",
+                             [list(rejected_lines)])
+        found = self.con.execute("""
+            WITH lines AS (
+                SELECT row_number() OVER () AS ln, l FROM read_csv(?, header = false,
+                    auto_detect = false, compression = ?, columns = {'l': 'VARCHAR'},
+                    delim = E'\\n', quote = '', escape = '')),
+            marks AS (
+                SELECT ln, l, coalesce(sum(length(l) - length(replace(l, '"', ''))) OVER (
+                    ORDER BY ln ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS quotes
+                FROM lines),
+            starts AS (
+                SELECT ln, row_number() OVER (ORDER BY ln) AS r FROM marks
+                WHERE ln > 1 AND l IS NOT NULL AND quotes % 2 = 0
+                    AND ln NOT IN (SELECT line FROM rejected_lines))
+            SELECT ln FROM starts WHERE r = ?""",
+            [source.path, "gzip" if source.gzip else "none", row]).fetchall()
+        return int(found[0][0]) if found else row + 1
+
+    # -- reports ------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self._finish()
+        if self._built:
+            return
+        empty = ("SELECT NULL::VARCHAR AS key, NULL::BIGINT AS sec, 0 AS reads, 0 AS writes, "
+                 "0.0 AS ru, 0.0 AS wu, 0 AS thr, 0.0 AS tu WHERE false")
+        res = self.resolution
+        union = " UNION ALL ".join(self._parts) if self._parts else empty
+        if len(self._parts) <= 1 and res == 1:  # one file: one row per key and second already
+            self.con.execute(f"CREATE OR REPLACE TEMP VIEW heat AS {union}")
+        else:
+            self.con.execute(f"""
+                CREATE OR REPLACE TEMP TABLE heat AS
+                SELECT key, sec // {res} * {res} AS sec, sum(reads) AS reads,
+                    sum(writes) AS writes, sum(ru) AS ru, sum(wu) AS wu, sum(thr) AS thr,
+                    sum(tu) AS tu
+                FROM ({union}) GROUP BY ALL""")
+        # Only keys holding the separator can be shard keys or shardex's own records; the
+        # others stand for themselves, so the common unsharded log is not copied again.
+        logical, shard = rows.logical_sql("key")
+        self.con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE keymap AS
+            SELECT key, {logical} AS logical, {shard} AS shard,
+                {rows.reserved_sql("key")} AS reserved
+            FROM (SELECT DISTINCT key FROM heat WHERE contains(key, '#'))""")
+        requests, units, keys = self.con.execute("""
+            SELECT coalesce(sum(reads + writes), 0), coalesce(sum(ru + wu), 0),
+                count(DISTINCT key)
+            FROM heat WHERE key IN (SELECT key FROM keymap WHERE reserved)""").fetchall()[0]
+        self._reserved = (int(requests), float(units), int(keys))
+        self.con.execute("""
+            CREATE OR REPLACE TEMP TABLE rolled AS
+            SELECT DISTINCT logical FROM keymap WHERE shard IS NOT NULL""")
+        self.con.execute("""
+            CREATE OR REPLACE TEMP VIEW lsec AS
+            SELECT key, sec, reads, writes, ru, wu, thr, tu FROM heat
+            WHERE key NOT IN (SELECT key FROM keymap WHERE reserved OR shard IS NOT NULL)
+                AND key NOT IN (SELECT logical FROM rolled)
+            UNION ALL
+            SELECT coalesce(m.logical, h.key) AS key, h.sec, sum(reads), sum(writes), sum(ru),
+                sum(wu), sum(thr), sum(tu)
+            FROM heat h LEFT JOIN keymap m USING (key)
+            WHERE m.shard IS NOT NULL OR h.key IN (SELECT logical FROM rolled)
+            GROUP BY ALL""")
+        self._built = True
+
+    def profile(self, *, ceiling: Ceiling, top: int = 10, min_ratio: float = 1.0,
+                min_throttles: int | None = None, buckets: int = 24, over_limit: int = 100,
+                per_shard: bool = False) -> HeatProfile:
+        """Return the heat profile over logical keys (shard keys rolled up).
+
+        ``top``: the heaviest logical keys by units; ``over``: those whose busiest
+        partition reaches ``min_ratio`` of ``ceiling``, or that had at least
+        ``min_throttles`` throttled requests (at most ``over_limit``); the hottest
+        key of each of up to ``buckets`` time buckets; with ``per_shard`` each top
+        key's shard keys as its parts.
+        """
+        self._build()
+        con, res = self.con, self.resolution
+        bounds = [ceiling.write_units, ceiling.read_units]
+        # the partition keys of the rolled-up logical keys: their shard keys, and a plain
+        # key of the same value (written while the value had one shard)
+        con.execute("""
+            CREATE OR REPLACE TEMP TABLE parts AS
+            SELECT h.key, coalesce(m.logical, h.key) AS logical, m.shard,
+                sum(ru + wu) AS units, sum(ru) AS ru, sum(wu) AS wu, sum(reads) AS reads,
+                sum(writes) AS writes, sum(thr) AS thr, count(*) AS secs,
+                max(ru + wu) AS peak, max(ru) AS peak_r, max(wu) AS peak_w,
+                max(ru + wu - tu) AS peak_ok, max(greatest(wu / ?, ru / ?)) AS ratio,
+                1 AS shards, 1 AS partitions, max(ru) AS hot_r, max(wu) AS hot_w
+            FROM heat h LEFT JOIN keymap m USING (key)
+            WHERE m.shard IS NOT NULL OR h.key IN (SELECT logical FROM rolled)
+            GROUP BY ALL""", bounds)
+        con.execute("""
+            CREATE OR REPLACE TEMP TABLE keys AS
+            WITH l AS (
+                SELECT key, sum(ru + wu) AS units, sum(ru) AS ru, sum(wu) AS wu,
+                    sum(reads) AS reads, sum(writes) AS writes, sum(thr) AS thr,
+                    count(*) AS secs, min(sec) AS first, max(sec) AS last,
+                    max(ru + wu) AS peak, max(ru) AS peak_r, max(wu) AS peak_w,
+                    max(ru + wu - tu) AS peak_ok, max(greatest(wu / ?, ru / ?)) AS own
+                FROM lsec GROUP BY key),
+            p AS (
+                SELECT logical AS key, max(ratio) AS ratio,
+                    CASE WHEN max(shard) IS NULL THEN 1 ELSE greatest(max(shard) + 1, 2) END
+                        AS shards,
+                    count(*) AS partitions, max(peak_r) AS hot_r, max(peak_w) AS hot_w
+                FROM parts GROUP BY logical)
+            SELECT l.*, coalesce(p.ratio, l.own) AS ratio, coalesce(p.shards, 1) AS shards,
+                coalesce(p.partitions, 1) AS partitions, coalesce(p.hot_r, l.peak_r) AS hot_r,
+                coalesce(p.hot_w, l.peak_w) AS hot_w
+            FROM l LEFT JOIN p USING (key)""", bounds)
+        units, requests, throttles, distinct, first, last = con.execute("""
+            SELECT coalesce(sum(units), 0), coalesce(sum(reads + writes), 0),
+                coalesce(sum(thr), 0), count(*), min(first), max(last)
+            FROM keys""").fetchall()[0]
+        top_rows = con.execute(f"SELECT {_HEAT} FROM keys ORDER BY units DESC, key LIMIT ?",
+                               [max(0, top)]).fetchall()
+        floor = 1 << 62 if min_throttles is None else min_throttles
+        over_rows = con.execute(f"SELECT {_HEAT} FROM keys WHERE ratio >= ? OR thr >= ? "
+                                "ORDER BY ratio DESC, key LIMIT ?",
+                                [min_ratio * res, floor, over_limit]).fetchall()
+        parts: dict[str, list[KeyHeat]] = {}
+        if per_shard and top_rows:
+            for row in con.execute(f"SELECT logical, {_HEAT} FROM parts "
+                                   "WHERE list_contains(?, logical) ORDER BY units DESC, key",
+                                   [[r[0] for r in top_rows]]).fetchall():
+                parts.setdefault(str(row[0]), []).append(_key_heat(row[1:], res))
+            for row in top_rows:  # a key not rolled up is its own one partition
+                if str(row[0]) not in parts:
+                    parts[str(row[0])] = [_key_heat(row, res)]
+        return HeatProfile(
+            rows=self.rows, skipped_rows=self.skipped_rows, total_units=float(units),
+            requests=int(requests), throttles=int(throttles), distinct_keys=int(distinct),
+            distinct_exact=True, first_second=None if first is None else int(first),
+            last_second=None if last is None else int(last) + res - 1,
+            top=[_key_heat(r, res, tuple(parts.get(str(r[0]), ()))) for r in top_rows],
+            over=[_key_heat(r, res) for r in over_rows],
+            sequence=self._sequence(first, last, buckets), ceiling=ceiling,
+            skipped_by_column=dict(self.skipped_by_column), resolution=res,
+            time_kinds=tuple(rows.TIME_KINDS[k] for k in sorted(
+                self.kinds, key=lambda k: -self.kinds[k])),
+            sources=tuple(self.formats), notes=tuple(self._notes()))
+
+    def _notes(self) -> list[str]:
+        said = list(self.notes)
+        if self._reserved[2]:
+            said.append(reserved_note(*self._reserved))
+        if self.resolution > 1:
+            said.append(f"rates are means over {self.resolution} s buckets (the coarsest "
+                        "source's period): a second's peak within one may be higher")
+        return said
+
+    def _sequence(self, first: Any, last: Any, buckets: int) -> list[HotStep]:
+        if first is None:
+            return []
+        res = self.resolution
+        span = int(last) + res - int(first)
+        count = max(1, min(buckets, span // res))
+        steps = []
+        for bucket, key, share in self.con.execute("""
+                WITH b AS (
+                    SELECT CAST(floor((sec - ?) * ? / ?) AS BIGINT) AS bucket, key,
+                        sum(ru + wu) AS u
+                    FROM lsec GROUP BY ALL)
+                SELECT bucket, first(key ORDER BY u DESC, key),
+                    CASE WHEN sum(u) > 0 THEN max(u) / sum(u) ELSE 0 END
+                FROM b GROUP BY bucket ORDER BY bucket""",
+                [int(first), count, span]).fetchall():
+            start = int(first) + (int(bucket) * span) // count
+            end = int(first) + ((int(bucket) + 1) * span) // count - 1
+            steps.append(HotStep(start, end, str(key), float(share)))
+        return steps
+
+    def timeline(self, keys: Sequence[str], *, bins: int = 120) -> Timeline:
+        """Return each logical key's busiest second in each of up to ``bins`` time bins."""
+        self._build()
+        res = self.resolution
+        first, last = self.con.execute("SELECT min(sec), max(sec) FROM lsec").fetchall()[0]
+        if first is None or not keys:
+            return Timeline(list(keys), 0, res, [[] for _ in keys])
+        span = int(last) + res - int(first)
+        width = max(res, -(-span // max(1, bins)) // res * res)
+        count = -(-span // width)
+        found = {k: [0.0] * count for k in keys}
+        for key, j, peak in self.con.execute("""
+                SELECT key, CAST((sec - ?) // ? AS BIGINT), max(ru + wu)
+                FROM lsec WHERE list_contains(?, key) GROUP BY ALL""",
+                [int(first), width, list(keys)]).fetchall():
+            found[str(key)][int(j)] = float(peak) / res
+        return Timeline(list(keys), int(first), width, [found[k] for k in keys])
 
 
-def _lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+def _key_heat(row: Sequence[Any], res: int, parts: tuple[KeyHeat, ...] = ()) -> KeyHeat:
+    (key, units, ru, wu, reads, writes, thr, secs, peak, peak_r, peak_w, peak_ok, ratio,
+     shards, partitions, hot_r, hot_w) = row
+    seconds = int(secs) * res
+    return KeyHeat(key=str(key), units=float(units), read_units=float(ru),
+                   write_units=float(wu), reads=int(reads), writes=int(writes),
+                   throttles=int(thr), active_seconds=seconds,
+                   peak_units_per_s=float(peak) / res, peak_read_units_per_s=float(peak_r) / res,
+                   peak_write_units_per_s=float(peak_w) / res,
+                   sustained_units_per_s=float(units) / seconds if seconds else 0.0,
+                   peak_to_ceiling=float(ratio) / res, shards=int(shards),
+                   partitions=int(partitions), hottest_read_units_per_s=float(hot_r) / res,
+                   hottest_write_units_per_s=float(hot_w) / res,
+                   peak_accepted_units_per_s=float(peak_ok) / res, parts=parts)
 
 
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _open_text(path: str) -> io.TextIOBase:
-    if path.lower().endswith((".gz", ".gzip")):
+def _open_text(path: str, packed: bool) -> io.TextIOBase:
+    if packed:
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace",
                                 newline="")
     return open(path, encoding="utf-8", errors="replace", newline="")
 
 
-def _line_at(path: str, offsets: Sequence[int]) -> list[int]:
+def _line_at(path: str, offsets: Sequence[int], packed: bool) -> list[int]:
     """Return the 1-based line of each byte offset (ascending) in the file's text."""
-    opener = gzip.open if path.lower().endswith((".gz", ".gzip")) else open
+    opener = gzip.open if packed else open
     lines: list[int] = []
     newlines, read = 0, 0
     with opener(path, "rb") as raw:
@@ -113,461 +546,28 @@ def _line_at(path: str, offsets: Sequence[int]) -> list[int]:
     return lines + [newlines + 1] * (len(offsets) - len(lines))
 
 
-@dataclass(frozen=True, slots=True)
-class _Source:
-    """How to read one file: SQL yielding (rn, jbad, ts, key, op, units, bytes, thr)."""
-
-    path: str
-    fmt: str
-    select: str       # @RN@ to fill: NULL in the fast pass, the row number in file order
-    types: Mapping[str, str]
-    rejects: str | None = None
-    names: Mapping[str, str] | None = None  # CSV: the reader's column -> the header's name
-
-
-class LogHeat:
-    """Per-key, per-second heat of access-log files, held in an in-memory DuckDB database.
-
-    The table ``heat(key, sec, reads, writes, read_units, write_units, throttles)`` has
-    one row per key and second. ``rows`` counts the rows read, ``skipped_rows`` those
-    left out as malformed (``skipped_by_column``: how many per column). Close it (or
-    use ``with``) to free the database.
-    """
-
-    def __init__(self, *, eventual: bool = False, threads: int | None = None) -> None:
-        duckdb = _duckdb()
-        self._duckdb = duckdb
-        self.con = duckdb.connect(":memory:")
-        self.con.execute("SET TimeZone = 'UTC'")
-        if threads is not None:
-            self.con.execute(f"SET threads = {int(threads)}")
-        self._eventual = eventual
-        self._files = 0
-        self.paths: list[str] = []
-        self.rows = 0
-        self.skipped_rows = 0
-        self.skipped_by_column: dict[str, int] = {}
-        self._parts: list[str] = []
-        self._built = False
-
-    def __enter__(self) -> LogHeat:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.con.close()
-
-    # -- reading ------------------------------------------------------------------------
-
-    def add(self, path: str | Path, *, fmt: str | None = None, skip_bad: bool = False) -> None:
-        """Read one log file into the heat table (see the module for the format).
-
-        Raises InvalidLog for a missing or unreadable file, a missing column, or (unless
-        ``skip_bad``) a malformed row; MissingDependency without duckdb.
-        """
-        name = str(path)
-        kind = log_format(name, fmt)
-        if not Path(name).is_file():
-            raise InvalidLog("no such file", path=name)
-        self._files += 1
-        try:
-            source = {"csv": self._csv, "jsonl": self._jsonl, "parquet": self._parquet}[kind](
-                name)
-            self._load(source, skip_bad)
-        except self._duckdb.Error as exc:
-            detail = str(exc).strip().splitlines()[0]
-            raise InvalidLog(f"cannot read as {kind}: {detail}", path=name) from exc
-        self.paths.append(name)
-        self._built = False
-
-    def _csv(self, path: str) -> _Source:
-        try:
-            with _open_text(path) as text:
-                header = next(csv.reader(text), None)
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            raise InvalidLog(f"cannot read the CSV header: {exc}", path=path, line=1) from exc
-        if not header:
-            raise InvalidLog("is empty: a CSV log starts with a header line", path=path, line=1)
-        names = [h.strip().lstrip("\ufeff").lower() for h in header]
-        for name in names:
-            if names.count(name) > 1 or not name:
-                raise InvalidLog(f"header names column {name!r} "
-                                 f"{'twice' if name else 'with an empty name'}",
-                                 path=path, line=1, column=name or None)
-        self._require(path, names, line=1)
-        columns = ", ".join(f"{_lit(f'c{i}')}: 'VARCHAR'" for i in range(len(names)))
-        rejects = f"rejects_{self._files}"
-        reader = (f"read_csv({_lit(path)}, header = true, auto_detect = false, "
-                  f"columns = {{{columns}}}, delim = ',', quote = '\"', escape = '\"', "
-                  f"store_rejects = true, rejects_table = {_lit(rejects)}, "
-                  f"rejects_scan = {_lit(rejects + '_scan')})")
-        picks = [f'c{names.index(c)}' if c in names else "NULL::VARCHAR" for c in COLUMNS]
-        select = ("SELECT @RN@ AS rn, false AS jbad, "
-                  + ", ".join(f"{p} AS {_ident(c)}" for p, c in zip(picks, COLUMNS, strict=True))
-                  + f" FROM {reader}")
-        return _Source(path, "csv", select, dict.fromkeys(COLUMNS, "VARCHAR"), rejects,
-                       {f"c{i}": name for i, name in enumerate(names)})
-
-    def _jsonl(self, path: str) -> _Source:
-        paths = ", ".join(_lit(f"$.{c}") for c in COLUMNS)
-        lines = (f"(SELECT row_number() OVER () AS n, l FROM read_csv({_lit(path)}, "
-                 "header = false, auto_detect = false, columns = {'l': 'VARCHAR'}, "
-                 "delim = E'\\n', quote = '', escape = ''))")
-        parsed = (f"(SELECT n, l, CASE WHEN json_valid(l) THEN json_type(l) = 'OBJECT' "
-                  f"ELSE false END AS ok FROM {lines} WHERE l IS NOT NULL AND trim(l) <> '')")
-        fields = (f"(SELECT n, NOT ok AS jbad, CASE WHEN ok THEN json_extract_string(l, "
-                  f"[{paths}]) END AS j FROM {parsed})")
-        select = ("SELECT @RN@ AS rn, jbad, "
-                  + ", ".join(f"j[{i + 1}] AS {_ident(c)}" for i, c in enumerate(COLUMNS))
-                  + f" FROM {fields}")
-        return _Source(path, "jsonl", select, dict.fromkeys(COLUMNS, "VARCHAR"))
-
-    def _parquet(self, path: str) -> _Source:
-        reader = f"read_parquet({_lit(path)}@ROWS@)"
-        described = self.con.execute(
-            f"DESCRIBE SELECT * FROM read_parquet({_lit(path)})").fetchall()
-        found = {str(row[0]).strip().lower(): (str(row[0]), str(row[1])) for row in described}
-        self._require(path, list(found), line=None)
-        picks, types = [], {}
-        for c in COLUMNS:
-            if c in found:
-                picks.append(f"{_ident(found[c][0])} AS {_ident(c)}")
-                types[c] = found[c][1]
-            else:
-                picks.append(f"NULL::VARCHAR AS {_ident(c)}")
-                types[c] = "VARCHAR"
-        select = ("SELECT @RN@ AS rn, false AS jbad, " + ", ".join(picks) + f" FROM {reader}")
-        return _Source(path, "parquet", select, types)
-
-    @staticmethod
-    def _require(path: str, names: Sequence[str], *, line: int | None) -> None:
-        for column in ("timestamp", "key", "op"):
-            if column not in names:
-                raise InvalidLog(f"has no {column!r} column (columns: {', '.join(names)})",
-                                 path=path, line=line, column=column)
-        if "units" not in names and "bytes" not in names:
-            raise InvalidLog("has neither a 'units' nor a 'bytes' column", path=path,
-                             line=line, column="units")
-
-    # -- validation and aggregation, in SQL ---------------------------------------------
-
-    def _validated(self, source: _Source, rn: str) -> str:
-        """SQL of every row with its parsed fields, its timestamp kind and its fault."""
-        t = source.types
-        for column, kind in t.items():
-            if not (_text(kind) or _number(kind) or (column == "timestamp" and _time(kind))
-                    or (column == "throttled" and kind == "BOOLEAN") or column == "key"):
-                raise InvalidLog(f"has type {kind}, which this column cannot hold",
-                                 path=source.path, column=column)
-        stamp = '"timestamp"'
-        ts = (f"TRY_CAST({stamp} AS DOUBLE)" if _text(t["timestamp"]) else
-              f"CAST({stamp} AS DOUBLE)" if _number(t["timestamp"]) else "NULL::DOUBLE")
-        ti = (f"epoch(TRY_CAST({stamp} AS TIMESTAMPTZ))" if _text(t["timestamp"]) else
-              f"epoch({stamp})" if _time(t["timestamp"]) else "NULL::DOUBLE")
-
-        # The common spellings are tested first so that trim() and lower() run only on
-        # the rare others (CASE evaluates a branch only for the rows that reach it).
-        def amount(column: str, parsed: str) -> tuple[str, str]:
-            ref = _ident(column)
-            if _text(t[column]):
-                return (f"CASE WHEN {ref} IS NULL THEN true WHEN {parsed} IS NOT NULL THEN false "
-                        f"ELSE trim({ref}) = '' END", f"TRY_CAST({ref} AS DOUBLE)")
-            return f"({ref} IS NULL)", f"CAST({ref} AS DOUBLE)"
-
-        units_missing, units = amount("units", "u")
-        bytes_missing, nbytes = amount("bytes", "b")
-        throttled = ('CASE WHEN "throttled" IN (\'0\', \'1\') THEN "throttled" '
-                     'ELSE lower(trim("throttled")) END' if _text(t["throttled"]) else
-                     'CASE WHEN "throttled" THEN \'1\' WHEN NOT "throttled" THEN \'0\' END'
-                     if t["throttled"] == "BOOLEAN" else
-                     'CASE WHEN "throttled" = 1 THEN \'1\' WHEN "throttled" = 0 THEN \'0\' '
-                     'ELSE CAST("throttled" AS VARCHAR) END')
-        read_cost = f"greatest(1, ceil(b / {READ_UNIT_BYTES}))"
-        if self._eventual:
-            read_cost = f"({read_cost} / 2.0)"
-        rows = ", file_row_number = true" if rn == "file_row_number + 1" else ""
-        select = source.select.replace("@RN@", rn).replace("@ROWS@", rows)
-        return f"""
-        WITH src AS ({select}),
-        p AS (
-            SELECT *, {ts} AS te, CAST("key" AS VARCHAR) AS k,
-                CASE WHEN "op" IN ('write', 'read') THEN CAST("op" AS VARCHAR)
-                    ELSE lower(trim(CAST("op" AS VARCHAR))) END AS o,
-                {units} AS u, {nbytes} AS b, {throttled} AS t
-            FROM src),
-        q AS (
-            SELECT *, CASE WHEN te IS NULL OR NOT isfinite(te) THEN {ti} END AS ti,
-                {units_missing} AS un, {bytes_missing} AS bn
-            FROM p),
-        v AS (
-            SELECT *,
-                CASE WHEN isfinite(te) THEN {_EPOCH} WHEN isfinite(ti) THEN {_ISO} ELSE 0 END
-                    AS kind,
-                CASE
-                    WHEN jbad THEN 'json'
-                    WHEN NOT (coalesce(isfinite(te), false) OR coalesce(isfinite(ti), false))
-                        THEN 'timestamp'
-                    WHEN k IS NULL OR k = '' THEN 'key'
-                    WHEN o IS NULL OR o NOT IN ('read', 'write') THEN 'op'
-                    WHEN un AND bn THEN 'neither'
-                    WHEN NOT un AND NOT bn THEN 'both'
-                    WHEN NOT un AND NOT coalesce(isfinite(u) AND u >= 0, false) THEN 'units'
-                    WHEN NOT bn AND NOT coalesce(isfinite(b) AND b >= 0, false) THEN 'bytes'
-                    WHEN t IS NOT NULL AND t <> '' AND t NOT IN ('0', '1', 'true', 'false')
-                        THEN 'throttled'
-                END AS bad,
-                CASE WHEN NOT un THEN u WHEN o = 'write'
-                    THEN greatest(1, ceil(b / {WRITE_UNIT_BYTES})) ELSE {read_cost} END AS cost
-            FROM q)
-        """
-
-    def _load(self, source: _Source, skip_bad: bool) -> None:
-        table = f"file_{self._files}"
-        self.con.execute(f"""
-            CREATE TEMP TABLE {table} AS {self._validated(source, "NULL::BIGINT")}
-            SELECT CASE WHEN bad IS NULL THEN k END AS key,
-                CASE WHEN bad IS NULL
-                    THEN CAST(floor(CASE WHEN kind = {_EPOCH} THEN te ELSE ti END) AS BIGINT)
-                END AS sec,
-                kind, bad, count(*) AS n,
-                count(*) FILTER (WHERE o = 'read') AS reads,
-                count(*) FILTER (WHERE o = 'write') AS writes,
-                coalesce(sum(cost) FILTER (WHERE o = 'read' AND bad IS NULL), 0) AS ru,
-                coalesce(sum(cost) FILTER (WHERE o = 'write' AND bad IS NULL), 0) AS wu,
-                count(*) FILTER (WHERE t IN ('1', 'true')) AS thr
-            FROM v GROUP BY ALL""")
-        kinds = dict(self.con.execute(
-            f"SELECT kind, sum(n) FROM {table} WHERE bad IS NULL GROUP BY kind").fetchall())
-        major = max(kinds, key=lambda k: (kinds[k], k == _EPOCH), default=_EPOCH)
-        bad = dict(self.con.execute(
-            f"SELECT bad, sum(n) FROM {table} WHERE bad IS NOT NULL GROUP BY bad").fetchall())
-        mixed = sum(n for k, n in kinds.items() if k != major)
-        if mixed:
-            bad["mixed"] = mixed
-        rejected: list[tuple[int, str | None, str]] = []
-        if source.rejects is not None:
-            rejected = [(int(r[0]), r[1], str(r[2])) for r in self.con.execute(
-                "SELECT line_byte_position, first(column_name), first(error_message) "
-                f"FROM {source.rejects} GROUP BY line_byte_position "
-                "ORDER BY line_byte_position").fetchall()]  # one fault a row
-            if rejected:
-                bad["row"] = len(rejected)
-        if bad and not skip_bad:
-            raise self._first_bad(source, major, rejected)
-        self._parts.append(f"SELECT key, sec, reads, writes, ru AS read_units, wu AS write_units, "
-                           f"thr AS throttles FROM {table} WHERE bad IS NULL AND kind = {major}")
-        self.rows += int(sum(kinds.values())) - mixed
-        for code, n in bad.items():
-            column = _BAD_COLUMN[code] or "row"
-            self.skipped_by_column[column] = self.skipped_by_column.get(column, 0) + int(n)
-            self.skipped_rows += int(n)
-
-    def _first_bad(self, source: _Source, major: int,
-                   rejected: list[tuple[int, str | None, str]]) -> InvalidLog:
-        """Find, in file order, the first malformed row and describe it."""
-        ordered = {"csv": "row_number() OVER ()", "jsonl": "n",
-                   "parquet": "file_row_number + 1"}[source.fmt]
-        found = self.con.execute(f"""{self._validated(source, ordered)}
-            SELECT rn, coalesce(bad, 'mixed'), CAST("timestamp" AS VARCHAR), k,
-                CAST("op" AS VARCHAR), CAST("units" AS VARCHAR), CAST("bytes" AS VARCHAR),
-                CAST("throttled" AS VARCHAR)
-            FROM v WHERE bad IS NOT NULL OR kind <> {major} ORDER BY rn LIMIT 1""").fetchall()
-        reject_lines = _line_at(source.path, [r[0] for r in rejected]) if rejected else []
-        line = None
-        if found:
-            line = int(found[0][0])
-            if source.fmt == "csv":
-                line = self._csv_line(source.path, line, reject_lines)
-        if reject_lines and (line is None or reject_lines[0] < line):
-            _, column, message = rejected[0]
-            if column is not None and source.names:
-                column = source.names.get(column, column)
-            return InvalidLog(f"malformed CSV row: {message}", path=source.path,
-                              line=reject_lines[0], column=column)
-        if not found or line is None:  # pragma: no cover - the counts said a row was bad
-            return InvalidLog("has a malformed row that could not be located", path=source.path)
-        code, values = str(found[0][1]), dict(zip(COLUMNS, found[0][2:], strict=True))
-        return InvalidLog(_describe(code, values, major), path=source.path, line=line,
-                          column=_BAD_COLUMN[code])
-
-    def _csv_line(self, path: str, row: int, rejected_lines: Sequence[int]) -> int:
-        """Return the line where data row ``row`` (1-based, rejected rows not counted) starts.
-
-        A record starts on a non-blank line after the header that lies outside quotes
-        (an even number of quote characters before it); rejected records are skipped.
-        """
-        self.con.execute("CREATE OR REPLACE TEMP TABLE rejected_lines (line BIGINT)")
-        if rejected_lines:
-            self.con.executemany("INSERT INTO rejected_lines VALUES (?)",
-                                 [[n] for n in rejected_lines])
-        found = self.con.execute(f"""
-            WITH lines AS (
-                SELECT row_number() OVER () AS ln, l FROM read_csv({_lit(path)}, header = false,
-                    auto_detect = false, columns = {{'l': 'VARCHAR'}}, delim = E'\\n',
-                    quote = '', escape = '')),
-            marks AS (
-                SELECT ln, l, coalesce(sum(length(l) - length(replace(l, '"', ''))) OVER (
-                    ORDER BY ln ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS quotes
-                FROM lines),
-            starts AS (
-                SELECT ln, row_number() OVER (ORDER BY ln) AS r FROM marks
-                WHERE ln > 1 AND l IS NOT NULL AND quotes % 2 = 0
-                    AND ln NOT IN (SELECT line FROM rejected_lines))
-            SELECT ln FROM starts WHERE r = ?""", [row]).fetchall()
-        return int(found[0][0]) if found else row + 1
-
-    # -- reports ------------------------------------------------------------------------
-
-    def _build(self) -> None:
-        if self._built:
-            return
-        empty = ("SELECT NULL::VARCHAR AS key, NULL::BIGINT AS sec, 0 AS reads, 0 AS writes, "
-                 "0.0 AS read_units, 0.0 AS write_units, 0 AS throttles WHERE false")
-        if len(self._parts) <= 1:  # one file: one row per key and second already
-            self.con.execute("CREATE OR REPLACE TEMP VIEW heat AS "
-                             + (self._parts[0] if self._parts else empty))
-        else:
-            self.con.execute(f"""
-                CREATE OR REPLACE TEMP TABLE heat AS
-                SELECT key, sec, sum(reads) AS reads, sum(writes) AS writes,
-                    sum(read_units) AS read_units, sum(write_units) AS write_units,
-                    sum(throttles) AS throttles
-                FROM ({" UNION ALL ".join(self._parts)}) GROUP BY key, sec""")
-        self._built = True
-
-    def profile(self, *, ceiling: Ceiling, top: int = 10, min_ratio: float = 1.0,
-                buckets: int = 24, over_limit: int = 100) -> HeatProfile:
-        """Return the heat profile: totals, the ``top`` keys by units, the keys whose peak
-        reaches ``min_ratio`` of ``ceiling`` (at most ``over_limit``), and the hottest key
-        of each of up to ``buckets`` time buckets."""
-        self._build()
-        con = self.con
-        con.execute(f"""
-            CREATE OR REPLACE TEMP TABLE keys AS
-            SELECT key, sum(read_units + write_units) AS units, sum(read_units) AS ru,
-                sum(write_units) AS wu, sum(reads) AS reads, sum(writes) AS writes,
-                sum(throttles) AS thr, count(*) AS secs, min(sec) AS first, max(sec) AS last,
-                max(read_units + write_units) AS peak, max(read_units) AS peak_r,
-                max(write_units) AS peak_w,
-                max(greatest(write_units / {ceiling.write_units!r},
-                             read_units / {ceiling.read_units!r})) AS ratio
-            FROM heat GROUP BY key""")
-        units, requests, throttles, distinct, first, last = con.execute("""
-            SELECT coalesce(sum(units), 0), coalesce(sum(reads + writes), 0),
-                coalesce(sum(thr), 0), count(*), min(first), max(last)
-            FROM keys""").fetchall()[0]
-        columns = ("key, units, ru, wu, reads, writes, thr, secs, peak, peak_r, peak_w, "
-                   "units / secs, ratio")
-        top_rows = con.execute(f"SELECT {columns} FROM keys ORDER BY units DESC, key LIMIT ?",
-                               [max(0, top)]).fetchall()
-        over_rows = con.execute(f"SELECT {columns} FROM keys WHERE ratio >= ? "
-                                "ORDER BY ratio DESC, key LIMIT ?",
-                                [min_ratio, over_limit]).fetchall()
-        sequence: list[HotStep] = []
-        if first is not None:
-            span = int(last) - int(first) + 1
-            count = max(1, min(buckets, span))
-            for bucket, key, share in con.execute(f"""
-                    WITH b AS (
-                        SELECT CAST(floor((sec - {int(first)}) * {count} / {span}) AS BIGINT)
-                            AS bucket, key, sum(read_units + write_units) AS u
-                        FROM heat GROUP BY ALL)
-                    SELECT bucket, first(key ORDER BY u DESC, key),
-                        CASE WHEN sum(u) > 0 THEN max(u) / sum(u) ELSE 0 END
-                    FROM b GROUP BY bucket ORDER BY bucket""").fetchall():
-                start = int(first) + (int(bucket) * span) // count
-                end = int(first) + ((int(bucket) + 1) * span) // count - 1
-                sequence.append(HotStep(start, end, str(key), float(share)))
-        return HeatProfile(
-            rows=self.rows, skipped_rows=self.skipped_rows, total_units=float(units),
-            requests=int(requests), throttles=int(throttles), distinct_keys=int(distinct),
-            distinct_exact=True, first_second=None if first is None else int(first),
-            last_second=None if last is None else int(last),
-            top=[_key_heat(r) for r in top_rows], over=[_key_heat(r) for r in over_rows],
-            sequence=sequence, ceiling=ceiling, skipped_by_column=dict(self.skipped_by_column))
-
-    def timeline(self, keys: Sequence[str], *, bins: int = 120) -> Timeline:
-        """Return each key's busiest second in each of up to ``bins`` time bins."""
-        self._build()
-        first, last = self.con.execute("SELECT min(sec), max(sec) FROM heat").fetchall()[0]
-        if first is None or not keys:
-            return Timeline(list(keys), 0, 1, [[] for _ in keys])
-        span = int(last) - int(first) + 1
-        width = max(1, -(-span // max(1, bins)))
-        count = -(-span // width)
-        rows = {k: [0.0] * count for k in keys}
-        for key, j, peak in self.con.execute(f"""
-                SELECT key, CAST((sec - {int(first)}) // {width} AS BIGINT),
-                    max(read_units + write_units)
-                FROM heat WHERE list_contains(?, key) GROUP BY ALL""", [list(keys)]).fetchall():
-            rows[str(key)][int(j)] = float(peak)
-        return Timeline(list(keys), int(first), width, [rows[k] for k in keys])
-
-
-def _text(kind: str) -> bool:
-    return kind == "VARCHAR" or kind == '"NULL"'
-
-
-def _number(kind: str) -> bool:
-    return kind in _NUMERIC or kind.startswith("DECIMAL")
-
-
-def _time(kind: str) -> bool:
-    return kind.startswith("TIMESTAMP") or kind == "DATE"
-
-
-def _key_heat(row: Sequence[Any]) -> KeyHeat:
-    (key, units, ru, wu, reads, writes, thr, secs, peak, peak_r, peak_w, sustained,
-     ratio) = row
-    return KeyHeat(key=str(key), units=float(units), read_units=float(ru),
-                   write_units=float(wu), reads=int(reads), writes=int(writes),
-                   throttles=int(thr), active_seconds=int(secs), peak_units_per_s=float(peak),
-                   peak_read_units_per_s=float(peak_r), peak_write_units_per_s=float(peak_w),
-                   sustained_units_per_s=float(sustained), peak_to_ceiling=float(ratio))
-
-
-def _describe(code: str, values: Mapping[str, str | None], major: int) -> str:
-    """The message for a malformed row, from its fault code and raw values."""
-    def shown(column: str) -> str:
-        value = values.get(column)
-        return "missing" if value is None or not value.strip() else repr(value)
-
-    kinds = {_EPOCH: "epoch seconds", _ISO: "ISO 8601"}
-    messages = {
-        "json": "is not a valid JSON object",
-        "timestamp": f"timestamp {shown('timestamp')} is neither ISO 8601 nor epoch seconds",
-        "mixed": (f"timestamp {shown('timestamp')} is {kinds[_ISO + _EPOCH - major]}, but "
-                  f"this file's timestamps are {kinds[major]}; a file must use one kind"),
-        "key": "key is missing or empty",
-        "op": f"op {shown('op')} is not 'read' or 'write'",
-        "neither": "row has neither units nor bytes; give one",
-        "both": "row has both units and bytes; give one",
-        "units": f"units {shown('units')} must be a number >= 0",
-        "bytes": f"bytes {shown('bytes')} must be a number >= 0",
-        "throttled": f"throttled {shown('throttled')} must be 0 or 1",
-    }
-    return messages[code]
-
-
 def read_logs(paths: Iterable[str | Path], *, fmt: str | None = None, skip_bad: bool = False,
-              eventual: bool = False, threads: int | None = None) -> LogHeat:
-    """Read access-log files into one LogHeat (see the module for the format).
+              eventual: bool = False, threads: int | None = None,
+              options: Options | None = None) -> LogHeat:
+    """Read heat sources into one LogHeat (see the module); a directory stands for its files.
 
-    Raises InvalidInput when no file is given, InvalidLog for a file or row that does
-    not fit (unless ``skip_bad`` for rows), MissingDependency without duckdb.
+    ``options`` (``shardex.heat.sources.Options``) carries the source choices; ``fmt``,
+    ``skip_bad`` and ``eventual`` are shorthands for its fields. Raises InvalidInput when
+    no file is given, InvalidLog for a file or row that does not fit (unless
+    ``skip_bad`` for rows), MissingDependency without duckdb.
     """
-    files = list(paths)
-    if not files:
+    given = list(paths)
+    if not given:
         raise InvalidInput("give at least one access-log file")
-    heat = LogHeat(eventual=eventual, threads=threads)
+    if options is None:
+        options = Options(fmt=fmt, skip_bad=skip_bad, eventual=eventual)
+    files = expand(given)
+    heat = LogHeat(options, threads=threads)
     try:
         for path in files:
-            heat.add(path, fmt=fmt, skip_bad=skip_bad)
+            heat.add(path)
+        heat._build()
     except BaseException:
         heat.close()
         raise
     return heat
-

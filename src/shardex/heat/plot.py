@@ -37,7 +37,9 @@ def plot_heatmap(diagnosis: Diagnosis, path: str | Path) -> Path:
                   fontsize=8)
     start = datetime.fromtimestamp(timeline.start, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     ax.set_xlabel(f"seconds since {start} (bins of {timeline.bin_seconds} s)")
-    ax.set_title(f"{diagnosis.classification.kind}: busiest second per bin, units/s "
+    res = diagnosis.profile.resolution
+    busiest = "busiest second" if res == 1 else f"busiest {res} s period (its mean)"
+    ax.set_title(f"{diagnosis.classification.kind}: {busiest} per bin, units/s "
                  f"(ceiling {ceiling:g}, {diagnosis.profile.ceiling.name})")
     fig.colorbar(image, ax=ax, label="units/s")
     fig.tight_layout()

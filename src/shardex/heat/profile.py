@@ -1,8 +1,11 @@
 """The heat profile of a traffic sample: what classification and recommendation work from.
 
-Both readers fill it: the exact one (access-log files aggregated in DuckDB) and the
-streaming one (Space-Saving, for unbounded input, where counts carry an error bound).
-Rates are capacity units a second, per one-second bucket of the log's timestamps.
+Both readers fill it: the exact one (files aggregated in DuckDB) and the streaming
+one (Space-Saving, for unbounded input, where counts carry an error bound). Keys are
+logical keys: the shard keys of a sharded value (``PENDING#0`` ... ``PENDING#3``) are
+rolled up under it (``PENDING``), each kept as a part. Rates are capacity units a
+second, per bucket of ``resolution`` seconds of the timestamps (1 for request logs;
+a Contributor Insights report's period).
 """
 
 from __future__ import annotations
@@ -12,12 +15,12 @@ from dataclasses import dataclass, field
 
 from shardex.capacity import Ceiling
 
-__all__ = ["HeatProfile", "HotStep", "KeyHeat", "Timeline"]
+__all__ = ["HeatProfile", "HotStep", "KeyHeat", "Timeline", "reserved_note"]
 
 
 @dataclass(frozen=True, slots=True)
 class KeyHeat:
-    """The load of one partition key over the sample.
+    """The load of one logical key (or, as a part, of one shard key) over the sample.
 
     - ``peak_units_per_s``: its busiest second, reads and writes together;
       ``peak_read_units_per_s`` / ``peak_write_units_per_s`` the busiest for each.
@@ -25,6 +28,14 @@ class KeyHeat:
     - ``peak_to_ceiling``: over its seconds, the largest of write units over the write
       ceiling and read units over the read ceiling (> 1: over one partition's ceiling).
     - ``error``: the most its units may be overcounted (Space-Saving; 0 when exact).
+
+    Rolled up over its shard keys: the peaks are of the logical key's total (all its
+    shards in one second); ``peak_to_ceiling`` and ``hottest_*`` are of its busiest
+    partition key (each shard key is its own partition); ``shards`` is the N its
+    shard keys show (1 when unsuffixed; else the highest shard number + 1, at least
+    2), ``partitions`` the partition keys seen; ``peak_accepted_units_per_s`` counts
+    only requests that were not throttled; ``parts`` holds each shard key's own heat
+    when asked for (``--per-shard``).
     """
 
     key: str
@@ -41,6 +52,12 @@ class KeyHeat:
     sustained_units_per_s: float
     peak_to_ceiling: float
     error: float = 0.0
+    shards: int = 1
+    partitions: int = 1
+    hottest_read_units_per_s: float = 0.0
+    hottest_write_units_per_s: float = 0.0
+    peak_accepted_units_per_s: float = 0.0
+    parts: tuple[KeyHeat, ...] = ()
 
     @property
     def requests(self) -> int:
@@ -64,7 +81,9 @@ class HeatProfile:
     ``top``: the heaviest keys by units, heaviest first; ``over``: keys whose peak
     came within the asked fraction of the ceiling, busiest first (they need shards);
     ``sequence``: the hottest key of each time bucket, in time order.
-    ``distinct_keys`` is a lower bound when ``distinct_exact`` is False.
+    ``distinct_keys`` (logical keys) is a lower bound when ``distinct_exact`` is False.
+    ``time_kinds`` names the kinds of timestamps read (``epoch milliseconds``, ...),
+    ``sources`` the formats, ``notes`` what a source cannot see or had to assume.
     """
 
     rows: int
@@ -81,6 +100,10 @@ class HeatProfile:
     sequence: list[HotStep]
     ceiling: Ceiling
     skipped_by_column: Mapping[str, int] = field(default_factory=dict)
+    resolution: int = 1
+    time_kinds: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def seconds(self) -> int:
@@ -98,10 +121,17 @@ class HeatProfile:
 class Timeline:
     """Units a second of some keys over time, in bins: ``rows[i][j]`` is key i in bin j.
 
-    Each cell is the key's busiest second within the bin.
+    Each cell is the key's busiest second (or resolution bucket) within the bin.
     """
 
     keys: list[str]
     start: int
     bin_seconds: int
     rows: list[list[float]]
+
+
+def reserved_note(requests: int, units: float, keys: int) -> str:
+    """What a profile says of shardex's own records, which it leaves out of its keys."""
+    return (f"shardex's own records (#placement#..., #record#...): {requests:,} requests, "
+            f"{units:,.0f} units over {keys:,} partition keys, left out of the key ranking "
+            "(one partition key an item, never a hot value)")

@@ -1,8 +1,9 @@
-"""The diagnosis of an access log: its hot keys, why they are hot, and what to do about it.
+"""The diagnosis of a heat source: its hot keys, why they are hot, and what to do about it.
 
 ``diagnose(paths)`` reads files exactly (DuckDB), ``diagnose_stream(lines)`` reads an
-unbounded stream (Space-Saving); both classify the heat and recommend a strategy and
-N per hot key, N from the planner's formula with the observed peaks:
+unbounded stream (Space-Saving), ``diagnose_reader`` reports on a stream being read
+(the live view); all classify the heat and recommend a strategy and N per hot logical
+key (shard keys rolled up: ``PENDING#0`` ... ``PENDING#3`` are ``PENDING`` at N=4):
 
 - ``calculated_suffix``: low cardinality; shard the hot values by a hash of the item
   id (shardex's ``hash`` strategy), so a reader that knows the id finds its shard;
@@ -12,81 +13,202 @@ N per hot key, N from the planner's formula with the observed peaks:
   limits, leave the other keys alone;
 - ``time_bucket_plus_suffix``: sequential; the hot key moves with time, so shard
   every new time bucket key with a suffix;
-- ``none``: no key's peak comes within the headroom of a partition's ceiling.
+- ``none``: no key comes within the headroom of a partition's ceiling, and none was
+  throttled enough to count.
+
+A key's N is the planner's formula on its observed peaks: the larger of its total
+spread evenly and its busiest partition scaled to all of its shards (an uneven
+spread stays uneven when N grows), against the read and the write ceiling. A key
+throttled on at least ``throttle_min`` requests and ``throttle_share`` of them, well
+beyond what the other keys' throttles per unit would give it, gets shards even below
+the ceiling: its partition takes less than the nominal ceiling, so N is sized on the
+units it accepted.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from shardex.capacity import Ceiling, resolve_ceiling
+from shardex.documents import DIAGNOSE_SCHEMA, rounded
 from shardex.errors import InvalidInput
 from shardex.heat.classify import Classification, Thresholds, classify
 from shardex.heat.profile import HeatProfile, KeyHeat, Timeline
+from shardex.heat.sources import Options
 from shardex.plan import shards_for
-from shardex.routing import MAX_SHARDS
+from shardex.routing import MAX_SHARDS, Routing, ShardPolicy, Strategy
 
 __all__ = [
+    "Change",
     "Diagnosis",
     "Recommendation",
     "STRATEGIES",
     "diagnose",
+    "diagnose_reader",
     "diagnose_stream",
     "recommend",
     "shards_needed",
+    "throttle_shards",
 ]
 
 STRATEGIES = ("calculated_suffix", "random_suffix", "dedicated_heavy_key",
               "time_bucket_plus_suffix", "none")
+_POLICY: dict[str, Strategy] = {"calculated_suffix": "hash", "random_suffix": "random",
+           "dedicated_heavy_key": "hash", "time_bucket_plus_suffix": "hash"}
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One logical key's N: from what its shard keys show to what it needs, and why
+    (``peak``: its load against the ceiling; ``throttles``: throttled below it)."""
+
+    key: str
+    current: int
+    shards: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: N={self.current} \u2192 {self.shards}"
 
 
 @dataclass(frozen=True, slots=True)
 class Recommendation:
-    """What to do: a strategy (one of STRATEGIES), N per value to shard, and why."""
+    """What to do: a strategy (one of STRATEGIES), N per value to shard, and why.
+
+    ``shards`` maps each logical key that needs more shards to its N; ``changes``
+    says from what N, and why.
+    """
 
     strategy: str
     shards: dict[str, int]
     why: str
+    changes: tuple[Change, ...] = ()
+
+    def routing(self) -> Routing:
+        """The routing that carries the recommendation out (shardex.routing/1 overrides;
+        for a time-bucket key space, the default policy every new bucket gets)."""
+        if not self.shards:
+            return Routing()
+        strategy = _POLICY.get(self.strategy, "hash")
+        if self.strategy == "time_bucket_plus_suffix":
+            return Routing(default=ShardPolicy(shards=max(self.shards.values()),
+                                               strategy=strategy))
+        return Routing(overrides={k: ShardPolicy(shards=n, strategy=strategy)
+                                  for k, n in self.shards.items()})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"strategy": self.strategy, "shards": dict(self.shards),
+                "changes": [{"key": c.key, "from": c.current, "to": c.shards,
+                             "reason": c.reason} for c in self.changes],
+                "why": self.why}
 
 
 def shards_needed(heat: KeyHeat, ceiling: Ceiling, headroom: float) -> int:
     """Return the N that keeps ``heat``'s peak reads and writes, times ``headroom``,
-    under one partition's ceilings (at most 4096, the most a policy allows)."""
+    under one partition's ceilings (at most 4096, the most a policy allows).
+
+    For a sharded key the busiest partition counts too, scaled to all its shards.
+    """
     needed = 1
-    for peak, bound in ((heat.peak_write_units_per_s, ceiling.write_units),
-                        (heat.peak_read_units_per_s, ceiling.read_units)):
-        try:
-            needed = max(needed, shards_for(peak, ceiling=bound, headroom=headroom))
-        except InvalidInput:
-            needed = MAX_SHARDS  # over the limit: a dedicated path is the only way out
+    for total, hottest, bound in (
+            (heat.peak_write_units_per_s, heat.hottest_write_units_per_s, ceiling.write_units),
+            (heat.peak_read_units_per_s, heat.hottest_read_units_per_s, ceiling.read_units)):
+        for load in (total, heat.shards * hottest):
+            try:
+                needed = max(needed, shards_for(load, ceiling=bound, headroom=headroom))
+            except InvalidInput:
+                needed = MAX_SHARDS  # over the limit: a dedicated path is the only way out
     return needed
+
+
+def throttle_shards(heat: KeyHeat, headroom: float, thresholds: Thresholds, *,
+                    rest: tuple[int, float, int] = (0, 0.0, 0)) -> int | None:
+    """Return the N a throttled key needs, or None when its throttles do not count.
+
+    They count when there are at least ``throttle_min`` of them, at least
+    ``throttle_share`` of its requests (when its requests are known), and they are its
+    own: more than ``throttle_ratio`` times what the rest of the sample's throttle rate
+    would give it, and five standard deviations above that (so that among thousands of
+    keys chance alone does not pick one). ``rest`` is the other keys' throttles, units
+    and requests; the rate is per request when both sides' requests are known, else
+    per unit. Throttles spread evenly over every key (a table-wide limit) are not the
+    key's, and more shards would not help.
+
+    Its partitions accepted at most ``peak_accepted_units_per_s``: that is taken as
+    what they can take, and N is the smallest that fits the offered peak times
+    ``headroom`` (twice the current N when nothing was accepted to size from).
+    """
+    throttles = heat.throttles
+    if throttles < thresholds.throttle_min or (
+            heat.requests and throttles / heat.requests < thresholds.throttle_share):
+        return None
+    rest_throttles, rest_units, rest_requests = rest
+    if heat.requests and rest_requests:
+        expected = rest_throttles / rest_requests * heat.requests
+    else:
+        expected = rest_throttles / rest_units * heat.units if rest_units > 0 else 0.0
+    if throttles < thresholds.throttle_ratio * expected \
+            or throttles - expected < 5 * math.sqrt(expected):
+        return None
+    current = heat.shards
+    offered, accepted = heat.peak_units_per_s, heat.peak_accepted_units_per_s
+    if accepted > 0 and offered > accepted:
+        needed = math.ceil(round(current * offered * headroom / accepted, 9))
+    else:
+        needed = 2 * current
+    return min(MAX_SHARDS, max(needed, current + 1))
 
 
 def _pct(share: float) -> str:
     return f"{100 * share:.1f}%"
 
 
-def recommend(classification: Classification, profile: HeatProfile, *,
-              headroom: float) -> Recommendation:
-    """Recommend a strategy and N per hot key for ``profile`` classified as given."""
-    shards = {h.key: n for h in profile.over
-              if (n := shards_needed(h, profile.ceiling, headroom)) > 1}
+def _listed(changes: Sequence[Change]) -> str:
+    return ", ".join(f"{c.key} (N={c.shards})" if c.current == 1 else
+                     f"{c.key} (N={c.current} \u2192 {c.shards})" for c in changes)
+
+
+def recommend(classification: Classification, profile: HeatProfile, *, headroom: float,
+              thresholds: Thresholds | None = None) -> Recommendation:
+    """Recommend a strategy and N per hot logical key for ``profile`` classified as given."""
+    limits = thresholds or Thresholds()
+    changes: list[Change] = []
+    throttled: list[KeyHeat] = []
+    for heat in profile.over:
+        by_peak = shards_needed(heat, profile.ceiling, headroom)
+        rest = (profile.throttles - heat.throttles, profile.total_units - heat.units,
+                profile.requests - heat.requests)
+        by_throttles = throttle_shards(heat, headroom, limits, rest=rest) or 0
+        needed = max(by_peak, by_throttles)
+        if needed > heat.shards:
+            reason = "peak" if by_peak > heat.shards else "throttles"
+            changes.append(Change(heat.key, heat.shards, needed, reason))
+            if reason == "throttles":
+                throttled.append(heat)
+    shards = {c.key: c.shards for c in changes}
+    bound = profile.ceiling
     if not shards:
         return Recommendation("none", {}, (
             f"no key's peak comes within a headroom of {headroom:g}x of the per-partition "
-            f"ceiling ({profile.ceiling.name}: {profile.ceiling.write_units:g} write, "
-            f"{profile.ceiling.read_units:g} read units/s); nothing needs shards"))
-    hot = ", ".join(f"{k} (N={n})" for k, n in shards.items())
-    capped = [k for k, n in shards.items() if n >= MAX_SHARDS]
+            f"ceiling ({bound.name}: {bound.write_units:g} write, {bound.read_units:g} read "
+            f"units/s), and none was throttled on {limits.throttle_min}+ requests "
+            f"({_pct(limits.throttle_share)} of its own); nothing needs shards"))
+    hot = _listed(changes)
+    capped = [c.key for c in changes if c.shards >= MAX_SHARDS]
     note = (f"; {', '.join(capped)} would need more than {MAX_SHARDS} shards: isolate it on "
             "a dedicated path with its own admission limit") if capped else ""
+    for heat in throttled:
+        note += (f"; {heat.key} was throttled on {heat.throttles:,}"
+                 + (f" of {heat.requests:,} requests ({_pct(heat.throttles / heat.requests)})"
+                    if heat.requests else " requests")
+                 + f" while its busiest partition reached {_pct(heat.peak_to_ceiling)} of the "
+                 "ceiling: it takes less than the nominal ceiling (provisioned capacity, a "
+                 "GSI's back-pressure, or bursts within a second), so N is sized on the "
+                 "units it accepted")
     evidence = classification.evidence
     kind = classification.kind
     if kind == "sequential":
@@ -95,24 +217,41 @@ def recommend(classification: Classification, profile: HeatProfile, *,
             f"({evidence['first_hot_key']} to {evidence['last_hot_key']}): each "
             "new bucket takes the whole load in turn, so add a suffix to every bucket key "
             f"(bucket#k, k from a hash of the item id) with N = {max(shards.values())}, and "
-            f"read a bucket by fanning out over its N shards; observed: {hot}{note}"))
+            f"read a bucket by fanning out over its N shards; observed: {hot}{note}"),
+            tuple(changes))
     if kind == "popular_entity":
         return Recommendation("dedicated_heavy_key", shards, (
             f"{evidence['top_key']} alone takes {_pct(evidence['top_key_share'])} of the units "
             f"among {evidence['distinct_keys']} keys: route it on a dedicated path with its own "
-            f"shards and admission limit, and leave the other keys unsharded; {hot}{note}"))
+            f"shards and admission limit, and leave the other keys unsharded; {hot}{note}"),
+            tuple(changes))
     read = sum(h.reads for h in profile.over if h.key in shards)
     if kind == "low_cardinality" and read == 0:
         return Recommendation("random_suffix", shards, (
             f"few keys carry the load and the hot ones are never read in this sample, so "
             f"nothing needs to find an entry's shard from its id: a random suffix spreads "
-            f"writes most evenly; bulk reads fan out over N; {hot}{note}"))
+            f"writes most evenly; bulk reads fan out over N; {hot}{note}"), tuple(changes))
     lead = ("few keys carry most of the load" if kind == "low_cardinality" else
             "the load is spread over many keys, but some still exceed one partition")
     return Recommendation("calculated_suffix", shards, (
         f"{lead}: shard each hot value by a hash of the item id (a reader that knows the id "
         f"finds its shard; a listing fans out over N); cold values stay unsharded; "
-        f"{hot}{note}"))
+        f"{hot}{note}"), tuple(changes))
+
+
+def _entry(profile: HeatProfile, heat: KeyHeat, part: bool = False) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "key": heat.key, "share": profile.share(heat), "units": heat.units,
+        "requests": heat.requests, "peak_units_per_s": heat.peak_units_per_s,
+        "sustained_units_per_s": heat.sustained_units_per_s, "throttles": heat.throttles,
+        "peak_to_ceiling": heat.peak_to_ceiling}
+    if not part:
+        entry["shards"] = heat.shards
+        if heat.error:
+            entry["error_units"] = heat.error
+        if heat.parts:
+            entry["shard_keys"] = [_entry(profile, p, True) for p in heat.parts]
+    return entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +269,7 @@ class Diagnosis:
     top: int
     counters: int | None = None
     timeline: Timeline | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def keys(self) -> list[KeyHeat]:
@@ -137,7 +277,7 @@ class Diagnosis:
         return self.profile.top[:self.top]
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"classification", "evidence", "top", "recommendation", "rows", "skipped_rows"}``."""
+        """The report as a ``shardex.diagnose/1`` document (docs/json.md), rounded once."""
         profile = self.profile
         evidence = dict(self.classification.evidence)
         evidence["ceiling"] = profile.ceiling.name
@@ -148,18 +288,29 @@ class Diagnosis:
                 "counters": self.counters,
                 "max_error_units": profile.total_units / self.counters,
                 "top_errors": {k.key: k.error for k in self.keys if k.error}}
-        return {
+        bound = profile.ceiling
+        doc: dict[str, Any] = rounded({
+            "schema": DIAGNOSE_SCHEMA,
+            "source": {"formats": list(profile.sources), "time_units": list(profile.time_kinds),
+                       "resolution_s": profile.resolution, "notes": list(profile.notes)},
+            "ceiling": {"name": bound.name, "write_units_per_s": bound.write_units,
+                        "read_units_per_s": bound.read_units},
+            "headroom": self.headroom,
+            "totals": {"units": profile.total_units, "requests": profile.requests,
+                       "throttles": profile.throttles, "keys": profile.distinct_keys,
+                       "keys_exact": profile.distinct_exact, "seconds": profile.seconds,
+                       "first_second": profile.first_second,
+                       "last_second": profile.last_second},
             "classification": self.classification.kind,
             "evidence": evidence,
-            "top": [{"key": k.key, "share": profile.share(k),
-                     "peak_units_per_s": k.peak_units_per_s,
-                     "sustained_units_per_s": k.sustained_units_per_s,
-                     "throttles": k.throttles, "peak_to_ceiling": k.peak_to_ceiling}
-                    for k in self.keys],
+            "top": [_entry(profile, k) for k in self.keys],
             "recommendation": self.recommendation.to_dict(),
+            "routing": self.recommendation.routing().to_dict(),
             "rows": profile.rows,
             "skipped_rows": profile.skipped_rows,
-        }
+            **self.extra,
+        })
+        return doc
 
 
 def _check(top: int, headroom: float) -> None:
@@ -170,54 +321,76 @@ def _check(top: int, headroom: float) -> None:
         raise InvalidInput(f"headroom must be a finite number > 0, got {headroom!r}")
 
 
+def _conclude(profile: HeatProfile, limits: Thresholds, headroom: float, top: int,
+              **more: Any) -> Diagnosis:
+    classification = classify(profile, limits)
+    return Diagnosis(profile, classification,
+                     recommend(classification, profile, headroom=headroom, thresholds=limits),
+                     float(headroom), top, **more)
+
+
 def diagnose(paths: Sequence[str | Path], *, fmt: str | None = None, skip_bad: bool = False,
              eventual: bool = False, ceiling: str | float | Ceiling = "dynamodb",
              headroom: float = 1.5, top: int = 10, thresholds: Thresholds | None = None,
-             timeline_bins: int = 0, threads: int | None = None) -> Diagnosis:
-    """Diagnose access-log files exactly (DuckDB): what ``shardex diagnose FILE...`` runs.
+             timeline_bins: int = 0, threads: int | None = None,
+             options: Options | None = None, per_shard: bool = False) -> Diagnosis:
+    """Diagnose heat sources exactly (DuckDB): what ``shardex diagnose FILE...`` runs.
 
-    ``timeline_bins`` > 0 also keeps the top keys' timeline for a heat map. Raises
-    InvalidLog for a malformed file or row (see ``shardex.heat.logs``), InvalidInput
-    for bad options, MissingDependency without duckdb.
+    ``options`` carries the source choices (``fmt``, ``skip_bad`` and ``eventual`` are
+    shorthands); ``timeline_bins`` > 0 also keeps the top keys' timeline for a heat
+    map; ``per_shard`` lists each top key's shard keys. Raises InvalidLog for a
+    malformed file or row (see ``shardex.heat.logs``), InvalidInput for bad options,
+    MissingDependency without duckdb.
     """
     from shardex.heat.logs import read_logs
+    from shardex.heat.rows import interruptible
 
     _check(top, headroom)
     bound = resolve_ceiling(ceiling)
     limits = thresholds or Thresholds()
-    with read_logs(paths, fmt=fmt, skip_bad=skip_bad, eventual=eventual,
-                   threads=threads) as logs:
+    with interruptible(), read_logs(paths, fmt=fmt, skip_bad=skip_bad, eventual=eventual,
+                                    threads=threads, options=options) as logs:
         profile = logs.profile(ceiling=bound, top=max(top, limits.top_keys),
-                               min_ratio=1.0 / headroom, buckets=limits.buckets)
+                               min_ratio=1.0 / headroom, min_throttles=limits.throttle_min,
+                               buckets=limits.buckets, per_shard=per_shard)
         timeline = logs.timeline([k.key for k in profile.top[:top]], bins=timeline_bins) \
             if timeline_bins > 0 else None
-    classification = classify(profile, limits)
-    return Diagnosis(profile, classification,
-                     recommend(classification, profile, headroom=headroom), float(headroom),
-                     top, timeline=timeline)
+    return _conclude(profile, limits, headroom, top, timeline=timeline)
 
 
-def diagnose_stream(lines: Iterable[str], *, fmt: str = "csv", name: str = "<stdin>",
+def diagnose_reader(reader: Any, *, headroom: float = 1.5, top: int = 10,
+                    thresholds: Thresholds | None = None, per_shard: bool = False,
+                    extra: dict[str, Any] | None = None) -> Diagnosis:
+    """Diagnose what a ``StreamReader`` has counted so far (it may go on reading)."""
+    _check(top, headroom)
+    limits = thresholds or Thresholds()
+    profile = reader.profile(top=max(top, limits.top_keys), min_ratio=1.0 / headroom,
+                             min_throttles=limits.throttle_min, buckets=limits.buckets,
+                             per_shard=per_shard)
+    return _conclude(profile, limits, headroom, top, counters=reader.heat.counters,
+                     extra=dict(extra or {}))
+
+
+def diagnose_stream(lines: Iterable[str], *, fmt: str | None = None, name: str = "<stdin>",
                     skip_bad: bool = False, eventual: bool = False,
                     ceiling: str | float | Ceiling = "dynamodb", headroom: float = 1.5,
-                    top: int = 10, counters: int = 1000,
-                    thresholds: Thresholds | None = None) -> Diagnosis:
+                    top: int = 10, counters: int = 1000, thresholds: Thresholds | None = None,
+                    per_shard: bool = False) -> Diagnosis:
     """Diagnose an unbounded stream of log lines in bounded memory (Space-Saving).
 
-    Units per key are upper bounds within ``total / counters`` (the evidence has the
-    bound); see ``shardex.heat.stream``. Raises as ``diagnose`` does.
+    ``fmt`` is csv or jsonl (None: told by the first line). Units per key are upper
+    bounds within ``total / counters`` (the evidence has the bound); see
+    ``shardex.heat.stream``. Raises as ``diagnose`` does.
     """
-    from shardex.heat.stream import read_stream
+    from shardex.heat.stream import StreamReader
 
     _check(top, headroom)
-    bound = resolve_ceiling(ceiling)
-    limits = thresholds or Thresholds()
-    heat, skipped, by_column = read_stream(lines, fmt=fmt, name=name, skip_bad=skip_bad,
-                                           eventual=eventual, counters=counters, ceiling=bound)
-    profile = heat.profile(top=max(top, limits.top_keys), min_ratio=1.0 / headroom,
-                           buckets=limits.buckets, skipped_rows=skipped,
-                           skipped_by_column=by_column)
-    classification = classify(profile, limits)
-    return Diagnosis(profile, classification,
-                     recommend(classification, profile, headroom=headroom), float(headroom),
-                     top, counters=counters)
+    reader = StreamReader(ceiling=resolve_ceiling(ceiling), fmt=fmt, name=name,
+                          skip_bad=skip_bad, eventual=eventual, counters=counters)
+    try:
+        reader.feed(lines)
+        reader.finish()
+        return diagnose_reader(reader, headroom=headroom, top=top, thresholds=thresholds,
+                               per_shard=per_shard)
+    finally:
+        reader.close()

@@ -1,45 +1,42 @@
 """Streaming heat: access-log rows of unbounded input, counted in bounded memory.
 
-Rows are CSV (a header line first) or JSON Lines, with the columns and rules of
-``shardex.heat.logs``, checked row by row as they arrive (a file's timestamp kind is
-that of its first valid row). The heaviest keys are kept by Space-Saving with ``m``
-counters, so each key's units carry an error bound and any key above ``N / m`` of the
-units is kept; per-key request counts and peaks are exact from the moment a key was
-last admitted to the summary, and so is each second's hottest key (a key is admitted
-by its own row, so a key hot within a second is monitored through it). Rows are taken
+Rows are CSV (a header line first) or JSON Lines (told by the first line unless
+given), framed here line by line and validated in batches by the access-log rules
+of ``shardex.heat.rows`` (the same SQL the file readers run; a stream's timestamp
+kind is that of its first valid row). Shard keys are rolled up under their logical
+key. The heaviest logical keys are kept by Space-Saving with ``m`` counters, so each
+key's units carry an error bound and any key above ``N / m`` of the units is kept;
+per-key request counts, peaks and shard keys are exact from the moment a key was
+last admitted to the summary, and so is each second's hottest key. Rows are taken
 in arrival order: a row older than the current second counts in the current second.
+``profile`` may be called at any time (the live view does): it does not close the
+current second.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import math
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shardex.capacity import Ceiling, read_units, write_units
+from shardex.capacity import Ceiling
 from shardex.counters.spacesaving import SpaceSaving
 from shardex.errors import InvalidInput, InvalidLog
-from shardex.heat.profile import HeatProfile, HotStep, KeyHeat
+from shardex.heat import rows
+from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, reserved_note
 
-__all__ = ["StreamHeat", "read_stream"]
+__all__ = ["StreamHeat", "StreamReader"]
 
 _RUNS = 50_000  # hot-key runs kept before adjacent ones are merged
-_EPOCH, _ISO = "epoch seconds", "ISO 8601"
-
-
-class _Bad(Exception):
-    def __init__(self, column: str | None, message: str) -> None:
-        super().__init__(message)
-        self.column = column
+_BATCH = 20_000  # rows validated in one DuckDB pass
+_RESERVED = 100_000  # distinct keys of shardex's own records counted at most
 
 
 @dataclass(slots=True)
 class _Side:
-    """What a monitored key did since it was last admitted: exact from then on."""
+    """What a key did since it was last admitted: exact from then on."""
 
     reads: int = 0
     writes: int = 0
@@ -50,18 +47,31 @@ class _Side:
     peak: float = 0.0
     peak_read: float = 0.0
     peak_write: float = 0.0
+    peak_ok: float = 0.0
     ratio: float = 0.0
+    parts: dict[str, _Side] = field(default_factory=dict)
+    shard: int | None = None  # as a part: its shard number
+
+
+@dataclass(slots=True)
+class _Now:
+    """One key's units in the current second: read, write, throttled."""
+
+    ru: float = 0.0
+    wu: float = 0.0
+    tu: float = 0.0
 
 
 class StreamHeat:
-    """Heat of a stream of requests in ``counters`` Space-Saving counters (see module)."""
+    """Heat of a stream of per-second aggregates in ``counters`` Space-Saving counters."""
 
     def __init__(self, counters: int, ceiling: Ceiling) -> None:
         self._totals = SpaceSaving(counters)
         self._ceiling = ceiling
         self._side: dict[str, _Side] = {}
         self._second: int | None = None
-        self._now: dict[str, list[float]] = {}
+        self._now: dict[str, _Now] = {}
+        self._now_parts: dict[str, dict[str, _Now]] = {}
         self._now_total = 0.0
         self._runs: list[list[Any]] = []  # [start, end, key, key units, all units]
         self._evicted = False
@@ -70,64 +80,108 @@ class StreamHeat:
         self.requests = 0
         self.throttles = 0
 
-    def add(self, key: str, second: int, units: float, *, write: bool, throttled: bool) -> None:
-        """Count one request of ``units`` on ``key`` at ``second`` (epoch seconds)."""
+    @property
+    def counters(self) -> int:
+        """m, the Space-Saving counters."""
+        return self._totals.counters
+
+    def add(self, key: str, logical: str, shard: int | None, second: int, *, reads: int,
+            writes: int, read_units: float, write_units: float, throttles: int,
+            throttled_units: float) -> None:
+        """Count a second's requests of shard key ``key`` (of ``logical``)."""
         if self._second is None:
             self._second = self.first = second
         elif second > self._second:
             self._flush()
             self._second = second
-        self.rows += 1
-        self.requests += 1
-        self.throttles += throttled
-        evicted = self._totals.add(key, units)
+        self.requests += reads + writes
+        self.throttles += throttles
+        units = read_units + write_units
+        evicted = self._totals.add(logical, units)
         if evicted is not None:
             self._evicted = True
             self._side.pop(evicted, None)
             self._now.pop(evicted, None)
-        side = self._side.get(key)
+            self._now_parts.pop(evicted, None)
+        side = self._side.get(logical)
         if side is None:
-            side = self._side[key] = _Side()
-        now = self._now.get(key)
+            side = self._side[logical] = _Side()
+        now = self._now.get(logical)
         if now is None:
-            now = self._now[key] = [0.0, 0.0]
-        if write:
-            side.writes += 1
-            side.write_units += units
-            now[1] += units
-        else:
-            side.reads += 1
-            side.read_units += units
-            now[0] += units
-        side.throttles += throttled
+            now = self._now[logical] = _Now()
+        self._count(side, now, reads, writes, read_units, write_units, throttles,
+                    throttled_units)
+        # A key seen only unsuffixed is its own one partition: its side says it all. Its
+        # first shard key makes partitions of it, the plain key taking what came before.
+        if key != logical or side.parts:
+            if not side.parts and key != logical and side.reads + side.writes > reads + writes:
+                plain = side.parts[logical] = _Side()
+                self._count(plain, _Now(), side.reads - reads, side.writes - writes,
+                            side.read_units - read_units, side.write_units - write_units,
+                            side.throttles - throttles, 0.0)
+                plain.seconds, plain.peak, plain.peak_read = side.seconds, side.peak, side.peak_read
+                plain.peak_write, plain.peak_ok, plain.ratio = (side.peak_write, side.peak_ok,
+                                                                side.ratio)
+                self._now_parts.setdefault(logical, {})[logical] = _Now(
+                    now.ru - read_units, now.wu - write_units, now.tu - throttled_units)
+            part = side.parts.get(key)
+            if part is None:
+                part = side.parts[key] = _Side(shard=shard)
+            nows = self._now_parts.get(logical)
+            if nows is None:
+                nows = self._now_parts[logical] = {}
+            part_now = nows.get(key)
+            if part_now is None:
+                part_now = nows[key] = _Now()
+            self._count(part, part_now, reads, writes, read_units, write_units, throttles,
+                        throttled_units)
         self._now_total += units
 
-    def _flush(self) -> None:
-        """Close the current second: fold its per-key units into peaks and the hot run."""
+    @staticmethod
+    def _count(side: _Side, now: _Now, reads: int, writes: int, read_units: float,
+               write_units: float, throttles: int, throttled_units: float) -> None:
+        side.reads += reads
+        side.writes += writes
+        side.read_units += read_units
+        side.write_units += write_units
+        side.throttles += throttles
+        now.ru += read_units
+        now.wu += write_units
+        now.tu += throttled_units
+
+    def _fold(self, side: _Side, now: _Now) -> None:
         ceiling = self._ceiling
+        side.seconds += 1
+        side.peak = max(side.peak, now.ru + now.wu)
+        side.peak_read = max(side.peak_read, now.ru)
+        side.peak_write = max(side.peak_write, now.wu)
+        side.peak_ok = max(side.peak_ok, now.ru + now.wu - now.tu)
+        side.ratio = max(side.ratio, now.wu / ceiling.write_units, now.ru / ceiling.read_units)
+
+    def _flush(self) -> None:
+        """Close the current second: fold its units into peaks and the hot run."""
         hot_key, hot_units = None, -1.0
-        for key, (ru, wu) in self._now.items():
+        for key, now in self._now.items():
             side = self._side[key]
-            side.seconds += 1
-            side.peak = max(side.peak, ru + wu)
-            side.peak_read = max(side.peak_read, ru)
-            side.peak_write = max(side.peak_write, wu)
-            side.ratio = max(side.ratio, wu / ceiling.write_units, ru / ceiling.read_units)
-            if ru + wu > hot_units or (ru + wu == hot_units and hot_key is not None
-                                       and key < hot_key):
-                hot_key, hot_units = key, ru + wu
+            self._fold(side, now)
+            for part, part_now in self._now_parts.get(key, {}).items():
+                self._fold(side.parts[part], part_now)
+            units = now.ru + now.wu
+            if units > hot_units or (units == hot_units and hot_key is not None
+                                     and key < hot_key):
+                hot_key, hot_units = key, units
         if hot_key is not None and self._second is not None:
-            key, units = hot_key, hot_units
             last = self._runs[-1] if self._runs else None
-            if last is not None and last[2] == key:
+            if last is not None and last[2] == hot_key:
                 last[1] = self._second
-                last[3] += units
+                last[3] += hot_units
                 last[4] += self._now_total
             else:
-                self._runs.append([self._second, self._second, key, units, self._now_total])
+                self._runs.append([self._second, self._second, hot_key, hot_units,
+                                   self._now_total])
             if len(self._runs) > _RUNS:
                 self._coarsen()
-        self._now = {}
+        self._now, self._now_parts = {}, {}
         self._now_total = 0.0
 
     def _coarsen(self) -> None:
@@ -139,208 +193,289 @@ class StreamHeat:
             merged.append(self._runs[-1])
         self._runs = merged
 
-    def profile(self, *, top: int = 10, min_ratio: float = 1.0, buckets: int = 24,
-                skipped_rows: int = 0, skipped_by_column: Mapping[str, int] | None = None
-                ) -> HeatProfile:
-        """Return the heat profile of the stream; call it once the stream has ended.
+    def _view(self, side: _Side, now: _Now | None) -> _Side:
+        """The side as it would be with the current second closed (not changing it)."""
+        if now is None:
+            return side
+        seen = _Side(side.reads, side.writes, side.read_units, side.write_units,
+                     side.throttles, side.seconds, side.peak, side.peak_read, side.peak_write,
+                     side.peak_ok, side.ratio, shard=side.shard)
+        self._fold(seen, now)
+        return seen
 
-        It closes the current second, so rows added after it would count that second twice.
-        """
-        if self._now:
-            self._flush()
-        heats = []
-        for counted in self._totals.top():
-            side = self._side.get(counted.key, _Side())
-            heats.append(KeyHeat(
-                key=counted.key, units=counted.count, read_units=side.read_units,
-                write_units=side.write_units, reads=side.reads, writes=side.writes,
-                throttles=side.throttles, active_seconds=side.seconds,
-                peak_units_per_s=side.peak, peak_read_units_per_s=side.peak_read,
-                peak_write_units_per_s=side.peak_write,
-                sustained_units_per_s=(side.read_units + side.write_units) / side.seconds
-                if side.seconds else 0.0,
-                peak_to_ceiling=side.ratio, error=counted.error))
-        over = sorted((h for h in heats if h.peak_to_ceiling >= min_ratio),
-                      key=lambda h: (-h.peak_to_ceiling, h.key))
-        last = self._runs[-1][1] if self._runs else None
+    def _heat(self, key: str, side: _Side, now: _Now | None, units: float, error: float,
+              parts: tuple[KeyHeat, ...] = ()) -> KeyHeat:
+        seen = self._view(side, now)
+        return KeyHeat(
+            key=key, units=units, read_units=seen.read_units, write_units=seen.write_units,
+            reads=seen.reads, writes=seen.writes, throttles=seen.throttles,
+            active_seconds=seen.seconds, peak_units_per_s=seen.peak,
+            peak_read_units_per_s=seen.peak_read, peak_write_units_per_s=seen.peak_write,
+            sustained_units_per_s=(seen.read_units + seen.write_units) / seen.seconds
+            if seen.seconds else 0.0,
+            peak_to_ceiling=seen.ratio, error=error, hottest_read_units_per_s=seen.peak_read,
+            hottest_write_units_per_s=seen.peak_write, peak_accepted_units_per_s=seen.peak_ok,
+            parts=parts)
+
+    def _logical(self, key: str, units: float, error: float, per_shard: bool) -> KeyHeat:
+        side = self._side.get(key, _Side())
+        now = self._now.get(key)
+        if not side.parts:  # its one partition is the key itself
+            heat = self._heat(key, side, now, units, error)
+            return replace(heat, parts=(replace(heat, error=0.0),) if per_shard else ())
+        pending = self._now_parts.get(key, {})
+        parts = [self._heat(name, part, pending.get(name),
+                            part.read_units + part.write_units, 0.0)
+                 for name, part in side.parts.items()]
+        shards = [p.shard for p in side.parts.values() if p.shard is not None]
+        heat = self._heat(key, side, now, units, error,
+                          tuple(sorted(parts, key=lambda h: (-h.units, h.key)))
+                          if per_shard else ())
+        return replace(
+            heat, peak_to_ceiling=max(p.peak_to_ceiling for p in parts),
+            hottest_read_units_per_s=max(p.peak_read_units_per_s for p in parts),
+            hottest_write_units_per_s=max(p.peak_write_units_per_s for p in parts),
+            shards=max(max(shards) + 1, 2) if shards else 1, partitions=len(parts))
+
+    def profile(self, *, top: int = 10, min_ratio: float = 1.0, min_throttles: int | None = None,
+                buckets: int = 24, skipped_rows: int = 0,
+                skipped_by_column: Mapping[str, int] | None = None, per_shard: bool = False,
+                time_kinds: tuple[str, ...] = (), notes: tuple[str, ...] = ()) -> HeatProfile:
+        """Return the heat profile of the stream so far (the current second included)."""
+        heats = [self._logical(c.key, c.count, c.error, per_shard) for c in self._totals.top()]
+        floor = 1 << 62 if min_throttles is None else min_throttles
+        over = sorted((h for h in heats if h.peak_to_ceiling >= min_ratio
+                       or h.throttles >= floor), key=lambda h: (-h.peak_to_ceiling, h.key))
+        runs = self._runs + self._pending_run()
+        last = runs[-1][1] if runs else self._second
         return HeatProfile(
             rows=self.rows, skipped_rows=skipped_rows, total_units=self._totals.total,
             requests=self.requests, throttles=self.throttles,
             distinct_keys=self._totals.counters + 1 if self._evicted else len(self._totals),
             distinct_exact=not self._evicted, first_second=self.first, last_second=last,
-            top=heats[:max(0, top)], over=over[:100], sequence=self._sequence(buckets),
-            ceiling=self._ceiling, skipped_by_column=dict(skipped_by_column or {}))
+            top=heats[:max(0, top)], over=over[:100], sequence=_sequence(runs, buckets),
+            ceiling=self._ceiling, skipped_by_column=dict(skipped_by_column or {}),
+            time_kinds=time_kinds, sources=("stream",), notes=notes)
 
-    def _sequence(self, buckets: int) -> list[HotStep]:
-        if not self._runs or self.first is None:
+    def _pending_run(self) -> list[list[Any]]:
+        if not self._now or self._second is None:
             return []
-        first, last = self.first, self._runs[-1][1]
-        span = last - first + 1
-        count = max(1, min(buckets, span))
-        per: list[dict[str, float]] = [{} for _ in range(count)]
-        totals = [0.0] * count
-        for start, _end, key, units, whole in self._runs:
-            b = min(count - 1, (start - first) * count // span)
-            per[b][key] = per[b].get(key, 0.0) + units
-            totals[b] += whole
-        steps = []
-        for b, keys in enumerate(per):
-            if not keys:
-                continue
-            key = min(keys, key=lambda k: (-keys[k], k))
-            steps.append(HotStep(first + b * span // count, first + (b + 1) * span // count - 1,
-                                 key, keys[key] / totals[b] if totals[b] > 0 else 0.0))
-        return steps
+        key = min(self._now, key=lambda k: (-(self._now[k].ru + self._now[k].wu), k))
+        units = self._now[key].ru + self._now[key].wu
+        return [[self._second, self._second, key, units, self._now_total]]
 
 
-def _amount(value: Any, column: str) -> float | None:
-    """A units/bytes cell as a number >= 0; None when missing; raise _Bad otherwise."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, bool):
-        raise _Bad(column, f"{column} {json.dumps(value)!r} must be a number >= 0")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise _Bad(column, f"{column} {str(value)!r} must be a number >= 0") from None
-    if not math.isfinite(number) or number < 0:
-        raise _Bad(column, f"{column} {str(value)!r} must be a number >= 0")
-    return number
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-class _Rows:
-    """Turns raw cells into (key, second, units, write, throttled), by the log rules."""
-
-    def __init__(self, eventual: bool) -> None:
-        self._eventual = eventual
-        self.kind: str | None = None
-
-    def row(self, cells: Mapping[str, Any]) -> tuple[str, int, float, bool, bool]:
-        stamp = _text(cells.get("timestamp"))
-        second, kind = self._second(stamp)
-        key = _text(cells.get("key"))
-        if not key:
-            raise _Bad("key", "key is missing or empty")
-        op_text = _text(cells.get("op"))
-        op = op_text.strip().lower() if op_text is not None else None
-        if op not in ("read", "write"):
-            shown = "missing" if not op_text or not op_text.strip() else repr(op_text)
-            raise _Bad("op", f"op {shown} is not 'read' or 'write'")
-        units = _amount(cells.get("units"), "units")
-        nbytes = _amount(cells.get("bytes"), "bytes")
-        if units is None and nbytes is None:
-            raise _Bad("units", "row has neither units nor bytes; give one")
-        if units is not None and nbytes is not None:
-            raise _Bad("bytes", "row has both units and bytes; give one")
-        write = op == "write"
-        if units is None:
-            assert nbytes is not None
-            size = math.ceil(nbytes)
-            units = float(write_units(size)) if write else read_units(size, not self._eventual)
-        flag = _text(cells.get("throttled"))
-        flag = flag.strip().lower() if flag is not None else ""
-        if flag not in ("", "0", "1", "true", "false"):
-            raise _Bad("throttled", f"throttled {cells.get('throttled')!r} must be 0 or 1")
-        if self.kind is None:
-            self.kind = kind
-        elif kind != self.kind:
-            raise _Bad("timestamp", f"timestamp {stamp!r} is {kind}, but this file's timestamps "
-                                    f"are {self.kind}; a file must use one kind")
-        return key, second, units, write, flag in ("1", "true")
-
-    @staticmethod
-    def _second(stamp: str | None) -> tuple[int, str]:
-        if stamp is None or not stamp.strip():
-            raise _Bad("timestamp", "timestamp missing is neither ISO 8601 nor epoch seconds")
-        try:
-            number = float(stamp)
-        except ValueError:
-            pass
-        else:
-            if math.isfinite(number):
-                return math.floor(number), _EPOCH
-        try:
-            moment = datetime.fromisoformat(stamp.strip())
-        except ValueError:
-            raise _Bad("timestamp", f"timestamp {stamp!r} is neither ISO 8601 nor epoch "
-                                    "seconds") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        return math.floor(moment.timestamp()), _ISO
-
-
-def _cells(lines: Iterable[str], fmt: str, name: str
-           ) -> Iterator[tuple[int, Mapping[str, Any] | None, str | None]]:
-    """Yield (line, cells, fault) per row; cells None with a fault for an unreadable row."""
-    if fmt == "jsonl":
-        for number, text in enumerate(lines, 1):
-            if not text.strip():
-                continue
-            try:
-                doc = json.loads(text)
-            except ValueError:
-                doc = None
-            if isinstance(doc, dict):
-                yield number, doc, None
-            else:
-                yield number, None, "is not a valid JSON object"
-        return
-    reader = csv.reader(lines)
-    header = next(reader, None)
-    if not header:
-        raise InvalidLog("is empty: a CSV log starts with a header line", path=name, line=1)
-    names = [h.strip().lower() for h in header]
-    for column in ("timestamp", "key", "op"):
-        if column not in names:
-            raise InvalidLog(f"has no {column!r} column (columns: {', '.join(names)})",
-                             path=name, line=1, column=column)
-    if "units" not in names and "bytes" not in names:
-        raise InvalidLog("has neither a 'units' nor a 'bytes' column", path=name, line=1,
-                         column="units")
-    start = reader.line_num + 1
-    for record in reader:
-        line, start = start, reader.line_num + 1
-        if not record:
+def _sequence(runs: list[list[Any]], buckets: int) -> list[HotStep]:
+    if not runs:
+        return []
+    first, last = runs[0][0], runs[-1][1]
+    span = last - first + 1
+    count = max(1, min(buckets, span))
+    per: list[dict[str, float]] = [{} for _ in range(count)]
+    totals = [0.0] * count
+    for start, _end, key, units, whole in runs:
+        b = min(count - 1, (start - first) * count // span)
+        per[b][key] = per[b].get(key, 0.0) + units
+        totals[b] += whole
+    steps = []
+    for b, keys in enumerate(per):
+        if not keys:
             continue
-        if len(record) != len(names):
-            yield line, None, f"has {len(record)} fields, the header {len(names)}"
-            continue
-        yield line, {n: (v if v != "" else None) for n, v in zip(names, record, strict=True)}, \
-            None
+        key = min(keys, key=lambda k: (-keys[k], k))
+        steps.append(HotStep(first + b * span // count, first + (b + 1) * span // count - 1,
+                             key, keys[key] / totals[b] if totals[b] > 0 else 0.0))
+    return steps
 
 
-def read_stream(lines: Iterable[str], *, fmt: str = "csv", name: str = "<stdin>",
-                skip_bad: bool = False, eventual: bool = False, counters: int = 1000,
-                ceiling: Ceiling) -> tuple[StreamHeat, int, dict[str, int]]:
-    """Read rows from ``lines`` into a StreamHeat; return it, the skipped rows, per column.
+class StreamReader:
+    """Frames lines into rows, validates them in batches, and counts them in a StreamHeat.
 
-    Raises InvalidLog naming ``name``, the line and the column for a malformed row
-    (unless ``skip_bad``), InvalidInput for an unknown format.
+    ``feed`` takes lines as they arrive (any number, in order), ``flush`` validates
+    what is pending, ``profile`` reports at any time. Raises InvalidLog naming
+    ``name``, the line and the column for a malformed row (unless ``skip_bad``),
+    InvalidInput for a format other than csv or jsonl, MissingDependency without duckdb.
     """
-    if fmt not in ("csv", "jsonl"):
-        raise InvalidInput(f"a stream is read as csv or jsonl, not {fmt!r}")
-    heat = StreamHeat(counters, ceiling)
-    rows = _Rows(eventual)
-    skipped: dict[str, int] = {}
-    for line, cells, fault in _cells(lines, fmt, name):
-        column: str | None = None
+
+    def __init__(self, *, ceiling: Ceiling, fmt: str | None = None, name: str = "<stdin>",
+                 skip_bad: bool = False, eventual: bool = False, counters: int = 1000,
+                 batch: int = _BATCH) -> None:
+        if fmt is not None and fmt not in ("csv", "jsonl"):
+            raise InvalidInput(f"a stream is read as csv or jsonl, not {fmt!r}")
+        self.heat = StreamHeat(counters, ceiling)
+        self.fmt = fmt
+        self.name = name
+        self.skip_bad = skip_bad
+        self.eventual = eventual
+        self.skipped: dict[str, int] = {}
+        self.kind: int | None = None
+        # shardex's own records: requests and units, and (up to a bound) their keys
+        self.reserved: list[Any] = [0, 0.0]
+        self.reserved_keys: set[str] = set()
+        self._con = rows.duckdb().connect(":memory:")
+        self._con.execute("SET TimeZone = 'UTC'")
+        self._size = batch
+        self._batch = rows.Batch()
+        self._line = 0
+        self._header: list[str] | None = None
+        self._held: list[str] = []  # the lines of a CSV record whose quotes are still open
+        self._held_at = 0
+
+    def close(self) -> None:
+        self._con.close()
+
+    def feed(self, lines: Iterable[str]) -> None:
+        """Take the next lines of the stream (each one physical line, newline or not)."""
+        plain: list[str] = []  # CSV lines without quotes, parsed together
+        for text in lines:
+            self._line += 1
+            if self.fmt is None:
+                if not text.strip():
+                    continue
+                self.fmt = "jsonl" if text.lstrip("\ufeff \t").startswith("{") else "csv"
+            if self.fmt == "jsonl":
+                self._json(text)
+            elif self._header is not None and not self._held and '"' not in text:
+                plain.append(text)
+                if len(plain) + len(self._batch) >= self._size:
+                    self._plain(plain)
+                    plain = []
+                    self.flush()
+                continue
+            else:
+                self._plain(plain)
+                plain = []
+                self._csv(text)
+            if len(self._batch) >= self._size:
+                self.flush()
+        self._plain(plain)
+        if len(self._batch) >= self._size:
+            self.flush()
+
+    def _plain(self, lines: list[str]) -> None:
+        """Frame CSV lines without quotes (the common case), which are one record each."""
+        if not lines:
+            return
+        first = self._line - len(lines) + 1  # they are the lines just read, in order
+        header = self._header
+        assert header is not None
+        good: list[list[str]] = []
+        numbers: list[int] = []
+        for i, record in enumerate(csv.reader(line.rstrip("\r\n") for line in lines)):
+            if not record or record == [""]:
+                continue
+            if len(record) == len(header):
+                good.append(record)
+                numbers.append(first + i)
+            else:
+                self._batch.add_broken(first + i, f"has {len(record)} fields, the header "
+                                                  f"{len(header)}")
+        self._batch.add_records(numbers, good, header)
+
+    def _json(self, text: str) -> None:
+        if not text.strip():
+            return
         try:
-            if cells is None:
-                raise _Bad(None, fault or "is malformed")
-            key, second, units, write, throttled = rows.row(cells)
-        except _Bad as bad:
-            if not skip_bad:
-                raise InvalidLog(str(bad), path=name, line=line, column=bad.column) from None
-            column = bad.column or "row"
-            skipped[column] = skipped.get(column, 0) + 1
-            continue
-        heat.add(key, second, units, write=write, throttled=throttled)
-    return heat, sum(skipped.values()), skipped
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            if ({"Records", "Contributors"} & set(doc)) and not ({"timestamp", "key"} & set(doc)):
+                raise InvalidInput(f"{self.name} holds a CloudTrail file or a Contributor "
+                                   "Insights report, which is read whole: save it and run "
+                                   "shardex diagnose FILE")
+            self._batch.add(self._line, doc)
+        else:
+            self._batch.add_broken(self._line, "is not a valid JSON object")
+
+    def _csv(self, text: str) -> None:
+        if not self._held:
+            if not text.strip():
+                return
+            self._held_at = self._line
+        self._held.append(text)
+        joined = "".join(self._held)
+        if joined.count('"') % 2:  # a quoted field goes on over the next line
+            return
+        self._held = []
+        try:
+            record = next(csv.reader([joined.rstrip("\r\n")]), [])
+        except csv.Error as exc:
+            self._batch.add_broken(self._held_at, f"is not a CSV row: {exc}")
+            return
+        if self._header is None:
+            names = [h.strip().lstrip("\ufeff").lower() for h in record]
+            rows.check_columns(names, path=self.name, line=self._held_at)
+            self._header = names
+            return
+        if len(record) != len(self._header):
+            self._batch.add_broken(self._held_at, f"has {len(record)} fields, the header "
+                                                  f"{len(self._header)}")
+            return
+        self._batch.add_records([self._held_at], [record], self._header)
+
+    def flush(self) -> None:
+        """Validate the pending rows and count them (raises for a malformed one)."""
+        with rows.interruptible():
+            self._flush()
+
+    def _flush(self) -> None:
+        batch = self._batch
+        if not batch:
+            return
+        con = self._con
+        select, types = rows.stage(con, "batch", batch)
+        loaded = rows.load(con, select, types, table="agg", eventual=self.eventual,
+                           path=self.name)
+        self._batch = rows.Batch()  # from here on the batch counts, even if cut short
+        if self.kind is None and loaded.kinds:
+            self.kind = int(con.execute("SELECT kind FROM agg WHERE bad IS NULL "
+                                        "ORDER BY first LIMIT 1").fetchall()[0][0])
+        faults = dict(loaded.faults)
+        mixed = sum(n for k, n in loaded.kinds.items() if k != self.kind)
+        if mixed:
+            faults["mixed"] = mixed
+        if faults and not self.skip_bad:
+            found = rows.first_fault(con, select, types, eventual=self.eventual,
+                                     path=self.name, major=self.kind or 0, rn="rn")
+            if found is not None:
+                line, code, values = found
+                values["detail"] = batch.framing.get(line)
+                raise InvalidLog(rows.describe(code, values, self.kind or 0), path=self.name,
+                                 line=line, column=rows.FAULT_COLUMN[code])
+        for code, n in faults.items():
+            column = rows.FAULT_COLUMN[code] or "row"
+            self.skipped[column] = self.skipped.get(column, 0) + n
+        self.heat.rows += loaded.kinds.get(self.kind or 0, 0)
+        logical, shard = rows.logical_sql("key")
+        for (key, name, number, reserved, sec, reads, writes, ru, wu, thr, tu) in con.execute(f"""
+                SELECT key, {logical}, {shard}, {rows.reserved_sql("key")}, sec, sum(reads),
+                    sum(writes), sum(ru), sum(wu), sum(thr), sum(tu)
+                FROM agg WHERE bad IS NULL AND kind = ? GROUP BY key, sec
+                ORDER BY sec, key""", [self.kind]).fetchall():
+            if reserved:
+                if len(self.reserved_keys) < _RESERVED:
+                    self.reserved_keys.add(str(key))
+                self.reserved[0] += int(reads) + int(writes)
+                self.reserved[1] += float(ru) + float(wu)
+                continue
+            self.heat.add(str(key), str(name), None if number is None else int(number),
+                          int(sec), reads=int(reads), writes=int(writes), read_units=float(ru),
+                          write_units=float(wu), throttles=int(thr), throttled_units=float(tu))
+
+    def finish(self) -> None:
+        """End of input: a CSV record left open is malformed; validate what is pending."""
+        if self._held:
+            self._batch.add_broken(self._held_at, "ends inside a quoted field")
+            self._held = []
+        self.flush()
+
+    def profile(self, *, top: int = 10, min_ratio: float = 1.0, min_throttles: int | None = None,
+                buckets: int = 24, per_shard: bool = False) -> HeatProfile:
+        """The heat profile of the rows counted so far (see StreamHeat.profile)."""
+        kinds = (rows.TIME_KINDS[self.kind],) if self.kind is not None else ()
+        notes = (reserved_note(self.reserved[0], self.reserved[1], len(self.reserved_keys)),) \
+            if self.reserved_keys else ()
+        return self.heat.profile(top=top, min_ratio=min_ratio, min_throttles=min_throttles,
+                                 buckets=buckets, skipped_rows=sum(self.skipped.values()),
+                                 skipped_by_column=self.skipped, per_shard=per_shard,
+                                 time_kinds=kinds, notes=notes)
