@@ -22,6 +22,7 @@ from shardex.admission import (
 from shardex.admission.policy import Priority
 from shardex.errors import (
     AdmissionRejected,
+    CapabilityMissing,
     InvalidInput,
     InvalidKey,
     InvalidPolicy,
@@ -201,6 +202,11 @@ def test_shared_budgets_refuse_what_a_whole_second_window_cannot_keep() -> None:
         with pytest.raises(InvalidURI):
             SharedBudgets(url)  # type: ignore[arg-type]
     assert SharedBudgets("redis://:secret@h:6379/0").url == "redis://h:6379/0"
+
+
+def test_shared_budgets_refuse_virtual_time() -> None:
+    with pytest.raises(CapabilityMissing, match="LocalBudgets"):
+        run_virtual(SharedBudgets("redis://127.0.0.1:1/0").open())
 
 
 # -- the gate on virtual time ----------------------------------------------------------

@@ -9,14 +9,21 @@ storage, so every process of a fleet draws on the same budget.
 from __future__ import annotations
 
 import abc
+import asyncio
 import math
 import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from shardex.admission.policy import Budget, Priority
-from shardex.errors import InvalidPolicy, InvalidURI, MissingDependency, Unavailable
-from shardex.sim.clock import Clock
+from shardex.errors import (
+    CapabilityMissing,
+    InvalidPolicy,
+    InvalidURI,
+    MissingDependency,
+    Unavailable,
+)
+from shardex.sim.clock import Clock, VirtualTimeLoop
 
 if TYPE_CHECKING:
     from limits.aio.storage import RedisStorage
@@ -155,8 +162,12 @@ class SharedBudgets(BudgetState):
         moving_window(budget, "high")
 
     async def open(self) -> None:
+        """Connect; CapabilityMissing under ``run_virtual``, MissingDependency without redis."""
         if self._storage is not None:
             return
+        if isinstance(asyncio.get_running_loop(), VirtualTimeLoop):
+            raise CapabilityMissing("shared budgets follow the wall clock and cannot run on "
+                                    "virtual time (run_virtual): use LocalBudgets there")
         try:
             import redis.asyncio
             from limits.aio.storage import RedisStorage
