@@ -6,7 +6,9 @@ find which keys are hot and what N to pick, and change N on a live index.
 
 from __future__ import annotations
 
+from shardex.admission import AdaptiveRate, Admission, AdmissionPolicy, Budget
 from shardex.errors import (
+    AdmissionRejected,
     CapabilityMissing,
     ConditionFailed,
     IncompleteRead,
@@ -36,6 +38,11 @@ from shardex.sync import SyncShardedIndex
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdaptiveRate",
+    "Admission",
+    "AdmissionPolicy",
+    "AdmissionRejected",
+    "Budget",
     "CapabilityMissing",
     "ConditionFailed",
     "Entry",

@@ -6,7 +6,7 @@ specific class below, with the driver's exception chained (``raise ... from exc`
     ShardexError
     ├── InvalidInput                  bad arguments; also a ValueError
     │   ├── InvalidKey                a logical key, item id or sort that cannot be stored
-    │   ├── InvalidPolicy             a shard count or strategy out of range
+    │   ├── InvalidPolicy             a shard or admission policy out of range
     │   ├── InvalidRouting            a routing document that does not validate
     │   ├── InvalidCursor             a cursor that was tampered with, truncated or misused
     │   ├── InvalidURI                a store URI that cannot be parsed
@@ -14,6 +14,7 @@ specific class below, with the driver's exception chained (``raise ... from exc`
     ├── MissingDependency             a backend's driver is not installed; also an ImportError
     ├── CapabilityMissing             the store cannot do what the caller needs
     ├── RoutingConflict               the stored routing differs from the one given
+    ├── AdmissionRejected             admission control refused a request before the store
     └── StoreError                    the store refused or failed a request
         ├── Throttled                 a partition's capacity was exceeded; safe to retry
         ├── ConditionFailed           a conditional write found another state
@@ -27,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "AdmissionRejected",
     "CapabilityMissing",
     "ConditionFailed",
     "IncompleteRead",
@@ -60,7 +62,7 @@ class InvalidKey(InvalidInput):
 
 
 class InvalidPolicy(InvalidInput):
-    """A shard policy with a shard count or strategy out of range."""
+    """A shard or admission policy with a field out of range; the message names the field."""
 
 
 class InvalidRouting(InvalidInput):
@@ -106,6 +108,26 @@ class CapabilityMissing(ShardexError):
 
 class RoutingConflict(ShardexError):
     """The routing given to an index differs from the routing stored for it."""
+
+
+class AdmissionRejected(ShardexError):
+    """Admission control refused a request of logical key ``key``; the store never saw it.
+
+    ``retry_after`` is the soonest, in seconds, that the same request could be admitted
+    (None: never, it asks for more than its budget lets its priority use). ``op``,
+    ``units`` and ``priority`` describe the request.
+    """
+
+    def __init__(self, key: str, *, retry_after: float | None, op: str = "write",
+                 units: float = 1.0, priority: str = "normal", reason: str = "") -> None:
+        when = "never" if retry_after is None else f"retry after {retry_after:.3g} s"
+        super().__init__(f"admission refused {op} of {units:g} unit(s) of {key!r} "
+                         f"(priority {priority}): {reason or 'budget exhausted'}; {when}")
+        self.key = key
+        self.retry_after = retry_after
+        self.op = op
+        self.units = units
+        self.priority = priority
 
 
 class StoreError(ShardexError):
