@@ -40,7 +40,7 @@ async def relayout(index: ShardedIndex, value: str, policy: ShardPolicy) -> Rout
             try:
                 await call_with_retry(
                     lambda p=placement, m=moved: store.place(
-                        index.name, m.item_id, m, version=m.version, expected=p.version),
+                        index.name, m.item_id, m, version=m.version, expected=p),
                     PATIENT, clock=clock, rng=rng)
             except ConditionFailed:
                 continue

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import shardex
-from shardex import Routing, ShardPolicy
+from shardex import RetryPolicy, Routing, ShardPolicy
 from tests.conftest import Backend
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -188,7 +188,9 @@ def test_listing_is_complete_when_shards_span_many_pages(backend: Backend) -> No
     """A shard larger than one 1 MB page must be followed to its end, not cut at page one."""
     async def body() -> None:
         routing = Routing(overrides={"BIG": ShardPolicy(shards=4)})
-        async with backend.index(routing) as index:
+        # 9.6 MB written as fast as it goes: the simulated partitions throttle, patience
+        patient = RetryPolicy(attempts=30, base=0.05, cap=1.0, deadline=None)
+        async with backend.index(routing, retry=patient) as index:
             blob = "x" * 30_000
             for start in range(0, 320, 40):
                 await asyncio.gather(*(index.put("BIG", f"i-{i:04d}", sort=f"{i:04d}",

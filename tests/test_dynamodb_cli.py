@@ -97,7 +97,7 @@ def test_routing_show_and_set(make: type, capsys: pytest.CaptureFixture[str]) ->
     assert "routing version 1 -> 2" in out
     assert "PENDING: 1 -> 8 shard(s), hash" in out
     out = shardex("routing", "show", "--store", uri, "--index", "orders")
-    assert "routing version 2 (record revision 1)" in out
+    assert "routing version 2 (record revision 1, lease 15 s)" in out
     assert "PENDING: 8 shard(s), hash: PENDING#0, PENDING#1, PENDING#2, ..., PENDING#7" in out
     assert "SHIPPED: 4 shard(s), random: SHIPPED#0, SHIPPED#1, SHIPPED#2, SHIPPED#3" in out
     doc = json.loads(shardex("routing", "show", "--store", uri, "--index", "orders", "--json"))

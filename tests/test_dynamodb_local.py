@@ -336,7 +336,7 @@ def test_gsi_mode_indexes_items_the_application_writes(endpoint: str) -> None:
                               ExpressionAttributeValues={":t": 77})
             moved = StoredEntry(shard_key="SHIPPED", sort="late", item_id="o-2",
                                 attrs={**located.entry.attrs, "note": "moved"}, version=1)
-            await store.place("orders", "o-2", moved, version=1, expected=0)
+            await store.place("orders", "o-2", moved, version=1, expected=located)
             item = table.get_item(Key={"id": "o-2"}, ConsistentRead=True)["Item"]
             assert (item["total"], item["note"], item["shard_key"]) == (77, "moved", "SHIPPED")
             # a delete takes the item out of the sparse GSI and keeps a tombstone

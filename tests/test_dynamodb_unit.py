@@ -249,7 +249,10 @@ def test_bad_keys_and_positions_are_refused_before_any_request() -> None:
                              expected=None), "start with '#'"),
                 (store.place("ix", "o-1", shardex_entry("P", "o-2"), version=1, expected=None),
                  "must match"),
-                (store.place("ix", "o-1", None, version=2, expected=2), "greater than"),
+                (store.place("ix", "o-1", None, version=2, expected=2), "Placement"),  # type: ignore[arg-type]
+                (store.place("ix", "o-1", None, version=0, expected=None), ">= 1"),
+                (store.place("ix", "o-1", None, version=1, expected=None, token="a b"),
+                 "write token"),
                 (store.put_record("ix", "routing", {"bad": float("nan")}, expected=None),
                  "not a JSON document"),
             ]

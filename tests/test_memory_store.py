@@ -28,7 +28,7 @@ from shardex.errors import (
 from shardex.keys import is_reserved
 from shardex.sim.clock import run_virtual
 from shardex.stores import open_store
-from shardex.stores.base import Position, StoredEntry
+from shardex.stores.base import Placement, Position, StoredEntry
 from shardex.stores.memory import MemoryStore
 from shardex.stores.stats import StoreStats
 from shardex.stores.uri import StoreURI
@@ -50,8 +50,8 @@ def store(**options: Any) -> MemoryStore:
 async def put(s: MemoryStore, e: StoredEntry, *, ns: str = NS) -> float:
     """Place ``e`` as the item's next version, whatever its current one is."""
     current = await s.locate(ns, e.item_id)
-    version = current.version if current else None
-    return await s.place(ns, e.item_id, e, version=(version or 0) + 1, expected=version)
+    version = current.version if current else 0
+    return await s.place(ns, e.item_id, e, version=version + 1, expected=current)
 
 
 async def patiently(call: Callable[[], Awaitable[T]]) -> T:
@@ -130,7 +130,7 @@ def test_many_entries_in_one_key_page_in_order_after_inserts_and_deletes() -> No
                 current = await s.locate(NS, item)
                 assert current is not None
                 await s.place(NS, item, None, version=current.version + 1,
-                              expected=current.version)
+                              expected=current)
                 del live[item]
             else:
                 live[item] = f"{rng.randrange(500):03d}"
@@ -230,14 +230,18 @@ def test_place_returns_transaction_write_units() -> None:
         small = entry("PENDING", "a", "o-1")
         # placement record and entry: one unit each, doubled as a transaction
         assert await s.place(NS, "o-1", small, version=1, expected=None) == 4.0
+
+        async def here() -> Placement | None:
+            return await s.locate(NS, "o-1")
+
         # placement, delete of the old entry, the new entry
         assert await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=2,
-                             expected=1) == 6.0
+                             expected=await here()) == 6.0
         big = entry("SHIPPED", "c", "o-1", blob="q" * 2500)
         assert 2048 < entry_bytes(big) <= 3072
         # one key, one request: the delete of the small row and the put of the big one
-        assert await s.place(NS, "o-1", big, version=3, expected=2) == 2 * (1 + 1 + 3)
-        assert await s.place(NS, "o-1", None, version=4, expected=3) == 2 * (1 + 3)
+        assert await s.place(NS, "o-1", big, version=3, expected=await here()) == 2 * (1 + 1 + 3)
+        assert await s.place(NS, "o-1", None, version=4, expected=await here()) == 2 * (1 + 3)
         plain = store(transaction_cost=1.0)
         assert await plain.place(NS, "o-1", small, version=1, expected=None) == 2.0
         stats = s.stats(NS)
@@ -252,7 +256,8 @@ def test_a_failed_condition_consumes_only_the_placement_units() -> None:
         await s.place(NS, "o-1", entry("PENDING", "a", "o-1"), version=1, expected=None)
         before = s.stats(NS)
         with pytest.raises(ConditionFailed):
-            await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=3, expected=2)
+            await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=3,
+                          expected=Placement("o-1", 2, None, "stale"))
         after = s.stats(NS)
         assert after.by_key["#placement#"].write_units == (
             before.by_key["#placement#"].write_units + 2.0)

@@ -52,7 +52,8 @@ class Scripted(Store):
         return None
 
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
-                     version: int, expected: int | None, rec: Recorder) -> None:
+                     version: int, expected: Placement | None, token: str,
+                     rec: Recorder) -> None:
         key = entry.shard_key if entry else placement_key(item_id)
         await self._answer(rec, key)
         rec.share(self.units, [(key, 1.0), (placement_key(item_id), 1.0)])

@@ -388,7 +388,8 @@ def test_a_throttled_transaction_changes_nothing_and_takes_nothing() -> None:
                       expected=None)
         before = s.stats(NS)
         with pytest.raises(Throttled) as caught:
-            await s.place(NS, "o-1", entry("FULL", "3", "o-1"), version=2, expected=1)
+            await s.place(NS, "o-1", entry("FULL", "3", "o-1"), version=2,
+                          expected=await s.locate(NS, "o-1"))
         assert caught.value.key == "FULL"
         assert caught.value.reason == "write capacity exceeded"
         assert str(caught.value) == (
@@ -405,7 +406,8 @@ def test_a_throttled_transaction_changes_nothing_and_takes_nothing() -> None:
         assert after.by_key["#placement#"].write_units == (
             before.by_key["#placement#"].write_units)
         await CLOCK.sleep(1.0)  # the partition refills; the same move now goes through
-        await s.place(NS, "o-1", entry("FULL", "3", "o-1"), version=2, expected=1)
+        await s.place(NS, "o-1", entry("FULL", "3", "o-1"), version=2,
+                      expected=await s.locate(NS, "o-1"))
         assert await s.count(NS, "OLD") == 0
     run_virtual(main())
 

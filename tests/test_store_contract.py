@@ -15,7 +15,15 @@ import pytest
 
 from shardex.errors import CapabilityMissing, ConditionFailed, InvalidInput, Throttled
 from shardex.stores import BACKENDS as REGISTRY
-from shardex.stores.base import Position, Store, StoredEntry
+from shardex.stores.base import (
+    HISTORY_LENGTH,
+    NO_TOKEN,
+    Placement,
+    Position,
+    Store,
+    StoredEntry,
+    is_token,
+)
 from shardex.stores.metered import Usage
 from tests.conftest import BACKENDS, Backend
 
@@ -44,10 +52,9 @@ async def put(s: Store, e: StoredEntry) -> float:
     """
     while True:
         current = await s.locate(NS, e.item_id)
-        version = current.version if current else None
+        version = current.version if current else 0
         try:
-            return await s.place(NS, e.item_id, e, version=(version or 0) + 1,
-                                 expected=version)
+            return await s.place(NS, e.item_id, e, version=version + 1, expected=current)
         except Throttled:
             await s.clock.sleep(1.0)
 
@@ -91,28 +98,38 @@ def test_place_then_locate_query_and_count(backend: Backend) -> None:
     check(backend, body)
 
 
-def test_place_is_a_compare_and_set_on_the_placement_version(backend: Backend) -> None:
+async def here(s: Store, item_id: str = "o-1") -> Placement:
+    placement = await s.locate(NS, item_id)
+    assert placement is not None
+    return placement
+
+
+def test_place_is_a_compare_and_set_on_the_placement_as_located(backend: Backend) -> None:
     async def body(s: Store) -> None:
         first = entry("PENDING", "a", "o-1")
         await s.place(NS, "o-1", first, version=1, expected=None)
-        for expected in (None, 2, 7):
+        located = await here(s)
+        stale = [None, Placement("o-1", 1, located.entry, "not-the-token", located.history,
+                                 located.located),
+                 Placement("o-1", 2, located.entry, located.token, located.history,
+                           located.located)]
+        for expected in stale:
             with pytest.raises(ConditionFailed):
                 await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=9,
                               expected=expected)
-        placement = await s.locate(NS, "o-1")
-        assert placement is not None
-        assert placement.version == 1
+        assert await here(s) == located
         assert [x.item_id for x in await read_all(s, "PENDING")] == ["o-1"]
         assert await s.count(NS, "SHIPPED") == 0
 
     check(backend, body)
 
 
-def test_a_write_on_a_never_placed_item_with_an_expected_version_fails(
+def test_a_write_on_a_never_placed_item_with_an_expected_placement_fails(
         backend: Backend) -> None:
     async def body(s: Store) -> None:
         with pytest.raises(ConditionFailed):
-            await s.place(NS, "o-9", entry("K", "a", "o-9"), version=2, expected=1)
+            await s.place(NS, "o-9", entry("K", "a", "o-9"), version=2,
+                          expected=Placement("o-9", 1, entry("K", "a", "o-9"), "t1"))
         assert await s.locate(NS, "o-9") is None
         assert await s.count(NS, "K") == 0
 
@@ -122,13 +139,13 @@ def test_a_write_on_a_never_placed_item_with_an_expected_version_fails(
 def test_place_moves_the_entry_and_deletes_with_a_tombstone(backend: Backend) -> None:
     async def body(s: Store) -> None:
         await s.place(NS, "o-1", entry("PENDING", "a", "o-1"), version=1, expected=None)
-        await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=2, expected=1)
+        await s.place(NS, "o-1", entry("SHIPPED", "b", "o-1"), version=2,
+                      expected=await here(s))
         assert await s.count(NS, "PENDING") == 0
         assert [(x.item_id, x.sort) for x in await read_all(s, "SHIPPED")] == [("o-1", "b")]
-        await s.place(NS, "o-1", None, version=3, expected=2)
+        await s.place(NS, "o-1", None, version=3, expected=await here(s))
         assert await s.count(NS, "SHIPPED") == 0
-        tombstone = await s.locate(NS, "o-1")
-        assert tombstone is not None
+        tombstone = await here(s)
         assert (tombstone.version, tombstone.entry) == (3, None)
 
     check(backend, body)
@@ -137,11 +154,11 @@ def test_place_moves_the_entry_and_deletes_with_a_tombstone(backend: Backend) ->
 def test_a_tombstone_blocks_a_stale_first_write(backend: Backend) -> None:
     async def body(s: Store) -> None:
         await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
-        await s.place(NS, "o-1", None, version=2, expected=1)
+        await s.place(NS, "o-1", None, version=2, expected=await here(s))
         with pytest.raises(ConditionFailed):
             await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
         assert await s.count(NS, "K") == 0
-        await s.place(NS, "o-1", entry("K", "c", "o-1"), version=3, expected=2)
+        await s.place(NS, "o-1", entry("K", "c", "o-1"), version=3, expected=await here(s))
         assert [x.sort for x in await read_all(s, "K")] == ["c"]
 
     check(backend, body)
@@ -150,9 +167,76 @@ def test_a_tombstone_blocks_a_stale_first_write(backend: Backend) -> None:
 def test_placing_again_on_the_same_key_replaces_the_entry(backend: Backend) -> None:
     async def body(s: Store) -> None:
         await s.place(NS, "o-1", entry("K", "a", "o-1", n=1), version=1, expected=None)
-        await s.place(NS, "o-1", entry("K", "a", "o-1", n=2), version=2, expected=1)
-        await s.place(NS, "o-1", entry("K", "b", "o-1", n=3), version=3, expected=2)
+        await s.place(NS, "o-1", entry("K", "a", "o-1", n=2), version=2, expected=await here(s))
+        await s.place(NS, "o-1", entry("K", "b", "o-1", n=3), version=3, expected=await here(s))
         assert [(x.sort, dict(x.attrs)) for x in await read_all(s, "K")] == [("b", {"n": 3})]
+
+    check(backend, body)
+
+
+# -- write identity: tokens and history --------------------------------------------------
+
+def test_a_placement_records_its_token_and_the_tokens_before_it(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        tokens = [f"tok-{i}" for i in range(HISTORY_LENGTH + 3)]
+        await s.place(NS, "o-1", entry("K", "0", "o-1"), version=1, expected=None,
+                      token=tokens[0])
+        first = await here(s)
+        assert (first.token, first.history) == (tokens[0], (NO_TOKEN,))
+        assert first.chain == (NO_TOKEN, tokens[0])
+        for i, token in enumerate(tokens[1:], start=1):
+            await s.place(NS, "o-1", entry("K", str(i), "o-1"), version=i + 1,
+                          expected=await here(s), token=token)
+            placement = await here(s)
+            assert placement.token == token
+            assert placement.history == ((NO_TOKEN, *tokens))[:i + 1][-HISTORY_LENGTH:]
+        assert len((await here(s)).history) == HISTORY_LENGTH
+
+    check(backend, body)
+
+
+def test_a_store_draws_a_token_when_none_is_given(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
+        await s.place(NS, "o-1", entry("K", "b", "o-1"), version=2, expected=await here(s))
+        placement = await here(s)
+        assert is_token(placement.token)
+        assert placement.history[0] == NO_TOKEN
+        assert is_token(placement.history[1])
+        assert placement.history[1] != placement.token
+
+    check(backend, body)
+
+
+def test_a_mover_re_places_an_entry_at_its_version(backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        await s.place(NS, "o-1", entry("K#0", "a", "o-1"), version=5, expected=None, token="w1")
+        await s.place(NS, "o-1", entry("K#1", "a", "o-1"), version=5, expected=await here(s),
+                      token="mover")
+        placement = await here(s)
+        assert (placement.version, placement.token, placement.history) == (
+            5, "mover", (NO_TOKEN, "w1"))
+        assert await s.count(NS, "K#0") == 0
+        assert [x.item_id for x in await read_all(s, "K#1")] == ["o-1"]
+        with pytest.raises(InvalidInput, match=">= 5"):
+            await s.place(NS, "o-1", None, version=4, expected=placement)
+
+    check(backend, body)
+
+
+def test_of_two_writes_on_one_located_placement_only_the_first_applies(
+        backend: Backend) -> None:
+    async def body(s: Store) -> None:
+        await s.place(NS, "o-1", entry("A", "a", "o-1"), version=1, expected=None, token="w0")
+        located = await here(s)
+        await s.place(NS, "o-1", entry("B", "a", "o-1"), version=2, expected=located,
+                      token="first")
+        # the twin carries the same content: only the token tells them apart
+        with pytest.raises(ConditionFailed):
+            await s.place(NS, "o-1", entry("B", "a", "o-1"), version=2, expected=located,
+                          token="second")
+        placement = await here(s)
+        assert (placement.token, placement.history) == ("first", (NO_TOKEN, "w0"))
 
     check(backend, body)
 
@@ -297,9 +381,13 @@ def test_bad_arguments_are_refused_before_any_request(backend: Backend) -> None:
             (s.place(NS, "o-1", entry("K", "a", "o-2"), version=1, expected=None), "match"),
             (s.place(NS, "o-1", entry("#owner", "a", "o-1"), version=1, expected=None), "'#'"),
             (s.place(NS, "o-1", entry("", "a", "o-1"), version=1, expected=None), "non-empty"),
-            (s.place(NS, "o-1", None, version=2, expected=2), "greater than"),
+            (s.place(NS, "o-1", None, version=2, expected=2), "Placement"),  # type: ignore[arg-type]
+            (s.place(NS, "o-1", None, version=0, expected=None), ">= 1"),
+            (s.place(NS, "o-1", None, version=1, expected=None, token="x" * 37), "write token"),
+            (s.place(NS, "o-1", entry("K", "a", "o-1", bad=float("nan")), version=1,
+                     expected=None), "cannot store"),
             (s.place(NS, "o-1", None, version=True, expected=None), "version"),  # type: ignore[arg-type]
-            (s.place(NS, "o-1", None, version=3, expected="1"), "expected"),  # type: ignore[arg-type]
+            (s.place(NS, "o-1", None, version=3, expected="1"), "expected placement"),  # type: ignore[arg-type]
             (s.put_record(NS, "r", {}, expected=0), "expected revision"),
             (s.put_record(NS, "r", {}, expected=True), "expected revision"),  # type: ignore[arg-type]
             (s.put_record(NS, "r", [1], expected=None), "mapping"),  # type: ignore[arg-type]
@@ -331,7 +419,8 @@ def test_every_request_is_one_metered_event_that_stats_count(backend: Backend) -
         assert write.units == pytest.approx(sum(x.units for x in write.shares))
         assert "K" in {x.key for x in write.shares}
         with pytest.raises(ConditionFailed):
-            await s.place(NS, "o-1", entry("K", "b", "o-1"), version=5, expected=3)
+            await s.place(NS, "o-1", entry("K", "b", "o-1"), version=5,
+                          expected=Placement("o-1", 3, None, "stale"))
         assert "conflict" in [u.outcome for u in seen]
         await s.query(NS, "K", after=None, descending=False, limit=5)
         assert (seen[-1].outcome, seen[-1].key, seen[-1].write) == ("ok", "K", False)

@@ -1,7 +1,9 @@
 """The exception hierarchy of shardex.
 
 Every error a store's driver raises is mapped at the store's boundary to the most
-specific class below, with the driver's exception chained (``raise ... from exc``)::
+specific class below, with the driver's exception chained (``raise ... from exc``).
+A write (``put``, ``move``, ``delete``) that raises anything but OutcomeUnknown did not
+apply: shardex found out before raising::
 
     ShardexError
     ├── InvalidInput                  bad arguments; also a ValueError
@@ -14,13 +16,16 @@ specific class below, with the driver's exception chained (``raise ... from exc`
     ├── MissingDependency             a backend's driver is not installed; also an ImportError
     ├── CapabilityMissing             the store cannot do what the caller needs
     ├── RoutingConflict               the stored routing differs from the one given
+    ├── RoutingStale                  the routing could not be refreshed within its lease
     ├── AdmissionRejected             admission control refused a request before the store
     └── StoreError                    the store refused or failed a request
         ├── Throttled                 a partition's capacity was exceeded; safe to retry
         ├── ConditionFailed           a conditional write found another state
         ├── NotFound                  a table, index or record the caller named does not exist
         ├── Unavailable               the store could not be reached or did not answer
-        └── IncompleteRead            some shards of a read failed; nothing partial is returned
+        ├── IncompleteRead            some shards of a read failed; nothing partial is returned
+        ├── OutcomeUnknown            a write may or may not have applied, and shardex cannot tell
+        └── MalformedItem             an item or record in the store is not in a shape shardex reads
 """
 
 from __future__ import annotations
@@ -39,9 +44,12 @@ __all__ = [
     "InvalidPolicy",
     "InvalidRouting",
     "InvalidURI",
+    "MalformedItem",
     "MissingDependency",
     "NotFound",
+    "OutcomeUnknown",
     "RoutingConflict",
+    "RoutingStale",
     "ShardexError",
     "StoreError",
     "Throttled",
@@ -110,6 +118,17 @@ class RoutingConflict(ShardexError):
     """The routing given to an index differs from the routing stored for it."""
 
 
+class RoutingStale(ShardexError):
+    """The index could not refresh its routing within the routing's lease.
+
+    A client whose last successful read of the routing record is older than the lease
+    stops reading and writing rather than act on a layout that may have changed since
+    (a reshard waits out the lease between its steps). The message says when the
+    routing was last read and why refreshing failed; the refresh is retried on the
+    next call.
+    """
+
+
 class AdmissionRejected(ShardexError):
     """Admission control refused a request of logical key ``key``; the store never saw it.
 
@@ -175,3 +194,29 @@ class IncompleteRead(StoreError):
         )
         self.value = value
         self.failed = dict(failed)
+
+
+class OutcomeUnknown(StoreError):
+    """A write may have applied or not, and shardex could not find out which.
+
+    Raised only after a try of the write failed ambiguously (a timeout, an unreachable
+    store) and reading the item's placement back did not settle it (the store stayed
+    unreachable, or too many other writes landed since). ``item_id`` names the item and
+    ``token`` is the write's token: the write applied if the item's placement carries
+    it (``Placement.token`` or ``Placement.history``); ``index.get(item_id)`` shows the
+    entry as it is now.
+    """
+
+    def __init__(self, message: str, *, item_id: str, token: str) -> None:
+        super().__init__(message)
+        self.item_id = item_id
+        self.token = token
+
+
+class MalformedItem(StoreError):
+    """An item, record or attribute in the store is not in the shape shardex reads.
+
+    The message names the item (or record) and the attribute at fault, and what was
+    expected; shardex changes nothing about it. Something other than shardex wrote it
+    (an application, a tool, a hand edit): fix or remove the attribute.
+    """

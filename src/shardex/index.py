@@ -2,29 +2,32 @@
 
 Writes follow the routing: each entry of a logical key goes to one of its shard keys,
 and the store records where (the item's *placement*), so ``move`` and ``delete`` find
-the entry whatever the strategy. Every write is a compare-and-set on the placement's
-version: a write that raced another is re-planned, an ambiguous write that did land
-is recognised, and a late write carrying an older ``version`` never overwrites a newer
-entry or brings back a deleted one. What to write is decided by the pure
-``shardex.writes.decide``; this module carries it out. Reads fan out over every shard
-key the routing names (both layouts while a reshard runs) and merge; they are complete
-or they raise. The routing itself is a ``RoutingRecord`` (``shardex.routing_record``).
+the entry whatever the strategy. Every write has a token and is a compare-and-set on
+the placement as located: a write that raced another is re-planned, a try that failed
+ambiguously is resolved by its token before anything else, and a late write carrying
+an older ``version`` never overwrites a newer entry or brings back a deleted one. What
+to write is decided by the pure ``shardex.writes.decide``, carried out by
+``shardex.writer.Writer``: a write returns, or raises an error that means it did not
+apply, or raises OutcomeUnknown. Reads fan out over every shard key the routing names
+(both layouts while a reshard runs) and merge; they are complete or they raise. The
+routing itself is a ``RoutingRecord`` (``shardex.routing_record``), held as a lease.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from functools import partial
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from shardex.capacity import Ceiling
 from shardex.clock import Clock, LoopClock
 from shardex.cursor import Cursor, CursorCodec
-from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting
+from shardex.errors import InvalidInput, InvalidRouting
 from shardex.fanout import FanOut
 from shardex.keys import (
     parse_shard_key,
@@ -34,12 +37,14 @@ from shardex.keys import (
 )
 from shardex.retry import HedgePolicy, RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
-from shardex.routing_record import RoutingRecord
+from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
 from shardex.stores import open_store
 from shardex.stores.base import Placement, Store, StoredEntry
 from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HotView
-from shardex.writes import Delete, Move, Put, Refuse, Skip, Write, WriteRequest, decide
+from shardex.stores.values import check_attrs
+from shardex.writer import Writer
+from shardex.writes import Delete, Move, Put
 
 __all__ = ["Entry", "Page", "ShardedIndex"]
 
@@ -80,10 +85,13 @@ class Page:
 class ShardedIndex:
     """A sharded index named ``name`` on ``store`` (a Store or a store URI).
 
-    ``routing`` seeds the index's routing record when the store has none; once a
-    record exists it is the truth (a differing ``routing`` is logged, or refused with
-    RoutingConflict when ``strict_routing``), and it is re-read every ``routing_ttl``
-    seconds so a reshard started elsewhere is seen. Use ``async with index:``.
+    ``routing`` seeds the index's routing record when the store has none (with a lease
+    of ``routing_lease`` seconds); once a record exists it is the truth (a differing
+    ``routing`` is logged at open, or refused there with RoutingConflict when
+    ``strict_routing``). An open index re-reads it every ``routing_ttl`` seconds in the
+    background, so a reshard started elsewhere is seen, and refuses to read or write
+    with RoutingStale when it has not read it successfully for longer than the lease
+    (``shardex.routing_record`` says why). Use ``async with index:``.
     ``meter=True`` subscribes a ``HeatMeter`` to the store's events (or pass one built
     on the same store) for ``index.heat()``. ``seed`` seeds the index's one random
     generator (backoff jitter, random shards, round-robin offsets).
@@ -92,6 +100,7 @@ class ShardedIndex:
     def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
                  retry: RetryPolicy | None = None, hedge: HedgePolicy | None = None,
                  max_concurrency: int = 32, routing_ttl: float = 5.0,
+                 routing_lease: float = DEFAULT_LEASE,
                  cursor_secret: bytes | None = None, strict_routing: bool = False,
                  max_conflicts: int = 16, clock: Clock | None = None,
                  seed: int | None = None, meter: bool | HeatMeter = False) -> None:
@@ -102,8 +111,22 @@ class ShardedIndex:
             raise InvalidInput(f"index name: {exc}") from exc
         if routing is not None and not isinstance(routing, Routing):
             raise InvalidRouting(f"routing must be a shardex.Routing, got {type(routing).__name__}")
-        if max_concurrency < 1:
-            raise InvalidInput(f"max_concurrency must be at least 1, got {max_concurrency}")
+        for option, number in (("max_concurrency", max_concurrency),
+                               ("max_conflicts", max_conflicts)):
+            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+                raise InvalidInput(f"{option} must be an integer >= 1, got {number!r}")
+        for option, kind in (("retry", RetryPolicy), ("hedge", HedgePolicy)):
+            given = retry if option == "retry" else hedge
+            if given is not None and not isinstance(given, kind):
+                raise InvalidInput(f"{option} must be a shardex.{kind.__name__} or None, "
+                                   f"got {given!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise InvalidInput(f"seed must be an integer or None, got {seed!r}")
+        for option, seconds in (("routing_ttl", routing_ttl), ("routing_lease", routing_lease)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                    or not math.isfinite(seconds) or seconds < 0:
+                raise InvalidInput(f"{option} must be a number of seconds >= 0, "
+                                   f"got {seconds!r}")
         if meter is True:
             meter = HeatMeter(self._store, clock=clock)
         elif meter is not False and not (isinstance(meter, HeatMeter)
@@ -116,9 +139,12 @@ class ShardedIndex:
         self._turns = Turns(self._rng)
         self._record = RoutingRecord(self._store, self.name, given=routing,
                                      strict=strict_routing, ttl=routing_ttl,
-                                     clock=self._clock, retry=self._retry, rng=self._rng,
+                                     lease=routing_lease, clock=self._clock,
+                                     retry=self._retry, rng=self._rng,
                                      max_conflicts=max_conflicts)
-        self._max_conflicts = max_conflicts
+        self._writer = Writer(self._store, self.name, retry=self._retry, clock=self._clock,
+                              rng=self._rng, max_conflicts=max_conflicts)
+        self._refresher: asyncio.Task[None] | None = None
         self._codec = CursorCodec(self.name, cursor_secret)
         self._hedge = hedge
         self._max_concurrency = max_concurrency
@@ -152,15 +178,18 @@ class ShardedIndex:
             self._fanout = FanOut(self._store, self.name, retry=self._retry, hedge=self._hedge,
                                   max_concurrency=self._max_concurrency, clock=self._clock,
                                   rng=self._rng)
-            await self._record.load()
+            await self._record.load(check_given=True)
         except BaseException:
             await self._store.close()
             self._fanout = None
             raise
+        self._refresher = asyncio.ensure_future(self._record.keep_fresh())
 
     async def close(self) -> None:
         if self._fanout is not None:
             self._fanout = None
+            refresher, self._refresher = self._refresher, None
+            await stop(refresher)
             self._record.forget()
             await self._store.close()
 
@@ -189,10 +218,15 @@ class ShardedIndex:
         self._reader()
         return self._record.routing
 
+    @property
+    def routing_lease(self) -> float:
+        """The routing's lease in seconds, as the routing record says."""
+        return self._record.lease
+
     async def refresh_routing(self) -> Routing:
         """Re-read the routing record now and return it."""
         self._reader()
-        return await self._record.load()
+        return await self._record.refresh()
 
     async def _routing_now(self) -> Routing:
         self._reader()
@@ -211,89 +245,102 @@ class ShardedIndex:
     def _fresh_key(self, routing: Routing, value: str, item_id: str) -> str:
         return routing.shard_key(value, item_id, rng=self._rng, turns=self._turns)
 
-    def key_attributes(self, value: str, item_id: str, sort: str = "") -> dict[str, Any]:
+    def key_attributes(self, value: str, item_id: str,
+                       sort: str | None = None) -> dict[str, Any]:
         """Return the attributes that index an application's own item under ``value``.
 
         For stores that index the application's items (DynamoDB GSI mode): add them to
         the item the application writes, e.g. ``{"status_shard": "PENDING#3",
-        "status_sort": ...}``. The shard key follows the routing as last loaded (at
-        open, or by a read, write or ``refresh_routing``). Raises CapabilityMissing on
-        stores that write their own entries, InvalidKey for a value, item id or sort
-        that cannot be stored.
+        "status_sort": ...}``. ``sort`` is required (``''`` for none) where shardex writes
+        the sort attribute, so an item is never re-filed with a blank sort; where the
+        sort attribute is the application's own (``sort_owner=application``), pass none:
+        only the shard key attribute is returned. Synchronous and no request: the shard
+        key follows the routing the index keeps fresh in the background, and
+        RoutingStale is raised when that copy is older than the routing's lease. Raises
+        CapabilityMissing on stores that write their own entries, InvalidKey for a
+        value, item id or sort that cannot be stored.
         """
         validate_value(value)
         validate_item_id(item_id)
-        validate_sort(sort)
-        shard_key = self._fresh_key(self.routing, value, item_id)
+        if sort is not None:
+            validate_sort(sort)
+        self._reader()
+        try:
+            routing = self._record.check_fresh()
+        except RuntimeError as exc:  # no running loop to read the clock from
+            raise InvalidInput("key_attributes reads the index's clock: call it from the "
+                               "event loop the index runs on, or use SyncShardedIndex") from exc
+        shard_key = self._fresh_key(routing, value, item_id)
         return self._store.key_attributes(shard_key, sort, item_id)
 
     # -- writes ----------------------------------------------------------------------
 
-    async def put(self, value: str, item_id: str, *, sort: str = "",
+    def _check_sort(self, sort: str | None) -> None:
+        if sort is None:
+            return
+        validate_sort(sort)
+        if not self._store.capabilities.writes_sort:
+            raise InvalidInput(f"sort {sort!r}: the sort attribute of {self._store.uri} is the "
+                               "application's own, which shardex reads and never writes; "
+                               "leave sort out (the application sets it)")
+
+    async def put(self, value: str, item_id: str, *, sort: str | None = None,
                   attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
         """Write the entry of ``item_id`` under ``value`` (replacing any entry it had).
 
+        ``sort`` None keeps the sort the item's entry has ('' for a new entry).
         ``version``, when given, orders writes: the write is skipped (returns False) if
         the item already carries this version or a newer one, even if it was deleted.
-        Returns True when the entry was written. Raises InvalidKey for a value, item
-        id or sort that cannot be stored, Throttled when retries are exhausted.
+        Returns True when the entry was written. Every error means the write did not
+        apply, except OutcomeUnknown (it may have; see the README's Writes section).
+        Raises InvalidKey for a value, item id or sort that cannot be stored,
+        InvalidInput for attrs the store cannot hold, Throttled when retries are
+        exhausted, RoutingStale when the routing could not be refreshed within its lease.
         """
         validate_value(value)
         validate_item_id(item_id)
-        validate_sort(sort)
+        self._check_sort(sort)
         fields = _attrs(attrs)
         _check_version(version)
-        routing = await self._routing_now()
-        return await self._write(Put(value, item_id, sort, fields, version,
-                                     self._fresh_key(routing, value, item_id)), routing)
+        self._reader()
+        return await self._writer.write(
+            item_id, lambda routing: Put(value, item_id, sort, fields, version,
+                                         self._fresh_key(routing, value, item_id)),
+            self._routing_now, f"put of {item_id!r} under {value!r}")
 
     async def move(self, item_id: str, *, old: str, new: str, sort: str | None = None,
                    attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
         """Move the entry of ``item_id`` from ``old`` to ``new`` in one atomic write.
 
         ``sort`` and ``attrs`` default to the entry's own. Raises ConditionFailed if the
-        item has no entry under ``old``; see ``put`` for ``version``.
+        item has no entry under ``old`` (another client's move got there first, say);
+        see ``put`` for ``version`` and the other errors.
         """
         validate_item_id(item_id)
         validate_value(old)
         validate_value(new)
-        if sort is not None:
-            validate_sort(sort)
+        self._check_sort(sort)
         fields = None if attrs is None else _attrs(attrs)
         _check_version(version)
-        routing = await self._routing_now()
-        return await self._write(Move(item_id, old, new, sort, fields, version,
-                                      self._fresh_key(routing, new, item_id)), routing)
+        self._reader()
+        return await self._writer.write(
+            item_id, lambda routing: Move(item_id, old, new, sort, fields, version,
+                                          self._fresh_key(routing, new, item_id)),
+            self._routing_now, f"move of {item_id!r} from {old!r} to {new!r}")
 
     async def delete(self, value: str, item_id: str, *, version: int | None = None) -> bool:
-        """Delete the entry of ``item_id`` under ``value``; False if it has none there."""
+        """Delete the entry of ``item_id`` under ``value``; False if it has none there.
+
+        Of two clients deleting the same entry at once, one gets True and the other
+        False. See ``put`` for ``version`` and the errors.
+        """
         validate_value(value)
         validate_item_id(item_id)
         _check_version(version)
-        return await self._write(Delete(value, item_id, version), await self._routing_now())
-
-    async def _write(self, request: WriteRequest, routing: Routing) -> bool:
-        """Carry out the decisions of ``decide`` until one is final."""
-        item_id = request.item_id
-        attempted: Write | None = None
-        for _ in range(self._max_conflicts):
-            current: Placement | None = await self._retrying(
-                lambda: self._store.locate(self.name, item_id))
-            decision = decide(request, current, routing, attempted=attempted)
-            if isinstance(decision, Skip):
-                return decision.result
-            if isinstance(decision, Refuse):
-                raise decision.error
-            attempted = decision
-            try:
-                await self._retrying(partial(self._store.place, self.name, item_id,
-                                             decision.entry, version=decision.version,
-                                             expected=decision.expected))
-            except ConditionFailed:
-                continue  # another writer moved the item first: decide again from its state
-            return True
-        raise ConditionFailed(
-            f"gave up writing {item_id!r} after {self._max_conflicts} conflicting writes")
+        self._reader()
+        return await self._writer.write(
+            item_id, lambda routing: Delete(value, item_id, version), self._routing_now,
+            f"delete of {item_id!r} under {value!r}")
 
     # -- reads -----------------------------------------------------------------------
 
@@ -377,7 +424,5 @@ def _attrs(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
         return {}
     if not isinstance(attrs, Mapping):
         raise InvalidInput(f"attrs must be a mapping, got {type(attrs).__name__}")
-    for name in attrs:
-        if not isinstance(name, str) or not name:
-            raise InvalidInput(f"attrs names must be non-empty strings, got {name!r}")
+    check_attrs(attrs)
     return dict(attrs)

@@ -1,17 +1,38 @@
-"""The routing record of an index: loaded from its store, cached with a TTL, changed by CAS.
+"""The routing record of an index: loaded from its store, held as a lease, changed by CAS.
 
 The routing of index ``NAME`` is one record, ``routing``, in the namespace ``NAME`` of
-the index's store, holding the routing document (``Routing.to_dict``) and a revision.
-Every client caches it for ``ttl`` seconds, so a change made elsewhere (a reshard step)
-is seen within that time; a change is a compare-and-set on the revision, so two writers
-cannot both think they won. ``ShardedIndex`` and the ``shardex routing`` command read and
-write it through ``RoutingRecord``.
+the index's store, holding the routing document (``Routing.to_dict``), the routing's
+*lease* in seconds (``"lease"``, ``DEFAULT_LEASE`` unless the record says otherwise)
+and a revision. A change is a compare-and-set on the revision, so two writers cannot
+both think they won. ``ShardedIndex`` and the ``shardex routing`` command read and write
+it through ``RoutingRecord``.
+
+**The lease.** A client reads the record at open and then every ``ttl`` seconds in the
+background (and on use, when its copy is older than ``ttl``). A client whose last
+successful read was *sent* more than ``lease`` seconds ago stops: reads, writes and
+``key_attributes`` raise ``RoutingStale`` until a read succeeds again. So a routing
+change acknowledged at time ``w`` is known to every client that acts after
+``w + lease``: a client acting at ``t`` holds a copy read at some ``r > t - lease``,
+and if ``t >= w + lease`` then ``r > w``, and that strongly consistent read saw the
+change. A runner that changes a layout in steps (a reshard: read-both, write-new,
+read-new, ...) therefore waits ``lease + margin`` after each step is acknowledged
+before it takes the next, and no client ever acts on a state two steps behind; the
+margin covers a request that was already in flight when the lease ran out (the
+store's request timeout) and the drift between clocks' rates (monotonic clocks,
+measured locally: no agreement on wall time is needed).
+
+The routing an index was built with (``given``) seeds the record when the store has
+none; once a record exists it is the truth. A differing ``given`` is logged, or refused
+with RoutingConflict when ``strict``, once, at open: later refreshes follow the record
+silently, as a reshard elsewhere changes it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 import random
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -19,52 +40,78 @@ from functools import partial
 from typing import Any, TypeVar
 
 from shardex.clock import Clock, LoopClock
-from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, RoutingConflict
+from shardex.errors import (
+    ConditionFailed,
+    InvalidInput,
+    InvalidRouting,
+    RoutingConflict,
+    RoutingStale,
+    ShardexError,
+)
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
-from shardex.stores.base import Store
+from shardex.stores.base import Store, new_token
 
-__all__ = ["ROUTING_RECORD", "RoutingRecord"]
+__all__ = ["DEFAULT_LEASE", "ROUTING_RECORD", "RoutingRecord"]
 
 T = TypeVar("T")
 log = logging.getLogger("shardex")
 
 ROUTING_RECORD = "routing"
+DEFAULT_LEASE = 15.0
+LEASE_FIELD = "lease"
+# the token of the update that wrote the record: "did my update land?" is decided by it
+TOKEN_FIELD = "token"
 
 
 @dataclass(frozen=True, slots=True)
 class _Loaded:
     routing: Routing
     revision: int | None  # None: no record is stored yet
-    at: float
+    at: float  # when the read that loaded it was sent
+    lease: float
+
+
+def _lease(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value <= 0:
+        raise InvalidRouting(f"{where}: lease must be a number of seconds > 0, got {value!r}")
+    return float(value)
 
 
 class RoutingRecord:
-    """The routing record of index ``index`` in ``store``.
+    """The routing record of index ``index`` in ``store``, held as a lease.
 
-    ``given`` seeds the record when the store has none; once a record exists it is the
-    truth (a differing ``given`` is logged, or refused with RoutingConflict when
-    ``strict``). Store calls are retried with ``retry`` on ``clock``; a write that races
-    another client's is re-read up to ``max_conflicts`` times.
+    ``given`` seeds the record when the store has none (with ``lease`` seconds); once a
+    record exists it is the truth (a differing ``given`` is logged at open, or refused
+    with RoutingConflict when ``strict``). Store calls are retried with ``retry`` on
+    ``clock``; a write that races another client's is re-read up to ``max_conflicts``
+    times.
     """
 
     def __init__(self, store: Store, index: str, *, given: Routing | None = None,
-                 strict: bool = False, ttl: float = 5.0, clock: Clock | None = None,
-                 retry: RetryPolicy | None = None, rng: random.Random | None = None,
-                 max_conflicts: int = 16) -> None:
-        if ttl < 0:
-            raise InvalidInput(f"routing_ttl must not be negative, got {ttl}")
+                 strict: bool = False, ttl: float = 5.0, lease: float = DEFAULT_LEASE,
+                 clock: Clock | None = None, retry: RetryPolicy | None = None,
+                 rng: random.Random | None = None, max_conflicts: int = 16) -> None:
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) \
+                or not math.isfinite(ttl) or ttl < 0:
+            raise InvalidInput(f"routing_ttl must be a number of seconds >= 0, got {ttl!r}")
+        try:
+            self._default_lease = _lease(lease, "routing")
+        except InvalidRouting as exc:
+            raise InvalidInput(str(exc)) from None
         self.store = store
         self.index = index
         self._given = given
         self._strict = strict
-        self._ttl = ttl
+        self._ttl = float(ttl)
         self._clock: Clock = clock or LoopClock()
         self._retry = retry or RetryPolicy()
         self._rng = rng or random.Random()
         self._max_conflicts = max_conflicts
         self._loaded: _Loaded | None = None
         self._refreshing: asyncio.Future[Routing] | None = None
+        self._failure: BaseException | None = None  # why the last refresh failed
 
     def _retrying(self, call: Callable[[], Awaitable[T]]) -> Coroutine[Any, Any, T]:
         return call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
@@ -85,41 +132,74 @@ class RoutingRecord:
         """The stored record's revision as last loaded (None: none stored)."""
         return None if self._loaded is None else self._loaded.revision
 
+    @property
+    def lease(self) -> float:
+        """The routing's lease in seconds, as last loaded (the default before)."""
+        return self._default_lease if self._loaded is None else self._loaded.lease
+
+    @property
+    def interval(self) -> float:
+        """Seconds between background refreshes: the TTL, at most a third of the lease."""
+        return min(self._ttl, self.lease / 3)
+
     def forget(self) -> None:
         """Drop the cached routing (the index closed)."""
         self._loaded = None
+        self._failure = None
 
-    async def read(self) -> tuple[Routing | None, int | None]:
-        """Read the stored record once, without caching or seeding: (routing, revision)."""
+    async def read(self) -> tuple[Routing | None, int | None, float]:
+        """Read the stored record once, without caching: (routing, revision, lease).
+
+        A record that does not validate raises InvalidRouting naming the record and
+        the field at fault, whatever its shape.
+        """
         record = await self._retrying(lambda: self.store.get_record(self.index, ROUTING_RECORD))
         if record is None:
-            return None, None
+            return None, None, self._default_lease
+        where = f"routing record of index {self.index!r} in {self.store.uri}"
         try:
-            return Routing.from_dict(dict(record.body)), record.revision
+            body = dict(record.body)
+            lease = _lease(body.pop(LEASE_FIELD, self._default_lease), where)
+            body.pop(TOKEN_FIELD, None)
+            return Routing.from_dict(body), record.revision, lease
         except InvalidRouting as exc:
-            raise InvalidRouting(
-                f"routing record of index {self.index!r} in {self.store.uri}: {exc}") from exc
+            raise InvalidRouting(f"{where}: {exc}") from exc
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+            raise InvalidRouting(f"{where}: not a routing document ({type(exc).__name__}: "
+                                 f"{str(exc)[:200]})") from None
 
-    async def load(self) -> Routing:
-        """Read the record (creating it from ``given`` if there is none) and cache it."""
+    async def load(self, *, check_given: bool = False) -> Routing:
+        """Read the record (creating it from ``given`` if there is none) and cache it.
+
+        ``check_given`` compares the stored routing with ``given`` (at open).
+        """
         for _ in range(self._max_conflicts):
-            stored, revision = await self.read()
+            sent = self._clock.now()
+            stored, revision, lease = await self.read()
             if stored is not None:
-                self._check_given(stored)
-                self._loaded = _Loaded(stored, revision, self._clock.now())
+                if check_given:
+                    self._check_given(stored)
+                self._loaded = _Loaded(stored, revision, sent, lease)
                 return stored
             if self._given is None:
-                self._loaded = _Loaded(Routing(), None, self._clock.now())
+                self._loaded = _Loaded(Routing(), None, sent, lease)
                 return self._loaded.routing
-            given, document = self._given, self._given.to_dict()
+            given, document = self._given, self._document(self._given, lease)
             try:
                 revision = await self._retrying(partial(
                     self.store.put_record, self.index, ROUTING_RECORD, document, expected=None))
             except ConditionFailed:
                 continue  # another client created the record first: load theirs
-            self._loaded = _Loaded(given, revision, self._clock.now())
+            self._loaded = _Loaded(given, revision, sent, lease)
             return given
         raise ConditionFailed(f"could not load the routing record of index {self.index!r}")
+
+    @staticmethod
+    def _document(routing: Routing, lease: float, token: str | None = None) -> dict[str, Any]:
+        document = {**routing.to_dict(), LEASE_FIELD: lease}
+        if token is not None:
+            document[TOKEN_FIELD] = token
+        return document
 
     def _check_given(self, stored: Routing) -> None:
         given = self._given
@@ -133,47 +213,109 @@ class RoutingRecord:
             raise RoutingConflict(message)
         log.warning(message)
 
-    async def current(self) -> Routing:
-        """The cached routing, re-read first if it is older than the TTL.
+    def check_fresh(self) -> Routing:
+        """Return the cached routing if its lease holds; RoutingStale otherwise.
 
-        One refresh runs at a time; concurrent callers wait for it.
+        Synchronous: no request is made (``key_attributes`` is served from here).
+        """
+        loaded = self._loaded
+        if loaded is None:
+            return self.routing  # raises: not loaded
+        age = self._clock.now() - loaded.at
+        if age >= loaded.lease:
+            why = "" if self._failure is None else (
+                f"; the last refresh failed: {type(self._failure).__name__}: {self._failure}")
+            raise RoutingStale(
+                f"index {self.index!r}: the routing was last read {age:.1f} s ago, longer "
+                f"than its {loaded.lease:g} s lease, so the layout may have changed since; "
+                f"nothing is read or written until a refresh succeeds{why}")
+        return loaded.routing
+
+    async def current(self) -> Routing:
+        """The routing to act on now: re-read first if older than the TTL.
+
+        One refresh runs at a time; concurrent callers wait for it. If it fails, the
+        cached routing serves while its lease holds; after that RoutingStale is raised.
         """
         loaded = self._loaded
         if loaded is None:
             return self.routing  # raises: not loaded
         if self._clock.now() - loaded.at < self._ttl:
             return loaded.routing
+        try:
+            return await self.refresh()
+        except ShardexError as exc:
+            self._failure = exc
+            try:
+                return self.check_fresh()
+            except RoutingStale as stale:
+                raise stale from exc
+
+    async def refresh(self) -> Routing:
+        """Re-read the record now, joining a refresh already running."""
         if self._refreshing is None:
             self._refreshing = asyncio.ensure_future(self.load())
         refreshing = self._refreshing
         try:
-            await asyncio.shield(refreshing)
+            routing = await asyncio.shield(refreshing)
         finally:
             if self._refreshing is refreshing:
                 self._refreshing = None
-        return self.routing
+        self._failure = None
+        return routing
+
+    async def keep_fresh(self) -> None:
+        """Refresh every ``interval`` seconds until cancelled (an open index runs this).
+
+        A failed refresh is logged (once per kind of failure) and tried again at the
+        next interval; the cached routing serves until its lease runs out.
+        """
+        if self._ttl <= 0:
+            return  # every use refreshes
+        while True:
+            await self._clock.sleep(self.interval)
+            try:
+                await self.refresh()
+            except ShardexError as exc:
+                if type(exc) is not type(self._failure):
+                    log.warning("index %r: refreshing the routing failed: %s", self.index, exc)
+                self._failure = exc
 
     async def update(self, routing: Routing) -> None:
         """Store ``routing`` as the next version (compare-and-set on the revision).
 
-        ``routing.version`` must be the cached version plus one. Raises ConditionFailed
-        if another writer changed the routing first (the cache is then re-read).
+        ``routing.version`` must be the cached version plus one; the lease is kept.
+        Raises ConditionFailed if another writer changed the routing first (the cache
+        is then re-read).
         """
         current = self.routing
         if routing.version != current.version + 1:
             raise InvalidRouting(
                 f"new routing version must be {current.version + 1}, got {routing.version}")
+        lease, token, expected = self.lease, new_token(), self.revision
+        sent = self._clock.now()
         try:
             revision = await self._retrying(lambda: self.store.put_record(
-                self.index, ROUTING_RECORD, routing.to_dict(), expected=self.revision))
+                self.index, ROUTING_RECORD, self._document(routing, lease, token),
+                expected=expected))
         except ConditionFailed:
             # Either another writer got there first, or an earlier try that looked
-            # failed did land: only the record itself can tell.
-            stored, found = await self.read()
-            if stored != routing or found is None:
+            # failed did land: the token in the record tells, never equal content.
+            record = await self._retrying(
+                lambda: self.store.get_record(self.index, ROUTING_RECORD))
+            if record is None or record.body.get(TOKEN_FIELD) != token:
                 await self.load()
                 raise ConditionFailed(
                     f"index {self.index!r}: another writer changed the routing first "
                     f"(now version {self.routing.version})") from None
-            revision = found
-        self._loaded = _Loaded(routing, revision, self._clock.now())
+            revision = record.revision
+        self._loaded = _Loaded(routing, revision, sent, lease)
+
+
+async def stop(task: asyncio.Task[None] | None) -> None:
+    """Cancel a background task (``keep_fresh``) and wait until it has stopped."""
+    if task is None or task.done():
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -1,21 +1,30 @@
-"""The write decision: from an item's current placement and a write request, what to do next.
+"""The write decision and the outcome resolution: pure functions the write loop carries out.
 
-Pure: ``decide`` reads no store and raises nothing; it returns a decision value (an
-immutable named tuple, cheap on the write path) that the index's write loop carries out:
+Pure: ``decide`` and ``resolve`` read no store and raise nothing; they return values
+(immutable named tuples and an enum, cheap on the write path).
+
+``decide(request, current, routing)`` says what a write does to an item whose placement
+is ``current``:
 
 - ``Write(entry, version, expected)``: place ``entry`` (None: delete) at ``version``,
-  as a compare-and-set on the placement version ``expected``;
-- ``Skip(result)``: nothing to write; the call returns ``result`` (True when the write
-  already landed, False when a newer write or the item's absence makes it moot);
+  conditioned on the placement being still ``expected`` (``current`` as located);
+- ``Skip(result)``: nothing to write; the call returns ``result`` (False when a newer
+  write or the item's absence makes it moot);
 - ``Refuse(error)``: the request cannot apply to the item as it is; raise ``error``.
 
-The loop locates the item, decides, and on a ConditionFailed from the store (another
-writer moved the item first) locates and decides again. Passing the last ``Write`` as
-``attempted`` lets the decision recognise a try that looked failed but landed.
+``resolve(expected, token, found)`` says whether a write whose try failed ambiguously
+(a timeout: it may have landed) applied, from the placement ``found`` after it:
+``APPLIED`` if the write's token is the placement's or in its history; ``NOT_APPLIED``
+if the placement is still ``expected`` or its history shows another write directly
+after ``expected``'s (the try was conditioned on ``expected``, so once another write
+replaced it, the try can never land); ``UNKNOWN`` when the history does not reach back
+that far. Identity, never equal content: another client's identical write is not
+mistaken for one's own.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -23,22 +32,23 @@ from typing import Any, NamedTuple
 from shardex.errors import ConditionFailed, ShardexError
 from shardex.keys import parse_shard_key
 from shardex.routing import Routing
-from shardex.stores.entries import Placement, StoredEntry
+from shardex.stores.entries import NO_TOKEN, Placement, StoredEntry
 
-__all__ = ["Decision", "Delete", "Move", "Put", "Refuse", "Skip", "Write", "WriteRequest",
-           "decide"]
+__all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "Refuse", "Skip", "Write",
+           "WriteRequest", "decide", "resolve"]
 
 
 class Put(NamedTuple):
     """Write the item's entry under ``value`` (moving it there from wherever it is).
 
+    ``sort`` None keeps the sort the item's entry has ('' for a new entry).
     ``fresh_key`` is the shard key a new entry of ``value`` would take under the routing
     (the index draws it: a random or round-robin choice is not the decision's to make).
     """
 
     value: str
     item_id: str
-    sort: str
+    sort: str | None
     attrs: Mapping[str, Any]
     version: int | None
     fresh_key: str
@@ -68,11 +78,11 @@ WriteRequest = Put | Move | Delete
 
 
 class Write(NamedTuple):
-    """Place ``entry`` (None: a tombstone) at ``version`` if the placement is at ``expected``."""
+    """Place ``entry`` (None: a tombstone) at ``version`` if the placement is still ``expected``."""
 
     entry: StoredEntry | None
     version: int
-    expected: int | None
+    expected: Placement | None
 
 
 class Skip(NamedTuple):
@@ -115,28 +125,25 @@ def _target(routing: Routing, value: str, fresh_key: str, current: StoredEntry |
     return fresh_key
 
 
-def decide(request: WriteRequest, current: Placement | None, routing: Routing, *,
-           attempted: Write | None = None) -> Decision:
+def decide(request: WriteRequest, current: Placement | None, routing: Routing) -> Decision:
     """Decide what ``request`` does to an item whose placement is ``current``.
 
-    ``routing`` is the layout writes follow; ``attempted`` the last Write the loop
-    tried for this request, if any.
+    ``routing`` is the layout writes follow.
     """
-    if attempted is not None and current is not None and \
-            (current.version, current.entry) == (attempted.version, attempted.entry):
-        return Skip(True)  # an earlier try that looked failed had landed
     held = 0 if current is None else current.version
     if request.version is not None and request.version <= held:
         return Skip(False)  # a newer write already placed (or deleted) this item
     entry = None if current is None else current.entry
     version = held + 1 if request.version is None else request.version
-    expected = None if current is None else current.version
     item_id = request.item_id
     if isinstance(request, Put):
+        sort = request.sort
+        if sort is None:
+            sort = "" if entry is None else entry.sort
         return Write(StoredEntry(
             shard_key=_target(routing, request.value, request.fresh_key, entry),
-            sort=request.sort, item_id=item_id, attrs=request.attrs, version=version),
-            version, expected)
+            sort=sort, item_id=item_id, attrs=request.attrs, version=version),
+            version, current)
     if isinstance(request, Move):
         if entry is None or _value_of(entry) != request.old:
             where = "no entry" if entry is None else f"its entry under {_value_of(entry)!r}"
@@ -146,7 +153,37 @@ def decide(request: WriteRequest, current: Placement | None, routing: Routing, *
             shard_key=_target(routing, request.new, request.fresh_key, entry),
             sort=entry.sort if request.sort is None else request.sort, item_id=item_id,
             attrs=entry.attrs if request.attrs is None else request.attrs, version=version),
-            version, expected)
+            version, current)
     if entry is None or _value_of(entry) != request.value:
         return Skip(False)
-    return Write(None, version, expected)
+    return Write(None, version, current)
+
+
+class Outcome(enum.Enum):
+    """Whether a write whose try failed ambiguously applied: what ``resolve`` finds."""
+
+    APPLIED = "applied"
+    NOT_APPLIED = "not applied"
+    UNKNOWN = "unknown"
+
+
+def resolve(expected: Placement | None, token: str, found: Placement | None, *,
+            foreign_writes: bool = False) -> Outcome:
+    """Say whether the write ``token``, tried on ``expected``, applied, from ``found`` after.
+
+    ``found`` is the item's placement read after the try (None: never placed).
+    ``foreign_writes`` is the store's capability: there the application writes the
+    items too and leaves no token, so a state no token wrote is only known unchanged
+    when it is found exactly as located, attribute for attribute.
+    """
+    if found is not None and (found.token == token or token in found.history):
+        return Outcome.APPLIED
+    if found == expected:
+        return Outcome.NOT_APPLIED
+    mark = NO_TOKEN if expected is None or expected.token is None else expected.token
+    if foreign_writes and mark == NO_TOKEN:
+        return Outcome.UNKNOWN
+    chain = (NO_TOKEN,) if found is None else found.chain
+    # the try could only land directly after ``mark``, and whatever follows it there is
+    # not this write
+    return Outcome.NOT_APPLIED if mark in chain else Outcome.UNKNOWN

@@ -49,18 +49,18 @@ def show(uri: str, name: str, as_json: bool) -> None:
     from shardex.routing_record import RoutingRecord
     from shardex.stores import open_store
 
-    async def read() -> tuple[Routing | None, int | None, str]:
+    async def read() -> tuple[Routing | None, int | None, float, str]:
         store = open_store(uri)
         async with store:
-            stored, revision = await RoutingRecord(store, name).read()
-        return stored, revision, store.uri
+            stored, revision, lease = await RoutingRecord(store, name).read()
+        return stored, revision, lease, store.uri
 
-    stored, revision, where = asyncio.run(read())
+    stored, revision, lease, where = asyncio.run(read())
     current = stored or Routing()
     if as_json:
         click.echo(json.dumps({
             "index": name, "store": where, "stored": stored is not None, "revision": revision,
-            "routing": current.to_dict(), "layout": _layout(current),
+            "lease": lease, "routing": current.to_dict(), "layout": _layout(current),
             "previous": None if current.previous is None else _layout(current.previous),
         }, indent=2))
         return
@@ -69,7 +69,7 @@ def show(uri: str, name: str, as_json: bool) -> None:
                    "shard (the default), until an index stores its routing")
         return
     click.echo(f"index {name!r} in {where}: routing version {current.version} "
-               f"(record revision {revision})")
+               f"(record revision {revision}, lease {lease:g} s)")
     policy = current.default
     click.echo(f"  default: {policy.shards} shard(s), {policy.strategy}")
     for value, policy in current.overrides.items():

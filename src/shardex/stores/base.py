@@ -8,7 +8,10 @@ error is mapped at the store's boundary to a class of ``shardex.errors`` with th
 driver's exception chained.
 
 An item has at most one entry per index, as an item has one value of an indexed
-attribute: placing it again moves it.
+attribute: placing it again moves it. Every ``place`` carries a write *token* and is
+conditioned on the placement exactly as the writer located it; the placement it leaves
+records the token and the tokens before it (``HISTORY_LENGTH`` of them), so a writer
+whose request failed ambiguously finds out from the placement whether it applied.
 
 ``Store``'s public methods are the contract, written once: each checks its arguments
 (raising InvalidInput before any request), opens a ``Recorder`` on the store's meter
@@ -27,22 +30,40 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar
 
+from shardex.capacity import entry_bytes
 from shardex.clock import Clock, LoopClock
 from shardex.errors import CapabilityMissing, InvalidInput
 from shardex.keys import is_reserved, placement_key, record_key
-from shardex.stores.entries import Placement, Position, QueryPage, Record, StoredEntry
+from shardex.stores.entries import (
+    HISTORY_LENGTH,
+    NO_TOKEN,
+    Placement,
+    Position,
+    QueryPage,
+    Record,
+    StoredEntry,
+    history_after,
+    is_token,
+    new_token,
+)
 from shardex.stores.metered import Meter, Recorder
 from shardex.stores.stats import StatsCounter, StoreStats
 from shardex.stores.uri import StoreURI
+from shardex.stores.values import MAX_ITEM_BYTES, check_attrs, check_document
 
 __all__ = [
     "Capabilities",
+    "HISTORY_LENGTH",
+    "NO_TOKEN",
     "Placement",
     "Position",
     "QueryPage",
     "Record",
     "Store",
     "StoredEntry",
+    "history_after",
+    "is_token",
+    "new_token",
 ]
 
 def _text(what: str, text: Any, *, empty: bool = False) -> None:
@@ -71,10 +92,18 @@ class Capabilities:
     - ``consistent_reads``: a query sees every write acknowledged before it began
       (False for DynamoDB GSIs, which are eventually consistent).
     - ``max_page``: the most entries one query call returns (>= 1).
+    - ``foreign_writes``: something other than shardex writes the items too (the
+      application, in DynamoDB GSI mode), so a placement may change without a token.
+    - ``writes_sort``: shardex writes the entry's sort; False when the sort attribute is
+      the application's own, which shardex reads and never writes.
+    - ``max_item_bytes``: the largest item the store holds (DynamoDB: 400 KB).
     """
 
     consistent_reads: bool = True
     max_page: int = 1000
+    foreign_writes: bool = False
+    writes_sort: bool = True
+    max_item_bytes: int = MAX_ITEM_BYTES
 
     def __post_init__(self) -> None:
         if type(self.max_page) is not int or self.max_page < 1:
@@ -169,34 +198,66 @@ class Store(abc.ABC):
             return await self._locate(namespace, item_id, rec)
 
     async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
-                    version: int, expected: int | None) -> float:
+                    version: int, expected: Placement | None,
+                    token: str | None = None) -> float:
         """Atomically replace the item's entry with ``entry`` (None deletes it).
 
-        The write applies only if the item's placement version is ``expected`` (None:
-        never placed); otherwise ConditionFailed is raised and nothing changes. The old
-        entry is removed, ``entry`` written, and the placement recorded at ``version``
-        (a tombstone when ``entry`` is None, which a stale first write cannot pass).
-        Returns the write units consumed. Raises InvalidInput, before any request, for
-        an entry of another item or on a reserved or empty shard key, or a ``version``
-        that is not an integer above ``expected``.
+        ``expected`` is the item's placement exactly as ``locate`` returned it (None:
+        never placed). The write applies only if the placement is still that one (the
+        same version and token; in GSI mode also the same key, sort, version and token
+        attributes, or their absence); otherwise ConditionFailed is raised and nothing
+        changes. The old entry is removed, ``entry`` written, and the placement recorded
+        at ``version`` (a tombstone when ``entry`` is None, which a stale first write
+        cannot pass) with ``token`` (a fresh one when None) and, as its history, the
+        tokens before it. ``version`` is the caller's ordering number: at least 1 and
+        not below the expected one (a mover may re-place an entry at its version).
+
+        The same place sent again after it applied (the same token, expected and entry)
+        changes nothing more: it raises ConditionFailed, or returns as a success where
+        the store recognises the token (DynamoDB's ClientRequestToken). Either way the
+        write applied once. Returns the write units consumed. Raises InvalidInput, before
+        any request, for an entry of another item, on a reserved or empty shard key,
+        with attributes DynamoDB cannot store or over ``max_item_bytes``, a bad token, or
+        a ``version`` below 1 or below the expected one.
         """
         if type(item_id) is not str or not item_id:
             _text("item id", item_id)
-        if entry is not None and (type(entry) is not StoredEntry or entry.item_id != item_id
-                                  or type(entry.shard_key) is not str or not entry.shard_key
-                                  or is_reserved(entry.shard_key)):
-            raise InvalidInput(f"entry {entry!r} cannot be placed as item {item_id!r}: its item "
-                               "id must match, its shard key be non-empty, not start with '#'")
-        if expected is not None and (type(expected) is not int or expected < 0):
-            raise InvalidInput(f"expected version of item {item_id!r} must be an integer >= 0 "
-                               f"or None, got {expected!r}")
-        if type(version) is not int or version <= (expected or 0):
+        if entry is not None:
+            self._check_entry(item_id, entry)
+        if expected is not None and (type(expected) is not Placement
+                                     or expected.item_id != item_id):
+            raise InvalidInput(f"expected placement of item {item_id!r} must be the Placement "
+                               f"that locate returned, or None, got {expected!r}")
+        least = 1 if expected is None else max(1, expected.version)
+        if type(version) is not int or version < least:
             raise InvalidInput(f"version {version!r} of item {item_id!r} must be an integer "
-                               f"greater than the expected version {expected!r}")
+                               f">= {least} (the expected placement's version, at least 1)")
+        if token is None:
+            token = new_token()
+        elif not is_token(token):
+            raise InvalidInput(f"write token of item {item_id!r} must be 1 to 36 of A-Z, a-z, "
+                               f"0-9 and '-', got {token!r}")
         key = entry.shard_key if entry is not None else placement_key(item_id)
         with self._recorder(namespace, key, True) as rec:
-            await self._place(namespace, item_id, entry, version, expected, rec)
+            await self._place(namespace, item_id, entry, version, expected, token, rec)
         return rec.written
+
+    def _check_entry(self, item_id: str, entry: Any) -> None:
+        if type(entry) is not StoredEntry or entry.item_id != item_id \
+                or type(entry.shard_key) is not str or not entry.shard_key \
+                or is_reserved(entry.shard_key):
+            raise InvalidInput(f"entry {entry!r} cannot be placed as item {item_id!r}: its item "
+                               "id must match, its shard key be non-empty, not start with '#'")
+        if type(entry.sort) is not str:
+            raise InvalidInput(f"entry sort of item {item_id!r} must be text, got {entry.sort!r}")
+        if not isinstance(entry.attrs, Mapping):
+            raise InvalidInput(f"entry attrs of item {item_id!r} must be a mapping, "
+                               f"got {type(entry.attrs).__name__}")
+        check_attrs(entry.attrs, f"item {item_id!r} attrs")
+        size = entry_bytes(entry)
+        if size > self.capabilities.max_item_bytes:
+            raise InvalidInput(f"item {item_id!r}: its entry is {size:,} bytes; the store holds "
+                               f"items of at most {self.capabilities.max_item_bytes:,} bytes")
 
     async def query(self, namespace: str, shard_key: str, *, after: Position | None,
                     descending: bool, limit: int) -> QueryPage:
@@ -224,14 +285,19 @@ class Store(abc.ABC):
         with self._recorder(namespace, shard_key, False) as rec:
             return await self._count(namespace, shard_key, rec)
 
-    def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
+    def key_attributes(self, shard_key: str, sort: str | None,
+                       item_id: str) -> dict[str, Any]:
         """Return the attributes an application adds to its own item to index it.
 
         Only stores that index the application's items (DynamoDB GSI mode) have them;
-        the others raise CapabilityMissing. Not a request: nothing is metered.
+        the others raise CapabilityMissing. ``sort`` is required (text, '' for none)
+        where shardex writes the sort attribute, and must be None where the sort
+        attribute is the application's own (``capabilities.writes_sort`` False): only
+        the shard key attribute is returned then. Not a request: nothing is metered.
         """
         _check_shard_key(shard_key)
-        _text("sort value", sort, empty=True)
+        if sort is not None:
+            _text("sort value", sort, empty=True)
         _text("item id", item_id)
         return self._key_attributes(shard_key, sort, item_id)
 
@@ -255,6 +321,8 @@ class Store(abc.ABC):
         _check_revision("expected", expected, optional=True)
         if not isinstance(body, Mapping):
             raise InvalidInput(f"record {key!r} body must be a mapping, got {body!r}")
+        check_document(body, f"record {key!r} of {namespace!r}",
+                       self.capabilities.max_item_bytes)
         revision = (expected or 0) + 1
         with self._recorder(namespace, record_key(key), True) as rec:
             await self._put_record(namespace, key, body, revision, expected, rec)
@@ -290,8 +358,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
-                     version: int, expected: int | None, rec: Recorder) -> None:
-        """See ``place``; arguments are checked. Report the units on ``rec``."""
+                     version: int, expected: Placement | None, token: str,
+                     rec: Recorder) -> None:
+        """See ``place``; arguments are checked. Report the units on ``rec``.
+
+        The new placement's history is ``history_after(expected)``.
+        """
 
     @abc.abstractmethod
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
@@ -303,7 +375,8 @@ class Store(abc.ABC):
     async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
         """See ``count``; one ``rec.request()`` per page read."""
 
-    def _key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
+    def _key_attributes(self, shard_key: str, sort: str | None,
+                        item_id: str) -> dict[str, Any]:
         """See ``key_attributes``; only stores that index the application's items override it."""
         raise CapabilityMissing(f"store {self.uri} writes its own entries: there are no key "
                                 "attributes for an application to add to its items")

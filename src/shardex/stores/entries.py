@@ -2,15 +2,48 @@
 
 No I/O here: the pure decisions (``shardex.writes``) and the cursor read these types
 without depending on the store contract (``shardex.stores.base``) that moves them.
+
+Write identity: every write that places an item carries a *token* (``new_token``), and
+the placement it leaves records that token and the tokens of the ``HISTORY_LENGTH``
+writes before it (``Placement.history``, oldest first; ``NO_TOKEN`` stands for a state
+no token wrote: the item never placed, or placed before tokens or by the application).
+So whether a given write applied is read from the placement, never guessed from equal
+content (``shardex.writes.resolve``).
 """
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Placement", "Position", "QueryPage", "Record", "StoredEntry"]
+__all__ = ["HISTORY_LENGTH", "NO_TOKEN", "Placement", "Position", "QueryPage", "Record",
+           "StoredEntry", "history_after", "is_token", "new_token"]
+
+# How many tokens of earlier writes a placement keeps. A write whose try failed
+# ambiguously finds out whether it applied by looking for its token in the placement;
+# that works while fewer than this many other writes of the item landed in between.
+HISTORY_LENGTH = 4
+# The history's mark for a state that no token wrote (never placed, or not by shardex).
+NO_TOKEN = ""
+# DynamoDB's ClientRequestToken alphabet and length, so a token can serve as one.
+_TOKEN = re.compile(r"[A-Za-z0-9-]{1,36}")
+
+
+def new_token() -> str:
+    """Return a fresh write token: 32 random hex digits (uuid4), unique across clients.
+
+    Never drawn from a seeded generator: two clients built with the same seed must
+    still tell their writes apart.
+    """
+    return uuid.uuid4().hex
+
+
+def is_token(token: Any) -> bool:
+    """True if ``token`` is a valid write token: 1 to 36 of ``A-Z a-z 0-9 -``."""
+    return type(token) is str and _TOKEN.fullmatch(token) is not None
 
 # A position in a shard's order: (sort, item_id). Entries are ordered by it, by code
 # point (which is also UTF-8 byte order, DynamoDB's order for string keys).
@@ -34,15 +67,36 @@ class StoredEntry:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Where an item's entry is, and the version of the last write that placed it.
+    """Where an item's entry is, the version of the write that placed it, and its token.
 
     ``entry`` is None for a tombstone: the item was deleted at ``version``, and an
-    older late write must not bring it back.
+    older late write must not bring it back. ``token`` is the token of the write that
+    left this placement (None: written without one), ``history`` the tokens of the
+    writes before it, oldest first, at most ``HISTORY_LENGTH``. ``located`` is what a
+    store whose items the application writes too (DynamoDB GSI mode) found on the item,
+    as ``(attribute, value)`` pairs: a write conditioned on this placement checks them
+    all, so an application's own change in between fails it. Empty elsewhere.
     """
 
     item_id: str
     version: int
     entry: StoredEntry | None
+    token: str | None = None
+    history: tuple[str, ...] = ()
+    located: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def chain(self) -> tuple[str, ...]:
+        """The tokens of the writes that led here, oldest first, this one's last."""
+        return (*self.history, self.token or NO_TOKEN)
+
+
+
+def history_after(expected: Placement | None) -> tuple[str, ...]:
+    """The history of a write placed on top of ``expected`` (None: never placed)."""
+    if expected is None:
+        return (NO_TOKEN,)
+    return expected.chain[-HISTORY_LENGTH:]
 
 
 @dataclass(frozen=True, slots=True)

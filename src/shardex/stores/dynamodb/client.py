@@ -42,7 +42,7 @@ __all__ = [
 
 _THROTTLE_CODES = frozenset({
     "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
-    "Throttling", "TransactionConflictException", "TransactionInProgressException",
+    "Throttling", "TransactionConflictException",
 })
 _THROTTLE_REASONS = frozenset({
     "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded",
@@ -260,6 +260,10 @@ def map_error(exc: BaseException, *, operation: str, target: str, endpoint: str,
         message = str(error.get("Message") or response.get("message") or "")
         if code == "TransactionCanceledException":
             return _cancelled(response, message, operation, where, key)
+        if code == "TransactionInProgressException":
+            # the same request (its ClientRequestToken) is still running: it may apply
+            return Unavailable(f"{operation} on {where}: the same request is still in "
+                               f"progress at {endpoint}; it may or may not apply ({message})")
         if code in _THROTTLE_CODES:
             reason = _throttle_reason(response, code, message)
             return Throttled(f"{operation} on {where} throttled: {reason}", key=key,

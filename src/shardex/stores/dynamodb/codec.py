@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import decimal
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from shardex.capacity import write_units
-from shardex.errors import InvalidInput
+from shardex.errors import InvalidInput, MalformedItem
 from shardex.keys import RECORD_PREFIX, placement_key
-from shardex.stores.base import Placement, Position, Record, StoredEntry
+from shardex.stores.base import Placement, Position, Record, StoredEntry, is_token
+from shardex.stores.values import number_text
 
 __all__ = [
     "SINGLE",
@@ -35,6 +35,9 @@ __all__ = [
     "placement_from_item",
     "placement_item",
     "placement_item_key",
+    "read_history",
+    "read_token",
+    "read_version",
     "record_from_item",
     "record_item",
     "record_item_key",
@@ -46,9 +49,6 @@ __all__ = [
 SEP = "\x00"
 # the one sort key value of placement and owner items (their partition key says it all)
 SINGLE = "#"
-# DynamoDB numbers: 38 significant digits, exponents from -130 to +125
-_NUMBERS = decimal.Context(prec=38, Emin=-128, Emax=126, traps=[decimal.Inexact,
-                                                                 decimal.Rounded])
 
 
 def encode_position(sort: str, item_id: str) -> str:
@@ -76,7 +76,8 @@ def to_attribute(value: Any, where: str = "attrs") -> dict[str, Any]:
     """Return the DynamoDB attribute value of a JSON-like Python value.
 
     None, bool, int, float (finite, at most 38 significant digits), Decimal, str,
-    bytes, lists and tuples (as L) and mappings with str keys (as M) are accepted;
+    bytes, lists and tuples (as L) and mappings with str keys (as M) are accepted
+    (``shardex.stores.values`` has the rules, which ``Store.place`` checks first);
     anything else raises InvalidInput naming ``where``.
     """
     if value is None:
@@ -84,7 +85,7 @@ def to_attribute(value: Any, where: str = "attrs") -> dict[str, Any]:
     if isinstance(value, bool):
         return {"BOOL": value}
     if isinstance(value, int | float | decimal.Decimal):
-        return {"N": _number(value, where)}
+        return {"N": number_text(value, where)}
     if isinstance(value, str):
         return {"S": value}
     if isinstance(value, bytes | bytearray):
@@ -105,20 +106,6 @@ def to_attributes(values: Mapping[str, Any], where: str = "attrs") -> dict[str, 
             raise InvalidInput(f"{where}: attribute names must be text, got {name!r}")
         out[name] = to_attribute(value, f"{where}[{name!r}]")
     return out
-
-
-def _number(value: int | float | decimal.Decimal, where: str) -> str:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidInput(f"{where}: DynamoDB cannot store {value!r}")
-    number = decimal.Decimal(repr(value)) if isinstance(value, float) else decimal.Decimal(value)
-    if not number.is_finite():
-        raise InvalidInput(f"{where}: DynamoDB cannot store {value!r}")
-    try:
-        _NUMBERS.create_decimal(number)
-    except decimal.DecimalException as exc:
-        raise InvalidInput(f"{where}: {value!r} does not fit a DynamoDB number "
-                           "(38 significant digits, exponent -130 to 125)") from exc
-    return str(number)
 
 
 def from_attribute(value: Mapping[str, Any]) -> Any:
@@ -216,9 +203,14 @@ def placement_item_key(item_id: str) -> dict[str, Any]:
     return {"pk": {"S": placement_key(item_id)}, "sk": {"S": SINGLE}}
 
 
-def placement_item(item_id: str, version: int, entry: StoredEntry | None) -> dict[str, Any]:
-    """The placement item: its version, and the whole entry so ``locate`` reads once."""
-    item = {**placement_item_key(item_id), "v": {"N": str(version)}}
+def placement_item(item_id: str, version: int, entry: StoredEntry | None, token: str,
+                   history: tuple[str, ...]) -> dict[str, Any]:
+    """The placement item: version, token ``t``, history ``h``, and the whole entry.
+
+    The entry is kept whole so ``locate`` reads once.
+    """
+    item = {**placement_item_key(item_id), "v": {"N": str(version)}, "t": {"S": token},
+            "h": {"L": [{"S": earlier} for earlier in history]}}
     if entry is not None:
         item.update({"key": {"S": entry.shard_key}, "sort": {"S": entry.sort},
                      "ev": {"N": str(entry.version)},
@@ -226,15 +218,70 @@ def placement_item(item_id: str, version: int, entry: StoredEntry | None) -> dic
     return item
 
 
+def read_version(value: Any, where: str) -> int:
+    """The integer >= 0 a stored version attribute holds; MalformedItem naming ``where``."""
+    text = value.get("N") if isinstance(value, Mapping) else None
+    try:
+        number = decimal.Decimal(text) if isinstance(text, str) else None
+    except decimal.InvalidOperation:
+        number = None
+    if number is None or not number.is_finite() or number != number.to_integral_value() \
+            or number < 0:
+        raise MalformedItem(f"{where} is {_shown(value)}, not a whole number >= 0: shardex "
+                            "keeps its write versions there; fix or remove the attribute")
+    return int(number)
+
+
+def read_token(value: Any, where: str) -> str:
+    """The write token a stored token attribute holds; MalformedItem naming ``where``."""
+    text = value.get("S") if isinstance(value, Mapping) else None
+    if not is_token(text):
+        raise MalformedItem(f"{where} is {_shown(value)}, not a shardex write token")
+    return str(text)
+
+
+def read_history(value: Any, where: str) -> tuple[str, ...]:
+    """The tokens a stored history attribute holds; MalformedItem naming ``where``."""
+    tokens = value.get("L") if isinstance(value, Mapping) else None
+    if not isinstance(tokens, list):
+        raise MalformedItem(f"{where} is {_shown(value)}, not a list of write tokens")
+    out = []
+    for element in tokens:
+        text = element.get("S") if isinstance(element, Mapping) else None
+        if text != "" and not is_token(text):
+            raise MalformedItem(f"{where} holds {_shown(element)}, not a write token")
+        out.append(str(text))
+    return tuple(out)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def placement_from_item(item_id: str, item: Mapping[str, Any]) -> Placement:
-    """The placement a placement item holds (a tombstone when it names no entry)."""
-    version = int(item["v"]["N"])
-    entry = None
-    if "key" in item:
-        entry = StoredEntry(shard_key=item["key"]["S"], sort=item["sort"]["S"], item_id=item_id,
-                            attrs=from_attributes(item.get("attrs", {"M": {}})["M"]),
-                            version=int(item["ev"]["N"]))
-    return Placement(item_id, version, entry)
+    """The placement a placement item holds (a tombstone when it names no entry).
+
+    Raises MalformedItem, naming the item and attribute, for a placement item that is
+    not in the shape shardex writes.
+    """
+    where = f"placement of item {item_id!r}"
+    try:
+        version = read_version(item.get("v"), f"{where} attribute 'v'")
+        token = read_token(item["t"], f"{where} attribute 't'") if "t" in item else None
+        history = read_history(item["h"], f"{where} attribute 'h'") if "h" in item else ()
+        entry = None
+        if "key" in item:
+            entry = StoredEntry(shard_key=item["key"]["S"], sort=item["sort"]["S"],
+                                item_id=item_id,
+                                attrs=from_attributes(item.get("attrs", {"M": {}})["M"]),
+                                version=read_version(item.get("ev"), f"{where} attribute 'ev'"))
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        if isinstance(exc, MalformedItem):
+            raise
+        raise MalformedItem(f"{where} is not in the shape shardex writes "
+                            f"({type(exc).__name__}: {exc})") from None
+    return Placement(item_id, version, entry, token, history)
 
 
 def record_partition(namespace: str) -> str:
@@ -247,9 +294,20 @@ def record_item_key(namespace: str, key: str) -> dict[str, Any]:
     return {"pk": {"S": record_partition(namespace)}, "sk": {"S": key}}
 
 
-def record_from_item(item: Mapping[str, Any]) -> Record:
-    """The record a record item holds."""
-    return Record(json.loads(item["body"]["S"]), int(item["revision"]["N"]))
+def record_from_item(item: Mapping[str, Any], where: str) -> Record:
+    """The record a record item holds; MalformedItem naming ``where`` if it is damaged."""
+    try:
+        body = json.loads(item["body"]["S"])
+        revision = read_version(item.get("revision"), f"{where} attribute 'revision'")
+    except MalformedItem:
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as exc:
+        raise MalformedItem(f"{where} is damaged: its body is not a JSON document "
+                            f"({type(exc).__name__}: {str(exc)[:120]})") from None
+    if not isinstance(body, dict):
+        raise MalformedItem(f"{where} is damaged: its body is JSON {type(body).__name__}, "
+                            "not an object")
+    return Record(body, revision)
 
 
 def record_item(namespace: str, key: str, body: Mapping[str, Any],

@@ -2,72 +2,116 @@
 
 The base table is the application's, keyed by ``id_attribute`` (HASH only). Its
 global secondary index has ``key_attribute`` (the shard key, ``PENDING#3``) as HASH
-and ``sort_attribute`` as RANGE. shardex writes the sort attribute in the same
-order-preserving encoding as index-table mode, ``sort + NUL + item id``, so the
-GSI's order is total and equals shardex's ``(sort, item_id)`` order; an application
-that writes its own items gets both attributes from ``index.key_attributes``.
+and ``sort_attribute`` as RANGE. shardex owns the key attribute, the version, token and
+history attributes and, unless the application owns it, the sort attribute:
 
-- ``place`` is one UpdateItem on the base item, conditional on ``version_attribute``:
-  it sets the key and sort attributes, the version and the attrs that changed; a
-  delete REMOVEs the key and sort attributes (the item leaves the sparse GSI) and
-  keeps the version as the tombstone. The application's other attributes are left
-  alone, and attrs equal to those ``locate`` read are not rewritten, so a move does
-  not overwrite the application's concurrent changes with stale copies.
-- ``locate`` is a strongly consistent GetItem of the base item. An item that carries
-  a key attribute but no version (the application wrote it) is at version 0.
-- ``query`` and ``count`` are Queries on the GSI, which DynamoDB keeps eventually
-  consistent: ``capabilities.consistent_reads`` is False and every Page says
-  ``consistent=False``. An entry's attrs are the attributes the GSI projects, less
-  the id, key, sort and version attributes.
+- ``sort_owner=shardex`` (the default): the sort attribute holds ``sort + NUL + item
+  id``, the order-preserving encoding of index-table mode, so the GSI's order is total
+  and equals shardex's ``(sort, item_id)`` order; an application that writes its own
+  items gets both attributes from ``index.key_attributes``.
+- ``sort_owner=application``: the sort attribute is the application's own (such as
+  ``created_at``), which shardex reads as the entry's sort and never writes. DynamoDB
+  orders items with equal sort values in no documented order (DynamoDB Local: by a hash
+  of the item id), so a query reads a run of equal sort values whole and orders it by
+  item id itself: positions are still ``(sort, item_id)`` and cursors work as anywhere.
+
+Writes (``place``) are one UpdateItem on the base item, conditioned on exactly what
+``locate`` found (``Placement.located``): the key, sort, version and token attributes
+each equal to their located value or absent as located, and each application
+attribute shardex writes equal to its located value. So an application's own write in
+between (a re-filed key attribute, a changed status) fails shardex's write as
+ConditionFailed, and shardex plans again from the item as it now is: it never undoes an
+acknowledged application write, and never strips the key attributes of an item the
+application re-filed. A put or move sets the key (and shardex's sort) attribute, the
+version, the write's token and the history; a delete REMOVEs the key attribute (and
+shardex's sort attribute), so the item leaves the sparse GSI, and keeps the version as
+the tombstone. Attributes equal to the located ones are not written back.
+
+``locate`` is a strongly consistent GetItem. An item that carries a key attribute but
+no version (the application wrote it) is at version 0. A version, token or history
+attribute that is not in shardex's shape is refused with MalformedItem naming the item
+and attribute. An item whose version attribute disappeared since shardex saw it (an
+ORM's ``save()`` rewrote the item without it) is logged as a warning: versions then
+start again at 0 and a late write is no longer refused.
+
+``query`` and ``count`` are Queries on the GSI, which DynamoDB keeps eventually
+consistent: ``capabilities.consistent_reads`` is False and every Page says
+``consistent=False``. An entry's attrs are the attributes the GSI projects, less the
+id attribute and shardex's own.
 """
 
 from __future__ import annotations
 
+import logging
+from collections import OrderedDict
 from collections.abc import Mapping
+from itertools import groupby
 from typing import Any
 
-from shardex.errors import InvalidInput, NotFound, StoreError, Unavailable
-from shardex.keys import placement_key
-from shardex.stores.base import Capabilities, Placement, Position, StoredEntry
+from shardex.errors import (
+    InvalidInput,
+    InvalidKey,
+    MalformedItem,
+    NotFound,
+    StoreError,
+    Unavailable,
+)
+from shardex.keys import parse_shard_key, placement_key
+from shardex.stores.base import Capabilities, Placement, Position, StoredEntry, history_after
 from shardex.stores.dynamodb.codec import (
-    decode_position,
+    SEP,
     encode_position,
     from_attributes,
+    read_history,
+    read_token,
+    read_version,
     to_attribute,
 )
 from shardex.stores.dynamodb.layout import Describe, Layout, Page, Requester, key_schema
 from shardex.stores.metered import Recorder
 
-__all__ = ["GsiLayout"]
+__all__ = ["GsiLayout", "SORT_OWNERS"]
 
+log = logging.getLogger("shardex")
 _MAX_PAGE = 1000
+_REMEMBERED = 4096
+SORT_OWNERS = ("shardex", "application")
 
 
 class GsiLayout(Layout):
     """GSI mode: entries are attributes of the application's base items."""
 
-    capabilities = Capabilities(consistent_reads=False, max_page=_MAX_PAGE)
-
     def __init__(self, request: Requester, table: str, *, gsi: str, key_attribute: str,
                  sort_attribute: str, id_attribute: str, version_attribute: str,
+                 token_attribute: str, history_attribute: str, sort_owner: str,
                  meta_table: str) -> None:
         super().__init__(request, table)
         names = {"key_attribute": key_attribute, "sort_attribute": sort_attribute,
-                 "id_attribute": id_attribute, "version_attribute": version_attribute}
+                 "id_attribute": id_attribute, "version_attribute": version_attribute,
+                 "token_attribute": token_attribute, "history_attribute": history_attribute}
         for option, name in names.items():
             if not isinstance(name, str) or not name:
                 raise InvalidInput(f"dynamodb:// GSI mode needs {option}, got {name!r}")
         if len(set(names.values())) != len(names):
-            raise InvalidInput(f"dynamodb:// GSI mode needs four distinct attribute names, "
+            raise InvalidInput(f"dynamodb:// GSI mode needs distinct attribute names, "
                                f"got {names}")
+        if sort_owner not in SORT_OWNERS:
+            raise InvalidInput(f"dynamodb:// sort_owner must be one of "
+                               f"{', '.join(SORT_OWNERS)}, got {sort_owner!r}")
         self.gsi = gsi
         self.key_attribute = key_attribute
         self.sort_attribute = sort_attribute
         self.id_attribute = id_attribute
         self.version_attribute = version_attribute
+        self.token_attribute = token_attribute
+        self.history_attribute = history_attribute
+        self.writes_sort = sort_owner == "shardex"
         self.records_table = meta_table
         self.owner_scope = f"{table}/{gsi}"
+        self.capabilities = Capabilities(consistent_reads=False, max_page=_MAX_PAGE,
+                                         foreign_writes=True, writes_sort=self.writes_sort)
         self._own = frozenset(names.values())
+        self._versions: OrderedDict[str, int] = OrderedDict()  # last version seen, per item
 
     @property
     def target(self) -> str:
@@ -97,26 +141,66 @@ class GsiLayout(Layout):
                 f"{self.target} has the key {found}; shardex needs {self.key_attribute} S HASH "
                 f"and {self.sort_attribute} S RANGE (the key_attribute and sort_attribute "
                 "options)")
+        self._check_projection(index.get("Projection") or {})
         status = index.get("IndexStatus", "ACTIVE")
         if status != "ACTIVE":
             raise Unavailable(f"{self.target} is {status}, not ACTIVE yet; try again when "
                               "DynamoDB has finished building it")
-        await describe(self.records_table)
+        meta = await describe(self.records_table)
+        if key_schema(meta) != [("pk", "HASH", "S"), ("sk", "RANGE", "S")]:
+            found = ", ".join(f"{a} {t} {k}" for a, k, t in key_schema(meta))
+            raise StoreError(
+                f"metadata table {self.records_table!r} has the key {found}, not pk S HASH, "
+                f"sk S RANGE; create it with: shardex dynamodb create-meta-table {self.table}")
+
+    def _check_projection(self, projection: Mapping[str, Any]) -> None:
+        kind = projection.get("ProjectionType", "ALL")
+        included = set(projection.get("NonKeyAttributes") or [])
+        if kind == "ALL" or (kind == "INCLUDE" and self.version_attribute in included):
+            return
+        shown = kind if kind != "INCLUDE" else f"INCLUDE {', '.join(sorted(included))}"
+        raise StoreError(
+            f"{self.target} projects {shown}; shardex reads entries from it, with their "
+            f"version ({self.version_attribute}) and attributes: project ALL, or INCLUDE "
+            f"{self.version_attribute} and the attributes your entries carry")
+
+    # -- reading items ---------------------------------------------------------------
 
     def _key(self, item_id: str) -> dict[str, Any]:
         return {self.id_attribute: {"S": item_id}}
 
+    def _text(self, item: Mapping[str, Any], name: str, item_id: str) -> str | None:
+        value = item.get(name)
+        if value is None:
+            return None
+        text = value.get("S") if isinstance(value, Mapping) else None
+        if not isinstance(text, str):
+            raise MalformedItem(f"item {item_id!r} of table {self.table!r}: attribute {name!r} "
+                                f"is {value!r}, not text")
+        return text
+
     def _entry(self, item: Mapping[str, Any]) -> StoredEntry | None:
-        shard_key = item.get(self.key_attribute, {}).get("S")
-        encoded = item.get(self.sort_attribute, {}).get("S")
+        item_id = self._text(item, self.id_attribute, "?") or "?"
+        shard_key = self._text(item, self.key_attribute, item_id)
+        encoded = self._text(item, self.sort_attribute, item_id)
         if shard_key is None or encoded is None:
             return None  # not in the GSI: a tombstone, or never indexed
-        item_id = item[self.id_attribute]["S"]
-        sort, _ = decode_position(encoded, item_id)
+        where = f"item {item_id!r} of table {self.table!r}: attribute"
+        try:
+            parse_shard_key(shard_key)
+        except InvalidKey as exc:
+            raise MalformedItem(f"{where} {self.key_attribute!r}: {exc}") from None
+        sort = encoded
+        if self.writes_sort:
+            sort, sep, rest = encoded.partition(SEP)
+            if sep and rest != item_id:
+                raise MalformedItem(f"{where} {self.sort_attribute!r} encodes the item id "
+                                    f"{rest!r}, not {item_id!r}")
         attrs = from_attributes({k: v for k, v in item.items() if k not in self._own})
-        version = item.get(self.version_attribute, {}).get("N")
+        version = item.get(self.version_attribute)
         return StoredEntry(shard_key=shard_key, sort=sort, item_id=item_id, attrs=attrs,
-                           version=int(version) if version is not None else 0)
+                           version=0 if version is None else read_version(
+                               version, f"{where} {self.version_attribute!r}"))
 
     async def locate(self, item_id: str, rec: Recorder) -> Placement | None:
         response = await self._request(
@@ -128,49 +212,116 @@ class GsiLayout(Layout):
         if item is None:
             return None
         entry = self._entry(item)
-        version = item.get(self.version_attribute, {}).get("N")
-        if version is None:
-            return None if entry is None else Placement(item_id, 0, entry)
-        return Placement(item_id, int(version), entry)
+        where = f"item {item_id!r} of table {self.table!r}: attribute"
+        raw = {name: item.get(name) for name in
+               (self.version_attribute, self.token_attribute, self.history_attribute)}
+        version = 0 if raw[self.version_attribute] is None else read_version(
+            raw[self.version_attribute], f"{where} {self.version_attribute!r}")
+        token = None if raw[self.token_attribute] is None else read_token(
+            raw[self.token_attribute], f"{where} {self.token_attribute!r}")
+        history = () if raw[self.history_attribute] is None else read_history(
+            raw[self.history_attribute], f"{where} {self.history_attribute!r}")
+        self._watch_version(item_id, item, version)
+        return Placement(item_id, version, entry, token, history,
+                         tuple(sorted(item.items())))
+
+    def _watch_version(self, item_id: str, item: Mapping[str, Any], version: int) -> None:
+        seen = self._versions.pop(item_id, 0)
+        if version == 0 and seen > 0 and self.version_attribute not in item:
+            log.warning(
+                "item %r of table %r lost its version attribute %r (it was %d): something "
+                "rewrote the item without it, as an ORM's save() does with attributes its "
+                "model does not declare; late writes can no longer be told by their version. "
+                "Declare %s, %s and %s in the model (see docs/dynamodb.md)", item_id,
+                self.table, self.version_attribute, seen, self.version_attribute,
+                self.token_attribute, self.history_attribute)
+        if version > 0:
+            self._versions[item_id] = version
+            if len(self._versions) > _REMEMBERED:
+                self._versions.popitem(last=False)
+
+    # -- writing items ---------------------------------------------------------------
 
     async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
-                    version: int, expected: int | None, known: Placement | None,
+                    version: int, expected: Placement | None, token: str,
                     rec: Recorder) -> None:
-        names = {"#k": self.key_attribute, "#s": self.sort_attribute,
-                 "#v": self.version_attribute}
-        values: dict[str, Any] = {":v": {"N": str(version)}}
-        if expected is None:
-            condition = "attribute_not_exists(#v) AND attribute_not_exists(#k)"
-        elif expected == 0:
-            condition = "attribute_not_exists(#v) AND attribute_exists(#k)"
+        located: dict[str, Any] | None = None if expected is None else dict(expected.located)
+        names: dict[str, str] = {"#v": self.version_attribute, "#t": self.token_attribute,
+                                 "#h": self.history_attribute}
+        values: dict[str, Any] = {
+            ":v": {"N": str(version)}, ":t": {"S": token},
+            ":h": {"L": [{"S": earlier} for earlier in history_after(expected)]}}
+        conditions: list[str] = []
+
+        def unchanged(alias: str, name: str) -> None:
+            names[alias] = name
+            if located is not None and name in located:
+                values[f":{alias[1:]}0"] = located[name]
+                conditions.append(f"{alias} = :{alias[1:]}0")
+            else:
+                conditions.append(f"attribute_not_exists({alias})")
+
+        if expected is None or located is None:
+            unchanged("#i", self.id_attribute)
         else:
-            condition, values[":e"] = "#v = :e", {"N": str(expected)}
-        old = known.entry if known is not None and known.version == expected else None
+            unchanged("#k", self.key_attribute)
+            unchanged("#s", self.sort_attribute)
+            # the version and token as the placement states them
+            if expected.version == 0 and self.version_attribute not in located:
+                conditions.append("attribute_not_exists(#v)")
+            else:
+                values[":v0"] = {"N": str(expected.version)}
+                conditions.append("#v = :v0")
+            if expected.token is None:
+                conditions.append("attribute_not_exists(#t)")
+            else:
+                values[":t0"] = {"S": expected.token}
+                conditions.append("#t = :t0")
+        sets = ["#v = :v", "#t = :t", "#h = :h"]
         if entry is None:
-            update = "SET #v = :v REMOVE #k, #s"
-            shard_key = old.shard_key if old is not None else placement_key(item_id)
+            names.setdefault("#k", self.key_attribute)
+            removes = ["#k"]
+            if self.writes_sort:
+                names.setdefault("#s", self.sort_attribute)
+                removes.append("#s")
+            update = f"SET {', '.join(sets)} REMOVE {', '.join(removes)}"
+            shard_key = expected.entry.shard_key if expected is not None and \
+                expected.entry is not None else placement_key(item_id)
         else:
-            sets = ["#k = :k", "#s = :s", "#v = :v"]
+            names.setdefault("#k", self.key_attribute)
+            sets.append("#k = :k")
             values[":k"] = {"S": entry.shard_key}
-            values[":s"] = {"S": encode_position(entry.sort, item_id)}
-            unchanged = old.attrs if old is not None else {}
+            if self.writes_sort:
+                names.setdefault("#s", self.sort_attribute)
+                sets.append("#s = :s")
+                values[":s"] = {"S": encode_position(entry.sort, item_id)}
+            elif located is None or self.sort_attribute not in located:
+                raise InvalidInput(
+                    f"item {item_id!r} of table {self.table!r} has no {self.sort_attribute!r}: "
+                    "the sort attribute is the application's own (sort_owner=application), "
+                    "so the application writes it before shardex can index the item")
             for i, (name, value) in enumerate(sorted(entry.attrs.items())):
                 if name in self._own:
                     raise InvalidInput(f"attrs name {name!r} is one of shardex's own attributes "
                                        f"in {self.target}: {', '.join(sorted(self._own))}")
-                if name in unchanged and unchanged[name] == value:
-                    continue
-                names[f"#a{i}"] = name
-                values[f":a{i}"] = to_attribute(value, f"attrs[{name!r}]")
+                new = to_attribute(value, f"attrs[{name!r}]")
+                if located is not None and located.get(name) == new:
+                    continue  # as located: not written back over a concurrent change
+                unchanged(f"#a{i}", name)
+                values[f":a{i}"] = new
                 sets.append(f"#a{i} = :a{i}")
             update = "SET " + ", ".join(sets)
             shard_key = entry.shard_key
         await self._request(
             rec, "UpdateItem",
             {"TableName": self.table, "Key": self._key(item_id), "UpdateExpression": update,
-             "ConditionExpression": condition, "ExpressionAttributeNames": names,
+             "ConditionExpression": " AND ".join(conditions), "ExpressionAttributeNames": names,
              "ExpressionAttributeValues": values, "ReturnConsumedCapacity": "TOTAL"},
             target=f"table {self.table!r}", weights=[(shard_key, 1.0)], write=True)
+        if version > 0:
+            self._versions[item_id] = version
+
+    # -- reading the GSI ---------------------------------------------------------------
 
     def _gsi_query(self, shard_key: str) -> dict[str, Any]:
         return {"TableName": self.table, "IndexName": self.gsi,
@@ -181,6 +332,8 @@ class GsiLayout(Layout):
 
     async def query(self, shard_key: str, *, after: Position | None, descending: bool,
                     limit: int, rec: Recorder) -> Page:
+        if not self.writes_sort:
+            return await self._query_plain(shard_key, after, descending, limit, rec)
         params = self._gsi_query(shard_key)
         params.update(ScanIndexForward=not descending, Limit=limit)
         if after is not None:
@@ -197,12 +350,80 @@ class GsiLayout(Layout):
         resume = None
         if last is not None:
             item_id = last[self.id_attribute]["S"]
-            resume = (decode_position(last[self.sort_attribute]["S"], item_id)[0], item_id)
+            encoded = last[self.sort_attribute]["S"]
+            resume = (encoded.partition(SEP)[0], item_id)
         return entries, resume
+
+    async def _query_plain(self, shard_key: str, after: Position | None, descending: bool,
+                           limit: int, rec: Recorder) -> Page:
+        """A page when the sort attribute is the application's: runs of ties read whole.
+
+        DynamoDB does not order items with equal sort values by their id, so a page never
+        ends inside such a run: the run that a page boundary would cut is dropped from the
+        page and read whole, on its own, by the next call.
+        """
+        if after is not None:
+            ties = [e for e in await self._run(shard_key, after[0], descending, rec)
+                    if (e.item_id < after[1] if descending else e.item_id > after[1])]
+            if ties:
+                return ties[:limit], ties[min(limit, len(ties)) - 1].position
+        params = self._gsi_query(shard_key)
+        params.update(ScanIndexForward=not descending, Limit=limit)
+        if after is not None:
+            params["KeyConditionExpression"] += f" AND #s {'<' if descending else '>'} :s"
+            params["ExpressionAttributeNames"]["#s"] = self.sort_attribute
+            params["ExpressionAttributeValues"][":s"] = {"S": after[0]}
+        response = await self._request(rec, "Query", params, target=self.target,
+                                       weights=[(shard_key, 1.0)], write=False)
+        found = [e for e in map(self._entry, response.get("Items", [])) if e is not None]
+        runs = [sorted(run, key=lambda e: e.item_id, reverse=descending)
+                for _, run in groupby(found, key=lambda e: e.sort)]
+        last = response.get("LastEvaluatedKey")
+        if last is None:
+            return [e for run in runs for e in run], None
+        if len(runs) > 1:
+            kept = [e for run in runs[:-1] for e in run]
+            return kept, kept[-1].position
+        # one run fills the whole page: read all of it
+        sort = runs[0][0].sort if runs else last[self.sort_attribute]["S"]
+        run = await self._run(shard_key, sort, descending, rec)
+        if not run:
+            return [], None
+        return run[:limit], run[min(limit, len(run)) - 1].position
+
+    async def _run(self, shard_key: str, sort: str, descending: bool,
+                   rec: Recorder) -> list[StoredEntry]:
+        """Every entry of ``shard_key`` whose sort is ``sort``, ordered by item id."""
+        params = self._gsi_query(shard_key)
+        params["KeyConditionExpression"] += " AND #s = :s"
+        params["ExpressionAttributeNames"]["#s"] = self.sort_attribute
+        params["ExpressionAttributeValues"][":s"] = {"S": sort}
+        entries: list[StoredEntry] = []
+        while True:
+            response = await self._request(rec, "Query", params, target=self.target,
+                                           weights=[(shard_key, 1.0)], write=False)
+            entries += [e for e in map(self._entry, response.get("Items", [])) if e is not None]
+            last = response.get("LastEvaluatedKey")
+            if last is None:
+                return sorted(entries, key=lambda e: e.item_id, reverse=descending)
+            params["ExclusiveStartKey"] = last
 
     async def count(self, shard_key: str, rec: Recorder) -> int:
         return await self._count_pages(shard_key, self._gsi_query(shard_key), rec)
 
-    def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
+    def key_attributes(self, shard_key: str, sort: str | None,
+                       item_id: str) -> dict[str, Any]:
+        if not self.writes_sort:
+            if sort is not None:
+                raise InvalidInput(
+                    f"sort {sort!r}: {self.sort_attribute!r} is the application's own sort "
+                    "attribute (sort_owner=application), which shardex never computes; only "
+                    f"{self.key_attribute!r} is returned")
+            return {self.key_attribute: shard_key}
+        if sort is None:
+            raise InvalidInput(
+                f"key_attributes of {item_id!r}: pass sort= (the entry's sort value, '' for "
+                f"none): {self.sort_attribute!r} is shardex's, and an item re-filed without "
+                "its sort loses its place in every ordered listing")
         return {self.key_attribute: shard_key,
                 self.sort_attribute: encode_position(sort, item_id)}

@@ -75,9 +75,9 @@ class Layout(abc.ABC):
 
     @abc.abstractmethod
     async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
-                    version: int, expected: int | None, known: Placement | None,
+                    version: int, expected: Placement | None, token: str,
                     rec: Recorder) -> None:
-        """Write the placement; ``known`` is the placement at ``expected`` if it is known."""
+        """Write the placement, conditioned on ``expected`` exactly as located."""
 
     @abc.abstractmethod
     async def query(self, shard_key: str, *, after: Position | None, descending: bool,
@@ -87,7 +87,8 @@ class Layout(abc.ABC):
     async def count(self, shard_key: str, rec: Recorder) -> int: ...
 
     @abc.abstractmethod
-    def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]: ...
+    def key_attributes(self, shard_key: str, sort: str | None,
+                       item_id: str) -> dict[str, Any]: ...
 
     async def _count_pages(self, shard_key: str, params: dict[str, Any],
                            rec: Recorder) -> int:

@@ -24,13 +24,12 @@ write units, DynamoDB's own rule. DynamoDB does not say which partition holds a 
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
 from shardex.clock import Clock
-from shardex.errors import ConditionFailed, InvalidInput, InvalidURI, NotFound
+from shardex.errors import ConditionFailed, InvalidInput, InvalidURI, MalformedItem, NotFound
 from shardex.keys import OWNER_KEY, record_key
 from shardex.stores.base import Placement, Position, Record, Store, StoredEntry
 from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error
@@ -54,11 +53,15 @@ _CACHED_PLACEMENTS = 4096
 _OPTIONS: dict[str, type] = {
     "region": str, "endpoint_url": str, "profile": str, "gsi": str, "key_attribute": str,
     "sort_attribute": str, "id_attribute": str, "meta_table": str, "version_attribute": str,
+    "token_attribute": str, "history_attribute": str, "sort_owner": str,
     "connect_timeout": float, "read_timeout": float,
 }
 _GSI_OPTIONS = ("gsi", "key_attribute", "sort_attribute", "id_attribute")
-_DEFAULTS: dict[str, Any] = {"version_attribute": "shardex_version", "connect_timeout": 5.0,
-                             "read_timeout": 30.0}
+_DEFAULTS: dict[str, Any] = {"version_attribute": "shardex_version",
+                             "token_attribute": "shardex_token",
+                             "history_attribute": "shardex_history", "sort_owner": "shardex",
+                             "connect_timeout": 5.0, "read_timeout": 30.0}
+_GSI_ONLY = ("meta_table", "token_attribute", "history_attribute", "sort_owner")
 
 
 def _check_table_name(name: Any, what: str) -> str:
@@ -91,8 +94,11 @@ class DynamoDBStore(Store):
                  client: Any = None, session: Any = None, gsi: str | None = None,
                  key_attribute: str | None = None, sort_attribute: str | None = None,
                  id_attribute: str | None = None, meta_table: str | None = None,
-                 version_attribute: str = "shardex_version", connect_timeout: float = 5.0,
-                 read_timeout: float = 30.0, clock: Clock | None = None) -> None:
+                 version_attribute: str = "shardex_version",
+                 token_attribute: str = "shardex_token",
+                 history_attribute: str = "shardex_history", sort_owner: str = "shardex",
+                 connect_timeout: float = 5.0, read_timeout: float = 30.0,
+                 clock: Clock | None = None) -> None:
         self.table = _check_table_name(table, "table")
         given = {"gsi": gsi, "key_attribute": key_attribute, "sort_attribute": sort_attribute,
                  "id_attribute": id_attribute}
@@ -103,15 +109,21 @@ class DynamoDBStore(Store):
         if not gsi and len(missing) < len(given):
             raise InvalidInput("dynamodb:// key_attribute, sort_attribute and id_attribute are "
                                "GSI-mode options: add gsi=INDEX, or drop them")
-        if meta_table is not None and not gsi:
-            raise InvalidInput("dynamodb:// meta_table is a GSI-mode option (index-table mode "
-                               "keeps the routing record in the table itself)")
-        for name, value in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise InvalidInput(f"dynamodb:// option {name} must be > 0 seconds, got {value!r}")
+        gsi_only: dict[str, str | None] = {
+            "meta_table": meta_table, "token_attribute": token_attribute,
+            "history_attribute": history_attribute, "sort_owner": sort_owner}
+        for name, option in gsi_only.items():
+            if not gsi and option != _DEFAULTS.get(name):
+                raise InvalidInput(f"dynamodb:// {name} is a GSI-mode option (index-table mode "
+                                   "keeps placements and the routing record in its own table)")
+        for name, seconds in (("connect_timeout", connect_timeout),
+                              ("read_timeout", read_timeout)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
+                raise InvalidInput(f"dynamodb:// option {name} must be > 0 seconds, "
+                                   f"got {seconds!r}")
         self._settings: dict[str, Any] = {
             "region": region, "endpoint_url": endpoint_url, "profile": profile, **given,
-            "meta_table": meta_table, "version_attribute": version_attribute,
+            "version_attribute": version_attribute, **gsi_only,
             "connect_timeout": connect_timeout, "read_timeout": read_timeout}
         self._layout: Layout
         if gsi:
@@ -123,7 +135,10 @@ class DynamoDBStore(Store):
             self._layout = GsiLayout(self._request, self.table, gsi=gsi,
                                      key_attribute=key_attribute, sort_attribute=sort_attribute,
                                      id_attribute=id_attribute,
-                                     version_attribute=version_attribute, meta_table=meta)
+                                     version_attribute=version_attribute,
+                                     token_attribute=token_attribute,
+                                     history_attribute=history_attribute,
+                                     sort_owner=sort_owner, meta_table=meta)
         else:
             self._layout = TableLayout(self._request, self.table)
         super().__init__(capabilities=self._layout.capabilities, clock=clock)
@@ -131,7 +146,6 @@ class DynamoDBStore(Store):
             client=client, session=session, region=region, endpoint_url=endpoint_url,
             profile=profile, connect_timeout=connect_timeout, read_timeout=read_timeout)
         self._owner: str | None = None
-        self._placements: OrderedDict[tuple[str, str], Placement] = OrderedDict()
 
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> DynamoDBStore:
@@ -184,13 +198,39 @@ class DynamoDBStore(Store):
                             endpoint=self._client.endpoint) from exc
         try:
             await self._layout.check(self._describe)
+            await self._check_owner_record()
         except BaseException:
             await self._client.close()
             raise
 
     async def _disconnect(self) -> None:
-        self._placements.clear()
         await self._client.close()
+
+    async def _check_owner_record(self) -> None:
+        """Fail at open, not at the first write, on an owner record in another shape."""
+        table = self._layout.records_table
+        try:
+            response = await self._client.call(
+                "GetItem", TableName=table, ConsistentRead=True,
+                Key={"pk": {"S": OWNER_KEY}, "sk": {"S": self._layout.owner_scope}})
+        except Exception as exc:
+            raise map_error(exc, operation="GetItem", target=f"table {table!r}",
+                            endpoint=self._client.endpoint) from exc
+        self._owner_of(response.get("Item"))
+
+    def _owner_of(self, item: Mapping[str, Any] | None) -> str | None:
+        """The index an owner record names (None: no record); MalformedItem if it is damaged."""
+        if item is None:
+            return None
+        value = item.get("index")
+        owner = value.get("S") if isinstance(value, Mapping) else None
+        if not isinstance(owner, str) or not owner:
+            raise MalformedItem(
+                f"the owner record ({OWNER_KEY}, {self._layout.owner_scope}) in table "
+                f"{self._layout.records_table!r} is damaged: its attribute 'index' is "
+                f"{value!r}, not the name of the index the table serves; delete the record "
+                "or set it to the index's name")
+        return owner
 
     async def _describe(self, table: str) -> Mapping[str, Any]:
         try:
@@ -272,7 +312,7 @@ class DynamoDBStore(Store):
             rec, "GetItem", {"TableName": table, "Key": key, "ConsistentRead": True,
                              "ReturnConsumedCapacity": "TOTAL"},
             target=f"table {table!r}", weights=[(OWNER_KEY, 1.0)], write=False)
-        owner = response.get("Item", {}).get("index", {}).get("S")
+        owner = self._owner_of(response.get("Item"))
         if owner is None:
             return  # nobody owns it yet, and a read does not claim it
         if owner != namespace:
@@ -291,35 +331,18 @@ class DynamoDBStore(Store):
 
     # -- entries --------------------------------------------------------------------
 
-    def _remember(self, namespace: str, placement: Placement | None, item_id: str) -> None:
-        key = (namespace, item_id)
-        if placement is None:
-            self._placements.pop(key, None)
-            return
-        self._placements[key] = placement
-        self._placements.move_to_end(key)
-        if len(self._placements) > _CACHED_PLACEMENTS:
-            self._placements.popitem(last=False)
-
     async def _locate(self, namespace: str, item_id: str, rec: Recorder) -> Placement | None:
         """One strongly consistent GetItem."""
         await self._own(namespace, rec, claim=False)
-        placement = await self._layout.locate(item_id, rec)
-        self._remember(namespace, placement, item_id)
-        return placement
+        return await self._layout.locate(item_id, rec)
 
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
-                     version: int, expected: int | None, rec: Recorder) -> None:
+                     version: int, expected: Placement | None, token: str,
+                     rec: Recorder) -> None:
         """Index-table mode: one TransactWriteItems; GSI mode: one UpdateItem."""
         await self._own(namespace, rec, claim=True)
-        known = self._placements.get((namespace, item_id))
-        try:
-            await self._layout.place(namespace, item_id, entry, version=version,
-                                     expected=expected, known=known, rec=rec)
-        except BaseException:
-            self._remember(namespace, None, item_id)
-            raise
-        self._remember(namespace, Placement(item_id, version, entry), item_id)
+        await self._layout.place(namespace, item_id, entry, version=version,
+                                 expected=expected, token=token, rec=rec)
 
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
                      descending: bool, limit: int,
@@ -334,7 +357,8 @@ class DynamoDBStore(Store):
         await self._own(namespace, rec, claim=False)
         return await self._layout.count(shard_key, rec)
 
-    def _key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
+    def _key_attributes(self, shard_key: str, sort: str | None,
+                        item_id: str) -> dict[str, Any]:
         """GSI mode: ``{key_attribute: shard_key, sort_attribute: sort NUL item id}``.
 
         Index-table mode raises CapabilityMissing.
@@ -342,6 +366,9 @@ class DynamoDBStore(Store):
         return self._layout.key_attributes(shard_key, sort, item_id)
 
     # -- records ----------------------------------------------------------------------
+
+    def _record_name(self, namespace: str, key: str) -> str:
+        return f"record {key!r} of index {namespace!r} in table {self._layout.records_table!r}"
 
     async def _get_record(self, namespace: str, key: str, rec: Recorder) -> Record | None:
         """A strongly consistent GetItem."""
@@ -352,7 +379,7 @@ class DynamoDBStore(Store):
                              "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"},
             target=f"table {table!r}", weights=[(record_key(key), 1.0)], write=False)
         item = response.get("Item")
-        return None if item is None else record_from_item(item)
+        return None if item is None else record_from_item(item, self._record_name(namespace, key))
 
     async def _put_record(self, namespace: str, key: str, body: Mapping[str, Any],
                           revision: int, expected: int | None, rec: Recorder) -> None:
@@ -394,7 +421,8 @@ class DynamoDBStore(Store):
             response = await self._request(rec, "Query", params, target=f"table {table!r}",
                                            weights=[(record_key(prefix), 1.0)], write=False)
             for item in response.get("Items", []):
-                records[item["sk"]["S"]] = record_from_item(item)
+                records[item["sk"]["S"]] = record_from_item(
+                    item, self._record_name(namespace, item["sk"]["S"]))
             last = response.get("LastEvaluatedKey")
             if last is None:
                 return records

@@ -13,18 +13,28 @@ shard key (``PENDING#3``)   sort NUL item id    ``id``, ``v`` (entry version), `
 ==========================  ==================  ==========================================
 
 A logical key never starts with ``#``, so the reserved partition keys cannot collide
-with a shard key. ``place`` is one TransactWriteItems: the placement put, conditional
-on its version, the old entry's delete and the new entry's put, so a move is atomic
-and a late write never lands over a newer one.
+with a shard key. The placement also holds the write's token ``t`` and the tokens
+before it, ``h`` (a list, oldest first). ``place`` is one TransactWriteItems: the
+placement put, conditional on the version and token located, the old entry's delete and
+the new entry's put, so a move is atomic and a late write never lands over a newer one.
+
+The transaction's ``ClientRequestToken`` is derived from the write's token and the
+request itself (``request_token``): the very same request sent again within DynamoDB's
+ten minutes (a retry after a timeout) is recognised and not applied twice, and a new
+plan of the same write (after a conflict) has a token of its own, so DynamoDB never
+answers IdempotentParameterMismatch. (DynamoDB Local 3.x registers a token only when
+its transaction succeeds; the derivation does not rely on that.)
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
-from shardex.errors import CapabilityMissing, ConditionFailed, StoreError
+from shardex.errors import CapabilityMissing, StoreError
 from shardex.keys import placement_key
-from shardex.stores.base import Capabilities, Placement, Position, StoredEntry
+from shardex.stores.base import Capabilities, Placement, Position, StoredEntry, history_after
 from shardex.stores.dynamodb.codec import (
     decode_position,
     encode_position,
@@ -39,7 +49,14 @@ from shardex.stores.dynamodb.codec import (
 from shardex.stores.dynamodb.layout import Describe, Layout, Page, Requester, key_schema
 from shardex.stores.metered import Recorder
 
-__all__ = ["TableLayout"]
+__all__ = ["TableLayout", "request_token"]
+
+
+def request_token(token: str, actions: list[dict[str, Any]]) -> str:
+    """The ClientRequestToken of a transaction: 32 hex digits of the token and the request."""
+    digest = hashlib.blake2b(token.encode(), digest_size=16)
+    digest.update(json.dumps(actions, sort_keys=True, default=repr).encode())
+    return digest.hexdigest()
 
 _MAX_PAGE = 1000
 
@@ -73,26 +90,21 @@ class TableLayout(Layout):
         return None if item is None else placement_from_item(item_id, item)
 
     async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
-                    version: int, expected: int | None, known: Placement | None,
+                    version: int, expected: Placement | None, token: str,
                     rec: Recorder) -> None:
-        old: StoredEntry | None = None
-        if expected is not None:
-            if known is None or known.version != expected:
-                known = await self.locate(item_id, rec)
-            found = None if known is None else known.version
-            if found != expected:
-                raise ConditionFailed(
-                    f"place of item {item_id!r} in {namespace!r} expected version {expected}, "
-                    f"found {'never placed' if found is None else found}")
-            old = known.entry if known is not None else None
-        new_placement = placement_item(item_id, version, entry)
-        put: dict[str, Any] = {"TableName": self.table, "Item": new_placement,
-                               "ExpressionAttributeNames": {"#v": "v"}}
+        old = expected.entry if expected is not None else None
+        new_placement = placement_item(item_id, version, entry, token, history_after(expected))
+        put: dict[str, Any] = {"TableName": self.table, "Item": new_placement}
         if expected is None:
-            put["ConditionExpression"] = "attribute_not_exists(#v)"
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
         else:
-            put["ConditionExpression"] = "#v = :expected"
-            put["ExpressionAttributeValues"] = {":expected": {"N": str(expected)}}
+            put["ExpressionAttributeNames"] = {"#v": "v", "#t": "t"}
+            put["ExpressionAttributeValues"] = {":v": {"N": str(expected.version)}}
+            if expected.token is None:
+                put["ConditionExpression"] = "#v = :v AND attribute_not_exists(#t)"
+            else:
+                put["ConditionExpression"] = "#v = :v AND #t = :t"
+                put["ExpressionAttributeValues"][":t"] = {"S": expected.token}
         actions: list[dict[str, Any]] = [{"Put": put}]
         weights = [(placement_key(item_id), float(item_units(new_placement)))]
         new_item = entry_item(entry) if entry is not None else None
@@ -105,7 +117,8 @@ class TableLayout(Layout):
             actions.append({"Put": {"TableName": self.table, "Item": new_item}})
             weights.append((entry.shard_key, float(item_units(new_item))))
         await self._request(rec, "TransactWriteItems",
-                            {"TransactItems": actions, "ReturnConsumedCapacity": "TOTAL"},
+                            {"TransactItems": actions, "ReturnConsumedCapacity": "TOTAL",
+                             "ClientRequestToken": request_token(token, actions)},
                             target=self.target, weights=weights, write=True)
 
     async def query(self, shard_key: str, *, after: Position | None, descending: bool,
@@ -130,7 +143,8 @@ class TableLayout(Layout):
             "ExpressionAttributeValues": {":k": {"S": shard_key}},
             "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"}, rec)
 
-    def key_attributes(self, shard_key: str, sort: str, item_id: str) -> dict[str, Any]:
+    def key_attributes(self, shard_key: str, sort: str | None,
+                       item_id: str) -> dict[str, Any]:
         raise CapabilityMissing(
             f"table {self.table!r} is in index-table mode: shardex writes the entries itself, "
             "so there are no key attributes to add to an application's items; use GSI mode "

@@ -8,6 +8,7 @@ share one partition and its token buckets.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
+from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
@@ -17,7 +18,34 @@ from shardex.keys import PLACEMENT_PREFIX
 from shardex.sim.buckets import PartitionCapacity, PartitionLimits, TokenBucket
 from shardex.stores.base import Placement, Position, StoredEntry
 
-__all__ = ["Item", "KeyState", "Partitions", "placement_bytes"]
+__all__ = ["AppliedWrite", "Item", "KeyState", "Partitions", "describe", "placement_bytes",
+           "same_placement"]
+
+
+class AppliedWrite(NamedTuple):
+    """One place that applied: what ``MemoryStore.watch_applied`` logs, at store time ``at``."""
+
+    namespace: str
+    item_id: str
+    token: str
+    version: int
+    entry: StoredEntry | None
+    at: float
+
+
+def same_placement(found: Placement | None, expected: Placement | None) -> bool:
+    """True if ``found`` is still the placement ``expected`` was located as."""
+    if found is None or expected is None:
+        return found is expected
+    return (found.version, found.token, found.history, found.entry) == (
+        expected.version, expected.token, expected.history, expected.entry)
+
+
+def describe(placement: Placement | None) -> str:
+    """A placement in a condition's message: version and token, or 'never placed'."""
+    if placement is None:
+        return "never placed"
+    return f"version {placement.version} (token {placement.token or 'none'})"
 
 
 class KeyState:
@@ -115,9 +143,11 @@ class Partitions:
         return item.read
 
 
-def placement_bytes(item_id: str, version: int, entry: StoredEntry | None) -> int:
-    """Size of a placement record: ``pk``, ``v``, and the entry's shard key and sort."""
+def placement_bytes(item_id: str, version: int, entry: StoredEntry | None, token: str = "",
+                    history: tuple[str, ...] = ()) -> int:
+    """Size of a placement record: ``pk``, ``v``, ``t``, ``h``, the entry's shard key and sort."""
     size = 2 + len(PLACEMENT_PREFIX) + utf8_len(item_id) + 1 + number_bytes(version)
+    size += 1 + len(token) + 4 + sum(len(t) + 1 for t in history)
     if entry is not None:
         size += 4 + utf8_len(entry.shard_key + entry.sort)
     return size

@@ -35,9 +35,18 @@ from shardex.stores.base import (
     Record,
     Store,
     StoredEntry,
+    history_after,
 )
 from shardex.stores.memory.options import OPTIONS, check_option, memory_uri, options_from_uri
-from shardex.stores.memory.state import Item, KeyState, Partitions, placement_bytes
+from shardex.stores.memory.state import (
+    AppliedWrite,
+    Item,
+    KeyState,
+    Partitions,
+    describe,
+    placement_bytes,
+    same_placement,
+)
 from shardex.stores.metered import Recorder
 from shardex.stores.uri import StoreURI
 
@@ -120,6 +129,7 @@ class MemoryStore(Store):
         self._states: dict[tuple[str, str], KeyState] = {}
         self._items: dict[str, dict[str, Item]] = {}
         self._records: dict[tuple[str, str], tuple[Record, int]] = {}
+        self._applied: list[AppliedWrite] | None = None
 
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> MemoryStore:
@@ -131,6 +141,16 @@ class MemoryStore(Store):
     def uri(self) -> str:
         """``memory://`` with the options that differ from their defaults."""
         return memory_uri(self._settings)
+
+    def watch_applied(self) -> list[AppliedWrite]:
+        """Log every place that applies from now on, and return the log (for tests).
+
+        Each ``AppliedWrite`` names the write's token, so a test can check every
+        reported outcome against what really applied, ambiguous failures included.
+        """
+        if self._applied is None:
+            self._applied = []
+        return self._applied
 
     def partition_of(self, namespace: str, key: str) -> str:
         """Return the name of the physical partition that holds ``key`` of ``namespace``."""
@@ -221,12 +241,13 @@ class MemoryStore(Store):
         return item.placement
 
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
-                     version: int, expected: int | None, rec: Recorder) -> None:
+                     version: int, expected: Placement | None, token: str,
+                     rec: Recorder) -> None:
         """Move the item's entry to ``entry`` in one transaction.
 
         Throttled (nothing taken, nothing changed) when a partition touched lacks write
         units for its share times ``transaction_cost``; ConditionFailed when the
-        placement version is not ``expected`` (the placement's units are consumed).
+        placement is not ``expected`` (the placement's units are consumed).
         """
         size = entry_bytes(entry) if entry is not None else 0
         now = await self._arrive(rec, size)
@@ -236,7 +257,8 @@ class MemoryStore(Store):
         cost = self._cost
         item = self._item(namespace, item_id, now)
         current = item.placement
-        new_psize = placement_bytes(item_id, version, entry)
+        history = history_after(current)
+        new_psize = placement_bytes(item_id, version, entry, token, history)
         pbucket = self._partitions.placement_bucket(namespace, item_id, item, now, write=True)
         punits = write_units(max(item.size, new_psize)) * cost
         ppart = self._partitions.counted_as(namespace, pkey)
@@ -272,15 +294,12 @@ class MemoryStore(Store):
                 rec.charges([(other, 0.0, partition) for other, partition, _, _ in touched])
                 raise self._throttled(namespace, key, True)
 
-        found = current.version if current is not None else None
-        if found != expected:
+        if current is not expected and not same_placement(current, expected):
             pbucket.take(punits, now)
             rec.charge(pkey, punits, ppart)
-            never = "never placed"
             raise ConditionFailed(
-                f"place of item {item_id!r} in {namespace!r} expected version "
-                f"{never if expected is None else expected}, found "
-                f"{never if found is None else found}")
+                f"place of item {item_id!r} in {namespace!r} expected {describe(expected)}, "
+                f"found {describe(current)}")
 
         for _, _, bucket, units in touched:
             bucket.take(units, now)
@@ -289,8 +308,10 @@ class MemoryStore(Store):
             old_state.remove(old.position)
         if entry is not None and new_state is not None:
             new_state.add(entry, size)
-        item.placement = Placement(item_id, version, entry)
+        item.placement = Placement(item_id, version, entry, token, history)
         item.size = new_psize
+        if self._applied is not None:
+            self._applied.append(AppliedWrite(namespace, item_id, token, version, entry, now))
         if self._ambiguous_rate:
             self._ambiguous(entry.shard_key if entry else pkey)
 

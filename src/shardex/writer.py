@@ -1,0 +1,166 @@
+"""The write loop: carries out ``shardex.writes.decide`` until a write's outcome is known.
+
+Every logical write (one ``put``, ``move`` or ``delete``) gets one token
+(``new_token``), sent with each of its tries, so the item's placement says whether it
+applied. The loop locates the item, decides, and places, conditioned on the placement
+as located:
+
+- ``ConditionFailed`` from a try: another writer got there first; locate and decide
+  again from the new state.
+- ``Throttled`` from a try: it did not apply; back off (``RetryPolicy``) and send the
+  same write again.
+- ``Unavailable`` from a try (a timeout, a dropped connection): it may have applied.
+  Before anything else the loop locates the item and resolves the try
+  (``shardex.writes.resolve``): applied, the call returns True; not applied, it decides
+  again (a try that may have applied is never planned again); unknown,
+  ``OutcomeUnknown``. Once any try was ambiguous, every later failure of the write is
+  resolved the same way, so a first try that landed is never reported as failed
+  because its retries were throttled.
+
+So every error the loop raises, except ``OutcomeUnknown``, means the write did not
+apply. ``OutcomeUnknown`` is raised only when the store stays unreachable for the
+locate, or more writes of the item landed since than its placement remembers.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from typing import NoReturn
+
+from shardex.clock import Clock
+from shardex.errors import (
+    ConditionFailed,
+    OutcomeUnknown,
+    ShardexError,
+    StoreError,
+    Throttled,
+    Unavailable,
+)
+from shardex.retry import RetryPolicy, call_with_retry
+from shardex.routing import Routing
+from shardex.stores.base import Placement, Store, new_token
+from shardex.writes import Outcome, Refuse, Skip, Write, WriteRequest, decide, resolve
+
+__all__ = ["Writer"]
+
+
+def _did_not_apply(error: ShardexError, what: str) -> ShardexError:
+    """The error to raise for a write that failed, once a read showed it had not landed."""
+    message = f"{what} did not apply (the item was read back after an ambiguous try): {error}"
+    if isinstance(error, Throttled):
+        return Throttled(message, key=error.key, reason=error.reason)
+    if isinstance(error, Unavailable | ConditionFailed):
+        return type(error)(message)
+    return error
+
+
+class Writer:
+    """Writes the items of index ``namespace`` on ``store``, one logical write per ``write``.
+
+    ``retry`` paces tries that were throttled or unavailable (and the locates);
+    ``max_conflicts`` bounds how many times a write is planned again after other
+    writers changed the item first.
+    """
+
+    def __init__(self, store: Store, namespace: str, *, retry: RetryPolicy, clock: Clock,
+                 rng: random.Random, max_conflicts: int) -> None:
+        self._store = store
+        self._namespace = namespace
+        self._retry = retry
+        self._clock = clock
+        self._rng = rng
+        self._max_conflicts = max_conflicts
+
+    async def _locate(self, item_id: str) -> Placement | None:
+        store, namespace = self._store, self._namespace
+        return await call_with_retry(lambda: store.locate(namespace, item_id), self._retry,
+                                     clock=self._clock, rng=self._rng)
+
+    async def write(self, item_id: str, plan: Callable[[Routing], WriteRequest],
+                    routing: Callable[[], Awaitable[Routing]], what: str) -> bool:
+        """Carry out one logical write of ``item_id``; return what the call returns.
+
+        ``plan(routing)`` builds the request under a routing (its fresh shard key is
+        drawn there); ``routing()`` returns the routing writes follow now (it raises
+        RoutingStale when that cannot be known). ``what`` names the write in errors.
+        """
+        token = new_token()
+        foreign = self._store.capabilities.foreign_writes
+        ambiguous: ShardexError | None = None  # the first try that may have applied
+        give_up: ShardexError | None = None
+        tried: Write | None = None
+        planned: Routing | None = None
+        conflicts = failures = 0
+        started = self._clock.now()
+        resend = False
+        while True:
+            if resend:
+                resend = await routing() is planned
+            if not resend:
+                try:
+                    current = await self._locate(item_id)
+                except StoreError as exc:
+                    if ambiguous is None:
+                        raise
+                    self._unknown(what, item_id, token, ambiguous, f"reading it back failed "
+                                  f"({type(exc).__name__}: {exc})", exc)
+                if ambiguous is not None and tried is not None:
+                    outcome = resolve(tried.expected, token, current, foreign_writes=foreign)
+                    if outcome is Outcome.APPLIED:
+                        return True
+                    if outcome is Outcome.UNKNOWN:
+                        self._unknown(what, item_id, token, ambiguous, "the item's placement "
+                                      "no longer reaches back to the state it was tried on",
+                                      None)
+                if give_up is not None:
+                    raise _did_not_apply(give_up, what) if ambiguous is not None else give_up
+                planned = await routing()
+                decision = decide(plan(planned), current, planned)
+                if isinstance(decision, Skip):
+                    return decision.result
+                if isinstance(decision, Refuse):
+                    raise decision.error
+                tried = decision
+            resend = False
+            assert tried is not None
+            try:
+                await self._store.place(self._namespace, item_id, tried.entry,
+                                        version=tried.version, expected=tried.expected,
+                                        token=token)
+            except ConditionFailed as exc:
+                conflicts += 1
+                if conflicts >= self._max_conflicts:
+                    give_up = ConditionFailed(f"gave up on the {what} after {conflicts} "
+                                              f"conflicting writes of the item ({exc})")
+                    if ambiguous is None:
+                        raise give_up from exc
+                continue  # another writer changed the item first: decide again from it
+            except (Throttled, Unavailable) as exc:
+                if isinstance(exc, Unavailable) and ambiguous is None:
+                    ambiguous = exc
+                wait = self._retry.decide(failures, self._clock.now() - started, exc, self._rng)
+                failures += 1
+                if wait is None:
+                    if ambiguous is None:
+                        raise
+                    give_up = exc
+                    continue  # find out whether an earlier try landed before raising
+                await self._clock.sleep(wait)
+                resend = ambiguous is None  # a clean throttle: the same write again
+                continue
+            except ShardexError as exc:
+                if ambiguous is None:
+                    raise
+                give_up = exc
+                continue
+            return True
+
+    def _unknown(self, what: str, item_id: str, token: str, ambiguous: ShardexError,
+                 why: str, cause: BaseException | None) -> NoReturn:
+        raise OutcomeUnknown(
+            f"{what} may have applied: a try failed after it was sent ({ambiguous}), and "
+            f"shardex could not find out whether it landed: {why}. The write's token is "
+            f"{token}: it applied if the item's placement carries it (Store.locate); "
+            f"index.get({item_id!r}) shows the item's entry as it is now",
+            item_id=item_id, token=token) from cause
