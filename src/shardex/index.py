@@ -145,6 +145,7 @@ class ShardedIndex:
         self._writer = Writer(self._store, self.name, retry=self._retry, clock=self._clock,
                               rng=self._rng, max_conflicts=max_conflicts)
         self._refresher: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._codec = CursorCodec(self.name, cursor_secret)
         self._hedge = hedge
         self._max_concurrency = max_concurrency
@@ -184,6 +185,7 @@ class ShardedIndex:
             self._fanout = None
             raise
         self._refresher = asyncio.ensure_future(self._record.keep_fresh())
+        self._loop = asyncio.get_running_loop()
 
     async def close(self) -> None:
         if self._fanout is not None:
@@ -267,9 +269,13 @@ class ShardedIndex:
         self._reader()
         try:
             routing = self._record.check_fresh()
-        except RuntimeError as exc:  # no running loop to read the clock from
-            raise InvalidInput("key_attributes reads the index's clock: call it from the "
-                               "event loop the index runs on, or use SyncShardedIndex") from exc
+        except RuntimeError as exc:
+            # called from another thread (an application's worker): the loop the index
+            # runs on keeps the time its clock reads
+            if self._loop is None or not isinstance(self._clock, LoopClock):
+                raise InvalidInput("key_attributes reads the index's clock: call it from the "
+                                   "event loop the index runs on") from exc
+            routing = self._record.check_fresh(self._loop.time())
         shard_key = self._fresh_key(routing, value, item_id)
         return self._store.key_attributes(shard_key, sort, item_id)
 

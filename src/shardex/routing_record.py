@@ -213,15 +213,16 @@ class RoutingRecord:
             raise RoutingConflict(message)
         log.warning(message)
 
-    def check_fresh(self) -> Routing:
+    def check_fresh(self, now: float | None = None) -> Routing:
         """Return the cached routing if its lease holds; RoutingStale otherwise.
 
         Synchronous: no request is made (``key_attributes`` is served from here).
+        ``now`` is the clock's time when the caller read it itself (from another thread).
         """
         loaded = self._loaded
         if loaded is None:
             return self.routing  # raises: not loaded
-        age = self._clock.now() - loaded.at
+        age = (self._clock.now() if now is None else now) - loaded.at
         if age >= loaded.lease:
             why = "" if self._failure is None else (
                 f"; the last refresh failed: {type(self._failure).__name__}: {self._failure}")
