@@ -59,13 +59,13 @@ def shards_for(peak: float, *, ceiling: float, units: float = 1.0,
             raise InvalidInput(
                 f"{name} must be a finite number {'>= 0' if least is not None else '> 0'}, "
                 f"got {number}")
-    load = peak * units * amplification * headroom
-    # Round away float noise (3000*1.1/1100 is 3.0000000000000004) before the ceiling.
-    shards = max(1, math.ceil(round(load / ceiling, 9)))
-    if shards > MAX_SHARDS:
+    ratio = peak * units * amplification * headroom / ceiling
+    if not ratio <= MAX_SHARDS:  # also an overflow to infinity
         raise InvalidInput(
-            f"a peak of {peak:g} writes/s needs {shards} shards, over the limit of {MAX_SHARDS}; "
-            "isolate this key on a dedicated path instead")
+            f"a peak of {peak:g} writes/s needs {ratio:.3g} shards, over the limit of "
+            f"{MAX_SHARDS}; isolate this key on a dedicated path instead")
+    # Round away float noise (3000*1.1/1100 is 3.0000000000000004) before the ceiling.
+    shards = max(1, math.ceil(round(ratio, 9)))
     return shards
 
 

@@ -262,6 +262,8 @@ class Routing:
             doc = json.loads(text)
         except (ValueError, TypeError) as exc:
             raise InvalidRouting(f"routing document is not valid JSON: {exc}") from exc
+        except RecursionError:
+            raise InvalidRouting("routing document is nested too deeply to be one") from None
         return cls.from_dict(doc)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
+from shardex.errors import InvalidInput
 from shardex.index import Entry, Order, Page, ShardedIndex
 from shardex.routing import Routing
 from shardex.stores.base import Store
@@ -39,6 +40,10 @@ class SyncShardedIndex:
         self._thread.start()
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop.is_closed():
+            coro.close()
+            raise InvalidInput(f"SyncShardedIndex {self.index.name!r} is closed; build a "
+                               "new one to use the index again")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def open(self) -> None:
@@ -67,10 +72,14 @@ class SyncShardedIndex:
     def routing(self) -> Routing:
         return self.index.routing
 
-    def key_attributes(self, value: str, item_id: str, sort: str = "") -> dict[str, Any]:
-        return self.index.key_attributes(value, item_id, sort)
+    def key_attributes(self, value: str, item_id: str,
+                       sort: str | None = None) -> dict[str, Any]:
+        async def on_loop() -> dict[str, Any]:
+            return self.index.key_attributes(value, item_id, sort)
 
-    def put(self, value: str, item_id: str, *, sort: str = "",
+        return self._call(on_loop())
+
+    def put(self, value: str, item_id: str, *, sort: str | None = None,
             attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
         return self._call(self.index.put(value, item_id, sort=sort, attrs=attrs,
                                          version=version))

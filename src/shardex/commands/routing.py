@@ -85,12 +85,24 @@ def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, Sha
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--file") from exc
+    except RecursionError:
+        raise click.BadParameter(f"{path}: nested too deeply to be a routing document",
+                                 param_hint="--file") from None
     if not isinstance(doc, dict):
         raise InvalidRouting(f"{path}: expected a JSON object with default and overrides")
+    version = doc.get("version", current.version + 1)
+    if version not in (current.version, current.version + 1) or isinstance(version, bool):
+        raise InvalidRouting(
+            f"{path}: version is {version!r}, but the stored routing is version "
+            f"{current.version}: a file from 'routing show --json' (version "
+            f"{current.version}) or for the next version ({current.version + 1}) is "
+            "accepted; read the routing again and edit that")
     # a whole routing document, or just its layout
     layout = {**doc, "format": doc.get("format", current.to_dict()["format"]),
               "version": current.version + 1}
     layout.pop("previous", None)
+    layout.pop("lease", None)
+    layout.pop("token", None)
     parsed = Routing.from_dict(layout)
     return parsed.default, dict(parsed.overrides)
 

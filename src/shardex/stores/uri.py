@@ -29,7 +29,10 @@ class StoreURI:
         """Parse ``uri``; raise InvalidURI for a missing scheme or a repeated option."""
         if not isinstance(uri, str) or "://" not in uri:
             raise InvalidURI(f"store URI must look like scheme://..., got {uri!r}")
-        parts = urlsplit(uri)
+        try:
+            parts = urlsplit(uri)
+        except ValueError as exc:
+            raise InvalidURI(f"store URI {uri!r} cannot be parsed: {exc}") from None
         options: dict[str, str] = {}
         for name, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
             if name in options:

@@ -1,0 +1,126 @@
+"""The routing lease (memory://, virtual time): refreshed in the background, refused when stale.
+
+A client acts only on a routing it read within the lease; the routing-given check runs
+once, at open; two clients storing the same next routing have one winner.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+import shardex
+from shardex import Routing, RoutingStale, ShardPolicy, Unavailable
+from shardex.sim.clock import run_virtual
+from shardex.stores.base import Record
+from shardex.stores.memory import MemoryStore
+from shardex.stores.metered import Recorder
+
+PENDING8 = Routing(overrides={"PENDING": ShardPolicy(shards=8)})
+
+
+class Flaky(MemoryStore):
+    """A memory store whose record reads can be switched off, and whose writes can time out."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(seed=3, **options)
+        self.records_down = False
+        self.ambiguous_records = 0
+
+    async def _get_record(self, namespace: str, key: str, rec: Recorder) -> Record | None:
+        if self.records_down:
+            raise Unavailable("scripted: the record cannot be read")
+        return await super()._get_record(namespace, key, rec)
+
+    async def _put_record(self, namespace: str, key: str, body: Any, revision: int,
+                          expected: int | None, rec: Recorder) -> None:
+        await super()._put_record(namespace, key, body, revision, expected, rec)
+        if self.ambiguous_records:
+            self.ambiguous_records -= 1
+            raise Unavailable("scripted: timed out after it applied")
+
+
+def test_an_open_index_follows_a_change_made_elsewhere_without_being_asked() -> None:
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        async with shardex.ShardedIndex(store, "orders", routing_ttl=1.0) as reader, \
+                shardex.ShardedIndex(store, "orders", routing_ttl=1.0) as writer:
+            assert reader.routing.version == 1
+            await writer.update_routing(Routing(overrides=PENDING8.overrides, version=2))
+            await store.clock.sleep(1.5)
+            assert reader.routing.version == 2  # refreshed in the background
+            assert reader.routing_lease == 15.0
+
+    run_virtual(main())
+
+
+def test_a_client_that_cannot_refresh_stops_when_the_lease_runs_out() -> None:
+    async def main() -> None:
+        store = Flaky()
+        async with shardex.ShardedIndex(store, "orders", PENDING8, routing_ttl=2.0,
+                                        routing_lease=10.0) as index:
+            await index.put("PENDING", "o-1", sort="a")
+            store.records_down = True
+            await store.clock.sleep(6.0)
+            # past the TTL, within the lease: the cached routing still serves
+            assert await index.put("PENDING", "o-2", sort="b")
+            assert await index.count("PENDING") == 2
+            await store.clock.sleep(5.0)
+            for call in (index.put("PENDING", "o-3"), index.count("PENDING"),
+                         index.query("PENDING"), index.delete("PENDING", "o-1"),
+                         index.move("o-1", old="PENDING", new="SHIPPED")):
+                with pytest.raises(RoutingStale, match=r"longer than its 10 s lease.*"
+                                                       r"Unavailable: scripted"):
+                    await call
+            with pytest.raises(RoutingStale):
+                index.key_attributes("PENDING", "o-1", sort="a")
+            assert (await store.locate("orders", "o-1")) is not None
+            store.records_down = False
+            await store.clock.sleep(3.0)  # the background refresh succeeds again
+            assert await index.count("PENDING") == 2
+
+    run_virtual(main())
+
+
+def test_the_routing_given_is_checked_once_at_open(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        async with shardex.ShardedIndex(store, "orders", PENDING8):
+            pass
+        other = Routing(overrides={"PENDING": ShardPolicy(shards=2)})
+        with pytest.raises(shardex.RoutingConflict):
+            async with shardex.ShardedIndex(store, "orders", other, strict_routing=True):
+                pass
+        with caplog.at_level(logging.WARNING, logger="shardex"):
+            async with shardex.ShardedIndex(store, "orders", other, routing_ttl=0.5) as loose, \
+                    shardex.ShardedIndex(store, "orders", PENDING8, strict_routing=True,
+                                         routing_ttl=0.5) as strict, \
+                    shardex.ShardedIndex(store, "orders") as runner:
+                # a reshard elsewhere changes the routing: strict clients follow it
+                await runner.update_routing(PENDING8.begin(
+                    {"PENDING": ShardPolicy(shards=16)}))
+                for _ in range(20):
+                    await store.clock.sleep(0.5)
+                    await loose.count("PENDING")
+                    await strict.count("PENDING")
+                assert strict.routing.version == 2
+        assert caplog.text.count("the routing given differs") == 1
+
+    run_virtual(main())
+
+
+def test_a_routing_update_that_timed_out_but_landed_is_recognised_by_its_token() -> None:
+    async def main() -> None:
+        store = Flaky()
+        async with shardex.ShardedIndex(store, "orders") as one, \
+                shardex.ShardedIndex(store, "orders") as two:
+            store.ambiguous_records = 1
+            await one.update_routing(Routing(overrides=PENDING8.overrides, version=2))
+            assert one.routing.version == 2
+            # the same content from another client is another update: it loses
+            with pytest.raises(shardex.ConditionFailed):
+                await two.update_routing(Routing(overrides=PENDING8.overrides, version=2))
+
+    run_virtual(main())
