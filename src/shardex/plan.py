@@ -65,8 +65,7 @@ def shards_for(peak: float, *, ceiling: float, units: float = 1.0,
             f"a peak of {peak:g} writes/s needs {ratio:.3g} shards, over the limit of "
             f"{MAX_SHARDS}; isolate this key on a dedicated path instead")
     # Round away float noise (3000*1.1/1100 is 3.0000000000000004) before the ceiling.
-    shards = max(1, math.ceil(round(ratio, 9)))
-    return shards
+    return max(1, math.ceil(round(ratio, 9)))
 
 
 def sharded_routing(peaks: Mapping[str, float], *, ceiling: float, units: float = 1.0,

@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from shardex.commands.params import POLICY, ValuePair
-from shardex.errors import InvalidRouting
+from shardex.errors import InvalidInput, InvalidRouting
+from shardex.keys import validate_value
 from shardex.routing import Routing, ShardPolicy
 
 __all__ = ["routing"]
@@ -55,6 +56,10 @@ def show(uri: str, name: str, as_json: bool) -> None:
             stored, revision, lease = await RoutingRecord(store, name).read()
         return stored, revision, lease, store.uri
 
+    try:
+        validate_value(name)
+    except InvalidInput as exc:
+        raise InvalidInput(f"index name: {exc}") from None
     stored, revision, lease, where = asyncio.run(read())
     current = stored or Routing()
     if as_json:

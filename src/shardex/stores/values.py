@@ -104,8 +104,10 @@ def check_attrs(attrs: Mapping[str, Any], where: str = "attrs", depth: int = 0) 
 def check_document(body: Mapping[str, Any], where: str, max_bytes: int = MAX_ITEM_BYTES) -> None:
     """Raise InvalidInput unless ``body`` is a JSON document (no NaN) of at most ``max_bytes``.
 
-    Records (the routing document, a reshard's checkpoints) are stored as JSON text.
+    Records (the routing document, a reshard's checkpoints) are stored as JSON text,
+    nested at most ``MAX_DEPTH`` levels.
     """
+    _check_depth(body, where, 0)
     try:
         text = json.dumps(body, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
@@ -118,3 +120,12 @@ def check_document(body: Mapping[str, Any], where: str, max_bytes: int = MAX_ITE
     if size > max_bytes:
         raise InvalidInput(f"{where}: the body is {size:,} bytes of JSON; at most "
                            f"{max_bytes:,} are stored")
+
+
+def _check_depth(value: Any, where: str, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise InvalidInput(f"{where}: the body is nested deeper than {MAX_DEPTH} levels")
+    children = value.values() if isinstance(value, Mapping) else \
+        value if isinstance(value, list | tuple) else ()
+    for child in children:
+        _check_depth(child, where, depth + 1)
