@@ -7,6 +7,7 @@ import asyncio
 import math
 import random
 import statistics
+import threading
 
 import pytest
 
@@ -490,3 +491,40 @@ def test_wall_time_is_virtual_under_run_virtual_and_moves_with_now() -> None:
     assert run_virtual(main(), wall_start=1000.0)[0] == 1000.0
     import time
     assert abs(LoopClock().wall() - time.time()) < 60  # no loop: the system's clock
+
+
+def test_a_paced_virtual_loop_stands_still_while_nobody_waits_on_it() -> None:
+    """A blocking facade's loop must not race through virtual time between calls."""
+
+    from shardex.sim.clock import VirtualTimeLoop
+
+    loop = VirtualTimeLoop()
+    loop.pace()
+    try:
+        selector = loop._selector  # type: ignore[attr-defined]
+        assert loop.held_still()
+        # Nobody waits: select blocks for real until woken, and time stays put.
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: (selector.select(5.0), done.set()))
+        worker.start()
+        loop._write_to_self()  # type: ignore[attr-defined]
+        worker.join()
+        assert done.is_set()
+        assert loop.time() == 0.0
+        loop._read_from_self()  # type: ignore[attr-defined]
+        # A caller waits: time jumps as on any virtual loop.
+        with loop.waiter():
+            assert not loop.held_still()
+            selector.select(5.0)
+        assert loop.time() == 5.0
+    finally:
+        loop.close()
+
+
+def test_sync_facade_on_virtual_time_still_runs_its_calls() -> None:
+    from shardex.sim.clock import VirtualTimeLoop
+
+    with shardex.SyncShardedIndex("memory://", "paced", loop_factory=VirtualTimeLoop) as index:
+        index.put("A", "o-1", sort="s")
+        assert [e.item_id for e in index.query("A").items] == ["o-1"]
+        assert index.index.routing.version >= 1

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from shardex.errors import InvalidInput
 from shardex.index import Entry, Order, Page, ShardedIndex
 from shardex.routing import Routing
+from shardex.sim.clock import VirtualTimeLoop
 from shardex.stores.base import Store
 
 __all__ = ["SyncShardedIndex"]
@@ -35,6 +36,8 @@ class SyncShardedIndex:
                  **options: Any) -> None:
         self.index = ShardedIndex(store, name, routing, **options)
         self._loop = loop_factory()
+        if isinstance(self._loop, VirtualTimeLoop):
+            self._loop.pace()
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name=f"shardex-{name}", daemon=True)
         self._thread.start()
@@ -44,6 +47,9 @@ class SyncShardedIndex:
             coro.close()
             raise InvalidInput(f"SyncShardedIndex {self.index.name!r} is closed; build a "
                                "new one to use the index again")
+        if isinstance(self._loop, VirtualTimeLoop):
+            with self._loop.waiter():
+                return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def open(self) -> None:

@@ -10,8 +10,10 @@ tests never sleep for real. Its wall clock is virtual too: it starts at ``wall_s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import selectors
-from collections.abc import Coroutine
+import threading
+from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 __all__ = ["VIRTUAL_WALL_START", "VirtualTimeLoop", "run_virtual"]
@@ -28,7 +30,8 @@ class _VirtualSelector(selectors.DefaultSelector):
 
     Real file descriptors (the loop's self-pipe) are still polled, without waiting.
     When nothing at all is scheduled (timeout None) it blocks for real, as a loop
-    waiting only on I/O or another thread must.
+    waiting only on I/O or another thread must; so does a paced loop that no caller is
+    waiting on (see ``VirtualTimeLoop.pace``).
     """
 
     def __init__(self, loop: VirtualTimeLoop) -> None:
@@ -43,7 +46,7 @@ class _VirtualSelector(selectors.DefaultSelector):
         ready = super().select(0)
         if ready:
             return ready
-        if timeout is None:
+        if timeout is None or (timeout > 0 and self._loop.held_still()):
             return super().select(None)
         if timeout > 0:
             self._loop.advance(timeout)
@@ -60,7 +63,34 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def __init__(self, start: float = 0.0, wall_start: float = VIRTUAL_WALL_START) -> None:
         self._virtual_now = float(start)
         self._wall_offset = float(wall_start) - float(start)
+        self._paced = False
+        self._waiting = 0
+        self._waiting_lock = threading.Lock()
         super().__init__(selector=_VirtualSelector(self))
+
+    def pace(self) -> None:
+        """Let time move only while a caller waits on the loop (``waiter``).
+
+        A loop run in a thread of its own for a blocking facade would otherwise race
+        through virtual time between calls, firing background timers (a routing refresh)
+        as fast as the CPU allows.
+        """
+        self._paced = True
+
+    @contextlib.contextmanager
+    def waiter(self) -> Iterator[None]:
+        """Mark, for a paced loop, that a caller in another thread waits on it."""
+        with self._waiting_lock:
+            self._waiting += 1
+        try:
+            yield
+        finally:
+            with self._waiting_lock:
+                self._waiting -= 1
+
+    def held_still(self) -> bool:
+        """True when the loop is paced and nobody waits on it: time must not move."""
+        return self._paced and self._waiting == 0
 
     def time(self) -> float:
         return self._virtual_now
