@@ -9,8 +9,12 @@ an older ``version`` never overwrites a newer entry or brings back a deleted one
 to write is decided by the pure ``shardex.writes.decide``, carried out by
 ``shardex.writer.Writer``: a write returns, or raises an error that means it did not
 apply, or raises OutcomeUnknown. Reads fan out over every shard key the routing names
-(both layouts while a reshard runs) and merge; they are complete or they raise. The
-routing itself is a ``RoutingRecord`` (``shardex.routing_record``), held as a lease.
+in its state (both layouts while a reshard moves entries) and merge; they are complete
+or they raise. The routing itself is a ``RoutingRecord`` (``shardex.routing_record``),
+held as a lease. A read that outlives the lease of the routing it started from checks
+that the stored routing moved at most one step meanwhile (``shardex.reshard`` explains
+why one step is safe): a page or count is read again otherwise, a scan raises
+RoutingStale.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from shardex.capacity import Ceiling
 from shardex.clock import Clock, LoopClock
 from shardex.cursor import Cursor, CursorCodec
-from shardex.errors import InvalidInput, InvalidRouting
+from shardex.errors import InvalidInput, InvalidRouting, RoutingStale
 from shardex.fanout import FanOut
 from shardex.keys import (
     parse_shard_key,
@@ -44,7 +48,7 @@ from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HotView
 from shardex.stores.values import check_attrs
 from shardex.writer import Writer
-from shardex.writes import Delete, Move, Put
+from shardex.writes import Delete, Move, Put, Relocate
 
 __all__ = ["Entry", "Page", "ShardedIndex"]
 
@@ -52,6 +56,8 @@ T = TypeVar("T")
 log = logging.getLogger("shardex")
 
 MAX_QUERY_LIMIT = 10_000
+# reads begun again, at most, when the layout moved two steps while each ran
+_MAX_REREADS = 3
 Order = Literal["asc", "desc"]
 
 
@@ -234,6 +240,29 @@ class ShardedIndex:
         self._reader()
         return await self._record.current()
 
+    async def _read_routing(self) -> tuple[Routing, float]:
+        """The routing a read starts from, and when it was read from the store."""
+        routing = await self._routing_now()
+        return routing, self._record.loaded_at
+
+    async def _moved_twice(self, routing: Routing, since: float) -> bool:
+        """True if the stored routing may have moved two steps past ``routing`` during a read.
+
+        A read that ends within the lease of the copy it started from (read at
+        ``since``) cannot have: a reshard waits the lease and a margin between steps.
+        Past that, the record is read again, strongly consistently.
+        """
+        if self._clock.now() - since < self._record.lease:
+            return False
+        latest = await self._record.refresh()
+        return latest.version > routing.version + 1
+
+    def _stale(self, value: str, routing: Routing) -> RoutingStale:
+        return RoutingStale(
+            f"index {self.name!r}: the layout of {value!r} changed more than one step "
+            f"(from routing version {routing.version}) while a read of it ran, so the read "
+            "may have missed entries; read it again")
+
     async def update_routing(self, routing: Routing) -> None:
         """Store ``routing`` as the next version of the index's routing (compare-and-set).
 
@@ -348,6 +377,23 @@ class ShardedIndex:
             item_id, lambda routing: Delete(value, item_id, version), self._routing_now,
             f"delete of {item_id!r} under {value!r}")
 
+    async def relocate(self, item_id: str, *, value: str, source: str) -> bool:
+        """Move the entry of ``item_id`` under ``value`` from ``source`` to where writes go now.
+
+        A reshard's mover calls it: the entry keeps its version and is re-placed only
+        while it is still on the shard key ``source`` and not already where the layout
+        writes follow would put it, conditioned on its placement as located, so an
+        application write racing it wins or is planned again on top. Returns True if it
+        moved the entry, False if there was nothing to move; errors as ``put``.
+        """
+        validate_item_id(item_id)
+        validate_value(value)
+        self._reader()
+        return await self._writer.write(
+            item_id, lambda routing: Relocate(item_id, value, source,
+                                              self._fresh_key(routing, value, item_id)),
+            self._routing_now, f"move of {item_id!r} off {source!r}")
+
     # -- reads -----------------------------------------------------------------------
 
     async def get(self, item_id: str) -> Entry | None:
@@ -378,9 +424,14 @@ class ShardedIndex:
         after = None if cursor is None else \
             self._codec.decode(cursor, value=value, order=order).after
         reader = self._reader()
-        routing = await self._routing_now()
-        merged = await reader.page(value, routing.read_keys(value), after=after,
-                                   descending=order == "desc", limit=limit)
+        for _ in range(_MAX_REREADS):
+            routing, since = await self._read_routing()
+            merged = await reader.page(value, routing.read_keys(value), after=after,
+                                       descending=order == "desc", limit=limit)
+            if not await self._moved_twice(routing, since):
+                break
+        else:
+            raise self._stale(value, routing)
         items = [self._entry(value, e) for e in merged.entries]
         token = None
         if merged.more:
@@ -393,26 +444,33 @@ class ShardedIndex:
         """Yield every entry of ``value`` in arrival order (all shards concurrently).
 
         If a shard fails for good, IncompleteRead is raised after the other shards'
-        entries have been yielded.
+        entries have been yielded; RoutingStale is raised at the end if the layout moved
+        more than one step while the scan ran (a scan longer than the routing's lease).
         """
         validate_value(value)
         reader = self._reader()
-        routing = await self._routing_now()
+        routing, since = await self._read_routing()
         keys = routing.read_keys(value)
-        dedupe = len(keys) > routing.policy(value).shards
-        async for entry in reader.stream(value, keys, dedupe=dedupe):
+        async for entry in reader.stream(value, keys, dedupe=routing.reads_both(value)):
             yield self._entry(value, entry)
+        if await self._moved_twice(routing, since):
+            raise self._stale(value, routing)
 
     async def count(self, value: str) -> int:
         """Return how many entries ``value`` has, over all its shards."""
         validate_value(value)
         reader = self._reader()
-        routing = await self._routing_now()
-        keys = routing.read_keys(value)
-        if len(keys) > routing.policy(value).shards:
-            # Mid-reshard an item may sit in both layouts: count distinct items.
-            return len({e.item_id async for e in reader.stream(value, keys, dedupe=True)})
-        return await reader.count(value, keys)
+        for _ in range(_MAX_REREADS):
+            routing, since = await self._read_routing()
+            keys = routing.read_keys(value)
+            if routing.reads_both(value):
+                # Mid-reshard an item may sit in both layouts: count distinct items.
+                count = len({e.item_id async for e in reader.stream(value, keys, dedupe=True)})
+            else:
+                count = await reader.count(value, keys)
+            if not await self._moved_twice(routing, since):
+                return count
+        raise self._stale(value, routing)
 
     def _entry(self, value: str, stored: StoredEntry) -> Entry:
         return Entry(value, stored.item_id, stored.sort, stored.attrs, stored.shard_key,

@@ -128,6 +128,17 @@ class RoutingRecord:
         return self._loaded.routing
 
     @property
+    def loaded_at(self) -> float:
+        """When the read that loaded the cached routing was sent (the clock's ``now``).
+
+        A read that started from ``routing`` and ends before ``loaded_at + lease`` saw
+        the stored routing at most one version past it (``shardex.reshard`` says why).
+        """
+        if self._loaded is None:
+            raise InvalidInput(f"the routing of index {self.index!r} is not loaded yet")
+        return self._loaded.at
+
+    @property
     def revision(self) -> int | None:
         """The stored record's revision as last loaded (None: none stored)."""
         return None if self._loaded is None else self._loaded.revision
@@ -241,7 +252,8 @@ class RoutingRecord:
         loaded = self._loaded
         if loaded is None:
             return self.routing  # raises: not loaded
-        if self._clock.now() - loaded.at < self._ttl:
+        age = self._clock.now() - loaded.at
+        if age < self._ttl and age < loaded.lease:
             return loaded.routing
         try:
             return await self.refresh()
