@@ -13,6 +13,7 @@ from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
 from shardex.commands.plan import plan
+from shardex.commands.reshard import reshard
 from shardex.commands.routing import routing
 from shardex.errors import InvalidInput, ShardexError
 
@@ -30,6 +31,7 @@ cli.add_command(diagnose)
 cli.add_command(plan)
 cli.add_command(dynamodb)
 cli.add_command(routing)
+cli.add_command(reshard)
 
 
 def _fail(message: str, code: int) -> None:
