@@ -17,9 +17,10 @@ import os
 import random
 import socket
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import TypeVar
 
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, ReshardRefused
@@ -38,6 +39,7 @@ from shardex.transition import Parity
 __all__ = ["DEFAULT_MARGIN", "DEFAULT_MAX_AGE", "DEFAULT_UNIT_LEASE", "Progress",
            "Resharder", "RunResult", "StartPlan", "ValuePlan"]
 
+T = TypeVar("T")
 # a DynamoDB request may take its connect and read timeouts (5 + 30 s) to fail, and
 # clocks of the hosts running reshard commands may disagree by a few seconds
 DEFAULT_MARGIN = 40.0
@@ -157,11 +159,15 @@ class Resharder:
     async def __aenter__(self) -> Resharder:
         await self._control.open()
         try:
-            await self._moving.open()
+            # the mover's index sees throttles itself; its routing reads must not fail on one
+            await self._patiently(self._moving.open)
         except BaseException:
             await self._control.close()
             raise
         return self
+
+    async def _patiently(self, call: Callable[[], Awaitable[T]]) -> T:
+        return await call_with_retry(call, PATIENT, clock=self._clock, rng=self._rng)
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -332,7 +338,7 @@ class Resharder:
                 swept = True
 
     async def _move(self, routing: Routing) -> None:
-        await self._moving.refresh_routing()
+        await self._patiently(self._moving.refresh_routing)
         mover = self._mover(routing)
         reporter = asyncio.ensure_future(self._keep_reporting(routing))
         try:
