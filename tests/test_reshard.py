@@ -113,7 +113,8 @@ def test_growing_a_hashed_value_moves_only_the_entries_whose_shard_changes() -> 
                 assert plan.to_move == must_move
                 applied = store.watch_applied()
                 result = await rs.run()
-                assert result.parity is not None and result.parity.clean
+                assert result.parity is not None
+                assert result.parity.clean
             assert len(applied) == must_move
             assert 0.4 < must_move / 400 < 0.6
             assert all(a.version == 1 for a in applied)  # a move keeps the entry's version
@@ -298,7 +299,8 @@ def test_complete_keeps_the_old_layout_restorable_for_the_retention_window() -> 
                 assert waiting.state == "read-new"
                 assert waiting.routing.reshard is not None
                 retire_after = waiting.routing.reshard.retire_after
-                assert retire_after is not None and retire_after > store.clock.wall() + 590
+                assert retire_after is not None
+                assert retire_after > store.clock.wall() + 590
                 assert (await rs.complete()).state == "read-new"  # the window still runs
                 await store.clock.sleep(601.0)
                 assert (await rs.complete()).state == "done"

@@ -81,18 +81,21 @@ def test_the_forward_path_waits_the_lease_and_margin_after_each_change_of_conduc
     assert isinstance(advance, states.Advance)
     routing = advance.routing
     assert (routing.state, routing.version) == ("write-new", 3)
-    assert routing.reshard is not None and routing.reshard.changed_at == ready
+    assert routing.reshard is not None
+    assert routing.reshard.changed_at == ready
     # the mover waits for every client to write the new layout
     assert isinstance(step(routing, ready + LEASE, mover_done=False), states.Wait)
     assert isinstance(step(routing, ready + LEASE + MARGIN, mover_done=False), states.Move)
     assert isinstance(step(routing, ready + LEASE + MARGIN), states.Verify)
     verified = states.after_verify(routing, clean(ready + 20), mover_done=True)
     assert (verified.state, verified.version) == ("verified", 4)
-    assert verified.reshard is not None and verified.reshard.changed_at == ready  # same conduct
+    assert verified.reshard is not None
+    assert verified.reshard.changed_at == ready
     assert step(verified, ready + 21, until="verified") == states.Stop("verified",
                                                                         "reached verified")
     cut = step(verified, ready + 21)
-    assert isinstance(cut, states.Advance) and cut.routing.state == "read-new"
+    assert isinstance(cut, states.Advance)
+    assert cut.routing.state == "read-new"
     assert cut.routing.read_keys("PENDING") == [f"PENDING#{k}" for k in range(8)]
     retention = step(cut.routing, ready + 22)
     assert isinstance(retention, states.Advance)
@@ -101,7 +104,8 @@ def test_the_forward_path_waits_the_lease_and_margin_after_each_change_of_conduc
     # retiring waits for the readers to have left the old layout
     assert isinstance(step(retention.routing, ready + 22), states.Wait)
     retired = step(retention.routing, ready + 21 + LEASE + MARGIN)
-    assert isinstance(retired, states.Advance) and retired.routing.state == "retired"
+    assert isinstance(retired, states.Advance)
+    assert retired.routing.state == "retired"
     assert step(retired.routing, ready + 40, swept=False) == states.Sweep()
     done = step(retired.routing, ready + 40)
     assert isinstance(done, states.Advance)
@@ -116,24 +120,29 @@ def test_a_parity_report_with_gaps_sends_the_mover_round_again() -> None:
     assert routing.reshard is not None
     mid_move = states.after_verify(routing, dirty(T0 + 30), mover_done=False)
     assert mid_move.state == "write-new"
-    assert mid_move.reshard is not None and mid_move.reshard.generation == 1  # only recorded
+    assert mid_move.reshard is not None
+    assert mid_move.reshard.generation == 1
     again = states.after_verify(routing, dirty(T0 + 30), mover_done=True)
     assert again.state == "write-new"
-    assert again.reshard is not None and again.reshard.generation == 2
+    assert again.reshard is not None
+    assert again.reshard.generation == 2
     verified = states.after_verify(routing, clean(T0 + 30), mover_done=True)
     back = states.after_verify(verified, dirty(T0 + 40), mover_done=True)
     assert back.state == "write-new"
-    assert back.reshard is not None and back.reshard.generation == 2
+    assert back.reshard is not None
+    assert back.reshard.generation == 2
 
 
 def test_a_cutover_needs_a_clean_fresh_report() -> None:
     routing = step(started(), T0 + LEASE + MARGIN).routing  # type: ignore[union-attr]
     refusal = states.cutover_refusal(routing, now=T0 + 50, max_age=60)
-    assert refusal is not None and "not verified" in refusal.why
+    assert refusal is not None
+    assert "not verified" in refusal.why
     verified = states.after_verify(routing, clean(T0 + 50), mover_done=True)
     assert states.cutover_refusal(verified, now=T0 + 100, max_age=60) is None
     stale = states.cutover_refusal(verified, now=T0 + 111, max_age=60)
-    assert stale is not None and "older than --max-age" in stale.why
+    assert stale is not None
+    assert "older than --max-age" in stale.why
     assert isinstance(step(verified, T0 + 111), states.Verify)
 
 
@@ -148,9 +157,11 @@ def test_a_rollback_enters_the_state_of_adjacent_conduct(state: str, back: str,
     routing = dataclasses.replace(started(), state=state)  # type: ignore[arg-type]
     rolled = states.reverse(routing, T0 + 1)
     assert rolled.state == back
-    assert rolled.policy("PENDING") == P(1) and rolled.previous is not None
+    assert rolled.policy("PENDING") == P(1)
+    assert rolled.previous is not None
     assert rolled.previous.policy("PENDING") == P(8)
-    assert rolled.reshard is not None and rolled.reshard.direction == "rollback"
+    assert rolled.reshard is not None
+    assert rolled.reshard.direction == "rollback"
     assert (states.conduct(rolled) != states.conduct(routing)) == waits
     first = states.rollback_step(routing, now=T0 + 1, lease=LEASE)
     assert isinstance(first, states.Wait if waits else states.Advance)
