@@ -6,6 +6,12 @@ and a shard is asked again only when the merge has used up what it returned. Req
 are bounded by a semaphore, retried on throttling with backoff and jitter, optionally
 hedged, and a shard that still fails fails the whole read with ``IncompleteRead``:
 nothing partial is returned as if it were whole.
+
+While a reshard moves entries from one layout's keys to another's, shards are read in
+two phases (``first`` then ``keys``): every position is read on the keys entries move
+away from before it is read on the keys they move to, so an entry moved in between is
+found on one of them (and, found on both, returned once). A read of both at once could
+read its new key before it arrived and its old key after it left.
 """
 
 from __future__ import annotations
@@ -68,20 +74,47 @@ class _ShardStream:
         self.exhausted = page.resume is None
         self.page_size = min(max_page, self.page_size * 2)
 
+    def covers(self, bound: Position, descending: bool) -> bool:
+        """True if this shard has been read up to ``bound`` (or to its end)."""
+        if self.exhausted or self.after is None:
+            return self.exhausted
+        return self.after <= bound if descending else self.after >= bound
+
+    def clip(self, bound: Position, descending: bool) -> None:
+        """Forget what was read beyond ``bound``: it is read again, later, from ``bound``."""
+        beyond = self.after is not None and (self.after < bound if descending
+                                             else self.after > bound)
+        if self.exhausted or beyond:
+            rank = _Desc if descending else _Asc
+            del self.buffer[bisect_right(self.buffer, rank(bound),
+                                         key=lambda e: rank(e.position)):]
+            self.after, self.exhausted = bound, False
+
+
+def _coverage(streams: Sequence[_ShardStream], descending: bool) -> Position | None:
+    """The position up to which every stream not yet exhausted has been read (None: all).
+
+    Every stream not exhausted has been read once by then, so it has a position.
+    """
+    read = [s.after for s in streams if not s.exhausted]
+    assert None not in read
+    positions = [p for p in read if p is not None]
+    if not positions:
+        return None
+    return max(positions) if descending else min(positions)
+
 
 def _merge_safe(live: list[_ShardStream], out: list[StoredEntry], limit: int,
-                descending: bool) -> int:
+                descending: bool, bound: Position | None) -> int:
     """Move the buffered entries that are safe to order from ``live`` onto ``out``.
 
-    An entry is safe when no shard still to be read can hold one before it: up to the
-    smallest last-buffered position among shards not yet exhausted. Safe entries are
-    merged in one sort (C speed) instead of one heap step each. Once ``out`` holds
-    ``limit`` entries, only copies of its last entry (mid-reshard duplicates) are still
-    taken, so they are not mistaken for more. Returns how many entries were consumed.
+    An entry is safe when no shard still to be read can hold one before it: up to
+    ``bound``, the position every shard not yet exhausted has been read to. Safe
+    entries are merged in one sort (C speed) instead of one heap step each. Once ``out``
+    holds ``limit`` entries, only copies of its last entry (mid-reshard duplicates) are
+    still taken, so they are not mistaken for more. Returns how many entries were consumed.
     """
     rank = _Desc if descending else _Asc
-    unread = [s.buffer[-1].position for s in live if not s.exhausted]
-    bound = None if not unread else (max(unread) if descending else min(unread))
     batch: list[tuple[Position, StoredEntry, _ShardStream]] = []
     for stream in live:
         safe = len(stream.buffer) if bound is None else bisect_right(
@@ -158,29 +191,40 @@ class FanOut:
         return results  # type: ignore[return-value]
 
     async def page(self, value: str, keys: Sequence[str], *, after: Position | None,
-                   descending: bool, limit: int) -> MergedPage:
-        """Merge the shards ``keys`` into the next ``limit`` entries beyond ``after``.
+                   descending: bool, limit: int, first: Sequence[str] = ()) -> MergedPage:
+        """Merge the shards ``first`` and ``keys`` into the next ``limit`` entries beyond ``after``.
 
         Entries come in ``(sort, item_id)`` order (descending if asked); an entry found
         on two shards (mid-reshard) is returned once, its newest version. ``more`` is
-        exact: True only if an entry lies beyond the page.
+        exact: True only if an entry lies beyond the page. Each position is read on the
+        shards ``first`` before it is read on ``keys`` (a key may be in both).
         """
         # A shard's share of a page is about binomial: ask for the mean plus three
         # standard deviations, so one round trip per shard usually suffices.
-        mean = (limit + 1) / len(keys)
+        mean = (limit + 1) / (len(keys) + len(first))
         share = math.ceil(mean + 3 * math.sqrt(mean)) + 2
-        first = min(limit + 1, self._max_page, max(_MIN_FIRST_PAGE, share))
-        streams = [_ShardStream(i, key, after, first) for i, key in enumerate(keys)]
+        size = min(limit + 1, self._max_page, max(_MIN_FIRST_PAGE, share))
+        streams = [_ShardStream(i, key, after, size) for i, key in enumerate([*first, *keys])]
+        lead, rest = streams[:len(first)], streams[len(first):]
         out: list[StoredEntry] = []
         while True:
-            waiting = [s for s in streams if not s.buffer and not s.exhausted]
+            waiting = [s for s in lead if not s.buffer and not s.exhausted]
             if waiting:
                 await self._fill(value, waiting, descending, max(1, limit - len(out) + 1))
+                continue
+            held = None if not lead else _coverage(lead, descending)
+            waiting = [s for s in rest if not s.buffer and not s.exhausted
+                       and (held is None or not s.covers(held, descending))]
+            if waiting:
+                await self._fill(value, waiting, descending, max(1, limit - len(out) + 1))
+                if held is not None:
+                    for stream in waiting:
+                        stream.clip(held, descending)
                 continue
             live = [s for s in streams if s.buffer]
             if not live:
                 break
-            taken = _merge_safe(live, out, limit, descending)
+            taken = _merge_safe(live, out, limit, descending, _coverage(streams, descending))
             if len(out) >= limit and (taken == 0 or not any(
                     not s.buffer and not s.exhausted for s in streams)):
                 break
@@ -196,14 +240,31 @@ class FanOut:
         for stream, page in zip(streams, pages, strict=True):
             stream.accept(page, self._max_page)
 
-    async def stream(self, value: str, keys: Sequence[str], *,
-                     dedupe: bool) -> AsyncIterator[StoredEntry]:
-        """Yield every entry of the shards ``keys`` in arrival order.
+    async def stream(self, value: str, keys: Sequence[str], *, dedupe: bool,
+                     first: Sequence[str] = ()) -> AsyncIterator[StoredEntry]:
+        """Yield every entry of the shards ``first``, then of ``keys``, in arrival order.
 
-        All shards are read concurrently; if any fails for good, the entries of the
-        others are still yielded and IncompleteRead is raised at the end. With
-        ``dedupe`` (mid-reshard) an item found on two shards is yielded once.
+        The shards of each phase are read concurrently; if any fails for good, the
+        entries of the others are still yielded and IncompleteRead is raised at the end.
+        With ``dedupe`` (mid-reshard) an item found on two shards is yielded once.
         """
+        failed: dict[str, BaseException] = {}
+        seen: set[str] = set()
+        for phase in (first, keys):
+            async for entry in self._stream(phase, failed):
+                if dedupe:
+                    if entry.item_id in seen:
+                        continue
+                    seen.add(entry.item_id)
+                yield entry
+        if failed:
+            raise IncompleteRead(value, failed) from next(iter(failed.values()))
+
+    async def _stream(self, keys: Sequence[str], failed: dict[str, BaseException]
+                      ) -> AsyncIterator[StoredEntry]:
+        """Every entry of the shards ``keys``, read concurrently; failures go to ``failed``."""
+        if not keys:
+            return
         queue: asyncio.Queue[tuple[str, list[StoredEntry] | BaseException | None]] = \
             asyncio.Queue(maxsize=2 * len(keys))
 
@@ -223,8 +284,6 @@ class FanOut:
             await queue.put((key, None))
 
         tasks = [asyncio.ensure_future(pump(key)) for key in keys]
-        failed: dict[str, BaseException] = {}
-        seen: set[str] = set()
         try:
             running = len(tasks)
             while running:
@@ -238,17 +297,11 @@ class FanOut:
                     failed[key] = item
                 else:
                     for entry in item:
-                        if dedupe:
-                            if entry.item_id in seen:
-                                continue
-                            seen.add(entry.item_id)
                         yield entry
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        if failed:
-            raise IncompleteRead(value, failed) from next(iter(failed.values()))
 
     async def count(self, value: str, keys: Sequence[str]) -> int:
         """Sum the entry counts of the shards ``keys`` (all must answer)."""

@@ -24,14 +24,14 @@ import logging
 import math
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from shardex.capacity import Ceiling
 from shardex.clock import Clock, LoopClock
 from shardex.cursor import Cursor, CursorCodec
-from shardex.errors import InvalidInput, InvalidRouting, RoutingStale
+from shardex.errors import InvalidInput, InvalidRouting, RoutingStale, Throttled, Unavailable
 from shardex.fanout import FanOut
 from shardex.keys import (
     parse_shard_key,
@@ -143,10 +143,13 @@ class ShardedIndex:
         self._clock: Clock = clock or LoopClock()
         self._rng = random.Random(seed)
         self._turns = Turns(self._rng)
+        # the routing record is read whatever the writes' policy leaves to the caller
+        record_retry = replace(self._retry, retry_on=tuple(
+            {*self._retry.retry_on, Throttled, Unavailable}))
         self._record = RoutingRecord(self._store, self.name, given=routing,
                                      strict=strict_routing, ttl=routing_ttl,
                                      lease=routing_lease, clock=self._clock,
-                                     retry=self._retry, rng=self._rng,
+                                     retry=record_retry, rng=self._rng,
                                      max_conflicts=max_conflicts)
         self._writer = Writer(self._store, self.name, retry=self._retry, clock=self._clock,
                               rng=self._rng, max_conflicts=max_conflicts)
@@ -198,6 +201,7 @@ class ShardedIndex:
             self._fanout = None
             refresher, self._refresher = self._refresher, None
             await stop(refresher)
+            await self._record.stop()
             self._record.forget()
             await self._store.close()
 
@@ -245,23 +249,24 @@ class ShardedIndex:
         routing = await self._routing_now()
         return routing, self._record.loaded_at
 
-    async def _moved_twice(self, routing: Routing, since: float) -> bool:
-        """True if the stored routing may have moved two steps past ``routing`` during a read.
+    async def _changed(self, routing: Routing, since: float) -> bool:
+        """True if a read from ``routing`` may have overlapped more than one step of a reshard.
 
         A read that ends within the lease of the copy it started from (read at
-        ``since``) cannot have: a reshard waits the lease and a margin between steps.
-        Past that, the record is read again, strongly consistently.
+        ``since``) cannot have: a reshard waits the lease and a margin after each change
+        of what clients do, and its mover too. A longer read is trusted only if the
+        stored routing, read again now (strongly consistently), is still ``routing``.
         """
         if self._clock.now() - since < self._record.lease:
             return False
         latest = await self._record.refresh()
-        return latest.version > routing.version + 1
+        return latest.version != routing.version
 
     def _stale(self, value: str, routing: Routing) -> RoutingStale:
         return RoutingStale(
-            f"index {self.name!r}: the layout of {value!r} changed more than one step "
-            f"(from routing version {routing.version}) while a read of it ran, so the read "
-            "may have missed entries; read it again")
+            f"index {self.name!r}: the routing changed (from version {routing.version}) "
+            f"while a read of {value!r} ran for longer than the routing's lease, so the "
+            "read may have missed entries a reshard moved; read it again")
 
     async def update_routing(self, routing: Routing) -> None:
         """Store ``routing`` as the next version of the index's routing (compare-and-set).
@@ -377,21 +382,25 @@ class ShardedIndex:
             item_id, lambda routing: Delete(value, item_id, version), self._routing_now,
             f"delete of {item_id!r} under {value!r}")
 
-    async def relocate(self, item_id: str, *, value: str, source: str) -> bool:
+    async def relocate(self, item_id: str, *, value: str, source: str, reshard: str,
+                       generation: int) -> bool:
         """Move the entry of ``item_id`` under ``value`` from ``source`` to where writes go now.
 
-        A reshard's mover calls it: the entry keeps its version and is re-placed only
-        while it is still on the shard key ``source`` and not already where the layout
-        writes follow would put it, conditioned on its placement as located, so an
-        application write racing it wins or is planned again on top. Returns True if it
-        moved the entry, False if there was nothing to move; errors as ``put``.
+        A reshard's mover calls it, for generation ``generation`` of reshard ``reshard``:
+        the entry keeps its version and is re-placed only while the routing is in that
+        generation and a state where entries move, the entry still on the shard key
+        ``source`` and not already where the layout writes follow would put it,
+        conditioned on its placement as located, so an application write racing it wins
+        or is planned again on top. Returns True if it moved the entry, False if there
+        was nothing to move; errors as ``put``.
         """
         validate_item_id(item_id)
         validate_value(value)
         self._reader()
         return await self._writer.write(
             item_id, lambda routing: Relocate(item_id, value, source,
-                                              self._fresh_key(routing, value, item_id)),
+                                              self._fresh_key(routing, value, item_id),
+                                              reshard, generation),
             self._routing_now, f"move of {item_id!r} off {source!r}")
 
     # -- reads -----------------------------------------------------------------------
@@ -426,9 +435,10 @@ class ShardedIndex:
         reader = self._reader()
         for _ in range(_MAX_REREADS):
             routing, since = await self._read_routing()
-            merged = await reader.page(value, routing.read_keys(value), after=after,
+            first, then = routing.read_phases(value)
+            merged = await reader.page(value, then, first=first, after=after,
                                        descending=order == "desc", limit=limit)
-            if not await self._moved_twice(routing, since):
+            if not await self._changed(routing, since):
                 break
         else:
             raise self._stale(value, routing)
@@ -450,10 +460,11 @@ class ShardedIndex:
         validate_value(value)
         reader = self._reader()
         routing, since = await self._read_routing()
-        keys = routing.read_keys(value)
-        async for entry in reader.stream(value, keys, dedupe=routing.reads_both(value)):
+        first, then = routing.read_phases(value)
+        async for entry in reader.stream(value, then, first=first,
+                                         dedupe=routing.reads_both(value)):
             yield self._entry(value, entry)
-        if await self._moved_twice(routing, since):
+        if await self._changed(routing, since):
             raise self._stale(value, routing)
 
     async def count(self, value: str) -> int:
@@ -462,13 +473,14 @@ class ShardedIndex:
         reader = self._reader()
         for _ in range(_MAX_REREADS):
             routing, since = await self._read_routing()
-            keys = routing.read_keys(value)
-            if routing.reads_both(value):
-                # Mid-reshard an item may sit in both layouts: count distinct items.
-                count = len({e.item_id async for e in reader.stream(value, keys, dedupe=True)})
+            first, then = routing.read_phases(value)
+            if first:
+                # Mid-reshard: read in phases, and count an item found twice once.
+                count = len({e.item_id async for e in reader.stream(value, then, first=first,
+                                                                      dedupe=True)})
             else:
-                count = await reader.count(value, keys)
-            if not await self._moved_twice(routing, since):
+                count = await reader.count(value, then)
+            if not await self._changed(routing, since):
                 return count
         raise self._stale(value, routing)
 

@@ -228,6 +228,23 @@ class Routing:
             keys += [k for k in self.previous.policy(value).shard_keys(value) if k not in seen]
         return keys
 
+    def read_phases(self, value: str) -> tuple[list[str], list[str]]:
+        """The shard keys a complete read of ``value`` queries, as two phases: (first, then).
+
+        Where reads cover both layouts and they differ for ``value``, ``first`` is the
+        layout writes do not follow and ``then`` the one they do: entries only ever move
+        toward the layout written (a reshard's mover re-places them there), so a read
+        that covers each position on ``first`` before ``then`` finds an entry moved
+        meanwhile on one of them. Otherwise ``first`` is empty.
+        """
+        validate_value(value)
+        if not self.reads_both(value):
+            return [], self.policy(value).shard_keys(value)
+        assert self.previous is not None
+        other = self if self.writing is self.previous else self.previous
+        return (other.policy(value).shard_keys(value),
+                self.writing.policy(value).shard_keys(value))
+
     def is_current_key(self, value: str, shard_key: str) -> bool:
         """True if ``shard_key`` is one of the keys ``value`` is written to now."""
         return shard_key in self.writing.policy(value).shard_keys(value)

@@ -158,6 +158,14 @@ class RoutingRecord:
         self._loaded = None
         self._failure = None
 
+    async def stop(self) -> None:
+        """Cancel a refresh still in flight and wait for it (the index closes)."""
+        refreshing, self._refreshing = self._refreshing, None
+        if refreshing is not None and not refreshing.done():
+            refreshing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ShardexError):
+                await refreshing
+
     async def read(self) -> tuple[Routing | None, int | None, float]:
         """Read the stored record once, without caching: (routing, revision, lease).
 
@@ -266,13 +274,14 @@ class RoutingRecord:
 
     async def refresh(self) -> Routing:
         """Re-read the record now, joining a refresh already running."""
-        if self._refreshing is None:
+        if self._refreshing is None or self._refreshing.done():
             self._refreshing = asyncio.ensure_future(self.load())
         refreshing = self._refreshing
         try:
             routing = await asyncio.shield(refreshing)
         finally:
-            if self._refreshing is refreshing:
+            # a caller cancelled mid-read leaves the read to the next caller (or ``stop``)
+            if self._refreshing is refreshing and refreshing.done():
                 self._refreshing = None
         self._failure = None
         return routing

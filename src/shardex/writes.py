@@ -82,16 +82,24 @@ class Delete(NamedTuple):
 class Relocate(NamedTuple):
     """Re-place the item's entry of ``value``, found on ``source``, onto ``fresh_key``.
 
-    A reshard's mover sends it. It applies only while the entry is still on ``source``
-    and is not already on a key the layout writes follow would give it; the entry keeps
-    its version (at least 1). ``fresh_key`` is the key the layout gives a new entry.
+    A reshard's mover sends it, for generation ``generation`` of reshard ``reshard``. It
+    applies only while the routing is still in that generation, in a state where the
+    mover works (``RELOCATING``), the entry still on ``source`` and not already on a key
+    the layout writes follow would give it; the entry keeps its version (at least 1).
+    ``fresh_key`` is the key the layout gives a new entry.
     """
 
     item_id: str
     value: str
     source: str
     fresh_key: str
+    reshard: str
+    generation: int
     version: None = None
+
+
+# the states in which a reshard's entries move: the mover's, and the sweep of retired keys
+RELOCATING = frozenset({"write-new", "verified", "retired"})
 
 
 WriteRequest = Put | Move | Delete | Relocate
@@ -157,16 +165,24 @@ def in_place(routing: Routing, value: str, shard_key: str, item_id: str) -> bool
     return shard_key in policy.shard_keys(value)
 
 
+def _relocating(routing: Routing, request: Relocate) -> bool:
+    """True while ``routing`` is in the reshard generation ``request`` belongs to, moving."""
+    meta = routing.reshard
+    return meta is not None and meta.id == request.reshard \
+        and meta.generation == request.generation and routing.state in RELOCATING
+
+
 def decide(request: WriteRequest, current: Placement | None, routing: Routing) -> Decision:
     """Decide what ``request`` does to an item whose placement is ``current``.
 
     Writes follow ``routing.writing``: the layout writes follow in the routing's state.
     """
-    routing = routing.writing
+    whole, routing = routing, routing.writing
     held = 0 if current is None else current.version
     if isinstance(request, Relocate):
         entry = None if current is None else current.entry
-        if entry is None or entry.shard_key != request.source \
+        if not _relocating(whole, request) or entry is None \
+                or entry.shard_key != request.source \
                 or in_place(routing, request.value, entry.shard_key, request.item_id):
             return Skip(False)  # moved, deleted or re-written since the mover saw it
         return Write(replace(entry, shard_key=request.fresh_key, version=max(1, held)),

@@ -20,15 +20,27 @@ the union first); then the same states toward the old layout, with the mover mov
 entries back. No rollback from ``retired`` on.
 
 **No client acts on a state two steps behind.** A change of what clients do (the
-layout written, or the keys read) is stored by compare-and-set at wall time ``w``
+layout written, the keys read, or the layout movers may move entries toward:
+``states.conduct``) is stored by compare-and-set at wall time ``w``
 (``Transition.changed_at``), and the next such change, or the mover, waits until
 ``w + lease + margin`` (``states.ready_at``). The routing is a lease
 (``shardex.routing_record``): a client acting at ``t >= w + lease`` holds a copy read
 after ``w``; the margin covers a request sent just before the lease ran out and still in
 flight (a store request's timeout) and the skew between the clocks of the hosts that
 run reshard commands. So at any instant the requests that land come from clients in at
-most two adjacent states. Reads that take longer than a lease check the routing again
-when they end (``ShardedIndex``), so a read, too, spans at most two adjacent states.
+most two adjacent states. A read that takes longer than its copy's lease checks the
+routing again when it ends (``ShardedIndex``) and is read again (a scan: raises
+RoutingStale) if it changed, so a read too spans at most two adjacent states.
+
+**A read of both layouts reads them in order.** A reader does not read every key at
+once: an entry the mover moves from a key not yet read onto a key already read would be
+missed. Entries only move toward the layout writers follow (``ShardedIndex.relocate``
+re-places them there, and only in the generation and states its mover belongs to), so
+union readers read each position on the other layout's keys first, then on the written
+layout's (``Routing.read_phases``; the fan-out holds back what it read of the second
+beyond what it has read of the first): an entry moved in between is found on one of
+them, and found on both, returned once. The movers' direction is part of the conduct,
+so it never turns (a rollback) while readers of the other order may still read.
 
 **Why each adjacent pair keeps every read complete** (the mover's moves are atomic per
 entry: an entry is on exactly one key, the one its placement names):

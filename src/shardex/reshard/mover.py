@@ -273,8 +273,9 @@ class Mover:
         while True:
             await pace.wait(cost)
             try:
-                moved = await self.index.relocate(entry.item_id, value=unit.value,
-                                                  source=unit.source)
+                moved = await self.index.relocate(
+                    entry.item_id, value=unit.value, source=unit.source,
+                    reshard=self.records.reshard_id, generation=unit.generation)
             except Throttled:
                 pace.throttled()
                 continue

@@ -472,7 +472,8 @@ class Resharder:
             for key in old.policy(value).shard_keys(value):
                 if key in kept:
                     continue
-                moved_here, ghosts_here = await self._sweep_key(value, key)
+                moved_here, ghosts_here = await self._sweep_key(value, key, meta.id,
+                                                                meta.generation)
                 moved += moved_here
                 ghosts += ghosts_here
         return moved, ghosts
@@ -482,7 +483,8 @@ class Resharder:
         return await call_with_retry(lambda: store.locate(name, item_id), PATIENT,
                                      clock=self._clock, rng=self._rng)
 
-    async def _sweep_key(self, value: str, key: str) -> tuple[int, list[tuple[str, str]]]:
+    async def _sweep_key(self, value: str, key: str, reshard: str,
+                         generation: int) -> tuple[int, list[tuple[str, str]]]:
         pace, reads = Pace(self.rate, self._clock), Pace(self.read_rate, self._clock)
         moved, ghosts = 0, []
         after: Position | None = None
@@ -490,7 +492,8 @@ class Resharder:
             page = await read_key(self._moving, key, after, 100, reads, self._clock, self._rng)
             for entry in page.entries:
                 await pace.wait(2.0)
-                if await self._moving.relocate(entry.item_id, value=value, source=key):
+                if await self._moving.relocate(entry.item_id, value=value, source=key,
+                                               reshard=reshard, generation=generation):
                     moved += 1
                     continue
                 placement = await self._locate(entry.item_id)

@@ -82,12 +82,19 @@ def _layout(routing: Routing) -> tuple[ShardPolicy, tuple[tuple[str, ShardPolicy
     return routing.default, tuple(routing.overrides.items())
 
 
-def conduct(routing: Routing) -> tuple[object, frozenset[object]]:
-    """What clients do under ``routing``: the layout writes follow and the layouts reads cover."""
+def conduct(routing: Routing) -> tuple[object, frozenset[object], object]:
+    """What clients do under ``routing``: the layout writes follow, the layouts reads cover,
+    and the layout a mover may move entries toward (None: no mover may move).
+
+    Readers read the layout entries move toward after the other one
+    (``Routing.read_phases``), so a change of the movers' direction is a change of
+    conduct too, and waits like one.
+    """
     reads = {_layout(routing)}
     if routing.previous is not None and routing.state in ("read-both", "write-new", "verified"):
         reads.add(_layout(routing.previous))
-    return _layout(routing.writing), frozenset(reads)
+    moves = _layout(routing.writing) if routing.state in MOVING else None
+    return _layout(routing.writing), frozenset(reads), moves
 
 
 def ready_at(routing: Routing, lease: float) -> float:
