@@ -191,7 +191,8 @@ class ReshardMachine(RuleBasedStateMachine):
                 except shardex.ReshardRefused:
                     assert busy
                 except shardex.InvalidRouting as exc:
-                    assert "no value changes" in str(exc)
+                    refused = str(exc)
+                    assert "no value changes" in refused
 
         self.run(begin())
 
