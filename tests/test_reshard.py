@@ -327,7 +327,8 @@ def test_a_scan_longer_than_the_lease_across_a_change_raises_and_a_query_reads_a
                 await admin.update_routing((await admin.refresh_routing()).finish())
 
             steps = asyncio.ensure_future(two_steps())
-            with pytest.raises(shardex.RoutingStale, match=r"changed \(from version 1\) while a read"):
+            with pytest.raises(shardex.RoutingStale,
+                               match=r"changed \(from version 1\) while a read"):
                 _ = [e async for e in reader.scan("P")]
             await steps
             # a query page as long reads again from the layout as it now is
