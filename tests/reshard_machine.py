@@ -45,6 +45,7 @@ class ReshardMachine(RuleBasedStateMachine):
     unit_lease: ClassVar[float] = 1.0
     crash_within: ClassVar[float] = 4.0
     read_every: ClassVar[float] = 0.05
+    settle: ClassVar[float | None] = None
 
     def make_store(self, seed: int) -> Store:
         raise NotImplementedError
@@ -102,7 +103,7 @@ class ReshardMachine(RuleBasedStateMachine):
         n = next(self.workers)
         return Resharder(self.store, "orders", worker=f"worker-{n}", seed=n, rate=400.0,
                          unit_lease=self.unit_lease, split_every=4, max_age=3600.0,
-                         routing_ttl=min(self.ttls))
+                         routing_ttl=min(self.ttls), settle=self.settle)
 
     # -- the application ----------------------------------------------------------------
 

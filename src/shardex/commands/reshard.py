@@ -269,6 +269,7 @@ class _Reporter:
         now = time.monotonic()
         if progress.note != self._last[0] or now - self._last[1] >= self._every:
             self._out.print(line, highlight=False, soft_wrap=True)
+            self._out.file.flush()  # a pipe reader waits on each line
             self._last = (progress.note, now)
 
 
@@ -298,11 +299,13 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
               help="The state to stop at (default: verified; done for a rollback).")
 @click.option("--max-age", default=900.0, show_default=True, type=DURATION,
               help="Oldest parity report a cutover made by --until read-new or later uses.")
+@click.option("--every", default=5.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds between progress lines when the output is not a terminal.")
 def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until: str | None,
-        max_age: float) -> None:
+        max_age: float, every: float) -> None:
     """Drive the reshard of index NAME (resuming it wherever it stopped)."""
     out = output.console()
-    with _Reporter(out) as report:
+    with _Reporter(out, every=every) as report:
         async def drive() -> Any:
             async with _resharder(uri, name, rate=rate, workers=workers, unit_lease=unit_lease,
                                   max_age=max_age, progress=report) as runner:

@@ -358,7 +358,7 @@ class Resharder:
             rate = None if last is None or now <= last[0] else (moved - last[1]) / (now - last[0])
             last = (now, moved)
             self._report(routing, units, "moving entries", rate)
-            await self._clock.sleep(_REPORT_EVERY)
+            await self._clock.sleep(min(_REPORT_EVERY, self.unit_lease))
 
     async def _verify(self, routing: Routing, *, mover_done: bool) -> Parity:
         """Check parity and record the report (entering ``verified`` when it may)."""
