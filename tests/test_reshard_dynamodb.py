@@ -45,7 +45,10 @@ def test_the_stateful_machine_on_dynamodb_local(make: Any) -> None:
                           suppress_health_check=list(HealthCheck), database=None))
 
 
-def fill(uri: str, entries: int, *, lease: float, pending: ShardPolicy = ShardPolicy()) -> None:
+ONE = ShardPolicy()
+
+
+def fill(uri: str, entries: int, *, lease: float, pending: ShardPolicy = ONE) -> None:
     """Create the index's routing record (with a short lease) and ``entries`` PENDING entries."""
     async def put() -> None:
         async with ShardedIndex(uri, "orders", Routing(overrides={"PENDING": pending}),
