@@ -39,8 +39,8 @@ from shardex.hashing import shard_of
 from shardex.keys import encode_shard_key, validate_item_id, validate_value
 from shardex.transition import Transition
 
-__all__ = ["MAX_SHARDS", "ROUTING_FORMAT", "STATES", "Routing", "ShardPolicy", "State",
-           "Strategy", "Turns"]
+__all__ = ["MAX_SHARDS", "ROUTING_FORMAT", "Routing", "STATES", "ShardPolicy", "State", "Strategy",
+           "Turns"]
 
 Strategy = Literal["hash", "random", "round_robin"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)

@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple, cast, get_args
 from shardex.errors import InvalidKey, InvalidRouting
 from shardex.keys import validate_item_id, validate_value
 
-__all__ = ["DIRECTIONS", "GAP_KINDS", "Direction", "Gap", "Parity", "Transition"]
+__all__ = ["DIRECTIONS", "Direction", "GAP_KINDS", "Gap", "Parity", "Transition"]
 
 Direction = Literal["forward", "rollback"]
 DIRECTIONS: tuple[str, ...] = get_args(Direction)

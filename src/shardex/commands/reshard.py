@@ -23,6 +23,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemaining
 
 from shardex.commands import output
 from shardex.commands.params import POLICY, ValuePair, distinct
+from shardex.commands.routing import read_json_file
 from shardex.errors import InvalidInput, InvalidRouting
 from shardex.keys import validate_value
 from shardex.routing import Routing, ShardPolicy
@@ -109,13 +110,7 @@ def reshard() -> None:
 
 def _file_layout(path: Path) -> Routing:
     """The layout in a routing document, or in the ``routing`` of a plan or diagnosis."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise click.BadParameter(f"{path}: {exc}", param_hint="--file") from exc
-    except RecursionError:
-        raise click.BadParameter(f"{path}: nested too deeply to be a routing document",
-                                 param_hint="--file") from None
+    doc = read_json_file(path)
     if isinstance(doc, dict) and (doc.get("schema") in _FILE_SCHEMAS or (
             "routing" in doc and "default" not in doc)):
         doc = doc.get("routing")

@@ -15,7 +15,7 @@ from shardex.errors import InvalidInput, InvalidRouting, ReshardRefused
 from shardex.keys import validate_value
 from shardex.routing import Routing, ShardPolicy
 
-__all__ = ["routing"]
+__all__ = ["read_json_file", "routing"]
 
 _SHOWN_KEYS = 6
 
@@ -89,14 +89,19 @@ def show(uri: str, name: str, as_json: bool) -> None:
                    + ": 'shardex reshard status' shows it")
 
 
-def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, ShardPolicy]]:
+def read_json_file(path: Path) -> Any:
+    """The JSON document in ``path`` (a ``--file``); a usage error naming it if it is not one."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--file") from exc
     except RecursionError:
         raise click.BadParameter(f"{path}: nested too deeply to be a routing document",
                                  param_hint="--file") from None
+
+
+def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, ShardPolicy]]:
+    doc = read_json_file(path)
     if not isinstance(doc, dict):
         raise InvalidRouting(f"{path}: expected a JSON object with default and overrides")
     version = doc.get("version", current.version + 1)

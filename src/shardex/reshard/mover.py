@@ -98,13 +98,16 @@ class Mover:
 
     ``index`` is opened with ``MOVER_RETRY`` (throttles reach the mover); ``records``
     holds the units; ``worker`` names this process in leases of ``unit_lease`` seconds.
-    ``progress`` is called after each checkpoint.
+    ``progress`` is called after each checkpoint. ``spent`` accumulates the write units
+    (estimated from entry sizes) the mover spent on each source key, per second of the
+    clock: what it added to the key it drains.
     """
 
     def __init__(self, index: ShardedIndex, records: WorkRecords, *, clock: Clock,
                  rate: float, read_rate: float, workers: int, unit_lease: float,
                  worker: str, split_every: int = DEFAULT_SPLIT, seed: int | None = None,
-                 progress: Callable[[], None] | None = None) -> None:
+                 progress: Callable[[], None] | None = None,
+                 spent: dict[str, dict[int, float]] | None = None) -> None:
         self.index = index
         self.records = records
         self._clock = clock
@@ -116,6 +119,7 @@ class Mover:
         self._split = split_every
         self._rng = random.Random(seed)
         self._progress = progress
+        self.spent: dict[str, dict[int, float]] = {} if spent is None else spent
         self._busy: set[str] = set()  # source keys this process works on now
         self._cost = 1 if index.store.capabilities.foreign_writes else 2
 
@@ -290,4 +294,8 @@ class Mover:
                 log.warning("reshard: %s", exc)
                 return "unresolved"
             pace.succeeded()
+            if moved:
+                second = self.spent.setdefault(unit.source, {})
+                now = int(self._clock.now())
+                second[now] = second.get(now, 0.0) + cost
             return "moved" if moved else "skipped"

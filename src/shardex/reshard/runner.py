@@ -155,6 +155,8 @@ class Resharder:
                                      seed=seed)
         self._moving = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
                                     seed=seed, retry=MOVER_RETRY)
+        # write units the movers of this runner spent per source key and clock second
+        self.mover_units: dict[str, dict[int, float]] = {}
 
     async def __aenter__(self) -> Resharder:
         await self._control.open()
@@ -194,7 +196,8 @@ class Resharder:
         return Mover(self._moving, self._records(routing), clock=self._clock, rate=self.rate,
                      read_rate=self.read_rate, workers=self.workers,
                      unit_lease=self.unit_lease, worker=self.worker,
-                     split_every=self._split, seed=self._rng.randrange(2**32))
+                     split_every=self._split, seed=self._rng.randrange(2**32),
+                     spent=self.mover_units)
 
     async def units(self, routing: Routing) -> list[Unit]:
         """Every work unit of the reshard in ``routing``, of every generation."""
@@ -368,7 +371,10 @@ class Resharder:
         parity = await check(self._control, routing, read_rate=self.read_rate, settle=settle,
                              concurrency=16, clock=self._clock, rng=self._rng)
         while True:
-            if await self._store(states.after_verify(routing, parity, mover_done=mover_done)):
+            recorded = states.after_verify(routing, parity, mover_done=mover_done)
+            if await self._store(recorded):
+                self._report(recorded, None, "parity checked: " + (
+                    "no gaps" if parity.clean else _gap_text(parity)))
                 return parity
             routing = await self.routing()
             if routing.reshard is None:

@@ -23,7 +23,7 @@ from shardex.errors import InvalidRouting
 from shardex.routing import Routing, ShardPolicy, State
 from shardex.transition import Parity, Transition
 
-__all__ = ["ORDER", "UNTIL", "Advance", "Move", "Refused", "Step", "Stop", "Sweep", "Until",
+__all__ = ["Advance", "Move", "ORDER", "Refused", "Step", "Stop", "Sweep", "UNTIL", "Until",
            "Verify", "Wait", "after_verify", "begin", "changed_values", "conduct",
            "cutover_refusal", "finish", "next_step", "ready_at", "reverse", "rollback_refusal",
            "rollback_step", "state_of", "with_retention"]
