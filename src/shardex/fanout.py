@@ -200,11 +200,15 @@ class FanOut:
         shards ``first`` before it is read on ``keys`` (a key may be in both).
         """
         # A shard's share of a page is about binomial: ask for the mean plus three
-        # standard deviations, so one round trip per shard usually suffices.
-        mean = (limit + 1) / (len(keys) + len(first))
-        share = math.ceil(mean + 3 * math.sqrt(mean)) + 2
-        size = min(limit + 1, self._max_page, max(_MIN_FIRST_PAGE, share))
-        streams = [_ShardStream(i, key, after, size) for i, key in enumerate([*first, *keys])]
+        # standard deviations, so one round trip per shard usually suffices. Each phase
+        # holds the whole page between its shards.
+        def size(shards: int) -> int:
+            mean = (limit + 1) / max(1, shards)
+            share = math.ceil(mean + 3 * math.sqrt(mean)) + 2
+            return min(limit + 1, self._max_page, max(_MIN_FIRST_PAGE, share))
+
+        streams = [_ShardStream(i, key, after, size(len(first) if i < len(first) else len(keys)))
+                   for i, key in enumerate([*first, *keys])]
         lead, rest = streams[:len(first)], streams[len(first):]
         out: list[StoredEntry] = []
         while True:
