@@ -23,6 +23,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.cli import main
+from shardex.reshard import Resharder
 from tests import dynamodb_local as local
 from tests.reshard_machine import machine
 
@@ -194,3 +195,38 @@ def test_a_worker_killed_mid_move_loses_its_lease_and_the_other_finishes(
     assert status["units"]["done"] == status["units"]["total"]
     assert status["values"]["PENDING"]["remaining"] == 0
     assert "no gaps" in ok(capsys, "reshard", "verify", *where)
+
+
+def test_key_attributes_follow_the_state_in_gsi_mode() -> None:
+    async def main() -> None:
+        store = local.gsi_store()
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=0.5,
+                                routing_ttl=0.1) as app:
+            for i in range(30):
+                await app.put("PENDING", f"o-{i}", sort=f"{i:03d}")
+            async with Resharder(store, "orders", unit_lease=1.0, settle=0.2) as runner:
+                await runner.start({"PENDING": ShardPolicy(4)}, margin=0.1)
+                await app.refresh_routing()
+                # read-both: the application still files its items under the old key
+                assert app.key_attributes("PENDING", "o-1", sort="s")["shard_key"] == "PENDING"
+                result = await runner.run()
+                assert result.parity is not None
+                assert result.parity.clean
+                await app.refresh_routing()
+                assert app.key_attributes("PENDING", "o-1", sort="s")["shard_key"] == \
+                    app.routing.shard_key("PENDING", "o-1")
+                assert app.routing.state == "verified"
+                assert await app.count("PENDING") == 30
+
+    asyncio.run(main())
+
+
+def test_start_takes_the_routing_of_a_plan_as_it_is(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    uri = local.table_store().uri
+    fill(uri, 10, lease=0.5)
+    plan = tmp_path / "plan.json"
+    plan.write_text(ok(capsys, "plan", "--peak", "PENDING=6000", "--json"))
+    out = ok(capsys, "reshard", "start", "--store", uri, "--index", "orders", "--file",
+             str(plan), "--dry-run")
+    assert "PENDING: 1 shard(s), hash -> 18 shard(s), hash: 10 entries" in out
