@@ -74,11 +74,14 @@ second from it (``units.allocate``), backing off on throttles (AIMD). The parity
 the mover round again. A store whose ``place`` is not atomic across keys stays correct
 where its reads treat the placement as the truth: the parity check already does.
 
-``states`` is the pure state machine; ``Resharder`` (``runner``) carries it out.
+``states`` is the pure state machine; ``Resharder`` (``runner``) carries it out through
+``Layouts`` (``layouts``): where entries are and how one moves (``IndexLayouts`` for a
+shardex index; adopting another source, such as a plain GSI, is another ``Layouts``).
 """
 
 from __future__ import annotations
 
+from shardex.reshard.layouts import IndexLayouts, Layouts
 from shardex.reshard.runner import (
     DEFAULT_MARGIN,
     DEFAULT_MAX_AGE,
@@ -100,6 +103,8 @@ __all__ = [
     "DEFAULT_RATE",
     "DEFAULT_UNIT_LEASE",
     "Gap",
+    "IndexLayouts",
+    "Layouts",
     "ORDER",
     "Parity",
     "Progress",

@@ -1,6 +1,7 @@
 """The mover: surveys the source keys into work units and moves their entries, paced.
 
-Each move is ``ShardedIndex.relocate``: the write loop re-places the entry on the key the
+The mover works through ``Layouts`` (``shardex.reshard.layouts``). For a shardex index
+each move is ``ShardedIndex.relocate``: the write loop re-places the entry on the key the
 layout writes follow, at its own version, conditioned on its placement as located, so
 an application write racing it wins or is planned again on top, a delete is never
 undone, and an item is never under two keys or none (where the store's ``place`` is
@@ -23,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from shardex.admission import AdaptiveRate, RateState
-from shardex.capacity import entry_bytes, write_units
 from shardex.clock import Clock
 from shardex.errors import (
     ConditionFailed,
@@ -32,16 +32,15 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
-from shardex.index import ShardedIndex
+from shardex.reshard.layouts import PATIENT, Layouts, target_of
 from shardex.reshard.states import MOVING
 from shardex.reshard.units import DEFAULT_SPLIT, Survey, Unit, busy_sources, units_of
-from shardex.reshard.work import PATIENT, WorkRecords
-from shardex.retry import RetryPolicy, call_with_retry
+from shardex.reshard.work import WorkRecords
+from shardex.retry import RetryPolicy
 from shardex.routing import Routing
 from shardex.stores.base import Position, QueryPage, StoredEntry
-from shardex.writes import in_place
 
-__all__ = ["MOVER_RETRY", "Mover", "Pace", "read_key", "target_of"]
+__all__ = ["MOVER_RETRY", "Mover", "Pace", "read_page"]
 
 log = logging.getLogger("shardex")
 # the mover sees every throttle itself (to adapt its rate); it retries the rest
@@ -77,18 +76,10 @@ class Pace:
         self._state = self._policy.succeeded(self._state, self._clock.now())
 
 
-def target_of(routing: Routing) -> Routing:
-    """The layout a reshard moves toward, as a stable routing."""
-    return Routing(default=routing.default, overrides=routing.overrides, version=routing.version)
-
-
-async def read_key(index: ShardedIndex, key: str, after: Position | None, limit: int,
-                   pace: Pace, clock: Clock, rng: random.Random) -> QueryPage:
-    """One page of ``key`` beyond ``after``, paced and retried on throttles."""
-    store, name = index.store, index.name
-    page: QueryPage = await call_with_retry(
-        lambda: store.query(name, key, after=after, descending=False, limit=limit),
-        PATIENT, clock=clock, rng=rng)
+async def read_page(layouts: Layouts, key: str, after: Position | None, limit: int,
+                    pace: Pace) -> QueryPage:
+    """One page of ``key`` beyond ``after``, paced at ``pace`` in read units."""
+    page = await layouts.page(key, after, limit)
     await pace.wait(page.units)
     return page
 
@@ -96,19 +87,20 @@ async def read_key(index: ShardedIndex, key: str, after: Position | None, limit:
 class Mover:
     """Moves the entries of one reshard generation, with ``workers`` concurrent workers.
 
-    ``index`` is opened with ``MOVER_RETRY`` (throttles reach the mover); ``records``
-    holds the units; ``worker`` names this process in leases of ``unit_lease`` seconds.
+    ``layouts`` reads and moves entries (for an index: ``IndexLayouts`` over an index
+    opened with ``MOVER_RETRY``, so throttles reach the mover); ``records`` holds the
+    units; ``worker`` names this process in leases of ``unit_lease`` seconds.
     ``progress`` is called after each checkpoint. ``spent`` accumulates the write units
     (estimated from entry sizes) the mover spent on each source key, per second of the
     clock: what it added to the key it drains.
     """
 
-    def __init__(self, index: ShardedIndex, records: WorkRecords, *, clock: Clock,
+    def __init__(self, layouts: Layouts, records: WorkRecords, *, clock: Clock,
                  rate: float, read_rate: float, workers: int, unit_lease: float,
                  worker: str, split_every: int = DEFAULT_SPLIT, seed: int | None = None,
                  progress: Callable[[], None] | None = None,
                  spent: dict[str, dict[int, float]] | None = None) -> None:
-        self.index = index
+        self.layouts = layouts
         self.records = records
         self._clock = clock
         self._rate = rate
@@ -121,27 +113,24 @@ class Mover:
         self._progress = progress
         self.spent: dict[str, dict[int, float]] = {} if spent is None else spent
         self._busy: set[str] = set()  # source keys this process works on now
-        self._cost = 1 if index.store.capabilities.foreign_writes else 2
 
     # -- the survey ---------------------------------------------------------------
 
     async def survey(self, routing: Routing, values: Sequence[str]) -> dict[str, list[Survey]]:
         """Read every source key of ``values`` once: counts and ranges, per value."""
-        assert routing.previous is not None
         target = target_of(routing)
         surveys: dict[str, list[Survey]] = {}
         for value in values:
             surveys[value] = []
-            for source in routing.previous.policy(value).shard_keys(value):
+            for source in self.layouts.source_keys(routing, value):
                 survey = Survey(source, self._split)
                 pace = Pace(self._read_rate, self._clock)
                 after: Position | None = None
                 while True:
-                    page = await read_key(self.index, source, after, 1000, pace, self._clock,
-                                          self._rng)
+                    page = await read_page(self.layouts, source, after, 1000, pace)
                     for entry in page.entries:
-                        survey.add(entry.position,
-                                   not in_place(target, value, source, entry.item_id))
+                        survey.add(entry.position, not self.layouts.placed(
+                            target, value, source, entry.item_id))
                     if page.resume is None:
                         break
                     after = page.resume
@@ -157,7 +146,8 @@ class Mover:
         for value, found in surveys.items():
             units += units_of(value, found, generation=meta.generation,
                               direction=meta.direction, rate=self._rate,
-                              targets=routing.policy(value).shards, first=len(units))
+                              targets=len(self.layouts.target_keys(routing, value)),
+                              first=len(units))
         return units
 
     async def plan(self, routing: Routing) -> None:
@@ -187,7 +177,7 @@ class Mover:
 
     def _current(self, routing: Routing) -> bool:
         """True while the index's routing is still this generation, in a moving state."""
-        now = self.index.routing
+        now = self.layouts.routing
         return (now.reshard is not None and routing.reshard is not None
                 and now.reshard.id == routing.reshard.id
                 and now.reshard.generation == routing.reshard.generation
@@ -237,11 +227,11 @@ class Mover:
         """Move the entries of ``unit``, checkpointing after each page; stop if the lease goes."""
         pace = Pace(unit.rate, self._clock)
         reads = Pace(self._read_rate, self._clock)
-        page_size = max(1, min(100, int(unit.rate * self._lease / (4 * self._cost))))
+        # a page takes about a quarter of the lease at the unit's rate (2 units a move)
+        page_size = max(1, min(100, int(unit.rate * self._lease / 8)))
         saved_at = self._clock.wall()
         while self._current(routing):
-            page = await read_key(self.index, unit.source, unit.after, page_size, reads,
-                                  self._clock, self._rng)
+            page = await read_page(self.layouts, unit.source, unit.after, page_size, reads)
             entries = [e for e in page.entries if unit.contains(e.position)]
             finished = page.resume is None or len(entries) < len(page.entries)
             for i in range(0, len(entries), _BATCH):
@@ -269,16 +259,16 @@ class Mover:
 
     async def _move(self, unit: Unit, entry: StoredEntry, pace: Pace) -> str:
         """Move one entry: "moved", "skipped" (nothing to do) or "unresolved"."""
-        writing = self.index.routing.writing
-        if in_place(writing, unit.value, entry.shard_key, entry.item_id):
+        if self.layouts.placed(self.layouts.routing.writing, unit.value, entry.shard_key,
+                               entry.item_id):
             return "skipped"
-        cost = write_units(entry_bytes(entry)) * self._cost
+        cost = self.layouts.cost(entry)
         unavailable = 0
         while True:
             await pace.wait(cost)
             try:
-                moved = await self.index.relocate(
-                    entry.item_id, value=unit.value, source=unit.source,
+                moved = await self.layouts.move(
+                    entry, value=unit.value, source=unit.source,
                     reshard=self.records.reshard_id, generation=unit.generation)
             except Throttled:
                 pace.throttled()

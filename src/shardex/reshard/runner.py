@@ -26,14 +26,15 @@ from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, ReshardRefused
 from shardex.index import ShardedIndex
 from shardex.reshard import states
-from shardex.reshard.mover import MOVER_RETRY, Mover, Pace, read_key
+from shardex.reshard.layouts import PATIENT, IndexLayouts, Layouts
+from shardex.reshard.mover import MOVER_RETRY, Mover, Pace, read_page
 from shardex.reshard.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit
 from shardex.reshard.verify import check
-from shardex.reshard.work import PATIENT, WorkRecords
+from shardex.reshard.work import WorkRecords
 from shardex.retry import call_with_retry
 from shardex.routing import Routing, ShardPolicy
 from shardex.stores import open_store
-from shardex.stores.base import Placement, Position, Store
+from shardex.stores.base import Position, Store
 from shardex.transition import Parity
 
 __all__ = ["DEFAULT_MARGIN", "DEFAULT_MAX_AGE", "DEFAULT_UNIT_LEASE", "Progress",
@@ -119,7 +120,9 @@ class Resharder:
     report a cutover relies on; ``settle`` is waited before a parity check reads gaps
     again (default 0, or 2 s where reads are eventually consistent). ``progress`` is
     called with a ``Progress`` as the reshard advances. ``clock`` and ``seed`` make it
-    run on virtual time, reproducibly. Use ``async with``.
+    run on virtual time, reproducibly. ``layouts`` makes the ``Layouts`` the mover, the
+    parity check and the sweep use, from the mover's own index (default:
+    ``IndexLayouts``, the index's shard keys). Use ``async with``.
     """
 
     def __init__(self, store: Store | str, name: str, *, rate: float = DEFAULT_RATE,
@@ -128,7 +131,9 @@ class Resharder:
                  settle: float | None = None, worker: str | None = None,
                  clock: Clock | None = None, seed: int | None = None,
                  routing_ttl: float = 5.0, split_every: int = DEFAULT_SPLIT,
-                 progress: Callable[[Progress], None] | None = None) -> None:
+                 progress: Callable[[Progress], None] | None = None,
+                 layouts: Callable[[ShardedIndex, Clock, random.Random], Layouts] | None = None
+                 ) -> None:
         for option, number in (("rate", rate), ("unit_lease", unit_lease),
                                ("max_age", max_age), ("read_rate", read_rate or 1.0),
                                ("settle", 1.0 if settle is None else settle + 1)):
@@ -155,6 +160,8 @@ class Resharder:
                                      seed=seed)
         self._moving = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
                                     seed=seed, retry=MOVER_RETRY)
+        make = layouts or (lambda index, clock, rng: IndexLayouts(index, clock=clock, rng=rng))
+        self.layouts = make(self._moving, self._clock, self._rng)
         # write units the movers of this runner spent per source key and clock second
         self.mover_units: dict[str, dict[int, float]] = {}
 
@@ -193,7 +200,7 @@ class Resharder:
                            rng=self._rng)
 
     def _mover(self, routing: Routing) -> Mover:
-        return Mover(self._moving, self._records(routing), clock=self._clock, rate=self.rate,
+        return Mover(self.layouts, self._records(routing), clock=self._clock, rate=self.rate,
                      read_rate=self.read_rate, workers=self.workers,
                      unit_lease=self.unit_lease, worker=self.worker,
                      split_every=self._split, seed=self._rng.randrange(2**32),
@@ -367,8 +374,8 @@ class Resharder:
         """Check parity and record the report (entering ``verified`` when it may)."""
         self._report(routing, None, "checking parity")
         settle = self._settle if self._settle is not None else (
-            0.0 if self.store.capabilities.consistent_reads else 2.0)
-        parity = await check(self._control, routing, read_rate=self.read_rate, settle=settle,
+            0.0 if self.layouts.consistent else 2.0)
+        parity = await check(self.layouts, routing, read_rate=self.read_rate, settle=settle,
                              concurrency=16, clock=self._clock, rng=self._rng)
         while True:
             recorded = states.after_verify(routing, parity, mover_done=mover_done)
@@ -484,25 +491,20 @@ class Resharder:
                 ghosts += ghosts_here
         return moved, ghosts
 
-    async def _locate(self, item_id: str) -> Placement | None:
-        store, name = self.store, self.name
-        return await call_with_retry(lambda: store.locate(name, item_id), PATIENT,
-                                     clock=self._clock, rng=self._rng)
-
     async def _sweep_key(self, value: str, key: str, reshard: str,
                          generation: int) -> tuple[int, list[tuple[str, str]]]:
         pace, reads = Pace(self.rate, self._clock), Pace(self.read_rate, self._clock)
         moved, ghosts = 0, []
         after: Position | None = None
         while True:
-            page = await read_key(self._moving, key, after, 100, reads, self._clock, self._rng)
+            page = await read_page(self.layouts, key, after, 100, reads)
             for entry in page.entries:
-                await pace.wait(2.0)
-                if await self._moving.relocate(entry.item_id, value=value, source=key,
-                                               reshard=reshard, generation=generation):
+                await pace.wait(self.layouts.cost(entry))
+                if await self.layouts.move(entry, value=value, source=key, reshard=reshard,
+                                           generation=generation):
                     moved += 1
                     continue
-                placement = await self._locate(entry.item_id)
+                placement = await self.layouts.locate(entry.item_id)
                 if placement is None or placement.entry is None \
                         or placement.entry.shard_key != key:
                     ghosts.append((key, entry.item_id))

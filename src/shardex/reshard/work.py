@@ -19,15 +19,14 @@ from typing import Any, TypeVar
 
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem
+from shardex.reshard.layouts import PATIENT
 from shardex.reshard.units import Unit
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Record, Store
 
-__all__ = ["PATIENT", "PlanRecord", "WorkRecords"]
+__all__ = ["PlanRecord", "WorkRecords"]
 
 T = TypeVar("T")
-# record calls are few and must not fail a reshard for a passing throttle
-PATIENT = RetryPolicy(attempts=12, base=0.05, cap=2.0, deadline=None)
 PREFIX = "reshard/"
 
 
