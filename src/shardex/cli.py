@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from shardex.commands.adopt import adopt
 from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
@@ -26,6 +27,7 @@ def cli() -> None:
     """Cure hot partitions in partitioned key-value stores."""
 
 
+cli.add_command(adopt)
 cli.add_command(demo)
 cli.add_command(diagnose)
 cli.add_command(plan)

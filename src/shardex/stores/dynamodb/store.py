@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
+from shardex.adoption import Adoption
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidURI, MalformedItem, NotFound
 from shardex.keys import OWNER_KEY, record_key
@@ -41,6 +42,7 @@ from shardex.stores.dynamodb.codec import (
 )
 from shardex.stores.dynamodb.gsi import GsiLayout
 from shardex.stores.dynamodb.layout import Layout, units_of
+from shardex.stores.dynamodb.source import BorrowedClient, SourceGsiLayout
 from shardex.stores.dynamodb.table import TableLayout
 from shardex.stores.metered import Recorder
 from shardex.stores.uri import StoreURI
@@ -182,6 +184,30 @@ class DynamoDBStore(Store):
     def gsi_mode(self) -> bool:
         """True in GSI mode (the application owns the items), False in index-table mode."""
         return isinstance(self._layout, GsiLayout)
+
+    @property
+    def gsi(self) -> GsiLayout:
+        """The GSI-mode layout (names of the GSI and attributes); InvalidInput otherwise."""
+        if not isinstance(self._layout, GsiLayout):
+            raise InvalidInput(f"{self.uri} is in index-table mode, not GSI mode (gsi=INDEX)")
+        return self._layout
+
+    def adopted_source(self, adoption: Adoption) -> DynamoDBStore:
+        """A read-only store on the plain GSI ``adoption`` moves from (GSI mode).
+
+        It shares this store's client (and never closes it); opening it checks the GSI.
+        """
+        if adoption.kind != "gsi":
+            return super().adopted_source(adoption)  # type: ignore[return-value]
+        source = DynamoDBStore(self.table, client=BorrowedClient(self._client),
+                               clock=self.clock, **{
+                                   name: self._settings[name] for name in (
+                                       "key_attribute", "sort_attribute", "id_attribute",
+                                       "meta_table", "version_attribute", "token_attribute",
+                                       "history_attribute")},
+                               gsi=adoption.source, sort_owner="application")
+        source._layout = SourceGsiLayout(source._request, self.gsi, adoption)
+        return source
 
     @property
     def client(self) -> DynamoDBClient:
