@@ -191,7 +191,9 @@ class ShardedIndex:
             self._fanout = FanOut(self._store, self.name, retry=self._retry, hedge=self._hedge,
                                   max_concurrency=self._max_concurrency, clock=self._clock,
                                   rng=self._rng)
-            await self._record.load(check_given=True)
+            routing = await self._record.load(check_given=True)
+            if routing.adoption is not None:
+                self._store.follow_adoption(routing.adoption)
         except BaseException:
             await self._store.close()
             self._fanout = None
@@ -338,6 +340,8 @@ class ShardedIndex:
                 raise InvalidInput("key_attributes reads the index's clock: call it from the "
                                    "event loop the index runs on") from exc
             routing = self._record.check_fresh(self._loop.time())
+        if routing.adoption is not None:
+            self._store.follow_adoption(routing.adoption)
         shard_key = self._fresh_key(routing, value, item_id)
         return self._store.key_attributes(shard_key, sort, item_id)
 

@@ -286,20 +286,21 @@ class Routing:
                 overrides[value] = policy
         return Routing(default=default or self.default, overrides=overrides,
                        version=self.version + 1, previous=self._stripped(),
-                       state="read-both", reshard=reshard)
+                       state="read-both", reshard=reshard, adoption=self.adoption)
 
     def finish(self) -> Routing:
         """End the transition: the new layout alone, one version later."""
         if self.previous is None:
             raise InvalidRouting(f"routing version {self.version} is not in a transition")
-        return Routing(default=self.default, overrides=self.overrides, version=self.version + 1)
+        return Routing(default=self.default, overrides=self.overrides, version=self.version + 1,
+                       adoption=self.adoption)
 
     def rollback(self) -> Routing:
         """Abandon the transition: back to the previous layout, one version later."""
         if self.previous is None:
             raise InvalidRouting(f"routing version {self.version} is not in a transition")
         return Routing(default=self.previous.default, overrides=self.previous.overrides,
-                       version=self.version + 1)
+                       version=self.version + 1, adoption=self.adoption)
 
     def _stripped(self) -> Routing:
         return Routing(default=self.default, overrides=self.overrides, version=self.version)

@@ -112,11 +112,11 @@ class Adopter:
             raise InvalidInput(f"--store {opened.uri}: adopting a GSI needs a dynamodb:// store "
                                "in GSI mode naming the new GSI (gsi=, key_attribute=, "
                                "sort_attribute=, id_attribute=)")
-        if opened.gsi.writes_sort:
+        if not opened.gsi.application_sort():
             raise InvalidInput(
                 f"--store {opened.uri}: the sort attribute {opened.gsi.sort_attribute!r} of an "
-                "adopted GSI is the application's own (the old GSI's RANGE key): add "
-                "sort_owner=application to the store URI")
+                "adopted GSI is the application's own (the old GSI's RANGE key), not "
+                "shardex's: use sort_owner=application, or leave sort_owner out")
         self.store = opened
         self.name = name
         self.source = source

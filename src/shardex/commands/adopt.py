@@ -15,7 +15,6 @@ import shlex
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlsplit
 
 import click
 
@@ -31,17 +30,6 @@ __all__ = ["adopt"]
 T = TypeVar("T")
 
 
-def _uri(uri: str) -> str:
-    """The store URI, with ``sort_owner=application`` unless it says otherwise.
-
-    An adopted GSI sorts by the old GSI's RANGE key, which is the application's own.
-    """
-    query = dict(parse_qsl(urlsplit(uri).query))
-    if uri.startswith("dynamodb://") and "sort_owner" not in query:
-        return uri + ("&" if "?" in uri else "?") + "sort_owner=application"
-    return uri
-
-
 def _adopter(uri: str, name: str, **options: Any) -> Any:
     from shardex.adopt import Adopter
 
@@ -49,7 +37,7 @@ def _adopter(uri: str, name: str, **options: Any) -> Any:
         validate_value(name)
     except InvalidInput as exc:
         raise InvalidInput(f"index name: {exc}") from None
-    return Adopter(_uri(uri), name, **options)
+    return Adopter(uri, name, **options)
 
 
 def _run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -82,7 +70,8 @@ def _store_options(command: Any) -> Any:
     return click.option(
         "--store", "uri", required=True,
         help="The new GSI, as a GSI-mode store URI: dynamodb://TABLE?gsi=NEW&key_attribute="
-             "A&sort_attribute=S&id_attribute=I (sort_owner=application is implied).")(command)
+             "A&sort_attribute=S&id_attribute=I (the sort attribute is the application's).")(
+                 command)
 
 
 @click.group()

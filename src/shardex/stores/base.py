@@ -298,6 +298,13 @@ class Store(abc.ABC):
         raise CapabilityMissing(f"{self.uri} cannot adopt an existing index "
                                 f"({adoption.kind} {adoption.source!r})")
 
+    def follow_adoption(self, adoption: Adoption) -> None:  # noqa: B027 - optional hook
+        """Adjust to an index adopted from the application's (a GSI's own sort attribute).
+
+        Called by ``ShardedIndex`` when its routing records an adoption; most stores
+        have nothing to adjust.
+        """
+
     def key_attributes(self, shard_key: str, sort: str | None,
                        item_id: str) -> dict[str, Any]:
         """Return the attributes an application adds to its own item to index it.

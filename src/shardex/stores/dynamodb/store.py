@@ -98,7 +98,7 @@ class DynamoDBStore(Store):
                  id_attribute: str | None = None, meta_table: str | None = None,
                  version_attribute: str = "shardex_version",
                  token_attribute: str = "shardex_token",
-                 history_attribute: str = "shardex_history", sort_owner: str = "shardex",
+                 history_attribute: str = "shardex_history", sort_owner: str | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
                  clock: Clock | None = None) -> None:
         self.table = _check_table_name(table, "table")
@@ -115,7 +115,7 @@ class DynamoDBStore(Store):
             "meta_table": meta_table, "token_attribute": token_attribute,
             "history_attribute": history_attribute, "sort_owner": sort_owner}
         for name, option in gsi_only.items():
-            if not gsi and option != _DEFAULTS.get(name):
+            if not gsi and option is not None and option != _DEFAULTS.get(name):
                 raise InvalidInput(f"dynamodb:// {name} is a GSI-mode option (index-table mode "
                                    "keeps placements and the routing record in its own table)")
         for name, seconds in (("connect_timeout", connect_timeout),
@@ -208,6 +208,17 @@ class DynamoDBStore(Store):
                                gsi=adoption.source, sort_owner="application")
         source._layout = SourceGsiLayout(source._request, self.gsi, adoption)
         return source
+
+    def follow_adoption(self, adoption: Adoption) -> None:
+        """An adopted GSI's sort attribute is the application's: follow it (GSI mode).
+
+        Unless the URI says ``sort_owner=shardex``, the store then reads the sort
+        attribute and never writes it (``capabilities.writes_sort`` False), as with
+        ``sort_owner=application``.
+        """
+        if adoption.kind == "gsi" and isinstance(self._layout, GsiLayout) \
+                and self._layout.application_sort():
+            self.capabilities = self._layout.capabilities
 
     @property
     def client(self) -> DynamoDBClient:
