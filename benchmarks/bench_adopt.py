@@ -27,7 +27,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests import dynamodb_local as local
-from tests.adopt_app import NAME, Writer, check_listings, gsis, orders_table, store_uri
+from tests.adopt_app import (
+    NAME,
+    Writer,
+    app_client,
+    check_listings,
+    gsis,
+    orders_table,
+    store_uri,
+)
 
 from shardex import ShardedIndex, ShardPolicy
 from shardex.adopt import Adopter
@@ -90,12 +98,13 @@ async def live(table: str, truth: dict[str, str]) -> dict[str, Any]:
     async with Adopter(uri, NAME, source="status-index", attribute="status", workers=4,
                        segments=8, **FAST) as adopter:
         began = time.perf_counter()
+        client = await app_client(table)
+        writer = Writer(table, truth, client)
+        writer.start()  # status alone, during start
         await adopter.start(SETS, margin=0.5)
         steps["start"] = time.perf_counter() - began
         async with ShardedIndex(uri, NAME, routing_ttl=0.1) as index:
-            writer = Writer(table, truth, index)
-            writer.adopted = True
-            writer.start()
+            writer.adopt(index)
             try:
                 for name, step in (("run", adopter.run), ("verify", adopter.verify),
                                    ("cutover", adopter.cutover),
@@ -111,6 +120,7 @@ async def live(table: str, truth: dict[str, str]) -> dict[str, Any]:
                         listings += 3
             finally:
                 await writer.stop()
+                await client.close()
     assert "status-index" not in gsis(table)
     return {"steps": steps, "listings": listings, "writes": writer.writes}
 

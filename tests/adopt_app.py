@@ -11,9 +11,12 @@ import random
 from typing import Any
 
 from shardex import ShardedIndex
+from shardex.stores.dynamodb import DynamoDBStore
+from shardex.stores.dynamodb.client import DynamoDBClient
 from tests import dynamodb_local as local
 
-__all__ = ["NAME", "STATUSES", "Writer", "check_listings", "gsis", "orders_table", "store_uri"]
+__all__ = ["NAME", "STATUSES", "Writer", "app_client", "check_listings", "gsis", "orders_table",
+           "store_uri"]
 
 NAME = "orders_by_status"
 STATUSES = ("PENDING", "SHIPPED", "DELIVERED")
@@ -57,18 +60,29 @@ def gsis(table: str) -> dict[str, list[str]]:
             for i in described.get("GlobalSecondaryIndexes", [])}
 
 
+async def app_client(table: str) -> DynamoDBClient:
+    """The application's own DynamoDB client (open; the caller closes it)."""
+    client = DynamoDBStore(table, region=local.REGION,
+                           endpoint_url=local.require_endpoint()).client
+    await client.open()
+    return client
+
+
 class Writer:
     """The application: creates and moves orders, keeping the ground truth of what it wrote.
 
-    Before the adoption it writes ``status`` alone; ``adopted`` makes it add the shard
-    attribute from ``index.key_attributes``, as the one-line application change does.
+    It writes through ``client`` (the application's own DynamoDB client): ``status``
+    alone until ``adopt(index)``, then with the shard attribute from
+    ``index.key_attributes`` too, as the one-line application change does.
     """
 
-    def __init__(self, table: str, truth: dict[str, str], index: ShardedIndex) -> None:
+    def __init__(self, table: str, truth: dict[str, str], client: DynamoDBClient) -> None:
         self.table = table
         self.truth = truth
-        self.index = index
-        self.adopted = False
+        self.client = client
+        self.index: ShardedIndex | None = None
+        self._ids = sorted(truth)
+        self._created = 0
         self.paused = asyncio.Event()
         self.idle = asyncio.Event()
         self.task: asyncio.Future[None] | None = None
@@ -79,14 +93,14 @@ class Writer:
         names = {"#s": "status", "#c": "created_at"}
         values: dict[str, Any] = {":s": {"S": status}, ":c": {"S": "2026-12-01"}}
         update = "SET #s = :s, #c = if_not_exists(#c, :c)"
-        if self.adopted:
+        if self.index is not None:
             shard = self.index.key_attributes(status, order_id)["status_shard"]
             names["#k"] = "status_shard"
             values[":k"] = {"S": shard}
             update += ", #k = :k"
         for attempt in range(100):
             try:
-                await self.index.store.client.call(  # type: ignore[attr-defined]
+                await self.client.call(
                     "UpdateItem", TableName=self.table, Key={"order_id": {"S": order_id}},
                     UpdateExpression=update, ExpressionAttributeNames=names,
                     ExpressionAttributeValues=values)
@@ -98,11 +112,16 @@ class Writer:
                 if code != "InternalFailure" or attempt == 99:
                     raise
                 await asyncio.sleep(0.1)
+        if order_id not in self.truth:
+            self._ids.append(order_id)
         self.truth[order_id] = status
         self.writes += 1
 
+    def adopt(self, index: ShardedIndex) -> None:
+        """From now on, write the shard attribute too (the application change)."""
+        self.index = index
+
     async def run(self) -> None:
-        created = 0
         while True:
             if self.paused.is_set():
                 self.idle.set()
@@ -110,10 +129,10 @@ class Writer:
                 continue
             self.idle.clear()
             if self._rng.random() < 0.4:
-                await self._write(f"n-{created:05d}", "PENDING")
-                created += 1
+                await self._write(f"n-{self._created:05d}", "PENDING")
+                self._created += 1
             else:
-                order_id = self._rng.choice(sorted(self.truth))
+                order_id = self._rng.choice(self._ids)
                 await self._write(order_id, self._rng.choice(STATUSES))
             await asyncio.sleep(0.002)
 

@@ -23,7 +23,15 @@ from shardex.adopt import Adopter
 from shardex.cli import main
 from shardex.errors import ReshardRefused
 from tests import dynamodb_local as local
-from tests.adopt_app import NAME, Writer, check_listings, gsis, orders_table, store_uri
+from tests.adopt_app import (
+    NAME,
+    Writer,
+    app_client,
+    check_listings,
+    gsis,
+    orders_table,
+    store_uri,
+)
 
 pytestmark = pytest.mark.dynamodb
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,18 +50,19 @@ def test_adopting_with_a_live_writer_keeps_every_listing_complete() -> None:
     async def scenario() -> None:
         async with Adopter(uri, NAME, source="status-index", attribute="status", segments=4,
                            workers=2, rate=400, **FAST) as adopter:
+            client = await app_client(table)
+            writer = Writer(table, truth, client)
+            writer.start()  # the application, before its change: status alone
             plan = await adopter.start({"PENDING": ShardPolicy(16), "SHIPPED": ShardPolicy(4)},
                                        margin=0.2)
             assert plan.created
             assert plan.stored
             assert "status-shard-index" in gsis(table)
             async with ShardedIndex(uri, NAME, routing_ttl=0.1) as index:
-                writer = Writer(table, truth, index)
-                writer.adopted = True
-                writer.start()
                 try:
                     async with writer.quiet():
                         await check_listings(index, truth)  # from the old GSI
+                        writer.adopt(index)  # the one-line change is deployed
                     assert (await adopter.run()).finished
                     async with writer.quiet():
                         await check_listings(index, truth)
@@ -71,6 +80,7 @@ def test_adopting_with_a_live_writer_keeps_every_listing_complete() -> None:
                         await check_listings(index, truth)
                 finally:
                     await writer.stop()
+                    await client.close()
                 assert writer.writes > 50
                 key = index.key_attributes("PENDING", "o-000001")
                 assert set(key) == {"status_shard"}
