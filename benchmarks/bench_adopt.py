@@ -42,7 +42,7 @@ from shardex.adopt import Adopter
 from shardex.stores.dynamodb import DynamoDBStore
 
 SETS = {"PENDING": ShardPolicy(16), "SHIPPED": ShardPolicy(4)}
-FAST: dict[str, Any] = {"routing_lease": 1.0, "unit_lease": 5.0, "settle": 0.5}
+FAST: dict[str, Any] = {"routing_lease": 5.0, "unit_lease": 5.0, "settle": 0.5}
 
 
 async def raw_backfill(table: str, segments: int) -> float:

@@ -69,6 +69,9 @@ class Adoption:
     - ``parity``: the last verify report; ``retain``/``retire_after`` the retention
       window asked at complete; ``drop_source`` whether the old index is to be dropped,
       ``dropped`` whether it was.
+    - ``table`` adoptions only: ``base`` (the application's base table the backfill
+      copies from), ``id_attribute`` and ``sort_attribute`` (the item id and sort, on
+      the base items and on the rows of the old index table).
     """
 
     id: str
@@ -85,6 +88,9 @@ class Adoption:
     retire_after: float | None = None
     drop_source: bool = False
     dropped: bool = False
+    base: str | None = None
+    id_attribute: str | None = None
+    sort_attribute: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _ID.fullmatch(self.id):
@@ -97,6 +103,11 @@ class Adoption:
             if not isinstance(name, str) or not _NAME.fullmatch(name):
                 raise InvalidRouting(f"adoption {field} must be a table, index or attribute "
                                      f"name, got {name!r}")
+        table = (self.base, self.id_attribute, self.sort_attribute)
+        if (self.kind == "table") != all(isinstance(n, str) and _NAME.fullmatch(n)
+                                         for n in table):
+            raise InvalidRouting("adoption base, id_attribute and sort_attribute: names for a "
+                                 f"table adoption, none for a GSI's, got {table!r}")
         if self.state not in ADOPTION_STATES:
             raise InvalidRouting(f"adoption state must be one of {', '.join(ADOPTION_STATES)}, "
                                  f"got {self.state!r}")
@@ -129,7 +140,9 @@ class Adoption:
                 "margin": self.margin, "values": list(self.values),
                 "parity": None if self.parity is None else self.parity.to_dict(),
                 "retain": self.retain, "retire_after": self.retire_after,
-                "drop_source": self.drop_source, "dropped": self.dropped}
+                "drop_source": self.drop_source, "dropped": self.dropped,
+                "base": self.base, "id_attribute": self.id_attribute,
+                "sort_attribute": self.sort_attribute}
 
     @classmethod
     def from_dict(cls, doc: Any, where: str = "routing.adoption") -> Adoption:
@@ -139,7 +152,8 @@ class Adoption:
         fields = cast(dict[str, Any], doc)
         required = {"id", "kind", "source", "attribute", "state", "started_at", "changed_at",
                     "margin"}
-        optional = {"values", "parity", "retain", "retire_after", "drop_source", "dropped"}
+        optional = {"values", "parity", "retain", "retire_after", "drop_source", "dropped",
+                    "base", "id_attribute", "sort_attribute"}
         unknown = sorted(set(fields) - required - optional)
         missing = sorted(required - set(fields))
         if unknown or missing:
@@ -167,7 +181,8 @@ class Adoption:
                        retain=times["retain"],
                        retire_after=None if retire_after is None else _seconds(
                            retire_after, f"{where}.retire_after"),
-                       **flags)
+                       base=fields.get("base"), id_attribute=fields.get("id_attribute"),
+                       sort_attribute=fields.get("sort_attribute"), **flags)
         except InvalidRouting as exc:
             if str(exc).startswith(where):
                 raise

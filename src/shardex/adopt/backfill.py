@@ -19,21 +19,23 @@ their id's hash, so no base partition takes more than its share either.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from shardex.adopt.segments import Segment, Segments
 from shardex.clock import Clock
-from shardex.errors import ConditionFailed, InvalidKey, Throttled, Unavailable
+from shardex.errors import ConditionFailed, InvalidKey, OutcomeUnknown, Throttled, Unavailable
+from shardex.index import ShardedIndex
 from shardex.keys import validate_value
 from shardex.reshard.layouts import PATIENT
 from shardex.reshard.mover import Pace
 from shardex.routing import Routing, Turns
-from shardex.stores.dynamodb.adopt import GsiAdoptionTools, ScanItem
+from shardex.stores.dynamodb.adopt import GsiAdoptionTools, ScanItem, ScanPage
 from shardex.writes import in_place
 
 __all__ = ["Backfill"]
@@ -44,7 +46,14 @@ _POLL = 1.0  # seconds between looks at segments leased by others
 _ATTEMPTS = 6  # tries of an update the store keeps failing, before verify is left to find it
 
 
-class Backfill:
+class Scanner(Protocol):
+    """What the backfill scans: one page of one segment of the base table."""
+
+    async def scan(self, segment: int, segments: int, start: Mapping[str, Any] | None,
+                   limit: int) -> ScanPage: ...
+
+
+class Backfill(abc.ABC):
     """Runs the backfill of one adoption with ``workers`` concurrent workers.
 
     ``routing()`` returns the layout the shard attributes follow (the index's cached
@@ -52,7 +61,7 @@ class Backfill:
     ``lease`` seconds. ``progress`` is called after each checkpoint.
     """
 
-    def __init__(self, tools: GsiAdoptionTools, segments: Segments,
+    def __init__(self, tools: Scanner, segments: Segments,
                  routing: Callable[[], Routing],
                  *, clock: Clock, rate: float, read_rate: float, workers: int, lease: float,
                  worker: str, seed: int | None = None,
@@ -145,16 +154,34 @@ class Backfill:
                 return  # done, or the lease was taken over: the other worker goes on
             segment, revision = saved
 
+    @abc.abstractmethod
     async def _fix(self, item: ScanItem) -> str:
-        """Give one item a correct shard attribute: "updated", "ok", "raced", "unresolved"."""
-        item_id, value, shard, _ = item
+        """Index one scanned item: "updated", "ok", "raced" or "unresolved"."""
+
+    def _value(self, item: ScanItem) -> str | None:
+        """The item's raw value if it can be indexed (None: nothing to do)."""
+        item_id, value = item[0], item[1]
         if value is None:
-            return "ok"  # no raw value: in neither index
+            return None  # no raw value: in neither index
         try:
             validate_value(value)
         except InvalidKey as exc:
             log.warning("adopt: item %r: %s; it cannot be indexed by shardex", item_id, exc)
-            return "unresolved"
+            return None
+        return value
+
+
+class ShardBackfill(Backfill):
+    """Sets the shard attribute of each item a GSI is adopted for (``GsiAdoptionTools``)."""
+
+    tools: GsiAdoptionTools
+
+    async def _fix(self, item: ScanItem) -> str:
+        """Give one item a correct shard attribute: "updated", "ok", "raced", "unresolved"."""
+        item_id, _, shard, _ = item
+        value = self._value(item)
+        if value is None:
+            return "ok" if item[1] is None else "unresolved"
         routing = self._routing()
         if shard is not None and in_place(routing, value, shard, item_id):
             return "ok"
@@ -180,3 +207,46 @@ class Backfill:
             if units > 0:
                 self._cost = 0.8 * self._cost + 0.2 * units
             return "updated"
+
+
+class CopyBackfill(Backfill):
+    """Copies each item of the base table into a shardex index table (``index``).
+
+    Each copy is ``index.put`` at version 1: skipped when the item already carries a
+    version (the application, dual-writing, put or deleted it first), so a copy never
+    overwrites a newer entry or brings a deleted one back. ``index`` sees throttles
+    itself (its retry policy leaves them to the backfill's pacing).
+    """
+
+    def __init__(self, tools: Scanner, segments: Segments, index: ShardedIndex,
+                 **options: Any) -> None:
+        super().__init__(tools, segments, lambda: index.routing, **options)
+        self.index = index
+
+    async def _fix(self, item: ScanItem) -> str:
+        item_id, _, sort, attrs = item
+        value = self._value(item)
+        if value is None:
+            return "ok" if item[1] is None else "unresolved"
+        target = self._routing().shard_key(value, item_id, rng=self._rng, turns=self._turns)
+        pace = self._paces.setdefault(target, Pace(self._rate, self._clock))
+        failures = 0
+        while True:
+            await pace.wait(self._cost)
+            try:
+                copied = await self.index.put(value, item_id, sort=sort or "", attrs=attrs,
+                                              version=1)
+            except Throttled:
+                pace.throttled()
+                continue
+            except Unavailable:
+                failures += 1
+                if failures >= _ATTEMPTS:
+                    return "unresolved"
+                await self._clock.sleep(PATIENT.backoff(failures, self._rng))
+                continue
+            except (OutcomeUnknown, ConditionFailed) as exc:
+                log.warning("adopt: %s", exc)
+                return "unresolved"
+            pace.succeeded()
+            return "updated" if copied else "raced"

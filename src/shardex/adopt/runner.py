@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
-from shardex.adopt.backfill import Backfill
+from shardex.adopt.backfill import Backfill, CopyBackfill, ShardBackfill
 from shardex.adopt.segments import Segment, Segments
 from shardex.adopt.status import status_document
 from shardex.adopt.verify import parity
@@ -28,14 +28,15 @@ from shardex.adoption import (
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, NotFound, ReshardRefused
 from shardex.index import ShardedIndex
+from shardex.reshard.mover import MOVER_RETRY
 from shardex.reshard.runner import default_worker
 from shardex.routing import Routing, ShardPolicy
 from shardex.routing_record import DEFAULT_LEASE
 from shardex.stores import open_store
 from shardex.stores.base import Store
 from shardex.stores.dynamodb import DynamoDBStore
-from shardex.stores.dynamodb.admin import create_meta_table
-from shardex.stores.dynamodb.adopt import GsiAdoptionTools
+from shardex.stores.dynamodb.admin import create_index_table, create_meta_table
+from shardex.stores.dynamodb.adopt import GsiAdoptionTools, TableAdoptionTools
 from shardex.stores.dynamodb.source import BorrowedClient
 from shardex.transition import Parity
 
@@ -90,7 +91,9 @@ class Adopter:
     """
 
     def __init__(self, store: Store | str, name: str, *, source: str | None = None,
-                 attribute: str | None = None, rate: float = 250.0,
+                 attribute: str | None = None, base: str | None = None,
+                 id_attribute: str | None = None, sort_attribute: str | None = None,
+                 rate: float = 250.0,
                  read_rate: float | None = None, workers: int = 1,
                  segments: int = DEFAULT_SEGMENTS, unit_lease: float = 30.0,
                  max_age: float = 900.0, settle: float = 2.0, worker: str | None = None,
@@ -108,11 +111,16 @@ class Adopter:
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise InvalidInput(f"{option} must be an integer >= 1, got {count!r}")
         opened = open_store(store) if isinstance(store, str) else store
-        if not isinstance(opened, DynamoDBStore) or not opened.gsi_mode:
-            raise InvalidInput(f"--store {opened.uri}: adopting a GSI needs a dynamodb:// store "
-                               "in GSI mode naming the new GSI (gsi=, key_attribute=, "
-                               "sort_attribute=, id_attribute=)")
-        if not opened.gsi.application_sort():
+        if not isinstance(opened, DynamoDBStore):
+            raise InvalidInput(f"--store {opened.uri}: adoption needs a dynamodb:// store: in "
+                               "GSI mode naming the new GSI (gsi=, key_attribute=, "
+                               "sort_attribute=, id_attribute=) to adopt a GSI, in index-table "
+                               "mode to adopt an index table")
+        if source is not None and (base is not None) == opened.gsi_mode:
+            raise InvalidInput(f"--store {opened.uri}: a GSI is adopted into a GSI-mode store, "
+                               "an index table (--from-table, --base-table) into an index-table"
+                               "-mode one")
+        if opened.gsi_mode and not opened.gsi.application_sort():
             raise InvalidInput(
                 f"--store {opened.uri}: the sort attribute {opened.gsi.sort_attribute!r} of an "
                 "adopted GSI is the application's own (the old GSI's RANGE key), not "
@@ -121,6 +129,9 @@ class Adopter:
         self.name = name
         self.source = source
         self.attribute = attribute
+        self.base = base
+        self.id_attribute = id_attribute
+        self.sort_attribute = sort_attribute
         self.rate = float(rate)
         self.read_rate = float(read_rate or 3 * rate)
         self.workers = workers
@@ -170,6 +181,21 @@ class Adopter:
     def _tools(self, attribute: str) -> GsiAdoptionTools:
         return GsiAdoptionTools(self.store.client, self.store.gsi, attribute)
 
+    def _table_tools(self, adoption: Adoption) -> TableAdoptionTools:
+        assert adoption.base
+        assert adoption.id_attribute
+        assert adoption.sort_attribute
+        return TableAdoptionTools(self.store.client, source=adoption.source,
+                                  attribute=adoption.attribute, base=adoption.base,
+                                  id_attribute=adoption.id_attribute,
+                                  sort_attribute=adoption.sort_attribute)
+
+    async def _items(self, adoption: Adoption) -> int:
+        """The base table's item count, as DescribeTable last counted it."""
+        tools: GsiAdoptionTools | TableAdoptionTools = self._tools(adoption.attribute) \
+            if adoption.kind == "gsi" else self._table_tools(adoption)
+        return int((await tools.describe()).get("ItemCount", 0))
+
     def _records(self, adoption: Adoption) -> Segments:
         return Segments(self.store, self.name, adoption.id, clock=self._clock, rng=self._rng)
 
@@ -206,10 +232,13 @@ class Adopter:
         ReshardRefused if an adoption or a reshard is under way.
         """
         if self.source is None or self.attribute is None:
-            raise InvalidInput("start needs --from-gsi and --from-attribute")
+            raise InvalidInput("start needs --from-gsi (or --from-table) and --from-attribute")
         if isinstance(margin, bool) or not isinstance(margin, int | float) \
                 or not 0 <= margin < float("inf"):
             raise InvalidInput(f"margin must be a number of seconds >= 0, got {margin!r}")
+        if self.base is not None:
+            return await self._start_table(sets, margin=margin, dry_run=dry_run,
+                                           adoption_id=adoption_id)
         tools = self._tools(self.attribute)
         table = await tools.describe()
         source = tools.check_source(table, self.source)
@@ -228,6 +257,47 @@ class Adopter:
             await tools.create_target(table, source)
         await tools.wait_index(self.store.gsi.gsi, clock=self._clock, within=self._within,
                                progress=self._say)
+        now = self._clock.wall()
+        adoption = Adoption(id=adoption_id or f"a{uuid.uuid4().hex[:12]}", kind="gsi",
+                            source=self.source, attribute=self.attribute, state="dual-write",
+                            started_at=now, changed_at=now, margin=float(margin),
+                            values=tuple(sorted(sets)))
+        return replace(await self._record(adoption, sets), items=items, created=not exists,
+                       exists=exists, projection=projection)
+
+    async def _start_table(self, sets: Mapping[str, ShardPolicy], *, margin: float,
+                           dry_run: bool, adoption_id: str | None) -> AdoptPlan:
+        """``start`` of an index table: checks, then the shardex index table, then record."""
+        assert self.source is not None
+        assert self.attribute is not None
+        if self.id_attribute is None or self.sort_attribute is None:
+            raise InvalidInput("adopting an index table needs --base-table, --id-attribute "
+                               "and --sort-attribute")
+        now = self._clock.wall()
+        adoption = Adoption(id=adoption_id or f"a{uuid.uuid4().hex[:12]}", kind="table",
+                            source=self.source, attribute=self.attribute, state="dual-write",
+                            started_at=now, changed_at=now, margin=float(margin),
+                            values=tuple(sorted(sets)), base=self.base,
+                            id_attribute=self.id_attribute, sort_attribute=self.sort_attribute)
+        tools = self._table_tools(adoption)
+        await tools.check()
+        items = await self._items(adoption)
+        try:
+            await tools.describe(self.store.table)
+            exists = True
+        except NotFound:
+            exists = False
+        if dry_run:
+            return AdoptPlan(Routing(overrides=dict(sets)), items, created=False, exists=exists,
+                             stored=False, projection={})
+        if not exists:
+            self._say(f"creating the index table {self.store.table!r}")
+            await create_index_table(self.store.table, client=BorrowedClient(self.store.client))
+        return replace(await self._record(adoption, sets), items=items, created=not exists,
+                       exists=exists)
+
+    async def _record(self, adoption: Adoption, sets: Mapping[str, ShardPolicy]) -> AdoptPlan:
+        """Store ``adoption`` in the index's routing, with ``sets`` as its overrides."""
         current = await self.routing()
         if current.in_transition:
             raise ReshardRefused(f"index {self.name!r}: a reshard is under way; finish it "
@@ -238,12 +308,7 @@ class Adopter:
                 f"{current.adoption.state}: run 'shardex adopt status'")
         if current.adoption is not None and current.adoption.state == "complete":
             raise ReshardRefused(f"index {self.name!r}: adoption {current.adoption.id} is "
-                                 "complete; the index reads its own GSI already")
-        now = self._clock.wall()
-        adoption = Adoption(id=adoption_id or f"a{uuid.uuid4().hex[:12]}", kind="gsi",
-                            source=self.source, attribute=self.attribute, state="dual-write",
-                            started_at=now, changed_at=now, margin=float(margin),
-                            values=tuple(sorted(sets)))
+                                 "complete; the index reads its own entries already")
         new = Routing(default=current.default, overrides={**current.overrides, **sets},
                       version=current.version + 1, adoption=adoption)
         await self._records(adoption).cleanup()
@@ -251,8 +316,7 @@ class Adopter:
             raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
                                  "adoption was being started; nothing was started: run "
                                  "'shardex adopt status'")
-        return AdoptPlan(new, items, created=not exists, exists=exists, stored=True,
-                         projection=projection)
+        return AdoptPlan(new, 0, created=False, exists=True, stored=True, projection={})
 
     async def _meta_table(self) -> None:
         meta = self.store.gsi.records_table
@@ -290,7 +354,7 @@ class Adopter:
                       "using those")
         index = await self.index()
         before = await self.backfilled(adoption)
-        items = int((await self._tools(adoption.attribute).describe()).get("ItemCount", 0))
+        items = await self._items(adoption)
         began = self._clock.now()
 
         def report() -> None:
@@ -301,11 +365,20 @@ class Adopter:
                       f"{before.updated + fill.updated:,}, remaining about {left:,}, "
                       f"{rate:,.0f} items/s{eta}")
 
-        fill = Backfill(self._tools(adoption.attribute), records, lambda: index.routing,
-                        clock=self._clock, rate=self.rate, read_rate=self.read_rate,
-                        workers=self.workers, lease=self.unit_lease, worker=self.worker,
-                        seed=self._rng.randrange(2**32), progress=report)
-        await fill.run()
+        options: dict[str, Any] = {
+            "clock": self._clock, "rate": self.rate, "read_rate": self.read_rate,
+            "workers": self.workers, "lease": self.unit_lease, "worker": self.worker,
+            "seed": self._rng.randrange(2**32), "progress": report}
+        if adoption.kind == "gsi":
+            fill: Backfill = ShardBackfill(self._tools(adoption.attribute), records,
+                                           lambda: index.routing, **options)
+            await fill.run()
+        else:
+            # the copies see throttles themselves, to pace by them
+            async with ShardedIndex(self.store, self.name, retry=MOVER_RETRY,
+                                    clock=self._clock, seed=self._seed) as copying:
+                fill = CopyBackfill(self._table_tools(adoption), records, copying, **options)
+                await fill.run()
         return await self.backfilled(adoption)
 
     # -- verify, cutover, complete, rollback ---------------------------------------------
@@ -317,12 +390,13 @@ class Adopter:
         values = sorted(set(adoption.values) | set(routing.overrides)
                         | {v for s in segments for v in s.values})
         source = self.store.adopted_source(adoption)
-        tools = self._tools(adoption.attribute)
+        # an index table reads strongly consistently: a gap found twice is one
+        truth = self._tools(adoption.attribute).item if adoption.kind == "gsi" else None
         await source.open()
         try:
             self._say(f"verifying {len(values)} value(s): {', '.join(values) or 'none'}")
             report = await parity(source, self.store, self.name, routing, values,
-                                  truth=tools.item, read_rate=self.read_rate,
+                                  truth=truth, read_rate=self.read_rate,
                                   settle=self.settle, clock=self._clock)
         finally:
             await source.close()
@@ -381,6 +455,12 @@ class Adopter:
             await self._store(replace(routing, version=routing.version + 1,
                                       adoption=adoption.to("complete", self._clock.wall())))
             routing, adoption = await self._adoption("complete")
+        if (adoption.drop_source or drop) and not adoption.dropped and adoption.kind == "table":
+            self._say(f"dropping the old index table {adoption.source!r}")
+            await self._table_tools(adoption).drop(clock=self._clock, within=self._within)
+            await self._store(replace(routing, version=routing.version + 1, adoption=replace(
+                adoption, drop_source=True, dropped=True)))
+            return await self.routing()
         if (adoption.drop_source or drop) and not adoption.dropped:
             tools = self._tools(adoption.attribute)
             table = await tools.describe()
@@ -415,8 +495,7 @@ class Adopter:
         items = 0
         if routing.adoption is not None:
             segments = [s for s, _ in (await self._records(routing.adoption).all()).values()]
-            items = int((await self._tools(routing.adoption.attribute).describe()).get(
-                "ItemCount", 0))
+            items = await self._items(routing.adoption)
         return status_document(routing, segments, index=self.name,
                                store=uri or self.store.uri, lease=self.lease,
                                now=self._clock.wall(), max_age=self.max_age, items=items)

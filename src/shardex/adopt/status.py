@@ -37,8 +37,12 @@ def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backf
         return f"shardex adopt {name} {where}{extra}"
 
     if adoption is None or adoption.state == "rolled-back":
-        source = "" if adoption is None else (
-            f" --from-gsi {adoption.source} --from-attribute {adoption.attribute}")
+        source = ""
+        if adoption is not None:
+            source = (f" --from-gsi {adoption.source}" if adoption.kind == "gsi" else
+                      f" --from-table {adoption.source} --base-table {adoption.base} "
+                      f"--id-attribute {adoption.id_attribute} --sort-attribute "
+                      f"{adoption.sort_attribute}") + f" --from-attribute {adoption.attribute}"
         return [command("start", source + " --set VALUE=N")]
     if adoption.state == "complete":
         return [] if adoption.dropped or not adoption.drop_source else [

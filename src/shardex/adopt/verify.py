@@ -13,12 +13,14 @@ on the value's shard keys in the new index are read, and held against each other
 Both indexes are eventually consistent (DynamoDB GSIs), so a gap counts only if a second
 pass after ``settle`` seconds finds it again, and (missing, extra, misplaced) the item
 itself, read strongly consistently (``truth``), confirms it: an item whose attributes
-are right is only one the index has not caught up with yet.
+are right is only one the index has not caught up with yet. Without ``truth`` (both
+indexes read strongly consistently: an adopted index table) two passes suffice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from shardex.clock import Clock
 from shardex.reshard.mover import Pace
@@ -31,7 +33,7 @@ __all__ = ["Truth", "parity"]
 
 # an item as the base table holds it now: (raw value, shard attribute, has the sort
 # attribute), or None when it does not exist
-Truth = Callable[[str], Awaitable[tuple[str | None, str | None, bool] | None]]
+Truth = Callable[[str], Coroutine[Any, Any, tuple[str | None, str | None, bool] | None]]
 
 
 async def _entries(store: Store, namespace: str, key: str, pace: Pace) -> dict[str, str]:
@@ -73,8 +75,8 @@ async def _pass(source: Store, target: Store, namespace: str, routing: Routing,
     return gaps, rows
 
 
-async def _confirmed(gap: Gap, routing: Routing, truth: Truth) -> bool:
-    if gap.kind == "mismatched":
+async def _confirmed(gap: Gap, routing: Routing, truth: Truth | None) -> bool:
+    if gap.kind == "mismatched" or truth is None:
         return True
     item = await truth(gap.item_id)
     if item is None:
@@ -89,7 +91,7 @@ async def _confirmed(gap: Gap, routing: Routing, truth: Truth) -> bool:
 
 
 async def parity(source: Store, target: Store, namespace: str, routing: Routing,
-                 values: Sequence[str], *, truth: Truth, read_rate: float, settle: float,
+                 values: Sequence[str], *, truth: Truth | None, read_rate: float, settle: float,
                  clock: Clock) -> Parity:
     """The parity report of ``values``: the old index on ``source`` against ``target``."""
     first, rows = await _pass(source, target, namespace, routing, values,

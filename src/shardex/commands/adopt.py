@@ -81,9 +81,15 @@ def adopt() -> None:
 
 @adopt.command()
 @_store_options
-@click.option("--from-gsi", "source", required=True, help="The application's plain GSI.")
+@click.option("--from-gsi", "gsi", help="The application's plain GSI.")
+@click.option("--from-table", "from_table",
+              help="Or: the index table the application keeps itself, keyed by the raw value "
+                   "(--store is then a shardex index table).")
 @click.option("--from-attribute", "attribute", required=True,
               help="The raw attribute it is keyed by (e.g. status).")
+@click.option("--base-table", help="With --from-table: the base table the backfill copies from.")
+@click.option("--id-attribute", help="With --from-table: the item id attribute.")
+@click.option("--sort-attribute", help="With --from-table: the sort attribute.")
 @click.option("--set", "sets", multiple=True, metavar="VALUE=N[:strategy]",
               type=ValuePair(POLICY, "VALUE=N[:strategy]", "PENDING=16"),
               help="Shard VALUE over N shard keys in the new GSI.")
@@ -94,17 +100,29 @@ def adopt() -> None:
               help="The routing's lease, for an index that has no routing record yet.")
 @click.option("--dry-run", is_flag=True, help="Check and print the plan; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.start/1.")
-def start(uri: str, name: str, source: str, attribute: str,
+def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribute: str,
+          base_table: str | None, id_attribute: str | None, sort_attribute: str | None,
           sets: tuple[tuple[str, ShardPolicy], ...], margin: float, lease: float,
           dry_run: bool, as_json: bool) -> None:
     """Start adopting: create the new GSI if missing, writers add the shard attribute."""
+    if (gsi is None) == (from_table is None):
+        raise click.UsageError("give one of --from-gsi and --from-table")
+    table_options = (base_table, id_attribute, sort_attribute)
+    if from_table is not None and None in table_options:
+        raise click.UsageError("--from-table needs --base-table, --id-attribute and "
+                               "--sort-attribute")
+    if gsi is not None and any(table_options):
+        raise click.UsageError("--base-table, --id-attribute and --sort-attribute go with "
+                               "--from-table")
+    source = gsi or from_table
     policies = distinct(sets, "--set")
     for value in policies:
         validate_value(value)
     lines = _Lines(every=0.0 if as_json else 5.0)
 
     async def begin() -> Any:
-        async with _adopter(uri, name, source=source, attribute=attribute,
+        async with _adopter(uri, name, source=source, attribute=attribute, base=base_table,
+                            id_attribute=id_attribute, sort_attribute=sort_attribute,
                             routing_lease=lease,
                             progress=None if as_json else lines) as adopter:
             return await adopter.start(policies, margin=margin, dry_run=dry_run), \
@@ -124,16 +142,20 @@ def start(uri: str, name: str, source: str, attribute: str,
         return
     out = output.console()
     if dry_run:
+        what = "GSI" if gsi else "index table"
         out.print(f"index {name!r}: would adopt {source!r} (on {attribute}), about "
-                  f"{plan.items:,} items; the new GSI "
-                  + ("exists" if plan.exists else "would be created (projection "
-                     f"{plan.projection.get('ProjectionType', 'ALL')})")
+                  f"{plan.items:,} items; the new {what} "
+                  + ("exists" if plan.exists else "would be created" + (
+                      f" (projection {plan.projection.get('ProjectionType', 'ALL')})"
+                      if gsi else ""))
                   + "; dry run: nothing was changed", highlight=False, soft_wrap=True)
         return
     assert adoption is not None
     out.print(f"index {name!r}: started adoption {adoption.id} of {source!r} (dual-write, "
-              f"routing version {plan.routing.version}); readers read {source!r}, writers add "
-              "the shard attribute (index.key_attributes)", highlight=False, soft_wrap=True)
+              f"routing version {plan.routing.version}); readers read {source!r}, writers "
+              + ("add the shard attribute (index.key_attributes)" if gsi else
+                 "write through the index too (index.put, move, delete)"),
+              highlight=False, soft_wrap=True)
     for value, policy in policies.items():
         out.print(f"  {value}: {policy.shards} shard(s), {policy.strategy}", highlight=False)
     out.print(f"the backfill may start {routing_lease + margin:g} s from now (the routing's "
@@ -222,7 +244,7 @@ def cutover(uri: str, name: str, max_age: float) -> None:
 @click.option("--retain", type=DURATION, default=None,
               help="Keep the old GSI's path restorable this long first (default: none).")
 @click.option("--drop-old-index", "drop", is_flag=True,
-              help="Delete the old GSI once no reader reads it.")
+              help="Delete the old GSI (or index table) once no reader reads it.")
 def complete(uri: str, name: str, retain: float | None, drop: bool) -> None:
     """Retire the old GSI's path (after the retention window); drop it if asked."""
     async def finish() -> Any:
@@ -241,7 +263,7 @@ def complete(uri: str, name: str, retain: float | None, drop: bool) -> None:
         return
     dropped = adoption is not None and adoption.dropped
     out.print(f"index {name!r}: adoption complete"
-              + (f"; the old GSI {adoption.source!r} was dropped" if dropped and adoption
+              + (f"; the old index {adoption.source!r} was dropped" if dropped and adoption
                  else ""), highlight=False, soft_wrap=True)
 
 
@@ -287,7 +309,7 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     source = doc["source"]
     lines = [f"index {doc['index']!r}: adoption {doc['adoption_id']} of {source['name']!r} "
              f"(on {source['attribute']}), state {doc['state']}, readers read the "
-             f"{'old GSI' if doc['reads'] == 'source' else 'new GSI'}"]
+             f"{'old' if doc['reads'] == 'source' else 'new'} index"]
     for value, v in doc["values"].items():
         seen = "" if v["items"] is None else f", {v['items']:,} items seen"
         lines.append(f"  {value}: {v['shards']} shard(s), {v['strategy']}{seen}")
@@ -299,5 +321,6 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
                  f"remaining about {p['items_remaining']:,}{rate}{eta}")
     lines += parity_lines(doc["parity"])
     if doc["retire_after"] is not None:
-        lines.append(f"  retention: the old GSI's path may be retired from {doc['retire_after']}")
+        lines.append(f"  retention: the old index's path may be retired from "
+                     f"{doc['retire_after']}")
     return lines + steps_lines(doc["next_steps"])

@@ -24,14 +24,17 @@ from typing import Any
 from shardex.clock import Clock
 from shardex.errors import InvalidInput, NotFound, Unavailable
 from shardex.stores.dynamodb.client import DynamoDBClient, map_error
+from shardex.stores.dynamodb.codec import from_attributes
 from shardex.stores.dynamodb.gsi import GsiLayout
-from shardex.stores.dynamodb.layout import units_of
+from shardex.stores.dynamodb.layout import key_schema, units_of
 from shardex.stores.dynamodb.source import index_schema
 
-__all__ = ["GsiAdoptionTools", "ScanPage"]
+__all__ = ["GsiAdoptionTools", "ScanItem", "ScanPage", "TableAdoptionTools"]
 
-# (item id, raw value or None, shard attribute or None, has the sort attribute)
-ScanItem = tuple[str, str | None, str | None, bool]
+# (item id, raw value or None, and two fields of the adoption's kind: for a GSI the
+# shard attribute or None and whether the sort attribute is set, for an index table the
+# sort or None and the item's other attributes)
+ScanItem = tuple[str, str | None, Any, Any]
 ScanPage = tuple[list[ScanItem], dict[str, Any] | None, float]
 _POLL_FIRST, _POLL_MAX = 1.0, 30.0
 
@@ -228,6 +231,88 @@ class GsiAdoptionTools:
             return None
         return (_text(item.get(self.attribute)), _text(item.get(layout.key_attribute)),
                 layout.sort_attribute in item)
+
+
+class TableAdoptionTools:
+    """DynamoDB calls of an adoption of the index table ``source`` (keyed by ``attribute``)
+    into a shardex index table: copies from the base table ``base``.
+    """
+
+    def __init__(self, client: DynamoDBClient, *, source: str, attribute: str, base: str,
+                 id_attribute: str, sort_attribute: str) -> None:
+        self.client = client
+        self.source = source
+        self.attribute = attribute
+        self.table = base
+        self.id_attribute = id_attribute
+        self.sort_attribute = sort_attribute
+
+    async def describe(self, table: str | None = None) -> dict[str, Any]:
+        """A table's description (default: the base table's); NotFound naming it."""
+        name = table or self.table
+        try:
+            response = await self.client.call("DescribeTable", TableName=name)
+        except Exception as exc:
+            raise map_error(exc, operation="DescribeTable", target=f"table {name!r}",
+                            endpoint=self.client.endpoint) from exc
+        description: dict[str, Any] = response["Table"]
+        return description
+
+    async def check(self) -> None:
+        """The old index table is keyed by the raw attribute, the base table by the id."""
+        for table, attribute, option in ((self.source, self.attribute, "--from-attribute"),
+                                         (self.table, self.id_attribute, "--id-attribute")):
+            try:
+                schema = key_schema(await self.describe(table))
+            except NotFound:
+                raise NotFound(f"table {table!r} does not exist at "
+                               f"{self.client.endpoint}") from None
+            if not schema or schema[0] != (attribute, "HASH", "S"):
+                found = ", ".join(f"{a} {t} {k}" for a, k, t in schema)
+                raise InvalidInput(f"table {table!r} is keyed by {found}, not by {option} "
+                                   f"{attribute!r} (S HASH)")
+
+    async def scan(self, segment: int, segments: int, start: Mapping[str, Any] | None,
+                   limit: int) -> ScanPage:
+        """One page of a Scan segment of the base table: (id, value, sort, other attrs)."""
+        params: dict[str, Any] = {
+            "TableName": self.table, "Segment": segment, "TotalSegments": segments,
+            "Limit": limit, "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"}
+        if start is not None:
+            params["ExclusiveStartKey"] = dict(start)
+        try:
+            response = await self.client.call("Scan", **params)
+        except Exception as exc:
+            raise map_error(exc, operation="Scan", target=f"table {self.table!r}",
+                            endpoint=self.client.endpoint) from exc
+        own = {self.id_attribute, self.attribute, self.sort_attribute}
+        items = [(item[self.id_attribute]["S"], _text(item.get(self.attribute)),
+                  _text(item.get(self.sort_attribute)),
+                  from_attributes({k: v for k, v in item.items() if k not in own}))
+                 for item in response.get("Items", [])]
+        return items, response.get("LastEvaluatedKey"), units_of(response)
+
+    async def drop(self, *, clock: Clock, within: float) -> None:
+        """Delete the old index table and wait until it is gone."""
+        try:
+            await self.client.call("DeleteTable", TableName=self.source)
+        except Exception as exc:
+            error = map_error(exc, operation="DeleteTable", target=f"table {self.source!r}",
+                              endpoint=self.client.endpoint)
+            if not isinstance(error, NotFound):
+                raise error from exc
+        deadline = clock.now() + within
+        delay = _POLL_FIRST
+        while True:
+            try:
+                await self.describe(self.source)
+            except NotFound:
+                return
+            if clock.now() >= deadline:
+                raise Unavailable(f"table {self.source!r} is still being deleted after "
+                                  f"{within:g} s")
+            await clock.sleep(delay)
+            delay = min(delay * 1.5, _POLL_MAX)
 
 
 def _text(value: Any) -> str | None:

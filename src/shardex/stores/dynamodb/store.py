@@ -42,7 +42,7 @@ from shardex.stores.dynamodb.codec import (
 )
 from shardex.stores.dynamodb.gsi import GsiLayout
 from shardex.stores.dynamodb.layout import Layout, units_of
-from shardex.stores.dynamodb.source import BorrowedClient, SourceGsiLayout
+from shardex.stores.dynamodb.source import BorrowedClient, SourceGsiLayout, SourceTableLayout
 from shardex.stores.dynamodb.table import TableLayout
 from shardex.stores.metered import Recorder
 from shardex.stores.uri import StoreURI
@@ -197,8 +197,8 @@ class DynamoDBStore(Store):
 
         It shares this store's client (and never closes it); opening it checks the GSI.
         """
-        if adoption.kind != "gsi":
-            return super().adopted_source(adoption)  # type: ignore[return-value]
+        if adoption.kind == "table":
+            return self._adopted_table(adoption)
         source = DynamoDBStore(self.table, client=BorrowedClient(self._client),
                                clock=self.clock, **{
                                    name: self._settings[name] for name in (
@@ -207,6 +207,16 @@ class DynamoDBStore(Store):
                                        "history_attribute")},
                                gsi=adoption.source, sort_owner="application")
         source._layout = SourceGsiLayout(source._request, self.gsi, adoption)
+        return source
+
+    def _adopted_table(self, adoption: Adoption) -> DynamoDBStore:
+        """A read-only store on the application's own index table (index-table mode)."""
+        if self.gsi_mode:
+            raise InvalidInput(f"{self.uri}: an index table is adopted into a shardex index "
+                               "table (index-table mode), not a GSI")
+        source = DynamoDBStore(self.table, client=BorrowedClient(self._client),
+                               clock=self.clock)
+        source._layout = SourceTableLayout(source._request, self._layout, adoption)
         return source
 
     def follow_adoption(self, adoption: Adoption) -> None:
