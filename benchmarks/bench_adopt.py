@@ -84,7 +84,7 @@ async def adopted_backfill(table: str, segments: int) -> tuple[float, int]:
     async with Adopter(store_uri(table), NAME, source="status-index", attribute="status",
                        rate=1e6, workers=segments, segments=segments, **FAST) as adopter:
         await adopter.start(SETS, margin=0.0)
-        await asyncio.sleep(1.0)  # the routing's lease: ready_at
+        await asyncio.sleep(FAST["routing_lease"])  # ready_at: the lease (margin 0)
         began = time.perf_counter()
         done = await adopter.run()
         return time.perf_counter() - began, done.updated
