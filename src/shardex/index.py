@@ -10,13 +10,15 @@ to write is decided by the pure ``shardex.writes.decide``, carried out by
 ``shardex.writer.Writer``: a write returns, or raises an error that means it did not
 apply, or raises OutcomeUnknown. Reads fan out over every shard key the routing names
 in its state (both layouts while a reshard moves entries) and merge; they are complete
-or they raise. While the routing records an adoption that reads the application's old
-index (``shardex.adoption``), a value is read from that index instead, through the
-read-only store ``Store.adopted_source`` gives. The routing itself is a ``RoutingRecord`` (``shardex.routing_record``),
+or they raise. The routing itself is a ``RoutingRecord`` (``shardex.routing_record``),
 held as a lease. A read that outlives the lease of the routing it started from checks
 that the stored routing moved at most one step meanwhile (``shardex.reshard`` explains
 why one step is safe): a page or count is read again otherwise, a scan raises
 RoutingStale.
+
+While the routing records an adoption that reads the application's old index
+(``shardex.adoption``), a value is read from that index instead, through the read-only
+store ``Store.adopted_source`` gives.
 """
 
 from __future__ import annotations
