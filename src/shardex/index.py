@@ -26,13 +26,14 @@ from shardex.clock import Clock, LoopClock
 from shardex.cursor import Cursor, CursorCodec
 from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting
 from shardex.fanout import FanOut
+from shardex.hedging import HedgePolicy
 from shardex.keys import (
     parse_shard_key,
     validate_item_id,
     validate_sort,
     validate_value,
 )
-from shardex.retry import HedgePolicy, RetryPolicy, call_with_retry
+from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
 from shardex.routing_record import RoutingRecord
 from shardex.stores import open_store
@@ -48,6 +49,7 @@ log = logging.getLogger("shardex")
 
 MAX_QUERY_LIMIT = 10_000
 Order = Literal["asc", "desc"]
+_ADAPTIVE = HedgePolicy()
 
 
 class Entry(NamedTuple):
@@ -86,11 +88,14 @@ class ShardedIndex:
     seconds so a reshard started elsewhere is seen. Use ``async with index:``.
     ``meter=True`` subscribes a ``HeatMeter`` to the store's events (or pass one built
     on the same store) for ``index.heat()``. ``seed`` seeds the index's one random
-    generator (backoff jitter, random shards, round-robin offsets).
+    generator (backoff jitter, random shards, round-robin offsets). Shard reads are
+    hedged by default (``HedgePolicy()``: adaptive delay, at most 5% extra requests);
+    ``hedge=None`` turns hedging off. ``cursor_secret`` (non-empty bytes) makes cursors
+    unforgeable.
     """
 
     def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
-                 retry: RetryPolicy | None = None, hedge: HedgePolicy | None = None,
+                 retry: RetryPolicy | None = None, hedge: HedgePolicy | None = _ADAPTIVE,
                  max_concurrency: int = 32, routing_ttl: float = 5.0,
                  cursor_secret: bytes | None = None, strict_routing: bool = False,
                  max_conflicts: int = 16, clock: Clock | None = None,
@@ -102,6 +107,9 @@ class ShardedIndex:
             raise InvalidInput(f"index name: {exc}") from exc
         if routing is not None and not isinstance(routing, Routing):
             raise InvalidRouting(f"routing must be a shardex.Routing, got {type(routing).__name__}")
+        if hedge is not None and not isinstance(hedge, HedgePolicy):
+            raise InvalidInput(f"hedge must be a shardex.HedgePolicy or None, "
+                               f"got {type(hedge).__name__}")
         if max_concurrency < 1:
             raise InvalidInput(f"max_concurrency must be at least 1, got {max_concurrency}")
         if meter is True:
@@ -160,9 +168,12 @@ class ShardedIndex:
 
     async def close(self) -> None:
         if self._fanout is not None:
-            self._fanout = None
+            fanout, self._fanout = self._fanout, None
             self._record.forget()
-            await self._store.close()
+            try:
+                await fanout.close()
+            finally:
+                await self._store.close()
 
     async def __aenter__(self) -> ShardedIndex:
         await self.open()
