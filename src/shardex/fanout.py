@@ -55,6 +55,7 @@ __all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]
 
 T = TypeVar("T")
 _MIN_FIRST_PAGE = 4
+_SHORT = 0.003  # how often a page may need a second round trip to some shard
 CONTINUATION_TTL = 5.0
 _MAX_CONTINUATIONS = 64
 _MAX_KEPT_ENTRIES = 200_000
@@ -149,12 +150,26 @@ def _merge_safe(live: list[_ShardStream], out: list[StoredEntry], limit: int,
 
 
 def _share(limit: int, shards: int, max_page: int) -> int:
-    """What to ask each of ``shards`` shards for, first, to fill a page of ``limit``."""
-    # A shard's share of a page is about binomial: ask for the mean plus three standard
-    # deviations, so one round trip per shard usually suffices.
-    mean = (limit + 1) / shards
-    share = math.ceil(mean + 3 * math.sqrt(mean)) + 2
-    return min(limit + 1, max_page, max(_MIN_FIRST_PAGE, share))
+    """What to ask each of ``shards`` shards for, first, to fill a page of ``limit``.
+
+    A shard's count among the page's ``limit + 1`` first entries (the one past the end
+    says whether there is more) is binomial. The share is the smallest count that
+    every shard stays below with probability 1 - ``_SHORT``, so that one round trip
+    per shard almost always fills the page: a second one doubles a page's latency.
+    """
+    wanted = limit + 1
+    if shards == 1:
+        return max(1, min(wanted, max_page))
+    p = 1.0 / shards
+    ratio = p / (1.0 - p)
+    pmf = (1.0 - p) ** wanted  # P(count == 0)
+    below = 0.0
+    share = 0
+    while share < wanted and shards * (1.0 - below - pmf) > _SHORT:
+        below += pmf
+        pmf *= (wanted - share) / (share + 1) * ratio
+        share += 1
+    return min(wanted, max_page, max(_MIN_FIRST_PAGE, share + 1))
 
 
 @dataclass(slots=True)
@@ -305,7 +320,11 @@ class FanOut:
         while True:
             waiting = [s for s in streams if not s.buffer and not s.exhausted]
             if waiting:
-                await self._fill(value, waiting, descending)
+                # One round trip for every shard this page will likely use up, not one
+                # after another as each runs dry.
+                low = _share(limit - len(out), len(streams), self._max_page)
+                await self._fill(value, [s for s in streams if not s.exhausted and (
+                    not s.buffer or len(s.buffer) < low)], descending)
                 continue
             live = [s for s in streams if s.buffer]
             if not live:

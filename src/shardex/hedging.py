@@ -56,7 +56,10 @@ class HedgePolicy:
     - ``delay``: seconds after which a copy is sent; None (the default) follows the
       reader's observed latency, the ``quantile`` of recent reads of the same size.
       Until a size has 20 samples, reads of that size are not hedged.
-    - ``quantile``: the latency quantile the adaptive delay follows (0.95).
+    - ``quantile``: the latency quantile the adaptive delay follows. None (the
+      default) is ``1 - 0.8 * budget``, 0.96 for the default budget: a little later
+      than the budget's own quantile, so that about 4% of reads are hedged and the
+      budget keeps a reserve for a wide fan-out's burst of slow shards.
     - ``budget``: extra copies per read, at most, over time (0.05: 5% more requests
       than reads). A reader saves up at most 10 copies in a quiet spell.
     - ``max_hedges``: copies of one read beyond the first (1).
@@ -66,7 +69,7 @@ class HedgePolicy:
     """
 
     delay: float | None = None
-    quantile: float = 0.95
+    quantile: float | None = None
     budget: float = 0.05
     max_hedges: int = 1
     window: int = 512
@@ -77,9 +80,10 @@ class HedgePolicy:
                 or not 0 < self.delay < math.inf):
             raise InvalidInput(f"HedgePolicy.delay must be positive seconds or None, "
                                f"got {self.delay!r}")
-        _fraction("quantile", self.quantile, low=0.0, high=1.0)
-        if self.quantile == 1.0:
-            raise InvalidInput("HedgePolicy.quantile must be below 1")
+        if self.quantile is not None:
+            _fraction("quantile", self.quantile, low=0.0, high=1.0)
+            if self.quantile == 1.0:
+                raise InvalidInput("HedgePolicy.quantile must be below 1")
         _fraction("budget", self.budget, low=0.0, high=math.inf)
         for name in ("max_hedges", "window"):
             number = getattr(self, name)
@@ -115,6 +119,8 @@ class Hedger:
 
     def __init__(self, policy: HedgePolicy) -> None:
         self.policy = policy
+        self.quantile = policy.quantile if policy.quantile is not None else \
+            max(0.5, 1.0 - 0.8 * policy.budget)
         self._classes: dict[int, _Latencies] = {}
         self._balance = 0.0
 
@@ -139,7 +145,7 @@ class Hedger:
         if self.policy.delay is not None:
             return self.policy.delay
         found = self._classes.get(self.size_class(size))
-        return None if found is None else found.quantile(self.policy.quantile)
+        return None if found is None else found.quantile(self.quantile)
 
     def earn(self) -> None:
         """A read is sent: the budget grows by ``policy.budget`` copies, up to a cap."""

@@ -96,7 +96,7 @@ class ShardedIndex:
 
     def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
                  retry: RetryPolicy | None = None, hedge: HedgePolicy | None = _ADAPTIVE,
-                 max_concurrency: int = 32, routing_ttl: float = 5.0,
+                 max_concurrency: int = 64, routing_ttl: float = 5.0,
                  cursor_secret: bytes | None = None, strict_routing: bool = False,
                  max_conflicts: int = 16, clock: Clock | None = None,
                  seed: int | None = None, meter: bool | HeatMeter = False) -> None:
