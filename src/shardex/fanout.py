@@ -350,13 +350,15 @@ class FanOut:
     # -- continuations ---------------------------------------------------------------
 
     def _keep(self, where: _Where, keys: tuple[str, ...], streams: list[_ShardStream]) -> None:
-        """Keep the shards' read state under the page's last position, for the next page."""
-        live = [s for s in streams if s.buffer or not s.exhausted]
-        kept = sum(len(s.buffer) for s in live)
+        """Keep the shards' read state under the page's last position, for the next page.
+
+        Shards read to their end are kept too: a write to one must make it read again.
+        """
+        kept = sum(len(s.buffer) for s in streams)
         self._forget(where)
-        self._continuations[where] = _Continuation(keys, live, self._clock.now(), kept)
+        self._continuations[where] = _Continuation(keys, streams, self._clock.now(), kept)
         self._kept += kept
-        for stream in live:
+        for stream in streams:
             self._watched.setdefault(stream.key, set()).add(where)
         while self._continuations and (len(self._continuations) > _MAX_CONTINUATIONS
                                        or self._kept > _MAX_KEPT_ENTRIES):
