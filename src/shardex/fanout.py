@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import math
 import random
 from bisect import bisect_right
 from collections import OrderedDict

@@ -8,8 +8,8 @@ Counts are kept per shard key, per logical key (the shard key without its ``#k``
 suffix) and, for the store's own keys (placements, records, the owner check), per
 reserved bucket (``#placement``, ``#record``, ``#owner``), never as logical keys. A
 request that touched several keys (a placement) counts once on each, with the units the
-store reported there, and once on the totals with all its units. ``ShardedIndex(..., meter=True)`` builds one,
-and ``index.heat()`` reads it.
+store reported there, and once on the totals with all its units.
+``ShardedIndex(..., meter=True)`` builds one, and ``index.heat()`` reads it.
 
 Memory is bounded: the last ``windows`` windows are kept for the timeline (peaks are
 folded in as each window closes), and at most ``max_keys`` shard keys and as many
