@@ -1,10 +1,11 @@
 """Concurrent fan-out reads over a value's shard keys, and their merge.
 
 Each shard is read lazily, page by page, only as far as the merge needs: a page of
-``limit`` asks each of N shards for its likely share (the mean ``limit / N`` plus three
-standard deviations), a shard is asked again only when the merge has used up what it
-returned, and each further request of a shard is twice the size of its last (up to
-the store's page). Requests are bounded by a semaphore, retried on throttling with
+``limit`` asks each of N shards for its share (``_share``: a count no shard exceeds
+among the page's first entries, but rarely), a shard is asked again only when the merge
+has used up what it returned, together with every shard the page will likely use up,
+and each further request of a shard is twice the size of its last (up to the store's
+page). Requests are bounded by a semaphore, retried on throttling with
 backoff and jitter, hedged (``shardex.hedging``), and a shard that still fails fails
 the whole read with ``IncompleteRead``: nothing partial is returned as if it were whole.
 
@@ -23,12 +24,18 @@ were kept is read again from the cursor's position, so a page never misses or
 resurrects this process's own writes; writes of other processes may show up to
 ``CONTINUATION_TTL`` seconds late (the staleness a DynamoDB GSI allows anyway).
 
-Measured on DynamoDB Local (``benchmarks/bench_reads.py``, 20,000 entries of 1 KB on
-16 shards, pages of 1,000): re-reading every shard from the cursor's position cost
-1.43x the read units of the gather; sizing each shard's request more tightly to the
-page cannot get under about 1.1x without more round trips, as each page must still
-read past its end on every shard to know where it ends; keeping the continuation
-reads each entry once (1.00x).
+Why this route, of those that remove the over-read, by measurement on DynamoDB Local
+(``benchmarks/bench_reads.py``: 20,000 entries of 1 KB on 16 shards, pages of 1,000,
+against a gather that reads every shard to its end and sorts): re-reading every shard
+from the cursor's position, as pages did before, cost 1.43x the gather's read units
+and about 1.7x its time, as each page asked every shard for its share plus three standard
+deviations and dropped what lay past the page. Sizing requests more tightly cannot
+fix that: every shard must still be read past the page's end to know where it ends
+(16 shards x a few entries each is already several % of a page), and every shard
+that comes up short costs the page another round trip. A continuation reads each
+entry once (1.00x units) and, with the refills of a page batched into one round trip,
+took 1.04x the gather's time. Reading a page ahead in the background was not needed
+for that, and would read a page nobody asks for whenever a listing stops early.
 """
 
 from __future__ import annotations

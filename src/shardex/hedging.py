@@ -2,14 +2,16 @@
 
 A fan-out waits for its slowest shard, so one slow request in N sets the latency of
 the whole read. Hedging, as in Dean and Barroso's "The Tail at Scale", sends a second
-copy of a request that has not answered after about the 95th percentile of its kind's
-latency, and takes whichever copy answers first. Reads are idempotent, so the only
+copy of a request that has not answered after a high percentile of its kind's latency
+(the 96th by default), and takes whichever copy answers first. Reads are idempotent, so the only
 cost is the extra requests: each copy is counted and charged like any other request.
 
 - ``HedgePolicy`` is the small frozen policy: a fixed ``delay``, or by default one that
   follows the observed latency (the ``quantile`` of the last ``window`` shard reads of
   the same size class: a page of 1,000 entries is slower than a page of 10), and a
   ``budget`` of extra copies per read (0.05: at most 5% more requests than reads).
+  The latencies are the reader's own (one index's shard reads): an index is what
+  shares a latency profile, as its entries' size sets how long a page takes.
 - ``Hedger`` holds what one reader has learned: recent latencies per size class, and
   the budget's balance. Its decisions (``delay``, ``spend``) are plain functions of
   that state.
