@@ -6,9 +6,12 @@ Run it (both tables; DynamoDB Local started and stopped around it):
 
 1. **Peers, on DynamoDB Local** (GSI mode, eventually consistent reads): 20,000 PENDING
    orders of about 1 KB on 16 shard keys. Each approach lists every PENDING order, and
-   reads the first 100 by ``created_at``; the time is the median of ``--runs`` runs, the
+   reads the first 100 by ``created_at``; the time is the median of ``--runs`` rounds
+   (each round runs every approach once, so a busy machine weighs on all alike), the
    read units are what DynamoDB reported (``ReturnConsumedCapacity``) for the shard
-   queries, and every listing is checked against the ids loaded:
+   queries, and every listing is checked against the ids loaded. The hand-rolled
+   approaches decode the items they return as shardex does, so the figures compare
+   ways of reading, not decoders:
 
    - *one page per shard*: the common JavaScript fan-out (``Promise.all`` of one Query
      per shard key, ``flatMap``, sort), which ignores ``LastEvaluatedKey``;
@@ -19,9 +22,12 @@ Run it (both tables; DynamoDB Local started and stopped around it):
 
 2. **Tail, on memory://** under virtual time, latency median 4 ms and p99 40 ms: the
    first page of 100 over N shard keys (N in 1, 8, 16, 64, 256), p50/p99 over
-   ``--reads`` reads, with hedging off and with the default adaptive hedging; the
-   ratio is against N=1 unhedged (one key: what a reader waited before sharding), and
-   "extra" is hedge copies sent per shard read.
+   ``--reads`` reads (ten times as many for N=1, fewer for 8 and 256), with hedging
+   off and with the default adaptive hedging. The ratio is against N=1 unhedged (one
+   key: what a reader waited before sharding); "extra" is hedged copies per shard read;
+   "model" is the p99 the latency model itself allows, computed: the slowest of N
+   requests, each given one copy at the hedging quantile's delay when hedged, with no
+   budget or queue in the way (the best one copy per slow request can do).
 
 Ratios compare figures of this run only; nothing here is asserted in a test.
 """
