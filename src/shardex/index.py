@@ -29,13 +29,14 @@ from shardex.clock import Clock, LoopClock
 from shardex.cursor import Cursor, CursorCodec
 from shardex.errors import InvalidInput, InvalidRouting
 from shardex.fanout import FanOut
+from shardex.hedging import HedgePolicy
 from shardex.keys import (
     parse_shard_key,
     validate_item_id,
     validate_sort,
     validate_value,
 )
-from shardex.retry import HedgePolicy, RetryPolicy, call_with_retry
+from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
 from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
 from shardex.stores import open_store
@@ -53,6 +54,7 @@ log = logging.getLogger("shardex")
 
 MAX_QUERY_LIMIT = 10_000
 Order = Literal["asc", "desc"]
+_ADAPTIVE = HedgePolicy()
 
 
 class Entry(NamedTuple):
@@ -94,12 +96,15 @@ class ShardedIndex:
     (``shardex.routing_record`` says why). Use ``async with index:``.
     ``meter=True`` subscribes a ``HeatMeter`` to the store's events (or pass one built
     on the same store) for ``index.heat()``. ``seed`` seeds the index's one random
-    generator (backoff jitter, random shards, round-robin offsets).
+    generator (backoff jitter, random shards, round-robin offsets). Shard reads are
+    hedged by default (``HedgePolicy()``: adaptive delay, at most 5% extra requests);
+    ``hedge=None`` turns hedging off. ``cursor_secret`` (non-empty bytes) makes cursors
+    unforgeable.
     """
 
     def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
-                 retry: RetryPolicy | None = None, hedge: HedgePolicy | None = None,
-                 max_concurrency: int = 32, routing_ttl: float = 5.0,
+                 retry: RetryPolicy | None = None, hedge: HedgePolicy | None = _ADAPTIVE,
+                 max_concurrency: int = 64, routing_ttl: float = 5.0,
                  routing_lease: float = DEFAULT_LEASE,
                  cursor_secret: bytes | None = None, strict_routing: bool = False,
                  max_conflicts: int = 16, clock: Clock | None = None,
@@ -189,11 +194,14 @@ class ShardedIndex:
 
     async def close(self) -> None:
         if self._fanout is not None:
-            self._fanout = None
+            fanout, self._fanout = self._fanout, None
             refresher, self._refresher = self._refresher, None
             await stop(refresher)
             self._record.forget()
-            await self._store.close()
+            try:
+                await fanout.close()
+            finally:
+                await self._store.close()
 
     async def __aenter__(self) -> ShardedIndex:
         await self.open()

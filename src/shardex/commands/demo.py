@@ -72,6 +72,7 @@ def _demo_table(console: Console, load: Any, runs: Sequence[dict[str, Any]]) -> 
          lambda r: f"{r['write_p50_ms']:.1f} / {r['write_p99_ms']:.1f}"),
         ("PENDING page read p50 / p99 (ms)",
          lambda r: f"{r['read_p50_ms']:.1f} / {r['read_p99_ms']:.1f}"),
+        ("extra read requests (hedged copies)", lambda r: f"{100 * r['hedged_read_ratio']:.1f}%"),
         ("listings checked", lambda r: f"{r['listings_checked']}"),
         ("every listing matched ground truth",
          lambda r: "[green]yes[/]" if r["listing_complete"] else "[red]NO[/]"),

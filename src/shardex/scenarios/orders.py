@@ -92,6 +92,7 @@ class RunResult:
     problems: list[str]
     offered_by_status: dict[str, int]
     timeline: dict[str, dict[int, float]] = field(repr=False)
+    hedged_reads: float = 0.0
 
     @property
     def listing_complete(self) -> bool:
@@ -109,6 +110,7 @@ class RunResult:
             "write_p99_ms": _ms(self.write_latencies, 0.99),
             "read_p50_ms": _ms(self.read_latencies, 0.50),
             "read_p99_ms": _ms(self.read_latencies, 0.99),
+            "hedged_read_ratio": round(self.hedged_reads, 4),
             "listing_complete": self.listing_complete,
             "listings_checked": self.listings,
             "shards": {v: self.routing.policy(v).shards for v in STATUSES},
@@ -259,11 +261,13 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
         await asyncio.gather(*last_op.values())
         await asyncio.gather(*readers)
     stats = store.stats("orders_by_status")
-    requests = throttles = 0.0
+    requests = throttles = reads = hedges = 0.0
     for key, key_stats in stats.by_key.items():
         if not is_reserved(key):
             requests += key_stats.write_requests
             throttles += key_stats.write_throttles
+            reads += key_stats.read_requests
+            hedges += key_stats.hedges_sent
     return RunResult(
         layout=layout, routing=routing, duration=load.duration,
         offered_writes=len(schedule), accepted_writes=counts["accepted"],
@@ -272,6 +276,7 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
         listings=counts["listings"], problems=problems[:20],
         offered_by_status=offered,
         timeline={k: dict(v) for k, v in stats.timeline.items() if not is_reserved(k)},
+        hedged_reads=hedges / (reads - hedges) if reads > hedges else 0.0,
     )
 
 

@@ -10,9 +10,11 @@ where it throttled.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import random
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
 
 from shardex.capacity import (
@@ -321,9 +323,27 @@ class MemoryStore(Store):
         """One page: at most ``min(limit, 1000)`` entries and ``max_page_bytes`` bytes.
 
         At least one entry if any remain. Read units are charged over the bytes read;
-        the latency is one sample before the read plus the transfer time after it.
+        the latency is one sample before the read plus the transfer time after it. A
+        query the caller stops waiting for (a hedged copy no one needs, a cancelled
+        read) is still answered and charged, as DynamoDB charges it: its page is read
+        at the instant it is given up.
         """
-        now = await self._arrive(rec, 0)
+        try:
+            now = await self._arrive(rec, 0)
+        except asyncio.CancelledError:
+            with suppress(Throttled, Unavailable):
+                self._page(rec, namespace, shard_key, after, descending, limit,
+                           self.clock.now())
+            raise
+        entries, resume, nbytes = self._page(rec, namespace, shard_key, after, descending,
+                                             limit, now)
+        await self.clock.sleep(self._latency.transfer(nbytes))
+        return entries, resume
+
+    def _page(self, rec: Recorder, namespace: str, shard_key: str, after: Position | None,
+              descending: bool, limit: int,
+              now: float) -> tuple[list[StoredEntry], Position | None, int]:
+        """Read one page at ``now`` and take its units: entries, resume, bytes read."""
         if self._faulty:
             self._inject(rec, namespace, shard_key, write=False)
         entries: list[StoredEntry] = []
@@ -342,8 +362,7 @@ class MemoryStore(Store):
             last = pos
         self._take(rec, namespace, shard_key, read_units(nbytes, self._consistent), now,
                    write=False)
-        await self.clock.sleep(self._latency.transfer(nbytes))
-        return entries, resume
+        return entries, resume, nbytes
 
     async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
         """A Select=COUNT query: one request per ``max_page_bytes`` page, any may throttle.
