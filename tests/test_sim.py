@@ -159,7 +159,7 @@ def test_profiles_refuse_settings_out_of_range(settings: dict[str, object], name
 
 
 def test_an_unknown_profile_is_refused_by_name() -> None:
-    with pytest.raises(InvalidInput, match="unknown profile 'dynamo'.*dynamodb-on-demand"):
+    with pytest.raises(InvalidInput, match=r"unknown profile 'dynamo'.*dynamodb-on-demand"):
         profile("dynamo")
 
 
@@ -291,7 +291,7 @@ def test_one_hot_key_is_accepted_at_its_ceiling_and_the_rest_throttled() -> None
     assert hot.write_throttles == throttled
     assert hot.write_requests == accepted + throttled
     per_second = stats.timeline["HOT"]
-    for second in range(0, 29):
+    for second in range(29):
         assert per_second[second] == pytest.approx(ceiling, rel=0.05)
     assert sum(stats.throttle_timeline["HOT"].values()) == throttled
 

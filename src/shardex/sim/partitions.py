@@ -289,6 +289,10 @@ class PartitionMap:
             found = self.tracks[h] = KeyTrack()
         return found
 
+    def slots(self) -> list[Slot]:
+        """Every slot made so far (with P partitions: the P slots, in order)."""
+        return list(self._slots.values())
+
     def partitions(self) -> Iterator[Partition]:
         """Every partition made so far."""
         for slot in self._slots.values():

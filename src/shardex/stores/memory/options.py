@@ -21,8 +21,8 @@ from shardex.sim.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from shardex.sim.profiles import profile as make_profile
 from shardex.stores.uri import StoreURI
 
-__all__ = ["CAPACITY_OPTIONS", "OPTIONS", "check_option", "memory_uri", "options_from_uri",
-           "resolve_profile"]
+__all__ = ["CAPACITY_OPTIONS", "OPTIONS", "capacity_from_uri", "check_option", "memory_uri",
+           "options_from_uri", "resolve_profile"]
 
 _PROBABILITY = (0.0, 1.0, "a probability from 0 to 1")
 # option -> (type, default, lowest, highest, what a valid value is): the store's own
@@ -126,3 +126,22 @@ def memory_uri(profile: str, capacity: Mapping[str, Any], settings: Mapping[str,
                 if value != OPTIONS[name][1]]
     changed.sort()
     return "memory://" + (f"?{urlencode(changed)}" if changed else "")
+
+
+def capacity_from_uri(uri: StoreURI) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The capacity options (``profile`` among them) and store options of a ``memory://``
+    URI, typed and checked; InvalidURI names a bad one."""
+    if uri.scheme != "memory":
+        raise InvalidURI(f"a capacity model is given as memory://?profile=...&option=..., "
+                         f"got {uri.raw!r}")
+    taken = uri.take({"profile": str, **CAPACITY_OPTIONS,
+                      **{name: spec[0] for name, spec in OPTIONS.items()}})
+    try:
+        for name, value in taken.items():
+            check_option(name, value)
+        capacity = {k: v for k, v in taken.items() if k in CAPACITY_OPTIONS or k == "profile"}
+        resolve_profile(capacity.get("profile", DEFAULT_PROFILE),
+                        {k: v for k, v in capacity.items() if k != "profile"})
+    except InvalidInput as exc:
+        raise InvalidURI(f"{uri.raw}: {exc}") from exc
+    return capacity, {k: v for k, v in taken.items() if k in OPTIONS}
