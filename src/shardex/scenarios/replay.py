@@ -23,7 +23,7 @@ from shardex.errors import ShardexError
 from shardex.index import ShardedIndex
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
-from shardex.scenarios.workload import Workload
+from shardex.scenarios.workload import Schedule, Workload
 from shardex.stores.memory import MemoryStore
 
 __all__ = ["Replay", "replay"]
@@ -46,7 +46,7 @@ class Replay:
 
 def _events(workload: Workload) -> Iterator[tuple[float, str, str, str | None]]:
     """(time, kind, value, other value) of every operation, in time order."""
-    streams = []
+    streams: list[tuple[Schedule, str, str, str | None]] = []
     for value, load in workload.values.items():
         streams.append((load.write, "put", value, None))
         streams.append((load.delete, "delete", value, None))
