@@ -105,12 +105,27 @@ class Simulation:
             peak = max(table.asked, default=0.0)
             served = min(table.limit) if table.limit else 0.0
             setting = self._setting(table.write)
+            quota = self.profile.quota_write if table.write else self.profile.quota_read
             out.append(f"the {table.resource}'s {kind} limit binds in {table.refused_seconds:,}"
                        f" s of {self.duration:,}: it served {served:,.0f} units a second "
                        f"({_LIMITS.get(table.kind[0] if table.kind else '', 'its limit')}), "
                        f"the workload asks up to {peak:,.0f}"
                        + (f"; {setting} of at least {math.ceil(round(peak, 6)):,} avoids it"
-                          if setting else ""))
+                          if setting else "")
+                       + (f" (past the per-table quota of {quota:,.0f}: raise it too)"
+                          if peak > quota else ""))
+        profile = self.profile
+        for table in self.tables:
+            first, last = self.partitions.get(table.resource, (0, 0))
+            ceiling = profile.write_ceiling if table.write else profile.read_ceiling
+            peak = max(table.asked, default=0.0)
+            if table.refused_seconds or not first or peak <= first * ceiling:
+                continue
+            kind, setting = "write" if table.write else "read", self._setting(table.write)
+            out.append(f"the {table.resource} starts with {first} partitions, "
+                       f"{first * ceiling:,.0f} {kind} units a second in all, and the workload "
+                       f"asks up to {peak:,.0f}; it had {last} when the run ended ({setting} "
+                       "sets how many it starts with)")
         worst = sorted(((count.ratio, key, value) for value, keys in self.shard_keys.items()
                         for key, count in keys.items() if count.ratio < ACCEPTED_ENOUGH))
         for ratio, key, value in worst[:3]:
