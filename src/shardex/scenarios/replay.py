@@ -68,11 +68,12 @@ def _events(workload: Workload) -> Iterator[tuple[float, str, str, str | None]]:
 
 
 async def replay(workload: Workload, routing: Routing, *, seed: int = 1,
-                 **store_options: Any) -> Replay:
-    """Run ``workload`` on a new ``MemoryStore(**store_options)`` through an index."""
+                 namespace: str = "index", **store_options: Any) -> Replay:
+    """Run ``workload`` on a new ``MemoryStore(**store_options)`` through an index named
+    ``namespace`` (its keys hash to partitions with it, as ``simulate``'s do)."""
     store = MemoryStore(seed=seed, **store_options)
     clock = LoopClock()
-    index = ShardedIndex(store, "replay", routing, retry=RetryPolicy(attempts=1), seed=seed)
+    index = ShardedIndex(store, namespace, routing, retry=RetryPolicy(attempts=1), seed=seed)
     result = Replay(store=store)
     live: dict[str, list[str]] = {value: [] for value in workload.values}
     counter = 0

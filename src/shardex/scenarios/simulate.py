@@ -260,9 +260,12 @@ class _Flows:
 
 
 def simulate(workload: Workload, routing: Routing, profile: Profile, *,
-             latency: LatencyModel | None = None) -> Simulation:
-    """Run ``workload`` against ``routing`` on ``profile``'s table for its duration."""
-    engine = FluidEngine(profile)
+             latency: LatencyModel | None = None, namespace: str = "index") -> Simulation:
+    """Run ``workload`` against ``routing`` on ``profile``'s table for its duration.
+
+    ``namespace`` is the index's name: keys hash to partitions with it, as in the store.
+    """
+    engine = FluidEngine(profile, namespace=namespace)
     gsi = profile.layout == "gsi"
     entries = 1 if gsi else 0
     sim = Simulation(workload, routing, profile, latency or LatencyModel())

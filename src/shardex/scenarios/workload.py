@@ -52,6 +52,7 @@ __all__ = ["Move", "Schedule", "ValueLoad", "Workload", "load_workload", "worklo
 _VALUE_FIELDS = {"write", "delete", "read", "page", "item_bytes", "read_item_bytes", "sort",
                  "bursts", "write_units", "shards"}
 _MAX_SECONDS = 7 * 24 * 3600
+_MAX_RATE = 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,11 +138,12 @@ def _fail(where: str, message: str) -> InvalidInput:
     return InvalidInput(f"{where}: {message}")
 
 
-def _number(where: str, value: Any, *, integer: bool = False, least: float = 0.0) -> float:
+def _number(where: str, value: Any, *, integer: bool = False, least: float = 0.0,
+            most: float = _MAX_RATE) -> float:
     ok = not isinstance(value, bool) and isinstance(value, int if integer else int | float)
-    if not ok or not math.isfinite(value) or value < least:
+    if not ok or not math.isfinite(value) or not least <= value <= most:
         kind = "an integer" if integer else "a number"
-        raise _fail(where, f"must be {kind} >= {least:g}, got {value!r}")
+        raise _fail(where, f"must be {kind} from {least:g} to {most:g}, got {value!r}")
     return float(value)
 
 
@@ -220,9 +222,8 @@ def workload_from_dict(doc: Any, *, origin: str = "workload") -> Workload:
     if unknown:
         raise _fail(origin, f"unknown field(s) {', '.join(unknown)}; known: duration, table, "
                             "values, moves")
-    duration = _number(f"{origin}: duration", doc.get("duration", 600), integer=True, least=1)
-    if duration > _MAX_SECONDS:
-        raise _fail(f"{origin}: duration", f"at most {_MAX_SECONDS} seconds (a week)")
+    duration = _number(f"{origin}: duration", doc.get("duration", 600), integer=True, least=1,
+                       most=_MAX_SECONDS)
     values_doc = doc.get("values")
     if not isinstance(values_doc, Mapping) or not values_doc:
         raise _fail(origin, "needs a [values.NAME] table for at least one value")
@@ -250,7 +251,7 @@ def _from_diagnosis(doc: Mapping[str, Any], origin: str, *, rate: str = "peak") 
         raise _fail(origin, "the diagnosis lists no keys (top is empty)")
     seconds = totals.get("seconds") if isinstance(totals, Mapping) else None
     duration = int(_number(f"{origin}: totals.seconds", seconds if seconds else 60,
-                           integer=True, least=1))
+                           integer=True, least=1, most=_MAX_SECONDS))
     values = {}
     for i, row in enumerate(top):
         where = f"{origin}: top[{i}]"
@@ -270,7 +271,10 @@ def load_workload(path: str | Path, *, rate: str = "peak") -> Workload:
     InvalidInput naming the file and field at fault; OSError when it cannot be read.
     """
     name = str(path)
-    text = Path(path).read_text(encoding="utf-8")
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _fail(name, f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     if text.lstrip().startswith("{"):
         try:
             doc = json.loads(text)

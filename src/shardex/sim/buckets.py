@@ -70,6 +70,24 @@ class TokenBucket:
         self.available(now)
         self.tokens -= units
 
+    def room(self, now: float, span: float) -> float:
+        """Units that may be taken over the ``span`` seconds from ``now``: what the bucket
+        holds at ``now`` plus what it refills meanwhile (the rate engine's second), less
+        what ``consume`` took of that span already."""
+        if self.updated >= now + span > now:
+            return self.tokens
+        return min(self.capacity, self.available(now)) + self.rate * span
+
+    def consume(self, units: float, now: float, span: float) -> None:
+        """Take ``units`` spread over the ``span`` seconds from ``now`` (``room`` said they
+        are there). The span's refill is added once, however many calls share it; the
+        bucket is capped again when the next span opens."""
+        end = now + span
+        if self.updated < end or span <= 0:
+            self.tokens = min(self.capacity, self.available(now)) + self.rate * span
+            self.updated = end
+        self.tokens = max(0.0, self.tokens - units)
+
     def try_take(self, units: float, now: float) -> bool:
         """Take ``units`` if the bucket holds them at ``now``; a refusal takes nothing."""
         if self.available(now) + _EPSILON >= units:

@@ -241,7 +241,9 @@ class FluidEngine:
                 demand[partition] = demand.get(partition, 0.0) + spread.units * weight
                 owner[partition] = spread.resource
                 strong[partition] = strong.get(partition, False) or spread.strong
-        room = {p: max(0.0, p.room(write, strong[p], now)) for p in demand}
+        # a second's operations may take what a bucket holds at its start and what it
+        # refills during it (span 1), as requests spread over the second would
+        room = {p: max(0.0, p.room(write, strong[p], now, 1.0)) for p in demand}
         factor = {p: 1.0 if demand[p] <= room[p] else room[p] / demand[p] for p in demand}
         for spread in spreads:
             spread.settle(factor)
@@ -279,7 +281,7 @@ class FluidEngine:
             taken = sum(result.accepted * w.units for result, where in
                         zip(results, placed, strict=True)
                         for w in where if w.resource == index)
-            room_left, kind = table.table.room(write, now)
+            room_left, kind = table.table.room(write, now, 1.0)
             if taken <= max(0.0, room_left) or taken <= 0:
                 continue
             scale = max(0.0, room_left) / taken
@@ -301,7 +303,7 @@ class FluidEngine:
                 taken, refused = result.accepted * w.units, result.refused * w.units
                 table = self.resources[w.resource].table
                 if taken:
-                    table.take(taken, write, now)
+                    table.take(taken, write, now, 1.0)
                 if refused:
                     table.refuse(refused, write)
                 if w.spread is not None:
@@ -310,7 +312,7 @@ class FluidEngine:
                     continue
                 for partition, weight in w.shares or ():
                     if taken:
-                        partition.take(taken * weight, write, flow.strong, now, w.h)
+                        partition.take(taken * weight, write, flow.strong, now, w.h, 1.0)
                     if refused:
                         partition.refuse(refused * weight, write, w.h)
         for spread in spreads:
@@ -363,7 +365,7 @@ class _Spread:
             refused = max(0.0, asked * weight - taken)
             for h in pseudo.get(partition, (0, 0)):
                 if taken:
-                    partition.take(taken / 2, write, self.strong, now, h)
+                    partition.take(taken / 2, write, self.strong, now, h, 1.0)
                 if refused:
                     partition.refuse(refused / 2, write, h)
 

@@ -164,33 +164,35 @@ class Partition:
         self.written = self.read = self.strong = 0.0
         self.refused_write = self.refused_read = 0.0
 
-    def room(self, write: bool, strong: bool, now: float) -> float:
-        """Units this partition may still take in the current second."""
+    def room(self, write: bool, strong: bool, now: float, span: float = 0.0) -> float:
+        """Units this partition may still take in the current second (over ``span``
+        seconds from ``now``, for a share's bucket: the rate engine's whole second)."""
         limits = self.limits
         if write:
             room = limits.write - self.written
             if self.share_write is not None:
-                room = min(room, self.share_write.available(now))
+                room = min(room, self.share_write.room(now, span))
             return room
         room = limits.eventual - self.read
         if strong:
             room = min(room, limits.read - self.strong)
         if self.share_read is not None:
-            room = min(room, self.share_read.available(now))
+            room = min(room, self.share_read.room(now, span))
         return room
 
-    def take(self, units: float, write: bool, strong: bool, now: float, key: int) -> None:
+    def take(self, units: float, write: bool, strong: bool, now: float, key: int,
+             span: float = 0.0) -> None:
         """Take ``units`` (the caller checked ``room``); ``key`` is the key's h64."""
         if write:
             self.written += units
             if self.share_write is not None:
-                self.share_write.take(units, now)
+                self.share_write.consume(units, now, span)
         else:
             self.read += units
             if strong:
                 self.strong += units
             if self.share_read is not None:
-                self.share_read.take(units, now)
+                self.share_read.consume(units, now, span)
         self._heat(key, units)
 
     def refuse(self, units: float, write: bool, key: int) -> None:

@@ -90,21 +90,25 @@ class TableLimit:
         return min((served, KEY_RANGE), (quota, "AccountLimitExceeded"),
                    (most, "MaxOnDemandThroughputExceeded"), key=lambda c: c[0])
 
-    def room(self, write: bool, now: float) -> tuple[float, str]:
-        """(units the table may still take this second, the limit that would refuse more)."""
+    def room(self, write: bool, now: float, span: float = 0.0) -> tuple[float, str]:
+        """(units the table may still take this second, the limit that would refuse more).
+
+        ``span``: the seconds from ``now`` the units are spread over (the rate engine's
+        second), during which a provisioned table's bucket refills.
+        """
         if self.provisioned:
-            return self.buckets[write].available(now), "ProvisionedThroughputExceeded"
+            return self.buckets[write].room(now, span), "ProvisionedThroughputExceeded"
         units, kind = self.limit(write)
         return units - (self.written if write else self.read), kind
 
-    def take(self, units: float, write: bool, now: float) -> None:
+    def take(self, units: float, write: bool, now: float, span: float = 0.0) -> None:
         """Take ``units`` (the caller checked ``room``)."""
         if write:
             self.written += units
         else:
             self.read += units
         if self.provisioned:
-            self.buckets[write].take(units, now)
+            self.buckets[write].consume(units, now, span)
 
     def refuse(self, units: float, write: bool) -> None:
         """Count ``units`` asked of the table and refused."""
