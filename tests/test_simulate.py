@@ -337,3 +337,25 @@ def test_demo_says_what_a_new_on_demand_table_would_accept() -> None:
     assert table["accepted_on_demo_table"] == 1.0
     assert table["asked_write_units_per_s"] > 4000
     assert math.isfinite(table["accepted_warm_unsplit"])
+
+
+def test_a_steady_second_worked_out_once_gives_what_working_it_out_again_gives(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rate engine shares a steady workload's second once and repeats it while no
+    partition splits and no table limit moves: the outcome is the same to the unit."""
+    workload = workload_from_dict({"duration": 90, "values": {
+        "HOT": {"write": 600, "sort": "spread"}, "WARM": {"write": 300}}})
+    options = {**SMALL, "warm_write": 4000.0, "split_delay_seconds": 20.0,
+               "peak_window_seconds": 30.0}
+    routing = Routing(overrides={"HOT": ShardPolicy(shards=3)})
+    fast = simulate(workload, routing, profile(**options)).to_dict()
+    original = FluidEngine.__init__
+
+    def uncached(self: FluidEngine, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self._cacheable = False
+
+    monkeypatch.setattr(FluidEngine, "__init__", uncached)
+    slow = simulate(workload, routing, profile(**options)).to_dict()
+    assert fast["partitions"]["table"]["last"] > fast["partitions"]["table"]["first"]
+    assert fast == slow

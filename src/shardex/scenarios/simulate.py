@@ -252,6 +252,8 @@ class _Flows:
     flows: list[Flow] = field(default_factory=list)
     # per flow: (value, shard key) pairs whose entry writes (or reads) it makes
     ends: list[tuple[tuple[str, str], ...]] = field(default_factory=list)
+    # per flow, once counted: the counters it adds to (see _targets)
+    targets: list[list[tuple[str, _Count, _Count | None, float]]] | None = None
 
     def add(self, flow: Flow, *ends: tuple[str, str]) -> None:
         if flow.rate > 0:
@@ -267,7 +269,6 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
     """
     engine = FluidEngine(profile, namespace=namespace)
     gsi = profile.layout == "gsi"
-    entries = 1 if gsi else 0
     sim = Simulation(workload, routing, profile, latency or LatencyModel())
     keys: dict[str, list[tuple[str, int]]] = {}
     for value, load in workload.values.items():
@@ -280,65 +281,22 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
     for resource in engine.resources:
         for write in (True, False):
             sim.tables.append(_Table(resource.kind, write))
-    cost = profile.transaction_cost
-    placement = profile.write_cost(_PLACEMENT_BYTES) * cost
-    locate = profile.read_cost(_PLACEMENT_BYTES, 1, True)
-    consistent = profile.consistent
-
+    built: tuple[tuple[float, ...], _Flows, _Flows] | None = None
     for second in range(workload.duration):
-        now = float(second)
-        reads, writes = _Flows(), _Flows()
-        operations = 0.0
-        for value, load in workload.values.items():
-            shards = keys[value]
-            n = len(shards)
-            entry = profile.write_cost(load.item_bytes) * cost
-            if load.write_units is not None:
-                rate = load.write_units.at(now) / n
-                for key, ident in shards:
-                    writes.add(Flow(rate, True, (Part(entries, ident, 1.0),)), (value, key))
-            else:
-                put, delete = load.write.at(now) / n, load.delete.at(now) / n
-                operations += (put + delete) * n
-                for key, ident in shards:
-                    writes.add(Flow(put, True, (Part(entries, ident, entry),
-                                                Part(0, None, placement))), (value, key))
-                    writes.add(Flow(delete, True, (Part(entries, ident, entry),
-                                                   Part(0, None, placement))), (value, key))
-            asked = _first_page(load.page, n)
-            nbytes = min(asked * load.read_item_bytes, QUERY_PAGE_BYTES)
-            units = profile.read_cost(nbytes, max(1, nbytes // load.read_item_bytes),
-                                      consistent)
-            rate = load.read.at(now)
-            for key, ident in shards:
-                reads.add(Flow(rate, False, (Part(entries, ident, units),), consistent),
-                          (value, f"read:{key}"))
-        for move in workload.moves:
-            rate = move.rate.at(now)
-            if rate <= 0:
-                continue
-            operations += rate
-            source, target = keys[move.source], keys[move.target]
-            pairs = max(len(source), len(target))
-            load = workload.values[move.target]
-            old = profile.write_cost(workload.values[move.source].item_bytes) * cost
-            new = profile.write_cost(load.item_bytes) * cost
-            for i in range(pairs):
-                (skey, sid), (tkey, tid) = source[i % len(source)], target[i % len(target)]
-                writes.add(Flow(rate / pairs, True, (Part(entries, sid, old),
-                                                     Part(entries, tid, new),
-                                                     Part(0, None, placement))),
-                           (move.source, skey), (move.target, tkey))
-        if operations > 0:
-            reads.add(Flow(operations, False, (Part(0, None, locate),)), ("", "locate"))
+        rates = _rates(workload, float(second))
+        if built is None or built[0] != rates:
+            # a steady workload builds its flows once
+            built = (rates, *_build(workload, keys, profile, rates))
+        _, reads, writes = built
         read_results = engine.step(second, reads.flows)
         located = next((result.accepted / flow.rate for flow, result, ends in zip(
             reads.flows, read_results, reads.ends, strict=True) if ends == (("", "locate"),)),
             1.0)
         _account(sim, reads, read_results, {})
         # an operation whose locate was throttled never gets to write
-        sent = [flow._replace(rate=flow.rate * located) if _placed(flow) else flow
-                for flow in writes.flows]
+        sent = writes.flows if located >= 1.0 else [
+            flow._replace(rate=flow.rate * located) if _placed(flow) else flow
+            for flow in writes.flows]
         now_counts: dict[str, list[float]] = {}
         _account(sim, writes, engine.step(second, sent), now_counts)
         for value, (offered, accepted) in sim.timeline.items():
@@ -364,40 +322,127 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
     return sim
 
 
+def _rates(workload: Workload, now: float) -> tuple[float, ...]:
+    """Every rate of the workload in the second starting at ``now``, in a fixed order."""
+    out: list[float] = []
+    for load in workload.values.values():
+        if load.write_units is not None:
+            out.append(load.write_units.at(now))
+        else:
+            out += (load.write.at(now), load.delete.at(now))
+        out.append(load.read.at(now))
+    out += (move.rate.at(now) for move in workload.moves)
+    return tuple(out)
+
+
+def _build(workload: Workload, keys: Mapping[str, list[tuple[str, int]]], profile: Profile,
+           rates: tuple[float, ...]) -> tuple[_Flows, _Flows]:
+    """One second's read and write flows at ``rates`` (as ``_rates`` lists them)."""
+    entries = 1 if profile.layout == "gsi" else 0
+    cost = profile.transaction_cost
+    placement = profile.write_cost(_PLACEMENT_BYTES) * cost
+    consistent = profile.consistent
+    reads, writes = _Flows(), _Flows()
+    operations = 0.0
+    at = iter(rates)
+    for value, load in workload.values.items():
+        shards = keys[value]
+        n = len(shards)
+        entry = profile.write_cost(load.item_bytes) * cost
+        if load.write_units is not None:
+            rate = next(at) / n
+            for key, ident in shards:
+                writes.add(Flow(rate, True, (Part(entries, ident, 1.0),)), (value, key))
+        else:
+            put, delete = next(at) / n, next(at) / n
+            operations += (put + delete) * n
+            for key, ident in shards:
+                writes.add(Flow(put, True, (Part(entries, ident, entry),
+                                            Part(0, None, placement))), (value, key))
+                writes.add(Flow(delete, True, (Part(entries, ident, entry),
+                                               Part(0, None, placement))), (value, key))
+        nbytes = min(_first_page(load.page, n) * load.read_item_bytes, QUERY_PAGE_BYTES)
+        units = profile.read_cost(nbytes, max(1, nbytes // load.read_item_bytes), consistent)
+        rate = next(at)
+        for key, ident in shards:
+            reads.add(Flow(rate, False, (Part(entries, ident, units),), consistent),
+                      (value, f"read:{key}"))
+    for move in workload.moves:
+        rate = next(at)
+        if rate <= 0:
+            continue
+        operations += rate
+        source, target = keys[move.source], keys[move.target]
+        pairs = max(len(source), len(target))
+        old = profile.write_cost(workload.values[move.source].item_bytes) * cost
+        new = profile.write_cost(workload.values[move.target].item_bytes) * cost
+        for i in range(pairs):
+            (skey, sid), (tkey, tid) = source[i % len(source)], target[i % len(target)]
+            writes.add(Flow(rate / pairs, True, (Part(entries, sid, old),
+                                                 Part(entries, tid, new),
+                                                 Part(0, None, placement))),
+                       (move.source, skey), (move.target, tkey))
+    if operations > 0:
+        reads.add(Flow(operations, False, (Part(0, None, profile.read_cost(
+            _PLACEMENT_BYTES, 1, True)),)), ("", "locate"))
+    return reads, writes
+
+
 def _placed(flow: Flow) -> bool:
     return any(part.key is None for part in flow.parts)
+
+
+def _targets(sim: Simulation, flows: _Flows) -> list[list[tuple[str, _Count, _Count | None,
+                                                                 float]]]:
+    """Per flow: (value, its counter, its shard key's counter or None for a read, the
+    share of the flow's rate it counts) for every end the flow makes."""
+    out = []
+    for ends in flows.ends:
+        targets: list[tuple[str, _Count, _Count | None, float]] = []
+        for value, key in ends:
+            if not value:
+                continue
+            if key.startswith("read:"):
+                n = len(sim.shard_keys[value])
+                targets.append((value, sim.reads.setdefault(value, _Count()), None, 1.0 / n))
+            else:
+                targets.append((value, sim.values[value], sim.shard_keys[value][key], 1.0))
+        out.append(targets)
+    return out
 
 
 def _account(sim: Simulation, flows: _Flows, results: list[FlowResult],
              now: dict[str, list[float]]) -> None:
     """Count one step's results: per shard key and value (offered as in ``flows``, before
     any locate was refused), reads, throttles by reason, and into ``now`` per value."""
-    for flow, result, ends in zip(flows.flows, results, flows.ends, strict=True):
+    if flows.targets is None:
+        flows.targets = _targets(sim, flows)
+    throttles = sim.throttles
+    for flow, result, ends, targets in zip(flows.flows, results, flows.ends, flows.targets,
+                                           strict=True):
         refused = result.refused
         if refused > 1e-12 and result.reason:
-            sim.throttles[result.reason] = sim.throttles.get(result.reason, 0.0) + refused
+            throttles[result.reason] = throttles.get(result.reason, 0.0) + refused
             if result.partition is not None:
                 for _, key in ends:
                     sim.hot.setdefault(key.removeprefix("read:"), result.partition)
-        for value, key in ends:
-            if not value:
-                continue
-            if key.startswith("read:"):
-                n = len(sim.shard_keys[value])
-                count = sim.reads.setdefault(value, _Count())
-                count.offered += flow.rate / n
-                count.accepted += result.accepted / n
+        rate, accepted = flow.rate, result.accepted
+        for value, count, shard, share in targets:
+            if shard is None:  # a page read: each of its N shard queries counts 1/N
+                count.offered += rate * share
+                count.accepted += accepted * share
                 sim.read_units[value] = sim.read_units.get(value, 0.0) + \
-                    result.accepted * flow.parts[0].units
+                    accepted * flow.parts[0].units
                 continue
-            count = sim.shard_keys[value][key]
-            count.offered += flow.rate
-            count.accepted += result.accepted
-            sim.values[value].offered += flow.rate
-            sim.values[value].accepted += result.accepted
-            totals = now.setdefault(value, [0.0, 0.0])
-            totals[0] += flow.rate
-            totals[1] += result.accepted
+            shard.offered += rate
+            shard.accepted += accepted
+            count.offered += rate
+            count.accepted += accepted
+            totals = now.get(value)
+            if totals is None:
+                totals = now[value] = [0.0, 0.0]
+            totals[0] += rate
+            totals[1] += accepted
 
 
 def routing_for(values: Mapping[str, ValueLoad], routing: Routing | None,

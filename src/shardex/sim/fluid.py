@@ -97,6 +97,14 @@ class FluidEngine:
             self.resources.append(Resource(profile, index=True))
         self._keys: list[_Key] = []
         self._pseudo: dict[Partition, tuple[int, int]] = {}
+        # id(flows) -> (flows, state, where each part landed, spreads, results): see step
+        self._memo: dict[int, tuple[Sequence[Flow], tuple[float, ...], list[list[_Where]],
+                                    list[_Spread], list[FlowResult]]] = {}
+        # token buckets change from second to second: no second is like the one before
+        self._cacheable = profile.capacity == "on-demand"
+        # resource -> (partition map generation, (slot, partition, share) each, the shares)
+        self._spreads: dict[int, tuple[int, list[tuple[Slot, Partition, float]],
+                                       list[tuple[Partition, float]]]] = {}
 
     def key(self, name: str, *, index: bool = False, rising: bool = True) -> int:
         """Name a key once; return its id for ``Part``.
@@ -140,41 +148,60 @@ class FluidEngine:
         if not partitions.count:
             return []
         while True:
-            out: list[tuple[Slot, Partition, float, int, int]] = []
-            for slot in partitions.slots():
-                bounds = slot.bounds
-                for i, part in enumerate(slot.parts):
-                    lo = bounds[i][0]
-                    hi = bounds[i + 1][0] if i + 1 < len(bounds) else 1 << 64
-                    out.append((slot, part, (hi - lo) / _TOP / partitions.count, lo, hi))
+            cached = self._spreads.get(resource)
+            if cached is None or cached[0] != partitions.generation:
+                out: list[tuple[Slot, Partition, float]] = []
+                for slot in partitions.slots():
+                    bounds = slot.bounds
+                    for i, part in enumerate(slot.parts):
+                        lo = bounds[i][0]
+                        hi = bounds[i + 1][0] if i + 1 < len(bounds) else 1 << 64
+                        out.append((slot, part, (hi - lo) / _TOP / partitions.count))
+                        # two keys inside the range stand for the many spread over it, so
+                        # the heat of a partition full of them splits it in the middle
+                        self._pseudo[part] = (lo + (hi - lo) // 4, lo + (hi - lo) // 2)
+                cached = self._spreads[resource] = (partitions.generation, out, [
+                    (part, share) for _, part, share in out if share > 0])
             split = False
-            for slot, part, _, _, _ in out:
+            for slot, part, _ in cached[1]:
                 if part.second != second:
                     part.roll(second)
                     if part.due and partitions.split(slot, part, second) is not None:
                         split = True
             if not split:
-                for _, part, _, lo, hi in out:
-                    # two keys inside the range stand for the many spread over it, so the
-                    # heat of a partition full of them splits it in the middle
-                    self._pseudo[part] = (lo + (hi - lo) // 4, lo + (hi - lo) // 2)
-                return [(part, share) for _, part, share, _, _ in out if share > 0]
+                return cached[2]
 
     def step(self, second: int, flows: Sequence[Flow]) -> list[FlowResult]:
-        """Run one second of ``flows``; return what each had accepted and refused."""
+        """Run one second of ``flows``; return what each had accepted and refused.
+
+        The same ``flows`` object offered again, on partitions that have not split and
+        tables whose limits have not moved (and no token bucket in play), is shared as
+        it was the second before: a steady workload is worked out once, then only
+        carried out, second after second.
+        """
         now = float(second)
         for resource in self.resources:
             resource.table.roll(second)
-        spreads: dict[int, _Spread] = {}
+        state = self._state()
+        memo = self._memo.get(id(flows))
+        if memo is not None and memo[0] is flows and memo[1] == state and \
+                self._roll_all(memo[2], memo[3], second) == state:
+            _, _, known, remembered, shared = memo
+            again = [FlowResult(r.accepted, r.refused, r.reason, r.partition) for r in shared]
+            for write, group in self._groups(flows):
+                self._apply([flows[i] for i in group], [known[i] for i in group],
+                            [again[i] for i in group], remembered, write, now)
+            return again
+        spread_of: dict[tuple[int, bool], _Spread] = {}
         placed: list[list[_Where]] = []
         for flow in flows:
             where: list[_Where] = []
             for part in flow.parts:
                 if part.key is None:
-                    spread = spreads.get(part.resource)
+                    spread = spread_of.get((part.resource, flow.write))
                     if spread is None:
-                        spread = spreads[part.resource] = _Spread(
-                            part.resource, self.spread(part.resource, second))
+                        spread = spread_of[(part.resource, flow.write)] = _Spread(
+                            part.resource, flow.write, self.spread(part.resource, second))
                     where.append(_Where(part.resource, part.units, None, spread))
                 else:
                     found = self._keys[part.key]
@@ -182,20 +209,59 @@ class FluidEngine:
                                         self.partitions_of(part.key, second), None,
                                         found.h))
             placed.append(where)
+        spreads = list(spread_of.values())
         results: list[FlowResult] = [FlowResult(0.0, 0.0)] * len(flows)
-        for write in (True, False):
-            group = [i for i, flow in enumerate(flows) if flow.write is write]
-            if not group:
-                continue
-            for spread in spreads.values():
-                spread.reset()
+        for write, group in self._groups(flows):
             shared = self._share([flows[i] for i in group], [placed[i] for i in group],
-                                 list(spreads.values()), write, now)
+                                 spreads, write, now)
             for i, result in zip(group, shared, strict=True):
                 results[i] = result
             self._apply([flows[i] for i in group], [placed[i] for i in group],
-                        [results[i] for i in group], list(spreads.values()), write, now)
+                        [results[i] for i in group], spreads, write, now)
+        if self._cacheable:
+            self._memo[id(flows)] = (flows, self._state(), placed, spreads,
+                                     [FlowResult(r.accepted, r.refused, r.reason, r.partition)
+                                      for r in results])
         return results
+
+    def _state(self) -> tuple[float, ...]:
+        """What sharing a second depends on besides the flows: splits and table limits."""
+        out: list[float] = []
+        for resource in self.resources:
+            out += (resource.partitions.generation, resource.table.limit(True)[0],
+                    resource.table.limit(False)[0])
+        return tuple(out)
+
+    def _roll_all(self, placed: list[list[_Where]], spreads: list[_Spread],
+                  second: int) -> tuple[float, ...]:
+        """Roll every partition a remembered second touched; split those due."""
+        for where in placed:
+            for w in where:
+                for part, _ in w.shares or ():
+                    self._roll(part, second)
+        for spread in spreads:
+            for part, _ in spread.parts:
+                self._roll(part, second)
+        return self._state()
+
+    def _roll(self, part: Partition, second: int) -> None:
+        if part.second != second:
+            part.roll(second)
+            if part.due:
+                for resource in self.resources:
+                    slot = resource.partitions.slot_holding(part)
+                    if slot is not None:
+                        resource.partitions.split(slot, part, second)
+                        return
+
+    @staticmethod
+    def _groups(flows: Sequence[Flow]) -> list[tuple[bool, list[int]]]:
+        out = []
+        for write in (True, False):
+            group = [i for i, flow in enumerate(flows) if flow.write is write]
+            if group:
+                out.append((write, group))
+        return out
 
     # -- internals ----------------------------------------------------------------------
 
@@ -222,6 +288,7 @@ class FluidEngine:
     def _share(self, flows: list[Flow], placed: list[list[_Where]], spreads: list[_Spread],
                write: bool, now: float) -> list[FlowResult]:
         """Share the partitions' and tables' room of one second among flows of one kind."""
+        spreads = [spread for spread in spreads if spread.write is write]
         demand: dict[Partition, float] = {}
         owner: dict[Partition, int] = {}
         strong: dict[Partition, bool] = {}
@@ -268,6 +335,8 @@ class FluidEngine:
         for partition, load in bound.items():
             spare = room[partition] - used.get(partition, 0.0)
             factor[partition] = 1.0 if load <= spare else max(0.0, spare) / load
+        for spread in spreads:
+            spread.settle(factor)
         accepted = [_accepted(where, factor) for where in placed]
         results = []
         for flow, (share, limiter) in zip(flows, accepted, strict=True):
@@ -296,6 +365,7 @@ class FluidEngine:
     def _apply(self, flows: list[Flow], placed: list[list[_Where]],
                results: list[FlowResult], spreads: list[_Spread], write: bool,
                now: float) -> None:
+        spreads = [spread for spread in spreads if spread.write is write]
         for spread in spreads:
             spread.taken = spread.refused = 0.0
         for flow, where, result, in zip(flows, placed, results, strict=True):
@@ -333,12 +403,13 @@ class _Spread:
     """A resource's spread parts of one second: its partitions, each with its share of the
     hash space (summing to 1), the units asked of them and the share they accept."""
 
-    __slots__ = ("_factors", "factor", "parts", "refused", "resource", "strong", "taken",
-                 "units")
+    __slots__ = ("_factors", "factor", "limiter", "parts", "refused", "resource", "strong",
+                 "taken", "units", "write")
 
-    def __init__(self, resource: int, parts: list[tuple[Partition, float]]) -> None:
+    def __init__(self, resource: int, write: bool, parts: list[tuple[Partition, float]]) -> None:
         whole = sum(weight for _, weight in parts)
         self.resource = resource
+        self.write = write
         self.parts = [(p, weight / whole) for p, weight in parts] if whole > 0 else []
         self.reset()
 
@@ -346,12 +417,14 @@ class _Spread:
         self.units = self.taken = self.refused = 0.0
         self.factor = 1.0
         self.strong = False
+        self.limiter: Partition | None = None
         self._factors: dict[Partition, float] = {}
 
     def settle(self, factor: dict[Partition, float]) -> None:
         """The expected share accepted of an operation landing on one of the partitions."""
         self.factor = sum(factor[p] * weight for p, weight in self.parts) if self.parts \
             else 1.0
+        self.limiter = min(self.parts, key=lambda s: factor[s[0]])[0] if self.parts else None
         self._factors = factor
 
     def apply(self, write: bool, now: float, pseudo: dict[Partition, tuple[int, int]]) -> None:
@@ -359,15 +432,14 @@ class _Spread:
         if not self.parts or not (self.taken or self.refused):
             return
         asked = self.taken + self.refused
-        accepted_weight = sum(self._factors.get(p, 1.0) * w for p, w in self.parts) or 1.0
+        factors = self._factors
+        accepted_weight = sum(factors.get(p, 1.0) * w for p, w in self.parts) or 1.0
+        scale = self.taken / accepted_weight
         for partition, weight in self.parts:
-            taken = self.taken * weight * self._factors.get(partition, 1.0) / accepted_weight
-            refused = max(0.0, asked * weight - taken)
-            for h in pseudo.get(partition, (0, 0)):
-                if taken:
-                    partition.take(taken / 2, write, self.strong, now, h, 1.0)
-                if refused:
-                    partition.refuse(refused / 2, write, h)
+            taken = scale * weight * factors.get(partition, 1.0)
+            refused = asked * weight - taken
+            partition.spread(taken, refused if refused > 0 else 0.0, write, self.strong, now,
+                             1.0, pseudo.get(partition, (0, 0)))
 
 
 def _accepted(where: list[_Where], factor: dict[Partition, float]
@@ -377,9 +449,7 @@ def _accepted(where: list[_Where], factor: dict[Partition, float]
     for w in where:
         if w.spread is not None:
             if w.spread.factor < share:
-                share = w.spread.factor
-                limiter = min(w.spread.parts, key=lambda s: factor[s[0]])[0] \
-                    if w.spread.parts else None
+                share, limiter = w.spread.factor, w.spread.limiter
             continue
         shares = w.shares or []
         if not shares:

@@ -195,6 +195,31 @@ class Partition:
                 self.share_read.consume(units, now, span)
         self._heat(key, units)
 
+    def spread(self, taken: float, refused: float, write: bool, strong: bool, now: float,
+               span: float, keys: tuple[int, int]) -> None:
+        """Take ``taken`` and refuse ``refused`` units of many keys, whose heat is noted
+        half on each of two ``keys`` standing for them (the rate engine's placements)."""
+        if write:
+            self.written += taken
+            self.refused_write += refused
+            if taken and self.share_write is not None:
+                self.share_write.consume(taken, now, span)
+        else:
+            self.read += taken
+            self.refused_read += refused
+            if strong:
+                self.strong += taken
+            if taken and self.share_read is not None:
+                self.share_read.consume(taken, now, span)
+        half = (taken + refused) / 2
+        heat = self.heat
+        for key in keys:
+            seen = heat.get(key)
+            if seen is not None:
+                heat[key] = seen + half
+            elif len(heat) < _HEAT_KEYS:
+                heat[key] = half
+
     def refuse(self, units: float, write: bool, key: int) -> None:
         """Count ``units`` asked of this partition and refused: they are heat all the same."""
         if write:
@@ -256,6 +281,7 @@ class PartitionMap:
         self.generation = 0
         self.tracks: dict[int, KeyTrack] = {}
         self._slots: dict[Hashable, Slot] = {}
+        self._holding: dict[Partition, Slot] = {}
         self._shared = profile.capacity == "provisioned" and not profile.adaptive
         self._partitions = 0
         self._start = int(now)
@@ -291,6 +317,10 @@ class PartitionMap:
             found = self.tracks[h] = KeyTrack()
         return found
 
+    def slot_holding(self, part: Partition) -> Slot | None:
+        """The slot ``part`` belongs to, if it is one of this map's."""
+        return self._holding.get(part)
+
     def slots(self) -> list[Slot]:
         """Every slot made so far (with P partitions: the P slots, in order)."""
         return list(self._slots.values())
@@ -321,6 +351,7 @@ class PartitionMap:
             upper = Partition(f"{slot.label}.{slot.splits}", point, self.limits, second)
         at = slot.parts.index(part) + 1
         slot.parts.insert(at, upper)
+        self._holding[upper] = slot
         slot.bounds.insert(at, point)
         upper.bytes = part.bytes / 2
         part.bytes -= upper.bytes
@@ -335,6 +366,7 @@ class PartitionMap:
         second = int(now)
         slot = self._slots[sid] = Slot(label, own, Partition(
             None if own else label, (0, ""), self.limits, second))
+        self._holding[slot.parts[0]] = slot
         self._partitions += 1
         if self._shared:
             self._reshare(second)
