@@ -118,18 +118,28 @@ def test_burst_never_takes_a_partition_past_its_per_second_maximum() -> None:
     assert set(offer.reasons) == {"TableWriteKeyRangeThroughputExceeded"}
 
 
-def test_a_provisioned_tables_burst_lasts_as_long_as_awss_worked_example() -> None:
+@pytest.mark.parametrize(("options", "reason"), [
+    ({"provisioned_read": 150.0}, "TableReadProvisionedThroughputExceeded"),
+    # without adaptive capacity, a partition's share of a 600 RCU table over 4 partitions
+    ({"provisioned_read": 600.0, "partitions": 4, "adaptive": False},
+     "TableReadKeyRangeThroughputExceeded"),
+])
+def test_a_provisioned_shares_burst_lasts_as_long_as_awss_worked_example(
+        options: dict[str, Any], reason: str) -> None:
     """Source: AWS re:Post, "How does DynamoDB handle spiky workloads in short intervals"
     (repost.aws/knowledge-center/dynamodb-spiky-workloads-short-intervals): a table
     provisioned at 150 RCU, unused for 5 minutes, has 45,000 read units of burst (150 x
-    300); a load of 200 read units a second lasts 45,000 / (200 - 150) = 900 seconds.
+    300); a load of 200 read units a second lasts 45,000 / (200 - 150) = 900 seconds; and
+    "Burst and adaptive capacity" (burst-adaptive-capacity.html): up to 300 seconds of
+    unused capacity are kept.
 
     Reads of 200 KB (50 read units, strongly consistent) four times a second, after 300 s
-    idle: the first throttle comes at 900 s.
+    idle, on a share of 150 RCU (the whole table, or one partition's share of a table
+    without adaptive capacity): the first throttle comes at 900 s.
     """
     async def main() -> tuple[float | None, int]:
-        store = memory(profile="dynamodb-provisioned", provisioned_read=150.0,
-                       provisioned_write=1000.0, initial_burst_seconds=0.0)
+        store = memory(profile="dynamodb-provisioned", provisioned_write=1000.0,
+                       initial_burst_seconds=0.0, split_delay_seconds=math.inf, **options)
         blob = "r" * (50 * 4096 - 200)
         await CLOCK.sleep(300.0)
         await store.place(NS, "big", entry("K", "a", "big", blob=blob), version=1,
@@ -146,7 +156,7 @@ def test_a_provisioned_tables_burst_lasts_as_long_as_awss_worked_example() -> No
                 break
             assert page.units == 50.0
             accepted += 1
-        assert store.stats(NS).throttle_reasons == {"TableReadProvisionedThroughputExceeded": 1}
+        assert store.stats(NS).throttle_reasons == {reason: 1}
         return first, accepted
 
     first, accepted = run_virtual(main())
