@@ -87,8 +87,9 @@ class TableLimit:
                              if write else
                              (profile.warm_read, profile.quota_read, profile.max_read))
         served = max(warm, profile.peak_multiple * self.previous_peak(write))
-        return min((served, KEY_RANGE), (quota, "AccountLimitExceeded"),
-                   (most, "MaxOnDemandThroughputExceeded"), key=lambda c: c[0])
+        # on a tie the configured limits name it: a table warmed to its quota is held there
+        return min((most, "MaxOnDemandThroughputExceeded"), (quota, "AccountLimitExceeded"),
+                   (served, KEY_RANGE), key=lambda c: c[0])
 
     def room(self, write: bool, now: float, span: float = 0.0) -> tuple[float, str]:
         """(units the table may still take this second, the limit that would refuse more).
