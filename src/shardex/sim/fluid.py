@@ -36,7 +36,7 @@ from shardex.sim.partitions import KeyTrack, Partition, Slot
 from shardex.sim.profiles import Profile
 from shardex.sim.table import KEY_RANGE, Resource
 
-__all__ = ["FlowResult", "Flow", "FluidEngine", "Part"]
+__all__ = ["Flow", "FlowResult", "FluidEngine", "Part"]
 
 _TOP = float(1 << 64)
 
