@@ -142,6 +142,7 @@ class MemoryStore(Store):
         self._items: dict[str, dict[str, Item]] = {}
         self._records: dict[tuple[str, str], tuple[Record, int]] = {}
         self._record_slots: dict[tuple[str, str], tuple[Slot, int]] = {}
+        self._said: dict[tuple[Any, ...], str] = {}
 
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> MemoryStore:
@@ -224,6 +225,18 @@ class MemoryStore(Store):
     def _throttled(self, refusal: Refusal, key: str, *, strong: bool = True,
                    transaction: bool = False) -> Throttled:
         """The Throttled error of ``refusal``, in DynamoDB's words, for ``key``."""
+        # a hot key is refused thousands of times a second in the same words
+        said = (key, refusal.partition, refusal.resource, refusal.limit, refusal.write, strong,
+                transaction, refusal.resource.table.limit(refusal.write)[0]
+                if refusal.partition is None else 0.0)
+        message = self._said.get(said)
+        if message is None:
+            if len(self._said) > 4096:
+                self._said.clear()
+            message = self._said[said] = self._message(refusal, key, strong, transaction)
+        return Throttled(message, key=key, reason=refusal.reason)
+
+    def _message(self, refusal: Refusal, key: str, strong: bool, transaction: bool) -> str:
         profile, write = self.profile, refusal.write
         kind = "write" if write else "read"
         exception = ("TransactionCanceledException (ThrottlingError)" if transaction
@@ -239,8 +252,7 @@ class MemoryStore(Store):
             where = f"{key} ({what})"
             detail = (f"over the {what}'s {kind} limit of {units:g} units a second "
                       f"({_LIMIT_TEXT[refusal.limit]})")
-        return Throttled(f"{where} throttled: {exception}: {refusal.reason}, {detail}",
-                         key=key, reason=refusal.reason)
+        return f"{where} throttled: {exception}: {refusal.reason}, {detail}"
 
     def _take(self, rec: Recorder, resource: Resource, key: str, slot: Slot, h: int,
               sort: str, units: float, now: float, *, write: bool,
