@@ -289,11 +289,18 @@ class PartitionMap:
             for sid in range(self.count):
                 self._slot(sid, f"{prefix}{sid}", now, own=False)
 
-    def slot(self, namespace: str, key: str, now: float = 0.0) -> tuple[Slot, int]:
-        """Return the slot of ``key`` of ``namespace``, and the key's h64."""
-        h = h64(f"{namespace}\x00{key}")
+    def slot(self, namespace: str, key: str, now: float = 0.0, *,
+             tracked: bool = True) -> tuple[Slot, int]:
+        """Return the slot of ``key`` of ``namespace``, and the key's h64.
+
+        ``tracked=False``: the key is never written with a sort value (a placement or
+        record key); when every key is its own slot its hash is then never needed, and
+        0 stands for it.
+        """
         if self.count:
+            h = h64(f"{namespace}\x00{key}")
             return self._slots[jump_hash(h, self.count)], h
+        h = h64(f"{namespace}\x00{key}") if tracked else 0
         found = self._slots.get((namespace, key))
         return (found if found is not None else self._slot((namespace, key), key, now)), h
 

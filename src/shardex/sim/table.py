@@ -48,6 +48,7 @@ class TableLimit:
         # (second, units) each time a second set a new peak, for the on-demand rule
         self._peaks: dict[bool, list[tuple[int, float]]] = {True: [], False: []}
         self._seen = {True: 0, False: 0}
+        self._limits: dict[bool, tuple[float, str]] = {}  # this second's, once worked out
         self.buckets: dict[bool, TokenBucket] = {}
         if self.provisioned:
             for write, rate in ((True, profile.provisioned_write),
@@ -66,6 +67,7 @@ class TableLimit:
         self.second = second
         self.written = self.read = 0.0
         self.refused_write = self.refused_read = 0.0
+        self._limits.clear()
 
     def previous_peak(self, write: bool) -> float:
         """The most taken in one second up to ``peak_window_seconds`` before this one."""
@@ -79,6 +81,12 @@ class TableLimit:
 
     def limit(self, write: bool) -> tuple[float, str]:
         """(units a second, the limit type that sets it) in the current second."""
+        found = self._limits.get(write)
+        if found is None:
+            found = self._limits[write] = self._limit(write)
+        return found
+
+    def _limit(self, write: bool) -> tuple[float, str]:
         profile = self.profile
         if self.provisioned:
             rate = profile.provisioned_write if write else profile.provisioned_read

@@ -191,7 +191,8 @@ class MemoryStore(Store):
             items = self._items[namespace] = {}
         item = items.get(item_id)
         if item is None:
-            slot, h = self._table.partitions.slot(namespace, placement_key(item_id), now)
+            slot, h = self._table.partitions.slot(namespace, placement_key(item_id), now,
+                                                  tracked=False)
             item = items[item_id] = Item(slot, h)
         return item
 
@@ -199,7 +200,7 @@ class MemoryStore(Store):
         found = self._record_slots.get((namespace, rkey))
         if found is None:
             found = self._record_slots[(namespace, rkey)] = self._table.partitions.slot(
-                namespace, rkey, now)
+                namespace, rkey, now, tracked=False)
         return found
 
     async def _arrive(self, rec: Recorder, nbytes: int) -> float:
