@@ -45,7 +45,12 @@ class Backend:
 
 
 def _memory(**options: Any) -> Store:
+    # The contract suites test behaviour, not capacity (tests/test_sim.py and
+    # tests/test_fidelity.py do): like DynamoDB Local, a table that hardly throttles.
     options.setdefault("seed", 7)
+    for name, value in (("partitions", 0), ("write_ceiling", 10_000.0),
+                        ("read_ceiling", 30_000.0), ("warm_write", 40_000.0)):
+        options.setdefault(name, value)
     return shardex.open_store("memory://", **options)
 
 

@@ -14,6 +14,7 @@ from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
 from shardex.commands.plan import plan
 from shardex.commands.routing import routing
+from shardex.commands.simulate import simulate
 from shardex.errors import InvalidInput, ShardexError
 
 __all__ = ["cli", "main"]
@@ -30,6 +31,7 @@ cli.add_command(diagnose)
 cli.add_command(plan)
 cli.add_command(dynamodb)
 cli.add_command(routing)
+cli.add_command(simulate)
 
 
 def _fail(message: str, code: int) -> None:

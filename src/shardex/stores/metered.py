@@ -76,6 +76,9 @@ class Usage(NamedTuple):
       ``unavailable`` (failed before it applied); ``ambiguous`` (applied, then reported
       failure); ``failed`` (any other error); ``cancelled`` (the caller gave up).
     - ``start`` and ``end``: the store clock's monotonic seconds.
+    - ``reason``: why a throttled request was throttled, as the store says
+      (``Throttled.reason``: DynamoDB's ThrottlingReason, such as
+      ``TableWriteKeyRangeThroughputExceeded``); None for any other outcome.
 
     An immutable named tuple: one is made for every request, on the hot path.
     """
@@ -88,6 +91,7 @@ class Usage(NamedTuple):
     shares: tuple[Share, ...]
     start: float
     end: float
+    reason: str | None = None
 
     @property
     def latency(self) -> float:
@@ -259,12 +263,15 @@ class Recorder:
                  tb: TracebackType | None) -> None:
         if not self._used:
             return
+        reason = None
         if exc is None:
             outcome: Outcome = "ok"
         elif isinstance(exc, Throttled):
             if exc.key is not None:
                 self._key = exc.key
-            outcome = "throttled"
+            outcome, reason = "throttled", exc.reason
+            if reason is None:
+                reason = "unknown"
         elif isinstance(exc, ConditionFailed):
             outcome = "conflict"
         elif isinstance(exc, Unavailable):
@@ -273,7 +280,7 @@ class Recorder:
             outcome = "cancelled"
         else:
             outcome = "failed"
-        self._emit(outcome)
+        self._emit(outcome, reason)
 
     def request(self, key: str | None = None, *, write: bool | None = None) -> None:
         """Mark that a request is sent now (ending the one before it, which succeeded)."""
@@ -311,12 +318,12 @@ class Recorder:
         for key, part in split_units(units, weights):
             self.charge(key, part)
 
-    def _emit(self, outcome: Outcome) -> None:
+    def _emit(self, outcome: Outcome, reason: str | None = None) -> None:
         if self._write:
             self.written += self._units
         else:
             self.read += self._units
         usage = _new(Usage, (self._namespace, self._key, self._write, outcome, self._units,
-                             tuple(self._shares), self._start, self._clock.now()))
+                             tuple(self._shares), self._start, self._clock.now(), reason))
         for subscriber in self._meter._subscribers:  # Meter.emit, less two calls a request
             subscriber(usage)

@@ -11,7 +11,7 @@ counter was made or reset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shardex.keys import PLACEMENT_PREFIX, is_reserved
 from shardex.stores.metered import Counts, Hedge, Share, Usage
@@ -82,6 +82,9 @@ class StoreStats:
     - ``totals``: each request once; ``unavailable``: requests that failed before they
       applied (not in ``totals``); ``ambiguous``: writes applied that reported failure
       anyway; ``elapsed``: seconds from the first request to the last.
+    - ``throttle_reasons``: throttled requests by the reason the store gave
+      (``Throttled.reason``: DynamoDB's ThrottlingReason, ``injected`` for an injected
+      fault, ``unknown`` when the store gave none).
     """
 
     by_key: dict[str, KeyStats]
@@ -92,6 +95,7 @@ class StoreStats:
     unavailable: int = 0
     ambiguous: int = 0
     elapsed: float = 0.0
+    throttle_reasons: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
     def reserved(key: str) -> bool:
@@ -138,6 +142,7 @@ class StatsCounter:
         self._unavailable: dict[str, int] = {}
         self._ambiguous: dict[str, int] = {}
         self._hedged: dict[str, dict[str, Counts]] = {}
+        self._reasons: dict[str, dict[str, int]] = {}
         self._first: float | None = None
         self._last = 0.0
 
@@ -146,7 +151,7 @@ class StatsCounter:
             if type(usage) is Hedge:
                 self._hedge(usage)
             return
-        ns, target, write, outcome, units, shares, start, end = usage
+        ns, target, write, outcome, units, shares, start, end, reason = usage
         first = self._first
         if first is None:
             first = self._first = start
@@ -163,6 +168,12 @@ class StatsCounter:
             elif outcome == "ambiguous":
                 self._ambiguous[ns] = self._ambiguous.get(ns, 0) + 1
         throttled = outcome == "throttled"
+        if throttled:
+            reasons = self._reasons.get(ns)
+            if reasons is None:
+                reasons = self._reasons[ns] = {}
+            why = reason or "unknown"
+            reasons[why] = reasons.get(why, 0) + 1
         totals = self._totals.get(ns)
         if totals is None:
             totals = self._totals[ns] = Counts()
@@ -265,9 +276,15 @@ class StatsCounter:
         for ns, counts in self._totals.items():
             if chosen(ns):
                 totals.absorb(counts)
+        reasons: dict[str, int] = {}
+        for ns, counted in self._reasons.items():
+            if chosen(ns):
+                for why, n in counted.items():
+                    reasons[why] = reasons.get(why, 0) + n
         return StoreStats(
             by_key=by_key, by_partition=by_partition, timeline=timeline,
             throttle_timeline=throttles, totals=KeyStats.of(totals),
             unavailable=sum(n for ns, n in self._unavailable.items() if chosen(ns)),
             ambiguous=sum(n for ns, n in self._ambiguous.items() if chosen(ns)),
-            elapsed=0.0 if self._first is None else max(0.0, self._last - self._first))
+            elapsed=0.0 if self._first is None else max(0.0, self._last - self._first),
+            throttle_reasons=dict(sorted(reasons.items())))
