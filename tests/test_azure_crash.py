@@ -6,6 +6,8 @@ a process killed there; afterwards every read is complete and shows the item und
 exactly the value its placement names (or nowhere, when deleted), before and after
 ``repair``, which leaves no row uncommitted; the item can be written again; and a write
 still in flight while repair runs is fenced: it fails its commit and changes nothing.
+And the stateful index test (random writes and paginations against a model) runs on
+Azurite under injected throttles and timeouts, smaller than on ``memory://``.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from shardex.errors import ConditionFailed
 from shardex.stores.azure import AzureTablesStore, keys
-from shardex.stores.base import Placement, StoredEntry
+from shardex.stores.base import Placement, Store, StoredEntry
 from tests import azurite
 from tests.azure_faults import Crash, Faulty
+from tests.test_index_stateful import IndexMachine
 
 pytestmark = pytest.mark.azure
 NS = "orders"
@@ -184,3 +188,22 @@ def test_readers_check_only_rows_not_committed() -> None:
             assert "get" not in faulty.calls[start:]
 
     asyncio.run(main())
+
+
+class AzuriteIndexMachine(IndexMachine):
+    """The stateful index test on Azurite, smaller: 10% throttles, 3% ambiguous timeouts."""
+
+    def new_loop(self) -> asyncio.AbstractEventLoop:
+        return asyncio.new_event_loop()
+
+    def new_store(self, seed: int) -> Store:
+        plain = azurite.table_store()
+        faulty = Faulty(plain.client, seed=seed)
+        faulty.rates(throttle=0.10, ambiguous=0.03)
+        return AzureTablesStore(plain.table, client=faulty)
+
+
+AzuriteIndexMachine.TestCase.settings = settings(
+    max_examples=10, stateful_step_count=20, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
+TestIndexOnAzurite = AzuriteIndexMachine.TestCase
