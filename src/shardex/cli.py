@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from shardex.commands.azure import azure
 from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
@@ -30,6 +31,7 @@ cli.add_command(demo)
 cli.add_command(diagnose)
 cli.add_command(plan)
 cli.add_command(dynamodb)
+cli.add_command(azure)
 cli.add_command(routing)
 cli.add_command(simulate)
 
