@@ -18,7 +18,7 @@ import pytest
 import shardex
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
-from tests import dynamodb_local
+from tests import azurite, dynamodb_local
 
 T = TypeVar("T")
 _names = itertools.count()
@@ -45,7 +45,12 @@ class Backend:
 
 
 def _memory(**options: Any) -> Store:
+    # The contract suites test behaviour, not capacity (tests/test_sim.py and
+    # tests/test_fidelity.py do): like DynamoDB Local, a table that hardly throttles.
     options.setdefault("seed", 7)
+    for name, value in (("partitions", 0), ("write_ceiling", 10_000.0),
+                        ("read_ceiling", 30_000.0), ("warm_write", 40_000.0)):
+        options.setdefault(name, value)
     return shardex.open_store("memory://", **options)
 
 
@@ -53,6 +58,7 @@ BACKENDS: dict[str, Backend] = {
     "memory": Backend("memory", _memory, virtual_time=True),
     "dynamodb-table": Backend("dynamodb-table", dynamodb_local.table_store, virtual_time=False),
     "dynamodb-gsi": Backend("dynamodb-gsi", dynamodb_local.gsi_store, virtual_time=False),
+    "azure-tables": Backend("azure-tables", azurite.table_store, virtual_time=False),
 }
 
 
@@ -60,6 +66,8 @@ BACKENDS: dict[str, Backend] = {
 def backend(request: pytest.FixtureRequest) -> Backend:
     if request.param.startswith("dynamodb"):
         dynamodb_local.require_endpoint()
+    elif request.param.startswith("azure"):
+        azurite.require_endpoint()
     return BACKENDS[request.param]
 
 

@@ -82,10 +82,11 @@ def test_listing_pages_and_read_units() -> None:
     plan = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0, listing_items=10_000,
                        mode="gsi")
     p = plan.values["PENDING"]
-    # 2,500 entries a shard, 1,048 to a 1 MB page: pages of 1,048, 1,048 and 404 entries
+    # 2,500 entries a shard, 1,048 would fit a 1 MB page, but a page holds at most 1,000
+    # entries: pages of 1,000, 1,000 and 500 entries
     assert p.pages_per_shard == 3
     assert p.queries_per_listing == 12
-    per_shard = 2 * read_units(1_048_000) + read_units(404_000)
+    per_shard = 2 * read_units(1_000_000) + read_units(500_000)
     assert p.listing_read_units == 4 * per_shard
     eventual = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0,
                            listing_items=10_000, consistent=False, mode="gsi").values["PENDING"]
@@ -95,7 +96,11 @@ def test_listing_pages_and_read_units() -> None:
     assert (empty.queries_per_listing, empty.listing_read_units) == (4, 4.0)
     projected = plan_shards({"PENDING": 3500}, item_bytes=1000, read_item_bytes=100,
                             headroom=1.0, listing_items=10_000, mode="gsi").values["PENDING"]
-    assert projected.queries_per_listing == 4
+    # 10,485 projected entries would fit 1 MB: the 1,000-entry page binds, 3 pages a shard
+    assert projected.queries_per_listing == 12
+    small = plan_shards({"PENDING": 3500}, item_bytes=1000, read_item_bytes=100,
+                        headroom=1.0, listing_items=4000, mode="gsi").values["PENDING"]
+    assert small.queries_per_listing == 4
 
 
 @pytest.mark.parametrize(("peaks", "options", "match"), [

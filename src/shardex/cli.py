@@ -9,12 +9,14 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from shardex.commands.azure import azure
 from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
 from shardex.commands.plan import plan
 from shardex.commands.reshard import reshard
 from shardex.commands.routing import routing
+from shardex.commands.simulate import simulate
 from shardex.errors import InvalidInput, ShardexError
 
 __all__ = ["cli", "main"]
@@ -30,8 +32,10 @@ cli.add_command(demo)
 cli.add_command(diagnose)
 cli.add_command(plan)
 cli.add_command(dynamodb)
+cli.add_command(azure)
 cli.add_command(routing)
 cli.add_command(reshard)
+cli.add_command(simulate)
 
 
 def _fail(message: str, code: int) -> None:

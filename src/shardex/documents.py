@@ -13,10 +13,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["DECIMALS", "DIAGNOSE_SCHEMA", "PLAN_SCHEMA", "rounded"]
+__all__ = ["DECIMALS", "DIAGNOSE_SCHEMA", "PLAN_SCHEMA", "SIMULATE_SCHEMA", "rounded"]
 
 DIAGNOSE_SCHEMA = "shardex.diagnose/1"
 PLAN_SCHEMA = "shardex.plan/1"
+SIMULATE_SCHEMA = "shardex.simulate/1"
 DECIMALS = 4
 
 

@@ -39,7 +39,8 @@ _LISTING_PAIR = ValuePair(COUNT, "VALUE=N", "PENDING=50000")
 
 
 def _mode_of_store(uri: str) -> str:
-    """The layout a store URI names: ``gsi`` for ``dynamodb://TABLE?gsi=...``, else ``table``.
+    """The layout a store URI names: ``gsi`` for ``dynamodb://TABLE?gsi=...`` or a
+    ``memory://`` whose profile has the GSI layout, else ``table``.
 
     A text that is not a store URI is a usage error naming --store.
     """
@@ -47,8 +48,20 @@ def _mode_of_store(uri: str) -> str:
     if "://" not in uri or not parts.scheme:
         raise click.BadParameter(f"{uri!r} is not a store URI (scheme://...), e.g. "
                                  "dynamodb://TABLE?gsi=INDEX&...", param_hint="--store")
+    if parts.scheme.lower() == "memory":
+        return str(_profile_of_store(uri).layout)
     return "gsi" if parts.scheme.lower() == "dynamodb" and parse_qs(parts.query).get("gsi") \
         else "table"
+
+
+def _profile_of_store(uri: str) -> Any:
+    """The capacity profile a ``memory://`` URI names (its profile and settings)."""
+    from shardex.sim.profiles import DEFAULT_PROFILE, profile
+    from shardex.stores.memory.options import capacity_from_uri
+    from shardex.stores.uri import StoreURI
+
+    capacity, _ = capacity_from_uri(StoreURI.parse(uri))
+    return profile(capacity.pop("profile", DEFAULT_PROFILE), **capacity)
 
 
 @click.command()
@@ -75,6 +88,14 @@ def _mode_of_store(uri: str) -> str:
               help="Entries in a full listing, for all values or per value; gives the "
                    "listing's pages and read units.")
 @click.option("--eventual", is_flag=True, help="Listings read eventually consistent (half).")
+@click.option("--item-writes", type=click.FloatRange(min=0), default=None, metavar="N",
+              help="Items written a second, each with one placement record (a move writes "
+                   "two entries for one item); default: the sum of the peaks.")
+@click.option("--verify", is_flag=True,
+              help="Run the recommendation through simulate (each value at its peak) and "
+                   "report the outcome.")
+@click.option("--verify-seconds", type=click.IntRange(min=1, max=86_400), default=600,
+              show_default=True, help="Virtual seconds --verify simulates.")
 @click.option("--latency-median-ms", type=float, default=4.0, show_default=True,
               help="Median latency of one request.")
 @click.option("--latency-p99-ms", type=float, default=25.0, show_default=True,
@@ -83,10 +104,11 @@ def _mode_of_store(uri: str) -> str:
 def plan(peaks: tuple[tuple[str, float], ...], item_bytes: int, read_item_bytes: int | None,
          ceiling: str, headroom: float, mode: str | None, store: str | None,
          amplification: float | None, listings: tuple[int | tuple[str, int], ...],
-         eventual: bool, latency_median_ms: float, latency_p99_ms: float,
-         as_json: bool) -> None:
+         eventual: bool, item_writes: float | None, verify: bool, verify_seconds: int,
+         latency_median_ms: float, latency_p99_ms: float, as_json: bool) -> None:
     """Plan N per value: the smallest N with peak x units x amplification x headroom <= N x
-    ceiling, and the read-side cost of each N (queries, read units, fan-out latency)."""
+    ceiling, the read-side cost of each N (queries, read units, fan-out latency), and
+    every write the layout makes against what the table serves: which limit binds."""
     from shardex.plan import plan_shards
     from shardex.sim.latency import LatencyModel
 
@@ -107,14 +129,20 @@ def plan(peaks: tuple[tuple[str, float], ...], item_bytes: int, read_item_bytes:
         listing = whole[0]
     elif listings:
         listing = distinct([p for p in listings if isinstance(p, tuple)], "--listing-items")
+    table = _profile_of_store(store) if store is not None and store.lower().startswith(
+        "memory://") else None
     result = plan_shards(distinct(peaks, "--peak"), item_bytes=item_bytes,
                          read_item_bytes=read_item_bytes, ceiling=ceiling, headroom=headroom,
                          amplification=amplification, listing_items=listing,
                          consistent=not eventual,
                          latency=LatencyModel(latency_median_ms, latency_p99_ms),
-                         mode=mode or "table")
+                         mode=mode or "table", table=table, item_writes=item_writes)
+    verified = _verify(result, table, verify_seconds) if verify else None
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        doc = result.to_dict()
+        if verified is not None:
+            doc["verify"] = verified
+        click.echo(json.dumps(doc, indent=2))
         return
     console = output.console()
     bound = result.ceiling
@@ -135,3 +163,68 @@ def plan(peaks: tuple[tuple[str, float], ...], item_bytes: int, read_item_bytes:
              f"{p.fanout_p50_ms:.1f}/{p.fanout_p99_ms:.1f}"]
             for value, p in result.values.items()]
     console.print(output.table(console, columns, rows))
+    for line in _table_lines(result):
+        console.print(line, highlight=False)
+    if verified is not None:
+        _print_verified(console, verified)
+
+
+def _table_lines(result: Any) -> list[str]:
+    """The table-level check in words: every write the layout makes, and which limit binds."""
+    table = result.table
+    if table is None:
+        return []
+    sharded = [escape(v) for v, p in result.values.items() if p.sharded]
+    lines = [
+        f"[bold]table[/]: {table.write_units_per_s:,.0f} write units/s (entries "
+        f"{table.entry_units_per_s:,.0f} + placements {table.placement_units_per_s:,.0f} "
+        f"for {table.item_writes_per_s:,.0f} item writes/s), {table.required_units_per_s:,.0f}"
+        f" with the headroom; {table.profile} serves {table.limit_write_units_per_s:,.0f} at "
+        f"once ({table.limited_by}); {table.read_units_per_s:,.0f} read units/s locate the "
+        f"items (of {table.limit_read_units_per_s:,.0f})"]
+    fix = (f"raise {table.setting} ({table.limited_by}) to at least "
+           f"{table.required_units_per_s:,.0f}")
+    if table.required_units_per_s > table.quota_write_units_per_s:
+        fix += (f", past the per-table quota of {table.quota_write_units_per_s:,.0f}: "
+                "request a quota increase too")
+    binds = {
+        "partition": f"[bold]binds[/]: the partition ceiling ({', '.join(sharded)} sharded); "
+                     "the table keeps up",
+        "table": f"[bold red]binds[/]: the table, not a partition: no N helps; {fix}",
+        "both": f"[bold red]binds[/]: both: the partition ceiling ({', '.join(sharded)} "
+                f"sharded) and the table; {fix}",
+        "none": "[bold]binds[/]: neither: every value fits one partition, the table keeps up",
+    }
+    return [*lines, binds[table.binds]]
+
+
+def _verify(result: Any, table: Any, seconds: int) -> dict[str, Any]:
+    """Simulate ``result``'s routing, each value written at its peak for ``seconds``."""
+    from shardex.scenarios.simulate import simulate
+    from shardex.scenarios.workload import Schedule, ValueLoad, Workload
+    from shardex.sim.profiles import profile
+
+    values = {value: ValueLoad(value, write=Schedule(((0.0, p.peak),)),
+                               item_bytes=result.item_bytes,
+                               read_item_bytes=result.read_item_bytes)
+              for value, p in result.values.items()}
+    model = table if table is not None else profile(
+        "dynamodb-gsi" if result.mode == "gsi" else "dynamodb-on-demand")
+    run = simulate(Workload(seconds, values, origin="plan --verify"), result.routing(), model,
+                   latency=result.latency).to_dict()
+    return {key: run[key] for key in ("schema", "duration_s", "profile", "throttles",
+                                      "tables", "verdict")} | {
+        "values": {value: {k: v[k] for k in ("shards", "offered_writes_per_s",
+                                             "accepted_writes_per_s", "accepted_ratio")}
+                   for value, v in run["values"].items()}}
+
+
+def _print_verified(console: Any, verified: dict[str, Any]) -> None:
+    ok = verified["verdict"]["ok"]
+    console.print(
+        f"[bold]verify[/] (simulate, {verified['duration_s']:,} virtual s on "
+        f"{verified['profile']['name']}, each value at its peak, an item write each): "
+        + ", ".join(f"{escape(value)} {100 * v['accepted_ratio']:.1f}% accepted"
+                    for value, v in verified["values"].items()), highlight=False)
+    console.print(f"[bold {'green' if ok else 'red'}]verdict[/]: "
+                  f"{escape(verified['verdict']['summary'])}", highlight=False)

@@ -162,8 +162,10 @@ class Resharder:
                                     seed=seed, retry=MOVER_RETRY)
         make = layouts or (lambda index, clock, rng: IndexLayouts(index, clock=clock, rng=rng))
         self.layouts = make(self._moving, self._clock, self._rng)
-        # write units the movers of this runner spent per source key and clock second
+        # write units the movers of this runner spent per source key and clock second,
+        # and per key they moved entries to
         self.mover_units: dict[str, dict[int, float]] = {}
+        self.mover_landed: dict[str, dict[int, float]] = {}
 
     async def __aenter__(self) -> Resharder:
         await self._control.open()
@@ -204,7 +206,7 @@ class Resharder:
                      read_rate=self.read_rate, workers=self.workers,
                      unit_lease=self.unit_lease, worker=self.worker,
                      split_every=self._split, seed=self._rng.randrange(2**32),
-                     spent=self.mover_units)
+                     spent=self.mover_units, landed=self.mover_landed)
 
     async def units(self, routing: Routing) -> list[Unit]:
         """Every work unit of the reshard in ``routing``, of every generation."""
