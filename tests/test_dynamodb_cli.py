@@ -199,7 +199,8 @@ def test_dynamodb_local_start_prints_only_the_export_line(endpoint: str) -> None
     try:
         assert started.returncode == 0, started.stderr
         lines = started.stdout.splitlines()
-        assert len(lines) == 1 and lines[0].startswith("export SHARDEX_DYNAMODB_ENDPOINT=")
+        assert len(lines) == 1
+        assert lines[0].startswith("export SHARDEX_DYNAMODB_ENDPOINT=")
         assert "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:" in lines[0]
     finally:
         subprocess.run(["bash", str(root / "scripts" / "dynamodb-local"), "stop"],

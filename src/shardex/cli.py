@@ -16,6 +16,7 @@ from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
 from shardex.commands.plan import plan
 from shardex.commands.routing import routing
+from shardex.commands.serve import serve
 from shardex.commands.simulate import simulate
 from shardex.errors import InvalidInput, ShardexError
 
@@ -50,6 +51,7 @@ cli.add_command(dynamodb)
 cli.add_command(azure)
 cli.add_command(routing)
 cli.add_command(simulate)
+cli.add_command(serve)
 
 
 def _fail(message: str, code: int) -> None:
