@@ -132,3 +132,18 @@ def test_connection_options_reach_the_store_or_are_refused(
 
 def test_documents_round_once() -> None:
     assert rounded({"a": [0.1 + 0.2, 2.0, float("nan")]}) == {"a": [0.3, 2.0, None]}
+
+
+def test_the_readme_async_block_runs_as_a_script(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+    script = next(b for b in blocks if "asyncio.run(main())" in b)
+    path = tmp_path / "readme_example.py"
+    path.write_text(script)
+    ran = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert ran.returncode == 0, ran.stderr
+    assert "SHIPPED o-1" in ran.stdout
