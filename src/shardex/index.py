@@ -178,8 +178,12 @@ class ShardedIndex:
     # -- lifecycle -------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Open the store and load (or create) the index's routing record."""
-        await self._store.open()
+        """Open the store and load (or create) the index's routing record.
+
+        A throttled or unavailable probe of the store is tried again under the index's
+        retry policy, as every other request is.
+        """
+        await call_with_retry(self._store.open, self._retry, clock=self._clock, rng=self._rng)
         try:
             self._fanout = FanOut(self._store, self.name, retry=self._retry, hedge=self._hedge,
                                   max_concurrency=self._max_concurrency, clock=self._clock,
