@@ -264,7 +264,9 @@ def test_cli_table_wraps_instead_of_cutting(monkeypatch: pytest.MonkeyPatch, wid
     (["--peak", "PENDING=5", "--mode", "table", "--store", "dynamodb://t?gsi=g"], "contradicts"),
     (["--peak", "PENDING=5", "--mode", "lsi"], "'lsi' is not one of"),
     (["--peak", "PENDING=5", "--bogus"], "No such option"),
-    ([], "Missing option '--peak'"),
+    ([], "give each value's peak (--peak VALUE=WRITES_PER_S) or a diagnosis (--from FILE)"),
+    (["--from", "missing.json"], "missing.json"),
+    (["--from", "pyproject.toml"], "pyproject.toml"),
 ])
 def test_cli_bad_input_is_one_clear_line_and_exit_2(
         capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:

@@ -55,7 +55,7 @@ from shardex.errors import IncompleteRead
 from shardex.hedging import Copy, HedgePolicy, Hedger, call_hedged
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Position, QueryPage, Store, StoredEntry
-from shardex.stores.metered import Hedge, HedgeOutcome, Usage
+from shardex.stores.metered import FanOutRead, Hedge, HedgeOutcome, Usage
 
 __all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]
 
@@ -276,6 +276,10 @@ class FanOut:
                                 hedger, limit, clock=self._clock, report=report),
             self._retry, clock=self._clock, rng=self._rng)
 
+    def _fanned_out(self, value: str, width: int, kind: str) -> None:
+        self._store.meter.emit(FanOutRead(self._namespace, value, width, kind,
+                                          self._store.clock.now()))
+
     def _hedge_event(self, key: str, outcome: HedgeOutcome, units: float = 0.0) -> None:
         self._store.meter.emit(Hedge(self._namespace, key, outcome, units,
                                      self._store.clock.now()))
@@ -317,6 +321,7 @@ class FanOut:
         on two shards (mid-reshard) is returned once, its newest version. ``more`` is
         exact: True only if an entry lies beyond the page.
         """
+        self._fanned_out(value, len(keys), "page")
         share = _share(limit, len(keys), self._max_page)
         streams = None if after is None else self._resume(value, descending, after, keys,
                                                          share)
@@ -417,6 +422,7 @@ class FanOut:
         """
         queue: asyncio.Queue[tuple[str, list[StoredEntry] | BaseException | None]] = \
             asyncio.Queue(maxsize=2 * len(keys))
+        self._fanned_out(value, len(keys), "scan")
 
         async def pump(key: str) -> None:
             after: Position | None = None
@@ -475,6 +481,7 @@ class FanOut:
             return lambda: call_with_retry(lambda: bounded(key), self._retry,
                                            clock=self._clock, rng=self._rng)
 
+        self._fanned_out(value, len(keys), "count")
         return sum(await self._each(value, [(key, counter(key)) for key in keys]))
 
 

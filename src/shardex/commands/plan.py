@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -64,10 +66,44 @@ def _profile_of_store(uri: str) -> Any:
     return profile(capacity.pop("profile", DEFAULT_PROFILE), **capacity)
 
 
+def _measured_peaks(path: str) -> dict[str, float]:
+    """The peak write units a second of each key a ``shardex.diagnose/1`` document lists.
+
+    ``-`` reads standard input. A document of another kind, or one that lists no key, is
+    a usage error naming --from.
+    """
+    from shardex.documents import DIAGNOSE_SCHEMA
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        doc = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--from") from None
+    if not isinstance(doc, dict) or doc.get("schema") != DIAGNOSE_SCHEMA:
+        raise click.BadParameter(f"{path} is not a {DIAGNOSE_SCHEMA} document (shardex "
+                                 "diagnose --json)", param_hint="--from")
+    top = doc.get("top")
+    peaks: dict[str, float] = {}
+    for i, row in enumerate(top if isinstance(top, list) else []):
+        figure = row.get("peak_write_units_per_s", row.get("peak_units_per_s")) \
+            if isinstance(row, dict) else None
+        if not isinstance(row, dict) or not isinstance(row.get("key"), str) \
+                or isinstance(figure, bool) or not isinstance(figure, int | float):
+            raise click.BadParameter(f"{path}: top[{i}] needs a key and its peak units",
+                                     param_hint="--from")
+        peaks[row["key"]] = float(figure)
+    if not peaks:
+        raise click.BadParameter(f"{path}: the diagnosis lists no keys", param_hint="--from")
+    return peaks
+
+
 @click.command()
-@click.option("--peak", "peaks", multiple=True, required=True, metavar="VALUE=WRITES_PER_S",
+@click.option("--peak", "peaks", multiple=True, metavar="VALUE=WRITES_PER_S",
               type=ValuePair(NUMBER, "VALUE=NUMBER", "PENDING=6000"),
               help="A logical key and its peak writes a second; repeat per value.")
+@click.option("--from", "source_file", metavar="FILE",
+              help="A diagnosis (shardex diagnose --json; '-' reads stdin): plan each key it "
+                   "lists on its measured peak write units a second.")
 @click.option("--item-bytes", type=int, default=1024, show_default=True,
               help="Bytes of one index entry as written (write units per started KB).")
 @click.option("--read-item-bytes", type=int, default=None,
@@ -101,7 +137,8 @@ def _profile_of_store(uri: str) -> Any:
 @click.option("--latency-p99-ms", type=float, default=25.0, show_default=True,
               help="99th-percentile latency of one request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan(peaks: tuple[tuple[str, float], ...], item_bytes: int, read_item_bytes: int | None,
+def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_bytes: int,
+         read_item_bytes: int | None,
          ceiling: str, headroom: float, mode: str | None, store: str | None,
          amplification: float | None, listings: tuple[int | tuple[str, int], ...],
          eventual: bool, item_writes: float | None, verify: bool, verify_seconds: int,
@@ -111,6 +148,20 @@ def plan(peaks: tuple[tuple[str, float], ...], item_bytes: int, read_item_bytes:
     every write the layout makes against what the table serves: which limit binds."""
     from shardex.plan import plan_shards
     from shardex.sim.latency import LatencyModel
+
+    given = distinct(peaks, "--peak")
+    if source_file is not None:
+        if amplification is not None:
+            raise click.BadParameter("a diagnosis measured its units, amplification included",
+                                     param_hint="--amplification")
+        # measured units already hold the item's size and the layout's amplification
+        given = {**_measured_peaks(source_file), **given}
+        item_bytes, amplification = 1024, 1.0
+        if item_writes is None:
+            item_writes = 0.0  # a log counts units, not items: --item-writes tells them
+    elif not given:
+        raise click.UsageError("give each value's peak (--peak VALUE=WRITES_PER_S) or a "
+                               "diagnosis (--from FILE)")
 
     source = "--mode" if mode is not None else "assumed; --mode or --store sets it"
     if store is not None:
@@ -131,7 +182,7 @@ def plan(peaks: tuple[tuple[str, float], ...], item_bytes: int, read_item_bytes:
         listing = distinct([p for p in listings if isinstance(p, tuple)], "--listing-items")
     table = _profile_of_store(store) if store is not None and store.lower().startswith(
         "memory://") else None
-    result = plan_shards(distinct(peaks, "--peak"), item_bytes=item_bytes,
+    result = plan_shards(given, item_bytes=item_bytes,
                          read_item_bytes=read_item_bytes, ceiling=ceiling, headroom=headroom,
                          amplification=amplification, listing_items=listing,
                          consistent=not eventual,
@@ -147,11 +198,15 @@ def plan(peaks: tuple[tuple[str, float], ...], item_bytes: int, read_item_bytes:
     console = output.console()
     bound = result.ceiling
     why = "given" if result.amplification_given else _MODE_TEXT[result.mode]
-    console.print(
-        f"[bold]plan[/]: {result.mode} mode ({source}); amplification "
-        f"{result.amplification:g} ({why}); ceiling {bound.name} ({bound.write_units:g} write "
-        f"units/s a partition), headroom {result.headroom:g}x, {result.item_bytes} bytes an "
-        "entry", highlight=False)
+    sizes = (f"amplification {result.amplification:g} ({why}); "
+             f"ceiling {bound.name} ({bound.write_units:g} write units/s a partition), "
+             f"headroom {result.headroom:g}x, {result.item_bytes} bytes an entry")
+    if source_file is not None:
+        sizes = (f"peaks are the write units/s measured in {escape(source_file)} (item size "
+                 f"and amplification as measured: 1 unit an item, 1x); ceiling {bound.name} "
+                 f"({bound.write_units:g} write units/s a partition), headroom "
+                 f"{result.headroom:g}x")
+    console.print(f"[bold]plan[/]: {result.mode} mode ({source}); {sizes}", highlight=False)
     columns = [output.Column("value", "left"), *(output.Column(name) for name in (
         "peak w/s", "units/item", "WU/s", "N", "per shard", "queries", "listing RU",
         "fan-out p50/p99 ms"))]

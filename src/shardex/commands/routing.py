@@ -9,7 +9,9 @@ from typing import Any
 
 import click
 
+from shardex.commands.connection import Connection, connection_options, open_with
 from shardex.commands.params import POLICY, ValuePair
+from shardex.documents import ROUTING_RECORD_SCHEMA
 from shardex.errors import InvalidInput, InvalidRouting
 from shardex.keys import validate_value
 from shardex.routing import Routing, ShardPolicy
@@ -21,6 +23,7 @@ _SHOWN_KEYS = 6
 
 def _store_options(command: Any) -> Any:
     command = click.option("--index", "name", required=True, help="Index name.")(command)
+    command = connection_options(command)
     return click.option("--store", "uri", required=True,
                         help="Store URI, e.g. dynamodb://TABLE?region=eu-west-1.")(command)
 
@@ -45,13 +48,12 @@ def routing() -> None:
 @routing.command()
 @_store_options
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
-def show(uri: str, name: str, as_json: bool) -> None:
+def show(uri: str, name: str, as_json: bool, connection: Connection) -> None:
     """Print the routing of index NAME: version, default, and the shard keys per value."""
     from shardex.routing_record import RoutingRecord
-    from shardex.stores import open_store
 
     async def read() -> tuple[Routing | None, int | None, float, str]:
-        store = open_store(uri)
+        store = open_with(uri, connection)
         async with store:
             stored, revision, lease = await RoutingRecord(store, name).read()
         return stored, revision, lease, store.uri
@@ -64,7 +66,8 @@ def show(uri: str, name: str, as_json: bool) -> None:
     current = stored or Routing()
     if as_json:
         click.echo(json.dumps({
-            "index": name, "store": where, "stored": stored is not None, "revision": revision,
+            "schema": ROUTING_RECORD_SCHEMA, "index": name, "store": where,
+            "stored": stored is not None, "revision": revision,
             "lease": lease, "routing": current.to_dict(), "layout": _layout(current),
             "previous": None if current.previous is None else _layout(current.previous),
         }, indent=2))
@@ -127,7 +130,7 @@ def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, Sha
               help="Change the layout even if values it re-routes have entries.")
 def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], ...],
                 removals: tuple[str, ...], default: ShardPolicy | None, path: Path | None,
-                force: bool) -> None:
+                force: bool, connection: Connection) -> None:
     """Store a new routing version for index NAME (a compare-and-set write).
 
     Changing N for a value that has entries hides them from reads (they stay on the
@@ -141,7 +144,7 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
                                "or --file")
 
     async def change() -> tuple[Routing, Routing, str]:
-        async with ShardedIndex(uri, name) as index:
+        async with ShardedIndex(open_with(uri, connection), name) as index:
             current = index.routing
             if current.in_transition:
                 raise InvalidRouting(
