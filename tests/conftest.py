@@ -3,22 +3,33 @@
 ``memory`` always runs, on virtual time. Real servers are started by scripts/test,
 which exports their endpoints; in CI (CI=true) a backend whose server is missing
 fails instead of being skipped.
+
+Property tests draw the same examples on every run (hypothesis ``derandomize``), so a
+run's verdict is the code's, not the draw's; ``SHARDEX_HYPOTHESIS=explore`` draws new
+ones (and more of them) to look for failures the fixed draw does not reach.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import settings
 
 import shardex
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
 from tests import azurite, dynamodb_local
+
+settings.register_profile("fixed", derandomize=True)
+settings.register_profile("explore", derandomize=False, max_examples=500)
+settings.load_profile("explore" if os.environ.get("SHARDEX_HYPOTHESIS") == "explore"
+                      else "fixed")
 
 T = TypeVar("T")
 _names = itertools.count()

@@ -8,7 +8,7 @@ import string
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from shardex import NotFound, Routing, ShardedIndex, ShardPolicy
@@ -81,6 +81,8 @@ def test_a_missing_table_fails_at_open_naming_the_command(endpoint: str,
                                                                 HealthCheck.data_too_large])
 @given(st.lists(st.tuples(SORTS, ITEMS), min_size=1, max_size=8, unique_by=lambda p: p[1]),
        st.text(string.ascii_letters + "#/?\\\u00e9", min_size=1, max_size=8))
+# a quote in a row key, as the mirror of "yt" once made: Azurite filed the row elsewhere
+@example(rows=[("", "yt"), ("it's", "a',b")], key="?")
 def test_any_keys_the_index_accepts_round_trip_in_order(rows: list[tuple[str, str]],
                                                         key: str) -> None:
     shard_key = key.replace("#", "") or "k"

@@ -50,7 +50,8 @@ def test_demo_prints_a_table_and_a_plot(tmp_path: Path) -> None:
     plot = tmp_path / "rates.png"
     result = CliRunner().invoke(cli, ["demo", "--plot", str(plot), *SMALL])
     assert result.exit_code == 0, result.output
-    for label in ("accepted writes/s", "throttled share", "writes failed after retries",
+    for label in ("write calls/s accepted", "entry writes/s per status", "throttled share",
+                  "writes failed after retries",
                   "every listing matched ground truth", "unsharded", "sharded"):
         assert label in result.output
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

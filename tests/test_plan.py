@@ -196,6 +196,10 @@ def test_the_readme_example_keeps_every_shard_under_its_ceiling() -> None:
      "table mode (from --store)"),
     (["--store", "memory://"], "table", 18, "table mode (from --store)"),
     (["--mode", "gsi", "--amplification", "3"], "gsi", 27, "amplification 3 (given)"),
+    # Azure: 4 entity writes a write, against 2,000 entities a second a partition
+    (["--store", "azure-tables://orders?endpoint=http://127.0.0.1:10002/devstoreaccount1"],
+     "azure", 18, "amplification 4 (Azure Table Storage"),
+    (["--mode", "azure", "--ceiling", "dynamodb"], "azure", 36, "ceiling dynamodb"),
 ])
 def test_the_mode_sets_the_amplification_and_says_so(args: list[str], mode: str, shards: int,
                                                       said: str) -> None:
@@ -264,7 +268,9 @@ def test_cli_table_wraps_instead_of_cutting(monkeypatch: pytest.MonkeyPatch, wid
     (["--peak", "PENDING=5", "--mode", "table", "--store", "dynamodb://t?gsi=g"], "contradicts"),
     (["--peak", "PENDING=5", "--mode", "lsi"], "'lsi' is not one of"),
     (["--peak", "PENDING=5", "--bogus"], "No such option"),
-    ([], "Missing option '--peak'"),
+    ([], "give each value's peak (--peak VALUE=WRITES_PER_S) or a diagnosis (--from FILE)"),
+    (["--from", "missing.json"], "missing.json"),
+    (["--from", "pyproject.toml"], "pyproject.toml"),
 ])
 def test_cli_bad_input_is_one_clear_line_and_exit_2(
         capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
@@ -275,3 +281,11 @@ def test_cli_bad_input_is_one_clear_line_and_exit_2(
     assert err.startswith("error: ")
     assert message in err
     assert "Traceback" not in err
+
+
+def test_an_azure_table_that_cannot_keep_up_is_told_the_account_limit() -> None:
+    text = CliRunner().invoke(cli, ["plan", "--mode", "azure", "--peak", "PENDING=3000"],
+                              terminal_width=200)
+    said = " ".join(text.stdout.split())
+    assert "storage account serves about 20,000 entities a second" in said
+    assert "over 2 accounts" in said

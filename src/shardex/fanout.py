@@ -62,7 +62,7 @@ from shardex.errors import IncompleteRead
 from shardex.hedging import Copy, HedgePolicy, Hedger, call_hedged
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Position, QueryPage, Store, StoredEntry
-from shardex.stores.metered import Hedge, HedgeOutcome, Usage
+from shardex.stores.metered import FanOutRead, Hedge, HedgeOutcome, Usage
 
 __all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]
 
@@ -315,6 +315,10 @@ class FanOut:
                                 hedger, limit, clock=self._clock, report=report),
             self._retry, clock=self._clock, rng=self._rng)
 
+    def _fanned_out(self, value: str, width: int, kind: str) -> None:
+        self._store.meter.emit(FanOutRead(self._namespace, value, width, kind,
+                                          self._store.clock.now()))
+
     def _hedge_event(self, key: str, outcome: HedgeOutcome, units: float = 0.0) -> None:
         self._store.meter.emit(Hedge(self._namespace, key, outcome, units,
                                      self._store.clock.now()))
@@ -358,8 +362,10 @@ class FanOut:
         shards ``first`` before it is read on ``keys`` (a key may be in both).
         """
         if first:
+            self._fanned_out(value, len({*first, *keys}), "page")
             return await self._phased(value, first, keys, after=after,
                                       descending=descending, limit=limit)
+        self._fanned_out(value, len(keys), "page")
         share = _share(limit, len(keys), self._max_page)
         streams = None if after is None else self._resume(value, descending, after, keys,
                                                          share)
@@ -500,6 +506,7 @@ class FanOut:
         """
         failed: dict[str, BaseException] = {}
         seen: set[str] = set()
+        self._fanned_out(value, len({*first, *keys}), "scan")
         for phase in (first, keys):
             async for entry in self._stream(phase, failed):
                 if dedupe:
@@ -567,6 +574,7 @@ class FanOut:
             return lambda: call_with_retry(lambda: bounded(key), self._retry,
                                            clock=self._clock, rng=self._rng)
 
+        self._fanned_out(value, len(keys), "count")
         return sum(await self._each(value, [(key, counter(key)) for key in keys]))
 
 

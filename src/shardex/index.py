@@ -204,6 +204,8 @@ class ShardedIndex:
             raise
         self._refresher = asyncio.ensure_future(self._record.keep_fresh())
         self._loop = asyncio.get_running_loop()
+        log.info("index %r open on %s, routing version %d", self.name, self._store.uri,
+                 self._record.routing.version)
 
     async def close(self) -> None:
         if self._fanout is not None:

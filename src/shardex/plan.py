@@ -10,7 +10,9 @@ where ``ceiling`` is the store's per-partition write ceiling. Values whose load 
 one partition keep N = 1 (no suffix). The amplification follows the layout unless
 given (``MODES``): in index-table mode shardex writes each entry in a
 TransactWriteItems, which costs twice (2); in GSI mode DynamoDB writes the index
-entry from the application's own write (1).
+entry from the application's own write (1); on Azure Table Storage (``azure``) a write
+is about 4 entity writes on its shard key's partition (the row and its mirror, written
+and then committed: ``docs/azure.md``), against 2,000 entities a second a partition.
 
 N cures a hot partition, not a small table: ``plan_shards`` also adds up every write the
 layout makes at the table level, the entries of every value and one placement record
@@ -49,6 +51,7 @@ from shardex.sim.profiles import Profile, profile
 
 __all__ = [
     "AMPLIFICATION",
+    "CEILING_OF_MODE",
     "MODES",
     "PLACEMENT_BYTES",
     "Plan",
@@ -60,11 +63,15 @@ __all__ = [
 ]
 
 
-MODES = ("table", "gsi")
+MODES = ("table", "gsi", "azure")
 # write units a logical write costs its shard key, per layout
-AMPLIFICATION: Mapping[str, float] = {"table": 2.0, "gsi": 1.0}
+AMPLIFICATION: Mapping[str, float] = {"table": 2.0, "gsi": 1.0, "azure": 4.0}
 # the capacity profile each layout is planned on unless one is given
-_PROFILES: Mapping[str, str] = {"table": "dynamodb-on-demand", "gsi": "dynamodb-gsi"}
+_PROFILES: Mapping[str, str] = {"table": "dynamodb-on-demand", "gsi": "dynamodb-gsi",
+                                "azure": "azure-tables"}
+# the per-partition ceiling each layout is planned against unless one is given
+CEILING_OF_MODE: Mapping[str, str] = {"table": "dynamodb", "gsi": "dynamodb",
+                                      "azure": "azure-tables"}
 # A placement record (the item's own record of where its entry is): well under 1 KB.
 PLACEMENT_BYTES = 80
 
@@ -311,13 +318,13 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     N is the smallest with ``peak x write_units(item_bytes) x amplification x headroom
     <= N x ceiling.write_units``; values that fit one partition keep N = 1. The
     amplification defaults to that of ``mode`` (AMPLIFICATION: 2 for ``table``, 1
-    for ``gsi``). Read-side costs use ``read_item_bytes`` (default ``item_bytes``),
+    for ``gsi``, 4 for ``azure``). Read-side costs use ``read_item_bytes`` (default ``item_bytes``),
     ``listing_items`` (entries in a full listing, for all values or per value) and
     ``latency`` (default ``LatencyModel()``: 4 ms median, 25 ms p99). The table-level
     check (``Plan.table``) runs on ``table`` (a capacity profile; default: a new
-    on-demand table, ``dynamodb-gsi`` in GSI mode) with ``item_writes`` items written
-    a second (default: the sum of the peaks, each entry written by its own item write;
-    a move writes two entries for one item). Raises InvalidKey
+    on-demand table, ``dynamodb-gsi`` in GSI mode, ``azure-tables`` for ``azure``) with
+    ``item_writes`` items written a second (default: the sum of the peaks, each entry
+    written by its own item write; a move writes two entries for one item). Raises InvalidKey
     for a value that cannot be a logical key, InvalidInput for a negative or non-finite peak, a
     non-positive size, headroom or amplification, an unknown ceiling or mode, or a
     value that needs more than 4096 shards.
@@ -386,10 +393,10 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
 def _table_plan(plans: Mapping[str, ValuePlan], model: Profile, item_writes: float,
                 headroom: float, mode: str) -> TablePlan:
     entries = sum(p.write_units_per_s for p in plans.values())
-    cost = model.transaction_cost if mode == "table" else 1.0
+    cost = 1.0 if mode == "gsi" else model.transaction_cost
     placements = item_writes * model.write_cost(PLACEMENT_BYTES) * cost
     # in GSI mode the entries go to the GSI, which has a table-level limit of its own
-    total = entries + placements if mode == "table" else max(entries, placements)
+    total = max(entries, placements) if mode == "gsi" else entries + placements
     write, read, why, setting = _table_limit(model)
     locates = item_writes * model.read_cost(PLACEMENT_BYTES, 1, True)
     table_binds = total * headroom > write or locates * headroom > read

@@ -9,6 +9,7 @@ partition instead of bunching them.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from shardex.clock import Clock
 from shardex.errors import InvalidInput, Throttled, Unavailable
 
 __all__ = ["RetryPolicy", "call_with_retry"]
+
+log = logging.getLogger("shardex")
 
 T = TypeVar("T")
 
@@ -76,5 +79,6 @@ async def call_with_retry(call: Callable[[], Awaitable[T]], policy: RetryPolicy,
             wait = policy.decide(attempt, clock.now() - started, exc, rng)
             if wait is None:
                 raise
+            log.debug("try %d failed (%s); retrying in %.3f s", attempt + 1, exc, wait)
         await clock.sleep(wait)
         attempt += 1

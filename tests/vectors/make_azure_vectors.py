@@ -11,8 +11,8 @@ independent reference that the library (and ports to other languages) must agree
   the offset is written as class ``0`` + 2 digits, ``1`` + 3 digits or ``2`` + 4 digits,
   the fewest that hold it;
 - a composite key joins encoded texts with ``!``, which no code contains;
-- the mirror of a key replaces the i-th character of the 90 key characters (printable
-  ASCII less ``#``, ``/``, ``?``, ``\\``) by the (89-i)-th;
+- the mirror of a key replaces the i-th character of the 89 key characters (printable
+  ASCII less ``#``, ``/``, ``?``, ``\\``, ``'``) by the (88-i)-th;
 - a row key is ``A`` + E(sort) ``!`` E(item id) ``!`` + digest, or ``D`` + the mirror of
   the same middle + digest; the digest is the BLAKE2b-64 of the token's UTF-8 bytes,
   big-endian, as 11 base-62 digits.
@@ -33,7 +33,9 @@ DIGITS = "0123456789" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ" + "abcdefghijklmnopqrstuvwx
 SPEC = [
     ("\u0000", "\u0022", '"'),
     ("#", "$", "$"),
-    ("%", "-", ""),
+    ("%", "%", ""),
+    ("&", "'", "&"),
+    ("(", "-", ""),
     (".", "/", "."),
     ("0", "=", ""),
     (">", "?", ">"),
@@ -72,7 +74,7 @@ def encode(text: str) -> str:
     return "".join(out)
 
 
-KEY_CHARS = [chr(c) for c in range(33, 127) if chr(c) not in "#/?\\"]
+KEY_CHARS = [chr(c) for c in range(33, 127) if chr(c) not in "#/?\\'"]
 
 
 def mirror(key: str) -> str:
@@ -93,7 +95,7 @@ def row_keys(sort: str, item_id: str, token: str) -> dict[str, str]:
 
 TEXTS = [
     "", "PENDING", "PENDING#3", "o-1", "2026-11-30T05:00:00Z", "2026-11-30T05:00:00.123Z",
-    "a/b", "a\\b", "a?b", "a#b", "!", '"', "$", ".", ">", "[", "~", "}", "%&'()*+,-",
+    "a/b", "a\\b", "a?b", "a#b", "!", '"', "$", ".", ">", "[", "~", "}", "%&'()*+,-", "',",
     "0123456789:;<=", "@AZ", "]^_`az{|", "tab\there", "line\nbreak", "\u0001\u001f\u0020",
     "\u007f", "\u0080\u009f", "\u00a0", "caf\u00e9", "\u00e9t\u00e9", "\u0416", "\u05d0",
     "\u4e2d\u6587", "\u30c6\u30b9\u30c8", "\ue000", "\ufffd", "\uffff", "\U00010000",
@@ -108,6 +110,9 @@ POSITIONS = [
     ("a b", "a", "token-3"),
     ("caf\u00e9", "\U0001f600", "t"),
     ("x/y?z", "id#1", "0123456789abcdef0123456789abcdef"),
+    # a quote never reaches a key, nor does the mirror of a code make one
+    ("", "yt", "token-4"),
+    ("it's", "a',b", "token-5"),
 ]
 PARTITIONS = [("orders_by_status", "PENDING#3"), ("orders_by_status", "DELIVERED"),
               ("ix", "\u00e9t\u00e9#12")]

@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from shardex.commands import output
+
 __all__ = ["azure"]
 
 REPAIR_SCHEMA = "shardex.azure-repair/1"
@@ -68,7 +70,9 @@ def repair(table: str, name: str, shard_keys: tuple[str, ...], endpoint: str | N
         async with store:
             return await store.repair(name, shard_keys=list(shard_keys) or None)
 
-    report = asyncio.run(run())
+    with output.console(stderr=True).status(f"repairing index {name} of {table}...",
+                                            spinner="dots"):
+        report = asyncio.run(run())
     if as_json:
         click.echo(json.dumps({"schema": REPAIR_SCHEMA, "table": table, "index": name,
                                **dataclasses.asdict(report)}, indent=2))

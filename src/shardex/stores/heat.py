@@ -305,10 +305,12 @@ class HeatMeter:
         live_values = open_window.values if open_window is not None else {}
         other = self._values.other or self._shards.other
         timeline: dict[str, list[tuple[float, float]]] = {}
+        shard_timeline: dict[str, list[tuple[float, float]]] = {}
         for w in ring:
             start = w.index * self._window
-            for value, slots in w.values.items():
-                timeline.setdefault(value, []).append((start, slots.units * per_s))
+            for line, slotted in ((timeline, w.values), (shard_timeline, w.shard_keys)):
+                for key, slots in slotted.items():
+                    line.setdefault(key, []).append((start, slots.units * per_s))
         return HeatSnapshot(
             at=now, window=self._window, windows=[w.index * self._window for w in ring],
             shard_keys=level(self._shards, live_shards),
@@ -317,6 +319,7 @@ class HeatMeter:
             totals=meter(self._totals, open_window.total if open_window is not None else None),
             other=None if other is None else meter(other, live_values.get(OTHER)),
             overflow=self._values.overflow.top(20), timeline=timeline,
+            shard_timeline=shard_timeline,
             shard_values={k: t.value for k, t in self._shards.tallies.items()})
 
     def hot(self, top: int = 10, *, ceiling: str | float | Ceiling = "dynamodb") -> HotView:

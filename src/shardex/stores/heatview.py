@@ -136,7 +136,8 @@ class HeatSnapshot:
       counted as logical keys; ``other`` aggregates keys past the meter's key cap, and
       ``overflow`` ranks those keys by units with Space-Saving error bounds.
     - ``timeline``: logical key -> [(window start in seconds, units/s)] over the
-      retained windows; ``windows`` lists those windows' starts.
+      retained windows in which it had traffic; ``windows`` lists those windows' starts;
+      ``shard_timeline`` is the same per shard key.
     - ``shard_values``: shard key -> its logical key.
     """
 
@@ -151,6 +152,7 @@ class HeatSnapshot:
     overflow: list[Counted] = field(default_factory=list)
     timeline: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
     shard_values: Mapping[str, str] = field(default_factory=dict)
+    shard_timeline: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     def hot(self, top: int = 10, *, ceiling: str | float | Ceiling = "dynamodb") -> HotView:
         """Return the ``top`` logical keys by peak units a second, with their ceiling ratio."""

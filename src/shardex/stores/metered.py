@@ -20,7 +20,8 @@ counts subscribes to that meter and reads the same events: ``store.stats()``
 A subscriber is a plain callable; it must be quick and must not raise, as it runs inside
 the request path. Other event types flow through the same ``Meter.emit``, and subscribers
 ignore types they do not know: ``Hedge`` says what became of a hedged read's copies
-(each copy is also a request with its own ``Usage``).
+(each copy is also a request with its own ``Usage``), and ``FanOutRead`` how many shard
+keys one read of a logical key fans out to.
 
 ``Counts`` is the one counter record (named fields) the subscribers accumulate into.
 """
@@ -38,6 +39,7 @@ from shardex.errors import ConditionFailed, Throttled, Unavailable
 
 __all__ = [
     "Counts",
+    "FanOutRead",
     "Hedge",
     "HedgeOutcome",
     "Meter",
@@ -115,6 +117,20 @@ class Hedge(NamedTuple):
     key: str
     outcome: HedgeOutcome
     units: float
+    at: float
+
+
+class FanOutRead(NamedTuple):
+    """One read of logical key ``value`` fanned out to ``width`` shard keys at once.
+
+    ``kind``: ``page`` (a query page), ``scan`` or ``count``; ``at``: the store
+    clock's seconds. Each shard read is also a request with its own ``Usage``.
+    """
+
+    namespace: str
+    value: str
+    width: int
+    kind: str
     at: float
 
 

@@ -5,7 +5,9 @@ Pure: no I/O and no driver import. Azure Table PartitionKey and RowKey values re
 code units, which Azurite enforces). Shard keys (``PENDING#3``), sort values and item ids
 may hold any of those, so every key shardex writes is encoded by ``encode_text``: each code
 point becomes itself or an escape, and the result is printable ASCII without the four
-refused characters. The encoding is
+refused characters and without ``'``: the service takes a quote in a key (doubled in the
+request's URL), but Azurite cuts a key of a batch request at ``',``, so a quote is escaped
+too. The encoding is
 
 - **reversible**: ``decode_text(encode_text(t)) == t``;
 - **order-preserving**: code point order of texts is the ordinal order of their
@@ -22,7 +24,9 @@ code points        characters                           encoded as
 =================  ===================================  ================================
 U+0000..U+0022     controls, space, ``!``, ``"``        ``"`` + 1 digit (offset)
 U+0023..U+0024     ``#`` ``$``                          ``$`` + 1 digit
-U+0025..U+002D     ``% & ' ( ) * + , -``                themselves
+U+0025             ``%``                                itself
+U+0026..U+0027     ``&`` ``'``                          ``&`` + 1 digit
+U+0028..U+002D     ``( ) * + , -``                      themselves
 U+002E..U+002F     ``.`` ``/``                          ``.`` + 1 digit
 U+0030..U+003D     ``0-9 : ; < =``                      themselves
 U+003E..U+003F     ``>`` ``?``                          ``>`` + 1 digit
@@ -44,7 +48,7 @@ Keys:
   (a logical key never starts with ``#``, so these never meet);
 - RowKey of an entry: ``A E(sort) ! E(item id) ! D`` in ascending order and
   ``D C(E(sort) ! E(item id) !) D`` for the mirror row read in descending order, where
-  ``C`` maps the i-th of the 90 key characters (``KEY_ALPHABET``) to the (89-i)-th, which
+  ``C`` maps the i-th of the 89 key characters (``KEY_ALPHABET``) to the (88-i)-th, which
   reverses the order, and ``D`` is an 11-digit digest of the write's token that tells
   apart two rows of one item at one position (a write and the one it replaces).
 """
@@ -86,7 +90,9 @@ _BASE = len(DIGITS)
 BANDS: tuple[tuple[int, int, str | None], ...] = (
     (0x00, 0x22, '"'),
     (0x23, 0x24, "$"),
-    (0x25, 0x2D, None),
+    (0x25, 0x25, None),
+    (0x26, 0x27, "&"),
+    (0x28, 0x2D, None),
     (0x2E, 0x2F, "."),
     (0x30, 0x3D, None),
     (0x3E, 0x3F, ">"),
@@ -96,8 +102,8 @@ BANDS: tuple[tuple[int, int, str | None], ...] = (
     (0x7E, 0x10FFFF, "~"),
 )
 _WIDE = 0x7E
-# every character an encoded key may hold, in order: printable ASCII less # / ? backslash
-KEY_ALPHABET = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "#/?\\")
+# every character an encoded key may hold, in order: printable ASCII less # / ? backslash '
+KEY_ALPHABET = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "#/?\\'")
 _MIRROR = str.maketrans(KEY_ALPHABET, KEY_ALPHABET[::-1])
 ASC = "A"
 DESC = "D"
