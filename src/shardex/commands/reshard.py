@@ -9,6 +9,7 @@ the new layout alone, ``complete`` retires the old one, ``rollback`` goes back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shlex
@@ -300,15 +301,32 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
               help="Oldest parity report a cutover made by --until read-new or later uses.")
 @click.option("--every", default=5.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds between progress lines when the output is not a terminal.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve the reshard's progress gauges and the store's metrics on "
+                   "http://127.0.0.1:PORT/metrics while it runs (0: a free port; needs the "
+                   "metrics extra).")
 def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until: str | None,
-        max_age: float, every: float, connection: Connection) -> None:
+        max_age: float, every: float, metrics_port: int | None,
+        connection: Connection) -> None:
     """Drive the reshard of index NAME (resuming it wherever it stopped)."""
     out = output.console()
-    with _Reporter(out, every=every) as report:
+    _check_name(name)
+    store = open_with(uri, connection)
+    with contextlib.ExitStack() as stack:
+        recorder = None
+        if metrics_port is not None:
+            from shardex.metrics import MetricsRecorder
+            from shardex.metrics.prometheus import serve_prometheus
+
+            recorder = MetricsRecorder().attach(store)
+            server = stack.enter_context(serve_prometheus(recorder, port=metrics_port))
+            output.console(stderr=True).print(f"metrics: {server.url}", highlight=False)
+        report = stack.enter_context(_Reporter(out, every=every))
+
         async def drive() -> Any:
-            async with _resharder(uri, name, connection, rate=rate, workers=workers,
-                                  unit_lease=unit_lease, max_age=max_age,
-                                  progress=report) as runner:
+            async with _resharder(store, name, connection, rate=rate, workers=workers,
+                                  unit_lease=unit_lease, max_age=max_age, progress=report,
+                                  recorder=recorder) as runner:
                 return await runner.run(until=until)
 
         result = _run(drive)
