@@ -9,6 +9,7 @@ the new layout alone, ``complete`` retires the old one, ``rollback`` goes back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shlex
@@ -22,11 +23,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from shardex.commands import output
+from shardex.commands.connection import Connection, connection_options, open_with
 from shardex.commands.params import POLICY, ValuePair, distinct
 from shardex.commands.routing import read_json_file
 from shardex.errors import InvalidInput, InvalidRouting
 from shardex.keys import validate_value
 from shardex.routing import Routing, ShardPolicy
+from shardex.stores.base import Store
 
 __all__ = ["DURATION", "parity_lines", "reshard", "steps_lines"]
 
@@ -58,6 +61,7 @@ _STATES = ("read-both", "write-new", "verified", "read-new", "retired", "done")
 
 def _store_options(command: Any) -> Any:
     command = click.option("--index", "name", required=True, help="Index name.")(command)
+    command = connection_options(command)
     return click.option("--store", "uri", required=True,
                         help="Store URI, e.g. dynamodb://TABLE?region=eu-west-1.")(command)
 
@@ -85,11 +89,12 @@ def _check_name(name: str) -> None:
         raise InvalidInput(f"index name: {exc}") from None
 
 
-def _resharder(uri: str, name: str, **options: Any) -> Any:
+def _resharder(store: str | Store, name: str, connection: Connection, **options: Any) -> Any:
     from shardex.reshard import Resharder
 
     _check_name(name)
-    return Resharder(uri, name, **options)
+    return Resharder(open_with(store, connection) if isinstance(store, str) else store, name,
+                     **options)
 
 
 def _policy_text(policy: ShardPolicy) -> str:
@@ -159,7 +164,7 @@ def _changes(current: Routing, layout: Routing | None, sets: dict[str, ShardPoli
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
           default: ShardPolicy | None, values: tuple[str, ...], path: Path | None,
-          margin: float, dry_run: bool, as_json: bool) -> None:
+          margin: float, dry_run: bool, as_json: bool, connection: Connection) -> None:
     """Start a reshard of index NAME: readers cover both layouts, then 'run' drives it."""
     if not (sets or default or path):
         raise click.UsageError("nothing to change: give --set, --default or --file")
@@ -169,7 +174,7 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
         validate_value(value)
 
     async def begin() -> Any:
-        async with _resharder(uri, name) as runner:
+        async with _resharder(uri, name, connection) as runner:
             current = await runner.routing()
             changes, file_default = _changes(current, layout, overrides)
             plan = await runner.start(changes, default=default or file_default,
@@ -296,14 +301,32 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
               help="Oldest parity report a cutover made by --until read-new or later uses.")
 @click.option("--every", default=5.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds between progress lines when the output is not a terminal.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve the reshard's progress gauges and the store's metrics on "
+                   "http://127.0.0.1:PORT/metrics while it runs (0: a free port; needs the "
+                   "metrics extra).")
 def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until: str | None,
-        max_age: float, every: float) -> None:
+        max_age: float, every: float, metrics_port: int | None,
+        connection: Connection) -> None:
     """Drive the reshard of index NAME (resuming it wherever it stopped)."""
     out = output.console()
-    with _Reporter(out, every=every) as report:
+    _check_name(name)
+    store = open_with(uri, connection)
+    with contextlib.ExitStack() as stack:
+        recorder = None
+        if metrics_port is not None:
+            from shardex.metrics import MetricsRecorder
+            from shardex.metrics.prometheus import serve_prometheus
+
+            recorder = MetricsRecorder().attach(store)
+            server = stack.enter_context(serve_prometheus(recorder, port=metrics_port))
+            output.console(stderr=True).print(f"metrics: {server.url}", highlight=False)
+        report = stack.enter_context(_Reporter(out, every=every))
+
         async def drive() -> Any:
-            async with _resharder(uri, name, rate=rate, workers=workers, unit_lease=unit_lease,
-                                  max_age=max_age, progress=report) as runner:
+            async with _resharder(store, name, connection, rate=rate, workers=workers,
+                                  unit_lease=unit_lease, max_age=max_age, progress=report,
+                                  recorder=recorder) as runner:
                 return await runner.run(until=until)
 
         result = _run(drive)
@@ -356,12 +379,13 @@ def steps_lines(steps: list[str]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.reshard.status/1.")
 @click.option("--max-age", default=900.0, show_default=True, type=DURATION,
               help="Age past which the parity report counts as stale.")
-def status(uri: str, name: str, as_json: bool, max_age: float) -> None:
+def status(uri: str, name: str, as_json: bool, max_age: float,
+           connection: Connection) -> None:
     """Show the reshard of index NAME: state, progress per value, parity, next steps."""
     from shardex.reshard import status_document
 
     async def read() -> dict[str, Any]:
-        async with _resharder(uri, name) as runner:
+        async with _resharder(uri, name, connection) as runner:
             routing = await runner.routing()
             units = await runner.units(routing)
             return status_document(routing, units, index=name, store=uri, lease=runner.lease,
@@ -379,10 +403,10 @@ def status(uri: str, name: str, as_json: bool, max_age: float) -> None:
 @reshard.command()
 @_store_options
 @click.option("--json", "as_json", is_flag=True, help="Print the parity report as JSON.")
-def verify(uri: str, name: str, as_json: bool) -> None:
+def verify(uri: str, name: str, as_json: bool, connection: Connection) -> None:
     """Check parity: both layouts' entries against the new layout alone, and record it."""
     async def check() -> Any:
-        async with _resharder(uri, name) as runner:
+        async with _resharder(uri, name, connection) as runner:
             parity = await runner.verify()
             return parity, await runner.routing()
 
@@ -413,13 +437,13 @@ def verify(uri: str, name: str, as_json: bool) -> None:
 @_store_options
 @click.option("--max-age", default=900.0, show_default=True, type=DURATION,
               help="Oldest parity report the cutover may rely on.")
-def cutover(uri: str, name: str, max_age: float) -> None:
+def cutover(uri: str, name: str, max_age: float, connection: Connection) -> None:
     """Move readers to the new layout alone (read-new); needs a fresh, clean parity report."""
     out = output.console()
 
     with _Reporter(out) as report:
         async def switch() -> Routing:
-            async with _resharder(uri, name, progress=report) as runner:
+            async with _resharder(uri, name, connection, progress=report) as runner:
                 new: Routing = await runner.cutover(max_age=max_age)
                 return new
 
@@ -434,12 +458,12 @@ def cutover(uri: str, name: str, max_age: float) -> None:
 @click.option("--retain", type=DURATION, default=None,
               help="Keep the old layout restorable this long before retiring it "
                    "(default: the window already asked for, else none).")
-def complete(uri: str, name: str, retain: float | None) -> None:
+def complete(uri: str, name: str, retain: float | None, connection: Connection) -> None:
     """Retire the old layout (after the retention window) and end the reshard."""
     out = output.console()
     with _Reporter(out) as report:
         async def finish() -> Any:
-            async with _resharder(uri, name, progress=report) as runner:
+            async with _resharder(uri, name, connection, progress=report) as runner:
                 return await runner.complete(retain=retain)
 
         result = _run(finish)
@@ -458,13 +482,14 @@ def complete(uri: str, name: str, retain: float | None) -> None:
 @reshard.command()
 @_store_options
 @_mover_options
-def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float) -> None:
+def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
+             connection: Connection) -> None:
     """Roll the reshard back to the layout it left, moving entries back, to its end."""
     out = output.console()
     with _Reporter(out) as report:
         async def back() -> Any:
-            async with _resharder(uri, name, rate=rate, workers=workers, unit_lease=unit_lease,
-                                  progress=report) as runner:
+            async with _resharder(uri, name, connection, rate=rate, workers=workers,
+                                  unit_lease=unit_lease, progress=report) as runner:
                 return await runner.rollback()
 
         result = _run(back)
