@@ -20,7 +20,16 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from shardex.commands import output
 from shardex.commands.connection import Connection, connection_options, open_with
@@ -228,6 +237,15 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
 # -- run, and the progress it shows ------------------------------------------------------
 
 
+class _Moved(ProgressColumn):
+    """Entries moved of the total; blank while the total is not known (before the mover)."""
+
+    def render(self, task: Task) -> Text:
+        if task.total is None:
+            return Text("")
+        return Text(f"{task.completed:,.0f}/{task.total:,.0f} moved")
+
+
 class _Reporter:
     """Shows a reshard's progress: a bar on a terminal, a plain line now and then otherwise."""
 
@@ -240,8 +258,7 @@ class _Reporter:
 
     def __enter__(self) -> _Reporter:
         if self._out.is_terminal:
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 TextColumn("{task.completed:,.0f}/{task.total:,.0f} moved"),
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), _Moved(),
                                  TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
                                  console=self._out, transient=True)
             self._bar.start()
@@ -255,9 +272,11 @@ class _Reporter:
     def __call__(self, progress: Any) -> None:
         rate = "" if progress.rate is None else f"{progress.rate:,.0f} entries/s"
         if self._bar is not None and self._task is not None:
-            total = None if progress.remaining is None else progress.moved + progress.remaining
+            # a step that does not count entries (a wait, the parity check) leaves the counts
+            counts = {} if progress.remaining is None else {
+                "completed": progress.moved, "total": progress.moved + progress.remaining}
             self._bar.update(self._task, description=f"{progress.state}: {progress.note}",
-                             completed=progress.moved, total=total, rate=rate)
+                             rate=rate, **counts)
             return
         line = f"{progress.state} ({progress.direction}): {progress.note}"
         if progress.remaining is not None:

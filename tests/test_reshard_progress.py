@@ -1,10 +1,17 @@
-"""A reshard runner reports its progress to ``shardex.metrics`` gauges (virtual time)."""
+"""What a reshard shows an operator: ``shardex.metrics`` gauges the runner reports to
+(virtual time), and the progress bar of ``reshard run`` on a terminal.
+"""
 
 from __future__ import annotations
 
+from io import StringIO
+
+from rich.console import Console
+
 from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.commands.reshard import _Reporter
 from shardex.metrics import MetricsRecorder
-from shardex.reshard import Resharder
+from shardex.reshard import Progress, Resharder
 from shardex.sim.clock import run_virtual
 from shardex.stores.memory import MemoryStore
 
@@ -45,3 +52,24 @@ def test_the_runner_reports_state_progress_parity_and_versions() -> None:
         assert [s.labels["state"] for s in state] == ["rolled-back"]
 
     run_virtual(main())
+
+
+def test_the_progress_bar_counts_moves_and_keeps_the_count_through_other_steps() -> None:
+    out = Console(file=StringIO(), force_terminal=True, width=140)
+    with _Reporter(out) as report:
+        bar = report._bar
+        assert bar is not None
+        # before the mover nothing is counted: the bar has no total yet
+        report(Progress("read-both", "forward", 0, None, None, "waiting 3 s for clients"))
+        bar.refresh()
+        report(Progress("write-new", "forward", 40, 60, 20.0, "moving entries"))
+        bar.refresh()
+        report(Progress("write-new", "forward", 100, 0, 20.0, "moved"))
+        report(Progress("write-new", "forward", 0, None, None, "checking parity"))
+        bar.refresh()
+        assert (bar.tasks[0].completed, bar.tasks[0].total) == (100, 100)
+    shown = out.file.getvalue()  # type: ignore[attr-defined]
+    assert "40/100 moved" in shown
+    assert "20 entries/s" in shown
+    assert "write-new: checking parity" in shown
+    assert "100/100 moved" in shown
