@@ -111,23 +111,22 @@ def test_routing_show_and_set(make: type, capsys: pytest.CaptureFixture[str]) ->
             await index.put("PENDING", "o-1")
 
     asyncio.run(put())
+    # once a record exists, clients cache it: its layout changes only through a reshard
     error = failing(capsys, "routing", "set", "--store", uri, "--index", "orders",
                     "--override", "PENDING=16")
-    assert "refusing to re-route values that have entries: PENDING (1 entries)" in error
-    assert "reshard" in error
+    assert "already has a routing record" in error
+    assert "shardex reshard start" in error
+    assert "--set PENDING=16:hash" in error
+    error = failing(capsys, "routing", "set", "--store", uri, "--index", "orders",
+                    "--remove", "SHIPPED", "--override", "CANCELLED=2:round_robin")
+    assert "--set CANCELLED=2:round_robin --set SHIPPED=1:hash" in error
     error = failing(capsys, "routing", "set", "--store", uri, "--index", "orders",
                     "--default", "2")
-    assert "changing the default policy" in error
-    # values without entries may change; --force changes the rest
-    out = shardex("routing", "set", "--store", uri, "--index", "orders", "--remove", "SHIPPED",
-                  "--override", "CANCELLED=2:round_robin")
-    assert "routing version 2 -> 3" in out
-    shardex("routing", "set", "--store", uri, "--index", "orders", "--override", "PENDING=16",
-            "--force")
+    assert "--default 2:hash --value VALUE" in error
+    assert "nothing to change" in failing(capsys, "routing", "set", "--store", uri, "--index",
+                                          "orders", "--override", "PENDING=8")
     doc = json.loads(shardex("routing", "show", "--store", uri, "--index", "orders", "--json"))
-    assert doc["routing"]["overrides"] == {
-        "CANCELLED": {"shards": 2, "strategy": "round_robin"},
-        "PENDING": {"shards": 16, "strategy": "hash"}}
+    assert doc["routing"]["version"] == 2  # nothing changed
 
 
 def test_routing_set_from_a_file_and_its_errors(tmp_path: Path,
@@ -140,6 +139,10 @@ def test_routing_set_from_a_file_and_its_errors(tmp_path: Path,
     assert "PENDING: 1 -> 4 shard(s)" in out
     layout.write_text(json.dumps({"default": {"shards": 0}}))
     assert "shards must be between 1 and 4096" in failing(
+        capsys, "routing", "set", "--store", uri, "--index", "orders", "--file", str(layout))
+    layout.write_text(json.dumps({"default": {"shards": 1},
+                                  "overrides": {"PENDING": {"shards": 8}}}))
+    assert f"shardex reshard start --store {uri!r} --index orders --file {layout}" in failing(
         capsys, "routing", "set", "--store", uri, "--index", "orders", "--file", str(layout))
     assert "expected VALUE=N[:strategy]" in failing(
         capsys, "routing", "set", "--store", uri, "--index", "orders", "--override", "PENDING")

@@ -15,6 +15,7 @@ from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
 from shardex.commands.plan import plan
+from shardex.commands.reshard import reshard
 from shardex.commands.routing import routing
 from shardex.commands.serve import serve
 from shardex.commands.simulate import simulate
@@ -50,6 +51,7 @@ cli.add_command(plan)
 cli.add_command(dynamodb)
 cli.add_command(azure)
 cli.add_command(routing)
+cli.add_command(reshard)
 cli.add_command(simulate)
 cli.add_command(serve)
 

@@ -17,6 +17,7 @@ apply: shardex found out before raising::
     ├── CapabilityMissing             the store cannot do what the caller needs
     ├── RoutingConflict               the stored routing differs from the one given
     ├── RoutingStale                  the routing could not be refreshed within its lease
+    ├── ReshardRefused                a reshard step not allowed in the reshard's state
     ├── AdmissionRejected             admission control refused a request before the store
     └── StoreError                    the store refused or failed a request
         ├── Throttled                 a partition's capacity was exceeded; safe to retry
@@ -48,6 +49,7 @@ __all__ = [
     "MissingDependency",
     "NotFound",
     "OutcomeUnknown",
+    "ReshardRefused",
     "RoutingConflict",
     "RoutingStale",
     "ShardexError",
@@ -126,6 +128,14 @@ class RoutingStale(ShardexError):
     (a reshard waits out the lease between its steps). The message says when the
     routing was last read and why refreshing failed; the refresh is retried on the
     next call.
+    """
+
+
+class ReshardRefused(ShardexError):
+    """A reshard step was asked for in a state that does not allow it; nothing changed.
+
+    The message says why (a reshard already under way, a cutover before a clean parity
+    report, a rollback after the old layout was retired, ...) and what to run instead.
     """
 
 

@@ -36,6 +36,13 @@ that comes up short costs the page another round trip. A continuation reads each
 entry once (1.00x units) and, with the refills of a page batched into one round trip,
 took 1.04x the gather's time. Reading a page ahead in the background was not needed
 for that, and would read a page nobody asks for whenever a listing stops early.
+
+**While a reshard moves entries** from one layout's keys to another's, shards are read
+in two phases (``first`` then ``keys``): every position is read on the keys entries
+move away from before it is read on the keys they move to, so an entry moved in between
+is found on one of them (and, found on both, returned once). A read of both at once
+could read its new key before it arrived and its old key after it left. Such a page
+neither resumes nor keeps a continuation: what a shard returned may have moved since.
 """
 
 from __future__ import annotations
@@ -111,6 +118,39 @@ class _ShardStream:
         self.exhausted = False
         self.page_size = page_size
 
+    def covers(self, bound: Position, descending: bool) -> bool:
+        """True if this shard has been read up to ``bound`` (or to its end)."""
+        if self.exhausted or self.after is None:
+            return self.exhausted
+        return self.after <= bound if descending else self.after >= bound
+
+    def clip(self, bound: Position, descending: bool) -> None:
+        """Forget what was read beyond ``bound``: it is read again, later, from ``bound``."""
+        beyond = self.after is not None and (self.after < bound if descending
+                                             else self.after > bound)
+        if self.exhausted or beyond:
+            del self.buffer[_safe(self, bound, descending):]
+            self.after, self.exhausted = bound, False
+
+
+def _coverage(streams: Sequence[_ShardStream], descending: bool) -> Position | None:
+    """The position up to which every stream not yet exhausted has been read (None: all).
+
+    Every stream not exhausted has been read once by then, so it has a position.
+    """
+    read = [s.after for s in streams if not s.exhausted]
+    assert None not in read
+    positions = [p for p in read if p is not None]
+    if not positions:
+        return None
+    return max(positions) if descending else min(positions)
+
+
+def _buffered(live: Sequence[_ShardStream], descending: bool) -> Position | None:
+    """The smallest last-buffered position among shards not yet exhausted (None: all are)."""
+    unread = [s.buffer[-1].position for s in live if not s.exhausted]
+    return None if not unread else (max(unread) if descending else min(unread))
+
 
 def _safe(stream: _ShardStream, bound: Position | None, descending: bool) -> int:
     """How many of the stream's buffered entries lie at or before ``bound``."""
@@ -127,18 +167,17 @@ def _run(buffer: list[StoredEntry], safe: int,
 
 
 def _merge_safe(live: list[_ShardStream], out: list[StoredEntry], limit: int,
-                descending: bool) -> int:
+                descending: bool, bound: Position | None) -> int:
     """Move the buffered entries that are safe to order from ``live`` onto ``out``.
 
-    An entry is safe when no shard still to be read can hold one before it: up to the
-    smallest last-buffered position among shards not yet exhausted. The safe runs are
-    merged lazily, so a page takes only what it returns from buffers that may hold
-    many pages. Once ``out`` holds ``limit`` entries, only copies of its last entry
-    (mid-reshard duplicates) are still taken, so they are not mistaken for more.
-    Returns how many entries were consumed.
+    An entry is safe when no shard still to be read can hold one before it: up to
+    ``bound`` (None: every shard is read to its end), which the caller works out from
+    how far each shard not yet exhausted has been read (``_buffered``, ``_coverage``).
+    The safe runs are merged lazily, so a page takes only what it returns from buffers
+    that may hold many pages. Once ``out`` holds ``limit`` entries, only copies of its
+    last entry (mid-reshard duplicates) are still taken, so they are not mistaken for
+    more. Returns how many entries were consumed.
     """
-    unread = [s.buffer[-1].position for s in live if not s.exhausted]
-    bound = None if not unread else (max(unread) if descending else min(unread))
     runs = [_run(s.buffer, _safe(s, bound, descending), i) for i, s in enumerate(live)]
     consumed = [0] * len(live)
     for position, tag, entry in heapq.merge(*runs, reverse=descending):
@@ -314,13 +353,18 @@ class FanOut:
     # -- ordered pages ---------------------------------------------------------------
 
     async def page(self, value: str, keys: Sequence[str], *, after: Position | None,
-                   descending: bool, limit: int) -> MergedPage:
-        """Merge the shards ``keys`` into the next ``limit`` entries beyond ``after``.
+                   descending: bool, limit: int, first: Sequence[str] = ()) -> MergedPage:
+        """Merge the shards ``first`` and ``keys`` into the next ``limit`` entries beyond ``after``.
 
         Entries come in ``(sort, item_id)`` order (descending if asked); an entry found
         on two shards (mid-reshard) is returned once, its newest version. ``more`` is
-        exact: True only if an entry lies beyond the page.
+        exact: True only if an entry lies beyond the page. Each position is read on the
+        shards ``first`` before it is read on ``keys`` (a key may be in both).
         """
+        if first:
+            self._fanned_out(value, len({*first, *keys}), "page")
+            return await self._phased(value, first, keys, after=after,
+                                      descending=descending, limit=limit)
         self._fanned_out(value, len(keys), "page")
         share = _share(limit, len(keys), self._max_page)
         streams = None if after is None else self._resume(value, descending, after, keys,
@@ -340,7 +384,7 @@ class FanOut:
             live = [s for s in streams if s.buffer]
             if not live:
                 break
-            taken = _merge_safe(live, out, limit, descending)
+            taken = _merge_safe(live, out, limit, descending, _buffered(live, descending))
             if len(out) >= limit and (taken == 0 or not any(
                     not s.buffer and not s.exhausted for s in streams)):
                 break
@@ -349,10 +393,50 @@ class FanOut:
             self._keep((value, descending, out[-1].position), tuple(keys), streams)
         return MergedPage(entries=out, more=more)
 
+    async def _phased(self, value: str, first: Sequence[str], keys: Sequence[str], *,
+                      after: Position | None, descending: bool, limit: int) -> MergedPage:
+        """A page read in two phases: each position on ``first`` before it is on ``keys``.
+
+        A shard of ``keys`` is asked only for positions every shard of ``first`` has been
+        read to, and forgets what it returned beyond them, so an entry that moved from a
+        ``first`` key to a ``keys`` key is found on one or both.
+        """
+        lead = [_ShardStream(key, after, _share(limit, len(first), self._max_page))
+                for key in first]
+        rest = [_ShardStream(key, after, _share(limit, len(keys), self._max_page))
+                for key in keys]
+        streams = [*lead, *rest]
+        out: list[StoredEntry] = []
+        while True:
+            waiting = [s for s in lead if not s.buffer and not s.exhausted]
+            if waiting:
+                await self._fill(value, waiting, descending, limit - len(out) + 1)
+                continue
+            held = None if not lead else _coverage(lead, descending)
+            waiting = [s for s in rest if not s.buffer and not s.exhausted
+                       and (held is None or not s.covers(held, descending))]
+            if waiting:
+                await self._fill(value, waiting, descending, limit - len(out) + 1)
+                if held is not None:
+                    for stream in waiting:
+                        stream.clip(held, descending)
+                continue
+            live = [s for s in streams if s.buffer]
+            if not live:
+                break
+            taken = _merge_safe(live, out, limit, descending, _coverage(streams, descending))
+            if len(out) >= limit and (taken == 0 or not any(
+                    not s.buffer and not s.exhausted for s in streams)):
+                break
+        return MergedPage(entries=out, more=any(s.buffer for s in streams))
+
     async def _fill(self, value: str, streams: Sequence[_ShardStream],
-                    descending: bool) -> None:
+                    descending: bool, remaining: int | None = None) -> None:
+        """Read the next page of each of ``streams`` (at most ``remaining`` entries each)."""
         def fetch(stream: _ShardStream) -> Callable[[], Awaitable[QueryPage]]:
-            return lambda: self._query(stream.key, stream.after, descending, stream.page_size)
+            size = stream.page_size if remaining is None else \
+                max(1, min(stream.page_size, remaining))
+            return lambda: self._query(stream.key, stream.after, descending, size)
 
         pages = await self._each(value, [(s.key, fetch(s)) for s in streams])
         for stream, page in zip(streams, pages, strict=True):
@@ -412,17 +496,34 @@ class FanOut:
 
     # -- arrival order and counts ------------------------------------------------------
 
-    async def stream(self, value: str, keys: Sequence[str], *,
-                     dedupe: bool) -> AsyncIterator[StoredEntry]:
-        """Yield every entry of the shards ``keys`` in arrival order.
+    async def stream(self, value: str, keys: Sequence[str], *, dedupe: bool,
+                     first: Sequence[str] = ()) -> AsyncIterator[StoredEntry]:
+        """Yield every entry of the shards ``first``, then of ``keys``, in arrival order.
 
-        All shards are read concurrently; if any fails for good, the entries of the
-        others are still yielded and IncompleteRead is raised at the end. With
-        ``dedupe`` (mid-reshard) an item found on two shards is yielded once.
+        The shards of each phase are read concurrently; if any fails for good, the
+        entries of the others are still yielded and IncompleteRead is raised at the end.
+        With ``dedupe`` (mid-reshard) an item found on two shards is yielded once.
         """
+        failed: dict[str, BaseException] = {}
+        seen: set[str] = set()
+        self._fanned_out(value, len({*first, *keys}), "scan")
+        for phase in (first, keys):
+            async for entry in self._stream(phase, failed):
+                if dedupe:
+                    if entry.item_id in seen:
+                        continue
+                    seen.add(entry.item_id)
+                yield entry
+        if failed:
+            raise IncompleteRead(value, failed) from next(iter(failed.values()))
+
+    async def _stream(self, keys: Sequence[str], failed: dict[str, BaseException]
+                      ) -> AsyncIterator[StoredEntry]:
+        """Every entry of the shards ``keys``, read concurrently; failures go to ``failed``."""
+        if not keys:
+            return
         queue: asyncio.Queue[tuple[str, list[StoredEntry] | BaseException | None]] = \
             asyncio.Queue(maxsize=2 * len(keys))
-        self._fanned_out(value, len(keys), "scan")
 
         async def pump(key: str) -> None:
             after: Position | None = None
@@ -440,8 +541,6 @@ class FanOut:
             await queue.put((key, None))
 
         tasks = [asyncio.ensure_future(pump(key)) for key in keys]
-        failed: dict[str, BaseException] = {}
-        seen: set[str] = set()
         try:
             running = len(tasks)
             while running:
@@ -455,17 +554,11 @@ class FanOut:
                     failed[key] = item
                 else:
                     for entry in item:
-                        if dedupe:
-                            if entry.item_id in seen:
-                                continue
-                            seen.add(entry.item_id)
                         yield entry
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        if failed:
-            raise IncompleteRead(value, failed) from next(iter(failed.values()))
 
     async def count(self, value: str, keys: Sequence[str]) -> int:
         """Sum the entry counts of the shards ``keys`` (all must answer).

@@ -9,8 +9,12 @@ an older ``version`` never overwrites a newer entry or brings back a deleted one
 to write is decided by the pure ``shardex.writes.decide``, carried out by
 ``shardex.writer.Writer``: a write returns, or raises an error that means it did not
 apply, or raises OutcomeUnknown. Reads fan out over every shard key the routing names
-(both layouts while a reshard runs) and merge; they are complete or they raise. The
-routing itself is a ``RoutingRecord`` (``shardex.routing_record``), held as a lease.
+in its state (both layouts while a reshard moves entries) and merge; they are complete
+or they raise. The routing itself is a ``RoutingRecord`` (``shardex.routing_record``),
+held as a lease. A read that outlives the lease of the routing it started from checks
+that the stored routing moved at most one step meanwhile (``shardex.reshard`` explains
+why one step is safe): a page or count is read again otherwise, a scan raises
+RoutingStale.
 """
 
 from __future__ import annotations
@@ -20,14 +24,14 @@ import logging
 import math
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from shardex.capacity import Ceiling
 from shardex.clock import Clock, LoopClock
 from shardex.cursor import Cursor, CursorCodec
-from shardex.errors import InvalidInput, InvalidRouting
+from shardex.errors import InvalidInput, InvalidRouting, RoutingStale, Throttled, Unavailable
 from shardex.fanout import FanOut
 from shardex.hedging import HedgePolicy
 from shardex.keys import (
@@ -45,7 +49,7 @@ from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HotView
 from shardex.stores.values import check_attrs
 from shardex.writer import Writer
-from shardex.writes import Delete, Move, Put
+from shardex.writes import Delete, Move, Put, Relocate
 
 __all__ = ["Entry", "Page", "ShardedIndex"]
 
@@ -53,6 +57,8 @@ T = TypeVar("T")
 log = logging.getLogger("shardex")
 
 MAX_QUERY_LIMIT = 10_000
+# reads begun again, at most, when the layout moved two steps while each ran
+_MAX_REREADS = 3
 Order = Literal["asc", "desc"]
 _ADAPTIVE = HedgePolicy()
 
@@ -142,10 +148,13 @@ class ShardedIndex:
         self._clock: Clock = clock or LoopClock()
         self._rng = random.Random(seed)
         self._turns = Turns(self._rng)
+        # the routing record is read whatever the writes' policy leaves to the caller
+        record_retry = replace(self._retry, retry_on=tuple(
+            {*self._retry.retry_on, Throttled, Unavailable}))
         self._record = RoutingRecord(self._store, self.name, given=routing,
                                      strict=strict_routing, ttl=routing_ttl,
                                      lease=routing_lease, clock=self._clock,
-                                     retry=self._retry, rng=self._rng,
+                                     retry=record_retry, rng=self._rng,
                                      max_conflicts=max_conflicts)
         self._writer = Writer(self._store, self.name, retry=self._retry, clock=self._clock,
                               rng=self._rng, max_conflicts=max_conflicts)
@@ -203,6 +212,7 @@ class ShardedIndex:
             fanout, self._fanout = self._fanout, None
             refresher, self._refresher = self._refresher, None
             await stop(refresher)
+            await self._record.stop()
             self._record.forget()
             try:
                 await fanout.close()
@@ -247,6 +257,30 @@ class ShardedIndex:
     async def _routing_now(self) -> Routing:
         self._reader()
         return await self._record.current()
+
+    async def _read_routing(self) -> tuple[Routing, float]:
+        """The routing a read starts from, and when it was read from the store."""
+        routing = await self._routing_now()
+        return routing, self._record.loaded_at
+
+    async def _changed(self, routing: Routing, since: float) -> bool:
+        """True if a read from ``routing`` may have overlapped more than one step of a reshard.
+
+        A read that ends within the lease of the copy it started from (read at
+        ``since``) cannot have: a reshard waits the lease and a margin after each change
+        of what clients do, and its mover too. A longer read is trusted only if the
+        stored routing, read again now (strongly consistently), is still ``routing``.
+        """
+        if self._clock.now() - since < self._record.lease:
+            return False
+        latest = await self._record.refresh()
+        return latest.version != routing.version
+
+    def _stale(self, value: str, routing: Routing) -> RoutingStale:
+        return RoutingStale(
+            f"index {self.name!r}: the routing changed (from version {routing.version}) "
+            f"while a read of {value!r} ran for longer than the routing's lease, so the "
+            "read may have missed entries a reshard moved; read it again")
 
     async def update_routing(self, routing: Routing) -> None:
         """Store ``routing`` as the next version of the index's routing (compare-and-set).
@@ -362,6 +396,32 @@ class ShardedIndex:
             item_id, lambda routing: Delete(value, item_id, version), self._routing_now,
             f"delete of {item_id!r} under {value!r}")
 
+    async def relocate(self, item_id: str, *, value: str, source: str, reshard: str,
+                       generation: int) -> str | None:
+        """Move the entry of ``item_id`` under ``value`` from ``source`` to where writes go now.
+
+        A reshard's mover calls it, for generation ``generation`` of reshard ``reshard``:
+        the entry keeps its version and is re-placed only while the routing is in that
+        generation and a state where entries move, the entry still on the shard key
+        ``source`` and not already where the layout writes follow would put it,
+        conditioned on its placement as located, so an application write racing it wins
+        or is planned again on top. Returns the shard key it moved the entry to, None if
+        there was nothing to move; errors as ``put``.
+        """
+        validate_item_id(item_id)
+        validate_value(value)
+        self._reader()
+        planned: list[str] = []
+
+        def plan(routing: Routing) -> Relocate:
+            # the writer never plans again once a try may have applied: the last plan is it
+            planned.append(self._fresh_key(routing, value, item_id))
+            return Relocate(item_id, value, source, planned[-1], reshard, generation)
+
+        moved = await self._writer.write(item_id, plan, self._routing_now,
+                                         f"move of {item_id!r} off {source!r}")
+        return planned[-1] if moved else None
+
     # -- reads -----------------------------------------------------------------------
 
     async def get(self, item_id: str) -> Entry | None:
@@ -392,9 +452,15 @@ class ShardedIndex:
         after = None if cursor is None else \
             self._codec.decode(cursor, value=value, order=order).after
         reader = self._reader()
-        routing = await self._routing_now()
-        merged = await reader.page(value, routing.read_keys(value), after=after,
-                                   descending=order == "desc", limit=limit)
+        for _ in range(_MAX_REREADS):
+            routing, since = await self._read_routing()
+            first, then = routing.read_phases(value)
+            merged = await reader.page(value, then, first=first, after=after,
+                                       descending=order == "desc", limit=limit)
+            if not await self._changed(routing, since):
+                break
+        else:
+            raise self._stale(value, routing)
         items = [self._entry(value, e) for e in merged.entries]
         token = None
         if merged.more:
@@ -407,26 +473,35 @@ class ShardedIndex:
         """Yield every entry of ``value`` in arrival order (all shards concurrently).
 
         If a shard fails for good, IncompleteRead is raised after the other shards'
-        entries have been yielded.
+        entries have been yielded; RoutingStale is raised at the end if the layout moved
+        more than one step while the scan ran (a scan longer than the routing's lease).
         """
         validate_value(value)
         reader = self._reader()
-        routing = await self._routing_now()
-        keys = routing.read_keys(value)
-        dedupe = len(keys) > routing.policy(value).shards
-        async for entry in reader.stream(value, keys, dedupe=dedupe):
+        routing, since = await self._read_routing()
+        first, then = routing.read_phases(value)
+        async for entry in reader.stream(value, then, first=first,
+                                         dedupe=routing.reads_both(value)):
             yield self._entry(value, entry)
+        if await self._changed(routing, since):
+            raise self._stale(value, routing)
 
     async def count(self, value: str) -> int:
         """Return how many entries ``value`` has, over all its shards."""
         validate_value(value)
         reader = self._reader()
-        routing = await self._routing_now()
-        keys = routing.read_keys(value)
-        if len(keys) > routing.policy(value).shards:
-            # Mid-reshard an item may sit in both layouts: count distinct items.
-            return len({e.item_id async for e in reader.stream(value, keys, dedupe=True)})
-        return await reader.count(value, keys)
+        for _ in range(_MAX_REREADS):
+            routing, since = await self._read_routing()
+            first, then = routing.read_phases(value)
+            if first:
+                # Mid-reshard: read in phases, and count an item found twice once.
+                count = len({e.item_id async for e in reader.stream(value, then, first=first,
+                                                                      dedupe=True)})
+            else:
+                count = await reader.count(value, then)
+            if not await self._changed(routing, since):
+                return count
+        raise self._stale(value, routing)
 
     def _entry(self, value: str, stored: StoredEntry) -> Entry:
         return Entry(value, stored.item_id, stored.sort, stored.attrs, stored.shard_key,

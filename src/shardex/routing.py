@@ -3,9 +3,25 @@
 Pure: nothing here does I/O. A ``Routing`` is a versioned layout (a default policy and
 per-value overrides), an immutable value; the state a writer keeps between writes (the
 round-robin turns, ``Turns``) is held by the writer, not by the routing. While a
-reshard runs a routing also carries ``previous``, the layout being left, and reads cover
-the union of both layouts so no entry is missed.
-The routing document (``Routing.to_json``) is what the index stores in its store.
+reshard runs a routing also carries ``previous``, the layout being left, and a
+``state`` that says which layout writers follow and which keys readers read:
+
+==========  ===============  ====================================
+state       writes follow    reads cover
+==========  ===============  ====================================
+stable      the layout       the layout
+read-both   previous         both layouts (the union of their keys)
+write-new   the layout       both layouts
+verified    the layout       both layouts
+read-new    the layout       the layout
+retired     the layout       the layout
+==========  ===============  ====================================
+
+``shardex.reshard`` drives a routing through these states one adjacent step at a time
+and explains why every read stays complete. ``reshard`` (a ``Transition``) carries the
+reshard's own metadata. The routing document (``Routing.to_json``) is what the index
+stores in its store; a stable routing's document has the same fields as before states
+existed, and a document with ``previous`` but no ``state`` is read as ``write-new``.
 """
 
 from __future__ import annotations
@@ -14,17 +30,25 @@ import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal, cast, get_args
 
 from shardex.errors import InvalidInput, InvalidKey, InvalidPolicy, InvalidRouting
 from shardex.hashing import shard_of
 from shardex.keys import encode_shard_key, validate_item_id, validate_value
+from shardex.transition import Transition
 
-__all__ = ["MAX_SHARDS", "ROUTING_FORMAT", "Routing", "ShardPolicy", "Strategy", "Turns"]
+__all__ = ["MAX_SHARDS", "ROUTING_FORMAT", "Routing", "STATES", "ShardPolicy", "State", "Strategy",
+           "Turns"]
 
 Strategy = Literal["hash", "random", "round_robin"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
+State = Literal["stable", "read-both", "write-new", "verified", "read-new", "retired"]
+STATES: tuple[str, ...] = get_args(State)
+# the states in which readers cover both layouts, and the one in which writers follow
+# the previous layout
+UNION_STATES = frozenset({"read-both", "write-new", "verified"})
 MAX_SHARDS = 4096
 ROUTING_FORMAT = "shardex.routing/1"
 
@@ -72,14 +96,20 @@ class ShardPolicy:
 class Routing:
     """A versioned set of policies: ``default`` plus per-value ``overrides``.
 
-    ``previous`` is set only during a transition (a reshard): writes follow this
-    layout, reads cover both. Values in ``overrides`` are validated as logical keys.
+    ``previous`` is set only during a transition (a reshard), from the layout being
+    left, and ``state`` (one of ``STATES``) says which layout writes follow
+    (``writing``) and which keys reads cover (``read_keys``); left out, it is
+    ``stable`` without ``previous`` and ``write-new`` with it. ``reshard`` is the
+    reshard's metadata (None outside one, or for a bare transition made by ``begin``).
+    Values in ``overrides`` are validated as logical keys.
     """
 
     default: ShardPolicy = field(default_factory=ShardPolicy)
     overrides: Mapping[str, ShardPolicy] = field(default_factory=dict)
     version: int = 1
     previous: Routing | None = None
+    state: State | None = None
+    reshard: Transition | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.default, ShardPolicy):
@@ -109,6 +139,20 @@ class Routing:
                     f"previous.version ({self.previous.version}) must be below "
                     f"version ({self.version})"
                 )
+        if self.state is None:
+            object.__setattr__(self, "state", "stable" if self.previous is None else "write-new")
+        elif self.state not in STATES:
+            raise InvalidRouting(f"state must be one of {', '.join(STATES)}, got {self.state!r}")
+        elif (self.state == "stable") != (self.previous is None):
+            raise InvalidRouting(
+                f"state {self.state!r} " + ("cannot have a previous layout" if self.previous
+                                            else "needs the previous layout it moves from"))
+        if self.reshard is not None:
+            if not isinstance(self.reshard, Transition):
+                raise InvalidRouting(f"reshard must be a Transition or None, "
+                                     f"got {self.reshard!r}")
+            if self.previous is None:
+                raise InvalidRouting("reshard: a stable routing has no reshard under way")
 
     def __hash__(self) -> int:
         return hash(self.to_json())
@@ -116,13 +160,34 @@ class Routing:
     # -- decisions -------------------------------------------------------------------
 
     def policy(self, value: str) -> ShardPolicy:
-        """Return the policy that writes of ``value`` follow."""
+        """Return the policy this layout gives ``value`` (during a transition, the target).
+
+        Writes follow ``writing.policy(value)``, which is the previous layout's in
+        ``read-both``.
+        """
         return self.overrides.get(value, self.default)
 
     @property
     def in_transition(self) -> bool:
         """True while a reshard moves from ``previous`` to this layout."""
         return self.previous is not None
+
+    @cached_property
+    def writing(self) -> Routing:
+        """The layout writes follow in this state, as a stable routing of its own.
+
+        The previous layout in ``read-both``, this layout otherwise.
+        """
+        if self.previous is None:
+            return self
+        if self.state == "read-both":
+            return self.previous
+        return self._stripped()
+
+    def reads_both(self, value: str) -> bool:
+        """True if reads of ``value`` cover two layouts whose keys differ in this state."""
+        return self.previous is not None and self.state in UNION_STATES \
+            and self.previous.policy(value) != self.policy(value)
 
     def shard_key(self, value: str, item_id: str, *, rng: random.Random | None = None,
                   turns: Turns | None = None) -> str:
@@ -134,7 +199,7 @@ class Routing:
         """
         validate_value(value)
         validate_item_id(item_id)
-        policy = self.policy(value)
+        policy = self.writing.policy(value)
         if policy.shards == 1:
             return value
         if policy.strategy == "hash":
@@ -152,25 +217,48 @@ class Routing:
     def read_keys(self, value: str) -> list[str]:
         """Return every shard key a complete read of ``value`` must query.
 
-        During a transition this is the union of both layouts' keys, the current ones
-        first, so a reader misses no entry wherever the reshard has put it.
+        In ``read-both``, ``write-new`` and ``verified`` this is the union of both
+        layouts' keys, this layout's first, so a reader misses no entry wherever the
+        reshard has put it; otherwise this layout's keys alone.
         """
         validate_value(value)
         keys = self.policy(value).shard_keys(value)
-        if self.previous is not None:
+        if self.previous is not None and self.state in UNION_STATES:
             seen = set(keys)
             keys += [k for k in self.previous.policy(value).shard_keys(value) if k not in seen]
         return keys
 
+    def read_phases(self, value: str) -> tuple[list[str], list[str]]:
+        """The shard keys a complete read of ``value`` queries, as two phases: (first, then).
+
+        Where reads cover both layouts and they differ for ``value``, ``first`` is the
+        layout writes do not follow and ``then`` the one they do: entries only ever move
+        toward the layout written (a reshard's mover re-places them there), so a read
+        that covers each position on ``first`` before ``then`` finds an entry moved
+        meanwhile on one of them. Otherwise ``first`` is empty.
+        """
+        validate_value(value)
+        if not self.reads_both(value):
+            return [], self.policy(value).shard_keys(value)
+        assert self.previous is not None
+        other = self if self.writing is self.previous else self.previous
+        return (other.policy(value).shard_keys(value),
+                self.writing.policy(value).shard_keys(value))
+
     def is_current_key(self, value: str, shard_key: str) -> bool:
         """True if ``shard_key`` is one of the keys ``value`` is written to now."""
-        return shard_key in self.policy(value).shard_keys(value)
+        return shard_key in self.writing.policy(value).shard_keys(value)
 
     # -- transitions (pure: each returns a new Routing) -----------------------------
 
     def begin(self, changes: Mapping[str, ShardPolicy | None], *,
-              default: ShardPolicy | None = None) -> Routing:
-        """Start a transition to a layout with ``changes`` applied (None drops an override)."""
+              default: ShardPolicy | None = None, reshard: Transition | None = None) -> Routing:
+        """Start a transition to a layout with ``changes`` applied (None drops an override).
+
+        The transition starts in ``read-both``: readers cover both layouts while writers
+        still follow this one, so a client that has not yet seen the change (and reads
+        this layout alone) misses nothing.
+        """
         if self.previous is not None:
             raise InvalidRouting(
                 f"routing version {self.version} is already in a transition; finish or roll it back"
@@ -182,7 +270,8 @@ class Routing:
             else:
                 overrides[value] = policy
         return Routing(default=default or self.default, overrides=overrides,
-                       version=self.version + 1, previous=self._stripped())
+                       version=self.version + 1, previous=self._stripped(),
+                       state="read-both", reshard=reshard)
 
     def finish(self) -> Routing:
         """End the transition: the new layout alone, one version later."""
@@ -205,6 +294,9 @@ class Routing:
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"format": ROUTING_FORMAT, **self._layout_dict()}
         doc["previous"] = None if self.previous is None else self.previous._layout_dict()
+        if self.previous is not None:
+            doc["state"] = self.state
+            doc["reshard"] = None if self.reshard is None else self.reshard.to_dict()
         return doc
 
     def _layout_dict(self) -> dict[str, Any]:
@@ -222,7 +314,7 @@ class Routing:
     def from_dict(cls, doc: Any) -> Routing:
         """Validate a routing document; raise InvalidRouting naming the field at fault."""
         _expect_object(doc, "routing", required={"format", "version", "default"},
-                       optional={"overrides", "previous"})
+                       optional={"overrides", "previous", "state", "reshard"})
         if doc["format"] != ROUTING_FORMAT:
             raise InvalidRouting(
                 f"routing.format: expected {ROUTING_FORMAT!r}, got {doc['format']!r}"
@@ -234,8 +326,17 @@ class Routing:
                            optional={"overrides"})
             prev = cls._layout_from(previous, "routing.previous")
         current = cls._layout_from(doc, "routing")
-        return cls(default=current.default, overrides=current.overrides,
-                   version=current.version, previous=prev)
+        state = doc.get("state")
+        if state is not None and state not in STATES:
+            raise InvalidRouting(f"routing.state: expected one of {', '.join(STATES)}, "
+                                 f"got {state!r}")
+        reshard = doc.get("reshard")
+        meta = None if reshard is None else Transition.from_dict(reshard)
+        try:
+            return cls(default=current.default, overrides=current.overrides,
+                       version=current.version, previous=prev, state=state, reshard=meta)
+        except InvalidRouting as exc:
+            raise InvalidRouting(f"routing: {exc}") from None
 
     @classmethod
     def _layout_from(cls, doc: Mapping[str, Any], where: str) -> Routing:

@@ -128,6 +128,17 @@ class RoutingRecord:
         return self._loaded.routing
 
     @property
+    def loaded_at(self) -> float:
+        """When the read that loaded the cached routing was sent (the clock's ``now``).
+
+        A read that started from ``routing`` and ends before ``loaded_at + lease`` saw
+        the stored routing at most one version past it (``shardex.reshard`` says why).
+        """
+        if self._loaded is None:
+            raise InvalidInput(f"the routing of index {self.index!r} is not loaded yet")
+        return self._loaded.at
+
+    @property
     def revision(self) -> int | None:
         """The stored record's revision as last loaded (None: none stored)."""
         return None if self._loaded is None else self._loaded.revision
@@ -146,6 +157,14 @@ class RoutingRecord:
         """Drop the cached routing (the index closed)."""
         self._loaded = None
         self._failure = None
+
+    async def stop(self) -> None:
+        """Cancel a refresh still in flight and wait for it (the index closes)."""
+        refreshing, self._refreshing = self._refreshing, None
+        if refreshing is not None and not refreshing.done():
+            refreshing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ShardexError):
+                await refreshing
 
     async def read(self) -> tuple[Routing | None, int | None, float]:
         """Read the stored record once, without caching: (routing, revision, lease).
@@ -241,7 +260,8 @@ class RoutingRecord:
         loaded = self._loaded
         if loaded is None:
             return self.routing  # raises: not loaded
-        if self._clock.now() - loaded.at < self._ttl:
+        age = self._clock.now() - loaded.at
+        if age < self._ttl and age < loaded.lease:
             return loaded.routing
         try:
             return await self.refresh()
@@ -254,13 +274,14 @@ class RoutingRecord:
 
     async def refresh(self) -> Routing:
         """Re-read the record now, joining a refresh already running."""
-        if self._refreshing is None:
+        if self._refreshing is None or self._refreshing.done():
             self._refreshing = asyncio.ensure_future(self.load())
         refreshing = self._refreshing
         try:
             routing = await asyncio.shield(refreshing)
         finally:
-            if self._refreshing is refreshing:
+            # a caller cancelled mid-read leaves the read to the next caller (or ``stop``)
+            if self._refreshing is refreshing and refreshing.done():
                 self._refreshing = None
         self._failure = None
         return routing

@@ -12,6 +12,11 @@ is ``current``:
   write or the item's absence makes it moot);
 - ``Refuse(error)``: the request cannot apply to the item as it is; raise ``error``.
 
+A ``Relocate`` is a reshard's move of an entry onto the layout writes now follow: it
+keeps the entry's version (so the application's own ordering is untouched), applies
+only while the entry is still on the shard key the mover found it on, and is skipped
+when the entry is already where the layout wants it.
+
 ``resolve(expected, token, found)`` says whether a write whose try failed ambiguously
 (a timeout: it may have landed) applied, from the placement ``found`` after it:
 ``APPLIED`` if the write's token is the placement's or in its history; ``NOT_APPLIED``
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from shardex.errors import ConditionFailed, ShardexError
@@ -34,8 +39,8 @@ from shardex.keys import parse_shard_key
 from shardex.routing import Routing
 from shardex.stores.entries import NO_TOKEN, Placement, StoredEntry
 
-__all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "Refuse", "Skip", "Write",
-           "WriteRequest", "decide", "resolve"]
+__all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "Refuse", "Relocate", "Skip",
+           "Write", "WriteRequest", "decide", "in_place", "resolve"]
 
 
 class Put(NamedTuple):
@@ -74,7 +79,30 @@ class Delete(NamedTuple):
     version: int | None
 
 
-WriteRequest = Put | Move | Delete
+class Relocate(NamedTuple):
+    """Re-place the item's entry of ``value``, found on ``source``, onto ``fresh_key``.
+
+    A reshard's mover sends it, for generation ``generation`` of reshard ``reshard``. It
+    applies only while the routing is still in that generation, in a state where the
+    mover works (``RELOCATING``), the entry still on ``source`` and not already on a key
+    the layout writes follow would give it; the entry keeps its version (at least 1).
+    ``fresh_key`` is the key the layout gives a new entry.
+    """
+
+    item_id: str
+    value: str
+    source: str
+    fresh_key: str
+    reshard: str
+    generation: int
+    version: None = None
+
+
+# the states in which a reshard's entries move: the mover's, and the sweep of retired keys
+RELOCATING = frozenset({"write-new", "verified", "retired"})
+
+
+WriteRequest = Put | Move | Delete | Relocate
 
 
 class Write(NamedTuple):
@@ -125,12 +153,40 @@ def _target(routing: Routing, value: str, fresh_key: str, current: StoredEntry |
     return fresh_key
 
 
+def in_place(routing: Routing, value: str, shard_key: str, item_id: str) -> bool:
+    """True if an entry of ``value`` on ``shard_key`` is where ``routing``'s writes put it.
+
+    Under ``hash`` that is the item's own shard; under ``random`` and ``round_robin``
+    any of the value's shard keys.
+    """
+    policy = routing.writing.policy(value)
+    if policy.strategy == "hash":
+        return shard_key == routing.writing.shard_key(value, item_id)
+    return shard_key in policy.shard_keys(value)
+
+
+def _relocating(routing: Routing, request: Relocate) -> bool:
+    """True while ``routing`` is in the reshard generation ``request`` belongs to, moving."""
+    meta = routing.reshard
+    return meta is not None and meta.id == request.reshard \
+        and meta.generation == request.generation and routing.state in RELOCATING
+
+
 def decide(request: WriteRequest, current: Placement | None, routing: Routing) -> Decision:
     """Decide what ``request`` does to an item whose placement is ``current``.
 
-    ``routing`` is the layout writes follow.
+    Writes follow ``routing.writing``: the layout writes follow in the routing's state.
     """
+    whole, routing = routing, routing.writing
     held = 0 if current is None else current.version
+    if isinstance(request, Relocate):
+        entry = None if current is None else current.entry
+        if not _relocating(whole, request) or entry is None \
+                or entry.shard_key != request.source \
+                or in_place(routing, request.value, entry.shard_key, request.item_id):
+            return Skip(False)  # moved, deleted or re-written since the mover saw it
+        return Write(replace(entry, shard_key=request.fresh_key, version=max(1, held)),
+                     max(1, held), current)
     if request.version is not None and request.version <= held:
         return Skip(False)  # a newer write already placed (or deleted) this item
     entry = None if current is None else current.entry

@@ -26,16 +26,26 @@ __all__ = ["demo"]
 @click.option("--duration", default=10.0, show_default=True,
               type=click.FloatRange(min=0, min_open=True),
               help="Virtual seconds of traffic per layout.")
-@click.option("--rate", default=5000.0, show_default=True,
-              type=click.FloatRange(min=0, min_open=True),
-              help="New orders a second (PENDING writes).")
-def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: float) -> None:
+@click.option("--rate", default=None, type=click.FloatRange(min=0, min_open=True),
+              help="New orders a second (PENDING writes); 5,000 by default, 1,000 with "
+                   "--reshard.")
+@click.option("--reshard", "live", is_flag=True,
+              help="Start unsharded and reshard live to the planned layout (the partition "
+                   "ceiling is a fifth of --rate; --duration is split before and after).")
+def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: float | None,
+         live: bool) -> None:
     """Run the orders-by-status scenario unsharded and sharded, on virtual time."""
     from shardex.scenarios.orders import OrdersLoad, new_table_outcome, run_demo
 
     if plot is not None:
         pyplot()  # a missing plot extra fails now, not after the runs
-    load = OrdersLoad(duration=duration, created_per_s=rate)
+    if live:
+        from shardex.commands.demo_reshard import reshard_demo
+
+        reshard_demo(as_json=as_json, plot=plot, seed=seed, duration=duration,
+                     rate=rate or 1000.0)
+        return
+    load = OrdersLoad(duration=duration, created_per_s=rate or 5000.0)
     console = output.console(stderr=as_json)
     with console.status("simulating both layouts on virtual time...", spinner="dots"):
         runs = run_demo(load, seed=seed)

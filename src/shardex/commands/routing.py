@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +13,11 @@ import click
 from shardex.commands.connection import Connection, connection_options, open_with
 from shardex.commands.params import POLICY, ValuePair
 from shardex.documents import ROUTING_RECORD_SCHEMA
-from shardex.errors import InvalidInput, InvalidRouting
+from shardex.errors import InvalidInput, InvalidRouting, ReshardRefused
 from shardex.keys import validate_value
 from shardex.routing import Routing, ShardPolicy
 
-__all__ = ["routing"]
+__all__ = ["read_json_file", "routing"]
 
 _SHOWN_KEYS = 6
 
@@ -84,18 +85,26 @@ def show(uri: str, name: str, as_json: bool, connection: Connection) -> None:
         click.echo(f"  {value}: {policy.shards} shard(s), {policy.strategy}: "
                    f"{_keys_text(policy.shard_keys(value))}")
     if current.previous is not None:
-        click.echo(f"  in transition from version {current.previous.version}: reads cover "
-                   "both layouts until the reshard finishes or rolls back")
+        meta = current.reshard
+        click.echo(f"  in transition from version {current.previous.version}, state "
+                   f"{current.state}" + ("" if meta is None else f" (reshard {meta.id}, "
+                                         f"{meta.direction})")
+                   + ": 'shardex reshard status' shows it")
 
 
-def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, ShardPolicy]]:
+def read_json_file(path: Path) -> Any:
+    """The JSON document in ``path`` (a ``--file``); a usage error naming it if it is not one."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--file") from exc
     except RecursionError:
         raise click.BadParameter(f"{path}: nested too deeply to be a routing document",
                                  param_hint="--file") from None
+
+
+def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, ShardPolicy]]:
+    doc = read_json_file(path)
     if not isinstance(doc, dict):
         raise InvalidRouting(f"{path}: expected a JSON object with default and overrides")
     version = doc.get("version", current.version + 1)
@@ -126,43 +135,45 @@ def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, Sha
               help="The default policy.")
 @click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A JSON file with default and overrides: the whole new layout.")
-@click.option("--force", is_flag=True,
-              help="Change the layout even if values it re-routes have entries.")
 def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], ...],
                 removals: tuple[str, ...], default: ShardPolicy | None, path: Path | None,
-                force: bool, connection: Connection) -> None:
-    """Store a new routing version for index NAME (a compare-and-set write).
+                connection: Connection) -> None:
+    """Create the routing record of index NAME (a compare-and-set write).
 
-    Changing N for a value that has entries hides them from reads (they stay on the
-    old shard keys): that is refused unless --force. A reshard is the way to change
-    the layout of a live value.
+    Only an index without a routing record gets one this way, and only for values that
+    hold no entries yet. Once a record exists, clients cache it, and a layout changed
+    under them would hide the entries they keep writing: 'shardex reshard start' changes
+    a stored layout through states that keep every entry readable.
     """
     from shardex.index import ShardedIndex
+    from shardex.routing_record import RoutingRecord
 
     if not (overrides or removals or default or path):
         raise click.UsageError("nothing to change: give --override, --remove, --default "
                                "or --file")
+    try:
+        validate_value(name)
+    except InvalidInput as exc:
+        raise InvalidInput(f"index name: {exc}") from None
 
     async def change() -> tuple[Routing, Routing, str]:
-        async with ShardedIndex(open_with(uri, connection), name) as index:
-            current = index.routing
-            if current.in_transition:
-                raise InvalidRouting(
-                    f"index {name!r} is in a reshard (version {current.version} from "
-                    f"{current.previous.version if current.previous else '?'}); finish or roll "
-                    "it back before setting the routing by hand")
+        store = open_with(uri, connection)
+        async with store:
+            stored, _, _ = await RoutingRecord(store, name).read()
+            current = stored or Routing()
             base_default, base_overrides = (_from_file(path, current) if path is not None
                                             else (current.default, dict(current.overrides)))
             for value in removals:
                 base_overrides.pop(value, None)
             base_overrides.update(overrides)
-            new_default = default or base_default
-            new = Routing(default=new_default, overrides=base_overrides,
+            new = Routing(default=default or base_default, overrides=base_overrides,
                           version=current.version + 1)
-            if not force:
+            if stored is not None:
+                _refuse_stored(uri, name, current, new, path)
+            async with ShardedIndex(store, name) as index:
                 await _refuse_hidden_entries(index, current, new)
-            await index.update_routing(new)
-            return current, new, index.store.uri
+                await index.update_routing(new)
+            return current, new, store.uri
 
     before, after, where = asyncio.run(change())
     click.echo(f"index {name!r} in {where}: routing version {before.version} -> {after.version}")
@@ -175,12 +186,38 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
                    f"{after.default.strategy}")
 
 
+def _refuse_stored(uri: str, name: str, current: Routing, new: Routing,
+                   path: Path | None) -> None:
+    """Refuse any change of a stored layout, naming the reshard that makes it safely."""
+    if current.in_transition:
+        raise ReshardRefused(
+            f"index {name!r} is in a reshard (routing version {current.version}); "
+            "'shardex reshard status' shows it")
+    changed = sorted(v for v in set(current.overrides) | set(new.overrides)
+                     if current.policy(v) != new.policy(v))
+    if not changed and new.default == current.default:
+        raise InvalidRouting(f"index {name!r}: the layout asked for is the one stored "
+                             f"(routing version {current.version}): nothing to change")
+    if path is not None:
+        args = f" --file {shlex.quote(str(path))}"
+    else:
+        args = "".join(f" --set {v}={new.policy(v).shards}:{new.policy(v).strategy}"
+                       for v in changed)
+        if new.default != current.default:
+            args += f" --default {new.default.shards}:{new.default.strategy} --value VALUE..."
+    raise ReshardRefused(
+        f"index {name!r} already has a routing record, which clients cache: changing its "
+        "layout here would hide the entries they keep writing to the old one. Change it "
+        "through the reshard states: shardex reshard start --store "
+        f"{shlex.quote(uri)} --index {shlex.quote(name)}{args}")
+
+
 async def _refuse_hidden_entries(index: Any, current: Routing, new: Routing) -> None:
     if new.default != current.default:
         raise click.ClickException(
             "changing the default policy re-routes every value without an override, and "
-            "their entries already written would be hidden from reads; use a reshard to "
-            "change a live layout, or pass --force if no value under the default has entries")
+            "their entries already written would be hidden from reads; use 'shardex reshard "
+            "start' to change a live layout")
     changed = sorted(v for v in set(current.overrides) | set(new.overrides)
                      if current.policy(v) != new.policy(v))
     counts = {value: await index.count(value) for value in changed}
@@ -189,5 +226,5 @@ async def _refuse_hidden_entries(index: Any, current: Routing, new: Routing) -> 
         listed = ", ".join(f"{value} ({n} entries)" for value, n in busy.items())
         raise click.ClickException(
             f"refusing to re-route values that have entries: {listed}; their entries would "
-            "stay on the old shard keys, hidden from reads. A reshard is the way to change a "
-            "live layout; pass --force only if you know what you are doing")
+            "stay on the old shard keys, hidden from reads: 'shardex reshard start' changes "
+            "a live layout")

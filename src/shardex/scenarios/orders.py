@@ -23,7 +23,7 @@ import gc
 import heapq
 import math
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,15 +36,17 @@ from shardex.keys import is_reserved
 from shardex.plan import shards_for
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing, ShardPolicy
+from shardex.routing_record import DEFAULT_LEASE
 from shardex.scenarios.simulate import simulate
 from shardex.scenarios.truth import Tracker
 from shardex.scenarios.workload import Move, Schedule, ValueLoad, Workload
 from shardex.sim.clock import run_virtual
 from shardex.sim.profiles import profile
 from shardex.stores.memory import MemoryStore
+from shardex.stores.metered import Usage
 
-__all__ = ["DEMO_TABLE", "OrdersLoad", "RunResult", "TableCheck", "new_table_outcome",
-           "run_demo", "run_orders"]
+__all__ = ["DEMO_TABLE", "Hooks", "OrdersLoad", "Phase", "RunResult", "STATUSES", "TableCheck",
+           "demo_layouts", "new_table_outcome", "relaxed_gc", "run_demo", "run_orders"]
 
 # The demo's table: warmed to the per-table quota and split for heat (each hot key on a
 # partition of its own), as an established table is; see new_table_outcome for a new one.
@@ -114,8 +116,56 @@ class OrdersLoad:
 
 
 @dataclass(slots=True)
+class Phase:
+    """What one phase of a run saw: its span (virtual s), writes, throttles and listings."""
+
+    name: str
+    start: float
+    end: float = 0.0
+    offered: int = 0
+    accepted: int = 0
+    failed: int = 0
+    write_requests: int = 0
+    write_throttles: int = 0
+    listings: int = 0
+    problems: int = 0
+    latencies: list[float] = field(default_factory=list, repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        """The phase as JSON: rates a second, times in ms."""
+        seconds = max(self.end - self.start, 1e-9)
+        return {"seconds": round(self.end - self.start, 2),
+                "offered_writes_per_s": round(self.offered / seconds, 1),
+                "accepted_writes_per_s": round(self.accepted / seconds, 1),
+                "throttled_ratio": round(self.write_throttles / self.write_requests, 4)
+                if self.write_requests else 0.0,
+                "failed_writes": self.failed,
+                "write_p50_ms": _ms(self.latencies, 0.50),
+                "write_p99_ms": _ms(self.latencies, 0.99),
+                "listings_checked": self.listings, "listing_complete": self.problems == 0}
+
+
+@dataclass(slots=True)
+class Hooks:
+    """What a run adds around the plain scenario (the reshard demo's).
+
+    ``companion(store)`` runs beside the load; the load stops once ``done()`` holds (the
+    schedule, made for ``load.duration``, is cut there); ``phase()`` names the phase each
+    write and store request counts in. The dashboard and the report read through a
+    client of their own whose routing TTL is ``reader_ttl``; the routing record the run
+    creates has a lease of ``routing_lease`` seconds.
+    """
+
+    companion: Callable[[MemoryStore], Awaitable[None]]
+    done: Callable[[], bool]
+    phase: Callable[[], str]
+    routing_lease: float = 15.0
+    reader_ttl: float = 5.0
+
+
+@dataclass(slots=True)
 class RunResult:
-    """What one layout did under the load."""
+    """What one layout did under the load (by phase, for a run with ``Hooks``)."""
 
     layout: str
     routing: Routing
@@ -130,6 +180,8 @@ class RunResult:
     problems: list[str]
     offered_by_status: dict[str, int]
     timeline: dict[str, dict[int, float]] = field(repr=False)
+    phases: dict[str, Phase] = field(default_factory=dict, repr=False)
+    throttle_timeline: dict[str, dict[int, int]] = field(default_factory=dict, repr=False)
     hedged_reads: float = 0.0
 
     @property
@@ -202,15 +254,53 @@ def _sort_of(at: float) -> str:
     return (EPOCH + timedelta(seconds=at)).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+class _PhaseMeter:
+    """Counts write requests and throttles on shard keys by phase, and throttles a second."""
+
+    def __init__(self, tally: Callable[[], Phase]) -> None:
+        self._tally = tally
+        self.throttles: dict[str, dict[int, int]] = {}
+
+    def __call__(self, usage: Any) -> None:
+        if not isinstance(usage, Usage) or not usage.write or is_reserved(usage.key):
+            return
+        phase = self._tally()
+        phase.write_requests += 1
+        if usage.outcome == "throttled":
+            phase.write_throttles += 1
+            second = self.throttles.setdefault(usage.key, {})
+            second[int(usage.end)] = second.get(int(usage.end), 0) + 1
+
+
 async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: int = 1,
-                     store_options: Mapping[str, Any] | None = None) -> RunResult:
+                     store_options: Mapping[str, Any] | None = None,
+                     hooks: Hooks | None = None) -> RunResult:
     """Drive one index through the scenario on the current (virtual) loop."""
     options: dict[str, Any] = {"seed": seed, **(store_options or {})}
     store = MemoryStore(**options)
     clock = LoopClock()
     retry = RetryPolicy(attempts=5, base=0.05, cap=0.8, deadline=2.0)
-    index = ShardedIndex(store, "orders_by_status", routing, retry=retry, seed=seed)
+    index = ShardedIndex(store, "orders_by_status", routing, retry=retry, seed=seed,
+                         routing_lease=DEFAULT_LEASE if hooks is None else hooks.routing_lease)
+    reader = index if hooks is None else ShardedIndex(
+        store, "orders_by_status", retry=retry, seed=seed + 1, routing_ttl=hooks.reader_ttl)
     truth = Tracker()
+    phase: Callable[[], str] = (lambda: "all") if hooks is None else hooks.phase
+    phases: dict[str, Phase] = {}
+
+    def now_in() -> Phase:
+        name = phase()
+        current = phases.get(name)
+        if current is None:
+            current = phases[name] = Phase(name, clock.now())
+        current.end = clock.now()
+        return current
+
+    meter = _PhaseMeter(now_in)
+
+    def running() -> bool:
+        return clock.now() < load.duration if hooks is None else not hooks.done()
+
     offered = dict.fromkeys(STATUSES, 0)
     write_latencies: list[float] = []
     read_latencies: list[float] = []
@@ -240,6 +330,11 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
             ok = False
         counts["accepted" if ok else "failed"] += 1
         write_latencies.append(clock.now() - start)
+        if hooks is not None:
+            tally = now_in()
+            tally.accepted += ok
+            tally.failed += not ok
+            tally.latencies.append(clock.now() - start)
         if new == "PENDING":
             truth.entered(item, clock.now(), ok=ok)
         elif old == "PENDING":
@@ -249,22 +344,30 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
         for status in TRANSITIONS[event.kind]:
             if status is not None:
                 offered[status] += 1
+        if hooks is not None:
+            now_in().offered += 1
         last_op[event.order] = asyncio.ensure_future(write(event, last_op.get(event.order)))
 
     async def dashboard() -> None:
         period = 1 / load.dashboard_reads_per_s
-        while clock.now() < load.duration:
+        while running():
             await clock.sleep(period)
             start = clock.now()
             try:
-                page = await index.query("PENDING", limit=load.dashboard_page)
+                page = await reader.query("PENDING", limit=load.dashboard_page)
             except ShardexError as exc:
                 problems.append(f"dashboard read failed: {exc}")
                 continue
             read_latencies.append(clock.now() - start)
-            counts["listings"] += 1
-            problems.extend(truth.check(page.items, start, clock.now(),
-                                        complete=page.cursor is None))
+            checked(truth.check(page.items, start, clock.now(), complete=page.cursor is None))
+
+    def checked(found: list[str]) -> None:
+        counts["listings"] += 1
+        problems.extend(found)
+        if hooks is not None:
+            tally = now_in()
+            tally.listings += 1
+            tally.problems += len(found)
 
     async def report() -> None:
         while True:
@@ -275,7 +378,8 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
             try:
                 while True:
                     began = clock.now()
-                    page = await index.query("PENDING", limit=load.report_page, cursor=cursor)
+                    page = await reader.query("PENDING", limit=load.report_page,
+                                              cursor=cursor)
                     read_latencies.append(clock.now() - began)
                     entries += page.items
                     if (cursor := page.cursor) is None:
@@ -283,21 +387,33 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
             except ShardexError as exc:
                 problems.append(f"report read failed: {exc}")
                 continue
-            counts["listings"] += 1
-            problems.extend(truth.check(entries, start, clock.now(), complete=True))
-            if clock.now() >= load.duration:
+            checked(truth.check(entries, start, clock.now(), complete=True))
+            if not running():
                 return
 
     schedule = _schedule(load, random.Random(seed))
+    launched = 0
+    store.meter.subscribe(meter)
     async with index:
+        if reader is not index:
+            await reader.open()
+        companion = None if hooks is None else asyncio.ensure_future(hooks.companion(store))
         readers = [asyncio.ensure_future(dashboard()), asyncio.ensure_future(report())]
         for event in schedule:
             wait = event.at - clock.now()
             if wait > 0.0005:
                 await clock.sleep(wait)
+            if not running():
+                break
             launch(event)
+            launched += 1
         await asyncio.gather(*last_op.values())
         await asyncio.gather(*readers)
+        if companion is not None:
+            await companion
+        if reader is not index:
+            await reader.close()
+    store.meter.unsubscribe(meter)
     stats = store.stats("orders_by_status")
     requests = throttles = reads = hedges = 0.0
     for key, key_stats in stats.by_key.items():
@@ -307,13 +423,15 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
             reads += key_stats.read_requests
             hedges += key_stats.hedges_sent
     return RunResult(
-        layout=layout, routing=routing, duration=load.duration,
-        offered_writes=len(schedule), accepted_writes=counts["accepted"],
+        layout=layout, routing=routing,
+        duration=load.duration if hooks is None else clock.now(),
+        offered_writes=launched, accepted_writes=counts["accepted"],
         failed_writes=counts["failed"], throttled_ratio=throttles / requests if requests else 0.0,
         write_latencies=write_latencies, read_latencies=read_latencies,
         listings=counts["listings"], problems=problems[:20],
         offered_by_status=offered,
         timeline={k: dict(v) for k, v in stats.timeline.items() if not is_reserved(k)},
+        phases=phases, throttle_timeline=meter.throttles,
         hedged_reads=hedges / (reads - hedges) if reads > hedges else 0.0,
     )
 
@@ -376,7 +494,7 @@ def run_demo(load: OrdersLoad | None = None, *, seed: int = 1,
     load = load or OrdersLoad()
     store_options = {**DEMO_TABLE, **(store_options or {})}
     ceiling = float(store_options.get("write_ceiling", 1000.0))
-    with _relaxed_gc():
+    with relaxed_gc():
         return [
             run_virtual(run_orders(load, routing, layout=name, seed=seed,
                                    store_options=store_options))
@@ -385,7 +503,7 @@ def run_demo(load: OrdersLoad | None = None, *, seed: int = 1,
 
 
 @contextmanager
-def _relaxed_gc() -> Iterator[None]:
+def relaxed_gc() -> Iterator[None]:
     """Collect garbage less often while a run allocates its many short-lived tasks.
 
     A run creates and drops hundreds of thousands of small objects that hold no

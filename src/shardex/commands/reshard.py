@@ -1,0 +1,511 @@
+"""``shardex reshard``: change a live index's layout through the reshard states.
+
+``start`` records the reshard (read-both) and prints its steps, ``run`` drives it (and
+resumes one stopped anywhere), ``status`` shows it (``--json``:
+``shardex.reshard.status/1``), ``verify`` checks parity, ``cutover`` moves readers to
+the new layout alone, ``complete`` retires the old one, ``rollback`` goes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import shlex
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from shardex.commands import output
+from shardex.commands.connection import Connection, connection_options, open_with
+from shardex.commands.params import POLICY, ValuePair, distinct
+from shardex.commands.routing import read_json_file
+from shardex.errors import InvalidInput, InvalidRouting
+from shardex.keys import validate_value
+from shardex.routing import Routing, ShardPolicy
+from shardex.stores.base import Store
+
+__all__ = ["reshard"]
+
+T = TypeVar("T")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")
+_FILE_SCHEMAS = ("shardex.plan/1", "shardex.diagnose/1")
+
+
+class _Duration(click.ParamType):  # type: ignore[type-arg]
+    """Seconds, written ``90``, ``90s``, ``15m``, ``2h`` or ``1d``."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        match = _DURATION.fullmatch(str(value))
+        if match is None:
+            self.fail(f"expected a duration such as 90s, 15m, 2h or 1d, got {value!r}",
+                      param, ctx)
+        return float(match[1]) * _UNITS[match[2]]
+
+
+DURATION = _Duration()
+_STATES = ("read-both", "write-new", "verified", "read-new", "retired", "done")
+
+
+def _store_options(command: Any) -> Any:
+    command = click.option("--index", "name", required=True, help="Index name.")(command)
+    command = connection_options(command)
+    return click.option("--store", "uri", required=True,
+                        help="Store URI, e.g. dynamodb://TABLE?region=eu-west-1.")(command)
+
+
+def _mover_options(command: Any) -> Any:
+    command = click.option(
+        "--unit-lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1),
+        help="Seconds a worker holds a work unit between checkpoints.")(command)
+    command = click.option(
+        "--workers", default=1, show_default=True, type=click.IntRange(min=1),
+        help="Work units moved at once by this process.")(command)
+    return click.option(
+        "--rate", default=250.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+        help="Write units a second the mover may put on any one shard key.")(command)
+
+
+def _run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    return asyncio.run(work())
+
+
+def _check_name(name: str) -> None:
+    try:
+        validate_value(name)
+    except InvalidInput as exc:
+        raise InvalidInput(f"index name: {exc}") from None
+
+
+def _resharder(store: str | Store, name: str, connection: Connection, **options: Any) -> Any:
+    from shardex.reshard import Resharder
+
+    _check_name(name)
+    return Resharder(open_with(store, connection) if isinstance(store, str) else store, name,
+                     **options)
+
+
+def _policy_text(policy: ShardPolicy) -> str:
+    return f"{policy.shards} shard(s), {policy.strategy}"
+
+
+def _command(name: str, uri: str, index: str, extra: str = "") -> str:
+    return f"shardex reshard {name} --store {shlex.quote(uri)} --index {shlex.quote(index)}{extra}"
+
+
+@click.group()
+def reshard() -> None:
+    """Change a live index's layout (shard counts, strategies) without losing an entry."""
+
+
+# -- start ---------------------------------------------------------------------------
+
+
+def _file_layout(path: Path) -> Routing:
+    """The layout in a routing document, or in the ``routing`` of a plan or diagnosis."""
+    doc = read_json_file(path)
+    if isinstance(doc, dict) and (doc.get("schema") in _FILE_SCHEMAS or (
+            "routing" in doc and "default" not in doc)):
+        doc = doc.get("routing")
+    if not isinstance(doc, dict):
+        raise InvalidRouting(f"{path}: expected a routing document (an object with default "
+                             "and overrides), or a plan or diagnosis with one")
+    layout = {key: doc[key] for key in ("default", "overrides") if key in doc}
+    try:
+        return Routing.from_dict({"format": "shardex.routing/1", "version": 1, **layout})
+    except InvalidRouting as exc:
+        raise InvalidRouting(f"{path}: {exc}") from None
+
+
+def _changes(current: Routing, layout: Routing | None, sets: dict[str, ShardPolicy]
+             ) -> tuple[dict[str, ShardPolicy | None], ShardPolicy | None]:
+    changes: dict[str, ShardPolicy | None] = {}
+    default = None
+    if layout is not None:
+        for value in set(current.overrides) | set(layout.overrides):
+            changes[value] = layout.overrides.get(value)
+        default = layout.default
+    for value, policy in sets.items():
+        validate_value(value)
+        changes[value] = policy
+    return changes, default
+
+
+@reshard.command()
+@_store_options
+@click.option("--set", "sets", multiple=True, metavar="VALUE=N[:strategy]",
+              type=ValuePair(POLICY, "VALUE=N[:strategy]", "PENDING=16:hash"),
+              help="Reshard VALUE over N shard keys (strategy hash, random or round_robin).")
+@click.option("--default", "default", metavar="N[:strategy]", type=POLICY,
+              help="The new default policy (name the values it moves with --value).")
+@click.option("--value", "values", multiple=True, metavar="VALUE",
+              help="A value that follows the default and holds entries (the store cannot "
+                   "list them): its entries move when the default changes.")
+@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A routing document, or a plan or diagnosis (--json) with one: the new "
+                   "layout.")
+@click.option("--margin", default=40.0, show_default=True, type=DURATION,
+              help="Waited beyond the routing's lease between steps: the longest request "
+                   "and the clock skew between hosts.")
+@click.option("--dry-run", is_flag=True, help="Print the steps and what would move; change "
+                                              "nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
+          default: ShardPolicy | None, values: tuple[str, ...], path: Path | None,
+          margin: float, dry_run: bool, as_json: bool, connection: Connection) -> None:
+    """Start a reshard of index NAME: readers cover both layouts, then 'run' drives it."""
+    if not (sets or default or path):
+        raise click.UsageError("nothing to change: give --set, --default or --file")
+    overrides = distinct(sets, "--set")
+    layout = _file_layout(path) if path is not None else None
+    for value in values:
+        validate_value(value)
+
+    async def begin() -> Any:
+        async with _resharder(uri, name, connection) as runner:
+            current = await runner.routing()
+            changes, file_default = _changes(current, layout, overrides)
+            plan = await runner.start(changes, default=default or file_default,
+                                      values=values, margin=margin, dry_run=dry_run)
+            return plan, runner.lease, runner.rate, runner.store.uri
+
+    plan, lease, rate, where = _run(begin)
+    meta = plan.routing.reshard
+    if as_json:
+        click.echo(json.dumps({
+            "schema": "shardex.reshard.start/1", "index": name, "store": where,
+            "reshard_id": meta.id, "dry_run": dry_run, "stored": plan.stored,
+            "routing_version": plan.routing.version,
+            "values": {v: {"from": p.source.to_dict(), "to": p.target.to_dict(),
+                           "entries": p.entries, "to_move": p.to_move}
+                       for v, p in plan.values.items()},
+            "to_move": plan.to_move, "routing": plan.routing.to_dict(),
+            "next_steps": [] if dry_run else [_command("run", uri, name)]}, indent=2))
+        return
+    out = output.console()
+    verb = "would start" if dry_run else "started"
+    out.print(f"index {name!r} in {where}: {verb} reshard {meta.id} (routing version "
+              f"{plan.routing.version - 1} -> {plan.routing.version})", highlight=False)
+    for value, p in plan.values.items():
+        out.print(f"  {value}: {_policy_text(p.source)} -> {_policy_text(p.target)}: "
+                  f"{p.entries:,} entries, {p.to_move:,} to move", highlight=False)
+    wait = lease + margin
+    moving = plan.to_move * 2 / rate if rate else 0.0
+    steps = [
+        ("read-both", "readers read the old and the new shard keys; writers still write the "
+                      "old ones" + (" (now)" if not dry_run else "")),
+        ("write-new", f"writers write the new shard keys, {wait:g} s later (the routing's "
+                      f"lease {lease:g} s + margin {margin:g} s): shardex reshard run"),
+        ("move", f"after another {wait:g} s the mover moves {plan.to_move:,} entries, at up "
+                 f"to {rate:g} write units a second on any shard key (about {moving:.0f} s "
+                 "or more)"),
+        ("verified", "a parity check finds every entry on the new layout"),
+        ("read-new", "readers read the new shard keys alone: shardex reshard cutover"),
+        ("retired", "after the retention window: shardex reshard complete [--retain]"),
+        ("stable", "the new layout alone; until retired, shardex reshard rollback goes back"),
+    ]
+    out.print("steps:")
+    for i, (state, text) in enumerate(steps, 1):
+        out.print(f"  {i}. {state:<10} {text}", highlight=False)
+    if dry_run:
+        out.print("dry run: nothing was changed")
+    else:
+        out.print(f"next: {_command('run', uri, name)}", highlight=False, soft_wrap=True)
+
+
+# -- run, and the progress it shows ------------------------------------------------------
+
+
+class _Moved(ProgressColumn):
+    """Entries moved of the total; blank while the total is not known (before the mover)."""
+
+    def render(self, task: Task) -> Text:
+        if task.total is None:
+            return Text("")
+        return Text(f"{task.completed:,.0f}/{task.total:,.0f} moved")
+
+
+class _Reporter:
+    """Shows a reshard's progress: a bar on a terminal, a plain line now and then otherwise."""
+
+    def __init__(self, out: Console, *, every: float = 5.0) -> None:
+        self._out = out
+        self._every = every
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+        self._last: tuple[str, float] = ("", 0.0)
+
+    def __enter__(self) -> _Reporter:
+        if self._out.is_terminal:
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), _Moved(),
+                                 TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
+                                 console=self._out, transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("reshard", total=None, rate="")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def __call__(self, progress: Any) -> None:
+        rate = "" if progress.rate is None else f"{progress.rate:,.0f} entries/s"
+        if self._bar is not None and self._task is not None:
+            # a step that does not count entries (a wait, the parity check) leaves the counts
+            counts = {} if progress.remaining is None else {
+                "completed": progress.moved, "total": progress.moved + progress.remaining}
+            self._bar.update(self._task, description=f"{progress.state}: {progress.note}",
+                             rate=rate, **counts)
+            return
+        line = f"{progress.state} ({progress.direction}): {progress.note}"
+        if progress.remaining is not None:
+            line += f"; moved {progress.moved:,}, remaining {progress.remaining:,}"
+            if rate:
+                line += f", {rate}"
+            if progress.eta is not None:
+                line += f", ETA {progress.eta:,.0f} s"
+        now = time.monotonic()
+        if progress.note != self._last[0] or now - self._last[1] >= self._every:
+            self._out.print(line, highlight=False, soft_wrap=True)
+            self._out.file.flush()  # a pipe reader waits on each line
+            self._last = (progress.note, now)
+
+
+def _finished(out: Console, result: Any, uri: str, name: str) -> None:
+    parity = result.parity
+    out.print(f"reshard stopped at {result.state}: {result.why}", highlight=False)
+    if parity is not None:
+        out.print(f"  parity: {parity.entries:,} entries checked, " + (
+            "no gaps" if parity.clean else ", ".join(
+                f"{n:,} {kind}" for kind, n in parity.counts().items() if n)), highlight=False)
+    if result.swept:
+        out.print(f"  the sweep moved {result.swept:,} entries left on retired keys")
+    for key, item in result.ghosts[:10]:
+        out.print(f"  a row of {item!r} on retired key {key!r} has no placement: remove it "
+                  "with the store's own tools", highlight=False)
+    from shardex.reshard.status import next_steps
+
+    steps = next_steps(result.routing, store=uri, index=name, stale=False)
+    if steps:
+        out.print("next: " + " | ".join(steps), highlight=False, soft_wrap=True)
+
+
+@reshard.command()
+@_store_options
+@_mover_options
+@click.option("--until", type=click.Choice(_STATES), default=None,
+              help="The state to stop at (default: verified; done for a rollback).")
+@click.option("--max-age", default=900.0, show_default=True, type=DURATION,
+              help="Oldest parity report a cutover made by --until read-new or later uses.")
+@click.option("--every", default=5.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds between progress lines when the output is not a terminal.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve the reshard's progress gauges and the store's metrics on "
+                   "http://127.0.0.1:PORT/metrics while it runs (0: a free port; needs the "
+                   "metrics extra).")
+def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until: str | None,
+        max_age: float, every: float, metrics_port: int | None,
+        connection: Connection) -> None:
+    """Drive the reshard of index NAME (resuming it wherever it stopped)."""
+    out = output.console()
+    _check_name(name)
+    store = open_with(uri, connection)
+    with contextlib.ExitStack() as stack:
+        recorder = None
+        if metrics_port is not None:
+            from shardex.metrics import MetricsRecorder
+            from shardex.metrics.prometheus import serve_prometheus
+
+            recorder = MetricsRecorder().attach(store)
+            server = stack.enter_context(serve_prometheus(recorder, port=metrics_port))
+            output.console(stderr=True).print(f"metrics: {server.url}", highlight=False)
+        report = stack.enter_context(_Reporter(out, every=every))
+
+        async def drive() -> Any:
+            async with _resharder(store, name, connection, rate=rate, workers=workers,
+                                  unit_lease=unit_lease, max_age=max_age, progress=report,
+                                  recorder=recorder) as runner:
+                return await runner.run(until=until)
+
+        result = _run(drive)
+    _finished(out, result, uri, name)
+
+
+# -- status, verify --------------------------------------------------------------------
+
+
+def _status_lines(doc: dict[str, Any]) -> list[str]:
+    if doc["reshard_id"] is None:
+        return [f"index {doc['index']!r} in {doc['store']}: no reshard under way (routing "
+                f"version {doc['routing_version']}, {doc['state']})"]
+    lines = [f"index {doc['index']!r} in {doc['store']}: reshard {doc['reshard_id']} "
+             f"({doc['direction']}), state {doc['state']}, routing version "
+             f"{doc['routing_version']}"]
+    for value, v in doc["values"].items():
+        remaining = "not planned yet" if v["remaining"] is None else f"{v['remaining']:,}"
+        lines.append(f"  {value}: {v['from']['shards']} shard(s), {v['from']['strategy']} -> "
+                     f"{v['to']['shards']} shard(s), {v['to']['strategy']}: moved "
+                     f"{v['moved']:,}, remaining {remaining}")
+    units = doc["units"]
+    lines.append(f"  work units: {units['total']} ({units['done']} done, {units['leased']} "
+                 f"leased); next step possible from {doc['ready_at']}")
+    parity = doc["parity"]
+    if parity is None:
+        lines.append("  parity: not checked yet")
+    else:
+        gaps = ", ".join(f"{parity[k]:,} {k}" for k in ("missing", "extra", "misplaced",
+                                                         "mismatched") if parity[k])
+        lines.append(f"  parity: checked {parity['checked_at']} ({parity['age_s']:.0f} s ago), "
+                     f"{parity['entries']:,} entries, {gaps or 'no gaps'}")
+        for gap in parity["examples"][:5]:
+            lines.append(f"    {gap['kind']}: {gap['item_id']!r} on {gap['shard_key']!r}")
+    if doc["retire_after"] is not None:
+        lines.append(f"  retention: the old layout may be retired from {doc['retire_after']}")
+    if doc["next_steps"]:
+        lines.append("next steps:")
+        lines += [f"  {step}" for step in doc["next_steps"]]
+    return lines
+
+
+@reshard.command()
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print shardex.reshard.status/1.")
+@click.option("--max-age", default=900.0, show_default=True, type=DURATION,
+              help="Age past which the parity report counts as stale.")
+def status(uri: str, name: str, as_json: bool, max_age: float,
+           connection: Connection) -> None:
+    """Show the reshard of index NAME: state, progress per value, parity, next steps."""
+    from shardex.reshard import status_document
+
+    async def read() -> dict[str, Any]:
+        async with _resharder(uri, name, connection) as runner:
+            routing = await runner.routing()
+            units = await runner.units(routing)
+            return status_document(routing, units, index=name, store=uri, lease=runner.lease,
+                                   now=runner.store.clock.wall(), max_age=max_age)
+
+    doc = _run(read)
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    out = output.console()
+    for line in _status_lines(doc):
+        out.print(line, highlight=False, soft_wrap=True)
+
+
+@reshard.command()
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print the parity report as JSON.")
+def verify(uri: str, name: str, as_json: bool, connection: Connection) -> None:
+    """Check parity: both layouts' entries against the new layout alone, and record it."""
+    async def check() -> Any:
+        async with _resharder(uri, name, connection) as runner:
+            parity = await runner.verify()
+            return parity, await runner.routing()
+
+    parity, routing = _run(check)
+    if as_json:
+        from shardex.documents import rounded
+        from shardex.reshard.status import iso
+
+        click.echo(json.dumps(rounded({
+            "schema": "shardex.reshard.verify/1", "index": name, "state": routing.state,
+            **parity.to_dict(), "checked_at": iso(parity.checked_at),
+            "clean": parity.clean}), indent=2))
+        return
+    out = output.console()
+    out.print(f"index {name!r}: parity of {parity.entries:,} entries: " + (
+        "no gaps" if parity.clean else ", ".join(
+            f"{n:,} {kind}" for kind, n in parity.counts().items() if n))
+        + f"; the reshard is in {routing.state}", highlight=False)
+    for gap in parity.examples[:10]:
+        out.print(f"  {gap.kind}: {gap.item_id!r} of {gap.value!r} on {gap.shard_key!r}",
+                  highlight=False)
+
+
+# -- cutover, complete, rollback ----------------------------------------------------------
+
+
+@reshard.command()
+@_store_options
+@click.option("--max-age", default=900.0, show_default=True, type=DURATION,
+              help="Oldest parity report the cutover may rely on.")
+def cutover(uri: str, name: str, max_age: float, connection: Connection) -> None:
+    """Move readers to the new layout alone (read-new); needs a fresh, clean parity report."""
+    out = output.console()
+
+    with _Reporter(out) as report:
+        async def switch() -> Routing:
+            async with _resharder(uri, name, connection, progress=report) as runner:
+                new: Routing = await runner.cutover(max_age=max_age)
+                return new
+
+        routing = _run(switch)
+    out.print(f"index {name!r}: readers read the new layout alone (read-new, routing version "
+              f"{routing.version}); next: {_command('complete', uri, name)} | "
+              f"{_command('rollback', uri, name)}", highlight=False, soft_wrap=True)
+
+
+@reshard.command()
+@_store_options
+@click.option("--retain", type=DURATION, default=None,
+              help="Keep the old layout restorable this long before retiring it "
+                   "(default: the window already asked for, else none).")
+def complete(uri: str, name: str, retain: float | None, connection: Connection) -> None:
+    """Retire the old layout (after the retention window) and end the reshard."""
+    out = output.console()
+    with _Reporter(out) as report:
+        async def finish() -> Any:
+            async with _resharder(uri, name, connection, progress=report) as runner:
+                return await runner.complete(retain=retain)
+
+        result = _run(finish)
+    meta = result.routing.reshard
+    if meta is not None and result.state == "read-new":
+        from shardex.reshard.status import iso
+
+        out.print(f"index {name!r}: the old layout stays restorable until "
+                  f"{iso(meta.retire_after)}; run {_command('complete', uri, name)} again "
+                  "after it (or 'shardex reshard run --until done', which waits)",
+                  highlight=False, soft_wrap=True)
+        return
+    _finished(out, result, uri, name)
+
+
+@reshard.command()
+@_store_options
+@_mover_options
+def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
+             connection: Connection) -> None:
+    """Roll the reshard back to the layout it left, moving entries back, to its end."""
+    out = output.console()
+    with _Reporter(out) as report:
+        async def back() -> Any:
+            async with _resharder(uri, name, connection, rate=rate, workers=workers,
+                                  unit_lease=unit_lease, progress=report) as runner:
+                return await runner.rollback()
+
+        result = _run(back)
+    _finished(out, result, uri, name)
+

@@ -1,0 +1,561 @@
+"""The runner: carries out the state machine's decisions against one index's store.
+
+``Resharder`` is the thin async loop around ``shardex.reshard.states``: it reads the
+routing record (strongly consistent), asks ``next_step`` what to do, and does it:
+waits on the injected clock, stores the next routing with a compare-and-set, runs the
+mover, checks parity, sweeps the retired keys. Every step starts again from the stored
+state, so a runner that crashed anywhere is resumed by any process (``run``), and
+several runners of one reshard cooperate: the compare-and-sets pick one winner, the
+work units are leased.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Protocol, TypeVar
+
+from shardex.clock import Clock, LoopClock
+from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, ReshardRefused
+from shardex.index import ShardedIndex
+from shardex.reshard import states
+from shardex.reshard.layouts import PATIENT, IndexLayouts, Layouts
+from shardex.reshard.mover import MOVER_RETRY, Mover, Pace, read_page
+from shardex.reshard.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit
+from shardex.reshard.verify import check
+from shardex.reshard.work import WorkRecords
+from shardex.retry import call_with_retry
+from shardex.routing import Routing, ShardPolicy
+from shardex.stores import open_store
+from shardex.stores.base import Position, Store
+from shardex.transition import Parity
+
+__all__ = ["DEFAULT_MARGIN", "DEFAULT_MAX_AGE", "DEFAULT_UNIT_LEASE", "Gauges", "Progress",
+           "Recorder", "Resharder", "RunResult", "StartPlan", "ValuePlan"]
+
+T = TypeVar("T")
+# a DynamoDB request may take its connect and read timeouts (5 + 30 s) to fail, and
+# clocks of the hosts running reshard commands may disagree by a few seconds
+DEFAULT_MARGIN = 40.0
+DEFAULT_MAX_AGE = 900.0
+DEFAULT_UNIT_LEASE = 30.0
+_DIRTY_PASSES = 3  # parity checks with gaps in a row before the runner asks for help
+_REPORT_EVERY = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ValuePlan:
+    """One value of a reshard: its policy before and after, entries read and to move."""
+
+    value: str
+    source: ShardPolicy
+    target: ShardPolicy
+    entries: int
+    to_move: int
+
+
+@dataclass(frozen=True, slots=True)
+class StartPlan:
+    """What ``start`` found and did: the routing it stores (or would), per value, the steps."""
+
+    routing: Routing
+    values: dict[str, ValuePlan]
+    stored: bool
+
+    @property
+    def to_move(self) -> int:
+        return sum(v.to_move for v in self.values.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a reshard is: state, entries moved and remaining, rate and what is awaited."""
+
+    state: str
+    direction: str
+    moved: int
+    remaining: int | None
+    rate: float | None  # entries a second over the last report
+    note: str = ""
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds until the remaining entries are moved at the current rate."""
+        if self.remaining is None or not self.rate:
+            return None
+        return self.remaining / self.rate
+
+
+@dataclass(slots=True)
+class RunResult:
+    """Where ``run`` stopped and why, and what its sweeps and parity checks found."""
+
+    state: str
+    why: str
+    routing: Routing
+    parity: Parity | None = None
+    swept: int = 0
+    ghosts: list[tuple[str, str]] = field(default_factory=list)
+
+
+class Gauges(Protocol):
+    """Where a runner reports a reshard's progress (``shardex.metrics.ReshardProgress``)."""
+
+    def update(self, *, state: str | None = None, moved: int | None = None,
+               total: int | None = None, mismatches: int | None = None,
+               from_version: int | None = None, to_version: int | None = None) -> None: ...
+
+
+class Recorder(Protocol):
+    """What hands out an index's gauges (``shardex.metrics.MetricsRecorder``)."""
+
+    def reshard(self, index: str) -> Gauges: ...
+
+
+def default_worker() -> str:
+    """A name for this process in leases: host, process id and a random tag."""
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Resharder:
+    """Drives reshards of index ``name`` on ``store`` (a Store or a store URI).
+
+    ``rate`` caps the write units a second the mover puts on any one key (source or
+    target), ``read_rate`` (default three times ``rate``) the read units a second it
+    reads one key with; ``workers`` units are worked at once in this process, each
+    leased for ``unit_lease`` seconds. ``max_age`` (seconds) bounds the age of the parity
+    report a cutover relies on; ``settle`` is waited before a parity check reads gaps
+    again (default 0, or 2 s where reads are eventually consistent). ``progress`` is
+    called with a ``Progress`` as the reshard advances; with a ``recorder`` (a
+    ``shardex.metrics.MetricsRecorder``) the runner also reports to its
+    ``reshard(name)`` gauges: the state (``rolled-back`` once a rollback ends), entries
+    moved of the total, the last parity check's gaps and the routing versions it goes
+    from and to. ``clock`` and ``seed`` make it
+    run on virtual time, reproducibly. ``layouts`` makes the ``Layouts`` the mover, the
+    parity check and the sweep use, from the mover's own index (default:
+    ``IndexLayouts``, the index's shard keys). Use ``async with``.
+    """
+
+    def __init__(self, store: Store | str, name: str, *, rate: float = DEFAULT_RATE,
+                 read_rate: float | None = None, workers: int = 1,
+                 unit_lease: float = DEFAULT_UNIT_LEASE, max_age: float = DEFAULT_MAX_AGE,
+                 settle: float | None = None, worker: str | None = None,
+                 clock: Clock | None = None, seed: int | None = None,
+                 routing_ttl: float = 5.0, split_every: int = DEFAULT_SPLIT,
+                 progress: Callable[[Progress], None] | None = None,
+                 recorder: Recorder | None = None,
+                 layouts: Callable[[ShardedIndex, Clock, random.Random], Layouts] | None = None
+                 ) -> None:
+        for option, number in (("rate", rate), ("unit_lease", unit_lease),
+                               ("max_age", max_age), ("read_rate", read_rate or 1.0),
+                               ("settle", 1.0 if settle is None else settle + 1)):
+            if isinstance(number, bool) or not isinstance(number, int | float) \
+                    or not 0 < number < float("inf"):
+                raise InvalidInput(f"{option} must be a number > 0, got {number!r}")
+        for option, count in (("workers", workers), ("split_every", split_every)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise InvalidInput(f"{option} must be an integer >= 1, got {count!r}")
+        self.store = open_store(store) if isinstance(store, str) else store
+        self.name = name
+        self.rate = float(rate)
+        self.read_rate = float(read_rate or 3 * rate)
+        self.workers = workers
+        self.unit_lease = float(unit_lease)
+        self.max_age = float(max_age)
+        self._settle = settle
+        self.worker = worker or default_worker()
+        self._clock: Clock = clock or LoopClock()
+        self._rng = random.Random(seed)
+        self._split = split_every
+        self._progress = progress
+        self._gauges = None if recorder is None else recorder.reshard(name)
+        self._control = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
+                                     seed=seed)
+        self._moving = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
+                                    seed=seed, retry=MOVER_RETRY)
+        make = layouts or (lambda index, clock, rng: IndexLayouts(index, clock=clock, rng=rng))
+        self.layouts = make(self._moving, self._clock, self._rng)
+        # write units the movers of this runner spent per source key and clock second,
+        # and per key they moved entries to
+        self.mover_units: dict[str, dict[int, float]] = {}
+        self.mover_landed: dict[str, dict[int, float]] = {}
+
+    async def __aenter__(self) -> Resharder:
+        await self._control.open()
+        try:
+            # the mover's index sees throttles itself; its routing reads must not fail on one
+            await self._patiently(self._moving.open)
+        except BaseException:
+            await self._control.close()
+            raise
+        return self
+
+    async def _patiently(self, call: Callable[[], Awaitable[T]]) -> T:
+        return await call_with_retry(call, PATIENT, clock=self._clock, rng=self._rng)
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self._moving.close()
+        await self._control.close()
+
+    # -- reading -----------------------------------------------------------------------
+
+    @property
+    def lease(self) -> float:
+        """The routing's lease in seconds."""
+        return self._control.routing_lease
+
+    async def routing(self) -> Routing:
+        """The stored routing, read now (strongly consistent)."""
+        return await self._control.refresh_routing()
+
+    def _records(self, routing: Routing) -> WorkRecords:
+        assert routing.reshard is not None
+        return WorkRecords(self.store, self.name, routing.reshard.id, clock=self._clock,
+                           rng=self._rng)
+
+    def _mover(self, routing: Routing) -> Mover:
+        return Mover(self.layouts, self._records(routing), clock=self._clock, rate=self.rate,
+                     read_rate=self.read_rate, workers=self.workers,
+                     unit_lease=self.unit_lease, worker=self.worker,
+                     split_every=self._split, seed=self._rng.randrange(2**32),
+                     spent=self.mover_units, landed=self.mover_landed)
+
+    async def units(self, routing: Routing) -> list[Unit]:
+        """Every work unit of the reshard in ``routing``, of every generation."""
+        if routing.reshard is None:
+            return []
+        return [unit for unit, _ in (await self._records(routing).units()).values()]
+
+    async def _mover_done(self, routing: Routing) -> bool:
+        meta = routing.reshard
+        if meta is None or routing.state not in states.MOVING:
+            return False
+        records = self._records(routing)
+        plan = await records.plan(meta.generation)
+        if plan is None or not plan[0].planned:
+            return False
+        return all(unit.done for unit, _ in (await records.units(meta.generation)).values())
+
+    # -- writing the routing ---------------------------------------------------------
+
+    async def _store(self, routing: Routing) -> bool:
+        """Store ``routing`` if the record is still one version before it; False if not."""
+        if self._control.routing.version != routing.version - 1:
+            return False
+        before = self._control.routing.reshard
+        try:
+            await self._control.update_routing(routing)
+        except ConditionFailed:
+            return False
+        if self._gauges is not None and routing.reshard is None and before is not None:
+            # the reshard ended: in the target layout, or back where it began
+            self._gauges.update(state="rolled-back" if before.direction == "rollback"
+                                else "stable", to_version=routing.version)
+        self._gauge(routing)
+        return True
+
+    async def _sleep_until(self, until: float, routing: Routing, note: str) -> None:
+        while (left := until - self._clock.wall()) > 0:
+            self._report(routing, None, f"waiting {left:.0f} s for {note}")
+            await self._clock.sleep(min(left, 5.0))
+
+    def _gauge(self, routing: Routing, moved: int | None = None,
+               remaining: int | None = None) -> None:
+        """Report ``routing``'s state, versions and parity (and what moved) to the gauges."""
+        meta = routing.reshard
+        if self._gauges is None or meta is None:
+            return
+        previous = routing.previous
+        self._gauges.update(
+            state=states.state_of(routing), to_version=routing.version,
+            from_version=None if previous is None else previous.version,
+            mismatches=None if meta.parity is None else meta.parity.gaps,
+            moved=moved, total=None if remaining is None else (moved or 0) + remaining)
+
+    def _report(self, routing: Routing, units: Sequence[Unit] | None, note: str = "",
+                rate: float | None = None) -> None:
+        meta = routing.reshard
+        if meta is None or (self._progress is None and self._gauges is None):
+            return
+        moved = remaining = None
+        if units is not None:
+            moved = sum(u.moved for u in units if u.direction == meta.direction)
+            remaining = sum(u.remaining for u in units if u.generation == meta.generation)
+        self._gauge(routing, moved, remaining)
+        if self._progress is not None:
+            self._progress(Progress(states.state_of(routing), meta.direction, moved or 0,
+                                    remaining, rate, note))
+
+    # -- the operator's steps --------------------------------------------------------------
+
+    async def start(self, changes: Mapping[str, ShardPolicy | None], *,
+                    default: ShardPolicy | None = None, values: Sequence[str] = (),
+                    margin: float = DEFAULT_MARGIN, dry_run: bool = False,
+                    reshard_id: str | None = None) -> StartPlan:
+        """Begin a reshard toward the layout with ``changes`` (and ``default``), in read-both.
+
+        ``values`` names logical keys that follow the default and hold entries, when the
+        default changes. Reads every entry of the values that change once, to count
+        what will move and cut the work into units; ``dry_run`` stops there. Raises
+        ReshardRefused if a reshard is under way, InvalidRouting if nothing changes.
+        """
+        if isinstance(margin, bool) or not isinstance(margin, int | float) \
+                or not 0 <= margin < float("inf"):
+            raise InvalidInput(f"margin must be a number of seconds >= 0, got {margin!r}")
+        current = await self.routing()
+        if current.in_transition:
+            raise ReshardRefused(self._busy(current))
+        new = states.begin(current, changes, default=default, values=values,
+                           reshard_id=reshard_id or f"r{uuid.uuid4().hex[:12]}",
+                           now=self._clock.wall(), margin=float(margin))
+        assert new.reshard is not None
+        assert new.previous is not None
+        mover = self._mover(new)
+        surveys = await mover.survey(new, new.reshard.values)
+        plans = {value: ValuePlan(value, new.previous.policy(value), new.policy(value),
+                                  sum(s.entries for s in found), sum(s.to_move for s in found))
+                 for value, found in surveys.items()}
+        if dry_run:
+            return StartPlan(new, plans, stored=False)
+        records = self._records(new)
+        await records.cleanup()  # records of reshards that ended or never began
+        if await records.claim_plan(1, self.worker, self.unit_lease * 4):
+            await records.publish(1, mover.units(new, surveys), self.worker)
+        latest = await self.routing()
+        if latest.version != current.version or not await self._store(new):
+            raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
+                                 "reshard was being planned (another start?); nothing was "
+                                 "started: run 'shardex reshard status'")
+        return StartPlan(new, plans, stored=True)
+
+    def _busy(self, routing: Routing) -> str:
+        meta = routing.reshard
+        what = f"reshard {meta.id} is" if meta is not None else "a transition is"
+        return (f"index {self.name!r}: {what} under way (state {routing.state}"
+                f"{'' if meta is None else ', ' + meta.direction}); finish it ('shardex "
+                "reshard run', 'cutover', 'complete') or roll it back ('shardex reshard "
+                "rollback') before starting another")
+
+    async def run(self, until: states.Until | None = None) -> RunResult:
+        """Drive the reshard until it reaches ``until`` (default: ``verified`` forward,
+        ``done`` for a rollback); resumes one stopped anywhere.
+        """
+        if until is not None and until not in states.UNTIL:
+            raise InvalidInput(f"until must be one of {', '.join(states.UNTIL)}, "
+                               f"got {until!r}")
+        swept = False
+        dirty = 0
+        result = RunResult("stable", "", Routing())
+        while True:
+            routing = await self.routing()
+            meta = routing.reshard
+            goal: states.Until = until or ("verified" if meta is None
+                                           or meta.direction == "forward" else "done")
+            done = await self._mover_done(routing)
+            step = states.next_step(routing, now=self._clock.wall(), lease=self.lease,
+                                    until=goal, mover_done=done, swept=swept,
+                                    max_age=self.max_age)
+            if isinstance(step, states.Stop):
+                result.state, result.why, result.routing = step.reached, step.why, routing
+                return result
+            if isinstance(step, states.Wait):
+                await self._sleep_until(step.until, routing, step.why)
+            elif isinstance(step, states.Advance):
+                if await self._store(step.routing):
+                    self._report(step.routing, None, step.why)
+                    if step.routing.reshard is None and meta is not None:
+                        await self._records(routing).cleanup()
+            elif isinstance(step, states.Move):
+                await self._move(routing)
+            elif isinstance(step, states.Verify):
+                parity = await self._verify(routing, mover_done=done)
+                result.parity = parity
+                dirty = 0 if parity.clean else dirty + 1
+                if dirty >= _DIRTY_PASSES:
+                    raise ReshardRefused(
+                        f"index {self.name!r}: the parity check found {parity.gaps} gap(s) "
+                        f"after {dirty} passes of the mover ({_gap_text(parity)}); 'shardex "
+                        "reshard status' lists examples; roll back or fix them and run again")
+            else:
+                moved, ghosts = await self._sweep(routing)
+                result.swept += moved
+                result.ghosts += ghosts
+                swept = True
+
+    async def _move(self, routing: Routing) -> None:
+        await self._patiently(self._moving.refresh_routing)
+        mover = self._mover(routing)
+        reporter = asyncio.ensure_future(self._keep_reporting(routing))
+        try:
+            await mover.run(routing)
+        finally:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
+        self._report(routing, await self.units(routing), "moved")
+
+    async def _keep_reporting(self, routing: Routing) -> None:
+        last: tuple[float, int] | None = None
+        while True:
+            units = await self.units(routing)
+            moved = sum(u.moved for u in units)
+            now = self._clock.now()
+            rate = None if last is None or now <= last[0] else (moved - last[1]) / (now - last[0])
+            last = (now, moved)
+            self._report(routing, units, "moving entries", rate)
+            await self._clock.sleep(min(_REPORT_EVERY, self.unit_lease))
+
+    async def _verify(self, routing: Routing, *, mover_done: bool) -> Parity:
+        """Check parity and record the report (entering ``verified`` when it may)."""
+        self._report(routing, None, "checking parity")
+        settle = self._settle if self._settle is not None else (
+            0.0 if self.layouts.consistent else 2.0)
+        parity = await check(self.layouts, routing, read_rate=self.read_rate, settle=settle,
+                             concurrency=16, clock=self._clock, rng=self._rng)
+        while True:
+            recorded = states.after_verify(routing, parity, mover_done=mover_done)
+            if await self._store(recorded):
+                self._report(recorded, None, "parity checked: " + (
+                    "no gaps" if parity.clean else _gap_text(parity)))
+                return parity
+            routing = await self.routing()
+            if routing.reshard is None:
+                return parity
+            mover_done = await self._mover_done(routing)
+
+    async def verify(self) -> Parity:
+        """Check parity now and record the report; ReshardRefused before anything moved."""
+        routing = await self.routing()
+        if routing.reshard is None:
+            raise ReshardRefused(f"index {self.name!r} has no reshard under way to verify")
+        if routing.state == "read-both":
+            raise ReshardRefused(f"index {self.name!r}: the reshard is in read-both, nothing "
+                                 "has moved yet: run 'shardex reshard run' first")
+        return await self._verify(routing, mover_done=await self._mover_done(routing))
+
+    async def cutover(self, *, max_age: float | None = None) -> Routing:
+        """Move readers to the target layout alone (``read-new``) once parity holds.
+
+        Refused (ReshardRefused) unless the reshard is ``verified`` with a clean report
+        younger than ``max_age`` seconds; waits out the lease and margin if needed.
+        """
+        age = self.max_age if max_age is None else max_age
+        while True:
+            routing = await self.routing()
+            if routing.reshard is None:
+                raise ReshardRefused(f"index {self.name!r} has no reshard under way")
+            refusal = states.cutover_refusal(routing, now=self._clock.wall(), max_age=age)
+            if refusal is not None:
+                raise ReshardRefused(f"index {self.name!r}: {refusal.why}")
+            ready = states.ready_at(routing, self.lease)
+            if self._clock.wall() < ready:
+                await self._sleep_until(ready, routing, "every client to act on the last "
+                                                        "change")
+                continue
+            new = states.next_step(routing, now=self._clock.wall(), lease=self.lease,
+                                   until="read-new", mover_done=True, swept=False,
+                                   max_age=age)
+            if isinstance(new, states.Advance) and await self._store(new.routing):
+                return new.routing
+
+    async def complete(self, *, retain: float | None = None) -> RunResult:
+        """Retire the layout left once ``retain`` seconds have passed since this call.
+
+        ``retain`` None keeps the window already asked for (none: 0). Refused unless the
+        reshard is in ``read-new`` (after cutover) or later. Within the window the state
+        stays ``read-new`` and rollback stays possible; the call returns at once, saying
+        when; once it has passed, the reshard is finished.
+        """
+        if retain is not None and (isinstance(retain, bool)
+                                   or not isinstance(retain, int | float)
+                                   or not 0 <= retain < float("inf")):
+            raise InvalidInput(f"retain must be a number of seconds >= 0, got {retain!r}")
+        routing = await self.routing()
+        meta = routing.reshard
+        if meta is None:
+            raise ReshardRefused(f"index {self.name!r} has no reshard under way to complete")
+        if routing.state not in ("read-new", "retired"):
+            raise ReshardRefused(f"index {self.name!r}: the reshard is in {routing.state}; "
+                                 "complete comes after 'shardex reshard cutover' (read-new)")
+        if routing.state == "read-new" and (meta.retire_after is None or (
+                retain is not None and retain != meta.retain)):
+            await self._store(states.with_retention(routing, self._clock.wall(),
+                                                    meta.retain if retain is None else retain))
+            routing = await self.routing()
+            meta = routing.reshard
+        if meta is not None and meta.retire_after is not None \
+                and self._clock.wall() < meta.retire_after:
+            return RunResult(states.state_of(routing), "the retention window has not passed",
+                             routing)
+        return await self.run(until="done")
+
+    async def rollback(self) -> RunResult:
+        """Roll the reshard back toward the layout it left, and drive the rollback to its end.
+
+        Refused (ReshardRefused) with no reshard, after ``retired``, or while one rolls back.
+        """
+        while True:
+            routing = await self.routing()
+            try:
+                step = states.rollback_step(routing, now=self._clock.wall(), lease=self.lease)
+            except InvalidRouting as exc:
+                raise ReshardRefused(f"index {self.name!r}: {exc}") from None
+            if isinstance(step, states.Wait):
+                await self._sleep_until(step.until, routing, step.why)
+                continue
+            if await self._store(step.routing):
+                self._report(step.routing, None, step.why)
+                break
+        return await self.run(until="done")
+
+    async def _sweep(self, routing: Routing) -> tuple[int, list[tuple[str, str]]]:
+        """Move anything left on keys only the old layout has; name rows no placement names."""
+        meta, old = routing.reshard, routing.previous
+        assert meta is not None
+        assert old is not None
+        self._report(routing, None, "sweeping the retired keys")
+        moved, ghosts = 0, []
+        for value in meta.values:
+            kept = set(routing.policy(value).shard_keys(value))
+            for key in old.policy(value).shard_keys(value):
+                if key in kept:
+                    continue
+                moved_here, ghosts_here = await self._sweep_key(value, key, meta.id,
+                                                                meta.generation)
+                moved += moved_here
+                ghosts += ghosts_here
+        return moved, ghosts
+
+    async def _sweep_key(self, value: str, key: str, reshard: str,
+                         generation: int) -> tuple[int, list[tuple[str, str]]]:
+        pace, reads = Pace(self.rate, self._clock), Pace(self.read_rate, self._clock)
+        moved, ghosts = 0, []
+        after: Position | None = None
+        while True:
+            page = await read_page(self.layouts, key, after, 100, reads)
+            for entry in page.entries:
+                await pace.wait(self.layouts.cost(entry))
+                if await self.layouts.move(entry, value=value, source=key, reshard=reshard,
+                                           generation=generation):
+                    moved += 1
+                    continue
+                placement = await self.layouts.locate(entry.item_id)
+                if placement is None or placement.entry is None \
+                        or placement.entry.shard_key != key:
+                    ghosts.append((key, entry.item_id))
+            if page.resume is None:
+                return moved, ghosts
+            after = page.resume
+
+
+def _gap_text(parity: Parity) -> str:
+    return ", ".join(f"{count} {kind}" for kind, count in parity.counts().items() if count) \
+        or "none"

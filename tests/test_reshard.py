@@ -1,0 +1,347 @@
+"""Online reshards on memory:// (virtual time): every change kind, live traffic, crashes,
+rollbacks from each state, and the steps refused with nothing changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+import shardex
+from shardex import ReshardRefused, Routing, ShardedIndex, ShardPolicy
+from shardex.hashing import shard_of
+from shardex.reshard import Resharder
+from shardex.sim.clock import run_virtual
+from shardex.stores.memory import MemoryStore
+
+P = ShardPolicy
+LEASE = 3.0
+MARGIN = 0.5
+Model = dict[str, tuple[str, str, dict[str, Any]]]
+
+
+def resharder(store: MemoryStore, **options: Any) -> Resharder:
+    settings: dict[str, Any] = {"seed": 5, "unit_lease": 2.0, "split_every": 60, "rate": 500.0}
+    return Resharder(store, "orders", **{**settings, **options})
+
+
+async def populate(index: ShardedIndex, model: Model, counts: dict[str, int]) -> None:
+    for value, n in counts.items():
+        for i in range(n):
+            item = f"{value[:2].lower()}-{i}"
+            await index.put(value, item, sort=f"{i % 17:03d}", attrs={"n": i})
+            model[item] = (value, f"{i % 17:03d}", {"n": i})
+
+
+async def listing(index: ShardedIndex, value: str, limit: int = 7) -> list[tuple[str, str]]:
+    got, cursor = [], None
+    while True:
+        page = await index.query(value, limit=limit, cursor=cursor)
+        got += [(e.sort, e.item_id) for e in page.items]
+        if (cursor := page.cursor) is None:
+            return got
+
+async def live_write(index: ShardedIndex, model: Model, rng: random.Random, n: int,
+                     items: int, values: list[str]) -> None:
+    """One application write drawn at random (a put, a move or a delete), kept in ``model``."""
+    item = f"live-{rng.randrange(items)}"
+    value = rng.choice(values)
+    held = model.get(item)
+    if held is None or rng.random() < 0.3:
+        await index.put(value, item, sort=f"{n:05d}", attrs={"n": n})
+        model[item] = (value, f"{n:05d}", {"n": n})
+    elif rng.random() < 0.7:
+        await index.move(item, old=held[0], new=value)
+        model[item] = (value, held[1], held[2])
+    else:
+        assert await index.delete(held[0], item)
+        del model[item]
+
+
+def expected(model: Model, value: str) -> list[tuple[str, str]]:
+    return sorted((sort, item) for item, (v, sort, _) in model.items() if v == value)
+
+
+async def assert_complete(index: ShardedIndex, model: Model, values: list[str]) -> None:
+    for value in values:
+        assert await listing(index, value) == expected(model, value), value
+        assert await index.count(value) == len(expected(model, value))
+        assert sorted([(e.sort, e.item_id) async for e in index.scan(value)]) == \
+            expected(model, value)
+
+
+def shard_keys_held(store: MemoryStore, value: str) -> set[str]:
+    return {k for k in store.shard_keys("orders") if k.split("#")[0] == value}
+
+
+@pytest.mark.parametrize(("before", "changes", "default", "values"), [
+    ({"PENDING": P(1)}, {"PENDING": P(8)}, None, ()),  # shard an unsharded value
+    ({"PENDING": P(8)}, {"PENDING": P(16)}, None, ()),  # grow
+    ({"PENDING": P(8)}, {"PENDING": P(1)}, None, ()),  # unshard
+    ({"PENDING": P(4)}, {"PENDING": P(4, "random")}, None, ()),  # hash -> random
+    ({"PENDING": P(4, "random")}, {"PENDING": P(6, "round_robin")}, None, ()),
+    ({"PENDING": P(3, "round_robin")}, {"PENDING": P(2)}, None, ()),  # round_robin -> hash
+    ({}, {}, P(4), ("PENDING", "SHIPPED")),  # the default, for the values named
+    ({"PENDING": P(2), "SHIPPED": P(1)}, {"PENDING": P(5), "SHIPPED": P(3, "random")},
+     None, ()),  # several values at once
+], ids=["1-to-8", "8-to-16", "8-to-1", "hash-to-random", "random-to-round-robin",
+        "round-robin-to-hash", "default", "two-values"])
+def test_each_kind_of_change_ends_with_every_entry_on_the_new_layout(
+        before: dict[str, ShardPolicy], changes: dict[str, ShardPolicy],
+        default: ShardPolicy | None, values: tuple[str, ...]) -> None:
+    async def main() -> None:
+        store = MemoryStore(seed=2)
+        model: Model = {}
+        async with ShardedIndex(store, "orders", Routing(overrides=before),
+                                routing_lease=LEASE, routing_ttl=1.0) as app:
+            await populate(app, model, {"PENDING": 150, "SHIPPED": 40})
+            async with resharder(store) as rs:
+                plan = await rs.start(changes, default=default, values=values, margin=MARGIN)
+                result = await rs.run(until="done")
+            assert result.state == "done"
+            await app.refresh_routing()
+            assert app.routing.state == "stable"
+            await assert_complete(app, model, ["PENDING", "SHIPPED"])
+            for value in plan.values:
+                wanted = app.routing.policy(value)
+                assert shard_keys_held(store, value) <= set(wanted.shard_keys(value))
+                if wanted.strategy == "hash":
+                    async for entry in app.scan(value):
+                        assert entry.shard_key == app.routing.shard_key(value, entry.item_id)
+            assert await store.list_records("orders", "reshard/") == {}  # cleaned up
+
+    run_virtual(main())
+
+
+def test_growing_a_hashed_value_moves_only_the_entries_whose_shard_changes() -> None:
+    async def main() -> None:
+        store = MemoryStore(seed=2)
+        model: Model = {}
+        async with ShardedIndex(store, "orders", Routing(overrides={"PENDING": P(8)}),
+                                routing_lease=LEASE) as app:
+            await populate(app, model, {"PENDING": 400})
+            must_move = sum(1 for item in model if shard_of(item, 8) != shard_of(item, 16))
+            async with resharder(store) as rs:
+                plan = await rs.start({"PENDING": P(16)}, margin=MARGIN)
+                assert plan.to_move == must_move
+                applied = store.watch_applied()
+                result = await rs.run()
+                assert result.parity is not None
+                assert result.parity.clean
+            assert len(applied) == must_move
+            assert 0.4 < must_move / 400 < 0.6
+            assert all(a.version == 1 for a in applied)  # a move keeps the entry's version
+
+    run_virtual(main())
+
+
+def test_a_reshard_under_live_traffic_keeps_every_listing_complete() -> None:
+    async def main() -> None:
+        rng = random.Random(4)
+        store = MemoryStore(seed=4)
+        model: Model = {}
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=LEASE,
+                                routing_ttl=0.5, seed=1) as writer, \
+                ShardedIndex(store, "orders", routing_ttl=2.0, seed=2) as reader:
+            await populate(writer, model, {"PENDING": 200, "SHIPPED": 60})
+            async with resharder(store, rate=300.0) as rs:
+                await rs.start({"PENDING": P(8), "SHIPPED": P(3, "random")}, margin=MARGIN)
+                runner = asyncio.ensure_future(rs.run(until="done"))
+                seen, checked, n = set(), 0, 0
+                while not runner.done():
+                    n += 1
+                    await live_write(writer, model, rng, n, 300,
+                                     ["PENDING", "SHIPPED", "DELIVERED"])
+                    if n % 9 == 0:
+                        for value in ("PENDING", "SHIPPED"):
+                            assert await listing(reader, value, rng.randint(3, 40)) == \
+                                expected(model, value)
+                            checked += 1
+                    seen.add(reader.routing.state)
+                assert (await runner).state == "done"
+            assert {"read-both", "write-new", "read-new"} <= seen
+            assert checked > 50
+            await assert_complete(reader, model, ["PENDING", "SHIPPED", "DELIVERED"])
+
+    run_virtual(main())
+
+
+def test_a_runner_crashed_anywhere_is_resumed_by_another_process() -> None:
+    async def main() -> None:
+        rng = random.Random(9)
+        store = MemoryStore(seed=9, throttle_rate=0.05, ambiguous_rate=0.02)
+        model: Model = {}
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=LEASE,
+                                routing_ttl=0.5) as app:
+            await populate(app, model, {"PENDING": 300})
+            async with resharder(store, worker="starter") as rs:
+                await rs.start({"PENDING": P(8)}, margin=MARGIN)
+            crashes = 0
+            for attempt in range(200):
+                async with resharder(store, worker=f"w{attempt}", seed=attempt) as rs:
+                    task = asyncio.ensure_future(rs.run(until="done"))
+                    await asyncio.wait([task], timeout=rng.uniform(0.05, 3.0))
+                    if task.done():
+                        assert task.result().state == "done"
+                        break
+                    task.cancel()  # the process dies: its leases stay until they expire
+                    await asyncio.gather(task, return_exceptions=True)
+                    crashes += 1
+                assert await listing(app, "PENDING", 50) == expected(model, "PENDING")
+            else:
+                raise AssertionError("the reshard never finished")
+            assert crashes > 5
+            await app.refresh_routing()
+            assert app.routing == Routing(overrides={"PENDING": P(8)}, version=app.routing.version)
+            await assert_complete(app, model, ["PENDING"])
+
+    run_virtual(main())
+
+
+async def _until(rs: Resharder, state: str) -> None:
+    """Drive the reshard to ``state`` (mid-move for "moving")."""
+    if state == "moving":
+        await rs.run(until="write-new")
+        routing = await rs.routing()
+        from shardex.reshard import states
+
+        await rs._sleep_until(states.ready_at(routing, rs.lease), routing, "test")
+        mover = asyncio.ensure_future(rs._move(routing))
+        await asyncio.sleep(0.4)
+        mover.cancel()
+        await asyncio.gather(mover, return_exceptions=True)
+        return
+    if state == "read-new":
+        await rs.run(until="verified")
+        await rs.cutover()
+        return
+    await rs.run(until=state)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("state", ["read-both", "write-new", "moving", "verified", "read-new"])
+def test_a_rollback_from_each_state_ends_on_the_old_layout_with_every_entry(state: str) -> None:
+    async def main() -> None:
+        store = MemoryStore(seed=6)
+        model: Model = {}
+        old = Routing(overrides={"PENDING": P(2)})  # hashed over PENDING#0 and PENDING#1
+        async with ShardedIndex(store, "orders", old, routing_lease=LEASE,
+                                routing_ttl=0.5) as app:
+            await populate(app, model, {"PENDING": 300, "SHIPPED": 30})
+            async with resharder(store, rate=200.0) as rs:
+                await rs.start({"PENDING": P(8)}, margin=MARGIN)
+                await _until(rs, state)
+                if state == "moving":  # the mover stopped part way
+                    assert shard_keys_held(store, "PENDING") - {"PENDING#0", "PENDING#1"}
+                    assert not all(shard_of(item, 8) < 2
+                                   for item in [e.item_id async for e in app.scan("PENDING")
+                                                if e.shard_key in ("PENDING#0", "PENDING#1")])
+                await app.put("PENDING", "late", sort="zzz")
+                model["late"] = ("PENDING", "zzz", {})
+                await assert_complete(app, model, ["PENDING"])
+                result = await rs.rollback()
+            assert result.state == "done"
+            await app.refresh_routing()
+            assert app.routing == Routing(overrides={"PENDING": P(2)},
+                                          version=app.routing.version)
+            assert shard_keys_held(store, "PENDING") <= {"PENDING#0", "PENDING#1"}
+            await assert_complete(app, model, ["PENDING", "SHIPPED"])
+
+    run_virtual(main())
+
+
+def test_steps_out_of_order_are_refused_and_change_nothing() -> None:
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        model: Model = {}
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=LEASE) as app:
+            await populate(app, model, {"PENDING": 50})
+            async with resharder(store, max_age=30.0) as rs:
+                with pytest.raises(ReshardRefused, match="no reshard under way"):
+                    await rs.cutover()
+                with pytest.raises(ReshardRefused, match="no reshard is under way"):
+                    await rs.rollback()
+                with pytest.raises(shardex.InvalidRouting, match="no value changes"):
+                    await rs.start({"PENDING": P(1)})
+                await rs.start({"PENDING": P(4)}, margin=MARGIN)
+
+                async def refused(call: Any, match: str) -> None:
+                    before = await rs.routing()
+                    with pytest.raises(ReshardRefused, match=match):
+                        await call
+                    assert await rs.routing() == before
+
+                await refused(rs.start({"PENDING": P(8)}), "under way")
+                await refused(rs.verify(), "nothing has moved yet")
+                await refused(rs.cutover(), "not verified")
+                await refused(rs.complete(), "complete comes after")
+                await rs.run()
+                await store.clock.sleep(31.0)
+                await refused(rs.cutover(), "older than --max-age")
+                await rs.verify()
+                await rs.cutover()
+                await rs.run(until="retired")
+                await refused(rs.rollback(), "retired the old layout")
+                await rs.run(until="done")
+                await refused(rs.rollback(), "no reshard is under way")
+            assert await listing(app, "PENDING") == expected(model, "PENDING")
+
+    run_virtual(main())
+
+
+def test_complete_keeps_the_old_layout_restorable_for_the_retention_window() -> None:
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        model: Model = {}
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=LEASE) as app:
+            await populate(app, model, {"PENDING": 40})
+            async with resharder(store) as rs:
+                await rs.start({"PENDING": P(4)}, margin=MARGIN)
+                await rs.run()
+                await rs.cutover()
+                waiting = await rs.complete(retain=600.0)
+                assert waiting.state == "read-new"
+                assert waiting.routing.reshard is not None
+                retire_after = waiting.routing.reshard.retire_after
+                assert retire_after is not None
+                assert retire_after > store.clock.wall() + 590
+                assert (await rs.complete()).state == "read-new"  # the window still runs
+                await store.clock.sleep(601.0)
+                assert (await rs.complete()).state == "done"
+            await assert_complete(app, model, ["PENDING"])
+
+    run_virtual(main())
+
+
+def test_a_scan_longer_than_the_lease_across_a_change_raises_and_a_query_reads_again() -> None:
+    async def main() -> None:
+        store = MemoryStore(seed=1, latency_median_ms=400, latency_p99_ms=600,
+                            max_page_bytes=200)
+        async with ShardedIndex(store, "orders", Routing(overrides={"P": P(2)}),
+                                routing_lease=LEASE, routing_ttl=1.0) as reader, \
+                ShardedIndex(store, "orders", routing_ttl=1.0) as admin:
+            for i in range(200):  # a scan of 20 pages of 0.4 s a shard: past the lease
+                await admin.put("P", f"o-{i}", sort=f"{i:03d}")
+
+            async def two_steps() -> None:
+                await store.clock.sleep(0.5)
+                routing = await admin.refresh_routing()
+                await admin.update_routing(routing.begin({"P": P(4)}))
+                await store.clock.sleep(0.5)
+                await admin.update_routing((await admin.refresh_routing()).finish())
+
+            steps = asyncio.ensure_future(two_steps())
+            with pytest.raises(shardex.RoutingStale,
+                               match=r"changed \(from version 1\) while a read"):
+                _ = [e async for e in reader.scan("P")]
+            await steps
+            # a query page as long reads again from the layout as it now is
+            steps = asyncio.ensure_future(two_steps())
+            page = await reader.query("P", limit=200)
+            assert [e.item_id for e in page.items] == [f"o-{i}" for i in range(200)]
+            assert reader.routing.version == 5
+            await steps
+
+    run_virtual(main())

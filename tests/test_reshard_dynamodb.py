@@ -1,0 +1,262 @@
+"""Reshards on DynamoDB Local: the stateful machine in both modes (smaller than on
+memory://), the CLI from start to end with the steps it refuses, and two ``reshard run``
+processes of which one is killed with SIGKILL while it moves entries.
+
+These run on real time (a real server): leases and margins are a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.cli import main
+from shardex.reshard import Resharder
+from tests import dynamodb_local as local
+from tests.reshard_machine import machine
+
+pytestmark = pytest.mark.dynamodb
+ROOT = Path(__file__).resolve().parent.parent
+TIMINGS: dict[str, Any] = {"lease": 1.0, "margin": 0.2, "ttls": (0.1, 0.3, 0.6),
+                           "unit_lease": 1.0, "crash_within": 3.0, "settle": 0.2}
+
+
+@pytest.fixture(autouse=True)
+def endpoint() -> str:
+    return local.require_endpoint()
+
+
+@pytest.mark.parametrize("make", [local.table_store, local.gsi_store], ids=["table", "gsi"])
+def test_the_stateful_machine_on_dynamodb_local(make: Any) -> None:
+    run_state_machine_as_test(
+        machine(lambda seed: make(), asyncio.new_event_loop, **TIMINGS),
+        settings=settings(max_examples=2, stateful_step_count=10, deadline=None,
+                          suppress_health_check=list(HealthCheck), database=None))
+
+
+ONE = ShardPolicy()
+
+
+def fill(uri: str, entries: int, *, lease: float, pending: ShardPolicy = ONE) -> None:
+    """Create the index's routing record (with a short lease) and ``entries`` PENDING entries."""
+    async def put() -> None:
+        async with ShardedIndex(uri, "orders", Routing(overrides={"PENDING": pending}),
+                                routing_lease=lease) as index:
+            await asyncio.gather(*(index.put("PENDING", f"o-{i:05d}", sort=f"{i:05d}")
+                                   for i in range(entries)))
+
+    asyncio.run(put())
+
+
+def ok(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    main(list(args))
+    return capsys.readouterr().out
+
+
+def refused(capsys: pytest.CaptureFixture[str], *args: str, code: int = 1) -> str:
+    """Run a command that must fail: one line, ``error: ...``, exit ``code``."""
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert exited.value.code == code, err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    return " ".join(err.split())
+
+
+def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    uri = local.table_store().uri
+    fill(uri, 120, lease=0.5)
+    where = ["--store", uri, "--index", "orders"]
+
+    def routing() -> dict[str, Any]:
+        doc: dict[str, Any] = json.loads(ok(capsys, "routing", "show", *where, "--json"))
+        return doc["routing"]
+
+    stable = routing()
+    assert "strategy must be one of" in refused(capsys, "reshard", "start", *where, "--set",
+                                                "PENDING=8:modulo", code=2)
+    assert "between 1 and 4096" in refused(capsys, "reshard", "start", *where, "--set",
+                                           "PENDING=5000", code=2)
+    assert "no reshard under way" in refused(capsys, "reshard", "cutover", *where)
+    out = ok(capsys, "reshard", "start", *where, "--set", "PENDING=8", "--margin", "0.1",
+             "--dry-run")
+    assert "PENDING: 1 shard(s), hash -> 8 shard(s), hash: 120 entries, 120 to move" in out
+    assert "dry run: nothing was changed" in out
+    assert routing() == stable
+    out = ok(capsys, "reshard", "start", *where, "--set", "PENDING=8", "--margin", "0.1")
+    assert "next: shardex reshard run" in out
+    started = routing()
+    assert started["state"] == "read-both"
+    for args, words in [
+        (["start", *where, "--set", "PENDING=16"], "is under way (state read-both"),
+        (["cutover", *where], "not verified"),
+        (["verify", *where], "nothing has moved yet"),
+        (["complete", *where], "complete comes after"),
+    ]:
+        assert words in refused(capsys, "reshard", *args)
+        assert routing() == started  # nothing changed
+    out = ok(capsys, "reshard", "run", *where, "--unit-lease", "1")
+    assert "reshard stopped at verified" in out
+    assert "parity: 120 entries checked, no gaps" in out
+    status = json.loads(ok(capsys, "reshard", "status", *where, "--json"))
+    assert status["schema"] == "shardex.reshard.status/1"
+    assert status["state"] == "verified"
+    assert status["values"]["PENDING"] == {
+        "from": {"shards": 1, "strategy": "hash"}, "to": {"shards": 8, "strategy": "hash"},
+        "moved": 120, "remaining": 0, "entries": 120}
+    assert status["parity"]["missing"] == status["parity"]["extra"] == 0
+    assert status["next_steps"][0].startswith("shardex reshard cutover --store")
+    verified = routing()
+    assert "older than --max-age 0 s" in refused(capsys, "reshard", "cutover", *where,
+                                                 "--max-age", "0")
+    assert routing() == verified
+    assert "readers read the new layout alone" in ok(capsys, "reshard", "cutover", *where)
+    out = ok(capsys, "reshard", "complete", *where, "--retain", "0")
+    assert "reshard stopped at done" in out
+    done = routing()
+    assert done["previous"] is None  # stable: the document of a routing before states
+    assert done["overrides"] == {"PENDING": {"shards": 8, "strategy": "hash"}}
+    assert "no reshard is under way" in refused(capsys, "reshard", "rollback", *where)
+    # another reshard, rolled back from read-new; and one refused once retired
+    ok(capsys, "reshard", "start", *where, "--set", "PENDING=3:random", "--margin", "0.1")
+    ok(capsys, "reshard", "run", *where, "--unit-lease", "1", "--until", "read-new")
+    assert "reshard stopped at done" in ok(capsys, "reshard", "rollback", *where)
+    assert routing()["overrides"] == {"PENDING": {"shards": 8, "strategy": "hash"}}
+    ok(capsys, "reshard", "start", *where, "--set", "PENDING=2", "--margin", "0.1")
+    ok(capsys, "reshard", "run", *where, "--unit-lease", "1", "--until", "retired")
+    retired = routing()
+    assert retired["state"] == "retired"
+    assert "retired the old layout" in refused(capsys, "reshard", "rollback", *where)
+    assert routing() == retired
+    ok(capsys, "reshard", "run", *where, "--until", "done")
+
+    async def count() -> int:
+        async with ShardedIndex(uri, "orders") as index:
+            return await index.count("PENDING")
+
+    assert asyncio.run(count()) == 120
+
+
+def _worker(uri: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "shardex", "reshard", "run", "--store", uri, "--index",
+         "orders", "--unit-lease", "1", "--rate", "120", "--every", "0"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "COLUMNS": "200"})
+
+
+def test_a_worker_killed_mid_move_loses_its_lease_and_the_other_finishes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    uri = local.table_store().uri
+    fill(uri, 600, lease=0.5, pending=ShardPolicy(4))
+    where = ["--store", uri, "--index", "orders"]
+    ok(capsys, "reshard", "start", *where, "--set", "PENDING=12", "--margin", "0.1")
+    victim, survivor = _worker(uri), _worker(uri)
+    try:
+        assert victim.stdout is not None
+        for line in victim.stdout:  # wait for the victim's own progress: it holds a unit
+            moved = re.search(r"moved ([\d,]+), remaining ([\d,]+)", line)
+            if moved and int(moved[1].replace(",", "")) > 0 \
+                    and int(moved[2].replace(",", "")) > 100:
+                break
+        else:
+            raise AssertionError("the first worker never reported entries moved")
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+        units = json.loads(ok(capsys, "reshard", "status", *where, "--json"))["units"]
+        assert units["done"] < units["total"]  # the kill left work behind
+        out, _ = survivor.communicate(timeout=300)
+    finally:
+        for process in (victim, survivor):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+    assert survivor.returncode == 0, out
+    assert "reshard stopped at verified" in out
+    assert "no gaps" in out
+    status = json.loads(ok(capsys, "reshard", "status", *where, "--json"))
+    assert status["units"]["done"] == status["units"]["total"]
+    assert status["values"]["PENDING"]["remaining"] == 0
+    assert "no gaps" in ok(capsys, "reshard", "verify", *where)
+
+
+def test_key_attributes_follow_the_state_in_gsi_mode() -> None:
+    async def main() -> None:
+        store = local.gsi_store()
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=0.5,
+                                routing_ttl=0.1) as app:
+            for i in range(30):
+                await app.put("PENDING", f"o-{i}", sort=f"{i:03d}")
+            async with Resharder(store, "orders", unit_lease=1.0, settle=0.2) as runner:
+                await runner.start({"PENDING": ShardPolicy(4)}, margin=0.1)
+                await app.refresh_routing()
+                # read-both: the application still files its items under the old key
+                assert app.key_attributes("PENDING", "o-1", sort="s")["shard_key"] == "PENDING"
+                result = await runner.run()
+                assert result.parity is not None
+                assert result.parity.clean
+                await app.refresh_routing()
+                assert app.key_attributes("PENDING", "o-1", sort="s")["shard_key"] == \
+                    app.routing.shard_key("PENDING", "o-1")
+                assert app.routing.state == "verified"
+                assert await app.count("PENDING") == 30
+
+    asyncio.run(main())
+
+
+def test_start_takes_the_routing_of_a_plan_as_it_is(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    uri = local.table_store().uri
+    fill(uri, 10, lease=0.5)
+    plan = tmp_path / "plan.json"
+    plan.write_text(ok(capsys, "plan", "--peak", "PENDING=6000", "--json"))
+    out = ok(capsys, "reshard", "start", "--store", uri, "--index", "orders", "--file",
+             str(plan), "--dry-run")
+    assert "PENDING: 1 shard(s), hash -> 18 shard(s), hash: 10 entries" in out
+
+
+def test_reshard_run_serves_its_progress_as_metrics(capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from prometheus_client import generate_latest
+
+    from shardex.metrics import prometheus
+
+    uri = local.table_store().uri
+    fill(uri, 40, lease=0.5)
+    where = ["--store", uri, "--index", "orders"]
+    ok(capsys, "reshard", "start", *where, "--set", "PENDING=4", "--margin", "0.1")
+    served: list[Any] = []
+    serve = prometheus.serve_prometheus
+
+    def keep(recorder: Any, *, port: int = 0) -> Any:
+        served.append((recorder, serve(recorder, port=port)))
+        return served[-1][1]
+
+    monkeypatch.setattr(prometheus, "serve_prometheus", keep)
+    main(["reshard", "run", *where, "--unit-lease", "1", "--metrics-port", "0"])
+    recorder, server = served[0]
+    assert f"metrics: {server.url}" in capsys.readouterr().err
+    gauges = recorder.reshard("orders").to_dict()
+    assert gauges["state"] == "verified"
+    assert gauges["moved"] == gauges["total"] > 20  # 3/4 of 40 move
+    assert gauges["mismatches"] == 0
+    scrape = generate_latest(server.registry).decode()
+    assert 'shardex_reshard_state{index="orders",state="verified"} 1.0' in scrape
+    assert 'shardex_reshard_progress{index="orders"} 1.0' in scrape
