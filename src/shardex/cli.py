@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from shardex.commands.adopt import adopt
 from shardex.commands.azure import azure
 from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
@@ -45,6 +46,7 @@ def configure_logging(verbose: int) -> None:
     target.setLevel(logging.DEBUG if verbose >= 2 else logging.INFO)
 
 
+cli.add_command(adopt)
 cli.add_command(demo)
 cli.add_command(diagnose)
 cli.add_command(plan)

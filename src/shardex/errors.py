@@ -17,7 +17,7 @@ apply: shardex found out before raising::
     ├── CapabilityMissing             the store cannot do what the caller needs
     ├── RoutingConflict               the stored routing differs from the one given
     ├── RoutingStale                  the routing could not be refreshed within its lease
-    ├── ReshardRefused                a reshard step not allowed in the reshard's state
+    ├── ReshardRefused                a reshard (or adoption) step not allowed in its state
     ├── AdmissionRejected             admission control refused a request before the store
     └── StoreError                    the store refused or failed a request
         ├── Throttled                 a partition's capacity was exceeded; safe to retry

@@ -15,6 +15,10 @@ held as a lease. A read that outlives the lease of the routing it started from c
 that the stored routing moved at most one step meanwhile (``shardex.reshard`` explains
 why one step is safe): a page or count is read again otherwise, a scan raises
 RoutingStale.
+
+While the routing records an adoption that reads the application's old index
+(``shardex.adoption``), a value is read from that index instead, through the read-only
+store ``Store.adopted_source`` gives.
 """
 
 from __future__ import annotations
@@ -164,6 +168,9 @@ class ShardedIndex:
         self._hedge = hedge
         self._max_concurrency = max_concurrency
         self._fanout: FanOut | None = None
+        # readers of the index an adoption moves from, by its kind and name
+        self._sources: dict[tuple[str, str], tuple[Store, FanOut]] = {}
+        self._sources_lock = asyncio.Lock()
 
     @property
     def store(self) -> Store:
@@ -197,7 +204,9 @@ class ShardedIndex:
             self._fanout = FanOut(self._store, self.name, retry=self._retry, hedge=self._hedge,
                                   max_concurrency=self._max_concurrency, clock=self._clock,
                                   rng=self._rng)
-            await self._record.load(check_given=True)
+            routing = await self._record.load(check_given=True)
+            if routing.adoption is not None:
+                self._store.follow_adoption(routing.adoption)
         except BaseException:
             await self._store.close()
             self._fanout = None
@@ -212,6 +221,9 @@ class ShardedIndex:
             fanout, self._fanout = self._fanout, None
             refresher, self._refresher = self._refresher, None
             await stop(refresher)
+            sources, self._sources = self._sources, {}
+            for source, _ in sources.values():
+                await source.close()
             await self._record.stop()
             self._record.forget()
             try:
@@ -231,6 +243,28 @@ class ShardedIndex:
         if self._fanout is None:
             raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
         return self._fanout
+
+    async def _plan_read(self, routing: Routing, value: str
+                         ) -> tuple[FanOut, list[str], list[str]]:
+        """The reader of ``value`` under ``routing`` and its keys, as (reader, first, then).
+
+        While an adoption reads the application's old index, that index's store, keyed by
+        the raw value; otherwise the index's own shard keys (in phases mid-reshard).
+        """
+        adoption = routing.adoption
+        if adoption is None or not adoption.reads_source:
+            first, then = routing.read_phases(value)
+            return self._reader(), first, then
+        where = (adoption.kind, adoption.source)
+        async with self._sources_lock:
+            found = self._sources.get(where)
+            if found is None:
+                source = self._store.adopted_source(adoption)
+                await source.open()
+                found = self._sources[where] = (source, FanOut(
+                    source, self.name, retry=self._retry, hedge=self._hedge,
+                    max_concurrency=self._max_concurrency, clock=self._clock, rng=self._rng))
+        return found[1], [], [value]
 
     def _retrying(self, call: Callable[[], Awaitable[T]]) -> Coroutine[Any, Any, T]:
         # a plain function: one coroutine frame fewer on every request
@@ -324,6 +358,8 @@ class ShardedIndex:
                 raise InvalidInput("key_attributes reads the index's clock: call it from the "
                                    "event loop the index runs on") from exc
             routing = self._record.check_fresh(self._loop.time())
+        if routing.adoption is not None:
+            self._store.follow_adoption(routing.adoption)
         shard_key = self._fresh_key(routing, value, item_id)
         return self._store.key_attributes(shard_key, sort, item_id)
 
@@ -451,10 +487,10 @@ class ShardedIndex:
             raise InvalidInput(f"order must be 'asc' or 'desc', got {order!r}")
         after = None if cursor is None else \
             self._codec.decode(cursor, value=value, order=order).after
-        reader = self._reader()
+        self._reader()
         for _ in range(_MAX_REREADS):
             routing, since = await self._read_routing()
-            first, then = routing.read_phases(value)
+            reader, first, then = await self._plan_read(routing, value)
             merged = await reader.page(value, then, first=first, after=after,
                                        descending=order == "desc", limit=limit)
             if not await self._changed(routing, since):
@@ -477,9 +513,9 @@ class ShardedIndex:
         more than one step while the scan ran (a scan longer than the routing's lease).
         """
         validate_value(value)
-        reader = self._reader()
+        self._reader()
         routing, since = await self._read_routing()
-        first, then = routing.read_phases(value)
+        reader, first, then = await self._plan_read(routing, value)
         async for entry in reader.stream(value, then, first=first,
                                          dedupe=routing.reads_both(value)):
             yield self._entry(value, entry)
@@ -489,10 +525,10 @@ class ShardedIndex:
     async def count(self, value: str) -> int:
         """Return how many entries ``value`` has, over all its shards."""
         validate_value(value)
-        reader = self._reader()
+        self._reader()
         for _ in range(_MAX_REREADS):
             routing, since = await self._read_routing()
-            first, then = routing.read_phases(value)
+            reader, first, then = await self._plan_read(routing, value)
             if first:
                 # Mid-reshard: read in phases, and count an item found twice once.
                 count = len({e.item_id async for e in reader.stream(value, then, first=first,

@@ -34,6 +34,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal, cast, get_args
 
+from shardex.adoption import Adoption
 from shardex.errors import InvalidInput, InvalidKey, InvalidPolicy, InvalidRouting
 from shardex.hashing import shard_of
 from shardex.keys import encode_shard_key, validate_item_id, validate_value
@@ -101,7 +102,9 @@ class Routing:
     (``writing``) and which keys reads cover (``read_keys``); left out, it is
     ``stable`` without ``previous`` and ``write-new`` with it. ``reshard`` is the
     reshard's metadata (None outside one, or for a bare transition made by ``begin``).
-    Values in ``overrides`` are validated as logical keys.
+    ``adoption`` is an application's plain index being adopted (``shardex.adoption``):
+    while it says so, readers read that index instead of this layout's keys. Values in
+    ``overrides`` are validated as logical keys.
     """
 
     default: ShardPolicy = field(default_factory=ShardPolicy)
@@ -110,6 +113,7 @@ class Routing:
     previous: Routing | None = None
     state: State | None = None
     reshard: Transition | None = None
+    adoption: Adoption | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.default, ShardPolicy):
@@ -153,6 +157,12 @@ class Routing:
                                      f"got {self.reshard!r}")
             if self.previous is None:
                 raise InvalidRouting("reshard: a stable routing has no reshard under way")
+        if self.adoption is not None:
+            if not isinstance(self.adoption, Adoption):
+                raise InvalidRouting(f"adoption must be an Adoption or None, "
+                                     f"got {self.adoption!r}")
+            if self.previous is not None and self.adoption.active:
+                raise InvalidRouting("adoption: a reshard and an adoption cannot run at once")
 
     def __hash__(self) -> int:
         return hash(self.to_json())
@@ -263,6 +273,11 @@ class Routing:
             raise InvalidRouting(
                 f"routing version {self.version} is already in a transition; finish or roll it back"
             )
+        if self.adoption is not None and self.adoption.state != "complete":
+            raise InvalidRouting(
+                f"index adoption {self.adoption.id} is {self.adoption.state}: readers read "
+                f"{self.adoption.source!r}; finish it ('shardex adopt cutover', 'complete') "
+                "before resharding")
         overrides = dict(self.overrides)
         for value, policy in changes.items():
             if policy is None:
@@ -271,20 +286,21 @@ class Routing:
                 overrides[value] = policy
         return Routing(default=default or self.default, overrides=overrides,
                        version=self.version + 1, previous=self._stripped(),
-                       state="read-both", reshard=reshard)
+                       state="read-both", reshard=reshard, adoption=self.adoption)
 
     def finish(self) -> Routing:
         """End the transition: the new layout alone, one version later."""
         if self.previous is None:
             raise InvalidRouting(f"routing version {self.version} is not in a transition")
-        return Routing(default=self.default, overrides=self.overrides, version=self.version + 1)
+        return Routing(default=self.default, overrides=self.overrides, version=self.version + 1,
+                       adoption=self.adoption)
 
     def rollback(self) -> Routing:
         """Abandon the transition: back to the previous layout, one version later."""
         if self.previous is None:
             raise InvalidRouting(f"routing version {self.version} is not in a transition")
         return Routing(default=self.previous.default, overrides=self.previous.overrides,
-                       version=self.version + 1)
+                       version=self.version + 1, adoption=self.adoption)
 
     def _stripped(self) -> Routing:
         return Routing(default=self.default, overrides=self.overrides, version=self.version)
@@ -297,6 +313,8 @@ class Routing:
         if self.previous is not None:
             doc["state"] = self.state
             doc["reshard"] = None if self.reshard is None else self.reshard.to_dict()
+        if self.adoption is not None:
+            doc["adoption"] = self.adoption.to_dict()
         return doc
 
     def _layout_dict(self) -> dict[str, Any]:
@@ -314,7 +332,7 @@ class Routing:
     def from_dict(cls, doc: Any) -> Routing:
         """Validate a routing document; raise InvalidRouting naming the field at fault."""
         _expect_object(doc, "routing", required={"format", "version", "default"},
-                       optional={"overrides", "previous", "state", "reshard"})
+                       optional={"overrides", "previous", "state", "reshard", "adoption"})
         if doc["format"] != ROUTING_FORMAT:
             raise InvalidRouting(
                 f"routing.format: expected {ROUTING_FORMAT!r}, got {doc['format']!r}"
@@ -332,9 +350,12 @@ class Routing:
                                  f"got {state!r}")
         reshard = doc.get("reshard")
         meta = None if reshard is None else Transition.from_dict(reshard)
+        adopting = doc.get("adoption")
+        adoption = None if adopting is None else Adoption.from_dict(adopting)
         try:
             return cls(default=current.default, overrides=current.overrides,
-                       version=current.version, previous=prev, state=state, reshard=meta)
+                       version=current.version, previous=prev, state=state, reshard=meta,
+                       adoption=adoption)
         except InvalidRouting as exc:
             raise InvalidRouting(f"routing: {exc}") from None
 

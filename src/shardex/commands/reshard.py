@@ -40,7 +40,7 @@ from shardex.keys import validate_value
 from shardex.routing import Routing, ShardPolicy
 from shardex.stores.base import Store
 
-__all__ = ["reshard"]
+__all__ = ["DURATION", "parity_lines", "reshard", "steps_lines"]
 
 T = TypeVar("T")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -370,22 +370,27 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     units = doc["units"]
     lines.append(f"  work units: {units['total']} ({units['done']} done, {units['leased']} "
                  f"leased); next step possible from {doc['ready_at']}")
-    parity = doc["parity"]
-    if parity is None:
-        lines.append("  parity: not checked yet")
-    else:
-        gaps = ", ".join(f"{parity[k]:,} {k}" for k in ("missing", "extra", "misplaced",
-                                                         "mismatched") if parity[k])
-        lines.append(f"  parity: checked {parity['checked_at']} ({parity['age_s']:.0f} s ago), "
-                     f"{parity['entries']:,} entries, {gaps or 'no gaps'}")
-        for gap in parity["examples"][:5]:
-            lines.append(f"    {gap['kind']}: {gap['item_id']!r} on {gap['shard_key']!r}")
+    lines += parity_lines(doc["parity"])
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old layout may be retired from {doc['retire_after']}")
-    if doc["next_steps"]:
-        lines.append("next steps:")
-        lines += [f"  {step}" for step in doc["next_steps"]]
-    return lines
+    return lines + steps_lines(doc["next_steps"])
+
+
+def parity_lines(parity: dict[str, Any] | None) -> list[str]:
+    """A status document's parity report, as lines (up to five examples)."""
+    if parity is None:
+        return ["  parity: not checked yet"]
+    gaps = ", ".join(f"{parity[k]:,} {k}" for k in ("missing", "extra", "misplaced",
+                                                     "mismatched") if parity[k])
+    lines = [f"  parity: checked {parity['checked_at']} ({parity['age_s']:.0f} s ago), "
+             f"{parity['entries']:,} entries, {gaps or 'no gaps'}"]
+    return lines + [f"    {gap['kind']}: {gap['item_id']!r} on {gap['shard_key']!r}"
+                    for gap in parity["examples"][:5]]
+
+
+def steps_lines(steps: list[str]) -> list[str]:
+    """A status document's next steps, as lines."""
+    return ["next steps:", *(f"  {step}" for step in steps)] if steps else []
 
 
 @reshard.command()

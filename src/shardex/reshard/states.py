@@ -244,7 +244,7 @@ def with_retention(routing: Routing, now: float, retain: float) -> Routing:
 def finish(routing: Routing) -> Routing:
     """The target layout alone, stable, one version later."""
     return Routing(default=routing.default, overrides=routing.overrides,
-                   version=routing.version + 1)
+                   version=routing.version + 1, adoption=routing.adoption)
 
 
 def rollback_refusal(routing: Routing) -> Refused | None:
@@ -279,7 +279,8 @@ def reverse(routing: Routing, now: float) -> Routing:
     back = Routing(default=old.default, overrides=old.overrides, version=routing.version + 1,
                    previous=Routing(default=routing.default, overrides=routing.overrides,
                                     version=routing.version),
-                   state="write-new" if routing.state == "read-both" else "read-both")
+                   state="write-new" if routing.state == "read-both" else "read-both",
+                   adoption=routing.adoption)
     stamp = now if conduct(back) != conduct(routing) else meta.changed_at
     return dataclasses.replace(back, reshard=dataclasses.replace(
         meta, direction="rollback", changed_at=stamp, generation=meta.generation + 1,

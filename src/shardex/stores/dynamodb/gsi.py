@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import replace
 from itertools import groupby
 from typing import Any
 
@@ -83,7 +84,7 @@ class GsiLayout(Layout):
 
     def __init__(self, request: Requester, table: str, *, gsi: str, key_attribute: str,
                  sort_attribute: str, id_attribute: str, version_attribute: str,
-                 token_attribute: str, history_attribute: str, sort_owner: str,
+                 token_attribute: str, history_attribute: str, sort_owner: str | None,
                  meta_table: str) -> None:
         super().__init__(request, table)
         names = {"key_attribute": key_attribute, "sort_attribute": sort_attribute,
@@ -95,6 +96,10 @@ class GsiLayout(Layout):
         if len(set(names.values())) != len(names):
             raise InvalidInput(f"dynamodb:// GSI mode needs distinct attribute names, "
                                f"got {names}")
+        # not given: shardex's, unless an adoption says the application's (see
+        # ``application_sort``)
+        self.sort_owner_given = sort_owner is not None
+        sort_owner = sort_owner or "shardex"
         if sort_owner not in SORT_OWNERS:
             raise InvalidInput(f"dynamodb:// sort_owner must be one of "
                                f"{', '.join(SORT_OWNERS)}, got {sort_owner!r}")
@@ -116,6 +121,18 @@ class GsiLayout(Layout):
     @property
     def target(self) -> str:
         return f"index {self.gsi!r} of table {self.table!r}"
+
+    def application_sort(self) -> bool:
+        """Treat the sort attribute as the application's; False if told it is shardex's.
+
+        An adopted GSI sorts by the old GSI's RANGE key, the application's own attribute:
+        a store whose URI does not say ``sort_owner`` follows the adoption.
+        """
+        if self.writes_sort and self.sort_owner_given:
+            return False
+        self.writes_sort = False
+        self.capabilities = replace(self.capabilities, writes_sort=False)
+        return True
 
     async def check(self, describe: Describe) -> None:
         table = await describe(self.table)

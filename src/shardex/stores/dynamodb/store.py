@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
+from shardex.adoption import Adoption
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidURI, MalformedItem, NotFound
 from shardex.keys import OWNER_KEY, record_key
@@ -41,6 +42,7 @@ from shardex.stores.dynamodb.codec import (
 )
 from shardex.stores.dynamodb.gsi import GsiLayout
 from shardex.stores.dynamodb.layout import Layout, units_of
+from shardex.stores.dynamodb.source import BorrowedClient, SourceGsiLayout, SourceTableLayout
 from shardex.stores.dynamodb.table import TableLayout
 from shardex.stores.metered import Recorder
 from shardex.stores.uri import StoreURI
@@ -96,7 +98,7 @@ class DynamoDBStore(Store):
                  id_attribute: str | None = None, meta_table: str | None = None,
                  version_attribute: str = "shardex_version",
                  token_attribute: str = "shardex_token",
-                 history_attribute: str = "shardex_history", sort_owner: str = "shardex",
+                 history_attribute: str = "shardex_history", sort_owner: str | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
                  clock: Clock | None = None) -> None:
         self.table = _check_table_name(table, "table")
@@ -113,7 +115,7 @@ class DynamoDBStore(Store):
             "meta_table": meta_table, "token_attribute": token_attribute,
             "history_attribute": history_attribute, "sort_owner": sort_owner}
         for name, option in gsi_only.items():
-            if not gsi and option != _DEFAULTS.get(name):
+            if not gsi and option is not None and option != _DEFAULTS.get(name):
                 raise InvalidInput(f"dynamodb:// {name} is a GSI-mode option (index-table mode "
                                    "keeps placements and the routing record in its own table)")
         for name, seconds in (("connect_timeout", connect_timeout),
@@ -182,6 +184,51 @@ class DynamoDBStore(Store):
     def gsi_mode(self) -> bool:
         """True in GSI mode (the application owns the items), False in index-table mode."""
         return isinstance(self._layout, GsiLayout)
+
+    @property
+    def gsi(self) -> GsiLayout:
+        """The GSI-mode layout (names of the GSI and attributes); InvalidInput otherwise."""
+        if not isinstance(self._layout, GsiLayout):
+            raise InvalidInput(f"{self.uri} is in index-table mode, not GSI mode (gsi=INDEX)")
+        return self._layout
+
+    def adopted_source(self, adoption: Adoption) -> DynamoDBStore:
+        """A read-only store on the plain GSI ``adoption`` moves from (GSI mode).
+
+        It shares this store's client (and never closes it); opening it checks the GSI.
+        """
+        if adoption.kind == "table":
+            return self._adopted_table(adoption)
+        source = DynamoDBStore(self.table, client=BorrowedClient(self._client),
+                               clock=self.clock, **{
+                                   name: self._settings[name] for name in (
+                                       "key_attribute", "sort_attribute", "id_attribute",
+                                       "meta_table", "version_attribute", "token_attribute",
+                                       "history_attribute")},
+                               gsi=adoption.source, sort_owner="application")
+        source._layout = SourceGsiLayout(source._request, self.gsi, adoption)
+        return source
+
+    def _adopted_table(self, adoption: Adoption) -> DynamoDBStore:
+        """A read-only store on the application's own index table (index-table mode)."""
+        if self.gsi_mode:
+            raise InvalidInput(f"{self.uri}: an index table is adopted into a shardex index "
+                               "table (index-table mode), not a GSI")
+        source = DynamoDBStore(self.table, client=BorrowedClient(self._client),
+                               clock=self.clock)
+        source._layout = SourceTableLayout(source._request, self._layout, adoption)
+        return source
+
+    def follow_adoption(self, adoption: Adoption) -> None:
+        """An adopted GSI's sort attribute is the application's: follow it (GSI mode).
+
+        Unless the URI says ``sort_owner=shardex``, the store then reads the sort
+        attribute and never writes it (``capabilities.writes_sort`` False), as with
+        ``sort_owner=application``.
+        """
+        if adoption.kind == "gsi" and isinstance(self._layout, GsiLayout) \
+                and self._layout.application_sort():
+            self.capabilities = self._layout.capabilities
 
     @property
     def client(self) -> DynamoDBClient:

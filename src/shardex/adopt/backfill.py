@@ -1,0 +1,252 @@
+"""The backfill: a parallel Scan that gives every item its shard attribute, paced, resumable.
+
+Workers lease Scan segments (``segments``); for each item of a page that has the raw
+attribute and lacks a correct shard attribute (absent, or not where the routing's
+layout puts the item: a stale one, left by a write that changed the raw value alone),
+one conditional UpdateItem sets it, only if the raw value is still the one read and the
+shard attribute still the one read. An application write racing it wins (the update
+fails its condition and is counted as ``raced``: the writer, following the adoption,
+wrote a correct attribute itself). A page done twice after a crash updates nothing
+twice.
+
+Pacing: the writes to each shard key of the new GSI are held to ``rate`` write units a
+second (its partition's share, as the reshard's mover holds each key), estimated from
+the units DynamoDB reports, adapting by AIMD (``shardex.reshard.mover.Pace``): a
+throttle halves the rate, each second without one raises it back. Each segment's Scan is
+paced at ``read_rate`` read units a second. Base-table writes land on items spread by
+their id's hash, so no base partition takes more than its share either.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, Protocol
+
+from shardex.adopt.segments import Segment, Segments
+from shardex.clock import Clock
+from shardex.errors import ConditionFailed, InvalidKey, OutcomeUnknown, Throttled, Unavailable
+from shardex.index import ShardedIndex
+from shardex.keys import validate_value
+from shardex.reshard.layouts import PATIENT
+from shardex.reshard.mover import Pace
+from shardex.routing import Routing, Turns
+from shardex.stores.dynamodb.adopt import GsiAdoptionTools, ScanItem, ScanPage
+from shardex.writes import in_place
+
+__all__ = ["Backfill"]
+
+log = logging.getLogger("shardex")
+_BATCH = 8  # updates of one page in flight at once
+_POLL = 1.0  # seconds between looks at segments leased by others
+_ATTEMPTS = 6  # tries of an update the store keeps failing, before verify is left to find it
+
+
+class Scanner(Protocol):
+    """What the backfill scans: one page of one segment of the base table."""
+
+    async def scan(self, segment: int, segments: int, start: Mapping[str, Any] | None,
+                   limit: int) -> ScanPage: ...
+
+
+class Backfill(abc.ABC):
+    """Runs the backfill of one adoption with ``workers`` concurrent workers.
+
+    ``routing()`` returns the layout the shard attributes follow (the index's cached
+    routing); ``segments`` holds the leases; ``worker`` names this process in leases of
+    ``lease`` seconds. ``progress`` is called after each checkpoint.
+    """
+
+    def __init__(self, tools: Scanner, segments: Segments,
+                 routing: Callable[[], Routing],
+                 *, clock: Clock, rate: float, read_rate: float, workers: int, lease: float,
+                 worker: str, seed: int | None = None,
+                 progress: Callable[[], None] | None = None) -> None:
+        self.tools = tools
+        self.segments = segments
+        self._routing = routing
+        self._clock = clock
+        self._rate = rate
+        self._read_rate = read_rate
+        self._workers = workers
+        self._lease = lease
+        self._worker = worker
+        self._rng = random.Random(seed)
+        self._turns = Turns(self._rng)
+        self._progress = progress
+        self._paces: dict[str, Pace] = {}
+        self._cost = 2.0  # write units of one update, base table and GSI (learned)
+        self.page_size = max(1, min(100, int(rate * lease / 8)))
+        self.scanned = 0  # items this process scanned and updated, for progress
+        self.updated = 0
+
+    async def run(self) -> None:
+        """Work segments until every one is done (by this process or others)."""
+        await asyncio.gather(*(self._work() for _ in range(self._workers)))
+
+    async def _work(self) -> None:
+        while True:
+            found = await self.segments.all()
+            pending = [(key, s, rev) for key, (s, rev) in found.items() if not s.done]
+            if not pending:
+                return
+            now = self._clock.wall()
+            free = [p for p in pending if p[1].free(now)]
+            if not free:
+                await self._clock.sleep(min(_POLL, self._lease / 4))
+                continue
+            key, segment, revision = self._rng.choice(free)
+            taken = await self.segments.acquire(key, segment, revision, self._worker,
+                                                self._lease)
+            if taken is not None:
+                await self._process(key, *taken)
+
+    async def _scan(self, segment: Segment, reads: Pace
+                    ) -> tuple[list[ScanItem], dict[str, Any] | None]:
+        failures = 0
+        while True:
+            try:
+                items, last, units = await self.tools.scan(segment.number, segment.total,
+                                                           segment.start, self.page_size)
+            except Throttled:
+                reads.throttled()
+                await reads.wait(1.0)
+                continue
+            except Unavailable:
+                failures += 1
+                if failures >= _ATTEMPTS:
+                    raise
+                await self._clock.sleep(PATIENT.backoff(failures, self._rng))
+                continue
+            reads.succeeded()
+            await reads.wait(units)
+            return items, last
+
+    async def _process(self, key: str, segment: Segment, revision: int) -> None:
+        """Backfill ``segment`` page by page, checkpointing; stop if the lease goes."""
+        reads = Pace(self._read_rate, self._clock)
+        while True:
+            items, last = await self._scan(segment, reads)
+            outcomes: list[str] = []
+            for i in range(0, len(items), _BATCH):
+                outcomes += await asyncio.gather(*(self._fix(item)
+                                                   for item in items[i:i + _BATCH]))
+            values = dict(segment.values)
+            for _, value, _, _ in items:
+                if value is not None:
+                    values[value] = values.get(value, 0) + 1
+            segment = replace(segment, start=last, done=last is None,
+                              scanned=segment.scanned + len(items),
+                              updated=segment.updated + outcomes.count("updated"),
+                              raced=segment.raced + outcomes.count("raced"),
+                              unresolved=segment.unresolved + outcomes.count("unresolved"),
+                              values=values)
+            saved = await self.segments.checkpoint(key, segment, revision, lease=self._lease)
+            self.scanned += len(items)
+            self.updated += outcomes.count("updated")
+            if self._progress is not None:
+                self._progress()
+            if saved is None or segment.done:
+                return  # done, or the lease was taken over: the other worker goes on
+            segment, revision = saved
+
+    @abc.abstractmethod
+    async def _fix(self, item: ScanItem) -> str:
+        """Index one scanned item: "updated", "ok", "raced" or "unresolved"."""
+
+    def _value(self, item: ScanItem) -> str | None:
+        """The item's raw value if it can be indexed (None: nothing to do)."""
+        item_id, value = item[0], item[1]
+        if value is None:
+            return None  # no raw value: in neither index
+        try:
+            validate_value(value)
+        except InvalidKey as exc:
+            log.warning("adopt: item %r: %s; it cannot be indexed by shardex", item_id, exc)
+            return None
+        return value
+
+
+class ShardBackfill(Backfill):
+    """Sets the shard attribute of each item a GSI is adopted for (``GsiAdoptionTools``)."""
+
+    tools: GsiAdoptionTools
+
+    async def _fix(self, item: ScanItem) -> str:
+        """Give one item a correct shard attribute: "updated", "ok", "raced", "unresolved"."""
+        item_id, _, shard, _ = item
+        value = self._value(item)
+        if value is None:
+            return "ok" if item[1] is None else "unresolved"
+        routing = self._routing()
+        if shard is not None and in_place(routing, value, shard, item_id):
+            return "ok"
+        target = routing.shard_key(value, item_id, rng=self._rng, turns=self._turns)
+        pace = self._paces.setdefault(target, Pace(self._rate, self._clock))
+        failures = 0
+        while True:
+            await pace.wait(self._cost)
+            try:
+                units = await self.tools.set_shard(item_id, value, shard, target)
+            except ConditionFailed:
+                return "raced"
+            except Throttled:
+                pace.throttled()
+                continue
+            except Unavailable:
+                failures += 1
+                if failures >= _ATTEMPTS:
+                    return "unresolved"
+                await self._clock.sleep(PATIENT.backoff(failures, self._rng))
+                continue
+            pace.succeeded()
+            if units > 0:
+                self._cost = 0.8 * self._cost + 0.2 * units
+            return "updated"
+
+
+class CopyBackfill(Backfill):
+    """Copies each item of the base table into a shardex index table (``index``).
+
+    Each copy is ``index.put`` at version 1: skipped when the item already carries a
+    version (the application, dual-writing, put or deleted it first), so a copy never
+    overwrites a newer entry or brings a deleted one back. ``index`` sees throttles
+    itself (its retry policy leaves them to the backfill's pacing).
+    """
+
+    def __init__(self, tools: Scanner, segments: Segments, index: ShardedIndex,
+                 **options: Any) -> None:
+        super().__init__(tools, segments, lambda: index.routing, **options)
+        self.index = index
+
+    async def _fix(self, item: ScanItem) -> str:
+        item_id, _, sort, attrs = item
+        value = self._value(item)
+        if value is None:
+            return "ok" if item[1] is None else "unresolved"
+        target = self._routing().shard_key(value, item_id, rng=self._rng, turns=self._turns)
+        pace = self._paces.setdefault(target, Pace(self._rate, self._clock))
+        failures = 0
+        while True:
+            await pace.wait(self._cost)
+            try:
+                copied = await self.index.put(value, item_id, sort=sort or "", attrs=attrs,
+                                              version=1)
+            except Throttled:
+                pace.throttled()
+                continue
+            except Unavailable:
+                failures += 1
+                if failures >= _ATTEMPTS:
+                    return "unresolved"
+                await self._clock.sleep(PATIENT.backoff(failures, self._rng))
+                continue
+            except (OutcomeUnknown, ConditionFailed) as exc:
+                log.warning("adopt: %s", exc)
+                return "unresolved"
+            pace.succeeded()
+            return "updated" if copied else "raced"

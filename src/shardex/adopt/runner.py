@@ -1,0 +1,509 @@
+"""The adopter: carries out an adoption's steps against a GSI-mode DynamoDB store.
+
+``Adopter`` is the thin async loop around ``shardex.adoption``'s decisions: each step
+reads the routing record (strongly consistent), decides, and stores the next routing
+with a compare-and-set, so any process may run any step after any crash, and two that
+race are told apart by the compare-and-set. Waits run on the injected clock.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import Any
+
+from shardex.adopt.backfill import Backfill, CopyBackfill, ShardBackfill
+from shardex.adopt.segments import Segment, Segments
+from shardex.adopt.status import status_document
+from shardex.adopt.verify import parity
+from shardex.adoption import (
+    Adoption,
+    adoption_ready_at,
+    cutover_refusal,
+    rollback_refusal,
+)
+from shardex.clock import Clock, LoopClock
+from shardex.errors import ConditionFailed, InvalidInput, NotFound, ReshardRefused
+from shardex.index import ShardedIndex
+from shardex.reshard.mover import MOVER_RETRY
+from shardex.reshard.runner import default_worker
+from shardex.routing import Routing, ShardPolicy
+from shardex.routing_record import DEFAULT_LEASE
+from shardex.stores import open_store
+from shardex.stores.base import Store
+from shardex.stores.dynamodb import DynamoDBStore
+from shardex.stores.dynamodb.admin import create_index_table, create_meta_table
+from shardex.stores.dynamodb.adopt import GsiAdoptionTools, TableAdoptionTools
+from shardex.stores.dynamodb.source import BorrowedClient
+from shardex.transition import Parity
+
+__all__ = ["AdoptPlan", "Adopter", "Backfilled", "DEFAULT_SEGMENTS"]
+
+DEFAULT_SEGMENTS = 8
+DEFAULT_MARGIN = 40.0
+_BUILD_WITHIN = 86_400.0  # a GSI on a large table can take hours to build
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptPlan:
+    """What ``start`` found and did."""
+
+    routing: Routing
+    items: int  # the base table's item count, as DescribeTable last counted it
+    created: bool  # the new GSI was created (False: it existed, or a dry run)
+    exists: bool  # the new GSI existed before
+    stored: bool  # the adoption was recorded (False: a dry run)
+    projection: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Backfilled:
+    """What the backfill's segments say: counts over every segment."""
+
+    segments: int
+    done: int
+    scanned: int
+    updated: int
+    raced: int
+    unresolved: int
+
+    @property
+    def finished(self) -> bool:
+        return self.segments > 0 and self.done == self.segments
+
+
+class Adopter:
+    """Adopts the plain GSI ``source`` on ``attribute`` into index ``name`` on ``store``.
+
+    ``store`` is a GSI-mode ``dynamodb://`` store (or its URI) naming the new GSI, with
+    ``sort_owner=application`` (the sort attribute is the old GSI's RANGE key, the
+    application's own). ``source`` and ``attribute`` are needed by ``start`` only: later
+    steps read them from the routing record. ``rate`` caps the write units a second the
+    backfill puts on any one shard key of the new GSI, ``read_rate`` (default three times
+    ``rate``) the read units a second each Scan segment reads; ``workers`` segments are
+    worked at once in this process, each leased for ``unit_lease`` seconds, out of
+    ``segments`` (decided by the first ``run``). ``settle`` is waited before verify reads
+    gaps again (default 2 s). ``progress`` gets a line of text as steps advance.
+    ``clock`` and ``seed`` make it run on virtual time, reproducibly. Use ``async with``.
+    """
+
+    def __init__(self, store: Store | str, name: str, *, source: str | None = None,
+                 attribute: str | None = None, base: str | None = None,
+                 id_attribute: str | None = None, sort_attribute: str | None = None,
+                 rate: float = 250.0,
+                 read_rate: float | None = None, workers: int = 1,
+                 segments: int = DEFAULT_SEGMENTS, unit_lease: float = 30.0,
+                 max_age: float = 900.0, settle: float = 2.0, worker: str | None = None,
+                 clock: Clock | None = None, seed: int | None = None,
+                 routing_ttl: float = 5.0, routing_lease: float = DEFAULT_LEASE,
+                 build_within: float = _BUILD_WITHIN,
+                 progress: Callable[[str], None] | None = None) -> None:
+        for option, number in (("rate", rate), ("read_rate", read_rate or 1.0),
+                               ("unit_lease", unit_lease), ("max_age", max_age),
+                               ("settle", settle + 1), ("build_within", build_within)):
+            if isinstance(number, bool) or not isinstance(number, int | float) \
+                    or not 0 < number < float("inf"):
+                raise InvalidInput(f"{option} must be a number > 0, got {number!r}")
+        for option, count in (("workers", workers), ("segments", segments)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise InvalidInput(f"{option} must be an integer >= 1, got {count!r}")
+        opened = open_store(store) if isinstance(store, str) else store
+        if not isinstance(opened, DynamoDBStore):
+            raise InvalidInput(f"--store {opened.uri}: adoption needs a dynamodb:// store: in "
+                               "GSI mode naming the new GSI (gsi=, key_attribute=, "
+                               "sort_attribute=, id_attribute=) to adopt a GSI, in index-table "
+                               "mode to adopt an index table")
+        if source is not None and (base is not None) == opened.gsi_mode:
+            raise InvalidInput(f"--store {opened.uri}: a GSI is adopted into a GSI-mode store, "
+                               "an index table (--from-table, --base-table) into an index-table"
+                               "-mode one")
+        if opened.gsi_mode and not opened.gsi.application_sort():
+            raise InvalidInput(
+                f"--store {opened.uri}: the sort attribute {opened.gsi.sort_attribute!r} of an "
+                "adopted GSI is the application's own (the old GSI's RANGE key), not "
+                "shardex's: use sort_owner=application, or leave sort_owner out")
+        self.store = opened
+        self.name = name
+        self.source = source
+        self.attribute = attribute
+        self.base = base
+        self.id_attribute = id_attribute
+        self.sort_attribute = sort_attribute
+        self.rate = float(rate)
+        self.read_rate = float(read_rate or 3 * rate)
+        self.workers = workers
+        self.segments = segments
+        self.unit_lease = float(unit_lease)
+        self.max_age = float(max_age)
+        self.settle = float(settle)
+        self.worker = worker or default_worker()
+        self._clock: Clock = clock or LoopClock()
+        self._rng = random.Random(seed)
+        self._seed = seed
+        self._within = float(build_within)
+        self._progress = progress
+        self._index = ShardedIndex(opened, name, routing_ttl=routing_ttl,
+                                   routing_lease=routing_lease, clock=clock, seed=seed)
+        self._index_open = False
+
+    async def __aenter__(self) -> Adopter:
+        await self.store.client.open()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._index_open:
+            await self._index.close()
+        await self.store.client.close()
+
+    def _say(self, line: str) -> None:
+        if self._progress is not None:
+            self._progress(line)
+
+    async def index(self) -> ShardedIndex:
+        """The index, opened on first use (its store's GSI must exist by then)."""
+        if not self._index_open:
+            await self._index.open()
+            self._index_open = True
+        return self._index
+
+    @property
+    def lease(self) -> float:
+        return self._index.routing_lease
+
+    async def routing(self) -> Routing:
+        """The stored routing, read now (strongly consistent)."""
+        return await (await self.index()).refresh_routing()
+
+    def _tools(self, attribute: str) -> GsiAdoptionTools:
+        return GsiAdoptionTools(self.store.client, self.store.gsi, attribute)
+
+    def _table_tools(self, adoption: Adoption) -> TableAdoptionTools:
+        assert adoption.base
+        assert adoption.id_attribute
+        assert adoption.sort_attribute
+        return TableAdoptionTools(self.store.client, source=adoption.source,
+                                  attribute=adoption.attribute, base=adoption.base,
+                                  id_attribute=adoption.id_attribute,
+                                  sort_attribute=adoption.sort_attribute)
+
+    async def _items(self, adoption: Adoption) -> int:
+        """The base table's item count, as DescribeTable last counted it."""
+        tools: GsiAdoptionTools | TableAdoptionTools = self._tools(adoption.attribute) \
+            if adoption.kind == "gsi" else self._table_tools(adoption)
+        return int((await tools.describe()).get("ItemCount", 0))
+
+    def _records(self, adoption: Adoption) -> Segments:
+        return Segments(self.store, self.name, adoption.id, clock=self._clock, rng=self._rng)
+
+    async def _store(self, routing: Routing) -> bool:
+        index = await self.index()
+        if index.routing.version != routing.version - 1:
+            return False
+        try:
+            await index.update_routing(routing)
+        except ConditionFailed:
+            return False
+        return True
+
+    async def _adoption(self, *states: str) -> tuple[Routing, Adoption]:
+        routing = await self.routing()
+        adoption = routing.adoption
+        if adoption is None:
+            raise ReshardRefused(f"index {self.name!r} has no adoption: start one with "
+                                 "'shardex adopt start'")
+        if states and adoption.state not in states:
+            raise ReshardRefused(f"index {self.name!r}: the adoption is {adoption.state}, not "
+                                 f"{' or '.join(states)}")
+        return routing, adoption
+
+    # -- start ---------------------------------------------------------------------------
+
+    async def start(self, sets: Mapping[str, ShardPolicy], *, margin: float = DEFAULT_MARGIN,
+                    dry_run: bool = False, adoption_id: str | None = None) -> AdoptPlan:
+        """Record the adoption (dual-write), creating the new GSI first if it is missing.
+
+        Checks the old GSI (it exists, keyed by the raw attribute and the sort
+        attribute) and the new one (absent, or keyed as the store needs) before anything
+        changes; ``dry_run`` stops there. Raises InvalidInput or NotFound on bad input,
+        ReshardRefused if an adoption or a reshard is under way.
+        """
+        if self.source is None or self.attribute is None:
+            raise InvalidInput("start needs --from-gsi (or --from-table) and --from-attribute")
+        if isinstance(margin, bool) or not isinstance(margin, int | float) \
+                or not 0 <= margin < float("inf"):
+            raise InvalidInput(f"margin must be a number of seconds >= 0, got {margin!r}")
+        if self.base is not None:
+            return await self._start_table(sets, margin=margin, dry_run=dry_run,
+                                           adoption_id=adoption_id)
+        tools = self._tools(self.attribute)
+        table = await tools.describe()
+        source = tools.check_source(table, self.source)
+        exists = tools.check_target(table)
+        items = int(table.get("ItemCount", 0))
+        planned = Routing(overrides=dict(sets))
+        projection = source.get("Projection") or {"ProjectionType": "ALL"}
+        if dry_run:
+            return AdoptPlan(planned, items, created=False, exists=exists, stored=False,
+                             projection=projection)
+        await self._meta_table()
+        if not exists:
+            self._say(f"creating the GSI {self.store.gsi.gsi!r} on {self.store.gsi.key_attribute}"
+                      f", {self.store.gsi.sort_attribute} (projection "
+                      f"{projection.get('ProjectionType', 'ALL')})")
+            await tools.create_target(table, source)
+        await tools.wait_index(self.store.gsi.gsi, clock=self._clock, within=self._within,
+                               progress=self._say)
+        now = self._clock.wall()
+        adoption = Adoption(id=adoption_id or f"a{uuid.uuid4().hex[:12]}", kind="gsi",
+                            source=self.source, attribute=self.attribute, state="dual-write",
+                            started_at=now, changed_at=now, margin=float(margin),
+                            values=tuple(sorted(sets)))
+        return replace(await self._record(adoption, sets), items=items, created=not exists,
+                       exists=exists, projection=projection)
+
+    async def _start_table(self, sets: Mapping[str, ShardPolicy], *, margin: float,
+                           dry_run: bool, adoption_id: str | None) -> AdoptPlan:
+        """``start`` of an index table: checks, then the shardex index table, then record."""
+        assert self.source is not None
+        assert self.attribute is not None
+        if self.id_attribute is None or self.sort_attribute is None:
+            raise InvalidInput("adopting an index table needs --base-table, --id-attribute "
+                               "and --sort-attribute")
+        now = self._clock.wall()
+        adoption = Adoption(id=adoption_id or f"a{uuid.uuid4().hex[:12]}", kind="table",
+                            source=self.source, attribute=self.attribute, state="dual-write",
+                            started_at=now, changed_at=now, margin=float(margin),
+                            values=tuple(sorted(sets)), base=self.base,
+                            id_attribute=self.id_attribute, sort_attribute=self.sort_attribute)
+        tools = self._table_tools(adoption)
+        await tools.check()
+        items = await self._items(adoption)
+        try:
+            await tools.describe(self.store.table)
+            exists = True
+        except NotFound:
+            exists = False
+        if dry_run:
+            return AdoptPlan(Routing(overrides=dict(sets)), items, created=False, exists=exists,
+                             stored=False, projection={})
+        if not exists:
+            self._say(f"creating the index table {self.store.table!r}")
+            await create_index_table(self.store.table, client=BorrowedClient(self.store.client))
+        return replace(await self._record(adoption, sets), items=items, created=not exists,
+                       exists=exists)
+
+    async def _record(self, adoption: Adoption, sets: Mapping[str, ShardPolicy]) -> AdoptPlan:
+        """Store ``adoption`` in the index's routing, with ``sets`` as its overrides."""
+        current = await self.routing()
+        if current.in_transition:
+            raise ReshardRefused(f"index {self.name!r}: a reshard is under way; finish it "
+                                 "before adopting")
+        if current.adoption is not None and current.adoption.active:
+            raise ReshardRefused(
+                f"index {self.name!r}: adoption {current.adoption.id} is already "
+                f"{current.adoption.state}: run 'shardex adopt status'")
+        if current.adoption is not None and current.adoption.state == "complete":
+            raise ReshardRefused(f"index {self.name!r}: adoption {current.adoption.id} is "
+                                 "complete; the index reads its own entries already")
+        new = Routing(default=current.default, overrides={**current.overrides, **sets},
+                      version=current.version + 1, adoption=adoption)
+        await self._records(adoption).cleanup()
+        if not await self._store(new):
+            raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
+                                 "adoption was being started; nothing was started: run "
+                                 "'shardex adopt status'")
+        return AdoptPlan(new, 0, created=False, exists=True, stored=True, projection={})
+
+    async def _meta_table(self) -> None:
+        meta = self.store.gsi.records_table
+        tools = self._tools(self.attribute or "-")
+        try:
+            await tools._call("DescribeTable", f"table {meta!r}", TableName=meta)
+        except NotFound:
+            self._say(f"creating the metadata table {meta!r}")
+            await create_meta_table(self.store.table, name=meta,
+                                    client=BorrowedClient(self.store.client))
+
+    # -- run: the backfill ---------------------------------------------------------------
+
+    async def backfilled(self, adoption: Adoption) -> Backfilled:
+        """The backfill's counts, from its segment records."""
+        found = [s for s, _ in (await self._records(adoption).all()).values()]
+        return _totals(found)
+
+    async def run(self) -> Backfilled:
+        """Backfill every item's shard attribute (resuming wherever an earlier run stopped).
+
+        Waits until every client writes the shard attribute (``ready_at`` of dual-write)
+        before it scans. Refused unless the adoption is in ``dual-write``.
+        """
+        _, adoption = await self._adoption("dual-write")
+        ready = adoption_ready_at(adoption, self.lease)
+        while (left := ready - self._clock.wall()) > 0:
+            self._say(f"waiting {left:.0f} s for every client to write the shard attribute "
+                      "(the routing's lease and the margin)")
+            await self._clock.sleep(min(left, 5.0))
+        records = self._records(adoption)
+        planned = await records.plan(self.segments)
+        if planned != self.segments:
+            self._say(f"the backfill was planned with {planned} segments by an earlier run: "
+                      "using those")
+        index = await self.index()
+        before = await self.backfilled(adoption)
+        items = await self._items(adoption)
+        began = self._clock.now()
+
+        def report() -> None:
+            rate = fill.scanned / max(1e-9, self._clock.now() - began)
+            left = max(0, items - before.scanned - fill.scanned)
+            eta = f", ETA {left / rate:,.0f} s" if rate > 0 else ""
+            self._say(f"backfill: scanned {before.scanned + fill.scanned:,}, updated "
+                      f"{before.updated + fill.updated:,}, remaining about {left:,}, "
+                      f"{rate:,.0f} items/s{eta}")
+
+        options: dict[str, Any] = {
+            "clock": self._clock, "rate": self.rate, "read_rate": self.read_rate,
+            "workers": self.workers, "lease": self.unit_lease, "worker": self.worker,
+            "seed": self._rng.randrange(2**32), "progress": report}
+        if adoption.kind == "gsi":
+            fill: Backfill = ShardBackfill(self._tools(adoption.attribute), records,
+                                           lambda: index.routing, **options)
+            await fill.run()
+        else:
+            # the copies see throttles themselves, to pace by them
+            async with ShardedIndex(self.store, self.name, retry=MOVER_RETRY,
+                                    clock=self._clock, seed=self._seed) as copying:
+                fill = CopyBackfill(self._table_tools(adoption), records, copying, **options)
+                await fill.run()
+        return await self.backfilled(adoption)
+
+    # -- verify, cutover, complete, rollback ---------------------------------------------
+
+    async def verify(self) -> Parity:
+        """Check parity of every value named or seen, and record the report."""
+        routing, adoption = await self._adoption("dual-write", "read-new")
+        segments = [s for s, _ in (await self._records(adoption).all()).values()]
+        values = sorted(set(adoption.values) | set(routing.overrides)
+                        | {v for s in segments for v in s.values})
+        source = self.store.adopted_source(adoption)
+        # an index table reads strongly consistently: a gap found twice is one
+        truth = self._tools(adoption.attribute).item if adoption.kind == "gsi" else None
+        await source.open()
+        try:
+            self._say(f"verifying {len(values)} value(s): {', '.join(values) or 'none'}")
+            report = await parity(source, self.store, self.name, routing, values,
+                                  truth=truth, read_rate=self.read_rate,
+                                  settle=self.settle, clock=self._clock)
+        finally:
+            await source.close()
+        while True:
+            latest = await self.routing()
+            if latest.adoption is None or latest.adoption.id != adoption.id:
+                raise ReshardRefused(f"index {self.name!r}: the adoption changed while it "
+                                     "was being verified; nothing was recorded")
+            recorded = replace(latest, version=latest.version + 1,
+                               adoption=replace(latest.adoption, parity=report))
+            if await self._store(recorded):
+                return report
+
+    async def cutover(self, *, max_age: float | None = None) -> Routing:
+        """Move readers to the new GSI; refused unless the last verify is clean and fresh."""
+        while True:
+            routing, adoption = await self._adoption()
+            done = await self.backfilled(adoption)
+            now = self._clock.wall()
+            refusal = cutover_refusal(adoption, now=now, backfilled=done.finished,
+                                      max_age=self.max_age if max_age is None else max_age)
+            if refusal is not None:
+                raise ReshardRefused(f"index {self.name!r}: cutover refused: {refusal.why}")
+            new = replace(routing, version=routing.version + 1,
+                          adoption=adoption.to("read-new", now))
+            if await self._store(new):
+                return new
+
+    async def complete(self, *, retain: float | None = None, drop: bool = False) -> Routing:
+        """Retire the old GSI's path once ``retain`` seconds have passed; drop it if asked.
+
+        Returns at once, in ``read-new``, while the retention window lasts (a rollback is
+        still possible); after it, waits until no reader reads the old GSI (the lease and
+        margin after cutover), then completes, and with ``drop`` deletes the old GSI.
+        """
+        if retain is not None and (isinstance(retain, bool) or not isinstance(
+                retain, int | float) or not 0 <= retain < float("inf")):
+            raise InvalidInput(f"retain must be a number of seconds >= 0, got {retain!r}")
+        routing, adoption = await self._adoption("read-new", "complete")
+        if adoption.state == "read-new" and (adoption.retire_after is None or (
+                retain is not None and retain != adoption.retain) or drop):
+            window = adoption.retain if retain is None else retain
+            changed = replace(adoption, retain=window, drop_source=adoption.drop_source or drop,
+                              retire_after=self._clock.wall() + window
+                              if adoption.retire_after is None or retain is not None
+                              else adoption.retire_after)
+            await self._store(replace(routing, version=routing.version + 1, adoption=changed))
+            routing, adoption = await self._adoption("read-new", "complete")
+        if adoption.state == "read-new":
+            if adoption.retire_after is not None and self._clock.wall() < adoption.retire_after:
+                return routing
+            ready = adoption_ready_at(adoption, self.lease)
+            while (left := ready - self._clock.wall()) > 0:
+                self._say(f"waiting {left:.0f} s until no reader reads {adoption.source!r}")
+                await self._clock.sleep(min(left, 5.0))
+            await self._store(replace(routing, version=routing.version + 1,
+                                      adoption=adoption.to("complete", self._clock.wall())))
+            routing, adoption = await self._adoption("complete")
+        if (adoption.drop_source or drop) and not adoption.dropped and adoption.kind == "table":
+            self._say(f"dropping the old index table {adoption.source!r}")
+            await self._table_tools(adoption).drop(clock=self._clock, within=self._within)
+            await self._store(replace(routing, version=routing.version + 1, adoption=replace(
+                adoption, drop_source=True, dropped=True)))
+            return await self.routing()
+        if (adoption.drop_source or drop) and not adoption.dropped:
+            tools = self._tools(adoption.attribute)
+            table = await tools.describe()
+            if any(i["IndexName"] == adoption.source
+                   for i in table.get("GlobalSecondaryIndexes") or []):
+                self._say(f"dropping the old GSI {adoption.source!r}")
+                await tools.drop(adoption.source)
+            await tools.wait_index(adoption.source, clock=self._clock, within=self._within,
+                                   progress=self._say, gone=True)
+            await self._store(replace(routing, version=routing.version + 1, adoption=replace(
+                adoption, drop_source=True, dropped=True)))
+            routing = await self.routing()
+        return routing
+
+    async def rollback(self) -> Routing:
+        """Send readers back to the old GSI (the shard attributes stay: harmless)."""
+        while True:
+            routing = await self.routing()
+            refusal = rollback_refusal(routing.adoption)
+            if refusal is not None or routing.adoption is None:
+                why = refusal.why if refusal is not None else "no adoption"
+                raise ReshardRefused(f"index {self.name!r}: rollback refused: {why}")
+            new = replace(routing, version=routing.version + 1,
+                          adoption=routing.adoption.to("rolled-back", self._clock.wall()))
+            if await self._store(new):
+                return new
+
+    async def status(self, *, uri: str | None = None) -> dict[str, Any]:
+        """The ``shardex.adopt.status/1`` document of the index."""
+        routing = await self.routing()
+        segments: list[Segment] = []
+        items = 0
+        if routing.adoption is not None:
+            segments = [s for s, _ in (await self._records(routing.adoption).all()).values()]
+            items = await self._items(routing.adoption)
+        return status_document(routing, segments, index=self.name,
+                               store=uri or self.store.uri, lease=self.lease,
+                               now=self._clock.wall(), max_age=self.max_age, items=items)
+
+
+def _totals(segments: list[Segment]) -> Backfilled:
+    return Backfilled(segments=len(segments), done=sum(s.done for s in segments),
+                      scanned=sum(s.scanned for s in segments),
+                      updated=sum(s.updated for s in segments),
+                      raced=sum(s.raced for s in segments),
+                      unresolved=sum(s.unresolved for s in segments))

@@ -1,0 +1,326 @@
+"""``shardex adopt``: move an application from its plain, hot GSI to a sharded one, online.
+
+``start`` records the adoption (dual-write; the new GSI created if missing), ``run``
+backfills the shard attribute, ``verify`` checks parity, ``cutover`` moves readers to
+the new GSI, ``complete`` retires (and with ``--drop-old-index`` drops) the old one,
+``rollback`` sends readers back, ``status`` shows it all (``--json``:
+``shardex.adopt.status/1``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import click
+
+from shardex.commands import output
+from shardex.commands.params import POLICY, ValuePair, distinct
+from shardex.commands.reshard import DURATION, parity_lines, steps_lines
+from shardex.errors import InvalidInput
+from shardex.keys import validate_value
+from shardex.routing import ShardPolicy
+
+__all__ = ["adopt"]
+
+T = TypeVar("T")
+
+
+def _adopter(uri: str, name: str, **options: Any) -> Any:
+    from shardex.adopt import Adopter
+
+    try:
+        validate_value(name)
+    except InvalidInput as exc:
+        raise InvalidInput(f"index name: {exc}") from None
+    return Adopter(uri, name, **options)
+
+
+def _run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    return asyncio.run(work())
+
+
+def _command(name: str, uri: str, index: str, extra: str = "") -> str:
+    return f"shardex adopt {name} --store {shlex.quote(uri)} --index {shlex.quote(index)}{extra}"
+
+
+class _Lines:
+    """Prints progress lines: each new kind of line at once, the same kind every ``every`` s."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self._out = output.console()
+        self._every = every
+        self._last: tuple[str, float] = ("", 0.0)
+
+    def __call__(self, line: str) -> None:
+        kind = line.split(":", 1)[0]
+        now = time.monotonic()
+        if kind != self._last[0] or now - self._last[1] >= self._every:
+            self._out.print(line, highlight=False, soft_wrap=True)
+            self._out.file.flush()
+            self._last = (kind, now)
+
+
+def _store_options(command: Any) -> Any:
+    command = click.option("--index", "name", required=True, help="Index name.")(command)
+    return click.option(
+        "--store", "uri", required=True,
+        help="The new GSI, as a GSI-mode store URI: dynamodb://TABLE?gsi=NEW&key_attribute="
+             "A&sort_attribute=S&id_attribute=I (the sort attribute is the application's).")(
+                 command)
+
+
+@click.group()
+def adopt() -> None:
+    """Adopt an application's plain, hot GSI into a shardex-sharded one, online."""
+
+
+@adopt.command()
+@_store_options
+@click.option("--from-gsi", "gsi", help="The application's plain GSI.")
+@click.option("--from-table", "from_table",
+              help="Or: the index table the application keeps itself, keyed by the raw value "
+                   "(--store is then a shardex index table).")
+@click.option("--from-attribute", "attribute", required=True,
+              help="The raw attribute it is keyed by (e.g. status).")
+@click.option("--base-table", help="With --from-table: the base table the backfill copies from.")
+@click.option("--id-attribute", help="With --from-table: the item id attribute.")
+@click.option("--sort-attribute", help="With --from-table: the sort attribute.")
+@click.option("--set", "sets", multiple=True, metavar="VALUE=N[:strategy]",
+              type=ValuePair(POLICY, "VALUE=N[:strategy]", "PENDING=16"),
+              help="Shard VALUE over N shard keys in the new GSI.")
+@click.option("--margin", default=40.0, show_default=True, type=DURATION,
+              help="Waited beyond the routing's lease before the backfill and before the "
+                   "old GSI may be dropped.")
+@click.option("--lease", default=15.0, show_default=True, type=DURATION,
+              help="The routing's lease, for an index that has no routing record yet.")
+@click.option("--dry-run", is_flag=True, help="Check and print the plan; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.start/1.")
+def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribute: str,
+          base_table: str | None, id_attribute: str | None, sort_attribute: str | None,
+          sets: tuple[tuple[str, ShardPolicy], ...], margin: float, lease: float,
+          dry_run: bool, as_json: bool) -> None:
+    """Start adopting: create the new GSI if missing, writers add the shard attribute."""
+    if (gsi is None) == (from_table is None):
+        raise click.UsageError("give one of --from-gsi and --from-table")
+    table_options = (base_table, id_attribute, sort_attribute)
+    if from_table is not None and None in table_options:
+        raise click.UsageError("--from-table needs --base-table, --id-attribute and "
+                               "--sort-attribute")
+    if gsi is not None and any(table_options):
+        raise click.UsageError("--base-table, --id-attribute and --sort-attribute go with "
+                               "--from-table")
+    source = gsi or from_table
+    policies = distinct(sets, "--set")
+    for value in policies:
+        validate_value(value)
+    lines = _Lines(every=0.0 if as_json else 5.0)
+
+    async def begin() -> Any:
+        async with _adopter(uri, name, source=source, attribute=attribute, base=base_table,
+                            id_attribute=id_attribute, sort_attribute=sort_attribute,
+                            routing_lease=lease,
+                            progress=None if as_json else lines) as adopter:
+            return await adopter.start(policies, margin=margin, dry_run=dry_run), \
+                adopter.lease
+
+    plan, routing_lease = _run(begin)
+    adoption = plan.routing.adoption
+    steps = [] if dry_run else [_command("run", uri, name)]
+    if as_json:
+        click.echo(json.dumps({
+            "schema": "shardex.adopt.start/1", "index": name, "store": uri,
+            "adoption_id": None if adoption is None else adoption.id, "dry_run": dry_run,
+            "stored": plan.stored, "gsi_created": plan.created, "gsi_existed": plan.exists,
+            "items": plan.items, "projection": dict(plan.projection),
+            "values": {v: p.to_dict() for v, p in policies.items()},
+            "routing": plan.routing.to_dict(), "next_steps": steps}, indent=2))
+        return
+    out = output.console()
+    if dry_run:
+        what = "GSI" if gsi else "index table"
+        out.print(f"index {name!r}: would adopt {source!r} (on {attribute}), about "
+                  f"{plan.items:,} items; the new {what} "
+                  + ("exists" if plan.exists else "would be created" + (
+                      f" (projection {plan.projection.get('ProjectionType', 'ALL')})"
+                      if gsi else ""))
+                  + "; dry run: nothing was changed", highlight=False, soft_wrap=True)
+        return
+    assert adoption is not None
+    out.print(f"index {name!r}: started adoption {adoption.id} of {source!r} (dual-write, "
+              f"routing version {plan.routing.version}); readers read {source!r}, writers "
+              + ("add the shard attribute (index.key_attributes)" if gsi else
+                 "write through the index too (index.put, move, delete)"),
+              highlight=False, soft_wrap=True)
+    for value, policy in policies.items():
+        out.print(f"  {value}: {policy.shards} shard(s), {policy.strategy}", highlight=False)
+    out.print(f"the backfill may start {routing_lease + margin:g} s from now (the routing's "
+              f"lease {routing_lease:g} s + margin {margin:g} s); next: "
+              f"{_command('run', uri, name)}", highlight=False, soft_wrap=True)
+
+
+@adopt.command()
+@_store_options
+@click.option("--rate", default=250.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True),
+              help="Write units a second the backfill may put on any one shard key.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Scan segments worked at once by this process.")
+@click.option("--segments", default=8, show_default=True, type=click.IntRange(1, 1_000_000),
+              help="Scan segments (the first run decides; later runs use its number).")
+@click.option("--unit-lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds a worker holds a segment between checkpoints.")
+@click.option("--every", default=5.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds between progress lines.")
+def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_lease: float,
+        every: float) -> None:
+    """Backfill the shard attribute on every item (resuming wherever it stopped)."""
+    async def fill() -> Any:
+        async with _adopter(uri, name, rate=rate, workers=workers, segments=segments,
+                            unit_lease=unit_lease, progress=_Lines(every)) as adopter:
+            return await adopter.run()
+
+    done = _run(fill)
+    out = output.console()
+    out.print(f"index {name!r}: backfill done: {done.scanned:,} items scanned, "
+              f"{done.updated:,} updated, {done.raced:,} changed by the application first, "
+              f"{done.unresolved:,} unresolved; next: {_command('verify', uri, name)}",
+              highlight=False, soft_wrap=True)
+
+
+@adopt.command()
+@_store_options
+@click.option("--settle", default=2.0, show_default=True, type=DURATION,
+              help="Waited before gaps are read again (GSIs are eventually consistent).")
+@click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.verify/1.")
+def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
+    """Check parity: the old GSI against the new shard keys, per value; record it."""
+    async def check() -> Any:
+        async with _adopter(uri, name, settle=settle) as adopter:
+            return await adopter.verify()
+
+    parity = _run(check)
+    if as_json:
+        from shardex.documents import rounded
+        from shardex.reshard.status import iso
+
+        click.echo(json.dumps(rounded({
+            "schema": "shardex.adopt.verify/1", "index": name, **parity.to_dict(),
+            "checked_at": iso(parity.checked_at), "clean": parity.clean}), indent=2))
+        return
+    out = output.console()
+    gaps = ", ".join(f"{n:,} {kind}" for kind, n in parity.counts().items() if n)
+    out.print(f"index {name!r}: parity of {parity.entries:,} entries: {gaps or 'no gaps'}"
+              + ("" if gaps else f"; next: {_command('cutover', uri, name)}"),
+              highlight=False, soft_wrap=True)
+    for gap in parity.examples[:10]:
+        out.print(f"  {gap.kind}: {gap.item_id!r} of {gap.value!r} on {gap.shard_key!r}",
+                  highlight=False)
+
+
+@adopt.command()
+@_store_options
+@click.option("--max-age", default=900.0, show_default=True, type=DURATION,
+              help="Oldest parity report the cutover may rely on.")
+def cutover(uri: str, name: str, max_age: float) -> None:
+    """Move readers to the new GSI; needs the backfill done and a fresh, clean verify."""
+    async def switch() -> Any:
+        async with _adopter(uri, name) as adopter:
+            return await adopter.cutover(max_age=max_age)
+
+    routing = _run(switch)
+    output.console().print(
+        f"index {name!r}: readers read the new GSI (read-new, routing version "
+        f"{routing.version}); next: {_command('complete', uri, name)} | "
+        f"{_command('rollback', uri, name)}", highlight=False, soft_wrap=True)
+
+
+@adopt.command()
+@_store_options
+@click.option("--retain", type=DURATION, default=None,
+              help="Keep the old GSI's path restorable this long first (default: none).")
+@click.option("--drop-old-index", "drop", is_flag=True,
+              help="Delete the old GSI (or index table) once no reader reads it.")
+def complete(uri: str, name: str, retain: float | None, drop: bool) -> None:
+    """Retire the old GSI's path (after the retention window); drop it if asked."""
+    async def finish() -> Any:
+        async with _adopter(uri, name, progress=_Lines()) as adopter:
+            return await adopter.complete(retain=retain, drop=drop)
+
+    routing = _run(finish)
+    adoption = routing.adoption
+    out = output.console()
+    if adoption is not None and adoption.state == "read-new":
+        from shardex.reshard.status import iso
+
+        out.print(f"index {name!r}: the old GSI stays restorable until "
+                  f"{iso(adoption.retire_after)}; run {_command('complete', uri, name)} again "
+                  "after it", highlight=False, soft_wrap=True)
+        return
+    dropped = adoption is not None and adoption.dropped
+    out.print(f"index {name!r}: adoption complete"
+              + (f"; the old index {adoption.source!r} was dropped" if dropped and adoption
+                 else ""), highlight=False, soft_wrap=True)
+
+
+@adopt.command()
+@_store_options
+def rollback(uri: str, name: str) -> None:
+    """Send readers back to the old GSI (before complete); shard attributes stay."""
+    async def back() -> Any:
+        async with _adopter(uri, name) as adopter:
+            return await adopter.rollback()
+
+    routing = _run(back)
+    output.console().print(
+        f"index {name!r}: rolled back: readers read {routing.adoption.source!r} again "
+        f"(routing version {routing.version})", highlight=False, soft_wrap=True)
+
+
+@adopt.command()
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.status/1.")
+@click.option("--max-age", default=900.0, show_default=True, type=DURATION,
+              help="Age past which the parity report counts as stale.")
+def status(uri: str, name: str, as_json: bool, max_age: float) -> None:
+    """Show the adoption: state, backfill progress, last parity, next steps."""
+    async def read() -> dict[str, Any]:
+        async with _adopter(uri, name, max_age=max_age) as adopter:
+            doc: dict[str, Any] = await adopter.status(uri=uri)
+            return doc
+
+    doc = _run(read)
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    out = output.console()
+    for line in _status_lines(doc):
+        out.print(line, highlight=False, soft_wrap=True)
+
+
+def _status_lines(doc: dict[str, Any]) -> list[str]:
+    if doc["adoption_id"] is None:
+        return [f"index {doc['index']!r}: no adoption (routing version "
+                f"{doc['routing_version']})"]
+    source = doc["source"]
+    lines = [f"index {doc['index']!r}: adoption {doc['adoption_id']} of {source['name']!r} "
+             f"(on {source['attribute']}), state {doc['state']}, readers read the "
+             f"{'old' if doc['reads'] == 'source' else 'new'} index"]
+    for value, v in doc["values"].items():
+        seen = "" if v["items"] is None else f", {v['items']:,} items seen"
+        lines.append(f"  {value}: {v['shards']} shard(s), {v['strategy']}{seen}")
+    p = doc["progress"]
+    rate = "" if p["rate"] is None else f", {p['rate']:,.0f} items/s"
+    eta = "" if p["eta_s"] is None else f", ETA {p['eta_s']:,.0f} s"
+    lines.append(f"  backfill: {p['segments_done']}/{p['segments']} segments done, "
+                 f"{p['items_scanned']:,} scanned, {p['items_updated']:,} updated, "
+                 f"remaining about {p['items_remaining']:,}{rate}{eta}")
+    lines += parity_lines(doc["parity"])
+    if doc["retire_after"] is not None:
+        lines.append(f"  retention: the old index's path may be retired from "
+                     f"{doc['retire_after']}")
+    return lines + steps_lines(doc["next_steps"])

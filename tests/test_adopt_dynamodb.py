@@ -1,0 +1,272 @@
+"""Adopting a plain, hot GSI on DynamoDB Local: the whole way with a live writer, the CLI
+with a backfill worker killed by SIGKILL, rollback from each state, and bad input.
+
+These run on real time (a real server): leases and margins are a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shardex import ShardedIndex, ShardPolicy
+from shardex.adopt import Adopter
+from shardex.cli import main
+from shardex.errors import ReshardRefused
+from tests import dynamodb_local as local
+from tests.adopt_app import (
+    NAME,
+    Writer,
+    app_client,
+    check_listings,
+    gsis,
+    orders_table,
+    store_uri,
+)
+
+pytestmark = pytest.mark.dynamodb
+ROOT = Path(__file__).resolve().parent.parent
+FAST: dict[str, Any] = {"routing_lease": 1.0, "unit_lease": 1.0, "settle": 0.2}
+
+
+@pytest.fixture(autouse=True)
+def endpoint() -> str:
+    return local.require_endpoint()
+
+
+def test_adopting_with_a_live_writer_keeps_every_listing_complete() -> None:
+    table, truth = orders_table(1500)
+    uri = store_uri(table)
+
+    async def scenario() -> None:
+        async with Adopter(uri, NAME, source="status-index", attribute="status", segments=4,
+                           workers=2, rate=400, **FAST) as adopter:
+            client = await app_client(table)
+            writer = Writer(table, truth, client)
+            writer.start()  # the application, before its change: status alone
+            plan = await adopter.start({"PENDING": ShardPolicy(16), "SHIPPED": ShardPolicy(4)},
+                                       margin=0.2)
+            assert plan.created
+            assert plan.stored
+            assert "status-shard-index" in gsis(table)
+            async with ShardedIndex(uri, NAME, routing_ttl=0.1) as index:
+                try:
+                    async with writer.quiet():
+                        await check_listings(index, truth)  # from the old GSI
+                        writer.adopt(index)  # the one-line change is deployed
+                    assert (await adopter.run()).finished
+                    async with writer.quiet():
+                        await check_listings(index, truth)
+                        report = await adopter.verify()
+                    assert report.clean, report
+                    assert report.entries == len(truth)
+                    await adopter.cutover()
+                    async with writer.quiet():
+                        await check_listings(index, truth)  # from the new GSI
+                    done = await adopter.complete(drop=True)
+                    assert done.adoption is not None
+                    assert done.adoption.dropped
+                    assert "status-index" not in gsis(table)
+                    async with writer.quiet():
+                        await check_listings(index, truth)
+                finally:
+                    await writer.stop()
+                    await client.close()
+                assert writer.writes > 50
+                key = index.key_attributes("PENDING", "o-000001")
+                assert set(key) == {"status_shard"}
+                assert key["status_shard"].startswith("PENDING#")
+
+    asyncio.run(scenario())
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str, code: int = 0) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    captured = capsys.readouterr()
+    assert exited.value.code == code, captured.out + captured.err
+    if code:
+        assert captured.err.startswith("error: "), captured.err
+        assert captured.err.count("\n") == 1, captured.err
+        return captured.err
+    return captured.out
+
+
+def ok(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    with contextlib.suppress(SystemExit):
+        main(list(args))
+    captured = capsys.readouterr()
+    assert "error:" not in captured.err, captured.err
+    return captured.out
+
+
+async def listing(uri: str, truth: dict[str, str]) -> None:
+    async with ShardedIndex(uri, NAME) as index:
+        await check_listings(index, truth)
+
+
+def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    table, truth = orders_table(2000)
+    uri = store_uri(table)
+    where = ("--store", uri, "--index", NAME)
+    out = ok(capsys, "adopt", "start", *where, "--from-gsi", "status-index", "--from-attribute",
+             "status", "--set", "PENDING=16", "--set", "SHIPPED=4", "--margin", "0.2",
+             "--lease", "1", "--dry-run")
+    assert "dry run" in out
+    assert "status-shard-index" not in gsis(table)
+    ok(capsys, "adopt", "start", *where, "--from-gsi", "status-index", "--from-attribute",
+       "status", "--set", "PENDING=16", "--set", "SHIPPED=4", "--margin", "0.2", "--lease", "1")
+    assert gsis(table)["status-shard-index"] == ["status_shard", "created_at"]
+    asyncio.run(listing(uri, truth))
+    err = cli(capsys, "adopt", "cutover", *where, code=1)
+    assert "backfill has not finished" in err
+    env = {**os.environ, "COVERAGE_PROCESS_START": ""}
+    command = [sys.executable, "-m", "shardex", "adopt", "run", *where, "--segments", "4",
+               "--unit-lease", "1", "--rate", "60", "--every", "0"]
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:
+            if line.startswith("backfill: scanned") and "scanned 0," not in line:
+                break
+        first.send_signal(signal.SIGKILL)
+    finally:
+        first.wait(timeout=30)
+        if first.stdout is not None:
+            first.stdout.close()
+    assert first.returncode == -signal.SIGKILL
+    doc = json.loads(ok(capsys, "adopt", "status", *where, "--json"))
+    assert doc["schema"] == "shardex.adopt.status/1"
+    assert doc["state"] == "dual-write"
+    assert 0 < doc["progress"]["items_scanned"] < len(truth)
+    second = subprocess.run([*command[:-4], "--unit-lease", "1", "--rate", "2000"], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "backfill done" in second.stdout
+    doc = json.loads(ok(capsys, "adopt", "status", *where, "--json"))
+    assert doc["progress"]["segments_done"] == 4
+    assert doc["progress"]["items_scanned"] >= len(truth)
+    assert doc["next_steps"][0].startswith("shardex adopt verify")
+    err = cli(capsys, "adopt", "cutover", *where, code=1)
+    assert "no parity report" in err
+    verified = json.loads(ok(capsys, "adopt", "verify", *where, "--settle", "0.2", "--json"))
+    assert verified["schema"] == "shardex.adopt.verify/1"
+    assert verified["clean"]
+    assert verified["entries"] == len(truth)
+    ok(capsys, "adopt", "cutover", *where)
+    asyncio.run(listing(uri, truth))
+    ok(capsys, "adopt", "complete", *where, "--drop-old-index")
+    assert "status-index" not in gsis(table)
+    doc = json.loads(ok(capsys, "adopt", "status", *where, "--json"))
+    assert doc["state"] == "complete"
+    assert doc["dropped"]
+    assert doc["next_steps"] == []
+    asyncio.run(listing(uri, truth))
+    err = cli(capsys, "adopt", "rollback", *where, code=1)
+    assert "complete" in err
+
+
+@pytest.mark.parametrize("where", ["dual-write", "backfilled", "verified", "read-new",
+                                   "retained"])
+def test_rollback_from_each_state_leaves_reads_complete(where: str) -> None:
+    table, truth = orders_table(300)
+    uri = store_uri(table)
+
+    async def scenario() -> None:
+        async with Adopter(uri, NAME, source="status-index", attribute="status", segments=2,
+                           **FAST) as adopter:
+            await adopter.start({"PENDING": ShardPolicy(8)}, margin=0.1)
+            if where != "dual-write":
+                await adopter.run()
+            if where in ("verified", "read-new", "retained"):
+                assert (await adopter.verify()).clean
+            if where in ("read-new", "retained"):
+                await adopter.cutover()
+            if where == "retained":
+                kept = await adopter.complete(retain=3600)
+                assert kept.adoption is not None
+                assert kept.adoption.state == "read-new"
+            # an item moved behind the new GSI's back: only the old GSI is right after
+            local.sync_client().update_item(
+                TableName=table, Key={"order_id": {"S": "o-000000"}},
+                UpdateExpression="SET #s = :s", ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":s": {"S": "DELIVERED"}})
+            truth["o-000000"] = "DELIVERED"
+            back = await adopter.rollback()
+            assert back.adoption is not None
+            assert back.adoption.state == "rolled-back"
+            await listing(uri, truth)
+            with pytest.raises(ReshardRefused, match="already rolled back"):
+                await adopter.rollback()
+            with pytest.raises(ReshardRefused):
+                await adopter.cutover()
+        assert "status-index" in gsis(table)
+
+    asyncio.run(scenario())
+
+
+def test_bad_input_is_one_line_and_changes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    table, _ = orders_table(10)
+    client = local.sync_client()
+    client.update_table(
+        TableName=table,
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"}
+                              for a in ("order_id", "status", "created_at", "customer")],
+        GlobalSecondaryIndexUpdates=[{"Create": {
+            "IndexName": "customer-index", "Projection": {"ProjectionType": "ALL"},
+            "KeySchema": [{"AttributeName": "customer", "KeyType": "HASH"}]}}])
+    before = gsis(table)
+    start = ("adopt", "start", "--index", NAME, "--from-attribute", "status", "--set",
+             "PENDING=16", "--margin", "0")
+    err = cli(capsys, *start, "--store", store_uri(table), "--from-gsi", "nope-index", code=1)
+    assert "no global secondary index 'nope-index'" in err
+    err = cli(capsys, *start, "--store", store_uri(table), "--from-gsi", "customer-index",
+              code=2)
+    assert "not by --from-attribute 'status'" in err
+    err = cli(capsys, *start, "--store", store_uri(table, "customer-index"), "--from-gsi",
+              "status-index", code=2)
+    assert "exists with the key customer" in err
+    err = cli(capsys, *start, "--store", store_uri(table) + "&sort_owner=shardex", "--from-gsi",
+              "status-index", code=2)
+    assert "sort_owner=application" in err
+    err = cli(capsys, "adopt", "cutover", "--store", store_uri(table, "customer-index"),
+              "--index", NAME, code=1)
+    assert gsis(table) == before
+    tables = local.sync_client().list_tables()["TableNames"]
+    assert f"{table}-shardex" not in tables
+    err = cli(capsys, "adopt", "status", "--store", "memory://", "--index", NAME, code=2)
+    assert "GSI mode" in err
+
+
+def test_a_missing_new_gsi_is_waited_for_with_progress() -> None:
+    table, truth = orders_table(50)
+    lines: list[str] = []
+
+    async def scenario() -> None:
+        async with Adopter(store_uri(table), NAME, source="status-index", attribute="status",
+                           progress=lines.append, **FAST) as adopter:
+            plan = await adopter.start({}, margin=0, dry_run=True)
+            assert not plan.stored
+            assert not plan.exists
+            assert plan.items == 50
+            assert "status-shard-index" not in gsis(table)
+            await adopter.start({}, margin=0)
+            status = await adopter.status()
+            assert status["state"] == "dual-write"
+            assert status["reads"] == "source"
+            assert status["next_steps"][0].startswith("shardex adopt run")
+        await listing(store_uri(table), truth)
+
+    asyncio.run(scenario())
+    assert any("creating the GSI 'status-shard-index'" in line for line in lines)
