@@ -23,9 +23,9 @@ import abc
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from shardex.adopt.segments import Segment, Segments
 from shardex.clock import Clock
@@ -41,6 +41,7 @@ from shardex.writes import in_place
 __all__ = ["Backfill"]
 
 log = logging.getLogger("shardex")
+T = TypeVar("T")
 _BATCH = 8  # updates of one page in flight at once
 _POLL = 1.0  # seconds between looks at segments leased by others
 _ATTEMPTS = 6  # tries of an update the store keeps failing, before verify is left to find it
@@ -158,6 +159,28 @@ class Backfill(abc.ABC):
     async def _fix(self, item: ScanItem) -> str:
         """Index one scanned item: "updated", "ok", "raced" or "unresolved"."""
 
+    async def _paced(self, target: str, write: Callable[[], Awaitable[T]]) -> T | None:
+        """``write()`` at the pace of shard key ``target``: a throttle slows the pace and
+        tries again, an unavailable store is tried again after a backoff, up to
+        ``_ATTEMPTS`` times (None: it never answered). Other errors are the caller's."""
+        pace = self._paces.setdefault(target, Pace(self._rate, self._clock))
+        failures = 0
+        while True:
+            await pace.wait(self._cost)
+            try:
+                result = await write()
+            except Throttled:
+                pace.throttled()
+                continue
+            except Unavailable:
+                failures += 1
+                if failures >= _ATTEMPTS:
+                    return None
+                await self._clock.sleep(PATIENT.backoff(failures, self._rng))
+                continue
+            pace.succeeded()
+            return result
+
     def _value(self, item: ScanItem) -> str | None:
         """The item's raw value if it can be indexed (None: nothing to do)."""
         item_id, value = item[0], item[1]
@@ -186,27 +209,16 @@ class ShardBackfill(Backfill):
         if shard is not None and in_place(routing, value, shard, item_id):
             return "ok"
         target = routing.shard_key(value, item_id, rng=self._rng, turns=self._turns)
-        pace = self._paces.setdefault(target, Pace(self._rate, self._clock))
-        failures = 0
-        while True:
-            await pace.wait(self._cost)
-            try:
-                units = await self.tools.set_shard(item_id, value, shard, target)
-            except ConditionFailed:
-                return "raced"
-            except Throttled:
-                pace.throttled()
-                continue
-            except Unavailable:
-                failures += 1
-                if failures >= _ATTEMPTS:
-                    return "unresolved"
-                await self._clock.sleep(PATIENT.backoff(failures, self._rng))
-                continue
-            pace.succeeded()
-            if units > 0:
-                self._cost = 0.8 * self._cost + 0.2 * units
-            return "updated"
+        try:
+            units = await self._paced(target, lambda: self.tools.set_shard(
+                item_id, value, shard, target))
+        except ConditionFailed:
+            return "raced"
+        if units is None:
+            return "unresolved"
+        if units > 0:
+            self._cost = 0.8 * self._cost + 0.2 * units
+        return "updated"
 
 
 class CopyBackfill(Backfill):
@@ -229,24 +241,12 @@ class CopyBackfill(Backfill):
         if value is None:
             return "ok" if item[1] is None else "unresolved"
         target = self._routing().shard_key(value, item_id, rng=self._rng, turns=self._turns)
-        pace = self._paces.setdefault(target, Pace(self._rate, self._clock))
-        failures = 0
-        while True:
-            await pace.wait(self._cost)
-            try:
-                copied = await self.index.put(value, item_id, sort=sort or "", attrs=attrs,
-                                              version=1)
-            except Throttled:
-                pace.throttled()
-                continue
-            except Unavailable:
-                failures += 1
-                if failures >= _ATTEMPTS:
-                    return "unresolved"
-                await self._clock.sleep(PATIENT.backoff(failures, self._rng))
-                continue
-            except (OutcomeUnknown, ConditionFailed) as exc:
-                log.warning("adopt: %s", exc)
-                return "unresolved"
-            pace.succeeded()
-            return "updated" if copied else "raced"
+        try:
+            copied = await self._paced(target, lambda: self.index.put(
+                value, item_id, sort=sort or "", attrs=attrs, version=1))
+        except (OutcomeUnknown, ConditionFailed) as exc:
+            log.warning("adopt: %s", exc)
+            return "unresolved"
+        if copied is None:
+            return "unresolved"
+        return "updated" if copied else "raced"
