@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TypeVar
 
+from shardex.admission import AdaptiveGate
 from shardex.clock import Clock
 from shardex.errors import IncompleteRead
 from shardex.retry import HedgePolicy, RetryPolicy, call_hedged, call_with_retry
@@ -149,8 +150,9 @@ class FanOut:
 
     def __init__(self, store: Store, namespace: str, *, retry: RetryPolicy,
                  hedge: HedgePolicy | None, max_concurrency: int, clock: Clock,
-                 rng: random.Random) -> None:
+                 rng: random.Random, gate: AdaptiveGate | None = None) -> None:
         self._store = store
+        self._gate = gate
         self._namespace = namespace
         self._retry = retry
         self._hedge = hedge
@@ -167,13 +169,19 @@ class FanOut:
         """One read request: bounded, hedged, and retried on throttling."""
         return await call_with_retry(
             lambda: call_hedged(lambda: self._bounded(call), self._hedge, clock=self._clock),
-            self._retry, clock=self._clock, rng=self._rng,
+            self._retry, clock=self._clock, rng=self._rng, paced=self._gate is not None,
         )
 
     async def _query(self, key: str, after: Position | None, descending: bool,
                      limit: int) -> QueryPage:
-        return await self._read(lambda: self._store.query(
-            self._namespace, key, after=after, descending=descending, limit=limit))
+        def query() -> Awaitable[QueryPage]:
+            return self._store.query(self._namespace, key, after=after, descending=descending,
+                                     limit=limit)
+
+        gate = self._gate
+        if gate is None:
+            return await self._read(query)
+        return await self._read(lambda: gate.call(key, query))
 
     async def _each(self, value: str, calls: Sequence[tuple[str, Callable[[], Awaitable[T]]]]
                     ) -> list[T]:

@@ -23,7 +23,7 @@ from shardex.routing import Routing
 from shardex.stores.base import Placement, Position, QueryPage, StoredEntry
 from shardex.writes import in_place
 
-__all__ = ["PATIENT", "IndexLayouts", "Layouts", "target_of"]
+__all__ = ["IndexLayouts", "Layouts", "PATIENT", "target_of"]
 
 # reads and record calls are few and must not fail a reshard for a passing throttle
 PATIENT = RetryPolicy(attempts=12, base=0.05, cap=2.0, deadline=None)
