@@ -34,21 +34,23 @@ class _Number(click.ParamType):  # type: ignore[type-arg]
 
 
 class _Policy(click.ParamType):  # type: ignore[type-arg]
-    """``N`` or ``N:strategy``, as a ShardPolicy."""
+    """``N``, ``N:strategy``, either with ``@tier`` after it, as a ShardPolicy."""
 
-    name = "N[:strategy]"
+    name = "N[:strategy][@tier]"
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> ShardPolicy:
         if isinstance(value, ShardPolicy):
             return value
-        shards, _, strategy = str(value).partition(":")
+        text, at, tier = str(value).partition("@")
+        shards, _, strategy = text.partition(":")
         try:
             count = int(shards)
         except ValueError:
-            self.fail(f"expected N or N:strategy, got {value!r}", param, ctx)
+            self.fail(f"expected N, N:strategy or either with @tier, got {value!r}", param, ctx)
         try:
-            return ShardPolicy(shards=count, strategy=strategy or "hash")  # type: ignore[arg-type]
+            return ShardPolicy(shards=count, strategy=strategy or "hash",  # type: ignore[arg-type]
+                               tier=tier if at else None)
         except InvalidPolicy as exc:
             self.fail(str(exc), param, ctx)
 
