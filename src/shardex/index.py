@@ -64,6 +64,7 @@ from shardex.stores.base import Store, StoredEntry
 from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HotView
 from shardex.stores.values import check_attrs
+from shardex.tiermove import CrossTier
 from shardex.tiers import TierStores
 from shardex.writer import Writer
 from shardex.writes import Delete, Move, Put, Relocate, WriteRequest
@@ -171,6 +172,7 @@ class ShardedIndex:
         self._retry = retry or RetryPolicy()
         self._clock: Clock = clock or LoopClock()
         self._tiers = TierStores(self._store, tiers)
+        self._max_conflicts = max_conflicts
         if routing is not None:
             self._tiers.check(routing)
         self._admission, self._owns_admission = Admission.given(admission, self._clock)
@@ -415,6 +417,16 @@ class ShardedIndex:
     def _tier(self, routing: Routing, value: str) -> str | None:
         return self._tiers.tier_of(routing, value)
 
+    def _crossing(self, routing: Routing, value: str) -> CrossTier | None:
+        """The value's writes and reads while a reshard moves it between tiers, or None."""
+        tiers = self._tiers.crossing(routing, value)
+        if tiers is None:
+            return None
+        was, tier = tiers
+        return CrossTier(value, self._tiers.store(was), self._tiers.store(tier), tier,
+                         self.name, retry=self._retry, clock=self._clock, rng=self._rng,
+                         max_conflicts=self._max_conflicts)
+
     def _elsewhere(self, tier: str | None) -> Callable[[str], Awaitable[str | None]]:
         async def elsewhere(item_id: str) -> str | None:
             return await self._tiers.elsewhere(self.name, item_id, tier, self._retrying)
@@ -435,15 +447,24 @@ class ShardedIndex:
         self._reader()
         await self._admit(value, units, "write", priority)
         routing = await self._routing_now()
+        crossing = self._crossing(routing, value)
+        if crossing is not None and other in (None, value):
+            return await crossing.write(item_id, plan, self._routing_now, what)
         tier = self._tier(routing, value)
-        if other is not None and self._tier(routing, other) != tier:
+        if other is not None and (self._tier(routing, other) != tier or crossing is not None
+                                  or self._crossing(routing, other) is not None):
             raise CapabilityMissing(
                 f"the {what} cannot apply: {other!r} and {value!r} are on different tiers "
                 "and no write spans two stores; delete the entry and put it under the new value")
 
         async def current() -> Routing:
             latest = await self._routing_now()
-            self._tier(latest, value)
+            crossing = self._tiers.crossing(latest, value)
+            # a reshard that just began moving the value still writes where it was
+            if (self._tier(latest, value) if crossing is None else crossing[0]) != tier:
+                raise RoutingStale(f"index {self.name!r}: a reshard began moving {value!r} "
+                                   f"between tiers while its {what} ran; it did not apply: "
+                                   "write it again")
             return latest
 
         return await self._writers[tier].write(item_id, plan, current, what)
@@ -528,12 +549,14 @@ class ShardedIndex:
         validate_value(value)
         self._reader()
         routing = await self._routing_now()
-        tier = self._tier(routing, value)
-        return await self._writers[tier].write(
-            item_id, lambda routing: Relocate(item_id, value, source,
-                                              self._fresh_key(routing, value, item_id),
-                                              reshard, generation),
-            self._routing_now, f"move of {item_id!r} off {source!r}")
+        crossing = self._crossing(routing, value)
+        plan = lambda routing: Relocate(  # noqa: E731 - one plan, two loops
+            item_id, value, source, self._fresh_key(routing, value, item_id), reshard, generation)
+        if crossing is not None:
+            return await crossing.write(item_id, plan, self._routing_now,
+                                        f"move of {item_id!r} off {source!r}")
+        return await self._writers[self._tier(routing, value)].write(
+            item_id, plan, self._routing_now, f"move of {item_id!r} off {source!r}")
 
     # -- reads -----------------------------------------------------------------------
 
@@ -549,6 +572,17 @@ class ShardedIndex:
     def _read_on(self, routing: Routing, value: str) -> FanOut:
         self._reader()
         return self._fanouts[self._tier(routing, value)]
+
+    def _cross_read(self, routing: Routing, value: str
+                    ) -> tuple[CrossTier, FanOut, list[str], FanOut, list[str]] | None:
+        """A read of a value moving between tiers: S's fan-out and keys, then T's."""
+        crossing = self._crossing(routing, value)
+        if crossing is None:
+            return None
+        assert routing.previous is not None
+        was, tier = routing.previous.policy(value).tier, routing.policy(value).tier
+        return (crossing, self._fanouts[was], routing.previous.policy(value).shard_keys(value),
+                self._fanouts[tier], routing.policy(value).shard_keys(value))
 
     async def query(self, value: str, *, limit: int = 100, order: Order = "asc",
                     cursor: str | None = None, priority: Priority = "normal") -> Page:
@@ -571,21 +605,29 @@ class ShardedIndex:
         self._reader()
         for attempt in range(_MAX_REREADS):
             routing, since = await self._read_routing()
-            reader = self._read_on(routing, value)
             first, then = routing.read_phases(value)
             if attempt == 0:
                 await self._admit(value, len(first) + len(then), "read", priority)
-            merged = await reader.page(value, then, first=first, after=after,
-                                       descending=order == "desc", limit=limit)
+            cross = self._cross_read(routing, value)
+            if cross is None:
+                merged = await self._read_on(routing, value).page(
+                    value, then, first=first, after=after, descending=order == "desc",
+                    limit=limit)
+                entries, more = merged.entries, merged.more
+            else:
+                crossing, source, source_keys, target, target_keys = cross
+                entries, more = await crossing.page(source, source_keys, target, target_keys,
+                                                    after=after, descending=order == "desc",
+                                                    limit=limit)
             if not await self._changed(routing, since):
                 break
         else:
             raise self._stale(value, routing)
-        items = [self._entry(value, e) for e in merged.entries]
+        items = [self._entry(value, e) for e in entries]
         token = None
-        if merged.more:
+        if more and entries:
             token = self._codec.encode(Cursor(value=value, order=order,
-                                              after=merged.entries[-1].position))
+                                              after=entries[-1].position))
         return Page(items=items, cursor=token,
                     consistent=self._store.capabilities.consistent_reads)
 
@@ -600,11 +642,13 @@ class ShardedIndex:
         validate_value(value)
         self._reader()
         routing, since = await self._read_routing()
-        reader = self._read_on(routing, value)
         first, then = routing.read_phases(value)
         await self._admit(value, len(first) + len(then), "read", priority)
-        async for entry in reader.stream(value, then, first=first,
-                                         dedupe=routing.reads_both(value)):
+        cross = self._cross_read(routing, value)
+        entries = self._read_on(routing, value).stream(
+            value, then, first=first, dedupe=routing.reads_both(value)) if cross is None \
+            else cross[0].stream(*cross[1:])
+        async for entry in entries:
             yield self._entry(value, entry)
         if await self._changed(routing, since):
             raise self._stale(value, routing)
@@ -615,11 +659,14 @@ class ShardedIndex:
         self._reader()
         for attempt in range(_MAX_REREADS):
             routing, since = await self._read_routing()
-            reader = self._read_on(routing, value)
             first, then = routing.read_phases(value)
             if attempt == 0:
                 await self._admit(value, len(first) + len(then), "read", priority)
-            if first:
+            cross = self._cross_read(routing, value)
+            reader = self._read_on(routing, value)
+            if cross is not None:
+                count = len({e.item_id async for e in cross[0].stream(*cross[1:])})
+            elif first:
                 # Mid-reshard: read in phases, and count an item found twice once.
                 count = len({e.item_id async for e in reader.stream(value, then, first=first,
                                                                       dedupe=True)})

@@ -20,14 +20,13 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from shardex.errors import (
-    CapabilityMissing,
     InvalidInput,
     InvalidPolicy,
     InvalidRouting,
     ShardexError,
 )
 from shardex.keys import parse_shard_key
-from shardex.routing import Routing, check_tier_name
+from shardex.routing import UNION_STATES, Routing, check_tier_name
 from shardex.stores import open_store
 from shardex.stores.base import Placement, Store
 
@@ -98,18 +97,27 @@ class TierStores:
                 f"tiers={{name: store or URI}} (tiers given: {given})")
 
     def tier_of(self, routing: Routing, value: str) -> str | None:
-        """The tier ``value`` is written and read on under ``routing``.
-
-        Raises InvalidRouting for a tier the index has no store for, CapabilityMissing
-        while a reshard moves the value between tiers.
-        """
+        """The tier ``value`` is written and read on under ``routing`` (the new layout's
+        once readers read it alone). Raises InvalidRouting for a tier the index has no
+        store for."""
         tier = routing.policy(value).tier
-        was = tier if routing.previous is None else routing.previous.policy(value).tier
-        if was != tier:
-            raise CapabilityMissing(f"{value!r} is being moved between tiers ({_name(was)} -> "
-                                    f"{_name(tier)}), which this client does not follow")
         self.store(tier)
         return tier
+
+    def crossing(self, routing: Routing, value: str) -> tuple[str | None, str | None] | None:
+        """(tier left, tier entered) while readers of ``value`` cover two tiers, else None.
+
+        The states where reads cover both layouts (``shardex.tiermove`` reads and
+        writes the value then). Raises InvalidRouting for a tier without a store.
+        """
+        if routing.previous is None or routing.state not in UNION_STATES:
+            return None
+        was, tier = routing.previous.policy(value).tier, routing.policy(value).tier
+        if was == tier:
+            return None
+        self.store(was)
+        self.store(tier)
+        return was, tier
 
     async def elsewhere(self, namespace: str, item_id: str, tier: str | None,
                         retrying: Retrying) -> str | None:

@@ -1,0 +1,270 @@
+"""Writes and reads of a value that a reshard moves between two tiers' stores.
+
+No transaction spans two stores, so while readers cover both layouts (``read-both``,
+``write-new``, ``verified``) an item of the value may have a placement in the store it
+leaves (S) and in the store it goes to (T). Which one is the item's truth is decided
+from the two placements alone (``truth``):
+
+- a live entry in S is the truth (T holds at most a stale copy);
+- otherwise T's placement is, if S has none, or T's version is higher, or it is the
+  same version and S's tombstone carries a token of T's chain (the *confirmation*);
+- otherwise S's (a tombstone, or never placed).
+
+**S serializes every write.** A write that lands in T (a ``write-new`` client's, or the
+mover's) is placed in T first, conditioned on T's placement, then *confirmed* by a
+tombstone in S at the same version with the same token, conditioned on S's placement as
+located; a write that lands in S (a ``read-both`` client's) is one conditional write in
+S. Two writers that decided from the same state therefore meet on S's placement: the
+second fails its condition there and decides again from the new state. A T write whose
+confirmation failed is superseded by what S now says (a live entry, or a tombstone at a
+version at least as high); one whose writer stopped between the two steps has the
+higher version and stands (its outcome was unknown to its caller). The mover moves an
+entry the same way at its own version (T, then S's tombstone), so a move and an
+application write of the same item also meet on S.
+
+**Reads** read S's keys, then T's, and hold every row found in T against both
+placements (``truth``): a stale or unconfirmed copy in T is replaced by the truth
+(S's live entry, which a write moved there after S was read) or dropped. So a read
+misses no entry wherever the writes and the mover put it, and returns no entry the
+truth has deleted. Outside the union states a value is on one tier only: writes and
+reads go to its store as everywhere else, and the parity check before ``read-new``
+holds every row of both stores against the truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
+
+from shardex.clock import Clock
+from shardex.errors import (
+    ConditionFailed,
+    OutcomeUnknown,
+    ShardexError,
+    Throttled,
+    Unavailable,
+)
+from shardex.fanout import FanOut
+from shardex.retry import RetryPolicy, call_with_retry
+from shardex.routing import Routing
+from shardex.stores.base import Placement, Position, Store, StoredEntry, new_token
+from shardex.writes import RELOCATING, Refuse, Relocate, Skip, WriteRequest, decide
+
+__all__ = ["CrossTier", "truth"]
+
+
+def truth(source: Placement | None, target: Placement | None) -> tuple[Placement | None, bool]:
+    """The item's placement that holds, of S's ``source`` and T's ``target``; True if T's."""
+    if source is not None and source.entry is not None:
+        return source, False
+    if target is None:
+        return source, False
+    if source is None or target.version > source.version:
+        return target, True
+    if target.version == source.version and source.token is not None \
+            and source.token in target.chain:
+        return target, True
+    return source, False
+
+
+class CrossTier:
+    """One value's writes and reads while it moves from store ``source`` to ``target``.
+
+    ``target_tier`` is the tier name of ``target`` (None: the index's own store): a
+    writer whose layout puts the value there writes T and confirms in S; the others
+    write S. ``retry`` paces throttled and unavailable tries and locates.
+    """
+
+    def __init__(self, value: str, source: Store, target: Store, target_tier: str | None,
+                 namespace: str, *, retry: RetryPolicy, clock: Clock, rng: random.Random,
+                 max_conflicts: int) -> None:
+        self.value = value
+        self._source = source
+        self._target = target
+        self._target_tier = target_tier
+        self._namespace = namespace
+        self._retry = retry
+        self._clock = clock
+        self._rng = rng
+        self._max_conflicts = max_conflicts
+
+    async def _locate(self, store: Store, item_id: str) -> Placement | None:
+        namespace = self._namespace
+        found: Placement | None = await call_with_retry(
+            lambda: store.locate(namespace, item_id), self._retry, clock=self._clock,
+            rng=self._rng)
+        return found
+
+    async def placements(self, item_id: str) -> tuple[Placement | None, Placement | None]:
+        """The item's placements in S and in T (S first: see the module's reads)."""
+        source = await self._locate(self._source, item_id)
+        return source, await self._locate(self._target, item_id)
+
+    # -- writes ----------------------------------------------------------------------
+
+    async def write(self, item_id: str, plan: Callable[[Routing], WriteRequest],
+                    routing: Callable[[], Awaitable[Routing]], what: str) -> bool:
+        """Carry out one logical write of ``item_id`` (``shardex.writer.Writer.write``'s terms)."""
+        token = new_token()
+        conflicts = failures = 0
+        ambiguous: ShardexError | None = None
+        started = self._clock.now()
+        while True:
+            source, target = await self.placements(item_id)
+            if source is not None and (source.token == token or token in source.history):
+                return True  # written in S, or confirmed there
+            held, in_target = truth(source, target)
+            if target is not None and target.token == token and in_target:
+                step = self._confirm(item_id, target, source, token)  # T landed, S did not
+            else:
+                now = await routing()
+                request = plan(now)
+                into_target = now.writing.policy(self.value).tier == self._target_tier
+                decision = _decide(request, held, in_target, now)
+                if isinstance(decision, Skip):
+                    return decision.result
+                if isinstance(decision, Refuse):
+                    raise decision.error
+                entry, version = decision
+                step = self._place(item_id, entry, version, source, target, token,
+                                   into_target)
+            try:
+                await step
+            except ConditionFailed as exc:
+                conflicts += 1
+                if conflicts >= self._max_conflicts:
+                    raise ConditionFailed(f"gave up on the {what} after {conflicts} "
+                                          f"conflicting writes of the item ({exc})") from exc
+                continue
+            except (Throttled, Unavailable) as exc:
+                if isinstance(exc, Unavailable):
+                    ambiguous = ambiguous or exc
+                wait = self._retry.decide(failures, self._clock.now() - started, exc, self._rng)
+                failures += 1
+                if wait is None:
+                    if ambiguous is None:
+                        raise
+                    raise OutcomeUnknown(
+                        f"{what} may have applied: a try failed after it was sent "
+                        f"({ambiguous}) and the store stayed unreachable; its token is {token}",
+                        item_id=item_id, token=token) from exc
+                await self._clock.sleep(wait)
+                continue
+            return True
+
+    async def _place(self, item_id: str, entry: StoredEntry | None, version: int,
+                     source: Placement | None, target: Placement | None, token: str,
+                     into_target: bool) -> None:
+        namespace = self._namespace
+        if not into_target:
+            version = max(version, 0 if source is None else source.version)
+            await self._source.place(namespace, item_id, _at(entry, version), version=version,
+                                     expected=source, token=token)
+            return
+        version = max([version, *(p.version for p in (source, target) if p is not None)])
+        await self._target.place(namespace, item_id, _at(entry, version), version=version,
+                                 expected=target, token=token)
+        await self._source.place(namespace, item_id, None, version=version, expected=source,
+                                 token=token)
+
+    async def _confirm(self, item_id: str, target: Placement, source: Placement | None,
+                       token: str) -> None:
+        await self._source.place(self._namespace, item_id, None, version=target.version,
+                                 expected=source, token=token)
+
+    # -- reads -----------------------------------------------------------------------
+
+    async def held(self, rows: Sequence[StoredEntry]) -> list[StoredEntry]:
+        """The truth of each item of ``rows`` read in T: its live entry, wherever it is."""
+        pairs = await asyncio.gather(*(self.placements(row.item_id) for row in rows))
+        out = []
+        for source, target in pairs:
+            placement, _ = truth(source, target)
+            if placement is not None and placement.entry is not None:
+                out.append(placement.entry)
+        return out
+
+    async def page(self, source: FanOut, source_keys: Sequence[str], target: FanOut,
+                   target_keys: Sequence[str], *, after: Position | None, descending: bool,
+                   limit: int) -> tuple[list[StoredEntry], bool]:
+        """The next ``limit`` entries beyond ``after``, and whether any lies beyond them."""
+        value = self.value
+        out: list[StoredEntry] = []
+        seen: set[str] = set()
+        position = after
+        while True:
+            need = limit - len(out)
+            first = await source.page(value, source_keys, after=position,
+                                      descending=descending, limit=need)
+            then = await target.page(value, target_keys, after=position,
+                                     descending=descending, limit=need)
+            # a phase with more beyond its page bounds what this round may return
+            bounds = [page.entries[-1].position for page in (first, then)
+                      if page.more and page.entries]
+            bound = (max(bounds) if descending else min(bounds)) if bounds else None
+            found = {e.item_id: e for e in [*first.entries, *await self.held(then.entries)]}
+            ready = sorted((e for e in found.values() if e.item_id not in seen
+                            and _beyond(e.position, position, descending)
+                            and (bound is None or not _beyond(e.position, bound, descending))),
+                           key=lambda e: e.position, reverse=descending)
+            taken = ready[:need]
+            out += taken
+            seen.update(e.item_id for e in taken)
+            more = first.more or then.more or len(ready) > need
+            if len(out) >= limit or not more or (bound is None and not taken):
+                return out, more
+            position = bound if bound is not None else taken[-1].position
+
+    async def stream(self, source: FanOut, source_keys: Sequence[str], target: FanOut,
+                     target_keys: Sequence[str]) -> AsyncIterator[StoredEntry]:
+        """Every entry of the value, S's keys first, T's rows held against the truth."""
+        seen: set[str] = set()
+        async for entry in source.stream(self.value, source_keys, dedupe=True):
+            seen.add(entry.item_id)
+            yield entry
+        batch: list[StoredEntry] = []
+        async for row in target.stream(self.value, target_keys, dedupe=True):
+            batch.append(row)
+            if len(batch) >= 64:
+                for entry in await self._fresh(batch, seen):
+                    yield entry
+                batch = []
+        for entry in await self._fresh(batch, seen):
+            yield entry
+
+    async def _fresh(self, rows: list[StoredEntry], seen: set[str]) -> list[StoredEntry]:
+        out = [e for e in await self.held(rows) if e.item_id not in seen]
+        seen.update(e.item_id for e in out)
+        return out
+
+
+def _decide(request: WriteRequest, held: Placement | None, in_target: bool,
+            routing: Routing) -> Skip | Refuse | tuple[StoredEntry | None, int]:
+    """What ``request`` does to an item whose truth is ``held``: the entry and version."""
+    if isinstance(request, Relocate):
+        entry = None if held is None else held.entry
+        if in_target or held is None or entry is None or entry.shard_key != request.source:
+            return Skip(False)  # moved, deleted or re-written since the mover saw it
+        meta = routing.reshard
+        if meta is None or routing.state not in RELOCATING \
+                or (meta.id, meta.generation) != (request.reshard, request.generation):
+            return Skip(False)
+        return replace(entry, shard_key=request.fresh_key), max(1, held.version)
+    decision = decide(request, held, routing)
+    if isinstance(decision, Skip | Refuse):
+        return decision
+    return decision.entry, decision.version
+
+
+def _at(entry: StoredEntry | None, version: int) -> StoredEntry | None:
+    if entry is None or entry.version == version:
+        return entry
+    return replace(entry, version=version)
+
+
+def _beyond(position: Position, after: Position | None, descending: bool) -> bool:
+    if after is None:
+        return True
+    return position < after if descending else position > after
