@@ -15,7 +15,15 @@ from shardex.sim.clock import run_virtual
 from shardex.stores.base import Placement, StoredEntry
 from shardex.stores.memory import MemoryStore
 from shardex.tiermove import truth
-from tests.test_reshard import LEASE, MARGIN, Model, assert_complete, expected, listing
+from tests.test_reshard import (
+    LEASE,
+    MARGIN,
+    Model,
+    _until,
+    assert_complete,
+    expected,
+    listing,
+)
 
 P = ShardPolicy
 
@@ -169,5 +177,43 @@ def test_a_tier_move_crashed_anywhere_is_resumed_by_another_process() -> None:
             await app.refresh_routing()
             assert app.routing.policy("BIG") == P(3, tier="dedicated")
             await assert_complete(app, model, ["BIG"])
+
+    run_virtual(main())
+
+
+@pytest.mark.parametrize("state", ["read-both", "write-new", "moving", "verified", "read-new"])
+def test_a_tier_move_rolled_back_from_each_state_keeps_every_entry(state: str) -> None:
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=6), MemoryStore(seed=7)
+        tiers = {"dedicated": dedicated}
+        model: Model = {}
+        async with ShardedIndex(main_store, "orders", Routing(overrides={"BIG": P(2)}),
+                                routing_lease=LEASE, routing_ttl=0.5, tiers=tiers) as app:
+            for i in range(200):
+                await app.put("BIG", f"b-{i}", sort=f"{i % 11:03d}", attrs={"n": i})
+                model[f"b-{i}"] = ("BIG", f"{i % 11:03d}", {"n": i})
+            async with resharder(main_store, tiers, rate=200.0) as rs:
+                await rs.start({"BIG": P(2, tier="dedicated")}, margin=MARGIN)
+                await _until(rs, state)
+                if state == "moving":  # the mover stopped part way
+                    assert dedicated.shard_keys("orders")
+                    assert main_store.shard_keys("orders")
+                await app.refresh_routing()
+                await app.put("BIG", "late", sort="zzz")
+                model["late"] = ("BIG", "zzz", {})
+                await app.delete("BIG", "b-3")
+                del model["b-3"]
+                await app.put("BIG", "b-4", sort="yyy", attrs={"k": 1})
+                model["b-4"] = ("BIG", "yyy", {"k": 1})
+                await assert_complete(app, model, ["BIG"])
+                result = await rs.rollback()
+            assert result.state == "done"
+            await app.refresh_routing()
+            assert app.routing.policy("BIG") == P(2)
+            await assert_complete(app, model, ["BIG"])
+            got = await app.get("b-4")
+            assert got is not None
+            assert dict(got.attrs) == {"k": 1}
+            assert await app.get("b-3") is None
 
     run_virtual(main())

@@ -422,8 +422,8 @@ class ShardedIndex:
         tiers = self._tiers.crossing(routing, value)
         if tiers is None:
             return None
-        was, tier = tiers
-        return CrossTier(value, self._tiers.store(was), self._tiers.store(tier), tier,
+        origin, other = tiers
+        return CrossTier(value, self._tiers.store(origin), self._tiers.store(other), other,
                          self.name, retry=self._retry, clock=self._clock, rng=self._rng,
                          max_conflicts=self._max_conflicts)
 
@@ -459,9 +459,8 @@ class ShardedIndex:
 
         async def current() -> Routing:
             latest = await self._routing_now()
-            crossing = self._tiers.crossing(latest, value)
             # a reshard that just began moving the value still writes where it was
-            if (self._tier(latest, value) if crossing is None else crossing[0]) != tier:
+            if latest.writing.policy(value).tier != tier:
                 raise RoutingStale(f"index {self.name!r}: a reshard began moving {value!r} "
                                    f"between tiers while its {what} ran; it did not apply: "
                                    "write it again")
@@ -580,9 +579,11 @@ class ShardedIndex:
         if crossing is None:
             return None
         assert routing.previous is not None
-        was, tier = routing.previous.policy(value).tier, routing.policy(value).tier
-        return (crossing, self._fanouts[was], routing.previous.policy(value).shard_keys(value),
-                self._fanouts[tier], routing.policy(value).shard_keys(value))
+        keys = {p.tier: p.shard_keys(value)
+                for p in (routing.previous.policy(value), routing.policy(value))}
+        origin, other = self._tiers.crossing(routing, value) or (None, None)
+        return (crossing, self._fanouts[origin], keys[origin], self._fanouts[other],
+                keys[other])
 
     async def query(self, value: str, *, limit: int = 100, order: Order = "asc",
                     cursor: str | None = None, priority: Priority = "normal") -> Page:

@@ -34,6 +34,7 @@ holds every row of both stores against the truth.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -70,11 +71,14 @@ def truth(source: Placement | None, target: Placement | None) -> tuple[Placement
 
 
 class CrossTier:
-    """One value's writes and reads while it moves from store ``source`` to ``target``.
+    """One value's writes and reads while a reshard moves it between two stores.
 
-    ``target_tier`` is the tier name of ``target`` (None: the index's own store): a
-    writer whose layout puts the value there writes T and confirms in S; the others
-    write S. ``retry`` paces throttled and unavailable tries and locates.
+    ``source`` (S) is the store of the tier the reshard moved the value from when it
+    began (a rollback moves it back there, S keeps its role), ``target`` (T) the other;
+    ``target_tier`` is T's tier name (None: the index's own store). A writer whose
+    layout puts the value in T writes T and confirms in S; the others write S. The
+    mover moves an entry into the store writes go to from the other. ``retry`` paces
+    throttled and unavailable tries and locates.
     """
 
     def __init__(self, value: str, source: Store, target: Store, target_tier: str | None,
@@ -122,7 +126,7 @@ class CrossTier:
                 now = await routing()
                 request = plan(now)
                 into_target = now.writing.policy(self.value).tier == self._target_tier
-                decision = _decide(request, held, in_target, now)
+                decision = _decide(request, held, in_target, into_target, now)
                 if isinstance(decision, Skip):
                     return decision.result
                 if isinstance(decision, Refuse):
@@ -162,6 +166,13 @@ class CrossTier:
             version = max(version, 0 if source is None else source.version)
             await self._source.place(namespace, item_id, _at(entry, version), version=version,
                                      expected=source, token=token)
+            if entry is None and target is not None and target.entry is not None:
+                # a delete leaves no row in T to pass for the item: a reader that misses
+                # it now misses a deleted item (a row that moved stays, see reads)
+                with contextlib.suppress(ConditionFailed):
+                    await self._target.place(namespace, item_id, None,
+                                             version=max(version, target.version),
+                                             expected=target, token=token)
             return
         version = max([version, *(p.version for p in (source, target) if p is not None)])
         await self._target.place(namespace, item_id, _at(entry, version), version=version,
@@ -241,11 +252,16 @@ class CrossTier:
 
 
 def _decide(request: WriteRequest, held: Placement | None, in_target: bool,
-            routing: Routing) -> Skip | Refuse | tuple[StoredEntry | None, int]:
-    """What ``request`` does to an item whose truth is ``held``: the entry and version."""
+            into_target: bool, routing: Routing) -> Skip | Refuse | tuple[StoredEntry | None, int]:
+    """What ``request`` does to an item whose truth is ``held``: the entry and version.
+
+    A move (``Relocate``) applies to an entry still held on its source key in the store
+    writes do not go to.
+    """
     if isinstance(request, Relocate):
         entry = None if held is None else held.entry
-        if in_target or held is None or entry is None or entry.shard_key != request.source:
+        if in_target == into_target or held is None or entry is None \
+                or entry.shard_key != request.source:
             return Skip(False)  # moved, deleted or re-written since the mover saw it
         meta = routing.reshard
         if meta is None or routing.state not in RELOCATING \

@@ -105,10 +105,12 @@ class TierStores:
         return tier
 
     def crossing(self, routing: Routing, value: str) -> tuple[str | None, str | None] | None:
-        """(tier left, tier entered) while readers of ``value`` cover two tiers, else None.
+        """(origin, other) while readers of ``value`` cover two tiers, else None.
 
         The states where reads cover both layouts (``shardex.tiermove`` reads and
-        writes the value then). Raises InvalidRouting for a tier without a store.
+        writes the value then). The origin is the tier the reshard moved the value from
+        when it began: the previous layout's, or in a rollback the layout's own. Raises
+        InvalidRouting for a tier without a store.
         """
         if routing.previous is None or routing.state not in UNION_STATES:
             return None
@@ -117,6 +119,8 @@ class TierStores:
             return None
         self.store(was)
         self.store(tier)
+        if routing.reshard is not None and routing.reshard.direction == "rollback":
+            return tier, was
         return was, tier
 
     async def elsewhere(self, namespace: str, item_id: str, tier: str | None,

@@ -18,12 +18,14 @@ two keys of one store.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import replace
 
 from shardex.capacity import entry_bytes, write_units
 from shardex.clock import Clock
 from shardex.index import ShardedIndex
+from shardex.keys import parse_shard_key
 from shardex.reshard.layouts import PATIENT, IndexLayouts
 from shardex.retry import call_with_retry
 from shardex.routing import Routing
@@ -74,9 +76,42 @@ class TierLayouts(IndexLayouts):
         page = await call_with_retry(
             lambda: store.query(name, raw, after=after, descending=False, limit=limit),
             PATIENT, clock=self._clock, rng=self._rng)
+        if self._left_behind(tier, raw):
+            # rows a rollback moved back out of this store stay behind, unread once the
+            # rollback is done: only an entry still held here is the mover's or the check's
+            held = await asyncio.gather(*(self._held_here(tier, e.item_id)
+                                          for e in page.entries))
+            page = replace(page, entries=[e for e, here in zip(page.entries, held, strict=True)
+                                          if here])
         if tier is None:
             return page
         return replace(page, entries=[replace(e, shard_key=key) for e in page.entries])
+
+    def _origins(self) -> dict[str, tuple[str | None, str | None]]:
+        """Per value moving between tiers: (origin tier, other tier)."""
+        routing = self.routing
+        meta, old = routing.reshard, routing.previous
+        if meta is None or old is None:
+            return {}
+        out = {}
+        for value in meta.values:
+            was, tier = old.policy(value).tier, routing.policy(value).tier
+            if was != tier:
+                out[value] = (tier, was) if meta.direction == "rollback" else (was, tier)
+        return out
+
+    def _left_behind(self, tier: str | None, key: str) -> bool:
+        """True if ``key`` of ``tier``'s store is where a rollback moves entries out of."""
+        meta = self.routing.reshard
+        if meta is None or meta.direction != "rollback":
+            return False
+        tiers = self._origins().get(parse_shard_key(key)[0])
+        return tiers is not None and tiers[1] == tier
+
+    async def _held_here(self, tier: str | None, item_id: str) -> bool:
+        held = await self.locate(item_id)
+        return held is not None and held.entry is not None \
+            and untagged(held.entry.shard_key)[0] == tier
 
     async def _locate_in(self, tier: str | None, item_id: str) -> Placement | None:
         store, name = self._stores[tier], self.index.name
@@ -91,16 +126,10 @@ class TierLayouts(IndexLayouts):
         """The item's placement that holds: on a value moving between tiers, the truth of
         the two stores' placements (``shardex.tiermove.truth``)."""
         found = {tier: await self._locate_in(tier, item_id) for tier in self._stores}
-        routing = self.routing
-        meta, old = routing.reshard, routing.previous
-        values = () if meta is None or old is None else meta.values
-        for value in values:
-            assert old is not None
-            was, tier = old.policy(value).tier, routing.policy(value).tier
-            if was != tier:
-                held, _ = truth(found[was], found[tier])
-                if held is not None and held.entry is not None:
-                    return held
+        for origin, other in self._origins().values():
+            held, _ = truth(found[origin], found[other])
+            if held is not None and held.entry is not None:
+                return held
         live = [p for p in found.values() if p is not None and p.entry is not None]
         if live:
             return max(live, key=lambda p: p.version)
