@@ -217,3 +217,49 @@ def test_a_tier_move_rolled_back_from_each_state_keeps_every_entry(state: str) -
             assert await app.get("b-3") is None
 
     run_virtual(main())
+
+
+@pytest.mark.dynamodb
+def test_the_cli_moves_a_value_to_its_own_dynamodb_table(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from shardex.cli import main as cli_main
+    from tests import dynamodb_local as local
+
+    uri, dedicated = local.table_store().uri, local.table_store().uri
+
+    async def fill() -> None:
+        async with ShardedIndex(uri, "orders", Routing(), routing_lease=0.5) as index:
+            await asyncio.gather(*(index.put("BIG", f"b-{i:03d}", sort=f"{i:03d}")
+                                   for i in range(60)))
+            await index.put("small", "s-1")
+
+    asyncio.run(fill())
+    where = ["--store", uri, "--index", "orders", "--tier", f"dedicated={dedicated}"]
+
+    def ok(*args: str) -> str:
+        cli_main(list(args))
+        return capsys.readouterr().out
+
+    out = ok("reshard", "start", *where, "--set", "BIG=3@dedicated", "--margin", "0.1")
+    assert "1 shard(s), hash -> 3 shard(s), hash on tier 'dedicated'" in out
+    assert f"--tier dedicated={dedicated}" in out  # the next step names the tier's store
+    out = ok("reshard", "run", *where, "--unit-lease", "1")
+    assert "parity: 60 entries checked, no gaps" in out
+    ok("reshard", "cutover", *where)
+    ok("reshard", "complete", *where, "--retain", "0")
+
+    async def check() -> None:
+        async with ShardedIndex(uri, "orders", tiers={"dedicated": dedicated}) as index:
+            assert index.routing.policy("BIG") == P(3, tier="dedicated")
+            assert await index.count("BIG") == 60
+            assert await index.count("small") == 1
+            assert [e.item_id for e in (await index.query("BIG", limit=5)).items] == \
+                [f"b-{i:03d}" for i in range(5)]
+            assert await index.store.locate("orders", "b-001") is not None  # a tombstone
+            assert (await index.tiers["dedicated"].locate("orders", "b-001")) is not None
+
+    asyncio.run(check())
+    # a client without the tier's store is refused, naming what is missing
+    with pytest.raises(SystemExit):
+        cli_main(["reshard", "status", "--store", uri, "--index", "orders"])
+    assert "dedicated" in capsys.readouterr().err
