@@ -42,7 +42,6 @@ from shardex.capacity import Ceiling, entry_bytes, write_units
 from shardex.clock import Clock, LoopClock
 from shardex.cursor import Cursor, CursorCodec
 from shardex.errors import (
-    CapabilityMissing,
     InvalidInput,
     InvalidRouting,
     RoutingStale,
@@ -64,7 +63,7 @@ from shardex.stores.base import Store, StoredEntry
 from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HotView
 from shardex.stores.values import check_attrs
-from shardex.tiermove import CrossTier
+from shardex.tiermove import CrossTier, TierReads, TierWrites
 from shardex.tiers import TierStores
 from shardex.writer import Writer
 from shardex.writes import Delete, Move, Put, Relocate, WriteRequest
@@ -196,13 +195,14 @@ class ShardedIndex:
                                      lease=routing_lease, clock=self._clock,
                                      retry=record_retry, rng=self._rng,
                                      max_conflicts=max_conflicts)
-        self._writers = {
+        self._tier_writes = TierWrites(self._tiers, {
             tier: Writer(tier_store, self.name, retry=self._retry, clock=self._clock,
                          rng=self._rng, max_conflicts=max_conflicts,
                          gate=self._gates[tier][0] if self._gates else None,
                          elsewhere=self._elsewhere(tier) if self._tiers.names else None)
-            for tier, tier_store in self._tiers}
+            for tier, tier_store in self._tiers}, self._crossing, self._routing_now, self.name)
         self._fanouts: dict[str | None, FanOut] = {}
+        self._tier_reads: TierReads | None = None
         self._refresher: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._codec = CursorCodec(self.name, cursor_secret)
@@ -269,6 +269,7 @@ class ShardedIndex:
                     max_concurrency=self._max_concurrency, clock=self._clock, rng=self._rng,
                     gate=self._gates[tier][1] if self._gates else None)
             self._fanout = self._fanouts[None]
+            self._tier_reads = TierReads(self._tiers, self._fanouts, self._crossing)
             await self._record.load(check_given=True)
             self._tiers.check(self._record.routing)
         except BaseException:
@@ -414,9 +415,6 @@ class ShardedIndex:
 
     # -- tiers and admission ---------------------------------------------------------
 
-    def _tier(self, routing: Routing, value: str) -> str | None:
-        return self._tiers.tier_of(routing, value)
-
     def _crossing(self, routing: Routing, value: str) -> CrossTier | None:
         """The value's writes and reads while a reshard moves it between tiers, or None."""
         tiers = self._tiers.crossing(routing, value)
@@ -446,27 +444,7 @@ class ShardedIndex:
         """Admit, then carry out one logical write of ``value`` on its tier's store."""
         self._reader()
         await self._admit(value, units, "write", priority)
-        routing = await self._routing_now()
-        crossing = self._crossing(routing, value)
-        if crossing is not None and other in (None, value):
-            return await crossing.write(item_id, plan, self._routing_now, what)
-        tier = self._tier(routing, value)
-        if other is not None and (self._tier(routing, other) != tier or crossing is not None
-                                  or self._crossing(routing, other) is not None):
-            raise CapabilityMissing(
-                f"the {what} cannot apply: {other!r} and {value!r} are on different tiers "
-                "and no write spans two stores; delete the entry and put it under the new value")
-
-        async def current() -> Routing:
-            latest = await self._routing_now()
-            # a reshard that just began moving the value still writes where it was
-            if latest.writing.policy(value).tier != tier:
-                raise RoutingStale(f"index {self.name!r}: a reshard began moving {value!r} "
-                                   f"between tiers while its {what} ran; it did not apply: "
-                                   "write it again")
-            return latest
-
-        return await self._writers[tier].write(item_id, plan, current, what)
+        return await self._tier_writes.write(value, item_id, plan, what, other=other)
 
     async def put(self, value: str, item_id: str, *, sort: str | None = None,
                   attrs: Mapping[str, Any] | None = None, version: int | None = None,
@@ -547,15 +525,10 @@ class ShardedIndex:
         validate_item_id(item_id)
         validate_value(value)
         self._reader()
-        routing = await self._routing_now()
-        crossing = self._crossing(routing, value)
-        plan = lambda routing: Relocate(  # noqa: E731 - one plan, two loops
-            item_id, value, source, self._fresh_key(routing, value, item_id), reshard, generation)
-        if crossing is not None:
-            return await crossing.write(item_id, plan, self._routing_now,
-                                        f"move of {item_id!r} off {source!r}")
-        return await self._writers[self._tier(routing, value)].write(
-            item_id, plan, self._routing_now, f"move of {item_id!r} off {source!r}")
+        return await self._tier_writes.write(
+            value, item_id, lambda routing: Relocate(
+                item_id, value, source, self._fresh_key(routing, value, item_id), reshard,
+                generation), f"move of {item_id!r} off {source!r}")
 
     # -- reads -----------------------------------------------------------------------
 
@@ -568,22 +541,10 @@ class ShardedIndex:
             return None
         return self._entry(parse_shard_key(placement.entry.shard_key)[0], placement.entry)
 
-    def _read_on(self, routing: Routing, value: str) -> FanOut:
+    def _reads(self) -> TierReads:
         self._reader()
-        return self._fanouts[self._tier(routing, value)]
-
-    def _cross_read(self, routing: Routing, value: str
-                    ) -> tuple[CrossTier, FanOut, list[str], FanOut, list[str]] | None:
-        """A read of a value moving between tiers: S's fan-out and keys, then T's."""
-        crossing = self._crossing(routing, value)
-        if crossing is None:
-            return None
-        assert routing.previous is not None
-        keys = {p.tier: p.shard_keys(value)
-                for p in (routing.previous.policy(value), routing.policy(value))}
-        origin, other = self._tiers.crossing(routing, value) or (None, None)
-        return (crossing, self._fanouts[origin], keys[origin], self._fanouts[other],
-                keys[other])
+        assert self._tier_reads is not None
+        return self._tier_reads
 
     async def query(self, value: str, *, limit: int = 100, order: Order = "asc",
                     cursor: str | None = None, priority: Priority = "normal") -> Page:
@@ -603,23 +564,13 @@ class ShardedIndex:
             raise InvalidInput(f"order must be 'asc' or 'desc', got {order!r}")
         after = None if cursor is None else \
             self._codec.decode(cursor, value=value, order=order).after
-        self._reader()
+        reads = self._reads()
         for attempt in range(_MAX_REREADS):
             routing, since = await self._read_routing()
-            first, then = routing.read_phases(value)
             if attempt == 0:
-                await self._admit(value, len(first) + len(then), "read", priority)
-            cross = self._cross_read(routing, value)
-            if cross is None:
-                merged = await self._read_on(routing, value).page(
-                    value, then, first=first, after=after, descending=order == "desc",
-                    limit=limit)
-                entries, more = merged.entries, merged.more
-            else:
-                crossing, source, source_keys, target, target_keys = cross
-                entries, more = await crossing.page(source, source_keys, target, target_keys,
-                                                    after=after, descending=order == "desc",
-                                                    limit=limit)
+                await self._admit(value, _keys_read(routing, value), "read", priority)
+            entries, more = await reads.page(routing, value, after=after,
+                                             descending=order == "desc", limit=limit)
             if not await self._changed(routing, since):
                 break
         else:
@@ -641,15 +592,10 @@ class ShardedIndex:
         more than one step while the scan ran (a scan longer than the routing's lease).
         """
         validate_value(value)
-        self._reader()
+        reads = self._reads()
         routing, since = await self._read_routing()
-        first, then = routing.read_phases(value)
-        await self._admit(value, len(first) + len(then), "read", priority)
-        cross = self._cross_read(routing, value)
-        entries = self._read_on(routing, value).stream(
-            value, then, first=first, dedupe=routing.reads_both(value)) if cross is None \
-            else cross[0].stream(*cross[1:])
-        async for entry in entries:
+        await self._admit(value, _keys_read(routing, value), "read", priority)
+        async for entry in reads.stream(routing, value):
             yield self._entry(value, entry)
         if await self._changed(routing, since):
             raise self._stale(value, routing)
@@ -657,22 +603,12 @@ class ShardedIndex:
     async def count(self, value: str, *, priority: Priority = "normal") -> int:
         """Return how many entries ``value`` has, over all its shards."""
         validate_value(value)
-        self._reader()
+        reads = self._reads()
         for attempt in range(_MAX_REREADS):
             routing, since = await self._read_routing()
-            first, then = routing.read_phases(value)
             if attempt == 0:
-                await self._admit(value, len(first) + len(then), "read", priority)
-            cross = self._cross_read(routing, value)
-            reader = self._read_on(routing, value)
-            if cross is not None:
-                count = len({e.item_id async for e in cross[0].stream(*cross[1:])})
-            elif first:
-                # Mid-reshard: read in phases, and count an item found twice once.
-                count = len({e.item_id async for e in reader.stream(value, then, first=first,
-                                                                      dedupe=True)})
-            else:
-                count = await reader.count(value, then)
+                await self._admit(value, _keys_read(routing, value), "read", priority)
+            count = await reads.count(routing, value)
             if not await self._changed(routing, since):
                 return count
         raise self._stale(value, routing)
@@ -680,6 +616,12 @@ class ShardedIndex:
     def _entry(self, value: str, stored: StoredEntry) -> Entry:
         return Entry(value, stored.item_id, stored.sort, stored.attrs, stored.shard_key,
                      stored.version)
+
+
+def _keys_read(routing: Routing, value: str) -> int:
+    """How many shard keys a read of ``value`` reads: what admission charges it."""
+    first, then = routing.read_phases(value)
+    return len(first) + len(then)
 
 
 def _check_version(version: int | None) -> None:

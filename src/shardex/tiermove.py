@@ -36,13 +36,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 
 from shardex.clock import Clock
 from shardex.errors import (
+    CapabilityMissing,
     ConditionFailed,
     OutcomeUnknown,
+    RoutingStale,
     ShardexError,
     Throttled,
     Unavailable,
@@ -51,9 +53,11 @@ from shardex.fanout import FanOut
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Placement, Position, Store, StoredEntry, new_token
+from shardex.tiers import TierStores
+from shardex.writer import Writer
 from shardex.writes import RELOCATING, Refuse, Relocate, Skip, WriteRequest, decide
 
-__all__ = ["CrossTier", "truth"]
+__all__ = ["CrossTier", "TierReads", "TierWrites", "truth"]
 
 
 def truth(source: Placement | None, target: Placement | None) -> tuple[Placement | None, bool]:
@@ -249,6 +253,106 @@ class CrossTier:
         out = [e for e in await self.held(rows) if e.item_id not in seen]
         seen.update(e.item_id for e in out)
         return out
+
+
+class TierWrites:
+    """The writes of a tiered index: a value's on its tier's write loop, a moving value's
+    through its ``CrossTier``. ``routing()`` is the routing writes follow now."""
+
+    def __init__(self, tiers: TierStores, writers: Mapping[str | None, Writer],
+                 crossing: Callable[[Routing, str], CrossTier | None],
+                 routing: Callable[[], Awaitable[Routing]], name: str) -> None:
+        self._tiers = tiers
+        self._writers = writers
+        self._crossing = crossing
+        self._routing = routing
+        self._name = name
+
+    async def write(self, value: str, item_id: str, plan: Callable[[Routing], WriteRequest],
+                    what: str, *, other: str | None = None) -> bool:
+        """One logical write of ``item_id`` under ``value`` (``other``: the value a move
+        leaves). Raises CapabilityMissing for a move between tiers."""
+        routing = await self._routing()
+        crossing = self._crossing(routing, value)
+        if crossing is not None and other in (None, value):
+            return await crossing.write(item_id, plan, self._routing, what)
+        tier = self._tiers.tier_of(routing, value)
+        if other is not None and (self._tiers.tier_of(routing, other) != tier
+                                  or crossing is not None
+                                  or self._crossing(routing, other) is not None):
+            raise CapabilityMissing(
+                f"the {what} cannot apply: {other!r} and {value!r} are on different tiers "
+                "and no write spans two stores; delete the entry and put it under the new value")
+
+        async def current() -> Routing:
+            latest = await self._routing()
+            # a reshard that just began moving the value still writes where it was
+            if latest.writing.policy(value).tier != tier:
+                raise RoutingStale(f"index {self._name!r}: a reshard began moving {value!r} "
+                                   f"between tiers while its {what} ran; it did not apply: "
+                                   "write it again")
+            return latest
+
+        return await self._writers[tier].write(item_id, plan, current, what)
+
+
+class TierReads:
+    """The reads of a tiered index: a value on its tier's fan-out, a moving value on two.
+
+    ``fanouts`` holds each tier's fan-out; ``crossing(routing, value)`` is the value's
+    ``CrossTier`` while a reshard moves it between tiers (None otherwise).
+    """
+
+    def __init__(self, tiers: TierStores, fanouts: Mapping[str | None, FanOut],
+                 crossing: Callable[[Routing, str], CrossTier | None]) -> None:
+        self._tiers = tiers
+        self._fanouts = fanouts
+        self._crossing = crossing
+
+    def _cross(self, routing: Routing, value: str
+               ) -> tuple[CrossTier, FanOut, list[str], FanOut, list[str]] | None:
+        """A moving value's reader: S's fan-out and keys, then T's."""
+        crossing = self._crossing(routing, value)
+        tiers = self._tiers.crossing(routing, value)
+        if crossing is None or tiers is None or routing.previous is None:
+            return None
+        keys = {p.tier: p.shard_keys(value)
+                for p in (routing.previous.policy(value), routing.policy(value))}
+        origin, other = tiers
+        return (crossing, self._fanouts[origin], keys[origin], self._fanouts[other],
+                keys[other])
+
+    def _on(self, routing: Routing, value: str) -> FanOut:
+        return self._fanouts[self._tiers.tier_of(routing, value)]
+
+    async def page(self, routing: Routing, value: str, *, after: Position | None,
+                   descending: bool, limit: int) -> tuple[list[StoredEntry], bool]:
+        """The next ``limit`` entries of ``value`` beyond ``after``, and whether more lie beyond."""
+        cross = self._cross(routing, value)
+        if cross is not None:
+            crossing, *phases = cross
+            return await crossing.page(*phases, after=after,  # type: ignore[arg-type]
+                                       descending=descending, limit=limit)
+        first, then = routing.read_phases(value)
+        merged = await self._on(routing, value).page(value, then, first=first, after=after,
+                                                     descending=descending, limit=limit)
+        return merged.entries, merged.more
+
+    def stream(self, routing: Routing, value: str) -> AsyncIterator[StoredEntry]:
+        """Every entry of ``value``, in arrival order, an item found twice once."""
+        cross = self._cross(routing, value)
+        if cross is not None:
+            return cross[0].stream(*cross[1:])
+        first, then = routing.read_phases(value)
+        return self._on(routing, value).stream(value, then, first=first,
+                                               dedupe=routing.reads_both(value))
+
+    async def count(self, routing: Routing, value: str) -> int:
+        """How many entries ``value`` has (mid-reshard: an item found twice counted once)."""
+        first, then = routing.read_phases(value)
+        if first or self._cross(routing, value) is not None:
+            return len({e.item_id async for e in self.stream(routing, value)})
+        return await self._on(routing, value).count(value, then)
 
 
 def _decide(request: WriteRequest, held: Placement | None, in_target: bool,
