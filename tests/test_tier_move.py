@@ -242,7 +242,7 @@ def test_the_cli_moves_a_value_to_its_own_dynamodb_table(
 
     out = ok("reshard", "start", *where, "--set", "BIG=3@dedicated", "--margin", "0.1")
     assert "1 shard(s), hash -> 3 shard(s), hash on tier 'dedicated'" in out
-    assert f"--tier dedicated={dedicated}" in out  # the next step names the tier's store
+    assert f"--tier 'dedicated={dedicated}'" in out  # the next step names the tier's store
     out = ok("reshard", "run", *where, "--unit-lease", "1")
     assert "parity: 60 entries checked, no gaps" in out
     ok("reshard", "cutover", *where)
@@ -263,3 +263,52 @@ def test_the_cli_moves_a_value_to_its_own_dynamodb_table(
     with pytest.raises(SystemExit):
         cli_main(["reshard", "status", "--store", uri, "--index", "orders"])
     assert "dedicated" in capsys.readouterr().err
+
+
+def test_a_writer_stopped_between_its_two_steps_leaves_no_read_wrong() -> None:
+    """A T write whose confirmation never came, over an entry still live in S: S's entry
+    holds (the write's outcome was unknown to its caller), later writes decide from it,
+    and a delete over a copy left in T hides both at once."""
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=1), MemoryStore(seed=2)
+        tiers = {"dedicated": dedicated}
+        async with ShardedIndex(main_store, "orders", Routing(), routing_lease=LEASE,
+                                routing_ttl=0.5, tiers=tiers) as app:
+            for i in range(5):
+                await app.put("BIG", f"b-{i}", sort=f"{i:03d}")
+            async with resharder(main_store, tiers) as rs:
+                await rs.start({"BIG": P(2, tier="dedicated")}, margin=MARGIN)
+                await rs.run(until="write-new")
+                await app.refresh_routing()
+                assert app.routing.state == "write-new"
+                # b-1: written to T, then the writer stopped before confirming in S
+                held = await main_store.locate("orders", "b-1")
+                assert held is not None
+                assert held.entry is not None
+                moved = StoredEntry(app.routing.shard_key("BIG", "b-1"), "zzz", "b-1",
+                                    {"w": 1}, held.version + 1)
+                await dedicated.place("orders", "b-1", moved, version=moved.version,
+                                      expected=None)
+                page = await app.query("BIG", limit=10)
+                assert [e.item_id for e in page.items] == ["b-0", "b-1", "b-2", "b-3", "b-4"]
+                assert dict(page.items[1].attrs) == {}
+                # b-2: copied to T unconfirmed, then deleted: gone from every read at once
+                held = await main_store.locate("orders", "b-2")
+                assert held is not None
+                assert held.entry is not None
+                copy = StoredEntry(app.routing.shard_key("BIG", "b-2"), held.entry.sort,
+                                   "b-2", {}, held.version)
+                await dedicated.place("orders", "b-2", copy, version=copy.version,
+                                      expected=None)
+                assert await app.delete("BIG", "b-2")
+                assert [e.item_id for e in (await app.query("BIG")).items] == \
+                    ["b-0", "b-1", "b-3", "b-4"]
+                assert await app.count("BIG") == 4
+                await app.put("BIG", "b-1", sort="aaa")  # over the void copy in T
+                result = await rs.run(until="done")
+            assert result.state == "done"
+            await app.refresh_routing()
+            assert [(e.item_id, e.sort) for e in (await app.query("BIG")).items] == \
+                [("b-0", "000"), ("b-3", "003"), ("b-4", "004"), ("b-1", "aaa")]
+
+    run_virtual(main())

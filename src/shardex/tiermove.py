@@ -17,8 +17,9 @@ located; a write that lands in S (a ``read-both`` client's) is one conditional w
 S. Two writers that decided from the same state therefore meet on S's placement: the
 second fails its condition there and decides again from the new state. A T write whose
 confirmation failed is superseded by what S now says (a live entry, or a tombstone at a
-version at least as high); one whose writer stopped between the two steps has the
-higher version and stands (its outcome was unknown to its caller). The mover moves an
+version at least as high). One whose writer stopped between the two steps (its caller
+had an unknown outcome) is void while S still holds the item live, and stands once the
+item had moved to T (it is then the highest version there). The mover moves an
 entry the same way at its own version (T, then S's tombstone), so a move and an
 application write of the same item also meet on S.
 

@@ -66,7 +66,7 @@ def _store_options(command: Any) -> Any:
     command = click.option(
         "--tier", "tiers", multiple=True, metavar="NAME=URI", expose_value=False,
         callback=_keep_tiers, type=ValuePair(click.STRING, "NAME=URI",
-                                             "dedicated=dynamodb://orders-heavy"),
+                                             "dedicated=dynamodb://orders-heavy", first=True),
         help="The store of a tier the routing names (a policy's @NAME); give every tier "
              "the reshard reads or writes.")(command)
     command = click.option("--index", "name", required=True, help="Index name.")(command)
