@@ -36,7 +36,8 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, TypeVar
 
-from shardex.admission import AdaptiveGate, AdaptiveRate, Admission, AdmissionPolicy, Priority
+from shardex.admission import AdaptiveRate, Admission, AdmissionPolicy, Priority
+from shardex.admission.adaptive import gates, send_rates
 from shardex.admission.policy import PRIORITIES
 from shardex.capacity import Ceiling, entry_bytes, write_units
 from shardex.clock import Clock, LoopClock
@@ -175,16 +176,7 @@ class ShardedIndex:
         if routing is not None:
             self._tiers.check(routing)
         self._admission, self._owns_admission = Admission.given(admission, self._clock)
-        if adaptive is True:
-            adaptive = AdaptiveRate()
-        elif adaptive is not False and not isinstance(adaptive, AdaptiveRate):
-            raise InvalidInput(f"adaptive must be True, False or a shardex.admission."
-                               f"AdaptiveRate, got {adaptive!r}")
-        self._adaptive = adaptive or None
-        # per tier: shard keys of two stores are two partitions even when spelt alike
-        self._gates = {tier: (AdaptiveGate(self._adaptive, clock=self._clock),
-                              AdaptiveGate(self._adaptive, clock=self._clock))
-                       for tier, _ in self._tiers} if self._adaptive else {}
+        self._gates = gates(adaptive, (tier for tier, _ in self._tiers), self._clock)
         self._rng = random.Random(seed)
         self._turns = Turns(self._rng)
         # the routing record is read whatever the writes' policy leaves to the caller
@@ -230,11 +222,7 @@ class ShardedIndex:
         None for a key not paced (never throttled); empty without ``adaptive``.
         Keys of a tier are prefixed ``tier:``.
         """
-        rates: dict[str, float | None] = {}
-        for tier, (writes, _) in self._gates.items():
-            for key, rate in writes.rates().items():
-                rates[key if tier is None else f"{tier}:{key}"] = rate
-        return rates
+        return send_rates(self._gates)
 
     @property
     def meter(self) -> HeatMeter | None:

@@ -285,8 +285,11 @@ class TierWrites:
                 f"the {what} cannot apply: {other!r} and {value!r} are on different tiers "
                 "and no write spans two stores; delete the entry and put it under the new value")
 
+        known: list[Routing] = [routing]
+
         async def current() -> Routing:
-            latest = await self._routing()
+            # the routing read above serves the loop's first decision: one read, not two
+            latest = known.pop() if known else await self._routing()
             # a reshard that just began moving the value still writes where it was
             if latest.writing.policy(value).tier != tier:
                 raise RoutingStale(f"index {self._name!r}: a reshard began moving {value!r} "

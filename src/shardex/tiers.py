@@ -11,7 +11,9 @@ is in: writes of a value locate, decide and place in the value's tier with the s
 conditional, token-carrying write as everywhere else. An item whose entry is on one
 tier is not written under a value of another in one step (no transaction spans two
 stores): ``put`` and ``move`` refuse it with CapabilityMissing, naming both values;
-moving a whole value between tiers is a reshard (``shardex.reshard``).
+moving a whole value between tiers is a reshard (``shardex.reshard``), during which the
+value's items may have a placement in both stores and ``shardex.tiermove`` says which
+holds (``crossing`` names the two tiers).
 """
 
 from __future__ import annotations
