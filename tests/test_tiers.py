@@ -191,3 +191,10 @@ def test_a_dedicated_dynamodb_table_takes_its_values_entries() -> None:
                 sorted(f"b{i}" for i in range(10))
 
     asyncio.run(body())
+
+
+def test_a_bad_tier_uri_keeps_its_error_type() -> None:
+    from shardex import InvalidURI
+
+    with pytest.raises(InvalidURI, match=r"tiers\['dedicated'\]"):
+        ShardedIndex(MemoryStore(), "ix", tiers={"dedicated": "no-scheme"})

@@ -41,8 +41,9 @@ class TierStores:
     """The index's own store (tier None) and the store of each tier in ``tiers``.
 
     ``tiers`` maps tier names to a Store or a store URI. Raises InvalidInput naming
-    ``tiers[name]`` for a bad name, a value that is neither, an unparsable URI or a tier
-    that is the index's own store.
+    ``tiers[name]`` for a bad name, a value that is neither or a tier that is the
+    index's own store; a URI that cannot be opened raises what ``open_store`` raises
+    (InvalidURI, MissingDependency, ...), naming ``tiers[name]`` where it can.
     """
 
     def __init__(self, main: Store, tiers: Mapping[str, Store | str] | None) -> None:
@@ -62,7 +63,10 @@ class TierStores:
                 try:
                     store = open_store(store)
                 except ShardexError as exc:
-                    raise InvalidInput(f"tiers[{name!r}]: {exc}") from exc
+                    named = _named(exc, f"tiers[{name!r}]")
+                    if named is exc:
+                        raise
+                    raise named from exc
             elif not isinstance(store, Store):
                 raise InvalidInput(f"tiers[{name!r}] must be a Store or a store URI, "
                                    f"got {store!r}")
