@@ -523,8 +523,11 @@ class ShardedIndex:
     async def get(self, item_id: str) -> Entry | None:
         """Return the entry of ``item_id``, or None if it has none."""
         validate_item_id(item_id)
-        self._reader()
-        placement = await self._tiers.locate(self.name, item_id, self._retrying)
+        reads = self._reads()
+        # an index without tiers has one placement to read, whatever the routing says
+        routing = await self._routing_now() if self._tiers.names else None
+        placement = reads.held(routing, await self._tiers.locate(self.name, item_id,
+                                                                 self._retrying))
         if placement is None or placement.entry is None:
             return None
         return self._entry(parse_shard_key(placement.entry.shard_key)[0], placement.entry)

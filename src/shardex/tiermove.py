@@ -326,6 +326,24 @@ class TierReads:
         return (crossing, self._fanouts[origin], keys[origin], self._fanouts[other],
                 keys[other])
 
+    def held(self, routing: Routing | None, found: Mapping[str | None, Placement | None]
+             ) -> Placement | None:
+        """The live placement that holds of an item's placement in each tier (``found``).
+
+        An item has one, but while a value moves between tiers it may have one in both
+        stores: ``truth`` says which holds. Elsewhere the newest live one.
+        """
+        meta = None if routing is None else routing.reshard
+        for value in () if meta is None else meta.values:
+            assert routing is not None
+            tiers = self._tiers.crossing(routing, value)
+            if tiers is not None:
+                placement, _ = truth(found.get(tiers[0]), found.get(tiers[1]))
+                if placement is not None and placement.entry is not None:
+                    return placement
+        live = [p for p in found.values() if p is not None and p.entry is not None]
+        return max(live, key=lambda p: p.version) if live else None
+
     def _on(self, routing: Routing, value: str) -> FanOut:
         return self._fanouts[self._tiers.tier_of(routing, value)]
 

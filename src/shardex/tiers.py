@@ -141,12 +141,11 @@ class TierStores:
                 return f"under {value!r} on {_name(other)}"
         return None
 
-    async def locate(self, namespace: str, item_id: str, retrying: Retrying) -> Placement | None:
-        """The item's placement with an entry, on whichever tier holds it (the newest)."""
-        found = [await _locate(store, namespace, item_id, retrying)
-                 for store in self._stores.values()]
-        live = [p for p in found if p is not None and p.entry is not None]
-        return max(live, key=lambda p: p.version) if live else None
+    async def locate(self, namespace: str, item_id: str, retrying: Retrying
+                     ) -> dict[str | None, Placement | None]:
+        """The item's placement in each tier's store."""
+        return {tier: await _locate(store, namespace, item_id, retrying)
+                for tier, store in self._stores.items()}
 
     async def open(self) -> None:
         """Open every tier's store (not the index's own); errors name ``tiers[name]``."""
