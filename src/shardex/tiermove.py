@@ -51,6 +51,7 @@ from shardex.errors import (
     Unavailable,
 )
 from shardex.fanout import FanOut
+from shardex.keys import parse_shard_key
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Placement, Position, Store, StoredEntry, new_token
@@ -171,9 +172,12 @@ class CrossTier:
             version = max(version, 0 if source is None else source.version)
             await self._source.place(namespace, item_id, _at(entry, version), version=version,
                                      expected=source, token=token)
-            if entry is None and target is not None and target.entry is not None:
-                # a delete leaves no row in T to pass for the item: a reader that misses
-                # it now misses a deleted item (a row that moved stays, see reads)
+            if target is not None and target.entry is not None and (
+                    entry is None or _value_of(target.entry) != self.value):
+                # T's row is now stale. One of this value stays while a put moves the item
+                # here (union readers hold it against the truth, see reads); a delete's, or
+                # another value's (whose readers read T alone), goes: a reader that misses
+                # it misses an item no longer there
                 with contextlib.suppress(ConditionFailed):
                     await self._target.place(namespace, item_id, None,
                                              version=max(version, target.version),
@@ -198,7 +202,8 @@ class CrossTier:
         out = []
         for source, target in pairs:
             placement, _ = truth(source, target)
-            if placement is not None and placement.entry is not None:
+            if placement is not None and placement.entry is not None \
+                    and _value_of(placement.entry) == self.value:
                 out.append(placement.entry)
         return out
 
@@ -398,6 +403,10 @@ def _decide(request: WriteRequest, held: Placement | None, in_target: bool,
     if isinstance(decision, Skip | Refuse):
         return decision
     return decision.entry, decision.version
+
+
+def _value_of(entry: StoredEntry) -> str:
+    return parse_shard_key(entry.shard_key)[0]
 
 
 def _at(entry: StoredEntry | None, version: int) -> StoredEntry | None:

@@ -28,7 +28,7 @@ from shardex.index import ShardedIndex
 from shardex.reshard import states
 from shardex.reshard.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.reshard.mover import MOVER_RETRY, Mover, Pace, read_page
-from shardex.reshard.tiered import TierLayouts
+from shardex.reshard.tiered import TierLayouts, crossing_refusal
 from shardex.reshard.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit
 from shardex.reshard.verify import check
 from shardex.reshard.work import WorkRecords
@@ -281,6 +281,9 @@ class Resharder:
                            now=self._clock.wall(), margin=float(margin))
         assert new.reshard is not None
         assert new.previous is not None
+        refused = crossing_refusal(new)
+        if refused is not None:
+            raise ReshardRefused(f"index {self.name!r}: {refused}")
         mover = self._mover(new)
         surveys = await mover.survey(new, new.reshard.values)
         plans = {value: ValuePlan(value, new.previous.policy(value), new.policy(value),

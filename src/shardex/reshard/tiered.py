@@ -33,7 +33,7 @@ from shardex.stores.base import Placement, Position, QueryPage, Store, StoredEnt
 from shardex.tiermove import truth
 from shardex.writes import in_place
 
-__all__ = ["TierLayouts", "tagged", "untagged"]
+__all__ = ["TierLayouts", "crossing_refusal", "tagged", "untagged"]
 
 
 def tagged(tier: str | None, key: str) -> str:
@@ -47,6 +47,27 @@ def untagged(key: str) -> tuple[str | None, str]:
         return None, key
     tier, _, raw = key[1:].partition("#")
     return tier, raw
+
+
+def crossing_refusal(routing: Routing) -> str | None:
+    """Why the reshard in ``routing`` cannot move its values between tiers (None: it can).
+
+    Every value it moves between tiers moves between the same two, the same way: the
+    store they leave serializes the writes of their items (``shardex.tiermove``), and an
+    item that changes value between two of them must meet one arbiter, not two.
+    """
+    old = routing.previous
+    meta = routing.reshard
+    if old is None or meta is None:
+        return None
+    pairs = {(old.policy(v).tier, routing.policy(v).tier) for v in meta.values
+             if old.policy(v).tier != routing.policy(v).tier}
+    if len(pairs) <= 1:
+        return None
+    named = ", ".join(f"{a or 'the index store'} -> {b or 'the index store'}"
+                      for a, b in sorted(pairs, key=str))
+    return (f"one reshard moves values between one pair of tiers, one way ({named}); "
+            "start one reshard per direction")
 
 
 class TierLayouts(IndexLayouts):
@@ -76,9 +97,10 @@ class TierLayouts(IndexLayouts):
         page = await call_with_retry(
             lambda: store.query(name, raw, after=after, descending=False, limit=limit),
             PATIENT, clock=self._clock, rng=self._rng)
-        if self._left_behind(tier, raw):
-            # rows a rollback moved back out of this store stay behind, unread once the
-            # rollback is done: only an entry still held here is the mover's or the check's
+        if self._left_behind(tier, raw) and self.routing.state != "retired":
+            # rows a rollback moved back out of this store stay behind while readers may
+            # still read both stores (see shardex.tiermove): only an entry still held here
+            # is the mover's or the parity check's; the sweep removes the rest
             held = await asyncio.gather(*(self._held_here(tier, e.item_id)
                                           for e in page.entries))
             page = replace(page, entries=[e for e, here in zip(page.entries, held, strict=True)
@@ -141,6 +163,24 @@ class TierLayouts(IndexLayouts):
 
     async def move(self, entry: StoredEntry, *, value: str, source: str, reshard: str,
                    generation: int) -> bool:
-        _, raw = untagged(source)
+        tier, raw = untagged(source)
+        if self._left_behind(tier, raw) and self.routing.state == "retired":
+            return await self._remove_left(tier, entry.item_id, raw)
         return await self.index.relocate(entry.item_id, value=value, source=raw,
                                          reshard=reshard, generation=generation)
+
+    async def _remove_left(self, tier: str | None, item_id: str, key: str) -> bool:
+        """Remove a row a rolled-back move left on ``key`` of ``tier``'s store, if stale.
+
+        In ``retired`` readers read the value's own store alone, so the row is no reader's;
+        it goes unless it is still the item's truth. Conditioned on the placement found.
+        """
+        store, name = self._stores[tier], self.index.name
+        if await self._held_here(tier, item_id):
+            return False
+        found: Placement | None = await call_with_retry(
+            lambda: store.locate(name, item_id), PATIENT, clock=self._clock, rng=self._rng)
+        if found is None or found.entry is None or found.entry.shard_key != key:
+            return False
+        await store.place(name, item_id, None, version=found.version, expected=found)
+        return True
