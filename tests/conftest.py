@@ -3,22 +3,33 @@
 ``memory`` always runs, on virtual time. Real servers are started by scripts/test,
 which exports their endpoints; in CI (CI=true) a backend whose server is missing
 fails instead of being skipped.
+
+Property tests draw the same examples on every run (hypothesis ``derandomize``), so a
+run's verdict is the code's, not the draw's; ``SHARDEX_HYPOTHESIS=explore`` draws new
+ones (and more of them) to look for failures the fixed draw does not reach.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import settings
 
 import shardex
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
-from tests import dynamodb_local
+from tests import azurite, dynamodb_local
+
+settings.register_profile("fixed", derandomize=True)
+settings.register_profile("explore", derandomize=False, max_examples=500)
+settings.load_profile("explore" if os.environ.get("SHARDEX_HYPOTHESIS") == "explore"
+                      else "fixed")
 
 T = TypeVar("T")
 _names = itertools.count()
@@ -45,7 +56,12 @@ class Backend:
 
 
 def _memory(**options: Any) -> Store:
+    # The contract suites test behaviour, not capacity (tests/test_sim.py and
+    # tests/test_fidelity.py do): like DynamoDB Local, a table that hardly throttles.
     options.setdefault("seed", 7)
+    for name, value in (("partitions", 0), ("write_ceiling", 10_000.0),
+                        ("read_ceiling", 30_000.0), ("warm_write", 40_000.0)):
+        options.setdefault(name, value)
     return shardex.open_store("memory://", **options)
 
 
@@ -53,6 +69,7 @@ BACKENDS: dict[str, Backend] = {
     "memory": Backend("memory", _memory, virtual_time=True),
     "dynamodb-table": Backend("dynamodb-table", dynamodb_local.table_store, virtual_time=False),
     "dynamodb-gsi": Backend("dynamodb-gsi", dynamodb_local.gsi_store, virtual_time=False),
+    "azure-tables": Backend("azure-tables", azurite.table_store, virtual_time=False),
 }
 
 
@@ -60,6 +77,8 @@ BACKENDS: dict[str, Backend] = {
 def backend(request: pytest.FixtureRequest) -> Backend:
     if request.param.startswith("dynamodb"):
         dynamodb_local.require_endpoint()
+    elif request.param.startswith("azure"):
+        azurite.require_endpoint()
     return BACKENDS[request.param]
 
 

@@ -112,8 +112,9 @@ def test_the_gate_learns_from_outcomes_and_passes_errors_on() -> None:
 def test_a_fleet_of_gates_converges_on_a_partitions_ceiling() -> None:
     def fleet(adaptive: AdaptiveRate | None) -> FleetRun:
         # A write costs 2 of the partition's 1,000 units a second: 500 writes a second.
-        return run_virtual(run_fleet(MemoryStore(seed=3), adaptive=adaptive, clients=4,
-                                     workers=8, duration=20.0, seed=3))
+        # The key is its own partition (partitions=0): nothing else shares its ceiling.
+        return run_virtual(run_fleet(MemoryStore(seed=3, partitions=0), adaptive=adaptive,
+                                     clients=4, workers=8, duration=20.0, seed=3))
 
     plain, adaptive = fleet(None), fleet(AdaptiveRate())
     assert adaptive.wasted < 0.1 < plain.wasted

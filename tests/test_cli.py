@@ -24,9 +24,10 @@ def test_demo_json_compares_the_two_layouts() -> None:
         for key, kind in [("offered_writes_per_s", float), ("accepted_writes_per_s", float),
                           ("throttled_ratio", float), ("failed_writes", int),
                           ("write_p99_ms", float), ("read_p99_ms", float),
-                          ("listing_complete", bool)]:
+                          ("hedged_read_ratio", float), ("listing_complete", bool)]:
             assert isinstance(run[key], kind), key
         assert run["listing_complete"] is True
+        assert run["hedged_read_ratio"] <= 0.05
     unsharded, sharded = runs["unsharded"], runs["sharded"]
     assert unsharded["offered_writes_per_s"] == sharded["offered_writes_per_s"]
     assert unsharded["throttled_ratio"] > 0.5
@@ -49,7 +50,8 @@ def test_demo_prints_a_table_and_a_plot(tmp_path: Path) -> None:
     plot = tmp_path / "rates.png"
     result = CliRunner().invoke(cli, ["demo", "--plot", str(plot), *SMALL])
     assert result.exit_code == 0, result.output
-    for label in ("accepted writes/s", "throttled share", "writes failed after retries",
+    for label in ("write calls/s accepted", "entry writes/s per status", "throttled share",
+                  "writes failed after retries",
                   "every listing matched ground truth", "unsharded", "sharded"):
         assert label in result.output
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

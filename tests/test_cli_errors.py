@@ -36,7 +36,7 @@ def one_line(err: str) -> str:
     (["diagnose", "x.csv", "--format", "xml"], 2, "'xml' is not one of"),
     (["diagnose", "x.csv", "--nope"], 2, "No such option '--nope'"),
     (["diagnose", "x.csv", "--every", "0", "--stream"], 2, "--every must be"),
-    (["plan"], 2, "Missing option '--peak'"),
+    (["plan"], 2, "give each value's peak"),
     (["plan", "--peak", "P=1", "--amplification", "x"], 2, "is not a valid float"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str],

@@ -10,6 +10,7 @@ import pytest
 import shardex
 from shardex import RetryPolicy, Routing, ShardPolicy
 from tests.conftest import Backend
+from tests.helpers import relayout
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -226,6 +227,43 @@ def test_cursor_is_refused_when_damaged_or_reused_elsewhere(backend: Backend) ->
             async with backend.index(SHARDED) as other:
                 with pytest.raises(shardex.InvalidCursor, match="integrity"):
                     await other.query("PENDING", limit=2, cursor=cursor)
+
+    backend.run(body())
+
+
+def test_a_listing_continues_exactly_across_writes_and_layout_changes(backend: Backend) -> None:
+    async def body() -> None:
+        async with backend.index(SHARDED) as index:
+            rows = {f"o-{i:03d}": f"2026-11-30T{i // 60:02d}:{i % 60:02d}Z" for i in range(150)}
+            items = list(rows.items())
+            for start in range(0, 150, 30):
+                await asyncio.gather(*(index.put("PENDING", item, sort=sort)
+                                       for item, sort in items[start:start + 30]))
+            got: list[tuple[str, str]] = []
+
+            async def page(cursor: str | None) -> str | None:
+                read = await index.query("PENDING", limit=20, cursor=cursor)
+                got.extend((e.sort, e.item_id) for e in read.items)
+                return read.cursor
+
+            # two pages on 8 shards: the second resumes the shards where the first stopped
+            cursor = await page(await page(None))
+            # writes ahead of the cursor, through this index: gone, and moved to the end
+            for i in range(50, 55):
+                assert await index.delete("PENDING", f"o-{i:03d}")
+                del rows[f"o-{i:03d}"]
+            for i in range(60, 65):
+                rows[f"o-{i:03d}"] = f"2026-12-01T00:00:{i:02d}Z"
+                await index.put("PENDING", f"o-{i:03d}", sort=rows[f"o-{i:03d}"])
+            cursor = await page(cursor)
+            # a reshard to 12 shards begins (reads cover both layouts), then ends with
+            # every entry re-laid, some on shard keys the first pages never read
+            await index.update_routing(index.routing.begin({"PENDING": ShardPolicy(shards=12)}))
+            cursor = await page(cursor)
+            await relayout(index, "PENDING", ShardPolicy(shards=12))
+            while cursor is not None:
+                cursor = await page(cursor)
+            assert got == sorted((sort, item) for item, sort in rows.items())
 
     backend.run(body())
 

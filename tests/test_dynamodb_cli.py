@@ -150,3 +150,62 @@ def test_routing_set_from_a_file_and_its_errors(tmp_path: Path,
                                           "--index", "orders")
     assert "cannot also hold 'returns'" in failing(capsys, "routing", "show", "--store", uri,
                                                    "--index", "returns")
+
+
+def test_create_table_uses_the_endpoint_the_environment_names(
+        endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AWS_ENDPOINT_URL_DYNAMODB (what scripts/dynamodb-local exports) with no option."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", local.REGION)
+    name = local.unique_name()
+    out = shardex("dynamodb", "create-table", name)
+    assert f"at {endpoint} (from AWS_ENDPOINT_URL_DYNAMODB)" in out
+    assert f"store URI: dynamodb://{name}" in out
+    assert name in local.sync_client().list_tables()["TableNames"]
+    monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    shardex("routing", "set", "--store", f"dynamodb://{name}", "--index", "ix",
+            "--override", "PENDING=4")
+    shown = json.loads(shardex("routing", "show", "--store", f"dynamodb://{name}",
+                               "--index", "ix", "--json"))
+    assert shown["schema"] == "shardex.routing-record/1"
+    assert shown["routing"]["overrides"]["PENDING"]["shards"] == 4
+
+
+def test_routing_takes_region_and_endpoint_options(endpoint: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION",
+                     "AWS_REGION"):
+        monkeypatch.delenv(variable, raising=False)
+    name = local.unique_name()
+    local.sync_client().create_table(
+        TableName=name, BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                   {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                              {"AttributeName": "sk", "AttributeType": "S"}])
+    out = shardex("routing", "show", "--store", f"dynamodb://{name}", "--index", "ix",
+                  "--region", local.REGION, "--endpoint-url", endpoint)
+    assert "has no routing record" in out
+
+
+def test_dynamodb_local_start_prints_only_the_export_line(endpoint: str) -> None:
+    """`eval "$(scripts/dynamodb-local start)"` must see nothing but the export line."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    pidfile = root / ".cache" / "dynamodb-local.pid"
+    if pidfile.exists():
+        pytest.skip("a DynamoDB Local started by scripts/dynamodb-local start is running")
+    started = subprocess.run(["bash", str(root / "scripts" / "dynamodb-local"), "start"],
+                             capture_output=True, text=True, timeout=120, check=False)
+    try:
+        assert started.returncode == 0, started.stderr
+        lines = started.stdout.splitlines()
+        assert len(lines) == 1
+        assert lines[0].startswith("export SHARDEX_DYNAMODB_ENDPOINT=")
+        assert "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:" in lines[0]
+    finally:
+        subprocess.run(["bash", str(root / "scripts" / "dynamodb-local"), "stop"],
+                       capture_output=True, timeout=60, check=False)
+    assert not pidfile.exists()

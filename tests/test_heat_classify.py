@@ -31,6 +31,7 @@ def test_the_report_has_exactly_the_documented_shape(tmp_path: Path) -> None:
     assert set(report["recommendation"]) == {"strategy", "shards", "changes", "why"}
     for entry in report["top"]:
         assert set(entry) == {"key", "share", "units", "requests", "peak_units_per_s",
+                              "peak_write_units_per_s", "peak_read_units_per_s",
                               "sustained_units_per_s", "throttles", "peak_to_ceiling", "shards"}
     assert isinstance(report["rows"], int)
     assert isinstance(report["skipped_rows"], int)

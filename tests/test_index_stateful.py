@@ -8,6 +8,7 @@ full pagination must return exactly the model's entries, in order, once each.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -18,6 +19,7 @@ import shardex
 from shardex import Routing, ShardPolicy
 from shardex.retry import RetryPolicy
 from shardex.sim.clock import VirtualTimeLoop
+from shardex.stores.base import Store
 from tests.helpers import relayout
 
 VALUES = ["PENDING", "SHIPPED", "DELIVERED"]
@@ -30,17 +32,25 @@ POLICIES = st.builds(ShardPolicy, shards=st.sampled_from([1, 2, 3, 8]),
 class IndexMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.loop = VirtualTimeLoop()
+        self.loop = self.new_loop()
         self.model: dict[str, tuple[str, str, dict[str, Any]]] = {}
         self.index: shardex.ShardedIndex | None = None
+
+    def new_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the machine runs on (virtual time, for the memory store)."""
+        return VirtualTimeLoop()
+
+    def new_store(self, seed: int) -> Store:
+        """A fresh store that throttles a share of requests and times out after others."""
+        return shardex.open_store("memory://", seed=seed, throttle_rate=0.15,
+                                  ambiguous_rate=0.05)
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
 
     @initialize(seed=st.integers(0, 2**16), pending=POLICIES)
     def open_index(self, seed: int, pending: ShardPolicy) -> None:
-        store = shardex.open_store("memory://", seed=seed, throttle_rate=0.15,
-                                   ambiguous_rate=0.05)
+        store = self.new_store(seed)
         self.index = shardex.ShardedIndex(
             store, "orders", Routing(overrides={"PENDING": pending}), seed=seed,
             retry=RetryPolicy(attempts=12, base=0.01, cap=0.2, deadline=None))

@@ -383,7 +383,7 @@ def test_faults_are_reproducible_with_a_seed() -> None:
 
 def test_counters_and_timeline() -> None:
     async def main() -> None:
-        s = store()
+        s = store(partitions=0)  # every key its own partition
         for i in range(3):
             await s.place(NS, f"o{i}", entry("A", f"{i}", f"o{i}"), version=1, expected=None)
         await CLOCK.sleep(2.5)

@@ -255,11 +255,15 @@ def test_bad_options_are_refused(options: dict[str, Any], match: str) -> None:
 # -- the one path: recorder, events, subscribers ---------------------------------------------
 
 class Events:
-    """A subscriber that keeps every event."""
+    """A subscriber that keeps every request's event (and ignores other kinds, as any must)."""
 
     def __init__(self, store: Store) -> None:
         self.seen: list[Usage] = []
-        store.meter.subscribe(self.seen.append)
+        store.meter.subscribe(self.keep)
+
+    def keep(self, event: object) -> None:
+        if type(event) is Usage:
+            self.seen.append(event)
 
 
 def test_split_units_is_by_weight_and_equal_without_weights() -> None:

@@ -82,10 +82,11 @@ def test_listing_pages_and_read_units() -> None:
     plan = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0, listing_items=10_000,
                        mode="gsi")
     p = plan.values["PENDING"]
-    # 2,500 entries a shard, 1,048 to a 1 MB page: pages of 1,048, 1,048 and 404 entries
+    # 2,500 entries a shard, 1,048 would fit a 1 MB page, but a page holds at most 1,000
+    # entries: pages of 1,000, 1,000 and 500 entries
     assert p.pages_per_shard == 3
     assert p.queries_per_listing == 12
-    per_shard = 2 * read_units(1_048_000) + read_units(404_000)
+    per_shard = 2 * read_units(1_000_000) + read_units(500_000)
     assert p.listing_read_units == 4 * per_shard
     eventual = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0,
                            listing_items=10_000, consistent=False, mode="gsi").values["PENDING"]
@@ -95,7 +96,11 @@ def test_listing_pages_and_read_units() -> None:
     assert (empty.queries_per_listing, empty.listing_read_units) == (4, 4.0)
     projected = plan_shards({"PENDING": 3500}, item_bytes=1000, read_item_bytes=100,
                             headroom=1.0, listing_items=10_000, mode="gsi").values["PENDING"]
-    assert projected.queries_per_listing == 4
+    # 10,485 projected entries would fit 1 MB: the 1,000-entry page binds, 3 pages a shard
+    assert projected.queries_per_listing == 12
+    small = plan_shards({"PENDING": 3500}, item_bytes=1000, read_item_bytes=100,
+                        headroom=1.0, listing_items=4000, mode="gsi").values["PENDING"]
+    assert small.queries_per_listing == 4
 
 
 @pytest.mark.parametrize(("peaks", "options", "match"), [
@@ -191,6 +196,10 @@ def test_the_readme_example_keeps_every_shard_under_its_ceiling() -> None:
      "table mode (from --store)"),
     (["--store", "memory://"], "table", 18, "table mode (from --store)"),
     (["--mode", "gsi", "--amplification", "3"], "gsi", 27, "amplification 3 (given)"),
+    # Azure: 4 entity writes a write, against 2,000 entities a second a partition
+    (["--store", "azure-tables://orders?endpoint=http://127.0.0.1:10002/devstoreaccount1"],
+     "azure", 18, "amplification 4 (Azure Table Storage"),
+    (["--mode", "azure", "--ceiling", "dynamodb"], "azure", 36, "ceiling dynamodb"),
 ])
 def test_the_mode_sets_the_amplification_and_says_so(args: list[str], mode: str, shards: int,
                                                       said: str) -> None:
@@ -259,7 +268,9 @@ def test_cli_table_wraps_instead_of_cutting(monkeypatch: pytest.MonkeyPatch, wid
     (["--peak", "PENDING=5", "--mode", "table", "--store", "dynamodb://t?gsi=g"], "contradicts"),
     (["--peak", "PENDING=5", "--mode", "lsi"], "'lsi' is not one of"),
     (["--peak", "PENDING=5", "--bogus"], "No such option"),
-    ([], "Missing option '--peak'"),
+    ([], "give each value's peak (--peak VALUE=WRITES_PER_S) or a diagnosis (--from FILE)"),
+    (["--from", "missing.json"], "missing.json"),
+    (["--from", "pyproject.toml"], "pyproject.toml"),
 ])
 def test_cli_bad_input_is_one_clear_line_and_exit_2(
         capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
@@ -270,3 +281,11 @@ def test_cli_bad_input_is_one_clear_line_and_exit_2(
     assert err.startswith("error: ")
     assert message in err
     assert "Traceback" not in err
+
+
+def test_an_azure_table_that_cannot_keep_up_is_told_the_account_limit() -> None:
+    text = CliRunner().invoke(cli, ["plan", "--mode", "azure", "--peak", "PENDING=3000"],
+                              terminal_width=200)
+    said = " ".join(text.stdout.split())
+    assert "storage account serves about 20,000 entities a second" in said
+    assert "over 2 accounts" in said

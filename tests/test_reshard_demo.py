@@ -1,10 +1,13 @@
 """``shardex demo --reshard``: the orders scenario resharded live under the sale's load.
 
-One run (virtual time, a fifth of the plain demo's load, the ceiling scaled with it, so
-PENDING still takes five times a partition's ceiling) checks what the demo shows and the
-throttling check of the reshard: every listing matched the ground truth, the keys the
-reshard created never throttled, and the mover never spent more than its rate on a key,
-nor drew a throttle on the keys it drained.
+One run (virtual time, the command's default load: a fifth of the plain demo's, the
+ceiling scaled with it, so PENDING still takes five times a partition's ceiling) checks
+what the demo shows and the throttling check of the reshard: every listing matched the
+ground truth, the keys the reshard created never throttled, and the mover never spent
+more than its rate on a key, nor drew a throttle on the keys it drained. (At half that
+load the planned keys' own busiest seconds reach the ceiling now and then, mover or not:
+the plan's headroom is thinner against a second's spread when a key takes 30 writes a
+second.)
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from shardex.cli import cli
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     plot = tmp_path_factory.mktemp("demo") / "reshard.png"
-    result = CliRunner().invoke(cli, ["demo", "--reshard", "--json", "--rate", "500",
-                                      "--duration", "4", "--plot", str(plot)],
+    result = CliRunner().invoke(cli, ["demo", "--reshard", "--json", "--duration", "2",
+                                      "--plot", str(plot)],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout), plot
@@ -33,7 +36,7 @@ def test_the_demo_shows_throttling_before_during_and_after_and_every_listing_rig
         demo: tuple[dict[str, Any], Path]) -> None:
     doc, plot = demo
     assert doc["schema"] == "shardex.demo.reshard/1"
-    assert doc["ceiling_write_units_per_s"] == 100.0
+    assert doc["ceiling_write_units_per_s"] == 200.0
     phases = doc["phases"]
     assert list(phases) == ["before", "during", "after"]
     assert phases["before"]["throttled_ratio"] > 0.5  # unsharded under the sale
@@ -59,6 +62,7 @@ def test_no_key_throttles_because_of_the_mover(demo: tuple[dict[str, Any], Path]
     # the keys the reshard created carry the application's load and the mover's moves:
     # sized by the plan, with the mover held to a share of the ceiling, none throttles
     assert reshard["throttled_requests_on_new_keys"] == 0
+    assert reshard["throttled_requests_on_new_keys_while_moving_there"] == 0
     # the mover spends at most its rate on the key it drains (a second's bin may catch one
     # move more: 4 units), and the key does not throttle
     assert reshard["mover_peak_units_per_s_on_one_key"] <= reshard["mover_rate_units_per_s"] + 4

@@ -230,3 +230,33 @@ def test_start_takes_the_routing_of_a_plan_as_it_is(capsys: pytest.CaptureFixtur
     out = ok(capsys, "reshard", "start", "--store", uri, "--index", "orders", "--file",
              str(plan), "--dry-run")
     assert "PENDING: 1 shard(s), hash -> 18 shard(s), hash: 10 entries" in out
+
+
+def test_reshard_run_serves_its_progress_as_metrics(capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from prometheus_client import generate_latest
+
+    from shardex.metrics import prometheus
+
+    uri = local.table_store().uri
+    fill(uri, 40, lease=0.5)
+    where = ["--store", uri, "--index", "orders"]
+    ok(capsys, "reshard", "start", *where, "--set", "PENDING=4", "--margin", "0.1")
+    served: list[Any] = []
+    serve = prometheus.serve_prometheus
+
+    def keep(recorder: Any, *, port: int = 0) -> Any:
+        served.append((recorder, serve(recorder, port=port)))
+        return served[-1][1]
+
+    monkeypatch.setattr(prometheus, "serve_prometheus", keep)
+    main(["reshard", "run", *where, "--unit-lease", "1", "--metrics-port", "0"])
+    recorder, server = served[0]
+    assert f"metrics: {server.url}" in capsys.readouterr().err
+    gauges = recorder.reshard("orders").to_dict()
+    assert gauges["state"] == "verified"
+    assert gauges["moved"] == gauges["total"] > 20  # 3/4 of 40 move
+    assert gauges["mismatches"] == 0
+    scrape = generate_latest(server.registry).decode()
+    assert 'shardex_reshard_state{index="orders",state="verified"} 1.0' in scrape
+    assert 'shardex_reshard_progress{index="orders"} 1.0' in scrape

@@ -124,3 +124,31 @@ def test_a_routing_update_that_timed_out_but_landed_is_recognised_by_its_token()
                 await two.update_routing(Routing(overrides=PENDING8.overrides, version=2))
 
     run_virtual(main())
+
+
+class SlowToOpen(MemoryStore):
+    """A memory store whose first ``throttled`` connection probes are throttled."""
+
+    def __init__(self, throttled: int) -> None:
+        super().__init__(seed=3)
+        self.throttled = throttled
+
+    async def _connect(self) -> None:
+        if self.throttled:
+            self.throttled -= 1
+            raise shardex.Throttled("scripted: the probe is throttled", reason="scripted")
+        await super()._connect()
+
+
+def test_a_throttled_probe_at_open_is_tried_again_under_the_retry_policy() -> None:
+    async def main() -> None:
+        index = shardex.ShardedIndex(SlowToOpen(throttled=2), "orders", PENDING8, seed=1,
+                                     retry=shardex.RetryPolicy(attempts=3, base=0.01))
+        async with index:
+            await index.put("PENDING", "o1")
+        closed = shardex.ShardedIndex(SlowToOpen(throttled=3), "orders", PENDING8, seed=1,
+                                      retry=shardex.RetryPolicy(attempts=3, base=0.01))
+        with pytest.raises(shardex.Throttled, match="probe is throttled"):
+            await closed.open()
+
+    run_virtual(main())

@@ -21,7 +21,7 @@ from shardex.capacity import (
     write_units,
 )
 from shardex.errors import InvalidInput, Throttled
-from shardex.sim import LatencyModel, PartitionLimits, TokenBucket
+from shardex.sim import LatencyModel, TokenBucket, profile
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import StoredEntry
 from shardex.stores.memory import MemoryStore
@@ -122,40 +122,46 @@ def test_token_bucket_refuses_bad_parameters(kwargs: dict[str, object]) -> None:
         TokenBucket(**kwargs)  # type: ignore[arg-type]
 
 
-# -- partition limits -------------------------------------------------------------------
+# -- profiles ---------------------------------------------------------------------------
 
-def test_partition_starts_with_initial_burst_and_keeps_at_most_300_seconds() -> None:
-    limits = PartitionLimits()
-    assert (limits.write_ceiling, limits.read_ceiling) == (1000.0, 3000.0)
-    partition = limits.new_partition(10.0)
-    assert partition.write.available(10.0) == 1000.0
-    assert partition.read.available(10.0) == 3000.0
-    assert partition.write.available(10.0 + 150.0) == pytest.approx(1000.0 + 150_000.0)
-    assert partition.write.available(10.0 + 299.0) == pytest.approx(300_000.0)
-    assert partition.write.available(10.0 + 10_000.0) == 300_000.0
-    assert partition.read.available(10.0 + 10_000.0) == 900_000.0
-    assert partition.write.try_take(300_000, 10_010.0)
-    assert not partition.write.try_take(1, 10_010.0)
-
-
-def test_partition_limits_custom_burst() -> None:
-    partition = PartitionLimits(write_ceiling=10, read_ceiling=30, burst_seconds=5,
-                                initial_burst_seconds=0).new_partition(0.0)
-    assert partition.write.available(0.0) == 0.0
-    assert partition.write.available(60.0) == 50.0
-    assert partition.read.available(60.0) == 150.0
+def test_profiles_carry_each_stores_documented_figures() -> None:
+    on_demand = profile()
+    assert (on_demand.write_ceiling, on_demand.read_ceiling) == (1000.0, 3000.0)
+    assert (on_demand.warm_write, on_demand.warm_read) == (4000.0, 12_000.0)
+    assert (on_demand.quota_write, on_demand.quota_read) == (40_000.0, 40_000.0)
+    assert on_demand.initial_partitions == 4  # 4,000 write units: four partitions' worth
+    assert on_demand.transaction_cost == 2.0
+    gsi = profile("dynamodb-gsi")
+    assert (gsi.layout, gsi.transaction_cost, gsi.consistent) == ("gsi", 1.0, False)
+    assert profile("dynamodb-provisioned").capacity == "provisioned"
+    azure = profile("azure-tables")
+    assert (azure.unit, azure.write_ceiling, azure.warm_write) == ("entity", 2000.0, 20_000.0)
+    assert azure.write_cost(50_000) == 1.0
+    assert profile(warm_write=50_000).initial_partitions == 50
+    assert profile(partitions=0).initial_partitions == 0
 
 
-@pytest.mark.parametrize(("kwargs", "names"), [
+@pytest.mark.parametrize(("settings", "names"), [
     ({"write_ceiling": 0}, "write_ceiling"),
     ({"read_ceiling": -3}, "read_ceiling"),
     ({"burst_seconds": 0.5}, "burst_seconds"),
     ({"initial_burst_seconds": -1}, "initial_burst_seconds"),
     ({"burst_seconds": 2, "initial_burst_seconds": 3}, "initial_burst_seconds"),
+    ({"split_heat": 1.5}, "split_heat"),
+    ({"warm_write": math.inf}, "warm_write"),
+    ({"capacity": "serverless"}, "capacity"),
+    ({"partitions": -1}, "partitions"),
+    ({"capacity": "provisioned", "provisioned_write": 50_000}, "quota_write"),
+    ({"colour": "red"}, "colour"),
 ])
-def test_partition_limits_refuse_out_of_range(kwargs: dict[str, float], names: str) -> None:
+def test_profiles_refuse_settings_out_of_range(settings: dict[str, object], names: str) -> None:
     with pytest.raises(InvalidInput, match=names):
-        PartitionLimits(**kwargs)
+        profile(**settings)  # type: ignore[arg-type]
+
+
+def test_an_unknown_profile_is_refused_by_name() -> None:
+    with pytest.raises(InvalidInput, match=r"unknown profile 'dynamo'.*dynamodb-on-demand"):
+        profile("dynamo")
 
 
 # -- latency model --------------------------------------------------------------------
@@ -273,20 +279,20 @@ def test_one_hot_key_is_accepted_at_its_ceiling_and_the_rest_throttled() -> None
     ceiling, seconds = 100.0, 30.0
 
     async def main() -> tuple[int, int, StoreStats]:
-        s = store(write_ceiling=ceiling, transaction_cost=1.0)
+        s = store(write_ceiling=ceiling, transaction_cost=1.0, partitions=0)
         accepted, throttled = await offer(s, "HOT", 5 * ceiling, seconds, "o")
         return accepted, throttled, s.stats(NS)
 
     accepted, throttled, stats = run_virtual(main())
-    # one unit per place on the key: the ceiling for 30 s, plus the 1 s initial burst
-    assert accepted == pytest.approx(ceiling * seconds + ceiling, rel=0.02)
+    # one unit per place on the key: the ceiling in each of the 30 seconds, no more
+    assert accepted == pytest.approx(ceiling * seconds, rel=0.01)
     assert accepted + throttled == 5 * ceiling * seconds
     hot = stats.by_key["HOT"]
     assert hot.write_units == accepted
     assert hot.write_throttles == throttled
     assert hot.write_requests == accepted + throttled
     per_second = stats.timeline["HOT"]
-    for second in range(2, 29):
+    for second in range(29):
         assert per_second[second] == pytest.approx(ceiling, rel=0.05)
     assert sum(stats.throttle_timeline["HOT"].values()) == throttled
 
@@ -295,7 +301,7 @@ def test_eight_keys_below_the_ceiling_are_never_throttled() -> None:
     ceiling, seconds = 100.0, 30.0
 
     async def main() -> list[tuple[int, int]]:
-        s = store(write_ceiling=ceiling, transaction_cost=1.0)
+        s = store(write_ceiling=ceiling, transaction_cost=1.0, partitions=0)
         return await asyncio.gather(*(offer(s, f"K#{k}", 0.6 * ceiling, seconds, f"k{k}")
                                       for k in range(8)))
 
@@ -327,9 +333,9 @@ def test_keys_on_one_physical_partition_share_its_ceiling() -> None:
     assert throttled > 0
     assert partition.startswith("p")
     assert set(stats.by_partition) <= {"p0", "p1", "p2", "p3"}
-    # the shared partition accepted about its ceiling, its keys and placements together
-    assert stats.by_partition[partition].write_units == pytest.approx(
-        ceiling * seconds + ceiling, rel=0.03)
+    # the shared partition accepted its ceiling each second, its keys and placements together
+    assert stats.by_partition[partition].write_units == pytest.approx(ceiling * seconds,
+                                                                      rel=0.01)
 
 
 def test_a_transaction_needs_the_units_of_all_its_keys_on_one_partition() -> None:
@@ -337,11 +343,17 @@ def test_a_transaction_needs_the_units_of_all_its_keys_on_one_partition() -> Non
         s = store(write_ceiling=10.0, transaction_cost=1.0, partitions=1)
         big = entry("K", "a", "o-1", blob="z" * 9500)
         assert 9 * 1024 < entry_bytes(big) <= 10 * 1024  # ten units, the whole bucket
-        with pytest.raises(Throttled, match=r"partition p0\) throttled: write capacity 10 "):
+        with pytest.raises(Throttled, match=r"partition p0\) throttled: TransactionCanceled"
+                           r"Exception \(ThrottlingError\): TableWriteKeyRangeThroughput"
+                           r"Exceeded, over the partition's write ceiling of 10 units"):
             await s.place(NS, "o-1", big, version=1, expected=None)  # and one for the placement
         assert s.stats(NS).totals.write_units == 0
         await CLOCK.sleep(0.5)
-        await s.place(NS, "o-1", big, version=1, expected=None)
+        with pytest.raises(Throttled):  # the same second: the units never fit it
+            await s.place(NS, "o-1", big, version=1, expected=None)
+        await CLOCK.sleep(1.0)
+        with pytest.raises(Throttled):  # nor any other: 11 units, 10 a second, no burst
+            await s.place(NS, "o-1", big, version=1, expected=None)
     run_virtual(main())
 
 
@@ -350,37 +362,13 @@ def test_partitions_place_every_key_by_jump_hash() -> None:
     assert {s.partition_of(NS, k) for k in ("A", "B", "#placement#x")} == {"p0"}
     s = store(partitions=8)
     assert len({s.partition_of(NS, f"K{i}") for i in range(200)}) == 8
-    assert store().partition_of(NS, "PENDING") == "PENDING"
-
-
-def test_unused_capacity_is_kept_as_burst_up_to_300_seconds() -> None:
-    async def burst(idle: float) -> int:
-        s = store(write_ceiling=10.0, transaction_cost=1.0)
-        await s.place(NS, "first", entry("K", "0", "first"), version=1, expected=None)
-        await CLOCK.sleep(idle)
-        accepted = 0
-
-        async def one(i: int) -> None:
-            nonlocal accepted
-            try:
-                await s.place(NS, f"o{i}", entry("K", f"{i:05d}", f"o{i}"), version=1,
-                              expected=None)
-                accepted += 1
-            except Throttled:
-                pass
-
-        await asyncio.gather(*(one(i) for i in range(4000)))
-        return accepted
-
-    # the 10 initial tokens less the first write, then 10 a second
-    assert run_virtual(burst(150.0)) == pytest.approx(9 + 1500, abs=3)
-    assert run_virtual(burst(400.0)) == pytest.approx(3000, abs=3)
-    assert run_virtual(burst(5000.0)) == pytest.approx(3000, abs=3)
+    assert store(partitions=0).partition_of(NS, "PENDING") == "PENDING"
+    assert store().partition_of(NS, "PENDING") in {"p0", "p1", "p2", "p3"}
 
 
 def test_a_throttled_transaction_changes_nothing_and_takes_nothing() -> None:
     async def main() -> None:
-        s = store(write_ceiling=10.0, transaction_cost=1.0)
+        s = store(write_ceiling=10.0, transaction_cost=1.0, partitions=0)
         blob = "b" * 4500  # five units
         await s.place(NS, "o-1", entry("OLD", "a", "o-1"), version=1, expected=None)
         await s.place(NS, "x-1", entry("FULL", "1", "x-1", blob=blob), version=1,
@@ -392,9 +380,11 @@ def test_a_throttled_transaction_changes_nothing_and_takes_nothing() -> None:
             await s.place(NS, "o-1", entry("FULL", "3", "o-1"), version=2,
                           expected=await s.locate(NS, "o-1"))
         assert caught.value.key == "FULL"
-        assert caught.value.reason == "write capacity exceeded"
+        assert caught.value.reason == "TableWriteKeyRangeThroughputExceeded"
         assert str(caught.value) == (
-            "FULL (partition FULL) throttled: write capacity 10 units/s exceeded")
+            "FULL (partition FULL) throttled: TransactionCanceledException (ThrottlingError): "
+            "TableWriteKeyRangeThroughputExceeded, over the partition's write ceiling of 10 "
+            "units a second")
         placement = await s.locate(NS, "o-1")
         assert placement is not None
         assert placement.version == 1
@@ -415,15 +405,16 @@ def test_a_throttled_transaction_changes_nothing_and_takes_nothing() -> None:
 
 def test_reads_throttle_at_the_read_ceiling() -> None:
     async def main() -> None:
-        s = store(read_ceiling=5.0, initial_burst_seconds=1.0)
+        s = store(read_ceiling=5.0)
         await s.place(NS, "o-1", entry("K", "a", "o-1"), version=1, expected=None)
         results = await asyncio.gather(
             *(s.query(NS, "K", after=None, descending=False, limit=10) for _ in range(8)),
             return_exceptions=True)
         throttles = [r for r in results if isinstance(r, Throttled)]
         assert len(throttles) == 3
-        assert throttles[0].reason == "read capacity exceeded"
-        assert "read capacity 5 units/s" in str(throttles[0])
+        assert throttles[0].reason == "TableReadKeyRangeThroughputExceeded"
+        assert "ProvisionedThroughputExceededException: TableReadKeyRangeThroughputExceeded, " \
+               "over the partition's read ceiling of 5 units a second" in str(throttles[0])
         stats = s.stats(NS).by_key["K"]
         assert (stats.read_requests, stats.read_units, stats.read_throttles) == (8, 5.0, 3)
     run_virtual(main())
@@ -433,7 +424,8 @@ def test_throttle_message_names_the_physical_partition() -> None:
     async def main() -> None:
         s = store(write_ceiling=1.0, transaction_cost=1.0, partitions=3)
         await s.place(NS, "o-1", entry("PENDING", "a", "o-1"), version=1, expected=None)
-        with pytest.raises(Throttled, match=r"\(partition p\d\) throttled: write capacity 1"):
+        with pytest.raises(Throttled, match=r"\(partition p\d\) throttled: .*write ceiling "
+                                            r"of 1 units"):
             await asyncio.gather(*(
                 s.place(NS, f"o{i}", entry("PENDING", "b", f"o{i}"), version=1, expected=None)
                 for i in range(2, 5)))

@@ -31,8 +31,9 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
+from shardex.hedging import HedgePolicy
 from shardex.index import Entry, Page, ShardedIndex
-from shardex.retry import HedgePolicy, RetryPolicy
+from shardex.retry import RetryPolicy
 from shardex.routing import Routing, ShardPolicy
 from shardex.sim.clock import run_virtual
 from shardex.stores import open_store

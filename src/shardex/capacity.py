@@ -14,14 +14,34 @@ Unit rules (DynamoDB's; the memory store and the log readers follow them):
 
 Per-partition ceilings (``CEILINGS``, by store name):
 
-- DynamoDB: 1,000 write units and 3,000 read units a second per partition, with up to
-  300 seconds of unused capacity kept as burst.
+- DynamoDB: 1,000 write units and 3,000 read units a second per partition, in any
+  second: burst capacity (up to 300 seconds of a provisioned table's unused capacity) and
+  adaptive capacity never take one partition past them. Eventually consistent reads may
+  be served by any of a partition's three replicas: AWS measured 4,500 read units a
+  second (9,000 eventually consistent queries) on one partition
+  (``DYNAMODB_EVENTUAL_READ_FACTOR``).
 - Azure Table Storage: about 2,000 entities a second per partition, and about 20,000 a
   second per storage account (``AZURE_TABLES_ACCOUNT_ENTITIES``), whatever the partitions.
 - Cosmos DB: 10,000 RU a second per physical partition.
 
-Token buckets and partition models, which turn these numbers into throttling, are
-simulation and live in ``shardex.sim``.
+Table-level limits (DynamoDB):
+
+- A new on-demand table serves 4,000 write and 12,000 read request units a second at
+  once (its warm throughput), and up to twice its previous peak; traffic past twice the
+  peak reached within the last 30 minutes may be throttled.
+- The default per-table quota is 40,000 read and 40,000 write units a second, in either
+  mode (on-demand: request units served; provisioned: capacity units provisioned).
+- A partition holds about 10 GB; with a local secondary index an item collection (one
+  partition key) cannot grow past 10 GB.
+- A Query page reads at most 1 MB; shardex's stores also return at most 1,000 entries a
+  page (``QUERY_PAGE_ITEMS``).
+
+Throttle reasons are DynamoDB's ``ThrottlingReason`` names, ``<Table|Index><Read|Write>
+<limit>`` (``throttle_reason``), with the exception DynamoDB raises for each limit
+(``THROTTLE_EXCEPTIONS``).
+
+Token buckets, partitions, table limits and profiles, which turn these numbers into
+throttling, are simulation and live in ``shardex.sim``.
 """
 
 from __future__ import annotations
@@ -41,16 +61,27 @@ __all__ = [
     "COSMOS_PARTITION_RU",
     "Ceiling",
     "DYNAMODB_BURST_SECONDS",
+    "DYNAMODB_EVENTUAL_READ_FACTOR",
+    "DYNAMODB_NEW_TABLE_READ_UNITS",
+    "DYNAMODB_NEW_TABLE_WRITE_UNITS",
+    "DYNAMODB_PARTITION_BYTES",
+    "DYNAMODB_PEAK_MULTIPLE",
+    "DYNAMODB_PEAK_WINDOW_SECONDS",
     "DYNAMODB_READ_CEILING",
+    "DYNAMODB_TABLE_QUOTA_UNITS",
     "DYNAMODB_WRITE_CEILING",
+    "LIMITS",
     "QUERY_PAGE_BYTES",
+    "QUERY_PAGE_ITEMS",
     "READ_UNIT_BYTES",
+    "THROTTLE_EXCEPTIONS",
     "WRITE_UNIT_BYTES",
     "entry_bytes",
     "item_bytes",
     "number_bytes",
     "read_units",
     "resolve_ceiling",
+    "throttle_reason",
     "utf8_len",
     "value_bytes",
     "write_units",
@@ -58,11 +89,20 @@ __all__ = [
 
 WRITE_UNIT_BYTES = 1024
 READ_UNIT_BYTES = 4096
-# The most bytes one Query page reads (DynamoDB: 1 MB).
+# The most bytes one Query page reads (DynamoDB: 1 MB), and the most entries a page of
+# shardex's stores holds.
 QUERY_PAGE_BYTES = 1_048_576
+QUERY_PAGE_ITEMS = 1000
 DYNAMODB_WRITE_CEILING = 1000.0
 DYNAMODB_READ_CEILING = 3000.0
 DYNAMODB_BURST_SECONDS = 300.0
+DYNAMODB_EVENTUAL_READ_FACTOR = 1.5
+DYNAMODB_NEW_TABLE_WRITE_UNITS = 4000.0
+DYNAMODB_NEW_TABLE_READ_UNITS = 12_000.0
+DYNAMODB_PEAK_MULTIPLE = 2.0
+DYNAMODB_PEAK_WINDOW_SECONDS = 1800.0
+DYNAMODB_TABLE_QUOTA_UNITS = 40_000.0
+DYNAMODB_PARTITION_BYTES = 10 * 1024**3
 AZURE_TABLES_PARTITION_ENTITIES = 2000.0
 AZURE_TABLES_ACCOUNT_ENTITIES = 20_000.0
 COSMOS_PARTITION_RU = 10_000.0
@@ -216,3 +256,25 @@ def resolve_ceiling(spec: str | float | Ceiling) -> Ceiling:
     if not math.isfinite(number) or number <= 0:
         raise InvalidInput(f"ceiling must be a finite number of units/s > 0, got {spec!r}")
     return Ceiling(f"{number:g} units/s", number, number, "units/s")
+
+
+# The limit types of DynamoDB's ThrottlingReason, and the exception it raises for each.
+LIMITS = ("KeyRangeThroughputExceeded", "ProvisionedThroughputExceeded",
+          "AccountLimitExceeded", "MaxOnDemandThroughputExceeded")
+THROTTLE_EXCEPTIONS: Mapping[str, str] = {
+    "KeyRangeThroughputExceeded": "ProvisionedThroughputExceededException",
+    "ProvisionedThroughputExceeded": "ProvisionedThroughputExceededException",
+    "AccountLimitExceeded": "RequestLimitExceeded",
+    "MaxOnDemandThroughputExceeded": "ThrottlingException",
+}
+
+
+def throttle_reason(limit: str, *, write: bool, index: bool = False) -> str:
+    """Return DynamoDB's ThrottlingReason for ``limit`` (one of LIMITS) on a table or GSI.
+
+    ``TableWriteKeyRangeThroughputExceeded``, ``IndexReadAccountLimitExceeded``, ...:
+    resource type, operation type, limit type. Raises InvalidInput for an unknown limit.
+    """
+    if limit not in THROTTLE_EXCEPTIONS:
+        raise InvalidInput(f"unknown throttle limit {limit!r}; use one of {', '.join(LIMITS)}")
+    return f"{'Index' if index else 'Table'}{'Write' if write else 'Read'}{limit}"

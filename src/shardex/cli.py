@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -9,29 +10,50 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from shardex.commands.azure import azure
 from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
 from shardex.commands.plan import plan
 from shardex.commands.reshard import reshard
 from shardex.commands.routing import routing
+from shardex.commands.serve import serve
+from shardex.commands.simulate import simulate
 from shardex.errors import InvalidInput, ShardexError
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "configure_logging", "main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="shardex")
-def cli() -> None:
+@click.option("-v", "--verbose", count=True,
+              help="Log to stderr: -v what shardex does, -vv its details, -vvv the drivers' "
+                   "too (botocore, azure).")
+def cli(verbose: int) -> None:
     """Cure hot partitions in partitioned key-value stores."""
+    configure_logging(verbose)
+
+
+def configure_logging(verbose: int) -> None:
+    """Send log records to stderr: shardex's at INFO (1) or DEBUG (2), everyone's at 3."""
+    if verbose <= 0:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    target = logging.getLogger() if verbose >= 3 else logging.getLogger("shardex")
+    target.addHandler(handler)
+    target.setLevel(logging.DEBUG if verbose >= 2 else logging.INFO)
 
 
 cli.add_command(demo)
 cli.add_command(diagnose)
 cli.add_command(plan)
 cli.add_command(dynamodb)
+cli.add_command(azure)
 cli.add_command(routing)
 cli.add_command(reshard)
+cli.add_command(simulate)
+cli.add_command(serve)
 
 
 def _fail(message: str, code: int) -> None:

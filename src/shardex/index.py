@@ -50,13 +50,14 @@ from shardex.errors import (
     Unavailable,
 )
 from shardex.fanout import FanOut
+from shardex.hedging import HedgePolicy
 from shardex.keys import (
     parse_shard_key,
     validate_item_id,
     validate_sort,
     validate_value,
 )
-from shardex.retry import HedgePolicy, RetryPolicy, call_with_retry
+from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
 from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
 from shardex.stores import open_store
@@ -78,6 +79,7 @@ MAX_QUERY_LIMIT = 10_000
 # reads begun again, at most, when the layout moved two steps while each ran
 _MAX_REREADS = 3
 Order = Literal["asc", "desc"]
+_ADAPTIVE = HedgePolicy()
 
 
 class Entry(NamedTuple):
@@ -119,7 +121,10 @@ class ShardedIndex:
     (``shardex.routing_record`` says why). Use ``async with index:``.
     ``meter=True`` subscribes a ``HeatMeter`` to the store's events (or pass one built
     on the same store) for ``index.heat()``. ``seed`` seeds the index's one random
-    generator (backoff jitter, random shards, round-robin offsets).
+    generator (backoff jitter, random shards, round-robin offsets). Shard reads are
+    hedged by default (``HedgePolicy()``: adaptive delay, at most 5% extra requests);
+    ``hedge=None`` turns hedging off. ``cursor_secret`` (non-empty bytes) makes cursors
+    unforgeable.
 
     ``admission`` (an ``AdmissionPolicy``, kept in this process on the index's clock, or
     an ``Admission`` the caller opens, e.g. on ``SharedBudgets``) admits each request
@@ -131,8 +136,8 @@ class ShardedIndex:
     """
 
     def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
-                 retry: RetryPolicy | None = None, hedge: HedgePolicy | None = None,
-                 max_concurrency: int = 32, routing_ttl: float = 5.0,
+                 retry: RetryPolicy | None = None, hedge: HedgePolicy | None = _ADAPTIVE,
+                 max_concurrency: int = 64, routing_ttl: float = 5.0,
                  routing_lease: float = DEFAULT_LEASE,
                  cursor_secret: bytes | None = None, strict_routing: bool = False,
                  max_conflicts: int = 16, clock: Clock | None = None,
@@ -242,8 +247,12 @@ class ShardedIndex:
     # -- lifecycle -------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Open the store and load (or create) the index's routing record."""
-        await self._store.open()
+        """Open the store and load (or create) the index's routing record.
+
+        A throttled or unavailable probe of the store is tried again under the index's
+        retry policy, as every other request is.
+        """
+        await call_with_retry(self._store.open, self._retry, clock=self._clock, rng=self._rng)
         opened: list[Callable[[], Awaitable[None]]] = [self._store.close]
         try:
             await self._tiers.open()
@@ -268,6 +277,8 @@ class ShardedIndex:
             raise
         self._refresher = asyncio.ensure_future(self._record.keep_fresh())
         self._loop = asyncio.get_running_loop()
+        log.info("index %r open on %s, routing version %d", self.name, self._store.uri,
+                 self._record.routing.version)
 
     async def close(self) -> None:
         if self._fanout is not None:
@@ -276,11 +287,15 @@ class ShardedIndex:
             await stop(refresher)
             await self._record.stop()
             self._record.forget()
-            self._fanouts = {}
-            if self._admission is not None and self._owns_admission:
-                await self._admission.close()
-            await self._tiers.close()
-            await self._store.close()
+            try:
+                for tier_fanout in self._fanouts.values():
+                    await tier_fanout.close()
+            finally:
+                self._fanouts = {}
+                if self._admission is not None and self._owns_admission:
+                    await self._admission.close()
+                await self._tiers.close()
+                await self._store.close()
 
     async def __aenter__(self) -> ShardedIndex:
         await self.open()
@@ -499,7 +514,7 @@ class ShardedIndex:
             f"delete of {item_id!r} under {value!r}", units=1.0, priority=priority)
 
     async def relocate(self, item_id: str, *, value: str, source: str, reshard: str,
-                       generation: int) -> bool:
+                       generation: int) -> str | None:
         """Move the entry of ``item_id`` under ``value`` from ``source`` to where writes go now.
 
         A reshard's mover calls it, for generation ``generation`` of reshard ``reshard``:
@@ -507,16 +522,22 @@ class ShardedIndex:
         generation and a state where entries move, the entry still on the shard key
         ``source`` and not already where the layout writes follow would put it,
         conditioned on its placement as located, so an application write racing it wins
-        or is planned again on top. Returns True if it moved the entry, False if there
-        was nothing to move; errors as ``put``.
+        or is planned again on top. Returns the shard key it moved the entry to, None if
+        there was nothing to move; errors as ``put``.
         """
         validate_item_id(item_id)
         validate_value(value)
         self._reader()
-        return await self._tier_writes.write(
-            value, item_id, lambda routing: Relocate(
-                item_id, value, source, self._fresh_key(routing, value, item_id), reshard,
-                generation), f"move of {item_id!r} off {source!r}")
+        planned: list[str] = []
+
+        def plan(routing: Routing) -> Relocate:
+            # the writer never plans again once a try may have applied: the last plan is it
+            planned.append(self._fresh_key(routing, value, item_id))
+            return Relocate(item_id, value, source, planned[-1], reshard, generation)
+
+        moved = await self._tier_writes.write(value, item_id, plan,
+                                              f"move of {item_id!r} off {source!r}")
+        return planned[-1] if moved else None
 
     # -- reads -----------------------------------------------------------------------
 

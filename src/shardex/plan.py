@@ -1,4 +1,4 @@
-"""Shard-count sizing: how many shards each logical key needs.
+"""Shard-count sizing: how many shards each logical key needs, and whether the table keeps up.
 
 Pure arithmetic, no I/O. A value written at ``peak`` writes a second, each costing
 ``units`` capacity units and ``amplification`` writes (2 for a transactional write,
@@ -10,9 +10,21 @@ where ``ceiling`` is the store's per-partition write ceiling. Values whose load 
 one partition keep N = 1 (no suffix). The amplification follows the layout unless
 given (``MODES``): in index-table mode shardex writes each entry in a
 TransactWriteItems, which costs twice (2); in GSI mode DynamoDB writes the index
-entry from the application's own write (1). ``plan_shards`` adds what each N costs on the
-read side: Query calls and read units for a full listing, and the fan-out latency the
-latency model expects for N parallel requests.
+entry from the application's own write (1); on Azure Table Storage (``azure``) a write
+is about 4 entity writes on its shard key's partition (the row and its mirror, written
+and then committed: ``docs/azure.md``), against 2,000 entities a second a partition.
+
+N cures a hot partition, not a small table: ``plan_shards`` also adds up every write the
+layout makes at the table level, the entries of every value and one placement record
+per item written (``item_writes``, in the same transaction: the ``table`` layout's own
+cost), and checks the total, with the headroom, against what the table serves at once
+(its capacity profile, ``shardex.sim.profiles``: a new on-demand table 4,000 write
+units a second, its warm throughput, a provisioned table its capacity, the per-table
+quota) and says which limit binds: the partition (N sized it), the table (no N helps:
+warm or provision the table), both, or neither. It also adds what each N costs on the
+read side: Query calls and read units for a full listing (pages of at most 1 MB and
+1,000 entries), and the fan-out latency the latency model expects for N parallel
+requests.
 """
 
 from __future__ import annotations
@@ -22,17 +34,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shardex.capacity import QUERY_PAGE_BYTES, Ceiling, read_units, resolve_ceiling, write_units
+from shardex.capacity import (
+    QUERY_PAGE_BYTES,
+    QUERY_PAGE_ITEMS,
+    Ceiling,
+    read_units,
+    resolve_ceiling,
+    write_units,
+)
 from shardex.documents import PLAN_SCHEMA, rounded
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy
 from shardex.sim.latency import LatencyModel
+from shardex.sim.profiles import Profile, profile
 
 __all__ = [
     "AMPLIFICATION",
+    "CEILING_OF_MODE",
     "MODES",
+    "PLACEMENT_BYTES",
     "Plan",
+    "TablePlan",
     "ValuePlan",
     "plan_shards",
     "sharded_routing",
@@ -40,9 +63,17 @@ __all__ = [
 ]
 
 
-MODES = ("table", "gsi")
+MODES = ("table", "gsi", "azure")
 # write units a logical write costs its shard key, per layout
-AMPLIFICATION: Mapping[str, float] = {"table": 2.0, "gsi": 1.0}
+AMPLIFICATION: Mapping[str, float] = {"table": 2.0, "gsi": 1.0, "azure": 4.0}
+# the capacity profile each layout is planned on unless one is given
+_PROFILES: Mapping[str, str] = {"table": "dynamodb-on-demand", "gsi": "dynamodb-gsi",
+                                "azure": "azure-tables"}
+# the per-partition ceiling each layout is planned against unless one is given
+CEILING_OF_MODE: Mapping[str, str] = {"table": "dynamodb", "gsi": "dynamodb",
+                                      "azure": "azure-tables"}
+# A placement record (the item's own record of where its entry is): well under 1 KB.
+PLACEMENT_BYTES = 80
 
 
 def shards_for(peak: float, *, ceiling: float, units: float = 1.0,
@@ -135,11 +166,79 @@ class ValuePlan:
 
 
 @dataclass(frozen=True, slots=True)
+class TablePlan:
+    """Every write the layout makes, at the table level, against what the table serves.
+
+    - ``entry_units_per_s``: the values' entries, ``sum(write_units_per_s)``;
+      ``placement_units_per_s``: one placement record per item write (``item_writes``),
+      times the transaction cost in the ``table`` layout; ``write_units_per_s`` both,
+      ``required_units_per_s`` with the headroom.
+    - ``read_units_per_s``: the strongly consistent read of each item's placement that
+      precedes its write.
+    - ``limit_write_units_per_s``/``limit_read_units_per_s``: what the table (its GSI,
+      in GSI mode, for the entries) serves at once, and ``limited_by`` what sets that
+      (``warm throughput``, ``provisioned capacity``, ``per-table quota``, ``maximum``).
+    - ``binds``: ``partition`` (a value needs N > 1 and the table keeps up), ``table``
+      (the table cannot take the load, whatever N), ``both``, or ``none``.
+    """
+
+    profile: str
+    item_writes_per_s: float
+    entry_units_per_s: float
+    placement_units_per_s: float
+    write_units_per_s: float
+    required_units_per_s: float
+    read_units_per_s: float
+    limit_write_units_per_s: float
+    limit_read_units_per_s: float
+    limited_by: str
+    binds: str
+    setting: str
+    quota_write_units_per_s: float = math.inf
+
+    @property
+    def fits(self) -> bool:
+        """Whether the table serves the load (with headroom) at once."""
+        return self.binds in ("partition", "none")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile, "item_writes_per_s": self.item_writes_per_s,
+            "entry_units_per_s": self.entry_units_per_s,
+            "placement_units_per_s": self.placement_units_per_s,
+            "write_units_per_s": self.write_units_per_s,
+            "required_units_per_s": self.required_units_per_s,
+            "read_units_per_s": self.read_units_per_s,
+            "limit_write_units_per_s": self.limit_write_units_per_s,
+            "limit_read_units_per_s": self.limit_read_units_per_s,
+            "limited_by": self.limited_by, "fits": self.fits, "setting": self.setting,
+            "quota_write_units_per_s": self.quota_write_units_per_s,
+        }
+
+
+def _table_limit(model: Profile) -> tuple[float, float, str, str]:
+    """(write, read) units a second a table of ``model`` serves at once, what sets the
+    write figure, and the setting that raises it."""
+    if model.capacity == "provisioned":
+        write, read, why, setting = (model.provisioned_write, model.provisioned_read,
+                                     "provisioned capacity", "provisioned_write")
+    else:
+        write, read, why, setting = (model.warm_write, model.warm_read,
+                                     "warm throughput", "warm_write")
+    if model.quota_write < write:
+        write, why, setting = model.quota_write, "per-table quota", "quota_write"
+    if model.capacity == "on-demand" and model.max_write < write:
+        write, why, setting = model.max_write, "configured maximum", "max_write"
+    return write, min(read, model.quota_read), why, setting
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
-    """Per-value shard counts with their read-side costs, and the inputs they came from.
+    """Per-value shard counts with their read-side costs, the table's load, and the inputs.
 
     ``mode`` is the layout planned for (``table`` or ``gsi``); ``amplification_given``
-    says whether the amplification was given or followed from the mode.
+    says whether the amplification was given or followed from the mode; ``table`` is
+    every write the layout makes against what the table serves (``TablePlan``).
     """
 
     values: Mapping[str, ValuePlan]
@@ -152,6 +251,13 @@ class Plan:
     latency: LatencyModel
     mode: str = "table"
     amplification_given: bool = True
+    table: TablePlan | None = None
+
+    @property
+    def binds(self) -> str:
+        """Which limit binds: ``partition``, ``table``, ``both`` or ``none``."""
+        return self.table.binds if self.table is not None else (
+            "partition" if any(p.sharded for p in self.values.values()) else "none")
 
     def routing(self, *, version: int = 1) -> Routing:
         """Return a routing that shards every value whose plan needs N > 1 (hash strategy)."""
@@ -170,6 +276,8 @@ class Plan:
             "headroom": self.headroom, "item_bytes": self.item_bytes,
             "read_item_bytes": self.read_item_bytes, "consistent": self.consistent,
             "values": {value: p.to_dict() for value, p in self.values.items()},
+            "table": None if self.table is None else self.table.to_dict(),
+            "binds": self.binds,
             "routing": self.routing().to_dict()})
         return doc
 
@@ -185,10 +293,11 @@ def _listing_cost(items: int, shards: int, item_bytes: int,
     """Return (pages per shard, read units) of listing ``items`` spread over ``shards``.
 
     Each shard holds about ``ceil(items / shards)`` items and returns them in pages of
-    at most one MB (DynamoDB's Query page); a page is charged over its bytes, rounded once.
+    at most one MB (DynamoDB's Query page) and 1,000 entries (shardex's stores' page); a
+    page is charged over its bytes, rounded once.
     """
     per_shard = -(-items // shards)
-    per_page = max(1, QUERY_PAGE_BYTES // item_bytes)
+    per_page = max(1, min(QUERY_PAGE_ITEMS, QUERY_PAGE_BYTES // item_bytes))
     full, rest = divmod(per_shard, per_page)
     pages = max(1, full + (1 if rest else 0))
     units = full * read_units(per_page * item_bytes, consistent)
@@ -202,15 +311,20 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
                 amplification: float | None = None, read_item_bytes: int | None = None,
                 listing_items: int | Mapping[str, int] | None = None,
                 consistent: bool = True, latency: LatencyModel | None = None,
-                mode: str = "table") -> Plan:
+                mode: str = "table", table: Profile | None = None,
+                item_writes: float | None = None) -> Plan:
     """Plan N for each value of ``peaks`` (value -> peak writes a second) and its read cost.
 
     N is the smallest with ``peak x write_units(item_bytes) x amplification x headroom
     <= N x ceiling.write_units``; values that fit one partition keep N = 1. The
     amplification defaults to that of ``mode`` (AMPLIFICATION: 2 for ``table``, 1
-    for ``gsi``). Read-side costs use ``read_item_bytes`` (default ``item_bytes``),
+    for ``gsi``, 4 for ``azure``). Read-side costs use ``read_item_bytes`` (default ``item_bytes``),
     ``listing_items`` (entries in a full listing, for all values or per value) and
-    ``latency`` (default ``LatencyModel()``: 4 ms median, 25 ms p99). Raises InvalidKey
+    ``latency`` (default ``LatencyModel()``: 4 ms median, 25 ms p99). The table-level
+    check (``Plan.table``) runs on ``table`` (a capacity profile; default: a new
+    on-demand table, ``dynamodb-gsi`` in GSI mode, ``azure-tables`` for ``azure``) with
+    ``item_writes`` items written a second (default: the sum of the peaks, each entry
+    written by its own item write; a move writes two entries for one item). Raises InvalidKey
     for a value that cannot be a logical key, InvalidInput for a negative or non-finite peak, a
     non-positive size, headroom or amplification, an unknown ceiling or mode, or a
     value that needs more than 4096 shards.
@@ -264,6 +378,35 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
             listing_read_units=listing_units,
             fanout_p50_ms=1000.0 * model.fanout_quantile(n, 0.5),
             fanout_p99_ms=1000.0 * model.fanout_quantile(n, 0.99))
+    if item_writes is None:
+        item_writes = sum(float(peak) for peak in peaks.values())
+    elif isinstance(item_writes, bool) or not isinstance(item_writes, int | float) \
+            or not math.isfinite(item_writes) or item_writes < 0:
+        raise InvalidInput(f"item writes must be a finite number >= 0, got {item_writes!r}")
     return Plan(values=plans, ceiling=bound, item_bytes=size, read_item_bytes=read_size,
                 headroom=float(headroom), amplification=float(amplification),
-                consistent=consistent, latency=model, mode=mode, amplification_given=given)
+                consistent=consistent, latency=model, mode=mode, amplification_given=given,
+                table=_table_plan(plans, table or profile(_PROFILES[mode]), float(item_writes),
+                                  float(headroom), mode))
+
+
+def _table_plan(plans: Mapping[str, ValuePlan], model: Profile, item_writes: float,
+                headroom: float, mode: str) -> TablePlan:
+    entries = sum(p.write_units_per_s for p in plans.values())
+    cost = 1.0 if mode == "gsi" else model.transaction_cost
+    placements = item_writes * model.write_cost(PLACEMENT_BYTES) * cost
+    # in GSI mode the entries go to the GSI, which has a table-level limit of its own
+    total = max(entries, placements) if mode == "gsi" else entries + placements
+    write, read, why, setting = _table_limit(model)
+    locates = item_writes * model.read_cost(PLACEMENT_BYTES, 1, True)
+    table_binds = total * headroom > write or locates * headroom > read
+    partition_binds = any(p.sharded for p in plans.values())
+    binds = ("both" if table_binds and partition_binds else "table" if table_binds
+             else "partition" if partition_binds else "none")
+    return TablePlan(profile=model.name, item_writes_per_s=item_writes,
+                     entry_units_per_s=entries, placement_units_per_s=placements,
+                     write_units_per_s=entries + placements,
+                     required_units_per_s=total * headroom, read_units_per_s=locates,
+                     limit_write_units_per_s=write, limit_read_units_per_s=read,
+                     limited_by=why, binds=binds, setting=setting,
+                     quota_write_units_per_s=model.quota_write)

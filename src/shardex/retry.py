@@ -1,4 +1,4 @@
-"""Retry and hedging policies: small objects whose decisions are plain functions.
+"""Retry policy: a small object whose decisions are plain functions.
 
 ``RetryPolicy.decide`` says whether, and after how long, a failed call is tried
 again; ``call_with_retry`` carries that out with an injected clock, so tests run on
@@ -9,16 +9,18 @@ partition instead of bunching them.
 
 from __future__ import annotations
 
-import asyncio
+import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from shardex.clock import Clock
 from shardex.errors import InvalidInput, Throttled, Unavailable
 
-__all__ = ["HedgePolicy", "RetryPolicy", "call_hedged", "call_with_retry"]
+__all__ = ["RetryPolicy", "call_with_retry"]
+
+log = logging.getLogger("shardex")
 
 T = TypeVar("T")
 
@@ -84,62 +86,6 @@ async def call_with_retry(call: Callable[[], Awaitable[T]], policy: RetryPolicy,
                 raise
             if paced and isinstance(exc, Throttled):
                 wait = 0.0
+            log.debug("try %d failed (%s); retrying in %.3f s", attempt + 1, exc, wait)
         await clock.sleep(wait)
         attempt += 1
-
-
-@dataclass(frozen=True, slots=True)
-class HedgePolicy:
-    """Send a second copy of a read that has not answered after ``delay`` seconds.
-
-    The first answer wins and the other copy is cancelled. Reads are idempotent, so
-    hedging trades a little extra read capacity for a shorter tail. ``max_hedges``
-    bounds the extra copies per call.
-    """
-
-    delay: float = 0.05
-    max_hedges: int = 1
-
-    def __post_init__(self) -> None:
-        if self.delay <= 0:
-            raise InvalidInput(f"HedgePolicy.delay must be positive, got {self.delay}")
-        if self.max_hedges < 1:
-            raise InvalidInput(f"HedgePolicy.max_hedges must be at least 1, got {self.max_hedges}")
-
-
-async def call_hedged(call: Callable[[], Awaitable[T]], policy: HedgePolicy | None, *,
-                      clock: Clock) -> T:
-    """Await ``call()``, starting up to ``policy.max_hedges`` copies after each ``delay``.
-
-    The first copy to succeed wins; if every copy fails, the first failure is raised.
-    """
-    if policy is None:
-        return await call()
-    running: set[asyncio.Future[T]] = {asyncio.ensure_future(call())}
-    launched = 1
-    first_error: BaseException | None = None
-    timer: asyncio.Future[None] | None = None
-    try:
-        while running:
-            timer = None
-            if launched <= policy.max_hedges:
-                timer = asyncio.ensure_future(clock.sleep(policy.delay))
-            waiting: set[asyncio.Future[Any]] = set(running)
-            if timer is not None:
-                waiting.add(timer)
-            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            for task in running & done:
-                running.discard(task)
-                error = task.exception()
-                if error is None:
-                    return task.result()
-                first_error = first_error or error
-            if timer is not None and timer in done and running:
-                running.add(asyncio.ensure_future(call()))
-                launched += 1
-    finally:
-        for future in (*running, timer):
-            if future is not None and not future.done():
-                future.cancel()
-    assert first_error is not None
-    raise first_error

@@ -75,8 +75,10 @@ def reshard_demo(*, as_json: bool, plot: Path | None, seed: int, duration: float
         f"{reshard['to_move']:,}), at most {reshard['mover_peak_units_per_s_on_one_key']:,.0f} "
         f"write units/s on one key (its rate: {reshard['mover_rate_units_per_s']:,.0f}, a "
         f"share of the ceiling); throttled requests on the new keys: "
-        f"{reshard['throttled_requests_on_new_keys']:,}, on the keys it drained while it "
-        f"ran: {reshard['throttled_requests_on_drained_keys_while_moving']:,}; parity "
+        f"{reshard['throttled_requests_on_new_keys']:,} (in seconds it moved entries there: "
+        f"{reshard['throttled_requests_on_new_keys_while_moving_there']:,}), on the keys it "
+        f"drained while it ran: {reshard['throttled_requests_on_drained_keys_while_moving']:,};"
+        f" parity "
         f"before cutover: "
         + ("none" if parity is None else f"{parity['entries']:,} entries, "
            + ("no gaps" if not any(parity[k] for k in ("missing", "extra", "misplaced",

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import os
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import click
 
+from shardex.commands import output
+
 __all__ = ["dynamodb"]
+
+T = TypeVar("T")
+# the AWS SDKs' endpoint variables, in the order botocore reads them
+_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL")
 
 
 def _connection(region: str | None, endpoint_url: str | None,
@@ -28,7 +36,8 @@ def _connection_options(command: Any) -> Any:
     for option in reversed([
         click.option("--region", help="AWS region (default: the AWS environment or config)."),
         click.option("--endpoint-url", help="DynamoDB endpoint, e.g. http://127.0.0.1:8000 "
-                                            "for DynamoDB Local."),
+                                            "for DynamoDB Local (default: "
+                                            "AWS_ENDPOINT_URL_DYNAMODB, then AWS_ENDPOINT_URL)."),
         click.option("--profile", help="AWS profile of the config files to use."),
         click.option("--billing", type=click.Choice(["on-demand", "provisioned"]),
                      default="on-demand", show_default=True),
@@ -39,6 +48,20 @@ def _connection_options(command: Any) -> Any:
     ]):
         command = option(command)
     return command
+
+
+def _where(endpoint_url: str | None) -> str:
+    """Where the table is made: the endpoint given or the one the environment names."""
+    for variable in _ENDPOINT_VARIABLES:
+        if endpoint_url is None and os.environ.get(variable):
+            return f" at {os.environ[variable]} (from {variable})"
+    return ""
+
+
+def _run(what: str, work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` with a spinner: creating a table on AWS takes seconds to minutes."""
+    with output.console(stderr=True).status(what, spinner="dots"):
+        return asyncio.run(work)
 
 
 @click.group()
@@ -55,10 +78,11 @@ def create_table(table: str, region: str | None, endpoint_url: str | None,
     """Create TABLE for index-table mode (pk S HASH, sk S RANGE) and wait until ACTIVE."""
     from shardex.stores.dynamodb.admin import create_index_table
 
-    asyncio.run(create_index_table(table, billing=billing,  # type: ignore[arg-type]
-                                   read_units=read_units, write_units=write_units,
-                                   **_connection(region, endpoint_url, profile)))
-    click.echo(f"created index table {table} ({billing}); store URI: "
+    _run(f"creating {table} and waiting until it is ACTIVE...",
+         create_index_table(table, billing=billing,  # type: ignore[arg-type]
+                            read_units=read_units, write_units=write_units,
+                            **_connection(region, endpoint_url, profile)))
+    click.echo(f"created index table {table} ({billing}){_where(endpoint_url)}; store URI: "
                f"{_uri(table, region, endpoint_url)}")
 
 
@@ -72,11 +96,12 @@ def create_meta_table(table: str, name: str | None, region: str | None,
     """Create the table that holds the routing record of GSI-mode indexes on TABLE."""
     from shardex.stores.dynamodb.admin import create_meta_table as create
 
-    meta = asyncio.run(create(table, name=name, billing=billing,  # type: ignore[arg-type]
-                              read_units=read_units, write_units=write_units,
-                              **_connection(region, endpoint_url, profile)))
+    meta = _run(f"creating the metadata table of {table} and waiting until it is ACTIVE...",
+                create(table, name=name, billing=billing,  # type: ignore[arg-type]
+                       read_units=read_units, write_units=write_units,
+                       **_connection(region, endpoint_url, profile)))
     extra = "gsi=INDEX&key_attribute=A&sort_attribute=S&id_attribute=I"
     if name:
         extra += f"&meta_table={meta}"
-    click.echo(f"created metadata table {meta} ({billing}); store URI: "
+    click.echo(f"created metadata table {meta} ({billing}){_where(endpoint_url)}; store URI: "
                f"{_uri(table, region, endpoint_url, extra)}")

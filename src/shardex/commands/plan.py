@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
+import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -16,7 +19,9 @@ __all__ = ["plan"]
 
 _MODE_TEXT = {"table": "index-table mode: each entry is written in a TransactWriteItems, "
                        "which costs twice",
-              "gsi": "GSI mode: DynamoDB writes each index entry from the item's own write"}
+              "gsi": "GSI mode: DynamoDB writes each index entry from the item's own write",
+              "azure": "Azure Table Storage: the row and its mirror, written and then "
+                       "committed, are about 4 entity writes"}
 
 
 class _Listing(click.ParamType):  # type: ignore[type-arg]
@@ -39,7 +44,9 @@ _LISTING_PAIR = ValuePair(COUNT, "VALUE=N", "PENDING=50000")
 
 
 def _mode_of_store(uri: str) -> str:
-    """The layout a store URI names: ``gsi`` for ``dynamodb://TABLE?gsi=...``, else ``table``.
+    """The layout a store URI names: ``gsi`` for ``dynamodb://TABLE?gsi=...`` or a
+    ``memory://`` whose profile has the GSI layout, ``azure`` for ``azure-tables://``,
+    else ``table``.
 
     A text that is not a store URI is a usage error naming --store.
     """
@@ -47,48 +54,121 @@ def _mode_of_store(uri: str) -> str:
     if "://" not in uri or not parts.scheme:
         raise click.BadParameter(f"{uri!r} is not a store URI (scheme://...), e.g. "
                                  "dynamodb://TABLE?gsi=INDEX&...", param_hint="--store")
+    if parts.scheme.lower() == "memory":
+        return str(_profile_of_store(uri).layout)
+    if parts.scheme.lower() == "azure-tables":
+        return "azure"
     return "gsi" if parts.scheme.lower() == "dynamodb" and parse_qs(parts.query).get("gsi") \
         else "table"
 
 
+def _profile_of_store(uri: str) -> Any:
+    """The capacity profile a ``memory://`` URI names (its profile and settings)."""
+    from shardex.sim.profiles import DEFAULT_PROFILE, profile
+    from shardex.stores.memory.options import capacity_from_uri
+    from shardex.stores.uri import StoreURI
+
+    capacity, _ = capacity_from_uri(StoreURI.parse(uri))
+    return profile(capacity.pop("profile", DEFAULT_PROFILE), **capacity)
+
+
+def _measured_peaks(path: str) -> dict[str, float]:
+    """The peak write units a second of each key a ``shardex.diagnose/1`` document lists.
+
+    ``-`` reads standard input. A document of another kind, or one that lists no key, is
+    a usage error naming --from.
+    """
+    from shardex.documents import DIAGNOSE_SCHEMA
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        doc = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--from") from None
+    if not isinstance(doc, dict) or doc.get("schema") != DIAGNOSE_SCHEMA:
+        raise click.BadParameter(f"{path} is not a {DIAGNOSE_SCHEMA} document (shardex "
+                                 "diagnose --json)", param_hint="--from")
+    top = doc.get("top")
+    peaks: dict[str, float] = {}
+    for i, row in enumerate(top if isinstance(top, list) else []):
+        figure = row.get("peak_write_units_per_s", row.get("peak_units_per_s")) \
+            if isinstance(row, dict) else None
+        if not isinstance(row, dict) or not isinstance(row.get("key"), str) \
+                or isinstance(figure, bool) or not isinstance(figure, int | float):
+            raise click.BadParameter(f"{path}: top[{i}] needs a key and its peak units",
+                                     param_hint="--from")
+        peaks[row["key"]] = float(figure)
+    if not peaks:
+        raise click.BadParameter(f"{path}: the diagnosis lists no keys", param_hint="--from")
+    return peaks
+
+
 @click.command()
-@click.option("--peak", "peaks", multiple=True, required=True, metavar="VALUE=WRITES_PER_S",
+@click.option("--peak", "peaks", multiple=True, metavar="VALUE=WRITES_PER_S",
               type=ValuePair(NUMBER, "VALUE=NUMBER", "PENDING=6000"),
               help="A logical key and its peak writes a second; repeat per value.")
+@click.option("--from", "source_file", metavar="FILE",
+              help="A diagnosis (shardex diagnose --json; '-' reads stdin): plan each key it "
+                   "lists on its measured peak write units a second.")
 @click.option("--item-bytes", type=int, default=1024, show_default=True,
               help="Bytes of one index entry as written (write units per started KB).")
 @click.option("--read-item-bytes", type=int, default=None,
               help="Bytes of one entry as read (projection); default: --item-bytes.")
-@click.option("--ceiling", default="dynamodb", show_default=True,
-              help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s.")
+@click.option("--ceiling", default=None,
+              help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s. "
+                   "Default: the mode's (azure-tables for azure, else dynamodb).")
 @click.option("--headroom", type=float, default=1.5, show_default=True,
               help="Multiplier on the peak, for growth and bursts (> 0).")
-@click.option("--mode", type=click.Choice(["table", "gsi"]), default=None,
-              help="The layout: index table (shardex writes entries in transactions: 2x) or "
-                   "GSI (1x). Default: from --store, else table.")
+@click.option("--mode", type=click.Choice(["table", "gsi", "azure"]), default=None,
+              help="The layout: index table (shardex writes entries in transactions: 2x), "
+                   "GSI (1x) or Azure Table Storage (4x). Default: from --store, else table.")
 @click.option("--store", "store", metavar="URI", default=None,
               help="The store the index lives in; its URI tells the mode.")
 @click.option("--amplification", type=float, default=None,
               help="Write units per unit of item per write; default: the mode's (table 2, "
-                   "gsi 1).")
+                   "gsi 1, azure 4).")
 @click.option("--listing-items", "listings", multiple=True, metavar="N|VALUE=N", type=_Listing(),
               help="Entries in a full listing, for all values or per value; gives the "
                    "listing's pages and read units.")
 @click.option("--eventual", is_flag=True, help="Listings read eventually consistent (half).")
+@click.option("--item-writes", type=click.FloatRange(min=0), default=None, metavar="N",
+              help="Items written a second, each with one placement record (a move writes "
+                   "two entries for one item); default: the sum of the peaks.")
+@click.option("--verify", is_flag=True,
+              help="Run the recommendation through simulate (each value at its peak) and "
+                   "report the outcome.")
+@click.option("--verify-seconds", type=click.IntRange(min=1, max=86_400), default=600,
+              show_default=True, help="Virtual seconds --verify simulates.")
 @click.option("--latency-median-ms", type=float, default=4.0, show_default=True,
               help="Median latency of one request.")
 @click.option("--latency-p99-ms", type=float, default=25.0, show_default=True,
               help="99th-percentile latency of one request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan(peaks: tuple[tuple[str, float], ...], item_bytes: int, read_item_bytes: int | None,
-         ceiling: str, headroom: float, mode: str | None, store: str | None,
+def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_bytes: int,
+         read_item_bytes: int | None,
+         ceiling: str | None, headroom: float, mode: str | None, store: str | None,
          amplification: float | None, listings: tuple[int | tuple[str, int], ...],
-         eventual: bool, latency_median_ms: float, latency_p99_ms: float,
-         as_json: bool) -> None:
+         eventual: bool, item_writes: float | None, verify: bool, verify_seconds: int,
+         latency_median_ms: float, latency_p99_ms: float, as_json: bool) -> None:
     """Plan N per value: the smallest N with peak x units x amplification x headroom <= N x
-    ceiling, and the read-side cost of each N (queries, read units, fan-out latency)."""
-    from shardex.plan import plan_shards
+    ceiling, the read-side cost of each N (queries, read units, fan-out latency), and
+    every write the layout makes against what the table serves: which limit binds."""
+    from shardex.plan import CEILING_OF_MODE, plan_shards
     from shardex.sim.latency import LatencyModel
+
+    given = distinct(peaks, "--peak")
+    if source_file is not None:
+        if amplification is not None:
+            raise click.BadParameter("a diagnosis measured its units, amplification included",
+                                     param_hint="--amplification")
+        # measured units already hold the item's size and the layout's amplification
+        given = {**_measured_peaks(source_file), **given}
+        item_bytes, amplification = 1024, 1.0
+        if item_writes is None:
+            item_writes = 0.0  # a log counts units, not items: --item-writes tells them
+    elif not given:
+        raise click.UsageError("give each value's peak (--peak VALUE=WRITES_PER_S) or a "
+                               "diagnosis (--from FILE)")
 
     source = "--mode" if mode is not None else "assumed; --mode or --store sets it"
     if store is not None:
@@ -107,23 +187,34 @@ def plan(peaks: tuple[tuple[str, float], ...], item_bytes: int, read_item_bytes:
         listing = whole[0]
     elif listings:
         listing = distinct([p for p in listings if isinstance(p, tuple)], "--listing-items")
-    result = plan_shards(distinct(peaks, "--peak"), item_bytes=item_bytes,
-                         read_item_bytes=read_item_bytes, ceiling=ceiling, headroom=headroom,
+    table = _profile_of_store(store) if store is not None and store.lower().startswith(
+        "memory://") else None
+    result = plan_shards(given, item_bytes=item_bytes,
+                         read_item_bytes=read_item_bytes,
+                         ceiling=ceiling or CEILING_OF_MODE[mode or "table"], headroom=headroom,
                          amplification=amplification, listing_items=listing,
                          consistent=not eventual,
                          latency=LatencyModel(latency_median_ms, latency_p99_ms),
-                         mode=mode or "table")
+                         mode=mode or "table", table=table, item_writes=item_writes)
+    verified = _verify(result, table, verify_seconds) if verify else None
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        doc = result.to_dict()
+        if verified is not None:
+            doc["verify"] = verified
+        click.echo(json.dumps(doc, indent=2))
         return
     console = output.console()
     bound = result.ceiling
     why = "given" if result.amplification_given else _MODE_TEXT[result.mode]
-    console.print(
-        f"[bold]plan[/]: {result.mode} mode ({source}); amplification "
-        f"{result.amplification:g} ({why}); ceiling {bound.name} ({bound.write_units:g} write "
-        f"units/s a partition), headroom {result.headroom:g}x, {result.item_bytes} bytes an "
-        "entry", highlight=False)
+    sizes = (f"amplification {result.amplification:g} ({why}); "
+             f"ceiling {bound.name} ({bound.write_units:g} write units/s a partition), "
+             f"headroom {result.headroom:g}x, {result.item_bytes} bytes an entry")
+    if source_file is not None:
+        sizes = (f"peaks are the write units/s measured in {escape(source_file)} (item size "
+                 f"and amplification as measured: 1 unit an item, 1x); ceiling {bound.name} "
+                 f"({bound.write_units:g} write units/s a partition), headroom "
+                 f"{result.headroom:g}x")
+    console.print(f"[bold]plan[/]: {result.mode} mode ({source}); {sizes}", highlight=False)
     columns = [output.Column("value", "left"), *(output.Column(name) for name in (
         "peak w/s", "units/item", "WU/s", "N", "per shard", "queries", "listing RU",
         "fan-out p50/p99 ms"))]
@@ -135,3 +226,77 @@ def plan(peaks: tuple[tuple[str, float], ...], item_bytes: int, read_item_bytes:
              f"{p.fanout_p50_ms:.1f}/{p.fanout_p99_ms:.1f}"]
             for value, p in result.values.items()]
     console.print(output.table(console, columns, rows))
+    for line in _table_lines(result):
+        console.print(line, highlight=False)
+    if verified is not None:
+        _print_verified(console, verified)
+
+
+def _accounts(table: Any) -> int:
+    needed: float = table.required_units_per_s / table.limit_write_units_per_s
+    return max(1, math.ceil(needed))
+
+
+def _table_lines(result: Any) -> list[str]:
+    """The table-level check in words: every write the layout makes, and which limit binds."""
+    table = result.table
+    if table is None:
+        return []
+    sharded = [escape(v) for v, p in result.values.items() if p.sharded]
+    lines = [
+        f"[bold]table[/]: {table.write_units_per_s:,.0f} write units/s (entries "
+        f"{table.entry_units_per_s:,.0f} + placements {table.placement_units_per_s:,.0f} "
+        f"for {table.item_writes_per_s:,.0f} item writes/s), {table.required_units_per_s:,.0f}"
+        f" with the headroom; {table.profile} serves {table.limit_write_units_per_s:,.0f} at "
+        f"once ({table.limited_by}); {table.read_units_per_s:,.0f} read units/s locate the "
+        f"items (of {table.limit_read_units_per_s:,.0f})"]
+    fix = (f"raise {table.setting} ({table.limited_by}) to at least "
+           f"{table.required_units_per_s:,.0f}")
+    if result.mode == "azure":
+        # a storage account's scalability target is fixed: no setting raises it
+        fix = (f"a storage account serves about {table.limit_write_units_per_s:,.0f} entities "
+               f"a second; spread the index over {_accounts(table):,} accounts or lower the load")
+    elif table.required_units_per_s > table.quota_write_units_per_s:
+        fix += (f", past the per-table quota of {table.quota_write_units_per_s:,.0f}: "
+                "request a quota increase too")
+    binds = {
+        "partition": f"[bold]binds[/]: the partition ceiling ({', '.join(sharded)} sharded); "
+                     "the table keeps up",
+        "table": f"[bold red]binds[/]: the table, not a partition: no N helps; {fix}",
+        "both": f"[bold red]binds[/]: both: the partition ceiling ({', '.join(sharded)} "
+                f"sharded) and the table; {fix}",
+        "none": "[bold]binds[/]: neither: every value fits one partition, the table keeps up",
+    }
+    return [*lines, binds[table.binds]]
+
+
+def _verify(result: Any, table: Any, seconds: int) -> dict[str, Any]:
+    """Simulate ``result``'s routing, each value written at its peak for ``seconds``."""
+    from shardex.scenarios.simulate import simulate
+    from shardex.scenarios.workload import Schedule, ValueLoad, Workload
+    from shardex.sim.profiles import profile
+
+    values = {value: ValueLoad(value, write=Schedule(((0.0, p.peak),)),
+                               item_bytes=result.item_bytes,
+                               read_item_bytes=result.read_item_bytes)
+              for value, p in result.values.items()}
+    model = table if table is not None else profile(
+        {"gsi": "dynamodb-gsi", "azure": "azure-tables"}.get(result.mode, "dynamodb-on-demand"))
+    run = simulate(Workload(seconds, values, origin="plan --verify"), result.routing(), model,
+                   latency=result.latency).to_dict()
+    return {key: run[key] for key in ("schema", "duration_s", "profile", "throttles",
+                                      "tables", "verdict")} | {
+        "values": {value: {k: v[k] for k in ("shards", "offered_writes_per_s",
+                                             "accepted_writes_per_s", "accepted_ratio")}
+                   for value, v in run["values"].items()}}
+
+
+def _print_verified(console: Any, verified: dict[str, Any]) -> None:
+    ok = verified["verdict"]["ok"]
+    console.print(
+        f"[bold]verify[/] (simulate, {verified['duration_s']:,} virtual s on "
+        f"{verified['profile']['name']}, each value at its peak, an item write each): "
+        + ", ".join(f"{escape(value)} {100 * v['accepted_ratio']:.1f}% accepted"
+                    for value, v in verified["values"].items()), highlight=False)
+    console.print(f"[bold {'green' if ok else 'red'}]verdict[/]: "
+                  f"{escape(verified['verdict']['summary'])}", highlight=False)

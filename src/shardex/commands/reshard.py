@@ -9,6 +9,7 @@ the new layout alone, ``complete`` retires the old one, ``rollback`` goes back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shlex
@@ -19,14 +20,25 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from shardex.commands import output
+from shardex.commands.connection import Connection, connection_options, open_with
 from shardex.commands.params import POLICY, ValuePair, distinct
 from shardex.commands.routing import read_json_file
 from shardex.errors import InvalidInput, InvalidRouting
 from shardex.keys import validate_value
 from shardex.routing import Routing, ShardPolicy
+from shardex.stores.base import Store
 
 __all__ = ["reshard"]
 
@@ -70,6 +82,7 @@ def _store_options(command: Any) -> Any:
         help="The store of a tier the routing names (a policy's @NAME); give every tier "
              "the reshard reads or writes.")(command)
     command = click.option("--index", "name", required=True, help="Index name.")(command)
+    command = connection_options(command)
     return click.option("--store", "uri", required=True,
                         help="Store URI, e.g. dynamodb://TABLE?region=eu-west-1.")(command)
 
@@ -102,11 +115,12 @@ def _check_name(name: str) -> None:
         raise InvalidInput(f"index name: {exc}") from None
 
 
-def _resharder(uri: str, name: str, **options: Any) -> Any:
+def _resharder(store: str | Store, name: str, connection: Connection, **options: Any) -> Any:
     from shardex.reshard import Resharder
 
     _check_name(name)
-    return Resharder(uri, name, tiers=_tiers() or None, **options)
+    return Resharder(open_with(store, connection) if isinstance(store, str) else store, name,
+                     tiers=_tiers() or None, **options)
 
 
 def _policy_text(policy: ShardPolicy) -> str:
@@ -182,7 +196,7 @@ def _changes(current: Routing, layout: Routing | None, sets: dict[str, ShardPoli
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
           default: ShardPolicy | None, values: tuple[str, ...], path: Path | None,
-          margin: float, dry_run: bool, as_json: bool) -> None:
+          margin: float, dry_run: bool, as_json: bool, connection: Connection) -> None:
     """Start a reshard of index NAME: readers cover both layouts, then 'run' drives it."""
     if not (sets or default or path):
         raise click.UsageError("nothing to change: give --set, --default or --file")
@@ -192,7 +206,7 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
         validate_value(value)
 
     async def begin() -> Any:
-        async with _resharder(uri, name) as runner:
+        async with _resharder(uri, name, connection) as runner:
             current = await runner.routing()
             changes, file_default = _changes(current, layout, overrides)
             plan = await runner.start(changes, default=default or file_default,
@@ -246,6 +260,15 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
 # -- run, and the progress it shows ------------------------------------------------------
 
 
+class _Moved(ProgressColumn):
+    """Entries moved of the total; blank while the total is not known (before the mover)."""
+
+    def render(self, task: Task) -> Text:
+        if task.total is None:
+            return Text("")
+        return Text(f"{task.completed:,.0f}/{task.total:,.0f} moved")
+
+
 class _Reporter:
     """Shows a reshard's progress: a bar on a terminal, a plain line now and then otherwise."""
 
@@ -258,8 +281,7 @@ class _Reporter:
 
     def __enter__(self) -> _Reporter:
         if self._out.is_terminal:
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 TextColumn("{task.completed:,.0f}/{task.total:,.0f} moved"),
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), _Moved(),
                                  TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
                                  console=self._out, transient=True)
             self._bar.start()
@@ -273,9 +295,11 @@ class _Reporter:
     def __call__(self, progress: Any) -> None:
         rate = "" if progress.rate is None else f"{progress.rate:,.0f} entries/s"
         if self._bar is not None and self._task is not None:
-            total = None if progress.remaining is None else progress.moved + progress.remaining
+            # a step that does not count entries (a wait, the parity check) leaves the counts
+            counts = {} if progress.remaining is None else {
+                "completed": progress.moved, "total": progress.moved + progress.remaining}
             self._bar.update(self._task, description=f"{progress.state}: {progress.note}",
-                             completed=progress.moved, total=total, rate=rate)
+                             rate=rate, **counts)
             return
         line = f"{progress.state} ({progress.direction}): {progress.note}"
         if progress.remaining is not None:
@@ -319,14 +343,32 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
               help="Oldest parity report a cutover made by --until read-new or later uses.")
 @click.option("--every", default=5.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds between progress lines when the output is not a terminal.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve the reshard's progress gauges and the store's metrics on "
+                   "http://127.0.0.1:PORT/metrics while it runs (0: a free port; needs the "
+                   "metrics extra).")
 def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until: str | None,
-        max_age: float, every: float) -> None:
+        max_age: float, every: float, metrics_port: int | None,
+        connection: Connection) -> None:
     """Drive the reshard of index NAME (resuming it wherever it stopped)."""
     out = output.console()
-    with _Reporter(out, every=every) as report:
+    _check_name(name)
+    store = open_with(uri, connection)
+    with contextlib.ExitStack() as stack:
+        recorder = None
+        if metrics_port is not None:
+            from shardex.metrics import MetricsRecorder
+            from shardex.metrics.prometheus import serve_prometheus
+
+            recorder = MetricsRecorder().attach(store)
+            server = stack.enter_context(serve_prometheus(recorder, port=metrics_port))
+            output.console(stderr=True).print(f"metrics: {server.url}", highlight=False)
+        report = stack.enter_context(_Reporter(out, every=every))
+
         async def drive() -> Any:
-            async with _resharder(uri, name, rate=rate, workers=workers, unit_lease=unit_lease,
-                                  max_age=max_age, progress=report) as runner:
+            async with _resharder(store, name, connection, rate=rate, workers=workers,
+                                  unit_lease=unit_lease, max_age=max_age, progress=report,
+                                  recorder=recorder) as runner:
                 return await runner.run(until=until)
 
         result = _run(drive)
@@ -374,12 +416,13 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.reshard.status/1.")
 @click.option("--max-age", default=900.0, show_default=True, type=DURATION,
               help="Age past which the parity report counts as stale.")
-def status(uri: str, name: str, as_json: bool, max_age: float) -> None:
+def status(uri: str, name: str, as_json: bool, max_age: float,
+           connection: Connection) -> None:
     """Show the reshard of index NAME: state, progress per value, parity, next steps."""
     from shardex.reshard import status_document
 
     async def read() -> dict[str, Any]:
-        async with _resharder(uri, name) as runner:
+        async with _resharder(uri, name, connection) as runner:
             routing = await runner.routing()
             units = await runner.units(routing)
             return status_document(routing, units, index=name, store=uri, lease=runner.lease,
@@ -397,10 +440,10 @@ def status(uri: str, name: str, as_json: bool, max_age: float) -> None:
 @reshard.command()
 @_store_options
 @click.option("--json", "as_json", is_flag=True, help="Print the parity report as JSON.")
-def verify(uri: str, name: str, as_json: bool) -> None:
+def verify(uri: str, name: str, as_json: bool, connection: Connection) -> None:
     """Check parity: both layouts' entries against the new layout alone, and record it."""
     async def check() -> Any:
-        async with _resharder(uri, name) as runner:
+        async with _resharder(uri, name, connection) as runner:
             parity = await runner.verify()
             return parity, await runner.routing()
 
@@ -431,13 +474,13 @@ def verify(uri: str, name: str, as_json: bool) -> None:
 @_store_options
 @click.option("--max-age", default=900.0, show_default=True, type=DURATION,
               help="Oldest parity report the cutover may rely on.")
-def cutover(uri: str, name: str, max_age: float) -> None:
+def cutover(uri: str, name: str, max_age: float, connection: Connection) -> None:
     """Move readers to the new layout alone (read-new); needs a fresh, clean parity report."""
     out = output.console()
 
     with _Reporter(out) as report:
         async def switch() -> Routing:
-            async with _resharder(uri, name, progress=report) as runner:
+            async with _resharder(uri, name, connection, progress=report) as runner:
                 new: Routing = await runner.cutover(max_age=max_age)
                 return new
 
@@ -452,12 +495,12 @@ def cutover(uri: str, name: str, max_age: float) -> None:
 @click.option("--retain", type=DURATION, default=None,
               help="Keep the old layout restorable this long before retiring it "
                    "(default: the window already asked for, else none).")
-def complete(uri: str, name: str, retain: float | None) -> None:
+def complete(uri: str, name: str, retain: float | None, connection: Connection) -> None:
     """Retire the old layout (after the retention window) and end the reshard."""
     out = output.console()
     with _Reporter(out) as report:
         async def finish() -> Any:
-            async with _resharder(uri, name, progress=report) as runner:
+            async with _resharder(uri, name, connection, progress=report) as runner:
                 return await runner.complete(retain=retain)
 
         result = _run(finish)
@@ -476,13 +519,14 @@ def complete(uri: str, name: str, retain: float | None) -> None:
 @reshard.command()
 @_store_options
 @_mover_options
-def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float) -> None:
+def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
+             connection: Connection) -> None:
     """Roll the reshard back to the layout it left, moving entries back, to its end."""
     out = output.console()
     with _Reporter(out) as report:
         async def back() -> Any:
-            async with _resharder(uri, name, rate=rate, workers=workers, unit_lease=unit_lease,
-                                  progress=report) as runner:
+            async with _resharder(uri, name, connection, rate=rate, workers=workers,
+                                  unit_lease=unit_lease, progress=report) as runner:
                 return await runner.rollback()
 
         result = _run(back)

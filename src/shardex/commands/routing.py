@@ -10,7 +10,9 @@ from typing import Any
 
 import click
 
+from shardex.commands.connection import Connection, connection_options, open_with
 from shardex.commands.params import POLICY, ValuePair
+from shardex.documents import ROUTING_RECORD_SCHEMA
 from shardex.errors import InvalidInput, InvalidRouting, ReshardRefused
 from shardex.keys import validate_value
 from shardex.routing import Routing, ShardPolicy
@@ -22,6 +24,7 @@ _SHOWN_KEYS = 6
 
 def _store_options(command: Any) -> Any:
     command = click.option("--index", "name", required=True, help="Index name.")(command)
+    command = connection_options(command)
     return click.option("--store", "uri", required=True,
                         help="Store URI, e.g. dynamodb://TABLE?region=eu-west-1.")(command)
 
@@ -46,13 +49,12 @@ def routing() -> None:
 @routing.command()
 @_store_options
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
-def show(uri: str, name: str, as_json: bool) -> None:
+def show(uri: str, name: str, as_json: bool, connection: Connection) -> None:
     """Print the routing of index NAME: version, default, and the shard keys per value."""
     from shardex.routing_record import RoutingRecord
-    from shardex.stores import open_store
 
     async def read() -> tuple[Routing | None, int | None, float, str]:
-        store = open_store(uri)
+        store = open_with(uri, connection)
         async with store:
             stored, revision, lease = await RoutingRecord(store, name).read()
         return stored, revision, lease, store.uri
@@ -65,7 +67,8 @@ def show(uri: str, name: str, as_json: bool) -> None:
     current = stored or Routing()
     if as_json:
         click.echo(json.dumps({
-            "index": name, "store": where, "stored": stored is not None, "revision": revision,
+            "schema": ROUTING_RECORD_SCHEMA, "index": name, "store": where,
+            "stored": stored is not None, "revision": revision,
             "lease": lease, "routing": current.to_dict(), "layout": _layout(current),
             "previous": None if current.previous is None else _layout(current.previous),
         }, indent=2))
@@ -133,8 +136,8 @@ def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, Sha
 @click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A JSON file with default and overrides: the whole new layout.")
 def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], ...],
-                removals: tuple[str, ...], default: ShardPolicy | None,
-                path: Path | None) -> None:
+                removals: tuple[str, ...], default: ShardPolicy | None, path: Path | None,
+                connection: Connection) -> None:
     """Create the routing record of index NAME (a compare-and-set write).
 
     Only an index without a routing record gets one this way, and only for values that
@@ -144,7 +147,6 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
     """
     from shardex.index import ShardedIndex
     from shardex.routing_record import RoutingRecord
-    from shardex.stores import open_store
 
     if not (overrides or removals or default or path):
         raise click.UsageError("nothing to change: give --override, --remove, --default "
@@ -155,7 +157,7 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
         raise InvalidInput(f"index name: {exc}") from None
 
     async def change() -> tuple[Routing, Routing, str]:
-        store = open_store(uri)
+        store = open_with(uri, connection)
         async with store:
             stored, _, _ = await RoutingRecord(store, name).read()
             current = stored or Routing()

@@ -284,6 +284,8 @@ def _entry(profile: HeatProfile, heat: KeyHeat, part: bool = False) -> dict[str,
     entry: dict[str, Any] = {
         "key": heat.key, "share": profile.share(heat), "units": heat.units,
         "requests": heat.requests, "peak_units_per_s": heat.peak_units_per_s,
+        "peak_write_units_per_s": heat.peak_write_units_per_s,
+        "peak_read_units_per_s": heat.peak_read_units_per_s,
         "sustained_units_per_s": heat.sustained_units_per_s, "throttles": heat.throttles,
         "peak_to_ceiling": heat.peak_to_ceiling}
     if not part:

@@ -73,8 +73,8 @@ class Layouts(abc.ABC):
 
     @abc.abstractmethod
     async def move(self, entry: StoredEntry, *, value: str, source: str, reshard: str,
-                   generation: int) -> bool:
-        """Move ``entry`` off ``source`` to where writes go now; False if nothing moved.
+                   generation: int) -> str | None:
+        """Move ``entry`` off ``source`` to where writes go now: the key it went to, or None.
 
         Conditional: it applies only while the entry is still on ``source``, in the
         reshard generation given, and an application write racing it wins.
@@ -128,6 +128,6 @@ class IndexLayouts(Layouts):
         return float(write_units(entry_bytes(entry)) * self._transaction)
 
     async def move(self, entry: StoredEntry, *, value: str, source: str, reshard: str,
-                   generation: int) -> bool:
+                   generation: int) -> str | None:
         return await self.index.relocate(entry.item_id, value=value, source=source,
                                          reshard=reshard, generation=generation)

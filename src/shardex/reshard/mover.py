@@ -92,14 +92,16 @@ class Mover:
     units; ``worker`` names this process in leases of ``unit_lease`` seconds.
     ``progress`` is called after each checkpoint. ``spent`` accumulates the write units
     (estimated from entry sizes) the mover spent on each source key, per second of the
-    clock: what it added to the key it drains.
+    clock: what it added to the key it drains; ``landed`` the same on each key it moved
+    entries to.
     """
 
     def __init__(self, layouts: Layouts, records: WorkRecords, *, clock: Clock,
                  rate: float, read_rate: float, workers: int, unit_lease: float,
                  worker: str, split_every: int = DEFAULT_SPLIT, seed: int | None = None,
                  progress: Callable[[], None] | None = None,
-                 spent: dict[str, dict[int, float]] | None = None) -> None:
+                 spent: dict[str, dict[int, float]] | None = None,
+                 landed: dict[str, dict[int, float]] | None = None) -> None:
         self.layouts = layouts
         self.records = records
         self._clock = clock
@@ -112,6 +114,7 @@ class Mover:
         self._rng = random.Random(seed)
         self._progress = progress
         self.spent: dict[str, dict[int, float]] = {} if spent is None else spent
+        self.landed: dict[str, dict[int, float]] = {} if landed is None else landed
         self._busy: set[str] = set()  # source keys this process works on now
 
     # -- the survey ---------------------------------------------------------------
@@ -284,8 +287,9 @@ class Mover:
                 log.warning("reshard: %s", exc)
                 return "unresolved"
             pace.succeeded()
-            if moved:
-                second = self.spent.setdefault(unit.source, {})
+            if moved is not None:
                 now = int(self._clock.now())
-                second[now] = second.get(now, 0.0) + cost
-            return "moved" if moved else "skipped"
+                for key, spent in ((unit.source, self.spent), (moved, self.landed)):
+                    second = spent.setdefault(key, {})
+                    second[now] = second.get(now, 0.0) + cost
+            return "moved" if moved is not None else "skipped"

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, ReshardRefused
@@ -38,8 +38,8 @@ from shardex.stores import open_store
 from shardex.stores.base import Position, Store
 from shardex.transition import Parity
 
-__all__ = ["DEFAULT_MARGIN", "DEFAULT_MAX_AGE", "DEFAULT_UNIT_LEASE", "Progress",
-           "Resharder", "RunResult", "StartPlan", "ValuePlan"]
+__all__ = ["DEFAULT_MARGIN", "DEFAULT_MAX_AGE", "DEFAULT_UNIT_LEASE", "Gauges", "Progress",
+           "Recorder", "Resharder", "RunResult", "StartPlan", "ValuePlan"]
 
 T = TypeVar("T")
 # a DynamoDB request may take its connect and read timeouts (5 + 30 s) to fail, and
@@ -106,6 +106,20 @@ class RunResult:
     ghosts: list[tuple[str, str]] = field(default_factory=list)
 
 
+class Gauges(Protocol):
+    """Where a runner reports a reshard's progress (``shardex.metrics.ReshardProgress``)."""
+
+    def update(self, *, state: str | None = None, moved: int | None = None,
+               total: int | None = None, mismatches: int | None = None,
+               from_version: int | None = None, to_version: int | None = None) -> None: ...
+
+
+class Recorder(Protocol):
+    """What hands out an index's gauges (``shardex.metrics.MetricsRecorder``)."""
+
+    def reshard(self, index: str) -> Gauges: ...
+
+
 def default_worker() -> str:
     """A name for this process in leases: host, process id and a random tag."""
     return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -120,7 +134,11 @@ class Resharder:
     leased for ``unit_lease`` seconds. ``max_age`` (seconds) bounds the age of the parity
     report a cutover relies on; ``settle`` is waited before a parity check reads gaps
     again (default 0, or 2 s where reads are eventually consistent). ``progress`` is
-    called with a ``Progress`` as the reshard advances. ``clock`` and ``seed`` make it
+    called with a ``Progress`` as the reshard advances; with a ``recorder`` (a
+    ``shardex.metrics.MetricsRecorder``) the runner also reports to its
+    ``reshard(name)`` gauges: the state (``rolled-back`` once a rollback ends), entries
+    moved of the total, the last parity check's gaps and the routing versions it goes
+    from and to. ``clock`` and ``seed`` make it
     run on virtual time, reproducibly. ``layouts`` makes the ``Layouts`` the mover, the
     parity check and the sweep use, from the mover's own index (default:
     ``IndexLayouts``, the index's shard keys, or ``TierLayouts`` with ``tiers``).
@@ -136,6 +154,7 @@ class Resharder:
                  clock: Clock | None = None, seed: int | None = None,
                  routing_ttl: float = 5.0, split_every: int = DEFAULT_SPLIT,
                  progress: Callable[[Progress], None] | None = None,
+                 recorder: Recorder | None = None,
                  layouts: Callable[[ShardedIndex, Clock, random.Random], Layouts] | None = None,
                  tiers: Mapping[str, Store | str] | None = None) -> None:
         for option, number in (("rate", rate), ("unit_lease", unit_lease),
@@ -160,6 +179,7 @@ class Resharder:
         self._rng = random.Random(seed)
         self._split = split_every
         self._progress = progress
+        self._gauges = None if recorder is None else recorder.reshard(name)
         self._control = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
                                      seed=seed, tiers=tiers)
         self._moving = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
@@ -168,8 +188,10 @@ class Resharder:
         kind = TierLayouts if tiers else IndexLayouts
         make = layouts or (lambda index, clock, rng: kind(index, clock=clock, rng=rng))
         self.layouts = make(self._moving, self._clock, self._rng)
-        # write units the movers of this runner spent per source key and clock second
+        # write units the movers of this runner spent per source key and clock second,
+        # and per key they moved entries to
         self.mover_units: dict[str, dict[int, float]] = {}
+        self.mover_landed: dict[str, dict[int, float]] = {}
 
     async def __aenter__(self) -> Resharder:
         await self._control.open()
@@ -210,7 +232,7 @@ class Resharder:
                      read_rate=self.read_rate, workers=self.workers,
                      unit_lease=self.unit_lease, worker=self.worker,
                      split_every=self._split, seed=self._rng.randrange(2**32),
-                     spent=self.mover_units)
+                     spent=self.mover_units, landed=self.mover_landed)
 
     async def units(self, routing: Routing) -> list[Unit]:
         """Every work unit of the reshard in ``routing``, of every generation."""
@@ -234,10 +256,16 @@ class Resharder:
         """Store ``routing`` if the record is still one version before it; False if not."""
         if self._control.routing.version != routing.version - 1:
             return False
+        before = self._control.routing.reshard
         try:
             await self._control.update_routing(routing)
         except ConditionFailed:
             return False
+        if self._gauges is not None and routing.reshard is None and before is not None:
+            # the reshard ended: in the target layout, or back where it began
+            self._gauges.update(state="rolled-back" if before.direction == "rollback"
+                                else "stable", to_version=routing.version)
+        self._gauge(routing)
         return True
 
     async def _sleep_until(self, until: float, routing: Routing, note: str) -> None:
@@ -245,17 +273,32 @@ class Resharder:
             self._report(routing, None, f"waiting {left:.0f} s for {note}")
             await self._clock.sleep(min(left, 5.0))
 
+    def _gauge(self, routing: Routing, moved: int | None = None,
+               remaining: int | None = None) -> None:
+        """Report ``routing``'s state, versions and parity (and what moved) to the gauges."""
+        meta = routing.reshard
+        if self._gauges is None or meta is None:
+            return
+        previous = routing.previous
+        self._gauges.update(
+            state=states.state_of(routing), to_version=routing.version,
+            from_version=None if previous is None else previous.version,
+            mismatches=None if meta.parity is None else meta.parity.gaps,
+            moved=moved, total=None if remaining is None else (moved or 0) + remaining)
+
     def _report(self, routing: Routing, units: Sequence[Unit] | None, note: str = "",
                 rate: float | None = None) -> None:
-        if self._progress is None or routing.reshard is None:
+        meta = routing.reshard
+        if meta is None or (self._progress is None and self._gauges is None):
             return
         moved = remaining = None
         if units is not None:
-            moved = sum(u.moved for u in units if u.direction == routing.reshard.direction)
-            remaining = sum(u.remaining for u in units
-                            if u.generation == routing.reshard.generation)
-        self._progress(Progress(states.state_of(routing), routing.reshard.direction,
-                                moved or 0, remaining, rate, note))
+            moved = sum(u.moved for u in units if u.direction == meta.direction)
+            remaining = sum(u.remaining for u in units if u.generation == meta.generation)
+        self._gauge(routing, moved, remaining)
+        if self._progress is not None:
+            self._progress(Progress(states.state_of(routing), meta.direction, moved or 0,
+                                    remaining, rate, note))
 
     # -- the operator's steps --------------------------------------------------------------
 

@@ -162,12 +162,15 @@ class TierLayouts(IndexLayouts):
         return float(write_units(entry_bytes(entry)) * 2 * self._transaction)
 
     async def move(self, entry: StoredEntry, *, value: str, source: str, reshard: str,
-                   generation: int) -> bool:
+                   generation: int) -> str | None:
         tier, raw = untagged(source)
         if self._left_behind(tier, raw) and self.routing.state == "retired":
-            return await self._remove_left(tier, entry.item_id, raw)
-        return await self.index.relocate(entry.item_id, value=value, source=raw,
-                                         reshard=reshard, generation=generation)
+            removed = await self._remove_left(tier, entry.item_id, raw)
+            return source if removed else None
+        landed = await self.index.relocate(entry.item_id, value=value, source=raw,
+                                           reshard=reshard, generation=generation)
+        return None if landed is None else tagged(self.routing.writing.policy(value).tier,
+                                                  landed)
 
     async def _remove_left(self, tier: str | None, item_id: str, key: str) -> bool:
         """Remove a row a rolled-back move left on ``key`` of ``tier``'s store, if stale.

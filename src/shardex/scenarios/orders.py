@@ -7,6 +7,13 @@ write ceiling, SHIPPED is hot too, DELIVERED and CANCELLED stay cold. A dashboar
 reads the first page of PENDING ten times a second and a report lists all of it every
 few seconds; every read is checked against the scenario's ground truth. The schedule
 comes from one seed, so two layouts meet exactly the same load.
+
+The table the demo runs on (``DEMO_TABLE``) is an established one: warmed to the
+per-table quota, 40,000 write units a second, and split for heat so that every hot key
+has a partition of its own. A new on-demand table serves 4,000 write units a second on
+4 partitions, far less than the sharded layout asks (placement records included);
+``new_table_outcome`` measures what such a table, or a warm one not yet split, would
+accept of the same load, on the rate-level engine.
 """
 
 from __future__ import annotations
@@ -30,13 +37,22 @@ from shardex.plan import shards_for
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing, ShardPolicy
 from shardex.routing_record import DEFAULT_LEASE
+from shardex.scenarios.simulate import simulate
 from shardex.scenarios.truth import Tracker
+from shardex.scenarios.workload import Move, Schedule, ValueLoad, Workload
 from shardex.sim.clock import run_virtual
+from shardex.sim.profiles import profile
 from shardex.stores.memory import MemoryStore
 from shardex.stores.metered import Usage
 
-__all__ = ["Hooks", "OrdersLoad", "Phase", "RunResult", "STATUSES", "demo_layouts", "relaxed_gc",
-           "run_demo", "run_orders"]
+__all__ = ["DEMO_TABLE", "Hooks", "OrdersLoad", "Phase", "RunResult", "STATUSES", "TableCheck",
+           "demo_layouts", "new_table_outcome", "relaxed_gc", "run_demo", "run_orders"]
+
+# The demo's table: warmed to the per-table quota and split for heat (each hot key on a
+# partition of its own), as an established table is; see new_table_outcome for a new one.
+DEMO_TABLE: Mapping[str, Any] = {"warm_write": 40_000.0, "partitions": 0}
+# bytes of one of the scenario's entries as stored (shard key, sort, id, total, customer)
+_ENTRY_BYTES = 110
 
 EPOCH = datetime(2026, 11, 30, 5, 0, tzinfo=UTC)
 STATUSES = ("PENDING", "SHIPPED", "DELIVERED", "CANCELLED")
@@ -76,6 +92,27 @@ class OrdersLoad:
         delivered = shipped * self.deliver_share
         return {"PENDING": created + shipped + cancelled, "SHIPPED": shipped + delivered,
                 "DELIVERED": delivered, "CANCELLED": cancelled}
+
+    def item_writes(self) -> float:
+        """Items written a second: creations and transitions, each one placement record."""
+        created = self.created_per_s
+        return created * (1 + self.ship_share * (1 + self.deliver_share) + self.cancel_share)
+
+    def workload(self) -> Workload:
+        """The same load for ``shardex simulate``: creations, and moves between statuses."""
+        created = self.created_per_s
+        shipped = created * self.ship_share
+        rate = {"PENDING": created}
+        values = {status: ValueLoad(status, write=Schedule(((0.0, rate.get(status, 0.0)),)),
+                                    read=Schedule(((0.0, self.dashboard_reads_per_s
+                                                    if status == "PENDING" else 0.0),)),
+                                    page=self.dashboard_page, item_bytes=_ENTRY_BYTES,
+                                    read_item_bytes=_ENTRY_BYTES)
+                  for status in STATUSES}
+        moves = (Move("PENDING", "SHIPPED", Schedule(((0.0, shipped),))),
+                 Move("PENDING", "CANCELLED", Schedule(((0.0, created * self.cancel_share),))),
+                 Move("SHIPPED", "DELIVERED", Schedule(((0.0, shipped * self.deliver_share),))))
+        return Workload(max(1, math.ceil(self.duration)), values, moves, origin="demo")
 
 
 @dataclass(slots=True)
@@ -145,6 +182,7 @@ class RunResult:
     timeline: dict[str, dict[int, float]] = field(repr=False)
     phases: dict[str, Phase] = field(default_factory=dict, repr=False)
     throttle_timeline: dict[str, dict[int, int]] = field(default_factory=dict, repr=False)
+    hedged_reads: float = 0.0
 
     @property
     def listing_complete(self) -> bool:
@@ -162,6 +200,7 @@ class RunResult:
             "write_p99_ms": _ms(self.write_latencies, 0.99),
             "read_p50_ms": _ms(self.read_latencies, 0.50),
             "read_p99_ms": _ms(self.read_latencies, 0.99),
+            "hedged_read_ratio": round(self.hedged_reads, 4),
             "listing_complete": self.listing_complete,
             "listings_checked": self.listings,
             "shards": {v: self.routing.policy(v).shards for v in STATUSES},
@@ -376,11 +415,13 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
             await reader.close()
     store.meter.unsubscribe(meter)
     stats = store.stats("orders_by_status")
-    requests = throttles = 0.0
+    requests = throttles = reads = hedges = 0.0
     for key, key_stats in stats.by_key.items():
         if not is_reserved(key):
             requests += key_stats.write_requests
             throttles += key_stats.write_throttles
+            reads += key_stats.read_requests
+            hedges += key_stats.hedges_sent
     return RunResult(
         layout=layout, routing=routing,
         duration=load.duration if hooks is None else clock.now(),
@@ -391,6 +432,7 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
         offered_by_status=offered,
         timeline={k: dict(v) for k, v in stats.timeline.items() if not is_reserved(k)},
         phases=phases, throttle_timeline=meter.throttles,
+        hedged_reads=hedges / (reads - hedges) if reads > hedges else 0.0,
     )
 
 
@@ -409,11 +451,49 @@ def demo_layouts(load: OrdersLoad, *, ceiling: float = 1000.0, units: float = 1.
     return {"unsharded": Routing(), "sharded": Routing(overrides=overrides)}
 
 
+@dataclass(frozen=True, slots=True)
+class TableCheck:
+    """What a table would accept of the demo's sharded layout, on the rate-level engine.
+
+    ``asked_write_units_per_s``: every write unit the layout asks a second (entries and
+    placement records); ``new_table``: the share of entry writes a new on-demand table
+    accepts; ``warm_unsplit``: the share a table warmed as ``DEMO_TABLE`` but not yet
+    split for heat accepts (its hot keys may share partitions); ``demo_table``: the share
+    the demo's own table accepts.
+    """
+
+    asked_write_units_per_s: float
+    new_table: float
+    warm_unsplit: float
+    demo_table: float
+
+
+def new_table_outcome(load: OrdersLoad, routing: Routing) -> TableCheck:
+    """Simulate ``routing`` under ``load`` on a new table, a warm unsplit one, and the demo's."""
+    workload = load.workload()
+
+    def accepted(**settings: Any) -> tuple[float, float]:
+        run = simulate(workload, routing, profile(**settings))
+        offered = sum(c.offered for c in run.values.values())
+        taken = sum(c.accepted for c in run.values.values())
+        asked = max((max(t.asked, default=0.0) for t in run.tables if t.write), default=0.0)
+        return (taken / offered if offered else 1.0), asked
+
+    new, asked = accepted()
+    unsplit, _ = accepted(warm_write=DEMO_TABLE["warm_write"])
+    demo, _ = accepted(**DEMO_TABLE)
+    return TableCheck(asked, new, unsplit, demo)
+
+
 def run_demo(load: OrdersLoad | None = None, *, seed: int = 1,
              store_options: Mapping[str, Any] | None = None) -> list[RunResult]:
-    """Run the scenario on virtual time, once per layout, with the same seed and load."""
+    """Run the scenario on virtual time, once per layout, with the same seed and load.
+
+    The store is ``memory://`` with ``DEMO_TABLE``'s settings, ``store_options`` over them.
+    """
     load = load or OrdersLoad()
-    ceiling = float((store_options or {}).get("write_ceiling", 1000.0))
+    store_options = {**DEMO_TABLE, **(store_options or {})}
+    ceiling = float(store_options.get("write_ceiling", 1000.0))
     with relaxed_gc():
         return [
             run_virtual(run_orders(load, routing, layout=name, seed=seed,

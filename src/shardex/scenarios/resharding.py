@@ -19,6 +19,7 @@ from shardex.keys import parse_shard_key
 from shardex.reshard import Progress, Resharder
 from shardex.routing import Routing
 from shardex.scenarios.orders import (
+    DEMO_TABLE,
     STATUSES,
     Hooks,
     OrdersLoad,
@@ -53,6 +54,7 @@ class ReshardDemo:
     to_move: int = 0
     parity: Parity | None = None
     mover_units: dict[str, dict[int, float]] = field(default_factory=dict)
+    mover_landed: dict[str, dict[int, float]] = field(default_factory=dict)
 
     @property
     def result(self) -> RunResult:
@@ -65,9 +67,18 @@ class ReshardDemo:
         return self.result.listing_complete
 
     def new_key_throttles(self) -> int:
-        """Throttled write requests on the shard keys the reshard created."""
+        """Throttled write requests on the shard keys the reshard created (any cause)."""
         return sum(sum(seconds.values()) for key, seconds in
                    self.result.throttle_timeline.items() if parse_shard_key(key)[1] is not None)
+
+    def landed_key_throttles(self) -> int:
+        """Throttled write requests on the keys the mover moved entries to, in its seconds there.
+
+        Only there can the mover have pushed a new key over its ceiling; a throttle in a
+        second it did not write the key is the application's own load.
+        """
+        return sum(self.result.throttle_timeline.get(key, {}).get(second, 0)
+                   for key, seconds in self.mover_landed.items() for second in seconds)
 
     def drained_key_throttles(self) -> int:
         """Throttled write requests on the keys the mover drained, in seconds it ran there."""
@@ -101,6 +112,8 @@ class ReshardDemo:
                 "mover_rate_units_per_s": self.mover_rate,
                 "mover_peak_units_per_s_on_one_key": round(self.mover_peak(), 1),
                 "throttled_requests_on_new_keys": self.new_key_throttles(),
+                "throttled_requests_on_new_keys_while_moving_there":
+                    self.landed_key_throttles(),
                 "throttled_requests_on_drained_keys_while_moving":
                     self.drained_key_throttles(),
                 "parity": parity},
@@ -116,6 +129,7 @@ def run_reshard_demo(load: OrdersLoad, *, seed: int = 1, ceiling: float = 200.0,
                      margin: float = 0.5) -> ReshardDemo:
     """Run the scenario unsharded, reshard it live, and go on ``after`` seconds; virtual time.
 
+    The store is ``memory://`` with ``DEMO_TABLE``'s settings (the plain demo's table).
     ``ceiling`` is one partition's write units a second (reads: three times that);
     ``mover_rate`` the mover's write units a second on one key (default half the
     ceiling); ``lease`` and ``margin`` the routing's lease and the reshard's margin.
@@ -143,6 +157,7 @@ def run_reshard_demo(load: OrdersLoad, *, seed: int = 1, ceiling: float = 200.0,
             result = await runner.run(until="done")
             demo.parity = result.parity
             demo.mover_units = runner.mover_units
+            demo.mover_landed = runner.mover_landed
         demo.finished = clock.now()
         demo.states.append(("stable", "forward", demo.finished))
         now["phase"] = "after"
@@ -151,7 +166,8 @@ def run_reshard_demo(load: OrdersLoad, *, seed: int = 1, ceiling: float = 200.0,
                   done=lambda: now["phase"] == "after" and clock.now() >= demo.finished + after,
                   routing_lease=lease, reader_ttl=1.0)
     long = OrdersLoad(**{**_fields(load), "duration": before + _HORIZON})
-    options = {"write_ceiling": ceiling, "read_ceiling": 3 * ceiling}
+    # the plain demo's table (warm, split for heat), at this run's ceiling
+    options = {**DEMO_TABLE, "write_ceiling": ceiling, "read_ceiling": 3 * ceiling}
     with relaxed_gc():
         demo.run = run_virtual(run_orders(long, Routing(), layout="resharded live", seed=seed,
                                           store_options=options, hooks=hooks))

@@ -1,10 +1,9 @@
-"""Token buckets and partitions: how the simulator turns ceilings into throttling.
+"""The token bucket: capacity that refills at a rate and keeps unused units up to a bound.
 
-Pure arithmetic, no I/O and no clock of its own: every call takes ``now`` (seconds).
-Every physical partition has a write ceiling and a read ceiling (by default DynamoDB's,
-from ``shardex.capacity``), each a token bucket that keeps up to ``burst_seconds``
-(300) of unused capacity as burst. A request that finds too few tokens is throttled
-and takes none.
+Pure arithmetic, no I/O and no clock of its own: every call takes ``now`` (seconds). A
+provisioned table's burst (up to 300 seconds of unused capacity, ``shardex.sim.table``)
+and a partition's share of it (``shardex.sim.partitions``) are token buckets. A
+request that finds too few tokens is throttled and takes none.
 """
 
 from __future__ import annotations
@@ -12,10 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shardex.capacity import DYNAMODB_BURST_SECONDS, DYNAMODB_READ_CEILING, DYNAMODB_WRITE_CEILING
 from shardex.errors import InvalidInput
 
-__all__ = ["PartitionCapacity", "PartitionLimits", "TokenBucket"]
+__all__ = ["TokenBucket"]
 
 # Float refills land a hair below a whole number of units; without the slack a bucket
 # refilled for exactly one unit's worth of time would still refuse that unit.
@@ -72,61 +70,27 @@ class TokenBucket:
         self.available(now)
         self.tokens -= units
 
+    def room(self, now: float, span: float) -> float:
+        """Units that may be taken over the ``span`` seconds from ``now``: what the bucket
+        holds at ``now`` plus what it refills meanwhile (the rate engine's second), less
+        what ``consume`` took of that span already."""
+        if self.updated >= now + span > now:
+            return self.tokens
+        return min(self.capacity, self.available(now)) + self.rate * span
+
+    def consume(self, units: float, now: float, span: float) -> None:
+        """Take ``units`` spread over the ``span`` seconds from ``now`` (``room`` said they
+        are there). The span's refill is added once, however many calls share it; the
+        bucket is capped again when the next span opens."""
+        end = now + span
+        if self.updated < end or span <= 0:
+            self.tokens = min(self.capacity, self.available(now)) + self.rate * span
+            self.updated = end
+        self.tokens = max(0.0, self.tokens - units)
+
     def try_take(self, units: float, now: float) -> bool:
         """Take ``units`` if the bucket holds them at ``now``; a refusal takes nothing."""
         if self.available(now) + _EPSILON >= units:
             self.tokens -= units
             return True
         return False
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionLimits:
-    """The ceilings of one physical partition, in units a second, and its burst.
-
-    ``burst_seconds``: how many seconds of unused capacity a partition keeps (at least
-    1, so that any item the ceiling allows fits in the bucket). A new partition starts
-    with ``initial_burst_seconds`` of capacity (0 up to ``burst_seconds``). Raises
-    InvalidInput naming the field that is out of range.
-    """
-
-    write_ceiling: float = DYNAMODB_WRITE_CEILING
-    read_ceiling: float = DYNAMODB_READ_CEILING
-    burst_seconds: float = DYNAMODB_BURST_SECONDS
-    initial_burst_seconds: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("write_ceiling", "read_ceiling"):
-            value = getattr(self, name)
-            _require(name, value)
-            if value <= 0:
-                raise InvalidInput(f"{name} must be > 0 units/s, got {value!r}")
-        _require("burst_seconds", self.burst_seconds, minimum=1.0)
-        _require("initial_burst_seconds", self.initial_burst_seconds)
-        if self.initial_burst_seconds > self.burst_seconds:
-            raise InvalidInput(
-                f"initial_burst_seconds ({self.initial_burst_seconds:g}) must not exceed "
-                f"burst_seconds ({self.burst_seconds:g})"
-            )
-
-    def write_bucket(self, now: float) -> TokenBucket:
-        """Return the write bucket of a partition first used at ``now``."""
-        return TokenBucket(self.write_ceiling, self.write_ceiling * self.burst_seconds,
-                           self.write_ceiling * self.initial_burst_seconds, now)
-
-    def read_bucket(self, now: float) -> TokenBucket:
-        """Return the read bucket of a partition first used at ``now``."""
-        return TokenBucket(self.read_ceiling, self.read_ceiling * self.burst_seconds,
-                           self.read_ceiling * self.initial_burst_seconds, now)
-
-    def new_partition(self, now: float) -> PartitionCapacity:
-        """Return the buckets of a partition first used at ``now``."""
-        return PartitionCapacity(write=self.write_bucket(now), read=self.read_bucket(now))
-
-
-@dataclass(slots=True)
-class PartitionCapacity:
-    """The write and read token buckets of one physical partition."""
-
-    write: TokenBucket
-    read: TokenBucket

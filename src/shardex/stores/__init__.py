@@ -1,4 +1,5 @@
-"""Backends, chosen by URI: ``open_store("memory://")``, ``dynamodb://TABLE?...``.
+"""Backends, chosen by URI: ``open_store("memory://")``, ``dynamodb://TABLE?...``,
+``azure-tables://TABLE?endpoint=URL``.
 
 The URI is parsed once into a ``StoreURI``; the scheme picks a backend from one
 explicit table, and the backend's module (with its driver) is imported only then.
@@ -20,6 +21,7 @@ __all__ = ["BACKENDS", "StoreURI", "open_store"]
 BACKENDS: Mapping[str, str] = {
     "memory": "shardex.stores.memory:MemoryStore",
     "dynamodb": "shardex.stores.dynamodb:DynamoDBStore",
+    "azure-tables": "shardex.stores.azure:AzureTablesStore",
 }
 
 

@@ -2,13 +2,14 @@
 
 ``HeatMeter(store)`` subscribes to the store's meter (``shardex.stores.metered``) and
 counts every Usage event in windows of ``window`` seconds on the store's clock:
-requests, capacity units, throttles and latency (a bounded histogram). Counts are kept
-per shard key, per logical key (the shard key without its ``#k`` suffix) and, for the
-store's own keys (placements, records, the owner check), per reserved bucket
-(``#placement``, ``#record``, ``#owner``), never as logical keys. A request that touched
-several keys (a placement) counts once on each, with the units the store reported there,
-and once on the totals with all its units. ``ShardedIndex(..., meter=True)`` builds one,
-and ``index.heat()`` reads it.
+requests, capacity units, throttles and latency (a bounded histogram), and every Hedge
+event (hedged read copies sent, won and cancelled, with the cancelled copies' units).
+Counts are kept per shard key, per logical key (the shard key without its ``#k``
+suffix) and, for the store's own keys (placements, records, the owner check), per
+reserved bucket (``#placement``, ``#record``, ``#owner``), never as logical keys. A
+request that touched several keys (a placement) counts once on each, with the units the
+store reported there, and once on the totals with all its units.
+``ShardedIndex(..., meter=True)`` builds one, and ``index.heat()`` reads it.
 
 Memory is bounded: the last ``windows`` windows are kept for the timeline (peaks are
 folded in as each window closes), and at most ``max_keys`` shard keys and as many
@@ -34,7 +35,7 @@ from shardex.errors import InvalidInput, InvalidKey
 from shardex.keys import SEPARATOR, is_reserved, parse_shard_key
 from shardex.stores.base import Store
 from shardex.stores.heatview import HeatSnapshot, HotView, KeyMeter
-from shardex.stores.metered import Counts, Share, Usage
+from shardex.stores.metered import Counts, Hedge, Share, Usage
 
 __all__ = ["HeatMeter", "OTHER"]
 
@@ -173,6 +174,8 @@ class HeatMeter:
 
     def __call__(self, event: object) -> None:
         if type(event) is not Usage:
+            if type(event) is Hedge:
+                self._hedge(event)
             return
         now, latency, write = event.end, event.end - event.start, event.write
         throttled = event.outcome == "throttled"
@@ -184,6 +187,23 @@ class HeatMeter:
         for share in event.shares or (Share(event.key, 0.0),):
             self._count(share.key, window, latency, write, share.units,
                         throttled and share.key == event.key)
+
+    def _hedge(self, event: Hedge) -> None:
+        """Count a hedged copy's fate on its shard key's and logical key's tallies."""
+        self._seen = max(self._seen, event.at)
+        window = self._current(event.at)
+        self._totals.counts.hedge(event.outcome, event.units)
+        key = event.key
+        if is_reserved(key):
+            return
+        try:
+            value = parse_shard_key(key)[0]
+        except InvalidKey:
+            value = key
+        oldest = window.index - self._keep + 1
+        for table, name in ((self._shards, key), (self._values, value)):
+            _, tally = table.tally(name, value, window.index, oldest)
+            tally.counts.hedge(event.outcome, event.units)
 
     def _current(self, now: float) -> _Window:
         """Return the window of ``now``, closing (folding the peaks of) older ones."""
@@ -271,6 +291,9 @@ class HeatMeter:
                 write_throttles=counts.write_throttles,
                 peak_units_per_s=peak * per_s, peak_read_units_per_s=peak_read * per_s,
                 peak_write_units_per_s=peak_write * per_s,
+                hedges_sent=counts.hedges_sent, hedges_won=counts.hedges_won,
+                hedges_cancelled=counts.hedges_cancelled,
+                cancelled_units=counts.cancelled_units,
                 latency_p50_ms=None if p50 is None else 1000.0 * p50,
                 latency_p99_ms=None if p99 is None else 1000.0 * p99,
                 latency_max_ms=1000.0 * hist.high if hist.count else None)
@@ -282,10 +305,12 @@ class HeatMeter:
         live_values = open_window.values if open_window is not None else {}
         other = self._values.other or self._shards.other
         timeline: dict[str, list[tuple[float, float]]] = {}
+        shard_timeline: dict[str, list[tuple[float, float]]] = {}
         for w in ring:
             start = w.index * self._window
-            for value, slots in w.values.items():
-                timeline.setdefault(value, []).append((start, slots.units * per_s))
+            for line, slotted in ((timeline, w.values), (shard_timeline, w.shard_keys)):
+                for key, slots in slotted.items():
+                    line.setdefault(key, []).append((start, slots.units * per_s))
         return HeatSnapshot(
             at=now, window=self._window, windows=[w.index * self._window for w in ring],
             shard_keys=level(self._shards, live_shards),
@@ -294,6 +319,7 @@ class HeatMeter:
             totals=meter(self._totals, open_window.total if open_window is not None else None),
             other=None if other is None else meter(other, live_values.get(OTHER)),
             overflow=self._values.overflow.top(20), timeline=timeline,
+            shard_timeline=shard_timeline,
             shard_values={k: t.value for k, t in self._shards.tallies.items()})
 
     def hot(self, top: int = 10, *, ceiling: str | float | Ceiling = "dynamodb") -> HotView:

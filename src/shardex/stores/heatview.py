@@ -26,6 +26,9 @@ class KeyMeter:
     ``requests`` counts every request, throttled or failed ones included; units are
     the capacity units the store reported consumed (0 for requests that report none,
     such as a placement lookup). Latencies are histogram estimates in milliseconds.
+    Hedged reads: ``hedges_sent`` extra copies sent (each also a request), ``hedges_won``
+    of them answered first, ``hedges_cancelled`` copies no one waited for, which
+    consumed ``cancelled_units`` (also in ``read_units``).
     """
 
     requests: int = 0
@@ -38,6 +41,10 @@ class KeyMeter:
     peak_units_per_s: float = 0.0
     peak_read_units_per_s: float = 0.0
     peak_write_units_per_s: float = 0.0
+    hedges_sent: int = 0
+    hedges_won: int = 0
+    hedges_cancelled: int = 0
+    cancelled_units: float = 0.0
     latency_p50_ms: float | None = None
     latency_p99_ms: float | None = None
     latency_max_ms: float | None = None
@@ -129,7 +136,8 @@ class HeatSnapshot:
       counted as logical keys; ``other`` aggregates keys past the meter's key cap, and
       ``overflow`` ranks those keys by units with Space-Saving error bounds.
     - ``timeline``: logical key -> [(window start in seconds, units/s)] over the
-      retained windows; ``windows`` lists those windows' starts.
+      retained windows in which it had traffic; ``windows`` lists those windows' starts;
+      ``shard_timeline`` is the same per shard key.
     - ``shard_values``: shard key -> its logical key.
     """
 
@@ -144,6 +152,7 @@ class HeatSnapshot:
     overflow: list[Counted] = field(default_factory=list)
     timeline: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
     shard_values: Mapping[str, str] = field(default_factory=dict)
+    shard_timeline: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     def hot(self, top: int = 10, *, ceiling: str | float | Ceiling = "dynamodb") -> HotView:
         """Return the ``top`` logical keys by peak units a second, with their ceiling ratio."""

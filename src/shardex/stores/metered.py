@@ -18,8 +18,10 @@ counts subscribes to that meter and reads the same events: ``store.stats()``
 (``shardex.stores.stats``), the windowed heat meter behind ``index.heat()``
 (``shardex.stores.heat``), and later exporters (Prometheus, OpenTelemetry, a live view).
 A subscriber is a plain callable; it must be quick and must not raise, as it runs inside
-the request path. Other event types (such as hedged read copies sent, won or cancelled)
-are to flow through the same ``Meter.emit``; subscribers ignore types they do not know.
+the request path. Other event types flow through the same ``Meter.emit``, and subscribers
+ignore types they do not know: ``Hedge`` says what became of a hedged read's copies
+(each copy is also a request with its own ``Usage``), and ``FanOutRead`` how many shard
+keys one read of a logical key fans out to.
 
 ``Counts`` is the one counter record (named fields) the subscribers accumulate into.
 """
@@ -37,6 +39,9 @@ from shardex.errors import ConditionFailed, Throttled, Unavailable
 
 __all__ = [
     "Counts",
+    "FanOutRead",
+    "Hedge",
+    "HedgeOutcome",
     "Meter",
     "Outcome",
     "Recorder",
@@ -48,6 +53,7 @@ __all__ = [
 
 Outcome = Literal["ok", "conflict", "throttled", "unavailable", "ambiguous", "failed",
                   "cancelled"]
+HedgeOutcome = Literal["sent", "won", "cancelled"]
 
 
 class Share(NamedTuple):
@@ -72,6 +78,9 @@ class Usage(NamedTuple):
       ``unavailable`` (failed before it applied); ``ambiguous`` (applied, then reported
       failure); ``failed`` (any other error); ``cancelled`` (the caller gave up).
     - ``start`` and ``end``: the store clock's monotonic seconds.
+    - ``reason``: why a throttled request was throttled, as the store says
+      (``Throttled.reason``: DynamoDB's ThrottlingReason, such as
+      ``TableWriteKeyRangeThroughputExceeded``); None for any other outcome.
 
     An immutable named tuple: one is made for every request, on the hot path.
     """
@@ -84,11 +93,45 @@ class Usage(NamedTuple):
     shares: tuple[Share, ...]
     start: float
     end: float
+    reason: str | None = None
 
     @property
     def latency(self) -> float:
         """Seconds from the request's start to its end."""
         return self.end - self.start
+
+
+class Hedge(NamedTuple):
+    """What became of one copy of a hedged read of shard key ``key``.
+
+    - ``sent``: a copy beyond the first was sent (its request is a ``Usage`` as well);
+    - ``won``: a copy beyond the first answered first;
+    - ``cancelled``: the reader stopped waiting for a copy (another answered first).
+      The copy is left to finish, as the store does the work and charges it anyway;
+      ``units`` is what it consumed (0 if it failed), and ``at`` when it finished.
+
+    ``units`` is 0 for ``sent`` and ``won``; ``at`` is the store clock's seconds.
+    """
+
+    namespace: str
+    key: str
+    outcome: HedgeOutcome
+    units: float
+    at: float
+
+
+class FanOutRead(NamedTuple):
+    """One read of logical key ``value`` fanned out to ``width`` shard keys at once.
+
+    ``kind``: ``page`` (a query page), ``scan`` or ``count``; ``at``: the store
+    clock's seconds. Each shard read is also a request with its own ``Usage``.
+    """
+
+    namespace: str
+    value: str
+    width: int
+    kind: str
+    at: float
 
 
 Subscriber = Callable[[Any], None]
@@ -100,7 +143,9 @@ class Counts:
     """Requests, units and throttles of one key, one partition or one store: the counter record.
 
     A throttled request counts as a request and a throttle, with the units it consumed
-    (0 for every store that shardex knows).
+    (0 for every store that shardex knows). ``hedges_*`` count the ``Hedge`` events of
+    hedged reads, and ``cancelled_units`` the units of the copies no one waited for
+    (already counted in ``read_units`` too).
     """
 
     read_requests: int = 0
@@ -109,6 +154,10 @@ class Counts:
     write_units: float = 0.0
     read_throttles: int = 0
     write_throttles: int = 0
+    hedges_sent: int = 0
+    hedges_won: int = 0
+    hedges_cancelled: int = 0
+    cancelled_units: float = 0.0
 
     def count(self, write: bool, units: float, throttled: bool) -> None:
         """Count one request."""
@@ -122,6 +171,16 @@ class Counts:
             self.read_units += units
             if throttled:
                 self.read_throttles += 1
+
+    def hedge(self, outcome: HedgeOutcome, units: float) -> None:
+        """Count one ``Hedge`` event."""
+        if outcome == "sent":
+            self.hedges_sent += 1
+        elif outcome == "won":
+            self.hedges_won += 1
+        else:
+            self.hedges_cancelled += 1
+            self.cancelled_units += units
 
     @property
     def requests(self) -> int:
@@ -143,6 +202,10 @@ class Counts:
         self.write_units += other.write_units
         self.read_throttles += other.read_throttles
         self.write_throttles += other.write_throttles
+        self.hedges_sent += other.hedges_sent
+        self.hedges_won += other.hedges_won
+        self.hedges_cancelled += other.hedges_cancelled
+        self.cancelled_units += other.cancelled_units
 
 
 def split_units(units: float, weights: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
@@ -216,12 +279,15 @@ class Recorder:
                  tb: TracebackType | None) -> None:
         if not self._used:
             return
+        reason = None
         if exc is None:
             outcome: Outcome = "ok"
         elif isinstance(exc, Throttled):
             if exc.key is not None:
                 self._key = exc.key
-            outcome = "throttled"
+            outcome, reason = "throttled", exc.reason
+            if reason is None:
+                reason = "unknown"
         elif isinstance(exc, ConditionFailed):
             outcome = "conflict"
         elif isinstance(exc, Unavailable):
@@ -230,7 +296,7 @@ class Recorder:
             outcome = "cancelled"
         else:
             outcome = "failed"
-        self._emit(outcome)
+        self._emit(outcome, reason)
 
     def request(self, key: str | None = None, *, write: bool | None = None) -> None:
         """Mark that a request is sent now (ending the one before it, which succeeded)."""
@@ -268,12 +334,12 @@ class Recorder:
         for key, part in split_units(units, weights):
             self.charge(key, part)
 
-    def _emit(self, outcome: Outcome) -> None:
+    def _emit(self, outcome: Outcome, reason: str | None = None) -> None:
         if self._write:
             self.written += self._units
         else:
             self.read += self._units
         usage = _new(Usage, (self._namespace, self._key, self._write, outcome, self._units,
-                             tuple(self._shares), self._start, self._clock.now()))
+                             tuple(self._shares), self._start, self._clock.now(), reason))
         for subscriber in self._meter._subscribers:  # Meter.emit, less two calls a request
             subscriber(usage)

@@ -11,10 +11,10 @@ counter was made or reset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shardex.keys import PLACEMENT_PREFIX, is_reserved
-from shardex.stores.metered import Counts, Share, Usage
+from shardex.stores.metered import Counts, Hedge, Share, Usage
 
 __all__ = ["KeyStats", "StatsCounter", "StoreStats"]
 
@@ -24,7 +24,10 @@ class KeyStats:
     """Requests, units consumed and throttles of one key, one partition, or a whole store.
 
     A throttled request counts as a request and a throttle, with 0 units. ``requests``
-    is ``read_requests + write_requests``.
+    is ``read_requests + write_requests``. Hedged reads: ``hedges_sent`` copies beyond
+    the first were sent (each is also a read request, with its units), ``hedges_won``
+    of them answered first, and the reader stopped waiting for ``hedges_cancelled``
+    copies, which consumed ``cancelled_units`` (included in ``read_units``).
     """
 
     requests: int = 0
@@ -34,13 +37,18 @@ class KeyStats:
     write_throttles: int = 0
     read_requests: int = 0
     write_requests: int = 0
+    hedges_sent: int = 0
+    hedges_won: int = 0
+    hedges_cancelled: int = 0
+    cancelled_units: float = 0.0
 
     @classmethod
     def of(cls, counts: Counts) -> KeyStats:
         """Freeze a counter record."""
         return cls(counts.requests, counts.read_units, counts.write_units,
                    counts.read_throttles, counts.write_throttles, counts.read_requests,
-                   counts.write_requests)
+                   counts.write_requests, counts.hedges_sent, counts.hedges_won,
+                   counts.hedges_cancelled, counts.cancelled_units)
 
     @property
     def throttles(self) -> int:
@@ -53,7 +61,11 @@ class KeyStats:
                         self.read_throttles + other.read_throttles,
                         self.write_throttles + other.write_throttles,
                         self.read_requests + other.read_requests,
-                        self.write_requests + other.write_requests)
+                        self.write_requests + other.write_requests,
+                        self.hedges_sent + other.hedges_sent,
+                        self.hedges_won + other.hedges_won,
+                        self.hedges_cancelled + other.hedges_cancelled,
+                        self.cancelled_units + other.cancelled_units)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +82,9 @@ class StoreStats:
     - ``totals``: each request once; ``unavailable``: requests that failed before they
       applied (not in ``totals``); ``ambiguous``: writes applied that reported failure
       anyway; ``elapsed``: seconds from the first request to the last.
+    - ``throttle_reasons``: throttled requests by the reason the store gave
+      (``Throttled.reason``: DynamoDB's ThrottlingReason, ``injected`` for an injected
+      fault, ``unknown`` when the store gave none).
     """
 
     by_key: dict[str, KeyStats]
@@ -80,6 +95,7 @@ class StoreStats:
     unavailable: int = 0
     ambiguous: int = 0
     elapsed: float = 0.0
+    throttle_reasons: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
     def reserved(key: str) -> bool:
@@ -125,13 +141,17 @@ class StatsCounter:
         self._totals: dict[str, Counts] = {}
         self._unavailable: dict[str, int] = {}
         self._ambiguous: dict[str, int] = {}
+        self._hedged: dict[str, dict[str, Counts]] = {}
+        self._reasons: dict[str, dict[str, int]] = {}
         self._first: float | None = None
         self._last = 0.0
 
     def __call__(self, usage: object, _placements: str = PLACEMENT_PREFIX) -> None:
         if type(usage) is not Usage:
+            if type(usage) is Hedge:
+                self._hedge(usage)
             return
-        ns, target, write, outcome, units, shares, start, end = usage
+        ns, target, write, outcome, units, shares, start, end, reason = usage
         first = self._first
         if first is None:
             first = self._first = start
@@ -148,6 +168,12 @@ class StatsCounter:
             elif outcome == "ambiguous":
                 self._ambiguous[ns] = self._ambiguous.get(ns, 0) + 1
         throttled = outcome == "throttled"
+        if throttled:
+            reasons = self._reasons.get(ns)
+            if reasons is None:
+                reasons = self._reasons[ns] = {}
+            why = reason or "unknown"
+            reasons[why] = reasons.get(why, 0) + 1
         totals = self._totals.get(ns)
         if totals is None:
             totals = self._totals[ns] = Counts()
@@ -195,6 +221,20 @@ class StatsCounter:
                     line.pname, line.pcounts = partition, pcounts
                 pcounts.count(write, share_units, hit)
 
+    def _hedge(self, event: Hedge) -> None:
+        ns, key = event.namespace, event.key
+        totals = self._totals.get(ns)
+        if totals is None:
+            totals = self._totals[ns] = Counts()
+        totals.hedge(event.outcome, event.units)
+        # apart from the key's request counts: a copy is sent before any request on a
+        # fresh key has ended, and only requests say where the key lives
+        hedged = self._hedged.setdefault(ns, {})
+        counts = hedged.get(key)
+        if counts is None:
+            counts = hedged[key] = Counts()
+        counts.hedge(event.outcome, event.units)
+
     def snapshot(self, namespace: str | None = None) -> StoreStats:
         """Return the counters of ``namespace`` (an index), or of all summed."""
         def chosen(ns: str) -> bool:
@@ -227,13 +267,24 @@ class StatsCounter:
         for (ns, name), counts in self._partitions.items():
             if chosen(ns):
                 add(by_partition, name, counts)
+        for ns, hedged in self._hedged.items():
+            if chosen(ns):
+                for name, counts in hedged.items():
+                    stats = KeyStats.of(counts)
+                    by_key[name] = by_key[name] + stats if name in by_key else stats
         totals = Counts()
         for ns, counts in self._totals.items():
             if chosen(ns):
                 totals.absorb(counts)
+        reasons: dict[str, int] = {}
+        for ns, counted in self._reasons.items():
+            if chosen(ns):
+                for why, n in counted.items():
+                    reasons[why] = reasons.get(why, 0) + n
         return StoreStats(
             by_key=by_key, by_partition=by_partition, timeline=timeline,
             throttle_timeline=throttles, totals=KeyStats.of(totals),
             unavailable=sum(n for ns, n in self._unavailable.items() if chosen(ns)),
             ambiguous=sum(n for ns, n in self._ambiguous.items() if chosen(ns)),
-            elapsed=0.0 if self._first is None else max(0.0, self._last - self._first))
+            elapsed=0.0 if self._first is None else max(0.0, self._last - self._first),
+            throttle_reasons=dict(sorted(reasons.items())))

@@ -1,12 +1,15 @@
 """The options of ``memory://``: names, types, defaults and ranges, checked once.
 
 Options come as keywords to ``MemoryStore`` or as ``memory://?name=value``; keywords
-win. A bad keyword raises InvalidInput naming the option; a bad URI option (or URI
-options that do not fit together) raises InvalidURI.
+win. ``profile`` names the capacity model (``shardex.sim.profiles``); every setting of
+a profile is an option too and overrides the profile's value. A bad keyword raises
+InvalidInput naming the option; a bad URI option (or URI options that do not fit
+together) raises InvalidURI.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,20 +17,16 @@ from urllib.parse import urlencode
 
 from shardex.capacity import QUERY_PAGE_BYTES
 from shardex.errors import InvalidInput, InvalidURI
+from shardex.sim.profiles import DEFAULT_PROFILE, PROFILES, Profile
+from shardex.sim.profiles import profile as make_profile
 from shardex.stores.uri import StoreURI
 
-__all__ = ["OPTIONS", "check_option", "memory_uri", "options_from_uri"]
+__all__ = ["CAPACITY_OPTIONS", "OPTIONS", "capacity_from_uri", "check_option", "memory_uri",
+           "options_from_uri", "resolve_profile"]
 
 _PROBABILITY = (0.0, 1.0, "a probability from 0 to 1")
-# option -> (type, default, lowest, highest, what a valid value is)
+# option -> (type, default, lowest, highest, what a valid value is): the store's own
 OPTIONS: dict[str, tuple[type, Any, float, float, str]] = {
-    "partitions": (int, 0, 0, math.inf, "an integer >= 0"),
-    "write_ceiling": (float, 1000.0, 1e-9, math.inf, "> 0 units/s"),
-    "read_ceiling": (float, 3000.0, 1e-9, math.inf, "> 0 units/s"),
-    "burst_seconds": (float, 300.0, 1.0, math.inf, ">= 1 second"),
-    "initial_burst_seconds": (float, 1.0, 0.0, math.inf, ">= 0 seconds"),
-    "transaction_cost": (float, 2.0, 1.0, math.inf, ">= 1"),
-    "consistent": (bool, True, 0, 1, "true or false"),
     "latency_median_ms": (float, 4.0, 1e-9, math.inf, "> 0 ms"),
     "latency_p99_ms": (float, 25.0, 1e-9, math.inf, "> 0 ms"),
     "latency_per_kb_ms": (float, 0.01, 0.0, math.inf, ">= 0 ms"),
@@ -37,36 +36,72 @@ OPTIONS: dict[str, tuple[type, Any, float, float, str]] = {
     "ambiguous_rate": (float, 0.0, *_PROBABILITY),
     "seed": (int, None, -math.inf, math.inf, "an integer or None"),
 }
+# the settings of a capacity profile, each an option that overrides the profile's value
+CAPACITY_OPTIONS: dict[str, type] = {
+    f.name: (str if f.name in ("capacity", "layout", "unit") else
+             int if f.name == "partitions" else
+             bool if f.name in ("adaptive", "lsi", "consistent") else float)
+    for f in dataclasses.fields(Profile) if f.name != "name"}
 
 
 def check_option(name: str, value: Any) -> Any:
-    """Return ``value`` if it suits the option ``name``; raise InvalidInput naming it."""
+    """Return ``value`` if it suits the store option ``name``; raise InvalidInput naming it.
+
+    A capacity option is checked for its type here and for its range by the profile.
+    """
+    if name == "profile":
+        if value not in PROFILES:
+            raise InvalidInput(f"memory:// option profile must be one of "
+                               f"{', '.join(PROFILES)}, got {value!r}")
+        return value
+    if name in CAPACITY_OPTIONS:
+        kind = CAPACITY_OPTIONS[name]
+        if kind is bool or kind is str:
+            ok = isinstance(value, kind)
+        else:
+            ok = not isinstance(value, bool) and isinstance(
+                value, int if kind is int else int | float)
+        if not ok and not (name == "partitions" and value is None):
+            raise InvalidInput(f"memory:// option {name} must be "
+                               f"{'true or false' if kind is bool else kind.__name__}, "
+                               f"got {value!r}")
+        return value
     kind, _, low, high, what = OPTIONS[name]
     if name == "seed" and value is None:
         return value
-    if kind is bool:
-        ok = isinstance(value, bool)
-    else:
-        ok = not isinstance(value, bool) and isinstance(value, int if kind is int else int | float)
-        ok = ok and low <= value <= high and math.isfinite(value)
+    ok = not isinstance(value, bool) and isinstance(value, int if kind is int else int | float)
+    ok = ok and low <= value <= high and math.isfinite(value)
     if not ok:
         raise InvalidInput(f"memory:// option {name} must be {what}, got {value!r}")
     return value
 
 
+def resolve_profile(name: str, settings: Mapping[str, Any]) -> Profile:
+    """The profile ``name`` with the capacity options in ``settings`` applied."""
+    try:
+        return make_profile(name, **settings)
+    except InvalidInput as exc:
+        raise InvalidInput(f"memory:// {exc}") from exc
+
+
 def options_from_uri(uri: StoreURI, options: Mapping[str, Any],
                      build: Callable[..., Any]) -> Any:
     """Call ``build(**settings)`` with the URI's options under the keyword ``options``."""
-    unknown = sorted(set(options) - set(OPTIONS) - {"clock"})
+    known = {*OPTIONS, *CAPACITY_OPTIONS, "profile"}
+    unknown = sorted(set(options) - known - {"clock"})
     if unknown:
         raise InvalidInput(f"memory:// does not know the option(s) {', '.join(unknown)}; "
-                           f"known: clock, {', '.join(sorted(OPTIONS))}")
+                           f"known: clock, {', '.join(sorted(known))}")
     if uri.location or uri.path:
         raise InvalidURI(f"memory:// takes options only, no location or path: {uri.raw!r}")
-    from_uri = uri.take({name: spec[0] for name, spec in OPTIONS.items()})
+    from_uri = uri.take({"profile": str, **CAPACITY_OPTIONS,
+                         **{name: spec[0] for name, spec in OPTIONS.items()}})
     for name, value in options.items():
         if name != "clock":
             check_option(name, value)
+    # a keyword out of range is the caller's error, not the URI's
+    resolve_profile(options.get("profile", from_uri.get("profile", DEFAULT_PROFILE)),
+                    {name: value for name, value in options.items() if name in CAPACITY_OPTIONS})
     try:
         for name, value in from_uri.items():
             if name not in options:
@@ -79,8 +114,34 @@ def options_from_uri(uri: StoreURI, options: Mapping[str, Any],
         raise InvalidURI(f"{uri.raw or 'memory://'}: {exc}") from exc
 
 
-def memory_uri(settings: Mapping[str, Any]) -> str:
-    """``memory://`` with the options that differ from their defaults."""
-    changed = sorted((name, str(value).lower() if isinstance(value, bool) else str(value))
-                     for name, value in settings.items() if value != OPTIONS[name][1])
+def memory_uri(profile: str, capacity: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """``memory://`` with the profile (unless the default), the capacity options given, and
+    the store options that differ from their defaults."""
+    def text(value: Any) -> str:
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    changed = [("profile", profile)] if profile != DEFAULT_PROFILE else []
+    changed += [(name, text(value)) for name, value in capacity.items()]
+    changed += [(name, text(value)) for name, value in settings.items()
+                if value != OPTIONS[name][1]]
+    changed.sort()
     return "memory://" + (f"?{urlencode(changed)}" if changed else "")
+
+
+def capacity_from_uri(uri: StoreURI) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The capacity options (``profile`` among them) and store options of a ``memory://``
+    URI, typed and checked; InvalidURI names a bad one."""
+    if uri.scheme != "memory":
+        raise InvalidURI(f"a capacity model is given as memory://?profile=...&option=..., "
+                         f"got {uri.raw!r}")
+    taken = uri.take({"profile": str, **CAPACITY_OPTIONS,
+                      **{name: spec[0] for name, spec in OPTIONS.items()}})
+    try:
+        for name, value in taken.items():
+            check_option(name, value)
+        capacity = {k: v for k, v in taken.items() if k in CAPACITY_OPTIONS or k == "profile"}
+        resolve_profile(capacity.get("profile", DEFAULT_PROFILE),
+                        {k: v for k, v in capacity.items() if k != "profile"})
+    except InvalidInput as exc:
+        raise InvalidURI(f"{uri.raw}: {exc}") from exc
+    return capacity, {k: v for k, v in taken.items() if k in OPTIONS}

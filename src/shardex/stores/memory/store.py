@@ -1,33 +1,37 @@
 """``MemoryStore``: the request cycle of the simulated store.
 
 Every request waits a sampled latency on the store's clock, then applies atomically at
-that instant: injected faults are drawn, capacity is taken from per-partition token
-buckets (``shardex.sim.buckets``), conditions are checked, and the store changes or
-raises. What each request consumed is reported on the ``Recorder`` the public method
-hands in, exactly per key and with its partition, so ``stats()`` and the heat meter see
-where it throttled.
+that instant: injected faults are drawn, capacity is taken from the simulated table
+(its partitions and table-level limit, ``shardex.sim``, by the store's capacity
+profile), conditions are checked, and the store changes or raises. What each request
+consumed is reported on the ``Recorder`` the public method hands in, exactly per key
+and with its partition, so ``stats()`` and the heat meter see where it throttled and why.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import random
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
 
 from shardex.capacity import (
+    QUERY_PAGE_ITEMS,
+    THROTTLE_EXCEPTIONS,
     entry_bytes,
     number_bytes,
-    read_units,
     utf8_len,
     value_bytes,
-    write_units,
 )
 from shardex.clock import Clock
-from shardex.errors import ConditionFailed, InvalidInput, Throttled, Unavailable
-from shardex.keys import placement_key, record_key
-from shardex.sim.buckets import PartitionLimits, TokenBucket
+from shardex.errors import ConditionFailed, InvalidInput, StoreError, Throttled, Unavailable
+from shardex.keys import is_reserved, placement_key, record_key
 from shardex.sim.latency import LatencyModel
+from shardex.sim.partitions import Partition, Slot
+from shardex.sim.profiles import DEFAULT_PROFILE
+from shardex.sim.table import Refusal, Resource, admit, check, refuse, take
 from shardex.stores.base import (
     Capabilities,
     Placement,
@@ -37,12 +41,18 @@ from shardex.stores.base import (
     StoredEntry,
     history_after,
 )
-from shardex.stores.memory.options import OPTIONS, check_option, memory_uri, options_from_uri
+from shardex.stores.memory.options import (
+    CAPACITY_OPTIONS,
+    OPTIONS,
+    check_option,
+    memory_uri,
+    options_from_uri,
+    resolve_profile,
+)
 from shardex.stores.memory.state import (
     AppliedWrite,
     Item,
     KeyState,
-    Partitions,
     describe,
     placement_bytes,
     same_placement,
@@ -52,27 +62,28 @@ from shardex.stores.uri import StoreURI
 
 __all__ = ["MemoryStore"]
 
-_MAX_PAGE = 1000
+_LIMIT_TEXT = {
+    "KeyRangeThroughputExceeded": "its warm throughput, up to twice its previous peak",
+    "AccountLimitExceeded": "the per-table quota",
+    "MaxOnDemandThroughputExceeded": "its configured maximum throughput",
+    "ProvisionedThroughputExceeded": "its provisioned capacity, with burst",
+}
+# (key, resource, partition, units, key h64) of each key a write touches
+_Touched = tuple[str, Resource, Partition, float, int]
 
 
 class MemoryStore(Store):
-    """The embedded simulated partitioned store: ceilings, burst, throttling and latency.
+    """The embedded simulated partitioned store: DynamoDB's capacity model on a clock.
 
-    Options (keyword arguments, or ``memory://?name=value``; keywords win):
+    ``profile`` (default ``dynamodb-on-demand``: a new on-demand table) names the capacity
+    model, ``shardex.sim.profiles.PROFILES``; every setting of a profile is also an option
+    that overrides it (``write_ceiling``, ``warm_write``, ``partitions``,
+    ``split_delay_seconds``, ... : see ``shardex.sim.profiles.Profile``). The store's own
+    options:
 
     =====================  ========  =======================================================
     option                 default   meaning
     =====================  ========  =======================================================
-    partitions             0         physical partitions; 0: every partition key is its
-                                     own (a table split for heat); P > 0: a key goes to
-                                     ``jump_hash(h64(namespace + NUL + key), P)``, so
-                                     keys may share one (a young table)
-    write_ceiling          1000.0    write units/s per physical partition
-    read_ceiling           3000.0    read units/s per physical partition
-    burst_seconds          300.0     seconds of unused capacity kept as burst (>= 1)
-    initial_burst_seconds  1.0       seconds of capacity a new partition starts with
-    transaction_cost       2.0       unit multiplier of ``place`` (a transaction)
-    consistent             true      strongly consistent queries (false: half the units)
     latency_median_ms      4.0       median request latency, ms
     latency_p99_ms         25.0      99th-percentile request latency, ms
     latency_per_kb_ms      0.01      transfer time, ms per KB moved
@@ -86,50 +97,63 @@ class MemoryStore(Store):
     seed                   None      seeds the one RNG of latency and faults
     =====================  ========  =======================================================
 
-    ``clock`` (keyword only) is where the store reads time and sleeps: ``LoopClock()``
-    by default, virtual under ``run_virtual``. A bad option raises InvalidInput naming
-    it (InvalidURI when it came from the URI).
+    Options are keyword arguments or ``memory://?name=value``; keywords win. ``clock``
+    (keyword only) is where the store reads time and sleeps: ``LoopClock()`` by default,
+    virtual under ``run_virtual``. A bad option raises InvalidInput naming it
+    (InvalidURI when it came from the URI).
 
-    The store keeps the StoredEntry objects it is given: do not mutate their ``attrs``.
-    Placements live on their own partition key ``#placement#<item id>``, records on
-    ``#record#<key>``; both count against capacity like any other key. A failed
-    condition still consumes the units of what it read (the placement, the record).
+    Where things live: placements on their own partition key ``#placement#<item id>``
+    and records on ``#record#<key>``, in the table; entries in the table too, or, with
+    the ``gsi`` layout, in the GSI, whose throttled partition throttles the base write
+    (back-pressure). A ``place`` is a transaction (``transaction_cost`` times the units)
+    in the ``table`` layout, an item update (once) in the ``gsi`` layout. A throttle's
+    ``Throttled.reason`` is DynamoDB's ThrottlingReason
+    (``TableWriteKeyRangeThroughputExceeded``, ...), and its message names the exception
+    DynamoDB raises. A failed condition still consumes the units of what it read (the
+    placement, the record). The store keeps the StoredEntry objects it is given: do
+    not mutate their ``attrs``.
     """
 
     scheme = "memory"
 
-    def __init__(self, *, partitions: int = 0, write_ceiling: float = 1000.0,
-                 read_ceiling: float = 3000.0, burst_seconds: float = 300.0,
-                 initial_burst_seconds: float = 1.0, transaction_cost: float = 2.0,
-                 consistent: bool = True, latency_median_ms: float = 4.0,
-                 latency_p99_ms: float = 25.0, latency_per_kb_ms: float = 0.01,
-                 max_page_bytes: int = 1_048_576, throttle_rate: float = 0.0,
-                 unavailable_rate: float = 0.0, ambiguous_rate: float = 0.0,
-                 seed: int | None = None, clock: Clock | None = None) -> None:
-        given = locals()
-        self._settings = {name: check_option(name, given[name]) for name in OPTIONS}
+    def __init__(self, *, profile: str = DEFAULT_PROFILE, clock: Clock | None = None,
+                 **options: Any) -> None:
+        unknown = sorted(set(options) - set(OPTIONS) - set(CAPACITY_OPTIONS))
+        if unknown:
+            raise InvalidInput(f"memory:// does not know the option(s) {', '.join(unknown)}")
+        self._profile_name = check_option("profile", profile)
+        self._settings = {name: check_option(name, options.get(name, spec[1]))
+                          for name, spec in OPTIONS.items()}
+        self._capacity = {name: check_option(name, options[name])
+                          for name in CAPACITY_OPTIONS if name in options}
+        self.profile = resolve_profile(profile, self._capacity)
+        consistent = self.profile.consistent
         super().__init__(capabilities=Capabilities(consistent_reads=consistent,
-                                                   max_page=_MAX_PAGE), clock=clock)
-        limits = PartitionLimits(float(write_ceiling), float(read_ceiling),
-                                 float(burst_seconds), float(initial_burst_seconds))
+                                                   max_page=QUERY_PAGE_ITEMS), clock=clock)
+        settings = self._settings
         try:
-            self._latency = LatencyModel(latency_median_ms, latency_p99_ms, latency_per_kb_ms)
+            self._latency = LatencyModel(settings["latency_median_ms"],
+                                         settings["latency_p99_ms"],
+                                         settings["latency_per_kb_ms"])
         except InvalidInput as exc:
             raise InvalidInput(f"memory:// options latency_*_ms: {exc}") from exc
-        self._limits = limits
-        self._partitions = Partitions(partitions, limits)
-        self._cost = float(transaction_cost)
+        self._table = Resource(self.profile)
+        self._entries = (Resource(self.profile, index=True) if self.profile.layout == "gsi"
+                         else self._table)
+        self._gsi = self.profile.layout == "gsi"
         self._consistent = consistent
-        self._max_page_bytes = max_page_bytes
-        self._throttle_rate = float(throttle_rate)
-        self._unavailable_rate = float(unavailable_rate)
-        self._ambiguous_rate = float(ambiguous_rate)
-        self._faulty = bool(throttle_rate or unavailable_rate)
-        self._rng = random.Random(seed)
+        self._max_page_bytes = settings["max_page_bytes"]
+        self._throttle_rate = float(settings["throttle_rate"])
+        self._unavailable_rate = float(settings["unavailable_rate"])
+        self._ambiguous_rate = float(settings["ambiguous_rate"])
+        self._faulty = bool(self._throttle_rate or self._unavailable_rate)
+        self._rng = random.Random(settings["seed"])
         self._states: dict[tuple[str, str], KeyState] = {}
         self._items: dict[str, dict[str, Item]] = {}
         self._records: dict[tuple[str, str], tuple[Record, int]] = {}
         self._applied: list[AppliedWrite] | None = None
+        self._record_slots: dict[tuple[str, str], tuple[Slot, int]] = {}
+        self._said: dict[tuple[Any, ...], str] = {}
 
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> MemoryStore:
@@ -139,8 +163,15 @@ class MemoryStore(Store):
 
     @property
     def uri(self) -> str:
-        """``memory://`` with the options that differ from their defaults."""
-        return memory_uri(self._settings)
+        """``memory://`` with the profile, the capacity options given, and the store
+        options that differ from their defaults."""
+        return memory_uri(self._profile_name, self._capacity, self._settings)
+
+    @property
+    def resources(self) -> tuple[Resource, ...]:
+        """The simulated table, and its GSI in the ``gsi`` layout."""
+        return (self._table,) if self._entries is self._table else (self._table,
+                                                                     self._entries)
 
     def watch_applied(self) -> list[AppliedWrite]:
         """Log every place that applies from now on, and return the log (for tests).
@@ -153,8 +184,13 @@ class MemoryStore(Store):
         return self._applied
 
     def partition_of(self, namespace: str, key: str) -> str:
-        """Return the name of the physical partition that holds ``key`` of ``namespace``."""
-        return self._partitions.of(namespace, key)[1]
+        """Return the name of the physical partition that holds ``key`` of ``namespace``.
+
+        The key's own name when it is its own partition (``partitions=0``, unsplit).
+        """
+        partitions = (self._table if is_reserved(key) else self._entries).partitions
+        slot, h = partitions.slot(namespace, key)
+        return slot.find(h, "").name or key
 
     def shard_keys(self, namespace: str) -> list[str]:
         """Return the shard keys of ``namespace`` that hold entries, sorted."""
@@ -166,9 +202,8 @@ class MemoryStore(Store):
     def _state(self, namespace: str, key: str, now: float) -> KeyState:
         state = self._states.get((namespace, key))
         if state is None:
-            pid, pname = self._partitions.of(namespace, key)
-            state = self._states[(namespace, key)] = KeyState(
-                self._partitions.buckets(pid, now), pname if self._partitions.count else None)
+            slot, h = self._entries.partitions.slot(namespace, key, now)
+            state = self._states[(namespace, key)] = KeyState(slot, h)
         return state
 
     def _item(self, namespace: str, item_id: str, now: float) -> Item:
@@ -177,9 +212,17 @@ class MemoryStore(Store):
             items = self._items[namespace] = {}
         item = items.get(item_id)
         if item is None:
-            write = self._limits.write_bucket(now)
-            item = items[item_id] = Item(write.rate, write.capacity, write.tokens, now)
+            slot, h = self._table.partitions.slot(namespace, placement_key(item_id), now,
+                                                  tracked=False)
+            item = items[item_id] = Item(slot, h)
         return item
+
+    def _record_slot(self, namespace: str, rkey: str, now: float) -> tuple[Slot, int]:
+        found = self._record_slots.get((namespace, rkey))
+        if found is None:
+            found = self._record_slots[(namespace, rkey)] = self._table.partitions.slot(
+                namespace, rkey, now, tracked=False)
+        return found
 
     async def _arrive(self, rec: Recorder, nbytes: int) -> float:
         """Send a request: wait one sampled latency; return the instant it applies at."""
@@ -193,34 +236,57 @@ class MemoryStore(Store):
         if self._unavailable_rate and self._rng.random() < self._unavailable_rate:
             raise Unavailable(f"{key}: the store did not answer (injected); not applied")
         if self._throttle_rate and self._rng.random() < self._throttle_rate:
-            rec.charge(key, 0.0, self._partitions.counted_as(namespace, key))
-            raise Throttled(f"{self._where(namespace, key)} throttled (injected fault)",
-                            key=key, reason="injected")
+            rec.charge(key, 0.0, None)
+            raise Throttled(f"{key} throttled (injected fault)", key=key, reason="injected")
 
     def _ambiguous(self, key: str) -> None:
         if self._ambiguous_rate and self._rng.random() < self._ambiguous_rate:
             raise Unavailable(f"{key}: the request timed out (injected); "
                               "the write may have been applied")
 
-    def _where(self, namespace: str, key: str) -> str:
-        return f"{key} (partition {self.partition_of(namespace, key)})"
+    def _throttled(self, refusal: Refusal, key: str, *, strong: bool = True,
+                   transaction: bool = False) -> Throttled:
+        """The Throttled error of ``refusal``, in DynamoDB's words, for ``key``."""
+        # a hot key is refused thousands of times a second in the same words
+        said = (key, refusal.partition, refusal.resource, refusal.limit, refusal.write, strong,
+                transaction, refusal.resource.table.limit(refusal.write)[0]
+                if refusal.partition is None else 0.0)
+        message = self._said.get(said)
+        if message is None:
+            if len(self._said) > 4096:
+                self._said.clear()
+            message = self._said[said] = self._message(refusal, key, strong, transaction)
+        return Throttled(message, key=key, reason=refusal.reason)
 
-    def _throttled(self, namespace: str, key: str, write: bool) -> Throttled:
-        kind, ceiling = (("write", self._limits.write_ceiling) if write
-                         else ("read", self._limits.read_ceiling))
-        return Throttled(f"{self._where(namespace, key)} throttled: {kind} capacity "
-                         f"{ceiling:g} units/s exceeded", key=key,
-                         reason=f"{kind} capacity exceeded")
+    def _message(self, refusal: Refusal, key: str, strong: bool, transaction: bool) -> str:
+        profile, write = self.profile, refusal.write
+        kind = "write" if write else "read"
+        exception = ("TransactionCanceledException (ThrottlingError)" if transaction
+                     else THROTTLE_EXCEPTIONS[refusal.limit])
+        if refusal.partition is not None:
+            ceiling = (profile.write_ceiling if write else profile.read_ceiling
+                       if strong else profile.read_ceiling * profile.eventual_read_factor)
+            where = f"{key} (partition {refusal.partition.name or key})"
+            detail = f"over the partition's {kind} ceiling of {ceiling:g} units a second"
+        else:
+            units, _ = refusal.resource.table.limit(write)
+            what = refusal.resource.kind
+            where = f"{key} ({what})"
+            detail = (f"over the {what}'s {kind} limit of {units:g} units a second "
+                      f"({_LIMIT_TEXT[refusal.limit]})")
+        return f"{where} throttled: {exception}: {refusal.reason}, {detail}"
 
-    def _take(self, rec: Recorder, namespace: str, key: str, units: float, now: float, *,
-              write: bool) -> None:
-        """Take ``units`` from the partition of ``key`` (not a placement key), or raise."""
-        state = self._state(namespace, key, now)
-        buckets = state.buckets
-        if not (buckets.write if write else buckets.read).try_take(units, now):
-            rec.charge(key, 0.0, state.partition)
-            raise self._throttled(namespace, key, write)
-        rec.charge(key, units, state.partition)
+    def _take(self, rec: Recorder, resource: Resource, key: str, slot: Slot, h: int,
+              sort: str, units: float, now: float, *, write: bool,
+              strong: bool = True) -> Partition:
+        """Take ``units`` for one key from its partition and table, or raise Throttled."""
+        part = resource.partitions.at(slot, h, sort, int(now))
+        refusal = admit(((resource, part, units, h),), write=write, strong=strong, now=now)
+        if refusal is not None:
+            rec.charge(key, 0.0, part.name)
+            raise self._throttled(refusal, key, strong=strong)
+        rec.charge(key, units, part.name)
+        return part
 
     # -- entries --------------------------------------------------------------------
 
@@ -231,83 +297,92 @@ class MemoryStore(Store):
         if self._faulty:
             self._inject(rec, namespace, key, write=False)
         item = self._item(namespace, item_id, now)
-        units = read_units(item.size, True)
-        partition = self._partitions.counted_as(namespace, key)
-        bucket = self._partitions.placement_bucket(namespace, item_id, item, now, write=False)
-        if not bucket.try_take(units, now):
-            rec.charge(key, 0.0, partition)
-            raise self._throttled(namespace, key, False)
-        rec.charge(key, units, partition)
+        self._take(rec, self._table, key, item.slot, item.h, "",
+                   self.profile.read_cost(item.size, 1, True), now, write=False)
         return item.placement
 
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
                      version: int, expected: Placement | None, token: str,
                      rec: Recorder) -> None:
-        """Move the item's entry to ``entry`` in one transaction.
+        """Move the item's entry to ``entry`` in one transaction (one item update in GSI mode).
 
-        Throttled (nothing taken, nothing changed) when a partition touched lacks write
-        units for its share times ``transaction_cost``; ConditionFailed when the
-        placement is not ``expected`` (the placement's units are consumed).
+        Throttled (nothing taken, nothing changed) when a partition or table touched
+        lacks write units for its share (times ``transaction_cost``); ConditionFailed
+        when the placement is not ``expected`` (the placement's units are consumed).
+        With a local secondary index, StoreError when the entry's key would hold more
+        than ``partition_bytes``.
         """
         size = entry_bytes(entry) if entry is not None else 0
         now = await self._arrive(rec, size)
         pkey = placement_key(item_id)
         if self._faulty:
             self._inject(rec, namespace, entry.shard_key if entry else pkey, write=True)
-        cost = self._cost
+        profile, table, entries = self.profile, self._table, self._entries
+        cost, second = profile.transaction_cost, int(now)
         item = self._item(namespace, item_id, now)
         current = item.placement
         history = history_after(current)
         new_psize = placement_bytes(item_id, version, entry, token, history)
-        pbucket = self._partitions.placement_bucket(namespace, item_id, item, now, write=True)
-        punits = write_units(max(item.size, new_psize)) * cost
-        ppart = self._partitions.counted_as(namespace, pkey)
-        # (key, partition counted, write bucket, units) of every partition key touched
-        touched: list[tuple[str, str | None, TokenBucket, float]] = [
-            (pkey, ppart, pbucket, punits)]
+        ppart = table.partitions.at(item.slot, item.h, "", second)
+        punits = profile.write_cost(max(item.size, new_psize)) * cost
+        touched: list[_Touched] = [(pkey, table, ppart, punits, item.h)]
         old = current.entry if current is not None else None
         same_key = old is not None and entry is not None and old.shard_key == entry.shard_key
         old_state = new_state = None
+        old_part = new_part = None
         old_size = 0
         if old is not None:
             old_state = self._state(namespace, old.shard_key, now)
             old_size = old_state.sizes[old.position]
+            old_part = entries.partitions.at(old_state.slot, old_state.h, old.sort, second)
             if not same_key:
-                touched.append((old.shard_key, old_state.partition, old_state.buckets.write,
-                                write_units(old_size) * cost))
+                touched.append((old.shard_key, entries, old_part,
+                                profile.write_cost(old_size) * cost, old_state.h))
         if entry is not None:
             if old is not None and old_state is not None and same_key:
                 # one key, one request: a delete and a put, or one overwrite of the row
                 new_state = old_state
-                units = (write_units(max(size, old_size)) if old.position == entry.position
-                         else write_units(old_size) + write_units(size)) * cost
+                units = (profile.write_cost(max(size, old_size))
+                         if old.position == entry.position
+                         else profile.write_cost(old_size) + profile.write_cost(size)) * cost
             else:
                 new_state = self._state(namespace, entry.shard_key, now)
-                units = write_units(size) * cost
-            touched.append((entry.shard_key, new_state.partition, new_state.buckets.write,
-                            units))
+                units = profile.write_cost(size) * cost
+            new_part = entries.partitions.at(new_state.slot, new_state.h, entry.sort, second)
+            if profile.lsi and new_state.nbytes + size - (old_size if same_key else 0) \
+                    > profile.partition_bytes:
+                raise StoreError(
+                    f"{entry.shard_key}: ItemCollectionSizeLimitExceededException: with a local "
+                    f"secondary index an item collection holds at most "
+                    f"{profile.partition_bytes:g} bytes; not applied")
+            touched.append((entry.shard_key, entries, new_part, units, new_state.h))
 
-        for key, _, bucket, units in touched:
-            # keys on one partition (partitions=P) must fit its bucket together
-            if not bucket.has(sum(t[3] for t in touched if t[2] is bucket)
-                              if self._partitions.count else units, now):
-                rec.charges([(other, 0.0, partition) for other, partition, _, _ in touched])
-                raise self._throttled(namespace, key, True)
+        parts = [(res, part, units, h) for _, res, part, units, h in touched]
+        refusal = check(parts, write=True, strong=True, now=now)
+        if refusal is not None:
+            refuse(parts, write=True)
+            rec.charges([(key, 0.0, part.name) for key, _, part, _, _ in touched])
+            at = [key for key, res, part, _, _ in touched if res is refusal.resource
+                  and (refusal.partition is None or part is refusal.partition)]
+            raise self._throttled(refusal, at[-1], transaction=not self._gsi)
 
         if current is not expected and not same_placement(current, expected):
-            pbucket.take(punits, now)
-            rec.charge(pkey, punits, ppart)
+            take(parts[:1], write=True, strong=True, now=now)
+            rec.charge(pkey, punits, ppart.name)
             raise ConditionFailed(
                 f"place of item {item_id!r} in {namespace!r} expected {describe(expected)}, "
                 f"found {describe(current)}")
 
-        for _, _, bucket, units in touched:
-            bucket.take(units, now)
-        rec.charges([(key, units, partition) for key, partition, _, units in touched])
-        if old is not None and old_state is not None:
+        take(parts, write=True, strong=True, now=now)
+        rec.charges([(key, units, part.name) for key, _, part, units, _ in touched])
+        ppart.bytes += new_psize - item.size
+        if old is not None and old_state is not None and old_part is not None:
             old_state.remove(old.position)
-        if entry is not None and new_state is not None:
+            old_part.bytes -= old_size
+        if entry is not None and new_state is not None and new_part is not None:
             new_state.add(entry, size)
+            new_part.bytes += size
+            entries.partitions.track(new_state.h).write(entry.sort)
         item.placement = Placement(item_id, version, entry, token, history)
         item.size = new_psize
         if self._applied is not None:
@@ -321,16 +396,34 @@ class MemoryStore(Store):
         """One page: at most ``min(limit, 1000)`` entries and ``max_page_bytes`` bytes.
 
         At least one entry if any remain. Read units are charged over the bytes read;
-        the latency is one sample before the read plus the transfer time after it.
+        the latency is one sample before the read plus the transfer time after it. A
+        query the caller stops waiting for (a hedged copy no one needs, a cancelled
+        read) is still answered and charged, as DynamoDB charges it: its page is read
+        at the instant it is given up.
         """
-        now = await self._arrive(rec, 0)
+        try:
+            now = await self._arrive(rec, 0)
+        except asyncio.CancelledError:
+            with suppress(Throttled, Unavailable):
+                self._page(rec, namespace, shard_key, after, descending, limit,
+                           self.clock.now())
+            raise
+        entries, resume, nbytes = self._page(rec, namespace, shard_key, after, descending,
+                                             limit, now)
+        await self.clock.sleep(self._latency.transfer(nbytes))
+        return entries, resume
+
+    def _page(self, rec: Recorder, namespace: str, shard_key: str, after: Position | None,
+              descending: bool, limit: int,
+              now: float) -> tuple[list[StoredEntry], Position | None, int]:
+        """Read one page at ``now`` and take its units: entries, resume, bytes read."""
         if self._faulty:
             self._inject(rec, namespace, shard_key, write=False)
         entries: list[StoredEntry] = []
         nbytes = 0
         resume: Position | None = None
         state = self._state(namespace, shard_key, now)
-        most, max_bytes, sizes = min(limit, _MAX_PAGE), self._max_page_bytes, state.sizes
+        most, max_bytes, sizes = min(limit, QUERY_PAGE_ITEMS), self._max_page_bytes, state.sizes
         last: Position | None = None
         for pos in state.beyond(after, descending):
             size = sizes[pos]
@@ -340,10 +433,12 @@ class MemoryStore(Store):
             entries.append(state.entries[pos])
             nbytes += size
             last = pos
-        self._take(rec, namespace, shard_key, read_units(nbytes, self._consistent), now,
-                   write=False)
-        await self.clock.sleep(self._latency.transfer(nbytes))
-        return entries, resume
+        consistent = self._consistent
+        sort = entries[0].sort if entries else after[0] if after is not None else ""
+        self._take(rec, self._entries, shard_key, state.slot, state.h, sort,
+                   self.profile.read_cost(nbytes, len(entries), consistent), now,
+                   write=False, strong=consistent)
+        return entries, resume, nbytes
 
     async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
         """A Select=COUNT query: one request per ``max_page_bytes`` page, any may throttle.
@@ -359,8 +454,10 @@ class MemoryStore(Store):
             if remaining is None:
                 remaining = state.nbytes
             page = min(remaining, self._max_page_bytes)
-            self._take(rec, namespace, shard_key, read_units(page, self._consistent), now,
-                       write=False)
+            consistent = self._consistent
+            self._take(rec, self._entries, shard_key, state.slot, state.h, "",
+                       self.profile.read_cost(page, len(state.entries), consistent), now,
+                       write=False, strong=consistent)
             remaining -= page
             if remaining <= 0:
                 return len(state.entries)
@@ -374,7 +471,9 @@ class MemoryStore(Store):
         if self._faulty:
             self._inject(rec, namespace, rkey, write=False)
         current = self._records.get((namespace, key))
-        self._take(rec, namespace, rkey, read_units(current[1] if current else 0, True), now,
+        slot, h = self._record_slot(namespace, rkey, now)
+        self._take(rec, self._table, rkey, slot, h, "",
+                   self.profile.read_cost(current[1] if current else 0, 1, True), now,
                    write=False)
         if current is None:
             return None
@@ -390,8 +489,9 @@ class MemoryStore(Store):
         if self._faulty:
             self._inject(rec, namespace, rkey, write=True)
         current = self._records.get((namespace, key))
-        units = float(write_units(max(size, current[1] if current else 0)))
-        self._take(rec, namespace, rkey, units, now, write=True)
+        units = self.profile.write_cost(max(size, current[1] if current else 0))
+        slot, h = self._record_slot(namespace, rkey, now)
+        self._take(rec, self._table, rkey, slot, h, "", units, now, write=True)
         found = current[0].revision if current is not None else None
         if found != expected:
             raise ConditionFailed(
@@ -411,8 +511,9 @@ class MemoryStore(Store):
             self._inject(rec, namespace, rkey, write=False)
         found = {key: (record, size) for (ns, key), (record, size) in self._records.items()
                  if ns == namespace and key.startswith(prefix)}
-        self._take(rec, namespace, rkey, read_units(sum(size for _, size in found.values()),
-                                                    True), now, write=False)
+        slot, h = self._record_slot(namespace, rkey, now)
+        self._take(rec, self._table, rkey, slot, h, "", self.profile.read_cost(
+            sum(size for _, size in found.values()), len(found), True), now, write=False)
         return {key: Record(copy.deepcopy(dict(record.body)), record.revision)
                 for key, (record, _) in found.items()}
 
@@ -424,8 +525,9 @@ class MemoryStore(Store):
         if self._faulty:
             self._inject(rec, namespace, rkey, write=True)
         current = self._records.get((namespace, key))
-        self._take(rec, namespace, rkey, float(write_units(current[1] if current else 0)), now,
-                   write=True)
+        slot, h = self._record_slot(namespace, rkey, now)
+        self._take(rec, self._table, rkey, slot, h, "",
+                   self.profile.write_cost(current[1] if current else 0), now, write=True)
         found = current[0].revision if current is not None else None
         if found != expected:
             raise ConditionFailed(

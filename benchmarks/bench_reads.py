@@ -1,0 +1,396 @@
+"""Fan-out reads against the approaches people write by hand, and the tail under hedging.
+
+Run it (both tables; DynamoDB Local started and stopped around it):
+
+    scripts/dynamodb-local run .venv/bin/python benchmarks/bench_reads.py
+
+1. **Peers, on DynamoDB Local** (GSI mode, eventually consistent reads): 20,000 PENDING
+   orders of about 1 KB on 16 shard keys. Each approach lists every PENDING order, and
+   reads the first 100 by ``created_at``; the time is the median of ``--runs`` rounds
+   (each round runs every approach once, so a busy machine weighs on all alike), the
+   read units are what DynamoDB reported (``ReturnConsumedCapacity``) for the shard
+   queries, and every listing is checked against the ids loaded. The hand-rolled
+   approaches decode the items they return as shardex does, so the figures compare
+   ways of reading, not decoders:
+
+   - *one page per shard*: the common JavaScript fan-out (``Promise.all`` of one Query
+     per shard key, ``flatMap``, sort), which ignores ``LastEvaluatedKey``;
+   - *sequential loop*: each shard key in turn, followed to its end, then sorted;
+   - *gather and sort*: every shard key concurrently, each followed to its end, sorted:
+     the correct hand-rolled baseline the ratios are taken against;
+   - *shardex scan* (arrival order) and *shardex query* + cursor (ordered, pages of 1,000).
+
+2. **Tail, on memory://** under virtual time, latency median 4 ms and p99 40 ms: the
+   first page of 100 over N shard keys (N in 1, 8, 16, 64, 256), p50/p99 over
+   ``--reads`` reads (ten times as many for N=1, fewer for 8 and 256), with hedging
+   off and with the default adaptive hedging. The ratio is against N=1 unhedged (one
+   key: what a reader waited before sharding); "extra" is hedged copies per shard read;
+   "model" is the p99 the latency model itself allows, computed: the slowest of N
+   requests, each given one copy at the hedging quantile's delay when hedged, with no
+   budget or queue in the way (the best one copy per slow request can do).
+
+Ratios compare figures of this run only; nothing here is asserted in a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from operator import itemgetter
+from statistics import NormalDist
+from typing import Any
+
+from shardex import HedgePolicy, Routing, ShardedIndex, ShardPolicy
+from shardex.hedging import Hedger
+from shardex.sim.clock import run_virtual
+from shardex.sim.latency import LatencyModel
+from shardex.stores.base import StoredEntry
+from shardex.stores.dynamodb.codec import from_attributes
+from shardex.stores.memory import MemoryStore
+
+Row = tuple[str, str, dict[str, Any]]  # encoded sort, item id, attributes
+GSI: dict[str, Any] = {"gsi": "by_status", "key_attribute": "status_shard",
+                       "sort_attribute": "status_sort", "id_attribute": "order_id"}
+PAGE = 1000
+FIRST = 100
+
+
+@dataclass
+class Outcome:
+    """One approach's figures: median seconds, read units and what it returned."""
+
+    seconds: float
+    units: float
+    found: int
+    complete: bool
+    ordered: bool
+
+
+# -- part 1: the peers on DynamoDB Local ---------------------------------------------------
+
+
+class Peers:
+    """The hand-rolled approaches, on one aiobotocore client, counting consumed capacity."""
+
+    def __init__(self, client: Any, table: str, keys: list[str]) -> None:
+        self.client = client
+        self.table = table
+        self.keys = keys
+        self.units = 0.0
+
+    async def page(self, key: str, start: dict[str, Any] | None,
+                   limit: int | None = None) -> tuple[list[Row], Any]:
+        params: dict[str, Any] = {
+            "TableName": self.table, "IndexName": GSI["gsi"],
+            "KeyConditionExpression": "#k = :k", "ExpressionAttributeNames": {"#k": GSI[
+                "key_attribute"]},
+            "ExpressionAttributeValues": {":k": {"S": key}}, "ReturnConsumedCapacity": "TOTAL"}
+        if start is not None:
+            params["ExclusiveStartKey"] = start
+        if limit is not None:
+            params["Limit"] = limit
+        response = await self.client.query(**params)
+        self.units += float(response["ConsumedCapacity"]["CapacityUnits"])
+        # decoded as shardex decodes them, so the figures compare the ways of reading
+        rows = [(item[GSI["sort_attribute"]]["S"], item[GSI["id_attribute"]]["S"],
+                 from_attributes(item)) for item in response["Items"]]
+        return rows, response.get("LastEvaluatedKey")
+
+    async def whole(self, key: str) -> list[Row]:
+        rows, last = await self.page(key, None)
+        while last is not None:
+            more, last = await self.page(key, last)
+            rows += more
+        return rows
+
+    async def one_page_each(self) -> list[Row]:
+        pages = await asyncio.gather(*(self.page(key, None) for key in self.keys))
+        return sorted((row for rows, _ in pages for row in rows), key=itemgetter(0))
+
+    async def sequential(self) -> list[Row]:
+        rows: list[Row] = []
+        for key in self.keys:
+            rows += await self.whole(key)
+        return sorted(rows, key=itemgetter(0))
+
+    async def gather(self) -> list[Row]:
+        shards = await asyncio.gather(*(self.whole(key) for key in self.keys))
+        return sorted((row for rows in shards for row in rows), key=itemgetter(0))
+
+
+def _shard_units(index: ShardedIndex) -> float:
+    stats = index.store.stats()
+    return sum(stats.by_key[k].read_units for k in stats.shard_keys())
+
+
+async def _load(client: Any, table: str, index: ShardedIndex, orders: int,
+                size: int) -> set[str]:
+    """Write ``orders`` PENDING orders of about ``size`` bytes, as an application would."""
+    ids = [f"ORD-{i:07d}" for i in range(orders)]
+    filler = "x" * max(0, size - 160)
+
+    def item(i: int, order_id: str) -> dict[str, Any]:
+        created = f"2026-11-30T05:{i // 6000 % 60:02d}:{i // 100 % 60:02d}.{i % 100:02d}Z"
+        keys = index.key_attributes("PENDING", order_id, sort=created)
+        return {"order_id": {"S": order_id}, "status": {"S": "PENDING"},
+                "total": {"N": str(1000 + i % 9000)}, "customer": {"S": f"C-{i % 977}"},
+                "note": {"S": filler}, **{k: {"S": v} for k, v in keys.items()}}
+
+    async def batch(chunk: list[tuple[int, str]]) -> None:
+        pending = [{"PutRequest": {"Item": item(i, order_id)}} for i, order_id in chunk]
+        while pending:
+            answer = await client.batch_write_item(RequestItems={table: pending})
+            pending = answer.get("UnprocessedItems", {}).get(table, [])
+
+    chunks = [list(enumerate(ids))[s:s + 25] for s in range(0, orders, 25)]
+    for start in range(0, len(chunks), 16):
+        await asyncio.gather(*(batch(c) for c in chunks[start:start + 16]))
+    return set(ids)
+
+
+Read = Callable[[], Awaitable[tuple[list[str], float]]]
+
+
+async def _medians(runs: int, reads: list[Read]) -> list[tuple[float, float, list[str]]]:
+    """Median seconds and units of each read over ``runs`` rounds, and its last result.
+
+    One warm-up round first; each round runs every read once, so drift in a shared
+    machine weighs on all of them alike.
+    """
+    times: list[list[float]] = [[] for _ in reads]
+    units: list[list[float]] = [[] for _ in reads]
+    found: list[list[str]] = [[] for _ in reads]
+    for round_ in range(runs + 1):
+        for i, read in enumerate(reads):
+            began = time.perf_counter()
+            found[i], used = await read()
+            if round_:
+                times[i].append(time.perf_counter() - began)
+                units[i].append(used)
+    return [(statistics.median(t), statistics.median(u), f)
+            for t, u, f in zip(times, units, found, strict=True)]
+
+
+async def peers_on_dynamodb(args: argparse.Namespace) -> dict[str, dict[str, Outcome]]:
+    from aiobotocore.config import AioConfig
+    from aiobotocore.session import get_session
+
+    from shardex.stores.dynamodb import DynamoDBStore
+    from shardex.stores.dynamodb.admin import create_gsi_table, create_meta_table, delete_table
+
+    connection: dict[str, Any] = {"region": args.region, "endpoint_url": args.endpoint_url}
+    table = f"bench-reads-{uuid.uuid4().hex[:8]}"
+    await create_gsi_table(table, **GSI, **connection)
+    await create_meta_table(table, **connection)
+    config = AioConfig(retries={"total_max_attempts": 1, "mode": "standard"},
+                       max_pool_connections=64)
+    routing = Routing(overrides={"PENDING": ShardPolicy(shards=args.shards)})
+    results: dict[str, dict[str, Outcome]] = {"list": {}, "first": {}}
+    try:
+        async with get_session().create_client("dynamodb", region_name=args.region,
+                                               endpoint_url=args.endpoint_url,
+                                               config=config) as client:
+            store = DynamoDBStore(table, **GSI, **connection)
+            async with ShardedIndex(store, "orders_by_status", routing) as index:
+                loaded = await _load(client, table, index, args.orders, args.item_bytes)
+                keys = index.routing.read_keys("PENDING")
+                peers = Peers(client, table, keys)
+                truth = sorted(loaded)
+
+                def by_hand(read: Callable[[], Awaitable[list[Row]]],
+                            first: bool) -> Callable[[], Awaitable[tuple[list[str], float]]]:
+                    async def run() -> tuple[list[str], float]:
+                        peers.units = 0.0
+                        rows = await read()
+                        ids = [item_id for _, item_id, _ in rows]
+                        return (ids[:FIRST] if first else ids), peers.units
+                    return run
+
+                async def scan() -> tuple[list[str], float]:
+                    store.reset_stats()
+                    ids = [e.item_id async for e in index.scan("PENDING")]
+                    return ids, _shard_units(index)
+
+                async def listing() -> tuple[list[str], float]:
+                    store.reset_stats()
+                    ids: list[str] = []
+                    cursor = None
+                    while True:
+                        page = await index.query("PENDING", limit=PAGE, cursor=cursor)
+                        ids += [e.item_id for e in page.items]
+                        if (cursor := page.cursor) is None:
+                            return ids, _shard_units(index)
+
+                async def first_page() -> tuple[list[str], float]:
+                    store.reset_stats()
+                    page = await index.query("PENDING", limit=FIRST)
+                    return [e.item_id for e in page.items], _shard_units(index)
+
+                approaches: list[tuple[str, str, Read]] = [
+                    ("list", "one page per shard (JS fan-out)",
+                     by_hand(peers.one_page_each, False)),
+                    ("list", "sequential per-shard loop", by_hand(peers.sequential, False)),
+                    ("list", "gather and sort (baseline)", by_hand(peers.gather, False)),
+                    ("list", "shardex scan (arrival order)", scan),
+                    ("list", "shardex query + cursor", listing),
+                    ("first", "one page per shard (JS fan-out)",
+                     by_hand(peers.one_page_each, True)),
+                    ("first", "gather and sort (baseline)", by_hand(peers.gather, True)),
+                    ("first", "shardex query", first_page),
+                ]
+                # created_at follows the id, so the ids in order are the truth in order
+                measured = await _medians(args.runs, [read for _, _, read in approaches])
+                for (kind, name, _), (seconds, units, found) in zip(approaches, measured,
+                                                                    strict=True):
+                    want = truth[:FIRST] if kind == "first" else truth
+                    results[kind][name] = Outcome(seconds, units, len(found),
+                                                  complete=sorted(found) == want,
+                                                  ordered=found == want)
+    finally:
+        await delete_table(table, **connection)
+        await delete_table(f"{table}-shardex", **connection)
+    return results
+
+
+def print_peers(results: dict[str, dict[str, Outcome]], args: argparse.Namespace) -> None:
+    print(f"peers on DynamoDB Local (GSI mode): {args.orders:,} PENDING orders of "
+          f"~{args.item_bytes} B on {args.shards} shard keys; median of {args.runs} runs")
+    for kind, title in (("list", f"list all PENDING (pages of {PAGE:,})"),
+                        ("first", f"first {FIRST} by created_at")):
+        rows = results[kind]
+        base = rows["gather and sort (baseline)"]
+        print(f"  {title}")
+        print(f"    {'approach':34} {'time':>9} {'x':>6} {'read units':>11} {'x':>6}  "
+              "entries")
+        for name, got in rows.items():
+            want = FIRST if kind == "first" else args.orders
+            missing = "" if got.complete else \
+                f"  INCOMPLETE: {100 * (1 - got.found / want):.0f}% missing"
+            print(f"    {name:34} {1000 * got.seconds:7.0f}ms {got.seconds / base.seconds:5.2f}x "
+                  f"{got.units:11,.0f} {got.units / base.units:5.2f}x  {got.found:,}{missing}")
+
+
+# -- part 2: the tail on memory:// -----------------------------------------------------------
+
+MEDIAN_MS, P99_MS = 4.0, 40.0
+
+
+def tail_on_memory(shards: int, hedge: HedgePolicy | None, reads: int,
+                   entries: int) -> tuple[float, float, float]:
+    """p50 and p99 seconds of a first page of 100, and hedge copies per shard read."""
+    async def body() -> tuple[float, float, float]:
+        store = MemoryStore(seed=11, latency_median_ms=MEDIAN_MS, latency_p99_ms=P99_MS,
+                            write_ceiling=1e9, read_ceiling=1e9)
+        routing = Routing(overrides={"PENDING": ShardPolicy(shards=shards)})
+        async with ShardedIndex(store, "tail", routing, hedge=hedge, seed=3) as index:
+            await _bulk(store, index, entries)
+            loop = asyncio.get_running_loop()
+            for _ in range(20):  # warm-up: the adaptive delay needs samples
+                await index.query("PENDING", limit=FIRST)
+            store.reset_stats()
+            took = []
+            for _ in range(reads):
+                began = loop.time()
+                await index.query("PENDING", limit=FIRST)
+                took.append(loop.time() - began)
+            totals = store.stats("tail").totals
+        took.sort()
+        extra = totals.hedges_sent / max(1, totals.read_requests - totals.hedges_sent)
+        return took[len(took) // 2], took[math.ceil(0.99 * len(took)) - 1], extra
+
+    return run_virtual(body())
+
+
+async def _bulk(store: MemoryStore, index: ShardedIndex, entries: int) -> None:
+    """Put ``entries`` entries straight into the store: reads are what is measured."""
+    routing = index.routing
+    for start in range(0, entries, 500):
+        await asyncio.gather(*(
+            store.place("tail", f"o-{i:07d}", StoredEntry(
+                routing.shard_key("PENDING", f"o-{i:07d}"), f"{i:07d}", f"o-{i:07d}",
+                {"total": i}), version=1, expected=None)
+            for i in range(start, min(entries, start + 500))))
+
+
+def model_p99(shards: int, quantile: float | None) -> float:
+    """The p99 of the slowest of ``shards`` requests of the latency model, in seconds.
+
+    With ``quantile``, each request slower than that quantile gets one copy then, with
+    no budget or queue in the way: the best one copy a read can do at that delay.
+    """
+    model = LatencyModel(MEDIAN_MS, P99_MS, 0.0)
+    normal = NormalDist(math.log(MEDIAN_MS / 1000), model.sigma)
+    delay = None if quantile is None else model.quantile(quantile)
+
+    def slower(t: float) -> float:
+        return 1.0 - normal.cdf(math.log(t)) if t > 0 else 1.0
+
+    def late(t: float) -> float:  # P(one request, with its copy, answers after t)
+        if delay is None or t <= delay:
+            return slower(t)
+        return slower(t) * slower(t - delay)
+
+    low, high = 1e-4, 10.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        if 1 - (1 - late(mid)) ** shards > 0.01:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+def print_tail(args: argparse.Namespace) -> None:
+    adaptive = HedgePolicy()
+    quantile = Hedger(adaptive).quantile
+    print(f"tail on memory:// (virtual time, latency median {MEDIAN_MS:g} ms, p99 "
+          f"{P99_MS:g} ms): first page of {FIRST}; the ratio is against one key unhedged; "
+          f"'model' is the p99 the latency model allows with one copy at its "
+          f"p{100 * quantile:g} (no budget, no queue)")
+    print(f"    {'N':>4} {'hedging':9} {'reads':>6} {'p50':>8} {'p99':>8} {'x 1 key':>8} "
+          f"{'extra':>6} {'model':>8}")
+    base = None
+    for shards in args.tail_shards:
+        # one key is the baseline and cheap to read: many reads, for a steady p99; the
+        # goal's widths (16, 64) get the full count, the others fewer, for time
+        reads = {1: 10 * args.reads, 16: args.reads, 64: args.reads}.get(
+            shards, max(250, args.reads // (2 if shards <= 64 else 8)))
+        for label, hedge in (("off", None), ("adaptive", adaptive)):
+            p50, p99, extra = tail_on_memory(shards, hedge, reads, max(4000, 40 * shards))
+            base = base or p99
+            bound = model_p99(shards, None if hedge is None else quantile)
+            print(f"    {shards:>4} {label:9} {reads:>6} {1000 * p50:6.1f}ms {1000 * p99:6.1f}ms "
+                  f"{p99 / base:7.2f}x {100 * extra:5.1f}% {1000 * bound:6.1f}ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--endpoint-url", default=os.environ.get("SHARDEX_DYNAMODB_ENDPOINT"))
+    parser.add_argument("--region", default=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+    parser.add_argument("--orders", type=int, default=20_000)
+    parser.add_argument("--item-bytes", type=int, default=1024)
+    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--reads", type=int, default=2000)
+    parser.add_argument("--tail-shards", type=int, nargs="+", default=[1, 8, 16, 64, 256])
+    parser.add_argument("--skip-dynamodb", action="store_true")
+    parser.add_argument("--skip-tail", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_dynamodb:
+        if not args.endpoint_url:
+            raise SystemExit("error: no DynamoDB endpoint: run under scripts/dynamodb-local run, "
+                             "pass --endpoint-url, or --skip-dynamodb")
+        print_peers(asyncio.run(peers_on_dynamodb(args)), args)
+    if not args.skip_tail:
+        print_tail(args)
+
+
+if __name__ == "__main__":
+    main()

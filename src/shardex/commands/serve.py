@@ -1,0 +1,111 @@
+"""``shardex serve``: a local page of the live heat, fed by a Prometheus endpoint or a demo."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import click
+
+from shardex.commands import output
+from shardex.commands.connection import Connection, connection_options
+
+__all__ = ["serve"]
+
+
+@click.command()
+@click.option("--prometheus", "url", metavar="URL",
+              help="A shardex /metrics endpoint to read (an application's "
+                   "shardex.metrics.serve_prometheus).")
+@click.option("--demo", is_flag=True,
+              help="Run an orders index on memory:// in this process, unsharded under a hot "
+                   "key, and show its meter.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=700.0,
+              show_default=True, help="--demo: writes a second.")
+@click.option("--store", "uri", metavar="URI",
+              help="Also show the routing record (and a reshard's versions) of --index here.")
+@click.option("--index", "name", help="The index whose routing record --store holds.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port on 127.0.0.1 (0: a free one).")
+@click.option("--every", type=click.FloatRange(0.2, 3600), default=2.0, show_default=True,
+              help="Seconds between the page's refreshes.")
+@click.option("--ceiling", default="dynamodb", show_default=True,
+              help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one shardex.serve/1 document (what the page polls) and exit.")
+@connection_options
+def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str | None,
+          port: int, every: float, ceiling: str, as_json: bool,
+          connection: Connection) -> None:
+    """Serve a page of the live heat per logical key and shard key, against the ceiling,
+    with throttles and a running reshard's progress, on http://127.0.0.1:PORT/.
+
+    Ctrl-C stops it.
+    """
+    from shardex.capacity import resolve_ceiling
+    from shardex.web import HeatServer, PrometheusFeed, RoutingWatch
+
+    if (url is None) == (not demo):
+        raise click.UsageError("give one source: --prometheus URL or --demo")
+    if (uri is None) != (name is None):
+        raise click.UsageError("--store and --index go together")
+    resolve_ceiling(ceiling)
+    if uri is not None:
+        connection.options(uri)  # a usage error now, not at the first poll
+    watch = None if uri is None or name is None else RoutingWatch(
+        uri, name, every=max(every, 5.0), options=connection.options(uri))
+    stop = threading.Event()
+    runner: threading.Thread | None = None
+    if demo:
+        feed, runner = _demo(rate, ceiling, stop)
+    else:
+        assert url is not None
+        feed = PrometheusFeed(url, ceiling=ceiling)
+    try:
+        if as_json:
+            doc = feed.read()
+            if watch is not None:
+                doc["routing"] = watch.read()
+            click.echo(json.dumps(doc, indent=2))
+            return
+        with HeatServer(feed, port=port, every=every, routing=watch) as server:
+            output.console().print(f"serving the live heat on {server.url} (Ctrl-C stops)",
+                                   highlight=False, markup=False)
+            try:
+                while not stop.wait(3600):
+                    pass
+            except KeyboardInterrupt:
+                pass
+    finally:
+        stop.set()
+        if runner is not None:
+            runner.join(timeout=30)
+
+
+def _demo(rate: float, ceiling: str, stop: threading.Event) -> tuple[Any, threading.Thread]:
+    """An unsharded orders index on memory:// with its traffic in a thread of its own."""
+    from shardex.index import ShardedIndex
+    from shardex.scenarios.traffic import orders_traffic
+    from shardex.stores import open_store
+    from shardex.stores.heat import HeatMeter
+    from shardex.web import MeterFeed
+
+    store = open_store("memory://?seed=1")
+    meter = HeatMeter(store, windows=120)
+    ready = threading.Event()
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def run() -> None:
+        async with ShardedIndex(store, "orders_by_status", meter=meter) as index:
+            loops.append(asyncio.get_running_loop())
+            ready.set()
+            while not stop.is_set():
+                await orders_traffic(index, rate=rate, duration=5.0)
+
+    runner = threading.Thread(target=lambda: asyncio.run(run()), name="shardex-demo",
+                              daemon=True)
+    runner.start()
+    ready.wait(timeout=10)
+    return MeterFeed(meter, ceiling=ceiling, loop=loops[0] if loops else None), runner

@@ -1,0 +1,167 @@
+"""``shardex simulate``: a what-if run of a workload against a layout, on virtual time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from shardex.commands import output
+from shardex.commands.params import COUNT, ValuePair, distinct
+from shardex.plotting import pyplot
+
+__all__ = ["simulate"]
+
+_LAYOUT_SCHEMAS = ("shardex.plan/1", "shardex.diagnose/1")
+
+
+def load_layout(path: Path) -> Any:
+    """The routing a layout file carries: a ``shardex.plan/1`` or ``shardex.diagnose/1``
+    document (its ``routing``), or a ``shardex.routing/1`` document itself."""
+    from shardex.errors import InvalidInput
+    from shardex.routing import Routing
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{path}: is not valid JSON: {exc}") from exc
+    if isinstance(doc, dict) and doc.get("schema") in _LAYOUT_SCHEMAS:
+        doc = doc.get("routing")
+    try:
+        return Routing.from_dict(doc)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: not a layout ({', '.join(_LAYOUT_SCHEMAS)} or "
+                           f"shardex.routing/1): {exc}") from exc
+
+
+def model(table: dict[str, Any], store: str | None) -> tuple[Any, Any]:
+    """The profile and latency model: the workload's ``[table]``, then ``--store``'s options."""
+    from shardex.sim.latency import LatencyModel
+    from shardex.sim.profiles import DEFAULT_PROFILE, profile
+    from shardex.stores.memory.options import OPTIONS, capacity_from_uri
+    from shardex.stores.uri import StoreURI
+
+    settings = dict(table)
+    latency = {name: spec[1] for name, spec in OPTIONS.items() if name.startswith("latency")}
+    if store is not None:
+        capacity, options = capacity_from_uri(StoreURI.parse(store))
+        settings.update(capacity)
+        latency.update({k: v for k, v in options.items() if k.startswith("latency")})
+    name = settings.pop("profile", DEFAULT_PROFILE)
+    return profile(name, **settings), LatencyModel(latency["latency_median_ms"],
+                                                   latency["latency_p99_ms"],
+                                                   latency["latency_per_kb_ms"])
+
+
+@click.command()
+@click.argument("workload", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--set", "sets", multiple=True, metavar="VALUE=N",
+              type=ValuePair(COUNT, "VALUE=N", "PENDING=8"),
+              help="Shard VALUE N ways (over --layout and the workload's own N); repeat.")
+@click.option("--layout", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The layout: plan --json, diagnose --json, or a routing document.")
+@click.option("--store", metavar="URI", default=None,
+              help="The capacity model as memory://?profile=NAME&SETTING=VALUE..., over the "
+                   "workload's [table] (e.g. memory://?warm_write=40000).")
+@click.option("--duration", type=click.IntRange(min=1, max=7 * 24 * 3600), default=None,
+              help="Seconds to simulate (default: the workload's).")
+@click.option("--rate", type=click.Choice(["peak", "sustained"]), default="peak",
+              show_default=True, help="A diagnosis: offer each key's peak or sustained rate.")
+@click.option("--per-shard", is_flag=True, help="List every shard key.")
+@click.option("--json", "as_json", is_flag=True, help="Print a shardex.simulate/1 document.")
+@click.option("--plot", type=click.Path(dir_okay=False, writable=True, path_type=Path),
+              help="Draw offered and accepted writes, and the table's use, to this PNG.")
+def simulate(workload: Path, sets: tuple[tuple[str, int], ...], layout: Path | None,
+             store: str | None, duration: int | None, rate: str, per_shard: bool,
+             as_json: bool, plot: Path | None) -> None:
+    """Run WORKLOAD (TOML, or diagnose --json) against a layout on the simulated table,
+    second by second on virtual time: what each value and shard key gets accepted, the
+    throttles by reason, the table's headroom, the read fan-out's cost, and a verdict."""
+    import dataclasses
+
+    from shardex.routing import ShardPolicy
+    from shardex.scenarios.simulate import routing_for
+    from shardex.scenarios.simulate import simulate as run
+    from shardex.scenarios.workload import load_workload
+
+    if plot is not None:
+        pyplot()  # a missing plot extra fails now, not after the run
+    load = load_workload(workload, rate=rate)
+    if duration is not None:
+        load = dataclasses.replace(load, duration=duration)
+    overrides = distinct(list(sets), "--set")
+    for value, n in overrides.items():
+        try:
+            ShardPolicy(shards=n)
+        except ValueError as exc:
+            raise click.BadParameter(f"{value}: {exc}", param_hint="--set") from None
+    routing = routing_for(load.values, load_layout(layout) if layout else None, overrides)
+    profile, latency = model(dict(load.table), store)
+    result = run(load, routing, profile, latency=latency)
+    if plot is not None:
+        from shardex.scenarios.plot import plot_simulation
+
+        plot_simulation(result, plot)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    report(output.console(), result.to_dict(), per_shard=per_shard)
+    if plot is not None:
+        output.console().print(f"plot written to {plot}")
+
+
+def report(console: Console, doc: dict[str, Any], *, per_shard: bool = False) -> None:
+    """Print a ``shardex.simulate/1`` document as text."""
+    profile = doc["profile"]
+    settings = ", ".join(f"{k} {v:,g}" if isinstance(v, float) else f"{k} {v}"
+                         for k, v in profile.items()
+                         if k in ("warm_write", "provisioned_write", "partitions", "layout"))
+    console.print(f"[bold]simulate[/]: {escape(doc['source'])}, {doc['duration_s']:,} virtual s "
+                  f"on {profile['name']} ({settings})", highlight=False)
+    columns = [output.Column("value", "left"), *(output.Column(name) for name in (
+        "N", "offered writes/s", "accepted writes/s", "accepted", "page reads/s",
+        "queries/s", "read units/s", "fan-out p50/p99 ms"))]
+    rows = []
+    for value, v in doc["values"].items():
+        ratio = v["accepted_ratio"]
+        style = "green" if ratio >= 0.999 else "red"
+        rows.append([escape(value), str(v["shards"]), f"{v['offered_writes_per_s']:,.0f}",
+                     f"{v['accepted_writes_per_s']:,.0f}", f"[{style}]{100 * ratio:.1f}%[/]",
+                     f"{v['reads_per_s']:,.1f}", f"{v['queries_per_s']:,.1f}",
+                     f"{v['read_units_per_s']:,.1f}",
+                     f"{v['fanout_p50_ms']:.1f}/{v['fanout_p99_ms']:.1f}"])
+        if per_shard:
+            seconds = doc["duration_s"]
+            for key, k in v["shard_keys"].items():
+                where = f" [dim]({escape(k['throttled_by'])})[/]" if k["throttled_by"] else ""
+                rows.append([f"  {escape(key)}{where}", "",
+                             f"{k['offered_writes'] / seconds:,.0f}",
+                             f"{k['accepted_writes'] / seconds:,.0f}",
+                             f"{100 * k['accepted_ratio']:.1f}%", "", "", "", ""])
+    console.print(output.table(console, columns, rows))
+    for table in doc["tables"]:
+        if not table["peak_asked_per_s"]:
+            continue
+        console.print(
+            f"{table['resource']} {table['direction']}s: limit {table['limit_first_s']:,.0f} -> "
+            f"{table['limit_last_s']:,.0f} units/s ({table['limited_by']}), peak asked "
+            f"{table['peak_asked_per_s']:,.0f}, peak used {table['peak_used_per_s']:,.0f}, "
+            f"least headroom {100 * table['headroom']:.0f}%"
+            + (f", [red]refused in {table['seconds_refused']:,} s[/]"
+               if table["seconds_refused"] else ""), highlight=False)
+    partitions = ", ".join(f"{name} {p['first']} -> {p['last']}"
+                           for name, p in doc["partitions"].items())
+    console.print(f"partitions: {partitions}", highlight=False)
+    if doc["throttles"]:
+        console.print("throttled operations by reason: " + ", ".join(
+            f"{reason} {count:,.0f}" for reason, count in doc["throttles"].items()),
+            highlight=False)
+    verdict = doc["verdict"]
+    console.print(f"[bold {'green' if verdict['ok'] else 'red'}]verdict[/]: "
+                  f"{escape(verdict['summary'])}", highlight=False)
+    for cause in verdict["causes"][1:]:
+        console.print(f"  also: {escape(cause)}", highlight=False)

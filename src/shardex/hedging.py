@@ -1,0 +1,260 @@
+"""Hedged reads: a second copy of a slow shard read, sent after an adaptive delay, on a budget.
+
+A fan-out waits for its slowest shard, so one slow request in N sets the latency of
+the whole read. Hedging, as in Dean and Barroso's "The Tail at Scale", sends a second
+copy of a request that has not answered after a high percentile of its kind's latency
+(the 96th by default), and takes whichever copy answers first. Reads are idempotent, so the only
+cost is the extra requests: each copy is counted and charged like any other request.
+
+- ``HedgePolicy`` is the small frozen policy: a fixed ``delay``, or by default one that
+  follows the observed latency (the ``quantile`` of the last ``window`` shard reads of
+  the same size class: a page of 1,000 entries is slower than a page of 10), and a
+  ``budget`` of extra copies per read (0.05: at most 5% more requests than reads).
+  The latencies are the reader's own (one index's shard reads): an index is what
+  shares a latency profile, as its entries' size sets how long a page takes.
+- ``Hedger`` holds what one reader has learned: recent latencies per size class, and
+  the budget's balance. Its decisions (``delay``, ``spend``) are plain functions of
+  that state.
+- ``call_hedged`` is the thin loop that carries them out on an injected clock. The
+  delay counts from when the first copy is sent (not while it waits for a slot under
+  the concurrency bound). When one copy answers, the reader stops waiting for the
+  others; they are left to finish rather than cancelled, since the store does the work
+  and charges for it either way (DynamoDB charges a request the client gave up on),
+  and a finished copy reports the units it really consumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from shardex.clock import Clock
+from shardex.errors import InvalidInput
+
+__all__ = ["Copy", "HedgePolicy", "HedgeReport", "Hedger", "call_hedged"]
+
+T = TypeVar("T")
+_WARMUP = 20  # samples of a size class before its quantile is trusted
+_BURST = 10.0  # hedges the budget may save up during a quiet spell
+_REFRESH = 16  # new samples of a class between two computations of its quantile
+
+
+def _fraction(name: str, value: object, *, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not low < value <= high or math.isnan(value):
+        raise InvalidInput(f"HedgePolicy.{name} must be a number in ({low:g}, {high:g}], "
+                           f"got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class HedgePolicy:
+    """When a slow shard read gets another copy, and how many copies it may cost.
+
+    - ``delay``: seconds after which a copy is sent; None (the default) follows the
+      reader's observed latency, the ``quantile`` of recent reads of the same size.
+      Until a size has 20 samples, reads of that size are not hedged.
+    - ``quantile``: the latency quantile the adaptive delay follows. None (the
+      default) is ``1 - 0.8 * budget``, 0.96 for the default budget: a little later
+      than the budget's own quantile, so that about 4% of reads are hedged and the
+      budget keeps a reserve for a wide fan-out's burst of slow shards.
+    - ``budget``: extra copies per read, at most, over time (0.05: 5% more requests
+      than reads). A reader saves up at most 10 copies in a quiet spell.
+    - ``max_hedges``: copies of one read beyond the first (1).
+    - ``window``: recent reads kept per size class for the quantile (512).
+
+    Raises InvalidInput naming the field at fault.
+    """
+
+    delay: float | None = None
+    quantile: float | None = None
+    budget: float = 0.05
+    max_hedges: int = 1
+    window: int = 512
+
+    def __post_init__(self) -> None:
+        if self.delay is not None and (
+                isinstance(self.delay, bool) or not isinstance(self.delay, int | float)
+                or not 0 < self.delay < math.inf):
+            raise InvalidInput(f"HedgePolicy.delay must be positive seconds or None, "
+                               f"got {self.delay!r}")
+        if self.quantile is not None:
+            _fraction("quantile", self.quantile, low=0.0, high=1.0)
+            if self.quantile == 1.0:
+                raise InvalidInput("HedgePolicy.quantile must be below 1")
+        _fraction("budget", self.budget, low=0.0, high=math.inf)
+        for name in ("max_hedges", "window"):
+            number = getattr(self, name)
+            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+                raise InvalidInput(f"HedgePolicy.{name} must be an integer >= 1, got {number!r}")
+        if self.window < _WARMUP:
+            raise InvalidInput(f"HedgePolicy.window must be at least {_WARMUP}, "
+                               f"got {self.window}")
+
+
+class _Latencies:
+    """The last ``window`` latencies of one size class, and their cached quantile."""
+
+    __slots__ = ("fresh", "samples", "value")
+
+    def __init__(self, window: int) -> None:
+        self.samples: deque[float] = deque(maxlen=window)
+        self.fresh = 0
+        self.value: float | None = None
+
+    def quantile(self, q: float) -> float | None:
+        if len(self.samples) < _WARMUP:
+            return None
+        if self.value is None or self.fresh >= _REFRESH:
+            ordered = sorted(self.samples)
+            self.value = ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+            self.fresh = 0
+        return self.value
+
+
+class Hedger:
+    """What one reader has learned for hedging: latencies per size class, budget balance."""
+
+    def __init__(self, policy: HedgePolicy) -> None:
+        self.policy = policy
+        self.quantile = policy.quantile if policy.quantile is not None else \
+            max(0.5, 1.0 - 0.8 * policy.budget)
+        self._classes: dict[int, _Latencies] = {}
+        self._balance = 0.0
+
+    @staticmethod
+    def size_class(size: int) -> int:
+        """Reads asking for 2**(k-1) to 2**k - 1 entries share class k."""
+        return max(1, size).bit_length()
+
+    def observe(self, size: int, seconds: float) -> None:
+        """Record the latency of one read copy that asked for ``size`` entries."""
+        if self.policy.delay is not None:
+            return
+        key = self.size_class(size)
+        found = self._classes.get(key)
+        if found is None:
+            found = self._classes[key] = _Latencies(self.policy.window)
+        found.samples.append(seconds)
+        found.fresh += 1
+
+    def delay(self, size: int) -> float | None:
+        """Seconds to wait before hedging a read of ``size`` entries; None: do not hedge."""
+        if self.policy.delay is not None:
+            return self.policy.delay
+        found = self._classes.get(self.size_class(size))
+        return None if found is None else found.quantile(self.quantile)
+
+    def earn(self) -> None:
+        """A read is sent: the budget grows by ``policy.budget`` copies, up to a cap."""
+        self._balance = min(_BURST, self._balance + self.policy.budget)
+
+    def spend(self) -> bool:
+        """Take one copy from the budget; False when the budget cannot pay for it."""
+        if self._balance < 1.0:
+            return False
+        self._balance -= 1.0
+        return True
+
+
+class Copy:
+    """One copy of a hedged read, as its sender sees it.
+
+    The sender calls ``left(release)`` once the copy has left (past any concurrency
+    bound), handing over how to give back what the copy holds there: a copy the reader
+    stops waiting for gives its slot back at once, and finishes outside the bound.
+    """
+
+    __slots__ = ("_release", "started")
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self._release: Callable[[], None] | None = None
+
+    def left(self, release: Callable[[], None] | None = None) -> None:
+        self._release = release
+        self.started.set()
+
+    def abandon(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+class HedgeReport(Protocol):
+    """Where ``call_hedged`` reports the copies of one read."""
+
+    def sent(self) -> None:
+        """A copy beyond the first was sent."""
+
+    def won(self) -> None:
+        """A copy beyond the first answered first."""
+
+    def abandoned(self, copy: asyncio.Future[Any]) -> None:
+        """The reader stopped waiting for ``copy``, which is left to finish."""
+
+
+async def call_hedged(send: Callable[[Copy | None], Awaitable[T]], hedger: Hedger,
+                      size: int, *, clock: Clock, report: HedgeReport) -> T:
+    """Await one read of ``size`` entries, hedged as ``hedger`` decides.
+
+    ``send(copy)`` sends one copy and calls ``copy.left`` (when a copy is given) once
+    it has left. The first copy to succeed wins; if every copy fails, the first
+    failure is raised. If the caller is cancelled, every copy is.
+    """
+    hedger.earn()
+    delay = hedger.delay(size)
+    if delay is None:
+        return await send(None)
+    states = [Copy()]
+    first: asyncio.Future[T] = asyncio.ensure_future(send(states[0]))
+    running = [first]
+    timer: asyncio.Future[Any] | None = asyncio.ensure_future(states[0].started.wait())
+    armed = False  # False while the timer waits for the first copy to leave
+    hedges = 0
+    first_error: BaseException | None = None
+    try:
+        while running:
+            waiting: set[asyncio.Future[Any]] = set(running)
+            if timer is not None:
+                waiting.add(timer)
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            for copy in [c for c in running if c in done]:
+                running.remove(copy)
+                error = copy.exception()
+                if error is None:
+                    if copy is not first:
+                        report.won()
+                    return copy.result()
+                first_error = first_error or error
+            if timer is None or timer not in done:
+                continue
+            timer = None
+            if not armed:
+                armed = True
+                timer = asyncio.ensure_future(clock.sleep(delay))
+            elif running and hedger.spend():
+                hedges += 1
+                report.sent()
+                states.append(Copy())
+                running.append(asyncio.ensure_future(send(states[-1])))
+                if hedges < hedger.policy.max_hedges:
+                    timer = asyncio.ensure_future(clock.sleep(delay))
+    except BaseException:
+        for copy in running:
+            copy.cancel()
+        running = []
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+        for state in states:
+            state.abandon()
+        for copy in running:
+            report.abandoned(copy)
+    assert first_error is not None
+    raise first_error

@@ -1,0 +1,88 @@
+"""Bounded labels: only the heaviest keys get a metric label of their own; the rest are ``other``.
+
+A metrics system keeps one time series per label set, so a label per key of a store with
+millions of keys would explode. ``TopKeys`` names at most ``k`` keys. Every key's weight
+goes into a Space-Saving summary (``shardex.counters.SpaceSaving``, ``counters`` of
+them); a key is named when it is first seen while fewer than ``k`` are named, and
+otherwise counts under ``other``. ``rebalance`` (run when metrics are read, not on each
+request) gives a name to a key that is surely heavier than the lightest named one by
+a margin: its guaranteed count (count less error) exceeds that key's upper bound times
+``1 + MARGIN``. That key loses its name, and the caller folds its counts into
+``other``, so the sum over a metric's series stays the whole. The margin is the
+hysteresis: two keys of about the same weight never trade names back and forth.
+"""
+
+from __future__ import annotations
+
+from shardex.counters.spacesaving import SpaceSaving
+from shardex.errors import InvalidInput
+
+__all__ = ["MARGIN", "OTHER", "TopKeys"]
+
+OTHER = "other"
+MARGIN = 0.25
+
+
+class TopKeys:
+    """Which keys get a label of their own: at most ``k``, the heaviest (see module).
+
+    ``k`` >= 1; ``counters`` (default ``max(4k, 64)``, at least ``k``) is the size of
+    the Space-Saving summary. Raises InvalidInput otherwise.
+    """
+
+    __slots__ = ("_k", "_named", "_summary")
+
+    def __init__(self, k: int = 20, *, counters: int | None = None) -> None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidInput(f"the keys that get labels must be an integer >= 1, got {k!r}")
+        m = max(4 * k, 64) if counters is None else counters
+        if isinstance(m, bool) or not isinstance(m, int) or m < k:
+            raise InvalidInput(f"the summary needs at least k={k} counters, got {m!r}")
+        self._k = k
+        self._summary = SpaceSaving(m)
+        self._named: set[str] = set()
+
+    @property
+    def k(self) -> int:
+        return self._k
+
+    @property
+    def named(self) -> frozenset[str]:
+        """The keys that have a label of their own now."""
+        return frozenset(self._named)
+
+    def label(self, key: str, weight: float) -> str:
+        """Count ``weight`` for ``key``; return the label it counts under: itself or OTHER."""
+        self._summary.add(key, weight)
+        if key in self._named:
+            return key
+        if len(self._named) < self._k:
+            self._named.add(key)
+            return key
+        return OTHER
+
+    def _upper(self, key: str, floor: float) -> float:
+        counted = self._summary.get(key)
+        # a key the summary evicted weighs at most the smallest counter
+        return counted.count if counted is not None else floor
+
+    def rebalance(self) -> list[tuple[str, str]]:
+        """Name the keys surely heavier than the lightest named ones.
+
+        Returns ``(named, unnamed)`` pairs: the caller starts ``named``'s series and
+        folds ``unnamed``'s into ``other``.
+        """
+        top = self._summary.top()
+        floor = top[-1].count if self._summary.full and top else 0.0
+        swaps = []
+        for candidate in top[:self._k]:
+            if candidate.key in self._named:
+                continue
+            # every key was named at first sight while there was room: the set is full
+            weakest = min(self._named, key=lambda key: (self._upper(key, floor), key))
+            if candidate.lower <= (1.0 + MARGIN) * self._upper(weakest, floor):
+                continue
+            self._named.discard(weakest)
+            self._named.add(candidate.key)
+            swaps.append((candidate.key, weakest))
+        return swaps

@@ -1,0 +1,460 @@
+"""``simulate``: a workload against a layout on the rate-level engine, second by second.
+
+Each logical write of a value becomes what the index does for it in the store: a
+strongly consistent read of the item's placement (``locate``), then one write that
+changes the placement and the entries (a transaction costing ``transaction_cost`` in
+the ``table`` layout; the item's own update and its GSI entries in the ``gsi``
+layout). A put writes one entry on one of the value's N shard keys, a delete removes
+one, a move does both on two values; the placement records of the items are spread
+over the whole table. A page read of a value asks every shard key for its share of
+the page, as the fan-out does. All of it runs on ``shardex.sim.fluid`` with the same
+capacity model as ``memory://``.
+
+Counting: an *entry write* is a put, a delete or one end of a move on a shard key (a
+move counts on both values, as ``OrdersLoad.peak_writes`` does); refused operations
+count once each, as the engine has no retries; a workload from a diagnosis offers
+its measured units, one unit a write.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shardex.capacity import QUERY_PAGE_BYTES, QUERY_PAGE_ITEMS
+from shardex.documents import SIMULATE_SCHEMA, rounded
+from shardex.routing import Routing
+from shardex.scenarios.workload import ValueLoad, Workload
+from shardex.sim.fluid import Flow, FlowResult, FluidEngine, Part
+from shardex.sim.latency import LatencyModel
+from shardex.sim.profiles import Profile
+
+__all__ = ["ACCEPTED_ENOUGH", "Simulation", "simulate"]
+
+# A value passes when at least this share of its offered writes is accepted.
+ACCEPTED_ENOUGH = 0.999
+# A placement record is well under 1 KB: one write unit, one read unit.
+_PLACEMENT_BYTES = 80
+_TIMELINE_POINTS = 300
+
+
+@dataclass(slots=True)
+class _Count:
+    offered: float = 0.0
+    accepted: float = 0.0
+
+    @property
+    def ratio(self) -> float:
+        return self.accepted / self.offered if self.offered else 1.0
+
+
+@dataclass(slots=True)
+class _Table:
+    """One table's (or GSI's) use of one direction, second by second."""
+
+    resource: str
+    write: bool
+    used: list[float] = field(default_factory=list)
+    asked: list[float] = field(default_factory=list)
+    limit: list[float] = field(default_factory=list)
+    kind: list[str] = field(default_factory=list)
+    refused_seconds: int = 0
+
+
+@dataclass(slots=True)
+class Simulation:
+    """The outcome of one simulated run: per value and shard key, tables, throttles."""
+
+    workload: Workload
+    routing: Routing
+    profile: Profile
+    latency: LatencyModel
+    values: dict[str, _Count] = field(default_factory=dict)
+    shard_keys: dict[str, dict[str, _Count]] = field(default_factory=dict)
+    reads: dict[str, _Count] = field(default_factory=dict)
+    read_units: dict[str, float] = field(default_factory=dict)
+    peaks: dict[str, float] = field(default_factory=dict)
+    throttles: dict[str, float] = field(default_factory=dict)
+    tables: list[_Table] = field(default_factory=list)
+    timeline: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)
+    partitions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    hot: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def duration(self) -> int:
+        return self.workload.duration
+
+    def shards(self, value: str) -> int:
+        return self.routing.policy(value).shards
+
+    @property
+    def ok(self) -> bool:
+        """Whether every value had its writes and reads accepted (``ACCEPTED_ENOUGH``)."""
+        return all(c.ratio >= ACCEPTED_ENOUGH for c in (*self.values.values(),
+                                                         *self.reads.values()))
+
+    def causes(self) -> list[str]:
+        """What throttled, in words, the table limits first, with what would avoid it."""
+        out = []
+        for table in self.tables:
+            if not table.refused_seconds:
+                continue
+            kind = "write" if table.write else "read"
+            peak = max(table.asked, default=0.0)
+            served = min(table.limit) if table.limit else 0.0
+            setting = self._setting(table.write)
+            quota = self.profile.quota_write if table.write else self.profile.quota_read
+            out.append(f"the {table.resource}'s {kind} limit binds in {table.refused_seconds:,}"
+                       f" s of {self.duration:,}: it served {served:,.0f} units a second "
+                       f"({_LIMITS.get(table.kind[0] if table.kind else '', 'its limit')}), "
+                       f"the workload asks up to {peak:,.0f}"
+                       + (f"; {setting} of at least {math.ceil(round(peak, 6)):,} avoids it"
+                          if setting else "")
+                       + (f" (past the per-table quota of {quota:,.0f}: raise it too)"
+                          if peak > quota else ""))
+        profile = self.profile
+        for table in self.tables:
+            first, last = self.partitions.get(table.resource, (0, 0))
+            ceiling = profile.write_ceiling if table.write else profile.read_ceiling
+            peak = max(table.asked, default=0.0)
+            if table.refused_seconds or not first or peak <= first * ceiling:
+                continue
+            kind, setting = "write" if table.write else "read", self._setting(table.write)
+            out.append(f"the {table.resource} starts with {first} partitions, "
+                       f"{first * ceiling:,.0f} {kind} units a second in all, and the workload "
+                       f"asks up to {peak:,.0f}; it had {last} when the run ended ({setting} "
+                       "sets how many it starts with)")
+        worst = sorted(((count.ratio, key, value) for value, keys in self.shard_keys.items()
+                        for key, count in keys.items() if count.ratio < ACCEPTED_ENOUGH))
+        for ratio, key, value in worst[:3]:
+            where = self.hot.get(key)
+            out.append(f"{key} ({value}, N={self.shards(value)}) accepted {100 * ratio:.1f}% of "
+                       f"its entry writes" + (f"; its partition {where} throttled it"
+                                              if where else ""))
+        return out
+
+    def _setting(self, write: bool) -> str:
+        profile = self.profile
+        direction = "write" if write else "read"
+        if profile.capacity == "provisioned":
+            return f"provisioned_{direction}"
+        return f"warm_{direction}"
+
+    def verdict(self) -> str:
+        """One line: ``ok`` or ``throttled``, and why."""
+        if self.ok:
+            least = min((c.ratio for c in self.values.values()), default=1.0)
+            return f"ok: {100 * least:.2f}% or more of every value's writes accepted"
+        causes = self.causes()
+        return "throttled: " + (causes[0] if causes else "some operations were refused")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``shardex.simulate/1`` document (docs/json.md), rounded once."""
+        duration = self.duration
+        values = {}
+        for value, count in self.values.items():
+            n = self.shards(value)
+            reads = self.reads.get(value, _Count())
+            values[value] = {
+                "shards": n,
+                "offered_writes": count.offered, "accepted_writes": count.accepted,
+                "offered_writes_per_s": count.offered / duration,
+                "accepted_writes_per_s": count.accepted / duration,
+                "accepted_ratio": count.ratio,
+                "peak_offered_writes_per_s": self.peaks.get(value, 0.0),
+                "reads_per_s": reads.offered / duration,
+                "accepted_reads_per_s": reads.accepted / duration,
+                "queries_per_s": n * reads.offered / duration,
+                "read_units_per_s": self.read_units.get(value, 0.0) / duration,
+                "fanout_p50_ms": 1000.0 * self.latency.fanout_quantile(n, 0.5),
+                "fanout_p99_ms": 1000.0 * self.latency.fanout_quantile(n, 0.99),
+                "shard_keys": {key: {"offered_writes": c.offered, "accepted_writes": c.accepted,
+                                     "accepted_ratio": c.ratio,
+                                     "throttled_by": self.hot.get(key)}
+                               for key, c in self.shard_keys.get(value, {}).items()},
+            }
+        tables = []
+        for table in self.tables:
+            peak = max(table.used, default=0.0)
+            tables.append({
+                "resource": table.resource, "direction": "write" if table.write else "read",
+                "limit_first_s": table.limit[0] if table.limit else None,
+                "limit_last_s": table.limit[-1] if table.limit else None,
+                "peak_used_per_s": peak, "peak_asked_per_s": max(table.asked, default=0.0),
+                "headroom": max(0.0, min((1.0 - u / lim for u, lim in zip(
+                    table.used, table.limit, strict=True) if lim > 0), default=1.0)),
+                "seconds_refused": table.refused_seconds,
+                "limited_by": table.kind[-1] if table.kind else None})
+        step = max(1, math.ceil(duration / _TIMELINE_POINTS))
+        doc: dict[str, Any] = rounded({
+            "schema": SIMULATE_SCHEMA, "source": self.workload.origin, "duration_s": duration,
+            "profile": {"name": self.profile.name, **_settings(self.profile)},
+            "routing": self.routing.to_dict(),
+            "values": values,
+            "throttles": dict(sorted(self.throttles.items())),
+            "tables": tables,
+            "partitions": {name: {"first": first, "last": last}
+                           for name, (first, last) in self.partitions.items()},
+            "verdict": {"ok": self.ok, "summary": self.verdict(), "causes": self.causes()},
+            "timeline": {"step_s": step, "values": {
+                value: {"offered_writes_per_s": _downsample(offered, step),
+                        "accepted_writes_per_s": _downsample(accepted, step)}
+                for value, (offered, accepted) in self.timeline.items()},
+                "tables": [{"resource": t.resource, "direction": "write" if t.write else "read",
+                            "used_per_s": _downsample(t.used, step),
+                            "limit_per_s": _downsample(t.limit, step)} for t in self.tables]},
+        })
+        return doc
+
+
+_LIMITS = {
+    "KeyRangeThroughputExceeded": "its warm throughput, or twice its previous peak",
+    "AccountLimitExceeded": "the per-table quota",
+    "MaxOnDemandThroughputExceeded": "its configured maximum",
+    "ProvisionedThroughputExceeded": "its provisioned capacity and burst",
+}
+
+
+def _settings(profile: Profile) -> dict[str, Any]:
+    keep = ("capacity", "layout", "unit", "write_ceiling", "read_ceiling", "warm_write",
+            "warm_read", "provisioned_write", "provisioned_read", "quota_write", "quota_read",
+            "max_write", "max_read", "partitions", "split_delay_seconds", "transaction_cost",
+            "consistent")
+    out = {name: getattr(profile, name) for name in keep}
+    out["partitions"] = profile.initial_partitions
+    if profile.capacity == "on-demand":
+        for name in ("provisioned_write", "provisioned_read"):
+            del out[name]
+    else:
+        for name in ("warm_write", "warm_read", "max_write", "max_read"):
+            del out[name]
+    return out
+
+
+def _downsample(series: list[float], step: int) -> list[float]:
+    return [sum(series[i:i + step]) / len(series[i:i + step])
+            for i in range(0, len(series), step)]
+
+
+def _first_page(page: int, shards: int) -> int:
+    """Entries the fan-out asks each shard for in its first round (``fanout.py``'s rule):
+    its mean share of the page plus three standard deviations."""
+    mean = (page + 1) / shards
+    return min(page + 1, QUERY_PAGE_ITEMS, max(4, math.ceil(mean + 3 * math.sqrt(mean)) + 2))
+
+
+@dataclass(slots=True)
+class _Flows:
+    """One second's flows, and what each one counts towards."""
+
+    flows: list[Flow] = field(default_factory=list)
+    # per flow: (value, shard key) pairs whose entry writes (or reads) it makes
+    ends: list[tuple[tuple[str, str], ...]] = field(default_factory=list)
+    # per flow, once counted: the counters it adds to (see _targets)
+    targets: list[list[tuple[str, _Count, _Count | None, float]]] | None = None
+
+    def add(self, flow: Flow, *ends: tuple[str, str]) -> None:
+        if flow.rate > 0:
+            self.flows.append(flow)
+            self.ends.append(ends)
+
+
+def simulate(workload: Workload, routing: Routing, profile: Profile, *,
+             latency: LatencyModel | None = None, namespace: str = "index") -> Simulation:
+    """Run ``workload`` against ``routing`` on ``profile``'s table for its duration.
+
+    ``namespace`` is the index's name: keys hash to partitions with it, as in the store.
+    """
+    engine = FluidEngine(profile, namespace=namespace)
+    gsi = profile.layout == "gsi"
+    sim = Simulation(workload, routing, profile, latency or LatencyModel())
+    keys: dict[str, list[tuple[str, int]]] = {}
+    for value, load in workload.values.items():
+        shard_keys = routing.policy(value).shard_keys(value)
+        keys[value] = [(key, engine.key(key, index=gsi, rising=load.rising))
+                       for key in shard_keys]
+        sim.values[value] = _Count()
+        sim.shard_keys[value] = {key: _Count() for key in shard_keys}
+        sim.timeline[value] = ([], [])
+    for resource in engine.resources:
+        for write in (True, False):
+            sim.tables.append(_Table(resource.kind, write))
+    built: tuple[tuple[float, ...], _Flows, _Flows] | None = None
+    for second in range(workload.duration):
+        rates = _rates(workload, float(second))
+        if built is None or built[0] != rates:
+            # a steady workload builds its flows once
+            built = (rates, *_build(workload, keys, profile, rates))
+        _, reads, writes = built
+        read_results = engine.step(second, reads.flows)
+        located = next((result.accepted / flow.rate for flow, result, ends in zip(
+            reads.flows, read_results, reads.ends, strict=True) if ends == (("", "locate"),)),
+            1.0)
+        _account(sim, reads, read_results, {})
+        # an operation whose locate was throttled never gets to write
+        sent = writes.flows if located >= 1.0 else [
+            flow._replace(rate=flow.rate * located) if _placed(flow) else flow
+            for flow in writes.flows]
+        now_counts: dict[str, list[float]] = {}
+        _account(sim, writes, engine.step(second, sent), now_counts)
+        for value, (offered, accepted) in sim.timeline.items():
+            offered_now, accepted_now = now_counts.get(value, [0.0, 0.0])
+            offered.append(offered_now)
+            accepted.append(accepted_now)
+            sim.peaks[value] = max(sim.peaks.get(value, 0.0), offered_now)
+        for index, resource in enumerate(engine.resources):
+            for write in (True, False):
+                table = sim.tables[2 * index + (0 if write else 1)]
+                limit, kind = resource.table.limit(write)
+                used = resource.table.written if write else resource.table.read
+                refused = resource.table.refused_write if write else resource.table.refused_read
+                table.used.append(used)
+                table.asked.append(used + refused)
+                table.limit.append(limit)
+                table.kind.append(kind)
+                if refused > 1e-9 and used >= limit * 0.999:
+                    table.refused_seconds += 1
+    for resource in engine.resources:
+        partitions = resource.partitions
+        sim.partitions[resource.kind] = (partitions.count, len(partitions))
+    return sim
+
+
+def _rates(workload: Workload, now: float) -> tuple[float, ...]:
+    """Every rate of the workload in the second starting at ``now``, in a fixed order."""
+    out: list[float] = []
+    for load in workload.values.values():
+        if load.write_units is not None:
+            out.append(load.write_units.at(now))
+        else:
+            out += (load.write.at(now), load.delete.at(now))
+        out.append(load.read.at(now))
+    out += (move.rate.at(now) for move in workload.moves)
+    return tuple(out)
+
+
+def _build(workload: Workload, keys: Mapping[str, list[tuple[str, int]]], profile: Profile,
+           rates: tuple[float, ...]) -> tuple[_Flows, _Flows]:
+    """One second's read and write flows at ``rates`` (as ``_rates`` lists them)."""
+    entries = 1 if profile.layout == "gsi" else 0
+    cost = profile.transaction_cost
+    placement = profile.write_cost(_PLACEMENT_BYTES) * cost
+    consistent = profile.consistent
+    reads, writes = _Flows(), _Flows()
+    operations = 0.0
+    at = iter(rates)
+    for value, load in workload.values.items():
+        shards = keys[value]
+        n = len(shards)
+        entry = profile.write_cost(load.item_bytes) * cost
+        if load.write_units is not None:
+            rate = next(at) / n
+            for key, ident in shards:
+                writes.add(Flow(rate, True, (Part(entries, ident, 1.0),)), (value, key))
+        else:
+            put, delete = next(at) / n, next(at) / n
+            operations += (put + delete) * n
+            for key, ident in shards:
+                writes.add(Flow(put, True, (Part(entries, ident, entry),
+                                            Part(0, None, placement))), (value, key))
+                writes.add(Flow(delete, True, (Part(entries, ident, entry),
+                                               Part(0, None, placement))), (value, key))
+        nbytes = min(_first_page(load.page, n) * load.read_item_bytes, QUERY_PAGE_BYTES)
+        units = profile.read_cost(nbytes, max(1, nbytes // load.read_item_bytes), consistent)
+        rate = next(at)
+        for key, ident in shards:
+            reads.add(Flow(rate, False, (Part(entries, ident, units),), consistent),
+                      (value, f"read:{key}"))
+    for move in workload.moves:
+        rate = next(at)
+        if rate <= 0:
+            continue
+        operations += rate
+        source, target = keys[move.source], keys[move.target]
+        pairs = max(len(source), len(target))
+        old = profile.write_cost(workload.values[move.source].item_bytes) * cost
+        new = profile.write_cost(workload.values[move.target].item_bytes) * cost
+        for i in range(pairs):
+            (skey, sid), (tkey, tid) = source[i % len(source)], target[i % len(target)]
+            writes.add(Flow(rate / pairs, True, (Part(entries, sid, old),
+                                                 Part(entries, tid, new),
+                                                 Part(0, None, placement))),
+                       (move.source, skey), (move.target, tkey))
+    if operations > 0:
+        reads.add(Flow(operations, False, (Part(0, None, profile.read_cost(
+            _PLACEMENT_BYTES, 1, True)),)), ("", "locate"))
+    return reads, writes
+
+
+def _placed(flow: Flow) -> bool:
+    return any(part.key is None for part in flow.parts)
+
+
+def _targets(sim: Simulation, flows: _Flows) -> list[list[tuple[str, _Count, _Count | None,
+                                                                 float]]]:
+    """Per flow: (value, its counter, its shard key's counter or None for a read, the
+    share of the flow's rate it counts) for every end the flow makes."""
+    out = []
+    for ends in flows.ends:
+        targets: list[tuple[str, _Count, _Count | None, float]] = []
+        for value, key in ends:
+            if not value:
+                continue
+            if key.startswith("read:"):
+                n = len(sim.shard_keys[value])
+                targets.append((value, sim.reads.setdefault(value, _Count()), None, 1.0 / n))
+            else:
+                targets.append((value, sim.values[value], sim.shard_keys[value][key], 1.0))
+        out.append(targets)
+    return out
+
+
+def _account(sim: Simulation, flows: _Flows, results: list[FlowResult],
+             now: dict[str, list[float]]) -> None:
+    """Count one step's results: per shard key and value (offered as in ``flows``, before
+    any locate was refused), reads, throttles by reason, and into ``now`` per value."""
+    if flows.targets is None:
+        flows.targets = _targets(sim, flows)
+    throttles = sim.throttles
+    for flow, result, ends, targets in zip(flows.flows, results, flows.ends, flows.targets,
+                                           strict=True):
+        refused = result.refused
+        if refused > 1e-12 and result.reason:
+            throttles[result.reason] = throttles.get(result.reason, 0.0) + refused
+            if result.partition is not None:
+                for _, key in ends:
+                    sim.hot.setdefault(key.removeprefix("read:"), result.partition)
+        rate, accepted = flow.rate, result.accepted
+        for value, count, shard, share in targets:
+            if shard is None:  # a page read: each of its N shard queries counts 1/N
+                count.offered += rate * share
+                count.accepted += accepted * share
+                sim.read_units[value] = sim.read_units.get(value, 0.0) + \
+                    accepted * flow.parts[0].units
+                continue
+            shard.offered += rate
+            shard.accepted += accepted
+            count.offered += rate
+            count.accepted += accepted
+            totals = now.get(value)
+            if totals is None:
+                totals = now[value] = [0.0, 0.0]
+            totals[0] += rate
+            totals[1] += accepted
+
+
+def routing_for(values: Mapping[str, ValueLoad], routing: Routing | None,
+                overrides: Mapping[str, int]) -> Routing:
+    """The layout simulated: ``routing`` (or the values' own N), with ``overrides`` applied."""
+    from shardex.routing import ShardPolicy
+
+    policies = dict(routing.overrides) if routing is not None else {
+        value: ShardPolicy(shards=load.shards) for value, load in values.items()
+        if load.shards and load.shards > 1}
+    for value, n in overrides.items():
+        policies[value] = ShardPolicy(shards=n)
+    default = routing.default if routing is not None else ShardPolicy(shards=1)
+    return Routing(default=default, overrides={v: p for v, p in policies.items()
+                                               if p != default})

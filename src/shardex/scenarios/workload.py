@@ -1,0 +1,291 @@
+"""Workloads for ``shardex simulate``: values with their rates over time, from TOML or diagnose.
+
+A workload file (TOML, read with the standard library's ``tomllib``)::
+
+    duration = 3600                  # seconds simulated
+
+    [table]                          # the capacity model: a profile and its settings
+    profile = "dynamodb-on-demand"   # or dynamodb-provisioned, dynamodb-gsi, azure-tables
+    warm_write = 50000               # any setting of shardex.sim.profiles.Profile
+
+    [values.PENDING]
+    write = 5000                     # entries written a second (new items); or steps:
+                                     # [[0, 1000], [600, 5000]] = 1,000 from 0 s, 5,000 from 600 s
+    delete = 0                       # entries deleted a second
+    read = 10                        # fan-out page reads a second
+    page = 100                       # entries a page read asks for
+    item_bytes = 1024                # an entry's bytes as written
+    read_item_bytes = 1024           # ... and as read (its projection)
+    sort = "rising"                  # the sort values of its writes: rising or spread
+    bursts = [{at = 600, seconds = 10, write = 20000}]   # extra load for a while
+
+    [[moves]]                        # items moving from one value to another
+    from = "PENDING"
+    to = "SHIPPED"
+    rate = 2000                      # a second; a number or steps, like write
+
+A ``shardex.diagnose/1`` document is a workload too: each of its top logical keys
+offers its measured units a second (``peak_units_per_s``, or ``sustained_units_per_s``)
+on its shard keys for the sample's seconds, reads and writes together counted as write
+units (the stricter ceiling), without placements (the log measured what was written).
+
+Every error names the file and the field: InvalidInput.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shardex.documents import DIAGNOSE_SCHEMA
+from shardex.errors import InvalidInput
+from shardex.keys import validate_value
+from shardex.sim.profiles import DEFAULT_PROFILE
+
+__all__ = ["Move", "Schedule", "ValueLoad", "Workload", "load_workload", "workload_from_dict"]
+
+_VALUE_FIELDS = {"write", "delete", "read", "page", "item_bytes", "read_item_bytes", "sort",
+                 "bursts", "write_units", "shards"}
+_MAX_SECONDS = 7 * 24 * 3600
+_MAX_RATE = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A rate over time: ``steps`` of ``(from second, rate)``, plus ``bursts`` of
+    ``(from second, seconds, extra rate)`` added on top while they last."""
+
+    steps: tuple[tuple[float, float], ...] = ((0.0, 0.0),)
+    bursts: tuple[tuple[float, float, float], ...] = ()
+
+    def at(self, second: float) -> float:
+        """The rate in the second that starts at ``second``."""
+        rate = 0.0
+        for start, value in self.steps:
+            if start > second:
+                break
+            rate = value
+        for start, seconds, extra in self.bursts:
+            if start <= second < start + seconds:
+                rate += extra
+        return rate
+
+    def peak(self) -> float:
+        """The highest rate it reaches."""
+        points = {start for start, _ in self.steps} | {b[0] for b in self.bursts}
+        return max((self.at(point) for point in points), default=0.0)
+
+    @property
+    def idle(self) -> bool:
+        return self.peak() <= 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ValueLoad:
+    """The load of one logical key: writes, deletes and reads a second, and its entries.
+
+    ``write_units`` (from a diagnose document) replaces ``write``: units a second on its
+    shard keys as measured, with no placement records. ``shards`` is its N, if known.
+    """
+
+    value: str
+    write: Schedule = field(default_factory=Schedule)
+    delete: Schedule = field(default_factory=Schedule)
+    read: Schedule = field(default_factory=Schedule)
+    page: int = 100
+    item_bytes: int = 1024
+    read_item_bytes: int = 1024
+    rising: bool = True
+    write_units: Schedule | None = None
+    shards: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """Items moving from ``source`` to ``target`` at ``rate`` a second (one write each)."""
+
+    source: str
+    target: str
+    rate: Schedule
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What ``shardex simulate`` offers the simulated table, second by second.
+
+    ``table`` holds the capacity settings the workload asks for (``profile`` among them);
+    the command line may change them. ``origin`` names where it came from.
+    """
+
+    duration: int
+    values: Mapping[str, ValueLoad]
+    moves: tuple[Move, ...] = ()
+    table: Mapping[str, Any] = field(default_factory=dict)
+    origin: str = "workload"
+
+    @property
+    def profile(self) -> str:
+        name = self.table.get("profile", DEFAULT_PROFILE)
+        return str(name)
+
+
+def _fail(where: str, message: str) -> InvalidInput:
+    return InvalidInput(f"{where}: {message}")
+
+
+def _number(where: str, value: Any, *, integer: bool = False, least: float = 0.0,
+            most: float = _MAX_RATE) -> float:
+    ok = not isinstance(value, bool) and isinstance(value, int if integer else int | float)
+    if not ok or not math.isfinite(value) or not least <= value <= most:
+        kind = "an integer" if integer else "a number"
+        raise _fail(where, f"must be {kind} from {least:g} to {most:g}, got {value!r}")
+    return float(value)
+
+
+def _schedule(where: str, value: Any, bursts: Any = (), name: str = "write") -> Schedule:
+    if isinstance(value, list):
+        steps = []
+        for i, step in enumerate(value):
+            if not (isinstance(step, list) and len(step) == 2):
+                raise _fail(f"{where}[{i}]", f"must be [second, rate], got {step!r}")
+            steps.append((_number(f"{where}[{i}] second", step[0]),
+                          _number(f"{where}[{i}] rate", step[1])))
+        if not steps:
+            raise _fail(where, "needs at least one [second, rate] step")
+        starts = [start for start, _ in steps]
+        if starts != sorted(starts) or len(set(starts)) != len(starts):
+            raise _fail(where, "steps must be in order of their seconds, each once")
+        plan = tuple(steps)
+    else:
+        plan = ((0.0, _number(where, value)),)
+    extra = []
+    for i, burst in enumerate(bursts):
+        at = f"{where.rpartition('.')[0]}.bursts[{i}]"
+        if not isinstance(burst, Mapping) or set(burst) - {"at", "seconds", "write", "read",
+                                                            "delete", "write_units"}:
+            raise _fail(at, "must be a table of at, seconds and a rate (write, read, ...)")
+        if name in burst:
+            extra.append((_number(f"{at}.at", burst.get("at")),
+                          _number(f"{at}.seconds", burst.get("seconds"), least=1e-9),
+                          _number(f"{at}.{name}", burst[name])))
+    return Schedule(plan, tuple(extra))
+
+
+def _value(where: str, value: str, doc: Any) -> ValueLoad:
+    if not isinstance(doc, Mapping):
+        raise _fail(where, f"must be a table, got {doc!r}")
+    unknown = sorted(set(doc) - _VALUE_FIELDS)
+    if unknown:
+        raise _fail(where, f"unknown field(s) {', '.join(unknown)}; known: "
+                           f"{', '.join(sorted(_VALUE_FIELDS))}")
+    try:
+        validate_value(value)
+    except InvalidInput as exc:
+        raise _fail(where, str(exc)) from exc
+    bursts = doc.get("bursts", [])
+    if not isinstance(bursts, list):
+        raise _fail(f"{where}.bursts", "must be a list of tables")
+    sort = doc.get("sort", "rising")
+    if sort not in ("rising", "spread"):
+        raise _fail(f"{where}.sort", f"must be rising or spread, got {sort!r}")
+    size = int(_number(f"{where}.item_bytes", doc.get("item_bytes", 1024), integer=True,
+                       least=1))
+    shards = doc.get("shards")
+    return ValueLoad(
+        value=value,
+        write=_schedule(f"{where}.write", doc.get("write", 0), bursts, "write"),
+        delete=_schedule(f"{where}.delete", doc.get("delete", 0), bursts, "delete"),
+        read=_schedule(f"{where}.read", doc.get("read", 0), bursts, "read"),
+        page=int(_number(f"{where}.page", doc.get("page", 100), integer=True, least=1)),
+        item_bytes=size,
+        read_item_bytes=int(_number(f"{where}.read_item_bytes",
+                                    doc.get("read_item_bytes", size), integer=True, least=1)),
+        rising=sort == "rising",
+        write_units=None if "write_units" not in doc else _schedule(
+            f"{where}.write_units", doc["write_units"], bursts, "write_units"),
+        shards=None if shards is None else int(_number(f"{where}.shards", shards,
+                                                       integer=True, least=1)))
+
+
+def workload_from_dict(doc: Any, *, origin: str = "workload") -> Workload:
+    """Build a workload from a parsed TOML document (or a ``shardex.diagnose/1`` one)."""
+    if isinstance(doc, Mapping) and doc.get("schema") == DIAGNOSE_SCHEMA:
+        return _from_diagnosis(doc, origin)
+    if not isinstance(doc, Mapping):
+        raise _fail(origin, "a workload must be a table")
+    unknown = sorted(set(doc) - {"duration", "table", "values", "moves"})
+    if unknown:
+        raise _fail(origin, f"unknown field(s) {', '.join(unknown)}; known: duration, table, "
+                            "values, moves")
+    duration = _number(f"{origin}: duration", doc.get("duration", 600), integer=True, least=1,
+                       most=_MAX_SECONDS)
+    values_doc = doc.get("values")
+    if not isinstance(values_doc, Mapping) or not values_doc:
+        raise _fail(origin, "needs a [values.NAME] table for at least one value")
+    values = {str(name): _value(f"{origin}: values.{name}", str(name), body)
+              for name, body in values_doc.items()}
+    moves = []
+    for i, move in enumerate(doc.get("moves", [])):
+        where = f"{origin}: moves[{i}]"
+        if not isinstance(move, Mapping) or set(move) != {"from", "to", "rate"}:
+            raise _fail(where, "must be a table of from, to and rate")
+        for end in ("from", "to"):
+            if move[end] not in values:
+                raise _fail(f"{where}.{end}", f"{move[end]!r} is not one of the values")
+        moves.append(Move(move["from"], move["to"], _schedule(f"{where}.rate", move["rate"])))
+    table = doc.get("table", {})
+    if not isinstance(table, Mapping):
+        raise _fail(f"{origin}: table", "must be a table of capacity settings")
+    return Workload(int(duration), values, tuple(moves), dict(table), origin)
+
+
+def _from_diagnosis(doc: Mapping[str, Any], origin: str, *, rate: str = "peak") -> Workload:
+    top = doc.get("top")
+    totals = doc.get("totals") or {}
+    if not isinstance(top, list) or not top:
+        raise _fail(origin, "the diagnosis lists no keys (top is empty)")
+    seconds = totals.get("seconds") if isinstance(totals, Mapping) else None
+    duration = int(_number(f"{origin}: totals.seconds", seconds if seconds else 60,
+                           integer=True, least=1, most=_MAX_SECONDS))
+    values = {}
+    for i, row in enumerate(top):
+        where = f"{origin}: top[{i}]"
+        if not isinstance(row, Mapping) or not isinstance(row.get("key"), str):
+            raise _fail(where, "must be an object with a key")
+        units = _number(f"{where}.{rate}_units_per_s", row.get(f"{rate}_units_per_s"))
+        shards = int(_number(f"{where}.shards", row.get("shards", 1), integer=True, least=1))
+        values[row["key"]] = ValueLoad(value=row["key"], write_units=Schedule(((0.0, units),)),
+                                       shards=shards)
+    return Workload(duration, values, (), {}, origin)
+
+
+def load_workload(path: str | Path, *, rate: str = "peak") -> Workload:
+    """Read a workload file: TOML, or a ``shardex.diagnose/1`` JSON document.
+
+    ``rate`` picks the diagnose figure to offer: ``peak`` or ``sustained``. Raises
+    InvalidInput naming the file and field at fault; OSError when it cannot be read.
+    """
+    name = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _fail(name, f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    if text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise _fail(name, f"is not valid JSON: {exc}") from exc
+        if not isinstance(doc, Mapping) or doc.get("schema") != DIAGNOSE_SCHEMA:
+            raise _fail(name, f"a JSON workload must be a {DIAGNOSE_SCHEMA} document "
+                              "(shardex diagnose --json)")
+        return _from_diagnosis(doc, name, rate=rate)
+    try:
+        parsed = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _fail(name, f"is not valid TOML: {exc}") from exc
+    return workload_from_dict(parsed, origin=name)

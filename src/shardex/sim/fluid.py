@@ -1,0 +1,473 @@
+"""The rate-level engine: the capacity model run second by second on rates, not requests.
+
+An hour at 50,000 writes a second is 180 million requests: too many to push one by one
+through ``memory://``. This engine runs the *same* capacity model (the same
+``Profile``, ``PartitionMap``, ``Partition`` and ``TableLimit`` objects, so the same
+ceilings, burst, table limits and splits) on flows: classes of identical operations,
+each offered at a rate. Each second it
+
+1. rolls the partitions its keys live on (a partition due to split splits, as in the
+   store),
+2. shares every partition's room for the second among the flows that touch it: a flow
+   (a transaction over several keys) is accepted at the smallest share of its parts;
+   a partition whose flows are limited elsewhere gives its spare room to the rest,
+3. scales every flow down to the table-level limit of each table it touches,
+4. takes what was accepted, and counts the rest as refused demand (heat), as a
+   throttled request is counted.
+
+Keys are named once (``FluidEngine.key``) with the order their sort values come in:
+``rising`` (a timestamp: a hot key never splits by sort value) or ``spread``. A part
+with no key is spread over every partition of its table in proportion to the share of
+the hash space each holds: the placement records of many items.
+
+Differences from the request-level store, by design: the engine sees rates, so it has
+no latency and no retries (a refused operation counts once, and is not offered again),
+and it places a spread part by expectation, not by each item's hash.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from shardex.sim.partitions import KeyTrack, Partition, Slot
+from shardex.sim.profiles import Profile
+from shardex.sim.table import KEY_RANGE, Resource
+
+__all__ = ["Flow", "FlowResult", "FluidEngine", "Part"]
+
+_TOP = float(1 << 64)
+
+
+class Part(NamedTuple):
+    """What one operation of a flow asks of one key: ``units`` on key ``key`` of
+    ``resource`` (0: the table, 1: its GSI), or spread over the resource (``key`` None)."""
+
+    resource: int
+    key: int | None
+    units: float
+
+
+class Flow(NamedTuple):
+    """A class of identical operations offered at ``rate`` a second.
+
+    ``write``: writes (else reads); ``strong``: strongly consistent reads; ``parts``:
+    what each operation takes where, all or nothing.
+    """
+
+    rate: float
+    write: bool
+    parts: tuple[Part, ...]
+    strong: bool = True
+
+
+@dataclass(slots=True)
+class FlowResult:
+    """What one second did to one flow: operations accepted and refused, and why refused.
+
+    ``reason`` is the ThrottlingReason of the limit that bound it (None: all accepted);
+    ``partition`` the partition that bound it, if one did.
+    """
+
+    accepted: float
+    refused: float
+    reason: str | None = None
+    partition: str | None = None
+
+
+@dataclass(slots=True)
+class _Key:
+    resource: int
+    name: str
+    slot: Slot
+    h: int
+    rising: bool
+
+
+class FluidEngine:
+    """The capacity model of one table (and its GSI in the ``gsi`` layout), run on rates."""
+
+    def __init__(self, profile: Profile, *, namespace: str = "index") -> None:
+        self.profile = profile
+        self.namespace = namespace
+        self.resources = [Resource(profile)]
+        if profile.layout == "gsi":
+            self.resources.append(Resource(profile, index=True))
+        self._keys: list[_Key] = []
+        self._pseudo: dict[Partition, tuple[int, int]] = {}
+        # id(flows) -> (flows, state, where each part landed, spreads, results): see step
+        self._memo: dict[int, tuple[Sequence[Flow], tuple[float, ...], list[list[_Where]],
+                                    list[_Spread], list[FlowResult]]] = {}
+        # token buckets change from second to second: no second is like the one before
+        self._cacheable = profile.capacity == "on-demand"
+        # resource -> (partition map generation, (slot, partition, share) each, the shares)
+        self._spreads: dict[int, tuple[int, list[tuple[Slot, Partition, float]],
+                                       list[tuple[Partition, float]]]] = {}
+
+    def key(self, name: str, *, index: bool = False, rising: bool = True) -> int:
+        """Name a key once; return its id for ``Part``.
+
+        ``index``: the key lives in the GSI (the ``gsi`` layout only; else the table).
+        ``rising``: its writes' sort values only rise (else they are spread).
+        """
+        resource = 1 if index and len(self.resources) > 1 else 0
+        partitions = self.resources[resource].partitions
+        slot, h = partitions.slot(self.namespace, name)
+        partitions.tracks[h] = KeyTrack.rising() if rising else KeyTrack.spread()
+        self._keys.append(_Key(resource, name, slot, h, rising))
+        return len(self._keys) - 1
+
+    def key_name(self, key: int) -> str:
+        return self._keys[key].name
+
+    def partitions_of(self, key: int, second: int) -> list[tuple[Partition, float]]:
+        """The partitions holding ``key`` in ``second`` (rolled, split if due), with the
+        share of its load each takes."""
+        found = self._keys[key]
+        partitions = self.resources[found.resource].partitions
+        while True:
+            spans = self._spans(found)
+            split = False
+            for part, _ in spans:
+                if part.second != second:
+                    part.roll(second)
+                    if part.due and partitions.split(found.slot, part, second) is not None:
+                        split = True
+            if not split:
+                return spans
+
+    def spread(self, resource: int, second: int) -> list[tuple[Partition, float]]:
+        """Every partition of a resource with its share of the hash space (rolled).
+
+        With every key its own partition (``partitions=0``) a spread part lands on no
+        partition in particular: only the table-level limit applies to it.
+        """
+        partitions = self.resources[resource].partitions
+        if not partitions.count:
+            return []
+        while True:
+            cached = self._spreads.get(resource)
+            if cached is None or cached[0] != partitions.generation:
+                out: list[tuple[Slot, Partition, float]] = []
+                for slot in partitions.slots():
+                    bounds = slot.bounds
+                    for i, part in enumerate(slot.parts):
+                        lo = bounds[i][0]
+                        hi = bounds[i + 1][0] if i + 1 < len(bounds) else 1 << 64
+                        out.append((slot, part, (hi - lo) / _TOP / partitions.count))
+                        # two keys inside the range stand for the many spread over it, so
+                        # the heat of a partition full of them splits it in the middle
+                        self._pseudo[part] = (lo + (hi - lo) // 4, lo + (hi - lo) // 2)
+                cached = self._spreads[resource] = (partitions.generation, out, [
+                    (part, share) for _, part, share in out if share > 0])
+            split = False
+            for slot, part, _ in cached[1]:
+                if part.second != second:
+                    part.roll(second)
+                    if part.due and partitions.split(slot, part, second) is not None:
+                        split = True
+            if not split:
+                return cached[2]
+
+    def step(self, second: int, flows: Sequence[Flow]) -> list[FlowResult]:
+        """Run one second of ``flows``; return what each had accepted and refused.
+
+        The same ``flows`` object offered again, on partitions that have not split and
+        tables whose limits have not moved (and no token bucket in play), is shared as
+        it was the second before: a steady workload is worked out once, then only
+        carried out, second after second.
+        """
+        now = float(second)
+        for resource in self.resources:
+            resource.table.roll(second)
+        state = self._state()
+        memo = self._memo.get(id(flows))
+        if memo is not None and memo[0] is flows and memo[1] == state and \
+                self._roll_all(memo[2], memo[3], second) == state:
+            _, _, known, remembered, shared = memo
+            again = [FlowResult(r.accepted, r.refused, r.reason, r.partition) for r in shared]
+            for write, group in self._groups(flows):
+                self._apply([flows[i] for i in group], [known[i] for i in group],
+                            [again[i] for i in group], remembered, write, now)
+            return again
+        spread_of: dict[tuple[int, bool], _Spread] = {}
+        placed: list[list[_Where]] = []
+        for flow in flows:
+            where: list[_Where] = []
+            for part in flow.parts:
+                if part.key is None:
+                    spread = spread_of.get((part.resource, flow.write))
+                    if spread is None:
+                        spread = spread_of[(part.resource, flow.write)] = _Spread(
+                            part.resource, flow.write, self.spread(part.resource, second))
+                    where.append(_Where(part.resource, part.units, None, spread))
+                else:
+                    found = self._keys[part.key]
+                    where.append(_Where(found.resource, part.units,
+                                        self.partitions_of(part.key, second), None,
+                                        found.h))
+            placed.append(where)
+        spreads = list(spread_of.values())
+        results: list[FlowResult] = [FlowResult(0.0, 0.0)] * len(flows)
+        for write, group in self._groups(flows):
+            shared = self._share([flows[i] for i in group], [placed[i] for i in group],
+                                 spreads, write, now)
+            for i, result in zip(group, shared, strict=True):
+                results[i] = result
+            self._apply([flows[i] for i in group], [placed[i] for i in group],
+                        [results[i] for i in group], spreads, write, now)
+        if self._cacheable:
+            self._memo[id(flows)] = (flows, self._state(), placed, spreads,
+                                     [FlowResult(r.accepted, r.refused, r.reason, r.partition)
+                                      for r in results])
+        return results
+
+    def _state(self) -> tuple[float, ...]:
+        """What sharing a second depends on besides the flows: splits and table limits."""
+        out: list[float] = []
+        for resource in self.resources:
+            out += (resource.partitions.generation, resource.table.limit(True)[0],
+                    resource.table.limit(False)[0])
+        return tuple(out)
+
+    def _roll_all(self, placed: list[list[_Where]], spreads: list[_Spread],
+                  second: int) -> tuple[float, ...]:
+        """Roll every partition a remembered second touched; split those due."""
+        for where in placed:
+            for w in where:
+                for part, _ in w.shares or ():
+                    self._roll(part, second)
+        for spread in spreads:
+            for part, _ in spread.parts:
+                self._roll(part, second)
+        return self._state()
+
+    def _roll(self, part: Partition, second: int) -> None:
+        if part.second != second:
+            part.roll(second)
+            if part.due:
+                for resource in self.resources:
+                    slot = resource.partitions.slot_holding(part)
+                    if slot is not None:
+                        resource.partitions.split(slot, part, second)
+                        return
+
+    @staticmethod
+    def _groups(flows: Sequence[Flow]) -> list[tuple[bool, list[int]]]:
+        out = []
+        for write in (True, False):
+            group = [i for i, flow in enumerate(flows) if flow.write is write]
+            if group:
+                out.append((write, group))
+        return out
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _spans(self, key: _Key) -> list[tuple[Partition, float]]:
+        slot = key.slot
+        parts = slot.parts
+        if len(parts) == 1:
+            return [(parts[0], 1.0)]
+        bounds = slot.bounds
+        first = bisect.bisect_right(bounds, (key.h, "")) - 1
+        last = bisect.bisect_left(bounds, (key.h + 1, "")) - 1
+        if first == last:
+            return [(parts[first], 1.0)]
+        if key.rising:
+            return [(parts[last], 1.0)]
+        out = []
+        for i in range(first, last + 1):
+            lo = _position(bounds[i][1]) if bounds[i][0] == key.h else 0.0
+            hi = _position(bounds[i + 1][1]) if i < last else 1.0
+            if hi > lo:
+                out.append((parts[i], hi - lo))
+        return out
+
+    def _share(self, flows: list[Flow], placed: list[list[_Where]], spreads: list[_Spread],
+               write: bool, now: float) -> list[FlowResult]:
+        """Share the partitions' and tables' room of one second among flows of one kind."""
+        spreads = [spread for spread in spreads if spread.write is write]
+        demand: dict[Partition, float] = {}
+        owner: dict[Partition, int] = {}
+        strong: dict[Partition, bool] = {}
+        for flow, where in zip(flows, placed, strict=True):
+            for w in where:
+                load = flow.rate * w.units
+                if w.spread is not None:
+                    w.spread.units += load
+                    w.spread.strong = w.spread.strong or flow.strong
+                    continue
+                for partition, weight in w.shares or ():
+                    demand[partition] = demand.get(partition, 0.0) + load * weight
+                    owner[partition] = w.resource
+                    strong[partition] = strong.get(partition, False) or flow.strong
+        for spread in spreads:
+            for partition, weight in spread.parts:
+                demand[partition] = demand.get(partition, 0.0) + spread.units * weight
+                owner[partition] = spread.resource
+                strong[partition] = strong.get(partition, False) or spread.strong
+        # a second's operations may take what a bucket holds at its start and what it
+        # refills during it (span 1), as requests spread over the second would
+        room = {p: max(0.0, p.room(write, strong[p], now, 1.0)) for p in demand}
+        factor = {p: 1.0 if demand[p] <= room[p] else room[p] / demand[p] for p in demand}
+        for spread in spreads:
+            spread.settle(factor)
+        accepted = [_accepted(where, factor) for where in placed]
+        # a partition whose flows are held back elsewhere gives its spare room to the rest
+        used: dict[Partition, float] = {}
+        bound: dict[Partition, float] = {}
+        for flow, where, (share, limiter) in zip(flows, placed, accepted, strict=True):
+            for w in where:
+                load = flow.rate * w.units
+                if w.spread is not None:
+                    w.spread.taken += load * share
+                    continue
+                for partition, weight in w.shares or ():
+                    if limiter is partition:
+                        bound[partition] = bound.get(partition, 0.0) + load * weight
+                    else:
+                        used[partition] = used.get(partition, 0.0) + load * weight * share
+        for spread in spreads:
+            for partition, weight in spread.parts:
+                used[partition] = used.get(partition, 0.0) + spread.taken * weight
+        for partition, load in bound.items():
+            spare = room[partition] - used.get(partition, 0.0)
+            factor[partition] = 1.0 if load <= spare else max(0.0, spare) / load
+        for spread in spreads:
+            spread.settle(factor)
+        accepted = [_accepted(where, factor) for where in placed]
+        results = []
+        for flow, (share, limiter) in zip(flows, accepted, strict=True):
+            result = FlowResult(flow.rate * share, flow.rate * (1.0 - share))
+            if share < 1.0 and limiter is not None:
+                result.reason = self.resources[owner[limiter]].reason(KEY_RANGE, write=write)
+                result.partition = limiter.name
+            results.append(result)
+
+        for index, table in enumerate(self.resources):
+            taken = sum(result.accepted * w.units for result, where in
+                        zip(results, placed, strict=True)
+                        for w in where if w.resource == index)
+            room_left, kind = table.table.room(write, now, 1.0)
+            if taken <= max(0.0, room_left) or taken <= 0:
+                continue
+            scale = max(0.0, room_left) / taken
+            for result, where in zip(results, placed, strict=True):
+                if result.accepted and any(w.resource == index for w in where):
+                    result.refused += result.accepted * (1.0 - scale)
+                    result.accepted *= scale
+                    result.reason = table.reason(kind, write=write)
+                    result.partition = None
+        return results
+
+    def _apply(self, flows: list[Flow], placed: list[list[_Where]],
+               results: list[FlowResult], spreads: list[_Spread], write: bool,
+               now: float) -> None:
+        spreads = [spread for spread in spreads if spread.write is write]
+        for spread in spreads:
+            spread.taken = spread.refused = 0.0
+        for flow, where, result, in zip(flows, placed, results, strict=True):
+            for w in where:
+                taken, refused = result.accepted * w.units, result.refused * w.units
+                table = self.resources[w.resource].table
+                if taken:
+                    table.take(taken, write, now, 1.0)
+                if refused:
+                    table.refuse(refused, write)
+                if w.spread is not None:
+                    w.spread.taken += taken
+                    w.spread.refused += refused
+                    continue
+                for partition, weight in w.shares or ():
+                    if taken:
+                        partition.take(taken * weight, write, flow.strong, now, w.h, 1.0)
+                    if refused:
+                        partition.refuse(refused * weight, write, w.h)
+        for spread in spreads:
+            spread.apply(write, now, self._pseudo)
+
+
+class _Where(NamedTuple):
+    """Where one part of a flow lands this second: a key's partitions, or a spread."""
+
+    resource: int
+    units: float
+    shares: list[tuple[Partition, float]] | None
+    spread: _Spread | None
+    h: int = 0
+
+
+class _Spread:
+    """A resource's spread parts of one second: its partitions, each with its share of the
+    hash space (summing to 1), the units asked of them and the share they accept."""
+
+    __slots__ = ("_factors", "factor", "limiter", "parts", "refused", "resource", "strong",
+                 "taken", "units", "write")
+
+    def __init__(self, resource: int, write: bool, parts: list[tuple[Partition, float]]) -> None:
+        whole = sum(weight for _, weight in parts)
+        self.resource = resource
+        self.write = write
+        self.parts = [(p, weight / whole) for p, weight in parts] if whole > 0 else []
+        self.reset()
+
+    def reset(self) -> None:
+        self.units = self.taken = self.refused = 0.0
+        self.factor = 1.0
+        self.strong = False
+        self.limiter: Partition | None = None
+        self._factors: dict[Partition, float] = {}
+
+    def settle(self, factor: dict[Partition, float]) -> None:
+        """The expected share accepted of an operation landing on one of the partitions."""
+        self.factor = sum(factor[p] * weight for p, weight in self.parts) if self.parts \
+            else 1.0
+        self.limiter = min(self.parts, key=lambda s: factor[s[0]])[0] if self.parts else None
+        self._factors = factor
+
+    def apply(self, write: bool, now: float, pseudo: dict[Partition, tuple[int, int]]) -> None:
+        """Take what was accepted, in proportion to what each partition could accept."""
+        if not self.parts or not (self.taken or self.refused):
+            return
+        asked = self.taken + self.refused
+        factors = self._factors
+        accepted_weight = sum(factors.get(p, 1.0) * w for p, w in self.parts) or 1.0
+        scale = self.taken / accepted_weight
+        for partition, weight in self.parts:
+            taken = scale * weight * factors.get(partition, 1.0)
+            refused = asked * weight - taken
+            partition.spread(taken, refused if refused > 0 else 0.0, write, self.strong, now,
+                             1.0, pseudo.get(partition, (0, 0)))
+
+
+def _accepted(where: list[_Where], factor: dict[Partition, float]
+              ) -> tuple[float, Partition | None]:
+    """The share of a flow accepted (its smallest share over its parts), and what bound it."""
+    share, limiter = 1.0, None
+    for w in where:
+        if w.spread is not None:
+            if w.spread.factor < share:
+                share, limiter = w.spread.factor, w.spread.limiter
+            continue
+        shares = w.shares or []
+        if not shares:
+            continue
+        if len(shares) == 1:
+            fits, partition = factor[shares[0][0]], shares[0][0]
+        else:  # one operation lands on one of them: the expected share accepted
+            fits = sum(factor[p] * weight for p, weight in shares) / sum(
+                weight for _, weight in shares)
+            partition = min(shares, key=lambda s: factor[s[0]])[0]
+        if fits < share:
+            share, limiter = fits, partition
+    return share, limiter
+
+
+def _position(sort: str) -> float:
+    """Where a sort value written by ``KeyTrack.spread`` lies in ``[0, 1)``."""
+    try:
+        return min(1.0, max(0.0, float(sort)))
+    except ValueError:
+        return 0.0

@@ -1,0 +1,241 @@
+"""How entries, placements and records are written as Azure Table entities.
+
+Pure: no I/O and no driver import. Keys come from ``shardex.stores.azure.keys``.
+Azure properties are flat and typed (string, integer, double, ...), each string at most
+64 KiB (32,768 UTF-16 code units); shardex's attributes are nested JSON-like values. So
+attributes are written as JSON text split over properties ``a0``, ``a1``, ... of at most
+``CHUNK_CHARS`` characters, with the types JSON lacks tagged: bytes as ``{"$b": base64}``,
+Decimal as ``{"$d": text}``, and a mapping whose only key starts with ``$`` wrapped as
+``{"$m": mapping}``, so every storable value round-trips (ints stay ints, floats floats,
+tuples come back as lists). Versions are written as decimal text (a version may pass
+Int64). An entity holds at most 1 MiB; one that would not fit is refused before any
+request.
+
+Entities (``P`` is a PartitionKey, ``R`` a RowKey; see ``keys``):
+
+- entry row, twice (the ascending row and its mirror): ``k`` shard key, ``s`` sort, ``id``
+  item id, ``v`` version, ``t`` the token of the write that made it, ``st`` its status
+  (``p`` pending, ``c`` committed, ``m`` moving; the store's docstring says what they
+  promise), ``mv`` the token of the write moving it away, and the attribute chunks;
+- placement (R ``P``): ``v``, ``t``, ``h`` (the tokens before it, JSON), and unless a
+  tombstone the entry: ``k``, ``s``, ``ev`` and the attribute chunks;
+- record (R the encoded record key): ``key``, ``r`` revision, ``b0``... the body as JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import decimal
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from shardex.errors import InvalidInput, MalformedItem
+from shardex.stores.azure import keys
+from shardex.stores.base import Placement, Record, StoredEntry, is_token
+
+__all__ = [
+    "CHUNK_CHARS",
+    "COMMITTED",
+    "MAX_ENTITY_BYTES",
+    "MOVING",
+    "PENDING",
+    "PLACEMENT_ROW",
+    "attrs_from",
+    "chunked",
+    "entry_from_row",
+    "entry_rows",
+    "placement_entity",
+    "placement_from_entity",
+    "record_entity",
+    "record_from_entity",
+    "unchunked",
+]
+
+PENDING, COMMITTED, MOVING = "p", "c", "m"
+PLACEMENT_ROW = "P"
+# characters a string property holds at most, counting an astral character twice
+CHUNK_CHARS = 16_384
+MAX_ENTITY_BYTES = 1024 * 1024
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value for a storable attribute value (types JSON lacks are tagged)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, decimal.Decimal):
+        return {"$d": str(value)}
+    if isinstance(value, bytes | bytearray):
+        return {"$b": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    mapping = {name: _plain(v) for name, v in value.items()}
+    if len(mapping) == 1 and next(iter(mapping)).startswith("$"):
+        return {"$m": mapping}
+    return mapping
+
+
+def _typed(value: Any) -> Any:
+    """The attribute value ``_plain`` made ``value`` from."""
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        ((tag, inner),) = value.items()
+        if tag == "$d":
+            return decimal.Decimal(inner)
+        if tag == "$b":
+            return base64.b64decode(inner)
+        if tag == "$m":
+            return {name: _typed(v) for name, v in inner.items()}
+    return {name: _typed(v) for name, v in value.items()}
+
+
+def chunked(prefix: str, text: str) -> dict[str, str]:
+    """Split ``text`` over properties ``prefix0``, ``prefix1``, ... (at least one)."""
+    parts = [text[i:i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)] or [""]
+    return {f"{prefix}{i}": part for i, part in enumerate(parts)}
+
+
+def unchunked(entity: Mapping[str, Any], prefix: str) -> str | None:
+    """Join the properties ``chunked`` wrote; None if there are none."""
+    parts: list[str] = []
+    while True:
+        part = entity.get(f"{prefix}{len(parts)}")
+        if not isinstance(part, str):
+            return "".join(parts) if parts else None
+        parts.append(part)
+
+
+def _attr_properties(attrs: Mapping[str, Any]) -> dict[str, str]:
+    text = json.dumps(_plain(attrs), ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False)
+    return chunked("a", text)
+
+
+def attrs_from(entity: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The attributes held in ``entity``'s chunks; MalformedItem naming ``where`` if damaged."""
+    text = unchunked(entity, "a")
+    if text is None:
+        return {}
+    try:
+        attrs = _typed(json.loads(text))
+    except (ValueError, TypeError, KeyError, AttributeError, decimal.DecimalException) as exc:
+        raise MalformedItem(f"{where}: its attributes (a0, a1, ...) are not shardex's "
+                            f"JSON: {exc}") from exc
+    if not isinstance(attrs, dict):
+        raise MalformedItem(f"{where}: its attributes are {type(attrs).__name__}, not a map")
+    return attrs
+
+
+def _size(entity: Mapping[str, Any]) -> int:
+    """Bytes Azure counts for an entity: UTF-16 text, with some overhead a property."""
+    total = 4
+    for name, value in entity.items():
+        total += 8 + 2 * len(name) + (2 * len(value) if isinstance(value, str) else 8)
+    return total
+
+
+def _checked(entity: dict[str, Any], what: str) -> dict[str, Any]:
+    size = _size(entity)
+    if size > MAX_ENTITY_BYTES:
+        raise InvalidInput(f"{what} takes {size:,} bytes as an Azure Table entity; an entity "
+                           f"holds at most {MAX_ENTITY_BYTES:,} (1 MiB)")
+    return entity
+
+
+def _number(entity: Mapping[str, Any], name: str, where: str, least: int = 0) -> int:
+    value = entity.get(name)
+    text = value if isinstance(value, str) else None
+    if text is None or not text.isdigit() or not text.isascii() or int(text) < least:
+        raise MalformedItem(f"{where}: its attribute {name!r} is {value!r}, not a number "
+                            f">= {least} as decimal text")
+    return int(text)
+
+
+def _text(entity: Mapping[str, Any], name: str, where: str) -> str:
+    value = entity.get(name)
+    if not isinstance(value, str):
+        raise MalformedItem(f"{where}: its attribute {name!r} is {value!r}, not text")
+    return value
+
+
+def entry_rows(partition: str, entry: StoredEntry, token: str) -> list[dict[str, Any]]:
+    """The ascending row and its mirror for ``entry``, written by the write ``token``."""
+    body = {"k": entry.shard_key, "s": entry.sort, "id": entry.item_id,
+            "v": str(entry.version), "t": token, "st": PENDING,
+            **_attr_properties(entry.attrs)}
+    rows = [{"PartitionKey": partition,
+             "RowKey": keys.row_key(entry.sort, entry.item_id, token, descending=descending),
+             **body} for descending in (False, True)]
+    _checked(rows[0], f"the entry of item {entry.item_id!r}")
+    return rows
+
+
+def entry_from_row(row: Mapping[str, Any], where: str) -> StoredEntry:
+    """The entry an entry row holds; MalformedItem naming ``where`` if it is damaged."""
+    return StoredEntry(shard_key=_text(row, "k", where), sort=_text(row, "s", where),
+                       item_id=_text(row, "id", where), attrs=attrs_from(row, where),
+                       version=_number(row, "v", where, least=1))
+
+
+def placement_entity(partition: str, item_id: str, version: int, entry: StoredEntry | None,
+                     token: str, history: tuple[str, ...]) -> dict[str, Any]:
+    """The placement entity of a write (a tombstone when ``entry`` is None)."""
+    entity: dict[str, Any] = {"PartitionKey": partition, "RowKey": PLACEMENT_ROW,
+                              "v": str(version), "t": token,
+                              "h": json.dumps(list(history), separators=(",", ":"))}
+    if entry is not None:
+        entity.update({"k": entry.shard_key, "s": entry.sort, "ev": str(entry.version),
+                       **_attr_properties(entry.attrs)})
+    return _checked(entity, f"the placement of item {item_id!r}")
+
+
+def placement_from_entity(item_id: str, entity: Mapping[str, Any], etag: str) -> Placement:
+    """The Placement a placement entity holds; ``located`` carries its ETag.
+
+    ``located`` is ``(("etag", etag), ("version", v), ("token", t))``: the compare-and-set
+    of a write conditioned on this placement is If-Match on that ETag, which the store
+    uses only while the expected version and token are still these.
+    """
+    where = f"the placement of item {item_id!r}"
+    version = _number(entity, "v", where)
+    token = entity.get("t")
+    if token is not None and not is_token(token):
+        raise MalformedItem(f"{where}: its attribute 't' is {token!r}, not a write token")
+    try:
+        history = json.loads(_text(entity, "h", where))
+    except ValueError as exc:
+        raise MalformedItem(f"{where}: its attribute 'h' is not a JSON list") from exc
+    if not isinstance(history, list) or not all(isinstance(t, str) for t in history):
+        raise MalformedItem(f"{where}: its attribute 'h' is {history!r}, not a list of tokens")
+    entry = None
+    if "k" in entity:
+        entry = StoredEntry(shard_key=_text(entity, "k", where), sort=_text(entity, "s", where),
+                            item_id=item_id, attrs=attrs_from(entity, where),
+                            version=_number(entity, "ev", where, least=1))
+    return Placement(item_id, version, entry, token, tuple(history),
+                     (("etag", etag), ("version", version), ("token", token)))
+
+
+def record_entity(partition: str, key: str, body: Mapping[str, Any],
+                  revision: int) -> dict[str, Any]:
+    """The entity of record ``key`` at ``revision``."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    entity = {"PartitionKey": partition,
+              "RowKey": keys.check_key(keys.encode_text(key), f"record key {key[:60]!r}"),
+              "key": key, "r": str(revision), **chunked("b", text)}
+    return _checked(entity, f"record {key!r}")
+
+
+def record_from_entity(entity: Mapping[str, Any], where: str) -> Record:
+    """The Record a record entity holds; MalformedItem naming ``where`` if it is damaged."""
+    text = unchunked(entity, "b")
+    try:
+        body = json.loads(text) if text is not None else None
+    except ValueError as exc:
+        raise MalformedItem(f"{where}: its body (b0, b1, ...) is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise MalformedItem(f"{where}: its body is {type(body).__name__}, not a JSON object")
+    return Record(body, _number(entity, "r", where, least=1))

@@ -1,0 +1,298 @@
+"""``AzureTablesStore``: the store's hooks, its request path, reads and records.
+
+Every request goes through ``_call``: it marks the request on the call's Recorder,
+sends it through the client adapter, maps the driver's errors (``map_error``) and
+reports the entities the request touched as its units (Azure's ceilings count entities:
+a write costs one unit an entity written, a read one an entity returned, at least one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+from urllib.parse import urlencode
+
+from shardex.capacity import QUERY_PAGE_BYTES
+from shardex.clock import Clock
+from shardex.errors import ConditionFailed, InvalidInput, InvalidURI
+from shardex.keys import record_key
+from shardex.stores.azure import codec, keys
+from shardex.stores.azure.client import Row, SdkClient, TablesClient, map_error
+from shardex.stores.azure.placement import Placer, RepairReport
+from shardex.stores.base import Capabilities, Placement, Position, Record, Store, StoredEntry
+from shardex.stores.metered import Recorder
+from shardex.stores.uri import StoreURI
+
+__all__ = ["AzureTablesStore"]
+
+_MAX_PAGE = 1000
+_ENTRY_FIELDS = ["PartitionKey", "RowKey", "k", "s", "id", "t", "st"]
+_OPTIONS: Mapping[str, type] = {"endpoint": str, "connect_timeout": float,
+                                "read_timeout": float}
+
+
+class AzureTablesStore(Store):
+    """Azure Table Storage (and the Cosmos DB Table API) through ``azure-data-tables``.
+
+    ``table`` must exist (``shardex azure create-table TABLE``); indexes share it, each
+    under its own partition keys. ``endpoint`` is the table service URL (Azurite:
+    ``http://127.0.0.1:10002/devstoreaccount1``); credentials come from ``credential``, or
+    ``connection_string``, or the environment (``shardex.stores.azure.client``). ``client``
+    hands in a ``TablesClient`` adapter instead (tests inject faults with one).
+    ``connect_timeout`` and ``read_timeout`` are seconds. Raises MissingDependency
+    (``pip install 'shardex[azure]'``) when the driver is not installed.
+    """
+
+    scheme: ClassVar[str] = "azure-tables"
+
+    def __init__(self, table: str, *, endpoint: str | None = None, credential: Any = None,
+                 connection_string: str | None = None, client: TablesClient | None = None,
+                 connect_timeout: float = 5.0, read_timeout: float = 30.0,
+                 clock: Clock | None = None) -> None:
+        super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE),
+                         clock=clock)
+        if type(table) is not str or not table:
+            raise InvalidInput(f"Azure table name must be non-empty text, got {table!r}")
+        for name, seconds in (("connect_timeout", connect_timeout),
+                              ("read_timeout", read_timeout)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                    or not seconds > 0:
+                raise InvalidInput(f"{name} must be a number of seconds > 0, got {seconds!r}")
+        self.table = table
+        if client is not None and not isinstance(client, TablesClient):
+            raise InvalidInput(f"client must be a shardex TablesClient adapter, got {client!r}")
+        self._client = client if client is not None else SdkClient(
+            table, endpoint=endpoint, credential=credential,
+            connection_string=connection_string, connect_timeout=connect_timeout,
+            read_timeout=read_timeout)
+        self._endpoint = endpoint
+        self._placer = Placer(self._call)
+
+    @classmethod
+    def from_uri(cls, uri: StoreURI, **options: Any) -> AzureTablesStore:
+        """``azure-tables://TABLE?endpoint=URL&connect_timeout=S&read_timeout=S``."""
+        if uri.username or uri.password:
+            raise InvalidURI("azure-tables:// takes no credentials in the URI; set "
+                             "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT and "
+                             "AZURE_STORAGE_KEY, or hand in credential=")
+        if uri.path or not uri.location:
+            raise InvalidURI(f"azure-tables:// needs a table name and no path: "
+                             f"azure-tables://TABLE?endpoint=URL, got {uri.raw!r}")
+        known = set(_OPTIONS) | {"credential", "connection_string", "client", "clock"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise InvalidInput(f"azure-tables:// does not know the option(s) "
+                               f"{', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(uri.location, **{**uri.take(_OPTIONS), **options})
+
+    @property
+    def uri(self) -> str:
+        """``azure-tables://TABLE?endpoint=URL``, without credentials."""
+        endpoint = self._endpoint or self._client.endpoint
+        return f"azure-tables://{self.table}?" + urlencode({"endpoint": endpoint}, safe=":/")
+
+    @property
+    def client(self) -> TablesClient:
+        """The adapter the store calls Azure through."""
+        return self._client
+
+    async def _connect(self) -> None:
+        await self._client.open()
+        try:
+            # a read of an entity that never exists: 404 for it, or TableNotFound
+            await self._client.call("get", partition=keys.TERMINATOR, row=keys.TERMINATOR)
+        except Exception as exc:
+            await self._client.close()
+            raise map_error(exc, operation="open", table=self.table,
+                            endpoint=self._client.endpoint) from exc
+
+    async def _disconnect(self) -> None:
+        await self._client.close()
+
+    async def _call(self, rec: Recorder, key: str, operation: str, units: float | None,
+                    write: bool, **params: Any) -> Any:
+        """One request: mark it on ``rec``, map errors, report ``units`` entities on ``key``.
+
+        ``units`` None counts the rows a query returned (at least one).
+        """
+        rec.request(key, write=write)
+        try:
+            result = await self._client.call(operation, **params)
+        except Exception as exc:
+            raise map_error(exc, operation=operation, table=self.table,
+                            endpoint=self._client.endpoint, key=key) from exc
+        rec.charge(key, max(1.0, float(len(result[0]))) if units is None else units)
+        return result
+
+    async def _query_rows(self, rec: Recorder, key: str, filter: str,
+                          parameters: Mapping[str, str], *, top: int,
+                          select: list[str] | None = None, continuation: Any = None
+                          ) -> tuple[list[Row], Any]:
+        result: tuple[list[Row], Any] = await self._call(
+            rec, key, "query", None, False, filter=filter, parameters=parameters,
+            select=select, top=top, continuation=continuation)
+        return result
+
+    # -- entries ---------------------------------------------------------------------
+
+    async def _locate(self, namespace: str, item_id: str, rec: Recorder) -> Placement | None:
+        """One point read of the placement entity."""
+        return await self._placer.locate(rec, namespace, item_id)
+
+    async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
+                     version: int, expected: Placement | None, token: str,
+                     rec: Recorder) -> None:
+        """Up to five requests, one commit point (``shardex.stores.azure.placement``)."""
+        await self._placer.place(rec, namespace, item_id, entry, version, expected, token)
+
+    async def _query(self, namespace: str, shard_key: str, after: Position | None,
+                     descending: bool, limit: int,
+                     rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
+        """Rows beyond ``after`` in RowKey order, continuation tokens followed as needed.
+
+        A page ends after ``limit`` rows or 1 MB, and never inside the rows of one
+        position (a write and the one it replaces): the row after the page is read to
+        know that, and ``resume`` is set only when there is one. Rows the item's
+        placement does not own are dropped (``Placer.owned``), so a page may hold fewer
+        than ``limit`` entries.
+        """
+        partition = keys.entry_partition(namespace, shard_key)
+        low, high = keys.position_bounds(after, descending=descending)
+        parameters = {"p": partition, "lo": low, "hi": high}
+        rows: list[tuple[dict[str, Any], Position]] = []
+        size, more, continuation = 0, False, None
+        while not more:
+            page, continuation = await self._query_rows(
+                rec, shard_key, "PartitionKey eq @p and RowKey gt @lo and RowKey lt @hi",
+                parameters, top=max(1, min(_MAX_PAGE, limit + 1 - len(rows))),
+                continuation=continuation)
+            for props, _ in page:
+                position = keys.decode_position(props["RowKey"])
+                if (len(rows) >= limit or size >= QUERY_PAGE_BYTES) \
+                        and position != rows[-1][1]:
+                    more = True
+                    break
+                rows.append((props, position))
+                size += sum(len(v) for v in props.values() if isinstance(v, str))
+            if continuation is None:
+                break
+        verdicts = await self._placer.owned(rec, namespace, [props for props, _ in rows])
+        entries = [codec.entry_from_row(props, f"entry row {props['RowKey']!r} of "
+                                               f"{shard_key!r}")
+                   for (props, _), kept in zip(rows, verdicts, strict=True) if kept]
+        return entries, rows[-1][1] if more else None
+
+    async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
+        """Every ascending row, keys and status only; rows not committed are checked."""
+        low, high = keys.position_bounds(None, descending=False)
+        parameters = {"p": keys.entry_partition(namespace, shard_key), "lo": low, "hi": high}
+        total, continuation = 0, None
+        while True:
+            page, continuation = await self._query_rows(
+                rec, shard_key, "PartitionKey eq @p and RowKey gt @lo and RowKey lt @hi",
+                parameters, top=_MAX_PAGE, select=_ENTRY_FIELDS, continuation=continuation)
+            total += sum(await self._placer.owned(rec, namespace, [p for p, _ in page]))
+            if continuation is None:
+                return total
+
+    async def repair(self, namespace: str, *, shard_keys: list[str] | None = None
+                     ) -> RepairReport:
+        """Remove what failed or crashed writes of index ``namespace`` left behind.
+
+        Reads the rows not committed, of ``shard_keys`` or (None) of the whole index (a
+        query over the table's partitions of the index), and commits, or fences and
+        deletes, each (``shardex.stores.azure.placement``). Safe while writers run: a
+        write still in flight whose row is removed fails its commit with ConditionFailed
+        and is planned again. Returns what it did.
+        """
+        report = RepairReport()
+        filter = "(st eq 'p' or st eq 'm')"
+        with self._recorder(namespace, "#repair", True) as rec:
+            if shard_keys is None:
+                low, high = keys.namespace_range(namespace)
+                scopes = [("PartitionKey gt @lo and PartitionKey lt @hi and " + filter,
+                           {"lo": low, "hi": high}, "#repair")]
+            else:
+                scopes = [("PartitionKey eq @p and " + filter,
+                           {"p": keys.entry_partition(namespace, key)}, key)
+                          for key in shard_keys]
+            for query, parameters, key in scopes:
+                continuation = None
+                while True:
+                    page, continuation = await self._query_rows(
+                        rec, key, query, parameters, top=_MAX_PAGE, continuation=continuation)
+                    await self._placer.repair_rows(rec, namespace, page, report)
+                    if continuation is None:
+                        break
+        return report
+
+    # -- records -----------------------------------------------------------------------
+
+    async def _read_record(self, namespace: str, key: str, rec: Recorder) -> Row | None:
+        found: Row | None = await self._call(
+            rec, record_key(key), "get", 1.0, False, partition=keys.record_partition(namespace),
+            row=keys.check_key(keys.encode_text(key), f"record key {key[:60]!r}"))
+        return found
+
+    def _where(self, namespace: str, key: str) -> str:
+        return f"record {key!r} of index {namespace!r} in table {self.table!r}"
+
+    async def _get_record(self, namespace: str, key: str, rec: Recorder) -> Record | None:
+        """One point read."""
+        found = await self._read_record(namespace, key, rec)
+        return None if found is None else codec.record_from_entity(found[0],
+                                                                   self._where(namespace, key))
+
+    async def _revision_etag(self, namespace: str, key: str, expected: int, rec: Recorder,
+                             what: str) -> str:
+        found = await self._read_record(namespace, key, rec)
+        if found is None or codec.record_from_entity(
+                found[0], self._where(namespace, key)).revision != expected:
+            raise ConditionFailed(f"{what} of record {key!r} of {namespace!r} expected "
+                                  f"revision {expected}: it is absent or another writer "
+                                  "changed it first")
+        return found[1]
+
+    async def _put_record(self, namespace: str, key: str, body: Mapping[str, Any],
+                          revision: int, expected: int | None, rec: Recorder) -> None:
+        """An insert, or a read and an ``If-Match`` replace (the ETag pins the revision)."""
+        entity = codec.record_entity(keys.record_partition(namespace), key, body, revision)
+        if expected is None:
+            try:
+                await self._call(rec, record_key(key), "create", 1.0, True, entity=entity)
+            except ConditionFailed as exc:
+                raise ConditionFailed(f"record {key!r} of {namespace!r} expected absent: "
+                                      "another writer created it first") from exc
+            return
+        etag = await self._revision_etag(namespace, key, expected, rec, "write")
+        await self._call(rec, record_key(key), "update", 1.0, True, entity=entity, etag=etag,
+                         merge=False)
+
+    async def _list_records(self, namespace: str, prefix: str,
+                            rec: Recorder) -> dict[str, Record]:
+        """The records partition from the prefix's code on, every page."""
+        start = keys.encode_text(prefix)
+        parameters = {"p": keys.record_partition(namespace), "lo": start}
+        records: dict[str, Record] = {}
+        continuation = None
+        while True:
+            page, continuation = await self._query_rows(
+                rec, record_key(prefix), "PartitionKey eq @p and RowKey ge @lo", parameters,
+                top=_MAX_PAGE, continuation=continuation)
+            for props, _ in page:
+                if not props["RowKey"].startswith(start):
+                    return records
+                key = props.get("key")
+                if isinstance(key, str):
+                    records[key] = codec.record_from_entity(props, self._where(namespace, key))
+            if continuation is None:
+                return records
+
+    async def _delete_record(self, namespace: str, key: str, expected: int,
+                             rec: Recorder) -> None:
+        """A read and an ``If-Match`` delete."""
+        etag = await self._revision_etag(namespace, key, expected, rec, "delete")
+        await self._call(rec, record_key(key), "delete", 1.0, True,
+                         partition=keys.record_partition(namespace),
+                         row=keys.encode_text(key), etag=etag)
+

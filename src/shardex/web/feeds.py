@@ -1,0 +1,299 @@
+"""What ``shardex serve`` shows: live heat documents from a meter or a Prometheus endpoint.
+
+A feed's ``read()`` returns one ``shardex.serve/1`` document (docs/json.md): the logical
+keys hottest first (by peak units a second), their shard keys, each one's units a second
+over time against one partition's ceiling, throttles, and a reshard's progress.
+
+- ``MeterFeed``: a running index's heat meter (``ShardedIndex(..., meter=True)``,
+  ``index.meter``), in the same process: the meter's own windows and figures; with a
+  ``MetricsRecorder`` beside it, the reshard progress the runner reports there. The
+  meter counts on its event loop and the page is served from another thread: give
+  ``loop`` (the index's running loop) and each snapshot is taken on it.
+- ``PrometheusFeed``: a ``/metrics`` endpoint that ``shardex.metrics`` serves, scraped at
+  each read; rates are the counters' differences between scrapes, kept for the last
+  ``keep`` scrapes.
+
+``RoutingWatch`` adds what the routing record of a store says (its version, and the
+versions a reshard goes between), read at most every ``every`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import urllib.request
+from collections import deque
+from collections.abc import Callable, Mapping
+from itertools import pairwise
+from typing import Any
+
+from shardex.capacity import Ceiling, resolve_ceiling
+from shardex.documents import SERVE_SCHEMA, rounded
+from shardex.errors import InvalidInput, InvalidKey, MissingDependency, Unavailable
+from shardex.keys import parse_shard_key
+from shardex.metrics.recorder import MetricsRecorder
+from shardex.stores.heat import HeatMeter
+from shardex.stores.heatview import HeatSnapshot, KeyMeter
+
+__all__ = ["Feed", "MeterFeed", "PrometheusFeed", "RoutingWatch"]
+
+_SHOWN = 20  # keys of each level shown
+
+
+class Feed:
+    """A source of ``shardex.serve/1`` documents; ``read()`` is called per page poll."""
+
+    source = ""
+
+    def read(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def _document(source: str, at: float, window: float, ceiling: Ceiling,
+              values: list[dict[str, Any]], shard_keys: list[dict[str, Any]],
+              timeline: dict[str, Any], totals: dict[str, Any],
+              reshard: dict[str, Any] | None) -> dict[str, Any]:
+    values.sort(key=lambda v: (-v["peak_units_per_s"], v["key"]))
+    shard_keys.sort(key=lambda v: (-v["peak_units_per_s"], v["key"]))
+    for row in (*values, *shard_keys):
+        row["peak_to_ceiling"] = max(row.pop("peak_write_units_per_s") / ceiling.write_units,
+                                     row.pop("peak_read_units_per_s") / ceiling.read_units)
+    doc: dict[str, Any] = rounded({
+        "schema": SERVE_SCHEMA, "source": source, "at": at, "window_s": window,
+        "ceiling": {"name": ceiling.name, "write_units_per_s": ceiling.write_units,
+                    "read_units_per_s": ceiling.read_units},
+        "values": values[:_SHOWN], "shard_keys": shard_keys[:_SHOWN],
+        "timeline": timeline, "totals": totals, "reshard": reshard, "routing": None})
+    return doc
+
+
+class MeterFeed(Feed):
+    """Documents from a heat meter's snapshots (see module)."""
+
+    def __init__(self, meter: HeatMeter, *, ceiling: str | float | Ceiling = "dynamodb",
+                 recorder: MetricsRecorder | None = None, index: str | None = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        if not isinstance(meter, HeatMeter):
+            raise InvalidInput(f"MeterFeed reads a HeatMeter (index.meter), got "
+                               f"{type(meter).__name__}")
+        self._meter = meter
+        self._ceiling = resolve_ceiling(ceiling)
+        self._recorder = recorder
+        self._index = index
+        self._loop = loop
+        self.source = "meter"
+
+    def _snapshot(self) -> HeatSnapshot:
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            return self._meter.snapshot()
+
+        async def take() -> HeatSnapshot:
+            return self._meter.snapshot()
+
+        try:
+            return asyncio.run_coroutine_threadsafe(take(), loop).result(timeout=10)
+        except TimeoutError as exc:
+            raise Unavailable("the index's event loop did not answer within 10 s") from exc
+
+    def read(self) -> dict[str, Any]:
+        snap = self._snapshot()
+
+        def row(key: str, m: KeyMeter, now: float, **more: Any) -> dict[str, Any]:
+            return {"key": key, "units_per_s": now, "peak_units_per_s": m.peak_units_per_s,
+                    "peak_write_units_per_s": m.peak_write_units_per_s,
+                    "peak_read_units_per_s": m.peak_read_units_per_s,
+                    "requests": m.requests, "units": m.units, "throttles": m.throttles,
+                    "latency_p99_ms": m.latency_p99_ms, **more}
+
+        def last(line: list[tuple[float, float]]) -> float:
+            # the rate of the window now open counts only once it has closed
+            done = [rate for start, rate in line if start + snap.window <= snap.at]
+            return done[-1] if done else 0.0
+
+        shards: dict[str, int] = {}
+        for value in snap.shard_values.values():
+            shards[value] = shards.get(value, 0) + 1
+        values = [row(key, m, last(snap.timeline.get(key, [])), shards=shards.get(key, 1))
+                  for key, m in snap.values.items()]
+        shard_keys = [row(key, m, last(snap.shard_timeline.get(key, [])),
+                          value=snap.shard_values.get(key, key))
+                      for key, m in snap.shard_keys.items()]
+        shown = {r["key"] for r in sorted(values, key=lambda r: -r["peak_units_per_s"])[:8]}
+        shown_shards = {r["key"] for r in sorted(
+            shard_keys, key=lambda r: -r["peak_units_per_s"])[:8]}
+        closed = [start for start in snap.windows if start + snap.window <= snap.at]
+        timeline = {"starts": closed,
+                    "values": {k: _aligned(closed, snap.timeline.get(k, []))
+                               for k in sorted(shown)},
+                    "shard_keys": {k: _aligned(closed, snap.shard_timeline.get(k, []))
+                                   for k in sorted(shown_shards)}}
+        totals = {"requests": snap.totals.requests, "units": snap.totals.units,
+                  "throttles": snap.totals.throttles}
+        reshard = None
+        if self._recorder is not None and self._index is not None:
+            reshard = self._recorder.reshard(self._index).to_dict()
+        return _document(self.source, snap.at, snap.window, self._ceiling, values, shard_keys,
+                         timeline, totals, reshard)
+
+
+def _aligned(starts: list[float], line: list[tuple[float, float]]) -> list[float]:
+    """The rates of ``line`` at each window start (0 where the key had no traffic)."""
+    rates = dict(line)
+    return [rates.get(start, 0.0) for start in starts]
+
+
+class PrometheusFeed(Feed):
+    """Documents from scrapes of a shardex ``/metrics`` endpoint (see module).
+
+    ``clock`` gives the seconds a scrape is stamped with (``time.monotonic``).
+    """
+
+    def __init__(self, url: str, *, ceiling: str | float | Ceiling = "dynamodb",
+                 keep: int = 120, clock: Callable[[], float] = time.monotonic) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise InvalidInput(f"a Prometheus endpoint is an http(s):// URL, got {url!r}")
+        try:
+            from prometheus_client.parser import text_string_to_metric_families
+        except ImportError as exc:
+            raise MissingDependency("prometheus-client", "metrics") from exc
+        self._parse = text_string_to_metric_families
+        self._url = url
+        self._ceiling = resolve_ceiling(ceiling)
+        self._clock = clock
+        self._scrapes: deque[tuple[float, dict[str, dict[str, list[float]]]]] = \
+            deque(maxlen=max(2, keep))
+        self._lock = threading.Lock()
+        self._reshard: dict[str, Any] | None = None
+        self.source = url
+
+    def _scrape(self) -> dict[str, dict[str, list[float]]]:
+        """Cumulative [write units, read units, throttles, requests] per value and shard key."""
+        try:
+            with urllib.request.urlopen(self._url, timeout=5) as answer:
+                text = answer.read().decode("utf-8")
+        except OSError as exc:
+            raise Unavailable(f"cannot scrape {self._url}: {exc}") from exc
+        levels: dict[str, dict[str, list[float]]] = {"value": {}, "shard_key": {}}
+        slot = {"units": 0, "throttles": 2, "requests": 3}
+        reshard: dict[str, Any] = {}
+        for family in self._parse(text):
+            for sample in family.samples:
+                name, labels = sample.name, sample.labels
+                if name.startswith("shardex_reshard_"):
+                    field = name.removeprefix("shardex_reshard_")
+                    reshard.setdefault("index", labels.get("index"))
+                    if field == "state":
+                        reshard["state"] = labels.get("state")
+                    elif field == "version":
+                        reshard[f"{labels.get('side')}_version"] = int(sample.value)
+                    else:
+                        reshard[{"entries_moved": "moved", "entries_total": "total",
+                                 "parity_mismatches": "mismatches"}.get(field, field)] = \
+                            sample.value
+                    continue
+                for level, prefix in (("value", "shardex_key_"),
+                                      ("shard_key", "shardex_shard_key_")):
+                    what = name.removeprefix(prefix).removesuffix("_total")
+                    if name.startswith(prefix) and what in slot and level in labels:
+                        figures = levels[level].setdefault(labels[level], [0.0] * 4)
+                        index = slot[what] + (1 if what == "units" and
+                                              labels.get("op") == "read" else 0)
+                        figures[index] += sample.value
+        self._reshard = reshard or None
+        return levels
+
+    def read(self) -> dict[str, Any]:
+        levels = self._scrape()
+        with self._lock:
+            self._scrapes.append((self._clock(), levels))
+            scrapes = list(self._scrapes)
+        starts = [at for at, _ in scrapes[1:]]
+        rows: dict[str, list[dict[str, Any]]] = {"value": [], "shard_key": []}
+        lines: dict[str, dict[str, list[float]]] = {"value": {}, "shard_key": {}}
+        for level in rows:
+            for key, figures in levels[level].items():
+                writes, reads = [], []
+                for (t0, before), (t1, after) in pairwise(scrapes):
+                    old = before[level].get(key, [0.0] * 4)
+                    new = after[level].get(key, [0.0] * 4)
+                    seconds = max(t1 - t0, 1e-9)
+                    writes.append(max(0.0, new[0] - old[0]) / seconds)
+                    reads.append(max(0.0, new[1] - old[1]) / seconds)
+                rates = [w + r for w, r in zip(writes, reads, strict=True)]
+                lines[level][key] = rates
+                row = {"key": key, "units_per_s": rates[-1] if rates else 0.0,
+                       "peak_units_per_s": max(rates, default=0.0),
+                       "peak_write_units_per_s": max(writes, default=0.0),
+                       "peak_read_units_per_s": max(reads, default=0.0),
+                       "requests": int(figures[3]), "units": figures[0] + figures[1],
+                       "throttles": int(figures[2]), "latency_p99_ms": None}
+                if level == "value":
+                    row["shards"] = sum(1 for k in levels["shard_key"] if _value_of(k) == key)
+                else:
+                    row["value"] = _value_of(key)
+                rows[level].append(row)
+        hottest = {level: {r["key"] for r in sorted(rows[level],
+                                                    key=lambda r: -r["peak_units_per_s"])[:8]}
+                   for level in rows}
+        timeline = {"starts": starts,
+                    "values": {k: v for k, v in lines["value"].items() if k in hottest["value"]},
+                    "shard_keys": {k: v for k, v in lines["shard_key"].items()
+                                   if k in hottest["shard_key"]}}
+        totals = {"requests": sum(int(f[3]) for f in levels["shard_key"].values()),
+                  "units": sum(f[0] + f[1] for f in levels["shard_key"].values()),
+                  "throttles": sum(int(f[2]) for f in levels["shard_key"].values())}
+        reshard = self._reshard
+        if reshard is not None and reshard.get("total"):
+            reshard["progress"] = min(1.0, reshard.get("moved", 0.0) / reshard["total"])
+        window = starts[-1] - starts[-2] if len(starts) > 1 else 0.0
+        return _document(self.source, scrapes[-1][0], window, self._ceiling, rows["value"],
+                         rows["shard_key"], timeline, totals, reshard)
+
+
+def _value_of(key: str) -> str:
+    try:
+        return parse_shard_key(key)[0]
+    except InvalidKey:
+        return key
+
+
+class RoutingWatch:
+    """The routing record of index ``index`` in the store at ``uri``, read at most every
+    ``every`` seconds (each read opens the store: a short-lived client)."""
+
+    def __init__(self, uri: str, index: str, *, every: float = 5.0,
+                 options: Mapping[str, Any] | None = None) -> None:
+        self._uri = uri
+        self._index = index
+        self._every = every
+        self._options = dict(options or {})
+        self._read_at = -float("inf")
+        self._last: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    def read(self) -> dict[str, Any] | None:
+        with self._lock:
+            if time.monotonic() - self._read_at < self._every:
+                return self._last
+            self._read_at = time.monotonic()
+            self._last = asyncio.run(self._fetch())
+            return self._last
+
+    async def _fetch(self) -> dict[str, Any]:
+        from shardex.routing_record import RoutingRecord
+        from shardex.stores import open_store
+
+        store = open_store(self._uri, **self._options)
+        async with store:
+            stored, _, _ = await RoutingRecord(store, self._index).read()
+        if stored is None:
+            return {"index": self._index, "stored": False}
+        previous = stored.previous
+        return {"index": self._index, "stored": True, "version": stored.version,
+                "in_transition": previous is not None,
+                "from_version": None if previous is None else previous.version,
+                "overrides": {v: p.shards for v, p in stored.overrides.items()},
+                "previous_overrides": None if previous is None else {
+                    v: p.shards for v, p in previous.overrides.items()}}

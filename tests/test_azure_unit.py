@@ -1,0 +1,182 @@
+"""The Azure Tables store without a server: URIs, credentials, error mapping, the codec."""
+
+from __future__ import annotations
+
+import builtins
+import decimal
+import sys
+from typing import Any
+
+import pytest
+from azure.core import exceptions as azure_errors
+from azure.data.tables import TableTransactionError
+
+import shardex
+from shardex.stores.azure import AzureTablesStore, codec
+from shardex.stores.azure.client import connection_settings, map_error
+from shardex.stores.base import StoredEntry
+
+AZURITE_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
+               "K1SZFPTOtr/KBHBeksoGMGw==")
+
+
+@pytest.fixture
+def account(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "devstoreaccount1")
+    monkeypatch.setenv("AZURE_STORAGE_KEY", AZURITE_KEY)
+
+
+def http_error(status: int, code: str, kind: type = azure_errors.HttpResponseError) -> Any:
+    error = kind(message=f"{code} happened\nRequestId:1")
+    error.status_code = status
+    error.error_code = code
+    return error
+
+
+def test_the_uri_names_a_table_and_an_endpoint_never_credentials(account: None) -> None:
+    store = shardex.open_store("azure-tables://orders?endpoint=http://127.0.0.1:1/dev"
+                               "&read_timeout=3")
+    assert isinstance(store, AzureTablesStore)
+    assert store.uri == "azure-tables://orders?endpoint=http://127.0.0.1:1/dev"
+    assert store.table == "orders"
+    defaulted = shardex.open_store("azure-tables://orders")
+    assert defaulted.uri == ("azure-tables://orders?endpoint="
+                             "https://devstoreaccount1.table.core.windows.net")
+
+
+@pytest.mark.parametrize(("uri", "words"), [
+    ("azure-tables://user:secret@orders", "no credentials in the URI"),
+    ("azure-tables://", "needs a table name"),
+    ("azure-tables://orders/path", "no path"),
+    ("azure-tables://orders?account_key=x", "does not know the option"),
+    ("azure-tables://orders?read_timeout=soon", "not a valid float"),
+])
+def test_bad_uris_are_refused_naming_the_fault(account: None, uri: str, words: str) -> None:
+    with pytest.raises(shardex.InvalidURI, match=words):
+        shardex.open_store(uri)
+
+
+def test_bad_options_are_refused(account: None) -> None:
+    with pytest.raises(shardex.InvalidInput, match="read_timeout"):
+        AzureTablesStore("orders", read_timeout=0)
+    with pytest.raises(shardex.InvalidInput, match="table name"):
+        AzureTablesStore("")
+    with pytest.raises(shardex.InvalidInput, match="TablesClient"):
+        AzureTablesStore("orders", client=object())  # type: ignore[arg-type]
+    with pytest.raises(shardex.InvalidInput, match="does not know"):
+        shardex.open_store("azure-tables://orders", region="x")
+
+
+def test_credentials_come_from_the_environment_the_sdk_way(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT",
+                 "AZURE_STORAGE_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(shardex.InvalidInput, match="AZURE_STORAGE_CONNECTION_STRING"):
+        connection_settings(None)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING",
+                       f"DefaultEndpointsProtocol=http;AccountName=dev;AccountKey={AZURITE_KEY};"
+                       "TableEndpoint=http://127.0.0.1:9/dev;")
+    endpoint, credential = connection_settings(None)
+    assert (endpoint, credential.named_key.name) == ("http://127.0.0.1:9/dev", "dev")
+    assert connection_settings("http://elsewhere/x")[0] == "http://elsewhere/x"
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING",
+                       "AccountName=acc;SharedAccessSignature=sv=1")
+    endpoint, credential = connection_settings(None)
+    assert endpoint == "https://acc.table.core.windows.net"
+    assert credential.signature == "sv=1"
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", "AccountName=acc")
+    with pytest.raises(shardex.InvalidInput, match="neither AccountName and AccountKey"):
+        connection_settings(None)
+    handed = object()
+    assert connection_settings("https://a", handed) == ("https://a", handed)
+    with pytest.raises(shardex.InvalidInput, match="without an endpoint"):
+        connection_settings(None, handed)
+
+
+@pytest.mark.parametrize(("error", "kind", "words"), [
+    (http_error(503, "ServerBusy"), shardex.Throttled, "throttled: ServerBusy"),
+    (http_error(500, "OperationTimedOut"), shardex.Unavailable, "may or may not"),
+    (http_error(500, "InternalError"), shardex.Unavailable, "may or may not"),
+    (azure_errors.ServiceResponseError("read timed out"), shardex.Unavailable, "may or may not"),
+    (azure_errors.ServiceRequestError("connection refused"), shardex.Unavailable, "refused"),
+    (http_error(412, "UpdateConditionNotSatisfied", azure_errors.ResourceModifiedError),
+     shardex.ConditionFailed, "condition failed"),
+    (http_error(409, "EntityAlreadyExists", azure_errors.ResourceExistsError),
+     shardex.ConditionFailed, "already exists"),
+    (http_error(404, "TableNotFound", azure_errors.ResourceNotFoundError), shardex.NotFound,
+     "shardex azure create-table orders --endpoint http://127.0.0.1:1/dev"),
+    (http_error(404, "ResourceNotFound", azure_errors.ResourceNotFoundError), shardex.NotFound,
+     "entity does not exist"),
+    (http_error(403, "AuthenticationFailed", azure_errors.ClientAuthenticationError),
+     shardex.StoreError, "refused the credentials"),
+    (http_error(400, "PropertyValueTooLarge"), shardex.InvalidInput, "PropertyValueTooLarge"),
+    (http_error(418, "Teapot"), shardex.StoreError, "Teapot"),
+])
+def test_every_sdk_error_maps_to_the_most_specific_shardex_error(error: Exception, kind: type,
+                                                                 words: str) -> None:
+    mapped = map_error(error, operation="update", table="orders",
+                       endpoint="http://127.0.0.1:1/dev", key="PENDING#3")
+    assert type(mapped) is kind
+    assert words in str(mapped)
+    if kind is shardex.Throttled:
+        assert (mapped.key, mapped.reason) == ("PENDING#3", "ServerBusy")  # type: ignore[attr-defined]
+
+
+def test_a_failed_transaction_maps_by_its_status_and_code() -> None:
+    error = TableTransactionError(message="1:The update condition specified in the request was "
+                                          "not satisfied.\nErrorCode:UpdateConditionNotSatisfied")
+    error.status_code = 412
+    mapped = map_error(error, operation="transact", table="t", endpoint="e")
+    assert isinstance(mapped, shardex.ConditionFailed)
+
+
+def test_attributes_round_trip_with_their_types() -> None:
+    attrs = {"n": 12, "big": 10**30, "f": 2.0, "x": 1.5, "d": decimal.Decimal("1.10"),
+             "b": b"\x00\xff", "s": "caf\u00e9 \U0001f600", "none": None, "t": True,
+             "list": [1, (2, 3)], "nested": {"$b": "not bytes"}, "deep": {"a": {"$d": 1}},
+             "$": {"$m": 1}}
+    entry = StoredEntry("K", "s", "o-1", attrs, 3)
+    [row, mirror] = codec.entry_rows("P", entry, "tok")
+    assert row["RowKey"] != mirror["RowKey"]
+    back = codec.entry_from_row(row, "row")
+    assert back.attrs == {**attrs, "list": [1, [2, 3]]}
+    assert type(back.attrs["f"]) is float
+    assert type(back.attrs["d"]) is decimal.Decimal
+    assert (back.shard_key, back.sort, back.item_id, back.version) == ("K", "s", "o-1", 3)
+
+
+def test_large_attributes_are_split_over_properties_within_one_entity() -> None:
+    text = "\U0001f600" * 40_000  # astral: two UTF-16 units each
+    [row, _] = codec.entry_rows("P", StoredEntry("K", "", "o", {"blob": text}), "tok")
+    chunks = [name for name in row if name.startswith("a") and name[1:].isdigit()]
+    assert len(chunks) == 3
+    assert all(len(row[c].encode("utf-16-le")) <= 65_536 for c in chunks)
+    assert codec.entry_from_row(row, "row").attrs == {"blob": text}
+    with pytest.raises(shardex.InvalidInput, match="1 MiB"):
+        codec.entry_rows("P", StoredEntry("K", "", "o", {"blob": "\u00e9" * 600_000}), "t")
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"v": "x"}, "'v'"), ({"a0": "{not json"}, "not shardex's JSON"), ({"k": 3}, "'k'"),
+    ({"a0": "[1]"}, "not a map")])
+def test_damaged_rows_are_named(change: dict[str, Any], words: str) -> None:
+    [row, _] = codec.entry_rows("P", StoredEntry("K", "", "o", {"n": 1}), "tok")
+    with pytest.raises(shardex.MalformedItem, match=words):
+        codec.entry_from_row({**row, **change}, "entry row X")
+
+
+def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch, account: None) -> None:
+    real_import = builtins.__import__
+
+    def no_azure(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("azure.data"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    for module in [m for m in sys.modules if m.startswith("azure.data")]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setattr(builtins, "__import__", no_azure)
+    with pytest.raises(shardex.MissingDependency, match=r"pip install 'shardex\[azure\]'"):
+        shardex.open_store("azure-tables://orders")

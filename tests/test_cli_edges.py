@@ -1,0 +1,149 @@
+"""The CLI's edges: schemas on every --json, the hand-off into plan, logging, connections."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from shardex.cli import cli, main
+from shardex.commands.connection import Connection
+from shardex.documents import rounded
+
+
+def run(*args: str, stdin: str | None = None) -> str:
+    result = CliRunner().invoke(cli, list(args), input=stdin, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def failing(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    return int(exited.value.code or 0), " ".join(err.split())
+
+
+def sharded_log(tmp_path: Path) -> Path:
+    """PENDING at N=4, each shard 750 write units/s; SHIPPED at 300: PENDING needs N=5."""
+    path = tmp_path / "access.csv"
+    lines = ["timestamp,key,op,units,throttled"]
+    for second in range(10):
+        lines += [f"{1796014800 + second},PENDING#{shard},write,750,0" for shard in range(4)]
+        lines.append(f"{1796014800 + second},SHIPPED,write,300,0")
+        lines.append(f"{1796014800 + second},SHIPPED,read,40,0")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_every_json_output_names_its_schema(tmp_path: Path) -> None:
+    log = sharded_log(tmp_path)
+    documents = {
+        "shardex.demo/1": run("demo", "--json", "--duration", "1", "--rate", "500"),
+        "shardex.diagnose/1": run("diagnose", str(log), "--json"),
+        "shardex.plan/1": run("plan", "--peak", "PENDING=10", "--json"),
+        "shardex.routing-record/1": run("routing", "show", "--store", "memory://",
+                                        "--index", "orders", "--json"),
+    }
+    for schema, text in documents.items():
+        assert json.loads(text)["schema"] == schema
+
+
+def test_plan_takes_a_diagnosis_as_it_is(tmp_path: Path) -> None:
+    """diagnose --json -> plan --from -> routing set --file, each taking the last's output."""
+    diagnosis = tmp_path / "diagnosis.json"
+    diagnosis.write_text(run("diagnose", str(sharded_log(tmp_path)), "--json"))
+    top = {row["key"]: row for row in json.loads(diagnosis.read_text())["top"]}
+    assert top["PENDING"]["peak_write_units_per_s"] == 3000.0
+    assert top["SHIPPED"]["peak_read_units_per_s"] == 40.0
+    plan = json.loads(run("plan", "--from", str(diagnosis), "--json"))
+    # 3,000 measured write units/s x 1.5 headroom over 1,000 a partition
+    assert plan["values"]["PENDING"]["shards"] == 5
+    assert plan["values"]["SHIPPED"]["shards"] == 1
+    assert plan["values"]["PENDING"]["write_units_per_s"] == 3000.0
+    assert plan["routing"]["overrides"] == {"PENDING": {"shards": 5, "strategy": "hash"}}
+    piped = json.loads(run("plan", "--from", "-", "--json", stdin=diagnosis.read_text()))
+    assert piped == plan
+    text = run("plan", "--from", str(diagnosis))
+    assert "measured" in text
+    # a --peak given beside it wins for its value
+    assert json.loads(run("plan", "--from", str(diagnosis), "--peak", "SHIPPED=2000",
+                          "--json"))["values"]["SHIPPED"]["shards"] == 3
+    layout = tmp_path / "routing.json"
+    layout.write_text(json.dumps(plan["routing"]))
+    out = run("routing", "set", "--store", "memory://", "--index", "orders", "--file",
+              str(layout))
+    assert "PENDING: 1 -> 5 shard(s)" in out
+
+
+def test_plan_from_refuses_other_documents(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "plan.json"
+    other.write_text(run("plan", "--peak", "PENDING=10", "--json"))
+    code, message = failing(capsys, "plan", "--from", str(other))
+    assert code == 2
+    assert "is not a shardex.diagnose/1 document" in message
+    diagnosis = tmp_path / "d.json"
+    diagnosis.write_text(run("diagnose", str(sharded_log(tmp_path)), "--json"))
+    code, message = failing(capsys, "plan", "--from", str(diagnosis), "--amplification", "2")
+    assert code == 2
+    assert "amplification included" in message
+
+
+@pytest.fixture
+def quiet_shardex_logger() -> object:
+    logger = logging.getLogger("shardex")
+    handlers, level = list(logger.handlers), logger.level
+    yield logger
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+
+
+def test_verbose_logs_what_shardex_does_to_stderr(quiet_shardex_logger: logging.Logger) -> None:
+    result = CliRunner().invoke(cli, ["-v", "routing", "show", "--store", "memory://",
+                                      "--index", "orders"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert quiet_shardex_logger.level == logging.INFO
+    assert any(isinstance(h, logging.StreamHandler) for h in quiet_shardex_logger.handlers)
+    CliRunner().invoke(cli, ["-vv", "plan", "--peak", "P=1"], catch_exceptions=False)
+    assert quiet_shardex_logger.level == logging.DEBUG
+
+
+def test_connection_options_reach_the_store_or_are_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert Connection().options("memory://") == {}
+    assert Connection("eu-west-1", "ops", "http://127.0.0.1:8000").options("dynamodb://t") == {
+        "region": "eu-west-1", "profile": "ops", "endpoint_url": "http://127.0.0.1:8000"}
+    assert Connection(endpoint_url="http://127.0.0.1:10002/a").options(
+        "azure-tables://t") == {"endpoint": "http://127.0.0.1:10002/a"}
+    for args in (["--region", "eu-west-1"], ["--endpoint-url", "http://127.0.0.1:1"]):
+        code, message = failing(capsys, "routing", "show", "--store", "memory://",
+                                "--index", "orders", *args)
+        assert code == 2
+        assert f"memory:// stores take no {args[0]}" in message
+    code, message = failing(capsys, "routing", "show", "--store", "azure-tables://t",
+                            "--index", "orders", "--profile", "ops")
+    assert (code, "azure-tables:// stores take no --profile" in message) == (2, True)
+
+
+def test_documents_round_once() -> None:
+    assert rounded({"a": [0.1 + 0.2, 2.0, float("nan")]}) == {"a": [0.3, 2.0, None]}
+
+
+def test_the_readme_async_block_runs_as_a_script(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+    script = next(b for b in blocks if "asyncio.run(main())" in b)
+    path = tmp_path / "readme_example.py"
+    path.write_text(script)
+    ran = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert ran.returncode == 0, ran.stderr
+    assert "SHIPPED o-1" in ran.stdout

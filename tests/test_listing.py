@@ -1,0 +1,132 @@
+"""Listings page by page: each entry read once, continuations kept only while they are true."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import shardex
+from shardex import Routing, ShardPolicy
+from shardex.fanout import CONTINUATION_TTL, _share
+from shardex.sim.clock import run_virtual
+from tests.test_index_reads import WatchedStore
+
+SIXTEEN = Routing(overrides={"PENDING": ShardPolicy(shards=16)})
+
+
+async def _filled(store: WatchedStore, n: int, **options: Any) -> shardex.ShardedIndex:
+    index = shardex.ShardedIndex(store, "orders", SIXTEEN, seed=1, hedge=None, **options)
+    await index.open()
+    for start in range(0, n, 200):
+        await asyncio.gather(*(index.put("PENDING", f"o-{i:05d}", sort=f"{i:05d}")
+                               for i in range(start, min(n, start + 200))))
+    store.queries.clear()
+    store.entries_read = 0
+    return index
+
+
+async def _listing(index: shardex.ShardedIndex, limit: int, order: str = "asc",
+                   pause: float = 0.0) -> list[str]:
+    items: list[str] = []
+    cursor = None
+    while True:
+        page = await index.query("PENDING", limit=limit, order=order,  # type: ignore[arg-type]
+                                 cursor=cursor)
+        items += [e.item_id for e in page.items]
+        if (cursor := page.cursor) is None:
+            return items
+        await asyncio.sleep(pause)
+
+
+@pytest.mark.parametrize(("limit", "order"), [(1000, "asc"), (97, "desc"), (7, "asc")])
+def test_a_full_listing_reads_each_entry_once(limit: int, order: str) -> None:
+    async def body() -> None:
+        store = WatchedStore(seed=3, read_ceiling=1e6)
+        index = await _filled(store, 4000, max_concurrency=64)
+        items = await _listing(index, limit, order)
+        want = [f"o-{i:05d}" for i in range(4000)]
+        assert items == (want if order == "asc" else want[::-1])
+        assert store.entries_read == 4000
+        # each shard is read with growing requests: a handful each, not one per page
+        assert max(store.queries.values()) <= 4 + 250 // limit
+        await index.close()
+
+    run_virtual(body())
+
+
+def test_a_listing_paused_past_the_ttl_reads_again_from_the_cursor() -> None:
+    async def body() -> None:
+        store = WatchedStore(seed=3, read_ceiling=1e6)
+        index = await _filled(store, 1600)
+        items = await _listing(index, 100, pause=CONTINUATION_TTL + 0.1)
+        assert items == [f"o-{i:05d}" for i in range(1600)]
+        assert store.entries_read > 1600 * 1.2  # every page read each shard again
+        await index.close()
+
+    run_virtual(body())
+
+
+def test_a_cursor_used_twice_gives_the_same_page() -> None:
+    async def body() -> None:
+        store = WatchedStore(seed=3)
+        index = await _filled(store, 400)
+        first = await index.query("PENDING", limit=50)
+        again = [await index.query("PENDING", limit=50, cursor=first.cursor) for _ in range(3)]
+        assert [e.item_id for e in again[0].items] == [f"o-{i:05d}" for i in range(50, 100)]
+        assert again[0] == again[1] == again[2]
+        await index.close()
+
+    run_virtual(body())
+
+
+def test_a_write_through_the_same_store_is_seen_by_the_next_page() -> None:
+    async def body() -> None:
+        store = WatchedStore(seed=3)
+        reader = await _filled(store, 300)
+        page = await reader.query("PENDING", limit=100)
+        # another index object of this process, on the same store, deletes ahead
+        other = shardex.ShardedIndex(store, "orders", seed=9, hedge=None)
+        async with other:
+            await other.delete("PENDING", "o-00150")
+        rest = await _listing_from(reader, page.cursor)
+        assert "o-00150" not in rest
+        assert rest == [f"o-{i:05d}" for i in range(100, 300) if i != 150]
+        await reader.close()
+
+    run_virtual(body())
+
+
+async def _listing_from(index: shardex.ShardedIndex, cursor: str | None) -> list[str]:
+    items: list[str] = []
+    while cursor is not None:
+        page = await index.query("PENDING", limit=100, cursor=cursor)
+        items += [e.item_id for e in page.items]
+        cursor = page.cursor
+    return items
+
+
+def test_continuations_are_bounded() -> None:
+    async def body() -> None:
+        store = WatchedStore(seed=3)
+        index = await _filled(store, 200)
+        for _ in range(100):  # listings abandoned after their first page
+            await index.query("PENDING", limit=2)
+            await index.query("PENDING", limit=2, order="desc")
+        fanout = index._reader()
+        assert len(fanout._continuations) <= 64
+        assert fanout._kept == sum(c.kept for c in fanout._continuations.values())
+        await index.close()
+        assert not fanout._continuations
+        assert fanout._written not in store.meter.subscribers
+
+    run_virtual(body())
+
+
+@pytest.mark.parametrize(("limit", "shards", "share"), [
+    (100, 1, 101), (100, 16, 17), (100, 64, 9), (1000, 16, 92), (5, 8, 5), (10_000, 1, 1000),
+])
+def test_the_first_share_makes_a_second_round_trip_rare(limit: int, shards: int,
+                                                        share: int) -> None:
+    assert _share(limit, shards, 1000) == share

@@ -1,0 +1,280 @@
+"""Metrics from the one metering path: bounded labels, the figures against store.stats(),
+a scraped Prometheus endpoint, OpenTelemetry instruments, reshard gauges, and the
+metering written as an access log that diagnose reads."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import shardex
+from shardex.errors import InvalidInput, ShardexError
+from shardex.metrics import OTHER, AccessLogWriter, MetricsRecorder, TopKeys
+from shardex.metrics.prometheus import serve_prometheus
+from shardex.stores.stats import StoreStats
+
+HOT_URI = "memory://?throttle_rate=0.05&seed=3"
+
+
+async def traffic(index: shardex.ShardedIndex, writes: dict[str, int], reads: int) -> None:
+    """Writes per value, interleaved, then ``reads`` listings of the heaviest value."""
+    rng = random.Random(7)
+    plan = [value for value, n in writes.items() for _ in range(n)]
+    rng.shuffle(plan)
+
+    async def put(i: int, value: str) -> None:
+        # a write throttled past its retries is counted as throttles all the same
+        with contextlib.suppress(ShardexError):
+            await index.put(value, f"item-{i}", sort=f"{i:06d}")
+
+    await asyncio.gather(*(put(i, value) for i, value in enumerate(plan)))
+    hot = max(writes, key=writes.__getitem__)
+    for _ in range(reads):
+        await index.query(hot, limit=50)
+    await index.count(hot)
+
+
+def run_index(store: shardex.Store, writes: dict[str, int], *, reads: int = 5,
+              shards: int = 4) -> None:
+    routing = shardex.Routing(overrides={max(writes, key=writes.__getitem__):
+                                         shardex.ShardPolicy(shards=shards)})
+
+    async def main() -> None:
+        async with shardex.ShardedIndex(store, "orders", routing, hedge=None) as index:
+            await traffic(index, writes, reads)
+
+    shardex.run_virtual(main())
+
+
+def scraped(url: str) -> dict[str, list[Any]]:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    families: dict[str, list[Any]] = defaultdict(list)
+    for family in text_string_to_metric_families(text):
+        families[family.name].extend(family.samples)
+    return families
+
+
+def by_labels(samples: list[Any], name: str, *keys: str) -> dict[tuple[str, ...], float]:
+    out: dict[tuple[str, ...], float] = defaultdict(float)
+    for sample in samples:
+        if sample.name == name:
+            out[tuple(sample.labels[k] for k in keys)] += sample.value
+    return dict(out)
+
+
+def test_top_keys_name_at_most_k_and_the_heavy_ones() -> None:
+    rng = random.Random(1)
+    keys = TopKeys(5, counters=64)
+    labels: set[str] = set()
+    # 10,000 keys of Zipf-like weights; heavy-0..heavy-2 far above the rest
+    for i in range(50_000):
+        if i % 4 == 0:
+            key = f"heavy-{i % 3}"
+        else:
+            key = f"k-{int(rng.paretovariate(1.0)) % 10_000}-{rng.randrange(10_000)}"
+        labels.add(keys.label(key, 1.0))
+        if i % 5_000 == 0:
+            keys.rebalance()
+    keys.rebalance()
+    assert len(keys.named) <= 5
+    assert {"heavy-0", "heavy-1", "heavy-2"} <= keys.named
+    assert len(labels) <= 5 + 1 + len(keys.named) + 3  # names ever given stay few
+    with pytest.raises(InvalidInput):
+        TopKeys(0)
+    with pytest.raises(InvalidInput):
+        TopKeys(10, counters=5)
+
+
+def test_top_keys_swap_only_a_surely_heavier_key() -> None:
+    keys = TopKeys(2, counters=8)
+    assert keys.label("a", 10) == "a"
+    assert keys.label("b", 10) == "b"
+    assert keys.label("c", 11) == OTHER
+    assert keys.rebalance() == []  # heavier, but not by the margin: no flapping
+    keys.label("c", 1)
+    assert keys.rebalance() == []  # 12 <= 1.25 x 10
+    keys.label("c", 20)
+    assert keys.rebalance() == [("c", "a")]
+    assert keys.named == {"b", "c"}
+
+
+def test_recorder_figures_equal_store_stats() -> None:
+    store = shardex.open_store(HOT_URI)
+    recorder = MetricsRecorder(top=10).attach(store)
+    run_index(store, {"PENDING": 600, "SHIPPED": 150, "CANCELLED": 20})
+    stats: StoreStats = store.stats()
+    figures = recorder.figures()
+    requests = defaultdict(float)
+    for sample in figures["shardex_requests"]:
+        if sample["labels"]["outcome"] != "unavailable":
+            requests[sample["labels"]["op"]] += sample["value"]
+    assert requests["write"] == stats.totals.write_requests
+    assert requests["read"] == stats.totals.read_requests
+    units = {s["labels"]["op"]: s["value"] for s in figures["shardex_units"]}
+    assert units["write"] == pytest.approx(stats.totals.write_units)
+    assert units["read"] == pytest.approx(stats.totals.read_units)
+    throttles = sum(s["value"] for s in figures["shardex_throttles"])
+    assert throttles == stats.totals.throttles > 0
+    reasons: dict[str, float] = defaultdict(float)
+    for sample in figures["shardex_throttles"]:
+        reasons[sample["labels"]["reason"]] += sample["value"]
+    assert reasons == stats.throttle_reasons
+    assert "injected" in reasons
+    shard_requests = defaultdict(float)
+    for sample in figures["shardex_shard_key_requests"]:
+        shard_requests[sample["labels"]["shard_key"]] += sample["value"]
+    for key in stats.shard_keys():
+        assert shard_requests[key] == stats.by_key[key].requests, key
+    assert shard_requests["#placement"] == stats.by_key["#placement#"].requests
+    value_units = defaultdict(float)
+    for sample in figures["shardex_key_units"]:
+        value_units[sample["labels"]["value"]] += sample["value"]
+    pending = sum(stats.by_key[k].read_units + stats.by_key[k].write_units
+                  for k in stats.shard_keys() if k.startswith("PENDING"))
+    assert value_units["PENDING"] == pytest.approx(pending)
+    widths = figures["shardex_fanout_width"]
+    assert widths[0]["count"] == 6  # five pages and a count, of PENDING's 4 shard keys
+    assert widths[0]["value"] == 24.0
+
+
+def test_many_keys_keep_the_label_set_bounded_and_the_sums_whole() -> None:
+    store = shardex.open_store("memory://?seed=2")
+    recorder = MetricsRecorder(top=8).attach(store)
+    writes = {f"tenant-{i}": 1 for i in range(3_000)}
+    writes.update({"HOT-A": 400, "HOT-B": 300})
+    run_index(store, writes, reads=0)
+    named = recorder.snapshot() and recorder.label_of("orders", "HOT-B")
+    assert named == "HOT-B"  # surely heavier than the tenants named at first sight
+    # from now on its requests count under its own name
+    run_index(store, {"HOT-A": 40, "HOT-B": 30, "tenant-new": 1}, reads=0)
+    stats = store.stats()
+    with serve_prometheus(recorder) as server:
+        families = scraped(server.url)
+    keys = by_labels(families["shardex_key_requests"], "shardex_key_requests_total",
+                     "value")
+    assert len(keys) <= 8 + 1
+    assert {("HOT-A",), ("HOT-B",), (OTHER,)} <= set(keys)
+    shard_keys = by_labels(families["shardex_shard_key_requests"],
+                           "shardex_shard_key_requests_total", "shard_key")
+    assert len(shard_keys) <= 8 + 1 + 3  # and the store's own keys, by kind
+    everything = sum(v.requests for k, v in stats.by_key.items() if not k.startswith("#"))
+    assert sum(v for (k,), v in shard_keys.items() if not k.startswith("#")) == everything
+    assert sum(keys.values()) == everything
+
+
+def test_prometheus_endpoint_figures_match_store_stats() -> None:
+    store = shardex.open_store(HOT_URI)
+    recorder = MetricsRecorder(top=10).attach(store)
+    run_index(store, {"PENDING": 500, "SHIPPED": 100})
+    stats = store.stats()
+    with serve_prometheus(recorder) as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        families = scraped(server.url)
+    writes = by_labels(families["shardex_requests"], "shardex_requests_total", "op",
+                       "outcome")
+    assert sum(v for (op, outcome), v in writes.items()
+               if op == "write" and outcome != "unavailable") == stats.totals.write_requests
+    shard = by_labels(families["shardex_shard_key_units"], "shardex_shard_key_units_total",
+                      "shard_key", "op")
+    for key in stats.shard_keys():
+        assert shard.get((key, "write"), 0.0) == pytest.approx(stats.by_key[key].write_units)
+    throttled = by_labels(families["shardex_shard_key_throttles"],
+                          "shardex_shard_key_throttles_total", "shard_key")
+    for key in stats.shard_keys():
+        assert throttled.get((key,), 0.0) == stats.by_key[key].throttles, key
+    counts = by_labels(families["shardex_request_seconds"], "shardex_request_seconds_count",
+                       "op")
+    assert counts[("write",)] == stats.totals.write_requests
+    assert by_labels(families["shardex_fanout_width"], "shardex_fanout_width_count",
+                     "index") == {("orders",): 6.0}
+
+
+def test_opentelemetry_instruments_carry_the_same_figures() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from shardex.metrics.otel import OpenTelemetryExporter
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    store = shardex.open_store(HOT_URI)
+    recorder = MetricsRecorder(top=10).attach(store)
+    OpenTelemetryExporter(recorder, provider)
+    run_index(store, {"PENDING": 300, "SHIPPED": 50})
+    stats = store.stats()
+    data = reader.get_metrics_data()
+    metrics = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics
+               for m in sm.metrics}
+    key_units = {(p.attributes["value"], p.attributes["op"]): p.value
+                 for p in metrics["shardex.key.units"].data.data_points}
+    pending = sum(stats.by_key[k].write_units for k in stats.shard_keys()
+                  if k.startswith("PENDING"))
+    assert key_units[("PENDING", "write")] == pytest.approx(pending)
+    durations = {p.attributes["op"]: p.count
+                 for p in metrics["shardex.request.duration"].data.data_points}
+    assert durations["write"] == stats.totals.write_requests + stats.unavailable
+    throttles = sum(p.value for p in metrics["shardex.throttles"].data.data_points)
+    assert throttles == stats.totals.throttles
+    widths = metrics["shardex.fanout.width"].data.data_points
+    assert [p.count for p in widths] == [6]
+    provider.shutdown()
+
+
+def test_reshard_progress_gauges() -> None:
+    recorder = MetricsRecorder()
+    progress = recorder.reshard("orders")
+    progress.update(state="write-new", moved=250, total=1_000, from_version=3, to_version=4)
+    with serve_prometheus(recorder) as server:
+        families = scraped(server.url)
+    assert by_labels(families["shardex_reshard_state"], "shardex_reshard_state",
+                     "index", "state") == {("orders", "write-new"): 1.0}
+    assert by_labels(families["shardex_reshard_progress"], "shardex_reshard_progress",
+                     "index") == {("orders",): 0.25}
+    assert by_labels(families["shardex_reshard_version"], "shardex_reshard_version",
+                     "side") == {("from",): 3.0, ("to",): 4.0}
+    progress.update(state="verified", moved=1_000, mismatches=0)
+    assert progress.to_dict()["progress"] == 1.0
+    assert recorder.reshard("orders") is progress
+    for bad in ({"moved": -1}, {"state": ""}, {"total": 1.5}):
+        with pytest.raises(InvalidInput):
+            progress.update(**bad)
+
+
+def test_access_log_of_the_live_meter_is_what_diagnose_reads(tmp_path: Path) -> None:
+    from shardex.heat.report import diagnose
+
+    store = shardex.open_store(HOT_URI)
+    log = tmp_path / "access.jsonl"
+    with AccessLogWriter(store, log) as writer:
+        run_index(store, {"PENDING": 400, "SHIPPED": 100}, reads=2)
+    stats = store.stats()
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(rows) == writer.rows
+    assert {row["op"] for row in rows} == {"read", "write"}
+    assert all(row["timestamp"] >= shardex.sim.clock.VIRTUAL_WALL_START for row in rows)
+    report = diagnose([str(log)]).to_dict()
+    top = {row["key"]: row for row in report["top"]}
+    assert top["PENDING"]["shards"] == 4
+    shard_units = sum(stats.by_key[k].read_units + stats.by_key[k].write_units
+                      for k in stats.shard_keys() if k.startswith("PENDING"))
+    assert top["PENDING"]["units"] == pytest.approx(shard_units)
+    shard_throttles = sum(stats.by_key[k].throttles for k in stats.shard_keys())
+    assert report["totals"]["throttles"] == shard_throttles
+    csv_log = tmp_path / "access.csv"
+    store = shardex.open_store("memory://")
+    with AccessLogWriter(store, csv_log, fmt="csv"):
+        run_index(store, {"PENDING": 20}, reads=0)
+    assert csv_log.read_text().startswith("timestamp,key,op,units,throttled\n")
+    assert diagnose([str(csv_log)]).profile.rows > 20
+    with pytest.raises(InvalidInput):
+        AccessLogWriter(store, tmp_path / "x", fmt="parquet")  # type: ignore[arg-type]

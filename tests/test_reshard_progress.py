@@ -1,0 +1,75 @@
+"""What a reshard shows an operator: ``shardex.metrics`` gauges the runner reports to
+(virtual time), and the progress bar of ``reshard run`` on a terminal.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from rich.console import Console
+
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.commands.reshard import _Reporter
+from shardex.metrics import MetricsRecorder
+from shardex.reshard import Progress, Resharder
+from shardex.sim.clock import run_virtual
+from shardex.stores.memory import MemoryStore
+
+
+def test_the_runner_reports_state_progress_parity_and_versions() -> None:
+    async def main() -> None:
+        store = MemoryStore(seed=3)
+        recorder = MetricsRecorder().attach(store)
+        seen: list[dict[str, object]] = []
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=3.0) as app:
+            for i in range(120):
+                await app.put("PENDING", f"o-{i}", sort=f"{i:04d}")
+            version = app.routing.version
+
+            def watch(_: object) -> None:
+                seen.append(recorder.reshard("orders").to_dict())
+
+            async with Resharder(store, "orders", seed=1, unit_lease=2.0, rate=50.0,
+                                 recorder=recorder, progress=watch) as rs:
+                await rs.start({"PENDING": ShardPolicy(8)}, margin=0.5)
+                gauges = recorder.reshard("orders").to_dict()
+                assert gauges["state"] == "read-both"
+                assert gauges["from_version"] == version
+                assert gauges["to_version"] == version + 1
+                await rs.run()
+                gauges = recorder.reshard("orders").to_dict()
+                assert gauges["state"] == "verified"
+                assert gauges["total"] == gauges["moved"] > 90  # 7/8 of 120 move
+                assert gauges["progress"] == 1.0
+                assert gauges["mismatches"] == 0
+                assert any(0 < g["moved"] < g["total"] for g in seen)  # type: ignore[operator]
+                result = await rs.rollback()
+                gauges = recorder.reshard("orders").to_dict()
+                assert gauges["state"] == "rolled-back"
+                assert gauges["to_version"] == result.routing.version
+        scrape = {f.name: f for f in recorder.snapshot()}
+        state = scrape["shardex_reshard_state"].samples
+        assert [s.labels["state"] for s in state] == ["rolled-back"]
+
+    run_virtual(main())
+
+
+def test_the_progress_bar_counts_moves_and_keeps_the_count_through_other_steps() -> None:
+    out = Console(file=StringIO(), force_terminal=True, width=140)
+    with _Reporter(out) as report:
+        bar = report._bar
+        assert bar is not None
+        # before the mover nothing is counted: the bar has no total yet
+        report(Progress("read-both", "forward", 0, None, None, "waiting 3 s for clients"))
+        bar.refresh()
+        report(Progress("write-new", "forward", 40, 60, 20.0, "moving entries"))
+        bar.refresh()
+        report(Progress("write-new", "forward", 100, 0, 20.0, "moved"))
+        report(Progress("write-new", "forward", 0, None, None, "checking parity"))
+        bar.refresh()
+        assert (bar.tasks[0].completed, bar.tasks[0].total) == (100, 100)
+    shown = out.file.getvalue()  # type: ignore[attr-defined]
+    assert "40/100 moved" in shown
+    assert "20 entries/s" in shown
+    assert "write-new: checking parity" in shown
+    assert "100/100 moved" in shown

@@ -1,0 +1,362 @@
+"""``shardex simulate``: the rate-level engine against the request-level store, workloads,
+layouts, the document it prints, and ``plan --verify``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shardex.cli import cli, main
+from shardex.errors import InvalidInput
+from shardex.routing import Routing, ShardPolicy
+from shardex.scenarios.replay import replay
+from shardex.scenarios.simulate import simulate
+from shardex.scenarios.workload import load_workload, workload_from_dict
+from shardex.sim import profile
+from shardex.sim.clock import run_virtual
+from shardex.sim.fluid import Flow, FluidEngine, Part
+from tests import heat_samples as samples
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "orders_workload.toml"
+# A table a thousand times smaller than DynamoDB's, so a few thousand requests reach it.
+SMALL = {"write_ceiling": 100.0, "read_ceiling": 300.0, "warm_write": 400.0,
+         "warm_read": 1200.0, "split_delay_seconds": 10.0}
+WORKLOAD = {"duration": 30,
+            "values": {"HOT": {"write": 60, "item_bytes": 200}, "WARM": {"write": 30},
+                       "COLD": {"write": 15}},
+            "moves": [{"from": "HOT", "to": "WARM", "rate": 20}]}
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args), terminal_width=200)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout
+
+
+# -- the two engines agree ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("layout", "table", "tolerance"), [
+    # hot keys and placement records on a young table's 4 partitions, splitting for heat
+    ({}, {}, 0.08),
+    ({"HOT": 4}, {}, 0.08),
+    # every key its own partition: the table's limit binds; the smallest value offers 450
+    # writes, so which few of them meet an empty bucket moves its share by a point
+    ({"HOT": 4}, {"warm_write": 200.0, "partitions": 0}, 0.015),
+])
+def test_the_rate_engine_agrees_with_the_request_level_store(
+        layout: dict[str, int], table: dict[str, Any], tolerance: float) -> None:
+    """The same workload through ``memory://`` request by request (``replay``: ShardedIndex
+    puts and moves, no retries) and through ``simulate``: the share of each value's entry
+    writes accepted agrees within ``tolerance`` (8 points where placement records land on
+    partitions by each item's hash in the store and by expectation in the engine, and
+    splits for heat come a second apart; 1.5 points where only the table's limit binds), and
+    the total accepted within 6%."""
+    workload = workload_from_dict(WORKLOAD)
+    routing = Routing(overrides={v: ShardPolicy(shards=n) for v, n in layout.items()})
+    options = {**SMALL, **table}
+    rate = simulate(workload, routing, profile(**options))
+    requests = run_virtual(replay(workload, routing, **options))
+    for value in workload.values:
+        assert rate.values[value].offered == pytest.approx(requests.offered[value], abs=2)
+        assert rate.values[value].ratio == pytest.approx(requests.ratio(value), abs=tolerance)
+    total_rate = sum(c.accepted for c in rate.values.values())
+    total_requests = sum(requests.accepted.values())
+    assert total_rate == pytest.approx(total_requests, rel=0.06)
+    assert rate.values["HOT"].ratio < 0.9  # the cases throttle: agreement is not trivial
+    assert set(rate.throttles) == set(requests.store.stats("index").throttle_reasons)
+
+
+def test_the_rate_engine_runs_awss_burst_example_too() -> None:
+    """Source: AWS re:Post, "How does DynamoDB handle spiky workloads in short intervals"
+    (repost.aws/knowledge-center/dynamodb-spiky-workloads-short-intervals): 150 RCU idle
+    for 5 minutes, then 200 read units a second, lasts 900 seconds, on the rate engine."""
+    engine = FluidEngine(profile("dynamodb-provisioned", provisioned_read=150.0,
+                                 initial_burst_seconds=0.0))
+    key = engine.key("K")
+    flows = [Flow(4.0, False, (Part(0, key, 50.0),))]
+    refused = [second for second in range(300, 1300)
+               if engine.step(second, flows)[0].refused > 0]
+    assert refused[0] - 300 == pytest.approx(900, abs=2)
+
+
+def test_the_rate_engine_splits_a_spread_key_after_the_delay_and_a_rising_one_never() -> None:
+    for rising, accepted in ((False, 1500.0), (True, 1000.0)):
+        engine = FluidEngine(profile(partitions=0, split_delay_seconds=5.0))
+        key = engine.key("HOT", rising=rising)
+        results = [engine.step(s, [Flow(1500.0, True, (Part(0, key, 1.0),))])[0]
+                   for s in range(10)]
+        assert [r.accepted for r in results[:5]] == [1000.0] * 5
+        assert results[-1].accepted == accepted
+
+
+def test_gsi_layout_puts_entries_on_the_index_and_reads_them_eventually_consistent() -> None:
+    workload = workload_from_dict({"duration": 5, "values": {
+        "PENDING": {"write": 2000, "read": 10, "page": 100, "read_item_bytes": 4000}}})
+    table = simulate(workload, Routing(), profile(partitions=0))
+    gsi = simulate(workload, Routing(), profile("dynamodb-gsi", partitions=0))
+    # 2,000 entries a second on one partition of 1,000 units: table layout, 2 units an
+    # entry (a transaction); GSI, 1 unit, on the index
+    assert table.values["PENDING"].ratio == pytest.approx(0.25)
+    assert gsi.values["PENDING"].ratio == pytest.approx(0.5)
+    assert {t.resource for t in gsi.tables} == {"table", "index"}
+    # a page of 101 entries of 4,000 bytes: 99 read units strongly consistent, half that not
+    assert table.read_units["PENDING"] == pytest.approx(5 * 10 * 99)
+    assert gsi.read_units["PENDING"] == pytest.approx(table.read_units["PENDING"] / 2)
+
+
+# -- workloads ----------------------------------------------------------------------------
+
+def test_the_example_workload_loads() -> None:
+    workload = load_workload(EXAMPLE)
+    assert workload.duration == 3600
+    assert workload.values["PENDING"].write.at(10) == 5000
+    assert [(m.source, m.target) for m in workload.moves] == [
+        ("PENDING", "SHIPPED"), ("PENDING", "CANCELLED"), ("SHIPPED", "DELIVERED")]
+
+
+def test_steps_and_bursts_shape_a_rate() -> None:
+    workload = workload_from_dict({"duration": 100, "values": {"V": {
+        "write": [[0, 100], [50, 300]], "bursts": [{"at": 10, "seconds": 5, "write": 1000}]}}})
+    write = workload.values["V"].write
+    assert [write.at(s) for s in (0, 9, 10, 14, 15, 49, 50, 99)] == [
+        100, 100, 1100, 1100, 100, 100, 300, 300]
+    assert write.peak() == 1100
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    ({"values": {}}, "at least one value"),
+    ({"values": {"V": {"write": -1}}}, "values.V.write: must be a number"),
+    ({"values": {"V": {"write": [[5, 1], [0, 2]]}}}, "in order"),
+    ({"values": {"V": {"wrte": 1}}}, "unknown field(s) wrte"),
+    ({"values": {"V": {"sort": "random"}}}, "rising or spread"),
+    ({"values": {"P#1": {"write": 1}}}, "values.P#1"),
+    ({"values": {"V": {}}, "duration": 0}, "duration"),
+    ({"values": {"V": {}}, "moves": [{"from": "V", "to": "W", "rate": 1}]}, "moves[0].to"),
+    ({"values": {"V": {"bursts": [{"at": 1, "seconds": 0, "write": 5}]}}}, "seconds"),
+    ({"values": {"V": {}}, "extra": 1}, "unknown field(s) extra"),
+])
+def test_a_bad_workload_is_refused_naming_the_field(doc: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        workload_from_dict(doc, origin="w.toml")
+    assert message in str(caught.value)
+    assert str(caught.value).startswith("w.toml")
+
+
+# -- the command ----------------------------------------------------------------------------
+
+def test_simulate_prints_a_table_headroom_throttles_and_a_verdict() -> None:
+    code, out = invoke("simulate", str(EXAMPLE), "--set", "PENDING=22", "--set", "SHIPPED=7",
+                       "--duration", "60", "--per-shard")
+    assert code == 0, out
+    words = " ".join(out.split())
+    assert "simulate:" in words
+    assert "60 virtual s on dynamodb-on-demand" in words
+    assert "PENDING#21" in words
+    assert "table writes: limit 4,000" in words
+    assert "throttled operations by reason: TableWriteKeyRangeThroughputExceeded" in words
+    assert "verdict: throttled: the table starts with 4 partitions" in words
+
+
+def test_simulate_json_is_a_simulate_document(tmp_path: Path) -> None:
+    code, out = invoke("simulate", str(EXAMPLE), "--set", "PENDING=22", "--set", "SHIPPED=7",
+                       "--duration", "30", "--store",
+                       "memory://?warm_write=40000&partitions=0", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["schema"] == "shardex.simulate/1"
+    assert doc["profile"]["warm_write"] == 40_000.0
+    assert doc["verdict"] == {"ok": True, "summary": doc["verdict"]["summary"], "causes": []}
+    pending = doc["values"]["PENDING"]
+    assert pending["shards"] == 22
+    assert pending["accepted_ratio"] == 1.0
+    assert pending["offered_writes_per_s"] == 7100.0
+    assert pending["queries_per_s"] == 220.0
+    assert pending["fanout_p99_ms"] > pending["fanout_p50_ms"] > 0
+    assert len(pending["shard_keys"]) == 22
+    assert doc["throttles"] == {}
+    write = next(t for t in doc["tables"] if t["direction"] == "write")
+    assert write["peak_asked_per_s"] == 34_400.0
+    assert write["limit_last_s"] == 40_000.0
+    assert write["headroom"] == pytest.approx(1 - 34_400 / 40_000)
+    assert doc["routing"]["overrides"]["PENDING"] == {"shards": 22, "strategy": "hash"}
+    assert len(doc["timeline"]["values"]["PENDING"]["accepted_writes_per_s"]) == 30
+
+
+def test_simulate_takes_its_layout_from_plan_json(tmp_path: Path) -> None:
+    code, plan = invoke("plan", "--peak", "PENDING=7100", "--peak", "SHIPPED=2300",
+                        "--item-bytes", "200", "--json")
+    assert code == 0
+    layout = tmp_path / "plan.json"
+    layout.write_text(plan)
+    code, out = invoke("simulate", str(EXAMPLE), "--layout", str(layout), "--duration", "5",
+                       "--set", "SHIPPED=9", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["values"]["PENDING"]["shards"] == json.loads(plan)["values"]["PENDING"]["shards"]
+    assert doc["values"]["SHIPPED"]["shards"] == 9  # --set wins
+
+
+def test_simulate_reads_a_diagnosis(tmp_path: Path) -> None:
+    log = samples.write_log(tmp_path / "orders.csv", samples.low_cardinality())
+    code, diagnosis = invoke("diagnose", str(log), "--json")
+    assert code == 0
+    path = tmp_path / "diagnosis.json"
+    path.write_text(diagnosis)
+    code, out = invoke("simulate", str(path), "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    top = json.loads(diagnosis)["top"]
+    assert set(doc["values"]) == {row["key"] for row in top}
+    pending = next(row for row in top if row["key"] == "PENDING")
+    assert doc["values"]["PENDING"]["offered_writes_per_s"] == pytest.approx(
+        pending["peak_units_per_s"], rel=1e-3)
+    assert doc["duration_s"] == json.loads(diagnosis)["totals"]["seconds"]
+    code, out = invoke("simulate", str(path), "--rate", "sustained", "--json")
+    assert json.loads(out)["values"]["PENDING"]["offered_writes_per_s"] == pytest.approx(
+        pending["sustained_units_per_s"], rel=1e-3)
+
+
+def test_simulate_draws_a_plot(tmp_path: Path) -> None:
+    png = tmp_path / "sim.png"
+    code, out = invoke("simulate", str(EXAMPLE), "--duration", "20", "--plot", str(png))
+    assert code == 0, out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"plot written to {png}" in " ".join(out.split())
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["simulate"], "Missing argument 'WORKLOAD'"),
+    (["simulate", "w.toml", "--set", "PENDING=x"], "is not an integer"),
+    (["simulate", "w.toml", "--set", "PENDING=0"], "shards"),
+    (["simulate", "w.toml", "--store", "dynamodb://t"], "memory://?profile"),
+    (["simulate", "w.toml", "--store", "memory://?warm_write=-5"], "warm_write"),
+    (["simulate", "w.toml", "--store", "memory://?profile=cassandra"], "profile"),
+    (["simulate", "w.toml", "--layout", "w.toml"], "not valid JSON"),
+    (["simulate", "bad.toml"], "bad.toml: values.V.write"),
+    (["simulate", "w.toml", "--duration", "0"], "--duration"),
+])
+def test_simulate_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                            message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "w.toml").write_text('[values.PENDING]\nwrite = 10\n')
+    (tmp_path / "bad.toml").write_text('[values.V]\nwrite = "fast"\n')
+    with pytest.raises(SystemExit) as done:
+        main(args)
+    assert done.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("error: ")
+    assert message in err
+    assert "Traceback" not in err
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=st.one_of(
+    st.binary(max_size=200),
+    st.lists(st.sampled_from(["[values.V]", "[values.W]", "[table]", "[[moves]]", "write = 5",
+                              "write = -1", "write = [[0, 1]]", "read = 2", "page = 0",
+                              'sort = "spread"', "duration = 3", "duration = 1e9",
+                              'from = "V"', 'to = "W"', "rate = 1", 'profile = "x"',
+                              "warm_write = 0", "partitions = 2", "bursts = [{}]", "=", "]"]),
+             max_size=12).map(lambda lines: "\n".join(lines).encode())))
+def test_no_workload_makes_a_traceback(tmp_path_factory: pytest.TempPathFactory,
+                                       capsys: pytest.CaptureFixture[str],
+                                       content: bytes) -> None:
+    path = tmp_path_factory.mktemp("w") / "w.toml"
+    path.write_bytes(content)
+    code: object = 0
+    try:
+        main(["simulate", str(path), "--duration", "3", "--json"])
+    except SystemExit as done:
+        code = done.code
+    err = capsys.readouterr().err
+    assert code in (0, 1, 2)
+    assert "Traceback" not in err
+    if code:
+        assert err.startswith("error: ")
+
+
+# -- plan: the table, and --verify -------------------------------------------------------------
+
+def test_plan_counts_every_write_and_says_which_limit_binds() -> None:
+    code, out = invoke("plan", "--peak", "PENDING=7100", "--peak", "SHIPPED=2300",
+                       "--item-bytes", "200", "--item-writes", "7400", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    table = doc["table"]
+    assert table["entry_units_per_s"] == 2 * (7100 + 2300)  # one unit each, x 2 (transaction)
+    assert table["placement_units_per_s"] == 7400 * 2
+    assert table["write_units_per_s"] == 18_800 + 14_800
+    assert table["limit_write_units_per_s"] == 4000.0  # a new on-demand table
+    assert (doc["binds"], table["fits"]) == ("both", False)
+    warm = json.loads(invoke("plan", "--peak", "PENDING=6000", "--item-bytes", "200",
+                             "--store", "memory://?warm_write=40000", "--json")[1])
+    assert (warm["binds"], warm["table"]["limit_write_units_per_s"]) == ("partition", 40_000.0)
+    cold = json.loads(invoke("plan", "--peak", "DELIVERED=100", "--json")[1])
+    assert cold["binds"] == "none"
+    small = json.loads(invoke("plan", "--peak", "V=100", "--store",
+                              "memory://?profile=dynamodb-provisioned&provisioned_write=100",
+                              "--json")[1])
+    assert (small["binds"], small["table"]["limited_by"]) == ("table", "provisioned capacity")
+    code, text = invoke("plan", "--peak", "PENDING=7100", "--item-bytes", "200")
+    words = " ".join(text.split())
+    assert "binds: both" in words
+    assert "raise warm_write (warm throughput)" in words
+
+
+def test_plan_verify_runs_the_recommendation_through_simulate() -> None:
+    code, out = invoke("plan", "--peak", "PENDING=7100", "--item-bytes", "200", "--store",
+                       "memory://?warm_write=40000&partitions=0", "--verify",
+                       "--verify-seconds", "30", "--json")
+    assert code == 0, out
+    verified = json.loads(out)["verify"]
+    assert verified["schema"] == "shardex.simulate/1"
+    assert verified["duration_s"] == 30
+    assert verified["verdict"]["ok"] is True
+    assert verified["values"]["PENDING"]["accepted_ratio"] == 1.0
+    code, text = invoke("plan", "--peak", "PENDING=7100", "--verify", "--verify-seconds", "30")
+    words = " ".join(text.split())
+    assert "verify (simulate, 30 virtual s on dynamodb-on-demand" in words
+    assert "verdict: throttled" in words
+
+
+def test_demo_says_what_a_new_on_demand_table_would_accept() -> None:
+    code, out = invoke("demo", "--duration", "1", "--rate", "2000", "--json")
+    assert code == 0, out
+    table = json.loads(out)["table"]
+    assert table["store"] == "memory://?partitions=0&warm_write=40000.0"
+    assert table["accepted_on_new_table"] < 0.5
+    assert table["accepted_on_demo_table"] == 1.0
+    assert table["asked_write_units_per_s"] > 4000
+    assert math.isfinite(table["accepted_warm_unsplit"])
+
+
+def test_a_steady_second_worked_out_once_gives_what_working_it_out_again_gives(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rate engine shares a steady workload's second once and repeats it while no
+    partition splits and no table limit moves: the outcome is the same to the unit."""
+    workload = workload_from_dict({"duration": 90, "values": {
+        "HOT": {"write": 600, "sort": "spread"}, "WARM": {"write": 300}}})
+    options = {**SMALL, "warm_write": 4000.0, "split_delay_seconds": 20.0,
+               "peak_window_seconds": 30.0}
+    routing = Routing(overrides={"HOT": ShardPolicy(shards=3)})
+    fast = simulate(workload, routing, profile(**options)).to_dict()
+    original = FluidEngine.__init__
+
+    def uncached(self: FluidEngine, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self._cacheable = False
+
+    monkeypatch.setattr(FluidEngine, "__init__", uncached)
+    slow = simulate(workload, routing, profile(**options)).to_dict()
+    assert fast["partitions"]["table"]["last"] > fast["partitions"]["table"]["first"]
+    assert fast == slow
