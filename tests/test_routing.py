@@ -423,7 +423,6 @@ def routings(draw: st.DrawFn) -> Routing:
 
 @settings(deadline=None)  # a busy CI machine can take 0.3 s over one case
 @given(routings())
-@settings(deadline=None)  # thousands of shard keys a layout: a loaded machine takes >200 ms
 def test_document_round_trip(routing: Routing) -> None:
     text = routing.to_json()
     again = Routing.from_json(text)
