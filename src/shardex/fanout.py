@@ -360,13 +360,16 @@ class FanOut:
     # -- ordered pages ---------------------------------------------------------------
 
     async def page(self, value: str, keys: Sequence[str], *, after: Position | None,
-                   descending: bool, limit: int, first: Sequence[str] = ()) -> MergedPage:
+                   descending: bool, limit: int, first: Sequence[str] = (),
+                   fresh: bool = False) -> MergedPage:
         """Merge the shards ``first`` and ``keys`` into the next ``limit`` entries beyond ``after``.
 
         Entries come in ``(sort, item_id)`` order (descending if asked); an entry found
         on two shards (mid-reshard) is returned once, its newest version. ``more`` is
         exact: True only if an entry lies beyond the page. Each position is read on the
-        shards ``first`` before it is read on ``keys`` (a key may be in both).
+        shards ``first`` before it is read on ``keys`` (a key may be in both). ``fresh``
+        reads every shard now, neither resuming nor keeping a continuation: a caller that
+        orders its reads of two stores (``shardex.tiermove``) needs each read when made.
         """
         if first:
             self._fanned_out(value, len({*first, *keys}), "page")
@@ -374,8 +377,8 @@ class FanOut:
                                       descending=descending, limit=limit)
         self._fanned_out(value, len(keys), "page")
         share = _share(limit, len(keys), self._max_page)
-        streams = None if after is None else self._resume(value, descending, after, keys,
-                                                         share)
+        streams = None if after is None or fresh else self._resume(value, descending, after,
+                                                                  keys, share)
         if streams is None:
             streams = [_ShardStream(key, after, share) for key in keys]
         out: list[StoredEntry] = []
@@ -396,7 +399,7 @@ class FanOut:
                     not s.buffer and not s.exhausted for s in streams)):
                 break
         more = any(s.buffer for s in streams)
-        if more:
+        if more and not fresh:
             self._keep((value, descending, out[-1].position), tuple(keys), streams)
         return MergedPage(entries=out, more=more)
 

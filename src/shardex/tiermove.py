@@ -217,10 +217,11 @@ class CrossTier:
         position = after
         while True:
             need = limit - len(out)
+            # S is read before T at every position: no continuation read earlier
             first = await source.page(value, source_keys, after=position,
-                                      descending=descending, limit=need)
+                                      descending=descending, limit=need, fresh=True)
             then = await target.page(value, target_keys, after=position,
-                                     descending=descending, limit=need)
+                                     descending=descending, limit=need, fresh=True)
             # a phase with more beyond its page bounds what this round may return
             bounds = [page.entries[-1].position for page in (first, then)
                       if page.more and page.entries]
