@@ -179,7 +179,9 @@ def test_the_adaptive_gate_cuts_wasted_requests_on_a_throttled_key() -> None:
 
 
 def test_the_sync_facade_passes_admission_and_priority_through() -> None:
-    policy = AdmissionPolicy(default=Budget(rate=1, burst=2, mode="reject"))
+    # a paced virtual loop follows the wall clock: a budget that refills in hours does not
+    # refill between the calls, however slow the machine
+    policy = AdmissionPolicy(default=Budget(rate=0.0001, burst=2, mode="reject"))
     with SyncShardedIndex(MemoryStore(), "ix", admission=policy,
                           loop_factory=VirtualTimeLoop) as index:
         index.put("V", "a", priority="high")
