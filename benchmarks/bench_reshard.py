@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -39,12 +40,16 @@ def _runner(dynamodb: bool) -> Callable[[Coroutine[Any, Any, T]], T]:
     return asyncio.run if dynamodb else run_virtual
 
 
-def _store(dynamodb: bool) -> Store:
+async def _store(dynamodb: bool) -> Store:
     if not dynamodb:
         return shardex.open_store("memory://", seed=1, write_ceiling=1e7, read_ceiling=1e7)
-    from tests import dynamodb_local as local
+    from shardex.stores.dynamodb.admin import create_index_table
 
-    return local.table_store()
+    table = f"bench-reshard-{uuid.uuid4().hex[:8]}"
+    connection = {"endpoint_url": os.environ["SHARDEX_DYNAMODB_ENDPOINT"],
+                  "region": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
+    await create_index_table(table, **connection)
+    return shardex.open_store(f"dynamodb://{table}", **connection)
 
 
 async def _timed(call: Callable[[], Awaitable[object]]) -> tuple[float, float]:
@@ -65,7 +70,7 @@ async def _puts(index: ShardedIndex, value: str, items: range) -> None:
 def measure_mover(entries: int, dynamodb: bool) -> dict[str, tuple[float, float]]:
     """Seconds (clock, CPU) to write ``entries`` raw, and to move as many with the mover."""
     async def body() -> dict[str, tuple[float, float]]:
-        store = _store(dynamodb)
+        store = await _store(dynamodb)
         routing = Routing(overrides={"RAW": ShardPolicy(16), "MOVED": ShardPolicy(1)})
         async with ShardedIndex(store, "bench", routing, routing_lease=1.0) as index:
             raw = await _timed(lambda: _puts(index, "RAW", range(entries)))
@@ -105,7 +110,7 @@ def measure_union_reads(entries: int, dynamodb: bool) -> dict[str, dict[str, flo
                 "listing_s": listing, "first_page_s": first}
 
     async def body() -> dict[str, dict[str, float]]:
-        store = _store(dynamodb)
+        store = await _store(dynamodb)
         async with ShardedIndex(store, "bench", Routing(), routing_lease=1.0) as index:
             await _puts(index, "P", range(entries))
             stable = await reads(index, store)

@@ -44,6 +44,22 @@ async def listing(index: ShardedIndex, value: str, limit: int = 7) -> list[tuple
         if (cursor := page.cursor) is None:
             return got
 
+async def live_write(index: ShardedIndex, model: Model, rng: random.Random, n: int,
+                     items: int, values: list[str]) -> None:
+    """One application write drawn at random (a put, a move or a delete), kept in ``model``."""
+    item = f"live-{rng.randrange(items)}"
+    value = rng.choice(values)
+    held = model.get(item)
+    if held is None or rng.random() < 0.3:
+        await index.put(value, item, sort=f"{n:05d}", attrs={"n": n})
+        model[item] = (value, f"{n:05d}", {"n": n})
+    elif rng.random() < 0.7:
+        await index.move(item, old=held[0], new=value)
+        model[item] = (value, held[1], held[2])
+    else:
+        assert await index.delete(held[0], item)
+        del model[item]
+
 
 def expected(model: Model, value: str) -> list[tuple[str, str]]:
     return sorted((sort, item) for item, (v, sort, _) in model.items() if v == value)
@@ -137,18 +153,8 @@ def test_a_reshard_under_live_traffic_keeps_every_listing_complete() -> None:
                 seen, checked, n = set(), 0, 0
                 while not runner.done():
                     n += 1
-                    item = f"live-{rng.randrange(300)}"
-                    value = rng.choice(["PENDING", "SHIPPED", "DELIVERED"])
-                    held = model.get(item)
-                    if held is None or rng.random() < 0.3:
-                        await writer.put(value, item, sort=f"{n:05d}", attrs={"n": n})
-                        model[item] = (value, f"{n:05d}", {"n": n})
-                    elif rng.random() < 0.7:
-                        await writer.move(item, old=held[0], new=value)
-                        model[item] = (value, held[1], held[2])
-                    else:
-                        assert await writer.delete(held[0], item)
-                        del model[item]
+                    await live_write(writer, model, rng, n, 300,
+                                     ["PENDING", "SHIPPED", "DELIVERED"])
                     if n % 9 == 0:
                         for value in ("PENDING", "SHIPPED"):
                             assert await listing(reader, value, rng.randint(3, 40)) == \

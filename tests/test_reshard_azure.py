@@ -22,7 +22,14 @@ from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.reshard import Resharder
 from tests import azurite
 from tests.reshard_machine import machine
-from tests.test_reshard import Model, assert_complete, expected, listing, populate
+from tests.test_reshard import (
+    Model,
+    assert_complete,
+    expected,
+    listing,
+    live_write,
+    populate,
+)
 
 pytestmark = pytest.mark.azure
 
@@ -50,18 +57,7 @@ def test_a_reshard_under_live_writes_keeps_every_listing_complete() -> None:
                 seen, checked, n = set(), 0, 0
                 while not runner.done():
                     n += 1
-                    item = f"live-{rng.randrange(40)}"
-                    value = rng.choice(["PENDING", "SHIPPED"])
-                    held = model.get(item)
-                    if held is None or rng.random() < 0.3:
-                        await writer.put(value, item, sort=f"{n:05d}", attrs={"n": n})
-                        model[item] = (value, f"{n:05d}", {"n": n})
-                    elif rng.random() < 0.7:
-                        await writer.move(item, old=held[0], new=value)
-                        model[item] = (value, held[1], held[2])
-                    else:
-                        assert await writer.delete(held[0], item)
-                        del model[item]
+                    await live_write(writer, model, rng, n, 40, ["PENDING", "SHIPPED"])
                     if n % 3 == 0:
                         value = "PENDING" if n % 2 else "SHIPPED"
                         assert await listing(reader, value, rng.randint(3, 20)) == \
