@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, TypeVar
 
+from shardex.admission import AdaptiveGate
 from shardex.clock import Clock
 from shardex.errors import IncompleteRead
 from shardex.hedging import Copy, HedgePolicy, Hedger, call_hedged
@@ -248,8 +249,9 @@ class FanOut:
 
     def __init__(self, store: Store, namespace: str, *, retry: RetryPolicy,
                  hedge: HedgePolicy | None, max_concurrency: int, clock: Clock,
-                 rng: random.Random) -> None:
+                 rng: random.Random, gate: AdaptiveGate | None = None) -> None:
         self._store = store
+        self._gate = gate
         self._namespace = namespace
         self._retry = retry
         self._hedger = None if hedge is None else Hedger(hedge)
@@ -293,8 +295,13 @@ class FanOut:
             if copy is not None:
                 copy.left(release)
             began = self._clock.now()
-            page = await self._store.query(self._namespace, key, after=after,
-                                           descending=descending, limit=limit)
+            store, namespace = self._store, self._namespace
+
+            def query() -> Awaitable[QueryPage]:
+                return store.query(namespace, key, after=after, descending=descending,
+                                   limit=limit)
+
+            page = await (query() if self._gate is None else self._gate.call(key, query))
             if self._hedger is not None:
                 self._hedger.observe(limit, self._clock.now() - began)
             return page
@@ -308,12 +315,12 @@ class FanOut:
         if hedger is None:
             return await call_with_retry(
                 lambda: self._send(key, after, descending, limit, None),
-                self._retry, clock=self._clock, rng=self._rng)
+                self._retry, clock=self._clock, rng=self._rng, paced=self._gate is not None)
         report = _Copies(self, key)
         return await call_with_retry(
             lambda: call_hedged(lambda copy: self._send(key, after, descending, limit, copy),
                                 hedger, limit, clock=self._clock, report=report),
-            self._retry, clock=self._clock, rng=self._rng)
+            self._retry, clock=self._clock, rng=self._rng, paced=self._gate is not None)
 
     def _fanned_out(self, value: str, width: int, kind: str) -> None:
         self._store.meter.emit(FanOutRead(self._namespace, value, width, kind,
@@ -353,13 +360,16 @@ class FanOut:
     # -- ordered pages ---------------------------------------------------------------
 
     async def page(self, value: str, keys: Sequence[str], *, after: Position | None,
-                   descending: bool, limit: int, first: Sequence[str] = ()) -> MergedPage:
+                   descending: bool, limit: int, first: Sequence[str] = (),
+                   fresh: bool = False) -> MergedPage:
         """Merge the shards ``first`` and ``keys`` into the next ``limit`` entries beyond ``after``.
 
         Entries come in ``(sort, item_id)`` order (descending if asked); an entry found
         on two shards (mid-reshard) is returned once, its newest version. ``more`` is
         exact: True only if an entry lies beyond the page. Each position is read on the
-        shards ``first`` before it is read on ``keys`` (a key may be in both).
+        shards ``first`` before it is read on ``keys`` (a key may be in both). ``fresh``
+        reads every shard now, neither resuming nor keeping a continuation: a caller that
+        orders its reads of two stores (``shardex.tiermove``) needs each read when made.
         """
         if first:
             self._fanned_out(value, len({*first, *keys}), "page")
@@ -367,8 +377,8 @@ class FanOut:
                                       descending=descending, limit=limit)
         self._fanned_out(value, len(keys), "page")
         share = _share(limit, len(keys), self._max_page)
-        streams = None if after is None else self._resume(value, descending, after, keys,
-                                                         share)
+        streams = None if after is None or fresh else self._resume(value, descending, after,
+                                                                  keys, share)
         if streams is None:
             streams = [_ShardStream(key, after, share) for key in keys]
         out: list[StoredEntry] = []
@@ -389,7 +399,7 @@ class FanOut:
                     not s.buffer and not s.exhausted for s in streams)):
                 break
         more = any(s.buffer for s in streams)
-        if more:
+        if more and not fresh:
             self._keep((value, descending, out[-1].position), tuple(keys), streams)
         return MergedPage(entries=out, more=more)
 

@@ -16,6 +16,14 @@ that the stored routing moved at most one step meanwhile (``shardex.reshard`` ex
 why one step is safe): a page or count is read again otherwise, a scan raises
 RoutingStale.
 
+Admission (``admission=``, ``shardex.admission``): every write is admitted for its
+logical key's budget before it reaches the store, charged the write units of what it
+writes, and every page, scan or count one unit per shard key it reads; ``priority=``
+on each call says whose requests a short budget serves first. ``adaptive=`` paces the
+requests to each shard key (AIMD) and lets the pacing stand in for the retry loop's
+backoff on throttles. Tiers (``tiers=``, ``shardex.tiers``): a value whose policy names
+a tier is written and read in that tier's store.
+
 While the routing records an adoption that reads the application's old index
 (``shardex.adoption``), a value is read from that index instead, through the read-only
 store ``Store.adopted_source`` gives.
@@ -32,10 +40,19 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, TypeVar
 
-from shardex.capacity import Ceiling
+from shardex.admission import AdaptiveRate, Admission, AdmissionPolicy, Priority
+from shardex.admission.adaptive import gates, send_rates
+from shardex.admission.policy import PRIORITIES
+from shardex.capacity import Ceiling, entry_bytes, write_units
 from shardex.clock import Clock, LoopClock
 from shardex.cursor import Cursor, CursorCodec
-from shardex.errors import InvalidInput, InvalidRouting, RoutingStale, Throttled, Unavailable
+from shardex.errors import (
+    InvalidInput,
+    InvalidRouting,
+    RoutingStale,
+    Throttled,
+    Unavailable,
+)
 from shardex.fanout import FanOut
 from shardex.hedging import HedgePolicy
 from shardex.keys import (
@@ -48,12 +65,14 @@ from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
 from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
 from shardex.stores import open_store
-from shardex.stores.base import Placement, Store, StoredEntry
+from shardex.stores.base import Store, StoredEntry
 from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HotView
 from shardex.stores.values import check_attrs
+from shardex.tiermove import CrossTier, TierReads, TierWrites
+from shardex.tiers import TierStores
 from shardex.writer import Writer
-from shardex.writes import Delete, Move, Put, Relocate
+from shardex.writes import Delete, Move, Put, Relocate, WriteRequest
 
 __all__ = ["Entry", "Page", "ShardedIndex"]
 
@@ -110,6 +129,14 @@ class ShardedIndex:
     hedged by default (``HedgePolicy()``: adaptive delay, at most 5% extra requests);
     ``hedge=None`` turns hedging off. ``cursor_secret`` (non-empty bytes) makes cursors
     unforgeable.
+
+    ``admission`` (an ``AdmissionPolicy``, kept in this process on the index's clock, or
+    an ``Admission`` the caller opens, e.g. on ``SharedBudgets``) admits each request
+    before it reaches the store; ``adaptive`` (True or an ``AdaptiveRate``) paces the
+    requests to each shard key. ``tiers`` maps tier names to the Store or store URI of
+    each tier a policy may name (``ShardPolicy(tier=...)``); the index opens and closes
+    them with its own store. Bad arguments raise InvalidInput naming the field, a
+    routing that names a tier not given InvalidRouting.
     """
 
     def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
@@ -118,7 +145,10 @@ class ShardedIndex:
                  routing_lease: float = DEFAULT_LEASE,
                  cursor_secret: bytes | None = None, strict_routing: bool = False,
                  max_conflicts: int = 16, clock: Clock | None = None,
-                 seed: int | None = None, meter: bool | HeatMeter = False) -> None:
+                 seed: int | None = None, meter: bool | HeatMeter = False,
+                 admission: AdmissionPolicy | Admission | None = None,
+                 adaptive: bool | AdaptiveRate = False,
+                 tiers: Mapping[str, Store | str] | None = None) -> None:
         self._store = open_store(store) if isinstance(store, str) else store
         try:
             self.name = validate_value(name)
@@ -150,6 +180,12 @@ class ShardedIndex:
         self._meter = meter or None
         self._retry = retry or RetryPolicy()
         self._clock: Clock = clock or LoopClock()
+        self._tiers = TierStores(self._store, tiers)
+        self._max_conflicts = max_conflicts
+        if routing is not None:
+            self._tiers.check(routing)
+        self._admission, self._owns_admission = Admission.given(admission, self._clock)
+        self._gates = gates(adaptive, (tier for tier, _ in self._tiers), self._clock)
         self._rng = random.Random(seed)
         self._turns = Turns(self._rng)
         # the routing record is read whatever the writes' policy leaves to the caller
@@ -160,8 +196,14 @@ class ShardedIndex:
                                      lease=routing_lease, clock=self._clock,
                                      retry=record_retry, rng=self._rng,
                                      max_conflicts=max_conflicts)
-        self._writer = Writer(self._store, self.name, retry=self._retry, clock=self._clock,
-                              rng=self._rng, max_conflicts=max_conflicts)
+        self._tier_writes = TierWrites(self._tiers, {
+            tier: Writer(tier_store, self.name, retry=self._retry, clock=self._clock,
+                         rng=self._rng, max_conflicts=max_conflicts,
+                         gate=self._gates[tier][0] if self._gates else None,
+                         elsewhere=self._elsewhere(tier) if self._tiers.names else None)
+            for tier, tier_store in self._tiers}, self._crossing, self._routing_now, self.name)
+        self._fanouts: dict[str | None, FanOut] = {}
+        self._tier_reads: TierReads | None = None
         self._refresher: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._codec = CursorCodec(self.name, cursor_secret)
@@ -175,6 +217,24 @@ class ShardedIndex:
     @property
     def store(self) -> Store:
         return self._store
+
+    @property
+    def tiers(self) -> dict[str, Store]:
+        """The store of each tier, by name."""
+        return {name: store for name, store in self._tiers if name is not None}
+
+    @property
+    def admission(self) -> Admission | None:
+        """The admission gate (``admission.counts()`` says what it did), or None."""
+        return self._admission
+
+    def send_rates(self) -> dict[str, float | None]:
+        """The adaptive send rate of each shard key written (``adaptive=``), units a second.
+
+        None for a key not paced (never throttled); empty without ``adaptive``.
+        Keys of a tier are prefixed ``tier:``.
+        """
+        return send_rates(self._gates)
 
     @property
     def meter(self) -> HeatMeter | None:
@@ -200,16 +260,29 @@ class ShardedIndex:
         retry policy, as every other request is.
         """
         await call_with_retry(self._store.open, self._retry, clock=self._clock, rng=self._rng)
+        opened: list[Callable[[], Awaitable[None]]] = [self._store.close]
         try:
-            self._fanout = FanOut(self._store, self.name, retry=self._retry, hedge=self._hedge,
-                                  max_concurrency=self._max_concurrency, clock=self._clock,
-                                  rng=self._rng)
+            await self._tiers.open()
+            opened.append(self._tiers.close)
+            if self._admission is not None and self._owns_admission:
+                await self._admission.open()
+                opened.append(self._admission.close)
+            for tier, tier_store in self._tiers:
+                self._fanouts[tier] = FanOut(
+                    tier_store, self.name, retry=self._retry, hedge=self._hedge,
+                    max_concurrency=self._max_concurrency, clock=self._clock, rng=self._rng,
+                    gate=self._gates[tier][1] if self._gates else None)
+            self._fanout = self._fanouts[None]
+            self._tier_reads = TierReads(self._tiers, self._fanouts, self._crossing)
             routing = await self._record.load(check_given=True)
+            self._tiers.check(routing)
             if routing.adoption is not None:
                 self._store.follow_adoption(routing.adoption)
         except BaseException:
-            await self._store.close()
+            for close in reversed(opened):
+                await close()
             self._fanout = None
+            self._fanouts = {}
             raise
         self._refresher = asyncio.ensure_future(self._record.keep_fresh())
         self._loop = asyncio.get_running_loop()
@@ -218,7 +291,7 @@ class ShardedIndex:
 
     async def close(self) -> None:
         if self._fanout is not None:
-            fanout, self._fanout = self._fanout, None
+            self._fanout = None
             refresher, self._refresher = self._refresher, None
             await stop(refresher)
             sources, self._sources = self._sources, {}
@@ -227,8 +300,13 @@ class ShardedIndex:
             await self._record.stop()
             self._record.forget()
             try:
-                await fanout.close()
+                for tier_fanout in self._fanouts.values():
+                    await tier_fanout.close()
             finally:
+                self._fanouts = {}
+                if self._admission is not None and self._owns_admission:
+                    await self._admission.close()
+                await self._tiers.close()
                 await self._store.close()
 
     async def __aenter__(self) -> ShardedIndex:
@@ -244,17 +322,12 @@ class ShardedIndex:
             raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
         return self._fanout
 
-    async def _plan_read(self, routing: Routing, value: str
-                         ) -> tuple[FanOut, list[str], list[str]]:
-        """The reader of ``value`` under ``routing`` and its keys, as (reader, first, then).
-
-        While an adoption reads the application's old index, that index's store, keyed by
-        the raw value; otherwise the index's own shard keys (in phases mid-reshard).
-        """
+    async def _adopted(self, routing: Routing) -> FanOut | None:
+        """The reader of the application's old index while an adoption reads it (None: the
+        index's own keys, on their tiers, in phases mid-reshard); keyed by the raw value."""
         adoption = routing.adoption
         if adoption is None or not adoption.reads_source:
-            first, then = routing.read_phases(value)
-            return self._reader(), first, then
+            return None
         where = (adoption.kind, adoption.source)
         async with self._sources_lock:
             found = self._sources.get(where)
@@ -264,7 +337,7 @@ class ShardedIndex:
                 found = self._sources[where] = (source, FanOut(
                     source, self.name, retry=self._retry, hedge=self._hedge,
                     max_concurrency=self._max_concurrency, clock=self._clock, rng=self._rng))
-        return found[1], [], [value]
+        return found[1]
 
     def _retrying(self, call: Callable[[], Awaitable[T]]) -> Coroutine[Any, Any, T]:
         # a plain function: one coroutine frame fewer on every request
@@ -374,8 +447,42 @@ class ShardedIndex:
                                "application's own, which shardex reads and never writes; "
                                "leave sort out (the application sets it)")
 
+    # -- tiers and admission ---------------------------------------------------------
+
+    def _crossing(self, routing: Routing, value: str) -> CrossTier | None:
+        """The value's writes and reads while a reshard moves it between tiers, or None."""
+        tiers = self._tiers.crossing(routing, value)
+        if tiers is None:
+            return None
+        origin, other = tiers
+        return CrossTier(value, self._tiers.store(origin), self._tiers.store(other), other,
+                         self.name, retry=self._retry, clock=self._clock, rng=self._rng,
+                         max_conflicts=self._max_conflicts)
+
+    def _elsewhere(self, tier: str | None) -> Callable[[str], Awaitable[str | None]]:
+        async def elsewhere(item_id: str) -> str | None:
+            return await self._tiers.elsewhere(self.name, item_id, tier, self._retrying)
+        return elsewhere
+
+    async def _admit(self, value: str, units: float, op: Literal["read", "write"],
+                     priority: Priority) -> None:
+        if priority not in PRIORITIES:
+            raise InvalidInput(f"priority must be one of {', '.join(PRIORITIES)}, "
+                               f"got {priority!r}")
+        if self._admission is not None:
+            await self._admission.admit(value, units=units, op=op, priority=priority)
+
+    async def _write(self, value: str, item_id: str, plan: Callable[[Routing], WriteRequest],
+                     what: str, *, units: float, priority: Priority,
+                     other: str | None = None) -> bool:
+        """Admit, then carry out one logical write of ``value`` on its tier's store."""
+        self._reader()
+        await self._admit(value, units, "write", priority)
+        return await self._tier_writes.write(value, item_id, plan, what, other=other)
+
     async def put(self, value: str, item_id: str, *, sort: str | None = None,
-                  attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
+                  attrs: Mapping[str, Any] | None = None, version: int | None = None,
+                  priority: Priority = "normal") -> bool:
         """Write the entry of ``item_id`` under ``value`` (replacing any entry it had).
 
         ``sort`` None keeps the sort the item's entry has ('' for a new entry).
@@ -385,26 +492,30 @@ class ShardedIndex:
         apply, except OutcomeUnknown (it may have; see the README's Writes section).
         Raises InvalidKey for a value, item id or sort that cannot be stored,
         InvalidInput for attrs the store cannot hold, Throttled when retries are
-        exhausted, RoutingStale when the routing could not be refreshed within its lease.
+        exhausted, RoutingStale when the routing could not be refreshed within its lease,
+        AdmissionRejected when admission refused it (``priority``: ``low``, ``normal`` or
+        ``high``), CapabilityMissing when the item has its entry on another tier.
         """
         validate_value(value)
         validate_item_id(item_id)
         self._check_sort(sort)
         fields = _attrs(attrs)
         _check_version(version)
-        self._reader()
-        return await self._writer.write(
-            item_id, lambda routing: Put(value, item_id, sort, fields, version,
-                                         self._fresh_key(routing, value, item_id)),
-            self._routing_now, f"put of {item_id!r} under {value!r}")
+        units = write_units(entry_bytes(StoredEntry(value, sort or "", item_id, fields)))
+        return await self._write(
+            value, item_id, lambda routing: Put(value, item_id, sort, fields, version,
+                                                self._fresh_key(routing, value, item_id)),
+            f"put of {item_id!r} under {value!r}", units=units, priority=priority)
 
     async def move(self, item_id: str, *, old: str, new: str, sort: str | None = None,
-                   attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
+                   attrs: Mapping[str, Any] | None = None, version: int | None = None,
+                   priority: Priority = "normal") -> bool:
         """Move the entry of ``item_id`` from ``old`` to ``new`` in one atomic write.
 
         ``sort`` and ``attrs`` default to the entry's own. Raises ConditionFailed if the
-        item has no entry under ``old`` (another client's move got there first, say);
-        see ``put`` for ``version`` and the other errors.
+        item has no entry under ``old`` (another client's move got there first, say),
+        CapabilityMissing if ``old`` and ``new`` are on different tiers; admission
+        charges ``new``. See ``put`` for ``version`` and the other errors.
         """
         validate_item_id(item_id)
         validate_value(old)
@@ -412,13 +523,15 @@ class ShardedIndex:
         self._check_sort(sort)
         fields = None if attrs is None else _attrs(attrs)
         _check_version(version)
-        self._reader()
-        return await self._writer.write(
-            item_id, lambda routing: Move(item_id, old, new, sort, fields, version,
-                                          self._fresh_key(routing, new, item_id)),
-            self._routing_now, f"move of {item_id!r} from {old!r} to {new!r}")
+        units = write_units(entry_bytes(StoredEntry(new, sort or "", item_id, fields or {})))
+        return await self._write(
+            new, item_id, lambda routing: Move(item_id, old, new, sort, fields, version,
+                                               self._fresh_key(routing, new, item_id)),
+            f"move of {item_id!r} from {old!r} to {new!r}", units=units, priority=priority,
+            other=old)
 
-    async def delete(self, value: str, item_id: str, *, version: int | None = None) -> bool:
+    async def delete(self, value: str, item_id: str, *, version: int | None = None,
+                     priority: Priority = "normal") -> bool:
         """Delete the entry of ``item_id`` under ``value``; False if it has none there.
 
         Of two clients deleting the same entry at once, one gets True and the other
@@ -427,10 +540,9 @@ class ShardedIndex:
         validate_value(value)
         validate_item_id(item_id)
         _check_version(version)
-        self._reader()
-        return await self._writer.write(
-            item_id, lambda routing: Delete(value, item_id, version), self._routing_now,
-            f"delete of {item_id!r} under {value!r}")
+        return await self._write(
+            value, item_id, lambda routing: Delete(value, item_id, version),
+            f"delete of {item_id!r} under {value!r}", units=1.0, priority=priority)
 
     async def relocate(self, item_id: str, *, value: str, source: str, reshard: str,
                        generation: int) -> str | None:
@@ -454,8 +566,8 @@ class ShardedIndex:
             planned.append(self._fresh_key(routing, value, item_id))
             return Relocate(item_id, value, source, planned[-1], reshard, generation)
 
-        moved = await self._writer.write(item_id, plan, self._routing_now,
-                                         f"move of {item_id!r} off {source!r}")
+        moved = await self._tier_writes.write(value, item_id, plan,
+                                              f"move of {item_id!r} off {source!r}")
         return planned[-1] if moved else None
 
     # -- reads -----------------------------------------------------------------------
@@ -463,20 +575,28 @@ class ShardedIndex:
     async def get(self, item_id: str) -> Entry | None:
         """Return the entry of ``item_id``, or None if it has none."""
         validate_item_id(item_id)
-        self._reader()
-        placement: Placement | None = await self._retrying(
-            lambda: self._store.locate(self.name, item_id))
+        reads = self._reads()
+        # an index without tiers has one placement to read, whatever the routing says
+        routing = await self._routing_now() if self._tiers.names else None
+        placement = reads.held(routing, await self._tiers.locate(self.name, item_id,
+                                                                 self._retrying))
         if placement is None or placement.entry is None:
             return None
         return self._entry(parse_shard_key(placement.entry.shard_key)[0], placement.entry)
 
+    def _reads(self) -> TierReads:
+        self._reader()
+        assert self._tier_reads is not None
+        return self._tier_reads
+
     async def query(self, value: str, *, limit: int = 100, order: Order = "asc",
-                    cursor: str | None = None) -> Page:
+                    cursor: str | None = None, priority: Priority = "normal") -> Page:
         """Return the next ``limit`` entries of ``value`` in (sort, item_id) order.
 
         Pass ``page.cursor`` back to continue; it stays valid if the value's shard
         layout changes between pages. Raises InvalidCursor for a damaged cursor and
-        IncompleteRead if a shard could not be read: never a partial page.
+        IncompleteRead if a shard could not be read: never a partial page; admission
+        charges one unit per shard key read (see ``put`` for ``priority``).
         """
         validate_value(value)
         if isinstance(limit, bool) or not isinstance(limit, int) or \
@@ -487,25 +607,33 @@ class ShardedIndex:
             raise InvalidInput(f"order must be 'asc' or 'desc', got {order!r}")
         after = None if cursor is None else \
             self._codec.decode(cursor, value=value, order=order).after
-        self._reader()
-        for _ in range(_MAX_REREADS):
+        reads = self._reads()
+        for attempt in range(_MAX_REREADS):
             routing, since = await self._read_routing()
-            reader, first, then = await self._plan_read(routing, value)
-            merged = await reader.page(value, then, first=first, after=after,
-                                       descending=order == "desc", limit=limit)
+            if attempt == 0:
+                await self._admit(value, _keys_read(routing, value), "read", priority)
+            source = await self._adopted(routing)
+            if source is not None:
+                merged = await source.page(value, [value], after=after,
+                                           descending=order == "desc", limit=limit)
+                entries, more = merged.entries, merged.more
+            else:
+                entries, more = await reads.page(routing, value, after=after,
+                                                 descending=order == "desc", limit=limit)
             if not await self._changed(routing, since):
                 break
         else:
             raise self._stale(value, routing)
-        items = [self._entry(value, e) for e in merged.entries]
+        items = [self._entry(value, e) for e in entries]
         token = None
-        if merged.more:
+        if more and entries:
             token = self._codec.encode(Cursor(value=value, order=order,
-                                              after=merged.entries[-1].position))
+                                              after=entries[-1].position))
         return Page(items=items, cursor=token,
                     consistent=self._store.capabilities.consistent_reads)
 
-    async def scan(self, value: str) -> AsyncGenerator[Entry, None]:
+    async def scan(self, value: str, *,
+                   priority: Priority = "normal") -> AsyncGenerator[Entry, None]:
         """Yield every entry of ``value`` in arrival order (all shards concurrently).
 
         If a shard fails for good, IncompleteRead is raised after the other shards'
@@ -513,28 +641,28 @@ class ShardedIndex:
         more than one step while the scan ran (a scan longer than the routing's lease).
         """
         validate_value(value)
-        self._reader()
+        reads = self._reads()
         routing, since = await self._read_routing()
-        reader, first, then = await self._plan_read(routing, value)
-        async for entry in reader.stream(value, then, first=first,
-                                         dedupe=routing.reads_both(value)):
+        await self._admit(value, _keys_read(routing, value), "read", priority)
+        source = await self._adopted(routing)
+        entries = reads.stream(routing, value) if source is None else \
+            source.stream(value, [value], dedupe=False)
+        async for entry in entries:
             yield self._entry(value, entry)
         if await self._changed(routing, since):
             raise self._stale(value, routing)
 
-    async def count(self, value: str) -> int:
+    async def count(self, value: str, *, priority: Priority = "normal") -> int:
         """Return how many entries ``value`` has, over all its shards."""
         validate_value(value)
-        self._reader()
-        for _ in range(_MAX_REREADS):
+        reads = self._reads()
+        for attempt in range(_MAX_REREADS):
             routing, since = await self._read_routing()
-            reader, first, then = await self._plan_read(routing, value)
-            if first:
-                # Mid-reshard: read in phases, and count an item found twice once.
-                count = len({e.item_id async for e in reader.stream(value, then, first=first,
-                                                                      dedupe=True)})
-            else:
-                count = await reader.count(value, then)
+            if attempt == 0:
+                await self._admit(value, _keys_read(routing, value), "read", priority)
+            source = await self._adopted(routing)
+            count = await (reads.count(routing, value) if source is None
+                           else source.count(value, [value]))
             if not await self._changed(routing, since):
                 return count
         raise self._stale(value, routing)
@@ -542,6 +670,12 @@ class ShardedIndex:
     def _entry(self, value: str, stored: StoredEntry) -> Entry:
         return Entry(value, stored.item_id, stored.sort, stored.attrs, stored.shard_key,
                      stored.version)
+
+
+def _keys_read(routing: Routing, value: str) -> int:
+    """How many shard keys a read of ``value`` reads: what admission charges it."""
+    first, then = routing.read_phases(value)
+    return len(first) + len(then)
 
 
 def _check_version(version: int | None) -> None:

@@ -68,8 +68,13 @@ class RetryPolicy:
 
 
 async def call_with_retry(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
-                          clock: Clock, rng: random.Random) -> T:
-    """Await ``call()`` until it succeeds or ``policy`` gives up; raise the last error."""
+                          clock: Clock, rng: random.Random, paced: bool = False) -> T:
+    """Await ``call()`` until it succeeds or ``policy`` gives up; raise the last error.
+
+    ``paced``: ``call`` waits for its own slot (an ``AdaptiveGate``, which slows down on
+    each throttle), so a throttled try is sent again without a backoff of its own: two
+    backoffs would stack. The policy still bounds the tries and the deadline.
+    """
     started = clock.now()
     attempt = 0
     while True:
@@ -79,6 +84,8 @@ async def call_with_retry(call: Callable[[], Awaitable[T]], policy: RetryPolicy,
             wait = policy.decide(attempt, clock.now() - started, exc, rng)
             if wait is None:
                 raise
+            if paced and isinstance(exc, Throttled):
+                wait = 0.0
             log.debug("try %d failed (%s); retrying in %.3f s", attempt + 1, exc, wait)
         await clock.sleep(wait)
         attempt += 1

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,7 +42,7 @@ from shardex.keys import encode_shard_key, validate_item_id, validate_value
 from shardex.transition import Transition
 
 __all__ = ["MAX_SHARDS", "ROUTING_FORMAT", "Routing", "STATES", "ShardPolicy", "State", "Strategy",
-           "Turns"]
+           "Turns", "check_tier_name"]
 
 Strategy = Literal["hash", "random", "round_robin"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
@@ -51,6 +52,7 @@ STATES: tuple[str, ...] = get_args(State)
 # the previous layout
 UNION_STATES = frozenset({"read-both", "write-new", "verified"})
 MAX_SHARDS = 4096
+_TIER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 ROUTING_FORMAT = "shardex.routing/1"
 
 
@@ -61,10 +63,14 @@ class ShardPolicy:
     ``hash`` puts an item on ``jump_hash(h64(item_id), shards)``, so the shard can be
     recomputed from the item id; ``random`` and ``round_robin`` spread writes evenly
     whatever the ids, and the index records where each entry went. 1 <= shards <= 4096.
+    ``tier`` names the store the value's entries live in (``ShardedIndex(...,
+    tiers={name: store})``): None is the index's own store. A tier name is 1 to 64 of
+    ``A-Z a-z 0-9 _ . -``, starting with a letter or digit.
     """
 
     shards: int = 1
     strategy: Strategy = "hash"
+    tier: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.shards, bool) or not isinstance(self.shards, int):
@@ -75,20 +81,27 @@ class ShardPolicy:
             raise InvalidPolicy(
                 f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"
             )
+        if self.tier is not None:
+            check_tier_name(self.tier, "tier")
 
     def shard_keys(self, value: str) -> list[str]:
         """Return every shard key of ``value`` under this policy, in shard order."""
         return [encode_shard_key(value, k, self.shards) for k in range(self.shards)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"shards": self.shards, "strategy": self.strategy}
+        # "tier" only when set: a document without tiers reads as it always did
+        doc: dict[str, Any] = {"shards": self.shards, "strategy": self.strategy}
+        if self.tier is not None:
+            doc["tier"] = self.tier
+        return doc
 
     @classmethod
     def from_dict(cls, doc: Any, where: str = "policy") -> ShardPolicy:
         """Build a policy from its document; raise InvalidRouting naming the bad field."""
-        _expect_object(doc, where, required={"shards"}, optional={"strategy"})
+        _expect_object(doc, where, required={"shards"}, optional={"strategy", "tier"})
         try:
-            return cls(shards=doc["shards"], strategy=doc.get("strategy", "hash"))
+            return cls(shards=doc["shards"], strategy=doc.get("strategy", "hash"),
+                       tier=doc.get("tier"))
         except InvalidPolicy as exc:
             raise InvalidRouting(f"{where}: {exc}") from exc
 
@@ -255,6 +268,16 @@ class Routing:
         return (other.policy(value).shard_keys(value),
                 self.writing.policy(value).shard_keys(value))
 
+    def tier(self, value: str) -> str | None:
+        """The tier ``value``'s writes go to in this state (None: the index's own store)."""
+        return self.writing.policy(value).tier
+
+    def tiers(self) -> set[str]:
+        """Every tier this routing names, in either layout (the index's own store left out)."""
+        layouts = [self] if self.previous is None else [self, self.previous]
+        return {p.tier for layout in layouts
+                for p in (layout.default, *layout.overrides.values()) if p.tier is not None}
+
     def is_current_key(self, value: str, shard_key: str) -> bool:
         """True if ``shard_key`` is one of the keys ``value`` is written to now."""
         return shard_key in self.writing.policy(value).shard_keys(value)
@@ -387,6 +410,14 @@ class Routing:
         except RecursionError:
             raise InvalidRouting("routing document is nested too deeply to be one") from None
         return cls.from_dict(doc)
+
+
+def check_tier_name(name: Any, where: str) -> str:
+    """Return ``name`` if it is a valid tier name; else InvalidPolicy naming ``where``."""
+    if type(name) is not str or _TIER_NAME.fullmatch(name) is None:
+        raise InvalidPolicy(f"{where} must be a tier name (1 to 64 of A-Z, a-z, 0-9, '_', '.' "
+                            f"and '-', starting with a letter or digit), got {name!r}")
+    return name
 
 
 class Turns:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
+from shardex.admission import Priority
 from shardex.errors import InvalidInput
 from shardex.index import Entry, Order, Page, ShardedIndex
 from shardex.routing import Routing
@@ -86,30 +87,35 @@ class SyncShardedIndex:
         return self._call(on_loop())
 
     def put(self, value: str, item_id: str, *, sort: str | None = None,
-            attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
+            attrs: Mapping[str, Any] | None = None, version: int | None = None,
+            priority: Priority = "normal") -> bool:
         return self._call(self.index.put(value, item_id, sort=sort, attrs=attrs,
-                                         version=version))
+                                         version=version, priority=priority))
 
     def move(self, item_id: str, *, old: str, new: str, sort: str | None = None,
-             attrs: Mapping[str, Any] | None = None, version: int | None = None) -> bool:
+             attrs: Mapping[str, Any] | None = None, version: int | None = None,
+             priority: Priority = "normal") -> bool:
         return self._call(self.index.move(item_id, old=old, new=new, sort=sort, attrs=attrs,
-                                          version=version))
+                                          version=version, priority=priority))
 
-    def delete(self, value: str, item_id: str, *, version: int | None = None) -> bool:
-        return self._call(self.index.delete(value, item_id, version=version))
+    def delete(self, value: str, item_id: str, *, version: int | None = None,
+               priority: Priority = "normal") -> bool:
+        return self._call(self.index.delete(value, item_id, version=version,
+                                            priority=priority))
 
     def get(self, item_id: str) -> Entry | None:
         return self._call(self.index.get(item_id))
 
     def query(self, value: str, *, limit: int = 100, order: Order = "asc",
-              cursor: str | None = None) -> Page:
-        return self._call(self.index.query(value, limit=limit, order=order, cursor=cursor))
+              cursor: str | None = None, priority: Priority = "normal") -> Page:
+        return self._call(self.index.query(value, limit=limit, order=order, cursor=cursor,
+                                           priority=priority))
 
-    def count(self, value: str) -> int:
-        return self._call(self.index.count(value))
+    def count(self, value: str, *, priority: Priority = "normal") -> int:
+        return self._call(self.index.count(value, priority=priority))
 
-    def scan(self, value: str) -> Iterator[Entry]:
-        entries = self.index.scan(value)
+    def scan(self, value: str, *, priority: Priority = "normal") -> Iterator[Entry]:
+        entries = self.index.scan(value, priority=priority)
         try:
             while True:
                 try:

@@ -17,6 +17,14 @@ as located:
   resolved the same way, so a first try that landed is never reported as failed
   because its retries were throttled.
 
+With an ``AdaptiveGate`` each try waits for its shard key's slot, and a throttled try
+is sent again in the gate's next slot without a backoff of its own (the gate has just
+slowed down).
+
+An index with tiers (``shardex.tiers``) has one loop per tier's store; ``elsewhere``
+says whether an item that has no entry in this store has one on another tier, which a
+``put`` or ``move`` refuses (no write spans two stores).
+
 So every error the loop raises, except ``OutcomeUnknown``, means the write did not
 apply. ``OutcomeUnknown`` is raised only when the store stays unreachable for the
 locate, or more writes of the item landed since than its placement remembers.
@@ -28,8 +36,10 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
+from shardex.admission import AdaptiveGate
 from shardex.clock import Clock
 from shardex.errors import (
+    CapabilityMissing,
     ConditionFailed,
     OutcomeUnknown,
     ShardexError,
@@ -40,7 +50,17 @@ from shardex.errors import (
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Placement, Store, new_token
-from shardex.writes import Outcome, Refuse, Skip, Write, WriteRequest, decide, resolve
+from shardex.writes import (
+    Delete,
+    Outcome,
+    Refuse,
+    Relocate,
+    Skip,
+    Write,
+    WriteRequest,
+    decide,
+    resolve,
+)
 
 __all__ = ["Writer"]
 
@@ -60,12 +80,17 @@ class Writer:
 
     ``retry`` paces tries that were throttled or unavailable (and the locates);
     ``max_conflicts`` bounds how many times a write is planned again after other
-    writers changed the item first.
+    writers changed the item first. ``gate`` paces each try per shard key.
+    ``elsewhere(item_id)`` (an index with tiers) returns where else the item has an
+    entry (a description), or None.
     """
 
     def __init__(self, store: Store, namespace: str, *, retry: RetryPolicy, clock: Clock,
-                 rng: random.Random, max_conflicts: int) -> None:
+                 rng: random.Random, max_conflicts: int, gate: AdaptiveGate | None = None,
+                 elsewhere: Callable[[str], Awaitable[str | None]] | None = None) -> None:
         self._store = store
+        self._gate = gate
+        self._elsewhere = elsewhere
         self._namespace = namespace
         self._retry = retry
         self._clock = clock
@@ -116,7 +141,15 @@ class Writer:
                 if give_up is not None:
                     raise _did_not_apply(give_up, what) if ambiguous is not None else give_up
                 planned = await routing()
-                decision = decide(plan(planned), current, planned)
+                request = plan(planned)
+                if (current is None or current.entry is None) and self._elsewhere is not None \
+                        and not isinstance(request, Delete | Relocate):
+                    other = await self._elsewhere(item_id)
+                    if other is not None:
+                        raise CapabilityMissing(
+                            f"the {what} cannot apply: the item has its entry {other}, and no "
+                            "write spans two stores; delete it there first")
+                decision = decide(request, current, planned)
                 if isinstance(decision, Skip):
                     return decision.result
                 if isinstance(decision, Refuse):
@@ -125,9 +158,7 @@ class Writer:
             resend = False
             assert tried is not None
             try:
-                await self._store.place(self._namespace, item_id, tried.entry,
-                                        version=tried.version, expected=tried.expected,
-                                        token=token)
+                await self._place(item_id, tried, token)
             except ConditionFailed as exc:
                 conflicts += 1
                 if conflicts >= self._max_conflicts:
@@ -146,6 +177,8 @@ class Writer:
                         raise
                     give_up = exc
                     continue  # find out whether an earlier try landed before raising
+                if self._gate is not None and isinstance(exc, Throttled):
+                    wait = 0.0  # the gate paces the next try: no second backoff on top
                 await self._clock.sleep(wait)
                 resend = ambiguous is None  # a clean throttle: the same write again
                 continue
@@ -155,6 +188,23 @@ class Writer:
                 give_up = exc
                 continue
             return True
+
+    async def _place(self, item_id: str, tried: Write, token: str) -> None:
+        store, namespace = self._store, self._namespace
+
+        def place() -> Awaitable[float]:
+            return store.place(namespace, item_id, tried.entry, version=tried.version,
+                               expected=tried.expected, token=token)
+
+        if self._gate is None:
+            await place()
+            return
+        landing = tried.entry if tried.entry is not None else \
+            (None if tried.expected is None else tried.expected.entry)
+        if landing is None:
+            await place()  # a tombstone of a never-placed item: no shard key to pace
+            return
+        await self._gate.call(landing.shard_key, place)
 
     def _unknown(self, what: str, item_id: str, token: str, ambiguous: ShardexError,
                  why: str, cause: BaseException | None) -> NoReturn:

@@ -13,7 +13,7 @@ the thin async part, keeping one state per shard key and waiting on an injected 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -21,7 +21,7 @@ from shardex.admission.policy import check_number
 from shardex.clock import Clock, LoopClock
 from shardex.errors import InvalidInput, Throttled
 
-__all__ = ["AdaptiveGate", "AdaptiveRate", "RateState"]
+__all__ = ["AdaptiveGate", "AdaptiveRate", "Gates", "RateState", "gates", "send_rates"]
 
 T = TypeVar("T")
 
@@ -159,3 +159,30 @@ class AdaptiveGate:
     def rates(self) -> dict[str, float | None]:
         """The paced rate of every shard key this gate has sent to."""
         return {key: state.rate for key, state in self._states.items()}
+
+
+# per tier of an index: its write gate and its read gate
+Gates = dict[str | None, tuple[AdaptiveGate, AdaptiveGate]]
+
+
+def gates(adaptive: bool | AdaptiveRate, tiers: Iterable[str | None], clock: Clock) -> Gates:
+    """An index's gates for ``adaptive=`` (True: ``AdaptiveRate()``; False: none).
+
+    One write and one read gate per tier: shard keys of two stores are two partitions
+    even when spelt alike. Raises InvalidInput for anything but a bool or AdaptiveRate.
+    """
+    if adaptive is True:
+        adaptive = AdaptiveRate()
+    elif adaptive is not False and not isinstance(adaptive, AdaptiveRate):
+        raise InvalidInput(f"adaptive must be True, False or a shardex.admission.AdaptiveRate, "
+                           f"got {adaptive!r}")
+    if adaptive is False:
+        return {}
+    return {tier: (AdaptiveGate(adaptive, clock=clock), AdaptiveGate(adaptive, clock=clock))
+            for tier in tiers}
+
+
+def send_rates(of: Gates) -> dict[str, float | None]:
+    """The paced write rate of each shard key of ``of`` (a tier's keys as ``tier:key``)."""
+    return {key if tier is None else f"{tier}:{key}": rate
+            for tier, (writes, _) in of.items() for key, rate in writes.rates().items()}

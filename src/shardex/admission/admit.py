@@ -54,6 +54,21 @@ class Admission:
         self._counts: dict[str, AdmissionCounts] = {}
         self.policy = policy
 
+    @classmethod
+    def given(cls, given: AdmissionPolicy | Admission | None,
+              clock: Clock) -> tuple[Admission | None, bool]:
+        """An index's admission from its ``admission=`` argument, and whether it owns it.
+
+        A policy becomes an Admission on ``clock`` that the index opens and closes; an
+        Admission is used as it is (its owner opens it). Raises InvalidInput otherwise.
+        """
+        if given is None or isinstance(given, Admission):
+            return given, False
+        if isinstance(given, AdmissionPolicy):
+            return cls(given, clock=clock), True
+        raise InvalidInput(f"admission must be a shardex.admission.AdmissionPolicy, an "
+                           f"Admission or None, got {given!r}")
+
     @property
     def policy(self) -> AdmissionPolicy:
         """The budgets in force; set a new policy to change them on a live index."""

@@ -1,4 +1,4 @@
-"""``shardex demo``: the orders-by-status scenario, unsharded and sharded, on virtual time."""
+"""``shardex demo``: a scenario on virtual time (orders by status by default, or tenants)."""
 
 from __future__ import annotations
 
@@ -32,13 +32,29 @@ __all__ = ["demo"]
 @click.option("--reshard", "live", is_flag=True,
               help="Start unsharded and reshard live to the planned layout (the partition "
                    "ceiling is a fifth of --rate; --duration is split before and after).")
+@click.option("--scenario", type=click.Choice(["orders", "tenants"]), default="orders",
+              show_default=True,
+              help="orders: orders by status, unsharded and sharded; tenants: 200 tenants "
+                   "sharing partitions, one bursting 20x, with no protection, admission, "
+                   "and isolation on a dedicated tier.")
+@click.option("--burst", default=None, type=click.FloatRange(min=0, min_open=True),
+              help="Virtual seconds the heavy tenant bursts (tenants; 60 by default).")
 def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: float | None,
-         live: bool) -> None:
-    """Run the orders-by-status scenario unsharded and sharded, on virtual time."""
+         live: bool, scenario: str, burst: float | None) -> None:
+    """Run a scenario on virtual time: orders by status (unsharded and sharded), or tenants."""
     from shardex.scenarios.orders import OrdersLoad, new_table_outcome, run_demo
 
     if plot is not None:
         pyplot()  # a missing plot extra fails now, not after the runs
+    if scenario == "tenants":
+        if live or rate is not None:
+            raise click.UsageError("--reshard and --rate belong to the orders scenario")
+        from shardex.commands.demo_tenants import tenants_demo
+
+        tenants_demo(as_json=as_json, plot=plot, seed=seed, burst=burst)
+        return
+    if burst is not None:
+        raise click.UsageError("--burst belongs to the tenants scenario")
     if live:
         from shardex.commands.demo_reshard import reshard_demo
 

@@ -34,21 +34,23 @@ class _Number(click.ParamType):  # type: ignore[type-arg]
 
 
 class _Policy(click.ParamType):  # type: ignore[type-arg]
-    """``N`` or ``N:strategy``, as a ShardPolicy."""
+    """``N``, ``N:strategy``, either with ``@tier`` after it, as a ShardPolicy."""
 
-    name = "N[:strategy]"
+    name = "N[:strategy][@tier]"
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> ShardPolicy:
         if isinstance(value, ShardPolicy):
             return value
-        shards, _, strategy = str(value).partition(":")
+        text, at, tier = str(value).partition("@")
+        shards, _, strategy = text.partition(":")
         try:
             count = int(shards)
         except ValueError:
-            self.fail(f"expected N or N:strategy, got {value!r}", param, ctx)
+            self.fail(f"expected N, N:strategy or either with @tier, got {value!r}", param, ctx)
         try:
-            return ShardPolicy(shards=count, strategy=strategy or "hash")  # type: ignore[arg-type]
+            return ShardPolicy(shards=count, strategy=strategy or "hash",  # type: ignore[arg-type]
+                               tier=tier if at else None)
         except InvalidPolicy as exc:
             self.fail(str(exc), param, ctx)
 
@@ -61,20 +63,24 @@ POLICY = _Policy()
 class ValuePair(click.ParamType):  # type: ignore[type-arg]
     """``VALUE=X``, as ``(value, X)``, ``X`` converted by ``inner``.
 
-    The value is not checked here: the code that uses it validates logical keys.
+    The value is not checked here: the code that uses it validates logical keys. It
+    ends at the last ``=`` (a logical key may hold one), or at the first with ``first``
+    (``X`` may hold some: a store URI's query).
     """
 
     def __init__(self, inner: click.ParamType, shape: str,  # type: ignore[type-arg]
-                 example: str) -> None:
+                 example: str, *, first: bool = False) -> None:
         self.inner = inner
         self.example = example
         self.name = shape
+        self.first = first
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> tuple[str, Any]:
         if isinstance(value, tuple):
             return value
-        name, sep, rest = str(value).rpartition("=")
+        text = str(value)
+        name, sep, rest = text.partition("=") if self.first else text.rpartition("=")
         if not sep or not name:
             self.fail(f"expected {self.name}, e.g. {self.example}, got {value!r}", param, ctx)
         return name, self.inner.convert(rest, param, ctx)

@@ -46,6 +46,7 @@ T = TypeVar("T")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")
 _FILE_SCHEMAS = ("shardex.plan/1", "shardex.diagnose/1")
+_TIERS = "shardex.reshard.tiers"
 
 
 class _Duration(click.ParamType):  # type: ignore[type-arg]
@@ -68,11 +69,27 @@ DURATION = _Duration()
 _STATES = ("read-both", "write-new", "verified", "read-new", "retired", "done")
 
 
+def _keep_tiers(ctx: click.Context, param: click.Parameter,
+                value: tuple[tuple[str, str], ...]) -> None:
+    ctx.meta[_TIERS] = distinct(value, "--tier")
+
+
 def _store_options(command: Any) -> Any:
+    command = click.option(
+        "--tier", "tiers", multiple=True, metavar="NAME=URI", expose_value=False,
+        callback=_keep_tiers, type=ValuePair(click.STRING, "NAME=URI",
+                                             "dedicated=dynamodb://orders-heavy", first=True),
+        help="The store of a tier the routing names (a policy's @NAME); give every tier "
+             "the reshard reads or writes.")(command)
     command = click.option("--index", "name", required=True, help="Index name.")(command)
     command = connection_options(command)
     return click.option("--store", "uri", required=True,
                         help="Store URI, e.g. dynamodb://TABLE?region=eu-west-1.")(command)
+
+
+def _tiers() -> dict[str, str]:
+    """The ``--tier`` stores of the command being run."""
+    return dict(click.get_current_context().meta.get(_TIERS, {}))
 
 
 def _mover_options(command: Any) -> Any:
@@ -103,15 +120,19 @@ def _resharder(store: str | Store, name: str, connection: Connection, **options:
 
     _check_name(name)
     return Resharder(open_with(store, connection) if isinstance(store, str) else store, name,
-                     **options)
+                     tiers=_tiers() or None, **options)
 
 
 def _policy_text(policy: ShardPolicy) -> str:
-    return f"{policy.shards} shard(s), {policy.strategy}"
+    where = "" if policy.tier is None else f" on tier {policy.tier!r}"
+    return f"{policy.shards} shard(s), {policy.strategy}{where}"
 
 
 def _command(name: str, uri: str, index: str, extra: str = "") -> str:
-    return f"shardex reshard {name} --store {shlex.quote(uri)} --index {shlex.quote(index)}{extra}"
+    tiers = "".join(f" --tier {shlex.quote(f'{tier}={where}')}"
+                    for tier, where in _tiers().items())
+    return (f"shardex reshard {name} --store {shlex.quote(uri)} --index {shlex.quote(index)}"
+            f"{tiers}{extra}")
 
 
 @click.group()
@@ -154,9 +175,11 @@ def _changes(current: Routing, layout: Routing | None, sets: dict[str, ShardPoli
 
 @reshard.command()
 @_store_options
-@click.option("--set", "sets", multiple=True, metavar="VALUE=N[:strategy]",
-              type=ValuePair(POLICY, "VALUE=N[:strategy]", "PENDING=16:hash"),
-              help="Reshard VALUE over N shard keys (strategy hash, random or round_robin).")
+@click.option("--set", "sets", multiple=True, metavar="VALUE=N[:strategy][@tier]",
+              type=ValuePair(POLICY, "VALUE=N[:strategy][@tier]", "PENDING=16:hash"),
+              help="Reshard VALUE over N shard keys (strategy hash, random or round_robin), "
+                   "in the store of tier 'tier' (--tier) if given, else the index's own: a "
+                   "value whose tier changes moves between stores.")
 @click.option("--default", "default", metavar="N[:strategy]", type=POLICY,
               help="The new default policy (name the values it moves with --value).")
 @click.option("--value", "values", multiple=True, metavar="VALUE",

@@ -126,8 +126,8 @@ def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, Sha
 
 @routing.command("set")
 @_store_options
-@click.option("--override", "overrides", multiple=True, metavar="VALUE=N[:strategy]",
-              type=ValuePair(POLICY, "VALUE=N[:strategy]", "PENDING=8:hash"),
+@click.option("--override", "overrides", multiple=True, metavar="VALUE=N[:strategy][@tier]",
+              type=ValuePair(POLICY, "VALUE=N[:strategy][@tier]", "PENDING=8:hash"),
               help="Shard VALUE over N shard keys (strategy hash, random or round_robin).")
 @click.option("--remove", "removals", multiple=True, metavar="VALUE",
               help="Drop VALUE's override: it follows the default again.")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shardex.admission import AdmissionPolicy, Budget
 from shardex.capacity import Ceiling, resolve_ceiling
 from shardex.documents import DIAGNOSE_SCHEMA, rounded
 from shardex.errors import InvalidInput
@@ -44,6 +45,7 @@ from shardex.routing import MAX_SHARDS, Routing, ShardPolicy, Strategy
 
 __all__ = [
     "Change",
+    "DEDICATED_TIER",
     "Diagnosis",
     "Recommendation",
     "STRATEGIES",
@@ -51,12 +53,15 @@ __all__ = [
     "diagnose_reader",
     "diagnose_stream",
     "recommend",
+    "rest_budget",
     "shards_needed",
     "throttle_shards",
 ]
 
 STRATEGIES = ("calculated_suffix", "random_suffix", "dedicated_heavy_key",
               "time_bucket_plus_suffix", "none")
+# the tier a popular entity is isolated on: ShardedIndex(..., tiers={DEDICATED_TIER: ...})
+DEDICATED_TIER = "dedicated"
 _POLICY: dict[str, Strategy] = {"calculated_suffix": "hash", "random_suffix": "random",
            "dedicated_heavy_key": "hash", "time_bucket_plus_suffix": "hash"}
 
@@ -87,24 +92,51 @@ class Recommendation:
     shards: dict[str, int]
     why: str
     changes: tuple[Change, ...] = ()
+    isolate: str | None = None
+    admission: AdmissionPolicy | None = None
 
     def routing(self) -> Routing:
         """The routing that carries the recommendation out (shardex.routing/1 overrides;
-        for a time-bucket key space, the default policy every new bucket gets)."""
+        for a time-bucket key space, the default policy every new bucket gets; the
+        isolated key of a popular entity on tier ``DEDICATED_TIER``)."""
         if not self.shards:
             return Routing()
         strategy = _POLICY.get(self.strategy, "hash")
         if self.strategy == "time_bucket_plus_suffix":
             return Routing(default=ShardPolicy(shards=max(self.shards.values()),
                                                strategy=strategy))
-        return Routing(overrides={k: ShardPolicy(shards=n, strategy=strategy)
-                                  for k, n in self.shards.items()})
+        return Routing(overrides={
+            k: ShardPolicy(shards=n, strategy=strategy,
+                           tier=DEDICATED_TIER if k == self.isolate else None)
+            for k, n in self.shards.items()})
+
+    def isolation(self) -> dict[str, Any] | None:
+        """The isolated key, its tier and N (a popular entity's), or None."""
+        if self.isolate is None:
+            return None
+        return {"key": self.isolate, "tier": DEDICATED_TIER,
+                "shards": self.shards.get(self.isolate, 1)}
 
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "shards": dict(self.shards),
                 "changes": [{"key": c.key, "from": c.current, "to": c.shards,
                              "reason": c.reason} for c in self.changes],
                 "why": self.why}
+
+
+def rest_budget(ceiling: Ceiling, headroom: float, exempt: Sequence[str]) -> AdmissionPolicy:
+    """The admission budget for every key but ``exempt`` (the isolated and sharded ones).
+
+    A key alone may take a partition's write ceiling over the headroom, halved because
+    the index charges an entry's own write units while an index-table placement spends
+    twice that; excess waits up to a second, then is refused. Reads weigh as the
+    partition weighs them (write ceiling over read ceiling).
+    """
+    rate = ceiling.write_units / headroom / 2
+    return AdmissionPolicy(
+        default=Budget(rate=rate, burst=rate, mode="wait", max_wait=1.0,
+                       read_cost=min(1.0, ceiling.write_units / ceiling.read_units)),
+        overrides=dict.fromkeys(exempt))
 
 
 def shards_needed(heat: KeyHeat, ceiling: Ceiling, headroom: float) -> int:
@@ -220,11 +252,20 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
             f"read a bucket by fanning out over its N shards; observed: {hot}{note}"),
             tuple(changes))
     if kind == "popular_entity":
+        top = str(evidence["top_key"])
+        isolate = top if top in shards else None
+        admission = rest_budget(bound, headroom, sorted(shards))
+        budget = admission.default
+        assert budget is not None
         return Recommendation("dedicated_heavy_key", shards, (
-            f"{evidence['top_key']} alone takes {_pct(evidence['top_key_share'])} of the units "
+            f"{top} alone takes {_pct(evidence['top_key_share'])} of the units "
             f"among {evidence['distinct_keys']} keys: route it on a dedicated path with its own "
-            f"shards and admission limit, and leave the other keys unsharded; {hot}{note}"),
-            tuple(changes))
+            f"shards and admission limit, and leave the other keys unsharded"
+            + (f" (tier {DEDICATED_TIER!r}, N={shards[top]}: a store of its own, with its own "
+               "capacity)" if isolate else "")
+            + f"; every other key gets an admission budget of {budget.rate:g} units/s, so no "
+            f"neighbour can fill a partition again; {hot}{note}"),
+            tuple(changes), isolate=isolate, admission=admission)
     read = sum(h.reads for h in profile.over if h.key in shards)
     if kind == "low_cardinality" and read == 0:
         return Recommendation("random_suffix", shards, (
@@ -308,6 +349,10 @@ class Diagnosis:
             "top": [_entry(profile, k) for k in self.keys],
             "recommendation": self.recommendation.to_dict(),
             "routing": self.recommendation.routing().to_dict(),
+            # only where a popular entity is isolated: other reports keep their shape
+            **({} if self.recommendation.admission is None else {
+                "isolation": self.recommendation.isolation(),
+                "admission": self.recommendation.admission.to_dict()}),
             "rows": profile.rows,
             "skipped_rows": profile.skipped_rows,
             **self.extra,

@@ -28,6 +28,7 @@ from shardex.index import ShardedIndex
 from shardex.reshard import states
 from shardex.reshard.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.reshard.mover import MOVER_RETRY, Mover, Pace, read_page
+from shardex.reshard.tiered import TierLayouts, crossing_refusal
 from shardex.reshard.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit
 from shardex.reshard.verify import check
 from shardex.reshard.work import WorkRecords
@@ -140,7 +141,10 @@ class Resharder:
     from and to. ``clock`` and ``seed`` make it
     run on virtual time, reproducibly. ``layouts`` makes the ``Layouts`` the mover, the
     parity check and the sweep use, from the mover's own index (default:
-    ``IndexLayouts``, the index's shard keys). Use ``async with``.
+    ``IndexLayouts``, the index's shard keys, or ``TierLayouts`` with ``tiers``).
+    ``tiers`` (as ``ShardedIndex``'s) names the store of each tier the layouts name; a
+    value whose policy changes tier moves between stores (``shardex.reshard.tiered``).
+    Use ``async with``.
     """
 
     def __init__(self, store: Store | str, name: str, *, rate: float = DEFAULT_RATE,
@@ -151,8 +155,8 @@ class Resharder:
                  routing_ttl: float = 5.0, split_every: int = DEFAULT_SPLIT,
                  progress: Callable[[Progress], None] | None = None,
                  recorder: Recorder | None = None,
-                 layouts: Callable[[ShardedIndex, Clock, random.Random], Layouts] | None = None
-                 ) -> None:
+                 layouts: Callable[[ShardedIndex, Clock, random.Random], Layouts] | None = None,
+                 tiers: Mapping[str, Store | str] | None = None) -> None:
         for option, number in (("rate", rate), ("unit_lease", unit_lease),
                                ("max_age", max_age), ("read_rate", read_rate or 1.0),
                                ("settle", 1.0 if settle is None else settle + 1)):
@@ -177,10 +181,12 @@ class Resharder:
         self._progress = progress
         self._gauges = None if recorder is None else recorder.reshard(name)
         self._control = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
-                                     seed=seed)
+                                     seed=seed, tiers=tiers)
         self._moving = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
-                                    seed=seed, retry=MOVER_RETRY)
-        make = layouts or (lambda index, clock, rng: IndexLayouts(index, clock=clock, rng=rng))
+                                    seed=seed, retry=MOVER_RETRY,
+                                    tiers=self._control.tiers or None)
+        kind = TierLayouts if tiers else IndexLayouts
+        make = layouts or (lambda index, clock, rng: kind(index, clock=clock, rng=rng))
         self.layouts = make(self._moving, self._clock, self._rng)
         # write units the movers of this runner spent per source key and clock second,
         # and per key they moved entries to
@@ -318,6 +324,9 @@ class Resharder:
                            now=self._clock.wall(), margin=float(margin))
         assert new.reshard is not None
         assert new.previous is not None
+        refused = crossing_refusal(new)
+        if refused is not None:
+            raise ReshardRefused(f"index {self.name!r}: {refused}")
         mover = self._mover(new)
         surveys = await mover.survey(new, new.reshard.values)
         plans = {value: ValuePlan(value, new.previous.policy(value), new.policy(value),
@@ -524,8 +533,8 @@ class Resharder:
         self._report(routing, None, "sweeping the retired keys")
         moved, ghosts = 0, []
         for value in meta.values:
-            kept = set(routing.policy(value).shard_keys(value))
-            for key in old.policy(value).shard_keys(value):
+            kept = set(self.layouts.target_keys(routing, value))
+            for key in self.layouts.source_keys(routing, value):
                 if key in kept:
                     continue
                 moved_here, ghosts_here = await self._sweep_key(value, key, meta.id,

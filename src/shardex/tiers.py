@@ -1,0 +1,191 @@
+"""The stores of a tiered index: its own store and one store per named tier.
+
+A policy may name a tier (``ShardPolicy(shards=32, tier="dedicated")``): the entries of
+that value, and their items' placements, live in the tier's store, any store URI (its
+own DynamoDB table with its own capacity, a ``memory://`` store in a simulation). The
+routing record, the reshard's work records and every value without a tier stay in the
+index's own store (tier None).
+
+An item has one entry per index, so one placement, in the store of the tier its entry
+is in: writes of a value locate, decide and place in the value's tier with the same
+conditional, token-carrying write as everywhere else. An item whose entry is on one
+tier is not written under a value of another in one step (no transaction spans two
+stores): ``put`` and ``move`` refuse it with CapabilityMissing, naming both values;
+moving a whole value between tiers is a reshard (``shardex.reshard``), during which the
+value's items may have a placement in both stores and ``shardex.tiermove`` says which
+holds (``crossing`` names the two tiers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any
+
+from shardex.errors import (
+    InvalidInput,
+    InvalidPolicy,
+    InvalidRouting,
+    ShardexError,
+)
+from shardex.keys import parse_shard_key
+from shardex.routing import UNION_STATES, Routing, check_tier_name
+from shardex.stores import open_store
+from shardex.stores.base import Placement, Store
+
+Retrying = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+__all__ = ["TierStores"]
+
+
+class TierStores:
+    """The index's own store (tier None) and the store of each tier in ``tiers``.
+
+    ``tiers`` maps tier names to a Store or a store URI. Raises InvalidInput naming
+    ``tiers[name]`` for a bad name, a value that is neither or a tier that is the
+    index's own store; a URI that cannot be opened raises what ``open_store`` raises
+    (InvalidURI, MissingDependency, ...), naming ``tiers[name]`` where it can.
+    """
+
+    def __init__(self, main: Store, tiers: Mapping[str, Store | str] | None) -> None:
+        self.main = main
+        self._stores: dict[str | None, Store] = {None: main}
+        if tiers is None:
+            return
+        if not isinstance(tiers, Mapping):
+            raise InvalidInput(f"tiers must be a mapping of tier name to store or store URI, "
+                               f"got {type(tiers).__name__}")
+        for name, store in tiers.items():
+            try:
+                check_tier_name(name, "tier name")
+            except InvalidPolicy as exc:
+                raise InvalidInput(f"tiers: {exc}") from None
+            if isinstance(store, str):
+                try:
+                    store = open_store(store)
+                except ShardexError as exc:
+                    named = _named(exc, f"tiers[{name!r}]")
+                    if named is exc:
+                        raise
+                    raise named from exc
+            elif not isinstance(store, Store):
+                raise InvalidInput(f"tiers[{name!r}] must be a Store or a store URI, "
+                                   f"got {store!r}")
+            if store is main:
+                raise InvalidInput(f"tiers[{name!r}] is the index's own store; a tier is "
+                                   "another store (leave the tier out of the policy instead)")
+            self._stores[name] = store
+
+    @property
+    def names(self) -> list[str]:
+        """The tier names, sorted (the index's own store left out)."""
+        return sorted(name for name in self._stores if name is not None)
+
+    def __iter__(self) -> Iterator[tuple[str | None, Store]]:
+        return iter(self._stores.items())
+
+    def store(self, tier: str | None) -> Store:
+        """The store of ``tier``; InvalidRouting if the index has none of that name."""
+        store = self._stores.get(tier)
+        if store is None:
+            raise InvalidRouting(self._unknown({tier} if tier else set()))
+        return store
+
+    def check(self, routing: Routing) -> None:
+        """Raise InvalidRouting if ``routing`` names a tier this index has no store for."""
+        unknown = routing.tiers() - set(self._stores)
+        if unknown:
+            raise InvalidRouting(self._unknown(unknown))
+
+    def _unknown(self, names: set[str]) -> str:
+        given = ", ".join(map(repr, self.names)) or "none"
+        return (f"the routing names tier(s) {', '.join(map(repr, sorted(names)))} (policy "
+                f"field 'tier'), but the index has no store for them: pass "
+                f"tiers={{name: store or URI}} (tiers given: {given})")
+
+    def tier_of(self, routing: Routing, value: str) -> str | None:
+        """The tier ``value`` is written and read on under ``routing`` (the new layout's
+        once readers read it alone). Raises InvalidRouting for a tier the index has no
+        store for."""
+        tier = routing.policy(value).tier
+        self.store(tier)
+        return tier
+
+    def crossing(self, routing: Routing, value: str) -> tuple[str | None, str | None] | None:
+        """(origin, other) while readers of ``value`` cover two tiers, else None.
+
+        The states where reads cover both layouts (``shardex.tiermove`` reads and
+        writes the value then). The origin is the tier the reshard moved the value from
+        when it began: the previous layout's, or in a rollback the layout's own. Raises
+        InvalidRouting for a tier without a store.
+        """
+        if routing.previous is None or routing.state not in UNION_STATES:
+            return None
+        was, tier = routing.previous.policy(value).tier, routing.policy(value).tier
+        if was == tier:
+            return None
+        self.store(was)
+        self.store(tier)
+        if routing.reshard is not None and routing.reshard.direction == "rollback":
+            return tier, was
+        return was, tier
+
+    async def elsewhere(self, namespace: str, item_id: str, tier: str | None,
+                        retrying: Retrying) -> str | None:
+        """Where the item has an entry on a tier other than ``tier`` (a description), or None."""
+        for other, store in self._stores.items():
+            if other == tier:
+                continue
+            found = await _locate(store, namespace, item_id, retrying)
+            if found is not None and found.entry is not None:
+                value = parse_shard_key(found.entry.shard_key)[0]
+                return f"under {value!r} on {_name(other)}"
+        return None
+
+    async def locate(self, namespace: str, item_id: str, retrying: Retrying
+                     ) -> dict[str | None, Placement | None]:
+        """The item's placement in each tier's store."""
+        return {tier: await _locate(store, namespace, item_id, retrying)
+                for tier, store in self._stores.items()}
+
+    async def open(self) -> None:
+        """Open every tier's store (not the index's own); errors name ``tiers[name]``."""
+        opened: list[Store] = []
+        try:
+            for name, store in self._stores.items():
+                if name is None:
+                    continue
+                try:
+                    await store.open()
+                except ShardexError as exc:
+                    named = _named(exc, f"tiers[{name!r}] ({store.uri})")
+                    if named is exc:
+                        raise
+                    raise named from exc
+                opened.append(store)
+        except BaseException:
+            for store in opened:
+                await store.close()
+            raise
+
+    async def close(self) -> None:
+        for name, store in self._stores.items():
+            if name is not None:
+                await store.close()
+
+
+def _name(tier: str | None) -> str:
+    return "the index's own store" if tier is None else f"tier {tier!r}"
+
+
+async def _locate(store: Store, namespace: str, item_id: str,
+                  retrying: Retrying) -> Placement | None:
+    found: Placement | None = await retrying(lambda: store.locate(namespace, item_id))
+    return found
+
+
+def _named(exc: ShardexError, where: str) -> ShardexError:
+    """``exc`` again, of the same class where it can be built from a message, naming ``where``."""
+    try:
+        return type(exc)(f"{where}: {exc}")
+    except TypeError:
+        return exc

@@ -1,0 +1,314 @@
+"""Moving a value between tiers is a reshard: copies across stores, under live writes,
+through crashes, verified before cutover; reads stay complete throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.reshard import Resharder
+from shardex.sim.clock import run_virtual
+from shardex.stores.base import Placement, StoredEntry
+from shardex.stores.memory import MemoryStore
+from shardex.tiermove import truth
+from tests.test_reshard import (
+    LEASE,
+    MARGIN,
+    Model,
+    _until,
+    assert_complete,
+    expected,
+    listing,
+)
+
+P = ShardPolicy
+
+
+def resharder(store: MemoryStore, tiers: dict[str, MemoryStore], **options: Any) -> Resharder:
+    settings: dict[str, Any] = {"seed": 5, "unit_lease": 2.0, "split_every": 60, "rate": 500.0}
+    return Resharder(store, "orders", tiers=tiers, **{**settings, **options})
+
+
+def _entry(key: str, version: int) -> StoredEntry:
+    return StoredEntry(shard_key=key, sort="", item_id="i", version=version)
+
+
+def _placed(version: int, token: str, entry: StoredEntry | None,
+            history: tuple[str, ...] = ()) -> Placement:
+    return Placement("i", version, entry, token, history)
+
+
+def test_the_truth_of_two_placements() -> None:
+    live_s = _placed(3, "a", _entry("V", 3))
+    moved_t = _placed(3, "m", _entry("V#1", 3))
+    confirm = _placed(3, "m", None, ("a",))
+    assert truth(live_s, moved_t) == (live_s, False)  # S live: always the truth
+    assert truth(confirm, moved_t) == (moved_t, True)  # confirmed move
+    assert truth(None, moved_t) == (moved_t, True)  # created in T
+    assert truth(confirm, None) == (confirm, False)
+    deleted = _placed(4, "d", None, ("a", "m"))  # an S writer deleted it after the move
+    assert truth(deleted, moved_t) == (deleted, False)
+    racing = _placed(4, "r", _entry("V#1", 4), ("m",))  # lost the race on S's condition
+    assert truth(deleted, racing) == (deleted, False)
+    later = _placed(4, "x", _entry("V#1", 4), ("m",))  # a T write whose writer stopped
+    assert truth(confirm, later) == (later, True)
+
+
+def test_a_value_moves_to_its_own_tier_and_back_with_every_entry() -> None:
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=2), MemoryStore(seed=3)
+        tiers = {"dedicated": dedicated}
+        model: Model = {}
+        async with ShardedIndex(main_store, "orders", Routing(overrides={"BIG": P(2)}),
+                                routing_lease=LEASE, routing_ttl=1.0, tiers=tiers) as app:
+            for i in range(120):
+                await app.put("BIG", f"b-{i}", sort=f"{i % 13:03d}", attrs={"n": i})
+                model[f"b-{i}"] = ("BIG", f"{i % 13:03d}", {"n": i})
+                await app.put("small", f"s-{i}", sort=f"{i:03d}")
+                model[f"s-{i}"] = ("small", f"{i:03d}", {})
+            for target in (P(2, tier="dedicated"), P(1)):
+                async with resharder(main_store, tiers) as rs:
+                    await rs.start({"BIG": target}, margin=MARGIN)
+                    result = await rs.run(until="done")
+                assert result.state == "done"
+                assert result.parity is not None
+                assert result.parity.clean
+                await app.refresh_routing()
+                assert app.routing.policy("BIG") == target
+                await assert_complete(app, model, ["BIG", "small"])
+                here, there = (dedicated, main_store) if target.tier else (main_store, dedicated)
+                assert {k.split("#")[0] for k in here.shard_keys("orders")} >= {"BIG"}
+                assert "BIG" not in {k.split("#")[0] for k in there.shard_keys("orders")}
+
+    run_virtual(main())
+
+
+@pytest.mark.parametrize("seed", [4, 11])
+def test_a_tier_move_under_live_writes_keeps_every_read_complete(seed: int) -> None:
+    async def main() -> None:
+        rng = random.Random(seed)
+        main_store, dedicated = MemoryStore(seed=seed), MemoryStore(seed=seed + 1)
+        tiers = {"dedicated": dedicated}
+        model: Model = {}
+        async with ShardedIndex(main_store, "orders", Routing(), routing_lease=LEASE,
+                                routing_ttl=0.5, seed=1, tiers=tiers) as writer, \
+                ShardedIndex(main_store, "orders", routing_ttl=2.0, seed=2,
+                             tiers=tiers) as reader, \
+                ShardedIndex(main_store, "orders", routing_ttl=2.5, seed=3,
+                             tiers=tiers) as laggard:
+            # two writers a step apart at times: one in read-both writes the store being
+            # left while the other, in write-new, writes the new tier
+            for i in range(150):
+                await writer.put("BIG", f"b-{i}", sort=f"{i % 17:03d}", attrs={"n": i})
+                model[f"b-{i}"] = ("BIG", f"{i % 17:03d}", {"n": i})
+            async with resharder(main_store, tiers, rate=300.0) as rs:
+                await rs.start({"BIG": P(4, tier="dedicated")}, margin=MARGIN)
+                runner = asyncio.ensure_future(rs.run(until="done"))
+                seen, checked, n = set(), 0, 0
+                states = set()
+                while not runner.done():
+                    n += 1
+                    item = f"b-{rng.randrange(220)}"
+                    held = model.get(item)
+                    client = writer if n % 2 else laggard
+                    states.add((writer.routing.state, laggard.routing.state))
+                    if held is None or rng.random() < 0.5:
+                        await client.put("BIG", item, sort=f"{n:05d}", attrs={"n": n})
+                        model[item] = ("BIG", f"{n:05d}", {"n": n})
+                    elif rng.random() < 0.6:
+                        await client.move(item, old="BIG", new="BIG", attrs={"m": n})
+                        model[item] = ("BIG", held[1], {"m": n})
+                    else:
+                        assert await client.delete("BIG", item)
+                        del model[item]
+                    if n % 7 == 0:
+                        assert await listing(reader, "BIG", rng.randint(3, 40)) == \
+                            expected(model, "BIG")
+                        assert await reader.count("BIG") == len(expected(model, "BIG"))
+                        checked += 1
+                    seen.add(reader.routing.state)
+                assert (await runner).state == "done"
+            assert {"read-both", "write-new", "read-new"} <= seen
+            assert ("write-new", "read-both") in states
+            assert checked > 20
+            await assert_complete(reader, model, ["BIG"])
+            for item, (_, sort, attrs) in model.items():
+                got = await reader.get(item)
+                assert got is not None
+                assert (got.sort, dict(got.attrs)) == (sort, attrs)
+            assert not [k for k in main_store.shard_keys("orders") if k.startswith("BIG")]
+
+    run_virtual(main())
+
+
+def test_a_tier_move_crashed_anywhere_is_resumed_by_another_process() -> None:
+    async def main() -> None:
+        rng = random.Random(9)
+        main_store = MemoryStore(seed=9, throttle_rate=0.05, ambiguous_rate=0.02)
+        tiers = {"dedicated": MemoryStore(seed=10, throttle_rate=0.05)}
+        model: Model = {}
+        async with ShardedIndex(main_store, "orders", Routing(), routing_lease=LEASE,
+                                routing_ttl=0.5, tiers=tiers) as app:
+            for i in range(200):
+                await app.put("BIG", f"b-{i}", sort=f"{i % 7:03d}")
+                model[f"b-{i}"] = ("BIG", f"{i % 7:03d}", {})
+            async with resharder(main_store, tiers, worker="starter") as rs:
+                await rs.start({"BIG": P(3, tier="dedicated")}, margin=MARGIN)
+            crashes = 0
+            for attempt in range(200):
+                async with resharder(main_store, tiers, worker=f"w{attempt}",
+                                     seed=attempt) as rs:
+                    task = asyncio.ensure_future(rs.run(until="done"))
+                    await asyncio.wait([task], timeout=rng.uniform(0.05, 3.0))
+                    if task.done():
+                        assert task.result().state == "done"
+                        break
+                    task.cancel()  # the process dies: its leases stay until they expire
+                    await asyncio.gather(task, return_exceptions=True)
+                    crashes += 1
+                assert await listing(app, "BIG", 50) == expected(model, "BIG")
+            else:
+                raise AssertionError("the reshard never finished")
+            assert crashes > 3
+            await app.refresh_routing()
+            assert app.routing.policy("BIG") == P(3, tier="dedicated")
+            await assert_complete(app, model, ["BIG"])
+
+    run_virtual(main())
+
+
+@pytest.mark.parametrize("state", ["read-both", "write-new", "moving", "verified", "read-new"])
+def test_a_tier_move_rolled_back_from_each_state_keeps_every_entry(state: str) -> None:
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=6), MemoryStore(seed=7)
+        tiers = {"dedicated": dedicated}
+        model: Model = {}
+        async with ShardedIndex(main_store, "orders", Routing(overrides={"BIG": P(2)}),
+                                routing_lease=LEASE, routing_ttl=0.5, tiers=tiers) as app:
+            for i in range(200):
+                await app.put("BIG", f"b-{i}", sort=f"{i % 11:03d}", attrs={"n": i})
+                model[f"b-{i}"] = ("BIG", f"{i % 11:03d}", {"n": i})
+            async with resharder(main_store, tiers, rate=200.0) as rs:
+                await rs.start({"BIG": P(2, tier="dedicated")}, margin=MARGIN)
+                await _until(rs, state)
+                if state == "moving":  # the mover stopped part way
+                    assert dedicated.shard_keys("orders")
+                    assert main_store.shard_keys("orders")
+                await app.refresh_routing()
+                await app.put("BIG", "late", sort="zzz")
+                model["late"] = ("BIG", "zzz", {})
+                await app.delete("BIG", "b-3")
+                del model["b-3"]
+                await app.put("BIG", "b-4", sort="yyy", attrs={"k": 1})
+                model["b-4"] = ("BIG", "yyy", {"k": 1})
+                await assert_complete(app, model, ["BIG"])
+                result = await rs.rollback()
+            assert result.state == "done"
+            await app.refresh_routing()
+            assert app.routing.policy("BIG") == P(2)
+            await assert_complete(app, model, ["BIG"])
+            got = await app.get("b-4")
+            assert got is not None
+            assert dict(got.attrs) == {"k": 1}
+            assert await app.get("b-3") is None
+
+    run_virtual(main())
+
+
+@pytest.mark.dynamodb
+def test_the_cli_moves_a_value_to_its_own_dynamodb_table(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from shardex.cli import main as cli_main
+    from tests import dynamodb_local as local
+
+    uri, dedicated = local.table_store().uri, local.table_store().uri
+
+    async def fill() -> None:
+        async with ShardedIndex(uri, "orders", Routing(), routing_lease=0.5) as index:
+            await asyncio.gather(*(index.put("BIG", f"b-{i:03d}", sort=f"{i:03d}")
+                                   for i in range(60)))
+            await index.put("small", "s-1")
+
+    asyncio.run(fill())
+    where = ["--store", uri, "--index", "orders", "--tier", f"dedicated={dedicated}"]
+
+    def ok(*args: str) -> str:
+        cli_main(list(args))
+        return capsys.readouterr().out
+
+    out = ok("reshard", "start", *where, "--set", "BIG=3@dedicated", "--margin", "0.1")
+    assert "1 shard(s), hash -> 3 shard(s), hash on tier 'dedicated'" in out
+    assert f"--tier 'dedicated={dedicated}'" in out  # the next step names the tier's store
+    out = ok("reshard", "run", *where, "--unit-lease", "1")
+    assert "parity: 60 entries checked, no gaps" in out
+    ok("reshard", "cutover", *where)
+    ok("reshard", "complete", *where, "--retain", "0")
+
+    async def check() -> None:
+        async with ShardedIndex(uri, "orders", tiers={"dedicated": dedicated}) as index:
+            assert index.routing.policy("BIG") == P(3, tier="dedicated")
+            assert await index.count("BIG") == 60
+            assert await index.count("small") == 1
+            assert [e.item_id for e in (await index.query("BIG", limit=5)).items] == \
+                [f"b-{i:03d}" for i in range(5)]
+            assert await index.store.locate("orders", "b-001") is not None  # a tombstone
+            assert (await index.tiers["dedicated"].locate("orders", "b-001")) is not None
+
+    asyncio.run(check())
+    # a client without the tier's store is refused, naming what is missing
+    with pytest.raises(SystemExit):
+        cli_main(["reshard", "status", "--store", uri, "--index", "orders"])
+    assert "dedicated" in capsys.readouterr().err
+
+
+def test_a_writer_stopped_between_its_two_steps_leaves_no_read_wrong() -> None:
+    """A T write whose confirmation never came, over an entry still live in S: S's entry
+    holds (the write's outcome was unknown to its caller), later writes decide from it,
+    and a delete over a copy left in T hides both at once."""
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=1), MemoryStore(seed=2)
+        tiers = {"dedicated": dedicated}
+        async with ShardedIndex(main_store, "orders", Routing(), routing_lease=LEASE,
+                                routing_ttl=0.5, tiers=tiers) as app:
+            for i in range(5):
+                await app.put("BIG", f"b-{i}", sort=f"{i:03d}")
+            async with resharder(main_store, tiers) as rs:
+                await rs.start({"BIG": P(2, tier="dedicated")}, margin=MARGIN)
+                await rs.run(until="write-new")
+                await app.refresh_routing()
+                assert app.routing.state == "write-new"
+                # b-1: written to T, then the writer stopped before confirming in S
+                held = await main_store.locate("orders", "b-1")
+                assert held is not None
+                assert held.entry is not None
+                moved = StoredEntry(app.routing.shard_key("BIG", "b-1"), "zzz", "b-1",
+                                    {"w": 1}, held.version + 1)
+                await dedicated.place("orders", "b-1", moved, version=moved.version,
+                                      expected=None)
+                page = await app.query("BIG", limit=10)
+                assert [e.item_id for e in page.items] == ["b-0", "b-1", "b-2", "b-3", "b-4"]
+                assert dict(page.items[1].attrs) == {}
+                # b-2: copied to T unconfirmed, then deleted: gone from every read at once
+                held = await main_store.locate("orders", "b-2")
+                assert held is not None
+                assert held.entry is not None
+                copy = StoredEntry(app.routing.shard_key("BIG", "b-2"), held.entry.sort,
+                                   "b-2", {}, held.version)
+                await dedicated.place("orders", "b-2", copy, version=copy.version,
+                                      expected=None)
+                assert await app.delete("BIG", "b-2")
+                assert [e.item_id for e in (await app.query("BIG")).items] == \
+                    ["b-0", "b-1", "b-3", "b-4"]
+                assert await app.count("BIG") == 4
+                await app.put("BIG", "b-1", sort="aaa")  # over the void copy in T
+                result = await rs.run(until="done")
+            assert result.state == "done"
+            await app.refresh_routing()
+            assert [(e.item_id, e.sort) for e in (await app.query("BIG")).items] == \
+                [("b-0", "000"), ("b-3", "003"), ("b-4", "004"), ("b-1", "aaa")]
+
+    run_virtual(main())
