@@ -20,7 +20,7 @@ import click
 
 from shardex.commands import output
 from shardex.commands.params import POLICY, ValuePair, distinct
-from shardex.commands.reshard import DURATION, parity_lines, steps_lines
+from shardex.commands.reshard import DURATION, parity_lines, print_parity, steps_lines
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
 from shardex.routing import ShardPolicy
@@ -212,14 +212,8 @@ def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
             "schema": "shardex.adopt.verify/1", "index": name, **parity.to_dict(),
             "checked_at": iso(parity.checked_at), "clean": parity.clean}), indent=2))
         return
-    out = output.console()
-    gaps = ", ".join(f"{n:,} {kind}" for kind, n in parity.counts().items() if n)
-    out.print(f"index {name!r}: parity of {parity.entries:,} entries: {gaps or 'no gaps'}"
-              + ("" if gaps else f"; next: {_command('cutover', uri, name)}"),
-              highlight=False, soft_wrap=True)
-    for gap in parity.examples[:10]:
-        out.print(f"  {gap.kind}: {gap.item_id!r} of {gap.value!r} on {gap.shard_key!r}",
-                  highlight=False)
+    print_parity(name, parity, "cutover is refused until a verify finds none"
+                 if not parity.clean else f"next: {_command('cutover', uri, name)}")
 
 
 @adopt.command()

@@ -40,7 +40,7 @@ from shardex.keys import validate_value
 from shardex.routing import Routing, ShardPolicy
 from shardex.stores.base import Store
 
-__all__ = ["DURATION", "parity_lines", "reshard", "steps_lines"]
+__all__ = ["DURATION", "parity_lines", "print_parity", "reshard", "steps_lines"]
 
 T = TypeVar("T")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -411,6 +411,18 @@ def parity_lines(parity: dict[str, Any] | None) -> list[str]:
                     for gap in parity["examples"][:5]]
 
 
+def print_parity(name: str, parity: Any, then: str) -> None:
+    """A verify's parity report of index ``name`` on the console: its gaps (or none), then
+    ``then``, and up to ten examples."""
+    gaps = ", ".join(f"{n:,} {kind}" for kind, n in parity.counts().items() if n)
+    out = output.console()
+    out.print(f"index {name!r}: parity of {parity.entries:,} entries: {gaps or 'no gaps'}; "
+              f"{then}", highlight=False, soft_wrap=True)
+    for gap in parity.examples[:10]:
+        out.print(f"  {gap.kind}: {gap.item_id!r} of {gap.value!r} on {gap.shard_key!r}",
+                  highlight=False)
+
+
 def steps_lines(steps: list[str]) -> list[str]:
     """A status document's next steps, as lines."""
     return ["next steps:", *(f"  {step}" for step in steps)] if steps else []
@@ -462,14 +474,7 @@ def verify(uri: str, name: str, as_json: bool, connection: Connection) -> None:
             **parity.to_dict(), "checked_at": iso(parity.checked_at),
             "clean": parity.clean}), indent=2))
         return
-    out = output.console()
-    out.print(f"index {name!r}: parity of {parity.entries:,} entries: " + (
-        "no gaps" if parity.clean else ", ".join(
-            f"{n:,} {kind}" for kind, n in parity.counts().items() if n))
-        + f"; the reshard is in {routing.state}", highlight=False)
-    for gap in parity.examples[:10]:
-        out.print(f"  {gap.kind}: {gap.item_id!r} of {gap.value!r} on {gap.shard_key!r}",
-                  highlight=False)
+    print_parity(name, parity, f"the reshard is in {routing.state}")
 
 
 # -- cutover, complete, rollback ----------------------------------------------------------
