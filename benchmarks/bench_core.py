@@ -5,7 +5,7 @@ Run: .venv/bin/python benchmarks/bench_core.py [--quick]
 1. Wall time of ``ShardedIndex.query`` against the same shard queries issued directly
    on the store and merged by hand with ``heapq.merge`` (the library's overhead), on
    the memory store under virtual time, so wall time is CPU time of the code paths; the
-   store's capacity is set out of the way (``UNLIMITED``): this measures code, not
+   store's capacity is set out of the way (the ``unlimited`` profile): this measures code, not
    throttling.
 2. The demo's accepted writes/s, sharded over unsharded, for the same seed and load, on
    the demo's table (``DEMO_TABLE``), and the share of the sharded run's writes a new
@@ -26,11 +26,6 @@ from shardex.scenarios.orders import DEMO_TABLE, OrdersLoad, new_table_outcome, 
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Position, StoredEntry
 from shardex.stores.memory import MemoryStore
-
-# A table that never throttles the benchmark: every key its own partition, ceilings and
-# table limits far above what it asks.
-UNLIMITED = {"partitions": 0, "write_ceiling": 1e9, "read_ceiling": 1e9, "warm_write": 1e9,
-             "warm_read": 1e9, "quota_write": 1e9, "quota_read": 1e9}
 
 
 async def _fill(store: MemoryStore, shards: int, entries: int) -> shardex.ShardedIndex:
@@ -76,7 +71,7 @@ async def _listing(index: shardex.ShardedIndex, limit: int) -> int:
 def measure_query_overhead(shards: int, entries: int,
                            repeats: int) -> list[tuple[str, float, float]]:
     async def body() -> list[tuple[str, float, float]]:
-        store = MemoryStore(seed=1, **UNLIMITED)
+        store = MemoryStore(seed=1, profile="unlimited")
         index = await _fill(store, shards, entries)
         keys = index.routing.read_keys("PENDING")
         out = []

@@ -52,7 +52,7 @@ def _load(store: MemoryStore, index: ShardedIndex, entries: int) -> None:
 
 def measure(shards: int, entries: int) -> dict[str, Cost]:
     async def body() -> dict[str, Cost]:
-        store = MemoryStore(seed=5, read_ceiling=1e12, write_ceiling=1e12)
+        store = MemoryStore(seed=5, profile="unlimited")
         routing = Routing(overrides={"PENDING": ShardPolicy(shards=shards)})
         costs: dict[str, Cost] = {}
         async with ShardedIndex(store, "scale", routing, hedge=None, seed=1) as index:

@@ -48,7 +48,8 @@ async def _filled(store: MemoryStore, routing: Routing, n: int,
     {"delay": 0}, {"delay": -1.0}, {"delay": math.nan}, {"delay": math.inf}, {"delay": True},
     {"delay": "0.01"}, {"quantile": 1.0}, {"quantile": 0}, {"quantile": "0.9"},
     {"budget": 0}, {"budget": -0.1}, {"budget": math.nan}, {"max_hedges": 0},
-    {"max_hedges": 1.5}, {"window": 19}, {"window": True},
+    {"max_hedges": 1.5}, {"window": 19}, {"window": True}, {"spacing": 0},
+    {"spacing": math.inf}, {"spacing": False},
 ])
 def test_a_bad_policy_is_refused_naming_the_field(bad: dict[str, Any]) -> None:
     (field,) = bad
@@ -58,7 +59,7 @@ def test_a_bad_policy_is_refused_naming_the_field(bad: dict[str, Any]) -> None:
 
 def test_the_adaptive_delay_follows_recent_latency_per_size_class() -> None:
     hedger = Hedger(HedgePolicy())
-    assert hedger.quantile == pytest.approx(0.96)  # 1 - 0.8 * budget
+    assert hedger.quantile == pytest.approx(0.965)  # 1 - 0.7 * budget
     rng = random.Random(3)
     for _ in range(19):
         hedger.observe(10, rng.uniform(0.001, 0.002))
@@ -116,6 +117,34 @@ def test_a_hedged_read_counts_its_copies_and_their_units() -> None:
         for meter in (heat.values["PENDING"], heat.shard_keys["PENDING"]):
             assert (meter.hedges_sent, meter.hedges_won, meter.hedges_cancelled) == (1, 1, 1)
             assert meter.cancelled_units == units[0]
+        await index.close()
+
+    run_virtual(body())
+
+
+def test_further_copies_follow_at_the_spacing_while_every_copy_is_out() -> None:
+    async def body() -> None:
+        # three slow copies: at 0, at the 10 ms delay, then 5 ms apart; the fourth is quick
+        store = ScriptedStore(iter([]), seed=1)
+        hedge = HedgePolicy(delay=0.01, budget=3.0, max_hedges=3, spacing=0.5)
+        index = await _filled(store, Routing(), 5, hedge=hedge)
+        store.reset_stats()
+        store.script = iter([1.0, 1.0, 1.0])
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await index.query("PENDING")
+        assert loop.time() - began == pytest.approx(0.021, abs=0.002)  # sent at 20 ms
+        await asyncio.sleep(2)
+        key = store.stats("orders").by_key["PENDING"]
+        assert (key.read_requests, key.hedges_sent, key.hedges_won, key.hedges_cancelled) == \
+            (4, 3, 1, 3)
+        # one quick answer ends it: no copy is sent after the first answer
+        store.reset_stats()
+        store.script = iter([0.012, 1.0])
+        await index.query("PENDING")
+        await asyncio.sleep(2)
+        key = store.stats("orders").by_key["PENDING"]
+        assert (key.read_requests, key.hedges_sent) == (2, 1)
         await index.close()
 
     run_virtual(body())
@@ -189,3 +218,80 @@ def test_adaptive_hedging_is_on_by_default_and_keeps_to_its_budget() -> None:
 def test_hedge_must_be_a_policy_or_none() -> None:
     with pytest.raises(shardex.InvalidInput, match="hedge must be"):
         shardex.ShardedIndex("memory://", "orders", hedge=0.05)  # type: ignore[arg-type]
+
+
+class _Report:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def sent(self) -> None:
+        self.events.append("sent")
+
+    def won(self) -> None:
+        self.events.append("won")
+
+    def abandoned(self, copy: asyncio.Future[Any]) -> None:
+        self.events.append("abandoned")
+
+
+def _sender(script: list[tuple[float, BaseException | None]],
+            tasks: list[asyncio.Task[Any]]) -> Any:
+    """A ``send`` whose n-th copy answers after script[n][0] s, or raises script[n][1]."""
+    from shardex.hedging import Copy
+
+    async def send(copy: Copy | None) -> int:
+        n = len(tasks)
+        tasks.append(asyncio.current_task())  # type: ignore[arg-type]
+        if copy is not None:
+            copy.left()
+        seconds, error = script[n]
+        await asyncio.sleep(seconds)
+        if error is not None:
+            raise error
+        return n
+
+    return send
+
+
+def test_a_cancelled_read_cancels_every_copy_in_flight() -> None:
+    from shardex.clock import LoopClock
+    from shardex.hedging import call_hedged
+
+    async def body() -> None:
+        tasks: list[asyncio.Task[Any]] = []
+        hedger = Hedger(HedgePolicy(delay=0.01, budget=5.0))
+        report = _Report()
+        read = asyncio.ensure_future(call_hedged(_sender([(1.0, None)] * 4, tasks), hedger, 10,
+                                                 clock=LoopClock(), report=report))
+        await asyncio.sleep(0.5)  # the first copy and three hedges are out
+        read.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await read
+        await asyncio.sleep(0)
+        assert len(tasks) == 4
+        assert all(t.cancelled() for t in tasks)
+        assert report.events == ["sent"] * 3
+
+    run_virtual(body())
+
+
+def test_when_every_copy_fails_the_first_failure_is_raised() -> None:
+    from shardex.clock import LoopClock
+    from shardex.hedging import call_hedged
+
+    async def body() -> None:
+        tasks: list[asyncio.Task[Any]] = []
+        hedger = Hedger(HedgePolicy(delay=0.01, budget=1.0, max_hedges=1))
+        script: list[tuple[float, BaseException | None]] = [
+            (0.015, shardex.Throttled("first")), (0.02, shardex.Throttled("second"))]
+        with pytest.raises(shardex.Throttled, match="first"):  # the first to fail, at 15 ms
+            await call_hedged(_sender(script, tasks), hedger, 10, clock=LoopClock(),
+                              report=_Report())
+        # a copy that fails while another is out does not end the read
+        tasks.clear()
+        hedger = Hedger(HedgePolicy(delay=0.01, budget=1.0, max_hedges=1))
+        script = [(0.5, None), (0.001, shardex.Throttled("copy"))]
+        assert await call_hedged(_sender(script, tasks), hedger, 10, clock=LoopClock(),
+                                 report=_Report()) == 0
+
+    run_virtual(body())

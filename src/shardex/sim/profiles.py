@@ -232,6 +232,10 @@ PROFILES: Mapping[str, Profile] = {
         warm_write=AZURE_TABLES_ACCOUNT_ENTITIES, warm_read=AZURE_TABLES_ACCOUNT_ENTITIES,
         quota_write=AZURE_TABLES_ACCOUNT_ENTITIES, quota_read=AZURE_TABLES_ACCOUNT_ENTITIES,
         peak_multiple=1.0, partition_bytes=math.inf, transaction_cost=1.0),
+    # a table that never throttles: benchmarks of code, and tests of anything but capacity
+    "unlimited": dataclasses.replace(
+        _DYNAMODB, name="unlimited", partitions=0, write_ceiling=1e12, read_ceiling=1e12,
+        warm_write=1e12, warm_read=1e12, quota_write=1e12, quota_read=1e12),
 }
 
 
