@@ -5,8 +5,9 @@ Run: .venv/bin/python benchmarks/bench_core.py [--quick]
 1. Wall time of ``ShardedIndex.query`` against the same shard queries issued directly
    on the store and merged by hand with ``heapq.merge`` (the library's overhead), on
    the memory store under virtual time, so wall time is CPU time of the code paths; the
-   store's capacity is set out of the way (the ``unlimited`` profile): this measures code, not
-   throttling.
+   store's capacity is set out of the way (the ``unlimited`` profile): this measures
+   code, not throttling. The first page is measured hedged (the default: each shard
+   read carries a timer for its copies) and with ``hedge=None`` (as the by-hand one).
 2. The demo's accepted writes/s, sharded over unsharded, for the same seed and load, on
    the demo's table (``DEMO_TABLE``), and the share of the sharded run's writes a new
    on-demand table would accept (rate engine).
@@ -74,11 +75,16 @@ def measure_query_overhead(shards: int, entries: int,
         store = MemoryStore(seed=1, profile="unlimited")
         index = await _fill(store, shards, entries)
         keys = index.routing.read_keys("PENDING")
+        # the same index without hedging: the by-hand fan-out does not hedge either
+        unhedged = shardex.ShardedIndex(store, "bench", index.routing, seed=1, hedge=None)
+        await unhedged.open()
         out = []
         cases: list[tuple[str, int, Callable[[], Awaitable[object]],
                           Callable[[], Awaitable[object]]]] = [
             ("first page of 100", repeats * 10, lambda: index.query("PENDING", limit=100),
              lambda: _raw_page(store, keys, 100)),
+            ("first page of 100, hedge=None", repeats * 10,
+             lambda: unhedged.query("PENDING", limit=100), lambda: _raw_page(store, keys, 100)),
             (f"full listing of {entries:,} (pages of 1000)", repeats,
              lambda: _listing(index, 1000), lambda: _raw_listing(store, keys, 1000)),
         ]
@@ -95,6 +101,7 @@ def measure_query_overhead(shards: int, entries: int,
                 best_raw = min(best_raw, time.perf_counter() - start)
             out.append((label, best_ours / repeats_here, best_raw / repeats_here))
         await index.close()
+        await unhedged.close()
         return out
 
     return run_virtual(body())
