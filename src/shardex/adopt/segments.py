@@ -12,7 +12,7 @@ its lease when it expires and any other process resumes from the last checkpoint
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem
 from shardex.reshard.layouts import PATIENT
-from shardex.retry import call_with_retry
+from shardex.reshard.records import Records
 from shardex.stores.base import Store
 
 __all__ = ["Segment", "Segments"]
@@ -93,48 +93,29 @@ def _time(raw: Any) -> float | None:
     return None if raw is None else float(raw)
 
 
-class Segments:
+class Segments(Records):
     """The plan and segment records of adoption ``adoption_id`` of index ``namespace``."""
 
     def __init__(self, store: Store, namespace: str, adoption_id: str, *, clock: Clock,
                  rng: random.Random | None = None) -> None:
-        self.store = store
-        self.namespace = namespace
+        super().__init__(store, namespace, clock=clock, rng=rng, retry=PATIENT)
         self.adoption_id = adoption_id
-        self._clock = clock
-        self._rng = rng or random.Random()
-
-    def _retrying(self, call: Callable[[], Awaitable[T]]) -> Awaitable[T]:
-        return call_with_retry(call, PATIENT, clock=self._clock, rng=self._rng)
 
     @property
     def _prefix(self) -> str:
         return f"{PREFIX}{self.adoption_id}/"
 
-    def _where(self, key: str) -> str:
-        return f"record {key!r} of index {self.namespace!r} in {self.store.uri}"
-
     async def all(self) -> dict[str, tuple[Segment, int]]:
         """Every segment record, by key, with its revision."""
-        store, namespace, prefix = self.store, self.namespace, self._prefix + "segment/"
-        records = await self._retrying(lambda: store.list_records(namespace, prefix))
+        records = await self._list(self._prefix + "segment/")
         return {key: (Segment.from_body(r.body, self._where(key)), r.revision)
                 for key, r in records.items()}
-
-    async def _put(self, key: str, body: Mapping[str, Any], expected: int | None) -> int | None:
-        store, namespace = self.store, self.namespace
-        try:
-            return await self._retrying(
-                lambda: store.put_record(namespace, key, body, expected=expected))
-        except ConditionFailed:
-            return None
 
     async def plan(self, segments: int) -> int:
         """The number of segments: ``segments`` unless an earlier run planned another."""
         key = self._prefix + "plan"
-        store, namespace = self.store, self.namespace
         await self._put(key, {"segments": segments}, None)
-        record = await self._retrying(lambda: store.get_record(namespace, key))
+        record = await self._get(key)
         planned = segments if record is None else record.body.get("segments")
         if isinstance(planned, bool) or not isinstance(planned, int) or planned < 1:
             raise MalformedItem(f"{self._where(key)}: segments is {planned!r}")
@@ -166,7 +147,7 @@ class Segments:
     async def cleanup(self) -> int:
         """Delete the records of every adoption of the index but this one."""
         store, namespace = self.store, self.namespace
-        records = await self._retrying(lambda: store.list_records(namespace, PREFIX))
+        records = await self._list(PREFIX)
         gone = 0
         for key, record in records.items():
             if key.startswith(self._prefix):

@@ -13,16 +13,17 @@ is leased the same way while one process surveys the source keys, so one plan is
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem
 from shardex.reshard.layouts import PATIENT
+from shardex.reshard.records import Records
 from shardex.reshard.units import Unit
-from shardex.retry import RetryPolicy, call_with_retry
-from shardex.stores.base import Record, Store
+from shardex.retry import RetryPolicy
+from shardex.stores.base import Store
 
 __all__ = ["PlanRecord", "WorkRecords"]
 
@@ -58,32 +59,18 @@ class PlanRecord:
         return cls(planned=planned, units=units, owner=owner, expires=expires)
 
 
-class WorkRecords:
+class WorkRecords(Records):
     """The plan and unit records of reshard ``reshard_id`` of index ``namespace``."""
 
     def __init__(self, store: Store, namespace: str, reshard_id: str, *, clock: Clock,
                  rng: random.Random | None = None, retry: RetryPolicy = PATIENT) -> None:
-        self.store = store
-        self.namespace = namespace
+        super().__init__(store, namespace, clock=clock, rng=rng, retry=retry)
         self.reshard_id = reshard_id
-        self._clock = clock
-        self._rng = rng or random.Random()
-        self._retry = retry
-
-    def _retrying(self, call: Callable[[], Awaitable[T]]) -> Awaitable[T]:
-        return call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
 
     def _prefix(self, generation: int) -> str:
         return f"{PREFIX}{self.reshard_id}/{generation:04d}/"
 
-    def _where(self, key: str) -> str:
-        return f"record {key!r} of index {self.namespace!r} in {self.store.uri}"
-
     # -- reading ---------------------------------------------------------------------
-
-    async def _list(self, prefix: str) -> dict[str, Record]:
-        store, namespace = self.store, self.namespace
-        return await self._retrying(lambda: store.list_records(namespace, prefix))
 
     async def units(self, generation: int | None = None) -> dict[str, tuple[Unit, int]]:
         """The unit records of ``generation`` (None: every generation), by key, with revisions."""
@@ -95,22 +82,12 @@ class WorkRecords:
     async def plan(self, generation: int) -> tuple[PlanRecord, int] | None:
         """The plan record of ``generation`` and its revision, or None."""
         key = self._prefix(generation) + "plan"
-        store, namespace = self.store, self.namespace
-        record = await self._retrying(lambda: store.get_record(namespace, key))
+        record = await self._get(key)
         if record is None:
             return None
         return PlanRecord.from_body(record.body, self._where(key)), record.revision
 
     # -- writing (each a compare-and-set) ----------------------------------------------
-
-    async def _put(self, key: str, body: Mapping[str, Any], expected: int | None) -> int | None:
-        """Write a record at ``expected``; None if another writer got there first."""
-        store, namespace = self.store, self.namespace
-        try:
-            return await self._retrying(
-                lambda: store.put_record(namespace, key, body, expected=expected))
-        except ConditionFailed:
-            return None
 
     async def claim_plan(self, generation: int, owner: str, lease: float) -> bool:
         """Take the plan of ``generation`` to make it; False if it is made or being made."""
