@@ -588,3 +588,16 @@ def test_json_that_is_not_an_object_is_refused(text: str) -> None:
 def test_invalid_routing_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="routing"):
         Routing.from_json("{}")
+
+
+def test_a_routing_pickles_as_it_is_even_mid_transition() -> None:
+    import pickle
+
+    old = Routing(overrides={"PENDING": ShardPolicy(shards=2)})
+    new = Routing(overrides={"PENDING": ShardPolicy(shards=8, strategy="random")}, version=2,
+                  previous=old, state="read-both")
+    again = pickle.loads(pickle.dumps(new))
+    assert again == new
+    assert again.previous == old
+    assert again.state == "read-both"
+    assert again.read_keys("PENDING") == new.read_keys("PENDING")

@@ -177,6 +177,12 @@ class Routing:
             if self.previous is not None and self.adoption.active:
                 raise InvalidRouting("adoption: a reshard and an adoption cannot run at once")
 
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by its fields, the overrides as a plain dict (a mapping proxy does not
+        pickle): a routing crosses to another process as it is."""
+        return (Routing, (self.default, dict(self.overrides), self.version, self.previous,
+                          self.state, self.reshard, self.adoption))
     def __hash__(self) -> int:
         return hash(self.to_json())
 

@@ -22,11 +22,14 @@ import asyncio
 import gc
 import heapq
 import math
+import os
 import random
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from multiprocessing import get_context
 from typing import Any
 
 from shardex.clock import LoopClock
@@ -494,12 +497,21 @@ def run_demo(load: OrdersLoad | None = None, *, seed: int = 1,
     load = load or OrdersLoad()
     store_options = {**DEMO_TABLE, **(store_options or {})}
     ceiling = float(store_options.get("write_ceiling", 1000.0))
+    runs = [(load, routing, name, seed, store_options)
+            for name, routing in demo_layouts(load, ceiling=ceiling).items()]
+    if (os.cpu_count() or 1) < 2:
+        return [_run_layout(run) for run in runs]
+    # each layout is its own run on its own virtual clock: they run side by side, one
+    # process each (spawned: the caller may hold threads, such as a spinner's)
+    with ProcessPoolExecutor(len(runs), mp_context=get_context("spawn")) as pool:
+        return list(pool.map(_run_layout, runs))
+
+
+def _run_layout(run: tuple[OrdersLoad, Routing, str, int, Mapping[str, Any]]) -> RunResult:
+    load, routing, name, seed, store_options = run
     with relaxed_gc():
-        return [
-            run_virtual(run_orders(load, routing, layout=name, seed=seed,
-                                   store_options=store_options))
-            for name, routing in demo_layouts(load, ceiling=ceiling).items()
-        ]
+        return run_virtual(run_orders(load, routing, layout=name, seed=seed,
+                                      store_options=store_options))
 
 
 @contextmanager
