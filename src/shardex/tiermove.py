@@ -57,9 +57,9 @@ from shardex.routing import Routing
 from shardex.stores.base import Placement, Position, Store, StoredEntry, new_token
 from shardex.tiers import TierStores
 from shardex.writer import Writer
-from shardex.writes import RELOCATING, Refuse, Relocate, Skip, WriteRequest, decide
+from shardex.writes import RELOCATING, Refuse, Relocate, Skip, WriteRequest, decide, void
 
-__all__ = ["CrossTier", "TierReads", "TierWrites", "truth"]
+__all__ = ["CrossTier", "TierReads", "TierWrites", "arbitrated", "truth"]
 
 
 def truth(source: Placement | None, target: Placement | None) -> tuple[Placement | None, bool]:
@@ -74,6 +74,18 @@ def truth(source: Placement | None, target: Placement | None) -> tuple[Placement
             and source.token in target.chain:
         return target, True
     return source, False
+
+
+def arbitrated(found: Mapping[str | None, Placement | None]) -> Placement | None:
+    """The item's live placement of its placement in each tier's store (``found``; the
+    index's own store under None), or None: the own store's if live, else the newest
+    live one it does not say is void (``shardex.writes.void``)."""
+    main = found.get(None)
+    if main is not None and main.entry is not None:
+        return main
+    live = [p for tier, p in found.items() if tier is not None and p is not None
+            and p.entry is not None and not void(main, p)]
+    return max(live, key=lambda p: p.version) if live else None
 
 
 class CrossTier:
@@ -137,6 +149,8 @@ class CrossTier:
                     return decision.result
                 if isinstance(decision, Refuse):
                     raise decision.error
+                if in_target and not into_target and decision[0] is not None:
+                    _refuse_stranded(held, now, what)
                 entry, version = decision
                 step = self._place(item_id, entry, version, source, target, token,
                                    into_target)
@@ -179,9 +193,11 @@ class CrossTier:
                 # another value's (whose readers read T alone), goes: a reader that misses
                 # it misses an item no longer there
                 with contextlib.suppress(ConditionFailed):
-                    await self._target.place(namespace, item_id, None,
-                                             version=max(version, target.version),
-                                             expected=target, token=token)
+                    await call_with_retry(
+                        lambda: self._target.place(namespace, item_id, None,
+                                                   version=max(version, target.version),
+                                                   expected=target, token=new_token()),
+                        self._retry, clock=self._clock, rng=self._rng)
             return
         version = max([version, *(p.version for p in (source, target) if p is not None)])
         await self._target.place(namespace, item_id, _at(entry, version), version=version,
@@ -347,8 +363,7 @@ class TierReads:
                 placement, _ = truth(found.get(tiers[0]), found.get(tiers[1]))
                 if placement is not None and placement.entry is not None:
                     return placement
-        live = [p for p in found.values() if p is not None and p.entry is not None]
-        return max(live, key=lambda p: p.version) if live else None
+        return arbitrated(found)
 
     def _on(self, routing: Routing, value: str) -> FanOut:
         return self._fanouts[self._tiers.tier_of(routing, value)]
@@ -404,6 +419,22 @@ def _decide(request: WriteRequest, held: Placement | None, in_target: bool,
     if isinstance(decision, Skip | Refuse):
         return decision
     return decision.entry, decision.version
+
+
+def _refuse_stranded(held: Placement | None, routing: Routing, what: str) -> None:
+    """Raise CapabilityMissing for a write into S of an item live in T under a value that
+    does not move: that value's readers read T alone, so the row the write would leave
+    behind in T would list the item twice (the same refusal as between two tiers)."""
+    if held is None or held.entry is None:
+        return
+    other = _value_of(held.entry)
+    previous = routing.previous
+    if previous is not None and previous.policy(other).tier != routing.policy(other).tier:
+        return  # a value that moves too: its readers hold T's rows against the truth
+    raise CapabilityMissing(
+        f"the {what} cannot apply: the item has its entry under {other!r} in another "
+        "store than the one this write goes to, and no write spans two stores; delete "
+        "it there first")
 
 
 def _value_of(entry: StoredEntry) -> str:

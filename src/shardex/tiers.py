@@ -31,6 +31,7 @@ from shardex.keys import parse_shard_key
 from shardex.routing import UNION_STATES, Routing, check_tier_name
 from shardex.stores import open_store
 from shardex.stores.base import Placement, Store
+from shardex.writes import void
 
 Retrying = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
@@ -130,13 +131,22 @@ class TierStores:
         return was, tier
 
     async def elsewhere(self, namespace: str, item_id: str, tier: str | None,
-                        retrying: Retrying) -> str | None:
-        """Where the item has an entry on a tier other than ``tier`` (a description), or None."""
+                        current: Placement | None, retrying: Retrying) -> str | None:
+        """Where the item has its entry on a tier other than ``tier`` (a description), or None.
+
+        ``current`` is its placement in ``tier``'s store. The index's own store
+        arbitrates (``shardex.writer``): a tier's live row that its placement there says
+        is void (``shardex.writes.void``) is no entry of the item.
+        """
+        main = current if tier is None else await _locate(self.main, namespace, item_id,
+                                                          retrying)
         for other, store in self._stores.items():
             if other == tier:
                 continue
-            found = await _locate(store, namespace, item_id, retrying)
-            if found is not None and found.entry is not None:
+            found = main if other is None else await _locate(store, namespace, item_id,
+                                                             retrying)
+            if found is not None and found.entry is not None \
+                    and (other is None or not void(main, found)):
                 value = parse_shard_key(found.entry.shard_key)[0]
                 return f"under {value!r} on {_name(other)}"
         return None

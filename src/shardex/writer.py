@@ -23,7 +23,16 @@ slowed down).
 
 An index with tiers (``shardex.tiers``) has one loop per tier's store; ``elsewhere``
 says whether an item that has no entry in this store has one on another tier, which a
-``put`` or ``move`` refuses (no write spans two stores).
+``put`` or ``move`` refuses (no write spans two stores). The index's own store
+arbitrates which store an item lives in (``arbiter``): a write that makes an item live
+in a tier's store from nothing there (a new item, or one deleted there) is placed in
+the tier, then *confirmed* in the index's own store by a tombstone at the same version
+with the same token, conditioned on that store's placement as located before. A writer
+that makes the item live in the index's own store meanwhile is conditioned on the same
+placement, so of two clients creating one item on two stores at once exactly one wins
+there; the other takes its row back out of the tier and decides again (and is refused:
+the item is now elsewhere). Writes of an item already live in the tier need no
+confirmation: no other store can make it live while it is (their ``elsewhere`` sees it).
 
 So every error the loop raises, except ``OutcomeUnknown``, means the write did not
 apply. ``OutcomeUnknown`` is raised only when the store stays unreachable for the
@@ -32,9 +41,11 @@ locate, or more writes of the item landed since than its placement remembers.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Awaitable, Callable
-from typing import NoReturn
+from dataclasses import replace
+from typing import NamedTuple, NoReturn
 
 from shardex.admission import AdaptiveGate
 from shardex.clock import Clock
@@ -65,6 +76,14 @@ from shardex.writes import (
 __all__ = ["Writer"]
 
 
+class _Claim(NamedTuple):
+    """A write that made an item live in a tier: what to confirm in the arbiter."""
+
+    main: Placement | None  # the arbiter's placement, located before the tier's write
+    version: int
+    token: str
+
+
 def _did_not_apply(error: ShardexError, what: str) -> ShardexError:
     """The error to raise for a write that failed, once a read showed it had not landed."""
     message = f"{what} did not apply (the item was read back after an ambiguous try): {error}"
@@ -81,24 +100,28 @@ class Writer:
     ``retry`` paces tries that were throttled or unavailable (and the locates);
     ``max_conflicts`` bounds how many times a write is planned again after other
     writers changed the item first. ``gate`` paces each try per shard key.
-    ``elsewhere(item_id)`` (an index with tiers) returns where else the item has an
-    entry (a description), or None.
+    ``elsewhere(item_id, current)`` (an index with tiers) returns where else the item
+    has an entry (a description), or None; ``arbiter`` (a tier's writer) is the index's own
+    store, where a write that makes an item live in the tier is confirmed.
     """
 
     def __init__(self, store: Store, namespace: str, *, retry: RetryPolicy, clock: Clock,
                  rng: random.Random, max_conflicts: int, gate: AdaptiveGate | None = None,
-                 elsewhere: Callable[[str], Awaitable[str | None]] | None = None) -> None:
+                 elsewhere: Callable[[str, Placement | None], Awaitable[str | None]]
+                 | None = None,
+                 arbiter: Store | None = None) -> None:
         self._store = store
         self._gate = gate
         self._elsewhere = elsewhere
+        self._arbiter = arbiter
         self._namespace = namespace
         self._retry = retry
         self._clock = clock
         self._rng = rng
         self._max_conflicts = max_conflicts
 
-    async def _locate(self, item_id: str) -> Placement | None:
-        store, namespace = self._store, self._namespace
+    async def _locate(self, item_id: str, store: Store | None = None) -> Placement | None:
+        store, namespace = store or self._store, self._namespace
         return await call_with_retry(lambda: store.locate(namespace, item_id), self._retry,
                                      clock=self._clock, rng=self._rng)
 
@@ -110,7 +133,19 @@ class Writer:
         drawn there); ``routing()`` returns the routing writes follow now (it raises
         RoutingStale when that cannot be known). ``what`` names the write in errors.
         """
+        for _ in range(self._max_conflicts):
+            result, claim = await self._write(item_id, plan, routing, what)
+            if claim is None or await self._confirm(item_id, claim, what):
+                return result
+        raise ConditionFailed(f"gave up on the {what} after {self._max_conflicts} writes of "
+                              "the item to other stores won over it")
+
+    async def _write(self, item_id: str, plan: Callable[[Routing], WriteRequest],
+                     routing: Callable[[], Awaitable[Routing]], what: str
+                     ) -> tuple[bool, _Claim | None]:
+        """The write loop in this store: the result, and what the arbiter must confirm."""
         token = new_token()
+        claim: _Claim | None = None
         foreign = self._store.capabilities.foreign_writes
         ambiguous: ShardexError | None = None  # the first try that may have applied
         give_up: ShardexError | None = None
@@ -133,7 +168,7 @@ class Writer:
                 if ambiguous is not None and tried is not None:
                     outcome = resolve(tried.expected, token, current, foreign_writes=foreign)
                     if outcome is Outcome.APPLIED:
-                        return True
+                        return True, claim
                     if outcome is Outcome.UNKNOWN:
                         self._unknown(what, item_id, token, ambiguous, "the item's placement "
                                       "no longer reaches back to the state it was tried on",
@@ -144,17 +179,31 @@ class Writer:
                 request = plan(planned)
                 if (current is None or current.entry is None) and self._elsewhere is not None \
                         and not isinstance(request, Delete | Relocate):
-                    other = await self._elsewhere(item_id)
+                    other = await self._elsewhere(item_id, current)
                     if other is not None:
                         raise CapabilityMissing(
                             f"the {what} cannot apply: the item has its entry {other}, and no "
                             "write spans two stores; delete it there first")
                 decision = decide(request, current, planned)
                 if isinstance(decision, Skip):
-                    return decision.result
+                    return decision.result, None
                 if isinstance(decision, Refuse):
                     raise decision.error
                 tried = decision
+                claim = None
+                if self._arbiter is not None and tried.entry is not None \
+                        and (current is None or current.entry is None):
+                    main = await self._locate(item_id, self._arbiter)
+                    if main is not None and main.entry is not None:
+                        continue  # made live there since: ``elsewhere`` refuses it now
+                    if main is not None and request.version is not None \
+                            and request.version <= main.version:
+                        return False, None  # a newer write placed (or deleted) the item there
+                    if main is not None and main.version >= tried.version:
+                        version = main.version + 1
+                        tried = tried._replace(entry=replace(tried.entry, version=version),
+                                               version=version)
+                    claim = _Claim(main, tried.version, token)
             resend = False
             assert tried is not None
             try:
@@ -187,7 +236,52 @@ class Writer:
                     raise
                 give_up = exc
                 continue
+            return True, claim
+
+    async def _confirm(self, item_id: str, claim: _Claim, what: str) -> bool:
+        """Confirm in the arbiter a write that made the item live here; False if it lost.
+
+        A lost write's row is taken back out of this store (it is void: the arbiter
+        holds the item elsewhere). Raises OutcomeUnknown when the arbiter stays
+        unreachable: the write stands while nothing else made the item live meanwhile.
+        """
+        arbiter, namespace = self._arbiter, self._namespace
+        assert arbiter is not None
+        cause: StoreError | None = None
+        try:
+            await call_with_retry(
+                lambda: arbiter.place(namespace, item_id, None, version=claim.version,
+                                      expected=claim.main, token=claim.token),
+                self._retry, clock=self._clock, rng=self._rng)
             return True
+        except ConditionFailed:
+            pass  # another write reached the arbiter first, or a try of this one did
+        except (Throttled, Unavailable) as exc:
+            cause = exc
+        found = claim.main
+        try:
+            found = await self._locate(item_id, arbiter)
+        except StoreError as exc:
+            cause = exc
+        if found is not None and claim.token in found.chain:
+            return True
+        if cause is not None and found == claim.main:
+            self._unknown(what, item_id, claim.token, cause, "confirming it in the index's "
+                          "own store failed, and a write there could still win over it", cause)
+        try:
+            here = await self._locate(item_id)
+            # this write lost: its row, and any written over it here since, is void
+            if here is not None and here.entry is not None and claim.token in here.chain:
+                with contextlib.suppress(ConditionFailed):
+                    await call_with_retry(
+                        lambda: self._store.place(namespace, item_id, None,
+                                                  version=here.version, expected=here,
+                                                  token=new_token()),
+                        self._retry, clock=self._clock, rng=self._rng)
+        except StoreError as exc:
+            self._unknown(what, item_id, claim.token, exc, "another write made the item live "
+                          "elsewhere first, and taking this one's row back out failed", exc)
+        return False
 
     async def _place(self, item_id: str, tried: Write, token: str) -> None:
         store, namespace = self._store, self._namespace
