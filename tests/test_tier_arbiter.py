@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from shardex import CapabilityMissing, Routing, ShardedIndex, ShardPolicy
+from shardex.reshard import Resharder
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Placement, StoredEntry
 from shardex.stores.memory import MemoryStore
@@ -117,6 +118,47 @@ def test_twin_puts_that_both_wrote_their_store_meet_in_the_own_store(winner: str
                 placed = await tier.locate("ix", "x")
                 assert placed is not None
                 assert placed.entry is None
+
+    run_virtual(main())
+
+
+@pytest.mark.parametrize("winner", ["own store", "tier"])
+def test_twin_puts_while_a_value_moves_off_its_tier_meet_in_the_own_store(winner: str) -> None:
+    """The same race while a reshard moves BIG from tier a back to the index's own store
+    (read-both: its writes still land in the tier): the tier's store arbitrates BIG's
+    items, and the own store still arbitrates an item new to both."""
+    async def main() -> None:
+        own, tier = Held(seed=6), MemoryStore(seed=7)
+        tiers = {"a": tier, "b": MemoryStore(seed=8)}
+        async with ShardedIndex(own, "ix", ROUTING, tiers=tiers, seed=1, routing_ttl=0.1) as one, \
+                ShardedIndex(own, "ix", tiers=tiers, seed=2, routing_ttl=0.1) as two:
+            async with Resharder(own, "ix", tiers=tiers, seed=3) as rs:
+                await rs.start({"BIG": ShardPolicy(shards=2)}, margin=0.1)
+            for index in (one, two):
+                assert (await index.refresh_routing()).state == "read-both"
+            own.live.clear()
+            own.confirm.clear()
+            plain = asyncio.ensure_future(one.put("small", "x", sort="1"))
+            await asyncio.wait_for(own.arrived["live"].wait(), 5.0)
+            moving = asyncio.ensure_future(two.put("BIG", "x", sort="2"))
+            await asyncio.wait_for(own.arrived["confirm"].wait(), 5.0)
+            placed = await tier.locate("ix", "x")
+            assert placed is not None
+            assert placed.entry is not None  # written in the tier, not yet confirmed
+            first, then = (own.live, own.confirm) if winner == "own store" else \
+                (own.confirm, own.live)
+            first.set()
+            await asyncio.sleep(0.05)
+            then.set()
+            outcomes = await asyncio.gather(plain, moving, return_exceptions=True)
+            want, refused = ("small", 1) if winner == "own store" else ("BIG", 0)
+            assert outcomes[1 - refused] is True
+            assert isinstance(outcomes[refused], CapabilityMissing), outcomes
+            for value in ("small", "BIG"):
+                assert await _listing(one, value) == (["x"] if value == want else [])
+            got = await two.get("x")
+            assert got is not None
+            assert got.value == want
 
     run_virtual(main())
 

@@ -378,3 +378,38 @@ def test_a_rolled_back_tier_move_leaves_no_live_row_behind(routing_ttl: float) -
             await assert_complete(app, model, ["BIG"])
 
     run_virtual(main())
+
+
+def test_a_write_over_a_copy_a_rollback_left_behind_is_refused() -> None:
+    """A rollback moves the entries back to the tier they came from and leaves their
+    copies in the index's own store until its sweep. A write of another value there
+    over such a copy would list the item twice: the copy is not the item's entry (the
+    store the value left says so), so the write is refused, as between two tiers."""
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
+        tiers = {"dedicated": dedicated}
+        async with ShardedIndex(main_store, "orders",
+                                Routing(overrides={"BIG": P(2, tier="dedicated")}),
+                                routing_lease=LEASE, routing_ttl=0.5, tiers=tiers) as app:
+            await app.put("BIG", "b-1", sort="001")
+            async with resharder(main_store, tiers) as rs:
+                await rs.start({"BIG": P(1)}, margin=MARGIN)
+                await rs.run(until="verified")
+                run = rs.run
+                rs.run = lambda until="done": run(until="verified")  # type: ignore[method-assign]
+                await rs.rollback()  # moved back to the tier, not yet swept
+                rs.run = run  # type: ignore[method-assign]
+                copy = await main_store.locate("orders", "b-1")
+                assert copy is not None
+                assert copy.entry is not None  # the copy left behind
+                await app.refresh_routing()
+                with pytest.raises(CapabilityMissing, match="under 'BIG' on tier 'dedicated'"):
+                    await app.put("small", "b-1", sort="002")
+                assert await listing(app, "small") == []
+                assert await listing(app, "BIG") == [("001", "b-1")]
+                assert (await rs.run(until="done")).state == "done"
+            await app.refresh_routing()
+            assert await listing(app, "small") == []
+            assert await listing(app, "BIG") == [("001", "b-1")]
+
+    run_virtual(main())

@@ -457,13 +457,14 @@ class ShardedIndex:
             return None
         origin, other = tiers
         return CrossTier(value, self._tiers.store(origin), self._tiers.store(other), other,
-                         self.name, retry=self._retry, clock=self._clock, rng=self._rng,
-                         max_conflicts=self._max_conflicts)
+                         self.name, main=self._store, retry=self._retry, clock=self._clock,
+                         rng=self._rng, max_conflicts=self._max_conflicts)
 
     def _elsewhere(self, tier: str | None
-                   ) -> Callable[[str, Placement | None], Awaitable[str | None]]:
-        async def elsewhere(item_id: str, current: Placement | None) -> str | None:
-            return await self._tiers.elsewhere(self.name, item_id, tier, current,
+                   ) -> Callable[[str, Placement | None, Routing], Awaitable[str | None]]:
+        async def elsewhere(item_id: str, current: Placement | None,
+                            routing: Routing) -> str | None:
+            return await self._tiers.elsewhere(self.name, item_id, tier, current, routing,
                                                self._retrying)
         return elsewhere
 

@@ -35,7 +35,33 @@ from shardex.writes import void
 
 Retrying = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
-__all__ = ["TierStores"]
+__all__ = ["TierStores", "arbitrated", "truth"]
+
+
+def truth(source: Placement | None, target: Placement | None) -> tuple[Placement | None, bool]:
+    """The item's placement that holds, of S's ``source`` and T's ``target``; True if T's."""
+    if source is not None and source.entry is not None:
+        return source, False
+    if target is None:
+        return source, False
+    if source is None or target.version > source.version:
+        return target, True
+    if target.version == source.version and source.token is not None \
+            and source.token in target.chain:
+        return target, True
+    return source, False
+
+
+def arbitrated(found: Mapping[str | None, Placement | None]) -> Placement | None:
+    """The item's live placement of its placement in each tier's store (``found``; the
+    index's own store under None), or None: the own store's if live, else the newest
+    live one it does not say is void (``shardex.writes.void``)."""
+    main = found.get(None)
+    if main is not None and main.entry is not None:
+        return main
+    live = [p for tier, p in found.items() if tier is not None and p is not None
+            and p.entry is not None and not void(main, p)]
+    return max(live, key=lambda p: p.version) if live else None
 
 
 class TierStores:
@@ -131,23 +157,37 @@ class TierStores:
         return was, tier
 
     async def elsewhere(self, namespace: str, item_id: str, tier: str | None,
-                        current: Placement | None, retrying: Retrying) -> str | None:
-        """Where the item has its entry on a tier other than ``tier`` (a description), or None.
+                        current: Placement | None, routing: Routing,
+                        retrying: Retrying) -> str | None:
+        """Where the item has its entry, described, when it is not ``current`` (its
+        placement in ``tier``'s store); None when it is, or the item has none.
 
-        ``current`` is its placement in ``tier``'s store. The index's own store
-        arbitrates (``shardex.writer``): a tier's live row that its placement there says
-        is void (``shardex.writes.void``) is no entry of the item.
+        A live ``current`` is the item's entry unless it is a copy of a value that a
+        reshard moves between tiers (``truth`` of the two stores says which holds). Else
+        the index's own store arbitrates: a tier's live row that its placement there
+        says is void (``shardex.writes.void``) is no entry of the item.
         """
+        if current is not None and current.entry is not None:
+            value = parse_shard_key(current.entry.shard_key)[0]
+            tiers = self.crossing(routing, value)
+            if tiers is None:
+                return None
+            found = {name: await _locate(self.store(name), namespace, item_id, retrying)
+                     for name in tiers}
+            held, in_other = truth(found[tiers[0]], found[tiers[1]])
+            if held is None or held.entry is None or held == current:
+                return None
+            return f"under {value!r} on {_name(tiers[1] if in_other else tiers[0])}"
         main = current if tier is None else await _locate(self.main, namespace, item_id,
                                                           retrying)
         for other, store in self._stores.items():
             if other == tier:
                 continue
-            found = main if other is None else await _locate(store, namespace, item_id,
-                                                             retrying)
-            if found is not None and found.entry is not None \
-                    and (other is None or not void(main, found)):
-                value = parse_shard_key(found.entry.shard_key)[0]
+            found_here = main if other is None else await _locate(store, namespace, item_id,
+                                                                  retrying)
+            if found_here is not None and found_here.entry is not None \
+                    and (other is None or not void(main, found_here)):
+                value = parse_shard_key(found_here.entry.shard_key)[0]
                 return f"under {value!r} on {_name(other)}"
         return None
 

@@ -45,7 +45,7 @@ import contextlib
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import NamedTuple, NoReturn
+from typing import NamedTuple, NoReturn, TypeVar
 
 from shardex.admission import AdaptiveGate
 from shardex.clock import Clock
@@ -73,15 +73,73 @@ from shardex.writes import (
     resolve,
 )
 
-__all__ = ["Writer"]
+__all__ = ["Claim", "Writer", "confirm"]
+
+T = TypeVar("T")
 
 
-class _Claim(NamedTuple):
-    """A write that made an item live in a tier: what to confirm in the arbiter."""
+class Claim(NamedTuple):
+    """A write that made an item live in a tier's store: what the index's own store
+    (the arbiter) must confirm. ``main`` is the arbiter's placement as located before
+    the tier's write; ``version`` and ``token`` the write's."""
 
-    main: Placement | None  # the arbiter's placement, located before the tier's write
+    main: Placement | None
     version: int
     token: str
+
+
+async def confirm(arbiter: Store, store: Store, namespace: str, item_id: str, claim: Claim,
+                  *, retry: RetryPolicy, clock: Clock, rng: random.Random, what: str) -> bool:
+    """Confirm in ``arbiter`` a write that made the item live in ``store``; False if it lost.
+
+    A lost write's row is taken back out of ``store`` (it is void: the arbiter holds the
+    item elsewhere). Raises OutcomeUnknown when the arbiter stays unreachable: the write
+    stands while nothing else made the item live meanwhile.
+    """
+    def retried(call: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+        return call_with_retry(call, retry, clock=clock, rng=rng)
+
+    cause: StoreError | None = None
+    try:
+        await retried(lambda: arbiter.place(namespace, item_id, None, version=claim.version,
+                                            expected=claim.main, token=claim.token))
+        return True
+    except ConditionFailed:
+        pass  # another write reached the arbiter first, or a try of this one did
+    except (Throttled, Unavailable) as exc:
+        cause = exc
+    found = claim.main
+    try:
+        found = await retried(lambda: arbiter.locate(namespace, item_id))
+    except StoreError as exc:
+        cause = exc
+    if found is not None and claim.token in found.chain:
+        return True
+    if cause is not None and found == claim.main:
+        _unknown(what, item_id, claim.token, cause, "confirming it in the index's own store "
+                 "failed, and a write there could still win over it", cause)
+    try:
+        here = await retried(lambda: store.locate(namespace, item_id))
+        # this write lost: its row, and any written over it here since, is void
+        if here is not None and here.entry is not None and claim.token in here.chain:
+            with contextlib.suppress(ConditionFailed):
+                await retried(lambda: store.place(namespace, item_id, None,
+                                                  version=here.version, expected=here,
+                                                  token=new_token()))
+    except StoreError as exc:
+        _unknown(what, item_id, claim.token, exc, "another write made the item live elsewhere "
+                 "first, and taking this one's row back out failed", exc)
+    return False
+
+
+def _unknown(what: str, item_id: str, token: str, ambiguous: ShardexError, why: str,
+             cause: BaseException | None) -> NoReturn:
+    raise OutcomeUnknown(
+        f"{what} may have applied: a try failed after it was sent ({ambiguous}), and "
+        f"shardex could not find out whether it landed: {why}. The write's token is "
+        f"{token}: it applied if the item's placement carries it (Store.locate); "
+        f"index.get({item_id!r}) shows the item's entry as it is now",
+        item_id=item_id, token=token) from cause
 
 
 def _did_not_apply(error: ShardexError, what: str) -> ShardexError:
@@ -100,15 +158,16 @@ class Writer:
     ``retry`` paces tries that were throttled or unavailable (and the locates);
     ``max_conflicts`` bounds how many times a write is planned again after other
     writers changed the item first. ``gate`` paces each try per shard key.
-    ``elsewhere(item_id, current)`` (an index with tiers) returns where else the item
-    has an entry (a description), or None; ``arbiter`` (a tier's writer) is the index's own
+    ``elsewhere(item_id, current, routing)`` (an index with tiers) returns where else
+    the item has its entry (a description) when ``current``, its placement here, is not
+    it, or None; ``arbiter`` (a tier's writer) is the index's own
     store, where a write that makes an item live in the tier is confirmed.
     """
 
     def __init__(self, store: Store, namespace: str, *, retry: RetryPolicy, clock: Clock,
                  rng: random.Random, max_conflicts: int, gate: AdaptiveGate | None = None,
-                 elsewhere: Callable[[str, Placement | None], Awaitable[str | None]]
-                 | None = None,
+                 elsewhere: Callable[[str, Placement | None, Routing],
+                                     Awaitable[str | None]] | None = None,
                  arbiter: Store | None = None) -> None:
         self._store = store
         self._gate = gate
@@ -135,17 +194,19 @@ class Writer:
         """
         for _ in range(self._max_conflicts):
             result, claim = await self._write(item_id, plan, routing, what)
-            if claim is None or await self._confirm(item_id, claim, what):
+            if claim is None or self._arbiter is None or await confirm(
+                    self._arbiter, self._store, self._namespace, item_id, claim,
+                    retry=self._retry, clock=self._clock, rng=self._rng, what=what):
                 return result
         raise ConditionFailed(f"gave up on the {what} after {self._max_conflicts} writes of "
                               "the item to other stores won over it")
 
     async def _write(self, item_id: str, plan: Callable[[Routing], WriteRequest],
                      routing: Callable[[], Awaitable[Routing]], what: str
-                     ) -> tuple[bool, _Claim | None]:
+                     ) -> tuple[bool, Claim | None]:
         """The write loop in this store: the result, and what the arbiter must confirm."""
         token = new_token()
-        claim: _Claim | None = None
+        claim: Claim | None = None
         foreign = self._store.capabilities.foreign_writes
         ambiguous: ShardexError | None = None  # the first try that may have applied
         give_up: ShardexError | None = None
@@ -177,9 +238,8 @@ class Writer:
                     raise _did_not_apply(give_up, what) if ambiguous is not None else give_up
                 planned = await routing()
                 request = plan(planned)
-                if (current is None or current.entry is None) and self._elsewhere is not None \
-                        and not isinstance(request, Delete | Relocate):
-                    other = await self._elsewhere(item_id, current)
+                if self._elsewhere is not None and not isinstance(request, Delete | Relocate):
+                    other = await self._elsewhere(item_id, current, planned)
                     if other is not None:
                         raise CapabilityMissing(
                             f"the {what} cannot apply: the item has its entry {other}, and no "
@@ -203,7 +263,7 @@ class Writer:
                         version = main.version + 1
                         tried = tried._replace(entry=replace(tried.entry, version=version),
                                                version=version)
-                    claim = _Claim(main, tried.version, token)
+                    claim = Claim(main, tried.version, token)
             resend = False
             assert tried is not None
             try:
@@ -238,51 +298,6 @@ class Writer:
                 continue
             return True, claim
 
-    async def _confirm(self, item_id: str, claim: _Claim, what: str) -> bool:
-        """Confirm in the arbiter a write that made the item live here; False if it lost.
-
-        A lost write's row is taken back out of this store (it is void: the arbiter
-        holds the item elsewhere). Raises OutcomeUnknown when the arbiter stays
-        unreachable: the write stands while nothing else made the item live meanwhile.
-        """
-        arbiter, namespace = self._arbiter, self._namespace
-        assert arbiter is not None
-        cause: StoreError | None = None
-        try:
-            await call_with_retry(
-                lambda: arbiter.place(namespace, item_id, None, version=claim.version,
-                                      expected=claim.main, token=claim.token),
-                self._retry, clock=self._clock, rng=self._rng)
-            return True
-        except ConditionFailed:
-            pass  # another write reached the arbiter first, or a try of this one did
-        except (Throttled, Unavailable) as exc:
-            cause = exc
-        found = claim.main
-        try:
-            found = await self._locate(item_id, arbiter)
-        except StoreError as exc:
-            cause = exc
-        if found is not None and claim.token in found.chain:
-            return True
-        if cause is not None and found == claim.main:
-            self._unknown(what, item_id, claim.token, cause, "confirming it in the index's "
-                          "own store failed, and a write there could still win over it", cause)
-        try:
-            here = await self._locate(item_id)
-            # this write lost: its row, and any written over it here since, is void
-            if here is not None and here.entry is not None and claim.token in here.chain:
-                with contextlib.suppress(ConditionFailed):
-                    await call_with_retry(
-                        lambda: self._store.place(namespace, item_id, None,
-                                                  version=here.version, expected=here,
-                                                  token=new_token()),
-                        self._retry, clock=self._clock, rng=self._rng)
-        except StoreError as exc:
-            self._unknown(what, item_id, claim.token, exc, "another write made the item live "
-                          "elsewhere first, and taking this one's row back out failed", exc)
-        return False
-
     async def _place(self, item_id: str, tried: Write, token: str) -> None:
         store, namespace = self._store, self._namespace
 
@@ -302,9 +317,4 @@ class Writer:
 
     def _unknown(self, what: str, item_id: str, token: str, ambiguous: ShardexError,
                  why: str, cause: BaseException | None) -> NoReturn:
-        raise OutcomeUnknown(
-            f"{what} may have applied: a try failed after it was sent ({ambiguous}), and "
-            f"shardex could not find out whether it landed: {why}. The write's token is "
-            f"{token}: it applied if the item's placement carries it (Store.locate); "
-            f"index.get({item_id!r}) shows the item's entry as it is now",
-            item_id=item_id, token=token) from cause
+        _unknown(what, item_id, token, ambiguous, why, cause)
