@@ -80,44 +80,51 @@ def test_twin_puts_of_a_new_item_on_two_stores_meet_on_one_condition(
     run_virtual(main())
 
 
+async def _race(one: ShardedIndex, two: ShardedIndex, own: Held, tier: MemoryStore,
+                winner: str) -> None:
+    """``one`` puts x under small (the own store), ``two`` under BIG (tier a): ``one``
+    has found the item new and is about to place it, ``two`` has written the tier and is
+    about to confirm; ``winner`` reaches the own store first. The other is refused."""
+    own.live.clear()
+    own.confirm.clear()
+    plain = asyncio.ensure_future(one.put("small", "x", sort="1"))
+    await asyncio.wait_for(own.arrived["live"].wait(), 5.0)
+    tiered = asyncio.ensure_future(two.put("BIG", "x", sort="2"))
+    await asyncio.wait_for(own.arrived["confirm"].wait(), 5.0)
+    placed = await tier.locate("ix", "x")
+    assert placed is not None
+    assert placed.entry is not None  # written in the tier, not yet confirmed
+    first, then = (own.live, own.confirm) if winner == "own store" else \
+        (own.confirm, own.live)
+    first.set()
+    await asyncio.sleep(0.05)
+    then.set()
+    outcomes = await asyncio.gather(plain, tiered, return_exceptions=True)
+    want, refused = ("small", 1) if winner == "own store" else ("BIG", 0)
+    assert outcomes[1 - refused] is True
+    assert isinstance(outcomes[refused], CapabilityMissing), outcomes
+    for value in ("small", "BIG"):
+        assert await _listing(one, value) == (["x"] if value == want else [])
+    got = await two.get("x")
+    assert got is not None
+    assert got.value == want
+    if want == "small":  # the loser took its row back out of the tier
+        placed = await tier.locate("ix", "x")
+        assert placed is not None
+        assert placed.entry is None
+
+
 @pytest.mark.parametrize("winner", ["own store", "tier"])
 def test_twin_puts_that_both_wrote_their_store_meet_in_the_own_store(winner: str) -> None:
-    """The interleaving the arbiter exists for: one client found the item new and is
-    about to place it in the index's own store, the other has written the tier and is
-    about to confirm there. Whichever reaches the own store first wins; the other is
-    refused (without the arbiter both succeeded: the item listed under two values)."""
+    """The interleaving the arbiter exists for: both clients found the item new and
+    wrote their own store (without the arbiter both succeeded: the item listed under
+    two values). Whichever reaches the index's own store first wins."""
     async def main() -> None:
         own, tier = Held(seed=3), MemoryStore(seed=4)
         tiers = {"a": tier, "b": MemoryStore(seed=5)}
         async with ShardedIndex(own, "ix", ROUTING, tiers=tiers, seed=1) as one, \
                 ShardedIndex(own, "ix", tiers=tiers, seed=2) as two:
-            own.live.clear()
-            own.confirm.clear()
-            plain = asyncio.ensure_future(one.put("small", "x", sort="1"))
-            await asyncio.wait_for(own.arrived["live"].wait(), 5.0)  # it found the item on no tier
-            tiered = asyncio.ensure_future(two.put("BIG", "x", sort="2"))
-            await asyncio.wait_for(own.arrived["confirm"].wait(), 5.0)  # the tier's row is in
-            placed = await tier.locate("ix", "x")
-            assert placed is not None
-            assert placed.entry is not None
-            first, then = (own.live, own.confirm) if winner == "own store" else \
-                (own.confirm, own.live)
-            first.set()
-            await asyncio.sleep(0.5)
-            then.set()
-            outcomes = await asyncio.gather(plain, tiered, return_exceptions=True)
-            want, refused = ("small", 1) if winner == "own store" else ("BIG", 0)
-            assert outcomes[1 - refused] is True
-            assert isinstance(outcomes[refused], CapabilityMissing), outcomes
-            assert await _listing(one, "small") == (["x"] if want == "small" else [])
-            assert await _listing(one, "BIG") == (["x"] if want == "BIG" else [])
-            got = await two.get("x")
-            assert got is not None
-            assert got.value == want
-            if want == "small":  # the loser took its row back out of the tier
-                placed = await tier.locate("ix", "x")
-                assert placed is not None
-                assert placed.entry is None
+            await _race(one, two, own, tier, winner)
 
     run_virtual(main())
 
@@ -136,29 +143,7 @@ def test_twin_puts_while_a_value_moves_off_its_tier_meet_in_the_own_store(winner
                 await rs.start({"BIG": ShardPolicy(shards=2)}, margin=0.1)
             for index in (one, two):
                 assert (await index.refresh_routing()).state == "read-both"
-            own.live.clear()
-            own.confirm.clear()
-            plain = asyncio.ensure_future(one.put("small", "x", sort="1"))
-            await asyncio.wait_for(own.arrived["live"].wait(), 5.0)
-            moving = asyncio.ensure_future(two.put("BIG", "x", sort="2"))
-            await asyncio.wait_for(own.arrived["confirm"].wait(), 5.0)
-            placed = await tier.locate("ix", "x")
-            assert placed is not None
-            assert placed.entry is not None  # written in the tier, not yet confirmed
-            first, then = (own.live, own.confirm) if winner == "own store" else \
-                (own.confirm, own.live)
-            first.set()
-            await asyncio.sleep(0.05)
-            then.set()
-            outcomes = await asyncio.gather(plain, moving, return_exceptions=True)
-            want, refused = ("small", 1) if winner == "own store" else ("BIG", 0)
-            assert outcomes[1 - refused] is True
-            assert isinstance(outcomes[refused], CapabilityMissing), outcomes
-            for value in ("small", "BIG"):
-                assert await _listing(one, value) == (["x"] if value == want else [])
-            got = await two.get("x")
-            assert got is not None
-            assert got.value == want
+            await _race(one, two, own, tier, winner)
 
     run_virtual(main())
 

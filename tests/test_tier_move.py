@@ -33,6 +33,12 @@ def resharder(store: MemoryStore, tiers: dict[str, MemoryStore], **options: Any)
     return Resharder(store, "orders", tiers=tiers, **{**settings, **options})
 
 
+def on_tier(store: MemoryStore, tiers: dict[str, MemoryStore]) -> ShardedIndex:
+    """An index of ``store`` whose value BIG is on tier ``dedicated``."""
+    return ShardedIndex(store, "orders", Routing(overrides={"BIG": P(2, tier="dedicated")}),
+                        routing_lease=LEASE, routing_ttl=0.5, tiers=tiers)
+
+
 def _entry(key: str, version: int) -> StoredEntry:
     return StoredEntry(shard_key=key, sort="", item_id="i", version=version)
 
@@ -322,9 +328,7 @@ def test_a_put_onto_a_moving_value_over_an_entry_of_a_value_that_stays_is_refuse
     async def main() -> None:
         main_store, dedicated = MemoryStore(seed=1), MemoryStore(seed=2)
         tiers = {"dedicated": dedicated}
-        async with ShardedIndex(main_store, "orders",
-                                Routing(overrides={"BIG": P(2, tier="dedicated")}),
-                                routing_lease=LEASE, routing_ttl=0.5, tiers=tiers) as app:
+        async with on_tier(main_store, tiers) as app:
             await app.put("BIG", "b-1", sort="001")
             await app.put("small", "s-1", sort="002")
             async with resharder(main_store, tiers) as rs:
@@ -352,9 +356,7 @@ def test_a_rolled_back_tier_move_leaves_no_live_row_behind(routing_ttl: float) -
         main_store, dedicated = MemoryStore(seed=6), MemoryStore(seed=7)
         tiers = {"dedicated": dedicated}
         model: Model = {}
-        async with ShardedIndex(main_store, "orders",
-                                Routing(overrides={"BIG": P(2, tier="dedicated")}),
-                                routing_lease=LEASE, routing_ttl=0.5, tiers=tiers) as app:
+        async with on_tier(main_store, tiers) as app:
             for i in range(30):
                 await app.put("BIG", f"b-{i}", sort=f"{i:03d}")
                 model[f"b-{i}"] = ("BIG", f"{i:03d}", {})
@@ -388,9 +390,7 @@ def test_a_write_over_a_copy_a_rollback_left_behind_is_refused() -> None:
     async def main() -> None:
         main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
         tiers = {"dedicated": dedicated}
-        async with ShardedIndex(main_store, "orders",
-                                Routing(overrides={"BIG": P(2, tier="dedicated")}),
-                                routing_lease=LEASE, routing_ttl=0.5, tiers=tiers) as app:
+        async with on_tier(main_store, tiers) as app:
             await app.put("BIG", "b-1", sort="001")
             async with resharder(main_store, tiers) as rs:
                 await rs.start({"BIG": P(1)}, margin=MARGIN)
