@@ -21,7 +21,10 @@ version at least as high). One whose writer stopped between the two steps (its c
 had an unknown outcome) is void while S still holds the item live, and stands once the
 item had moved to T (it is then the highest version there). The mover moves an
 entry the same way at its own version (T, then S's tombstone), so a move and an
-application write of the same item also meet on S.
+application write of the same item also meet on S. When S is a tier's store, a write
+that makes an item new to both S and T live is also confirmed in the index's own store
+(``shardex.writer.confirm``), which arbitrates new items whatever moves; a write that
+would leave a row of a value that does not move behind in T is refused.
 
 **Reads** read S's keys, then T's, and hold every row found in T against both
 placements (``truth``): a stale or unconfirmed copy in T is replaced by the truth

@@ -6,14 +6,17 @@ own DynamoDB table with its own capacity, a ``memory://`` store in a simulation)
 routing record, the reshard's work records and every value without a tier stay in the
 index's own store (tier None).
 
-An item has one entry per index, so one placement, in the store of the tier its entry
-is in: writes of a value locate, decide and place in the value's tier with the same
-conditional, token-carrying write as everywhere else. An item whose entry is on one
-tier is not written under a value of another in one step (no transaction spans two
-stores): ``put`` and ``move`` refuse it with CapabilityMissing, naming both values;
-moving a whole value between tiers is a reshard (``shardex.reshard``), during which the
-value's items may have a placement in both stores and ``shardex.tiermove`` says which
-holds (``crossing`` names the two tiers).
+An item has one entry per index, so one live placement, in the store of the tier its
+entry is in: writes of a value locate, decide and place in the value's tier with the
+same conditional, token-carrying write as everywhere else. The index's own store
+arbitrates which store an item lives in (``shardex.writer``): a write that makes an
+item live in a tier's store is confirmed there, so two writers creating one item on
+two stores meet on one condition; ``arbitrated`` reads an item's placements that way.
+An item whose entry is on one store is not written under a value of another in one
+step (no transaction spans two stores): ``put`` and ``move`` refuse it with
+CapabilityMissing, naming where it is; moving a whole value between tiers is a reshard
+(``shardex.reshard``), during which the value's items may have a placement in both
+stores and ``truth`` says which holds (``crossing`` names the two tiers).
 """
 
 from __future__ import annotations
