@@ -189,7 +189,9 @@ def test_a_dedicated_dynamodb_table_takes_its_values_entries() -> None:
                 await index.put("small", f"s{i}")
             assert await index.count("BIG") == 10
             assert await index.count("small") == 10
-            assert await main.locate("ix", "b1") is None
+            confirmed = await main.locate("ix", "b1")  # the tier's write, confirmed
+            assert confirmed is not None
+            assert confirmed.entry is None
             assert await dedicated.locate("ix", "s1") is None
             assert sorted(e.item_id for e in (await index.query("BIG")).items) == \
                 sorted(f"b{i}" for i in range(10))

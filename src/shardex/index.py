@@ -201,7 +201,7 @@ class ShardedIndex:
                          rng=self._rng, max_conflicts=max_conflicts,
                          gate=self._gates[tier][0] if self._gates else None,
                          elsewhere=self._elsewhere(tier) if self._tiers.names else None,
-                         arbiter=None if tier is None else self._store)
+                         arbiter=None if tier is None else self._tiers.arbiter)
             for tier, tier_store in self._tiers}, self._crossing, self._routing_now, self.name)
         self._fanouts: dict[str | None, FanOut] = {}
         self._tier_reads: TierReads | None = None
@@ -457,8 +457,8 @@ class ShardedIndex:
             return None
         origin, other = tiers
         return CrossTier(value, self._tiers.store(origin), self._tiers.store(other), other,
-                         self.name, main=self._store, retry=self._retry, clock=self._clock,
-                         rng=self._rng, max_conflicts=self._max_conflicts)
+                         self.name, main=self._tiers.arbiter, retry=self._retry,
+                         clock=self._clock, rng=self._rng, max_conflicts=self._max_conflicts)
 
     def _elsewhere(self, tier: str | None
                    ) -> Callable[[str, Placement | None, Routing], Awaitable[str | None]]:

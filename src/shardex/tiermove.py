@@ -86,14 +86,14 @@ class CrossTier:
     """
 
     def __init__(self, value: str, source: Store, target: Store, target_tier: str | None,
-                 namespace: str, *, main: Store, retry: RetryPolicy, clock: Clock,
+                 namespace: str, *, main: Store | None, retry: RetryPolicy, clock: Clock,
                  rng: random.Random, max_conflicts: int) -> None:
         self.value = value
         self._source = source
         self._target = target
         # S arbitrates the value's items; when S is a tier's store, the index's own store
         # (T or a third) still arbitrates an item new to both (see ``shardex.writer``)
-        self._arbiter = None if source is main else main
+        self._arbiter = None if source is main else main  # None: no arbiter but S
         self._target_tier = target_tier
         self._namespace = namespace
         self._retry = retry

@@ -106,6 +106,12 @@ class TierStores:
             self._stores[name] = store
 
     @property
+    def arbiter(self) -> Store | None:
+        """The store that arbitrates which store an item lives in: the index's own, where
+        it writes its own entries (a GSI-mode table's items are the application's)."""
+        return None if self.main.capabilities.foreign_writes else self.main
+
+    @property
     def names(self) -> list[str]:
         """The tier names, sorted (the index's own store left out)."""
         return sorted(name for name in self._stores if name is not None)
