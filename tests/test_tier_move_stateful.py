@@ -88,11 +88,11 @@ class TieredMachine(ReshardMachine):
                                 dict(entry.attrs))
 
 
-# CI draws the same 30 examples every run (the "fixed" profile); SHARDEX_HYPOTHESIS=explore
+# CI draws the same 50 examples every run (the "fixed" profile); SHARDEX_HYPOTHESIS=explore
 # draws fresh ones, 400 of 35 steps, to look for what the fixed draw does not reach
 EXPLORE = os.environ.get("SHARDEX_HYPOTHESIS") == "explore"
 TieredMachine.TestCase.settings = settings(
-    max_examples=400 if EXPLORE else 30, stateful_step_count=35 if EXPLORE else 25,
+    max_examples=400 if EXPLORE else 50, stateful_step_count=35 if EXPLORE else 25,
     deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 TestTierMoveStateful = TieredMachine.TestCase
 
