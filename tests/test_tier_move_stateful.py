@@ -3,6 +3,7 @@ index's own store and a dedicated tier's, under writes, reads, crashes and rollb
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from typing import Any
@@ -17,7 +18,7 @@ from shardex.keys import parse_shard_key
 from shardex.reshard import Resharder
 from shardex.sim.clock import VirtualTimeLoop
 from shardex.stores.base import Store
-from tests.reshard_machine import PATIENT, VALUES, ReshardMachine
+from tests.reshard_machine import ITEMS, PATIENT, SORTS, VALUES, ReshardMachine
 
 TIERED = st.builds(ShardPolicy, shards=st.sampled_from([1, 2, 3]),
                    strategy=st.sampled_from(["hash", "random"]),
@@ -78,6 +79,25 @@ class TieredMachine(ReshardMachine):
         # an item between values of two tiers is refused, and the write did not apply
         with contextlib.suppress(shardex.CapabilityMissing):
             await super().write(client, kind, item, value, sort, n)
+
+    @rule(item=st.sampled_from(ITEMS), first=st.sampled_from(VALUES),
+          second=st.sampled_from(VALUES), n=st.integers(0, 9))
+    def twin_puts(self, item: str, first: str, second: str, n: int) -> None:
+        """Two clients put one item under two values at the same instant: whatever the
+        stores, the item ends with one entry (the model takes it from ``get``)."""
+        async def both() -> None:
+            outcomes = await asyncio.gather(
+                self.clients[0].put(first, item, sort=SORTS[0], attrs={"n": n}),
+                self.clients[1].put(second, item, sort=SORTS[1], attrs={"n": n}),
+                return_exceptions=True)
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException) and not isinstance(
+                        outcome, shardex.CapabilityMissing | shardex.ConditionFailed
+                        | shardex.OutcomeUnknown):
+                    raise outcome
+            await self.resolve(item)
+
+        self.run(both())
 
     async def resolve(self, item: str) -> None:
         entry = await self.clients[0].get(item)
