@@ -58,6 +58,7 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
+from shardex.keys import parse_shard_key
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Placement, Store, new_token
@@ -160,8 +161,8 @@ class Writer:
     writers changed the item first. ``gate`` paces each try per shard key.
     ``elsewhere(item_id, current, routing)`` (an index with tiers) returns where else
     the item has its entry (a description) when ``current``, its placement here, is not
-    it, or None; ``arbiter`` (a tier's writer) is the index's own
-    store, where a write that makes an item live in the tier is confirmed.
+    it, or None; ``arbiter`` (a tier's writer) is the index's own store, where a write
+    that makes an item live in the tier is confirmed.
     """
 
     def __init__(self, store: Store, namespace: str, *, retry: RetryPolicy, clock: Clock,
@@ -255,7 +256,10 @@ class Writer:
                         and (current is None or current.entry is None):
                     main = await self._locate(item_id, self._arbiter)
                     if main is not None and main.entry is not None:
-                        continue  # made live there since: ``elsewhere`` refuses it now
+                        raise CapabilityMissing(  # made live there since ``elsewhere`` looked
+                            f"the {what} cannot apply: the item has its entry under "
+                            f"{parse_shard_key(main.entry.shard_key)[0]!r} on the index's own "
+                            "store, and no write spans two stores; delete it there first")
                     if main is not None and request.version is not None \
                             and request.version <= main.version:
                         return False, None  # a newer write placed (or deleted) the item there
