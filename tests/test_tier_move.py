@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex import CapabilityMissing, Routing, ShardedIndex, ShardPolicy
+from shardex.clock import LoopClock
 from shardex.reshard import Resharder
+from shardex.retry import RetryPolicy, call_with_retry
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Placement, StoredEntry
 from shardex.stores.memory import MemoryStore
@@ -31,6 +33,12 @@ P = ShardPolicy
 def resharder(store: MemoryStore, tiers: dict[str, MemoryStore], **options: Any) -> Resharder:
     settings: dict[str, Any] = {"seed": 5, "unit_lease": 2.0, "split_every": 60, "rate": 500.0}
     return Resharder(store, "orders", tiers=tiers, **{**settings, **options})
+
+
+def on_tier(store: MemoryStore, tiers: dict[str, MemoryStore]) -> ShardedIndex:
+    """An index of ``store`` whose value BIG is on tier ``dedicated``."""
+    return ShardedIndex(store, "orders", Routing(overrides={"BIG": P(2, tier="dedicated")}),
+                        routing_lease=LEASE, routing_ttl=0.5, tiers=tiers)
 
 
 def _entry(key: str, version: int) -> StoredEntry:
@@ -310,5 +318,106 @@ def test_a_writer_stopped_between_its_two_steps_leaves_no_read_wrong() -> None:
             await app.refresh_routing()
             assert [(e.item_id, e.sort) for e in (await app.query("BIG")).items] == \
                 [("b-0", "000"), ("b-3", "003"), ("b-4", "004"), ("b-1", "aaa")]
+
+    run_virtual(main())
+
+
+def test_a_put_onto_a_moving_value_over_an_entry_of_a_value_that_stays_is_refused() -> None:
+    """The item is live in the store the value moves to, under a value that does not
+    move (whose readers read that store alone). A write of the moving value that lands in
+    the store it leaves would leave that row behind: it is refused, as between two tiers,
+    and applies nothing."""
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=1), MemoryStore(seed=2)
+        tiers = {"dedicated": dedicated}
+        async with on_tier(main_store, tiers) as app:
+            await app.put("BIG", "b-1", sort="001")
+            await app.put("small", "s-1", sort="002")
+            async with resharder(main_store, tiers) as rs:
+                await rs.start({"BIG": P(1)}, margin=MARGIN)  # back to the index's store
+                await app.refresh_routing()
+                assert app.routing.state == "read-both"  # writes still land in the tier
+                with pytest.raises(CapabilityMissing, match="under 'small'"):
+                    await app.put("BIG", "s-1", sort="003")
+                assert await listing(app, "small") == [("002", "s-1")]
+                assert await listing(app, "BIG") == [("001", "b-1")]
+                await rs.run(until="done")
+            await app.refresh_routing()
+            assert await listing(app, "small") == [("002", "s-1")]
+            assert await listing(app, "BIG") == [("001", "b-1")]
+
+    run_virtual(main())
+
+
+@pytest.mark.parametrize(("routing_ttl", "throttle_rate"), [(0.5, 0.0), (30.0, 0.0),
+                                                            (0.5, 0.3)])
+def test_a_rolled_back_tier_move_leaves_no_live_row_behind(routing_ttl: float,
+                                                           throttle_rate: float) -> None:
+    """The rollback's sweep removes the rows the move left in the store it went to, even
+    when the runner's own copy of the routing is still a step behind (a long TTL) and
+    the store throttles: a row left there would be taken for the item by a later reshard
+    and by ``get``."""
+    async def main() -> None:
+        main_store = MemoryStore(seed=6, throttle_rate=throttle_rate)
+        dedicated = MemoryStore(seed=7)
+        tiers = {"dedicated": dedicated}
+        model: Model = {}
+        async with on_tier(main_store, tiers) as app:
+            for i in range(30):
+                await app.put("BIG", f"b-{i}", sort=f"{i:03d}")
+                model[f"b-{i}"] = ("BIG", f"{i:03d}", {})
+            async with resharder(main_store, tiers, routing_ttl=routing_ttl) as rs:
+                await rs.start({"BIG": P(1)}, margin=MARGIN)
+                await rs.run(until="verified")  # every entry copied to the index's store
+                assert "BIG" in main_store.shard_keys("orders")
+                assert (await rs.rollback()).state == "done"
+            for i in range(30):
+                left = await call_with_retry(lambda i=i: main_store.locate("orders", f"b-{i}"),
+                                             RetryPolicy(attempts=50), clock=LoopClock(),
+                                             rng=random.Random(i))
+                assert left is None or left.entry is None, left
+            await app.refresh_routing()
+            await assert_complete(app, model, ["BIG"])
+            # a later reshard within the tier finds every entry where it is
+            async with resharder(main_store, tiers) as rs:
+                await rs.start({"BIG": P(3, tier="dedicated")}, margin=MARGIN)
+                result = await rs.run(until="done")
+            assert result.parity is not None
+            assert result.parity.clean
+            await app.refresh_routing()
+            await assert_complete(app, model, ["BIG"])
+
+    run_virtual(main())
+
+
+def test_a_write_over_a_copy_a_rollback_left_behind_is_refused() -> None:
+    """A rollback moves the entries back to the tier they came from and leaves their
+    copies in the index's own store until its sweep. A write of another value there
+    over such a copy would list the item twice: the copy is not the item's entry (the
+    store the value left says so), so the write is refused, as between two tiers."""
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
+        tiers = {"dedicated": dedicated}
+        async with on_tier(main_store, tiers) as app:
+            await app.put("BIG", "b-1", sort="001")
+            async with resharder(main_store, tiers) as rs:
+                await rs.start({"BIG": P(1)}, margin=MARGIN)
+                await rs.run(until="verified")
+                run = rs.run
+                rs.run = lambda until="done": run(until="verified")  # type: ignore[method-assign]
+                await rs.rollback()  # moved back to the tier, not yet swept
+                rs.run = run  # type: ignore[method-assign]
+                copy = await main_store.locate("orders", "b-1")
+                assert copy is not None
+                assert copy.entry is not None  # the copy left behind
+                await app.refresh_routing()
+                with pytest.raises(CapabilityMissing, match="under 'BIG' on tier 'dedicated'"):
+                    await app.put("small", "b-1", sort="002")
+                assert await listing(app, "small") == []
+                assert await listing(app, "BIG") == [("001", "b-1")]
+                assert (await rs.run(until="done")).state == "done"
+            await app.refresh_routing()
+            assert await listing(app, "small") == []
+            assert await listing(app, "BIG") == [("001", "b-1")]
 
     run_virtual(main())

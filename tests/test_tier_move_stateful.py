@@ -3,7 +3,9 @@ index's own store and a dedicated tier's, under writes, reads, crashes and rollb
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -16,7 +18,7 @@ from shardex.keys import parse_shard_key
 from shardex.reshard import Resharder
 from shardex.sim.clock import VirtualTimeLoop
 from shardex.stores.base import Store
-from tests.reshard_machine import PATIENT, VALUES, ReshardMachine
+from tests.reshard_machine import ITEMS, PATIENT, SORTS, VALUES, ReshardMachine
 
 TIERED = st.builds(ShardPolicy, shards=st.sampled_from([1, 2, 3]),
                    strategy=st.sampled_from(["hash", "random"]),
@@ -78,6 +80,25 @@ class TieredMachine(ReshardMachine):
         with contextlib.suppress(shardex.CapabilityMissing):
             await super().write(client, kind, item, value, sort, n)
 
+    @rule(item=st.sampled_from(ITEMS), first=st.sampled_from(VALUES),
+          second=st.sampled_from(VALUES), n=st.integers(0, 9))
+    def twin_puts(self, item: str, first: str, second: str, n: int) -> None:
+        """Two clients put one item under two values at the same instant: whatever the
+        stores, the item ends with one entry (the model takes it from ``get``)."""
+        async def both() -> None:
+            outcomes = await asyncio.gather(
+                self.clients[0].put(first, item, sort=SORTS[0], attrs={"n": n}),
+                self.clients[1].put(second, item, sort=SORTS[1], attrs={"n": n}),
+                return_exceptions=True)
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException) and not isinstance(
+                        outcome, shardex.CapabilityMissing | shardex.ConditionFailed
+                        | shardex.OutcomeUnknown):
+                    raise outcome
+            await self.resolve(item)
+
+        self.run(both())
+
     async def resolve(self, item: str) -> None:
         entry = await self.clients[0].get(item)
         if entry is None:
@@ -87,10 +108,67 @@ class TieredMachine(ReshardMachine):
                                 dict(entry.attrs))
 
 
-# derandomized: longer random runs (400 examples of 35 steps) still find listings that
-# differ from the model where items change value between two tiers while one of the
-# values moves between them; until that is fixed, CI runs the same examples every time
+# CI draws the same 50 examples every run (the "fixed" profile); SHARDEX_HYPOTHESIS=explore
+# draws fresh ones, 400 of 35 steps, to look for what the fixed draw does not reach
+EXPLORE = os.environ.get("SHARDEX_HYPOTHESIS") == "explore"
 TieredMachine.TestCase.settings = settings(
-    max_examples=30, stateful_step_count=25, deadline=None, derandomize=True, database=None,
-    suppress_health_check=[HealthCheck.too_slow])
+    max_examples=400 if EXPLORE else 50, stateful_step_count=35 if EXPLORE else 25,
+    deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 TestTierMoveStateful = TieredMachine.TestCase
+
+
+def _replay(steps: list[tuple[str, dict[str, Any]]]) -> None:
+    """Run the machine through ``steps`` (rule name, arguments), its invariant after each."""
+    machine = TieredMachine()
+    try:
+        for name, arguments in steps:
+            getattr(machine, name)(**arguments)
+            machine.counts_match()
+    finally:
+        machine.teardown()
+
+
+def test_a_put_onto_a_moving_value_leaves_no_row_of_a_value_that_stays() -> None:
+    """Found by a long run: o-14 under SHIPPED (the index's store) is put under PENDING,
+    which moves back from the tier; the put landed in the tier and left SHIPPED's row
+    (its removal was throttled and never sent again). It is refused now."""
+    _replay([
+        ("open_clients", {"pending": ShardPolicy(2, "random", tier="dedicated"),
+                          "seed": 65536}),
+        ("app_write", {"client": 0, "item": "o-11", "kind": "put", "n": 3,
+                       "sort": "2026-11-30T07:00Z", "value": "PENDING"}),
+        ("start", {"pending": ShardPolicy(3, "hash"), "shipped": None}),
+        ("app_write", {"client": 1, "item": "o-14", "kind": "put", "n": 0, "sort": "",
+                       "value": "SHIPPED"}),
+        ("paginate", {"client": 1, "order": "asc", "sizes": [3], "value": "DELIVERED"}),
+        ("app_write", {"client": 2, "item": "o-5", "kind": "delete", "n": 0, "sort": "",
+                       "value": "PENDING"}),
+        ("drive", {"action": "run", "client": 1, "crash": 0.5461002510526624, "writes": [
+            (0, "move", "o-15", "PENDING"), (0, "put", "o-14", "PENDING"),
+            (0, "move", "o-8", "PENDING"), (0, "put", "o-12", "SHIPPED"),
+            (1, "delete", "o-6", "DELIVERED"), (2, "delete", "o-13", "DELIVERED")]}),
+    ])
+
+
+def test_a_rolled_back_move_then_a_reshard_within_the_tier_finds_every_entry() -> None:
+    """Found by a long run: PENDING moves from the tier to the index's store and is rolled
+    back; the rollback's sweep decided from a routing copy a step behind and left the
+    moved rows live in the index's store, which the next reshard (within the tier) took
+    for the items: its parity check never came clean."""
+    _replay([
+        ("open_clients", {"seed": 15735, "pending": ShardPolicy(2, "random",
+                                                               tier="dedicated")}),
+        ("start", {"pending": ShardPolicy(1, "hash"), "shipped": None}),
+        ("drive", {"action": "cutover", "client": 1, "crash": 0.6834217220702391, "writes": [
+            (2, "delete", "o-5", "DELIVERED"), (0, "delete", "o-2", "PENDING"),
+            (0, "put", "o-7", "PENDING"), (1, "move", "o-7", "DELIVERED"),
+            (1, "move", "o-6", "PENDING"), (0, "delete", "o-10", "SHIPPED")]}),
+        ("drive", {"action": "run", "client": 2, "crash": None, "writes": [
+            (0, "move", "o-4", "DELIVERED"), (1, "delete", "o-7", "DELIVERED")]}),
+        ("drive", {"action": "rollback", "client": 2, "crash": None, "writes": [
+            (2, "move", "o-4", "DELIVERED"), (1, "delete", "o-7", "SHIPPED"),
+            (2, "move", "o-15", "DELIVERED"), (0, "put", "o-1", "SHIPPED"),
+            (0, "delete", "o-15", "DELIVERED"), (2, "move", "o-4", "SHIPPED")]}),
+        ("start", {"pending": ShardPolicy(2, "hash", tier="dedicated"), "shipped": None}),
+    ])
+

@@ -71,10 +71,14 @@ def test_reads_and_writes_of_a_tiered_value_go_to_its_store() -> None:
         # entries and placements of BIG in the tier, everything else in the main store
         assert set(dedicated.shard_keys("ix")) == {f"BIG#{k}" for k in range(4)}
         assert set(main.shard_keys("ix")) == {"small"}
-        assert await main.locate("ix", "b3") is None
         placement = await dedicated.locate("ix", "b3")
         assert placement is not None
         assert placement.entry is not None
+        # the main store arbitrates: it holds the tier's write as a confirmation, no entry
+        confirmed = await main.locate("ix", "b3")
+        assert confirmed is not None
+        assert confirmed.entry is None
+        assert (confirmed.version, confirmed.token) == (placement.version, placement.token)
         # the routing record stays in the main store
         assert await main.get_record("ix", "routing") is not None
         assert await dedicated.get_record("ix", "routing") is None
@@ -185,7 +189,9 @@ def test_a_dedicated_dynamodb_table_takes_its_values_entries() -> None:
                 await index.put("small", f"s{i}")
             assert await index.count("BIG") == 10
             assert await index.count("small") == 10
-            assert await main.locate("ix", "b1") is None
+            confirmed = await main.locate("ix", "b1")  # the tier's write, confirmed
+            assert confirmed is not None
+            assert confirmed.entry is None
             assert await dedicated.locate("ix", "s1") is None
             assert sorted(e.item_id for e in (await index.query("BIG")).items) == \
                 sorted(f"b{i}" for i in range(10))

@@ -65,7 +65,7 @@ from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
 from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
 from shardex.stores import open_store
-from shardex.stores.base import Store, StoredEntry
+from shardex.stores.base import Placement, Store, StoredEntry
 from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HotView
 from shardex.stores.values import check_attrs
@@ -200,7 +200,8 @@ class ShardedIndex:
             tier: Writer(tier_store, self.name, retry=self._retry, clock=self._clock,
                          rng=self._rng, max_conflicts=max_conflicts,
                          gate=self._gates[tier][0] if self._gates else None,
-                         elsewhere=self._elsewhere(tier) if self._tiers.names else None)
+                         elsewhere=self._elsewhere(tier) if self._tiers.names else None,
+                         arbiter=None if tier is None else self._tiers.arbiter)
             for tier, tier_store in self._tiers}, self._crossing, self._routing_now, self.name)
         self._fanouts: dict[str | None, FanOut] = {}
         self._tier_reads: TierReads | None = None
@@ -456,12 +457,15 @@ class ShardedIndex:
             return None
         origin, other = tiers
         return CrossTier(value, self._tiers.store(origin), self._tiers.store(other), other,
-                         self.name, retry=self._retry, clock=self._clock, rng=self._rng,
-                         max_conflicts=self._max_conflicts)
+                         self.name, main=self._tiers.arbiter, retry=self._retry,
+                         clock=self._clock, rng=self._rng, max_conflicts=self._max_conflicts)
 
-    def _elsewhere(self, tier: str | None) -> Callable[[str], Awaitable[str | None]]:
-        async def elsewhere(item_id: str) -> str | None:
-            return await self._tiers.elsewhere(self.name, item_id, tier, self._retrying)
+    def _elsewhere(self, tier: str | None
+                   ) -> Callable[[str, Placement | None, Routing], Awaitable[str | None]]:
+        async def elsewhere(item_id: str, current: Placement | None,
+                            routing: Routing) -> str | None:
+            return await self._tiers.elsewhere(self.name, item_id, tier, current, routing,
+                                               self._retrying)
         return elsewhere
 
     async def _admit(self, value: str, units: float, op: Literal["read", "write"],

@@ -21,7 +21,10 @@ version at least as high). One whose writer stopped between the two steps (its c
 had an unknown outcome) is void while S still holds the item live, and stands once the
 item had moved to T (it is then the highest version there). The mover moves an
 entry the same way at its own version (T, then S's tombstone), so a move and an
-application write of the same item also meet on S.
+application write of the same item also meet on S. When S is a tier's store, a write
+that makes an item new to both S and T live is also confirmed in the index's own store
+(``shardex.writer.confirm``), which arbitrates new items whatever moves; a write that
+would leave a row of a value that does not move behind in T is refused.
 
 **Reads** read S's keys, then T's, and hold every row found in T against both
 placements (``truth``): a stale or unconfirmed copy in T is replaced by the truth
@@ -39,6 +42,7 @@ import contextlib
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import NamedTuple
 
 from shardex.clock import Clock
 from shardex.errors import (
@@ -55,25 +59,19 @@ from shardex.keys import parse_shard_key
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Placement, Position, Store, StoredEntry, new_token
-from shardex.tiers import TierStores
-from shardex.writer import Writer
+from shardex.tiers import TierStores, arbitrated, truth
+from shardex.writer import Claim, Writer, confirm
 from shardex.writes import RELOCATING, Refuse, Relocate, Skip, WriteRequest, decide
 
-__all__ = ["CrossTier", "TierReads", "TierWrites", "truth"]
+__all__ = ["CrossTier", "TierReads", "TierWrites", "arbitrated", "truth"]
 
 
-def truth(source: Placement | None, target: Placement | None) -> tuple[Placement | None, bool]:
-    """The item's placement that holds, of S's ``source`` and T's ``target``; True if T's."""
-    if source is not None and source.entry is not None:
-        return source, False
-    if target is None:
-        return source, False
-    if source is None or target.version > source.version:
-        return target, True
-    if target.version == source.version and source.token is not None \
-            and source.token in target.chain:
-        return target, True
-    return source, False
+class _Landed(NamedTuple):
+    """A write that made an item live in a tier's store (T's if ``into_target``, else
+    S's), new to both: the claim the index's own store must confirm."""
+
+    claim: Claim
+    into_target: bool
 
 
 class CrossTier:
@@ -88,11 +86,14 @@ class CrossTier:
     """
 
     def __init__(self, value: str, source: Store, target: Store, target_tier: str | None,
-                 namespace: str, *, retry: RetryPolicy, clock: Clock, rng: random.Random,
-                 max_conflicts: int) -> None:
+                 namespace: str, *, main: Store | None, retry: RetryPolicy, clock: Clock,
+                 rng: random.Random, max_conflicts: int) -> None:
         self.value = value
         self._source = source
         self._target = target
+        # S arbitrates the value's items; when S is a tier's store, the index's own store
+        # (T or a third) still arbitrates an item new to both (see ``shardex.writer``)
+        self._arbiter = None if source is main else main  # None: no arbiter but S
         self._target_tier = target_tier
         self._namespace = namespace
         self._retry = retry
@@ -117,15 +118,34 @@ class CrossTier:
     async def write(self, item_id: str, plan: Callable[[Routing], WriteRequest],
                     routing: Callable[[], Awaitable[Routing]], what: str) -> bool:
         """Carry out one logical write of ``item_id`` (``shardex.writer.Writer.write``'s terms)."""
+        for _ in range(self._max_conflicts):
+            result, claim = await self._write(item_id, plan, routing, what)
+            if claim is None or self._arbiter is None or await confirm(
+                    self._arbiter, self._target if claim.into_target else self._source,
+                    self._namespace, item_id, claim.claim, retry=self._retry,
+                    clock=self._clock, rng=self._rng, what=what):
+                return result
+        raise ConditionFailed(f"gave up on the {what} after {self._max_conflicts} writes of "
+                              "the item to other stores won over it")
+
+    async def _write(self, item_id: str, plan: Callable[[Routing], WriteRequest],
+                     routing: Callable[[], Awaitable[Routing]], what: str
+                     ) -> tuple[bool, _Landed | None]:
+        """The write in S and T: the result, and what the index's own store must confirm."""
         token = new_token()
+        landed: _Landed | None = None
         conflicts = failures = 0
         ambiguous: ShardexError | None = None
         started = self._clock.now()
         while True:
             source, target = await self.placements(item_id)
             if source is not None and (source.token == token or token in source.history):
-                return True  # written in S, or confirmed there
+                return True, landed  # written in S, or confirmed there
             held, in_target = truth(source, target)
+            if self._arbiter is self._target and target is not None \
+                    and target.entry is not None and _value_of(target.entry) != self.value:
+                # T is the index's own store: another value's entry there is the item's
+                held, in_target = target, True
             if target is not None and target.token == token and in_target:
                 step = self._confirm(item_id, target, source, token)  # T landed, S did not
             else:
@@ -134,12 +154,20 @@ class CrossTier:
                 into_target = now.writing.policy(self.value).tier == self._target_tier
                 decision = _decide(request, held, in_target, into_target, now)
                 if isinstance(decision, Skip):
-                    return decision.result
+                    return decision.result, None
                 if isinstance(decision, Refuse):
                     raise decision.error
+                if in_target and not into_target and decision[0] is not None:
+                    _refuse_stranded(held, now, what)
                 entry, version = decision
+                landed = None
+                if entry is not None and (held is None or held.entry is None):
+                    floor = max([version, *(p.version for p in (source, target) if p)])
+                    landed = await self._claim(item_id, target, token, floor, into_target,
+                                               what)
+                    version = version if landed is None else landed.claim.version
                 step = self._place(item_id, entry, version, source, target, token,
-                                   into_target)
+                                   into_target, claimed=landed is not None)
             try:
                 await step
             except ConditionFailed as exc:
@@ -162,26 +190,48 @@ class CrossTier:
                         item_id=item_id, token=token) from exc
                 await self._clock.sleep(wait)
                 continue
-            return True
+            return True, landed
+
+    async def _claim(self, item_id: str, target: Placement | None, token: str, version: int,
+                     into_target: bool, what: str) -> _Landed | None:
+        """What the index's own store must confirm of a write that makes the item live in
+        a tier's store, new to both S and T (None: S or the write's store is that store).
+
+        Raises CapabilityMissing if the item is live there (a third store) under another
+        value."""
+        arbiter = self._arbiter
+        if arbiter is None or arbiter is (self._target if into_target else self._source):
+            return None
+        main = target if arbiter is self._target else await self._locate(arbiter, item_id)
+        if main is not None and main.entry is not None and arbiter is not self._target:
+            raise CapabilityMissing(
+                f"the {what} cannot apply: the item has its entry under "
+                f"{_value_of(main.entry)!r} in the index's own store, and no write spans "
+                "two stores; delete it there first")
+        version = max(version, 1 if main is None else main.version + 1)
+        return _Landed(Claim(main, version, token), into_target)
 
     async def _place(self, item_id: str, entry: StoredEntry | None, version: int,
                      source: Placement | None, target: Placement | None, token: str,
-                     into_target: bool) -> None:
+                     into_target: bool, *, claimed: bool = False) -> None:
         namespace = self._namespace
         if not into_target:
             version = max(version, 0 if source is None else source.version)
             await self._source.place(namespace, item_id, _at(entry, version), version=version,
                                      expected=source, token=token)
-            if target is not None and target.entry is not None and (
+            # a claim confirmed in T removes T's row itself
+            if not claimed and target is not None and target.entry is not None and (
                     entry is None or _value_of(target.entry) != self.value):
                 # T's row is now stale. One of this value stays while a put moves the item
                 # here (union readers hold it against the truth, see reads); a delete's, or
                 # another value's (whose readers read T alone), goes: a reader that misses
                 # it misses an item no longer there
                 with contextlib.suppress(ConditionFailed):
-                    await self._target.place(namespace, item_id, None,
-                                             version=max(version, target.version),
-                                             expected=target, token=token)
+                    await call_with_retry(
+                        lambda: self._target.place(namespace, item_id, None,
+                                                   version=max(version, target.version),
+                                                   expected=target, token=new_token()),
+                        self._retry, clock=self._clock, rng=self._rng)
             return
         version = max([version, *(p.version for p in (source, target) if p is not None)])
         await self._target.place(namespace, item_id, _at(entry, version), version=version,
@@ -347,8 +397,7 @@ class TierReads:
                 placement, _ = truth(found.get(tiers[0]), found.get(tiers[1]))
                 if placement is not None and placement.entry is not None:
                     return placement
-        live = [p for p in found.values() if p is not None and p.entry is not None]
-        return max(live, key=lambda p: p.version) if live else None
+        return arbitrated(found)
 
     def _on(self, routing: Routing, value: str) -> FanOut:
         return self._fanouts[self._tiers.tier_of(routing, value)]
@@ -404,6 +453,22 @@ def _decide(request: WriteRequest, held: Placement | None, in_target: bool,
     if isinstance(decision, Skip | Refuse):
         return decision
     return decision.entry, decision.version
+
+
+def _refuse_stranded(held: Placement | None, routing: Routing, what: str) -> None:
+    """Raise CapabilityMissing for a write into S of an item live in T under a value that
+    does not move: that value's readers read T alone, so the row the write would leave
+    behind in T would list the item twice (the same refusal as between two tiers)."""
+    if held is None or held.entry is None:
+        return
+    other = _value_of(held.entry)
+    previous = routing.previous
+    if previous is not None and previous.policy(other).tier != routing.policy(other).tier:
+        return  # a value that moves too: its readers hold T's rows against the truth
+    raise CapabilityMissing(
+        f"the {what} cannot apply: the item has its entry under {other!r} in another "
+        "store than the one this write goes to, and no write spans two stores; delete "
+        "it there first")
 
 
 def _value_of(entry: StoredEntry) -> str:

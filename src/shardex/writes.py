@@ -40,7 +40,7 @@ from shardex.routing import Routing
 from shardex.stores.entries import NO_TOKEN, Placement, StoredEntry
 
 __all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "Refuse", "Relocate", "Skip",
-           "Write", "WriteRequest", "decide", "in_place", "resolve"]
+           "Write", "WriteRequest", "decide", "in_place", "resolve", "void"]
 
 
 class Put(NamedTuple):
@@ -243,3 +243,21 @@ def resolve(expected: Placement | None, token: str, found: Placement | None, *,
     # the try could only land directly after ``mark``, and whatever follows it there is
     # not this write
     return Outcome.NOT_APPLIED if mark in chain else Outcome.UNKNOWN
+
+
+def void(main: Placement | None, placement: Placement) -> bool:
+    """True if the index's own store's placement ``main`` says a tier's ``placement`` is
+    not the item's: ``main`` is live, or it is a newer tombstone that no write of
+    ``placement``'s chain left (a write made live in the tier lost to a write in the own
+    store, and stopped before taking its row back out; the item was deleted there
+    since). ``shardex.writer`` says why the index's own store arbitrates.
+
+    Newer, not as new: a write made live in a tier is numbered above the own store's
+    placement it is confirmed on, so only a later write there outnumbers it, while a
+    tombstone that removes a row a move left behind keeps that row's version.
+    """
+    if main is None:
+        return False
+    if main.entry is not None:
+        return True
+    return main.version > placement.version and (main.token or NO_TOKEN) not in placement.chain

@@ -425,6 +425,7 @@ class Resharder:
     async def _verify(self, routing: Routing, *, mover_done: bool) -> Parity:
         """Check parity and record the report (entering ``verified`` when it may)."""
         self._report(routing, None, "checking parity")
+        await self._patiently(self._moving.refresh_routing)
         settle = self._settle if self._settle is not None else (
             0.0 if self.layouts.consistent else 2.0)
         parity = await check(self.layouts, routing, read_rate=self.read_rate, settle=settle,
@@ -531,6 +532,9 @@ class Resharder:
         assert meta is not None
         assert old is not None
         self._report(routing, None, "sweeping the retired keys")
+        # the layouts decide from the mover's own copy of the routing: it must be in
+        # ``retired`` too, where rows a rollback left behind are no reader's any more
+        await self._patiently(self._moving.refresh_routing)
         moved, ghosts = 0, []
         for value in meta.values:
             kept = set(self.layouts.target_keys(routing, value))

@@ -24,13 +24,14 @@ from dataclasses import replace
 
 from shardex.capacity import entry_bytes, write_units
 from shardex.clock import Clock
+from shardex.errors import ConditionFailed
 from shardex.index import ShardedIndex
 from shardex.keys import parse_shard_key
 from shardex.reshard.layouts import PATIENT, IndexLayouts
 from shardex.retry import call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Placement, Position, QueryPage, Store, StoredEntry
-from shardex.tiermove import truth
+from shardex.tiermove import arbitrated, truth
 from shardex.writes import in_place
 
 __all__ = ["TierLayouts", "crossing_refusal", "tagged", "untagged"]
@@ -152,10 +153,7 @@ class TierLayouts(IndexLayouts):
             held, _ = truth(found[origin], found[other])
             if held is not None and held.entry is not None:
                 return held
-        live = [p for p in found.values() if p is not None and p.entry is not None]
-        if live:
-            return max(live, key=lambda p: p.version)
-        return found[None]
+        return arbitrated(found) or found[None]
 
     def cost(self, entry: StoredEntry) -> float:
         # a move between tiers is two writes, each a transaction in index-table mode
@@ -185,5 +183,11 @@ class TierLayouts(IndexLayouts):
             lambda: store.locate(name, item_id), PATIENT, clock=self._clock, rng=self._rng)
         if found is None or found.entry is None or found.entry.shard_key != key:
             return False
-        await store.place(name, item_id, None, version=found.version, expected=found)
+        try:
+            await call_with_retry(
+                lambda: store.place(name, item_id, None, version=found.version,
+                                    expected=found),
+                PATIENT, clock=self._clock, rng=self._rng)
+        except ConditionFailed:
+            return False  # written since: the row is a live write's now, or gone
         return True
