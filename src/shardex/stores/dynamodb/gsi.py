@@ -62,7 +62,7 @@ from shardex.stores.base import Capabilities, Placement, Position, StoredEntry, 
 from shardex.stores.dynamodb.codec import (
     SEP,
     encode_position,
-    from_attributes,
+    from_attribute,
     read_history,
     read_token,
     read_version,
@@ -76,6 +76,7 @@ __all__ = ["GsiLayout", "SORT_OWNERS"]
 log = logging.getLogger("shardex")
 _MAX_PAGE = 1000
 _REMEMBERED = 4096
+_CHECKED_KEYS = 4096  # shard keys remembered as well-formed, at most
 SORT_OWNERS = ("shardex", "application")
 
 
@@ -116,6 +117,7 @@ class GsiLayout(Layout):
         self.capabilities = Capabilities(consistent_reads=False, max_page=_MAX_PAGE,
                                          foreign_writes=True, writes_sort=self.writes_sort)
         self._own = frozenset(names.values())
+        self._checked_keys: set[str] = set()  # shard keys of read items found well-formed
         self._versions: OrderedDict[str, int] = OrderedDict()  # last version seen, per item
 
     @property
@@ -202,22 +204,35 @@ class GsiLayout(Layout):
         encoded = self._text(item, self.sort_attribute, item_id)
         if shard_key is None or encoded is None:
             return None  # not in the GSI: a tombstone, or never indexed
-        where = f"item {item_id!r} of table {self.table!r}: attribute"
-        try:
-            parse_shard_key(shard_key)
-        except InvalidKey as exc:
-            raise MalformedItem(f"{where} {self.key_attribute!r}: {exc}") from None
+        if shard_key not in self._checked_keys:  # a page holds few shard keys, many times
+            try:
+                parse_shard_key(shard_key)
+            except InvalidKey as exc:
+                raise MalformedItem(f"{self._where(item_id)} {self.key_attribute!r}: "
+                                    f"{exc}") from None
+            if len(self._checked_keys) >= _CHECKED_KEYS:
+                self._checked_keys.clear()
+            self._checked_keys.add(shard_key)
         sort = encoded
         if self.writes_sort:
             sort, sep, rest = encoded.partition(SEP)
             if sep and rest != item_id:
-                raise MalformedItem(f"{where} {self.sort_attribute!r} encodes the item id "
-                                    f"{rest!r}, not {item_id!r}")
-        attrs = from_attributes({k: v for k, v in item.items() if k not in self._own})
+                raise MalformedItem(f"{self._where(item_id)} {self.sort_attribute!r} encodes "
+                                    f"the item id {rest!r}, not {item_id!r}")
+        own = self._own
+        attrs = {k: from_attribute(v) for k, v in item.items() if k not in own}
         version = item.get(self.version_attribute)
+        text = version.get("N") if isinstance(version, Mapping) else None
+        if isinstance(text, str) and text.isascii() and text.isdigit():
+            number = int(text)  # the common case, without building an error's wording
+        else:
+            number = 0 if version is None else read_version(
+                version, f"{self._where(item_id)} {self.version_attribute!r}")
         return StoredEntry(shard_key=shard_key, sort=sort, item_id=item_id, attrs=attrs,
-                           version=0 if version is None else read_version(
-                               version, f"{where} {self.version_attribute!r}"))
+                           version=number)
+
+    def _where(self, item_id: str) -> str:
+        return f"item {item_id!r} of table {self.table!r}: attribute"
 
     async def locate(self, item_id: str, rec: Recorder) -> Placement | None:
         response = await self._request(
