@@ -95,8 +95,10 @@ def test_a_value_moves_to_its_own_tier_and_back_with_every_entry() -> None:
     run_virtual(main())
 
 
-@pytest.mark.parametrize("seed", [4, 11])
-def test_a_tier_move_under_live_writes_keeps_every_read_complete(seed: int) -> None:
+# seeds 4 and 11 meet every state pair the test is about; 17 does not, but the mover
+# there replaces a put's row in T between the put's two steps (lost before S was fenced)
+@pytest.mark.parametrize(("seed", "cover"), [(4, True), (11, True), (17, False)])
+def test_a_tier_move_under_live_writes_keeps_every_read_complete(seed: int, cover: bool) -> None:
     async def main() -> None:
         rng = random.Random(seed)
         main_store, dedicated = MemoryStore(seed=seed), MemoryStore(seed=seed + 1)
@@ -140,8 +142,9 @@ def test_a_tier_move_under_live_writes_keeps_every_read_complete(seed: int) -> N
                         checked += 1
                     seen.add(reader.routing.state)
                 assert (await runner).state == "done"
-            assert {"read-both", "write-new", "read-new"} <= seen
-            assert ("write-new", "read-both") in states
+            if cover:
+                assert {"read-both", "write-new", "read-new"} <= seen
+                assert ("write-new", "read-both") in states
             assert checked > 20
             await assert_complete(reader, model, ["BIG"])
             for item, (_, sort, attrs) in model.items():

@@ -15,8 +15,11 @@ mover's) is placed in T first, conditioned on T's placement, then *confirmed* by
 tombstone in S at the same version with the same token, conditioned on S's placement as
 located; a write that lands in S (a ``read-both`` client's) is one conditional write in
 S. Two writers that decided from the same state therefore meet on S's placement: the
-second fails its condition there and decides again from the new state. A T write whose
-confirmation failed is superseded by what S now says (a live entry, or a tombstone at a
+second fails its condition there and decides again from the new state. A writer that
+replaces another writer's row in T that S has not confirmed first rewrites S as it is
+under a new token (a *fence*): that writer may be between its two steps, and its
+confirmation then fails instead of landing over a row that is no longer its own. A T
+write whose confirmation failed is superseded by what S now says (a live entry, or a tombstone at a
 version at least as high). One whose writer stopped between the two steps (its caller
 had an unknown outcome) is void while S still holds the item live, and stands once the
 item had moved to T (it is then the highest version there). The mover moves an
@@ -233,11 +236,32 @@ class CrossTier:
                                                    expected=target, token=new_token()),
                         self._retry, clock=self._clock, rng=self._rng)
             return
+        if source is not None and target is not None and target.token != token \
+                and not truth(source, target)[1]:
+            source = await self._fence(item_id, source)
         version = max([version, *(p.version for p in (source, target) if p is not None)])
         await self._target.place(namespace, item_id, _at(entry, version), version=version,
                                  expected=target, token=token)
         await self._source.place(namespace, item_id, None, version=version, expected=source,
                                  token=token)
+
+    async def _fence(self, item_id: str, source: Placement) -> Placement:
+        """Rewrite S's placement as it is under a new token, so that no confirmation
+        pending on it can land any more; return it as it now is.
+
+        T holds another writer's row that S has not confirmed: its writer may still be
+        between its two steps, and would confirm it after this write replaced it in T
+        (the write would be lost). Once S has changed, that confirmation fails and its
+        writer decides again. ConditionFailed if S changed since it was located.
+        """
+        fence = new_token()
+        await self._source.place(self._namespace, item_id, source.entry,
+                                 version=source.version, expected=source, token=fence)
+        fenced = await self._locate(self._source, item_id)
+        if fenced is None or fenced.token != fence:
+            raise ConditionFailed(f"item {item_id!r} was written in {self._source.uri} "
+                                  "while its row in the other store was being replaced")
+        return fenced
 
     async def _confirm(self, item_id: str, target: Placement, source: Placement | None,
                        token: str) -> None:
