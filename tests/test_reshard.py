@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -169,6 +170,30 @@ def test_a_reshard_under_live_traffic_keeps_every_listing_complete() -> None:
     run_virtual(main())
 
 
+async def check_listing(index: ShardedIndex, model: Model, value: str) -> None:
+    """A page of 50 at a time lists exactly the model's entries of ``value``."""
+    assert await listing(index, value, 50) == expected(model, value)
+
+
+async def run_with_crashes(make: Callable[[int], Any], rng: random.Random,
+                           check: Callable[[], Awaitable[None]]) -> int:
+    """Run the reshard to its end in processes that die at random (``make(n)`` opens the
+    n-th one's resharder), ``check()`` after each; return how many died."""
+    crashes = 0
+    for attempt in range(200):
+        async with make(attempt) as rs:
+            task = asyncio.ensure_future(rs.run(until="done"))
+            await asyncio.wait([task], timeout=rng.uniform(0.05, 3.0))
+            if task.done():
+                assert task.result().state == "done"
+                return crashes
+            task.cancel()  # the process dies: its leases stay until they expire
+            await asyncio.gather(task, return_exceptions=True)
+            crashes += 1
+        await check()
+    raise AssertionError("the reshard never finished")
+
+
 def test_a_runner_crashed_anywhere_is_resumed_by_another_process() -> None:
     async def main() -> None:
         rng = random.Random(9)
@@ -179,20 +204,9 @@ def test_a_runner_crashed_anywhere_is_resumed_by_another_process() -> None:
             await populate(app, model, {"PENDING": 300})
             async with resharder(store, worker="starter") as rs:
                 await rs.start({"PENDING": P(8)}, margin=MARGIN)
-            crashes = 0
-            for attempt in range(200):
-                async with resharder(store, worker=f"w{attempt}", seed=attempt) as rs:
-                    task = asyncio.ensure_future(rs.run(until="done"))
-                    await asyncio.wait([task], timeout=rng.uniform(0.05, 3.0))
-                    if task.done():
-                        assert task.result().state == "done"
-                        break
-                    task.cancel()  # the process dies: its leases stay until they expire
-                    await asyncio.gather(task, return_exceptions=True)
-                    crashes += 1
-                assert await listing(app, "PENDING", 50) == expected(model, "PENDING")
-            else:
-                raise AssertionError("the reshard never finished")
+            crashes = await run_with_crashes(
+                lambda n: resharder(store, worker=f"w{n}", seed=n), rng,
+                lambda: check_listing(app, model, "PENDING"))
             assert crashes > 5
             await app.refresh_routing()
             assert app.routing == Routing(overrides={"PENDING": P(8)}, version=app.routing.version)

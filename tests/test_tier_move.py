@@ -23,8 +23,10 @@ from tests.test_reshard import (
     Model,
     _until,
     assert_complete,
+    check_listing,
     expected,
     listing,
+    run_with_crashes,
 )
 
 P = ShardPolicy
@@ -169,21 +171,9 @@ def test_a_tier_move_crashed_anywhere_is_resumed_by_another_process() -> None:
                 model[f"b-{i}"] = ("BIG", f"{i % 7:03d}", {})
             async with resharder(main_store, tiers, worker="starter") as rs:
                 await rs.start({"BIG": P(3, tier="dedicated")}, margin=MARGIN)
-            crashes = 0
-            for attempt in range(200):
-                async with resharder(main_store, tiers, worker=f"w{attempt}",
-                                     seed=attempt) as rs:
-                    task = asyncio.ensure_future(rs.run(until="done"))
-                    await asyncio.wait([task], timeout=rng.uniform(0.05, 3.0))
-                    if task.done():
-                        assert task.result().state == "done"
-                        break
-                    task.cancel()  # the process dies: its leases stay until they expire
-                    await asyncio.gather(task, return_exceptions=True)
-                    crashes += 1
-                assert await listing(app, "BIG", 50) == expected(model, "BIG")
-            else:
-                raise AssertionError("the reshard never finished")
+            crashes = await run_with_crashes(
+                lambda n: resharder(main_store, tiers, worker=f"w{n}", seed=n), rng,
+                lambda: check_listing(app, model, "BIG"))
             assert crashes > 3
             await app.refresh_routing()
             assert app.routing.policy("BIG") == P(3, tier="dedicated")
