@@ -8,13 +8,10 @@ ambiguously is resolved by its token before anything else, and a late write carr
 an older ``version`` never overwrites a newer entry or brings back a deleted one. What
 to write is decided by the pure ``shardex.writes.decide``, carried out by
 ``shardex.writer.Writer``: a write returns, or raises an error that means it did not
-apply, or raises OutcomeUnknown. Reads fan out over every shard key the routing names
-in its state (both layouts while a reshard moves entries) and merge; they are complete
-or they raise. The routing itself is a ``RoutingRecord`` (``shardex.routing_record``),
-held as a lease. A read that outlives the lease of the routing it started from checks
-that the stored routing moved at most one step meanwhile (``shardex.reshard`` explains
-why one step is safe): a page or count is read again otherwise, a scan raises
-RoutingStale.
+apply, or raises OutcomeUnknown. Reads (``shardex.reads``, the base class) fan out over
+every shard key the routing names in its state and merge; they are complete or they
+raise. The routing itself is a ``RoutingRecord`` (``shardex.routing_record``), held as a
+lease.
 
 Admission (``admission=``, ``shardex.admission``): every write is admitted for its
 logical key's budget before it reaches the store, charged the write units of what it
@@ -23,10 +20,6 @@ on each call says whose requests a short budget serves first. ``adaptive=`` pace
 requests to each shard key (AIMD) and lets the pacing stand in for the retry loop's
 backoff on throttles. Tiers (``tiers=``, ``shardex.tiers``): a value whose policy names
 a tier is written and read in that tier's store.
-
-While the routing records an adoption that reads the application's old index
-(``shardex.adoption``), a value is read from that index instead, through the read-only
-store ``Store.adopted_source`` gives.
 """
 
 from __future__ import annotations
@@ -35,32 +28,31 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import replace
 from types import TracebackType
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, TypeVar
 
 from shardex.admission import AdaptiveRate, Admission, AdmissionPolicy, Priority
 from shardex.admission.adaptive import gates, send_rates
 from shardex.admission.policy import PRIORITIES
 from shardex.capacity import Ceiling, entry_bytes, write_units
 from shardex.clock import Clock, LoopClock
-from shardex.cursor import Cursor, CursorCodec
+from shardex.cursor import CursorCodec
 from shardex.errors import (
     InvalidInput,
     InvalidRouting,
-    RoutingStale,
     Throttled,
     Unavailable,
 )
 from shardex.fanout import FanOut
 from shardex.hedging import HedgePolicy
 from shardex.keys import (
-    parse_shard_key,
     validate_item_id,
     validate_sort,
     validate_value,
 )
+from shardex.reads import Entry, IndexReads, Page
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
 from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
@@ -79,41 +71,10 @@ __all__ = ["Entry", "Page", "ShardedIndex"]
 T = TypeVar("T")
 log = logging.getLogger("shardex")
 
-MAX_QUERY_LIMIT = 10_000
-# reads begun again, at most, when the layout moved two steps while each ran
-_MAX_REREADS = 3
-Order = Literal["asc", "desc"]
 _ADAPTIVE = HedgePolicy()
 
 
-class Entry(NamedTuple):
-    """One entry of an index, as reads return it (an immutable named tuple)."""
-
-    value: str
-    item_id: str
-    sort: str
-    attrs: Mapping[str, Any]
-    shard_key: str
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A page of a query: ``items`` in order, and ``cursor`` for the next page (None: last).
-
-    ``consistent`` is False when the store's reads are eventually consistent (a
-    DynamoDB GSI): a write acknowledged just before the read may be missing from it.
-    """
-
-    items: list[Entry]
-    cursor: str | None
-    consistent: bool = True
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-
-class ShardedIndex:
+class ShardedIndex(IndexReads):
     """A sharded index named ``name`` on ``store`` (a Store or a store URI).
 
     ``routing`` seeds the index's routing record when the store has none (with a lease
@@ -323,23 +284,6 @@ class ShardedIndex:
             raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")
         return self._fanout
 
-    async def _adopted(self, routing: Routing) -> FanOut | None:
-        """The reader of the application's old index while an adoption reads it (None: the
-        index's own keys, on their tiers, in phases mid-reshard); keyed by the raw value."""
-        adoption = routing.adoption
-        if adoption is None or not adoption.reads_source:
-            return None
-        where = (adoption.kind, adoption.source)
-        async with self._sources_lock:
-            found = self._sources.get(where)
-            if found is None:
-                source = self._store.adopted_source(adoption)
-                await source.open()
-                found = self._sources[where] = (source, FanOut(
-                    source, self.name, retry=self._retry, hedge=self._hedge,
-                    max_concurrency=self._max_concurrency, clock=self._clock, rng=self._rng))
-        return found[1]
-
     def _retrying(self, call: Callable[[], Awaitable[T]]) -> Coroutine[Any, Any, T]:
         # a plain function: one coroutine frame fewer on every request
         return call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
@@ -365,30 +309,6 @@ class ShardedIndex:
     async def _routing_now(self) -> Routing:
         self._reader()
         return await self._record.current()
-
-    async def _read_routing(self) -> tuple[Routing, float]:
-        """The routing a read starts from, and when it was read from the store."""
-        routing = await self._routing_now()
-        return routing, self._record.loaded_at
-
-    async def _changed(self, routing: Routing, since: float) -> bool:
-        """True if a read from ``routing`` may have overlapped more than one step of a reshard.
-
-        A read that ends within the lease of the copy it started from (read at
-        ``since``) cannot have: a reshard waits the lease and a margin after each change
-        of what clients do, and its mover too. A longer read is trusted only if the
-        stored routing, read again now (strongly consistently), is still ``routing``.
-        """
-        if self._clock.now() - since < self._record.lease:
-            return False
-        latest = await self._record.refresh()
-        return latest.version != routing.version
-
-    def _stale(self, value: str, routing: Routing) -> RoutingStale:
-        return RoutingStale(
-            f"index {self.name!r}: the routing changed (from version {routing.version}) "
-            f"while a read of {value!r} ran for longer than the routing's lease, so the "
-            "read may have missed entries a reshard moved; read it again")
 
     async def update_routing(self, routing: Routing) -> None:
         """Store ``routing`` as the next version of the index's routing (compare-and-set).
@@ -573,114 +493,6 @@ class ShardedIndex:
         moved = await self._tier_writes.write(value, item_id, plan,
                                               f"move of {item_id!r} off {source!r}")
         return planned[-1] if moved else None
-
-    # -- reads -----------------------------------------------------------------------
-
-    async def get(self, item_id: str) -> Entry | None:
-        """Return the entry of ``item_id``, or None if it has none."""
-        validate_item_id(item_id)
-        reads = self._reads()
-        # an index without tiers has one placement to read, whatever the routing says
-        routing = await self._routing_now() if self._tiers.names else None
-        placement = reads.held(routing, await self._tiers.locate(self.name, item_id,
-                                                                 self._retrying))
-        if placement is None or placement.entry is None:
-            return None
-        return self._entry(parse_shard_key(placement.entry.shard_key)[0], placement.entry)
-
-    def _reads(self) -> TierReads:
-        self._reader()
-        assert self._tier_reads is not None
-        return self._tier_reads
-
-    async def query(self, value: str, *, limit: int = 100, order: Order = "asc",
-                    cursor: str | None = None, priority: Priority = "normal") -> Page:
-        """Return the next ``limit`` entries of ``value`` in (sort, item_id) order.
-
-        Pass ``page.cursor`` back to continue; it stays valid if the value's shard
-        layout changes between pages. Raises InvalidCursor for a damaged cursor and
-        IncompleteRead if a shard could not be read: never a partial page; admission
-        charges one unit per shard key read (see ``put`` for ``priority``).
-        """
-        validate_value(value)
-        if isinstance(limit, bool) or not isinstance(limit, int) or \
-                not 1 <= limit <= MAX_QUERY_LIMIT:
-            raise InvalidInput(f"limit must be an integer from 1 to {MAX_QUERY_LIMIT}, "
-                               f"got {limit!r}")
-        if order not in ("asc", "desc"):
-            raise InvalidInput(f"order must be 'asc' or 'desc', got {order!r}")
-        after = None if cursor is None else \
-            self._codec.decode(cursor, value=value, order=order).after
-        reads = self._reads()
-        for attempt in range(_MAX_REREADS):
-            routing, since = await self._read_routing()
-            if attempt == 0:
-                await self._admit(value, _keys_read(routing, value), "read", priority)
-            source = await self._adopted(routing)
-            if source is not None:
-                merged = await source.page(value, [value], after=after,
-                                           descending=order == "desc", limit=limit)
-                entries, more = merged.entries, merged.more
-            else:
-                entries, more = await reads.page(routing, value, after=after,
-                                                 descending=order == "desc", limit=limit)
-            if not await self._changed(routing, since):
-                break
-        else:
-            raise self._stale(value, routing)
-        items = [self._entry(value, e) for e in entries]
-        token = None
-        if more and entries:
-            token = self._codec.encode(Cursor(value=value, order=order,
-                                              after=entries[-1].position))
-        return Page(items=items, cursor=token,
-                    consistent=self._store.capabilities.consistent_reads)
-
-    async def scan(self, value: str, *,
-                   priority: Priority = "normal") -> AsyncGenerator[Entry, None]:
-        """Yield every entry of ``value`` in arrival order (all shards concurrently).
-
-        If a shard fails for good, IncompleteRead is raised after the other shards'
-        entries have been yielded; RoutingStale is raised at the end if the layout moved
-        more than one step while the scan ran (a scan longer than the routing's lease).
-        """
-        validate_value(value)
-        reads = self._reads()
-        routing, since = await self._read_routing()
-        await self._admit(value, _keys_read(routing, value), "read", priority)
-        source = await self._adopted(routing)
-        entries = reads.stream(routing, value) if source is None else \
-            source.stream(value, [value], dedupe=False)
-        async for entry in entries:
-            yield self._entry(value, entry)
-        if await self._changed(routing, since):
-            raise self._stale(value, routing)
-
-    async def count(self, value: str, *, priority: Priority = "normal") -> int:
-        """Return how many entries ``value`` has, over all its shards."""
-        validate_value(value)
-        reads = self._reads()
-        for attempt in range(_MAX_REREADS):
-            routing, since = await self._read_routing()
-            if attempt == 0:
-                await self._admit(value, _keys_read(routing, value), "read", priority)
-            source = await self._adopted(routing)
-            count = await (reads.count(routing, value) if source is None
-                           else source.count(value, [value]))
-            if not await self._changed(routing, since):
-                return count
-        raise self._stale(value, routing)
-
-    def _entry(self, value: str, stored: StoredEntry) -> Entry:
-        return Entry(value, stored.item_id, stored.sort, stored.attrs, stored.shard_key,
-                     stored.version)
-
-
-def _keys_read(routing: Routing, value: str) -> int:
-    """How many shard keys a read of ``value`` reads: what admission charges it."""
-    first, then = routing.read_phases(value)
-    return len(first) + len(then)
-
 
 def _check_version(version: int | None) -> None:
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)

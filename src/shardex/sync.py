@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 from shardex.admission import Priority
 from shardex.errors import InvalidInput
-from shardex.index import Entry, Order, Page, ShardedIndex
+from shardex.index import ShardedIndex
+from shardex.reads import Entry, Order, Page
 from shardex.routing import Routing
 from shardex.sim.clock import VirtualTimeLoop
 from shardex.stores.base import Store

@@ -1,0 +1,246 @@
+"""The read half of ShardedIndex: get, query, scan and count, and what reads return.
+
+Reads fan out over every shard key the routing names in its state (both layouts while a
+reshard moves entries) and merge; they are complete or they raise. A read that outlives
+the lease of the routing it started from checks that the stored routing moved at most
+one step meanwhile (``shardex.reshard`` explains why one step is safe): a page or count
+is read again otherwise, a scan raises RoutingStale. While the routing records an
+adoption that reads the application's old index (``shardex.adoption``), a value is read
+from that index instead, through the read-only store ``Store.adopted_source`` gives.
+``IndexReads`` is the base class ``ShardedIndex`` inherits these from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, TypeVar
+
+from shardex.admission import Priority
+from shardex.clock import Clock
+from shardex.cursor import Cursor, CursorCodec
+from shardex.errors import InvalidInput, RoutingStale
+from shardex.fanout import FanOut
+from shardex.hedging import HedgePolicy
+from shardex.keys import parse_shard_key, validate_item_id, validate_value
+from shardex.retry import RetryPolicy
+from shardex.routing import Routing
+from shardex.routing_record import RoutingRecord
+from shardex.stores.base import Store, StoredEntry
+from shardex.tiermove import TierReads
+from shardex.tiers import TierStores
+
+__all__ = ["Entry", "IndexReads", "MAX_QUERY_LIMIT", "Order", "Page"]
+
+T = TypeVar("T")
+
+MAX_QUERY_LIMIT = 10_000
+# reads begun again, at most, when the layout moved two steps while each ran
+_MAX_REREADS = 3
+Order = Literal["asc", "desc"]
+
+
+class Entry(NamedTuple):
+    """One entry of an index, as reads return it (an immutable named tuple)."""
+
+    value: str
+    item_id: str
+    sort: str
+    attrs: Mapping[str, Any]
+    shard_key: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page of a query: ``items`` in order, and ``cursor`` for the next page (None: last).
+
+    ``consistent`` is False when the store's reads are eventually consistent (a
+    DynamoDB GSI): a write acknowledged just before the read may be missing from it.
+    """
+
+    items: list[Entry]
+    cursor: str | None
+    consistent: bool = True
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class IndexReads:
+    """The reads of a ``ShardedIndex`` (its base class: the index sets these attributes)."""
+
+    name: str
+    _store: Store
+    _tiers: TierStores
+    _record: RoutingRecord
+    _codec: CursorCodec
+    _retry: RetryPolicy
+    _hedge: HedgePolicy | None
+    _max_concurrency: int
+    _clock: Clock
+    _rng: random.Random
+    _tier_reads: TierReads | None
+    _sources: dict[tuple[str, str], tuple[Store, FanOut]]
+    _sources_lock: asyncio.Lock
+
+    def _reader(self) -> FanOut:
+        raise NotImplementedError
+
+    async def _routing_now(self) -> Routing:
+        raise NotImplementedError
+
+    def _retrying(self, call: Callable[[], Awaitable[T]]) -> Coroutine[Any, Any, T]:
+        raise NotImplementedError
+
+    async def _admit(self, value: str, units: float, op: Literal["read", "write"],
+                     priority: Priority) -> None:
+        raise NotImplementedError
+
+    async def _adopted(self, routing: Routing) -> FanOut | None:
+        """The reader of the application's old index while an adoption reads it (None: the
+        index's own keys, on their tiers, in phases mid-reshard); keyed by the raw value."""
+        adoption = routing.adoption
+        if adoption is None or not adoption.reads_source:
+            return None
+        where = (adoption.kind, adoption.source)
+        async with self._sources_lock:
+            found = self._sources.get(where)
+            if found is None:
+                source = self._store.adopted_source(adoption)
+                await source.open()
+                found = self._sources[where] = (source, FanOut(
+                    source, self.name, retry=self._retry, hedge=self._hedge,
+                    max_concurrency=self._max_concurrency, clock=self._clock, rng=self._rng))
+        return found[1]
+
+    async def _read_routing(self) -> tuple[Routing, float]:
+        """The routing a read starts from, and when it was read from the store."""
+        routing = await self._routing_now()
+        return routing, self._record.loaded_at
+
+    async def _changed(self, routing: Routing, since: float) -> bool:
+        """True if a read from ``routing`` may have overlapped more than one step of a reshard.
+
+        A read that ends within the lease of the copy it started from (read at
+        ``since``) cannot have: a reshard waits the lease and a margin after each change
+        of what clients do, and its mover too. A longer read is trusted only if the
+        stored routing, read again now (strongly consistently), is still ``routing``.
+        """
+        if self._clock.now() - since < self._record.lease:
+            return False
+        latest = await self._record.refresh()
+        return latest.version != routing.version
+
+    def _stale(self, value: str, routing: Routing) -> RoutingStale:
+        return RoutingStale(
+            f"index {self.name!r}: the routing changed (from version {routing.version}) "
+            f"while a read of {value!r} ran for longer than the routing's lease, so the "
+            "read may have missed entries a reshard moved; read it again")
+
+    async def get(self, item_id: str) -> Entry | None:
+        """Return the entry of ``item_id``, or None if it has none."""
+        validate_item_id(item_id)
+        reads = self._reads()
+        # an index without tiers has one placement to read, whatever the routing says
+        routing = await self._routing_now() if self._tiers.names else None
+        placement = reads.held(routing, await self._tiers.locate(self.name, item_id,
+                                                                 self._retrying))
+        if placement is None or placement.entry is None:
+            return None
+        return self._entry(parse_shard_key(placement.entry.shard_key)[0], placement.entry)
+
+    def _reads(self) -> TierReads:
+        self._reader()
+        assert self._tier_reads is not None
+        return self._tier_reads
+
+    async def query(self, value: str, *, limit: int = 100, order: Order = "asc",
+                    cursor: str | None = None, priority: Priority = "normal") -> Page:
+        """Return the next ``limit`` entries of ``value`` in (sort, item_id) order.
+
+        Pass ``page.cursor`` back to continue; it stays valid if the value's shard
+        layout changes between pages. Raises InvalidCursor for a damaged cursor and
+        IncompleteRead if a shard could not be read: never a partial page; admission
+        charges one unit per shard key read (see ``put`` for ``priority``).
+        """
+        validate_value(value)
+        if isinstance(limit, bool) or not isinstance(limit, int) or \
+                not 1 <= limit <= MAX_QUERY_LIMIT:
+            raise InvalidInput(f"limit must be an integer from 1 to {MAX_QUERY_LIMIT}, "
+                               f"got {limit!r}")
+        if order not in ("asc", "desc"):
+            raise InvalidInput(f"order must be 'asc' or 'desc', got {order!r}")
+        after = None if cursor is None else \
+            self._codec.decode(cursor, value=value, order=order).after
+        reads = self._reads()
+        for attempt in range(_MAX_REREADS):
+            routing, since = await self._read_routing()
+            if attempt == 0:
+                await self._admit(value, _keys_read(routing, value), "read", priority)
+            source = await self._adopted(routing)
+            if source is not None:
+                merged = await source.page(value, [value], after=after,
+                                           descending=order == "desc", limit=limit)
+                entries, more = merged.entries, merged.more
+            else:
+                entries, more = await reads.page(routing, value, after=after,
+                                                 descending=order == "desc", limit=limit)
+            if not await self._changed(routing, since):
+                break
+        else:
+            raise self._stale(value, routing)
+        items = [self._entry(value, e) for e in entries]
+        token = None
+        if more and entries:
+            token = self._codec.encode(Cursor(value=value, order=order,
+                                              after=entries[-1].position))
+        return Page(items=items, cursor=token,
+                    consistent=self._store.capabilities.consistent_reads)
+
+    async def scan(self, value: str, *,
+                   priority: Priority = "normal") -> AsyncGenerator[Entry, None]:
+        """Yield every entry of ``value`` in arrival order (all shards concurrently).
+
+        If a shard fails for good, IncompleteRead is raised after the other shards'
+        entries have been yielded; RoutingStale is raised at the end if the layout moved
+        more than one step while the scan ran (a scan longer than the routing's lease).
+        """
+        validate_value(value)
+        reads = self._reads()
+        routing, since = await self._read_routing()
+        await self._admit(value, _keys_read(routing, value), "read", priority)
+        source = await self._adopted(routing)
+        entries = reads.stream(routing, value) if source is None else \
+            source.stream(value, [value], dedupe=False)
+        async for entry in entries:
+            yield self._entry(value, entry)
+        if await self._changed(routing, since):
+            raise self._stale(value, routing)
+
+    async def count(self, value: str, *, priority: Priority = "normal") -> int:
+        """Return how many entries ``value`` has, over all its shards."""
+        validate_value(value)
+        reads = self._reads()
+        for attempt in range(_MAX_REREADS):
+            routing, since = await self._read_routing()
+            if attempt == 0:
+                await self._admit(value, _keys_read(routing, value), "read", priority)
+            source = await self._adopted(routing)
+            count = await (reads.count(routing, value) if source is None
+                           else source.count(value, [value]))
+            if not await self._changed(routing, since):
+                return count
+        raise self._stale(value, routing)
+
+    def _entry(self, value: str, stored: StoredEntry) -> Entry:
+        return Entry(value, stored.item_id, stored.sort, stored.attrs, stored.shard_key,
+                     stored.version)
+
+
+def _keys_read(routing: Routing, value: str) -> int:
+    """How many shard keys a read of ``value`` reads: what admission charges it."""
+    first, then = routing.read_phases(value)
+    return len(first) + len(then)
