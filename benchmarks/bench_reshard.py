@@ -28,7 +28,9 @@ from typing import Any, TypeVar
 import shardex
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
+from shardex.index import store_routing
 from shardex.reshard import Resharder, states
+from shardex.routing import begin_transition
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
 
@@ -114,7 +116,7 @@ def measure_union_reads(entries: int, dynamodb: bool) -> dict[str, dict[str, flo
         async with ShardedIndex(store, "bench", Routing(), routing_lease=1.0) as index:
             await _puts(index, "P", range(entries))
             stable = await reads(index, store)
-            await index.update_routing(index.routing.begin({"P": ShardPolicy(16)}))
+            await store_routing(index, begin_transition(index.routing, {"P": ShardPolicy(16)}))
             union = await reads(index, store)
         return {"stable (1 key)": stable, "read-both (1 + 16 keys)": union}
 

@@ -6,6 +6,7 @@ import random
 
 from shardex import ConditionFailed, Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
+from shardex.index import store_routing
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Turns
 from shardex.stores.base import StoredEntry
@@ -45,5 +46,5 @@ async def relayout(index: ShardedIndex, value: str, policy: ShardPolicy) -> Rout
             except ConditionFailed:
                 continue
             break
-    await call_with_retry(lambda: index.update_routing(target), PATIENT, clock=clock, rng=rng)
+    await call_with_retry(lambda: store_routing(index, target), PATIENT, clock=clock, rng=rng)
     return target

@@ -65,7 +65,6 @@ API_CASES: dict[str, Case] = {
     "a query limit of 0": lambda ix: ix.query("P", limit=0),
     "a query order of 'up'": lambda ix: ix.query("P", order="up"),  # type: ignore[arg-type]
     "a count of None": lambda ix: ix.count(None),  # type: ignore[arg-type]
-    "a routing update two versions on": lambda ix: ix.update_routing(Routing(version=3)),
 }
 
 CONSTRUCTION: dict[str, Callable[[], Any]] = {

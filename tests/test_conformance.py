@@ -9,6 +9,8 @@ import pytest
 
 import shardex
 from shardex import RetryPolicy, Routing, ShardPolicy
+from shardex.index import store_routing
+from shardex.routing import begin_transition
 from tests.conftest import Backend
 from tests.helpers import relayout
 
@@ -258,7 +260,8 @@ def test_a_listing_continues_exactly_across_writes_and_layout_changes(backend: B
             cursor = await page(cursor)
             # a reshard to 12 shards begins (reads cover both layouts), then ends with
             # every entry re-laid, some on shard keys the first pages never read
-            await index.update_routing(index.routing.begin({"PENDING": ShardPolicy(shards=12)}))
+            await store_routing(index, begin_transition(index.routing,
+                                                        {"PENDING": ShardPolicy(shards=12)}))
             cursor = await page(cursor)
             await relayout(index, "PENDING", ShardPolicy(shards=12))
             while cursor is not None:

@@ -9,7 +9,6 @@ outcome is checked against what applied.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -19,9 +18,8 @@ import pytest
 
 import shardex
 from shardex import ConditionFailed, OutcomeUnknown, Routing, ShardPolicy, Throttled, Unavailable
-from shardex import writer as writer_module
 from shardex.retry import RetryPolicy
-from shardex.stores.base import NO_TOKEN, StoredEntry
+from shardex.stores.base import NO_TOKEN, StoredEntry, new_token
 from shardex.stores.dynamodb import DynamoDBStore
 from shardex.stores.dynamodb.client import DynamoDBClient
 from tests import dynamodb_local as local
@@ -29,21 +27,10 @@ from tests import dynamodb_local as local
 pytestmark = pytest.mark.dynamodb
 MODES = ["table", "gsi"]
 ROUTING = Routing(overrides={"PENDING": ShardPolicy(shards=4)})
-_op: contextvars.ContextVar[list[str]] = contextvars.ContextVar("op")
 
 
 @pytest.fixture(autouse=True)
-def endpoint(monkeypatch: pytest.MonkeyPatch) -> str:
-    draw = writer_module.new_token
-
-    def traced() -> str:
-        token = draw()
-        holder = _op.get(None)
-        if holder is not None:
-            holder.append(token)
-        return token
-
-    monkeypatch.setattr(writer_module, "new_token", traced)
+def endpoint() -> str:
     return local.require_endpoint()
 
 
@@ -113,18 +100,15 @@ def faulty(store: DynamoDBStore, seed: int, **rates: float) -> Faulty:
     return client
 
 
-async def traced(call: Callable[[], Awaitable[bool]]) -> tuple[str, Any]:
-    async def run() -> tuple[str, Any]:
-        tokens: list[str] = []
-        _op.set(tokens)
-        try:
-            result: Any = await call()
-        except shardex.ShardexError as exc:
-            result = exc
-        assert len(tokens) == 1
-        return tokens[0], result
-
-    return await asyncio.create_task(run())
+async def traced(call: Callable[[str], Awaitable[bool]]) -> tuple[str, Any]:
+    """Run one write with a token of its own (``token=``); return it and the write's result
+    or error."""
+    token = new_token()
+    try:
+        result: Any = await call(token)
+    except shardex.ShardexError as exc:
+        result = exc
+    return token, result
 
 
 def check_outcome(applied: Counter[str], token: str, result: Any) -> str:
@@ -218,12 +202,13 @@ def test_concurrent_clients_under_faults_report_true_outcomes(mode: str) -> None
                         rng.choice(values)
                     kind = rng.choice(["put", "move", "delete"])
                     if kind == "put":
-                        calls.append(lambda x=index, i=item, v=value: x.put(v, i, sort="s"))
+                        calls.append(lambda t, x=index, i=item, v=value: x.put(v, i, sort="s",
+                                                                             token=t))
                     elif kind == "move":
-                        calls.append(lambda x=index, i=item, v=value, o=other:
-                                     x.move(i, old=v, new=o))
+                        calls.append(lambda t, x=index, i=item, v=value, o=other:
+                                     x.move(i, old=v, new=o, token=t))
                     else:
-                        calls.append(lambda x=index, i=item, v=value: x.delete(v, i))
+                        calls.append(lambda t, x=index, i=item, v=value: x.delete(v, i, token=t))
                 results = await asyncio.gather(*(traced(call) for call in calls))
                 applied = sum((f.applied for f in faults), Counter())
                 for token, result in results:

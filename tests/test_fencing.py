@@ -118,11 +118,6 @@ async def _hidden_after_reshard(store: MemoryStore, writer: ShardedIndex,
     return len(acked), len(hidden_once), sum(1 for item in acked if item not in final)
 
 
-UNFENCED = pytest.mark.xfail(reason="issue 20: the routing lease is checked when a write is "
-                                    "planned, not when it is sent or lands", strict=True)
-
-
-@UNFENCED
 def test_a_writer_paused_between_its_routing_check_and_its_request_hides_nothing() -> None:
     """Every other write pauses for one to five leases after it was planned. Measured
     before fencing: 18 of 56 writes reported ok were missing from a read after them, 8
@@ -147,7 +142,6 @@ def test_a_writer_paused_between_its_routing_check_and_its_request_hides_nothing
     run_virtual(main())
 
 
-@UNFENCED
 def test_writes_queued_on_a_throttled_hot_key_with_adaptive_pacing_hide_nothing() -> None:
     """``adaptive=True`` paces a key's writes in a queue once the store throttled it: after
     a two-second burst of throttles the queue drains at the cut rate, and a write waits in
@@ -170,8 +164,6 @@ def test_writes_queued_on_a_throttled_hot_key_with_adaptive_pacing_hide_nothing(
     run_virtual(main())
 
 
-@pytest.mark.xfail(reason="issue 20: update_routing stores any routing it is given",
-                   strict=True)
 def test_no_public_call_changes_a_stored_layout_outside_the_reshard_states() -> None:
     """Measured before: storing a routing that begins and then finishes a transition
     hid 10 of 10 entries; a shrink 8 -> 2 stored at once hid 148 of 200."""

@@ -36,8 +36,6 @@ async def _listed(uri: str) -> set[str]:
         return {e.item_id async for e in index.scan("PENDING")}
 
 
-@pytest.mark.xfail(reason="issue 20: the routing lease is checked when a write is planned, "
-                          "not when it is sent or lands", strict=True)
 @pytest.mark.parametrize("make", [local.table_store, local.gsi_store], ids=["table", "gsi"])
 def test_a_writer_stopped_with_sigstop_across_a_whole_reshard_hides_nothing(make: Any) -> None:
     """Measured before fencing: 8 of 8 writes reported ok were never listed again."""

@@ -11,6 +11,8 @@ import pytest
 import shardex
 from shardex import HedgePolicy, RetryPolicy, Routing, ShardPolicy
 from shardex.errors import Throttled
+from shardex.index import store_routing
+from shardex.routing import begin_transition
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Position, QueryPage
 from shardex.stores.memory import MemoryStore
@@ -208,8 +210,8 @@ def test_reads_see_a_reshard_started_by_another_client() -> None:
         async with writer, reader:
             await writer.put("PENDING", "o-1", sort="a")
             assert reader.routing.policy("PENDING").shards == 1
-            moving = writer.routing.begin({"PENDING": ShardPolicy(shards=4)})
-            await writer.update_routing(moving)
+            moving = begin_transition(writer.routing, {"PENDING": ShardPolicy(shards=4)})
+            await store_routing(writer, moving)
             await writer.put("PENDING", "o-2", sort="b")  # lands on a new shard key
             await asyncio.sleep(1.5)  # virtual: the reader's routing cache expires
             page = await reader.query("PENDING")
@@ -226,12 +228,13 @@ def test_update_routing_is_compare_and_set() -> None:
         a = shardex.ShardedIndex(store, "orders", Routing(), seed=1)
         b = shardex.ShardedIndex(store, "orders", seed=2)
         async with a, b:
-            await a.update_routing(a.routing.begin({"PENDING": ShardPolicy(shards=2)}))
+            await store_routing(a, begin_transition(a.routing, {"PENDING": ShardPolicy(shards=2)}))
             with pytest.raises(shardex.ConditionFailed, match="another writer"):
-                await b.update_routing(b.routing.begin({"PENDING": ShardPolicy(shards=8)}))
+                await store_routing(b, begin_transition(b.routing,
+                                                        {"PENDING": ShardPolicy(shards=8)}))
             assert b.routing.version == 2  # b reloaded the winner's routing
             with pytest.raises(shardex.InvalidRouting, match="version must be 3"):
-                await b.update_routing(Routing(version=9))
+                await store_routing(b, Routing(version=9))
 
     run_virtual(body())
 

@@ -14,7 +14,9 @@ import pytest
 import shardex
 from shardex import ReshardRefused, Routing, ShardedIndex, ShardPolicy
 from shardex.hashing import shard_of
-from shardex.reshard import Resharder
+from shardex.index import store_routing
+from shardex.reshard import Resharder, states
+from shardex.routing import begin_transition
 from shardex.sim.clock import run_virtual
 from shardex.stores.memory import MemoryStore
 
@@ -342,9 +344,9 @@ def test_a_scan_longer_than_the_lease_across_a_change_raises_and_a_query_reads_a
             async def two_steps() -> None:
                 await store.clock.sleep(0.5)
                 routing = await admin.refresh_routing()
-                await admin.update_routing(routing.begin({"P": P(4)}))
+                await store_routing(admin, begin_transition(routing, {"P": P(4)}))
                 await store.clock.sleep(0.5)
-                await admin.update_routing((await admin.refresh_routing()).finish())
+                await store_routing(admin, states.finish(await admin.refresh_routing()))
 
             steps = asyncio.ensure_future(two_steps())
             with pytest.raises(shardex.RoutingStale,

@@ -17,7 +17,15 @@ from hypothesis import strategies as st
 
 from shardex.errors import InvalidInput, InvalidKey, InvalidPolicy, InvalidRouting
 from shardex.hashing import h64, jump_hash
-from shardex.routing import MAX_SHARDS, ROUTING_FORMAT, Routing, ShardPolicy, Turns
+from shardex.reshard import states
+from shardex.routing import (
+    MAX_SHARDS,
+    ROUTING_FORMAT,
+    Routing,
+    ShardPolicy,
+    Turns,
+    begin_transition,
+)
 
 P = ShardPolicy
 
@@ -193,7 +201,7 @@ def test_read_keys_cover_every_shard() -> None:
 def test_read_keys_during_a_transition_are_the_union_current_first(
     old: int, new: int, expected: list[str]
 ) -> None:
-    routing = Routing(overrides={"P": P(old)}).begin({"P": P(new)})
+    routing = begin_transition(Routing(overrides={"P": P(old)}), {"P": P(new)})
     assert routing.in_transition
     keys = routing.read_keys("P")
     assert keys == expected
@@ -207,7 +215,7 @@ def test_read_keys_refuses_a_bad_value() -> None:
 
 
 def test_is_current_key_follows_the_layout_writes_follow_in_each_state() -> None:
-    both = pending(4).begin({"PENDING": P(2)})
+    both = begin_transition(pending(4), {"PENDING": P(2)})
     assert both.state == "read-both"
     # in read-both, writers still follow the layout being left
     assert both.is_current_key("PENDING", "PENDING#3")
@@ -221,9 +229,17 @@ def test_is_current_key_follows_the_layout_writes_follow_in_each_state() -> None
 # -- transitions -----------------------------------------------------------------------------
 
 
-def test_begin_finish() -> None:
+def _rolled_back(routing: Routing) -> Routing:
+    """The layout a transition leaves, stable, one version on (what a finished rollback
+    stores)."""
+    assert routing.previous is not None
+    return Routing(default=routing.previous.default, overrides=routing.previous.overrides,
+                   version=routing.version + 1, adoption=routing.adoption)
+
+
+def test_a_transition_begins_and_finishes() -> None:
     v1 = Routing(default=P(1), overrides={"PENDING": P(8)})
-    v2 = v1.begin({"PENDING": P(16)})
+    v2 = begin_transition(v1, {"PENDING": P(16)})
     assert v2.version == 2
     assert v2.in_transition
     assert v2.policy("PENDING") == P(16)
@@ -231,49 +247,49 @@ def test_begin_finish() -> None:
     assert v1 == Routing(default=P(1), overrides={"PENDING": P(8)}), "begin must not mutate"
     assert not v1.in_transition
 
-    v3 = v2.finish()
+    v3 = states.finish(v2)
     assert v3 == Routing(default=P(1), overrides={"PENDING": P(16)}, version=3)
     assert v3.previous is None
     assert v3.read_keys("PENDING") == [f"PENDING#{k}" for k in range(16)]
 
 
-def test_begin_rollback() -> None:
+def test_a_transition_begins_and_rolls_back() -> None:
     v4 = Routing(default=P(2), overrides={"PENDING": P(8)}, version=4)
-    v5 = v4.begin({"PENDING": P(2, "random"), "SHIPPED": P(4)}, default=P(3))
+    v5 = begin_transition(v4, {"PENDING": P(2, "random"), "SHIPPED": P(4)}, default=P(3))
     assert v5.version == 5
     assert v5.default == P(3)
     assert dict(v5.overrides) == {"PENDING": P(2, "random"), "SHIPPED": P(4)}
-    v6 = v5.rollback()
+    v6 = _rolled_back(v5)
     assert v6 == Routing(default=P(2), overrides={"PENDING": P(8)}, version=6)
     assert not v6.in_transition
 
 
 def test_begin_with_none_drops_an_override() -> None:
     v1 = Routing(default=P(1), overrides={"PENDING": P(8), "SHIPPED": P(2)})
-    v2 = v1.begin({"PENDING": None, "NEVER_SET": None})
+    v2 = begin_transition(v1, {"PENDING": None, "NEVER_SET": None})
     assert dict(v2.overrides) == {"SHIPPED": P(2)}
     assert v2.read_keys("PENDING") == ["PENDING"] + [f"PENDING#{k}" for k in range(8)]
 
 
 def test_begin_during_a_transition_is_refused() -> None:
-    v2 = pending(8).begin({"PENDING": P(16)})
+    v2 = begin_transition(pending(8), {"PENDING": P(16)})
     with pytest.raises(InvalidRouting, match="already in a transition"):
-        v2.begin({"PENDING": P(32)})
+        begin_transition(v2, {"PENDING": P(32)})
 
 
-@pytest.mark.parametrize("step", [Routing.finish, Routing.rollback])
-def test_finish_or_rollback_outside_a_transition_is_refused(
-    step: Callable[[Routing], Routing]
-) -> None:
-    with pytest.raises(InvalidRouting, match="not in a transition"):
-        step(pending(8))
+def test_a_routing_has_no_method_that_makes_another_layout() -> None:
+    """A layout changes only through the reshard states (``shardex reshard``): a routing
+    is a value, and the transitions that a runner stores are made by
+    ``shardex.reshard.states``."""
+    for name in ("begin", "finish", "rollback"):
+        assert not hasattr(Routing, name), name
 
 
 def test_begin_validates_its_changes() -> None:
     with pytest.raises(InvalidRouting, match="separator"):
-        pending(8).begin({"A#B": P(2)})
+        begin_transition(pending(8), {"A#B": P(2)})
     with pytest.raises(InvalidRouting, match="must be a ShardPolicy"):
-        pending(8).begin({"PENDING": 16})  # type: ignore[dict-item]
+        begin_transition(pending(8), {"PENDING": 16})  # type: ignore[dict-item]
 
 
 # -- construction ----------------------------------------------------------------------------
@@ -376,7 +392,7 @@ def test_document_format_is_the_published_one() -> None:
         '"overrides":{"CANCELLED":{"shards":2,"strategy":"random"},'
         '"PENDING":{"shards":8,"strategy":"hash"}},"previous":null,"version":1}'
     )
-    moving = routing.begin({"PENDING": P(16)})
+    moving = begin_transition(routing, {"PENDING": P(16)})
     assert moving.to_dict()["previous"] == {
         "version": 1,
         "default": {"shards": 1, "strategy": "hash"},
@@ -441,8 +457,8 @@ def test_transitions_read_the_union_and_bump_versions(
     routing: Routing, changes: dict[str, ShardPolicy | None], data: st.DataObject
 ) -> None:
     if routing.in_transition:
-        routing = routing.finish()
-    moving = routing.begin(changes)
+        routing = states.finish(routing)
+    moving = begin_transition(routing, changes)
     assert moving.version == routing.version + 1
     assert Routing.from_json(moving.to_json()) == moving
     touched = list(changes) + list(routing.overrides) + ["UNTOUCHED"]
@@ -453,9 +469,9 @@ def test_transitions_read_the_union_and_bump_versions(
     assert keys[: len(current)] == current
     assert set(keys) == set(current) | set(old)
     assert len(keys) == len(set(keys))
-    assert moving.finish().version == moving.rollback().version == routing.version + 2
-    assert moving.finish().read_keys(value) == current
-    assert moving.rollback().read_keys(value) == old
+    assert states.finish(moving).version == _rolled_back(moving).version == routing.version + 2
+    assert states.finish(moving).read_keys(value) == current
+    assert _rolled_back(moving).read_keys(value) == old
 
 
 # -- malformed documents -----------------------------------------------------------------------

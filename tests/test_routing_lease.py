@@ -13,6 +13,8 @@ import pytest
 
 import shardex
 from shardex import Routing, RoutingStale, ShardPolicy, Unavailable
+from shardex.index import store_routing
+from shardex.routing import begin_transition
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Record
 from shardex.stores.memory import MemoryStore
@@ -48,7 +50,7 @@ def test_an_open_index_follows_a_change_made_elsewhere_without_being_asked() -> 
         async with shardex.ShardedIndex(store, "orders", routing_ttl=1.0) as reader, \
                 shardex.ShardedIndex(store, "orders", routing_ttl=1.0) as writer:
             assert reader.routing.version == 1
-            await writer.update_routing(Routing(overrides=PENDING8.overrides, version=2))
+            await store_routing(writer, Routing(overrides=PENDING8.overrides, version=2))
             await store.clock.sleep(1.5)
             assert reader.routing.version == 2  # refreshed in the background
             assert reader.routing_lease == 15.0
@@ -99,7 +101,7 @@ def test_the_routing_given_is_checked_once_at_open(caplog: pytest.LogCaptureFixt
                                          routing_ttl=0.5) as strict, \
                     shardex.ShardedIndex(store, "orders") as runner:
                 # a reshard elsewhere changes the routing: strict clients follow it
-                await runner.update_routing(PENDING8.begin(
+                await store_routing(runner, begin_transition(PENDING8,
                     {"PENDING": ShardPolicy(shards=16)}))
                 for _ in range(20):
                     await store.clock.sleep(0.5)
@@ -117,11 +119,11 @@ def test_a_routing_update_that_timed_out_but_landed_is_recognised_by_its_token()
         async with shardex.ShardedIndex(store, "orders") as one, \
                 shardex.ShardedIndex(store, "orders") as two:
             store.ambiguous_records = 1
-            await one.update_routing(Routing(overrides=PENDING8.overrides, version=2))
+            await store_routing(one, Routing(overrides=PENDING8.overrides, version=2))
             assert one.routing.version == 2
             # the same content from another client is another update: it loses
             with pytest.raises(shardex.ConditionFailed):
-                await two.update_routing(Routing(overrides=PENDING8.overrides, version=2))
+                await store_routing(two, Routing(overrides=PENDING8.overrides, version=2))
 
     run_virtual(main())
 

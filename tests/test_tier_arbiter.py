@@ -13,7 +13,7 @@ from shardex.reshard import Resharder
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Placement, StoredEntry
 from shardex.stores.memory import MemoryStore
-from shardex.writes import void
+from shardex.write import void
 
 ROUTING = Routing(overrides={"BIG": ShardPolicy(shards=4, tier="a"),
                              "HUGE": ShardPolicy(shards=2, tier="b")})

@@ -16,7 +16,7 @@ from shardex.retry import RetryPolicy, call_with_retry
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Placement, StoredEntry
 from shardex.stores.memory import MemoryStore
-from shardex.tiermove import truth
+from shardex.write import truth
 from tests.test_reshard import (
     LEASE,
     MARGIN,

@@ -1,10 +1,10 @@
 """Exact write outcomes on memory://: every reported outcome checked against what applied.
 
 The memory store logs every place that applies (``watch_applied``), with the write's
-token. Each write's token is captured here (``shardex.writer.new_token`` is wrapped), so
-a test checks each call's reported outcome against the log: True means its token
-applied exactly once; False or an error other than OutcomeUnknown means it never
-applied; OutcomeUnknown may be either. Never twice.
+token. Each write here is given its own token (``token=``), so a test checks each call's
+reported outcome against the log: True means its token applied exactly once; False or
+an error other than OutcomeUnknown means it never applied; OutcomeUnknown may be either.
+Never twice.
 """
 
 from __future__ import annotations
@@ -15,55 +15,33 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import shardex
 from shardex import ConditionFailed, OutcomeUnknown, Routing, ShardPolicy, Throttled, Unavailable
-from shardex import writer as writer_module
 from shardex.retry import RetryPolicy
 from shardex.sim.clock import VirtualTimeLoop, run_virtual
-from shardex.stores.base import HISTORY_LENGTH, NO_TOKEN, Placement, StoredEntry
+from shardex.stores.base import HISTORY_LENGTH, NO_TOKEN, Placement, StoredEntry, new_token
 from shardex.stores.memory import MemoryStore
 from shardex.stores.memory.state import AppliedWrite
 from shardex.stores.metered import Recorder
-from shardex.writes import Outcome, resolve
+from shardex.write import Outcome, resolve
 
 VALUES = ["PENDING", "SHIPPED", "DELIVERED"]
 ROUTING = Routing(overrides={"PENDING": ShardPolicy(shards=4)})
-_op: contextvars.ContextVar[list[str]] = contextvars.ContextVar("op")
 
 
-@pytest.fixture(autouse=True)
-def captured_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hand each write's token to the ``_op`` list of the task that makes the write."""
-    draw = writer_module.new_token
-
-    def traced() -> str:
-        token = draw()
-        holder = _op.get(None)
-        if holder is not None:
-            holder.append(token)
-        return token
-
-    monkeypatch.setattr(writer_module, "new_token", traced)
-
-
-async def traced(call: Callable[[], Awaitable[bool]]) -> tuple[str, Any]:
-    """Run one write in its own context; return its token and its result or error."""
-    async def run() -> tuple[str, Any]:
-        tokens: list[str] = []
-        _op.set(tokens)
-        try:
-            result: Any = await call()
-        except shardex.ShardexError as exc:
-            result = exc
-        assert len(tokens) == 1, "one logical write, one token"
-        return tokens[0], result
-
-    return await asyncio.create_task(run())
+async def traced(call: Callable[[str], Awaitable[bool]]) -> tuple[str, Any]:
+    """Run one write with a token of its own (``token=``); return it and the write's result
+    or error."""
+    token = new_token()
+    try:
+        result: Any = await call(token)
+    except shardex.ShardexError as exc:
+        result = exc
+    return token, result
 
 
 def applies(log: list[AppliedWrite], token: str) -> int:
@@ -169,8 +147,8 @@ def test_a_write_that_landed_then_saw_only_throttles_reports_success_once() -> N
         async with shardex.ShardedIndex(store, "orders", retry=FAST, seed=1) as index:
             await index.put("PENDING", "o-1", sort="a")
             store.place_faults = ["ambiguous", "throttled", "throttled", "throttled"]
-            token, result = await traced(lambda: index.move("o-1", old="PENDING",
-                                                            new="SHIPPED"))
+            token, result = await traced(
+                lambda token: index.move("o-1", old="PENDING", new="SHIPPED", token=token))
             assert check_outcome(log, token, result) == "ok"
             # and it is never planned again: the item moved once, not back and forth
             assert [w.entry.shard_key if w.entry else None for w in log[1:]] == ["SHIPPED"]
@@ -184,10 +162,11 @@ def test_a_write_lost_before_it_applied_is_tried_again_with_its_token() -> None:
         log = store.watch_applied()
         async with shardex.ShardedIndex(store, "orders", retry=FAST, seed=1) as index:
             store.place_faults = ["lost", "lost"]
-            token, result = await traced(lambda: index.put("PENDING", "o-1", sort="a"))
+            token, result = await traced(lambda token: index.put("PENDING", "o-1", sort="a",
+                                                                 token=token))
             assert check_outcome(log, token, result) == "ok"
             store.place_faults = ["lost"] * 4
-            token, result = await traced(lambda: index.delete("PENDING", "o-1"))
+            token, result = await traced(lambda token: index.delete("PENDING", "o-1", token=token))
             assert isinstance(result, Unavailable)
             assert "did not apply" in str(result)
             assert check_outcome(log, token, result) == "fail"
@@ -202,8 +181,8 @@ def test_outcome_unknown_when_the_placement_cannot_be_read_back() -> None:
         async with shardex.ShardedIndex(store, "orders", retry=FAST, seed=1) as index:
             await index.put("PENDING", "o-1", sort="a")
             store.place_faults = ["ambiguous-then-down"]
-            token, result = await traced(lambda: index.move("o-1", old="PENDING",
-                                                            new="SHIPPED"))
+            token, result = await traced(
+                lambda token: index.move("o-1", old="PENDING", new="SHIPPED", token=token))
             assert isinstance(result, OutcomeUnknown)
             assert result.item_id == "o-1"
             assert token in str(result)
@@ -231,8 +210,8 @@ def test_outcome_unknown_when_the_history_no_longer_reaches_back() -> None:
 
             store.place_faults = ["lost"]
             store.after_lost = others_write
-            token, result = await traced(lambda: index.move("o-1", old="PENDING",
-                                                            new="SHIPPED"))
+            token, result = await traced(
+                lambda token: index.move("o-1", old="PENDING", new="SHIPPED", token=token))
             assert isinstance(result, OutcomeUnknown)
             assert check_outcome(log, token, result) == "unknown"
             assert applies(log, token) == 0
@@ -257,14 +236,14 @@ def test_twin_moves_and_deletes_have_exactly_one_winner() -> None:
                 item = f"o-{trial}"
                 await one.put("PENDING", item, sort="a")
                 moves = await asyncio.gather(
-                    traced(lambda i=item: one.move(i, old="PENDING", new="SHIPPED")),
-                    traced(lambda i=item: two.move(i, old="PENDING", new="SHIPPED")))
+                    traced(lambda t, i=item: one.move(i, old="PENDING", new="SHIPPED", token=t)),
+                    traced(lambda t, i=item: two.move(i, old="PENDING", new="SHIPPED", token=t)))
                 outcomes = sorted(check_outcome(log, t, r) for t, r in moves)
                 assert outcomes == ["fail", "ok"], moves
                 assert all(r is True or isinstance(r, ConditionFailed) for _, r in moves)
                 deletes = await asyncio.gather(
-                    traced(lambda i=item: one.delete("SHIPPED", i)),
-                    traced(lambda i=item: two.delete("SHIPPED", i)))
+                    traced(lambda t, i=item: one.delete("SHIPPED", i, token=t)),
+                    traced(lambda t, i=item: two.delete("SHIPPED", i, token=t)))
                 assert sorted(r for _, r in deletes) == [False, True], deletes
                 for token, result in deletes:
                     check_outcome(log, token, result)
@@ -323,14 +302,15 @@ class ConcurrentClients(RuleBasedStateMachine):
             self.run(client.close())
         self.loop.close()
 
-    def call(self, op: Op) -> Callable[[], Awaitable[bool]]:
+    def call(self, op: Op) -> Callable[[str], Awaitable[bool]]:
         client, kind, item, value, other = op
         index = self.clients[client]
         if kind == "put":
-            return lambda: index.put(value, item, sort=f"s{client}", attrs={"by": client})
+            return lambda t: index.put(value, item, sort=f"s{client}", attrs={"by": client},
+                                     token=t)
         if kind == "move":
-            return lambda: index.move(item, old=value, new=other)
-        return lambda: index.delete(value, item)
+            return lambda t: index.move(item, old=value, new=other, token=t)
+        return lambda t: index.delete(value, item, token=t)
 
     @rule(ops=st.lists(OPS, min_size=1, max_size=8))
     def burst(self, ops: list[Op]) -> None:

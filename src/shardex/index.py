@@ -6,12 +6,13 @@ the entry whatever the strategy. Every write has a token and is a compare-and-se
 the placement as located: a write that raced another is re-planned, a try that failed
 ambiguously is resolved by its token before anything else, and a late write carrying
 an older ``version`` never overwrites a newer entry or brings back a deleted one. What
-to write is decided by the pure ``shardex.writes.decide``, carried out by
-``shardex.writer.Writer``: a write returns, or raises an error that means it did not
-apply, or raises OutcomeUnknown. Reads (``shardex.reads``, the base class) fan out over
-every shard key the routing names in its state and merge; they are complete or they
-raise. The routing itself is a ``RoutingRecord`` (``shardex.routing_record``), held as a
-lease.
+to write, and every next step, is decided by the pure write machine of ``shardex.write``,
+carried out by its driver: a write returns, or raises an error that means it did not
+apply, or raises OutcomeUnknown; and no write reported ok is hidden by a reshard,
+however long it waited or paused before it landed (``shardex.write`` says how). Reads
+(``shardex.reads``, the base class) fan out over every shard key the routing names in
+its state and merge; they are complete or they raise. The routing itself is a
+``RoutingRecord`` (``shardex.routing_record``), held as a lease.
 
 Admission (``admission=``, ``shardex.admission``): every write is admitted for its
 logical key's budget before it reaches the store, charged the write units of what it
@@ -42,6 +43,7 @@ from shardex.cursor import CursorCodec
 from shardex.errors import (
     InvalidInput,
     InvalidRouting,
+    ReshardRefused,
     Throttled,
     Unavailable,
 )
@@ -57,14 +59,13 @@ from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
 from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
 from shardex.stores import open_store
-from shardex.stores.base import Placement, Store, StoredEntry
+from shardex.stores.base import Store, StoredEntry, is_token, new_token
 from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HotView
 from shardex.stores.values import check_attrs
-from shardex.tiermove import CrossTier, TierReads, TierWrites
+from shardex.tierreads import CrossReads, TierReads
 from shardex.tiers import TierStores
-from shardex.writer import Writer
-from shardex.writes import Delete, Move, Put, Relocate, WriteRequest
+from shardex.write import Delete, Job, Move, Put, Relocate, WriteEngine, WriteRequest
 
 __all__ = ["Entry", "Page", "ShardedIndex"]
 
@@ -157,13 +158,10 @@ class ShardedIndex(IndexReads):
                                      lease=routing_lease, clock=self._clock,
                                      retry=record_retry, rng=self._rng,
                                      max_conflicts=max_conflicts)
-        self._tier_writes = TierWrites(self._tiers, {
-            tier: Writer(tier_store, self.name, retry=self._retry, clock=self._clock,
-                         rng=self._rng, max_conflicts=max_conflicts,
-                         gate=self._gates[tier][0] if self._gates else None,
-                         elsewhere=self._elsewhere(tier) if self._tiers.names else None,
-                         arbiter=None if tier is None else self._tiers.arbiter)
-            for tier, tier_store in self._tiers}, self._crossing, self._routing_now, self.name)
+        self._engine = WriteEngine(
+            dict(self._tiers), self.name, record=self._record, topology=self._tiers.topology(),
+            retry=self._retry, clock=self._clock, rng=self._rng, max_conflicts=max_conflicts,
+            gates={tier: gate for tier, (gate, _) in self._gates.items()})
         self._fanouts: dict[str | None, FanOut] = {}
         self._tier_reads: TierReads | None = None
         self._refresher: asyncio.Task[None] | None = None
@@ -311,14 +309,20 @@ class ShardedIndex(IndexReads):
         return await self._record.current()
 
     async def update_routing(self, routing: Routing) -> None:
-        """Store ``routing`` as the next version of the index's routing (compare-and-set).
+        """Refused: a stored layout changes only through the reshard states.
 
-        ``routing.version`` must be the stored version plus one. This changes where
-        entries are written and read without moving any: a reshard uses it at each of
-        its steps. Raises ConditionFailed if another writer changed the routing first.
+        Every client caches the routing, and storing another layout under them would
+        hide the entries they keep writing to the old one (and those already there).
+        Raises ReshardRefused, changing nothing: run ``shardex reshard start`` (or
+        ``shardex.reshard.Resharder``), which moves entries through states that keep
+        every one readable.
         """
         self._reader()
-        await self._record.update(routing)
+        raise ReshardRefused(
+            f"index {self.name!r}: a stored routing changes only through the reshard states, "
+            "which keep every entry readable while clients cached the old layout; storing "
+            f"routing version {routing.version} here would hide entries. Change the layout "
+            "with 'shardex reshard start' (shardex.reshard.Resharder in Python)")
 
     def _fresh_key(self, routing: Routing, value: str, item_id: str) -> str:
         return routing.shard_key(value, item_id, rng=self._rng, turns=self._turns)
@@ -370,23 +374,14 @@ class ShardedIndex(IndexReads):
 
     # -- tiers and admission ---------------------------------------------------------
 
-    def _crossing(self, routing: Routing, value: str) -> CrossTier | None:
-        """The value's writes and reads while a reshard moves it between tiers, or None."""
+    def _crossing(self, routing: Routing, value: str) -> CrossReads | None:
+        """The value's reads while a reshard moves it between tiers, or None."""
         tiers = self._tiers.crossing(routing, value)
         if tiers is None:
             return None
         origin, other = tiers
-        return CrossTier(value, self._tiers.store(origin), self._tiers.store(other), other,
-                         self.name, main=self._tiers.arbiter, retry=self._retry,
-                         clock=self._clock, rng=self._rng, max_conflicts=self._max_conflicts)
-
-    def _elsewhere(self, tier: str | None
-                   ) -> Callable[[str, Placement | None, Routing], Awaitable[str | None]]:
-        async def elsewhere(item_id: str, current: Placement | None,
-                            routing: Routing) -> str | None:
-            return await self._tiers.elsewhere(self.name, item_id, tier, current, routing,
-                                               self._retrying)
-        return elsewhere
+        return CrossReads(value, self._tiers.store(origin), self._tiers.store(other),
+                          self.name, retry=self._retry, clock=self._clock, rng=self._rng)
 
     async def _admit(self, value: str, units: float, op: Literal["read", "write"],
                      priority: Priority) -> None:
@@ -396,17 +391,25 @@ class ShardedIndex(IndexReads):
         if self._admission is not None:
             await self._admission.admit(value, units=units, op=op, priority=priority)
 
-    async def _write(self, value: str, item_id: str, plan: Callable[[Routing], WriteRequest],
-                     what: str, *, units: float, priority: Priority,
-                     other: str | None = None) -> bool:
-        """Admit, then carry out one logical write of ``value`` on its tier's store."""
+    def _job(self, value: str, item_id: str, plan: Callable[[Routing], WriteRequest],
+             what: str, token: str | None, other: str | None = None) -> Job:
+        """One logical write, as the write engine takes it (``token`` None: a new one)."""
+        if token is None:
+            token = new_token()
+        elif not is_token(token):
+            raise InvalidInput(f"token must be 1 to 36 of A-Z, a-z, 0-9 and '-', got {token!r}")
+        return Job(item_id, value, other, plan,
+                   lambda routing, of: self._fresh_key(routing, of, item_id), what, token)
+
+    async def _write(self, job: Job, *, units: float, priority: Priority) -> bool:
+        """Admit, then carry out one logical write (``shardex.write``)."""
         self._reader()
-        await self._admit(value, units, "write", priority)
-        return await self._tier_writes.write(value, item_id, plan, what, other=other)
+        await self._admit(job.value, units, "write", priority)
+        return (await self._engine.write(job)).result
 
     async def put(self, value: str, item_id: str, *, sort: str | None = None,
                   attrs: Mapping[str, Any] | None = None, version: int | None = None,
-                  priority: Priority = "normal") -> bool:
+                  priority: Priority = "normal", token: str | None = None) -> bool:
         """Write the entry of ``item_id`` under ``value`` (replacing any entry it had).
 
         ``sort`` None keeps the sort the item's entry has ('' for a new entry).
@@ -419,6 +422,8 @@ class ShardedIndex(IndexReads):
         exhausted, RoutingStale when the routing could not be refreshed within its lease,
         AdmissionRejected when admission refused it (``priority``: ``low``, ``normal`` or
         ``high``), CapabilityMissing when the item has its entry on another tier.
+        ``token`` (1 to 36 of ``A-Z a-z 0-9 -``, unique to this write) is the write's
+        identity, which the item's placement carries once it applied (default: a new one).
         """
         validate_value(value)
         validate_item_id(item_id)
@@ -426,20 +431,20 @@ class ShardedIndex(IndexReads):
         fields = _attrs(attrs)
         _check_version(version)
         units = write_units(entry_bytes(StoredEntry(value, sort or "", item_id, fields)))
-        return await self._write(
+        return await self._write(self._job(
             value, item_id, lambda routing: Put(value, item_id, sort, fields, version,
                                                 self._fresh_key(routing, value, item_id)),
-            f"put of {item_id!r} under {value!r}", units=units, priority=priority)
+            f"put of {item_id!r} under {value!r}", token), units=units, priority=priority)
 
     async def move(self, item_id: str, *, old: str, new: str, sort: str | None = None,
                    attrs: Mapping[str, Any] | None = None, version: int | None = None,
-                   priority: Priority = "normal") -> bool:
+                   priority: Priority = "normal", token: str | None = None) -> bool:
         """Move the entry of ``item_id`` from ``old`` to ``new`` in one atomic write.
 
         ``sort`` and ``attrs`` default to the entry's own. Raises ConditionFailed if the
         item has no entry under ``old`` (another client's move got there first, say),
         CapabilityMissing if ``old`` and ``new`` are on different tiers; admission
-        charges ``new``. See ``put`` for ``version`` and the other errors.
+        charges ``new``. See ``put`` for ``version``, ``token`` and the other errors.
         """
         validate_item_id(item_id)
         validate_value(old)
@@ -448,25 +453,25 @@ class ShardedIndex(IndexReads):
         fields = None if attrs is None else _attrs(attrs)
         _check_version(version)
         units = write_units(entry_bytes(StoredEntry(new, sort or "", item_id, fields or {})))
-        return await self._write(
+        return await self._write(self._job(
             new, item_id, lambda routing: Move(item_id, old, new, sort, fields, version,
                                                self._fresh_key(routing, new, item_id)),
-            f"move of {item_id!r} from {old!r} to {new!r}", units=units, priority=priority,
-            other=old)
+            f"move of {item_id!r} from {old!r} to {new!r}", token, other=old),
+            units=units, priority=priority)
 
     async def delete(self, value: str, item_id: str, *, version: int | None = None,
-                     priority: Priority = "normal") -> bool:
+                     priority: Priority = "normal", token: str | None = None) -> bool:
         """Delete the entry of ``item_id`` under ``value``; False if it has none there.
 
         Of two clients deleting the same entry at once, one gets True and the other
-        False. See ``put`` for ``version`` and the errors.
+        False. See ``put`` for ``version``, ``token`` and the errors.
         """
         validate_value(value)
         validate_item_id(item_id)
         _check_version(version)
-        return await self._write(
+        return await self._write(self._job(
             value, item_id, lambda routing: Delete(value, item_id, version),
-            f"delete of {item_id!r} under {value!r}", units=1.0, priority=priority)
+            f"delete of {item_id!r} under {value!r}", token), units=1.0, priority=priority)
 
     async def relocate(self, item_id: str, *, value: str, source: str, reshard: str,
                        generation: int) -> str | None:
@@ -483,16 +488,11 @@ class ShardedIndex(IndexReads):
         validate_item_id(item_id)
         validate_value(value)
         self._reader()
-        planned: list[str] = []
-
-        def plan(routing: Routing) -> Relocate:
-            # the writer never plans again once a try may have applied: the last plan is it
-            planned.append(self._fresh_key(routing, value, item_id))
-            return Relocate(item_id, value, source, planned[-1], reshard, generation)
-
-        moved = await self._tier_writes.write(value, item_id, plan,
-                                              f"move of {item_id!r} off {source!r}")
-        return planned[-1] if moved else None
+        done = await self._engine.write(self._job(
+            value, item_id, lambda routing: Relocate(
+                item_id, value, source, self._fresh_key(routing, value, item_id), reshard,
+                generation), f"move of {item_id!r} off {source!r}", None))
+        return done.shard_key if done.result else None
 
 def _check_version(version: int | None) -> None:
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)
@@ -507,3 +507,16 @@ def _attrs(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
         raise InvalidInput(f"attrs must be a mapping, got {type(attrs).__name__}")
     check_attrs(attrs)
     return dict(attrs)
+
+
+async def store_routing(index: ShardedIndex, routing: Routing) -> None:
+    """Store ``routing`` as ``index``'s next routing version (compare-and-set).
+
+    Not for applications (``ShardedIndex.update_routing`` refuses): the step of a
+    migration's runner (``shardex.reshard``, ``shardex.adopt``), which decides each
+    routing it stores from the states, or of ``shardex routing set`` on an index that
+    has no routing record yet. ``routing.version`` must be the stored version plus one;
+    ConditionFailed if another writer changed the routing first.
+    """
+    index._reader()
+    await index._record.update(routing)

@@ -29,7 +29,7 @@ from shardex.retry import RetryPolicy
 from shardex.routing import Routing
 from shardex.routing_record import RoutingRecord
 from shardex.stores.base import Store, StoredEntry
-from shardex.tiermove import TierReads
+from shardex.tierreads import TierReads
 from shardex.tiers import TierStores
 
 __all__ = ["Entry", "IndexReads", "MAX_QUERY_LIMIT", "Order", "Page"]

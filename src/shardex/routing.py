@@ -42,7 +42,7 @@ from shardex.keys import encode_shard_key, validate_item_id, validate_value
 from shardex.transition import Transition
 
 __all__ = ["MAX_SHARDS", "ROUTING_FORMAT", "Routing", "STATES", "ShardPolicy", "State", "Strategy",
-           "Turns", "check_tier_name"]
+           "Turns", "begin_transition", "check_tier_name"]
 
 Strategy = Literal["hash", "random", "round_robin"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
@@ -114,7 +114,8 @@ class Routing:
     left, and ``state`` (one of ``STATES``) says which layout writes follow
     (``writing``) and which keys reads cover (``read_keys``); left out, it is
     ``stable`` without ``previous`` and ``write-new`` with it. ``reshard`` is the
-    reshard's metadata (None outside one, or for a bare transition made by ``begin``).
+    reshard's metadata (None outside one, or for a bare transition made by
+    ``begin_transition``).
     ``adoption`` is an application's plain index being adopted (``shardex.adoption``):
     while it says so, readers read that index instead of this layout's keys. Values in
     ``overrides`` are validated as logical keys.
@@ -288,49 +289,6 @@ class Routing:
         """True if ``shard_key`` is one of the keys ``value`` is written to now."""
         return shard_key in self.writing.policy(value).shard_keys(value)
 
-    # -- transitions (pure: each returns a new Routing) -----------------------------
-
-    def begin(self, changes: Mapping[str, ShardPolicy | None], *,
-              default: ShardPolicy | None = None, reshard: Transition | None = None) -> Routing:
-        """Start a transition to a layout with ``changes`` applied (None drops an override).
-
-        The transition starts in ``read-both``: readers cover both layouts while writers
-        still follow this one, so a client that has not yet seen the change (and reads
-        this layout alone) misses nothing.
-        """
-        if self.previous is not None:
-            raise InvalidRouting(
-                f"routing version {self.version} is already in a transition; finish or roll it back"
-            )
-        if self.adoption is not None and self.adoption.state != "complete":
-            raise InvalidRouting(
-                f"index adoption {self.adoption.id} is {self.adoption.state}: readers read "
-                f"{self.adoption.source!r}; finish it ('shardex adopt cutover', 'complete') "
-                "before resharding")
-        overrides = dict(self.overrides)
-        for value, policy in changes.items():
-            if policy is None:
-                overrides.pop(value, None)
-            else:
-                overrides[value] = policy
-        return Routing(default=default or self.default, overrides=overrides,
-                       version=self.version + 1, previous=self._stripped(),
-                       state="read-both", reshard=reshard, adoption=self.adoption)
-
-    def finish(self) -> Routing:
-        """End the transition: the new layout alone, one version later."""
-        if self.previous is None:
-            raise InvalidRouting(f"routing version {self.version} is not in a transition")
-        return Routing(default=self.default, overrides=self.overrides, version=self.version + 1,
-                       adoption=self.adoption)
-
-    def rollback(self) -> Routing:
-        """Abandon the transition: back to the previous layout, one version later."""
-        if self.previous is None:
-            raise InvalidRouting(f"routing version {self.version} is not in a transition")
-        return Routing(default=self.previous.default, overrides=self.previous.overrides,
-                       version=self.version + 1, adoption=self.adoption)
-
     def _stripped(self) -> Routing:
         return Routing(default=self.default, overrides=self.overrides, version=self.version)
 
@@ -416,6 +374,37 @@ class Routing:
         except RecursionError:
             raise InvalidRouting("routing document is nested too deeply to be one") from None
         return cls.from_dict(doc)
+
+
+def begin_transition(current: Routing, changes: Mapping[str, ShardPolicy | None], *,
+                     default: ShardPolicy | None = None,
+                     reshard: Transition | None = None) -> Routing:
+    """A transition from ``current`` to a layout with ``changes`` (None drops an override).
+
+    The transition starts in ``read-both``: readers cover both layouts while writers
+    still follow the current one, so a client that has not yet seen the change (and reads
+    that layout alone) misses nothing. Pure, and only a value: a stored layout changes
+    through the reshard states (``shardex reshard start``, ``shardex.reshard``), never
+    by storing a routing made here.
+    """
+    if current.previous is not None:
+        raise InvalidRouting(
+            f"routing version {current.version} is already in a transition; finish or roll "
+            "it back")
+    if current.adoption is not None and current.adoption.state != "complete":
+        raise InvalidRouting(
+            f"index adoption {current.adoption.id} is {current.adoption.state}: readers read "
+            f"{current.adoption.source!r}; finish it ('shardex adopt cutover', 'complete') "
+            "before resharding")
+    overrides = dict(current.overrides)
+    for value, policy in changes.items():
+        if policy is None:
+            overrides.pop(value, None)
+        else:
+            overrides[value] = policy
+    return Routing(default=default or current.default, overrides=overrides,
+                   version=current.version + 1, previous=current._stripped(),
+                   state="read-both", reshard=reshard, adoption=current.adoption)
 
 
 def check_tier_name(name: Any, where: str) -> str:

@@ -9,14 +9,15 @@ index's own store (tier None).
 An item has one entry per index, so one live placement, in the store of the tier its
 entry is in: writes of a value locate, decide and place in the value's tier with the
 same conditional, token-carrying write as everywhere else. The index's own store
-arbitrates which store an item lives in (``shardex.writer``): a write that makes an
+arbitrates which store an item lives in (``shardex.write``): a write that makes an
 item live in a tier's store is confirmed there, so two writers creating one item on
-two stores meet on one condition; ``arbitrated`` reads an item's placements that way.
+two stores meet on one condition; ``shardex.write.arbitrated`` reads an item's
+placements that way.
 An item whose entry is on one store is not written under a value of another in one
 step (no transaction spans two stores): ``put`` and ``move`` refuse it with
 CapabilityMissing, naming where it is; moving a whole value between tiers is a reshard
 (``shardex.reshard``), during which the value's items may have a placement in both
-stores and ``truth`` says which holds (``crossing`` names the two tiers).
+stores and ``shardex.write.truth`` says which holds (``crossing`` names the two tiers).
 """
 
 from __future__ import annotations
@@ -30,41 +31,14 @@ from shardex.errors import (
     InvalidRouting,
     ShardexError,
 )
-from shardex.keys import parse_shard_key
-from shardex.routing import UNION_STATES, Routing, check_tier_name
+from shardex.routing import Routing, check_tier_name
 from shardex.stores import open_store
 from shardex.stores.base import Placement, Store
-from shardex.writes import void
+from shardex.write.topology import Topology, crossing
 
 Retrying = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
-__all__ = ["TierStores", "arbitrated", "truth"]
-
-
-def truth(source: Placement | None, target: Placement | None) -> tuple[Placement | None, bool]:
-    """The item's placement that holds, of S's ``source`` and T's ``target``; True if T's."""
-    if source is not None and source.entry is not None:
-        return source, False
-    if target is None:
-        return source, False
-    if source is None or target.version > source.version:
-        return target, True
-    if target.version == source.version and source.token is not None \
-            and source.token in target.chain:
-        return target, True
-    return source, False
-
-
-def arbitrated(found: Mapping[str | None, Placement | None]) -> Placement | None:
-    """The item's live placement of its placement in each tier's store (``found``; the
-    index's own store under None), or None: the own store's if live, else the newest
-    live one it does not say is void (``shardex.writes.void``)."""
-    main = found.get(None)
-    if main is not None and main.entry is not None:
-        return main
-    live = [p for tier, p in found.items() if tier is not None and p is not None
-            and p.entry is not None and not void(main, p)]
-    return max(live, key=lambda p: p.version) if live else None
+__all__ = ["TierStores"]
 
 
 class TierStores:
@@ -147,58 +121,20 @@ class TierStores:
         return tier
 
     def crossing(self, routing: Routing, value: str) -> tuple[str | None, str | None] | None:
-        """(origin, other) while readers of ``value`` cover two tiers, else None.
+        """(origin, other) while readers of ``value`` cover two tiers, else None
+        (``shardex.write.crossing``). Raises InvalidRouting for a tier without a store."""
+        tiers = crossing(routing, value)
+        if tiers is not None:
+            for tier in tiers:
+                self.store(tier)
+        return tiers
 
-        The states where reads cover both layouts (``shardex.tiermove`` reads and
-        writes the value then). The origin is the tier the reshard moved the value from
-        when it began: the previous layout's, or in a rollback the layout's own. Raises
-        InvalidRouting for a tier without a store.
-        """
-        if routing.previous is None or routing.state not in UNION_STATES:
-            return None
-        was, tier = routing.previous.policy(value).tier, routing.policy(value).tier
-        if was == tier:
-            return None
-        self.store(was)
-        self.store(tier)
-        if routing.reshard is not None and routing.reshard.direction == "rollback":
-            return tier, was
-        return was, tier
-
-    async def elsewhere(self, namespace: str, item_id: str, tier: str | None,
-                        current: Placement | None, routing: Routing,
-                        retrying: Retrying) -> str | None:
-        """Where the item has its entry, described, when it is not ``current`` (its
-        placement in ``tier``'s store); None when it is, or the item has none.
-
-        A live ``current`` is the item's entry unless it is a copy of a value that a
-        reshard moves between tiers (``truth`` of the two stores says which holds). Else
-        the index's own store arbitrates: a tier's live row that its placement there
-        says is void (``shardex.writes.void``) is no entry of the item.
-        """
-        if current is not None and current.entry is not None:
-            value = parse_shard_key(current.entry.shard_key)[0]
-            tiers = self.crossing(routing, value)
-            if tiers is None:
-                return None
-            found = {name: await _locate(self.store(name), namespace, item_id, retrying)
-                     for name in tiers}
-            held, in_other = truth(found[tiers[0]], found[tiers[1]])
-            if held is None or held.entry is None or held == current:
-                return None
-            return f"under {value!r} on {_name(tiers[1] if in_other else tiers[0])}"
-        main = current if tier is None else await _locate(self.main, namespace, item_id,
-                                                          retrying)
-        for other, store in self._stores.items():
-            if other == tier:
-                continue
-            found_here = main if other is None else await _locate(store, namespace, item_id,
-                                                                  retrying)
-            if found_here is not None and found_here.entry is not None \
-                    and (other is None or not void(main, found_here)):
-                value = parse_shard_key(found_here.entry.shard_key)[0]
-                return f"under {value!r} on {_name(other)}"
-        return None
+    def topology(self) -> Topology:
+        """The stores as the write engine sees them: by tier, and who arbitrates."""
+        return Topology(tuple(self._stores), arbiter=self.arbiter is not None,
+                        foreign=frozenset(name for name, store in self._stores.items()
+                                          if store.capabilities.foreign_writes),
+                        unknown=self._unknown)
 
     async def locate(self, namespace: str, item_id: str, retrying: Retrying
                      ) -> dict[str | None, Placement | None]:
@@ -230,10 +166,6 @@ class TierStores:
         for name, store in self._stores.items():
             if name is not None:
                 await store.close()
-
-
-def _name(tier: str | None) -> str:
-    return "the index's own store" if tier is None else f"tier {tier!r}"
 
 
 async def _locate(store: Store, namespace: str, item_id: str,

@@ -36,7 +36,7 @@ from shardex.reshard.layouts import PATIENT
 from shardex.reshard.mover import Pace
 from shardex.routing import Routing, Turns
 from shardex.stores.dynamodb.adopt import GsiAdoptionTools, ScanItem, ScanPage
-from shardex.writes import in_place
+from shardex.write import in_place
 
 __all__ = ["Backfill"]
 

@@ -27,7 +27,7 @@ from shardex.adoption import (
 )
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, NotFound, ReshardRefused
-from shardex.index import ShardedIndex
+from shardex.index import ShardedIndex, store_routing
 from shardex.reshard.mover import MOVER_RETRY
 from shardex.reshard.runner import default_worker
 from shardex.routing import Routing, ShardPolicy
@@ -204,7 +204,7 @@ class Adopter:
         if index.routing.version != routing.version - 1:
             return False
         try:
-            await index.update_routing(routing)
+            await store_routing(index, routing)
         except ConditionFailed:
             return False
         return True

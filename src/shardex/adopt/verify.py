@@ -27,7 +27,7 @@ from shardex.reshard.mover import Pace
 from shardex.routing import Routing
 from shardex.stores.base import Position, Store
 from shardex.transition import GAP_KINDS, MAX_EXAMPLES, Gap, Parity
-from shardex.writes import in_place
+from shardex.write import in_place
 
 __all__ = ["Truth", "parity"]
 

@@ -145,7 +145,7 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
     under them would hide the entries they keep writing: 'shardex reshard start' changes
     a stored layout through states that keep every entry readable.
     """
-    from shardex.index import ShardedIndex
+    from shardex.index import ShardedIndex, store_routing
     from shardex.routing_record import RoutingRecord
 
     if not (overrides or removals or default or path):
@@ -172,7 +172,7 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
                 _refuse_stored(uri, name, current, new, path)
             async with ShardedIndex(store, name) as index:
                 await _refuse_hidden_entries(index, current, new)
-                await index.update_routing(new)
+                await store_routing(index, new)
             return current, new, store.uri
 
     before, after, where = asyncio.run(change())

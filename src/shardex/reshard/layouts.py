@@ -21,7 +21,7 @@ from shardex.index import ShardedIndex
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Placement, Position, QueryPage, StoredEntry
-from shardex.writes import in_place
+from shardex.write import in_place
 
 __all__ = ["IndexLayouts", "Layouts", "PATIENT", "target_of"]
 

@@ -24,7 +24,7 @@ from typing import Protocol, TypeVar
 
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, ReshardRefused
-from shardex.index import ShardedIndex
+from shardex.index import ShardedIndex, store_routing
 from shardex.reshard import states
 from shardex.reshard.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.reshard.mover import MOVER_RETRY, Mover, Pace, read_page
@@ -258,7 +258,7 @@ class Resharder:
             return False
         before = self._control.routing.reshard
         try:
-            await self._control.update_routing(routing)
+            await store_routing(self._control, routing)
         except ConditionFailed:
             return False
         if self._gauges is not None and routing.reshard is None and before is not None:

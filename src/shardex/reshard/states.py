@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Literal, NamedTuple, cast
 
 from shardex.errors import InvalidRouting
-from shardex.routing import Routing, ShardPolicy, State
+from shardex.routing import Routing, ShardPolicy, State, begin_transition
 from shardex.transition import Parity, Transition
 
 __all__ = ["Advance", "Move", "ORDER", "Refused", "Step", "Stop", "Sweep", "UNTIL", "Until",
@@ -143,7 +143,7 @@ def begin(current: Routing, changes: Mapping[str, ShardPolicy | None], *,
     """
     if current.in_transition:
         raise InvalidRouting(f"routing version {current.version} is already in a transition")
-    target = current.begin(changes, default=default)
+    target = begin_transition(current, changes, default=default)
     moving = changed_values(current, target, values)
     if not moving:
         raise InvalidRouting("the layout asked for is the one in use: no value changes")

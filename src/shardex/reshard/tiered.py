@@ -31,8 +31,8 @@ from shardex.reshard.layouts import PATIENT, IndexLayouts
 from shardex.retry import call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Placement, Position, QueryPage, Store, StoredEntry
-from shardex.tiermove import arbitrated, truth
-from shardex.writes import in_place
+from shardex.write import holder, in_place
+from shardex.write.topology import moving
 
 __all__ = ["TierLayouts", "crossing_refusal", "tagged", "untagged"]
 
@@ -112,16 +112,7 @@ class TierLayouts(IndexLayouts):
 
     def _origins(self) -> dict[str, tuple[str | None, str | None]]:
         """Per value moving between tiers: (origin tier, other tier)."""
-        routing = self.routing
-        meta, old = routing.reshard, routing.previous
-        if meta is None or old is None:
-            return {}
-        out = {}
-        for value in meta.values:
-            was, tier = old.policy(value).tier, routing.policy(value).tier
-            if was != tier:
-                out[value] = (tier, was) if meta.direction == "rollback" else (was, tier)
-        return out
+        return moving(self.routing)
 
     def _left_behind(self, tier: str | None, key: str) -> bool:
         """True if ``key`` of ``tier``'s store is where a rollback moves entries out of."""
@@ -140,20 +131,21 @@ class TierLayouts(IndexLayouts):
         store, name = self._stores[tier], self.index.name
         found: Placement | None = await call_with_retry(
             lambda: store.locate(name, item_id), PATIENT, clock=self._clock, rng=self._rng)
-        if found is None or found.entry is None or tier is None:
-            return found
-        return replace(found, entry=replace(found.entry,
-                                            shard_key=tagged(tier, found.entry.shard_key)))
+        return found
 
     async def locate(self, item_id: str) -> Placement | None:
-        """The item's placement that holds: on a value moving between tiers, the truth of
-        the two stores' placements (``shardex.tiermove.truth``)."""
+        """The item's placement that holds (``shardex.write.holder``: on a value moving
+        between tiers, the truth of the two stores' placements), its key tagged."""
         found = {tier: await self._locate_in(tier, item_id) for tier in self._stores}
-        for origin, other in self._origins().values():
-            held, _ = truth(found[origin], found[other])
-            if held is not None and held.entry is not None:
-                return held
-        return arbitrated(found) or found[None]
+        held = holder(found, self.routing)
+        if held is None:  # no live entry: the own store's placement, as a tombstone
+            main = found[None]
+            return None if main is None else replace(main, entry=None)
+        tier, placement = held
+        if placement.entry is None or tier is None:
+            return placement
+        return replace(placement, entry=replace(
+            placement.entry, shard_key=tagged(tier, placement.entry.shard_key)))
 
     def cost(self, entry: StoredEntry) -> float:
         # a move between tiers is two writes, each a transaction in index-table mode

@@ -1,4 +1,4 @@
-"""The write decision and the outcome resolution: pure functions the write loop carries out.
+"""The write decision, the outcome resolution and the truth across stores: pure functions.
 
 Pure: ``decide`` and ``resolve`` read no store and raise nothing; they return values
 (immutable named tuples and an enum, cheap on the write path).
@@ -15,7 +15,9 @@ is ``current``:
 A ``Relocate`` is a reshard's move of an entry onto the layout writes now follow: it
 keeps the entry's version (so the application's own ordering is untouched), applies
 only while the entry is still on the shard key the mover found it on, and is skipped
-when the entry is already where the layout wants it.
+when the entry is already where the layout wants it. Without a reshard it is a
+*settle*: the write engine's own re-placing of an entry that landed on a layout the
+readers no longer read (``shardex.write`` explains when), in whatever state.
 
 ``resolve(expected, token, found)`` says whether a write whose try failed ambiguously
 (a timeout: it may have landed) applied, from the placement ``found`` after it:
@@ -38,9 +40,12 @@ from shardex.errors import ConditionFailed, ShardexError
 from shardex.keys import parse_shard_key
 from shardex.routing import Routing
 from shardex.stores.entries import NO_TOKEN, Placement, StoredEntry
+from shardex.write.topology import crossing, moved
 
-__all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "Refuse", "Relocate", "Skip",
-           "Write", "WriteRequest", "decide", "in_place", "resolve", "void"]
+__all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "RELOCATING", "Refuse", "Relocate",
+           "Skip", "Write", "WriteRequest", "arbitrated", "decide", "held_across", "holder",
+           "in_place",
+           "relocating", "resolve", "truth", "value_of", "void"]
 
 
 class Put(NamedTuple):
@@ -86,14 +91,15 @@ class Relocate(NamedTuple):
     applies only while the routing is still in that generation, in a state where the
     mover works (``RELOCATING``), the entry still on ``source`` and not already on a key
     the layout writes follow would give it; the entry keeps its version (at least 1).
-    ``fresh_key`` is the key the layout gives a new entry.
+    ``fresh_key`` is the key the layout gives a new entry. ``reshard`` None is a settle
+    (the write engine's own): it applies in any state.
     """
 
     item_id: str
     value: str
     source: str
     fresh_key: str
-    reshard: str
+    reshard: str | None
     generation: int
     version: None = None
 
@@ -140,7 +146,8 @@ class Refuse:
 Decision = Write | Skip | Refuse
 
 
-def _value_of(entry: StoredEntry) -> str:
+def value_of(entry: StoredEntry) -> str:
+    """The logical key of a stored entry (its shard key's value)."""
     return parse_shard_key(entry.shard_key)[0]
 
 
@@ -165,8 +172,11 @@ def in_place(routing: Routing, value: str, shard_key: str, item_id: str) -> bool
     return shard_key in policy.shard_keys(value)
 
 
-def _relocating(routing: Routing, request: Relocate) -> bool:
-    """True while ``routing`` is in the reshard generation ``request`` belongs to, moving."""
+def relocating(routing: Routing, request: Relocate) -> bool:
+    """True while ``routing`` is in the reshard generation ``request`` belongs to, moving
+    (always, for a settle)."""
+    if request.reshard is None:
+        return True
     meta = routing.reshard
     return meta is not None and meta.id == request.reshard \
         and meta.generation == request.generation and routing.state in RELOCATING
@@ -181,7 +191,7 @@ def decide(request: WriteRequest, current: Placement | None, routing: Routing) -
     held = 0 if current is None else current.version
     if isinstance(request, Relocate):
         entry = None if current is None else current.entry
-        if not _relocating(whole, request) or entry is None \
+        if not relocating(whole, request) or entry is None \
                 or entry.shard_key != request.source \
                 or in_place(routing, request.value, entry.shard_key, request.item_id):
             return Skip(False)  # moved, deleted or re-written since the mover saw it
@@ -201,8 +211,8 @@ def decide(request: WriteRequest, current: Placement | None, routing: Routing) -
             sort=sort, item_id=item_id, attrs=request.attrs, version=version),
             version, current)
     if isinstance(request, Move):
-        if entry is None or _value_of(entry) != request.old:
-            where = "no entry" if entry is None else f"its entry under {_value_of(entry)!r}"
+        if entry is None or value_of(entry) != request.old:
+            where = "no entry" if entry is None else f"its entry under {value_of(entry)!r}"
             return Refuse(ConditionFailed, f"cannot move {item_id!r} from {request.old!r} to "
                                            f"{request.new!r}: the item has {where}")
         return Write(StoredEntry(
@@ -210,7 +220,7 @@ def decide(request: WriteRequest, current: Placement | None, routing: Routing) -
             sort=entry.sort if request.sort is None else request.sort, item_id=item_id,
             attrs=entry.attrs if request.attrs is None else request.attrs, version=version),
             version, current)
-    if entry is None or _value_of(entry) != request.value:
+    if entry is None or value_of(entry) != request.value:
         return Skip(False)
     return Write(None, version, current)
 
@@ -261,3 +271,80 @@ def void(main: Placement | None, placement: Placement) -> bool:
     if main.entry is not None:
         return True
     return main.version > placement.version and (main.token or NO_TOKEN) not in placement.chain
+
+
+def truth(source: Placement | None, target: Placement | None) -> tuple[Placement | None, bool]:
+    """The item's placement that holds, of S's ``source`` and T's ``target`` while a value
+    moves between two stores (``shardex.write`` says why); True if T's."""
+    if source is not None and source.entry is not None:
+        return source, False
+    if target is None:
+        return source, False
+    if source is None or target.version > source.version:
+        return target, True
+    if target.version == source.version and source.token is not None \
+            and source.token in target.chain:
+        return target, True
+    return source, False
+
+
+def arbitrated(found: Mapping[str | None, Placement | None]) -> Placement | None:
+    """The item's live placement of its placement in each tier's store (``found``; the
+    index's own store under None), or None: the own store's if live, else the newest
+    live one it does not say is void (``void``)."""
+    main = found.get(None)
+    if main is not None and main.entry is not None:
+        return main
+    live = [p for tier, p in found.items() if tier is not None and p is not None
+            and p.entry is not None and not void(main, p)]
+    return max(live, key=lambda p: p.version) if live else None
+
+
+def held_across(source: Placement | None, target: Placement | None, value: str
+                ) -> tuple[Placement | None, bool]:
+    """``truth`` of S's ``source`` and T's ``target`` for an item while ``value`` crosses
+    from S to T, and True if T's: a live row of another value in T holds too when S
+    holds no live entry (its writes need not have passed through S)."""
+    held, in_target = truth(source, target)
+    if (held is None or held.entry is None) and target is not None \
+            and target.entry is not None and value_of(target.entry) != value:
+        return target, True
+    return held, in_target
+
+
+def holder(found: Mapping[str | None, Placement | None], routing: Routing
+           ) -> tuple[str | None, Placement] | None:
+    """The store whose placement holds the item's live entry, and that placement; None if
+    the item has no live entry. ``found`` is its placement in each store (None: the
+    index's own) as located under ``routing``.
+
+    While a value crosses between two stores (``crossing``), ``held_across`` of the two
+    decides when it finds a live entry, and a live row of the value it did not pick is
+    a copy a move left behind, no entry of the item. Outside those states a live row of a
+    value the reshard moves, in the store the value is not in, is such a copy too. Of
+    what is left, the index's own store arbitrates (``arbitrated``).
+    """
+    meta = routing.reshard
+    values = () if meta is None or routing.previous is None else meta.values
+    copies: set[str | None] = set()
+    for value in values:
+        pair = crossing(routing, value)
+        if pair is not None:
+            held, in_target = held_across(found.get(pair[0]), found.get(pair[1]), value)
+            if held is not None and held.entry is not None:
+                return (pair[1] if in_target else pair[0]), held
+        stores = pair or moved(routing, value)
+        if stores is None:
+            continue
+        home = None if pair is not None else routing.policy(value).tier
+        for tier in stores:
+            p = found.get(tier)
+            if p is not None and p.entry is not None and value_of(p.entry) == value \
+                    and (pair is not None or tier != home):
+                copies.add(tier)
+    kept = {tier: (replace(p, entry=None) if tier in copies and p is not None else p)
+            for tier, p in found.items()}
+    chosen = arbitrated(kept)
+    if chosen is None:
+        return None
+    return next(tier for tier, p in kept.items() if p is chosen), chosen

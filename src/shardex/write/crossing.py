@@ -1,0 +1,291 @@
+"""The write of a value a reshard moves between two stores (S, the one it came from; T).
+
+No transaction spans two stores, so while readers cover both layouts an item of the value
+may have a placement in S and in T; ``truth`` says which holds. S serializes every
+write: a write that lands in T is placed in T first, conditioned on T's placement, then
+*confirmed* by a tombstone in S at the same version with the same token, conditioned on
+S's placement as located; a write that lands in S is one conditional write in S (and
+takes a stale row of another value out of T after it). Two writers that decided from the
+same state meet on S's placement. A writer that replaces another's row in T that S has
+not confirmed first rewrites S as it is under a token of its own (a *fence*): that
+writer may be between its two steps, and its confirmation then fails instead of landing
+over a row that is no longer its own. ``shardex.write`` has the whole argument.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
+
+from shardex.errors import (
+    CapabilityMissing,
+    ConditionFailed,
+    ShardexError,
+    StoreError,
+    Throttled,
+    Unavailable,
+)
+from shardex.routing import Routing
+from shardex.stores.entries import Placement, StoredEntry
+from shardex.write.decide import (
+    Refuse,
+    Relocate,
+    Skip,
+    WriteRequest,
+    decide,
+    held_across,
+    relocating,
+    truth,
+    value_of,
+)
+from shardex.write.job import Claim, Job, Landing, derived
+from shardex.write.steps import Action, Done, Errored, Observation, Place, Placed, Routed, Sleep
+from shardex.write.topology import Tier
+
+if TYPE_CHECKING:
+    from shardex.write.machine import WriteMachine
+
+__all__ = ["cross"]
+
+T = TypeVar("T")
+Steps = Generator[Action, Observation, T]
+
+
+def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
+          first: Routed) -> Steps[tuple[Done, Claim | None, Landing | None]]:
+    """The write of ``job`` while its value crosses from store ``tiers[0]`` (S) to
+    ``tiers[1]`` (T): the outcome, the claim the index's own store must confirm (an
+    item new to both made live in a tier's store), and where a live entry landed."""
+    s, t = tiers
+    value = job.value
+    known = [first]
+    claim: Claim | None = None
+    landed: list[Landing] = []
+    planned_for: Routed | None = None
+    conflicts = failures = 0
+    ambiguous: ShardexError | None = None
+    started = machine._now
+    while True:
+        source = yield from machine._locate(s)
+        target = yield from machine._locate(t)
+        if source is not None and (source.token == token or token in source.history):
+            return _done(landed), claim, _last(landed)  # written in S, or confirmed there
+        held, in_target = held_across(source, target, value)
+        if target is not None and target.token == token and in_target:
+            if not landed and target.entry is not None and planned_for is not None:
+                # a try that timed out had landed: before the read that found it
+                landed.append(Landing(t, target.entry, Placed(machine._now, -1, machine._now),
+                                      planned_for))
+            step: Steps[object] = _sent(machine, Place(s, None, target.version, source,
+                                                       token))  # the confirmation
+        else:
+            planned = known.pop() if known else (yield from machine._route())
+            planned_for = planned
+            request = job.plan(planned.routing)
+            into_target = planned.routing.writing.policy(value).tier == t
+            decision = _decide(request, held, in_target, into_target, planned.routing)
+            if isinstance(decision, Skip):
+                return Done(decision.result), None, None
+            if isinstance(decision, Refuse):
+                raise decision.error
+            if in_target and not into_target and decision[0] is not None:
+                _refuse_stranded(held, planned.routing, job.what)
+            entry, version = decision
+            claim = None
+            if entry is not None and (held is None or held.entry is None):
+                # made live: numbered above its placement in every store (``_dead``)
+                others = [source, target]
+                for tier in machine.topology.stores:
+                    if tier not in (s, t):
+                        others.append((yield from machine._locate(tier)))
+                floor = max([version, *(p.version + 1 for p in others if p)])
+                claim = yield from _claim(machine, job, s, t, target, token, floor,
+                                          into_target)
+                version = version if claim is None else claim.version
+            step = _place(machine, job, s, t, entry, version, source, target, token,
+                          into_target, planned, landed, claimed=claim is not None)
+        try:
+            yield from step
+        except _Held:
+            # held past the lease of the routing it was planned under: it did not leave;
+            # decide again under a routing read now
+            known.append((yield from machine.replan()))
+            continue
+        except ConditionFailed as exc:
+            conflicts += 1
+            if conflicts >= machine._max_conflicts:
+                raise ConditionFailed(f"gave up on the {job.what} after {conflicts} "
+                                      f"conflicting writes of the item ({exc})") from exc
+            continue
+        except (Throttled, Unavailable) as exc:
+            if isinstance(exc, Unavailable):
+                ambiguous = ambiguous or exc
+            wait = machine._retry.decide(failures, machine._now - started, exc, machine._rng)
+            failures += 1
+            if wait is None:
+                if ambiguous is None:
+                    raise
+                yield from _read_back(machine, s, t, token, source, target, ambiguous, exc)
+                return _done(landed), claim, _last(landed)
+            yield Sleep(wait)
+            continue
+        return _done(landed), claim, _last(landed)
+
+
+class _Held(Exception):
+    """A place held past its fence: not sent."""
+
+
+def _last(landed: list[Landing]) -> Landing | None:
+    return landed[-1] if landed else None
+
+
+def _done(landed: list[Landing]) -> Done:
+    return Done(True, landed[-1].entry.shard_key if landed else None)
+
+
+def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str,
+               source: Placement | None, target: Placement | None,
+               ambiguous: ShardexError, error: ShardexError) -> Steps[None]:
+    """Settle a write whose tries ran out after one may have applied: return if it
+    applied (S carries its token), raise ``error`` if no try can have landed (S and T
+    are as the last try found them, and carry no token of it), else OutcomeUnknown."""
+    try:
+        now_s = yield from machine._locate(s)
+        now_t = yield from machine._locate(t)
+    except StoreError as exc:
+        machine.unknown(token, ambiguous, f"reading it back failed ({type(exc).__name__}: "
+                        f"{exc})", exc)
+    if now_s is not None and token in now_s.chain:
+        return
+    if now_s == source and now_t == target and not (now_t is not None and token in now_t.chain):
+        raise error
+    machine.unknown(token, ambiguous, "the placements in the two stores no longer show "
+                    "whether it landed")
+
+
+def _claim(machine: WriteMachine, job: Job, s: Tier, t: Tier, target: Placement | None,
+           token: str, version: int, into_target: bool) -> Steps[Claim | None]:
+    """What the index's own store must confirm of a write that makes the item live in a
+    tier's store, new to both S and T (None: S or the write's store is that store).
+
+    Raises CapabilityMissing if the item is live there (a third store) under another
+    value."""
+    if s is None or not machine.topology.arbiter or (into_target and t is None):
+        return None
+    main = target if t is None else (yield from machine._locate(None))
+    if main is not None and main.entry is not None and t is not None:
+        raise CapabilityMissing(
+            f"the {job.what} cannot apply: the item has its entry under "
+            f"{value_of(main.entry)!r} in the index's own store, and no write spans "
+            "two stores; delete it there first")
+    version = max(version, 1 if main is None else main.version + 1)
+    return Claim(main, version, token, t if into_target else s)
+
+
+def _place(machine: WriteMachine, job: Job, s: Tier, t: Tier, entry: StoredEntry | None,
+           version: int, source: Placement | None, target: Placement | None, token: str,
+           into_target: bool, planned: Routed, landed: list[Landing], *,
+           claimed: bool = False) -> Steps[None]:
+    """Carry out one decided write of a crossing item, noting in ``landed`` where a live
+    entry landed as soon as it did."""
+    fence = planned.fence
+    pace = None if entry is None else entry.shard_key
+    if not into_target:
+        version = max(version, 0 if source is None else source.version)
+        placed = yield from _sent(machine, Place(s, _at(entry, version), version, source, token,
+                                                 fence, pace))
+        if entry is not None:
+            landed.append(Landing(s, _at(entry, version) or entry, placed, planned))
+        # a claim confirmed in T removes T's row itself
+        if not claimed and target is not None and target.entry is not None and (
+                entry is None or value_of(target.entry) != job.value):
+            # T's row is now stale. One of this value stays while a put moves the item
+            # here (union readers hold it against the truth); a delete's, or another
+            # value's (whose readers read T alone), goes
+            with contextlib.suppress(ConditionFailed):
+                yield from machine._place(Place(t, None, max(version, target.version), target,
+                                                derived(token, "stale")))
+        return
+    if source is not None and target is not None and target.token != token \
+            and not truth(source, target)[1]:
+        source = yield from _fence(machine, s, source, token)
+    version = max([version, *(p.version for p in (source, target) if p is not None)])
+    placed = yield from _sent(machine, Place(t, _at(entry, version), version, target, token,
+                                             fence, pace))
+    if entry is not None:
+        landed.append(Landing(t, _at(entry, version) or entry, placed, planned))
+    yield from _sent(machine, Place(s, None, version, source, token))
+
+
+def _sent(machine: WriteMachine, place: Place) -> Steps[Placed]:
+    """``place`` sent once; its error raised (the crossing's loop decides what follows)."""
+    observed = yield place
+    if isinstance(observed, Placed):
+        return observed
+    if isinstance(observed, Errored):
+        raise observed.error
+    raise _Held()
+
+
+def _fence(machine: WriteMachine, s: Tier, source: Placement, token: str
+           ) -> Steps[Placement]:
+    """Rewrite S's placement as it is under a token of its own, so that no confirmation
+    pending on it can land any more; return it as it now is.
+
+    T holds another writer's row that S has not confirmed: its writer may still be
+    between its two steps, and would confirm it after this write replaced it in T
+    (the write would be lost). Once S has changed, that confirmation fails and its
+    writer decides again. ConditionFailed if S changed since it was located.
+    """
+    fence = derived(token, f"fence{source.version}")
+    yield from _sent(machine, Place(s, source.entry, source.version, source, fence))
+    fenced = yield from machine._locate(s)
+    if fenced is None or fenced.token != fence:
+        raise ConditionFailed(f"item {machine.job.item_id!r} was written in the store it "
+                              "moves from while its row in the other store was being replaced")
+    return fenced
+
+
+def _decide(request: WriteRequest, held: Placement | None, in_target: bool,
+            into_target: bool, routing: Routing
+            ) -> Skip | Refuse | tuple[StoredEntry | None, int]:
+    """What ``request`` does to an item whose truth is ``held``: the entry and version.
+
+    A move (``Relocate``) applies to an entry still held on its source key in the store
+    writes do not go to.
+    """
+    if isinstance(request, Relocate):
+        entry = None if held is None else held.entry
+        if in_target == into_target or held is None or entry is None \
+                or entry.shard_key != request.source or not relocating(routing, request):
+            return Skip(False)  # moved, deleted or re-written since the mover saw it
+        return replace(entry, shard_key=request.fresh_key), max(1, held.version)
+    decision = decide(request, held, routing)
+    if isinstance(decision, Skip | Refuse):
+        return decision
+    return decision.entry, decision.version
+
+
+def _refuse_stranded(held: Placement | None, routing: Routing, what: str) -> None:
+    """Raise CapabilityMissing for a write into S of an item live in T under a value that
+    does not move: that value's readers read T alone, so the row the write would leave
+    behind in T would list the item twice (the same refusal as between two tiers)."""
+    if held is None or held.entry is None:
+        return
+    other = value_of(held.entry)
+    previous = routing.previous
+    if previous is not None and previous.policy(other).tier != routing.policy(other).tier:
+        return  # a value that moves too: its readers hold T's rows against the truth
+    raise CapabilityMissing(
+        f"the {what} cannot apply: the item has its entry under {other!r} in another "
+        "store than the one this write goes to, and no write spans two stores; delete "
+        "it there first")
+
+
+def _at(entry: StoredEntry | None, version: int) -> StoredEntry | None:
+    if entry is None or entry.version == version:
+        return entry
+    return replace(entry, version=version)

@@ -1,0 +1,140 @@
+"""The thin async driver: carries a write machine's actions out against the stores.
+
+``WriteEngine`` holds what every write of one index shares (its stores by tier, its
+routing record, its adaptive gates, clock, retry policy and random generator) and runs
+one ``WriteMachine`` per logical write: each action is one request (or a wait), each
+answer an observation stamped with the clock. Nothing is decided here.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Mapping
+
+from shardex.admission import AdaptiveGate
+from shardex.clock import Clock
+from shardex.errors import ShardexError
+from shardex.retry import RetryPolicy
+from shardex.routing_record import RoutingRecord
+from shardex.stores.base import Store
+from shardex.write.job import Job
+from shardex.write.machine import WriteMachine
+from shardex.write.steps import (
+    FENCE,
+    Done,
+    Errored,
+    Locate,
+    Located,
+    NotSent,
+    Observation,
+    Place,
+    Placed,
+    Route,
+    Routed,
+    Sleep,
+    Slept,
+    Start,
+)
+from shardex.write.topology import Tier, Topology
+
+__all__ = ["WriteEngine"]
+
+
+class _Held(Exception):
+    """A place that waited (in a gate) past its fence: it is not sent."""
+
+
+class WriteEngine:
+    """Runs the writes of index ``namespace``: one machine per write, its I/O done here.
+
+    ``stores`` maps each tier (None: the index's own store) to its store; ``record`` is
+    the index's routing record (the routing writes act on); ``gates`` the adaptive gate
+    of each tier's writes, if the index paces them.
+    """
+
+    def __init__(self, stores: Mapping[Tier, Store], namespace: str, *,
+                 record: RoutingRecord, topology: Topology, retry: RetryPolicy, clock: Clock,
+                 rng: random.Random, max_conflicts: int,
+                 gates: Mapping[Tier, AdaptiveGate] | None = None) -> None:
+        self._stores = dict(stores)
+        self._namespace = namespace
+        self._record = record
+        self.topology = topology
+        self._retry = retry
+        self._clock = clock
+        self._rng = rng
+        self._max_conflicts = max_conflicts
+        self._gates = dict(gates or {})
+
+    def machine(self, job: Job) -> WriteMachine:
+        """A machine for ``job`` on this index's stores (for tests that drive one by hand)."""
+        return WriteMachine(job, self.topology, retry=self._retry, rng=self._rng,
+                            max_conflicts=self._max_conflicts, paced=bool(self._gates))
+
+    async def write(self, job: Job) -> Done:
+        """Carry out ``job``; return how it ended, or raise the error it ended with."""
+        machine = self.machine(job)
+        clock = self._clock
+        observed: Observation = Start(clock.now())
+        while True:
+            action = machine.next(observed)
+            kind = type(action)
+            if kind is Place:
+                assert isinstance(action, Place)
+                observed = await self._place(job.item_id, action)
+            elif kind is Locate:
+                assert isinstance(action, Locate)
+                try:
+                    found = await self._stores[action.tier].locate(self._namespace, job.item_id)
+                except ShardexError as exc:
+                    observed = Errored(exc, clock.now())
+                else:
+                    observed = Located(found, clock.now())
+            elif kind is Route:
+                assert isinstance(action, Route)
+                observed = await self._route(action.fresh)
+            elif kind is Sleep:
+                assert isinstance(action, Sleep)
+                await clock.sleep(action.seconds)
+                observed = Slept(clock.now())
+            else:
+                assert isinstance(action, Done)
+                return action
+
+    async def _route(self, fresh: bool) -> Observation:
+        record, clock = self._record, self._clock
+        try:
+            if fresh:
+                sent = clock.now()
+                routing = await record.refresh()
+                if record.loaded_at < sent:  # joined a read sent before: read again
+                    routing = await record.refresh()
+            else:
+                routing = await record.current()
+        except ShardexError as exc:
+            return Errored(exc, clock.now())
+        return Routed(routing, record.loaded_at, record.lease, clock.now())
+
+    async def _place(self, item_id: str, action: Place) -> Observation:
+        clock, store, fence, record = self._clock, self._stores[action.tier], action.fence, \
+            self._record
+
+        def send() -> Awaitable[float]:
+            # the last moment before the request leaves, after any wait in a gate
+            if fence is not None and not fence.holds(clock.now(), record.routing.version,
+                                                     record.loaded_at, FENCE):
+                raise _Held()
+            return store.place(self._namespace, item_id, action.entry, version=action.version,
+                               expected=action.expected, token=action.token)
+
+        gate = self._gates.get(action.tier) if action.pace is not None else None
+        try:
+            if gate is None or action.pace is None:
+                await send()
+            else:
+                await gate.call(action.pace, send)
+        except _Held:
+            return NotSent(clock.now())
+        except ShardexError as exc:
+            return Errored(exc, clock.now())
+        return Placed(clock.now(), record.routing.version, record.loaded_at)

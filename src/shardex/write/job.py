@@ -1,0 +1,78 @@
+"""What one logical write is, and what its steps leave behind: plain values.
+
+``Job`` is the write as the index hands it down; ``Claim`` a write the index's own store
+must confirm; ``Landing`` where a write left a live entry, which fencing checks;
+``Backoff`` what the machine asks of a retry policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+from shardex.routing import Routing
+from shardex.stores.entries import Placement, StoredEntry
+from shardex.write.decide import WriteRequest
+from shardex.write.steps import Placed, Routed
+from shardex.write.topology import Tier
+
+__all__ = ["Backoff", "Claim", "Job", "Landing", "derived"]
+
+
+
+class Backoff(Protocol):
+    """How long to wait before another try (``shardex.RetryPolicy`` is one): None to stop."""
+
+    def decide(self, attempt: int, elapsed: float, error: BaseException,
+               rng: random.Random) -> float | None: ...
+
+
+class Job(NamedTuple):
+    """One logical write of ``item_id`` under ``value``.
+
+    ``other`` is the value a move leaves (None: not a move). ``plan(routing)`` builds the
+    request under a routing (drawing a new entry's shard key there); ``draw(routing,
+    value)`` draws the shard key a new entry of ``value`` takes under ``routing``.
+    ``what`` names the write in errors; ``token`` is its identity.
+    """
+
+    item_id: str
+    value: str
+    other: str | None
+    plan: Callable[[Routing], WriteRequest]
+    draw: Callable[[Routing, str], str]
+    what: str
+    token: str
+
+
+class Claim(NamedTuple):
+    """A write that another store must confirm (``arbiter``: the index's own store, for
+    an item made live in a tier's store; the store a crossing value comes from, for an
+    item of it written in the other): the item's placement there as located before
+    (``main``), the write's ``version`` and ``token``; ``tier`` is the store the write
+    went to."""
+
+    main: Placement | None
+    version: int
+    token: str
+    tier: Tier
+    arbiter: Tier = None
+
+
+class Landing(NamedTuple):
+    """Where a write left a live entry: ``entry`` in ``tier``'s store, as ``placed`` said,
+    planned under ``planned``."""
+
+    tier: Tier
+    entry: StoredEntry
+    placed: Placed
+    planned: Routed
+
+
+def derived(token: str, tag: str) -> str:
+    """A token of its own for a step of the write ``token`` (a round, a fence, a cleanup)."""
+    return hashlib.blake2b(f"{token}/{tag}".encode(), digest_size=16).hexdigest()
+
+

@@ -1,0 +1,558 @@
+"""The write machine: decides every next step of one logical write from what it observed.
+
+Sans-I/O, as h11's ``next_event`` and tenacity's ``iter``: ``WriteMachine.next(observation)``
+returns the next ``Action`` (route, locate, place, sleep, done) and raises the error the
+write ends with. ``shardex.write.driver`` carries the actions out; ``shardex.write``'s
+docstring is the design (outcomes, ambiguity, arbitration across stores, fencing).
+
+Inside, one generator per protocol yields actions and receives observations:
+``_job`` picks the path (one store, or a value crossing two stores), confirms a claim in
+the index's own store, and checks where the write landed (``_settle``); ``_in_store``
+is the write in one store; ``shardex.write.crossing`` the write of a crossing value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Generator
+from dataclasses import replace
+from typing import NamedTuple, NoReturn, TypeVar
+
+from shardex.errors import (
+    CapabilityMissing,
+    ConditionFailed,
+    OutcomeUnknown,
+    RoutingStale,
+    ShardexError,
+    StoreError,
+    Throttled,
+    Unavailable,
+)
+from shardex.routing import Routing
+from shardex.stores.entries import Placement
+from shardex.write.crossing import cross
+from shardex.write.decide import (
+    Delete,
+    Outcome,
+    Refuse,
+    Relocate,
+    Skip,
+    Write,
+    decide,
+    holder,
+    in_place,
+    resolve,
+    value_of,
+)
+from shardex.write.job import Backoff, Claim, Job, Landing, derived
+from shardex.write.steps import (
+    Action,
+    Done,
+    Errored,
+    Locate,
+    Located,
+    NotSent,
+    Observation,
+    Place,
+    Placed,
+    Route,
+    Routed,
+    Sleep,
+    Start,
+)
+from shardex.write.topology import Tier, Topology, crossing, moving
+
+__all__ = ["WriteMachine"]
+
+T = TypeVar("T")
+Steps = Generator[Action, Observation, T]
+# re-placings of a write that landed on a layout no longer read, each itself landing late
+_MAX_SETTLES = 3
+def _name(tier: Tier) -> str:
+    return "the index's own store" if tier is None else f"tier {tier!r}"
+
+
+class _Survey(NamedTuple):
+    """What ``_survey`` found: ``elsewhere`` describes the store that holds the item's live
+    entry when it is not the one written (the write is refused); ``here`` is the
+    placement written over as the decision takes it (a tombstone of a copy a move left,
+    no entry of the item); ``found`` the placements located, by store. ``confirm``: the
+    store a crossing value comes from, where the write must be confirmed (an item of
+    that value written in the other store); ``copy``: a row of a crossing value that
+    the write leaves stale, to take out after it."""
+
+    elsewhere: str | None
+    here: Placement | None
+    found: dict[Tier, Placement | None]
+    confirm: tuple[Tier] | None = None
+    copy: tuple[Tier, Placement] | None = None
+
+
+class WriteMachine:
+    """One logical write (``job``) over the stores of ``topology``.
+
+    ``retry`` paces throttled and unavailable tries (``rng`` draws their jitter);
+    ``max_conflicts`` bounds how many times the write is planned again after other
+    writers changed the item first; ``paced``: an adaptive gate paces each place, so a
+    throttled one is sent again in the gate's next slot without a backoff of its own.
+    Feed ``next`` a ``Start`` first, then what each action observed.
+    """
+
+    def __init__(self, job: Job, topology: Topology, *, retry: Backoff,
+                 rng: random.Random, max_conflicts: int, paced: bool = False) -> None:
+        self.job = job
+        self.topology = topology
+        self._retry = retry
+        self._rng = rng
+        self._max_conflicts = max_conflicts
+        self._paced = paced
+        self._now = 0.0
+        self._steps: Steps[None] | None = None
+
+    def next(self, observation: Observation) -> Action:
+        """The action after ``observation``; raises the error the write ends with."""
+        self._now = observation.at
+        if self._steps is None:
+            if not isinstance(observation, Start):
+                raise TypeError("a write machine starts with a Start observation")
+            self._steps = self._main()
+            return next(self._steps)
+        return self._steps.send(observation)
+
+    def _main(self) -> Steps[None]:
+        done = yield from self._job(self.job, 0)
+        yield done
+
+    # -- the write, whatever its path -------------------------------------------------
+
+    def _job(self, job: Job, depth: int) -> Steps[Done]:
+        for round_ in range(self._max_conflicts):
+            # a claim that lost in the own store took its row back out: the next round is
+            # another write, with a token of its own
+            token = job.token if round_ == 0 else derived(job.token, f"round{round_}")
+            routed = yield from self._route()
+            path = self._path(routed.routing, job)
+            if isinstance(path, tuple):
+                done, claim, landing = yield from cross(self, job, token, path, routed)
+            else:
+                done, claim, landing = yield from self._in_store(job, token, path, routed)
+            if claim is not None and not (yield from self._confirm(job, claim)):
+                continue
+            if landing is not None:
+                yield from self._settle(job, landing, depth)
+            return done
+        raise ConditionFailed(f"gave up on the {job.what} after {self._max_conflicts} writes "
+                              "of the item to other stores won over it")
+
+    def _path(self, routing: Routing, job: Job) -> Tier | tuple[Tier, Tier]:
+        """The store the write goes to, or (S, T) for a value a reshard moves between two."""
+        topology = self.topology
+        tiers = crossing(routing, job.value)
+        if tiers is not None:
+            for tier in tiers:
+                topology.check(tier)
+            if job.other in (None, job.value):
+                return tiers
+        tier = topology.check(routing.policy(job.value).tier)
+        if job.other is not None and (
+                topology.check(routing.policy(job.other).tier) != tier
+                or tiers is not None or crossing(routing, job.other) is not None):
+            raise CapabilityMissing(
+                f"the {job.what} cannot apply: {job.other!r} and {job.value!r} are on different "
+                "tiers and no write spans two stores; delete the entry and put it under the "
+                "new value")
+        return tier
+
+    # -- requests, retried -------------------------------------------------------------
+
+    def _route(self, fresh: bool = False) -> Steps[Routed]:
+        observed = yield Route(fresh)
+        if isinstance(observed, Errored):
+            raise observed.error
+        assert isinstance(observed, Routed)
+        return observed
+
+    def replan(self) -> Steps[Routed]:
+        """The routing to plan again under, once a place waited past its fence: read now,
+        or the copy while its lease holds if that read fails (RoutingStale after)."""
+        observed = yield Route(fresh=True)
+        if isinstance(observed, Routed):
+            return observed
+        return (yield from self._route())
+
+    def _retried(self, action: Action) -> Steps[Observation]:
+        """Observe ``action``, sent again after a backoff while it is throttled or
+        unavailable and the retry policy allows: the last observation."""
+        started, attempt = self._now, 0
+        while True:
+            observed = yield action
+            if not isinstance(observed, Errored) \
+                    or not isinstance(observed.error, Throttled | Unavailable):
+                return observed
+            wait = self._retry.decide(attempt, observed.at - started, observed.error, self._rng)
+            if wait is None:
+                return observed
+            yield Sleep(wait)
+            attempt += 1
+
+    def _locate(self, tier: Tier) -> Steps[Placement | None]:
+        """The item's placement in ``tier``'s store; raises the last error."""
+        observed = yield from self._retried(Locate(tier))
+        if isinstance(observed, Errored):
+            raise observed.error
+        assert isinstance(observed, Located)
+        return observed.placement
+
+    def _place(self, place: Place, *, retried: bool = True) -> Steps[Placed]:
+        """``place`` (sent again while throttled or unavailable if ``retried``); raises the
+        last error. Only for places whose retries cannot apply twice: conditioned on a
+        placement the place itself changes."""
+        observed = yield from (self._retried(place) if retried else self._once(place))
+        if isinstance(observed, Errored):
+            raise observed.error
+        if isinstance(observed, NotSent):
+            raise RoutingStale(f"the {self.job.what} waited past its routing's lease")
+        assert isinstance(observed, Placed)
+        return observed
+
+    def _once(self, action: Action) -> Steps[Observation]:
+        observed = yield action
+        return observed
+
+    def unknown(self, token: str, ambiguous: ShardexError | str, why: str,
+                cause: BaseException | None = None) -> NoReturn:
+        """Raise OutcomeUnknown for the write ``token``: ``ambiguous`` is the try that may
+        have applied (or what happened), ``why`` why shardex could not find out."""
+        item = self.job.item_id
+        raise OutcomeUnknown(
+            f"{self.job.what} may have applied: a try failed after it was sent ({ambiguous}), "
+            f"and shardex could not find out whether it landed: {why}. The write's token is "
+            f"{token}: it applied if the item's placement carries it (Store.locate); "
+            f"index.get({item!r}) shows the item's entry as it is now",
+            item_id=item, token=token) from cause
+
+    # -- the write in one store ----------------------------------------------------------
+
+    def _routed_for(self, job: Job, tier: Tier, known: list[Routed]) -> Steps[Routed]:
+        """The routing to plan under: ``known``'s first if any; RoutingStale if the value's
+        writes no longer go to ``tier`` (a reshard began moving it between stores)."""
+        routed = known.pop() if known else (yield from self._route())
+        if routed.routing.writing.policy(job.value).tier != tier:
+            raise RoutingStale(f"a reshard began moving {job.value!r} between tiers while its "
+                               f"{job.what} ran; it did not apply: write it again")
+        return routed
+
+    def _in_store(self, job: Job, token: str, tier: Tier, first: Routed
+                  ) -> Steps[tuple[Done, Claim | None, Landing | None]]:
+        """Locate, decide and place in ``tier``'s store until the outcome is known.
+
+        A write that makes the item live in a tier's store from nothing there returns
+        the claim the index's own store must confirm.
+        """
+        topology = self.topology
+        foreign = tier in topology.foreign
+        arbitrated = topology.arbiter and tier is not None and topology.tiered
+        known = [first]
+        claim: Claim | None = None
+        copy: tuple[Tier, Placement] | None = None
+        ambiguous: ShardexError | None = None  # the first try that may have applied
+        give_up: ShardexError | None = None
+        tried: Write | None = None
+        planned: Routed | None = None
+        conflicts = failures = 0
+        started = self._now
+        resend = False
+        while True:
+            if resend:
+                assert planned is not None
+                routed = yield from self._routed_for(job, tier, known)
+                resend = routed.routing is planned.routing
+            if not resend:
+                try:
+                    current = yield from self._locate(tier)
+                except StoreError as exc:
+                    if ambiguous is None:
+                        raise
+                    self.unknown(token, ambiguous, f"reading it back failed "
+                                 f"({type(exc).__name__}: {exc})", exc)
+                if ambiguous is not None and tried is not None:
+                    outcome = resolve(tried.expected, token, current, foreign_writes=foreign)
+                    if outcome is Outcome.APPLIED:
+                        assert planned is not None
+                        landing = None if tried.entry is None else Landing(
+                            tier, tried.entry, Placed(self._now, -1, self._now), planned)
+                        if copy is not None:
+                            yield from self._take_out(token, copy, tried.version)
+                        return _done(tried), claim, landing
+                    if outcome is Outcome.UNKNOWN:
+                        self.unknown(token, ambiguous, "the item's placement no longer reaches "
+                                     "back to the state it was tried on")
+                if give_up is not None:
+                    raise _did_not_apply(give_up, job.what) if ambiguous is not None \
+                        else give_up
+                planned = yield from self._routed_for(job, tier, known)
+                request = job.plan(planned.routing)
+                survey = _Survey(None, current, {tier: current})
+                if topology.tiered and not isinstance(request, Delete | Relocate):
+                    survey = yield from self._survey(tier, current, planned.routing)
+                    if survey.elsewhere is not None:
+                        raise CapabilityMissing(
+                            f"the {job.what} cannot apply: the item has its entry "
+                            f"{survey.elsewhere}, and no write spans two stores; delete it "
+                            "there first")
+                here, found, copy = survey.here, survey.found, survey.copy
+                decision = decide(request, here, planned.routing)
+                if isinstance(decision, Skip):
+                    return Done(decision.result), None, None
+                if isinstance(decision, Refuse):
+                    raise decision.error
+                # conditioned on the placement as it is, whatever it was taken for
+                tried, claim = decision._replace(expected=current), None
+                if arbitrated and tried.entry is not None and (here is None or here.entry is None):
+                    # the survey found the own store's placement: no store held the item
+                    main = found[None]
+                    if main is not None and request.version is not None \
+                            and request.version <= main.version:
+                        return Done(False), None, None  # a newer write placed it there
+                    if main is not None and main.version >= tried.version:
+                        version = main.version + 1
+                        tried = tried._replace(entry=replace(tried.entry, version=version),
+                                               version=version)
+                    claim = Claim(main, tried.version, token, tier)
+                elif survey.confirm is not None and tried.entry is not None:
+                    # S serializes the crossing value's writers: confirm there (at a version
+                    # S's placement does not outnumber, so the two stores' truth is this)
+                    arbiter = survey.confirm[0]
+                    source = found[arbiter]
+                    if source is not None and source.version > tried.version:
+                        tried = tried._replace(entry=replace(tried.entry, version=source.version),
+                                               version=source.version)
+                    claim = Claim(source, tried.version, token, tier, arbiter)
+            resend = False
+            assert tried is not None
+            assert planned is not None
+            observed = yield self._send(tier, tried, token, planned)
+            if isinstance(observed, Placed):
+                landing = None if tried.entry is None else Landing(tier, tried.entry, observed,
+                                                                   planned)
+                if copy is not None:
+                    yield from self._take_out(token, copy, tried.version)
+                return _done(tried), claim, landing
+            if isinstance(observed, NotSent):
+                # held past the lease of the routing it was planned under: plan it again
+                # under a routing read now (it did not leave, so it did not apply)
+                known.append((yield from self.replan()))
+                continue
+            assert isinstance(observed, Errored)
+            error = observed.error
+            if isinstance(error, ConditionFailed):
+                conflicts += 1
+                if conflicts >= self._max_conflicts:
+                    give_up = ConditionFailed(f"gave up on the {job.what} after {conflicts} "
+                                              f"conflicting writes of the item ({error})")
+                    if ambiguous is None:
+                        raise give_up from error
+                continue  # another writer changed the item first: decide again from it
+            if isinstance(error, Throttled | Unavailable):
+                if isinstance(error, Unavailable) and ambiguous is None:
+                    ambiguous = error
+                wait = self._retry.decide(failures, self._now - started, error, self._rng)
+                failures += 1
+                if wait is None:
+                    if ambiguous is None:
+                        raise error
+                    give_up = error
+                    continue  # find out whether an earlier try landed before raising
+                if self._paced and isinstance(error, Throttled):
+                    wait = 0.0  # the gate paces the next try: no second backoff on top
+                yield Sleep(wait)
+                resend = ambiguous is None  # a clean throttle: the same write again
+                continue
+            if ambiguous is None:
+                raise error
+            give_up = error
+
+    def _send(self, tier: Tier, tried: Write, token: str, planned: Routed) -> Place:
+        """The place of ``tried``, sent only within the fence of the routing it was planned
+        under, paced on the key it lands on (or leaves, for a tombstone)."""
+        landing = tried.entry if tried.entry is not None else \
+            (None if tried.expected is None else tried.expected.entry)
+        return Place(tier, tried.entry, tried.version, tried.expected, token,
+                     fence=planned.fence, pace=None if landing is None else landing.shard_key)
+
+    def _survey(self, tier: Tier, current: Placement | None, routing: Routing
+                ) -> Steps[_Survey]:
+        """Where else the item may live, before a write that may make it live in ``tier``'s
+        store (``current``: its placement there).
+
+        A live row of a value that stays in its store is the item's entry: no other store
+        is read. Otherwise every store is, and ``holder`` says which one holds the item.
+        """
+        found: dict[Tier, Placement | None] = {tier: current}
+        if current is not None and current.entry is not None \
+                and value_of(current.entry) not in moving(routing):
+            return _Survey(None, current, found)
+        for other in self.topology.stores:
+            if other != tier:
+                found[other] = yield from self._locate(other)
+        held = holder(found, routing)
+        if held is not None and held[0] != tier:
+            where, placement = held
+            assert placement.entry is not None
+            return _Survey(f"under {value_of(placement.entry)!r} on {_name(where)}", current,
+                           found)
+        here = current if held is not None else _dead(self.job.item_id, found)
+        confirm: tuple[Tier] | None = None
+        copy: tuple[Tier, Placement] | None = None
+        for value, (s, t) in moving(routing).items():
+            if crossing(routing, value) is None or tier not in (s, t):
+                continue
+            if tier == t and here is not None and here.entry is not None \
+                    and value_of(here.entry) == value:
+                # an item of the crossing value, in T: its writers in S serialize on S
+                confirm = (s,)
+            elif tier == s:
+                row = found.get(t)
+                if row is not None and row.entry is not None and value_of(row.entry) == value:
+                    copy = (t, row)  # the crossing value's row left in T: it goes after
+        return _Survey(None, here, found, confirm, copy)
+
+    # -- the index's own store arbitrates ------------------------------------------------
+
+    def _confirm(self, job: Job, claim: Claim) -> Steps[bool]:
+        """Confirm a write in ``claim.arbiter``'s store (a tombstone at its version and
+        token, conditioned on the placement there as located before it); False if it
+        lost (its row is then taken back out: it is void).
+
+        Raises OutcomeUnknown when that store stays unreachable: the write stands while
+        nothing else made the item live meanwhile.
+        """
+        arbiter = claim.arbiter
+        cause: StoreError | None = None
+        observed = yield from self._retried(Place(arbiter, None, claim.version, claim.main,
+                                                  claim.token))
+        if isinstance(observed, Placed):
+            return True
+        assert isinstance(observed, Errored)
+        if isinstance(observed.error, Throttled | Unavailable):
+            cause = observed.error
+        elif not isinstance(observed.error, ConditionFailed):
+            raise observed.error
+        # ConditionFailed: another write reached that store first, or a try of this one
+        found = claim.main
+        try:
+            found = yield from self._locate(arbiter)
+        except StoreError as exc:
+            cause = exc
+        if found is not None and claim.token in found.chain:
+            return True
+        if cause is not None and found == claim.main:
+            self.unknown(claim.token, cause, f"confirming it in {_name(arbiter)} failed, and "
+                         "a write there could still win over it", cause)
+        try:
+            here = yield from self._locate(claim.tier)
+            # this write lost: its row, and any written over it here since, is void
+            if here is not None and here.entry is not None and claim.token in here.chain:
+                with contextlib.suppress(ConditionFailed):
+                    yield from self._place(Place(claim.tier, None, here.version, here,
+                                                 derived(claim.token, "void")))
+        except StoreError as exc:
+            self.unknown(claim.token, exc, "another write made the item live elsewhere first, "
+                         "and taking this one's row back out failed", exc)
+        return False
+
+    def _take_out(self, token: str, copy: tuple[Tier, Placement], version: int) -> Steps[None]:
+        """Take out a row of a crossing value that a write of another value left stale (its
+        readers read that store alone once the value's move ends), conditioned on its
+        placement as located; another write there since makes it no copy any more."""
+        tier, row = copy
+        try:
+            with contextlib.suppress(ConditionFailed):
+                yield from self._place(Place(tier, None, max(version, row.version), row,
+                                             derived(token, "copy")))
+        except StoreError as exc:
+            self.unknown(token, "it applied", f"taking out the row it left stale on "
+                         f"{_name(tier)} failed ({type(exc).__name__}: {exc})", exc)
+
+    # -- fencing: where the write landed -------------------------------------------------
+
+    def _settle(self, job: Job, landing: Landing, depth: int) -> Steps[None]:
+        """Return once the entry the write left is where the routing in force reads it.
+
+        The write was planned under a copy of the routing read at ``read_at``. An answer
+        back before ``read_at + lease`` proves it landed in that copy's state or the next
+        (``shardex.write`` says why), which every reader of either reads: no request.
+        Later, the routing is read again (strongly consistent, sent after the answer); if
+        it moved more than one version and the entry is not where its writes go now, the
+        entry is re-placed there (a settle, through this same machine), or the write
+        ends OutcomeUnknown: it applied, and readers may not list it.
+        """
+        placed, planned = landing.placed, landing.planned
+        if planned.fence.holds(placed.at, placed.version, placed.read_at):
+            return
+        token = job.token
+        try:
+            fresh = yield from self._route(fresh=True)
+        except ShardexError as exc:
+            self.unknown(token, "it landed after its routing's lease", "reading the routing "
+                         f"again to check where it landed failed ({exc})", exc)
+        routing = fresh.routing
+        if routing.version <= planned.routing.version + 1:
+            return  # it landed in the state it was planned in, or the next
+        entry = landing.entry
+        value = value_of(entry)
+        target = self.topology.check(routing.writing.policy(value).tier)
+        if target == landing.tier and in_place(routing, value, entry.shard_key, job.item_id):
+            return
+        if target != landing.tier and crossing(routing, value) not in (
+                (target, landing.tier), (landing.tier, target)):
+            self.unknown(token, "it landed after its routing's lease", f"it landed on "
+                         f"{_name(landing.tier)}, which readers of {value!r} no longer read, and "
+                         "no write moves an entry between stores outside a reshard")
+        if depth >= _MAX_SETTLES:
+            self.unknown(token, "it landed after its routing's lease", "re-placing it where "
+                         "readers read kept landing late")
+        item, source = job.item_id, entry.shard_key
+
+        def plan(now: Routing) -> Relocate:
+            return Relocate(item, value, source, job.draw(now, value), None, 0)
+
+        settle = Job(item, value, None, plan, job.draw,
+                     f"re-placing of {item!r} (its {job.what} landed late)",
+                     derived(token, f"settle{depth}"))
+        try:
+            yield from self._job(settle, depth + 1)
+        except OutcomeUnknown:
+            raise
+        except ShardexError as exc:
+            self.unknown(token, "it landed after its routing's lease", f"re-placing it where "
+                         f"readers read failed ({type(exc).__name__}: {exc})", exc)
+
+
+def _dead(item_id: str, found: dict[Tier, Placement | None]) -> Placement | None:
+    """The item as a write that makes it live decides from, when no store holds it live:
+    a tombstone at the newest version of any store's placement (None: never placed).
+
+    So a write that makes an item live in one store numbers it above every placement it
+    has anywhere, and the two stores of a value a reshard moves compare versions
+    meaningfully (``truth``) whatever store each was written in, by whatever value.
+    """
+    placed = [p for p in found.values() if p is not None]
+    if not placed:
+        return None
+    return Placement(item_id, max(p.version for p in placed), None)
+
+
+def _done(tried: Write) -> Done:
+    return Done(True, None if tried.entry is None else tried.entry.shard_key)
+
+
+def _did_not_apply(error: ShardexError, what: str) -> ShardexError:
+    """The error to raise for a write that failed, once a read showed it had not landed."""
+    message = f"{what} did not apply (the item was read back after an ambiguous try): {error}"
+    if isinstance(error, Throttled):
+        return Throttled(message, key=error.key, reason=error.reason)
+    if isinstance(error, Unavailable | ConditionFailed):
+        return type(error)(message)
+    return error
