@@ -1,5 +1,6 @@
-"""Fencing on DynamoDB Local: a writer process stopped with SIGSTOP between its routing
-check and its request, for longer than a whole reshard, hides none of its writes.
+"""Fencing on real servers: a writer process stopped with SIGSTOP between its routing check
+and its request, for longer than a whole reshard, hides none of its writes (DynamoDB
+Local in both modes, Azurite).
 
 Real time (a real server): the routing's lease is a second, the margin a fraction.
 """
@@ -19,16 +20,14 @@ import pytest
 
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.reshard import Resharder
+from tests import azurite
 from tests import dynamodb_local as local
 
-pytestmark = pytest.mark.dynamodb
 ROOT = Path(__file__).resolve().parent.parent
 WRITES = 8
-
-
-@pytest.fixture(autouse=True)
-def endpoint() -> str:
-    return local.require_endpoint()
+STORES = [pytest.param(local.table_store, marks=pytest.mark.dynamodb, id="dynamodb-table"),
+          pytest.param(local.gsi_store, marks=pytest.mark.dynamodb, id="dynamodb-gsi"),
+          pytest.param(azurite.table_store, marks=pytest.mark.azure, id="azure-tables")]
 
 
 async def _listed(uri: str) -> set[str]:
@@ -36,7 +35,7 @@ async def _listed(uri: str) -> set[str]:
         return {e.item_id async for e in index.scan("PENDING")}
 
 
-@pytest.mark.parametrize("make", [local.table_store, local.gsi_store], ids=["table", "gsi"])
+@pytest.mark.parametrize("make", STORES)
 def test_a_writer_stopped_with_sigstop_across_a_whole_reshard_hides_nothing(make: Any) -> None:
     """Measured before fencing: 8 of 8 writes reported ok were never listed again."""
     uri = make().uri
