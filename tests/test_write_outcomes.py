@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -347,3 +348,20 @@ ConcurrentClients.TestCase.settings = settings(
     max_examples=25, stateful_step_count=10, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 TestConcurrentClients = ConcurrentClients.TestCase
+
+
+def test_a_caller_chooses_the_write_token_and_a_bad_one_is_refused() -> None:
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        async with shardex.ShardedIndex(store, "orders", seed=1) as index:
+            assert await index.put("PENDING", "o-1", sort="a", token="order-1-v1")
+            placement = await store.locate("orders", "o-1")
+            assert placement is not None
+            assert placement.token == "order-1-v1"
+            for bad in ("not ok!", "", "x" * 37, 7):
+                with pytest.raises(shardex.InvalidInput, match="token must be"):
+                    await index.move("o-1", old="PENDING", new="SHIPPED",
+                                     token=bad)  # type: ignore[arg-type]
+            assert await store.locate("orders", "o-1") == placement  # nothing applied
+
+    run_virtual(main())

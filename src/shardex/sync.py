@@ -89,20 +89,20 @@ class SyncShardedIndex:
 
     def put(self, value: str, item_id: str, *, sort: str | None = None,
             attrs: Mapping[str, Any] | None = None, version: int | None = None,
-            priority: Priority = "normal") -> bool:
+            priority: Priority = "normal", token: str | None = None) -> bool:
         return self._call(self.index.put(value, item_id, sort=sort, attrs=attrs,
-                                         version=version, priority=priority))
+                                         version=version, priority=priority, token=token))
 
     def move(self, item_id: str, *, old: str, new: str, sort: str | None = None,
              attrs: Mapping[str, Any] | None = None, version: int | None = None,
-             priority: Priority = "normal") -> bool:
+             priority: Priority = "normal", token: str | None = None) -> bool:
         return self._call(self.index.move(item_id, old=old, new=new, sort=sort, attrs=attrs,
-                                          version=version, priority=priority))
+                                          version=version, priority=priority, token=token))
 
     def delete(self, value: str, item_id: str, *, version: int | None = None,
-               priority: Priority = "normal") -> bool:
+               priority: Priority = "normal", token: str | None = None) -> bool:
         return self._call(self.index.delete(value, item_id, version=version,
-                                            priority=priority))
+                                            priority=priority, token=token))
 
     def get(self, item_id: str) -> Entry | None:
         return self._call(self.index.get(item_id))

@@ -8,6 +8,7 @@ answer an observation stamped with the clock. Nothing is decided here.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Awaitable, Mapping
 
@@ -137,4 +138,6 @@ class WriteEngine:
             return NotSent(clock.now())
         except ShardexError as exc:
             return Errored(exc, clock.now())
+        if not record.loaded:  # the index closed meanwhile: no copy to vouch for the lease
+            return Placed(clock.now(), -1, -math.inf)
         return Placed(clock.now(), record.routing.version, record.loaded_at)

@@ -502,7 +502,7 @@ class WriteMachine:
             return  # it landed in the state it was planned in, or the next
         entry = landing.entry
         value = value_of(entry)
-        target = self.topology.check(routing.writing.policy(value).tier)
+        target = routing.writing.policy(value).tier
         if target == landing.tier and in_place(routing, value, entry.shard_key, job.item_id):
             return
         if target != landing.tier and crossing(routing, value) not in (
