@@ -32,6 +32,7 @@ from shardex.write.decide import value_of
 from shardex.write.steps import (
     Done,
     Errored,
+    Fence,
     Locate,
     Located,
     NotSent,
@@ -124,7 +125,8 @@ def drive(machine: WriteMachine, model: Model, faults: list[str], *,
         if isinstance(action, Route):
             if action.fresh or now - read_at > 1.0:
                 read_at = now
-            observed = Routed(in_force(read_at), read_at, LEASE, now)
+            routing = in_force(read_at)
+            observed = Routed(routing, Fence(routing.version, read_at, LEASE), now)
         elif isinstance(action, Sleep):
             now += action.seconds
             observed = Slept(now)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Awaitable, Mapping
+from typing import Any
 
 from shardex.admission import AdaptiveGate
 from shardex.clock import Clock
@@ -24,6 +25,7 @@ from shardex.write.steps import (
     FENCE,
     Done,
     Errored,
+    Fence,
     Locate,
     Located,
     NotSent,
@@ -77,30 +79,27 @@ class WriteEngine:
         machine = self.machine(job)
         clock = self._clock
         observed: Observation = Start(clock.now())
+        # the type of each action picks its request (one comparison each, on the hot path)
         while True:
-            action = machine.next(observed)
+            action: Any = machine.next(observed)
             kind = type(action)
             if kind is Place:
-                assert isinstance(action, Place)
                 observed = await self._place(job.item_id, action)
             elif kind is Locate:
-                assert isinstance(action, Locate)
                 try:
                     found = await self._stores[action.tier].locate(self._namespace, job.item_id)
                 except ShardexError as exc:
                     observed = Errored(exc, clock.now())
                 else:
-                    observed = Located(found, clock.now())
+                    observed = Located(found)
             elif kind is Route:
-                assert isinstance(action, Route)
                 observed = await self._route(action.fresh)
             elif kind is Sleep:
-                assert isinstance(action, Sleep)
                 await clock.sleep(action.seconds)
                 observed = Slept(clock.now())
             else:
-                assert isinstance(action, Done)
-                return action
+                done: Done = action
+                return done
 
     async def _route(self, fresh: bool) -> Observation:
         record, clock = self._record, self._clock
@@ -114,7 +113,7 @@ class WriteEngine:
                 routing = await record.current()
         except ShardexError as exc:
             return Errored(exc, clock.now())
-        return Routed(routing, record.loaded_at, record.lease, clock.now())
+        return Routed(routing, Fence(routing.version, record.loaded_at, record.lease))
 
     async def _place(self, item_id: str, action: Place) -> Observation:
         clock, store, fence, record = self._clock, self._stores[action.tier], action.fence, \

@@ -67,6 +67,8 @@ __all__ = ["WriteMachine"]
 
 T = TypeVar("T")
 Steps = Generator[Action, Observation, T]
+# the actions every write asks for, made once
+_ROUTE, _FRESH, _LOCATE_MAIN = Route(), Route(fresh=True), Locate(None)
 # re-placings of a write that landed on a layout no longer read, each itself landing late
 _MAX_SETTLES = 3
 def _name(tier: Tier) -> str:
@@ -108,21 +110,30 @@ class WriteMachine:
         self._max_conflicts = max_conflicts
         self._paced = paced
         self._now = 0.0
-        self._steps: Steps[None] | None = None
+        self._steps: Steps[Done] | None = None
+        self._ended = False
 
     def next(self, observation: Observation) -> Action:
         """The action after ``observation``; raises the error the write ends with."""
-        self._now = observation.at
-        if self._steps is None:
-            if not isinstance(observation, Start):
-                raise TypeError("a write machine starts with a Start observation")
-            self._steps = self._main()
-            return next(self._steps)
-        return self._steps.send(observation)
-
-    def _main(self) -> Steps[None]:
-        done = yield from self._job(self.job, 0)
-        yield done
+        if observation.at is not None:
+            self._now = observation.at
+        steps = self._steps
+        if steps is None:
+            if not isinstance(observation, Start) or self._ended:
+                raise TypeError("a write machine starts with a Start observation, once")
+            steps = self._steps = self._job(self.job, 0)
+            observation = None  # type: ignore[assignment]  # a generator starts on None
+        try:
+            return steps.send(observation)
+        except StopIteration as stop:
+            # ended: drop the generator, whose frame held this machine (no cycle is left
+            # for the garbage collector: a write is made many times a second)
+            self._steps, self._ended = None, True
+            done: Done = stop.value
+            return done
+        except BaseException:
+            self._steps, self._ended = None, True
+            raise
 
     # -- the write, whatever its path -------------------------------------------------
 
@@ -131,7 +142,11 @@ class WriteMachine:
             # a claim that lost in the own store took its row back out: the next round is
             # another write, with a token of its own
             token = job.token if round_ == 0 else derived(job.token, f"round{round_}")
-            routed = yield from self._route()
+            observed = yield _ROUTE
+            if type(observed) is not Routed:
+                assert isinstance(observed, Errored)
+                raise observed.error
+            routed = observed
             path = self._path(routed.routing, job)
             if isinstance(path, tuple):
                 done, claim, landing = yield from cross(self, job, token, path, routed)
@@ -139,8 +154,9 @@ class WriteMachine:
                 done, claim, landing = yield from self._in_store(job, token, path, routed)
             if claim is not None and not (yield from self._confirm(job, claim)):
                 continue
-            if landing is not None:
-                yield from self._settle(job, landing, depth)
+            if landing is not None and not landing.planned.fence.holds(
+                    landing.placed.at, landing.placed.version, landing.placed.read_at):
+                yield from self._settle(job, landing, depth)  # landed late: check where
             return done
         raise ConditionFailed(f"gave up on the {job.what} after {self._max_conflicts} writes "
                               "of the item to other stores won over it")
@@ -167,7 +183,7 @@ class WriteMachine:
     # -- requests, retried -------------------------------------------------------------
 
     def _route(self, fresh: bool = False) -> Steps[Routed]:
-        observed = yield Route(fresh)
+        observed = yield _FRESH if fresh else _ROUTE
         if isinstance(observed, Errored):
             raise observed.error
         assert isinstance(observed, Routed)
@@ -176,7 +192,7 @@ class WriteMachine:
     def replan(self) -> Steps[Routed]:
         """The routing to plan again under, once a place waited past its fence: read now,
         or the copy while its lease holds if that read fails (RoutingStale after)."""
-        observed = yield Route(fresh=True)
+        observed = yield _FRESH
         if isinstance(observed, Routed):
             return observed
         return (yield from self._route())
@@ -198,7 +214,7 @@ class WriteMachine:
 
     def _locate(self, tier: Tier) -> Steps[Placement | None]:
         """The item's placement in ``tier``'s store; raises the last error."""
-        observed = yield from self._retried(Locate(tier))
+        observed = yield from self._retried(_LOCATE_MAIN if tier is None else Locate(tier))
         if isinstance(observed, Errored):
             raise observed.error
         assert isinstance(observed, Located)
@@ -270,7 +286,11 @@ class WriteMachine:
                 resend = routed.routing is planned.routing
             if not resend:
                 try:
-                    current = yield from self._locate(tier)
+                    observed = yield _LOCATE_MAIN if tier is None else Locate(tier)
+                    if type(observed) is Located:
+                        current = observed.placement
+                    else:  # the rare path: a read that failed, tried again
+                        current = yield from self._locate(tier)
                 except StoreError as exc:
                     if ambiguous is None:
                         raise
@@ -293,7 +313,8 @@ class WriteMachine:
                         else give_up
                 planned = yield from self._routed_for(job, tier, known)
                 request = job.plan(planned.routing)
-                survey = _Survey(None, current, {tier: current})
+                survey = None
+                here, copy = current, None
                 if topology.tiered and not isinstance(request, Delete | Relocate):
                     survey = yield from self._survey(tier, current, planned.routing)
                     if survey.elsewhere is not None:
@@ -301,17 +322,19 @@ class WriteMachine:
                             f"the {job.what} cannot apply: the item has its entry "
                             f"{survey.elsewhere}, and no write spans two stores; delete it "
                             "there first")
-                here, found, copy = survey.here, survey.found, survey.copy
+                    here, copy = survey.here, survey.copy
                 decision = decide(request, here, planned.routing)
                 if isinstance(decision, Skip):
                     return Done(decision.result), None, None
                 if isinstance(decision, Refuse):
                     raise decision.error
                 # conditioned on the placement as it is, whatever it was taken for
-                tried, claim = decision._replace(expected=current), None
-                if arbitrated and tried.entry is not None and (here is None or here.entry is None):
+                tried = decision if here is current else decision._replace(expected=current)
+                claim = None
+                if survey is not None and arbitrated and tried.entry is not None \
+                        and (here is None or here.entry is None):
                     # the survey found the own store's placement: no store held the item
-                    main = found[None]
+                    main = survey.found[None]
                     if main is not None and request.version is not None \
                             and request.version <= main.version:
                         return Done(False), None, None  # a newer write placed it there
@@ -320,11 +343,12 @@ class WriteMachine:
                         tried = tried._replace(entry=replace(tried.entry, version=version),
                                                version=version)
                     claim = Claim(main, tried.version, token, tier)
-                elif survey.confirm is not None and tried.entry is not None:
+                elif survey is not None and survey.confirm is not None \
+                        and tried.entry is not None:
                     # S serializes the crossing value's writers: confirm there (at a version
                     # S's placement does not outnumber, so the two stores' truth is this)
                     arbiter = survey.confirm[0]
-                    source = found[arbiter]
+                    source = survey.found[arbiter]
                     if source is not None and source.version > tried.version:
                         tried = tried._replace(entry=replace(tried.entry, version=source.version),
                                                version=source.version)
@@ -379,7 +403,7 @@ class WriteMachine:
         landing = tried.entry if tried.entry is not None else \
             (None if tried.expected is None else tried.expected.entry)
         return Place(tier, tried.entry, tried.version, tried.expected, token,
-                     fence=planned.fence, pace=None if landing is None else landing.shard_key)
+                     planned.fence, None if landing is None else landing.shard_key)
 
     def _survey(self, tier: Tier, current: Placement | None, routing: Routing
                 ) -> Steps[_Survey]:
@@ -480,17 +504,15 @@ class WriteMachine:
     def _settle(self, job: Job, landing: Landing, depth: int) -> Steps[None]:
         """Return once the entry the write left is where the routing in force reads it.
 
-        The write was planned under a copy of the routing read at ``read_at``. An answer
-        back before ``read_at + lease`` proves it landed in that copy's state or the next
-        (``shardex.write`` says why), which every reader of either reads: no request.
-        Later, the routing is read again (strongly consistent, sent after the answer); if
+        Called when the answer came back past the lease of the latest read that found the
+        routing the write was planned under (before it, the write landed in that state or
+        the next, which every reader of either reads: ``shardex.write`` says why). The
+        routing is read again (strongly consistent, sent after the answer); if
         it moved more than one version and the entry is not where its writes go now, the
         entry is re-placed there (a settle, through this same machine), or the write
         ends OutcomeUnknown: it applied, and readers may not list it.
         """
-        placed, planned = landing.placed, landing.planned
-        if planned.fence.holds(placed.at, placed.version, placed.read_at):
-            return
+        planned = landing.planned
         token = job.token
         try:
             fresh = yield from self._route(fresh=True)

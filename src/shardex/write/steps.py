@@ -1,9 +1,9 @@
 """What the write machine asks for (actions) and what the driver tells it (observations).
 
 Plain immutable values. Stores are named by tier (None: the index's own store), so the
-machine never holds a store: the driver maps each name to its ``Store``. Every
-observation carries ``at``, the driver's clock when it was made, so the machine decides
-from time without reading a clock.
+machine never holds a store: the driver maps each name to its ``Store``. Observations
+carry ``at``, the driver's clock when they were made, so the machine decides from time
+without reading a clock.
 """
 
 from __future__ import annotations
@@ -101,22 +101,26 @@ class Start(NamedTuple):
 
 
 class Routed(NamedTuple):
-    """The routing to act on, ``read_at`` the clock when the read that loaded it was sent,
-    ``lease`` its lease (seconds)."""
+    """The routing to act on: ``fence`` says when the read that loaded it was sent and its
+    lease. ``at`` None (here and in ``Located``): the clock is not read for an answer
+    that no decision times (the machine keeps the last time it was told)."""
 
     routing: Routing
-    read_at: float
-    lease: float
-    at: float
+    fence: Fence
+    at: float | None = None
 
     @property
-    def fence(self) -> Fence:
-        return Fence(self.routing.version, self.read_at, self.lease)
+    def read_at(self) -> float:
+        return self.fence.read_at
+
+    @property
+    def lease(self) -> float:
+        return self.fence.lease
 
 
 class Located(NamedTuple):
     placement: Placement | None
-    at: float
+    at: float | None = None
 
 
 class Placed(NamedTuple):
