@@ -22,7 +22,10 @@ Per-partition ceilings (``CEILINGS``, by store name):
   (``DYNAMODB_EVENTUAL_READ_FACTOR``).
 - Azure Table Storage: about 2,000 entities a second per partition, and about 20,000 a
   second per storage account (``AZURE_TABLES_ACCOUNT_ENTITIES``), whatever the partitions.
-- Cosmos DB: 10,000 RU a second per physical partition.
+- Cosmos DB: 10,000 RU a second per physical partition. A request's charge is what the
+  service reports (``x-ms-request-charge``); where none is reported, the documented
+  charge of a point read or a write by document size (``COSMOS_RU_BY_SIZE``,
+  ``cosmos_request_units``) estimates it.
 
 Table-level limits (DynamoDB):
 
@@ -59,6 +62,7 @@ __all__ = [
     "AZURE_TABLES_PARTITION_ENTITIES",
     "CEILINGS",
     "COSMOS_PARTITION_RU",
+    "COSMOS_RU_BY_SIZE",
     "Ceiling",
     "DYNAMODB_BURST_SECONDS",
     "DYNAMODB_EVENTUAL_READ_FACTOR",
@@ -76,6 +80,7 @@ __all__ = [
     "READ_UNIT_BYTES",
     "THROTTLE_EXCEPTIONS",
     "WRITE_UNIT_BYTES",
+    "cosmos_request_units",
     "entry_bytes",
     "item_bytes",
     "number_bytes",
@@ -106,6 +111,12 @@ DYNAMODB_PARTITION_BYTES = 10 * 1024**3
 AZURE_TABLES_PARTITION_ENTITIES = 2000.0
 AZURE_TABLES_ACCOUNT_ENTITIES = 20_000.0
 COSMOS_PARTITION_RU = 10_000.0
+# Cosmos DB's documented charges by document size (Microsoft's "Understand request unit
+# consumption"): (KB, point read RU at session or eventual consistency, write RU).
+COSMOS_RU_BY_SIZE: tuple[tuple[int, float, float], ...] = (
+    (1, 1.00, 4.95), (2, 1.04, 6.29), (4, 1.14, 6.67), (8, 1.33, 7.04), (16, 1.67, 9.52),
+    (32, 2.19, 11.23), (64, 4.76, 22.67), (128, 9.95, 48.19), (256, 20.28, 98.29),
+    (512, 40.95, 184.57), (1024, 145.90, 625.00), (2048, 291.80, 1250.00))
 
 
 class _Entry(Protocol):
@@ -137,6 +148,26 @@ def read_units(nbytes: int, consistent: bool = True) -> float:
     """
     units = 1 if nbytes <= READ_UNIT_BYTES else -(-nbytes // READ_UNIT_BYTES)
     return float(units) if consistent else units / 2.0
+
+
+def cosmos_request_units(nbytes: int, *, write: bool) -> float:
+    """The documented RU of a point read (or a write) of a document of ``nbytes`` bytes.
+
+    Linear between the sizes ``COSMOS_RU_BY_SIZE`` lists, the 1 KB figure below 1 KB
+    (a point read of a 1 KB document is the one request unit), and past 2 MB (which no
+    document reaches) the 2 MB figure's rate.
+    """
+    column = 2 if write else 1
+    kb = max(1.0, nbytes / 1024)
+    below = COSMOS_RU_BY_SIZE[0]
+    for row in COSMOS_RU_BY_SIZE:
+        if kb <= row[0]:
+            if row is below:
+                return row[column]
+            share = (kb - below[0]) / (row[0] - below[0])
+            return below[column] + share * (row[column] - below[column])
+        below = row
+    return below[column] * kb / below[0]
 
 
 def utf8_len(text: str) -> int:
