@@ -13,6 +13,7 @@ from typing import Any
 from shardex.errors import ConditionFailed, InvalidInput
 from shardex.stores.cosmos.client import (
     client_options,
+    close_client,
     connection_settings,
     import_sdk,
     mapped_errors,
@@ -39,8 +40,8 @@ async def create_container(database: str, container: str, *, throughput: int | N
                                                connection.get("credential"),
                                                connection.get("connection_string"))
     where = f"container {database}/{container}"
-    async with aio.CosmosClient(endpoint, credential=credential,
-                                **client_options(5.0, 30.0)) as client:
+    client = aio.CosmosClient(endpoint, credential=credential, **client_options(5.0, 30.0))
+    try:
         with mapped_errors("create", where, endpoint):
             db = await client.create_database_if_not_exists(database)
         try:
@@ -50,6 +51,8 @@ async def create_container(database: str, container: str, *, throughput: int | N
                                           offer_throughput=throughput)
         except ConditionFailed as exc:
             raise ConditionFailed(f"{where} already exists at {endpoint}") from exc
+    finally:
+        await close_client(client)
     return endpoint
 
 
@@ -59,7 +62,9 @@ async def delete_container(database: str, container: str, **connection: Any) -> 
     endpoint, credential = connection_settings(connection.get("endpoint"),
                                                connection.get("credential"),
                                                connection.get("connection_string"))
-    async with aio.CosmosClient(endpoint, credential=credential,
-                                **client_options(5.0, 30.0)) as client:
+    client = aio.CosmosClient(endpoint, credential=credential, **client_options(5.0, 30.0))
+    try:
         with mapped_errors("delete", f"container {database}/{container}", endpoint):
             await client.get_database_client(database).delete_container(container)
+    finally:
+        await close_client(client)

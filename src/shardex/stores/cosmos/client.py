@@ -20,6 +20,7 @@ would come back as a failed condition.
 from __future__ import annotations
 
 import abc
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -51,6 +52,7 @@ __all__ = [
 KEY, ENDPOINT, CONNECTION_STRING = "COSMOS_KEY", "COSMOS_ENDPOINT", "COSMOS_CONNECTION_STRING"
 # the sub-status of a 404 whose container (or database) does not exist
 _OWNER_MISSING = 1003
+_TLS_SETTLE = 0.02
 
 
 class Reply(NamedTuple):
@@ -119,7 +121,8 @@ def map_error(exc: BaseException, *, operation: str, where: str, endpoint: str,
     if status == 404:
         if sub == _OWNER_MISSING or operation in ("open", "check"):
             return NotFound(f"{where} does not exist at {endpoint}; create it with: shardex "
-                            f"cosmos create-container {where.split()[-1]} --endpoint {endpoint}")
+                            f"cosmos create-container {where.split()[-1].replace('/', ' ', 1)} "
+                            f"--endpoint {endpoint}")
         return NotFound(f"{operation} on {subject}: the item does not exist (404)")
     if status in (400, 413):
         return InvalidInput(f"{operation} on {subject}: Cosmos DB refused the request "
@@ -254,6 +257,17 @@ def client_options(connect_timeout: float, read_timeout: float) -> dict[str, Any
             "retry_status": 0}
 
 
+async def close_client(client: Any) -> None:
+    """Close a ``CosmosClient``, and give its connections' TLS shutdowns a moment to end.
+
+    A connection aiohttp drops mid-life (a response it did not read to the end) closes
+    with a TLS shutdown that needs the peer's answer: without the moment, a loop closed
+    right after this leaves its socket half-closed.
+    """
+    await client.close()
+    await asyncio.sleep(_TLS_SETTLE)
+
+
 class _Charge:
     """A response hook keeping the request charge the service reported (None: none)."""
 
@@ -293,7 +307,7 @@ class SdkClient(ContainerClient):
     async def close(self) -> None:
         client, self._client, self._container = self._client, None, None
         if client is not None:
-            await client.close()
+            await close_client(client)
 
     async def call(self, operation: str, **params: Any) -> Reply:
         if self._container is None:

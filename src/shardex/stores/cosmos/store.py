@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 from shardex.capacity import QUERY_PAGE_BYTES, cosmos_request_units
 from shardex.clock import Clock
-from shardex.errors import ConditionFailed, InvalidInput, InvalidURI, Unavailable
+from shardex.errors import ConditionFailed, InvalidInput, InvalidURI
 from shardex.keys import record_key
 from shardex.stores.azure import keys
 from shardex.stores.base import Capabilities, Placement, Position, Record, Store, StoredEntry
@@ -169,8 +169,9 @@ class CosmosStore(Store):
     async def _disconnect(self) -> None:
         await self._client.close()
 
-    async def _send(self, rec: Recorder, key: str, operation: str, write: bool,
+    async def _call(self, rec: Recorder, key: str, operation: str, write: bool,
                     **params: Any) -> Any:
+        """One request (see the module docstring); returns its value."""
         rec.request(key, write=write)
         with mapped_errors(operation, self._where(), self._client.endpoint, key):
             reply = await self._client.call(operation, **params)
@@ -185,24 +186,6 @@ class CosmosStore(Store):
                                   estimated_units=tally.estimated_units + units)
         rec.charge(key, units)
         return reply.value
-
-    async def _call(self, rec: Recorder, key: str, operation: str, write: bool,
-                    **params: Any) -> Any:
-        """One request (see the module docstring); returns its value."""
-        if operation != "get":
-            return await self._send(rec, key, operation, write, **params)
-        try:
-            return await self._send(rec, key, operation, write, **params)
-        except Unavailable as exc:
-            if getattr(exc.__cause__, "status_code", None) != 500:
-                raise
-        # @vercel/cosmosdb-server answers 500 to a point read of a missing document;
-        # a read is safe to send again, as a query, which settles it
-        docs, _ = await self._send(
-            rec, key, "query", False, query="SELECT * FROM c WHERE c.pk = @pk AND c.id = @id",
-            parameters={"pk": params["partition"], "id": params["id"]},
-            partition=params["partition"], max_items=1)
-        return docs[0] if docs else None
 
     # -- entries ---------------------------------------------------------------------
 
