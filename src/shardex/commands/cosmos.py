@@ -69,7 +69,8 @@ def repair(database: str, container: str, name: str, shard_keys: tuple[str, ...]
     validate_value(name)
 
     async def run() -> Any:
-        async with CosmosStore(database, container, endpoint=endpoint) as store:
+        store = CosmosStore(database, container, endpoint=endpoint)
+        async with store:
             return await store.repair(name, shard_keys=list(shard_keys) or None)
 
     with output.console(stderr=True).status(f"repairing index {name} of "

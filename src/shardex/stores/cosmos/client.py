@@ -44,7 +44,11 @@ __all__ = [
     "ContainerClient",
     "Reply",
     "SdkClient",
+    "client_options",
+    "close_client",
     "connection_settings",
+    "document_bytes",
+    "import_sdk",
     "map_error",
     "mapped_errors",
 ]
