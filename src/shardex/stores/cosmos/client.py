@@ -56,7 +56,7 @@ __all__ = [
 KEY, ENDPOINT, CONNECTION_STRING = "COSMOS_KEY", "COSMOS_ENDPOINT", "COSMOS_CONNECTION_STRING"
 # the sub-status of a 404 whose container (or database) does not exist
 _OWNER_MISSING = 1003
-_TLS_SETTLE = 0.02
+_CHECK_WAIT = 2.0
 
 
 class Reply(NamedTuple):
@@ -262,14 +262,19 @@ def client_options(connect_timeout: float, read_timeout: float) -> dict[str, Any
 
 
 async def close_client(client: Any) -> None:
-    """Close a ``CosmosClient``, and give its connections' TLS shutdowns a moment to end.
+    """Close a ``CosmosClient`` once its background endpoint check has ended.
 
-    A connection aiohttp drops mid-life (a response it did not read to the end) closes
-    with a TLS shutdown that needs the peer's answer: without the moment, a loop closed
-    right after this leaves its socket half-closed.
+    The SDK checks the account's endpoints in a task of its own when it first connects,
+    and its ``close`` cancels that task, which can leave the check's connection half-open
+    (a socket nobody closes) when it was still in its TLS handshake: the check is let
+    finish first (it is one small read), for at most ``_CHECK_WAIT`` seconds.
     """
+    manager = getattr(getattr(client, "client_connection", None), "_global_endpoint_manager",
+                      None)
+    task = getattr(manager, "refresh_task", None)
+    if isinstance(task, asyncio.Task) and not task.done():
+        await asyncio.wait({task}, timeout=_CHECK_WAIT)
     await client.close()
-    await asyncio.sleep(_TLS_SETTLE)
 
 
 class _Charge:
