@@ -101,7 +101,7 @@ def test_bad_input_gets_one_line_errors(endpoint: str,
         asyncio.run(too_long())
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                 HealthCheck.data_too_large])
 @given(st.lists(st.tuples(SORTS, ITEMS), min_size=1, max_size=6, unique_by=lambda p: p[1]),
        st.text(string.ascii_letters + "#/?\\%'\u00e9", min_size=1, max_size=8))
