@@ -36,7 +36,7 @@ from shardex.hashing import h64, jump_hash
 from shardex.sim.buckets import TokenBucket
 from shardex.sim.profiles import Profile
 
-__all__ = ["KeyTrack", "Partition", "PartitionMap", "Slot"]
+__all__ = ["KeyTrack", "Partition", "PartitionMap", "Slot", "key_hash", "slot_of"]
 
 _TOP = 1 << 64
 # Heat is kept for this many keys of a partition during a hot streak: enough to place a
@@ -46,6 +46,18 @@ _SAMPLE = 32
 _RANK_WEIGHT = 0.02
 # Float sums of units land a hair beyond a ceiling they exactly fill.
 EPSILON = 1e-9
+
+
+def key_hash(namespace: str, key: str) -> int:
+    """The h64 a key of ``namespace`` is placed by (``h64(namespace + NUL + key)``)."""
+    return h64(f"{namespace}\x00{key}")
+
+
+def slot_of(namespace: str, key: str, partitions: int) -> int:
+    """The slot in ``[0, partitions)`` that ``key`` of ``namespace`` hashes to on a table
+    of ``partitions`` partitions (``partitions`` >= 1): the simulator's placement, which
+    the planner's partition model draws its placements from."""
+    return jump_hash(key_hash(namespace, key), partitions)
 
 
 class KeyTrack:
@@ -298,9 +310,9 @@ class PartitionMap:
         0 stands for it.
         """
         if self.count:
-            h = h64(f"{namespace}\x00{key}")
+            h = key_hash(namespace, key)
             return self._slots[jump_hash(h, self.count)], h
-        h = h64(f"{namespace}\x00{key}") if tracked else 0
+        h = key_hash(namespace, key) if tracked else 0
         found = self._slots.get((namespace, key))
         return (found if found is not None else self._slot((namespace, key), key, now)), h
 
