@@ -31,7 +31,7 @@ from shardex.sim.partitions import key_hash
 __all__ = ["QUANTILE", "TRIALS", "Busiest", "busiest_partition", "collision_free_odds",
            "placed", "shard_loads"]
 
-TRIALS = 200
+TRIALS = 160
 QUANTILE = 0.99
 
 

@@ -245,6 +245,8 @@ def _table_limit(model: Profile) -> tuple[float, float, str, str]:
         write, why, setting = model.quota_write, "per-table quota", "quota_write"
     if model.capacity == "on-demand" and model.max_write < write:
         write, why, setting = model.max_write, "configured maximum", "max_write"
+    if model.store == "azure-tables":
+        why, setting = "the storage account's scalability target", "accounts"
     return write, min(read, model.quota_read), why, setting
 
 
@@ -332,7 +334,7 @@ def _listing_cost(items: int, shards: int, item_bytes: int,
 
 
 def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
-                ceiling: str | float | Ceiling = "dynamodb", headroom: float = 1.5,
+                ceiling: str | float | Ceiling | None = None, headroom: float = 1.5,
                 amplification: float | None = None, read_item_bytes: int | None = None,
                 listing_items: int | Mapping[str, int] | None = None,
                 consistent: bool = True, latency: LatencyModel | None = None,
@@ -348,7 +350,8 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     Result (``Plan``): N per value (``values[v].shards``, ``routing()``), the partitions'
     busiest load (``partitions``) and the verdict with its reasons (``verdict``).
 
-    N starts as the smallest with ``peak x units(item_bytes) x amplification x headroom
+    ``ceiling`` defaults to the mode's (``CEILING_OF_MODE``). N starts as the smallest
+    with ``peak x units(item_bytes) x amplification x headroom
     <= N x ceiling.write_units`` (values that fit one partition keep N = 1) and grows while
     the busiest partition, at the p99 of hash placements, would pass its ceiling with the
     headroom (``shardex.plan.verdict.fit_shards``); placements are drawn over index names
@@ -371,7 +374,7 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     given = amplification is not None
     if amplification is None:
         amplification = AMPLIFICATION[mode]
-    bound = resolve_ceiling(ceiling)
+    bound = resolve_ceiling(CEILING_OF_MODE[mode] if ceiling is None else ceiling)
     size = _positive_int("item bytes", item_bytes)
     read_size = size if read_item_bytes is None else _positive_int("read item bytes",
                                                                   read_item_bytes)
@@ -429,12 +432,12 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     bound_units = partition_ceiling(model_, count)
     shards, fitted = fit_shards(loads, base, partitions=count, ceiling=bound_units,
                                 spread=entry_spread, headroom=headroom, namespace=namespace,
-                                trials=TRIALS // 2)
+                                trials=TRIALS)
     if not fitted and headroom > 1:
         # no N leaves the headroom: the N that takes the peak itself, if one does
         shards, _ = fit_shards(loads, base, partitions=count, ceiling=bound_units,
                                spread=entry_spread, headroom=1.0, namespace=namespace,
-                               trials=TRIALS // 2)
+                               trials=TRIALS)
     plans: dict[str, ValuePlan] = {}
     for value, peak in peaks.items():
         n = shards[value]

@@ -207,7 +207,7 @@ def recommend(model: Profile, units: Mapping[str, float], base: Mapping[str, int
     def attempt(count: int) -> dict[str, int] | None:
         shards, fits = fit_shards(units, base, partitions=count, ceiling=model.write_ceiling,
                                   spread=placements / count, headroom=headroom,
-                                  namespace=namespace, trials=TRIALS // 4)
+                                  namespace=namespace, trials=TRIALS)
         return shards if fits else None
 
     # grow geometrically to a table that fits, then halve the gap to the least that does
