@@ -44,7 +44,7 @@ class Busiest:
     - ``expected``: the mean over placements of the busiest partition's load;
       ``worst``: its ``quantile`` (the p99: 99% of placements do no worse).
     - ``collision_free``: the share of placements in which no two shard keys share a
-      partition.
+      partition; ``total``: the shard keys' load, all of it.
     - ``worst_namespace``: the index name whose placement is that quantile (the
       simulator places keys by it), and ``worst_keys`` the shard keys on its busiest
       partition, heaviest first; ``own``: the busiest partition of ``namespace`` itself.
@@ -60,6 +60,7 @@ class Busiest:
     worst_namespace: str
     worst_keys: tuple[str, ...]
     own: float
+    total: float = 0.0
 
 
 def collision_free_odds(keys: int, partitions: int) -> float:
@@ -131,7 +132,7 @@ def busiest_partition(loads: Mapping[str, float], partitions: int, *, spread: fl
     if partitions == 0:
         top = max(loads.items(), key=lambda kv: kv[1], default=("", 0.0))
         return Busiest(0, len(loads), 0.0, top[1], top[1], quantile, 1.0, namespace,
-                       (top[0],) if top[0] else (), top[1])
+                       (top[0],) if top[0] else (), top[1], sum(loads.values()))
     keys = sorted(loads, key=lambda k: -loads[k])
     sums = [[spread] * partitions for _ in range(trials)]
     counts = [[0] * partitions for _ in range(trials)]
@@ -152,7 +153,7 @@ def busiest_partition(loads: Mapping[str, float], partitions: int, *, spread: fl
         collision_free=apart / trials, worst_namespace=_namespace(namespace, trial),
         worst_keys=tuple(k for k in keys
                          if _slots(namespace, k, partitions, trials)[trial] == hot),
-        own=max(sums[0]))
+        own=max(sums[0]), total=sum(loads.values()))
 
 
 def shard_loads(per_key: Mapping[str, tuple[int, float]]) -> dict[str, float]:

@@ -31,7 +31,7 @@ __all__ = ["PartitionPlan", "Verdict", "fit_shards", "fits", "judge", "partition
 _EPSILON = 1e-6
 _GROWTH_STEPS = 40
 # N grows to at most this many times the per-key rule's (plus 2)
-_WIDEST = 3
+_WIDEST = 8
 # seconds the verify runs past what it waits for, to see the table after it
 _AFTER = 180.0
 _STEADY_SECONDS = 300.0
@@ -126,23 +126,27 @@ def _busiest(units: Mapping[str, float], shards: Mapping[str, int], partitions: 
 
 def fits(found: Busiest, ceiling: float, headroom: float) -> bool:
     """Whether a busiest partition is sized: at the p99 of placements it takes the peak,
-    and its expected load takes the peak times the headroom (growth and bursts; the p99
-    is the margin for where the hash puts the keys)."""
+    and the average partition takes the peak times the headroom (growth and bursts; each
+    shard key has its headroom from the per-key rule, the p99 is the margin for where the
+    hash puts the keys)."""
+    mean = found.spread + found.total / found.partitions if found.partitions else 0.0
     return found.worst <= ceiling * (1 + _EPSILON) and \
-        found.expected * headroom <= ceiling * (1 + _EPSILON)
+        mean * headroom <= ceiling * (1 + _EPSILON)
 
 
 def fit_shards(units: Mapping[str, float], base: Mapping[str, int], *, partitions: int,
                ceiling: float, spread: float, headroom: float, namespace: str = "index",
-               trials: int = TRIALS) -> tuple[dict[str, int], bool]:
-    """Grow the N of ``base`` until the busiest of ``partitions`` partitions ``fits``
-    (each N to at most 3x its base, plus 2: past that a larger table is the cure).
+               trials: int = TRIALS, start: Mapping[str, int] | None = None
+               ) -> tuple[dict[str, int], bool]:
+    """Grow the N of ``base`` (from ``start``, if given) until the busiest of
+    ``partitions`` partitions ``fits`` (each N to at most 8x its base, plus 2: past that a
+    larger table is the cure).
 
     ``units``: value -> its entry units a second at the peak; ``spread``: units a second
     every partition takes besides. Returns (N per value, whether it fits); when no N
     fits (the table is too small for its load, whatever N), ``base`` unchanged.
     """
-    shards = dict(base)
+    shards = dict(start if start is not None else base)
     if partitions == 0:
         return shards, all(units[v] / shards[v] * headroom <= ceiling * (1 + _EPSILON)
                            for v in units)
@@ -204,13 +208,19 @@ def recommend(model: Profile, units: Mapping[str, float], base: Mapping[str, int
     least = max(start + 1, math.ceil(round(total * headroom / model.write_ceiling, 9)))
     most = max(least, math.ceil(8 * min(model.quota_write, 1e6) / model.write_ceiling))
 
-    def attempt(count: int) -> dict[str, int] | None:
+    grown: dict[str, int] = dict(base)
+
+    def attempt(count: int, trials: int = TRIALS // 2) -> dict[str, int] | None:
+        nonlocal grown
         shards, fits = fit_shards(units, base, partitions=count, ceiling=model.write_ceiling,
                                   spread=placements / count, headroom=headroom,
-                                  namespace=namespace, trials=TRIALS)
+                                  namespace=namespace, trials=trials, start=grown)
+        if fits:
+            grown = shards
         return shards if fits else None
 
-    # grow geometrically to a table that fits, then halve the gap to the least that does
+    # grow geometrically to a table that fits, then halve the gap to the least that does,
+    # on half the placements; the answer is then checked on all of them
     failed, count, found = least - 1, least, None
     while count <= most:
         found = attempt(count)
@@ -219,15 +229,20 @@ def recommend(model: Profile, units: Mapping[str, float], base: Mapping[str, int
         failed, count = count, max(count + 1, math.ceil(count * 1.5))
     if found is None:
         return None
-    while count - failed > max(1, count // 20):
+    while count - failed > max(1, count // 10):
         middle = (failed + count) // 2
         shards = attempt(middle)
         if shards is None:
             failed = middle
         else:
             count, found = middle, shards
-    setting, value = _with_partitions(model, count)
-    return setting, value, found
+    while count <= most:
+        checked = attempt(count, TRIALS)
+        if checked is not None:
+            setting, value = _with_partitions(model, count)
+            return setting, value, checked
+        count = max(count + 1, math.ceil(count * 1.1))
+    return None
 
 
 def _assumed(model: Profile, *names: str) -> tuple[str, ...]:
