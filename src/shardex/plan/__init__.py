@@ -27,11 +27,11 @@ from shardex.plan.verdict import PartitionPlan, Verdict
 
 __all__ = [
     "AMPLIFICATION",
+    "Busiest",
     "CEILING_OF_MODE",
     "MODES",
     "PLACEMENT_BYTES",
     "PROFILE_OF_MODE",
-    "Busiest",
     "PartitionPlan",
     "Plan",
     "TablePlan",

@@ -28,8 +28,8 @@ from shardex.errors import InvalidInput
 from shardex.routing import ShardPolicy
 from shardex.sim.partitions import key_hash
 
-__all__ = ["QUANTILE", "TRIALS", "Busiest", "busiest_partition", "collision_free_odds",
-           "placed", "shard_loads"]
+__all__ = ["Busiest", "QUANTILE", "TRIALS", "busiest_partition", "collision_free_odds", "placed",
+           "shard_loads"]
 
 TRIALS = 160
 QUANTILE = 0.99

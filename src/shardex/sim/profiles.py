@@ -99,7 +99,7 @@ _RANGES: Mapping[str, tuple[float, str]] = {
     "split_heat": (1e-9, "a share of the ceiling > 0 and <= 1"),
     "partition_bytes": (1.0, ">= 1 byte, or inf"),
     "transaction_cost": (1.0, ">= 1"),
-    "entry_writes": (1.0, ">= 1"),
+    "entry_writes": (1e-9, "> 0"),
 }
 _UNBOUNDED = {"quota_write", "quota_read", "max_write", "max_read", "split_delay_seconds",
               "partition_bytes"}
