@@ -4,8 +4,8 @@ Every request goes through ``_call``: it marks the request on the call's Recorde
 it through the client adapter inside the one error boundary (``mapped_errors``), and
 meters its request units on the key: the charge the service reported
 (``x-ms-request-charge``) or, where it reported none (or ``charges="estimated"``), the
-documented charge by document size (``shardex.capacity.cosmos_request_units``).
-``request_charges()`` says how many of each were metered.
+documented charge by document size (``shardex.capacity.cosmos_read_units`` and
+``cosmos_write_units``). ``request_charges()`` says how many of each were metered.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
-from shardex.capacity import QUERY_PAGE_BYTES, cosmos_request_units
+from shardex.capacity import QUERY_PAGE_BYTES, cosmos_read_units, cosmos_write_units
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidURI
 from shardex.keys import record_key
@@ -63,8 +63,8 @@ class ChargeTally:
 def _estimate(operation: str, size: int) -> float:
     """The documented charge of one request that moved ``size`` bytes of documents."""
     if operation in _READS:
-        return cosmos_request_units(size, write=False)
-    return cosmos_request_units(size, write=True)
+        return cosmos_read_units(size)
+    return cosmos_write_units(size)
 
 
 class CosmosStore(Store):
