@@ -28,13 +28,12 @@ import argparse
 import asyncio
 import heapq
 import os
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from azure.cosmos.aio import CosmosClient
 
+from bench_azure import pair  # the same alternating blocks, one way of timing
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.stores.cosmos import CosmosStore, codec
 from shardex.stores.cosmos.admin import create_container, delete_container
@@ -44,26 +43,6 @@ SHARDS = 16
 DATABASE = "bench"
 ROUTING = Routing(overrides={"PENDING": ShardPolicy(shards=SHARDS)})
 ATTRS = {"total": 12.5, "customer": "c-1"}
-Op = Callable[[int], Awaitable[None]]
-
-
-async def timed(block: Op, start: int, count: int) -> float:
-    began = time.perf_counter()
-    for i in range(start, start + count):
-        await block(i)
-    return time.perf_counter() - began
-
-
-async def pair(ours: Op, theirs: Op, count: int, warmup: int) -> tuple[float, float, int]:
-    await timed(ours, 10**6, warmup)
-    await timed(theirs, 10**6, warmup)
-    spent = [0.0, 0.0]
-    block = max(1, count // 10)
-    for start in range(0, count, block):
-        spent[0] += await timed(ours, start, block)
-        spent[1] += await timed(theirs, start, block)
-    done = (count + block - 1) // block * block
-    return spent[0] / done, spent[1] / done, done
 
 
 async def pages(pager: Any, first_only: bool) -> list[list[dict[str, Any]]]:

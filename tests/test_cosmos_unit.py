@@ -16,6 +16,7 @@ from shardex.retry import RetryPolicy
 from shardex.stores.base import Placement, StoredEntry
 from shardex.stores.cosmos import CosmosStore, codec
 from shardex.stores.cosmos.client import connection_settings, map_error
+from shardex.stores.cosmos.store import _estimate
 
 KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 
@@ -148,6 +149,9 @@ def test_the_documented_charges_by_document_size() -> None:
     assert cosmos_write_units(1024) == 4.95
     assert cosmos_read_units(3 * 1024) == 1.14
     assert cosmos_write_units(64 * 1024) == 22.67
+    assert _estimate("query", 0) == 1.0
+    assert _estimate("query", 5 * 1024 * 1024) == pytest.approx(2 * 291.80 + 145.90)
+    assert _estimate("delete", 0) == 4.95
 
 
 def test_documents_round_trip_and_keys_keep_the_order() -> None:

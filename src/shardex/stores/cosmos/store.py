@@ -16,7 +16,12 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
-from shardex.capacity import QUERY_PAGE_BYTES, cosmos_read_units, cosmos_write_units
+from shardex.capacity import (
+    COSMOS_RU_BY_KB,
+    QUERY_PAGE_BYTES,
+    cosmos_read_units,
+    cosmos_write_units,
+)
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidURI
 from shardex.keys import record_key
@@ -60,11 +65,20 @@ class ChargeTally:
         return "estimated" if self.estimated_requests else "none"
 
 
+_MAX_DOCUMENT = COSMOS_RU_BY_KB[-1][0] * 1024
+
+
 def _estimate(operation: str, size: int) -> float:
-    """The documented charge of one request that moved ``size`` bytes of documents."""
-    if operation in _READS:
-        return cosmos_read_units(size)
-    return cosmos_write_units(size)
+    """The documented charge of one request that moved ``size`` bytes of documents.
+
+    A write is charged by its document; a read (a point read, or a query page of several
+    documents) as point reads of its bytes in pieces of at most one document's 2 MB.
+    """
+    if operation not in _READS:
+        return cosmos_write_units(min(size, _MAX_DOCUMENT))
+    whole, rest = divmod(size, _MAX_DOCUMENT)
+    return whole * cosmos_read_units(_MAX_DOCUMENT) + (
+        cosmos_read_units(rest) if rest or not whole else 0.0)
 
 
 class CosmosStore(Store):
