@@ -4,8 +4,8 @@
         serves its store's metrics (``serve_prometheus``, a free port) and prints
         ``{"metrics": URL}``; on a line from stdin, puts RATE entries a second for SECONDS
         (70% PENDING, 20% SHIPPED, 10% DELIVERED; item ids WRITER-n; at most 16 at once)
-        and lists PENDING every fifth operation; prints ``{"done_at": WALL, "stats": ...}`` (its store's
-        counters); keeps serving its metrics until stdin closes.
+        and lists PENDING every fifth operation; prints ``{"done_at": WALL, "stats": ...}``
+        (its store's counters); keeps serving its metrics until stdin closes.
     python -m tests.fleet_app runner STATS ARG...
         runs ``shardex ARG...`` (e.g. ``reshard run ... --metrics-port 0``) as the command
         line does, and at its end writes the counters of the stores it opened to STATS.

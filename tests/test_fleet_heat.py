@@ -251,3 +251,55 @@ def test_the_page_sums_a_fleet_through_prometheus(tmp_path: Path,
     assert fresh["at"] - busy[0] >= WRITE_SECONDS, (fresh["at"], busy)
     assert rule  # the recording rules load and fill
     assert rule[0][1] > 0
+
+
+def memory_process(seed: int) -> tuple[shardex.Store, Any]:
+    """A memory store after a few virtual seconds of orders, with its metrics recorder."""
+    from shardex.metrics import MetricsRecorder
+    from shardex.scenarios.traffic import orders_traffic
+
+    store = shardex.open_store(f"memory://?seed={seed}")
+    recorder = MetricsRecorder().attach(store)
+
+    async def run() -> None:
+        async with shardex.ShardedIndex(store, "orders") as index:
+            await orders_traffic(index, rate=600.0, duration=3.0, seed=seed)
+
+    shardex.run_virtual(run())
+    return store, recorder
+
+
+def test_serve_reads_a_prometheus_server_as_one_fleet(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two endpoints in this process, their counts fixed: the sums are exact."""
+    from shardex.metrics.prometheus import serve_prometheus
+
+    url, folder = prometheus_server.require()
+    api = PromQL(url)
+    fleet = prometheus_server.unique_fleet()
+    processes = [memory_process(seed) for seed in (1, 2)]
+    with prometheus_server.scraped(folder, fleet) as targets, ExitStack() as stack:
+        for _, recorder in processes:
+            targets.add(address(stack.enter_context(serve_prometheus(recorder)).url))
+        scraped_at = f'timestamp(up{{fleet="{fleet}"}} == 1)'
+        since = time.time()
+        prometheus_server.wait_for("two good scrapes of each", lambda: True if sum(
+            value > since for _, value in api.instant(scraped_at)) == 2 else None)
+        main(["serve", "--prometheus", url, "--match", f'fleet="{fleet}"', "--json"])
+        doc = json.loads(capsys.readouterr().out)
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", "--prometheus", url, "--match", "fleet=nope"])
+        assert exited.value.code == 2
+        assert "not a PromQL label matcher" in capsys.readouterr().err
+    stats = [store.stats() for store, _ in processes]
+    assert doc["feed"]["kind"] == "prometheus"
+    assert (doc["feed"]["targets_seen"], doc["feed"]["targets_up"]) == (2, 2)
+    assert doc["totals"]["requests"] == sum(s.totals.requests for s in stats)
+    assert doc["totals"]["units"] == pytest.approx(
+        sum(s.totals.read_units + s.totals.write_units for s in stats))
+    pending = next(r for r in doc["values"] if r["key"] == "PENDING")
+    assert pending["units"] == pytest.approx(sum(
+        k.read_units + k.write_units for s in stats for key, k in s.by_key.items()
+        if key == "PENDING"))
+    assert pending["requests"] == sum(s.by_key["PENDING"].requests for s in stats)
+    assert {r["key"] for r in doc["internal"]} >= {"#placement"}
