@@ -35,7 +35,7 @@ from shardex.web.promql import PromQL
 from tests import dynamodb_local, prometheus_server
 from tests.chromium import chromium, loaded, screenshot
 
-pytestmark = [pytest.mark.dynamodb, pytest.mark.prometheus]
+pytestmark = pytest.mark.prometheus
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITE_RATE, WRITE_SECONDS = 20, 15  # operations a second per writer, for so long
@@ -140,6 +140,7 @@ def within(page: float, truth: float, share: float = 0.05) -> bool:
     return abs(page - truth) <= share * truth
 
 
+@pytest.mark.dynamodb
 def test_the_page_sums_a_fleet_through_prometheus(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     url, folder = prometheus_server.require()

@@ -37,7 +37,7 @@ from shardex.metrics.recorder import MetricsRecorder
 from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HeatSnapshot, KeyMeter
 
-__all__ = ["INTERNAL", "Feed", "MeterFeed", "PrometheusFeed", "document", "value_of"]
+__all__ = ["Feed", "INTERNAL", "MeterFeed", "PrometheusFeed", "document", "value_of"]
 
 _SHOWN = 20  # keys of each level shown
 
