@@ -52,8 +52,11 @@ class Child:
         self._out: queue.Queue[str] = queue.Queue()
         self._err: queue.Queue[str] = queue.Queue()
         self.err_text: list[str] = []
-        for stream, into in ((self.proc.stdout, self._out), (self.proc.stderr, self._err)):
-            threading.Thread(target=self._pump, args=(stream, into), daemon=True).start()
+        self._pumps = [threading.Thread(target=self._pump, args=(stream, into), daemon=True)
+                       for stream, into in ((self.proc.stdout, self._out),
+                                            (self.proc.stderr, self._err))]
+        for pump in self._pumps:
+            pump.start()
 
     def _pump(self, stream: Any, into: queue.Queue[str]) -> None:
         for line in stream:
@@ -89,6 +92,11 @@ class Child:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=10)
+        for pump in self._pumps:  # each ends at its stream's end, the process gone
+            pump.join(timeout=10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 def address(url: str) -> str:
@@ -149,7 +157,7 @@ def test_the_page_sums_a_fleet_through_prometheus(tmp_path: Path,
     uri = f"dynamodb://{table}?region={dynamodb_local.REGION}&endpoint_url={endpoint}"
     name = f"orders_{uuid.uuid4().hex[:8]}"
     where = ["--store", uri, "--index", name]
-    fill(uri, name, 80)
+    fill(uri, name, 40)
     main(["reshard", "start", *where, "--set", "PENDING=4", "--margin", "0.1"])
     assert "read-both" in capsys.readouterr().out
     fleet = prometheus_server.unique_fleet()
@@ -159,10 +167,10 @@ def test_the_page_sums_a_fleet_through_prometheus(tmp_path: Path,
         # every process starts at once: each takes seconds to import its drivers
         writers = [Child("-m", "tests.fleet_app", "writer", uri, name, f"w{i}", str(WRITE_RATE),
                          str(WRITE_SECONDS)) for i in range(2)]
-        # a slow mover (5 units/s a key), so that the page sees it move
+        # a slow mover (2 units/s a key: some 8 entries a second), so the page sees it move
         runner = Child("-m", "tests.fleet_app", "runner", str(tmp_path / "runner.json"),
                        "reshard", "run", *where, "--metrics-port", "0", "--unit-lease", "1",
-                       "--rate", "5", "--every", "0")
+                       "--rate", "2", "--every", "0")
         serve = Child("-m", "shardex", "serve", "--prometheus", url, *where,
                       "--match", f'fleet="{fleet}"', "--history", "2m", "--every", "1",
                       "--port", "0")
@@ -181,8 +189,9 @@ def test_the_page_sums_a_fleet_through_prometheus(tmp_path: Path,
         with chromium(tmp_path) as browser:
             during = wait_for("the page during the move", lambda: d if (
                 d := get_json(heat))["reshard"] and d["reshard"]["state"] == "write-new"
+                and d["reshard"]["total"] > 0
                 and d["routing"]["migration"]["state"] == "write-new"
-                and d["feed"]["targets_up"] == 3 and d["values"] else None, seen=shown,
+                and d["feed"]["targets_seen"] == 3 and d["values"] else None, seen=shown,
                 timeout=60, every=1.0)
             assert during["schema"] == "shardex.serve/1"
             assert during["feed"]["kind"] == "prometheus"
@@ -190,7 +199,9 @@ def test_the_page_sums_a_fleet_through_prometheus(tmp_path: Path,
             loaded(browser, page)
             wait_for("the page to show the runner", lambda: browser.execute_script(
                 "const e = document.getElementById('reshard-state');"
-                "return e && e.textContent === 'write-new' ? true : null;"))
+                "const p = document.getElementById('reshard-progress');"
+                "return e && e.textContent === 'write-new' && p.textContent.endsWith('%')"
+                " ? true : null;"))
             screenshot(browser, "fleet-during-reshard.png")
 
             assert runner.proc.wait(timeout=90) == 0, "".join(runner.err_text)
