@@ -33,7 +33,7 @@ from shardex.cli import main
 from shardex.web import FleetFeed
 from shardex.web.promql import PromQL
 from tests import dynamodb_local, prometheus_server
-from tests.chromium import chromium, loaded, screenshot
+from tests.chromium import ARTIFACTS, chromium, loaded, screenshot
 
 pytestmark = pytest.mark.prometheus
 
@@ -239,6 +239,13 @@ def test_the_page_sums_a_fleet_through_prometheus(tmp_path: Path,
 
     runner_counts = json.loads((tmp_path / "runner.json").read_text())
     truth = summed([d["stats"] for d in done] + runner_counts)
+    rows = {r["key"]: r for r in doc["values"] + doc["internal"]}
+    ARTIFACTS.mkdir(exist_ok=True)  # the page against the stores' counters, to read
+    (ARTIFACTS / "fleet-heat.json").write_text(json.dumps({
+        "totals": {f: {"page": doc["totals"][f], "stores": truth[f]}
+                   for f in ("requests", "units")},
+        "keys": {k: {f: {"page": rows[k][f], "stores": v[f]} for f in ("requests", "units")}
+                 for k, v in sorted(truth["by_value"].items()) if k in rows}}, indent=1))
     assert runner_counts
     assert runner_counts[0]["requests"] > 0
     page_totals = doc["totals"]
