@@ -68,7 +68,7 @@ from shardex.stores import open_store
 from shardex.stores.base import Placement, Store, StoredEntry
 from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HotView
-from shardex.stores.values import check_attrs
+from shardex.stores.values import ValueRules, check_attrs
 from shardex.tiermove import CrossTier, TierReads, TierWrites
 from shardex.tiers import TierStores
 from shardex.writer import Writer
@@ -503,7 +503,7 @@ class ShardedIndex:
         validate_value(value)
         validate_item_id(item_id)
         self._check_sort(sort)
-        fields = _attrs(attrs)
+        fields = _attrs(attrs, self._store.capabilities.values)
         _check_version(version)
         units = write_units(entry_bytes(StoredEntry(value, sort or "", item_id, fields)))
         return await self._write(
@@ -525,7 +525,7 @@ class ShardedIndex:
         validate_value(old)
         validate_value(new)
         self._check_sort(sort)
-        fields = None if attrs is None else _attrs(attrs)
+        fields = None if attrs is None else _attrs(attrs, self._store.capabilities.values)
         _check_version(version)
         units = write_units(entry_bytes(StoredEntry(new, sort or "", item_id, fields or {})))
         return await self._write(
@@ -688,10 +688,10 @@ def _check_version(version: int | None) -> None:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
 
 
-def _attrs(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+def _attrs(attrs: Mapping[str, Any] | None, rules: ValueRules) -> dict[str, Any]:
     if attrs is None:
         return {}
     if not isinstance(attrs, Mapping):
         raise InvalidInput(f"attrs must be a mapping, got {type(attrs).__name__}")
-    check_attrs(attrs)
+    check_attrs(attrs, rules=rules)
     return dict(attrs)

@@ -49,7 +49,13 @@ from shardex.stores.entries import (
 from shardex.stores.metered import Meter, Recorder
 from shardex.stores.stats import StatsCounter, StoreStats
 from shardex.stores.uri import StoreURI
-from shardex.stores.values import MAX_ITEM_BYTES, check_attrs, check_document
+from shardex.stores.values import (
+    DYNAMODB_VALUES,
+    MAX_ITEM_BYTES,
+    ValueRules,
+    check_attrs,
+    check_document,
+)
 
 if TYPE_CHECKING:
     from shardex.adoption import Adoption
@@ -100,6 +106,8 @@ class Capabilities:
     - ``writes_sort``: shardex writes the entry's sort; False when the sort attribute is
       the application's own, which shardex reads and never writes.
     - ``max_item_bytes``: the largest item the store holds (DynamoDB: 400 KB).
+    - ``values``: the attribute values the store holds (``shardex.stores.values``):
+      DynamoDB's by default, Azure's EDM types besides on Azure Table Storage.
     """
 
     consistent_reads: bool = True
@@ -107,6 +115,7 @@ class Capabilities:
     foreign_writes: bool = False
     writes_sort: bool = True
     max_item_bytes: int = MAX_ITEM_BYTES
+    values: ValueRules = DYNAMODB_VALUES
 
     def __post_init__(self) -> None:
         if type(self.max_page) is not int or self.max_page < 1:
@@ -256,7 +265,7 @@ class Store(abc.ABC):
         if not isinstance(entry.attrs, Mapping):
             raise InvalidInput(f"entry attrs of item {item_id!r} must be a mapping, "
                                f"got {type(entry.attrs).__name__}")
-        check_attrs(entry.attrs, f"item {item_id!r} attrs")
+        check_attrs(entry.attrs, f"item {item_id!r} attrs", rules=self.capabilities.values)
         size = entry_bytes(entry)
         if size > self.capabilities.max_item_bytes:
             raise InvalidInput(f"item {item_id!r}: its entry is {size:,} bytes; the store holds "

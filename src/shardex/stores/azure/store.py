@@ -49,8 +49,8 @@ class AzureTablesStore(Store):
                  connection_string: str | None = None, client: TablesClient | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
                  clock: Clock | None = None) -> None:
-        super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE),
-                         clock=clock)
+        super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE,
+                                                   values=codec.AZURE_VALUES), clock=clock)
         if type(table) is not str or not table:
             raise InvalidInput(f"Azure table name must be non-empty text, got {table!r}")
         for name, seconds in (("connect_timeout", connect_timeout),

@@ -66,6 +66,7 @@ from shardex.stores.dynamodb.codec import (
     read_history,
     read_token,
     read_version,
+    same_attribute,
     to_attribute,
 )
 from shardex.stores.dynamodb.layout import Describe, Layout, Page, Requester, key_schema
@@ -337,8 +338,10 @@ class GsiLayout(Layout):
                     raise InvalidInput(f"attrs name {name!r} is one of shardex's own attributes "
                                        f"in {self.target}: {', '.join(sorted(self._own))}")
                 new = to_attribute(value, f"attrs[{name!r}]")
-                if located is not None and located.get(name) == new:
-                    continue  # as located: not written back over a concurrent change
+                if located is not None and same_attribute(located.get(name), new):
+                    # as located (a move's or a relocate's own attrs): the application's
+                    # attribute stays exactly as it wrote it, and is never written back
+                    continue
                 unchanged(f"#a{i}", name)
                 values[f":a{i}"] = new
                 sets.append(f"#a{i} = :a{i}")
