@@ -25,7 +25,11 @@ acknowledged application write, and never strips the key attributes of an item t
 application re-filed. A put or move sets the key (and shardex's sort) attribute, the
 version, the write's token and the history; a delete REMOVEs the key attribute (and
 shardex's sort attribute), so the item leaves the sparse GSI, and keeps the version as
-the tombstone. Attributes equal to the located ones are not written back.
+the tombstone. Besides its own, a write names only the attrs the caller passed, and of
+those only the ones that differ from the item as located (``same_attribute``: numbers by
+value, sets in any order). Decoding loses nothing (``codec.from_attribute``), so a move's
+or a relocate's attrs, which are the item's own, are never written back: every attribute
+of the application's stays exactly as it wrote it.
 
 ``locate`` is a strongly consistent GetItem. An item that carries a key attribute but
 no version (the application wrote it) is at version 0. A version, token or history
