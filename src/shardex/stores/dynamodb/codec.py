@@ -234,11 +234,25 @@ def entry_key(entry: StoredEntry) -> dict[str, Any]:
 
 
 def entry_from_item(item: Mapping[str, Any]) -> StoredEntry:
-    """The entry an index-table item holds."""
-    sort, item_id = decode_position(item["sk"]["S"])
-    return StoredEntry(shard_key=item["pk"]["S"], sort=sort, item_id=item_id,
-                       attrs=from_attributes(item["attrs"]["M"]) if "attrs" in item else {},
-                       version=int(item["v"]["N"]) if "v" in item else 1)
+    """The entry an index-table item holds.
+
+    Raises MalformedItem, naming the item and what is wrong, for an item not in the
+    shape shardex writes (a hand edit, another tool).
+    """
+    try:
+        sort, item_id = decode_position(item["sk"]["S"])
+        attrs = from_attributes(item["attrs"]["M"]) if "attrs" in item else {}
+        version = read_version(item["v"], f"entry {item_id!r} attribute 'v'") \
+            if "v" in item else 1
+        return StoredEntry(shard_key=item["pk"]["S"], sort=sort, item_id=item_id,
+                           attrs=attrs, version=version)
+    except MalformedItem:
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError, decimal.DecimalException,
+            InvalidInput) as exc:
+        where = _shown({k: item[k] for k in ("pk", "sk") if k in item})
+        raise MalformedItem(f"the index-table item {where} is not an entry in the shape "
+                            f"shardex writes ({type(exc).__name__}: {exc})") from None
 
 
 def placement_item_key(item_id: str) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from shardex.errors import (
     StoreError,
     Unavailable,
 )
-from shardex.keys import parse_shard_key, placement_key
+from shardex.keys import MAX_ITEM_ID_BYTES, parse_shard_key, placement_key, validate_item_id
 from shardex.stores.base import Capabilities, Placement, Position, StoredEntry, history_after
 from shardex.stores.dynamodb.codec import (
     SEP,
@@ -82,6 +82,7 @@ log = logging.getLogger("shardex")
 _MAX_PAGE = 1000
 _REMEMBERED = 4096
 _CHECKED_KEYS = 4096  # shard keys remembered as well-formed, at most
+_ID_CHARS = MAX_ITEM_ID_BYTES // 4  # an id this short is short enough in any encoding
 SORT_OWNERS = ("shardex", "application")
 
 
@@ -203,8 +204,30 @@ class GsiLayout(Layout):
                                 f"is {value!r}, not text")
         return text
 
+    def _entries(self, items: list[Mapping[str, Any]], rec: Recorder) -> list[StoredEntry]:
+        """The entries of a page's items; a malformed one goes to ``rec.malformed``."""
+        entries = []
+        for item in items:
+            try:
+                entry = self._entry(item)
+            except MalformedItem as exc:
+                found = item.get(self.id_attribute)
+                rec.malformed(exc, str(found.get("S", found) if isinstance(found, Mapping)
+                                       else found))
+                continue
+            if entry is not None:
+                entries.append(entry)
+        return entries
+
     def _entry(self, item: Mapping[str, Any]) -> StoredEntry | None:
         item_id = self._text(item, self.id_attribute, "?") or "?"
+        if len(item_id) > _ID_CHARS or "\x00" in item_id:
+            try:
+                validate_item_id(item_id)
+            except InvalidKey as exc:
+                raise MalformedItem(f"item of table {self.table!r}: attribute "
+                                    f"{self.id_attribute!r}: {exc}: shardex cannot address "
+                                    "it (get, put, move, delete)") from None
         shard_key = self._text(item, self.key_attribute, item_id)
         encoded = self._text(item, self.sort_attribute, item_id)
         if shard_key is None or encoded is None:
@@ -384,7 +407,7 @@ class GsiLayout(Layout):
                 self.sort_attribute: {"S": encode_position(*after)}}
         response = await self._request(rec, "Query", params, target=self.target,
                                        weights=[(shard_key, 1.0)], write=False)
-        entries = [e for e in map(self._entry, response.get("Items", [])) if e is not None]
+        entries = self._entries(response.get("Items", []), rec)
         last = response.get("LastEvaluatedKey")
         resume = None
         if last is not None:
@@ -414,7 +437,7 @@ class GsiLayout(Layout):
             params["ExpressionAttributeValues"][":s"] = {"S": after[0]}
         response = await self._request(rec, "Query", params, target=self.target,
                                        weights=[(shard_key, 1.0)], write=False)
-        found = [e for e in map(self._entry, response.get("Items", [])) if e is not None]
+        found = self._entries(response.get("Items", []), rec)
         runs = [sorted(run, key=lambda e: e.item_id, reverse=descending)
                 for _, run in groupby(found, key=lambda e: e.sort)]
         last = response.get("LastEvaluatedKey")
@@ -441,7 +464,7 @@ class GsiLayout(Layout):
         while True:
             response = await self._request(rec, "Query", params, target=self.target,
                                            weights=[(shard_key, 1.0)], write=False)
-            entries += [e for e in map(self._entry, response.get("Items", [])) if e is not None]
+            entries += self._entries(response.get("Items", []), rec)
             last = response.get("LastEvaluatedKey")
             if last is None:
                 return sorted(entries, key=lambda e: e.item_id, reverse=descending)
