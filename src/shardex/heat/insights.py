@@ -14,9 +14,15 @@ requests (``-PKT-``/``-SKT-``: most throttled). A contributor's first key is its
 partition key (the ``-SKC-``/``-SKT-`` rules add the sort key). Each datapoint
 becomes one row at its timestamp (ISO 8601 or epoch, by the access-log rules):
 
-- accessed, ``Sum``: the units consumed in the period (reads and writes are not told
-  apart: they are compared with the write ceiling); ``Count``: requests, one unit each;
+- accessed, ``Sum``: the units consumed in the period; ``Count``: requests, one unit
+  each;
 - throttled: that many throttled requests.
+
+What a report cannot tell: its rules count reads and writes together, so a row is
+neither. They are staged as writes and compared with the write ceiling (the lower
+one, so a key is never found cooler than it may be), and the profile says its reads
+are not told apart (``HeatProfile.reads_told_apart``): the recommendation never takes
+a key for never read, nor picks ``random_suffix`` on that ground.
 
 A datapoint covers one period (the report's ``Period``, which the answer does not
 repeat): the smallest step between the report's timestamps, or given. Rates are the

@@ -212,8 +212,10 @@ class LogHeat:
                 else (DEFAULT_PERIOD, "assumed: its timestamps show no step; --period sets it")
         self.resolution = max(self.resolution, period)
         what = ("throttled requests" if report.rule == "throttled" else
-                "capacity units consumed, reads and writes together, compared with the write "
-                "ceiling" if report.statistic == "Sum" else "requests, one unit each")
+                "capacity units consumed, compared with the write ceiling"
+                if report.statistic == "Sum" else "requests, one unit each")
+        what += (" (reads and writes together: the report cannot tell them apart, so it "
+                 "cannot show whether a key is read)")
         self.notes.append(f"Contributor Insights {Path(path).name}: {report.rule} rule "
                           f"({report.statistic}) on {report.label!r}, {what}; one datapoint "
                           f"per {period} s ({said})")
