@@ -29,7 +29,7 @@ from typing import Any
 from shardex.errors import InvalidInput, InvalidLog
 
 __all__ = ["FORMATS", "INSIGHTS_RULES", "Options", "detect_format", "expand", "is_gzip",
-           "log_format", "read_document"]
+           "log_format", "parse_document", "read_document"]
 
 FORMATS = ("csv", "jsonl", "parquet", "cloudtrail", "insights")
 INSIGHTS_RULES = ("accessed", "throttled")
@@ -182,6 +182,17 @@ def read_document(path: str) -> Any:
     try:
         with open(path, "rb") as raw:
             data = raw.read()
+    except OSError as exc:
+        raise InvalidLog(f"cannot be read: {exc.strerror or exc}", path=path) from exc
+    return parse_document(data, path)
+
+
+def parse_document(data: bytes, path: str) -> Any:
+    """Parse the bytes of the file ``path`` (gzipped or not) as one JSON document.
+
+    Raises InvalidLog for bytes that cannot be unpacked, decoded or parsed.
+    """
+    try:
         if data[:2] == b"\x1f\x8b":
             data = gzip.decompress(data)
         return json.loads(data)
@@ -191,5 +202,3 @@ def read_document(path: str) -> Any:
         raise InvalidLog(f"is not UTF-8 text: {exc.reason}", path=path) from exc
     except ValueError as exc:
         raise InvalidLog(f"is not a valid JSON document: {exc}", path=path) from exc
-    except OSError as exc:
-        raise InvalidLog(f"cannot be read: {exc.strerror or exc}", path=path) from exc
