@@ -35,7 +35,7 @@ from shardex.heat.rows import Loaded
 from shardex.heat.sources import FORMATS, Options, expand, is_gzip, log_format
 from shardex.heat.tables import HeatTables
 
-__all__ = ["COLUMNS", "FORMATS", "LogHeat", "log_format", "read_logs"]
+__all__ = ["COLUMNS", "FORMATS", "LogHeat", "csv_header", "header_names", "log_format", "read_logs"]
 
 COLUMNS = rows.COLUMNS
 
@@ -133,20 +133,7 @@ class LogHeat:
 
     def _csv(self, path: str) -> _Source:
         packed = is_gzip(path)
-        try:
-            with _open_text(path, packed) as text:
-                header = next(csv.reader(text), None)
-        except (OSError, UnicodeDecodeError, csv.Error, EOFError) as exc:
-            raise InvalidLog(f"cannot read the CSV header: {exc}", path=path, line=1) from exc
-        if not header:
-            raise InvalidLog("is empty: a CSV log starts with a header line", path=path, line=1)
-        names = [h.strip().lstrip("\ufeff").lower() for h in header]
-        for name in names:
-            if names.count(name) > 1 or not name:
-                raise InvalidLog(f"header names column {name!r} "
-                                 f"{'twice' if name else 'with an empty name'}",
-                                 path=path, line=1, column=name or None)
-        rows.check_columns(names, path=path, line=1)
+        names = csv_header(path)
         columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(names)))
         rejects = f"rejects_{self._files}"
         reader = (f"read_csv(?, header = true, auto_detect = false, compression = ?, "
@@ -351,6 +338,34 @@ class _DuckDB:
 
     def rows(self, select: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.con.execute(select).fetchall()]
+
+
+def csv_header(path: str) -> list[str]:
+    """The column names of a CSV log's header line (trimmed, lowercased), checked.
+
+    Raises InvalidLog for a file without a header, a column named twice or not at
+    all, or a header without the required columns.
+    """
+    try:
+        with _open_text(path, is_gzip(path)) as text:
+            header = next(csv.reader(text), None)
+    except (OSError, UnicodeDecodeError, csv.Error, EOFError) as exc:
+        raise InvalidLog(f"cannot read the CSV header: {exc}", path=path, line=1) from exc
+    return header_names(header, path)
+
+
+def header_names(header: Sequence[str] | None, path: str) -> list[str]:
+    """The column names of the CSV header record ``header`` (as ``csv_header``)."""
+    if not header:
+        raise InvalidLog("is empty: a CSV log starts with a header line", path=path, line=1)
+    names = [h.strip().lstrip("\ufeff").lower() for h in header]
+    for name in names:
+        if names.count(name) > 1 or not name:
+            raise InvalidLog(f"header names column {name!r} "
+                             f"{'twice' if name else 'with an empty name'}",
+                             path=path, line=1, column=name or None)
+    rows.check_columns(names, path=path, line=1)
+    return names
 
 
 def _open_text(path: str, packed: bool) -> io.TextIOBase:

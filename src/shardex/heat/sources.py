@@ -28,10 +28,12 @@ from typing import Any
 
 from shardex.errors import InvalidInput, InvalidLog
 
-__all__ = ["FORMATS", "INSIGHTS_RULES", "Options", "detect_format", "expand", "is_gzip",
+__all__ = ["ENGINES", "FORMATS", "INSIGHTS_RULES", "Options", "detect_format", "expand", "is_gzip",
            "log_format", "parse_document", "read_document"]
 
 FORMATS = ("csv", "jsonl", "parquet", "cloudtrail", "insights")
+# what aggregates files read exactly: DuckDB in this process, or Spark (heat.spark)
+ENGINES = ("duckdb", "spark")
 INSIGHTS_RULES = ("accessed", "throttled")
 _HEAD = 65_536
 _CLOUDTRAIL = re.compile(r'"Records"\s*:')
