@@ -59,7 +59,11 @@ def local_session(master: str = "local[*]", conf: Mapping[str, str] | None = Non
     module = pyspark()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = module.sql.SparkSession.builder.master(master).appName("shardex diagnose")
-    for key, value in {**LOCAL_CONF, **dict(conf or {})}.items():
+    settings = {**LOCAL_CONF, **dict(conf or {})}
+    java = "spark.driver.extraJavaOptions"
+    if conf and java in conf:  # the caller's JVM options go beside the quiet logging's
+        settings[java] = f"{LOCAL_CONF[java]} {conf[java]}"
+    for key, value in settings.items():
         builder = builder.config(key, value)
     with _jvm_stderr() as said:
         try:
