@@ -116,37 +116,33 @@ def test_cloudtrail_and_insights_give_the_same_report(tmp_path: Path, spark: Any
     trail.mkdir()
     trails.write_trail(trail / "one.json.gz", records[:150])
     trails.write_trail(trail / "two.json", records[150:], pretty=True)
-    duck, lit = both([trail], spark, options=Options(table="orders"))
-    assert lit == duck
-    assert duck["top"][0]["key"] == "HOT" and duck["top"][0]["throttles"] > 0
     report = trails.write_report(tmp_path / "insights.json", trails.insights_report({
         "PENDING": [(BASE + 60 * m, 90_000.0) for m in range(10)],
         "SHIPPED": [(BASE + 60 * m, 6_000.0) for m in range(10)]}))
-    duck, lit = both([report, trail / "one.json.gz"], spark, options=Options(table="orders"))
+    duck, lit = both([report, trail], spark, options=Options(table="orders"))
     assert lit == duck
+    assert duck["source"]["formats"] == ["insights", "cloudtrail"]
     assert duck["source"]["resolution_s"] == 60
+    hot = next(k for k in duck["top"] if k["key"] == "HOT")
+    assert hot["throttles"] > 0
 
 
 def test_malformed_rows_are_counted_alike_or_named(tmp_path: Path, spark: Any) -> None:
+    """``shardex diagnose --engine spark --skip-bad`` prints DuckDB's document; without
+    --skip-bad the first malformed row is named by file, column and value."""
     bad = tmp_path / "bad.csv"
     bad.write_text("timestamp,key,op,units,throttled\n"
                    f"{BASE},A,write,5,0\n{BASE},A,delete,5,0\n{BASE + 1},B,read,-1,0\n"
                    f"{BASE * 1000},C,write,1,0\n{BASE + 2},D,write,1,maybe\n"
                    f"{BASE + 3},\"E\nF\",write,2,1\n{BASE + 3},G,write\n")
-    duck, lit = both([bad], spark, skip_bad=True)
-    assert lit == duck
-    assert duck["skipped_rows"] == 5
+    result = CliRunner().invoke(cli, ["diagnose", str(bad), "--engine", "spark", "--json",
+                                      "--skip-bad", "--per-shard"])
+    assert result.exit_code == 0, result.output
+    lit = json.loads(result.stdout)
+    assert lit == diagnose([bad], skip_bad=True, per_shard=True).to_dict()
+    assert lit["skipped_rows"] == 5
     with pytest.raises(InvalidLog, match=r"bad\.csv column 'op': op 'delete' is not"):
         diagnose([bad], engine="spark", spark=spark)
-
-
-def test_cli_engine_spark_prints_the_duckdb_document(tmp_path: Path, spark: Any) -> None:
-    path = samples.write_log(tmp_path / "tenants.jsonl", samples.popular_entity())
-    result = CliRunner().invoke(cli, ["diagnose", str(path), "--engine", "spark", "--json",
-                                      "--per-shard"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == diagnose([path], per_shard=True).to_dict()
-    assert json.loads(result.stdout)["classification"] == "popular_entity"
 
 
 def test_spark_submit_job_writes_the_document(tmp_path: Path, spark: Any,
@@ -159,7 +155,7 @@ def test_spark_submit_job_writes_the_document(tmp_path: Path, spark: Any,
                      "--JOB_ID", "j-1"], spark=spark) == 0
     assert json.loads(out.read_text()) == diagnose([path], top=3).to_dict()
     assert json.loads(out.read_text())["classification"] == "sequential"
-    assert "ignoring argument '--JOB_ID'" in capsys.readouterr().err
+    assert "ignoring argument '--JOB_ID'" in capsys.readouterr().err  # and its value
     assert job.main(["s3a://bucket/logs/", "--output", out.as_uri()], spark=spark) == 2
     assert "give --format to read a URI with Spark" in capsys.readouterr().err
 
@@ -172,7 +168,8 @@ def test_refusals_before_spark_starts(tmp_path: Path) -> None:
             (["--engine", "spark", "--spark-conf", "x"], "is not spark.KEY=VALUE")):
         result = CliRunner().invoke(cli, ["diagnose", str(path), *args])
         assert result.exit_code != 0
-        assert isinstance(result.exception, InvalidInput) and said in str(result.exception)
+        assert isinstance(result.exception, InvalidInput)
+        assert said in str(result.exception)
     with pytest.raises(InvalidInput, match="unknown engine 'presto'"):
         diagnose([path], engine="presto")
 

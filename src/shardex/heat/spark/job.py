@@ -57,6 +57,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _known(p: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], list[str]]:
+    """Split ``argv`` into what ``p`` knows and the options it does not, each with its
+    value (``--JOB_ID j-1``: Glue's own arguments, which must not become inputs)."""
+    known = {o for action in p._actions for o in action.option_strings}
+    given: list[str] = []
+    unknown: list[str] = []
+    rest = iter(range(len(argv)))
+    for i in rest:
+        arg = argv[i]
+        if arg.startswith("--") and arg.split("=", 1)[0] not in known:
+            unknown.append(arg)
+            if "=" not in arg and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                unknown.append(argv[i + 1])
+                next(rest, None)
+            continue
+        given.append(arg)
+    return given, unknown
+
+
 def write_text(spark: Any, uri: str, text: str) -> None:
     """Write ``text`` to ``uri`` through the session's Hadoop file systems (one object)."""
     jvm = spark.sparkContext._jvm
@@ -72,7 +91,9 @@ def write_text(spark: Any, uri: str, text: str) -> None:
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
     """Run the job (see the module); ``spark``: a session to use instead of the
     cluster's (``SparkSession.builder.getOrCreate()``, stopped at the end)."""
-    args, unknown = parser().parse_known_args(argv)
+    p = parser()
+    given, unknown = _known(p, list(sys.argv[1:] if argv is None else argv))
+    args = p.parse_args(given)
     if args.path:
         print(__file__)
         return 0

@@ -140,8 +140,8 @@ def first_line(exc: BaseException) -> str:
 class SparkEngine:
     """The shared tables' engine (``shardex.heat.tables.Engine``) on a Spark session.
 
-    Tables are cached temp views (released by ``close``); ``what`` names the inputs
-    in errors.
+    Tables are checkpointed temp views (dropped by ``close``); ``what`` names the
+    inputs in errors.
     """
 
     dialect = SPARK
@@ -160,13 +160,17 @@ class SparkEngine:
         self.table(name, select)  # each view is read several times: computed once
 
     def frame(self, name: str, frame: Any) -> None:
-        """Hold a DataFrame as the cached temp view ``name``."""
-        old = self._cached.pop(name, None)
-        frame = frame.persist()
-        frame.createOrReplaceTempView(name)
-        self._cached[name] = frame
-        if old is not None:
-            old.unpersist()
+        """Hold a DataFrame, computed now, as the temp view ``name``.
+
+        Its lineage is cut (a local checkpoint: cached blocks on the executors, which
+        dynamic allocation keeps), so each later query is planned over a table, not
+        over every step before it: with a dozen steps, planning the whole lineage again
+        for each query cost more than running them.
+        """
+        with spark_errors(self.what):
+            held = frame.localCheckpoint(eager=True)
+        held.createOrReplaceTempView(name)
+        self._cached[name] = held
 
     def keys(self, name: str, keys: Sequence[str]) -> None:
         self.frame(name, self.spark.createDataFrame([(k,) for k in keys], "key STRING"))
@@ -176,7 +180,7 @@ class SparkEngine:
             return [tuple(r) for r in self.spark.sql(select).collect()]
 
     def close(self) -> None:
-        """Release the cached tables."""
-        for frame in self._cached.values():
-            frame.unpersist()
+        """Drop the tables (Spark frees their blocks once nothing refers to them)."""
+        for name in self._cached:
+            self.spark.catalog.dropTempView(name)
         self._cached.clear()
