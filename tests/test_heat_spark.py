@@ -1,7 +1,10 @@
 """diagnose on Spark (local mode) gives the DuckDB engine's report for the same logs.
 
-One Spark session serves the whole file (a session fixture); the tests run on one
-xdist worker (``xdist_group``; scripts/test passes ``--dist loadgroup``). The logs are
+One Spark session serves the whole file (a session fixture, one per xdist worker
+that runs these tests); they ask for one worker (``xdist_group``; scripts/test passes
+``--dist loadgroup``), which pytest-xdist 3.8 does not honour under pytest 9.2 (its
+group suffix is set on ``_nodeid``, which pytest 9 no longer reads), so a second
+worker may start a second JVM until xdist catches up. The logs are
 generated here, in every format the readers take, with shard keys, shardex's own
 records, throttles, malformed rows, CloudTrail files and a Contributor Insights
 report; each is diagnosed by both engines and the two ``shardex.diagnose/1``
