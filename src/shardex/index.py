@@ -619,7 +619,8 @@ class ShardedIndex:
             source = await self._adopted(routing)
             if source is not None:
                 merged = await source.page(value, [value], after=after,
-                                           descending=order == "desc", limit=limit)
+                                           descending=order == "desc", limit=limit,
+                                           layout=routing.version)
                 entries, more = merged.entries, merged.more
             else:
                 entries, more = await reads.page(routing, value, after=after,
