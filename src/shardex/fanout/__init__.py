@@ -25,14 +25,16 @@ entries were kept is read again from the cursor's position, so a page never miss
 resurrects this process's own writes; writes of other processes may show up to
 ``CONTINUATION_TTL`` seconds late (the staleness a DynamoDB GSI allows anyway).
 
-**A listing the caller continues reads ahead.** From its second page on, a shard whose
-buffer holds less than its last request asks for its next one as soon as it can (its
-last one landed), not when the merge runs it dry: the requests of every shard run back
-to back while the caller consumes pages, as a gather's do, and a page waits for a round
-trip only when the caller is faster than the store. What a listing holds stays bounded:
-a shard holds at most its last request and its next (two store pages at most), and what
-it asks grows only as the merge consumes it. A first page never reads ahead, so a
-caller who wants only that page pays for that page. Why, by measurement
+**A listing the caller continues reads ahead.** From its second page on, a shard asks
+for its next request (four times its last) before the merge runs it dry, so it lands
+while the caller consumes what is there: for a caller slower than the store, once the
+shard holds less than a quarter of its last request or than a page may take from it;
+for a caller that comes back sooner than a request takes, as soon as it holds less than
+its last request, so every shard keeps a request in flight and their round trips
+overlap as a gather's do (``listing.reads_ahead``). What a listing holds stays bounded:
+about four times what a slow caller consumed plus a page, at most two requests a shard
+(two store pages), and ``listing.MAX_KEPT_ENTRIES`` in all. A first page never reads
+ahead, so a caller who wants only that page pays for that page. Why, by measurement
 (``benchmarks/bench_reads.py --latency``): at 20 ms a request, a listing in pages of
 1,000 that refilled each shard when it ran dry waited for one round trip after another,
 1.9x the time of a gather that reads every shard at once, and in pages of 100, 5.7x.
@@ -202,12 +204,14 @@ class FanOut:
         """
         key, after, size, generation = stream.key, stream.after, stream.page_size, \
             stream.generation
-        max_page, listings = self._max_page, self._listings
+        max_page, listings, clock = self._max_page, self._listings, self._clock
 
         async def read() -> None:
+            began = clock.now()
             page = await self._query(key, after, descending, size)
             if stream.generation == generation:
                 stream.accept(page, max_page)
+                listing.latency = clock.now() - began
                 listings.landed(listing, len(page.entries))
 
         stream.asked, stream.failed = size, None
@@ -226,7 +230,7 @@ class FanOut:
         stream.pending = None
         if error is not None:
             stream.failed = error
-        elif listing.ahead and reads_ahead(stream) and self._listings.room():
+        elif listing.ahead and reads_ahead(stream, listing) and self._listings.room():
             self._fetch(stream, descending, listing)
 
     async def _landing(self, value: str, waiting: Sequence[ShardStream]) -> None:
@@ -266,14 +270,17 @@ class FanOut:
         self._fanned_out(value, len(keys), "page")
         width, max_page = len(keys), self._max_page
         opening = share(limit, width, max_page)
-        listing = None
+        listing, now = None, self._clock.now()
         if after is not None and not fresh:
             listing = self._listings.resume((value, descending, after, layout), tuple(keys),
-                                            opening, self._clock.now())
+                                            opening, now)
         if listing is None:
             listing = Listing(tuple(keys), [ShardStream(key, after, opening) for key in keys])
         else:
-            listing.ahead = True  # the caller continues: its shards read ahead from now on
+            # the caller continues: its shards read ahead from now on, eagerly if it came
+            # back sooner than a request takes
+            listing.ahead, listing.eager = True, now - listing.made < listing.latency
+        listing.low = opening
         streams = listing.streams
         out: list[StoredEntry] = []
         try:
@@ -305,7 +312,7 @@ class FanOut:
             return MergedPage(entries=out, more=more)
         if listing.ahead:
             for stream in streams:
-                if reads_ahead(stream) and self._listings.room():
+                if reads_ahead(stream, listing) and self._listings.room():
                     self._fetch(stream, descending, listing)
         self._listings.keep((value, descending, out[-1].position, layout), listing,
                             self._clock.now())

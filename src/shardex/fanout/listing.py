@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardex.fanout.merge import ShardStream
+from shardex.fanout.merge import GROWTH, ShardStream
 from shardex.stores.base import Position
 from shardex.stores.metered import Usage
 
@@ -35,7 +35,9 @@ Where = tuple[str, bool, Position, Any]
 class Listing:
     """The shard streams of one listing, carried from page to page.
 
-    ``ahead``: the caller continued it, so its shards read ahead. ``kept``: entries
+    ``ahead``: the caller continued it, so its shards read ahead; ``eager``: the caller
+    came back for its last page sooner than a request takes (``latency``, the last one's
+    seconds); ``low``: what its last page asked each shard for. ``kept``: entries
     buffered while it waits for its next page (counted against ``MAX_KEPT_ENTRIES``);
     ``made``: when it was kept; ``written``: shard keys this process wrote since.
     """
@@ -43,6 +45,9 @@ class Listing:
     keys: tuple[str, ...]
     streams: list[ShardStream]
     ahead: bool = False
+    eager: bool = False
+    low: int = 1
+    latency: float = 0.0
     made: float = 0.0
     kept: int = 0
     waiting: bool = False
@@ -54,16 +59,23 @@ class Listing:
             stream.stop()
 
 
-def reads_ahead(stream: ShardStream) -> bool:
+def reads_ahead(stream: ShardStream, listing: Listing) -> bool:
     """True if ``stream``, of a listing being read ahead, should send its next request now.
 
-    It does while what it holds is less than its last request asked for: the merge is
-    consuming it, and the next request, larger, lands while the rest is consumed. A
-    stream holds at most its last request plus its next (at most two store pages), and
-    what it asks grows only as its entries are consumed.
+    For a caller slower than the store (``listing.eager`` False), once the stream holds
+    less than a quarter of what its last request asked for, or less than a page may
+    take from it (``listing.low``): the next request, four times the last, lands while
+    the caller consumes the rest, and the listing holds about four times what its caller
+    consumed plus a page, as when each shard was read again only once dry. For a caller
+    faster than the store, as soon as it holds less than its last request: every shard
+    keeps a request in flight, so their round trips overlap as a gather's do, instead of
+    each costing the caller a wait of its own; a shard then holds at most two requests.
     """
-    return not stream.exhausted and stream.pending is None and stream.failed is None \
-        and len(stream.buffer) < stream.asked
+    if stream.exhausted or stream.pending is not None or stream.failed is not None:
+        return False
+    held = len(stream.buffer)
+    return held < stream.asked if listing.eager else \
+        held < max(listing.low, stream.asked // GROWTH)
 
 
 class Continuations:
