@@ -237,9 +237,12 @@ async def _load(client: Any, table: str, index: ShardedIndex, orders: int,
     ids = [f"ORD-{i:07d}" for i in range(orders)]
     filler = "x" * max(0, size - 160)
 
+    routing = index.routing  # one copy: a long load on a busy machine outlives its lease
+
     def item(i: int, order_id: str) -> dict[str, Any]:
         created = f"2026-11-30T05:{i // 6000 % 60:02d}:{i // 100 % 60:02d}.{i % 100:02d}Z"
-        keys = index.key_attributes("PENDING", order_id, sort=created)
+        keys = index.store.key_attributes(routing.shard_key("PENDING", order_id), created,
+                                          order_id)
         return {"order_id": {"S": order_id}, "status": {"S": "PENDING"},
                 "total": {"N": str(1000 + i % 9000)}, "customer": {"S": f"C-{i % 977}"},
                 "note": {"S": filler}, **{k: {"S": v} for k, v in keys.items()}}

@@ -200,44 +200,53 @@ class FanOut:
         """Send ``stream``'s next request; it adds its page to the stream when it lands.
 
         Nobody has to wait for it: a page that needs the shard waits (``_landing``), a
-        request read ahead lands in the listing kept for the next page.
+        request read ahead lands in the listing kept for the next page. Its failure is
+        kept on the stream (``failed``), not raised, for whichever page needs the shard.
         """
         key, after, size, generation = stream.key, stream.after, stream.page_size, \
             stream.generation
-        max_page, listings, clock = self._max_page, self._listings, self._clock
+        reading, listings = self._reading, self._listings
 
         async def read() -> None:
-            began = clock.now()
-            page = await self._query(key, after, descending, size)
-            if stream.generation == generation:
-                stream.accept(page, max_page)
-                listing.latency = clock.now() - began
+            # the bookkeeping of a landing is here, not in a done callback: one loop
+            # callback fewer on every request
+            try:
+                page = await self._query(key, after, descending, size)
+            except asyncio.CancelledError:
+                if stream.generation == generation:
+                    stream.pending = None
+                raise
+            except Exception as exc:
+                if stream.generation == generation:
+                    stream.pending, stream.failed = None, exc
+                return
+            finally:
+                reading.discard(task)
+            if stream.generation != generation:
+                return  # restarted meanwhile: this page is of what was read before
+            stream.pending = None
+            stream.accept(page, self._max_page)
+            if listing.waiting:  # kept for its next page: what it holds is bounded
                 listings.landed(listing, len(page.entries))
+            if listing.ahead and reads_ahead(stream, listing) and listings.room():
+                self._fetch(stream, descending, listing)
 
         stream.asked, stream.failed = size, None
         task = asyncio.ensure_future(read())
         stream.pending = task
-        self._reading.add(task)
-        task.add_done_callback(lambda done: self._landed(stream, done, descending, listing))
+        reading.add(task)
 
-    def _landed(self, stream: ShardStream, task: asyncio.Task[None], descending: bool,
-                listing: Listing) -> None:
-        """A request of ``stream`` ended: note a failure, and read further ahead if due."""
-        self._reading.discard(task)
-        error = None if task.cancelled() else task.exception()
-        if stream.pending is not task:
-            return  # stopped or restarted meanwhile
-        stream.pending = None
-        if error is not None:
-            stream.failed = error
-        elif listing.ahead and reads_ahead(stream, listing) and self._listings.room():
-            self._fetch(stream, descending, listing)
+    async def _landing(self, value: str, listing: Listing,
+                       waiting: Sequence[ShardStream]) -> None:
+        """Wait for the requests of ``waiting``; raise IncompleteRead if one failed for good.
 
-    async def _landing(self, value: str, waiting: Sequence[ShardStream]) -> None:
-        """Wait for the requests of ``waiting``; raise IncompleteRead if one failed for good."""
+        The wait is the listing's latency: what a page waits when the caller outruns it.
+        """
         tasks = [s.pending for s in waiting if s.pending is not None]
         if tasks:
+            began = self._clock.now()
             await asyncio.wait(tasks)
+            listing.latency = self._clock.now() - began
         failed: dict[str, BaseException] = {}
         for stream in waiting:
             if stream.failed is not None:
@@ -294,7 +303,7 @@ class FanOut:
                         if stream.pending is None and not stream.exhausted \
                                 and len(stream.buffer) < low:
                             self._fetch(stream, descending, listing)
-                    await self._landing(value, waiting)
+                    await self._landing(value, listing, waiting)
                     continue
                 live = [s for s in streams if s.buffer]
                 if not live:

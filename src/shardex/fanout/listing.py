@@ -36,8 +36,9 @@ class Listing:
     """The shard streams of one listing, carried from page to page.
 
     ``ahead``: the caller continued it, so its shards read ahead; ``eager``: the caller
-    came back for its last page sooner than a request takes (``latency``, the last one's
-    seconds); ``low``: what its last page asked each shard for. ``kept``: entries
+    came back for its last page sooner than a request takes (``latency``: how long its
+    pages last waited for their requests); ``low``: what its last page asked each shard
+    for. ``kept``: entries
     buffered while it waits for its next page (counted against ``MAX_KEPT_ENTRIES``);
     ``made``: when it was kept; ``written``: shard keys this process wrote since.
     """
@@ -137,10 +138,9 @@ class Continuations:
         return found
 
     def landed(self, listing: Listing, entries: int) -> None:
-        """Count ``entries`` a read ahead added to ``listing`` while it is kept."""
-        if listing.waiting:
-            listing.kept += entries
-            self.kept += entries
+        """Count ``entries`` that landed in ``listing`` while it is kept (``waiting``)."""
+        listing.kept += entries
+        self.kept += entries
 
     def room(self) -> bool:
         """True while kept listings may grow: read-ahead stops at the bound."""
