@@ -1,4 +1,4 @@
-"""Query items handed over as JSON decoded them equal what botocore's parse returns."""
+"""The DynamoDB client read path: Query items as JSON decoded them, the pool it carries."""
 
 from __future__ import annotations
 
@@ -112,3 +112,17 @@ async def test_only_the_clients_shardex_builds_read_items_lean() -> None:
         sent, custom = emitted(theirs)
         await sent
         assert custom == {}  # an application's own client parses as it always did
+
+
+def test_a_fan_out_is_bounded_by_the_pool_of_the_client() -> None:
+    import boto3
+    import botocore.config
+
+    from shardex.stores.dynamodb import DynamoDBStore
+
+    assert AioClient(region="us-east-1").connections == 64  # the clients shardex builds
+    theirs = boto3.client("dynamodb", region_name="eu-west-1", aws_access_key_id="x",
+                          aws_secret_access_key="y",
+                          config=botocore.config.Config(max_pool_connections=10))
+    assert adapt_client(client=theirs).connections == 10
+    assert DynamoDBStore("orders", client=theirs).connections == 10

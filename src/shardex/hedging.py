@@ -9,7 +9,8 @@ cost is the extra requests: each copy is counted and charged like any other requ
 - ``HedgePolicy`` is the small frozen policy: a fixed ``delay``, or by default one that
   follows the observed latency (the ``quantile`` of the last ``window`` shard reads of
   the same size class: a page of 1,000 entries is slower than a page of 10), and a
-  ``budget`` of extra copies per read (0.05: at most 5% more requests than reads).
+  ``budget`` of extra copies per read (0.05: at most 5% more requests than reads; a
+  reader saves up at most 10 copies, plus what its reads in flight earned).
   A read still out a little after its copy gets another (up to ``max_hedges``, each
   ``spacing`` x the delay after the one before): such a copy is sent only when every
   earlier one is still slow, which is rare, so it costs little, and it gives the slowest
@@ -137,6 +138,7 @@ class Hedger:
             max(0.5, 1.0 - 0.7 * policy.budget)
         self._classes: dict[int, _Latencies] = {}
         self._balance = 0.0
+        self._out = 0  # reads sent and not yet answered
 
     @staticmethod
     def size_class(size: int) -> int:
@@ -162,8 +164,19 @@ class Hedger:
         return None if found is None else found.quantile(self.quantile)
 
     def earn(self) -> None:
-        """A read is sent: the budget grows by ``policy.budget`` copies, up to a cap."""
-        self._balance = min(_BURST, self._balance + self.policy.budget)
+        """A read is sent: the budget grows by ``policy.budget`` copies, up to a cap.
+
+        The cap is what a quiet spell may save (10 copies) plus what the reads in flight
+        earned: a fan-out of 1,024 shards sends them all at once, and its copies are
+        paid by its own reads, not capped at 10 (1% of them).
+        """
+        self._out += 1
+        self._balance = min(_BURST + self.policy.budget * self._out,
+                            self._balance + self.policy.budget)
+
+    def done(self) -> None:
+        """A read sent (``earn``) is answered, or given up."""
+        self._out -= 1
 
     def spend(self) -> bool:
         """Take one copy from the budget; False when the budget cannot pay for it."""
@@ -219,10 +232,13 @@ async def call_hedged(send: Callable[[Copy | None], Awaitable[T]], hedger: Hedge
     failure is raised. If the caller is cancelled, every copy is.
     """
     hedger.earn()
-    delay = hedger.delay(size)
-    if delay is None:
-        return await send(None)
-    return await _Hedged(send, hedger, delay, clock, report).run()
+    try:
+        delay = hedger.delay(size)
+        if delay is None:
+            return await send(None)
+        return await _Hedged(send, hedger, delay, clock, report).run()
+    finally:
+        hedger.done()
 
 
 class _Hedged(Generic[T]):

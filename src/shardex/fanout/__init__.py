@@ -69,6 +69,7 @@ from shardex.stores.metered import FanOutRead, Hedge, HedgeOutcome
 __all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]
 
 T = TypeVar("T")
+_UNBOUNDED = 1 << 30  # a semaphore no fan-out fills
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,19 +83,23 @@ class MergedPage:
 class FanOut:
     """Reads the shards of one index's values concurrently, under one concurrency bound.
 
-    ``hedge`` None turns hedging off. Call ``close`` when done: it stops the requests
-    and copies still running and the watch on the store's writes.
+    The bound is ``max_concurrency`` or the store's client pool (``Store.connections``),
+    whichever is smaller; with neither (None, on memory://), every request is sent at
+    once. ``hedge`` None turns hedging off. Call ``close`` when done: it stops the
+    requests and copies still running and the watch on the store's writes.
     """
 
     def __init__(self, store: Store, namespace: str, *, retry: RetryPolicy,
-                 hedge: HedgePolicy | None, max_concurrency: int, clock: Clock,
+                 hedge: HedgePolicy | None, max_concurrency: int | None, clock: Clock,
                  rng: random.Random, gate: AdaptiveGate | None = None) -> None:
         self._store = store
         self._gate = gate
         self._namespace = namespace
         self._retry = retry
         self._hedger = None if hedge is None else Hedger(hedge)
-        self._limiter = asyncio.Semaphore(max_concurrency)
+        bounds = [b for b in (max_concurrency, store.connections) if b is not None]
+        self.max_concurrency = min(bounds) if bounds else None
+        self._limiter = asyncio.Semaphore(self.max_concurrency or _UNBOUNDED)
         self._clock = clock
         self._rng = rng
         self._max_page = store.capabilities.max_page

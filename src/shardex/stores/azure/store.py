@@ -96,6 +96,11 @@ class AzureTablesStore(Store):
         """The adapter the store calls Azure through."""
         return self._client
 
+    @property
+    def connections(self) -> int | None:
+        """The client's connection pool, if it says (the SDK's aiohttp session: 100)."""
+        return self._client.connections
+
     async def _connect(self) -> None:
         await self._client.open()
         try:

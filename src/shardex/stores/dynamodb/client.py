@@ -88,6 +88,7 @@ class DynamoDBClient(abc.ABC):
     """
 
     endpoint: str = "DynamoDB"
+    connections: int | None = None  # requests it carries at once (its pool), if known
 
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Create connections, if the adapter owns any."""
@@ -161,8 +162,10 @@ class AioClient(DynamoDBClient):
         self._stack: contextlib.AsyncExitStack | None = None
         self._methods: dict[str, Callable[..., Any]] = {}
         self.endpoint = endpoint_url or (f"DynamoDB in {region}" if region else "DynamoDB")
+        self.connections = max_connections
         if client is not None:
             self.endpoint = str(getattr(client.meta, "endpoint_url", self.endpoint))
+            self.connections = _pool_of(client)
 
     async def open(self) -> None:
         if not self._owned or self._client is not None:
@@ -221,6 +224,7 @@ class ThreadedClient(DynamoDBClient):
         self._client = client
         self._methods: dict[str, Callable[..., dict[str, Any]]] = {}
         self.endpoint = str(getattr(getattr(client, "meta", None), "endpoint_url", "DynamoDB"))
+        self.connections = _pool_of(client)
 
     async def close(self) -> None:
         if self._owned:
@@ -231,6 +235,13 @@ class ThreadedClient(DynamoDBClient):
         if method is None:
             method = self._methods[operation] = getattr(self._client, _method_name(operation))
         return await asyncio.to_thread(method, **params)
+
+
+def _pool_of(client: Any) -> int | None:
+    """The ``max_pool_connections`` a botocore client was configured with, if it says."""
+    pool = getattr(getattr(getattr(client, "meta", None), "config", None),
+                   "max_pool_connections", None)
+    return pool if type(pool) is int and pool > 0 else None
 
 
 def _is_async_client(client: Any) -> bool:
