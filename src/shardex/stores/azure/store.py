@@ -31,6 +31,18 @@ _OPTIONS: Mapping[str, type] = {"endpoint": str, "connect_timeout": float,
                                 "read_timeout": float}
 
 
+
+def _position(props: Mapping[str, Any]) -> Position:
+    """The position of an entry row: its sort and item id, as the row holds them.
+
+    They are what its RowKey encodes (``codec.entry_rows`` writes both); decoding the
+    RowKey instead took a tenth of the CPU of a page. A row without them is decoded.
+    """
+    sort, item_id = props.get("s"), props.get("id")
+    if type(sort) is str and type(item_id) is str:
+        return sort, item_id
+    return keys.decode_position(props["RowKey"])
+
 class AzureTablesStore(Store):
     """Azure Table Storage (and the Cosmos DB Table API) through ``azure-data-tables``.
 
@@ -172,7 +184,7 @@ class AzureTablesStore(Store):
                 parameters, top=max(1, min(_MAX_PAGE, limit + 1 - len(rows))),
                 continuation=continuation)
             for props, _ in page:
-                position = keys.decode_position(props["RowKey"])
+                position = _position(props)
                 if (len(rows) >= limit or size >= QUERY_PAGE_BYTES) \
                         and position != rows[-1][1]:
                     more = True
