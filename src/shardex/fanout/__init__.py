@@ -63,8 +63,8 @@ from shardex.fanout.listing import CONTINUATION_TTL, Continuations, Listing, rea
 from shardex.fanout.merge import ShardStream, buffered, coverage, merge_safe, share
 from shardex.hedging import Copy, HedgePolicy, Hedger, call_hedged
 from shardex.retry import RetryPolicy, call_with_retry
-from shardex.stores.base import Position, QueryPage, Store, StoredEntry
-from shardex.stores.metered import FanOutRead, Hedge, HedgeOutcome
+from shardex.stores.base import Malformed, Position, QueryPage, Store, StoredEntry
+from shardex.stores.metered import FanOutRead, Hedge, HedgeOutcome, detached
 
 __all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]
 
@@ -85,14 +85,18 @@ class FanOut:
 
     The bound is ``max_concurrency`` or the store's client pool (``Store.connections``),
     whichever is smaller; with neither (None, on memory://), every request is sent at
-    once. ``hedge`` None turns hedging off. Call ``close`` when done: it stops the
-    requests and copies still running and the watch on the store's writes.
+    once. ``hedge`` None turns hedging off. ``malformed`` says what a shard read does
+    with an item the store cannot read as an entry (``Store.query``). Call ``close``
+    when done: it stops the requests and copies still running and the watch on the
+    store's writes.
     """
 
     def __init__(self, store: Store, namespace: str, *, retry: RetryPolicy,
                  hedge: HedgePolicy | None, max_concurrency: int | None, clock: Clock,
-                 rng: random.Random, gate: AdaptiveGate | None = None) -> None:
+                 rng: random.Random, gate: AdaptiveGate | None = None,
+                 malformed: Malformed = "raise") -> None:
         self._store = store
+        self._malformed = malformed  # what a shard read does with a malformed item
         self._gate = gate
         self._namespace = namespace
         self._retry = retry
@@ -137,11 +141,11 @@ class FanOut:
             if copy is not None:
                 copy.left(release)
             began = self._clock.now()
-            store, namespace = self._store, self._namespace
+            store, namespace, malformed = self._store, self._namespace, self._malformed
 
             def query() -> Awaitable[QueryPage]:
                 return store.query(namespace, key, after=after, descending=descending,
-                                   limit=limit)
+                                   limit=limit, malformed=malformed)
 
             page = await (query() if self._gate is None else self._gate.call(key, query))
             if self._hedger is not None:
@@ -201,7 +205,8 @@ class FanOut:
 
     # -- one request per shard at a time, for ordered pages ----------------------------
 
-    def _fetch(self, stream: ShardStream, descending: bool, listing: Listing) -> None:
+    def _fetch(self, stream: ShardStream, descending: bool, listing: Listing,
+               ahead: bool = False) -> None:
         """Send ``stream``'s next request; it adds its page to the stream when it lands.
 
         Nobody has to wait for it: a page that needs the shard waits (``_landing``), a
@@ -234,10 +239,12 @@ class FanOut:
             if listing.waiting:  # kept for its next page: what it holds is bounded
                 listings.landed(listing, len(page.entries))
             if listing.ahead and reads_ahead(stream, listing) and listings.room():
-                self._fetch(stream, descending, listing)
+                self._fetch(stream, descending, listing, ahead=True)
 
         stream.asked, stream.failed = size, None
-        task = asyncio.ensure_future(read())
+        # a request read ahead serves a later page: what it skips is not this call's
+        task = asyncio.get_running_loop().create_task(read(), context=detached()) if ahead \
+            else asyncio.ensure_future(read())
         stream.pending = task
         reading.add(task)
 
@@ -327,7 +334,7 @@ class FanOut:
         if listing.ahead:
             for stream in streams:
                 if reads_ahead(stream, listing) and self._listings.room():
-                    self._fetch(stream, descending, listing)
+                    self._fetch(stream, descending, listing, ahead=True)
         self._listings.keep((value, descending, out[-1].position, layout), listing,
                             self._clock.now())
         return MergedPage(entries=out, more=True)
