@@ -27,6 +27,7 @@ from shardex.autopilot.policy import (
     Sizer,
     TableFacts,
     decide,
+    guard,
     load_policy,
 )
 from shardex.autopilot.sizing import PlannerSizer, mode_of
@@ -44,6 +45,7 @@ __all__ = [
     "Sizer",
     "TableFacts",
     "decide",
+    "guard",
     "load_policy",
     "mode_of",
 ]

@@ -39,7 +39,7 @@ from shardex.autopilot.runner import (
 from shardex.routing import Routing, ShardPolicy
 from shardex.transition import Parity
 
-__all__ = ["MigrationCosts", "MigrationModel", "moved_share"]
+__all__ = ["MigrationCosts", "MigrationModel", "moved_share", "survey_seconds"]
 
 _PLACEMENT_CONCURRENCY = 16
 

@@ -15,16 +15,25 @@ The rules, with ``capacity = N x the partition's write ceiling``:
 
 ==========  ===============================================================================
 grow        the load has stayed above ``up`` x capacity for ``t_up`` (the least sample of
-            the window), and the planner's N for the load projected ``lead`` seconds on
-            (the trend of the last ``trend`` seconds) is larger
-shrink      the window's peak over ``t_down`` stayed below ``down`` x capacity, and the
-            planner's N for that peak is smaller; the shrunk layout keeps the peak below
-            the middle of the dead band, so the same load never grows it back
+            the window): to the planner's N for ``grow_factor`` x the load projected
+            ``lead`` seconds on (the trend of the last ``trend`` seconds), as DynamoDB's
+            on-demand mode makes room for twice its previous peak: a migration takes
+            minutes, so one grow must cover a ramp that goes on meanwhile
+shrink      the window's peak over ``t_down`` stayed below ``down`` x capacity, the load
+            has settled (the peak of the last ``t_up`` is at least ``settled`` x the
+            window's, so a falling load is shrunk once, at its end), and the planner's N
+            for the window's peak is smaller; the shrunk layout keeps that peak below
+            ``up``, so the same load never grows it back
 isolate     a ``tier`` is configured, and the projected load asks more than
             ``isolate_share`` of the table's write limit, or more than ``max_shards``
-admit       while a grow or isolation runs and writers still follow the old layout, a
-            budget of ``admit_share`` x the old capacity keeps the key from throttling
-            the shared table (``shardex.admission``); lifted once writers follow the new one
+admit       a sample past ``admit_at`` x capacity (``guard``, for every sample as it
+            arrives), or a grow or isolation starting with the load past the budget: a
+            budget of ``admit_share`` x capacity holds the key below what its partitions
+            take (``shardex.admission``) while the grow gathers evidence and runs; once
+            writers follow the grown layout it rises to ``admit_share`` x the new
+            capacity (what it held back drains at that pace); with no migration under
+            way it is lifted once it has held ``t_down`` and the window's peak over
+            ``t_down`` stayed below ``up`` (so noise does not set and lift it in turn)
 none        anything else: the dead band (between ``down`` and ``up``), a migration of
             the key under way, ``min_interval`` since its last change (``t_down`` before a
             shrink), the cap of ``max_migrations`` under way, or a floor or ceiling on N
@@ -49,7 +58,7 @@ from shardex.keys import validate_value
 from shardex.routing import MAX_SHARDS, check_tier_name
 
 __all__ = ["ACTIONS", "Action", "AutopilotPolicy", "Decision", "KeyHeat", "KeyView",
-           "MigrationView", "Sizer", "TableFacts", "decide", "load_policy"]
+           "MigrationView", "Sizer", "TableFacts", "decide", "guard", "load_policy"]
 
 Action = Literal["none", "grow", "shrink", "isolate", "admit"]
 ACTIONS: tuple[Action, ...] = ("none", "grow", "shrink", "isolate", "admit")
@@ -57,7 +66,8 @@ ACTIONS: tuple[Action, ...] = ("none", "grow", "shrink", "isolate", "admit")
 Sizer = Callable[[str, float, "str | None"], int]
 
 _NUMBERS = {"up", "down", "t_up", "t_down", "trend", "lead", "min_interval", "admit_share",
-            "isolate_share", "headroom", "retain", "tick"}
+            "isolate_share", "headroom", "retain", "tick", "grow_factor", "settled",
+            "admit_at"}
 _COUNTS = {"max_migrations", "min_shards", "max_shards"}
 
 
@@ -70,14 +80,18 @@ class AutopilotPolicy:
       the peak over ``t_down`` seconds stays below ``down``; between them, nothing.
     - ``trend``: seconds of samples the load's trend is fitted on; ``lead``: seconds a
       grown layout takes to take writes (the runner's survey, read-both's lease and
-      margin, write-new's lease): a grow sizes for the load projected that far.
+      margin, write-new's cache TTL; a key's own ``KeyView.lead`` overrides it): a grow
+      sizes for ``grow_factor`` (>= 1) x the load projected that far.
+    - ``settled``: a shrink waits until the peak of the last ``t_up`` is at least this
+      share of the peak over ``t_down`` (0 to 1).
     - ``min_interval``: seconds between a key's last change and its next migration.
     - ``max_migrations``: migrations under way at once on the table.
     - ``min_shards``/``max_shards``: the floor and ceiling on N; ``limits`` per value
       (value -> (floor, ceiling)) overrides them.
     - ``admit_share``: the admission budget bridging a grow, as a share of the old
-      capacity; ``isolate_share``: the share of the table's write limit past which a
-      key moves to ``tier`` (None: never isolate).
+      capacity; ``admit_at``: the share of capacity one sample may reach before the
+      budget is set at once (``guard``); ``isolate_share``: the share of the table's
+      write limit past which a key moves to ``tier`` (None: never isolate).
     - ``headroom``: the planner's multiplier on the peak; ``retain``: seconds a finished
       migration keeps the old layout (its retention window); ``tick``: seconds between
       decisions (and heat samples) of a loop or simulation.
@@ -89,12 +103,15 @@ class AutopilotPolicy:
     t_down: float = 900.0
     trend: float = 30.0
     lead: float = 60.0
+    grow_factor: float = 2.0
+    settled: float = 0.8
     min_interval: float = 300.0
     max_migrations: int = 2
     min_shards: int = 1
     max_shards: int = 256
     limits: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     admit_share: float = 0.9
+    admit_at: float = 0.9
     isolate_share: float = 0.5
     tier: str | None = None
     headroom: float = 1.5
@@ -118,8 +135,13 @@ class AutopilotPolicy:
         if self.t_down < self.t_up:
             raise InvalidPolicy(f"autopilot t_down ({self.t_down:g} s) must be at least t_up "
                                 f"({self.t_up:g} s): shrinking is the slower decision")
-        if not 0 < self.admit_share <= 1 or not 0 < self.isolate_share <= 1:
-            raise InvalidPolicy("autopilot admit_share and isolate_share must be in (0, 1]")
+        if not (0 < self.admit_share <= 1 and 0 < self.isolate_share <= 1
+                and 0 < self.admit_at <= 1):
+            raise InvalidPolicy("autopilot admit_share, admit_at and isolate_share must be "
+                                "in (0, 1]")
+        if self.grow_factor < 1 or self.settled > 1:
+            raise InvalidPolicy(f"autopilot needs grow_factor >= 1 and settled <= 1, got "
+                                f"{self.grow_factor:g} and {self.settled:g}")
         if self.headroom < 1:
             raise InvalidPolicy(f"autopilot headroom is a multiplier on the peak, at least 1, "
                                 f"got {self.headroom:g}")
@@ -253,13 +275,17 @@ class MigrationView:
 class KeyView:
     """A key's layout and what is under way: N, tier, its migration, when it last changed
     (the end of its last migration, wall seconds; None: never), the admission budget in
-    force (write units a second; None: none)."""
+    force (write units a second; None: none) and since when (``budget_since``), and
+    ``lead``: seconds a migration started now would take until writers follow its new
+    layout (None: the policy's ``lead``)."""
 
     shards: int = 1
     tier: str | None = None
     migration: MigrationView | None = None
     last_change: float | None = None
     budget: float | None = None
+    lead: float | None = None
+    budget_since: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,19 +328,36 @@ def _inputs(heat: KeyHeat, view: KeyView, capacity: float, policy: AutopilotPoli
             "budget": view.budget, "last_change": view.last_change, **more}
 
 
+def guard(policy: AutopilotPolicy, key: str, view: KeyView, last: float, ceiling: float,
+          now: float) -> Decision | None:
+    """The admission watermark, for each sample as it arrives (a second's load, ``last``
+    write units a second): a key with no migration and no budget whose load passes
+    ``admit_at`` of its capacity gets a budget of ``admit_share`` of it at once, before
+    the store throttles it (a grow needs ``t_up`` of evidence). None: nothing to do."""
+    capacity = view.shards * ceiling
+    if view.migration is not None or view.budget is not None \
+            or last <= policy.admit_at * capacity:
+        return None
+    budget = policy.admit_share * capacity
+    return Decision(now, key, "admit", view.shards, view.shards,
+                    f"{last:,.0f} units/s, past {policy.admit_at:.0%} of capacity: admission "
+                    f"holds the key at {budget:,.0f} units/s until it grows or cools",
+                    {"shards": view.shards, "capacity": capacity, "last": last,
+                     "admit_at": policy.admit_at}, budget=budget)
+
+
 def decide(policy: AutopilotPolicy, table: TableFacts, heats: Mapping[str, KeyHeat],
            views: Mapping[str, KeyView], now: float, size: Sizer) -> list[Decision]:
     """Decide, for every key of ``views``, what to do now (see the module's table).
 
     ``heats`` holds each key's heat (a key without heat gets ``none``); ``size(key,
     peak, tier)`` gives N for a peak of write units a second. Returns one decision per
-    key, plus an ``admit`` beside a grow that needs a bridge, in order of urgency.
+    key, plus an ``admit`` beside it where admission changes, in order of urgency.
     """
     under_way = sum(1 for view in views.values() if view.migration is not None)
     ceiling = table.write_ceiling
     out: list[Decision] = []
     wanted: list[tuple[float, Decision]] = []
-    lifts: dict[str, Decision] = {}
     for key in sorted(views):
         view = views[key]
         heat = heats.get(key)
@@ -329,51 +372,74 @@ def decide(policy: AutopilotPolicy, table: TableFacts, heats: Mapping[str, KeyHe
             out.append(_while_migrating(policy, key, view, migration, heat, now, inputs,
                                         ceiling))
             continue
-        if view.budget is not None:
-            lifts[key] = Decision(now, key, "admit", view.shards, view.shards,
-                                  "no migration under way: the bridging budget is lifted",
-                                  inputs, budget=None)
         wish = _wish(policy, table, key, view, heat, now, size, inputs)
         if wish.migrates:
             wanted.append((heat.peak_up / capacity if wish.to_n > wish.from_n
                            or wish.action == "isolate" else 0.0, wish))
-        else:
-            out.append(wish)
+            continue
+        out.append(wish)
+        out += _admission(policy, key, view, heat, now, inputs, ceiling, growing=False)
     wanted.sort(key=lambda pair: (-pair[0], pair[1].key))
     for _, wish in wanted:
+        view, heat = views[wish.key], heats[wish.key]
         if under_way >= policy.max_migrations:
             out.append(replace(wish, action="none", to_n=wish.from_n, tier=None, reason=(
                 f"would {wish.action} to N={wish.to_n} ({wish.reason}), but "
                 f"{under_way} migration(s) are under way, the cap (max_migrations "
                 f"{policy.max_migrations})")))
+            out += _admission(policy, wish.key, view, heat, now, wish.inputs, ceiling,
+                              growing=False)
             continue
         under_way += 1
         out.append(wish)
-        view = views[wish.key]
-        bridge = policy.admit_share * view.shards * ceiling
-        heat = heats[wish.key]
-        if wish.action != "shrink" and heat.peak_up > bridge:
-            if lifts.pop(wish.key, None) is not None:
-                continue  # the budget in force already bridges at the old capacity
-            out.append(Decision(now, wish.key, "admit", wish.from_n, wish.from_n,
-                                f"bridge the load while the {wish.action} runs: "
-                                f"{bridge:,.0f} units/s ({policy.admit_share:g} of the old "
-                                "capacity) until writers follow the new layout",
-                                wish.inputs, budget=bridge))
-    return out + list(lifts.values())
+        out += _admission(policy, wish.key, view, heat, now, wish.inputs, ceiling,
+                          growing=wish.action != "shrink")
+    return out
+
+
+def _admission(policy: AutopilotPolicy, key: str, view: KeyView, heat: KeyHeat, now: float,
+               inputs: Mapping[str, Any], ceiling: float, *, growing: bool) -> list[Decision]:
+    """Admission for a key with no migration under way (or one starting now): a bridge for
+    a grow that starts, the watermark (``guard``), or a lift once the load stayed below
+    ``up`` for ``t_up``."""
+    capacity = view.shards * ceiling
+    bridge = policy.admit_share * capacity
+    if view.budget is None:
+        if growing and heat.peak_up > bridge:
+            return [Decision(now, key, "admit", view.shards, view.shards,
+                             f"bridge the load while the grow runs: {bridge:,.0f} units/s "
+                             f"({policy.admit_share:g} of the old capacity) until writers "
+                             "follow the new layout", inputs, budget=bridge)]
+        found = guard(policy, key, view, heat.last, ceiling, now)
+        return [] if found is None else [replace(found, inputs=inputs)]
+    held = math.inf if view.budget_since is None else now - view.budget_since
+    if not growing and held >= policy.t_down and heat.peak_down < policy.up * capacity:
+        return [Decision(now, key, "admit", view.shards, view.shards,
+                         f"the load stayed below {policy.up:.0%} of capacity for "
+                         f"{policy.t_down:g} s: the budget is lifted", inputs, budget=None)]
+    return []
 
 
 def _while_migrating(policy: AutopilotPolicy, key: str, view: KeyView,
                      migration: MigrationView, heat: KeyHeat, now: float,
                      inputs: dict[str, Any], ceiling: float) -> Decision:
-    """The decision for a key whose migration is under way: admission only."""
+    """The decision for a key whose migration is under way: admission only.
+
+    Before writers follow a grown layout the budget is ``admit_share`` of the old
+    capacity; once they do, of the new one (the writes held back drain at the new
+    layout's pace, not all at once); it is lifted when the migration ends.
+    """
     inputs = {**inputs, "migration": migration.state, "to_n": migration.to_n}
     following = migration.writers_follow_at is not None and now >= migration.writers_follow_at
-    if view.budget is not None and (following or not migration.grows):
+    if view.budget is not None and not migration.grows:
         return Decision(now, key, "admit", view.shards, view.shards,
-                        "writers follow the new layout: the bridging budget is lifted",
-                        inputs, budget=None)
-    bridge = policy.admit_share * migration.from_n * ceiling
+                        "a shrink needs no bridge: the budget is lifted", inputs, budget=None)
+    bridge = policy.admit_share * (migration.to_n if following else migration.from_n) * ceiling
+    if view.budget is not None and following and view.budget < bridge:
+        return Decision(now, key, "admit", view.shards, view.shards,
+                        f"writers follow the new layout: the budget rises to {bridge:,.0f} "
+                        f"units/s ({policy.admit_share:g} of its capacity) until the "
+                        "migration ends", inputs, budget=bridge)
     if view.budget is None and migration.grows and not following and heat.peak_up > bridge:
         return Decision(now, key, "admit", view.shards, view.shards,
                         f"bridge the load while the migration to N={migration.to_n} runs "
@@ -409,36 +475,42 @@ def _wish(policy: AutopilotPolicy, table: TableFacts, key: str, view: KeyView, h
         return none(f"the key changed {since:.0f} s ago, under min_interval "
                     f"{policy.min_interval:g} s")
     if hot:
-        projected = max(heat.peak_up, heat.last + max(0.0, heat.slope) * policy.lead)
-        more = {"projected": projected}
+        lead = policy.lead if view.lead is None else view.lead
+        projected = max(heat.peak_up, heat.last + max(0.0, heat.slope) * lead)
+        room = policy.grow_factor * projected
+        more = {"projected": projected, "lead": lead, "sized_for": room}
         isolate = policy.tier is not None and view.tier != policy.tier and (
             projected > policy.isolate_share * table.write_limit
             or size(key, projected, None) > top)
         if isolate:
             assert policy.tier is not None
-            to_n = min(top, max(floor, size(key, projected, policy.tier)))
+            to_n = min(top, max(floor, size(key, room, policy.tier)))
             return Decision(now, key, "isolate", n, to_n,
                             f"{projected:,.0f} units/s projected, past "
                             f"{policy.isolate_share:.0%} of the table's write limit or "
                             f"N={top}: isolate on tier {policy.tier}",
                             {**inputs, **more}, tier=policy.tier)
-        wanted = max(size(key, projected, view.tier),
+        wanted = max(size(key, room, view.tier),
                      math.ceil(round(projected / (middle * table.write_ceiling), 9)))
         to_n = min(top, max(floor, wanted))
         if to_n <= n:
             return none(f"above {policy.up:.0%} of capacity, but N={n} is the ceiling"
                         if n >= top else f"above {policy.up:.0%} of capacity, and the "
-                        f"planner's N for {projected:,.0f} units/s is {wanted}", **more)
+                        f"planner's N for {room:,.0f} units/s is {wanted}", **more)
         return Decision(now, key, "grow", n, to_n,
                         f"above {policy.up:.0%} of capacity for {policy.t_up:g} s "
                         f"(least {heat.floor_up:,.0f} of {capacity:,.0f} units/s); "
-                        f"{projected:,.0f} units/s projected in {policy.lead:g} s",
-                        {**inputs, **more})
+                        f"{projected:,.0f} units/s projected in {lead:g} s, sized for "
+                        f"{policy.grow_factor:g}x that", {**inputs, **more})
+    if heat.peak_up < policy.settled * heat.peak_down:
+        return none(f"below {policy.down:.0%} of capacity, but still falling: the last "
+                    f"{policy.t_up:g} s peak at {heat.peak_up:,.0f} units/s, under "
+                    f"{policy.settled:g} x the window's {heat.peak_down:,.0f}")
     if since < policy.t_down:
         return none(f"below {policy.down:.0%} of capacity, but the key changed {since:.0f} s "
                     f"ago: a shrink waits t_down {policy.t_down:g} s after a change")
     wanted = max(size(key, heat.peak_down, view.tier),
-                 math.ceil(round(heat.peak_down / (middle * table.write_ceiling), 9)))
+                 math.ceil(round(heat.peak_down / (policy.up * table.write_ceiling), 9)))
     to_n = min(top, max(floor, wanted))
     if to_n >= n:
         return none(f"below {policy.down:.0%} of capacity, but N={n} is the floor"
