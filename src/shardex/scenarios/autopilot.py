@@ -139,13 +139,15 @@ def _static_policy(key: SimKey, sizer: PlannerSizer, noise: float, rates: Sequen
 
 
 def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy, *,
-             seed: int = 1, namespace: str = "index",
-             costs: MigrationCosts | None = None) -> ModeRun:
+             seed: int = 1, namespace: str = "index", costs: MigrationCosts | None = None,
+             every_key: bool = False) -> ModeRun:
     """Run ``load`` one way (``MODES``) on ``profile``'s table; see the module docstring.
 
     ``costs`` overrides the migration's settings (default: the runner's, with the
-    policy's retention and the load's item size). InvalidInput for a policy that names a
-    tier (the simulation has no tier tables) or an unknown mode.
+    policy's retention and the load's item size). ``every_key`` runs every shard key on
+    the engine, none folded or standing for others (slower: what shows that grouping
+    changes nothing). InvalidInput for a policy that names a tier (the simulation has no
+    tier tables), a workload with moves, or an unknown mode.
     """
     if mode not in MODES:
         raise InvalidInput(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
@@ -158,7 +160,7 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
     engine = FluidEngine(profile, namespace=namespace)
     gsi = profile.layout == "gsi"
     resource = 1 if gsi else 0
-    group = not profile.partitions
+    group = not profile.partitions and not every_key
     fold = group and profile.capacity == "on-demand" and not gsi
     sizer = PlannerSizer(profile, item_bytes=_item_bytes(workload.values), namespace=namespace,
                          headroom=policy.headroom)

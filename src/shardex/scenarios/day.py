@@ -12,11 +12,11 @@ entry writes are its puts and its deletes. Over the day (midnight to midnight):
 - page reads (the shops' own order lists) follow the diurnal curve alone, not the sales:
   staff read their lists, customers place the orders.
 
-The simulation adds the noise (+/-30% a second, ``NOISE``). ``steady_day`` is the same
-shops at steady loads inside the policy's dead band (one sharded N = 4), for the
-acceptance that noise alone moves nothing. Both return a ``DayLoad``: the workload as
-``shardex simulate`` takes it, the load ramps to report on, and each key's entries at
-the start (the steady state of its dwell).
+The simulation adds the noise (+/-30% a second, ``NOISE``). ``day`` returns a
+``DayLoad``: the workload as ``shardex simulate`` takes it, the load ramps to report on,
+and each key's entries at the start (the steady state of its dwell). ``ramps_of`` finds
+the ramps of any workload (``examples/autopilot_steady.toml`` is the same shops at steady
+loads inside the policy's dead band, for the acceptance that noise alone moves nothing).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from shardex.scenarios.workload import Schedule, ValueLoad, Workload
 
-__all__ = ["DAY", "DWELL", "NOISE", "DayLoad", "Ramp", "day", "steady_day"]
+__all__ = ["DAY", "DWELL", "NOISE", "DayLoad", "Ramp", "day", "ramps_of"]
 
 DAY = 86_400
 DWELL = 600.0  # seconds an order stays open, on average (exponential)
@@ -51,12 +51,14 @@ VIRAL = ("viral tenant", "shop-v", 13 * 3600, 30 * 60, 80.0)
 @dataclass(frozen=True, slots=True)
 class Ramp:
     """A load ramp to report on: ``value``'s load rises from ``start`` (s); the episode
-    it starts lasts until ``end`` (s)."""
+    it starts lasts until ``end`` (s); ``sale`` says it is a flash sale (the acceptance's
+    figures are per sale)."""
 
     name: str
     value: str
     start: int
     end: int
+    sale: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,71 +93,79 @@ def _multiple(shop: str, t: float) -> float:
     return 1.0
 
 
-def _points(duration: int) -> list[int]:
+def _points(start: int, end: int) -> list[int]:
     """Seconds where rates change: each minute, each second of a ramp, each step of a fall."""
-    points = set(range(0, duration, 60))
-    for _, _, start, ramp, _, hold, fall in SALES:
-        points.update(range(start, start + ramp + 1))
-        points.update(range(start + ramp + hold, start + ramp + hold + fall + 1))
-    _, _, start, ramp, _ = VIRAL
-    points.update(range(start, start + ramp + 1, 10))
-    return sorted(p for p in points if p < duration)
+    points = set(range(start - start % 60, end, 60)) | {start}
+    for _, _, at, ramp, _, hold, fall in SALES:
+        points.update(range(at, at + ramp + 1))
+        points.update(range(at + ramp + hold, at + ramp + hold + fall + 1))
+    _, _, at, ramp, _ = VIRAL
+    points.update(range(at, at + ramp + 1, 10))
+    return sorted(p for p in points if start <= p < end)
 
 
-def _shop(shop: str, peak: float, reads: float, points: list[int], duration: int,
+def _shop(shop: str, peak: float, reads: float, points: list[int], end: int,
           multiple: Callable[[str, float], float]) -> tuple[ValueLoad, float]:
     """One shop's load and its entries at the start: puts, deletes as orders close after
-    the dwell (the expected closings of the orders placed), reads."""
+    the dwell (the expected closings of the orders placed), reads; its schedules start at
+    the first point."""
     puts = [peak * diurnal(p) * multiple(shop, p) for p in points]
     entries = open_now = puts[0] * DWELL
     deletes = []
     for i, rate in enumerate(puts):
-        span = (points[i + 1] if i + 1 < len(points) else duration) - points[i]
+        span = (points[i + 1] if i + 1 < len(points) else end) - points[i]
         decay = math.exp(-span / DWELL)
         after = open_now * decay + rate * DWELL * (1 - decay)
         deletes.append(max(0.0, rate - (after - open_now) / span))
         open_now = after
     # a shop gone viral is read ten times as much; a sale's orders are not read more
     _, viral, start, _, _ = VIRAL
+    times = [float(p - points[0]) for p in points]
     load = ValueLoad(
-        shop, write=Schedule(tuple(zip(map(float, points), puts, strict=True))),
-        delete=Schedule(tuple(zip(map(float, points), deletes, strict=True))),
-        read=Schedule(tuple((float(p), reads * diurnal(p) * (
-            10.0 if shop == viral and p >= start else 1.0)) for p in points)),
+        shop, write=Schedule(tuple(zip(times, puts, strict=True))),
+        delete=Schedule(tuple(zip(times, deletes, strict=True))),
+        read=Schedule(tuple((t, reads * diurnal(p) * (
+            10.0 if shop == viral and p >= start else 1.0))
+            for t, p in zip(times, points, strict=True))),
         page=_PAGE, item_bytes=_ITEM_BYTES, read_item_bytes=_ITEM_BYTES, rising=True)
     return load, entries
 
 
-def day(duration: int = DAY, *, noise: float = NOISE) -> DayLoad:
-    """The day (or its first ``duration`` seconds) as the module describes it."""
-    points = _points(duration)
+def day(duration: int = DAY, *, start: int = 0, noise: float = NOISE) -> DayLoad:
+    """The day as the module describes it, or ``duration`` seconds of it from ``start``
+    (seconds after midnight; the keys hold the entries of their load at ``start``)."""
+    end = start + duration
+    points = _points(start, end)
     values, entries = {}, {}
     for shop, (peak, reads) in SHOPS.items():
-        values[shop], entries[shop] = _shop(shop, peak, reads, points, duration, _multiple)
-    ramps = [Ramp(name, shop, start, min(duration, start + ramp + hold + fall))
-             for name, shop, start, ramp, _, hold, fall in SALES if start < duration]
-    name, shop, start, _, _ = VIRAL
-    if start < duration:
-        ramps.append(Ramp(name, shop, start, duration))
-    return DayLoad(Workload(duration, values, table=dict(TABLE), origin="the autopilot's day"),
+        values[shop], entries[shop] = _shop(shop, peak, reads, points, end, _multiple)
+    ramps = [Ramp(name, shop, at - start, min(end, at + ramp + hold + fall) - start, sale=True)
+             for name, shop, at, ramp, _, hold, fall in SALES if start <= at < end]
+    name, shop, at, _, _ = VIRAL
+    if start <= at < end:
+        ramps.append(Ramp(name, shop, at - start, duration))
+    origin = "the autopilot's day" + (f" from {start // 3600:02d}:{start % 3600 // 60:02d}"
+                                      if start else "")
+    return DayLoad(Workload(duration, values, table=dict(TABLE), origin=origin),
                    tuple(sorted(ramps, key=lambda r: r.start)), entries, noise)
 
 
-def steady_day(duration: int = DAY, *, noise: float = NOISE) -> DayLoad:
-    """The shops at steady loads inside the dead band, with noise: nothing should move.
-
-    ``shop-anchor`` at 65% of one partition, ``shop-a`` (N = 4) at 45% of its four, the
-    rest well under one partition.
-    """
-    levels = {"shop-anchor": 162.0, "shop-a": 450.0, "shop-b": 60.0, "shop-c": 30.0,
-              "shop-v": 5.0, "shop-d": 20.0, "shop-e": 10.0, "shop-f": 8.0}
-    values, entries = {}, {}
-    for shop, puts in levels.items():
-        reads = SHOPS[shop][1]
-        values[shop] = ValueLoad(
-            shop, write=Schedule(((0.0, puts),)), delete=Schedule(((0.0, puts),)),
-            read=Schedule(((0.0, reads),)), page=_PAGE, item_bytes=_ITEM_BYTES,
-            read_item_bytes=_ITEM_BYTES, shards=4 if shop == "shop-a" else None)
-        entries[shop] = puts * DWELL
-    return DayLoad(Workload(duration, values, table=dict(TABLE),
-                            origin="the autopilot's steady day"), (), entries, noise)
+def ramps_of(workload: Workload, *, rise: float = 2.0) -> tuple[Ramp, ...]:
+    """The ramps of a workload file: each step or burst that takes a value's writes to at
+    least ``rise`` times what they were, its episode lasting until the value's next
+    ramp, a fall below the ramp's start, or the run's end."""
+    found = []
+    for value, load in workload.values.items():
+        starts = sorted({int(s) for s, _ in load.write.steps}
+                        | {int(b[0]) for b in load.write.bursts}
+                        | {int(b[0] + b[1]) for b in load.write.bursts})
+        ramps = [s for s in starts if 0 < s < workload.duration
+                 and load.write.at(s) >= rise * load.write.at(s - 1) > 0]
+        for i, start in enumerate(ramps):
+            before = load.write.at(start - 1)
+            end = next((s for s in starts if s > start and load.write.at(s) <= before),
+                       workload.duration)
+            if i + 1 < len(ramps):
+                end = min(end, ramps[i + 1])
+            found.append(Ramp(f"{value} ramp at {start} s", value, start, end))
+    return tuple(sorted(found, key=lambda r: (r.start, r.value)))
