@@ -106,7 +106,8 @@ def report(console: Console, doc: dict[str, Any]) -> None:
         rows += [(f"{name}: throttled", partial(_ramp_cell, name, "throttled")),
                  (f"{name}: held by admission", partial(_ramp_cell, name, "held")),
                  (f"{name}: failed", partial(_ramp_cell, name, "failed")),
-                 (f"{name}: seconds to no throttle", partial(_ramp_cell, name, "cure"))]
+                 (f"{name}: seconds to no throttle", partial(_ramp_cell, name, "cure")),
+                 (f"{name}: seconds to nothing held", partial(_ramp_cell, name, "admitted"))]
     console.print(output.table(console, columns, [
         [label, *(cell(r) for r in runs)] for label, cell in rows]))
     auto = next((r for r in runs if r["mode"] == "autopilot"), None)
@@ -129,5 +130,5 @@ def _ramp_cell(name: str, what: str, run: dict[str, Any]) -> str:
         return _percent(ramp["admission_refused_share"])
     if what == "failed":
         return f"{ramp['writes_failed']:,.0f}"
-    seconds = ramp["time_to_cure_s"]
+    seconds = ramp["time_to_cure_s" if what == "cure" else "time_to_admitted_s"]
     return "never" if seconds is None else f"{seconds:,} s"

@@ -111,7 +111,8 @@ class ModeRun:
 
     def ramp(self, ramp: Ramp) -> dict[str, Any]:
         """One ramp's figures: its writes, throttled, refused and failed, its reshards,
-        and the seconds from its start until a second with no throttle for good."""
+        the seconds from its start until a second with no throttle for good (None:
+        throttled to its end), and until admission held nothing back for good."""
         key = self.keys[ramp.value]
         window = range(ramp.start, ramp.end)
         writes = sum(key.offered[s] for s in window)
@@ -119,6 +120,7 @@ class ModeRun:
         refused = sum(key.refused[s] for s in window)
         last = max((s for s in window if key.throttled[s] >= 0.5), default=None)
         cure = 0 if last is None else (None if last >= ramp.end - 1 else last + 1 - ramp.start)
+        held = max((s for s in window if key.refused[s] >= 0.5), default=None)
         later = [r.start for r in self.load.ramps if r.value == ramp.value and r.start > ramp.start]
         until = min([ramp.end + SETTLE_S, *later])
         return {"name": ramp.name, "value": ramp.value, "start_s": ramp.start,
@@ -128,7 +130,9 @@ class ModeRun:
                 "admission_refused_share": refused / writes if writes else 0.0,
                 "writes_failed": sum(key.failed[s] for s in window),
                 "reshards": sum(1 for m in key.migrations if ramp.start <= m.started < until),
-                "time_to_cure_s": cure}
+                "time_to_cure_s": cure,
+                "time_to_admitted_s": 0 if held is None else (
+                    None if held >= ramp.end - 1 else held + 1 - ramp.start)}
 
 
 def _static_policy(key: SimKey, sizer: PlannerSizer, noise: float, rates: Sequence[float],

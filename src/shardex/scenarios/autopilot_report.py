@@ -103,7 +103,11 @@ class Report:
                     "figure": auto["listings_checked"]})
         out.append({"check": "no migration of a key starts while one of it runs",
                     "ok": _one_at_a_time(auto["migrations"]), "figure": len(auto["migrations"])})
-        if "static" in self.runs and self.load.workload.duration >= DAY:
+        sales = any(r.sale for r in self.load.ramps)
+        if not self.load.ramps:
+            out.append({"check": "a load with no ramp (noise alone): 0 actions",
+                        "ok": not auto["actions"], "figure": len(auto["actions"])})
+        if "static" in self.runs and sales and self.load.workload.duration >= DAY:
             static = self.run_dict("static")["fanout_n_read_weighted"]
             ratio = auto["fanout_n_read_weighted"] / static if static else 0.0
             out.append({"check": "the day's fan-out N weighted by reads <= 0.5x static N "
