@@ -30,7 +30,7 @@ from shardex.scenarios.workload import ValueLoad
 from shardex.sim.fluid import Flow, Part
 from shardex.sim.profiles import Profile
 
-__all__ = ["QUIET", "Costs", "KeyClass", "SimKey", "classes", "flows", "retry_seconds",
+__all__ = ["Costs", "KeyClass", "QUIET", "SimKey", "classes", "flows", "retry_seconds",
            "series"]
 
 # a key's shard keys below this share of a partition's ceilings are folded to the table

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from shardex.scenarios.workload import Schedule, ValueLoad, Workload
 
-__all__ = ["DAY", "DWELL", "NOISE", "DayLoad", "Ramp", "day", "ramps_of"]
+__all__ = ["DAY", "DWELL", "DayLoad", "NOISE", "Ramp", "day", "ramps_of"]
 
 DAY = 86_400
 DWELL = 600.0  # seconds an order stays open, on average (exponential)
