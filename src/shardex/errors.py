@@ -228,5 +228,12 @@ class MalformedItem(StoreError):
 
     The message names the item (or record) and the attribute at fault, and what was
     expected; shardex changes nothing about it. Something other than shardex wrote it
-    (an application, a tool, a hand edit): fix or remove the attribute.
+    (an application, a tool, a hand edit): fix or remove the attribute. Raised by a
+    listing, it also names the shard key read, and ``item_id`` and ``key`` hold both.
     """
+
+    def __init__(self, message: str, *, item_id: str | None = None,
+                 key: str | None = None) -> None:
+        super().__init__(message)
+        self.item_id = item_id
+        self.key = key

@@ -66,7 +66,7 @@ from shardex.clock import Clock
 from shardex.errors import IncompleteRead
 from shardex.hedging import Copy, HedgePolicy, Hedger, call_hedged
 from shardex.retry import RetryPolicy, call_with_retry
-from shardex.stores.base import Position, QueryPage, Store, StoredEntry
+from shardex.stores.base import Malformed, Position, QueryPage, Store, StoredEntry
 from shardex.stores.metered import FanOutRead, Hedge, HedgeOutcome, Usage
 
 __all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]
@@ -247,14 +247,17 @@ _Where = tuple[str, bool, Position]  # value, descending, the cursor's position
 class FanOut:
     """Reads the shards of one index's values concurrently, under one concurrency bound.
 
-    ``hedge`` None turns hedging off. Call ``close`` when done: it stops the copies
-    still running and the watch on the store's writes.
+    ``hedge`` None turns hedging off. ``malformed`` says what a shard read does with an
+    item the store cannot read as an entry (``Store.query``). Call ``close`` when done:
+    it stops the copies still running and the watch on the store's writes.
     """
 
     def __init__(self, store: Store, namespace: str, *, retry: RetryPolicy,
                  hedge: HedgePolicy | None, max_concurrency: int, clock: Clock,
-                 rng: random.Random, gate: AdaptiveGate | None = None) -> None:
+                 rng: random.Random, gate: AdaptiveGate | None = None,
+                 malformed: Malformed = "raise") -> None:
         self._store = store
+        self._malformed = malformed  # what a shard read does with a malformed item
         self._gate = gate
         self._namespace = namespace
         self._retry = retry
@@ -299,11 +302,11 @@ class FanOut:
             if copy is not None:
                 copy.left(release)
             began = self._clock.now()
-            store, namespace = self._store, self._namespace
+            store, namespace, malformed = self._store, self._namespace, self._malformed
 
             def query() -> Awaitable[QueryPage]:
                 return store.query(namespace, key, after=after, descending=descending,
-                                   limit=limit)
+                                   limit=limit, malformed=malformed)
 
             page = await (query() if self._gate is None else self._gate.call(key, query))
             if self._hedger is not None:
