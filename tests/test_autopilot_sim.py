@@ -197,3 +197,18 @@ def test_a_shadow_run_sees_a_listing_that_misses_an_entry(
     broken = shadow("shop", ShardPolicy(), ShardPolicy(shards=4), entries=50, seed=4)
     assert not broken.complete
     assert any("missing" in problem for problem in broken.problems)
+
+
+def test_a_move_is_an_entry_write_at_each_end() -> None:
+    from shardex.scenarios.workload import Move
+
+    values = {"PENDING": ValueLoad("PENDING", write=Schedule(((0.0, 100.0),))),
+              "SHIPPED": ValueLoad("SHIPPED")}
+    moves = (Move("PENDING", "SHIPPED", Schedule(((0.0, 40.0),))),)
+    load = DayLoad(Workload(30, values, moves), entries={"PENDING": 1000.0})
+    run = run_mode(load, "none", TABLE, AutopilotPolicy())
+    pending, shipped = run.keys["PENDING"], run.keys["SHIPPED"]
+    assert sum(pending.offered) == pytest.approx(30 * 140)
+    assert sum(shipped.offered) == pytest.approx(30 * 40)
+    assert pending.entries == pytest.approx(1000 + 30 * 60)
+    assert shipped.entries == pytest.approx(30 * 40)

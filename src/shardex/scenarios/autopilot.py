@@ -22,9 +22,9 @@ migration on the real index and runner (``shardex.scenarios.shadow``).
 
 from __future__ import annotations
 
-import math
 import random
 import time
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +54,7 @@ from shardex.scenarios.autopilot_keys import (
     series,
 )
 from shardex.scenarios.day import DayLoad, Ramp
+from shardex.scenarios.workload import Workload
 from shardex.sim.fluid import Flow, FlowResult, FluidEngine, Part
 from shardex.sim.profiles import Profile
 
@@ -150,8 +151,10 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
     ``costs`` overrides the migration's settings (default: the runner's, with the
     policy's retention and the load's item size). ``every_key`` runs every shard key on
     the engine, none folded or standing for others (slower: what shows that grouping
-    changes nothing). InvalidInput for a policy that names a tier (the simulation has no
-    tier tables), a workload with moves, or an unknown mode.
+    changes nothing). A move counts as an entry write at each end, each accepted on its
+    own (the store takes it in one transaction), with one placement record between them.
+    InvalidInput for a policy that names a tier (the simulation has no tier tables) or an
+    unknown mode.
     """
     if mode not in MODES:
         raise InvalidInput(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
@@ -170,7 +173,7 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
                          headroom=policy.headroom)
     attempts = 1 + retry_seconds(RetryPolicy())
     run = ModeRun(mode, load, {}, policy)
-    writes_of, deletes_of, reads_of = {}, {}, {}
+    writes_of, deletes_of, reads_of, moves_of = {}, {}, {}, {}
     for value, spec in workload.values.items():
         base = ShardPolicy(shards=spec.shards) if spec.shards and spec.shards > 1 \
             else ShardPolicy()
@@ -179,15 +182,16 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
         writes_of[value] = series(spec.write.steps, spec.write.bursts, duration)
         deletes_of[value] = series(spec.delete.steps, spec.delete.bursts, duration)
         reads_of[value] = series(spec.read.steps, spec.read.bursts, duration)
+        # items moving in and out, a second: one entry write at each end
+        moves_of[value] = (_moves(workload, value, duration, True),
+                           _moves(workload, value, duration, False))
         if mode == "static":
             key.policy = _static_policy(key, sizer, load.noise, [
-                w + d for w, d in zip(writes_of[value], deletes_of[value], strict=True)])
+                w + d + i + o for w, d, i, o in zip(writes_of[value], deletes_of[value],
+                                                    *moves_of[value], strict=True)])
         if mode == "autopilot":
             key.window = HeatWindow(policy)
         run.keys[value] = key
-    if workload.moves:
-        raise InvalidInput("the autopilot simulation runs puts, deletes and reads; this "
-                           "workload moves items between values")
     facts = TableFacts(profile.write_ceiling, _write_limit(profile))
     migration_costs = costs or MigrationCosts(
         move_units=next(iter(run.keys.values())).costs.entry,
@@ -220,7 +224,10 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
             puts = writes_of[value][second] * factor
             deletes = deletes_of[value][second] * factor
             reads = reads_of[value][second] * read_factor
-            new = puts + deletes
+            arriving, leaving = moves_of[value][0][second], moves_of[value][1][second]
+            new = puts + deletes + arriving + leaving
+            # a move writes one placement record (and reads one) for its two ends
+            placed = (puts + deletes + (arriving + leaving) / 2) / new if new else 1.0
             key.offered[second] = new
             demand = new * cost.entry
             key.tick_units += demand
@@ -231,8 +238,9 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
                                 profile.write_ceiling, now), migration_costs)
             admitted = key.admit(second, new)
             ops = admitted + sum(key.retries)
-            locates += ops
-            one = _Sent(key, admitted, ops, (puts - deletes) / new if new else 0.0)
+            locates += ops * placed
+            one = _Sent(key, admitted, ops,
+                        (puts + arriving - deletes - leaving) / new if new else 0.0)
             sent.append(one)
             if migration is None:
                 n = key.policy.shards
@@ -244,7 +252,7 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
                 if fold and ops * cost.entry <= write_ceiling * n \
                         and reads * query <= read_ceiling:
                     # nothing here a partition refuses: the table level alone decides
-                    table_writes += ops * (cost.entry + cost.placement)
+                    table_writes += ops * (cost.entry + cost.placement * placed)
                     table_reads += page_units
                     continue
                 mover = 0.0
@@ -259,10 +267,10 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
                 key.fanout_reads += reads * fanout
                 key.tick_reads += page_units
             mine, mine_reads, moving, hottest, hottest_read = flows(
-                key, found, ops, reads, mover, resource)
+                key, found, ops, reads, mover, resource, placed)
             one.mover = mover
             if fold and hottest <= write_ceiling and hottest_read <= read_ceiling:
-                table_writes += ops * (cost.entry + cost.placement) + mover * (
+                table_writes += ops * (cost.entry + cost.placement * placed) + mover * (
                     2 * cost.entry + cost.placement)
                 table_reads += page_units
                 continue
@@ -392,13 +400,24 @@ def _table_only(engine: FluidEngine, second: int, locate_units: float, read_unit
     return located, shares[1] * located
 
 
+def _moves(workload: Workload, value: str, duration: int, arriving: bool) -> array[float]:
+    """Items moving into (or out of) ``value`` in each second."""
+    total = array("d", bytes(8 * duration))
+    for move in workload.moves:
+        if (move.target if arriving else move.source) == value:
+            for second, rate in enumerate(series(move.rate.steps, move.rate.bursts,
+                                                 duration)):
+                total[second] += rate
+    return total
+
+
 def _item_bytes(values: Any) -> int:
     sizes = [spec.item_bytes for spec in values.values()]
     return max(sizes) if sizes else 1024
 
 
 def _write_limit(profile: Profile) -> float:
+    """The write units a second the table serves at once (what ``isolate_share`` is of)."""
     if profile.capacity == "provisioned":
-        return profile.provisioned_write
-    return min(profile.quota_write, profile.max_write, max(profile.warm_write, 0.0)) \
-        if math.isfinite(profile.max_write) else min(profile.quota_write, profile.warm_write)
+        return min(profile.provisioned_write, profile.quota_write)
+    return min(profile.quota_write, profile.max_write, profile.warm_write)

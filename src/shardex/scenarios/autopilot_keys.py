@@ -254,12 +254,15 @@ def _id(ident: dict[str, int], register: Callable[[str], int], name: str) -> int
 
 
 def flows(key: SimKey, found: list[KeyClass], ops: float, reads: float, mover: float,
-          resource: int) -> tuple[list[Flow], list[Flow], Flow | None, float, float]:
-    """The write flows of ``ops`` writes a second, the read flows of ``reads`` page reads
-    a second, the mover's flow of ``mover`` entries a second, and the highest write and
-    read units a second any one shard key takes."""
+          resource: int, placed: float = 1.0
+          ) -> tuple[list[Flow], list[Flow], Flow | None, float, float]:
+    """The write flows of ``ops`` writes a second (``placed``: placement records a write,
+    a move's end half of one), the read flows of ``reads`` page reads a second, the
+    mover's flow of ``mover`` entries a second, and the highest write and read units a
+    second any one shard key takes."""
     costs = key.costs
-    entry, placement = costs.entry, costs.placement
+    entry = costs.entry
+    placement = costs.placement * placed
     fanout = sum(c.count for c in found if c.read)
     query = costs.query(max(1, fanout))
     writes: list[Flow] = []
@@ -293,7 +296,7 @@ def flows(key: SimKey, found: list[KeyClass], ops: float, reads: float, mover: f
             (resource, source.rep, entry / source.count),
             (resource, target.rep, entry / target.count),
             (resource, None, entry * (source.count - 1) / source.count
-             + entry * (target.count - 1) / target.count), (0, None, placement)))
+             + entry * (target.count - 1) / target.count), (0, None, costs.placement)))
     return writes, read_flows, moving, hottest, hottest_read
 
 

@@ -104,8 +104,9 @@ class Report:
         out.append({"check": "no migration of a key starts while one of it runs",
                     "ok": _one_at_a_time(auto["migrations"]), "figure": len(auto["migrations"])})
         sales = any(r.sale for r in self.load.ramps)
-        if not self.load.ramps:
-            out.append({"check": "a load with no ramp (noise alone): 0 actions",
+        steady = "none" in self.runs and not self.runs["none"].totals()["throttled"]
+        if not self.load.ramps and steady:
+            out.append({"check": "a steady load its layout serves (noise alone): 0 actions",
                         "ok": not auto["actions"], "figure": len(auto["actions"])})
         if "static" in self.runs and sales and self.load.workload.duration >= DAY:
             static = self.run_dict("static")["fanout_n_read_weighted"]
@@ -120,7 +121,8 @@ class Report:
         doc: dict[str, Any] = rounded({
             "schema": SIMULATE_AUTOPILOT_SCHEMA, "source": workload.origin,
             "duration_s": workload.duration, "noise": self.load.noise, "seed": self.seed,
-            "profile": {"name": self.profile.name, "partitions": self.profile.partitions,
+            "profile": {"name": self.profile.name,
+                        "partitions": self.profile.initial_partitions,
                         "warm_write": self.profile.warm_write,
                         "write_ceiling": self.profile.write_ceiling},
             "policy": self.policy.to_dict(),
