@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardex.autopilot import (
@@ -89,6 +89,7 @@ def run(policy: AutopilotPolicy, heats: dict[str, KeyHeat], views: dict[str, Key
     return decide(policy, TABLE, heats, views, now, planner(headroom))  # type: ignore[arg-type]
 
 
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
 @given(situations())
 def test_no_action_in_the_dead_band(case: tuple) -> None:
     policy, heats, views, _now, _headroom = case
@@ -101,6 +102,7 @@ def test_no_action_in_the_dead_band(case: tuple) -> None:
             assert not decision.migrates, decision
 
 
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
 @given(situations())
 def test_hysteresis_both_ways(case: tuple) -> None:
     """A grow needs the load above ``up`` for ``t_up``; a shrink the peak below ``down``
@@ -125,6 +127,7 @@ def test_hysteresis_both_ways(case: tuple) -> None:
             assert heat.peak_up >= policy.settled * heat.peak_down
 
 
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
 @given(situations())
 def test_interval_per_key(case: tuple) -> None:
     policy, _heats, views, now, _ = case
@@ -136,6 +139,7 @@ def test_interval_per_key(case: tuple) -> None:
                 assert now - last >= policy.t_down
 
 
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
 @given(situations())
 def test_concurrency_cap_and_no_migration_over_another(case: tuple) -> None:
     policy, _heats, views, _now, _ = case
@@ -147,6 +151,7 @@ def test_concurrency_cap_and_no_migration_over_another(case: tuple) -> None:
         assert views[decision.key].migration is None
 
 
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
 @given(situations())
 def test_floors_ceilings_reasons_and_inputs(case: tuple) -> None:
     policy, _heats, views, now, _ = case
@@ -167,6 +172,7 @@ def test_floors_ceilings_reasons_and_inputs(case: tuple) -> None:
         assert any(d.key == key for d in decisions)
 
 
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
 @given(situations())
 def test_admission_bridges_and_guards_only(case: tuple) -> None:
     """A budget is set past the watermark or for a grow, raised once writers follow a
