@@ -166,15 +166,18 @@ class StoreError(ShardexError):
 class Throttled(StoreError):
     """A partition's capacity was exceeded; the request did not take effect.
 
-    ``reason`` carries the store's own throttle reason where it gives one, and
-    ``key`` the partition (shard) key that throttled where it is known.
+    ``reason`` carries the store's own throttle reason where it gives one, ``key``
+    the partition (shard) key that throttled where it is known, and ``retry_after``
+    the seconds the store asked to wait before a retry (Cosmos DB's
+    ``x-ms-retry-after-ms``), None where it names none.
     """
 
     def __init__(self, message: str, *, key: str | None = None,
-                 reason: str | None = None) -> None:
+                 reason: str | None = None, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.key = key
         self.reason = reason
+        self.retry_after = retry_after
 
 
 class ConditionFailed(StoreError):
