@@ -12,6 +12,7 @@ from rich.text import Text
 
 from shardex.commands.adopt import adopt
 from shardex.commands.azure import azure
+from shardex.commands.cosmos import cosmos
 from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
@@ -29,7 +30,7 @@ __all__ = ["cli", "configure_logging", "main"]
 @click.version_option(package_name="shardex")
 @click.option("-v", "--verbose", count=True,
               help="Log to stderr: -v what shardex does, -vv its details, -vvv the drivers' "
-                   "too (botocore, azure).")
+                   "too (botocore, azure, azure.cosmos).")
 def cli(verbose: int) -> None:
     """Cure hot partitions in partitioned key-value stores."""
     configure_logging(verbose)
@@ -52,6 +53,7 @@ cli.add_command(diagnose)
 cli.add_command(plan)
 cli.add_command(dynamodb)
 cli.add_command(azure)
+cli.add_command(cosmos)
 cli.add_command(routing)
 cli.add_command(reshard)
 cli.add_command(simulate)

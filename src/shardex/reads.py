@@ -28,7 +28,8 @@ from shardex.keys import parse_shard_key, validate_item_id, validate_value
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
 from shardex.routing_record import RoutingRecord
-from shardex.stores.base import Store, StoredEntry
+from shardex.stores.base import Malformed, Store, StoredEntry
+from shardex.stores.metered import Skipped, collect_skipped
 from shardex.tierreads import TierReads
 from shardex.tiers import TierStores
 
@@ -59,11 +60,14 @@ class Page:
 
     ``consistent`` is False when the store's reads are eventually consistent (a
     DynamoDB GSI): a write acknowledged just before the read may be missing from it.
+    ``skipped``: the malformed items the page's reads left out (an index built with
+    ``malformed="skip"``), each with its shard key and why; empty otherwise.
     """
 
     items: list[Entry]
     cursor: str | None
     consistent: bool = True
+    skipped: tuple[Skipped, ...] = ()
 
     def __len__(self) -> int:
         return len(self.items)
@@ -79,7 +83,8 @@ class IndexReads:
     _codec: CursorCodec
     _retry: RetryPolicy
     _hedge: HedgePolicy | None
-    _max_concurrency: int
+    _max_concurrency: int | None
+    _malformed: Malformed
     _clock: Clock
     _rng: random.Random
     _tier_reads: TierReads | None
@@ -113,7 +118,8 @@ class IndexReads:
                 await source.open()
                 found = self._sources[where] = (source, FanOut(
                     source, self.name, retry=self._retry, hedge=self._hedge,
-                    max_concurrency=self._max_concurrency, clock=self._clock, rng=self._rng))
+                    max_concurrency=self._max_concurrency, clock=self._clock, rng=self._rng,
+                    malformed=self._malformed))
         return found[1]
 
     async def _read_routing(self) -> tuple[Routing, float]:
@@ -176,29 +182,32 @@ class IndexReads:
         after = None if cursor is None else \
             self._codec.decode(cursor, value=value, order=order).after
         reads = self._reads()
-        for attempt in range(_MAX_REREADS):
-            routing, since = await self._read_routing()
-            if attempt == 0:
-                await self._admit(value, _keys_read(routing, value), "read", priority)
-            source = await self._adopted(routing)
-            if source is not None:
-                merged = await source.page(value, [value], after=after,
-                                           descending=order == "desc", limit=limit)
-                entries, more = merged.entries, merged.more
+        with collect_skipped() as skipped:
+            for attempt in range(_MAX_REREADS):
+                routing, since = await self._read_routing()
+                if attempt == 0:
+                    await self._admit(value, _keys_read(routing, value), "read", priority)
+                source = await self._adopted(routing)
+                if source is not None:
+                    merged = await source.page(value, [value], after=after,
+                                               descending=order == "desc", limit=limit,
+                                               layout=routing.version)
+                    entries, more = merged.entries, merged.more
+                else:
+                    entries, more = await reads.page(routing, value, after=after,
+                                                     descending=order == "desc", limit=limit)
+                if not await self._changed(routing, since):
+                    break
             else:
-                entries, more = await reads.page(routing, value, after=after,
-                                                 descending=order == "desc", limit=limit)
-            if not await self._changed(routing, since):
-                break
-        else:
-            raise self._stale(value, routing)
+                raise self._stale(value, routing)
         items = [self._entry(value, e) for e in entries]
         token = None
         if more and entries:
             token = self._codec.encode(Cursor(value=value, order=order,
                                               after=entries[-1].position))
         return Page(items=items, cursor=token,
-                    consistent=self._store.capabilities.consistent_reads)
+                    consistent=self._store.capabilities.consistent_reads,
+                    skipped=tuple({(s.key, s.item_id): s for s in skipped}.values()))
 
     async def scan(self, value: str, *,
                    priority: Priority = "normal") -> AsyncGenerator[Entry, None]:

@@ -6,7 +6,8 @@ is reached the way the AWS command line reaches it. Left out, the AWS SDK's own
 settings apply: ``AWS_REGION``/``AWS_DEFAULT_REGION``, ``AWS_PROFILE``, and the endpoint
 variables ``AWS_ENDPOINT_URL_DYNAMODB`` and ``AWS_ENDPOINT_URL`` (which
 ``scripts/dynamodb-local start`` exports for DynamoDB Local). On an ``azure-tables://``
-store ``--endpoint-url`` is the table service URL; ``--region`` and ``--profile`` are
+store ``--endpoint-url`` is the table service URL, on a ``cosmos://`` store the account
+URL; ``--region`` and ``--profile`` are
 DynamoDB's only, and ``memory://`` takes none of them: a usage error says so.
 """
 
@@ -28,7 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _ENDPOINT_HELP = ("Store endpoint, e.g. http://127.0.0.1:8000 for DynamoDB Local (default: "
                   "AWS_ENDPOINT_URL_DYNAMODB, then AWS_ENDPOINT_URL, as the AWS SDKs read them; "
-                  "for azure-tables://, the table service URL).")
+                  "for azure-tables://, the table service URL; for cosmos://, the account URL).")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +50,7 @@ class Connection:
         scheme = StoreURI.parse(uri).scheme
         if scheme == "dynamodb":
             return given
-        if scheme == "azure-tables" and set(given) == {"endpoint_url"}:
+        if scheme in ("azure-tables", "cosmos") and set(given) == {"endpoint_url"}:
             return {"endpoint": given["endpoint_url"]}
         option = "--" + sorted(given)[0].replace("_", "-")
         raise click.BadParameter(f"{scheme}:// stores take no {option}", param_hint=option)

@@ -4,7 +4,7 @@
 tiers=...)``): a value's keys are read in the store of the tier its layout names, and a
 value that moves between tiers (``ShardPolicy(tier=...)`` differs between the layouts)
 is moved by ``ShardedIndex.relocate``, which copies each entry to the new tier's store
-and then confirms the move in the old one (``shardex.tiermove``): write the target,
+and then confirms the move in the old one (``shardex.write.crossing``): write the target,
 then remove the source, with the old store's placement as the truth.
 
 The same shard key can name a key of each store (``BIG#3`` before and after a move that
@@ -54,7 +54,7 @@ def crossing_refusal(routing: Routing) -> str | None:
     """Why the reshard in ``routing`` cannot move its values between tiers (None: it can).
 
     Every value it moves between tiers moves between the same two, the same way: the
-    store they leave serializes the writes of their items (``shardex.tiermove``), and an
+    store they leave serializes the writes of their items (``shardex.write.crossing``), and an
     item that changes value between two of them must meet one arbiter, not two.
     """
     old = routing.previous
@@ -100,7 +100,7 @@ class TierLayouts(IndexLayouts):
             PATIENT, clock=self._clock, rng=self._rng)
         if self._left_behind(tier, raw) and self.routing.state != "retired":
             # rows a rollback moved back out of this store stay behind while readers may
-            # still read both stores (see shardex.tiermove): only an entry still held here
+            # still read both stores (see shardex.tierreads): only an entry still held here
             # is the mover's or the parity check's; the sweep removes the rest
             held = await asyncio.gather(*(self._held_here(tier, e.item_id)
                                           for e in page.entries))

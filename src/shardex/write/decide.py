@@ -260,7 +260,7 @@ def void(main: Placement | None, placement: Placement) -> bool:
     not the item's: ``main`` is live, or it is a newer tombstone that no write of
     ``placement``'s chain left (a write made live in the tier lost to a write in the own
     store, and stopped before taking its row back out; the item was deleted there
-    since). ``shardex.writer`` says why the index's own store arbitrates.
+    since). ``shardex.write`` says why the index's own store arbitrates.
 
     Newer, not as new: a write made live in a tier is numbered above the own store's
     placement it is confirmed on, so only a later write there outnumbers it, while a
