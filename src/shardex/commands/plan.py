@@ -13,7 +13,7 @@ import click
 from rich.markup import escape
 
 from shardex.commands import output
-from shardex.commands.params import COUNT, NUMBER, ValuePair, distinct
+from shardex.commands.params import COUNT, ITEM_BYTES, NUMBER, ValuePair, count, distinct, number
 
 __all__ = ["plan"]
 
@@ -110,9 +110,9 @@ def _measured_peaks(path: str) -> dict[str, float]:
 @click.option("--from", "source_file", metavar="FILE",
               help="A diagnosis (shardex diagnose --json; '-' reads stdin): plan each key it "
                    "lists on its measured peak write units a second.")
-@click.option("--item-bytes", type=int, default=1024, show_default=True,
+@click.option("--item-bytes", type=count(1, ITEM_BYTES), default=1024, show_default=True,
               help="Bytes of one index entry as written (write units per started KB).")
-@click.option("--read-item-bytes", type=int, default=None,
+@click.option("--read-item-bytes", type=count(1, ITEM_BYTES), default=None,
               help="Bytes of one entry as read (projection); default: --item-bytes.")
 @click.option("--ceiling", default=None,
               help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s. "
@@ -124,14 +124,14 @@ def _measured_peaks(path: str) -> dict[str, float]:
                    "GSI (1x) or Azure Table Storage (4x). Default: from --store, else table.")
 @click.option("--store", "store", metavar="URI", default=None,
               help="The store the index lives in; its URI tells the mode.")
-@click.option("--amplification", type=float, default=None,
+@click.option("--amplification", type=number(0, 100, low_open=True), default=None,
               help="Write units per unit of item per write; default: the mode's (table 2, "
                    "gsi 1, azure 4).")
 @click.option("--listing-items", "listings", multiple=True, metavar="N|VALUE=N", type=_Listing(),
               help="Entries in a full listing, for all values or per value; gives the "
                    "listing's pages and read units.")
 @click.option("--eventual", is_flag=True, help="Listings read eventually consistent (half).")
-@click.option("--item-writes", type=click.FloatRange(min=0), default=None, metavar="N",
+@click.option("--item-writes", type=number(0, 1e9), default=None, metavar="N",
               help="Items written a second, each with one placement record (a move writes "
                    "two entries for one item); default: the sum of the peaks.")
 @click.option("--verify", is_flag=True,
@@ -139,9 +139,11 @@ def _measured_peaks(path: str) -> dict[str, float]:
                    "report the outcome.")
 @click.option("--verify-seconds", type=click.IntRange(min=1, max=86_400), default=600,
               show_default=True, help="Virtual seconds --verify simulates.")
-@click.option("--latency-median-ms", type=float, default=4.0, show_default=True,
+@click.option("--latency-median-ms", type=number(0, 60_000, low_open=True), default=4.0,
+              show_default=True,
               help="Median latency of one request.")
-@click.option("--latency-p99-ms", type=float, default=25.0, show_default=True,
+@click.option("--latency-p99-ms", type=number(0, 60_000, low_open=True), default=25.0,
+              show_default=True,
               help="99th-percentile latency of one request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_bytes: int,
