@@ -134,7 +134,7 @@ def _usage(exc: click.UsageError) -> str:
                    "(the commands with --json take --output json|table)")
     elif isinstance(exc, click.MissingParameter) and isinstance(exc.param, config.Setting):
         variable = exc.param.envvar if isinstance(exc.param.envvar, str) else None
-        message = (f"{message.rstrip('.')}: give it, or set "
+        message = (f"Missing option '{exc.param.opts[0]}': give it, or set "
                    + (f"{variable} or " if variable else "")
                    + f"{exc.param.setting} in a config profile ({config.config_path()[0]})")
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""

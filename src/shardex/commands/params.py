@@ -42,10 +42,10 @@ class Finite(click.FloatRange):
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
+        number = click.types.FloatParamType.convert(self, value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
+        return super().convert(number, param, ctx)
 
 
 def number(low: float, high: float, *, low_open: bool = False) -> Finite:
