@@ -37,7 +37,7 @@ def one_line(err: str) -> str:
     (["diagnose", "x.csv", "--nope"], 2, "No such option '--nope'"),
     (["diagnose", "x.csv", "--every", "0", "--stream"], 2, "'--every': 0.0 is not in the range"),
     (["plan"], 2, "give each value's peak"),
-    (["plan", "--peak", "P=1", "--amplification", "x"], 2, "'x' is not a valid number"),
+    (["plan", "--peak", "P=1", "--amplification", "x"], 2, "is not a valid float"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str],
                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -42,7 +42,7 @@ class Finite(click.FloatRange):
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Any:
-        number = click.types.FloatParamType.convert(self, value, param, ctx)
+        number = click.FLOAT.convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return super().convert(number, param, ctx)
