@@ -34,9 +34,10 @@ def refused(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 
 CASES: dict[str, tuple[list[str], str]] = {
     "--margin 0": (["reshard", "start", *STORE, "--set", "P=8", "--margin", "0", "--dry-run"],
-                   "'--margin': '0' is not from 0.1s to 1d"),
+                   "'--margin': '0' is not in the range 0.1s<=x<=1d"),
     "--margin 99999999d": (["reshard", "start", *STORE, "--set", "P=8", "--margin",
-                            "99999999d", "--dry-run"], "'--margin': '99999999d' is not from"),
+                            "99999999d", "--dry-run"],
+                           "'--margin': '99999999d' is not in the range"),
     "--margin past a float": (["adopt", "start", *STORE, "--from-gsi", "g", "--from-attribute",
                                "a", "--margin", "9" * 400 + "d"], "'--margin'"),
     "--workers 100000000": (["reshard", "run", *STORE, "--workers", "100000000"],
@@ -113,6 +114,13 @@ def test_a_deeply_nested_workload_or_layout_is_refused(capsys: pytest.CaptureFix
     code, line = refused(capsys, "reshard", "start", *STORE, "--file", str(deep_json),
                          "--dry-run")
     assert (code, "nested too deeply" in line) == (2, True), line
+    # a log: a CloudTrail document, and a JSON line read as a stream
+    code, line = refused(capsys, "diagnose", str(deep_json), "--format", "cloudtrail")
+    assert (code, "nested too deeply" in line) == (2, True), line
+    deep_line = tmp_path / "deep.jsonl"
+    deep_line.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    code, line = refused(capsys, "diagnose", str(deep_line), "--stream", "--json")
+    assert code == 2, line
 
 
 def test_memory_is_refused_where_state_must_outlive_the_process(

@@ -31,7 +31,7 @@ from shardex.commands.azure import azure
 from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
-from shardex.commands.params import Choice, Finite
+from shardex.commands.params import Choice, Duration, Finite
 from shardex.commands.plan import plan
 from shardex.commands.reshard import reshard
 from shardex.commands.routing import routing
@@ -112,6 +112,8 @@ def _keep_conventions(root: click.Group) -> None:
                 param.type = Finite()
             elif isinstance(kind, click.Choice) and not isinstance(kind, Choice):
                 param.type = Choice(kind.choices, case_sensitive=kind.case_sensitive)
+            elif isinstance(kind, Duration) and isinstance(param, click.Option):
+                param.help = f"{param.help or ''}  [{kind.describe()}]".strip()
 
 
 _keep_conventions(cli)

@@ -117,6 +117,10 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
         self.low = low
         self.high = high
 
+    def describe(self) -> str:
+        """The range, as ``--help`` shows it."""
+        return f"{_seconds(self.low)}<=x<={_seconds(self.high)}"
+
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> float:
         if isinstance(value, int | float) and not isinstance(value, bool):
@@ -128,8 +132,7 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
                           param, ctx)
             seconds = float(match[1]) * _UNITS[match[2]]
         if not self.low <= seconds <= self.high:  # also false for an overflow to infinity
-            self.fail(f"{value!r} is not from {_seconds(self.low)} to {_seconds(self.high)}",
-                      param, ctx)
+            self.fail(f"{value!r} is not in the range {self.describe()}", param, ctx)
         return seconds
 
 

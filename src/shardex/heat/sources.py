@@ -146,7 +146,7 @@ def detect_format(path: str) -> str:
         return "csv"
     try:
         first = json.loads(text.split("\n", 1)[0])
-    except ValueError:
+    except (ValueError, RecursionError):
         first = None
     if isinstance(first, dict):
         if "Records" in first:
@@ -191,5 +191,7 @@ def read_document(path: str) -> Any:
         raise InvalidLog(f"is not UTF-8 text: {exc.reason}", path=path) from exc
     except ValueError as exc:
         raise InvalidLog(f"is not a valid JSON document: {exc}", path=path) from exc
+    except RecursionError:
+        raise InvalidLog("is nested too deeply to be a log", path=path) from None
     except OSError as exc:
         raise InvalidLog(f"cannot be read: {exc.strerror or exc}", path=path) from exc
