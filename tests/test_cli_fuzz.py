@@ -32,6 +32,7 @@ import json
 import os
 import socket
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,8 @@ def _files(root: Path) -> dict[str, tuple[Path, bool]]:
         "routing.json": json.dumps({"default": {"shards": 1}, "overrides": {
             "P": {"shards": 2, "tier": "dedicated"}}}),
         "workload.toml": "duration = 5\n[values.PENDING]\nwrite = 1500\nitem_bytes = 200\n",
+        "diagnosis.json": json.dumps({"schema": "shardex.diagnose/1", "top": [
+            {"key": "PENDING", "peak_write_units_per_s": 1400.0}]}),
         "deep.json": deep,
         "deep.toml": f"a = {deep}\n",
         "garbage.bin": "\x00\xff\xfe garbage",
@@ -91,13 +94,23 @@ def _files(root: Path) -> dict[str, tuple[Path, bool]]:
     return out
 
 
-def _number(kind: Any) -> st.SearchStrategy[Drawn]:
-    """Values at and past a numeric option's bounds, and ones that are not numbers."""
+@dataclass(frozen=True)
+class Pool:
+    """The tokens an option may take: ``good`` ones (a run may succeed), ``bad`` ones (the
+    command must refuse them) and ``odd`` ones (hostile, with no verdict)."""
+
+    good: tuple[str, ...] = ()
+    bad: tuple[str, ...] = ()
+    odd: tuple[str, ...] = ()
+
+
+def _number(kind: Any) -> Pool:
+    """Values at and inside a numeric option's bounds, past them, and not numbers."""
     integer = isinstance(kind, click.IntRange)
     low, high = kind.min, kind.max
     good = [x for x in (low, high) if x is not None]
-    good += [(low + high) / 2 if not integer else (low + high) // 2] if good == [low, high] \
-        else []
+    if low is not None and high is not None:
+        good.append((low + high) // 2 if integer else (low + high) / 2)
     if integer:
         bad = [str(low - 1)] if low is not None else []
         bad += [str(high + 1)] if high is not None else []
@@ -106,78 +119,96 @@ def _number(kind: Any) -> st.SearchStrategy[Drawn]:
         bad = ["nan", "inf", "-inf", "1e400", "x"]
         bad += [repr(low - 1.0)] if low is not None else []
         bad += [repr(high * 10 + 1)] if high is not None else []
-        bad += [repr(low)] if low is not None and kind.min_open else []
-        good = [g for g in good if not (g == low and kind.min_open)]
-    return st.one_of(st.sampled_from(good or [1]).map(lambda g: Drawn((str(g),))),
-                     st.sampled_from(bad).map(lambda b: Drawn((b,), bad=True)))
+        if low is not None and kind.min_open:
+            bad.append(repr(low))
+            good.remove(low)
+    return Pool(tuple(str(g) for g in good or [1]), tuple(bad))
 
 
-def _value(param: click.Parameter, files: dict[str, tuple[Path, bool]],
-           path: tuple[str, ...]) -> st.SearchStrategy[Drawn]:
-    """A strategy for one value of ``param`` (a token, or a few for nargs=-1)."""
+# the tokens of options and arguments that are not told by their type, by parameter name
+_BY_NAME = {
+    "ceiling": Pool(("dynamodb", "azure-tables", "1000"), (), ("oracle", "-1", "nan")),
+    "store": Pool(("memory://", "memory://?warm_write=40000"), (), ("orders", "memory://[")),
+    "url": Pool(("http://127.0.0.1:9/metrics",), (), ("not a url",)),
+    "attribute": Pool(("status",), (), ("",)),
+    "table": Pool(("orders",), (), ("",)),
+    "verify_seconds": Pool(("1", "5"), ("0", "x", "-3")),
+    "duration": Pool(("1", "5"), ("0", "x", "-3")),  # simulate's: an hour is seconds of work
+}
+
+
+# the input files that suit a parameter, by its name (the others are drawn as odd ones)
+_FITTING = {"files": ("access.csv", "access.jsonl", "-"), "path": ("plan.json", "routing.json"),
+            "layout": ("plan.json", "routing.json"), "workload": ("workload.toml",),
+            "source_file": ("diagnosis.json", "-")}
+
+
+def _pool(param: click.Parameter, files: dict[str, tuple[Path, bool]]) -> Pool:
+    """The pool of tokens for one value of ``param``."""
     kind = param.type
     name = param.name or ""
-    some_file = st.sampled_from(sorted(files)).map(
-        lambda f: Drawn((str(files[f][0]),), bad=not files[f][1]
-                        and getattr(kind, "exists", False)))
-    if name in ("plot",):
-        return st.just(Drawn((str(next(iter(files.values()))[0].parent),), bad=True))
-    if name == "verify_seconds" or (path == ("simulate",) and name == "duration"):
-        return st.sampled_from([("1", False), ("5", False), ("0", True), ("x", True),
-                                ("-3", True)]).map(lambda t: Drawn((t[0],), bad=t[1]))
+    if name == "plot":  # a directory: refused by click before any work
+        return Pool(bad=(str(next(iter(files.values()))[0].parent),))
+    if name in _BY_NAME and not isinstance(kind, Finite | Duration):
+        return _BY_NAME[name]
     if isinstance(kind, click.Path) or name in ("files", "source_file"):
-        if param.nargs == -1:
-            return st.lists(some_file, min_size=1, max_size=2).map(
-                lambda ds: Drawn(tuple(t for d in ds for t in d.tokens), any(d.bad for d in ds)))
-        return some_file
+        fits = _FITTING.get(name, ())
+        must_exist = getattr(kind, "exists", False)
+        return Pool(tuple(str(files[f][0]) for f in fits),
+                    tuple(str(p) for p, there in files.values() if not there and must_exist),
+                    tuple(str(p) for f, (p, there) in files.items()
+                          if f not in fits and (there or not must_exist)))
     if isinstance(kind, click.IntRange | Finite | click.FloatRange):
         return _number(kind)
     if isinstance(kind, Duration):
-        return st.sampled_from([("1s", False), ("15m", False), ("-1", True), ("1e3", True),
-                                ("99999999d", True), ("nan", True), ("5x", True)]).map(
-            lambda t: Drawn((t[0],), bad=t[1]))
+        return Pool(("1s", "15m", "2"), ("-1", "1e3", "99999999d", "nan", "5x"))
     if isinstance(kind, click.Choice):
-        return st.one_of(st.sampled_from([str(c) for c in kind.choices]).map(
-            lambda c: Drawn((c,))), st.sampled_from(["nosuch", "", "JSON"]).map(
-            lambda c: Drawn((c,), bad=True)))
+        return Pool(tuple(str(c) for c in kind.choices), ("nosuch", "", "JSON"))
     if kind.name in ("VALUE", "NAME"):  # a logical key or an index name
-        return st.sampled_from([("orders", False), ("PENDING", False), ("a#b", True),
-                                ("", True), ("x\x1b", True), ("\udcff", True)]).map(
-            lambda t: Drawn((t[0],), bad=t[1]))
+        return Pool(("orders", "PENDING"), ("a#b", "", "x\x1b", "\udcff"))
+    if kind is STORE_URI:
+        return Pool(("memory://", "memory://?seed=1"), ("no-scheme", "memory://\x1b"),
+                    ("memory://?seed=x", "memory://["))
     if "=" in kind.name:  # VALUE=N and kin
-        return st.sampled_from([("PENDING=8", False), ("P=2:random", False), ("P=8:", True),
-                                ("#=2", True), ("P\x07=2", True), ("nokey", True),
-                                ("P=0", False), ("P=8@dedicated", False), ("P=1e3", False),
-                                ("dedicated=memory://", False), ("P=nan", True)]).map(
-            lambda t: Drawn((t[0],), bad=t[1]))
-    if name in ("uri", "store"):
-        return st.sampled_from(["memory://", "memory://?seed=1", "memory://?seed=x",
-                                "memory://[", "no-scheme", "memory://\x1b"]).map(
-            lambda u: Drawn((u,), bad=u in ("no-scheme", "memory://\x1b")
-                            and kind is STORE_URI))
-    return st.sampled_from(HOSTILE).map(lambda s: Drawn((s,)))
+        return Pool(("PENDING=8", "SHIPPED=3"), ("P=8:", "#=2", "P\x07=2", "nokey", "P=nan"),
+                    ("P=0", "P=2:random", "P=8@dedicated", "dedicated=memory://?seed=2",
+                     "P=1e3", "P=4097"))
+    return Pool(odd=tuple(HOSTILE))
 
 
-def _argv(path: tuple[str, ...], command: click.Command,
-          files: dict[str, tuple[Path, bool]]) -> st.SearchStrategy[tuple[list[str], bool]]:
+def _tokens(pool: Pool, clean: bool) -> st.SearchStrategy[Drawn]:
+    """One value from ``pool``: a good one in a clean run, any one otherwise."""
+    choices = [st.sampled_from(pool.good).map(lambda t: Drawn((t,)))] if pool.good else []
+    if not clean:
+        choices += [st.sampled_from(pool.bad).map(lambda t: Drawn((t,), bad=True))] \
+            if pool.bad else []
+        choices += [st.sampled_from(pool.odd).map(lambda t: Drawn((t,)))] if pool.odd else []
+    return st.one_of(choices) if choices else st.nothing()
+
+
+def _argv(path: tuple[str, ...], command: click.Command, files: dict[str, tuple[Path, bool]],
+          clean: bool) -> st.SearchStrategy[tuple[list[str], bool]]:
     """argv for ``command``: its path, some of its options, its arguments; and whether a
-    value in it is one the command must refuse."""
+    value in it is one the command must refuse. A clean run draws good values only."""
+    absent = st.just(Drawn(()))
     parts: list[st.SearchStrategy[Drawn]] = []
     for param in command.params:
+        if isinstance(param, click.Option) and SKIPPED_OPTIONS & set(param.opts):
+            continue
+        if isinstance(param, click.Option) and (param.is_flag or param.count):
+            parts.append(st.sampled_from([Drawn(()), Drawn((param.opts[0],))]))
+            continue
+        values = _tokens(_pool(param, files), clean)
         if isinstance(param, click.Argument):
-            parts.append(_value(param, files, path))
+            if param.nargs == -1:
+                values = st.lists(values, min_size=1, max_size=2).map(lambda ds: Drawn(
+                    tuple(t for d in ds for t in d.tokens), any(d.bad for d in ds)))
+            parts.append(values)
             continue
         assert isinstance(param, click.Option)
-        if SKIPPED_OPTIONS & set(param.opts):
-            continue
-        flag = param.opts[0]
-        if param.is_flag or param.count:
-            option = st.sampled_from([Drawn(()), Drawn((flag,))])
-        else:
-            option = _value(param, files, path).map(
-                lambda d, f=flag: Drawn((f, *d.tokens), d.bad))
-            option = st.one_of(st.just(Drawn(())), option) if not param.required else option
-        parts.append(option)
+        given = values.map(lambda d, flag=param.opts[0]: Drawn((flag, *d.tokens), d.bad))
+        # an option is left out two times in three, unless it must be given
+        parts.append(given if param.required else st.one_of(absent, absent, given))
     return st.tuples(*parts).flatmap(lambda drawn: st.permutations(
         [d for d in drawn if d.tokens]).map(lambda ds: (
             [*path, *(t for d in ds for t in d.tokens)], any(d.bad for d in ds))))
@@ -248,33 +279,59 @@ def quiet_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("COLUMNS", "200")
 
 
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, bool]]:
+    return _files(tmp_path_factory.mktemp("fuzz-files"))
+
+
 def _nothing(*args: Any, **kwargs: Any) -> None:
     """The body of a command exercised for argument parsing only."""
 
 
-@pytest.mark.usefixtures("quiet_environment")
-def test_no_argv_makes_a_traceback_or_a_zero_exit_on_a_refusal(tmp_path: Path) -> None:
-    files = _files(tmp_path)
-    commands = list(_commands(cli))
-    assert len(commands) >= 20  # the tree was walked, not an empty group
-    argvs = st.one_of(
-        st.sampled_from(commands).flatmap(lambda pc: _argv(pc[0], pc[1], files)),
-        # a mistyped command, or a group given odd tokens
-        st.lists(st.sampled_from([*HOSTILE[:12], "reshard", "rehsard", "routing", "-h"]),
-                 min_size=1, max_size=3).map(lambda tokens: (tokens, False)))
+COMMANDS = dict(_commands(cli))
+JUNK = st.lists(st.sampled_from([*HOSTILE[:12], "reshard", "rehsard", "routing", "-h"]),
+                min_size=1, max_size=3).map(lambda tokens: (tokens, False))
+
+
+def fuzz(argvs: st.SearchStrategy[tuple[list[str], bool]], examples: int) -> Counter[int]:
+    """Run ``examples`` argv drawn from ``argvs`` and check each; count the exit codes."""
+    codes: Counter[int] = Counter()
     patches = contextlib.ExitStack()
-    for path, command in commands:
+    for path, command in COMMANDS.items():
         if path[0] in PARSE_ONLY:
             patches.enter_context(mock.patch.object(command, "callback", _nothing))
 
-    @settings(max_examples=3000 if EXPLORE else 150, deadline=None, database=None,
+    @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(argvs)
-    def fuzz(drawn: tuple[list[str], bool]) -> None:
+    def one(drawn: tuple[list[str], bool]) -> None:
         argv, must_refuse = drawn
         if any(token in ("-h", "--help") for token in argv):
             return  # help texts print and exit 0 by design
-        check(argv, must_refuse, *run(argv))
+        code, out, err = run(argv)
+        check(argv, must_refuse, code, out, err)
+        codes[code] += 1
 
     with patches, no_network():
-        fuzz()
+        one()
+    return codes
+
+
+def test_the_tree_is_walked() -> None:
+    assert len(COMMANDS) >= 20
+    assert ("reshard", "start") in COMMANDS
+
+
+@pytest.mark.usefixtures("quiet_environment")
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+def test_no_argv_makes_a_traceback_or_a_zero_exit_on_a_refusal(
+        path: tuple[str, ...], files: dict[str, tuple[Path, bool]]) -> None:
+    argvs = st.booleans().flatmap(lambda clean: _argv(path, COMMANDS[path], files, clean))
+    codes = fuzz(argvs, 300 if EXPLORE else 12)
+    assert set(codes) - {0, 1, 2} == set()
+
+
+@pytest.mark.usefixtures("quiet_environment")
+def test_no_command_makes_a_traceback() -> None:
+    codes = fuzz(JUNK, 300 if EXPLORE else 12)
+    assert set(codes) == {2}
