@@ -80,5 +80,6 @@ def repair(table: str, name: str, shard_keys: tuple[str, ...], endpoint: str | N
                    f"placements, skipped {report.skipped} (changed meanwhile)")
         for error in report.errors:
             click.echo(f"  could not repair {error}")
-    if report.errors:
-        raise SystemExit(1)
+    if report.errors:  # the report says which; the exit code and one line say that some failed
+        raise click.ClickException(f"{len(report.errors)} row(s) of index {name!r} could not be "
+                                   "repaired (listed above); run the repair again")

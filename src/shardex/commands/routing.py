@@ -213,7 +213,7 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
             base_overrides.update(overrides)
             new = Routing(default=default or base_default, overrides=base_overrides,
                           version=current.version + 1)
-            _refuse_default(current, new)
+            _refuse_default(uri, name, current, new)
             if stored is not None:
                 _refuse_stored(uri, name, current, new, path)
             async with ShardedIndex(store, name, tiers=tiers or None) as index:
@@ -233,15 +233,16 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
                    f"{after.default.strategy}")
 
 
-def _refuse_default(current: Routing, new: Routing) -> None:
+def _refuse_default(uri: str, name: str, current: Routing, new: Routing) -> None:
     """Refuse a change of the default policy (usage): whatever the store holds, it would
     re-route every value without an override and hide the entries already written."""
     if new.default != current.default:
         raise click.BadParameter(
             f"routing set keeps the default policy ({current.default.shards} shard(s), "
             f"{current.default.strategy}): changing it re-routes every value without an "
-            "override, and their entries already written would be hidden from reads; "
-            "'shardex reshard start --default N --value VALUE...' changes it safely",
+            "override, and their entries already written would be hidden from reads; change "
+            f"it through the reshard states: shardex reshard start --store {shlex.quote(uri)} "
+            f"--index {shlex.quote(name)} --default {_policy_arg(new.default)} --value VALUE...",
             param_hint="'--default'")
 
 
