@@ -51,7 +51,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "demo --duration 1e9": (["demo", "--duration", "1e9"], "'--duration'"),
     "demo --seed -1": (["demo", "--seed", "-1"], "'--seed'"),
     "diagnose --top 0": (["diagnose", "x.csv", "--top", "0"], "'--top'"),
-    "a headroom of nan": (["diagnose", "x.csv", "--headroom", "nan"], "finite"),
+    "a headroom of nan": (["diagnose", "x.csv", "--headroom", "nan"], "'--headroom'"),
     "--set PENDING=8@nosuch": (["reshard", "start", *STORE, "--set", "PENDING=8@nosuch",
                                 "--dry-run"], "names tier 'nosuch', which has no store: give "
                                               "--tier nosuch=URI (tiers given: none)"),
@@ -81,6 +81,13 @@ CASES: dict[str, tuple[list[str], str]] = {
         "'--tier': tier 'dedicated' on memory:// would last one process"),
     "--tier with a bad name": (["reshard", "status", *DYNAMODB, "--tier", "-x=memory://"],
                                "tier name"),
+    "plan --partitions 1000000000": (["plan", "--peak", "P=100", "--partitions", "1000000000"],
+                                     "'--partitions'"),
+    "a table of 10^12 partitions": (["plan", "--peak", "P=100", "--table", "warm_write=1e15"],
+                                    "at most 100,000 are modelled"),
+    "simulate on 10^9 partitions": (["simulate", "w.toml", "--store",
+                                     "memory://?partitions=1000000000"],
+                                    "at most 100,000 are modelled"),
     "plan --amplification inf": (["plan", "--peak", "P=1", "--amplification", "inf"],
                                  "finite"),
     "plan --latency-p99-ms nan": (["plan", "--peak", "P=1", "--latency-p99-ms", "nan"],
@@ -94,6 +101,7 @@ def test_bad_input_is_refused_at_the_edge(case: str, capsys: pytest.CaptureFixtu
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "x.csv").write_text("timestamp,key,op,units\n1796014800,A,write,1\n")
+    (tmp_path / "w.toml").write_text("duration = 5\n[values.P]\nwrite = 10\n")
     args, words = CASES[case]
     code, line = refused(capsys, *args)
     assert code == 2, line

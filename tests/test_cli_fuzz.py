@@ -128,7 +128,12 @@ def _number(kind: Any) -> Pool:
 # the tokens of options and arguments that are not told by their type, by parameter name
 _BY_NAME = {
     "ceiling": Pool(("dynamodb", "azure-tables", "1000"), (), ("oracle", "-1", "nan")),
-    "store": Pool(("memory://", "memory://?warm_write=40000"), (), ("orders", "memory://[")),
+    "store": Pool(("memory://", "memory://?warm_write=40000"), (),
+                  ("orders", "memory://[", "memory://?partitions=1000000000",
+                   "memory://?warm_write=1e15")),
+    "settings": Pool(("warm_write=40000", "split_delay_seconds=300"), (),
+                     ("warm_write=1e15", "partitions=1000000000", "nosuch=1", "warm_write=nan",
+                      "=", "warm_write")),
     "url": Pool(("http://127.0.0.1:9/metrics",), (), ("not a url",)),
     "attribute": Pool(("status",), (), ("",)),
     "table": Pool(("orders",), (), ("",)),

@@ -16,8 +16,9 @@ from shardex.sim.latency import LatencyModel
 
 
 def shards(peak: float, **options: object) -> int:
-    """N at an amplification of 1 (GSI mode), unless the options say otherwise."""
-    options = {"mode": "gsi", **options}
+    """N at an amplification of 1 (GSI mode), unless the options say otherwise, by the
+    per-key rule alone (every key its own partition: none shares)."""
+    options = {"mode": "gsi", "partitions": 0, **options}
     return plan_shards({"V": peak}, **options).values["V"].shards  # type: ignore[arg-type]
 
 

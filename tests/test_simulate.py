@@ -43,23 +43,32 @@ def invoke(*args: str) -> tuple[int, str]:
 
 # -- the two engines agree ----------------------------------------------------------------
 
-@pytest.mark.parametrize(("layout", "table", "tolerance"), [
+@pytest.mark.parametrize(("layout", "table", "tolerance", "item_bytes"), [
     # hot keys and placement records on a young table's 4 partitions, splitting for heat
-    ({}, {}, 0.08),
-    ({"HOT": 4}, {}, 0.08),
+    ({}, {}, 0.08, None),
+    ({"HOT": 4}, {}, 0.08, None),
     # every key its own partition: the table's limit binds; the smallest value offers 450
     # writes, so which few of them meet an empty bucket moves its share by a point
-    ({"HOT": 4}, {"warm_write": 200.0, "partitions": 0}, 0.015),
+    ({"HOT": 4}, {"warm_write": 200.0, "partitions": 0}, 0.015, None),
+    # 2 KB entries: two write units each, in both engines
+    ({}, {}, 0.08, 2048),
+    ({"HOT": 4}, {"warm_write": 400.0, "partitions": 0}, 0.015, 2048),
 ])
 def test_the_rate_engine_agrees_with_the_request_level_store(
-        layout: dict[str, int], table: dict[str, Any], tolerance: float) -> None:
+        layout: dict[str, int], table: dict[str, Any], tolerance: float,
+        item_bytes: int | None) -> None:
     """The same workload through ``memory://`` request by request (``replay``: ShardedIndex
     puts and moves, no retries) and through ``simulate``: the share of each value's entry
     writes accepted agrees within ``tolerance`` (8 points where placement records land on
     partitions by each item's hash in the store and by expectation in the engine, and
     splits for heat come a second apart; 1.5 points where only the table's limit binds), and
-    the total accepted within 6%."""
-    workload = workload_from_dict(WORKLOAD)
+    the total accepted within 6%; at the workload's item sizes (entries padded to them in
+    the store), 1 KB and 2 KB."""
+    doc = json.loads(json.dumps(WORKLOAD))
+    if item_bytes is not None:
+        for value in doc["values"].values():
+            value["item_bytes"] = item_bytes
+    workload = workload_from_dict(doc)
     routing = Routing(overrides={v: ShardPolicy(shards=n) for v, n in layout.items()})
     options = {**SMALL, **table}
     rate = simulate(workload, routing, profile(**options))

@@ -22,7 +22,12 @@ Per-partition ceilings (``CEILINGS``, by store name):
   (``DYNAMODB_EVENTUAL_READ_FACTOR``).
 - Azure Table Storage: about 2,000 entities a second per partition, and about 20,000 a
   second per storage account (``AZURE_TABLES_ACCOUNT_ENTITIES``), whatever the partitions.
-- Cosmos DB: 10,000 RU a second per physical partition.
+- Cosmos DB: 10,000 RU a second per physical partition (reads and writes together), a
+  container's provisioned RU/s shared evenly over its physical partitions. What a request
+  costs, by item size (``COSMOS_RU_BY_KB``, Microsoft's "Understand request unit
+  consumption" table, session or eventual consistency, default indexing): a point read
+  of 1 KB 1 RU, a write of 1 KB 4.95 RU, 8 KB 1.33 and 7.04; strong or bounded-staleness
+  reads cost twice (``cosmos_read_units``, ``cosmos_write_units``).
 
 Table-level limits (DynamoDB):
 
@@ -59,6 +64,7 @@ __all__ = [
     "AZURE_TABLES_PARTITION_ENTITIES",
     "CEILINGS",
     "COSMOS_PARTITION_RU",
+    "COSMOS_RU_BY_KB",
     "Ceiling",
     "DYNAMODB_BURST_SECONDS",
     "DYNAMODB_EVENTUAL_READ_FACTOR",
@@ -76,6 +82,8 @@ __all__ = [
     "READ_UNIT_BYTES",
     "THROTTLE_EXCEPTIONS",
     "WRITE_UNIT_BYTES",
+    "cosmos_read_units",
+    "cosmos_write_units",
     "entry_bytes",
     "item_bytes",
     "number_bytes",
@@ -106,6 +114,12 @@ DYNAMODB_PARTITION_BYTES = 10 * 1024**3
 AZURE_TABLES_PARTITION_ENTITIES = 2000.0
 AZURE_TABLES_ACCOUNT_ENTITIES = 20_000.0
 COSMOS_PARTITION_RU = 10_000.0
+# (item KB, point read RU, write RU): learn.microsoft.com, Azure Cosmos DB, "Understand
+# request unit consumption" (document size table; reads at session or eventual consistency)
+COSMOS_RU_BY_KB: tuple[tuple[int, float, float], ...] = (
+    (1, 1.00, 4.95), (2, 1.04, 6.29), (4, 1.14, 6.67), (8, 1.33, 7.04), (16, 1.67, 9.52),
+    (32, 2.19, 11.23), (64, 4.76, 22.67), (128, 9.95, 48.19), (256, 20.28, 98.29),
+    (512, 40.95, 184.57), (1024, 145.90, 625.00), (2048, 291.80, 1250.00))
 
 
 class _Entry(Protocol):
@@ -137,6 +151,29 @@ def read_units(nbytes: int, consistent: bool = True) -> float:
     """
     units = 1 if nbytes <= READ_UNIT_BYTES else -(-nbytes // READ_UNIT_BYTES)
     return float(units) if consistent else units / 2.0
+
+
+def _cosmos_row(nbytes: int) -> tuple[int, float, float]:
+    for row in COSMOS_RU_BY_KB:
+        if nbytes <= row[0] * 1024:
+            return row
+    raise InvalidInput(f"an item of {nbytes:,} bytes is over Cosmos DB's 2 MB item limit")
+
+
+def cosmos_write_units(nbytes: int) -> float:
+    """Return the documented RU of writing an item of ``nbytes`` bytes (default indexing):
+    the figure of the smallest size in COSMOS_RU_BY_KB that holds it (1 KB: 4.95 RU).
+
+    Raises InvalidInput past 2 MB, Cosmos DB's item limit.
+    """
+    return _cosmos_row(nbytes)[2]
+
+
+def cosmos_read_units(nbytes: int, consistent: bool = False) -> float:
+    """Return the documented RU of a point read of an item of ``nbytes`` bytes (1 KB: 1 RU);
+    ``consistent`` (strong or bounded staleness) costs twice."""
+    units = _cosmos_row(nbytes)[1]
+    return 2 * units if consistent else units
 
 
 def utf8_len(text: str) -> int:

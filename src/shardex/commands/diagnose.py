@@ -19,7 +19,7 @@ from rich.live import Live
 
 from shardex.commands import output
 from shardex.commands.heat_view import frame, print_report
-from shardex.commands.params import ITEM_BYTES, count, number
+from shardex.commands.params import HEADROOM, ITEM_BYTES, count, number
 from shardex.errors import InvalidInput
 from shardex.heat.sources import FORMATS, INSIGHTS_RULES, Options, detect_format, is_gzip
 from shardex.plotting import pyplot
@@ -43,8 +43,8 @@ _clock: Callable[[], float] = time.monotonic
               help="Reads given in bytes are eventually consistent (half the units).")
 @click.option("--ceiling", default="dynamodb", show_default=True,
               help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s.")
-@click.option("--headroom", type=float, default=1.5, show_default=True,
-              help="Multiplier on observed peaks when sizing N (> 0).")
+@click.option("--headroom", type=HEADROOM, default=1.5, show_default=True,
+              help="Multiplier on observed peaks when sizing N (>= 1; 1.5: 50% to spare).")
 @click.option("--top", type=count(1, 10_000), default=10, show_default=True,
               help="Keys to list.")
 @click.option("--per-shard", is_flag=True, help="List each key's shard keys under it.")

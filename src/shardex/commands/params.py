@@ -25,7 +25,7 @@ from shardex.keys import validate_value
 from shardex.routing import ShardPolicy, check_tier_name
 from shardex.stores.uri import StoreURI
 
-__all__ = ["COUNT", "DAY", "INDEX_NAME", "ITEM_BYTES", "LEASE", "LOGICAL_KEY", "MARGIN",
+__all__ = ["COUNT", "DAY", "HEADROOM", "INDEX_NAME", "ITEM_BYTES", "LEASE", "LOGICAL_KEY", "MARGIN",
            "MAX_AGE", "NUMBER", "POLICY", "RATE", "RETAIN", "SETTLE", "STORE_URI", "TIER_NAME",
            "UNIT_LEASE", "WORKERS", "Choice", "Duration", "Finite", "ValuePair", "count",
            "distinct", "no_control", "number"]
@@ -200,7 +200,34 @@ class _Policy(click.ParamType):  # type: ignore[type-arg]
             self.fail(str(exc), param, ctx)
 
 
+class _Headroom(click.ParamType):  # type: ignore[type-arg]
+    """A headroom: a multiplier on the peak, at least 1 (1.5: 50% to spare).
+
+    A number below 1 is refused, naming the multiplier it may have meant: read as a
+    multiplier it would size shards past their ceiling (0.25: 4x over), and read as a
+    fraction it would be a guess.
+    """
+
+    name = "multiplier"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, float) and value >= 1:
+            return value
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not number >= 1 or number == float("inf"):
+            hint = (f"; for {100 * number:g}% to spare give {1 + number:g}"
+                    if 0 < number < 1 else "")
+            self.fail(f"the headroom is a multiplier on the peak, at least 1 (1.5: 50% to "
+                      f"spare), got {value}{hint}", param, ctx)
+        return number
+
+
 NUMBER = _Number()
+HEADROOM = _Headroom()
 COUNT = _Number(integer=True)
 POLICY = _Policy()
 

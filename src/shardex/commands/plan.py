@@ -13,7 +13,17 @@ import click
 from rich.markup import escape
 
 from shardex.commands import output
-from shardex.commands.params import COUNT, ITEM_BYTES, NUMBER, ValuePair, count, distinct, number
+from shardex.commands.params import (
+    COUNT,
+    HEADROOM,
+    ITEM_BYTES,
+    NUMBER,
+    ValuePair,
+    count,
+    distinct,
+    number,
+)
+from shardex.sim.profiles import MAX_PARTITIONS
 
 __all__ = ["plan"]
 
@@ -21,7 +31,9 @@ _MODE_TEXT = {"table": "index-table mode: each entry is written in a TransactWri
                        "which costs twice",
               "gsi": "GSI mode: DynamoDB writes each index entry from the item's own write",
               "azure": "Azure Table Storage: the row and its mirror, written and then "
-                       "committed, are about 4 entity writes"}
+                       "committed, are about 4 entity writes",
+              "cosmos": "Cosmos DB: the entry written and then committed, each at its "
+                        "documented RU"}
 
 
 class _Listing(click.ParamType):  # type: ignore[type-arg]
@@ -45,8 +57,9 @@ _LISTING_PAIR = ValuePair(COUNT, "VALUE=N", "PENDING=50000")
 
 def _mode_of_store(uri: str) -> str:
     """The layout a store URI names: ``gsi`` for ``dynamodb://TABLE?gsi=...`` or a
-    ``memory://`` whose profile has the GSI layout, ``azure`` for ``azure-tables://``,
-    else ``table``.
+    ``memory://`` whose profile has the GSI layout, ``azure`` for ``azure-tables://`` (or
+    an Azure profile), ``cosmos`` for ``cosmos://`` (or the Cosmos profile), else
+    ``table``.
 
     A text that is not a store URI is a usage error naming --store.
     """
@@ -55,9 +68,13 @@ def _mode_of_store(uri: str) -> str:
         raise click.BadParameter(f"{uri!r} is not a store URI (scheme://...), e.g. "
                                  "dynamodb://TABLE?gsi=INDEX&...", param_hint="--store")
     if parts.scheme.lower() == "memory":
-        return str(_profile_of_store(uri).layout)
+        found = _profile_of_store(uri)
+        return {"azure-tables": "azure", "cosmos": "cosmos"}.get(found.store,
+                                                                str(found.layout))
     if parts.scheme.lower() == "azure-tables":
         return "azure"
+    if parts.scheme.lower() == "cosmos":
+        return "cosmos"
     return "gsi" if parts.scheme.lower() == "dynamodb" and parse_qs(parts.query).get("gsi") \
         else "table"
 
@@ -70,6 +87,34 @@ def _profile_of_store(uri: str) -> Any:
 
     capacity, _ = capacity_from_uri(StoreURI.parse(uri))
     return profile(capacity.pop("profile", DEFAULT_PROFILE), **capacity)
+
+
+def _with_settings(table: Any, mode: str, settings: tuple[str, ...]) -> Any:
+    """``table`` (default: the mode's profile) with ``--table SETTING=VALUE`` over it."""
+    from urllib.parse import quote
+
+    from shardex.errors import InvalidInput
+    from shardex.plan import PROFILE_OF_MODE
+    from shardex.stores.memory.options import capacity_from_uri
+    from shardex.stores.uri import StoreURI
+
+    pairs = []
+    for text in settings:
+        name, sep, value = text.partition("=")
+        if not sep or not name or name == "profile":
+            raise click.BadParameter(f"expected SETTING=VALUE (a capacity setting), got "
+                                     f"{text!r}", param_hint="--table")
+        pairs.append(f"{quote(name)}={quote(value)}")
+    base = table if table is not None else None
+    try:
+        capacity, _ = capacity_from_uri(StoreURI.parse("memory://?" + "&".join(pairs)))
+        if base is None:
+            from shardex.sim.profiles import profile
+
+            base = profile(PROFILE_OF_MODE[mode])
+        return base.replace(**capacity)
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), param_hint="--table") from None
 
 
 def _measured_peaks(path: str) -> dict[str, float]:
@@ -116,12 +161,20 @@ def _measured_peaks(path: str) -> dict[str, float]:
               help="Bytes of one entry as read (projection); default: --item-bytes.")
 @click.option("--ceiling", default=None,
               help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s. "
-                   "Default: the mode's (azure-tables for azure, else dynamodb).")
-@click.option("--headroom", type=float, default=1.5, show_default=True,
-              help="Multiplier on the peak, for growth and bursts (> 0).")
-@click.option("--mode", type=click.Choice(["table", "gsi", "azure"]), default=None,
+                   "Default: the mode's.")
+@click.option("--headroom", type=HEADROOM, default=1.5, show_default=True,
+              help="Multiplier on the peak, for growth and bursts (>= 1; 1.5: 50% to spare).")
+@click.option("--mode", type=click.Choice(["table", "gsi", "azure", "cosmos"]), default=None,
               help="The layout: index table (shardex writes entries in transactions: 2x), "
-                   "GSI (1x) or Azure Table Storage (4x). Default: from --store, else table.")
+                   "GSI (1x), Azure Table Storage (4x) or Cosmos DB (2x, in RU). Default: "
+                   "from --store, else table.")
+@click.option("--table", "settings", multiple=True, metavar="SETTING=VALUE",
+              help="A fact of the table, or an assumption, over the mode's profile: "
+                   "warm_write=40000, provisioned_write=10000, split_delay_seconds=300, ... "
+                   "(any memory:// capacity setting); repeat.")
+@click.option("--partitions", type=count(0, MAX_PARTITIONS), default=None,
+              help="Physical partitions the table has now (0: every key its own, as split "
+                   "for heat leaves it). Default: from its warm or provisioned throughput.")
 @click.option("--store", "store", metavar="URI", default=None,
               help="The store the index lives in; its URI tells the mode.")
 @click.option("--amplification", type=number(0, 100, low_open=True), default=None,
@@ -137,8 +190,9 @@ def _measured_peaks(path: str) -> dict[str, float]:
 @click.option("--verify", is_flag=True,
               help="Run the recommendation through simulate (each value at its peak) and "
                    "report the outcome.")
-@click.option("--verify-seconds", type=click.IntRange(min=1, max=86_400), default=600,
-              show_default=True, help="Virtual seconds --verify simulates.")
+@click.option("--verify-seconds", type=click.IntRange(min=1, max=86_400), default=None,
+              help="Virtual seconds --verify simulates (default: long enough to see the "
+                   "split or growth the verdict expects, else 300).")
 @click.option("--latency-median-ms", type=number(0, 60_000, low_open=True), default=4.0,
               show_default=True,
               help="Median latency of one request.")
@@ -148,13 +202,16 @@ def _measured_peaks(path: str) -> dict[str, float]:
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_bytes: int,
          read_item_bytes: int | None,
-         ceiling: str | None, headroom: float, mode: str | None, store: str | None,
+         ceiling: str | None, headroom: float, mode: str | None,
+         settings: tuple[str, ...], partitions: int | None, store: str | None,
          amplification: float | None, listings: tuple[int | tuple[str, int], ...],
-         eventual: bool, item_writes: float | None, verify: bool, verify_seconds: int,
+         eventual: bool, item_writes: float | None, verify: bool, verify_seconds: int | None,
          latency_median_ms: float, latency_p99_ms: float, as_json: bool) -> None:
     """Plan N per value: the smallest N with peak x units x amplification x headroom <= N x
-    ceiling, the read-side cost of each N (queries, read units, fan-out latency), and
-    every write the layout makes against what the table serves: which limit binds."""
+    ceiling, grown until the busiest physical partition (where the shard keys hash, at the
+    p99 of placements, with the placement records) takes the peak; the read-side cost of
+    each N; every write the layout makes against what the table serves; and one verdict,
+    keeps up or throttles, with the assumptions it rests on and what avoids it."""
     from shardex.plan import CEILING_OF_MODE, plan_shards
     from shardex.sim.latency import LatencyModel
 
@@ -191,14 +248,17 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
         listing = distinct([p for p in listings if isinstance(p, tuple)], "--listing-items")
     table = _profile_of_store(store) if store is not None and store.lower().startswith(
         "memory://") else None
+    if settings:
+        table = _with_settings(table, mode or "table", settings)
     result = plan_shards(given, item_bytes=item_bytes,
                          read_item_bytes=read_item_bytes,
                          ceiling=ceiling or CEILING_OF_MODE[mode or "table"], headroom=headroom,
                          amplification=amplification, listing_items=listing,
                          consistent=not eventual,
                          latency=LatencyModel(latency_median_ms, latency_p99_ms),
-                         mode=mode or "table", table=table, item_writes=item_writes)
-    verified = _verify(result, table, verify_seconds) if verify else None
+                         mode=mode or "table", table=table, item_writes=item_writes,
+                         partitions=partitions)
+    verified = _verify(result, verify_seconds) if verify else None
     if as_json:
         doc = result.to_dict()
         if verified is not None:
@@ -230,6 +290,7 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
     console.print(output.table(console, columns, rows))
     for line in _table_lines(result):
         console.print(line, highlight=False)
+    _print_verdict(console, result)
     if verified is not None:
         _print_verified(console, verified)
 
@@ -262,43 +323,69 @@ def _table_lines(result: Any) -> list[str]:
         fix += (f", past the per-table quota of {table.quota_write_units_per_s:,.0f}: "
                 "request a quota increase too")
     binds = {
-        "partition": f"[bold]binds[/]: the partition ceiling ({', '.join(sharded)} sharded); "
-                     "the table keeps up",
+        "partition": f"[bold]binds[/]: the partition ceiling ({', '.join(sharded)} sharded), "
+                     "not the table's limit",
         "table": f"[bold red]binds[/]: the table, not a partition: no N helps; {fix}",
         "both": f"[bold red]binds[/]: both: the partition ceiling ({', '.join(sharded)} "
                 f"sharded) and the table; {fix}",
-        "none": "[bold]binds[/]: neither: every value fits one partition, the table keeps up",
+        "none": "[bold]binds[/]: neither: every value fits one partition, and the table's "
+                "limit takes the load",
     }
     return [*lines, binds[table.binds]]
 
 
-def _verify(result: Any, table: Any, seconds: int) -> dict[str, Any]:
-    """Simulate ``result``'s routing, each value written at its peak for ``seconds``."""
-    from shardex.scenarios.simulate import simulate
-    from shardex.scenarios.workload import Schedule, ValueLoad, Workload
-    from shardex.sim.profiles import profile
+def _verify(result: Any, seconds: int | None) -> dict[str, Any]:
+    """Simulate ``result``'s routing on the table it was judged on, at the placement at
+    the p99 of those it drew, each value written at its peak, for ``seconds`` (default:
+    what the verdict expects to wait for, the split or the growth, and then some)."""
+    from shardex.scenarios.simulate import verify_plan
 
-    values = {value: ValueLoad(value, write=Schedule(((0.0, p.peak),)),
-                               item_bytes=result.item_bytes,
-                               read_item_bytes=result.read_item_bytes)
-              for value, p in result.values.items()}
-    model = table if table is not None else profile(
-        {"gsi": "dynamodb-gsi", "azure": "azure-tables"}.get(result.mode, "dynamodb-on-demand"))
-    run = simulate(Workload(seconds, values, origin="plan --verify"), result.routing(), model,
-                   latency=result.latency).to_dict()
-    return {key: run[key] for key in ("schema", "duration_s", "profile", "throttles",
-                                      "tables", "verdict")} | {
-        "values": {value: {k: v[k] for k in ("shards", "offered_writes_per_s",
-                                             "accepted_writes_per_s", "accepted_ratio")}
-                   for value, v in run["values"].items()}}
+    return verify_plan(result, seconds=seconds)
+
+
+def _print_verdict(console: Any, result: Any) -> None:
+    """The partitions, the verdict, its reasons and the assumptions it rests on."""
+    for part in result.partitions:
+        b = part.busiest
+        what = "GSI" if part.resource == "index" else "table"
+        count = (f"{part.partitions} partitions" if part.partitions else
+                 "every partition key its own partition")
+        line = (f"[bold]partitions[/]: the {what} has {count}, {part.ceiling:,.0f} write "
+                f"units/s each")
+        if part.partitions:
+            line += (f"; {b.keys} shard keys hash onto them (all apart in "
+                     f"{100 * b.collision_free:.0f}% of the placements drawn), each "
+                     f"partition takes {part.spread:,.0f} of "
+                     f"placement records; the busiest takes {b.expected:,.0f} expected, "
+                     f"{b.worst:,.0f} at the p99 ({escape(', '.join(b.worst_keys[:4]))}"
+                     f"{', ...' if len(b.worst_keys) > 4 else ''})")
+        else:
+            line += f"; the busiest shard key takes {b.worst:,.0f}"
+        console.print(line, highlight=False)
+    verdict = result.verdict
+    if verdict is None:
+        return
+    style = "green" if verdict.keeps_up else "red"
+    console.print(f"[bold {style}]plan[/]: {escape(verdict.summary)}", highlight=False)
+    for reason in (*verdict.reasons[1:], *verdict.notes):
+        console.print(f"  - {escape(reason)}", highlight=False)
+    if verdict.assumptions:
+        console.print("  assumed (set with --table NAME=VALUE): "
+                      + "; ".join(escape(a) for a in verdict.assumptions), highlight=False)
 
 
 def _print_verified(console: Any, verified: dict[str, Any]) -> None:
     ok = verified["verdict"]["ok"]
     console.print(
         f"[bold]verify[/] (simulate, {verified['duration_s']:,} virtual s on "
-        f"{verified['profile']['name']}, each value at its peak, an item write each): "
+        f"{verified['profile']['name']}, the p99 placement of the shard keys (index name "
+        f"{escape(verified['namespace'])!r}), each value at its peak): "
         + ", ".join(f"{escape(value)} {100 * v['accepted_ratio']:.1f}% accepted"
                     for value, v in verified["values"].items()), highlight=False)
+    for line in verified["watched"]:
+        console.print(f"  - {escape(line)}", highlight=False)
     console.print(f"[bold {'green' if ok else 'red'}]verdict[/]: "
                   f"{escape(verified['verdict']['summary'])}", highlight=False)
+    agree = verified["agrees"]
+    console.print(f"[bold {'green' if agree else 'red'}]plan and simulation "
+                  f"{'agree' if agree else 'disagree'}[/]", highlight=False)

@@ -2,11 +2,12 @@
 
 The request-level counterpart of ``shardex.scenarios.simulate``: the same workload
 (writes, deletes and moves; reads are left out), the same layout and capacity profile,
-but every operation is a real ``put``, ``delete`` or ``move`` of the index on the
-simulated store, so the two engines can be checked against each other. Operations of a
-value come evenly spaced in each second; throttled writes are not retried (the rate
-engine has no retries), and entry writes are counted as ``simulate`` counts them.
-Meant for workloads of thousands of operations, not millions.
+entries padded to the workload's item sizes, but every operation is a real ``put``,
+``delete`` or ``move`` of the index on the simulated store, so the two engines can be
+checked against each other. Operations of a value come evenly spaced in each second;
+throttled writes are not retried (the rate engine has no retries), and entry writes
+are counted as ``simulate`` counts them. Meant for workloads of thousands of
+operations, not millions.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from shardex.stores.memory import MemoryStore
 __all__ = ["Replay", "replay"]
 
 _EPOCH = datetime(2026, 11, 30, 5, 0, tzinfo=UTC)
+_ENTRY_OVERHEAD = 100
 
 
 @dataclass(slots=True)
@@ -83,9 +85,14 @@ async def replay(workload: Workload, routing: Routing, *, seed: int = 1,
         result.offered[value] = result.offered.get(value, 0) + 1
         result.accepted[value] = result.accepted.get(value, 0) + ok
 
+    def padding(value: str) -> dict[str, str]:
+        # an entry as large as the workload says (its keys, ids and version take ~100
+        # bytes), so both engines charge the same units for it
+        return {"pad": "x" * max(0, workload.values[value].item_bytes - _ENTRY_OVERHEAD)}
+
     async def put(value: str, item: str, sort: str) -> None:
         try:
-            await index.put(value, item, sort=sort)
+            await index.put(value, item, sort=sort, attrs=padding(value))
         except ShardexError:
             count(value, False)
             return
@@ -94,7 +101,8 @@ async def replay(workload: Workload, routing: Routing, *, seed: int = 1,
 
     async def move(source: str, target: str, item: str, sort: str) -> None:
         try:
-            await index.move(item, old=source, new=target, sort=sort)
+            await index.move(item, old=source, new=target, sort=sort,
+                             attrs=padding(target))
         except ShardexError:
             count(source, False)
             count(target, False)

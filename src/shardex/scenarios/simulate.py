@@ -5,8 +5,9 @@ strongly consistent read of the item's placement (``locate``), then one write th
 changes the placement and the entries (a transaction costing ``transaction_cost`` in
 the ``table`` layout; the item's own update and its GSI entries in the ``gsi``
 layout). A put writes one entry on one of the value's N shard keys, a delete removes
-one, a move does both on two values; the placement records of the items are spread
-over the whole table. A page read of a value asks every shard key for its share of
+one, a move does both on two values (each entry write times the profile's
+``entry_writes``: 4 entity writes on Azure Table Storage); the placement records of the
+items are spread over the whole table. A page read of a value asks every shard key for its share of
 the page, as the fan-out does. All of it runs on ``shardex.sim.fluid`` with the same
 capacity model as ``memory://``.
 
@@ -25,13 +26,15 @@ from typing import Any
 
 from shardex.capacity import QUERY_PAGE_BYTES, QUERY_PAGE_ITEMS
 from shardex.documents import SIMULATE_SCHEMA, rounded
+from shardex.errors import InvalidInput
+from shardex.plan import Plan
 from shardex.routing import Routing
 from shardex.scenarios.workload import ValueLoad, Workload
 from shardex.sim.fluid import Flow, FlowResult, FluidEngine, Part
 from shardex.sim.latency import LatencyModel
 from shardex.sim.profiles import Profile
 
-__all__ = ["ACCEPTED_ENOUGH", "Simulation", "simulate"]
+__all__ = ["ACCEPTED_ENOUGH", "Simulation", "simulate", "verify_plan"]
 
 # A value passes when at least this share of its offered writes is accepted.
 ACCEPTED_ENOUGH = 0.999
@@ -193,7 +196,9 @@ class Simulation:
             "profile": {"name": self.profile.name, **_settings(self.profile)},
             "routing": self.routing.to_dict(),
             "values": values,
-            "throttles": dict(sorted(self.throttles.items())),
+            # a reason seen only for a sliver of an operation is no throttle to report
+            "throttles": {reason: count for reason, count in sorted(self.throttles.items())
+                          if count >= 0.5},
             "tables": tables,
             "partitions": {name: {"first": first, "last": last}
                            for name, (first, last) in self.partitions.items()},
@@ -348,7 +353,7 @@ def _build(workload: Workload, keys: Mapping[str, list[tuple[str, int]]], profil
     for value, load in workload.values.items():
         shards = keys[value]
         n = len(shards)
-        entry = profile.write_cost(load.item_bytes) * cost
+        entry = profile.write_cost(load.item_bytes) * cost * profile.entry_writes
         if load.write_units is not None:
             rate = next(at) / n
             for key, ident in shards:
@@ -374,8 +379,10 @@ def _build(workload: Workload, keys: Mapping[str, list[tuple[str, int]]], profil
         operations += rate
         source, target = keys[move.source], keys[move.target]
         pairs = max(len(source), len(target))
-        old = profile.write_cost(workload.values[move.source].item_bytes) * cost
-        new = profile.write_cost(workload.values[move.target].item_bytes) * cost
+        old = profile.write_cost(workload.values[move.source].item_bytes) * cost \
+            * profile.entry_writes
+        new = profile.write_cost(workload.values[move.target].item_bytes) * cost \
+            * profile.entry_writes
         for i in range(pairs):
             (skey, sid), (tkey, tid) = source[i % len(source)], target[i % len(target)]
             writes.add(Flow(rate / pairs, True, (Part(entries, sid, old),
@@ -443,6 +450,55 @@ def _account(sim: Simulation, flows: _Flows, results: list[FlowResult],
                 totals = now[value] = [0.0, 0.0]
             totals[0] += rate
             totals[1] += accepted
+
+
+def verify_plan(plan: Plan, *, seconds: int | None = None) -> dict[str, Any]:
+    """Simulate ``plan`` on the table it was judged on: its routing, at the placement at
+    the p99 of those it drew (``Busiest.worst_namespace``), each value written at its
+    peak (an item write each), for ``seconds`` (default: ``Verdict.watch_seconds``, long
+    enough to see the split or growth the verdict expects).
+
+    Returns the run's ``shardex.simulate/1`` figures that matter here, ``namespace``,
+    ``watched`` (what the run saw of what the plan expects) and ``agrees`` (the plan's
+    verdict is the simulation's).
+    """
+    from shardex.scenarios.workload import Schedule
+
+    if plan.profile is None or plan.verdict is None:
+        raise InvalidInput("a plan to verify carries its profile and verdict (plan_shards)")
+    values = {value: ValueLoad(value, write=Schedule(((0.0, p.peak),)),
+                               item_bytes=plan.item_bytes,
+                               read_item_bytes=plan.read_item_bytes)
+              for value, p in plan.values.items()}
+    duration = seconds if seconds is not None else int(plan.verdict.watch_seconds)
+    namespace = plan.partitions[0].busiest.worst_namespace if plan.partitions \
+        else plan.namespace
+    sim = simulate(Workload(duration, values, origin="plan --verify"), plan.routing(),
+                   plan.profile, latency=plan.latency, namespace=namespace)
+    run = sim.to_dict()
+    watched = []
+    last = min(60, duration)
+    tail = [sum(sim.timeline[v][1][-last:]) / max(1e-9, sum(sim.timeline[v][0][-last:]))
+            for v in sim.timeline]
+    for expected in plan.verdict.expects:
+        needed = plan.profile.split_delay_seconds if expected == "split" \
+            else plan.profile.peak_window_seconds
+        if duration < needed:
+            watched.append(f"ran {duration:,} s: too short to see the {expected} the plan "
+                           f"expects after {needed:,.0f} s (assumed)")
+    if plan.verdict.expects:
+        first, after = sim.partitions.get("index" if plan.profile.layout == "gsi"
+                                          else "table", (0, 0))
+        watched.append(f"partitions {first} -> {after}; in the last {last} s "
+                       f"{100 * min(tail, default=1.0):.1f}% or more of each value's writes "
+                       "accepted")
+    keeps = plan.verdict.keeps_up
+    return {key: run[key] for key in ("schema", "duration_s", "profile", "throttles",
+                                      "tables", "partitions", "verdict")} | {
+        "namespace": namespace, "watched": watched, "agrees": keeps == sim.ok,
+        "values": {value: {k: v[k] for k in ("shards", "offered_writes_per_s",
+                                             "accepted_writes_per_s", "accepted_ratio")}
+                   for value, v in run["values"].items()}}
 
 
 def routing_for(values: Mapping[str, ValueLoad], routing: Routing | None,

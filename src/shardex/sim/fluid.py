@@ -11,7 +11,9 @@ each offered at a rate. Each second it
 2. shares every partition's room for the second among the flows that touch it: a flow
    (a transaction over several keys) is accepted at the smallest share of its parts;
    a partition whose flows are limited elsewhere gives its spare room to the rest,
-3. scales every flow down to the table-level limit of each table it touches,
+3. holds every flow to the table-level limit of each table it touches, as requests spread
+   over the second meet it at one instant: each keeps the smaller of its share and one
+   level, the level set so that together they fill the table (``_level``),
 4. takes what was accepted, and counts the rest as refused demand (heat), as a
    throttled request is counted.
 
@@ -347,17 +349,20 @@ class FluidEngine:
             results.append(result)
 
         for index, table in enumerate(self.resources):
-            taken = sum(result.accepted * w.units for result, where in
-                        zip(results, placed, strict=True)
-                        for w in where if w.resource == index)
+            touching = [(flow, result, sum(w.units for w in where if w.resource == index))
+                        for flow, result, where in zip(flows, results, placed, strict=True)]
+            touching = [t for t in touching if t[2] > 0 and t[1].accepted > 0]
+            taken = sum(result.accepted * units for _, result, units in touching)
             room_left, kind = table.table.room(write, now, 1.0)
             if taken <= max(0.0, room_left) or taken <= 0:
                 continue
-            scale = max(0.0, room_left) / taken
-            for result, where in zip(results, placed, strict=True):
-                if result.accepted and any(w.resource == index for w in where):
-                    result.refused += result.accepted * (1.0 - scale)
-                    result.accepted *= scale
+            level = _level([(result.accepted / flow.rate, flow.rate * units)
+                            for flow, result, units in touching], max(0.0, room_left))
+            for flow, result, _ in touching:
+                if result.accepted > flow.rate * level:
+                    cut = result.accepted - flow.rate * level
+                    result.refused += cut
+                    result.accepted -= cut
                     result.reason = table.reason(kind, write=write)
                     result.partition = None
         return results
@@ -463,6 +468,23 @@ def _accepted(where: list[_Where], factor: dict[Partition, float]
         if fits < share:
             share, limiter = fits, partition
     return share, limiter
+
+
+def _level(shares: list[tuple[float, float]], room: float) -> float:
+    """The share every flow is held to by a table's limit: each flow keeps the smaller of
+    its share and the level, and together they take ``room`` units (``shares``: (share
+    of its rate accepted so far, units a second at its full rate)). Requests spread over
+    a second meet the table's limit at one instant, whatever partition held some of them
+    back before it: a flow a partition already holds under the level loses nothing more.
+    """
+    rest = sum(weight for _, weight in shares)
+    for share, weight in sorted(shares):
+        if share * rest <= room:
+            room -= share * weight
+            rest -= weight
+            continue
+        return room / rest if rest > 0 else 0.0
+    return 1.0
 
 
 def _position(sort: str) -> float:

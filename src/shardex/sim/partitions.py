@@ -36,16 +36,30 @@ from shardex.hashing import h64, jump_hash
 from shardex.sim.buckets import TokenBucket
 from shardex.sim.profiles import Profile
 
-__all__ = ["KeyTrack", "Partition", "PartitionMap", "Slot"]
+__all__ = ["KeyTrack", "Partition", "PartitionMap", "Slot", "key_hash", "slot_of"]
 
 _TOP = 1 << 64
 # Heat is kept for this many keys of a partition during a hot streak: enough to place a
 # split between the hot ones, bounded for partitions holding millions of placements.
 _HEAT_KEYS = 256
 _SAMPLE = 32
+# sort values a spread key of the rate engine stands for: 2^10, ten splits deep
+_SPREAD = 1024
 _RANK_WEIGHT = 0.02
 # Float sums of units land a hair beyond a ceiling they exactly fill.
 EPSILON = 1e-9
+
+
+def key_hash(namespace: str, key: str) -> int:
+    """The h64 a key of ``namespace`` is placed by (``h64(namespace + NUL + key)``)."""
+    return h64(f"{namespace}\x00{key}")
+
+
+def slot_of(namespace: str, key: str, partitions: int) -> int:
+    """The slot in ``[0, partitions)`` that ``key`` of ``namespace`` hashes to on a table
+    of ``partitions`` partitions (``partitions`` >= 1): the simulator's placement, which
+    the planner's partition model draws its placements from."""
+    return jump_hash(key_hash(namespace, key), partitions)
 
 
 class KeyTrack:
@@ -64,13 +78,14 @@ class KeyTrack:
                  fixed: bool = False) -> None:
         self.rank = rank
         self.fixed = fixed
-        self.recent: deque[str] = deque(samples, maxlen=_SAMPLE)
+        self.recent: deque[str] = deque(samples, maxlen=max(_SAMPLE, len(samples)))
         self.sorted = sorted(samples)
 
     @classmethod
     def spread(cls) -> KeyTrack:
-        """A key written at sort values spread evenly over ``[0, 1)`` (the rate engine's)."""
-        return cls(samples=tuple(f"{i / _SAMPLE:.6f}" for i in range(_SAMPLE)), fixed=True)
+        """A key written at sort values spread evenly over ``[0, 1)`` (the rate engine's):
+        fine enough that it splits again and again, halving each time (10 times over)."""
+        return cls(samples=tuple(f"{i / _SPREAD:.6f}" for i in range(_SPREAD)), fixed=True)
 
     @classmethod
     def rising(cls) -> KeyTrack:
@@ -95,11 +110,18 @@ class KeyTrack:
         """Whether new writes keep landing at one end of the key's sort values."""
         return self.rank >= 0.75 or self.rank <= 0.25
 
-    def median(self) -> str | None:
-        """A sort value that splits the recent writes in two, or None (fewer than 2 values)."""
+    def median(self, lo: str = "", hi: str | None = None) -> str | None:
+        """A sort value that splits the recent writes at or above ``lo`` and below ``hi``
+        (None: no bound) in two, or None (fewer than 2 distinct values there): a key split
+        once splits again inside either half, as DynamoDB keeps splitting a hot key whose
+        sort values are spread."""
         ordered = self.sorted
-        middle = ordered[len(ordered) // 2] if ordered else None
-        return middle if middle is not None and middle > ordered[0] else None
+        first = bisect.bisect_left(ordered, lo) if lo else 0
+        last = bisect.bisect_left(ordered, hi) if hi is not None else len(ordered)
+        if last - first < 2:
+            return None
+        middle = ordered[first + (last - first) // 2]
+        return middle if middle > ordered[first] else None
 
 
 class _Ceilings:
@@ -298,9 +320,9 @@ class PartitionMap:
         0 stands for it.
         """
         if self.count:
-            h = h64(f"{namespace}\x00{key}")
+            h = key_hash(namespace, key)
             return self._slots[jump_hash(h, self.count)], h
-        h = h64(f"{namespace}\x00{key}") if tracked else 0
+        h = key_hash(namespace, key) if tracked else 0
         found = self._slots.get((namespace, key))
         return (found if found is not None else self._slot((namespace, key), key, now)), h
 
@@ -416,7 +438,8 @@ class PartitionMap:
             track = self.tracks.get(h)
             if self.profile.lsi or track is None or (track.monotonic and not for_size):
                 return None
-            middle = track.median()
+            middle = track.median(lo[1] if lo[0] == h else "",
+                                  hi[1] if hi[0] == h and hi[1] else None)
             point = (h, middle) if middle is not None else None
             return point if point is not None and lo < point < hi else None
         middle_h = (lo[0] + hi[0]) // 2

@@ -13,7 +13,12 @@ store, with the figures its documentation gives (``shardex.capacity``):
 - ``dynamodb-gsi``: an on-demand table whose GSI holds the index: entry writes cost once
   and go to the index's partitions, a throttled index partition throttles the base
   table's write (back-pressure), and index reads are eventually consistent;
-- ``azure-tables``: 2,000 entities a second a partition, 20,000 a storage account.
+- ``azure-tables``: 2,000 entities a second a partition key (each its own partition),
+  20,000 a storage account; an entry write is 4 entity writes (``entry_writes``);
+- ``cosmos``: a container of provisioned RU/s, 10,000 RU/s a physical partition, its
+  throughput shared evenly over them (no adaptive capacity, no burst), writes and reads
+  at their documented RU by item size (``shardex.capacity.COSMOS_RU_BY_KB``); a refused
+  request is a 429 with a retry-after hint (``x-ms-retry-after-ms``).
 
 ``profile(name, **overrides)`` returns a profile with some settings changed; every
 setting is checked, and a bad one raises InvalidInput naming it.
@@ -30,6 +35,7 @@ from typing import Any
 from shardex.capacity import (
     AZURE_TABLES_ACCOUNT_ENTITIES,
     AZURE_TABLES_PARTITION_ENTITIES,
+    COSMOS_PARTITION_RU,
     DYNAMODB_BURST_SECONDS,
     DYNAMODB_EVENTUAL_READ_FACTOR,
     DYNAMODB_NEW_TABLE_READ_UNITS,
@@ -40,22 +46,37 @@ from shardex.capacity import (
     DYNAMODB_READ_CEILING,
     DYNAMODB_TABLE_QUOTA_UNITS,
     DYNAMODB_WRITE_CEILING,
+    cosmos_read_units,
+    cosmos_write_units,
     read_units,
     write_units,
 )
 from shardex.errors import InvalidInput
 
-__all__ = ["DEFAULT_PROFILE", "PROFILES", "Profile", "SPLIT_DELAY_SECONDS", "profile"]
+__all__ = ["ASSUMPTIONS", "DEFAULT_PROFILE", "MAX_PARTITIONS", "PROFILES", "Profile",
+           "SPLIT_DELAY_SECONDS", "profile"]
 
 # DynamoDB publishes no timing for split for heat; AWS's own single-key test (the
-# "Scaling DynamoDB" blog series, part 2) ran flat for its first 10 minutes.
+# "Scaling DynamoDB" blog series, part 2) ran flat for its first 10 minutes. An assumption.
 SPLIT_DELAY_SECONDS = 600.0
+# The settings whose figures no store documents: a plan that relies on one names it.
+ASSUMPTIONS: Mapping[str, str] = {
+    "split_delay_seconds": "seconds a partition stays hot before DynamoDB splits it for "
+                           "heat (not published)",
+    "split_heat": "the share of a partition's ceiling that counts as hot for a split "
+                  "(not published)",
+    "peak_window_seconds": "seconds before an on-demand table serves twice a new peak "
+                           "(DynamoDB: 'within 30 minutes', no exact timing)",
+    "initial_burst_seconds": "seconds of burst a provisioned table has saved when the load "
+                             "starts (DynamoDB: up to 300, what is saved is not shown)",
+}
 DEFAULT_PROFILE = "dynamodb-on-demand"
 
 _CHOICES: Mapping[str, tuple[str, ...]] = {
     "capacity": ("on-demand", "provisioned"),
     "layout": ("table", "gsi"),
-    "unit": ("capacity", "entity"),
+    "unit": ("capacity", "entity", "ru"),
+    "store": ("dynamodb", "azure-tables", "cosmos"),
 }
 # setting -> (lowest, what a valid value is); inf allowed only where the text says so
 _RANGES: Mapping[str, tuple[float, str]] = {
@@ -78,9 +99,13 @@ _RANGES: Mapping[str, tuple[float, str]] = {
     "split_heat": (1e-9, "a share of the ceiling > 0 and <= 1"),
     "partition_bytes": (1.0, ">= 1 byte, or inf"),
     "transaction_cost": (1.0, ">= 1"),
+    "entry_writes": (1e-9, "> 0"),
 }
 _UNBOUNDED = {"quota_write", "quota_read", "max_write", "max_read", "split_delay_seconds",
               "partition_bytes"}
+# the most physical partitions a table starts with: 100 million write units a second, or
+# a petabyte; the model keeps a list per partition, and more would only exhaust memory
+MAX_PARTITIONS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +118,12 @@ class Profile:
     capacity                 ``on-demand`` or ``provisioned``
     layout                   ``table`` (entries in shardex's own table) or ``gsi``
                              (entries in a GSI of the application's table)
+    store                    whose throttles: ``dynamodb`` (ThrottlingReason names),
+                             ``azure-tables`` (503 ServerBusy), ``cosmos`` (429 with a
+                             retry-after hint)
     unit                     ``capacity`` (DynamoDB: a write unit per started KB, a read
-                             unit per started 4 KB) or ``entity`` (one per entity)
+                             unit per started 4 KB), ``entity`` (one per entity) or
+                             ``ru`` (Cosmos DB's documented RU by item size)
     write_ceiling            write units a partition takes in any one second
     read_ceiling             strongly consistent read units a partition serves a second
     eventual_read_factor     eventually consistent reads of a partition may reach
@@ -120,11 +149,15 @@ class Profile:
                              collection is split, and none may pass partition_bytes
     partition_bytes          bytes a partition holds before it splits (10 GB)
     transaction_cost         unit multiplier of a transactional write
+    entry_writes             writes one entry write makes on its shard key (Azure: the
+                             row and its mirror, written and then committed: 4; the rate
+                             engine applies it, ``memory://`` writes each entry once)
     consistent               queries are strongly consistent (GSI reads never are)
     =======================  ==========================================================
     """
 
     name: str = DEFAULT_PROFILE
+    store: str = "dynamodb"
     capacity: str = "on-demand"
     layout: str = "table"
     unit: str = "capacity"
@@ -150,6 +183,7 @@ class Profile:
     lsi: bool = False
     partition_bytes: float = float(DYNAMODB_PARTITION_BYTES)
     transaction_cost: float = 2.0
+    entry_writes: float = 1.0
     consistent: bool = True
 
     def __post_init__(self) -> None:
@@ -172,6 +206,11 @@ class Profile:
                 self.partitions, int) or self.partitions < 0):
             raise InvalidInput(f"profile {self.name}: partitions must be an integer >= 0 or "
                                f"None, got {self.partitions!r}")
+        if self.initial_partitions > MAX_PARTITIONS:
+            raise InvalidInput(
+                f"profile {self.name}: the table would start with {self.initial_partitions:,} "
+                f"partitions (partitions, or its warm or provisioned throughput over the "
+                f"ceiling); at most {MAX_PARTITIONS:,} are modelled")
         if self.initial_burst_seconds > self.burst_seconds:
             raise InvalidInput(
                 f"profile {self.name}: initial_burst_seconds ({self.initial_burst_seconds:g}) "
@@ -210,12 +249,17 @@ class Profile:
 
     def write_cost(self, nbytes: int) -> float:
         """Units a write of an item of ``nbytes`` bytes takes (before any transaction cost)."""
+        if self.unit == "ru":
+            return cosmos_write_units(nbytes)
         return 1.0 if self.unit == "entity" else float(write_units(nbytes))
 
     def read_cost(self, nbytes: int, items: int, consistent: bool) -> float:
         """Units a read of ``items`` items, ``nbytes`` bytes in all, takes (at least one)."""
         if self.unit == "entity":
             return float(max(1, items))
+        if self.unit == "ru":  # a page costs about what point reads of its items do
+            each = -(-nbytes // max(1, items))
+            return max(1, items) * cosmos_read_units(each, consistent)
         return read_units(nbytes, consistent)
 
 
@@ -227,11 +271,21 @@ PROFILES: Mapping[str, Profile] = {
     "dynamodb-gsi": dataclasses.replace(_DYNAMODB, name="dynamodb-gsi", layout="gsi",
                                         transaction_cost=1.0, consistent=False),
     "azure-tables": Profile(
-        name="azure-tables", unit="entity", write_ceiling=AZURE_TABLES_PARTITION_ENTITIES,
+        name="azure-tables", store="azure-tables", unit="entity", partitions=0,
+        entry_writes=4.0, split_delay_seconds=math.inf,
+        write_ceiling=AZURE_TABLES_PARTITION_ENTITIES,
         read_ceiling=AZURE_TABLES_PARTITION_ENTITIES, eventual_read_factor=1.0,
         warm_write=AZURE_TABLES_ACCOUNT_ENTITIES, warm_read=AZURE_TABLES_ACCOUNT_ENTITIES,
         quota_write=AZURE_TABLES_ACCOUNT_ENTITIES, quota_read=AZURE_TABLES_ACCOUNT_ENTITIES,
         peak_multiple=1.0, partition_bytes=math.inf, transaction_cost=1.0),
+    "cosmos": Profile(
+        name="cosmos", store="cosmos", capacity="provisioned", unit="ru", adaptive=False,
+        write_ceiling=COSMOS_PARTITION_RU, read_ceiling=COSMOS_PARTITION_RU,
+        eventual_read_factor=1.0, provisioned_write=COSMOS_PARTITION_RU,
+        provisioned_read=COSMOS_PARTITION_RU, burst_seconds=1.0, initial_burst_seconds=0.0,
+        quota_write=math.inf, quota_read=math.inf, split_delay_seconds=math.inf,
+        partition_bytes=50 * 1024**3, transaction_cost=1.0, entry_writes=2.0,
+        consistent=False),
     # a table that never throttles: benchmarks of code, and tests of anything but capacity
     "unlimited": dataclasses.replace(
         _DYNAMODB, name="unlimited", partitions=0, write_ceiling=1e12, read_ceiling=1e12,

@@ -155,7 +155,14 @@ class Resource:
         return "index" if self.index else "table"
 
     def reason(self, limit: str, *, write: bool) -> str:
-        """DynamoDB's ThrottlingReason for ``limit`` on this table or GSI."""
+        """The throttle reason the store gives: DynamoDB's ThrottlingReason for ``limit``
+        on this table or GSI, Cosmos DB's ``RequestRateTooLarge`` (a 429), Azure Table
+        Storage's ``ServerBusy`` (a 503)."""
+        store = self.profile.store
+        if store == "cosmos":
+            return "RequestRateTooLarge"
+        if store == "azure-tables":
+            return "ServerBusy"
         return throttle_reason(limit, write=write, index=self.index)
 
 

@@ -38,7 +38,7 @@ OPTIONS: dict[str, tuple[type, Any, float, float, str]] = {
 }
 # the settings of a capacity profile, each an option that overrides the profile's value
 CAPACITY_OPTIONS: dict[str, type] = {
-    f.name: (str if f.name in ("capacity", "layout", "unit") else
+    f.name: (str if f.name in ("capacity", "layout", "unit", "store") else
              int if f.name == "partitions" else
              bool if f.name in ("adaptive", "lsi", "consistent") else float)
     for f in dataclasses.fields(Profile) if f.name != "name"}

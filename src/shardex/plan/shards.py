@@ -40,11 +40,20 @@ from shardex.capacity import (
     Ceiling,
     read_units,
     resolve_ceiling,
-    write_units,
 )
 from shardex.documents import PLAN_SCHEMA, rounded
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
+from shardex.plan.partitions import TRIALS
+from shardex.plan.verdict import (
+    PartitionPlan,
+    Verdict,
+    fit_shards,
+    judge,
+    partition_ceiling,
+    recommend,
+    resources,
+)
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy
 from shardex.sim.latency import LatencyModel
 from shardex.sim.profiles import Profile, profile
@@ -54,6 +63,7 @@ __all__ = [
     "CEILING_OF_MODE",
     "MODES",
     "PLACEMENT_BYTES",
+    "PROFILE_OF_MODE",
     "Plan",
     "TablePlan",
     "ValuePlan",
@@ -63,15 +73,18 @@ __all__ = [
 ]
 
 
-MODES = ("table", "gsi", "azure")
-# write units a logical write costs its shard key, per layout
-AMPLIFICATION: Mapping[str, float] = {"table": 2.0, "gsi": 1.0, "azure": 4.0}
+MODES = ("table", "gsi", "azure", "cosmos")
+# write units a logical write costs its shard key, per layout; Cosmos DB: the entry
+# written, then committed (the cross-partition protocol Azure Table Storage's store uses,
+# without its mirror rows: Cosmos DB pages in both orders)
+AMPLIFICATION: Mapping[str, float] = {"table": 2.0, "gsi": 1.0, "azure": 4.0, "cosmos": 2.0}
 # the capacity profile each layout is planned on unless one is given
-_PROFILES: Mapping[str, str] = {"table": "dynamodb-on-demand", "gsi": "dynamodb-gsi",
-                                "azure": "azure-tables"}
+PROFILE_OF_MODE: Mapping[str, str] = {"table": "dynamodb-on-demand", "gsi": "dynamodb-gsi",
+                                      "azure": "azure-tables", "cosmos": "cosmos"}
+_PROFILES = PROFILE_OF_MODE
 # the per-partition ceiling each layout is planned against unless one is given
 CEILING_OF_MODE: Mapping[str, str] = {"table": "dynamodb", "gsi": "dynamodb",
-                                      "azure": "azure-tables"}
+                                      "azure": "azure-tables", "cosmos": "cosmos"}
 # A placement record (the item's own record of where its entry is): well under 1 KB.
 PLACEMENT_BYTES = 80
 
@@ -80,8 +93,8 @@ def shards_for(peak: float, *, ceiling: float, units: float = 1.0,
                amplification: float = 1.0, headroom: float = 1.5) -> int:
     """Return the smallest N with peak*units*amplification*headroom <= N*ceiling.
 
-    Raises InvalidInput for a negative peak, non-positive units, amplification,
-    headroom or ceiling, or a load that needs more than 4096 shards.
+    Raises InvalidInput for a negative peak, non-positive units, amplification or
+    ceiling, a headroom below 1, or a load that needs more than 4096 shards.
     """
     for name, number, least in (("peak", peak, 0.0), ("ceiling", ceiling, None),
                                 ("units", units, None), ("amplification", amplification, None),
@@ -90,6 +103,9 @@ def shards_for(peak: float, *, ceiling: float, units: float = 1.0,
             raise InvalidInput(
                 f"{name} must be a finite number {'>= 0' if least is not None else '> 0'}, "
                 f"got {number}")
+    if headroom < 1:
+        raise InvalidInput(f"headroom is a multiplier on the peak, at least 1 (1.5: 50% to "
+                           f"spare), got {headroom:g}")
     ratio = peak * units * amplification * headroom / ceiling
     if not ratio <= MAX_SHARDS:  # also an overflow to infinity
         raise InvalidInput(
@@ -229,6 +245,8 @@ def _table_limit(model: Profile) -> tuple[float, float, str, str]:
         write, why, setting = model.quota_write, "per-table quota", "quota_write"
     if model.capacity == "on-demand" and model.max_write < write:
         write, why, setting = model.max_write, "configured maximum", "max_write"
+    if model.store == "azure-tables":
+        why, setting = "the storage account's scalability target", "accounts"
     return write, min(read, model.quota_read), why, setting
 
 
@@ -236,9 +254,12 @@ def _table_limit(model: Profile) -> tuple[float, float, str, str]:
 class Plan:
     """Per-value shard counts with their read-side costs, the table's load, and the inputs.
 
-    ``mode`` is the layout planned for (``table`` or ``gsi``); ``amplification_given``
-    says whether the amplification was given or followed from the mode; ``table`` is
-    every write the layout makes against what the table serves (``TablePlan``).
+    ``mode`` is the layout planned for; ``amplification_given`` says whether the
+    amplification was given or followed from the mode; ``table`` is every write the
+    layout makes against what the table serves (``TablePlan``); ``partitions`` where the
+    shard keys fall (``PartitionPlan``, one per resource); ``verdict`` whether the table
+    keeps up at the peak (``Verdict``); ``profile`` the capacity model it was judged on
+    (what ``plan --verify`` simulates).
     """
 
     values: Mapping[str, ValuePlan]
@@ -252,6 +273,10 @@ class Plan:
     mode: str = "table"
     amplification_given: bool = True
     table: TablePlan | None = None
+    partitions: tuple[PartitionPlan, ...] = ()
+    verdict: Verdict | None = None
+    profile: Profile | None = None
+    namespace: str = "index"
 
     @property
     def binds(self) -> str:
@@ -278,6 +303,8 @@ class Plan:
             "values": {value: p.to_dict() for value, p in self.values.items()},
             "table": None if self.table is None else self.table.to_dict(),
             "binds": self.binds,
+            "partitions": [p.to_dict() for p in self.partitions],
+            "verdict": None if self.verdict is None else self.verdict.to_dict(),
             "routing": self.routing().to_dict()})
         return doc
 
@@ -307,18 +334,31 @@ def _listing_cost(items: int, shards: int, item_bytes: int,
 
 
 def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
-                ceiling: str | float | Ceiling = "dynamodb", headroom: float = 1.5,
+                ceiling: str | float | Ceiling | None = None, headroom: float = 1.5,
                 amplification: float | None = None, read_item_bytes: int | None = None,
                 listing_items: int | Mapping[str, int] | None = None,
                 consistent: bool = True, latency: LatencyModel | None = None,
                 mode: str = "table", table: Profile | None = None,
-                item_writes: float | None = None) -> Plan:
-    """Plan N for each value of ``peaks`` (value -> peak writes a second) and its read cost.
+                item_writes: float | None = None, partitions: int | None = None,
+                namespace: str = "index") -> Plan:
+    """Plan N for each value of ``peaks`` (value -> peak writes a second), its read cost,
+    the table's partitions and the one verdict: the sizing function other code calls.
 
-    N is the smallest with ``peak x write_units(item_bytes) x amplification x headroom
-    <= N x ceiling.write_units``; values that fit one partition keep N = 1. The
+    Inputs: per-value peak entry writes a second, the item size, the layout (``mode``)
+    and the table's facts (``table``: a capacity profile, its warm or provisioned
+    throughput, quotas and assumptions; ``partitions`` overrides its partition count).
+    Result (``Plan``): N per value (``values[v].shards``, ``routing()``), the partitions'
+    busiest load (``partitions``) and the verdict with its reasons (``verdict``).
+
+    ``ceiling`` defaults to the mode's (``CEILING_OF_MODE``). N starts as the smallest
+    with ``peak x units(item_bytes) x amplification x headroom
+    <= N x ceiling.write_units`` (values that fit one partition keep N = 1) and grows while
+    the busiest partition, at the p99 of hash placements, would pass its ceiling with the
+    headroom (``shardex.plan.verdict.fit_shards``); placements are drawn over index names
+    starting at ``namespace``. The
     amplification defaults to that of ``mode`` (AMPLIFICATION: 2 for ``table``, 1
-    for ``gsi``, 4 for ``azure``). Read-side costs use ``read_item_bytes`` (default ``item_bytes``),
+    for ``gsi``, 4 for ``azure``, 2 for ``cosmos``). Read-side costs use
+    ``read_item_bytes`` (default ``item_bytes``),
     ``listing_items`` (entries in a full listing, for all values or per value) and
     ``latency`` (default ``LatencyModel()``: 4 ms median, 25 ms p99). The table-level
     check (``Plan.table``) runs on ``table`` (a capacity profile; default: a new
@@ -334,15 +374,18 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     given = amplification is not None
     if amplification is None:
         amplification = AMPLIFICATION[mode]
-    bound = resolve_ceiling(ceiling)
+    bound = resolve_ceiling(CEILING_OF_MODE[mode] if ceiling is None else ceiling)
     size = _positive_int("item bytes", item_bytes)
     read_size = size if read_item_bytes is None else _positive_int("read item bytes",
                                                                   read_item_bytes)
     model = latency if latency is not None else LatencyModel()
-    for name, number in (("headroom", headroom), ("amplification", amplification)):
+    for name, number, least in (("headroom", headroom, 1.0),
+                                ("amplification", amplification, 0.0)):
         if isinstance(number, bool) or not isinstance(number, int | float) \
-                or not math.isfinite(number) or number <= 0:
-            raise InvalidInput(f"{name} must be a finite number > 0, got {number!r}")
+                or not math.isfinite(number) or number <= 0 or number < least:
+            raise InvalidInput(f"{name} must be a finite number "
+                               f"{'>= 1 (a multiplier on the peak)' if least else '> 0'}, "
+                               f"got {number!r}")
     if not isinstance(peaks, Mapping) or not peaks:
         raise InvalidInput("give at least one value and its peak writes a second")
     if listing_items is not None and not isinstance(listing_items, Mapping):
@@ -351,15 +394,25 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     if unknown:
         raise InvalidInput(f"listing size given for {', '.join(map(repr, unknown))}, "
                            "which has no peak")
-    units = float(write_units(size))
-    plans: dict[str, ValuePlan] = {}
+    base_model = table or profile(_PROFILES[mode])
+    if (base_model.write_ceiling, base_model.read_ceiling) != (bound.write_units,
+                                                               bound.read_units):
+        base_model = base_model.replace(write_ceiling=bound.write_units,
+                                        read_ceiling=bound.read_units)
+    if partitions is not None:
+        base_model = base_model.replace(partitions=partitions)
+    # the simulation counts what the plan counts: entry writes times the amplification
+    model_ = base_model.replace(entry_writes=amplification / (
+        1.0 if base_model.layout == "gsi" else base_model.transaction_cost))
+    units = model_.write_cost(size)
+    base: dict[str, int] = {}
     for value, peak in peaks.items():
         validate_value(value)
         if isinstance(peak, bool) or not isinstance(peak, int | float):
             raise InvalidInput(f"peak of {value!r} must be a number of writes/s, got {peak!r}")
         try:
-            n = shards_for(float(peak), ceiling=bound.write_units, units=units,
-                           amplification=amplification, headroom=headroom)
+            base[value] = shards_for(float(peak), ceiling=bound.write_units, units=units,
+                                     amplification=amplification, headroom=headroom)
         except InvalidInput as exc:
             raise InvalidInput(f"{value}: {exc}") from exc
         items = None if listing_items is None else listing_items.get(value)
@@ -367,9 +420,31 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
                                   or items < 0):
             raise InvalidInput(f"listing size of {value!r} must be an integer >= 0, "
                                f"got {items!r}")
+    if item_writes is None:
+        item_writes = sum(float(peak) for peak in peaks.values())
+    elif isinstance(item_writes, bool) or not isinstance(item_writes, int | float) \
+            or not math.isfinite(item_writes) or item_writes < 0:
+        raise InvalidInput(f"item writes must be a finite number >= 0, got {item_writes!r}")
+    loads = {value: float(peak) * units * amplification for value, peak in peaks.items()}
+    count = model_.initial_partitions
+    placements = _placement_units(model_, float(item_writes))
+    entry_spread = 0.0 if model_.layout == "gsi" or not count else placements / count
+    bound_units = partition_ceiling(model_, count)
+    shards, fitted = fit_shards(loads, base, partitions=count, ceiling=bound_units,
+                                spread=entry_spread, headroom=headroom, namespace=namespace,
+                                trials=TRIALS)
+    if not fitted and headroom > 1:
+        # no N leaves the headroom: the N that takes the peak itself, if one does
+        shards, _ = fit_shards(loads, base, partitions=count, ceiling=bound_units,
+                               spread=entry_spread, headroom=1.0, namespace=namespace,
+                               trials=TRIALS)
+    plans: dict[str, ValuePlan] = {}
+    for value, peak in peaks.items():
+        n = shards[value]
+        items = None if listing_items is None else listing_items.get(value)
         pages, listing_units = (1, None) if items is None else _listing_cost(
             items, n, read_size, consistent)
-        load = float(peak) * units * amplification
+        load = loads[value]
         plans[value] = ValuePlan(
             value=value, peak=float(peak), shards=n, units_per_item=units,
             write_units_per_s=load, required_units_per_s=load * headroom,
@@ -378,23 +453,39 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
             listing_read_units=listing_units,
             fanout_p50_ms=1000.0 * model.fanout_quantile(n, 0.5),
             fanout_p99_ms=1000.0 * model.fanout_quantile(n, 0.99))
-    if item_writes is None:
-        item_writes = sum(float(peak) for peak in peaks.values())
-    elif isinstance(item_writes, bool) or not isinstance(item_writes, int | float) \
-            or not math.isfinite(item_writes) or item_writes < 0:
-        raise InvalidInput(f"item writes must be a finite number >= 0, got {item_writes!r}")
+    table_plan = _table_plan(plans, model_, float(item_writes), float(headroom), mode)
+    parts = resources(model_, loads, shards, placements=placements, headroom=headroom,
+                      namespace=namespace)
+    total = table_plan.entry_units_per_s + table_plan.placement_units_per_s \
+        if mode != "gsi" else max(table_plan.entry_units_per_s,
+                                  table_plan.placement_units_per_s)
+    needs_more = not fitted or not all(p.fits for p in parts) or not table_plan.fits
+    advice = recommend(model_, loads, base, placements=placements, total=total,
+                       headroom=headroom, namespace=namespace) if needs_more else None
+    verdict = judge(model_, parts, table_units=total,
+                    table_limit=table_plan.limit_write_units_per_s,
+                    limited_by=table_plan.limited_by,
+                    read_units=table_plan.read_units_per_s,
+                    read_limit=table_plan.limit_read_units_per_s, headroom=headroom,
+                    fitted=fitted, recommendation=advice)
     return Plan(values=plans, ceiling=bound, item_bytes=size, read_item_bytes=read_size,
                 headroom=float(headroom), amplification=float(amplification),
                 consistent=consistent, latency=model, mode=mode, amplification_given=given,
-                table=_table_plan(plans, table or profile(_PROFILES[mode]), float(item_writes),
-                                  float(headroom), mode))
+                table=table_plan, partitions=tuple(parts), verdict=verdict, profile=model_,
+                namespace=namespace)
+
+
+def _placement_units(model: Profile, item_writes: float) -> float:
+    """Units a second of one placement record per item written (a transaction's cost but
+    in the GSI layout, where the item's own update writes it)."""
+    cost = 1.0 if model.layout == "gsi" else model.transaction_cost
+    return item_writes * model.write_cost(PLACEMENT_BYTES) * cost
 
 
 def _table_plan(plans: Mapping[str, ValuePlan], model: Profile, item_writes: float,
                 headroom: float, mode: str) -> TablePlan:
     entries = sum(p.write_units_per_s for p in plans.values())
-    cost = 1.0 if mode == "gsi" else model.transaction_cost
-    placements = item_writes * model.write_cost(PLACEMENT_BYTES) * cost
+    placements = _placement_units(model, item_writes)
     # in GSI mode the entries go to the GSI, which has a table-level limit of its own
     total = max(entries, placements) if mode == "gsi" else entries + placements
     write, read, why, setting = _table_limit(model)

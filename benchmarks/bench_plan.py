@@ -1,0 +1,196 @@
+"""Plan benchmark: does ``shardex plan``'s verdict hold when its own table is simulated?
+
+Run: .venv/bin/python benchmarks/bench_plan.py [--only NAME]
+
+For each scenario (steady mixes, sale ramps on new, warm and provisioned tables, GSI and
+index-table mode, items of 0.5 to 8 KB, Azure Table Storage, Cosmos DB, and the three
+scenarios of issue 21 where the planner used to say "keeps up" and the simulation
+accepted 79%, 64% and 93%):
+
+1. ``plan_shards`` plans N from the workload's peaks (each value's peak entry writes, a
+   move counting on both values; item writes at their peak) on the scenario's table, and
+   gives its verdict (``keeps up`` or ``throttles``);
+2. ``simulate`` runs the whole workload (ramps, moves, every value) with that routing on
+   the same table, at the placement of the shard keys at the p99 of those the plan drew,
+   for the workload's duration or as long as the verdict says it must wait (a split for
+   heat, an on-demand table's growth), whichever is longer;
+3. the row says the verdict, the N, the least share of any value's writes the simulation
+   accepted, and whether they agree (``keeps up`` and >= 99.9% of every value's writes
+   accepted, or ``throttles`` and less). The run fails (exit 1) if any row disagrees, or
+   if a plan that keeps up was simulated below 99%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from shardex.plan import plan_shards
+from shardex.scenarios.simulate import simulate
+from shardex.scenarios.workload import Workload, workload_from_dict
+from shardex.sim import profile
+
+ORDERS = {"PENDING": 0.70, "SHIPPED": 0.20, "DELIVERED": 0.08, "CANCELLED": 0.02}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    why: str
+    values: dict[str, Any]
+    table: dict[str, Any] = field(default_factory=dict)
+    mode: str = "table"
+    item_bytes: int = 1024
+    duration: int = 300
+    moves: list[dict[str, Any]] = field(default_factory=list)
+    headroom: float = 1.5
+
+
+def orders(rate: float, *, item_bytes: int = 1024, steps: list[list[float]] | None = None
+           ) -> dict[str, Any]:
+    """Orders a second split over the four statuses (70% PENDING), steady or in steps."""
+    out = {}
+    for value, share in ORDERS.items():
+        write: Any = rate * share if steps is None else [[at, r * share] for at, r in steps]
+        out[value] = {"write": write, "item_bytes": item_bytes, "sort": "rising"}
+    return out
+
+
+SALE = [[0.0, 500.0], [120.0, 5000.0]]  # a 10x sale two minutes in
+SCENARIOS = [
+    Scenario("issue-1 warm 30k", "5,000 orders/s, 70% PENDING, warm throughput 30,000 as the "
+             "old plan advised (was: keeps up, 79%)", orders(5000), {"warm_write": 30_000.0}),
+    Scenario("issue-1 as advised", "the same, warmed as the plan advises now",
+             orders(5000), {"warm_write": 84_000.0, "quota_write": 100_000.0}),
+    Scenario("issue-2 provisioned 10k", "1,500 orders/s on a provisioned table of 10,000 "
+             "write units (was: keeps up, 64%)", orders(1500),
+             {"profile": "dynamodb-provisioned", "provisioned_write": 10_000.0,
+              "provisioned_read": 10_000.0}),
+    Scenario("issue-2 as advised", "the same, provisioned as the plan advises now",
+             orders(1500), {"profile": "dynamodb-provisioned", "provisioned_write": 19_000.0,
+                            "provisioned_read": 10_000.0}),
+    Scenario("issue-3 sale, pre-warmed", "a 10x sale (500 -> 5,000 orders/s) on a table "
+             "pre-warmed to the quota, 40,000 (was: keeps up, 93%)",
+             orders(0, steps=SALE), {"warm_write": 40_000.0}, duration=720),
+    Scenario("sale, pre-warmed as advised", "the same sale, pre-warmed as the plan advises",
+             orders(0, steps=SALE), {"warm_write": 84_000.0, "quota_write": 100_000.0},
+             duration=720),
+    Scenario("sale, new table", "the 10x sale on a new on-demand table (4,000 at once)",
+             orders(0, steps=SALE), duration=720),
+    Scenario("steady, new table", "300 orders/s on a new on-demand table", orders(300)),
+    Scenario("steady, split for heat", "5,000 orders/s on a table warmed to 40,000 whose hot "
+             "keys each have a partition (partitions=0, as split for heat leaves it)",
+             orders(5000), {"warm_write": 40_000.0, "partitions": 0}),
+    Scenario("moves, provisioned", "2,000 new orders/s, 1,500 of them shipping (a move) a "
+             "second, provisioned 30,000", {"PENDING": {"write": 2000.0},
+                                             "SHIPPED": {"write": 0.0}},
+             {"profile": "dynamodb-provisioned", "provisioned_write": 30_000.0,
+              "provisioned_read": 10_000.0},
+             moves=[{"from": "PENDING", "to": "SHIPPED", "rate": 1500.0}]),
+    Scenario("GSI mode", "3,000 orders/s, the index a GSI of a table warmed to 20,000",
+             orders(3000), {"profile": "dynamodb-gsi", "warm_write": 20_000.0}, mode="gsi"),
+    Scenario("GSI mode, new table", "3,000 orders/s on a new table's GSI (4,000 at once)",
+             orders(3000), {"profile": "dynamodb-gsi"}, mode="gsi"),
+    Scenario("0.5 KB items", "2,000 orders/s of 512-byte entries, warm 20,000",
+             orders(2000, item_bytes=512), {"warm_write": 20_000.0}, item_bytes=512),
+    Scenario("4 KB items", "1,000 orders/s of 4 KB entries, warm 30,000",
+             orders(1000, item_bytes=4096), {"warm_write": 30_000.0}, item_bytes=4096),
+    Scenario("8 KB items", "500 orders/s of 8 KB entries, warm 40,000",
+             orders(500, item_bytes=8192), {"warm_write": 40_000.0}, item_bytes=8192),
+    Scenario("Azure", "2,000 orders/s on Azure Table Storage (4 entity writes an entry)",
+             orders(2000), {"profile": "azure-tables"}, mode="azure"),
+    Scenario("Azure, over the account", "5,000 orders/s: past the account's 20,000 "
+             "entities/s", orders(5000), {"profile": "azure-tables"}, mode="azure"),
+    Scenario("Cosmos DB", "2,000 orders/s on a container of 100,000 RU/s",
+             orders(2000), {"profile": "cosmos", "provisioned_write": 100_000.0,
+                            "provisioned_read": 100_000.0}, mode="cosmos"),
+    Scenario("Cosmos DB, small", "2,000 orders/s on a container of 30,000 RU/s",
+             orders(2000), {"profile": "cosmos", "provisioned_write": 30_000.0,
+                            "provisioned_read": 30_000.0}, mode="cosmos"),
+]
+
+
+def peaks(load: Workload) -> tuple[dict[str, float], float]:
+    """Each value's peak entry writes a second (a move on both values) and the peak item
+    writes a second, over the workload's seconds."""
+    best: dict[str, float] = dict.fromkeys(load.values, 0.0)
+    items = 0.0
+    for second in range(load.duration):
+        now = float(second)
+        rates = {v: x.write.at(now) + x.delete.at(now) for v, x in load.values.items()}
+        total = sum(rates.values())
+        for move in load.moves:
+            rate = move.rate.at(now)
+            rates[move.source] += rate
+            rates[move.target] += rate
+            total += rate
+        for value, rate in rates.items():
+            best[value] = max(best[value], rate)
+        items = max(items, total)
+    return best, items
+
+
+def run(scenario: Scenario) -> dict[str, Any]:
+    settings = dict(scenario.table)
+    model = profile(settings.pop("profile", "dynamodb-on-demand"), **settings)
+    doc = {"duration": scenario.duration, "values": scenario.values, "moves": scenario.moves}
+    load = workload_from_dict(doc)
+    peak, items = peaks(load)
+    started = time.perf_counter()
+    plan = plan_shards(peak, item_bytes=scenario.item_bytes,
+                       mode=scenario.mode, table=model, item_writes=items,
+                       headroom=scenario.headroom)
+    planned = time.perf_counter() - started
+    assert plan.verdict is not None
+    assert plan.profile is not None
+    duration = max(scenario.duration, int(plan.verdict.watch_seconds))
+    load = workload_from_dict({**doc, "duration": duration})
+    namespace = plan.partitions[0].busiest.worst_namespace
+    started = time.perf_counter()
+    sim = simulate(load, plan.routing(), plan.profile, namespace=namespace)
+    simulated = time.perf_counter() - started
+    least = min(c.ratio for c in sim.values.values())
+    keeps = plan.verdict.keeps_up
+    return {"name": scenario.name, "why": scenario.why, "keeps": keeps,
+            "summary": plan.verdict.summary, "setting": plan.verdict.setting,
+            "shards": {v: p.shards for v, p in plan.values.items() if p.shards > 1},
+            "least": least, "ok": sim.ok, "agree": keeps == sim.ok,
+            "seconds": duration, "planned": planned, "simulated": simulated,
+            "sim_verdict": sim.verdict()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", help="run the scenarios whose name holds this text")
+    parser.add_argument("--why", action="store_true", help="print each verdict's reason")
+    args = parser.parse_args()
+    chosen = [s for s in SCENARIOS if not args.only or args.only.lower() in s.name.lower()]
+    rows = [run(scenario) for scenario in chosen]
+    width = max(len(r["name"]) for r in rows)
+    print(f"{'scenario':<{width}}  {'plan says':<10} {'N (sharded)':<34} {'sim s':>6} "
+          f"{'least accepted':>14}  agree")
+    for r in rows:
+        shards = ", ".join(f"{v[:4]}={n}" for v, n in r["shards"].items()) or "-"
+        print(f"{r['name']:<{width}}  {'keeps up' if r['keeps'] else 'throttles':<10} "
+              f"{shards:<34} {r['seconds']:>6,} {100 * r['least']:>13.2f}%  "
+              f"{'yes' if r['agree'] else 'NO'}")
+        if args.why:
+            print(f"    {r['why']}\n    plan: {r['summary']}\n    simulate: {r['sim_verdict']}")
+            if r["setting"]:
+                print(f"    avoid it with: {r['setting']}")
+    agree = sum(r["agree"] for r in rows)
+    kept = [r for r in rows if r["keeps"]]
+    print(f"\n{agree} of {len(rows)} verdicts agree with their simulation; "
+          f"{len(kept)} plans keep up, the least of them simulated at "
+          f"{100 * min((r['least'] for r in kept), default=1.0):.2f}%; planning took "
+          f"{max(r['planned'] for r in rows):.2f} s at most, simulating "
+          f"{sum(r['simulated'] for r in rows):.1f} s in all")
+    if agree < len(rows) or any(r["least"] < 0.99 for r in kept):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+"""The plan's partitions and its one verdict: does the table, as given, keep up at the peak?
+
+Pure arithmetic, no I/O. ``fit_shards`` grows the N of the hottest values until the
+busiest partition, at the p99 of hash placements (``shardex.plan.partitions``), stays
+under its ceiling with the headroom; ``judge`` then gives the verdict at the peak
+itself: ``keeps up``, or ``throttles`` with every reason (the table's limit, a partition
+that shared keys overload), what the store does then (split for heat, the on-demand
+table's growth: assumptions, named with their settings) and the setting that avoids it
+(warm throughput or provisioned capacity, found by planning again on a larger table).
+
+The verdict is the one the simulation of the same table gives: ``plan --verify`` runs
+the placement at the p99 (``Busiest.worst_namespace``), each value at its peak, for
+``Verdict.watch_seconds``: long enough to see the split or growth the verdict expects.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shardex.plan.partitions import TRIALS, Busiest, busiest_partition, shard_loads
+from shardex.routing import MAX_SHARDS
+from shardex.sim.profiles import ASSUMPTIONS, Profile
+
+__all__ = ["PartitionPlan", "Verdict", "fit_shards", "fits", "judge", "partition_ceiling",
+           "recommend", "resources"]
+
+# a float sum of units lands a hair past a ceiling it exactly fills
+_EPSILON = 1e-6
+_GROWTH_STEPS = 40
+# N grows to at most this many times the per-key rule's (plus 2)
+_WIDEST = 8
+# seconds the verify runs past what it waits for, to see the table after it
+_AFTER = 180.0
+_STEADY_SECONDS = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionPlan:
+    """The partitions of one resource (``table``, or the GSI ``index``) at the peak.
+
+    ``ceiling``: write units a second one partition takes (its share of a provisioned
+    table without adaptive capacity, if less); ``spread``: the units each takes of the
+    load spread over the table (placement records); ``busiest``: over hash placements at
+    the peak; ``fits``: at its p99; ``sized``: with the headroom too (``fits``).
+    """
+
+    resource: str
+    partitions: int
+    ceiling: float
+    spread: float
+    busiest: Busiest
+    headroom: float
+
+    @property
+    def fits(self) -> bool:
+        """Whether the busiest partition at the p99 of placements takes the peak."""
+        return self.busiest.worst <= self.ceiling * (1 + _EPSILON)
+
+    @property
+    def sized(self) -> bool:
+        """Whether it also leaves the headroom (``fits``, the function)."""
+        return fits(self.busiest, self.ceiling, self.headroom)
+
+    def to_dict(self) -> dict[str, Any]:
+        b = self.busiest
+        return {"resource": self.resource, "partitions": self.partitions,
+                "ceiling_units_per_s": self.ceiling, "spread_units_per_s": self.spread,
+                "busiest_expected_units_per_s": b.expected,
+                "busiest_p99_units_per_s": b.worst,
+                "headroom": self.headroom, "sized": self.sized,
+                "collision_free": b.collision_free, "placements_drawn": TRIALS,
+                "p99_placement": b.worst_namespace, "p99_busiest_keys": list(b.worst_keys),
+                "fits": self.fits}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """``keeps_up`` at the peak on the table as given, and why not.
+
+    - ``summary``: ``keeps up`` or ``throttles: <the first reason>``;
+    - ``reasons``: every throttle, then what the store does about it and what avoids it;
+      ``notes``: what holds but leaves no margin (the headroom);
+    - ``assumptions``: the settings of figures no store documents that the answer rests
+      on, with their values (``split_delay_seconds=600``);
+    - ``setting``: what to set so that it keeps up (``{"warm_write": 45000.0}``), or None;
+    - ``expects``: what the store would do to end the throttling (``split``, ``growth``)
+      and ``watch_seconds`` how long a simulation must run to see it.
+    """
+
+    keeps_up: bool
+    summary: str
+    reasons: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    setting: Mapping[str, float] | None = None
+    expects: tuple[str, ...] = ()
+    watch_seconds: float = _STEADY_SECONDS
+    recommended_shards: Mapping[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"keeps_up": self.keeps_up, "summary": self.summary,
+                "reasons": list(self.reasons), "notes": list(self.notes),
+                "assumptions": list(self.assumptions),
+                "setting": None if self.setting is None else dict(self.setting),
+                "recommended_shards": dict(self.recommended_shards),
+                "expects": list(self.expects), "watch_seconds": self.watch_seconds}
+
+
+def partition_ceiling(model: Profile, partitions: int) -> float:
+    """Write units a second one partition takes: the ceiling, or its share of a
+    provisioned table without adaptive capacity when that is less."""
+    if model.capacity == "provisioned" and not model.adaptive and partitions > 0:
+        return min(model.write_ceiling, model.provisioned_write / partitions)
+    return model.write_ceiling
+
+
+def _busiest(units: Mapping[str, float], shards: Mapping[str, int], partitions: int,
+             spread: float, scale: float, namespace: str, trials: int) -> Busiest:
+    loads = shard_loads({v: (shards[v], units[v] * scale) for v in units})
+    return busiest_partition(loads, partitions, spread=spread * scale, namespace=namespace,
+                             trials=trials)
+
+
+def fits(found: Busiest, ceiling: float, headroom: float) -> bool:
+    """Whether a busiest partition is sized: at the p99 of placements it takes the peak,
+    and the average partition takes the peak times the headroom (growth and bursts; each
+    shard key has its headroom from the per-key rule, the p99 is the margin for where the
+    hash puts the keys)."""
+    mean = found.spread + found.total / found.partitions if found.partitions else 0.0
+    return found.worst <= ceiling * (1 + _EPSILON) and \
+        mean * headroom <= ceiling * (1 + _EPSILON)
+
+
+def fit_shards(units: Mapping[str, float], base: Mapping[str, int], *, partitions: int,
+               ceiling: float, spread: float, headroom: float, namespace: str = "index",
+               trials: int = TRIALS, start: Mapping[str, int] | None = None
+               ) -> tuple[dict[str, int], bool]:
+    """Grow the N of ``base`` (from ``start``, if given) until the busiest of
+    ``partitions`` partitions ``fits`` (each N to at most 8x its base, plus 2: past that a
+    larger table is the cure).
+
+    ``units``: value -> its entry units a second at the peak; ``spread``: units a second
+    every partition takes besides. Returns (N per value, whether it fits); when no N
+    fits (the table is too small for its load, whatever N), ``base`` unchanged.
+    """
+    shards = dict(start if start is not None else base)
+    if partitions == 0:
+        return shards, all(units[v] / shards[v] * headroom <= ceiling * (1 + _EPSILON)
+                           for v in units)
+    if (sum(units.values()) / partitions + spread) * headroom > ceiling:
+        return dict(base), False
+    for _ in range(_GROWTH_STEPS):
+        found = _busiest(units, shards, partitions, spread, 1.0, namespace, trials)
+        if fits(found, ceiling, headroom):
+            return shards, True
+        hottest = max(units, key=lambda v: units[v] / shards[v])
+        # keys already a small share of the room left: more of them barely helps; and a
+        # fan-out read of many more shards than the per-key rule asks costs more than a
+        # larger table does
+        if units[hottest] / shards[hottest] < (ceiling - spread) / 16 \
+                or shards[hottest] >= min(MAX_SHARDS, _WIDEST * base[hottest] + 2):
+            break
+        shards[hottest] = min(MAX_SHARDS, shards[hottest] + max(1, shards[hottest] // 3))
+    return dict(base), False
+
+
+def resources(model: Profile, units: Mapping[str, float], shards: Mapping[str, int], *,
+              placements: float, headroom: float, namespace: str = "index",
+              partitions: int | None = None) -> list[PartitionPlan]:
+    """The partitions of each resource the layout writes to, at the peak and with the
+    headroom: the table (entries and placement records spread over it), or in the GSI
+    layout the GSI (entries) and the table (placement records)."""
+    count = model.initial_partitions if partitions is None else partitions
+    ceiling = partition_ceiling(model, count)
+    spread = placements / count if count else 0.0
+    out = []
+    if model.layout == "gsi":
+        pairs = [("index", units, 0.0), ("table", {}, spread)]
+    else:
+        pairs = [("table", units, spread)]
+    for name, loads, share in pairs:
+        shard = {v: shards[v] for v in loads}
+        out.append(PartitionPlan(
+            name, count, ceiling, share,
+            _busiest(loads, shard, count, share, 1.0, namespace, TRIALS), headroom))
+    return out
+
+
+def _with_partitions(model: Profile, partitions: int) -> tuple[str, float]:
+    """The setting (and its value) that starts a table of ``model`` with ``partitions``."""
+    if model.capacity == "provisioned":
+        return "provisioned_write", partitions * model.write_ceiling
+    return "warm_write", partitions * model.write_ceiling
+
+
+def recommend(model: Profile, units: Mapping[str, float], base: Mapping[str, int], *,
+              placements: float, total: float, headroom: float,
+              namespace: str = "index") -> tuple[str, float, dict[str, int]] | None:
+    """The least warm throughput (on-demand) or provisioned capacity whose partitions take
+    the load, with the headroom, at the p99 of placements: (setting, value, N per value),
+    or None when the partition count is fixed or no table up to 4x the quota does."""
+    if model.partitions is not None or model.store == "azure-tables":
+        return None
+    start = model.initial_partitions
+    least = max(start + 1, math.ceil(round(total * headroom / model.write_ceiling, 9)))
+    most = max(least, math.ceil(8 * min(model.quota_write, 1e6) / model.write_ceiling))
+
+    grown: dict[str, int] = dict(base)
+
+    def attempt(count: int, trials: int = TRIALS // 2) -> dict[str, int] | None:
+        nonlocal grown
+        shards, fits = fit_shards(units, base, partitions=count, ceiling=model.write_ceiling,
+                                  spread=placements / count, headroom=headroom,
+                                  namespace=namespace, trials=trials, start=grown)
+        if fits:
+            grown = shards
+        return shards if fits else None
+
+    # grow geometrically to a table that fits, then halve the gap to the least that does,
+    # on half the placements; the answer is then checked on all of them
+    failed, count, found = least - 1, least, None
+    while count <= most:
+        found = attempt(count)
+        if found is not None:
+            break
+        failed, count = count, max(count + 1, math.ceil(count * 1.5))
+    if found is None:
+        return None
+    while count - failed > max(1, count // 10):
+        middle = (failed + count) // 2
+        shards = attempt(middle)
+        if shards is None:
+            failed = middle
+        else:
+            count, found = middle, shards
+    while count <= most:
+        checked = attempt(count, TRIALS)
+        if checked is not None:
+            setting, value = _with_partitions(model, count)
+            return setting, value, checked
+        count = max(count + 1, math.ceil(count * 1.1))
+    return None
+
+
+def _assumed(model: Profile, *names: str) -> tuple[str, ...]:
+    return tuple(f"{name}={getattr(model, name):g} ({ASSUMPTIONS[name]})" for name in names)
+
+
+def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
+          table_limit: float, limited_by: str, read_units: float, read_limit: float,
+          headroom: float, fitted: bool,
+          recommendation: tuple[str, float, dict[str, int]] | None) -> Verdict:
+    """The verdict at the peak on the table as given (see the module's docstring).
+
+    ``table_units``: every write unit a second the layout makes at the table level,
+    against ``table_limit`` (set by ``limited_by``); ``read_units``/``read_limit`` the
+    same for the reads that locate items; ``fitted``: whether N fits with the headroom.
+    """
+    reasons: list[str] = []
+    notes: list[str] = []
+    assumed: list[str] = []
+    expects: list[str] = []
+    watch = _STEADY_SECONDS
+    if table_units > table_limit * (1 + _EPSILON):
+        reasons.append(f"the table's writes ({table_units:,.0f} units/s at the peak) are past "
+                       f"what it serves at once ({table_limit:,.0f}: {limited_by}), "
+                       "whatever N")
+        if model.capacity == "on-demand" and limited_by == "warm throughput":
+            reasons.append(f"an on-demand table serves up to {model.peak_multiple:g}x a peak "
+                           f"it reached {model.peak_window_seconds:,.0f} s before: it throttles"
+                           " until it has grown to the load")
+            assumed += _assumed(model, "peak_window_seconds")
+            expects.append("growth")
+            watch = max(watch, model.peak_window_seconds + _AFTER)
+        elif model.capacity == "provisioned":
+            assumed += _assumed(model, "initial_burst_seconds")
+    if read_units > read_limit * (1 + _EPSILON):
+        reasons.append(f"the reads that locate items ({read_units:,.0f} units/s) are past "
+                       f"the table's {read_limit:,.0f}")
+    for part in parts:
+        if part.fits:
+            continue
+        b = part.busiest
+        over = 1.0 - b.collision_free if b.keys > 1 else 1.0
+        keys = ", ".join(b.worst_keys[:4]) + (", ..." if len(b.worst_keys) > 4 else "")
+        where = "its GSI's" if part.resource == "index" else "its"
+        reasons.append(
+            f"{where} {part.partitions} partitions take the shard keys hashed onto them: the "
+            f"busiest takes {b.expected:,.0f} units/s expected, {b.worst:,.0f} at the p99 of "
+            f"placements ({keys}"
+            + (f" and {part.spread:,.0f} of placement records" if part.spread else "")
+            + f") of its {part.ceiling:,.0f}; shard keys share a partition in {100 * over:.0f}%"
+              " of placements")
+        if math.isfinite(model.split_delay_seconds) and len(b.worst_keys) + (
+                part.spread > 0) >= 2:
+            reasons.append(
+                f"the shard keys on a partition past its ceiling throttle until the store "
+                f"splits it for heat, after {model.split_delay_seconds:,.0f} s at "
+                f"{100 * model.split_heat:.0f}% of its ceiling (assumed)")
+            assumed += _assumed(model, "split_delay_seconds", "split_heat")
+            expects.append("split")
+            watch = max(watch, model.split_delay_seconds + _AFTER)
+        else:
+            reasons.append("the store does not split it for heat: they throttle for as "
+                           "long as the load lasts")
+    if not reasons and not fitted:
+        notes.append(f"it keeps up at the peak, but the busiest partition's expected load "
+                     f"leaves less than the {headroom:g}x headroom")
+    setting = None
+    shards: dict[str, int] = {}
+    if recommendation is not None and (reasons or not fitted):
+        name, value, shards = recommendation
+        setting = {name: value}
+        word = "pre-warming to" if name == "warm_write" else "provisioning"
+        sized = ", ".join(f"{v}={n}" for v, n in shards.items() if n > 1) or "N=1"
+        (reasons if reasons else notes).append(
+            f"{word} {name}={value:,.0f} ({value / model.write_ceiling:,.0f} partitions) "
+            f"avoids it, with {sized}"
+            + (f"; past the per-table quota of {model.quota_write:,.0f}: request an increase"
+               if value > model.quota_write else ""))
+    keeps = not any(not p.fits for p in parts) and table_units <= table_limit * (
+        1 + _EPSILON) and read_units <= read_limit * (1 + _EPSILON)
+    summary = "keeps up" if keeps else "throttles: " + reasons[0]
+    return Verdict(keeps_up=keeps, summary=summary, reasons=tuple(reasons),
+                   notes=tuple(notes), assumptions=tuple(dict.fromkeys(assumed)),
+                   setting=setting, expects=tuple(dict.fromkeys(expects)),
+                   watch_seconds=watch, recommended_shards=shards)
