@@ -14,7 +14,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["OUTPUTS", "Column", "add_output_option", "console", "table", "tables"]
+__all__ = ["Column", "OUTPUTS", "add_output_option", "console", "table", "tables"]
 
 _PIPED_WIDTH = 160
 _KEY_SHARE = 3  # a key column takes at most a third of the width, then folds

@@ -25,9 +25,9 @@ from shardex.keys import validate_value
 from shardex.routing import ShardPolicy, check_tier_name
 from shardex.stores.uri import StoreURI
 
-__all__ = ["COUNT", "DAY", "HEADROOM", "INDEX_NAME", "ITEM_BYTES", "LEASE", "LOGICAL_KEY", "MARGIN",
-           "MAX_AGE", "NUMBER", "POLICY", "RATE", "RETAIN", "SETTLE", "STORE_URI", "TIER_NAME",
-           "UNIT_LEASE", "WORKERS", "Choice", "Duration", "Finite", "ValuePair", "count",
+__all__ = ["COUNT", "Choice", "DAY", "Duration", "Finite", "HEADROOM", "INDEX_NAME", "ITEM_BYTES",
+           "LEASE", "LOGICAL_KEY", "MARGIN", "MAX_AGE", "NUMBER", "POLICY", "RATE", "RETAIN",
+           "SETTLE", "STORE_URI", "TIER_NAME", "UNIT_LEASE", "ValuePair", "WORKERS", "count",
            "distinct", "no_control", "number"]
 
 
