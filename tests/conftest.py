@@ -6,7 +6,9 @@ fails instead of being skipped.
 
 Property tests draw the same examples on every run (hypothesis ``derandomize``), so a
 run's verdict is the code's, not the draw's; ``SHARDEX_HYPOTHESIS=explore`` draws new
-ones (and more of them) to look for failures the fixed draw does not reach.
+ones (and more of them) to look for failures the fixed draw does not reach. Neither has a
+per-example deadline: the verdict must not depend on how busy the machine is (the suite's
+speed is watched as a whole, and benchmarks time the code).
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ from hypothesis import settings
 import shardex
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
-from tests import azurite, dynamodb_local
+from tests import azurite, cosmos_server, dynamodb_local
 
-settings.register_profile("fixed", derandomize=True)
-settings.register_profile("explore", derandomize=False, max_examples=500)
+settings.register_profile("fixed", derandomize=True, deadline=None)
+settings.register_profile("explore", derandomize=False, max_examples=500, deadline=None)
 settings.load_profile("explore" if os.environ.get("SHARDEX_HYPOTHESIS") == "explore"
                       else "fixed")
 
@@ -42,6 +44,7 @@ class Backend:
     name: str
     make: Callable[..., Store]
     virtual_time: bool
+    server: str | None = None  # the pytest mark of the server it needs (-m deselects it)
 
     def store(self, **options: Any) -> Store:
         return self.make(**options)
@@ -67,19 +70,28 @@ def _memory(**options: Any) -> Store:
 
 BACKENDS: dict[str, Backend] = {
     "memory": Backend("memory", _memory, virtual_time=True),
-    "dynamodb-table": Backend("dynamodb-table", dynamodb_local.table_store, virtual_time=False),
-    "dynamodb-gsi": Backend("dynamodb-gsi", dynamodb_local.gsi_store, virtual_time=False),
-    "azure-tables": Backend("azure-tables", azurite.table_store, virtual_time=False),
+    "dynamodb-table": Backend("dynamodb-table", dynamodb_local.table_store, virtual_time=False,
+                              server="dynamodb"),
+    "dynamodb-gsi": Backend("dynamodb-gsi", dynamodb_local.gsi_store, virtual_time=False,
+                            server="dynamodb"),
+    "azure-tables": Backend("azure-tables", azurite.table_store, virtual_time=False,
+                            server="azure"),
+    "cosmos": Backend("cosmos", cosmos_server.container_store, virtual_time=False,
+                      server="cosmos"),
 }
+_REQUIRE = {"dynamodb": dynamodb_local.require_endpoint, "azure": azurite.require_endpoint,
+            "cosmos": cosmos_server.require_endpoint}
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@pytest.fixture(params=[
+    pytest.param(name, marks=() if BACKENDS[name].server is None
+                 else getattr(pytest.mark, BACKENDS[name].server))
+    for name in sorted(BACKENDS)])
 def backend(request: pytest.FixtureRequest) -> Backend:
-    if request.param.startswith("dynamodb"):
-        dynamodb_local.require_endpoint()
-    elif request.param.startswith("azure"):
-        azurite.require_endpoint()
-    return BACKENDS[request.param]
+    chosen = BACKENDS[request.param]
+    if chosen.server is not None:
+        _REQUIRE[chosen.server]()
+    return chosen
 
 
 @pytest.fixture

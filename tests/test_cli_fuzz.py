@@ -13,7 +13,8 @@ What runs, and what only parses:
 - stores are ``memory://`` only, and the network is closed (any name lookup or connection
   off 127.0.0.1 fails), so nothing leaves the machine;
 - ``demo`` (minutes of simulation at the largest arguments), ``serve`` (a server that runs
-  until Ctrl-C), ``dynamodb`` and ``azure`` (they create tables in a real service) are
+  until Ctrl-C), ``dynamodb``, ``azure`` and ``cosmos`` (they create tables in a real
+  service; a new command of that kind joins ``PARSE_ONLY``) are
   exercised for argument parsing only: their body is replaced by a no-op, while every
   option's conversion, callback and the command line's conventions still run;
 - options whose largest valid values would make a run long (``simulate --duration``,
@@ -48,7 +49,7 @@ from shardex.cli import cli, main
 from shardex.commands.params import STORE_URI, Duration, Finite
 
 EXPLORE = os.environ.get("SHARDEX_HYPOTHESIS") == "explore"
-PARSE_ONLY = ("demo", "serve", "dynamodb", "azure")
+PARSE_ONLY = ("demo", "serve", "dynamodb", "azure", "cosmos")
 SKIPPED_OPTIONS = {"--verbose", "--help", "--version"}  # logging, help texts: not input
 HOSTILE = ["", " ", "-", "--", "=", "#", "a#b", "P=", "=8", "x" * 3000, "\x1b[2J", "\u202e",
            "\udcff", "é", "PENDING", "orders", "1e308", "nan", "-1", "0", "{", "[]",

@@ -294,9 +294,13 @@ def test_attributes_round_trip_through_dynamodb_types() -> None:
     attrs = {"int": 12, "big": 10**30, "neg": -7, "float": 12.5, "tiny": 1e-20, "str": "é",
              "empty": "", "bool": True, "none": None, "list": [1, "a", None, [2.25]],
              "map": {"nested": {"n": 3}}, "bytes": b"\x00\x01",
-             "decimal": decimal.Decimal("3.14")}
+             "decimal": decimal.Decimal("3.14"), "digits": decimal.Decimal("1." + "3" * 37),
+             "tags": frozenset({"b", "a"}), "scores": {1, 2.5, decimal.Decimal("0." + "1" * 38)},
+             "blobs": {b"", b"\x01"}}
     back = {name: from_attribute(to_attribute(value)) for name, value in attrs.items()}
     assert back == {**attrs, "decimal": 3.14}
+    assert type(back["digits"]) is decimal.Decimal  # 38 digits: more than a float holds
+    assert type(back["tags"]) is frozenset
     assert type(back["int"]) is int
     assert type(back["float"]) is float
     assert from_attribute(to_attribute(2.0)) == 2
@@ -304,7 +308,8 @@ def test_attributes_round_trip_through_dynamodb_types() -> None:
 
 @pytest.mark.parametrize(("value", "words"), [
     (float("nan"), "cannot store"), (float("inf"), "cannot store"),
-    ({1, 2}, "set cannot be stored"), (object(), "object cannot be stored"),
+    (set(), "empty set cannot be stored"), ({1, "a"}, "text alone, numbers alone"),
+    (object(), "object cannot be stored"),
     (decimal.Decimal("1" * 40), "38 significant digits"), ({1: "x"}, "names must be text"),
 ])
 def test_values_dynamodb_cannot_hold_are_refused_clearly(value: Any, words: str) -> None:

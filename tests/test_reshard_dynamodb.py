@@ -245,8 +245,8 @@ def test_reshard_run_serves_its_progress_as_metrics(capsys: pytest.CaptureFixtur
     served: list[Any] = []
     serve = prometheus.serve_prometheus
 
-    def keep(recorder: Any, *, port: int = 0) -> Any:
-        served.append((recorder, serve(recorder, port=port)))
+    def keep(recorder: Any, **options: Any) -> Any:
+        served.append((recorder, serve(recorder, **options)))
         return served[-1][1]
 
     monkeypatch.setattr(prometheus, "serve_prometheus", keep)

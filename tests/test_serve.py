@@ -1,17 +1,17 @@
-"""``shardex serve``: the page in headless Chromium, its JSON document, its feeds.
+"""``shardex serve``: the page in headless Chromium, its JSON document, its feeds, and
+what it refuses (other hosts' names, writes, a URL that is no Prometheus).
 
 The browser test loads the page served for a metered index after a run on virtual
 time, checks that the hot key comes first and that the numbers are the meter's, and
 keeps a screenshot in artifacts/ (git-ignored). scripts/test installs Debian's
 chromium and chromium-driver; without them the test is skipped on a developer's machine
-and fails in CI.
+and fails in CI. The fleet (a real Prometheus) is tests/test_fleet_heat.py's.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
-import os
-import shutil
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,19 +22,15 @@ from click.testing import CliRunner
 
 import shardex
 from shardex.cli import cli, main
+from shardex.errors import InvalidInput, Unavailable
 from shardex.metrics import MetricsRecorder
 from shardex.metrics.prometheus import serve_prometheus
 from shardex.scenarios.traffic import orders_traffic
 from shardex.stores.heat import HeatMeter
-from shardex.web import HeatServer, MeterFeed, PrometheusFeed
-
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-DRIVER = "/usr/bin/chromedriver"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--window-size=1440,900"]
+from shardex.web import Feed, HeatServer, MeterFeed, PrometheusFeed, RoutingWatch
+from shardex.web.promql import label_matchers
+from shardex.web.server import host_allowed
+from tests.chromium import ARTIFACTS, chromium, loaded
 
 
 def metered_run(seconds: float = 20.0) -> tuple[shardex.Store, HeatMeter, MetricsRecorder]:
@@ -105,50 +101,148 @@ def test_serve_json_and_its_usage_errors(capsys: pytest.CaptureFixture[str]) -> 
     _, _, recorder = metered_run(3.0)
     with serve_prometheus(recorder) as metrics:
         result = CliRunner().invoke(cli, ["serve", "--prometheus", metrics.url, "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["schema"] == "shardex.serve/1"
-    for args, message in ((["serve"], "give one source"),
-                          (["serve", "--demo", "--store", "memory://"], "go together"),
-                          (["serve", "--prometheus", "ftp://x"], "http(s)://")):
-        with pytest.raises(SystemExit) as exited:
-            main(args)
-        assert exited.value.code == 2
-        assert message in capsys.readouterr().err
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        assert doc["schema"] == "shardex.serve/1"
+        assert doc["feed"]["kind"] == "endpoint"  # one process, and the page says so
+        refusals = [
+            (["serve"], "give one source"),
+            (["serve", "--demo", "--store", "memory://"], "--store needs --index"),
+            (["serve", "--demo", "--index", "orders"], "select series of --prometheus"),
+            (["serve", "--prometheus", "ftp://x"], "http(s)://"),
+            (["serve", "--prometheus", metrics.url, "--match", 'job="x"'],
+             "is not a Prometheus server"),
+            (["serve", "--prometheus", metrics.url, "--history", "soon"], "duration")]
+        for args, message in refusals:
+            with pytest.raises(SystemExit) as exited:
+                main(args)
+            assert exited.value.code == 2, args
+            err = capsys.readouterr().err
+            assert message in err, (args, err)
+            assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_url_that_is_neither_prometheus_nor_metrics_is_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The page of another server (HTML, not the text format): no ValueError traceback."""
+    _, meter, _ = metered_run(2.0)
+    with HeatServer(MeterFeed(meter)) as other, pytest.raises(SystemExit) as exited:
+        main(["serve", "--prometheus", other.url, "--json"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.startswith("error: ")
+    assert "did not answer in the Prometheus text format" in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def request(server: HeatServer, method: str, path: str, host: str | None) -> tuple[int, bytes]:
+    """Send one request with the ``Host`` header given (None: none at all)."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        connection.putrequest(method, path, skip_host=True)
+        if host is not None:
+            connection.putheader("Host", host)
+        connection.endheaders()
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    finally:
+        connection.close()
+
+
+def test_the_page_answers_only_its_own_host_and_only_reads() -> None:
+    _, meter, _ = metered_run(2.0)
+    with HeatServer(MeterFeed(meter)) as server:
+        own = f"127.0.0.1:{server.port}"
+        for host in (own, f"localhost:{server.port}", "localhost", "LOCALHOST:1"):
+            status, body = request(server, "GET", "/api/heat", host)
+            assert status == 200, host
+            assert json.loads(body)["schema"] == "shardex.serve/1"
+        # a DNS-rebinding page reaches 127.0.0.1 under its own name: refused
+        for host in ("attacker.example", f"attacker.example:{server.port}",
+                     "127.0.0.1.attacker.example", "", None):
+            for path in ("/", "/api/heat"):
+                status, body = request(server, "GET", path, host)
+                assert status == 421, (host, path)
+                assert b"PENDING" not in body
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            assert request(server, method, "/api/heat", own)[0] == 405, method
+        assert request(server, "HEAD", "/", own) == (200, b"")
+    assert not host_allowed("[::1]:80")
+
+
+class Failing(Feed):
+    source = "nowhere"
+
+    def read(self) -> dict[str, Any]:
+        raise Unavailable("cannot scrape nowhere")
+
+
+def test_a_failed_feed_keeps_the_routing_lines() -> None:
+    watch = RoutingWatch("memory://", "orders", every=60)
+    with HeatServer(Failing(), routing=watch) as server:
+        status, body = request(server, "GET", "/api/heat", f"127.0.0.1:{server.port}")
+    doc = json.loads(body)
+    assert status == 503
+    assert doc["error"] == "cannot scrape nowhere"
+    assert doc["routing"] == {"index": "orders", "stored": False, "migration": None}
+
+
+def test_internal_rows_stand_apart_from_shard_keys() -> None:
+    """The store's own records (#placement, ...) and unlabelled keys are not shard keys."""
+    store, _, _ = metered_run(3.0)
+    recorder = MetricsRecorder(top=2).attach(store)
+
+    async def more() -> None:
+        async with shardex.ShardedIndex(store, "orders") as index:
+            await orders_traffic(index, rate=400.0, duration=2.0, seed=3)
+
+    shardex.run_virtual(more())
+    with serve_prometheus(recorder) as metrics:
+        feed = PrometheusFeed(metrics.url)
+        feed.read()
+        doc = feed.read()
+    internal = {row["key"]: row for row in doc["internal"]}
+    assert "#placement" in internal
+    assert "placements" in internal["#placement"]["what"]
+    assert "other" in internal  # top=2: the other statuses sum there
+    assert not any(r["key"].startswith("#") or r["key"] == "other"
+                   for r in doc["values"] + doc["shard_keys"])
+    assert not any(k.startswith("#") for k in doc["timeline"]["shard_keys"])
+
+
+@pytest.mark.parametrize(("text", "joined"), [
+    ('job="orders"', 'job="orders"'),
+    ('{job="orders", env=~"prod|eu"}', 'job="orders",env=~"prod|eu"'),
+    ('a!="x\\"y"', 'a!="x\\"y"'),
+    ("", ""),
+])
+def test_label_matchers_are_checked(text: str, joined: str) -> None:
+    assert label_matchers(text) == joined
+
+
+@pytest.mark.parametrize("text", ['job="a"} or up{', "job=orders", 'job="a" env="b"',
+                                  '1a="b"', 'job="a",,'])
+def test_label_matchers_refuse_anything_else(text: str) -> None:
+    with pytest.raises(InvalidInput):
+        label_matchers(text)
 
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
-    if not (shutil.which(CHROMIUM) and shutil.which(DRIVER)):
-        message = "chromium and chromium-driver are not installed (scripts/test installs them)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in [*FLAGS, f"--user-data-dir={tmp_path / 'chromium'}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=DRIVER))
-    try:
+    with chromium(tmp_path) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_the_page_in_headless_chromium(browser: Any) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     _, meter, recorder = metered_run()
     recorder.reshard("orders").update(state="write-new", moved=450, total=1200,
                                       from_version=1, to_version=2)
     snap = meter.snapshot()
     with HeatServer(MeterFeed(meter, recorder=recorder, index="orders")) as server:
-        browser.get(server.url)
-        WebDriverWait(browser, 30).until(
-            lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded") == "yes")
+        loaded(browser, server.url)
         # read the tables in one script: the page redraws them at every poll
         page = browser.execute_script("""
             const rows = (sel) => [...document.querySelectorAll(sel + " tbody tr")].map(

@@ -28,6 +28,7 @@ from rich.text import Text
 from shardex.commands import config, output
 from shardex.commands.adopt import adopt
 from shardex.commands.azure import azure
+from shardex.commands.cosmos import cosmos
 from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
@@ -55,7 +56,8 @@ def _verbose(ctx: click.Context, param: click.Parameter, value: int) -> None:
 def _verbose_option() -> click.Option:
     return click.Option(["-v", "--verbose"], count=True, expose_value=False, callback=_verbose,
                         help="Log to stderr: -v what shardex does, -vv its details, -vvv the "
-                             "drivers' too (botocore, azure); before or after the command.")
+                             "drivers' too (botocore, azure, azure.cosmos); before or after the "
+                             "command.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,8 +87,8 @@ def configure_logging(verbose: int) -> None:
         everyone.setLevel(logging.DEBUG)
 
 
-for _command in (adopt, demo, diagnose, plan, dynamodb, azure, routing, reshard, simulate,
-                 serve):
+for _command in (adopt, demo, diagnose, plan, dynamodb, azure, cosmos, routing, reshard,
+                 simulate, serve):
     cli.add_command(_command)
 
 

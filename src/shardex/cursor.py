@@ -24,6 +24,15 @@ boundary (for example with the ``cryptography`` package's AES-GCM).
 The payload is a flat, length-prefixed list of UTF-8 fields (no JSON, no nesting): a
 cursor that carries a valid signature but a payload shardex never wrote is refused
 with InvalidCursor too.
+
+A cursor is bounded, with a secret or without one: at most ``MAX_CURSOR_CHARS`` (4,096)
+characters, checked before anything is decoded, and its fields what a position can
+hold (an item id as ``validate_item_id`` allows, at most 512 bytes and no NUL; a sort
+value of at most ``MAX_CURSOR_SORT_BYTES``, DynamoDB's 1,024-byte sort key, which an
+application's own GSI sort attribute may fill). Without a secret anyone can sign a
+cursor, so these checks, not the signature, are what keeps a cursor from carrying
+anything else into a query; every cursor shardex writes passes them (the largest is
+about 3,500 characters). A fault raises InvalidCursor naming it, before any request.
 """
 
 from __future__ import annotations
@@ -35,15 +44,19 @@ import hmac
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shardex.errors import InvalidCursor, InvalidInput
+from shardex.errors import InvalidCursor, InvalidInput, InvalidKey
+from shardex.keys import validate_item_id
 from shardex.stores.entries import Position
 
-__all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec"]
+__all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec", "MAX_CURSOR_CHARS",
+           "MAX_CURSOR_SORT_BYTES"]
 
 # 2: the payload no longer carries the routing version (it was never read).
 # 3: the key is bound to the index name; the payload is length-prefixed fields.
 CURSOR_VERSION = 3
 _MAC_BYTES = 16
+MAX_CURSOR_CHARS = 4096
+MAX_CURSOR_SORT_BYTES = 1024
 _ORDERS: dict[str, int] = {"asc": 0, "desc": 1}
 Order = Literal["asc", "desc"]
 
@@ -151,12 +164,17 @@ class CursorCodec:
     def decode(self, token: Any, *, value: str, order: Order) -> Cursor:
         """Check and decode ``token`` for a query of ``value`` in ``order``.
 
-        Raises InvalidCursor naming the fault: not a string, not base64, too short, an
-        unknown cursor version, a failed integrity check, a payload shardex did not
-        write, or another value or order.
+        Raises InvalidCursor naming the fault: not a string, longer than
+        ``MAX_CURSOR_CHARS``, not base64, too short, an unknown cursor version, a failed
+        integrity check, a payload shardex did not write, a position no entry can have,
+        or another value or order.
         """
         if not isinstance(token, str) or not token:
-            raise InvalidCursor(f"cursor must be a non-empty string, got {token!r}")
+            shown = repr(token) if len(repr(token)) <= 80 else f"{repr(token)[:77]}..."
+            raise InvalidCursor(f"cursor must be a non-empty string, got {shown}")
+        if len(token) > MAX_CURSOR_CHARS:
+            raise InvalidCursor(f"cursor is {len(token):,} characters long; shardex's cursors "
+                                f"are at most {MAX_CURSOR_CHARS:,}: pass page.cursor unchanged")
         try:
             blob = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         except (binascii.Error, ValueError) as exc:
@@ -182,4 +200,12 @@ class CursorCodec:
             raise InvalidCursor(f"cursor was issued for {c_value!r}, not {value!r}")
         if c_order != order:
             raise InvalidCursor(f"cursor was issued for order {c_order!r}, not {order!r}")
+        try:
+            validate_item_id(item_id)
+        except InvalidKey as exc:
+            raise InvalidCursor(f"cursor holds a position no entry has: {exc}") from None
+        if len(sort.encode("utf-8")) > MAX_CURSOR_SORT_BYTES:
+            raise InvalidCursor(f"cursor holds a position no entry has: a sort value of "
+                                f"{len(sort.encode('utf-8')):,} bytes (at most "
+                                f"{MAX_CURSOR_SORT_BYTES:,})")
         return Cursor(value=c_value, order=order, after=(sort, item_id))

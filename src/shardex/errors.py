@@ -166,15 +166,18 @@ class StoreError(ShardexError):
 class Throttled(StoreError):
     """A partition's capacity was exceeded; the request did not take effect.
 
-    ``reason`` carries the store's own throttle reason where it gives one, and
-    ``key`` the partition (shard) key that throttled where it is known.
+    ``reason`` carries the store's own throttle reason where it gives one, ``key``
+    the partition (shard) key that throttled where it is known, and ``retry_after``
+    the seconds the store asked to wait before a retry (Cosmos DB's
+    ``x-ms-retry-after-ms``), None where it names none.
     """
 
     def __init__(self, message: str, *, key: str | None = None,
-                 reason: str | None = None) -> None:
+                 reason: str | None = None, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.key = key
         self.reason = reason
+        self.retry_after = retry_after
 
 
 class ConditionFailed(StoreError):
@@ -228,5 +231,12 @@ class MalformedItem(StoreError):
 
     The message names the item (or record) and the attribute at fault, and what was
     expected; shardex changes nothing about it. Something other than shardex wrote it
-    (an application, a tool, a hand edit): fix or remove the attribute.
+    (an application, a tool, a hand edit): fix or remove the attribute. Raised by a
+    listing, it also names the shard key read, and ``item_id`` and ``key`` hold both.
     """
+
+    def __init__(self, message: str, *, item_id: str | None = None,
+                 key: str | None = None) -> None:
+        super().__init__(message)
+        self.item_id = item_id
+        self.key = key

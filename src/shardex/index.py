@@ -65,10 +65,11 @@ from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
 from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
 from shardex.stores import open_store
-from shardex.stores.base import Placement, Store, StoredEntry
+from shardex.stores.base import Malformed, Placement, Store, StoredEntry, check_malformed
 from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HotView
-from shardex.stores.values import check_attrs
+from shardex.stores.metered import Skipped, collect_skipped
+from shardex.stores.values import ValueRules, check_attrs
 from shardex.tiermove import CrossTier, TierReads, TierWrites
 from shardex.tiers import TierStores
 from shardex.writer import Writer
@@ -103,11 +104,14 @@ class Page:
 
     ``consistent`` is False when the store's reads are eventually consistent (a
     DynamoDB GSI): a write acknowledged just before the read may be missing from it.
+    ``skipped``: the malformed items the page's reads left out (an index built with
+    ``malformed="skip"``), each with its shard key and why; empty otherwise.
     """
 
     items: list[Entry]
     cursor: str | None
     consistent: bool = True
+    skipped: tuple[Skipped, ...] = ()
 
     def __len__(self) -> int:
         return len(self.items)
@@ -124,7 +128,11 @@ class ShardedIndex:
     with RoutingStale when it has not read it successfully for longer than the lease
     (``shardex.routing_record`` says why). Use ``async with index:``.
     ``meter=True`` subscribes a ``HeatMeter`` to the store's events (or pass one built
-    on the same store) for ``index.heat()``. ``seed`` seeds the index's one random
+    on the same store) for ``index.heat()``. ``max_concurrency`` bounds the shard reads in
+    flight at once; None (the default) sends as many as the store's client carries at
+    once (``Store.connections``: its connection pool, 64 in the DynamoDB clients shardex
+    builds, 100 for Azure; no bound on memory://), so a fan-out of 1,024 shard keys is
+    not read in waves of 64. ``seed`` seeds the index's one random
     generator (backoff jitter, random shards, round-robin offsets). Shard reads are
     hedged by default (``HedgePolicy()``: adaptive delay, at most 5% extra requests);
     ``hedge=None`` turns hedging off. ``cursor_secret`` (non-empty bytes) makes cursors
@@ -137,19 +145,28 @@ class ShardedIndex:
     each tier a policy may name (``ShardPolicy(tier=...)``); the index opens and closes
     them with its own store. Bad arguments raise InvalidInput naming the field, a
     routing that names a tier not given InvalidRouting.
+
+    ``malformed``: what a listing (query, scan) does with an item the store holds that
+    is not in an entry's shape (in DynamoDB GSI mode, an item the application wrote with
+    a version attribute that is not a number, say): ``"raise"`` (the default) raises
+    MalformedItem naming the item and the shard key; ``"skip"`` leaves it out and
+    reports it, on ``Page.skipped``, in the log, and on the store's meter
+    (``store.stats().skipped``, the metrics' ``shardex_skipped_items``).
     """
 
     def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
                  retry: RetryPolicy | None = None, hedge: HedgePolicy | None = _ADAPTIVE,
-                 max_concurrency: int = 64, routing_ttl: float = 5.0,
+                 max_concurrency: int | None = None, routing_ttl: float = 5.0,
                  routing_lease: float = DEFAULT_LEASE,
                  cursor_secret: bytes | None = None, strict_routing: bool = False,
                  max_conflicts: int = 16, clock: Clock | None = None,
                  seed: int | None = None, meter: bool | HeatMeter = False,
                  admission: AdmissionPolicy | Admission | None = None,
                  adaptive: bool | AdaptiveRate = False,
-                 tiers: Mapping[str, Store | str] | None = None) -> None:
+                 tiers: Mapping[str, Store | str] | None = None,
+                 malformed: Malformed = "raise") -> None:
         self._store = open_store(store) if isinstance(store, str) else store
+        self._malformed = check_malformed(malformed)
         try:
             self.name = validate_value(name)
         except InvalidInput as exc:
@@ -158,7 +175,8 @@ class ShardedIndex:
             raise InvalidRouting(f"routing must be a shardex.Routing, got {type(routing).__name__}")
         for option, number in (("max_concurrency", max_concurrency),
                                ("max_conflicts", max_conflicts)):
-            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            if (number is not None or option != "max_concurrency") and (
+                    isinstance(number, bool) or not isinstance(number, int) or number < 1):
                 raise InvalidInput(f"{option} must be an integer >= 1, got {number!r}")
         for option, kind in (("retry", RetryPolicy), ("hedge", HedgePolicy)):
             given = retry if option == "retry" else hedge
@@ -272,7 +290,8 @@ class ShardedIndex:
                 self._fanouts[tier] = FanOut(
                     tier_store, self.name, retry=self._retry, hedge=self._hedge,
                     max_concurrency=self._max_concurrency, clock=self._clock, rng=self._rng,
-                    gate=self._gates[tier][1] if self._gates else None)
+                    gate=self._gates[tier][1] if self._gates else None,
+                    malformed=self._malformed)
             self._fanout = self._fanouts[None]
             self._tier_reads = TierReads(self._tiers, self._fanouts, self._crossing)
             routing = await self._record.load(check_given=True)
@@ -337,7 +356,8 @@ class ShardedIndex:
                 await source.open()
                 found = self._sources[where] = (source, FanOut(
                     source, self.name, retry=self._retry, hedge=self._hedge,
-                    max_concurrency=self._max_concurrency, clock=self._clock, rng=self._rng))
+                    max_concurrency=self._max_concurrency, clock=self._clock, rng=self._rng,
+                    malformed=self._malformed))
         return found[1]
 
     def _retrying(self, call: Callable[[], Awaitable[T]]) -> Coroutine[Any, Any, T]:
@@ -503,7 +523,7 @@ class ShardedIndex:
         validate_value(value)
         validate_item_id(item_id)
         self._check_sort(sort)
-        fields = _attrs(attrs)
+        fields = _attrs(attrs, self._store.capabilities.values)
         _check_version(version)
         units = write_units(entry_bytes(StoredEntry(value, sort or "", item_id, fields)))
         return await self._write(
@@ -525,7 +545,7 @@ class ShardedIndex:
         validate_value(old)
         validate_value(new)
         self._check_sort(sort)
-        fields = None if attrs is None else _attrs(attrs)
+        fields = None if attrs is None else _attrs(attrs, self._store.capabilities.values)
         _check_version(version)
         units = write_units(entry_bytes(StoredEntry(new, sort or "", item_id, fields or {})))
         return await self._write(
@@ -612,29 +632,32 @@ class ShardedIndex:
         after = None if cursor is None else \
             self._codec.decode(cursor, value=value, order=order).after
         reads = self._reads()
-        for attempt in range(_MAX_REREADS):
-            routing, since = await self._read_routing()
-            if attempt == 0:
-                await self._admit(value, _keys_read(routing, value), "read", priority)
-            source = await self._adopted(routing)
-            if source is not None:
-                merged = await source.page(value, [value], after=after,
-                                           descending=order == "desc", limit=limit)
-                entries, more = merged.entries, merged.more
+        with collect_skipped() as skipped:
+            for attempt in range(_MAX_REREADS):
+                routing, since = await self._read_routing()
+                if attempt == 0:
+                    await self._admit(value, _keys_read(routing, value), "read", priority)
+                source = await self._adopted(routing)
+                if source is not None:
+                    merged = await source.page(value, [value], after=after,
+                                               descending=order == "desc", limit=limit,
+                                               layout=routing.version)
+                    entries, more = merged.entries, merged.more
+                else:
+                    entries, more = await reads.page(routing, value, after=after,
+                                                     descending=order == "desc", limit=limit)
+                if not await self._changed(routing, since):
+                    break
             else:
-                entries, more = await reads.page(routing, value, after=after,
-                                                 descending=order == "desc", limit=limit)
-            if not await self._changed(routing, since):
-                break
-        else:
-            raise self._stale(value, routing)
+                raise self._stale(value, routing)
         items = [self._entry(value, e) for e in entries]
         token = None
         if more and entries:
             token = self._codec.encode(Cursor(value=value, order=order,
                                               after=entries[-1].position))
         return Page(items=items, cursor=token,
-                    consistent=self._store.capabilities.consistent_reads)
+                    consistent=self._store.capabilities.consistent_reads,
+                    skipped=tuple({(s.key, s.item_id): s for s in skipped}.values()))
 
     async def scan(self, value: str, *,
                    priority: Priority = "normal") -> AsyncGenerator[Entry, None]:
@@ -688,10 +711,10 @@ def _check_version(version: int | None) -> None:
         raise InvalidInput(f"version must be a positive integer, got {version!r}")
 
 
-def _attrs(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+def _attrs(attrs: Mapping[str, Any] | None, rules: ValueRules) -> dict[str, Any]:
     if attrs is None:
         return {}
     if not isinstance(attrs, Mapping):
         raise InvalidInput(f"attrs must be a mapping, got {type(attrs).__name__}")
-    check_attrs(attrs)
+    check_attrs(attrs, rules=rules)
     return dict(attrs)

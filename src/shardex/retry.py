@@ -57,10 +57,15 @@ class RetryPolicy:
 
     def decide(self, attempt: int, elapsed: float, error: BaseException,
                rng: random.Random) -> float | None:
-        """Return the wait before the next try, or None to give up and raise ``error``."""
+        """Return the wait before the next try, or None to give up and raise ``error``.
+
+        A throttle that names its own wait (``Throttled.retry_after``) waits at least that.
+        """
         if not isinstance(error, self.retry_on) or attempt + 1 >= self.attempts:
             return None
         wait = self.backoff(attempt, rng)
+        if isinstance(error, Throttled) and error.retry_after is not None:
+            wait = max(wait, error.retry_after)
         if self.deadline is not None and elapsed + wait >= self.deadline:
             return None
         return wait

@@ -10,9 +10,10 @@ named by a bare ``dynamodb://TABLE`` is reached the way the AWS command line rea
 Left out, the AWS SDK's own settings apply: ``AWS_REGION``/``AWS_DEFAULT_REGION``,
 ``AWS_PROFILE``, and the endpoint variables ``AWS_ENDPOINT_URL_DYNAMODB`` and
 ``AWS_ENDPOINT_URL`` (which ``scripts/dynamodb-local start`` exports for DynamoDB Local).
-On an ``azure-tables://`` store ``--endpoint-url`` is the table service URL; ``--region``
-and ``--profile`` are DynamoDB's only, and ``memory://`` takes none of them: given on the
-command line, a usage error says so; from the config profile, they are left out.
+On an ``azure-tables://`` store ``--endpoint-url`` is the table service URL, on a
+``cosmos://`` store the account URL; ``--region`` and ``--profile`` are DynamoDB's only,
+and ``memory://`` takes none of them: given on the command line, a usage error says so;
+from the config profile, they are left out.
 
 ``memory://`` lasts one process: ``lasting`` refuses it (and a ``memory://`` tier beside
 a store that persists) for the commands whose state the next command reads.
@@ -41,7 +42,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _ENDPOINT_HELP = ("Store endpoint, e.g. http://127.0.0.1:8000 for DynamoDB Local (default: "
                   "AWS_ENDPOINT_URL_DYNAMODB, then AWS_ENDPOINT_URL, as the AWS SDKs read them; "
-                  "for azure-tables://, the table service URL).")
+                  "for azure-tables://, the table service URL; for cosmos://, the account URL).")
 _TIERS = "shardex.tiers"
 _CONNECTION = (("region", "region"), ("profile", "aws_profile"),
                ("endpoint_url", "endpoint_url"))
@@ -68,7 +69,7 @@ class Connection:
         scheme = StoreURI.parse(uri).scheme
         if scheme == "dynamodb":
             return given
-        if scheme == "azure-tables":
+        if scheme in ("azure-tables", "cosmos"):
             given = {k: v for k, v in given.items()
                      if k == "endpoint_url" or k not in self.configured}
             if set(given) == {"endpoint_url"}:

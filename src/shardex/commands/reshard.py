@@ -300,7 +300,8 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
 @click.option("--metrics-port", type=count(0, 65535), default=None,
               help="Serve the reshard's progress gauges and the store's metrics on "
                    "http://127.0.0.1:PORT/metrics while it runs (0: a free port; needs the "
-                   "metrics extra).")
+                   "metrics extra); once done it waits for one more scrape (at most twice "
+                   "the scrape interval, 30 s), so its last counts are not lost.")
 def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until: str | None,
         max_age: float, every: float, metrics_port: int | None,
         connection: Connection) -> None:
@@ -315,7 +316,8 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
             from shardex.metrics.prometheus import serve_prometheus
 
             recorder = MetricsRecorder().attach(store)
-            server = stack.enter_context(serve_prometheus(recorder, port=metrics_port))
+            server = stack.enter_context(serve_prometheus(recorder, port=metrics_port,
+                                                          final_scrape=30.0))
             output.console(stderr=True).print(f"metrics: {server.url}", highlight=False)
         report = stack.enter_context(_Reporter(out, every=every))
 

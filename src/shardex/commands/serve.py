@@ -1,4 +1,5 @@
-"""``shardex serve``: a local page of the live heat, fed by a Prometheus endpoint or a demo."""
+"""``shardex serve``: a local page of the live heat, fed by a Prometheus server (the whole
+fleet), one process's ``/metrics`` endpoint, or a demo."""
 
 from __future__ import annotations
 
@@ -11,23 +12,32 @@ import click
 
 from shardex.commands import output
 from shardex.commands.connection import Connection, connection_options
-from shardex.commands.params import number
+from shardex.commands.params import DAY, Duration, number
 
 __all__ = ["serve"]
 
 
 @click.command()
 @click.option("--prometheus", "url", metavar="URL",
-              help="A shardex /metrics endpoint to read (an application's "
-                   "shardex.metrics.serve_prometheus).")
+              help="A Prometheus server that scrapes every process (fleet-wide heat by "
+                   "PromQL, e.g. http://127.0.0.1:9090), or one process's /metrics endpoint "
+                   "(shardex.metrics.serve_prometheus, shardex reshard run --metrics-port).")
 @click.option("--demo", is_flag=True,
               help="Run an orders index on memory:// in this process, unsharded under a hot "
                    "key, and show its meter.")
-@click.option("--rate", type=number(0, 50_000, low_open=True), default=700.0,
+@click.option("--rate", type=number(0, 1e6, low_open=True), default=700.0,
               show_default=True, help="--demo: writes a second.")
 @click.option("--store", "uri", metavar="URI",
-              help="Also show the routing record (and a reshard's versions) of --index here.")
-@click.option("--index", "name", help="The index whose routing record --store holds.")
+              help="Also show the routing record and the migration of --index kept in this "
+                   "store (they stay on the page when a reshard runner exits).")
+@click.option("--index", "name",
+              help="The index to show: its series only, and its routing record with --store.")
+@click.option("--match", default="", metavar="MATCHERS",
+              help='A Prometheus server: PromQL label matchers every query adds, e.g. '
+                   "'job=\"orders-api\"'.")
+@click.option("--history", default="15m", show_default=True, type=Duration(10, 7 * DAY),
+              help="A Prometheus server: how far back the charts and counts reach "
+                   "(10s to 7d).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="Port on 127.0.0.1 (0: a free one).")
 @click.option("--every", type=number(0.2, 3600), default=2.0, show_default=True,
@@ -38,32 +48,36 @@ __all__ = ["serve"]
               help="Print one shardex.serve/1 document (what the page polls) and exit.")
 @connection_options
 def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str | None,
-          port: int, every: float, ceiling: str, as_json: bool,
+          match: str, history: float, port: int, every: float, ceiling: str, as_json: bool,
           connection: Connection) -> None:
     """Serve a page of the live heat per logical key and shard key, against the ceiling,
     with throttles and a running reshard's progress, on http://127.0.0.1:PORT/.
 
-    Ctrl-C stops it.
+    Given a Prometheus server, it shows the whole fleet that server scrapes; given one
+    process's /metrics, that process alone. The page answers only at 127.0.0.1 or
+    localhost and only reads. Ctrl-C stops it.
     """
     from shardex.capacity import resolve_ceiling
-    from shardex.web import HeatServer, PrometheusFeed, RoutingWatch
+    from shardex.web import HeatServer, RoutingWatch, open_feed
 
     if (url is None) == (not demo):
         raise click.UsageError("give one source: --prometheus URL or --demo")
-    if (uri is None) != (name is None):
-        raise click.UsageError("--store and --index go together")
+    if uri is not None and name is None:
+        raise click.UsageError("--store needs --index (the index whose routing it shows)")
+    if demo and (name is not None or match):
+        raise click.UsageError("--index and --match select series of --prometheus, not --demo")
     resolve_ceiling(ceiling)
     if uri is not None:
         connection.options(uri)  # a usage error now, not at the first poll
     watch = None if uri is None or name is None else RoutingWatch(
-        uri, name, every=max(every, 5.0), options=connection.options(uri))
+        uri, name, every=max(every, 2.0), options=connection.options(uri))
     stop = threading.Event()
     runner: threading.Thread | None = None
     if demo:
         feed, runner = _demo(rate, ceiling, stop)
     else:
         assert url is not None
-        feed = PrometheusFeed(url, ceiling=ceiling)
+        feed = open_feed(url, ceiling=ceiling, index=name, match=match, history=history)
     try:
         if as_json:
             doc = feed.read()
@@ -72,8 +86,10 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
             click.echo(json.dumps(doc, indent=2))
             return
         with HeatServer(feed, port=port, every=every, routing=watch) as server:
-            output.console().print(f"serving the live heat on {server.url} (Ctrl-C stops)",
-                                   highlight=False, markup=False)
+            output.console().print(f"serving the live heat of {_source(feed)} on {server.url} "
+                                   "(Ctrl-C stops)", highlight=False, markup=False,
+                                   soft_wrap=True)
+            output.console().file.flush()  # a pipe reader waits for the address
             try:
                 while not stop.wait(3600):
                     pass
@@ -83,6 +99,16 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
         stop.set()
         if runner is not None:
             runner.join(timeout=30)
+
+
+def _source(feed: Any) -> str:
+    from shardex.web import FleetFeed, PrometheusFeed
+
+    if isinstance(feed, FleetFeed):
+        return f"every process that the Prometheus server {feed.source} scrapes"
+    if isinstance(feed, PrometheusFeed):
+        return f"one process ({feed.source})"
+    return "the demo's index"
 
 
 def _demo(rate: float, ceiling: str, stop: threading.Event) -> tuple[Any, threading.Thread]:

@@ -112,6 +112,13 @@ class HeatProfile:
             return 0
         return self.last_second - self.first_second + 1
 
+    @property
+    def reads_told_apart(self) -> bool:
+        """Whether the sample tells reads from writes. A Contributor Insights report does
+        not: its rules count the capacity consumed (or the throttles) of both together, so
+        a key's reads cannot be known from it, and 0 reads does not mean never read."""
+        return "insights" not in self.sources
+
     def share(self, heat: KeyHeat) -> float:
         """The key's share of all units (0 when there were none)."""
         return heat.units / self.total_units if self.total_units > 0 else 0.0

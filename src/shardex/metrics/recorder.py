@@ -12,6 +12,7 @@ each fan-out read a ``FanOutRead``) and keeps, per index (the event's namespace)
   (``TopKeys``); the others sum under ``other``. The store's own keys count at the
   shard-key level under ``#placement``, ``#record`` and ``#owner``, never as logical keys;
 - the width of each fan-out read (shard keys read at once), and hedged copies by fate;
+- malformed items listings left out (``Skipped``, with ``malformed="skip"``);
 - reshard progress, as a reshard runner reports it (``reshard(index)``).
 
 ``snapshot()`` returns every figure as metric families (plain data): the Prometheus
@@ -32,7 +33,7 @@ from shardex.keys import SEPARATOR, is_reserved, parse_shard_key
 from shardex.metrics.labels import OTHER, TopKeys
 from shardex.metrics.reshard import ReshardProgress
 from shardex.stores.base import Store
-from shardex.stores.metered import FanOutRead, Hedge, Share, Usage
+from shardex.stores.metered import FanOutRead, Hedge, Share, Skipped, Usage
 
 __all__ = ["Family", "LATENCY_BUCKETS", "MetricsRecorder", "Sample", "WIDTH_BUCKETS"]
 
@@ -172,6 +173,7 @@ class _Index:
         self.fanout = _Histogram(WIDTH_BUCKETS)
         self.hedges = {"sent": 0, "won": 0, "cancelled": 0}
         self.cancelled_units = 0.0
+        self.skipped = 0
 
 
 def _op(write: bool) -> str:
@@ -250,6 +252,8 @@ class MetricsRecorder:
                 index.hedges[hedge.outcome] += 1
                 if hedge.outcome == "cancelled":
                     index.cancelled_units += hedge.units
+            elif kind is Skipped:
+                self._index(event.namespace).skipped += 1  # type: ignore[attr-defined]
             elif kind is FanOutRead:
                 read: FanOutRead = event  # type: ignore[assignment]
                 self._index(read.namespace).fanout.record(float(read.width))
@@ -358,6 +362,10 @@ class MetricsRecorder:
                      "Read units of hedged copies no one waited for.",
                      tuple(Sample({"index": name}, index.cancelled_units)
                            for name, index in indexes if index.hedges["cancelled"]))
+        yield Family("shardex_skipped_items", "counter",
+                     "Malformed items listings left out (malformed='skip').",
+                     tuple(Sample({"index": name}, float(index.skipped))
+                           for name, index in indexes if index.skipped))
         yield from ReshardProgress.families(sorted(self._reshards.items()))
 
     def figures(self) -> dict[str, Any]:

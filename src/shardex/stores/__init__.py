@@ -1,5 +1,5 @@
 """Backends, chosen by URI: ``open_store("memory://")``, ``dynamodb://TABLE?...``,
-``azure-tables://TABLE?endpoint=URL``.
+``azure-tables://TABLE?endpoint=URL``, ``cosmos://DATABASE/CONTAINER?endpoint=URL``.
 
 The URI is parsed once into a ``StoreURI``; the scheme picks a backend from one
 explicit table, and the backend's module (with its driver) is imported only then.
@@ -22,6 +22,7 @@ BACKENDS: Mapping[str, str] = {
     "memory": "shardex.stores.memory:MemoryStore",
     "dynamodb": "shardex.stores.dynamodb:DynamoDBStore",
     "azure-tables": "shardex.stores.azure:AzureTablesStore",
+    "cosmos": "shardex.stores.cosmos:CosmosStore",
 }
 
 

@@ -28,7 +28,7 @@ import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from shardex.capacity import entry_bytes
 from shardex.clock import Clock, LoopClock
@@ -49,7 +49,13 @@ from shardex.stores.entries import (
 from shardex.stores.metered import Meter, Recorder
 from shardex.stores.stats import StatsCounter, StoreStats
 from shardex.stores.uri import StoreURI
-from shardex.stores.values import MAX_ITEM_BYTES, check_attrs, check_document
+from shardex.stores.values import (
+    DYNAMODB_VALUES,
+    MAX_ITEM_BYTES,
+    ValueRules,
+    check_attrs,
+    check_document,
+)
 
 if TYPE_CHECKING:
     from shardex.adoption import Adoption
@@ -57,6 +63,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Capabilities",
     "HISTORY_LENGTH",
+    "MALFORMED",
+    "Malformed",
     "NO_TOKEN",
     "Placement",
     "Position",
@@ -64,10 +72,24 @@ __all__ = [
     "Record",
     "Store",
     "StoredEntry",
+    "check_malformed",
     "history_after",
     "is_token",
     "new_token",
 ]
+
+# what a listing does with an item the store holds that is not in an entry's shape
+Malformed = Literal["raise", "skip"]
+MALFORMED: tuple[Malformed, ...] = ("raise", "skip")
+
+
+def check_malformed(malformed: Any) -> Malformed:
+    """Return ``malformed`` if it is one of ``MALFORMED``; InvalidInput naming it otherwise."""
+    if malformed not in MALFORMED:
+        raise InvalidInput(f"malformed must be one of {', '.join(MALFORMED)}, "
+                           f"got {malformed!r}")
+    return malformed  # type: ignore[no-any-return]
+
 
 def _text(what: str, text: Any, *, empty: bool = False) -> None:
     if type(text) is not str or not (text or empty):
@@ -100,6 +122,8 @@ class Capabilities:
     - ``writes_sort``: shardex writes the entry's sort; False when the sort attribute is
       the application's own, which shardex reads and never writes.
     - ``max_item_bytes``: the largest item the store holds (DynamoDB: 400 KB).
+    - ``values``: the attribute values the store holds (``shardex.stores.values``):
+      DynamoDB's by default, Azure's EDM types besides on Azure Table Storage.
     """
 
     consistent_reads: bool = True
@@ -107,6 +131,7 @@ class Capabilities:
     foreign_writes: bool = False
     writes_sort: bool = True
     max_item_bytes: int = MAX_ITEM_BYTES
+    values: ValueRules = DYNAMODB_VALUES
 
     def __post_init__(self) -> None:
         if type(self.max_page) is not int or self.max_page < 1:
@@ -158,6 +183,15 @@ class Store(abc.ABC):
         await self.open()
         return self
 
+    @property
+    def connections(self) -> int | None:
+        """How many requests the store's client carries at once (its connection pool).
+
+        None when nothing bounds it (the simulated store). A fan-out sends no more at
+        once: more would only queue in the client, or open connections it would not keep.
+        """
+        return None
+
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
@@ -173,10 +207,10 @@ class Store(abc.ABC):
         """A URI that names this store, without secrets."""
         return f"{self.scheme}://"
 
-    def _recorder(self, namespace: Any, key: str, write: bool) -> Recorder:
+    def _recorder(self, namespace: Any, key: str, write: bool, skip: bool = False) -> Recorder:
         if type(namespace) is not str or not namespace:
             _text("namespace", namespace)
-        return Recorder(self.meter, self.clock, namespace, key, write)
+        return Recorder(self.meter, self.clock, namespace, key, write, skip)
 
     # -- counters ----------------------------------------------------------------------
 
@@ -256,31 +290,36 @@ class Store(abc.ABC):
         if not isinstance(entry.attrs, Mapping):
             raise InvalidInput(f"entry attrs of item {item_id!r} must be a mapping, "
                                f"got {type(entry.attrs).__name__}")
-        check_attrs(entry.attrs, f"item {item_id!r} attrs")
+        check_attrs(entry.attrs, f"item {item_id!r} attrs", rules=self.capabilities.values)
         size = entry_bytes(entry)
         if size > self.capabilities.max_item_bytes:
             raise InvalidInput(f"item {item_id!r}: its entry is {size:,} bytes; the store holds "
                                f"items of at most {self.capabilities.max_item_bytes:,} bytes")
 
     async def query(self, namespace: str, shard_key: str, *, after: Position | None,
-                    descending: bool, limit: int) -> QueryPage:
+                    descending: bool, limit: int, malformed: Malformed = "raise") -> QueryPage:
         """Return up to ``limit`` entries of ``shard_key`` strictly beyond ``after``.
 
         Entries come in ``(sort, item_id)`` order, descending if asked. A page may hold
         fewer than ``limit`` entries while ``resume`` is still set (a size-capped page,
-        at most 1 MB); ``resume`` is None only when nothing lies beyond the page.
+        at most 1 MB); ``resume`` is None only when nothing lies beyond the page. An
+        item the store holds that is not in the shape of an entry (something other
+        than shardex wrote it) raises MalformedItem naming it and ``shard_key``, or with
+        ``malformed="skip"`` is left out and reported in the page's ``skipped`` and on
+        the meter (``Recorder.malformed``).
         """
         if type(limit) is not int or limit < 1:
             raise InvalidInput(f"query limit must be an integer >= 1, got {limit!r}")
+        check_malformed(malformed)
         if after is not None and not (type(after) is tuple and len(after) == 2
                                       and type(after[0]) is str and type(after[1]) is str):
             raise InvalidInput(f"query after must be a (sort, item_id) pair or None, "
                                f"got {after!r}")
         _check_shard_key(shard_key)
-        with self._recorder(namespace, shard_key, False) as rec:
+        with self._recorder(namespace, shard_key, False, malformed == "skip") as rec:
             entries, resume = await self._query(namespace, shard_key, after, bool(descending),
                                                 limit, rec)
-        return QueryPage(entries, resume, rec.read)
+        return QueryPage(entries, resume, rec.read, tuple(rec.skipped))
 
     async def count(self, namespace: str, shard_key: str) -> int:
         """Return how many entries ``shard_key`` holds (every page of it is read)."""
@@ -389,7 +428,11 @@ class Store(abc.ABC):
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
                      descending: bool, limit: int,
                      rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
-        """See ``query``: return the page's entries and ``resume``."""
+        """See ``query``: return the page's entries and ``resume``.
+
+        An item of the listing that is not in an entry's shape goes to
+        ``rec.malformed(error, item_id)``, which raises or leaves it out.
+        """
 
     @abc.abstractmethod
     async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:

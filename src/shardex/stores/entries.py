@@ -17,10 +17,10 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["HISTORY_LENGTH", "NO_TOKEN", "Placement", "Position", "QueryPage", "Record",
-           "StoredEntry", "history_after", "is_token", "new_token"]
+           "Skipped", "StoredEntry", "history_after", "is_token", "new_token"]
 
 # How many tokens of earlier writes a placement keeps. A write whose try failed
 # ambiguously finds out whether it applied by looking for its token in the placement;
@@ -99,17 +99,35 @@ def history_after(expected: Placement | None) -> tuple[str, ...]:
     return expected.chain[-HISTORY_LENGTH:]
 
 
+class Skipped(NamedTuple):
+    """A malformed item a listing left out (``malformed="skip"``), and why.
+
+    ``key`` is the shard key read, ``reason`` the MalformedItem's message, ``at`` the
+    store clock's seconds. It is also an event on the store's meter, which
+    ``store.stats()`` and the metrics exporters count.
+    """
+
+    namespace: str
+    key: str
+    item_id: str
+    reason: str
+    at: float
+
+
 @dataclass(frozen=True, slots=True)
 class QueryPage:
     """One page of a shard, in the order asked for.
 
     ``resume`` is the position to pass as ``after`` for the next page, or None when
     the shard holds nothing beyond this page. ``units`` is the read capacity consumed.
+    ``skipped``: the malformed items the page left out, when the read skips them
+    (``shardex.stores.metered.Skipped``; empty otherwise).
     """
 
     entries: list[StoredEntry]
     resume: Position | None
     units: float = 0.0
+    skipped: tuple[Skipped, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

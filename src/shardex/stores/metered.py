@@ -20,8 +20,9 @@ counts subscribes to that meter and reads the same events: ``store.stats()``
 A subscriber is a plain callable; it must be quick and must not raise, as it runs inside
 the request path. Other event types flow through the same ``Meter.emit``, and subscribers
 ignore types they do not know: ``Hedge`` says what became of a hedged read's copies
-(each copy is also a request with its own ``Usage``), and ``FanOutRead`` how many shard
-keys one read of a logical key fans out to.
+(each copy is also a request with its own ``Usage``), ``FanOutRead`` how many shard
+keys one read of a logical key fans out to, and ``Skipped`` a malformed item a listing
+left out (``Recorder.malformed``).
 
 ``Counts`` is the one counter record (named fields) the subscribers accumulate into.
 """
@@ -29,13 +30,18 @@ keys one read of a logical key fans out to.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+import contextvars
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
 from shardex.clock import Clock
-from shardex.errors import ConditionFailed, Throttled, Unavailable
+from shardex.errors import ConditionFailed, MalformedItem, Throttled, Unavailable
+from shardex.stores.entries import Skipped
 
 __all__ = [
     "Counts",
@@ -46,10 +52,17 @@ __all__ = [
     "Outcome",
     "Recorder",
     "Share",
+    "Skipped",
     "Subscriber",
     "Usage",
+    "collect_skipped",
+    "detached",
     "split_units",
 ]
+
+log = logging.getLogger("shardex")
+# the malformed items skipped by the reads of the call under way (``collect_skipped``)
+_SKIPPED: ContextVar[list[Skipped] | None] = ContextVar("shardex_skipped", default=None)
 
 Outcome = Literal["ok", "conflict", "throttled", "unavailable", "ambiguous", "failed",
                   "cancelled"]
@@ -247,30 +260,61 @@ class Meter:
             subscriber(event)
 
 
+@contextlib.contextmanager
+def collect_skipped() -> Iterator[list[Skipped]]:
+    """Collect the malformed items the reads of this call skip, in the list it yields.
+
+    The reads of a call spread over tasks (one per shard, hedged copies): each task
+    started inside the ``with`` appends to the same list. For a coroutine's own use
+    (``ShardedIndex.query`` fills ``Page.skipped`` with it), not an async generator's.
+    """
+    found: list[Skipped] = []
+    token = _SKIPPED.set(found)
+    try:
+        yield found
+    finally:
+        _SKIPPED.reset(token)
+
+
+def detached() -> contextvars.Context:
+    """A copy of the current context in which reads collect their skipped items for no call.
+
+    For a request sent ahead of any call that will return its entries (a listing's read
+    ahead): what it skips is still counted and logged, but not put on the page of the
+    call that happened to send it, which has returned already.
+    """
+    context = contextvars.copy_context()
+    context.run(_SKIPPED.set, None)
+    return context
+
+
 class Recorder:
     """What one call of a store's public method consumed, request by request.
 
     Made by ``Store`` for each call and used as a context manager around the backend's
     hook: on exit it emits the request in flight, with the outcome the exception (if
-    any) gives it. Nothing is emitted for a call that sent no request.
+    any) gives it. Nothing is emitted for a call that sent no request. ``skip``: the
+    call leaves malformed items out of its listing (``malformed``) rather than raise.
     """
 
-    __slots__ = ("_clock", "_key", "_meter", "_namespace", "_shares", "_start", "_units",
-                 "_used", "_write", "read", "written")
+    __slots__ = ("_clock", "_key", "_meter", "_namespace", "_shares", "_skip", "_start",
+                 "_units", "_used", "_write", "read", "skipped", "written")
 
     def __init__(self, meter: Meter, clock: Clock, namespace: str, key: str,
-                 write: bool) -> None:
+                 write: bool, skip: bool = False) -> None:
         self._meter = meter
         self._clock = clock
         self._namespace = namespace
         self._key = key
         self._write = write
+        self._skip = skip
         self._shares: list[Share] = []
         self._units = 0.0
         self._start = 0.0
         self._used = False
         self.read = 0.0  # read units consumed by the whole call
         self.written = 0.0  # write units consumed by the whole call
+        self.skipped: list[Skipped] = []  # malformed items the call left out
 
     def __enter__(self) -> Recorder:
         return self
@@ -328,6 +372,28 @@ class Recorder:
         for share in shares:
             append(_new(Share, share))
             self._units += share[1]
+
+    def malformed(self, error: MalformedItem, item_id: str) -> None:
+        """A listed item the store cannot read as an entry: raise, or leave it out.
+
+        Raises MalformedItem naming the item and the shard key read (and the option that
+        skips such items), unless the call skips them: then the item is left out of the
+        page, kept in ``skipped``, logged as a warning and emitted on the meter as a
+        ``Skipped`` event, which ``store.stats()`` and the metrics count. Never silent.
+        """
+        key = self._key
+        if not self._skip:
+            raise MalformedItem(f"{error} (listed under shard key {key!r}; "
+                                "ShardedIndex(..., malformed='skip') leaves such items out "
+                                "and reports them)", item_id=item_id, key=key) from error
+        skipped = _new(Skipped, (self._namespace, key, item_id, str(error),
+                                 self._clock.now()))
+        self.skipped.append(skipped)
+        collected = _SKIPPED.get()
+        if collected is not None:
+            collected.append(skipped)
+        log.warning("skipped a malformed item listed under shard key %r: %s", key, error)
+        self._meter.emit(skipped)
 
     def share(self, units: float, weights: Sequence[tuple[str, float]]) -> None:
         """Report one total for the request in flight, shared over keys by weight."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shardex.keys import PLACEMENT_PREFIX, is_reserved
-from shardex.stores.metered import Counts, Hedge, Share, Usage
+from shardex.stores.metered import Counts, Hedge, Share, Skipped, Usage
 
 __all__ = ["KeyStats", "StatsCounter", "StoreStats"]
 
@@ -85,6 +85,8 @@ class StoreStats:
     - ``throttle_reasons``: throttled requests by the reason the store gave
       (``Throttled.reason``: DynamoDB's ThrottlingReason, ``injected`` for an injected
       fault, ``unknown`` when the store gave none).
+    - ``skipped``: shard key -> malformed items listings left out there
+      (``malformed="skip"``; each time a read met one: a hedged copy's reads count too).
     """
 
     by_key: dict[str, KeyStats]
@@ -96,6 +98,7 @@ class StoreStats:
     ambiguous: int = 0
     elapsed: float = 0.0
     throttle_reasons: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
     def reserved(key: str) -> bool:
@@ -143,6 +146,7 @@ class StatsCounter:
         self._ambiguous: dict[str, int] = {}
         self._hedged: dict[str, dict[str, Counts]] = {}
         self._reasons: dict[str, dict[str, int]] = {}
+        self._skipped: dict[str, dict[str, int]] = {}
         self._first: float | None = None
         self._last = 0.0
 
@@ -150,6 +154,9 @@ class StatsCounter:
         if type(usage) is not Usage:
             if type(usage) is Hedge:
                 self._hedge(usage)
+            elif type(usage) is Skipped:
+                skipped = self._skipped.setdefault(usage.namespace, {})
+                skipped[usage.key] = skipped.get(usage.key, 0) + 1
             return
         ns, target, write, outcome, units, shares, start, end, reason = usage
         first = self._first
@@ -281,7 +288,13 @@ class StatsCounter:
             if chosen(ns):
                 for why, n in counted.items():
                     reasons[why] = reasons.get(why, 0) + n
+        skipped: dict[str, int] = {}
+        for ns, counted in self._skipped.items():
+            if chosen(ns):
+                for key, n in counted.items():
+                    skipped[key] = skipped.get(key, 0) + n
         return StoreStats(
+            skipped=dict(sorted(skipped.items())),
             by_key=by_key, by_partition=by_partition, timeline=timeline,
             throttle_timeline=throttles, totals=KeyStats.of(totals),
             unavailable=sum(n for ns, n in self._unavailable.items() if chosen(ns)),

@@ -3,14 +3,20 @@
 The memory store models DynamoDB, so it refuses what DynamoDB refuses, with the same
 error (InvalidInput naming the attribute): code tested on ``memory://`` does not fail
 in production on a value DynamoDB cannot store. ``Store.place`` runs these checks for
-every backend before any request, and the DynamoDB codec writes numbers with
-``number_text``; no backend keeps a copy of the rules.
+every backend before any request, with the store's ``ValueRules``
+(``capabilities.values``), and the DynamoDB codec writes numbers with ``number_text``;
+no backend keeps a copy of the rules.
 
-Storable: None, bool, int and float (finite, at most 38 significant digits, exponent
-from -130 to +125), Decimal (the same), str and attribute names (valid Unicode: no
-unpaired surrogate), bytes, lists and tuples, and mappings with text keys, nested at
-most 32 levels. Sets are refused (DynamoDB's sets cannot be empty and come back as
-lists: store a list). An item is at most 400 KB (``MAX_ITEM_BYTES``), names included.
+Storable everywhere (``DYNAMODB_VALUES``): None, bool, int and float (finite, at most 38
+significant digits, exponent from -130 to +125), Decimal (the same), str and attribute
+names (valid Unicode: no unpaired surrogate), bytes, lists and tuples, mappings with
+text keys, nested at most 32 levels, and sets as DynamoDB has them (SS, NS, BS): a
+non-empty set (or frozenset) of text alone, of numbers alone or of bytes alone. An
+item is at most 400 KB (``MAX_ITEM_BYTES``), names included.
+
+A store that holds more says so with its own ``ValueRules``: Azure Table Storage adds
+its EDM types (``shardex.stores.azure.codec.AZURE_VALUES``: any double, UUID, datetime,
+and the Azure SDK's ``EntityProperty``).
 """
 
 from __future__ import annotations
@@ -18,20 +24,35 @@ from __future__ import annotations
 import decimal
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from shardex.errors import InvalidInput
 
-__all__ = ["MAX_DEPTH", "MAX_ITEM_BYTES", "check_attrs", "check_document", "check_text",
-           "check_value", "number_text"]
+__all__ = ["DYNAMODB_VALUES", "MAX_DEPTH", "MAX_ITEM_BYTES", "ValueRules", "check_attrs",
+           "check_document", "check_set", "check_text", "check_value", "number_text"]
 
 MAX_ITEM_BYTES = 400 * 1024
 MAX_DEPTH = 32
-# DynamoDB numbers: 38 significant digits, exponents from -130 to +125
-_NUMBERS = decimal.Context(prec=38, Emin=-128, Emax=126, traps=[decimal.Inexact,
-                                                                 decimal.Rounded])
 _SMALL_INT = 10**38
+
+
+@dataclass(frozen=True, slots=True)
+class ValueRules:
+    """The attribute values one store holds: DynamoDB's, and what ``extra`` adds.
+
+    ``extra(value, where)`` is asked first about every value that is not text, a small
+    int, None or a bool: it returns True for a value the store holds beyond DynamoDB's
+    rules (raising InvalidInput, naming ``where``, for a bad one of its kinds), False to
+    let DynamoDB's rules decide. ``name`` names the store family in messages.
+    """
+
+    name: str = "DynamoDB"
+    extra: Callable[[Any, str], bool] | None = None
+
+
+DYNAMODB_VALUES = ValueRules()
 
 
 def check_text(text: str, where: str) -> None:
@@ -52,25 +73,28 @@ def number_text(value: int | float | decimal.Decimal, where: str) -> str:
     number = decimal.Decimal(repr(value)) if isinstance(value, float) else decimal.Decimal(value)
     if not number.is_finite():
         raise InvalidInput(f"{where}: DynamoDB cannot store {value!r}")
-    try:
-        _NUMBERS.create_decimal(number)
-    except decimal.DecimalException as exc:
+    # trailing zeros are not significant: DynamoDB holds 10**38 (1E+38)
+    significant = len(bytes(number.as_tuple().digits).rstrip(b"\0"))
+    if significant > 38 or (significant and not -130 <= number.adjusted() <= 125):
         raise InvalidInput(f"{where}: {value!r} does not fit a DynamoDB number "
-                           "(38 significant digits, exponent -130 to 125)") from exc
+                           "(38 significant digits, exponent -130 to 125)")
     return str(number)
 
 
-def check_value(value: Any, where: str, depth: int = 0) -> None:
-    """Raise InvalidInput, naming ``where``, unless DynamoDB can store ``value``."""
+def check_value(value: Any, where: str, depth: int = 0,
+                rules: ValueRules = DYNAMODB_VALUES) -> None:
+    """Raise InvalidInput, naming ``where``, unless the store of ``rules`` can hold ``value``."""
     kind = type(value)
     if kind is str:
         check_text(value, where)
-    elif kind is int:
-        if not -_SMALL_INT < value < _SMALL_INT:
-            number_text(value, where)
-    elif value is None or kind is bool:
         return
-    elif isinstance(value, int | float | decimal.Decimal) and not isinstance(value, bool):
+    if kind is int and -_SMALL_INT < value < _SMALL_INT:
+        return
+    if value is None or kind is bool:
+        return
+    if rules.extra is not None and rules.extra(value, where):
+        return
+    if isinstance(value, int | float | decimal.Decimal) and not isinstance(value, bool):
         number_text(value, where)
     elif isinstance(value, str):
         check_text(value, where)
@@ -80,25 +104,51 @@ def check_value(value: Any, where: str, depth: int = 0) -> None:
         if depth >= MAX_DEPTH:
             raise InvalidInput(f"{where}: nested deeper than DynamoDB's {MAX_DEPTH} levels")
         if isinstance(value, Mapping):
-            check_attrs(value, where, depth + 1)
+            check_attrs(value, where, depth + 1, rules)
         else:
             for i, element in enumerate(value):
-                check_value(element, f"{where}[{i}]", depth + 1)
+                check_value(element, f"{where}[{i}]", depth + 1, rules)
     elif isinstance(value, set | frozenset):
-        raise InvalidInput(f"{where}: a set cannot be stored (DynamoDB's sets are never "
-                           "empty and come back as lists); store a list")
+        check_set(value, where)
     else:
-        raise InvalidInput(f"{where}: a {kind.__name__} cannot be stored in DynamoDB; "
-                           "use None, bool, int, float, Decimal, str, bytes, list or dict")
+        raise InvalidInput(f"{where}: a {kind.__name__} cannot be stored in {rules.name}; "
+                           "use None, bool, int, float, Decimal, str, bytes, list, dict or a "
+                           "set of text, numbers or bytes")
 
 
-def check_attrs(attrs: Mapping[str, Any], where: str = "attrs", depth: int = 0) -> None:
+def check_set(value: set[Any] | frozenset[Any], where: str) -> str:
+    """Return DynamoDB's type of a set (SS, NS or BS); InvalidInput naming ``where`` unless
+    it is non-empty and holds text alone, numbers alone or bytes alone."""
+    if not value:
+        raise InvalidInput(f"{where}: an empty set cannot be stored (DynamoDB's sets are "
+                           "never empty); store None or leave the attribute out")
+    kinds = set()
+    for element in value:
+        if isinstance(element, str):
+            check_text(element, where)
+            kinds.add("SS")
+        elif isinstance(element, bytes):
+            kinds.add("BS")
+        elif isinstance(element, int | float | decimal.Decimal) \
+                and not isinstance(element, bool):
+            number_text(element, where)
+            kinds.add("NS")
+        else:
+            kinds.add(type(element).__name__)
+    if len(kinds) != 1 or not kinds <= {"SS", "NS", "BS"}:
+        raise InvalidInput(f"{where}: a set holds text alone, numbers alone or bytes alone "
+                           f"(DynamoDB's SS, NS and BS), not {', '.join(sorted(kinds))}")
+    return kinds.pop()
+
+
+def check_attrs(attrs: Mapping[str, Any], where: str = "attrs", depth: int = 0,
+                rules: ValueRules = DYNAMODB_VALUES) -> None:
     """Raise InvalidInput unless every name is non-empty text and every value storable."""
     for name, value in attrs.items():
         if type(name) is not str or not name:
             raise InvalidInput(f"{where}: attribute names must be non-empty text, got {name!r}")
         check_text(name, f"{where} name")
-        check_value(value, f"{where}[{name!r}]", depth)
+        check_value(value, f"{where}[{name!r}]", depth, rules)
 
 
 def check_document(body: Mapping[str, Any], where: str, max_bytes: int = MAX_ITEM_BYTES) -> None:

@@ -12,9 +12,9 @@ over time against one partition's ceiling, throttles, and a reshard's progress.
 - ``PrometheusFeed``: a ``/metrics`` endpoint that ``shardex.metrics`` serves, scraped at
   each read; rates are the counters' differences between scrapes, kept for the last
   ``keep`` scrapes.
+- ``FleetFeed`` (``shardex.web.fleet``): a Prometheus server, every process it scrapes.
 
-``RoutingWatch`` adds what the routing record of a store says (its version, and the
-versions a reshard goes between), read at most every ``every`` seconds.
+``document`` builds the document all of them return.
 """
 
 from __future__ import annotations
@@ -24,19 +24,20 @@ import threading
 import time
 import urllib.request
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
 from shardex.capacity import Ceiling, resolve_ceiling
 from shardex.documents import SERVE_SCHEMA, rounded
 from shardex.errors import InvalidInput, InvalidKey, MissingDependency, Unavailable
-from shardex.keys import parse_shard_key
+from shardex.keys import SEPARATOR, parse_shard_key
+from shardex.metrics.labels import OTHER
 from shardex.metrics.recorder import MetricsRecorder
 from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HeatSnapshot, KeyMeter
 
-__all__ = ["Feed", "MeterFeed", "PrometheusFeed", "RoutingWatch"]
+__all__ = ["Feed", "INTERNAL", "MeterFeed", "PrometheusFeed", "document", "value_of"]
 
 _SHOWN = 20  # keys of each level shown
 
@@ -50,21 +51,54 @@ class Feed:
         raise NotImplementedError
 
 
-def _document(source: str, at: float, window: float, ceiling: Ceiling,
-              values: list[dict[str, Any]], shard_keys: list[dict[str, Any]],
-              timeline: dict[str, Any], totals: dict[str, Any],
-              reshard: dict[str, Any] | None) -> dict[str, Any]:
+# what the rows that are not shard keys stand for (shown apart from the shard keys)
+INTERNAL = {
+    "#placement": "placements: where each item's entry lives (one record an item, never "
+                  "hot by itself)",
+    "#record": "shardex's own records: routing, reshard plans and work units",
+    "#owner": "the owner record: which index a table serves",
+    OTHER: "keys without a label of their own: all but the heaviest, summed (bounded labels)",
+}
+
+
+def _internal(row: dict[str, Any], level: str) -> bool:
+    key = row["key"]
+    return key == OTHER or (level == "shard_key" and key.startswith(SEPARATOR))
+
+
+def document(source: str, at: float, window: float, ceiling: Ceiling,
+             values: list[dict[str, Any]], shard_keys: list[dict[str, Any]],
+             timeline: dict[str, Any], totals: dict[str, Any],
+             reshard: dict[str, Any] | None, *, feed: dict[str, Any]) -> dict[str, Any]:
+    """A ``shardex.serve/1`` document from a feed's rows (see docs/json.md).
+
+    Rows of the store's own records (``#placement``, ...) and of the unlabelled keys
+    (``other``) go to ``internal``, apart from the logical and shard keys, and out of
+    the charts.
+    """
+    internal = []
+    for level, rows in (("value", values), ("shard_key", shard_keys)):
+        for row in [r for r in rows if _internal(r, level)]:
+            rows.remove(row)
+            internal.append({**row, "level": level, "what": INTERNAL.get(
+                row["key"], "a record of the store's own")})
+        shown = timeline.get("values" if level == "value" else "shard_keys", {})
+        for key in [k for k in shown if k == OTHER or (level == "shard_key" and
+                                                      k.startswith(SEPARATOR))]:
+            del shown[key]
     values.sort(key=lambda v: (-v["peak_units_per_s"], v["key"]))
     shard_keys.sort(key=lambda v: (-v["peak_units_per_s"], v["key"]))
-    for row in (*values, *shard_keys):
+    internal.sort(key=lambda v: (-v["peak_units_per_s"], v["key"]))
+    for row in (*values, *shard_keys, *internal):
         row["peak_to_ceiling"] = max(row.pop("peak_write_units_per_s") / ceiling.write_units,
                                      row.pop("peak_read_units_per_s") / ceiling.read_units)
     doc: dict[str, Any] = rounded({
-        "schema": SERVE_SCHEMA, "source": source, "at": at, "window_s": window,
+        "schema": SERVE_SCHEMA, "source": source, "feed": feed, "at": at, "window_s": window,
         "ceiling": {"name": ceiling.name, "write_units_per_s": ceiling.write_units,
                     "read_units_per_s": ceiling.read_units},
         "values": values[:_SHOWN], "shard_keys": shard_keys[:_SHOWN],
-        "timeline": timeline, "totals": totals, "reshard": reshard, "routing": None})
+        "internal": internal[:_SHOWN], "timeline": timeline, "totals": totals,
+        "reshard": reshard, "routing": None})
     return doc
 
 
@@ -134,8 +168,9 @@ class MeterFeed(Feed):
         reshard = None
         if self._recorder is not None and self._index is not None:
             reshard = self._recorder.reshard(self._index).to_dict()
-        return _document(self.source, snap.at, snap.window, self._ceiling, values, shard_keys,
-                         timeline, totals, reshard)
+        return document(self.source, snap.at, snap.window, self._ceiling, values, shard_keys,
+                        timeline, totals, reshard,
+                        feed={"kind": "meter", "note": "this process's own index meter"})
 
 
 def _aligned(starts: list[float], line: list[tuple[float, float]]) -> list[float]:
@@ -147,11 +182,13 @@ def _aligned(starts: list[float], line: list[tuple[float, float]]) -> list[float
 class PrometheusFeed(Feed):
     """Documents from scrapes of a shardex ``/metrics`` endpoint (see module).
 
-    ``clock`` gives the seconds a scrape is stamped with (``time.monotonic``).
+    ``clock`` gives the seconds a scrape is stamped with (``time.monotonic``); ``index``
+    keeps that index's series only (None: every index the endpoint counts).
     """
 
     def __init__(self, url: str, *, ceiling: str | float | Ceiling = "dynamodb",
-                 keep: int = 120, clock: Callable[[], float] = time.monotonic) -> None:
+                 keep: int = 120, clock: Callable[[], float] = time.monotonic,
+                 index: str | None = None) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidInput(f"a Prometheus endpoint is an http(s):// URL, got {url!r}")
         try:
@@ -166,6 +203,7 @@ class PrometheusFeed(Feed):
             deque(maxlen=max(2, keep))
         self._lock = threading.Lock()
         self._reshard: dict[str, Any] | None = None
+        self._index = index
         self.source = url
 
     def _scrape(self) -> dict[str, dict[str, list[float]]]:
@@ -178,9 +216,17 @@ class PrometheusFeed(Feed):
         levels: dict[str, dict[str, list[float]]] = {"value": {}, "shard_key": {}}
         slot = {"units": 0, "throttles": 2, "requests": 3}
         reshard: dict[str, Any] = {}
-        for family in self._parse(text):
+        try:
+            families = list(self._parse(text))
+        except ValueError as exc:
+            raise InvalidInput(
+                f"{self._url} did not answer in the Prometheus text format ({exc}); give a "
+                "process's /metrics endpoint, or a Prometheus server's base URL") from None
+        for family in families:
             for sample in family.samples:
                 name, labels = sample.name, sample.labels
+                if self._index is not None and labels.get("index") != self._index:
+                    continue
                 if name.startswith("shardex_reshard_"):
                     field = name.removeprefix("shardex_reshard_")
                     reshard.setdefault("index", labels.get("index"))
@@ -230,9 +276,9 @@ class PrometheusFeed(Feed):
                        "requests": int(figures[3]), "units": figures[0] + figures[1],
                        "throttles": int(figures[2]), "latency_p99_ms": None}
                 if level == "value":
-                    row["shards"] = sum(1 for k in levels["shard_key"] if _value_of(k) == key)
+                    row["shards"] = sum(1 for k in levels["shard_key"] if value_of(k) == key)
                 else:
-                    row["value"] = _value_of(key)
+                    row["value"] = value_of(key)
                 rows[level].append(row)
         hottest = {level: {r["key"] for r in sorted(rows[level],
                                                     key=lambda r: -r["peak_units_per_s"])[:8]}
@@ -248,52 +294,15 @@ class PrometheusFeed(Feed):
         if reshard is not None and reshard.get("total"):
             reshard["progress"] = min(1.0, reshard.get("moved", 0.0) / reshard["total"])
         window = starts[-1] - starts[-2] if len(starts) > 1 else 0.0
-        return _document(self.source, scrapes[-1][0], window, self._ceiling, rows["value"],
-                         rows["shard_key"], timeline, totals, reshard)
+        feed = {"kind": "endpoint", "url": self._url,
+                "note": "one process's /metrics: other processes of the fleet are not in it"}
+        return document(self.source, scrapes[-1][0], window, self._ceiling, rows["value"],
+                        rows["shard_key"], timeline, totals, reshard, feed=feed)
 
 
-def _value_of(key: str) -> str:
+def value_of(key: str) -> str:
+    """The logical key of shard key ``key`` (itself when it is not a shard key)."""
     try:
         return parse_shard_key(key)[0]
     except InvalidKey:
         return key
-
-
-class RoutingWatch:
-    """The routing record of index ``index`` in the store at ``uri``, read at most every
-    ``every`` seconds (each read opens the store: a short-lived client)."""
-
-    def __init__(self, uri: str, index: str, *, every: float = 5.0,
-                 options: Mapping[str, Any] | None = None) -> None:
-        self._uri = uri
-        self._index = index
-        self._every = every
-        self._options = dict(options or {})
-        self._read_at = -float("inf")
-        self._last: dict[str, Any] | None = None
-        self._lock = threading.Lock()
-
-    def read(self) -> dict[str, Any] | None:
-        with self._lock:
-            if time.monotonic() - self._read_at < self._every:
-                return self._last
-            self._read_at = time.monotonic()
-            self._last = asyncio.run(self._fetch())
-            return self._last
-
-    async def _fetch(self) -> dict[str, Any]:
-        from shardex.routing_record import RoutingRecord
-        from shardex.stores import open_store
-
-        store = open_store(self._uri, **self._options)
-        async with store:
-            stored, _, _ = await RoutingRecord(store, self._index).read()
-        if stored is None:
-            return {"index": self._index, "stored": False}
-        previous = stored.previous
-        return {"index": self._index, "stored": True, "version": stored.version,
-                "in_transition": previous is not None,
-                "from_version": None if previous is None else previous.version,
-                "overrides": {v: p.shards for v, p in stored.overrides.items()},
-                "previous_overrides": None if previous is None else {
-                    v: p.shards for v, p in previous.overrides.items()}}

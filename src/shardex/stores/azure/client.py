@@ -197,6 +197,7 @@ class TablesClient(abc.ABC):
 
     endpoint: str = "Azure Table Storage"
     table: str = ""
+    connections: int | None = None  # requests it carries at once (its pool), if known
 
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Create connections, if the adapter owns any."""
@@ -231,6 +232,8 @@ class SdkClient(TablesClient):
                          "read_timeout": read_timeout}
         self._aio = aio
         self._client: Any = None
+        # azure-core's aiohttp session keeps aiohttp's default pool: 100 connections
+        self.connections = 100
 
     async def open(self) -> None:
         if self._client is None:

@@ -4,12 +4,30 @@ Pure: no I/O and no driver import. Keys come from ``shardex.stores.azure.keys``.
 Azure properties are flat and typed (string, integer, double, ...), each string at most
 64 KiB (32,768 UTF-16 code units); shardex's attributes are nested JSON-like values. So
 attributes are written as JSON text split over properties ``a0``, ``a1``, ... of at most
-``CHUNK_CHARS`` characters, with the types JSON lacks tagged: bytes as ``{"$b": base64}``,
-Decimal as ``{"$d": text}``, and a mapping whose only key starts with ``$`` wrapped as
-``{"$m": mapping}``, so every storable value round-trips (ints stay ints, floats floats,
-tuples come back as lists). Versions are written as decimal text (a version may pass
-Int64). An entity holds at most 1 MiB; one that would not fit is refused before any
-request.
+``CHUNK_CHARS`` characters, with the types JSON lacks tagged (a one-key object):
+
+=========================================  ==============================================
+value                                      JSON
+=========================================  ==============================================
+bytes (Edm.Binary)                         ``{"$b": base64}``
+Decimal                                    ``{"$d": text}``
+a set (text, numbers or bytes alone)       ``{"$s": [elements]}``, back as a frozenset
+a float JSON cannot hold (NaN, infinities) ``{"$f": "NaN" | "Infinity" | "-Infinity"}``
+uuid.UUID (Edm.Guid)                       ``{"$u": text}``
+datetime (Edm.DateTime)                    ``{"$t": isoformat}``; one the Azure SDK read
+                                           (its service text, 7 fractional digits, kept):
+                                           ``{"$ts": [isoformat, service text]}``
+the SDK's ``EntityProperty(value, type)``  ``{"$e": [EDM type name, value]}``
+a mapping whose only key starts with ``$``  ``{"$m": mapping}``
+=========================================  ==============================================
+
+So every value the store accepts (``AZURE_VALUES``: DynamoDB's, and the EDM types as the
+Azure SDK hands them to an application) comes back equal and of its type: ints stay
+ints (Int32 and Int64), floats floats, an ``EntityProperty`` (the SDK's Int64, say) an
+``EntityProperty``, a datetime the SDK read keeps its service text (a datetime with a
+zone from ``zoneinfo`` comes back with its fixed offset, the same instant); tuples come
+back as lists. Versions are written as decimal text (a version may pass Int64). An
+entity holds at most 1 MiB; one that would not fit is refused before any request.
 
 Entities (``P`` is a PartitionKey, ``R`` a RowKey; see ``keys``):
 
@@ -25,22 +43,28 @@ Entities (``P`` is a PartitionKey, ``R`` a RowKey; see ``keys``):
 from __future__ import annotations
 
 import base64
+import datetime
 import decimal
 import json
+import math
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from shardex.errors import InvalidInput, MalformedItem
+from shardex.errors import InvalidInput, MalformedItem, MissingDependency
 from shardex.stores.azure import keys
 from shardex.stores.base import Placement, Record, StoredEntry, is_token
+from shardex.stores.values import ValueRules, check_value
 
 __all__ = [
+    "AZURE_VALUES",
     "CHUNK_CHARS",
     "COMMITTED",
     "MAX_ENTITY_BYTES",
     "MOVING",
     "PENDING",
     "PLACEMENT_ROW",
+    "ServiceDatetime",
     "attrs_from",
     "chunked",
     "entry_from_row",
@@ -59,16 +83,85 @@ CHUNK_CHARS = 16_384
 MAX_ENTITY_BYTES = 1024 * 1024
 
 
+# The EDM types and the Python types the Azure SDK gives their values
+_EDM: dict[str, tuple[type, ...]] = {
+    "Edm.Binary": (bytes,), "Edm.Boolean": (bool,), "Edm.DateTime": (datetime.datetime,),
+    "Edm.Double": (float,), "Edm.Guid": (uuid.UUID,), "Edm.Int32": (int,),
+    "Edm.Int64": (int,), "Edm.String": (str,)}
+_INT_BITS = {"Edm.Int32": 31, "Edm.Int64": 63}
+_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+class ServiceDatetime(datetime.datetime):
+    """A DateTime as Azure stored it: the datetime, and the service's own text of it.
+
+    The Azure SDK reads an Edm.DateTime as a datetime that keeps the service's text
+    (``tables_service_value``, with 7 fractional digits where Python keeps 6) and writes
+    that text back; shardex hands such a value back the same way.
+    """
+
+    _service_value: str
+
+    @property
+    def tables_service_value(self) -> str:
+        """The service's text of the DateTime, as the SDK's own datetimes name it."""
+        return getattr(self, "_service_value", "")
+
+
+def _entity_property(value: Any) -> bool:
+    """True for the Azure SDK's ``EntityProperty(value, edm_type)`` (a named tuple)."""
+    return isinstance(value, tuple) and getattr(type(value), "_fields", None) == (
+        "value", "edm_type")
+
+
+def _azure_value(value: Any, where: str) -> bool:
+    """The values Azure holds beyond DynamoDB's: any double, UUID, datetime, EntityProperty."""
+    if isinstance(value, float | uuid.UUID | datetime.datetime):
+        return True  # Edm.Double holds NaN and the infinities too
+    if not _entity_property(value):
+        return False
+    inner, edm = value
+    name = str(getattr(edm, "value", edm))
+    kinds = _EDM.get(name)
+    if kinds is None:
+        raise InvalidInput(f"{where}: EntityProperty of EDM type {name!r}; Azure Table "
+                           f"Storage has {', '.join(sorted(_EDM))}")
+    if not isinstance(inner, kinds) or (isinstance(inner, bool) and name != "Edm.Boolean"):
+        raise InvalidInput(f"{where}: EntityProperty({inner!r}, {name}) holds a "
+                           f"{type(inner).__name__}, not the {kinds[0].__name__} of {name}")
+    bits = _INT_BITS.get(name)
+    if bits is not None and not -(2**bits) <= inner < 2**bits:
+        raise InvalidInput(f"{where}: {inner} does not fit {name}")
+    check_value(inner, where, rules=AZURE_VALUES)
+    return True
+
+
+AZURE_VALUES = ValueRules("Azure Table Storage", _azure_value)
+
+
 def _plain(value: Any) -> Any:
     """A JSON value for a storable attribute value (types JSON lacks are tagged)."""
-    if value is None or isinstance(value, bool | int | float | str):
+    if value is None or isinstance(value, bool | int | str):
         return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$f": json.dumps(value)}
     if isinstance(value, decimal.Decimal):
         return {"$d": str(value)}
     if isinstance(value, bytes | bytearray):
         return {"$b": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, uuid.UUID):
+        return {"$u": str(value)}
+    if isinstance(value, datetime.datetime):
+        service = getattr(value, "tables_service_value", "")
+        if service:
+            return {"$ts": [value.isoformat(), service]}
+        return {"$t": value.isoformat()}
+    if _entity_property(value):
+        return {"$e": [str(getattr(value[1], "value", value[1])), _plain(value[0])]}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return {"$s": [_plain(v) for v in sorted(value)]}
     mapping = {name: _plain(v) for name, v in value.items()}
     if len(mapping) == 1 and next(iter(mapping)).startswith("$"):
         return {"$m": mapping}
@@ -83,13 +176,42 @@ def _typed(value: Any) -> Any:
         return value
     if len(value) == 1:
         ((tag, inner),) = value.items()
-        if tag == "$d":
-            return decimal.Decimal(inner)
-        if tag == "$b":
-            return base64.b64decode(inner)
-        if tag == "$m":
-            return {name: _typed(v) for name, v in inner.items()}
+        decode = _TAGS.get(tag)
+        if decode is not None:
+            return decode(inner)
     return {name: _typed(v) for name, v in value.items()}
+
+
+def _service_datetime(inner: list[str]) -> ServiceDatetime:
+    iso, service = inner
+    moment = datetime.datetime.fromisoformat(iso)
+    found = ServiceDatetime(moment.year, moment.month, moment.day, moment.hour,
+                            moment.minute, moment.second, moment.microsecond, moment.tzinfo,
+                            fold=moment.fold)
+    found._service_value = service
+    return found
+
+
+def _typed_property(inner: list[Any]) -> Any:
+    try:
+        from azure.data.tables import EdmType, EntityProperty
+    except ImportError as exc:
+        raise MissingDependency("azure-data-tables", "azure") from exc
+    name, held = inner
+    return EntityProperty(_typed(held), EdmType(name))
+
+
+_TAGS: dict[str, Any] = {
+    "$d": decimal.Decimal,
+    "$b": base64.b64decode,
+    "$m": lambda inner: {name: _typed(v) for name, v in inner.items()},
+    "$s": lambda inner: frozenset(_typed(v) for v in inner),
+    "$f": lambda inner: _FLOATS[inner],
+    "$u": uuid.UUID,
+    "$t": datetime.datetime.fromisoformat,
+    "$ts": _service_datetime,
+    "$e": _typed_property,
+}
 
 
 def chunked(prefix: str, text: str) -> dict[str, str]:

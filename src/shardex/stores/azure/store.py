@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from shardex.capacity import QUERY_PAGE_BYTES
 from shardex.clock import Clock
-from shardex.errors import ConditionFailed, InvalidInput, InvalidURI
+from shardex.errors import ConditionFailed, InvalidInput, InvalidKey, InvalidURI, MalformedItem
 from shardex.keys import record_key
 from shardex.stores.azure import codec, keys
 from shardex.stores.azure.client import Row, SdkClient, TablesClient, map_error
@@ -29,6 +29,7 @@ _MAX_PAGE = 1000
 _ENTRY_FIELDS = ["PartitionKey", "RowKey", "k", "s", "id", "t", "st"]
 _OPTIONS: Mapping[str, type] = {"endpoint": str, "connect_timeout": float,
                                 "read_timeout": float}
+
 
 
 class AzureTablesStore(Store):
@@ -49,8 +50,8 @@ class AzureTablesStore(Store):
                  connection_string: str | None = None, client: TablesClient | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
                  clock: Clock | None = None) -> None:
-        super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE),
-                         clock=clock)
+        super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE,
+                                                   values=codec.AZURE_VALUES), clock=clock)
         if type(table) is not str or not table:
             raise InvalidInput(f"Azure table name must be non-empty text, got {table!r}")
         for name, seconds in (("connect_timeout", connect_timeout),
@@ -95,6 +96,11 @@ class AzureTablesStore(Store):
     def client(self) -> TablesClient:
         """The adapter the store calls Azure through."""
         return self._client
+
+    @property
+    def connections(self) -> int | None:
+        """The client's connection pool, if it says (the SDK's aiohttp session: 100)."""
+        return self._client.connections
 
     async def _connect(self) -> None:
         await self._client.open()
@@ -167,7 +173,12 @@ class AzureTablesStore(Store):
                 parameters, top=max(1, min(_MAX_PAGE, limit + 1 - len(rows))),
                 continuation=continuation)
             for props, _ in page:
-                position = keys.decode_position(props["RowKey"])
+                try:
+                    position = keys.decode_position(props["RowKey"])
+                except InvalidKey as exc:
+                    rec.malformed(MalformedItem(f"entity {props['RowKey'][:60]!r} of "
+                                                f"{shard_key!r}: {exc}"), _id_of(props))
+                    continue
                 if (len(rows) >= limit or size >= QUERY_PAGE_BYTES) \
                         and position != rows[-1][1]:
                     more = True
@@ -177,9 +188,14 @@ class AzureTablesStore(Store):
             if continuation is None:
                 break
         verdicts = await self._placer.owned(rec, namespace, [props for props, _ in rows])
-        entries = [codec.entry_from_row(props, f"entry row {props['RowKey']!r} of "
-                                               f"{shard_key!r}")
-                   for (props, _), kept in zip(rows, verdicts, strict=True) if kept]
+        entries = []
+        for (props, _), kept in zip(rows, verdicts, strict=True):
+            if kept:
+                try:
+                    entries.append(codec.entry_from_row(
+                        props, f"entry row {props['RowKey']!r} of {shard_key!r}"))
+                except MalformedItem as exc:
+                    rec.malformed(exc, _id_of(props))
         return entries, rows[-1][1] if more else None
 
     async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
@@ -296,3 +312,8 @@ class AzureTablesStore(Store):
                          partition=keys.record_partition(namespace),
                          row=keys.encode_text(key), etag=etag)
 
+
+def _id_of(props: Mapping[str, Any]) -> str:
+    """The item id an entry row names, for a report of a row that is not an entry."""
+    found = props.get("id")
+    return found if isinstance(found, str) else "?"

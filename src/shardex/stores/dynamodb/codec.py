@@ -20,7 +20,7 @@ from shardex.capacity import write_units
 from shardex.errors import InvalidInput, MalformedItem
 from shardex.keys import RECORD_PREFIX, placement_key
 from shardex.stores.base import Placement, Position, Record, StoredEntry, is_token
-from shardex.stores.values import number_text
+from shardex.stores.values import check_set, number_text
 
 __all__ = [
     "SINGLE",
@@ -42,6 +42,7 @@ __all__ = [
     "record_item",
     "record_item_key",
     "record_partition",
+    "same_attribute",
     "to_attribute",
     "to_attributes",
 ]
@@ -73,12 +74,13 @@ def decode_position(key: str, item_id: str | None = None) -> Position:
 # -- attribute values -----------------------------------------------------------------
 
 def to_attribute(value: Any, where: str = "attrs") -> dict[str, Any]:
-    """Return the DynamoDB attribute value of a JSON-like Python value.
+    """Return the DynamoDB attribute value of a Python value.
 
     None, bool, int, float (finite, at most 38 significant digits), Decimal, str,
-    bytes, lists and tuples (as L) and mappings with str keys (as M) are accepted
-    (``shardex.stores.values`` has the rules, which ``Store.place`` checks first);
-    anything else raises InvalidInput naming ``where``.
+    bytes, lists and tuples (as L), mappings with str keys (as M) and non-empty sets of
+    text, numbers or bytes (as SS, NS, BS) are accepted (``shardex.stores.values`` has
+    the rules, which ``Store.place`` checks first); anything else raises InvalidInput
+    naming ``where``. ``from_attribute`` turns the result back into an equal value.
     """
     if value is None:
         return {"NULL": True}
@@ -94,8 +96,13 @@ def to_attribute(value: Any, where: str = "attrs") -> dict[str, Any]:
         return {"L": [to_attribute(v, f"{where}[{i}]") for i, v in enumerate(value)]}
     if isinstance(value, Mapping):
         return {"M": to_attributes(value, where)}
+    if isinstance(value, set | frozenset):
+        kind = check_set(value, where)
+        if kind == "NS":
+            return {kind: sorted((number_text(v, where) for v in value), key=decimal.Decimal)}
+        return {kind: sorted(value)}
     raise InvalidInput(f"{where}: a {type(value).__name__} cannot be stored in DynamoDB; "
-                       "use None, bool, int, float, str, bytes, list or dict")
+                       "use None, bool, int, float, str, bytes, list, dict or a set")
 
 
 def to_attributes(values: Mapping[str, Any], where: str = "attrs") -> dict[str, Any]:
@@ -109,11 +116,14 @@ def to_attributes(values: Mapping[str, Any], where: str = "attrs") -> dict[str, 
 
 
 def from_attribute(value: Mapping[str, Any]) -> Any:
-    """Return the Python value of a DynamoDB attribute value.
+    """Return the Python value of a DynamoDB attribute value, losing nothing.
 
-    Numbers come back as int when integral, else float; sets as sorted lists; binary
-    as bytes. So attrs written as int, float, str, bool, None, list or dict round-trip
-    (a float with an integral value, such as 2.0, comes back as the int 2).
+    Numbers come back as int when integral, as float when a float holds the number
+    exactly (its shortest text is the same number), else as Decimal (up to DynamoDB's 38
+    digits); sets (SS, NS, BS) as frozensets; binary as bytes. So ``to_attribute`` of
+    the result is the same attribute value (``same_attribute``), and attrs written as
+    int, float, Decimal, str, bool, None, bytes, list, dict or set round-trip (a float
+    with an integral value, such as 2.0, comes back as the int 2).
     """
     ((kind, data),) = value.items()
     if kind == "S":
@@ -131,11 +141,11 @@ def from_attribute(value: Mapping[str, Any]) -> Any:
     if kind == "B":
         return bytes(data)
     if kind == "SS":
-        return sorted(data)
+        return frozenset(data)
     if kind == "NS":
-        return sorted(_from_number(n) for n in data)
+        return frozenset(_from_number(n) for n in data)
     if kind == "BS":
-        return sorted(bytes(b) for b in data)
+        return frozenset(bytes(b) for b in data)
     raise InvalidInput(f"unknown DynamoDB attribute type {kind!r}")
 
 
@@ -144,11 +154,44 @@ def from_attributes(values: Mapping[str, Any]) -> dict[str, Any]:
     return {name: from_attribute(value) for name, value in values.items()}
 
 
-def _from_number(text: str) -> int | float:
+def _from_number(text: str) -> int | float | decimal.Decimal:
+    digits = text[1:] if text[:1] == "-" else text
+    if digits.isdigit() and digits.isascii():
+        return int(text)  # the common case: a whole number, without a Decimal
     number = decimal.Decimal(text)
     if number == number.to_integral_value():
         return int(number)
-    return float(number)
+    close = float(number)
+    # a float when its shortest text is this very number, so it writes back the same
+    return close if decimal.Decimal(repr(close)) == number else number
+
+
+def same_attribute(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """True if two DynamoDB attribute values are equal as DynamoDB compares them.
+
+    Numbers by value (``1.50`` is ``1.5``), sets whatever their order, maps and lists
+    element by element; None (absent) equals only None.
+    """
+    if a is None or b is None:
+        return a is b
+    return bool(_comparable(a) == _comparable(b))
+
+
+def _comparable(value: Mapping[str, Any]) -> Any:
+    ((kind, data),) = value.items()
+    if kind == "N":
+        return (kind, decimal.Decimal(data))
+    if kind == "NS":
+        return (kind, frozenset(decimal.Decimal(n) for n in data))
+    if kind in ("SS", "BS"):
+        return (kind, frozenset(bytes(v) if kind == "BS" else v for v in data))
+    if kind == "B":
+        return (kind, bytes(data))
+    if kind == "M":
+        return (kind, {name: _comparable(v) for name, v in data.items()})
+    if kind == "L":
+        return (kind, [_comparable(v) for v in data])
+    return (kind, data)
 
 
 # -- item sizes ------------------------------------------------------------------------
@@ -191,11 +234,25 @@ def entry_key(entry: StoredEntry) -> dict[str, Any]:
 
 
 def entry_from_item(item: Mapping[str, Any]) -> StoredEntry:
-    """The entry an index-table item holds."""
-    sort, item_id = decode_position(item["sk"]["S"])
-    return StoredEntry(shard_key=item["pk"]["S"], sort=sort, item_id=item_id,
-                       attrs=from_attributes(item["attrs"]["M"]) if "attrs" in item else {},
-                       version=int(item["v"]["N"]) if "v" in item else 1)
+    """The entry an index-table item holds.
+
+    Raises MalformedItem, naming the item and what is wrong, for an item not in the
+    shape shardex writes (a hand edit, another tool).
+    """
+    try:
+        sort, item_id = decode_position(item["sk"]["S"])
+        attrs = from_attributes(item["attrs"]["M"]) if "attrs" in item else {}
+        version = read_version(item["v"], f"entry {item_id!r} attribute 'v'") \
+            if "v" in item else 1
+        return StoredEntry(shard_key=item["pk"]["S"], sort=sort, item_id=item_id,
+                           attrs=attrs, version=version)
+    except MalformedItem:
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError, decimal.DecimalException,
+            InvalidInput) as exc:
+        where = _shown({k: item[k] for k in ("pk", "sk") if k in item})
+        raise MalformedItem(f"the index-table item {where} is not an entry in the shape "
+                            f"shardex writes ({type(exc).__name__}: {exc})") from None
 
 
 def placement_item_key(item_id: str) -> dict[str, Any]:

@@ -25,7 +25,11 @@ acknowledged application write, and never strips the key attributes of an item t
 application re-filed. A put or move sets the key (and shardex's sort) attribute, the
 version, the write's token and the history; a delete REMOVEs the key attribute (and
 shardex's sort attribute), so the item leaves the sparse GSI, and keeps the version as
-the tombstone. Attributes equal to the located ones are not written back.
+the tombstone. Besides its own, a write names only the attrs the caller passed, and of
+those only the ones that differ from the item as located (``same_attribute``: numbers by
+value, sets in any order). Decoding loses nothing (``codec.from_attribute``), so a move's
+or a relocate's attrs, which are the item's own, are never written back: every attribute
+of the application's stays exactly as it wrote it.
 
 ``locate`` is a strongly consistent GetItem. An item that carries a key attribute but
 no version (the application wrote it) is at version 0. A version, token or history
@@ -57,7 +61,7 @@ from shardex.errors import (
     StoreError,
     Unavailable,
 )
-from shardex.keys import parse_shard_key, placement_key
+from shardex.keys import MAX_ITEM_ID_BYTES, parse_shard_key, placement_key, validate_item_id
 from shardex.stores.base import Capabilities, Placement, Position, StoredEntry, history_after
 from shardex.stores.dynamodb.codec import (
     SEP,
@@ -66,6 +70,7 @@ from shardex.stores.dynamodb.codec import (
     read_history,
     read_token,
     read_version,
+    same_attribute,
     to_attribute,
 )
 from shardex.stores.dynamodb.layout import Describe, Layout, Page, Requester, key_schema
@@ -77,6 +82,7 @@ log = logging.getLogger("shardex")
 _MAX_PAGE = 1000
 _REMEMBERED = 4096
 _CHECKED_KEYS = 4096  # shard keys remembered as well-formed, at most
+_ID_CHARS = MAX_ITEM_ID_BYTES // 4  # an id this short is short enough in any encoding
 SORT_OWNERS = ("shardex", "application")
 
 
@@ -198,8 +204,30 @@ class GsiLayout(Layout):
                                 f"is {value!r}, not text")
         return text
 
+    def _entries(self, items: list[Mapping[str, Any]], rec: Recorder) -> list[StoredEntry]:
+        """The entries of a page's items; a malformed one goes to ``rec.malformed``."""
+        entries = []
+        for item in items:
+            try:
+                entry = self._entry(item)
+            except MalformedItem as exc:
+                found = item.get(self.id_attribute)
+                rec.malformed(exc, str(found.get("S", found) if isinstance(found, Mapping)
+                                       else found))
+                continue
+            if entry is not None:
+                entries.append(entry)
+        return entries
+
     def _entry(self, item: Mapping[str, Any]) -> StoredEntry | None:
         item_id = self._text(item, self.id_attribute, "?") or "?"
+        if len(item_id) > _ID_CHARS or "\x00" in item_id:
+            try:
+                validate_item_id(item_id)
+            except InvalidKey as exc:
+                raise MalformedItem(f"item of table {self.table!r}: attribute "
+                                    f"{self.id_attribute!r}: {exc}: shardex cannot address "
+                                    "it (get, put, move, delete)") from None
         shard_key = self._text(item, self.key_attribute, item_id)
         encoded = self._text(item, self.sort_attribute, item_id)
         if shard_key is None or encoded is None:
@@ -337,8 +365,10 @@ class GsiLayout(Layout):
                     raise InvalidInput(f"attrs name {name!r} is one of shardex's own attributes "
                                        f"in {self.target}: {', '.join(sorted(self._own))}")
                 new = to_attribute(value, f"attrs[{name!r}]")
-                if located is not None and located.get(name) == new:
-                    continue  # as located: not written back over a concurrent change
+                if located is not None and same_attribute(located.get(name), new):
+                    # as located (a move's or a relocate's own attrs): the application's
+                    # attribute stays exactly as it wrote it, and is never written back
+                    continue
                 unchanged(f"#a{i}", name)
                 values[f":a{i}"] = new
                 sets.append(f"#a{i} = :a{i}")
@@ -377,7 +407,7 @@ class GsiLayout(Layout):
                 self.sort_attribute: {"S": encode_position(*after)}}
         response = await self._request(rec, "Query", params, target=self.target,
                                        weights=[(shard_key, 1.0)], write=False)
-        entries = [e for e in map(self._entry, response.get("Items", [])) if e is not None]
+        entries = self._entries(response.get("Items", []), rec)
         last = response.get("LastEvaluatedKey")
         resume = None
         if last is not None:
@@ -407,7 +437,7 @@ class GsiLayout(Layout):
             params["ExpressionAttributeValues"][":s"] = {"S": after[0]}
         response = await self._request(rec, "Query", params, target=self.target,
                                        weights=[(shard_key, 1.0)], write=False)
-        found = [e for e in map(self._entry, response.get("Items", [])) if e is not None]
+        found = self._entries(response.get("Items", []), rec)
         runs = [sorted(run, key=lambda e: e.item_id, reverse=descending)
                 for _, run in groupby(found, key=lambda e: e.sort)]
         last = response.get("LastEvaluatedKey")
@@ -434,7 +464,7 @@ class GsiLayout(Layout):
         while True:
             response = await self._request(rec, "Query", params, target=self.target,
                                            weights=[(shard_key, 1.0)], write=False)
-            entries += [e for e in map(self._entry, response.get("Items", [])) if e is not None]
+            entries += self._entries(response.get("Items", []), rec)
             last = response.get("LastEvaluatedKey")
             if last is None:
                 return sorted(entries, key=lambda e: e.item_id, reverse=descending)

@@ -150,8 +150,10 @@ class SourceTableLayout(Layout):
             for item in response.get("Items", []):
                 item_id = item.get(self.id_attribute, {}).get("S")
                 if not isinstance(item_id, str):
-                    raise MalformedItem(f"a row of {shard_key!r} in table {self.table!r} has no "
-                                        f"text {self.id_attribute!r}: {item!r}"[:300])
+                    rec.malformed(MalformedItem(
+                        f"a row of {shard_key!r} in table {self.table!r} has no text "
+                        f"{self.id_attribute!r}: {item!r}"[:300]), str(item_id))
+                    continue
                 sort = item.get(self.sort_attribute, {}).get("S", "")
                 rows.append(StoredEntry(shard_key, sort, item_id, from_attributes(
                     {k: v for k, v in item.items() if k not in self._own}), version=0))

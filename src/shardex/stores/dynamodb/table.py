@@ -32,7 +32,7 @@ import hashlib
 import json
 from typing import Any
 
-from shardex.errors import CapabilityMissing, StoreError
+from shardex.errors import CapabilityMissing, MalformedItem, StoreError
 from shardex.keys import placement_key
 from shardex.stores.base import Capabilities, Placement, Position, StoredEntry, history_after
 from shardex.stores.dynamodb.codec import (
@@ -133,7 +133,12 @@ class TableLayout(Layout):
                                            "sk": {"S": encode_position(*after)}}
         response = await self._request(rec, "Query", params, target=self.target,
                                        weights=[(shard_key, 1.0)], write=False)
-        entries = [entry_from_item(item) for item in response.get("Items", [])]
+        entries = []
+        for item in response.get("Items", []):
+            try:
+                entries.append(entry_from_item(item))
+            except MalformedItem as exc:
+                rec.malformed(exc, decode_position(item["sk"]["S"], "?")[1])
         last = response.get("LastEvaluatedKey")
         return entries, None if last is None else decode_position(last["sk"]["S"])
 

@@ -1,0 +1,145 @@
+"""One malformed item in a listing: a typed error naming it by default, or skipped and reported.
+
+Items the application (or a hand edit) left in a shape that is not an entry's: in
+DynamoDB GSI mode a version attribute that is not a number, a sort attribute that
+encodes another item's id, an id shardex cannot address; in index-table mode and on
+Azure a damaged entry. By default a query or a scan raises MalformedItem naming the item
+and the shard key; ``ShardedIndex(..., malformed="skip")`` leaves them out and reports
+each on ``Page.skipped``, in ``store.stats().skipped``, in the Prometheus exporter and in
+the log. ``count`` counts what the store holds (DynamoDB's COUNT does not read items).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+import pytest
+
+import shardex
+from shardex import MalformedItem, ShardedIndex
+from shardex.metrics.prometheus import PrometheusCollector
+from shardex.metrics.recorder import MetricsRecorder
+from shardex.sim.clock import run_virtual
+from shardex.stores.base import Store, StoredEntry
+from tests import azurite
+from tests import dynamodb_local as local
+
+GOOD = ["o-1", "o-5"]
+
+
+def collected(store: Store) -> tuple[MetricsRecorder, Any]:
+    """A metrics recorder on ``store`` and the Prometheus registry that exports it."""
+    from prometheus_client import CollectorRegistry
+
+    recorder = MetricsRecorder().attach(store)
+    registry = CollectorRegistry()
+    registry.register(PrometheusCollector(recorder))  # type: ignore[arg-type]
+    return recorder, registry
+
+
+async def check_listings(store: Store, bad: dict[str, str], held: int) -> None:
+    """The default raises naming an item and the key; ``skip`` leaves the ``bad`` items
+    (id -> words of why) out and reports each; count counts the ``held`` items."""
+    async with ShardedIndex(store, "orders", hedge=None) as index:
+        with pytest.raises(MalformedItem, match="listed under shard key 'PENDING'") as caught:
+            await index.query("PENDING")
+        assert caught.value.key == "PENDING"
+        assert caught.value.item_id in bad
+        with pytest.raises(MalformedItem, match=r"malformed='skip'"):
+            [e async for e in index.scan("PENDING")]
+    recorder, registry = collected(store)
+    store.reset_stats()
+    async with ShardedIndex(store, "orders", hedge=None, malformed="skip") as index:
+        page = await index.query("PENDING", limit=100)
+        assert [e.item_id for e in page.items] == GOOD
+        assert {s.item_id: s.key for s in page.skipped} == dict.fromkeys(bad, "PENDING")
+        for skipped in page.skipped:
+            assert bad[skipped.item_id] in skipped.reason, skipped
+        assert sorted([e.item_id async for e in index.scan("PENDING")]) == GOOD
+        assert await index.count("PENDING") == held
+    assert store.stats().skipped == {"PENDING": 2 * len(bad)}  # the query and the scan
+    figures = recorder.figures()["shardex_skipped_items"]
+    assert figures == [{"labels": {"index": "orders"}, "value": 2.0 * len(bad)}]
+    assert registry.get_sample_value("shardex_skipped_items_total",
+                                     {"index": "orders"}) == 2 * len(bad)
+
+
+def test_the_option_is_checked_and_memory_skips_nothing() -> None:
+    with pytest.raises(shardex.InvalidInput, match="malformed must be one of raise, skip"):
+        ShardedIndex("memory://", "orders", malformed="drop")  # type: ignore[arg-type]
+
+    async def body() -> None:
+        async with ShardedIndex("memory://", "orders", malformed="skip") as index:
+            await index.put("PENDING", "o-1")
+            page = await index.query("PENDING")
+            assert [e.item_id for e in page.items] == ["o-1"]
+            assert page.skipped == ()
+            with pytest.raises(shardex.InvalidInput, match="malformed must be one of"):
+                await index.store.query("orders", "PENDING", after=None, descending=False,
+                                        limit=1, malformed="no")  # type: ignore[arg-type]
+
+    run_virtual(body())
+
+
+@pytest.mark.dynamodb
+def test_malformed_items_in_gsi_mode(caplog: pytest.LogCaptureFixture) -> None:
+    store = local.gsi_store()
+    client = local.sync_client()
+    good = {"shard_key": {"S": "PENDING"}, "shard_sort": {"S": "2026"}}
+    bad = {
+        "o-2": ({"shardex_version": {"S": "x"}}, "'shardex_version' is {'S': 'x'}"),
+        "o-3": ({"shard_sort": {"S": "2026\x00o-9"}}, "encodes the item id 'o-9'"),
+        "o-4\x00x": ({}, "contains a NUL character"),
+        "o-" + "4" * 600: ({}, "at most 512 are allowed"),
+    }
+    for item_id in GOOD:
+        client.put_item(TableName=store.table, Item={"id": {"S": item_id}, **good})
+    for item_id, (damage, _) in bad.items():
+        client.put_item(TableName=store.table, Item={"id": {"S": item_id}, **good, **damage})
+    with caplog.at_level(logging.WARNING, logger="shardex"):
+        asyncio.run(check_listings(store, {i: words for i, (_, words) in bad.items()},
+                                   held=len(GOOD) + len(bad)))
+    assert sum("skipped a malformed item listed under shard key 'PENDING'" in r.message
+               for r in caplog.records) == 2 * len(bad)
+
+
+@pytest.mark.dynamodb
+def test_a_damaged_entry_in_index_table_mode() -> None:
+    store = local.table_store()
+
+    async def main() -> None:
+        async with ShardedIndex(store, "orders") as index:
+            for item_id in GOOD:
+                await index.put("PENDING", item_id, sort=item_id)
+        local.sync_client().put_item(TableName=store.table, Item={
+            "pk": {"S": "PENDING"}, "sk": {"S": "o-3\x00o-3"}, "id": {"S": "o-3"},
+            "v": {"S": "1"}, "attrs": {"M": {}}})
+        await check_listings(store, {"o-3": "attribute 'v' is {'S': '1'}"}, held=3)
+
+    asyncio.run(main())
+
+
+@pytest.mark.azure
+def test_a_damaged_entry_row_on_azure() -> None:
+    from azure.data.tables.aio import TableClient
+
+    from shardex.stores.azure import codec, keys
+
+    store = azurite.table_store()
+
+    async def main() -> None:
+        async with ShardedIndex(store, "orders") as index:
+            for item_id in GOOD:
+                await index.put("PENDING", item_id, sort=item_id)
+        partition = keys.entry_partition("orders", "PENDING")
+        rows = codec.entry_rows(partition, StoredEntry("PENDING", "o-3", "o-3", {}), "t3")
+        async with TableClient.from_connection_string(
+                os.environ["AZURE_STORAGE_CONNECTION_STRING"], store.table) as table:
+            for row in rows:
+                await table.upsert_entity({**row, "st": codec.COMMITTED, "v": "x"})
+        await check_listings(store, {"o-3": "attribute 'v' is 'x'"}, held=3)
+
+    asyncio.run(main())
