@@ -47,7 +47,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "--every inf on the live page": (["serve", "--demo", "--every", "inf", "--json"],
                                      "'--every': 'inf' is not a finite number"),
     "serve --demo --rate 1e308": (["serve", "--demo", "--rate", "1e308", "--json"],
-                                  "'--rate': 1e+308 is not in the range 0<x<=50000"),
+                                  "'--rate': 1e+308 is not in the range 0<x<=1000000"),
     "demo --duration 1e9": (["demo", "--duration", "1e9"], "'--duration'"),
     "demo --seed -1": (["demo", "--seed", "-1"], "'--seed'"),
     "diagnose --top 0": (["diagnose", "x.csv", "--top", "0"], "'--top'"),

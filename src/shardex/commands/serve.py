@@ -25,7 +25,7 @@ __all__ = ["serve"]
 @click.option("--demo", is_flag=True,
               help="Run an orders index on memory:// in this process, unsharded under a hot "
                    "key, and show its meter.")
-@click.option("--rate", type=number(0, 1e6, low_open=True), default=700.0,
+@click.option("--rate", type=number(0, 1_000_000, low_open=True), default=700.0,
               show_default=True, help="--demo: writes a second.")
 @click.option("--store", "uri", metavar="URI",
               help="Also show the routing record and the migration of --index kept in this "
