@@ -37,6 +37,8 @@ from shardex.errors import InvalidKey, MalformedItem
 from shardex.stores.azure import codec as azure_codec
 from shardex.stores.azure import keys
 from shardex.stores.base import Placement, Record, StoredEntry
+from shardex.stores.crosspart import COMMITTED, MOVING, PENDING
+from shardex.stores.crosspart import owner_of as _owner_of
 
 __all__ = [
     "COMMITTED",
@@ -61,7 +63,6 @@ __all__ = [
     "record_partition",
 ]
 
-PENDING, COMMITTED, MOVING = azure_codec.PENDING, azure_codec.COMMITTED, azure_codec.MOVING
 PLACEMENT_ID = "P"
 # Cosmos DB: an id holds at most 1,023 bytes, a partition key value 2,048 (hash v2)
 MAX_ID_BYTES = 1023
@@ -165,11 +166,7 @@ def entry_from_doc(doc: Mapping[str, Any], where: str) -> StoredEntry:
 
 def owner_of(doc: Mapping[str, Any], placement: Placement | None) -> bool:
     """True if ``placement`` names the write that made the entry document ``doc``."""
-    if placement is None or placement.entry is None or placement.token != doc.get("t"):
-        return False
-    entry = placement.entry
-    return (entry.shard_key, entry.sort, entry.item_id) == (doc.get("k"), doc.get("s"),
-                                                            doc.get("i"))
+    return _owner_of(doc, placement, item_field="i")
 
 
 def placement_doc(partition: str, item_id: str, version: int, entry: StoredEntry | None,
