@@ -151,8 +151,10 @@ WRITES: dict[str, tuple[bool, Write, int]] = {
                                               expected=p), 3),
     "delete": (True, lambda s, p: s.place(NS, "o-1", None, version=2, expected=p), 3),
 }
+# a crash after request k and one before request k + 1 leave the same state (k applied,
+# nothing run between them that a crash could stop): each is run once, as "after"
 CASES = [(name, step, after) for name, (_, _, steps) in WRITES.items()
-         for step in range(1, steps + 1) for after in (False, True)]
+         for step in range(1, steps + 1) for after in (False, True) if after or step == 1]
 
 
 async def prepared(kind: Kind, placed: bool) -> tuple[CrossStore, Faulty, Placement | None]:
