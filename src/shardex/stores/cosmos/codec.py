@@ -78,25 +78,23 @@ def _fits(key: str, limit: int, what: str, kind: str) -> str:
     return key
 
 
-def _partition(namespace: str, key: str, what: str) -> str:
-    return _fits(keys.encode_text(namespace) + keys.TERMINATOR + keys.encode_text(key),
-                 MAX_PARTITION_BYTES, what, "partition key")
+def _fits_partition(key: str, what: str) -> str:
+    return _fits(key, MAX_PARTITION_BYTES, what, "partition key")
 
 
 def entry_partition(namespace: str, shard_key: str) -> str:
     """The logical partition of the entries of ``shard_key`` in index ``namespace``."""
-    return _partition(namespace, shard_key, f"shard key {shard_key[:60]!r} of {namespace!r}")
+    return keys.entry_partition(namespace, shard_key, _fits_partition)
 
 
 def placement_partition(namespace: str, item_id: str) -> str:
     """The logical partition of the placement of ``item_id`` in index ``namespace``."""
-    return _partition(namespace, "#placement#" + item_id,
-                      f"the placement of item {item_id[:60]!r} of {namespace!r}")
+    return keys.placement_partition(namespace, item_id, _fits_partition)
 
 
 def record_partition(namespace: str) -> str:
     """The logical partition of the records of index ``namespace``."""
-    return _partition(namespace, "#record#", f"the records of index {namespace[:60]!r}")
+    return keys.record_partition(namespace, _fits_partition)
 
 
 def namespace_prefix(namespace: str) -> str:
