@@ -8,7 +8,14 @@ Run: .venv/bin/python benchmarks/bench_core.py [--quick]
    store's capacity is set out of the way (the ``unlimited`` profile): this measures
    code, not throttling. The first page is measured hedged (the default: each shard
    read carries a timer for its copies) and with ``hedge=None`` (as the by-hand one).
-2. The demo's accepted writes/s, sharded over unsharded, for the same seed and load, on
+2. CPU per first page (``query(limit=100)`` over 16 shard keys) against the raw client
+   making the same requests, on DynamoDB Local (aiobotocore: the Query calls shardex was
+   seen to make for one such page, concurrently, merged with ``heapq.merge``, items as
+   botocore returns them) and on Azurite (azure-data-tables: the same ``query_entities``
+   pages): this process's CPU time (``time.process_time``), blocks of each alternating.
+   Run under ``scripts/dynamodb-local run scripts/azurite run``; a store whose endpoint
+   is not set is left out (``--skip-stores`` leaves both out).
+3. The demo's accepted writes/s, sharded over unsharded, for the same seed and load, on
    the demo's table (``DEMO_TABLE``), and the share of the sharded run's writes a new
    on-demand table would accept (rate engine).
 Every figure is measured in this run; ratios compare numbers from this run only.
@@ -19,8 +26,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
+import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import shardex
 from shardex.scenarios.orders import DEMO_TABLE, OrdersLoad, new_table_outcome, run_demo
@@ -107,16 +117,153 @@ def measure_query_overhead(shards: int, entries: int,
     return run_virtual(body())
 
 
+FIRST_SHARDS = 16
+FIRST_ROUTING = shardex.Routing(overrides={"PENDING": shardex.ShardPolicy(shards=FIRST_SHARDS)})
+
+
+async def _cpu_pair(ours: Callable[[], Awaitable[object]], raw: Callable[[], Awaitable[object]],
+                    pages: int) -> tuple[float, float]:
+    """CPU seconds per call of each, over ``pages`` calls in alternating blocks of ten."""
+    for call in (ours, raw):  # warm-up
+        for _ in range(5):
+            await call()
+    spent = [0.0, 0.0]
+    for _ in range(max(1, pages // 10)):
+        for i, call in enumerate((ours, raw)):
+            began = time.process_time()
+            for _ in range(10):
+                await call()
+            spent[i] += time.process_time() - began
+    done = max(1, pages // 10) * 10
+    return spent[0] / done, spent[1] / done
+
+
+async def _fill_first(index: shardex.ShardedIndex, entries: int) -> None:
+    for start in range(0, entries, 50):
+        await asyncio.gather(*(index.put("PENDING", f"o-{i:06d}", sort=f"{i:06d}",
+                                         attrs={"total": i, "customer": f"c-{i % 97}"})
+                               for i in range(start, min(entries, start + 50))))
+
+
+async def first_page_on_dynamodb(endpoint: str, region: str, entries: int,
+                                 pages: int) -> tuple[float, float]:
+    """CPU per first page of 100: shardex, and the raw aiobotocore client's same Query calls."""
+    from aiobotocore.config import AioConfig
+    from aiobotocore.session import get_session
+
+    from bench_dynamodb import Recording
+    from shardex.stores.dynamodb import DynamoDBStore
+    from shardex.stores.dynamodb.admin import create_index_table, delete_table
+    from shardex.stores.dynamodb.client import adapt_client
+
+    connection = {"region": region, "endpoint_url": endpoint}
+    table = f"bench-core-{uuid.uuid4().hex[:8]}"
+    await create_index_table(table, **connection)
+    recorder = Recording(adapt_client(**connection))
+    config = AioConfig(retries={"total_max_attempts": 1, "mode": "standard"})
+    try:
+        async with get_session().create_client("dynamodb", region_name=region,
+                                               endpoint_url=endpoint, config=config) as client, \
+                shardex.ShardedIndex(DynamoDBStore(table, client=recorder), "bench",
+                                     FIRST_ROUTING) as index:
+            await _fill_first(index, entries)
+            recorder.recording = True
+            await index.query("PENDING", limit=100)
+            recorder.recording = False
+            queries = [dict(q) for q in recorder.queries]
+
+            async def shard(params: dict[str, Any]) -> list[tuple[str, ...]]:
+                response = await client.query(**params)
+                return [(item["sk"]["S"], item["id"]["S"]) for item in response["Items"]]
+
+            async def raw() -> list[tuple[str, ...]]:
+                found = await asyncio.gather(*(shard(q) for q in queries))
+                return list(heapq.merge(*found))[:100]
+
+            assert len(await raw()) == 100
+            return await _cpu_pair(lambda: index.query("PENDING", limit=100), raw, pages)
+    finally:
+        await delete_table(table, **connection)
+
+
+async def first_page_on_azure(endpoint: str, entries: int, pages: int) -> tuple[float, float]:
+    """CPU per first page of 100: shardex, and the raw azure-data-tables client's same pages."""
+    from azure.data.tables.aio import TableClient
+
+    from bench_azure import Recording
+    from shardex.stores.azure import AzureTablesStore
+    from shardex.stores.azure.admin import create_table, delete_table
+    from shardex.stores.azure.client import connection_settings
+
+    name = f"benchcore{uuid.uuid4().hex[:10]}"
+    await create_table(name, endpoint=endpoint)
+    url, credential = connection_settings(endpoint)
+    recorder = Recording(AzureTablesStore(name, endpoint=endpoint).client)
+    try:
+        async with TableClient(url, name, credential=credential, retry_total=0) as table, \
+                shardex.ShardedIndex(AzureTablesStore(name, client=recorder), "bench",
+                                     FIRST_ROUTING) as index:
+            await _fill_first(index, entries)
+            recorder.recording = True
+            await index.query("PENDING", limit=100)
+            recorder.recording = False
+            queries = [dict(q) for q in recorder.queries]
+
+            async def shard(query: dict[str, Any]) -> list[tuple[str, str]]:
+                pager = table.query_entities(query["filter"], parameters=query["parameters"],
+                                             results_per_page=query["top"]).by_page()
+                page = await pager.__anext__()
+                return [(row["RowKey"], row["id"]) async for row in page]
+
+            async def raw() -> list[tuple[str, str]]:
+                found = await asyncio.gather(*(shard(q) for q in queries))
+                return list(heapq.merge(*found))[:100]
+
+            assert len(await raw()) == 100
+            return await _cpu_pair(lambda: index.query("PENDING", limit=100), raw, pages)
+    finally:
+        await delete_table(name, endpoint=endpoint)
+
+
+def print_first_pages(args: argparse.Namespace) -> None:
+    print(f"CPU per first page of 100 over {FIRST_SHARDS} shard keys against the raw client's "
+          "same requests (this process's CPU time)")
+    print(f"  {'store':28} {'shardex':>10} {'raw':>10} {'ratio':>7}")
+    runs: list[tuple[str, Callable[[], Awaitable[tuple[float, float]]]]] = []
+    if args.endpoint_url:
+        runs.append(("DynamoDB Local (aiobotocore)", lambda: first_page_on_dynamodb(
+            args.endpoint_url, args.region, args.first_entries, args.first_pages)))
+    if args.azure_endpoint:
+        runs.append(("Azurite (azure-data-tables)", lambda: first_page_on_azure(
+            args.azure_endpoint, args.first_entries, args.first_pages)))
+    for label, run in runs:
+        ours, raw = asyncio.run(run())
+        print(f"  {label:28} {ours * 1000:8.2f}ms {raw * 1000:8.2f}ms {ours / raw:7.2f}")
+    if not runs:
+        print("  (no store endpoint set: run under scripts/dynamodb-local run scripts/azurite run)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--endpoint-url", default=os.environ.get("SHARDEX_DYNAMODB_ENDPOINT"))
+    parser.add_argument("--azure-endpoint", default=os.environ.get("SHARDEX_AZURITE_ENDPOINT"))
+    parser.add_argument("--region", default=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+    parser.add_argument("--first-entries", type=int, default=1600)
+    parser.add_argument("--first-pages", type=int, default=200)
+    parser.add_argument("--skip-stores", action="store_true")
+    parser.add_argument("--skip-demo", action="store_true")
     args = parser.parse_args()
+    if not args.skip_stores:
+        print_first_pages(args)
     entries, repeats = (4000, 2) if args.quick else (20_000, 5)
     print(f"fan-out read overhead: memory store, 16 shards, {entries:,} entries, "
           "virtual time (wall time = CPU time)")
     print(f"  {'case':44} {'shardex':>10} {'by hand':>10} {'ratio':>7}")
     for label, ours, raw in measure_query_overhead(16, entries, repeats):
         print(f"  {label:44} {ours * 1000:8.2f}ms {raw * 1000:8.2f}ms {ours / raw:7.2f}")
+    if args.skip_demo:
+        return
     load = OrdersLoad(duration=4.0 if args.quick else 10.0)
     start = time.perf_counter()
     runs = run_demo(load, seed=1)

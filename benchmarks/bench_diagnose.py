@@ -1,6 +1,6 @@
 """Diagnose benchmark: ``shardex diagnose`` on a 10-million-row access log, and Space-Saving.
 
-Run: .venv/bin/python benchmarks/bench_diagnose.py [--rows N] [--stream-keys N]
+Run: .venv/bin/python benchmarks/bench_diagnose.py [--rows N] [--stream-keys N] [--no-spark]
 
 1. Writes a 10-million-row access log (Parquet, then the same rows as CSV) with DuckDB
    into a temporary directory, removed at the end: 85% of requests on four order
@@ -17,6 +17,12 @@ Run: .venv/bin/python benchmarks/bench_diagnose.py [--rows N] [--stream-keys N]
 4. Reads the first CSV lines as ``shardex diagnose --stream`` does (framing, the row
    rules in DuckDB batches, Space-Saving over logical keys) and prints the rows a second
    against the exact reader's over the same lines.
+5. Runs ``diagnose --engine spark`` on the same Parquet and CSV files in Spark local
+   mode (``--spark-master``, default ``local[2]``: two executor threads, as many as the
+   machine has cores), after starting the session (its start is printed apart: a
+   cluster's session is up before the job), checks that its report equals DuckDB's,
+   prints both engines' rows a second, and the rows a second expected of a cluster
+   (see ``spark_scaling``). ``--no-spark`` leaves it out.
 
 Every figure is measured in this run; nothing here is asserted by the tests.
 """
@@ -70,7 +76,8 @@ def plain_group_by(source: str) -> float:
     return seconds
 
 
-def bench_diagnose(path: Path, source: str, rows: int) -> None:
+def bench_diagnose(path: Path, source: str, rows: int) -> float:
+    """Time diagnose (DuckDB) on ``path``; return its rows a second."""
     start = time.perf_counter()
     result = diagnose([path])
     seconds = time.perf_counter() - start
@@ -80,6 +87,49 @@ def bench_diagnose(path: Path, source: str, rows: int) -> None:
     print(f"  {path.suffix[1:]:8s} diagnose {seconds:6.2f} s = {rows / seconds / 1e6:5.2f} M rows/s"
           f" | plain GROUP BY key {plain:5.2f} s | ratio {seconds / plain:4.1f}x"
           f" | {result.classification.kind}, {rec.strategy} {rec.shards}")
+    return rows / seconds
+
+
+# The expected scaling of the Spark job with executors. Its first stage (read, validate,
+# sum per file, key and second) is parallel over input files and splits, so it grows
+# with executor cores; what follows works on the per-second aggregate (one row a key and
+# second: far fewer rows), shuffled once, and a fixed number of small queries (about a
+# second each on a warm cluster). A core of a cluster runs about as fast as a local[N]
+# thread, less what shuffling over the network costs: EFFICIENCY.
+EFFICIENCY = 0.75
+CLUSTERS = ((4, 4), (10, 4), (50, 4))  # (executors, cores each)
+
+
+def spark_scaling(rows_per_s: float, threads: int) -> str:
+    """The rows a second expected of clusters, from local mode's rows a second."""
+    per_core = rows_per_s / threads
+    return "; ".join(f"{e} executors x {c} cores ~ {per_core * e * c * EFFICIENCY / 1e6:,.1f} M"
+                     for e, c in CLUSTERS)
+
+
+def bench_spark(paths: list[tuple[Path, float]], rows: int, master: str) -> None:
+    """Time diagnose --engine spark on each file beside DuckDB's rows a second."""
+    from shardex.heat.spark import local_session
+
+    start = time.perf_counter()
+    spark = local_session(master, {"spark.sql.shuffle.partitions": "16"})
+    print(f"  session {master} started in {time.perf_counter() - start:.1f} s "
+          f"(JVM start; not in the rates below)")
+    threads = spark.sparkContext.defaultParallelism
+    try:
+        for path, duck_rate in paths:
+            start = time.perf_counter()
+            result = diagnose([path], engine="spark", spark=spark)
+            seconds = time.perf_counter() - start
+            same = result.to_dict() == diagnose([path]).to_dict()
+            rate = rows / seconds
+            print(f"  {path.suffix[1:]:8s} spark {master} {seconds:6.2f} s = "
+                  f"{rate / 1e6:5.2f} M rows/s | duckdb {duck_rate / 1e6:5.2f} M rows/s | "
+                  f"duckdb/spark {duck_rate / rate:4.1f}x | same report: {same}")
+            print(f"           expected on a cluster ({EFFICIENCY:.0%} of a local thread a core):"
+                  f" {spark_scaling(rate, threads)} rows/s")
+    finally:
+        spark.stop()
 
 
 def bench_space_saving(parquet: Path, count: int, counters: int) -> None:
@@ -140,6 +190,9 @@ def main() -> None:
     parser.add_argument("--counters", type=int, default=1000, help="Space-Saving counters")
     parser.add_argument("--stream-rows", type=int, default=1_000_000,
                         help="CSV lines read by the streaming reader")
+    parser.add_argument("--no-spark", action="store_true", help="leave the Spark engine out")
+    parser.add_argument("--spark-master", default="local[2]",
+                        help="the Spark master of the Spark runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="shardex-bench-") as tmp:
         start = time.perf_counter()
@@ -150,12 +203,15 @@ def main() -> None:
               f"({sizes})")
         print("shardex diagnose (read, validate every row, aggregate per key and second, "
               "classify):")
-        bench_diagnose(parquet, f"read_parquet('{parquet}')", args.rows)
-        bench_diagnose(csv, f"read_csv('{csv}')", args.rows)
+        rates = [(parquet, bench_diagnose(parquet, f"read_parquet('{parquet}')", args.rows)),
+                 (csv, bench_diagnose(csv, f"read_csv('{csv}')", args.rows))]
         print("Space-Saving:")
         bench_space_saving(parquet, args.stream_keys, args.counters)
         print("streaming reader (--stream, stdin):")
         bench_stream(csv, min(args.stream_rows, args.rows), Path(tmp))
+        if not args.no_spark:
+            print("diagnose --engine spark (the same files, local mode):")
+            bench_spark(rates, args.rows, args.spark_master)
 
 
 if __name__ == "__main__":

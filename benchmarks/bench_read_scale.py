@@ -15,18 +15,31 @@ virtual time. Table 1 varies N from 1 to 1,024 at 100,000 entries; table 2 varie
 entries from 1,000 to 1,000,000 at N = 16. Entries are put straight into the simulated
 store's state (the write path is not what is measured, and a million writes through it
 would take minutes); every listing is checked against what was loaded.
+
+Table 3, wide fan-outs: the first page of 100 at N = 16, 256 and 1,024 (20,000 entries),
+p50 and p99 of its latency over ``--reads`` reads with the default hedging, the ratio
+to N = 16's, the extra requests the copies cost, this process's CPU per shard read, and
+what the latency model allows: the p50 and p99 of the slowest of N requests, each
+given copies at the hedging delay as the default policy sends them, with no budget or
+queue in the way. Once with the index's default concurrency (the store's pool: none on
+memory://, every request at once) and once bounded to 64 at a time (the pool of the
+DynamoDB clients shardex builds, as every fan-out was before).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import time
 from dataclasses import dataclass
+from statistics import NormalDist
 
-from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex import HedgePolicy, Routing, ShardedIndex, ShardPolicy
 from shardex.capacity import entry_bytes
+from shardex.hedging import Hedger
 from shardex.sim.clock import run_virtual
+from shardex.sim.latency import LatencyModel
 from shardex.stores.base import StoredEntry
 from shardex.stores.memory import MemoryStore
 
@@ -107,11 +120,101 @@ def _header(label: str) -> str:
     return f"  {'':>10} {names}\n  {label:>10} {sub}"
 
 
+@dataclass
+class Wide:
+    p50: float
+    p99: float
+    extra: float
+    cpu_per_shard: float
+
+
+def first_pages(shards: int, reads: int, concurrency: int | None) -> Wide:
+    """Latency quantiles of first pages of 100 over ``shards`` keys, default hedging."""
+    async def body() -> Wide:
+        store = MemoryStore(seed=5, profile="unlimited")
+        routing = Routing(overrides={"PENDING": ShardPolicy(shards=shards)})
+        async with ShardedIndex(store, "scale", routing, seed=1,
+                                max_concurrency=concurrency) as index:
+            _load(store, index, 20_000)
+            loop = asyncio.get_running_loop()
+            for _ in range(20):  # the adaptive hedging delay needs samples
+                await index.query("PENDING", limit=100)
+            store.reset_stats()
+            took = []
+            cpu = time.process_time()
+            for _ in range(reads):
+                began = loop.time()
+                await index.query("PENDING", limit=100)
+                took.append(loop.time() - began)
+            cpu = time.process_time() - cpu
+            totals = store.stats("scale").totals
+        took.sort()
+        return Wide(took[len(took) // 2], took[math.ceil(0.99 * len(took)) - 1],
+                    totals.hedges_sent / max(1, totals.read_requests - totals.hedges_sent),
+                    cpu / reads / shards)
+
+    return run_virtual(body())
+
+
+def model_quantile(shards: int, q: float, policy: HedgePolicy) -> float:
+    """The ``q`` quantile of the slowest of ``shards`` requests of the store's latency model.
+
+    Each request still out at the hedging delay (the model's own quantile) gets a copy
+    then, and further ones ``spacing`` x the delay apart while every copy is still out,
+    up to ``max_hedges``: no budget, no queue.
+    """
+    model = LatencyModel()
+    normal = NormalDist(math.log(model.median_ms / 1000), model.sigma)
+    delay = model.quantile(Hedger(policy).quantile)
+    sends = [delay * (1 + k * policy.spacing) for k in range(policy.max_hedges)]
+
+    def late(t: float) -> float:  # P(one request, with its copies, answers after t)
+        chance = 1.0 - normal.cdf(math.log(t))
+        for sent in sends:
+            if t > sent:
+                chance *= 1.0 - normal.cdf(math.log(t - sent))
+        return chance
+
+    low, high = 1e-4, 10.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        if 1 - (1 - late(mid)) ** shards > 1 - q:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+def print_wide(reads: int) -> None:
+    policy = HedgePolicy()
+    print(f"first page of 100 against N, 20,000 entries (memory://, virtual time, latency "
+          f"median 4 ms, p99 25 ms), default hedging, {reads} reads each")
+    print(f"  {'concurrency':>11} {'N':>5} {'p50':>8} {'x':>6} {'p99':>8} {'x':>6} "
+          f"{'extra':>6} {'CPU/shard':>10} {'model p50':>10} {'model p99':>10}")
+    for concurrency in (None, 64):
+        base = None
+        for shards in (16, 256, 1024):
+            got = first_pages(shards, reads, concurrency)
+            base = base or got
+            label = "store's" if concurrency is None else str(concurrency)
+            print(f"  {label:>11} {shards:>5,} {1000 * got.p50:6.1f}ms {got.p50 / base.p50:5.2f}x "
+                  f"{1000 * got.p99:6.1f}ms {got.p99 / base.p99:5.2f}x {100 * got.extra:5.1f}% "
+                  f"{1e6 * got.cpu_per_shard:8.1f}us "
+                  f"{1000 * model_quantile(shards, 0.5, policy):8.1f}ms "
+                  f"{1000 * model_quantile(shards, 0.99, policy):8.1f}ms", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--reads", type=int, default=300, help="first pages per N, table 3")
+    parser.add_argument("--wide-only", action="store_true", help="table 3 alone")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.wide_only:
+        print_wide(args.reads)
+        print(f"({time.perf_counter() - started:.0f} s wall)")
+        return
     fixed = 20_000 if args.quick else 100_000
     print(f"read cost against N, {fixed:,} entries of ~1 KB (memory://, virtual time)")
     print(_header("N"))
@@ -122,6 +225,7 @@ def main() -> None:
     sizes = (1_000, 10_000, 100_000) if args.quick else (1_000, 10_000, 100_000, 1_000_000)
     for entries in sizes:
         print(_row(f"{entries:,}", measure(16, entries)), flush=True)
+    print_wide(100 if args.quick else args.reads)
     print(f"({time.perf_counter() - started:.0f} s wall)")
 
 

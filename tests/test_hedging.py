@@ -81,9 +81,11 @@ def test_the_budget_pays_for_at_most_its_share_of_reads() -> None:
     for _ in range(1000):
         hedger.earn()
         spent += hedger.spend()  # a read that would like a copy every time
+        hedger.done()
     assert spent == 50
     for _ in range(1000):
         hedger.earn()  # a quiet spell saves up ten copies at most
+        hedger.done()
     assert sum(hedger.spend() for _ in range(20)) == 10
 
 

@@ -9,7 +9,8 @@ import pytest
 
 import shardex
 from shardex import Routing, ShardPolicy
-from shardex.fanout import CONTINUATION_TTL, _share
+from shardex.fanout import CONTINUATION_TTL
+from shardex.fanout.merge import share
 from shardex.sim.clock import run_virtual
 from tests.test_index_reads import WatchedStore
 
@@ -115,18 +116,19 @@ def test_continuations_are_bounded() -> None:
             await index.query("PENDING", limit=2)
             await index.query("PENDING", limit=2, order="desc")
         fanout = index._reader()
-        assert len(fanout._continuations) <= 64
-        assert fanout._kept == sum(c.kept for c in fanout._continuations.values())
+        kept = fanout._listings
+        assert len(kept) <= 64
+        assert kept.kept == sum(listing.kept for listing in kept.listings())
         await index.close()
-        assert not fanout._continuations
-        assert fanout._written not in store.meter.subscribers
+        assert not len(kept)
+        assert kept.written not in store.meter.subscribers
 
     run_virtual(body())
 
 
-@pytest.mark.parametrize(("limit", "shards", "share"), [
+@pytest.mark.parametrize(("limit", "shards", "expected"), [
     (100, 1, 101), (100, 16, 17), (100, 64, 9), (1000, 16, 92), (5, 8, 5), (10_000, 1, 1000),
 ])
 def test_the_first_share_makes_a_second_round_trip_rare(limit: int, shards: int,
-                                                        share: int) -> None:
-    assert _share(limit, shards, 1000) == share
+                                                        expected: int) -> None:
+    assert share(limit, shards, 1000) == expected

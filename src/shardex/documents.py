@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["DECIMALS", "DEMO_SCHEMA", "DIAGNOSE_SCHEMA", "PLAN_SCHEMA",
-           "ROUTING_RECORD_SCHEMA", "SERVE_SCHEMA", "SIMULATE_SCHEMA", "rounded"]
+           "ROUTING_RECORD_SCHEMA", "SERVE_SCHEMA", "SIMULATE_AUTOPILOT_SCHEMA",
+           "SIMULATE_SCHEMA", "rounded"]
 
 DEMO_SCHEMA = "shardex.demo/1"
 DIAGNOSE_SCHEMA = "shardex.diagnose/1"
@@ -22,6 +23,7 @@ ROUTING_RECORD_SCHEMA = "shardex.routing-record/1"
 SERVE_SCHEMA = "shardex.serve/1"
 PLAN_SCHEMA = "shardex.plan/1"
 SIMULATE_SCHEMA = "shardex.simulate/1"
+SIMULATE_AUTOPILOT_SCHEMA = "shardex.simulate.autopilot/1"
 DECIMALS = 4
 
 

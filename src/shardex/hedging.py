@@ -9,7 +9,8 @@ cost is the extra requests: each copy is counted and charged like any other requ
 - ``HedgePolicy`` is the small frozen policy: a fixed ``delay``, or by default one that
   follows the observed latency (the ``quantile`` of the last ``window`` shard reads of
   the same size class: a page of 1,000 entries is slower than a page of 10), and a
-  ``budget`` of extra copies per read (0.05: at most 5% more requests than reads).
+  ``budget`` of extra copies per read (0.05: at most 5% more requests than reads; a
+  reader saves up at most 10 copies, plus what its reads in flight earned).
   A read still out a little after its copy gets another (up to ``max_hedges``, each
   ``spacing`` x the delay after the one before): such a copy is sent only when every
   earlier one is still slow, which is rare, so it costs little, and it gives the slowest
@@ -39,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from shardex.clock import Clock
+from shardex.clock import Clock, LoopClock
 from shardex.errors import InvalidInput
 
 __all__ = ["Copy", "HedgePolicy", "HedgeReport", "Hedger", "call_hedged"]
@@ -137,6 +138,7 @@ class Hedger:
             max(0.5, 1.0 - 0.7 * policy.budget)
         self._classes: dict[int, _Latencies] = {}
         self._balance = 0.0
+        self._out = 0  # reads sent and not yet answered
 
     @staticmethod
     def size_class(size: int) -> int:
@@ -162,8 +164,19 @@ class Hedger:
         return None if found is None else found.quantile(self.quantile)
 
     def earn(self) -> None:
-        """A read is sent: the budget grows by ``policy.budget`` copies, up to a cap."""
-        self._balance = min(_BURST, self._balance + self.policy.budget)
+        """A read is sent: the budget grows by ``policy.budget`` copies, up to a cap.
+
+        The cap is what a quiet spell may save (10 copies) plus what the reads in flight
+        earned: a fan-out of 1,024 shards sends them all at once, and its copies are
+        paid by its own reads, not capped at 10 (1% of them).
+        """
+        self._out += 1
+        self._balance = min(_BURST + self.policy.budget * self._out,
+                            self._balance + self.policy.budget)
+
+    def done(self) -> None:
+        """A read sent (``earn``) is answered, or given up."""
+        self._out -= 1
 
     def spend(self) -> bool:
         """Take one copy from the budget; False when the budget cannot pay for it."""
@@ -181,15 +194,19 @@ class Copy:
     stops waiting for gives its slot back at once, and finishes outside the bound.
     """
 
-    __slots__ = ("_release", "started")
+    __slots__ = ("_on_left", "_release", "started")
 
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
+    def __init__(self, on_left: Callable[[], None] | None = None) -> None:
+        self.started = False
         self._release: Callable[[], None] | None = None
+        self._on_left = on_left
 
     def left(self, release: Callable[[], None] | None = None) -> None:
         self._release = release
-        self.started.set()
+        if not self.started:
+            self.started = True
+            if self._on_left is not None:
+                self._on_left()
 
     def abandon(self) -> None:
         release, self._release = self._release, None
@@ -219,35 +236,43 @@ async def call_hedged(send: Callable[[Copy | None], Awaitable[T]], hedger: Hedge
     failure is raised. If the caller is cancelled, every copy is.
     """
     hedger.earn()
-    delay = hedger.delay(size)
-    if delay is None:
-        return await send(None)
-    return await _Hedged(send, hedger, delay, clock, report).run()
+    try:
+        delay = hedger.delay(size)
+        if delay is None:
+            return await send(None)
+        return await _Hedged(send, hedger, delay, clock, report).run()
+    finally:
+        hedger.done()
 
 
 class _Hedged(Generic[T]):
-    """The copies of one hedged read: a timer task that sends them, callbacks that decide.
+    """The copies of one hedged read: a timer that sends them, callbacks that decide.
 
-    Most reads answer before the delay, so the common path is kept to two tasks (the
-    first copy and the timer) and one future, with no ``asyncio.wait`` round per event.
+    Most reads answer before the delay, so the common path is kept to one task (the
+    first copy), one future and one timer: on the event loop's own clock (``LoopClock``,
+    the default) the timer is a loop timer, with no task, event or sleep of its own;
+    on another clock, a task that sleeps on it.
     """
 
     def __init__(self, send: Callable[[Copy | None], Awaitable[T]], hedger: Hedger,
                  delay: float, clock: Clock, report: HedgeReport) -> None:
+        loop = asyncio.get_running_loop()
         self._send = send
         self._hedger = hedger
         self._delay = delay
         self._clock = clock
         self._report = report
-        self._outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._loop = loop if type(clock) is LoopClock else None
+        self._outcome: asyncio.Future[T] = loop.create_future()
         self._states: list[Copy] = []
         self._running: list[asyncio.Future[T]] = []
         self._first: asyncio.Future[T] | None = None
         self._first_error: BaseException | None = None
+        self._timer: asyncio.TimerHandle | asyncio.Future[None] | None = None
+        self._sent = 0
 
     async def run(self) -> T:
-        self._first = self._launch()
-        timer = asyncio.ensure_future(self._timer())
+        self._first = self._launch(self._arm)
         try:
             return await self._outcome
         except BaseException:
@@ -257,31 +282,51 @@ class _Hedged(Generic[T]):
             self._running = []
             raise
         finally:
-            timer.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
             for state in self._states:
                 state.abandon()
             for copy in self._running:
                 self._report.abandoned(copy)
 
-    def _launch(self) -> asyncio.Future[T]:
-        self._states.append(Copy())
+    def _launch(self, on_left: Callable[[], None] | None = None) -> asyncio.Future[T]:
+        self._states.append(Copy(on_left))
         copy = asyncio.ensure_future(self._send(self._states[-1]))
         self._running.append(copy)
         copy.add_done_callback(self._answered)
         return copy
 
-    async def _timer(self) -> None:
+    def _arm(self) -> None:
         # the delay counts from when the first copy left, not while it waited for a slot
-        await self._states[0].started.wait()
+        if self._outcome.done():
+            return
+        if self._loop is not None:
+            self._timer = self._loop.call_later(self._delay, self._fire)
+        else:
+            self._timer = asyncio.ensure_future(self._ticks())
+
+    def _another(self) -> bool:
+        """Send one more copy if every one sent is still out and the budget pays for it.
+
+        True if a further one may follow, ``spacing`` x the delay later.
+        """
+        if self._outcome.done() or not self._running or not self._hedger.spend():
+            return False
+        self._sent += 1
+        self._report.sent()
+        self._launch()
+        return self._sent < self._hedger.policy.max_hedges
+
+    def _fire(self) -> None:
+        assert self._loop is not None
+        if self._another():
+            self._timer = self._loop.call_later(self._delay * self._hedger.policy.spacing,
+                                                self._fire)
+
+    async def _ticks(self) -> None:
         await self._clock.sleep(self._delay)
-        policy = self._hedger.policy
-        for sent in range(1, policy.max_hedges + 1):
-            if self._outcome.done() or not self._running or not self._hedger.spend():
-                return
-            self._report.sent()
-            self._launch()
-            if sent < policy.max_hedges:
-                await self._clock.sleep(self._delay * policy.spacing)
+        while self._another():
+            await self._clock.sleep(self._delay * self._hedger.policy.spacing)
 
     def _answered(self, copy: asyncio.Future[T]) -> None:
         if copy in self._running:

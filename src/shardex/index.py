@@ -128,7 +128,11 @@ class ShardedIndex:
     with RoutingStale when it has not read it successfully for longer than the lease
     (``shardex.routing_record`` says why). Use ``async with index:``.
     ``meter=True`` subscribes a ``HeatMeter`` to the store's events (or pass one built
-    on the same store) for ``index.heat()``. ``seed`` seeds the index's one random
+    on the same store) for ``index.heat()``. ``max_concurrency`` bounds the shard reads in
+    flight at once; None (the default) sends as many as the store's client carries at
+    once (``Store.connections``: its connection pool, 64 in the DynamoDB clients shardex
+    builds, 100 for Azure; no bound on memory://), so a fan-out of 1,024 shard keys is
+    not read in waves of 64. ``seed`` seeds the index's one random
     generator (backoff jitter, random shards, round-robin offsets). Shard reads are
     hedged by default (``HedgePolicy()``: adaptive delay, at most 5% extra requests);
     ``hedge=None`` turns hedging off. ``cursor_secret`` (non-empty bytes) makes cursors
@@ -152,7 +156,7 @@ class ShardedIndex:
 
     def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
                  retry: RetryPolicy | None = None, hedge: HedgePolicy | None = _ADAPTIVE,
-                 max_concurrency: int = 64, routing_ttl: float = 5.0,
+                 max_concurrency: int | None = None, routing_ttl: float = 5.0,
                  routing_lease: float = DEFAULT_LEASE,
                  cursor_secret: bytes | None = None, strict_routing: bool = False,
                  max_conflicts: int = 16, clock: Clock | None = None,
@@ -171,7 +175,8 @@ class ShardedIndex:
             raise InvalidRouting(f"routing must be a shardex.Routing, got {type(routing).__name__}")
         for option, number in (("max_concurrency", max_concurrency),
                                ("max_conflicts", max_conflicts)):
-            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            if (number is not None or option != "max_concurrency") and (
+                    isinstance(number, bool) or not isinstance(number, int) or number < 1):
                 raise InvalidInput(f"{option} must be an integer >= 1, got {number!r}")
         for option, kind in (("retry", RetryPolicy), ("hedge", HedgePolicy)):
             given = retry if option == "retry" else hedge
@@ -635,7 +640,8 @@ class ShardedIndex:
                 source = await self._adopted(routing)
                 if source is not None:
                     merged = await source.page(value, [value], after=after,
-                                               descending=order == "desc", limit=limit)
+                                               descending=order == "desc", limit=limit,
+                                               layout=routing.version)
                     entries, more = merged.entries, merged.more
                 else:
                     entries, more = await reads.page(routing, value, after=after,

@@ -436,7 +436,8 @@ class TierReads:
                                        descending=descending, limit=limit)
         first, then = routing.read_phases(value)
         merged = await self._on(routing, value).page(value, then, first=first, after=after,
-                                                     descending=descending, limit=limit)
+                                                     descending=descending, limit=limit,
+                                                     layout=routing.version)
         return merged.entries, merged.more
 
     def stream(self, routing: Routing, value: str) -> AsyncIterator[StoredEntry]:

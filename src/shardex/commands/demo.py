@@ -39,10 +39,22 @@ __all__ = ["demo"]
                    "and isolation on a dedicated tier.")
 @click.option("--burst", default=None, type=click.FloatRange(min=0, min_open=True),
               help="Virtual seconds the heavy tenant bursts (tenants; 60 by default).")
+@click.option("--autopilot", is_flag=True,
+              help="Three hours of a day of shops with a flash sale, the autopilot beside "
+                   "static N and no sharding (the short shardex simulate --autopilot).")
 def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: float | None,
-         live: bool, scenario: str, burst: float | None) -> None:
+         live: bool, scenario: str, burst: float | None, autopilot: bool) -> None:
     """Run a scenario on virtual time: orders by status (unsharded and sharded), or tenants."""
     from shardex.scenarios.orders import OrdersLoad, new_table_outcome, run_demo
+
+    if autopilot:
+        if live or rate is not None or burst is not None or plot is not None \
+                or scenario != "orders":
+            raise click.UsageError("--autopilot takes --json and --seed only")
+        from shardex.commands.simulate_autopilot import autopilot_demo
+
+        autopilot_demo(as_json=as_json, seed=seed)
+        return
 
     if plot is not None:
         pyplot()  # a missing plot extra fails now, not after the runs

@@ -21,7 +21,14 @@ from shardex.commands import output
 from shardex.commands.heat_view import frame, print_report
 from shardex.commands.params import HEADROOM
 from shardex.errors import InvalidInput
-from shardex.heat.sources import FORMATS, INSIGHTS_RULES, Options, detect_format, is_gzip
+from shardex.heat.sources import (
+    ENGINES,
+    FORMATS,
+    INSIGHTS_RULES,
+    Options,
+    detect_format,
+    is_gzip,
+)
 from shardex.plotting import pyplot
 
 if TYPE_CHECKING:
@@ -66,6 +73,12 @@ _clock: Callable[[], float] = time.monotonic
 @click.option("--period", type=int, default=None,
               help="Contributor Insights: seconds a datapoint covers (default: the step "
                    "between its timestamps).")
+@click.option("--engine", type=click.Choice(ENGINES), default="duckdb", show_default=True,
+              help="What aggregates the files: DuckDB in this process, or Spark in local "
+                   "mode (the spark extra; docs/diagnose.md).")
+@click.option("--spark-conf", multiple=True, metavar="KEY=VALUE",
+              help="--engine spark: a Spark setting (repeatable), e.g. "
+                   "spark.jars.packages=org.apache.hadoop:hadoop-aws:3.4.1 for s3a://.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the report as JSON (live: one JSON line a refresh).")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
@@ -73,8 +86,8 @@ _clock: Callable[[], float] = time.monotonic
 def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: bool,
              ceiling: str, headroom: float, top: int, per_shard: bool, stream: bool,
              every: float, counters: int, table: str | None, key_attribute: str | None,
-             item_bytes: int, insights_rule: str | None, period: int | None, as_json: bool,
-             plot: Path | None) -> None:
+             item_bytes: int, insights_rule: str | None, period: int | None, engine: str,
+             spark_conf: tuple[str, ...], as_json: bool, plot: Path | None) -> None:
     """Diagnose hot partitions from access logs (CSV, JSON Lines, Parquet; '-' is stdin),
     CloudTrail DynamoDB data events, or a Contributor Insights report.
 
@@ -87,7 +100,11 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
     options = Options(fmt=fmt, skip_bad=skip_bad, eventual=eventual, table=table,
                       key_attribute=key_attribute, item_bytes=item_bytes,
                       insights_rule=insights_rule, period=period)
+    settings = _spark_settings(engine, spark_conf)
     if stream or "-" in files:
+        if engine != "duckdb":
+            raise InvalidInput("--stream and stdin are read by the stream reader, not "
+                               f"--engine {engine}")
         if plot is not None:
             raise InvalidInput("--plot needs files read exactly, not --stream or stdin")
         if len(files) != 1:
@@ -100,10 +117,12 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
     if plot is not None:
         pyplot()  # a missing plot extra fails now, not after the files are read
     status = output.console(stderr=True)
-    with status.status("aggregating with DuckDB...", spinner="dots"):
+    label = "DuckDB" if engine == "duckdb" else "Spark (local mode)"
+    with status.status(f"aggregating with {label}...", spinner="dots"):
         result = report.diagnose(list(files), options=options, ceiling=ceiling,
                                  headroom=headroom, top=top, per_shard=per_shard,
-                                 timeline_bins=_BINS if plot else 0)
+                                 timeline_bins=_BINS if plot else 0, engine=engine,
+                                 spark_conf=settings)
     if plot is not None:
         from shardex.heat.plot import plot_heatmap
 
@@ -114,6 +133,19 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
     print_report(output.console(), result)
     if plot is not None:
         output.console().print(f"heat map written to {plot}", markup=False, highlight=False)
+
+
+def _spark_settings(engine: str, given: tuple[str, ...]) -> dict[str, str]:
+    """The ``--spark-conf`` settings, checked (KEY=VALUE, with --engine spark only)."""
+    if given and engine != "spark":
+        raise InvalidInput("--spark-conf goes with --engine spark")
+    settings: dict[str, str] = {}
+    for item in given:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().startswith("spark.") or not value.strip():
+            raise InvalidInput(f"--spark-conf {item!r} is not spark.KEY=VALUE")
+        settings[key.strip()] = value.strip()
+    return settings
 
 
 def _live(name: str, fmt: str | None, options: Options, *, ceiling: str, headroom: float,

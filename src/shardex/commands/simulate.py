@@ -58,7 +58,8 @@ def model(table: dict[str, Any], store: str | None) -> tuple[Any, Any]:
 
 
 @click.command()
-@click.argument("workload", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("workload", required=False,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="VALUE=N",
               type=ValuePair(COUNT, "VALUE=N", "PENDING=8"),
               help="Shard VALUE N ways (over --layout and the workload's own N); repeat.")
@@ -75,13 +76,48 @@ def model(table: dict[str, Any], store: str | None) -> tuple[Any, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print a shardex.simulate/1 document.")
 @click.option("--plot", type=click.Path(dir_okay=False, writable=True, path_type=Path),
               help="Draw offered and accepted writes, and the table's use, to this PNG.")
-def simulate(workload: Path, sets: tuple[tuple[str, int], ...], layout: Path | None,
+@click.option("--autopilot", is_flag=True,
+              help="Run the autopilot against the load (WORKLOAD, or a day of load with "
+                   "two flash sales and a viral tenant), beside static N and no sharding.")
+@click.option("--policy", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="--autopilot: the autopilot's policy (TOML; docs/autopilot.md).")
+@click.option("--noise", type=click.FloatRange(min=0, max=0.9), default=None,
+              help="--autopilot: +/- share of noise on every rate each second (default "
+                   "0.3 for the built-in day, 0 for a workload file).")
+@click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True,
+              help="--autopilot: seed of the noise and the shadow runs.")
+def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: Path | None,
              store: str | None, duration: int | None, rate: str, per_shard: bool,
-             as_json: bool, plot: Path | None) -> None:
+             as_json: bool, plot: Path | None, autopilot: bool, policy: Path | None,
+             noise: float | None, seed: int) -> None:
     """Run WORKLOAD (TOML, or diagnose --json) against a layout on the simulated table,
     second by second on virtual time: what each value and shard key gets accepted, the
-    throttles by reason, the table's headroom, the read fan-out's cost, and a verdict."""
+    throttles by reason, the table's headroom, the read fan-out's cost, and a verdict.
+    With --autopilot, the autopilot's policy reshards as the load goes (docs/autopilot.md)."""
     import dataclasses
+
+    if autopilot:
+        if plot is not None or per_shard:
+            raise click.UsageError("--plot and --per-shard are not for --autopilot")
+        from shardex.commands.simulate_autopilot import simulate_autopilot
+        from shardex.scenarios.simulate import routing_for
+        from shardex.scenarios.workload import load_workload
+
+        starting = distinct(list(sets), "--set")
+        if layout is not None:
+            if workload is None:
+                raise click.UsageError("--layout needs a WORKLOAD with the values it shards")
+            routing = routing_for({}, load_layout(layout), starting)
+            values = load_workload(workload, rate=rate).values
+            starting = {value: routing.policy(value).shards for value in values}
+        simulate_autopilot(workload, policy=policy, store=store, duration=duration,
+                           rate=rate, noise=noise, seed=seed, starting=starting,
+                           as_json=as_json)
+        return
+    if workload is None:
+        raise click.UsageError("Missing argument 'WORKLOAD' (or give --autopilot)")
+    if policy is not None or noise is not None:
+        raise click.UsageError("--policy and --noise are for --autopilot")
 
     from shardex.routing import ShardPolicy
     from shardex.scenarios.simulate import routing_for

@@ -33,7 +33,7 @@ the rows to validate with the access-log rules.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,8 @@ from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat.rows import COLUMNS
 from shardex.heat.sources import read_document
 
-__all__ = ["CloudTrailStage", "RECORD_BITS"]
+__all__ = ["CloudTrailStage", "RECORD_BITS", "STAGED", "TrailCounts", "pick_table",
+           "trail_notes", "trail_rows"]
 
 _SOURCE = "dynamodb.amazonaws.com"
 _READS = {"GetItem", "BatchGetItem", "TransactGetItems", "Query", "Scan"}
@@ -122,13 +123,14 @@ def _items(params: Mapping[str, Any]) -> Iterator[_Item]:
         yield _Item(table, None)
 
 
-@dataclass(slots=True)
-class CloudTrailStage:
-    """CloudTrail files staged in DuckDB, to be read as one source once all are in."""
+STAGED = ("tbl", "attr", "rn", "n", *COLUMNS)
 
-    con: Any
-    item_bytes: int
-    files: list[str] = field(default_factory=list)
+
+@dataclass(slots=True)
+class TrailCounts:
+    """What CloudTrail files held besides keyed rows: requests per table, those without
+    a key (Query, Scan) and on an index, PartiQL statements, other events."""
+
     tables: Counter[str] = field(default_factory=Counter)
     unkeyed: Counter[str] = field(default_factory=Counter)
     on_index: Counter[str] = field(default_factory=Counter)
@@ -136,66 +138,93 @@ class CloudTrailStage:
     events: int = 0
     other_events: int = 0
 
+    def merge(self, other: TrailCounts) -> TrailCounts:
+        """Add ``other``'s counts to these; return self."""
+        self.tables.update(other.tables)
+        self.unkeyed.update(other.unkeyed)
+        self.on_index.update(other.on_index)
+        self.statements += other.statements
+        self.events += other.events
+        self.other_events += other.other_events
+        return self
+
+
+def trail_rows(doc: Any, path: str, number: int, item_bytes: int,
+               counts: TrailCounts) -> dict[str, list[Any]]:
+    """The staged rows (columns STAGED) of the DynamoDB data events of one CloudTrail
+    document ``doc``, read from ``path``, the ``number``-th file; counts the rest.
+
+    A row's ``rn`` is ``(number << RECORD_BITS) | record``. Raises InvalidLog for a
+    document that is not a CloudTrail file (naming the record at fault for a record
+    that is not an object).
+    """
+    records = doc.get("Records") if isinstance(doc, dict) else None
+    if not isinstance(records, list):
+        raise InvalidLog('is not a CloudTrail log file: it has no "Records" list', path=path)
+    staged: dict[str, list[Any]] = {c: [] for c in STAGED}
+
+    def put(table: str, attr: str | None, rn: int, key: str | None, event: Mapping[str, Any],
+            op: str, units: float) -> None:
+        for column, value in (("tbl", table), ("attr", attr), ("rn", rn), ("n", 1),
+                              ("timestamp", _key_text(event.get("eventTime"))),
+                              ("key", key), ("op", op), ("units", repr(units)),
+                              ("bytes", None), ("throttled", "1" if _throttled(event)
+                                                else "0")):
+            staged[column].append(value)
+
+    for index, event in enumerate(records, 1):
+        if not isinstance(event, dict):
+            raise InvalidLog(f"record {index} is not an object", path=path, line=index)
+        if event.get("eventSource") != _SOURCE:
+            counts.other_events += 1
+            continue
+        name = str(event.get("eventName") or "")
+        params = event.get("requestParameters")
+        if name in _STATEMENTS:
+            counts.statements += 1
+            continue
+        if (name not in _READS and name not in _WRITES) or not isinstance(params, dict):
+            counts.other_events += 1
+            continue
+        counts.events += 1
+        write = name in _WRITES
+        factor = 2.0 if name.startswith("Transact") else 1.0
+        units = factor * (float(write_units(item_bytes)) if write else
+                          read_units(item_bytes, params.get("consistentRead") is True))
+        rn = (number << RECORD_BITS) | index
+        for item in _items(params):
+            table = str(item.table) if item.table else "?"
+            counts.tables[table] += 1
+            if _field(params, "indexName"):
+                counts.on_index[table] += 1
+            if item.key is None:
+                counts.unkeyed[table] += 1
+                continue
+            for attr, value in item.key.items():
+                put(table, str(attr), rn, _key_text(value), event,
+                    "write" if write else "read", units)
+    return staged
+
+
+@dataclass(slots=True)
+class CloudTrailStage:
+    """CloudTrail files staged in DuckDB, to be read as one source once all are in."""
+
+    con: Any
+    item_bytes: int
+    files: list[str] = field(default_factory=list)
+    counts: TrailCounts = field(default_factory=TrailCounts)
+
     def __post_init__(self) -> None:
         columns = ", ".join(f'"{c}" VARCHAR' for c in COLUMNS)
         self.con.execute("CREATE OR REPLACE TEMP TABLE cloudtrail (tbl VARCHAR, attr VARCHAR, "
                          f"rn BIGINT, n BIGINT, {columns})")
 
     def add(self, path: str) -> None:
-        """Stage the DynamoDB data events of one CloudTrail file.
-
-        Raises InvalidLog for a file that is not a CloudTrail document (naming the
-        record at fault for a record that is not an object).
-        """
-        doc = read_document(path)
-        records = doc.get("Records") if isinstance(doc, dict) else None
-        if not isinstance(records, list):
-            raise InvalidLog('is not a CloudTrail log file: it has no "Records" list',
-                             path=path)
-        number = len(self.files)
+        """Stage the DynamoDB data events of one CloudTrail file (see ``trail_rows``)."""
+        staged = trail_rows(read_document(path), path, len(self.files), self.item_bytes,
+                            self.counts)
         self.files.append(path)
-        staged: dict[str, list[Any]] = {c: [] for c in ("tbl", "attr", "rn", "n", *COLUMNS)}
-
-        def put(table: str, attr: str | None, rn: int, key: str | None, event: Mapping[str, Any],
-                op: str, units: float) -> None:
-            for column, value in (("tbl", table), ("attr", attr), ("rn", rn), ("n", 1),
-                                  ("timestamp", _key_text(event.get("eventTime"))),
-                                  ("key", key), ("op", op), ("units", repr(units)),
-                                  ("bytes", None), ("throttled", "1" if _throttled(event)
-                                                    else "0")):
-                staged[column].append(value)
-
-        for index, event in enumerate(records, 1):
-            if not isinstance(event, dict):
-                raise InvalidLog(f"record {index} is not an object", path=path, line=index)
-            if event.get("eventSource") != _SOURCE:
-                self.other_events += 1
-                continue
-            name = str(event.get("eventName") or "")
-            params = event.get("requestParameters")
-            if name in _STATEMENTS:
-                self.statements += 1
-                continue
-            if (name not in _READS and name not in _WRITES) or not isinstance(params, dict):
-                self.other_events += 1
-                continue
-            self.events += 1
-            write = name in _WRITES
-            factor = 2.0 if name.startswith("Transact") else 1.0
-            units = factor * (float(write_units(self.item_bytes)) if write else
-                              read_units(self.item_bytes, params.get("consistentRead") is True))
-            rn = (number << RECORD_BITS) | index
-            for item in _items(params):
-                table = str(item.table) if item.table else "?"
-                self.tables[table] += 1
-                if _field(params, "indexName"):
-                    self.on_index[table] += 1
-                if item.key is None:
-                    self.unkeyed[table] += 1
-                    continue
-                for attr, value in item.key.items():
-                    put(table, str(attr), rn, _key_text(value), event,
-                        "write" if write else "read", units)
         if staged["rn"]:
             casts = ", ".join(f"unnest(?::{'BIGINT' if c in ('rn', 'n') else 'VARCHAR'}[])"
                               for c in staged)
@@ -203,35 +232,16 @@ class CloudTrailStage:
 
     def select(self, table: str | None, attribute: str | None) -> tuple[str, str, str, list[Any]]:
         """Pick the table and partition key attribute; return (table, attribute, the rows'
-        select, its parameters).
+        select, its parameters). Raises InvalidInput as ``pick_table`` does."""
+        def attributes(name: str) -> dict[str, int]:
+            return dict(self.con.execute(
+                "SELECT attr, count(DISTINCT rn) FROM cloudtrail WHERE tbl = ? GROUP BY attr "
+                "ORDER BY attr", [name]).fetchall())
 
-        Raises InvalidInput when the files hold several tables and none is given, the
-        table given is not among them, or the partition key attribute cannot be told.
-        """
-        if not self.tables:
-            raise InvalidInput("the CloudTrail files hold no DynamoDB data events (turn on "
-                               "data events for the table: see docs/heat-sources.md)")
-        seen = ", ".join(f"{t} ({n:,} requests)" for t, n in self.tables.most_common())
-        if table is None:
-            if len(self.tables) > 1:
-                raise InvalidInput(f"the CloudTrail files hold requests to several tables: "
-                                   f"{seen}; choose one with --table")
-            table = next(iter(self.tables))
-        elif table not in self.tables:
-            raise InvalidInput(f"the CloudTrail files hold no requests to table {table!r}; "
-                               f"they hold {seen}")
-        attrs = dict(self.con.execute(
-            "SELECT attr, count(DISTINCT rn) FROM cloudtrail WHERE tbl = ? GROUP BY attr "
-            "ORDER BY attr", [table]).fetchall())
-        if attribute is None:
-            attribute = _partition_attribute(table, attrs)
-        elif attrs and attribute not in attrs:
-            raise InvalidInput(f"the keys of table {table!r} in CloudTrail have no attribute "
-                               f"{attribute!r}; they have {', '.join(map(repr, attrs))}")
+        table, attribute = pick_table(self.counts, table, attribute, attributes)
         quoted = ", ".join(f'"{c}"' for c in COLUMNS)
-        return table, attribute or "?", (f"SELECT rn, false AS jbad, n, {quoted} FROM "
-                                         "cloudtrail WHERE tbl = ? AND attr = ?"), [
-                                             table, attribute]
+        return table, attribute, (f"SELECT rn, false AS jbad, n, {quoted} FROM "
+                                  "cloudtrail WHERE tbl = ? AND attr = ?"), [table, attribute]
 
     def path_of(self, rn: int) -> tuple[str, int]:
         """The file and record number of a staged row."""
@@ -239,21 +249,55 @@ class CloudTrailStage:
 
     def notes(self, table: str, attribute: str) -> list[str]:
         """What this source could not see or had to assume, said plainly."""
-        said = [f"CloudTrail: table {table}, partition key attribute {attribute!r}. CloudTrail "
-                "records base-table and index-table keys only, never a global secondary "
-                "index's key attributes: see a GSI's heat with Contributor Insights on the "
-                "GSI or shardex's live meter",
-                f"CloudTrail records no consumed capacity: units estimated for items of "
-                f"{self.item_bytes:,} bytes (--item-bytes), twice that in transactions"]
-        unkeyed, on_index = self.unkeyed[table], self.on_index[table]
-        if unkeyed:
-            said.append(f"{unkeyed:,} Query/Scan requests name no key in CloudTrail and are "
-                        "not counted" + (f" ({on_index:,} of them on an index)"
-                                         if on_index else ""))
-        if self.statements:
-            said.append(f"{self.statements:,} PartiQL statements are not counted (CloudTrail "
-                        "gives their keys only inside the statement text)")
-        return said
+        return trail_notes(self.counts, table, attribute, self.item_bytes)
+
+
+def pick_table(counts: TrailCounts, table: str | None, attribute: str | None,
+               attributes: Callable[[str], Mapping[str, int]]) -> tuple[str, str]:
+    """The table to diagnose and its partition key attribute (``attributes(table)``
+    gives the key attributes of a table's requests, each with its request count).
+
+    Raises InvalidInput when the files hold several tables and none is given, the
+    table given is not among them, or the partition key attribute cannot be told.
+    """
+    if not counts.tables:
+        raise InvalidInput("the CloudTrail files hold no DynamoDB data events (turn on "
+                           "data events for the table: see docs/heat-sources.md)")
+    seen = ", ".join(f"{t} ({n:,} requests)" for t, n in counts.tables.most_common())
+    if table is None:
+        if len(counts.tables) > 1:
+            raise InvalidInput(f"the CloudTrail files hold requests to several tables: "
+                               f"{seen}; choose one with --table")
+        table = next(iter(counts.tables))
+    elif table not in counts.tables:
+        raise InvalidInput(f"the CloudTrail files hold no requests to table {table!r}; "
+                           f"they hold {seen}")
+    attrs = attributes(table)
+    if attribute is None:
+        attribute = _partition_attribute(table, attrs)
+    elif attrs and attribute not in attrs:
+        raise InvalidInput(f"the keys of table {table!r} in CloudTrail have no attribute "
+                           f"{attribute!r}; they have {', '.join(map(repr, attrs))}")
+    return table, attribute or "?"
+
+
+def trail_notes(counts: TrailCounts, table: str, attribute: str, item_bytes: int) -> list[str]:
+    """What CloudTrail files could not show or had to assume, said plainly."""
+    said = [f"CloudTrail: table {table}, partition key attribute {attribute!r}. CloudTrail "
+            "records base-table and index-table keys only, never a global secondary "
+            "index's key attributes: see a GSI's heat with Contributor Insights on the "
+            "GSI or shardex's live meter",
+            f"CloudTrail records no consumed capacity: units estimated for items of "
+            f"{item_bytes:,} bytes (--item-bytes), twice that in transactions"]
+    unkeyed, on_index = counts.unkeyed[table], counts.on_index[table]
+    if unkeyed:
+        said.append(f"{unkeyed:,} Query/Scan requests name no key in CloudTrail and are "
+                    "not counted" + (f" ({on_index:,} of them on an index)"
+                                     if on_index else ""))
+    if counts.statements:
+        said.append(f"{counts.statements:,} PartiQL statements are not counted (CloudTrail "
+                    "gives their keys only inside the statement text)")
+    return said
 
 
 def _partition_attribute(table: str, attrs: Mapping[str, int]) -> str | None:

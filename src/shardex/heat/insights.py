@@ -40,7 +40,7 @@ from shardex.errors import InvalidLog
 from shardex.heat.rows import Batch
 from shardex.heat.sources import read_document
 
-__all__ = ["DEFAULT_PERIOD", "Report", "read_report"]
+__all__ = ["DEFAULT_PERIOD", "Report", "insights_note", "read_report", "report_of"]
 
 DEFAULT_PERIOD = 60
 
@@ -69,13 +69,36 @@ def _rule_of(path: str, given: str | None) -> str:
         else "accessed"
 
 
+def insights_note(report: Report, period: int | None, *, given: bool) -> tuple[int, str]:
+    """The seconds a report's datapoint covers, and the note that says what it counts.
+
+    ``period`` is the one given (``given``) or found (the smallest step between its
+    timestamps; None when they show no step: DEFAULT_PERIOD is assumed).
+    """
+    said = "given" if given else "the step between its timestamps"
+    if period is None:
+        period, said = DEFAULT_PERIOD, "assumed: its timestamps show no step; --period sets it"
+    what = ("throttled requests" if report.rule == "throttled" else
+            "capacity units consumed, compared with the write ceiling"
+            if report.statistic == "Sum" else "requests, one unit each")
+    what += (" (reads and writes together: the report cannot tell them apart, so it "
+             "cannot show whether a key is read)")
+    return period, (f"Contributor Insights {Path(report.path).name}: {report.rule} rule "
+                    f"({report.statistic}) on {report.label!r}, {what}; one datapoint "
+                    f"per {period} s ({said})")
+
+
 def read_report(path: str, rule: str | None = None) -> Report:
     """Read one report into rows; ``rule`` is ``accessed``/``throttled`` (None: by name).
 
     Raises InvalidLog naming the field at fault when the document does not have the
     shape of a GetInsightRuleReport answer.
     """
-    doc = read_document(path)
+    return report_of(read_document(path), path, rule)
+
+
+def report_of(doc: Any, path: str, rule: str | None = None) -> Report:
+    """The rows of a report already parsed (``doc``) from ``path``; as ``read_report``."""
     if not isinstance(doc, dict) or not isinstance(doc.get("Contributors"), list):
         raise InvalidLog('is not a Contributor Insights report: it has no "Contributors" list',
                          path=path)

@@ -27,17 +27,17 @@ from typing import Any
 from shardex.capacity import Ceiling
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat import rows
+from shardex.heat.aggregate import DUCKDB, Tally, major_kind
 from shardex.heat.cloudtrail import CloudTrailStage
-from shardex.heat.insights import DEFAULT_PERIOD, read_report
-from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, Timeline, reserved_note
+from shardex.heat.insights import insights_note, read_report
+from shardex.heat.profile import HeatProfile, Timeline
+from shardex.heat.rows import Loaded
 from shardex.heat.sources import FORMATS, Options, expand, is_gzip, log_format
+from shardex.heat.tables import HeatTables
 
-__all__ = ["COLUMNS", "FORMATS", "LogHeat", "log_format", "read_logs"]
+__all__ = ["COLUMNS", "FORMATS", "LogHeat", "csv_header", "header_names", "log_format", "read_logs"]
 
 COLUMNS = rows.COLUMNS
-# the columns of a key's heat, as _key_heat reads them
-_HEAT = ("key, units, ru, wu, reads, writes, thr, secs, peak, peak_r, peak_w, peak_ok, ratio, "
-         "shards, partitions, hot_r, hot_w")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,17 +72,21 @@ class LogHeat:
             self.con.execute(f"SET threads = {int(threads)}")
         self._files = 0
         self.paths: list[str] = []
-        self.rows = 0
-        self.skipped_rows = 0
-        self.skipped_by_column: dict[str, int] = {}
-        self.kinds: dict[int, int] = {}
-        self.formats: list[str] = []
-        self.notes: list[str] = []
-        self.resolution = 1
-        self._parts: list[str] = []
+        self.tally = Tally()
+        self.tables = HeatTables(_DuckDB(self.con), self.tally, ())
         self._cloudtrail: CloudTrailStage | None = None
-        self._reserved = (0, 0.0, 0)
-        self._built = False
+
+    @property
+    def rows(self) -> int:
+        return self.tally.rows
+
+    @property
+    def skipped_rows(self) -> int:
+        return self.tally.skipped_rows
+
+    @property
+    def skipped_by_column(self) -> dict[str, int]:
+        return self.tally.skipped_by_column
 
     def __enter__(self) -> LogHeat:
         return self
@@ -105,8 +109,8 @@ class LogHeat:
         name = str(path)
         kind = log_format(name, self.options.fmt)
         self._files += 1
-        if kind not in self.formats:
-            self.formats.append(kind)
+        if kind not in self.tally.formats:
+            self.tally.formats.append(kind)
         try:
             with rows.interruptible():
                 if kind == "cloudtrail":
@@ -121,29 +125,15 @@ class LogHeat:
                     loaded = rows.load(self.con, source.select, source.types,
                                        table=f"file_{self._files}", eventual=self.options.eventual,
                                        path=name, params=source.params)
-                    self._accept(loaded, source, self._major(loaded))
+                    self._accept(loaded, source, major_kind(loaded.kinds))
         except self._duckdb.Error as exc:
             detail = str(exc).strip().splitlines()[0]
             raise InvalidLog(f"cannot read as {kind}: {detail}", path=name) from exc
         self.paths.append(name)
-        self._built = False
 
     def _csv(self, path: str) -> _Source:
         packed = is_gzip(path)
-        try:
-            with _open_text(path, packed) as text:
-                header = next(csv.reader(text), None)
-        except (OSError, UnicodeDecodeError, csv.Error, EOFError) as exc:
-            raise InvalidLog(f"cannot read the CSV header: {exc}", path=path, line=1) from exc
-        if not header:
-            raise InvalidLog("is empty: a CSV log starts with a header line", path=path, line=1)
-        names = [h.strip().lstrip("\ufeff").lower() for h in header]
-        for name in names:
-            if names.count(name) > 1 or not name:
-                raise InvalidLog(f"header names column {name!r} "
-                                 f"{'twice' if name else 'with an empty name'}",
-                                 path=path, line=1, column=name or None)
-        rows.check_columns(names, path=path, line=1)
+        names = csv_header(path)
         columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(names)))
         rejects = f"rejects_{self._files}"
         reader = (f"read_csv(?, header = true, auto_detect = false, compression = ?, "
@@ -199,26 +189,18 @@ class LogHeat:
         loaded = rows.load(self.con, select, types, table=table,
                            eventual=self.options.eventual, path=path)
         source = _Source(path, "insights", select, types)
-        self._accept(loaded, source, self._major(loaded), where=report.where)
+        self._accept(loaded, source, major_kind(loaded.kinds), where=report.where)
         period = self.options.period
-        said = "given"
         if period is None:
             steps = self.con.execute(f"""
                 SELECT min(step) FROM (SELECT sec - lag(sec) OVER (ORDER BY sec) AS step
                     FROM (SELECT DISTINCT sec FROM {table} WHERE bad IS NULL))
                 WHERE step > 0""").fetchall()
             found = steps[0][0] if steps else None
-            period, said = (int(found), "the step between its timestamps") if found \
-                else (DEFAULT_PERIOD, "assumed: its timestamps show no step; --period sets it")
-        self.resolution = max(self.resolution, period)
-        what = ("throttled requests" if report.rule == "throttled" else
-                "capacity units consumed, compared with the write ceiling"
-                if report.statistic == "Sum" else "requests, one unit each")
-        what += (" (reads and writes together: the report cannot tell them apart, so it "
-                 "cannot show whether a key is read)")
-        self.notes.append(f"Contributor Insights {Path(path).name}: {report.rule} rule "
-                          f"({report.statistic}) on {report.label!r}, {what}; one datapoint "
-                          f"per {period} s ({said})")
+            period = None if found is None else int(found)
+        period, note = insights_note(report, period, given=self.options.period is not None)
+        self.tally.resolution = max(self.tally.resolution, period)
+        self.tally.notes.append(note)
 
     def _finish(self) -> None:
         """Read the staged CloudTrail files as one source, now that all are in."""
@@ -232,21 +214,13 @@ class LogHeat:
         loaded = rows.load(self.con, select, types, table="file_cloudtrail",
                            eventual=self.options.eventual, path=stage.files[0], params=params)
         source = _Source(stage.files[0], "cloudtrail", select, types, tuple(params))
-        self._accept(loaded, source, self._major(loaded), cloudtrail=stage)
-        self.notes.extend(stage.notes(table, attribute))
+        self._accept(loaded, source, major_kind(loaded.kinds), cloudtrail=stage)
+        self.tally.notes.extend(stage.notes(table, attribute))
 
-    @staticmethod
-    def _major(loaded: rows.Loaded) -> int:
-        kinds = loaded.kinds
-        return max(kinds, key=lambda k: (kinds[k], k == 1), default=1)
-
-    def _accept(self, loaded: rows.Loaded, source: _Source, major: int, *,
+    def _accept(self, loaded: Loaded, source: _Source, major: int, *,
                 where: Any = None, cloudtrail: CloudTrailStage | None = None) -> None:
         """Keep the valid rows of a loaded source, or raise for its first malformed row."""
-        faults = dict(loaded.faults)
-        mixed = sum(n for k, n in loaded.kinds.items() if k != major)
-        if mixed:
-            faults["mixed"] = mixed
+        faults = self.tally.faults(loaded.kinds, loaded.faults, major)
         rejected: list[tuple[int, str | None, str]] = []
         if source.rejects is not None:
             rejected = [(int(r[0]), r[1], str(r[2])) for r in self.con.execute(
@@ -257,16 +231,9 @@ class LogHeat:
                 faults["row"] = faults.get("row", 0) + len(rejected)
         if faults and not self.options.skip_bad:
             raise self._first_bad(source, major, rejected, where, cloudtrail)
-        self._parts.append(f"SELECT key, sec, reads, writes, ru, wu, thr, tu FROM "
-                           f"{loaded.table} WHERE bad IS NULL AND kind = {int(major)}")
-        good = loaded.kinds.get(major, 0)
-        if good:
-            self.kinds[major] = self.kinds.get(major, 0) + good
-        self.rows += good
-        for code, n in faults.items():
-            column = rows.FAULT_COLUMN[code] or "row"
-            self.skipped_by_column[column] = self.skipped_by_column.get(column, 0) + int(n)
-            self.skipped_rows += int(n)
+        self.tables.add(f"SELECT key, sec, reads, writes, ru, wu, thr, tu FROM "
+                        f"{loaded.table} WHERE bad IS NULL AND kind = {int(major)}")
+        self.tally.accept(loaded.kinds, faults, major)
 
     def _first_bad(self, source: _Source, major: int,
                    rejected: list[tuple[int, str | None, str]], where: Any,
@@ -334,191 +301,71 @@ class LogHeat:
 
     def _build(self) -> None:
         self._finish()
-        if self._built:
-            return
-        empty = ("SELECT NULL::VARCHAR AS key, NULL::BIGINT AS sec, 0 AS reads, 0 AS writes, "
-                 "0.0 AS ru, 0.0 AS wu, 0 AS thr, 0.0 AS tu WHERE false")
-        res = self.resolution
-        union = " UNION ALL ".join(self._parts) if self._parts else empty
-        if len(self._parts) <= 1 and res == 1:  # one file: one row per key and second already
-            self.con.execute(f"CREATE OR REPLACE TEMP VIEW heat AS {union}")
-        else:
-            self.con.execute(f"""
-                CREATE OR REPLACE TEMP TABLE heat AS
-                SELECT key, sec // {res} * {res} AS sec, sum(reads) AS reads,
-                    sum(writes) AS writes, sum(ru) AS ru, sum(wu) AS wu, sum(thr) AS thr,
-                    sum(tu) AS tu
-                FROM ({union}) GROUP BY ALL""")
-        # Only keys holding the separator can be shard keys or shardex's own records; the
-        # others stand for themselves, so the common unsharded log is not copied again.
-        logical, shard = rows.logical_sql("key")
-        self.con.execute(f"""
-            CREATE OR REPLACE TEMP TABLE keymap AS
-            SELECT key, {logical} AS logical, {shard} AS shard,
-                {rows.reserved_sql("key")} AS reserved
-            FROM (SELECT DISTINCT key FROM heat WHERE contains(key, '#'))""")
-        requests, units, keys = self.con.execute("""
-            SELECT coalesce(sum(reads + writes), 0), coalesce(sum(ru + wu), 0),
-                count(DISTINCT key)
-            FROM heat WHERE key IN (SELECT key FROM keymap WHERE reserved)""").fetchall()[0]
-        self._reserved = (int(requests), float(units), int(keys))
-        self.con.execute("""
-            CREATE OR REPLACE TEMP TABLE rolled AS
-            SELECT DISTINCT logical FROM keymap WHERE shard IS NOT NULL""")
-        self.con.execute("""
-            CREATE OR REPLACE TEMP VIEW lsec AS
-            SELECT key, sec, reads, writes, ru, wu, thr, tu FROM heat
-            WHERE key NOT IN (SELECT key FROM keymap WHERE reserved OR shard IS NOT NULL)
-                AND key NOT IN (SELECT logical FROM rolled)
-            UNION ALL
-            SELECT coalesce(m.logical, h.key) AS key, h.sec, sum(reads), sum(writes), sum(ru),
-                sum(wu), sum(thr), sum(tu)
-            FROM heat h LEFT JOIN keymap m USING (key)
-            WHERE m.shard IS NOT NULL OR h.key IN (SELECT logical FROM rolled)
-            GROUP BY ALL""")
-        self._built = True
+        self.tables.build()
 
     def profile(self, *, ceiling: Ceiling, top: int = 10, min_ratio: float = 1.0,
                 min_throttles: int | None = None, buckets: int = 24, over_limit: int = 100,
                 per_shard: bool = False) -> HeatProfile:
-        """Return the heat profile over logical keys (shard keys rolled up).
-
-        ``top``: the heaviest logical keys by units; ``over``: those whose busiest
-        partition reaches ``min_ratio`` of ``ceiling``, or that had at least
-        ``min_throttles`` throttled requests (at most ``over_limit``); the hottest
-        key of each of up to ``buckets`` time buckets; with ``per_shard`` each top
-        key's shard keys as its parts.
-        """
-        self._build()
-        con, res = self.con, self.resolution
-        bounds = [ceiling.write_units, ceiling.read_units]
-        # the partition keys of the rolled-up logical keys: their shard keys, and a plain
-        # key of the same value (written while the value had one shard)
-        con.execute("""
-            CREATE OR REPLACE TEMP TABLE parts AS
-            SELECT h.key, coalesce(m.logical, h.key) AS logical, m.shard,
-                sum(ru + wu) AS units, sum(ru) AS ru, sum(wu) AS wu, sum(reads) AS reads,
-                sum(writes) AS writes, sum(thr) AS thr, count(*) AS secs,
-                max(ru + wu) AS peak, max(ru) AS peak_r, max(wu) AS peak_w,
-                max(ru + wu - tu) AS peak_ok, max(greatest(wu / ?, ru / ?)) AS ratio,
-                1 AS shards, 1 AS partitions, max(ru) AS hot_r, max(wu) AS hot_w
-            FROM heat h LEFT JOIN keymap m USING (key)
-            WHERE m.shard IS NOT NULL OR h.key IN (SELECT logical FROM rolled)
-            GROUP BY ALL""", bounds)
-        con.execute("""
-            CREATE OR REPLACE TEMP TABLE keys AS
-            WITH l AS (
-                SELECT key, sum(ru + wu) AS units, sum(ru) AS ru, sum(wu) AS wu,
-                    sum(reads) AS reads, sum(writes) AS writes, sum(thr) AS thr,
-                    count(*) AS secs, min(sec) AS first, max(sec) AS last,
-                    max(ru + wu) AS peak, max(ru) AS peak_r, max(wu) AS peak_w,
-                    max(ru + wu - tu) AS peak_ok, max(greatest(wu / ?, ru / ?)) AS own
-                FROM lsec GROUP BY key),
-            p AS (
-                SELECT logical AS key, max(ratio) AS ratio,
-                    CASE WHEN max(shard) IS NULL THEN 1 ELSE greatest(max(shard) + 1, 2) END
-                        AS shards,
-                    count(*) AS partitions, max(peak_r) AS hot_r, max(peak_w) AS hot_w
-                FROM parts GROUP BY logical)
-            SELECT l.*, coalesce(p.ratio, l.own) AS ratio, coalesce(p.shards, 1) AS shards,
-                coalesce(p.partitions, 1) AS partitions, coalesce(p.hot_r, l.peak_r) AS hot_r,
-                coalesce(p.hot_w, l.peak_w) AS hot_w
-            FROM l LEFT JOIN p USING (key)""", bounds)
-        units, requests, throttles, distinct, first, last = con.execute("""
-            SELECT coalesce(sum(units), 0), coalesce(sum(reads + writes), 0),
-                coalesce(sum(thr), 0), count(*), min(first), max(last)
-            FROM keys""").fetchall()[0]
-        top_rows = con.execute(f"SELECT {_HEAT} FROM keys ORDER BY units DESC, key LIMIT ?",
-                               [max(0, top)]).fetchall()
-        floor = 1 << 62 if min_throttles is None else min_throttles
-        over_rows = con.execute(f"SELECT {_HEAT} FROM keys WHERE ratio >= ? OR thr >= ? "
-                                "ORDER BY ratio DESC, key LIMIT ?",
-                                [min_ratio * res, floor, over_limit]).fetchall()
-        parts: dict[str, list[KeyHeat]] = {}
-        if per_shard and top_rows:
-            for row in con.execute(f"SELECT logical, {_HEAT} FROM parts "
-                                   "WHERE list_contains(?, logical) ORDER BY units DESC, key",
-                                   [[r[0] for r in top_rows]]).fetchall():
-                parts.setdefault(str(row[0]), []).append(_key_heat(row[1:], res))
-            for row in top_rows:  # a key not rolled up is its own one partition
-                if str(row[0]) not in parts:
-                    parts[str(row[0])] = [_key_heat(row, res)]
-        return HeatProfile(
-            rows=self.rows, skipped_rows=self.skipped_rows, total_units=float(units),
-            requests=int(requests), throttles=int(throttles), distinct_keys=int(distinct),
-            distinct_exact=True, first_second=None if first is None else int(first),
-            last_second=None if last is None else int(last) + res - 1,
-            top=[_key_heat(r, res, tuple(parts.get(str(r[0]), ()))) for r in top_rows],
-            over=[_key_heat(r, res) for r in over_rows],
-            sequence=self._sequence(first, last, buckets), ceiling=ceiling,
-            skipped_by_column=dict(self.skipped_by_column), resolution=res,
-            time_kinds=tuple(rows.TIME_KINDS[k] for k in sorted(
-                self.kinds, key=lambda k: -self.kinds[k])),
-            sources=tuple(self.formats), notes=tuple(self._notes()))
-
-    def _notes(self) -> list[str]:
-        said = list(self.notes)
-        if self._reserved[2]:
-            said.append(reserved_note(*self._reserved))
-        if self.resolution > 1:
-            said.append(f"rates are means over {self.resolution} s buckets (the coarsest "
-                        "source's period): a second's peak within one may be higher")
-        return said
-
-    def _sequence(self, first: Any, last: Any, buckets: int) -> list[HotStep]:
-        if first is None:
-            return []
-        res = self.resolution
-        span = int(last) + res - int(first)
-        count = max(1, min(buckets, span // res))
-        steps = []
-        for bucket, key, share in self.con.execute("""
-                WITH b AS (
-                    SELECT CAST(floor((sec - ?) * ? / ?) AS BIGINT) AS bucket, key,
-                        sum(ru + wu) AS u
-                    FROM lsec GROUP BY ALL)
-                SELECT bucket, first(key ORDER BY u DESC, key),
-                    CASE WHEN sum(u) > 0 THEN max(u) / sum(u) ELSE 0 END
-                FROM b GROUP BY bucket ORDER BY bucket""",
-                [int(first), count, span]).fetchall():
-            start = int(first) + (int(bucket) * span) // count
-            end = int(first) + ((int(bucket) + 1) * span) // count - 1
-            steps.append(HotStep(start, end, str(key), float(share)))
-        return steps
+        """Return the heat profile over logical keys (``shardex.heat.tables``)."""
+        self._finish()
+        return self.tables.profile(ceiling=ceiling, top=top, min_ratio=min_ratio,
+                                   min_throttles=min_throttles, buckets=buckets,
+                                   over_limit=over_limit, per_shard=per_shard)
 
     def timeline(self, keys: Sequence[str], *, bins: int = 120) -> Timeline:
         """Return each logical key's busiest second in each of up to ``bins`` time bins."""
-        self._build()
-        res = self.resolution
-        first, last = self.con.execute("SELECT min(sec), max(sec) FROM lsec").fetchall()[0]
-        if first is None or not keys:
-            return Timeline(list(keys), 0, res, [[] for _ in keys])
-        span = int(last) + res - int(first)
-        width = max(res, -(-span // max(1, bins)) // res * res)
-        count = -(-span // width)
-        found = {k: [0.0] * count for k in keys}
-        for key, j, peak in self.con.execute("""
-                SELECT key, CAST((sec - ?) // ? AS BIGINT), max(ru + wu)
-                FROM lsec WHERE list_contains(?, key) GROUP BY ALL""",
-                [int(first), width, list(keys)]).fetchall():
-            found[str(key)][int(j)] = float(peak) / res
-        return Timeline(list(keys), int(first), width, [found[k] for k in keys])
+        self._finish()
+        return self.tables.timeline(keys, bins=bins)
 
 
-def _key_heat(row: Sequence[Any], res: int, parts: tuple[KeyHeat, ...] = ()) -> KeyHeat:
-    (key, units, ru, wu, reads, writes, thr, secs, peak, peak_r, peak_w, peak_ok, ratio,
-     shards, partitions, hot_r, hot_w) = row
-    seconds = int(secs) * res
-    return KeyHeat(key=str(key), units=float(units), read_units=float(ru),
-                   write_units=float(wu), reads=int(reads), writes=int(writes),
-                   throttles=int(thr), active_seconds=seconds,
-                   peak_units_per_s=float(peak) / res, peak_read_units_per_s=float(peak_r) / res,
-                   peak_write_units_per_s=float(peak_w) / res,
-                   sustained_units_per_s=float(units) / seconds if seconds else 0.0,
-                   peak_to_ceiling=float(ratio) / res, shards=int(shards),
-                   partitions=int(partitions), hottest_read_units_per_s=float(hot_r) / res,
-                   hottest_write_units_per_s=float(hot_w) / res,
-                   peak_accepted_units_per_s=float(peak_ok) / res, parts=parts)
+class _DuckDB:
+    """The shared tables' engine: temp tables and views of one DuckDB connection."""
+
+    dialect = DUCKDB
+
+    def __init__(self, con: Any) -> None:
+        self.con = con
+
+    def table(self, name: str, select: str) -> None:
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {select}")
+
+    def view(self, name: str, select: str) -> None:
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {select}")
+
+    def keys(self, name: str, keys: Sequence[str]) -> None:
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS "
+                         "SELECT unnest(?::VARCHAR[]) AS key", [list(keys)])
+
+    def rows(self, select: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.con.execute(select).fetchall()]
+
+
+def csv_header(path: str) -> list[str]:
+    """The column names of a CSV log's header line (trimmed, lowercased), checked.
+
+    Raises InvalidLog for a file without a header, a column named twice or not at
+    all, or a header without the required columns.
+    """
+    try:
+        with _open_text(path, is_gzip(path)) as text:
+            header = next(csv.reader(text), None)
+    except (OSError, UnicodeDecodeError, csv.Error, EOFError) as exc:
+        raise InvalidLog(f"cannot read the CSV header: {exc}", path=path, line=1) from exc
+    return header_names(header, path)
+
+
+def header_names(header: Sequence[str] | None, path: str) -> list[str]:
+    """The column names of the CSV header record ``header`` (as ``csv_header``)."""
+    if not header:
+        raise InvalidLog("is empty: a CSV log starts with a header line", path=path, line=1)
+    names = [h.strip().lstrip("\ufeff").lower() for h in header]
+    for name in names:
+        if names.count(name) > 1 or not name:
+            raise InvalidLog(f"header names column {name!r} "
+                             f"{'twice' if name else 'with an empty name'}",
+                             path=path, line=1, column=name or None)
+    rows.check_columns(names, path=path, line=1)
+    return names
 
 
 def _open_text(path: str, packed: bool) -> io.TextIOBase:

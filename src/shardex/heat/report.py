@@ -1,9 +1,10 @@
 """The diagnosis of a heat source: its hot keys, why they are hot, and what to do about it.
 
-``diagnose(paths)`` reads files exactly (DuckDB), ``diagnose_stream(lines)`` reads an
-unbounded stream (Space-Saving), ``diagnose_reader`` reports on a stream being read
-(the live view); all classify the heat and recommend a strategy and N per hot logical
-key (shard keys rolled up: ``PENDING#0`` ... ``PENDING#3`` are ``PENDING`` at N=4):
+``diagnose(paths)`` reads files exactly (DuckDB, or Spark: ``engine="spark"``),
+``diagnose_stream(lines)`` reads an unbounded stream (Space-Saving),
+``diagnose_reader`` reports on a stream being read (the live view); all classify
+the heat and recommend a strategy and N per hot logical key (shard keys rolled up:
+``PENDING#0`` ... ``PENDING#3`` are ``PENDING`` at N=4):
 
 - ``calculated_suffix``: low cardinality; shard the hot values by a hash of the item
   id (shardex's ``hash`` strategy), so a reader that knows the id finds its shard;
@@ -41,7 +42,7 @@ from shardex.documents import DIAGNOSE_SCHEMA, rounded
 from shardex.errors import InvalidInput
 from shardex.heat.classify import Classification, Thresholds, classify
 from shardex.heat.profile import HeatProfile, KeyHeat, Timeline
-from shardex.heat.sources import Options
+from shardex.heat.sources import ENGINES, Options
 from shardex.plan import shards_for
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy, Strategy
 
@@ -387,28 +388,47 @@ def diagnose(paths: Sequence[str | Path], *, fmt: str | None = None, skip_bad: b
              eventual: bool = False, ceiling: str | float | Ceiling = "dynamodb",
              headroom: float = 1.5, top: int = 10, thresholds: Thresholds | None = None,
              timeline_bins: int = 0, threads: int | None = None,
-             options: Options | None = None, per_shard: bool = False) -> Diagnosis:
-    """Diagnose heat sources exactly (DuckDB): what ``shardex diagnose FILE...`` runs.
+             options: Options | None = None, per_shard: bool = False,
+             engine: str = "duckdb", spark: Any = None,
+             spark_conf: dict[str, str] | None = None) -> Diagnosis:
+    """Diagnose heat sources exactly: what ``shardex diagnose FILE...`` runs.
 
-    ``options`` carries the source choices (``fmt``, ``skip_bad`` and ``eventual`` are
-    shorthands); ``timeline_bins`` > 0 also keeps the top keys' timeline for a heat
-    map; ``per_shard`` lists each top key's shard keys. Raises InvalidLog for a
-    malformed file or row (see ``shardex.heat.logs``), InvalidInput for bad options,
-    MissingDependency without duckdb.
+    ``engine`` aggregates with ``duckdb`` (in this process; ``threads`` caps it) or
+    ``spark`` (``shardex.heat.spark``: the session ``spark``, or a local one with
+    ``spark_conf``, stopped at the end); both follow ``shardex.heat.aggregate``, and
+    the classification and recommendation are the same code. ``options`` carries the
+    source choices (``fmt``, ``skip_bad`` and ``eventual`` are shorthands);
+    ``timeline_bins`` > 0 also keeps the top keys' timeline for a heat map;
+    ``per_shard`` lists each top key's shard keys. Raises InvalidLog for a malformed
+    file or row (see ``shardex.heat.logs``), InvalidInput for bad options,
+    MissingDependency without the engine's extra (duckdb: ``diagnose``; pyspark:
+    ``spark``).
     """
-    from shardex.heat.logs import read_logs
     from shardex.heat.rows import interruptible
 
     _check(top, headroom)
+    if engine not in ENGINES:
+        raise InvalidInput(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
     bound = resolve_ceiling(ceiling)
     limits = thresholds or Thresholds()
-    with interruptible(), read_logs(paths, fmt=fmt, skip_bad=skip_bad, eventual=eventual,
-                                    threads=threads, options=options) as logs:
-        profile = logs.profile(ceiling=bound, top=max(top, limits.top_keys),
-                               min_ratio=1.0 / headroom, min_throttles=limits.throttle_min,
-                               buckets=limits.buckets, per_shard=per_shard)
-        timeline = logs.timeline([k.key for k in profile.top[:top]], bins=timeline_bins) \
-            if timeline_bins > 0 else None
+    if options is None:
+        options = Options(fmt=fmt, skip_bad=skip_bad, eventual=eventual)
+    logs: Any
+    with interruptible():
+        if engine == "spark":
+            from shardex.heat.spark import read_spark
+
+            logs = read_spark(paths, options=options, spark=spark, conf=spark_conf)
+        else:
+            from shardex.heat.logs import read_logs
+
+            logs = read_logs(paths, threads=threads, options=options)
+        with logs:
+            profile = logs.profile(ceiling=bound, top=max(top, limits.top_keys),
+                                   min_ratio=1.0 / headroom, min_throttles=limits.throttle_min,
+                                   buckets=limits.buckets, per_shard=per_shard)
+            timeline = logs.timeline([k.key for k in profile.top[:top]],
+                                     bins=timeline_bins) if timeline_bins > 0 else None
     return _conclude(profile, limits, headroom, top, timeline=timeline)
 
 

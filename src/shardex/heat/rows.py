@@ -1,4 +1,4 @@
-"""The rules of an access-log row, written once, as DuckDB SQL, for every reader.
+"""The rules of an access-log row, for every reader, and the DuckDB side of reading them.
 
 A row is one request. Its columns:
 
@@ -18,9 +18,10 @@ A row is one request. Its columns:
 Readers of aggregated reports (Contributor Insights) stage rows that stand for
 ``n`` requests each (``n`` is not a log column; a log row is one request).
 
-Every reader applies the same SQL: the file readers (``heat.logs``) to whole
-files, the stream reader (``heat.stream``) and the CloudTrail and Contributor
-Insights readers to batches they ``stage`` from Python. A malformed row gets a fault
+Every reader applies the same SQL (written in ``heat.aggregate``, rendered for DuckDB
+or Spark): the file readers (``heat.logs``, ``heat.spark``) to whole files, the
+stream reader (``heat.stream``) and the CloudTrail and Contributor Insights readers
+to batches they ``stage`` from Python. A malformed row gets a fault
 code; ``describe`` gives the one message for it and ``FAULT_COLUMN`` the column at
 fault. The SQL also names each key's logical key and shard number (``PENDING#3`` is
 shard 3 of ``PENDING``), so every reader rolls shard keys up the same way, and tells
@@ -37,10 +38,17 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from shardex.capacity import READ_UNIT_BYTES, WRITE_UNIT_BYTES
 from shardex.errors import InvalidLog, MissingDependency
-from shardex.keys import SEPARATOR
-from shardex.routing import MAX_SHARDS
+from shardex.heat.aggregate import (
+    COLUMNS,
+    FAULT_COLUMN,
+    ISO,
+    TIME_KINDS,
+    logical_sql,
+    per_second,
+    reserved_sql,
+    validated,
+)
 
 __all__ = [
     "Batch",
@@ -61,30 +69,7 @@ __all__ = [
     "stage",
 ]
 
-COLUMNS = ("timestamp", "key", "op", "units", "bytes", "throttled")
 REQUIRED = ("timestamp", "key", "op")
-
-# time kind -> its name; 0 (no time) and -1 (out of range) mark faults
-TIME_KINDS: Mapping[int, str] = {1: "epoch seconds", 2: "epoch milliseconds",
-                                 3: "epoch microseconds", 4: "epoch nanoseconds",
-                                 5: "ISO 8601"}
-ISO = 5
-# (kind, units a second, the first value too large for it)
-_EPOCH_UNITS = ((1, 1.0, 1e11), (2, 1e3, 1e14), (3, 1e6, 1e17), (4, 1e9, 1e20))
-_MIN_EPOCH = -62_135_596_800.0  # 0001-01-01T00:00:00Z
-_MAX_EPOCH = 253_402_300_799.0  # 9999-12-31T23:59:59Z
-
-# fault code -> the column it concerns (None: the row as a whole)
-FAULT_COLUMN: Mapping[str, str | None] = {
-    "row": None, "timestamp": "timestamp", "range": "timestamp",
-    "mixed": "timestamp", "key": "key", "op": "op", "neither": "units", "both": "bytes",
-    "units": "units", "bytes": "bytes", "throttled": "throttled",
-}
-_NUMERIC = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-            "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL"}
-# VALUE#k with no separator in VALUE and k a shard number: no leading zero, 4 digits at most
-_SHARD_KEY = (f"^([^{SEPARATOR}]+){SEPARATOR}"
-              f"(0|[1-9][0-9]{{0,{len(str(MAX_SHARDS - 1)) - 1}}})$")
 
 
 def duckdb() -> ModuleType:
@@ -159,128 +144,12 @@ def _kind_of(kind: Any) -> str:
         return "of another kind"
 
 
-def reserved_sql(key: str) -> str:
-    """SQL that is true for a key of shardex's own records (``#placement#...``): a key
-    that starts with the separator, which no logical key can (``keys.is_reserved``)."""
-    return f"starts_with({key}, '{SEPARATOR}')"
-
-
-def logical_sql(key: str) -> tuple[str, str]:
-    """SQL of the logical key and the shard number (NULL when unsuffixed) of ``key``.
-
-    ``VALUE#k`` is shard k of VALUE when VALUE has no ``#`` and k is a shard number
-    below MAX_SHARDS; any other key is its own logical key.
-    """
-    number = f"TRY_CAST(regexp_extract({key}, '{_SHARD_KEY}', 2) AS INTEGER)"
-    sharded = f"coalesce({number} < {MAX_SHARDS}, false)"
-    return (f"CASE WHEN {sharded} THEN regexp_extract({key}, '{_SHARD_KEY}', 1) ELSE {key} END",
-            f"CASE WHEN {sharded} THEN {number} END")
-
-
-# -- the rules, in SQL ------------------------------------------------------------------
-
-def _text(kind: str) -> bool:
-    return kind == "VARCHAR" or kind == '"NULL"'
-
-
-def _number(kind: str) -> bool:
-    return kind in _NUMERIC or kind.startswith("DECIMAL")
-
-
-def _time(kind: str) -> bool:
-    return kind.startswith("TIMESTAMP") or kind == "DATE"
-
-
-def _validated(select: str, types: Mapping[str, str], eventual: bool, path: str) -> str:
-    """SQL of every row of ``select`` with its parsed fields, time kind, epoch and fault.
-
-    ``select`` yields ``rn, jbad, n`` and the COLUMNS; ``types`` holds each column's
-    DuckDB type (text for logs read as text).
-    """
-    t = types
-    for column, kind in t.items():
-        if not (_text(kind) or _number(kind) or (column == "timestamp" and _time(kind))
-                or (column == "throttled" and kind == "BOOLEAN") or column == "key"):
-            raise InvalidLog(f"has type {kind}, which this column cannot hold",
-                             path=path, column=column)
-    stamp = '"timestamp"'
-    te = (f"TRY_CAST({stamp} AS DOUBLE)" if _text(t["timestamp"]) else
-          f"CAST({stamp} AS DOUBLE)" if _number(t["timestamp"]) else "NULL::DOUBLE")
-    ti = (f"epoch(TRY_CAST({stamp} AS TIMESTAMPTZ))" if _text(t["timestamp"]) else
-          f"epoch({stamp})" if _time(t["timestamp"]) else "NULL::DOUBLE")
-
-    # The common spellings are tested first so that trim() and lower() run only on
-    # the rare others (CASE evaluates a branch only for the rows that reach it).
-    def amount(column: str, parsed: str) -> tuple[str, str]:
-        ref = f'"{column}"'
-        if _text(t[column]):
-            return (f"CASE WHEN {ref} IS NULL THEN true WHEN {parsed} IS NOT NULL THEN false "
-                    f"ELSE trim({ref}) = '' END", f"TRY_CAST({ref} AS DOUBLE)")
-        return f"({ref} IS NULL)", f"CAST({ref} AS DOUBLE)"
-
-    units_missing, units = amount("units", "u")
-    bytes_missing, nbytes = amount("bytes", "b")
-    throttled = ('CASE WHEN "throttled" IN (\'0\', \'1\') THEN "throttled" '
-                 'ELSE lower(trim("throttled")) END' if _text(t["throttled"]) else
-                 'CASE WHEN "throttled" THEN \'1\' WHEN NOT "throttled" THEN \'0\' END'
-                 if t["throttled"] == "BOOLEAN" else
-                 'CASE WHEN "throttled" = 1 THEN \'1\' WHEN "throttled" = 0 THEN \'0\' '
-                 'ELSE CAST("throttled" AS VARCHAR) END')
-    read_cost = f"greatest(1, ceil(b / {READ_UNIT_BYTES}))"
-    if eventual:
-        read_cost = f"({read_cost} / 2.0)"
-    epoch_kind = " ".join(f"WHEN te < {bound:.0e} THEN {kind}"
-                          for kind, _, bound in _EPOCH_UNITS)
-    epoch = " ".join(f"WHEN {kind} THEN te / {scale!r}" for kind, scale, _ in _EPOCH_UNITS)
-    return f"""
-        WITH src AS ({select}),
-        p AS (
-            SELECT *, {te} AS te, CAST("key" AS VARCHAR) AS k,
-                CASE WHEN "op" IN ('write', 'read') THEN CAST("op" AS VARCHAR)
-                    ELSE lower(trim(CAST("op" AS VARCHAR))) END AS o,
-                {units} AS u, {nbytes} AS b, {throttled} AS t
-            FROM src),
-        q AS (
-            SELECT *, CASE WHEN te IS NULL OR NOT isfinite(te) THEN {ti} END AS ti,
-                {units_missing} AS un, {bytes_missing} AS bn
-            FROM p),
-        r AS (
-            SELECT *, CASE
-                WHEN isfinite(te) THEN CASE WHEN te < 0 THEN -1 {epoch_kind} ELSE -1 END
-                WHEN isfinite(ti) THEN
-                    CASE WHEN ti BETWEEN {_MIN_EPOCH!r} AND {_MAX_EPOCH!r} THEN {ISO} ELSE -1 END
-                ELSE 0 END AS kind
-            FROM q),
-        v AS (
-            SELECT *,
-                CASE kind {epoch} WHEN {ISO} THEN ti END AS epoch,
-                CASE
-                    WHEN jbad THEN 'row'
-                    WHEN kind = 0 THEN 'timestamp'
-                    WHEN kind < 0 THEN 'range'
-                    WHEN k IS NULL OR k = '' THEN 'key'
-                    WHEN o IS NULL OR o NOT IN ('read', 'write') THEN 'op'
-                    WHEN un AND bn THEN 'neither'
-                    WHEN NOT un AND NOT bn THEN 'both'
-                    WHEN NOT un AND NOT coalesce(isfinite(u) AND u >= 0, false) THEN 'units'
-                    WHEN NOT bn AND NOT coalesce(isfinite(b) AND b >= 0, false) THEN 'bytes'
-                    WHEN t IS NOT NULL AND t <> '' AND t NOT IN ('0', '1', 'true', 'false')
-                        THEN 'throttled'
-                END AS bad,
-                CASE WHEN NOT un THEN u WHEN o = 'write'
-                    THEN greatest(1, ceil(b / {WRITE_UNIT_BYTES})) ELSE {read_cost} END AS cost
-            FROM r)
-        """
-
-
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """One source aggregated into ``table``: valid rows per time kind, faults per code.
 
-    ``table`` has a row per (key, second, time kind) of valid rows, with ``rows``,
-    ``first`` (the smallest row number, when the source numbers its rows), ``reads``,
-    ``writes`` (requests), ``ru``/``wu`` (units), ``thr`` (throttled requests) and
-    ``tu`` (throttled units); faulty rows are counted in ``faults``.
+    ``table`` has the columns of ``shardex.heat.aggregate.per_second``; ``kinds``
+    counts its valid rows per time kind, ``faults`` its faulty ones per fault code.
     """
 
     table: str
@@ -291,24 +160,14 @@ class Loaded:
 def load(con: Any, select: str, types: Mapping[str, str], *, table: str, eventual: bool,
          path: str, params: Sequence[Any] = ()) -> Loaded:
     """Validate every row of ``select`` (its ``?`` bound to ``params``) and aggregate the
-    valid ones into ``table``."""
-    validated = _validated(select.replace("@RN@", "NULL::BIGINT"), types, eventual, path)
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE {table} AS {validated}
-        SELECT CASE WHEN bad IS NULL THEN k END AS key,
-            CASE WHEN bad IS NULL THEN CAST(floor(epoch) AS BIGINT) END AS sec,
-            CASE WHEN bad IS NULL THEN kind END AS kind, bad, count(*) AS rows, min(rn) AS first,
-            coalesce(sum(n) FILTER (WHERE o = 'read'), 0) AS reads,
-            coalesce(sum(n) FILTER (WHERE o = 'write'), 0) AS writes,
-            coalesce(sum(cost) FILTER (WHERE o = 'read' AND bad IS NULL), 0) AS ru,
-            coalesce(sum(cost) FILTER (WHERE o = 'write' AND bad IS NULL), 0) AS wu,
-            coalesce(sum(n) FILTER (WHERE t IN ('1', 'true')), 0) AS thr,
-            coalesce(sum(cost) FILTER (WHERE t IN ('1', 'true') AND bad IS NULL), 0) AS tu
-        FROM v GROUP BY ALL""", list(params))
+    valid ones into ``table`` (``shardex.heat.aggregate.per_second``), in DuckDB."""
+    rules = validated(select.replace("@RN@", "NULL::BIGINT"), types, eventual=eventual,
+                      path=path)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {per_second(rules)}", list(params))
     kinds = {int(k): int(n) for k, n in con.execute(
-        f"SELECT kind, sum(rows) FROM {table} WHERE bad IS NULL GROUP BY kind").fetchall()}
+        f"SELECT kind, sum(nrow) FROM {table} WHERE bad IS NULL GROUP BY kind").fetchall()}
     faults = {str(b): int(n) for b, n in con.execute(
-        f"SELECT bad, sum(rows) FROM {table} WHERE bad IS NOT NULL GROUP BY bad").fetchall()}
+        f"SELECT bad, sum(nrow) FROM {table} WHERE bad IS NOT NULL GROUP BY bad").fetchall()}
     return Loaded(table, kinds, faults)
 
 
@@ -317,8 +176,8 @@ def first_fault(con: Any, select: str, types: Mapping[str, str], *, eventual: bo
                 ) -> tuple[int, str, dict[str, Any]] | None:
     """Find the first malformed row of ``select`` in ``rn`` order (rows of a kind other
     than ``major`` count as ``mixed``); return its number, fault code and raw cells."""
-    validated = _validated(select.replace("@RN@", rn), types, eventual, path)
-    found = con.execute(f"""{validated}
+    rules = validated(select.replace("@RN@", rn), types, eventual=eventual, path=path)
+    found = con.execute(f"""{rules}
         SELECT rn, coalesce(bad, 'mixed'), kind, CAST("timestamp" AS VARCHAR), k,
             CAST("op" AS VARCHAR), CAST("units" AS VARCHAR), CAST("bytes" AS VARCHAR),
             CAST("throttled" AS VARCHAR)

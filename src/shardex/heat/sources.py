@@ -28,10 +28,12 @@ from typing import Any
 
 from shardex.errors import InvalidInput, InvalidLog
 
-__all__ = ["FORMATS", "INSIGHTS_RULES", "Options", "detect_format", "expand", "is_gzip",
-           "log_format", "read_document"]
+__all__ = ["ENGINES", "FORMATS", "INSIGHTS_RULES", "Options", "detect_format", "expand", "is_gzip",
+           "log_format", "parse_document", "read_document"]
 
 FORMATS = ("csv", "jsonl", "parquet", "cloudtrail", "insights")
+# what aggregates files read exactly: DuckDB in this process, or Spark (heat.spark)
+ENGINES = ("duckdb", "spark")
 INSIGHTS_RULES = ("accessed", "throttled")
 _HEAD = 65_536
 _CLOUDTRAIL = re.compile(r'"Records"\s*:')
@@ -182,6 +184,17 @@ def read_document(path: str) -> Any:
     try:
         with open(path, "rb") as raw:
             data = raw.read()
+    except OSError as exc:
+        raise InvalidLog(f"cannot be read: {exc.strerror or exc}", path=path) from exc
+    return parse_document(data, path)
+
+
+def parse_document(data: bytes, path: str) -> Any:
+    """Parse the bytes of the file ``path`` (gzipped or not) as one JSON document.
+
+    Raises InvalidLog for bytes that cannot be unpacked, decoded or parsed.
+    """
+    try:
         if data[:2] == b"\x1f\x8b":
             data = gzip.decompress(data)
         return json.loads(data)
@@ -191,5 +204,3 @@ def read_document(path: str) -> Any:
         raise InvalidLog(f"is not UTF-8 text: {exc.reason}", path=path) from exc
     except ValueError as exc:
         raise InvalidLog(f"is not a valid JSON document: {exc}", path=path) from exc
-    except OSError as exc:
-        raise InvalidLog(f"cannot be read: {exc.strerror or exc}", path=path) from exc

@@ -429,7 +429,7 @@ class StreamReader:
         self._batch = rows.Batch()  # from here on the batch counts, even if cut short
         if self.kind is None and loaded.kinds:
             self.kind = int(con.execute("SELECT kind FROM agg WHERE bad IS NULL "
-                                        "ORDER BY first LIMIT 1").fetchall()[0][0])
+                                        "ORDER BY first_rn LIMIT 1").fetchall()[0][0])
         faults = dict(loaded.faults)
         mixed = sum(n for k, n in loaded.kinds.items() if k != self.kind)
         if mixed:

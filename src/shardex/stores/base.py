@@ -183,6 +183,15 @@ class Store(abc.ABC):
         await self.open()
         return self
 
+    @property
+    def connections(self) -> int | None:
+        """How many requests the store's client carries at once (its connection pool).
+
+        None when nothing bounds it (the simulated store). A fan-out sends no more at
+        once: more would only queue in the client, or open connections it would not keep.
+        """
+        return None
+
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()

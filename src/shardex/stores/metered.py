@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
@@ -55,6 +56,7 @@ __all__ = [
     "Subscriber",
     "Usage",
     "collect_skipped",
+    "detached",
     "split_units",
 ]
 
@@ -272,6 +274,18 @@ def collect_skipped() -> Iterator[list[Skipped]]:
         yield found
     finally:
         _SKIPPED.reset(token)
+
+
+def detached() -> contextvars.Context:
+    """A copy of the current context in which reads collect their skipped items for no call.
+
+    For a request sent ahead of any call that will return its entries (a listing's read
+    ahead): what it skips is still counted and logged, but not put on the page of the
+    call that happened to send it, which has returned already.
+    """
+    context = contextvars.copy_context()
+    context.run(_SKIPPED.set, None)
+    return context
 
 
 class Recorder:

@@ -219,6 +219,7 @@ class TablesClient(Adapter):
     """
 
     endpoint: str = "Azure Table Storage"
+    connections: int | None = None  # requests it carries at once (its pool), if known
 
 
 def _import_sdk() -> Any:
@@ -243,6 +244,8 @@ class SdkClient(TablesClient):
                          "read_timeout": read_timeout}
         self._aio = aio
         self._client: Any = None
+        # azure-core's aiohttp session keeps aiohttp's default pool: 100 connections
+        self.connections = 100
 
     async def open(self) -> None:
         if self._client is None:

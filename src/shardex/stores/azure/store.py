@@ -31,6 +31,7 @@ _OPTIONS: Mapping[str, type] = {"endpoint": str, "connect_timeout": float,
                                 "read_timeout": float}
 
 
+
 class AzureTablesStore(Store):
     """Azure Table Storage (and the Cosmos DB Table API) through ``azure-data-tables``.
 
@@ -95,6 +96,11 @@ class AzureTablesStore(Store):
     def client(self) -> TablesClient:
         """The adapter the store calls Azure through."""
         return self._client
+
+    @property
+    def connections(self) -> int | None:
+        """The client's connection pool, if it says (the SDK's aiohttp session: 100)."""
+        return self._client.connections
 
     async def _connect(self) -> None:
         await self._client.open()

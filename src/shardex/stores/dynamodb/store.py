@@ -235,6 +235,11 @@ class DynamoDBStore(Store):
         """The client adapter the store calls DynamoDB through."""
         return self._client
 
+    @property
+    def connections(self) -> int | None:
+        """The client's connection pool (``max_pool_connections``: 64 in those shardex builds)."""
+        return self._client.connections
+
     # -- connection --------------------------------------------------------------------
 
     async def _connect(self) -> None:

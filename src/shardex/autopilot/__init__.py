@@ -1,0 +1,51 @@
+"""The autopilot: live heat in, safe reshards out (DESIGN.md 6b).
+
+- ``policy``: the pure decision per logical key (grow, shrink, isolate, admit, none),
+  with hysteresis, a dead band, an interval per key, a cap on migrations under way,
+  floors and ceilings on N; every decision carries its reason and inputs.
+- ``heat``: a key's heat over the policy's sliding windows, kept as samples arrive.
+- ``sizing``: N for a peak from the planner (``shardex.plan.plan_shards``), cached.
+- ``migration``: what a migration costs and how long it takes, state by state, driven by
+  the runner's own pure state machine (the simulation's model of a reshard).
+- ``runner``: the one place the autopilot reaches the migration runner.
+
+``shardex simulate --autopilot`` runs the policy against the rate-level simulator on a
+day of load (``shardex.scenarios.autopilot``); docs/autopilot.md has the figures.
+"""
+
+from __future__ import annotations
+
+from shardex.autopilot.heat import HeatWindow
+from shardex.autopilot.policy import (
+    ACTIONS,
+    Action,
+    AutopilotPolicy,
+    Decision,
+    KeyHeat,
+    KeyView,
+    MigrationView,
+    Sizer,
+    TableFacts,
+    decide,
+    guard,
+    load_policy,
+)
+from shardex.autopilot.sizing import PlannerSizer, mode_of
+
+__all__ = [
+    "ACTIONS",
+    "Action",
+    "AutopilotPolicy",
+    "Decision",
+    "HeatWindow",
+    "KeyHeat",
+    "KeyView",
+    "MigrationView",
+    "PlannerSizer",
+    "Sizer",
+    "TableFacts",
+    "decide",
+    "guard",
+    "load_policy",
+    "mode_of",
+]

@@ -1,0 +1,521 @@
+"""The autopilot's policy: one pure decision per logical key, from its heat, layout and the clock.
+
+No I/O and no clock of its own: ``decide`` takes every input as a plain value and
+returns plain values, so a loop (``shardex autopilot``), the simulation
+(``shardex simulate --autopilot``) and the tests call the same function.
+
+Inputs, per logical key: its heat (``KeyHeat``, write and read units a second over
+sliding windows, ``shardex.autopilot.heat``), its layout and what is under way
+(``KeyView``: N, tier, the migration running, when it last changed, the admission
+budget in force), the table's facts (``TableFacts``) and ``now``. N comes from a
+sizing function (``Sizer``: the planner, ``shardex.autopilot.sizing``). Output: a list
+of ``Decision`` values (``none`` included), each with its reason and its inputs.
+
+The rules, with ``capacity = N x the partition's write ceiling``:
+
+==========  ===============================================================================
+grow        the load has stayed above ``up`` x capacity for ``t_up`` (the least sample of
+            the window): to the planner's N for ``grow_factor`` x the load projected
+            ``lead`` seconds on (the trend of the last ``trend`` seconds), as DynamoDB's
+            on-demand mode makes room for twice its previous peak: a migration takes
+            minutes, so one grow must cover a ramp that goes on meanwhile
+shrink      the window's peak over ``t_down`` stayed below ``down`` x capacity, the load
+            has settled (the peak of the last ``t_up`` is at least ``settled`` x the
+            window's, so a falling load is shrunk once, at its end), and the planner's N
+            for the window's peak is smaller; the shrunk layout keeps that peak below
+            ``up``, so the same load never grows it back
+isolate     a ``tier`` is configured, and the projected load asks more than
+            ``isolate_share`` of the table's write limit, or more than ``max_shards``
+admit       a sample past ``admit_at`` x capacity (``guard``, for every sample as it
+            arrives), or a grow or isolation starting with the load past the budget: a
+            budget of ``admit_share`` x capacity holds the key below what its partitions
+            take (``shardex.admission``) while the grow gathers evidence and runs; once
+            writers follow the grown layout it rises to ``admit_share`` x the new
+            capacity (what it held back drains at that pace); with no migration under
+            way it is lifted once it has held ``t_down`` and the window's peak over
+            ``t_down`` stayed below ``up`` (so noise does not set and lift it in turn)
+none        anything else: the dead band (between ``down`` and ``up``), a migration of
+            the key under way, ``min_interval`` since its last change (``t_down`` before a
+            shrink), the cap of ``max_migrations`` under way, or a floor or ceiling on N
+==========  ===============================================================================
+
+Ties: when more keys want a migration than the cap allows, the hottest (load over
+capacity) goes first.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from shardex.errors import InvalidPolicy
+from shardex.keys import validate_value
+from shardex.routing import MAX_SHARDS, check_tier_name
+
+__all__ = ["ACTIONS", "Action", "AutopilotPolicy", "Decision", "KeyHeat", "KeyView",
+           "MigrationView", "Sizer", "TableFacts", "decide", "guard", "load_policy"]
+
+Action = Literal["none", "grow", "shrink", "isolate", "admit"]
+ACTIONS: tuple[Action, ...] = ("none", "grow", "shrink", "isolate", "admit")
+# N for a key's peak write units a second, on a tier (None: the index's own table)
+Sizer = Callable[[str, float, "str | None"], int]
+
+_NUMBERS = {"up", "down", "t_up", "t_down", "trend", "lead", "min_interval", "admit_share",
+            "isolate_share", "headroom", "retain", "tick", "grow_factor", "settled",
+            "admit_at"}
+_COUNTS = {"max_migrations", "min_shards", "max_shards"}
+
+
+@dataclass(frozen=True, slots=True)
+class AutopilotPolicy:
+    """The autopilot's settings; every field checked at construction (InvalidPolicy).
+
+    - ``up``/``down``: shares of a key's capacity (N x partition write ceiling),
+      0 < down < up <= 1: grow above ``up`` sustained for ``t_up`` seconds, shrink when
+      the peak over ``t_down`` seconds stays below ``down``; between them, nothing.
+    - ``trend``: seconds of samples the load's trend is fitted on; ``lead``: seconds a
+      grown layout takes to take writes (the runner's survey, read-both's lease and
+      margin, write-new's cache TTL; a key's own ``KeyView.lead`` overrides it): a grow
+      sizes for ``grow_factor`` (>= 1) x the load projected that far.
+    - ``settled``: a shrink waits until the peak of the last ``t_up`` is at least this
+      share of the peak over ``t_down`` (0 to 1).
+    - ``min_interval``: seconds between a key's last change and its next migration.
+    - ``max_migrations``: migrations under way at once on the table.
+    - ``min_shards``/``max_shards``: the floor and ceiling on N; ``limits`` per value
+      (value -> (floor, ceiling)) overrides them.
+    - ``admit_share``: the admission budget bridging a grow, as a share of the old
+      capacity; ``admit_at``: the share of capacity one sample may reach before the
+      budget is set at once (``guard``); ``isolate_share``: the share of the table's
+      write limit past which a key moves to ``tier`` (None: never isolate).
+    - ``headroom``: the planner's multiplier on the peak; ``retain``: seconds a finished
+      migration keeps the old layout (its retention window); ``tick``: seconds between
+      decisions (and heat samples) of a loop or simulation.
+    """
+
+    up: float = 0.8
+    down: float = 0.35
+    t_up: float = 15.0
+    t_down: float = 900.0
+    trend: float = 30.0
+    lead: float = 60.0
+    grow_factor: float = 2.0
+    settled: float = 0.8
+    min_interval: float = 300.0
+    max_migrations: int = 2
+    min_shards: int = 1
+    max_shards: int = 256
+    limits: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    admit_share: float = 0.9
+    admit_at: float = 0.9
+    isolate_share: float = 0.5
+    tier: str | None = None
+    headroom: float = 1.5
+    retain: float = 60.0
+    tick: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in sorted(_NUMBERS):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) \
+                    or not math.isfinite(value) or value < 0:
+                raise InvalidPolicy(f"autopilot {name} must be a finite number >= 0, "
+                                    f"got {value!r}")
+            object.__setattr__(self, name, float(value))
+        if not 0 < self.down < self.up <= 1:
+            raise InvalidPolicy(f"autopilot thresholds need 0 < down < up <= 1, got down "
+                                f"{self.down:g} and up {self.up:g}")
+        for name in ("t_up", "t_down", "tick"):
+            if getattr(self, name) <= 0:
+                raise InvalidPolicy(f"autopilot {name} must be > 0 seconds")
+        if self.t_down < self.t_up:
+            raise InvalidPolicy(f"autopilot t_down ({self.t_down:g} s) must be at least t_up "
+                                f"({self.t_up:g} s): shrinking is the slower decision")
+        if not (0 < self.admit_share <= 1 and 0 < self.isolate_share <= 1
+                and 0 < self.admit_at <= 1):
+            raise InvalidPolicy("autopilot admit_share, admit_at and isolate_share must be "
+                                "in (0, 1]")
+        if self.grow_factor < 1 or self.settled > 1:
+            raise InvalidPolicy(f"autopilot needs grow_factor >= 1 and settled <= 1, got "
+                                f"{self.grow_factor:g} and {self.settled:g}")
+        if self.headroom < 1:
+            raise InvalidPolicy(f"autopilot headroom is a multiplier on the peak, at least 1, "
+                                f"got {self.headroom:g}")
+        for name in sorted(_COUNTS):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidPolicy(f"autopilot {name} must be an integer >= 1, got {value!r}")
+        if self.min_shards > self.max_shards or self.max_shards > MAX_SHARDS:
+            raise InvalidPolicy(f"autopilot needs 1 <= min_shards <= max_shards <= "
+                                f"{MAX_SHARDS}, got {self.min_shards} and {self.max_shards}")
+        if self.tier is not None:
+            check_tier_name(self.tier, "autopilot tier")
+        limits: dict[str, tuple[int, int]] = {}
+        for value, pair in dict(self.limits).items():
+            try:
+                validate_value(value)
+            except ValueError as exc:
+                raise InvalidPolicy(f"autopilot limits: {exc}") from None
+            ok = isinstance(pair, tuple | list) and len(pair) == 2 and all(
+                isinstance(n, int) and not isinstance(n, bool) for n in pair)
+            if not ok or not 1 <= pair[0] <= pair[1] <= MAX_SHARDS:
+                raise InvalidPolicy(f"autopilot limits of {value!r} must be (floor, ceiling) "
+                                    f"with 1 <= floor <= ceiling <= {MAX_SHARDS}, got {pair!r}")
+            limits[value] = (pair[0], pair[1])
+        object.__setattr__(self, "limits", MappingProxyType(limits))
+
+    def bounds(self, key: str) -> tuple[int, int]:
+        """The floor and ceiling on N for ``key``."""
+        return self.limits.get(key, (self.min_shards, self.max_shards))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["limits"] = {value: list(pair) for value, pair in self.limits.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, doc: Any, where: str = "policy") -> AutopilotPolicy:
+        """Build a policy from a parsed TOML document: the settings at the top level (or in
+        ``[autopilot]``), per-value floors and ceilings in ``[values.NAME]`` tables
+        (``min_shards``, ``max_shards``). InvalidPolicy names the field at fault."""
+        if isinstance(doc, Mapping) and set(doc) == {"autopilot"}:
+            doc = doc["autopilot"]
+        if not isinstance(doc, Mapping):
+            raise InvalidPolicy(f"{where}: an autopilot policy must be a table of settings")
+        known = {f.name for f in fields(cls)} - {"limits"}
+        unknown = sorted(set(doc) - known - {"values"})
+        if unknown:
+            raise InvalidPolicy(f"{where}: unknown setting(s) {', '.join(unknown)}; known: "
+                                f"{', '.join(sorted(known | {'values'}))}")
+        settings = {name: doc[name] for name in known if name in doc}
+        limits: dict[str, tuple[int, int]] = {}
+        values = doc.get("values", {})
+        if not isinstance(values, Mapping):
+            raise InvalidPolicy(f"{where}: values must be tables of min_shards and max_shards")
+        for value, body in values.items():
+            if not isinstance(body, Mapping) or set(body) - {"min_shards", "max_shards"}:
+                raise InvalidPolicy(f"{where}: values.{value} may set min_shards and "
+                                    "max_shards only")
+            limits[str(value)] = (body.get("min_shards", settings.get("min_shards", 1)),
+                                  body.get("max_shards", settings.get("max_shards", 256)))
+        try:
+            return cls(**settings, limits=limits)
+        except InvalidPolicy as exc:
+            raise InvalidPolicy(f"{where}: {exc}") from None
+        except TypeError as exc:  # a wrong type the checks above did not reach
+            raise InvalidPolicy(f"{where}: {exc}") from None
+
+    def replace(self, **changes: Any) -> AutopilotPolicy:
+        return replace(self, **changes)
+
+
+def load_policy(path: str | Path) -> AutopilotPolicy:
+    """Read an autopilot policy file (TOML); InvalidPolicy names the file and the field."""
+    name = str(path)
+    try:
+        doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidPolicy(f"{name}: is not valid TOML: {exc}") from None
+    return AutopilotPolicy.from_dict(doc, where=name)
+
+
+@dataclass(frozen=True, slots=True)
+class TableFacts:
+    """What the policy knows of the table: a partition's write ceiling and the table's
+    write limit (units a second; inf: none), on the index's own table."""
+
+    write_ceiling: float
+    write_limit: float = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class KeyHeat:
+    """A logical key's heat over the policy's windows, in units a second.
+
+    ``seconds`` is how much history the windows hold; ``floor_up``/``peak_up`` the least
+    and highest write sample over the last ``t_up``, ``peak_down`` the highest over
+    ``t_down``, ``slope`` the trend of the last ``trend`` seconds (units a second per
+    second), ``last`` the latest sample, ``read_peak`` the highest read sample over
+    ``t_up``.
+    """
+
+    seconds: float
+    floor_up: float
+    peak_up: float
+    peak_down: float
+    slope: float = 0.0
+    last: float = 0.0
+    read_peak: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationView:
+    """A key's migration under way: from and to (N, tier), its state, and the wall time
+    from which every writer follows the new layout (None: not yet known, before
+    ``write-new``)."""
+
+    from_n: int
+    to_n: int
+    state: str
+    started_at: float
+    writers_follow_at: float | None = None
+    from_tier: str | None = None
+    to_tier: str | None = None
+
+    @property
+    def grows(self) -> bool:
+        return self.to_n > self.from_n or self.to_tier != self.from_tier
+
+
+@dataclass(frozen=True, slots=True)
+class KeyView:
+    """A key's layout and what is under way: N, tier, its migration, when it last changed
+    (the end of its last migration, wall seconds; None: never), the admission budget in
+    force (write units a second; None: none) and since when (``budget_since``), and
+    ``lead``: seconds a migration started now would take until writers follow its new
+    layout (None: the policy's ``lead``)."""
+
+    shards: int = 1
+    tier: str | None = None
+    migration: MigrationView | None = None
+    last_change: float | None = None
+    budget: float | None = None
+    lead: float | None = None
+    budget_since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One decision for one key at ``t``: ``action``, N before and after, the tier
+    (``isolate``), the budget (``admit``: units a second, None lifts it), the reason in
+    words and the inputs it was made from."""
+
+    t: float
+    key: str
+    action: Action
+    from_n: int
+    to_n: int
+    reason: str
+    inputs: Mapping[str, Any]
+    tier: str | None = None
+    budget: float | None = None
+
+    @property
+    def migrates(self) -> bool:
+        return self.action in ("grow", "shrink", "isolate")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"t": self.t, "key": self.key, "action": self.action,
+                               "from_n": self.from_n, "to_n": self.to_n,
+                               "reason": self.reason, "inputs": dict(self.inputs)}
+        if self.tier is not None:
+            out["tier"] = self.tier
+        if self.action == "admit":
+            out["budget"] = self.budget
+        return out
+
+
+def _inputs(heat: KeyHeat, view: KeyView, capacity: float, policy: AutopilotPolicy,
+            **more: Any) -> dict[str, Any]:
+    return {"shards": view.shards, "tier": view.tier, "capacity": capacity,
+            "seconds": heat.seconds, "floor_up": heat.floor_up, "peak_up": heat.peak_up,
+            "peak_down": heat.peak_down, "slope": heat.slope, "last": heat.last,
+            "read_peak": heat.read_peak, "up": policy.up, "down": policy.down,
+            "budget": view.budget, "last_change": view.last_change, **more}
+
+
+def guard(policy: AutopilotPolicy, key: str, view: KeyView, last: float, ceiling: float,
+          now: float) -> Decision | None:
+    """The admission watermark, for each sample as it arrives (a second's load, ``last``
+    write units a second): a key with no migration and no budget whose load passes
+    ``admit_at`` of its capacity gets a budget of ``admit_share`` of it at once, before
+    the store throttles it (a grow needs ``t_up`` of evidence). None: nothing to do."""
+    capacity = view.shards * ceiling
+    if view.migration is not None or view.budget is not None \
+            or last <= policy.admit_at * capacity:
+        return None
+    budget = policy.admit_share * capacity
+    return Decision(now, key, "admit", view.shards, view.shards,
+                    f"{last:,.0f} units/s, past {policy.admit_at:.0%} of capacity: admission "
+                    f"holds the key at {budget:,.0f} units/s until it grows or cools",
+                    {"shards": view.shards, "capacity": capacity, "last": last,
+                     "admit_at": policy.admit_at}, budget=budget)
+
+
+def decide(policy: AutopilotPolicy, table: TableFacts, heats: Mapping[str, KeyHeat],
+           views: Mapping[str, KeyView], now: float, size: Sizer) -> list[Decision]:
+    """Decide, for every key of ``views``, what to do now (see the module's table).
+
+    ``heats`` holds each key's heat (a key without heat gets ``none``); ``size(key,
+    peak, tier)`` gives N for a peak of write units a second. Returns one decision per
+    key, plus an ``admit`` beside it where admission changes, in order of urgency.
+    """
+    under_way = sum(1 for view in views.values() if view.migration is not None)
+    ceiling = table.write_ceiling
+    out: list[Decision] = []
+    wanted: list[tuple[float, Decision]] = []
+    for key in sorted(views):
+        view = views[key]
+        heat = heats.get(key)
+        capacity = view.shards * ceiling
+        if heat is None:
+            out.append(Decision(now, key, "none", view.shards, view.shards,
+                                "no heat measured for the key", {"shards": view.shards}))
+            continue
+        inputs = _inputs(heat, view, capacity, policy)
+        migration = view.migration
+        if migration is not None:
+            out.append(_while_migrating(policy, key, view, migration, heat, now, inputs,
+                                        ceiling))
+            continue
+        wish = _wish(policy, table, key, view, heat, now, size, inputs)
+        if wish.migrates:
+            wanted.append((heat.peak_up / capacity if wish.to_n > wish.from_n
+                           or wish.action == "isolate" else 0.0, wish))
+            continue
+        out.append(wish)
+        out += _admission(policy, key, view, heat, now, inputs, ceiling, growing=False)
+    wanted.sort(key=lambda pair: (-pair[0], pair[1].key))
+    for _, wish in wanted:
+        view, heat = views[wish.key], heats[wish.key]
+        if under_way >= policy.max_migrations:
+            out.append(replace(wish, action="none", to_n=wish.from_n, tier=None, reason=(
+                f"would {wish.action} to N={wish.to_n} ({wish.reason}), but "
+                f"{under_way} migration(s) are under way, the cap (max_migrations "
+                f"{policy.max_migrations})")))
+            out += _admission(policy, wish.key, view, heat, now, wish.inputs, ceiling,
+                              growing=False)
+            continue
+        under_way += 1
+        out.append(wish)
+        out += _admission(policy, wish.key, view, heat, now, wish.inputs, ceiling,
+                          growing=wish.action != "shrink")
+    return out
+
+
+def _admission(policy: AutopilotPolicy, key: str, view: KeyView, heat: KeyHeat, now: float,
+               inputs: Mapping[str, Any], ceiling: float, *, growing: bool) -> list[Decision]:
+    """Admission for a key with no migration under way (or one starting now): a bridge for
+    a grow that starts, the watermark (``guard``), or a lift once the load stayed below
+    ``up`` for ``t_up``."""
+    capacity = view.shards * ceiling
+    bridge = policy.admit_share * capacity
+    if view.budget is None:
+        if growing and heat.peak_up > bridge:
+            return [Decision(now, key, "admit", view.shards, view.shards,
+                             f"bridge the load while the grow runs: {bridge:,.0f} units/s "
+                             f"({policy.admit_share:g} of the old capacity) until writers "
+                             "follow the new layout", inputs, budget=bridge)]
+        found = guard(policy, key, view, heat.last, ceiling, now)
+        return [] if found is None else [replace(found, inputs=inputs)]
+    held = math.inf if view.budget_since is None else now - view.budget_since
+    if not growing and held >= policy.t_down and heat.peak_down < policy.up * capacity:
+        return [Decision(now, key, "admit", view.shards, view.shards,
+                         f"the load stayed below {policy.up:.0%} of capacity for "
+                         f"{policy.t_down:g} s: the budget is lifted", inputs, budget=None)]
+    return []
+
+
+def _while_migrating(policy: AutopilotPolicy, key: str, view: KeyView,
+                     migration: MigrationView, heat: KeyHeat, now: float,
+                     inputs: dict[str, Any], ceiling: float) -> Decision:
+    """The decision for a key whose migration is under way: admission only.
+
+    Before writers follow a grown layout the budget is ``admit_share`` of the old
+    capacity; once they do, of the new one (the writes held back drain at the new
+    layout's pace, not all at once); it is lifted when the migration ends.
+    """
+    inputs = {**inputs, "migration": migration.state, "to_n": migration.to_n}
+    following = migration.writers_follow_at is not None and now >= migration.writers_follow_at
+    if view.budget is not None and not migration.grows:
+        return Decision(now, key, "admit", view.shards, view.shards,
+                        "a shrink needs no bridge: the budget is lifted", inputs, budget=None)
+    bridge = policy.admit_share * (migration.to_n if following else migration.from_n) * ceiling
+    if view.budget is not None and following and view.budget < bridge:
+        return Decision(now, key, "admit", view.shards, view.shards,
+                        f"writers follow the new layout: the budget rises to {bridge:,.0f} "
+                        f"units/s ({policy.admit_share:g} of its capacity) until the "
+                        "migration ends", inputs, budget=bridge)
+    if view.budget is None and migration.grows and not following and heat.peak_up > bridge:
+        return Decision(now, key, "admit", view.shards, view.shards,
+                        f"bridge the load while the migration to N={migration.to_n} runs "
+                        f"({migration.state}): {bridge:,.0f} units/s", inputs, budget=bridge)
+    return Decision(now, key, "none", view.shards, view.shards,
+                    f"a migration of the key is under way (to N={migration.to_n}, "
+                    f"{migration.state}): no other until it ends", inputs)
+
+
+def _wish(policy: AutopilotPolicy, table: TableFacts, key: str, view: KeyView, heat: KeyHeat,
+          now: float, size: Sizer, inputs: dict[str, Any]) -> Decision:
+    """What the key's heat asks for, before the cap on migrations under way."""
+    n = view.shards
+    capacity = inputs["capacity"]
+    floor, top = policy.bounds(key)
+    since = math.inf if view.last_change is None else now - view.last_change
+    middle = (policy.up + policy.down) / 2
+
+    def none(reason: str, **more: Any) -> Decision:
+        return Decision(now, key, "none", n, n, reason, {**inputs, **more})
+
+    hot = heat.seconds >= policy.t_up and heat.floor_up > policy.up * capacity
+    cold = heat.seconds >= policy.t_down and heat.peak_down < policy.down * capacity
+    if not hot and not cold:
+        return none(f"in the dead band: the least load over {policy.t_up:g} s is "
+                    f"{heat.floor_up / capacity:.0%} of capacity (grow above "
+                    f"{policy.up:.0%}), the peak over {policy.t_down:g} s "
+                    f"{heat.peak_down / capacity:.0%} (shrink below {policy.down:.0%})"
+                    if heat.seconds >= policy.t_down else
+                    f"{heat.seconds:g} s of heat: not yet above {policy.up:.0%} of capacity "
+                    f"for {policy.t_up:g} s")
+    if since < policy.min_interval:
+        return none(f"the key changed {since:.0f} s ago, under min_interval "
+                    f"{policy.min_interval:g} s")
+    if hot:
+        lead = policy.lead if view.lead is None else view.lead
+        projected = max(heat.peak_up, heat.last + max(0.0, heat.slope) * lead)
+        room = policy.grow_factor * projected
+        more = {"projected": projected, "lead": lead, "sized_for": room}
+        isolate = policy.tier is not None and view.tier != policy.tier and (
+            projected > policy.isolate_share * table.write_limit
+            or size(key, projected, None) > top)
+        if isolate:
+            assert policy.tier is not None
+            to_n = min(top, max(floor, size(key, room, policy.tier)))
+            return Decision(now, key, "isolate", n, to_n,
+                            f"{projected:,.0f} units/s projected, past "
+                            f"{policy.isolate_share:.0%} of the table's write limit or "
+                            f"N={top}: isolate on tier {policy.tier}",
+                            {**inputs, **more}, tier=policy.tier)
+        wanted = max(size(key, room, view.tier),
+                     math.ceil(round(projected / (middle * table.write_ceiling), 9)))
+        to_n = min(top, max(floor, wanted))
+        if to_n <= n:
+            return none(f"above {policy.up:.0%} of capacity, but N={n} is the ceiling"
+                        if n >= top else f"above {policy.up:.0%} of capacity, and the "
+                        f"planner's N for {room:,.0f} units/s is {wanted}", **more)
+        return Decision(now, key, "grow", n, to_n,
+                        f"above {policy.up:.0%} of capacity for {policy.t_up:g} s "
+                        f"(least {heat.floor_up:,.0f} of {capacity:,.0f} units/s); "
+                        f"{projected:,.0f} units/s projected in {lead:g} s, sized for "
+                        f"{policy.grow_factor:g}x that", {**inputs, **more})
+    if heat.peak_up < policy.settled * heat.peak_down:
+        return none(f"below {policy.down:.0%} of capacity, but still falling: the last "
+                    f"{policy.t_up:g} s peak at {heat.peak_up:,.0f} units/s, under "
+                    f"{policy.settled:g} x the window's {heat.peak_down:,.0f}")
+    if since < policy.t_down:
+        return none(f"below {policy.down:.0%} of capacity, but the key changed {since:.0f} s "
+                    f"ago: a shrink waits t_down {policy.t_down:g} s after a change")
+    wanted = max(size(key, heat.peak_down, view.tier),
+                 math.ceil(round(heat.peak_down / (policy.up * table.write_ceiling), 9)))
+    to_n = min(top, max(floor, wanted))
+    if to_n >= n:
+        return none(f"below {policy.down:.0%} of capacity, but N={n} is the floor"
+                    if n <= floor else f"below {policy.down:.0%} of capacity, and the "
+                    f"planner's N for the peak is {wanted}")
+    return Decision(now, key, "shrink", n, to_n,
+                    f"peak {heat.peak_down:,.0f} units/s over {policy.t_down:g} s, below "
+                    f"{policy.down:.0%} of capacity ({capacity:,.0f})", inputs)

@@ -1,0 +1,490 @@
+"""Concurrent fan-out reads over a value's shard keys, and their merge.
+
+Each shard is read lazily, page by page, only as far as the merge needs: a page of
+``limit`` asks each of N shards for its share (``merge.share``: a count no shard exceeds
+among the page's first entries, but rarely), a shard is asked again only when the merge
+has used up what it returned, together with every shard the page will likely use up,
+and each further request of a shard is four times the size of its last (up to the store's
+page). Requests are bounded by a semaphore, retried on throttling with
+backoff and jitter, hedged (``shardex.hedging``), and a shard that still fails fails
+the whole read with ``IncompleteRead``: nothing partial is returned as if it were whole.
+
+**Pages of one listing do not read an entry twice.** A page ends inside what its
+shards returned: the entries read beyond it, where each shard's read stopped and its
+request in flight are kept in memory as the page's *continuation*
+(``shardex.fanout.listing``), under the page's cursor position and the layout it was read
+in. The next page with that cursor resumes each shard where it stopped and starts from
+the entries kept, so a full listing reads each entry once and each shard with growing
+requests, as a hand-rolled gather does. The cursor itself holds only the position in
+the merged order (``shardex.cursor``), so it stays valid anywhere; a continuation is
+only a saving, and is not used (the page is read from the cursor's position on every
+shard, as before) when the layout changed since (a reshard step: another routing
+version), when it is older than ``CONTINUATION_TTL`` seconds, in another process, or
+after the cursor was used once already. A shard written through this store since its
+entries were kept is read again from the cursor's position, so a page never misses or
+resurrects this process's own writes; writes of other processes may show up to
+``CONTINUATION_TTL`` seconds late (the staleness a DynamoDB GSI allows anyway).
+
+**A listing the caller continues reads ahead.** From its second page on, a shard asks
+for its next request (four times its last) before the merge runs it dry, so it lands
+while the caller consumes what is there: for a caller slower than the store, once the
+shard holds less than a quarter of its last request or than a page may take from it;
+for a caller that comes back sooner than a request takes, as soon as it holds less than
+its last request, so every shard keeps a request in flight and their round trips
+overlap as a gather's do (``listing.reads_ahead``). What a listing holds stays bounded:
+about four times what a slow caller consumed plus a page, at most two requests a shard
+(two store pages), and ``listing.MAX_KEPT_ENTRIES`` in all. A first page never reads
+ahead, so a caller who wants only that page pays for that page. Why, by measurement
+(``benchmarks/bench_reads.py --latency``): at 20 ms a request, a listing in pages of
+1,000 that refilled each shard when it ran dry waited for one round trip after another,
+1.9x the time of a gather that reads every shard at once, and in pages of 100, 5.7x.
+
+**While a reshard moves entries** from one layout's keys to another's, shards are read
+in two phases (``first`` then ``keys``): every position is read on the keys entries
+move away from before it is read on the keys they move to, so an entry moved in between
+is found on one of them (and, found on both, returned once). A read of both at once
+could read its new key before it arrived and its old key after it left. Such a page
+neither resumes, keeps a continuation nor reads ahead: what a shard returned, or a
+request sent ahead, may have moved since.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from shardex.admission import AdaptiveGate
+from shardex.clock import Clock
+from shardex.errors import IncompleteRead
+from shardex.fanout.listing import CONTINUATION_TTL, Continuations, Listing, reads_ahead
+from shardex.fanout.merge import ShardStream, buffered, coverage, merge_safe, share
+from shardex.hedging import Copy, HedgePolicy, Hedger, call_hedged
+from shardex.retry import RetryPolicy, call_with_retry
+from shardex.stores.base import Malformed, Position, QueryPage, Store, StoredEntry
+from shardex.stores.metered import FanOutRead, Hedge, HedgeOutcome, detached
+
+__all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]
+
+T = TypeVar("T")
+_UNBOUNDED = 1 << 30  # a semaphore no fan-out fills
+
+
+@dataclass(frozen=True, slots=True)
+class MergedPage:
+    """Entries of one merged page, and whether any entry lies beyond them."""
+
+    entries: list[StoredEntry]
+    more: bool
+
+
+class FanOut:
+    """Reads the shards of one index's values concurrently, under one concurrency bound.
+
+    The bound is ``max_concurrency`` or the store's client pool (``Store.connections``),
+    whichever is smaller; with neither (None, on memory://), every request is sent at
+    once. ``hedge`` None turns hedging off. ``malformed`` says what a shard read does
+    with an item the store cannot read as an entry (``Store.query``). Call ``close``
+    when done: it stops the requests and copies still running and the watch on the
+    store's writes.
+    """
+
+    def __init__(self, store: Store, namespace: str, *, retry: RetryPolicy,
+                 hedge: HedgePolicy | None, max_concurrency: int | None, clock: Clock,
+                 rng: random.Random, gate: AdaptiveGate | None = None,
+                 malformed: Malformed = "raise") -> None:
+        self._store = store
+        self._malformed = malformed  # what a shard read does with a malformed item
+        self._gate = gate
+        self._namespace = namespace
+        self._retry = retry
+        self._hedger = None if hedge is None else Hedger(hedge)
+        bounds = [b for b in (max_concurrency, store.connections) if b is not None]
+        self.max_concurrency = min(bounds) if bounds else None
+        self._limiter = asyncio.Semaphore(self.max_concurrency or _UNBOUNDED)
+        self._clock = clock
+        self._rng = rng
+        self._max_page = store.capabilities.max_page
+        self._abandoned: set[asyncio.Future[Any]] = set()
+        self._reading: set[asyncio.Task[None]] = set()
+        self._listings = Continuations(namespace)
+        store.meter.subscribe(self._listings.written)
+
+    async def close(self) -> None:
+        """Stop the requests and hedged copies still running; forget every continuation."""
+        self._store.meter.unsubscribe(self._listings.written)
+        self._listings.close()
+        running = [*self._abandoned, *self._reading]
+        self._abandoned, self._reading = set(), set()
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    # -- requests --------------------------------------------------------------------
+
+    async def _send(self, key: str, after: Position | None, descending: bool, limit: int,
+                    copy: Copy | None) -> QueryPage:
+        """One copy of one shard read: under the concurrency bound, timed for hedging."""
+        limiter = self._limiter
+        await limiter.acquire()
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                limiter.release()
+
+        try:
+            if copy is not None:
+                copy.left(release)
+            began = self._clock.now()
+            store, namespace, malformed = self._store, self._namespace, self._malformed
+
+            def query() -> Awaitable[QueryPage]:
+                return store.query(namespace, key, after=after, descending=descending,
+                                   limit=limit, malformed=malformed)
+
+            page = await (query() if self._gate is None else self._gate.call(key, query))
+            if self._hedger is not None:
+                self._hedger.observe(limit, self._clock.now() - began)
+            return page
+        finally:
+            release()
+
+    async def _query(self, key: str, after: Position | None, descending: bool,
+                     limit: int) -> QueryPage:
+        """One shard read: bounded, hedged, and retried on throttling."""
+        hedger = self._hedger
+        if hedger is None:
+            return await call_with_retry(
+                lambda: self._send(key, after, descending, limit, None),
+                self._retry, clock=self._clock, rng=self._rng, paced=self._gate is not None)
+        report = _Copies(self, key)
+        return await call_with_retry(
+            lambda: call_hedged(lambda copy: self._send(key, after, descending, limit, copy),
+                                hedger, limit, clock=self._clock, report=report),
+            self._retry, clock=self._clock, rng=self._rng, paced=self._gate is not None)
+
+    def _fanned_out(self, value: str, width: int, kind: str) -> None:
+        self._store.meter.emit(FanOutRead(self._namespace, value, width, kind,
+                                          self._store.clock.now()))
+
+    def _hedge_event(self, key: str, outcome: HedgeOutcome, units: float = 0.0) -> None:
+        self._store.meter.emit(Hedge(self._namespace, key, outcome, units,
+                                     self._store.clock.now()))
+
+    def _abandon(self, key: str, copy: asyncio.Future[Any]) -> None:
+        self._abandoned.add(copy)
+
+        def finished(done: asyncio.Future[Any]) -> None:
+            self._abandoned.discard(done)
+            units = 0.0
+            if not done.cancelled() and done.exception() is None:
+                units = done.result().units
+            self._hedge_event(key, "cancelled", units)
+
+        copy.add_done_callback(finished)
+
+    async def _each(self, value: str, calls: Sequence[tuple[str, Callable[[], Awaitable[T]]]]
+                    ) -> list[T]:
+        """Run one call per shard concurrently; raise IncompleteRead if any shard failed."""
+        results = await asyncio.gather(*(call() for _, call in calls), return_exceptions=True)
+        failed: dict[str, BaseException] = {}
+        for (key, _), result in zip(calls, results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, self._retry.retry_on):
+                    raise result
+                failed[key] = result
+        if failed:
+            first = next(iter(failed.values()))
+            raise IncompleteRead(value, failed) from first
+        return results  # type: ignore[return-value]
+
+    # -- one request per shard at a time, for ordered pages ----------------------------
+
+    def _fetch(self, stream: ShardStream, descending: bool, listing: Listing,
+               ahead: bool = False) -> None:
+        """Send ``stream``'s next request; it adds its page to the stream when it lands.
+
+        Nobody has to wait for it: a page that needs the shard waits (``_landing``), a
+        request read ahead lands in the listing kept for the next page. Its failure is
+        kept on the stream (``failed``), not raised, for whichever page needs the shard.
+        """
+        key, after, size, generation = stream.key, stream.after, stream.page_size, \
+            stream.generation
+        reading, listings = self._reading, self._listings
+
+        async def read() -> None:
+            # the bookkeeping of a landing is here, not in a done callback: one loop
+            # callback fewer on every request
+            try:
+                page = await self._query(key, after, descending, size)
+            except asyncio.CancelledError:
+                if stream.generation == generation:
+                    stream.pending = None
+                raise
+            except Exception as exc:
+                if stream.generation == generation:
+                    stream.pending, stream.failed = None, exc
+                return
+            finally:
+                reading.discard(task)
+            if stream.generation != generation:
+                return  # restarted meanwhile: this page is of what was read before
+            stream.pending = None
+            stream.accept(page, self._max_page)
+            if listing.waiting:  # kept for its next page: what it holds is bounded
+                listings.landed(listing, len(page.entries))
+            if listing.ahead and reads_ahead(stream, listing) and listings.room():
+                self._fetch(stream, descending, listing, ahead=True)
+
+        stream.asked, stream.failed = size, None
+        # a request read ahead serves a later page: what it skips is not this call's
+        task = asyncio.get_running_loop().create_task(read(), context=detached()) if ahead \
+            else asyncio.ensure_future(read())
+        stream.pending = task
+        reading.add(task)
+
+    async def _landing(self, value: str, listing: Listing,
+                       waiting: Sequence[ShardStream]) -> None:
+        """Wait for the requests of ``waiting``; raise IncompleteRead if one failed for good.
+
+        The wait is the listing's latency: what a page waits when the caller outruns it.
+        """
+        tasks = [s.pending for s in waiting if s.pending is not None]
+        if tasks:
+            began = self._clock.now()
+            await asyncio.wait(tasks)
+            listing.latency = self._clock.now() - began
+        failed: dict[str, BaseException] = {}
+        for stream in waiting:
+            if stream.failed is not None:
+                if not isinstance(stream.failed, self._retry.retry_on):
+                    raise stream.failed
+                failed[stream.key] = stream.failed
+        if failed:
+            raise IncompleteRead(value, failed) from next(iter(failed.values()))
+
+    # -- ordered pages ---------------------------------------------------------------
+
+    async def page(self, value: str, keys: Sequence[str], *, after: Position | None,
+                   descending: bool, limit: int, first: Sequence[str] = (),
+                   fresh: bool = False, layout: object = None) -> MergedPage:
+        """Merge the shards ``first`` and ``keys`` into the next ``limit`` entries beyond ``after``.
+
+        Entries come in ``(sort, item_id)`` order (descending if asked); an entry found
+        on two shards (mid-reshard) is returned once, its newest version. ``more`` is
+        exact: True only if an entry lies beyond the page. Each position is read on the
+        shards ``first`` before it is read on ``keys`` (a key may be in both). ``layout``
+        names the layout the keys belong to (the routing's version): a continuation is
+        resumed only in the layout it was read in. ``fresh`` reads every shard now,
+        neither resuming nor keeping a continuation: a caller that orders its reads of
+        two stores (``shardex.tiermove``) needs each read when made.
+        """
+        if first:
+            self._fanned_out(value, len({*first, *keys}), "page")
+            return await self._phased(value, first, keys, after=after,
+                                      descending=descending, limit=limit)
+        self._fanned_out(value, len(keys), "page")
+        width, max_page = len(keys), self._max_page
+        opening = share(limit, width, max_page)
+        listing, now = None, self._clock.now()
+        if after is not None and not fresh:
+            listing = self._listings.resume((value, descending, after, layout), tuple(keys),
+                                            opening, now)
+        if listing is None:
+            listing = Listing(tuple(keys), [ShardStream(key, after, opening) for key in keys])
+        else:
+            # the caller continues: its shards read ahead from now on, eagerly if it came
+            # back sooner than a request takes
+            listing.ahead, listing.eager = True, now - listing.made < listing.latency
+        listing.low = opening
+        streams = listing.streams
+        out: list[StoredEntry] = []
+        try:
+            while True:
+                waiting = [s for s in streams if not s.buffer and not s.exhausted]
+                if waiting:
+                    # One round trip for every shard this page will likely use up, not one
+                    # after another as each runs dry.
+                    low = share(limit - len(out), width, max_page)
+                    for stream in streams:
+                        if stream.pending is None and not stream.exhausted \
+                                and len(stream.buffer) < low:
+                            self._fetch(stream, descending, listing)
+                    await self._landing(value, listing, waiting)
+                    continue
+                live = [s for s in streams if s.buffer]
+                if not live:
+                    break
+                taken = merge_safe(live, out, limit, descending, buffered(live, descending))
+                if len(out) >= limit and (taken == 0 or not any(
+                        not s.buffer and not s.exhausted for s in streams)):
+                    break
+        except BaseException:
+            listing.stop()
+            raise
+        more = any(s.buffer for s in streams)
+        if not more or fresh:
+            listing.stop()
+            return MergedPage(entries=out, more=more)
+        if listing.ahead:
+            for stream in streams:
+                if reads_ahead(stream, listing) and self._listings.room():
+                    self._fetch(stream, descending, listing, ahead=True)
+        self._listings.keep((value, descending, out[-1].position, layout), listing,
+                            self._clock.now())
+        return MergedPage(entries=out, more=True)
+
+    async def _phased(self, value: str, first: Sequence[str], keys: Sequence[str], *,
+                      after: Position | None, descending: bool, limit: int) -> MergedPage:
+        """A page read in two phases: each position on ``first`` before it is on ``keys``.
+
+        A shard of ``keys`` is asked only for positions every shard of ``first`` has been
+        read to, and forgets what it returned beyond them, so an entry that moved from a
+        ``first`` key to a ``keys`` key is found on one or both.
+        """
+        lead = [ShardStream(key, after, share(limit, len(first), self._max_page))
+                for key in first]
+        rest = [ShardStream(key, after, share(limit, len(keys), self._max_page))
+                for key in keys]
+        streams = [*lead, *rest]
+        out: list[StoredEntry] = []
+        while True:
+            waiting = [s for s in lead if not s.buffer and not s.exhausted]
+            if waiting:
+                await self._fill(value, waiting, descending, limit - len(out) + 1)
+                continue
+            held = None if not lead else coverage(lead, descending)
+            waiting = [s for s in rest if not s.buffer and not s.exhausted
+                       and (held is None or not s.covers(held, descending))]
+            if waiting:
+                await self._fill(value, waiting, descending, limit - len(out) + 1)
+                if held is not None:
+                    for stream in waiting:
+                        stream.clip(held, descending)
+                continue
+            live = [s for s in streams if s.buffer]
+            if not live:
+                break
+            taken = merge_safe(live, out, limit, descending, coverage(streams, descending))
+            if len(out) >= limit and (taken == 0 or not any(
+                    not s.buffer and not s.exhausted for s in streams)):
+                break
+        return MergedPage(entries=out, more=any(s.buffer for s in streams))
+
+    async def _fill(self, value: str, streams: Sequence[ShardStream],
+                    descending: bool, remaining: int) -> None:
+        """Read the next page of each of ``streams`` (at most ``remaining`` entries each)."""
+        def fetch(stream: ShardStream) -> Callable[[], Awaitable[QueryPage]]:
+            size = max(1, min(stream.page_size, remaining))
+            return lambda: self._query(stream.key, stream.after, descending, size)
+
+        pages = await self._each(value, [(s.key, fetch(s)) for s in streams])
+        for stream, page in zip(streams, pages, strict=True):
+            stream.accept(page, self._max_page)
+
+    # -- arrival order and counts ------------------------------------------------------
+
+    async def stream(self, value: str, keys: Sequence[str], *, dedupe: bool,
+                     first: Sequence[str] = ()) -> AsyncIterator[StoredEntry]:
+        """Yield every entry of the shards ``first``, then of ``keys``, in arrival order.
+
+        The shards of each phase are read concurrently; if any fails for good, the
+        entries of the others are still yielded and IncompleteRead is raised at the end.
+        With ``dedupe`` (mid-reshard) an item found on two shards is yielded once.
+        """
+        failed: dict[str, BaseException] = {}
+        seen: set[str] = set()
+        self._fanned_out(value, len({*first, *keys}), "scan")
+        for phase in (first, keys):
+            async for entry in self._stream(phase, failed):
+                if dedupe:
+                    if entry.item_id in seen:
+                        continue
+                    seen.add(entry.item_id)
+                yield entry
+        if failed:
+            raise IncompleteRead(value, failed) from next(iter(failed.values()))
+
+    async def _stream(self, keys: Sequence[str], failed: dict[str, BaseException]
+                      ) -> AsyncIterator[StoredEntry]:
+        """Every entry of the shards ``keys``, read concurrently; failures go to ``failed``."""
+        if not keys:
+            return
+        queue: asyncio.Queue[tuple[str, list[StoredEntry] | BaseException | None]] = \
+            asyncio.Queue(maxsize=2 * len(keys))
+
+        async def pump(key: str) -> None:
+            after: Position | None = None
+            try:
+                while True:
+                    page = await self._query(key, after, False, self._max_page)
+                    if page.entries:
+                        await queue.put((key, page.entries))
+                    if page.resume is None:
+                        break
+                    after = page.resume
+            except Exception as exc:
+                await queue.put((key, exc))
+                return
+            await queue.put((key, None))
+
+        tasks = [asyncio.ensure_future(pump(key)) for key in keys]
+        try:
+            running = len(tasks)
+            while running:
+                key, item = await queue.get()
+                if item is None:
+                    running -= 1
+                elif isinstance(item, BaseException):
+                    running -= 1
+                    if not isinstance(item, self._retry.retry_on):
+                        raise item
+                    failed[key] = item
+                else:
+                    for entry in item:
+                        yield entry
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def count(self, value: str, keys: Sequence[str]) -> int:
+        """Sum the entry counts of the shards ``keys`` (all must answer).
+
+        Not hedged: one count may read a shard page by page, and a copy would read it all
+        again.
+        """
+        async def bounded(key: str) -> int:
+            async with self._limiter:
+                return await self._store.count(self._namespace, key)
+
+        def counter(key: str) -> Callable[[], Awaitable[int]]:
+            return lambda: call_with_retry(lambda: bounded(key), self._retry,
+                                           clock=self._clock, rng=self._rng)
+
+        self._fanned_out(value, len(keys), "count")
+        return sum(await self._each(value, [(key, counter(key)) for key in keys]))
+
+
+class _Copies:
+    """Reports the copies of one hedged shard read as ``Hedge`` events on the store's meter."""
+
+    __slots__ = ("_fanout", "_key")
+
+    def __init__(self, fanout: FanOut, key: str) -> None:
+        self._fanout = fanout
+        self._key = key
+
+    def sent(self) -> None:
+        self._fanout._hedge_event(self._key, "sent")
+
+    def won(self) -> None:
+        self._fanout._hedge_event(self._key, "won")
+
+    def abandoned(self, copy: asyncio.Future[Any]) -> None:
+        self._fanout._abandon(self._key, copy)

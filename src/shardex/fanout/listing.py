@@ -1,0 +1,182 @@
+"""Listings kept between their pages (continuations), and when a shard of one reads ahead.
+
+A page of an ordered listing ends inside what its shards returned. The entries read
+beyond it, where each shard's read stopped, and each shard's request in flight are kept
+here under the page's last position (and the layout it was read in), so that the next
+page with that cursor resumes them: a full listing reads each entry once. Once a caller
+continues a listing (a page resumed from one), its shards *read ahead*: a shard whose
+buffer holds less than its last request asks for its next one at once, while the
+caller consumes what it has, instead of when the merge runs it dry.
+
+Pure bookkeeping and decisions; ``shardex.fanout`` sends the requests.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from shardex.fanout.merge import GROWTH, ShardStream
+from shardex.stores.base import Position
+from shardex.stores.metered import Usage
+
+__all__ = ["CONTINUATION_TTL", "Continuations", "Listing", "Where", "reads_ahead"]
+
+CONTINUATION_TTL = 5.0
+MAX_CONTINUATIONS = 64
+MAX_KEPT_ENTRIES = 200_000
+
+# value, descending, the cursor's position, the layout the page was read in
+Where = tuple[str, bool, Position, Any]
+
+
+@dataclass(slots=True, eq=False)
+class Listing:
+    """The shard streams of one listing, carried from page to page.
+
+    ``ahead``: the caller continued it, so its shards read ahead; ``eager``: the caller
+    came back for its last page sooner than a request takes (``latency``: how long its
+    pages last waited for their requests); ``low``: what its last page asked each shard
+    for. ``kept``: entries
+    buffered while it waits for its next page (counted against ``MAX_KEPT_ENTRIES``);
+    ``made``: when it was kept; ``written``: shard keys this process wrote since.
+    """
+
+    keys: tuple[str, ...]
+    streams: list[ShardStream]
+    ahead: bool = False
+    eager: bool = False
+    low: int = 1
+    latency: float = 0.0
+    made: float = 0.0
+    kept: int = 0
+    waiting: bool = False
+    written: set[str] = field(default_factory=set)
+
+    def stop(self) -> None:
+        """Cancel every request in flight: nobody will read this listing further."""
+        for stream in self.streams:
+            stream.stop()
+
+
+def reads_ahead(stream: ShardStream, listing: Listing) -> bool:
+    """True if ``stream``, of a listing being read ahead, should send its next request now.
+
+    For a caller slower than the store (``listing.eager`` False), once the stream holds
+    less than a quarter of what its last request asked for, or less than a page may
+    take from it (``listing.low``): the next request, four times the last, lands while
+    the caller consumes the rest, and the listing holds about four times what its caller
+    consumed plus a page, as when each shard was read again only once dry. For a caller
+    faster than the store, as soon as it holds less than its last request: every shard
+    keeps a request in flight, so their round trips overlap as a gather's do, instead of
+    each costing the caller a wait of its own; a shard then holds at most two requests.
+    """
+    if stream.exhausted or stream.pending is not None or stream.failed is not None:
+        return False
+    held = len(stream.buffer)
+    return held < stream.asked if listing.eager else \
+        held < max(listing.low, stream.asked // GROWTH)
+
+
+class Continuations:
+    """The listings of one fan-out that wait for their next page, oldest first, bounded.
+
+    At most ``MAX_CONTINUATIONS`` listings and ``MAX_KEPT_ENTRIES`` buffered entries
+    (the oldest go first, their requests in flight cancelled); one older than
+    ``CONTINUATION_TTL`` seconds is not resumed.
+    """
+
+    def __init__(self, namespace: str) -> None:
+        self._namespace = namespace
+        self._listings: OrderedDict[Where, Listing] = OrderedDict()
+        self._watched: dict[str, set[Where]] = {}
+        self.kept = 0
+
+    def __len__(self) -> int:
+        return len(self._listings)
+
+    def listings(self) -> list[Listing]:
+        return list(self._listings.values())
+
+    def keep(self, where: Where, listing: Listing, now: float) -> None:
+        """Keep ``listing`` for the page after ``where``; forget the expired and the oldest."""
+        self.drop(where)
+        while self._listings:
+            oldest = next(iter(self._listings.values()))
+            if now - oldest.made <= CONTINUATION_TTL:
+                break
+            self.drop(next(iter(self._listings)))
+        listing.made, listing.waiting, listing.written = now, True, set()
+        listing.kept = sum(len(s.buffer) for s in listing.streams)
+        self._listings[where] = listing
+        self.kept += listing.kept
+        for stream in listing.streams:
+            self._watched.setdefault(stream.key, set()).add(where)
+        while self._listings and (len(self._listings) > MAX_CONTINUATIONS
+                                  or self.kept > MAX_KEPT_ENTRIES):
+            self.drop(next(iter(self._listings)))
+
+    def resume(self, where: Where, keys: tuple[str, ...], share: int,
+               now: float) -> Listing | None:
+        """The listing kept for ``where``, if it can still serve; each is resumed once.
+
+        A shard this process wrote since is read again from ``where``'s position; a
+        listing of other shard keys, or older than the TTL, is dropped.
+        """
+        found = self._forget(where)
+        if found is None:
+            return None
+        if found.keys != keys or now - found.made > CONTINUATION_TTL:
+            found.stop()
+            return None
+        for stream in found.streams:
+            if stream.key in found.written:
+                stream.restart(where[2], share)
+            else:
+                stream.page_size = max(stream.page_size, share)
+        return found
+
+    def landed(self, listing: Listing, entries: int) -> None:
+        """Count ``entries`` that landed in ``listing`` while it is kept (``waiting``)."""
+        listing.kept += entries
+        self.kept += entries
+
+    def room(self) -> bool:
+        """True while kept listings may grow: read-ahead stops at the bound."""
+        return self.kept < MAX_KEPT_ENTRIES
+
+    def drop(self, where: Where) -> None:
+        found = self._forget(where)
+        if found is not None:
+            found.stop()
+
+    def _forget(self, where: Where) -> Listing | None:
+        found = self._listings.pop(where, None)
+        if found is not None:
+            found.waiting = False
+            self.kept -= found.kept
+            for stream in found.streams:
+                watchers = self._watched.get(stream.key)
+                if watchers is not None:
+                    watchers.discard(where)
+                    if not watchers:
+                        del self._watched[stream.key]
+        return found
+
+    def written(self, event: object) -> None:
+        """Mark the listings whose shards the store just wrote (a meter subscriber)."""
+        if not self._watched or type(event) is not Usage or not event.write or \
+                event.namespace != self._namespace:
+            return
+        for part in event.shares:
+            for where in self._watched.get(part.key, ()):
+                self._listings[where].written.add(part.key)
+
+    def close(self) -> None:
+        """Forget every listing and cancel their requests in flight."""
+        for listing in self._listings.values():
+            listing.stop()
+        self._listings.clear()
+        self._watched.clear()
+        self.kept = 0

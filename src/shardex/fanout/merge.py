@@ -1,0 +1,185 @@
+"""The pure half of an ordered fan-out: shard streams, what is safe to merge, and shares.
+
+No I/O here: ``shardex.fanout`` sends the requests and hands each page to its stream
+(``_ShardStream.accept``); these functions decide what the merge may take and what to ask
+each shard for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+
+from shardex.stores.base import Position, QueryPage, StoredEntry
+
+__all__ = ["GROWTH", "ShardStream", "buffered", "coverage", "merge_safe", "share"]
+
+_MIN_FIRST_PAGE = 4
+_SHORT = 0.003  # how often a page may need a second round trip to some shard
+GROWTH = 4  # each further request of a shard asks this many times its last
+
+
+class _Asc:
+    """A sort key that orders positions from the smallest up."""
+
+    __slots__ = ("position",)
+
+    def __init__(self, position: Position) -> None:
+        self.position = position
+
+    def __lt__(self, other: _Asc) -> bool:
+        return self.position < other.position
+
+
+class _Desc(_Asc):
+    """A sort key that orders positions from the largest down."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: _Asc) -> bool:
+        return self.position > other.position
+
+
+@dataclass(slots=True, eq=False)
+class ShardStream:
+    """One shard key read forward from a position, one request at a time.
+
+    ``page_size`` is what its next request asks for, ``asked`` what its last one did;
+    ``pending`` is the request in flight (at most one), ``failed`` the error of the last
+    one when nobody waited for it (a read ahead), so that a page needing the shard asks
+    again. ``generation`` grows on ``restart``: a request sent before it is not accepted.
+    """
+
+    key: str
+    after: Position | None
+    page_size: int
+    buffer: list[StoredEntry] = field(default_factory=list)
+    exhausted: bool = False
+    asked: int = 0
+    pending: asyncio.Task[None] | None = None
+    failed: BaseException | None = None
+    generation: int = 0
+
+    def accept(self, page: QueryPage, max_page: int) -> None:
+        self.buffer.extend(page.entries)
+        self.after = page.resume
+        self.exhausted = page.resume is None
+        self.page_size = min(max_page, self.page_size * GROWTH)
+
+    def restart(self, after: Position | None, page_size: int) -> None:
+        """Forget what was read, and the request in flight: read again from ``after``."""
+        self.stop()
+        self.generation += 1
+        self.after = after
+        self.buffer.clear()
+        self.exhausted = False
+        self.failed = None
+        self.page_size = page_size
+
+    def stop(self) -> None:
+        """Cancel the request in flight, if any (the store still charges what it read)."""
+        if self.pending is not None:
+            self.pending.cancel()
+            self.pending = None
+
+    def covers(self, bound: Position, descending: bool) -> bool:
+        """True if this shard has been read up to ``bound`` (or to its end)."""
+        if self.exhausted or self.after is None:
+            return self.exhausted
+        return self.after <= bound if descending else self.after >= bound
+
+    def clip(self, bound: Position, descending: bool) -> None:
+        """Forget what was read beyond ``bound``: it is read again, later, from ``bound``."""
+        beyond = self.after is not None and (self.after < bound if descending
+                                             else self.after > bound)
+        if self.exhausted or beyond:
+            del self.buffer[_safe(self, bound, descending):]
+            self.after, self.exhausted = bound, False
+
+
+def coverage(streams: Sequence[ShardStream], descending: bool) -> Position | None:
+    """The position up to which every stream not yet exhausted has been read (None: all).
+
+    Every stream not exhausted has been read once by then, so it has a position.
+    """
+    read = [s.after for s in streams if not s.exhausted]
+    assert None not in read
+    positions = [p for p in read if p is not None]
+    if not positions:
+        return None
+    return max(positions) if descending else min(positions)
+
+
+def buffered(live: Sequence[ShardStream], descending: bool) -> Position | None:
+    """The smallest last-buffered position among shards not yet exhausted (None: all are)."""
+    unread = [s.buffer[-1].position for s in live if not s.exhausted]
+    return None if not unread else (max(unread) if descending else min(unread))
+
+
+def _safe(stream: ShardStream, bound: Position | None, descending: bool) -> int:
+    """How many of the stream's buffered entries lie at or before ``bound``."""
+    if bound is None:
+        return len(stream.buffer)
+    rank = _Desc if descending else _Asc
+    return bisect_right(stream.buffer, rank(bound), key=lambda e: rank(e.position))
+
+
+def _run(buffer: list[StoredEntry], safe: int,
+         tag: int) -> Iterator[tuple[Position, int, StoredEntry]]:
+    for entry in islice(buffer, safe):
+        yield entry.position, tag, entry
+
+
+def merge_safe(live: list[ShardStream], out: list[StoredEntry], limit: int,
+               descending: bool, bound: Position | None) -> int:
+    """Move the buffered entries that are safe to order from ``live`` onto ``out``.
+
+    An entry is safe when no shard still to be read can hold one before it: up to
+    ``bound`` (None: every shard is read to its end), which the caller works out from
+    how far each shard not yet exhausted has been read (``buffered``, ``coverage``).
+    The safe runs are merged lazily, so a page takes only what it returns from buffers
+    that may hold many pages. Once ``out`` holds ``limit`` entries, only copies of its
+    last entry (mid-reshard duplicates) are still taken, so they are not mistaken for
+    more. Returns how many entries were consumed.
+    """
+    runs = [_run(s.buffer, _safe(s, bound, descending), i) for i, s in enumerate(live)]
+    consumed = [0] * len(live)
+    for position, tag, entry in heapq.merge(*runs, reverse=descending):
+        if out and out[-1].position == position:
+            if entry.version > out[-1].version:
+                out[-1] = entry
+        elif len(out) >= limit:
+            break
+        else:
+            out.append(entry)
+        consumed[tag] += 1
+    for stream, taken in zip(live, consumed, strict=True):
+        del stream.buffer[:taken]
+    return sum(consumed)
+
+
+def share(limit: int, shards: int, max_page: int) -> int:
+    """What to ask each of ``shards`` shards for, first, to fill a page of ``limit``.
+
+    A shard's count among the page's ``limit + 1`` first entries (the one past the end
+    says whether there is more) is binomial. The share is the smallest count that
+    every shard stays below with probability 1 - ``_SHORT``, so that one round trip
+    per shard almost always fills the page: a second one doubles a page's latency.
+    """
+    wanted = limit + 1
+    if shards == 1:
+        return max(1, min(wanted, max_page))
+    p = 1.0 / shards
+    ratio = p / (1.0 - p)
+    pmf = (1.0 - p) ** wanted  # P(count == 0)
+    below = 0.0
+    count = 0
+    while count < wanted and shards * (1.0 - below - pmf) > _SHORT:
+        below += pmf
+        pmf *= (wanted - count) / (count + 1) * ratio
+        count += 1
+    return min(wanted, max_page, max(_MIN_FIRST_PAGE, count + 1))

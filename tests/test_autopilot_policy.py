@@ -1,0 +1,311 @@
+"""The autopilot's pure policy: its properties drawn by Hypothesis, and a few examples."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardex.autopilot import (
+    AutopilotPolicy,
+    Decision,
+    HeatWindow,
+    KeyHeat,
+    KeyView,
+    MigrationView,
+    TableFacts,
+    decide,
+    load_policy,
+)
+from shardex.errors import InvalidInput, InvalidPolicy
+
+CEILING = 1000.0
+TABLE = TableFacts(write_ceiling=CEILING, write_limit=40_000.0)
+
+
+def planner(headroom: float) -> object:
+    """A sizer as the planner sizes on a table split for heat: the per-key rule."""
+    def size(key: str, peak: float, tier: str | None) -> int:
+        return max(1, math.ceil(round(peak * headroom / CEILING, 9)))
+    return size
+
+
+@st.composite
+def policies(draw: st.DrawFn) -> AutopilotPolicy:
+    up = draw(st.floats(0.5, 1.0))
+    down = draw(st.floats(0.05, up - 0.05))
+    t_up = draw(st.floats(1.0, 120.0))
+    low = draw(st.integers(1, 4))
+    return AutopilotPolicy(
+        up=up, down=down, t_up=t_up, t_down=draw(st.floats(t_up, 3600.0)),
+        min_interval=draw(st.floats(0.0, 900.0)), max_migrations=draw(st.integers(1, 3)),
+        min_shards=low, max_shards=draw(st.integers(low, 128)),
+        tier=draw(st.sampled_from([None, "dedicated"])), lead=draw(st.floats(0.0, 120.0)))
+
+
+@st.composite
+def keys(draw: st.DrawFn, policy: AutopilotPolicy, now: float) -> tuple[KeyHeat, KeyView]:
+    shards = draw(st.integers(1, 64))
+    capacity = shards * CEILING
+    floor = draw(st.floats(0.0, 2.5 * capacity))
+    peak_up = floor + draw(st.floats(0.0, capacity))
+    peak_down = peak_up + draw(st.floats(0.0, capacity))
+    heat = KeyHeat(seconds=draw(st.floats(0.0, 2 * policy.t_down)), floor_up=floor,
+                   peak_up=peak_up, peak_down=peak_down, slope=draw(st.floats(-50.0, 50.0)),
+                   last=draw(st.floats(floor, peak_up)), read_peak=0.0)
+    migration = None
+    if draw(st.booleans()):
+        to_n = draw(st.integers(1, 64))
+        migration = MigrationView(shards, to_n, draw(st.sampled_from(
+            ["survey", "read-both", "write-new", "verified", "read-new", "retired"])),
+            started_at=now - 10, writers_follow_at=draw(st.sampled_from([None, now - 1,
+                                                                          now + 5])))
+    last = draw(st.sampled_from([None, now - draw(st.floats(0.0, 4000.0))]))
+    budget = draw(st.sampled_from([None, 0.9 * capacity]))
+    since = None if budget is None else draw(st.sampled_from(
+        [None, now - draw(st.floats(0.0, 2 * policy.t_down))]))
+    tier = draw(st.sampled_from([None, None, "dedicated"]))
+    return heat, KeyView(shards=shards, tier=tier, migration=migration, last_change=last,
+                         budget=budget, budget_since=since)
+
+
+@st.composite
+def situations(draw: st.DrawFn) -> tuple[AutopilotPolicy, dict[str, KeyHeat],
+                                          dict[str, KeyView], float, float]:
+    policy = draw(policies())
+    now = draw(st.floats(10_000.0, 100_000.0))
+    heats, views = {}, {}
+    for i in range(draw(st.integers(1, 6))):
+        heat, view = draw(keys(policy, now))
+        heats[f"k{i}"], views[f"k{i}"] = heat, view
+    return policy, heats, views, now, draw(st.floats(1.0, 2.0))
+
+
+def run(policy: AutopilotPolicy, heats: dict[str, KeyHeat], views: dict[str, KeyView],
+        now: float, headroom: float) -> list[Decision]:
+    return decide(policy, TABLE, heats, views, now, planner(headroom))  # type: ignore[arg-type]
+
+
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
+@given(situations())
+def test_no_action_in_the_dead_band(case: tuple) -> None:
+    policy, heats, views, _now, _headroom = case
+    for decision in run(*case):
+        heat, view = heats[decision.key], views[decision.key]
+        capacity = view.shards * CEILING
+        below_up = heat.seconds < policy.t_up or heat.floor_up <= policy.up * capacity
+        above_down = heat.seconds < policy.t_down or heat.peak_down >= policy.down * capacity
+        if below_up and above_down:
+            assert not decision.migrates, decision
+
+
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
+@given(situations())
+def test_hysteresis_both_ways(case: tuple) -> None:
+    """A grow needs the load above ``up`` for ``t_up``; a shrink the peak below ``down``
+    for ``t_down``, and leaves that peak below ``up`` of the smaller layout."""
+    policy, heats, views, _now, _ = case
+    for decision in run(*case):
+        heat, view = heats[decision.key], views[decision.key]
+        capacity = view.shards * CEILING
+        if decision.action == "grow":
+            assert heat.seconds >= policy.t_up
+            assert heat.floor_up > policy.up * capacity
+            assert decision.to_n > decision.from_n
+            # the grown layout sits inside the dead band at the load that grew it, unless
+            # the ceiling on N holds it back
+            assert heat.floor_up < policy.up * decision.to_n * CEILING \
+                or decision.to_n == policy.bounds(decision.key)[1]
+        if decision.action == "shrink":
+            assert heat.seconds >= policy.t_down
+            assert heat.peak_down < policy.down * capacity
+            assert decision.to_n < decision.from_n
+            assert heat.peak_down < policy.up * decision.to_n * CEILING
+            assert heat.peak_up >= policy.settled * heat.peak_down
+
+
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
+@given(situations())
+def test_interval_per_key(case: tuple) -> None:
+    policy, _heats, views, now, _ = case
+    for decision in run(*case):
+        last = views[decision.key].last_change
+        if decision.migrates and last is not None:
+            assert now - last >= policy.min_interval
+            if decision.action == "shrink":
+                assert now - last >= policy.t_down
+
+
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
+@given(situations())
+def test_concurrency_cap_and_no_migration_over_another(case: tuple) -> None:
+    policy, _heats, views, _now, _ = case
+    decisions = run(*case)
+    under_way = sum(1 for view in views.values() if view.migration is not None)
+    started = [d for d in decisions if d.migrates]
+    assert under_way + len(started) <= max(policy.max_migrations, under_way)
+    for decision in started:
+        assert views[decision.key].migration is None
+
+
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
+@given(situations())
+def test_floors_ceilings_reasons_and_inputs(case: tuple) -> None:
+    policy, _heats, views, now, _ = case
+    decisions = run(*case)
+    for decision in decisions:
+        assert decision.reason
+        assert decision.inputs
+        assert decision.t == now
+        if decision.migrates:
+            floor, top = policy.bounds(decision.key)
+            assert floor <= decision.to_n <= top
+        if decision.action == "isolate":
+            assert decision.tier == policy.tier is not None
+            assert views[decision.key].tier != policy.tier
+    # one decision a key besides admission (a key without migration may lift a budget too)
+    for key in views:
+        assert sum(1 for d in decisions if d.key == key and d.action != "admit") <= 1
+        assert any(d.key == key for d in decisions)
+
+
+@settings(deadline=None)  # pure and fast; a loaded machine must not fail it
+@given(situations())
+def test_admission_bridges_and_guards_only(case: tuple) -> None:
+    """A budget is set past the watermark or for a grow, raised once writers follow a
+    grown layout, lifted when the load cooled or a shrink runs; never else."""
+    policy, heats, views, now, _ = case
+    decisions = run(*case)
+    for decision in decisions:
+        if decision.action != "admit":
+            continue
+        view, heat = views[decision.key], heats[decision.key]
+        migration = view.migration
+        capacity = view.shards * CEILING
+        starting = any(d.key == decision.key and d.action in ("grow", "isolate")
+                       for d in decisions)
+        if decision.budget is None:  # a lift
+            assert view.budget is not None
+            assert (migration is None and heat.peak_down < policy.up * capacity
+                    and not starting and now - (view.budget_since or -math.inf)
+                    >= policy.t_down) or (migration is not None and not migration.grows)
+        elif view.budget is None:  # a budget set
+            if migration is None:
+                assert starting or heat.last > policy.admit_at * capacity
+                assert decision.budget == pytest.approx(policy.admit_share * capacity)
+            else:
+                assert migration.grows
+                assert decision.budget == pytest.approx(
+                    policy.admit_share * migration.from_n * CEILING)
+        else:  # raised: writers follow the grown layout
+            assert migration is not None
+            assert now >= (migration.writers_follow_at or math.inf)
+            assert decision.budget == pytest.approx(
+                policy.admit_share * migration.to_n * CEILING)
+            assert view.budget < decision.budget
+
+
+def test_a_ramp_grows_to_the_projected_load() -> None:
+    policy = AutopilotPolicy(tick=1.0)
+    window = HeatWindow(policy)
+    # 300 units/s, then a ramp of 95 units/s a second (20x in 60 s)
+    for t in range(1, 601):
+        window.add(float(t), 300.0)
+    for t in range(601, 625):
+        window.add(float(t), 300.0 + 95.0 * (t - 600))
+    heat = window.summary()
+    views = {"shop": KeyView(shards=1)}
+    decisions = decide(policy, TABLE, {"shop": heat}, views, 624.0, planner(1.5))
+    grow = next(d for d in decisions if d.action == "grow")
+    # the load 60 s on is 8,280 units/s; the trend (its window starts before the ramp)
+    # projects most of it, the grow makes room for twice it with the planner's headroom
+    assert grow.inputs["projected"] > 7000
+    assert grow.to_n >= 21
+    assert any(d.action == "admit" and d.budget == pytest.approx(900.0) for d in decisions)
+
+
+def test_noise_in_the_dead_band_never_acts() -> None:
+    import random
+
+    policy = AutopilotPolicy()
+    rng = random.Random(3)
+    windows = {"hot": HeatWindow(policy), "sharded": HeatWindow(policy)}
+    views = {"hot": KeyView(shards=1), "sharded": KeyView(shards=4)}
+    means = {"hot": 650.0, "sharded": 1800.0}  # 65% of one partition, 45% of four
+    acted = []
+    for tick in range(1, 17_280):  # a day of 5-second samples, each the mean of 5 seconds
+        t = 5.0 * tick
+        for key, window in windows.items():
+            window.add(t, sum(means[key] * rng.uniform(0.7, 1.3) for _ in range(5)) / 5,
+                       span=5.0)
+        heats = {key: window.summary() for key, window in windows.items()}
+        acted += [d for d in decide(policy, TABLE, heats, views, t, planner(1.5))
+                  if d.action != "none"]
+    assert acted == []
+
+
+def test_heat_window_against_brute_force() -> None:
+    import random
+
+    policy = AutopilotPolicy(t_up=20.0, t_down=60.0, trend=10.0)
+    rng = random.Random(7)
+    window = HeatWindow(policy)
+    samples: list[tuple[float, float]] = []
+    t = 0.0
+    for _ in range(500):
+        t += rng.choice([1.0, 2.0, 5.0])
+        value = rng.uniform(0, 1000)
+        window.add(t, value, span=1.0)
+        samples.append((t, value))
+        heat = window.summary()
+        up = [v for s, v in samples if s > t - policy.t_up]
+        down = [v for s, v in samples if s > t - policy.t_down]
+        assert heat.floor_up == min(up)
+        assert heat.peak_up == max(up)
+        assert heat.peak_down == max(down)
+        assert heat.last == value
+        assert heat.seconds == pytest.approx(t - samples[0][0] + 1.0)
+
+
+def test_heat_window_refuses_bad_samples() -> None:
+    window = HeatWindow(AutopilotPolicy())
+    window.add(5.0, 1.0)
+    with pytest.raises(InvalidInput, match="time order"):
+        window.add(5.0, 1.0)
+    with pytest.raises(InvalidInput, match="finite"):
+        window.add(6.0, math.nan)
+
+
+@pytest.mark.parametrize(("settings", "match"), [
+    ({"up": 0.3, "down": 0.5}, "down < up"),
+    ({"t_up": 60.0, "t_down": 30.0}, "at least t_up"),
+    ({"max_migrations": 0}, "max_migrations"),
+    ({"min_shards": 8, "max_shards": 4}, "min_shards <= max_shards"),
+    ({"tier": "no such"}, "tier"),
+    ({"limits": {"A#1": (1, 2)}}, "limits"),
+    ({"limits": {"A": (4, 2)}}, "floor <= ceiling"),
+    ({"lead": -1.0}, "lead"),
+])
+def test_bad_policies_are_refused(settings: dict, match: str) -> None:
+    with pytest.raises(InvalidPolicy, match=match):
+        AutopilotPolicy(**settings)
+
+
+def test_policy_file(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "policy.toml"
+    path.write_text('up = 0.75\nt_down = 600\n[values.PENDING]\nmin_shards = 2\n')
+    policy = load_policy(path)
+    assert policy.up == 0.75
+    assert policy.bounds("PENDING") == (2, 256)
+    assert replace(policy, up=0.7).up == 0.7
+    path.write_text("upp = 1\n")
+    with pytest.raises(InvalidPolicy, match=r"policy.toml: unknown setting\(s\) upp"):
+        load_policy(path)
+    path.write_text("up = [\n")
+    with pytest.raises(InvalidPolicy, match="not valid TOML"):
+        load_policy(path)

@@ -1,0 +1,214 @@
+"""The autopilot's simulation: a flash sale, noise alone, the migration model, the CLI.
+
+The whole day (both sales, the viral tenant, the day's fan-out against static N) takes
+about 25 s of CPU: it runs with SHARDEX_LONG=1, and ``shardex simulate --autopilot``
+prints it (docs/autopilot.md quotes it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from shardex.autopilot import AutopilotPolicy
+from shardex.autopilot.migration import MigrationCosts, MigrationModel, moved_share
+from shardex.cli import cli, main
+from shardex.routing import ShardPolicy
+from shardex.scenarios.autopilot import run_mode
+from shardex.scenarios.autopilot_report import simulate_autopilot
+from shardex.scenarios.day import DayLoad, day, ramps_of
+from shardex.scenarios.workload import Schedule, ValueLoad, Workload, load_workload
+from shardex.sim.profiles import profile
+
+TABLE = profile("dynamodb-on-demand", partitions=0, warm_write=40_000.0)
+STEADY = Path(__file__).parent.parent / "examples" / "autopilot_steady.toml"
+SALE = day(3 * 3600, start=9 * 3600 + 1800)  # 09:30 to 12:30: the first flash sale
+
+
+@pytest.fixture(scope="module")
+def sale() -> dict:
+    return simulate_autopilot(SALE, TABLE, AutopilotPolicy(), seed=2,
+                              modes=("autopilot", "none")).to_dict()
+
+
+def test_a_flash_sale_is_cured_without_throttles_or_failures(sale: dict) -> None:
+    auto, none = sale["runs"]
+    assert [auto["mode"], none["mode"]] == ["autopilot", "none"]
+    (ramp,) = auto["ramps"]
+    assert ramp["name"] == "flash sale 1"
+    assert ramp["throttled_share"] <= 0.01
+    assert ramp["writes_failed"] == 0
+    assert 0 < ramp["admission_refused_share"] < 0.05  # the bridge holds writes back
+    assert ramp["reshards"] <= 2
+    assert auto["listings_complete"] is True
+    assert auto["listings_checked"] > 50
+    assert all(shadow["parity_gaps"] == 0 for shadow in auto["shadows"])
+    grow, shrink = auto["migrations"]
+    assert grow["key"] == shrink["key"] == "shop-a"
+    assert grow["from_n"] == 1 < grow["to_n"]
+    assert shrink["to_n"] < shrink["from_n"]
+    assert [s["state"] for s in grow["states"]] == [
+        "read-both", "write-new", "verified", "read-new", "retired", "done"]
+    assert shrink["started_s"] > grow["states"][-1]["at_s"]
+    # with no sharding the same sale throttles and fails most of its writes
+    (lost,) = none["ramps"]
+    assert lost["throttled_share"] > 0.5
+    assert lost["writes_failed"] > 1_000_000
+    assert lost["time_to_cure_s"] is None
+    assert all(check["ok"] for check in sale["checks"]), sale["checks"]
+    for action in auto["actions"]:
+        assert action["reason"]
+        assert set(action) >= {"t", "key", "action", "from_n", "to_n", "reason"}
+
+
+def test_noise_alone_moves_nothing() -> None:
+    workload = load_workload(STEADY)
+    load = DayLoad(Workload(7200, workload.values, table=workload.table), noise=0.3)
+    run = run_mode(load, "autopilot", TABLE, AutopilotPolicy(), seed=5)
+    assert run.actions == []
+    assert run.totals()["throttled"] == 0
+
+
+def test_grouped_keys_and_folding_change_nothing() -> None:
+    """One key of each class stands for the class, quiet keys go to the table level:
+    the same figures as every shard key on the engine."""
+    ramp = Schedule(((0.0, 100.0), (120.0, 2000.0)))
+    values = {"hot": ValueLoad("hot", write=ramp, delete=Schedule(((0.0, 100.0),)),
+                               read=Schedule(((0.0, 5.0),)), item_bytes=400),
+              "cold": ValueLoad("cold", write=Schedule(((0.0, 50.0),)), item_bytes=400)}
+    load = DayLoad(Workload(700, values), entries={"hot": 5_000.0, "cold": 1000.0})
+    policy = AutopilotPolicy(min_interval=60.0, t_down=120.0)
+    fast = run_mode(load, "autopilot", TABLE, policy)
+    exact = run_mode(load, "autopilot", TABLE, policy, every_key=True)
+    assert [(d.t, d.action, d.to_n) for d in fast.actions] == \
+        [(d.t, d.action, d.to_n) for d in exact.actions]
+    assert any(d.action == "grow" for d in fast.actions)
+    for name, figure in fast.totals().items():
+        assert figure == pytest.approx(exact.totals()[name], rel=1e-6, abs=1e-6), name
+
+
+def test_a_migration_goes_through_the_runners_states_at_their_pace() -> None:
+    costs = MigrationCosts(move_units=2.0, row_read_units=0.1, lease=15.0, margin=40.0,
+                           retain=60.0)
+    model = MigrationModel("k", ShardPolicy(), ShardPolicy(shards=8), 100.0, 10_000.0, costs)
+    t = 100.0
+    while not model.done:
+        t += 1
+        moving, _ = model.work(t)
+        model.tick(t, 10_000.0, moving)
+    at = dict(model.states)
+    # the survey reads 10,000 rows of 0.1 units at 750 a second: 2 s
+    assert at["read-both"] == pytest.approx(102.0, abs=1)
+    assert at["write-new"] - at["read-both"] == pytest.approx(55.0, abs=1)  # lease + margin
+    # every entry moves off the unsuffixed key, 125 a second (250 units, 2 a move)
+    assert model.mover_rate() == pytest.approx(125.0)
+    # then the parity check: 10,000 rows at 0.1 units, each placement read 16 at a time
+    assert at["verified"] - at["write-new"] == pytest.approx(55 + 80 + 4, abs=2)
+    assert at["retired"] - at["read-new"] == pytest.approx(60.0, abs=1)  # retention
+    assert model.writers_follow_at() == at["write-new"] + costs.ttl
+    assert moved_share(ShardPolicy(shards=4), ShardPolicy(shards=8)) == 0.5
+    assert moved_share(ShardPolicy(shards=8), ShardPolicy(shards=6)) == 0.25
+
+
+def test_ramps_of_a_workload_file() -> None:
+    load = ValueLoad("v", write=Schedule(((0.0, 100.0), (60.0, 500.0), (120.0, 100.0)),
+                                         bursts=((200.0, 10.0, 1000.0),)))
+    ramps = ramps_of(Workload(300, {"v": load}))
+    assert [(r.start, r.end) for r in ramps] == [(60, 120), (200, 210)]
+
+
+def test_cli_simulate_autopilot_json() -> None:
+    result = CliRunner().invoke(cli, ["simulate", "--autopilot", str(STEADY), "--duration",
+                                      "600", "--noise", "0.3", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "shardex.simulate.autopilot/1"
+    assert [run["mode"] for run in doc["runs"]] == ["autopilot", "static", "none"]
+    for run in doc["runs"]:
+        assert {"throttled_share", "admission_refused_share", "writes_failed",
+                "listings_complete", "actions", "max_reshards_per_key",
+                "fanout_n_read_weighted", "time_to_cure_s"} <= set(run)
+    assert doc["runs"][0]["actions"] == []
+
+
+def fails(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """Run the command as a user does; its exit code and its one error line."""
+    with pytest.raises(SystemExit) as done:
+        main(list(args))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: ")
+    code = done.value.code
+    return int(code) if isinstance(code, int) else 1, lines[0]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["simulate"], "Missing argument 'WORKLOAD'"),
+    (["simulate", "--autopilot", "--plot", "x.png"], "--plot"),
+    (["simulate", str(STEADY), "--noise", "0.1"], "--autopilot"),
+    (["demo", "--autopilot", "--rate", "5"], "--autopilot takes"),
+])
+def test_cli_refusals(capsys: pytest.CaptureFixture[str], args: list[str], words: str) -> None:
+    code, line = fails(capsys, *args)
+    assert code == 2
+    assert words in line
+
+
+def test_cli_bad_policy(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text("up = 2\n")
+    code, line = fails(capsys, "simulate", "--autopilot", str(STEADY), "--duration", "60",
+                       "--policy", str(policy))
+    assert code == 2
+    assert "policy.toml: autopilot thresholds need 0 < down < up <= 1" in line
+
+
+@pytest.mark.skipif(not os.environ.get("SHARDEX_LONG"), reason="the whole day: SHARDEX_LONG=1")
+def test_the_whole_day() -> None:
+    doc = simulate_autopilot(day(), TABLE, AutopilotPolicy()).to_dict()
+    assert all(check["ok"] for check in doc["checks"]), doc["checks"]
+    steady = load_workload(STEADY)
+    run = run_mode(DayLoad(steady, noise=0.3), "autopilot", TABLE, AutopilotPolicy())
+    assert run.actions == []
+
+
+def test_a_shadow_run_sees_a_listing_that_misses_an_entry(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shadow's check bites: a reader that drops an entry of its pages is caught."""
+    from shardex.index import ShardedIndex
+    from shardex.scenarios.shadow import shadow
+
+    clean = shadow("shop", ShardPolicy(), ShardPolicy(shards=4), entries=50, seed=4)
+    assert clean.complete
+    assert clean.listings > 10
+    query = ShardedIndex.query
+
+    async def lossy(self: ShardedIndex, value: str, **options: object) -> object:
+        page = await query(self, value, **options)  # type: ignore[arg-type]
+        if page.items and page.cursor is None:
+            page.items.pop()
+        return page
+
+    monkeypatch.setattr(ShardedIndex, "query", lossy)
+    broken = shadow("shop", ShardPolicy(), ShardPolicy(shards=4), entries=50, seed=4)
+    assert not broken.complete
+    assert any("missing" in problem for problem in broken.problems)
+
+
+def test_a_move_is_an_entry_write_at_each_end() -> None:
+    from shardex.scenarios.workload import Move
+
+    values = {"PENDING": ValueLoad("PENDING", write=Schedule(((0.0, 100.0),))),
+              "SHIPPED": ValueLoad("SHIPPED")}
+    moves = (Move("PENDING", "SHIPPED", Schedule(((0.0, 40.0),))),)
+    load = DayLoad(Workload(30, values, moves), entries={"PENDING": 1000.0})
+    run = run_mode(load, "none", TABLE, AutopilotPolicy())
+    pending, shipped = run.keys["PENDING"], run.keys["SHIPPED"]
+    assert sum(pending.offered) == pytest.approx(30 * 140)
+    assert sum(shipped.offered) == pytest.approx(30 * 40)
+    assert pending.entries == pytest.approx(1000 + 30 * 60)
+    assert shipped.entries == pytest.approx(30 * 40)

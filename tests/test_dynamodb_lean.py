@@ -1,0 +1,128 @@
+"""The DynamoDB client read path: Query items as JSON decoded them, the pool it carries."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from botocore.parsers import create_parser
+from botocore.session import get_session
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardex.stores.dynamodb.client import AioClient, adapt_client, lean_items
+
+_QUERY = get_session().get_service_model("dynamodb").operation_model("Query").output_shape
+_NUMBERS = st.decimals(allow_nan=False, allow_infinity=False, places=3).map(str)
+_BINARY = st.binary(max_size=8).map(lambda b: base64.b64encode(b).decode())
+_TEXT = st.text(max_size=8)
+
+
+def _values(binary: bool) -> st.SearchStrategy[dict[str, Any]]:
+    scalars = [st.builds(lambda s: {"S": s}, _TEXT), st.builds(lambda n: {"N": n}, _NUMBERS),
+               st.builds(lambda b: {"BOOL": b}, st.booleans()), st.just({"NULL": True}),
+               st.builds(lambda s: {"SS": s}, st.lists(_TEXT, min_size=1, max_size=3,
+                                                       unique=True)),
+               st.builds(lambda n: {"NS": n}, st.lists(_NUMBERS, min_size=1, max_size=3,
+                                                       unique=True))]
+    if binary:
+        scalars += [st.builds(lambda b: {"B": b}, _BINARY),
+                    st.builds(lambda b: {"BS": b}, st.lists(_BINARY, min_size=1, max_size=2,
+                                                            unique=True))]
+    return st.recursive(st.one_of(scalars), lambda inner: st.one_of(
+        st.builds(lambda items: {"L": items}, st.lists(inner, max_size=3)),
+        st.builds(lambda fields: {"M": fields}, st.dictionaries(_TEXT, inner, max_size=3))),
+        max_leaves=8)
+
+
+def _body(binary: bool) -> st.SearchStrategy[bytes]:
+    item = st.dictionaries(_TEXT, _values(binary), max_size=4)
+    return st.builds(lambda items, last: json.dumps({
+        "Items": items, "Count": len(items), "ScannedCount": len(items),
+        **({"LastEvaluatedKey": last} if last else {}),
+        "ConsumedCapacity": {"TableName": "orders", "CapacityUnits": 1.5}}).encode(),
+        st.lists(item, max_size=4), st.dictionaries(_TEXT, _values(binary), max_size=2))
+
+
+def _parsed(body: bytes, *, lean: bool, status: int = 200) -> tuple[dict[str, Any], bool]:
+    response: dict[str, Any] = {"status_code": status, "headers": {}, "body": body}
+    custom: dict[str, Any] = {}
+    if lean:
+        lean_items(response_dict=response, customized_response_dict=custom)
+    parsed = create_parser("json").parse(response, _QUERY)
+    parsed.update(custom)
+    parsed.pop("ResponseMetadata", None)
+    return parsed, bool(custom)
+
+
+@settings(max_examples=50, deadline=None)
+@given(_body(binary=True))
+def test_lean_items_equal_botocores_parse(body: bytes) -> None:
+    lean, took_over = _parsed(body, lean=True)
+    plain, _ = _parsed(body, lean=False)
+    assert lean == plain
+    # it takes over exactly the bodies without a binary attribute anywhere
+    assert took_over == (b'"B"' not in body and b'"BS"' not in body)
+
+
+@settings(max_examples=30, deadline=None)
+@given(_body(binary=False))
+def test_bodies_without_binary_skip_the_shape_walk(body: bytes) -> None:
+    lean, took_over = _parsed(body, lean=True)
+    assert took_over or b'"B"' in body or b'"BS"' in body  # a key may be named B
+    assert lean == _parsed(body, lean=False)[0]
+
+
+def test_errors_and_bodies_that_are_not_json_are_left_to_botocore() -> None:
+    for status, body in ((400, b'{"__type": "ValidationException", "Items": []}'),
+                         (200, b"not json"), (200, b'{"Count": 0}')):
+        response: dict[str, Any] = {"status_code": status, "headers": {}, "body": body}
+        custom: dict[str, Any] = {}
+        lean_items(response_dict=response, customized_response_dict=custom)
+        assert custom == {}
+        assert response["body"] == body
+
+
+@pytest.mark.shardex_virtual
+async def test_only_the_clients_shardex_builds_read_items_lean() -> None:
+    from aiobotocore.session import get_session as aio_session
+
+    def emitted(client: Any) -> Any:
+        custom: dict[str, Any] = {}
+        response = {"status_code": 200, "headers": {},
+                    "body": b'{"Items": [{"k": {"S": "v"}}], "Count": 1}'}
+        return client.meta.events.emit("before-parse.dynamodb.Query", response_dict=response,
+                                       customized_response_dict=custom,
+                                       operation_model=None), custom
+
+    owned = AioClient(region="us-east-1", endpoint_url="http://127.0.0.1:9")
+    await owned.open()
+    try:
+        sent, custom = emitted(owned._client)
+        await sent
+        assert custom == {"Items": [{"k": {"S": "v"}}]}
+    finally:
+        await owned.close()
+    async with aio_session().create_client("dynamodb", region_name="us-east-1",
+                                           endpoint_url="http://127.0.0.1:9") as theirs:
+        handed = adapt_client(client=theirs)
+        await handed.open()
+        sent, custom = emitted(theirs)
+        await sent
+        assert custom == {}  # an application's own client parses as it always did
+
+
+def test_a_fan_out_is_bounded_by_the_pool_of_the_client() -> None:
+    import boto3
+    import botocore.config
+
+    from shardex.stores.dynamodb import DynamoDBStore
+
+    assert AioClient(region="us-east-1").connections == 64  # the clients shardex builds
+    theirs = boto3.client("dynamodb", region_name="eu-west-1", aws_access_key_id="x",
+                          aws_secret_access_key="y",
+                          config=botocore.config.Config(max_pool_connections=10))
+    assert adapt_client(client=theirs).connections == 10
+    assert DynamoDBStore("orders", client=theirs).connections == 10

@@ -1,0 +1,83 @@
+"""Wide fan-outs: as many requests at once as the store's client carries, copies paid in full."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import shardex
+from shardex import HedgePolicy, Routing, ShardPolicy
+from shardex.capacity import entry_bytes
+from shardex.hedging import Hedger
+from shardex.stores.base import StoredEntry
+from tests.test_index_reads import WatchedStore
+
+
+class PooledStore(WatchedStore):
+    """A memory store whose client, it says, carries ``pool`` requests at once."""
+
+    def __init__(self, pool: int | None, **options: Any) -> None:
+        super().__init__(**options)
+        self.pool = pool
+
+    @property
+    def connections(self) -> int | None:
+        return self.pool
+
+
+async def _wide(store: WatchedStore, shards: int, **options: Any) -> shardex.ShardedIndex:
+    routing = Routing(overrides={"PENDING": ShardPolicy(shards=shards)})
+    index = shardex.ShardedIndex(store, "orders", routing, seed=1, **options)
+    await index.open()
+    for i in range(4 * shards):
+        entry = StoredEntry(routing.shard_key("PENDING", f"o-{i:05d}"), f"{i:05d}",
+                            f"o-{i:05d}", {}, version=1)
+        store._state("orders", entry.shard_key, 0.0).add(entry, entry_bytes(entry))
+    return index
+
+
+@pytest.mark.shardex_virtual
+@pytest.mark.parametrize(("pool", "asked", "bound"), [
+    (None, None, 512), (40, None, 40), (40, 8, 8), (None, 8, 8)])
+async def test_a_fan_out_sends_what_the_store_carries_at_once(pool: int | None,
+                                                              asked: int | None,
+                                                              bound: int) -> None:
+    store = PooledStore(pool, seed=3, profile="unlimited")
+    index = await _wide(store, 512, max_concurrency=asked, hedge=None)
+    page = await index.query("PENDING", limit=100)
+    assert [e.item_id for e in page.items] == [f"o-{i:05d}" for i in range(100)]
+    assert len(store.queries) == 512
+    assert store.max_in_flight == bound  # one wave on memory://, else the pool's
+    await index.close()
+
+
+@pytest.mark.shardex_virtual
+async def test_a_wide_fan_out_is_not_read_in_waves() -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    took = {}
+    for shards in (16, 1024):
+        store = PooledStore(None, seed=3, profile="unlimited", latency_median_ms=4.0,
+                            latency_p99_ms=4.0)
+        index = await _wide(store, shards, hedge=None)
+        began = loop.time()
+        await index.query("PENDING", limit=100)
+        took[shards] = loop.time() - began
+        await index.close()
+    assert took[1024] < 1.1 * took[16]  # one round trip either way, not 16
+
+
+def test_copies_are_paid_by_the_reads_in_flight_not_capped_at_ten() -> None:
+    hedger = Hedger(HedgePolicy(budget=0.05))
+    for _ in range(1024):  # a fan-out of 1,024 sends every read at once
+        hedger.earn()
+    paid = sum(hedger.spend() for _ in range(100))
+    assert 45 <= paid <= 62  # 5% of 1,024 (and the 10 a quiet spell may save), not 10
+    for _ in range(1024):
+        hedger.done()
+    for _ in range(400):  # answered: the cap falls back to what a quiet spell saves
+        hedger.earn()
+        hedger.done()
+    assert sum(hedger.spend() for _ in range(100)) == 10
