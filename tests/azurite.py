@@ -8,29 +8,19 @@ and fail in CI (CI=true), so CI never skips them silently.
 
 from __future__ import annotations
 
-import asyncio
-import os
 import uuid
 from typing import Any
 
-import pytest
-
 from shardex.stores.azure import AzureTablesStore
 from shardex.stores.azure.admin import create_table
+from tests.servers import require, run_aside
 
 ENDPOINT_VARIABLE = "SHARDEX_AZURITE_ENDPOINT"
 
 
 def require_endpoint() -> str:
     """Return the Azurite endpoint; skip the test without one (fail it in CI)."""
-    url = os.environ.get(ENDPOINT_VARIABLE)
-    if not url:
-        message = (f"{ENDPOINT_VARIABLE} is not set: run the tests with scripts/test, which "
-                   "starts Azurite")
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return url
+    return require(ENDPOINT_VARIABLE, "starts Azurite")
 
 
 def unique_table() -> str:
@@ -42,30 +32,7 @@ def new_table() -> str:
     """Create a fresh table on Azurite (from any thread or loop) and return its name."""
     url = require_endpoint()
     name = unique_table()
-
-    async def create() -> None:
-        await create_table(name, endpoint=url)
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(create())
-    else:  # called inside a running loop: create it in a loop of its own
-        import threading
-
-        errors: list[BaseException] = []
-
-        def work() -> None:
-            try:
-                asyncio.run(create())
-            except BaseException as exc:  # handed to the caller's thread
-                errors.append(exc)
-
-        thread = threading.Thread(target=work)
-        thread.start()
-        thread.join()
-        if errors:
-            raise errors[0]
+    run_aside(lambda: create_table(name, endpoint=url))
     return name
 
 

@@ -9,16 +9,12 @@ here meter the documented estimate (``charges="estimated"``) unless told otherwi
 
 from __future__ import annotations
 
-import asyncio
-import os
-import threading
 import uuid
 from typing import Any
 
-import pytest
-
 from shardex.stores.cosmos import CosmosStore
 from shardex.stores.cosmos.admin import create_container
+from tests.servers import require, run_aside
 
 ENDPOINT_VARIABLE = "SHARDEX_COSMOS_ENDPOINT"
 DATABASE = "shardex"
@@ -26,14 +22,7 @@ DATABASE = "shardex"
 
 def require_endpoint() -> str:
     """Return the server's endpoint; skip the test without one (fail it in CI)."""
-    url = os.environ.get(ENDPOINT_VARIABLE)
-    if not url:
-        message = (f"{ENDPOINT_VARIABLE} is not set: run the tests with scripts/test, which "
-                   "starts the Cosmos DB server (scripts/cosmos)")
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return url
+    return require(ENDPOINT_VARIABLE, "starts the Cosmos DB server (scripts/cosmos)")
 
 
 def unique_container() -> str:
@@ -44,20 +33,7 @@ def new_container() -> str:
     """Create a fresh container (from any thread or loop) and return its name."""
     url = require_endpoint()
     name = unique_container()
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            asyncio.run(create_container(DATABASE, name, endpoint=url))
-        except BaseException as exc:  # handed to the caller's thread
-            errors.append(exc)
-
-    # a loop of its own, in a thread: the caller may be inside a running loop
-    thread = threading.Thread(target=work)
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
+    run_aside(lambda: create_container(DATABASE, name, endpoint=url))
     return name
 
 

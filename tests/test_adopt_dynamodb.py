@@ -228,7 +228,7 @@ def test_bad_input_is_one_line_and_changes_nothing(capsys: pytest.CaptureFixture
             "KeySchema": [{"AttributeName": "customer", "KeyType": "HASH"}]}}])
     before = gsis(table)
     start = ("adopt", "start", "--index", NAME, "--from-attribute", "status", "--set",
-             "PENDING=16", "--margin", "0")
+             "PENDING=16", "--margin", "0.1")
     err = cli(capsys, *start, "--store", store_uri(table), "--from-gsi", "nope-index", code=1)
     assert "no global secondary index 'nope-index'" in err
     err = cli(capsys, *start, "--store", store_uri(table), "--from-gsi", "customer-index",

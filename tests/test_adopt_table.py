@@ -162,7 +162,7 @@ def test_the_cli_adopts_an_index_table_and_rolls_back(
             main(["adopt", "start", *where, *args])
         assert exited.value.code == 2
         assert capsys.readouterr().err.startswith("error: ")
-    for command in (["adopt", "start", *where, *table, "--set", "PENDING=4", "--margin", "0",
+    for command in (["adopt", "start", *where, *table, "--set", "PENDING=4", "--margin", "0.1",
                      "--lease", "1"],
                     ["adopt", "run", *where, "--unit-lease", "1", "--segments", "2"],
                     ["adopt", "verify", *where, "--settle", "0"],

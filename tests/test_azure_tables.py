@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import string
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 
 from shardex import NotFound, Routing, ShardedIndex, ShardPolicy
 from shardex.cli import cli, main
 from shardex.stores.azure import AzureTablesStore
-from shardex.stores.base import StoredEntry
 from tests import azurite
-from tests.test_azure_keys import ITEMS, SORTS
 
 pytestmark = pytest.mark.azure
 
@@ -75,35 +70,6 @@ def test_a_missing_table_fails_at_open_naming_the_command(endpoint: str,
     line = failing(capsys, "routing", "show", "--store",
                    f"azure-tables://nosuchtable?endpoint={endpoint}", "--index", "ix")
     assert line.startswith("error: table 'nosuchtable' does not exist")
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                HealthCheck.data_too_large])
-@given(st.lists(st.tuples(SORTS, ITEMS), min_size=1, max_size=8, unique_by=lambda p: p[1]),
-       st.text(string.ascii_letters + "#/?\\\u00e9", min_size=1, max_size=8))
-# a quote in a row key, as the mirror of "yt" once made: Azurite filed the row elsewhere
-@example(rows=[("", "yt"), ("it's", "a',b")], key="?")
-def test_any_keys_the_index_accepts_round_trip_in_order(rows: list[tuple[str, str]],
-                                                        key: str) -> None:
-    shard_key = key.replace("#", "") or "k"
-    store = azurite.table_store()
-
-    async def main_() -> None:
-        async with store:
-            for sort, item in rows:
-                await store.place("ix", item, StoredEntry(shard_key, sort, item, {"s": sort}),
-                                  version=1, expected=None)
-            for descending in (False, True):
-                page = await store.query("ix", shard_key, after=None, descending=descending,
-                                         limit=100)
-                assert [(e.sort, e.item_id) for e in page.entries] == sorted(
-                    rows, reverse=descending)
-            for sort, item in rows:
-                placement = await store.locate("ix", item)
-                assert placement is not None
-                assert placement.entry == StoredEntry(shard_key, sort, item, {"s": sort})
-
-    asyncio.run(main_())
 
 
 def test_indexes_share_a_table_under_their_own_keys() -> None:

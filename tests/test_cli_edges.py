@@ -54,7 +54,8 @@ def test_every_json_output_names_its_schema(tmp_path: Path) -> None:
 
 
 def test_plan_takes_a_diagnosis_as_it_is(tmp_path: Path) -> None:
-    """diagnose --json -> plan --from -> routing set --file, each taking the last's output."""
+    """diagnose --json -> plan --from -> reshard start --file, each taking the last's output
+    as it is (routing set --file too: tests/test_cli_conventions.py, on DynamoDB Local)."""
     diagnosis = tmp_path / "diagnosis.json"
     diagnosis.write_text(run("diagnose", str(sharded_log(tmp_path)), "--json"))
     top = {row["key"]: row for row in json.loads(diagnosis.read_text())["top"]}
@@ -73,11 +74,11 @@ def test_plan_takes_a_diagnosis_as_it_is(tmp_path: Path) -> None:
     # a --peak given beside it wins for its value
     assert json.loads(run("plan", "--from", str(diagnosis), "--peak", "SHIPPED=2000",
                           "--json"))["values"]["SHIPPED"]["shards"] == 3
-    layout = tmp_path / "routing.json"
-    layout.write_text(json.dumps(plan["routing"]))
-    out = run("routing", "set", "--store", "memory://", "--index", "orders", "--file",
-              str(layout))
-    assert "PENDING: 1 -> 5 shard(s)" in out
+    document = tmp_path / "plan.json"
+    document.write_text(json.dumps(plan))
+    start = json.loads(run("reshard", "start", "--store", "memory://", "--index", "orders",
+                           "--file", str(document), "--dry-run", "--json"))
+    assert start["values"]["PENDING"]["to"] == {"shards": 5, "strategy": "hash"}
 
 
 def test_plan_from_refuses_other_documents(tmp_path: Path,

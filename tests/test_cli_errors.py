@@ -35,7 +35,7 @@ def one_line(err: str) -> str:
     (["diagnose", "x.csv", "--top", "many"], 2, "'many' is not a valid integer"),
     (["diagnose", "x.csv", "--format", "xml"], 2, "'xml' is not one of"),
     (["diagnose", "x.csv", "--nope"], 2, "No such option '--nope'"),
-    (["diagnose", "x.csv", "--every", "0", "--stream"], 2, "--every must be"),
+    (["diagnose", "x.csv", "--every", "0", "--stream"], 2, "'--every': 0.0 is not in the range"),
     (["plan"], 2, "give each value's peak"),
     (["plan", "--peak", "P=1", "--amplification", "x"], 2, "is not a valid float"),
 ])

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import string
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from shardex import InvalidKey, NotFound, Routing, ShardedIndex, ShardPolicy
 from shardex.cli import cli, main
 from shardex.stores.base import StoredEntry
 from shardex.stores.cosmos import CosmosStore
 from tests import cosmos_server
-from tests.test_azure_keys import ITEMS, SORTS
 
 pytestmark = pytest.mark.cosmos
 
@@ -99,33 +95,6 @@ def test_bad_input_gets_one_line_errors(endpoint: str,
 
     with pytest.raises(InvalidKey, match="does not fit a Cosmos DB id"):
         asyncio.run(too_long())
-
-
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                HealthCheck.data_too_large])
-@given(st.lists(st.tuples(SORTS, ITEMS), min_size=1, max_size=6, unique_by=lambda p: p[1]),
-       st.text(string.ascii_letters + "#/?\\%'\u00e9", min_size=1, max_size=8))
-def test_any_keys_the_index_accepts_round_trip_in_order(rows: list[tuple[str, str]],
-                                                        key: str) -> None:
-    shard_key = key.replace("#", "") or "k"
-    store = cosmos_server.container_store()
-
-    async def main_() -> None:
-        async with store:
-            for sort, item in rows:
-                await store.place("ix", item, StoredEntry(shard_key, sort, item, {"s": sort}),
-                                  version=1, expected=None)
-            for descending in (False, True):
-                page = await store.query("ix", shard_key, after=None, descending=descending,
-                                         limit=100)
-                assert [(e.sort, e.item_id) for e in page.entries] == sorted(
-                    rows, reverse=descending)
-            for sort, item in rows:
-                placement = await store.locate("ix", item)
-                assert placement is not None
-                assert placement.entry == StoredEntry(shard_key, sort, item, {"s": sort})
-
-    asyncio.run(main_())
 
 
 def test_request_charges_are_the_reported_ones_or_the_documented_estimate() -> None:

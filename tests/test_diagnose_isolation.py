@@ -66,7 +66,8 @@ def test_the_documents_drive_an_index_and_a_reshard_as_they_are(tmp_path: Path) 
     run_virtual(body())
     # reshard start takes the diagnosis file as it is (a dry run: nothing changes)
     done = CliRunner().invoke(cli, ["reshard", "start", "--store", "memory://", "--index",
-                                    "ix", "--file", str(path), "--dry-run", "--json"])
+                                    "ix", "--file", str(path), "--tier",
+                                    f"{DEDICATED_TIER}=memory://", "--dry-run", "--json"])
     assert done.exit_code == 0, done.output
     plan = json.loads(done.stdout)
     assert plan["values"]["tenant-42"]["to"]["tier"] == DEDICATED_TIER

@@ -261,7 +261,7 @@ def test_cli_table_wraps_instead_of_cutting(monkeypatch: pytest.MonkeyPatch, wid
     (["--peak", "PENDING=5", "--ceiling", "oracle"], "unknown ceiling"),
     (["--peak", "PENDING=5", "--headroom", "0"], "headroom"),
     (["--peak", "PENDING=5", "--headroom", "-1"], "headroom"),
-    (["--peak", "PENDING=5", "--item-bytes", "0"], "item bytes"),
+    (["--peak", "PENDING=5", "--item-bytes", "0"], "'--item-bytes'"),
     (["--peak", "PEN#DING=5"], "separator"),
     (["--peak", "PENDING=5", "--listing-items", "x"], "not an integer"),
     (["--peak", "PENDING=5", "--listing-items", "5", "--listing-items", "P=4"], "once"),

@@ -1,21 +1,38 @@
-"""The ``shardex`` command: one group, its subcommands in ``shardex.commands``."""
+"""The ``shardex`` command: one group, its subcommands in ``shardex.commands``, and the
+conventions every command keeps (README's "Command line" section tells operators):
+
+- ``-v``/``--verbose`` and ``--config-profile`` work anywhere: before the command or
+  after it (every group and command takes them);
+- every command with ``--json`` takes ``--output json|table`` too;
+- ``--store``/``--index``/``--tier`` and the connection options fall back on
+  ``SHARDEX_STORE``/``SHARDEX_INDEX`` and the config profile (``commands.config``);
+- every number an option takes is finite (NaN and infinity are refused everywhere,
+  whatever the option's declared type) and bounded (``commands.params``);
+- a mistyped command, option or choice gets a "did you mean";
+- every error is one line, ``error: ...``; exit 2 for usage (the command line or an
+  input document is wrong, whatever the store holds), 1 when what the store holds
+  refuses it or an operation fails, 130 on Ctrl-C.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.text import Text
 
+from shardex.commands import config, output
 from shardex.commands.adopt import adopt
 from shardex.commands.azure import azure
 from shardex.commands.cosmos import cosmos
 from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
+from shardex.commands.params import Choice, Duration, Finite
 from shardex.commands.plan import plan
 from shardex.commands.reshard import reshard
 from shardex.commands.routing import routing
@@ -25,39 +42,83 @@ from shardex.errors import InvalidInput, ShardexError
 
 __all__ = ["cli", "configure_logging", "main"]
 
+_VERBOSE = "shardex.verbose"
+_HANDLER = "shardex-cli"
+
+
+def _verbose(ctx: click.Context, param: click.Parameter, value: int) -> None:
+    if value:
+        root = ctx.find_root()
+        root.meta[_VERBOSE] = root.meta.get(_VERBOSE, 0) + value
+        configure_logging(root.meta[_VERBOSE])
+
+
+def _verbose_option() -> click.Option:
+    return click.Option(["-v", "--verbose"], count=True, expose_value=False, callback=_verbose,
+                        help="Log to stderr: -v what shardex does, -vv its details, -vvv the "
+                             "drivers' too (botocore, azure, azure.cosmos); before or after the "
+                             "command.")
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="shardex")
-@click.option("-v", "--verbose", count=True,
-              help="Log to stderr: -v what shardex does, -vv its details, -vvv the drivers' "
-                   "too (botocore, azure, azure.cosmos).")
-def cli(verbose: int) -> None:
+def cli() -> None:
     """Cure hot partitions in partitioned key-value stores."""
-    configure_logging(verbose)
 
 
 def configure_logging(verbose: int) -> None:
-    """Send log records to stderr: shardex's at INFO (1) or DEBUG (2), everyone's at 3."""
+    """Send log records to stderr: shardex's at INFO (1) or DEBUG (2), everyone's at 3.
+
+    Called again with a higher count (``-v`` before and after the command), it moves the
+    one handler rather than adding another.
+    """
     if verbose <= 0:
         return
+    shardex_logger, everyone = logging.getLogger("shardex"), logging.getLogger()
+    for logger in (shardex_logger, everyone):
+        for old in [h for h in logger.handlers if h.get_name() == _HANDLER]:
+            logger.removeHandler(old)
     handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(_HANDLER)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    target = logging.getLogger() if verbose >= 3 else logging.getLogger("shardex")
-    target.addHandler(handler)
-    target.setLevel(logging.DEBUG if verbose >= 2 else logging.INFO)
+    (everyone if verbose >= 3 else shardex_logger).addHandler(handler)
+    shardex_logger.setLevel(logging.DEBUG if verbose >= 2 else logging.INFO)
+    if verbose >= 3:
+        everyone.setLevel(logging.DEBUG)
 
 
-cli.add_command(adopt)
-cli.add_command(demo)
-cli.add_command(diagnose)
-cli.add_command(plan)
-cli.add_command(dynamodb)
-cli.add_command(azure)
-cli.add_command(cosmos)
-cli.add_command(routing)
-cli.add_command(reshard)
-cli.add_command(simulate)
-cli.add_command(serve)
+for _command in (adopt, demo, diagnose, plan, dynamodb, azure, cosmos, routing, reshard,
+                 simulate, serve):
+    cli.add_command(_command)
+
+
+def _commands(command: click.Command) -> Iterator[click.Command]:
+    yield command
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            yield from _commands(sub)
+
+
+def _keep_conventions(root: click.Group) -> None:
+    """Give every group and command of ``root`` the conventions of the module docstring."""
+    for command in _commands(root):
+        command.params += [_verbose_option(), config.profile_option()]
+        if any(param.name == "as_json" for param in command.params):
+            output.add_output_option(command)
+        for param in command.params:
+            kind = param.type
+            if isinstance(kind, click.FloatRange) and not isinstance(kind, Finite):
+                param.type = Finite(min=kind.min, max=kind.max, min_open=kind.min_open,
+                                    max_open=kind.max_open, clamp=kind.clamp)
+            elif isinstance(kind, click.types.FloatParamType) and not isinstance(kind, Finite):
+                param.type = Finite()
+            elif isinstance(kind, click.Choice) and not isinstance(kind, Choice):
+                param.type = Choice(kind.choices, case_sensitive=kind.case_sensitive)
+            elif isinstance(kind, Duration) and isinstance(param, click.Option):
+                param.help = f"{param.help or ''}  [{kind.describe()}]".strip()
+
+
+_keep_conventions(cli)
 
 
 def _fail(message: str, code: int) -> None:
@@ -67,29 +128,51 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _usage(exc: click.UsageError) -> str:
+    """A usage error's line, with what the shardex conventions add to click's wording."""
+    ctx: Any = exc.ctx
+    message = exc.format_message()
+    if isinstance(exc, click.NoSuchOption) and ctx is not None \
+            and exc.option_name in ("--output", "--json"):
+        message = (f"'{ctx.command_path}' prints text only: it has no --json or --output "
+                   "(the commands with --json take --output json|table)")
+    elif isinstance(exc, click.MissingParameter) and isinstance(exc.param, config.Setting):
+        variable = exc.param.envvar if isinstance(exc.param.envvar, str) else None
+        message = (f"Missing option '{exc.param.opts[0]}': give it, or set "
+                   + (f"{variable} or " if variable else "")
+                   + f"{exc.param.setting} in a config profile ({config.config_path()[0]})")
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return message + hint
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: every error prints as one line, ``error: ...``, never a traceback.
 
-    Exit 2 for usage (a bad option, argument or input: click's usage errors and
-    shardex's InvalidInput), 1 for an operation that failed (a store error, a missing
-    extra, a file that cannot be written), 130 on Ctrl-C.
+    Exit 2 for usage (a bad option, argument or input document: click's usage errors and
+    shardex's InvalidInput), 1 when the store's state refuses the command or an operation
+    fails (a store error, a missing extra, a file that cannot be written), 130 on Ctrl-C.
+    A group given no command prints its help and exits 2.
     """
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="shardex",
-                 standalone_mode=False)
+        code = cli.main(args=list(argv) if argv is not None else None, prog_name="shardex",
+                        standalone_mode=False)
     except click.exceptions.Abort:
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(2)
     except click.UsageError as exc:
-        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
-        _fail(exc.format_message() + hint, 2)
+        _fail(_usage(exc), 2)
     except click.ClickException as exc:
-        _fail(exc.format_message(), 1)
+        _fail(exc.format_message(), exc.exit_code or 1)
     except InvalidInput as exc:
         _fail(str(exc), 2)
     except ShardexError as exc:
         _fail(str(exc), 1)
     except OSError as exc:
         _fail(f"{f'{exc.filename}: ' if exc.filename else ''}{exc.strerror or exc}", 1)
+    if isinstance(code, int) and code:  # ctx.exit(code) in standalone_mode=False
+        sys.exit(code)
 
 
 if __name__ == "__main__":

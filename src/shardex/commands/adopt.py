@@ -19,10 +19,23 @@ from typing import Any, TypeVar
 import click
 
 from shardex.commands import output
-from shardex.commands.params import POLICY, ValuePair, distinct
-from shardex.commands.reshard import DURATION, parity_lines, print_parity, steps_lines
-from shardex.errors import InvalidInput
-from shardex.keys import validate_value
+from shardex.commands.connection import index_option, store_option
+from shardex.commands.params import (
+    LEASE,
+    MARGIN,
+    MAX_AGE,
+    POLICY,
+    RATE,
+    RETAIN,
+    SETTLE,
+    UNIT_LEASE,
+    WORKERS,
+    ValuePair,
+    count,
+    distinct,
+    number,
+)
+from shardex.commands.reshard import parity_lines, print_parity, steps_lines
 from shardex.routing import ShardPolicy
 
 __all__ = ["adopt"]
@@ -33,10 +46,6 @@ T = TypeVar("T")
 def _adopter(uri: str, name: str, **options: Any) -> Any:
     from shardex.adopt import Adopter
 
-    try:
-        validate_value(name)
-    except InvalidInput as exc:
-        raise InvalidInput(f"index name: {exc}") from None
     return Adopter(uri, name, **options)
 
 
@@ -66,12 +75,10 @@ class _Lines:
 
 
 def _store_options(command: Any) -> Any:
-    command = click.option("--index", "name", required=True, help="Index name.")(command)
-    return click.option(
-        "--store", "uri", required=True,
-        help="The new GSI, as a GSI-mode store URI: dynamodb://TABLE?gsi=NEW&key_attribute="
-             "A&sort_attribute=S&id_attribute=I (the sort attribute is the application's).")(
-                 command)
+    command = index_option()(command)
+    return store_option(
+        "The new GSI, as a GSI-mode store URI: dynamodb://TABLE?gsi=NEW&key_attribute=A&"
+        "sort_attribute=S&id_attribute=I (the sort attribute is the application's).")(command)
 
 
 @click.group()
@@ -93,10 +100,10 @@ def adopt() -> None:
 @click.option("--set", "sets", multiple=True, metavar="VALUE=N[:strategy]",
               type=ValuePair(POLICY, "VALUE=N[:strategy]", "PENDING=16"),
               help="Shard VALUE over N shard keys in the new GSI.")
-@click.option("--margin", default=40.0, show_default=True, type=DURATION,
+@click.option("--margin", default=40.0, show_default=True, type=MARGIN,
               help="Waited beyond the routing's lease before the backfill and before the "
                    "old GSI may be dropped.")
-@click.option("--lease", default=15.0, show_default=True, type=DURATION,
+@click.option("--lease", default=15.0, show_default=True, type=LEASE,
               help="The routing's lease, for an index that has no routing record yet.")
 @click.option("--dry-run", is_flag=True, help="Check and print the plan; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.start/1.")
@@ -116,8 +123,6 @@ def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribut
                                "--from-table")
     source = gsi or from_table
     policies = distinct(sets, "--set")
-    for value in policies:
-        validate_value(value)
     lines = _Lines(every=0.0 if as_json else 5.0)
 
     async def begin() -> Any:
@@ -165,16 +170,15 @@ def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribut
 
 @adopt.command()
 @_store_options
-@click.option("--rate", default=250.0, show_default=True,
-              type=click.FloatRange(min=0, min_open=True),
+@click.option("--rate", default=250.0, show_default=True, type=RATE,
               help="Write units a second the backfill may put on any one shard key.")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+@click.option("--workers", default=1, show_default=True, type=WORKERS,
               help="Scan segments worked at once by this process.")
-@click.option("--segments", default=8, show_default=True, type=click.IntRange(1, 1_000_000),
+@click.option("--segments", default=8, show_default=True, type=count(1, 1_000_000),
               help="Scan segments (the first run decides; later runs use its number).")
-@click.option("--unit-lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1),
+@click.option("--unit-lease", default=30.0, show_default=True, type=UNIT_LEASE,
               help="Seconds a worker holds a segment between checkpoints.")
-@click.option("--every", default=5.0, show_default=True, type=click.FloatRange(min=0),
+@click.option("--every", default=5.0, show_default=True, type=number(0, 3600),
               help="Seconds between progress lines.")
 def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_lease: float,
         every: float) -> None:
@@ -194,7 +198,7 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
 
 @adopt.command()
 @_store_options
-@click.option("--settle", default=2.0, show_default=True, type=DURATION,
+@click.option("--settle", default=2.0, show_default=True, type=SETTLE,
               help="Waited before gaps are read again (GSIs are eventually consistent).")
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.verify/1.")
 def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
@@ -218,7 +222,7 @@ def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
 
 @adopt.command()
 @_store_options
-@click.option("--max-age", default=900.0, show_default=True, type=DURATION,
+@click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
               help="Oldest parity report the cutover may rely on.")
 def cutover(uri: str, name: str, max_age: float) -> None:
     """Move readers to the new GSI; needs the backfill done and a fresh, clean verify."""
@@ -235,7 +239,7 @@ def cutover(uri: str, name: str, max_age: float) -> None:
 
 @adopt.command()
 @_store_options
-@click.option("--retain", type=DURATION, default=None,
+@click.option("--retain", type=RETAIN, default=None,
               help="Keep the old GSI's path restorable this long first (default: none).")
 @click.option("--drop-old-index", "drop", is_flag=True,
               help="Delete the old GSI (or index table) once no reader reads it.")
@@ -278,7 +282,7 @@ def rollback(uri: str, name: str) -> None:
 @adopt.command()
 @_store_options
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.status/1.")
-@click.option("--max-age", default=900.0, show_default=True, type=DURATION,
+@click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
               help="Age past which the parity report counts as stale.")
 def status(uri: str, name: str, as_json: bool, max_age: float) -> None:
     """Show the adoption: state, backfill progress, last parity, next steps."""

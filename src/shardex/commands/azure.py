@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from shardex.commands import output
+from shardex.commands.params import INDEX_NAME
 
 __all__ = ["azure"]
 
@@ -49,7 +50,7 @@ def create_table(table: str, endpoint: str | None) -> None:
 
 @azure.command()
 @click.argument("table")
-@click.option("--index", "name", required=True, help="Index name.")
+@click.option("--index", "name", required=True, type=INDEX_NAME, help="Index name.")
 @click.option("--shard-key", "shard_keys", multiple=True,
               help="Repair only this shard key (repeat); default: the whole index.")
 @_endpoint_option
@@ -60,10 +61,7 @@ def repair(table: str, name: str, shard_keys: tuple[str, ...], endpoint: str | N
 
     Safe while writers run: a write still in flight is fenced first and planned again.
     """
-    from shardex.keys import validate_value
     from shardex.stores.azure import AzureTablesStore
-
-    validate_value(name)
 
     async def run() -> Any:
         store = AzureTablesStore(table, endpoint=endpoint)
@@ -82,5 +80,6 @@ def repair(table: str, name: str, shard_keys: tuple[str, ...], endpoint: str | N
                    f"placements, skipped {report.skipped} (changed meanwhile)")
         for error in report.errors:
             click.echo(f"  could not repair {error}")
-    if report.errors:
-        raise SystemExit(1)
+    if report.errors:  # the report says which; the exit code and one line say that some failed
+        raise click.ClickException(f"{len(report.errors)} row(s) of index {name!r} could not be "
+                                   "repaired (listed above); run the repair again")

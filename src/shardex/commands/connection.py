@@ -1,47 +1,66 @@
-"""Where a command's store lives: ``--region``, ``--profile`` and ``--endpoint-url``.
+"""Where a command's index lives: ``--store``, ``--index``, ``--tier`` and the connection
+options ``--region``, ``--profile`` and ``--endpoint-url``.
 
-Every command that opens a store takes them (``connection_options``) and opens the
-store through ``open_with``, so a DynamoDB store named by a bare ``dynamodb://TABLE``
-is reached the way the AWS command line reaches it. Left out, the AWS SDK's own
-settings apply: ``AWS_REGION``/``AWS_DEFAULT_REGION``, ``AWS_PROFILE``, and the endpoint
-variables ``AWS_ENDPOINT_URL_DYNAMODB`` and ``AWS_ENDPOINT_URL`` (which
-``scripts/dynamodb-local start`` exports for DynamoDB Local). On an ``azure-tables://``
-store ``--endpoint-url`` is the table service URL, on a ``cosmos://`` store the account
-URL; ``--region`` and ``--profile`` are
-DynamoDB's only, and ``memory://`` takes none of them: a usage error says so.
+``--store`` and ``--index`` fall back on ``SHARDEX_STORE`` and ``SHARDEX_INDEX``, then on
+the config profile (``shardex.commands.config``), so a store URI is given once; so do
+``--tier`` (the profile's ``tiers``) and the connection options (its ``region``,
+``aws_profile`` and ``endpoint_url``). Every command that opens a store takes them
+(``connection_options``) and opens the store through ``open_with``, so a DynamoDB store
+named by a bare ``dynamodb://TABLE`` is reached the way the AWS command line reaches it.
+Left out, the AWS SDK's own settings apply: ``AWS_REGION``/``AWS_DEFAULT_REGION``,
+``AWS_PROFILE``, and the endpoint variables ``AWS_ENDPOINT_URL_DYNAMODB`` and
+``AWS_ENDPOINT_URL`` (which ``scripts/dynamodb-local start`` exports for DynamoDB Local).
+On an ``azure-tables://`` store ``--endpoint-url`` is the table service URL, on a
+``cosmos://`` store the account URL; ``--region`` and ``--profile`` are DynamoDB's only,
+and ``memory://`` takes none of them: given on the command line, a usage error says so;
+from the config profile, they are left out.
+
+``memory://`` lasts one process: ``lasting`` refuses it (and a ``memory://`` tier beside
+a store that persists) for the commands whose state the next command reads.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
+from shardex.commands.config import Setting
+from shardex.commands.params import INDEX_NAME, STORE_URI, TIER_NAME, ValuePair, distinct
 from shardex.stores import StoreURI, open_store
 from shardex.stores.base import Store
 
-__all__ = ["Connection", "connection_options", "open_with"]
+__all__ = ["Connection", "connection_options", "given_tiers", "index_option", "index_options",
+           "lasting",
+           "named_tiers", "open_with", "store_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _ENDPOINT_HELP = ("Store endpoint, e.g. http://127.0.0.1:8000 for DynamoDB Local (default: "
                   "AWS_ENDPOINT_URL_DYNAMODB, then AWS_ENDPOINT_URL, as the AWS SDKs read them; "
                   "for azure-tables://, the table service URL; for cosmos://, the account URL).")
+_TIERS = "shardex.tiers"
+_CONNECTION = (("region", "region"), ("profile", "aws_profile"),
+               ("endpoint_url", "endpoint_url"))
 
 
 @dataclass(frozen=True, slots=True)
 class Connection:
-    """The connection options given on the command line (None: not given)."""
+    """The connection options given (None: not given); ``configured`` names those that
+    came from the config profile, which a store that does not take them leaves out."""
 
     region: str | None = None
     profile: str | None = None
     endpoint_url: str | None = None
+    configured: frozenset[str] = frozenset()
 
     def options(self, uri: str) -> dict[str, Any]:
-        """The store options these give a store of ``uri``'s scheme; usage error if none fit."""
+        """The store options these give a store of ``uri``'s scheme; usage error if one
+        given on the command line does not fit."""
         given = {name: value for name, value in (
             ("region", self.region), ("profile", self.profile),
             ("endpoint_url", self.endpoint_url)) if value is not None}
@@ -50,10 +69,16 @@ class Connection:
         scheme = StoreURI.parse(uri).scheme
         if scheme == "dynamodb":
             return given
-        if scheme in ("azure-tables", "cosmos") and set(given) == {"endpoint_url"}:
-            return {"endpoint": given["endpoint_url"]}
-        option = "--" + sorted(given)[0].replace("_", "-")
-        raise click.BadParameter(f"{scheme}:// stores take no {option}", param_hint=option)
+        if scheme in ("azure-tables", "cosmos"):
+            given = {k: v for k, v in given.items()
+                     if k == "endpoint_url" or k not in self.configured}
+            if set(given) == {"endpoint_url"}:
+                return {"endpoint": given["endpoint_url"]}
+        stray = sorted(set(given) - self.configured)
+        if not stray:
+            return {}
+        option = "--" + stray[0].replace("_", "-")
+        raise click.BadParameter(f"{scheme}:// stores take no {option}", param_hint=f"'{option}'")
 
 
 def open_with(uri: str, connection: Connection) -> Store:
@@ -66,13 +91,102 @@ def connection_options(command: F) -> F:
     @functools.wraps(command)
     def wrapped(*args: Any, region: str | None, profile: str | None,
                 endpoint_url: str | None, **kwargs: Any) -> Any:
-        return command(*args, connection=Connection(region, profile, endpoint_url), **kwargs)
+        ctx = click.get_current_context()
+        configured = frozenset(name for name, _ in _CONNECTION
+                               if ctx.get_parameter_source(name) is ParameterSource.DEFAULT_MAP)
+        return command(*args, connection=Connection(region, profile, endpoint_url, configured),
+                       **kwargs)
 
     for option in (
-            click.option("--endpoint-url", metavar="URL", help=_ENDPOINT_HELP),
-            click.option("--profile", help="AWS profile of the config files to use "
-                                           "(default: AWS_PROFILE)."),
-            click.option("--region", help="AWS region (default: AWS_REGION, "
-                                          "AWS_DEFAULT_REGION or the AWS config).")):
+            click.option("--endpoint-url", metavar="URL", cls=Setting, setting="endpoint_url",
+                         help=_ENDPOINT_HELP),
+            click.option("--profile", cls=Setting, setting="aws_profile",
+                         help="AWS profile of the config files to use (default: AWS_PROFILE; "
+                              "not shardex's --config-profile)."),
+            click.option("--region", cls=Setting, setting="region",
+                         help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the "
+                              "AWS config).")):
         wrapped = option(wrapped)
     return wrapped  # type: ignore[return-value]
+
+
+def store_option(help: str) -> Callable[[F], F]:
+    """``--store URI`` (as ``uri``), required, from ``SHARDEX_STORE`` or the config profile."""
+    return click.option("--store", "uri", cls=Setting, setting="store", envvar="SHARDEX_STORE",
+                        show_envvar=True, required=True, type=STORE_URI, help=help)
+
+
+def index_option() -> Callable[[F], F]:
+    """``--index NAME`` (as ``name``), required, from ``SHARDEX_INDEX`` or the config profile."""
+    return click.option("--index", "name", cls=Setting, setting="index",
+                        envvar="SHARDEX_INDEX", show_envvar=True, required=True,
+                        type=INDEX_NAME, help="Index name.")
+
+
+def _keep_tiers(ctx: click.Context, param: click.Parameter,
+                value: tuple[tuple[str, str], ...]) -> None:
+    ctx.meta[_TIERS] = distinct(value, "--tier")
+
+
+def index_options(*, tiers: bool = False,
+                  store_help: str = "Store URI, e.g. dynamodb://TABLE?region=eu-west-1."
+                  ) -> Callable[[F], F]:
+    """``--store``, ``--index`` (as ``name``), the connection options and with ``tiers``
+    ``--tier NAME=URI`` (read back with ``given_tiers``)."""
+    def add(command: F) -> F:
+        if tiers:
+            command = click.option(
+                "--tier", "tiers", multiple=True, metavar="NAME=URI", expose_value=False,
+                callback=_keep_tiers, cls=Setting, setting="tiers",
+                type=ValuePair(STORE_URI, "NAME=URI", "dedicated=dynamodb://orders-heavy",
+                               first=True, key=TIER_NAME),
+                help="The store of a tier the routing names (a policy's @NAME); give every "
+                     "tier the index reads or writes.")(command)
+        command = connection_options(index_option()(command))
+        return store_option(store_help)(command)
+    return add
+
+
+def given_tiers() -> dict[str, str]:
+    """The ``--tier`` stores of the command being run."""
+    return dict(click.get_current_context().meta.get(_TIERS, {}))
+
+
+def named_tiers(named: Iterable[str | None], option: str) -> None:
+    """Refuse (usage, naming ``option``) a tier the layout names that ``--tier`` does not give."""
+    tiers = given_tiers()
+    unknown = sorted({tier for tier in named if tier is not None} - set(tiers))
+    if unknown:
+        raise click.BadParameter(
+            f"names tier {unknown[0]!r}, which has no store: give --tier {unknown[0]}=URI "
+            f"(tiers given: {', '.join(map(repr, sorted(tiers))) or 'none'})",
+            param_hint=f"'{option}'")
+
+
+def _memory(uri: str) -> bool:
+    return StoreURI.parse(uri).scheme == "memory"
+
+
+def lasting(uri: str, what: str | None, tiers: Mapping[str, str] | None = None, *,
+            offers_dry_run: bool = False) -> None:
+    """Refuse ``memory://`` where state must outlive the process (usage error).
+
+    ``what`` names the command that records state (None: the command only reads, and
+    only a ``memory://`` tier beside a store that persists is refused); with
+    ``offers_dry_run`` the error says a dry run may use it.
+    """
+    tiers = given_tiers() if tiers is None else tiers
+    for name, tier in tiers.items():
+        if _memory(tier) and not _memory(uri):
+            raise click.BadParameter(
+                f"tier {name!r} on memory:// would last one process, while the index's "
+                "store and its routing record outlive it: give a store that persists",
+                param_hint="'--tier'")
+    if what is None:
+        return
+    for option, where in [("--store", uri), *(("--tier", t) for t in tiers.values())]:
+        if _memory(where):
+            raise click.BadParameter(
+                f"memory:// lasts one process, and '{what}' records state the next command "
+                "reads: give a store that persists (dynamodb://, azure-tables://)"
+                + (", or --dry-run" if offers_dry_run else ""), param_hint=f"'{option}'")

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from shardex.commands import output
+from shardex.commands.params import INDEX_NAME, count
 
 __all__ = ["cosmos"]
 
@@ -36,7 +37,7 @@ def cosmos() -> None:
 @click.argument("database")
 @click.argument("container")
 @_endpoint_option
-@click.option("--throughput", type=click.IntRange(min=400), default=None,
+@click.option("--throughput", type=count(400, 1_000_000), default=None,
               help="Provisioned RU/s of the container (default: the account's default).")
 def create_container(database: str, container: str, endpoint: str | None,
                      throughput: int | None) -> None:
@@ -52,7 +53,7 @@ def create_container(database: str, container: str, endpoint: str | None,
 @cosmos.command()
 @click.argument("database")
 @click.argument("container")
-@click.option("--index", "name", required=True, help="Index name.")
+@click.option("--index", "name", required=True, type=INDEX_NAME, help="Index name.")
 @click.option("--shard-key", "shard_keys", multiple=True,
               help="Repair only this shard key (repeat); default: the whole index.")
 @_endpoint_option
@@ -63,10 +64,7 @@ def repair(database: str, container: str, name: str, shard_keys: tuple[str, ...]
 
     Safe while writers run: a write still in flight is fenced first and planned again.
     """
-    from shardex.keys import validate_value
     from shardex.stores.cosmos import CosmosStore
-
-    validate_value(name)
 
     async def run() -> Any:
         store = CosmosStore(database, container, endpoint=endpoint)
@@ -86,5 +84,6 @@ def repair(database: str, container: str, name: str, shard_keys: tuple[str, ...]
                    f"placements, skipped {report.skipped} (changed meanwhile)")
         for error in report.errors:
             click.echo(f"  could not repair {error}")
-    if report.errors:
-        raise SystemExit(1)
+    if report.errors:  # the report says which; the exit code and one line say that some failed
+        raise click.ClickException(f"{len(report.errors)} entr(y/ies) of index {name!r} could "
+                                   "not be repaired (listed above); run the repair again")

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shardex.commands import output
+from shardex.commands.params import count, number
 from shardex.documents import DEMO_SCHEMA
 from shardex.plotting import pyplot
 
@@ -22,11 +23,12 @@ __all__ = ["demo"]
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False, writable=True, path_type=Path),
               help="Draw per-shard-key write rates over time to this PNG (plot extra).")
-@click.option("--seed", default=1, show_default=True, help="Seed of the workload and store.")
+@click.option("--seed", default=1, show_default=True, type=count(0, 2**63 - 1),
+              help="Seed of the workload and store.")
 @click.option("--duration", default=10.0, show_default=True,
-              type=click.FloatRange(min=0, min_open=True),
+              type=number(0, 3600, low_open=True),
               help="Virtual seconds of traffic per layout.")
-@click.option("--rate", default=None, type=click.FloatRange(min=0, min_open=True),
+@click.option("--rate", default=None, type=number(0, 100_000, low_open=True),
               help="New orders a second (PENDING writes); 5,000 by default, 1,000 with "
                    "--reshard.")
 @click.option("--reshard", "live", is_flag=True,
@@ -37,7 +39,7 @@ __all__ = ["demo"]
               help="orders: orders by status, unsharded and sharded; tenants: 200 tenants "
                    "sharing partitions, one bursting 20x, with no protection, admission, "
                    "and isolation on a dedicated tier.")
-@click.option("--burst", default=None, type=click.FloatRange(min=0, min_open=True),
+@click.option("--burst", default=None, type=number(0, 3600, low_open=True),
               help="Virtual seconds the heavy tenant bursts (tenants; 60 by default).")
 @click.option("--autopilot", is_flag=True,
               help="Three hours of a day of shops with a flash sale, the autopilot beside "

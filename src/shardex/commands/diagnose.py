@@ -19,7 +19,7 @@ from rich.live import Live
 
 from shardex.commands import output
 from shardex.commands.heat_view import frame, print_report
-from shardex.commands.params import HEADROOM
+from shardex.commands.params import HEADROOM, ITEM_BYTES, count, number
 from shardex.errors import InvalidInput
 from shardex.heat.sources import (
     ENGINES,
@@ -52,25 +52,26 @@ _clock: Callable[[], float] = time.monotonic
               help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s.")
 @click.option("--headroom", type=HEADROOM, default=1.5, show_default=True,
               help="Multiplier on observed peaks when sizing N (>= 1; 1.5: 50% to spare).")
-@click.option("--top", type=int, default=10, show_default=True, help="Keys to list.")
+@click.option("--top", type=count(1, 10_000), default=10, show_default=True,
+              help="Keys to list.")
 @click.option("--per-shard", is_flag=True, help="List each key's shard keys under it.")
 @click.option("--stream", is_flag=True,
               help="Read row by row in bounded memory (Space-Saving), with a live view; "
                    "'-' reads stdin.")
-@click.option("--every", type=float, default=2.0, show_default=True,
+@click.option("--every", type=number(0, 3600, low_open=True), default=2.0, show_default=True,
               help="Seconds between refreshes of the live view (--stream, '-').")
-@click.option("--counters", type=int, default=1000, show_default=True,
+@click.option("--counters", type=count(1, 1_000_000), default=1000, show_default=True,
               help="Space-Saving counters when streaming.")
 @click.option("--table", "table", default=None,
               help="CloudTrail: the table to diagnose (needed when the files hold several).")
 @click.option("--key-attribute", default=None,
               help="CloudTrail: the table's partition key attribute (default: as the keys show).")
-@click.option("--item-bytes", type=int, default=1024, show_default=True,
+@click.option("--item-bytes", type=count(1, ITEM_BYTES), default=1024, show_default=True,
               help="CloudTrail: item size the units are estimated from.")
 @click.option("--insights-rule", type=click.Choice(INSIGHTS_RULES), default=None,
               help="Contributor Insights: what the report counts (default: from the file "
                    "name; -PKT-/-SKT- rules count throttles).")
-@click.option("--period", type=int, default=None,
+@click.option("--period", type=count(1, 86_400), default=None,
               help="Contributor Insights: seconds a datapoint covers (default: the step "
                    "between its timestamps).")
 @click.option("--engine", type=click.Choice(ENGINES), default="duckdb", show_default=True,

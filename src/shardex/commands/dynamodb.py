@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from shardex.commands import output
+from shardex.commands.params import count
 
 __all__ = ["dynamodb"]
 
@@ -41,9 +42,9 @@ def _connection_options(command: Any) -> Any:
         click.option("--profile", help="AWS profile of the config files to use."),
         click.option("--billing", type=click.Choice(["on-demand", "provisioned"]),
                      default="on-demand", show_default=True),
-        click.option("--read-units", type=click.IntRange(min=1),
+        click.option("--read-units", type=count(1, 10**9),
                      help="Provisioned read capacity units."),
-        click.option("--write-units", type=click.IntRange(min=1),
+        click.option("--write-units", type=count(1, 10**9),
                      help="Provisioned write capacity units."),
     ]):
         command = option(command)

@@ -1,17 +1,20 @@
-"""The console every command prints through, and tables that wrap instead of being cut."""
+"""The console every command prints through, tables that wrap instead of being cut, and
+``--output json|table`` beside every ``--json``."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+import click
 from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["Column", "console", "table", "tables"]
+__all__ = ["Column", "OUTPUTS", "add_output_option", "console", "table", "tables"]
 
 _PIPED_WIDTH = 160
 _KEY_SHARE = 3  # a key column takes at most a third of the width, then folds
@@ -84,3 +87,35 @@ def table(out: Console, columns: Sequence[Column], rows: Sequence[Sequence[str]]
     from rich.console import Group
 
     return Group(*tables(columns, rows, width=out.width, keys=keys))
+
+
+OUTPUTS = ("json", "table")
+
+
+def add_output_option(command: click.Command) -> None:
+    """Give ``command``, which has ``--json`` (``as_json``), ``--output json|table`` beside it.
+
+    ``--output`` also comes from the config profile's ``output``; there ``--json`` on the
+    command line wins, while ``--json --output table`` on it is a usage error.
+    """
+    from click.core import ParameterSource
+
+    from shardex.commands.config import Setting
+
+    callback = command.callback
+    assert callback is not None
+
+    @functools.wraps(callback)
+    def wrapped(*args: Any, output: str | None, **kwargs: Any) -> Any:
+        source = click.get_current_context().get_parameter_source("output")
+        if output is not None and not (kwargs["as_json"]
+                                       and source is not ParameterSource.COMMANDLINE):
+            if kwargs["as_json"] and output != "json":
+                raise click.BadParameter(f"{output} contradicts --json", param_hint="'--output'")
+            kwargs["as_json"] = output == "json"
+        return callback(*args, **kwargs)
+
+    command.callback = wrapped
+    command.params.append(Setting(
+        ["--output"], setting="output", type=click.Choice(OUTPUTS), default=None,
+        help="json (as --json) or table (text; the default)."))

@@ -13,7 +13,17 @@ import click
 from rich.markup import escape
 
 from shardex.commands import output
-from shardex.commands.params import COUNT, HEADROOM, NUMBER, ValuePair, distinct
+from shardex.commands.params import (
+    COUNT,
+    HEADROOM,
+    ITEM_BYTES,
+    NUMBER,
+    ValuePair,
+    count,
+    distinct,
+    number,
+)
+from shardex.sim.profiles import MAX_PARTITIONS
 
 __all__ = ["plan"]
 
@@ -145,9 +155,9 @@ def _measured_peaks(path: str) -> dict[str, float]:
 @click.option("--from", "source_file", metavar="FILE",
               help="A diagnosis (shardex diagnose --json; '-' reads stdin): plan each key it "
                    "lists on its measured peak write units a second.")
-@click.option("--item-bytes", type=int, default=1024, show_default=True,
+@click.option("--item-bytes", type=count(1, ITEM_BYTES), default=1024, show_default=True,
               help="Bytes of one index entry as written (write units per started KB).")
-@click.option("--read-item-bytes", type=int, default=None,
+@click.option("--read-item-bytes", type=count(1, ITEM_BYTES), default=None,
               help="Bytes of one entry as read (projection); default: --item-bytes.")
 @click.option("--ceiling", default=None,
               help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s. "
@@ -162,19 +172,19 @@ def _measured_peaks(path: str) -> dict[str, float]:
               help="A fact of the table, or an assumption, over the mode's profile: "
                    "warm_write=40000, provisioned_write=10000, split_delay_seconds=300, ... "
                    "(any memory:// capacity setting); repeat.")
-@click.option("--partitions", type=click.IntRange(min=0), default=None,
+@click.option("--partitions", type=count(0, MAX_PARTITIONS), default=None,
               help="Physical partitions the table has now (0: every key its own, as split "
                    "for heat leaves it). Default: from its warm or provisioned throughput.")
 @click.option("--store", "store", metavar="URI", default=None,
               help="The store the index lives in; its URI tells the mode.")
-@click.option("--amplification", type=float, default=None,
+@click.option("--amplification", type=number(0, 100, low_open=True), default=None,
               help="Write units per unit of item per write; default: the mode's (table 2, "
                    "gsi 1, azure 4).")
 @click.option("--listing-items", "listings", multiple=True, metavar="N|VALUE=N", type=_Listing(),
               help="Entries in a full listing, for all values or per value; gives the "
                    "listing's pages and read units.")
 @click.option("--eventual", is_flag=True, help="Listings read eventually consistent (half).")
-@click.option("--item-writes", type=click.FloatRange(min=0), default=None, metavar="N",
+@click.option("--item-writes", type=number(0, 1e9), default=None, metavar="N",
               help="Items written a second, each with one placement record (a move writes "
                    "two entries for one item); default: the sum of the peaks.")
 @click.option("--verify", is_flag=True,
@@ -183,9 +193,11 @@ def _measured_peaks(path: str) -> dict[str, float]:
 @click.option("--verify-seconds", type=click.IntRange(min=1, max=86_400), default=None,
               help="Virtual seconds --verify simulates (default: long enough to see the "
                    "split or growth the verdict expects, else 300).")
-@click.option("--latency-median-ms", type=float, default=4.0, show_default=True,
+@click.option("--latency-median-ms", type=number(0, 60_000, low_open=True), default=4.0,
+              show_default=True,
               help="Median latency of one request.")
-@click.option("--latency-p99-ms", type=float, default=25.0, show_default=True,
+@click.option("--latency-p99-ms", type=number(0, 60_000, low_open=True), default=25.0,
+              show_default=True,
               help="99th-percentile latency of one request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_bytes: int,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import shlex
 import time
 from collections.abc import Callable, Coroutine
@@ -32,75 +31,48 @@ from rich.progress import (
 from rich.text import Text
 
 from shardex.commands import output
-from shardex.commands.connection import Connection, connection_options, open_with
-from shardex.commands.params import POLICY, ValuePair, distinct
-from shardex.commands.routing import read_json_file
-from shardex.errors import InvalidInput, InvalidRouting
-from shardex.keys import validate_value
+from shardex.commands.connection import (
+    Connection,
+    given_tiers,
+    index_options,
+    lasting,
+    named_tiers,
+    open_with,
+)
+from shardex.commands.params import (
+    LOGICAL_KEY,
+    MARGIN,
+    MAX_AGE,
+    POLICY,
+    RATE,
+    RETAIN,
+    UNIT_LEASE,
+    WORKERS,
+    ValuePair,
+    count,
+    distinct,
+    number,
+)
+from shardex.commands.routing import LayoutFile, layout_file
+from shardex.errors import InvalidRouting, ReshardRefused
 from shardex.routing import Routing, ShardPolicy
 from shardex.stores.base import Store
 
-__all__ = ["DURATION", "parity_lines", "print_parity", "reshard", "steps_lines"]
+__all__ = ["parity_lines", "print_parity", "reshard", "steps_lines"]
 
 T = TypeVar("T")
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")
-_FILE_SCHEMAS = ("shardex.plan/1", "shardex.diagnose/1")
-_TIERS = "shardex.reshard.tiers"
-
-
-class _Duration(click.ParamType):  # type: ignore[type-arg]
-    """Seconds, written ``90``, ``90s``, ``15m``, ``2h`` or ``1d``."""
-
-    name = "DURATION"
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        match = _DURATION.fullmatch(str(value))
-        if match is None:
-            self.fail(f"expected a duration such as 90s, 15m, 2h or 1d, got {value!r}",
-                      param, ctx)
-        return float(match[1]) * _UNITS[match[2]]
-
-
-DURATION = _Duration()
 _STATES = ("read-both", "write-new", "verified", "read-new", "retired", "done")
-
-
-def _keep_tiers(ctx: click.Context, param: click.Parameter,
-                value: tuple[tuple[str, str], ...]) -> None:
-    ctx.meta[_TIERS] = distinct(value, "--tier")
-
-
-def _store_options(command: Any) -> Any:
-    command = click.option(
-        "--tier", "tiers", multiple=True, metavar="NAME=URI", expose_value=False,
-        callback=_keep_tiers, type=ValuePair(click.STRING, "NAME=URI",
-                                             "dedicated=dynamodb://orders-heavy", first=True),
-        help="The store of a tier the routing names (a policy's @NAME); give every tier "
-             "the reshard reads or writes.")(command)
-    command = click.option("--index", "name", required=True, help="Index name.")(command)
-    command = connection_options(command)
-    return click.option("--store", "uri", required=True,
-                        help="Store URI, e.g. dynamodb://TABLE?region=eu-west-1.")(command)
-
-
-def _tiers() -> dict[str, str]:
-    """The ``--tier`` stores of the command being run."""
-    return dict(click.get_current_context().meta.get(_TIERS, {}))
 
 
 def _mover_options(command: Any) -> Any:
     command = click.option(
-        "--unit-lease", default=30.0, show_default=True, type=click.FloatRange(min=0.1),
+        "--unit-lease", default=30.0, show_default=True, type=UNIT_LEASE,
         help="Seconds a worker holds a work unit between checkpoints.")(command)
     command = click.option(
-        "--workers", default=1, show_default=True, type=click.IntRange(min=1),
+        "--workers", default=1, show_default=True, type=WORKERS,
         help="Work units moved at once by this process.")(command)
     return click.option(
-        "--rate", default=250.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+        "--rate", default=250.0, show_default=True, type=RATE,
         help="Write units a second the mover may put on any one shard key.")(command)
 
 
@@ -108,19 +80,11 @@ def _run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
     return asyncio.run(work())
 
 
-def _check_name(name: str) -> None:
-    try:
-        validate_value(name)
-    except InvalidInput as exc:
-        raise InvalidInput(f"index name: {exc}") from None
-
-
 def _resharder(store: str | Store, name: str, connection: Connection, **options: Any) -> Any:
     from shardex.reshard import Resharder
 
-    _check_name(name)
     return Resharder(open_with(store, connection) if isinstance(store, str) else store, name,
-                     tiers=_tiers() or None, **options)
+                     tiers=given_tiers() or None, **options)
 
 
 def _policy_text(policy: ShardPolicy) -> str:
@@ -130,7 +94,7 @@ def _policy_text(policy: ShardPolicy) -> str:
 
 def _command(name: str, uri: str, index: str, extra: str = "") -> str:
     tiers = "".join(f" --tier {shlex.quote(f'{tier}={where}')}"
-                    for tier, where in _tiers().items())
+                    for tier, where in given_tiers().items())
     return (f"shardex reshard {name} --store {shlex.quote(uri)} --index {shlex.quote(index)}"
             f"{tiers}{extra}")
 
@@ -143,38 +107,21 @@ def reshard() -> None:
 # -- start ---------------------------------------------------------------------------
 
 
-def _file_layout(path: Path) -> Routing:
-    """The layout in a routing document, or in the ``routing`` of a plan or diagnosis."""
-    doc = read_json_file(path)
-    if isinstance(doc, dict) and (doc.get("schema") in _FILE_SCHEMAS or (
-            "routing" in doc and "default" not in doc)):
-        doc = doc.get("routing")
-    if not isinstance(doc, dict):
-        raise InvalidRouting(f"{path}: expected a routing document (an object with default "
-                             "and overrides), or a plan or diagnosis with one")
-    layout = {key: doc[key] for key in ("default", "overrides") if key in doc}
-    try:
-        return Routing.from_dict({"format": "shardex.routing/1", "version": 1, **layout})
-    except InvalidRouting as exc:
-        raise InvalidRouting(f"{path}: {exc}") from None
-
-
-def _changes(current: Routing, layout: Routing | None, sets: dict[str, ShardPolicy]
+def _changes(current: Routing, given: LayoutFile | None, sets: dict[str, ShardPolicy]
              ) -> tuple[dict[str, ShardPolicy | None], ShardPolicy | None]:
     changes: dict[str, ShardPolicy | None] = {}
     default = None
-    if layout is not None:
+    if given is not None:
+        layout = given.routing
         for value in set(current.overrides) | set(layout.overrides):
             changes[value] = layout.overrides.get(value)
-        default = layout.default
-    for value, policy in sets.items():
-        validate_value(value)
-        changes[value] = policy
+        default = layout.default if given.has_default else None
+    changes.update(sets)
     return changes, default
 
 
 @reshard.command()
-@_store_options
+@index_options(tiers=True)
 @click.option("--set", "sets", multiple=True, metavar="VALUE=N[:strategy][@tier]",
               type=ValuePair(POLICY, "VALUE=N[:strategy][@tier]", "PENDING=16:hash"),
               help="Reshard VALUE over N shard keys (strategy hash, random or round_robin), "
@@ -182,13 +129,13 @@ def _changes(current: Routing, layout: Routing | None, sets: dict[str, ShardPoli
                    "value whose tier changes moves between stores.")
 @click.option("--default", "default", metavar="N[:strategy]", type=POLICY,
               help="The new default policy (name the values it moves with --value).")
-@click.option("--value", "values", multiple=True, metavar="VALUE",
+@click.option("--value", "values", multiple=True, metavar="VALUE", type=LOGICAL_KEY,
               help="A value that follows the default and holds entries (the store cannot "
                    "list them): its entries move when the default changes.")
 @click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A routing document, or a plan or diagnosis (--json) with one: the new "
                    "layout.")
-@click.option("--margin", default=40.0, show_default=True, type=DURATION,
+@click.option("--margin", default=40.0, show_default=True, type=MARGIN,
               help="Waited beyond the routing's lease between steps: the longest request "
                    "and the clock skew between hosts.")
 @click.option("--dry-run", is_flag=True, help="Print the steps and what would move; change "
@@ -201,16 +148,23 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
     if not (sets or default or path):
         raise click.UsageError("nothing to change: give --set, --default or --file")
     overrides = distinct(sets, "--set")
-    layout = _file_layout(path) if path is not None else None
-    for value in values:
-        validate_value(value)
+    given = layout_file(path) if path is not None else None
+    named_tiers([p.tier for p in overrides.values()], "--set")
+    named_tiers([None if default is None else default.tier], "--default")
+    if given is not None:
+        named_tiers([given.routing.default.tier,
+                     *(p.tier for p in given.routing.overrides.values())], "--file")
+    lasting(uri, None if dry_run else "reshard start", offers_dry_run=True)
 
     async def begin() -> Any:
         async with _resharder(uri, name, connection) as runner:
             current = await runner.routing()
-            changes, file_default = _changes(current, layout, overrides)
-            plan = await runner.start(changes, default=default or file_default,
-                                      values=values, margin=margin, dry_run=dry_run)
+            changes, file_default = _changes(current, given, overrides)
+            try:
+                plan = await runner.start(changes, default=default or file_default,
+                                          values=values, margin=margin, dry_run=dry_run)
+            except InvalidRouting as exc:  # the input was checked: what is stored refuses it
+                raise ReshardRefused(f"index {name!r}: {exc}") from None
             return plan, runner.lease, runner.rate, runner.store.uri
 
     plan, lease, rate, where = _run(begin)
@@ -335,15 +289,15 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
 
 
 @reshard.command()
-@_store_options
+@index_options(tiers=True)
 @_mover_options
 @click.option("--until", type=click.Choice(_STATES), default=None,
               help="The state to stop at (default: verified; done for a rollback).")
-@click.option("--max-age", default=900.0, show_default=True, type=DURATION,
+@click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
               help="Oldest parity report a cutover made by --until read-new or later uses.")
-@click.option("--every", default=5.0, show_default=True, type=click.FloatRange(min=0),
+@click.option("--every", default=5.0, show_default=True, type=number(0, 3600),
               help="Seconds between progress lines when the output is not a terminal.")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+@click.option("--metrics-port", type=count(0, 65535), default=None,
               help="Serve the reshard's progress gauges and the store's metrics on "
                    "http://127.0.0.1:PORT/metrics while it runs (0: a free port; needs the "
                    "metrics extra); once done it waits for one more scrape (at most twice "
@@ -352,8 +306,8 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
         max_age: float, every: float, metrics_port: int | None,
         connection: Connection) -> None:
     """Drive the reshard of index NAME (resuming it wherever it stopped)."""
+    lasting(uri, "reshard run")
     out = output.console()
-    _check_name(name)
     store = open_with(uri, connection)
     with contextlib.ExitStack() as stack:
         recorder = None
@@ -431,14 +385,16 @@ def steps_lines(steps: list[str]) -> list[str]:
 
 
 @reshard.command()
-@_store_options
+@index_options(tiers=True)
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.reshard.status/1.")
-@click.option("--max-age", default=900.0, show_default=True, type=DURATION,
+@click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
               help="Age past which the parity report counts as stale.")
 def status(uri: str, name: str, as_json: bool, max_age: float,
            connection: Connection) -> None:
     """Show the reshard of index NAME: state, progress per value, parity, next steps."""
     from shardex.reshard import status_document
+
+    lasting(uri, None)
 
     async def read() -> dict[str, Any]:
         async with _resharder(uri, name, connection) as runner:
@@ -457,10 +413,12 @@ def status(uri: str, name: str, as_json: bool, max_age: float,
 
 
 @reshard.command()
-@_store_options
+@index_options(tiers=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the parity report as JSON.")
 def verify(uri: str, name: str, as_json: bool, connection: Connection) -> None:
     """Check parity: both layouts' entries against the new layout alone, and record it."""
+    lasting(uri, "reshard verify")
+
     async def check() -> Any:
         async with _resharder(uri, name, connection) as runner:
             parity = await runner.verify()
@@ -483,11 +441,12 @@ def verify(uri: str, name: str, as_json: bool, connection: Connection) -> None:
 
 
 @reshard.command()
-@_store_options
-@click.option("--max-age", default=900.0, show_default=True, type=DURATION,
+@index_options(tiers=True)
+@click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
               help="Oldest parity report the cutover may rely on.")
 def cutover(uri: str, name: str, max_age: float, connection: Connection) -> None:
     """Move readers to the new layout alone (read-new); needs a fresh, clean parity report."""
+    lasting(uri, "reshard cutover")
     out = output.console()
 
     with _Reporter(out) as report:
@@ -503,12 +462,13 @@ def cutover(uri: str, name: str, max_age: float, connection: Connection) -> None
 
 
 @reshard.command()
-@_store_options
-@click.option("--retain", type=DURATION, default=None,
+@index_options(tiers=True)
+@click.option("--retain", type=RETAIN, default=None,
               help="Keep the old layout restorable this long before retiring it "
                    "(default: the window already asked for, else none).")
 def complete(uri: str, name: str, retain: float | None, connection: Connection) -> None:
     """Retire the old layout (after the retention window) and end the reshard."""
+    lasting(uri, "reshard complete")
     out = output.console()
     with _Reporter(out) as report:
         async def finish() -> Any:
@@ -529,11 +489,12 @@ def complete(uri: str, name: str, retain: float | None, connection: Connection) 
 
 
 @reshard.command()
-@_store_options
+@index_options(tiers=True)
 @_mover_options
 def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
              connection: Connection) -> None:
     """Roll the reshard back to the layout it left, moving entries back, to its end."""
+    lasting(uri, "reshard rollback")
     out = output.console()
     with _Reporter(out) as report:
         async def back() -> Any:

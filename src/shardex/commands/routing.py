@@ -5,28 +5,28 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from shardex.commands.connection import Connection, connection_options, open_with
-from shardex.commands.params import POLICY, ValuePair
-from shardex.documents import ROUTING_RECORD_SCHEMA
-from shardex.errors import InvalidInput, InvalidRouting, ReshardRefused
-from shardex.keys import validate_value
-from shardex.routing import Routing, ShardPolicy
+from shardex.commands.connection import (
+    Connection,
+    given_tiers,
+    index_options,
+    lasting,
+    named_tiers,
+    open_with,
+)
+from shardex.commands.params import LOGICAL_KEY, POLICY, ValuePair
+from shardex.documents import DIAGNOSE_SCHEMA, PLAN_SCHEMA, ROUTING_RECORD_SCHEMA
+from shardex.errors import InvalidRouting, ReshardRefused
+from shardex.routing import ROUTING_FORMAT, Routing, ShardPolicy
 
-__all__ = ["read_json_file", "routing"]
+__all__ = ["LayoutFile", "layout_file", "read_json_file", "routing"]
 
 _SHOWN_KEYS = 6
-
-
-def _store_options(command: Any) -> Any:
-    command = click.option("--index", "name", required=True, help="Index name.")(command)
-    command = connection_options(command)
-    return click.option("--store", "uri", required=True,
-                        help="Store URI, e.g. dynamodb://TABLE?region=eu-west-1.")(command)
 
 
 def _keys_text(keys: list[str]) -> str:
@@ -47,7 +47,7 @@ def routing() -> None:
 
 
 @routing.command()
-@_store_options
+@index_options()
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 def show(uri: str, name: str, as_json: bool, connection: Connection) -> None:
     """Print the routing of index NAME: version, default, and the shard keys per value."""
@@ -59,10 +59,6 @@ def show(uri: str, name: str, as_json: bool, connection: Connection) -> None:
             stored, revision, lease = await RoutingRecord(store, name).read()
         return stored, revision, lease, store.uri
 
-    try:
-        validate_value(name)
-    except InvalidInput as exc:
-        raise InvalidInput(f"index name: {exc}") from None
     stored, revision, lease, where = asyncio.run(read())
     current = stored or Routing()
     if as_json:
@@ -92,49 +88,95 @@ def show(uri: str, name: str, as_json: bool, connection: Connection) -> None:
                    + ": 'shardex reshard status' shows it")
 
 
-def read_json_file(path: Path) -> Any:
-    """The JSON document in ``path`` (a ``--file``); a usage error naming it if it is not one."""
+def read_json_file(path: Path, option: str = "--file") -> Any:
+    """The JSON document in ``path``; a usage error naming ``option`` if it is not one."""
+    hint = f"'{option}'"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise click.BadParameter(f"{path}: {exc}", param_hint="--file") from exc
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise click.BadParameter(f"{path}: {exc.strerror or exc}", param_hint=hint) from None
+    except ValueError as exc:  # not UTF-8, or not JSON
+        raise click.BadParameter(f"{path} is not valid JSON: {exc}", param_hint=hint) from None
     except RecursionError:
         raise click.BadParameter(f"{path}: nested too deeply to be a routing document",
-                                 param_hint="--file") from None
+                                 param_hint=hint) from None
 
 
-def _from_file(path: Path, current: Routing) -> tuple[ShardPolicy, dict[str, ShardPolicy]]:
-    doc = read_json_file(path)
+# documents that carry a routing: its layout is taken as it is
+_CARRIERS = (PLAN_SCHEMA, DIAGNOSE_SCHEMA, ROUTING_RECORD_SCHEMA)
+_ROUTING_FIELDS = {"format", "version", "default", "overrides", "previous", "state", "reshard",
+                   "adoption"}
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutFile:
+    """The layout a file gives: ``routing`` (its default is one shard, hash, unless
+    ``has_default``), and the routing version it was read at (None for a plan or a
+    diagnosis, which know no stored version)."""
+
+    routing: Routing
+    has_default: bool
+    version: int | None
+
+
+def layout_file(path: Path, option: str = "--file") -> LayoutFile:
+    """The layout in ``path``: a routing document, or the ``routing`` of a plan, a
+    diagnosis or a routing record (``plan``, ``diagnose`` and ``routing show --json``),
+    taken as it is. A file that is none of them is refused (InvalidRouting) naming it."""
+    doc = read_json_file(path, option)
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if isinstance(doc, dict) and (schema in _CARRIERS or ("routing" in doc
+                                                           and "default" not in doc)):
+        doc = doc.get("routing")
     if not isinstance(doc, dict):
-        raise InvalidRouting(f"{path}: expected a JSON object with default and overrides")
-    version = doc.get("version", current.version + 1)
-    if version not in (current.version, current.version + 1) or isinstance(version, bool):
-        raise InvalidRouting(
-            f"{path}: version is {version!r}, but the stored routing is version "
+        raise InvalidRouting(f"{path}: expected a routing document (an object with default "
+                             "and overrides), or a plan, diagnosis or routing record with one")
+    unknown = sorted(set(doc) - _ROUTING_FIELDS)
+    if unknown:
+        raise InvalidRouting(f"{path}: unknown field(s) {', '.join(map(repr, unknown))} in "
+                             "a routing document")
+    version = doc.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or version < 1):
+        raise InvalidRouting(f"{path}: version is {version!r}; a routing version is an "
+                             "integer >= 1")
+    layout = {"format": doc.get("format", ROUTING_FORMAT), "version": 1,
+              "default": doc.get("default", {"shards": 1}), "overrides": doc.get("overrides", {})}
+    try:
+        routing = Routing.from_dict(layout)
+    except InvalidRouting as exc:
+        raise InvalidRouting(f"{path}: {exc}") from None
+    return LayoutFile(routing, "default" in doc,
+                      None if schema in (PLAN_SCHEMA, DIAGNOSE_SCHEMA) else version)
+
+
+def _from_file(given: LayoutFile, path: Path, current: Routing
+               ) -> tuple[ShardPolicy, dict[str, ShardPolicy]]:
+    """The default and overrides a ``--file`` sets over ``current`` (the stored routing)."""
+    if given.version is not None and given.version not in (current.version,
+                                                           current.version + 1):
+        raise click.ClickException(
+            f"{path}: version is {given.version!r}, but the stored routing is version "
             f"{current.version}: a file from 'routing show --json' (version "
             f"{current.version}) or for the next version ({current.version + 1}) is "
             "accepted; read the routing again and edit that")
-    # a whole routing document, or just its layout
-    layout = {**doc, "format": doc.get("format", current.to_dict()["format"]),
-              "version": current.version + 1}
-    layout.pop("previous", None)
-    layout.pop("lease", None)
-    layout.pop("token", None)
-    parsed = Routing.from_dict(layout)
-    return parsed.default, dict(parsed.overrides)
+    default = given.routing.default if given.has_default else current.default
+    return default, dict(given.routing.overrides)
 
 
 @routing.command("set")
-@_store_options
+@index_options(tiers=True)
 @click.option("--override", "overrides", multiple=True, metavar="VALUE=N[:strategy][@tier]",
               type=ValuePair(POLICY, "VALUE=N[:strategy][@tier]", "PENDING=8:hash"),
-              help="Shard VALUE over N shard keys (strategy hash, random or round_robin).")
-@click.option("--remove", "removals", multiple=True, metavar="VALUE",
+              help="Shard VALUE over N shard keys (strategy hash, random or round_robin), in "
+                   "the store of tier 'tier' (--tier) if given.")
+@click.option("--remove", "removals", multiple=True, metavar="VALUE", type=LOGICAL_KEY,
               help="Drop VALUE's override: it follows the default again.")
 @click.option("--default", "default", metavar="N[:strategy]", type=POLICY,
               help="The default policy.")
 @click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A JSON file with default and overrides: the whole new layout.")
+              help="The whole new layout: a routing document, or a plan, diagnosis or "
+                   "routing record (--json) with one, as it is.")
 def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], ...],
                 removals: tuple[str, ...], default: ShardPolicy | None, path: Path | None,
                 connection: Connection) -> None:
@@ -151,26 +193,30 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
     if not (overrides or removals or default or path):
         raise click.UsageError("nothing to change: give --override, --remove, --default "
                                "or --file")
-    try:
-        validate_value(name)
-    except InvalidInput as exc:
-        raise InvalidInput(f"index name: {exc}") from None
+    given = layout_file(path) if path is not None else None
+    named_tiers([p.tier for _, p in overrides], "--override")
+    if given is not None:
+        named_tiers([p.tier for p in given.routing.overrides.values()], "--file")
+    lasting(uri, "routing set")
+    tiers = given_tiers()
 
     async def change() -> tuple[Routing, Routing, str]:
         store = open_with(uri, connection)
         async with store:
             stored, _, _ = await RoutingRecord(store, name).read()
             current = stored or Routing()
-            base_default, base_overrides = (_from_file(path, current) if path is not None
-                                            else (current.default, dict(current.overrides)))
+            base_default, base_overrides = (_from_file(given, path, current) if given
+                                            and path else (current.default,
+                                                           dict(current.overrides)))
             for value in removals:
                 base_overrides.pop(value, None)
             base_overrides.update(overrides)
             new = Routing(default=default or base_default, overrides=base_overrides,
                           version=current.version + 1)
+            _refuse_default(uri, name, current, new)
             if stored is not None:
                 _refuse_stored(uri, name, current, new, path)
-            async with ShardedIndex(store, name) as index:
+            async with ShardedIndex(store, name, tiers=tiers or None) as index:
                 await _refuse_hidden_entries(index, current, new)
                 await store_routing(index, new)
             return current, new, store.uri
@@ -180,10 +226,24 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
     for value in sorted(set(before.overrides) | set(after.overrides)):
         old, new = before.policy(value), after.policy(value)
         if old != new:
-            click.echo(f"  {value}: {old.shards} -> {new.shards} shard(s), {new.strategy}")
+            click.echo(f"  {value}: {old.shards} -> {new.shards} shard(s), {new.strategy}"
+                       + ("" if new.tier is None else f", on tier {new.tier!r}"))
     if before.default != after.default:
         click.echo(f"  default: {before.default.shards} -> {after.default.shards} shard(s), "
                    f"{after.default.strategy}")
+
+
+def _refuse_default(uri: str, name: str, current: Routing, new: Routing) -> None:
+    """Refuse a change of the default policy (usage): whatever the store holds, it would
+    re-route every value without an override and hide the entries already written."""
+    if new.default != current.default:
+        raise click.BadParameter(
+            f"routing set keeps the default policy ({current.default.shards} shard(s), "
+            f"{current.default.strategy}): changing it re-routes every value without an "
+            "override, and their entries already written would be hidden from reads; change "
+            f"it through the reshard states: shardex reshard start --store {shlex.quote(uri)} "
+            f"--index {shlex.quote(name)} --default {_policy_arg(new.default)} --value VALUE...",
+            param_hint="'--default'")
 
 
 def _refuse_stored(uri: str, name: str, current: Routing, new: Routing,
@@ -195,16 +255,16 @@ def _refuse_stored(uri: str, name: str, current: Routing, new: Routing,
             "'shardex reshard status' shows it")
     changed = sorted(v for v in set(current.overrides) | set(new.overrides)
                      if current.policy(v) != new.policy(v))
-    if not changed and new.default == current.default:
-        raise InvalidRouting(f"index {name!r}: the layout asked for is the one stored "
+    if not changed:
+        raise ReshardRefused(f"index {name!r}: the layout asked for is the one stored "
                              f"(routing version {current.version}): nothing to change")
     if path is not None:
         args = f" --file {shlex.quote(str(path))}"
     else:
-        args = "".join(f" --set {v}={new.policy(v).shards}:{new.policy(v).strategy}"
+        args = "".join(f" --set {shlex.quote(f'{v}={_policy_arg(new.policy(v))}')}"
                        for v in changed)
-        if new.default != current.default:
-            args += f" --default {new.default.shards}:{new.default.strategy} --value VALUE..."
+    args += "".join(f" --tier {shlex.quote(f'{tier}={where}')}"
+                    for tier, where in given_tiers().items())
     raise ReshardRefused(
         f"index {name!r} already has a routing record, which clients cache: changing its "
         "layout here would hide the entries they keep writing to the old one. Change it "
@@ -212,12 +272,12 @@ def _refuse_stored(uri: str, name: str, current: Routing, new: Routing,
         f"{shlex.quote(uri)} --index {shlex.quote(name)}{args}")
 
 
+def _policy_arg(policy: ShardPolicy) -> str:
+    return f"{policy.shards}:{policy.strategy}" + ("" if policy.tier is None
+                                                   else f"@{policy.tier}")
+
+
 async def _refuse_hidden_entries(index: Any, current: Routing, new: Routing) -> None:
-    if new.default != current.default:
-        raise click.ClickException(
-            "changing the default policy re-routes every value without an override, and "
-            "their entries already written would be hidden from reads; use 'shardex reshard "
-            "start' to change a live layout")
     changed = sorted(v for v in set(current.overrides) | set(new.overrides)
                      if current.policy(v) != new.policy(v))
     counts = {value: await index.count(value) for value in changed}

@@ -12,7 +12,7 @@ import click
 
 from shardex.commands import output
 from shardex.commands.connection import Connection, connection_options
-from shardex.commands.reshard import DURATION
+from shardex.commands.params import DAY, Duration, number
 
 __all__ = ["serve"]
 
@@ -25,7 +25,7 @@ __all__ = ["serve"]
 @click.option("--demo", is_flag=True,
               help="Run an orders index on memory:// in this process, unsharded under a hot "
                    "key, and show its meter.")
-@click.option("--rate", type=click.FloatRange(min=0, min_open=True, max=1e6), default=700.0,
+@click.option("--rate", type=number(0, 1_000_000, low_open=True), default=700.0,
               show_default=True, help="--demo: writes a second.")
 @click.option("--store", "uri", metavar="URI",
               help="Also show the routing record and the migration of --index kept in this "
@@ -35,12 +35,12 @@ __all__ = ["serve"]
 @click.option("--match", default="", metavar="MATCHERS",
               help='A Prometheus server: PromQL label matchers every query adds, e.g. '
                    "'job=\"orders-api\"'.")
-@click.option("--history", default="15m", show_default=True, type=DURATION,
+@click.option("--history", default="15m", show_default=True, type=Duration(10, 7 * DAY),
               help="A Prometheus server: how far back the charts and counts reach "
                    "(10s to 7d).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="Port on 127.0.0.1 (0: a free one).")
-@click.option("--every", type=click.FloatRange(0.2, 3600), default=2.0, show_default=True,
+@click.option("--every", type=number(0.2, 3600), default=2.0, show_default=True,
               help="Seconds between the page's refreshes.")
 @click.option("--ceiling", default="dynamodb", show_default=True,
               help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s.")

@@ -16,26 +16,12 @@ from shardex.plotting import pyplot
 
 __all__ = ["simulate"]
 
-_LAYOUT_SCHEMAS = ("shardex.plan/1", "shardex.diagnose/1")
-
-
 def load_layout(path: Path) -> Any:
     """The routing a layout file carries: a ``shardex.plan/1`` or ``shardex.diagnose/1``
     document (its ``routing``), or a ``shardex.routing/1`` document itself."""
-    from shardex.errors import InvalidInput
-    from shardex.routing import Routing
+    from shardex.commands.routing import layout_file
 
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{path}: is not valid JSON: {exc}") from exc
-    if isinstance(doc, dict) and doc.get("schema") in _LAYOUT_SCHEMAS:
-        doc = doc.get("routing")
-    try:
-        return Routing.from_dict(doc)
-    except InvalidInput as exc:
-        raise InvalidInput(f"{path}: not a layout ({', '.join(_LAYOUT_SCHEMAS)} or "
-                           f"shardex.routing/1): {exc}") from exc
+    return layout_file(path, "--layout").routing
 
 
 def model(table: dict[str, Any], store: str | None) -> tuple[Any, Any]:

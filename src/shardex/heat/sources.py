@@ -148,7 +148,7 @@ def detect_format(path: str) -> str:
         return "csv"
     try:
         first = json.loads(text.split("\n", 1)[0])
-    except ValueError:
+    except (ValueError, RecursionError):
         first = None
     if isinstance(first, dict):
         if "Records" in first:
@@ -204,3 +204,5 @@ def parse_document(data: bytes, path: str) -> Any:
         raise InvalidLog(f"is not UTF-8 text: {exc.reason}", path=path) from exc
     except ValueError as exc:
         raise InvalidLog(f"is not a valid JSON document: {exc}", path=path) from exc
+    except RecursionError:
+        raise InvalidLog("is nested too deeply to be a log", path=path) from None

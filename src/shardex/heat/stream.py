@@ -376,7 +376,7 @@ class StreamReader:
             return
         try:
             doc = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # a line nested too deeply is broken too
             doc = None
         if isinstance(doc, dict):
             if ({"Records", "Contributors"} & set(doc)) and not ({"timestamp", "key"} & set(doc)):

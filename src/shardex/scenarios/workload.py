@@ -280,6 +280,8 @@ def load_workload(path: str | Path, *, rate: str = "peak") -> Workload:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise _fail(name, f"is not valid JSON: {exc}") from exc
+        except RecursionError:
+            raise _fail(name, "is nested too deeply") from None
         if not isinstance(doc, Mapping) or doc.get("schema") != DIAGNOSE_SCHEMA:
             raise _fail(name, f"a JSON workload must be a {DIAGNOSE_SCHEMA} document "
                               "(shardex diagnose --json)")
@@ -288,4 +290,6 @@ def load_workload(path: str | Path, *, rate: str = "peak") -> Workload:
         parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _fail(name, f"is not valid TOML: {exc}") from exc
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise _fail(name, "is nested too deeply") from None
     return workload_from_dict(parsed, origin=name)

@@ -189,17 +189,20 @@ class Partition:
     def room(self, write: bool, strong: bool, now: float, span: float = 0.0) -> float:
         """Units this partition may still take in the current second (over ``span``
         seconds from ``now``, for a share's bucket: the rate engine's whole second)."""
+        room = self.ceiling_room(write, strong)
+        share = self.share_write if write else self.share_read
+        if share is not None:
+            room = min(room, share.room(now, span))
+        return room
+
+    def ceiling_room(self, write: bool, strong: bool) -> float:
+        """Units the per-second ceiling still allows this second (its share's bucket aside)."""
         limits = self.limits
         if write:
-            room = limits.write - self.written
-            if self.share_write is not None:
-                room = min(room, self.share_write.room(now, span))
-            return room
+            return limits.write - self.written
         room = limits.eventual - self.read
         if strong:
             room = min(room, limits.read - self.strong)
-        if self.share_read is not None:
-            room = min(room, self.share_read.room(now, span))
         return room
 
     def take(self, units: float, write: bool, strong: bool, now: float, key: int,

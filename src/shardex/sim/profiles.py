@@ -53,8 +53,8 @@ from shardex.capacity import (
 )
 from shardex.errors import InvalidInput
 
-__all__ = ["ASSUMPTIONS", "DEFAULT_PROFILE", "PROFILES", "Profile", "SPLIT_DELAY_SECONDS",
-           "profile"]
+__all__ = ["ASSUMPTIONS", "DEFAULT_PROFILE", "MAX_PARTITIONS", "PROFILES", "Profile",
+           "SPLIT_DELAY_SECONDS", "profile"]
 
 # DynamoDB publishes no timing for split for heat; AWS's own single-key test (the
 # "Scaling DynamoDB" blog series, part 2) ran flat for its first 10 minutes. An assumption.
@@ -103,6 +103,9 @@ _RANGES: Mapping[str, tuple[float, str]] = {
 }
 _UNBOUNDED = {"quota_write", "quota_read", "max_write", "max_read", "split_delay_seconds",
               "partition_bytes"}
+# the most physical partitions a table starts with: 100 million write units a second, or
+# a petabyte; the model keeps a list per partition, and more would only exhaust memory
+MAX_PARTITIONS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +206,11 @@ class Profile:
                 self.partitions, int) or self.partitions < 0):
             raise InvalidInput(f"profile {self.name}: partitions must be an integer >= 0 or "
                                f"None, got {self.partitions!r}")
+        if self.initial_partitions > MAX_PARTITIONS:
+            raise InvalidInput(
+                f"profile {self.name}: the table would start with {self.initial_partitions:,} "
+                f"partitions (partitions, or its warm or provisioned throughput over the "
+                f"ceiling); at most {MAX_PARTITIONS:,} are modelled")
         if self.initial_burst_seconds > self.burst_seconds:
             raise InvalidInput(
                 f"profile {self.name}: initial_burst_seconds ({self.initial_burst_seconds:g}) "

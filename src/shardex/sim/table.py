@@ -20,6 +20,7 @@ count as demand (heat) on the partitions it touched.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -139,6 +140,35 @@ class Refusal(NamedTuple):
     def reason(self) -> str:
         """DynamoDB's ThrottlingReason: ``TableWriteKeyRangeThroughputExceeded``, ..."""
         return self.resource.reason(self.limit, write=self.write)
+
+    def retry_after(self, units: float, now: float, *, strong: bool = True) -> float:
+        """Seconds from ``now`` until ``units`` could be taken where they were refused.
+
+        As Cosmos DB's ``x-ms-retry-after-ms`` says it, in whole milliseconds rounded up:
+        the next second where a per-second ceiling refused them (it starts afresh then),
+        the refill of a token bucket (a provisioned table's, a partition's share of it)
+        where the bucket lacks them, the later of the two where both do. Pure arithmetic
+        on the state at ``now``; nothing is taken.
+        """
+        next_second = math.floor(now) + 1.0 - now
+        wait = 0.0
+        part, write = self.partition, self.write
+        if part is not None:
+            if part.ceiling_room(write, strong) + EPSILON < units:
+                wait = next_second
+            bucket = part.share_write if write else part.share_read
+        else:
+            table = self.resource.table
+            bucket = table.buckets.get(write) if table.provisioned else None
+            if bucket is None and table.room(write, now)[0] + EPSILON < units:
+                wait = next_second
+        if bucket is not None and bucket.rate > 0:
+            short = units - bucket.available(now)
+            if short > EPSILON:
+                wait = max(wait, short / bucket.rate)
+        if wait <= 0.0:  # refused for units of several keys together: a second starts afresh
+            wait = next_second
+        return math.ceil(wait * 1000.0 - 1e-6) / 1000.0
 
 
 class Resource:

@@ -3,7 +3,8 @@
 Also the Cosmos DB Table API, which the same client serves (tested on Azurite only).
 
 - ``store``: ``AzureTablesStore``, its hooks, reads and records, and ``repair``;
-- ``placement``: the cross-partition write, the readers' ownership check and repair;
+- ``placement``: the rows and requests of the cross-partition write, the readers'
+  ownership check and repair (``shardex.stores.crosspart``, which Cosmos DB shares);
 - ``keys``: the reversible, order-preserving key encoding (published with vectors);
 - ``codec``: entries, placements and records as entities (pure);
 - ``client``: the adapter over ``azure.data.tables.aio``, credentials, error mapping;
@@ -23,8 +24,8 @@ stay exact because a write applies at its commit alone: a failed condition there
 it did not apply (ConditionFailed), a timeout there that it may have (Unavailable, which
 the write loop resolves by the token in the placement), and nothing after it changes the
 outcome. ``repair`` removes what crashed writers left, fencing writes still in flight
-first. ``placement``'s docstring has the steps and the argument in full; docs/azure.md
-the costs.
+first. ``shardex.stores.crosspart``'s docstring has the steps and the argument in full;
+docs/azure.md the costs.
 
 The driver is imported only when a store or adapter is built.
 """

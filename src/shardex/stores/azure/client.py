@@ -34,11 +34,13 @@ from shardex.errors import (
 )
 
 __all__ = [
+    "Adapter",
     "Row",
     "SdkClient",
     "TablesClient",
     "connection_settings",
     "map_error",
+    "parse_connection_string",
 ]
 
 # An entity as read: its properties, and its ETag.
@@ -128,7 +130,8 @@ def map_error(exc: BaseException, *, operation: str, table: str, endpoint: str,
     return StoreError(f"{operation} on {where}: {what}: {message}")
 
 
-def _parse_connection_string(text: str) -> dict[str, str]:
+def parse_connection_string(text: str) -> dict[str, str]:
+    """``Name=value;...`` as a dict, names in lower case (Azure's and Cosmos DB's)."""
     settings: dict[str, str] = {}
     for part in text.split(";"):
         name, sep, value = part.strip().partition("=")
@@ -154,7 +157,7 @@ def connection_settings(endpoint: str | None, credential: Any = None,
 
     text = connection_string or os.environ.get(CONNECTION_STRING)
     if text:
-        settings = _parse_connection_string(text)
+        settings = parse_connection_string(text)
         name = settings.get("accountname")
         where = settings.get("tableendpoint") or (
             f"{settings.get('defaultendpointsprotocol', 'https')}://{name}.table."
@@ -177,7 +180,27 @@ def connection_settings(endpoint: str | None, credential: Any = None,
         "hand in credential= (e.g. azure.identity.aio.DefaultAzureCredential())")
 
 
-class TablesClient(abc.ABC):
+class Adapter(abc.ABC):
+    """A store's client adapter: one ``call(operation, **params)`` (Azure Tables, Cosmos DB).
+
+    ``endpoint`` and ``table`` (a table's or a container's name) are for messages.
+    """
+
+    endpoint: str = ""
+    table: str = ""
+
+    async def open(self) -> None:  # noqa: B027 - optional hook
+        """Create connections, if the adapter owns any."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what ``open`` created."""
+
+    @abc.abstractmethod
+    async def call(self, operation: str, **params: Any) -> Any:
+        """Run ``operation`` with ``params`` (see the class docstring)."""
+
+
+class TablesClient(Adapter):
     """The one call an Azure Tables store makes: ``await client.call("get", ...)``.
 
     Operations (``Row`` is ``(properties, etag)``):
@@ -196,18 +219,7 @@ class TablesClient(abc.ABC):
     """
 
     endpoint: str = "Azure Table Storage"
-    table: str = ""
     connections: int | None = None  # requests it carries at once (its pool), if known
-
-    async def open(self) -> None:  # noqa: B027 - optional hook
-        """Create connections, if the adapter owns any."""
-
-    async def close(self) -> None:  # noqa: B027 - optional hook
-        """Release what ``open`` created."""
-
-    @abc.abstractmethod
-    async def call(self, operation: str, **params: Any) -> Any:
-        """Run ``operation`` with ``params`` (see the class docstring)."""
 
 
 def _import_sdk() -> Any:

@@ -54,6 +54,7 @@ from typing import Any
 from shardex.errors import InvalidInput, MalformedItem, MissingDependency
 from shardex.stores.azure import keys
 from shardex.stores.base import Placement, Record, StoredEntry, is_token
+from shardex.stores.crosspart import COMMITTED, MOVING, PENDING
 from shardex.stores.values import ValueRules, check_value
 
 __all__ = [
@@ -76,7 +77,6 @@ __all__ = [
     "unchunked",
 ]
 
-PENDING, COMMITTED, MOVING = "p", "c", "m"
 PLACEMENT_ROW = "P"
 # characters a string property holds at most, counting an astral character twice
 CHUNK_CHARS = 16_384

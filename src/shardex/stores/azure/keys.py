@@ -56,6 +56,7 @@ Keys:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 from shardex.errors import InvalidKey
 
@@ -189,24 +190,34 @@ def check_key(key: str, what: str) -> str:
     return key
 
 
-def _partition(namespace: str, key: str, what: str) -> str:
-    return check_key(encode_text(namespace) + TERMINATOR + encode_text(key), what)
+# checks that a key fits the store: ``check(key, what)`` returns it or raises InvalidKey
+KeyCheck = Callable[[str, str], str]
 
 
-def entry_partition(namespace: str, shard_key: str) -> str:
-    """The PartitionKey of the entries of ``shard_key`` in index ``namespace``."""
-    return _partition(namespace, shard_key, f"shard key {shard_key[:60]!r} of {namespace!r}")
+def _partition(namespace: str, key: str, what: str, check: KeyCheck) -> str:
+    return check(encode_text(namespace) + TERMINATOR + encode_text(key), what)
 
 
-def placement_partition(namespace: str, item_id: str) -> str:
+def entry_partition(namespace: str, shard_key: str, check: KeyCheck = check_key) -> str:
+    """The PartitionKey of the entries of ``shard_key`` in index ``namespace``.
+
+    ``check`` (here and below) says whether it fits the store: an Azure Table key unless
+    told otherwise (Cosmos DB's partition key has its own limit).
+    """
+    return _partition(namespace, shard_key, f"shard key {shard_key[:60]!r} of {namespace!r}",
+                      check)
+
+
+def placement_partition(namespace: str, item_id: str, check: KeyCheck = check_key) -> str:
     """The PartitionKey of the placement of ``item_id`` in index ``namespace``."""
     return _partition(namespace, "#placement#" + item_id,
-                      f"the placement of item {item_id[:60]!r} of {namespace!r}")
+                      f"the placement of item {item_id[:60]!r} of {namespace!r}", check)
 
 
-def record_partition(namespace: str) -> str:
+def record_partition(namespace: str, check: KeyCheck = check_key) -> str:
     """The PartitionKey of the records of index ``namespace``."""
-    return _partition(namespace, "#record#", f"the records of index {namespace[:60]!r}")
+    return _partition(namespace, "#record#", f"the records of index {namespace[:60]!r}",
+                      check)
 
 
 def namespace_range(namespace: str) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from shardex.errors import ConditionFailed, InvalidInput, InvalidKey, InvalidURI
 from shardex.keys import record_key
 from shardex.stores.azure import codec, keys
 from shardex.stores.azure.client import Row, SdkClient, TablesClient, map_error
-from shardex.stores.azure.placement import Placer, RepairReport
+from shardex.stores.azure.placement import Placer, RepairReport, TableRows
 from shardex.stores.base import Capabilities, Placement, Position, Record, Store, StoredEntry
 from shardex.stores.metered import Recorder
 from shardex.stores.uri import StoreURI
@@ -67,7 +67,7 @@ class AzureTablesStore(Store):
             connection_string=connection_string, connect_timeout=connect_timeout,
             read_timeout=read_timeout)
         self._endpoint = endpoint
-        self._placer = Placer(self._call)
+        self._placer = Placer(TableRows(self._call))
 
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> AzureTablesStore:
@@ -148,7 +148,7 @@ class AzureTablesStore(Store):
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
                      version: int, expected: Placement | None, token: str,
                      rec: Recorder) -> None:
-        """Up to five requests, one commit point (``shardex.stores.azure.placement``)."""
+        """Up to five requests, one commit point (``shardex.stores.crosspart``)."""
         await self._placer.place(rec, namespace, item_id, entry, version, expected, token)
 
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
@@ -217,7 +217,7 @@ class AzureTablesStore(Store):
 
         Reads the rows not committed, of ``shard_keys`` or (None) of the whole index (a
         query over the table's partitions of the index), and commits, or fences and
-        deletes, each (``shardex.stores.azure.placement``). Safe while writers run: a
+        deletes, each (``shardex.stores.crosspart``). Safe while writers run: a
         write still in flight whose row is removed fails its commit with ConditionFailed
         and is planned again. Returns what it did.
         """
@@ -237,7 +237,7 @@ class AzureTablesStore(Store):
                 while True:
                     page, continuation = await self._query_rows(
                         rec, key, query, parameters, top=_MAX_PAGE, continuation=continuation)
-                    await self._placer.repair_rows(rec, namespace, page, report)
+                    await self._placer.repair(rec, namespace, page, report)
                     if continuation is None:
                         break
         return report

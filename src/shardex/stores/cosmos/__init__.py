@@ -1,7 +1,8 @@
 """The Cosmos DB (NoSQL API) store, ``cosmos://DATABASE/CONTAINER?endpoint=URL``.
 
 - ``store``: ``CosmosStore``, its hooks, reads, records, request charges and ``repair``;
-- ``placement``: the cross-partition write, the readers' ownership check and repair;
+- ``placement``: the documents and requests of the cross-partition write, the readers'
+  ownership check and repair (``shardex.stores.crosspart``, shared with Azure Tables);
 - ``codec``: entries, placements and records as documents, and their keys (pure);
 - ``client``: the adapter over ``azure.cosmos.aio``, credentials, the error boundary;
 - ``admin``: creating and deleting the container.
@@ -11,7 +12,7 @@ under its shard key, which is the point of sharding), and a transactional batch 
 one logical partition, so a write is the Azure Tables store's protocol: several requests
 with one commit point, the placement's ETag-conditional replace, and readers that keep
 committed documents and check the others against their placement
-(``shardex.stores.azure``'s docstring has the argument). Keys and attribute values use
+(``shardex.stores.crosspart``'s docstring has the argument). Keys and attribute values use
 the Azure store's pure encodings (``shardex.stores.azure.keys`` and ``codec``), so the
 two Microsoft stores share one key order and one value format.
 

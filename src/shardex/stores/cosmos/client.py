@@ -39,6 +39,7 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
+from shardex.stores.azure.client import Adapter, parse_connection_string
 
 __all__ = [
     "ContainerClient",
@@ -150,15 +151,6 @@ def mapped_errors(operation: str, where: str, endpoint: str,
                         key=key) from exc
 
 
-def _parse_connection_string(text: str) -> dict[str, str]:
-    settings: dict[str, str] = {}
-    for part in text.split(";"):
-        name, sep, value = part.strip().partition("=")
-        if sep:
-            settings[name.strip().lower()] = value.strip()
-    return settings
-
-
 def _check_key(key: str, source: str) -> str:
     try:
         base64.b64decode(key, validate=True)
@@ -184,7 +176,7 @@ def connection_settings(endpoint: str | None, credential: Any = None,
         return endpoint, credential
     text = connection_string or os.environ.get(CONNECTION_STRING)
     if text:
-        settings = _parse_connection_string(text)
+        settings = parse_connection_string(text)
         url = endpoint or settings.get("accountendpoint")
         if not url or not settings.get("accountkey"):
             raise InvalidInput("the Cosmos DB connection string needs AccountEndpoint=...;"
@@ -207,7 +199,7 @@ def document_bytes(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-class ContainerClient(abc.ABC):
+class ContainerClient(Adapter):
     """The one call a Cosmos DB store makes: ``await client.call("get", ...)``.
 
     Operations (a document is a dict with ``id``, ``pk`` and ``_etag``):
@@ -227,12 +219,6 @@ class ContainerClient(abc.ABC):
 
     endpoint: str = "Cosmos DB"
     table: str = ""  # the container's name, for messages
-
-    async def open(self) -> None:  # noqa: B027 - optional hook
-        """Create connections, if the adapter owns any."""
-
-    async def close(self) -> None:  # noqa: B027 - optional hook
-        """Release what ``open`` created."""
 
     @abc.abstractmethod
     async def call(self, operation: str, **params: Any) -> Reply:

@@ -37,6 +37,8 @@ from shardex.errors import InvalidKey, MalformedItem
 from shardex.stores.azure import codec as azure_codec
 from shardex.stores.azure import keys
 from shardex.stores.base import Placement, Record, StoredEntry
+from shardex.stores.crosspart import COMMITTED, MOVING, PENDING
+from shardex.stores.crosspart import owner_of as _owner_of
 
 __all__ = [
     "COMMITTED",
@@ -61,7 +63,6 @@ __all__ = [
     "record_partition",
 ]
 
-PENDING, COMMITTED, MOVING = azure_codec.PENDING, azure_codec.COMMITTED, azure_codec.MOVING
 PLACEMENT_ID = "P"
 # Cosmos DB: an id holds at most 1,023 bytes, a partition key value 2,048 (hash v2)
 MAX_ID_BYTES = 1023
@@ -77,25 +78,23 @@ def _fits(key: str, limit: int, what: str, kind: str) -> str:
     return key
 
 
-def _partition(namespace: str, key: str, what: str) -> str:
-    return _fits(keys.encode_text(namespace) + keys.TERMINATOR + keys.encode_text(key),
-                 MAX_PARTITION_BYTES, what, "partition key")
+def _fits_partition(key: str, what: str) -> str:
+    return _fits(key, MAX_PARTITION_BYTES, what, "partition key")
 
 
 def entry_partition(namespace: str, shard_key: str) -> str:
     """The logical partition of the entries of ``shard_key`` in index ``namespace``."""
-    return _partition(namespace, shard_key, f"shard key {shard_key[:60]!r} of {namespace!r}")
+    return keys.entry_partition(namespace, shard_key, _fits_partition)
 
 
 def placement_partition(namespace: str, item_id: str) -> str:
     """The logical partition of the placement of ``item_id`` in index ``namespace``."""
-    return _partition(namespace, "#placement#" + item_id,
-                      f"the placement of item {item_id[:60]!r} of {namespace!r}")
+    return keys.placement_partition(namespace, item_id, _fits_partition)
 
 
 def record_partition(namespace: str) -> str:
     """The logical partition of the records of index ``namespace``."""
-    return _partition(namespace, "#record#", f"the records of index {namespace[:60]!r}")
+    return keys.record_partition(namespace, _fits_partition)
 
 
 def namespace_prefix(namespace: str) -> str:
@@ -165,11 +164,7 @@ def entry_from_doc(doc: Mapping[str, Any], where: str) -> StoredEntry:
 
 def owner_of(doc: Mapping[str, Any], placement: Placement | None) -> bool:
     """True if ``placement`` names the write that made the entry document ``doc``."""
-    if placement is None or placement.entry is None or placement.token != doc.get("t"):
-        return False
-    entry = placement.entry
-    return (entry.shard_key, entry.sort, entry.item_id) == (doc.get("k"), doc.get("s"),
-                                                            doc.get("i"))
+    return _owner_of(doc, placement, item_field="i")
 
 
 def placement_doc(partition: str, item_id: str, version: int, entry: StoredEntry | None,

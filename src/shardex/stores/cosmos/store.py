@@ -29,7 +29,7 @@ from shardex.stores.azure import keys
 from shardex.stores.base import Capabilities, Placement, Position, Record, Store, StoredEntry
 from shardex.stores.cosmos import codec
 from shardex.stores.cosmos.client import ContainerClient, SdkClient, mapped_errors
-from shardex.stores.cosmos.placement import Placer, RepairReport
+from shardex.stores.cosmos.placement import DocumentRows, Placer, RepairReport
 from shardex.stores.metered import Recorder
 from shardex.stores.uri import StoreURI
 
@@ -127,7 +127,7 @@ class CosmosStore(Store):
             read_timeout=read_timeout)
         self._endpoint = endpoint
         self._tally = ChargeTally()
-        self._placer = Placer(self._call)
+        self._placer = Placer(DocumentRows(self._call))
 
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> CosmosStore:
@@ -210,7 +210,7 @@ class CosmosStore(Store):
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
                      version: int, expected: Placement | None, token: str,
                      rec: Recorder) -> None:
-        """Up to five requests, one commit point (``shardex.stores.cosmos.placement``)."""
+        """Up to five requests, one commit point (``shardex.stores.crosspart``)."""
         await self._placer.place(rec, namespace, item_id, entry, version, expected, token)
 
     async def _pages(self, rec: Recorder, key: str, query: str, parameters: dict[str, str],
@@ -278,7 +278,7 @@ class CosmosStore(Store):
 
         Reads the entry documents not committed, of ``shard_keys`` or (None) of the whole
         index (a query across the container's partitions), and commits, or fences and
-        deletes, each (``shardex.stores.cosmos.placement``). Safe while writers run: a
+        deletes, each (``shardex.stores.crosspart``). Safe while writers run: a
         write still in flight whose document is removed fails its commit with
         ConditionFailed and is planned again. Returns what it did.
         """
@@ -298,7 +298,8 @@ class CosmosStore(Store):
                 while True:
                     page, continuation = await self._pages(rec, key, query, parameters,
                                                            partition, _MAX_PAGE, continuation)
-                    await self._placer.repair_docs(rec, namespace, page, report)
+                    await self._placer.repair(
+                        rec, namespace, [(doc, doc.get("_etag")) for doc in page], report)
                     if continuation is None:
                         break
         return report

@@ -244,9 +244,13 @@ class MemoryStore(Store):
             raise Unavailable(f"{key}: the request timed out (injected); "
                               "the write may have been applied")
 
-    def _throttled(self, refusal: Refusal, key: str, *, strong: bool = True,
-                   transaction: bool = False) -> Throttled:
-        """The Throttled error of ``refusal``, in DynamoDB's words, for ``key``."""
+    def _throttled(self, refusal: Refusal, key: str, units: float, now: float, *,
+                   strong: bool = True, transaction: bool = False) -> Throttled:
+        """The Throttled error of ``refusal``, in DynamoDB's words, for ``key``.
+
+        Under the ``cosmos`` profile it carries ``retry_after`` (the service's
+        ``x-ms-retry-after-ms``): when ``units`` could be taken there again.
+        """
         # a hot key is refused thousands of times a second in the same words
         said = (key, refusal.partition, refusal.resource, refusal.limit, refusal.write, strong,
                 transaction, refusal.resource.table.limit(refusal.write)[0]
@@ -256,7 +260,9 @@ class MemoryStore(Store):
             if len(self._said) > 4096:
                 self._said.clear()
             message = self._said[said] = self._message(refusal, key, strong, transaction)
-        return Throttled(message, key=key, reason=refusal.reason)
+        after = refusal.retry_after(units, now, strong=strong) \
+            if self.profile.store == "cosmos" else None
+        return Throttled(message, key=key, reason=refusal.reason, retry_after=after)
 
     def _message(self, refusal: Refusal, key: str, strong: bool, transaction: bool) -> str:
         profile, write = self.profile, refusal.write
@@ -284,7 +290,7 @@ class MemoryStore(Store):
         refusal = admit(((resource, part, units, h),), write=write, strong=strong, now=now)
         if refusal is not None:
             rec.charge(key, 0.0, part.name)
-            raise self._throttled(refusal, key, strong=strong)
+            raise self._throttled(refusal, key, units, now, strong=strong)
         rec.charge(key, units, part.name)
         return part
 
@@ -362,9 +368,11 @@ class MemoryStore(Store):
         if refusal is not None:
             refuse(parts, write=True)
             rec.charges([(key, 0.0, part.name) for key, _, part, _, _ in touched])
-            at = [key for key, res, part, _, _ in touched if res is refusal.resource
+            at = [(key, units) for key, res, part, units, _ in touched
+                  if res is refusal.resource
                   and (refusal.partition is None or part is refusal.partition)]
-            raise self._throttled(refusal, at[-1], transaction=not self._gsi)
+            raise self._throttled(refusal, at[-1][0], sum(units for _, units in at), now,
+                                  transaction=not self._gsi)
 
         if current is not expected and not same_placement(current, expected):
             take(parts[:1], write=True, strong=True, now=now)

@@ -1,6 +1,8 @@
-"""A TablesClient that fails on purpose: crashes between a write's steps, throttles, timeouts.
+"""Client adapters that fail on purpose: crashes between a write's steps, throttles, timeouts.
 
-``Faulty`` wraps the real adapter. ``crash_at(n, after=...)`` makes the n-th call from now
+``Faulty`` wraps a store's real adapter (Azure Tables' ``TablesClient``, Cosmos DB's
+``ContainerClient``: both have one ``call(operation, **params)``); ``faulty(inner)``
+builds the one that fits the adapter. ``crash_at(n, after=...)`` makes the n-th call from now
 raise ``Crash`` (a BaseException, as a killed process: nothing after it runs) before the
 request is sent, or after it applied; ``pause_before(operation)`` holds the next such
 call until released; ``rates(throttle=, ambiguous=)`` injects Throttled before a request
@@ -15,16 +17,19 @@ from typing import Any
 
 from shardex.errors import Throttled, Unavailable
 from shardex.stores.azure.client import TablesClient
+from shardex.stores.cosmos.client import ContainerClient
+
+__all__ = ["Crash", "Faulty", "FaultyContainer", "FaultyTables", "faulty"]
 
 
 class Crash(BaseException):
     """The process died here (raised by Faulty; nothing in shardex catches it)."""
 
 
-class Faulty(TablesClient):
-    """The real adapter, with faults on demand (see the module docstring)."""
+class Faulty:
+    """A real adapter, with faults on demand (see the module docstring)."""
 
-    def __init__(self, inner: TablesClient, *, seed: int = 0) -> None:
+    def __init__(self, inner: Any, *, seed: int = 0) -> None:
         self.inner = inner
         self.endpoint = inner.endpoint
         self.table = inner.table
@@ -74,3 +79,17 @@ class Faulty(TablesClient):
         if operation != "query" and operation != "get" and self._rng.random() < self._ambiguous:
             raise Unavailable(f"injected timeout after {operation} applied")
         return result
+
+
+class FaultyTables(Faulty, TablesClient):
+    """The real Azure Tables adapter, with faults on demand."""
+
+
+class FaultyContainer(Faulty, ContainerClient):
+    """The real Cosmos DB adapter, with faults on demand."""
+
+
+def faulty(inner: TablesClient | ContainerClient, *, seed: int = 0) -> Faulty:
+    """``inner`` wrapped in the Faulty that is an adapter of its kind."""
+    kind = FaultyTables if isinstance(inner, TablesClient) else FaultyContainer
+    return kind(inner, seed=seed)

@@ -1,0 +1,238 @@
+"""The command line's conventions, as an operator meets them: a store URI given once (an
+environment variable or a config profile), ``--output`` beside ``--json``, ``-v``
+anywhere, "did you mean", and one exit-code rule (2 usage, 1 refused by state)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shardex.cli import main
+from tests import dynamodb_local as local
+
+
+@pytest.fixture(autouse=True)
+def no_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No SHARDEX_* variable from the caller's shell, and a config home of this test's own."""
+    for name in ("SHARDEX_STORE", "SHARDEX_INDEX", "SHARDEX_PROFILE", "SHARDEX_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config-home"))
+
+
+def ok(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    main(list(args))
+    captured = capsys.readouterr()
+    assert "error" not in captured.err, captured.err
+    return captured.out
+
+
+def failing(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as done:
+        main(list(args))
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: "), err
+    code = done.value.code
+    return (code if isinstance(code, int) else -1), " ".join(lines[0].split())
+
+
+def config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config-home" / "shardex" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def shown(out: str) -> tuple[str, str]:
+    doc = json.loads(out)
+    return doc["store"], doc["index"]
+
+
+def test_the_store_and_index_come_from_the_environment(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHARDEX_STORE", "memory://?seed=3")
+    monkeypatch.setenv("SHARDEX_INDEX", "orders")
+    assert shown(ok(capsys, "routing", "show", "--json")) == ("memory://?seed=3", "orders")
+    # the command line wins over the environment
+    assert shown(ok(capsys, "routing", "show", "--json", "--index", "other"))[1] == "other"
+    monkeypatch.delenv("SHARDEX_STORE")
+    code, line = failing(capsys, "routing", "show")
+    assert code == 2
+    assert ("Missing option '--store': give it, or set SHARDEX_STORE or store in a config "
+            "profile") in line
+
+
+def test_a_config_profile_gives_what_the_environment_does_not(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    config(tmp_path, '[default]\nstore = "memory://?seed=1"\nindex = "orders"\n'
+                     'region = "eu-west-1"\n\n'
+                     '[prod]\nstore = "memory://?seed=2"\nindex = "orders_by_status"\n'
+                     'output = "json"\n')
+    # [default] applies; its region does not fit memory:// and is left out, unasked
+    assert "index 'orders' in memory://?seed=1 has no routing record" in ok(capsys, "routing",
+                                                                           "show")
+    assert shown(ok(capsys, "routing", "show", "--json")) == ("memory://?seed=1", "orders")
+    # a profile named anywhere on the command line, its output setting included
+    for args in (["--config-profile", "prod", "routing", "show"],
+                 ["routing", "show", "--config-profile", "prod"]):
+        assert shown(ok(capsys, *args)) == ("memory://?seed=2", "orders_by_status")
+    monkeypatch.setenv("SHARDEX_PROFILE", "prod")
+    assert shown(ok(capsys, "routing", "show"))[1] == "orders_by_status"
+    # the environment wins over the profile, the command line over both
+    monkeypatch.setenv("SHARDEX_INDEX", "from_env")
+    assert shown(ok(capsys, "routing", "show"))[1] == "from_env"
+    assert shown(ok(capsys, "routing", "show", "--index", "given"))[1] == "given"
+    # --output table on the command line wins over the profile's json
+    assert "has no routing record" in ok(capsys, "routing", "show", "--output", "table")
+    # a --region given on the command line still does not fit memory://
+    code, line = failing(capsys, "routing", "show", "--region", "eu-west-1")
+    assert (code, "memory:// stores take no --region" in line) == (2, True)
+
+
+def test_a_bad_config_is_refused_naming_the_file(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    path = config(tmp_path, '[default]\nstroe = "memory://"\n')
+    code, line = failing(capsys, "routing", "show", "--index", "ix")
+    assert code == 2
+    assert f"config file {path}: profile [default] has no setting 'stroe' (did you mean " \
+           "'store'?)" in line
+    config(tmp_path, '[default]\nstore = "memory://"\n')
+    code, line = failing(capsys, "plan", "--peak", "P=1", "--config-profile", "nope")
+    assert (code, f"config file {path} has no profile [nope]; it has: default" in line) == \
+        (2, True)
+    elsewhere = tmp_path / "elsewhere.toml"
+    monkeypatch.setenv("SHARDEX_CONFIG", str(elsewhere))
+    code, line = failing(capsys, "routing", "show", "--index", "ix")
+    assert (code, f"config file {elsewhere} does not exist" in line) == (2, True)
+    elsewhere.write_text("[default]\nstore = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    code, line = failing(capsys, "routing", "show", "--index", "ix")
+    assert (code, "nested too deeply" in line) == (2, True)
+    elsewhere.write_text('[default]\nstore = 7\n')
+    code, line = failing(capsys, "routing", "show", "--index", "ix")
+    assert (code, "[default] store must be the index's store URI (--store), got 7" in line) \
+        == (2, True)
+
+
+def test_tiers_come_from_the_profile(capsys: pytest.CaptureFixture[str],
+                                     tmp_path: Path) -> None:
+    config(tmp_path, '[default]\nstore = "memory://"\nindex = "orders"\n'
+                     'tiers = { dedicated = "memory://?seed=9" }\n')
+    out = ok(capsys, "reshard", "start", "--set", "BIG=4@dedicated", "--dry-run", "--json")
+    assert json.loads(out)["values"]["BIG"]["to"] == {"shards": 4, "strategy": "hash",
+                                                      "tier": "dedicated"}
+
+
+def test_output_json_or_table_beside_json(capsys: pytest.CaptureFixture[str]) -> None:
+    store = ["--store", "memory://", "--index", "orders"]
+    as_json = ok(capsys, "routing", "show", *store, "--json")
+    assert ok(capsys, "routing", "show", *store, "--output", "json") == as_json
+    assert ok(capsys, "routing", "show", *store, "--output", "table") == \
+        ok(capsys, "routing", "show", *store)
+    assert json.loads(ok(capsys, "plan", "--peak", "P=10", "--output", "json"))["schema"] == \
+        "shardex.plan/1"
+    code, line = failing(capsys, "routing", "show", *store, "--json", "--output", "table")
+    assert (code, "'--output': table contradicts --json" in line) == (2, True)
+    code, line = failing(capsys, "routing", "show", *store, "--output", "yaml")
+    assert (code, "'yaml' is not one of 'json', 'table'" in line) == (2, True)
+    # a command that prints text only says so, rather than a bare refusal
+    code, line = failing(capsys, "reshard", "run", *store, "--output", "json")
+    assert code == 2
+    assert "'shardex reshard run' prints text only: it has no --json or --output" in line
+
+
+@pytest.fixture
+def shardex_logging() -> Iterator[None]:
+    loggers = [logging.getLogger("shardex"), logging.getLogger()]
+    saved = [(list(logger.handlers), logger.level) for logger in loggers]
+    yield
+    for logger, (handlers, level) in zip(loggers, saved, strict=True):
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+
+
+def ours(logger: logging.Logger) -> list[logging.Handler]:
+    return [h for h in logger.handlers if h.get_name() == "shardex-cli"]
+
+
+@pytest.mark.usefixtures("shardex_logging")
+def test_verbose_anywhere_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    shardex_logger = logging.getLogger("shardex")
+    ok(capsys, "routing", "show", "--store", "memory://", "--index", "orders", "-v")
+    assert shardex_logger.level == logging.INFO
+    assert len(ours(shardex_logger)) == 1
+    # once before the command and once after it: -vv, with one handler still
+    ok(capsys, "-v", "routing", "-v", "show", "--store", "memory://", "--index", "orders")
+    assert shardex_logger.level == logging.DEBUG
+    assert len(ours(shardex_logger)) == 1
+    ok(capsys, "plan", "--peak", "P=1", "-vvv")
+    assert ours(shardex_logger) == []
+    assert len(ours(logging.getLogger())) == 1
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["rehsard"], "No such command 'rehsard'. Did you mean 'reshard'?"),
+    (["reshard", "stat"], "Did you mean one of: 'start', 'status'?"),
+    (["plan", "--pek", "P=1"], "No such option '--pek'. Did you mean '--peak'?"),
+    (["reshard", "run", "--store", "memory://", "--index", "ix", "--until", "verifed"],
+     "'verifed' is not one of 'read-both', 'write-new', 'verified', 'read-new', 'retired', "
+     "'done'. Did you mean 'verified'?"),
+    (["demo", "--scenario", "tenant"], "Did you mean 'tenants'?"),
+])
+def test_did_you_mean_in_one_line(capsys: pytest.CaptureFixture[str], args: list[str],
+                                  words: str) -> None:
+    code, line = failing(capsys, *args)
+    assert (code, words in line) == (2, True), line
+
+
+def test_a_group_without_a_command_shows_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for args in ([], ["reshard"]):
+        with pytest.raises(SystemExit) as done:
+            main(args)
+        assert done.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"Usage: shardex {' '.join(args)}".rstrip() + " [OPTIONS]"), err
+        assert "Commands:" in err
+
+
+# -- one exit-code rule, on a store that outlives each command --------------------------
+
+
+@pytest.mark.dynamodb
+def test_routing_set_takes_a_plan_as_it_is_and_state_refusals_exit_1(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    local.require_endpoint()
+    store = ["--store", local.table_store().uri, "--index", "orders"]
+    plan = tmp_path / "plan.json"
+    plan.write_text(ok(capsys, "plan", "--peak", "PENDING=6000", "--json"))
+    shards = json.loads(plan.read_text())["values"]["PENDING"]["shards"]
+    assert f"PENDING: 1 -> {shards} shard(s), hash" in ok(capsys, "routing", "set", *store,
+                                                           "--file", str(plan))
+    record = tmp_path / "record.json"
+    record.write_text(ok(capsys, "routing", "show", *store, "--json"))
+    assert json.loads(record.read_text())["routing"]["overrides"]["PENDING"]["shards"] == shards
+    # refused by what the store holds: exit 1, whichever command meets it
+    for args, words in [
+        (["routing", "set", *store, "--file", str(record)], "nothing to change"),
+        (["routing", "set", *store, "--override", "PENDING=2"], "reshard start"),
+        (["reshard", "start", *store, "--set", f"PENDING={shards}"], "no value changes"),
+        (["reshard", "start", *store, "--file", str(plan)], "no value changes"),
+        (["reshard", "cutover", *store], "has no reshard under way"),
+        (["reshard", "rollback", *store], "no reshard"),
+    ]:
+        code, line = failing(capsys, *args)
+        assert (code, words in line) == (1, True), (args, line)
+    # refused whatever the store holds: exit 2
+    for args, words in [
+        (["routing", "set", *store, "--default", "4"], "routing set keeps the default policy"),
+        (["reshard", "start", *store, "--set", "PENDING=4@dedicated"], "names tier"),
+        (["reshard", "start", *store, "--set", "PENDING=4", "--margin", "0"], "'--margin'"),
+    ]:
+        code, line = failing(capsys, *args)
+        assert (code, words in line) == (2, True), (args, line)
