@@ -47,11 +47,19 @@ from shardex.admission import Budget as AdmissionBudget
 from shardex.admission import SharedBudgets
 from shardex.clock import Clock
 from shardex.errors import MalformedItem, ShardexError
-from shardex.migrate.control import Controls, record_key, update_record
+from shardex.migrate.control import (
+    DEFAULT_POLL,
+    Controls,
+    Signal,
+    control_document,
+    read_control,
+    record_key,
+    update_record,
+)
 from shardex.stores.base import Record, Store
 
-__all__ = ["Budget", "BudgetPolicy", "BudgetState", "Slice", "budget_document", "cut",
-           "effective_rate", "lease", "window_wait"]
+__all__ = ["Budget", "BudgetPolicy", "BudgetState", "Sharing", "Slice", "budget_document",
+           "cut", "effective_rate", "lease", "migration_status", "release", "window_wait"]
 
 log = logging.getLogger("shardex")
 _EPS = 1e-9
@@ -388,3 +396,40 @@ def budget_document(state: BudgetState, rate: float, now: float,
             "cut_at": state.cut_at if state.cut_rate is not None else None,
             "slices": [{"owner": owner, "share": s.share, "expires": s.expires}
                        for owner, s in sorted(state.slices.items()) if s.live(now)]}
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    """How a runner shares its migration's budget and follows its controls.
+
+    Through the store (default) or Redis at ``redis``; ``signals`` (a throttle file, a
+    metric) hold the movers while they last; the controls are read every ``poll`` s.
+    """
+
+    redis: str | None = None
+    signals: tuple[Signal, ...] = ()
+    policy: BudgetPolicy = field(default_factory=BudgetPolicy)
+    poll: float = DEFAULT_POLL
+
+    def budget(self, store: Store, namespace: str, migration: str, *, rate: float,
+               owner: str, clock: Clock, rng: random.Random | None = None) -> Budget:
+        """This process's side of migration ``migration``'s budget (use ``async with``)."""
+        controls = Controls(store, namespace, migration, rate=rate, clock=clock,
+                            signals=self.signals, owner=owner, poll=self.poll, rng=rng)
+        redis = None if self.redis is None else SharedBudgets(
+            self.redis, prefix=f"shardex/migrate/{namespace}/{migration}")
+        return Budget(store, namespace, migration, controls=controls, owner=owner,
+                      clock=clock, policy=self.policy, redis=redis, rng=rng)
+
+
+async def migration_status(store: Store, namespace: str, migration: str, *,
+                           clock: Clock) -> dict[str, Any]:
+    """The controls and budget of ``migration`` as ``status`` shows them."""
+    control, revision = await read_control(store, namespace, migration, clock=clock)
+    key = record_key(migration, "budget")
+    record = await store.get_record(namespace, key)
+    state = BudgetState() if record is None else BudgetState.from_body(
+        record.body, f"record {key!r} of index {namespace!r} in {store.uri}")
+    return {**control_document(control, revision),
+            "budget": budget_document(state, 0.0 if control.paused else control.rate or 0.0,
+                                       clock.wall())}
