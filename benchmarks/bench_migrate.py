@@ -41,7 +41,7 @@ from shardex.migrate.budget import Sharing
 from shardex.stores import open_store
 
 KEYS = 4
-WORKERS = 4  # writes in flight per process
+WORKERS = 16  # writes in flight per process
 
 
 def _process(uri: str, owner: str, rate: float, seconds: float, start_at: float,
@@ -98,7 +98,7 @@ def budget_run(uri: str, processes: int, rate: float, seconds: float) -> tuple[f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", type=float, default=60.0)
+    parser.add_argument("--rate", type=float, default=12.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--items", type=int, default=5_000)
     args = parser.parse_args()
@@ -131,8 +131,7 @@ def main() -> None:
     adopted, updated = asyncio.run(adopted_backfill(table, 4))
     print(f"   hand-written Scan + UpdateItem: {args.items / raw:7.0f} items/s")
     print(f"   adopt run (leased segments):    {args.items / adopted:7.0f} items/s "
-          f"({updated:,} updated) = {raw / adopted:.2f}x the hand-written time, "
-          f"{(args.items / adopted) / (args.items / raw):.2f}x its throughput")
+          f"({updated:,} updated) = {raw / adopted:.2f}x the hand-written throughput")
 
     # 3. union reads vs a stable listing: added by the union reads' work
 
