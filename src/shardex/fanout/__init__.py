@@ -39,13 +39,43 @@ ahead, so a caller who wants only that page pays for that page. Why, by measurem
 1,000 that refilled each shard when it ran dry waited for one round trip after another,
 1.9x the time of a gather that reads every shard at once, and in pages of 100, 5.7x.
 
-**While a reshard moves entries** from one layout's keys to another's, shards are read
-in two phases (``first`` then ``keys``): every position is read on the keys entries
-move away from before it is read on the keys they move to, so an entry moved in between
-is found on one of them (and, found on both, returned once). A read of both at once
-could read its new key before it arrived and its old key after it left. Such a page
-neither resumes, keeps a continuation nor reads ahead: what a shard returned, or a
-request sent ahead, may have moved since.
+**While a reshard moves entries** from one layout's keys to another's, a listing reads
+its shards in two phases (``first``, the keys entries move away from, then ``keys``, the
+keys they move to: ``Routing.read_phases``), and keeps, resumes and reads ahead its
+continuations as a stable listing does. Why no entry present throughout the listing is
+missed or listed twice, however entries move between its pages or while a page's
+requests are in flight:
+
+- *The order.* A request of a second-phase stream is sent only once every first-phase
+  stream's requests have read past where it starts, and what it returns beyond how far
+  they had read when it was sent (its ``bound``) is forgotten, to be read again later.
+  So every position ``p`` is read on a second-phase key by a request sent after a
+  first-phase request that read ``p`` had landed. What a stream keeps (in a page, in a
+  continuation, or landed ahead) is what it read then; resuming does not change when.
+- *No miss.* The mover moves an entry atomically, from a first-phase key to a
+  second-phase key, never back (the movers' direction is part of the routing's conduct:
+  a rollback swaps the phases, and a continuation is resumed only in the layout and
+  phases it was read in). If the entry at ``p`` moved before the first-phase read of
+  ``p``, it was on its second-phase key when the later second-phase read of ``p``
+  read it; if after, the first-phase read found it. A stream kept from an earlier
+  page counts as read when it was read, and that order is all the argument needs.
+- *No duplicate.* Found on both keys, the copies share the position ``(sort, item_id)``
+  and are merged into one (the newer version). The merge returns an entry only when
+  every stream has been read past it (``reach``), so both copies are in buffers when
+  the first is returned and the second is taken with it; a later request of a stream
+  reads only beyond where it stopped, past every entry already returned.
+- *This process's own writes* (its own mover, or the application) restart every stream
+  of a two-phase continuation from the cursor: what the second phase kept rests on
+  what the first phase read, so neither is read again alone.
+- *Layouts.* A continuation is resumed only under the routing version it was read in,
+  and its data was read while this client held that version: by the routing's lease,
+  the store's routing was at most one state further meanwhile, which every union state
+  reads the same way (``shardex.reshard``).
+
+A second phase asks for what it likely finds up to the bound (``merge.sized``, learnt
+from what it found before beside the first phase's count), so reading past the bound
+wastes few units; the first phase reads ahead as an eager caller's shards do, so it
+stays ahead of the second.
 """
 
 from __future__ import annotations
