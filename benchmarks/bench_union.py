@@ -85,11 +85,14 @@ async def _list(index: ShardedIndex, store: Store, limit: int, entries: int) -> 
 
 async def _measure(dynamodb: bool, latency_ms: float, entries: int
                    ) -> dict[int, dict[str, Listed]]:
-    store = await _store(dynamodb, latency_ms)
-    await store.open()
+    # one store (a table of its own on DynamoDB) for each index
+    stores = {"stable": await _store(dynamodb, latency_ms),
+              "union": await _store(dynamodb, latency_ms)}
+    for store in stores.values():
+        await store.open()
     sixteen = Routing(overrides={"P": ShardPolicy(16)})
-    stable = ShardedIndex(store, "stable", sixteen, routing_lease=60.0, hedge=None)
-    union = ShardedIndex(store, "union", Routing(overrides={"P": ShardPolicy(4)}),
+    stable = ShardedIndex(stores["stable"], "stable", sixteen, routing_lease=60.0, hedge=None)
+    union = ShardedIndex(stores["union"], "union", Routing(overrides={"P": ShardPolicy(4)}),
                          routing_lease=60.0, hedge=None)
     async with stable, union:
         await _puts(stable, range(entries))
@@ -105,12 +108,13 @@ async def _measure(dynamodb: bool, latency_ms: float, entries: int
             runs: dict[str, list[Listed]] = {"stable": [], "union": []}
             for _ in range(_RUNS):
                 for name, index in (("stable", stable), ("union", union)):
-                    runs[name].append(await _list(index, store, limit, entries))
+                    runs[name].append(await _list(index, stores[name], limit, entries))
             out[limit] = {name: Listed(statistics.median(r.requests for r in listed),
                                        statistics.median(r.units for r in listed),
                                        statistics.median(r.seconds for r in listed))
                           for name, listed in runs.items()}
-    await store.close()
+    for store in stores.values():
+        await store.close()
     return out
 
 
