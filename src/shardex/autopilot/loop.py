@@ -38,7 +38,7 @@ import dataclasses
 import logging
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from shardex.autopilot.drive import NextMove, next_move
@@ -122,7 +122,8 @@ class Autopilot:
     N for a peak (``PlannerSizer``). ``lease``: seconds the leader lease lasts (renewed
     every tick; at least twice ``policy.tick``); ``margin`` and ``max_age`` as the runner's
     ``start`` and ``cutover`` take them; ``keep`` log entries are kept; ``worker`` names
-    this process in the lease and the log. Use ``async with`` (opens the runner).
+    this process in the lease and the log; ``report`` is called with each log entry as it
+    is recorded. Use ``async with`` (opens the runner).
     """
 
     def __init__(self, runner: Runner, *, policy: AutopilotPolicy, source: HeatSource,
@@ -130,7 +131,8 @@ class Autopilot:
                  clock: Clock | None = None, worker: str | None = None,
                  lease: float | None = None, margin: float = DEFAULT_MARGIN,
                  max_age: float = DEFAULT_MAX_AGE, keep: int = 2000, poll: float = 1.0,
-                 gauges: Gauges | None = None) -> None:
+                 gauges: Gauges | None = None,
+                 report: Callable[[LogEntry], None] | None = None) -> None:
         lease = max(15.0, 3 * policy.tick) if lease is None else lease
         for name, value in (("lease", lease), ("poll", poll), ("max_age", max_age)):
             if not (math.isfinite(value) and value > 0):
@@ -154,6 +156,8 @@ class Autopilot:
         self.poll = float(poll)
         self.worker = worker or runner.worker
         self.gauges: Gauges = gauges or NoGauges()
+        self._report = report
+        self._source_failed = ""
         self._clock: Clock = clock or LoopClock()
         self.records = AutopilotRecords(runner.store, runner.name, clock=self._clock)
         self.windows: dict[str, HeatWindow] = {}
@@ -217,8 +221,7 @@ class Autopilot:
         now = self._clock.wall()
         if not self.dry_run and not await self._lead(now):
             return []
-        samples = await self.source.read(now)
-        self._add(samples, now, zero_fill=True)
+        self._add(await self._read_heat(now), now, zero_fill=True)
         control = await self.records.control()
         if await self._obey(control, now):
             return []
@@ -284,6 +287,21 @@ class Autopilot:
         await self._obey(await self.records.control(), now)
 
     # -- heat ------------------------------------------------------------------------------
+
+    async def _read_heat(self, now: float) -> list[HeatSample]:
+        """The source's samples; none (and the failure logged once) when it fails."""
+        try:
+            samples = await self.source.read(now)
+        except ShardexError as exc:
+            text = f"{self.source.name}: {type(exc).__name__}: {exc}"
+            if text != self._source_failed:
+                await self._record("action", "heat", "fail", text + "; no heat this tick")
+            self._source_failed = text
+            return []
+        if self._source_failed:
+            self._source_failed = ""
+            await self._record("action", "heat", "ok", f"{self.source.name} answers again")
+        return samples
 
     def _add(self, samples: list[HeatSample], now: float, *, zero_fill: bool) -> None:
         got = set()
@@ -493,6 +511,8 @@ class Autopilot:
         log.info("autopilot %s: %s %s %s: %s", self.name, kind, action, outcome, reason)
         if kind != "decision":
             self.gauges.acted(action, outcome)
+        if self._report is not None:
+            self._report(entry)
         await self.records.append(entry)
 
 
