@@ -24,7 +24,8 @@ injected clock, every decision made by pure functions (``policy.decide``,
 
 Between ticks, while a migration is driven, it reads the control record and renews the
 lease every ``poll`` seconds, so a pause stops the runner at once. ``dry_run`` takes no
-lease, starts nothing and writes no state: it records what it would do (``proposed``).
+lease, starts nothing and writes no state: it records what it would do (``proposed``),
+paused or not.
 
 Admission budgets (``admit``) are decided and recorded (in the log and in the state
 record); enforcing them is the application's (``shardex.admission``), not this loop's.
@@ -222,8 +223,8 @@ class Autopilot:
         if not self.dry_run and not await self._lead(now):
             return []
         self._add(await self._read_heat(now), now, zero_fill=True)
-        control = await self.records.control()
-        if await self._obey(control, now):
+        # a dry run acts on nothing, so a pause does not silence its proposals
+        if not self.dry_run and await self._obey(await self.records.control(), now):
             return []
         routing = await self.runner.routing()
         stored, revision = await self.records.state()

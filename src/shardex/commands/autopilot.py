@@ -218,9 +218,11 @@ def log(uri: str, name: str, limit: int, key: str | None, as_json: bool,
 
     async def read() -> tuple[Any, ...]:
         records = _records(uri, name, connection)
-        lease, _ = await records.lease()
-        state, _ = await records.state()
-        return lease, await records.control(), state, await records.log(), records.store.uri
+        async with records.store:
+            lease, _ = await records.lease()
+            state, _ = await records.state()
+            return (lease, await records.control(), state, await records.log(),
+                    records.store.uri)
 
     lease, control, state, entries, where = asyncio.run(read())
     entries = [e for e in entries if key is None or e.key == key][-limit:]
@@ -257,9 +259,10 @@ def _control(uri: str, name: str, paused: bool, reason: str,
 
     async def write() -> None:
         records = _records(uri, name, connection)
-        await records.set_control(Control(paused, LoopClock().wall(),
-                                          f"{getpass.getuser()}@{socket.gethostname()}",
-                                          reason))
+        async with records.store:
+            await records.set_control(Control(paused, LoopClock().wall(),
+                                              f"{getpass.getuser()}@{socket.gethostname()}",
+                                              reason))
 
     asyncio.run(write())
 
