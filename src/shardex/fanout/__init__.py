@@ -43,9 +43,9 @@ ahead, so a caller who wants only that page pays for that page. Why, by measurem
 its shards in two phases (``first``, the keys entries move away from, then ``keys``, the
 keys they move to: ``Routing.read_phases``), and keeps, resumes and reads ahead its
 continuations as a stable listing does. A scan or count of such a value lists it the
-same way, in the store's pages (``FanOut.listing``), not each phase to its end. Why no entry present throughout the listing is
-missed or listed twice, however entries move between its pages or while a page's
-requests are in flight:
+same way, in the store's pages (``FanOut.listing``), not each phase to its end. Why no
+entry present throughout the listing is missed or listed twice, however entries move
+between its pages or while a page's requests are in flight:
 
 - *The order.* A request of a second-phase stream is sent only once every first-phase
   stream's requests have read past where it starts, and what it returns beyond how far
