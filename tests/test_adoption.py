@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from shardex import Routing, ShardPolicy
-from shardex.adopt.status import status_document
 from shardex.adoption import Adoption, cutover_refusal, rollback_refusal
 from shardex.errors import InvalidInput, InvalidRouting
-from shardex.reshard import states
+from shardex.migrate import states
+from shardex.migrate.adopt_status import status_document
 from shardex.routing import begin_transition
 from shardex.stores.dynamodb import DynamoDBStore
 from shardex.transition import Gap, Parity

@@ -9,8 +9,8 @@ same ``Runner``.
 
 from __future__ import annotations
 
+from shardex.migrate.units import allocate
 from shardex.reshard import DEFAULT_MARGIN, DEFAULT_MAX_AGE, DEFAULT_RATE, Resharder, states
-from shardex.reshard.units import allocate
 from shardex.routing_record import DEFAULT_LEASE
 
 __all__ = ["DEFAULT_LEASE", "DEFAULT_MARGIN", "DEFAULT_MAX_AGE", "DEFAULT_RATE", "Runner",

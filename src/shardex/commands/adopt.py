@@ -44,7 +44,7 @@ T = TypeVar("T")
 
 
 def _adopter(uri: str, name: str, **options: Any) -> Any:
-    from shardex.adopt import Adopter
+    from shardex.migrate.adopter import Adopter
 
     return Adopter(uri, name, **options)
 
@@ -200,7 +200,7 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
 @_store_options
 @click.option("--settle", default=2.0, show_default=True, type=SETTLE,
               help="Waited before gaps are read again (GSIs are eventually consistent).")
-@click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.verify/1.")
+@click.option("--json", "as_json", is_flag=True, help="Print shardex.migrate.adopt_verify/1.")
 def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
     """Check parity: the old GSI against the new shard keys, per value; record it."""
     async def check() -> Any:
@@ -210,10 +210,10 @@ def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
     parity = _run(check)
     if as_json:
         from shardex.documents import rounded
-        from shardex.reshard.status import iso
+        from shardex.migrate.status import iso
 
         click.echo(json.dumps(rounded({
-            "schema": "shardex.adopt.verify/1", "index": name, **parity.to_dict(),
+            "schema": "shardex.migrate.adopt_verify/1", "index": name, **parity.to_dict(),
             "checked_at": iso(parity.checked_at), "clean": parity.clean}), indent=2))
         return
     print_parity(name, parity, "cutover is refused until a verify finds none"
@@ -253,7 +253,7 @@ def complete(uri: str, name: str, retain: float | None, drop: bool) -> None:
     adoption = routing.adoption
     out = output.console()
     if adoption is not None and adoption.state == "read-new":
-        from shardex.reshard.status import iso
+        from shardex.migrate.status import iso
 
         out.print(f"index {name!r}: the old GSI stays restorable until "
                   f"{iso(adoption.retire_after)}; run {_command('complete', uri, name)} again "

@@ -81,7 +81,7 @@ def _run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 def _resharder(store: str | Store, name: str, connection: Connection, **options: Any) -> Any:
-    from shardex.reshard import Resharder
+    from shardex.migrate import Resharder
 
     return Resharder(open_with(store, connection) if isinstance(store, str) else store, name,
                      tiers=given_tiers() or None, **options)
@@ -281,7 +281,7 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
     for key, item in result.ghosts[:10]:
         out.print(f"  a row of {item!r} on retired key {key!r} has no placement: remove it "
                   "with the store's own tools", highlight=False)
-    from shardex.reshard.status import next_steps
+    from shardex.migrate.status import next_steps
 
     steps = next_steps(result.routing, store=uri, index=name, stale=False)
     if steps:
@@ -392,7 +392,7 @@ def steps_lines(steps: list[str]) -> list[str]:
 def status(uri: str, name: str, as_json: bool, max_age: float,
            connection: Connection) -> None:
     """Show the reshard of index NAME: state, progress per value, parity, next steps."""
-    from shardex.reshard import status_document
+    from shardex.migrate import status_document
 
     lasting(uri, None)
 
@@ -427,10 +427,10 @@ def verify(uri: str, name: str, as_json: bool, connection: Connection) -> None:
     parity, routing = _run(check)
     if as_json:
         from shardex.documents import rounded
-        from shardex.reshard.status import iso
+        from shardex.migrate.status import iso
 
         click.echo(json.dumps(rounded({
-            "schema": "shardex.reshard.verify/1", "index": name, "state": routing.state,
+            "schema": "shardex.migrate.verify/1", "index": name, "state": routing.state,
             **parity.to_dict(), "checked_at": iso(parity.checked_at),
             "clean": parity.clean}), indent=2))
         return
@@ -478,7 +478,7 @@ def complete(uri: str, name: str, retain: float | None, connection: Connection) 
         result = _run(finish)
     meta = result.routing.reshard
     if meta is not None and result.state == "read-new":
-        from shardex.reshard.status import iso
+        from shardex.migrate.status import iso
 
         out.print(f"index {name!r}: the old layout stays restorable until "
                   f"{iso(meta.retire_after)}; run {_command('complete', uri, name)} again "

@@ -20,7 +20,7 @@ from typing import Any
 
 from shardex.adoption import Adoption, adoption_ready_at
 from shardex.documents import rounded
-from shardex.reshard.status import iso
+from shardex.migrate.status import iso
 from shardex.routing import Routing
 
 __all__ = ["STATUS_SCHEMA", "adopt_next_steps", "status_document"]

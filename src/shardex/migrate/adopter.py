@@ -15,10 +15,6 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
-from shardex.adopt.backfill import Backfill, CopyBackfill, ShardBackfill
-from shardex.adopt.segments import Segment, Segments
-from shardex.adopt.status import status_document
-from shardex.adopt.verify import parity
 from shardex.adoption import (
     Adoption,
     adoption_ready_at,
@@ -28,8 +24,12 @@ from shardex.adoption import (
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, NotFound, ReshardRefused
 from shardex.index import ShardedIndex, store_routing
-from shardex.reshard.mover import MOVER_RETRY
-from shardex.reshard.runner import default_worker
+from shardex.migrate.adopt_status import status_document
+from shardex.migrate.adopt_verify import parity
+from shardex.migrate.backfill import Backfill, CopyBackfill, ShardBackfill
+from shardex.migrate.mover import MOVER_RETRY
+from shardex.migrate.runner import default_worker
+from shardex.migrate.scan_records import Segment, Segments
 from shardex.routing import Routing, ShardPolicy
 from shardex.routing_record import DEFAULT_LEASE
 from shardex.stores import open_store

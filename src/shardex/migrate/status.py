@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shardex.documents import rounded
-from shardex.reshard.states import ready_at, state_of
-from shardex.reshard.units import Unit
+from shardex.migrate.states import ready_at, state_of
+from shardex.migrate.units import Unit
 from shardex.routing import Routing
 
 __all__ = ["STATUS_SCHEMA", "iso", "next_steps", "status_document"]

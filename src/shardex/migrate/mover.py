@@ -1,6 +1,6 @@
 """The mover: surveys the source keys into work units and moves their entries, paced.
 
-The mover works through ``Layouts`` (``shardex.reshard.layouts``). For a shardex index
+The mover works through ``Layouts`` (``shardex.migrate.layouts``). For a shardex index
 each move is ``ShardedIndex.relocate``: the write loop re-places the entry on the key the
 layout writes follow, at its own version, conditioned on its placement as located, so
 an application write racing it wins or is planned again on top, a delete is never
@@ -32,10 +32,10 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
-from shardex.reshard.layouts import PATIENT, Layouts, target_of
-from shardex.reshard.states import MOVING
-from shardex.reshard.units import DEFAULT_SPLIT, Survey, Unit, busy_sources, units_of
-from shardex.reshard.work import WorkRecords
+from shardex.migrate.layouts import PATIENT, Layouts, target_of
+from shardex.migrate.states import MOVING
+from shardex.migrate.units import DEFAULT_SPLIT, Survey, Unit, busy_sources, units_of
+from shardex.migrate.work import WorkRecords
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
 from shardex.stores.base import Position, QueryPage, StoredEntry

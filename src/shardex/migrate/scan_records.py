@@ -2,7 +2,7 @@
 
 Records of adoption ``ID`` are ``adopt/ID/plan`` (how many segments: the first ``run``
 decides, by compare-and-set) and ``adopt/ID/segment/NNNN``. As the reshard's work units
-(``shardex.reshard.work``), a worker takes a segment by a compare-and-set of its record
+(``shardex.migrate.work``), a worker takes a segment by a compare-and-set of its record
 (owner, expiry in wall seconds), checkpoints after each Scan page (the key to continue
 from, counts; renewing the lease, again by compare-and-set: a worker whose lease was
 taken over learns it there and stops) and marks it done. A worker killed outright loses
@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem
-from shardex.reshard.layouts import PATIENT
-from shardex.reshard.records import Records
+from shardex.migrate.layouts import PATIENT
+from shardex.migrate.records import Records
 from shardex.stores.base import Store
 
 __all__ = ["Segment", "Segments"]

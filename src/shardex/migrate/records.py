@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed
-from shardex.reshard.layouts import PATIENT
+from shardex.migrate.layouts import PATIENT
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Record, Store
 

@@ -22,8 +22,8 @@ import random
 from collections.abc import Callable, Collection, Sequence
 
 from shardex.clock import Clock
-from shardex.reshard.layouts import Layouts, target_of
-from shardex.reshard.mover import Pace, read_page
+from shardex.migrate.layouts import Layouts, target_of
+from shardex.migrate.mover import Pace, read_page
 from shardex.routing import Routing
 from shardex.stores.base import Placement, Position, StoredEntry
 from shardex.transition import GAP_KINDS, MAX_EXAMPLES, Gap, Parity

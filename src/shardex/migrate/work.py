@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem
-from shardex.reshard.layouts import PATIENT
-from shardex.reshard.records import Records
-from shardex.reshard.units import Unit
+from shardex.migrate.layouts import PATIENT
+from shardex.migrate.records import Records
+from shardex.migrate.units import Unit
 from shardex.retry import RetryPolicy
 from shardex.stores.base import Store
 

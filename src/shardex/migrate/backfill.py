@@ -11,7 +11,7 @@ twice.
 
 Pacing: the writes to each shard key of the new GSI are held to ``rate`` write units a
 second (its partition's share, as the reshard's mover holds each key), estimated from
-the units DynamoDB reports, adapting by AIMD (``shardex.reshard.mover.Pace``): a
+the units DynamoDB reports, adapting by AIMD (``shardex.migrate.mover.Pace``): a
 throttle halves the rate, each second without one raises it back. Each segment's Scan is
 paced at ``read_rate`` read units a second. Base-table writes land on items spread by
 their id's hash, so no base partition takes more than its share either.
@@ -27,13 +27,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
-from shardex.adopt.segments import Segment, Segments
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidKey, OutcomeUnknown, Throttled, Unavailable
 from shardex.index import ShardedIndex
 from shardex.keys import validate_value
-from shardex.reshard.layouts import PATIENT
-from shardex.reshard.mover import Pace
+from shardex.migrate.layouts import PATIENT
+from shardex.migrate.mover import Pace
+from shardex.migrate.scan_records import Segment, Segments
 from shardex.routing import Routing, Turns
 from shardex.stores.dynamodb.adopt import GsiAdoptionTools, ScanItem, ScanPage
 from shardex.write import in_place

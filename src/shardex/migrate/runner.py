@@ -1,6 +1,6 @@
 """The runner: carries out the state machine's decisions against one index's store.
 
-``Resharder`` is the thin async loop around ``shardex.reshard.states``: it reads the
+``Resharder`` is the thin async loop around ``shardex.migrate.states``: it reads the
 routing record (strongly consistent), asks ``next_step`` what to do, and does it:
 waits on the injected clock, stores the next routing with a compare-and-set, runs the
 mover, checks parity, sweeps the retired keys. Every step starts again from the stored
@@ -25,13 +25,13 @@ from typing import Protocol, TypeVar
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, ReshardRefused
 from shardex.index import ShardedIndex, store_routing
-from shardex.reshard import states
-from shardex.reshard.layouts import PATIENT, IndexLayouts, Layouts
-from shardex.reshard.mover import MOVER_RETRY, Mover, Pace, read_page
-from shardex.reshard.tiered import TierLayouts, crossing_refusal
-from shardex.reshard.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit
-from shardex.reshard.verify import check
-from shardex.reshard.work import WorkRecords
+from shardex.migrate import states
+from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
+from shardex.migrate.mover import MOVER_RETRY, Mover, Pace, read_page
+from shardex.migrate.tiered import TierLayouts, crossing_refusal
+from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit
+from shardex.migrate.verify import check
+from shardex.migrate.work import WorkRecords
 from shardex.retry import call_with_retry
 from shardex.routing import Routing, ShardPolicy
 from shardex.stores import open_store
@@ -143,7 +143,7 @@ class Resharder:
     parity check and the sweep use, from the mover's own index (default:
     ``IndexLayouts``, the index's shard keys, or ``TierLayouts`` with ``tiers``).
     ``tiers`` (as ``ShardedIndex``'s) names the store of each tier the layouts name; a
-    value whose policy changes tier moves between stores (``shardex.reshard.tiered``).
+    value whose policy changes tier moves between stores (``shardex.migrate.tiered``).
     Use ``async with``.
     """
 
