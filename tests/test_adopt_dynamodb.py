@@ -161,7 +161,7 @@ def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
     err = cli(capsys, "adopt", "cutover", *where, code=1)
     assert "no parity report" in err
     verified = json.loads(ok(capsys, "adopt", "verify", *where, "--settle", "0.2", "--json"))
-    assert verified["schema"] == "shardex.migrate.adopt_verify/1"
+    assert verified["schema"] == "shardex.adopt.verify/1"
     assert verified["clean"]
     assert verified["entries"] == len(truth)
     ok(capsys, "adopt", "cutover", *where)

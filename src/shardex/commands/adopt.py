@@ -200,7 +200,7 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
 @_store_options
 @click.option("--settle", default=2.0, show_default=True, type=SETTLE,
               help="Waited before gaps are read again (GSIs are eventually consistent).")
-@click.option("--json", "as_json", is_flag=True, help="Print shardex.migrate.adopt_verify/1.")
+@click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.verify/1.")
 def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
     """Check parity: the old GSI against the new shard keys, per value; record it."""
     async def check() -> Any:
@@ -213,7 +213,7 @@ def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
         from shardex.migrate.status import iso
 
         click.echo(json.dumps(rounded({
-            "schema": "shardex.migrate.adopt_verify/1", "index": name, **parity.to_dict(),
+            "schema": "shardex.adopt.verify/1", "index": name, **parity.to_dict(),
             "checked_at": iso(parity.checked_at), "clean": parity.clean}), indent=2))
         return
     print_parity(name, parity, "cutover is refused until a verify finds none"

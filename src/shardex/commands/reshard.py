@@ -251,7 +251,8 @@ class _Reporter:
         if self._bar is not None and self._task is not None:
             # a step that does not count entries (a wait, the parity check) leaves the counts
             counts = {} if progress.remaining is None else {
-                "completed": progress.moved, "total": progress.moved + progress.remaining}
+                "completed": progress.moved,
+                "total": progress.total or progress.moved + progress.remaining}
             self._bar.update(self._task, description=f"{progress.state}: {progress.note}",
                              rate=rate, **counts)
             return
@@ -430,7 +431,7 @@ def verify(uri: str, name: str, as_json: bool, connection: Connection) -> None:
         from shardex.migrate.status import iso
 
         click.echo(json.dumps(rounded({
-            "schema": "shardex.migrate.verify/1", "index": name, "state": routing.state,
+            "schema": "shardex.reshard.verify/1", "index": name, "state": routing.state,
             **parity.to_dict(), "checked_at": iso(parity.checked_at),
             "clean": parity.clean}), indent=2))
         return

@@ -23,7 +23,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from shardex.clock import Clock
-from shardex.migrate.mover import Pace
+from shardex.migrate.pace import Pace
 from shardex.routing import Routing
 from shardex.stores.base import Position, Store
 from shardex.transition import GAP_KINDS, MAX_EXAMPLES, Gap, Parity

@@ -24,12 +24,13 @@ from shardex.adoption import (
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, NotFound, ReshardRefused
 from shardex.index import ShardedIndex, store_routing
-from shardex.migrate.adopt_status import status_document
 from shardex.migrate.adopt_verify import parity
 from shardex.migrate.backfill import Backfill, CopyBackfill, ShardBackfill
 from shardex.migrate.mover import MOVER_RETRY
 from shardex.migrate.runner import default_worker
-from shardex.migrate.scan_records import Segment, Segments
+from shardex.migrate.status import adopt_status_document
+from shardex.migrate.units import Segment
+from shardex.migrate.work import Segments
 from shardex.routing import Routing, ShardPolicy
 from shardex.routing_record import DEFAULT_LEASE
 from shardex.stores import open_store
@@ -348,21 +349,21 @@ class Adopter:
                       "(the routing's lease and the margin)")
             await self._clock.sleep(min(left, 5.0))
         records = self._records(adoption)
-        planned = await records.plan(self.segments)
+        planned, items = await records.plan(self.segments, items=await self._items(adoption))
         if planned != self.segments:
             self._say(f"the backfill was planned with {planned} segments by an earlier run: "
                       "using those")
         index = await self.index()
         before = await self.backfilled(adoption)
-        items = await self._items(adoption)
         began = self._clock.now()
 
         def report() -> None:
+            # the total is the item count fixed when the backfill was planned
             rate = fill.scanned / max(1e-9, self._clock.now() - began)
-            left = max(0, items - before.scanned - fill.scanned)
+            left = max(0, (items or 0) - before.scanned - fill.scanned)
             eta = f", ETA {left / rate:,.0f} s" if rate > 0 else ""
-            self._say(f"backfill: scanned {before.scanned + fill.scanned:,}, updated "
-                      f"{before.updated + fill.updated:,}, remaining about {left:,}, "
+            self._say(f"backfill: scanned {before.scanned + fill.scanned:,} of about "
+                      f"{items or 0:,}, updated {before.updated + fill.updated:,}, "
                       f"{rate:,.0f} items/s{eta}")
 
         options: dict[str, Any] = {
@@ -489,16 +490,17 @@ class Adopter:
                 return new
 
     async def status(self, *, uri: str | None = None) -> dict[str, Any]:
-        """The ``shardex.adopt.status/1`` document of the index."""
+        """The ``shardex.adopt.status/1`` document of the index, counted from its records."""
         routing = await self.routing()
         segments: list[Segment] = []
-        items = 0
+        items = None
         if routing.adoption is not None:
-            segments = [s for s, _ in (await self._records(routing.adoption).all()).values()]
-            items = await self._items(routing.adoption)
-        return status_document(routing, segments, index=self.name,
-                               store=uri or self.store.uri, lease=self.lease,
-                               now=self._clock.wall(), max_age=self.max_age, items=items)
+            records = self._records(routing.adoption)
+            segments = [s for s, _ in (await records.all()).values()]
+            items = await records.total()
+        return adopt_status_document(routing, segments, index=self.name,
+                                     store=uri or self.store.uri, lease=self.lease,
+                                     now=self._clock.wall(), max_age=self.max_age, items=items)
 
 
 def _totals(segments: list[Segment]) -> Backfilled:

@@ -27,9 +27,10 @@ from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, Reshar
 from shardex.index import ShardedIndex, store_routing
 from shardex.migrate import states
 from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
-from shardex.migrate.mover import MOVER_RETRY, Mover, Pace, read_page
+from shardex.migrate.mover import MOVER_RETRY, Mover
+from shardex.migrate.pace import Pace, read_page
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
-from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit
+from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
 from shardex.migrate.verify import check
 from shardex.migrate.work import WorkRecords
 from shardex.retry import call_with_retry
@@ -77,7 +78,8 @@ class StartPlan:
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """How far a reshard is: state, entries moved and remaining, rate and what is awaited."""
+    """How far a reshard is: state, entries moved and remaining of the total fixed at its
+    start (from the work records), rate and what is awaited."""
 
     state: str
     direction: str
@@ -85,6 +87,7 @@ class Progress:
     remaining: int | None
     rate: float | None  # entries a second over the last report
     note: str = ""
+    total: int | None = None  # fixed when the direction's first plan was made
 
     @property
     def eta(self) -> float | None:
@@ -274,7 +277,7 @@ class Resharder:
             await self._clock.sleep(min(left, 5.0))
 
     def _gauge(self, routing: Routing, moved: int | None = None,
-               remaining: int | None = None) -> None:
+               total: int | None = None) -> None:
         """Report ``routing``'s state, versions and parity (and what moved) to the gauges."""
         meta = routing.reshard
         if self._gauges is None or meta is None:
@@ -284,21 +287,21 @@ class Resharder:
             state=states.state_of(routing), to_version=routing.version,
             from_version=None if previous is None else previous.version,
             mismatches=None if meta.parity is None else meta.parity.gaps,
-            moved=moved, total=None if remaining is None else (moved or 0) + remaining)
+            moved=moved, total=total)
 
     def _report(self, routing: Routing, units: Sequence[Unit] | None, note: str = "",
                 rate: float | None = None) -> None:
         meta = routing.reshard
         if meta is None or (self._progress is None and self._gauges is None):
             return
-        moved = remaining = None
+        total = moved = remaining = None
         if units is not None:
-            moved = sum(u.moved for u in units if u.direction == meta.direction)
-            remaining = sum(u.remaining for u in units if u.generation == meta.generation)
-        self._gauge(routing, moved, remaining)
+            # the total is fixed when the direction's first plan is made: it never moves
+            total, moved, remaining = tally(list(units), meta.direction)
+        self._gauge(routing, moved, total)
         if self._progress is not None:
             self._progress(Progress(states.state_of(routing), meta.direction, moved or 0,
-                                    remaining, rate, note))
+                                    remaining, rate, note, total))
 
     # -- the operator's steps --------------------------------------------------------------
 

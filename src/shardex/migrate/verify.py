@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from shardex.clock import Clock
 from shardex.migrate.layouts import Layouts, target_of
-from shardex.migrate.mover import Pace, read_page
+from shardex.migrate.pace import Pace, read_page
 from shardex.routing import Routing
 from shardex.stores.base import Placement, Position, StoredEntry
 from shardex.transition import GAP_KINDS, MAX_EXAMPLES, Gap, Parity
