@@ -8,7 +8,6 @@ race are told apart by the compare-and-set. Waits run on the injected clock.
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -21,15 +20,15 @@ from shardex.adoption import (
     cutover_refusal,
     rollback_refusal,
 )
-from shardex.clock import Clock, LoopClock
-from shardex.errors import ConditionFailed, InvalidInput, NotFound, ReshardRefused
-from shardex.index import ShardedIndex, store_routing
-from shardex.migrate.adopt_verify import parity
+from shardex.clock import Clock
+from shardex.errors import InvalidInput, NotFound, ReshardRefused
+from shardex.index import ShardedIndex
 from shardex.migrate.backfill import Backfill, CopyBackfill, ShardBackfill
+from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.mover import MOVER_RETRY
-from shardex.migrate.runner import default_worker
 from shardex.migrate.status import adopt_status_document
 from shardex.migrate.units import Segment
+from shardex.migrate.verify import adoption_parity
 from shardex.migrate.work import Segments
 from shardex.routing import Routing, ShardPolicy
 from shardex.routing_record import DEFAULT_LEASE
@@ -76,7 +75,7 @@ class Backfilled:
         return self.segments > 0 and self.done == self.segments
 
 
-class Adopter:
+class Adopter(MigrationRunner):
     """Adopts the plain GSI ``source`` on ``attribute`` into index ``name`` on ``store``.
 
     ``store`` is a GSI-mode ``dynamodb://`` store (or its URI) naming the new GSI, with
@@ -102,15 +101,7 @@ class Adopter:
                  routing_ttl: float = 5.0, routing_lease: float = DEFAULT_LEASE,
                  build_within: float = _BUILD_WITHIN,
                  progress: Callable[[str], None] | None = None) -> None:
-        for option, number in (("rate", rate), ("read_rate", read_rate or 1.0),
-                               ("unit_lease", unit_lease), ("max_age", max_age),
-                               ("settle", settle + 1), ("build_within", build_within)):
-            if isinstance(number, bool) or not isinstance(number, int | float) \
-                    or not 0 < number < float("inf"):
-                raise InvalidInput(f"{option} must be a number > 0, got {number!r}")
-        for option, count in (("workers", workers), ("segments", segments)):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise InvalidInput(f"{option} must be an integer >= 1, got {count!r}")
+        check_numbers(settle=settle + 1, build_within=build_within)
         opened = open_store(store) if isinstance(store, str) else store
         if not isinstance(opened, DynamoDBStore):
             raise InvalidInput(f"--store {opened.uri}: adoption needs a dynamodb:// store: in "
@@ -126,24 +117,17 @@ class Adopter:
                 f"--store {opened.uri}: the sort attribute {opened.gsi.sort_attribute!r} of an "
                 "adopted GSI is the application's own (the old GSI's RANGE key), not "
                 "shardex's: use sort_owner=application, or leave sort_owner out")
-        self.store = opened
-        self.name = name
+        super().__init__(opened, name, rate=rate, read_rate=read_rate, workers=workers,
+                         unit_lease=unit_lease, max_age=max_age, worker=worker, clock=clock,
+                         seed=seed, segments=segments)
+        self.store: DynamoDBStore = opened
         self.source = source
         self.attribute = attribute
         self.base = base
         self.id_attribute = id_attribute
         self.sort_attribute = sort_attribute
-        self.rate = float(rate)
-        self.read_rate = float(read_rate or 3 * rate)
-        self.workers = workers
         self.segments = segments
-        self.unit_lease = float(unit_lease)
-        self.max_age = float(max_age)
         self.settle = float(settle)
-        self.worker = worker or default_worker()
-        self._clock: Clock = clock or LoopClock()
-        self._rng = random.Random(seed)
-        self._seed = seed
         self._within = float(build_within)
         self._progress = progress
         self._index = ShardedIndex(opened, name, routing_ttl=routing_ttl,
@@ -171,13 +155,11 @@ class Adopter:
             self._index_open = True
         return self._index
 
+    control = index
+
     @property
     def lease(self) -> float:
         return self._index.routing_lease
-
-    async def routing(self) -> Routing:
-        """The stored routing, read now (strongly consistent)."""
-        return await (await self.index()).refresh_routing()
 
     def _tools(self, attribute: str) -> GsiAdoptionTools:
         return GsiAdoptionTools(self.store.client, self.store.gsi, attribute)
@@ -201,14 +183,7 @@ class Adopter:
         return Segments(self.store, self.name, adoption.id, clock=self._clock, rng=self._rng)
 
     async def _store(self, routing: Routing) -> bool:
-        index = await self.index()
-        if index.routing.version != routing.version - 1:
-            return False
-        try:
-            await store_routing(index, routing)
-        except ConditionFailed:
-            return False
-        return True
+        return await self.store_next(routing)
 
     async def _adoption(self, *states: str) -> tuple[Routing, Adoption]:
         routing = await self.routing()
@@ -234,9 +209,7 @@ class Adopter:
         """
         if self.source is None or self.attribute is None:
             raise InvalidInput("start needs --from-gsi (or --from-table) and --from-attribute")
-        if isinstance(margin, bool) or not isinstance(margin, int | float) \
-                or not 0 <= margin < float("inf"):
-            raise InvalidInput(f"margin must be a number of seconds >= 0, got {margin!r}")
+        check_seconds("margin", margin)
         if self.base is not None:
             return await self._start_table(sets, margin=margin, dry_run=dry_run,
                                            adoption_id=adoption_id)
@@ -343,11 +316,9 @@ class Adopter:
         before it scans. Refused unless the adoption is in ``dual-write``.
         """
         _, adoption = await self._adoption("dual-write")
-        ready = adoption_ready_at(adoption, self.lease)
-        while (left := ready - self._clock.wall()) > 0:
-            self._say(f"waiting {left:.0f} s for every client to write the shard attribute "
-                      "(the routing's lease and the margin)")
-            await self._clock.sleep(min(left, 5.0))
+        await self.wait_until(adoption_ready_at(adoption, self.lease), self._say,
+                              "every client to write the shard attribute (the routing's "
+                              "lease and the margin)")
         records = self._records(adoption)
         planned, items = await records.plan(self.segments, items=await self._items(adoption))
         if planned != self.segments:
@@ -396,7 +367,7 @@ class Adopter:
         await source.open()
         try:
             self._say(f"verifying {len(values)} value(s): {', '.join(values) or 'none'}")
-            report = await parity(source, self.store, self.name, routing, values,
+            report = await adoption_parity(source, self.store, self.name, routing, values,
                                   truth=truth, read_rate=self.read_rate,
                                   settle=self.settle, clock=self._clock)
         finally:
@@ -433,9 +404,8 @@ class Adopter:
         still possible); after it, waits until no reader reads the old GSI (the lease and
         margin after cutover), then completes, and with ``drop`` deletes the old GSI.
         """
-        if retain is not None and (isinstance(retain, bool) or not isinstance(
-                retain, int | float) or not 0 <= retain < float("inf")):
-            raise InvalidInput(f"retain must be a number of seconds >= 0, got {retain!r}")
+        if retain is not None:
+            check_seconds("retain", retain)
         routing, adoption = await self._adoption("read-new", "complete")
         if adoption.state == "read-new" and (adoption.retire_after is None or (
                 retain is not None and retain != adoption.retain) or drop):
@@ -449,10 +419,8 @@ class Adopter:
         if adoption.state == "read-new":
             if adoption.retire_after is not None and self._clock.wall() < adoption.retire_after:
                 return routing
-            ready = adoption_ready_at(adoption, self.lease)
-            while (left := ready - self._clock.wall()) > 0:
-                self._say(f"waiting {left:.0f} s until no reader reads {adoption.source!r}")
-                await self._clock.sleep(min(left, 5.0))
+            await self.wait_until(adoption_ready_at(adoption, self.lease), self._say,
+                                  f"no reader to read {adoption.source!r}")
             await self._store(replace(routing, version=routing.version + 1,
                                       adoption=adoption.to("complete", self._clock.wall())))
             routing, adoption = await self._adoption("complete")

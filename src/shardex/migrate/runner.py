@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
-import socket
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Protocol, TypeVar
 
-from shardex.clock import Clock, LoopClock
-from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, ReshardRefused
-from shardex.index import ShardedIndex, store_routing
+from shardex.clock import Clock
+from shardex.errors import InvalidInput, InvalidRouting, ReshardRefused
+from shardex.index import ShardedIndex
 from shardex.migrate import states
+from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.migrate.mover import MOVER_RETRY, Mover
 from shardex.migrate.pace import Pace, read_page
@@ -35,7 +34,6 @@ from shardex.migrate.verify import check
 from shardex.migrate.work import WorkRecords
 from shardex.retry import call_with_retry
 from shardex.routing import Routing, ShardPolicy
-from shardex.stores import open_store
 from shardex.stores.base import Position, Store
 from shardex.transition import Parity
 
@@ -123,26 +121,17 @@ class Recorder(Protocol):
     def reshard(self, index: str) -> Gauges: ...
 
 
-def default_worker() -> str:
-    """A name for this process in leases: host, process id and a random tag."""
-    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-class Resharder:
+class Resharder(MigrationRunner):
     """Drives reshards of index ``name`` on ``store`` (a Store or a store URI).
 
-    ``rate`` caps the write units a second the mover puts on any one key (source or
-    target), ``read_rate`` (default three times ``rate``) the read units a second it
-    reads one key with; ``workers`` units are worked at once in this process, each
-    leased for ``unit_lease`` seconds. ``max_age`` (seconds) bounds the age of the parity
-    report a cutover relies on; ``settle`` is waited before a parity check reads gaps
+    The options ``MigrationRunner`` takes, for the mover (``rate`` on any key, source or
+    target). ``settle`` is waited before a parity check reads gaps
     again (default 0, or 2 s where reads are eventually consistent). ``progress`` is
     called with a ``Progress`` as the reshard advances; with a ``recorder`` (a
     ``shardex.metrics.MetricsRecorder``) the runner also reports to its
     ``reshard(name)`` gauges: the state (``rolled-back`` once a rollback ends), entries
     moved of the total, the last parity check's gaps and the routing versions it goes
-    from and to. ``clock`` and ``seed`` make it
-    run on virtual time, reproducibly. ``layouts`` makes the ``Layouts`` the mover, the
+    from and to. ``layouts`` makes the ``Layouts`` the mover, the
     parity check and the sweep use, from the mover's own index (default:
     ``IndexLayouts``, the index's shard keys, or ``TierLayouts`` with ``tiers``).
     ``tiers`` (as ``ShardedIndex``'s) names the store of each tier the layouts name; a
@@ -160,26 +149,11 @@ class Resharder:
                  recorder: Recorder | None = None,
                  layouts: Callable[[ShardedIndex, Clock, random.Random], Layouts] | None = None,
                  tiers: Mapping[str, Store | str] | None = None) -> None:
-        for option, number in (("rate", rate), ("unit_lease", unit_lease),
-                               ("max_age", max_age), ("read_rate", read_rate or 1.0),
-                               ("settle", 1.0 if settle is None else settle + 1)):
-            if isinstance(number, bool) or not isinstance(number, int | float) \
-                    or not 0 < number < float("inf"):
-                raise InvalidInput(f"{option} must be a number > 0, got {number!r}")
-        for option, count in (("workers", workers), ("split_every", split_every)):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise InvalidInput(f"{option} must be an integer >= 1, got {count!r}")
-        self.store = open_store(store) if isinstance(store, str) else store
-        self.name = name
-        self.rate = float(rate)
-        self.read_rate = float(read_rate or 3 * rate)
-        self.workers = workers
-        self.unit_lease = float(unit_lease)
-        self.max_age = float(max_age)
+        check_numbers(settle=1.0 if settle is None else settle + 1)
+        super().__init__(store, name, rate=rate, read_rate=read_rate, workers=workers,
+                         unit_lease=unit_lease, max_age=max_age, worker=worker, clock=clock,
+                         seed=seed, split_every=split_every)
         self._settle = settle
-        self.worker = worker or default_worker()
-        self._clock: Clock = clock or LoopClock()
-        self._rng = random.Random(seed)
         self._split = split_every
         self._progress = progress
         self._gauges = None if recorder is None else recorder.reshard(name)
@@ -221,9 +195,8 @@ class Resharder:
         """The routing's lease in seconds."""
         return self._control.routing_lease
 
-    async def routing(self) -> Routing:
-        """The stored routing, read now (strongly consistent)."""
-        return await self._control.refresh_routing()
+    async def control(self) -> ShardedIndex:
+        return self._control
 
     def _records(self, routing: Routing) -> WorkRecords:
         assert routing.reshard is not None
@@ -257,12 +230,8 @@ class Resharder:
 
     async def _store(self, routing: Routing) -> bool:
         """Store ``routing`` if the record is still one version before it; False if not."""
-        if self._control.routing.version != routing.version - 1:
-            return False
         before = self._control.routing.reshard
-        try:
-            await store_routing(self._control, routing)
-        except ConditionFailed:
+        if not await self.store_next(routing):
             return False
         if self._gauges is not None and routing.reshard is None and before is not None:
             # the reshard ended: in the target layout, or back where it began
@@ -272,9 +241,7 @@ class Resharder:
         return True
 
     async def _sleep_until(self, until: float, routing: Routing, note: str) -> None:
-        while (left := until - self._clock.wall()) > 0:
-            self._report(routing, None, f"waiting {left:.0f} s for {note}")
-            await self._clock.sleep(min(left, 5.0))
+        await self.wait_until(until, lambda line: self._report(routing, None, line), note)
 
     def _gauge(self, routing: Routing, moved: int | None = None,
                total: int | None = None) -> None:
@@ -316,9 +283,7 @@ class Resharder:
         what will move and cut the work into units; ``dry_run`` stops there. Raises
         ReshardRefused if a reshard is under way, InvalidRouting if nothing changes.
         """
-        if isinstance(margin, bool) or not isinstance(margin, int | float) \
-                or not 0 <= margin < float("inf"):
-            raise InvalidInput(f"margin must be a number of seconds >= 0, got {margin!r}")
+        check_seconds("margin", margin)
         current = await self.routing()
         if current.in_transition:
             raise ReshardRefused(self._busy(current))
@@ -487,10 +452,8 @@ class Resharder:
         stays ``read-new`` and rollback stays possible; the call returns at once, saying
         when; once it has passed, the reshard is finished.
         """
-        if retain is not None and (isinstance(retain, bool)
-                                   or not isinstance(retain, int | float)
-                                   or not 0 <= retain < float("inf")):
-            raise InvalidInput(f"retain must be a number of seconds >= 0, got {retain!r}")
+        if retain is not None:
+            check_seconds("retain", retain)
         routing = await self.routing()
         meta = routing.reshard
         if meta is None:
