@@ -118,7 +118,9 @@ def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
     assert status["state"] == "verified"
     assert status["values"]["PENDING"] == {
         "from": {"shards": 1, "strategy": "hash"}, "to": {"shards": 8, "strategy": "hash"},
-        "moved": 120, "remaining": 0, "entries": 120}
+        "total": 120, "moved": 120, "remaining": 0, "entries": 120}
+    assert (status["total"], status["moved"], status["remaining"]) == (120, 120, 0)
+    assert status["runners"] == []
     assert status["parity"]["missing"] == status["parity"]["extra"] == 0
     assert status["next_steps"][0].startswith("shardex reshard cutover --store")
     verified = routing()
