@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import shlex
 import time
@@ -39,6 +40,8 @@ from shardex.commands.connection import (
     named_tiers,
     open_with,
 )
+from shardex.commands.migrations import interrupted, runner_lines, status_printer
+from shardex.commands.migrations import watch as watching
 from shardex.commands.params import (
     LOGICAL_KEY,
     MARGIN,
@@ -328,7 +331,13 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
                                   recorder=recorder) as runner:
                 return await runner.run(until=until)
 
-        result = _run(drive)
+        try:
+            result = _run(drive)
+        except KeyboardInterrupt:
+            doc = _run(lambda: _status(uri, name, connection, max_age))
+            output.console(stderr=True).print(interrupted(doc, "reshard"), highlight=False,
+                                              soft_wrap=True)
+            raise click.exceptions.Abort() from None
     _finished(out, result, uri, name)
 
 
@@ -347,9 +356,13 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(f"  {value}: {v['from']['shards']} shard(s), {v['from']['strategy']} -> "
                      f"{v['to']['shards']} shard(s), {v['to']['strategy']}: moved "
                      f"{v['moved']:,}, remaining {remaining}")
+    if doc["total"] is not None:
+        lines.append(f"  moved {doc['moved']:,} of {doc['total']:,} (fixed at the plan), "
+                     f"remaining {doc['remaining']:,}")
     units = doc["units"]
     lines.append(f"  work units: {units['total']} ({units['done']} done, {units['leased']} "
                  f"leased); next step possible from {doc['ready_at']}")
+    lines += runner_lines(doc)
     lines += parity_lines(doc["parity"])
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old layout may be retired from {doc['retire_after']}")
@@ -385,32 +398,35 @@ def steps_lines(steps: list[str]) -> list[str]:
     return ["next steps:", *(f"  {step}" for step in steps)] if steps else []
 
 
+async def _status(uri: str, name: str, connection: Connection,
+                  max_age: float) -> dict[str, Any]:
+    from shardex.migrate import status_document
+
+    async with _resharder(uri, name, connection) as runner:
+        routing = await runner.routing()
+        units = await runner.units(routing)
+        doc: dict[str, Any] = status_document(
+            routing, units, index=name, store=uri, lease=runner.lease,
+            now=runner.store.clock.wall(), max_age=max_age)
+        return doc
+
+
 @reshard.command()
 @index_options(tiers=True)
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.reshard.status/1.")
 @click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
               help="Age past which the parity report counts as stale.")
-def status(uri: str, name: str, as_json: bool, max_age: float,
+@click.option("--watch", is_flag=True,
+              help="Show it again every --every seconds until no reshard is under way.")
+@click.option("--every", default=5.0, show_default=True, type=number(0.1, 3600),
+              help="Seconds between documents with --watch.")
+def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool, every: float,
            connection: Connection) -> None:
-    """Show the reshard of index NAME: state, progress per value, parity, next steps."""
-    from shardex.migrate import status_document
-
+    """Show the reshard of index NAME: state, progress, runners, parity, next steps."""
     lasting(uri, None)
-
-    async def read() -> dict[str, Any]:
-        async with _resharder(uri, name, connection) as runner:
-            routing = await runner.routing()
-            units = await runner.units(routing)
-            return status_document(routing, units, index=name, store=uri, lease=runner.lease,
-                                   now=runner.store.clock.wall(), max_age=max_age)
-
-    doc = _run(read)
-    if as_json:
-        click.echo(json.dumps(doc, indent=2))
-        return
-    out = output.console()
-    for line in _status_lines(doc):
-        out.print(line, highlight=False, soft_wrap=True)
+    show = status_printer(as_json, _status_lines)
+    read = functools.partial(_status, uri, name, connection, max_age)
+    _run(lambda: watching(read, show, every=every, rounds=None if watch else 1))
 
 
 @reshard.command()

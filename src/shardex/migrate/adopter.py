@@ -26,6 +26,7 @@ from shardex.index import ShardedIndex
 from shardex.migrate.backfill import Backfill, CopyBackfill, ShardBackfill
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.mover import MOVER_RETRY
+from shardex.migrate.registry import record_migration
 from shardex.migrate.status import adopt_status_document
 from shardex.migrate.units import Segment
 from shardex.migrate.verify import adoption_parity
@@ -290,6 +291,8 @@ class Adopter(MigrationRunner):
             raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
                                  "adoption was being started; nothing was started: run "
                                  "'shardex adopt status'")
+        await record_migration(self.store, self.name, "adoption", adoption.id,
+                               adoption.values, self._clock.wall())
         return AdoptPlan(new, 0, created=False, exists=True, stored=True, projection={})
 
     async def _meta_table(self) -> None:

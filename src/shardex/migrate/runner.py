@@ -28,6 +28,7 @@ from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.migrate.mover import MOVER_RETRY, Mover
 from shardex.migrate.pace import Pace, read_page
+from shardex.migrate.registry import finish_migration, record_migration
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
 from shardex.migrate.verify import check
@@ -311,6 +312,8 @@ class Resharder(MigrationRunner):
             raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
                                  "reshard was being planned (another start?); nothing was "
                                  "started: run 'shardex reshard status'")
+        await record_migration(self.store, self.name, "reshard", new.reshard.id,
+                               new.reshard.values, self._clock.wall())
         return StartPlan(new, plans, stored=True)
 
     def _busy(self, routing: Routing) -> str:
@@ -350,6 +353,9 @@ class Resharder(MigrationRunner):
                     self._report(step.routing, None, step.why)
                     if step.routing.reshard is None and meta is not None:
                         await self._records(routing).cleanup()
+                        await finish_migration(self.store, self.name, meta.id, "rolled-back"
+                                               if meta.direction == "rollback" else "stable",
+                                               self._clock.wall())
             elif isinstance(step, states.Move):
                 await self._move(routing)
             elif isinstance(step, states.Verify):

@@ -286,8 +286,10 @@ def tally(units: list[Unit], direction: str) -> tuple[int | None, int, int | Non
     """``(total, moved, remaining)`` of a reshard's ``direction``, from its unit records.
 
     ``total`` is what the direction's first plan set out to move (fixed once planned:
-    None before), ``moved`` what every generation's units moved, ``remaining`` the total
-    less what was moved or found already in place (0 once the latest plan is done).
+    None before), ``moved`` what every generation's units moved (it may pass the total by
+    the entries writers put on the old layout while readers widened, in read-both),
+    ``remaining`` the total less what was moved or found already in place (0 once the
+    latest plan is done).
     """
     mine = [u for u in units if u.direction == direction]
     moved = sum(u.moved for u in mine)
