@@ -39,7 +39,8 @@ async def test_a_runner_holding_leases_shows_and_the_total_stays_fixed(
                 Resharder(shardex_store, "orders", worker="observer", **FAST) as observer:
             await runner.start({"PENDING": ShardPolicy(8)}, margin=0.5)
             first = await _status(observer)
-            assert first["total"] is not None and first["total"] > 200
+            assert first["total"] is not None
+            assert first["total"] > 200
             assert first["runners"] == []
             assert any(" run " in step for step in first["next_steps"])
             running = asyncio.ensure_future(runner.run())
@@ -53,12 +54,14 @@ async def test_a_runner_holding_leases_shows_and_the_total_stays_fixed(
             doc = held[-1]
             (only,) = doc["runners"]
             assert only["owner"] == "runner-a"
-            assert only["units"] and only["expires_at"].endswith("Z")
+            assert only["units"]
+            assert only["expires_at"].endswith("Z")
             assert not any(" run " in step for step in doc["next_steps"]), doc["next_steps"]
             assert any("status" in step and "--watch" in step for step in doc["next_steps"])
             assert {d["total"] for d in seen} == {first["total"]}
             moved = [d["moved"] for d in seen]
-            assert moved == sorted(moved) and 0 < moved[-1]
+            assert moved == sorted(moved)
+            assert moved[-1] > 0
             result = await running
             assert result.state == "verified"
             last = await _status(observer)
