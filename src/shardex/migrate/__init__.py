@@ -81,6 +81,8 @@ shardex index; adopting another source, such as a plain GSI, is another ``Layout
 
 from __future__ import annotations
 
+from shardex.migrate.adopter import Adopter
+from shardex.migrate.api import Migrations, MigrationState
 from shardex.migrate.layouts import IndexLayouts, Layouts
 from shardex.migrate.runner import (
     DEFAULT_MARGIN,
@@ -98,6 +100,7 @@ from shardex.migrate.units import DEFAULT_RATE, Unit
 from shardex.transition import Gap, Parity, Transition
 
 __all__ = [
+    "Adopter",
     "DEFAULT_MARGIN",
     "DEFAULT_MAX_AGE",
     "DEFAULT_RATE",
@@ -105,6 +108,8 @@ __all__ = [
     "Gap",
     "IndexLayouts",
     "Layouts",
+    "MigrationState",
+    "Migrations",
     "ORDER",
     "Parity",
     "Progress",

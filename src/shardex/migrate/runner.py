@@ -484,6 +484,12 @@ class Resharder(MigrationRunner):
 
         Refused (ReshardRefused) with no reshard, after ``retired``, or while one rolls back.
         """
+        await self.begin_rollback()
+        return await self.run(until="done")
+
+    async def begin_rollback(self) -> Routing:
+        """Store the rollback's first state (waiting out the lease if needed); ``run`` with
+        ``until="done"`` drives it. Refused as ``rollback`` is."""
         while True:
             routing = await self.routing()
             try:
@@ -495,8 +501,7 @@ class Resharder(MigrationRunner):
                 continue
             if await self._store(step.routing):
                 self._report(step.routing, None, step.why)
-                break
-        return await self.run(until="done")
+                return step.routing
 
     async def _sweep(self, routing: Routing) -> tuple[int, list[tuple[str, str]]]:
         """Move anything left on keys only the old layout has; name rows no placement names."""

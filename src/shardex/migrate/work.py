@@ -18,6 +18,7 @@ clean-up); ``work_units`` is the one loop in which a mover or a backfill takes u
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -311,7 +312,7 @@ async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[L, int]]]],
     ``eligible`` (given every record and the wall time) is leased at random and handed to
     ``process``; ``alone``, when given, is asked after the lease is taken and a False
     gives the lease back (two workers took rival units at one instant). Stops when every
-    unit is done or ``going()`` turns False.
+    unit is done or ``going()`` turns False; cancelled, it gives its lease back first.
     """
     while going():
         found = await pending()
@@ -331,4 +332,12 @@ async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[L, int]]]],
         if alone is not None and not await alone(taken[0]):
             await records.release(key, *taken)
             continue
-        await process(key, *taken)
+        try:
+            await process(key, *taken)
+        except asyncio.CancelledError:
+            # a bounded step was cut short: give the lease back, so the next step (or any
+            # worker) takes the unit from its last checkpoint at once, not at its expiry
+            mine = (await pending()).get(key)
+            if mine is not None and mine[0].owner == worker and not mine[0].done:
+                await records.release(key, *mine)
+            raise
