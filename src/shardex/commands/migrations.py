@@ -1,12 +1,14 @@
 """``shardex migrations``, and what ``reshard`` and ``adopt`` share: watching, Ctrl-C.
 
-``migrations list --store URI`` lists every reshard and adoption recorded in a store
-with the state each is in now (``--json``: ``shardex.migrations.list/1``: ``store`` and
-``migrations``, each ``index``, ``kind``, ``id``, ``state``, ``values``, ``started_at``
-and ``ended_at`` as ISO 8601 UTC). ``watch`` shows a status document every
-``--every`` seconds until no migration is under way, on an injected sleep so tests
-run it on virtual time. ``interrupted`` is the one line a ``run`` stopped by Ctrl-C
-prints: the state, that stopping is safe, and what to run next.
+``migrations list --store URI --index NAME...`` lists every reshard and adoption
+recorded for the indexes named (a store cannot list its indexes; ``--index`` falls back
+on ``SHARDEX_INDEX`` and the config profile) with the state each is in now (``--json``:
+``shardex.migrations.list/1``: ``store`` and ``migrations``, each ``index``, ``kind``,
+``id``, ``state``, ``values``, ``started_at`` and ``ended_at`` as ISO 8601 UTC).
+``watch`` shows a status document every ``--every`` seconds until no migration is under
+way, on an injected sleep so tests run it on virtual time. ``interrupted`` is the one
+line a ``run`` stopped by Ctrl-C prints: the state, that stopping is safe, and what to
+run next.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any
 import click
 
 from shardex.commands import output
+from shardex.commands.config import Setting
 from shardex.commands.connection import Connection, connection_options, open_with, store_option
+from shardex.commands.params import INDEX_NAME
 from shardex.documents import rounded
 
 __all__ = ["LIST_SCHEMA", "interrupted", "migrations", "runner_lines", "status_printer",
@@ -90,17 +94,20 @@ def migrations() -> None:
 
 @migrations.command("list")
 @store_option("Store URI whose migrations to list, e.g. dynamodb://TABLE.")
+@click.option("--index", "names", multiple=True, required=True, type=INDEX_NAME, cls=Setting,
+              setting="index", envvar="SHARDEX_INDEX", show_envvar=True,
+              help="An index whose migrations to list (repeat for more).")
 @connection_options
 @click.option("--json", "as_json", is_flag=True, help=f"Print {LIST_SCHEMA}.")
-def list_(uri: str, as_json: bool, connection: Connection) -> None:
-    """List every reshard and adoption recorded in the store, with its state now."""
+def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connection) -> None:
+    """List every reshard and adoption recorded for the indexes, with its state now."""
     from shardex.migrate.registry import migrations as recorded
     from shardex.migrate.status import iso
 
     async def read() -> list[dict[str, Any]]:
         async with open_with(uri, connection) as store:
             return [{**m.to_dict(), "started_at": iso(m.started_at),
-                     "ended_at": iso(m.ended_at)} for m in await recorded(store)]
+                     "ended_at": iso(m.ended_at)} for m in await recorded(store, names)]
 
     found = asyncio.run(read())
     if as_json:
@@ -109,7 +116,7 @@ def list_(uri: str, as_json: bool, connection: Connection) -> None:
         return
     out = output.console()
     if not found:
-        out.print(f"no migrations recorded in {uri}", highlight=False)
+        out.print(f"no migrations recorded for {', '.join(names)} in {uri}", highlight=False)
         return
     for m in found:
         ended = "" if m["ended_at"] is None else f", ended {m['ended_at']}"

@@ -1,11 +1,13 @@
-"""Every migration recorded in a store: one record per reshard or adoption, for listing.
+"""Every migration recorded for an index: one record per reshard or adoption, for listing.
 
-A migration's start writes ``migration/INDEX/ID`` (its index, kind, values and start
-time) in the store's ``shardex-migrations`` namespace, beside its own records; when it
+A migration's start writes ``migration/ID`` (its kind, values and start time) among the
+index's own records (a store holds its indexes' records apart, and a DynamoDB table in
+index-table mode holds one index alone, so the record lives with its index); when it
 ends the runner notes how (``stable`` or ``rolled-back``; an adoption's routing keeps
-its end state itself). ``migrations`` lists them all with the state each is in now: the
-live state from its index's routing record while it is under way, the noted end after.
-Writes are best effort past the start: a listing never blocks or fails a migration.
+its end state itself). ``migrations`` lists those of the indexes named with the state
+each is in now: the live state from the index's routing record while it is under way,
+the noted end after. Past the start, writes are best effort: a listing never fails a
+migration. Clean-ups of work records leave these alone (another prefix).
 """
 
 from __future__ import annotations
@@ -19,9 +21,8 @@ from shardex.routing import Routing
 from shardex.routing_record import RoutingRecord
 from shardex.stores.base import Store
 
-__all__ = ["MIGRATIONS", "Listed", "finish_migration", "migrations", "record_migration"]
+__all__ = ["Listed", "finish_migration", "migrations", "record_migration"]
 
-MIGRATIONS = "shardex-migrations"  # the namespace: index records use prefixes it never has
 _PREFIX = "migration/"
 Kind = Literal["reshard", "adoption"]
 
@@ -44,17 +45,17 @@ class Listed:
                 "ended_at": self.ended_at}
 
 
-def _key(index: str, migration: str) -> str:
-    return f"{_PREFIX}{index}/{migration}"
+def _key(migration: str) -> str:
+    return f"{_PREFIX}{migration}"
 
 
 async def record_migration(store: Store, index: str, kind: Kind, migration: str,
                            values: tuple[str, ...] | list[str], now: float) -> None:
     """Record that ``migration`` of ``index`` started (once: a second call is a no-op)."""
-    body = {"index": index, "kind": kind, "id": migration, "values": list(values),
-            "started_at": now, "ended": None, "ended_at": None}
+    body = {"kind": kind, "id": migration, "values": list(values), "started_at": now,
+            "ended": None, "ended_at": None}
     try:
-        await store.put_record(MIGRATIONS, _key(index, migration), body, expected=None)
+        await store.put_record(index, _key(migration), body, expected=None)
     except ConditionFailed:
         return  # recorded already (a start resumed after a crash)
 
@@ -63,10 +64,10 @@ async def finish_migration(store: Store, index: str, migration: str, how: str,
                            now: float) -> None:
     """Note how ``migration`` ended (best effort: a lost note shows as ``ended``)."""
     try:
-        found = await store.get_record(MIGRATIONS, _key(index, migration))
+        found = await store.get_record(index, _key(migration))
         if found is None:
             return
-        await store.put_record(MIGRATIONS, _key(index, migration),
+        await store.put_record(index, _key(migration),
                                {**found.body, "ended": how, "ended_at": now},
                                expected=found.revision)
     except ShardexError:
@@ -82,23 +83,21 @@ def _state(routing: Routing | None, kind: str, migration: str, ended: Any) -> st
     return ended if isinstance(ended, str) else "ended"
 
 
-async def migrations(store: Store) -> list[Listed]:
-    """Every migration recorded in ``store``, oldest first, with the state it is in now."""
-    found = await store.list_records(MIGRATIONS, _PREFIX)
-    routings: dict[str, Routing | None] = {}
+async def migrations(store: Store, indexes: list[str] | tuple[str, ...]) -> list[Listed]:
+    """Every migration recorded for ``indexes`` in ``store``, oldest first, with its state now."""
     listed = []
-    for key, record in found.items():
-        body = record.body
-        try:
-            index, kind, migration = str(body["index"]), str(body["kind"]), str(body["id"])
-            values, started = tuple(map(str, body["values"])), float(body["started_at"])
-            ended_at = None if body.get("ended_at") is None else float(body["ended_at"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MalformedItem(f"record {key!r} of {MIGRATIONS!r} in {store.uri} is not a "
-                                f"migration ({type(exc).__name__}: {exc})") from None
-        if index not in routings:
-            routings[index] = (await RoutingRecord(store, index).read())[0]
-        listed.append(Listed(index, kind, migration,
-                             _state(routings[index], kind, migration, body.get("ended")),
-                             values, started, ended_at))
+    for index in dict.fromkeys(indexes):
+        routing = (await RoutingRecord(store, index).read())[0]
+        for key, record in (await store.list_records(index, _PREFIX)).items():
+            body = record.body
+            try:
+                kind, migration = str(body["kind"]), str(body["id"])
+                values, started = tuple(map(str, body["values"])), float(body["started_at"])
+                ended_at = None if body.get("ended_at") is None else float(body["ended_at"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise MalformedItem(f"record {key!r} of index {index!r} in {store.uri} is not "
+                                    f"a migration ({type(exc).__name__}: {exc})") from None
+            listed.append(Listed(index, kind, migration,
+                                 _state(routing, kind, migration, body.get("ended")),
+                                 values, started, ended_at))
     return sorted(listed, key=lambda m: (m.started_at, m.index, m.id))
