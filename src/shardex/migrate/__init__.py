@@ -1,4 +1,33 @@
-"""Online reshard: change a live value's layout through adjacent routing states.
+"""Migrations: change a live value's layout through adjacent routing states, online.
+
+One package serves every layout change of an index: a reshard (N or strategy), a tier
+move (a reshard whose policy names another store: ``tiered``) and an adoption (an
+application's plain index -> a sharded one: ``adopter``, whose states
+``shardex.adoption`` draws). They share one model and its parts:
+
+- ``base.MigrationRunner``: the options, the routing record read and stored by
+  compare-and-set, the waits on the injected clock; ``Resharder`` and ``Adopter`` are it;
+- ``work``: the work records (a reshard's units, a backfill's Scan segments), leased by
+  compare-and-set, and ``work_units``, the one loop in which a worker takes a unit;
+- ``pace``: the one place a mover or a backfill sends a write (``paced``, AIMD);
+- ``verify``: both parity checks on one two-pass skeleton (``two_passes``);
+- ``status``: ``shardex.reshard.status/1`` and ``shardex.adopt.status/1``, counted from
+  the work records against a total fixed at start, with the runners holding leases;
+- ``registry``: the record each index keeps of its migrations (``shardex migrations``);
+- ``api.Migrations``: the programmatic API a loop (the autopilot) drives::
+
+      async with Migrations(store, "orders", rate=250.0) as migrations:
+          state = await migrations.start({"PENDING": ShardPolicy(16)})  # a batch of values
+          while state.state != "verified":
+              state = await migrations.step(30.0)   # at most 30 s of work, then back
+          state = await migrations.complete(600.0)  # cutover, then retire the old layout
+          # or: await migrations.rollback(), then step() until state.state == "stable"
+
+  ``state()`` reads state, total, moved, remaining, parity, ``ready_at`` and runners from
+  the routing and the work records. One migration per index at a time (a second start
+  is refused until the first ends); a batch of values moves in one.
+
+A reshard, state by state:
 
 The routing record holds the state; every client follows it (``Routing.writing``: the
 layout writes follow; ``Routing.read_keys``: the keys reads cover)::
