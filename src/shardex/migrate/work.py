@@ -96,6 +96,8 @@ class PlanRecord:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], where: str) -> PlanRecord:
+        if "planned" not in body and "segments" in body:  # a backfill planned before totals
+            body = {"planned": True, "units": body["segments"], "owner": None, "expires": 0.0}
         try:
             planned, units, owner = body["planned"], body["units"], body["owner"]
             expires, total = float(body["expires"]), body.get("total")
