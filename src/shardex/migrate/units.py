@@ -243,7 +243,8 @@ class Segment:
         return not self.done and self.owner is not None and self.expires > now
 
     def leased(self, owner: str | None, now: float, until: float) -> Segment:
-        return replace(self, owner=owner, expires=until, started_at=self.started_at or now)
+        return replace(self, owner=owner, expires=until, started_at=self.started_at
+                       or (None if owner is None else now))
 
     def saved(self, now: float, until: float) -> Segment:
         return replace(self, saved_at=now, expires=until,
