@@ -292,7 +292,7 @@ class Adopter(MigrationRunner):
                                  "adoption was being started; nothing was started: run "
                                  "'shardex adopt status'")
         await record_migration(self.store, self.name, "adoption", adoption.id,
-                               adoption.values, self._clock.wall())
+                               adoption.values, clock=self._clock, rng=self._rng)
         return AdoptPlan(new, 0, created=False, exists=True, stored=True, projection={})
 
     async def _meta_table(self) -> None:

@@ -6,17 +6,22 @@ index-table mode holds one index alone, so the record lives with its index); whe
 ends the runner notes how (``stable`` or ``rolled-back``; an adoption's routing keeps
 its end state itself). ``migrations`` lists those of the indexes named with the state
 each is in now: the live state from the index's routing record while it is under way,
-the noted end after. Past the start, writes are best effort: a listing never fails a
-migration. Clean-ups of work records leave these alone (another prefix).
+the noted end after. Its writes are retried patiently and best effort: a listing never
+fails a migration. Clean-ups of work records leave these alone (another prefix).
 """
 
 from __future__ import annotations
 
+import contextlib
+import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shardex.errors import ConditionFailed, MalformedItem, ShardexError
+from shardex.clock import Clock
+from shardex.errors import MalformedItem, ShardexError
+from shardex.migrate.layouts import PATIENT
 from shardex.migrate.states import state_of
+from shardex.retry import call_with_retry
 from shardex.routing import Routing
 from shardex.routing_record import RoutingRecord
 from shardex.stores.base import Store
@@ -50,28 +55,33 @@ def _key(migration: str) -> str:
 
 
 async def record_migration(store: Store, index: str, kind: Kind, migration: str,
-                           values: tuple[str, ...] | list[str], now: float) -> None:
-    """Record that ``migration`` of ``index`` started (once: a second call is a no-op)."""
-    body = {"kind": kind, "id": migration, "values": list(values), "started_at": now,
+                           values: tuple[str, ...] | list[str], *, clock: Clock,
+                           rng: random.Random) -> None:
+    """Record that ``migration`` of ``index`` started (once: a second call is a no-op).
+
+    Retried under a patient policy; a store that still refuses leaves the migration
+    unlisted rather than failing it.
+    """
+    body = {"kind": kind, "id": migration, "values": list(values), "started_at": clock.wall(),
             "ended": None, "ended_at": None}
-    try:
-        await store.put_record(index, _key(migration), body, expected=None)
-    except ConditionFailed:
-        return  # recorded already (a start resumed after a crash)
+    with contextlib.suppress(ShardexError):  # ConditionFailed: recorded already (a resumed start)
+        await call_with_retry(lambda: store.put_record(index, _key(migration), body,
+                                                       expected=None),
+                              PATIENT, clock=clock, rng=rng)
 
 
-async def finish_migration(store: Store, index: str, migration: str, how: str,
-                           now: float) -> None:
+async def finish_migration(store: Store, index: str, migration: str, how: str, *,
+                           clock: Clock, rng: random.Random) -> None:
     """Note how ``migration`` ended (best effort: a lost note shows as ``ended``)."""
-    try:
+    async def note() -> None:
         found = await store.get_record(index, _key(migration))
-        if found is None:
-            return
-        await store.put_record(index, _key(migration),
-                               {**found.body, "ended": how, "ended_at": now},
-                               expected=found.revision)
-    except ShardexError:
-        return
+        if found is not None:
+            await store.put_record(index, _key(migration),
+                                   {**found.body, "ended": how, "ended_at": clock.wall()},
+                                   expected=found.revision)
+
+    with contextlib.suppress(ShardexError):
+        await call_with_retry(note, PATIENT, clock=clock, rng=rng)
 
 
 def _state(routing: Routing | None, kind: str, migration: str, ended: Any) -> str:

@@ -313,7 +313,7 @@ class Resharder(MigrationRunner):
                                  "reshard was being planned (another start?); nothing was "
                                  "started: run 'shardex reshard status'")
         await record_migration(self.store, self.name, "reshard", new.reshard.id,
-                               new.reshard.values, self._clock.wall())
+                               new.reshard.values, clock=self._clock, rng=self._rng)
         return StartPlan(new, plans, stored=True)
 
     def _busy(self, routing: Routing) -> str:
@@ -355,7 +355,7 @@ class Resharder(MigrationRunner):
                         await self._records(routing).cleanup()
                         await finish_migration(self.store, self.name, meta.id, "rolled-back"
                                                if meta.direction == "rollback" else "stable",
-                                               self._clock.wall())
+                                               clock=self._clock, rng=self._rng)
             elif isinstance(step, states.Move):
                 await self._move(routing)
             elif isinstance(step, states.Verify):
