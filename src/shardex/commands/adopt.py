@@ -22,6 +22,12 @@ import click
 
 from shardex.commands import output
 from shardex.commands.connection import index_option, store_option
+from shardex.commands.controls import (
+    controls_lines,
+    controls_status,
+    register,
+    sharing_options,
+)
 from shardex.commands.migrations import interrupted, runner_lines, status_printer
 from shardex.commands.migrations import watch as watching
 from shardex.commands.params import (
@@ -180,7 +186,8 @@ def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribut
 @adopt.command()
 @_store_options
 @click.option("--rate", default=250.0, show_default=True, type=RATE,
-              help="Write units a second the backfill may put on any one shard key.")
+              help="Write units a second the backfill may put on any one shard key, every "
+                   "process together (the first run's; change it with throttle --rate).")
 @click.option("--workers", default=1, show_default=True, type=WORKERS,
               help="Scan segments worked at once by this process.")
 @click.option("--segments", default=8, show_default=True, type=count(1, 1_000_000),
@@ -189,12 +196,14 @@ def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribut
               help="Seconds a worker holds a segment between checkpoints.")
 @click.option("--every", default=5.0, show_default=True, type=number(0, 3600),
               help="Seconds between progress lines.")
+@sharing_options
 def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_lease: float,
-        every: float) -> None:
+        every: float, sharing: Any) -> None:
     """Backfill the shard attribute on every item (resuming wherever it stopped)."""
     async def fill() -> Any:
         async with _adopter(uri, name, rate=rate, workers=workers, segments=segments,
-                            unit_lease=unit_lease, progress=_Lines(every)) as adopter:
+                            unit_lease=unit_lease, progress=_Lines(every),
+                            sharing=sharing) as adopter:
             return await adopter.run()
 
     try:
@@ -301,6 +310,7 @@ def rollback(uri: str, name: str) -> None:
 async def _status(uri: str, name: str, max_age: float) -> dict[str, Any]:
     async with _adopter(uri, name, max_age=max_age) as adopter:
         doc: dict[str, Any] = await adopter.status(uri=uri)
+        doc["controls"] = await controls_status(adopter.store, name, doc["adoption_id"])
         return doc
 
 
@@ -344,8 +354,11 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     lines += runner_lines(doc)
     lines.append(f"  next step possible from {doc['ready_at']} (the routing's lease and the "
                  "margin after the last change)")
-    lines += parity_lines(doc["parity"])
+    lines += parity_lines(doc["parity"]) + controls_lines(doc.get("controls"))
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old index's path may be retired from "
                      f"{doc['retire_after']}")
     return lines + steps_lines(doc["next_steps"])
+
+
+register(adopt, "adopt")

@@ -9,7 +9,9 @@ application's plain index -> a sharded one: ``adopter``, whose states
   compare-and-set, the waits on the injected clock; ``Resharder`` and ``Adopter`` are it;
 - ``work``: the work records (a reshard's units, a backfill's Scan segments), leased by
   compare-and-set, and ``work_units``, the one loop in which a worker takes a unit;
-- ``pace``: the one place a mover or a backfill sends a write (``paced``, AIMD);
+- ``pace``: the one place a mover or a backfill sends a write (``paced``, AIMD), within
+  the migration's one rate budget shared by every process (``budget``) under its live
+  controls (``control``: pause, resume, throttle);
 - ``verify``: both parity checks on one two-pass skeleton (``two_passes``);
 - ``status``: ``shardex.reshard.status/1`` and ``shardex.adopt.status/1``, counted from
   the work records against a total fixed at start, with the runners holding leases;

@@ -8,6 +8,7 @@ race are told apart by the compare-and-set. Waits run on the injected clock.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -25,6 +26,7 @@ from shardex.errors import InvalidInput, NotFound, ReshardRefused
 from shardex.index import ShardedIndex
 from shardex.migrate.backfill import Backfill, CopyBackfill, ShardBackfill
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
+from shardex.migrate.budget import Sharing
 from shardex.migrate.mover import MOVER_RETRY
 from shardex.migrate.registry import record_migration
 from shardex.migrate.status import adopt_status_document
@@ -88,7 +90,8 @@ class Adopter(MigrationRunner):
     worked at once in this process, each leased for ``unit_lease`` seconds, out of
     ``segments`` (decided by the first ``run``). ``settle`` is waited before verify reads
     gaps again (default 2 s). ``progress`` gets a line of text as steps advance.
-    ``clock`` and ``seed`` make it run on virtual time, reproducibly. Use ``async with``.
+    ``clock`` and ``seed`` make it run on virtual time, reproducibly; ``sharing`` makes
+    ``rate`` the adoption's one budget (``MigrationRunner``). Use ``async with``.
     """
 
     def __init__(self, store: Store | str, name: str, *, source: str | None = None,
@@ -101,7 +104,8 @@ class Adopter(MigrationRunner):
                  clock: Clock | None = None, seed: int | None = None,
                  routing_ttl: float = 5.0, routing_lease: float = DEFAULT_LEASE,
                  build_within: float = _BUILD_WITHIN,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None,
+                 sharing: Sharing | None = None) -> None:
         check_numbers(settle=settle + 1, build_within=build_within)
         opened = open_store(store) if isinstance(store, str) else store
         if not isinstance(opened, DynamoDBStore):
@@ -120,7 +124,7 @@ class Adopter(MigrationRunner):
                 "shardex's: use sort_owner=application, or leave sort_owner out")
         super().__init__(opened, name, rate=rate, read_rate=read_rate, workers=workers,
                          unit_lease=unit_lease, max_age=max_age, worker=worker, clock=clock,
-                         seed=seed, segments=segments)
+                         seed=seed, sharing=sharing, segments=segments)
         self.store: DynamoDBStore = opened
         self.source = source
         self.attribute = attribute
@@ -344,16 +348,18 @@ class Adopter(MigrationRunner):
             "clock": self._clock, "rate": self.rate, "read_rate": self.read_rate,
             "workers": self.workers, "lease": self.unit_lease, "worker": self.worker,
             "seed": self._rng.randrange(2**32), "progress": report}
-        if adoption.kind == "gsi":
-            fill: Backfill = ShardBackfill(self._tools(adoption.attribute), records,
-                                           lambda: index.routing, **options)
-            await fill.run()
-        else:
-            # the copies see throttles themselves, to pace by them
-            async with ShardedIndex(self.store, self.name, retry=MOVER_RETRY,
-                                    clock=self._clock, seed=self._seed) as copying:
+        async with contextlib.AsyncExitStack() as stack:
+            options["budget"] = await self.budget(stack, adoption.id)
+            if adoption.kind == "gsi":
+                fill: Backfill = ShardBackfill(self._tools(adoption.attribute), records,
+                                               lambda: index.routing, **options)
+            else:
+                # the copies see throttles themselves, to pace by them
+                copying = await stack.enter_async_context(ShardedIndex(
+                    self.store, self.name, retry=MOVER_RETRY, clock=self._clock,
+                    seed=self._seed))
                 fill = CopyBackfill(self._table_tools(adoption), records, copying, **options)
-                await fill.run()
+            await fill.run()
         return await self.backfilled(adoption)
 
     # -- verify, cutover, complete, rollback ---------------------------------------------

@@ -31,6 +31,7 @@ from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidKey, OutcomeUnknown, Throttled, Unavailable
 from shardex.index import ShardedIndex
 from shardex.keys import validate_value
+from shardex.migrate.budget import Budget
 from shardex.migrate.layouts import PATIENT
 from shardex.migrate.pace import ATTEMPTS, Pace, paced
 from shardex.migrate.units import Segment
@@ -59,15 +60,19 @@ class Backfill(abc.ABC):
 
     ``routing()`` returns the layout the shard attributes follow (the index's cached
     routing); ``segments`` holds the leases; ``worker`` names this process in leases of
-    ``lease`` seconds. ``progress`` is called after each checkpoint.
+    ``lease`` seconds. ``progress`` is called after each checkpoint. With a ``budget``
+    (``shardex.migrate.budget``) the writes to each shard key keep within the adoption's
+    budget, shared with every other process, and follow its controls (pause, rate).
     """
 
     def __init__(self, tools: Scanner, segments: Segments,
                  routing: Callable[[], Routing],
                  *, clock: Clock, rate: float, read_rate: float, workers: int, lease: float,
                  worker: str, seed: int | None = None,
-                 progress: Callable[[], None] | None = None) -> None:
+                 progress: Callable[[], None] | None = None,
+                 budget: Budget | None = None) -> None:
         self.tools = tools
+        self.budget = budget
         self.segments = segments
         self._routing = routing
         self._clock = clock
@@ -148,9 +153,12 @@ class Backfill(abc.ABC):
     async def _paced(self, target: str, write: Callable[[], Awaitable[T]]) -> T | None:
         """``write()`` at the pace of shard key ``target`` (None: the store never answered).
         Other errors are the caller's."""
-        pace = self._paces.setdefault(target, Pace(self._rate, self._clock))
+        # the shared budget, when there is one, paces each key for every process at once
+        pace = None if self.budget is not None else self._paces.setdefault(
+            target, Pace(self._rate, self._clock))
         try:
-            return await paced(pace, self._cost, write, clock=self._clock, rng=self._rng)
+            return await paced(pace, self._cost, write, clock=self._clock, rng=self._rng,
+                               budget=self.budget, key=target)
         except Unavailable:
             return None
 

@@ -9,6 +9,7 @@ process got there first) and waits on the injected clock, saying what it waits f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
@@ -19,6 +20,7 @@ from typing import Any
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput
 from shardex.index import ShardedIndex, store_routing
+from shardex.migrate.budget import Budget, Sharing
 from shardex.routing import Routing
 from shardex.stores import open_store
 from shardex.stores.base import Store
@@ -64,11 +66,14 @@ class MigrationRunner:
     leased for ``unit_lease`` seconds; ``max_age`` bounds the age of the parity report a
     cutover relies on. ``worker`` names this process in leases (default: host, pid and
     a tag). ``clock`` and ``seed`` make it run on virtual time, reproducibly.
+    ``sharing`` (``shardex.migrate.budget.Sharing``) makes ``rate`` the migration's one
+    budget, shared with every other runner's movers, under live controls (pause, rate).
     """
 
     def __init__(self, store: Store | str, name: str, *, rate: float, read_rate: float | None,
                  workers: int, unit_lease: float, max_age: float, worker: str | None,
-                 clock: Clock | None, seed: int | None, **counts: int) -> None:
+                 clock: Clock | None, seed: int | None, sharing: Sharing | None = None,
+                 **counts: int) -> None:
         check_numbers(rate=rate, unit_lease=unit_lease, max_age=max_age,
                       read_rate=read_rate or 1.0)
         check_counts(workers=workers, **counts)
@@ -83,6 +88,17 @@ class MigrationRunner:
         self._clock: Clock = clock or LoopClock()
         self._rng = random.Random(seed)
         self._seed = seed
+        self.sharing = sharing
+
+    async def budget(self, stack: contextlib.AsyncExitStack, migration: str) -> Budget | None:
+        """The migration's one budget under its live controls, entered on ``stack``
+        (None without ``sharing``: each process keeps to ``rate`` alone)."""
+        if self.sharing is None:
+            return None
+        budget: Budget = await stack.enter_async_context(self.sharing.budget(
+            self.store, self.name, migration, rate=self.rate, owner=self.worker,
+            clock=self._clock, rng=self._rng))
+        return budget
 
     async def control(self) -> ShardedIndex:
         """The index whose routing record the runner reads and stores (opened)."""

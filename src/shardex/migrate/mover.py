@@ -30,6 +30,7 @@ from shardex.errors import (
     OutcomeUnknown,
     Unavailable,
 )
+from shardex.migrate.budget import Budget
 from shardex.migrate.layouts import Layouts, target_of
 from shardex.migrate.pace import Pace, paced, read_page
 from shardex.migrate.states import MOVING
@@ -58,7 +59,9 @@ class Mover:
     ``progress`` is called after each checkpoint. ``spent`` accumulates the write units
     (estimated from entry sizes) the mover spent on each source key, per second of the
     clock: what it added to the key it drains; ``landed`` the same on each key it moved
-    entries to.
+    entries to. With a ``budget`` (``shardex.migrate.budget``), the writes on each source
+    key also keep within the migration's budget, shared with every other process, and
+    follow its controls (pause, rate).
     """
 
     def __init__(self, layouts: Layouts, records: WorkRecords, *, clock: Clock,
@@ -66,8 +69,10 @@ class Mover:
                  worker: str, split_every: int = DEFAULT_SPLIT, seed: int | None = None,
                  progress: Callable[[], None] | None = None,
                  spent: dict[str, dict[int, float]] | None = None,
-                 landed: dict[str, dict[int, float]] | None = None) -> None:
+                 landed: dict[str, dict[int, float]] | None = None,
+                 budget: Budget | None = None) -> None:
         self.layouts = layouts
+        self.budget = budget
         self.records = records
         self._clock = clock
         self._rate = rate
@@ -228,7 +233,7 @@ class Mover:
             moved = await paced(pace, cost, lambda: self.layouts.move(
                 entry, value=unit.value, source=unit.source,
                 reshard=self.records.reshard_id, generation=unit.generation),
-                clock=self._clock, rng=self._rng)
+                clock=self._clock, rng=self._rng, budget=self.budget, key=unit.source)
         except (Unavailable, OutcomeUnknown, ConditionFailed, MalformedItem) as exc:
             # a hot or damaged item: the parity check names it, another pass retries
             log.warning("reshard: %s", exc)

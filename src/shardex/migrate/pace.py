@@ -3,8 +3,8 @@
 ``Pace`` wraps the pure ``AdaptiveRate`` (AIMD: a throttle halves the rate, each second
 without one raises it back toward its ceiling); ``read_page`` reads one page of a key at
 a read pace; ``paced`` is the one place where a mover or a backfill sends a write: at its
-key's pace, a throttle slowing the pace and trying again, an unavailable store tried
-again after a backoff.
+key's pace and within the migration's shared budget (``shardex.migrate.budget``), a
+throttle slowing both and trying again, an unavailable store tried again after a backoff.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TypeVar
 from shardex.admission import AdaptiveRate, RateState
 from shardex.clock import Clock
 from shardex.errors import Throttled, Unavailable
+from shardex.migrate.budget import Budget
 from shardex.migrate.layouts import PATIENT, Layouts
 from shardex.stores.base import Position, QueryPage
 
@@ -59,18 +60,26 @@ async def read_page(layouts: Layouts, key: str, after: Position | None, limit: i
     return page
 
 
-async def paced(pace: Pace, cost: float, write: Callable[[], Awaitable[T]], *, clock: Clock,
-                rng: random.Random, attempts: int = ATTEMPTS) -> T:
-    """``write()`` at ``pace``, costing ``cost`` units: a throttle slows the pace and tries
-    again; Unavailable is tried again after a backoff and raised after ``attempts``
-    failures. Other errors are the caller's."""
+async def paced(pace: Pace | None, cost: float, write: Callable[[], Awaitable[T]], *,
+                clock: Clock, rng: random.Random, attempts: int = ATTEMPTS,
+                budget: Budget | None = None, key: str = "") -> T:
+    """``write()`` at ``pace`` and within ``budget`` (the migration's one budget, shared by
+    every process, under its live controls) on shard key ``key``, costing ``cost`` units:
+    a throttle slows both and tries again; Unavailable is tried again after a backoff and
+    raised after ``attempts`` failures. Other errors are the caller's."""
     failures = 0
     while True:
-        await pace.wait(cost)
+        if pace is not None:
+            await pace.wait(cost)
+        if budget is not None:
+            await budget.spend({key: cost})
         try:
             result = await write()
         except Throttled:
-            pace.throttled()
+            if pace is not None:
+                pace.throttled()
+            if budget is not None:
+                await budget.throttled()
             continue
         except Unavailable:
             failures += 1
@@ -78,5 +87,6 @@ async def paced(pace: Pace, cost: float, write: Callable[[], Awaitable[T]], *, c
                 raise
             await clock.sleep(PATIENT.backoff(failures, rng))
             continue
-        pace.succeeded()
+        if pace is not None:
+            pace.succeeded()
         return result

@@ -25,6 +25,7 @@ from shardex.errors import InvalidInput, InvalidRouting, ReshardRefused
 from shardex.index import ShardedIndex
 from shardex.migrate import states
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
+from shardex.migrate.budget import Budget, Sharing
 from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.migrate.mover import MOVER_RETRY, Mover
 from shardex.migrate.pace import Pace, read_page
@@ -137,7 +138,8 @@ class Resharder(MigrationRunner):
     ``IndexLayouts``, the index's shard keys, or ``TierLayouts`` with ``tiers``).
     ``tiers`` (as ``ShardedIndex``'s) names the store of each tier the layouts name; a
     value whose policy changes tier moves between stores (``shardex.migrate.tiered``).
-    Use ``async with``.
+    ``sharing`` makes ``rate`` the reshard's one budget (``MigrationRunner``). Use
+    ``async with``.
     """
 
     def __init__(self, store: Store | str, name: str, *, rate: float = DEFAULT_RATE,
@@ -149,11 +151,12 @@ class Resharder(MigrationRunner):
                  progress: Callable[[Progress], None] | None = None,
                  recorder: Recorder | None = None,
                  layouts: Callable[[ShardedIndex, Clock, random.Random], Layouts] | None = None,
-                 tiers: Mapping[str, Store | str] | None = None) -> None:
+                 tiers: Mapping[str, Store | str] | None = None,
+                 sharing: Sharing | None = None) -> None:
         check_numbers(settle=1.0 if settle is None else settle + 1)
         super().__init__(store, name, rate=rate, read_rate=read_rate, workers=workers,
                          unit_lease=unit_lease, max_age=max_age, worker=worker, clock=clock,
-                         seed=seed, split_every=split_every)
+                         seed=seed, sharing=sharing, split_every=split_every)
         self._settle = settle
         self._split = split_every
         self._progress = progress
@@ -204,12 +207,12 @@ class Resharder(MigrationRunner):
         return WorkRecords(self.store, self.name, routing.reshard.id, clock=self._clock,
                            rng=self._rng)
 
-    def _mover(self, routing: Routing) -> Mover:
+    def _mover(self, routing: Routing, budget: Budget | None = None) -> Mover:
         return Mover(self.layouts, self._records(routing), clock=self._clock, rate=self.rate,
                      read_rate=self.read_rate, workers=self.workers,
                      unit_lease=self.unit_lease, worker=self.worker,
                      split_every=self._split, seed=self._rng.randrange(2**32),
-                     spent=self.mover_units, landed=self.mover_landed)
+                     spent=self.mover_units, landed=self.mover_landed, budget=budget)
 
     async def units(self, routing: Routing) -> list[Unit]:
         """Every work unit of the reshard in ``routing``, of every generation."""
@@ -375,10 +378,12 @@ class Resharder(MigrationRunner):
 
     async def _move(self, routing: Routing) -> None:
         await self._patiently(self._moving.refresh_routing)
-        mover = self._mover(routing)
         reporter = asyncio.ensure_future(self._keep_reporting(routing))
         try:
-            await mover.run(routing)
+            async with contextlib.AsyncExitStack() as stack:
+                assert routing.reshard is not None
+                budget = await self.budget(stack, routing.reshard.id)
+                await self._mover(routing, budget).run(routing)
         finally:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):

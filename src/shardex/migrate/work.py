@@ -12,8 +12,9 @@ while one process surveys the source keys, so one plan is made; it keeps the tot
 migration set out to move, fixed at start, which status reports against the counts of
 the unit records (``tally``), never against a store's own estimate.
 
-``Records`` holds what both kinds share (patient reads, compare-and-set writes, leases,
-clean-up); ``work_units`` is the one loop in which a mover or a backfill takes units.
+``Records`` holds patient reads and compare-and-set writes (the autopilot keeps its own
+records on it); ``Leases`` what both kinds of work share (leases, clean-up);
+``work_units`` is the one loop in which a mover or a backfill takes units.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from shardex.migrate.units import Segment, Unit
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Record, Store
 
-__all__ = ["Leased", "PlanRecord", "Records", "Runner", "Segments", "WorkRecords",
+__all__ = ["Leased", "Leases", "PlanRecord", "Records", "Runner", "Segments", "WorkRecords",
            "runners", "work_units"]
 
 T = TypeVar("T")
@@ -117,17 +118,14 @@ def _count(raw: Any) -> bool:
 
 
 class Records:
-    """Work records of index ``namespace`` in ``store`` under ``prefix``, read and written
-    under ``retry``; each write a compare-and-set on the revision the writer read, so two
-    workers that read the same record meet on it and one of them loses."""
+    """Records of index ``namespace`` in ``store``, read and written under ``retry``; each
+    write a compare-and-set on the revision the writer read, so two workers that read the
+    same record meet on it and one of them loses."""
 
-    kind = ""
-
-    def __init__(self, store: Store, namespace: str, prefix: str, *, clock: Clock,
+    def __init__(self, store: Store, namespace: str, *, clock: Clock,
                  rng: random.Random | None = None, retry: RetryPolicy = PATIENT) -> None:
         self.store = store
         self.namespace = namespace
-        self.prefix = prefix
         self._clock = clock
         self._rng = rng or random.Random()
         self._retry = retry
@@ -162,7 +160,19 @@ class Records:
             return None
         return PlanRecord.from_body(record.body, self._where(key)), record.revision
 
-    # -- leases (each a compare-and-set) ------------------------------------------------
+
+
+class Leases(Records):
+    """Work records under ``prefix`` that workers lease (units, segments); ``kind`` is the
+    prefix every migration of this kind's records share (clean-up)."""
+
+    kind = ""
+
+    def __init__(self, store: Store, namespace: str, prefix: str, *, clock: Clock,
+                 rng: random.Random | None = None, retry: RetryPolicy = PATIENT) -> None:
+        super().__init__(store, namespace, clock=clock, rng=rng, retry=retry)
+        self.prefix = prefix
+
 
     async def acquire(self, key: str, unit: L, revision: int, owner: str,
                       lease: float) -> tuple[L, int] | None:
@@ -203,7 +213,7 @@ class Records:
         return gone
 
 
-class WorkRecords(Records):
+class WorkRecords(Leases):
     """The plan and unit records of reshard ``reshard_id`` of index ``namespace``."""
 
     kind = RESHARD
@@ -258,7 +268,7 @@ class WorkRecords(Records):
         return await super().cleanup(keep=None if keep is None else f"{RESHARD}{keep}/")
 
 
-class Segments(Records):
+class Segments(Leases):
     """The plan and segment records of adoption ``adoption_id`` of index ``namespace``."""
 
     kind = ADOPT
@@ -303,7 +313,7 @@ class Segments(Records):
 
 
 async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[L, int]]]],
-                     process: Callable[[str, L, int], Awaitable[None]], *, records: Records,
+                     process: Callable[[str, L, int], Awaitable[None]], *, records: Leases,
                      worker: str, lease: float, clock: Clock, rng: random.Random,
                      eligible: Callable[[L, list[L], float], bool] = lambda u, all_, now: True,
                      alone: Callable[[L], Awaitable[bool]] | None = None,
