@@ -404,35 +404,42 @@ async def writes_on_azure(endpoint: str, count: int) -> dict[str, float]:
                                                   **more}
 
             async def replay(calls: list[tuple[str, dict[str, Any], Any]]) -> None:
-                etags: dict[str, str] = {}  # the recorded table's ETag -> this table's
+                # each row's ETag as this table answered it, sent where shardex sent one
+                etags: dict[tuple[str, str], str] = {}
 
-                def tag(etag: str | None) -> str | None:
-                    return None if etag is None else etags[etag]
+                def row(entity: dict[str, Any]) -> tuple[str, str]:
+                    return entity["PartitionKey"], entity["RowKey"]
 
-                for operation, params, answer in calls:
+                for operation, params, _ in calls:
                     if operation == "get":
+                        key = (params["partition"], params["row"])
                         try:
-                            found = await sdk.get_entity(params["partition"], params["row"],
-                                                         select=params.get("select"))
+                            found = await sdk.get_entity(*key, select=params.get("select"))
                         except ResourceNotFoundError:
                             continue
-                        etags[answer[1]] = found.metadata["etag"]
+                        etags[key] = found.metadata["etag"]
                     elif operation == "create":
-                        etags[answer] = (await sdk.create_entity(params["entity"]))["etag"]
+                        entity = params["entity"]
+                        etags[row(entity)] = (await sdk.create_entity(entity))["etag"]
                     elif operation == "update":
-                        etags[answer] = (await sdk.update_entity(params["entity"], **options(
-                            tag(params.get("etag")),
+                        entity = params["entity"]
+                        etags[row(entity)] = (await sdk.update_entity(entity, **options(
+                            params.get("etag") and etags[row(entity)],
                             mode=merge if params.get("merge", True) else replace)))["etag"]
                     elif operation == "delete":
-                        await sdk.delete_entity(params["partition"], params["row"],
-                                                **options(tag(params.get("etag"))))
+                        key = (params["partition"], params["row"])
+                        await sdk.delete_entity(*key, **options(params.get("etag")
+                                                                and etags[key]))
                     else:
+                        batch = params["operations"]
                         results = await sdk.submit_transaction([
-                            ("update", entity, options(tag(etag), mode=merge))
-                            if kind == "merge" else (kind, entity, options(tag(etag)))
-                            for kind, entity, etag in params["operations"]])
-                        etags.update(zip(answer, (r.get("etag") for r in results),
-                                         strict=True))
+                            ("update" if kind == "merge" else kind, entity,
+                             options(etag and etags[row(entity)],
+                                     **({"mode": merge} if kind == "merge" else {})))
+                            for kind, entity, etag in batch])
+                        for (_, entity, _), result in zip(batch, results, strict=True):
+                            if result.get("etag"):
+                                etags[row(entity)] = result["etag"]
 
             async def one_put(i: int) -> None:  # the entry row alone, no placement
                 await sdk.upsert_entity({"PartitionKey": "plain", "RowKey": f"{i:06d}!p-{i:06d}",
