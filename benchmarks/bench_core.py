@@ -15,7 +15,15 @@ Run: .venv/bin/python benchmarks/bench_core.py [--quick]
    pages): this process's CPU time (``time.process_time``), blocks of each alternating.
    Run under ``scripts/dynamodb-local run scripts/azurite run``; a store whose endpoint
    is not set is left out (``--skip-stores`` leaves both out).
-3. The demo's accepted writes/s, sharded over unsharded, for the same seed and load, on
+3. CPU per put (a new item) and per move (PENDING -> SHIPPED) against the raw client
+   (``--writes`` items, blocks alternating): the very requests shardex made for the same
+   writes (recorded on a second table, then sent by hand to the measured one: on
+   DynamoDB Local the GetItem and TransactWriteItems with aiobotocore, on Azurite the
+   SDK's calls with each row's ETag as this table answered it), so the ratio is
+   shardex's own overhead; and "plain", the one request (two for a move across
+   partitions) of an index without placements, so the gap splits into the share the
+   extra requests of a fenced write cost and the share that is shardex's code.
+4. The demo's accepted writes/s, sharded over unsharded, for the same seed and load, on
    the demo's table (``DEMO_TABLE``), and the share of the sharded run's writes a new
    on-demand table would accept (rate engine).
 Every figure is measured in this run; ratios compare numbers from this run only.
