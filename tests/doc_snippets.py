@@ -172,7 +172,8 @@ _NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
 def _tokens(text: str) -> list[str]:
-    return _BOX.sub(" ", text).split()
+    """Words, without table borders or the shell quotes around a word."""
+    return [word.strip("'\"") or word for word in _BOX.sub(" ", text).split()]
 
 
 def _pattern(piece: str, exact: bool) -> str:
@@ -189,9 +190,9 @@ def _pattern(piece: str, exact: bool) -> str:
     return "".join(parts)
 
 
-def _segments(expected: str, exact: bool) -> list[list[re.Pattern[str]]]:
-    """The doc's words as runs of word patterns, split where the doc elides (``...``)."""
-    segments: list[list[re.Pattern[str]]] = [[]]
+def _segments(expected: str, exact: bool) -> list[list[tuple[str, re.Pattern[str]]]]:
+    """The doc's words (with their patterns) in runs, split where the doc elides (``...``)."""
+    segments: list[list[tuple[str, re.Pattern[str]]]] = [[]]
     for token in _tokens(expected):
         pieces = re.split(r"\.\.\.|…", token)
         for k, piece in enumerate(pieces):
@@ -200,7 +201,7 @@ def _segments(expected: str, exact: bool) -> list[list[re.Pattern[str]]]:
             if piece:
                 head = ".*" if k else ""
                 tail = ".*" if k < len(pieces) - 1 else ""
-                segments[-1].append(re.compile(head + _pattern(piece, exact) + tail))
+                segments[-1].append((piece, re.compile(head + _pattern(piece, exact) + tail)))
     return [segment for segment in segments if segment]
 
 
@@ -214,13 +215,14 @@ def shape_mismatch(expected: str, actual: str, *, exact: bool = False) -> str | 
     """
     words = _tokens(actual)
     at = 0
-    for patterns in _segments(expected, exact):
+    for segment in _segments(expected, exact):
+        patterns = [pattern for _, pattern in segment]
         found = next((start for start in range(at, len(words) - len(patterns) + 1)
                       if all(p.fullmatch(words[start + k]) for k, p in enumerate(patterns))),
                      None)
         if found is None:
             best = _longest_prefix(patterns, words, at)
-            shown = " ".join(p.pattern.replace("\\", "") for p in patterns[:best + 1])
+            shown = " ".join(word for word, _ in segment[:best + 1])
             return f"no match for the doc's words {shown[-200:]!r} after word {at} of the output"
         at = found + len(patterns)
     return None

@@ -38,8 +38,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import pytest
 
+from shardex.cli import cli
 from tests import azurite, cosmos_server, dynamodb_local
 from tests.doc_snippets import (
     DOCS,
@@ -234,7 +236,7 @@ class DocRun:
         env = self.block_env(snippet)
         self.setup(snippet, env)
         if snippet.has("synopsis"):
-            self.synopsis(snippet, text, env)
+            self.synopsis(snippet, text)
             return
         if kind == "command":
             ran = self.bash("set -eo pipefail\n" + text, snippet, env)
@@ -300,18 +302,20 @@ class DocRun:
                                   f"the doc does not show: {mismatch}\n"
                                   f"{self.last.output[-4000:]}")
 
-    def synopsis(self, snippet: Snippet, text: str, env: dict[str, str]) -> None:
-        """Every option a synopsis names is one its command's --help lists."""
-        helps: dict[str, str] = {}
-        for command, options in synopsis_commands(text):
-            words = " ".join(command)
-            if words not in helps:
-                ran = self.bash(f"{words} --help", snippet, env)
-                assert ran.code == 0, f"{snippet.where}: {words} --help exited {ran.code}"
-                helps[words] = ran.output
-            unknown = [o for o in options if o not in helps[words].split()
-                       and f"{o}," not in helps[words] and f"{o}/" not in helps[words]]
-            assert not unknown, f"{snippet.where}: {words} has no option {unknown}"
+    def synopsis(self, snippet: Snippet, text: str) -> None:
+        """Every command a synopsis shows exists, with every option it names."""
+        for words, options in synopsis_commands(text):
+            command: click.Command = cli
+            for word in words[1:]:
+                if not isinstance(command, click.Group):
+                    break  # an argument
+                found = command.get_command(click.Context(command), word)
+                assert found is not None, f"{snippet.where}: {' '.join(words)}: no such command"
+                command = found
+            known = {name for param in command.params
+                     for name in (*param.opts, *param.secondary_opts)} | {"-h", "--help"}
+            unknown = sorted(set(options) - known)
+            assert not unknown, f"{snippet.where}: {' '.join(words)} has no option {unknown}"
 
 
 def _servers(snippets: list[Snippet]) -> set[str]:
