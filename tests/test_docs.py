@@ -274,8 +274,10 @@ class DocRun:
                 steps[-1] = (steps[-1][0] + "\n" + line, "")
             elif steps:
                 steps[-1] = (steps[-1][0], steps[-1][1] + line + "\n")
-        script = "".join(f"echo '{MARK}{k}'\n{command}\n__rc=$?; echo '{MARK}'$__rc\n"
-                         f"(exit $__rc)\n" for k, (command, _) in enumerate(steps))
+        # $? is the last command's, as at a prompt: the markers between keep it
+        script = "__rc=0\n" + "".join(
+            f"echo '{MARK}{k}'; (exit $__rc)\n{command}\n__rc=$?; echo '{MARK}'$__rc\n"
+            for k, (command, _) in enumerate(steps))
         ran = self.bash(script, snippet, env)
         outputs = ran.output.split(MARK)
         exact = snippet.has("exact")
