@@ -157,6 +157,7 @@ def substitute(text: str, snippet: Snippet, values: dict[str, str]) -> str:
         if directive.verb != "sub":
             continue
         old, _, new = directive.args.partition(" => ")
+        old = old.replace("{uid}", values["uid"])
         new = new.replace("{uid}", values["uid"])
         new = re.sub(r"\$\{(\w+)\}", lambda m: values.get(m[1], ""), new)
         if old not in text and not directive.file_wide:
