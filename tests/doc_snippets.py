@@ -86,6 +86,7 @@ class Snippet:
     lang: str
     text: str
     directives: tuple[Directive, ...] = field(default=())
+    section: str = ""
 
     @property
     def where(self) -> str:
@@ -122,9 +123,12 @@ def read_doc(path: Path) -> list[Snippet]:
     file_wide: list[Directive] = []
     pending: list[Directive] = []
     snippets: list[Snippet] = []
+    section = ""
     index = 0
     while index < len(lines):
         line = lines[index]
+        if line.startswith("## "):
+            section = line[3:].strip()
         directive = DIRECTIVE.match(line)
         fence = FENCE.match(line)
         if directive:
@@ -141,7 +145,7 @@ def read_doc(path: Path) -> list[Snippet]:
             body = "\n".join(text[indent:] if text[:indent].strip() == "" else text
                              for text in lines[index + 1:end])
             snippets.append(Snippet(doc, index + 1, fence["lang"], body + "\n",
-                                    (*file_wide, *pending)))
+                                    (*file_wide, *pending), section))
             pending = []
             index = end
         elif line.strip() and pending and not line.lstrip().startswith("<!--"):
@@ -149,6 +153,32 @@ def read_doc(path: Path) -> list[Snippet]:
                                  "before its block")
         index += 1
     return snippets
+
+
+RUNS = frozenset({"command", "transcript", "python", "file", "output"})
+
+
+def read_parts() -> list[tuple[str, list[Snippet]]]:
+    """Every doc's snippets in parts a test each: one a ``##`` section (an output block
+    stays with the block it shows), named ``DOC#section``; parts with nothing to run are left
+    out. Sections of a doc share nothing but its file-wide comments."""
+    parts: list[tuple[str, list[Snippet]]] = []
+    for path in DOCS:
+        current: list[Snippet] = []
+        for snippet in read_doc(path):
+            if current and snippet.section != current[-1].section and snippet.kind != "output":
+                parts.append((_part_name(current[0]), current))
+                current = []
+            current.append(snippet)
+        if current:
+            parts.append((_part_name(current[0]), current))
+    return [(name, snippets) for name, snippets in parts
+            if any(s.kind in RUNS and not s.has("skip") for s in snippets)]
+
+
+def _part_name(snippet: Snippet) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", snippet.section.lower()).strip("-")
+    return f"{snippet.doc}#{slug or 'top'}"
 
 
 def substitute(text: str, snippet: Snippet, values: dict[str, str]) -> str:

@@ -48,6 +48,7 @@ from tests.doc_snippets import (
     ROOT,
     Snippet,
     read_doc,
+    read_parts,
     shape_mismatch,
     substitute,
     synopsis_commands,
@@ -331,9 +332,12 @@ def _servers(snippets: list[Snippet]) -> set[str]:
     return needed
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=[p.relative_to(ROOT).as_posix() for p in DOCS])
-def test_doc_snippets_run(doc: Path, tmp_path: Path) -> None:
-    snippets = read_doc(doc)
+PARTS = read_parts()
+
+
+@pytest.mark.parametrize("snippets", [snippets for _, snippets in PARTS],
+                         ids=[name for name, _ in PARTS])
+def test_doc_snippets_run(snippets: list[Snippet], tmp_path: Path) -> None:
     for server in sorted(_servers(snippets)):
         REQUIRE[server]()
     _prepare(tmp_path)
