@@ -22,9 +22,12 @@ Verbs:
   comparing): bounded arguments for long runs, a local server's URL, unique names.
   ``{uid}`` in NEW is unique per run of the doc, ``${VAR}`` the variable of the environment.
 - ``env NAME=VALUE``: set for the block's commands.
-- ``servers NAME...``: the servers the block needs (dynamodb, azure, cosmos, redis,
-  prometheus); mentions of ``dynamodb://``, ``azure-tables://`` and ``cosmos://`` need none.
+- ``servers NAME...``: servers the block needs (dynamodb, azure, cosmos, redis, prometheus)
+  beyond those its text names (``dynamodb://``, ``azure-tables://``, ``cosmos://``, the
+  scripts that start them).
 - ``setup COMMAND``: a shell command run before the block (creating a table the doc assumes).
+- ``check COMMAND``: a shell command run after the block that must exit 0 (for a ``file``:
+  the command that reads it, where the doc shows the file but not the command).
 - ``prelude CODE``: a line of Python run before a ``python`` block (the objects the prose
   around a fragment names).
 - ``async``: the ``python`` block is the body of an async function (it awaits at the top
@@ -46,7 +49,7 @@ DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)\s*$")
 DIRECTIVE = re.compile(r"^\s*<!--\s*doc-test(?P<file>-file)?:\s*(?P<body>.*?)\s*-->\s*$")
 VERBS = frozenset({"skip", "file", "output", "exact", "exit", "sub", "env", "servers", "setup",
-                   "prelude", "async", "synopsis", "timeout"})
+                   "check", "prelude", "async", "synopsis", "timeout"})
 COMMANDS = frozenset({"sh", "bash", "shell", "console"})
 SERVERS = frozenset({"dynamodb", "azure", "cosmos", "redis", "prometheus"})
 

@@ -214,11 +214,12 @@ class DocRun:
             env[name] = substitute(value, snippet, self.values) if "{" in value else value
         return env
 
-    def setup(self, snippet: Snippet, env: dict[str, str]) -> None:
-        for command in snippet.args("setup"):
+    def setup(self, snippet: Snippet, env: dict[str, str], verb: str = "setup") -> None:
+        """Run the block's ``setup`` (or ``check``) commands; each must exit 0."""
+        for command in snippet.args(verb):
             command = command.replace("{uid}", self.values["uid"])
             ran = self.bash(command, snippet, env)
-            assert ran.code == 0, (f"{snippet.where}: setup {command!r} exited {ran.code}:\n"
+            assert ran.code == 0, (f"{snippet.where}: {verb} {command!r} exited {ran.code}:\n"
                                    f"{ran.output[-3000:]}")
 
     def run(self, snippet: Snippet) -> None:
@@ -230,6 +231,7 @@ class DocRun:
             target = self.workdir / snippet.args("file")[-1]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
+            self.setup(snippet, self.block_env(snippet), "check")
             return
         if kind == "output":
             self.compare(snippet, text)
@@ -246,6 +248,7 @@ class DocRun:
             ran = self.transcript(snippet, text, env)
         else:
             ran = self.python(snippet, text, env)
+        self.setup(snippet, env, "check")
         self.last, self.last_snippet = ran, snippet
 
     def check_exit(self, snippet: Snippet, ran: Ran) -> None:
