@@ -34,6 +34,22 @@ settings.load_profile("explore" if os.environ.get("SHARDEX_HYPOTHESIS") == "expl
                       else "fixed")
 
 T = TypeVar("T")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep an ``xdist_group`` on one worker under pytest 9.
+
+    pytest-xdist (``--dist loadgroup``) names a test's group by appending ``@group`` to
+    ``item._nodeid``, which pytest 9 no longer reads (the id is the structured
+    ``item._id``); without this the Spark tests spread over workers and each starts its
+    own JVM. Runs after xdist's hook, on the workers, where the suffix was just set.
+    """
+    for item in items:
+        suffixed = item.__dict__.get("_nodeid")
+        if isinstance(suffixed, str) and "@" in suffixed and "@" not in item.nodeid \
+                and hasattr(item, "_id"):
+            item._id = type(item._id).parse(suffixed)
 _names = itertools.count()
 
 

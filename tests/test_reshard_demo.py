@@ -21,6 +21,9 @@ from click.testing import CliRunner
 
 from shardex.cli import cli
 
+# one worker runs the module, so its one run of the demo (a module fixture) serves both tests
+pytestmark = pytest.mark.xdist_group("reshard-demo")
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:

@@ -27,6 +27,7 @@ from rich.text import Text
 
 from shardex.commands import config, output
 from shardex.commands.adopt import adopt
+from shardex.commands.autopilot import autopilot
 from shardex.commands.azure import azure
 from shardex.commands.cosmos import cosmos
 from shardex.commands.demo import demo
@@ -87,7 +88,7 @@ def configure_logging(verbose: int) -> None:
         everyone.setLevel(logging.DEBUG)
 
 
-for _command in (adopt, demo, diagnose, plan, dynamodb, azure, cosmos, routing, reshard,
+for _command in (adopt, autopilot, demo, diagnose, plan, dynamodb, azure, cosmos, routing, reshard,
                  simulate, serve):
     cli.add_command(_command)
 

@@ -266,14 +266,29 @@ class Routing:
         toward the layout written (a reshard's mover re-places them there), so a read
         that covers each position on ``first`` before ``then`` finds an entry moved
         meanwhile on one of them. Otherwise ``first`` is empty.
+
+        A key of both layouts is read in both phases, unless both hash: then it is in one
+        phase only. Jump hash moves an entry of ``N`` shards, grown to ``M``, either
+        nowhere or to a key only ``M`` has, so growing, a key of both only loses entries
+        and is read in ``first`` alone; shrinking, entries move from keys only the larger
+        layout has to their own shard of the smaller, so a key of both only gains entries
+        and is read in ``then`` alone.
         """
         validate_value(value)
         if not self.reads_both(value):
             return [], self.policy(value).shard_keys(value)
         assert self.previous is not None
         other = self if self.writing is self.previous else self.previous
-        return (other.policy(value).shard_keys(value),
-                self.writing.policy(value).shard_keys(value))
+        left, written = other.policy(value), self.writing.policy(value)
+        first, then = left.shard_keys(value), written.shard_keys(value)
+        if left.strategy == written.strategy == "hash" and left.tier == written.tier:
+            if left.shards < written.shards:
+                shared = set(first)
+                then = [k for k in then if k not in shared]
+            else:
+                shared = set(then)
+                first = [k for k in first if k not in shared]
+        return first, then
 
     def tier(self, value: str) -> str | None:
         """The tier ``value``'s writes go to in this state (None: the index's own store)."""

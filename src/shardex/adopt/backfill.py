@@ -32,6 +32,7 @@ from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidKey, OutcomeUnknown, Throttled, Unavailable
 from shardex.index import ShardedIndex
 from shardex.keys import validate_value
+from shardex.migrate.budget import Budget
 from shardex.reshard.layouts import PATIENT
 from shardex.reshard.mover import Pace
 from shardex.routing import Routing, Turns
@@ -59,15 +60,19 @@ class Backfill(abc.ABC):
 
     ``routing()`` returns the layout the shard attributes follow (the index's cached
     routing); ``segments`` holds the leases; ``worker`` names this process in leases of
-    ``lease`` seconds. ``progress`` is called after each checkpoint.
+    ``lease`` seconds. ``progress`` is called after each checkpoint. With a ``budget``
+    (``shardex.migrate.budget``) the writes to each shard key keep within the adoption's
+    budget, shared with every other process, and follow its controls (pause, rate).
     """
 
     def __init__(self, tools: Scanner, segments: Segments,
                  routing: Callable[[], Routing],
                  *, clock: Clock, rate: float, read_rate: float, workers: int, lease: float,
                  worker: str, seed: int | None = None,
-                 progress: Callable[[], None] | None = None) -> None:
+                 progress: Callable[[], None] | None = None,
+                 budget: Budget | None = None) -> None:
         self.tools = tools
+        self.budget = budget
         self.segments = segments
         self._routing = routing
         self._clock = clock
@@ -166,11 +171,16 @@ class Backfill(abc.ABC):
         pace = self._paces.setdefault(target, Pace(self._rate, self._clock))
         failures = 0
         while True:
-            await pace.wait(self._cost)
+            if self.budget is not None:
+                await self.budget.spend({target: self._cost})
+            else:
+                await pace.wait(self._cost)
             try:
                 result = await write()
             except Throttled:
                 pace.throttled()
+                if self.budget is not None:
+                    await self.budget.throttled()
                 continue
             except Unavailable:
                 failures += 1

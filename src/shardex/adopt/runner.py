@@ -8,6 +8,7 @@ race are told apart by the compare-and-set. Waits run on the injected clock.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import uuid
 from collections.abc import Callable, Mapping
@@ -28,6 +29,7 @@ from shardex.adoption import (
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, NotFound, ReshardRefused
 from shardex.index import ShardedIndex, store_routing
+from shardex.migrate.budget import Sharing
 from shardex.reshard.mover import MOVER_RETRY
 from shardex.reshard.runner import default_worker
 from shardex.routing import Routing, ShardPolicy
@@ -87,7 +89,10 @@ class Adopter:
     worked at once in this process, each leased for ``unit_lease`` seconds, out of
     ``segments`` (decided by the first ``run``). ``settle`` is waited before verify reads
     gaps again (default 2 s). ``progress`` gets a line of text as steps advance.
-    ``clock`` and ``seed`` make it run on virtual time, reproducibly. Use ``async with``.
+    ``clock`` and ``seed`` make it run on virtual time, reproducibly. ``sharing``
+    (``shardex.migrate.budget.Sharing``) makes ``rate`` the adoption's one budget, shared
+    with every other runner's backfill, under live controls (pause, rate). Use
+    ``async with``.
     """
 
     def __init__(self, store: Store | str, name: str, *, source: str | None = None,
@@ -100,7 +105,8 @@ class Adopter:
                  clock: Clock | None = None, seed: int | None = None,
                  routing_ttl: float = 5.0, routing_lease: float = DEFAULT_LEASE,
                  build_within: float = _BUILD_WITHIN,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None,
+                 sharing: Sharing | None = None) -> None:
         for option, number in (("rate", rate), ("read_rate", read_rate or 1.0),
                                ("unit_lease", unit_lease), ("max_age", max_age),
                                ("settle", settle + 1), ("build_within", build_within)):
@@ -145,6 +151,7 @@ class Adopter:
         self._seed = seed
         self._within = float(build_within)
         self._progress = progress
+        self.sharing = sharing
         self._index = ShardedIndex(opened, name, routing_ttl=routing_ttl,
                                    routing_lease=routing_lease, clock=clock, seed=seed)
         self._index_open = False
@@ -369,16 +376,21 @@ class Adopter:
             "clock": self._clock, "rate": self.rate, "read_rate": self.read_rate,
             "workers": self.workers, "lease": self.unit_lease, "worker": self.worker,
             "seed": self._rng.randrange(2**32), "progress": report}
-        if adoption.kind == "gsi":
-            fill: Backfill = ShardBackfill(self._tools(adoption.attribute), records,
-                                           lambda: index.routing, **options)
-            await fill.run()
-        else:
-            # the copies see throttles themselves, to pace by them
-            async with ShardedIndex(self.store, self.name, retry=MOVER_RETRY,
-                                    clock=self._clock, seed=self._seed) as copying:
+        async with contextlib.AsyncExitStack() as stack:
+            if self.sharing is not None:
+                options["budget"] = await stack.enter_async_context(self.sharing.budget(
+                    self.store, self.name, adoption.id, rate=self.rate, owner=self.worker,
+                    clock=self._clock, rng=self._rng))
+            if adoption.kind == "gsi":
+                fill: Backfill = ShardBackfill(self._tools(adoption.attribute), records,
+                                               lambda: index.routing, **options)
+            else:
+                # the copies see throttles themselves, to pace by them
+                copying = await stack.enter_async_context(ShardedIndex(
+                    self.store, self.name, retry=MOVER_RETRY, clock=self._clock,
+                    seed=self._seed))
                 fill = CopyBackfill(self._table_tools(adoption), records, copying, **options)
-                await fill.run()
+            await fill.run()
         return await self.backfilled(adoption)
 
     # -- verify, cutover, complete, rollback ---------------------------------------------

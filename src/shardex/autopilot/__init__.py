@@ -8,6 +8,11 @@
 - ``migration``: what a migration costs and how long it takes, state by state, driven by
   the runner's own pure state machine (the simulation's model of a reshard).
 - ``runner``: the one place the autopilot reaches the migration runner.
+- ``loop``: ``Autopilot``, the loop over a live index (leader lease, heat source, the
+  policy, the runner driven through every state, the audit log, pause, dry run);
+  ``drive``: its pure choice of the runner's next step; ``records``: its lease, control,
+  state and log records in the index's store; ``sources``: where it reads heat
+  (Prometheus, the meter, a file); ``metrics``: its Prometheus metrics.
 
 ``shardex simulate --autopilot`` runs the policy against the rate-level simulator on a
 day of load (``shardex.scenarios.autopilot``); docs/autopilot.md has the figures.
@@ -15,7 +20,9 @@ day of load (``shardex.scenarios.autopilot``); docs/autopilot.md has the figures
 
 from __future__ import annotations
 
+from shardex.autopilot.drive import NextMove, next_move
 from shardex.autopilot.heat import HeatWindow
+from shardex.autopilot.loop import Autopilot
 from shardex.autopilot.policy import (
     ACTIONS,
     Action,
@@ -30,22 +37,37 @@ from shardex.autopilot.policy import (
     guard,
     load_policy,
 )
+from shardex.autopilot.records import AutopilotRecords, Control, Lease, LogEntry, State
 from shardex.autopilot.sizing import PlannerSizer, mode_of
+from shardex.autopilot.sources import FileHeat, HeatSample, HeatSource, MeterHeat, PrometheusHeat
 
 __all__ = [
     "ACTIONS",
     "Action",
+    "Autopilot",
     "AutopilotPolicy",
+    "AutopilotRecords",
+    "Control",
     "Decision",
+    "FileHeat",
+    "HeatSample",
+    "HeatSource",
     "HeatWindow",
     "KeyHeat",
     "KeyView",
+    "Lease",
+    "LogEntry",
+    "MeterHeat",
     "MigrationView",
+    "NextMove",
     "PlannerSizer",
+    "PrometheusHeat",
     "Sizer",
+    "State",
     "TableFacts",
     "decide",
     "guard",
     "load_policy",
     "mode_of",
+    "next_move",
 ]

@@ -20,6 +20,12 @@ import click
 
 from shardex.commands import output
 from shardex.commands.connection import index_option, store_option
+from shardex.commands.controls import (
+    controls_lines,
+    controls_status,
+    register,
+    sharing_options,
+)
 from shardex.commands.params import (
     LEASE,
     MARGIN,
@@ -171,7 +177,8 @@ def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribut
 @adopt.command()
 @_store_options
 @click.option("--rate", default=250.0, show_default=True, type=RATE,
-              help="Write units a second the backfill may put on any one shard key.")
+              help="Write units a second the backfill may put on any one shard key, every "
+                   "process together (the first run's; change it with throttle --rate).")
 @click.option("--workers", default=1, show_default=True, type=WORKERS,
               help="Scan segments worked at once by this process.")
 @click.option("--segments", default=8, show_default=True, type=count(1, 1_000_000),
@@ -180,12 +187,14 @@ def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribut
               help="Seconds a worker holds a segment between checkpoints.")
 @click.option("--every", default=5.0, show_default=True, type=number(0, 3600),
               help="Seconds between progress lines.")
+@sharing_options
 def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_lease: float,
-        every: float) -> None:
+        every: float, sharing: Any) -> None:
     """Backfill the shard attribute on every item (resuming wherever it stopped)."""
     async def fill() -> Any:
         async with _adopter(uri, name, rate=rate, workers=workers, segments=segments,
-                            unit_lease=unit_lease, progress=_Lines(every)) as adopter:
+                            unit_lease=unit_lease, progress=_Lines(every),
+                            sharing=sharing) as adopter:
             return await adopter.run()
 
     done = _run(fill)
@@ -289,6 +298,7 @@ def status(uri: str, name: str, as_json: bool, max_age: float) -> None:
     async def read() -> dict[str, Any]:
         async with _adopter(uri, name, max_age=max_age) as adopter:
             doc: dict[str, Any] = await adopter.status(uri=uri)
+            doc["controls"] = await controls_status(adopter.store, name, doc["adoption_id"])
             return doc
 
     doc = _run(read)
@@ -317,8 +327,11 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     lines.append(f"  backfill: {p['segments_done']}/{p['segments']} segments done, "
                  f"{p['items_scanned']:,} scanned, {p['items_updated']:,} updated, "
                  f"remaining about {p['items_remaining']:,}{rate}{eta}")
-    lines += parity_lines(doc["parity"])
+    lines += parity_lines(doc["parity"]) + controls_lines(doc.get("controls"))
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old index's path may be retired from "
                      f"{doc['retire_after']}")
     return lines + steps_lines(doc["next_steps"])
+
+
+register(adopt, "adopt")

@@ -39,6 +39,12 @@ from shardex.commands.connection import (
     named_tiers,
     open_with,
 )
+from shardex.commands.controls import (
+    controls_lines,
+    controls_status,
+    register,
+    sharing_options,
+)
 from shardex.commands.params import (
     LOGICAL_KEY,
     MARGIN,
@@ -73,7 +79,8 @@ def _mover_options(command: Any) -> Any:
         help="Work units moved at once by this process.")(command)
     return click.option(
         "--rate", default=250.0, show_default=True, type=RATE,
-        help="Write units a second the mover may put on any one shard key.")(command)
+        help="Write units a second the mover may put on any one shard key, every process "
+             "together (the first run's; change it with throttle --rate).")(command)
 
 
 def _run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -291,6 +298,7 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
 @reshard.command()
 @index_options(tiers=True)
 @_mover_options
+@sharing_options
 @click.option("--until", type=click.Choice(_STATES), default=None,
               help="The state to stop at (default: verified; done for a rollback).")
 @click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
@@ -304,7 +312,7 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
                    "the scrape interval, 30 s), so its last counts are not lost.")
 def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until: str | None,
         max_age: float, every: float, metrics_port: int | None,
-        connection: Connection) -> None:
+        connection: Connection, sharing: Any) -> None:
     """Drive the reshard of index NAME (resuming it wherever it stopped)."""
     lasting(uri, "reshard run")
     out = output.console()
@@ -324,7 +332,7 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
         async def drive() -> Any:
             async with _resharder(store, name, connection, rate=rate, workers=workers,
                                   unit_lease=unit_lease, max_age=max_age, progress=report,
-                                  recorder=recorder) as runner:
+                                  recorder=recorder, sharing=sharing) as runner:
                 return await runner.run(until=until)
 
         result = _run(drive)
@@ -349,7 +357,7 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     units = doc["units"]
     lines.append(f"  work units: {units['total']} ({units['done']} done, {units['leased']} "
                  f"leased); next step possible from {doc['ready_at']}")
-    lines += parity_lines(doc["parity"])
+    lines += parity_lines(doc["parity"]) + controls_lines(doc.get("controls"))
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old layout may be retired from {doc['retire_after']}")
     return lines + steps_lines(doc["next_steps"])
@@ -400,8 +408,10 @@ def status(uri: str, name: str, as_json: bool, max_age: float,
         async with _resharder(uri, name, connection) as runner:
             routing = await runner.routing()
             units = await runner.units(routing)
-            return status_document(routing, units, index=name, store=uri, lease=runner.lease,
-                                   now=runner.store.clock.wall(), max_age=max_age)
+            doc = status_document(routing, units, index=name, store=uri, lease=runner.lease,
+                                  now=runner.store.clock.wall(), max_age=max_age)
+            doc["controls"] = await controls_status(runner.store, name, doc["reshard_id"])
+            return doc
 
     doc = _run(read)
     if as_json:
@@ -505,3 +515,5 @@ def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
         result = _run(back)
     _finished(out, result, uri, name)
 
+
+register(reshard, "reshard")

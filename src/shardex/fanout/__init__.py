@@ -39,13 +39,43 @@ ahead, so a caller who wants only that page pays for that page. Why, by measurem
 1,000 that refilled each shard when it ran dry waited for one round trip after another,
 1.9x the time of a gather that reads every shard at once, and in pages of 100, 5.7x.
 
-**While a reshard moves entries** from one layout's keys to another's, shards are read
-in two phases (``first`` then ``keys``): every position is read on the keys entries
-move away from before it is read on the keys they move to, so an entry moved in between
-is found on one of them (and, found on both, returned once). A read of both at once
-could read its new key before it arrived and its old key after it left. Such a page
-neither resumes, keeps a continuation nor reads ahead: what a shard returned, or a
-request sent ahead, may have moved since.
+**While a reshard moves entries** from one layout's keys to another's, a listing reads
+its shards in two phases (``first``, the keys entries move away from, then ``keys``, the
+keys they move to: ``Routing.read_phases``), and keeps, resumes and reads ahead its
+continuations as a stable listing does. Why no entry present throughout the listing is
+missed or listed twice, however entries move between its pages or while a page's
+requests are in flight:
+
+- *The order.* A request of a second-phase stream is sent only once every first-phase
+  stream's requests have read past where it starts, and what it returns beyond how far
+  they had read when it was sent (its ``bound``) is forgotten, to be read again later.
+  So every position ``p`` is read on a second-phase key by a request sent after a
+  first-phase request that read ``p`` had landed. What a stream keeps (in a page, in a
+  continuation, or landed ahead) is what it read then; resuming does not change when.
+- *No miss.* The mover moves an entry atomically, from a first-phase key to a
+  second-phase key, never back (the movers' direction is part of the routing's conduct:
+  a rollback swaps the phases, and a continuation is resumed only in the layout and
+  phases it was read in). If the entry at ``p`` moved before the first-phase read of
+  ``p``, it was on its second-phase key when the later second-phase read of ``p``
+  read it; if after, the first-phase read found it. A stream kept from an earlier
+  page counts as read when it was read, and that order is all the argument needs.
+- *No duplicate.* Found on both keys, the copies share the position ``(sort, item_id)``
+  and are merged into one (the newer version). The merge returns an entry only when
+  every stream has been read past it (``reach``), so both copies are in buffers when
+  the first is returned and the second is taken with it; a later request of a stream
+  reads only beyond where it stopped, past every entry already returned.
+- *This process's own writes* (its own mover, or the application) restart every stream
+  of a two-phase continuation from the cursor: what the second phase kept rests on
+  what the first phase read, so neither is read again alone.
+- *Layouts.* A continuation is resumed only under the routing version it was read in,
+  and its data was read while this client held that version: by the routing's lease,
+  the store's routing was at most one state further meanwhile, which every union state
+  reads the same way (``shardex.reshard``).
+
+A second phase asks for what it likely finds up to the bound (``merge.sized``, learnt
+from what it found before beside the first phase's count), so reading past the bound
+wastes few units; the first phase reads ahead as an eager caller's shards do, so it
+stays ahead of the second.
 """
 
 from __future__ import annotations
@@ -60,7 +90,17 @@ from shardex.admission import AdaptiveGate
 from shardex.clock import Clock
 from shardex.errors import IncompleteRead
 from shardex.fanout.listing import CONTINUATION_TTL, Continuations, Listing, reads_ahead
-from shardex.fanout.merge import ShardStream, buffered, coverage, merge_safe, share
+from shardex.fanout.merge import (
+    EVERYTHING,
+    Reach,
+    ShardStream,
+    ahead_of,
+    merge_safe,
+    reach,
+    share,
+    sized,
+    within,
+)
 from shardex.hedging import Copy, HedgePolicy, Hedger, call_hedged
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Malformed, Position, QueryPage, Store, StoredEntry
@@ -206,16 +246,24 @@ class FanOut:
     # -- one request per shard at a time, for ordered pages ----------------------------
 
     def _fetch(self, stream: ShardStream, descending: bool, listing: Listing,
-               ahead: bool = False) -> None:
+               ahead: bool = False, bound: Reach = EVERYTHING) -> None:
         """Send ``stream``'s next request; it adds its page to the stream when it lands.
 
         Nobody has to wait for it: a page that needs the shard waits (``_landing``), a
         request read ahead lands in the listing kept for the next page. Its failure is
         kept on the stream (``failed``), not raised, for whichever page needs the shard.
+        ``bound`` (a stream of a listing's second phase) is how far its first phase had
+        been read when the request was sent: what the request returns beyond it is
+        forgotten, and read again later (the module's safety argument).
         """
         key, after, size, generation = stream.key, stream.after, stream.page_size, \
             stream.generation
         reading, listings = self._reading, self._listings
+        beside = 0
+        if bound[0]:
+            assert bound[1] is not None
+            beside = within(listing.streams[:listing.lead], after, bound[1], descending)
+            size = sized(stream, beside)
 
         async def read() -> None:
             # the bookkeeping of a landing is here, not in a done callback: one loop
@@ -235,11 +283,20 @@ class FanOut:
             if stream.generation != generation:
                 return  # restarted meanwhile: this page is of what was read before
             stream.pending = None
+            held = len(stream.buffer)
             stream.accept(page, self._max_page)
+            if bound[0]:
+                assert bound[1] is not None
+                stream.clip(bound[1], descending)
+                if stream.covers(bound[1], descending):  # read to the bound: learn from it
+                    stream.got += len(stream.buffer) - held
+                    stream.beside += beside
             if listing.waiting:  # kept for its next page: what it holds is bounded
-                listings.landed(listing, len(page.entries))
-            if listing.ahead and reads_ahead(stream, listing) and listings.room():
-                self._fetch(stream, descending, listing, ahead=True)
+                listings.landed(listing, len(stream.buffer) - held)
+            if listing.ahead:
+                # a landing of the first phase lets the second read further
+                self._read_ahead(listing, descending, [*listing.streams[listing.lead:], stream]
+                                 if listing.lead and not stream.then else [stream])
 
         stream.asked, stream.failed = size, None
         # a request read ahead serves a later page: what it skips is not this call's
@@ -247,6 +304,18 @@ class FanOut:
             else asyncio.ensure_future(read())
         stream.pending = task
         reading.add(task)
+
+    def _read_ahead(self, listing: Listing, descending: bool,
+                    streams: Sequence[ShardStream]) -> None:
+        """Send the next request of each of ``streams`` that reads ahead now (``reads_ahead``);
+        a stream of the second phase only up to how far the first has been read."""
+        held = reach(listing.streams[:listing.lead], descending) if listing.lead \
+            else EVERYTHING
+        for stream in streams:
+            if reads_ahead(stream, listing) and ahead_of(stream, held, descending) \
+                    and self._listings.room():
+                self._fetch(stream, descending, listing, ahead=True,
+                            bound=held if stream.then else EVERYTHING)
 
     async def _landing(self, value: str, listing: Listing,
                        waiting: Sequence[ShardStream]) -> None:
@@ -280,49 +349,47 @@ class FanOut:
         exact: True only if an entry lies beyond the page. Each position is read on the
         shards ``first`` before it is read on ``keys`` (a key may be in both). ``layout``
         names the layout the keys belong to (the routing's version): a continuation is
-        resumed only in the layout it was read in. ``fresh`` reads every shard now,
-        neither resuming nor keeping a continuation: a caller that orders its reads of
-        two stores (``shardex.tierreads``) needs each read when made.
+        resumed only in the layout and phases it was read in. ``fresh`` reads every
+        shard now, neither resuming nor keeping a continuation: a caller that orders its
+        reads of two stores (``shardex.tierreads``) needs each read when made.
         """
-        if first:
-            self._fanned_out(value, len({*first, *keys}), "page")
-            return await self._phased(value, first, keys, after=after,
-                                      descending=descending, limit=limit)
-        self._fanned_out(value, len(keys), "page")
-        width, max_page = len(keys), self._max_page
-        opening = share(limit, width, max_page)
+        self._fanned_out(value, len({*first, *keys}) if first else len(keys), "page")
+        max_page, lead = self._max_page, len(first)
+        shares = (share(limit, lead, max_page) if lead else 0,
+                  share(limit, len(keys), max_page))
+        phases = (tuple(first), tuple(keys))
         listing, now = None, self._clock.now()
         if after is not None and not fresh:
-            listing = self._listings.resume((value, descending, after, layout), tuple(keys),
-                                            opening, now)
+            listing = self._listings.resume((value, descending, after, layout), phases,
+                                            shares, now)
         if listing is None:
-            listing = Listing(tuple(keys), [ShardStream(key, after, opening) for key in keys])
+            listing = Listing(phases, [ShardStream(key, after, shares[0]) for key in first]
+                              + [ShardStream(key, after, shares[1], then=bool(lead))
+                                 for key in keys], lead=lead)
         else:
             # the caller continues: its shards read ahead from now on, eagerly if it came
             # back sooner than a request takes
             listing.ahead, listing.eager = True, now - listing.made < listing.latency
-        listing.low = opening
+        listing.low = shares[1]
         streams = listing.streams
         out: list[StoredEntry] = []
         try:
             while True:
-                waiting = [s for s in streams if not s.buffer and not s.exhausted]
+                waiting = self._waiting(listing, descending)
                 if waiting:
                     # One round trip for every shard this page will likely use up, not one
                     # after another as each runs dry.
-                    low = share(limit - len(out), width, max_page)
-                    for stream in streams:
-                        if stream.pending is None and not stream.exhausted \
-                                and len(stream.buffer) < low:
-                            self._fetch(stream, descending, listing)
+                    self._refill(listing, descending, limit - len(out))
                     await self._landing(value, listing, waiting)
                     continue
                 live = [s for s in streams if s.buffer]
                 if not live:
                     break
-                taken = merge_safe(live, out, limit, descending, buffered(live, descending))
-                if len(out) >= limit and (taken == 0 or not any(
-                        not s.buffer and not s.exhausted for s in streams)):
+                bounded, bound = reach(streams, descending)
+                assert bound is not None or not bounded
+                taken = merge_safe(live, out, limit, descending, bound)
+                if len(out) >= limit and (taken == 0 or not self._waiting(listing,
+                                                                         descending)):
                     break
         except BaseException:
             listing.stop()
@@ -332,60 +399,39 @@ class FanOut:
             listing.stop()
             return MergedPage(entries=out, more=more)
         if listing.ahead:
-            for stream in streams:
-                if reads_ahead(stream, listing) and self._listings.room():
-                    self._fetch(stream, descending, listing, ahead=True)
+            self._read_ahead(listing, descending, streams)
         self._listings.keep((value, descending, out[-1].position, layout), listing,
                             self._clock.now())
         return MergedPage(entries=out, more=True)
 
-    async def _phased(self, value: str, first: Sequence[str], keys: Sequence[str], *,
-                      after: Position | None, descending: bool, limit: int) -> MergedPage:
-        """A page read in two phases: each position on ``first`` before it is on ``keys``.
+    @staticmethod
+    def _waiting(listing: Listing, descending: bool) -> list[ShardStream]:
+        """The streams a page waits for: each of the first phase that ran dry, or, when
+        none did, each of the second that ran dry short of how far the first was read."""
+        lead = listing.streams[:listing.lead]
+        waiting = [s for s in lead if not s.buffer and not s.exhausted]
+        if waiting:
+            return waiting
+        rest = listing.streams[listing.lead:]
+        if not lead:
+            return [s for s in rest if not s.buffer and not s.exhausted]
+        held = reach(lead, descending)
+        return [s for s in rest if not s.buffer and ahead_of(s, held, descending)]
 
-        A shard of ``keys`` is asked only for positions every shard of ``first`` has been
-        read to, and forgets what it returned beyond them, so an entry that moved from a
-        ``first`` key to a ``keys`` key is found on one or both.
-        """
-        lead = [ShardStream(key, after, share(limit, len(first), self._max_page))
-                for key in first]
-        rest = [ShardStream(key, after, share(limit, len(keys), self._max_page))
-                for key in keys]
-        streams = [*lead, *rest]
-        out: list[StoredEntry] = []
-        while True:
-            waiting = [s for s in lead if not s.buffer and not s.exhausted]
-            if waiting:
-                await self._fill(value, waiting, descending, limit - len(out) + 1)
-                continue
-            held = None if not lead else coverage(lead, descending)
-            waiting = [s for s in rest if not s.buffer and not s.exhausted
-                       and (held is None or not s.covers(held, descending))]
-            if waiting:
-                await self._fill(value, waiting, descending, limit - len(out) + 1)
-                if held is not None:
-                    for stream in waiting:
-                        stream.clip(held, descending)
-                continue
-            live = [s for s in streams if s.buffer]
-            if not live:
-                break
-            taken = merge_safe(live, out, limit, descending, coverage(streams, descending))
-            if len(out) >= limit and (taken == 0 or not any(
-                    not s.buffer and not s.exhausted for s in streams)):
-                break
-        return MergedPage(entries=out, more=any(s.buffer for s in streams))
-
-    async def _fill(self, value: str, streams: Sequence[ShardStream],
-                    descending: bool, remaining: int) -> None:
-        """Read the next page of each of ``streams`` (at most ``remaining`` entries each)."""
-        def fetch(stream: ShardStream) -> Callable[[], Awaitable[QueryPage]]:
-            size = max(1, min(stream.page_size, remaining))
-            return lambda: self._query(stream.key, stream.after, descending, size)
-
-        pages = await self._each(value, [(s.key, fetch(s)) for s in streams])
-        for stream, page in zip(streams, pages, strict=True):
-            stream.accept(page, self._max_page)
+    def _refill(self, listing: Listing, descending: bool, remaining: int) -> None:
+        """Ask every shard the page will likely use up (below its share of ``remaining``)."""
+        width, max_page, lead = len(listing.streams), self._max_page, listing.lead
+        low = share(remaining, width - lead, max_page)
+        low_lead = share(remaining, lead, max_page) if lead else 0
+        for stream in listing.streams[:lead]:
+            if stream.pending is None and not stream.exhausted \
+                    and len(stream.buffer) < low_lead:
+                self._fetch(stream, descending, listing)
+        held = reach(listing.streams[:lead], descending) if lead else EVERYTHING
+        for stream in listing.streams[lead:]:
+            if stream.pending is None and len(stream.buffer) < low \
+                    and ahead_of(stream, held, descending):
+                self._fetch(stream, descending, listing, bound=held)
 
     # -- arrival order and counts ------------------------------------------------------
 

@@ -21,7 +21,7 @@ from shardex.fanout.merge import GROWTH, ShardStream
 from shardex.stores.base import Position
 from shardex.stores.metered import Usage
 
-__all__ = ["CONTINUATION_TTL", "Continuations", "Listing", "Where", "reads_ahead"]
+__all__ = ["CONTINUATION_TTL", "Continuations", "Listing", "Phases", "Where", "reads_ahead"]
 
 CONTINUATION_TTL = 5.0
 MAX_CONTINUATIONS = 64
@@ -29,12 +29,17 @@ MAX_KEPT_ENTRIES = 200_000
 
 # value, descending, the cursor's position, the layout the page was read in
 Where = tuple[str, bool, Position, Any]
+# the shard keys of a listing: those read first at each position, then the others
+Phases = tuple[tuple[str, ...], tuple[str, ...]]
 
 
 @dataclass(slots=True, eq=False)
 class Listing:
     """The shard streams of one listing, carried from page to page.
 
+    ``keys`` are its phases (``FanOut.page``'s ``first`` and ``keys``): ``streams`` holds
+    one stream for each key of the first phase, then one for each of the second (a key
+    in both has two), and ``lead`` says how many are of the first.
     ``ahead``: the caller continued it, so its shards read ahead; ``eager``: the caller
     came back for its last page sooner than a request takes (``latency``: how long its
     pages last waited for their requests); ``low``: what its last page asked each shard
@@ -43,7 +48,7 @@ class Listing:
     ``made``: when it was kept; ``written``: shard keys this process wrote since.
     """
 
-    keys: tuple[str, ...]
+    keys: Phases
     streams: list[ShardStream]
     ahead: bool = False
     eager: bool = False
@@ -53,6 +58,7 @@ class Listing:
     kept: int = 0
     waiting: bool = False
     written: set[str] = field(default_factory=set)
+    lead: int = 0
 
     def stop(self) -> None:
         """Cancel every request in flight: nobody will read this listing further."""
@@ -75,8 +81,9 @@ def reads_ahead(stream: ShardStream, listing: Listing) -> bool:
     if stream.exhausted or stream.pending is not None or stream.failed is not None:
         return False
     held = len(stream.buffer)
-    return held < stream.asked if listing.eager else \
-        held < max(listing.low, stream.asked // GROWTH)
+    # a first phase reads on as if eager: how far it has read bounds the second phase
+    eager = listing.eager or (listing.lead > 0 and not stream.then)
+    return held < stream.asked if eager else held < max(listing.low, stream.asked // GROWTH)
 
 
 class Continuations:
@@ -117,12 +124,15 @@ class Continuations:
                                   or self.kept > MAX_KEPT_ENTRIES):
             self.drop(next(iter(self._listings)))
 
-    def resume(self, where: Where, keys: tuple[str, ...], share: int,
+    def resume(self, where: Where, keys: Phases, shares: tuple[int, int],
                now: float) -> Listing | None:
         """The listing kept for ``where``, if it can still serve; each is resumed once.
 
-        A shard this process wrote since is read again from ``where``'s position; a
-        listing of other shard keys, or older than the TTL, is dropped.
+        ``shares`` is what a page asks each shard of the first phase and of the second
+        for, at least. A shard this process wrote since is read again from ``where``'s
+        position, and every shard of a listing read in two phases is (what its second
+        phase read rests on what its first read before); a listing of other shard keys
+        or phases, or older than the TTL, is dropped.
         """
         found = self._forget(where)
         if found is None:
@@ -130,8 +140,10 @@ class Continuations:
         if found.keys != keys or now - found.made > CONTINUATION_TTL:
             found.stop()
             return None
-        for stream in found.streams:
-            if stream.key in found.written:
+        restart = bool(found.written) and found.lead > 0
+        for i, stream in enumerate(found.streams):
+            share = shares[0] if i < found.lead else shares[1]
+            if restart or stream.key in found.written:
                 stream.restart(where[2], share)
             else:
                 stream.page_size = max(stream.page_size, share)

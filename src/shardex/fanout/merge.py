@@ -16,11 +16,13 @@ from itertools import islice
 
 from shardex.stores.base import Position, QueryPage, StoredEntry
 
-__all__ = ["GROWTH", "ShardStream", "buffered", "coverage", "merge_safe", "share"]
+__all__ = ["EVERYTHING", "GROWTH", "Reach", "ShardStream", "ahead_of", "merge_safe", "reach",
+           "share", "sized", "within"]
 
 _MIN_FIRST_PAGE = 4
 _SHORT = 0.003  # how often a page may need a second round trip to some shard
 GROWTH = 4  # each further request of a shard asks this many times its last
+_MARGIN = 3.0  # a second phase's request asks this much more than it likely finds
 
 
 class _Asc:
@@ -52,6 +54,8 @@ class ShardStream:
     ``pending`` is the request in flight (at most one), ``failed`` the error of the last
     one when nobody waited for it (a read ahead), so that a page needing the shard asks
     again. ``generation`` grows on ``restart``: a request sent before it is not accepted.
+    ``then``: the stream is of a listing's second phase (``shardex.fanout.page``);
+    ``got`` entries it returned where the first phase had read ``beside`` (``sized``).
     """
 
     key: str
@@ -63,6 +67,9 @@ class ShardStream:
     pending: asyncio.Task[None] | None = None
     failed: BaseException | None = None
     generation: int = 0
+    then: bool = False
+    got: int = 0
+    beside: int = 0
 
     def accept(self, page: QueryPage, max_page: int) -> None:
         self.buffer.extend(page.entries)
@@ -101,23 +108,33 @@ class ShardStream:
             self.after, self.exhausted = bound, False
 
 
-def coverage(streams: Sequence[ShardStream], descending: bool) -> Position | None:
-    """The position up to which every stream not yet exhausted has been read (None: all).
-
-    Every stream not exhausted has been read once by then, so it has a position.
-    """
-    read = [s.after for s in streams if not s.exhausted]
-    assert None not in read
-    positions = [p for p in read if p is not None]
-    if not positions:
-        return None
-    return max(positions) if descending else min(positions)
+# how far a set of streams has been read: (bounded, position). (False, None): every stream
+# is read to its end, so nothing bounds it; (True, None): one has not been read at all.
+Reach = tuple[bool, Position | None]
+EVERYTHING: Reach = (False, None)
 
 
-def buffered(live: Sequence[ShardStream], descending: bool) -> Position | None:
-    """The smallest last-buffered position among shards not yet exhausted (None: all are)."""
-    unread = [s.buffer[-1].position for s in live if not s.exhausted]
-    return None if not unread else (max(unread) if descending else min(unread))
+def reach(streams: Sequence[ShardStream], descending: bool) -> Reach:
+    """The position up to which every stream of ``streams`` not exhausted has been read."""
+    bound: Position | None = None
+    for stream in streams:
+        if stream.exhausted:
+            continue
+        if stream.after is None:
+            return True, None
+        if bound is None or (stream.after > bound if descending else stream.after < bound):
+            bound = stream.after
+    return (False, None) if bound is None else (True, bound)
+
+
+def ahead_of(stream: ShardStream, held: Reach, descending: bool) -> bool:
+    """True if ``held`` reaches beyond where ``stream`` has been read (or it has no bound)."""
+    bounded, bound = held
+    if stream.exhausted:
+        return False
+    if not bounded:
+        return True
+    return bound is not None and not stream.covers(bound, descending)
 
 
 def _safe(stream: ShardStream, bound: Position | None, descending: bool) -> int:
@@ -134,13 +151,39 @@ def _run(buffer: list[StoredEntry], safe: int,
         yield entry.position, tag, entry
 
 
+def within(streams: Sequence[ShardStream], after: Position | None, bound: Position,
+           descending: bool) -> int:
+    """How many entries the buffers of ``streams`` hold beyond ``after``, up to ``bound``."""
+    total = 0
+    for stream in streams:
+        total += _safe(stream, bound, descending)
+        if after is not None:
+            total -= _safe(stream, after, descending)
+    return total
+
+
+def sized(stream: ShardStream, beside: int) -> int:
+    """What a stream of a second phase asks for, to be read as far as the first phase,
+    which holds ``beside`` entries over that stretch.
+
+    What it returns beyond the first phase is forgotten, so it asks for what it
+    returned where the first phase had read as much before (its ``got`` per
+    ``beside``), with a margin, never more than its ``page_size``: reading the
+    listing costs about the units of reading each entry once.
+    """
+    if not stream.beside:
+        return stream.page_size
+    expect = beside * stream.got / stream.beside
+    return max(_MIN_FIRST_PAGE, min(stream.page_size, int(expect * _MARGIN) + 1))
+
+
 def merge_safe(live: list[ShardStream], out: list[StoredEntry], limit: int,
                descending: bool, bound: Position | None) -> int:
     """Move the buffered entries that are safe to order from ``live`` onto ``out``.
 
     An entry is safe when no shard still to be read can hold one before it: up to
     ``bound`` (None: every shard is read to its end), which the caller works out from
-    how far each shard not yet exhausted has been read (``buffered``, ``coverage``).
+    how far each shard not yet exhausted has been read (``reach``).
     The safe runs are merged lazily, so a page takes only what it returns from buffers
     that may hold many pages. Once ``out`` holds ``limit`` entries, only copies of its
     last entry (mid-reshard duplicates) are still taken, so they are not mistaken for

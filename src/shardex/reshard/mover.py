@@ -32,6 +32,7 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
+from shardex.migrate.budget import Budget
 from shardex.reshard.layouts import PATIENT, Layouts, target_of
 from shardex.reshard.states import MOVING
 from shardex.reshard.units import DEFAULT_SPLIT, Survey, Unit, busy_sources, units_of
@@ -93,7 +94,9 @@ class Mover:
     ``progress`` is called after each checkpoint. ``spent`` accumulates the write units
     (estimated from entry sizes) the mover spent on each source key, per second of the
     clock: what it added to the key it drains; ``landed`` the same on each key it moved
-    entries to.
+    entries to. With a ``budget`` (``shardex.migrate.budget``), the writes on each source
+    key also keep within the migration's budget, shared with every other process, and
+    follow its controls (pause, rate).
     """
 
     def __init__(self, layouts: Layouts, records: WorkRecords, *, clock: Clock,
@@ -101,8 +104,10 @@ class Mover:
                  worker: str, split_every: int = DEFAULT_SPLIT, seed: int | None = None,
                  progress: Callable[[], None] | None = None,
                  spent: dict[str, dict[int, float]] | None = None,
-                 landed: dict[str, dict[int, float]] | None = None) -> None:
+                 landed: dict[str, dict[int, float]] | None = None,
+                 budget: Budget | None = None) -> None:
         self.layouts = layouts
+        self.budget = budget
         self.records = records
         self._clock = clock
         self._rate = rate
@@ -269,12 +274,16 @@ class Mover:
         unavailable = 0
         while True:
             await pace.wait(cost)
+            if self.budget is not None:
+                await self.budget.spend({unit.source: cost})
             try:
                 moved = await self.layouts.move(
                     entry, value=unit.value, source=unit.source,
                     reshard=self.records.reshard_id, generation=unit.generation)
             except Throttled:
                 pace.throttled()
+                if self.budget is not None:
+                    await self.budget.throttled()
                 continue
             except Unavailable:
                 unavailable += 1

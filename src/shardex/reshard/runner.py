@@ -25,6 +25,7 @@ from typing import Protocol, TypeVar
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, ReshardRefused
 from shardex.index import ShardedIndex, store_routing
+from shardex.migrate.budget import Budget, Sharing
 from shardex.reshard import states
 from shardex.reshard.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.reshard.mover import MOVER_RETRY, Mover, Pace, read_page
@@ -144,6 +145,8 @@ class Resharder:
     ``IndexLayouts``, the index's shard keys, or ``TierLayouts`` with ``tiers``).
     ``tiers`` (as ``ShardedIndex``'s) names the store of each tier the layouts name; a
     value whose policy changes tier moves between stores (``shardex.reshard.tiered``).
+    ``sharing`` (``shardex.migrate.budget.Sharing``) makes ``rate`` the reshard's one
+    budget, shared with every other runner's movers, under live controls (pause, rate).
     Use ``async with``.
     """
 
@@ -156,7 +159,8 @@ class Resharder:
                  progress: Callable[[Progress], None] | None = None,
                  recorder: Recorder | None = None,
                  layouts: Callable[[ShardedIndex, Clock, random.Random], Layouts] | None = None,
-                 tiers: Mapping[str, Store | str] | None = None) -> None:
+                 tiers: Mapping[str, Store | str] | None = None,
+                 sharing: Sharing | None = None) -> None:
         for option, number in (("rate", rate), ("unit_lease", unit_lease),
                                ("max_age", max_age), ("read_rate", read_rate or 1.0),
                                ("settle", 1.0 if settle is None else settle + 1)):
@@ -179,6 +183,7 @@ class Resharder:
         self._rng = random.Random(seed)
         self._split = split_every
         self._progress = progress
+        self.sharing = sharing
         self._gauges = None if recorder is None else recorder.reshard(name)
         self._control = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
                                      seed=seed, tiers=tiers)
@@ -227,12 +232,12 @@ class Resharder:
         return WorkRecords(self.store, self.name, routing.reshard.id, clock=self._clock,
                            rng=self._rng)
 
-    def _mover(self, routing: Routing) -> Mover:
+    def _mover(self, routing: Routing, budget: Budget | None = None) -> Mover:
         return Mover(self.layouts, self._records(routing), clock=self._clock, rate=self.rate,
                      read_rate=self.read_rate, workers=self.workers,
                      unit_lease=self.unit_lease, worker=self.worker,
                      split_every=self._split, seed=self._rng.randrange(2**32),
-                     spent=self.mover_units, landed=self.mover_landed)
+                     spent=self.mover_units, landed=self.mover_landed, budget=budget)
 
     async def units(self, routing: Routing) -> list[Unit]:
         """Every work unit of the reshard in ``routing``, of every generation."""
@@ -401,10 +406,15 @@ class Resharder:
 
     async def _move(self, routing: Routing) -> None:
         await self._patiently(self._moving.refresh_routing)
-        mover = self._mover(routing)
         reporter = asyncio.ensure_future(self._keep_reporting(routing))
         try:
-            await mover.run(routing)
+            async with contextlib.AsyncExitStack() as stack:
+                budget = None
+                if self.sharing is not None and routing.reshard is not None:
+                    budget = await stack.enter_async_context(self.sharing.budget(
+                        self.store, self.name, routing.reshard.id, rate=self.rate,
+                        owner=self.worker, clock=self._clock, rng=self._rng))
+                await self._mover(routing, budget).run(routing)
         finally:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,140 @@
+"""Migration benchmark on DynamoDB Local: one rate budget across processes, and the backfill.
+
+Run: scripts/dynamodb-local run .venv/bin/python benchmarks/bench_migrate.py
+     [--rate R] [--seconds S] [--items N]
+
+1. One budget, 1, 2 and 4 processes: each process (a real one, spawned) runs movers that
+   write entries to the four shard keys of ``PENDING`` as fast as the migration's budget
+   lets them, the budget shared through the index's records in DynamoDB Local (leased
+   slices, ``shardex.migrate.budget``); every write's completion is stamped with the wall
+   clock. Printed per process count: the highest write units any shard key took in any
+   wall-clock second against ``--rate`` (the target: <= 1.05x), and the mean over the
+   steady seconds (after the first three, in which the slices settle).
+2. The adoption backfill (``adopt run``: leased Scan segments, conditional updates,
+   checkpoints) against a hand-written Scan + UpdateItem, both with 4 segments at once,
+   as ``bench_adopt.py`` measures them: items a second and their ratio.
+3. (Union reads against a stable listing: a section to come, from the union reads' work.)
+
+Every figure is measured in this run; ratios compare numbers from this run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.bench_adopt import adopted_backfill, raw_backfill
+from tests import dynamodb_local as local
+from tests.adopt_app import orders_table
+
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.clock import LoopClock
+from shardex.migrate.budget import Sharing
+from shardex.stores import open_store
+
+KEYS = 4
+WORKERS = 16  # writes in flight per process
+
+
+def _process(uri: str, owner: str, rate: float, seconds: float, start_at: float,
+             queue: multiprocessing.Queue[list[tuple[float, str, float]]]) -> None:
+    queue.put(asyncio.run(_move(uri, owner, rate, seconds, start_at)))
+
+
+async def _move(uri: str, owner: str, rate: float, seconds: float,
+                start_at: float) -> list[tuple[float, str, float]]:
+    """Write PENDING entries within the shared budget; (wall time, shard key, units) each."""
+    clock = LoopClock()
+    done: list[tuple[float, str, float]] = []
+    store = open_store(uri)
+    async with ShardedIndex(store, "orders", routing_ttl=60.0) as index:
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        async with Sharing().budget(store, "orders", "bench", rate=rate, owner=owner,
+                                    clock=clock) as budget:
+            end = time.time() + seconds
+
+            async def worker(w: int) -> None:
+                n = 0
+                while time.time() < end:
+                    item = f"{owner}-{w}-{n}"
+                    n += 1
+                    key = index.routing.shard_key("PENDING", item)
+                    await budget.spend({key: 1.0})
+                    await index.put("PENDING", item, sort=f"{n:08d}")
+                    done.append((time.time(), key, 1.0))
+
+            await asyncio.gather(*(worker(w) for w in range(WORKERS)))
+    return done
+
+
+def budget_run(uri: str, processes: int, rate: float, seconds: float) -> tuple[float, float]:
+    """The highest and the steady mean per-second units on any key, over ``processes``."""
+    context = multiprocessing.get_context("spawn")
+    queue: multiprocessing.Queue[list[tuple[float, str, float]]] = context.Queue()
+    start_at = time.time() + 3.0  # every process imported and connected by then
+    workers = [context.Process(target=_process, args=(uri, f"p{p}", rate, seconds, start_at,
+                                                      queue)) for p in range(processes)]
+    for process in workers:
+        process.start()
+    writes = [w for _ in workers for w in queue.get(timeout=seconds + 120)]
+    for process in workers:
+        process.join()
+    per_second: dict[tuple[str, int], float] = defaultdict(float)
+    for at, key, units in writes:
+        per_second[key, int(at)] += units
+    first = int(start_at)
+    last = max(second for _, second in per_second)
+    steady = [u for (_, second), u in per_second.items() if first + 3 <= second < last]
+    return max(per_second.values()), sum(steady) / max(1, len(steady))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=12.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--items", type=int, default=5_000)
+    args = parser.parse_args()
+    if not os.environ.get("SHARDEX_DYNAMODB_ENDPOINT"):
+        parser.error("needs SHARDEX_DYNAMODB_ENDPOINT: run it under scripts/dynamodb-local run")
+    local.require_endpoint()
+
+    print(f"1. one budget of {args.rate:g} write units a second per shard key, shared by "
+          f"1, 2 and 4 processes ({WORKERS} writers each, {KEYS} shard keys, "
+          f"{args.seconds:g} s each)")
+    for processes in (1, 2, 4):
+        store = local.table_store()
+
+        async def prepare(store_uri: str = store.uri) -> None:
+            async with ShardedIndex(store_uri, "orders",
+                                    Routing(overrides={"PENDING": ShardPolicy(KEYS)})):
+                pass
+
+        asyncio.run(prepare())
+        highest, steady = budget_run(store.uri, processes, args.rate, args.seconds)
+        print(f"   {processes} process(es): highest {highest:6.1f} units/s on a key = "
+              f"{highest / args.rate:.3f}x --rate (target <= 1.05x); steady mean "
+              f"{steady:6.1f} = {steady / args.rate:.2f}x")
+
+    print(f"2. backfilling {args.items:,} items, 4 Scan segments at once, 8 updates in flight "
+          "per segment")
+    raw_table, _ = orders_table(args.items)
+    raw = asyncio.run(raw_backfill(raw_table, 4))
+    table, _ = orders_table(args.items)
+    adopted, updated = asyncio.run(adopted_backfill(table, 4))
+    print(f"   hand-written Scan + UpdateItem: {args.items / raw:7.0f} items/s")
+    print(f"   adopt run (leased segments):    {args.items / adopted:7.0f} items/s "
+          f"({updated:,} updated) = {raw / adopted:.2f}x the hand-written throughput")
+
+    # 3. union reads vs a stable listing: added by the union reads' work
+
+
+if __name__ == "__main__":
+    main()

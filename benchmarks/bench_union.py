@@ -1,0 +1,169 @@
+"""Union reads against a stable listing: requests and time of a full listing mid-reshard.
+
+Run: .venv/bin/python benchmarks/bench_union.py [--entries N] [--latency 0,5,20]
+     scripts/dynamodb-local run .venv/bin/python benchmarks/bench_union.py --dynamodb
+
+A value resharded from 4 to 16 hashed shard keys, half of its entries moved (write-new:
+readers read both layouts, in two phases, ``shardex.fanout``), is listed in full in pages
+of 1,000 and of 100, and so is a value holding the same entries stable on the larger
+layout (16 keys). Each listing is read three times, alternating; the figures are the
+median time and the requests and read units of one listing. On memory:// every request
+takes the latency given (virtual time, so time is round trips only); on DynamoDB Local,
+wall seconds. Ratios compare figures of this run only. The issue's bound: union / stable
+at most 2x the requests and 1.1x the time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import shardex
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.clock import LoopClock
+from shardex.index import store_routing
+from shardex.routing import begin_transition
+from shardex.sim.clock import run_virtual
+from shardex.stores.base import Store
+
+T = TypeVar("T")
+_IN_FLIGHT = 32
+_RUNS = 3
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One full listing: requests, read units, seconds (median of the runs)."""
+
+    requests: float
+    units: float
+    seconds: float
+
+
+async def _store(dynamodb: bool, latency_ms: float) -> Store:
+    if not dynamodb:
+        fixed = max(latency_ms, 1e-6)
+        return shardex.open_store("memory://", seed=1, profile="unlimited",
+                                  latency_median_ms=fixed, latency_p99_ms=fixed,
+                                  latency_per_kb_ms=0.0)
+    from shardex.stores.dynamodb.admin import create_index_table
+
+    table = f"bench-union-{uuid.uuid4().hex[:8]}"
+    connection = {"endpoint_url": os.environ["SHARDEX_DYNAMODB_ENDPOINT"],
+                  "region": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
+    await create_index_table(table, **connection)
+    return shardex.open_store(f"dynamodb://{table}", **connection)
+
+
+async def _puts(index: ShardedIndex, items: range) -> None:
+    for start in range(items.start, items.stop, _IN_FLIGHT):
+        await asyncio.gather(*(index.put("P", f"o-{i:07d}", sort=f"{i * 7919 % items.stop:07d}")
+                               for i in range(start, min(items.stop, start + _IN_FLIGHT))))
+
+
+async def _list(index: ShardedIndex, store: Store, limit: int, entries: int) -> Listed:
+    store.reset_stats()
+    clock = LoopClock()
+    start = clock.now()
+    count, cursor = 0, None
+    while True:
+        page = await index.query("P", limit=limit, cursor=cursor)
+        count += len(page.items)
+        if (cursor := page.cursor) is None:
+            break
+    seconds = clock.now() - start
+    assert count == entries, f"listed {count} of {entries}"
+    totals = store.stats(index.name).totals
+    return Listed(totals.read_requests, totals.read_units, seconds)
+
+
+async def _measure(dynamodb: bool, latency_ms: float, entries: int
+                   ) -> dict[int, dict[str, Listed]]:
+    # one store (a table of its own on DynamoDB) for each index
+    stores = {"stable": await _store(dynamodb, latency_ms),
+              "union": await _store(dynamodb, latency_ms)}
+    for store in stores.values():
+        await store.open()
+    sixteen = Routing(overrides={"P": ShardPolicy(16)})
+    stable = ShardedIndex(stores["stable"], "stable", sixteen, routing_lease=60.0, hedge=None)
+    union = ShardedIndex(stores["union"], "union", Routing(overrides={"P": ShardPolicy(4)}),
+                         routing_lease=60.0, hedge=None)
+    async with stable, union:
+        await _puts(stable, range(entries))
+        # half the entries on the 4 keys, then the layout moves to 16 keys: the other
+        # half is written there, as the mover would have put it
+        await _puts(union, range(0, entries, 2))
+        await store_routing(union, begin_transition(union.routing, {"P": ShardPolicy(16)}))
+        await union.refresh_routing()
+        await _puts(union, range(1, entries, 2))
+        assert union.routing.reads_both("P")
+        out: dict[int, dict[str, Listed]] = {}
+        for limit in (1000, 100):
+            runs: dict[str, list[Listed]] = {"stable": [], "union": []}
+            for _ in range(_RUNS):
+                for name, index in (("stable", stable), ("union", union)):
+                    runs[name].append(await _list(index, stores[name], limit, entries))
+            out[limit] = {name: Listed(statistics.median(r.requests for r in listed),
+                                       statistics.median(r.units for r in listed),
+                                       statistics.median(r.seconds for r in listed))
+                          for name, listed in runs.items()}
+    for store in stores.values():
+        await store.close()
+    return out
+
+
+def _runner(dynamodb: bool) -> Callable[[Coroutine[Any, Any, T]], T]:
+    return asyncio.run if dynamodb else run_virtual
+
+
+def _print(where: str, figures: dict[int, dict[str, Listed]]) -> None:
+    for limit, rows in figures.items():
+        stable, union = rows["stable"], rows["union"]
+        print(f"  {where}, pages of {limit:,}: stable (16 keys) {stable.requests:,.0f} requests "
+              f"{stable.units:,.1f} units {stable.seconds * 1000:,.1f} ms; union (4 + 16 "
+              f"keys) {union.requests:,.0f} requests {union.units:,.1f} units "
+              f"{union.seconds * 1000:,.1f} ms")
+        print(f"    union / stable: requests {union.requests / stable.requests:.2f}, "
+              f"read units {union.units / stable.units:.2f}, "
+              f"time {union.seconds / max(stable.seconds, 1e-9):.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=None,
+                        help="entries of the value (default 8,000 on memory://, 2,000 on "
+                             "DynamoDB Local)")
+    parser.add_argument("--latency", default="5,20,50",
+                        help="memory:// request latencies in ms, comma-separated")
+    parser.add_argument("--dynamodb", action="store_true",
+                        help="run on DynamoDB Local (SHARDEX_DYNAMODB_ENDPOINT)")
+    args = parser.parse_args()
+    if args.dynamodb and not os.environ.get("SHARDEX_DYNAMODB_ENDPOINT"):
+        parser.error("--dynamodb needs SHARDEX_DYNAMODB_ENDPOINT: run it under "
+                     "scripts/dynamodb-local run")
+    try:
+        latencies = [float(x) for x in args.latency.split(",") if x.strip()]
+    except ValueError:
+        parser.error(f"--latency: expected milliseconds separated by commas, "
+                     f"got {args.latency!r}")
+    entries = args.entries or (2000 if args.dynamodb else 8000)
+    if entries < 1:
+        parser.error(f"--entries must be at least 1, got {entries}")
+    print(f"A full listing of {entries:,} entries mid-reshard (4 -> 16 keys, half moved) "
+          f"against the same entries stable on 16 keys")
+    if args.dynamodb:
+        _print("DynamoDB Local (wall)", _runner(True)(_measure(True, 0.0, entries)))
+        return
+    for latency in latencies:
+        _print(f"memory:// at {latency:g} ms (virtual)",
+               _runner(False)(_measure(False, latency, entries)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,288 @@
+"""``shardex autopilot``: the loop that reshards a live index from its heat (docs/autopilot.md).
+
+``shardex autopilot --store URI --index NAME [--source ...] [--policy FILE] [--dry-run]``
+runs the loop (``shardex.autopilot.Autopilot``): one leader per index, heat from the
+source each tick, the pure policy, the migration runner driven through every state,
+every decision and action recorded in the store, printed one line each.
+``log`` prints that record (``--json``: ``shardex.autopilot.log/1``), ``pause`` and
+``resume`` stop and restart every autopilot of the index at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import click
+
+from shardex.commands import output
+from shardex.commands.connection import Connection, given_tiers, index_options, lasting, open_with
+from shardex.commands.params import MARGIN, MAX_AGE, RATE, UNIT_LEASE, WORKERS, count, number
+from shardex.errors import InvalidInput
+from shardex.stores.base import Store
+
+__all__ = ["autopilot"]
+
+_PROFILES = {"azure-tables": "azure-tables", "cosmos": "cosmos"}
+_CEILINGS = {"azure-tables": "azure-tables", "cosmos": "cosmos"}
+
+
+class _RunByDefault(click.Group):
+    """A group whose own name runs ``run``: ``shardex autopilot --store ...``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_RunByDefault)
+def autopilot() -> None:
+    """Reshard a live index from its heat: grow, shrink, with a leader and an audit log.
+
+    'shardex autopilot --store URI --index NAME' runs it (the same as 'autopilot run').
+    """
+
+
+def _source(text: str, store: Store, index: str) -> Any:
+    """The heat source ``--source`` names (see the option's help)."""
+    from shardex.autopilot import FileHeat, MeterHeat, PrometheusHeat
+
+    if text == "meter":
+        from shardex.clock import LoopClock
+
+        return MeterHeat(store, index, clock=LoopClock())
+    if text.startswith("file:"):
+        path = text.removeprefix("file:")
+        if not path:
+            raise click.BadParameter("file: needs a path, e.g. file:heat.jsonl",
+                                     param_hint="'--source'")
+        return FileHeat(Path(path))
+    if text.startswith(("prometheus://", "prometheus+https://")):
+        from shardex.web.promql import PromQL, label_matchers, seconds
+
+        parts = urllib.parse.urlsplit(text)
+        options = dict(urllib.parse.parse_qsl(parts.query))
+        unknown = sorted(set(options) - {"window", "match"})
+        if unknown or not parts.netloc:
+            raise click.BadParameter(
+                f"{text!r}: expected prometheus://HOST:PORT[/PATH][?window=60s&match=...]"
+                + (f" (unknown option {unknown[0]!r})" if unknown else ""),
+                param_hint="'--source'")
+        scheme = "https" if parts.scheme.endswith("https") else "http"
+        url = f"{scheme}://{parts.netloc}{parts.path}"
+        api = PromQL(url)
+        return PrometheusHeat(
+            url, index, window=seconds(options.get("window", "60s")),
+            match=label_matchers(options.get("match", "")),
+            instant=lambda query, at: api.instant(query, at=at),
+            range_query=lambda query, start, end, step: api.range(
+                query, start=start, end=end, step=step))
+    raise click.BadParameter(f"{text!r}: use prometheus://HOST:PORT, meter or file:PATH",
+                             param_hint="'--source'")
+
+
+def _sizing(uri: str, ceiling: str | None, index: str) -> tuple[Any, Any]:
+    """The table's facts and the planner's sizer, from the store's kind and ``--ceiling``."""
+    from shardex.autopilot import PlannerSizer, TableFacts
+    from shardex.capacity import resolve_ceiling
+    from shardex.sim.profiles import profile
+    from shardex.stores.uri import StoreURI
+
+    scheme = StoreURI.parse(uri).scheme
+    found = resolve_ceiling(ceiling or _CEILINGS.get(scheme, "dynamodb"))
+    # the loop plans for a table split for heat (each hot shard key its own partition)
+    table = profile(_PROFILES.get(scheme, "dynamodb-on-demand"), partitions=0,
+                    write_ceiling=found.write_units, read_ceiling=found.read_units)
+    return TableFacts(found.write_units), PlannerSizer(table, namespace=index)
+
+
+def _line(entry: Any) -> str:
+    from shardex.reshard.status import iso
+
+    layout = "" if entry.to_n is None else f" N={entry.from_n}->{entry.to_n}"
+    who = f" {entry.key}" if entry.key else ""
+    return (f"{iso(entry.t)} {entry.kind} {entry.action} {entry.outcome}{who}{layout}: "
+            f"{entry.reason}")
+
+
+@autopilot.command()
+@index_options(tiers=True)
+@click.option("--source", default="prometheus://127.0.0.1:9090", show_default=True,
+              help="Where heat is read: prometheus://HOST:PORT[/PATH][?window=60s&match="
+                   "job%3D%22orders%22] (a Prometheus server scraping the fleet; window: "
+                   "the rate's, at least four scrape intervals), meter (this process's own "
+                   "store meter) or file:PATH (JSON Lines of samples, appended).")
+@click.option("--policy", "policy_path", type=click.Path(exists=True, dir_okay=False,
+                                                         path_type=Path),
+              help="The policy (TOML; docs/autopilot.md): thresholds, windows, cooldowns.")
+@click.option("--dry-run", is_flag=True, help="Propose and record; start nothing, take no "
+                                              "lease.")
+@click.option("--ceiling", default=None,
+              help="A partition's write ceiling: a store name (dynamodb, azure-tables, "
+                   "cosmos) or units a second (default: the store's).")
+@click.option("--lease", type=number(1.0, 3600.0), default=None,
+              help="Seconds the leader lease lasts (default: 15, or three ticks).")
+@click.option("--margin", default=40.0, show_default=True, type=MARGIN,
+              help="Waited beyond the routing's lease between a migration's steps.")
+@click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
+              help="Oldest parity report a cutover relies on.")
+@click.option("--rate", default=250.0, show_default=True, type=RATE,
+              help="Write units a second the mover may put on any one shard key.")
+@click.option("--workers", default=1, show_default=True, type=WORKERS,
+              help="Work units moved at once by this process.")
+@click.option("--unit-lease", default=30.0, show_default=True, type=UNIT_LEASE,
+              help="Seconds a worker holds a work unit between checkpoints.")
+@click.option("--duration", type=number(0.0, 1e9, low_open=True), default=None,
+              help="Stop after this many seconds (default: run until Ctrl-C or SIGTERM).")
+@click.option("--metrics-port", type=count(0, 65535), default=None,
+              help="Serve the autopilot's metrics, the runner's and the store's on "
+                   "http://127.0.0.1:PORT/metrics (0: a free port; needs the metrics extra).")
+def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: bool,
+        ceiling: str | None, lease: float | None, margin: float, max_age: float,
+        rate: float, workers: int, unit_lease: float, duration: float | None,
+        metrics_port: int | None, connection: Connection) -> None:
+    """Run the autopilot of index NAME (one leader per index; others wait)."""
+    from shardex.autopilot import Autopilot, AutopilotPolicy, load_policy
+    from shardex.autopilot.runner import Runner
+
+    lasting(uri, None if dry_run else "autopilot", offers_dry_run=True)
+    policy = AutopilotPolicy() if policy_path is None else load_policy(policy_path)
+    try:
+        facts, sizer = _sizing(uri, ceiling, name)
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), param_hint="'--ceiling'") from None
+    store = open_with(uri, connection)
+    heat = _source(source, store, name)
+    out = output.console()
+
+    def report(entry: Any) -> None:
+        out.print(_line(entry), highlight=False, soft_wrap=True)
+        out.file.flush()  # a pipe reader waits on each line
+
+    with contextlib.ExitStack() as stack:
+        recorder = gauges = None
+        if metrics_port is not None:
+            from shardex.autopilot.metrics import AutopilotMetrics
+            from shardex.metrics import MetricsRecorder
+            from shardex.metrics.prometheus import serve_prometheus
+
+            recorder = MetricsRecorder().attach(store)
+            server = stack.enter_context(serve_prometheus(recorder, port=metrics_port))
+            gauges = AutopilotMetrics(name, server.registry)
+            output.console(stderr=True).print(f"metrics: {server.url}", highlight=False)
+
+        async def drive() -> None:
+            stop = asyncio.Event()
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+            runner = Runner(store, name, rate=rate, workers=workers, unit_lease=unit_lease,
+                            max_age=max_age, recorder=recorder, tiers=given_tiers() or None)
+            pilot = Autopilot(runner, policy=policy, source=heat, facts=facts, size=sizer,
+                              dry_run=dry_run, lease=lease, margin=margin, max_age=max_age,
+                              gauges=gauges, report=report)
+            async with pilot:
+                out.print(f"autopilot of index {name!r} in {store.uri}: heat from "
+                          f"{heat.name}, a decision every {policy.tick:g} s"
+                          + (" (dry run: nothing is changed)" if dry_run else
+                             f", worker {pilot.worker}"), highlight=False, soft_wrap=True)
+                out.file.flush()
+                await pilot.run(duration=duration, stop=stop)
+
+        asyncio.run(drive())
+
+
+def _records(uri: str, name: str, connection: Connection) -> Any:
+    from shardex.autopilot import AutopilotRecords
+    from shardex.clock import LoopClock
+
+    return AutopilotRecords(open_with(uri, connection), name, clock=LoopClock())
+
+
+@autopilot.command()
+@index_options()
+@click.option("--limit", type=count(1, 100_000), default=50, show_default=True,
+              help="The newest entries shown.")
+@click.option("--key", "key", default=None, help="Only the entries of this logical key.")
+@click.option("--json", "as_json", is_flag=True, help="Print shardex.autopilot.log/1.")
+def log(uri: str, name: str, limit: int, key: str | None, as_json: bool,
+        connection: Connection) -> None:
+    """Print the autopilot's record of index NAME: leader, pause, decisions and actions."""
+    lasting(uri, None)
+
+    async def read() -> tuple[Any, ...]:
+        records = _records(uri, name, connection)
+        async with records.store:
+            lease, _ = await records.lease()
+            state, _ = await records.state()
+            return (lease, await records.control(), state, await records.log(),
+                    records.store.uri)
+
+    lease, control, state, entries, where = asyncio.run(read())
+    entries = [e for e in entries if key is None or e.key == key][-limit:]
+    if as_json:
+        from shardex.documents import rounded
+
+        click.echo(json.dumps(rounded({
+            "schema": "shardex.autopilot.log/1", "index": name, "store": where,
+            "leader": None if lease.owner is None else lease.to_body(),
+            "paused": control.paused, "control": control.to_body(),
+            "state": state.to_body(), "entries": [e.to_body() for e in entries]}),
+            indent=2))
+        return
+    out = output.console()
+    held = lease.owner is not None and lease.expires > time.time()
+    out.print(f"autopilot of index {name!r} in {where}: "
+              + (f"leader {lease.owner} (term {lease.term})" if held else "no leader")
+              + (f"; PAUSED by {control.by or '?'}" + (f": {control.reason}"
+                                                       if control.reason else "")
+                 if control.paused else "")
+              + (f"; driving migration {state.reshard}" if state.reshard else ""),
+              highlight=False, soft_wrap=True)
+    for entry in entries:
+        out.print(_line(entry), highlight=False, soft_wrap=True)
+
+
+def _control(uri: str, name: str, paused: bool, reason: str,
+             connection: Connection) -> None:
+    import getpass
+    import socket
+
+    from shardex.autopilot import Control
+    from shardex.clock import LoopClock
+
+    async def write() -> None:
+        records = _records(uri, name, connection)
+        async with records.store:
+            await records.set_control(Control(paused, LoopClock().wall(),
+                                              f"{getpass.getuser()}@{socket.gethostname()}",
+                                              reason))
+
+    asyncio.run(write())
+
+
+@autopilot.command()
+@index_options()
+@click.option("--reason", default="", help="Why, for the log.")
+def pause(uri: str, name: str, reason: str, connection: Connection) -> None:
+    """Stop every autopilot of index NAME from acting, at once, until 'resume'."""
+    lasting(uri, "autopilot pause")
+    _control(uri, name, True, reason, connection)
+    output.console().print(f"autopilot of index {name!r}: paused; a running leader stops "
+                           "driving within a second (its migration stays where it is)",
+                           highlight=False)
+
+
+@autopilot.command()
+@index_options()
+def resume(uri: str, name: str, connection: Connection) -> None:
+    """Let the autopilot of index NAME act again (it resumes the migration it drove)."""
+    lasting(uri, "autopilot resume")
+    _control(uri, name, False, "", connection)
+    output.console().print(f"autopilot of index {name!r}: resumed", highlight=False)

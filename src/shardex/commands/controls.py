@@ -1,0 +1,203 @@
+"""Live controls of a running reshard or adoption: ``pause``, ``resume``, ``throttle``.
+
+``register(group, kind)`` adds the three commands to ``shardex reshard`` or ``shardex
+adopt``: each writes the migration's control record (``shardex.migrate.control``), which
+every running mover reads within a few seconds. ``sharing_options`` adds to a ``run``
+command the options of its shared budget (``--budget-redis``) and of the outside signals
+that hold its movers (``--throttle-file``, ``--prometheus`` with ``--throttle-query`` and
+``--throttle-above``), passed on as ``sharing`` (``shardex.migrate.budget.Sharing``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import shlex
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Literal
+
+import click
+
+from shardex.commands import output
+from shardex.commands.connection import Connection, index_options, lasting, open_with
+from shardex.commands.params import RATE
+from shardex.errors import InvalidInput, ReshardRefused
+
+__all__ = ["controls_lines", "controls_status", "register", "sharing_options"]
+
+Kind = Literal["reshard", "adopt"]
+_POLL_NOTE = "every running mover follows within a few seconds"
+
+
+async def _migration(store: Any, name: str, kind: Kind) -> str:
+    """The id of the reshard or adoption under way on index ``name``; ReshardRefused if none."""
+    from shardex.index import ShardedIndex
+
+    async with ShardedIndex(store, name) as index:
+        routing = await index.refresh_routing()
+    if kind == "reshard":
+        if routing.reshard is None or routing.previous is None:
+            raise ReshardRefused(f"index {name!r} has no reshard under way: start one with "
+                                 "'shardex reshard start'")
+        return routing.reshard.id
+    if routing.adoption is None or not routing.adoption.active:
+        raise ReshardRefused(f"index {name!r} has no adoption under way: start one with "
+                             "'shardex adopt start'")
+    return routing.adoption.id
+
+
+def _control(kind: Kind, verb: str, uri: str, name: str, connection: Connection,
+             change: Callable[[Any], Any], as_json: bool) -> None:
+    from shardex.clock import LoopClock
+    from shardex.migrate.control import change_control, control_document, describe
+
+    lasting(uri, f"{kind} {verb.split()[0]}")
+    store = open_with(uri, connection)
+
+    async def write() -> tuple[str, Any]:
+        clock = LoopClock()
+        async with store:
+            migration = await _migration(store, name, kind)
+            control = await change_control(store, name, migration, change, clock=clock)
+        return migration, control
+
+    migration, control = asyncio.run(write())
+    if as_json:
+        click.echo(json.dumps({**control_document(control, 0), "index": name,
+                               "migration": migration}, indent=2))
+        return
+    where = f"--store {shlex.quote(uri)} --index {shlex.quote(name)}"
+    then = (f"; resume with: shardex {kind} resume {where}" if control.paused
+            else f"; see it with: shardex {kind} status {where}")
+    output.console().print(f"index {name!r}: {kind} {migration} {verb}: "
+                           f"{describe(control, None)} ({_POLL_NOTE}){then}",
+                           highlight=False, soft_wrap=True)
+
+
+def register(group: click.Group, kind: Kind) -> None:
+    """Add ``pause``, ``resume`` and ``throttle`` to ``group`` (``shardex reshard|adopt``)."""
+    json_option = click.option("--json", "as_json", is_flag=True,
+                               help="Print shardex.migrate.control/1.")
+
+    @group.command()
+    @index_options()
+    @json_option
+    def pause(uri: str, name: str, as_json: bool, connection: Connection) -> None:
+        """Pause every running mover (they hold their place; resume goes on from it)."""
+        from shardex.clock import LoopClock
+
+        by = f"shardex {kind} pause"
+        _control(kind, "paused", uri, name, connection, lambda c: replace(
+            c, paused=True, changed_at=LoopClock().wall(), changed_by=by,
+            reason="paused by an operator"), as_json)
+
+    @group.command()
+    @index_options()
+    @json_option
+    def resume(uri: str, name: str, as_json: bool, connection: Connection) -> None:
+        """Let the paused movers go on."""
+        from shardex.clock import LoopClock
+
+        by = f"shardex {kind} resume"
+        _control(kind, "resumed", uri, name, connection, lambda c: replace(
+            c, paused=False, changed_at=LoopClock().wall(), changed_by=by,
+            reason="resumed by an operator"), as_json)
+
+    @group.command()
+    @index_options()
+    @click.option("--rate", required=True, type=RATE,
+                  help="Write units a second the movers may put on any one shard key, "
+                       "every process together.")
+    @json_option
+    def throttle(uri: str, name: str, rate: float, as_json: bool,
+                 connection: Connection) -> None:
+        """Change the rate of the running movers (all processes together)."""
+        from shardex.clock import LoopClock
+
+        by = f"shardex {kind} throttle"
+        _control(kind, f"set to {rate:g} write units a second", uri, name, connection,
+                 lambda c: replace(c, rate=rate, changed_at=LoopClock().wall(),
+                                   changed_by=by, reason=f"rate set to {rate:g}"), as_json)
+
+
+def sharing_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the shared budget's and the outside signals' options; pass ``sharing=``."""
+    @functools.wraps(command)
+    def wrapped(*args: Any, budget_redis: str | None, throttle_file: str | None,
+                prometheus: str | None, throttle_query: str | None,
+                throttle_above: float | None, **kwargs: Any) -> Any:
+        return command(*args, sharing=_sharing(budget_redis, throttle_file, prometheus,
+                                               throttle_query, throttle_above), **kwargs)
+
+    options = [
+        click.option("--budget-redis", metavar="URL", default=None,
+                     help="Share the rate budget through Redis (redis://host:port) instead "
+                          "of the store's records; needs the redis extra."),
+        click.option("--throttle-file", metavar="PATH", default=None,
+                     help="Hold the movers while this file exists."),
+        click.option("--prometheus", metavar="URL", default=None,
+                     help="A Prometheus server to ask --throttle-query."),
+        click.option("--throttle-query", metavar="PROMQL", default=None,
+                     help="Hold the movers while this query's value is above "
+                          "--throttle-above (the largest of its series)."),
+        click.option("--throttle-above", type=float, default=None, metavar="X",
+                     help="The threshold of --throttle-query."),
+    ]
+    for option in options:
+        wrapped = option(wrapped)
+    return wrapped
+
+
+def _sharing(redis: str | None, path: str | None, prometheus: str | None,
+             query: str | None, above: float | None) -> Any:
+    from shardex.migrate.budget import Sharing
+    from shardex.migrate.control import FileSignal, MetricSignal, Signal
+
+    signals: list[Signal] = []
+    if path is not None:
+        signals.append(FileSignal(path))
+    given = [prometheus is not None, query is not None, above is not None]
+    if any(given) and not all(given):
+        raise click.UsageError("--prometheus, --throttle-query and --throttle-above go "
+                               "together")
+    if prometheus is not None and query is not None and above is not None:
+        from shardex.web.promql import PromQL
+
+        try:
+            client = PromQL(prometheus, timeout=5.0)
+        except InvalidInput as exc:
+            raise click.BadParameter(str(exc), param_hint="'--prometheus'") from None
+
+        async def ask() -> float | None:
+            found = await asyncio.to_thread(client.instant, query)
+            return max((value for _, value in found), default=None)
+
+        signals.append(MetricSignal(ask, above, f"{query!r} at {prometheus}"))
+    if redis is not None and not redis.startswith(("redis://", "rediss://")):
+        raise click.BadParameter(f"a redis://host:port URL, got {redis!r}",
+                                 param_hint="'--budget-redis'")
+    return Sharing(redis=redis, signals=tuple(signals))
+
+
+async def controls_status(store: Any, name: str, migration: str | None) -> dict[str, Any] | None:
+    """The controls and budget of ``migration`` for a status document (None: no migration)."""
+    if migration is None:
+        return None
+    from shardex.clock import LoopClock
+    from shardex.migrate.budget import migration_status
+
+    return await migration_status(store, name, migration, clock=LoopClock())
+
+
+def controls_lines(doc: dict[str, Any] | None) -> list[str]:
+    """A status document's controls and budget, as lines."""
+    if doc is None:
+        return []
+    budget = doc["budget"]
+    slices = ", ".join(f"{s['owner']} {s['share']:g}" for s in budget["slices"]) or "none"
+    return [f"  controls: {doc['summary']}" + (f" (set by {doc['changed_by']})"
+                                               if doc["changed_by"] else ""),
+            f"  budget: {budget['in_force']:g} of {budget['rate']:g} write units a second per "
+            f"shard key in force; runners' slices: {slices}"]

@@ -1,0 +1,1 @@
+"""Migrations of a live index's layout: the shared rate budget and the live controls."""

@@ -1,0 +1,342 @@
+"""The autopilot's loop on memory:// and virtual time: grow, shrink, lease, pause, dry run, log.
+
+An application task writes PENDING entries into the same store object the loop reads
+its heat from (``MeterHeat``); the table's partition ceiling is taken as 10 write units
+a second, so 14 puts a second are hot. Every test runs on virtual time: the loop's
+ticks, the routing's lease and the runner's waits cost nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+import shardex
+from shardex.autopilot import (
+    Autopilot,
+    AutopilotPolicy,
+    Control,
+    LogEntry,
+    MeterHeat,
+    PlannerSizer,
+    TableFacts,
+    next_move,
+)
+from shardex.autopilot.runner import Runner
+from shardex.sim.profiles import profile
+from shardex.stores.base import Store
+
+INDEX = "orders_by_status"
+CEILING = 10.0
+POLICY = AutopilotPolicy(t_up=5, t_down=30, tick=1, trend=5, lead=5, min_interval=10,
+                         retain=5, max_shards=16)
+
+
+class Load:
+    """An application writing ``rate`` PENDING entries a second while ``on``."""
+
+    def __init__(self, store: Store, rate: float) -> None:
+        self.store = store
+        self.rate = rate
+        self.on = True
+        self.written: list[str] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _write(self) -> None:
+        async with shardex.ShardedIndex(self.store, INDEX, routing_ttl=0.25) as index:
+            n = 0
+            while True:
+                if self.on:
+                    item = f"o-{n:06d}"
+                    await index.put("PENDING", item, sort=f"{n:06d}")
+                    self.written.append(item)
+                    n += 1
+                await asyncio.sleep(1 / self.rate)
+
+    def __enter__(self) -> Load:
+        self._task = asyncio.ensure_future(self._write())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+async def routed(store: Store) -> None:
+    """The index's routing record, with a 1 s lease (the reshard's steps are short)."""
+    async with shardex.ShardedIndex(store, INDEX, routing=shardex.Routing(),
+                                    routing_lease=1.0) as index:
+        await index.put("SHIPPED", "s-1", sort="0")
+
+
+def pilot(store: Store, *, worker: str, dry_run: bool = False,
+          policy: AutopilotPolicy = POLICY, lease: float = 5.0) -> Autopilot:
+    table = profile("dynamodb-on-demand", write_ceiling=CEILING, partitions=0)
+    runner = Runner(store, INDEX, rate=2000, unit_lease=2.0, worker=worker)
+    return Autopilot(runner, policy=policy, source=MeterHeat(store, INDEX,
+                                                              clock=shardex.clock.LoopClock()),
+                     facts=TableFacts(CEILING), size=PlannerSizer(table, namespace=INDEX),
+                     dry_run=dry_run, lease=lease, margin=0.5, worker=worker)
+
+
+@contextlib.asynccontextmanager
+async def running(autopilot: Autopilot) -> AsyncIterator[asyncio.Task[None]]:
+    async with autopilot:
+        task = asyncio.ensure_future(autopilot.run())
+        try:
+            yield task
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def wait_for(what: str, check: Any, *, most: float = 600.0, every: float = 0.5) -> Any:
+    """Poll ``check`` (a coroutine function) on virtual time until it answers truthy."""
+    waited = 0.0
+    while waited < most:
+        found = await check()
+        if found:
+            return found
+        await asyncio.sleep(every)
+        waited += every
+    raise AssertionError(f"waited {most:g} virtual seconds for {what}")
+
+
+async def shards(store: Store) -> tuple[int, str]:
+    async with shardex.ShardedIndex(store, INDEX) as index:
+        routing = await index.refresh_routing()
+        return routing.policy("PENDING").shards, routing.state
+
+
+def actions(entries: list[LogEntry], kind: str = "action") -> list[tuple[str, str]]:
+    return [(e.action, e.outcome) for e in entries if e.kind == kind]
+
+
+async def listed(store: Store) -> set[str]:
+    async with shardex.ShardedIndex(store, INDEX) as index:
+        return {e.item_id async for e in index.scan("PENDING")}
+
+
+@pytest.mark.shardex_virtual
+async def test_a_ramp_grows_the_key_and_its_end_shrinks_it_back() -> None:
+    store = shardex.open_store("memory://")
+    await routed(store)
+    autopilot = pilot(store, worker="one")
+    with Load(store, 14) as load:
+        async with running(autopilot):
+            grown = await wait_for("the grow to complete", lambda: _stable_above(store, 1))
+            log = await autopilot.records.log()
+            verify = [e for e in log if e.action == "verify" and e.outcome == "ok"]
+            assert verify
+            assert all(verify[-1].details["parity"][k] == 0
+                       for k in ("missing", "extra", "misplaced", "mismatched"))
+            assert [a for a in actions(log) if a[0] in ("start", "verify", "cutover",
+                                                        "retain", "complete")] == [
+                ("start", "ok"), ("verify", "ok"), ("cutover", "ok"), ("retain", "ok"),
+                ("complete", "ok")]
+            grow = next(e for e in log if e.kind == "decision" and e.action == "grow")
+            assert grow.to_n == grown
+            assert grow.details["inputs"]["floor_up"] > 0.8 * CEILING
+            load.on = False
+            ended = asyncio.get_running_loop().time()
+            await wait_for("the shrink to complete", lambda: _stable_at(store, 1))
+            took = asyncio.get_running_loop().time() - ended
+            assert took >= POLICY.t_down  # a shrink waits out the window
+        assert await listed(store) == set(load.written)
+    log = await autopilot.records.log()
+    assert [e.action for e in log if e.kind == "decision" and e.action in ("grow", "shrink")
+            ] == ["grow", "shrink"]
+    assert [e.to_n for e in log if e.action == "shrink"] == [1]
+
+
+async def _stable_above(store: Store, n: int) -> int | None:
+    found, state = await shards(store)
+    return found if state == "stable" and found > n else None
+
+
+async def _stable_at(store: Store, n: int) -> bool:
+    found, state = await shards(store)
+    return state == "stable" and found == n
+
+
+def _crash(autopilot: Autopilot, task: asyncio.Task[None]) -> None:
+    """End ``autopilot`` as SIGKILL would: no clean-up, the lease left to expire."""
+    async def nothing() -> None:
+        return None
+
+    autopilot.stop = nothing  # type: ignore[method-assign]
+    task.cancel()
+    if autopilot._driving is not None:
+        autopilot._driving.cancel()
+
+
+async def _state(store: Store) -> str:
+    return (await shards(store))[1]
+
+
+@pytest.mark.shardex_virtual
+async def test_a_second_autopilot_waits_then_resumes_the_migration_of_a_killed_leader(
+) -> None:
+    store = shardex.open_store("memory://")
+    await routed(store)
+    first, second = pilot(store, worker="first"), pilot(store, worker="second")
+    with Load(store, 14) as load:
+        async with first, second:
+            one = asyncio.ensure_future(first.run())
+            await wait_for("the grow to move entries", lambda: _in(store, "write-new"),
+                           every=0.1)
+            two = asyncio.ensure_future(second.run())
+            await asyncio.sleep(0.2)
+            lease, _ = await first.records.lease()
+            assert lease.owner == "first"  # the second waits
+            held, _ = await first.records.lease()
+            _crash(first, one)
+            await wait_for("the second to finish it", lambda: _stable_above(store, 1))
+            two.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await two
+        load.on = False
+        log = await first.records.log()
+        took = next(e for e in log if e.worker == "second" and e.action == "lead")
+        assert took.details["term"] == 2
+        assert held.expires <= took.t <= held.expires + first.policy.tick + 1
+        assert [e.worker for e in log if e.action == "start"] == ["first"]  # resumed
+        assert [e.worker for e in log if e.action == "complete"] == ["second"]
+        done = [e for e in log if e.action == "verify" and e.outcome == "ok"]
+        assert done
+        assert all(e.details["parity"]["entries"] > 0 for e in done)
+        assert all(e.details["parity"][k] == 0 for e in done
+                   for k in ("missing", "extra", "misplaced", "mismatched"))
+    assert await listed(store) == set(load.written)
+
+
+async def _in(store: Store, state: str) -> bool:
+    return await _state(store) == state
+
+
+@pytest.mark.shardex_virtual
+async def test_a_pause_stops_the_runner_at_once_and_resume_goes_on() -> None:
+    store = shardex.open_store("memory://")
+    await routed(store)
+    autopilot = pilot(store, worker="one")
+    with Load(store, 14) as load:
+        async with running(autopilot):
+            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
+            await autopilot.records.set_control(Control(True, 0.0, "ops", "a sale"))
+            await asyncio.sleep(autopilot.poll + 0.5)
+            async with shardex.ShardedIndex(store, INDEX) as index:
+                before = await index.refresh_routing()
+                await asyncio.sleep(60)
+                after = await index.refresh_routing()
+            assert after == before  # nothing acted for a minute
+            assert after.state == "read-both"
+            await autopilot.records.set_control(Control(False, 0.0, "ops"))
+            await wait_for("the grow to finish", lambda: _stable_above(store, 1))
+        load.on = False
+    log = await autopilot.records.log()
+    assert [(e.action, e.outcome) for e in log if e.kind == "control"] == [
+        ("pause", "ok"), ("resume", "ok")]
+    pause = next(e for e in log if e.action == "pause")
+    assert "a sale" in pause.reason
+    stopped = next(e for e in log if e.action == "stop")
+    assert stopped.t - pause.t <= autopilot.poll + 1e-6
+
+
+@pytest.mark.shardex_virtual
+async def test_a_dry_run_proposes_and_records_but_changes_nothing() -> None:
+    store = shardex.open_store("memory://")
+    await routed(store)
+    autopilot = pilot(store, worker="dry", dry_run=True)
+    with Load(store, 14):
+        async with running(autopilot):
+            await asyncio.sleep(30)
+    async with shardex.ShardedIndex(store, INDEX) as index:
+        routing = await index.refresh_routing()
+    assert routing.version == 1
+    assert routing.policy("PENDING").shards == 1
+    log = await autopilot.records.log()
+    grow = [e for e in log if e.action == "grow"]
+    assert [(e.outcome, e.dry_run, e.to_n > 1) for e in grow] == [("proposed", True, True)]
+    assert all(e.dry_run for e in log)
+    assert not [e for e in log if e.kind == "action"]
+    _, revision = await autopilot.records.lease()
+    assert revision is None  # a dry run takes no lease
+    assert (await autopilot.records.state())[1] is None  # and keeps no state
+
+
+@pytest.mark.shardex_virtual
+async def test_keys_wanting_a_migration_while_one_runs_wait_in_the_log() -> None:
+    store = shardex.open_store("memory://")
+    await routed(store)
+    async with Runner(store, INDEX) as operator:  # an operator's reshard, not the autopilot's
+        await operator.start({"SHIPPED": shardex.ShardPolicy(shards=2)}, margin=0.5)
+    autopilot = pilot(store, worker="one")
+    with Load(store, 14):
+        async with running(autopilot):
+            await asyncio.sleep(20)
+    log = await autopilot.records.log()
+    queued = [e for e in log if e.action == "grow"]
+    assert [e.outcome for e in queued] == ["queued"]
+    assert "under way on the index" in queued[0].reason
+    assert not [e for e in log if e.action == "start"]
+    assert await _state(store) == "read-both"  # not the autopilot's to drive
+
+
+@pytest.mark.shardex_virtual
+async def test_the_log_keeps_its_newest_entries() -> None:
+    store = shardex.open_store("memory://")
+    records = pilot(store, worker="one").records
+    for n in range(30):
+        await records.append(LogEntry(float(n), "action", "start", "ok", f"n{n}", "one"))
+    assert await records.prune(12) == 18
+    assert [e.reason for e in await records.log()] == [f"n{n}" for n in range(18, 30)]
+
+
+def test_the_next_move_follows_the_stored_routing() -> None:
+    from shardex.autopilot.runner import states
+    from shardex.routing import Routing, ShardPolicy
+    from shardex.transition import Parity
+
+    start = states.begin(Routing(version=1), {"PENDING": ShardPolicy(shards=4)},
+                         default=None, values=(), reshard_id="autopilot-x", now=100.0,
+                         margin=1.0)
+    assert next_move(start, "autopilot-x", 100.0).kind == "run"
+    assert next_move(start, "another", 100.0).kind == "done"
+    assert next_move(Routing(version=3), "autopilot-x", 100.0).kind == "done"
+    meta = start.reshard
+    assert meta is not None
+
+    def at(state: str, **changes: Any) -> Any:
+        import dataclasses
+        return dataclasses.replace(start, state=state,
+                                   reshard=dataclasses.replace(meta, **changes))
+
+    clean, dirty = Parity(101.0, 10), Parity(101.0, 10, missing=1)
+    assert next_move(at("verified", parity=clean), "autopilot-x", 102).kind == "cutover"
+    assert next_move(at("verified", parity=dirty), "autopilot-x", 102).kind == "run"
+    assert next_move(at("read-new"), "autopilot-x", 102).kind == "retain"
+    wait = next_move(at("read-new", retire_after=150.0), "autopilot-x", 102)
+    assert (wait.kind, wait.until) == ("wait", 150.0)
+    assert next_move(at("read-new", retire_after=150.0), "autopilot-x", 150).kind == "complete"
+    assert next_move(at("retired"), "autopilot-x", 160).kind == "complete"
+    assert next_move(at("write-new", direction="rollback"), "autopilot-x", 160
+                     ).kind == "rollback"
+
+
+def test_records_round_trip_and_refuse_what_they_cannot_read() -> None:
+    from shardex.autopilot import Lease, State
+    from shardex.errors import MalformedItem
+
+    control = Control(True, 5.0, "ops", "sale")
+    assert Control.from_body(control.to_body(), "x") == control
+    lease = Lease("a", 10.0, 3, 1.0)
+    assert Lease.from_body(lease.to_body(), "x") == lease
+    state = State("autopilot-1", migrating=("PENDING",)).with_key("PENDING", last_change=4.0)
+    assert State.from_body(state.to_body(), "x") == state
+    with pytest.raises(MalformedItem, match=r"autopilot/state.*not an autopilot record"):
+        State.from_body({"reshard": 3}, "autopilot/state")

@@ -1,0 +1,241 @@
+"""The migration's shared rate budget: pure slices, windows and AIMD, then processes on
+virtual time sharing one budget through the store."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections import defaultdict
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shardex.clock import LoopClock
+from shardex.errors import MalformedItem
+from shardex.migrate.budget import (
+    Budget,
+    BudgetPolicy,
+    BudgetState,
+    cut,
+    effective_rate,
+    lease,
+    release,
+    window_wait,
+)
+from shardex.migrate.control import Controls, change_control, record_key
+from shardex.stores.base import Store
+
+POLICY = BudgetPolicy()
+
+
+# -- pure: the sliding window -------------------------------------------------------------
+
+@given(st.lists(st.tuples(st.floats(0.0, 0.5), st.floats(0.1, 5.0)), min_size=1,
+                max_size=60), st.floats(5.0, 40.0))
+def test_a_window_never_holds_more_than_its_limit(steps: list[tuple[float, float]],
+                                                  limit: float) -> None:
+    spent: list[tuple[float, float]] = []
+    now = 0.0
+    for gap, cost in steps:
+        now += gap
+        while (wait := window_wait(spent, now, cost, limit, 1.0)) > 0:
+            now += wait  # as Budget.spend does: wait, then ask again
+        spent.append((now, cost))
+    for start, _ in spent:  # the windows that begin at a write are the fullest
+        held = sum(c for t, c in spent if start <= t < start + 1.0)
+        assert held <= limit + 1e-6
+
+
+def test_a_window_waits_for_the_oldest_write_to_leave_and_nothing_while_limit_is_zero() -> None:
+    spent = [(0.0, 4.0), (0.5, 4.0)]
+    assert window_wait(spent, 0.6, 4.0, 10.0, 1.0) == pytest.approx(0.4)
+    assert window_wait(spent, 1.2, 4.0, 10.0, 1.0) == 0.0
+    assert window_wait([], 0.0, 1.0, 0.0, 1.0) == math.inf
+    assert window_wait([], 0.0, 50.0, 10.0, 1.0) == 0.0  # larger than the limit: alone
+
+
+# -- pure: AIMD -----------------------------------------------------------------------------
+
+def test_a_throttle_halves_the_rate_once_per_cooldown_and_it_grows_back_to_the_set_rate() -> None:
+    state = cut(BudgetState(), 100.0, 10.0, POLICY)
+    assert state is not None
+    assert effective_rate(state, 100.0, 10.0, POLICY) == pytest.approx(50.0)
+    assert cut(state, 100.0, 10.5, POLICY) is None  # within the cooldown
+    again = cut(state, 100.0, 11.0, POLICY)
+    assert again is not None
+    assert effective_rate(again, 100.0, 11.0, POLICY) == pytest.approx(27.5)
+    assert effective_rate(again, 100.0, 11.0 + 100, POLICY) == 100.0
+    assert effective_rate(again, 40.0, 10_000.0, POLICY) == 40.0  # a lower set rate caps it
+
+
+@given(st.lists(st.floats(0.0, 30.0), max_size=30))
+def test_cuts_never_go_below_the_floor_nor_above_the_set_rate(gaps: list[float]) -> None:
+    state, now = BudgetState(), 0.0
+    for gap in gaps:
+        now += gap
+        state = cut(state, 200.0, now, POLICY) or state
+        assert 200.0 * POLICY.floor - 1e-9 <= effective_rate(state, 200.0, now, POLICY) <= 200.0
+
+
+# -- pure: slices ---------------------------------------------------------------------------
+
+@st.composite
+def schedules(draw: st.DrawFn) -> list[tuple[float, int, str]]:
+    """Events (time, process, what): renew, release or spend, in time order."""
+    events, now = [], 0.0
+    for _ in range(draw(st.integers(1, 100))):
+        now += draw(st.floats(0.0, 0.7))
+        events.append((now, draw(st.integers(0, 5)),
+                       draw(st.sampled_from(["renew", "spend", "spend", "spend", "release"]))))
+    return events
+
+
+@given(schedules(), st.floats(10.0, 300.0), st.lists(st.floats(1.0, 5.0), min_size=6,
+                                                       max_size=6))
+def test_processes_spending_their_slices_never_exceed_the_rate_in_any_second(
+        events: list[tuple[float, int, str]], rate: float, costs: list[float]) -> None:
+    """Whatever the order of renewals (or none: a lease lapses) and releases, the units
+    spent on a key in any one-second window, over every process, stay within the rate."""
+    policy = BudgetPolicy(grain=5.0)
+    state = BudgetState()
+    shares: dict[int, tuple[float, float]] = {}  # process: (share, expires)
+    spent: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for now, p, what in events:
+        if what == "renew":
+            state, share = lease(state, f"p{p}", rate, now, policy)
+            shares[p] = (share, state.slices[f"p{p}"].expires)
+        elif what == "release" and p in shares:
+            state = release(state, f"p{p}", now, policy)
+            shares[p] = (0.0, 0.0)
+        elif what == "spend" and p in shares:
+            share, expires = shares[p]
+            limit = share if now < expires else 0.0
+            if window_wait(spent[p], now, costs[p], limit, policy.window) == 0.0:
+                spent[p].append((now, costs[p]))
+    every = sorted(w for ws in spent.values() for w in ws)
+    for start, _ in every:
+        held = sum(c for t, c in every if start <= t < start + policy.window)
+        assert held <= rate + 1e-6
+
+
+@pytest.mark.parametrize("processes", [1, 2, 3, 8])
+def test_renewing_processes_converge_on_equal_shares(processes: int) -> None:
+    state, now = BudgetState(), 0.0
+    shares: dict[str, float] = {}
+    for _ in range(6):  # rounds of renewals, a second apart
+        for p in range(processes):
+            state, shares[f"p{p}"] = lease(state, f"p{p}", 100.0, now, POLICY)
+            now += 1.0 / processes
+    assert shares == {f"p{p}": pytest.approx(100.0 / processes) for p in range(processes)}
+
+
+def test_more_processes_than_grains_leave_the_extra_ones_waiting() -> None:
+    policy = BudgetPolicy(grain=10.0)
+    state, now, shares = BudgetState(), 0.0, {}
+    for _ in range(5):
+        for p in range(4):
+            state, shares[p] = lease(state, f"p{p}", 25.0, now, policy)
+            now += 0.25
+    assert shares == {0: pytest.approx(12.5), 1: pytest.approx(12.5), 2: 0.0, 3: 0.0}
+
+
+def test_a_damaged_budget_record_is_named() -> None:
+    with pytest.raises(MalformedItem, match="budget record"):
+        BudgetState.from_body({"cut_rate": None, "slices": {"a": ["x"]}}, "record 'b'")
+    state = BudgetState(cut_rate=3.0, cut_at=1.0, slices={})
+    assert BudgetState.from_body(state.to_body(), "r") == state
+
+
+# -- processes on virtual time sharing one budget through the store -------------------------
+
+async def _mover(store: Store, owner: str, rate: float, seconds: float,
+                 loads: dict[tuple[str, int], float], keys: list[str], *,
+                 throttle_after: float | None = None) -> None:
+    """A mover process: one worker per key, each writing as fast as the budget lets."""
+    clock = LoopClock()
+    controls = Controls(store, "orders", "r1", rate=rate, clock=clock, owner=owner)
+    rng = random.Random(owner)
+    async with Budget(store, "orders", "r1", controls=controls, owner=owner, clock=clock,
+                      rng=rng) as budget:
+        end = clock.wall() + seconds
+
+        async def worker(key: str, throttle_at: float | None) -> None:
+            while clock.wall() < end:
+                cost = rng.choice([1.0, 2.0, 3.0])
+                await budget.spend({key: cost})
+                second = int(clock.wall())
+                loads[key, second] = loads.get((key, second), 0.0) + cost
+                if throttle_at is not None and clock.wall() >= throttle_at:
+                    throttle_at = None
+                    await budget.throttled()
+                await asyncio.sleep(rng.uniform(0.0, 0.01))  # the write itself
+
+        throttle_at = None if throttle_after is None else clock.wall() + throttle_after
+        await asyncio.gather(*(worker(key, throttle_at) for key in keys))
+
+
+def _per_second(loads: dict[tuple[str, int], float], key: str) -> dict[int, float]:
+    return {second: units for (k, second), units in loads.items() if k == key}
+
+
+@pytest.mark.shardex_virtual
+@pytest.mark.parametrize("processes", [1, 2, 4, 8])
+async def test_the_load_on_any_shard_key_stays_within_the_rate_whatever_the_processes(
+        shardex_store: Store, processes: int) -> None:
+    loads: dict[tuple[str, int], float] = {}
+    keys = ["PENDING#0", "PENDING#1"]
+    await asyncio.gather(*(_mover(shardex_store, f"w{p}", 100.0, 20.0, loads, keys)
+                           for p in range(processes)))
+    for key in keys:
+        per_second = _per_second(loads, key)
+        assert max(per_second.values()) <= 100.0 * 1.05, per_second
+        steady = sorted(per_second.items())[5:-2]  # after the shares settle
+        assert sum(u for _, u in steady) / len(steady) >= 80.0, per_second
+
+
+@pytest.mark.shardex_virtual
+async def test_a_throttle_seen_by_one_process_halves_every_process_s_rate(
+        shardex_store: Store) -> None:
+    loads: dict[tuple[str, int], float] = {}
+    await asyncio.gather(*(_mover(shardex_store, f"w{p}", 100.0, 12.0, loads, ["K"],
+                                  throttle_after=None if p else 5.0)
+                           for p in range(4)))
+    per_second = dict(sorted(_per_second(loads, "K").items()))
+    seconds = sorted(per_second)
+    began = seconds[0]
+    assert per_second[began + 4] >= 80.0
+    # the cut (about 5 s in) holds every process near half, then grows back 5 units a second
+    assert per_second[began + 7] <= 60.0, per_second
+    assert per_second[began + 11] > per_second[began + 7], per_second
+    record = await shardex_store.get_record("orders", record_key("r1", "budget"))
+    assert record is not None
+    assert record.body["cut_rate"] == pytest.approx(50.0, rel=0.1)
+
+
+@pytest.mark.shardex_virtual
+async def test_pause_throttle_and_resume_reach_every_running_process_within_seconds(
+        shardex_store: Store) -> None:
+    loads: dict[tuple[str, int], float] = {}
+    clock = LoopClock()
+    began = int(clock.wall())
+
+    async def operator() -> None:
+        await asyncio.sleep(5)
+        await change_control(shardex_store, "orders", "r1",
+                             lambda c: type(c)(paused=True, rate=c.rate), clock=clock)
+        await asyncio.sleep(5)
+        await change_control(shardex_store, "orders", "r1",
+                             lambda c: type(c)(paused=c.paused, rate=40.0), clock=clock)
+        await asyncio.sleep(2)
+        await change_control(shardex_store, "orders", "r1",
+                             lambda c: type(c)(paused=False, rate=c.rate), clock=clock)
+
+    await asyncio.gather(operator(), *(_mover(shardex_store, f"w{p}", 100.0, 20.0, loads,
+                                              ["K"]) for p in range(3)))
+    per_second = _per_second(loads, "K")
+    load = [per_second.get(began + s, 0.0) for s in range(21)]
+    assert min(load[3:5]) >= 80.0, load  # moving at 100 once the shares settle
+    assert max(load[8:12]) == 0.0, load  # paused within 3 s, and held through the change
+    assert all(30.0 <= u <= 42.0 for u in load[15:19]), load  # resumed at the new rate
