@@ -318,7 +318,11 @@ class DocRun:
                 found = command.get_command(click.Context(command), word)
                 assert found is not None, f"{snippet.where}: {' '.join(words)}: no such command"
                 command = found
-            known = {name for param in command.params
+            # a group run with options alone runs its `run` (shardex autopilot --store ...)
+            default = (command.get_command(click.Context(command), "run")
+                       if isinstance(command, click.Group) else None)
+            known = {name for each in (command, default) if each is not None
+                     for param in each.params
                      for name in (*param.opts, *param.secondary_opts)} | {"-h", "--help"}
             unknown = sorted(set(options) - known)
             assert not unknown, f"{snippet.where}: {' '.join(words)} has no option {unknown}"
