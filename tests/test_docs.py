@@ -20,10 +20,16 @@ Stand-ins the test provides, so no snippet needs an account or a server of its o
   ``AZURE_STORAGE_CONNECTION_STRING``, ``cosmos://`` the Cosmos DB server through
   ``COSMOS_ENDPOINT``/``COSMOS_KEY``.
 
+Each ``##`` section of a doc is a test of its own (in a directory of its own), so xdist
+spreads them; a section's blocks share files and the doc's file-wide comments.
+
 Excluded, each by a ``skip`` comment in its doc that names why: ``scripts/test`` (the whole
-suite, this test among it), the AWS CLI steps that need an AWS account, and commands that
-run for minutes (the benchmarks) where no bounded form exists. Long commands that take
-bounds (the demo, simulations) run through the ``sub`` comment their doc declares.
+suite, this test among it), the AWS CLI steps that need an AWS account (and the commands
+that read what they download), a Spark job on YARN and S3, ``tail -f`` (runs until
+Ctrl-C), and lists of benchmarks that run for minutes. Long commands that take bounds (the
+demo, simulations, benchmarks with ``--quick`` or sizes, the examples) run through the
+``sub`` comment their doc declares. Output shown without the command that printed it (the
+figures of a benchmark's or the autopilot's day-long run, in prose) is not compared.
 """
 
 from __future__ import annotations
