@@ -52,6 +52,8 @@ from tests import azurite, cosmos_server, dynamodb_local
 from tests.doc_snippets import (
     DOCS,
     ROOT,
+    Directive,
+    DirectiveError,
     Snippet,
     read_doc,
     read_parts,
@@ -373,3 +375,27 @@ def test_every_skip_names_its_reason_and_skips_are_rare() -> None:
     skipped = [s for s in runnable if s.has("skip")]
     assert all(s.args("skip")[-1].strip("()") for s in skipped)
     assert len(skipped) <= len(runnable) // 4, shlex.join(s.where for s in skipped)
+
+
+def test_the_shape_check_fails_on_other_words_and_frees_numbers_only() -> None:
+    shown = "plan: 1,920 rows ...\n┃ PENDING │ 64.6% │ 1 → 3 │\nnext: shardex run --store URI"
+    printed = ("intro\nplan: 7 rows and more\n│ PENDING   │  12.0% │ 1 → 4 │\n"
+               "next: shardex run --store URI")
+    assert shape_mismatch(shown, printed) is None
+    assert shape_mismatch(shown, printed.replace("PENDING", "SHIPPED")) is not None
+    assert shape_mismatch(shown, printed, exact=True) is not None
+    assert shape_mismatch("a (...) b", "a (any words here) b") is None
+    assert shape_mismatch("b ... a", "a b") is not None  # order counts
+
+
+def test_a_doc_test_comment_is_read_strictly() -> None:
+    with pytest.raises(DirectiveError, match="names its reason"):
+        Directive.parse("skip", "x.md:1")
+    with pytest.raises(DirectiveError, match="unknown doc-test verb"):
+        Directive.parse("skipp (why)", "x.md:1")
+    sub = Directive.parse("sub shardex demo => shardex demo --duration {uid}", "x.md:2")
+    snippet = Snippet("x.md", 3, "sh", "shardex demo\n", (sub,))
+    assert substitute(snippet.text, snippet, {"uid": "7"}) == "shardex demo --duration 7\n"
+    missing = Snippet("x.md", 3, "sh", "shardex plan\n", snippet.directives)
+    with pytest.raises(DirectiveError, match="not in the block"):
+        substitute(missing.text, missing, {"uid": "7"})
