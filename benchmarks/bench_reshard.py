@@ -9,9 +9,9 @@ Run: .venv/bin/python benchmarks/bench_reshard.py [--quick]
    what the store takes so that only the work itself counts. On memory:// the figures
    are virtual seconds (the simulated latency) and the CPU seconds of the code paths; on
    DynamoDB Local, wall seconds.
-2. A full listing of a value and its first page while a reshard holds readers on both
-   layouts (read-both: the old key and the new keys, read in two phases) against the
-   same reads once the layout is stable: requests, read units and time.
+2. A full listing of a value while a reshard holds readers on both layouts (4 -> 16
+   keys, half moved, read in two phases) against the same entries stable on the larger
+   layout: requests, read units and time (``bench_union.measure``, pages of 1,000).
 Every figure is measured in this run; ratios compare numbers from this run only.
 """
 
@@ -22,24 +22,18 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import shardex
+from bench_union import measure, print_figures, require_dynamodb, runner  # one union bench
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
-from shardex.index import store_routing
 from shardex.reshard import Resharder, states
-from shardex.routing import begin_transition
-from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
 
 T = TypeVar("T")
 _BATCH = 8
-
-
-def _runner(dynamodb: bool) -> Callable[[Coroutine[Any, Any, T]], T]:
-    return asyncio.run if dynamodb else run_virtual
 
 
 async def _store(dynamodb: bool) -> Store:
@@ -87,40 +81,7 @@ def measure_mover(entries: int, dynamodb: bool) -> dict[str, tuple[float, float]
                 moved = await _timed(lambda: runner._move(routing))
         return {"raw": raw, "moved": moved}
 
-    return _runner(dynamodb)(body())
-
-
-def measure_union_reads(entries: int, dynamodb: bool) -> dict[str, dict[str, float]]:
-    """Requests, read units and clock seconds of reads in read-both and once stable."""
-    async def reads(index: ShardedIndex, store: Store) -> dict[str, float]:
-        store.reset_stats()
-        clock = LoopClock()
-        start = clock.now()
-        count, cursor = 0, None
-        while True:
-            page = await index.query("P", limit=1000, cursor=cursor)
-            count += len(page.items)
-            if (cursor := page.cursor) is None:
-                break
-        listing = clock.now() - start
-        assert count == entries
-        start = clock.now()
-        await index.query("P", limit=100)
-        first = clock.now() - start
-        totals = store.stats("bench").totals
-        return {"requests": totals.read_requests, "read_units": totals.read_units,
-                "listing_s": listing, "first_page_s": first}
-
-    async def body() -> dict[str, dict[str, float]]:
-        store = await _store(dynamodb)
-        async with ShardedIndex(store, "bench", Routing(), routing_lease=1.0) as index:
-            await _puts(index, "P", range(entries))
-            stable = await reads(index, store)
-            await store_routing(index, begin_transition(index.routing, {"P": ShardPolicy(16)}))
-            union = await reads(index, store)
-        return {"stable (1 key)": stable, "read-both (1 + 16 keys)": union}
-
-    return _runner(dynamodb)(body())
+    return runner(dynamodb)(body())
 
 
 def main() -> None:
@@ -129,9 +90,7 @@ def main() -> None:
     parser.add_argument("--dynamodb", action="store_true",
                         help="run on DynamoDB Local (SHARDEX_DYNAMODB_ENDPOINT)")
     args = parser.parse_args()
-    if args.dynamodb and not os.environ.get("SHARDEX_DYNAMODB_ENDPOINT"):
-        parser.error("--dynamodb needs SHARDEX_DYNAMODB_ENDPOINT: run it under "
-                     "scripts/dynamodb-local run")
+    require_dynamodb(parser, args.dynamodb)
     entries = 500 if args.quick or args.dynamodb else 4000
     where = "DynamoDB Local (wall s)" if args.dynamodb else "memory:// (virtual s)"
     mover = measure_mover(entries, args.dynamodb)
@@ -143,19 +102,9 @@ def main() -> None:
           f" µs CPU each)")
     print(f"   mover throughput / raw write throughput: {raw_s / moved_s:.2f}; CPU per entry, "
           f"mover / raw: {moved_cpu / raw_cpu:.2f}")
-    union = measure_union_reads(entries, args.dynamodb)
-    base = union["stable (1 key)"]
-    print(f"2. reads of a value of {entries:,} entries, stable against read-both")
-    for name, figures in union.items():
-        print(f"   {name}: {figures['requests']:,.0f} requests, {figures['read_units']:,.1f} "
-              f"read units, full listing {figures['listing_s'] * 1000:,.1f} ms, first page of "
-              f"100 {figures['first_page_s'] * 1000:,.1f} ms")
-    both = union["read-both (1 + 16 keys)"]
-    print(f"   read-both / stable: requests {both['requests'] / base['requests']:.2f}, read units "
-          f"{both['read_units'] / base['read_units']:.2f}, listing time "
-          f"{both['listing_s'] / base['listing_s']:.2f}, first page time "
-          f"{both['first_page_s'] / base['first_page_s']:.2f}")
-
+    figures = runner(args.dynamodb)(measure(args.dynamodb, 5.0, entries, limits=(1000,)))
+    print(f"2. a full listing of {entries:,} entries, union (read-both) against stable")
+    print_figures(where, figures, indent="   ")
 
 if __name__ == "__main__":
     main()

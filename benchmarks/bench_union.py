@@ -1,16 +1,18 @@
 """Union reads against a stable listing: requests and time of a full listing mid-reshard.
 
-Run: .venv/bin/python benchmarks/bench_union.py [--entries N] [--latency 0,5,20]
-     scripts/dynamodb-local run .venv/bin/python benchmarks/bench_union.py --dynamodb
+Run: .venv/bin/python benchmarks/bench_union.py [--entries N,...] [--latency 0,5,20]
+     scripts/dynamodb-local run .venv/bin/python benchmarks/bench_union.py --dynamodb \
+         [--entries 2000,20000]
 
 A value resharded from 4 to 16 hashed shard keys, half of its entries moved (write-new:
 readers read both layouts, in two phases, ``shardex.fanout``), is listed in full in pages
 of 1,000 and of 100, and so is a value holding the same entries stable on the larger
-layout (16 keys). Each listing is read three times, alternating; the figures are the
-median time and the requests and read units of one listing. On memory:// every request
-takes the latency given (virtual time, so time is round trips only); on DynamoDB Local,
-wall seconds. Ratios compare figures of this run only. The issue's bound: union / stable
-at most 2x the requests and 1.1x the time.
+layout (16 keys), for each number of entries given (a short listing pays the union's one
+extra round trip on its first page; a long one amortizes it). Each listing is read three
+times, alternating; the figures are the median time and the requests and read units of
+one listing. On memory:// every request takes the latency given (virtual time, so time
+is round trips only); on DynamoDB Local, wall seconds. Ratios compare figures of this run
+only. The issue's bound: union / stable at most 2x the requests and 1.1x the time.
 """
 
 from __future__ import annotations
@@ -83,8 +85,14 @@ async def _list(index: ShardedIndex, store: Store, limit: int, entries: int) -> 
     return Listed(totals.read_requests, totals.read_units, seconds)
 
 
-async def _measure(dynamodb: bool, latency_ms: float, entries: int
-                   ) -> dict[int, dict[str, Listed]]:
+async def measure(dynamodb: bool, latency_ms: float, entries: int,
+                  limits: tuple[int, ...] = (1000, 100)) -> dict[int, dict[str, Listed]]:
+    """Per page size: the stable and union listings' figures (medians of ``_RUNS``).
+
+    On DynamoDB Local (``dynamodb``: SHARDEX_DYNAMODB_ENDPOINT set) a table for each
+    index; on memory:// every request takes ``latency_ms`` (run it under virtual time,
+    ``runner``).
+    """
     # one store (a table of its own on DynamoDB) for each index
     stores = {"stable": await _store(dynamodb, latency_ms),
               "union": await _store(dynamodb, latency_ms)}
@@ -104,7 +112,7 @@ async def _measure(dynamodb: bool, latency_ms: float, entries: int
         await _puts(union, range(1, entries, 2))
         assert union.routing.reads_both("P")
         out: dict[int, dict[str, Listed]] = {}
-        for limit in (1000, 100):
+        for limit in limits:
             runs: dict[str, list[Listed]] = {"stable": [], "union": []}
             for _ in range(_RUNS):
                 for name, index in (("stable", stable), ("union", union)):
@@ -118,51 +126,65 @@ async def _measure(dynamodb: bool, latency_ms: float, entries: int
     return out
 
 
-def _runner(dynamodb: bool) -> Callable[[Coroutine[Any, Any, T]], T]:
+def runner(dynamodb: bool) -> Callable[[Coroutine[Any, Any, T]], T]:
+    """How to run a measurement: wall time on DynamoDB Local, virtual time on memory://."""
     return asyncio.run if dynamodb else run_virtual
 
 
-def _print(where: str, figures: dict[int, dict[str, Listed]]) -> None:
+def require_dynamodb(parser: argparse.ArgumentParser, dynamodb: bool) -> None:
+    """Stop with a usage error if ``--dynamodb`` is given outside scripts/dynamodb-local."""
+    if dynamodb and not os.environ.get("SHARDEX_DYNAMODB_ENDPOINT"):
+        parser.error("--dynamodb needs SHARDEX_DYNAMODB_ENDPOINT: run it under "
+                     "scripts/dynamodb-local run")
+
+
+def print_figures(where: str, figures: dict[int, dict[str, Listed]], indent: str = "  "
+                  ) -> None:
+    """Print each page size's stable and union figures and their ratios."""
     for limit, rows in figures.items():
         stable, union = rows["stable"], rows["union"]
-        print(f"  {where}, pages of {limit:,}: stable (16 keys) {stable.requests:,.0f} requests "
-              f"{stable.units:,.1f} units {stable.seconds * 1000:,.1f} ms; union (4 + 16 "
-              f"keys) {union.requests:,.0f} requests {union.units:,.1f} units "
+        print(f"{indent}{where}, pages of {limit:,}: stable (16 keys) "
+              f"{stable.requests:,.0f} requests {stable.units:,.1f} units "
+              f"{stable.seconds * 1000:,.1f} ms; union (4 + 16 keys) "
+              f"{union.requests:,.0f} requests {union.units:,.1f} units "
               f"{union.seconds * 1000:,.1f} ms")
-        print(f"    union / stable: requests {union.requests / stable.requests:.2f}, "
+        print(f"{indent}  union / stable: requests {union.requests / stable.requests:.2f}, "
               f"read units {union.units / stable.units:.2f}, "
               f"time {union.seconds / max(stable.seconds, 1e-9):.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--entries", type=int, default=None,
-                        help="entries of the value (default 8,000 on memory://, 2,000 on "
-                             "DynamoDB Local)")
+    parser.add_argument("--entries", default=None,
+                        help="entries of the value, comma-separated (default 8,000 on "
+                             "memory://, 2,000 on DynamoDB Local)")
     parser.add_argument("--latency", default="5,20,50",
                         help="memory:// request latencies in ms, comma-separated")
     parser.add_argument("--dynamodb", action="store_true",
                         help="run on DynamoDB Local (SHARDEX_DYNAMODB_ENDPOINT)")
     args = parser.parse_args()
-    if args.dynamodb and not os.environ.get("SHARDEX_DYNAMODB_ENDPOINT"):
-        parser.error("--dynamodb needs SHARDEX_DYNAMODB_ENDPOINT: run it under "
-                     "scripts/dynamodb-local run")
+    require_dynamodb(parser, args.dynamodb)
     try:
         latencies = [float(x) for x in args.latency.split(",") if x.strip()]
     except ValueError:
         parser.error(f"--latency: expected milliseconds separated by commas, "
                      f"got {args.latency!r}")
-    entries = args.entries or (2000 if args.dynamodb else 8000)
-    if entries < 1:
-        parser.error(f"--entries must be at least 1, got {entries}")
-    print(f"A full listing of {entries:,} entries mid-reshard (4 -> 16 keys, half moved) "
-          f"against the same entries stable on 16 keys")
-    if args.dynamodb:
-        _print("DynamoDB Local (wall)", _runner(True)(_measure(True, 0.0, entries)))
-        return
-    for latency in latencies:
-        _print(f"memory:// at {latency:g} ms (virtual)",
-               _runner(False)(_measure(False, latency, entries)))
+    try:
+        sizes = [int(x) for x in (args.entries or "").split(",") if x.strip()] or \
+            [2000 if args.dynamodb else 8000]
+    except ValueError:
+        parser.error(f"--entries: expected counts separated by commas, got {args.entries!r}")
+    if min(sizes) < 1:
+        parser.error(f"--entries must be at least 1, got {min(sizes)}")
+    for entries in sizes:
+        print(f"A full listing of {entries:,} entries mid-reshard (4 -> 16 keys, half moved) "
+              f"against the same entries stable on 16 keys")
+        if args.dynamodb:
+            print_figures("DynamoDB Local (wall)", runner(True)(measure(True, 0.0, entries)))
+            continue
+        for latency in latencies:
+            print_figures(f"memory:// at {latency:g} ms (virtual)",
+                          runner(False)(measure(False, latency, entries)))
 
 
 if __name__ == "__main__":

@@ -123,10 +123,19 @@ def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
              "status", "--set", "PENDING=16", "--set", "SHIPPED=4", "--margin", "0.2",
              "--lease", "1", "--dry-run")
     assert "dry run" in out
+    plan = tmp_path / "plan.json"  # a plan document (shardex plan --json) names the policies
+    plan.write_text(json.dumps({"routing": {"default": {"shards": 1}, "overrides": {
+        "PENDING": {"shards": 16}, "SHIPPED": {"shards": 2}}}}))
+    planned = json.loads(ok(capsys, "adopt", "start", *where, "--from-gsi", "status-index",
+                            "--from-attribute", "status", "--file", str(plan), "--set",
+                            "SHIPPED=4", "--dry-run", "--json"))
+    assert {v: p["shards"] for v, p in planned["values"].items()} == {"PENDING": 16,
+                                                                     "SHIPPED": 4}
     assert "status-shard-index" not in gsis(table)
     ok(capsys, "adopt", "start", *where, "--from-gsi", "status-index", "--from-attribute",
        "status", "--set", "PENDING=16", "--set", "SHIPPED=4", "--margin", "0.2", "--lease", "1")
     assert gsis(table)["status-shard-index"] == ["status_shard", "created_at"]
+    assert "next step possible from 20" in ok(capsys, "adopt", "status", *where)
     asyncio.run(listing(uri, truth))
     err = cli(capsys, "adopt", "cutover", *where, code=1)
     assert "backfill has not finished" in err
@@ -150,6 +159,8 @@ def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
     assert doc["schema"] == "shardex.adopt.status/1"
     assert doc["state"] == "dual-write"
     assert 0 < doc["progress"]["items_scanned"] < len(truth)
+    first_total = doc["progress"]["items_total"]
+    assert first_total is not None
     second = subprocess.run([*command[:-4], "--unit-lease", "1", "--rate", "2000"], cwd=ROOT,
                             env=env, capture_output=True, text=True, timeout=120)
     assert second.returncode == 0, second.stdout + second.stderr
@@ -157,6 +168,8 @@ def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
     doc = json.loads(ok(capsys, "adopt", "status", *where, "--json"))
     assert doc["progress"]["segments_done"] == 4
     assert doc["progress"]["items_scanned"] >= len(truth)
+    assert doc["progress"]["items_total"] == first_total  # fixed when the backfill was planned
+    assert doc["runners"] == []
     assert doc["next_steps"][0].startswith("shardex adopt verify")
     err = cli(capsys, "adopt", "cutover", *where, code=1)
     assert "no parity report" in err
@@ -166,7 +179,8 @@ def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
     assert verified["entries"] == len(truth)
     ok(capsys, "adopt", "cutover", *where)
     asyncio.run(listing(uri, truth))
-    ok(capsys, "adopt", "complete", *where, "--drop-old-index")
+    out = ok(capsys, "adopt", "complete", *where, "--drop-old-index")
+    assert "next: shardex reshard start" in out
     assert "status-index" not in gsis(table)
     doc = json.loads(ok(capsys, "adopt", "status", *where, "--json"))
     assert doc["state"] == "complete"

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from shardex import Routing, ShardPolicy
-from shardex.adopt.status import status_document
 from shardex.adoption import Adoption, cutover_refusal, rollback_refusal
 from shardex.errors import InvalidInput, InvalidRouting
-from shardex.reshard import states
+from shardex.migrate import states
+from shardex.migrate.status import adopt_status_document as status_document
+from shardex.migrate.units import Segment
 from shardex.routing import begin_transition
 from shardex.stores.dynamodb import DynamoDBStore
 from shardex.transition import Gap, Parity
@@ -94,24 +95,15 @@ def test_rollback_is_possible_until_complete() -> None:
     assert rollback_refusal(None) is not None
 
 
-@dataclasses.dataclass
-class _Segment:
-    scanned: int
-    updated: int
-    done: bool
-    values: dict[str, int]
-    started_at: float = 100.0
-    saved_at: float = 110.0
-    raced: int = 0
-    unresolved: int = 0
-
-    def leased_at(self, now: float) -> bool:
-        return not self.done
+def _segment(number: int, scanned: int, updated: int, done: bool,
+             values: dict[str, int]) -> Segment:
+    return Segment(number, 2, scanned=scanned, updated=updated, done=done, values=values,
+                   started_at=100.0, saved_at=110.0)
 
 
 def test_the_status_document_counts_progress_and_names_the_next_steps() -> None:
-    segments = [_Segment(300, 200, True, {"PENDING": 250, "SHIPPED": 50}),
-                _Segment(200, 100, False, {"PENDING": 200})]
+    segments = [_segment(0, 300, 200, True, {"PENDING": 250, "SHIPPED": 50}),
+                _segment(1, 200, 100, False, {"PENDING": 200})]
     doc = status_document(adopted(), segments, index="orders", store="dynamodb://orders",
                           lease=15.0, now=120.0, max_age=900.0, items=1000)
     assert doc["schema"] == "shardex.adopt.status/1"

@@ -222,7 +222,7 @@ async def _until(rs: Resharder, state: str) -> None:
     if state == "moving":
         await rs.run(until="write-new")
         routing = await rs.routing()
-        from shardex.reshard import states
+        from shardex.migrate import states
 
         await rs._sleep_until(states.ready_at(routing, rs.lease), routing, "test")
         mover = asyncio.ensure_future(rs._move(routing))

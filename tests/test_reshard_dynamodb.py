@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -118,7 +119,9 @@ def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
     assert status["state"] == "verified"
     assert status["values"]["PENDING"] == {
         "from": {"shards": 1, "strategy": "hash"}, "to": {"shards": 8, "strategy": "hash"},
-        "moved": 120, "remaining": 0, "entries": 120}
+        "total": 120, "moved": 120, "remaining": 0, "entries": 120}
+    assert (status["total"], status["moved"], status["remaining"]) == (120, 120, 0)
+    assert status["runners"] == []
     assert status["parity"]["missing"] == status["parity"]["extra"] == 0
     assert status["next_steps"][0].startswith("shardex reshard cutover --store")
     verified = routing()
@@ -260,3 +263,56 @@ def test_reshard_run_serves_its_progress_as_metrics(capsys: pytest.CaptureFixtur
     scrape = generate_latest(server.registry).decode()
     assert 'shardex_reshard_state{index="orders",state="verified"} 1.0' in scrape
     assert 'shardex_reshard_progress{index="orders"} 1.0' in scrape
+
+
+def test_ctrl_c_on_run_names_the_state_and_the_next_step_and_the_store_lists_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    uri = local.table_store().uri
+    fill(uri, 300, lease=0.5, pending=ShardPolicy(2))
+    where = ["--store", uri, "--index", "orders"]
+    planned = json.loads(ok(capsys, "reshard", "start", *where, "--set", "PENDING=8",
+                            "--margin", "0.1", "--json"))["to_move"]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "shardex", "reshard", "run", *where, "--unit-lease", "2",
+         "--rate", "20", "--every", "0"], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+    try:
+        assert worker.stdout is not None
+        for line in worker.stdout:
+            moved = re.search(r"moved ([\d,]+)", line)
+            if moved and int(moved[1].replace(",", "")) > 0:
+                break
+        else:
+            raise AssertionError("the worker never reported entries moved")
+        # while it runs, status names it (owner, units, lease expiry) and suggests no run
+        for _ in range(20):
+            status = json.loads(ok(capsys, "reshard", "status", *where, "--json"))
+            if status["runners"]:
+                break
+        (runner,) = status["runners"]
+        assert runner["owner"].count(":") == 2
+        assert runner["units"]
+        assert runner["expires_at"].endswith("Z")
+        assert status["total"] == planned  # fixed at start, whatever has moved since
+        assert 0 < status["moved"] < planned
+        assert not any(" run " in step for step in status["next_steps"])
+        assert "runner " in ok(capsys, "reshard", "status", *where)
+        worker.send_signal(signal.SIGINT)
+        _, err = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert worker.returncode == 130, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("interrupted: reshard ")
+    assert "is in write-new" in lines[0]
+    assert "safe to stop" in lines[0]
+    assert lines[0].endswith(f"to go on: shardex reshard run --store {shlex.quote(uri)} "
+                             "--index orders")
+    listed = json.loads(ok(capsys, "migrations", "list", *where, "--json"))
+    assert listed["schema"] == "shardex.migrations.list/1"
+    assert [(m["index"], m["kind"], m["state"]) for m in listed["migrations"]] == \
+        [("orders", "reshard", "write-new (forward)")]
+    assert "orders  reshard" in ok(capsys, "migrations", "list", *where)

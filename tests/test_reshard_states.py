@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardex import InvalidRouting, Routing, ShardPolicy
-from shardex.reshard import states
+from shardex.migrate import states
 from shardex.transition import Gap, Parity, Transition
 
 P = ShardPolicy

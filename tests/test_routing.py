@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from shardex.errors import InvalidInput, InvalidKey, InvalidPolicy, InvalidRouting
 from shardex.hashing import h64, jump_hash
-from shardex.reshard import states
+from shardex.migrate import states
 from shardex.routing import (
     MAX_SHARDS,
     ROUTING_FORMAT,
@@ -280,7 +280,7 @@ def test_begin_during_a_transition_is_refused() -> None:
 def test_a_routing_has_no_method_that_makes_another_layout() -> None:
     """A layout changes only through the reshard states (``shardex reshard``): a routing
     is a value, and the transitions that a runner stores are made by
-    ``shardex.reshard.states``."""
+    ``shardex.migrate.states``."""
     for name in ("begin", "finish", "rollback"):
         assert not hasattr(Routing, name), name
 

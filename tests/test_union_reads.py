@@ -1,6 +1,7 @@
 """Union reads resume: a listing of both layouts keeps its continuations and misses nothing.
 
-The property test moves entries from the layout writers leave to the one they write, as
+Queries page by page, scans and counts (which list through the same resumed pages). The
+property test moves entries from the layout writers leave to the one they write, as
 a reshard's mover does (one entry at a time, atomically), between the pages of a listing
 and while a page's requests are in flight (memory:// answers each request after a
 latency, so moves land between them), and checks that the listing is exactly the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -83,6 +85,21 @@ def _routing(old: ShardPolicy, new: ShardPolicy, toward_new: bool) -> Routing:
                    state="write-new" if toward_new else "read-both")
 
 
+async def _scanned(index: shardex.ShardedIndex, limits: list[int], pauses: list[float],
+                   between: Any) -> list[str]:
+    """A scan's items; every ``limits`` entries the caller pauses and ``between`` runs."""
+    items: list[str] = []
+    page_no, taken = 0, 0
+    async for entry in index.scan("PENDING"):
+        items.append(entry.item_id)
+        taken += 1
+        if taken == limits[page_no % len(limits)]:
+            between(page_no)
+            await asyncio.sleep(pauses[page_no % len(pauses)])
+            page_no, taken = page_no + 1, 0
+    return items
+
+
 async def _listing(index: shardex.ShardedIndex, order: str, limits: list[int],
                    pauses: list[float], between: Any) -> list[str]:
     items: list[str] = []
@@ -99,8 +116,9 @@ async def _listing(index: shardex.ShardedIndex, order: str, limits: list[int],
         page_no += 1
 
 
-@settings(max_examples=25, deadline=None)
-@given(old=POLICIES, new=POLICIES, toward_new=st.booleans(),
+@settings(max_examples=40, deadline=None)
+@given(op=st.sampled_from(["query", "scan", "count"]), store_page=st.sampled_from([5, 40, 1000]),
+       old=POLICIES, new=POLICIES, toward_new=st.booleans(),
        n=st.integers(0, 160), moved=st.floats(0.0, 1.0),
        order=st.sampled_from(["asc", "desc"]),
        limits=st.lists(st.integers(1, 60), min_size=1, max_size=4),
@@ -108,9 +126,9 @@ async def _listing(index: shardex.ShardedIndex, order: str, limits: list[int],
        between=st.lists(st.integers(0, 20), min_size=1, max_size=4),
        during=st.integers(0, 5), seed=st.integers(0, 2**16))
 def test_a_union_listing_lists_every_entry_once_while_entries_move(
-        old: ShardPolicy, new: ShardPolicy, toward_new: bool, n: int, moved: float,
-        order: str, limits: list[int], pauses: list[float], between: list[int],
-        during: int, seed: int) -> None:
+        op: str, store_page: int, old: ShardPolicy, new: ShardPolicy, toward_new: bool,
+        n: int, moved: float, order: str, limits: list[int], pauses: list[float],
+        between: list[int], during: int, seed: int) -> None:
     if old == new:
         new = ShardPolicy(shards=old.shards + 1, strategy=old.strategy)
     routing = _routing(old, new, toward_new)
@@ -118,6 +136,8 @@ def test_a_union_listing_lists_every_entry_once_while_entries_move(
 
     async def body() -> None:
         store = WatchedStore(seed=seed, **FIXED)
+        # a scan or count lists in the store's pages: small ones make it resume often
+        store.capabilities = replace(store.capabilities, max_page=store_page)
         reshard = Reshard(store, routing, rng)
         for i in range(n):
             # a few sorts repeat: positions tie on the sort and differ by item id
@@ -136,13 +156,25 @@ def test_a_union_listing_lists_every_entry_once_while_entries_move(
 
         moving = asyncio.ensure_future(mover())
         try:
-            got = await _listing(index, order, limits, pauses,
-                                 lambda page_no: reshard.move(between[page_no % len(between)]))
+            def moves(page_no: int) -> None:
+                reshard.move(between[page_no % len(between)])
+
+            if op == "query":
+                got = await _listing(index, order, limits, pauses, moves)
+            elif op == "scan":
+                got = await _scanned(index, limits, pauses, moves)
+            else:
+                counted = await index.count("PENDING")
         finally:
             stop.set()
             await moving
             await index.close()
+        if op == "count":
+            assert counted == n
+            return
         assert len(got) == len(set(got)), "an entry listed twice"
+        if op == "scan":  # arrival order: any
+            got.sort(key=lambda i: reshard.entries[i].position, reverse=order == "desc")
         assert got == [e.item_id for e in want]
 
     run_virtual(body())
@@ -181,3 +213,30 @@ def test_read_phases_read_a_key_of_two_hashed_layouts_once() -> None:
     first, then = mixed.read_phases("PENDING")
     # a key of both may lose and gain entries: it is read in both phases
     assert (len(first), len(then)) == (4, 16)
+
+
+def test_a_union_scan_and_count_resume_their_pages() -> None:
+    """A scan or count of both layouts reads each entry about once, its pages resumed."""
+    routing = _routing(ShardPolicy(4), ShardPolicy(16), toward_new=True)
+    rng = random.Random(6)
+
+    async def body() -> None:
+        store = WatchedStore(seed=6, **FIXED)
+        store.capabilities = replace(store.capabilities, max_page=100)
+        reshard = Reshard(store, routing, rng)
+        for i in range(4000):
+            reshard.put(f"o-{i:05d}", f"{i:05d}", moved=i % 2 == 0)
+        async with shardex.ShardedIndex(store, "orders", routing, seed=1, hedge=None) as index:
+            items = await _scanned(index, [100], [0.0], lambda _: reshard.move(10))
+            assert sorted(items) == sorted(reshard.entries)
+            requests = sum(store.queries.values())
+            # 40 pages of 100 over 4 + 16 keys: read afresh, each page would ask every key
+            # at least once (800 requests)
+            assert requests <= 8 * 40
+            assert store.entries_read <= 2 * 4000
+            read = store.entries_read
+            assert await index.count("PENDING") == 4000
+            assert sum(store.queries.values()) - requests <= 8 * 40
+            assert store.entries_read - read <= 2 * 4000
+
+    run_virtual(body())

@@ -15,7 +15,7 @@ complete        the same                     the new index; the source may be dr
 rolled-back     the same (harmless)          the source again
 ==============  ===========================  ===========================================
 
-The backfill (``shardex.adopt``) gives every item written before the writers began to
+The backfill (``shardex.migrate.backfill``) gives every item written before the writers began to
 dual-write its shard attribute; it starts at ``ready_at`` of ``dual-write``, when every
 client has seen the adoption (the routing's lease plus the margin), so no item is written
 without one behind it. ``cutover`` (to ``read-new``) needs a parity report with no gaps,

@@ -33,6 +33,7 @@ from shardex.commands.cosmos import cosmos
 from shardex.commands.demo import demo
 from shardex.commands.diagnose import diagnose
 from shardex.commands.dynamodb import dynamodb
+from shardex.commands.migrations import migrations
 from shardex.commands.params import Choice, Duration, Finite
 from shardex.commands.plan import plan
 from shardex.commands.reshard import reshard
@@ -88,8 +89,8 @@ def configure_logging(verbose: int) -> None:
         everyone.setLevel(logging.DEBUG)
 
 
-for _command in (adopt, autopilot, demo, diagnose, plan, dynamodb, azure, cosmos, routing, reshard,
-                 simulate, serve):
+for _command in (adopt, autopilot, demo, diagnose, plan, dynamodb, azure, cosmos, migrations,
+                 routing, reshard, simulate, serve):
     cli.add_command(_command)
 
 

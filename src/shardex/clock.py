@@ -48,6 +48,11 @@ class LoopClock:
         return loop_wall() if callable(loop_wall) else time.time()
 
     def sleep(self, seconds: float) -> Awaitable[None]:
-        # asyncio.sleep's own coroutine, not one wrapped in another: sleeps are on the
-        # simulated store's hot path
+        # no coroutine of our own around it: sleeps are on the simulated store's hot
+        # path; a loop may offer a leaner sleep (the virtual one: one future, no handle)
+        if seconds > 0:
+            lean = getattr(asyncio.get_running_loop(), "sleep_future", None)
+            if lean is not None:
+                result: Awaitable[None] = lean(seconds)
+                return result
         return asyncio.sleep(max(0.0, seconds))

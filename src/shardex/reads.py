@@ -213,6 +213,10 @@ class IndexReads:
                    priority: Priority = "normal") -> AsyncGenerator[Entry, None]:
         """Yield every entry of ``value`` in arrival order (all shards concurrently).
 
+        Mid-reshard (both layouts read) the entries come in ``(sort, item_id)`` order: the
+        scan lists the value in the store's pages, as a query would, so an entry moving
+        between the layouts meanwhile is yielded once and never missed.
+
         If a shard fails for good, IncompleteRead is raised after the other shards'
         entries have been yielded; RoutingStale is raised at the end if the layout moved
         more than one step while the scan ran (a scan longer than the routing's lease).
@@ -230,7 +234,11 @@ class IndexReads:
             raise self._stale(value, routing)
 
     async def count(self, value: str, *, priority: Priority = "normal") -> int:
-        """Return how many entries ``value`` has, over all its shards."""
+        """Return how many entries ``value`` has, over all its shards.
+
+        Mid-reshard the count lists the value (as ``scan`` does) and counts each entry
+        once: it costs the read units of every entry, not a count per shard key.
+        """
         validate_value(value)
         reads = self._reads()
         for attempt in range(_MAX_REREADS):

@@ -251,6 +251,15 @@ class RoutingRecord:
                 f"nothing is read or written until a refresh succeeds{why}")
         return loaded.routing
 
+    def served(self) -> Routing | None:
+        """The cached routing when ``current`` would serve it without a read (younger than
+        the TTL and the lease), else None: then await ``current``."""
+        loaded = self._loaded
+        if loaded is None:
+            return None
+        age = self._clock.now() - loaded.at
+        return loaded.routing if age < self._ttl and age < loaded.lease else None
+
     async def current(self) -> Routing:
         """The routing to act on now: re-read first if older than the TTL.
 

@@ -175,20 +175,24 @@ class TierReads:
         return merged.entries, merged.more
 
     def stream(self, routing: Routing, value: str) -> AsyncIterator[StoredEntry]:
-        """Every entry of ``value``, in arrival order, an item found twice once."""
+        """Every entry of ``value``: in arrival order on one layout; mid-reshard, in
+        ``(sort, item_id)`` order by the resumed two-phase listing (``FanOut.listing``),
+        an item found twice once."""
         cross = self._cross(routing, value)
         if cross is not None:
             return cross[0].stream(*cross[1:])
         first, then = routing.read_phases(value)
-        return self._on(routing, value).stream(value, then, first=first,
-                                               dedupe=routing.reads_both(value))
+        fanout = self._on(routing, value)
+        if routing.reads_both(value):
+            return fanout.listing(value, then, first=first, layout=routing.version)
+        return fanout.stream(value, then, dedupe=False)
 
     async def count(self, routing: Routing, value: str) -> int:
-        """How many entries ``value`` has (mid-reshard: an item found twice counted once)."""
-        first, then = routing.read_phases(value)
-        if first or self._cross(routing, value) is not None:
-            return len({e.item_id async for e in self.stream(routing, value)})
-        return await self._on(routing, value).count(value, then)
+        """How many entries ``value`` has (mid-reshard: an item found twice counted once,
+        by listing it)."""
+        if routing.reads_both(value):
+            return sum([1 async for _ in self.stream(routing, value)])
+        return await self._on(routing, value).count(value, routing.read_phases(value)[1])
 
 
 def _value_of(entry: StoredEntry) -> str:

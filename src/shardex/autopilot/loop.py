@@ -61,7 +61,7 @@ from shardex.clock import Clock, LoopClock
 from shardex.errors import InvalidInput, ReshardRefused, ShardexError
 from shardex.routing import Routing
 
-__all__ = ["ID_PREFIX", "Autopilot", "Gauges", "NoGauges"]
+__all__ = ["Autopilot", "Gauges", "ID_PREFIX", "NoGauges"]
 
 log = logging.getLogger(__name__)
 ID_PREFIX = "autopilot-"

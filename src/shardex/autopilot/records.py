@@ -30,7 +30,7 @@ from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem
 from shardex.stores.base import Store
 
-__all__ = ["PREFIX", "AutopilotRecords", "Control", "KeyState", "Lease", "LogEntry", "State"]
+__all__ = ["AutopilotRecords", "Control", "KeyState", "Lease", "LogEntry", "PREFIX", "State"]
 
 PREFIX = "autopilot/"
 _LEADER, _CONTROL, _STATE, _LOG = (PREFIX + "leader", PREFIX + "control", PREFIX + "state",

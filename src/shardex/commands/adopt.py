@@ -10,10 +10,12 @@ the new GSI, ``complete`` retires (and with ``--drop-old-index`` drops) the old 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import shlex
 import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -26,6 +28,8 @@ from shardex.commands.controls import (
     register,
     sharing_options,
 )
+from shardex.commands.migrations import interrupted, runner_lines, status_printer
+from shardex.commands.migrations import watch as watching
 from shardex.commands.params import (
     LEASE,
     MARGIN,
@@ -42,6 +46,7 @@ from shardex.commands.params import (
     number,
 )
 from shardex.commands.reshard import parity_lines, print_parity, steps_lines
+from shardex.commands.routing import layout_file
 from shardex.routing import ShardPolicy
 
 __all__ = ["adopt"]
@@ -50,7 +55,7 @@ T = TypeVar("T")
 
 
 def _adopter(uri: str, name: str, **options: Any) -> Any:
-    from shardex.adopt import Adopter
+    from shardex.migrate.adopter import Adopter
 
     return Adopter(uri, name, **options)
 
@@ -106,6 +111,9 @@ def adopt() -> None:
 @click.option("--set", "sets", multiple=True, metavar="VALUE=N[:strategy]",
               type=ValuePair(POLICY, "VALUE=N[:strategy]", "PENDING=16"),
               help="Shard VALUE over N shard keys in the new GSI.")
+@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A plan or diagnosis (--json), or a routing document: its per-value "
+                   "policies, as --set gives them (--set wins for a value in both).")
 @click.option("--margin", default=40.0, show_default=True, type=MARGIN,
               help="Waited beyond the routing's lease before the backfill and before the "
                    "old GSI may be dropped.")
@@ -115,8 +123,8 @@ def adopt() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.start/1.")
 def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribute: str,
           base_table: str | None, id_attribute: str | None, sort_attribute: str | None,
-          sets: tuple[tuple[str, ShardPolicy], ...], margin: float, lease: float,
-          dry_run: bool, as_json: bool) -> None:
+          sets: tuple[tuple[str, ShardPolicy], ...], path: Path | None, margin: float,
+          lease: float, dry_run: bool, as_json: bool) -> None:
     """Start adopting: create the new GSI if missing, writers add the shard attribute."""
     if (gsi is None) == (from_table is None):
         raise click.UsageError("give one of --from-gsi and --from-table")
@@ -128,7 +136,8 @@ def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribut
         raise click.UsageError("--base-table, --id-attribute and --sort-attribute go with "
                                "--from-table")
     source = gsi or from_table
-    policies = distinct(sets, "--set")
+    policies = {**({} if path is None else dict(layout_file(path).routing.overrides)),
+                **distinct(sets, "--set")}
     lines = _Lines(every=0.0 if as_json else 5.0)
 
     async def begin() -> Any:
@@ -197,7 +206,13 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
                             sharing=sharing) as adopter:
             return await adopter.run()
 
-    done = _run(fill)
+    try:
+        done = _run(fill)
+    except KeyboardInterrupt:
+        doc = _run(lambda: _status(uri, name, 900.0))
+        output.console(stderr=True).print(interrupted(doc, "adopt"), highlight=False,
+                                          soft_wrap=True)
+        raise click.exceptions.Abort() from None
     out = output.console()
     out.print(f"index {name!r}: backfill done: {done.scanned:,} items scanned, "
               f"{done.updated:,} updated, {done.raced:,} changed by the application first, "
@@ -219,7 +234,7 @@ def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
     parity = _run(check)
     if as_json:
         from shardex.documents import rounded
-        from shardex.reshard.status import iso
+        from shardex.migrate.status import iso
 
         click.echo(json.dumps(rounded({
             "schema": "shardex.adopt.verify/1", "index": name, **parity.to_dict(),
@@ -262,16 +277,20 @@ def complete(uri: str, name: str, retain: float | None, drop: bool) -> None:
     adoption = routing.adoption
     out = output.console()
     if adoption is not None and adoption.state == "read-new":
-        from shardex.reshard.status import iso
+        from shardex.migrate.status import iso
 
         out.print(f"index {name!r}: the old GSI stays restorable until "
                   f"{iso(adoption.retire_after)}; run {_command('complete', uri, name)} again "
                   "after it", highlight=False, soft_wrap=True)
         return
     dropped = adoption is not None and adoption.dropped
+    then = (f"shardex reshard start --store {shlex.quote(uri)} --index {shlex.quote(name)} "
+            "--set VALUE=N (to change shard counts later: a reshard)") if dropped else (
+        _command("complete", uri, name, " --drop-old-index")
+        + " (once nothing outside shardex reads the old index)")
     out.print(f"index {name!r}: adoption complete"
               + (f"; the old index {adoption.source!r} was dropped" if dropped and adoption
-                 else ""), highlight=False, soft_wrap=True)
+                 else "") + f"; next: {then}", highlight=False, soft_wrap=True)
 
 
 @adopt.command()
@@ -288,26 +307,28 @@ def rollback(uri: str, name: str) -> None:
         f"(routing version {routing.version})", highlight=False, soft_wrap=True)
 
 
+async def _status(uri: str, name: str, max_age: float) -> dict[str, Any]:
+    async with _adopter(uri, name, max_age=max_age) as adopter:
+        doc: dict[str, Any] = await adopter.status(uri=uri)
+        doc["controls"] = await controls_status(adopter.store, name, doc["adoption_id"])
+        return doc
+
+
 @adopt.command()
 @_store_options
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.status/1.")
 @click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
               help="Age past which the parity report counts as stale.")
-def status(uri: str, name: str, as_json: bool, max_age: float) -> None:
-    """Show the adoption: state, backfill progress, last parity, next steps."""
-    async def read() -> dict[str, Any]:
-        async with _adopter(uri, name, max_age=max_age) as adopter:
-            doc: dict[str, Any] = await adopter.status(uri=uri)
-            doc["controls"] = await controls_status(adopter.store, name, doc["adoption_id"])
-            return doc
-
-    doc = _run(read)
-    if as_json:
-        click.echo(json.dumps(doc, indent=2))
-        return
-    out = output.console()
-    for line in _status_lines(doc):
-        out.print(line, highlight=False, soft_wrap=True)
+@click.option("--watch", is_flag=True,
+              help="Show it again every --every seconds until no adoption is under way.")
+@click.option("--every", default=5.0, show_default=True, type=number(0.1, 3600),
+              help="Seconds between documents with --watch.")
+def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool,
+           every: float) -> None:
+    """Show the adoption: state, backfill progress, runners, last parity, next steps."""
+    show = status_printer(as_json, _status_lines)
+    _run(lambda: watching(functools.partial(_status, uri, name, max_age), show, every=every,
+                          rounds=None if watch else 1))
 
 
 def _status_lines(doc: dict[str, Any]) -> list[str]:
@@ -324,9 +345,15 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     p = doc["progress"]
     rate = "" if p["rate"] is None else f", {p['rate']:,.0f} items/s"
     eta = "" if p["eta_s"] is None else f", ETA {p['eta_s']:,.0f} s"
+    total = "" if p["items_total"] is None else f" of about {p['items_total']:,}"
+    left = "" if p["items_remaining"] is None else \
+        f", remaining about {p['items_remaining']:,}"
     lines.append(f"  backfill: {p['segments_done']}/{p['segments']} segments done, "
-                 f"{p['items_scanned']:,} scanned, {p['items_updated']:,} updated, "
-                 f"remaining about {p['items_remaining']:,}{rate}{eta}")
+                 f"{p['items_scanned']:,} scanned{total}, {p['items_updated']:,} updated"
+                 f"{left}{rate}{eta}")
+    lines += runner_lines(doc)
+    lines.append(f"  next step possible from {doc['ready_at']} (the routing's lease and the "
+                 "margin after the last change)")
     lines += parity_lines(doc["parity"]) + controls_lines(doc.get("controls"))
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old index's path may be retired from "

@@ -104,7 +104,7 @@ def _sizing(uri: str, ceiling: str | None, index: str) -> tuple[Any, Any]:
 
 
 def _line(entry: Any) -> str:
-    from shardex.reshard.status import iso
+    from shardex.migrate.status import iso
 
     layout = "" if entry.to_n is None else f" N={entry.from_n}->{entry.to_n}"
     who = f" {entry.key}" if entry.key else ""

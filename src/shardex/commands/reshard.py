@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import shlex
 import time
@@ -45,6 +46,8 @@ from shardex.commands.controls import (
     register,
     sharing_options,
 )
+from shardex.commands.migrations import interrupted, runner_lines, status_printer
+from shardex.commands.migrations import watch as watching
 from shardex.commands.params import (
     LOGICAL_KEY,
     MARGIN,
@@ -88,7 +91,7 @@ def _run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 def _resharder(store: str | Store, name: str, connection: Connection, **options: Any) -> Any:
-    from shardex.reshard import Resharder
+    from shardex.migrate import Resharder
 
     return Resharder(open_with(store, connection) if isinstance(store, str) else store, name,
                      tiers=given_tiers() or None, **options)
@@ -258,7 +261,8 @@ class _Reporter:
         if self._bar is not None and self._task is not None:
             # a step that does not count entries (a wait, the parity check) leaves the counts
             counts = {} if progress.remaining is None else {
-                "completed": progress.moved, "total": progress.moved + progress.remaining}
+                "completed": progress.moved,
+                "total": progress.total or progress.moved + progress.remaining}
             self._bar.update(self._task, description=f"{progress.state}: {progress.note}",
                              rate=rate, **counts)
             return
@@ -288,7 +292,7 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
     for key, item in result.ghosts[:10]:
         out.print(f"  a row of {item!r} on retired key {key!r} has no placement: remove it "
                   "with the store's own tools", highlight=False)
-    from shardex.reshard.status import next_steps
+    from shardex.migrate.status import next_steps
 
     steps = next_steps(result.routing, store=uri, index=name, stale=False)
     if steps:
@@ -335,7 +339,13 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
                                   recorder=recorder, sharing=sharing) as runner:
                 return await runner.run(until=until)
 
-        result = _run(drive)
+        try:
+            result = _run(drive)
+        except KeyboardInterrupt:
+            doc = _run(lambda: _status(uri, name, connection, max_age))
+            output.console(stderr=True).print(interrupted(doc, "reshard"), highlight=False,
+                                              soft_wrap=True)
+            raise click.exceptions.Abort() from None
     _finished(out, result, uri, name)
 
 
@@ -354,9 +364,13 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(f"  {value}: {v['from']['shards']} shard(s), {v['from']['strategy']} -> "
                      f"{v['to']['shards']} shard(s), {v['to']['strategy']}: moved "
                      f"{v['moved']:,}, remaining {remaining}")
+    if doc["total"] is not None:
+        lines.append(f"  moved {doc['moved']:,} of {doc['total']:,} (fixed at the plan), "
+                     f"remaining {doc['remaining']:,}")
     units = doc["units"]
     lines.append(f"  work units: {units['total']} ({units['done']} done, {units['leased']} "
                  f"leased); next step possible from {doc['ready_at']}")
+    lines += runner_lines(doc)
     lines += parity_lines(doc["parity"]) + controls_lines(doc.get("controls"))
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old layout may be retired from {doc['retire_after']}")
@@ -392,34 +406,36 @@ def steps_lines(steps: list[str]) -> list[str]:
     return ["next steps:", *(f"  {step}" for step in steps)] if steps else []
 
 
+async def _status(uri: str, name: str, connection: Connection,
+                  max_age: float) -> dict[str, Any]:
+    from shardex.migrate import status_document
+
+    async with _resharder(uri, name, connection) as runner:
+        routing = await runner.routing()
+        units = await runner.units(routing)
+        doc: dict[str, Any] = status_document(
+            routing, units, index=name, store=uri, lease=runner.lease,
+            now=runner.store.clock.wall(), max_age=max_age)
+        doc["controls"] = await controls_status(runner.store, name, doc["reshard_id"])
+        return doc
+
+
 @reshard.command()
 @index_options(tiers=True)
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.reshard.status/1.")
 @click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
               help="Age past which the parity report counts as stale.")
-def status(uri: str, name: str, as_json: bool, max_age: float,
+@click.option("--watch", is_flag=True,
+              help="Show it again every --every seconds until no reshard is under way.")
+@click.option("--every", default=5.0, show_default=True, type=number(0.1, 3600),
+              help="Seconds between documents with --watch.")
+def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool, every: float,
            connection: Connection) -> None:
-    """Show the reshard of index NAME: state, progress per value, parity, next steps."""
-    from shardex.reshard import status_document
-
+    """Show the reshard of index NAME: state, progress, runners, parity, next steps."""
     lasting(uri, None)
-
-    async def read() -> dict[str, Any]:
-        async with _resharder(uri, name, connection) as runner:
-            routing = await runner.routing()
-            units = await runner.units(routing)
-            doc = status_document(routing, units, index=name, store=uri, lease=runner.lease,
-                                  now=runner.store.clock.wall(), max_age=max_age)
-            doc["controls"] = await controls_status(runner.store, name, doc["reshard_id"])
-            return doc
-
-    doc = _run(read)
-    if as_json:
-        click.echo(json.dumps(doc, indent=2))
-        return
-    out = output.console()
-    for line in _status_lines(doc):
-        out.print(line, highlight=False, soft_wrap=True)
+    show = status_printer(as_json, _status_lines)
+    read = functools.partial(_status, uri, name, connection, max_age)
+    _run(lambda: watching(read, show, every=every, rounds=None if watch else 1))
 
 
 @reshard.command()
@@ -437,7 +453,7 @@ def verify(uri: str, name: str, as_json: bool, connection: Connection) -> None:
     parity, routing = _run(check)
     if as_json:
         from shardex.documents import rounded
-        from shardex.reshard.status import iso
+        from shardex.migrate.status import iso
 
         click.echo(json.dumps(rounded({
             "schema": "shardex.reshard.verify/1", "index": name, "state": routing.state,
@@ -488,7 +504,7 @@ def complete(uri: str, name: str, retain: float | None, connection: Connection) 
         result = _run(finish)
     meta = result.routing.reshard
     if meta is not None and result.state == "read-new":
-        from shardex.reshard.status import iso
+        from shardex.migrate.status import iso
 
         out.print(f"index {name!r}: the old layout stays restorable until "
                   f"{iso(meta.retire_after)}; run {_command('complete', uri, name)} again "

@@ -42,9 +42,10 @@ ahead, so a caller who wants only that page pays for that page. Why, by measurem
 **While a reshard moves entries** from one layout's keys to another's, a listing reads
 its shards in two phases (``first``, the keys entries move away from, then ``keys``, the
 keys they move to: ``Routing.read_phases``), and keeps, resumes and reads ahead its
-continuations as a stable listing does. Why no entry present throughout the listing is
-missed or listed twice, however entries move between its pages or while a page's
-requests are in flight:
+continuations as a stable listing does. A scan or count of such a value lists it the
+same way, in the store's pages (``FanOut.listing``), not each phase to its end. Why no
+entry present throughout the listing is missed or listed twice, however entries move
+between its pages or while a page's requests are in flight:
 
 - *The order.* A request of a second-phase stream is sent only once every first-phase
   stream's requests have read past where it starts, and what it returns beyond how far
@@ -435,24 +436,45 @@ class FanOut:
 
     # -- arrival order and counts ------------------------------------------------------
 
-    async def stream(self, value: str, keys: Sequence[str], *, dedupe: bool,
-                     first: Sequence[str] = ()) -> AsyncIterator[StoredEntry]:
-        """Yield every entry of the shards ``first``, then of ``keys``, in arrival order.
+    async def listing(self, value: str, keys: Sequence[str], *, first: Sequence[str],
+                      layout: object) -> AsyncIterator[StoredEntry]:
+        """Yield every entry of the shards ``first`` and ``keys`` (two phases, mid-reshard)
+        in ``(sort, item_id)`` order, an entry found on two shards once.
 
-        The shards of each phase are read concurrently; if any fails for good, the
-        entries of the others are still yielded and IncompleteRead is raised at the end.
-        With ``dedupe`` (mid-reshard) an item found on two shards is yielded once.
+        A full listing in the store's pages (``page``): each page resumes the last one's
+        continuation and its shards read ahead, so it costs about what a listing of one
+        layout does, and the module's safety argument holds across its pages as across a
+        caller's: no entry present throughout is missed or yielded twice, however entries
+        move meanwhile. Raises IncompleteRead if a shard could not be read.
+        """
+        after: Position | None = None
+        while True:
+            merged = await self.page(value, keys, first=first, after=after,
+                                     descending=False, limit=self._max_page, layout=layout)
+            for entry in merged.entries:
+                yield entry
+            if not merged.more:
+                return
+            after = merged.entries[-1].position
+
+    async def stream(self, value: str, keys: Sequence[str], *,
+                     dedupe: bool) -> AsyncIterator[StoredEntry]:
+        """Yield every entry of the shards ``keys`` in arrival order.
+
+        The shards are read concurrently; if any fails for good, the entries of the
+        others are still yielded and IncompleteRead is raised at the end. With ``dedupe``
+        an item found on two shards is yielded once. Entries moving between the shards
+        meanwhile may be missed: a value mid-reshard is read by ``listing``.
         """
         failed: dict[str, BaseException] = {}
         seen: set[str] = set()
-        self._fanned_out(value, len({*first, *keys}), "scan")
-        for phase in (first, keys):
-            async for entry in self._stream(phase, failed):
-                if dedupe:
-                    if entry.item_id in seen:
-                        continue
-                    seen.add(entry.item_id)
-                yield entry
+        self._fanned_out(value, len(keys), "scan")
+        async for entry in self._stream(keys, failed):
+            if dedupe:
+                if entry.item_id in seen:
+                    continue
+                seen.add(entry.item_id)
+            yield entry
         if failed:
             raise IncompleteRead(value, failed) from next(iter(failed.values()))
 

@@ -1,120 +1,31 @@
-"""Online reshard: change a live value's layout through adjacent routing states.
-
-The routing record holds the state; every client follows it (``Routing.writing``: the
-layout writes follow; ``Routing.read_keys``: the keys reads cover)::
-
-    state       writers follow   readers read        the runner meanwhile
-    stable      old              old
-    read-both   old              old + new (union)
-    write-new   new              union               moves entries old -> new
-    verified    new              union               (parity report: no gaps)
-    read-new    new              new                 (retention window)
-    retired     new              new                 sweeps the old-only keys
-    stable      new              new
-
-A rollback swaps the layouts and enters the state whose conduct is the same or
-adjacent: from ``read-both`` it is ``write-new`` toward the old layout, from
-``write-new`` or ``verified`` it is ``read-both`` toward it (writers still on the new
-layout, readers on the union), from ``read-new`` it is ``read-both`` (readers widen to
-the union first); then the same states toward the old layout, with the mover moving
-entries back. No rollback from ``retired`` on.
-
-**No client acts on a state two steps behind.** A change of what clients do (the
-layout written, the keys read, or the layout movers may move entries toward:
-``states.conduct``) is stored by compare-and-set at wall time ``w``
-(``Transition.changed_at``), and the next such change, or the mover, waits until
-``w + lease + margin`` (``states.ready_at``). The routing is a lease
-(``shardex.routing_record``): a client acting at ``t >= w + lease`` holds a copy read
-after ``w``; the margin covers a request sent just before the lease ran out and still in
-flight (a store request's timeout) and the skew between the clocks of the hosts that
-run reshard commands. So at any instant the requests that land come from clients in at
-most two adjacent states. A read that takes longer than its copy's lease checks the
-routing again when it ends (``ShardedIndex``) and is read again (a scan: raises
-RoutingStale) if it changed, so a read too spans at most two adjacent states.
-
-**A read of both layouts reads them in order.** A reader does not read every key at
-once: an entry the mover moves from a key not yet read onto a key already read would be
-missed. Entries only move toward the layout writers follow (``ShardedIndex.relocate``
-re-places them there, and only in the generation and states its mover belongs to), so
-union readers read each position on the other layout's keys first, then on the written
-layout's (``Routing.read_phases``; the fan-out holds back what it read of the second
-beyond what it has read of the first): an entry moved in between is found on one of
-them, and found on both, returned once. The movers' direction is part of the conduct,
-so it never turns (a rollback) while readers of the other order may still read.
-
-**Why each adjacent pair keeps every read complete** (the mover's moves are atomic per
-entry: an entry is on exactly one key, the one its placement names):
-
-- stable(old) and read-both: every writer writes the old layout and nothing moves, so
-  every entry is on an old key; readers read the old keys or a superset of them.
-- read-both and write-new: entries land on old keys (read-both writers) or new ones
-  (write-new writers), and every reader in either state reads the union. The mover has
-  not started: it starts only at ``ready_at`` after entering write-new, when no writer
-  still writes the old layout, so no entry lands on an old-only key behind it.
-- write-new and verified: clients do the same in both (write new, read the union).
-- verified and read-new: the mover is done and a parity check found every entry on a
-  key of the new layout, and since ``ready_at`` of write-new no writer puts one on an
-  old-only key, so the new keys alone hold every entry; union readers see them too.
-- read-new and retired: clients do the same; the sweep moves (never deletes) anything
-  still placed on an old-only key, which no reader needs since verification.
-- retired and stable(new): clients do the same; the old layout is forgotten.
-- rollback pairs are the same pairs with the layouts' roles swapped, plus read-new and
-  the rollback's read-both (writers on the new layout, readers on new or the union: as
-  stable(old) and read-both above, with the new layout as the one everyone writes).
-
-**The mover** (``mover``) runs in write-new once ``ready_at`` has passed. It moves only
-entries whose shard key changes, through ``ShardedIndex.relocate``: the index's write
-loop, one conditional write per entry at the entry's own version, so an application
-write racing it wins or is planned again on top, a delete is never undone, and an item
-is never under two keys or none. It is idempotent, checkpointed after each page in work
-unit records leased through the store (``work``), resumable by any process after any
-crash, and paced so neither a source nor a target key takes more than ``rate`` units a
-second from it (``units.allocate``), backing off on throttles (AIMD). The parity check
-(``verify``) holds every row of both layouts against its item's placement; a gap sends
-the mover round again. A store whose ``place`` is not atomic across keys stays correct
-where its reads treat the placement as the truth: the parity check already does.
-
-``states`` is the pure state machine; ``Resharder`` (``runner``) carries it out through
-``Layouts`` (``layouts``): where entries are and how one moves (``IndexLayouts`` for a
-shardex index; adopting another source, such as a plain GSI, is another ``Layouts``).
-"""
+"""Online reshard: the names of ``shardex.migrate`` a reshard is driven by, kept importable."""
 
 from __future__ import annotations
 
-from shardex.reshard.layouts import IndexLayouts, Layouts
-from shardex.reshard.runner import (
+from shardex.migrate import (
     DEFAULT_MARGIN,
     DEFAULT_MAX_AGE,
+    DEFAULT_RATE,
     DEFAULT_UNIT_LEASE,
+    ORDER,
+    UNTIL,
+    Gap,
+    IndexLayouts,
+    Layouts,
+    Parity,
     Progress,
     Resharder,
     RunResult,
     StartPlan,
+    Transition,
+    Unit,
+    Until,
     ValuePlan,
+    states,
+    status_document,
 )
-from shardex.reshard.states import ORDER, UNTIL, Until
-from shardex.reshard.status import status_document
-from shardex.reshard.units import DEFAULT_RATE, Unit
-from shardex.transition import Gap, Parity, Transition
 
-__all__ = [
-    "DEFAULT_MARGIN",
-    "DEFAULT_MAX_AGE",
-    "DEFAULT_RATE",
-    "DEFAULT_UNIT_LEASE",
-    "Gap",
-    "IndexLayouts",
-    "Layouts",
-    "ORDER",
-    "Parity",
-    "Progress",
-    "Resharder",
-    "RunResult",
-    "StartPlan",
-    "Transition",
-    "UNTIL",
-    "Unit",
-    "Until",
-    "ValuePlan",
-    "status_document",
-]
+__all__ = ["DEFAULT_MARGIN", "DEFAULT_MAX_AGE", "DEFAULT_RATE", "DEFAULT_UNIT_LEASE", "Gap",
+           "IndexLayouts", "Layouts", "ORDER", "Parity", "Progress", "Resharder", "RunResult",
+           "StartPlan", "Transition", "UNTIL", "Unit", "Until", "ValuePlan", "states",
+           "status_document"]

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import selectors
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 __all__ = ["VIRTUAL_WALL_START", "VirtualTimeLoop", "run_virtual"]
@@ -58,6 +60,13 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     Only for in-process work: a request to a real server would see its timeouts fire
     at once.
+
+    A simulation wakes on timers hundreds of thousands of times, so the loop keeps them
+    lean: its timer heap holds ``(when, sequence, handle)`` tuples (compared in C; equal
+    times fire in the order they were set), ``sleep_future`` is a sleep that is one
+    future and one heap entry (``shardex.clock.LoopClock.sleep`` uses it), and the
+    selector is polled only when a file descriptor other than the loop's own wake-up
+    pipe is registered, or another thread woke the loop.
     """
 
     def __init__(self, start: float = 0.0, wall_start: float = VIRTUAL_WALL_START) -> None:
@@ -66,6 +75,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._paced = False
         self._waiting = 0
         self._waiting_lock = threading.Lock()
+        self._timers: list[tuple[float, int, Any]] = []
+        self._timer_seq = itertools.count()
+        self._woken = False
         super().__init__(selector=_VirtualSelector(self))
 
     def pace(self) -> None:
@@ -102,6 +114,86 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def advance(self, seconds: float) -> None:
         """Move virtual time forward by ``seconds``."""
         self._virtual_now += seconds
+
+    # -- timers ------------------------------------------------------------------------
+
+    def call_at(self, when: float, callback: Callable[..., object], *args: Any,  # type: ignore[override]
+                context: Any = None) -> asyncio.TimerHandle:
+        if when is None:
+            raise TypeError("when cannot be None")
+        base: Any = self
+        base._check_closed()
+        timer = asyncio.TimerHandle(when, callback, args, self, context)
+        heapq.heappush(self._timers, (when, next(self._timer_seq), timer))
+        timer._scheduled = True  # type: ignore[attr-defined]  # counts its cancel
+        return timer
+
+    def sleep_future(self, seconds: float) -> asyncio.Future[None]:
+        """A future that is done ``seconds`` from now (> 0): ``asyncio.sleep`` less its
+        coroutine and timer handle. Cancelling it leaves a heap entry that does nothing."""
+        future: asyncio.Future[None] = self.create_future()
+        heapq.heappush(self._timers, (self._virtual_now + seconds, next(self._timer_seq),
+                                      future))
+        return future
+
+    def _write_to_self(self) -> None:
+        self._woken = True  # another thread (or a signal) woke the loop: poll before a jump
+        super()._write_to_self()  # type: ignore[misc]
+
+    def _run_once(self) -> None:
+        """One iteration: due timers, then the ready callbacks; time jumps when idle.
+
+        As ``BaseEventLoop._run_once``, on the loop's own timer heap.
+        """
+        base: Any = self  # the base loop's private state, which typeshed does not declare
+        timers, ready = self._timers, base._ready
+        if len(timers) > 100 and base._timer_cancelled_count * 2 > len(timers):
+            kept = []
+            for entry in timers:
+                handle = entry[2]
+                if type(handle) is asyncio.TimerHandle and handle.cancelled():
+                    handle._scheduled = False  # type: ignore[attr-defined]
+                else:
+                    kept.append(entry)
+            heapq.heapify(kept)
+            self._timers = timers = kept
+            base._timer_cancelled_count = 0
+        if ready or base._stopping:
+            timeout: float | None = 0.0
+        elif timers:
+            timeout = max(0.0, timers[0][0] - self._virtual_now)
+        else:
+            timeout = None
+        if timeout != 0.0 and (self._woken or timeout is None or self.held_still()
+                               or len(base._selector.get_map()) > 1):
+            self._woken = False
+            base._process_events(base._selector.select(timeout))
+        elif timeout:
+            self._virtual_now = timers[0][0]  # exactly: a sum could fall a hair short
+        end = self._virtual_now + base._clock_resolution
+        while timers and timers[0][0] < end:
+            handle = heapq.heappop(timers)[2]
+            if type(handle) is asyncio.TimerHandle:
+                handle._scheduled = False  # type: ignore[attr-defined]
+                if handle.cancelled():
+                    base._timer_cancelled_count -= 1
+                else:
+                    ready.append(handle)
+            elif not handle.done():
+                handle.set_result(None)  # its waiter is called soon, this iteration
+        debug = base._debug
+        for _ in range(len(ready)):
+            handle = ready.popleft()
+            if handle._cancelled:
+                continue
+            if debug:
+                base._current_handle = handle
+                try:
+                    handle._run()
+                finally:
+                    base._current_handle = None
+            else:
+                handle._run()
 
 
 def run_virtual(main: Coroutine[Any, Any, T], *, start: float = 0.0,

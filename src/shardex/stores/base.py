@@ -159,6 +159,9 @@ class Store(abc.ABC):
         self._stats = StatsCounter()
         self.meter.subscribe(self._stats)
         self._opened = 0
+        # entries ``place`` checked, by identity: a write's retries send the same frozen
+        # entry again, checked once (held here, so an id is not reused while remembered)
+        self._checked: dict[int, StoredEntry] = {}
 
     @classmethod
     @abc.abstractmethod
@@ -259,8 +262,12 @@ class Store(abc.ABC):
         """
         if type(item_id) is not str or not item_id:
             _text("item id", item_id)
-        if entry is not None:
+        if entry is not None and (self._checked.get(id(entry)) is not entry
+                                  or entry.item_id != item_id):
             self._check_entry(item_id, entry)
+            if len(self._checked) >= 1024:
+                self._checked.clear()
+            self._checked[id(entry)] = entry
         if expected is not None and (type(expected) is not Placement
                                      or expected.item_id != item_id):
             raise InvalidInput(f"expected placement of item {item_id!r} must be the Placement "

@@ -47,8 +47,8 @@ class RoutingWatch:
             return self._last
 
     async def _fetch(self) -> dict[str, Any]:
+        from shardex.migrate.work import WorkRecords
         from shardex.reshard import status_document
-        from shardex.reshard.work import WorkRecords
         from shardex.routing_record import RoutingRecord
         from shardex.stores import open_store
 

@@ -68,6 +68,7 @@ class WriteEngine:
         self._rng = rng
         self._max_conflicts = max_conflicts
         self._gates = dict(gates or {})
+        self._routed: Routed | None = None  # the last answer to a Route: reused while it holds
 
     def machine(self, job: Job) -> WriteMachine:
         """A machine for ``job`` on this index's stores (for tests that drive one by hand)."""
@@ -103,6 +104,17 @@ class WriteEngine:
 
     async def _route(self, fresh: bool) -> Observation:
         record, clock = self._record, self._clock
+        if not fresh:
+            # the copy within its TTL (most Routes): no coroutine, and the same answer
+            # while the copy is the same one
+            routing, routed = record.served(), self._routed
+            if routing is not None:
+                if routed is None or routed.routing is not routing \
+                        or routed.fence.read_at != record.loaded_at \
+                        or routed.fence.lease != record.lease:
+                    routed = self._routed = Routed(routing, Fence(
+                        routing.version, record.loaded_at, record.lease))
+                return routed
         try:
             if fresh:
                 sent = clock.now()

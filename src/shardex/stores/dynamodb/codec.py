@@ -45,6 +45,7 @@ __all__ = [
     "same_attribute",
     "to_attribute",
     "to_attributes",
+    "value_size",
 ]
 
 SEP = "\x00"
@@ -213,19 +214,40 @@ def _value_size(value: Mapping[str, Any]) -> int:
     return sum(_value_size({kind[0]: v}) for v in data)
 
 
-def item_units(item: Mapping[str, Any]) -> int:
-    """Write units of an item by DynamoDB's sizing rule: one per started KB (at least 1)."""
-    return write_units(
-        sum(len(name.encode("utf-8")) + _value_size(value) for name, value in item.items()))
+def item_units(item: Mapping[str, Any], sized: tuple[Any, int] | None = None) -> int:
+    """Write units of an item by DynamoDB's sizing rule: one per started KB (at least 1).
+
+    ``sized``: an attribute value already measured, ``(value, its size)``, taken as is
+    where the item holds that very value (the attrs map two items share).
+    """
+    size = 0
+    for name, value in item.items():
+        size += len(name) if name.isascii() else len(name.encode("utf-8"))
+        text = value.get("S")
+        if type(text) is str and len(value) == 1:  # most attributes: text, measured here
+            size += len(text) if text.isascii() else len(text.encode("utf-8"))
+        elif sized is not None and value is sized[0]:
+            size += sized[1]
+        else:
+            size += _value_size(value)
+    return write_units(size)
+
+
+def value_size(value: Mapping[str, Any]) -> int:
+    """The size in bytes of one attribute value as DynamoDB counts it."""
+    return _value_size(value)
 
 
 # -- index-table items -------------------------------------------------------------------
 
-def entry_item(entry: StoredEntry) -> dict[str, Any]:
-    """The index-table item of an entry: ``pk``, ``sk``, ``id``, ``v`` and ``attrs``."""
+def entry_item(entry: StoredEntry, attrs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The index-table item of an entry: ``pk``, ``sk``, ``id``, ``v`` and ``attrs``.
+
+    ``attrs``: the entry's attrs already encoded (``{"M": ...}``), to encode them once.
+    """
     return {"pk": {"S": entry.shard_key}, "sk": {"S": encode_position(*entry.position)},
             "id": {"S": entry.item_id}, "v": {"N": str(entry.version)},
-            "attrs": {"M": to_attributes(entry.attrs)}}
+            "attrs": attrs if attrs is not None else {"M": to_attributes(entry.attrs)}}
 
 
 def entry_key(entry: StoredEntry) -> dict[str, Any]:
@@ -261,17 +283,18 @@ def placement_item_key(item_id: str) -> dict[str, Any]:
 
 
 def placement_item(item_id: str, version: int, entry: StoredEntry | None, token: str,
-                   history: tuple[str, ...]) -> dict[str, Any]:
+                   history: tuple[str, ...], attrs: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
     """The placement item: version, token ``t``, history ``h``, and the whole entry.
 
-    The entry is kept whole so ``locate`` reads once.
+    The entry is kept whole so ``locate`` reads once. ``attrs`` as for ``entry_item``.
     """
     item = {**placement_item_key(item_id), "v": {"N": str(version)}, "t": {"S": token},
             "h": {"L": [{"S": earlier} for earlier in history]}}
     if entry is not None:
         item.update({"key": {"S": entry.shard_key}, "sort": {"S": entry.sort},
                      "ev": {"N": str(entry.version)},
-                     "attrs": {"M": to_attributes(entry.attrs)}})
+                     "attrs": attrs if attrs is not None else {"M": to_attributes(entry.attrs)}})
     return item
 
 

@@ -29,7 +29,6 @@ its transaction succeeds; the derivation does not rely on that.)
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 from shardex.errors import CapabilityMissing, MalformedItem, StoreError
@@ -45,6 +44,8 @@ from shardex.stores.dynamodb.codec import (
     placement_from_item,
     placement_item,
     placement_item_key,
+    to_attributes,
+    value_size,
 )
 from shardex.stores.dynamodb.layout import Describe, Layout, Page, Requester, key_schema
 from shardex.stores.metered import Recorder
@@ -53,10 +54,12 @@ __all__ = ["TableLayout", "request_token"]
 
 
 def request_token(token: str, actions: list[dict[str, Any]]) -> str:
-    """The ClientRequestToken of a transaction: 32 hex digits of the token and the request."""
-    digest = hashlib.blake2b(token.encode(), digest_size=16)
-    digest.update(json.dumps(actions, sort_keys=True, default=repr).encode())
-    return digest.hexdigest()
+    """The ClientRequestToken of a transaction: 32 hex digits of the token and the request.
+
+    The request is read as its ``repr``: the same request, built again by the same code
+    for a retry, reads the same; two requests that differ read differently.
+    """
+    return hashlib.blake2b(f"{token}\x00{actions!r}".encode(), digest_size=16).hexdigest()
 
 _MAX_PAGE = 1000
 
@@ -93,7 +96,11 @@ class TableLayout(Layout):
                     version: int, expected: Placement | None, token: str,
                     rec: Recorder) -> None:
         old = expected.entry if expected is not None else None
-        new_placement = placement_item(item_id, version, entry, token, history_after(expected))
+        # the entry's attrs, encoded and measured once for the placement and the entry
+        attrs = None if entry is None else {"M": to_attributes(entry.attrs)}
+        sized = None if attrs is None else (attrs, value_size(attrs))
+        new_placement = placement_item(item_id, version, entry, token, history_after(expected),
+                                       attrs)
         put: dict[str, Any] = {"TableName": self.table, "Item": new_placement}
         if expected is None:
             put["ConditionExpression"] = "attribute_not_exists(pk)"
@@ -106,16 +113,18 @@ class TableLayout(Layout):
                 put["ConditionExpression"] = "#v = :v AND #t = :t"
                 put["ExpressionAttributeValues"][":t"] = {"S": expected.token}
         actions: list[dict[str, Any]] = [{"Put": put}]
-        weights = [(placement_key(item_id), float(item_units(new_placement)))]
-        new_item = entry_item(entry) if entry is not None else None
+        weights = [(placement_key(item_id), float(item_units(new_placement, sized)))]
+        new_item = entry_item(entry, attrs) if entry is not None else None
         if old is not None and (entry is None or entry_key(old) != entry_key(entry)):
             # a stale idea of where the old entry is cancels the whole transaction
             actions.append({"Delete": {"TableName": self.table, "Key": entry_key(old),
                                        "ConditionExpression": "attribute_exists(pk)"}})
-            weights.append((old.shard_key, float(item_units(entry_item(old)))))
+            kept = sized is not None and entry is not None and old.attrs is entry.attrs
+            weights.append((old.shard_key, float(item_units(entry_item(old, attrs), sized)
+                                                  if kept else item_units(entry_item(old)))))
         if entry is not None and new_item is not None:
             actions.append({"Put": {"TableName": self.table, "Item": new_item}})
-            weights.append((entry.shard_key, float(item_units(new_item))))
+            weights.append((entry.shard_key, float(item_units(new_item, sized))))
         await self._request(rec, "TransactWriteItems",
                             {"TransactItems": actions, "ReturnConsumedCapacity": "TOTAL",
                              "ClientRequestToken": request_token(token, actions)},

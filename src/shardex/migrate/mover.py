@@ -1,6 +1,6 @@
 """The mover: surveys the source keys into work units and moves their entries, paced.
 
-The mover works through ``Layouts`` (``shardex.reshard.layouts``). For a shardex index
+The mover works through ``Layouts`` (``shardex.migrate.layouts``). For a shardex index
 each move is ``ShardedIndex.relocate``: the write loop re-places the entry on the key the
 layout writes follow, at its own version, conditioned on its placement as located, so
 an application write racing it wins or is planned again on top, a delete is never
@@ -23,25 +23,24 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from shardex.admission import AdaptiveRate, RateState
 from shardex.clock import Clock
 from shardex.errors import (
     ConditionFailed,
     MalformedItem,
     OutcomeUnknown,
-    Throttled,
     Unavailable,
 )
 from shardex.migrate.budget import Budget
-from shardex.reshard.layouts import PATIENT, Layouts, target_of
-from shardex.reshard.states import MOVING
-from shardex.reshard.units import DEFAULT_SPLIT, Survey, Unit, busy_sources, units_of
-from shardex.reshard.work import WorkRecords
+from shardex.migrate.layouts import Layouts, target_of
+from shardex.migrate.pace import Pace, paced, read_page
+from shardex.migrate.states import MOVING
+from shardex.migrate.units import DEFAULT_SPLIT, Survey, Unit, busy_sources, units_of
+from shardex.migrate.work import WorkRecords, work_units
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
-from shardex.stores.base import Position, QueryPage, StoredEntry
+from shardex.stores.base import Position, StoredEntry
 
-__all__ = ["MOVER_RETRY", "Mover", "Pace", "read_page"]
+__all__ = ["MOVER_RETRY", "Mover"]
 
 log = logging.getLogger("shardex")
 # the mover sees every throttle itself (to adapt its rate); it retries the rest
@@ -49,40 +48,6 @@ MOVER_RETRY = RetryPolicy(attempts=6, base=0.05, cap=1.0, deadline=None,
                           retry_on=(Unavailable,))
 _BATCH = 8  # moves of one unit in flight at once
 _POLL = 1.0  # seconds between looks at units leased by others
-
-
-class Pace:
-    """Paces one unit's requests at ``rate`` units a second, adapting to throttles (AIMD)."""
-
-    def __init__(self, rate: float, clock: Clock) -> None:
-        self._clock = clock
-        self._policy = AdaptiveRate(increase=max(rate / 20, 0.1), decrease=0.5,
-                                    floor=min(rate, max(0.1, rate / 100)), ceiling=rate,
-                                    cooldown=0.5)
-        self._state = RateState(rate=rate)
-
-    @property
-    def rate(self) -> float:
-        return self._state.rate or 0.0
-
-    async def wait(self, cost: float) -> None:
-        delay, self._state = self._policy.send(self._state, self._clock.now(), max(cost, 0.01))
-        if delay > 0:
-            await self._clock.sleep(delay)
-
-    def throttled(self) -> None:
-        self._state = self._policy.throttled(self._state, self._clock.now())
-
-    def succeeded(self) -> None:
-        self._state = self._policy.succeeded(self._state, self._clock.now())
-
-
-async def read_page(layouts: Layouts, key: str, after: Position | None, limit: int,
-                    pace: Pace) -> QueryPage:
-    """One page of ``key`` beyond ``after``, paced at ``pace`` in read units."""
-    page = await layouts.page(key, after, limit)
-    await pace.wait(page.units)
-    return page
 
 
 class Mover:
@@ -194,36 +159,29 @@ class Mover:
     async def _work(self, routing: Routing) -> None:
         meta = routing.reshard
         assert meta is not None
-        while self._current(routing):
-            units = await self.records.units(meta.generation)
-            pending = [(key, unit, rev) for key, (unit, rev) in units.items() if not unit.done]
-            if not pending:
-                return
-            now = self._clock.wall()
+
+        def eligible(unit: Unit, units: list[Unit], now: float) -> bool:
             # one range of a source key at a time, so the key's rate is never exceeded
-            busy = busy_sources([u for u, _ in units.values()], now) | self._busy
-            free = [p for p in pending if p[1].free(now) and p[1].source not in busy]
-            if not free:
-                await self._clock.sleep(min(_POLL, self._lease / 4))
-                continue
-            key, unit, revision = self._rng.choice(free)
+            return unit.source not in busy_sources(units, now) | self._busy
+
+        async def process(key: str, unit: Unit, revision: int) -> None:
             self._busy.add(unit.source)
             try:
-                taken = await self.records.acquire(key, unit, revision, self._worker,
-                                                   self._lease)
-                if taken is not None:
-                    if await self._alone(meta.generation, taken[0]):
-                        await self._process(routing, key, *taken)
-                    else:
-                        await self.records.release(key, *taken)
+                await self._process(routing, key, unit, revision)
             finally:
                 self._busy.discard(unit.source)
+
+        await work_units(lambda: self.records.units(meta.generation), process,
+                         records=self.records, worker=self._worker, lease=self._lease,
+                         clock=self._clock, rng=self._rng, eligible=eligible,
+                         alone=lambda unit: self._alone(meta.generation, unit),
+                         going=lambda: self._current(routing), poll=_POLL)
 
     async def _alone(self, generation: int, unit: Unit) -> bool:
         """True if ``unit`` is the one range of its key under lease (lowest number wins).
 
         Two workers may lease two ranges of one key at the same instant; the one holding
-        the higher-numbered range lets its lease lapse and looks again.
+        the higher-numbered range gives its lease back and looks again.
         """
         units = [u for u, _ in (await self.records.units(generation)).values()]
         now = self._clock.wall()
@@ -271,34 +229,18 @@ class Mover:
                                entry.item_id):
             return "skipped"
         cost = self.layouts.cost(entry)
-        unavailable = 0
-        while True:
-            await pace.wait(cost)
-            if self.budget is not None:
-                await self.budget.spend({unit.source: cost})
-            try:
-                moved = await self.layouts.move(
-                    entry, value=unit.value, source=unit.source,
-                    reshard=self.records.reshard_id, generation=unit.generation)
-            except Throttled:
-                pace.throttled()
-                if self.budget is not None:
-                    await self.budget.throttled()
-                continue
-            except Unavailable:
-                unavailable += 1
-                if unavailable >= 6:
-                    return "unresolved"
-                await self._clock.sleep(PATIENT.backoff(unavailable, self._rng))
-                continue
-            except (OutcomeUnknown, ConditionFailed, MalformedItem) as exc:
-                # a hot or damaged item: the parity check names it, another pass retries
-                log.warning("reshard: %s", exc)
-                return "unresolved"
-            pace.succeeded()
-            if moved is not None:
-                now = int(self._clock.now())
-                for key, spent in ((unit.source, self.spent), (moved, self.landed)):
-                    second = spent.setdefault(key, {})
-                    second[now] = second.get(now, 0.0) + cost
-            return "moved" if moved is not None else "skipped"
+        try:
+            moved = await paced(pace, cost, lambda: self.layouts.move(
+                entry, value=unit.value, source=unit.source,
+                reshard=self.records.reshard_id, generation=unit.generation),
+                clock=self._clock, rng=self._rng, budget=self.budget, key=unit.source)
+        except (Unavailable, OutcomeUnknown, ConditionFailed, MalformedItem) as exc:
+            # a hot or damaged item: the parity check names it, another pass retries
+            log.warning("reshard: %s", exc)
+            return "unresolved"
+        if moved is not None:
+            now = int(self._clock.now())
+            for key, spent in ((unit.source, self.spent), (moved, self.landed)):
+                second = spent.setdefault(key, {})
+                second[now] = second.get(now, 0.0) + cost
+        return "moved" if moved is not None else "skipped"

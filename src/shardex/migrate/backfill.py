@@ -11,7 +11,7 @@ twice.
 
 Pacing: the writes to each shard key of the new GSI are held to ``rate`` write units a
 second (its partition's share, as the reshard's mover holds each key), estimated from
-the units DynamoDB reports, adapting by AIMD (``shardex.reshard.mover.Pace``): a
+the units DynamoDB reports, adapting by AIMD (``shardex.migrate.mover.Pace``): a
 throttle halves the rate, each second without one raises it back. Each segment's Scan is
 paced at ``read_rate`` read units a second. Base-table writes land on items spread by
 their id's hash, so no base partition takes more than its share either.
@@ -27,14 +27,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
-from shardex.adopt.segments import Segment, Segments
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidKey, OutcomeUnknown, Throttled, Unavailable
 from shardex.index import ShardedIndex
 from shardex.keys import validate_value
 from shardex.migrate.budget import Budget
-from shardex.reshard.layouts import PATIENT
-from shardex.reshard.mover import Pace
+from shardex.migrate.layouts import PATIENT
+from shardex.migrate.pace import ATTEMPTS, Pace, paced
+from shardex.migrate.units import Segment
+from shardex.migrate.work import Segments, work_units
 from shardex.routing import Routing, Turns
 from shardex.stores.dynamodb.adopt import GsiAdoptionTools, ScanItem, ScanPage
 from shardex.write import in_place
@@ -45,7 +46,6 @@ log = logging.getLogger("shardex")
 T = TypeVar("T")
 _BATCH = 8  # updates of one page in flight at once
 _POLL = 1.0  # seconds between looks at segments leased by others
-_ATTEMPTS = 6  # tries of an update the store keeps failing, before verify is left to find it
 
 
 class Scanner(Protocol):
@@ -92,24 +92,10 @@ class Backfill(abc.ABC):
 
     async def run(self) -> None:
         """Work segments until every one is done (by this process or others)."""
-        await asyncio.gather(*(self._work() for _ in range(self._workers)))
-
-    async def _work(self) -> None:
-        while True:
-            found = await self.segments.all()
-            pending = [(key, s, rev) for key, (s, rev) in found.items() if not s.done]
-            if not pending:
-                return
-            now = self._clock.wall()
-            free = [p for p in pending if p[1].free(now)]
-            if not free:
-                await self._clock.sleep(min(_POLL, self._lease / 4))
-                continue
-            key, segment, revision = self._rng.choice(free)
-            taken = await self.segments.acquire(key, segment, revision, self._worker,
-                                                self._lease)
-            if taken is not None:
-                await self._process(key, *taken)
+        await asyncio.gather(*(work_units(
+            self.segments.all, self._process, records=self.segments, worker=self._worker,
+            lease=self._lease, clock=self._clock, rng=self._rng, poll=_POLL)
+            for _ in range(self._workers)))
 
     async def _scan(self, segment: Segment, reads: Pace
                     ) -> tuple[list[ScanItem], dict[str, Any] | None]:
@@ -124,7 +110,7 @@ class Backfill(abc.ABC):
                 continue
             except Unavailable:
                 failures += 1
-                if failures >= _ATTEMPTS:
+                if failures >= ATTEMPTS:
                     raise
                 await self._clock.sleep(PATIENT.backoff(failures, self._rng))
                 continue
@@ -165,31 +151,16 @@ class Backfill(abc.ABC):
         """Index one scanned item: "updated", "ok", "raced" or "unresolved"."""
 
     async def _paced(self, target: str, write: Callable[[], Awaitable[T]]) -> T | None:
-        """``write()`` at the pace of shard key ``target``: a throttle slows the pace and
-        tries again, an unavailable store is tried again after a backoff, up to
-        ``_ATTEMPTS`` times (None: it never answered). Other errors are the caller's."""
-        pace = self._paces.setdefault(target, Pace(self._rate, self._clock))
-        failures = 0
-        while True:
-            if self.budget is not None:
-                await self.budget.spend({target: self._cost})
-            else:
-                await pace.wait(self._cost)
-            try:
-                result = await write()
-            except Throttled:
-                pace.throttled()
-                if self.budget is not None:
-                    await self.budget.throttled()
-                continue
-            except Unavailable:
-                failures += 1
-                if failures >= _ATTEMPTS:
-                    return None
-                await self._clock.sleep(PATIENT.backoff(failures, self._rng))
-                continue
-            pace.succeeded()
-            return result
+        """``write()`` at the pace of shard key ``target`` (None: the store never answered).
+        Other errors are the caller's."""
+        # the shared budget, when there is one, paces each key for every process at once
+        pace = None if self.budget is not None else self._paces.setdefault(
+            target, Pace(self._rate, self._clock))
+        try:
+            return await paced(pace, self._cost, write, clock=self._clock, rng=self._rng,
+                               budget=self.budget, key=target)
+        except Unavailable:
+            return None
 
     def _value(self, item: ScanItem) -> str | None:
         """The item's raw value if it can be indexed (None: nothing to do)."""

@@ -1,6 +1,6 @@
 """The runner: carries out the state machine's decisions against one index's store.
 
-``Resharder`` is the thin async loop around ``shardex.reshard.states``: it reads the
+``Resharder`` is the thin async loop around ``shardex.migrate.states``: it reads the
 routing record (strongly consistent), asks ``next_step`` what to do, and does it:
 waits on the injected clock, stores the next routing with a compare-and-set, runs the
 mover, checks parity, sweeps the retired keys. Every step starts again from the stored
@@ -13,29 +13,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
-import socket
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Protocol, TypeVar
 
-from shardex.clock import Clock, LoopClock
-from shardex.errors import ConditionFailed, InvalidInput, InvalidRouting, ReshardRefused
-from shardex.index import ShardedIndex, store_routing
+from shardex.clock import Clock
+from shardex.errors import InvalidInput, InvalidRouting, ReshardRefused
+from shardex.index import ShardedIndex
+from shardex.migrate import states
+from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Budget, Sharing
-from shardex.reshard import states
-from shardex.reshard.layouts import PATIENT, IndexLayouts, Layouts
-from shardex.reshard.mover import MOVER_RETRY, Mover, Pace, read_page
-from shardex.reshard.tiered import TierLayouts, crossing_refusal
-from shardex.reshard.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit
-from shardex.reshard.verify import check
-from shardex.reshard.work import WorkRecords
+from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
+from shardex.migrate.mover import MOVER_RETRY, Mover
+from shardex.migrate.pace import Pace, read_page
+from shardex.migrate.registry import finish_migration, record_migration
+from shardex.migrate.tiered import TierLayouts, crossing_refusal
+from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
+from shardex.migrate.verify import check
+from shardex.migrate.work import WorkRecords
 from shardex.retry import call_with_retry
 from shardex.routing import Routing, ShardPolicy
-from shardex.stores import open_store
 from shardex.stores.base import Position, Store
 from shardex.transition import Parity
 
@@ -78,7 +78,8 @@ class StartPlan:
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """How far a reshard is: state, entries moved and remaining, rate and what is awaited."""
+    """How far a reshard is: state, entries moved and remaining of the total fixed at its
+    start (from the work records), rate and what is awaited."""
 
     state: str
     direction: str
@@ -86,6 +87,7 @@ class Progress:
     remaining: int | None
     rate: float | None  # entries a second over the last report
     note: str = ""
+    total: int | None = None  # fixed when the direction's first plan was made
 
     @property
     def eta(self) -> float | None:
@@ -121,33 +123,23 @@ class Recorder(Protocol):
     def reshard(self, index: str) -> Gauges: ...
 
 
-def default_worker() -> str:
-    """A name for this process in leases: host, process id and a random tag."""
-    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-class Resharder:
+class Resharder(MigrationRunner):
     """Drives reshards of index ``name`` on ``store`` (a Store or a store URI).
 
-    ``rate`` caps the write units a second the mover puts on any one key (source or
-    target), ``read_rate`` (default three times ``rate``) the read units a second it
-    reads one key with; ``workers`` units are worked at once in this process, each
-    leased for ``unit_lease`` seconds. ``max_age`` (seconds) bounds the age of the parity
-    report a cutover relies on; ``settle`` is waited before a parity check reads gaps
+    The options ``MigrationRunner`` takes, for the mover (``rate`` on any key, source or
+    target). ``settle`` is waited before a parity check reads gaps
     again (default 0, or 2 s where reads are eventually consistent). ``progress`` is
     called with a ``Progress`` as the reshard advances; with a ``recorder`` (a
     ``shardex.metrics.MetricsRecorder``) the runner also reports to its
     ``reshard(name)`` gauges: the state (``rolled-back`` once a rollback ends), entries
     moved of the total, the last parity check's gaps and the routing versions it goes
-    from and to. ``clock`` and ``seed`` make it
-    run on virtual time, reproducibly. ``layouts`` makes the ``Layouts`` the mover, the
+    from and to. ``layouts`` makes the ``Layouts`` the mover, the
     parity check and the sweep use, from the mover's own index (default:
     ``IndexLayouts``, the index's shard keys, or ``TierLayouts`` with ``tiers``).
     ``tiers`` (as ``ShardedIndex``'s) names the store of each tier the layouts name; a
-    value whose policy changes tier moves between stores (``shardex.reshard.tiered``).
-    ``sharing`` (``shardex.migrate.budget.Sharing``) makes ``rate`` the reshard's one
-    budget, shared with every other runner's movers, under live controls (pause, rate).
-    Use ``async with``.
+    value whose policy changes tier moves between stores (``shardex.migrate.tiered``).
+    ``sharing`` makes ``rate`` the reshard's one budget (``MigrationRunner``). Use
+    ``async with``.
     """
 
     def __init__(self, store: Store | str, name: str, *, rate: float = DEFAULT_RATE,
@@ -161,29 +153,13 @@ class Resharder:
                  layouts: Callable[[ShardedIndex, Clock, random.Random], Layouts] | None = None,
                  tiers: Mapping[str, Store | str] | None = None,
                  sharing: Sharing | None = None) -> None:
-        for option, number in (("rate", rate), ("unit_lease", unit_lease),
-                               ("max_age", max_age), ("read_rate", read_rate or 1.0),
-                               ("settle", 1.0 if settle is None else settle + 1)):
-            if isinstance(number, bool) or not isinstance(number, int | float) \
-                    or not 0 < number < float("inf"):
-                raise InvalidInput(f"{option} must be a number > 0, got {number!r}")
-        for option, count in (("workers", workers), ("split_every", split_every)):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise InvalidInput(f"{option} must be an integer >= 1, got {count!r}")
-        self.store = open_store(store) if isinstance(store, str) else store
-        self.name = name
-        self.rate = float(rate)
-        self.read_rate = float(read_rate or 3 * rate)
-        self.workers = workers
-        self.unit_lease = float(unit_lease)
-        self.max_age = float(max_age)
+        check_numbers(settle=1.0 if settle is None else settle + 1)
+        super().__init__(store, name, rate=rate, read_rate=read_rate, workers=workers,
+                         unit_lease=unit_lease, max_age=max_age, worker=worker, clock=clock,
+                         seed=seed, sharing=sharing, split_every=split_every)
         self._settle = settle
-        self.worker = worker or default_worker()
-        self._clock: Clock = clock or LoopClock()
-        self._rng = random.Random(seed)
         self._split = split_every
         self._progress = progress
-        self.sharing = sharing
         self._gauges = None if recorder is None else recorder.reshard(name)
         self._control = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
                                      seed=seed, tiers=tiers)
@@ -223,9 +199,8 @@ class Resharder:
         """The routing's lease in seconds."""
         return self._control.routing_lease
 
-    async def routing(self) -> Routing:
-        """The stored routing, read now (strongly consistent)."""
-        return await self._control.refresh_routing()
+    async def control(self) -> ShardedIndex:
+        return self._control
 
     def _records(self, routing: Routing) -> WorkRecords:
         assert routing.reshard is not None
@@ -259,12 +234,8 @@ class Resharder:
 
     async def _store(self, routing: Routing) -> bool:
         """Store ``routing`` if the record is still one version before it; False if not."""
-        if self._control.routing.version != routing.version - 1:
-            return False
         before = self._control.routing.reshard
-        try:
-            await store_routing(self._control, routing)
-        except ConditionFailed:
+        if not await self.store_next(routing):
             return False
         if self._gauges is not None and routing.reshard is None and before is not None:
             # the reshard ended: in the target layout, or back where it began
@@ -274,12 +245,10 @@ class Resharder:
         return True
 
     async def _sleep_until(self, until: float, routing: Routing, note: str) -> None:
-        while (left := until - self._clock.wall()) > 0:
-            self._report(routing, None, f"waiting {left:.0f} s for {note}")
-            await self._clock.sleep(min(left, 5.0))
+        await self.wait_until(until, lambda line: self._report(routing, None, line), note)
 
     def _gauge(self, routing: Routing, moved: int | None = None,
-               remaining: int | None = None) -> None:
+               total: int | None = None) -> None:
         """Report ``routing``'s state, versions and parity (and what moved) to the gauges."""
         meta = routing.reshard
         if self._gauges is None or meta is None:
@@ -289,21 +258,21 @@ class Resharder:
             state=states.state_of(routing), to_version=routing.version,
             from_version=None if previous is None else previous.version,
             mismatches=None if meta.parity is None else meta.parity.gaps,
-            moved=moved, total=None if remaining is None else (moved or 0) + remaining)
+            moved=moved, total=total)
 
     def _report(self, routing: Routing, units: Sequence[Unit] | None, note: str = "",
                 rate: float | None = None) -> None:
         meta = routing.reshard
         if meta is None or (self._progress is None and self._gauges is None):
             return
-        moved = remaining = None
+        total = moved = remaining = None
         if units is not None:
-            moved = sum(u.moved for u in units if u.direction == meta.direction)
-            remaining = sum(u.remaining for u in units if u.generation == meta.generation)
-        self._gauge(routing, moved, remaining)
+            # the total is fixed when the direction's first plan is made: it never moves
+            total, moved, remaining = tally(list(units), meta.direction)
+        self._gauge(routing, moved, total)
         if self._progress is not None:
             self._progress(Progress(states.state_of(routing), meta.direction, moved or 0,
-                                    remaining, rate, note))
+                                    remaining, rate, note, total))
 
     # -- the operator's steps --------------------------------------------------------------
 
@@ -318,9 +287,7 @@ class Resharder:
         what will move and cut the work into units; ``dry_run`` stops there. Raises
         ReshardRefused if a reshard is under way, InvalidRouting if nothing changes.
         """
-        if isinstance(margin, bool) or not isinstance(margin, int | float) \
-                or not 0 <= margin < float("inf"):
-            raise InvalidInput(f"margin must be a number of seconds >= 0, got {margin!r}")
+        check_seconds("margin", margin)
         current = await self.routing()
         if current.in_transition:
             raise ReshardRefused(self._busy(current))
@@ -348,6 +315,8 @@ class Resharder:
             raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
                                  "reshard was being planned (another start?); nothing was "
                                  "started: run 'shardex reshard status'")
+        await record_migration(self.store, self.name, "reshard", new.reshard.id,
+                               new.reshard.values, clock=self._clock, rng=self._rng)
         return StartPlan(new, plans, stored=True)
 
     def _busy(self, routing: Routing) -> str:
@@ -387,6 +356,9 @@ class Resharder:
                     self._report(step.routing, None, step.why)
                     if step.routing.reshard is None and meta is not None:
                         await self._records(routing).cleanup()
+                        await finish_migration(self.store, self.name, meta.id, "rolled-back"
+                                               if meta.direction == "rollback" else "stable",
+                                               clock=self._clock, rng=self._rng)
             elif isinstance(step, states.Move):
                 await self._move(routing)
             elif isinstance(step, states.Verify):
@@ -409,11 +381,8 @@ class Resharder:
         reporter = asyncio.ensure_future(self._keep_reporting(routing))
         try:
             async with contextlib.AsyncExitStack() as stack:
-                budget = None
-                if self.sharing is not None and routing.reshard is not None:
-                    budget = await stack.enter_async_context(self.sharing.budget(
-                        self.store, self.name, routing.reshard.id, rate=self.rate,
-                        owner=self.worker, clock=self._clock, rng=self._rng))
+                assert routing.reshard is not None
+                budget = await self.budget(stack, routing.reshard.id)
                 await self._mover(routing, budget).run(routing)
         finally:
             reporter.cancel()
@@ -494,10 +463,8 @@ class Resharder:
         stays ``read-new`` and rollback stays possible; the call returns at once, saying
         when; once it has passed, the reshard is finished.
         """
-        if retain is not None and (isinstance(retain, bool)
-                                   or not isinstance(retain, int | float)
-                                   or not 0 <= retain < float("inf")):
-            raise InvalidInput(f"retain must be a number of seconds >= 0, got {retain!r}")
+        if retain is not None:
+            check_seconds("retain", retain)
         routing = await self.routing()
         meta = routing.reshard
         if meta is None:
@@ -522,6 +489,12 @@ class Resharder:
 
         Refused (ReshardRefused) with no reshard, after ``retired``, or while one rolls back.
         """
+        await self.begin_rollback()
+        return await self.run(until="done")
+
+    async def begin_rollback(self) -> Routing:
+        """Store the rollback's first state (waiting out the lease if needed); ``run`` with
+        ``until="done"`` drives it. Refused as ``rollback`` is."""
         while True:
             routing = await self.routing()
             try:
@@ -533,8 +506,7 @@ class Resharder:
                 continue
             if await self._store(step.routing):
                 self._report(step.routing, None, step.why)
-                break
-        return await self.run(until="done")
+                return step.routing
 
     async def _sweep(self, routing: Routing) -> tuple[int, list[tuple[str, str]]]:
         """Move anything left on keys only the old layout has; name rows no placement names."""

@@ -21,8 +21,8 @@ from typing import Any
 from shardex.errors import MalformedItem
 from shardex.stores.entries import Position
 
-__all__ = ["DEFAULT_RATE", "DEFAULT_SPLIT", "Survey", "Unit", "allocate", "busy_sources",
-           "units_of"]
+__all__ = ["DEFAULT_RATE", "DEFAULT_SPLIT", "Segment", "Survey", "Unit", "allocate",
+           "busy_sources", "tally", "units_of"]
 
 # a quarter of one DynamoDB partition's 1,000 write units a second: the mover must
 # never be what makes a key hot
@@ -105,8 +105,13 @@ class Unit:
             raise MalformedItem(f"{where}: rate must be > 0, got {unit.rate!r}")
         return unit
 
-    def leased(self, owner: str, until: float) -> Unit:
+    def leased(self, owner: str | None, now: float, until: float) -> Unit:
         return replace(self, owner=owner, expires=until)
+
+    def saved(self, now: float, until: float) -> Unit:
+        """The unit as a checkpoint stores it: a done unit gives its lease up."""
+        return replace(self, owner=None, expires=0.0) if self.done \
+            else replace(self, expires=until)
 
 
 def _pos(position: Position | None) -> list[str] | None:
@@ -204,3 +209,96 @@ def units_of(value: str, surveys: list[Survey], *, generation: int, direction: s
                               start=start, end=end, after=start, entries=entries,
                               to_move=to_move, direction=direction))
     return units
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One Scan segment of an adoption's backfill, as its record holds it.
+
+    ``start`` is the key the Scan continues from (None: the segment's beginning);
+    ``scanned`` items read, ``updated`` shard attributes set, ``raced`` items an
+    application write changed first, ``unresolved`` updates that kept failing (left for
+    verify), ``values`` the items seen per raw value. ``started_at``/``saved_at`` are
+    wall seconds (rate and ETA). ``owner`` holds the lease until ``expires``.
+    """
+
+    number: int
+    total: int
+    start: dict[str, Any] | None = None
+    done: bool = False
+    scanned: int = 0
+    updated: int = 0
+    raced: int = 0
+    unresolved: int = 0
+    values: dict[str, int] = field(default_factory=dict)
+    started_at: float | None = None
+    saved_at: float | None = None
+    owner: str | None = None
+    expires: float = 0.0
+
+    def free(self, now: float) -> bool:
+        return not self.done and (self.owner is None or self.expires <= now)
+
+    def leased_at(self, now: float) -> bool:
+        return not self.done and self.owner is not None and self.expires > now
+
+    def leased(self, owner: str | None, now: float, until: float) -> Segment:
+        return replace(self, owner=owner, expires=until, started_at=self.started_at
+                       or (None if owner is None else now))
+
+    def saved(self, now: float, until: float) -> Segment:
+        return replace(self, saved_at=now, expires=until,
+                       owner=None if self.done else self.owner)
+
+    def to_body(self) -> dict[str, Any]:
+        return {"number": self.number, "total": self.total, "start": self.start,
+                "done": self.done, "scanned": self.scanned, "updated": self.updated,
+                "raced": self.raced, "unresolved": self.unresolved,
+                "values": dict(sorted(self.values.items())), "started_at": self.started_at,
+                "saved_at": self.saved_at, "owner": self.owner, "expires": self.expires}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any], where: str) -> Segment:
+        """Read a segment record; MalformedItem naming it if it is damaged."""
+        try:
+            values = body["values"]
+            if not isinstance(values, dict) or not all(
+                    isinstance(k, str) and isinstance(v, int) for k, v in values.items()):
+                raise ValueError(f"values {values!r}")
+            start = body["start"]
+            if start is not None and not isinstance(start, dict):
+                raise ValueError(f"start {start!r}")
+            return cls(number=int(body["number"]), total=int(body["total"]), start=start,
+                       done=bool(body["done"]), scanned=int(body["scanned"]),
+                       updated=int(body["updated"]), raced=int(body["raced"]),
+                       unresolved=int(body["unresolved"]), values=dict(values),
+                       started_at=_time(body["started_at"]), saved_at=_time(body["saved_at"]),
+                       owner=body["owner"], expires=float(body["expires"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedItem(f"{where} is not a backfill segment ({type(exc).__name__}: "
+                                f"{exc}); delete it and run the adoption again") from None
+
+
+def _time(raw: Any) -> float | None:
+    return None if raw is None else float(raw)
+
+
+def tally(units: list[Unit], direction: str) -> tuple[int | None, int, int | None]:
+    """``(total, moved, remaining)`` of a reshard's ``direction``, from its unit records.
+
+    ``total`` is what the direction's first plan set out to move (fixed once planned:
+    None before), ``moved`` what every generation's units moved (it may pass the total by
+    the entries writers put on the old layout while readers widened, in read-both),
+    ``remaining`` the total less what was moved or found already in place (0 once the
+    latest plan is done).
+    """
+    mine = [u for u in units if u.direction == direction]
+    moved = sum(u.moved for u in mine)
+    if not mine:
+        return None, moved, None
+    first = min(u.generation for u in mine)
+    latest = max(u.generation for u in mine)
+    total = sum(u.to_move for u in mine if u.generation == first)
+    if all(u.done for u in mine if u.generation == latest):
+        return total, moved, 0
+    return total, moved, max(0, total - sum(u.moved + u.skipped for u in mine))

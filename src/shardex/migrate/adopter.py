@@ -9,29 +9,30 @@ race are told apart by the compare-and-set. Waits run on the injected clock.
 from __future__ import annotations
 
 import contextlib
-import random
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
-from shardex.adopt.backfill import Backfill, CopyBackfill, ShardBackfill
-from shardex.adopt.segments import Segment, Segments
-from shardex.adopt.status import status_document
-from shardex.adopt.verify import parity
 from shardex.adoption import (
     Adoption,
     adoption_ready_at,
     cutover_refusal,
     rollback_refusal,
 )
-from shardex.clock import Clock, LoopClock
-from shardex.errors import ConditionFailed, InvalidInput, NotFound, ReshardRefused
-from shardex.index import ShardedIndex, store_routing
+from shardex.clock import Clock
+from shardex.errors import InvalidInput, NotFound, ReshardRefused
+from shardex.index import ShardedIndex
+from shardex.migrate.backfill import Backfill, CopyBackfill, ShardBackfill
+from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Sharing
-from shardex.reshard.mover import MOVER_RETRY
-from shardex.reshard.runner import default_worker
+from shardex.migrate.mover import MOVER_RETRY
+from shardex.migrate.registry import record_migration
+from shardex.migrate.status import adopt_status_document
+from shardex.migrate.units import Segment
+from shardex.migrate.verify import adoption_parity
+from shardex.migrate.work import Segments
 from shardex.routing import Routing, ShardPolicy
 from shardex.routing_record import DEFAULT_LEASE
 from shardex.stores import open_store
@@ -77,7 +78,7 @@ class Backfilled:
         return self.segments > 0 and self.done == self.segments
 
 
-class Adopter:
+class Adopter(MigrationRunner):
     """Adopts the plain GSI ``source`` on ``attribute`` into index ``name`` on ``store``.
 
     ``store`` is a GSI-mode ``dynamodb://`` store (or its URI) naming the new GSI, with
@@ -89,10 +90,8 @@ class Adopter:
     worked at once in this process, each leased for ``unit_lease`` seconds, out of
     ``segments`` (decided by the first ``run``). ``settle`` is waited before verify reads
     gaps again (default 2 s). ``progress`` gets a line of text as steps advance.
-    ``clock`` and ``seed`` make it run on virtual time, reproducibly. ``sharing``
-    (``shardex.migrate.budget.Sharing``) makes ``rate`` the adoption's one budget, shared
-    with every other runner's backfill, under live controls (pause, rate). Use
-    ``async with``.
+    ``clock`` and ``seed`` make it run on virtual time, reproducibly; ``sharing`` makes
+    ``rate`` the adoption's one budget (``MigrationRunner``). Use ``async with``.
     """
 
     def __init__(self, store: Store | str, name: str, *, source: str | None = None,
@@ -107,15 +106,7 @@ class Adopter:
                  build_within: float = _BUILD_WITHIN,
                  progress: Callable[[str], None] | None = None,
                  sharing: Sharing | None = None) -> None:
-        for option, number in (("rate", rate), ("read_rate", read_rate or 1.0),
-                               ("unit_lease", unit_lease), ("max_age", max_age),
-                               ("settle", settle + 1), ("build_within", build_within)):
-            if isinstance(number, bool) or not isinstance(number, int | float) \
-                    or not 0 < number < float("inf"):
-                raise InvalidInput(f"{option} must be a number > 0, got {number!r}")
-        for option, count in (("workers", workers), ("segments", segments)):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise InvalidInput(f"{option} must be an integer >= 1, got {count!r}")
+        check_numbers(settle=settle + 1, build_within=build_within)
         opened = open_store(store) if isinstance(store, str) else store
         if not isinstance(opened, DynamoDBStore):
             raise InvalidInput(f"--store {opened.uri}: adoption needs a dynamodb:// store: in "
@@ -131,27 +122,19 @@ class Adopter:
                 f"--store {opened.uri}: the sort attribute {opened.gsi.sort_attribute!r} of an "
                 "adopted GSI is the application's own (the old GSI's RANGE key), not "
                 "shardex's: use sort_owner=application, or leave sort_owner out")
-        self.store = opened
-        self.name = name
+        super().__init__(opened, name, rate=rate, read_rate=read_rate, workers=workers,
+                         unit_lease=unit_lease, max_age=max_age, worker=worker, clock=clock,
+                         seed=seed, sharing=sharing, segments=segments)
+        self.store: DynamoDBStore = opened
         self.source = source
         self.attribute = attribute
         self.base = base
         self.id_attribute = id_attribute
         self.sort_attribute = sort_attribute
-        self.rate = float(rate)
-        self.read_rate = float(read_rate or 3 * rate)
-        self.workers = workers
         self.segments = segments
-        self.unit_lease = float(unit_lease)
-        self.max_age = float(max_age)
         self.settle = float(settle)
-        self.worker = worker or default_worker()
-        self._clock: Clock = clock or LoopClock()
-        self._rng = random.Random(seed)
-        self._seed = seed
         self._within = float(build_within)
         self._progress = progress
-        self.sharing = sharing
         self._index = ShardedIndex(opened, name, routing_ttl=routing_ttl,
                                    routing_lease=routing_lease, clock=clock, seed=seed)
         self._index_open = False
@@ -177,13 +160,11 @@ class Adopter:
             self._index_open = True
         return self._index
 
+    control = index
+
     @property
     def lease(self) -> float:
         return self._index.routing_lease
-
-    async def routing(self) -> Routing:
-        """The stored routing, read now (strongly consistent)."""
-        return await (await self.index()).refresh_routing()
 
     def _tools(self, attribute: str) -> GsiAdoptionTools:
         return GsiAdoptionTools(self.store.client, self.store.gsi, attribute)
@@ -207,14 +188,7 @@ class Adopter:
         return Segments(self.store, self.name, adoption.id, clock=self._clock, rng=self._rng)
 
     async def _store(self, routing: Routing) -> bool:
-        index = await self.index()
-        if index.routing.version != routing.version - 1:
-            return False
-        try:
-            await store_routing(index, routing)
-        except ConditionFailed:
-            return False
-        return True
+        return await self.store_next(routing)
 
     async def _adoption(self, *states: str) -> tuple[Routing, Adoption]:
         routing = await self.routing()
@@ -240,9 +214,7 @@ class Adopter:
         """
         if self.source is None or self.attribute is None:
             raise InvalidInput("start needs --from-gsi (or --from-table) and --from-attribute")
-        if isinstance(margin, bool) or not isinstance(margin, int | float) \
-                or not 0 <= margin < float("inf"):
-            raise InvalidInput(f"margin must be a number of seconds >= 0, got {margin!r}")
+        check_seconds("margin", margin)
         if self.base is not None:
             return await self._start_table(sets, margin=margin, dry_run=dry_run,
                                            adoption_id=adoption_id)
@@ -323,6 +295,8 @@ class Adopter:
             raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
                                  "adoption was being started; nothing was started: run "
                                  "'shardex adopt status'")
+        await record_migration(self.store, self.name, "adoption", adoption.id,
+                               adoption.values, clock=self._clock, rng=self._rng)
         return AdoptPlan(new, 0, created=False, exists=True, stored=True, projection={})
 
     async def _meta_table(self) -> None:
@@ -349,27 +323,25 @@ class Adopter:
         before it scans. Refused unless the adoption is in ``dual-write``.
         """
         _, adoption = await self._adoption("dual-write")
-        ready = adoption_ready_at(adoption, self.lease)
-        while (left := ready - self._clock.wall()) > 0:
-            self._say(f"waiting {left:.0f} s for every client to write the shard attribute "
-                      "(the routing's lease and the margin)")
-            await self._clock.sleep(min(left, 5.0))
+        await self.wait_until(adoption_ready_at(adoption, self.lease), self._say,
+                              "every client to write the shard attribute (the routing's "
+                              "lease and the margin)")
         records = self._records(adoption)
-        planned = await records.plan(self.segments)
+        planned, items = await records.plan(self.segments, items=await self._items(adoption))
         if planned != self.segments:
             self._say(f"the backfill was planned with {planned} segments by an earlier run: "
                       "using those")
         index = await self.index()
         before = await self.backfilled(adoption)
-        items = await self._items(adoption)
         began = self._clock.now()
 
         def report() -> None:
+            # the total is the item count fixed when the backfill was planned
             rate = fill.scanned / max(1e-9, self._clock.now() - began)
-            left = max(0, items - before.scanned - fill.scanned)
+            left = max(0, (items or 0) - before.scanned - fill.scanned)
             eta = f", ETA {left / rate:,.0f} s" if rate > 0 else ""
-            self._say(f"backfill: scanned {before.scanned + fill.scanned:,}, updated "
-                      f"{before.updated + fill.updated:,}, remaining about {left:,}, "
+            self._say(f"backfill: scanned {before.scanned + fill.scanned:,} of about "
+                      f"{items or 0:,}, updated {before.updated + fill.updated:,}, "
                       f"{rate:,.0f} items/s{eta}")
 
         options: dict[str, Any] = {
@@ -377,10 +349,7 @@ class Adopter:
             "workers": self.workers, "lease": self.unit_lease, "worker": self.worker,
             "seed": self._rng.randrange(2**32), "progress": report}
         async with contextlib.AsyncExitStack() as stack:
-            if self.sharing is not None:
-                options["budget"] = await stack.enter_async_context(self.sharing.budget(
-                    self.store, self.name, adoption.id, rate=self.rate, owner=self.worker,
-                    clock=self._clock, rng=self._rng))
+            options["budget"] = await self.budget(stack, adoption.id)
             if adoption.kind == "gsi":
                 fill: Backfill = ShardBackfill(self._tools(adoption.attribute), records,
                                                lambda: index.routing, **options)
@@ -407,7 +376,7 @@ class Adopter:
         await source.open()
         try:
             self._say(f"verifying {len(values)} value(s): {', '.join(values) or 'none'}")
-            report = await parity(source, self.store, self.name, routing, values,
+            report = await adoption_parity(source, self.store, self.name, routing, values,
                                   truth=truth, read_rate=self.read_rate,
                                   settle=self.settle, clock=self._clock)
         finally:
@@ -444,9 +413,8 @@ class Adopter:
         still possible); after it, waits until no reader reads the old GSI (the lease and
         margin after cutover), then completes, and with ``drop`` deletes the old GSI.
         """
-        if retain is not None and (isinstance(retain, bool) or not isinstance(
-                retain, int | float) or not 0 <= retain < float("inf")):
-            raise InvalidInput(f"retain must be a number of seconds >= 0, got {retain!r}")
+        if retain is not None:
+            check_seconds("retain", retain)
         routing, adoption = await self._adoption("read-new", "complete")
         if adoption.state == "read-new" and (adoption.retire_after is None or (
                 retain is not None and retain != adoption.retain) or drop):
@@ -460,10 +428,8 @@ class Adopter:
         if adoption.state == "read-new":
             if adoption.retire_after is not None and self._clock.wall() < adoption.retire_after:
                 return routing
-            ready = adoption_ready_at(adoption, self.lease)
-            while (left := ready - self._clock.wall()) > 0:
-                self._say(f"waiting {left:.0f} s until no reader reads {adoption.source!r}")
-                await self._clock.sleep(min(left, 5.0))
+            await self.wait_until(adoption_ready_at(adoption, self.lease), self._say,
+                                  f"no reader to read {adoption.source!r}")
             await self._store(replace(routing, version=routing.version + 1,
                                       adoption=adoption.to("complete", self._clock.wall())))
             routing, adoption = await self._adoption("complete")
@@ -501,16 +467,17 @@ class Adopter:
                 return new
 
     async def status(self, *, uri: str | None = None) -> dict[str, Any]:
-        """The ``shardex.adopt.status/1`` document of the index."""
+        """The ``shardex.adopt.status/1`` document of the index, counted from its records."""
         routing = await self.routing()
         segments: list[Segment] = []
-        items = 0
+        items = None
         if routing.adoption is not None:
-            segments = [s for s, _ in (await self._records(routing.adoption).all()).values()]
-            items = await self._items(routing.adoption)
-        return status_document(routing, segments, index=self.name,
-                               store=uri or self.store.uri, lease=self.lease,
-                               now=self._clock.wall(), max_age=self.max_age, items=items)
+            records = self._records(routing.adoption)
+            segments = [s for s, _ in (await records.all()).values()]
+            items = await records.total()
+        return adopt_status_document(routing, segments, index=self.name,
+                                     store=uri or self.store.uri, lease=self.lease,
+                                     now=self._clock.wall(), max_age=self.max_age, items=items)
 
 
 def _totals(segments: list[Segment]) -> Backfilled:

@@ -27,7 +27,7 @@ from shardex.clock import Clock
 from shardex.errors import ConditionFailed
 from shardex.index import ShardedIndex
 from shardex.keys import parse_shard_key
-from shardex.reshard.layouts import PATIENT, IndexLayouts
+from shardex.migrate.layouts import PATIENT, IndexLayouts
 from shardex.retry import call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Placement, Position, QueryPage, Store, StoredEntry

@@ -1,0 +1,131 @@
+"""What every migration runner shares: its options, the routing record, its waits.
+
+``MigrationRunner`` holds the options a reshard's and an adoption's runner both take
+(rate, read rate, workers, unit lease, parity age, the worker's name, the clock) and
+checks them once; it reads the stored routing strongly consistently, stores the next
+one by compare-and-set on the version it read (``store_next``: False when another
+process got there first) and waits on the injected clock, saying what it waits for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import socket
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from shardex.clock import Clock, LoopClock
+from shardex.errors import ConditionFailed, InvalidInput
+from shardex.index import ShardedIndex, store_routing
+from shardex.migrate.budget import Budget, Sharing
+from shardex.routing import Routing
+from shardex.stores import open_store
+from shardex.stores.base import Store
+
+__all__ = ["MigrationRunner", "check_counts", "check_numbers", "check_seconds",
+           "default_worker"]
+
+
+def default_worker() -> str:
+    """A name for this process in leases: host, process id and a random tag."""
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def check_numbers(**numbers: Any) -> None:
+    """InvalidInput naming the first option that is not a finite number > 0."""
+    for option, number in numbers.items():
+        if isinstance(number, bool) or not isinstance(number, int | float) \
+                or not 0 < number < float("inf"):
+            raise InvalidInput(f"{option} must be a number > 0, got {number!r}")
+
+
+def check_counts(**counts: Any) -> None:
+    """InvalidInput naming the first option that is not an integer >= 1."""
+    for option, count in counts.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InvalidInput(f"{option} must be an integer >= 1, got {count!r}")
+
+
+def check_seconds(option: str, value: Any) -> float:
+    """``value`` as seconds >= 0; InvalidInput naming ``option`` if it is not."""
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not 0 <= value < float("inf"):
+        raise InvalidInput(f"{option} must be a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+class MigrationRunner:
+    """The options and routing steps of a runner of index ``name`` on ``store``.
+
+    ``rate`` caps the write units a second the runner's writes put on any one key,
+    ``read_rate`` (default three times ``rate``) the read units a second it reads one
+    key or segment with; ``workers`` units are worked at once in this process, each
+    leased for ``unit_lease`` seconds; ``max_age`` bounds the age of the parity report a
+    cutover relies on. ``worker`` names this process in leases (default: host, pid and
+    a tag). ``clock`` and ``seed`` make it run on virtual time, reproducibly.
+    ``sharing`` (``shardex.migrate.budget.Sharing``) makes ``rate`` the migration's one
+    budget, shared with every other runner's movers, under live controls (pause, rate).
+    """
+
+    def __init__(self, store: Store | str, name: str, *, rate: float, read_rate: float | None,
+                 workers: int, unit_lease: float, max_age: float, worker: str | None,
+                 clock: Clock | None, seed: int | None, sharing: Sharing | None = None,
+                 **counts: int) -> None:
+        check_numbers(rate=rate, unit_lease=unit_lease, max_age=max_age,
+                      read_rate=read_rate or 1.0)
+        check_counts(workers=workers, **counts)
+        self.store = open_store(store) if isinstance(store, str) else store
+        self.name = name
+        self.rate = float(rate)
+        self.read_rate = float(read_rate or 3 * rate)
+        self.workers = workers
+        self.unit_lease = float(unit_lease)
+        self.max_age = float(max_age)
+        self.worker = worker or default_worker()
+        self._clock: Clock = clock or LoopClock()
+        self._rng = random.Random(seed)
+        self._seed = seed
+        self.sharing = sharing
+
+    async def budget(self, stack: contextlib.AsyncExitStack, migration: str) -> Budget | None:
+        """The migration's one budget under its live controls, entered on ``stack``
+        (None without ``sharing``: each process keeps to ``rate`` alone)."""
+        if self.sharing is None:
+            return None
+        budget: Budget = await stack.enter_async_context(self.sharing.budget(
+            self.store, self.name, migration, rate=self.rate, owner=self.worker,
+            clock=self._clock, rng=self._rng))
+        return budget
+
+    async def control(self) -> ShardedIndex:
+        """The index whose routing record the runner reads and stores (opened)."""
+        raise NotImplementedError
+
+    @property
+    def lease(self) -> float:
+        """The routing's lease in seconds."""
+        raise NotImplementedError
+
+    async def routing(self) -> Routing:
+        """The stored routing, read now (strongly consistent)."""
+        return await (await self.control()).refresh_routing()
+
+    async def store_next(self, routing: Routing) -> bool:
+        """Store ``routing`` if the record is still one version before it; False if not."""
+        index = await self.control()
+        if index.routing.version != routing.version - 1:
+            return False
+        try:
+            await store_routing(index, routing)
+        except ConditionFailed:
+            return False
+        return True
+
+    async def wait_until(self, until: float, say: Callable[[str], None], note: str) -> None:
+        """Sleep on the clock until wall time ``until``, saying what for every 5 s."""
+        while (left := until - self._clock.wall()) > 0:
+            say(f"waiting {left:.0f} s for {note}")
+            await self._clock.sleep(min(left, 5.0))

@@ -1,0 +1,92 @@
+"""How a migration's movers read and send their writes: paced per key, adapting to throttles.
+
+``Pace`` wraps the pure ``AdaptiveRate`` (AIMD: a throttle halves the rate, each second
+without one raises it back toward its ceiling); ``read_page`` reads one page of a key at
+a read pace; ``paced`` is the one place where a mover or a backfill sends a write: at its
+key's pace and within the migration's shared budget (``shardex.migrate.budget``), a
+throttle slowing both and trying again, an unavailable store tried again after a backoff.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from shardex.admission import AdaptiveRate, RateState
+from shardex.clock import Clock
+from shardex.errors import Throttled, Unavailable
+from shardex.migrate.budget import Budget
+from shardex.migrate.layouts import PATIENT, Layouts
+from shardex.stores.base import Position, QueryPage
+
+__all__ = ["ATTEMPTS", "Pace", "paced", "read_page"]
+
+T = TypeVar("T")
+ATTEMPTS = 6  # tries of a write the store keeps refusing as unavailable
+
+
+class Pace:
+    """Paces one unit's requests at ``rate`` units a second, adapting to throttles (AIMD)."""
+
+    def __init__(self, rate: float, clock: Clock) -> None:
+        self._clock = clock
+        self._policy = AdaptiveRate(increase=max(rate / 20, 0.1), decrease=0.5,
+                                    floor=min(rate, max(0.1, rate / 100)), ceiling=rate,
+                                    cooldown=0.5)
+        self._state = RateState(rate=rate)
+
+    @property
+    def rate(self) -> float:
+        return self._state.rate or 0.0
+
+    async def wait(self, cost: float) -> None:
+        delay, self._state = self._policy.send(self._state, self._clock.now(), max(cost, 0.01))
+        if delay > 0:
+            await self._clock.sleep(delay)
+
+    def throttled(self) -> None:
+        self._state = self._policy.throttled(self._state, self._clock.now())
+
+    def succeeded(self) -> None:
+        self._state = self._policy.succeeded(self._state, self._clock.now())
+
+
+async def read_page(layouts: Layouts, key: str, after: Position | None, limit: int,
+                    pace: Pace) -> QueryPage:
+    """One page of ``key`` beyond ``after``, paced at ``pace`` in read units."""
+    page = await layouts.page(key, after, limit)
+    await pace.wait(page.units)
+    return page
+
+
+async def paced(pace: Pace | None, cost: float, write: Callable[[], Awaitable[T]], *,
+                clock: Clock, rng: random.Random, attempts: int = ATTEMPTS,
+                budget: Budget | None = None, key: str = "") -> T:
+    """``write()`` at ``pace`` and within ``budget`` (the migration's one budget, shared by
+    every process, under its live controls) on shard key ``key``, costing ``cost`` units:
+    a throttle slows both and tries again; Unavailable is tried again after a backoff and
+    raised after ``attempts`` failures. Other errors are the caller's."""
+    failures = 0
+    while True:
+        if pace is not None:
+            await pace.wait(cost)
+        if budget is not None:
+            await budget.spend({key: cost})
+        try:
+            result = await write()
+        except Throttled:
+            if pace is not None:
+                pace.throttled()
+            if budget is not None:
+                await budget.throttled()
+            continue
+        except Unavailable:
+            failures += 1
+            if failures >= attempts:
+                raise
+            await clock.sleep(PATIENT.backoff(failures, rng))
+            continue
+        if pace is not None:
+            pace.succeeded()
+        return result

@@ -1,0 +1,219 @@
+"""A migration's status documents: pure, from the routing and the work records.
+
+``shardex.reshard.status/1`` (``status_document``): ``index``, ``store``, ``state``,
+``direction``, ``reshard_id``, ``routing_version``, ``values`` (per value: ``from`` and
+``to`` policies, ``total``, ``moved``, ``remaining`` (null until the mover's plan
+exists), ``entries`` (surveyed by the current plan)), ``total``/``moved``/``remaining``
+over every value (the total fixed when the direction's first plan was made, the counts
+from the unit records), ``parity``
+(null or the last report: ``checked_at`` as ISO 8601 UTC, ``age_s``, ``entries``, the
+four gap counts and ``examples``), ``units`` (``total``, ``done``, ``leased``),
+``runners`` (each worker holding a lease now: ``owner``, ``units``, ``expires_at``),
+``ready_at`` and ``retire_after`` (ISO 8601 or null) and ``next_steps``.
+
+``shardex.adopt.status/1`` (``adopt_status_document``): ``index``, ``store``,
+``adoption_id``, ``state`` (``none``, ``dual-write``, ``read-new``, ``complete`` or
+``rolled-back``), ``routing_version``, ``source`` (``kind``, ``name``, ``attribute``)
+and ``reads`` (``source`` or ``new``), ``values`` (per value named or seen: its policy
+``shards``/``strategy`` and ``items`` the backfill saw), ``progress`` (``segments``,
+``segments_done``, ``segments_leased``, ``items_total`` (the base table's item count
+fixed when the backfill was planned, null before), ``items_scanned``,
+``items_updated``, ``items_raced``, ``items_unresolved``, ``items_remaining``, ``rate``
+(items a second), ``eta_s``), ``runners``, ``parity``, ``ready_at``, ``retire_after``,
+``drop_source``, ``dropped`` and ``next_steps``.
+
+Next steps never suggest ``run`` while a runner holds a lease: they suggest watching it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from shardex.adoption import Adoption, adoption_ready_at
+from shardex.documents import rounded
+from shardex.migrate.states import ready_at, state_of
+from shardex.migrate.units import Segment, Unit, tally
+from shardex.migrate.work import Runner, runners
+from shardex.routing import Routing
+from shardex.transition import Parity
+
+__all__ = ["ADOPT_STATUS_SCHEMA", "STATUS_SCHEMA", "adopt_next_steps",
+           "adopt_status_document", "iso", "next_steps", "status_document"]
+
+STATUS_SCHEMA = "shardex.reshard.status/1"
+ADOPT_STATUS_SCHEMA = "shardex.adopt.status/1"
+
+
+def iso(wall: float | None) -> str | None:
+    """Wall seconds as ISO 8601 UTC text (None stays None)."""
+    if wall is None:
+        return None
+    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="seconds").replace(
+        "+00:00", "Z")
+
+
+def _commands(verb: str, store: str, index: str, steps: list[tuple[str, str]]) -> list[str]:
+    where = f"--store {shlex.quote(store)} --index {shlex.quote(index)}"
+    return [f"shardex {verb} {name} {where}{extra}" for name, extra in steps]
+
+
+def _watching(steps: list[tuple[str, str]], running: bool) -> list[tuple[str, str]]:
+    """``steps`` with ``run`` replaced by watching the runner that holds the work now."""
+    if not running:
+        return steps
+    return [("status", " --watch") if name == "run" else (name, extra)
+            for name, extra in steps]
+
+
+def _parity(parity: Parity | None, now: float) -> dict[str, Any] | None:
+    if parity is None:
+        return None
+    return {"checked_at": iso(parity.checked_at), "age_s": max(0.0, now - parity.checked_at),
+            "entries": parity.entries, **parity.counts(),
+            "examples": [gap.to_dict() for gap in parity.examples]}
+
+
+def _runners(found: list[Runner]) -> list[dict[str, Any]]:
+    return [{"owner": r.owner, "units": list(r.units), "expires_at": iso(r.expires)}
+            for r in found]
+
+
+def next_steps(routing: Routing, *, store: str, index: str, stale: bool,
+               running: bool = False) -> list[str]:
+    """The commands an operator runs next, in the order to consider them (``running``:
+    a runner holds work now, so watch it rather than start another)."""
+    meta = routing.reshard
+    if meta is None:
+        return []
+    steps: list[tuple[str, str]] = [("run", ""), ("rollback", "")]
+    if meta.direction == "rollback" or routing.state == "retired":
+        steps = [("run", " --until done")]
+    elif routing.state == "verified":
+        steps = [*([("verify", "")] if stale else []), ("cutover", ""), ("rollback", "")]
+    elif routing.state == "read-new":
+        steps = [("complete", ""), ("rollback", "")]
+    return _commands("reshard", store, index, _watching(steps, running))
+
+
+def status_document(routing: Routing, units: Sequence[Unit], *, index: str, store: str,
+                    lease: float, now: float, max_age: float) -> dict[str, Any]:
+    """The ``shardex.reshard.status/1`` document of ``index`` at wall time ``now``."""
+    meta = routing.reshard
+    doc: dict[str, Any] = {"schema": STATUS_SCHEMA, "index": index, "store": store,
+                           "state": state_of(routing), "routing_version": routing.version,
+                           "direction": None, "reshard_id": None, "values": {},
+                           "total": None, "moved": 0, "remaining": None,
+                           "parity": None, "units": {"total": 0, "done": 0, "leased": 0},
+                           "runners": [], "ready_at": None, "retire_after": None,
+                           "next_steps": []}
+    if meta is None or routing.previous is None:
+        out: dict[str, Any] = rounded(doc)
+        return out
+    current = [u for u in units if u.generation == meta.generation]
+    for value in meta.values:
+        total, moved, remaining = tally([u for u in units if u.value == value],
+                                        meta.direction)
+        here = [u for u in current if u.value == value]
+        doc["values"][value] = {"from": routing.previous.policy(value).to_dict(),
+                                "to": routing.policy(value).to_dict(), "total": total,
+                                "moved": moved, "remaining": remaining,
+                                "entries": sum(u.entries for u in here) if current else None}
+    total, moved, remaining = tally(list(units), meta.direction)
+    active = runners(current, now)
+    doc.update(
+        direction=meta.direction, reshard_id=meta.id, total=total, moved=moved,
+        remaining=remaining, parity=_parity(meta.parity, now), runners=_runners(active),
+        units={"total": len(current), "done": sum(u.done for u in current),
+               "leased": sum(u.leased_at(now) for u in current)},
+        ready_at=iso(ready_at(routing, lease)), retire_after=iso(meta.retire_after),
+        next_steps=next_steps(routing, store=store, index=index, running=bool(active),
+                              stale=meta.parity is None
+                              or now - meta.parity.checked_at > max_age))
+    result: dict[str, Any] = rounded(doc)
+    return result
+
+
+def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backfilled: bool,
+                     stale: bool, running: bool = False) -> list[str]:
+    """The commands an operator runs next, in the order to consider them."""
+    steps: list[tuple[str, str]] = [("cutover", ""), ("rollback", "")]
+    if adoption is None or adoption.state == "rolled-back":
+        source = ""
+        if adoption is not None:
+            source = (f" --from-gsi {adoption.source}" if adoption.kind == "gsi" else
+                      f" --from-table {adoption.source} --base-table {adoption.base} "
+                      f"--id-attribute {adoption.id_attribute} --sort-attribute "
+                      f"{adoption.sort_attribute}") + f" --from-attribute {adoption.attribute}"
+        steps = [("start", source + " --set VALUE=N")]
+    elif adoption.state == "complete":
+        steps = [] if adoption.dropped or not adoption.drop_source else [
+            ("complete", " --drop-old-index")]
+    elif adoption.state == "read-new":
+        steps = [("complete", " [--retain DURATION] [--drop-old-index]"), ("rollback", "")]
+    elif not backfilled:
+        steps = [("run", ""), ("rollback", "")]
+    elif adoption.parity is None or stale:
+        steps = [("verify", ""), ("rollback", "")]
+    elif not adoption.parity.clean:
+        steps = [("run", ""), ("verify", ""), ("rollback", "")]
+    return _commands("adopt", store, index, _watching(steps, running))
+
+
+def adopt_status_document(routing: Routing, segments: Sequence[Segment], *, index: str,
+                          store: str, lease: float, now: float, max_age: float,
+                          items: int | None) -> dict[str, Any]:
+    """The ``shardex.adopt.status/1`` document of ``index`` at wall time ``now``.
+
+    ``segments`` are the backfill's segment records; ``items`` the item count fixed when
+    the backfill was planned (None: not planned yet).
+    """
+    adoption = routing.adoption
+    scanned = sum(s.scanned for s in segments)
+    done = sum(1 for s in segments if s.done)
+    finished = bool(segments) and done == len(segments)
+    started = [s.started_at for s in segments if s.started_at is not None]
+    saved = [s.saved_at for s in segments if s.saved_at is not None]
+    elapsed = (max(saved) - min(started)) if started and saved else 0.0
+    rate = scanned / elapsed if elapsed > 0 else None
+    remaining = 0 if finished else None if items is None else max(0, items - scanned)
+    seen: dict[str, int] = {}
+    for segment in segments:
+        for value, count in segment.values.items():
+            seen[value] = seen.get(value, 0) + count
+    parity = None if adoption is None else adoption.parity
+    active = runners(list(segments), now)
+    doc: dict[str, Any] = {
+        "schema": ADOPT_STATUS_SCHEMA, "index": index, "store": store,
+        "adoption_id": None if adoption is None else adoption.id,
+        "state": "none" if adoption is None else adoption.state,
+        "routing_version": routing.version,
+        "source": None if adoption is None else {
+            "kind": adoption.kind, "name": adoption.source, "attribute": adoption.attribute},
+        "reads": "new" if adoption is None or not adoption.reads_source else "source",
+        "values": {value: {**routing.policy(value).to_dict(), "items": seen.get(value)}
+                   for value in sorted(set(routing.overrides) | set(seen)
+                                       | set(() if adoption is None else adoption.values))},
+        "progress": {
+            "segments": len(segments), "segments_done": done,
+            "segments_leased": sum(1 for s in segments if s.leased_at(now)),
+            "items_total": items, "items_scanned": scanned,
+            "items_updated": sum(s.updated for s in segments),
+            "items_raced": sum(s.raced for s in segments),
+            "items_unresolved": sum(s.unresolved for s in segments),
+            "items_remaining": remaining, "rate": rate,
+            "eta_s": 0.0 if finished else (remaining / rate if rate and remaining is not None
+                                           else None)},
+        "runners": _runners(active), "parity": _parity(parity, now),
+        "ready_at": None if adoption is None else iso(adoption_ready_at(adoption, lease)),
+        "retire_after": None if adoption is None else iso(adoption.retire_after),
+        "drop_source": False if adoption is None else adoption.drop_source,
+        "dropped": False if adoption is None else adoption.dropped,
+        "next_steps": adopt_next_steps(
+            adoption, store=store, index=index, backfilled=finished, running=bool(active),
+            stale=parity is None or now - parity.checked_at > max_age),
+    }
+    result: dict[str, Any] = rounded(doc)
+    return result

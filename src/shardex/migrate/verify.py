@@ -1,0 +1,217 @@
+"""The parity check: per value, the union of both layouts' keys against the target alone.
+
+Every entry on any key of either layout is read, and each item's placement (where the
+store says its entry is) is the truth it is held against (``classify``):
+
+- ``extra``: a row on a key its placement does not name (a ghost, or a second copy);
+- ``missing``: an entry placed on a key only the layout being left has, which a
+  reader of the target layout alone would miss;
+- ``misplaced``: on a key of the target layout, but not the one its hash gives it;
+- ``mismatched``: the row differs from its placement (version, sort or attributes).
+
+A gap counts only if a second pass finds it again (after ``settle`` seconds where the
+store's reads are eventually consistent, as a DynamoDB GSI's are), so an application
+write racing the check is not mistaken for one. Reads are paced at ``read_rate``
+units a second per key and placements read ``concurrency`` at a time.
+
+An adoption (``adoption_parity``) holds, per value, the old index against the union of
+the new shard keys:
+
+- ``missing``: in the old index, on no shard key of the value (a reader of the new
+  index alone would miss it);
+- ``extra``: on a shard key of the value, not in the old index under it (a stale shard
+  attribute: the raw value changed and the shard attribute did not follow);
+- ``misplaced``: under the value in both, but on a shard key the layout does not give it;
+- ``mismatched``: in both, with another sort.
+
+Both indexes are eventually consistent (DynamoDB GSIs), so a gap counts only if a second
+pass after ``settle`` seconds finds it again, and (missing, extra, misplaced) the item
+itself, read strongly consistently (``truth``), confirms it: an item whose attributes
+are right is only one the index has not caught up with yet. Without ``truth`` (both
+indexes read strongly consistently: an adopted index table) two passes suffice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Sequence
+from typing import Any
+
+from shardex.clock import Clock
+from shardex.migrate.layouts import Layouts, target_of
+from shardex.migrate.pace import Pace, read_page
+from shardex.routing import Routing
+from shardex.stores.base import Placement, Position, Store, StoredEntry
+from shardex.transition import GAP_KINDS, MAX_EXAMPLES, Gap, Parity
+from shardex.write import in_place
+
+__all__ = ["Truth", "adoption_parity", "check", "classify", "two_passes"]
+
+# the rows of one item found on the keys read: (shard key, row)
+Found = list[tuple[str, StoredEntry]]
+
+
+def classify(value: str, item_id: str, found: Found, placement: Placement | None, *,
+             target_keys: Collection[str], placed: Callable[[str, str], bool]) -> list[Gap]:
+    """The gaps of one item of ``value`` found as ``found`` (shard key, row) pairs.
+
+    ``target_keys`` are the value's keys in the target layout, ``placed(key, item_id)``
+    says whether the target layout puts the item's entry on that key.
+    """
+    placed_entry = None if placement is None else placement.entry
+    gaps = []
+    for key, row in found:
+        if placed_entry is None or placed_entry.shard_key != key:
+            kind = "extra"
+        elif key not in target_keys:
+            kind = "missing"
+        elif not placed(key, item_id):
+            kind = "misplaced"
+        elif (row.sort, dict(row.attrs), row.version) != \
+                (placed_entry.sort, dict(placed_entry.attrs), placed_entry.version):
+            kind = "mismatched"
+        else:
+            continue
+        gaps.append(Gap(kind, value, item_id, key))
+    return gaps
+
+
+async def _pass(layouts: Layouts, routing: Routing, values: Sequence[str], *,
+                read_rate: float, concurrency: int, clock: Clock) -> tuple[list[Gap], int]:
+    """One pass over ``values``: the gaps found and the rows read.
+
+    Page by page: each row is held against its item's placement as it is read, so the
+    memory a pass takes does not grow with the index (a row and its placement are all a
+    row's gaps depend on).
+    """
+    target = target_of(routing)
+    limit = asyncio.Semaphore(concurrency)
+
+    async def locate(item_id: str) -> Placement | None:
+        async with limit:
+            return await layouts.locate(item_id)
+
+    gaps: list[Gap] = []
+    rows = 0
+    for value in values:
+        targets = layouts.target_keys(routing, value)
+        keys = dict.fromkeys(targets + layouts.source_keys(routing, value))
+        wanted = set(targets)
+
+        def placed(key: str, item_id: str, value: str = value) -> bool:
+            return layouts.placed(target, value, key, item_id)
+
+        for key in keys:
+            pace = Pace(read_rate, clock)
+            after: Position | None = None
+            while True:
+                page = await read_page(layouts, key, after, 1000, pace)
+                rows += len(page.entries)
+                placements = await asyncio.gather(*(locate(e.item_id) for e in page.entries))
+                for entry, placement in zip(page.entries, placements, strict=True):
+                    gaps += classify(value, entry.item_id, [(key, entry)], placement,
+                                     target_keys=wanted, placed=placed)
+                if page.resume is None:
+                    break
+                after = page.resume
+    return gaps, rows
+
+
+async def two_passes(one_pass: Callable[[Sequence[str]], Awaitable[tuple[Iterable[Gap], int]]],
+                     values: Sequence[str], *, settle: float, clock: Clock,
+                     confirm: Callable[[Gap], Awaitable[bool]] | None = None) -> Parity:
+    """The parity report of ``values``: a gap counts if a second pass, ``settle`` seconds
+    after the first, finds it again (and ``confirm``, when given, agrees)."""
+    first, rows = await one_pass(values)
+    found = set(first)
+    gaps: list[Gap] = []
+    if found:
+        if settle > 0:
+            await clock.sleep(settle)
+        again, _ = await one_pass(sorted({gap.value for gap in found}))
+        gaps = [gap for gap in sorted(found & set(again))
+                if confirm is None or await confirm(gap)]
+    counts = {kind: sum(1 for gap in gaps if gap.kind == kind) for kind in GAP_KINDS}
+    return Parity(checked_at=clock.wall(), entries=rows, examples=tuple(gaps[:MAX_EXAMPLES]),
+                  **counts)
+
+
+async def check(layouts: Layouts, routing: Routing, *, read_rate: float, settle: float,
+                concurrency: int, clock: Clock, rng: random.Random | None = None) -> Parity:
+    """The parity report of the reshard in ``routing`` (its values, both layouts)."""
+    meta = routing.reshard
+    assert meta is not None
+    return await two_passes(lambda values: _pass(layouts, routing, values, read_rate=read_rate,
+                                                 concurrency=concurrency, clock=clock),
+                            meta.values, settle=settle, clock=clock)
+
+
+# an item as the base table holds it now: (raw value, shard attribute, has the sort
+# attribute), or None when it does not exist
+Truth = Callable[[str], Coroutine[Any, Any, tuple[str | None, str | None, bool] | None]]
+
+
+async def _entries(store: Store, namespace: str, key: str, pace: Pace) -> dict[str, str]:
+    """Every entry of ``key``: item id -> sort."""
+    found: dict[str, str] = {}
+    after: Position | None = None
+    while True:
+        page = await store.query(namespace, key, after=after, descending=False, limit=1000)
+        await pace.wait(page.units)
+        found.update((e.item_id, e.sort) for e in page.entries)
+        if page.resume is None:
+            return found
+        after = page.resume
+
+
+async def _adoption_pass(source: Store, target: Store, namespace: str, routing: Routing,
+                values: Sequence[str], *, read_rate: float, clock: Clock
+                ) -> tuple[set[Gap], int]:
+    gaps: set[Gap] = set()
+    rows = 0
+    for value in values:
+        pace = Pace(read_rate, clock)
+        old = await _entries(source, namespace, value, pace)
+        rows += len(old)
+        new: dict[str, tuple[str, str]] = {}
+        for key in routing.policy(value).shard_keys(value):
+            new.update((item, (key, sort)) for item, sort in
+                       (await _entries(target, namespace, key, pace)).items())
+        for item_id in old.keys() - new.keys():
+            gaps.add(Gap("missing", value, item_id, value))
+        for item_id in new.keys() - old.keys():
+            gaps.add(Gap("extra", value, item_id, new[item_id][0]))
+        for item_id in old.keys() & new.keys():
+            key, sort = new[item_id]
+            if not in_place(routing, value, key, item_id):
+                gaps.add(Gap("misplaced", value, item_id, key))
+            elif sort != old[item_id]:
+                gaps.add(Gap("mismatched", value, item_id, key))
+    return gaps, rows
+
+
+async def _confirmed(gap: Gap, routing: Routing, truth: Truth | None) -> bool:
+    if gap.kind == "mismatched" or truth is None:
+        return True
+    item = await truth(gap.item_id)
+    if item is None:
+        return False  # deleted: the indexes are catching up
+    value, shard, sorted_ = item
+    keyed = shard is not None and in_place(routing, gap.value, shard, gap.item_id)
+    if gap.kind == "missing":
+        return value == gap.value and sorted_ and not keyed
+    if gap.kind == "extra":
+        return value != gap.value and shard in routing.policy(gap.value).shard_keys(gap.value)
+    return value == gap.value and not keyed
+
+
+async def adoption_parity(source: Store, target: Store, namespace: str, routing: Routing,
+                 values: Sequence[str], *, truth: Truth | None, read_rate: float, settle: float,
+                 clock: Clock) -> Parity:
+    """The parity report of ``values``: the old index on ``source`` against ``target``."""
+    return await two_passes(
+        lambda values: _adoption_pass(source, target, namespace, routing, values,
+                                      read_rate=read_rate, clock=clock),
+        values, settle=settle, clock=clock,
+        confirm=lambda gap: _confirmed(gap, routing, truth))

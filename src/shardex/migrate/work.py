@@ -1,0 +1,355 @@
+"""A migration's work records in the index's own store, leased by compare-and-set.
+
+Records of reshard ``ID`` are ``reshard/ID/GGGG/plan`` and ``reshard/ID/GGGG/unit/NNNNN``
+(``GGGG`` the mover's generation); records of adoption ``ID`` are ``adopt/ID/plan`` and
+``adopt/ID/segment/NNNN`` (the backfill's Scan segments). As the Kinesis Client Library
+coordinates workers through a lease table, a worker takes a unit by a compare-and-set of
+its record (owner and expiry, in wall seconds), renews the lease with each checkpoint
+(again a compare-and-set: a worker whose lease was taken over learns it there and stops)
+and marks the unit done. A worker killed outright loses its leases when they expire; any
+other process resumes from the last checkpoint. The plan record is leased the same way
+while one process surveys the source keys, so one plan is made; it keeps the total the
+migration set out to move, fixed at start, which status reports against the counts of
+the unit records (``tally``), never against a store's own estimate.
+
+``Records`` holds patient reads and compare-and-set writes (the autopilot keeps its own
+records on it); ``Leases`` what both kinds of work share (leases, clean-up);
+``work_units`` is the one loop in which a mover or a backfill takes units.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol, Self, TypeVar
+
+from shardex.clock import Clock
+from shardex.errors import ConditionFailed, MalformedItem
+from shardex.migrate.layouts import PATIENT
+from shardex.migrate.units import Segment, Unit
+from shardex.retry import RetryPolicy, call_with_retry
+from shardex.stores.base import Record, Store
+
+__all__ = ["Leased", "Leases", "PlanRecord", "Records", "Runner", "Segments", "WorkRecords",
+           "runners", "work_units"]
+
+T = TypeVar("T")
+RESHARD, ADOPT = "reshard/", "adopt/"
+
+
+class Leased(Protocol):
+    """A work record a worker leases: a reshard's ``Unit``, a backfill's ``Segment``."""
+
+    @property
+    def number(self) -> int: ...
+    @property
+    def owner(self) -> str | None: ...
+    @property
+    def expires(self) -> float: ...
+    @property
+    def done(self) -> bool: ...
+    def free(self, now: float) -> bool: ...
+    def leased_at(self, now: float) -> bool: ...
+    def leased(self, owner: str | None, now: float, until: float) -> Self: ...
+    def saved(self, now: float, until: float) -> Self: ...
+    def to_body(self) -> dict[str, Any]: ...
+
+
+L = TypeVar("L", bound=Leased)
+
+
+@dataclass(frozen=True, slots=True)
+class Runner:
+    """A worker holding leases now: its name, the units it holds, when its last one lapses."""
+
+    owner: str
+    units: tuple[int, ...]
+    expires: float
+
+
+def runners(units: list[L] | list[Unit] | list[Segment], now: float) -> list[Runner]:
+    """The workers with a live lease at wall time ``now``, by name."""
+    held: dict[str, list[Leased]] = {}
+    for unit in units:
+        if unit.leased_at(now) and unit.owner is not None:
+            held.setdefault(unit.owner, []).append(unit)
+    return [Runner(owner, tuple(sorted(u.number for u in mine)), max(u.expires for u in mine))
+            for owner, mine in sorted(held.items())]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    """A plan: ``planned`` once every unit record is written (``units`` of them, to move
+    ``total`` entries or scan ``total`` items, as counted when it was made)."""
+
+    planned: bool
+    units: int = 0
+    owner: str | None = None
+    expires: float = 0.0
+    total: int | None = None
+
+    def to_body(self) -> dict[str, Any]:
+        return {"planned": self.planned, "units": self.units, "owner": self.owner,
+                "expires": self.expires, "total": self.total}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any], where: str) -> PlanRecord:
+        if "planned" not in body and "segments" in body:  # a backfill planned before totals
+            body = {"planned": True, "units": body["segments"], "owner": None, "expires": 0.0}
+        try:
+            planned, units, owner = body["planned"], body["units"], body["owner"]
+            expires, total = float(body["expires"]), body.get("total")
+            if not isinstance(planned, bool) or not _count(units) \
+                    or not (owner is None or isinstance(owner, str)) \
+                    or not (total is None or _count(total)):
+                raise ValueError(f"planned {planned!r}, units {units!r}, owner {owner!r}, "
+                                 f"total {total!r}")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedItem(f"{where} is not a migration plan ({type(exc).__name__}: "
+                                f"{exc}); delete it and run the migration again") from None
+        return cls(planned=planned, units=units, owner=owner, expires=expires, total=total)
+
+
+def _count(raw: Any) -> bool:
+    return not isinstance(raw, bool) and isinstance(raw, int) and raw >= 0
+
+
+class Records:
+    """Records of index ``namespace`` in ``store``, read and written under ``retry``; each
+    write a compare-and-set on the revision the writer read, so two workers that read the
+    same record meet on it and one of them loses."""
+
+    def __init__(self, store: Store, namespace: str, *, clock: Clock,
+                 rng: random.Random | None = None, retry: RetryPolicy = PATIENT) -> None:
+        self.store = store
+        self.namespace = namespace
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._retry = retry
+
+    def _retrying(self, call: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+        return call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
+
+    def _where(self, key: str) -> str:
+        return f"record {key!r} of index {self.namespace!r} in {self.store.uri}"
+
+    async def _list(self, prefix: str) -> dict[str, Record]:
+        store, namespace = self.store, self.namespace
+        return await self._retrying(lambda: store.list_records(namespace, prefix))
+
+    async def _get(self, key: str) -> Record | None:
+        store, namespace = self.store, self.namespace
+        found: Record | None = await self._retrying(lambda: store.get_record(namespace, key))
+        return found
+
+    async def _put(self, key: str, body: Mapping[str, Any], expected: int | None) -> int | None:
+        """Write a record at ``expected``; None if another writer got there first."""
+        store, namespace = self.store, self.namespace
+        try:
+            return await self._retrying(
+                lambda: store.put_record(namespace, key, body, expected=expected))
+        except ConditionFailed:
+            return None
+
+    async def plan_record(self, key: str) -> tuple[PlanRecord, int] | None:
+        record = await self._get(key)
+        if record is None:
+            return None
+        return PlanRecord.from_body(record.body, self._where(key)), record.revision
+
+
+
+class Leases(Records):
+    """Work records under ``prefix`` that workers lease (units, segments); ``kind`` is the
+    prefix every migration of this kind's records share (clean-up)."""
+
+    kind = ""
+
+    def __init__(self, store: Store, namespace: str, prefix: str, *, clock: Clock,
+                 rng: random.Random | None = None, retry: RetryPolicy = PATIENT) -> None:
+        super().__init__(store, namespace, clock=clock, rng=rng, retry=retry)
+        self.prefix = prefix
+
+
+    async def acquire(self, key: str, unit: L, revision: int, owner: str,
+                      lease: float) -> tuple[L, int] | None:
+        """Lease ``unit`` (found at ``revision``) to ``owner``; None if another worker did."""
+        now = self._clock.wall()
+        leased = unit.leased(owner, now, now + lease)
+        revised = await self._put(key, leased.to_body(), revision)
+        return None if revised is None else (leased, revised)
+
+    async def checkpoint(self, key: str, unit: L, revision: int, *,
+                         lease: float) -> tuple[L, int] | None:
+        """Store ``unit``'s progress and renew its lease; None if the lease was lost.
+
+        A done unit gives its lease up.
+        """
+        now = self._clock.wall()
+        saved = unit.saved(now, now + lease)
+        revised = await self._put(key, saved.to_body(), revision)
+        return None if revised is None else (saved, revised)
+
+    async def release(self, key: str, unit: L, revision: int) -> None:
+        """Give ``unit``'s lease up without progress (another worker may take it at once)."""
+        await self._put(key, unit.leased(None, 0.0, 0.0).to_body(), revision)
+
+    async def cleanup(self, *, keep: str | None = None) -> int:
+        """Delete every record of this kind of the index but those under ``keep``."""
+        store, namespace = self.store, self.namespace
+        gone = 0
+        for key, record in (await self._list(self.kind)).items():
+            if keep is not None and key.startswith(keep):
+                continue
+            try:
+                await self._retrying(partial(store.delete_record, namespace, key,
+                                             expected=record.revision))
+                gone += 1
+            except ConditionFailed:
+                continue  # changed or deleted meanwhile: a later clean-up gets it
+        return gone
+
+
+class WorkRecords(Leases):
+    """The plan and unit records of reshard ``reshard_id`` of index ``namespace``."""
+
+    kind = RESHARD
+
+    def __init__(self, store: Store, namespace: str, reshard_id: str, *, clock: Clock,
+                 rng: random.Random | None = None, retry: RetryPolicy = PATIENT) -> None:
+        super().__init__(store, namespace, f"{RESHARD}{reshard_id}/", clock=clock, rng=rng,
+                         retry=retry)
+        self.reshard_id = reshard_id
+
+    def _prefix(self, generation: int) -> str:
+        return f"{self.prefix}{generation:04d}/"
+
+    async def units(self, generation: int | None = None) -> dict[str, tuple[Unit, int]]:
+        """The unit records of ``generation`` (None: every generation), by key, with revisions."""
+        prefix = self.prefix if generation is None else self._prefix(generation)
+        return {key: (Unit.from_body(record.body, self._where(key)), record.revision)
+                for key, record in (await self._list(prefix)).items() if "/unit/" in key}
+
+    async def plan(self, generation: int) -> tuple[PlanRecord, int] | None:
+        """The plan record of ``generation`` and its revision, or None."""
+        return await self.plan_record(self._prefix(generation) + "plan")
+
+    async def claim_plan(self, generation: int, owner: str, lease: float) -> bool:
+        """Take the plan of ``generation`` to make it; False if it is made or being made."""
+        found = await self.plan(generation)
+        now = self._clock.wall()
+        if found is not None and (found[0].planned or found[0].expires > now):
+            return False
+        claim = PlanRecord(planned=False, owner=owner, expires=now + lease)
+        return await self._put(self._prefix(generation) + "plan", claim.to_body(),
+                               None if found is None else found[1]) is not None
+
+    async def publish(self, generation: int, units: list[Unit], owner: str) -> bool:
+        """Write every unit record, then mark the plan made; False if the claim was lost."""
+        existing = await self.units(generation)
+        for unit in units:
+            key = f"{self._prefix(generation)}unit/{unit.number:05d}"
+            found = existing.get(key)
+            # a planner that crashed may have left some: they are replaced
+            if await self._put(key, unit.to_body(), None if found is None else found[1]) is None:
+                return False
+        found_plan = await self.plan(generation)
+        if found_plan is None or found_plan[0].owner != owner:
+            return False
+        done = PlanRecord(planned=True, units=len(units), total=sum(u.to_move for u in units))
+        return await self._put(self._prefix(generation) + "plan", done.to_body(),
+                               found_plan[1]) is not None
+
+    async def cleanup(self, *, keep: str | None = None) -> int:
+        """Delete every reshard record of the index but those of reshard ``keep``."""
+        return await super().cleanup(keep=None if keep is None else f"{RESHARD}{keep}/")
+
+
+class Segments(Leases):
+    """The plan and segment records of adoption ``adoption_id`` of index ``namespace``."""
+
+    kind = ADOPT
+
+    def __init__(self, store: Store, namespace: str, adoption_id: str, *, clock: Clock,
+                 rng: random.Random | None = None) -> None:
+        super().__init__(store, namespace, f"{ADOPT}{adoption_id}/", clock=clock, rng=rng)
+        self.adoption_id = adoption_id
+
+    async def all(self) -> dict[str, tuple[Segment, int]]:
+        """Every segment record, by key, with its revision."""
+        records = await self._list(self.prefix + "segment/")
+        return {key: (Segment.from_body(r.body, self._where(key)), r.revision)
+                for key, r in records.items()}
+
+    async def plan(self, segments: int, *, items: int | None = None) -> tuple[int, int | None]:
+        """The number of segments (``segments`` unless an earlier run planned another) and
+        the item count fixed when the first run planned them (``items``)."""
+        key = self.prefix + "plan"
+        await self._put(key, PlanRecord(planned=True, units=segments, total=items).to_body(),
+                        None)
+        found = await self.plan_record(key)
+        planned, total = (segments, items) if found is None \
+            else (found[0].units, found[0].total)
+        if planned < 1:
+            raise MalformedItem(f"{self._where(key)}: segments is {planned!r}")
+        existing = await self.all()
+        for number in range(planned):
+            name = f"{self.prefix}segment/{number:04d}"
+            if name not in existing:
+                await self._put(name, Segment(number, planned).to_body(), None)
+        return planned, total
+
+    async def total(self) -> int | None:
+        """The item count fixed when the backfill was planned (None: not planned yet)."""
+        found = await self.plan_record(self.prefix + "plan")
+        return None if found is None else found[0].total
+
+    async def cleanup(self, *, keep: str | None = None) -> int:
+        """Delete the records of every adoption of the index but this one."""
+        return await super().cleanup(keep=self.prefix)
+
+
+async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[L, int]]]],
+                     process: Callable[[str, L, int], Awaitable[None]], *, records: Leases,
+                     worker: str, lease: float, clock: Clock, rng: random.Random,
+                     eligible: Callable[[L, list[L], float], bool] = lambda u, all_, now: True,
+                     alone: Callable[[L], Awaitable[bool]] | None = None,
+                     going: Callable[[], bool] = lambda: True, poll: float = 1.0) -> None:
+    """The loop in which one worker takes units of work until none is left.
+
+    ``pending()`` lists the records; a unit that is not done, has no live lease and is
+    ``eligible`` (given every record and the wall time) is leased at random and handed to
+    ``process``; ``alone``, when given, is asked after the lease is taken and a False
+    gives the lease back (two workers took rival units at one instant). Stops when every
+    unit is done or ``going()`` turns False; cancelled, it gives its lease back first.
+    """
+    while going():
+        found = await pending()
+        units = [unit for unit, _ in found.values()]
+        todo = [(key, unit, rev) for key, (unit, rev) in found.items() if not unit.done]
+        if not todo:
+            return
+        now = clock.wall()
+        free = [t for t in todo if t[1].free(now) and eligible(t[1], units, now)]
+        if not free:
+            await clock.sleep(min(poll, lease / 4))
+            continue
+        key, unit, revision = rng.choice(free)
+        taken = await records.acquire(key, unit, revision, worker, lease)
+        if taken is None:
+            continue
+        if alone is not None and not await alone(taken[0]):
+            await records.release(key, *taken)
+            continue
+        try:
+            await process(key, *taken)
+        except asyncio.CancelledError:
+            # a bounded step was cut short: give the lease back, so the next step (or any
+            # worker) takes the unit from its last checkpoint at once, not at its expiry
+            mine = (await pending()).get(key)
+            if mine is not None and mine[0].owner == worker and not mine[0].done:
+                await records.release(key, *mine)
+            raise

@@ -1,0 +1,114 @@
+"""Status you can trust, on memory:// and virtual time: a runner holding leases shows with
+its owner, units and expiry; the total stays fixed while the application writes; no
+``run`` is suggested while one runs; ``--watch`` and Ctrl-C's line; the store's list of
+migrations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.commands.migrations import interrupted, watch
+from shardex.migrate import Resharder, status_document
+from shardex.migrate.registry import migrations
+from shardex.stores.base import Store
+
+FAST: dict[str, Any] = {"unit_lease": 4.0, "routing_ttl": 0.5}
+
+
+async def _status(observer: Resharder) -> dict[str, Any]:
+    routing = await observer.routing()
+    return status_document(routing, await observer.units(routing), index="orders",
+                           store="memory://", lease=observer.lease,
+                           now=observer.store.clock.wall(), max_age=900.0)
+
+
+@pytest.mark.shardex_virtual
+async def test_a_runner_holding_leases_shows_and_the_total_stays_fixed(
+        shardex_store: Store) -> None:
+    async with ShardedIndex(shardex_store, "orders", Routing(), routing_lease=2.0,
+                            routing_ttl=0.5) as app:
+        for i in range(300):
+            await app.put("PENDING", f"o-{i:04d}", sort=f"{i:04d}")
+        async with Resharder(shardex_store, "orders", rate=40.0, worker="runner-a",
+                             seed=1, **FAST) as runner, \
+                Resharder(shardex_store, "orders", worker="observer", **FAST) as observer:
+            await runner.start({"PENDING": ShardPolicy(8)}, margin=0.5)
+            first = await _status(observer)
+            assert first["total"] is not None
+            assert first["total"] > 200
+            assert first["runners"] == []
+            assert any(" run " in step for step in first["next_steps"])
+            running = asyncio.ensure_future(runner.run())
+            seen: list[dict[str, Any]] = []
+            for i in range(40):
+                await asyncio.sleep(1.0)
+                await app.put("PENDING", f"late-{i}", sort=f"z{i:03d}")  # the app goes on
+                seen.append(await _status(observer))
+            held = [doc for doc in seen if doc["runners"]]
+            assert held, [doc["state"] for doc in seen]
+            doc = held[-1]
+            (only,) = doc["runners"]
+            assert only["owner"] == "runner-a"
+            assert only["units"]
+            assert only["expires_at"].endswith("Z")
+            assert not any(" run " in step for step in doc["next_steps"]), doc["next_steps"]
+            assert any("status" in step and "--watch" in step for step in doc["next_steps"])
+            assert {d["total"] for d in seen} == {first["total"]}
+            moved = [d["moved"] for d in seen]
+            assert moved == sorted(moved)
+            assert moved[-1] > 0
+            result = await running
+            assert result.state == "verified"
+            last = await _status(observer)
+            assert (last["total"], last["remaining"], last["runners"]) == \
+                (first["total"], 0, [])
+            # entries the application wrote on the old layout during read-both move too
+            assert last["total"] <= last["moved"] <= last["total"] + 40
+            listed = await migrations(shardex_store, ["orders"])
+            assert [(m.index, m.kind, m.id) for m in listed] == \
+                [("orders", "reshard", doc["reshard_id"])]
+            assert listed[0].state == "verified (forward)"
+            await runner.cutover()
+            await runner.complete()
+            assert [m.state for m in await migrations(shardex_store, ["orders"])] == ["stable"]
+
+
+@pytest.mark.shardex_virtual
+async def test_watch_shows_the_document_until_no_migration_is_under_way() -> None:
+    docs = iter([{"reshard_id": "r1", "state": "write-new"},
+                 {"reshard_id": "r1", "state": "verified"},
+                 {"reshard_id": None, "state": "stable"}])
+    shown: list[str] = []
+    slept: list[float] = []
+
+    async def read() -> dict[str, Any]:
+        return next(docs)
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    last = await watch(read, lambda doc: shown.append(doc["state"]), every=2.0, sleep=sleep)
+    assert (shown, slept, last["state"]) == (["write-new", "verified", "stable"],
+                                             [2.0, 2.0], "stable")
+    adoption = iter([{"adoption_id": "a1", "state": "dual-write"}] * 5)
+    once: list[str] = []
+    await watch(lambda: asyncio.sleep(0, next(adoption)), lambda d: once.append(d["state"]),
+                every=1.0, sleep=sleep, rounds=3)
+    assert once == ["dual-write"] * 3
+
+
+def test_ctrl_c_says_the_state_that_it_is_safe_and_what_to_run_next() -> None:
+    doc = {"index": "orders", "reshard_id": "r1", "state": "write-new",
+           "next_steps": ["shardex reshard run --store s --index orders"]}
+    line = interrupted(doc, "reshard")
+    assert "\n" not in line
+    assert line.startswith("interrupted: reshard r1 of index 'orders' is in write-new")
+    assert "safe" in line
+    assert line.endswith("to go on: shardex reshard run --store s --index orders")
+    none = interrupted({"index": "orders", "reshard_id": None, "state": "stable"}, "reshard")
+    assert "no reshard under way" in none
