@@ -42,10 +42,15 @@ def _left(uri: str) -> int:
 
 def _load(uri: str, seconds: float) -> float:
     """Write units a second the mover puts on ``PENDING`` over ``seconds``, as moves seen."""
-    before, began = _left(uri), time.monotonic()
+    def counted() -> tuple[int, float]:  # the count, and the middle of its read
+        began = time.monotonic()
+        left = _left(uri)
+        return left, (began + time.monotonic()) / 2
+
+    before, began = counted()
     time.sleep(seconds)
-    after = _left(uri)
-    return (before - after) * COST / (time.monotonic() - began)
+    after, ended = counted()
+    return (before - after) * COST / (ended - began)
 
 
 def test_pause_throttle_and_resume_from_another_process_steer_the_running_mover(
