@@ -252,8 +252,11 @@ def test_a_write_reported_ok_is_where_the_routing_in_force_reads_it(
     placement = model.placement
     assert placement is not None
     assert placement.entry is not None
-    landed = next(o for o in run.observed if isinstance(o, Placed))
-    if landed.at < landed.read_at + LEASE:
+    last = max(i for i, a in enumerate(run.actions) if isinstance(a, Place))
+    sent, answer = run.actions[last], run.observed[last]
+    assert isinstance(sent, Place)
+    assert sent.fence is not None
+    if answer.at < sent.fence.read_at + LEASE:
         return  # answered within the lease: the reshard's own argument covers it
     if value_of(placement.entry) == "PENDING":
         assert in_place(final, "PENDING", placement.entry.shard_key, ITEM), placement
