@@ -265,7 +265,7 @@ class Store(abc.ABC):
         if entry is not None and (self._checked.get(id(entry)) is not entry
                                   or entry.item_id != item_id):
             self._check_entry(item_id, entry)
-            if len(self._checked) >= 1024:
+            if len(self._checked) >= 16384:  # above the writes a busy client has in flight
                 self._checked.clear()
             self._checked[id(entry)] = entry
         if expected is not None and (type(expected) is not Placement

@@ -154,6 +154,8 @@ class MemoryStore(Store):
         self._applied: list[AppliedWrite] | None = None
         self._record_slots: dict[tuple[str, str], tuple[Slot, int]] = {}
         self._said: dict[tuple[Any, ...], str] = {}
+        # the size of each entry being placed: a throttled place is sent again many times
+        self._sizes: dict[int, tuple[StoredEntry, int]] = {}
 
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> MemoryStore:
@@ -307,6 +309,17 @@ class MemoryStore(Store):
                    self.profile.read_cost(item.size, 1, True), now, write=False)
         return item.placement
 
+    def _size(self, entry: StoredEntry) -> int:
+        """``entry_bytes(entry)``, kept while the same entry object is placed again."""
+        known = self._sizes.get(id(entry))
+        if known is not None and known[0] is entry:
+            return known[1]
+        if len(self._sizes) >= 16384:
+            self._sizes.clear()
+        size = entry_bytes(entry)
+        self._sizes[id(entry)] = (entry, size)
+        return size
+
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
                      version: int, expected: Placement | None, token: str,
                      rec: Recorder) -> None:
@@ -318,7 +331,7 @@ class MemoryStore(Store):
         With a local secondary index, StoreError when the entry's key would hold more
         than ``partition_bytes``.
         """
-        size = entry_bytes(entry) if entry is not None else 0
+        size = self._size(entry) if entry is not None else 0
         now = await self._arrive(rec, size)
         pkey = placement_key(item_id)
         if self._faulty:
