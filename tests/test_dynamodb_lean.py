@@ -12,9 +12,11 @@ from botocore.session import get_session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardex.stores.dynamodb.client import AioClient, adapt_client, lean_items
+from shardex.stores.dynamodb.client import AioClient, adapt_client, lean_item, lean_items
 
-_QUERY = get_session().get_service_model("dynamodb").operation_model("Query").output_shape
+_MODEL = get_session().get_service_model("dynamodb")
+_QUERY = _MODEL.operation_model("Query").output_shape
+_GET = _MODEL.operation_model("GetItem").output_shape
 _NUMBERS = st.decimals(allow_nan=False, allow_infinity=False, places=3).map(str)
 _BINARY = st.binary(max_size=8).map(lambda b: base64.b64encode(b).decode())
 _TEXT = st.text(max_size=8)
@@ -73,6 +75,27 @@ def test_bodies_without_binary_skip_the_shape_walk(body: bytes) -> None:
     lean, took_over = _parsed(body, lean=True)
     assert took_over or b'"B"' in body or b'"BS"' in body  # a key may be named B
     assert lean == _parsed(body, lean=False)[0]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.one_of(st.none(), st.dictionaries(_TEXT, _values(binary=True), max_size=4)))
+def test_a_lean_get_item_equals_botocores_parse(item: dict[str, Any] | None) -> None:
+    body = json.dumps({**({} if item is None else {"Item": item}), "ConsumedCapacity": {
+        "TableName": "orders", "CapacityUnits": 1.0}}).encode()
+
+    def parsed(lean: bool) -> tuple[dict[str, Any], bool]:
+        response: dict[str, Any] = {"status_code": 200, "headers": {}, "body": body}
+        custom: dict[str, Any] = {}
+        if lean:
+            lean_item(response_dict=response, customized_response_dict=custom)
+        out = create_parser("json").parse(response, _GET)
+        out.update(custom)
+        out.pop("ResponseMetadata", None)
+        return out, bool(custom)
+
+    lean, took_over = parsed(True)
+    assert lean == parsed(False)[0]
+    assert took_over == (item is not None and b'"B"' not in body and b'"BS"' not in body)
 
 
 def test_errors_and_bodies_that_are_not_json_are_left_to_botocore() -> None:

@@ -10,10 +10,15 @@ application. Drivers are imported only when an adapter is built.
 botocore's own retries are switched off in the clients shardex builds
 (``total_max_attempts=1``): shardex retries each shard with backoff and jitter, and
 two retry loops would multiply. A client handed in keeps its own configuration.
+They also skip botocore's client-side parameter validation
+(``parameter_validation=False``): shardex builds every request itself from values it
+checked already, and the walk of a TransactWriteItems' shape cost a tenth of a move's
+CPU; a request DynamoDB still refuses comes back as its ValidationException
+(InvalidInput).
 
-**Query items skip botocore's shape walk** in the clients shardex builds
-(``lean_items``, on botocore's ``before-parse`` event): DynamoDB sends items as typed
-JSON (``{"S": ...}``, ``{"N": ...}``, ...) and botocore parses them into the same
+**Query and GetItem items skip botocore's shape walk** in the clients shardex builds
+(``lean_items`` and ``lean_item``, on botocore's ``before-parse`` event): DynamoDB sends
+items as typed JSON (``{"S": ...}``, ``{"N": ...}``, ...) and botocore parses them into the same
 dicts by walking the AttributeValue shape member by member, which took two thirds of
 the CPU of a listing (``benchmarks/bench_reads.py``). The items of a response that
 holds no binary attribute (no ``"B"`` or ``"BS"`` in its body) are handed over as
@@ -109,6 +114,18 @@ def lean_items(response_dict: dict[str, Any], customized_response_dict: dict[str
     parse of the items changes nothing, and skipping it saves most of a read's CPU.
     The rest of the body (LastEvaluatedKey, ConsumedCapacity) is parsed by botocore.
     """
+    _lean(response_dict, customized_response_dict, "Items", list)
+
+
+def lean_item(response_dict: dict[str, Any], customized_response_dict: dict[str, Any],
+              **_: Any) -> None:
+    """botocore ``before-parse`` handler: a GetItem's item as JSON decoded it (the
+    placement a write reads first), under the same conditions as ``lean_items``."""
+    _lean(response_dict, customized_response_dict, "Item", dict)
+
+
+def _lean(response_dict: dict[str, Any], customized: dict[str, Any], field: str,
+          kind: type) -> None:
     body = response_dict.get("body")
     if response_dict.get("status_code") != 200 or type(body) is not bytes \
             or b'"B"' in body or b'"BS"' in body:
@@ -117,14 +134,21 @@ def lean_items(response_dict: dict[str, Any], customized_response_dict: dict[str
         parsed = json.loads(body)
     except ValueError:
         return  # botocore reports it
-    items = parsed.pop("Items", None) if type(parsed) is dict else None
-    if type(items) is not list:
+    found = parsed.pop(field, None) if type(parsed) is dict else None
+    if type(found) is not kind:
         return
-    customized_response_dict["Items"] = items
+    customized[field] = found
     response_dict["body"] = json.dumps(parsed).encode()
 
 
-_LEAN_EVENT = "before-parse.dynamodb.Query"
+# the operations whose items skip botocore's shape walk, and how
+_LEAN_EVENTS = (("before-parse.dynamodb.Query", lean_items),
+                ("before-parse.dynamodb.GetItem", lean_item))
+
+
+def _register_lean(client: Any) -> None:
+    for event, handler in _LEAN_EVENTS:
+        client.meta.events.register(event, handler)
 
 
 def _method_name(operation: str) -> str:
@@ -156,7 +180,8 @@ class AioClient(DynamoDBClient):
             None if client is not None else AioSession(profile=profile))
         self._config = AioConfig(retries={"total_max_attempts": 1, "mode": "standard"},
                                  connect_timeout=connect_timeout, read_timeout=read_timeout,
-                                 max_pool_connections=max_connections)
+                                 max_pool_connections=max_connections,
+                                 parameter_validation=False)
         self._region = region
         self._endpoint_url = endpoint_url
         self._stack: contextlib.AsyncExitStack | None = None
@@ -174,7 +199,7 @@ class AioClient(DynamoDBClient):
         self._client = await stack.enter_async_context(self._session.create_client(
             "dynamodb", region_name=self._region, endpoint_url=self._endpoint_url,
             config=self._config))
-        self._client.meta.events.register(_LEAN_EVENT, lean_items)
+        _register_lean(self._client)
         self._stack = stack
         if self.endpoint == "DynamoDB":
             self.endpoint = str(self._client.meta.endpoint_url)
@@ -214,13 +239,13 @@ class ThreadedClient(DynamoDBClient):
             config = botocore.config.Config(
                 retries={"total_max_attempts": 1, "mode": "standard"},
                 connect_timeout=connect_timeout, read_timeout=read_timeout,
-                max_pool_connections=max_connections)
+                max_pool_connections=max_connections, parameter_validation=False)
             if session is None:
                 raise InvalidInput("ThreadedClient needs a boto3 client or session")
             make = getattr(session, "client", None) or session.create_client
             client = make("dynamodb", region_name=region, endpoint_url=endpoint_url,
                           config=config)
-            client.meta.events.register(_LEAN_EVENT, lean_items)
+            _register_lean(client)
         self._client = client
         self._methods: dict[str, Callable[..., dict[str, Any]]] = {}
         self.endpoint = str(getattr(getattr(client, "meta", None), "endpoint_url", "DynamoDB"))
