@@ -145,6 +145,8 @@ def encode_text(text: str) -> str:
 
 def decode_text(encoded: str) -> str:
     """Return the text ``encode_text`` made ``encoded`` from; InvalidKey if it made none."""
+    if _PLAIN.issuperset(encoded):
+        return encoded  # plain characters stand for themselves (the common case, no loop)
     out: list[str] = []
     i, size = 0, len(encoded)
     try:
