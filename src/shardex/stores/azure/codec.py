@@ -242,7 +242,8 @@ def attrs_from(entity: Mapping[str, Any], where: str) -> dict[str, Any]:
     if text is None:
         return {}
     try:
-        attrs = _typed(json.loads(text))
+        # without a tag ("$d", "$m", ...) anywhere, _typed would only copy what json made
+        attrs = _typed(json.loads(text)) if '"$' in text else json.loads(text)
     except (ValueError, TypeError, KeyError, AttributeError, decimal.DecimalException) as exc:
         raise MalformedItem(f"{where}: its attributes (a0, a1, ...) are not shardex's "
                             f"JSON: {exc}") from exc
