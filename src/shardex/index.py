@@ -54,15 +54,16 @@ from shardex.keys import (
     validate_sort,
     validate_value,
 )
+from shardex.model.entries import StoredEntry, is_token, new_token
+from shardex.model.values import ValueRules, check_attrs
 from shardex.reads import Entry, IndexReads, Page
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
 from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
 from shardex.stores import open_store
-from shardex.stores.base import Malformed, Store, StoredEntry, check_malformed, is_token, new_token
+from shardex.stores.base import Malformed, Store, check_malformed
 from shardex.stores.heat import HeatMeter
 from shardex.stores.heatview import HotView
-from shardex.stores.values import ValueRules, check_attrs
 from shardex.tierreads import CrossReads, TierReads
 from shardex.tiers import TierStores
 from shardex.write import Delete, Job, Move, Put, Relocate, WriteEngine, WriteRequest

@@ -25,10 +25,11 @@ from shardex.errors import InvalidInput, RoutingStale
 from shardex.fanout import FanOut
 from shardex.hedging import HedgePolicy
 from shardex.keys import parse_shard_key, validate_item_id, validate_value
+from shardex.model.entries import StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
 from shardex.routing_record import RoutingRecord
-from shardex.stores.base import Malformed, Store, StoredEntry
+from shardex.stores.base import Malformed, Store
 from shardex.stores.metered import Skipped, collect_skipped
 from shardex.tierreads import TierReads
 from shardex.tiers import TierStores

@@ -36,9 +36,9 @@ from shardex.migrate.pace import Pace, paced, read_page
 from shardex.migrate.states import MOVING
 from shardex.migrate.units import DEFAULT_SPLIT, Survey, Unit, busy_sources, units_of
 from shardex.migrate.work import WorkRecords, work_units
+from shardex.model.entries import Position, StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
-from shardex.stores.base import Position, StoredEntry
 
 __all__ = ["MOVER_RETRY", "Mover"]
 

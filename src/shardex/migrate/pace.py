@@ -18,7 +18,7 @@ from shardex.clock import Clock
 from shardex.errors import Throttled, Unavailable
 from shardex.migrate.budget import Budget
 from shardex.migrate.layouts import PATIENT, Layouts
-from shardex.stores.base import Position, QueryPage
+from shardex.model.entries import Position, QueryPage
 
 __all__ = ["ATTEMPTS", "Pace", "paced", "read_page"]
 

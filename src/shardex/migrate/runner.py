@@ -34,9 +34,10 @@ from shardex.migrate.tiered import TierLayouts, crossing_refusal
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
 from shardex.migrate.verify import check
 from shardex.migrate.work import WorkRecords
+from shardex.model.entries import Position
 from shardex.retry import call_with_retry
 from shardex.routing import Routing, ShardPolicy
-from shardex.stores.base import Position, Store
+from shardex.stores.base import Store
 from shardex.transition import Parity
 
 __all__ = ["DEFAULT_MARGIN", "DEFAULT_MAX_AGE", "DEFAULT_UNIT_LEASE", "Gauges", "Progress",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shardex.errors import MalformedItem
-from shardex.stores.entries import Position
+from shardex.model.entries import Position
 
 __all__ = ["DEFAULT_RATE", "DEFAULT_SPLIT", "Segment", "Survey", "Unit", "allocate",
            "busy_sources", "tally", "units_of"]

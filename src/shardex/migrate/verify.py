@@ -41,8 +41,9 @@ from typing import Any
 from shardex.clock import Clock
 from shardex.migrate.layouts import Layouts, target_of
 from shardex.migrate.pace import Pace, read_page
+from shardex.model.entries import Placement, Position, StoredEntry
 from shardex.routing import Routing
-from shardex.stores.base import Placement, Position, Store, StoredEntry
+from shardex.stores.base import Store
 from shardex.transition import GAP_KINDS, MAX_EXAMPLES, Gap, Parity
 from shardex.write import in_place
 

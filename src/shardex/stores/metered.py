@@ -41,7 +41,7 @@ from typing import Any, Literal, NamedTuple
 
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem, Throttled, Unavailable
-from shardex.stores.entries import Skipped
+from shardex.model.entries import Skipped
 
 __all__ = [
     "Counts",

@@ -62,7 +62,8 @@ from shardex.errors import (
     Unavailable,
 )
 from shardex.keys import MAX_ITEM_ID_BYTES, parse_shard_key, placement_key, validate_item_id
-from shardex.stores.base import Capabilities, Placement, Position, StoredEntry, history_after
+from shardex.model.entries import Placement, Position, StoredEntry, history_after
+from shardex.stores.base import Capabilities
 from shardex.stores.dynamodb.codec import (
     SEP,
     encode_position,

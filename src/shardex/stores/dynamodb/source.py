@@ -27,7 +27,8 @@ from shardex.errors import (
     StoreError,
     Unavailable,
 )
-from shardex.stores.base import Capabilities, Placement, Position, StoredEntry
+from shardex.model.entries import Placement, Position, StoredEntry
+from shardex.stores.base import Capabilities
 from shardex.stores.dynamodb.client import DynamoDBClient
 from shardex.stores.dynamodb.codec import from_attributes
 from shardex.stores.dynamodb.gsi import GsiLayout

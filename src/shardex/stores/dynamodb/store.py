@@ -32,7 +32,8 @@ from shardex.adoption import Adoption
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidURI, MalformedItem, NotFound
 from shardex.keys import OWNER_KEY, record_key
-from shardex.stores.base import Placement, Position, Record, Store, StoredEntry
+from shardex.model.entries import Placement, Position, Record, StoredEntry
+from shardex.stores.base import Store
 from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error
 from shardex.stores.dynamodb.codec import (
     record_from_item,
