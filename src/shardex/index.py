@@ -48,6 +48,8 @@ from shardex.errors import (
     Unavailable,
 )
 from shardex.fanout import FanOut
+from shardex.heatmeter.meter import HeatMeter
+from shardex.heatmeter.view import HotView
 from shardex.hedging import HedgePolicy
 from shardex.keys import (
     validate_item_id,
@@ -62,8 +64,6 @@ from shardex.routing import Routing, Turns
 from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
 from shardex.stores import open_store
 from shardex.stores.base import Malformed, Store, check_malformed
-from shardex.stores.heat import HeatMeter
-from shardex.stores.heatview import HotView
 from shardex.tierreads import CrossReads, TierReads
 from shardex.tiers import TierStores
 from shardex.write import Delete, Job, Move, Put, Relocate, WriteEngine, WriteRequest
