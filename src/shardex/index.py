@@ -37,6 +37,7 @@ from typing import Any, Literal, TypeVar
 from shardex.admission import AdaptiveRate, Admission, AdmissionPolicy, Priority
 from shardex.admission.adaptive import gates, send_rates
 from shardex.admission.policy import PRIORITIES
+from shardex.adopted import follow as follow_adoption
 from shardex.capacity import Ceiling, entry_bytes, write_units
 from shardex.clock import Clock, LoopClock
 from shardex.cursor import CursorCodec
@@ -253,7 +254,7 @@ class ShardedIndex(IndexReads):
             routing = await self._record.load(check_given=True)
             self._tiers.check(routing)
             if routing.adoption is not None:
-                self._store.follow_adoption(routing.adoption)
+                follow_adoption(self._store, routing.adoption)
         except BaseException:
             for close in reversed(opened):
                 await close()
@@ -373,7 +374,7 @@ class ShardedIndex(IndexReads):
                                    "event loop the index runs on") from exc
             routing = self._record.check_fresh(self._loop.time())
         if routing.adoption is not None:
-            self._store.follow_adoption(routing.adoption)
+            follow_adoption(self._store, routing.adoption)
         shard_key = self._fresh_key(routing, value, item_id)
         return self._store.key_attributes(shard_key, sort, item_id)
 

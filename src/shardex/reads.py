@@ -6,7 +6,7 @@ the lease of the routing it started from checks that the stored routing moved at
 one step meanwhile (``shardex.reshard`` explains why one step is safe): a page or count
 is read again otherwise, a scan raises RoutingStale. While the routing records an
 adoption that reads the application's old index (``shardex.adoption``), a value is read
-from that index instead, through the read-only store ``Store.adopted_source`` gives.
+from that index instead, through the read-only store ``shardex.adopted.source_store`` gives.
 ``IndexReads`` is the base class ``ShardedIndex`` inherits these from.
 """
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from shardex.admission import Priority
+from shardex.adopted import source_store
 from shardex.clock import Clock
 from shardex.cursor import Cursor, CursorCodec
 from shardex.errors import InvalidInput, RoutingStale
@@ -115,7 +116,7 @@ class IndexReads:
         async with self._sources_lock:
             found = self._sources.get(where)
             if found is None:
-                source = self._store.adopted_source(adoption)
+                source = source_store(self._store, adoption)
                 await source.open()
                 found = self._sources[where] = (source, FanOut(
                     source, self.name, retry=self._retry, hedge=self._hedge,

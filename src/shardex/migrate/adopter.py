@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
+from shardex.adopted import source_store
 from shardex.adoption import (
     Adoption,
     adoption_ready_at,
@@ -370,7 +371,7 @@ class Adopter(MigrationRunner):
         segments = [s for s, _ in (await self._records(adoption).all()).values()]
         values = sorted(set(adoption.values) | set(routing.overrides)
                         | {v for s in segments for v in s.values})
-        source = self.store.adopted_source(adoption)
+        source = source_store(self.store, adoption)
         # an index table reads strongly consistently: a gap found twice is one
         truth = self._tools(adoption.attribute).item if adoption.kind == "gsi" else None
         await source.open()
