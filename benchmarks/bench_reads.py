@@ -66,9 +66,9 @@ from latency_proxy import proxied
 from shardex import HedgePolicy, RetryPolicy, Routing, ShardedIndex, ShardPolicy
 from shardex.capacity import entry_bytes
 from shardex.hedging import Hedger
+from shardex.model.entries import StoredEntry
 from shardex.sim.clock import run_virtual
 from shardex.sim.latency import LatencyModel
-from shardex.stores.base import StoredEntry
 from shardex.stores.dynamodb.codec import from_attributes
 from shardex.stores.memory import MemoryStore
 

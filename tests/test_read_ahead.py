@@ -14,7 +14,7 @@ from shardex.errors import IncompleteRead
 from shardex.fanout.listing import MAX_KEPT_ENTRIES
 from shardex.fanout.merge import GROWTH
 from shardex.index import store_routing
-from shardex.stores.base import StoredEntry
+from shardex.model.entries import StoredEntry
 from tests.test_index_reads import FAST_GIVE_UP, SIXTEEN, WatchedStore, filled
 
 # every request takes 20 ms: the time of a page is its round trips

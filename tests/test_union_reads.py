@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 import shardex
 from shardex import Routing, ShardPolicy
 from shardex.capacity import entry_bytes
+from shardex.model.entries import StoredEntry
 from shardex.sim.clock import run_virtual
-from shardex.stores.base import StoredEntry
 from shardex.write.decide import in_place
 from tests.test_index_reads import WatchedStore
 

@@ -103,8 +103,9 @@ from shardex.fanout.merge import (
     within,
 )
 from shardex.hedging import Copy, HedgePolicy, Hedger, call_hedged
+from shardex.model.entries import Position, QueryPage, StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
-from shardex.stores.base import Malformed, Position, QueryPage, Store, StoredEntry
+from shardex.stores.base import Malformed, Store
 from shardex.stores.metered import FanOutRead, Hedge, HedgeOutcome, detached
 
 __all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardex.fanout.merge import GROWTH, ShardStream
-from shardex.stores.base import Position
+from shardex.model.entries import Position
 from shardex.stores.metered import Usage
 
 __all__ = ["CONTINUATION_TTL", "Continuations", "Listing", "Phases", "Where", "reads_ahead"]

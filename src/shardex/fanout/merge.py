@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 
-from shardex.stores.base import Position, QueryPage, StoredEntry
+from shardex.model.entries import Position, QueryPage, StoredEntry
 
 __all__ = ["EVERYTHING", "GROWTH", "Reach", "ShardStream", "ahead_of", "merge_safe", "reach",
            "share", "sized", "within"]
