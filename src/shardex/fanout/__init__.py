@@ -26,18 +26,24 @@ resurrects this process's own writes; writes of other processes may show up to
 ``CONTINUATION_TTL`` seconds late (the staleness a DynamoDB GSI allows anyway).
 
 **A listing the caller continues reads ahead.** From its second page on, a shard asks
-for its next request (four times its last) before the merge runs it dry, so it lands
-while the caller consumes what is there: for a caller slower than the store, once the
-shard holds less than a quarter of its last request or than a page may take from it;
+for its next request before the merge runs it dry, so it lands while the caller consumes
+what is there: for a caller slower than the store, once the shard holds less than a
+quarter of its last request or than a page may take from it, asking four times its last;
 for a caller that comes back sooner than a request takes, as soon as it holds less than
-its last request, so every shard keeps a request in flight and their round trips
-overlap as a gather's do (``listing.reads_ahead``). What a listing holds stays bounded:
-about four times what a slow caller consumed plus a page, at most two requests a shard
-(two store pages), and ``listing.MAX_KEPT_ENTRIES`` in all. A first page never reads
-ahead, so a caller who wants only that page pays for that page. Why, by measurement
-(``benchmarks/bench_reads.py --latency``): at 20 ms a request, a listing in pages of
-1,000 that refilled each shard when it ran dry waited for one round trip after another,
-1.9x the time of a gather that reads every shard at once, and in pages of 100, 5.7x.
+its last request, asking for what the caller takes from it in two round trips
+(``listing.ahead_size``: the store's page for a caller that comes straight back), so
+every shard keeps a request in flight and their round trips overlap as a gather's do. A
+page that must wait for a shard sends every request that reads ahead at that moment
+too, not after its wait. What a listing holds stays bounded: about four times what a
+slow caller consumed plus a page, at most two requests a shard (two store pages), and
+``listing.MAX_KEPT_ENTRIES`` in all. A first page never reads ahead, so a caller who
+wants only that page pays for that page; that costs a full listing one round trip
+beyond a gather's when a shard's share does not cover what the gather's last request
+of it was short of. Why, by measurement (``benchmarks/bench_reads.py --latency``, 1,250
+entries a shard): at 20 ms a request, a listing in pages of 1,000 that refilled each
+shard when it ran dry waited for one round trip after another, 1.9x the time of a
+gather that reads every shard at once, and in pages of 100, 5.7x; growing four-fold
+from the first page's share, 1.38x and 2.15x; now 1.38x for both, that one round trip.
 
 **While a reshard moves entries** from one layout's keys to another's, a listing reads
 its shards in two phases (``first``, the keys entries move away from, then ``keys``, the
@@ -90,7 +96,13 @@ from typing import Any, TypeVar
 from shardex.admission import AdaptiveGate
 from shardex.clock import Clock
 from shardex.errors import IncompleteRead
-from shardex.fanout.listing import CONTINUATION_TTL, Continuations, Listing, reads_ahead
+from shardex.fanout.listing import (
+    CONTINUATION_TTL,
+    Continuations,
+    Listing,
+    ahead_size,
+    reads_ahead,
+)
 from shardex.fanout.merge import (
     EVERYTHING,
     Reach,
@@ -257,9 +269,11 @@ class FanOut:
         been read when the request was sent: what the request returns beyond it is
         forgotten, and read again later (the module's safety argument).
         """
+        if listing.ahead:
+            stream.page_size = ahead_size(stream, listing, self._max_page)
         key, after, size, generation = stream.key, stream.after, stream.page_size, \
             stream.generation
-        reading, listings = self._reading, self._listings
+        reading, listings, clock = self._reading, self._listings, self._clock
         beside = 0
         if bound[0]:
             assert bound[1] is not None
@@ -269,6 +283,7 @@ class FanOut:
         async def read() -> None:
             # the bookkeeping of a landing is here, not in a done callback: one loop
             # callback fewer on every request
+            sent = clock.now()
             try:
                 page = await self._query(key, after, descending, size)
             except asyncio.CancelledError:
@@ -284,6 +299,7 @@ class FanOut:
             if stream.generation != generation:
                 return  # restarted meanwhile: this page is of what was read before
             stream.pending = None
+            listing.latency = clock.now() - sent
             held = len(stream.buffer)
             stream.accept(page, self._max_page)
             if bound[0]:
@@ -320,15 +336,10 @@ class FanOut:
 
     async def _landing(self, value: str, listing: Listing,
                        waiting: Sequence[ShardStream]) -> None:
-        """Wait for the requests of ``waiting``; raise IncompleteRead if one failed for good.
-
-        The wait is the listing's latency: what a page waits when the caller outruns it.
-        """
+        """Wait for the requests of ``waiting``; raise IncompleteRead if one failed for good."""
         tasks = [s.pending for s in waiting if s.pending is not None]
         if tasks:
-            began = self._clock.now()
             await asyncio.wait(tasks)
-            listing.latency = self._clock.now() - began
         failed: dict[str, BaseException] = {}
         for stream in waiting:
             if stream.failed is not None:
@@ -370,7 +381,8 @@ class FanOut:
         else:
             # the caller continues: its shards read ahead from now on, eagerly if it came
             # back sooner than a request takes
-            listing.ahead, listing.eager = True, now - listing.made < listing.latency
+            listing.interval = now - listing.made
+            listing.ahead, listing.eager = True, listing.interval < listing.latency
         listing.low = shares[1]
         streams = listing.streams
         out: list[StoredEntry] = []
@@ -381,6 +393,8 @@ class FanOut:
                     # One round trip for every shard this page will likely use up, not one
                     # after another as each runs dry.
                     self._refill(listing, descending, limit - len(out))
+                    if listing.ahead:  # and whatever reads ahead now, not after the wait
+                        self._read_ahead(listing, descending, streams)
                     await self._landing(value, listing, waiting)
                     continue
                 live = [s for s in streams if s.buffer]
