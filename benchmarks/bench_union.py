@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import statistics
 import uuid
@@ -64,9 +65,9 @@ async def _store(dynamodb: bool, latency_ms: float) -> Store:
 
 
 async def _puts(index: ShardedIndex, items: range) -> None:
-    for start in range(items.start, items.stop, _IN_FLIGHT):
+    for start in range(0, len(items), _IN_FLIGHT):
         await asyncio.gather(*(index.put("P", f"o-{i:07d}", sort=f"{i * 7919 % items.stop:07d}")
-                               for i in range(start, min(items.stop, start + _IN_FLIGHT))))
+                               for i in items[start:start + _IN_FLIGHT]))
 
 
 async def _list(index: ShardedIndex, store: Store, limit: int, entries: int) -> Listed:
@@ -107,7 +108,8 @@ async def measure(dynamodb: bool, latency_ms: float, entries: int,
         # half the entries on the 4 keys, then the layout moves to 16 keys: the other
         # half is written there, as the mover would have put it
         await _puts(union, range(0, entries, 2))
-        await store_routing(union, begin_transition(union.routing, {"P": ShardPolicy(16)}))
+        await store_routing(union, dataclasses.replace(
+            begin_transition(union.routing, {"P": ShardPolicy(16)}), state="write-new"))
         await union.refresh_routing()
         await _puts(union, range(1, entries, 2))
         assert union.routing.reads_both("P")

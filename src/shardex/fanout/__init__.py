@@ -313,9 +313,9 @@ class FanOut:
             if listing.ahead:
                 # a landing of the first phase lets the second read further
                 self._read_ahead(listing, descending, [*listing.streams[listing.lead:], stream]
-                                 if listing.lead and not stream.then else [stream])
+                                 if listing.lead and not stream.then else [stream], sent)
 
-        stream.asked, stream.failed = size, None
+        stream.asked, stream.failed, stream.sent = size, None, clock.now()
         # a request read ahead serves a later page: what it skips is not this call's
         task = asyncio.get_running_loop().create_task(read(), context=detached()) if ahead \
             else asyncio.ensure_future(read())
@@ -323,14 +323,23 @@ class FanOut:
         reading.add(task)
 
     def _read_ahead(self, listing: Listing, descending: bool,
-                    streams: Sequence[ShardStream]) -> None:
-        """Send the next request of each of ``streams`` that reads ahead now (``reads_ahead``);
-        a stream of the second phase only up to how far the first has been read."""
-        held = reach(listing.streams[:listing.lead], descending) if listing.lead \
-            else EVERYTHING
+                    streams: Sequence[ShardStream], since: float | None = None) -> None:
+        """Send the next request of each of ``streams`` that reads ahead now (``reads_ahead``).
+
+        A stream of the second phase reads only up to how far the first has been read,
+        and not while a request of the first sent at or before ``since`` (by default,
+        now) is in flight: that one lands sooner than a request sent now would, and moves
+        the bound, so the second phase asks once, as far as the first's requests sent
+        together read, not one round trip for each of their landings.
+        """
+        lead = listing.streams[:listing.lead]
+        held = reach(lead, descending) if lead else EVERYTHING
+        cut = (self._clock.now() if since is None else since) + listing.latency / 4
+        trailing = any(s.pending is not None and s.sent <= cut for s in lead)
         for stream in streams:
-            if reads_ahead(stream, listing) and ahead_of(stream, held, descending) \
-                    and self._listings.room():
+            if stream.then and (trailing or not ahead_of(stream, held, descending)):
+                continue
+            if reads_ahead(stream, listing) and self._listings.room():
                 self._fetch(stream, descending, listing, ahead=True,
                             bound=held if stream.then else EVERYTHING)
 

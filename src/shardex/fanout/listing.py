@@ -80,13 +80,20 @@ def reads_ahead(stream: ShardStream, listing: Listing) -> bool:
     faster than the store, as soon as it holds less than its last request: every shard
     keeps a request in flight, so their round trips overlap as a gather's do, instead of
     each costing the caller a wait of its own; a shard then holds at most two requests.
+    A stream of a listing's first phase (``listing.lead``) reads on while it holds less
+    than two of its requests, whatever the caller: the second phase reads a position
+    only after the first has, so the first stays a request ahead (three at most held).
     """
     if stream.exhausted or stream.pending is not None or stream.failed is not None:
         return False
     held = len(stream.buffer)
-    # a first phase reads on as if eager: how far it has read bounds the second phase
-    eager = listing.eager or (listing.lead > 0 and not stream.then)
-    return held < stream.asked if eager else held < max(listing.low, stream.asked // GROWTH)
+    if listing.lead > 0 and not stream.then:
+        # a first phase reads one request further than an eager caller's shard: how far
+        # it has read bounds the second phase, which asks only once it has landed
+        return held < 2 * stream.asked
+    if listing.eager:
+        return held < stream.asked
+    return held < max(listing.low, stream.asked // GROWTH)
 
 
 def ahead_size(stream: ShardStream, listing: Listing, max_page: int) -> int:
