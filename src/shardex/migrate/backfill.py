@@ -106,32 +106,50 @@ class Backfill(abc.ABC):
         return items, last
 
     async def _process(self, key: str, segment: Segment, revision: int) -> None:
-        """Backfill ``segment`` page by page, checkpointing; stop if the lease goes."""
+        """Backfill ``segment`` page by page, checkpointing; stop if the lease goes.
+
+        The next page is read while this one's items are written (a read only: the
+        checkpoint after a page still records only what was written), and up to
+        ``_BATCH`` of a page's writes are in flight at once, each sent as one lands.
+        """
         reads = Pace(self._read_rate, self._clock)
-        while True:
-            items, last = await self._scan(segment, reads)
-            outcomes: list[str] = []
-            for i in range(0, len(items), _BATCH):
-                outcomes += await asyncio.gather(*(self._index(item)
-                                                   for item in items[i:i + _BATCH]))
-            values = dict(segment.values)
-            for _, value, _, _ in items:
-                if value is not None:
-                    values[value] = values.get(value, 0) + 1
-            segment = replace(segment, start=last, done=last is None,
-                              scanned=segment.scanned + len(items),
-                              updated=segment.updated + outcomes.count("updated"),
-                              raced=segment.raced + outcomes.count("raced"),
-                              unresolved=segment.unresolved + outcomes.count("unresolved"),
-                              values=values)
-            saved = await self.segments.checkpoint(key, segment, revision, lease=self._lease)
-            self.scanned += len(items)
-            self.updated += outcomes.count("updated")
-            if self._progress is not None:
-                self._progress()
-            if saved is None or segment.done:
-                return  # done, or the lease was taken over: the other worker goes on
-            segment, revision = saved
+        window = asyncio.Semaphore(_BATCH)
+
+        async def index(item: ScanItem) -> str:
+            async with window:
+                return await self._index(item)
+
+        scanning = asyncio.ensure_future(self._scan(segment, reads))
+        try:
+            while True:
+                items, last = await scanning
+                if last is not None:  # read the next page while this one is written
+                    scanning = asyncio.ensure_future(self._scan(replace(segment, start=last),
+                                                                reads))
+                outcomes = await asyncio.gather(*(index(item) for item in items))
+                values = dict(segment.values)
+                for _, value, _, _ in items:
+                    if value is not None:
+                        values[value] = values.get(value, 0) + 1
+                segment = replace(segment, start=last, done=last is None,
+                                  scanned=segment.scanned + len(items),
+                                  updated=segment.updated + outcomes.count("updated"),
+                                  raced=segment.raced + outcomes.count("raced"),
+                                  unresolved=segment.unresolved + outcomes.count("unresolved"),
+                                  values=values)
+                saved = await self.segments.checkpoint(key, segment, revision,
+                                                       lease=self._lease)
+                self.scanned += len(items)
+                self.updated += outcomes.count("updated")
+                if self._progress is not None:
+                    self._progress()
+                if saved is None or segment.done:
+                    return  # done, or the lease was taken over: the other worker goes on
+                segment, revision = saved
+        finally:
+            if not scanning.done():
+                scanning.cancel()
+                await asyncio.gather(scanning, return_exceptions=True)
 
     async def _index(self, item: ScanItem) -> str:
         """Index one scanned item: "updated", "ok", "raced" or "unresolved"."""
