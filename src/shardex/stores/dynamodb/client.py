@@ -12,9 +12,10 @@ botocore's own retries are switched off in the clients shardex builds
 two retry loops would multiply. A client handed in keeps its own configuration.
 They also skip botocore's client-side parameter validation
 (``parameter_validation=False``): shardex builds every request itself from values it
-checked already, and the walk of a TransactWriteItems' shape cost a tenth of a move's
-CPU; a request DynamoDB still refuses comes back as its ValidationException
-(InvalidInput).
+checked already, and walking a TransactWriteItems' shape costs CPU on every write
+(with GetItem's lean parse below, a move went from 1.15x to 1.01-1.07x the raw
+client's CPU, ``benchmarks/bench_core.py``); a request DynamoDB still refuses comes
+back as its ValidationException (InvalidInput).
 
 **Query and GetItem items skip botocore's shape walk** in the clients shardex builds
 (``lean_items`` and ``lean_item``, on botocore's ``before-parse`` event): DynamoDB sends
