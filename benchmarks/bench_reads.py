@@ -42,7 +42,10 @@ each request that long (``latency_proxy.py``, a process of its own).
    read by the same hedged client); "extra" is hedged copies per shard read;
    "model" is the p99 the latency model itself allows, computed: the slowest of N
    requests, each given one copy at the hedging quantile's delay when hedged, with no
-   budget or queue in the way (the best one copy per slow request can do).
+   budget or queue in the way (the best one copy per slow request can do). Last, per
+   N, what the model allows within the hedging budget: the best p99 against one hedged
+   key when copies go, at a delay, to requests still out, and the extra requests a
+   1.2x p99 takes.
 
 Ratios compare figures of this run only; nothing here is asserted in a test.
 """
@@ -558,38 +561,71 @@ async def _bulk(store: MemoryStore, index: ShardedIndex, entries: int) -> None:
             for i in range(start, min(entries, start + 500))))
 
 
-def model_p99(shards: int, policy: HedgePolicy | None) -> float:
+def _sends(policy: HedgePolicy | None, quantile: float | None = None) -> list[float]:
+    """When a request of the latency model still out gets its copies under ``policy``
+    (its delay at the model's ``quantile``, by default the policy's own), in seconds."""
+    if policy is None:
+        return []
+    model = LatencyModel(MEDIAN_MS, P99_MS, 0.0)
+    delay = model.quantile(Hedger(policy).quantile if quantile is None else quantile)
+    return [delay * (1 + k * policy.spacing) for k in range(policy.max_hedges)]
+
+
+def _slower(t: float) -> float:
+    """P(one request of the latency model answers after ``t`` seconds)."""
+    normal = NormalDist(math.log(MEDIAN_MS / 1000), LatencyModel(MEDIAN_MS, P99_MS, 0.0).sigma)
+    return 1.0 - normal.cdf(math.log(t)) if t > 0 else 1.0
+
+
+def _late(t: float, sends: list[float]) -> float:
+    """P(one request, with copies sent at ``sends`` while all are out, answers after t)."""
+    chance = _slower(t)
+    for sent in sends:
+        chance *= _slower(t - sent) if t > sent else 1.0
+    return chance
+
+
+def model_extra(sends: list[float]) -> float:
+    """Copies per request: each is sent only if the request and its copies are all out."""
+    return sum(_late(sent, sends[:k]) for k, sent in enumerate(sends))
+
+
+def model_p99(shards: int, policy: HedgePolicy | None, quantile: float | None = None) -> float:
     """The p99 of the slowest of ``shards`` requests of the latency model, in seconds.
 
-    With ``policy``, each request still out at its delay (the model's own quantile)
-    gets a copy then, and further copies ``spacing`` x the delay apart while every copy
-    is still out, up to ``max_hedges``, with no budget or queue in the way: the best
-    those copies can do.
+    With ``policy``, each request still out at its delay (the model's own quantile, or
+    ``quantile``) gets a copy then, and further copies ``spacing`` x the delay apart
+    while every copy is still out, up to ``max_hedges``, with no budget or queue in the
+    way: the best those copies can do.
     """
-    model = LatencyModel(MEDIAN_MS, P99_MS, 0.0)
-    normal = NormalDist(math.log(MEDIAN_MS / 1000), model.sigma)
-    sends: list[float] = []
-    if policy is not None:
-        delay = model.quantile(Hedger(policy).quantile)
-        sends = [delay * (1 + k * policy.spacing) for k in range(policy.max_hedges)]
-
-    def slower(t: float) -> float:
-        return 1.0 - normal.cdf(math.log(t)) if t > 0 else 1.0
-
-    def late(t: float) -> float:  # P(one request, with its copies, answers after t)
-        chance = slower(t)
-        for sent in sends:
-            chance *= slower(t - sent) if t > sent else 1.0
-        return chance
-
+    sends = _sends(policy, quantile)
     low, high = 1e-4, 10.0
     for _ in range(60):
         mid = (low + high) / 2
-        if 1 - (1 - late(mid)) ** shards > 0.01:
+        if 1 - (1 - _late(mid, sends)) ** shards > 0.01:
             low = mid
         else:
             high = mid
     return high
+
+
+def budget_for(shards: int, ratio: float, policy: HedgePolicy) -> tuple[float, float, float]:
+    """What the latency model allows at ``shards`` keys against one hedged key.
+
+    Copies go to requests still out at a delay (the only thing a client can go by); the
+    earlier the delay, the more copies. Returns the ratio of the slowest of ``shards``
+    (p99) to one key under ``policy`` with the first copy at the earliest delay within
+    ``policy.budget`` extra requests, and the least extra requests (per request) and
+    the delay's quantile at which the ratio is at most ``ratio``.
+    """
+    yardstick = model_p99(1, policy)
+    quantiles = [1 - i / 1000 for i in range(1, 1000)]  # later delays first
+    within = [q for q in quantiles if model_extra(_sends(policy, q)) <= policy.budget]
+    best = model_p99(shards, policy, min(within)) / yardstick
+    for q in quantiles:
+        if model_p99(shards, policy, q) <= ratio * yardstick:
+            return best, model_extra(_sends(policy, q)), q
+    return best, math.inf, 0.0
 
 
 def print_tail(args: argparse.Namespace) -> None:
@@ -617,6 +653,12 @@ def print_tail(args: argparse.Namespace) -> None:
             print(f"    {shards:>4} {label:9} {reads:>6} {1000 * p50:6.1f}ms {1000 * p99:6.1f}ms "
                   f"{p99 / base:7.2f}x {p99 / (hedged_base or p99):7.2f}x {100 * extra:5.1f}% "
                   f"{1000 * bound:6.1f}ms")
+    for shards in (n for n in args.tail_shards if n > 1):
+        best, needed, quantile = budget_for(shards, 1.2, adaptive)
+        print(f"    model, N={shards}: with at most {100 * adaptive.budget:g}% extra requests "
+              f"(copies at a delay, to requests still out) the p99 is at best {best:.2f}x "
+              f"one hedged key's; 1.2x takes {100 * needed:.1f}% extra (first copy at the "
+              f"p{100 * quantile:.1f})")
 
 
 def _latencies(text: str) -> list[float]:
