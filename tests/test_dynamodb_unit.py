@@ -377,6 +377,8 @@ def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
 def test_a_boto3_client_needs_no_aiobotocore(monkeypatch: pytest.MonkeyPatch) -> None:
     import boto3
 
+    for variable in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):  # the test's own
+        monkeypatch.delenv(variable, raising=False)                   # endpoint, not a server's
     client = boto3.client("dynamodb", region_name="eu-west-1", aws_access_key_id="x",
                           aws_secret_access_key="y")
     real_import = builtins.__import__

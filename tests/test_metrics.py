@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 import json
 import random
+import threading
+import time
 import urllib.request
 from collections import defaultdict
 from pathlib import Path
@@ -278,3 +280,48 @@ def test_access_log_of_the_live_meter_is_what_diagnose_reads(tmp_path: Path) -> 
     assert diagnose([str(csv_log)]).profile.rows > 20
     with pytest.raises(InvalidInput):
         AccessLogWriter(store, tmp_path / "x", fmt="parquet")  # type: ignore[arg-type]
+
+
+def test_a_final_scrape_counts_once_its_answer_is_written_out() -> None:
+    """``close`` with ``final_scrape`` returns once a scrape begun after it was answered in
+    full: a process exiting while the answer is on its way would lose it."""
+    from shardex.metrics.prometheus import Scrapes, _counted
+
+    scrapes = Scrapes()
+    app = _counted(lambda environ, start: [b"a", b"b"], scrapes)
+    cut = app({}, None)
+    assert next(cut) == b"a"
+    cut.close()  # the server gave up mid-answer (the peer went away)
+    assert scrapes.answered is None
+    whole = app({}, None)
+    assert list(whole) == [b"a", b"b"]
+    whole.close()
+    assert scrapes.answered is not None
+    assert scrapes.wait_next(0.0) is False  # no waiting asked
+    store = shardex.open_store(HOT_URI)
+    recorder = MetricsRecorder().attach(store)
+    run_index(store, {"PENDING": 20})
+    server = serve_prometheus(recorder, final_scrape=30.0)
+    scraped(server.url)
+    stop = threading.Event()
+    bodies: list[dict[str, Any]] = []
+
+    def scraper() -> None:  # scrapes until the server is gone, as Prometheus would
+        while not stop.is_set():
+            try:
+                bodies.append(scraped(server.url))
+            except OSError:
+                return
+
+    thread = threading.Thread(target=scraper, daemon=True)
+    run_index(store, {"PENDING": 5})  # counted after the first scrape
+    thread.start()
+    began = time.monotonic()
+    server.close()
+    assert time.monotonic() - began < 30.0  # a scrape answered, not the wait's end
+    stop.set()
+    thread.join(timeout=10)
+    writes = by_labels(bodies[-1]["shardex_requests"], "shardex_requests_total", "op",
+                       "outcome")
+    assert sum(v for (op, _), v in writes.items() if op == "write") == \
+        store.stats().totals.write_requests

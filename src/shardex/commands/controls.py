@@ -81,29 +81,25 @@ def register(group: click.Group, kind: Kind) -> None:
     json_option = click.option("--json", "as_json", is_flag=True,
                                help="Print shardex.migrate.control/1.")
 
-    @group.command()
-    @index_options()
-    @json_option
-    def pause(uri: str, name: str, as_json: bool, connection: Connection) -> None:
-        """Pause every running mover (they hold their place; resume goes on from it)."""
+    def operator(verb: str, **fields: Any) -> Callable[[Any], Any]:
+        """The control record as ``shardex KIND VERB`` leaves it, with ``fields`` set."""
         from shardex.clock import LoopClock
 
-        by = f"shardex {kind} pause"
-        _control(kind, "paused", uri, name, connection, lambda c: replace(
-            c, paused=True, changed_at=LoopClock().wall(), changed_by=by,
-            reason="paused by an operator"), as_json)
+        return lambda c: replace(c, changed_at=LoopClock().wall(),
+                                 changed_by=f"shardex {kind} {verb}", **fields)
 
-    @group.command()
-    @index_options()
-    @json_option
-    def resume(uri: str, name: str, as_json: bool, connection: Connection) -> None:
-        """Let the paused movers go on."""
-        from shardex.clock import LoopClock
+    def holding(verb: str, paused: bool, help_text: str) -> None:
+        @group.command(verb, help=help_text)
+        @index_options()
+        @json_option
+        def command(uri: str, name: str, as_json: bool, connection: Connection) -> None:
+            done = "paused" if paused else "resumed"
+            _control(kind, done, uri, name, connection, operator(
+                verb, paused=paused, reason=f"{done} by an operator"), as_json)
 
-        by = f"shardex {kind} resume"
-        _control(kind, "resumed", uri, name, connection, lambda c: replace(
-            c, paused=False, changed_at=LoopClock().wall(), changed_by=by,
-            reason="resumed by an operator"), as_json)
+    holding("pause", True, "Pause every running mover (they hold their place; resume goes "
+                           "on from it).")
+    holding("resume", False, "Let the paused movers go on.")
 
     @group.command()
     @index_options()
@@ -114,12 +110,8 @@ def register(group: click.Group, kind: Kind) -> None:
     def throttle(uri: str, name: str, rate: float, as_json: bool,
                  connection: Connection) -> None:
         """Change the rate of the running movers (all processes together)."""
-        from shardex.clock import LoopClock
-
-        by = f"shardex {kind} throttle"
         _control(kind, f"set to {rate:g} write units a second", uri, name, connection,
-                 lambda c: replace(c, rate=rate, changed_at=LoopClock().wall(),
-                                   changed_by=by, reason=f"rate set to {rate:g}"), as_json)
+                 operator("throttle", rate=rate, reason=f"rate set to {rate:g}"), as_json)
 
 
 def sharing_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Self
 
 from shardex.capacity import READ_UNIT_BYTES, WRITE_UNIT_BYTES
 from shardex.errors import InvalidLog
@@ -38,6 +40,7 @@ __all__ = [
     "SPARK",
     "TIME_KINDS",
     "Tally",
+    "TalliedReader",
     "logical_sql",
     "major_kind",
     "number",
@@ -303,3 +306,32 @@ class Tally:
     def time_kinds(self) -> tuple[str, ...]:
         """The names of the time kinds read, the most used first."""
         return tuple(TIME_KINDS[k] for k in sorted(self.kinds, key=lambda k: -self.kinds[k]))
+
+
+class TalliedReader:
+    """A heat reader's counts from its ``tally`` (``rows``, ``skipped_rows``,
+    ``skipped_by_column``), and ``with`` closing it: the base of both engines' readers."""
+
+    tally: Tally
+
+    @property
+    def rows(self) -> int:
+        return self.tally.rows
+
+    @property
+    def skipped_rows(self) -> int:
+        return self.tally.skipped_rows
+
+    @property
+    def skipped_by_column(self) -> dict[str, int]:
+        return self.tally.skipped_by_column
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -21,13 +21,12 @@ import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from shardex.capacity import Ceiling
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat import rows
-from shardex.heat.aggregate import DUCKDB, Tally, major_kind
+from shardex.heat.aggregate import DUCKDB, TalliedReader, Tally, major_kind
 from shardex.heat.cloudtrail import CloudTrailStage
 from shardex.heat.insights import insights_note, read_report
 from shardex.heat.profile import HeatProfile, Timeline
@@ -54,7 +53,7 @@ class _Source:
     gzip: bool = False
 
 
-class LogHeat:
+class LogHeat(TalliedReader):
     """Per-key, per-second heat of heat sources, held in an in-memory DuckDB database.
 
     ``rows`` counts the rows read, ``skipped_rows`` those left out as malformed
@@ -75,25 +74,6 @@ class LogHeat:
         self.tally = Tally()
         self.tables = HeatTables(_DuckDB(self.con), self.tally, ())
         self._cloudtrail: CloudTrailStage | None = None
-
-    @property
-    def rows(self) -> int:
-        return self.tally.rows
-
-    @property
-    def skipped_rows(self) -> int:
-        return self.tally.skipped_rows
-
-    @property
-    def skipped_by_column(self) -> dict[str, int]:
-        return self.tally.skipped_by_column
-
-    def __enter__(self) -> LogHeat:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     def close(self) -> None:
         self.con.close()

@@ -8,16 +8,21 @@ and serves ``/metrics`` on 127.0.0.1 (port 0: a free one) from a daemon thread;
 
 A process that exits between two scrapes loses what it counted since the last one: a
 short-lived process (``shardex reshard run``) gives ``final_scrape`` seconds, and
-``close`` then waits for one more scrape, if anything scrapes it at all, for at most
-twice the last interval between scrapes and never longer than ``final_scrape``.
+``close`` then waits, if anything scrapes it at all, for one more scrape to begin and its
+answer to be written out (a process that exits while the answer is on its way loses it
+as surely as one that exits before the scrape), for at most twice the last interval
+between scrapes plus 5 s (a busy scraper is late, a busy process slow to answer) and
+never longer than ``final_scrape``.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+import wsgiref.simple_server
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from shardex.errors import InvalidInput, MissingDependency
@@ -30,6 +35,7 @@ def _client() -> Any:
     try:
         import prometheus_client
         import prometheus_client.core
+        import prometheus_client.exposition
         import prometheus_client.registry
     except ImportError as exc:
         raise MissingDependency("prometheus-client", "metrics") from exc
@@ -37,28 +43,79 @@ def _client() -> Any:
 
 
 class Scrapes:
-    """When the last scrapes began (monotonic seconds); a waiter for the next one."""
+    """When the last scrapes began and which was last answered in full (monotonic
+    seconds); a waiter for the next one answered."""
+
+    _LATE = 5.0  # seconds a scrape may come late, or its answer take, past two intervals
 
     def __init__(self) -> None:
         self._times: deque[float] = deque(maxlen=2)
+        self._served = -math.inf  # when the last scrape answered in full began
         self._changed = threading.Condition()
 
-    def seen(self) -> None:
+    def seen(self) -> float:
+        """A scrape begins (before it reads any figure); returns its start for ``served``."""
         with self._changed:
-            self._times.append(time.monotonic())
+            began = time.monotonic()
+            self._times.append(began)
+            self._changed.notify_all()
+            return began
+
+    @property
+    def answered(self) -> float | None:
+        """When the last scrape answered in full began, or None before any."""
+        return None if self._served == -math.inf else self._served
+
+    def served(self, began: float) -> None:
+        """The scrape that began at ``began`` has its whole answer written out."""
+        with self._changed:
+            self._served = max(self._served, began)
             self._changed.notify_all()
 
     def wait_next(self, most: float) -> bool:
-        """Wait for a scrape to begin from now on: at most ``most`` seconds, or twice the
-        last interval between scrapes if shorter; none if nothing ever scraped. Returns
-        whether one began."""
+        """Wait for a scrape that begins from now on to be answered in full: at most
+        ``most`` seconds, or twice the last interval between scrapes plus 5 s if shorter;
+        none if nothing ever scraped. Returns whether one was."""
         with self._changed:
             if not self._times or most <= 0:
                 return False
             if len(self._times) == 2:
-                most = min(most, 2 * (self._times[1] - self._times[0]))
+                most = min(most, 2 * (self._times[1] - self._times[0]) + self._LATE)
             since = time.monotonic()
-            return self._changed.wait_for(lambda: self._times[-1] > since, timeout=most)
+            return self._changed.wait_for(lambda: self._served > since, timeout=most)
+
+
+class _Answer:
+    """A scrape's answer as the WSGI server writes it: tells ``Scrapes`` once written."""
+
+    def __init__(self, body: Iterable[bytes], scrapes: Scrapes, began: float) -> None:
+        self._body = iter(body)
+        self._scrapes = scrapes
+        self._began = began
+        self._whole = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._body)
+        except StopIteration:
+            self._whole = True  # the server wrote every part before asking for more
+            raise
+
+    def close(self) -> None:  # the server calls it once the answer is out, or failed
+        if self._whole:
+            self._scrapes.served(self._began)
+
+
+def _counted(app: Any, scrapes: Scrapes) -> Any:
+    """``app`` (a WSGI application) telling ``scrapes`` when each request begins and
+    when its answer has been written in full."""
+    def counted(environ: Any, start_response: Any) -> _Answer:
+        began = scrapes.seen()
+        return _Answer(app(environ, start_response), scrapes, began)
+    return counted
 
 
 class PrometheusCollector:
@@ -88,7 +145,6 @@ class PrometheusCollector:
         return made
 
     def collect(self) -> Iterator[Any]:
-        self.scrapes.seen()
         for family in self._recorder.snapshot():
             yield self._family(family)
 
@@ -128,6 +184,13 @@ class MetricsServer:
         self.close()
 
 
+class _Quiet(wsgiref.simple_server.WSGIRequestHandler):
+    """Answers without a line on stderr per request."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
 def serve_prometheus(recorder: MetricsRecorder, *, port: int = 0,
                      final_scrape: float = 0.0) -> MetricsServer:
     """Serve ``recorder``'s metrics at ``http://127.0.0.1:PORT/metrics`` (0: a free port).
@@ -145,6 +208,12 @@ def serve_prometheus(recorder: MetricsRecorder, *, port: int = 0,
     registry = client.registry.CollectorRegistry(auto_describe=False)
     collector = PrometheusCollector(recorder)
     registry.register(collector)
-    server, thread = client.start_http_server(port, addr="127.0.0.1", registry=registry)
+    exposition = client.exposition
+    server = wsgiref.simple_server.make_server(
+        "127.0.0.1", port, _counted(exposition.make_wsgi_app(registry), collector.scrapes),
+        exposition.ThreadingWSGIServer, handler_class=_Quiet)
+    thread = threading.Thread(target=server.serve_forever, name="shardex-metrics",
+                              daemon=True)
+    thread.start()
     return MetricsServer(server, thread, registry, scrapes=collector.scrapes,
                          final_scrape=final_scrape)

@@ -22,7 +22,6 @@ import csv
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -32,6 +31,7 @@ from shardex.heat.aggregate import (
     COLUMNS,
     FAULT_COLUMN,
     SPARK,
+    TalliedReader,
     Tally,
     major_kind,
     per_second,
@@ -75,7 +75,7 @@ def _local(path: str | Path) -> str:
     return unquote(urlparse(text).path) if text.startswith("file:") else text
 
 
-class SparkLogs:
+class SparkLogs(TalliedReader):
     """Per-key, per-second heat of heat sources, held by a Spark session (see the module).
 
     Counts as LogHeat does (``rows``, ``skipped_rows``, ``skipped_by_column``); its
@@ -95,30 +95,11 @@ class SparkLogs:
         self._n = 0
         self._shown: dict[str, str] = {}
 
-    def __enter__(self) -> SparkLogs:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
     def close(self) -> None:
         self.engine.close()
         if self._owner is not None:
             self._owner.stop()
             self._owner = None
-
-    @property
-    def rows(self) -> int:
-        return self.tally.rows
-
-    @property
-    def skipped_rows(self) -> int:
-        return self.tally.skipped_rows
-
-    @property
-    def skipped_by_column(self) -> dict[str, int]:
-        return self.tally.skipped_by_column
 
     # -- reading ------------------------------------------------------------------------
 
