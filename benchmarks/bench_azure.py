@@ -36,10 +36,10 @@ from azure.data.tables import UpdateMode
 from azure.data.tables.aio import TableClient
 
 from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.model.entries import StoredEntry, new_token
 from shardex.stores.azure import AzureTablesStore, codec, keys
 from shardex.stores.azure.admin import create_table, delete_table
 from shardex.stores.azure.client import TablesClient, connection_settings
-from shardex.stores.base import StoredEntry, new_token
 
 SHARDS = 8
 ROUTING = Routing(overrides={"PENDING": ShardPolicy(shards=SHARDS)})

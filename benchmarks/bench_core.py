@@ -42,9 +42,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import shardex
+from shardex.model.entries import Position, StoredEntry
 from shardex.scenarios.orders import DEMO_TABLE, OrdersLoad, new_table_outcome, run_demo
 from shardex.sim.clock import run_virtual
-from shardex.stores.base import Position, StoredEntry
 from shardex.stores.memory import MemoryStore
 
 

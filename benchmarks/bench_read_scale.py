@@ -38,9 +38,9 @@ from statistics import NormalDist
 from shardex import HedgePolicy, Routing, ShardedIndex, ShardPolicy
 from shardex.capacity import entry_bytes
 from shardex.hedging import Hedger
+from shardex.model.entries import StoredEntry
 from shardex.sim.clock import run_virtual
 from shardex.sim.latency import LatencyModel
-from shardex.stores.base import StoredEntry
 from shardex.stores.memory import MemoryStore
 
 PAD = "x" * 960

@@ -51,11 +51,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import os
 import statistics
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from operator import itemgetter
@@ -65,10 +67,11 @@ from typing import Any
 from latency_proxy import proxied
 from shardex import HedgePolicy, RetryPolicy, Routing, ShardedIndex, ShardPolicy
 from shardex.capacity import entry_bytes
+from shardex.fanout.merge import share
 from shardex.hedging import Hedger
+from shardex.model.entries import StoredEntry
 from shardex.sim.clock import run_virtual
 from shardex.sim.latency import LatencyModel
-from shardex.stores.base import StoredEntry
 from shardex.stores.dynamodb.codec import from_attributes
 from shardex.stores.memory import MemoryStore
 
@@ -112,10 +115,12 @@ def on_memory(latency_ms: float, entries: int, shards: int) -> dict[str, Outcome
                             latency_p99_ms=fixed)
         routing = Routing(overrides={"PENDING": ShardPolicy(shards=shards)})
         async with ShardedIndex(store, "reads", routing, hedge=None, seed=1) as index:
+            per_key: Counter[str] = Counter()
             for i in range(entries):
                 entry = StoredEntry(routing.shard_key("PENDING", f"o-{i:07d}"), f"{i:07d}",
                                     f"o-{i:07d}", {"pad": "x" * 960})
                 store._state("reads", entry.shard_key, 0.0).add(entry, entry_bytes(entry))
+                per_key[entry.shard_key] += 1
             keys = index.routing.read_keys("PENDING")
             loop = asyncio.get_running_loop()
 
@@ -158,14 +163,36 @@ def on_memory(latency_ms: float, entries: int, shards: int) -> dict[str, Outcome
                 took = loop.time() - began
                 units = store.stats("reads").totals.read_units
                 out[name] = Outcome(took, units, len(ids), ids == truth, ids == truth)
+            gather = out["gather and sort (baseline)"]
+            for limit in (PAGE, SMALL_PAGE):
+                extra = _first_page_round_trips(per_key, limit, store.capabilities.max_page)
+                out[f"  floor, pages of {limit:,}"] = dataclasses.replace(
+                    gather, seconds=gather.seconds + extra * latency_ms / 1000)
         return out
 
     return run_virtual(body())
 
 
+def _first_page_round_trips(per_key: Counter[str], limit: int, max_page: int) -> int:
+    """Round trips a listing in pages of ``limit`` waits for beyond the gather's, at least.
+
+    Its first page asks each shard only for its share of the page (``share``), so that a
+    caller who reads one page pays for one; each shard's rest then takes requests of at
+    most ``max_page`` one after another, as the gather's do. Whatever it reads ahead,
+    the listing is this many round trips behind (one whenever the share does not cover
+    what a shard's last store page would have been short of).
+    """
+    first = share(limit, len(per_key), max_page)
+    listed = max(1 + math.ceil(max(0, n - first) / max_page) for n in per_key.values())
+    gathered = max(math.ceil(n / max_page) for n in per_key.values())
+    return listed - gathered
+
+
 def print_memory(args: argparse.Namespace) -> None:
     print(f"memory:// (virtual time): {args.orders:,} entries of ~1 KB on {args.shards} shard "
-          f"keys, every request taking the latency given (plus 0.01 ms a KB)")
+          f"keys, every request taking the latency given (plus 0.01 ms a KB); \"floor\": "
+          f"the gather plus the round trips any listing whose first page reads only its "
+          f"share of each shard waits for beyond it")
     for latency in args.latency:
         rows = on_memory(latency, args.orders, args.shards)
         base = rows["gather and sort (baseline)"]

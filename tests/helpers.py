@@ -7,9 +7,9 @@ import random
 from shardex import ConditionFailed, Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
 from shardex.index import store_routing
+from shardex.model.entries import StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Turns
-from shardex.stores.base import StoredEntry
 
 PATIENT = RetryPolicy(attempts=50, base=0.01, cap=0.1, deadline=None)
 

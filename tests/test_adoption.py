@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from shardex import Routing, ShardPolicy
+from shardex.adopted import follow
 from shardex.adoption import Adoption, cutover_refusal, rollback_refusal
 from shardex.errors import InvalidInput, InvalidRouting
 from shardex.migrate import states
@@ -133,11 +134,11 @@ def test_a_gsi_store_without_sort_owner_follows_an_adoption() -> None:
                "region": "us-east-1"}
     store = DynamoDBStore("orders", **options)
     assert store.capabilities.writes_sort
-    store.follow_adoption(ADOPTION)
+    follow(store, ADOPTION)
     assert not store.capabilities.writes_sort
     assert store.key_attributes("PENDING#3", None, "o-1") == {"status_shard": "PENDING#3"}
     told = DynamoDBStore("orders", sort_owner="shardex", **options)
-    told.follow_adoption(ADOPTION)
+    follow(told, ADOPTION)
     assert told.capabilities.writes_sort
     from shardex.adopt import Adopter
 

@@ -12,9 +12,9 @@ from azure.core import exceptions as azure_errors
 from azure.data.tables import TableTransactionError
 
 import shardex
+from shardex.model.entries import StoredEntry
 from shardex.stores.azure import AzureTablesStore, codec
 from shardex.stores.azure.client import connection_settings, map_error
-from shardex.stores.base import StoredEntry
 
 AZURITE_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
                "K1SZFPTOtr/KBHBeksoGMGw==")

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from shardex import InvalidKey, NotFound, Routing, ShardedIndex, ShardPolicy
 from shardex.cli import cli, main
-from shardex.stores.base import StoredEntry
+from shardex.model.entries import StoredEntry
 from shardex.stores.cosmos import CosmosStore
 from tests import cosmos_server
 

@@ -14,7 +14,8 @@ import asyncio
 import pytest
 
 import shardex
-from shardex.stores.base import Store, StoredEntry
+from shardex.model.entries import StoredEntry
+from shardex.stores.base import Store
 
 # one partition's 40 RU/s taken by a few puts; latency of a nanosecond, so that the
 # instants a test sleeps to are the instants its requests land at

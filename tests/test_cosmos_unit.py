@@ -12,8 +12,8 @@ from azure.cosmos import exceptions as cosmos_errors
 
 import shardex
 from shardex.capacity import cosmos_read_units, cosmos_write_units
+from shardex.model.entries import Placement, StoredEntry
 from shardex.retry import RetryPolicy
-from shardex.stores.base import Placement, StoredEntry
 from shardex.stores.cosmos import CosmosStore, codec
 from shardex.stores.cosmos.client import connection_settings, map_error
 from shardex.stores.cosmos.store import _estimate

@@ -26,9 +26,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from shardex.errors import ConditionFailed
+from shardex.model.entries import Placement, StoredEntry
 from shardex.stores.azure import AzureTablesStore
 from shardex.stores.azure import keys as azure_keys
-from shardex.stores.base import Placement, Store, StoredEntry
+from shardex.stores.base import Store
 from shardex.stores.cosmos import CosmosStore
 from shardex.stores.cosmos import codec as cosmos_codec
 from tests import azurite, cosmos_server

@@ -16,7 +16,7 @@ import pytest
 
 import shardex
 from shardex import Routing, ShardedIndex, ShardPolicy
-from shardex.stores.base import StoredEntry
+from shardex.model.entries import StoredEntry
 from shardex.stores.dynamodb import DynamoDBStore
 from tests import dynamodb_local as local
 

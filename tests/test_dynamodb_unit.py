@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import shardex
-from shardex.stores.base import StoredEntry
+from shardex.model.entries import StoredEntry
 from shardex.stores.dynamodb import DynamoDBStore
 from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error
 from shardex.stores.dynamodb.codec import (

@@ -18,8 +18,8 @@ import pytest
 
 import shardex
 from shardex import ConditionFailed, OutcomeUnknown, Routing, ShardPolicy, Throttled, Unavailable
+from shardex.model.entries import NO_TOKEN, StoredEntry, new_token
 from shardex.retry import RetryPolicy
-from shardex.stores.base import NO_TOKEN, StoredEntry, new_token
 from shardex.stores.dynamodb import DynamoDBStore
 from shardex.stores.dynamodb.client import DynamoDBClient
 from tests import dynamodb_local as local

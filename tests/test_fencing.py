@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from shardex import ReshardRefused, Routing, ShardedIndex, ShardPolicy, Throttled
+from shardex.model.entries import Placement, StoredEntry
 from shardex.reshard import Resharder
 from shardex.retry import RetryPolicy
 from shardex.sim.clock import run_virtual
-from shardex.stores.base import Placement, StoredEntry
 from shardex.stores.memory import MemoryStore
 from shardex.stores.metered import Recorder
 

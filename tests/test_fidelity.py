@@ -23,10 +23,10 @@ from shardex.capacity import (
     throttle_reason,
 )
 from shardex.errors import InvalidInput, StoreError, Throttled
+from shardex.model.entries import StoredEntry
 from shardex.sim import profile
 from shardex.sim.clock import run_virtual
 from shardex.sim.table import TableLimit
-from shardex.stores.base import StoredEntry
 from shardex.stores.memory import MemoryStore
 from tests.test_memory_store import CLOCK, NS, entry
 

@@ -12,9 +12,9 @@ import shardex
 from shardex import HedgePolicy, RetryPolicy, Routing, ShardPolicy
 from shardex.errors import Throttled
 from shardex.index import store_routing
+from shardex.model.entries import Position, QueryPage
 from shardex.routing import begin_transition
 from shardex.sim.clock import run_virtual
-from shardex.stores.base import Position, QueryPage
 from shardex.stores.memory import MemoryStore
 
 

@@ -22,8 +22,9 @@ import shardex
 from shardex import MalformedItem, ShardedIndex
 from shardex.metrics.prometheus import PrometheusCollector
 from shardex.metrics.recorder import MetricsRecorder
+from shardex.model.entries import StoredEntry
 from shardex.sim.clock import run_virtual
-from shardex.stores.base import Store, StoredEntry
+from shardex.stores.base import Store
 from tests import azurite
 from tests import dynamodb_local as local
 

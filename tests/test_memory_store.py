@@ -26,9 +26,9 @@ from shardex.errors import (
     Unavailable,
 )
 from shardex.keys import is_reserved
+from shardex.model.entries import Placement, Position, StoredEntry
 from shardex.sim.clock import run_virtual
 from shardex.stores import open_store
-from shardex.stores.base import Placement, Position, StoredEntry
 from shardex.stores.memory import MemoryStore
 from shardex.stores.stats import StoreStats
 from shardex.stores.uri import StoreURI

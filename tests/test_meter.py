@@ -15,10 +15,11 @@ import pytest
 import shardex
 from shardex.errors import ConditionFailed, InvalidInput, Throttled, Unavailable
 from shardex.heat import HeatMeter, LatencyHistogram
+from shardex.heatmeter.meter import OTHER
 from shardex.keys import placement_key, record_key
+from shardex.model.entries import Placement, Position, Record, StoredEntry
 from shardex.sim.clock import run_virtual
-from shardex.stores.base import Capabilities, Placement, Position, Record, Store, StoredEntry
-from shardex.stores.heat import OTHER
+from shardex.stores.base import Capabilities, Store
 from shardex.stores.metered import Meter, Recorder, Usage, split_units
 from shardex.stores.uri import StoreURI
 

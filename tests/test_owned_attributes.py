@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 
 from shardex import Entry, InvalidInput, Routing, ShardedIndex, ShardPolicy, Store
 from shardex.adopt import Adopter
+from shardex.model.entries import StoredEntry
 from shardex.reshard import Resharder
 from shardex.stores.azure.codec import entry_from_row, entry_rows
-from shardex.stores.base import StoredEntry
 from shardex.stores.dynamodb import DynamoDBStore
 from shardex.stores.dynamodb.client import DynamoDBClient
 from shardex.stores.uri import StoreURI

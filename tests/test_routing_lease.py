@@ -14,9 +14,9 @@ import pytest
 import shardex
 from shardex import Routing, RoutingStale, ShardPolicy, Unavailable
 from shardex.index import store_routing
+from shardex.model.entries import Record
 from shardex.routing import begin_transition
 from shardex.sim.clock import run_virtual
-from shardex.stores.base import Record
 from shardex.stores.memory import MemoryStore
 from shardex.stores.metered import Recorder
 

@@ -23,10 +23,10 @@ from click.testing import CliRunner
 import shardex
 from shardex.cli import cli, main
 from shardex.errors import InvalidInput, Unavailable
+from shardex.heatmeter.meter import HeatMeter
 from shardex.metrics import MetricsRecorder
 from shardex.metrics.prometheus import serve_prometheus
 from shardex.scenarios.traffic import orders_traffic
-from shardex.stores.heat import HeatMeter
 from shardex.web import Feed, HeatServer, MeterFeed, PrometheusFeed, RoutingWatch
 from shardex.web.promql import label_matchers
 from shardex.web.server import host_allowed

@@ -21,9 +21,9 @@ from shardex.capacity import (
     write_units,
 )
 from shardex.errors import InvalidInput, Throttled
+from shardex.model.entries import StoredEntry
 from shardex.sim import LatencyModel, TokenBucket, profile
 from shardex.sim.clock import run_virtual
-from shardex.stores.base import StoredEntry
 from shardex.stores.memory import MemoryStore
 from shardex.stores.stats import StoreStats
 from tests.test_memory_store import CLOCK, NS, entry, read_all, store

@@ -14,16 +14,16 @@ from typing import Any, TypeVar
 import pytest
 
 from shardex.errors import CapabilityMissing, ConditionFailed, InvalidInput, Throttled
-from shardex.stores import BACKENDS as REGISTRY
-from shardex.stores.base import (
+from shardex.model.entries import (
     HISTORY_LENGTH,
     NO_TOKEN,
     Placement,
     Position,
-    Store,
     StoredEntry,
     is_token,
 )
+from shardex.stores import BACKENDS as REGISTRY
+from shardex.stores.base import Store
 from shardex.stores.metered import Usage
 from tests.conftest import BACKENDS, Backend
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from shardex import CapabilityMissing, Routing, ShardedIndex, ShardPolicy
+from shardex.model.entries import Placement, StoredEntry
 from shardex.reshard import Resharder
 from shardex.sim.clock import run_virtual
-from shardex.stores.base import Placement, StoredEntry
 from shardex.stores.memory import MemoryStore
 from shardex.write import void
 

@@ -11,10 +11,10 @@ import pytest
 
 from shardex import CapabilityMissing, Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
+from shardex.model.entries import Placement, StoredEntry
 from shardex.reshard import Resharder
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.sim.clock import run_virtual
-from shardex.stores.base import Placement, StoredEntry
 from shardex.stores.memory import MemoryStore
 from shardex.write import truth
 from tests.test_reshard import (

@@ -10,7 +10,7 @@ import shardex
 from shardex import HedgePolicy, Routing, ShardPolicy
 from shardex.capacity import entry_bytes
 from shardex.hedging import Hedger
-from shardex.stores.base import StoredEntry
+from shardex.model.entries import StoredEntry
 from tests.test_index_reads import WatchedStore
 
 

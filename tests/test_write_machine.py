@@ -25,8 +25,8 @@ from shardex import (
     Throttled,
     Unavailable,
 )
+from shardex.model.entries import Placement, StoredEntry, history_after
 from shardex.retry import RetryPolicy
-from shardex.stores.entries import Placement, StoredEntry, history_after
 from shardex.write import Delete, Job, Move, Put, WriteMachine, in_place
 from shardex.write.decide import value_of
 from shardex.write.steps import (

@@ -22,9 +22,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import shardex
 from shardex import ConditionFailed, OutcomeUnknown, Routing, ShardPolicy, Throttled, Unavailable
+from shardex.model.entries import HISTORY_LENGTH, NO_TOKEN, Placement, StoredEntry, new_token
 from shardex.retry import RetryPolicy
 from shardex.sim.clock import VirtualTimeLoop, run_virtual
-from shardex.stores.base import HISTORY_LENGTH, NO_TOKEN, Placement, StoredEntry, new_token
 from shardex.stores.memory import MemoryStore
 from shardex.stores.memory.state import AppliedWrite
 from shardex.stores.metered import Recorder

@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from shardex.errors import InvalidCursor, InvalidInput, InvalidKey
 from shardex.keys import validate_item_id
-from shardex.stores.entries import Position
+from shardex.model.entries import Position
 
 __all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec", "MAX_CURSOR_CHARS",
            "MAX_CURSOR_SORT_BYTES"]

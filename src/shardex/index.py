@@ -37,6 +37,7 @@ from typing import Any, Literal, TypeVar
 from shardex.admission import AdaptiveRate, Admission, AdmissionPolicy, Priority
 from shardex.admission.adaptive import gates, send_rates
 from shardex.admission.policy import PRIORITIES
+from shardex.adopted import follow as follow_adoption
 from shardex.capacity import Ceiling, entry_bytes, write_units
 from shardex.clock import Clock, LoopClock
 from shardex.cursor import CursorCodec
@@ -48,21 +49,22 @@ from shardex.errors import (
     Unavailable,
 )
 from shardex.fanout import FanOut
+from shardex.heatmeter.meter import HeatMeter
+from shardex.heatmeter.view import HotView
 from shardex.hedging import HedgePolicy
 from shardex.keys import (
     validate_item_id,
     validate_sort,
     validate_value,
 )
+from shardex.model.entries import StoredEntry, is_token, new_token
+from shardex.model.values import ValueRules, check_attrs
 from shardex.reads import Entry, IndexReads, Page
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
 from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
 from shardex.stores import open_store
-from shardex.stores.base import Malformed, Store, StoredEntry, check_malformed, is_token, new_token
-from shardex.stores.heat import HeatMeter
-from shardex.stores.heatview import HotView
-from shardex.stores.values import ValueRules, check_attrs
+from shardex.stores.base import Malformed, Store, check_malformed
 from shardex.tierreads import CrossReads, TierReads
 from shardex.tiers import TierStores
 from shardex.write import Delete, Job, Move, Put, Relocate, WriteEngine, WriteRequest
@@ -252,7 +254,7 @@ class ShardedIndex(IndexReads):
             routing = await self._record.load(check_given=True)
             self._tiers.check(routing)
             if routing.adoption is not None:
-                self._store.follow_adoption(routing.adoption)
+                follow_adoption(self._store, routing.adoption)
         except BaseException:
             for close in reversed(opened):
                 await close()
@@ -372,7 +374,7 @@ class ShardedIndex(IndexReads):
                                    "event loop the index runs on") from exc
             routing = self._record.check_fresh(self._loop.time())
         if routing.adoption is not None:
-            self._store.follow_adoption(routing.adoption)
+            follow_adoption(self._store, routing.adoption)
         shard_key = self._fresh_key(routing, value, item_id)
         return self._store.key_attributes(shard_key, sort, item_id)
 

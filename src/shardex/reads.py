@@ -6,7 +6,7 @@ the lease of the routing it started from checks that the stored routing moved at
 one step meanwhile (``shardex.reshard`` explains why one step is safe): a page or count
 is read again otherwise, a scan raises RoutingStale. While the routing records an
 adoption that reads the application's old index (``shardex.adoption``), a value is read
-from that index instead, through the read-only store ``Store.adopted_source`` gives.
+from that index instead, through the read-only store ``shardex.adopted.source_store`` gives.
 ``IndexReads`` is the base class ``ShardedIndex`` inherits these from.
 """
 
@@ -19,16 +19,18 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from shardex.admission import Priority
+from shardex.adopted import source_store
 from shardex.clock import Clock
 from shardex.cursor import Cursor, CursorCodec
 from shardex.errors import InvalidInput, RoutingStale
 from shardex.fanout import FanOut
 from shardex.hedging import HedgePolicy
 from shardex.keys import parse_shard_key, validate_item_id, validate_value
+from shardex.model.entries import StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
 from shardex.routing_record import RoutingRecord
-from shardex.stores.base import Malformed, Store, StoredEntry
+from shardex.stores.base import Malformed, Store
 from shardex.stores.metered import Skipped, collect_skipped
 from shardex.tierreads import TierReads
 from shardex.tiers import TierStores
@@ -114,7 +116,7 @@ class IndexReads:
         async with self._sources_lock:
             found = self._sources.get(where)
             if found is None:
-                source = self._store.adopted_source(adoption)
+                source = source_store(self._store, adoption)
                 await source.open()
                 found = self._sources[where] = (source, FanOut(
                     source, self.name, retry=self._retry, hedge=self._hedge,

@@ -48,9 +48,10 @@ from shardex.errors import (
     RoutingStale,
     ShardexError,
 )
+from shardex.model.entries import new_token
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
-from shardex.stores.base import Store, new_token
+from shardex.stores.base import Store
 
 __all__ = ["DEFAULT_LEASE", "ROUTING_RECORD", "RoutingRecord"]
 

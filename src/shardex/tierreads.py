@@ -18,9 +18,10 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from shardex.clock import Clock
 from shardex.fanout import FanOut
 from shardex.keys import parse_shard_key
+from shardex.model.entries import Placement, Position, StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
-from shardex.stores.base import Placement, Position, Store, StoredEntry
+from shardex.stores.base import Store
 from shardex.tiers import TierStores
 from shardex.write import arbitrated, holder, truth
 

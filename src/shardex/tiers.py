@@ -31,9 +31,10 @@ from shardex.errors import (
     InvalidRouting,
     ShardexError,
 )
+from shardex.model.entries import Placement
 from shardex.routing import Routing, check_tier_name
 from shardex.stores import open_store
-from shardex.stores.base import Placement, Store
+from shardex.stores.base import Store
 from shardex.write.topology import Topology, crossing
 
 Retrying = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]

@@ -113,10 +113,10 @@ def _source(feed: Any) -> str:
 
 def _demo(rate: float, ceiling: str, stop: threading.Event) -> tuple[Any, threading.Thread]:
     """An unsharded orders index on memory:// with its traffic in a thread of its own."""
+    from shardex.heatmeter.meter import HeatMeter
     from shardex.index import ShardedIndex
     from shardex.scenarios.traffic import orders_traffic
     from shardex.stores import open_store
-    from shardex.stores.heat import HeatMeter
     from shardex.web import MeterFeed
 
     store = open_store("memory://?seed=1")

@@ -4,7 +4,7 @@
 - ``spacesaving``: ``SpaceSaving``, the heaviest keys of an unbounded stream with
   error bounds.
 
-Both the live heat meter (``shardex.stores.heat``) and the log readers
+Both the live heat meter (``shardex.heatmeter.meter``) and the log readers
 (``shardex.heat``) count with them.
 """
 

@@ -26,18 +26,24 @@ resurrects this process's own writes; writes of other processes may show up to
 ``CONTINUATION_TTL`` seconds late (the staleness a DynamoDB GSI allows anyway).
 
 **A listing the caller continues reads ahead.** From its second page on, a shard asks
-for its next request (four times its last) before the merge runs it dry, so it lands
-while the caller consumes what is there: for a caller slower than the store, once the
-shard holds less than a quarter of its last request or than a page may take from it;
+for its next request before the merge runs it dry, so it lands while the caller consumes
+what is there: for a caller slower than the store, once the shard holds less than a
+quarter of its last request or than a page may take from it, asking four times its last;
 for a caller that comes back sooner than a request takes, as soon as it holds less than
-its last request, so every shard keeps a request in flight and their round trips
-overlap as a gather's do (``listing.reads_ahead``). What a listing holds stays bounded:
-about four times what a slow caller consumed plus a page, at most two requests a shard
-(two store pages), and ``listing.MAX_KEPT_ENTRIES`` in all. A first page never reads
-ahead, so a caller who wants only that page pays for that page. Why, by measurement
-(``benchmarks/bench_reads.py --latency``): at 20 ms a request, a listing in pages of
-1,000 that refilled each shard when it ran dry waited for one round trip after another,
-1.9x the time of a gather that reads every shard at once, and in pages of 100, 5.7x.
+its last request, asking for what the caller takes from it in two round trips
+(``listing.ahead_size``: the store's page for a caller that comes straight back), so
+every shard keeps a request in flight and their round trips overlap as a gather's do. A
+page that must wait for a shard sends every request that reads ahead at that moment
+too, not after its wait. What a listing holds stays bounded: about four times what a
+slow caller consumed plus a page, at most two requests a shard (two store pages), and
+``listing.MAX_KEPT_ENTRIES`` in all. A first page never reads ahead, so a caller who
+wants only that page pays for that page; that costs a full listing one round trip
+beyond a gather's when a shard's share does not cover what the gather's last request
+of it was short of. Why, by measurement (``benchmarks/bench_reads.py --latency``, 1,250
+entries a shard): at 20 ms a request, a listing in pages of 1,000 that refilled each
+shard when it ran dry waited for one round trip after another, 1.9x the time of a
+gather that reads every shard at once, and in pages of 100, 5.7x; growing four-fold
+from the first page's share, 1.38x and 2.15x; now 1.38x for both, that one round trip.
 
 **While a reshard moves entries** from one layout's keys to another's, a listing reads
 its shards in two phases (``first``, the keys entries move away from, then ``keys``, the
@@ -75,8 +81,16 @@ between its pages or while a page's requests are in flight:
 
 A second phase asks for what it likely finds up to the bound (``merge.sized``, learnt
 from what it found before beside the first phase's count), so reading past the bound
-wastes few units; the first phase reads ahead as an eager caller's shards do, so it
-stays ahead of the second.
+wastes few units. The first phase reads one request further than an eager caller's
+shards do (``listing.reads_ahead``), and a second phase asks once the first's requests
+sent together have landed, as far as they read (``_read_ahead``): the second trails the
+first by one round trip, which is the order's price. So a full union listing waits
+for the first phase's round trips (fewer keys, more entries each, than the larger
+layout's), one of the second's after the first page's (a first page reads no further)
+and one after the first phase's last: ``benchmarks/bench_union.py`` prints that floor
+beside what a listing takes (2.00x a stable listing of the larger layout at 2,000 and
+20,000 entries, 4 -> 16 keys, pages of 1,000; 2.5x and 3.0x before, when the first
+phase read one request at a time and the second asked at each of its landings).
 """
 
 from __future__ import annotations
@@ -90,7 +104,13 @@ from typing import Any, TypeVar
 from shardex.admission import AdaptiveGate
 from shardex.clock import Clock
 from shardex.errors import IncompleteRead
-from shardex.fanout.listing import CONTINUATION_TTL, Continuations, Listing, reads_ahead
+from shardex.fanout.listing import (
+    CONTINUATION_TTL,
+    Continuations,
+    Listing,
+    ahead_size,
+    reads_ahead,
+)
 from shardex.fanout.merge import (
     EVERYTHING,
     Reach,
@@ -103,8 +123,9 @@ from shardex.fanout.merge import (
     within,
 )
 from shardex.hedging import Copy, HedgePolicy, Hedger, call_hedged
+from shardex.model.entries import Position, QueryPage, StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
-from shardex.stores.base import Malformed, Position, QueryPage, Store, StoredEntry
+from shardex.stores.base import Malformed, Store
 from shardex.stores.metered import FanOutRead, Hedge, HedgeOutcome, detached
 
 __all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]
@@ -257,9 +278,11 @@ class FanOut:
         been read when the request was sent: what the request returns beyond it is
         forgotten, and read again later (the module's safety argument).
         """
+        if listing.ahead:
+            stream.page_size = ahead_size(stream, listing, self._max_page)
         key, after, size, generation = stream.key, stream.after, stream.page_size, \
             stream.generation
-        reading, listings = self._reading, self._listings
+        reading, listings, clock = self._reading, self._listings, self._clock
         beside = 0
         if bound[0]:
             assert bound[1] is not None
@@ -269,6 +292,7 @@ class FanOut:
         async def read() -> None:
             # the bookkeeping of a landing is here, not in a done callback: one loop
             # callback fewer on every request
+            sent = clock.now()
             try:
                 page = await self._query(key, after, descending, size)
             except asyncio.CancelledError:
@@ -284,6 +308,7 @@ class FanOut:
             if stream.generation != generation:
                 return  # restarted meanwhile: this page is of what was read before
             stream.pending = None
+            listing.latency = clock.now() - sent
             held = len(stream.buffer)
             stream.accept(page, self._max_page)
             if bound[0]:
@@ -297,9 +322,9 @@ class FanOut:
             if listing.ahead:
                 # a landing of the first phase lets the second read further
                 self._read_ahead(listing, descending, [*listing.streams[listing.lead:], stream]
-                                 if listing.lead and not stream.then else [stream])
+                                 if listing.lead and not stream.then else [stream], sent)
 
-        stream.asked, stream.failed = size, None
+        stream.asked, stream.failed, stream.sent = size, None, clock.now()
         # a request read ahead serves a later page: what it skips is not this call's
         task = asyncio.get_running_loop().create_task(read(), context=detached()) if ahead \
             else asyncio.ensure_future(read())
@@ -307,28 +332,32 @@ class FanOut:
         reading.add(task)
 
     def _read_ahead(self, listing: Listing, descending: bool,
-                    streams: Sequence[ShardStream]) -> None:
-        """Send the next request of each of ``streams`` that reads ahead now (``reads_ahead``);
-        a stream of the second phase only up to how far the first has been read."""
-        held = reach(listing.streams[:listing.lead], descending) if listing.lead \
-            else EVERYTHING
+                    streams: Sequence[ShardStream], since: float | None = None) -> None:
+        """Send the next request of each of ``streams`` that reads ahead now (``reads_ahead``).
+
+        A stream of the second phase reads only up to how far the first has been read,
+        and not while a request of the first sent at or before ``since`` (by default,
+        now) is in flight: that one lands sooner than a request sent now would, and moves
+        the bound, so the second phase asks once, as far as the first's requests sent
+        together read, not one round trip for each of their landings.
+        """
+        lead = listing.streams[:listing.lead]
+        held = reach(lead, descending) if lead else EVERYTHING
+        cut = (self._clock.now() if since is None else since) + listing.latency / 4
+        trailing = any(s.pending is not None and s.sent <= cut for s in lead)
         for stream in streams:
-            if reads_ahead(stream, listing) and ahead_of(stream, held, descending) \
-                    and self._listings.room():
+            if stream.then and (trailing or not ahead_of(stream, held, descending)):
+                continue
+            if reads_ahead(stream, listing) and self._listings.room():
                 self._fetch(stream, descending, listing, ahead=True,
                             bound=held if stream.then else EVERYTHING)
 
     async def _landing(self, value: str, listing: Listing,
                        waiting: Sequence[ShardStream]) -> None:
-        """Wait for the requests of ``waiting``; raise IncompleteRead if one failed for good.
-
-        The wait is the listing's latency: what a page waits when the caller outruns it.
-        """
+        """Wait for the requests of ``waiting``; raise IncompleteRead if one failed for good."""
         tasks = [s.pending for s in waiting if s.pending is not None]
         if tasks:
-            began = self._clock.now()
             await asyncio.wait(tasks)
-            listing.latency = self._clock.now() - began
         failed: dict[str, BaseException] = {}
         for stream in waiting:
             if stream.failed is not None:
@@ -370,7 +399,8 @@ class FanOut:
         else:
             # the caller continues: its shards read ahead from now on, eagerly if it came
             # back sooner than a request takes
-            listing.ahead, listing.eager = True, now - listing.made < listing.latency
+            listing.interval = now - listing.made
+            listing.ahead, listing.eager = True, listing.interval < listing.latency
         listing.low = shares[1]
         streams = listing.streams
         out: list[StoredEntry] = []
@@ -381,6 +411,8 @@ class FanOut:
                     # One round trip for every shard this page will likely use up, not one
                     # after another as each runs dry.
                     self._refill(listing, descending, limit - len(out))
+                    if listing.ahead:  # and whatever reads ahead now, not after the wait
+                        self._read_ahead(listing, descending, streams)
                     await self._landing(value, listing, waiting)
                     continue
                 live = [s for s in streams if s.buffer]

@@ -13,15 +13,17 @@ Pure bookkeeping and decisions; ``shardex.fanout`` sends the requests.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from shardex.fanout.merge import GROWTH, ShardStream
-from shardex.stores.base import Position
+from shardex.model.entries import Position
 from shardex.stores.metered import Usage
 
-__all__ = ["CONTINUATION_TTL", "Continuations", "Listing", "Phases", "Where", "reads_ahead"]
+__all__ = ["CONTINUATION_TTL", "Continuations", "Listing", "Phases", "Where", "ahead_size",
+           "reads_ahead"]
 
 CONTINUATION_TTL = 5.0
 MAX_CONTINUATIONS = 64
@@ -41,9 +43,9 @@ class Listing:
     one stream for each key of the first phase, then one for each of the second (a key
     in both has two), and ``lead`` says how many are of the first.
     ``ahead``: the caller continued it, so its shards read ahead; ``eager``: the caller
-    came back for its last page sooner than a request takes (``latency``: how long its
-    pages last waited for their requests); ``low``: what its last page asked each shard
-    for. ``kept``: entries
+    came back for its last page (``interval`` after the one before) sooner than a request
+    takes (``latency``: how long its last request took, sent to landed); ``low``: what
+    its last page asked each shard for. ``kept``: entries
     buffered while it waits for its next page (counted against ``MAX_KEPT_ENTRIES``);
     ``made``: when it was kept; ``written``: shard keys this process wrote since.
     """
@@ -54,6 +56,7 @@ class Listing:
     eager: bool = False
     low: int = 1
     latency: float = 0.0
+    interval: float = 0.0
     made: float = 0.0
     kept: int = 0
     waiting: bool = False
@@ -77,13 +80,38 @@ def reads_ahead(stream: ShardStream, listing: Listing) -> bool:
     faster than the store, as soon as it holds less than its last request: every shard
     keeps a request in flight, so their round trips overlap as a gather's do, instead of
     each costing the caller a wait of its own; a shard then holds at most two requests.
+    A stream of a listing's first phase (``listing.lead``) reads on while it holds less
+    than two of its requests, whatever the caller: the second phase reads a position
+    only after the first has, so the first stays a request ahead (three at most held).
     """
     if stream.exhausted or stream.pending is not None or stream.failed is not None:
         return False
     held = len(stream.buffer)
-    # a first phase reads on as if eager: how far it has read bounds the second phase
-    eager = listing.eager or (listing.lead > 0 and not stream.then)
-    return held < stream.asked if eager else held < max(listing.low, stream.asked // GROWTH)
+    if listing.lead > 0 and not stream.then:
+        # a first phase reads one request further than an eager caller's shard: how far
+        # it has read bounds the second phase, which asks only once it has landed
+        return held < 2 * stream.asked
+    if listing.eager:
+        return held < stream.asked
+    return held < max(listing.low, stream.asked // GROWTH)
+
+
+def ahead_size(stream: ShardStream, listing: Listing, max_page: int) -> int:
+    """What ``stream``'s next request asks for, in a listing its caller continues.
+
+    For a caller slower than the store, four times its last (``stream.page_size``). For
+    a caller faster than the store, what the caller takes from the shard while one
+    request is in flight, twice over, so that the next request is sent before the
+    shard runs dry and the caller never waits for two round trips in a row: about
+    ``latency / interval`` pages of ``low`` entries (up to the store's page; all of it
+    for a caller that comes straight back). Growing four-fold instead, a shard of 1,250
+    entries read in pages of 100 took 17, 68, 272 and 1,000 entries: five round trips
+    one after another where a gather takes two.
+    """
+    if not listing.eager:
+        return stream.page_size
+    pages = listing.latency / max(listing.interval, listing.latency / max_page, 1e-9)
+    return min(max_page, max(stream.page_size, math.ceil(2 * pages * listing.low)))
 
 
 class Continuations:

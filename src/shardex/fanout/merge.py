@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import math
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 
-from shardex.stores.base import Position, QueryPage, StoredEntry
+from shardex.model.entries import Position, QueryPage, StoredEntry
 
 __all__ = ["EVERYTHING", "GROWTH", "Reach", "ShardStream", "ahead_of", "merge_safe", "reach",
            "share", "sized", "within"]
@@ -22,7 +23,7 @@ __all__ = ["EVERYTHING", "GROWTH", "Reach", "ShardStream", "ahead_of", "merge_sa
 _MIN_FIRST_PAGE = 4
 _SHORT = 0.003  # how often a page may need a second round trip to some shard
 GROWTH = 4  # each further request of a shard asks this many times its last
-_MARGIN = 3.0  # a second phase's request asks this much more than it likely finds
+_SPREAD = 3.0  # a second phase's request asks this many standard deviations over its count
 
 
 class _Asc:
@@ -55,7 +56,8 @@ class ShardStream:
     one when nobody waited for it (a read ahead), so that a page needing the shard asks
     again. ``generation`` grows on ``restart``: a request sent before it is not accepted.
     ``then``: the stream is of a listing's second phase (``shardex.fanout.page``);
-    ``got`` entries it returned where the first phase had read ``beside`` (``sized``).
+    ``got`` entries it returned where the first phase had read ``beside`` (``sized``);
+    ``sent``: when the request in flight was sent.
     """
 
     key: str
@@ -70,6 +72,7 @@ class ShardStream:
     then: bool = False
     got: int = 0
     beside: int = 0
+    sent: float = 0.0
 
     def accept(self, page: QueryPage, max_page: int) -> None:
         self.buffer.extend(page.entries)
@@ -168,13 +171,16 @@ def sized(stream: ShardStream, beside: int) -> int:
 
     What it returns beyond the first phase is forgotten, so it asks for what it
     returned where the first phase had read as much before (its ``got`` per
-    ``beside``), with a margin, never more than its ``page_size``: reading the
-    listing costs about the units of reading each entry once.
+    ``beside``), with a margin of three standard deviations, never more than its
+    ``page_size``: reading the listing costs about the units of reading each entry once.
     """
     if not stream.beside:
         return stream.page_size
     expect = beside * stream.got / stream.beside
-    return max(_MIN_FIRST_PAGE, min(stream.page_size, int(expect * _MARGIN) + 1))
+    # the count is about Poisson: the mean and three standard deviations (at 3x the mean,
+    # the forgotten reads beyond the bound cost a union listing 1.4x a stable one's units)
+    wanted = int(expect + _SPREAD * math.sqrt(expect)) + 1
+    return max(_MIN_FIRST_PAGE, min(stream.page_size, wanted))
 
 
 def merge_safe(live: list[ShardStream], out: list[StoredEntry], limit: int,

@@ -1,7 +1,7 @@
 """Heat: which keys carry the load, how close they come to a partition's ceiling, and why.
 
 - ``HeatMeter`` counts a live store's traffic per shard key and logical key, in windows
-  (it lives with the stores, ``shardex.stores.heat``, as ``index.heat()`` reads it);
+  (it lives below the index, ``shardex.heatmeter``, as ``index.heat()`` reads it);
 - ``SpaceSaving`` finds the heaviest keys of an unbounded stream with error bounds;
 - ``diagnose`` reads heat sources exactly with DuckDB: access logs (CSV, JSON Lines,
   Parquet), CloudTrail DynamoDB data events, Contributor Insights reports, all by the
@@ -20,8 +20,8 @@ from shardex.counters.spacesaving import Counted, SpaceSaving
 from shardex.heat.classify import Classification, Thresholds, classify
 from shardex.heat.profile import HeatProfile, KeyHeat
 from shardex.heat.report import Diagnosis, Recommendation, diagnose, diagnose_stream
-from shardex.stores.heat import HeatMeter
-from shardex.stores.heatview import HeatSnapshot, HotKey, HotView, KeyMeter
+from shardex.heatmeter.meter import HeatMeter
+from shardex.heatmeter.view import HeatSnapshot, HotKey, HotView, KeyMeter
 
 __all__ = [
     "Classification",

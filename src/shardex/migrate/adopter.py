@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
+from shardex.adopted import source_store
 from shardex.adoption import (
     Adoption,
     adoption_ready_at,
@@ -187,8 +188,11 @@ class Adopter(MigrationRunner):
     def _records(self, adoption: Adoption) -> Segments:
         return Segments(self.store, self.name, adoption.id, clock=self._clock, rng=self._rng)
 
-    async def _store(self, routing: Routing) -> bool:
-        return await self.store_next(routing)
+    async def _advance(self, routing: Routing, adoption: Adoption) -> Routing | None:
+        """Store ``routing`` with ``adoption`` at the next version (None: another process
+        stored one first)."""
+        new = replace(routing, version=routing.version + 1, adoption=adoption)
+        return new if await self.store_next(new) else None
 
     async def _adoption(self, *states: str) -> tuple[Routing, Adoption]:
         routing = await self.routing()
@@ -291,7 +295,7 @@ class Adopter(MigrationRunner):
         new = Routing(default=current.default, overrides={**current.overrides, **sets},
                       version=current.version + 1, adoption=adoption)
         await self._records(adoption).cleanup()
-        if not await self._store(new):
+        if not await self.store_next(new):
             raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
                                  "adoption was being started; nothing was started: run "
                                  "'shardex adopt status'")
@@ -370,7 +374,7 @@ class Adopter(MigrationRunner):
         segments = [s for s, _ in (await self._records(adoption).all()).values()]
         values = sorted(set(adoption.values) | set(routing.overrides)
                         | {v for s in segments for v in s.values})
-        source = self.store.adopted_source(adoption)
+        source = source_store(self.store, adoption)
         # an index table reads strongly consistently: a gap found twice is one
         truth = self._tools(adoption.attribute).item if adoption.kind == "gsi" else None
         await source.open()
@@ -386,9 +390,7 @@ class Adopter(MigrationRunner):
             if latest.adoption is None or latest.adoption.id != adoption.id:
                 raise ReshardRefused(f"index {self.name!r}: the adoption changed while it "
                                      "was being verified; nothing was recorded")
-            recorded = replace(latest, version=latest.version + 1,
-                               adoption=replace(latest.adoption, parity=report))
-            if await self._store(recorded):
+            if await self._advance(latest, replace(latest.adoption, parity=report)):
                 return report
 
     async def cutover(self, *, max_age: float | None = None) -> Routing:
@@ -401,9 +403,7 @@ class Adopter(MigrationRunner):
                                       max_age=self.max_age if max_age is None else max_age)
             if refusal is not None:
                 raise ReshardRefused(f"index {self.name!r}: cutover refused: {refusal.why}")
-            new = replace(routing, version=routing.version + 1,
-                          adoption=adoption.to("read-new", now))
-            if await self._store(new):
+            if (new := await self._advance(routing, adoption.to("read-new", now))) is not None:
                 return new
 
     async def complete(self, *, retain: float | None = None, drop: bool = False) -> Routing:
@@ -423,35 +423,35 @@ class Adopter(MigrationRunner):
                               retire_after=self._clock.wall() + window
                               if adoption.retire_after is None or retain is not None
                               else adoption.retire_after)
-            await self._store(replace(routing, version=routing.version + 1, adoption=changed))
+            await self._advance(routing, changed)
             routing, adoption = await self._adoption("read-new", "complete")
         if adoption.state == "read-new":
             if adoption.retire_after is not None and self._clock.wall() < adoption.retire_after:
                 return routing
             await self.wait_until(adoption_ready_at(adoption, self.lease), self._say,
                                   f"no reader to read {adoption.source!r}")
-            await self._store(replace(routing, version=routing.version + 1,
-                                      adoption=adoption.to("complete", self._clock.wall())))
+            await self._advance(routing, adoption.to("complete", self._clock.wall()))
             routing, adoption = await self._adoption("complete")
-        if (adoption.drop_source or drop) and not adoption.dropped and adoption.kind == "table":
-            self._say(f"dropping the old index table {adoption.source!r}")
-            await self._table_tools(adoption).drop(clock=self._clock, within=self._within)
-            await self._store(replace(routing, version=routing.version + 1, adoption=replace(
-                adoption, drop_source=True, dropped=True)))
-            return await self.routing()
         if (adoption.drop_source or drop) and not adoption.dropped:
-            tools = self._tools(adoption.attribute)
-            table = await tools.describe()
-            if any(i["IndexName"] == adoption.source
-                   for i in table.get("GlobalSecondaryIndexes") or []):
-                self._say(f"dropping the old GSI {adoption.source!r}")
-                await tools.drop(adoption.source)
-            await tools.wait_index(adoption.source, clock=self._clock, within=self._within,
-                                   progress=self._say, gone=True)
-            await self._store(replace(routing, version=routing.version + 1, adoption=replace(
-                adoption, drop_source=True, dropped=True)))
+            await self._drop(adoption)
+            await self._advance(routing, replace(adoption, drop_source=True, dropped=True))
             routing = await self.routing()
         return routing
+
+    async def _drop(self, adoption: Adoption) -> None:
+        """Delete the old index (a table, or a GSI of the base table) and wait until gone."""
+        if adoption.kind == "table":
+            self._say(f"dropping the old index table {adoption.source!r}")
+            await self._table_tools(adoption).drop(clock=self._clock, within=self._within)
+            return
+        tools = self._tools(adoption.attribute)
+        table = await tools.describe()
+        if any(i["IndexName"] == adoption.source
+               for i in table.get("GlobalSecondaryIndexes") or []):
+            self._say(f"dropping the old GSI {adoption.source!r}")
+            await tools.drop(adoption.source)
+        await tools.wait_index(adoption.source, clock=self._clock, within=self._within,
+                               progress=self._say, gone=True)
 
     async def rollback(self) -> Routing:
         """Send readers back to the old GSI (the shard attributes stay: harmless)."""
@@ -461,9 +461,9 @@ class Adopter(MigrationRunner):
             if refusal is not None or routing.adoption is None:
                 why = refusal.why if refusal is not None else "no adoption"
                 raise ReshardRefused(f"index {self.name!r}: rollback refused: {why}")
-            new = replace(routing, version=routing.version + 1,
-                          adoption=routing.adoption.to("rolled-back", self._clock.wall()))
-            if await self._store(new):
+            new = await self._advance(routing, routing.adoption.to("rolled-back",
+                                                                   self._clock.wall()))
+            if new is not None:
                 return new
 
     async def status(self, *, uri: str | None = None) -> dict[str, Any]:

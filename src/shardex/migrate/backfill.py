@@ -28,12 +28,11 @@ from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 from shardex.clock import Clock
-from shardex.errors import ConditionFailed, InvalidKey, OutcomeUnknown, Throttled, Unavailable
+from shardex.errors import ConditionFailed, InvalidKey, OutcomeUnknown, Unavailable
 from shardex.index import ShardedIndex
 from shardex.keys import validate_value
 from shardex.migrate.budget import Budget
-from shardex.migrate.layouts import PATIENT
-from shardex.migrate.pace import ATTEMPTS, Pace, paced
+from shardex.migrate.pace import Pace, paced
 from shardex.migrate.units import Segment
 from shardex.migrate.work import Segments, work_units
 from shardex.routing import Routing, Turns
@@ -99,24 +98,12 @@ class Backfill(abc.ABC):
 
     async def _scan(self, segment: Segment, reads: Pace
                     ) -> tuple[list[ScanItem], dict[str, Any] | None]:
-        failures = 0
-        while True:
-            try:
-                items, last, units = await self.tools.scan(segment.number, segment.total,
-                                                           segment.start, self.page_size)
-            except Throttled:
-                reads.throttled()
-                await reads.wait(1.0)
-                continue
-            except Unavailable:
-                failures += 1
-                if failures >= ATTEMPTS:
-                    raise
-                await self._clock.sleep(PATIENT.backoff(failures, self._rng))
-                continue
-            reads.succeeded()
-            await reads.wait(units)
-            return items, last
+        # a unit of read pace per try, so a throttled Scan waits before it tries again
+        items, last, units = await paced(reads, 1.0, lambda: self.tools.scan(
+            segment.number, segment.total, segment.start, self.page_size),
+            clock=self._clock, rng=self._rng)
+        await reads.wait(units)
+        return items, last
 
     async def _process(self, key: str, segment: Segment, revision: int) -> None:
         """Backfill ``segment`` page by page, checkpointing; stop if the lease goes."""
@@ -125,7 +112,7 @@ class Backfill(abc.ABC):
             items, last = await self._scan(segment, reads)
             outcomes: list[str] = []
             for i in range(0, len(items), _BATCH):
-                outcomes += await asyncio.gather(*(self._fix(item)
+                outcomes += await asyncio.gather(*(self._index(item)
                                                    for item in items[i:i + _BATCH]))
             values = dict(segment.values)
             for _, value, _, _ in items:
@@ -146,9 +133,21 @@ class Backfill(abc.ABC):
                 return  # done, or the lease was taken over: the other worker goes on
             segment, revision = saved
 
-    @abc.abstractmethod
-    async def _fix(self, item: ScanItem) -> str:
+    async def _index(self, item: ScanItem) -> str:
         """Index one scanned item: "updated", "ok", "raced" or "unresolved"."""
+        item_id, value = item[0], item[1]
+        if value is None:
+            return "ok"  # no raw value: in neither index
+        try:
+            validate_value(value)
+        except InvalidKey as exc:
+            log.warning("adopt: item %r: %s; it cannot be indexed by shardex", item_id, exc)
+            return "unresolved"
+        return await self._fix(item, value)
+
+    @abc.abstractmethod
+    async def _fix(self, item: ScanItem, value: str) -> str:
+        """Index one scanned item of raw value ``value`` (valid), as ``_index`` answers."""
 
     async def _paced(self, target: str, write: Callable[[], Awaitable[T]]) -> T | None:
         """``write()`` at the pace of shard key ``target`` (None: the store never answered).
@@ -162,30 +161,15 @@ class Backfill(abc.ABC):
         except Unavailable:
             return None
 
-    def _value(self, item: ScanItem) -> str | None:
-        """The item's raw value if it can be indexed (None: nothing to do)."""
-        item_id, value = item[0], item[1]
-        if value is None:
-            return None  # no raw value: in neither index
-        try:
-            validate_value(value)
-        except InvalidKey as exc:
-            log.warning("adopt: item %r: %s; it cannot be indexed by shardex", item_id, exc)
-            return None
-        return value
-
 
 class ShardBackfill(Backfill):
     """Sets the shard attribute of each item a GSI is adopted for (``GsiAdoptionTools``)."""
 
     tools: GsiAdoptionTools
 
-    async def _fix(self, item: ScanItem) -> str:
-        """Give one item a correct shard attribute: "updated", "ok", "raced", "unresolved"."""
+    async def _fix(self, item: ScanItem, value: str) -> str:
+        """Give one item a correct shard attribute."""
         item_id, _, shard, _ = item
-        value = self._value(item)
-        if value is None:
-            return "ok" if item[1] is None else "unresolved"
         routing = self._routing()
         if shard is not None and in_place(routing, value, shard, item_id):
             return "ok"
@@ -216,11 +200,8 @@ class CopyBackfill(Backfill):
         super().__init__(tools, segments, lambda: index.routing, **options)
         self.index = index
 
-    async def _fix(self, item: ScanItem) -> str:
+    async def _fix(self, item: ScanItem, value: str) -> str:
         item_id, _, sort, attrs = item
-        value = self._value(item)
-        if value is None:
-            return "ok" if item[1] is None else "unresolved"
         target = self._routing().shard_key(value, item_id, rng=self._rng, turns=self._turns)
         try:
             copied = await self._paced(target, lambda: self.index.put(

@@ -56,7 +56,8 @@ from shardex.migrate.control import (
     record_key,
     update_record,
 )
-from shardex.stores.base import Record, Store
+from shardex.model.entries import Record
+from shardex.stores.base import Store
 
 __all__ = ["Budget", "BudgetPolicy", "BudgetState", "Sharing", "Slice", "budget_document",
            "cut", "effective_rate", "lease", "migration_status", "release", "window_wait"]

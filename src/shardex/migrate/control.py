@@ -28,8 +28,9 @@ from typing import Any, Protocol
 
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, MalformedItem, ShardexError
+from shardex.model.entries import Record
 from shardex.retry import RetryPolicy, call_with_retry
-from shardex.stores.base import Record, Store
+from shardex.stores.base import Store
 
 __all__ = ["CONTROL_SCHEMA", "Control", "Controls", "FileSignal", "MetricSignal", "Signal",
            "change_control", "check_rate", "control_document", "read_control",

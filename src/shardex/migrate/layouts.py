@@ -18,9 +18,9 @@ import random
 from shardex.capacity import entry_bytes, write_units
 from shardex.clock import Clock
 from shardex.index import ShardedIndex
+from shardex.model.entries import Placement, Position, QueryPage, StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
-from shardex.stores.base import Placement, Position, QueryPage, StoredEntry
 from shardex.write import in_place
 
 __all__ = ["IndexLayouts", "Layouts", "PATIENT", "target_of"]

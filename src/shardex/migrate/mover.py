@@ -22,6 +22,7 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from shardex.clock import Clock
 from shardex.errors import (
@@ -32,13 +33,13 @@ from shardex.errors import (
 )
 from shardex.migrate.budget import Budget
 from shardex.migrate.layouts import Layouts, target_of
-from shardex.migrate.pace import Pace, paced, read_page
+from shardex.migrate.pace import Pace, paced, pages, read_page
 from shardex.migrate.states import MOVING
 from shardex.migrate.units import DEFAULT_SPLIT, Survey, Unit, busy_sources, units_of
 from shardex.migrate.work import WorkRecords, work_units
+from shardex.model.entries import StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
-from shardex.stores.base import Position, StoredEntry
 
 __all__ = ["MOVER_RETRY", "Mover"]
 
@@ -97,16 +98,11 @@ class Mover:
             surveys[value] = []
             for source in self.layouts.source_keys(routing, value):
                 survey = Survey(source, self._split)
-                pace = Pace(self._read_rate, self._clock)
-                after: Position | None = None
-                while True:
-                    page = await read_page(self.layouts, source, after, 1000, pace)
+                read = partial(self.layouts.page, source, limit=1000)
+                async for page in pages(read, Pace(self._read_rate, self._clock)):
                     for entry in page.entries:
                         survey.add(entry.position, not self.layouts.placed(
                             target, value, source, entry.item_id))
-                    if page.resume is None:
-                        break
-                    after = page.resume
                 survey.close()
                 surveys[value].append(survey)
         return surveys

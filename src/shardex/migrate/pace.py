@@ -2,25 +2,26 @@
 
 ``Pace`` wraps the pure ``AdaptiveRate`` (AIMD: a throttle halves the rate, each second
 without one raises it back toward its ceiling); ``read_page`` reads one page of a key at
-a read pace; ``paced`` is the one place where a mover or a backfill sends a write: at its
-key's pace and within the migration's shared budget (``shardex.migrate.budget``), a
-throttle slowing both and trying again, an unavailable store tried again after a backoff.
+a read pace, ``pages`` every page of a key; ``paced`` is the one place where a mover or
+a backfill sends a write: at its key's pace and within the migration's shared budget
+(``shardex.migrate.budget``), a throttle slowing both and trying again, an unavailable
+store tried again after a backoff.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol, TypeVar
 
 from shardex.admission import AdaptiveRate, RateState
 from shardex.clock import Clock
 from shardex.errors import Throttled, Unavailable
 from shardex.migrate.budget import Budget
 from shardex.migrate.layouts import PATIENT, Layouts
-from shardex.stores.base import Position, QueryPage
+from shardex.model.entries import Position, QueryPage
 
-__all__ = ["ATTEMPTS", "Pace", "paced", "read_page"]
+__all__ = ["ATTEMPTS", "Pace", "paced", "pages", "read_page"]
 
 T = TypeVar("T")
 ATTEMPTS = 6  # tries of a write the store keeps refusing as unavailable
@@ -58,6 +59,24 @@ async def read_page(layouts: Layouts, key: str, after: Position | None, limit: i
     page = await layouts.page(key, after, limit)
     await pace.wait(page.units)
     return page
+
+
+class PageReader(Protocol):
+    """Reads one page of a key beyond ``after`` (a ``Layouts.page`` or ``Store.query``)."""
+
+    def __call__(self, *, after: Position | None) -> Awaitable[QueryPage]: ...
+
+
+async def pages(read: PageReader, pace: Pace) -> AsyncIterator[QueryPage]:
+    """Every page of one key from its start, ``read(after=...)`` each, paced at ``pace``."""
+    after: Position | None = None
+    while True:
+        page = await read(after=after)
+        await pace.wait(page.units)
+        yield page
+        if page.resume is None:
+            return
+        after = page.resume
 
 
 async def paced(pace: Pace | None, cost: float, write: Callable[[], Awaitable[T]], *,

@@ -17,6 +17,7 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from types import TracebackType
 from typing import Protocol, TypeVar
 
@@ -28,7 +29,7 @@ from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Budget, Sharing
 from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.migrate.mover import MOVER_RETRY, Mover
-from shardex.migrate.pace import Pace, read_page
+from shardex.migrate.pace import Pace, pages
 from shardex.migrate.registry import finish_migration, record_migration
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
@@ -36,7 +37,7 @@ from shardex.migrate.verify import check
 from shardex.migrate.work import WorkRecords
 from shardex.retry import call_with_retry
 from shardex.routing import Routing, ShardPolicy
-from shardex.stores.base import Position, Store
+from shardex.stores.base import Store
 from shardex.transition import Parity
 
 __all__ = ["DEFAULT_MARGIN", "DEFAULT_MAX_AGE", "DEFAULT_UNIT_LEASE", "Gauges", "Progress",
@@ -531,11 +532,10 @@ class Resharder(MigrationRunner):
 
     async def _sweep_key(self, value: str, key: str, reshard: str,
                          generation: int) -> tuple[int, list[tuple[str, str]]]:
-        pace, reads = Pace(self.rate, self._clock), Pace(self.read_rate, self._clock)
+        pace = Pace(self.rate, self._clock)
         moved, ghosts = 0, []
-        after: Position | None = None
-        while True:
-            page = await read_page(self.layouts, key, after, 100, reads)
+        async for page in pages(partial(self.layouts.page, key, limit=100),
+                                Pace(self.read_rate, self._clock)):
             for entry in page.entries:
                 await pace.wait(self.layouts.cost(entry))
                 if await self.layouts.move(entry, value=value, source=key, reshard=reshard,
@@ -546,9 +546,7 @@ class Resharder(MigrationRunner):
                 if placement is None or placement.entry is None \
                         or placement.entry.shard_key != key:
                     ghosts.append((key, entry.item_id))
-            if page.resume is None:
-                return moved, ghosts
-            after = page.resume
+        return moved, ghosts
 
 
 def _gap_text(parity: Parity) -> str:

@@ -28,9 +28,10 @@ from shardex.errors import ConditionFailed
 from shardex.index import ShardedIndex
 from shardex.keys import parse_shard_key
 from shardex.migrate.layouts import PATIENT, IndexLayouts
+from shardex.model.entries import Placement, Position, QueryPage, StoredEntry
 from shardex.retry import call_with_retry
 from shardex.routing import Routing
-from shardex.stores.base import Placement, Position, QueryPage, Store, StoredEntry
+from shardex.stores.base import Store
 from shardex.write import holder, in_place
 from shardex.write.topology import moving
 

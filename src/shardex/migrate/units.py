@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shardex.errors import MalformedItem
-from shardex.stores.entries import Position
+from shardex.model.entries import Position
 
 __all__ = ["DEFAULT_RATE", "DEFAULT_SPLIT", "Segment", "Survey", "Unit", "allocate",
            "busy_sources", "tally", "units_of"]
@@ -30,8 +30,25 @@ DEFAULT_RATE = 250.0
 DEFAULT_SPLIT = 5000
 
 
+class _Lease:
+    """What a leased work record answers from its ``done``, ``owner`` and ``expires``."""
+
+    __slots__ = ()
+    done: bool
+    owner: str | None
+    expires: float
+
+    def free(self, now: float) -> bool:
+        """True if the record has work left and no live lease (``now`` in wall seconds)."""
+        return not self.done and (self.owner is None or self.expires <= now)
+
+    def leased_at(self, now: float) -> bool:
+        """True if a worker holds a live lease on the record."""
+        return not self.done and self.owner is not None and self.expires > now
+
+
 @dataclass(frozen=True, slots=True)
-class Unit:
+class Unit(_Lease):
     """One range of a source key, as its record holds it.
 
     The range is every position after ``start`` (None: the key's beginning) up to and
@@ -61,18 +78,10 @@ class Unit:
     expires: float = 0.0
     direction: str = field(default="forward")
 
-    def free(self, now: float) -> bool:
-        """True if the unit has work left and no live lease (``now`` in wall seconds)."""
-        return not self.done and (self.owner is None or self.expires <= now)
-
     @property
     def remaining(self) -> int:
         """Entries still expected to move (0 once the unit is done)."""
         return 0 if self.done else max(0, self.to_move - self.moved - self.skipped)
-
-    def leased_at(self, now: float) -> bool:
-        """True if a worker holds a live lease on the unit."""
-        return not self.done and self.owner is not None and self.expires > now
 
     def contains(self, position: Position) -> bool:
         return self.end is None or position <= self.end
@@ -212,7 +221,7 @@ def units_of(value: str, surveys: list[Survey], *, generation: int, direction: s
 
 
 @dataclass(frozen=True, slots=True)
-class Segment:
+class Segment(_Lease):
     """One Scan segment of an adoption's backfill, as its record holds it.
 
     ``start`` is the key the Scan continues from (None: the segment's beginning);
@@ -235,12 +244,6 @@ class Segment:
     saved_at: float | None = None
     owner: str | None = None
     expires: float = 0.0
-
-    def free(self, now: float) -> bool:
-        return not self.done and (self.owner is None or self.expires <= now)
-
-    def leased_at(self, now: float) -> bool:
-        return not self.done and self.owner is not None and self.expires > now
 
     def leased(self, owner: str | None, now: float, until: float) -> Segment:
         return replace(self, owner=owner, expires=until, started_at=self.started_at

@@ -36,13 +36,15 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from shardex.clock import Clock
 from shardex.migrate.layouts import Layouts, target_of
-from shardex.migrate.pace import Pace, read_page
+from shardex.migrate.pace import Pace, pages
+from shardex.model.entries import Placement, StoredEntry
 from shardex.routing import Routing
-from shardex.stores.base import Placement, Position, Store, StoredEntry
+from shardex.stores.base import Store
 from shardex.transition import GAP_KINDS, MAX_EXAMPLES, Gap, Parity
 from shardex.write import in_place
 
@@ -103,18 +105,13 @@ async def _pass(layouts: Layouts, routing: Routing, values: Sequence[str], *,
             return layouts.placed(target, value, key, item_id)
 
         for key in keys:
-            pace = Pace(read_rate, clock)
-            after: Position | None = None
-            while True:
-                page = await read_page(layouts, key, after, 1000, pace)
+            async for page in pages(partial(layouts.page, key, limit=1000),
+                                    Pace(read_rate, clock)):
                 rows += len(page.entries)
                 placements = await asyncio.gather(*(locate(e.item_id) for e in page.entries))
                 for entry, placement in zip(page.entries, placements, strict=True):
                     gaps += classify(value, entry.item_id, [(key, entry)], placement,
                                      target_keys=wanted, placed=placed)
-                if page.resume is None:
-                    break
-                after = page.resume
     return gaps, rows
 
 
@@ -155,14 +152,10 @@ Truth = Callable[[str], Coroutine[Any, Any, tuple[str | None, str | None, bool] 
 async def _entries(store: Store, namespace: str, key: str, pace: Pace) -> dict[str, str]:
     """Every entry of ``key``: item id -> sort."""
     found: dict[str, str] = {}
-    after: Position | None = None
-    while True:
-        page = await store.query(namespace, key, after=after, descending=False, limit=1000)
-        await pace.wait(page.units)
+    async for page in pages(partial(store.query, namespace, key, descending=False,
+                                    limit=1000), pace):
         found.update((e.item_id, e.sort) for e in page.entries)
-        if page.resume is None:
-            return found
-        after = page.resume
+    return found
 
 
 async def _adoption_pass(source: Store, target: Store, namespace: str, routing: Routing,

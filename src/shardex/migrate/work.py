@@ -30,8 +30,9 @@ from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem
 from shardex.migrate.layouts import PATIENT
 from shardex.migrate.units import Segment, Unit
+from shardex.model.entries import Record
 from shardex.retry import RetryPolicy, call_with_retry
-from shardex.stores.base import Record, Store
+from shardex.stores.base import Store
 
 __all__ = ["Leased", "Leases", "PlanRecord", "Records", "Runner", "Segments", "WorkRecords",
            "runners", "work_units"]

@@ -19,8 +19,9 @@ from functools import partial
 from shardex.admission import AdaptiveGate, AdaptiveRate
 from shardex.clock import LoopClock
 from shardex.errors import InvalidInput, Throttled
+from shardex.model.entries import StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
-from shardex.stores.base import Store, StoredEntry
+from shardex.stores.base import Store
 
 __all__ = ["FleetRun", "run_fleet"]
 

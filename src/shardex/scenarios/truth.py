@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shardex.index import Entry
-from shardex.stores.base import Position
+from shardex.model.entries import Position
 
 __all__ = ["Tracker"]
 

@@ -28,55 +28,33 @@ import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from shardex.capacity import entry_bytes
 from shardex.clock import Clock, LoopClock
 from shardex.errors import CapabilityMissing, InvalidInput
 from shardex.keys import is_reserved, placement_key, record_key
-from shardex.stores.entries import (
-    HISTORY_LENGTH,
-    NO_TOKEN,
+from shardex.model.entries import (
     Placement,
     Position,
     QueryPage,
     Record,
     StoredEntry,
-    history_after,
     is_token,
     new_token,
 )
-from shardex.stores.metered import Meter, Recorder
-from shardex.stores.stats import StatsCounter, StoreStats
-from shardex.stores.uri import StoreURI
-from shardex.stores.values import (
+from shardex.model.values import (
     DYNAMODB_VALUES,
     MAX_ITEM_BYTES,
     ValueRules,
     check_attrs,
     check_document,
 )
+from shardex.stores.metered import Meter, Recorder
+from shardex.stores.stats import StatsCounter, StoreStats
+from shardex.stores.uri import StoreURI
 
-if TYPE_CHECKING:
-    from shardex.adoption import Adoption
-
-__all__ = [
-    "Capabilities",
-    "HISTORY_LENGTH",
-    "MALFORMED",
-    "Malformed",
-    "NO_TOKEN",
-    "Placement",
-    "Position",
-    "QueryPage",
-    "Record",
-    "Store",
-    "StoredEntry",
-    "check_malformed",
-    "history_after",
-    "is_token",
-    "new_token",
-]
+__all__ = ["Capabilities", "MALFORMED", "Malformed", "Store", "check_malformed"]
 
 # what a listing does with an item the store holds that is not in an entry's shape
 Malformed = Literal["raise", "skip"]
@@ -122,7 +100,7 @@ class Capabilities:
     - ``writes_sort``: shardex writes the entry's sort; False when the sort attribute is
       the application's own, which shardex reads and never writes.
     - ``max_item_bytes``: the largest item the store holds (DynamoDB: 400 KB).
-    - ``values``: the attribute values the store holds (``shardex.stores.values``):
+    - ``values``: the attribute values the store holds (``shardex.model.values``):
       DynamoDB's by default, Azure's EDM types besides on Azure Table Storage.
     """
 
@@ -333,23 +311,6 @@ class Store(abc.ABC):
         _check_shard_key(shard_key)
         with self._recorder(namespace, shard_key, False) as rec:
             return await self._count(namespace, shard_key, rec)
-
-    def adopted_source(self, adoption: Adoption) -> Store:
-        """A read-only store on the application's index that ``adoption`` moves from.
-
-        Readers of an index whose adoption reads the old index (``reads_source``) read
-        a value ``V`` from it as the one shard key ``V``. Not opened: the caller opens
-        and closes it. Stores that cannot adopt an index raise CapabilityMissing.
-        """
-        raise CapabilityMissing(f"{self.uri} cannot adopt an existing index "
-                                f"({adoption.kind} {adoption.source!r})")
-
-    def follow_adoption(self, adoption: Adoption) -> None:  # noqa: B027 - optional hook
-        """Adjust to an index adopted from the application's (a GSI's own sort attribute).
-
-        Called by ``ShardedIndex`` when its routing records an adoption; most stores
-        have nothing to adjust.
-        """
 
     def key_attributes(self, shard_key: str, sort: str | None,
                        item_id: str) -> dict[str, Any]:

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from shardex.errors import ConditionFailed, NotFound, StoreError, Unavailable
-from shardex.stores.entries import Placement, StoredEntry, history_after, new_token
+from shardex.model.entries import Placement, StoredEntry, history_after, new_token
 from shardex.stores.metered import Recorder
 
 __all__ = [

@@ -16,7 +16,7 @@ with its outcome (``ok``, ``conflict``, ``throttled``, ``unavailable``, ``ambigu
 ``failed``, ``cancelled``) read from the error that ended it, if any. Everything that
 counts subscribes to that meter and reads the same events: ``store.stats()``
 (``shardex.stores.stats``), the windowed heat meter behind ``index.heat()``
-(``shardex.stores.heat``), and later exporters (Prometheus, OpenTelemetry, a live view).
+(``shardex.heatmeter.meter``), and later exporters (Prometheus, OpenTelemetry, a live view).
 A subscriber is a plain callable; it must be quick and must not raise, as it runs inside
 the request path. Other event types flow through the same ``Meter.emit``, and subscribers
 ignore types they do not know: ``Hedge`` says what became of a hedged read's copies
@@ -41,7 +41,7 @@ from typing import Any, Literal, NamedTuple
 
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem, Throttled, Unavailable
-from shardex.stores.entries import Skipped
+from shardex.model.entries import Skipped
 
 __all__ = [
     "Counts",

@@ -31,11 +31,11 @@ from typing import Any
 from shardex.capacity import Ceiling, resolve_ceiling
 from shardex.documents import SERVE_SCHEMA, rounded
 from shardex.errors import InvalidInput, InvalidKey, MissingDependency, Unavailable
+from shardex.heatmeter.meter import HeatMeter
+from shardex.heatmeter.view import HeatSnapshot, KeyMeter
 from shardex.keys import SEPARATOR, parse_shard_key
 from shardex.metrics.labels import OTHER
 from shardex.metrics.recorder import MetricsRecorder
-from shardex.stores.heat import HeatMeter
-from shardex.stores.heatview import HeatSnapshot, KeyMeter
 
 __all__ = ["Feed", "INTERNAL", "MeterFeed", "PrometheusFeed", "document", "value_of"]
 

@@ -27,8 +27,8 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
+from shardex.model.entries import Placement, StoredEntry
 from shardex.routing import Routing
-from shardex.stores.entries import Placement, StoredEntry
 from shardex.write.decide import (
     Refuse,
     Relocate,

@@ -38,8 +38,8 @@ from typing import Any, NamedTuple
 
 from shardex.errors import ConditionFailed, ShardexError
 from shardex.keys import parse_shard_key
+from shardex.model.entries import NO_TOKEN, Placement, StoredEntry
 from shardex.routing import Routing
-from shardex.stores.entries import NO_TOKEN, Placement, StoredEntry
 from shardex.write.topology import crossing, moved
 
 __all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "RELOCATING", "Refuse", "Relocate",

@@ -12,8 +12,8 @@ import random
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
+from shardex.model.entries import Placement, StoredEntry
 from shardex.routing import Routing
-from shardex.stores.entries import Placement, StoredEntry
 from shardex.write.decide import WriteRequest
 from shardex.write.steps import Placed, Routed
 from shardex.write.topology import Tier

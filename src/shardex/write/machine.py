@@ -29,8 +29,8 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
+from shardex.model.entries import Placement
 from shardex.routing import Routing
-from shardex.stores.entries import Placement
 from shardex.write.crossing import cross
 from shardex.write.decide import (
     Delete,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from shardex.errors import ShardexError
+from shardex.model.entries import Placement, StoredEntry
 from shardex.routing import Routing
-from shardex.stores.entries import Placement, StoredEntry
 
 __all__ = ["Action", "Done", "Errored", "FENCE", "Fence", "Locate", "Located", "NotSent",
            "Observation", "Place", "Placed", "Route", "Routed", "Sleep", "Slept", "Start"]

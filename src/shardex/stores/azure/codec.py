@@ -52,10 +52,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from shardex.errors import InvalidInput, MalformedItem, MissingDependency
+from shardex.model.entries import Placement, Record, StoredEntry, is_token
+from shardex.model.values import ValueRules, check_value
 from shardex.stores.azure import keys
-from shardex.stores.base import Placement, Record, StoredEntry, is_token
 from shardex.stores.crosspart import COMMITTED, MOVING, PENDING
-from shardex.stores.values import ValueRules, check_value
 
 __all__ = [
     "AZURE_VALUES",

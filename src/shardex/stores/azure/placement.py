@@ -16,10 +16,10 @@ from typing import Any
 
 from shardex.errors import StoreError
 from shardex.keys import placement_key
+from shardex.model.entries import Placement, StoredEntry
 from shardex.stores.azure import codec, keys
 from shardex.stores.azure.client import Row
 from shardex.stores.crosspart import COMMITTED, MOVING, Placer, RepairReport
-from shardex.stores.entries import Placement, StoredEntry
 from shardex.stores.metered import Recorder
 
 __all__ = ["Call", "Placer", "RepairReport", "TableRows"]

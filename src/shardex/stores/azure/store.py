@@ -16,10 +16,11 @@ from shardex.capacity import QUERY_PAGE_BYTES
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidKey, InvalidURI, MalformedItem
 from shardex.keys import record_key
+from shardex.model.entries import Placement, Position, Record, StoredEntry
 from shardex.stores.azure import codec, keys
 from shardex.stores.azure.client import Row, SdkClient, TablesClient, map_error
 from shardex.stores.azure.placement import Placer, RepairReport, TableRows
-from shardex.stores.base import Capabilities, Placement, Position, Record, Store, StoredEntry
+from shardex.stores.base import Capabilities, Store
 from shardex.stores.metered import Recorder
 from shardex.stores.uri import StoreURI
 

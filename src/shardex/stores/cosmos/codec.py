@@ -34,9 +34,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from shardex.errors import InvalidKey, MalformedItem
+from shardex.model.entries import Placement, Record, StoredEntry
 from shardex.stores.azure import codec as azure_codec
 from shardex.stores.azure import keys
-from shardex.stores.base import Placement, Record, StoredEntry
 from shardex.stores.crosspart import COMMITTED, MOVING, PENDING
 from shardex.stores.crosspart import owner_of as _owner_of
 

@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from shardex.keys import placement_key
+from shardex.model.entries import Placement, StoredEntry
 from shardex.stores.cosmos import codec
 from shardex.stores.crosspart import COMMITTED, MOVING, Placer, RepairReport
-from shardex.stores.entries import Placement, StoredEntry
 from shardex.stores.metered import Recorder
 
 __all__ = ["Call", "DocumentRows", "Placer", "RepairReport"]

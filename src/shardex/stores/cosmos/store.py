@@ -25,8 +25,9 @@ from shardex.capacity import (
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidURI
 from shardex.keys import record_key
+from shardex.model.entries import Placement, Position, Record, StoredEntry
 from shardex.stores.azure import keys
-from shardex.stores.base import Capabilities, Placement, Position, Record, Store, StoredEntry
+from shardex.stores.base import Capabilities, Store
 from shardex.stores.cosmos import codec
 from shardex.stores.cosmos.client import ContainerClient, SdkClient, mapped_errors
 from shardex.stores.cosmos.placement import DocumentRows, Placer, RepairReport

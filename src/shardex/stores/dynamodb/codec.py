@@ -19,8 +19,8 @@ from typing import Any
 from shardex.capacity import write_units
 from shardex.errors import InvalidInput, MalformedItem
 from shardex.keys import RECORD_PREFIX, placement_key
-from shardex.stores.base import Placement, Position, Record, StoredEntry, is_token
-from shardex.stores.values import check_set, number_text
+from shardex.model.entries import Placement, Position, Record, StoredEntry, is_token
+from shardex.model.values import check_set, number_text
 
 __all__ = [
     "SINGLE",
@@ -79,7 +79,7 @@ def to_attribute(value: Any, where: str = "attrs") -> dict[str, Any]:
 
     None, bool, int, float (finite, at most 38 significant digits), Decimal, str,
     bytes, lists and tuples (as L), mappings with str keys (as M) and non-empty sets of
-    text, numbers or bytes (as SS, NS, BS) are accepted (``shardex.stores.values`` has
+    text, numbers or bytes (as SS, NS, BS) are accepted (``shardex.model.values`` has
     the rules, which ``Store.place`` checks first); anything else raises InvalidInput
     naming ``where``. ``from_attribute`` turns the result back into an equal value.
     """

@@ -61,8 +61,9 @@ from shardex.errors import (
     StoreError,
     Unavailable,
 )
-from shardex.keys import MAX_ITEM_ID_BYTES, parse_shard_key, placement_key, validate_item_id
-from shardex.stores.base import Capabilities, Placement, Position, StoredEntry, history_after
+from shardex.keys import MAX_ITEM_ID_BYTES, is_reserved, placement_key, validate_item_id
+from shardex.model.entries import Placement, Position, StoredEntry, history_after
+from shardex.stores.base import Capabilities
 from shardex.stores.dynamodb.codec import (
     SEP,
     encode_position,
@@ -81,7 +82,6 @@ __all__ = ["GsiLayout", "SORT_OWNERS"]
 log = logging.getLogger("shardex")
 _MAX_PAGE = 1000
 _REMEMBERED = 4096
-_CHECKED_KEYS = 4096  # shard keys remembered as well-formed, at most
 _ID_CHARS = MAX_ITEM_ID_BYTES // 4  # an id this short is short enough in any encoding
 SORT_OWNERS = ("shardex", "application")
 
@@ -123,7 +123,6 @@ class GsiLayout(Layout):
         self.capabilities = Capabilities(consistent_reads=False, max_page=_MAX_PAGE,
                                          foreign_writes=True, writes_sort=self.writes_sort)
         self._own = frozenset(names.values())
-        self._checked_keys: set[str] = set()  # shard keys of read items found well-formed
         self._versions: OrderedDict[str, int] = OrderedDict()  # last version seen, per item
 
     @property
@@ -232,15 +231,11 @@ class GsiLayout(Layout):
         encoded = self._text(item, self.sort_attribute, item_id)
         if shard_key is None or encoded is None:
             return None  # not in the GSI: a tombstone, or never indexed
-        if shard_key not in self._checked_keys:  # a page holds few shard keys, many times
-            try:
-                parse_shard_key(shard_key)
-            except InvalidKey as exc:
-                raise MalformedItem(f"{self._where(item_id)} {self.key_attribute!r}: "
-                                    f"{exc}") from None
-            if len(self._checked_keys) >= _CHECKED_KEYS:
-                self._checked_keys.clear()
-            self._checked_keys.add(shard_key)
+        if is_reserved(shard_key):
+            # the store holds the application's value as it is: whether it is a shard
+            # key of a logical key is the index's to read (``shardex.keys``)
+            raise MalformedItem(f"{self._where(item_id)} {self.key_attribute!r}: "
+                                f"{shard_key!r} starts with '#', which no shard key does")
         sort = encoded
         if self.writes_sort:
             sort, sep, rest = encoded.partition(SEP)

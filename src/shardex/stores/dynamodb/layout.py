@@ -13,7 +13,8 @@ import abc
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from shardex.stores.base import Capabilities, Placement, Position, StoredEntry
+from shardex.model.entries import Placement, Position, StoredEntry
+from shardex.stores.base import Capabilities
 from shardex.stores.metered import Recorder
 
 __all__ = ["Describe", "Layout", "Requester", "key_schema", "units_of"]

@@ -1,12 +1,13 @@
-"""The plain index an index is adopted from, read as a store: keyed by the raw value.
+"""A plain index of the application's, read as a store: keyed by the raw value.
 
 ``SourceTableLayout`` reads an index table the application keeps itself (below);
 ``SourceGsiLayout`` a plain GSI:
 
-While an adoption reads the old index (``Adoption.reads_source``), ``ShardedIndex`` reads
-a value from this store instead of its own shard keys: one Query of ``attribute = V`` on
-the old GSI, ordered by the application's own sort attribute (the new GSI's), runs of
-equal sort values read whole and ordered by item id as in ``sort_owner=application``.
+An index adopted from a plain one reads a value from it while the adoption reads the
+old index (``shardex.adopted``), instead of its own shard keys: one Query of
+``attribute = V`` on the old GSI, ordered by the application's own sort attribute (the
+new GSI's), runs of equal sort values read whole and ordered by item id as in
+``sort_owner=application``.
 Its entries look like the new GSI's: ``shard_key`` is the plain value, ``attrs`` are the
 projected attributes less the id, the sort, shardex's own and the new shard attribute
 (the raw ``attribute`` stays in them, as the new GSI projects it). The version attribute
@@ -18,16 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardex.adoption import Adoption
 from shardex.errors import (
     CapabilityMissing,
-    InvalidInput,
     MalformedItem,
     NotFound,
     StoreError,
     Unavailable,
 )
-from shardex.stores.base import Capabilities, Placement, Position, StoredEntry
+from shardex.model.entries import Placement, Position, StoredEntry
+from shardex.stores.base import Capabilities
 from shardex.stores.dynamodb.client import DynamoDBClient
 from shardex.stores.dynamodb.codec import from_attributes
 from shardex.stores.dynamodb.gsi import GsiLayout
@@ -60,13 +60,10 @@ def index_schema(table: dict[str, Any] | Any, name: str) -> list[tuple[str, str,
 
 
 class SourceGsiLayout(GsiLayout):
-    """The old plain GSI ``adoption.source`` on ``adoption.attribute``, read-only."""
+    """The plain GSI ``gsi`` of ``target``'s table, keyed by ``attribute``: read-only."""
 
-    def __init__(self, request: Requester, target: GsiLayout, adoption: Adoption) -> None:
-        if adoption.kind != "gsi":
-            raise InvalidInput(f"adoption {adoption.id} reads an index table, not a GSI")
-        super().__init__(request, target.table, gsi=adoption.source,
-                         key_attribute=adoption.attribute,
+    def __init__(self, request: Requester, target: GsiLayout, gsi: str, attribute: str) -> None:
+        super().__init__(request, target.table, gsi=gsi, key_attribute=attribute,
                          sort_attribute=target.sort_attribute,
                          id_attribute=target.id_attribute,
                          version_attribute=target.version_attribute,
@@ -106,23 +103,21 @@ class SourceGsiLayout(GsiLayout):
 
 
 class SourceTableLayout(Layout):
-    """The application's own index table keyed by the raw value: read-only.
+    """The application's own index table ``table`` keyed by the raw value: read-only.
 
-    Rows of value ``V`` have ``adoption.attribute = V`` as their HASH key, the item id in
-    ``adoption.id_attribute`` and the sort in ``adoption.sort_attribute`` (absent: '').
+    Rows of value ``V`` have ``attribute = V`` as their HASH key, the item id in
+    ``id_attribute`` and the sort in ``sort_attribute`` (absent: '').
     Their RANGE key is the application's, in no order shardex knows, so a query reads
     every row of ``V`` (strongly consistent) and pages them in ``(sort, item_id)`` order
     itself: a transitional read path, as costly per page as the value is large.
     """
 
-    def __init__(self, request: Requester, target: Layout, adoption: Adoption) -> None:
-        if adoption.kind != "table" or adoption.id_attribute is None \
-                or adoption.sort_attribute is None:
-            raise InvalidInput(f"adoption {adoption.id} reads a GSI, not an index table")
-        super().__init__(request, adoption.source)
-        self.attribute = adoption.attribute
-        self.id_attribute = adoption.id_attribute
-        self.sort_attribute = adoption.sort_attribute
+    def __init__(self, request: Requester, target: Layout, table: str, *, attribute: str,
+                 id_attribute: str, sort_attribute: str) -> None:
+        super().__init__(request, table)
+        self.attribute = attribute
+        self.id_attribute = id_attribute
+        self.sort_attribute = sort_attribute
         self.capabilities = Capabilities(consistent_reads=True, max_page=1000,
                                          foreign_writes=True, writes_sort=False)
         self.owner_scope = target.owner_scope

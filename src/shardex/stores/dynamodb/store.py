@@ -28,11 +28,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
-from shardex.adoption import Adoption
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidURI, MalformedItem, NotFound
 from shardex.keys import OWNER_KEY, record_key
-from shardex.stores.base import Placement, Position, Record, Store, StoredEntry
+from shardex.model.entries import Placement, Position, Record, StoredEntry
+from shardex.stores.base import Store
 from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error
 from shardex.stores.dynamodb.codec import (
     record_from_item,
@@ -192,42 +192,49 @@ class DynamoDBStore(Store):
             raise InvalidInput(f"{self.uri} is in index-table mode, not GSI mode (gsi=INDEX)")
         return self._layout
 
-    def adopted_source(self, adoption: Adoption) -> DynamoDBStore:
-        """A read-only store on the plain GSI ``adoption`` moves from (GSI mode).
+    def plain_index(self, source: str, attribute: str, *, id_attribute: str | None = None,
+                    sort_attribute: str | None = None) -> DynamoDBStore:
+        """A read-only store on a plain index of this table keyed by the raw ``attribute``.
 
-        It shares this store's client (and never closes it); opening it checks the GSI.
+        A value ``V`` is read from it as the one shard key ``V``. In GSI mode ``source``
+        is another GSI of the base table, read with this store's id, sort and version
+        attributes (the sort the application's); in index-table mode it is a table the
+        application keeps, its rows keyed by ``attribute``, with the item id in
+        ``id_attribute`` and the sort in ``sort_attribute`` (both needed then). It shares
+        this store's client (and never closes it); opening it checks the index.
         """
-        if adoption.kind == "table":
-            return self._adopted_table(adoption)
-        source = DynamoDBStore(self.table, client=BorrowedClient(self._client),
-                               clock=self.clock, **{
-                                   name: self._settings[name] for name in (
-                                       "key_attribute", "sort_attribute", "id_attribute",
-                                       "meta_table", "version_attribute", "token_attribute",
-                                       "history_attribute")},
-                               gsi=adoption.source, sort_owner="application")
-        source._layout = SourceGsiLayout(source._request, self.gsi, adoption)
-        return source
+        if not self.gsi_mode:
+            if id_attribute is None or sort_attribute is None:
+                raise InvalidInput(f"{self.uri}: a plain index table is read with its id "
+                                   "and sort attributes")
+            table = DynamoDBStore(self.table, client=BorrowedClient(self._client),
+                                  clock=self.clock)
+            table._layout = SourceTableLayout(table._request, self._layout, source,
+                                              attribute=attribute, id_attribute=id_attribute,
+                                              sort_attribute=sort_attribute)
+            return table
+        if id_attribute is not None or sort_attribute is not None:
+            raise InvalidInput(f"{self.uri}: a plain GSI is read with this store's id and "
+                               "sort attributes, not others")
+        gsi = DynamoDBStore(self.table, client=BorrowedClient(self._client),
+                            clock=self.clock, **{
+                                name: self._settings[name] for name in (
+                                    "key_attribute", "sort_attribute", "id_attribute",
+                                    "meta_table", "version_attribute", "token_attribute",
+                                    "history_attribute")},
+                            gsi=source, sort_owner="application")
+        gsi._layout = SourceGsiLayout(gsi._request, self.gsi, source, attribute)
+        return gsi
 
-    def _adopted_table(self, adoption: Adoption) -> DynamoDBStore:
-        """A read-only store on the application's own index table (index-table mode)."""
-        if self.gsi_mode:
-            raise InvalidInput(f"{self.uri}: an index table is adopted into a shardex index "
-                               "table (index-table mode), not a GSI")
-        source = DynamoDBStore(self.table, client=BorrowedClient(self._client),
-                               clock=self.clock)
-        source._layout = SourceTableLayout(source._request, self._layout, adoption)
-        return source
+    def follow_application_sort(self) -> None:
+        """Read the sort attribute from now on, and never write it (GSI mode).
 
-    def follow_adoption(self, adoption: Adoption) -> None:
-        """An adopted GSI's sort attribute is the application's: follow it (GSI mode).
-
-        Unless the URI says ``sort_owner=shardex``, the store then reads the sort
-        attribute and never writes it (``capabilities.writes_sort`` False), as with
-        ``sort_owner=application``.
+        For an index whose GSI keeps the application's own sort attribute (one adopted
+        from a plain GSI): unless the URI says ``sort_owner=shardex``, the store then has
+        ``capabilities.writes_sort`` False, as with ``sort_owner=application``. Nothing
+        changes in index-table mode.
         """
-        if adoption.kind == "gsi" and isinstance(self._layout, GsiLayout) \
-                and self._layout.application_sort():
+        if isinstance(self._layout, GsiLayout) and self._layout.application_sort():
             self.capabilities = self._layout.capabilities
 
     @property

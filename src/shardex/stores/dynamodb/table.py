@@ -33,7 +33,8 @@ from typing import Any
 
 from shardex.errors import CapabilityMissing, MalformedItem, StoreError
 from shardex.keys import placement_key
-from shardex.stores.base import Capabilities, Placement, Position, StoredEntry, history_after
+from shardex.model.entries import Placement, Position, StoredEntry, history_after
+from shardex.stores.base import Capabilities
 from shardex.stores.dynamodb.codec import (
     decode_position,
     encode_position,

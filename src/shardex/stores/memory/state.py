@@ -14,8 +14,8 @@ from sortedcontainers import SortedList
 
 from shardex.capacity import number_bytes, utf8_len
 from shardex.keys import PLACEMENT_PREFIX
+from shardex.model.entries import Placement, Position, StoredEntry
 from shardex.sim.partitions import Slot
-from shardex.stores.base import Placement, Position, StoredEntry
 
 __all__ = ["AppliedWrite", "Item", "KeyState", "describe", "placement_bytes", "same_placement"]
 

@@ -28,19 +28,12 @@ from shardex.capacity import (
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, StoreError, Throttled, Unavailable
 from shardex.keys import is_reserved, placement_key, record_key
+from shardex.model.entries import Placement, Position, Record, StoredEntry, history_after
 from shardex.sim.latency import LatencyModel
 from shardex.sim.partitions import Partition, Slot
 from shardex.sim.profiles import DEFAULT_PROFILE
 from shardex.sim.table import Refusal, Resource, admit, check, refuse, take
-from shardex.stores.base import (
-    Capabilities,
-    Placement,
-    Position,
-    Record,
-    Store,
-    StoredEntry,
-    history_after,
-)
+from shardex.stores.base import Capabilities, Store
 from shardex.stores.memory.options import (
     CAPACITY_OPTIONS,
     OPTIONS,

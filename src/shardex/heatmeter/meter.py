@@ -32,9 +32,9 @@ from shardex.clock import Clock
 from shardex.counters.histogram import DEFAULT_BOUNDS, LatencyHistogram
 from shardex.counters.spacesaving import SpaceSaving
 from shardex.errors import InvalidInput, InvalidKey
+from shardex.heatmeter.view import HeatSnapshot, HotView, KeyMeter
 from shardex.keys import SEPARATOR, is_reserved, parse_shard_key
 from shardex.stores.base import Store
-from shardex.stores.heatview import HeatSnapshot, HotView, KeyMeter
 from shardex.stores.metered import Counts, Hedge, Share, Usage
 
 __all__ = ["HeatMeter", "OTHER"]
