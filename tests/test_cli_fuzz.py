@@ -328,10 +328,21 @@ def test_the_tree_is_walked() -> None:
     assert ("reshard", "start") in COMMANDS
 
 
+# ``diagnose --engine spark`` runs Spark: its case joins the suite's one Spark session (the
+# ``spark`` fixture, on the Spark tests' worker) instead of starting a JVM of its own
+SPARK_COMMANDS = {("diagnose",)}
+
+
 @pytest.mark.usefixtures("quiet_environment")
-@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+@pytest.mark.parametrize("path", [
+    pytest.param(path, marks=[pytest.mark.spark, pytest.mark.xdist_group("spark")]
+                 if path in SPARK_COMMANDS else ())
+    for path in sorted(COMMANDS)], ids=" ".join)
 def test_no_argv_makes_a_traceback_or_a_zero_exit_on_a_refusal(
-        path: tuple[str, ...], files: dict[str, tuple[Path, bool]]) -> None:
+        path: tuple[str, ...], files: dict[str, tuple[Path, bool]],
+        request: pytest.FixtureRequest) -> None:
+    if path in SPARK_COMMANDS:
+        request.getfixturevalue("spark")
     argvs = st.booleans().flatmap(lambda clean: _argv(path, COMMANDS[path], files, clean))
     codes = fuzz(argvs, 300 if EXPLORE else 12)
     assert set(codes) - {0, 1, 2} == set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -188,21 +189,27 @@ def test_scan_yields_every_entry_once(backend: Backend) -> None:
 
 
 def test_listing_is_complete_when_shards_span_many_pages(backend: Backend) -> None:
-    """A shard larger than one 1 MB page must be followed to its end, not cut at page one."""
+    """A shard larger than one 1 MB page must be followed to its end, not cut at page one.
+
+    Two shards of about 80 entries of 30 KB each (2.4 MB, three pages): every shard spans
+    pages (checked: more than 1.3 MB on each), and the merge reads both.
+    """
     async def body() -> None:
-        routing = Routing(overrides={"BIG": ShardPolicy(shards=4)})
-        # 9.6 MB written as fast as it goes: the simulated partitions throttle, patience
+        routing = Routing(overrides={"BIG": ShardPolicy(shards=2)})
+        # 4.8 MB written as fast as it goes: the simulated partitions throttle, patience
         patient = RetryPolicy(attempts=30, base=0.05, cap=1.0, deadline=None)
         async with backend.index(routing, retry=patient) as index:
             blob = "x" * 30_000
-            for start in range(0, 320, 40):
+            for start in range(0, 160, 40):
                 await asyncio.gather(*(index.put("BIG", f"i-{i:04d}", sort=f"{i:04d}",
                                                  attrs={"blob": blob})
                                        for i in range(start, start + 40)))
-            got = [e.item_id for e in await listing(index, "BIG", limit=1000)]
-            assert got == [f"i-{i:04d}" for i in range(320)]
-            assert await index.count("BIG") == 320
-            assert len([e async for e in index.scan("BIG")]) == 320
+            listed = await listing(index, "BIG", limit=1000)
+            assert [e.item_id for e in listed] == [f"i-{i:04d}" for i in range(160)]
+            per_shard = Counter(e.shard_key for e in listed)
+            assert min(per_shard.values()) * len(blob) > 1_300_000, per_shard  # > 1 MB each
+            assert await index.count("BIG") == 160
+            assert len([e async for e in index.scan("BIG")]) == 160
 
     backend.run(body())
 

@@ -1,10 +1,9 @@
 """diagnose on Spark (local mode) gives the DuckDB engine's report for the same logs.
 
-One Spark session serves the whole file (a session fixture, one per xdist worker
-that runs these tests); they ask for one worker (``xdist_group``; scripts/test passes
-``--dist loadgroup``), which pytest-xdist 3.8 does not honour under pytest 9.2 (its
-group suffix is set on ``_nodeid``, which pytest 9 no longer reads), so a second
-worker may start a second JVM until xdist catches up. The logs are
+One Spark session serves the whole file (``spark``, a session fixture of
+tests/conftest.py, shared with the command-line fuzz test's ``diagnose`` case); they ask
+for one worker (``xdist_group``; scripts/test passes ``--dist loadgroup``), so one JVM
+starts a run. The logs are
 generated here, in every format the readers take, with shard keys, shardex's own
 records, throttles, malformed rows, CloudTrail files and a Contributor Insights
 report; each is diagnosed by both engines and the two ``shardex.diagnose/1``
@@ -16,7 +15,6 @@ from __future__ import annotations
 import json
 import random
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,17 +31,6 @@ from tests import heat_sources as trails
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 BASE = samples.BASE
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    from shardex.heat.spark import local_session
-
-    # small inputs: few partitions, no codegen to compile for each new query shape
-    session = local_session("local[2]", {"spark.sql.shuffle.partitions": "2",
-                                         "spark.sql.codegen.wholeStage": "false"})
-    yield session
-    session.stop()
 
 
 def both(paths: list[Path], spark: Any, **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
