@@ -89,6 +89,7 @@ class _Answer:
     """A scrape's answer as the WSGI server writes it: tells ``Scrapes`` once written."""
 
     def __init__(self, body: Iterable[bytes], scrapes: Scrapes, began: float) -> None:
+        self._inner = body
         self._body = iter(body)
         self._scrapes = scrapes
         self._began = began
@@ -105,6 +106,9 @@ class _Answer:
             raise
 
     def close(self) -> None:  # the server calls it once the answer is out, or failed
+        closing = getattr(self._inner, "close", None)  # WSGI: the app's own close first
+        if closing is not None:
+            closing()
         if self._whole:
             self._scrapes.served(self._began)
 
