@@ -312,8 +312,9 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
 @click.option("--metrics-port", type=count(0, 65535), default=None,
               help="Serve the reshard's progress gauges and the store's metrics on "
                    "http://127.0.0.1:PORT/metrics while it runs (0: a free port; needs the "
-                   "metrics extra); once done it waits for one more scrape (at most twice "
-                   "the scrape interval, 30 s), so its last counts are not lost.")
+                   "metrics extra); once done it waits for one more scrape to be answered in "
+                   "full (at most twice the scrape interval plus 5 s, and 30 s), so its "
+                   "last counts are not lost.")
 def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until: str | None,
         max_age: float, every: float, metrics_port: int | None,
         connection: Connection, sharing: Any) -> None:
