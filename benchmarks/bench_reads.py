@@ -522,6 +522,8 @@ def print_azure(results: dict[float, dict[str, Outcome]], args: argparse.Namespa
 # -- part 4: the tail on memory:// -----------------------------------------------------------
 
 MEDIAN_MS, P99_MS = 4.0, 40.0
+_MODEL = LatencyModel(MEDIAN_MS, P99_MS, 0.0)  # the store's latency, for the model's figures
+_LOG_LATENCY = NormalDist(math.log(MEDIAN_MS / 1000), _MODEL.sigma)
 
 
 def tail_on_memory(shards: int, hedge: HedgePolicy | None, reads: int,
@@ -566,15 +568,13 @@ def _sends(policy: HedgePolicy | None, quantile: float | None = None) -> list[fl
     (its delay at the model's ``quantile``, by default the policy's own), in seconds."""
     if policy is None:
         return []
-    model = LatencyModel(MEDIAN_MS, P99_MS, 0.0)
-    delay = model.quantile(Hedger(policy).quantile if quantile is None else quantile)
+    delay = _MODEL.quantile(Hedger(policy).quantile if quantile is None else quantile)
     return [delay * (1 + k * policy.spacing) for k in range(policy.max_hedges)]
 
 
 def _slower(t: float) -> float:
     """P(one request of the latency model answers after ``t`` seconds)."""
-    normal = NormalDist(math.log(MEDIAN_MS / 1000), LatencyModel(MEDIAN_MS, P99_MS, 0.0).sigma)
-    return 1.0 - normal.cdf(math.log(t)) if t > 0 else 1.0
+    return 1.0 - _LOG_LATENCY.cdf(math.log(t)) if t > 0 else 1.0
 
 
 def _late(t: float, sends: list[float]) -> float:

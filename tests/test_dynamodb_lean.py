@@ -48,12 +48,15 @@ def _body(binary: bool) -> st.SearchStrategy[bytes]:
         st.lists(item, max_size=4), st.dictionaries(_TEXT, _values(binary), max_size=2))
 
 
-def _parsed(body: bytes, *, lean: bool, status: int = 200) -> tuple[dict[str, Any], bool]:
+def _parsed(body: bytes, *, lean: bool, status: int = 200, handler: Any = lean_items,
+            shape: Any = _QUERY) -> tuple[dict[str, Any], bool]:
+    """``body`` as botocore parses it to ``shape``, with ``handler`` first when ``lean``;
+    and whether the handler took the parse over."""
     response: dict[str, Any] = {"status_code": status, "headers": {}, "body": body}
     custom: dict[str, Any] = {}
     if lean:
-        lean_items(response_dict=response, customized_response_dict=custom)
-    parsed = create_parser("json").parse(response, _QUERY)
+        handler(response_dict=response, customized_response_dict=custom)
+    parsed = create_parser("json").parse(response, shape)
     parsed.update(custom)
     parsed.pop("ResponseMetadata", None)
     return parsed, bool(custom)
@@ -82,19 +85,8 @@ def test_bodies_without_binary_skip_the_shape_walk(body: bytes) -> None:
 def test_a_lean_get_item_equals_botocores_parse(item: dict[str, Any] | None) -> None:
     body = json.dumps({**({} if item is None else {"Item": item}), "ConsumedCapacity": {
         "TableName": "orders", "CapacityUnits": 1.0}}).encode()
-
-    def parsed(lean: bool) -> tuple[dict[str, Any], bool]:
-        response: dict[str, Any] = {"status_code": 200, "headers": {}, "body": body}
-        custom: dict[str, Any] = {}
-        if lean:
-            lean_item(response_dict=response, customized_response_dict=custom)
-        out = create_parser("json").parse(response, _GET)
-        out.update(custom)
-        out.pop("ResponseMetadata", None)
-        return out, bool(custom)
-
-    lean, took_over = parsed(True)
-    assert lean == parsed(False)[0]
+    lean, took_over = _parsed(body, lean=True, handler=lean_item, shape=_GET)
+    assert lean == _parsed(body, lean=False, shape=_GET)[0]
     assert took_over == (item is not None and b'"B"' not in body and b'"BS"' not in body)
 
 

@@ -171,8 +171,11 @@ class Backfill(abc.ABC):
         """``write()`` at the pace of shard key ``target`` (None: the store never answered).
         Other errors are the caller's."""
         # the shared budget, when there is one, paces each key for every process at once
-        pace = None if self.budget is not None else self._paces.setdefault(
-            target, Pace(self._rate, self._clock))
+        pace = None
+        if self.budget is None:
+            pace = self._paces.get(target)
+            if pace is None:  # made once a key, not once a write
+                pace = self._paces[target] = Pace(self._rate, self._clock)
         try:
             return await paced(pace, self._cost, write, clock=self._clock, rng=self._rng,
                                budget=self.budget, key=target)
