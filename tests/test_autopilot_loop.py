@@ -129,7 +129,10 @@ async def test_a_ramp_grows_the_key_and_its_end_shrinks_it_back() -> None:
     autopilot = pilot(store, worker="one")
     with Load(store, 14) as load:
         async with running(autopilot):
-            grown = await wait_for("the grow to complete", lambda: _stable_above(store, 1))
+            # the routing turns stable a moment before the autopilot logs its complete
+            # step: wait for both, or the log may be read in between
+            grown = await wait_for("the grow to complete", lambda: _completed(
+                autopilot, store, 1))
             log = await autopilot.records.log()
             verify = [e for e in log if e.action == "verify" and e.outcome == "ok"]
             assert verify
@@ -157,6 +160,15 @@ async def test_a_ramp_grows_the_key_and_its_end_shrinks_it_back() -> None:
 async def _stable_above(store: Store, n: int) -> int | None:
     found, state = await shards(store)
     return found if state == "stable" and found > n else None
+
+
+async def _completed(autopilot: Autopilot, store: Store, n: int) -> int | None:
+    """The shard count once the routing is stable above ``n`` and the log says so."""
+    found = await _stable_above(store, n)
+    if found is None:
+        return None
+    logged = actions(await autopilot.records.log())
+    return found if ("complete", "ok") in logged else None
 
 
 async def _stable_at(store: Store, n: int) -> bool:
@@ -196,7 +208,7 @@ async def test_a_second_autopilot_waits_then_resumes_the_migration_of_a_killed_l
             assert lease.owner == "first"  # the second waits
             held, _ = await first.records.lease()
             _crash(first, one)
-            await wait_for("the second to finish it", lambda: _stable_above(store, 1))
+            await wait_for("the second to finish it", lambda: _completed(second, store, 1))
             two.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await two
