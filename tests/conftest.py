@@ -19,6 +19,7 @@ import os
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -37,20 +38,45 @@ settings.load_profile("explore" if os.environ.get("SHARDEX_HYPOTHESIS") == "expl
 T = TypeVar("T")
 
 
+# Seconds each long test took in a full run (``cpu wall nodeid`` lines, as
+# SHARDEX_TEST_CPU_LOG writes them; refresh with
+# ``SHARDEX_TEST_CPU_LOG=/tmp/t.log scripts/test; sort -rn -k2 /tmp/t.log | awk '$2 >= 2'``).
+DURATIONS = Path(__file__).with_name("durations.txt")
+
+
+def _recorded_walls() -> dict[str, float]:
+    walls: dict[str, float] = {}
+    if DURATIONS.exists():
+        for line in DURATIONS.read_text().splitlines():
+            fields = line.split(maxsplit=2)
+            if len(fields) == 3 and not line.startswith("#"):
+                walls[fields[2].split("@", 1)[0]] = float(fields[1])
+    return walls
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Keep an ``xdist_group`` on one worker under pytest 9.
+    """Keep an ``xdist_group`` on one worker under pytest 9; hand out the longest first.
 
     pytest-xdist (``--dist loadgroup``) names a test's group by appending ``@group`` to
     ``item._nodeid``, which pytest 9 no longer reads (the id is the structured
     ``item._id``); without this the Spark tests spread over workers and each starts its
     own JVM. Runs after xdist's hook, on the workers, where the suffix was just set.
+
+    Workers take tests in collection order: a long test taken last leaves one worker
+    busy after the others have finished, so under xdist the tests are sorted by the
+    seconds tests/durations.txt records, longest first. Every worker sorts alike (ties
+    keep collection order), as xdist requires. Without xdist the order stays pytest's,
+    which groups the tests that share a module fixture.
     """
     for item in items:
         suffixed = item.__dict__.get("_nodeid")
         if isinstance(suffixed, str) and "@" in suffixed and "@" not in item.nodeid \
                 and hasattr(item, "_id"):
             item._id = type(item._id).parse(suffixed)
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        walls = _recorded_walls()
+        items.sort(key=lambda item: -walls.get(item.nodeid.split("@", 1)[0], 0.0))
 
 
 _CPU_LOG = os.environ.get("SHARDEX_TEST_CPU_LOG")
