@@ -279,9 +279,10 @@ def complete(uri: str, name: str, retain: float | None, drop: bool) -> None:
     if adoption is not None and adoption.state == "read-new":
         from shardex.migrate.status import iso
 
-        out.print(f"index {name!r}: the old GSI stays restorable until "
-                  f"{iso(adoption.retire_after)}; run {_command('complete', uri, name)} again "
-                  "after it", highlight=False, soft_wrap=True)
+        until = iso(adoption.migration.retire_after)
+        out.print(f"index {name!r}: the old GSI stays restorable until {until}; run "
+                  f"{_command('complete', uri, name)} again after it", highlight=False,
+                  soft_wrap=True)
         return
     dropped = adoption is not None and adoption.dropped
     then = (f"shardex reshard start --store {shlex.quote(uri)} --index {shlex.quote(name)} "

@@ -1,6 +1,6 @@
 """The adopter: carries out an adoption's steps against a GSI-mode DynamoDB store.
 
-``Adopter`` is the thin async loop around ``shardex.adoption``'s decisions: each step
+``Adopter`` is the thin async loop around the copy's decisions (``states``): each step
 reads the routing record (strongly consistent), decides, and stores the next routing
 with a compare-and-set, so any process may run any step after any crash, and two that
 race are told apart by the compare-and-set. Waits run on the injected clock.
@@ -16,12 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from shardex.adopted import source_store
-from shardex.adoption import (
-    Adoption,
-    adoption_ready_at,
-    cutover_refusal,
-    rollback_refusal,
-)
+from shardex.adoption import Adoption
 from shardex.clock import Clock
 from shardex.errors import InvalidInput, NotFound, ReshardRefused
 from shardex.index import ShardedIndex
@@ -30,6 +25,14 @@ from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Sharing
 from shardex.migrate.mover import MOVER_RETRY
 from shardex.migrate.registry import record_migration
+from shardex.migrate.states import (
+    begin_copy,
+    copy_cutover_refusal,
+    copy_rollback_refusal,
+    copy_start_refusal,
+    copy_to,
+    ready_at,
+)
 from shardex.migrate.status import adopt_status_document
 from shardex.migrate.units import Segment
 from shardex.migrate.verify import adoption_parity
@@ -42,7 +45,7 @@ from shardex.stores.dynamodb import DynamoDBStore
 from shardex.stores.dynamodb.admin import create_index_table, create_meta_table
 from shardex.stores.dynamodb.adopt import GsiAdoptionTools, TableAdoptionTools
 from shardex.stores.dynamodb.source import BorrowedClient
-from shardex.transition import Parity
+from shardex.transition import Parity, Transition
 
 __all__ = ["AdoptPlan", "Adopter", "Backfilled", "DEFAULT_SEGMENTS"]
 
@@ -194,16 +197,24 @@ class Adopter(MigrationRunner):
         new = replace(routing, version=routing.version + 1, adoption=adoption)
         return new if await self.store_next(new) else None
 
-    async def _adoption(self, *states: str) -> tuple[Routing, Adoption]:
+    async def _adoption(self, *stages: str) -> tuple[Routing, Adoption]:
         routing = await self.routing()
         adoption = routing.adoption
         if adoption is None:
             raise ReshardRefused(f"index {self.name!r} has no adoption: start one with "
                                  "'shardex adopt start'")
-        if states and adoption.state not in states:
-            raise ReshardRefused(f"index {self.name!r}: the adoption is {adoption.state}, not "
-                                 f"{' or '.join(states)}")
+        if stages and adoption.stage not in stages:
+            raise ReshardRefused(f"index {self.name!r}: the adoption is {adoption.stage}, not "
+                                 f"{' or '.join(stages)}")
         return routing, adoption
+
+    def _begun(self, sets: Mapping[str, ShardPolicy], margin: float, adoption_id: str | None,
+               **source: Any) -> Adoption:
+        """The adoption ``start`` records, in ``write-new`` (dual-write) from now."""
+        now = self._clock.wall()
+        return Adoption(state="write-new", migration=Transition(
+            id=adoption_id or f"a{uuid.uuid4().hex[:12]}", started_at=now, changed_at=now,
+            margin=float(margin), values=tuple(sorted(sets)), kind="copy"), **source)
 
     # -- start ---------------------------------------------------------------------------
 
@@ -240,11 +251,8 @@ class Adopter(MigrationRunner):
             await tools.create_target(table, source)
         await tools.wait_index(self.store.gsi.gsi, clock=self._clock, within=self._within,
                                progress=self._say)
-        now = self._clock.wall()
-        adoption = Adoption(id=adoption_id or f"a{uuid.uuid4().hex[:12]}", kind="gsi",
-                            source=self.source, attribute=self.attribute, state="dual-write",
-                            started_at=now, changed_at=now, margin=float(margin),
-                            values=tuple(sorted(sets)))
+        adoption = self._begun(sets, margin, adoption_id, kind="gsi", source=self.source,
+                               attribute=self.attribute)
         return replace(await self._record(adoption, sets), items=items, created=not exists,
                        exists=exists, projection=projection)
 
@@ -256,12 +264,10 @@ class Adopter(MigrationRunner):
         if self.id_attribute is None or self.sort_attribute is None:
             raise InvalidInput("adopting an index table needs --base-table, --id-attribute "
                                "and --sort-attribute")
-        now = self._clock.wall()
-        adoption = Adoption(id=adoption_id or f"a{uuid.uuid4().hex[:12]}", kind="table",
-                            source=self.source, attribute=self.attribute, state="dual-write",
-                            started_at=now, changed_at=now, margin=float(margin),
-                            values=tuple(sorted(sets)), base=self.base,
-                            id_attribute=self.id_attribute, sort_attribute=self.sort_attribute)
+        adoption = self._begun(sets, margin, adoption_id, kind="table", source=self.source,
+                               attribute=self.attribute, base=self.base,
+                               id_attribute=self.id_attribute,
+                               sort_attribute=self.sort_attribute)
         tools = self._table_tools(adoption)
         await tools.check()
         items = await self._items(adoption)
@@ -282,25 +288,17 @@ class Adopter(MigrationRunner):
     async def _record(self, adoption: Adoption, sets: Mapping[str, ShardPolicy]) -> AdoptPlan:
         """Store ``adoption`` in the index's routing, with ``sets`` as its overrides."""
         current = await self.routing()
-        if current.in_transition:
-            raise ReshardRefused(f"index {self.name!r}: a reshard is under way; finish it "
-                                 "before adopting")
-        if current.adoption is not None and current.adoption.active:
-            raise ReshardRefused(
-                f"index {self.name!r}: adoption {current.adoption.id} is already "
-                f"{current.adoption.state}: run 'shardex adopt status'")
-        if current.adoption is not None and current.adoption.state == "complete":
-            raise ReshardRefused(f"index {self.name!r}: adoption {current.adoption.id} is "
-                                 "complete; the index reads its own entries already")
-        new = Routing(default=current.default, overrides={**current.overrides, **sets},
-                      version=current.version + 1, adoption=adoption)
+        refusal = copy_start_refusal(current)
+        if refusal is not None:
+            raise ReshardRefused(f"index {self.name!r}: {refusal.why}")
+        new = begin_copy(current, adoption, sets)
         await self._records(adoption).cleanup()
         if not await self.store_next(new):
             raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
                                  "adoption was being started; nothing was started: run "
                                  "'shardex adopt status'")
         await record_migration(self.store, self.name, "adoption", adoption.id,
-                               adoption.values, clock=self._clock, rng=self._rng)
+                               adoption.migration.values, clock=self._clock, rng=self._rng)
         return AdoptPlan(new, 0, created=False, exists=True, stored=True, projection={})
 
     async def _meta_table(self) -> None:
@@ -327,7 +325,7 @@ class Adopter(MigrationRunner):
         before it scans. Refused unless the adoption is in ``dual-write``.
         """
         _, adoption = await self._adoption("dual-write")
-        await self.wait_until(adoption_ready_at(adoption, self.lease), self._say,
+        await self.wait_until(ready_at(adoption, self.lease), self._say,
                               "every client to write the shard attribute (the routing's "
                               "lease and the margin)")
         records = self._records(adoption)
@@ -372,7 +370,7 @@ class Adopter(MigrationRunner):
         """Check parity of every value named or seen, and record the report."""
         routing, adoption = await self._adoption("dual-write", "read-new")
         segments = [s for s, _ in (await self._records(adoption).all()).values()]
-        values = sorted(set(adoption.values) | set(routing.overrides)
+        values = sorted(set(adoption.migration.values) | set(routing.overrides)
                         | {v for s in segments for v in s.values})
         source = source_store(self.store, adoption)
         # an index table reads strongly consistently: a gap found twice is one
@@ -390,7 +388,9 @@ class Adopter(MigrationRunner):
             if latest.adoption is None or latest.adoption.id != adoption.id:
                 raise ReshardRefused(f"index {self.name!r}: the adoption changed while it "
                                      "was being verified; nothing was recorded")
-            if await self._advance(latest, replace(latest.adoption, parity=report)):
+            recorded = copy_to(latest.adoption, latest.adoption.state, self._clock.wall(),
+                               parity=report)
+            if await self._advance(latest, recorded):
                 return report
 
     async def cutover(self, *, max_age: float | None = None) -> Routing:
@@ -399,11 +399,12 @@ class Adopter(MigrationRunner):
             routing, adoption = await self._adoption()
             done = await self.backfilled(adoption)
             now = self._clock.wall()
-            refusal = cutover_refusal(adoption, now=now, backfilled=done.finished,
-                                      max_age=self.max_age if max_age is None else max_age)
+            refusal = copy_cutover_refusal(adoption, now=now, backfilled=done.finished,
+                                           max_age=self.max_age if max_age is None else max_age)
             if refusal is not None:
                 raise ReshardRefused(f"index {self.name!r}: cutover refused: {refusal.why}")
-            if (new := await self._advance(routing, adoption.to("read-new", now))) is not None:
+            if (new := await self._advance(routing, copy_to(adoption, "read-new", now))
+                    ) is not None:
                 return new
 
     async def complete(self, *, retain: float | None = None, drop: bool = False) -> Routing:
@@ -416,21 +417,25 @@ class Adopter(MigrationRunner):
         if retain is not None:
             check_seconds("retain", retain)
         routing, adoption = await self._adoption("read-new", "complete")
-        if adoption.state == "read-new" and (adoption.retire_after is None or (
-                retain is not None and retain != adoption.retain) or drop):
-            window = adoption.retain if retain is None else retain
-            changed = replace(adoption, retain=window, drop_source=adoption.drop_source or drop,
-                              retire_after=self._clock.wall() + window
-                              if adoption.retire_after is None or retain is not None
-                              else adoption.retire_after)
-            await self._advance(routing, changed)
+        meta = adoption.migration
+        now = self._clock.wall()
+        if adoption.state == "read-new" and (meta.retire_after is None or (
+                retain is not None and retain != meta.retain) or drop):
+            window = meta.retain if retain is None else retain
+            changed = copy_to(adoption, "read-new", now, retain=window,
+                              retire_after=now + window
+                              if meta.retire_after is None or retain is not None
+                              else meta.retire_after)
+            await self._advance(routing, replace(changed,
+                                                 drop_source=adoption.drop_source or drop))
             routing, adoption = await self._adoption("read-new", "complete")
         if adoption.state == "read-new":
-            if adoption.retire_after is not None and self._clock.wall() < adoption.retire_after:
+            after = adoption.migration.retire_after
+            if after is not None and self._clock.wall() < after:
                 return routing
-            await self.wait_until(adoption_ready_at(adoption, self.lease), self._say,
+            await self.wait_until(ready_at(adoption, self.lease), self._say,
                                   f"no reader to read {adoption.source!r}")
-            await self._advance(routing, adoption.to("complete", self._clock.wall()))
+            await self._advance(routing, copy_to(adoption, "done", self._clock.wall()))
             routing, adoption = await self._adoption("complete")
         if (adoption.drop_source or drop) and not adoption.dropped:
             await self._drop(adoption)
@@ -457,12 +462,12 @@ class Adopter(MigrationRunner):
         """Send readers back to the old GSI (the shard attributes stay: harmless)."""
         while True:
             routing = await self.routing()
-            refusal = rollback_refusal(routing.adoption)
+            refusal = copy_rollback_refusal(routing.adoption)
             if refusal is not None or routing.adoption is None:
                 why = refusal.why if refusal is not None else "no adoption"
                 raise ReshardRefused(f"index {self.name!r}: rollback refused: {why}")
-            new = await self._advance(routing, routing.adoption.to("rolled-back",
-                                                                   self._clock.wall()))
+            new = await self._advance(routing, copy_to(routing.adoption, "done",
+                                                       self._clock.wall(), direction="rollback"))
             if new is not None:
                 return new
 

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from shardex.adoption import Adoption, adoption_ready_at
+from shardex.adoption import Adoption
 from shardex.documents import rounded
 from shardex.migrate.states import ready_at, state_of
 from shardex.migrate.units import Segment, Unit, tally
@@ -140,7 +140,8 @@ def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backf
                      stale: bool, running: bool = False) -> list[str]:
     """The commands an operator runs next, in the order to consider them."""
     steps: list[tuple[str, str]] = [("cutover", ""), ("rollback", "")]
-    if adoption is None or adoption.state == "rolled-back":
+    parity = None if adoption is None else adoption.migration.parity
+    if adoption is None or adoption.stage == "rolled-back":
         source = ""
         if adoption is not None:
             source = (f" --from-gsi {adoption.source}" if adoption.kind == "gsi" else
@@ -148,16 +149,16 @@ def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backf
                       f"--id-attribute {adoption.id_attribute} --sort-attribute "
                       f"{adoption.sort_attribute}") + f" --from-attribute {adoption.attribute}"
         steps = [("start", source + " --set VALUE=N")]
-    elif adoption.state == "complete":
+    elif adoption.stage == "complete":
         steps = [] if adoption.dropped or not adoption.drop_source else [
             ("complete", " --drop-old-index")]
-    elif adoption.state == "read-new":
+    elif adoption.stage == "read-new":
         steps = [("complete", " [--retain DURATION] [--drop-old-index]"), ("rollback", "")]
     elif not backfilled:
         steps = [("run", ""), ("rollback", "")]
-    elif adoption.parity is None or stale:
+    elif parity is None or stale:
         steps = [("verify", ""), ("rollback", "")]
-    elif not adoption.parity.clean:
+    elif not parity.clean:
         steps = [("run", ""), ("verify", ""), ("rollback", "")]
     return _commands("adopt", store, index, _watching(steps, running))
 
@@ -183,19 +184,20 @@ def adopt_status_document(routing: Routing, segments: Sequence[Segment], *, inde
     for segment in segments:
         for value, count in segment.values.items():
             seen[value] = seen.get(value, 0) + count
-    parity = None if adoption is None else adoption.parity
+    meta = None if adoption is None else adoption.migration
+    parity = None if meta is None else meta.parity
     active = runners(list(segments), now)
     doc: dict[str, Any] = {
         "schema": ADOPT_STATUS_SCHEMA, "index": index, "store": store,
         "adoption_id": None if adoption is None else adoption.id,
-        "state": "none" if adoption is None else adoption.state,
+        "state": "none" if adoption is None else adoption.stage,
         "routing_version": routing.version,
         "source": None if adoption is None else {
             "kind": adoption.kind, "name": adoption.source, "attribute": adoption.attribute},
         "reads": "new" if adoption is None or not adoption.reads_source else "source",
         "values": {value: {**routing.policy(value).to_dict(), "items": seen.get(value)}
                    for value in sorted(set(routing.overrides) | set(seen)
-                                       | set(() if adoption is None else adoption.values))},
+                                       | set(() if meta is None else meta.values))},
         "progress": {
             "segments": len(segments), "segments_done": done,
             "segments_leased": sum(1 for s in segments if s.leased_at(now)),
@@ -207,8 +209,8 @@ def adopt_status_document(routing: Routing, segments: Sequence[Segment], *, inde
             "eta_s": 0.0 if finished else (remaining / rate if rate and remaining is not None
                                            else None)},
         "runners": _runners(active), "parity": _parity(parity, now),
-        "ready_at": None if adoption is None else iso(adoption_ready_at(adoption, lease)),
-        "retire_after": None if adoption is None else iso(adoption.retire_after),
+        "ready_at": None if adoption is None else iso(ready_at(adoption, lease)),
+        "retire_after": None if meta is None else iso(meta.retire_after),
         "drop_source": False if adoption is None else adoption.drop_source,
         "dropped": False if adoption is None else adoption.dropped,
         "next_steps": adopt_next_steps(
