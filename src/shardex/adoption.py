@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
 from shardex.errors import InvalidRouting
-from shardex.transition import Direction, Transition
+from shardex.transition import Direction, Transition, fields_of
 
 __all__ = ["COPY_STATES", "Adoption", "CopyState", "SourceKind", "Stage"]
 
@@ -133,17 +133,12 @@ class Adoption:
     def from_dict(cls, doc: Any, where: str = "routing.adoption") -> Adoption:
         """Validate an adoption document (either shape); raise InvalidRouting naming the
         field at fault."""
-        if not isinstance(doc, dict):
-            raise InvalidRouting(f"{where}: expected an object, got {type(doc).__name__}")
-        fields = cast(dict[str, Any], doc)
-        if "migration" not in fields:
-            fields = _from_flat(fields, where)
-        _expect(fields, where, {"source", "state", "migration"}, set(_FLAGS))
-        source = fields["source"]
-        if not isinstance(source, dict):
-            raise InvalidRouting(f"{where}.source: expected an object, "
-                                 f"got {type(source).__name__}")
-        _expect(source, f"{where}.source", {"kind", "name", "attribute"}, set(_SOURCE))
+        if isinstance(doc, dict) and "migration" not in doc:
+            doc = _from_flat(cast(dict[str, Any], doc), where)
+        fields = fields_of(doc, where, required={"source", "state", "migration"},
+                           optional=set(_FLAGS))
+        source = fields_of(fields["source"], f"{where}.source",
+                           required={"kind", "name", "attribute"}, optional=set(_SOURCE))
         try:
             return cls(kind=source["kind"], source=source["name"], attribute=source["attribute"],
                        base=source.get("base"), id_attribute=source.get("id_attribute"),
@@ -157,20 +152,11 @@ class Adoption:
             raise InvalidRouting(f"{where}: {exc}") from None
 
 
-def _expect(fields: Mapping[str, Any], where: str, required: set[str],
-            optional: set[str]) -> None:
-    unknown = sorted(set(fields) - required - optional)
-    missing = sorted(required - set(fields))
-    if unknown or missing:
-        raise InvalidRouting(f"{where}: " + (f"unknown field(s) {unknown}" if unknown
-                                             else f"missing field(s) {missing}"))
-
-
 def _from_flat(fields: Mapping[str, Any], where: str) -> dict[str, Any]:
     """A document in the shape stored before the copy kind, in today's shape."""
-    _expect(fields, where, {"id", "kind", "source", "attribute", "state", "started_at",
-                            "changed_at", "margin"},
-            {"values", "parity", "retain", "retire_after", *_FLAGS, *_SOURCE})
+    fields_of(fields, where, required={"id", "kind", "source", "attribute", "state",
+                                       "started_at", "changed_at", "margin"},
+              optional={"values", "parity", "retain", "retire_after", *_FLAGS, *_SOURCE})
     found = {stage: state for state, stage in _STAGES.items()}.get(fields["state"])
     if found is None:
         raise InvalidRouting(f"{where}.state: expected one of {', '.join(_STAGES.values())}, "

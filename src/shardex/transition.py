@@ -20,7 +20,8 @@ from typing import Any, Literal, NamedTuple, cast, get_args
 from shardex.errors import InvalidKey, InvalidRouting
 from shardex.keys import validate_item_id, validate_value
 
-__all__ = ["DIRECTIONS", "Direction", "GAP_KINDS", "Gap", "KINDS", "Kind", "Parity", "Transition"]
+__all__ = ["DIRECTIONS", "Direction", "GAP_KINDS", "Gap", "KINDS", "Kind", "Parity", "Transition",
+           "fields_of"]
 
 Direction = Literal["forward", "rollback"]
 DIRECTIONS: tuple[str, ...] = get_args(Direction)
@@ -71,8 +72,10 @@ def _seconds(doc: Mapping[str, Any], name: str, where: str, *, optional: bool = 
     return float(value)
 
 
-def _fields(doc: Any, where: str, *, required: set[str], optional: set[str]
-            ) -> Mapping[str, Any]:
+def fields_of(doc: Any, where: str, *, required: set[str], optional: set[str]
+              ) -> Mapping[str, Any]:
+    """``doc`` if it is an object with every ``required`` field and no other than
+    ``optional``; else InvalidRouting naming ``where`` and the fields at fault."""
     if not isinstance(doc, dict):
         raise _fail(where, f"expected an object, got {type(doc).__name__}")
     keys = set(cast(dict[str, Any], doc))
@@ -120,7 +123,7 @@ class Parity:
 
     @classmethod
     def from_dict(cls, doc: Any, where: str) -> Parity:
-        fields = _fields(doc, where, required={"checked_at", "entries", *GAP_KINDS},
+        fields = fields_of(doc, where, required={"checked_at", "entries", *GAP_KINDS},
                          optional={"examples"})
         raw = fields.get("examples", [])
         if not isinstance(raw, list) or len(raw) > MAX_EXAMPLES:
@@ -129,7 +132,7 @@ class Parity:
         examples = []
         for i, gap in enumerate(raw):
             at = f"{where}.examples[{i}]"
-            item = _fields(gap, at, required={"kind", "value", "item_id", "shard_key"},
+            item = fields_of(gap, at, required={"kind", "value", "item_id", "shard_key"},
                            optional=set())
             if item["kind"] not in GAP_KINDS:
                 raise _fail(f"{at}.kind", f"expected one of {', '.join(GAP_KINDS)}, "
@@ -212,7 +215,7 @@ class Transition:
     @classmethod
     def from_dict(cls, doc: Any, where: str = "routing.reshard") -> Transition:
         """Validate a transition document; raise InvalidRouting naming the field at fault."""
-        fields = _fields(doc, where, required={"id", "direction", "values", "started_at",
+        fields = fields_of(doc, where, required={"id", "direction", "values", "started_at",
                                                "changed_at", "margin"},
                          optional={"generation", "parity", "retain", "retire_after", "kind"})
         values = fields["values"]
