@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
@@ -34,7 +34,7 @@ from shardex.migrate.states import (
     ready_at,
 )
 from shardex.migrate.status import adopt_status_document
-from shardex.migrate.units import Segment
+from shardex.migrate.units import Backfilled, Segment
 from shardex.migrate.verify import adoption_parity
 from shardex.migrate.work import Segments
 from shardex.routing import Routing, ShardPolicy
@@ -64,22 +64,6 @@ class AdoptPlan:
     exists: bool  # the new GSI existed before
     stored: bool  # the adoption was recorded (False: a dry run)
     projection: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Backfilled:
-    """What the backfill's segments say: counts over every segment."""
-
-    segments: int
-    done: int
-    scanned: int
-    updated: int
-    raced: int
-    unresolved: int
-
-    @property
-    def finished(self) -> bool:
-        return self.segments > 0 and self.done == self.segments
 
 
 class Adopter(MigrationRunner):
@@ -316,7 +300,7 @@ class Adopter(MigrationRunner):
     async def backfilled(self, adoption: Adoption) -> Backfilled:
         """The backfill's counts, from its segment records."""
         found = [s for s, _ in (await self._records(adoption).all()).values()]
-        return _totals(found)
+        return Backfilled.of(found)
 
     async def run(self) -> Backfilled:
         """Backfill every item's shard attribute (resuming wherever an earlier run stopped).
@@ -383,29 +367,36 @@ class Adopter(MigrationRunner):
                                   settle=self.settle, clock=self._clock)
         finally:
             await source.close()
-        while True:
-            latest = await self.routing()
-            if latest.adoption is None or latest.adoption.id != adoption.id:
+
+        async def record(latest: Adoption) -> Adoption:
+            if latest.id != adoption.id:
                 raise ReshardRefused(f"index {self.name!r}: the adoption changed while it "
                                      "was being verified; nothing was recorded")
-            recorded = copy_to(latest.adoption, latest.adoption.state, self._clock.wall(),
-                               parity=report)
-            if await self._advance(latest, recorded):
-                return report
+            return copy_to(latest, latest.state, self._clock.wall(), parity=report)
+
+        await self._change(record)
+        return report
+
+    async def _change(self, decide: Callable[[Adoption], Awaitable[Adoption]]) -> Routing:
+        """Store the adoption ``decide`` makes of the stored one, deciding again if another
+        process stored first; ``decide`` raises ReshardRefused to refuse the step."""
+        while True:
+            routing, adoption = await self._adoption()
+            if (new := await self._advance(routing, await decide(adoption))) is not None:
+                return new
 
     async def cutover(self, *, max_age: float | None = None) -> Routing:
         """Move readers to the new GSI; refused unless the last verify is clean and fresh."""
-        while True:
-            routing, adoption = await self._adoption()
+        async def cut(adoption: Adoption) -> Adoption:
             done = await self.backfilled(adoption)
             now = self._clock.wall()
             refusal = copy_cutover_refusal(adoption, now=now, backfilled=done.finished,
                                            max_age=self.max_age if max_age is None else max_age)
             if refusal is not None:
                 raise ReshardRefused(f"index {self.name!r}: cutover refused: {refusal.why}")
-            if (new := await self._advance(routing, copy_to(adoption, "read-new", now))
-                    ) is not None:
-                return new
+            return copy_to(adoption, "read-new", now)
+
+        return await self._change(cut)
 
     async def complete(self, *, retain: float | None = None, drop: bool = False) -> Routing:
         """Retire the old GSI's path once ``retain`` seconds have passed; drop it if asked.
@@ -460,16 +451,13 @@ class Adopter(MigrationRunner):
 
     async def rollback(self) -> Routing:
         """Send readers back to the old GSI (the shard attributes stay: harmless)."""
-        while True:
-            routing = await self.routing()
-            refusal = copy_rollback_refusal(routing.adoption)
-            if refusal is not None or routing.adoption is None:
-                why = refusal.why if refusal is not None else "no adoption"
-                raise ReshardRefused(f"index {self.name!r}: rollback refused: {why}")
-            new = await self._advance(routing, copy_to(routing.adoption, "done",
-                                                       self._clock.wall(), direction="rollback"))
-            if new is not None:
-                return new
+        async def back(adoption: Adoption) -> Adoption:
+            refusal = copy_rollback_refusal(adoption)
+            if refusal is not None:
+                raise ReshardRefused(f"index {self.name!r}: rollback refused: {refusal.why}")
+            return copy_to(adoption, "done", self._clock.wall(), direction="rollback")
+
+        return await self._change(back)
 
     async def status(self, *, uri: str | None = None) -> dict[str, Any]:
         """The ``shardex.adopt.status/1`` document of the index, counted from its records."""
@@ -484,10 +472,3 @@ class Adopter(MigrationRunner):
                                      store=uri or self.store.uri, lease=self.lease,
                                      now=self._clock.wall(), max_age=self.max_age, items=items)
 
-
-def _totals(segments: list[Segment]) -> Backfilled:
-    return Backfilled(segments=len(segments), done=sum(s.done for s in segments),
-                      scanned=sum(s.scanned for s in segments),
-                      updated=sum(s.updated for s in segments),
-                      raced=sum(s.raced for s in segments),
-                      unresolved=sum(s.unresolved for s in segments))

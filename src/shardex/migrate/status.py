@@ -35,7 +35,7 @@ from typing import Any
 from shardex.adoption import Adoption
 from shardex.documents import rounded
 from shardex.migrate.states import ready_at, state_of
-from shardex.migrate.units import Segment, Unit, tally
+from shardex.migrate.units import Backfilled, Segment, Unit, tally
 from shardex.migrate.work import Runner, runners
 from shardex.routing import Routing
 from shardex.transition import Parity
@@ -172,9 +172,8 @@ def adopt_status_document(routing: Routing, segments: Sequence[Segment], *, inde
     the backfill was planned (None: not planned yet).
     """
     adoption = routing.adoption
-    scanned = sum(s.scanned for s in segments)
-    done = sum(1 for s in segments if s.done)
-    finished = bool(segments) and done == len(segments)
+    counts = Backfilled.of(list(segments))
+    scanned, finished = counts.scanned, counts.finished
     started = [s.started_at for s in segments if s.started_at is not None]
     saved = [s.saved_at for s in segments if s.saved_at is not None]
     elapsed = (max(saved) - min(started)) if started and saved else 0.0
@@ -199,12 +198,10 @@ def adopt_status_document(routing: Routing, segments: Sequence[Segment], *, inde
                    for value in sorted(set(routing.overrides) | set(seen)
                                        | set(() if meta is None else meta.values))},
         "progress": {
-            "segments": len(segments), "segments_done": done,
+            "segments": counts.segments, "segments_done": counts.done,
             "segments_leased": sum(1 for s in segments if s.leased_at(now)),
-            "items_total": items, "items_scanned": scanned,
-            "items_updated": sum(s.updated for s in segments),
-            "items_raced": sum(s.raced for s in segments),
-            "items_unresolved": sum(s.unresolved for s in segments),
+            "items_total": items, "items_scanned": scanned, "items_updated": counts.updated,
+            "items_raced": counts.raced, "items_unresolved": counts.unresolved,
             "items_remaining": remaining, "rate": rate,
             "eta_s": 0.0 if finished else (remaining / rate if rate and remaining is not None
                                            else None)},
