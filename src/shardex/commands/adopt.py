@@ -45,7 +45,7 @@ from shardex.commands.params import (
     distinct,
     number,
 )
-from shardex.commands.reshard import parity_lines, print_parity, steps_lines
+from shardex.commands.reshard import parity_lines, print_parity, status_options, steps_lines
 from shardex.commands.routing import layout_file
 from shardex.routing import ShardPolicy
 
@@ -317,13 +317,7 @@ async def _status(uri: str, name: str, max_age: float) -> dict[str, Any]:
 
 @adopt.command()
 @_store_options
-@click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.status/1.")
-@click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
-              help="Age past which the parity report counts as stale.")
-@click.option("--watch", is_flag=True,
-              help="Show it again every --every seconds until no adoption is under way.")
-@click.option("--every", default=5.0, show_default=True, type=number(0.1, 3600),
-              help="Seconds between documents with --watch.")
+@status_options("shardex.adopt.status/1", "adoption")
 def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool,
            every: float) -> None:
     """Show the adoption: state, backfill progress, runners, last parity, next steps."""
