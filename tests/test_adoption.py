@@ -142,6 +142,36 @@ def test_an_adoption_starts_only_on_an_index_free_of_migrations() -> None:
     assert states.copy_start_refusal(adopted(state="done", direction="rollback")) is None
 
 
+def test_complete_records_the_window_waits_for_it_and_the_lease_then_drops() -> None:
+    cut = adopted(state="read-new", changed_at=150.0)
+
+    def step(routing: Routing, now: float, retain: float | None = None,
+             drop: bool = False) -> Any:
+        return states.copy_complete_step(routing, now=now, lease=10.0, retain=retain, drop=drop)
+
+    window = step(cut, 160.0, retain=60.0, drop=True)
+    assert isinstance(window, states.Advance)
+    kept = window.routing.adoption
+    assert kept is not None
+    assert (kept.migration.retire_after, kept.drop_source, window.routing.version) == (
+        220.0, True, 4)
+    assert step(window.routing, 160.0) == states.Stop("read-new", "the retention window has "
+                                                                  "not passed")
+    assert isinstance(step(window.routing, 170.0, retain=0.0), states.Advance)
+    short = adopted(state="read-new", changed_at=150.0, retire_after=160.0)
+    assert step(short, 161.0) == states.Wait(165.0, "no reader to read 'status-index'")
+    done = step(short, 165.0)
+    assert isinstance(done, states.Advance)
+    assert done.routing.adoption is not None
+    assert done.routing.adoption.stage == "complete"
+    assert step(done.routing, 166.0) == states.Stop("complete", "complete")
+    drop = step(done.routing, 166.0, drop=True)
+    assert isinstance(drop, states.Drop)
+    assert drop.routing.adoption is not None
+    assert drop.routing.adoption.dropped
+    assert step(drop.routing, 167.0, drop=True) == states.Stop("complete", "complete")
+
+
 def test_cutover_needs_the_backfill_and_a_clean_fresh_parity() -> None:
     clean = Parity(checked_at=100.0, entries=5)
     ready = copy_to(ADOPTION, "write-new", 0.0, parity=clean)

@@ -26,12 +26,17 @@ from shardex.migrate.budget import Sharing
 from shardex.migrate.mover import MOVER_RETRY
 from shardex.migrate.registry import record_migration
 from shardex.migrate.states import (
+    Drop,
+    Stop,
+    Wait,
     begin_copy,
+    copy_complete_step,
     copy_cutover_refusal,
     copy_rollback_refusal,
     copy_start_refusal,
     copy_to,
     ready_at,
+    with_adoption,
 )
 from shardex.migrate.status import adopt_status_document
 from shardex.migrate.units import Backfilled, Segment
@@ -174,12 +179,6 @@ class Adopter(MigrationRunner):
 
     def _records(self, adoption: Adoption) -> Segments:
         return Segments(self.store, self.name, adoption.id, clock=self._clock, rng=self._rng)
-
-    async def _advance(self, routing: Routing, adoption: Adoption) -> Routing | None:
-        """Store ``routing`` with ``adoption`` at the next version (None: another process
-        stored one first)."""
-        new = replace(routing, version=routing.version + 1, adoption=adoption)
-        return new if await self.store_next(new) else None
 
     async def _adoption(self, *stages: str) -> tuple[Routing, Adoption]:
         routing = await self.routing()
@@ -382,7 +381,8 @@ class Adopter(MigrationRunner):
         process stored first; ``decide`` raises ReshardRefused to refuse the step."""
         while True:
             routing, adoption = await self._adoption()
-            if (new := await self._advance(routing, await decide(adoption))) is not None:
+            new = with_adoption(routing, await decide(adoption))
+            if await self.store_next(new):
                 return new
 
     async def cutover(self, *, max_age: float | None = None) -> Routing:
@@ -407,32 +407,20 @@ class Adopter(MigrationRunner):
         """
         if retain is not None:
             check_seconds("retain", retain)
-        routing, adoption = await self._adoption("read-new", "complete")
-        meta = adoption.migration
-        now = self._clock.wall()
-        if adoption.state == "read-new" and (meta.retire_after is None or (
-                retain is not None and retain != meta.retain) or drop):
-            window = meta.retain if retain is None else retain
-            changed = copy_to(adoption, "read-new", now, retain=window,
-                              retire_after=now + window
-                              if meta.retire_after is None or retain is not None
-                              else meta.retire_after)
-            await self._advance(routing, replace(changed,
-                                                 drop_source=adoption.drop_source or drop))
-            routing, adoption = await self._adoption("read-new", "complete")
-        if adoption.state == "read-new":
-            after = adoption.migration.retire_after
-            if after is not None and self._clock.wall() < after:
-                return routing
-            await self.wait_until(ready_at(adoption, self.lease), self._say,
-                                  f"no reader to read {adoption.source!r}")
-            await self._advance(routing, copy_to(adoption, "done", self._clock.wall()))
-            routing, adoption = await self._adoption("complete")
-        if (adoption.drop_source or drop) and not adoption.dropped:
-            await self._drop(adoption)
-            await self._advance(routing, replace(adoption, drop_source=True, dropped=True))
+        await self._adoption("read-new", "complete")
+        while True:
             routing = await self.routing()
-        return routing
+            step = copy_complete_step(routing, now=self._clock.wall(), lease=self.lease,
+                                      retain=retain, drop=drop)
+            if isinstance(step, Stop):
+                return routing
+            if isinstance(step, Wait):
+                await self.wait_until(step.until, self._say, step.why)
+                continue
+            if isinstance(step, Drop):
+                assert routing.adoption is not None
+                await self._drop(routing.adoption)
+            await self.store_next(step.routing)
 
     async def _drop(self, adoption: Adoption) -> None:
         """Delete the old index (a table, or a GSI of the base table) and wait until gone."""

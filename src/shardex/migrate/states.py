@@ -32,11 +32,12 @@ from shardex.errors import InvalidRouting
 from shardex.routing import Routing, ShardPolicy, State, begin_transition
 from shardex.transition import Parity, Transition
 
-__all__ = ["Advance", "COPY_ORDER", "Move", "ORDER", "Refused", "Step", "Stop", "Sweep", "UNTIL",
-           "Until", "Verify", "Wait", "after_verify", "begin", "begin_copy", "changed_values",
-           "conduct", "copy_cutover_refusal", "copy_rollback_refusal", "copy_start_refusal",
-           "copy_to", "cutover_refusal", "finish", "next_step", "ready_at", "reverse",
-           "rollback_refusal", "rollback_step", "state_of", "with_retention"]
+__all__ = ["Advance", "COPY_ORDER", "Drop", "Move", "ORDER", "Refused", "Step", "Stop", "Sweep",
+           "UNTIL", "Until", "Verify", "Wait", "after_verify", "begin", "begin_copy",
+           "changed_values", "conduct", "copy_complete_step", "copy_cutover_refusal",
+           "copy_rollback_refusal", "copy_start_refusal", "copy_to", "cutover_refusal", "finish",
+           "next_step", "ready_at", "reverse", "rollback_refusal", "rollback_step", "state_of",
+           "with_adoption", "with_retention"]
 
 Until = Literal["read-both", "write-new", "verified", "read-new", "retired", "done"]
 # the states of a reshard in the order it passes them; "done" is stable on the target
@@ -73,6 +74,12 @@ class Verify(NamedTuple):
 
 class Sweep(NamedTuple):
     """Move anything still on the keys only the layout being left has (``retired``)."""
+
+
+class Drop(NamedTuple):
+    """Drop the plain index a complete adoption left, then store ``routing`` (it says so)."""
+
+    routing: Routing
 
 
 class Stop(NamedTuple):
@@ -388,3 +395,37 @@ def copy_rollback_refusal(adoption: Adoption | None) -> Refused | None:
     if adoption.stage == "rolled-back":
         return Refused("the adoption is already rolled back: readers read the old index")
     return None
+
+
+def with_adoption(routing: Routing, adoption: Adoption) -> Routing:
+    """``routing`` one version later, with ``adoption``."""
+    return dataclasses.replace(routing, version=routing.version + 1, adoption=adoption)
+
+
+def copy_complete_step(routing: Routing, *, now: float, lease: float, retain: float | None,
+                       drop: bool) -> Wait | Advance | Drop | Stop:
+    """What ``adopt complete`` does next with the adoption in ``routing`` (in read-new or
+    complete): record the retention window (``retain`` seconds from ``now``, None: the
+    one asked before) and whether to ``drop`` the plain index, wait for it to pass and
+    for no reader to read the plain index, complete, then drop it if asked."""
+    adoption = routing.adoption
+    assert adoption is not None
+    meta = adoption.migration
+    if adoption.state == "read-new":
+        if meta.retire_after is None or (retain is not None and retain != meta.retain) \
+                or (drop and not adoption.drop_source):
+            window = meta.retain if retain is None else retain
+            after = now + window if meta.retire_after is None or retain is not None \
+                else meta.retire_after
+            kept = copy_to(adoption, "read-new", now, retain=window, retire_after=after)
+            return Advance(with_adoption(routing, dataclasses.replace(
+                kept, drop_source=adoption.drop_source or drop)), "the retention window starts")
+        if now < (meta.retire_after or 0.0):
+            return Stop("read-new", "the retention window has not passed")
+        if now < ready_at(adoption, lease):
+            return Wait(ready_at(adoption, lease), f"no reader to read {adoption.source!r}")
+        return Advance(with_adoption(routing, copy_to(adoption, "done", now)), "complete")
+    if (adoption.drop_source or drop) and not adoption.dropped:
+        return Drop(with_adoption(routing, dataclasses.replace(adoption, drop_source=True,
+                                                               dropped=True)))
+    return Stop(adoption.stage, "complete")
