@@ -7,7 +7,6 @@ kind, whose conduct ``shardex.adoption`` draws). They share one model and its pa
 
 - ``states``: the one state machine, pure: a move's states (``ORDER``) and a copy's
   (``COPY_ORDER``), the refusals of each step, ``ready_at`` after a change of conduct;
-
 - ``base.MigrationRunner``: the options, the routing record read and stored by
   compare-and-set, the waits on the injected clock; ``Resharder`` and ``Adopter`` are it;
 - ``work``: the work records (a reshard's units, a backfill's Scan segments), leased by
