@@ -18,7 +18,7 @@ from typing import Any
 from shardex.adopted import source_store
 from shardex.adoption import Adoption
 from shardex.clock import Clock
-from shardex.errors import InvalidInput, NotFound, ReshardRefused
+from shardex.errors import InvalidInput, InvalidRouting, NotFound, ReshardRefused
 from shardex.index import ShardedIndex
 from shardex.migrate.backfill import Backfill, CopyBackfill, ShardBackfill
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
@@ -33,7 +33,6 @@ from shardex.migrate.states import (
     copy_complete_step,
     copy_cutover_refusal,
     copy_rollback_refusal,
-    copy_start_refusal,
     copy_to,
     ready_at,
     with_adoption,
@@ -236,8 +235,9 @@ class Adopter(MigrationRunner):
                                progress=self._say)
         adoption = self._begun(sets, margin, adoption_id, kind="gsi", source=self.source,
                                attribute=self.attribute)
-        return replace(await self._record(adoption, sets), items=items, created=not exists,
-                       exists=exists, projection=projection)
+        return await self._record(adoption, sets, AdoptPlan(
+            planned, items, created=not exists, exists=exists, stored=True,
+            projection=projection))
 
     async def _start_table(self, sets: Mapping[str, ShardPolicy], *, margin: float,
                            dry_run: bool, adoption_id: str | None) -> AdoptPlan:
@@ -265,16 +265,18 @@ class Adopter(MigrationRunner):
         if not exists:
             self._say(f"creating the index table {self.store.table!r}")
             await create_index_table(self.store.table, client=BorrowedClient(self.store.client))
-        return replace(await self._record(adoption, sets), items=items, created=not exists,
-                       exists=exists)
+        return await self._record(adoption, sets, AdoptPlan(
+            Routing(), items, created=not exists, exists=exists, stored=True, projection={}))
 
-    async def _record(self, adoption: Adoption, sets: Mapping[str, ShardPolicy]) -> AdoptPlan:
-        """Store ``adoption`` in the index's routing, with ``sets`` as its overrides."""
+    async def _record(self, adoption: Adoption, sets: Mapping[str, ShardPolicy],
+                      plan: AdoptPlan) -> AdoptPlan:
+        """Store ``adoption`` in the index's routing, with ``sets`` as its overrides;
+        ``plan`` with the routing stored."""
         current = await self.routing()
-        refusal = copy_start_refusal(current)
-        if refusal is not None:
-            raise ReshardRefused(f"index {self.name!r}: {refusal.why}")
-        new = begin_copy(current, adoption, sets)
+        try:
+            new = begin_copy(current, adoption, sets)
+        except InvalidRouting as exc:
+            raise ReshardRefused(f"index {self.name!r}: {exc}") from None
         await self._records(adoption).cleanup()
         if not await self.store_next(new):
             raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
@@ -282,7 +284,7 @@ class Adopter(MigrationRunner):
                                  "'shardex adopt status'")
         await record_migration(self.store, self.name, "adoption", adoption.id,
                                adoption.migration.values, clock=self._clock, rng=self._rng)
-        return AdoptPlan(new, 0, created=False, exists=True, stored=True, projection={})
+        return replace(plan, routing=new)
 
     async def _meta_table(self) -> None:
         meta = self.store.gsi.records_table
