@@ -33,7 +33,7 @@ from typing import Any, Literal, cast, get_args
 from shardex.errors import InvalidRouting
 from shardex.transition import Direction, Transition, fields_of
 
-__all__ = ["COPY_STATES", "Adoption", "CopyState", "SourceKind", "Stage"]
+__all__ = ["Adoption", "COPY_STATES", "CopyState", "SourceKind", "Stage"]
 
 # the states of a copy; its rollback ends in "done" too, with the direction "rollback"
 CopyState = Literal["write-new", "read-new", "done"]
