@@ -251,3 +251,31 @@ def test_a_gsi_store_without_sort_owner_follows_an_adoption() -> None:
 
     with pytest.raises(InvalidInput, match="sort_owner=application"):
         Adopter(told, "orders_by_status")
+
+
+@pytest.mark.shardex_virtual
+async def test_an_index_stored_with_an_old_adoption_opens_and_a_reshard_rewrites_it() -> None:
+    from shardex import ShardedIndex
+    from shardex.migrate import Resharder
+    from shardex.stores.memory import MemoryStore
+
+    store = MemoryStore(seed=5)
+    old = {**OLD_SHAPE, "state": "complete", "retire_after": 100.0}
+    await store.put_record("orders", "routing", {
+        **Routing(overrides={"PENDING": ShardPolicy(2)}, version=3).to_dict(),
+        "adoption": old}, expected=None)
+    async with ShardedIndex(store, "orders", routing_lease=1.0) as index:
+        adoption = index.routing.adoption
+        assert adoption is not None
+        assert (adoption.stage, adoption.id, adoption.reads_source) == ("complete", "a1", False)
+        await index.put("PENDING", "o-1", sort="2026")
+        async with Resharder(store, "orders", unit_lease=5.0) as runner:
+            await runner.start({"PENDING": ShardPolicy(4)}, margin=0.5)
+            assert (await runner.run(until="done")).state == "done"
+        await index.refresh_routing()
+        assert index.routing.adoption == adoption
+        assert [e.item_id async for e in index.scan("PENDING")] == ["o-1"]
+    record = await store.get_record("orders", "routing")
+    assert record is not None
+    assert record.body["adoption"]["migration"]["kind"] == "copy"
+    assert record.body["adoption"]["state"] == "done"
