@@ -219,7 +219,7 @@ def test_rollback_from_each_state_leaves_reads_complete(where: str) -> None:
             truth["o-000000"] = "DELIVERED"
             back = await adopter.rollback()
             assert back.adoption is not None
-            assert back.adoption.state == "rolled-back"
+            assert back.adoption.stage == "rolled-back"
             await listing(uri, truth)
             with pytest.raises(ReshardRefused, match="already rolled back"):
                 await adopter.rollback()

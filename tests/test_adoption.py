@@ -9,91 +9,198 @@ import pytest
 
 from shardex import Routing, ShardPolicy
 from shardex.adopted import follow
-from shardex.adoption import Adoption, cutover_refusal, rollback_refusal
+from shardex.adoption import Adoption
 from shardex.errors import InvalidInput, InvalidRouting
 from shardex.migrate import states
+from shardex.migrate.states import copy_cutover_refusal, copy_rollback_refusal, copy_to
 from shardex.migrate.status import adopt_status_document as status_document
 from shardex.migrate.units import Segment
 from shardex.routing import begin_transition
 from shardex.stores.dynamodb import DynamoDBStore
-from shardex.transition import Gap, Parity
+from shardex.transition import Gap, Parity, Transition
 
-ADOPTION = Adoption(id="a1", kind="gsi", source="status-index", attribute="status",
-                    state="dual-write", started_at=100.0, changed_at=100.0, margin=5.0,
-                    values=("PENDING",))
+ADOPTION = Adoption(kind="gsi", source="status-index", attribute="status", state="write-new",
+                    migration=Transition(id="a1", started_at=100.0, changed_at=100.0,
+                                         margin=5.0, values=("PENDING",), kind="copy"))
 
 
-def adopted(**changes: Any) -> Routing:
-    return Routing(overrides={"PENDING": ShardPolicy(16)}, version=3,
-                   adoption=dataclasses.replace(ADOPTION, **changes))
+def adopted(state: str = "write-new", direction: str = "forward", drop_source: bool = False,
+            **changes: Any) -> Routing:
+    migration = dataclasses.replace(ADOPTION.migration, direction=direction, **changes)
+    return Routing(overrides={"PENDING": ShardPolicy(16)}, version=3, adoption=dataclasses.replace(
+        ADOPTION, state=state, migration=migration, drop_source=drop_source))
 
 
 def test_the_adoption_round_trips_through_the_routing_document() -> None:
     routing = adopted(parity=Parity(checked_at=120.0, entries=10, missing=1, examples=(
         Gap("missing", "PENDING", "o-1", "PENDING"),)), retire_after=200.0, drop_source=True)
     assert Routing.from_json(routing.to_json()) == routing
+    assert routing.to_dict()["adoption"]["migration"]["kind"] == "copy"
     assert "adoption" not in Routing().to_dict()
+    assert "kind" not in Transition(id="r1", started_at=0.0, changed_at=0.0,
+                                    margin=0.0).to_dict()
 
 
-@pytest.mark.parametrize(("field", "bad"), [
-    ("state", "moving"), ("kind", "view"), ("source", ""), ("margin", -1), ("values", [1]),
-    ("dropped", "yes"), ("id", "a b")])
-def test_a_damaged_adoption_names_its_field(field: str, bad: Any) -> None:
+# a routing record as stored before an adoption was a copy migration: its own flat fields
+# and state names
+OLD_SHAPE = {"id": "a1", "kind": "table", "source": "orders_by_status", "attribute": "status",
+             "state": "read-new", "started_at": 100.0, "changed_at": 150.0, "margin": 5.0,
+             "values": ["PENDING"], "parity": {"checked_at": 140.0, "entries": 7, "missing": 0,
+                                               "extra": 0, "misplaced": 0, "mismatched": 0},
+             "retain": 60.0, "retire_after": 210.0, "drop_source": True, "dropped": False,
+             "base": "orders", "id_attribute": "order_id", "sort_attribute": "created_at"}
+
+
+@pytest.mark.parametrize(("old", "state", "direction", "stage"), [
+    ("dual-write", "write-new", "forward", "dual-write"),
+    ("read-new", "read-new", "forward", "read-new"),
+    ("complete", "done", "forward", "complete"),
+    ("rolled-back", "done", "rollback", "rolled-back")])
+def test_a_record_stored_in_the_old_shape_loads_into_the_new(
+        old: str, state: str, direction: str, stage: str) -> None:
+    doc = {**adopted().to_dict(), "adoption": {**OLD_SHAPE, "state": old}}
+    adoption = Routing.from_dict(doc).adoption
+    assert adoption is not None
+    assert (adoption.state, adoption.migration.direction, adoption.stage) == (
+        state, direction, stage)
+    assert (adoption.id, adoption.kind, adoption.source, adoption.base) == (
+        "a1", "table", "orders_by_status", "orders")
+    meta = adoption.migration
+    assert (meta.kind, meta.values, meta.changed_at, meta.retire_after) == (
+        "copy", ("PENDING",), 150.0, 210.0)
+    assert meta.parity is not None
+    assert meta.parity.clean
+    assert adoption.drop_source
+    assert not adoption.dropped
+    again = Routing.from_json(Routing.from_dict(doc).to_json())
+    assert again.adoption == adoption
+    minimal = {k: v for k, v in OLD_SHAPE.items() if k not in (
+        "values", "parity", "retain", "retire_after", "drop_source", "dropped", "base",
+        "id_attribute", "sort_attribute")}
+    bare = Routing.from_dict({**doc, "adoption": {**minimal, "kind": "gsi"}}).adoption
+    assert bare is not None
+    assert bare.migration.values == ()
+    assert not bare.drop_source
+
+
+@pytest.mark.parametrize(("path", "bad"), [
+    (("state",), "moving"), (("source", "kind"), "view"), (("source", "name"), ""),
+    (("migration", "margin"), -1), (("migration", "values"), [1]), (("dropped",), "yes"),
+    (("migration", "id"), "a b"), (("migration", "kind"), "move"), (("extra",), 1)])
+def test_a_damaged_adoption_names_its_field(path: tuple[str, ...], bad: Any) -> None:
     doc = adopted().to_dict()
-    doc["adoption"][field] = bad
+    part = doc["adoption"]
+    for name in path[:-1]:
+        part = part[name]
+    part[path[-1]] = bad
     with pytest.raises(InvalidRouting, match="adoption"):
         Routing.from_dict(doc)
+    with pytest.raises(InvalidRouting, match=r"routing\.adoption\.state"):
+        Routing.from_dict({**doc, "adoption": {**OLD_SHAPE, "state": "moving"}})
 
 
 def test_an_adoption_under_way_refuses_a_reshard_and_a_complete_one_is_kept() -> None:
     with pytest.raises(InvalidRouting, match="adoption a1 is dual-write"):
         begin_transition(adopted(), {"PENDING": ShardPolicy(32)})
-    complete = adopted(state="complete")
+    complete = adopted(state="done")
     resharding = begin_transition(complete, {"PENDING": ShardPolicy(32)})
     assert resharding.adoption == complete.adoption
     assert states.finish(resharding).adoption == complete.adoption
 
 
 def test_readers_changing_index_stamp_the_change() -> None:
-    moved = ADOPTION.to("read-new", 150.0)
-    assert moved.changed_at == 150.0
+    moved = copy_to(ADOPTION, "read-new", 150.0)
+    assert moved.migration.changed_at == 150.0
     assert not moved.reads_source
-    retained = dataclasses.replace(moved, retain=60.0).to("read-new", 170.0)
-    assert retained.changed_at == 150.0
-    back = moved.to("rolled-back", 180.0)
-    assert back.changed_at == 180.0
+    assert states.ready_at(moved, 10.0) == 165.0
+    retained = copy_to(moved, "read-new", 170.0, retain=60.0)
+    assert retained.migration.changed_at == 150.0
+    assert retained.migration.retain == 60.0
+    back = copy_to(moved, "done", 180.0, direction="rollback")
+    assert back.migration.changed_at == 180.0
     assert back.reads_source
     assert not back.active
+    assert back.stage == "rolled-back"
+    complete = copy_to(moved, "done", 190.0)
+    assert (complete.stage, complete.migration.changed_at) == ("complete", 150.0)
+
+
+def test_an_adoption_starts_only_on_an_index_free_of_migrations() -> None:
+    plain = Routing(version=2)
+    started = states.begin_copy(plain, ADOPTION, {"PENDING": ShardPolicy(16)})
+    assert (started.version, started.adoption) == (3, ADOPTION)
+    assert started.policy("PENDING") == ShardPolicy(16)
+    resharding = begin_transition(plain, {"PENDING": ShardPolicy(4)})
+    for current, why in [(started, "already dual-write"),
+                         (adopted(state="done"), "is complete"),
+                         (resharding, "a reshard is under way")]:
+        refusal = states.copy_start_refusal(current)
+        assert refusal is not None
+        assert why in refusal.why
+        with pytest.raises(InvalidRouting, match=why):
+            states.begin_copy(current, ADOPTION, {})
+    assert states.copy_start_refusal(adopted(state="done", direction="rollback")) is None
+
+
+def test_complete_records_the_window_waits_for_it_and_the_lease_then_drops() -> None:
+    cut = adopted(state="read-new", changed_at=150.0)
+
+    def step(routing: Routing, now: float, retain: float | None = None,
+             drop: bool = False) -> Any:
+        return states.copy_complete_step(routing, now=now, lease=10.0, retain=retain, drop=drop)
+
+    window = step(cut, 160.0, retain=60.0, drop=True)
+    assert isinstance(window, states.Advance)
+    kept = window.routing.adoption
+    assert kept is not None
+    assert (kept.migration.retire_after, kept.drop_source, window.routing.version) == (
+        220.0, True, 4)
+    assert step(window.routing, 160.0) == states.Stop("read-new", "the retention window has "
+                                                                  "not passed")
+    assert isinstance(step(window.routing, 170.0, retain=0.0), states.Advance)
+    short = adopted(state="read-new", changed_at=150.0, retire_after=160.0)
+    assert step(short, 161.0) == states.Wait(165.0, "no reader to read 'status-index'")
+    done = step(short, 165.0)
+    assert isinstance(done, states.Advance)
+    assert done.routing.adoption is not None
+    assert done.routing.adoption.stage == "complete"
+    assert step(done.routing, 166.0) == states.Stop("complete", "complete")
+    drop = step(done.routing, 166.0, drop=True)
+    assert isinstance(drop, states.Drop)
+    assert drop.routing.adoption is not None
+    assert drop.routing.adoption.dropped
+    assert step(drop.routing, 167.0, drop=True) == states.Stop("complete", "complete")
 
 
 def test_cutover_needs_the_backfill_and_a_clean_fresh_parity() -> None:
     clean = Parity(checked_at=100.0, entries=5)
-    ready = dataclasses.replace(ADOPTION, parity=clean)
-    assert cutover_refusal(ready, now=110.0, max_age=60.0, backfilled=True) is None
+    ready = copy_to(ADOPTION, "write-new", 0.0, parity=clean)
+    assert copy_cutover_refusal(ready, now=110.0, max_age=60.0, backfilled=True) is None
     cases = [
         (None, True, "no adoption"),
         (ADOPTION, False, "backfill has not finished"),
         (ADOPTION, True, "no parity report"),
-        (dataclasses.replace(ADOPTION, parity=dataclasses.replace(clean, extra=2)), True,
-         "2 extra"),
+        (copy_to(ADOPTION, "write-new", 0.0, parity=dataclasses.replace(clean, extra=2)),
+         True, "2 extra"),
         (dataclasses.replace(ready, state="read-new"), True, "already read the new"),
     ]
     for adoption, backfilled, why in cases:
-        refusal = cutover_refusal(adoption, now=110.0, max_age=60.0, backfilled=backfilled)
+        refusal = copy_cutover_refusal(adoption, now=110.0, max_age=60.0,
+                                       backfilled=backfilled)
         assert refusal is not None
         assert why in refusal.why
-    stale = cutover_refusal(ready, now=500.0, max_age=60.0, backfilled=True)
+    stale = copy_cutover_refusal(ready, now=500.0, max_age=60.0, backfilled=True)
     assert stale is not None
     assert "older than --max-age" in stale.why
 
 
 def test_rollback_is_possible_until_complete() -> None:
-    assert rollback_refusal(ADOPTION) is None
-    assert rollback_refusal(ADOPTION.to("read-new", 1.0)) is None
-    for state in ("complete", "rolled-back"):
-        refusal = rollback_refusal(dataclasses.replace(ADOPTION, state=state))
+    assert copy_rollback_refusal(ADOPTION) is None
+    assert copy_rollback_refusal(copy_to(ADOPTION, "read-new", 1.0)) is None
+    for direction in ("forward", "rollback"):
+        refusal = copy_rollback_refusal(copy_to(ADOPTION, "done", 1.0, direction=direction))
         assert refusal is not None
-    assert rollback_refusal(None) is not None
+    assert copy_rollback_refusal(None) is not None
 
 
 def _segment(number: int, scanned: int, updated: int, done: bool,
@@ -144,3 +251,31 @@ def test_a_gsi_store_without_sort_owner_follows_an_adoption() -> None:
 
     with pytest.raises(InvalidInput, match="sort_owner=application"):
         Adopter(told, "orders_by_status")
+
+
+@pytest.mark.shardex_virtual
+async def test_an_index_stored_with_an_old_adoption_opens_and_a_reshard_rewrites_it() -> None:
+    from shardex import ShardedIndex
+    from shardex.migrate import Resharder
+    from shardex.stores.memory import MemoryStore
+
+    store = MemoryStore(seed=5)
+    old = {**OLD_SHAPE, "state": "complete", "retire_after": 100.0}
+    await store.put_record("orders", "routing", {
+        **Routing(overrides={"PENDING": ShardPolicy(2)}, version=3).to_dict(),
+        "adoption": old}, expected=None)
+    async with ShardedIndex(store, "orders", routing_lease=1.0) as index:
+        adoption = index.routing.adoption
+        assert adoption is not None
+        assert (adoption.stage, adoption.id, adoption.reads_source) == ("complete", "a1", False)
+        await index.put("PENDING", "o-1", sort="2026")
+        async with Resharder(store, "orders", unit_lease=5.0) as runner:
+            await runner.start({"PENDING": ShardPolicy(4)}, margin=0.5)
+            assert (await runner.run(until="done")).state == "done"
+        await index.refresh_routing()
+        assert index.routing.adoption == adoption
+        assert [e.item_id async for e in index.scan("PENDING")] == ["o-1"]
+    record = await store.get_record("orders", "routing")
+    assert record is not None
+    assert record.body["adoption"]["migration"]["kind"] == "copy"
+    assert record.body["adoption"]["state"] == "done"

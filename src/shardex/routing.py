@@ -406,9 +406,9 @@ def begin_transition(current: Routing, changes: Mapping[str, ShardPolicy | None]
         raise InvalidRouting(
             f"routing version {current.version} is already in a transition; finish or roll "
             "it back")
-    if current.adoption is not None and current.adoption.state != "complete":
+    if current.adoption is not None and current.adoption.stage != "complete":
         raise InvalidRouting(
-            f"index adoption {current.adoption.id} is {current.adoption.state}: readers read "
+            f"index adoption {current.adoption.id} is {current.adoption.stage}: readers read "
             f"{current.adoption.source!r}; finish it ('shardex adopt cutover', 'complete') "
             "before resharding")
     overrides = dict(current.overrides)

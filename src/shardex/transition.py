@@ -20,10 +20,15 @@ from typing import Any, Literal, NamedTuple, cast, get_args
 from shardex.errors import InvalidKey, InvalidRouting
 from shardex.keys import validate_item_id, validate_value
 
-__all__ = ["DIRECTIONS", "Direction", "GAP_KINDS", "Gap", "Parity", "Transition"]
+__all__ = ["DIRECTIONS", "Direction", "GAP_KINDS", "Gap", "KINDS", "Kind", "Parity", "Transition",
+           "fields_of"]
 
 Direction = Literal["forward", "rollback"]
 DIRECTIONS: tuple[str, ...] = get_args(Direction)
+# how entries change layout: a move takes each off the old layout onto the new one; a
+# copy (an adoption) puts each on the new one too, so both hold every entry at once
+Kind = Literal["move", "copy"]
+KINDS: tuple[str, ...] = get_args(Kind)
 # what a parity check counts: entries a reader of the target layout alone would miss,
 # rows no placement points at, entries on a key the layout does not give them, and
 # entries whose row differs from their placement
@@ -67,8 +72,10 @@ def _seconds(doc: Mapping[str, Any], name: str, where: str, *, optional: bool = 
     return float(value)
 
 
-def _fields(doc: Any, where: str, *, required: set[str], optional: set[str]
-            ) -> Mapping[str, Any]:
+def fields_of(doc: Any, where: str, *, required: set[str], optional: set[str]
+              ) -> Mapping[str, Any]:
+    """``doc`` if it is an object with every ``required`` field and no other than
+    ``optional``; else InvalidRouting naming ``where`` and the fields at fault."""
     if not isinstance(doc, dict):
         raise _fail(where, f"expected an object, got {type(doc).__name__}")
     keys = set(cast(dict[str, Any], doc))
@@ -116,7 +123,7 @@ class Parity:
 
     @classmethod
     def from_dict(cls, doc: Any, where: str) -> Parity:
-        fields = _fields(doc, where, required={"checked_at", "entries", *GAP_KINDS},
+        fields = fields_of(doc, where, required={"checked_at", "entries", *GAP_KINDS},
                          optional={"examples"})
         raw = fields.get("examples", [])
         if not isinstance(raw, list) or len(raw) > MAX_EXAMPLES:
@@ -125,7 +132,7 @@ class Parity:
         examples = []
         for i, gap in enumerate(raw):
             at = f"{where}.examples[{i}]"
-            item = _fields(gap, at, required={"kind", "value", "item_id", "shard_key"},
+            item = fields_of(gap, at, required={"kind", "value", "item_id", "shard_key"},
                            optional=set())
             if item["kind"] not in GAP_KINDS:
                 raise _fail(f"{at}.kind", f"expected one of {', '.join(GAP_KINDS)}, "
@@ -147,9 +154,9 @@ class Parity:
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """The reshard a routing in transition belongs to.
+    """The migration a routing in transition belongs to: a reshard's, or an adoption's.
 
-    - ``id``: the reshard's name (1 to 64 of A-Z, a-z, 0-9, '-'); its work records
+    - ``id``: the migration's name (1 to 64 of A-Z, a-z, 0-9, '-'); its work records
       in the store are named after it.
     - ``direction``: ``forward`` toward the routing's own layout, ``rollback`` when a
       reshard is being undone (the routing's own layout is then the old one).
@@ -161,6 +168,7 @@ class Transition:
     - ``parity``: the last parity report, or None.
     - ``retain``: seconds the old layout stays restorable after cutover;
       ``retire_after`` the wall time from which it may be retired (None: not asked).
+    - ``kind``: ``move`` (a reshard) or ``copy`` (an adoption, ``shardex.adoption``).
     """
 
     id: str
@@ -173,6 +181,7 @@ class Transition:
     parity: Parity | None = None
     retain: float = 0.0
     retire_after: float | None = None
+    kind: Kind = "move"
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _ID.fullmatch(self.id):
@@ -181,6 +190,9 @@ class Transition:
         if self.direction not in DIRECTIONS:
             raise InvalidRouting(f"reshard direction must be one of {', '.join(DIRECTIONS)}, "
                                  f"got {self.direction!r}")
+        if self.kind not in KINDS:
+            raise InvalidRouting(f"migration kind must be one of {', '.join(KINDS)}, "
+                                 f"got {self.kind!r}")
         for value in self.values:
             try:
                 validate_value(value)
@@ -192,18 +204,20 @@ class Transition:
                                  f"got {self.generation!r}")
 
     def to_dict(self) -> dict[str, Any]:
+        # "kind" only for a copy: a reshard's document reads as it always did
+        kind = {} if self.kind == "move" else {"kind": self.kind}
         return {"id": self.id, "direction": self.direction, "values": list(self.values),
                 "started_at": self.started_at, "changed_at": self.changed_at,
                 "margin": self.margin, "generation": self.generation,
                 "parity": None if self.parity is None else self.parity.to_dict(),
-                "retain": self.retain, "retire_after": self.retire_after}
+                "retain": self.retain, "retire_after": self.retire_after, **kind}
 
     @classmethod
     def from_dict(cls, doc: Any, where: str = "routing.reshard") -> Transition:
         """Validate a transition document; raise InvalidRouting naming the field at fault."""
-        fields = _fields(doc, where, required={"id", "direction", "values", "started_at",
+        fields = fields_of(doc, where, required={"id", "direction", "values", "started_at",
                                                "changed_at", "margin"},
-                         optional={"generation", "parity", "retain", "retire_after"})
+                         optional={"generation", "parity", "retain", "retire_after", "kind"})
         values = fields["values"]
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise _fail(f"{where}.values", f"expected a list of logical keys, got {values!r}")
@@ -219,7 +233,8 @@ class Transition:
                        parity=None if parity is None else Parity.from_dict(
                            parity, f"{where}.parity"),
                        retain=_seconds(fields, "retain", where, optional=True) or 0.0,
-                       retire_after=_seconds(fields, "retire_after", where, optional=True))
+                       retire_after=_seconds(fields, "retire_after", where, optional=True),
+                       kind=fields.get("kind", "move"))
         except InvalidRouting as exc:
             if str(exc).startswith(where):
                 raise

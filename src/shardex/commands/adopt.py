@@ -45,7 +45,7 @@ from shardex.commands.params import (
     distinct,
     number,
 )
-from shardex.commands.reshard import parity_lines, print_parity, steps_lines
+from shardex.commands.reshard import parity_lines, print_parity, status_options, steps_lines
 from shardex.commands.routing import layout_file
 from shardex.routing import ShardPolicy
 
@@ -279,9 +279,10 @@ def complete(uri: str, name: str, retain: float | None, drop: bool) -> None:
     if adoption is not None and adoption.state == "read-new":
         from shardex.migrate.status import iso
 
-        out.print(f"index {name!r}: the old GSI stays restorable until "
-                  f"{iso(adoption.retire_after)}; run {_command('complete', uri, name)} again "
-                  "after it", highlight=False, soft_wrap=True)
+        until = iso(adoption.migration.retire_after)
+        out.print(f"index {name!r}: the old GSI stays restorable until {until}; run "
+                  f"{_command('complete', uri, name)} again after it", highlight=False,
+                  soft_wrap=True)
         return
     dropped = adoption is not None and adoption.dropped
     then = (f"shardex reshard start --store {shlex.quote(uri)} --index {shlex.quote(name)} "
@@ -316,13 +317,7 @@ async def _status(uri: str, name: str, max_age: float) -> dict[str, Any]:
 
 @adopt.command()
 @_store_options
-@click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.status/1.")
-@click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
-              help="Age past which the parity report counts as stale.")
-@click.option("--watch", is_flag=True,
-              help="Show it again every --every seconds until no adoption is under way.")
-@click.option("--every", default=5.0, show_default=True, type=number(0.1, 3600),
-              help="Seconds between documents with --watch.")
+@status_options("shardex.adopt.status/1", "adoption")
 def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool,
            every: float) -> None:
     """Show the adoption: state, backfill progress, runners, last parity, next steps."""

@@ -70,6 +70,7 @@ from shardex.stores.base import Store
 __all__ = ["parity_lines", "print_parity", "reshard", "steps_lines"]
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 _STATES = ("read-both", "write-new", "verified", "read-new", "retired", "done")
 
 
@@ -407,6 +408,25 @@ def steps_lines(steps: list[str]) -> list[str]:
     return ["next steps:", *(f"  {step}" for step in steps)] if steps else []
 
 
+def status_options(schema: str, what: str) -> Callable[[F], F]:
+    """The options of ``reshard status`` and ``adopt status``: ``--json`` (``schema``),
+    ``--max-age``, ``--watch`` (until no ``what`` is under way) and ``--every``."""
+    def apply(command: F) -> F:
+        for option in reversed((
+                click.option("--json", "as_json", is_flag=True, help=f"Print {schema}."),
+                click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
+                             help="Age past which the parity report counts as stale."),
+                click.option("--watch", is_flag=True, help="Show it again every --every "
+                             f"seconds until no {what} is under way."),
+                click.option("--every", default=5.0, show_default=True,
+                             type=number(0.1, 3600),
+                             help="Seconds between documents with --watch."))):
+            command = option(command)
+        return command
+
+    return apply
+
+
 async def _status(uri: str, name: str, connection: Connection,
                   max_age: float) -> dict[str, Any]:
     from shardex.migrate import status_document
@@ -423,13 +443,7 @@ async def _status(uri: str, name: str, connection: Connection,
 
 @reshard.command()
 @index_options(tiers=True)
-@click.option("--json", "as_json", is_flag=True, help="Print shardex.reshard.status/1.")
-@click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
-              help="Age past which the parity report counts as stale.")
-@click.option("--watch", is_flag=True,
-              help="Show it again every --every seconds until no reshard is under way.")
-@click.option("--every", default=5.0, show_default=True, type=number(0.1, 3600),
-              help="Seconds between documents with --watch.")
+@status_options("shardex.reshard.status/1", "reshard")
 def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool, every: float,
            connection: Connection) -> None:
     """Show the reshard of index NAME: state, progress, runners, parity, next steps."""

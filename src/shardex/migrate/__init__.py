@@ -2,9 +2,11 @@
 
 One package serves every layout change of an index: a reshard (N or strategy), a tier
 move (a reshard whose policy names another store: ``tiered``) and an adoption (an
-application's plain index -> a sharded one: ``adopter``, whose states
-``shardex.adoption`` draws). They share one model and its parts:
+application's plain index -> a sharded one: ``adopter``, a layout change of the ``copy``
+kind, whose conduct ``shardex.adoption`` draws). They share one model and its parts:
 
+- ``states``: the one state machine, pure: a move's states (``ORDER``) and a copy's
+  (``COPY_ORDER``), the refusals of each step, ``ready_at`` after a change of conduct;
 - ``base.MigrationRunner``: the options, the routing record read and stored by
   compare-and-set, the waits on the injected clock; ``Resharder`` and ``Adopter`` are it;
 - ``work``: the work records (a reshard's units, a backfill's Scan segments), leased by

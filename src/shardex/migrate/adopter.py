@@ -1,6 +1,6 @@
 """The adopter: carries out an adoption's steps against a GSI-mode DynamoDB store.
 
-``Adopter`` is the thin async loop around ``shardex.adoption``'s decisions: each step
+``Adopter`` is the thin async loop around the copy's decisions (``states``): each step
 reads the routing record (strongly consistent), decides, and stores the next routing
 with a compare-and-set, so any process may run any step after any crash, and two that
 race are told apart by the compare-and-set. Waits run on the injected clock.
@@ -10,28 +10,35 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
 from shardex.adopted import source_store
-from shardex.adoption import (
-    Adoption,
-    adoption_ready_at,
-    cutover_refusal,
-    rollback_refusal,
-)
+from shardex.adoption import Adoption
 from shardex.clock import Clock
-from shardex.errors import InvalidInput, NotFound, ReshardRefused
+from shardex.errors import InvalidInput, InvalidRouting, NotFound, ReshardRefused
 from shardex.index import ShardedIndex
 from shardex.migrate.backfill import Backfill, CopyBackfill, ShardBackfill
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Sharing
 from shardex.migrate.mover import MOVER_RETRY
 from shardex.migrate.registry import record_migration
+from shardex.migrate.states import (
+    Drop,
+    Stop,
+    Wait,
+    begin_copy,
+    copy_complete_step,
+    copy_cutover_refusal,
+    copy_rollback_refusal,
+    copy_to,
+    ready_at,
+    with_adoption,
+)
 from shardex.migrate.status import adopt_status_document
-from shardex.migrate.units import Segment
+from shardex.migrate.units import Backfilled, Segment
 from shardex.migrate.verify import adoption_parity
 from shardex.migrate.work import Segments
 from shardex.routing import Routing, ShardPolicy
@@ -42,7 +49,7 @@ from shardex.stores.dynamodb import DynamoDBStore
 from shardex.stores.dynamodb.admin import create_index_table, create_meta_table
 from shardex.stores.dynamodb.adopt import GsiAdoptionTools, TableAdoptionTools
 from shardex.stores.dynamodb.source import BorrowedClient
-from shardex.transition import Parity
+from shardex.transition import Parity, Transition
 
 __all__ = ["AdoptPlan", "Adopter", "Backfilled", "DEFAULT_SEGMENTS"]
 
@@ -61,22 +68,6 @@ class AdoptPlan:
     exists: bool  # the new GSI existed before
     stored: bool  # the adoption was recorded (False: a dry run)
     projection: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Backfilled:
-    """What the backfill's segments say: counts over every segment."""
-
-    segments: int
-    done: int
-    scanned: int
-    updated: int
-    raced: int
-    unresolved: int
-
-    @property
-    def finished(self) -> bool:
-        return self.segments > 0 and self.done == self.segments
 
 
 class Adopter(MigrationRunner):
@@ -188,22 +179,24 @@ class Adopter(MigrationRunner):
     def _records(self, adoption: Adoption) -> Segments:
         return Segments(self.store, self.name, adoption.id, clock=self._clock, rng=self._rng)
 
-    async def _advance(self, routing: Routing, adoption: Adoption) -> Routing | None:
-        """Store ``routing`` with ``adoption`` at the next version (None: another process
-        stored one first)."""
-        new = replace(routing, version=routing.version + 1, adoption=adoption)
-        return new if await self.store_next(new) else None
-
-    async def _adoption(self, *states: str) -> tuple[Routing, Adoption]:
+    async def _adoption(self, *stages: str) -> tuple[Routing, Adoption]:
         routing = await self.routing()
         adoption = routing.adoption
         if adoption is None:
             raise ReshardRefused(f"index {self.name!r} has no adoption: start one with "
                                  "'shardex adopt start'")
-        if states and adoption.state not in states:
-            raise ReshardRefused(f"index {self.name!r}: the adoption is {adoption.state}, not "
-                                 f"{' or '.join(states)}")
+        if stages and adoption.stage not in stages:
+            raise ReshardRefused(f"index {self.name!r}: the adoption is {adoption.stage}, not "
+                                 f"{' or '.join(stages)}")
         return routing, adoption
+
+    def _begun(self, sets: Mapping[str, ShardPolicy], margin: float, adoption_id: str | None,
+               **source: Any) -> Adoption:
+        """The adoption ``start`` records, in ``write-new`` (dual-write) from now."""
+        now = self._clock.wall()
+        return Adoption(state="write-new", migration=Transition(
+            id=adoption_id or f"a{uuid.uuid4().hex[:12]}", started_at=now, changed_at=now,
+            margin=float(margin), values=tuple(sorted(sets)), kind="copy"), **source)
 
     # -- start ---------------------------------------------------------------------------
 
@@ -240,13 +233,11 @@ class Adopter(MigrationRunner):
             await tools.create_target(table, source)
         await tools.wait_index(self.store.gsi.gsi, clock=self._clock, within=self._within,
                                progress=self._say)
-        now = self._clock.wall()
-        adoption = Adoption(id=adoption_id or f"a{uuid.uuid4().hex[:12]}", kind="gsi",
-                            source=self.source, attribute=self.attribute, state="dual-write",
-                            started_at=now, changed_at=now, margin=float(margin),
-                            values=tuple(sorted(sets)))
-        return replace(await self._record(adoption, sets), items=items, created=not exists,
-                       exists=exists, projection=projection)
+        adoption = self._begun(sets, margin, adoption_id, kind="gsi", source=self.source,
+                               attribute=self.attribute)
+        return await self._record(adoption, sets, AdoptPlan(
+            planned, items, created=not exists, exists=exists, stored=True,
+            projection=projection))
 
     async def _start_table(self, sets: Mapping[str, ShardPolicy], *, margin: float,
                            dry_run: bool, adoption_id: str | None) -> AdoptPlan:
@@ -256,12 +247,10 @@ class Adopter(MigrationRunner):
         if self.id_attribute is None or self.sort_attribute is None:
             raise InvalidInput("adopting an index table needs --base-table, --id-attribute "
                                "and --sort-attribute")
-        now = self._clock.wall()
-        adoption = Adoption(id=adoption_id or f"a{uuid.uuid4().hex[:12]}", kind="table",
-                            source=self.source, attribute=self.attribute, state="dual-write",
-                            started_at=now, changed_at=now, margin=float(margin),
-                            values=tuple(sorted(sets)), base=self.base,
-                            id_attribute=self.id_attribute, sort_attribute=self.sort_attribute)
+        adoption = self._begun(sets, margin, adoption_id, kind="table", source=self.source,
+                               attribute=self.attribute, base=self.base,
+                               id_attribute=self.id_attribute,
+                               sort_attribute=self.sort_attribute)
         tools = self._table_tools(adoption)
         await tools.check()
         items = await self._items(adoption)
@@ -276,32 +265,26 @@ class Adopter(MigrationRunner):
         if not exists:
             self._say(f"creating the index table {self.store.table!r}")
             await create_index_table(self.store.table, client=BorrowedClient(self.store.client))
-        return replace(await self._record(adoption, sets), items=items, created=not exists,
-                       exists=exists)
+        return await self._record(adoption, sets, AdoptPlan(
+            Routing(), items, created=not exists, exists=exists, stored=True, projection={}))
 
-    async def _record(self, adoption: Adoption, sets: Mapping[str, ShardPolicy]) -> AdoptPlan:
-        """Store ``adoption`` in the index's routing, with ``sets`` as its overrides."""
+    async def _record(self, adoption: Adoption, sets: Mapping[str, ShardPolicy],
+                      plan: AdoptPlan) -> AdoptPlan:
+        """Store ``adoption`` in the index's routing, with ``sets`` as its overrides;
+        ``plan`` with the routing stored."""
         current = await self.routing()
-        if current.in_transition:
-            raise ReshardRefused(f"index {self.name!r}: a reshard is under way; finish it "
-                                 "before adopting")
-        if current.adoption is not None and current.adoption.active:
-            raise ReshardRefused(
-                f"index {self.name!r}: adoption {current.adoption.id} is already "
-                f"{current.adoption.state}: run 'shardex adopt status'")
-        if current.adoption is not None and current.adoption.state == "complete":
-            raise ReshardRefused(f"index {self.name!r}: adoption {current.adoption.id} is "
-                                 "complete; the index reads its own entries already")
-        new = Routing(default=current.default, overrides={**current.overrides, **sets},
-                      version=current.version + 1, adoption=adoption)
+        try:
+            new = begin_copy(current, adoption, sets)
+        except InvalidRouting as exc:
+            raise ReshardRefused(f"index {self.name!r}: {exc}") from None
         await self._records(adoption).cleanup()
         if not await self.store_next(new):
             raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
                                  "adoption was being started; nothing was started: run "
                                  "'shardex adopt status'")
         await record_migration(self.store, self.name, "adoption", adoption.id,
-                               adoption.values, clock=self._clock, rng=self._rng)
-        return AdoptPlan(new, 0, created=False, exists=True, stored=True, projection={})
+                               adoption.migration.values, clock=self._clock, rng=self._rng)
+        return replace(plan, routing=new)
 
     async def _meta_table(self) -> None:
         meta = self.store.gsi.records_table
@@ -318,7 +301,7 @@ class Adopter(MigrationRunner):
     async def backfilled(self, adoption: Adoption) -> Backfilled:
         """The backfill's counts, from its segment records."""
         found = [s for s, _ in (await self._records(adoption).all()).values()]
-        return _totals(found)
+        return Backfilled.of(found)
 
     async def run(self) -> Backfilled:
         """Backfill every item's shard attribute (resuming wherever an earlier run stopped).
@@ -327,7 +310,7 @@ class Adopter(MigrationRunner):
         before it scans. Refused unless the adoption is in ``dual-write``.
         """
         _, adoption = await self._adoption("dual-write")
-        await self.wait_until(adoption_ready_at(adoption, self.lease), self._say,
+        await self.wait_until(ready_at(adoption, self.lease), self._say,
                               "every client to write the shard attribute (the routing's "
                               "lease and the margin)")
         records = self._records(adoption)
@@ -372,7 +355,7 @@ class Adopter(MigrationRunner):
         """Check parity of every value named or seen, and record the report."""
         routing, adoption = await self._adoption("dual-write", "read-new")
         segments = [s for s, _ in (await self._records(adoption).all()).values()]
-        values = sorted(set(adoption.values) | set(routing.overrides)
+        values = sorted(set(adoption.migration.values) | set(routing.overrides)
                         | {v for s in segments for v in s.values})
         source = source_store(self.store, adoption)
         # an index table reads strongly consistently: a gap found twice is one
@@ -385,26 +368,37 @@ class Adopter(MigrationRunner):
                                   settle=self.settle, clock=self._clock)
         finally:
             await source.close()
-        while True:
-            latest = await self.routing()
-            if latest.adoption is None or latest.adoption.id != adoption.id:
+
+        async def record(latest: Adoption) -> Adoption:
+            if latest.id != adoption.id:
                 raise ReshardRefused(f"index {self.name!r}: the adoption changed while it "
                                      "was being verified; nothing was recorded")
-            if await self._advance(latest, replace(latest.adoption, parity=report)):
-                return report
+            return copy_to(latest, latest.state, self._clock.wall(), parity=report)
+
+        await self._change(record)
+        return report
+
+    async def _change(self, decide: Callable[[Adoption], Awaitable[Adoption]]) -> Routing:
+        """Store the adoption ``decide`` makes of the stored one, deciding again if another
+        process stored first; ``decide`` raises ReshardRefused to refuse the step."""
+        while True:
+            routing, adoption = await self._adoption()
+            new = with_adoption(routing, await decide(adoption))
+            if await self.store_next(new):
+                return new
 
     async def cutover(self, *, max_age: float | None = None) -> Routing:
         """Move readers to the new GSI; refused unless the last verify is clean and fresh."""
-        while True:
-            routing, adoption = await self._adoption()
+        async def cut(adoption: Adoption) -> Adoption:
             done = await self.backfilled(adoption)
             now = self._clock.wall()
-            refusal = cutover_refusal(adoption, now=now, backfilled=done.finished,
-                                      max_age=self.max_age if max_age is None else max_age)
+            refusal = copy_cutover_refusal(adoption, now=now, backfilled=done.finished,
+                                           max_age=self.max_age if max_age is None else max_age)
             if refusal is not None:
                 raise ReshardRefused(f"index {self.name!r}: cutover refused: {refusal.why}")
-            if (new := await self._advance(routing, adoption.to("read-new", now))) is not None:
-                return new
+            return copy_to(adoption, "read-new", now)
+
+        return await self._change(cut)
 
     async def complete(self, *, retain: float | None = None, drop: bool = False) -> Routing:
         """Retire the old GSI's path once ``retain`` seconds have passed; drop it if asked.
@@ -415,28 +409,20 @@ class Adopter(MigrationRunner):
         """
         if retain is not None:
             check_seconds("retain", retain)
-        routing, adoption = await self._adoption("read-new", "complete")
-        if adoption.state == "read-new" and (adoption.retire_after is None or (
-                retain is not None and retain != adoption.retain) or drop):
-            window = adoption.retain if retain is None else retain
-            changed = replace(adoption, retain=window, drop_source=adoption.drop_source or drop,
-                              retire_after=self._clock.wall() + window
-                              if adoption.retire_after is None or retain is not None
-                              else adoption.retire_after)
-            await self._advance(routing, changed)
-            routing, adoption = await self._adoption("read-new", "complete")
-        if adoption.state == "read-new":
-            if adoption.retire_after is not None and self._clock.wall() < adoption.retire_after:
-                return routing
-            await self.wait_until(adoption_ready_at(adoption, self.lease), self._say,
-                                  f"no reader to read {adoption.source!r}")
-            await self._advance(routing, adoption.to("complete", self._clock.wall()))
-            routing, adoption = await self._adoption("complete")
-        if (adoption.drop_source or drop) and not adoption.dropped:
-            await self._drop(adoption)
-            await self._advance(routing, replace(adoption, drop_source=True, dropped=True))
+        await self._adoption("read-new", "complete")
+        while True:
             routing = await self.routing()
-        return routing
+            step = copy_complete_step(routing, now=self._clock.wall(), lease=self.lease,
+                                      retain=retain, drop=drop)
+            if isinstance(step, Stop):
+                return routing
+            if isinstance(step, Wait):
+                await self.wait_until(step.until, self._say, step.why)
+                continue
+            if isinstance(step, Drop):
+                assert routing.adoption is not None
+                await self._drop(routing.adoption)
+            await self.store_next(step.routing)
 
     async def _drop(self, adoption: Adoption) -> None:
         """Delete the old index (a table, or a GSI of the base table) and wait until gone."""
@@ -455,16 +441,13 @@ class Adopter(MigrationRunner):
 
     async def rollback(self) -> Routing:
         """Send readers back to the old GSI (the shard attributes stay: harmless)."""
-        while True:
-            routing = await self.routing()
-            refusal = rollback_refusal(routing.adoption)
-            if refusal is not None or routing.adoption is None:
-                why = refusal.why if refusal is not None else "no adoption"
-                raise ReshardRefused(f"index {self.name!r}: rollback refused: {why}")
-            new = await self._advance(routing, routing.adoption.to("rolled-back",
-                                                                   self._clock.wall()))
-            if new is not None:
-                return new
+        async def back(adoption: Adoption) -> Adoption:
+            refusal = copy_rollback_refusal(adoption)
+            if refusal is not None:
+                raise ReshardRefused(f"index {self.name!r}: rollback refused: {refusal.why}")
+            return copy_to(adoption, "done", self._clock.wall(), direction="rollback")
+
+        return await self._change(back)
 
     async def status(self, *, uri: str | None = None) -> dict[str, Any]:
         """The ``shardex.adopt.status/1`` document of the index, counted from its records."""
@@ -479,10 +462,3 @@ class Adopter(MigrationRunner):
                                      store=uri or self.store.uri, lease=self.lease,
                                      now=self._clock.wall(), max_age=self.max_age, items=items)
 
-
-def _totals(segments: list[Segment]) -> Backfilled:
-    return Backfilled(segments=len(segments), done=sum(s.done for s in segments),
-                      scanned=sum(s.scanned for s in segments),
-                      updated=sum(s.updated for s in segments),
-                      raced=sum(s.raced for s in segments),
-                      unresolved=sum(s.unresolved for s in segments))

@@ -87,7 +87,7 @@ async def finish_migration(store: Store, index: str, migration: str, how: str, *
 def _state(routing: Routing | None, kind: str, migration: str, ended: Any) -> str:
     if routing is not None and kind == "adoption" and routing.adoption is not None \
             and routing.adoption.id == migration:
-        return routing.adoption.state
+        return routing.adoption.stage
     if routing is not None and routing.reshard is not None and routing.reshard.id == migration:
         return f"{state_of(routing)} ({routing.reshard.direction})"
     return ended if isinstance(ended, str) else "ended"

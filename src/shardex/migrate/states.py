@@ -1,10 +1,18 @@
-"""The reshard state machine: pure decisions from the routing, the time and what is done.
+"""The migration state machine: pure decisions from the routing, the time and what is done.
 
-No I/O. ``begin`` makes the first routing of a reshard, ``next_step`` says what the
-runner does next (wait, change the state, run the mover, verify, sweep, or stop),
+One set of states serves both kinds of layout change (``shardex.transition.Kind``): a
+``move`` (a reshard, a tier move: ``ORDER``) and a ``copy`` (an adoption, whose
+from-layout is the application's plain index and every item sits on both at once:
+``COPY_ORDER``, a ``Transition`` of kind ``copy`` in ``Routing.adoption``; see
+``shardex.adoption`` for its conduct). No I/O.
+
+``begin`` makes the first routing of a reshard, ``next_step`` says what the runner
+does next (wait, change the state, run the mover, verify, sweep, or stop),
 ``after_verify`` folds a parity report into the routing, ``reverse`` turns a reshard
-into its rollback. Every routing returned is one version later than the one given; the
-runner stores it with a compare-and-set.
+into its rollback. ``begin_copy`` starts an adoption, ``copy_to`` takes it to its next
+state, and the ``copy_*_refusal`` functions say why a step of it cannot be taken. Every
+routing returned is one version later than the one given; the runner stores it with a
+compare-and-set.
 
 A state change that changes what clients do (the layout writes follow, or the keys reads
 cover: ``conduct``) stamps ``changed_at``; the next such change, and the mover, may
@@ -17,21 +25,27 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Literal, NamedTuple, cast
+from typing import Any, Literal, NamedTuple, cast
 
+from shardex.adoption import COPY_STATES, Adoption, CopyState
 from shardex.errors import InvalidRouting
 from shardex.routing import Routing, ShardPolicy, State, begin_transition
 from shardex.transition import Parity, Transition
 
-__all__ = ["Advance", "Move", "ORDER", "Refused", "Step", "Stop", "Sweep", "UNTIL", "Until",
-           "Verify", "Wait", "after_verify", "begin", "changed_values", "conduct",
-           "cutover_refusal", "finish", "next_step", "ready_at", "reverse", "rollback_refusal",
-           "rollback_step", "state_of", "with_retention"]
+__all__ = ["Advance", "COPY_ORDER", "Drop", "Move", "ORDER", "Refused", "Step", "Stop", "Sweep",
+           "UNTIL", "Until", "Verify", "Wait", "after_verify", "begin", "begin_copy",
+           "changed_values", "conduct", "copy_complete_step", "copy_cutover_refusal",
+           "copy_rollback_refusal", "copy_start_refusal", "copy_to", "cutover_refusal", "finish",
+           "next_step", "ready_at", "reverse", "rollback_refusal", "rollback_step", "state_of",
+           "with_adoption", "with_retention"]
 
 Until = Literal["read-both", "write-new", "verified", "read-new", "retired", "done"]
 # the states of a reshard in the order it passes them; "done" is stable on the target
 ORDER: tuple[str, ...] = ("read-both", "write-new", "verified", "read-new", "retired", "done")
 UNTIL: tuple[str, ...] = ORDER
+# the states of a copy in the order it passes them (the backfill runs in write-new); its
+# rollback goes straight to "done", readers back on the plain index
+COPY_ORDER: tuple[str, ...] = COPY_STATES
 # states in which the mover may move entries (writers follow the target layout)
 MOVING = frozenset({"write-new", "verified"})
 
@@ -60,6 +74,12 @@ class Verify(NamedTuple):
 
 class Sweep(NamedTuple):
     """Move anything still on the keys only the layout being left has (``retired``)."""
+
+
+class Drop(NamedTuple):
+    """Drop the plain index a complete adoption left, then store ``routing`` (it says so)."""
+
+    routing: Routing
 
 
 class Stop(NamedTuple):
@@ -97,9 +117,10 @@ def conduct(routing: Routing) -> tuple[object, frozenset[object], object]:
     return _layout(routing.writing), frozenset(reads), moves
 
 
-def ready_at(routing: Routing, lease: float) -> float:
-    """Wall seconds from which every client acts on the last change of conduct."""
-    meta = _meta(routing)
+def ready_at(routing: Routing | Adoption, lease: float) -> float:
+    """Wall seconds from which every client acts on the last change of conduct (of the
+    reshard in a routing, or of an adoption)."""
+    meta = routing.migration if isinstance(routing, Adoption) else _meta(routing)
     return meta.changed_at + lease + meta.margin
 
 
@@ -228,9 +249,13 @@ def cutover_refusal(routing: Routing, *, now: float, max_age: float) -> Refused 
     parity = meta.parity
     if parity is None or not parity.clean:
         return Refused("the last parity report has gaps: run 'shardex reshard verify'")
+    return _stale(parity, now=now, max_age=max_age, verb="reshard")
+
+
+def _stale(parity: Parity, *, now: float, max_age: float, verb: str) -> Refused | None:
     if now - parity.checked_at > max_age:
         return Refused(f"the last parity report is {now - parity.checked_at:.0f} s old, older "
-                       f"than --max-age {max_age:g} s: run 'shardex reshard verify' again")
+                       f"than --max-age {max_age:g} s: run 'shardex {verb} verify' again")
     return None
 
 
@@ -299,3 +324,108 @@ def rollback_step(routing: Routing, *, now: float, lease: float) -> Wait | Advan
         return Wait(ready_at(routing, lease), "every client to act on the last change before "
                                               "readers widen again")
     return Advance(back, "the reshard rolls back toward the layout it left")
+
+
+# -- a copy (an adoption) --------------------------------------------------------------
+
+def copy_start_refusal(current: Routing) -> Refused | None:
+    """Why an adoption cannot start on an index with routing ``current`` (None: it can)."""
+    adoption = current.adoption
+    if current.in_transition:
+        return Refused("a reshard is under way; finish it before adopting")
+    if adoption is not None and adoption.active:
+        return Refused(f"adoption {adoption.id} is already {adoption.stage}: run "
+                       "'shardex adopt status'")
+    if adoption is not None and adoption.stage == "complete":
+        return Refused(f"adoption {adoption.id} is complete; the index reads its own entries "
+                       "already")
+    return None
+
+
+def begin_copy(current: Routing, adoption: Adoption, sets: Mapping[str, ShardPolicy]
+               ) -> Routing:
+    """The first routing of an adoption: ``current`` with ``sets`` and ``adoption`` (in
+    ``write-new``), one version later. Raises InvalidRouting when
+    ``copy_start_refusal`` says why not."""
+    refusal = copy_start_refusal(current)
+    if refusal is not None:
+        raise InvalidRouting(refusal.why)
+    return Routing(default=current.default, overrides={**current.overrides, **sets},
+                   version=current.version + 1, adoption=adoption)
+
+
+def copy_to(adoption: Adoption, state: CopyState, now: float, **changes: Any) -> Adoption:
+    """``adoption`` in ``state``, its migration with ``changes``; ``changed_at`` is stamped
+    ``now`` if readers change index (the copy's conduct: writers write both throughout)."""
+    migration = dataclasses.replace(adoption.migration, **changes)
+    moved = dataclasses.replace(adoption, state=state, migration=migration)
+    if moved.reads_source != adoption.reads_source:
+        moved = dataclasses.replace(moved, migration=dataclasses.replace(migration,
+                                                                         changed_at=now))
+    return moved
+
+
+def copy_cutover_refusal(adoption: Adoption | None, *, now: float, max_age: float,
+                         backfilled: bool) -> Refused | None:
+    """Why readers may not move to the sharded index yet (None: they may)."""
+    if adoption is None or not adoption.active:
+        return Refused("no adoption is under way: start one with 'shardex adopt start'")
+    if adoption.state != "write-new":
+        return Refused(f"the adoption is in {adoption.stage}: readers already read the new "
+                       "index")
+    if not backfilled:
+        return Refused("the backfill has not finished: run 'shardex adopt run', then "
+                       "'shardex adopt verify'")
+    parity = adoption.migration.parity
+    if parity is None:
+        return Refused("no parity report yet: run 'shardex adopt verify' first")
+    if not parity.clean:
+        gaps = ", ".join(f"{n} {kind}" for kind, n in parity.counts().items() if n)
+        return Refused(f"the last parity report has gaps ({gaps}): run 'shardex adopt run' "
+                       "and 'shardex adopt verify' again")
+    return _stale(parity, now=now, max_age=max_age, verb="adopt")
+
+
+def copy_rollback_refusal(adoption: Adoption | None) -> Refused | None:
+    """Why the adoption cannot be rolled back (None: it can)."""
+    if adoption is None:
+        return Refused("no adoption is under way")
+    if adoption.stage == "complete":
+        return Refused("the adoption is complete; it can no longer be rolled back")
+    if adoption.stage == "rolled-back":
+        return Refused("the adoption is already rolled back: readers read the old index")
+    return None
+
+
+def with_adoption(routing: Routing, adoption: Adoption) -> Routing:
+    """``routing`` one version later, with ``adoption``."""
+    return dataclasses.replace(routing, version=routing.version + 1, adoption=adoption)
+
+
+def copy_complete_step(routing: Routing, *, now: float, lease: float, retain: float | None,
+                       drop: bool) -> Wait | Advance | Drop | Stop:
+    """What ``adopt complete`` does next with the adoption in ``routing`` (in read-new or
+    complete): record the retention window (``retain`` seconds from ``now``, None: the
+    one asked before) and whether to ``drop`` the plain index, wait for it to pass and
+    for no reader to read the plain index, complete, then drop it if asked."""
+    adoption = routing.adoption
+    assert adoption is not None
+    meta = adoption.migration
+    if adoption.state == "read-new":
+        if meta.retire_after is None or (retain is not None and retain != meta.retain) \
+                or (drop and not adoption.drop_source):
+            window = meta.retain if retain is None else retain
+            after = now + window if meta.retire_after is None or retain is not None \
+                else meta.retire_after
+            kept = copy_to(adoption, "read-new", now, retain=window, retire_after=after)
+            return Advance(with_adoption(routing, dataclasses.replace(
+                kept, drop_source=adoption.drop_source or drop)), "the retention window starts")
+        if now < (meta.retire_after or 0.0):
+            return Stop("read-new", "the retention window has not passed")
+        if now < ready_at(adoption, lease):
+            return Wait(ready_at(adoption, lease), f"no reader to read {adoption.source!r}")
+        return Advance(with_adoption(routing, copy_to(adoption, "done", now)), "complete")
+    if (adoption.drop_source or drop) and not adoption.dropped:
+        return Drop(with_adoption(routing, dataclasses.replace(adoption, drop_source=True,
+                                                               dropped=True)))
+    return Stop(adoption.stage, "complete")

@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from shardex.adoption import Adoption, adoption_ready_at
+from shardex.adoption import Adoption
 from shardex.documents import rounded
 from shardex.migrate.states import ready_at, state_of
-from shardex.migrate.units import Segment, Unit, tally
+from shardex.migrate.units import Backfilled, Segment, Unit, tally
 from shardex.migrate.work import Runner, runners
 from shardex.routing import Routing
 from shardex.transition import Parity
@@ -140,7 +140,8 @@ def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backf
                      stale: bool, running: bool = False) -> list[str]:
     """The commands an operator runs next, in the order to consider them."""
     steps: list[tuple[str, str]] = [("cutover", ""), ("rollback", "")]
-    if adoption is None or adoption.state == "rolled-back":
+    parity = None if adoption is None else adoption.migration.parity
+    if adoption is None or adoption.stage == "rolled-back":
         source = ""
         if adoption is not None:
             source = (f" --from-gsi {adoption.source}" if adoption.kind == "gsi" else
@@ -148,16 +149,16 @@ def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backf
                       f"--id-attribute {adoption.id_attribute} --sort-attribute "
                       f"{adoption.sort_attribute}") + f" --from-attribute {adoption.attribute}"
         steps = [("start", source + " --set VALUE=N")]
-    elif adoption.state == "complete":
+    elif adoption.stage == "complete":
         steps = [] if adoption.dropped or not adoption.drop_source else [
             ("complete", " --drop-old-index")]
-    elif adoption.state == "read-new":
+    elif adoption.stage == "read-new":
         steps = [("complete", " [--retain DURATION] [--drop-old-index]"), ("rollback", "")]
     elif not backfilled:
         steps = [("run", ""), ("rollback", "")]
-    elif adoption.parity is None or stale:
+    elif parity is None or stale:
         steps = [("verify", ""), ("rollback", "")]
-    elif not adoption.parity.clean:
+    elif not parity.clean:
         steps = [("run", ""), ("verify", ""), ("rollback", "")]
     return _commands("adopt", store, index, _watching(steps, running))
 
@@ -171,9 +172,8 @@ def adopt_status_document(routing: Routing, segments: Sequence[Segment], *, inde
     the backfill was planned (None: not planned yet).
     """
     adoption = routing.adoption
-    scanned = sum(s.scanned for s in segments)
-    done = sum(1 for s in segments if s.done)
-    finished = bool(segments) and done == len(segments)
+    counts = Backfilled.of(list(segments))
+    scanned, finished = counts.scanned, counts.finished
     started = [s.started_at for s in segments if s.started_at is not None]
     saved = [s.saved_at for s in segments if s.saved_at is not None]
     elapsed = (max(saved) - min(started)) if started and saved else 0.0
@@ -183,32 +183,31 @@ def adopt_status_document(routing: Routing, segments: Sequence[Segment], *, inde
     for segment in segments:
         for value, count in segment.values.items():
             seen[value] = seen.get(value, 0) + count
-    parity = None if adoption is None else adoption.parity
+    meta = None if adoption is None else adoption.migration
+    parity = None if meta is None else meta.parity
     active = runners(list(segments), now)
     doc: dict[str, Any] = {
         "schema": ADOPT_STATUS_SCHEMA, "index": index, "store": store,
         "adoption_id": None if adoption is None else adoption.id,
-        "state": "none" if adoption is None else adoption.state,
+        "state": "none" if adoption is None else adoption.stage,
         "routing_version": routing.version,
         "source": None if adoption is None else {
             "kind": adoption.kind, "name": adoption.source, "attribute": adoption.attribute},
         "reads": "new" if adoption is None or not adoption.reads_source else "source",
         "values": {value: {**routing.policy(value).to_dict(), "items": seen.get(value)}
                    for value in sorted(set(routing.overrides) | set(seen)
-                                       | set(() if adoption is None else adoption.values))},
+                                       | set(() if meta is None else meta.values))},
         "progress": {
-            "segments": len(segments), "segments_done": done,
+            "segments": counts.segments, "segments_done": counts.done,
             "segments_leased": sum(1 for s in segments if s.leased_at(now)),
-            "items_total": items, "items_scanned": scanned,
-            "items_updated": sum(s.updated for s in segments),
-            "items_raced": sum(s.raced for s in segments),
-            "items_unresolved": sum(s.unresolved for s in segments),
+            "items_total": items, "items_scanned": scanned, "items_updated": counts.updated,
+            "items_raced": counts.raced, "items_unresolved": counts.unresolved,
             "items_remaining": remaining, "rate": rate,
             "eta_s": 0.0 if finished else (remaining / rate if rate and remaining is not None
                                            else None)},
         "runners": _runners(active), "parity": _parity(parity, now),
-        "ready_at": None if adoption is None else iso(adoption_ready_at(adoption, lease)),
-        "retire_after": None if adoption is None else iso(adoption.retire_after),
+        "ready_at": None if adoption is None else iso(ready_at(adoption, lease)),
+        "retire_after": None if meta is None else iso(meta.retire_after),
         "drop_source": False if adoption is None else adoption.drop_source,
         "dropped": False if adoption is None else adoption.dropped,
         "next_steps": adopt_next_steps(

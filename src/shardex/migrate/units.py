@@ -21,7 +21,7 @@ from typing import Any
 from shardex.errors import MalformedItem
 from shardex.model.entries import Position
 
-__all__ = ["DEFAULT_RATE", "DEFAULT_SPLIT", "Segment", "Survey", "Unit", "allocate",
+__all__ = ["Backfilled", "DEFAULT_RATE", "DEFAULT_SPLIT", "Segment", "Survey", "Unit", "allocate",
            "busy_sources", "tally", "units_of"]
 
 # a quarter of one DynamoDB partition's 1,000 write units a second: the mover must
@@ -305,3 +305,25 @@ def tally(units: list[Unit], direction: str) -> tuple[int | None, int, int | Non
     if all(u.done for u in mine if u.generation == latest):
         return total, moved, 0
     return total, moved, max(0, total - sum(u.moved + u.skipped for u in mine))
+
+
+@dataclass(frozen=True, slots=True)
+class Backfilled:
+    """What the backfill's segments say: counts over every segment."""
+
+    segments: int
+    done: int
+    scanned: int
+    updated: int
+    raced: int
+    unresolved: int
+
+    @property
+    def finished(self) -> bool:
+        return self.segments > 0 and self.done == self.segments
+
+    @classmethod
+    def of(cls, segments: list[Segment]) -> Backfilled:
+        return cls(segments=len(segments), done=sum(s.done for s in segments),
+                   **{name: sum(getattr(s, name) for s in segments)
+                      for name in ("scanned", "updated", "raced", "unresolved")})
