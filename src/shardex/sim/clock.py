@@ -146,7 +146,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def sleep_future(self, seconds: float) -> asyncio.Future[None]:
         """A future that is done ``seconds`` from now (> 0): ``asyncio.sleep`` less its
         coroutine and timer handle. Cancelling it leaves a heap entry that does nothing."""
-        future: asyncio.Future[None] = self.create_future()
+        future: asyncio.Future[None] = asyncio.Future(loop=self)  # create_future's own
         heapq.heappush(self._timers, (self._virtual_now + seconds, next(self._timer_seq),
                                       future))
         return future
