@@ -16,11 +16,15 @@ real under ``asyncio.run``, virtual under ``shardex.run_virtual`` (whose loop li
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import threading
 import time
-from collections.abc import Awaitable
-from typing import Protocol
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
-__all__ = ["Clock", "LoopClock"]
+__all__ = ["Clock", "LoopClock", "running_loop"]
 
 
 class Clock(Protocol):
@@ -33,16 +37,41 @@ class Clock(Protocol):
     def sleep(self, seconds: float) -> Awaitable[None]: ...
 
 
+# The loop found running last (weakly: a closed loop is not kept alive), as
+# asyncio.get_running_loop makes a getpid system call each time (so that a forked child
+# does not see its parent's loop), about a microsecond, and a simulated request reads
+# the clock several times. A loop runs in this thread while its run_forever has set its
+# _thread_id to this thread's; a fork forgets it.
+_last: list[Callable[[], Any]] = [lambda: None]
+_ident = threading.get_ident
+os.register_at_fork(after_in_child=lambda: _last.__setitem__(0, lambda: None))
+
+
+def running_loop() -> asyncio.AbstractEventLoop:
+    """``asyncio.get_running_loop()``, without its system call for the loop found last.
+
+    Raises RuntimeError when no loop runs in this thread, as asyncio's does.
+    """
+    loop = _last[0]()
+    if loop is not None and getattr(loop, "_thread_id", None) == _ident():
+        found: asyncio.AbstractEventLoop = loop
+        return found
+    found = asyncio.get_running_loop()
+    with contextlib.suppress(TypeError):  # a loop that takes no weak reference
+        _last[0] = weakref.ref(found)
+    return found
+
+
 class LoopClock:
     """The running event loop's clock: real under asyncio.run, virtual under run_virtual."""
 
     def now(self) -> float:
-        return asyncio.get_running_loop().time()
+        return running_loop().time()
 
     def wall(self) -> float:
         """Epoch seconds: the loop's own wall clock if it has one, else the system's."""
         try:
-            loop_wall = getattr(asyncio.get_running_loop(), "wall", None)
+            loop_wall = getattr(running_loop(), "wall", None)
         except RuntimeError:  # no running loop: plain synchronous code
             loop_wall = None
         return loop_wall() if callable(loop_wall) else time.time()
@@ -51,7 +80,7 @@ class LoopClock:
         # no coroutine of our own around it: sleeps are on the simulated store's hot
         # path; a loop may offer a leaner sleep (the virtual one: one future, no handle)
         if seconds > 0:
-            lean = getattr(asyncio.get_running_loop(), "sleep_future", None)
+            lean = getattr(running_loop(), "sleep_future", None)
             if lean is not None:
                 result: Awaitable[None] = lean(seconds)
                 return result

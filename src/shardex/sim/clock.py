@@ -78,7 +78,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._timers: list[tuple[float, int, Any]] = []
         self._timer_seq = itertools.count()
         self._woken = False
-        super().__init__(selector=_VirtualSelector(self))
+        selector = _VirtualSelector(self)
+        super().__init__(selector=selector)
+        self._fds = selector._fd_to_key  # type: ignore[attr-defined]  # registered: self-pipe
 
     def pace(self) -> None:
         """Let time move only while a caller waits on the loop (``waiter``).
@@ -128,10 +130,23 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         timer._scheduled = True  # type: ignore[attr-defined]  # counts its cancel
         return timer
 
+    def call_soon(self, callback: Callable[..., object], *args: Any,  # type: ignore[override]
+                  context: Any = None) -> asyncio.Handle:
+        """``BaseEventLoop.call_soon`` less its checks outside debug mode: every wake-up
+        of a task on a timer comes through here."""
+        base: Any = self
+        if base._debug:
+            return super().call_soon(callback, *args, context=context)
+        if base._closed:
+            raise RuntimeError("Event loop is closed")
+        handle = asyncio.Handle(callback, args, self, context)
+        base._ready.append(handle)
+        return handle
+
     def sleep_future(self, seconds: float) -> asyncio.Future[None]:
         """A future that is done ``seconds`` from now (> 0): ``asyncio.sleep`` less its
         coroutine and timer handle. Cancelling it leaves a heap entry that does nothing."""
-        future: asyncio.Future[None] = self.create_future()
+        future: asyncio.Future[None] = asyncio.Future(loop=self)  # create_future's own
         heapq.heappush(self._timers, (self._virtual_now + seconds, next(self._timer_seq),
                                       future))
         return future
@@ -164,8 +179,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             timeout = max(0.0, timers[0][0] - self._virtual_now)
         else:
             timeout = None
-        if timeout != 0.0 and (self._woken or timeout is None or self.held_still()
-                               or len(base._selector.get_map()) > 1):
+        # held_still and the selector's map, read inline: this runs for every wake-up
+        if timeout != 0.0 and (self._woken or timeout is None
+                               or (self._paced and self._waiting == 0)
+                               or len(self._fds) > 1):
             self._woken = False
             base._process_events(base._selector.select(timeout))
         elif timeout:

@@ -94,7 +94,9 @@ class WriteEngine:
                 else:
                     observed = Located(found)
             elif kind is Route:
-                observed = await self._route(action.fresh)
+                # the copy within its TTL (most Routes) is answered without a coroutine
+                observed = (None if action.fresh else self._served()) \
+                    or await self._route(action.fresh)
             elif kind is Sleep:
                 await clock.sleep(action.seconds)
                 observed = Slept(clock.now())
@@ -102,19 +104,23 @@ class WriteEngine:
                 done: Done = action
                 return done
 
+    def _served(self) -> Routed | None:
+        """The routing copy within its TTL, or None: the same answer while the copy is
+        the same one."""
+        record = self._record
+        routing, routed = record.served(), self._routed
+        if routing is None:
+            return None
+        if routed is None or routed.routing is not routing \
+                or routed.fence.read_at != record.loaded_at \
+                or routed.fence.lease != record.lease:
+            routed = self._routed = Routed(routing, Fence(
+                routing.version, record.loaded_at, record.lease))
+        return routed
+
     async def _route(self, fresh: bool) -> Observation:
+        """A routing read (``fresh``), or the copy the record serves, read if expired."""
         record, clock = self._record, self._clock
-        if not fresh:
-            # the copy within its TTL (most Routes): no coroutine, and the same answer
-            # while the copy is the same one
-            routing, routed = record.served(), self._routed
-            if routing is not None:
-                if routed is None or routed.routing is not routing \
-                        or routed.fence.read_at != record.loaded_at \
-                        or routed.fence.lease != record.lease:
-                    routed = self._routed = Routed(routing, Fence(
-                        routing.version, record.loaded_at, record.lease))
-                return routed
         try:
             if fresh:
                 sent = clock.now()

@@ -84,13 +84,16 @@ class KeyState:
 class Item:
     """One item of one namespace: its placement, the placement's size, and its slot."""
 
-    __slots__ = ("h", "placement", "size", "slot")
+    __slots__ = ("h", "placement", "size", "slot", "tried")
 
     def __init__(self, slot: Slot, h: int) -> None:
         self.slot = slot
         self.h = h
         self.placement: Placement | None = None
         self.size = 0
+        # the last place tried on it, as (placement then, entry, version, token, size of
+        # the placement it would write): a throttled place is sent again as it was
+        self.tried: tuple[Placement | None, StoredEntry | None, int, str, int] | None = None
 
 
 def placement_bytes(item_id: str, version: int, entry: StoredEntry | None, token: str = "",

@@ -334,7 +334,13 @@ class MemoryStore(Store):
         item = self._item(namespace, item_id, now)
         current = item.placement
         history = history_after(current)
-        new_psize = placement_bytes(item_id, version, entry, token, history)
+        tried = item.tried
+        if tried is not None and tried[0] is current and tried[1] is entry \
+                and tried[2] == version and tried[3] == token:
+            new_psize = tried[4]  # the same place again (a throttled one, retried)
+        else:
+            new_psize = placement_bytes(item_id, version, entry, token, history)
+            item.tried = (current, entry, version, token, new_psize)
         ppart = table.partitions.at(item.slot, item.h, "", second)
         punits = profile.write_cost(max(item.size, new_psize)) * cost
         touched: list[_Touched] = [(pkey, table, ppart, punits, item.h)]
@@ -398,7 +404,7 @@ class MemoryStore(Store):
             new_part.bytes += size
             entries.partitions.track(new_state.h).write(entry.sort)
         item.placement = Placement(item_id, version, entry, token, history)
-        item.size = new_psize
+        item.size, item.tried = new_psize, None
         if self._applied is not None:
             self._applied.append(AppliedWrite(namespace, item_id, token, version, entry, now))
         if self._ambiguous_rate:
