@@ -160,11 +160,19 @@ def test_large_attributes_are_split_over_properties_within_one_entity() -> None:
 
 @pytest.mark.parametrize(("change", "words"), [
     ({"v": "x"}, "'v'"), ({"a0": "{not json"}, "not shardex's JSON"), ({"k": 3}, "'k'"),
-    ({"a0": "[1]"}, "not a map")])
+    ({"a0": "[1]"}, "not a map"), ({"v": "0"}, "'v'"), ({"v": "\u0661"}, "'v'"),
+    ({"a0": '{"n":{"$d":"x"}}'}, "not shardex's JSON")])
 def test_damaged_rows_are_named(change: dict[str, Any], words: str) -> None:
     [row, _] = codec.entry_rows("P", StoredEntry("K", "", "o", {"n": 1}), "tok")
     with pytest.raises(shardex.MalformedItem, match=words):
         codec.entry_from_row({**row, **change}, "entry row X")
+
+
+def test_a_row_counts_the_characters_of_its_text_towards_a_page() -> None:
+    [row, _] = codec.entry_rows("P", StoredEntry("K", "s", "o", {"n": 1}), "tok")
+    text = sum(len(v) for v in row.values())
+    assert codec.text_size(row) == text
+    assert codec.text_size({**row, "n": 5, "when": None}) == text  # other types: not text
 
 
 def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch, account: None) -> None:

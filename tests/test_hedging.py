@@ -79,14 +79,29 @@ def test_the_budget_pays_for_at_most_its_share_of_reads() -> None:
     hedger = Hedger(HedgePolicy(budget=0.05))
     spent = 0
     for _ in range(1000):
-        hedger.earn()
-        spent += hedger.spend()  # a read that would like a copy every time
-        hedger.done()
+        hedger.earn(20)
+        spent += hedger.spend(20)  # a read that would like a copy every time
+        hedger.done(20)
     assert spent == 50
     for _ in range(1000):
-        hedger.earn()  # a quiet spell saves up ten copies at most
-        hedger.done()
-    assert sum(hedger.spend() for _ in range(20)) == 10
+        hedger.earn(20)  # a quiet spell saves up ten copies at most
+        hedger.done(20)
+    assert sum(hedger.spend(20) for _ in range(20)) == 10
+
+
+def test_a_copy_costs_what_it_asks_for_so_copies_add_at_most_the_budget_to_units() -> None:
+    hedger = Hedger(HedgePolicy(budget=0.05))
+    asked = copied = 0
+    for i in range(4000):  # a listing's mix: many small reads, a few store pages
+        size = 1000 if i % 8 == 0 else 16
+        hedger.earn(size)
+        asked += size
+        if size == 1000 and hedger.spend(size):  # only the big ones ever slow
+            copied += size
+        hedger.done(size)
+    assert 0.04 * asked < copied <= 0.05 * asked + 10 * 1000
+    # counted in copies, 5% of 4,000 reads would have paid 200 copies of 1,000 entries:
+    # 36% more entries read
 
 
 def test_a_hedged_read_counts_its_copies_and_their_units() -> None:

@@ -25,7 +25,8 @@ WANT = [f"o-{i:05d}" for i in range(4000)]
 
 async def _loaded(store: WatchedStore, n: int = 4000, **options: Any) -> shardex.ShardedIndex:
     """An open index whose value PENDING holds ``n`` entries, put straight into the store."""
-    index = shardex.ShardedIndex(store, "orders", SIXTEEN, seed=1, hedge=None, **options)
+    options.setdefault("hedge", None)
+    index = shardex.ShardedIndex(store, "orders", SIXTEEN, seed=1, **options)
     await index.open()
     for item_id in WANT[:n]:
         _add(store, index, item_id, item_id[2:])
@@ -187,4 +188,24 @@ async def test_a_slow_caller_is_read_ahead_of_in_proportion() -> None:
             break
     assert seen == 4000
     assert fanout._listings.kept <= MAX_KEPT_ENTRIES
+    await index.close()
+
+
+@pytest.mark.shardex_virtual
+async def test_a_request_read_ahead_is_not_hedged() -> None:
+    store = WatchedStore(seed=3, **FIXED)
+    # every request is slower than the delay, and the budget pays for every copy
+    index = await _loaded(store, hedge=shardex.HedgePolicy(delay=0.001, budget=10.0))
+    cursor = None
+    for _ in range(2):  # both pages wait for the store: their requests are hedged
+        page = await index.query("PENDING", limit=100, cursor=cursor)
+        cursor = page.cursor
+        await asyncio.sleep(0.05)  # slower than a round trip: later pages find it landed
+    copies, read = store.stats("orders").totals.hedges_sent, store.entries_read
+    assert copies > 0
+    items, waits = await _pages(index, 100, cursor=cursor, pause=0.05)
+    assert max(waits) == 0  # no page waited: every request was read ahead
+    assert len(items) == 3800
+    assert store.entries_read > read
+    assert store.stats("orders").totals.hedges_sent == copies  # and none got a copy
     await index.close()

@@ -72,12 +72,12 @@ async def test_a_wide_fan_out_is_not_read_in_waves() -> None:
 def test_copies_are_paid_by_the_reads_in_flight_not_capped_at_ten() -> None:
     hedger = Hedger(HedgePolicy(budget=0.05))
     for _ in range(1024):  # a fan-out of 1,024 sends every read at once
-        hedger.earn()
-    paid = sum(hedger.spend() for _ in range(100))
+        hedger.earn(10)
+    paid = sum(hedger.spend(10) for _ in range(100))
     assert 45 <= paid <= 62  # 5% of 1,024 (and the 10 a quiet spell may save), not 10
     for _ in range(1024):
-        hedger.done()
+        hedger.done(10)
     for _ in range(400):  # answered: the cap falls back to what a quiet spell saves
-        hedger.earn()
-        hedger.done()
-    assert sum(hedger.spend() for _ in range(100)) == 10
+        hedger.earn(10)
+        hedger.done(10)
+    assert sum(hedger.spend(10) for _ in range(100)) == 10

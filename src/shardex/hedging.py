@@ -9,8 +9,11 @@ cost is the extra requests: each copy is counted and charged like any other requ
 - ``HedgePolicy`` is the small frozen policy: a fixed ``delay``, or by default one that
   follows the observed latency (the ``quantile`` of the last ``window`` shard reads of
   the same size class: a page of 1,000 entries is slower than a page of 10), and a
-  ``budget`` of extra copies per read (0.05: at most 5% more requests than reads; a
-  reader saves up at most 10 copies, plus what its reads in flight earned).
+  ``budget`` of extra copies per read, weighted by the entries each asks for (0.05: at
+  most 5% more requests than reads of one size, and 5% more entries read, so units,
+  whatever the mix of sizes: a copy of a page of 1,000 costs what 1,000 reads of one
+  entry earn; a reader saves up at most 10 copies of its mean read, plus what its
+  reads in flight earned).
   A read still out a little after its copy gets another (up to ``max_hedges``, each
   ``spacing`` x the delay after the one before): such a copy is sent only when every
   earlier one is still slow, which is rare, so it costs little, and it gives the slowest
@@ -49,6 +52,7 @@ T = TypeVar("T")
 _WARMUP = 20  # samples of a size class before its quantile is trusted
 _BURST = 10.0  # hedges the budget may save up during a quiet spell
 _REFRESH = 16  # new samples of a class between two computations of its quantile
+_MEAN_WINDOW = 64  # reads the mean read size mostly follows
 
 
 def _fraction(name: str, value: object, *, low: float, high: float) -> float:
@@ -71,8 +75,10 @@ class HedgePolicy:
       budget's own quantile, so that the copies ask for about 4.3% (3.5% first copies,
       the rest further ones) and the budget keeps a reserve for a wide fan-out's burst
       of slow shards.
-    - ``budget``: extra copies per read, at most, over time (0.05: 5% more requests
-      than reads). A reader saves up at most 10 copies in a quiet spell.
+    - ``budget``: extra copies per read, at most, over time, each weighted by the
+      entries it asks for (0.05: 5% more entries read, so 5% more requests than reads
+      of one size). A reader saves up at most 10 copies of its mean read in a quiet
+      spell.
     - ``max_hedges``: copies of one read beyond the first (3).
     - ``spacing``: a further copy is sent ``spacing`` x the delay after the one before
       (0.25), if every copy sent is still out.
@@ -137,8 +143,9 @@ class Hedger:
         self.quantile = policy.quantile if policy.quantile is not None else \
             max(0.5, 1.0 - 0.7 * policy.budget)
         self._classes: dict[int, _Latencies] = {}
-        self._balance = 0.0
-        self._out = 0  # reads sent and not yet answered
+        self._balance = 0.0  # entries the budget may still ask for in copies
+        self._out = 0  # entries asked for by the reads sent and not yet answered
+        self._mean = 0.0  # the recent mean size of a read, in entries
 
     @staticmethod
     def size_class(size: int) -> int:
@@ -163,26 +170,32 @@ class Hedger:
         found = self._classes.get(self.size_class(size))
         return None if found is None else found.quantile(self.quantile)
 
-    def earn(self) -> None:
-        """A read is sent: the budget grows by ``policy.budget`` copies, up to a cap.
+    def earn(self, size: int) -> None:
+        """A read of ``size`` entries is sent: the budget grows by ``policy.budget`` x ``size``.
 
-        The cap is what a quiet spell may save (10 copies) plus what the reads in flight
-        earned: a fan-out of 1,024 shards sends them all at once, and its copies are
-        paid by its own reads, not capped at 10 (1% of them).
+        The balance is counted in entries asked for, so a copy of a page of 1,000 costs
+        what a thousand pages of one earn, and copies add at most ``budget`` to the
+        units read, whatever mix of sizes a reader asks for. It is capped at what a quiet
+        spell may save (10 copies of a read of the mean size) plus what the reads in
+        flight earned: a fan-out of 1,024 shards sends them all at once, and its copies
+        are paid by its own reads, not capped at 10 (1% of them).
         """
-        self._out += 1
-        self._balance = min(_BURST + self.policy.budget * self._out,
-                            self._balance + self.policy.budget)
+        size = max(1, size)
+        self._out += size
+        self._mean += (size - self._mean) / (_MEAN_WINDOW if self._mean else 1)
+        self._balance = min(_BURST * self._mean + self.policy.budget * self._out,
+                            self._balance + self.policy.budget * size)
 
-    def done(self) -> None:
-        """A read sent (``earn``) is answered, or given up."""
-        self._out -= 1
+    def done(self, size: int) -> None:
+        """A read of ``size`` entries sent (``earn``) is answered, or given up."""
+        self._out -= max(1, size)
 
-    def spend(self) -> bool:
-        """Take one copy from the budget; False when the budget cannot pay for it."""
-        if self._balance < 1.0:
+    def spend(self, size: int) -> bool:
+        """Pay for a copy of a read of ``size`` entries; False when the budget cannot."""
+        size = max(1, size)
+        if self._balance < size:
             return False
-        self._balance -= 1.0
+        self._balance -= size
         return True
 
 
@@ -235,14 +248,14 @@ async def call_hedged(send: Callable[[Copy | None], Awaitable[T]], hedger: Hedge
     it has left. The first copy to succeed wins; if every copy fails, the first
     failure is raised. If the caller is cancelled, every copy is.
     """
-    hedger.earn()
+    hedger.earn(size)
     try:
         delay = hedger.delay(size)
         if delay is None:
             return await send(None)
-        return await _Hedged(send, hedger, delay, clock, report).run()
+        return await _Hedged(send, hedger, delay, size, clock, report).run()
     finally:
-        hedger.done()
+        hedger.done(size)
 
 
 class _Hedged(Generic[T]):
@@ -255,11 +268,12 @@ class _Hedged(Generic[T]):
     """
 
     def __init__(self, send: Callable[[Copy | None], Awaitable[T]], hedger: Hedger,
-                 delay: float, clock: Clock, report: HedgeReport) -> None:
+                 delay: float, size: int, clock: Clock, report: HedgeReport) -> None:
         loop = asyncio.get_running_loop()
         self._send = send
         self._hedger = hedger
         self._delay = delay
+        self._size = size
         self._clock = clock
         self._report = report
         self._loop = loop if type(clock) is LoopClock else None
@@ -310,7 +324,8 @@ class _Hedged(Generic[T]):
 
         True if a further one may follow, ``spacing`` x the delay later.
         """
-        if self._outcome.done() or not self._running or not self._hedger.spend():
+        if self._outcome.done() or not self._running or \
+                not self._hedger.spend(self._size):
             return False
         self._sent += 1
         self._report.sent()

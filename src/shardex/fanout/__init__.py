@@ -6,7 +6,8 @@ among the page's first entries, but rarely), a shard is asked again only when th
 has used up what it returned, together with every shard the page will likely use up,
 and each further request of a shard is four times the size of its last (up to the store's
 page). Requests are bounded by a semaphore, retried on throttling with
-backoff and jitter, hedged (``shardex.hedging``), and a shard that still fails fails
+backoff and jitter, hedged (``shardex.hedging``; not a request read ahead, which nobody
+waits for when it is sent), and a shard that still fails fails
 the whole read with ``IncompleteRead``: nothing partial is returned as if it were whole.
 
 **Pages of one listing do not read an entry twice.** A page ends inside what its
@@ -217,9 +218,10 @@ class FanOut:
             release()
 
     async def _query(self, key: str, after: Position | None, descending: bool,
-                     limit: int) -> QueryPage:
-        """One shard read: bounded, hedged, and retried on throttling."""
-        hedger = self._hedger
+                     limit: int, hedged: bool = True) -> QueryPage:
+        """One shard read: bounded, hedged (unless ``hedged`` is False), and retried on
+        throttling."""
+        hedger = self._hedger if hedged else None
         if hedger is None:
             return await call_with_retry(
                 lambda: self._send(key, after, descending, limit, None),
@@ -294,7 +296,9 @@ class FanOut:
             # callback fewer on every request
             sent = clock.now()
             try:
-                page = await self._query(key, after, descending, size)
+                # a request read ahead is not hedged: nobody waits for it when it is
+                # sent, and a copy of a store page costs as much as the page
+                page = await self._query(key, after, descending, size, hedged=not ahead)
             except asyncio.CancelledError:
                 if stream.generation == generation:
                     stream.pending = None

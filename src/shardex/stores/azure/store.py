@@ -185,7 +185,7 @@ class AzureTablesStore(Store):
                     more = True
                     break
                 rows.append((props, position))
-                size += sum(len(v) for v in props.values() if isinstance(v, str))
+                size += codec.text_size(props)
             if continuation is None:
                 break
         verdicts = await self._placer.owned(rec, namespace, [props for props, _ in rows])
