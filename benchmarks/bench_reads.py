@@ -150,6 +150,10 @@ def on_memory(latency_ms: float, entries: int, shards: int) -> dict[str, Outcome
                     if (cursor := page.cursor) is None:
                         return ids
 
+            async def pages(limit: int) -> list[str]:
+                return [e.item_id async for page in index.pages("PENDING", limit=limit)
+                        for e in page.items]
+
             async def scan() -> list[str]:
                 return sorted([e.item_id async for e in index.scan("PENDING")])
 
@@ -159,6 +163,9 @@ def on_memory(latency_ms: float, entries: int, shards: int) -> dict[str, Outcome
                                (f"shardex query, pages of {PAGE:,}", lambda: listing(PAGE)),
                                (f"shardex query, pages of {SMALL_PAGE}",
                                 lambda: listing(SMALL_PAGE)),
+                               (f"shardex pages(), pages of {PAGE:,}", lambda: pages(PAGE)),
+                               (f"shardex pages(), pages of {SMALL_PAGE}",
+                                lambda: pages(SMALL_PAGE)),
                                ("shardex scan (arrival order)", scan)):
                 store.reset_stats()
                 began = loop.time()

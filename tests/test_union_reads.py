@@ -100,6 +100,20 @@ async def _scanned(index: shardex.ShardedIndex, limits: list[int], pauses: list[
     return items
 
 
+async def _paged(index: shardex.ShardedIndex, order: str, limits: list[int],
+                 pauses: list[float], between: Any) -> list[str]:
+    """``index.pages``' items (pages of the first limit); ``between`` runs after each page."""
+    items: list[str] = []
+    page_no = 0
+    async for page in index.pages("PENDING", limit=limits[0],
+                                  order=order):  # type: ignore[arg-type]
+        items += [e.item_id for e in page.items]
+        between(page_no)
+        await asyncio.sleep(pauses[page_no % len(pauses)])
+        page_no += 1
+    return items
+
+
 async def _listing(index: shardex.ShardedIndex, order: str, limits: list[int],
                    pauses: list[float], between: Any) -> list[str]:
     items: list[str] = []
@@ -116,8 +130,9 @@ async def _listing(index: shardex.ShardedIndex, order: str, limits: list[int],
         page_no += 1
 
 
-@settings(max_examples=40, deadline=None)
-@given(op=st.sampled_from(["query", "scan", "count"]), store_page=st.sampled_from([5, 40, 1000]),
+@settings(max_examples=50, deadline=None)
+@given(op=st.sampled_from(["query", "pages", "scan", "count"]),
+       store_page=st.sampled_from([5, 40, 1000]),
        old=POLICIES, new=POLICIES, toward_new=st.booleans(),
        n=st.integers(0, 160), moved=st.floats(0.0, 1.0),
        order=st.sampled_from(["asc", "desc"]),
@@ -161,6 +176,8 @@ def test_a_union_listing_lists_every_entry_once_while_entries_move(
 
             if op == "query":
                 got = await _listing(index, order, limits, pauses, moves)
+            elif op == "pages":
+                got = await _paged(index, order, limits, pauses, moves)
             elif op == "scan":
                 got = await _scanned(index, limits, pauses, moves)
             else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -112,16 +112,23 @@ class SyncShardedIndex:
         return self._call(self.index.query(value, limit=limit, order=order, cursor=cursor,
                                            priority=priority))
 
+    def pages(self, value: str, *, limit: int = 100, order: Order = "asc",
+              cursor: str | None = None, priority: Priority = "normal") -> Iterator[Page]:
+        yield from self._iterate(self.index.pages(value, limit=limit, order=order,
+                                                  cursor=cursor, priority=priority))
+
     def count(self, value: str, *, priority: Priority = "normal") -> int:
         return self._call(self.index.count(value, priority=priority))
 
     def scan(self, value: str, *, priority: Priority = "normal") -> Iterator[Entry]:
-        entries = self.index.scan(value, priority=priority)
+        yield from self._iterate(self.index.scan(value, priority=priority))
+
+    def _iterate(self, items: AsyncGenerator[T, None]) -> Iterator[T]:
         try:
             while True:
                 try:
-                    yield self._call(entries.__anext__())
+                    yield self._call(items.__anext__())
                 except StopAsyncIteration:
                     return
         finally:
-            self._call(entries.aclose())
+            self._call(items.aclose())

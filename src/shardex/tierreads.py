@@ -162,8 +162,10 @@ class TierReads:
         return self._fanouts[self._tiers.tier_of(routing, value)]
 
     async def page(self, routing: Routing, value: str, *, after: Position | None,
-                   descending: bool, limit: int) -> tuple[list[StoredEntry], bool]:
-        """The next ``limit`` entries of ``value`` beyond ``after``, and whether more lie beyond."""
+                   descending: bool, limit: int,
+                   to_end: bool = False) -> tuple[list[StoredEntry], bool]:
+        """The next ``limit`` entries of ``value`` beyond ``after``, and whether more lie
+        beyond; ``to_end``: the caller reads every page (``FanOut.page``)."""
         cross = self._cross(routing, value)
         if cross is not None:
             crossing, *phases = cross
@@ -172,7 +174,7 @@ class TierReads:
         first, then = routing.read_phases(value)
         merged = await self._on(routing, value).page(value, then, first=first, after=after,
                                                      descending=descending, limit=limit,
-                                                     layout=routing.version)
+                                                     layout=routing.version, to_end=to_end)
         return merged.entries, merged.more
 
     def stream(self, routing: Routing, value: str) -> AsyncIterator[StoredEntry]:

@@ -26,25 +26,12 @@ entries were kept is read again from the cursor's position, so a page never miss
 resurrects this process's own writes; writes of other processes may show up to
 ``CONTINUATION_TTL`` seconds late (the staleness a DynamoDB GSI allows anyway).
 
-**A listing the caller continues reads ahead.** From its second page on, a shard asks
-for its next request before the merge runs it dry, so it lands while the caller consumes
-what is there: for a caller slower than the store, once the shard holds less than a
-quarter of its last request or than a page may take from it, asking four times its last;
-for a caller that comes back sooner than a request takes, as soon as it holds less than
-its last request, asking for what the caller takes from it in two round trips
-(``listing.ahead_size``: the store's page for a caller that comes straight back), so
-every shard keeps a request in flight and their round trips overlap as a gather's do. A
-page that must wait for a shard sends every request that reads ahead at that moment
-too, not after its wait. What a listing holds stays bounded: about four times what a
-slow caller consumed plus a page, at most two requests a shard (two store pages), and
-``listing.MAX_KEPT_ENTRIES`` in all. A first page never reads ahead, so a caller who
-wants only that page pays for that page; that costs a full listing one round trip
-beyond a gather's when a shard's share does not cover what the gather's last request
-of it was short of. Why, by measurement (``benchmarks/bench_reads.py --latency``, 1,250
-entries a shard): at 20 ms a request, a listing in pages of 1,000 that refilled each
-shard when it ran dry waited for one round trip after another, 1.9x the time of a
-gather that reads every shard at once, and in pages of 100, 5.7x; growing four-fold
-from the first page's share, 1.38x and 2.15x; now 1.38x for both, that one round trip.
+**A listing the caller continues reads ahead** (``shardex.fanout.listing`` says when and
+how far, and why by measurement): a shard asks for its next request before the merge
+runs it dry, so its round trips overlap the caller's work and the other shards' as a
+gather's do, within a bound on what a listing holds. A first page never reads ahead, and
+asks each shard only for its share, unless its caller says it reads the listing to its
+end (``to_end``: ``ShardedIndex.pages``, a scan mid-reshard).
 
 **While a reshard moves entries** from one layout's keys to another's, a listing reads
 its shards in two phases (``first``, the keys entries move away from, then ``keys``, the
@@ -110,6 +97,7 @@ from shardex.fanout.listing import (
     Continuations,
     Listing,
     ahead_size,
+    first_size,
     reads_ahead,
 )
 from shardex.fanout.merge import (
@@ -375,7 +363,8 @@ class FanOut:
 
     async def page(self, value: str, keys: Sequence[str], *, after: Position | None,
                    descending: bool, limit: int, first: Sequence[str] = (),
-                   fresh: bool = False, layout: object = None) -> MergedPage:
+                   fresh: bool = False, layout: object = None,
+                   to_end: bool = False) -> MergedPage:
         """Merge the shards ``first`` and ``keys`` into the next ``limit`` entries beyond ``after``.
 
         Entries come in ``(sort, item_id)`` order (descending if asked); an entry found
@@ -385,7 +374,10 @@ class FanOut:
         names the layout the keys belong to (the routing's version): a continuation is
         resumed only in the layout and phases it was read in. ``fresh`` reads every
         shard now, neither resuming nor keeping a continuation: a caller that orders its
-        reads of two stores (``shardex.tierreads``) needs each read when made.
+        reads of two stores (``shardex.tierreads``) needs each read when made. ``to_end``:
+        the caller reads the listing to its end, so a new listing asks each shard (of
+        the first phase, mid-reshard) for a store page from its first request
+        (``listing.first_size``) and reads ahead from its first page on.
         """
         self._fanned_out(value, len({*first, *keys}) if first else len(keys), "page")
         max_page, lead = self._max_page, len(first)
@@ -397,9 +389,14 @@ class FanOut:
             listing = self._listings.resume((value, descending, after, layout), phases,
                                             shares, now)
         if listing is None:
-            listing = Listing(phases, [ShardStream(key, after, shares[0]) for key in first]
-                              + [ShardStream(key, after, shares[1], then=bool(lead))
-                                 for key in keys], lead=lead)
+            sizes, to_end = shares, to_end and not fresh
+            if to_end:
+                width, room = lead or len(keys), self._listings.left()
+                sizes = (first_size(shares[0], width, max_page, room), shares[1]) if lead \
+                    else (0, first_size(shares[1], width, max_page, room))
+            listing = Listing(phases, [ShardStream(key, after, sizes[0]) for key in first]
+                              + [ShardStream(key, after, sizes[1], then=bool(lead))
+                                 for key in keys], lead=lead, ahead=to_end, eager=to_end)
         else:
             # the caller continues: its shards read ahead from now on, eagerly if it came
             # back sooner than a request takes
@@ -485,8 +482,8 @@ class FanOut:
         """
         after: Position | None = None
         while True:
-            merged = await self.page(value, keys, first=first, after=after,
-                                     descending=False, limit=self._max_page, layout=layout)
+            merged = await self.page(value, keys, first=first, after=after, descending=False,
+                                     limit=self._max_page, layout=layout, to_end=True)
             for entry in merged.entries:
                 yield entry
             if not merged.more:

@@ -8,6 +8,30 @@ continues a listing (a page resumed from one), its shards *read ahead*: a shard 
 buffer holds less than its last request asks for its next one at once, while the
 caller consumes what it has, instead of when the merge runs it dry.
 
+**When a shard reads ahead.** From a listing's second page on, a shard asks for its next
+request before the merge runs it dry, so it lands while the caller consumes what is
+there: for a caller slower than the store, once the shard holds less than a quarter of
+its last request or than a page may take from it, asking four times its last; for a
+caller that comes back sooner than a request takes, as soon as it holds less than its
+last request, asking for what the caller takes from it in two round trips
+(``ahead_size``: the store's page for a caller that comes straight back), so every shard
+keeps a request in flight and their round trips overlap as a gather's do. A page that
+must wait for a shard sends every request that reads ahead at that moment too, not
+after its wait. What a listing holds stays bounded: about four times what a slow caller
+consumed plus a page, at most two requests a shard (two store pages), and
+``MAX_KEPT_ENTRIES`` in all.
+
+A first page never reads ahead, so a caller who wants only that page pays for that
+page; that costs a full listing one round trip beyond a gather's when a shard's share
+does not cover what the gather's last request of it was short of. A caller who says it
+reads the listing to its end (``to_end``) does not pay it: its first page asks each shard
+for a store page (``first_size``) and reads ahead. Why, by measurement
+(``benchmarks/bench_reads.py --latency``, 1,250 entries a shard): at 20 ms a request, a
+listing in pages of 1,000 that refilled each shard when it ran dry waited for one round
+trip after another, 1.9x the time of a gather that reads every shard at once, and in
+pages of 100, 5.7x; growing four-fold from the first page's share, 1.38x and 2.15x;
+reading ahead, 1.38x for both, that one round trip; read to the end, 1.00x.
+
 Pure bookkeeping and decisions; ``shardex.fanout`` sends the requests.
 """
 
@@ -23,7 +47,7 @@ from shardex.model.entries import Position
 from shardex.stores.metered import Usage
 
 __all__ = ["CONTINUATION_TTL", "Continuations", "Listing", "Phases", "Where", "ahead_size",
-           "reads_ahead"]
+           "first_size", "reads_ahead"]
 
 CONTINUATION_TTL = 5.0
 MAX_CONTINUATIONS = 64
@@ -114,6 +138,20 @@ def ahead_size(stream: ShardStream, listing: Listing, max_page: int) -> int:
     return min(max_page, max(stream.page_size, math.ceil(2 * pages * listing.low)))
 
 
+def first_size(share: int, width: int, max_page: int, room: int) -> int:
+    """What the first request of each of ``width`` shards asks for, in a listing its
+    caller reads to its end (``FanOut.page``'s ``to_end``).
+
+    The store's page, as a gather's first request does, so the listing takes the
+    gather's round trips (a first page of shares costs one more wherever a share does
+    not cover what a shard's last store page is short of), at the same read units: the
+    caller reads every entry anyway. Bounded by what the read-ahead may hold: the
+    shards' first requests and their next ones (two each) fit in ``room`` entries, and
+    never less than ``share``.
+    """
+    return max(share, min(max_page, room // (2 * max(1, width))))
+
+
 class Continuations:
     """The listings of one fan-out that wait for their next page, oldest first, bounded.
 
@@ -185,6 +223,10 @@ class Continuations:
     def room(self) -> bool:
         """True while kept listings may grow: read-ahead stops at the bound."""
         return self.kept < MAX_KEPT_ENTRIES
+
+    def left(self) -> int:
+        """Entries kept listings may still hold before read-ahead stops."""
+        return max(0, MAX_KEPT_ENTRIES - self.kept)
 
     def drop(self, where: Where) -> None:
         found = self._forget(where)
