@@ -332,6 +332,11 @@ async def _listing(index: ShardedIndex, limit: int) -> list[str]:
             return ids
 
 
+async def _paged(index: ShardedIndex, limit: int) -> list[str]:
+    return [e.item_id async for page in index.pages("PENDING", limit=limit)
+            for e in page.items]
+
+
 async def peers_on_dynamodb(args: argparse.Namespace
                             ) -> dict[float, dict[str, dict[str, Outcome]]]:
     from aiobotocore.config import AioConfig
@@ -409,6 +414,9 @@ async def _peers(args: argparse.Namespace, session: Any, config: Any, table: str
                 ("list", f"shardex query, pages of {PAGE:,}", ours(lambda: _listing(index, PAGE))),
                 ("list", f"shardex query, pages of {SMALL_PAGE}",
                  ours(lambda: _listing(index, SMALL_PAGE))),
+                ("list", f"shardex pages(), pages of {PAGE:,}", ours(lambda: _paged(index, PAGE))),
+                ("list", f"shardex pages(), pages of {SMALL_PAGE}",
+                 ours(lambda: _paged(index, SMALL_PAGE))),
                 ("first", "one page per shard (JS fan-out)", by_hand(peers.one_page_each, True)),
                 ("first", "gather and sort (baseline)", by_hand(peers.gather, True)),
                 ("first", "shardex query", ours(first_page)),
@@ -501,15 +509,19 @@ async def _azure_at(args: argparse.Namespace, name: str, routing: Routing, url: 
         async def ours() -> tuple[list[str], float]:
             return await _listing(index, PAGE), 0.0
 
+        async def paged() -> tuple[list[str], float]:
+            return await _paged(index, PAGE), 0.0
+
         async def scan() -> tuple[list[str], float]:
             return sorted([e.item_id async for e in index.scan("PENDING")]), 0.0
 
-        measured = await _medians(args.runs, [raw, ours, scan])
+        measured = await _medians(args.runs, [raw, ours, paged, scan])
     return {label: Outcome(seconds, 1.0, len(found), sorted(found) == truth, found == truth,
                            cpu=cpu)
             for label, (seconds, _, cpu, found) in zip(
                 ("raw SDK, every shard's pages (baseline)", f"shardex query, pages of {PAGE:,}",
-                 "shardex scan (arrival order)"), measured, strict=True)}
+                 f"shardex pages(), pages of {PAGE:,}", "shardex scan (arrival order)"),
+                measured, strict=True)}
 
 
 def print_azure(results: dict[float, dict[str, Outcome]], args: argparse.Namespace) -> None:
