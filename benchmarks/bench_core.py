@@ -147,6 +147,16 @@ async def _cpu_pair(ours: Callable[[], Awaitable[object]], raw: Callable[[], Awa
     return spent[0] / done, spent[1] / done
 
 
+async def _first_pages(index: shardex.ShardedIndex, raw: Callable[[], Awaitable[object]],
+                       pages: int) -> tuple[float, float, float]:
+    """CPU per first page, shardex's and the raw client's, and the share of shardex's
+    shard requests that were hedged copies (requests the raw client does not make)."""
+    index.store.reset_stats()
+    ours, theirs = await _cpu_pair(lambda: index.query("PENDING", limit=100), raw, pages)
+    totals = index.store.stats("bench").totals
+    return ours, theirs, totals.hedges_sent / max(1, totals.read_requests)
+
+
 async def _fill_first(index: shardex.ShardedIndex, entries: int) -> None:
     for start in range(0, entries, 50):
         await asyncio.gather(*(index.put("PENDING", f"o-{i:06d}", sort=f"{i:06d}",
@@ -155,7 +165,7 @@ async def _fill_first(index: shardex.ShardedIndex, entries: int) -> None:
 
 
 async def first_page_on_dynamodb(endpoint: str, region: str, entries: int,
-                                 pages: int) -> tuple[float, float]:
+                                 pages: int) -> tuple[float, float, float]:
     """CPU per first page of 100: shardex, and the raw aiobotocore client's same Query calls."""
     from aiobotocore.config import AioConfig
     from aiobotocore.session import get_session
@@ -190,12 +200,13 @@ async def first_page_on_dynamodb(endpoint: str, region: str, entries: int,
                 return list(heapq.merge(*found))[:100]
 
             assert len(await raw()) == 100
-            return await _cpu_pair(lambda: index.query("PENDING", limit=100), raw, pages)
+            return await _first_pages(index, raw, pages)
     finally:
         await delete_table(table, **connection)
 
 
-async def first_page_on_azure(endpoint: str, entries: int, pages: int) -> tuple[float, float]:
+async def first_page_on_azure(endpoint: str, entries: int,
+                              pages: int) -> tuple[float, float, float]:
     """CPU per first page of 100: shardex, and the raw azure-data-tables client's same pages."""
     from azure.data.tables.aio import TableClient
 
@@ -229,7 +240,7 @@ async def first_page_on_azure(endpoint: str, entries: int, pages: int) -> tuple[
                 return list(heapq.merge(*found))[:100]
 
             assert len(await raw()) == 100
-            return await _cpu_pair(lambda: index.query("PENDING", limit=100), raw, pages)
+            return await _first_pages(index, raw, pages)
     finally:
         await delete_table(name, endpoint=endpoint)
 
@@ -237,8 +248,8 @@ async def first_page_on_azure(endpoint: str, entries: int, pages: int) -> tuple[
 def print_first_pages(args: argparse.Namespace) -> None:
     print(f"CPU per first page of 100 over {FIRST_SHARDS} shard keys against the raw client's "
           "same requests (this process's CPU time)")
-    print(f"  {'store':28} {'shardex':>10} {'raw':>10} {'ratio':>7}")
-    runs: list[tuple[str, Callable[[], Awaitable[tuple[float, float]]]]] = []
+    print(f"  {'store':28} {'shardex':>10} {'raw':>10} {'ratio':>7} {'hedged copies':>14}")
+    runs: list[tuple[str, Callable[[], Awaitable[tuple[float, float, float]]]]] = []
     if args.endpoint_url:
         runs.append(("DynamoDB Local (aiobotocore)", lambda: first_page_on_dynamodb(
             args.endpoint_url, args.region, args.first_entries, args.first_pages)))
@@ -246,8 +257,9 @@ def print_first_pages(args: argparse.Namespace) -> None:
         runs.append(("Azurite (azure-data-tables)", lambda: first_page_on_azure(
             args.azure_endpoint, args.first_entries, args.first_pages)))
     for label, run in runs:
-        ours, raw = asyncio.run(run())
-        print(f"  {label:28} {ours * 1000:8.2f}ms {raw * 1000:8.2f}ms {ours / raw:7.2f}")
+        ours, raw, copies = asyncio.run(run())
+        print(f"  {label:28} {ours * 1000:8.2f}ms {raw * 1000:8.2f}ms {ours / raw:7.2f} "
+              f"{100 * copies:13.1f}%")
     if not runs:
         print("  (no store endpoint set: run under scripts/dynamodb-local run scripts/azurite run)")
 
