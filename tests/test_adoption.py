@@ -14,7 +14,7 @@ from shardex.errors import InvalidInput, InvalidRouting
 from shardex.migrate import states
 from shardex.migrate.states import copy_cutover_refusal, copy_rollback_refusal, copy_to
 from shardex.migrate.status import adopt_status_document as status_document
-from shardex.migrate.units import Segment
+from shardex.migrate.units import Unit, segment_units
 from shardex.routing import begin_transition
 from shardex.stores.dynamodb import DynamoDBStore
 from shardex.transition import Gap, Parity, Transition
@@ -204,9 +204,9 @@ def test_rollback_is_possible_until_complete() -> None:
 
 
 def _segment(number: int, scanned: int, updated: int, done: bool,
-             values: dict[str, int]) -> Segment:
-    return Segment(number, 2, scanned=scanned, updated=updated, done=done, values=values,
-                   started_at=100.0, saved_at=110.0)
+             values: dict[str, int]) -> Unit:
+    return dataclasses.replace(segment_units(2)[number], entries=scanned, moved=updated,
+                               done=done, values=values, started_at=100.0, saved_at=110.0)
 
 
 def test_the_status_document_counts_progress_and_names_the_next_steps() -> None:
