@@ -12,6 +12,7 @@ import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -20,7 +21,7 @@ from shardex.adoption import Adoption
 from shardex.clock import Clock
 from shardex.errors import InvalidInput, InvalidRouting, NotFound, ReshardRefused
 from shardex.index import ShardedIndex
-from shardex.migrate.adopting import AdoptionLayouts, GsiAdoptionLayouts, TableAdoptionLayouts
+from shardex.migrate.adopting import AdoptionLayouts, adoption_layouts
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Sharing
 from shardex.migrate.mover import MOVER_RETRY, Mover
@@ -170,11 +171,13 @@ class Adopter(MigrationRunner):
                                   id_attribute=adoption.id_attribute,
                                   sort_attribute=adoption.sort_attribute)
 
+    def _source_tools(self, adoption: Adoption) -> GsiAdoptionTools | TableAdoptionTools:
+        return self._tools(adoption.attribute) if adoption.kind == "gsi" \
+            else self._table_tools(adoption)
+
     async def _items(self, adoption: Adoption) -> int:
         """The base table's item count, as DescribeTable last counted it."""
-        tools: GsiAdoptionTools | TableAdoptionTools = self._tools(adoption.attribute) \
-            if adoption.kind == "gsi" else self._table_tools(adoption)
-        return int((await tools.describe()).get("ItemCount", 0))
+        return int((await self._source_tools(adoption).describe()).get("ItemCount", 0))
 
     def _records(self, adoption: Adoption) -> WorkRecords:
         return WorkRecords(self.store, self.name, adoption.id, clock=self._clock,
@@ -308,12 +311,8 @@ class Adopter(MigrationRunner):
 
     def _layouts(self, adoption: Adoption, index: ShardedIndex) -> AdoptionLayouts:
         """The adoption's layouts over ``index`` (the plain index left unopened)."""
-        source = source_store(self.store, adoption)
-        if adoption.kind == "gsi":
-            return GsiAdoptionLayouts(index, source, self._tools(adoption.attribute),
-                                      clock=self._clock, rng=self._rng)
-        return TableAdoptionLayouts(index, source, self._table_tools(adoption),
-                                    clock=self._clock, rng=self._rng)
+        return adoption_layouts(index, source_store(self.store, adoption),
+                                self._source_tools(adoption), clock=self._clock, rng=self._rng)
 
     async def _plan(self, adoption: Adoption) -> tuple[list[Unit], int | None]:
         # the total is the base table's item count when the backfill is planned, fixed
@@ -330,26 +329,18 @@ class Adopter(MigrationRunner):
                               "every client to write the shard attribute (the routing's "
                               "lease and the margin)")
         records = self._records(adoption)
-        planned = await records.plan(1)
-        if planned is not None and planned[0].planned and planned[0].units != self.segments:
-            self._say(f"the backfill was planned with {planned[0].units} segments by an "
-                      "earlier run: using those")
         before = await self.backfilled(adoption)
         began = self._clock.now()
-        items: list[int | None] = [None if planned is None else planned[0].total]
+        items = 0
 
         def report() -> None:
             # the total is the item count fixed when the backfill was planned
             rate = mover.scanned / max(1e-9, self._clock.now() - began)
-            left = max(0, (items[0] or 0) - before.scanned - mover.scanned)
+            left = max(0, items - before.scanned - mover.scanned)
             eta = f", ETA {left / rate:,.0f} s" if rate > 0 else ""
             self._say(f"backfill: scanned {before.scanned + mover.scanned:,} of about "
-                      f"{items[0] or 0:,}, updated {before.updated + mover.copied:,}, "
+                      f"{items:,}, updated {before.updated + mover.copied:,}, "
                       f"{rate:,.0f} items/s{eta}")
-
-        async def plan() -> tuple[list[Unit], int | None]:
-            units, items[0] = await self._plan(adoption)
-            return units, items[0]
 
         async with contextlib.AsyncExitStack() as stack:
             budget = await self.budget(stack, adoption.id)
@@ -360,6 +351,14 @@ class Adopter(MigrationRunner):
                           rate=self.rate, read_rate=self.read_rate, workers=self.workers,
                           unit_lease=self.unit_lease, worker=self.worker,
                           seed=self._rng.randrange(2**32), progress=report, budget=budget)
+            plan = partial(self._plan, adoption)
+            await mover.plan(1, plan)
+            planned = await records.plan(1)
+            assert planned is not None
+            items = planned[0].total or 0
+            if planned[0].units != self.segments:
+                self._say(f"the backfill was planned with {planned[0].units} segments by an "
+                          "earlier run: using those")
             await mover.run(routing, plan=plan)
         return await self.backfilled(adoption)
 

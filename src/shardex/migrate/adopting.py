@@ -34,7 +34,8 @@ from shardex.stores.base import Store
 from shardex.stores.dynamodb.adopt import GsiAdoptionTools, TableAdoptionTools
 from shardex.write import in_place
 
-__all__ = ["AdoptionLayouts", "GsiAdoptionLayouts", "PLAIN", "TableAdoptionLayouts"]
+__all__ = ["AdoptionLayouts", "GsiAdoptionLayouts", "PLAIN", "TableAdoptionLayouts",
+           "adoption_layouts"]
 
 PLAIN = "#plain#"
 
@@ -136,3 +137,12 @@ class TableAdoptionLayouts(AdoptionLayouts):
 
     def copy_cost(self) -> float:
         return 2.0  # one put of the index table's row and its placement
+
+
+def adoption_layouts(index: ShardedIndex, source: Store,
+                     tools: GsiAdoptionTools | TableAdoptionTools, *, clock: Clock,
+                     rng: random.Random) -> AdoptionLayouts:
+    """The layouts of an adoption whose source ``tools`` scan: a GSI's or a table's."""
+    if isinstance(tools, GsiAdoptionTools):
+        return GsiAdoptionLayouts(index, source, tools, clock=clock, rng=rng)
+    return TableAdoptionLayouts(index, source, tools, clock=clock, rng=rng)
