@@ -166,7 +166,7 @@ def _worker(uri: str) -> subprocess.Popen[str]:
 def test_a_worker_killed_mid_move_loses_its_lease_and_the_other_finishes(
         capsys: pytest.CaptureFixture[str]) -> None:
     uri = local.table_store().uri
-    fill(uri, 600, lease=0.5, pending=ShardPolicy(4))
+    fill(uri, 300, lease=0.5, pending=ShardPolicy(4))
     where = ["--store", uri, "--index", "orders"]
     ok(capsys, "reshard", "start", *where, "--set", "PENDING=12", "--margin", "0.1")
     victim, survivor = _worker(uri), _worker(uri)
