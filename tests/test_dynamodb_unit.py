@@ -216,6 +216,43 @@ def test_open_fails_fast_on_a_missing_table_and_closes_the_client() -> None:
     assert fake.closed == 1
 
 
+class FlakyDescribe(FakeClient):
+    """A FakeClient whose first DescribeTable calls fail with ``codes``, one each."""
+
+    def __init__(self, *codes: str) -> None:
+        super().__init__(owned(lambda op, p: {}))
+        self.codes = list(codes)
+
+    async def call(self, operation: str, **params: Any) -> dict[str, Any]:
+        if operation == "DescribeTable" and self.codes:
+            self.calls.append((operation, params))
+            raise client_error(self.codes.pop(0), "reached max retries: 0")
+        return await super().call(operation, **params)
+
+
+def test_open_tries_describe_table_again_after_a_server_error_or_a_throttle() -> None:
+    fake = FlakyDescribe("InternalFailure", "ThrottlingException")
+
+    async def body() -> None:
+        async with DynamoDBStore("orders", client=fake):
+            pass
+
+    shardex.run_virtual(body())
+    assert [op for op, _ in fake.calls].count("DescribeTable") == 3
+
+
+def test_open_gives_up_on_a_server_that_keeps_failing_and_closes_the_client() -> None:
+    fake = FlakyDescribe(*["InternalFailure"] * 20)
+
+    async def body() -> None:
+        with pytest.raises(shardex.Unavailable, match="DescribeTable"):
+            await DynamoDBStore("orders", client=fake).open()
+
+    shardex.run_virtual(body())
+    assert [op for op, _ in fake.calls].count("DescribeTable") == 5
+    assert fake.closed == 1
+
+
 def test_a_table_with_another_key_schema_is_refused() -> None:
     other = {"Table": {"TableName": "orders", "TableStatus": "ACTIVE",
                        "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
