@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import heapq
 import itertools
 import selectors
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 __all__ = ["VIRTUAL_WALL_START", "VirtualTimeLoop", "run_virtual"]
 
 T = TypeVar("T")
+_new_handle = object.__new__
 
 
 # 2026-11-30T05:00:00Z: a fixed virtual epoch, so runs on virtual time are reproducible.
@@ -139,9 +141,14 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             return super().call_soon(callback, *args, context=context)
         if base._closed:
             raise RuntimeError("Event loop is closed")
-        handle = asyncio.Handle(callback, args, self, context)
+        # Handle.__init__ less its frame and its get_debug call (not in debug mode here)
+        handle: Any = _new_handle(asyncio.Handle)
+        handle._context = contextvars.copy_context() if context is None else context
+        handle._loop, handle._callback, handle._args = self, callback, args
+        handle._cancelled, handle._repr, handle._source_traceback = False, None, None
         base._ready.append(handle)
-        return handle
+        result: asyncio.Handle = handle
+        return result
 
     def sleep_future(self, seconds: float) -> asyncio.Future[None]:
         """A future that is done ``seconds`` from now (> 0): ``asyncio.sleep`` less its
@@ -209,8 +216,21 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
                     handle._run()
                 finally:
                     base._current_handle = None
-            else:
-                handle._run()
+                continue
+            # Handle._run, inline: one frame less for every wake-up
+            try:
+                handle._context.run(handle._callback, *handle._args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self._failed(handle, exc)
+
+    def _failed(self, handle: asyncio.Handle, exc: BaseException) -> None:
+        """Report a callback that raised, as ``Handle._run`` does."""
+        base: Any = handle
+        self.call_exception_handler({
+            "message": f"Exception in callback {base._callback!r}{base._args!r}",
+            "exception": exc, "handle": handle})
 
 
 def run_virtual(main: Coroutine[Any, Any, T], *, start: float = 0.0,

@@ -279,6 +279,7 @@ class WriteMachine:
         conflicts = failures = 0
         started = self._now
         resend = False
+        place: Place | None = None
         while True:
             if resend:
                 assert planned is not None
@@ -353,10 +354,13 @@ class WriteMachine:
                         tried = tried._replace(entry=replace(tried.entry, version=source.version),
                                                version=source.version)
                     claim = Claim(source, tried.version, token, tier, arbiter)
+                place = None
             resend = False
             assert tried is not None
             assert planned is not None
-            observed = yield self._send(tier, tried, token, planned)
+            if place is None:  # a clean throttle sends the same place again
+                place = self._send(tier, tried, token, planned)
+            observed = yield place
             if isinstance(observed, Placed):
                 landing = None if tried.entry is None else Landing(tier, tried.entry, observed,
                                                                    planned)
