@@ -284,3 +284,54 @@ def test_a_missing_new_gsi_is_waited_for_with_progress() -> None:
 
     asyncio.run(scenario())
     assert any("creating the GSI 'status-shard-index'" in line for line in lines)
+
+
+def _old_segment(number: int, *, done: bool, scanned: int) -> dict[str, Any]:
+    """A segment record as adoptions stored them before there was one kind of work record."""
+    return {"number": number, "total": 2, "start": None, "done": done, "scanned": scanned,
+            "updated": scanned, "raced": 0, "unresolved": 0,
+            "values": {"PENDING": scanned} if scanned else {},
+            "started_at": 1.0, "saved_at": 2.0 if done else None,
+            "owner": None if done else "gone:1:abc", "expires": 5.0}
+
+
+def test_an_adoption_with_work_records_in_the_old_shape_resumes_from_them() -> None:
+    """``adopt/ID/plan`` and ``adopt/ID/segment/NNNN`` records (an adoption under way when
+    shardex was upgraded) are what the backfill resumes: a segment done there is not
+    scanned again, the one left is (its lease long expired), and no plan of the new shape
+    is made beside them."""
+    table, truth = orders_table(200)
+    uri = store_uri(table)
+
+    async def scenario() -> None:
+        async with Adopter(uri, NAME, source="status-index", attribute="status", segments=4,
+                           **FAST) as adopter:
+            plan = await adopter.start({"PENDING": ShardPolicy(4)}, margin=0.1)
+            assert plan.routing.adoption is not None
+            old, store = f"adopt/{plan.routing.adoption.id}/", adopter.store
+            await store.put_record(NAME, old + "plan", {
+                "planned": True, "units": 2, "owner": None, "expires": 0.0, "total": 200},
+                expected=None)
+            for number, done in ((0, True), (1, False)):
+                await store.put_record(NAME, f"{old}segment/{number:04d}",
+                                       _old_segment(number, done=done, scanned=77 * done),
+                                       expected=None)
+            done = await adopter.run()
+            assert (done.segments, done.done) == (2, 2)
+            status = await adopter.status()
+            assert await store.list_records(NAME, "reshard/") == {}
+
+        client = local.sync_client()
+        first = {item["order_id"]["S"] for item in client.scan(
+            TableName=table, Segment=0, TotalSegments=2, ConsistentRead=True)["Items"]}
+        shards = {item["order_id"]["S"]: "status_shard" in item
+                  for item in client.scan(TableName=table, ConsistentRead=True)["Items"]}
+        # segment 0 was done by its record: its items were left alone; segment 1's not
+        assert not any(shards[i] for i in first)
+        assert all(shards[i] for i in truth if i not in first)
+        assert done.scanned == 77 + len(truth) - len(first)
+        assert status["progress"]["segments"] == 2
+        assert status["progress"]["items_total"] == 200
+        assert status["values"]["PENDING"]["items"] >= 77
+
+    asyncio.run(scenario())

@@ -10,14 +10,20 @@ import pytest
 from shardex import Routing, ShardPolicy
 from shardex.adopted import follow
 from shardex.adoption import Adoption
-from shardex.errors import InvalidInput, InvalidRouting
+from shardex.clock import LoopClock
+from shardex.errors import InvalidInput, InvalidRouting, MalformedItem
 from shardex.migrate import states
+from shardex.migrate.adopting import PLAIN
+from shardex.migrate.layouts import Layouts
 from shardex.migrate.states import copy_cutover_refusal, copy_rollback_refusal, copy_to
 from shardex.migrate.status import adopt_status_document as status_document
-from shardex.migrate.units import Segment
+from shardex.migrate.units import Backfilled, Unit, segment_units
+from shardex.migrate.verify import adoption_parity
+from shardex.model.entries import Placement, Position, QueryPage, StoredEntry
 from shardex.routing import begin_transition
 from shardex.stores.dynamodb import DynamoDBStore
 from shardex.transition import Gap, Parity, Transition
+from shardex.write import in_place
 
 ADOPTION = Adoption(kind="gsi", source="status-index", attribute="status", state="write-new",
                     migration=Transition(id="a1", started_at=100.0, changed_at=100.0,
@@ -204,9 +210,9 @@ def test_rollback_is_possible_until_complete() -> None:
 
 
 def _segment(number: int, scanned: int, updated: int, done: bool,
-             values: dict[str, int]) -> Segment:
-    return Segment(number, 2, scanned=scanned, updated=updated, done=done, values=values,
-                   started_at=100.0, saved_at=110.0)
+             values: dict[str, int]) -> Unit:
+    return dataclasses.replace(segment_units(2)[number], entries=scanned, moved=updated,
+                               done=done, values=values, started_at=100.0, saved_at=110.0)
 
 
 def test_the_status_document_counts_progress_and_names_the_next_steps() -> None:
@@ -279,3 +285,74 @@ async def test_an_index_stored_with_an_old_adoption_opens_and_a_reshard_rewrites
     assert record is not None
     assert record.body["adoption"]["migration"]["kind"] == "copy"
     assert record.body["adoption"]["state"] == "done"
+
+
+def test_work_units_of_both_kinds_load_as_stored_and_so_do_records_of_the_old_shapes() -> None:
+    ranged = Unit(3, 2, "PENDING", "PENDING#1", 125.0, start=("a", "o-1"), moved=4)
+    segment = dataclasses.replace(segment_units(4)[2], cursor={"order_id": {"S": "o-9"}},
+                                  entries=10, moved=7, values={"PENDING": 9})
+    for unit in (ranged, segment):
+        assert Unit.from_body(unit.to_body(), "r") == unit
+    # a range stored before units had kinds
+    before = {k: v for k, v in ranged.to_body().items()
+              if k not in ("kind", "segments", "cursor", "values", "started_at", "saved_at")}
+    assert Unit.from_body(before, "r") == ranged
+    old = {"number": 1, "total": 2, "start": {"order_id": {"S": "o-5"}}, "done": False,
+           "scanned": 10, "updated": 7, "raced": 2, "unresolved": 1, "values": {"PENDING": 10},
+           "started_at": 1.0, "saved_at": 2.0, "owner": "w", "expires": 3.0}
+    loaded = Unit.from_body(old, "r")
+    assert (loaded.kind, loaded.segments, loaded.cursor, loaded.entries, loaded.moved,
+            loaded.skipped, loaded.unresolved, loaded.owner) == (
+        "segment", 2, {"order_id": {"S": "o-5"}}, 10, 7, 2, 1, "w")
+    assert Backfilled.of([loaded]) == Backfilled(1, 0, 10, 7, 2, 1)
+    for damaged in ({**old, "scanned": -1}, {**segment.to_body(), "kind": "sideways"},
+                    {**ranged.to_body(), "rate": None}):
+        with pytest.raises(MalformedItem, match="work unit"):
+            Unit.from_body(damaged, "r")
+
+
+class _Indexes(Layouts):
+    """An adoption's two indexes as rows in memory: the plain one under ``PLAIN`` keys."""
+
+    def __init__(self, rows: dict[str, list[StoredEntry]]) -> None:
+        self.rows = rows
+
+    routing = Routing()
+    consistent = True
+
+    def source_keys(self, routing: Routing, value: str) -> list[str]:
+        return [PLAIN + value]
+
+    def target_keys(self, routing: Routing, value: str) -> list[str]:
+        return routing.policy(value).shard_keys(value)
+
+    def placed(self, layout: Routing, value: str, key: str, item_id: str) -> bool:
+        return in_place(layout, value, key, item_id)
+
+    async def page(self, key: str, after: Position | None, limit: int) -> QueryPage:
+        return QueryPage(sorted(self.rows.get(key, []), key=lambda e: e.position), None)
+
+    async def locate(self, item_id: str) -> Placement | None:
+        raise AssertionError("a copy's parity holds rows against the old index")
+
+
+@pytest.mark.shardex_virtual
+async def test_a_copys_parity_classifies_items_as_a_reshards_does() -> None:
+    routing = Routing(overrides={"PENDING": ShardPolicy(4)})
+    keys = routing.policy("PENDING").shard_keys("PENDING")
+    home = {item: routing.shard_key("PENDING", item) for item in ("ok", "wrong", "resorted")}
+    away = next(k for k in keys if k != home["wrong"])
+    old = [StoredEntry("PENDING", "s", item) for item in ("ok", "uncopied", "wrong", "resorted")]
+    new = [StoredEntry(home["ok"], "s", "ok"), StoredEntry(keys[0], "s", "stale"),
+           StoredEntry(away, "s", "wrong"), StoredEntry(home["resorted"], "t", "resorted")]
+    rows: dict[str, list[StoredEntry]] = {PLAIN + "PENDING": old}
+    for entry in new:
+        rows.setdefault(entry.shard_key, []).append(entry)
+    report = await adoption_parity(_Indexes(rows), routing, ["PENDING"], truth=None,
+                                   read_rate=1e6, settle=0.0, clock=LoopClock())
+    assert set(report.examples) == {
+        Gap("missing", "PENDING", "uncopied", "PENDING"),
+        Gap("extra", "PENDING", "stale", keys[0]),
+        Gap("misplaced", "PENDING", "wrong", away),
+        Gap("mismatched", "PENDING", "resorted", home["resorted"])}
+    assert report.entries == 4

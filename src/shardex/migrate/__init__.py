@@ -9,8 +9,12 @@ kind, whose conduct ``shardex.adoption`` draws). They share one model and its pa
   (``COPY_ORDER``), the refusals of each step, ``ready_at`` after a change of conduct;
 - ``base.MigrationRunner``: the options, the routing record read and stored by
   compare-and-set, the waits on the injected clock; ``Resharder`` and ``Adopter`` are it;
-- ``work``: the work records (a reshard's units, a backfill's Scan segments), leased by
-  compare-and-set, and ``work_units``, the one loop in which a worker takes a unit;
+- ``layouts``: where a migration's entries are and how its work is done, one
+  ``Layouts`` a kind of change (``IndexLayouts``, ``tiered.TierLayouts``,
+  ``adopting.AdoptionLayouts``: the plain index -> the sharded one);
+- ``mover`` and ``work``: one mover over ``Layouts`` working units of two kinds (a range
+  of a source key, a Scan segment of an adoption's source), one kind of work record for
+  both, leased by compare-and-set, and ``work_units``, the loop in which a worker takes one;
 - ``pace``: the one place a mover or a backfill sends a write (``paced``, AIMD), within
   the migration's one rate budget shared by every process (``budget``) under its live
   controls (``control``: pause, resume, throttle);
@@ -109,7 +113,8 @@ where its reads treat the placement as the truth: the parity check already does.
 
 ``states`` is the pure state machine; ``Resharder`` (``runner``) carries it out through
 ``Layouts`` (``layouts``): where entries are and how one moves (``IndexLayouts`` for a
-shardex index; adopting another source, such as a plain GSI, is another ``Layouts``).
+shardex index); ``Adopter`` (``adopter``) carries out a copy's steps, its backfill the
+same mover over ``AdoptionLayouts`` (``adopting``), its parity the same classification.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -20,10 +21,10 @@ from shardex.adoption import Adoption
 from shardex.clock import Clock
 from shardex.errors import InvalidInput, InvalidRouting, NotFound, ReshardRefused
 from shardex.index import ShardedIndex
-from shardex.migrate.backfill import Backfill, CopyBackfill, ShardBackfill
+from shardex.migrate.adopting import AdoptionLayouts, adoption_layouts
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Sharing
-from shardex.migrate.mover import MOVER_RETRY
+from shardex.migrate.mover import MOVER_RETRY, Mover
 from shardex.migrate.registry import record_migration
 from shardex.migrate.states import (
     Drop,
@@ -38,9 +39,9 @@ from shardex.migrate.states import (
     with_adoption,
 )
 from shardex.migrate.status import adopt_status_document
-from shardex.migrate.units import Backfilled, Segment
+from shardex.migrate.units import Backfilled, Unit, segment_units
 from shardex.migrate.verify import adoption_parity
-from shardex.migrate.work import Segments
+from shardex.migrate.work import WorkRecords
 from shardex.routing import Routing, ShardPolicy
 from shardex.routing_record import DEFAULT_LEASE
 from shardex.stores import open_store
@@ -170,14 +171,17 @@ class Adopter(MigrationRunner):
                                   id_attribute=adoption.id_attribute,
                                   sort_attribute=adoption.sort_attribute)
 
+    def _source_tools(self, adoption: Adoption) -> GsiAdoptionTools | TableAdoptionTools:
+        return self._tools(adoption.attribute) if adoption.kind == "gsi" \
+            else self._table_tools(adoption)
+
     async def _items(self, adoption: Adoption) -> int:
         """The base table's item count, as DescribeTable last counted it."""
-        tools: GsiAdoptionTools | TableAdoptionTools = self._tools(adoption.attribute) \
-            if adoption.kind == "gsi" else self._table_tools(adoption)
-        return int((await tools.describe()).get("ItemCount", 0))
+        return int((await self._source_tools(adoption).describe()).get("ItemCount", 0))
 
-    def _records(self, adoption: Adoption) -> Segments:
-        return Segments(self.store, self.name, adoption.id, clock=self._clock, rng=self._rng)
+    def _records(self, adoption: Adoption) -> WorkRecords:
+        return WorkRecords(self.store, self.name, adoption.id, clock=self._clock,
+                           rng=self._rng, adoption=True)
 
     async def _adoption(self, *stages: str) -> tuple[Routing, Adoption]:
         routing = await self.routing()
@@ -298,10 +302,21 @@ class Adopter(MigrationRunner):
 
     # -- run: the backfill ---------------------------------------------------------------
 
+    async def _segments(self, adoption: Adoption) -> list[Unit]:
+        return [unit for unit, _ in (await self._records(adoption).units()).values()]
+
     async def backfilled(self, adoption: Adoption) -> Backfilled:
         """The backfill's counts, from its segment records."""
-        found = [s for s, _ in (await self._records(adoption).all()).values()]
-        return Backfilled.of(found)
+        return Backfilled.of(await self._segments(adoption))
+
+    def _layouts(self, adoption: Adoption, index: ShardedIndex) -> AdoptionLayouts:
+        """The adoption's layouts over ``index`` (the plain index left unopened)."""
+        return adoption_layouts(index, source_store(self.store, adoption),
+                                self._source_tools(adoption), clock=self._clock, rng=self._rng)
+
+    async def _plan(self, adoption: Adoption) -> tuple[list[Unit], int | None]:
+        # the total is the base table's item count when the backfill is planned, fixed
+        return segment_units(self.segments), await self._items(adoption)
 
     async def run(self) -> Backfilled:
         """Backfill every item's shard attribute (resuming wherever an earlier run stopped).
@@ -309,44 +324,42 @@ class Adopter(MigrationRunner):
         Waits until every client writes the shard attribute (``ready_at`` of dual-write)
         before it scans. Refused unless the adoption is in ``dual-write``.
         """
-        _, adoption = await self._adoption("dual-write")
+        routing, adoption = await self._adoption("dual-write")
         await self.wait_until(ready_at(adoption, self.lease), self._say,
                               "every client to write the shard attribute (the routing's "
                               "lease and the margin)")
         records = self._records(adoption)
-        planned, items = await records.plan(self.segments, items=await self._items(adoption))
-        if planned != self.segments:
-            self._say(f"the backfill was planned with {planned} segments by an earlier run: "
-                      "using those")
-        index = await self.index()
         before = await self.backfilled(adoption)
         began = self._clock.now()
+        items = 0
 
         def report() -> None:
             # the total is the item count fixed when the backfill was planned
-            rate = fill.scanned / max(1e-9, self._clock.now() - began)
-            left = max(0, (items or 0) - before.scanned - fill.scanned)
+            rate = mover.scanned / max(1e-9, self._clock.now() - began)
+            left = max(0, items - before.scanned - mover.scanned)
             eta = f", ETA {left / rate:,.0f} s" if rate > 0 else ""
-            self._say(f"backfill: scanned {before.scanned + fill.scanned:,} of about "
-                      f"{items or 0:,}, updated {before.updated + fill.updated:,}, "
+            self._say(f"backfill: scanned {before.scanned + mover.scanned:,} of about "
+                      f"{items:,}, updated {before.updated + mover.copied:,}, "
                       f"{rate:,.0f} items/s{eta}")
 
-        options: dict[str, Any] = {
-            "clock": self._clock, "rate": self.rate, "read_rate": self.read_rate,
-            "workers": self.workers, "lease": self.unit_lease, "worker": self.worker,
-            "seed": self._rng.randrange(2**32), "progress": report}
         async with contextlib.AsyncExitStack() as stack:
-            options["budget"] = await self.budget(stack, adoption.id)
-            if adoption.kind == "gsi":
-                fill: Backfill = ShardBackfill(self._tools(adoption.attribute), records,
-                                               lambda: index.routing, **options)
-            else:
-                # the copies see throttles themselves, to pace by them
-                copying = await stack.enter_async_context(ShardedIndex(
-                    self.store, self.name, retry=MOVER_RETRY, clock=self._clock,
-                    seed=self._seed))
-                fill = CopyBackfill(self._table_tools(adoption), records, copying, **options)
-            await fill.run()
+            budget = await self.budget(stack, adoption.id)
+            # the copies see throttles themselves, to pace by them
+            moving = await stack.enter_async_context(ShardedIndex(
+                self.store, self.name, retry=MOVER_RETRY, clock=self._clock, seed=self._seed))
+            mover = Mover(self._layouts(adoption, moving), records, clock=self._clock,
+                          rate=self.rate, read_rate=self.read_rate, workers=self.workers,
+                          unit_lease=self.unit_lease, worker=self.worker,
+                          seed=self._rng.randrange(2**32), progress=report, budget=budget)
+            plan = partial(self._plan, adoption)
+            await mover.plan(1, plan)
+            planned = await records.plan(1)
+            assert planned is not None
+            items = planned[0].total or 0
+            if planned[0].units != self.segments:
+                self._say(f"the backfill was planned with {planned[0].units} segments by an "
+                          "earlier run: using those")
+            await mover.run(routing, plan=plan)
         return await self.backfilled(adoption)
 
     # -- verify, cutover, complete, rollback ---------------------------------------------
@@ -354,20 +367,20 @@ class Adopter(MigrationRunner):
     async def verify(self) -> Parity:
         """Check parity of every value named or seen, and record the report."""
         routing, adoption = await self._adoption("dual-write", "read-new")
-        segments = [s for s, _ in (await self._records(adoption).all()).values()]
+        segments = await self._segments(adoption)
         values = sorted(set(adoption.migration.values) | set(routing.overrides)
                         | {v for s in segments for v in s.values})
-        source = source_store(self.store, adoption)
+        layouts = self._layouts(adoption, await self.index())
         # an index table reads strongly consistently: a gap found twice is one
         truth = self._tools(adoption.attribute).item if adoption.kind == "gsi" else None
-        await source.open()
+        await layouts.source.open()
         try:
             self._say(f"verifying {len(values)} value(s): {', '.join(values) or 'none'}")
-            report = await adoption_parity(source, self.store, self.name, routing, values,
-                                  truth=truth, read_rate=self.read_rate,
-                                  settle=self.settle, clock=self._clock)
+            report = await adoption_parity(layouts, routing, values, truth=truth,
+                                           read_rate=self.read_rate, settle=self.settle,
+                                           clock=self._clock)
         finally:
-            await source.close()
+            await layouts.source.close()
 
         async def record(latest: Adoption) -> Adoption:
             if latest.id != adoption.id:
@@ -452,13 +465,12 @@ class Adopter(MigrationRunner):
     async def status(self, *, uri: str | None = None) -> dict[str, Any]:
         """The ``shardex.adopt.status/1`` document of the index, counted from its records."""
         routing = await self.routing()
-        segments: list[Segment] = []
+        segments: list[Unit] = []
         items = None
         if routing.adoption is not None:
-            records = self._records(routing.adoption)
-            segments = [s for s, _ in (await records.all()).values()]
-            items = await records.total()
+            segments = await self._segments(routing.adoption)
+            plan = await self._records(routing.adoption).plan(1)
+            items = None if plan is None else plan[0].total
         return adopt_status_document(routing, segments, index=self.name,
                                      store=uri or self.store.uri, lease=self.lease,
                                      now=self._clock.wall(), max_age=self.max_age, items=items)
-

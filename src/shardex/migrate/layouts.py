@@ -5,26 +5,36 @@ are drained from (the layout being left) and the keys they go to, a page of one 
 item's placement (the truth the parity check holds every row against), whether an entry
 is where a layout puts it, what moving one costs, and the move itself. ``IndexLayouts``
 is a shardex index's: both layouts are shard keys in the index's own store, and a move
-is ``ShardedIndex.relocate``. Another source, such as an application's plain DynamoDB GSI
-being adopted, is another ``Layouts``: its source keys read its own way, its move a write
-of the shard attribute; the state machine, leases, pacing and parity stay the same.
+is ``ShardedIndex.relocate``. Its work is cut into ranges of the source keys (``move``,
+``cost``). An adoption's (``shardex.migrate.adopting``: an application's plain index ->
+the sharded index) reads the plain index as one tagged key a value and works Scan
+segments of the source instead (``scan``, ``copy_to``, ``copy``, ``copy_cost``); the
+mover, leases, pacing and parity classification stay the same. A layouts answers
+CapabilityMissing for the kind of work it has not.
 """
 
 from __future__ import annotations
 
 import abc
 import random
+from collections.abc import Mapping
+from typing import Any
 
 from shardex.capacity import entry_bytes, write_units
 from shardex.clock import Clock
+from shardex.errors import CapabilityMissing
 from shardex.index import ShardedIndex
 from shardex.model.entries import Placement, Position, QueryPage, StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
 from shardex.write import in_place
 
-__all__ = ["IndexLayouts", "Layouts", "PATIENT", "target_of"]
+__all__ = ["IndexLayouts", "Layouts", "PATIENT", "ScanItem", "ScanPage", "target_of"]
 
+# an item of a Scan page: (item id, raw value or None, and two fields of the source's kind)
+ScanItem = tuple[str, str | None, Any, Any]
+# (items, the cursor to continue from or None when the segment is done, read units)
+ScanPage = tuple[list[ScanItem], dict[str, Any] | None, float]
 # reads and record calls are few and must not fail a reshard for a passing throttle
 PATIENT = RetryPolicy(attempts=12, base=0.05, cap=2.0, deadline=None)
 
@@ -67,11 +77,16 @@ class Layouts(abc.ABC):
     async def locate(self, item_id: str) -> Placement | None:
         """The item's placement (where its entry is), or None."""
 
-    @abc.abstractmethod
+    def _cannot(self, work: str) -> CapabilityMissing:
+        return CapabilityMissing(f"{type(self).__name__} has no {work}: its migration's "
+                                 "work units are of the other kind")
+
+    # -- work of the range kind: entries moved off a source key ---------------------
+
     def cost(self, entry: StoredEntry) -> float:
         """The write units moving ``entry`` takes from the key it leaves."""
+        raise self._cannot("ranges of source keys")
 
-    @abc.abstractmethod
     async def move(self, entry: StoredEntry, *, value: str, source: str, reshard: str,
                    generation: int) -> str | None:
         """Move ``entry`` off ``source`` to where writes go now: the key it went to, or None.
@@ -79,6 +94,29 @@ class Layouts(abc.ABC):
         Conditional: it applies only while the entry is still on ``source``, in the
         reshard generation given, and an application write racing it wins.
         """
+        raise self._cannot("ranges of source keys")
+
+    # -- work of the segment kind: items of a Scan copied into the target layout ----
+
+    async def scan(self, segment: int, segments: int, cursor: Mapping[str, Any] | None,
+                   limit: int) -> ScanPage:
+        """One page of Scan segment ``segment`` of ``segments`` of the source, from
+        ``cursor`` (None: the segment's beginning)."""
+        raise self._cannot("Scan segments")
+
+    def copy_to(self, item: ScanItem, value: str) -> str | None:
+        """The target key ``item`` (of valid raw value ``value``) is copied onto, or None
+        if it is where the target layout puts it already."""
+        raise self._cannot("Scan segments")
+
+    async def copy(self, item: ScanItem, value: str, key: str) -> bool:
+        """Copy ``item`` onto target key ``key``, only if unchanged since it was scanned:
+        False if an application write came first (it wrote the copy itself)."""
+        raise self._cannot("Scan segments")
+
+    def copy_cost(self) -> float:
+        """The write units one copy takes (an estimate, learned as copies land)."""
+        raise self._cannot("Scan segments")
 
 
 class IndexLayouts(Layouts):

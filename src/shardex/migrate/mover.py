@@ -13,6 +13,14 @@ Pacing: each unit spends at most its allocated rate (``units.allocate``) in writ
 a second, estimated per entry from its size, and adapts it by AIMD (``AdaptiveRate``):
 a throttle halves it, each second without one raises it back toward the allocation.
 Reads of a source key are paced at ``read_rate`` read units a second.
+
+An adoption's units are Scan segments of its source instead (``Unit.kind``): each item
+scanned is copied onto the target key the layouts give it (``Layouts.copy``), only if
+unchanged since it was scanned, so an application write racing it wins (counted as
+``skipped``: the writer, following the adoption, wrote the copy itself), and a page done
+twice after a crash copies nothing twice. The copies onto each target key are held to
+``rate`` write units a second, adapting by AIMD as moves are; each segment's Scan to
+``read_rate``.
 """
 
 from __future__ import annotations
@@ -20,19 +28,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
 from shardex.clock import Clock
 from shardex.errors import (
     ConditionFailed,
+    InvalidKey,
     MalformedItem,
     OutcomeUnknown,
     Unavailable,
 )
+from shardex.keys import validate_value
 from shardex.migrate.budget import Budget
-from shardex.migrate.layouts import Layouts, target_of
+from shardex.migrate.layouts import Layouts, ScanItem, ScanPage, target_of
 from shardex.migrate.pace import Pace, paced, pages, read_page
 from shardex.migrate.states import MOVING
 from shardex.migrate.units import DEFAULT_SPLIT, Survey, Unit, busy_sources, units_of
@@ -40,6 +50,7 @@ from shardex.migrate.work import WorkRecords, work_units
 from shardex.model.entries import StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
+from shardex.transition import Transition
 
 __all__ = ["MOVER_RETRY", "Mover"]
 
@@ -49,6 +60,18 @@ MOVER_RETRY = RetryPolicy(attempts=6, base=0.05, cap=1.0, deadline=None,
                           retry_on=(Unavailable,))
 _BATCH = 8  # moves of one unit in flight at once
 _POLL = 1.0  # seconds between looks at units leased by others
+
+
+def migration_of(routing: Routing) -> Transition | None:
+    """The migration ``routing`` is in: its reshard's, or its adoption's."""
+    if routing.reshard is not None:
+        return routing.reshard
+    return None if routing.adoption is None else routing.adoption.migration
+
+
+def _page_size(rate: float, lease: float) -> int:
+    # a page takes about a quarter of the lease at the rate (2 units a write)
+    return max(1, min(100, int(rate * lease / 8)))
 
 
 class Mover:
@@ -87,6 +110,9 @@ class Mover:
         self.spent: dict[str, dict[int, float]] = {} if spent is None else spent
         self.landed: dict[str, dict[int, float]] = {} if landed is None else landed
         self._busy: set[str] = set()  # source keys this process works on now
+        self._paces: dict[str, Pace] = {}  # a copy's pace per target key, without a budget
+        self.scanned = 0  # items this process scanned and copied, for progress
+        self.copied = 0
 
     # -- the survey ---------------------------------------------------------------
 
@@ -119,42 +145,51 @@ class Mover:
                               first=len(units))
         return units
 
-    async def plan(self, routing: Routing) -> None:
-        """Make the generation's plan unless it exists; wait while another process makes it."""
-        meta = routing.reshard
-        assert meta is not None
+    async def plan(self, generation: int,
+                   make: Callable[[], Awaitable[tuple[list[Unit], int | None]]]) -> None:
+        """Make ``generation``'s plan with ``make()`` (its units, and the total they set out
+        to move or scan: None, the entries the units are to move) unless it exists; wait
+        while another process makes it."""
         while True:
-            found = await self.records.plan(meta.generation)
+            found = await self.records.plan(generation)
             if found is not None and found[0].planned:
                 return
-            if await self.records.claim_plan(meta.generation, self._worker, self._lease * 4):
-                units = self.units(routing, await self.survey(routing, meta.values))
-                if await self.records.publish(meta.generation, units, self._worker):
+            if await self.records.claim_plan(generation, self._worker, self._lease * 4):
+                units, total = await make()
+                if await self.records.publish(generation, units, self._worker, total=total):
                     return
                 continue
             await self._clock.sleep(_POLL)
 
+    async def _surveyed(self, routing: Routing) -> tuple[list[Unit], int | None]:
+        meta = routing.reshard
+        assert meta is not None
+        return self.units(routing, await self.survey(routing, meta.values)), None
+
     # -- moving --------------------------------------------------------------------
 
-    async def run(self, routing: Routing) -> None:
-        """Plan if needed, then work units until every unit of the generation is done.
+    async def run(self, routing: Routing, *, plan: Callable[
+            [], Awaitable[tuple[list[Unit], int | None]]] | None = None) -> None:
+        """Plan if needed (a reshard's by a survey of its source keys, or by ``plan``),
+        then work units until every unit of the generation is done.
 
         Returns early if the routing leaves the generation (a rollback, another pass).
         """
-        await self.plan(routing)
-        await asyncio.gather(*(self._work(routing) for _ in range(self._workers)))
+        meta = migration_of(routing)
+        assert meta is not None
+        await self.plan(meta.generation, plan or partial(self._surveyed, routing))
+        await asyncio.gather(*(self._work(routing, meta) for _ in range(self._workers)))
 
     def _current(self, routing: Routing) -> bool:
         """True while the index's routing is still this generation, in a moving state."""
         now = self.layouts.routing
-        return (now.reshard is not None and routing.reshard is not None
-                and now.reshard.id == routing.reshard.id
-                and now.reshard.generation == routing.reshard.generation
-                and now.state in MOVING)
+        meta, latest = migration_of(routing), migration_of(now)
+        return (meta is not None and latest is not None and latest.id == meta.id
+                and latest.generation == meta.generation
+                and (now.state in MOVING if now.adoption is None or now.reshard is not None
+                     else now.adoption.state == "write-new"))
 
-    async def _work(self, routing: Routing) -> None:
-        meta = routing.reshard
-        assert meta is not None
+    async def _work(self, routing: Routing, meta: Transition) -> None:
 
         def eligible(unit: Unit, units: list[Unit], now: float) -> bool:
             # one range of a source key at a time, so the key's rate is never exceeded
@@ -163,7 +198,10 @@ class Mover:
         async def process(key: str, unit: Unit, revision: int) -> None:
             self._busy.add(unit.source)
             try:
-                await self._process(routing, key, unit, revision)
+                if unit.kind == "segment":
+                    await self._scan_segment(routing, key, unit, revision)
+                else:
+                    await self._process(routing, key, unit, revision)
             finally:
                 self._busy.discard(unit.source)
 
@@ -187,10 +225,10 @@ class Mover:
 
     async def _process(self, routing: Routing, key: str, unit: Unit, revision: int) -> None:
         """Move the entries of ``unit``, checkpointing after each page; stop if the lease goes."""
+        assert unit.rate is not None
         pace = Pace(unit.rate, self._clock)
         reads = Pace(self._read_rate, self._clock)
-        # a page takes about a quarter of the lease at the unit's rate (2 units a move)
-        page_size = max(1, min(100, int(unit.rate * self._lease / 8)))
+        page_size = _page_size(unit.rate, self._lease)
         saved_at = self._clock.wall()
         while self._current(routing):
             page = await read_page(self.layouts, unit.source, unit.after, page_size, reads)
@@ -228,7 +266,7 @@ class Mover:
         try:
             moved = await paced(pace, cost, lambda: self.layouts.move(
                 entry, value=unit.value, source=unit.source,
-                reshard=self.records.reshard_id, generation=unit.generation),
+                reshard=self.records.migration_id, generation=unit.generation),
                 clock=self._clock, rng=self._rng, budget=self.budget, key=unit.source)
         except (Unavailable, OutcomeUnknown, ConditionFailed, MalformedItem) as exc:
             # a hot or damaged item: the parity check names it, another pass retries
@@ -240,3 +278,89 @@ class Mover:
                 second = spent.setdefault(key, {})
                 second[now] = second.get(now, 0.0) + cost
         return "moved" if moved is not None else "skipped"
+
+    # -- Scan segments: an adoption's copies ---------------------------------------
+
+    async def _scan(self, unit: Unit, reads: Pace) -> ScanPage:
+        # a unit of read pace per try, so a throttled Scan waits before it tries again
+        page = await paced(reads, 1.0, lambda: self.layouts.scan(
+            unit.number, unit.segments, unit.cursor, _page_size(self._rate, self._lease)),
+            clock=self._clock, rng=self._rng)
+        await reads.wait(page[2])
+        return page
+
+    async def _scan_segment(self, routing: Routing, key: str, unit: Unit,
+                            revision: int) -> None:
+        """Copy the items of Scan segment ``unit`` page by page, checkpointing; stop if the
+        lease goes or the routing leaves the copy.
+
+        The next page is read while this one's items are written (a read only: the
+        checkpoint after a page still records only what was written), and up to
+        ``_BATCH`` of a page's copies are in flight at once, each sent as one lands.
+        """
+        reads = Pace(self._read_rate, self._clock)
+        window = asyncio.Semaphore(_BATCH)
+
+        async def copy(item: ScanItem) -> str:
+            async with window:
+                return await self._copy(item)
+
+        scanning = asyncio.ensure_future(self._scan(unit, reads))
+        try:
+            while self._current(routing):
+                items, cursor, _ = await scanning
+                if cursor is not None:  # read the next page while this one is written
+                    scanning = asyncio.ensure_future(self._scan(replace(unit, cursor=cursor),
+                                                                reads))
+                outcomes = await asyncio.gather(*(copy(item) for item in items))
+                values = dict(unit.values)
+                for _, value, _, _ in items:
+                    if value is not None:
+                        values[value] = values.get(value, 0) + 1
+                unit = replace(unit, cursor=cursor, done=cursor is None,
+                               entries=unit.entries + len(items),
+                               moved=unit.moved + outcomes.count("moved"),
+                               skipped=unit.skipped + outcomes.count("raced"),
+                               unresolved=unit.unresolved + outcomes.count("unresolved"),
+                               values=values)
+                saved = await self.records.checkpoint(key, unit, revision, lease=self._lease)
+                self.scanned += len(items)
+                self.copied += outcomes.count("moved")
+                if self._progress is not None:
+                    self._progress()
+                if saved is None or unit.done:
+                    return  # done, or the lease was taken over: the other worker goes on
+                unit, revision = saved
+        finally:
+            if not scanning.done():
+                scanning.cancel()
+                await asyncio.gather(scanning, return_exceptions=True)
+
+    async def _copy(self, item: ScanItem) -> str:
+        """Copy one scanned item: "moved", "ok" (nothing to do), "raced" or "unresolved"."""
+        item_id, value = item[0], item[1]
+        if value is None:
+            return "ok"  # no raw value: in neither layout
+        try:
+            validate_value(value)
+        except InvalidKey as exc:
+            log.warning("adopt: item %r: %s; it cannot be indexed by shardex", item_id, exc)
+            return "unresolved"
+        target = self.layouts.copy_to(item, value)
+        if target is None:
+            return "ok"
+        # the shared budget, when there is one, paces each key for every process at once
+        pace = None
+        if self.budget is None:
+            pace = self._paces.get(target)
+            if pace is None:  # made once a key, not once a write
+                pace = self._paces[target] = Pace(self._rate, self._clock)
+        try:
+            copied = await paced(pace, self.layouts.copy_cost(), lambda: self.layouts.copy(
+                item, value, target), clock=self._clock, rng=self._rng, budget=self.budget,
+                key=target)
+        except (Unavailable, OutcomeUnknown, ConditionFailed) as exc:
+            # a hot or changing item: verify names it, another run retries
+            log.warning("adopt: %s", exc)
+            return "unresolved"
+        return "moved" if copied else "raced"

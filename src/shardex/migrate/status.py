@@ -35,7 +35,7 @@ from typing import Any
 from shardex.adoption import Adoption
 from shardex.documents import rounded
 from shardex.migrate.states import ready_at, state_of
-from shardex.migrate.units import Backfilled, Segment, Unit, tally
+from shardex.migrate.units import Backfilled, Unit, tally
 from shardex.migrate.work import Runner, runners
 from shardex.routing import Routing
 from shardex.transition import Parity
@@ -163,7 +163,7 @@ def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backf
     return _commands("adopt", store, index, _watching(steps, running))
 
 
-def adopt_status_document(routing: Routing, segments: Sequence[Segment], *, index: str,
+def adopt_status_document(routing: Routing, segments: Sequence[Unit], *, index: str,
                           store: str, lease: float, now: float, max_age: float,
                           items: int | None) -> dict[str, Any]:
     """The ``shardex.adopt.status/1`` document of ``index`` at wall time ``now``.

@@ -1,4 +1,4 @@
-"""The mover's work units: a source shard key, or a range of its sort order; pure values.
+"""The mover's work units: a range of a source key's sort order, or a Scan segment; pure values.
 
 A reshard's entries are moved off the shard keys of the layout being left (the
 *source* keys of each value that changes). A survey reads each source key once, counts
@@ -8,7 +8,8 @@ time through its record in the store, and checkpointed after each page (``after`
 ``allocate`` shares the mover's rate so that neither a source key nor a target key
 takes more than ``rate`` units a second from the mover, however many workers run: the
 ranges of one source key are worked one at a time (``busy_sources``), each at its key's
-rate.
+rate. An adoption's backfill is cut into Scan segments of its source instead
+(``segment_units``): units of the other kind, leased and recorded the same way.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from typing import Any
 from shardex.errors import MalformedItem
 from shardex.model.entries import Position
 
-__all__ = ["Backfilled", "DEFAULT_RATE", "DEFAULT_SPLIT", "Segment", "Survey", "Unit", "allocate",
-           "busy_sources", "tally", "units_of"]
+__all__ = ["Backfilled", "DEFAULT_RATE", "DEFAULT_SPLIT", "KINDS", "Survey", "Unit", "allocate",
+           "busy_sources", "segment_units", "tally", "units_of"]
 
 # a quarter of one DynamoDB partition's 1,000 write units a second: the mover must
 # never be what makes a key hot
@@ -30,41 +31,35 @@ DEFAULT_RATE = 250.0
 DEFAULT_SPLIT = 5000
 
 
-class _Lease:
-    """What a leased work record answers from its ``done``, ``owner`` and ``expires``."""
-
-    __slots__ = ()
-    done: bool
-    owner: str | None
-    expires: float
-
-    def free(self, now: float) -> bool:
-        """True if the record has work left and no live lease (``now`` in wall seconds)."""
-        return not self.done and (self.owner is None or self.expires <= now)
-
-    def leased_at(self, now: float) -> bool:
-        """True if a worker holds a live lease on the record."""
-        return not self.done and self.owner is not None and self.expires > now
-
-
 @dataclass(frozen=True, slots=True)
-class Unit(_Lease):
-    """One range of a source key, as its record holds it.
+class Unit:
+    """One unit of a migration's work, as its record holds it: of one of two kinds.
 
-    The range is every position after ``start`` (None: the key's beginning) up to and
-    including ``end`` (None: the key's end); ``after`` is the checkpoint: everything up
-    to it is done. ``rate`` is the write units a second the mover may spend on it.
-    ``owner`` holds the lease until ``expires`` (wall seconds). ``to_move`` is the
-    survey's count of entries the target layout puts elsewhere; ``moved``, ``skipped``
-    (gone or already in place when reached) and ``unresolved`` (a move whose outcome
-    stayed unknown, left for the parity check) count what the mover did.
+    - ``range`` (a reshard's, a tier move's): a range of source key ``source`` of
+      ``value``, every position after ``start`` (None: the key's beginning) up to and
+      including ``end`` (None: the key's end); ``after`` is the checkpoint: everything up
+      to it is done. ``rate`` is the write units a second the mover may spend on it.
+      ``entries`` is the survey's count, ``to_move`` the entries the target layout puts
+      elsewhere; ``moved``, ``skipped`` (gone or already in place when reached) and
+      ``unresolved`` (a move whose outcome stayed unknown, left for the parity check)
+      count what the mover did.
+    - ``segment`` (an adoption's backfill): Scan segment ``number`` of ``segments`` of
+      the source (``source`` names it, ``value`` is empty, ``rate`` None: each target
+      key is paced at the run's rate). ``cursor`` is the key the Scan continues from
+      (None: the segment's beginning); ``entries`` counts the items scanned, ``moved``
+      the ones copied (a shard attribute set, an entry put), ``skipped`` the ones an
+      application write raced (it wrote them itself), ``values`` the items seen per raw
+      value.
+
+    ``owner`` holds the lease until ``expires`` (wall seconds); ``started_at`` and
+    ``saved_at`` are the wall seconds of its first lease and last checkpoint.
     """
 
     number: int
     generation: int
     value: str
     source: str
-    rate: float
+    rate: float | None
     start: Position | None = None
     end: Position | None = None
     after: Position | None = None
@@ -77,6 +72,20 @@ class Unit(_Lease):
     owner: str | None = None
     expires: float = 0.0
     direction: str = field(default="forward")
+    kind: str = "range"
+    segments: int = 0
+    cursor: dict[str, Any] | None = None
+    values: dict[str, int] = field(default_factory=dict)
+    started_at: float | None = None
+    saved_at: float | None = None
+
+    def free(self, now: float) -> bool:
+        """True if the unit has work left and no live lease (``now`` in wall seconds)."""
+        return not self.done and (self.owner is None or self.expires <= now)
+
+    def leased_at(self, now: float) -> bool:
+        """True if a worker holds a live lease on the unit."""
+        return not self.done and self.owner is not None and self.expires > now
 
     @property
     def remaining(self) -> int:
@@ -92,35 +101,76 @@ class Unit(_Lease):
                 "end": _pos(self.end), "after": _pos(self.after), "done": self.done,
                 "entries": self.entries, "to_move": self.to_move, "moved": self.moved,
                 "skipped": self.skipped, "unresolved": self.unresolved, "owner": self.owner,
-                "expires": self.expires, "direction": self.direction}
+                "expires": self.expires, "direction": self.direction, "kind": self.kind,
+                "segments": self.segments, "cursor": self.cursor,
+                "values": dict(sorted(self.values.items())), "started_at": self.started_at,
+                "saved_at": self.saved_at}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], where: str) -> Unit:
-        """Read a unit record; MalformedItem naming the record and field if it is damaged."""
+        """Read a work record, of either kind or in the shape of an adoption's segment
+        records before there was one kind; MalformedItem naming the record and field if
+        it is damaged."""
         try:
+            if "source" not in body and "total" in body:
+                return _old_segment(body)
+            kind = body.get("kind", "range")
+            if kind not in KINDS:
+                raise ValueError(f"kind {kind!r}")
+            rate = body["rate"]
             unit = cls(number=_int(body["number"]), generation=_int(body["generation"]),
-                       value=_str(body["value"]), source=_str(body["source"]),
-                       rate=float(body["rate"]), start=_position(body["start"]),
+                       value=_str(body["value"], empty=kind == "segment"),
+                       source=_str(body["source"]),
+                       rate=None if rate is None and kind == "segment" else float(rate),
+                       start=_position(body["start"]),
                        end=_position(body["end"]), after=_position(body["after"]),
                        done=bool(body["done"]), entries=_int(body["entries"]),
                        to_move=_int(body["to_move"]), moved=_int(body["moved"]),
                        skipped=_int(body["skipped"]), unresolved=_int(body["unresolved"]),
                        owner=None if body["owner"] is None else _str(body["owner"]),
-                       expires=float(body["expires"]), direction=_str(body["direction"]))
+                       expires=float(body["expires"]), direction=_str(body["direction"]),
+                       kind=kind, segments=_int(body.get("segments", 0)),
+                       cursor=_cursor(body.get("cursor")), values=_values(body.get("values")),
+                       started_at=_time(body.get("started_at")),
+                       saved_at=_time(body.get("saved_at")))
         except (KeyError, TypeError, ValueError) as exc:
-            raise MalformedItem(f"{where} is not a reshard work unit ({type(exc).__name__}: "
-                                f"{exc}); delete it and run the reshard again") from None
-        if not math.isfinite(unit.rate) or unit.rate <= 0:
+            raise MalformedItem(f"{where} is not a migration work unit ({type(exc).__name__}:"
+                                f" {exc}); delete it and run the migration again") from None
+        if unit.rate is not None and (not math.isfinite(unit.rate) or unit.rate <= 0):
             raise MalformedItem(f"{where}: rate must be > 0, got {unit.rate!r}")
         return unit
 
     def leased(self, owner: str | None, now: float, until: float) -> Unit:
-        return replace(self, owner=owner, expires=until)
+        return replace(self, owner=owner, expires=until, started_at=self.started_at
+                       or (None if owner is None else now))
 
     def saved(self, now: float, until: float) -> Unit:
         """The unit as a checkpoint stores it: a done unit gives its lease up."""
-        return replace(self, owner=None, expires=0.0) if self.done \
-            else replace(self, expires=until)
+        return replace(self, owner=None, expires=0.0, saved_at=now) if self.done \
+            else replace(self, expires=until, saved_at=now)
+
+
+KINDS = ("range", "segment")
+
+
+def segment_units(segments: int, *, generation: int = 1) -> list[Unit]:
+    """The ``segments`` Scan-segment units of a backfill, numbered from 0."""
+    return [Unit(number=n, generation=generation, value="", source=f"segment {n}", rate=None,
+                 kind="segment", segments=segments) for n in range(segments)]
+
+
+def _old_segment(body: Mapping[str, Any]) -> Unit:
+    """A segment record of the shape adoptions stored before there was one kind of unit
+    (``adopt/ID/segment/NNNN``: ``total``, ``start``, ``scanned``, ``updated``, ``raced``)."""
+    number = _int(body["number"])
+    return Unit(number=number, generation=1, value="", source=f"segment {number}", rate=None,
+                kind="segment", segments=_int(body["total"]), cursor=_cursor(body["start"]),
+                done=bool(body["done"]), entries=_int(body["scanned"]),
+                moved=_int(body["updated"]), skipped=_int(body["raced"]),
+                unresolved=_int(body["unresolved"]), values=_values(body["values"]),
+                started_at=_time(body["started_at"]), saved_at=_time(body["saved_at"]),
+                owner=None if body["owner"] is None else _str(body["owner"]),
+                expires=float(body["expires"]))
 
 
 def _pos(position: Position | None) -> list[str] | None:
@@ -141,8 +191,8 @@ def _int(raw: Any) -> int:
     return raw
 
 
-def _str(raw: Any) -> str:
-    if not isinstance(raw, str) or not raw:
+def _str(raw: Any, *, empty: bool = False) -> str:
+    if not isinstance(raw, str) or not (raw or empty):
         raise ValueError(f"expected text, got {raw!r}")
     return raw
 
@@ -220,70 +270,27 @@ def units_of(value: str, surveys: list[Survey], *, generation: int, direction: s
     return units
 
 
-@dataclass(frozen=True, slots=True)
-class Segment(_Lease):
-    """One Scan segment of an adoption's backfill, as its record holds it.
-
-    ``start`` is the key the Scan continues from (None: the segment's beginning);
-    ``scanned`` items read, ``updated`` shard attributes set, ``raced`` items an
-    application write changed first, ``unresolved`` updates that kept failing (left for
-    verify), ``values`` the items seen per raw value. ``started_at``/``saved_at`` are
-    wall seconds (rate and ETA). ``owner`` holds the lease until ``expires``.
-    """
-
-    number: int
-    total: int
-    start: dict[str, Any] | None = None
-    done: bool = False
-    scanned: int = 0
-    updated: int = 0
-    raced: int = 0
-    unresolved: int = 0
-    values: dict[str, int] = field(default_factory=dict)
-    started_at: float | None = None
-    saved_at: float | None = None
-    owner: str | None = None
-    expires: float = 0.0
-
-    def leased(self, owner: str | None, now: float, until: float) -> Segment:
-        return replace(self, owner=owner, expires=until, started_at=self.started_at
-                       or (None if owner is None else now))
-
-    def saved(self, now: float, until: float) -> Segment:
-        return replace(self, saved_at=now, expires=until,
-                       owner=None if self.done else self.owner)
-
-    def to_body(self) -> dict[str, Any]:
-        return {"number": self.number, "total": self.total, "start": self.start,
-                "done": self.done, "scanned": self.scanned, "updated": self.updated,
-                "raced": self.raced, "unresolved": self.unresolved,
-                "values": dict(sorted(self.values.items())), "started_at": self.started_at,
-                "saved_at": self.saved_at, "owner": self.owner, "expires": self.expires}
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any], where: str) -> Segment:
-        """Read a segment record; MalformedItem naming it if it is damaged."""
-        try:
-            values = body["values"]
-            if not isinstance(values, dict) or not all(
-                    isinstance(k, str) and isinstance(v, int) for k, v in values.items()):
-                raise ValueError(f"values {values!r}")
-            start = body["start"]
-            if start is not None and not isinstance(start, dict):
-                raise ValueError(f"start {start!r}")
-            return cls(number=int(body["number"]), total=int(body["total"]), start=start,
-                       done=bool(body["done"]), scanned=int(body["scanned"]),
-                       updated=int(body["updated"]), raced=int(body["raced"]),
-                       unresolved=int(body["unresolved"]), values=dict(values),
-                       started_at=_time(body["started_at"]), saved_at=_time(body["saved_at"]),
-                       owner=body["owner"], expires=float(body["expires"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MalformedItem(f"{where} is not a backfill segment ({type(exc).__name__}: "
-                                f"{exc}); delete it and run the adoption again") from None
-
-
 def _time(raw: Any) -> float | None:
     return None if raw is None else float(raw)
+
+
+def _cursor(raw: Any) -> dict[str, Any] | None:
+    if raw is not None and not isinstance(raw, dict):
+        raise ValueError(f"a Scan cursor is a key or null, got {raw!r}")
+    return raw
+
+
+def _values(raw: Any) -> dict[str, int]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(
+            isinstance(k, str) and _count(v) for k, v in raw.items()):
+        raise ValueError(f"values {raw!r}")
+    return dict(raw)
+
+
+def _count(raw: Any) -> bool:
+    return not isinstance(raw, bool) and isinstance(raw, int) and raw >= 0
 
 
 def tally(units: list[Unit], direction: str) -> tuple[int | None, int, int | None]:
@@ -323,7 +330,9 @@ class Backfilled:
         return self.segments > 0 and self.done == self.segments
 
     @classmethod
-    def of(cls, segments: list[Segment]) -> Backfilled:
-        return cls(segments=len(segments), done=sum(s.done for s in segments),
-                   **{name: sum(getattr(s, name) for s in segments)
-                      for name in ("scanned", "updated", "raced", "unresolved")})
+    def of(cls, units: list[Unit]) -> Backfilled:
+        """The counts of a backfill's segment units (items scanned, copied, raced)."""
+        return cls(segments=len(units), done=sum(u.done for u in units),
+                   scanned=sum(u.entries for u in units), updated=sum(u.moved for u in units),
+                   raced=sum(u.skipped for u in units),
+                   unresolved=sum(u.unresolved for u in units))

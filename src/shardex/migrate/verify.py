@@ -14,8 +14,10 @@ store's reads are eventually consistent, as a DynamoDB GSI's are), so an applica
 write racing the check is not mistaken for one. Reads are paced at ``read_rate``
 units a second per key and placements read ``concurrency`` at a time.
 
-An adoption (``adoption_parity``) holds, per value, the old index against the union of
-the new shard keys:
+An adoption (``adoption_parity``, a layout change of the ``copy`` kind: every item
+stays in the old index) holds, per value, the old index against the union of the new
+shard keys, through the same ``classify``: each item's placement is the one the old
+index says it must have (``_copied``), and the row held against it is its copy:
 
 - ``missing``: in the old index, on no shard key of the value (a reader of the new
   index alone would miss it);
@@ -44,7 +46,6 @@ from shardex.migrate.layouts import Layouts, target_of
 from shardex.migrate.pace import Pace, pages
 from shardex.model.entries import Placement, StoredEntry
 from shardex.routing import Routing
-from shardex.stores.base import Store
 from shardex.transition import GAP_KINDS, MAX_EXAMPLES, Gap, Parity
 from shardex.write import in_place
 
@@ -149,38 +150,48 @@ async def check(layouts: Layouts, routing: Routing, *, read_rate: float, settle:
 Truth = Callable[[str], Coroutine[Any, Any, tuple[str | None, str | None, bool] | None]]
 
 
-async def _entries(store: Store, namespace: str, key: str, pace: Pace) -> dict[str, str]:
-    """Every entry of ``key``: item id -> sort."""
-    found: dict[str, str] = {}
-    async for page in pages(partial(store.query, namespace, key, descending=False,
-                                    limit=1000), pace):
-        found.update((e.item_id, e.sort) for e in page.entries)
+async def _rows(layouts: Layouts, keys: Sequence[str], pace: Pace
+                ) -> dict[str, tuple[str, StoredEntry]]:
+    """Every row on ``keys``: item id -> (key, row)."""
+    found: dict[str, tuple[str, StoredEntry]] = {}
+    for key in keys:
+        async for page in pages(partial(layouts.page, key, limit=1000), pace):
+            found.update((e.item_id, (key, e)) for e in page.entries)
     return found
 
 
-async def _adoption_pass(source: Store, target: Store, namespace: str, routing: Routing,
-                values: Sequence[str], *, read_rate: float, clock: Clock
-                ) -> tuple[set[Gap], int]:
+def _copied(item_id: str, old: tuple[str, StoredEntry] | None,
+            new: tuple[str, StoredEntry] | None) -> tuple[Found, Placement | None]:
+    """An item of a copy as ``classify`` takes it: the row a reader of the target layout
+    would find (the old one where the copy has none), and the placement the old layout
+    says it must have (the copy's key, the old row's sort; None: in no old row)."""
+    if old is None:
+        return [new] if new is not None else [], None
+    key, row = new or old
+    entry = StoredEntry(key, old[1].sort, item_id, row.attrs, row.version)
+    return [(key, row)], Placement(item_id, row.version, entry)
+
+
+async def _copy_pass(layouts: Layouts, routing: Routing, values: Sequence[str], *,
+                     read_rate: float, clock: Clock) -> tuple[set[Gap], int]:
     gaps: set[Gap] = set()
     rows = 0
     for value in values:
         pace = Pace(read_rate, clock)
-        old = await _entries(source, namespace, value, pace)
+        old = await _rows(layouts, layouts.source_keys(routing, value), pace)
         rows += len(old)
-        new: dict[str, tuple[str, str]] = {}
-        for key in routing.policy(value).shard_keys(value):
-            new.update((item, (key, sort)) for item, sort in
-                       (await _entries(target, namespace, key, pace)).items())
-        for item_id in old.keys() - new.keys():
-            gaps.add(Gap("missing", value, item_id, value))
-        for item_id in new.keys() - old.keys():
-            gaps.add(Gap("extra", value, item_id, new[item_id][0]))
-        for item_id in old.keys() & new.keys():
-            key, sort = new[item_id]
-            if not in_place(routing, value, key, item_id):
-                gaps.add(Gap("misplaced", value, item_id, key))
-            elif sort != old[item_id]:
-                gaps.add(Gap("mismatched", value, item_id, key))
+        targets = layouts.target_keys(routing, value)
+        new = await _rows(layouts, targets, pace)
+
+        def placed(key: str, item_id: str, value: str = value) -> bool:
+            return layouts.placed(routing, value, key, item_id)
+
+        for item_id in old.keys() | new.keys():
+            found, placement = _copied(item_id, old.get(item_id), new.get(item_id))
+            # a gap on the old layout's key is named by the value it is keyed by
+            gaps.update(gap if gap.shard_key in targets else gap._replace(shard_key=value)
+                        for gap in classify(value, item_id, found, placement,
+                                            target_keys=set(targets), placed=placed))
     return gaps, rows
 
 
@@ -199,12 +210,13 @@ async def _confirmed(gap: Gap, routing: Routing, truth: Truth | None) -> bool:
     return value == gap.value and not keyed
 
 
-async def adoption_parity(source: Store, target: Store, namespace: str, routing: Routing,
-                 values: Sequence[str], *, truth: Truth | None, read_rate: float, settle: float,
-                 clock: Clock) -> Parity:
-    """The parity report of ``values``: the old index on ``source`` against ``target``."""
+async def adoption_parity(layouts: Layouts, routing: Routing, values: Sequence[str], *,
+                          truth: Truth | None, read_rate: float, settle: float,
+                          clock: Clock) -> Parity:
+    """The parity report of ``values`` of an adoption: the old index against the new one,
+    as ``layouts`` (``shardex.migrate.adopting``) reads them."""
     return await two_passes(
-        lambda values: _adoption_pass(source, target, namespace, routing, values,
-                                      read_rate=read_rate, clock=clock),
+        lambda values: _copy_pass(layouts, routing, values, read_rate=read_rate,
+                                  clock=clock),
         values, settle=settle, clock=clock,
         confirm=lambda gap: _confirmed(gap, routing, truth))

@@ -1,20 +1,24 @@
 """A migration's work records in the index's own store, leased by compare-and-set.
 
-Records of reshard ``ID`` are ``reshard/ID/GGGG/plan`` and ``reshard/ID/GGGG/unit/NNNNN``
-(``GGGG`` the mover's generation); records of adoption ``ID`` are ``adopt/ID/plan`` and
-``adopt/ID/segment/NNNN`` (the backfill's Scan segments). As the Kinesis Client Library
-coordinates workers through a lease table, a worker takes a unit by a compare-and-set of
-its record (owner and expiry, in wall seconds), renews the lease with each checkpoint
-(again a compare-and-set: a worker whose lease was taken over learns it there and stops)
-and marks the unit done. A worker killed outright loses its leases when they expire; any
-other process resumes from the last checkpoint. The plan record is leased the same way
-while one process surveys the source keys, so one plan is made; it keeps the total the
-migration set out to move, fixed at start, which status reports against the counts of
-the unit records (``tally``), never against a store's own estimate.
+Every migration's records are ``reshard/ID/GGGG/plan`` and ``reshard/ID/GGGG/unit/NNNNN``
+(``ID`` the migration's, ``GGGG`` the mover's generation), one kind of record for both
+kinds of unit (``shardex.migrate.units.Unit``: a range of a source key, a Scan segment).
+Adoptions begun before there was one kind keep theirs at ``adopt/ID/plan`` and
+``adopt/ID/segment/NNNN``; ``WorkRecords(..., adoption=True)`` reads those too, and a
+checkpoint rewrites one where it is, so such an adoption resumes where it stopped. As
+the Kinesis Client Library coordinates workers through a lease table, a worker takes a
+unit by a compare-and-set of its record (owner and expiry, in wall seconds), renews the
+lease with each checkpoint (again a compare-and-set: a worker whose lease was taken over
+learns it there and stops) and marks the unit done. A worker killed outright loses its
+leases when they expire; any other process resumes from the last checkpoint. The plan
+record is leased the same way while one process surveys the source keys, so one plan is
+made; it keeps the total the migration set out to move (or, for a backfill, the items to
+scan), fixed at start, which status reports against the counts of the unit records
+(``tally``), never against a store's own estimate.
 
 ``Records`` holds patient reads and compare-and-set writes (the autopilot keeps its own
-records on it); ``Leases`` what both kinds of work share (leases, clean-up);
-``work_units`` is the one loop in which a mover or a backfill takes units.
+records on it); ``WorkRecords`` the plan and units of one migration; ``work_units`` is the
+one loop in which a mover's worker takes units.
 """
 
 from __future__ import annotations
@@ -24,42 +28,20 @@ import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, TypeVar
 
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem
 from shardex.migrate.layouts import PATIENT
-from shardex.migrate.units import Segment, Unit
+from shardex.migrate.units import Unit
 from shardex.model.entries import Record
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Store
 
-__all__ = ["Leased", "Leases", "PlanRecord", "Records", "Runner", "Segments", "WorkRecords",
-           "runners", "work_units"]
+__all__ = ["PlanRecord", "Records", "Runner", "WorkRecords", "runners", "work_units"]
 
 T = TypeVar("T")
-RESHARD, ADOPT = "reshard/", "adopt/"
-
-
-class Leased(Protocol):
-    """A work record a worker leases: a reshard's ``Unit``, a backfill's ``Segment``."""
-
-    @property
-    def number(self) -> int: ...
-    @property
-    def owner(self) -> str | None: ...
-    @property
-    def expires(self) -> float: ...
-    @property
-    def done(self) -> bool: ...
-    def free(self, now: float) -> bool: ...
-    def leased_at(self, now: float) -> bool: ...
-    def leased(self, owner: str | None, now: float, until: float) -> Self: ...
-    def saved(self, now: float, until: float) -> Self: ...
-    def to_body(self) -> dict[str, Any]: ...
-
-
-L = TypeVar("L", bound=Leased)
+RESHARD, ADOPT = "reshard/", "adopt/"  # ADOPT: the records of adoptions begun before
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +53,9 @@ class Runner:
     expires: float
 
 
-def runners(units: list[L] | list[Unit] | list[Segment], now: float) -> list[Runner]:
+def runners(units: list[Unit], now: float) -> list[Runner]:
     """The workers with a live lease at wall time ``now``, by name."""
-    held: dict[str, list[Leased]] = {}
+    held: dict[str, list[Unit]] = {}
     for unit in units:
         if unit.leased_at(now) and unit.owner is not None:
             held.setdefault(unit.owner, []).append(unit)
@@ -163,67 +145,20 @@ class Records:
 
 
 
-class Leases(Records):
-    """Work records under ``prefix`` that workers lease (units, segments); ``kind`` is the
-    prefix every migration of this kind's records share (clean-up)."""
+class WorkRecords(Records):
+    """The plan and unit records of migration ``migration_id`` of index ``namespace``.
 
-    kind = ""
+    ``adoption``: the migration is an adoption, whose records may be in the shape of
+    adoptions begun before there was one kind of record (read as generation 1).
+    """
 
-    def __init__(self, store: Store, namespace: str, prefix: str, *, clock: Clock,
-                 rng: random.Random | None = None, retry: RetryPolicy = PATIENT) -> None:
+    def __init__(self, store: Store, namespace: str, migration_id: str, *, clock: Clock,
+                 rng: random.Random | None = None, retry: RetryPolicy = PATIENT,
+                 adoption: bool = False) -> None:
         super().__init__(store, namespace, clock=clock, rng=rng, retry=retry)
-        self.prefix = prefix
-
-
-    async def acquire(self, key: str, unit: L, revision: int, owner: str,
-                      lease: float) -> tuple[L, int] | None:
-        """Lease ``unit`` (found at ``revision``) to ``owner``; None if another worker did."""
-        now = self._clock.wall()
-        leased = unit.leased(owner, now, now + lease)
-        revised = await self._put(key, leased.to_body(), revision)
-        return None if revised is None else (leased, revised)
-
-    async def checkpoint(self, key: str, unit: L, revision: int, *,
-                         lease: float) -> tuple[L, int] | None:
-        """Store ``unit``'s progress and renew its lease; None if the lease was lost.
-
-        A done unit gives its lease up.
-        """
-        now = self._clock.wall()
-        saved = unit.saved(now, now + lease)
-        revised = await self._put(key, saved.to_body(), revision)
-        return None if revised is None else (saved, revised)
-
-    async def release(self, key: str, unit: L, revision: int) -> None:
-        """Give ``unit``'s lease up without progress (another worker may take it at once)."""
-        await self._put(key, unit.leased(None, 0.0, 0.0).to_body(), revision)
-
-    async def cleanup(self, *, keep: str | None = None) -> int:
-        """Delete every record of this kind of the index but those under ``keep``."""
-        store, namespace = self.store, self.namespace
-        gone = 0
-        for key, record in (await self._list(self.kind)).items():
-            if keep is not None and key.startswith(keep):
-                continue
-            try:
-                await self._retrying(partial(store.delete_record, namespace, key,
-                                             expected=record.revision))
-                gone += 1
-            except ConditionFailed:
-                continue  # changed or deleted meanwhile: a later clean-up gets it
-        return gone
-
-
-class WorkRecords(Leases):
-    """The plan and unit records of reshard ``reshard_id`` of index ``namespace``."""
-
-    kind = RESHARD
-
-    def __init__(self, store: Store, namespace: str, reshard_id: str, *, clock: Clock,
-                 rng: random.Random | None = None, retry: RetryPolicy = PATIENT) -> None:
-        super().__init__(store, namespace, f"{RESHARD}{reshard_id}/", clock=clock, rng=rng,
-                         retry=retry)
-        self.reshard_id = reshard_id
+        self.prefix = f"{RESHARD}{migration_id}/"
+        self.migration_id = migration_id
+        self._old = f"{ADOPT}{migration_id}/" if adoption else None
 
     def _prefix(self, generation: int) -> str:
         return f"{self.prefix}{generation:04d}/"
@@ -231,12 +166,20 @@ class WorkRecords(Leases):
     async def units(self, generation: int | None = None) -> dict[str, tuple[Unit, int]]:
         """The unit records of ``generation`` (None: every generation), by key, with revisions."""
         prefix = self.prefix if generation is None else self._prefix(generation)
+        found = {key: record for key, record in (await self._list(prefix)).items()
+                 if "/unit/" in key}
+        if self._old is not None and generation in (None, 1):
+            found.update((key, record) for key, record in
+                         (await self._list(self._old + "segment/")).items())
         return {key: (Unit.from_body(record.body, self._where(key)), record.revision)
-                for key, record in (await self._list(prefix)).items() if "/unit/" in key}
+                for key, record in found.items()}
 
     async def plan(self, generation: int) -> tuple[PlanRecord, int] | None:
         """The plan record of ``generation`` and its revision, or None."""
-        return await self.plan_record(self._prefix(generation) + "plan")
+        found = await self.plan_record(self._prefix(generation) + "plan")
+        if found is None and self._old is not None and generation == 1:
+            found = await self.plan_record(self._old + "plan")
+        return found
 
     async def claim_plan(self, generation: int, owner: str, lease: float) -> bool:
         """Take the plan of ``generation`` to make it; False if it is made or being made."""
@@ -248,8 +191,10 @@ class WorkRecords(Leases):
         return await self._put(self._prefix(generation) + "plan", claim.to_body(),
                                None if found is None else found[1]) is not None
 
-    async def publish(self, generation: int, units: list[Unit], owner: str) -> bool:
-        """Write every unit record, then mark the plan made; False if the claim was lost."""
+    async def publish(self, generation: int, units: list[Unit], owner: str, *,
+                      total: int | None = None) -> bool:
+        """Write every unit record, then mark the plan made with ``total`` (default: the
+        entries the units are to move); False if the claim was lost."""
         existing = await self.units(generation)
         for unit in units:
             key = f"{self._prefix(generation)}unit/{unit.number:05d}"
@@ -260,64 +205,56 @@ class WorkRecords(Leases):
         found_plan = await self.plan(generation)
         if found_plan is None or found_plan[0].owner != owner:
             return False
-        done = PlanRecord(planned=True, units=len(units), total=sum(u.to_move for u in units))
+        done = PlanRecord(planned=True, units=len(units),
+                          total=sum(u.to_move for u in units) if total is None else total)
         return await self._put(self._prefix(generation) + "plan", done.to_body(),
                                found_plan[1]) is not None
 
-    async def cleanup(self, *, keep: str | None = None) -> int:
-        """Delete every reshard record of the index but those of reshard ``keep``."""
-        return await super().cleanup(keep=None if keep is None else f"{RESHARD}{keep}/")
+    async def acquire(self, key: str, unit: Unit, revision: int, owner: str,
+                      lease: float) -> tuple[Unit, int] | None:
+        """Lease ``unit`` (found at ``revision``) to ``owner``; None if another worker did."""
+        now = self._clock.wall()
+        leased = unit.leased(owner, now, now + lease)
+        revised = await self._put(key, leased.to_body(), revision)
+        return None if revised is None else (leased, revised)
+
+    async def checkpoint(self, key: str, unit: Unit, revision: int, *,
+                         lease: float) -> tuple[Unit, int] | None:
+        """Store ``unit``'s progress and renew its lease; None if the lease was lost.
+
+        A done unit gives its lease up.
+        """
+        now = self._clock.wall()
+        saved = unit.saved(now, now + lease)
+        revised = await self._put(key, saved.to_body(), revision)
+        return None if revised is None else (saved, revised)
+
+    async def release(self, key: str, unit: Unit, revision: int) -> None:
+        """Give ``unit``'s lease up without progress (another worker may take it at once)."""
+        await self._put(key, unit.leased(None, 0.0, 0.0).to_body(), revision)
+
+    async def cleanup(self) -> int:
+        """Delete every work record of the index, of every migration: called as one
+        begins (the others ended, or never began) and as one ends."""
+        store, namespace = self.store, self.namespace
+        gone = 0
+        for kind in (RESHARD, ADOPT):
+            for key, record in (await self._list(kind)).items():
+                try:
+                    await self._retrying(partial(store.delete_record, namespace, key,
+                                                 expected=record.revision))
+                    gone += 1
+                except ConditionFailed:
+                    continue  # changed or deleted meanwhile: a later clean-up gets it
+        return gone
 
 
-class Segments(Leases):
-    """The plan and segment records of adoption ``adoption_id`` of index ``namespace``."""
-
-    kind = ADOPT
-
-    def __init__(self, store: Store, namespace: str, adoption_id: str, *, clock: Clock,
-                 rng: random.Random | None = None) -> None:
-        super().__init__(store, namespace, f"{ADOPT}{adoption_id}/", clock=clock, rng=rng)
-        self.adoption_id = adoption_id
-
-    async def all(self) -> dict[str, tuple[Segment, int]]:
-        """Every segment record, by key, with its revision."""
-        records = await self._list(self.prefix + "segment/")
-        return {key: (Segment.from_body(r.body, self._where(key)), r.revision)
-                for key, r in records.items()}
-
-    async def plan(self, segments: int, *, items: int | None = None) -> tuple[int, int | None]:
-        """The number of segments (``segments`` unless an earlier run planned another) and
-        the item count fixed when the first run planned them (``items``)."""
-        key = self.prefix + "plan"
-        await self._put(key, PlanRecord(planned=True, units=segments, total=items).to_body(),
-                        None)
-        found = await self.plan_record(key)
-        planned, total = (segments, items) if found is None \
-            else (found[0].units, found[0].total)
-        if planned < 1:
-            raise MalformedItem(f"{self._where(key)}: segments is {planned!r}")
-        existing = await self.all()
-        for number in range(planned):
-            name = f"{self.prefix}segment/{number:04d}"
-            if name not in existing:
-                await self._put(name, Segment(number, planned).to_body(), None)
-        return planned, total
-
-    async def total(self) -> int | None:
-        """The item count fixed when the backfill was planned (None: not planned yet)."""
-        found = await self.plan_record(self.prefix + "plan")
-        return None if found is None else found[0].total
-
-    async def cleanup(self, *, keep: str | None = None) -> int:
-        """Delete the records of every adoption of the index but this one."""
-        return await super().cleanup(keep=self.prefix)
-
-
-async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[L, int]]]],
-                     process: Callable[[str, L, int], Awaitable[None]], *, records: Leases,
-                     worker: str, lease: float, clock: Clock, rng: random.Random,
-                     eligible: Callable[[L, list[L], float], bool] = lambda u, all_, now: True,
-                     alone: Callable[[L], Awaitable[bool]] | None = None,
+async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]]],
+                     process: Callable[[str, Unit, int], Awaitable[None]], *,
+                     records: WorkRecords, worker: str, lease: float, clock: Clock,
+                     rng: random.Random,
+                     eligible: Callable[[Unit, list[Unit], float], bool] = lambda u, a, n: True,
+                     alone: Callable[[Unit], Awaitable[bool]] | None = None,
                      going: Callable[[], bool] = lambda: True, poll: float = 1.0) -> None:
     """The loop in which one worker takes units of work until none is left.
 

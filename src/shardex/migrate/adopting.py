@@ -1,0 +1,148 @@
+"""An adoption's layouts: an application's plain index -> the sharded index, as ``Layouts``.
+
+The layout left is the plain index: one key a value, the raw value itself, read from
+``source`` (``shardex.adopted.source_store``). It is handed out tagged (``PLAIN`` +
+value; a shard key never starts with ``#``) so the parity check reads it beside the
+shard keys and tells the two apart. The layout moved toward is the index's own shard
+keys. Every item sits on both at once (a layout change of the ``copy`` kind), so the
+work is not moving entries off source keys but copying each item of the base table
+once: Scan segments (``scan``), each item given its place in the new index
+(``copy_to``, ``copy``), paced per target key by the mover.
+
+- ``GsiAdoptionLayouts``: a plain GSI adopted into a shardex GSI on the same table; a
+  copy sets the item's shard attribute, only if the raw value is still the one scanned
+  and the shard attribute still the one scanned (absent or stale).
+- ``TableAdoptionLayouts``: an application's index table adopted into a shardex index
+  table; a copy is ``ShardedIndex.put`` at version 1, skipped when the item already has
+  a version (the application, dual-writing, put or deleted it first).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from shardex.clock import Clock
+from shardex.errors import ConditionFailed
+from shardex.index import ShardedIndex
+from shardex.migrate.layouts import PATIENT, Layouts, ScanItem, ScanPage
+from shardex.model.entries import Placement, Position, QueryPage
+from shardex.retry import call_with_retry
+from shardex.routing import Routing, Turns
+from shardex.stores.base import Store
+from shardex.stores.dynamodb.adopt import GsiAdoptionTools, TableAdoptionTools
+from shardex.write import in_place
+
+__all__ = ["AdoptionLayouts", "GsiAdoptionLayouts", "PLAIN", "TableAdoptionLayouts",
+           "adoption_layouts"]
+
+PLAIN = "#plain#"
+
+
+class AdoptionLayouts(Layouts):
+    """The plain index on ``source`` -> the shard keys of ``index``, copied by Scan.
+
+    ``index`` is the mover's own index (its retry policy leaves throttles to the mover);
+    ``source`` is opened and closed by the caller.
+    """
+
+    def __init__(self, index: ShardedIndex, source: Store,
+                 tools: GsiAdoptionTools | TableAdoptionTools, *, clock: Clock,
+                 rng: random.Random) -> None:
+        self.index = index
+        self.source = source
+        self.tools = tools
+        self._clock = clock
+        self._rng = rng
+        self._turns = Turns(rng)
+
+    @property
+    def routing(self) -> Routing:
+        return self.index.routing
+
+    @property
+    def consistent(self) -> bool:
+        return self.source.capabilities.consistent_reads
+
+    def source_keys(self, routing: Routing, value: str) -> list[str]:
+        return [PLAIN + value]
+
+    def target_keys(self, routing: Routing, value: str) -> list[str]:
+        return routing.policy(value).shard_keys(value)
+
+    def placed(self, layout: Routing, value: str, key: str, item_id: str) -> bool:
+        return in_place(layout, value, key, item_id)
+
+    async def page(self, key: str, after: Position | None, limit: int) -> QueryPage:
+        store, name = self.index.store, self.index.name
+        if key.startswith(PLAIN):
+            store, key = self.source, key[len(PLAIN):]
+        return await call_with_retry(
+            lambda: store.query(name, key, after=after, descending=False, limit=limit),
+            PATIENT, clock=self._clock, rng=self._rng)
+
+    async def locate(self, item_id: str) -> Placement | None:
+        store, name = self.index.store, self.index.name
+        return await call_with_retry(lambda: store.locate(name, item_id), PATIENT,
+                                     clock=self._clock, rng=self._rng)
+
+    async def scan(self, segment: int, segments: int, cursor: Mapping[str, Any] | None,
+                   limit: int) -> ScanPage:
+        return await self.tools.scan(segment, segments, cursor, limit)
+
+    def copy_to(self, item: ScanItem, value: str) -> str | None:
+        return self.routing.shard_key(value, item[0], rng=self._rng, turns=self._turns)
+
+
+class GsiAdoptionLayouts(AdoptionLayouts):
+    """A plain GSI adopted into a shardex GSI of the same table: a copy is the item's
+    shard attribute, set by one conditional UpdateItem."""
+
+    tools: GsiAdoptionTools
+
+    def __init__(self, index: ShardedIndex, source: Store, tools: GsiAdoptionTools, *,
+                 clock: Clock, rng: random.Random) -> None:
+        super().__init__(index, source, tools, clock=clock, rng=rng)
+        self._cost = 2.0  # write units of one update, base table and GSI (learned)
+
+    def copy_to(self, item: ScanItem, value: str) -> str | None:
+        shard = item[2]
+        if shard is not None and in_place(self.routing, value, shard, item[0]):
+            return None
+        return super().copy_to(item, value)
+
+    async def copy(self, item: ScanItem, value: str, key: str) -> bool:
+        try:
+            units = await self.tools.set_shard(item[0], value, item[2], key)
+        except ConditionFailed:
+            return False
+        if units > 0:
+            self._cost = 0.8 * self._cost + 0.2 * units
+        return True
+
+    def copy_cost(self) -> float:
+        return self._cost
+
+
+class TableAdoptionLayouts(AdoptionLayouts):
+    """An application's index table adopted into a shardex index table: a copy is an
+    entry put at version 1 (``index`` sees throttles itself, to pace by them)."""
+
+    tools: TableAdoptionTools
+
+    async def copy(self, item: ScanItem, value: str, key: str) -> bool:
+        item_id, _, sort, attrs = item
+        return await self.index.put(value, item_id, sort=sort or "", attrs=attrs, version=1)
+
+    def copy_cost(self) -> float:
+        return 2.0  # one put of the index table's row and its placement
+
+
+def adoption_layouts(index: ShardedIndex, source: Store,
+                     tools: GsiAdoptionTools | TableAdoptionTools, *, clock: Clock,
+                     rng: random.Random) -> AdoptionLayouts:
+    """The layouts of an adoption whose source ``tools`` scan: a GSI's or a table's."""
+    if isinstance(tools, GsiAdoptionTools):
+        return GsiAdoptionLayouts(index, source, tools, clock=clock, rng=rng)
+    return TableAdoptionLayouts(index, source, tools, clock=clock, rng=rng)
