@@ -177,61 +177,67 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         super()._write_to_self()  # type: ignore[misc]
 
     def _run_once(self) -> None:
-        """One iteration: due timers, then the ready callbacks; time jumps when idle.
+        """Iterations until the loop is stopping: due timers, then the ready callbacks;
+        time jumps when idle.
 
-        As ``BaseEventLoop._run_once``, on the loop's own timer heap.
+        As ``BaseEventLoop._run_once`` on the loop's own timer heap, looped here rather
+        than by ``run_forever`` (which stops once ``_stopping`` is set, checked here after
+        each iteration as there): a simulation iterates once or twice a request.
         """
         base: Any = self  # the base loop's private state, which typeshed does not declare
-        times, ready = self._times, base._ready
-        if base._timer_cancelled_count and len(times) > 100 \
-                and base._timer_cancelled_count * 2 > len(times):
-            self._drop_cancelled()
-            times = self._times
-        if ready or base._stopping:
-            timeout: float | None = 0.0
-        elif times:
-            timeout = max(0.0, times[0] - self._virtual_now)
-        else:
-            timeout = None
-        # held_still and the selector's map, read inline: this runs for every wake-up
-        if timeout != 0.0 and (self._woken or timeout is None
-                               or (self._paced and self._waiting == 0)
-                               or len(self._fds) > 1):
-            self._woken = False
-            base._process_events(base._selector.select(timeout))
-        elif timeout:
-            self._virtual_now = times[0]  # exactly: a sum could fall a hair short
-        end = self._virtual_now + base._clock_resolution
-        due = self._due
-        while times and times[0] < end:
-            for handle in due.pop(heapq.heappop(times)):
-                if type(handle) is asyncio.TimerHandle:
-                    handle._scheduled = False  # type: ignore[attr-defined]
-                    if handle.cancelled():
-                        base._timer_cancelled_count -= 1
-                    else:
-                        ready.append(handle)
-                elif not handle.done():
-                    handle.set_result(None)  # its waiter is called soon, this iteration
-        debug = base._debug
-        for _ in range(len(ready)):
-            handle = ready.popleft()
-            if handle._cancelled:
-                continue
-            if debug:
-                base._current_handle = handle
+        while True:
+            times, ready = self._times, base._ready
+            if base._timer_cancelled_count and len(times) > 100 \
+                    and base._timer_cancelled_count * 2 > len(times):
+                self._drop_cancelled()
+                times = self._times
+            if ready or base._stopping:
+                timeout: float | None = 0.0
+            elif times:
+                timeout = max(0.0, times[0] - self._virtual_now)
+            else:
+                timeout = None
+            # held_still and the selector's map, read inline: this runs for every wake-up
+            if timeout != 0.0 and (self._woken or timeout is None
+                                   or (self._paced and self._waiting == 0)
+                                   or len(self._fds) > 1):
+                self._woken = False
+                base._process_events(base._selector.select(timeout))
+            elif timeout:
+                self._virtual_now = times[0]  # exactly: a sum could fall a hair short
+            end = self._virtual_now + base._clock_resolution
+            due = self._due
+            while times and times[0] < end:
+                for handle in due.pop(heapq.heappop(times)):
+                    if type(handle) is asyncio.TimerHandle:
+                        handle._scheduled = False  # type: ignore[attr-defined]
+                        if handle.cancelled():
+                            base._timer_cancelled_count -= 1
+                        else:
+                            ready.append(handle)
+                    elif not handle.done():
+                        handle.set_result(None)  # its waiter is called soon, this iteration
+            debug = base._debug
+            for _ in range(len(ready)):
+                handle = ready.popleft()
+                if handle._cancelled:
+                    continue
+                if debug:
+                    base._current_handle = handle
+                    try:
+                        handle._run()
+                    finally:
+                        base._current_handle = None
+                    continue
+                # Handle._run, inline: one frame less for every wake-up
                 try:
-                    handle._run()
-                finally:
-                    base._current_handle = None
-                continue
-            # Handle._run, inline: one frame less for every wake-up
-            try:
-                handle._context.run(handle._callback, *handle._args)
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                self._failed(handle, exc)
+                    handle._context.run(handle._callback, *handle._args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    self._failed(handle, exc)
+            if base._stopping:
+                return
 
     def _drop_cancelled(self) -> None:
         """Take the cancelled timer handles out of the heap (most of it is cancelled)."""
