@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 import pytest
@@ -29,10 +29,9 @@ class ScriptedStore(MemoryStore):
         self.script = script
         self.rest = rest
 
-    async def _arrive(self, rec: Any, nbytes: int) -> float:
+    def _send(self, rec: Any, nbytes: int) -> Awaitable[None]:
         rec.request()
-        await self.clock.sleep(next(self.script, self.rest))
-        return self.clock.now()
+        return self.clock.sleep(next(self.script, self.rest))
 
 
 async def _filled(store: MemoryStore, routing: Routing, n: int,

@@ -66,7 +66,13 @@ class LoopClock:
     """The running event loop's clock: real under asyncio.run, virtual under run_virtual."""
 
     def now(self) -> float:
-        return running_loop().time()
+        # running_loop's check, inline: the simulated store reads the clock several
+        # times a request
+        loop = _last[0]()
+        if loop is None or getattr(loop, "_thread_id", None) != _ident():
+            loop = running_loop()
+        now: float = loop.time()
+        return now
 
     def wall(self) -> float:
         """Epoch seconds: the loop's own wall clock if it has one, else the system's."""
@@ -80,7 +86,10 @@ class LoopClock:
         # no coroutine of our own around it: sleeps are on the simulated store's hot
         # path; a loop may offer a leaner sleep (the virtual one: one future, no handle)
         if seconds > 0:
-            lean = getattr(running_loop(), "sleep_future", None)
+            loop = _last[0]()
+            if loop is None or getattr(loop, "_thread_id", None) != _ident():
+                loop = running_loop()
+            lean = getattr(loop, "sleep_future", None)
             if lean is not None:
                 result: Awaitable[None] = lean(seconds)
                 return result

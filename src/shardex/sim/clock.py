@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import heapq
-import itertools
 import selectors
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["VIRTUAL_WALL_START", "VirtualTimeLoop", "run_virtual"]
+from shardex.clock import Clock, LoopClock
+
+__all__ = ["VIRTUAL_WALL_START", "VirtualClock", "VirtualTimeLoop", "loop_clock", "run_virtual"]
 
 T = TypeVar("T")
+_new_handle = object.__new__
 
 
 # 2026-11-30T05:00:00Z: a fixed virtual epoch, so runs on virtual time are reproducible.
@@ -62,8 +65,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     at once.
 
     A simulation wakes on timers hundreds of thousands of times, so the loop keeps them
-    lean: its timer heap holds ``(when, sequence, handle)`` tuples (compared in C; equal
-    times fire in the order they were set), ``sleep_future`` is a sleep that is one
+    lean: its heap holds the due times alone (floats, compared faster than tuples), each
+    with the handles and futures due then in the order they were set (equal times fire
+    in that order), ``sleep_future`` is a sleep that is one
     future and one heap entry (``shardex.clock.LoopClock.sleep`` uses it), and the
     selector is polled only when a file descriptor other than the loop's own wake-up
     pipe is registered, or another thread woke the loop.
@@ -75,8 +79,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._paced = False
         self._waiting = 0
         self._waiting_lock = threading.Lock()
-        self._timers: list[tuple[float, int, Any]] = []
-        self._timer_seq = itertools.count()
+        self._times: list[float] = []  # a heap of the times something is due at
+        self._due: dict[float, list[Any]] = {}  # time -> what is due then, in order set
         self._woken = False
         selector = _VirtualSelector(self)
         super().__init__(selector=selector)
@@ -126,7 +130,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         base: Any = self
         base._check_closed()
         timer = asyncio.TimerHandle(when, callback, args, self, context)
-        heapq.heappush(self._timers, (when, next(self._timer_seq), timer))
+        self._at(when, timer)
         timer._scheduled = True  # type: ignore[attr-defined]  # counts its cancel
         return timer
 
@@ -135,82 +139,161 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         """``BaseEventLoop.call_soon`` less its checks outside debug mode: every wake-up
         of a task on a timer comes through here."""
         base: Any = self
-        if base._debug:
+        if base._debug or base._closed:  # the base loop's checks and errors
             return super().call_soon(callback, *args, context=context)
-        if base._closed:
-            raise RuntimeError("Event loop is closed")
-        handle = asyncio.Handle(callback, args, self, context)
+        # Handle.__init__ less its frame and its get_debug call (not in debug mode here)
+        handle: Any = _new_handle(asyncio.Handle)
+        handle._context, handle._loop, handle._callback, handle._args, handle._cancelled, \
+            handle._repr, handle._source_traceback = \
+            contextvars.copy_context() if context is None else context, self, callback, \
+            args, False, None, None
         base._ready.append(handle)
-        return handle
+        return handle  # type: ignore[no-any-return]
 
     def sleep_future(self, seconds: float) -> asyncio.Future[None]:
         """A future that is done ``seconds`` from now (> 0): ``asyncio.sleep`` less its
         coroutine and timer handle. Cancelling it leaves a heap entry that does nothing."""
         future: asyncio.Future[None] = asyncio.Future(loop=self)  # create_future's own
-        heapq.heappush(self._timers, (self._virtual_now + seconds, next(self._timer_seq),
-                                      future))
+        when = self._virtual_now + seconds
+        due = self._due.get(when)
+        if due is None:  # _at's, inline: most sleeps are a simulated request's
+            self._due[when] = [future]
+            heapq.heappush(self._times, when)
+        else:
+            due.append(future)
         return future
+
+    def _at(self, when: float, what: Any) -> None:
+        """Set ``what`` (a TimerHandle, or a future to set done) due at ``when``."""
+        due = self._due.get(when)
+        if due is None:
+            self._due[when] = [what]
+            heapq.heappush(self._times, when)
+        else:
+            due.append(what)
 
     def _write_to_self(self) -> None:
         self._woken = True  # another thread (or a signal) woke the loop: poll before a jump
         super()._write_to_self()  # type: ignore[misc]
 
     def _run_once(self) -> None:
-        """One iteration: due timers, then the ready callbacks; time jumps when idle.
+        """Iterations until the loop is stopping: due timers, then the ready callbacks;
+        time jumps when idle.
 
-        As ``BaseEventLoop._run_once``, on the loop's own timer heap.
+        As ``BaseEventLoop._run_once`` on the loop's own timer heap, looped here rather
+        than by ``run_forever`` (which stops once ``_stopping`` is set, checked here after
+        each iteration as there): a simulation iterates once or twice a request.
         """
         base: Any = self  # the base loop's private state, which typeshed does not declare
-        timers, ready = self._timers, base._ready
-        if len(timers) > 100 and base._timer_cancelled_count * 2 > len(timers):
+        while True:
+            times, ready = self._times, base._ready
+            if base._timer_cancelled_count and len(times) > 100 \
+                    and base._timer_cancelled_count * 2 > len(times):
+                self._drop_cancelled()
+                times = self._times
+            if ready or base._stopping:
+                timeout: float | None = 0.0
+            elif times:
+                timeout = max(0.0, times[0] - self._virtual_now)
+            else:
+                timeout = None
+            # held_still and the selector's map, read inline: this runs for every wake-up
+            if timeout != 0.0 and (self._woken or timeout is None
+                                   or (self._paced and self._waiting == 0)
+                                   or len(self._fds) > 1):
+                self._woken = False
+                base._process_events(base._selector.select(timeout))
+            elif timeout:
+                self._virtual_now = times[0]  # exactly: a sum could fall a hair short
+            end = self._virtual_now + base._clock_resolution
+            due = self._due
+            while times and times[0] < end:
+                for handle in due.pop(heapq.heappop(times)):
+                    if type(handle) is asyncio.TimerHandle:
+                        handle._scheduled = False  # type: ignore[attr-defined]
+                        if handle.cancelled():
+                            base._timer_cancelled_count -= 1
+                        else:
+                            ready.append(handle)
+                    elif not handle.done():
+                        handle.set_result(None)  # its waiter is called soon, this iteration
+            debug = base._debug
+            for _ in range(len(ready)):
+                handle = ready.popleft()
+                if handle._cancelled:
+                    continue
+                if debug:
+                    base._current_handle = handle
+                    try:
+                        handle._run()
+                    finally:
+                        base._current_handle = None
+                    continue
+                # Handle._run, inline: one frame less for every wake-up
+                try:
+                    handle._context.run(handle._callback, *handle._args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    self._failed(handle, exc)
+            if base._stopping:
+                return
+
+    def _drop_cancelled(self) -> None:
+        """Take the cancelled timer handles out of the heap (most of it is cancelled)."""
+        base: Any = self
+        due: dict[float, list[Any]] = {}
+        for when, handles in self._due.items():
             kept = []
-            for entry in timers:
-                handle = entry[2]
+            for handle in handles:
                 if type(handle) is asyncio.TimerHandle and handle.cancelled():
                     handle._scheduled = False  # type: ignore[attr-defined]
                 else:
-                    kept.append(entry)
-            heapq.heapify(kept)
-            self._timers = timers = kept
-            base._timer_cancelled_count = 0
-        if ready or base._stopping:
-            timeout: float | None = 0.0
-        elif timers:
-            timeout = max(0.0, timers[0][0] - self._virtual_now)
-        else:
-            timeout = None
-        # held_still and the selector's map, read inline: this runs for every wake-up
-        if timeout != 0.0 and (self._woken or timeout is None
-                               or (self._paced and self._waiting == 0)
-                               or len(self._fds) > 1):
-            self._woken = False
-            base._process_events(base._selector.select(timeout))
-        elif timeout:
-            self._virtual_now = timers[0][0]  # exactly: a sum could fall a hair short
-        end = self._virtual_now + base._clock_resolution
-        while timers and timers[0][0] < end:
-            handle = heapq.heappop(timers)[2]
-            if type(handle) is asyncio.TimerHandle:
-                handle._scheduled = False  # type: ignore[attr-defined]
-                if handle.cancelled():
-                    base._timer_cancelled_count -= 1
-                else:
-                    ready.append(handle)
-            elif not handle.done():
-                handle.set_result(None)  # its waiter is called soon, this iteration
-        debug = base._debug
-        for _ in range(len(ready)):
-            handle = ready.popleft()
-            if handle._cancelled:
-                continue
-            if debug:
-                base._current_handle = handle
-                try:
-                    handle._run()
-                finally:
-                    base._current_handle = None
-            else:
-                handle._run()
+                    kept.append(handle)
+            if kept:
+                due[when] = kept
+        self._due, self._times = due, list(due)
+        heapq.heapify(self._times)
+        base._timer_cancelled_count = 0
+
+    def _failed(self, handle: asyncio.Handle, exc: BaseException) -> None:
+        """Report a callback that raised, as ``Handle._run`` does."""
+        base: Any = handle
+        self.call_exception_handler({
+            "message": f"Exception in callback {base._callback!r}{base._args!r}",
+            "exception": exc, "handle": handle})
+
+
+class VirtualClock(LoopClock):
+    """The clock of one ``VirtualTimeLoop``, given: ``LoopClock`` without finding the
+    running loop at each call.
+
+    For the objects of one simulated run, made on that loop and used on it alone (a
+    simulated request reads the clock several times); elsewhere use ``LoopClock``.
+    """
+
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: VirtualTimeLoop) -> None:
+        self._loop = loop
+
+    def now(self) -> float:
+        return self._loop._virtual_now
+
+    def wall(self) -> float:
+        return self._loop.wall()
+
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        if seconds > 0:
+            return self._loop.sleep_future(seconds)
+        return asyncio.sleep(max(0.0, seconds))
+
+
+def loop_clock() -> Clock:
+    """The running loop's clock: a ``VirtualClock`` on a ``VirtualTimeLoop``, else a
+    ``LoopClock``."""
+    loop = asyncio.get_running_loop()
+    return VirtualClock(loop) if isinstance(loop, VirtualTimeLoop) else LoopClock()
 
 
 def run_virtual(main: Coroutine[Any, Any, T], *, start: float = 0.0,

@@ -189,8 +189,12 @@ class Partition:
     def room(self, write: bool, strong: bool, now: float, span: float = 0.0) -> float:
         """Units this partition may still take in the current second (over ``span``
         seconds from ``now``, for a share's bucket: the rate engine's whole second)."""
-        room = self.ceiling_room(write, strong)
-        share = self.share_write if write else self.share_read
+        if write:  # ceiling_room's, inline: asked of every partition a request touches
+            room = self.limits.write - self.written
+            share = self.share_write
+        else:
+            room = self.ceiling_room(False, strong)
+            share = self.share_read
         if share is not None:
             room = min(room, share.room(now, span))
         return room
@@ -251,7 +255,12 @@ class Partition:
             self.refused_write += units
         else:
             self.refused_read += units
-        self._heat(key, units)
+        heat = self.heat  # _heat's, inline: a throttled hot key is refused thousands of times
+        seen = heat.get(key)
+        if seen is not None:
+            heat[key] = seen + units
+        elif len(heat) < _HEAT_KEYS:
+            heat[key] = units
 
     def _heat(self, key: int, units: float) -> None:
         heat = self.heat

@@ -213,6 +213,22 @@ def check(parts: Sequence[tuple[Resource, Partition, float, int]], *, write: boo
         resource.table.roll(second)
         room, kind = resource.table.room(write, now)
         return Refusal(resource, None, kind, write) if room + EPSILON < units else None
+    if len(parts) == 2 and parts[0][1] is not parts[1][1]:
+        # a place's usual two keys (its placement and its entry), on two partitions: the
+        # loops below, without their sums
+        (first, one, units_one, _), (second_res, two, units_two, _) = parts
+        if one.room(write, strong, now) + EPSILON < units_one:
+            return Refusal(first, one, KEY_RANGE, write)
+        if two.room(write, strong, now) + EPSILON < units_two:
+            return Refusal(second_res, two, KEY_RANGE, write)
+        pairs = ((first, units_one + units_two),) if first is second_res \
+            else ((first, units_one), (second_res, units_two))
+        for resource, units in pairs:
+            resource.table.roll(second)
+            room, kind = resource.table.room(write, now)
+            if room + EPSILON < units:
+                return Refusal(resource, None, kind, write)
+        return None
     needs: dict[Partition, float] = {}
     totals: dict[Resource, float] = {}
     for resource, part, units, _ in parts:

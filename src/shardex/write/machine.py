@@ -69,6 +69,8 @@ T = TypeVar("T")
 Steps = Generator[Action, Observation, T]
 # the actions every write asks for, made once
 _ROUTE, _FRESH, _LOCATE_MAIN = Route(), Route(fresh=True), Locate(None)
+# the errors a retry policy paces (a tuple: ``A | B`` would build a union at each check)
+_RETRIED = (Throttled, Unavailable)
 # re-placings of a write that landed on a layout no longer read, each itself landing late
 _MAX_SETTLES = 3
 def _name(tier: Tier) -> str:
@@ -204,7 +206,7 @@ class WriteMachine:
         while True:
             observed = yield action
             if not isinstance(observed, Errored) \
-                    or not isinstance(observed.error, Throttled | Unavailable):
+                    or not isinstance(observed.error, _RETRIED):
                 return observed
             wait = self._retry.decide(attempt, observed.at - started, observed.error, self._rng)
             if wait is None:
@@ -279,6 +281,7 @@ class WriteMachine:
         conflicts = failures = 0
         started = self._now
         resend = False
+        place: Place | None = None
         while True:
             if resend:
                 assert planned is not None
@@ -353,10 +356,13 @@ class WriteMachine:
                         tried = tried._replace(entry=replace(tried.entry, version=source.version),
                                                version=source.version)
                     claim = Claim(source, tried.version, token, tier, arbiter)
+                place = None
             resend = False
             assert tried is not None
             assert planned is not None
-            observed = yield self._send(tier, tried, token, planned)
+            if place is None:  # a clean throttle sends the same place again
+                place = self._send(tier, tried, token, planned)
+            observed = yield place
             if isinstance(observed, Placed):
                 landing = None if tried.entry is None else Landing(tier, tried.entry, observed,
                                                                    planned)
@@ -378,7 +384,7 @@ class WriteMachine:
                     if ambiguous is None:
                         raise give_up from error
                 continue  # another writer changed the item first: decide again from it
-            if isinstance(error, Throttled | Unavailable):
+            if isinstance(error, _RETRIED):
                 if isinstance(error, Unavailable) and ambiguous is None:
                     ambiguous = error
                 wait = self._retry.decide(failures, self._now - started, error, self._rng)
@@ -459,7 +465,7 @@ class WriteMachine:
         if isinstance(observed, Placed):
             return True
         assert isinstance(observed, Errored)
-        if isinstance(observed.error, Throttled | Unavailable):
+        if isinstance(observed.error, _RETRIED):
             cause = observed.error
         elif not isinstance(observed.error, ConditionFailed):
             raise observed.error

@@ -17,7 +17,8 @@ from shardex.keys import PLACEMENT_PREFIX
 from shardex.model.entries import Placement, Position, StoredEntry
 from shardex.sim.partitions import Slot
 
-__all__ = ["AppliedWrite", "Item", "KeyState", "describe", "placement_bytes", "same_placement"]
+__all__ = ["AppliedWrite", "Item", "KeyState", "Plan", "describe", "placement_bytes",
+           "same_placement"]
 
 
 class AppliedWrite(NamedTuple):
@@ -81,6 +82,33 @@ class KeyState:
         return positions.irange(minimum=after, inclusive=(False, True))
 
 
+class Plan(NamedTuple):
+    """What a place writes, worked out once for the placement it was tried on
+    (``current``): a throttled place is sent again as it was, many times.
+
+    ``pkey``, ``psize`` and ``punits``: the placement key, the placement's new size and
+    its units; ``old``: the entry it removes, on ``old_state`` (``old_size`` bytes,
+    ``old_units`` units); ``new_state`` and ``units``: the key the new entry goes to and
+    its units; ``same_key``: both on one key (one request to it).
+    """
+
+    current: Placement | None
+    entry: StoredEntry | None
+    version: int
+    token: str
+    pkey: str
+    psize: int
+    history: tuple[str, ...]
+    punits: float
+    old: StoredEntry | None
+    old_state: KeyState | None
+    old_size: int
+    old_units: float
+    new_state: KeyState | None
+    units: float
+    same_key: bool
+
+
 class Item:
     """One item of one namespace: its placement, the placement's size, and its slot."""
 
@@ -91,9 +119,8 @@ class Item:
         self.h = h
         self.placement: Placement | None = None
         self.size = 0
-        # the last place tried on it, as (placement then, entry, version, token, size of
-        # the placement it would write): a throttled place is sent again as it was
-        self.tried: tuple[Placement | None, StoredEntry | None, int, str, int] | None = None
+        # the plan of the last place tried on it: a throttled place is sent again as it was
+        self.tried: Plan | None = None
 
 
 def placement_bytes(item_id: str, version: int, entry: StoredEntry | None, token: str = "",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import random
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -46,6 +46,7 @@ from shardex.stores.memory.state import (
     AppliedWrite,
     Item,
     KeyState,
+    Plan,
     describe,
     placement_bytes,
     same_placement,
@@ -146,7 +147,8 @@ class MemoryStore(Store):
         self._records: dict[tuple[str, str], tuple[Record, int]] = {}
         self._applied: list[AppliedWrite] | None = None
         self._record_slots: dict[tuple[str, str], tuple[Slot, int]] = {}
-        self._said: dict[tuple[Any, ...], str] = {}
+        self._said: dict[tuple[Any, ...], tuple[str, str]] = {}  # (message, reason)
+        self._cosmos = self.profile.store == "cosmos"
         # the size of each entry being placed: a throttled place is sent again many times
         self._sizes: dict[int, tuple[StoredEntry, int]] = {}
 
@@ -219,12 +221,16 @@ class MemoryStore(Store):
                 namespace, rkey, now, tracked=False)
         return found
 
+    def _send(self, rec: Recorder, nbytes: int) -> Awaitable[None]:
+        """Send a request: the wait of one sampled latency, after which it applies (no
+        coroutine of its own: the hot requests read the clock after it themselves)."""
+        rec.request()
+        return self.clock.sleep(self._latency.sample(self._rng, nbytes))
+
     async def _arrive(self, rec: Recorder, nbytes: int) -> float:
         """Send a request: wait one sampled latency; return the instant it applies at."""
-        rec.request()
-        clock = self.clock
-        await clock.sleep(self._latency.sample(self._rng, nbytes))
-        return clock.now()
+        await self._send(rec, nbytes)
+        return self.clock.now()
 
     def _inject(self, rec: Recorder, namespace: str, key: str, *, write: bool) -> None:
         """Raise the injected Unavailable or Throttled, each with its probability."""
@@ -250,14 +256,14 @@ class MemoryStore(Store):
         said = (key, refusal.partition, refusal.resource, refusal.limit, refusal.write, strong,
                 transaction, refusal.resource.table.limit(refusal.write)[0]
                 if refusal.partition is None else 0.0)
-        message = self._said.get(said)
-        if message is None:
+        words = self._said.get(said)
+        if words is None:
             if len(self._said) > 4096:
                 self._said.clear()
-            message = self._said[said] = self._message(refusal, key, strong, transaction)
-        after = refusal.retry_after(units, now, strong=strong) \
-            if self.profile.store == "cosmos" else None
-        return Throttled(message, key=key, reason=refusal.reason, retry_after=after)
+            words = self._said[said] = (self._message(refusal, key, strong, transaction),
+                                        refusal.reason)
+        after = refusal.retry_after(units, now, strong=strong) if self._cosmos else None
+        return Throttled(words[0], key=key, reason=words[1], retry_after=after)
 
     def _message(self, refusal: Refusal, key: str, strong: bool, transaction: bool) -> str:
         profile, write = self.profile, refusal.write
@@ -293,7 +299,8 @@ class MemoryStore(Store):
 
     async def _locate(self, namespace: str, item_id: str, rec: Recorder) -> Placement | None:
         """A strongly consistent read of the item's placement key."""
-        now = await self._arrive(rec, 0)
+        await self._send(rec, 0)
+        now = self.clock.now()
         key = placement_key(item_id)
         if self._faulty:
             self._inject(rec, namespace, key, write=False)
@@ -313,6 +320,37 @@ class MemoryStore(Store):
         self._sizes[id(entry)] = (entry, size)
         return size
 
+    def _plan(self, namespace: str, item_id: str, item: Item, current: Placement | None,
+              entry: StoredEntry | None, version: int, token: str, size: int,
+              now: float) -> Plan:
+        """What a place of ``entry`` over ``current`` writes: the keys it touches and the
+        units each takes (the partitions they are on are found per request)."""
+        profile, cost = self.profile, self.profile.transaction_cost
+        history = history_after(current)
+        psize = placement_bytes(item_id, version, entry, token, history)
+        old = current.entry if current is not None else None
+        same_key = old is not None and entry is not None and old.shard_key == entry.shard_key
+        old_state = new_state = None
+        old_size = 0
+        old_units = units = 0.0
+        if old is not None:
+            old_state = self._state(namespace, old.shard_key, now)
+            old_size = old_state.sizes[old.position]
+            old_units = profile.write_cost(old_size) * cost
+        if entry is not None:
+            if old is not None and old_state is not None and same_key:
+                # one key, one request: a delete and a put, or one overwrite of the row
+                new_state = old_state
+                units = (profile.write_cost(max(size, old_size))
+                         if old.position == entry.position
+                         else profile.write_cost(old_size) + profile.write_cost(size)) * cost
+            else:
+                new_state = self._state(namespace, entry.shard_key, now)
+                units = profile.write_cost(size) * cost
+        return Plan(current, entry, version, token, placement_key(item_id), psize, history,
+                    profile.write_cost(max(item.size, psize)) * cost, old, old_state, old_size,
+                    old_units, new_state, units, same_key)
+
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
                      version: int, expected: Placement | None, token: str,
                      rec: Recorder) -> None:
@@ -325,55 +363,42 @@ class MemoryStore(Store):
         than ``partition_bytes``.
         """
         size = self._size(entry) if entry is not None else 0
-        now = await self._arrive(rec, size)
-        pkey = placement_key(item_id)
+        await self._send(rec, size)
+        now = self.clock.now()
         if self._faulty:
-            self._inject(rec, namespace, entry.shard_key if entry else pkey, write=True)
-        profile, table, entries = self.profile, self._table, self._entries
-        cost, second = profile.transaction_cost, int(now)
+            self._inject(rec, namespace, entry.shard_key if entry else placement_key(item_id),
+                         write=True)
+        table, entries = self._table, self._entries
+        second = int(now)
         item = self._item(namespace, item_id, now)
         current = item.placement
-        history = history_after(current)
-        tried = item.tried
-        if tried is not None and tried[0] is current and tried[1] is entry \
-                and tried[2] == version and tried[3] == token:
-            new_psize = tried[4]  # the same place again (a throttled one, retried)
-        else:
-            new_psize = placement_bytes(item_id, version, entry, token, history)
-            item.tried = (current, entry, version, token, new_psize)
+        plan = item.tried
+        if plan is None or plan.current is not current or plan.entry is not entry \
+                or plan.version != version or plan.token != token:
+            # a throttled place is sent again as it was: its plan holds while the item's
+            # placement is the one it was planned on
+            plan = item.tried = self._plan(namespace, item_id, item, current, entry, version,
+                                           token, size, now)
+        pkey, punits, new_psize = plan.pkey, plan.punits, plan.psize
+        old, old_state, new_state = plan.old, plan.old_state, plan.new_state
+        old_size, same_key = plan.old_size, plan.same_key
         ppart = table.partitions.at(item.slot, item.h, "", second)
-        punits = profile.write_cost(max(item.size, new_psize)) * cost
         touched: list[_Touched] = [(pkey, table, ppart, punits, item.h)]
-        old = current.entry if current is not None else None
-        same_key = old is not None and entry is not None and old.shard_key == entry.shard_key
-        old_state = new_state = None
         old_part = new_part = None
-        old_size = 0
-        if old is not None:
-            old_state = self._state(namespace, old.shard_key, now)
-            old_size = old_state.sizes[old.position]
+        if old is not None and old_state is not None:
             old_part = entries.partitions.at(old_state.slot, old_state.h, old.sort, second)
             if not same_key:
-                touched.append((old.shard_key, entries, old_part,
-                                profile.write_cost(old_size) * cost, old_state.h))
-        if entry is not None:
-            if old is not None and old_state is not None and same_key:
-                # one key, one request: a delete and a put, or one overwrite of the row
-                new_state = old_state
-                units = (profile.write_cost(max(size, old_size))
-                         if old.position == entry.position
-                         else profile.write_cost(old_size) + profile.write_cost(size)) * cost
-            else:
-                new_state = self._state(namespace, entry.shard_key, now)
-                units = profile.write_cost(size) * cost
+                touched.append((old.shard_key, entries, old_part, plan.old_units,
+                                old_state.h))
+        if entry is not None and new_state is not None:
             new_part = entries.partitions.at(new_state.slot, new_state.h, entry.sort, second)
-            if profile.lsi and new_state.nbytes + size - (old_size if same_key else 0) \
-                    > profile.partition_bytes:
+            if self.profile.lsi and new_state.nbytes + size - (old_size if same_key else 0) \
+                    > self.profile.partition_bytes:
                 raise StoreError(
                     f"{entry.shard_key}: ItemCollectionSizeLimitExceededException: with a local "
                     f"secondary index an item collection holds at most "
-                    f"{profile.partition_bytes:g} bytes; not applied")
-            touched.append((entry.shard_key, entries, new_part, units, new_state.h))
+                    f"{self.profile.partition_bytes:g} bytes; not applied")
+            touched.append((entry.shard_key, entries, new_part, plan.units, new_state.h))
 
         parts = [(res, part, units, h) for _, res, part, units, h in touched]
         refusal = check(parts, write=True, strong=True, now=now)
@@ -403,7 +428,7 @@ class MemoryStore(Store):
             new_state.add(entry, size)
             new_part.bytes += size
             entries.partitions.track(new_state.h).write(entry.sort)
-        item.placement = Placement(item_id, version, entry, token, history)
+        item.placement = Placement(item_id, version, entry, token, plan.history)
         item.size, item.tried = new_psize, None
         if self._applied is not None:
             self._applied.append(AppliedWrite(namespace, item_id, token, version, entry, now))
