@@ -26,9 +26,8 @@ from typing import Any
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed
 from shardex.index import ShardedIndex
-from shardex.migrate.layouts import PATIENT, Layouts, ScanItem, ScanPage
-from shardex.model.entries import Placement, Position, QueryPage
-from shardex.retry import call_with_retry
+from shardex.migrate.layouts import OnIndex, ScanItem, ScanPage
+from shardex.model.entries import Position, QueryPage
 from shardex.routing import Routing, Turns
 from shardex.stores.base import Store
 from shardex.stores.dynamodb.adopt import GsiAdoptionTools, TableAdoptionTools
@@ -40,7 +39,7 @@ __all__ = ["AdoptionLayouts", "GsiAdoptionLayouts", "PLAIN", "TableAdoptionLayou
 PLAIN = "#plain#"
 
 
-class AdoptionLayouts(Layouts):
+class AdoptionLayouts(OnIndex):
     """The plain index on ``source`` -> the shard keys of ``index``, copied by Scan.
 
     ``index`` is the mover's own index (its retry policy leaves throttles to the mover);
@@ -50,16 +49,10 @@ class AdoptionLayouts(Layouts):
     def __init__(self, index: ShardedIndex, source: Store,
                  tools: GsiAdoptionTools | TableAdoptionTools, *, clock: Clock,
                  rng: random.Random) -> None:
-        self.index = index
+        super().__init__(index, clock=clock, rng=rng)
         self.source = source
         self.tools = tools
-        self._clock = clock
-        self._rng = rng
         self._turns = Turns(rng)
-
-    @property
-    def routing(self) -> Routing:
-        return self.index.routing
 
     @property
     def consistent(self) -> bool:
@@ -68,24 +61,10 @@ class AdoptionLayouts(Layouts):
     def source_keys(self, routing: Routing, value: str) -> list[str]:
         return [PLAIN + value]
 
-    def target_keys(self, routing: Routing, value: str) -> list[str]:
-        return routing.policy(value).shard_keys(value)
-
-    def placed(self, layout: Routing, value: str, key: str, item_id: str) -> bool:
-        return in_place(layout, value, key, item_id)
-
     async def page(self, key: str, after: Position | None, limit: int) -> QueryPage:
-        store, name = self.index.store, self.index.name
         if key.startswith(PLAIN):
-            store, key = self.source, key[len(PLAIN):]
-        return await call_with_retry(
-            lambda: store.query(name, key, after=after, descending=False, limit=limit),
-            PATIENT, clock=self._clock, rng=self._rng)
-
-    async def locate(self, item_id: str) -> Placement | None:
-        store, name = self.index.store, self.index.name
-        return await call_with_retry(lambda: store.locate(name, item_id), PATIENT,
-                                     clock=self._clock, rng=self._rng)
+            return await self._query(self.source, key[len(PLAIN):], after, limit)
+        return await self._query(self.index.store, key, after, limit)
 
     async def scan(self, segment: int, segments: int, cursor: Mapping[str, Any] | None,
                    limit: int) -> ScanPage:

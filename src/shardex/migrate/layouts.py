@@ -27,9 +27,10 @@ from shardex.index import ShardedIndex
 from shardex.model.entries import Placement, Position, QueryPage, StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
+from shardex.stores.base import Store
 from shardex.write import in_place
 
-__all__ = ["IndexLayouts", "Layouts", "PATIENT", "ScanItem", "ScanPage", "target_of"]
+__all__ = ["IndexLayouts", "Layouts", "OnIndex", "PATIENT", "ScanItem", "ScanPage", "target_of"]
 
 # an item of a Scan page: (item id, raw value or None, and two fields of the source's kind)
 ScanItem = tuple[str, str | None, Any, Any]
@@ -119,22 +120,48 @@ class Layouts(abc.ABC):
         raise self._cannot("Scan segments")
 
 
-class IndexLayouts(Layouts):
-    """A shardex index's layouts: shard keys in its store, moved by ``relocate``.
-
-    ``index`` is the mover's own index (its retry policy leaves throttles to the mover).
+class OnIndex(Layouts):
+    """Layouts that move toward the shard keys of a shardex index: its routing, its
+    target keys, where an item belongs, and reads of its keys and placements, each
+    retried under ``PATIENT``. ``index`` is the mover's own index (its retry policy
+    leaves throttles to the mover).
     """
 
     def __init__(self, index: ShardedIndex, *, clock: Clock, rng: random.Random) -> None:
         self.index = index
         self._clock = clock
         self._rng = rng
-        capabilities = index.store.capabilities
-        self._transaction = 1 if capabilities.foreign_writes else 2
 
     @property
     def routing(self) -> Routing:
         return self.index.routing
+
+    def target_keys(self, routing: Routing, value: str) -> list[str]:
+        return routing.policy(value).shard_keys(value)
+
+    def placed(self, layout: Routing, value: str, key: str, item_id: str) -> bool:
+        return in_place(layout, value, key, item_id)
+
+    async def _query(self, store: Store, key: str, after: Position | None,
+                     limit: int) -> QueryPage:
+        name = self.index.name
+        return await call_with_retry(
+            lambda: store.query(name, key, after=after, descending=False, limit=limit),
+            PATIENT, clock=self._clock, rng=self._rng)
+
+    async def locate(self, item_id: str) -> Placement | None:
+        store, name = self.index.store, self.index.name
+        return await call_with_retry(lambda: store.locate(name, item_id), PATIENT,
+                                     clock=self._clock, rng=self._rng)
+
+
+class IndexLayouts(OnIndex):
+    """A shardex index's layouts: shard keys in its store, moved by ``relocate``."""
+
+    def __init__(self, index: ShardedIndex, *, clock: Clock, rng: random.Random) -> None:
+        super().__init__(index, clock=clock, rng=rng)
+        capabilities = index.store.capabilities
+        self._transaction = 1 if capabilities.foreign_writes else 2
 
     @property
     def consistent(self) -> bool:
@@ -144,22 +171,8 @@ class IndexLayouts(Layouts):
         assert routing.previous is not None
         return routing.previous.policy(value).shard_keys(value)
 
-    def target_keys(self, routing: Routing, value: str) -> list[str]:
-        return routing.policy(value).shard_keys(value)
-
-    def placed(self, layout: Routing, value: str, key: str, item_id: str) -> bool:
-        return in_place(layout, value, key, item_id)
-
     async def page(self, key: str, after: Position | None, limit: int) -> QueryPage:
-        store, name = self.index.store, self.index.name
-        return await call_with_retry(
-            lambda: store.query(name, key, after=after, descending=False, limit=limit),
-            PATIENT, clock=self._clock, rng=self._rng)
-
-    async def locate(self, item_id: str) -> Placement | None:
-        store, name = self.index.store, self.index.name
-        return await call_with_retry(lambda: store.locate(name, item_id), PATIENT,
-                                     clock=self._clock, rng=self._rng)
+        return await self._query(self.index.store, key, after, limit)
 
     def cost(self, entry: StoredEntry) -> float:
         # an index-table move is a transaction: twice the units of the row it removes
