@@ -152,6 +152,10 @@ def first_size(share: int, width: int, max_page: int, room: int) -> int:
     return max(share, min(max_page, room // (2 * max(1, width))))
 
 
+# outcomes of a write request that wrote nothing: no listing's shard changed
+_UNWRITTEN = frozenset({"throttled", "conflict", "unavailable", "cancelled"})
+
+
 class Continuations:
     """The listings of one fan-out that wait for their next page, oldest first, bounded.
 
@@ -249,7 +253,7 @@ class Continuations:
     def written(self, event: object) -> None:
         """Mark the listings whose shards the store just wrote (a meter subscriber)."""
         if not self._watched or type(event) is not Usage or not event.write or \
-                event.namespace != self._namespace:
+                event.outcome in _UNWRITTEN or event.namespace != self._namespace:
             return
         for part in event.shares:
             for where in self._watched.get(part.key, ()):

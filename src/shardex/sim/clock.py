@@ -182,34 +182,38 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
         As ``BaseEventLoop._run_once`` on the loop's own timer heap, looped here rather
         than by ``run_forever`` (which stops once ``_stopping`` is set, checked here after
-        each iteration as there): a simulation iterates once or twice a request.
+        each iteration as there): a simulation iterates once or twice a request, so what
+        every iteration reads is held in locals (``_drop_cancelled`` keeps the heap and
+        the map the same objects).
         """
         base: Any = self  # the base loop's private state, which typeshed does not declare
+        times, due, ready = self._times, self._due, base._ready
+        popleft, heappop, timer_type = ready.popleft, heapq.heappop, asyncio.TimerHandle
+        resolution, fds = base._clock_resolution, self._fds
         while True:
-            times, ready = self._times, base._ready
             if base._timer_cancelled_count and len(times) > 100 \
                     and base._timer_cancelled_count * 2 > len(times):
                 self._drop_cancelled()
-                times = self._times
             if ready or base._stopping:
                 timeout: float | None = 0.0
             elif times:
-                timeout = max(0.0, times[0] - self._virtual_now)
+                timeout = times[0] - self._virtual_now
+                if timeout < 0.0:
+                    timeout = 0.0
             else:
                 timeout = None
             # held_still and the selector's map, read inline: this runs for every wake-up
             if timeout != 0.0 and (self._woken or timeout is None
                                    or (self._paced and self._waiting == 0)
-                                   or len(self._fds) > 1):
+                                   or len(fds) > 1):
                 self._woken = False
                 base._process_events(base._selector.select(timeout))
             elif timeout:
                 self._virtual_now = times[0]  # exactly: a sum could fall a hair short
-            end = self._virtual_now + base._clock_resolution
-            due = self._due
+            end = self._virtual_now + resolution
             while times and times[0] < end:
-                for handle in due.pop(heapq.heappop(times)):
-                    if type(handle) is asyncio.TimerHandle:
+                for handle in due.pop(heappop(times)):
+                    if type(handle) is timer_type:
                         handle._scheduled = False  # type: ignore[attr-defined]
                         if handle.cancelled():
                             base._timer_cancelled_count -= 1
@@ -217,32 +221,35 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
                             ready.append(handle)
                     elif not handle.done():
                         handle.set_result(None)  # its waiter is called soon, this iteration
-            debug = base._debug
-            for _ in range(len(ready)):
-                handle = ready.popleft()
-                if handle._cancelled:
-                    continue
-                if debug:
-                    base._current_handle = handle
+            if base._debug:
+                for _ in range(len(ready)):
+                    handle = popleft()
+                    if not handle._cancelled:
+                        base._current_handle = handle
+                        try:
+                            handle._run()
+                        finally:
+                            base._current_handle = None
+            else:
+                for _ in range(len(ready)):
+                    handle = popleft()
+                    if handle._cancelled:
+                        continue
+                    # Handle._run, inline: one frame less for every wake-up
                     try:
-                        handle._run()
-                    finally:
-                        base._current_handle = None
-                    continue
-                # Handle._run, inline: one frame less for every wake-up
-                try:
-                    handle._context.run(handle._callback, *handle._args)
-                except (SystemExit, KeyboardInterrupt):
-                    raise
-                except BaseException as exc:
-                    self._failed(handle, exc)
+                        handle._context.run(handle._callback, *handle._args)
+                    except (SystemExit, KeyboardInterrupt):
+                        raise
+                    except BaseException as exc:
+                        self._failed(handle, exc)
             if base._stopping:
                 return
 
     def _drop_cancelled(self) -> None:
-        """Take the cancelled timer handles out of the heap (most of it is cancelled)."""
+        """Take the cancelled timer handles out of the heap (most of it is cancelled), in
+        place: ``_run_once`` holds the heap and the map."""
         base: Any = self
-        due: dict[float, list[Any]] = {}
+        kept_due: dict[float, list[Any]] = {}
         for when, handles in self._due.items():
             kept = []
             for handle in handles:
@@ -251,8 +258,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
                 else:
                     kept.append(handle)
             if kept:
-                due[when] = kept
-        self._due, self._times = due, list(due)
+                kept_due[when] = kept
+        self._due.clear()
+        self._due.update(kept_due)
+        self._times[:] = kept_due
         heapq.heapify(self._times)
         base._timer_cancelled_count = 0
 

@@ -264,7 +264,8 @@ class Store(abc.ABC):
             await self._place(namespace, item_id, entry, version, expected, token, rec)
         return rec.written
 
-    def _check_entry(self, item_id: str, entry: Any) -> None:
+    def _check_entry(self, item_id: str, entry: Any) -> int:
+        """Raise InvalidInput for an entry ``place`` refuses; return its size in bytes."""
         if type(entry) is not StoredEntry or entry.item_id != item_id \
                 or type(entry.shard_key) is not str or not entry.shard_key \
                 or is_reserved(entry.shard_key):
@@ -280,6 +281,7 @@ class Store(abc.ABC):
         if size > self.capabilities.max_item_bytes:
             raise InvalidInput(f"item {item_id!r}: its entry is {size:,} bytes; the store holds "
                                f"items of at most {self.capabilities.max_item_bytes:,} bytes")
+        return size
 
     async def query(self, namespace: str, shard_key: str, *, after: Position | None,
                     descending: bool, limit: int, malformed: Malformed = "raise") -> QueryPage:

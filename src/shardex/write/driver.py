@@ -42,6 +42,10 @@ from shardex.write.topology import Tier, Topology
 
 __all__ = ["WriteEngine"]
 
+# tuple.__new__ builds an observation without its named tuple's Python-level __new__:
+# the hot loop makes several for every try of a write
+_new = tuple.__new__
+
 
 class _Held(Exception):
     """A place that waited (in a gate) past its fence: it is not sent."""
@@ -99,7 +103,7 @@ class WriteEngine:
                             version=action.version, expected=action.expected,
                             token=action.token)
                     except ShardexError as exc:
-                        observed = Errored(exc, clock.now())
+                        observed = _new(Errored, (exc, clock.now()))
                     else:
                         observed = self._placed()
                 else:
@@ -108,16 +112,16 @@ class WriteEngine:
                 try:
                     found = await self._stores[action.tier].locate(self._namespace, job.item_id)
                 except ShardexError as exc:
-                    observed = Errored(exc, clock.now())
+                    observed = _new(Errored, (exc, clock.now()))
                 else:
-                    observed = Located(found)
+                    observed = _new(Located, (found, None))
             elif kind is Route:
                 # the copy within its TTL (most Routes) is answered without a coroutine
                 observed = (None if action.fresh else self._served()) \
                     or await self._route(action.fresh)
             elif kind is Sleep:
                 await clock.sleep(action.seconds)
-                observed = Slept(clock.now())
+                observed = _new(Slept, (clock.now(), self._served()))
             else:
                 done: Done = action
                 return done
@@ -180,4 +184,4 @@ class WriteEngine:
         record, now = self._record, self._clock.now()
         if not record.loaded:  # the index closed meanwhile: no copy to vouch for the lease
             return Placed(now, -1, -math.inf)
-        return Placed(now, record.routing.version, record.loaded_at)
+        return _new(Placed, (now, record.routing.version, record.loaded_at))

@@ -59,6 +59,7 @@ from shardex.write.steps import (
     Route,
     Routed,
     Sleep,
+    Slept,
     Start,
 )
 from shardex.write.topology import Tier, Topology, crossing, moving
@@ -69,6 +70,8 @@ T = TypeVar("T")
 Steps = Generator[Action, Observation, T]
 # the actions every write asks for, made once
 _ROUTE, _FRESH, _LOCATE_MAIN = Route(), Route(fresh=True), Locate(None)
+# tuple.__new__: a named tuple without its Python-level __new__ (a backoff each throttle)
+_new = tuple.__new__
 # the errors a retry policy paces (a tuple: ``A | B`` would build a union at each check)
 _RETRIED = (Throttled, Unavailable)
 # re-placings of a write that landed on a layout no longer read, each itself landing late
@@ -396,8 +399,10 @@ class WriteMachine:
                     continue  # find out whether an earlier try landed before raising
                 if self._paced and isinstance(error, Throttled):
                     wait = 0.0  # the gate paces the next try: no second backoff on top
-                yield Sleep(wait)
+                slept = yield _new(Sleep, (wait,))
                 resend = ambiguous is None  # a clean throttle: the same write again
+                if resend and type(slept) is Slept and slept.routed is not None:
+                    known.append(slept.routed)  # the copy served now: no Route to ask
                 continue
             if ambiguous is None:
                 raise error

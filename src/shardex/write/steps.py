@@ -139,7 +139,11 @@ class NotSent(NamedTuple):
 
 
 class Slept(NamedTuple):
+    """The wait is over; ``routed``: the routing copy the client serves now, if within its
+    TTL (the answer a Route would get at once), so a retry needs no Route of its own."""
+
     at: float
+    routed: Routed | None = None
 
 
 class Errored(NamedTuple):

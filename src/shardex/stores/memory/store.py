@@ -309,6 +309,14 @@ class MemoryStore(Store):
                    self.profile.read_cost(item.size, 1, True), now, write=False)
         return item.placement
 
+    def _check_entry(self, item_id: str, entry: Any) -> int:
+        """``Store._check_entry``, its size kept for ``_size``: each entry sized once."""
+        size = super()._check_entry(item_id, entry)
+        if len(self._sizes) >= 16384:
+            self._sizes.clear()
+        self._sizes[id(entry)] = (entry, size)
+        return size
+
     def _size(self, entry: StoredEntry) -> int:
         """``entry_bytes(entry)``, kept while the same entry object is placed again."""
         known = self._sizes.get(id(entry))
