@@ -15,7 +15,8 @@ from sortedcontainers import SortedList
 from shardex.capacity import number_bytes, utf8_len
 from shardex.keys import PLACEMENT_PREFIX
 from shardex.model.entries import Placement, Position, StoredEntry
-from shardex.sim.partitions import Slot
+from shardex.sim.partitions import Partition, Slot
+from shardex.sim.table import Resource
 
 __all__ = ["AppliedWrite", "Item", "KeyState", "Plan", "describe", "placement_bytes",
            "same_placement"]
@@ -109,10 +110,25 @@ class Plan(NamedTuple):
     same_key: bool
 
 
+class Sent(NamedTuple):
+    """What a place of ``plan`` touched as it was last sent: its keys' partitions (no
+    split since: ``generations``, the table's and the entries' partition maps'), the
+    ``touched`` keys ``(key, resource, partition, units, h64)``, the ``parts`` the capacity
+    model takes, and the shares a refusal charges (0 units on each key)."""
+
+    plan: Plan
+    old_part: Partition | None
+    new_part: Partition | None
+    generations: tuple[int, int]
+    touched: list[tuple[str, Resource, Partition, float, int]]
+    parts: list[tuple[Resource, Partition, float, int]]
+    refused: list[tuple[str, float, str | None]]
+
+
 class Item:
     """One item of one namespace: its placement, the placement's size, and its slot."""
 
-    __slots__ = ("h", "placement", "size", "slot", "tried")
+    __slots__ = ("h", "placement", "sent", "size", "slot", "tried")
 
     def __init__(self, slot: Slot, h: int) -> None:
         self.slot = slot
@@ -121,6 +137,7 @@ class Item:
         self.size = 0
         # the plan of the last place tried on it: a throttled place is sent again as it was
         self.tried: Plan | None = None
+        self.sent: Sent | None = None  # how that plan was last sent
 
 
 def placement_bytes(item_id: str, version: int, entry: StoredEntry | None, token: str = "",

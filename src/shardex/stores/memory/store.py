@@ -47,6 +47,7 @@ from shardex.stores.memory.state import (
     Item,
     KeyState,
     Plan,
+    Sent,
     describe,
     placement_bytes,
     same_placement,
@@ -391,13 +392,9 @@ class MemoryStore(Store):
         old, old_state, new_state = plan.old, plan.old_state, plan.new_state
         old_size, same_key = plan.old_size, plan.same_key
         ppart = table.partitions.at(item.slot, item.h, "", second)
-        touched: list[_Touched] = [(pkey, table, ppart, punits, item.h)]
         old_part = new_part = None
         if old is not None and old_state is not None:
             old_part = entries.partitions.at(old_state.slot, old_state.h, old.sort, second)
-            if not same_key:
-                touched.append((old.shard_key, entries, old_part, plan.old_units,
-                                old_state.h))
         if entry is not None and new_state is not None:
             new_part = entries.partitions.at(new_state.slot, new_state.h, entry.sort, second)
             if self.profile.lsi and new_state.nbytes + size - (old_size if same_key else 0) \
@@ -406,13 +403,30 @@ class MemoryStore(Store):
                     f"{entry.shard_key}: ItemCollectionSizeLimitExceededException: with a local "
                     f"secondary index an item collection holds at most "
                     f"{self.profile.partition_bytes:g} bytes; not applied")
-            touched.append((entry.shard_key, entries, new_part, plan.units, new_state.h))
+        generations = (table.partitions.generation, entries.partitions.generation)
+        sent = item.sent
+        if sent is None or sent.plan is not plan or sent.parts[0][1] is not ppart \
+                or sent.old_part is not old_part or sent.new_part is not new_part \
+                or sent.generations != generations:
+            # a throttled place sent again finds its keys on the same partitions (no split
+            # since: their names hold too) and touches them as it did
+            touched: list[_Touched] = [(pkey, table, ppart, punits, item.h)]
+            if old_part is not None and old is not None and old_state is not None \
+                    and not same_key:
+                touched.append((old.shard_key, entries, old_part, plan.old_units,
+                                old_state.h))
+            if new_part is not None and entry is not None and new_state is not None:
+                touched.append((entry.shard_key, entries, new_part, plan.units, new_state.h))
+            sent = item.sent = Sent(
+                plan, old_part, new_part, generations, touched,
+                [(res, part, units, h) for _, res, part, units, h in touched],
+                [(key, 0.0, part.name) for key, _, part, _, _ in touched])
+        touched, parts = sent.touched, sent.parts
 
-        parts = [(res, part, units, h) for _, res, part, units, h in touched]
         refusal = check(parts, write=True, strong=True, now=now)
         if refusal is not None:
             refuse(parts, write=True)
-            rec.charges([(key, 0.0, part.name) for key, _, part, _, _ in touched])
+            rec.charges(sent.refused)
             at = [(key, units) for key, res, part, units, _ in touched
                   if res is refusal.resource
                   and (refusal.partition is None or part is refusal.partition)]
@@ -437,7 +451,7 @@ class MemoryStore(Store):
             new_part.bytes += size
             entries.partitions.track(new_state.h).write(entry.sort)
         item.placement = Placement(item_id, version, entry, token, plan.history)
-        item.size, item.tried = new_psize, None
+        item.size, item.tried, item.sent = new_psize, None, None
         if self._applied is not None:
             self._applied.append(AppliedWrite(namespace, item_id, token, version, entry, now))
         if self._ambiguous_rate:
