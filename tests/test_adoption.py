@@ -316,7 +316,8 @@ async def test_a_later_reshard_keeps_a_complete_adoptions_backfill_counts() -> N
     plan = await records.plan(1)
     assert plan is not None
     routing = (await RoutingRecord(store, "orders").read())[0]
-    assert routing is not None and routing.adoption is not None
+    assert routing is not None
+    assert routing.adoption is not None
     doc = status_document(routing, kept, index="orders", store="memory://", lease=1.0,
                           now=1e9, max_age=60.0, items=plan[0].total)
     assert doc["state"] == "complete"
