@@ -25,19 +25,15 @@ from typing import Any
 
 from shardex.clock import Clock, LoopClock
 from shardex.errors import InvalidInput, NotFound, Unavailable
+from shardex.model.entries import ScanPage
 from shardex.stores.dynamodb.client import DynamoDBClient, describe_table, map_error
 from shardex.stores.dynamodb.codec import from_attributes
 from shardex.stores.dynamodb.gsi import GsiLayout
 from shardex.stores.dynamodb.layout import key_schema, units_of
 from shardex.stores.dynamodb.source import index_schema
 
-__all__ = ["GsiAdoptionTools", "ScanItem", "ScanPage", "TableAdoptionTools"]
+__all__ = ["GsiAdoptionTools", "TableAdoptionTools"]
 
-# (item id, raw value or None, and two fields of the adoption's kind: for a GSI the
-# shard attribute or None and whether the sort attribute is set, for an index table the
-# sort or None and the item's other attributes)
-ScanItem = tuple[str, str | None, Any, Any]
-ScanPage = tuple[list[ScanItem], dict[str, Any] | None, float]
 _POLL_FIRST, _POLL_MAX = 1.0, 30.0
 
 
