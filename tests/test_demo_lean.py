@@ -16,7 +16,14 @@ import threading
 import pytest
 
 from shardex.clock import LoopClock, running_loop
-from shardex.scenarios.orders import DEMO_TABLE, OrdersLoad, demo_layouts, run_orders
+from shardex.scenarios.orders import (
+    DEMO_TABLE,
+    OrdersLoad,
+    _run_layout,
+    demo_layouts,
+    run_orders,
+    start_demo,
+)
 from shardex.sim.clock import run_virtual
 
 
@@ -83,3 +90,16 @@ def test_the_clock_reads_the_loop_running_now_in_this_thread() -> None:
 async def _now_after(clock: LoopClock, seconds: float) -> float:
     await clock.sleep(seconds)
     return clock.now()
+
+
+def test_the_demo_runs_apart_as_they_run_here() -> None:
+    # start_demo runs each layout in a process of its own (forked when this process has
+    # one thread, spawned otherwise): the figures are the ones the same runs give here
+    load = OrdersLoad(duration=0.2)
+    apart = start_demo(load, seed=3)()
+    here = [_run_layout((load, routing, name, 3, DEMO_TABLE))
+            for name, routing in demo_layouts(load).items()]
+    assert [r.summary() for r in apart] == [r.summary() for r in here]
+    assert [r.layout for r in apart] == ["unsharded", "sharded"]
+    assert apart[0].failed_writes > 0
+    assert apart[1].failed_writes == 0

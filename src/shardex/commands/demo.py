@@ -47,7 +47,7 @@ __all__ = ["demo"]
 def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: float | None,
          live: bool, scenario: str, burst: float | None, autopilot: bool) -> None:
     """Run a scenario on virtual time: orders by status (unsharded and sharded), or tenants."""
-    from shardex.scenarios.orders import OrdersLoad, new_table_outcome, run_demo
+    from shardex.scenarios.orders import OrdersLoad, new_table_outcome, start_demo
 
     if autopilot:
         if live or rate is not None or burst is not None or plot is not None \
@@ -76,11 +76,13 @@ def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: flo
                      rate=rate or 1000.0)
         return
     load = OrdersLoad(duration=duration, created_per_s=rate or 5000.0)
+    # started before the spinner's thread, so that their processes are forked
+    runs_done = start_demo(load, seed=seed)
     console = output.console(stderr=as_json)
     if not as_json:
         _demo_header(console, load)  # at once: the runs take seconds
     with console.status("simulating both layouts on virtual time...", spinner="dots"):
-        runs = run_demo(load, seed=seed)
+        runs = runs_done()
         check = new_table_outcome(load, runs[-1].routing)
     if plot is not None:
         from shardex.scenarios.plot import plot_write_rates

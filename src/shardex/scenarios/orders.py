@@ -23,12 +23,13 @@ import gc
 import math
 import os
 import random
+import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
 from typing import Any, NamedTuple
 
 from shardex.errors import InvalidInput, ShardexError
@@ -47,7 +48,8 @@ from shardex.stores.memory import MemoryStore
 from shardex.stores.metered import Usage
 
 __all__ = ["DEMO_TABLE", "Hooks", "OrdersLoad", "Phase", "RunResult", "STATUSES", "TableCheck",
-           "demo_layouts", "new_table_outcome", "relaxed_gc", "run_demo", "run_orders"]
+           "demo_layouts", "new_table_outcome", "relaxed_gc", "run_demo", "run_orders",
+           "start_demo"]
 
 # The demo's table: warmed to the per-table quota and split for heat (each hot key on a
 # partition of its own), as an established table is; see new_table_outcome for a new one.
@@ -499,17 +501,41 @@ def run_demo(load: OrdersLoad | None = None, *, seed: int = 1,
 
     The store is ``memory://`` with ``DEMO_TABLE``'s settings, ``store_options`` over them.
     """
+    return start_demo(load, seed=seed, store_options=store_options)()
+
+
+def start_demo(load: OrdersLoad | None = None, *, seed: int = 1,
+               store_options: Mapping[str, Any] | None = None
+               ) -> Callable[[], list[RunResult]]:
+    """Start ``run_demo``'s runs now and return what waits for them (call it once).
+
+    Each layout is its own run on its own virtual clock: they run side by side, one
+    process each. Started while this process has one thread (before a spinner's), the
+    processes are forked, so they start at once rather than import shardex again;
+    with other threads running they are spawned, as a fork would copy those threads'
+    locks in whatever state they are.
+    """
     load = load or OrdersLoad()
     store_options = {**DEMO_TABLE, **(store_options or {})}
     ceiling = float(store_options.get("write_ceiling", 1000.0))
     runs = [(load, routing, name, seed, store_options)
             for name, routing in demo_layouts(load, ceiling=ceiling).items()]
     if (os.cpu_count() or 1) < 2:
-        return [_run_layout(run) for run in runs]
-    # each layout is its own run on its own virtual clock: they run side by side, one
-    # process each (spawned: the caller may hold threads, such as a spinner's)
-    with ProcessPoolExecutor(len(runs), mp_context=get_context("spawn")) as pool:
-        return list(pool.map(_run_apart, runs))
+        return lambda: [_run_layout(run) for run in runs]
+    method = "fork" if threading.active_count() == 1 \
+        and "fork" in get_all_start_methods() else "spawn"
+    pool = ProcessPoolExecutor(len(runs), mp_context=get_context(method))
+    try:
+        futures = [pool.submit(_run_apart, run) for run in runs]
+    except BaseException:
+        pool.shutdown(cancel_futures=True)
+        raise
+
+    def wait() -> list[RunResult]:
+        with pool:
+            return [future.result() for future in futures]
+
+    return wait
 
 
 def _run_layout(run: tuple[OrdersLoad, Routing, str, int, Mapping[str, Any]]) -> RunResult:
