@@ -9,10 +9,16 @@ readers read both layouts, in two phases, ``shardex.fanout``), is listed in full
 of 1,000 and of 100, and so is a value holding the same entries stable on the larger
 layout (16 keys), for each number of entries given (a short listing pays the union's one
 extra round trip on its first page; a long one amortizes it). Each listing is read three
-times, alternating; the figures are the median time and the requests and read units of
-one listing. On memory:// every request takes the latency given (virtual time, so time
+times on memory:// (virtual time: every run alike) and nine times on DynamoDB Local (one
+listing takes some 100 ms of wall time, which one run cannot tell from the machine's
+noise), stable and union alternating; the figures are the median time, requests and
+read units of one listing. On memory:// every request takes the latency given (virtual time, so time
 is round trips only); on DynamoDB Local, wall seconds. Ratios compare figures of this run
 only. The issue's bound: union / stable at most 2x the requests and 1.1x the time.
+On memory:// it also lists a value moving between tiers (4 keys on the index's store -> 16
+on a store of its own, half its entries there) against the stable listing: with no
+transaction across the two stores, each row read in the new store is held against both
+stores' placements of its item (``shardex.tierreads``), two point reads a row.
 "Floor" is the least time ratio any listing that keeps a first page to its share and
 reads each position on the second phase after the first can reach (``floor``), in round
 trips: memory:// time is round trips only, so the time ratio meets it when a listing
@@ -28,7 +34,7 @@ import math
 import os
 import statistics
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -44,6 +50,7 @@ from shardex.stores.base import Store
 T = TypeVar("T")
 _IN_FLIGHT = 32
 _RUNS = 3
+WALL_RUNS = 9  # on DynamoDB Local
 
 
 @dataclass(frozen=True)
@@ -76,8 +83,12 @@ async def _puts(index: ShardedIndex, items: range) -> None:
                                for i in items[start:start + _IN_FLIGHT]))
 
 
-async def _list(index: ShardedIndex, store: Store, limit: int, entries: int) -> Listed:
-    store.reset_stats()
+async def _list(index: ShardedIndex, stores: Store | Sequence[Store], limit: int,
+                entries: int) -> Listed:
+    """List value P of ``index`` in full; the requests and units it sent ``stores``."""
+    stores = [stores] if isinstance(stores, Store) else list(stores)
+    for store in stores:
+        store.reset_stats()
     clock = LoopClock()
     start = clock.now()
     count, cursor = 0, None
@@ -88,13 +99,41 @@ async def _list(index: ShardedIndex, store: Store, limit: int, entries: int) -> 
             break
     seconds = clock.now() - start
     assert count == entries, f"listed {count} of {entries}"
-    totals = store.stats(index.name).totals
-    return Listed(totals.read_requests, totals.read_units, seconds)
+    totals = [store.stats(index.name).totals for store in stores]
+    return Listed(sum(t.read_requests for t in totals), sum(t.read_units for t in totals),
+                  seconds)
+
+
+async def measure_crossing(latency_ms: float, entries: int, limit: int) -> dict[str, Listed]:
+    """On memory://: a value moving between tiers (4 keys on the index's store -> 16 keys
+    on a store of its own, half its entries there), listed in full, against the same
+    entries stable on 16 keys. Run it under virtual time (``runner(False)``)."""
+    stores = [await _store(False, latency_ms) for _ in range(3)]
+    for store in stores:
+        await store.open()
+    stable = ShardedIndex(stores[0], "stable", Routing(overrides={"P": ShardPolicy(16)}),
+                          routing_lease=60.0, hedge=None)
+    moving = ShardedIndex(stores[1], "moving", Routing(overrides={"P": ShardPolicy(4)}),
+                          routing_lease=60.0, hedge=None, tiers={"own": stores[2]})
+    async with stable, moving:
+        await _puts(stable, range(entries))
+        await _puts(moving, range(0, entries, 2))
+        await store_routing(moving, dataclasses.replace(begin_transition(
+            moving.routing, {"P": ShardPolicy(16, tier="own")}), state="write-new"))
+        await moving.refresh_routing()
+        await _puts(moving, range(1, entries, 2))  # written to the tier's store
+        assert moving.routing.reads_both("P")
+        out = {"stable": await _list(stable, stores[0], limit, entries),
+               "crossing": await _list(moving, stores[1:], limit, entries)}
+    for store in stores:
+        await store.close()
+    return out
 
 
 async def measure(dynamodb: bool, latency_ms: float, entries: int,
-                  limits: tuple[int, ...] = (1000, 100)) -> dict[int, dict[str, Listed]]:
-    """Per page size: the stable and union listings' figures (medians of ``_RUNS``).
+                  limits: tuple[int, ...] = (1000, 100),
+                  repeat: int = _RUNS) -> dict[int, dict[str, Listed]]:
+    """Per page size: the stable and union listings' figures (medians of ``repeat`` runs).
 
     On DynamoDB Local (``dynamodb``: SHARDEX_DYNAMODB_ENDPOINT set) a table for each
     index; on memory:// every request takes ``latency_ms`` (run it under virtual time,
@@ -126,7 +165,7 @@ async def measure(dynamodb: bool, latency_ms: float, entries: int,
         out: dict[int, dict[str, Listed]] = {}
         for limit in limits:
             runs: dict[str, list[Listed]] = {"stable": [], "union": []}
-            for _ in range(_RUNS):
+            for _ in range(repeat):
                 for name, index in (("stable", stable), ("union", union)):
                     runs[name].append(await _list(index, stores[name], limit, entries))
             out[limit] = {name: Listed(statistics.median(r.requests for r in listed),
@@ -213,11 +252,21 @@ def main() -> None:
         print(f"A full listing of {entries:,} entries mid-reshard (4 -> 16 keys, half moved) "
               f"against the same entries stable on 16 keys")
         if args.dynamodb:
-            print_figures("DynamoDB Local (wall)", runner(True)(measure(True, 0.0, entries)))
+            print_figures("DynamoDB Local (wall)",
+                          runner(True)(measure(True, 0.0, entries, repeat=WALL_RUNS)))
             continue
         for latency in latencies:
             print_figures(f"memory:// at {latency:g} ms (virtual)",
                           runner(False)(measure(False, latency, entries)))
+        for latency in latencies:
+            rows = runner(False)(measure_crossing(latency, entries, 1000))
+            stable, crossing = rows["stable"], rows["crossing"]
+            print(f"  a tier move (4 keys -> 16 keys on another store), memory:// at "
+                  f"{latency:g} ms, pages of 1,000: {crossing.requests:,.0f} requests "
+                  f"{crossing.units:,.0f} units {crossing.seconds * 1000:,.0f} ms; / stable: "
+                  f"requests {crossing.requests / stable.requests:.1f}, read units "
+                  f"{crossing.units / stable.units:.1f}, time "
+                  f"{crossing.seconds / max(stable.seconds, 1e-9):.2f}")
 
 
 if __name__ == "__main__":

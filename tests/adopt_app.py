@@ -10,7 +10,7 @@ import contextlib
 import random
 from typing import Any
 
-from shardex import ShardedIndex
+from shardex import RoutingStale, ShardedIndex
 from shardex.stores.dynamodb import DynamoDBStore
 from shardex.stores.dynamodb.client import DynamoDBClient
 from tests import dynamodb_local as local
@@ -94,7 +94,7 @@ class Writer:
         values: dict[str, Any] = {":s": {"S": status}, ":c": {"S": "2026-12-01"}}
         update = "SET #s = :s, #c = if_not_exists(#c, :c)"
         if self.index is not None:
-            shard = self.index.key_attributes(status, order_id)["status_shard"]
+            shard = (await self._key_attributes(self.index, status, order_id))["status_shard"]
             names["#k"] = "status_shard"
             values[":k"] = {"S": shard}
             update += ", #k = :k"
@@ -116,6 +116,17 @@ class Writer:
             self._ids.append(order_id)
         self.truth[order_id] = status
         self.writes += 1
+
+    @staticmethod
+    async def _key_attributes(index: ShardedIndex, status: str, order_id: str
+                              ) -> dict[str, Any]:
+        """As an application does: its copy of the routing grew older than the lease
+        (a loaded machine stalled the refresh), so it refreshes and asks again."""
+        try:
+            return index.key_attributes(status, order_id)
+        except RoutingStale:
+            await index.refresh_routing()
+            return index.key_attributes(status, order_id)
 
     def adopt(self, index: ShardedIndex) -> None:
         """From now on, write the shard attribute too (the application change)."""

@@ -287,6 +287,46 @@ async def test_an_index_stored_with_an_old_adoption_opens_and_a_reshard_rewrites
     assert record.body["adoption"]["state"] == "done"
 
 
+@pytest.mark.shardex_virtual
+async def test_a_later_reshard_keeps_a_complete_adoptions_backfill_counts() -> None:
+    from shardex import ShardedIndex
+    from shardex.clock import LoopClock
+    from shardex.migrate import Resharder
+    from shardex.migrate.work import WorkRecords
+    from shardex.routing_record import RoutingRecord
+    from shardex.stores.memory import MemoryStore
+
+    store = MemoryStore(seed=5)
+    await store.put_record("orders", "routing", adopted(state="done").to_dict(), expected=None)
+    records = WorkRecords(store, "orders", "a1", clock=LoopClock(), adoption=True)
+    segments = [dataclasses.replace(unit, done=True, entries=10, moved=7, values={"PENDING": 10})
+                for unit in segment_units(2)]
+    assert await records.claim_plan(1, "w", 5.0)
+    assert await records.publish(1, segments, "w", total=20)
+    # a record of a reshard that never began: the start clears it
+    await store.put_record("orders", "reshard/r0/0001/plan", {"planned": False, "owner": "x",
+                                                             "expires": 0.0}, expected=None)
+    async with ShardedIndex(store, "orders", routing_lease=1.0) as index:
+        await index.put("PENDING", "o-1", sort="2026")
+        async with Resharder(store, "orders", unit_lease=5.0) as runner:
+            await runner.start({"PENDING": ShardPolicy(32)}, margin=0.5)
+            assert (await runner.run(until="done")).state == "done"
+    assert await store.list_records("orders", "reshard/r0/") == {}
+    kept = [unit for unit, _ in (await records.units()).values()]
+    plan = await records.plan(1)
+    assert plan is not None
+    routing = (await RoutingRecord(store, "orders").read())[0]
+    assert routing is not None
+    assert routing.adoption is not None
+    doc = status_document(routing, kept, index="orders", store="memory://", lease=1.0,
+                          now=1e9, max_age=60.0, items=plan[0].total)
+    assert doc["state"] == "complete"
+    assert doc["progress"]["items_scanned"] == 20
+    assert doc["progress"]["items_updated"] == 14
+    assert doc["progress"]["items_total"] == 20
+    assert doc["values"]["PENDING"]["items"] == 20
+
+
 def test_work_units_of_both_kinds_load_as_stored_and_so_do_records_of_the_old_shapes() -> None:
     ranged = Unit(3, 2, "PENDING", "PENDING#1", 125.0, start=("a", "o-1"), moved=4)
     segment = dataclasses.replace(segment_units(4)[2], cursor={"order_id": {"S": "o-9"}},

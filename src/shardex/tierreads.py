@@ -84,7 +84,20 @@ class CrossReads:
             bounds = [page.entries[-1].position for page in (first, then)
                       if page.more and page.entries]
             bound = (max(bounds) if descending else min(bounds)) if bounds else None
-            found = {e.item_id: e for e in [*first.entries, *await self.held(then.entries)]}
+            # Only the first ``need`` positions of S's entries and T's rows can be taken
+            # this round: T's rows past them are read again next round, and held now
+            # they would cost two point reads each for nothing.
+            rows = [e for e in then.entries
+                    if bound is None or not _beyond(e.position, bound, descending)]
+            cut = sorted((e.position for e in [*first.entries, *rows]
+                          if _beyond(e.position, position, descending)
+                          and (bound is None or not _beyond(e.position, bound, descending))),
+                         reverse=descending)
+            clipped = len(cut) > need
+            if clipped:
+                bound = cut[need - 1]
+                rows = [e for e in rows if not _beyond(e.position, bound, descending)]
+            found = {e.item_id: e for e in [*first.entries, *await self.held(rows)]}
             ready = sorted((e for e in found.values() if e.item_id not in seen
                             and _beyond(e.position, position, descending)
                             and (bound is None or not _beyond(e.position, bound, descending))),
@@ -92,7 +105,7 @@ class CrossReads:
             taken = ready[:need]
             out += taken
             seen.update(e.item_id for e in taken)
-            more = first.more or then.more or len(ready) > need
+            more = first.more or then.more or len(ready) > need or clipped
             if len(out) >= limit or not more or (bound is None and not taken):
                 return out, more
             position = bound if bound is not None else taken[-1].position

@@ -160,7 +160,8 @@ class Adopter(MigrationRunner):
         return self._index.routing_lease
 
     def _tools(self, attribute: str) -> GsiAdoptionTools:
-        return GsiAdoptionTools(self.store.client, self.store.gsi, attribute)
+        return GsiAdoptionTools(self.store.client, self.store.gsi, attribute,
+                                clock=self.store.clock)
 
     def _table_tools(self, adoption: Adoption) -> TableAdoptionTools:
         assert adoption.base
@@ -169,7 +170,8 @@ class Adopter(MigrationRunner):
         return TableAdoptionTools(self.store.client, source=adoption.source,
                                   attribute=adoption.attribute, base=adoption.base,
                                   id_attribute=adoption.id_attribute,
-                                  sort_attribute=adoption.sort_attribute)
+                                  sort_attribute=adoption.sort_attribute,
+                                  clock=self.store.clock)
 
     def _source_tools(self, adoption: Adoption) -> GsiAdoptionTools | TableAdoptionTools:
         return self._tools(adoption.attribute) if adoption.kind == "gsi" \

@@ -26,8 +26,8 @@ from typing import Any
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed
 from shardex.index import ShardedIndex
-from shardex.migrate.layouts import OnIndex, ScanItem, ScanPage
-from shardex.model.entries import Position, QueryPage
+from shardex.migrate.layouts import OnIndex
+from shardex.model.entries import Position, QueryPage, ScanItem, ScanPage
 from shardex.routing import Routing, Turns
 from shardex.stores.base import Store
 from shardex.stores.dynamodb.adopt import GsiAdoptionTools, TableAdoptionTools

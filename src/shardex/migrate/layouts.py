@@ -24,18 +24,21 @@ from shardex.capacity import entry_bytes, write_units
 from shardex.clock import Clock
 from shardex.errors import CapabilityMissing
 from shardex.index import ShardedIndex
-from shardex.model.entries import Placement, Position, QueryPage, StoredEntry
+from shardex.model.entries import (
+    Placement,
+    Position,
+    QueryPage,
+    ScanItem,
+    ScanPage,
+    StoredEntry,
+)
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Store
 from shardex.write import in_place
 
-__all__ = ["IndexLayouts", "Layouts", "OnIndex", "PATIENT", "ScanItem", "ScanPage", "target_of"]
+__all__ = ["IndexLayouts", "Layouts", "OnIndex", "PATIENT", "target_of"]
 
-# an item of a Scan page: (item id, raw value or None, and two fields of the source's kind)
-ScanItem = tuple[str, str | None, Any, Any]
-# (items, the cursor to continue from or None when the segment is done, read units)
-ScanPage = tuple[list[ScanItem], dict[str, Any] | None, float]
 # reads and record calls are few and must not fail a reshard for a passing throttle
 PATIENT = RetryPolicy(attempts=12, base=0.05, cap=2.0, deadline=None)
 

@@ -42,12 +42,12 @@ from shardex.errors import (
 )
 from shardex.keys import validate_value
 from shardex.migrate.budget import Budget
-from shardex.migrate.layouts import Layouts, ScanItem, ScanPage, target_of
+from shardex.migrate.layouts import Layouts, target_of
 from shardex.migrate.pace import Pace, paced, pages, read_page
 from shardex.migrate.states import MOVING
 from shardex.migrate.units import DEFAULT_SPLIT, Survey, Unit, busy_sources, units_of
 from shardex.migrate.work import WorkRecords, work_units
-from shardex.model.entries import StoredEntry
+from shardex.model.entries import ScanItem, ScanPage, StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
 from shardex.transition import Transition

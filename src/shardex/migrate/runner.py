@@ -308,7 +308,8 @@ class Resharder(MigrationRunner):
         if dry_run:
             return StartPlan(new, plans, stored=False)
         records = self._records(new)
-        await records.cleanup()  # records of reshards that ended or never began
+        # records of reshards that ended or never began
+        await records.cleanup(keep=_adoption_of(new))
         if await records.claim_plan(1, self.worker, self.unit_lease * 4):
             await records.publish(1, mover.units(new, surveys), self.worker)
         latest = await self.routing()
@@ -356,7 +357,7 @@ class Resharder(MigrationRunner):
                 if await self._store(step.routing):
                     self._report(step.routing, None, step.why)
                     if step.routing.reshard is None and meta is not None:
-                        await self._records(routing).cleanup()
+                        await self._records(routing).cleanup(keep=_adoption_of(routing))
                         await finish_migration(self.store, self.name, meta.id, "rolled-back"
                                                if meta.direction == "rollback" else "stable",
                                                clock=self._clock, rng=self._rng)
@@ -552,3 +553,8 @@ class Resharder(MigrationRunner):
 def _gap_text(parity: Parity) -> str:
     return ", ".join(f"{count} {kind}" for kind, count in parity.counts().items() if count) \
         or "none"
+
+
+def _adoption_of(routing: Routing) -> str | None:
+    """The id of the index's adoption, whose work records outlive later reshards."""
+    return None if routing.adoption is None else routing.adoption.id

@@ -233,13 +233,20 @@ class WorkRecords(Records):
         """Give ``unit``'s lease up without progress (another worker may take it at once)."""
         await self._put(key, unit.leased(None, 0.0, 0.0).to_body(), revision)
 
-    async def cleanup(self) -> int:
-        """Delete every work record of the index, of every migration: called as one
-        begins (the others ended, or never began) and as one ends."""
+    async def cleanup(self, *, keep: str | None = None) -> int:
+        """Delete every work record of the index, of every migration but ``keep``: called
+        as one begins (the others ended, or never began) and as one ends.
+
+        A reshard keeps the records of the index's adoption (``keep``): once the adoption
+        is complete they are what its status counts the backfill from.
+        """
         store, namespace = self.store, self.namespace
+        kept = () if keep is None else (f"{RESHARD}{keep}/", f"{ADOPT}{keep}/")
         gone = 0
         for kind in (RESHARD, ADOPT):
             for key, record in (await self._list(kind)).items():
+                if key.startswith(kept):
+                    continue
                 try:
                     await self._retrying(partial(store.delete_record, namespace, key,
                                                  expected=record.revision))

@@ -20,7 +20,17 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 __all__ = ["HISTORY_LENGTH", "NO_TOKEN", "Placement", "Position", "QueryPage", "Record",
-           "Skipped", "StoredEntry", "history_after", "is_token", "new_token"]
+           "ScanItem", "ScanPage", "Skipped", "StoredEntry", "history_after", "is_token",
+           "new_token"]
+
+# An item a backfill's Scan read from the table behind a plain index: its id, the indexed
+# value as stored (None: not set), and two fields of the index's kind (for a GSI the
+# shard attribute or None and whether the sort attribute is set; for an index table the
+# sort or None and the item's other attributes).
+ScanItem = tuple[str, str | None, Any, Any]
+# A Scan page: its items, the cursor to continue from (None: the segment is done) and
+# the read units it took.
+ScanPage = tuple[list[ScanItem], dict[str, Any] | None, float]
 
 # How many tokens of earlier writes a placement keeps. A write whose try failed
 # ambiguously finds out whether it applied by looking for its token in the placement;

@@ -4,13 +4,27 @@
 routing record, its adaptive gates, clock, retry policy and random generator) and runs
 one ``WriteMachine`` per logical write: each action is one request (or a wait), each
 answer an observation stamped with the clock. Nothing is decided here.
+
+**A connection for each request, and one kept for the routing.** A store's client carries
+``Store.connections`` requests at once (its pool) and queues the rest. The engine sends at
+most one fewer of its data requests (locates and places) to a store at once, and queues
+the others itself, so that (1) a place's fence is checked once it has a connection, when
+its request really leaves, not before a wait in the pool that the fence could not see,
+and (2) the routing record's read, which takes no slot, always finds a free connection:
+it is sent when it is asked for, and comes back young. Queued behind hundreds of data
+requests it came back older than a short lease, and every write read the routing again.
+Neither weakens the fence: a place is still checked (``Fence.holds``) at the last moment
+before it leaves and again when its answer comes back, and a routing read's age still
+counts from when it was asked for.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import random
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from shardex.admission import AdaptiveGate
@@ -69,6 +83,8 @@ class WriteEngine:
         self._max_conflicts = max_conflicts
         self._gates = dict(gates or {})
         self._routed: Routed | None = None  # the last answer to a Route: reused while it holds
+        self._slots = {tier: slots for tier, store in self._stores.items()
+                       if (slots := _slots(store)) is not None}
 
     def machine(self, job: Job) -> WriteMachine:
         """A machine for ``job`` on this index's stores (for tests that drive one by hand)."""
@@ -85,7 +101,8 @@ class WriteEngine:
             action: Any = machine.next(observed)
             kind = type(action)
             if kind is Place:
-                if action.pace is None or self._gates.get(action.tier) is None:
+                if (action.pace is None or self._gates.get(action.tier) is None) \
+                        and action.tier not in self._slots:
                     # _place's unpaced path, inline: one coroutine less for each try of a
                     # place, as a throttled one is tried again and again
                     fence, record = action.fence, self._record
@@ -106,7 +123,9 @@ class WriteEngine:
                     observed = await self._place(job.item_id, action)
             elif kind is Locate:
                 try:
-                    found = await self._stores[action.tier].locate(self._namespace, job.item_id)
+                    async with self._slot(action.tier):
+                        found = await self._stores[action.tier].locate(self._namespace,
+                                                                       job.item_id)
                 except ShardexError as exc:
                     observed = Errored(exc, clock.now())
                 else:
@@ -155,13 +174,16 @@ class WriteEngine:
         clock, store, fence, record = self._clock, self._stores[action.tier], action.fence, \
             self._record
 
-        def send() -> Awaitable[float]:
-            # the last moment before the request leaves, after any wait in a gate
-            if fence is not None and not fence.holds(clock.now(), record.routing.version,
-                                                     record.loaded_at, FENCE):
-                raise _Held()
-            return store.place(self._namespace, item_id, action.entry, version=action.version,
-                               expected=action.expected, token=action.token)
+        async def send() -> float:
+            async with self._slot(action.tier):
+                # the last moment before the request leaves: after any wait in a gate, and
+                # once it has a connection
+                if fence is not None and not fence.holds(clock.now(), record.routing.version,
+                                                         record.loaded_at, FENCE):
+                    raise _Held()
+                return await store.place(self._namespace, item_id, action.entry,
+                                         version=action.version, expected=action.expected,
+                                         token=action.token)
 
         gate = self._gates.get(action.tier) if action.pace is not None else None
         try:
@@ -175,9 +197,25 @@ class WriteEngine:
             return Errored(exc, clock.now())
         return self._placed()
 
+    def _slot(self, tier: Tier) -> contextlib.AbstractAsyncContextManager[Any]:
+        """One of ``tier``'s store's connections for a data request (a no-op where the
+        store names no pool)."""
+        slots = self._slots.get(tier)
+        return _NO_SLOT if slots is None else slots
+
     def _placed(self) -> Placed:
         """What a place that landed observed: now, and the routing copy's version and read."""
         record, now = self._record, self._clock.now()
         if not record.loaded:  # the index closed meanwhile: no copy to vouch for the lease
             return Placed(now, -1, -math.inf)
         return Placed(now, record.routing.version, record.loaded_at)
+
+
+_NO_SLOT = contextlib.nullcontext()
+
+
+def _slots(store: Store) -> asyncio.Semaphore | None:
+    """The data requests the engine sends ``store`` at once: its client's pool but one,
+    kept for the routing record's read (None: no pool named, no bound)."""
+    pool = store.connections
+    return None if pool is None else asyncio.Semaphore(max(1, pool - 1))

@@ -286,7 +286,8 @@ class WriteMachine:
             if resend:
                 assert planned is not None
                 routed = yield from self._routed_for(job, tier, known)
-                resend = routed.routing is planned.routing
+                # the same routing (the copy, or a read of it since) plans the same write
+                resend = routed.routing is planned.routing or routed.routing == planned.routing
             if not resend:
                 try:
                     observed = yield _LOCATE_MAIN if tier is None else Locate(tier)
@@ -371,8 +372,10 @@ class WriteMachine:
                 return _done(tried), claim, landing
             if isinstance(observed, NotSent):
                 # held past the lease of the routing it was planned under: plan it again
-                # under a routing read now (it did not leave, so it did not apply)
+                # under a routing read now (it did not leave, so it did not apply); a read
+                # that finds the same routing sends the same place, under its own lease
                 known.append((yield from self.replan()))
+                resend = ambiguous is None
                 continue
             assert isinstance(observed, Errored)
             error = observed.error

@@ -218,6 +218,7 @@ class ContainerClient(Adapter):
     """
 
     endpoint: str = "Cosmos DB"
+    connections: int | None = None  # requests it carries at once (its pool), if known
     table: str = ""  # the container's name, for messages
 
     @abc.abstractmethod
@@ -291,6 +292,8 @@ class SdkClient(ContainerClient):
         self._options = client_options(connect_timeout, read_timeout)
         self._client: Any = None
         self._container: Any = None
+        # azure-core's aiohttp session keeps aiohttp's default pool: 100 connections
+        self.connections = 100
 
     async def open(self) -> None:
         if self._client is None:

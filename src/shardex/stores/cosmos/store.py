@@ -159,6 +159,11 @@ class CosmosStore(Store):
         """The adapter the store calls Cosmos DB through."""
         return self._client
 
+    @property
+    def connections(self) -> int | None:
+        """The client's connection pool, if it says (the SDK's aiohttp session: 100)."""
+        return self._client.connections
+
     def request_charges(self) -> ChargeTally:
         """The request units metered since the store was built, by where they came from."""
         return self._tally

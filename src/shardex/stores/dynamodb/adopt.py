@@ -14,6 +14,8 @@ be open: the new GSI may not exist yet):
   still the value read and the shard attribute is still absent or the stale value read.
 
 Every driver error is mapped with ``map_error`` (Throttled, ConditionFailed, ...).
+DescribeTable is tried again after a server error or a throttle, on the tools' clock, as
+a store's open tries it (``describe_table``).
 """
 
 from __future__ import annotations
@@ -21,29 +23,28 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shardex.clock import Clock
+from shardex.clock import Clock, LoopClock
 from shardex.errors import InvalidInput, NotFound, Unavailable
-from shardex.stores.dynamodb.client import DynamoDBClient, map_error
+from shardex.model.entries import ScanPage
+from shardex.stores.dynamodb.client import DynamoDBClient, describe_table, map_error
 from shardex.stores.dynamodb.codec import from_attributes
 from shardex.stores.dynamodb.gsi import GsiLayout
 from shardex.stores.dynamodb.layout import key_schema, units_of
 from shardex.stores.dynamodb.source import index_schema
 
-__all__ = ["GsiAdoptionTools", "ScanItem", "ScanPage", "TableAdoptionTools"]
+__all__ = ["GsiAdoptionTools", "TableAdoptionTools"]
 
-# (item id, raw value or None, and two fields of the adoption's kind: for a GSI the
-# shard attribute or None and whether the sort attribute is set, for an index table the
-# sort or None and the item's other attributes)
-ScanItem = tuple[str, str | None, Any, Any]
-ScanPage = tuple[list[ScanItem], dict[str, Any] | None, float]
 _POLL_FIRST, _POLL_MAX = 1.0, 30.0
 
 
 class GsiAdoptionTools:
-    """DynamoDB calls of an adoption into the GSI of ``layout``, through ``client``."""
+    """DynamoDB calls of an adoption into the GSI of ``layout``, through ``client``
+    (DescribeTable's backoff on ``clock``: the store's)."""
 
-    def __init__(self, client: DynamoDBClient, layout: GsiLayout, attribute: str) -> None:
+    def __init__(self, client: DynamoDBClient, layout: GsiLayout, attribute: str, *,
+                 clock: Clock | None = None) -> None:
         self.client = client
+        self.clock: Clock = clock or LoopClock()
         self.layout = layout
         self.table = layout.table
         self.attribute = attribute
@@ -57,10 +58,7 @@ class GsiAdoptionTools:
 
     async def describe(self) -> dict[str, Any]:
         """The base table's description (NotFound naming it if it does not exist)."""
-        response = await self._call("DescribeTable", f"table {self.table!r}",
-                                    TableName=self.table)
-        table: dict[str, Any] = response["Table"]
-        return table
+        return await describe_table(self.client, self.table, clock=self.clock)
 
     def check_source(self, table: Mapping[str, Any], gsi: str) -> dict[str, Any]:
         """The old GSI ``gsi``'s description; refused unless keyed as adoption needs."""
@@ -235,12 +233,14 @@ class GsiAdoptionTools:
 
 class TableAdoptionTools:
     """DynamoDB calls of an adoption of the index table ``source`` (keyed by ``attribute``)
-    into a shardex index table: copies from the base table ``base``.
+    into a shardex index table: copies from the base table ``base`` (DescribeTable's
+    backoff on ``clock``: the store's).
     """
 
     def __init__(self, client: DynamoDBClient, *, source: str, attribute: str, base: str,
-                 id_attribute: str, sort_attribute: str) -> None:
+                 id_attribute: str, sort_attribute: str, clock: Clock | None = None) -> None:
         self.client = client
+        self.clock: Clock = clock or LoopClock()
         self.source = source
         self.attribute = attribute
         self.table = base
@@ -249,14 +249,7 @@ class TableAdoptionTools:
 
     async def describe(self, table: str | None = None) -> dict[str, Any]:
         """A table's description (default: the base table's); NotFound naming it."""
-        name = table or self.table
-        try:
-            response = await self.client.call("DescribeTable", TableName=name)
-        except Exception as exc:
-            raise map_error(exc, operation="DescribeTable", target=f"table {name!r}",
-                            endpoint=self.client.endpoint) from exc
-        description: dict[str, Any] = response["Table"]
-        return description
+        return await describe_table(self.client, table or self.table, clock=self.clock)
 
     async def check(self) -> None:
         """The old index table is keyed by the raw attribute, the base table by the id."""

@@ -37,6 +37,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from shardex.clock import Clock
 from shardex.errors import (
     ConditionFailed,
     InvalidInput,
@@ -53,8 +54,12 @@ __all__ = [
     "DynamoDBClient",
     "ThreadedClient",
     "adapt_client",
+    "describe_table",
     "map_error",
 ]
+
+DESCRIBE_TRIES = 5  # DescribeTable: tries in all, and the first backoff's seconds
+DESCRIBE_BACKOFF = 0.1
 
 _THROTTLE_CODES = frozenset({
     "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
@@ -303,6 +308,30 @@ def adapt_client(*, client: Any = None, session: Any = None, region: str | None 
                      profile=profile, connect_timeout=connect_timeout,
                      read_timeout=read_timeout)
 
+
+
+async def describe_table(client: DynamoDBClient, table: str, *, clock: Clock
+                         ) -> dict[str, Any]:
+    """DescribeTable of ``table``: its description, tried again after a server error or a
+    throttle (``DESCRIBE_TRIES`` tries, backoff from ``DESCRIBE_BACKOFF`` s on ``clock``).
+
+    The client's own retries are off (shardex retries data requests itself), and a
+    control-plane read must not fail an open or an adoption on one InternalFailure. Any
+    other error, or the last try's, is raised mapped (NotFound: no such table).
+    """
+    for attempt in range(DESCRIBE_TRIES):
+        try:
+            response = await client.call("DescribeTable", TableName=table)
+        except Exception as exc:
+            error = map_error(exc, operation="DescribeTable", target=f"table {table!r}",
+                              endpoint=client.endpoint)
+            if not isinstance(error, Unavailable | Throttled) or attempt + 1 == DESCRIBE_TRIES:
+                raise error from exc
+            await clock.sleep(DESCRIBE_BACKOFF * 2**attempt)
+            continue
+        description: dict[str, Any] = response["Table"]
+        return description
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def _throttle_reason(response: Mapping[str, Any], code: str, message: str) -> str:

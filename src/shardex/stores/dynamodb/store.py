@@ -35,13 +35,16 @@ from shardex.errors import (
     InvalidURI,
     MalformedItem,
     NotFound,
-    Throttled,
-    Unavailable,
 )
 from shardex.keys import OWNER_KEY, record_key
 from shardex.model.entries import Placement, Position, Record, StoredEntry
 from shardex.stores.base import Store
-from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error
+from shardex.stores.dynamodb.client import (
+    DynamoDBClient,
+    adapt_client,
+    describe_table,
+    map_error,
+)
 from shardex.stores.dynamodb.codec import (
     record_from_item,
     record_item,
@@ -59,8 +62,6 @@ __all__ = ["DynamoDBStore"]
 
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
 _CACHED_PLACEMENTS = 4096
-_DESCRIBE_TRIES = 5  # DescribeTable at open: tries in all, and the first backoff's seconds
-_DESCRIBE_BACKOFF = 0.1
 # option -> type, for URI options
 _OPTIONS: dict[str, type] = {
     "region": str, "endpoint_url": str, "profile": str, "gsi": str, "key_attribute": str,
@@ -302,25 +303,11 @@ class DynamoDBStore(Store):
         return owner
 
     async def _describe(self, table: str) -> Mapping[str, Any]:
-        # The client's own retries are off (shardex retries data requests per shard), so
-        # a server error or a throttle of this control-plane read is tried again here:
-        # opening a store must not fail on one InternalFailure.
-        for attempt in range(_DESCRIBE_TRIES):
-            try:
-                response = await self._client.call("DescribeTable", TableName=table)
-                break
-            except Exception as exc:
-                error = map_error(exc, operation="DescribeTable", target=f"table {table!r}",
-                                  endpoint=self._client.endpoint)
-                if isinstance(error, NotFound):
-                    raise NotFound(f"table {table!r} does not exist at "
-                                   f"{self._client.endpoint}; create it with: "
-                                   f"{self._create_command(table)}") from exc
-                if not isinstance(error, (Unavailable, Throttled)) \
-                        or attempt + 1 == _DESCRIBE_TRIES:
-                    raise error from exc
-            await self.clock.sleep(_DESCRIBE_BACKOFF * 2**attempt)
-        description: Mapping[str, Any] = response["Table"]
+        try:
+            description = await describe_table(self._client, table, clock=self.clock)
+        except NotFound as exc:
+            raise NotFound(f"table {table!r} does not exist at {self._client.endpoint}; "
+                           f"create it with: {self._create_command(table)}") from exc
         status = description.get("TableStatus", "ACTIVE")
         if status not in ("ACTIVE", "UPDATING"):
             raise NotFound(f"table {table!r} is {status} at {self._client.endpoint}, "
