@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 
 import shardex
+from shardex.autopilot.records import AutopilotRecords, Lease
 from shardex.cli import main
+from shardex.clock import LoopClock
 from shardex.web.promql import PromQL
 from tests import dynamodb_local, prometheus_server
 from tests.test_fleet_heat import Child as FleetChild
@@ -90,6 +92,19 @@ def routing_of(uri: str, name: str) -> shardex.Routing:
     async def read() -> shardex.Routing:
         async with shardex.ShardedIndex(uri, name) as index:
             return await index.refresh_routing()
+
+    return asyncio.run(read())
+
+
+def lease_of(uri: str, name: str) -> Lease:
+    """The autopilot's leader lease of index ``name`` as stored now."""
+    async def read() -> Lease:
+        store = shardex.open_store(uri)
+        await store.open()
+        try:
+            return (await AutopilotRecords(store, name, clock=LoopClock()).lease())[0]
+        finally:
+            await store.close()
 
     return asyncio.run(read())
 
@@ -162,12 +177,14 @@ def test_the_autopilot_grows_resumes_after_sigkill_and_shrinks_on_dynamodb_local
             uri, name).state == "write-new" else None, timeout=20, every=0.2)
         first.proc.kill()
         first.proc.wait(timeout=10)
-        killed = time.monotonic()
+        held = lease_of(uri, name)
 
         # the other one, waiting all along, takes over once the lease runs out, resumes
         # the migration and completes it
         second.line(containing="leader lead ok", timeout=30)
-        assert time.monotonic() - killed >= 2.0  # the lease (6 s) ran out first
+        taken = lease_of(uri, name)
+        if taken.term > held.term:  # (on a busy machine it may have taken it before)
+            assert taken.since >= held.expires  # the lease (6 s) ran out first
         verified = second.line(containing="action verify ok", timeout=30)
         assert "parity: 0 gap(s)" in verified
         second.line(containing="action complete ok", timeout=30)
