@@ -14,8 +14,10 @@ speed is watched as a whole, and benchmarks time the code).
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import os
+import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
@@ -100,6 +102,37 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     cpu = sum(after[:4]) - sum(before[:4])
     with open(_CPU_LOG, "a") as log:
         log.write(f"{cpu:.3f} {time.perf_counter() - started:.3f} {item.nodeid}\n")
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Iterator[pytest.TestReport]:
+    """Mark a test whose setup or call failed, for its teardown below."""
+    report: pytest.TestReport = yield
+    if report.failed:
+        item.stash[_FAILED] = True
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """After a failed test, collect its garbage as its teardown starts.
+
+    A test that fails midway skips its own cleanup: a client it opened is closed only
+    when the garbage collector meets it, whose ``ResourceWarning`` (an error here) would
+    otherwise fail whichever test of this worker runs then. Collected now, the warning
+    stays with the test that leaked (pytest gathers unraisable warnings at the end of the
+    teardown). pytest keeps the failure's traceback, and so the test's frames, in
+    ``sys.last_traceback`` until the next test runs: let go of it first. Only after a
+    failure: a collection per test costs CPU.
+    """
+    if item.stash.get(_FAILED, False):
+        for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+            if hasattr(sys, name):
+                delattr(sys, name)
+        gc.collect()
 
 
 _names = itertools.count()

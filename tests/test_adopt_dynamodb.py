@@ -79,8 +79,10 @@ def test_adopting_with_a_live_writer_keeps_every_listing_complete() -> None:
                     async with writer.quiet():
                         await check_listings(index, truth)
                 finally:
-                    await writer.stop()
-                    await client.close()
+                    try:
+                        await writer.stop()  # raises what the writer met
+                    finally:
+                        await client.close()
                 assert writer.writes > 50
                 key = index.key_attributes("PENDING", "o-000001")
                 assert set(key) == {"status_shard"}
