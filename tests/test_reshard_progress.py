@@ -73,3 +73,30 @@ def test_the_progress_bar_counts_moves_and_keeps_the_count_through_other_steps()
     assert "20 entries/s" in shown
     assert "write-new: checking parity" in shown
     assert "100/100 moved" in shown
+
+
+def test_remaining_is_the_total_less_what_moved_while_nothing_races_the_mover() -> None:
+    # 4 -> 6 keys: most entries stay where they are; they are not in the total,
+    # and the mover's passing over them must not count against what remains
+    async def main() -> None:
+        store = MemoryStore(seed=3)
+        reports: list[Progress] = []
+        async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(4)}),
+                                routing_lease=3.0) as app:
+            for i in range(240):
+                await app.put("P", f"o-{i}", sort=f"{i:04d}")
+            async with Resharder(store, "orders", seed=1, unit_lease=2.0, rate=20.0,
+                                 progress=reports.append) as rs:
+                await rs.start({"P": ShardPolicy(6)}, margin=0.5)
+                await rs.run()
+        counted = [r for r in reports if r.total is not None and r.remaining is not None]
+        assert counted
+        total = counted[-1].total
+        assert total is not None
+        assert 0 < total < 240
+        for report in counted:
+            assert report.total == total
+            assert report.remaining == total - report.moved, report
+        assert any(0 < r.moved < total for r in counted)
+
+    run_virtual(main())

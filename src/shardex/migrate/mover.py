@@ -258,10 +258,12 @@ class Mover:
                 self._progress()
 
     async def _move(self, unit: Unit, entry: StoredEntry, pace: Pace) -> str:
-        """Move one entry: "moved", "skipped" (nothing to do) or "unresolved"."""
+        """Move one entry: "moved", "skipped" (gone or changed when reached), "unresolved",
+        or "in place" (the target layout keeps it where it is: not among the unit's
+        ``to_move``, so not counted against what remains)."""
         if self.layouts.placed(self.layouts.routing.writing, unit.value, entry.shard_key,
                                entry.item_id):
-            return "skipped"
+            return "in place"
         cost = self.layouts.cost(entry)
         try:
             moved = await paced(pace, cost, lambda: self.layouts.move(

@@ -40,7 +40,7 @@ class Unit:
       including ``end`` (None: the key's end); ``after`` is the checkpoint: everything up
       to it is done. ``rate`` is the write units a second the mover may spend on it.
       ``entries`` is the survey's count, ``to_move`` the entries the target layout puts
-      elsewhere; ``moved``, ``skipped`` (gone or already in place when reached) and
+      elsewhere; ``moved``, ``skipped`` (gone or changed when reached) and
       ``unresolved`` (a move whose outcome stayed unknown, left for the parity check)
       count what the mover did.
     - ``segment`` (an adoption's backfill): Scan segment ``number`` of ``segments`` of
