@@ -7,19 +7,22 @@ partition without hashing the key again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
 
 from sortedcontainers import SortedList
 
 from shardex.capacity import number_bytes, utf8_len
-from shardex.keys import PLACEMENT_PREFIX
-from shardex.model.entries import Placement, Position, StoredEntry
+from shardex.keys import PLACEMENT_PREFIX, placement_key
+from shardex.model.entries import Placement, Position, StoredEntry, history_after
 from shardex.sim.partitions import Partition, Slot
 from shardex.sim.table import Resource
 
+if TYPE_CHECKING:
+    from shardex.sim.profiles import Profile
+
 __all__ = ["AppliedWrite", "Item", "KeyState", "Plan", "describe", "placement_bytes",
-           "same_placement"]
+           "plan_place", "same_placement"]
 
 
 class AppliedWrite(NamedTuple):
@@ -108,6 +111,39 @@ class Plan(NamedTuple):
     new_state: KeyState | None
     units: float
     same_key: bool
+
+
+def plan_place(profile: Profile, state: Callable[[str], KeyState], item_id: str,
+               item: Item, current: Placement | None, entry: StoredEntry | None,
+               version: int, token: str, size: int) -> Plan:
+    """What a place of ``entry`` (``size`` bytes) over ``current`` writes: the keys it
+    touches and the units each takes (the partitions they are on are found per request);
+    ``state(key)`` is the entries' state of a shard key."""
+    cost = profile.transaction_cost
+    history = history_after(current)
+    psize = placement_bytes(item_id, version, entry, token, history)
+    old = current.entry if current is not None else None
+    same_key = old is not None and entry is not None and old.shard_key == entry.shard_key
+    old_state = new_state = None
+    old_size = 0
+    old_units = units = 0.0
+    if old is not None:
+        old_state = state(old.shard_key)
+        old_size = old_state.sizes[old.position]
+        old_units = profile.write_cost(old_size) * cost
+    if entry is not None:
+        if old is not None and old_state is not None and same_key:
+            # one key, one request: a delete and a put, or one overwrite of the row
+            new_state = old_state
+            units = (profile.write_cost(max(size, old_size))
+                     if old.position == entry.position
+                     else profile.write_cost(old_size) + profile.write_cost(size)) * cost
+        else:
+            new_state = state(entry.shard_key)
+            units = profile.write_cost(size) * cost
+    return Plan(current, entry, version, token, placement_key(item_id), psize, history,
+                profile.write_cost(max(item.size, psize)) * cost, old, old_state, old_size,
+                old_units, new_state, units, same_key)
 
 
 class Sent(NamedTuple):

@@ -28,7 +28,7 @@ from shardex.capacity import (
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, StoreError, Throttled, Unavailable
 from shardex.keys import is_reserved, placement_key, record_key
-from shardex.model.entries import Placement, Position, Record, StoredEntry, history_after
+from shardex.model.entries import Placement, Position, Record, StoredEntry
 from shardex.sim.latency import LatencyModel
 from shardex.sim.partitions import Partition, Slot
 from shardex.sim.profiles import DEFAULT_PROFILE
@@ -46,10 +46,9 @@ from shardex.stores.memory.state import (
     AppliedWrite,
     Item,
     KeyState,
-    Plan,
     Sent,
     describe,
-    placement_bytes,
+    plan_place,
     same_placement,
 )
 from shardex.stores.metered import Recorder
@@ -329,37 +328,6 @@ class MemoryStore(Store):
         self._sizes[id(entry)] = (entry, size)
         return size
 
-    def _plan(self, namespace: str, item_id: str, item: Item, current: Placement | None,
-              entry: StoredEntry | None, version: int, token: str, size: int,
-              now: float) -> Plan:
-        """What a place of ``entry`` over ``current`` writes: the keys it touches and the
-        units each takes (the partitions they are on are found per request)."""
-        profile, cost = self.profile, self.profile.transaction_cost
-        history = history_after(current)
-        psize = placement_bytes(item_id, version, entry, token, history)
-        old = current.entry if current is not None else None
-        same_key = old is not None and entry is not None and old.shard_key == entry.shard_key
-        old_state = new_state = None
-        old_size = 0
-        old_units = units = 0.0
-        if old is not None:
-            old_state = self._state(namespace, old.shard_key, now)
-            old_size = old_state.sizes[old.position]
-            old_units = profile.write_cost(old_size) * cost
-        if entry is not None:
-            if old is not None and old_state is not None and same_key:
-                # one key, one request: a delete and a put, or one overwrite of the row
-                new_state = old_state
-                units = (profile.write_cost(max(size, old_size))
-                         if old.position == entry.position
-                         else profile.write_cost(old_size) + profile.write_cost(size)) * cost
-            else:
-                new_state = self._state(namespace, entry.shard_key, now)
-                units = profile.write_cost(size) * cost
-        return Plan(current, entry, version, token, placement_key(item_id), psize, history,
-                    profile.write_cost(max(item.size, psize)) * cost, old, old_state, old_size,
-                    old_units, new_state, units, same_key)
-
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
                      version: int, expected: Placement | None, token: str,
                      rec: Recorder) -> None:
@@ -386,8 +354,9 @@ class MemoryStore(Store):
                 or plan.version != version or plan.token != token:
             # a throttled place is sent again as it was: its plan holds while the item's
             # placement is the one it was planned on
-            plan = item.tried = self._plan(namespace, item_id, item, current, entry, version,
-                                           token, size, now)
+            plan = item.tried = plan_place(
+                self.profile, lambda key: self._state(namespace, key, now), item_id, item,
+                current, entry, version, token, size)
         pkey, punits, new_psize = plan.pkey, plan.punits, plan.psize
         old, old_state, new_state = plan.old, plan.old_state, plan.new_state
         old_size, same_key = plan.old_size, plan.same_key
