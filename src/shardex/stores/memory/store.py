@@ -311,20 +311,18 @@ class MemoryStore(Store):
 
     def _check_entry(self, item_id: str, entry: Any) -> int:
         """``Store._check_entry``, its size kept for ``_size``: each entry sized once."""
-        size = super()._check_entry(item_id, entry)
-        if len(self._sizes) >= 16384:
-            self._sizes.clear()
-        self._sizes[id(entry)] = (entry, size)
-        return size
+        return self._keep_size(entry, super()._check_entry(item_id, entry))
 
     def _size(self, entry: StoredEntry) -> int:
         """``entry_bytes(entry)``, kept while the same entry object is placed again."""
         known = self._sizes.get(id(entry))
         if known is not None and known[0] is entry:
             return known[1]
+        return self._keep_size(entry, entry_bytes(entry))
+
+    def _keep_size(self, entry: StoredEntry, size: int) -> int:
         if len(self._sizes) >= 16384:
             self._sizes.clear()
-        size = entry_bytes(entry)
         self._sizes[id(entry)] = (entry, size)
         return size
 
