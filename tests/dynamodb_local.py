@@ -58,6 +58,13 @@ def sync_client() -> Any:
     return client
 
 
+def table_names() -> list[str]:
+    """Every table on DynamoDB Local: ListTables answers 100 a page, and the suite makes
+    more than that."""
+    pages = sync_client().get_paginator("list_tables").paginate()
+    return [name for page in pages for name in page["TableNames"]]
+
+
 def create_index_table() -> str:
     name = unique_name()
     sync_client().create_table(

@@ -259,7 +259,7 @@ def test_bad_input_is_one_line_and_changes_nothing(capsys: pytest.CaptureFixture
     err = cli(capsys, "adopt", "cutover", "--store", store_uri(table, "customer-index"),
               "--index", NAME, code=1)
     assert gsis(table) == before
-    tables = local.sync_client().list_tables()["TableNames"]
+    tables = local.table_names()
     assert f"{table}-shardex" not in tables
     err = cli(capsys, "adopt", "status", "--store", "memory://", "--index", NAME, code=2)
     assert "GSI mode" in err

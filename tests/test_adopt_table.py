@@ -140,7 +140,7 @@ def test_adopting_an_index_table_with_a_live_writer() -> None:
                     assert done.adoption.dropped
                     await paused(writer, task)
                     await check_listings(index, truth)
-            assert own not in local.sync_client().list_tables()["TableNames"]
+            assert own not in local.table_names()
             assert writer.writes > 20
         finally:
             task.cancel()

@@ -161,7 +161,7 @@ def test_create_table_uses_the_endpoint_the_environment_names(
     out = shardex("dynamodb", "create-table", name)
     assert f"at {endpoint} (from AWS_ENDPOINT_URL_DYNAMODB)" in out
     assert f"store URI: dynamodb://{name}" in out
-    assert name in local.sync_client().list_tables()["TableNames"]
+    assert name in local.table_names()
     monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB")
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     shardex("routing", "set", "--store", f"dynamodb://{name}", "--index", "ix",
