@@ -44,7 +44,7 @@ def endpoint() -> str:
 
 
 def test_adopting_with_a_live_writer_keeps_every_listing_complete() -> None:
-    table, truth = orders_table(1500)
+    table, truth = orders_table(600)
     uri = store_uri(table)
 
     async def scenario() -> None:
