@@ -466,8 +466,10 @@ class Adopter(MigrationRunner):
 
         return await self._change(back)
 
-    async def status(self, *, uri: str | None = None) -> dict[str, Any]:
-        """The ``shardex.adopt.status/1`` document of the index, counted from its records."""
+    async def status(self, *, uri: str | None = None, gone: str | None = None
+                     ) -> dict[str, Any]:
+        """The ``shardex.adopt.status/1`` document of the index, counted from its records
+        (``gone``: a worker that has stopped, as ``adopt_status_document`` says)."""
         routing = await self.routing()
         segments: list[Unit] = []
         items = None
@@ -477,4 +479,5 @@ class Adopter(MigrationRunner):
             items = None if plan is None else plan[0].total
         return adopt_status_document(routing, segments, index=self.name,
                                      store=uri or self.store.uri, lease=self.lease,
-                                     now=self._clock.wall(), max_age=self.max_age, items=items)
+                                     now=self._clock.wall(), max_age=self.max_age, items=items,
+                                     gone=gone)
