@@ -118,7 +118,7 @@ async def listing(uri: str, truth: dict[str, str]) -> None:
 
 def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    table, truth = orders_table(1000)
+    table, truth = orders_table(400)
     uri = store_uri(table)
     where = ("--store", uri, "--index", NAME)
     out = ok(capsys, "adopt", "start", *where, "--from-gsi", "status-index", "--from-attribute",
