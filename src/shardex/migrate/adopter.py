@@ -128,8 +128,10 @@ class Adopter(MigrationRunner):
         self.settle = float(settle)
         self._within = float(build_within)
         self._progress = progress
+        # the adoption's start creates the record (with ``routing_lease``): status does not
         self._index = ShardedIndex(opened, name, routing_ttl=routing_ttl,
-                                   routing_lease=routing_lease, clock=clock, seed=seed)
+                                   routing_lease=routing_lease, clock=clock, seed=seed,
+                                   create_record=False)
         self._index_open = False
 
     async def __aenter__(self) -> Adopter:
