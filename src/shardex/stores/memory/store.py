@@ -182,10 +182,8 @@ class MemoryStore(Store):
         return self._applied
 
     def partition_of(self, namespace: str, key: str) -> str:
-        """Return the name of the physical partition that holds ``key`` of ``namespace``.
-
-        The key's own name when it is its own partition (``partitions=0``, unsplit).
-        """
+        """The name of the physical partition that holds ``key`` of ``namespace`` (the
+        key's own name when it is its own partition: ``partitions=0``, unsplit)."""
         partitions = (self._table if is_reserved(key) else self._entries).partitions
         slot, h = partitions.slot(namespace, key)
         return slot.find(h, "").name or key
@@ -312,8 +310,8 @@ class MemoryStore(Store):
 
     async def _locate_many(self, namespace: str, item_ids: list[str], rec: Recorder
                            ) -> tuple[dict[str, Placement | None], list[str]]:
-        """One BatchGetItem: each placement read strongly, its units taken on its own
-        partition; a refused one is left unread, and a request refused whole throttles."""
+        """One BatchGetItem: each placement read strongly on its own partition; refused
+        ones are left unread, and a request refused whole throttles."""
         await self._send(rec, 0)
         now = self.clock.now()
         if self._faulty:
