@@ -73,14 +73,13 @@ class Child(FleetChild):
         return False
 
     def line(self, *, err: bool = False, containing: str = "", timeout: float = 60.0) -> str:
-        """The first line with ``containing`` not matched before: among the lines already
-        read (``has`` reads past lines it does not look for: on a busy machine the other
-        autopilot may take the lease while the test polls for the grow), then the next."""
-        for found in self.printed:
-            found = found.rstrip("\n")
-            if containing in found and found not in self.matched:
-                self.matched.add(found)
-                return found
+        """The first line with ``containing`` not matched before: among the lines read
+        while others were looked for (``has`` reads through them), then the new ones."""
+        for earlier in self.printed:
+            earlier = earlier.rstrip("\n")
+            if containing in earlier and earlier not in self.matched:
+                self.matched.add(earlier)
+                return earlier
         deadline = time.monotonic() + timeout
         while True:
             try:
