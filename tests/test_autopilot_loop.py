@@ -352,3 +352,46 @@ def test_records_round_trip_and_refuse_what_they_cannot_read() -> None:
     assert State.from_body(state.to_body(), "x") == state
     with pytest.raises(MalformedItem, match=r"autopilot/state.*not an autopilot record"):
         State.from_body({"reshard": 3}, "autopilot/state")
+
+
+class Stalled(MeterHeat):
+    """A heat source whose reads wait ``stall`` seconds once armed: a leader's process
+    starved (a loaded machine, a GC pause) between renewing its lease and acting."""
+
+    stall = 0.0
+
+    async def read(self, now: float) -> Any:
+        if self.stall:
+            stall, self.stall = self.stall, 0.0
+            await asyncio.sleep(stall)
+        return await super().read(now)
+
+
+@pytest.mark.shardex_virtual
+async def test_a_leader_that_stalled_past_its_lease_starts_nothing() -> None:
+    """Seen on DynamoDB Local at load 18: the other autopilot took the lease (term 2),
+    and the stalled leader started a grow a second later, under a lease it no longer
+    held. Before: the stalled leader recorded 'action start ok'."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    first, second = pilot(store, worker="first"), pilot(store, worker="second")
+    stalled = Stalled(store, INDEX, clock=shardex.clock.LoopClock())
+    first.source = stalled
+    with Load(store, 14) as load:
+        async with first, second:
+            for _ in range(5):  # hot, but not yet for t_up: nothing to start
+                assert not [d for d in await first.tick() if d.migrates]
+                await asyncio.sleep(1.0)
+            stalled.stall = first.lease + 1.0  # renewed, then stalled past the lease
+            stalling = asyncio.ensure_future(first.tick())
+            await asyncio.sleep(first.lease + 0.5)
+            await second.tick()  # takes the lease that ran out
+            lease, _ = await first.records.lease()
+            assert (lease.owner, lease.term) == ("second", 2)
+            grow = [d for d in await stalling if d.migrates]
+            assert [(d.action, d.key) for d in grow] == [("grow", "PENDING")]
+        load.on = False
+    log = await first.records.log()
+    assert not [e for e in log if e.worker == "first" and e.action == "start"], \
+        [(e.worker, e.action, e.outcome, e.reason) for e in log]
+    assert (await _state(store)) == "stable"

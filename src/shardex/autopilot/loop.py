@@ -234,7 +234,7 @@ class Autopilot:
         views = {key: _view(key, routing, state, self.runner.lease) for key in keys}
         decisions = decide(self.policy, self.facts, heats, views, now, self.size)
         state = await self._carry_out(decisions, heats, routing, state, now)
-        if not self.dry_run:
+        if not self.dry_run and self._leading is not None:
             if state != stored and await self.records.save_state(state, revision) is None:
                 log.info("the autopilot state of %s changed meanwhile; read again next tick",
                          self.name)
@@ -375,6 +375,11 @@ class Autopilot:
         return await self._start(wishes, routing, state)
 
     async def _start(self, wishes: list[Decision], routing: Routing, state: State) -> State:
+        # The lease renewed as this tick began may have run out while it measured and
+        # decided (a starved process, a pause): renewed again, it is held now, and a
+        # start is a moment's work well within it. Lost, the new leader decides anew.
+        if not await self._lead(self._clock.wall()):
+            return state
         changes = {}
         for wish in wishes:
             await self._decision(wish, "started")
