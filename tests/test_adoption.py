@@ -231,6 +231,15 @@ def test_the_status_document_counts_progress_and_names_the_next_steps() -> None:
     assert doc["values"]["PENDING"] == {"shards": 16, "strategy": "hash", "items": 450}
     assert doc["values"]["SHIPPED"]["shards"] == 1
     assert doc["next_steps"][0].startswith("shardex adopt run --store dynamodb://orders")
+    # a live lease is a runner to watch, unless it is the lease of the run cut short
+    held = [segments[0], segments[1].leased("me:1:a", 115.0, 145.0)]
+    doc = status_document(adopted(), held, index="orders", store="s", lease=15.0, now=120.0,
+                          max_age=900.0, items=1000)
+    assert [r["owner"] for r in doc["runners"]] == ["me:1:a"]
+    assert doc["next_steps"][0].startswith("shardex adopt status --store s --index orders")
+    doc = status_document(adopted(), held, index="orders", store="s", lease=15.0, now=120.0,
+                          max_age=900.0, items=1000, gone="me:1:a")
+    assert (doc["runners"], doc["next_steps"][0].split()[:3]) == ([], ["shardex", "adopt", "run"])
     done = [dataclasses.replace(s, done=True) for s in segments]
     clean = adopted(parity=Parity(checked_at=119.0, entries=500))
     doc = status_document(clean, done, index="orders", store="s", lease=15.0, now=120.0,

@@ -12,13 +12,23 @@ end of the reshard.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import random
 from typing import Any
 
 import pytest
 
-from shardex import ReshardRefused, Routing, ShardedIndex, ShardPolicy, Throttled
-from shardex.model.entries import Placement, StoredEntry
+from shardex import (
+    ReshardRefused,
+    Routing,
+    RoutingStale,
+    ShardedIndex,
+    ShardPolicy,
+    Throttled,
+    Unavailable,
+)
+from shardex.model.entries import Placement, Record, StoredEntry
 from shardex.reshard import Resharder
 from shardex.retry import RetryPolicy
 from shardex.sim.clock import run_virtual
@@ -52,6 +62,23 @@ class Pausing(MemoryStore):
         if pause:
             await self.clock.sleep(pause)
         await super()._place(namespace, item_id, entry, version, expected, token, rec)
+
+
+CLIENT: contextvars.ContextVar[str] = contextvars.ContextVar("client", default="")
+
+
+class CutOff(MemoryStore):
+    """A memory store that fails the record reads of the clients named in ``cut`` (the
+    ``CLIENT`` of the task that reads): one client loses the routing, the others keep it."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.cut: set[str] = set()
+
+    async def _get_record(self, namespace: str, key: str, rec: Recorder) -> Record | None:
+        if CLIENT.get() in self.cut:
+            raise Unavailable("scripted: this client cannot read the routing record")
+        return await super()._get_record(namespace, key, rec)
 
 
 def resharder(store: MemoryStore, **options: Any) -> Resharder:
@@ -185,5 +212,47 @@ def test_no_public_call_changes_a_stored_layout_outside_the_reshard_states() -> 
             assert await index.refresh_routing() == routing
             assert await index.count("PENDING") == 10
             assert await index.count("SHIPPED") == 200
+
+    run_virtual(main())
+
+
+def test_a_client_that_opened_an_index_with_no_record_is_held_to_the_runners_lease() -> None:
+    """An application opens an index that has no routing record, with a lease longer than
+    the runner's default, loses the record right after, and writes on through the reshard
+    that creates the record. Measured before: the client held the implicit routing under
+    its own 60 s lease, the runner waited out its 15 s, and 4 of 36 writes reported ok
+    were missing from the resharded index. Now the client's open stores the record, with
+    its lease, and the runner waits that out."""
+    async def main() -> None:
+        store = CutOff(seed=2)
+        acked: list[str] = []
+
+        async def application() -> None:
+            CLIENT.set("application")
+            async with ShardedIndex(store, "orders", routing_lease=60.0, seed=3) as index:
+                for i in range(20):
+                    await index.put("PENDING", f"old-{i}", sort=f"{i:04d}")
+                store.cut.add("application")
+                began = store.clock.now()
+                for i in range(116):
+                    if store.clock.now() - began >= 58.0:
+                        break
+                    with contextlib.suppress(RoutingStale):
+                        if await index.put("PENDING", f"new-{i}", sort=f"n{i:04d}"):
+                            acked.append(f"new-{i}")
+                    await asyncio.sleep(0.5)
+
+        writer = asyncio.ensure_future(application())
+        await asyncio.sleep(1.0)
+        async with resharder(store) as rs:
+            await rs.start({"PENDING": P(8)}, margin=MARGIN)
+            assert (await rs.run(until="done")).state == "done"
+        await writer
+        assert len(acked) >= 30
+        async with ShardedIndex(store, "orders", seed=4) as reader:
+            assert set(acked) <= await listed(reader, "PENDING")
+        record = await store.get_record("orders", "routing")
+        assert record is not None
+        assert record.body["lease"] == 60.0  # the application's, which the runner waited
 
     run_virtual(main())

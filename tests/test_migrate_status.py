@@ -20,11 +20,11 @@ from shardex.stores.base import Store
 FAST: dict[str, Any] = {"unit_lease": 4.0, "routing_ttl": 0.5}
 
 
-async def _status(observer: Resharder) -> dict[str, Any]:
+async def _status(observer: Resharder, gone: str | None = None) -> dict[str, Any]:
     routing = await observer.routing()
     return status_document(routing, await observer.units(routing), index="orders",
                            store="memory://", lease=observer.lease,
-                           now=observer.store.clock.wall(), max_age=900.0)
+                           now=observer.store.clock.wall(), max_age=900.0, gone=gone)
 
 
 @pytest.mark.shardex_virtual
@@ -45,10 +45,14 @@ async def test_a_runner_holding_leases_shows_and_the_total_stays_fixed(
             assert any(" run " in step for step in first["next_steps"])
             running = asyncio.ensure_future(runner.run())
             seen: list[dict[str, Any]] = []
+            stopped: list[dict[str, Any]] = []
             for i in range(40):
                 await asyncio.sleep(1.0)
                 await app.put("PENDING", f"late-{i}", sort=f"z{i:03d}")  # the app goes on
                 seen.append(await _status(observer))
+                if seen[-1]["runners"] and not stopped:
+                    # as the runner's own Ctrl-C line reads it: its lease is no other runner
+                    stopped.append(await _status(observer, gone="runner-a"))
             held = [doc for doc in seen if doc["runners"]]
             assert held, [doc["state"] for doc in seen]
             doc = held[-1]
@@ -58,6 +62,8 @@ async def test_a_runner_holding_leases_shows_and_the_total_stays_fixed(
             assert only["expires_at"].endswith("Z")
             assert not any(" run " in step for step in doc["next_steps"]), doc["next_steps"]
             assert any("status" in step and "--watch" in step for step in doc["next_steps"])
+            assert stopped[0]["runners"] == []
+            assert any(" run " in step for step in stopped[0]["next_steps"])
             assert {d["total"] for d in seen} == {first["total"]}
             moved = [d["moved"] for d in seen]
             assert moved == sorted(moved)

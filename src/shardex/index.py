@@ -80,8 +80,10 @@ _ADAPTIVE = HedgePolicy()
 class ShardedIndex(IndexReads):
     """A sharded index named ``name`` on ``store`` (a Store or a store URI).
 
-    ``routing`` seeds the index's routing record when the store has none (with a lease
-    of ``routing_lease`` seconds); once a record exists it is the truth (a differing
+    ``routing`` (``Routing()`` when not given: every value on one shard key) seeds the
+    index's routing record when the store has none, at open (with a lease of
+    ``routing_lease`` seconds); ``create_record=False`` stores none (tools that only
+    look; ``shardex.routing_record``). Once a record exists it is the truth (a differing
     ``routing`` is logged at open, or refused there with RoutingConflict when
     ``strict_routing``). An open index re-reads it every ``routing_ttl`` seconds in the
     background, so a reshard started elsewhere is seen, and refuses to read or write
@@ -124,7 +126,7 @@ class ShardedIndex(IndexReads):
                  admission: AdmissionPolicy | Admission | None = None,
                  adaptive: bool | AdaptiveRate = False,
                  tiers: Mapping[str, Store | str] | None = None,
-                 malformed: Malformed = "raise") -> None:
+                 malformed: Malformed = "raise", create_record: bool = True) -> None:
         self._store = open_store(store) if isinstance(store, str) else store
         self._malformed = check_malformed(malformed)
         try:
@@ -173,7 +175,7 @@ class ShardedIndex(IndexReads):
                                      strict=strict_routing, ttl=routing_ttl,
                                      lease=routing_lease, clock=self._clock,
                                      retry=record_retry, rng=self._rng,
-                                     max_conflicts=max_conflicts)
+                                     max_conflicts=max_conflicts, create=create_record)
         self._engine = WriteEngine(
             dict(self._tiers), self.name, record=self._record, topology=self._tiers.topology(),
             retry=self._retry, clock=self._clock, rng=self._rng, max_conflicts=max_conflicts,

@@ -21,10 +21,14 @@ margin covers a request that was already in flight when the lease ran out (the
 store's request timeout) and the drift between clocks' rates (monotonic clocks,
 measured locally: no agreement on wall time is needed).
 
-The routing an index was built with (``given``) seeds the record when the store has
-none; once a record exists it is the truth. A differing ``given`` is logged, or refused
-with RoutingConflict when ``strict``, once, at open: later refreshes follow the record
-silently, as a reshard elsewhere changes it.
+The routing an index was built with (``given``, else ``Routing()``) seeds the record
+when the store has none, at open: every client then acts on a record, and so under the
+one lease the runners wait out. (A client that found no record and held the implicit
+routing under a lease of its own could outlast the first record a runner made: with its
+lease longer than the record's, or its refresh interval, it placed writes on a layout
+the runner had already moved readers away from.) Once a record exists it is the truth.
+A differing ``given`` is logged, or refused with RoutingConflict when ``strict``, once,
+at open: later refreshes follow the record silently, as a reshard elsewhere changes it.
 """
 
 from __future__ import annotations
@@ -83,9 +87,13 @@ def _lease(value: Any, where: str) -> float:
 class RoutingRecord:
     """The routing record of index ``index`` in ``store``, held as a lease.
 
-    ``given`` seeds the record when the store has none (with ``lease`` seconds); once a
-    record exists it is the truth (a differing ``given`` is logged at open, or refused
-    with RoutingConflict when ``strict``). Store calls are retried with ``retry`` on
+    ``given`` seeds the record when the store has none (with ``lease`` seconds;
+    ``Routing()``, every value on one shard key, when not given); once a record exists it
+    is the truth (a differing ``given`` is logged at open, or refused with
+    RoutingConflict when ``strict``). ``create=False`` stores no record: with none in the
+    store the routing is ``Routing()``, held no longer than ``DEFAULT_LEASE`` (for tools
+    that only look, and runners, whose first change creates the record). Store calls are
+    retried with ``retry`` on
     ``clock``; a write that races another client's is re-read up to ``max_conflicts``
     times.
     """
@@ -93,7 +101,8 @@ class RoutingRecord:
     def __init__(self, store: Store, index: str, *, given: Routing | None = None,
                  strict: bool = False, ttl: float = 5.0, lease: float = DEFAULT_LEASE,
                  clock: Clock | None = None, retry: RetryPolicy | None = None,
-                 rng: random.Random | None = None, max_conflicts: int = 16) -> None:
+                 rng: random.Random | None = None, max_conflicts: int = 16,
+                 create: bool = True) -> None:
         if isinstance(ttl, bool) or not isinstance(ttl, int | float) \
                 or not math.isfinite(ttl) or ttl < 0:
             raise InvalidInput(f"routing_ttl must be a number of seconds >= 0, got {ttl!r}")
@@ -104,6 +113,7 @@ class RoutingRecord:
         self.store = store
         self.index = index
         self._given = given
+        self._create = create
         self._strict = strict
         self._ttl = float(ttl)
         self._clock: Clock = clock or LoopClock()
@@ -201,10 +211,13 @@ class RoutingRecord:
                     self._check_given(stored)
                 self._loaded = _Loaded(stored, revision, sent, lease)
                 return stored
-            if self._given is None:
-                self._loaded = _Loaded(Routing(), None, sent, lease)
+            if not self._create:
+                # No client acts on a routing no record holds for longer than a runner's
+                # first record waits (its lease, the default unless the record says).
+                self._loaded = _Loaded(Routing(), None, sent, min(lease, DEFAULT_LEASE))
                 return self._loaded.routing
-            given, document = self._given, self._document(self._given, lease)
+            given = self._given or Routing()
+            document = self._document(given, lease)
             try:
                 revision = await self._retrying(partial(
                     self.store.put_record, self.index, ROUTING_RECORD, document, expected=None))

@@ -200,16 +200,21 @@ def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribut
 def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_lease: float,
         every: float, sharing: Any) -> None:
     """Backfill the shard attribute on every item (resuming wherever it stopped)."""
+    from shardex.migrate.base import default_worker
+
+    worker = default_worker()
+
     async def fill() -> Any:
         async with _adopter(uri, name, rate=rate, workers=workers, segments=segments,
                             unit_lease=unit_lease, progress=_Lines(every),
-                            sharing=sharing) as adopter:
+                            sharing=sharing, worker=worker) as adopter:
             return await adopter.run()
 
     try:
         done = _run(fill)
     except KeyboardInterrupt:
-        doc = _run(lambda: _status(uri, name, 900.0))
+        # a lease this process still holds is no other runner: 'run' goes on from it
+        doc = _run(lambda: _status(uri, name, 900.0, gone=worker))
         output.console(stderr=True).print(interrupted(doc, "adopt"), highlight=False,
                                           soft_wrap=True)
         raise click.exceptions.Abort() from None
@@ -308,9 +313,10 @@ def rollback(uri: str, name: str) -> None:
         f"(routing version {routing.version})", highlight=False, soft_wrap=True)
 
 
-async def _status(uri: str, name: str, max_age: float) -> dict[str, Any]:
+async def _status(uri: str, name: str, max_age: float,
+                  gone: str | None = None) -> dict[str, Any]:
     async with _adopter(uri, name, max_age=max_age) as adopter:
-        doc: dict[str, Any] = await adopter.status(uri=uri)
+        doc: dict[str, Any] = await adopter.status(uri=uri, gone=gone)
         doc["controls"] = await controls_status(adopter.store, name, doc["adoption_id"])
         return doc
 

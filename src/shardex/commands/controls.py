@@ -35,7 +35,7 @@ async def _migration(store: Any, name: str, kind: Kind) -> str:
     """The id of the reshard or adoption under way on index ``name``; ReshardRefused if none."""
     from shardex.index import ShardedIndex
 
-    async with ShardedIndex(store, name) as index:
+    async with ShardedIndex(store, name, create_record=False) as index:
         routing = await index.refresh_routing()
     if kind == "reshard":
         if routing.reshard is None or routing.previous is None:

@@ -335,16 +335,21 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
             output.console(stderr=True).print(f"metrics: {server.url}", highlight=False)
         report = stack.enter_context(_Reporter(out, every=every))
 
+        from shardex.migrate.base import default_worker
+
+        worker = default_worker()
+
         async def drive() -> Any:
             async with _resharder(store, name, connection, rate=rate, workers=workers,
                                   unit_lease=unit_lease, max_age=max_age, progress=report,
-                                  recorder=recorder, sharing=sharing) as runner:
+                                  recorder=recorder, sharing=sharing, worker=worker) as runner:
                 return await runner.run(until=until)
 
         try:
             result = _run(drive)
         except KeyboardInterrupt:
-            doc = _run(lambda: _status(uri, name, connection, max_age))
+            # a lease this process still holds is no other runner: 'run' goes on from it
+            doc = _run(lambda: _status(uri, name, connection, max_age, gone=worker))
             output.console(stderr=True).print(interrupted(doc, "reshard"), highlight=False,
                                               soft_wrap=True)
             raise click.exceptions.Abort() from None
@@ -428,7 +433,7 @@ def status_options(schema: str, what: str) -> Callable[[F], F]:
 
 
 async def _status(uri: str, name: str, connection: Connection,
-                  max_age: float) -> dict[str, Any]:
+                  max_age: float, gone: str | None = None) -> dict[str, Any]:
     from shardex.migrate import status_document
 
     async with _resharder(uri, name, connection) as runner:
@@ -436,7 +441,7 @@ async def _status(uri: str, name: str, connection: Connection,
         units = await runner.units(routing)
         doc: dict[str, Any] = status_document(
             routing, units, index=name, store=uri, lease=runner.lease,
-            now=runner.store.clock.wall(), max_age=max_age)
+            now=runner.store.clock.wall(), max_age=max_age, gone=gone)
         doc["controls"] = await controls_status(runner.store, name, doc["reshard_id"])
         return doc
 

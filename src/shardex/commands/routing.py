@@ -216,7 +216,9 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
             _refuse_default(uri, name, current, new)
             if stored is not None:
                 _refuse_stored(uri, name, current, new, path)
-            async with ShardedIndex(store, name, tiers=tiers or None) as index:
+            # the record this command creates is the one asked for, not Routing() first
+            async with ShardedIndex(store, name, tiers=tiers or None,
+                                    create_record=False) as index:
                 await _refuse_hidden_entries(index, current, new)
                 await store_routing(index, new)
             return current, new, store.uri

@@ -128,8 +128,10 @@ class Adopter(MigrationRunner):
         self.settle = float(settle)
         self._within = float(build_within)
         self._progress = progress
+        # the adoption's start creates the record (with ``routing_lease``): status does not
         self._index = ShardedIndex(opened, name, routing_ttl=routing_ttl,
-                                   routing_lease=routing_lease, clock=clock, seed=seed)
+                                   routing_lease=routing_lease, clock=clock, seed=seed,
+                                   create_record=False)
         self._index_open = False
 
     async def __aenter__(self) -> Adopter:
@@ -464,8 +466,10 @@ class Adopter(MigrationRunner):
 
         return await self._change(back)
 
-    async def status(self, *, uri: str | None = None) -> dict[str, Any]:
-        """The ``shardex.adopt.status/1`` document of the index, counted from its records."""
+    async def status(self, *, uri: str | None = None, gone: str | None = None
+                     ) -> dict[str, Any]:
+        """The ``shardex.adopt.status/1`` document of the index, counted from its records
+        (``gone``: a worker that has stopped, as ``adopt_status_document`` says)."""
         routing = await self.routing()
         segments: list[Unit] = []
         items = None
@@ -475,4 +479,5 @@ class Adopter(MigrationRunner):
             items = None if plan is None else plan[0].total
         return adopt_status_document(routing, segments, index=self.name,
                                      store=uri or self.store.uri, lease=self.lease,
-                                     now=self._clock.wall(), max_age=self.max_age, items=items)
+                                     now=self._clock.wall(), max_age=self.max_age, items=items,
+                                     gone=gone)

@@ -162,11 +162,12 @@ class Resharder(MigrationRunner):
         self._split = split_every
         self._progress = progress
         self._gauges = None if recorder is None else recorder.reshard(name)
+        # the runner's first change creates the record: its status and controls do not
         self._control = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
-                                     seed=seed, tiers=tiers)
+                                     seed=seed, tiers=tiers, create_record=False)
         self._moving = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
                                     seed=seed, retry=MOVER_RETRY,
-                                    tiers=self._control.tiers or None)
+                                    tiers=self._control.tiers or None, create_record=False)
         kind = TierLayouts if tiers else IndexLayouts
         make = layouts or (lambda index, clock, rng: kind(index, clock=clock, rng=rng))
         self.layouts = make(self._moving, self._clock, self._rng)

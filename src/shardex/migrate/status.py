@@ -99,8 +99,11 @@ def next_steps(routing: Routing, *, store: str, index: str, stale: bool,
 
 
 def status_document(routing: Routing, units: Sequence[Unit], *, index: str, store: str,
-                    lease: float, now: float, max_age: float) -> dict[str, Any]:
-    """The ``shardex.reshard.status/1`` document of ``index`` at wall time ``now``."""
+                    lease: float, now: float, max_age: float,
+                    gone: str | None = None) -> dict[str, Any]:
+    """The ``shardex.reshard.status/1`` document of ``index`` at wall time ``now``;
+    ``gone`` names a worker that has stopped (a run cut short): its leases, which lapse
+    unused, neither count as a runner nor keep ``run`` out of the next steps."""
     meta = routing.reshard
     doc: dict[str, Any] = {"schema": STATUS_SCHEMA, "index": index, "store": store,
                            "state": state_of(routing), "routing_version": routing.version,
@@ -122,7 +125,7 @@ def status_document(routing: Routing, units: Sequence[Unit], *, index: str, stor
                                 "moved": moved, "remaining": remaining,
                                 "entries": sum(u.entries for u in here) if current else None}
     total, moved, remaining = tally(list(units), meta.direction)
-    active = runners(current, now)
+    active = runners(current, now, gone)
     doc.update(
         direction=meta.direction, reshard_id=meta.id, total=total, moved=moved,
         remaining=remaining, parity=_parity(meta.parity, now), runners=_runners(active),
@@ -165,11 +168,11 @@ def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backf
 
 def adopt_status_document(routing: Routing, segments: Sequence[Unit], *, index: str,
                           store: str, lease: float, now: float, max_age: float,
-                          items: int | None) -> dict[str, Any]:
+                          items: int | None, gone: str | None = None) -> dict[str, Any]:
     """The ``shardex.adopt.status/1`` document of ``index`` at wall time ``now``.
 
     ``segments`` are the backfill's segment records; ``items`` the item count fixed when
-    the backfill was planned (None: not planned yet).
+    the backfill was planned (None: not planned yet); ``gone`` as ``status_document``'s.
     """
     adoption = routing.adoption
     counts = Backfilled.of(list(segments))
@@ -185,7 +188,7 @@ def adopt_status_document(routing: Routing, segments: Sequence[Unit], *, index: 
             seen[value] = seen.get(value, 0) + count
     meta = None if adoption is None else adoption.migration
     parity = None if meta is None else meta.parity
-    active = runners(list(segments), now)
+    active = runners(list(segments), now, gone)
     doc: dict[str, Any] = {
         "schema": ADOPT_STATUS_SCHEMA, "index": index, "store": store,
         "adoption_id": None if adoption is None else adoption.id,

@@ -53,11 +53,12 @@ class Runner:
     expires: float
 
 
-def runners(units: list[Unit], now: float) -> list[Runner]:
-    """The workers with a live lease at wall time ``now``, by name."""
+def runners(units: list[Unit], now: float, gone: str | None = None) -> list[Runner]:
+    """The workers with a live lease at wall time ``now``, by name; ``gone`` names a worker
+    known to have stopped (its leases lapse unused)."""
     held: dict[str, list[Unit]] = {}
     for unit in units:
-        if unit.leased_at(now) and unit.owner is not None:
+        if unit.leased_at(now) and unit.owner is not None and unit.owner != gone:
             held.setdefault(unit.owner, []).append(unit)
     return [Runner(owner, tuple(sorted(u.number for u in mine)), max(u.expires for u in mine))
             for owner, mine in sorted(held.items())]
