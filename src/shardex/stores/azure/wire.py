@@ -114,15 +114,17 @@ class LeanQuery:
         )
         from azure.core.rest import HttpRequest
 
-        params: dict[str, str] = {"$filter": self._substitute(parameters, filter)}
+        options: dict[str, Any] = {"$filter": self._substitute(parameters, filter)}
         if top is not None:
-            params["$top"] = str(top)
+            options["$top"] = top
         if select:
-            params["$select"] = select if isinstance(select, str) else ",".join(select)
+            options["$select"] = select if isinstance(select, str) else ",".join(select)
         if continuation:
             for name, option in (("PartitionKey", "NextPartitionKey"), ("RowKey", "NextRowKey")):
                 if continuation.get(name) is not None:
-                    params[option] = continuation[name]
+                    options[option] = continuation[name]
+        # quoted as the SDK's serializer quotes them: azure-core sends them as they are
+        params = {name: quote(str(value), safe="") for name, value in options.items()}
         response = await self._send(HttpRequest(
             "GET", self._path, params=params,
             headers={"x-ms-version": self._version, "DataServiceVersion": "3.0",
