@@ -73,6 +73,13 @@ class Child(FleetChild):
         return False
 
     def line(self, *, err: bool = False, containing: str = "", timeout: float = 60.0) -> str:
+        """The first line with ``containing`` not matched before: among the lines read
+        while others were looked for (``has`` reads through them), then the new ones."""
+        for earlier in self.printed:
+            earlier = earlier.rstrip("\n")
+            if containing in earlier and earlier not in self.matched:
+                self.matched.add(earlier)
+                return earlier
         deadline = time.monotonic() + timeout
         while True:
             try:

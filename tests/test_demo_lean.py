@@ -10,8 +10,14 @@ unsharded run walking the survivors; ``LoopClock`` read the loop through
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -103,3 +109,53 @@ def test_the_demo_runs_apart_as_they_run_here() -> None:
     assert [r.layout for r in apart] == ["unsharded", "sharded"]
     assert apart[0].failed_writes > 0
     assert apart[1].failed_writes == 0
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux: /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # ended meanwhile
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads processes from /proc")
+def test_the_runs_of_a_demo_killed_by_sigterm_end_with_it() -> None:
+    """SIGTERM ends the demo's process at once, leaving no time to stop its runs. Before:
+    the two forked runs went on for the whole simulation (about 30 s of CPU), for no one."""
+    demo = subprocess.Popen([sys.executable, "-m", "shardex", "demo", "--json"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(runs) < 2 and time.monotonic() < deadline and demo.poll() is None:
+            runs = _children(demo.pid)
+            time.sleep(0.05)
+        assert len(runs) >= 2, runs
+        demo.send_signal(signal.SIGTERM)
+        demo.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in runs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in runs if _alive(pid)]
+    finally:
+        demo.kill()
+        demo.wait()
+        for pid in runs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -122,3 +122,29 @@ def test_the_sync_facade_iterates_pages() -> None:
     assert [len(p) for p in pages] == [10, 10, 5]
     assert [e.item_id for p in pages for e in p.items] == WANT[:25]
     assert pages[-1].cursor is None
+
+
+@pytest.mark.shardex_virtual
+async def test_pages_stopped_early_free_what_they_read_ahead_at_once() -> None:
+    """What an abandoned listing buffered counts against the bound every listing reads
+    ahead within, until it expires. Before: after the caller stopped, 1,900 entries
+    stayed kept for 5 s."""
+    store = WatchedStore(seed=3, **FIXED)
+    index = shardex.ShardedIndex(store, "orders", TWO, seed=1, hedge=None)
+    await index.open()
+    for item_id in WANT[:4000]:
+        _add(store, index, item_id, item_id[2:])
+    fanout = index._reader()
+    for stop in ("aclose", "collected"):
+        pages = index.pages("PENDING", limit=100)
+        seen = [e.item_id for e in (await anext(pages)).items]
+        assert seen == WANT[:100]
+        assert fanout._listings.kept > 1000  # read ahead: a store page a shard
+        if stop == "aclose":
+            await pages.aclose()
+        else:
+            del pages  # as a loop broken out of leaves it: the loop's hook closes it
+            for _ in range(3):  # the hook's call, then the task that closes it
+                await asyncio.sleep(0)
+        assert (fanout._listings.kept, len(fanout._listings)) == (0, 0), stop
+    await index.close()

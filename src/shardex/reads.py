@@ -90,6 +90,7 @@ class IndexReads:
     _clock: Clock
     _rng: random.Random
     _tier_reads: TierReads | None
+    _fanouts: dict[str | None, FanOut]
     _sources: dict[tuple[str, str], tuple[Store, FanOut]]
     _sources_lock: asyncio.Lock
 
@@ -191,7 +192,8 @@ class IndexReads:
         of its share of one page, and every shard reads ahead from then on, so the
         listing takes the round trips of a gather that reads every shard at once, at
         the same read units. Stopping early wastes what was read ahead: up to a store
-        page a shard key. Each page's ``cursor`` resumes the listing anywhere (with
+        page a shard key (closed, ``aclose()`` or collected, the listing frees what it
+        kept at once). Each page's ``cursor`` resumes the listing anywhere (with
         ``query`` or ``pages``). Raises as ``query`` does.
         """
         _check_page(value, limit, order)
@@ -199,10 +201,16 @@ class IndexReads:
             self._codec.decode(cursor, value=value, order=order).after
         while True:
             page = await self._page(value, limit, order, after, priority, to_end=True)
-            yield page
             if page.cursor is None:
+                yield page
                 return
             after = page.items[-1].sort, page.items[-1].item_id
+            try:
+                yield page
+            except GeneratorExit:
+                for fanout in [*self._fanouts.values(), *(f for _, f in self._sources.values())]:
+                    fanout.abandon(value, order == "desc", after)
+                raise
 
     async def _page(self, value: str, limit: int, order: Order, after: Position | None,
                     priority: Priority, *, to_end: bool) -> Page:

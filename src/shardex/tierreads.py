@@ -11,7 +11,6 @@ no entry the truth has deleted. Outside the union states a value is on one store
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
@@ -42,24 +41,28 @@ class CrossReads:
         self._clock = clock
         self._rng = rng
 
-    async def _locate(self, store: Store, item_id: str) -> Placement | None:
+    async def _locate(self, store: Store, item_ids: list[str]) -> dict[str, Placement | None]:
         namespace = self._namespace
-        found: Placement | None = await call_with_retry(
-            lambda: store.locate(namespace, item_id), self._retry, clock=self._clock,
+        found: dict[str, Placement | None] = await call_with_retry(
+            lambda: store.locate_many(namespace, item_ids), self._retry, clock=self._clock,
             rng=self._rng)
         return found
 
-    async def placements(self, item_id: str) -> tuple[Placement | None, Placement | None]:
-        """The item's placements in S and in T (S first: see the module's reads)."""
-        source = await self._locate(self._source, item_id)
-        return source, await self._locate(self._target, item_id)
-
     async def held(self, rows: Sequence[StoredEntry]) -> list[StoredEntry]:
-        """The truth of each item of ``rows`` read in T: its live entry, wherever it is."""
-        pairs = await asyncio.gather(*(self.placements(row.item_id) for row in rows))
+        """The truth of each item of ``rows`` read in T: its live entry, wherever it is.
+
+        Every item's placement in S is read (one batched read, ``Store.locate_many``)
+        before any in T (another): a write to T is placed in T, then confirmed in S, so
+        T read after S shows every write S's tombstone confirms.
+        """
+        if not rows:
+            return []
+        ids = list(dict.fromkeys(row.item_id for row in rows))
+        source = await self._locate(self._source, ids)
+        target = await self._locate(self._target, ids)
         out = []
-        for source, target in pairs:
-            placement, _ = truth(source, target)
+        for item_id in ids:
+            placement, _ = truth(source[item_id], target[item_id])
             if placement is not None and placement.entry is not None \
                     and _value_of(placement.entry) == self.value:
                 out.append(placement.entry)
@@ -97,6 +100,16 @@ class CrossReads:
             if clipped:
                 bound = cut[need - 1]
                 rows = [e for e in rows if not _beyond(e.position, bound, descending)]
+            if self._source.capabilities.consistent_reads:
+                # A row in T at the very position of the entry S's page showed live for
+                # its item needs no placement read: S held that entry live when read,
+                # so it was the item's truth then (``truth``: a live entry in S holds),
+                # as for every entry S's page alone shows; and at one position the two
+                # are taken this round, or both left beyond it and read again. (At
+                # another position, S's entry might be left beyond this round while a
+                # move has since taken it out of S: the row is then the only trace.)
+                shown = {(e.item_id, e.position) for e in first.entries}
+                rows = [e for e in rows if (e.item_id, e.position) not in shown]
             found = {e.item_id: e for e in [*first.entries, *await self.held(rows)]}
             ready = sorted((e for e in found.values() if e.item_id not in seen
                             and _beyond(e.position, position, descending)
@@ -128,7 +141,9 @@ class CrossReads:
             yield entry
 
     async def _fresh(self, rows: list[StoredEntry], seen: set[str]) -> list[StoredEntry]:
-        out = [e for e in await self.held(rows) if e.item_id not in seen]
+        # an item already yielded is not yielded again: its row needs no placement read
+        out = [e for e in await self.held([r for r in rows if r.item_id not in seen])
+               if e.item_id not in seen]
         seen.update(e.item_id for e in out)
         return out
 

@@ -163,6 +163,10 @@ class FanOut:
         self._listings = Continuations(namespace)
         store.meter.subscribe(self._listings.written)
 
+    def abandon(self, value: str, descending: bool, position: Position) -> None:
+        """Forget the listing kept for the page after ``position``: nobody continues it."""
+        self._listings.abandon(value, descending, position)
+
     async def close(self) -> None:
         """Stop the requests and hedged copies still running; forget every continuation."""
         self._store.meter.unsubscribe(self._listings.written)

@@ -232,6 +232,12 @@ class Continuations:
         """Entries kept listings may still hold before read-ahead stops."""
         return max(0, MAX_KEPT_ENTRIES - self.kept)
 
+    def abandon(self, value: str, descending: bool, position: Position) -> None:
+        """Drop the listing kept for the page after ``position`` of ``value``, in any
+        layout: its caller stopped (what it buffered would hold room others read into)."""
+        for where in [w for w in self._listings if w[:3] == (value, descending, position)]:
+            self.drop(where)
+
     def drop(self, where: Where) -> None:
         found = self._forget(where)
         if found is not None:

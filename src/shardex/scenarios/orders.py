@@ -24,6 +24,7 @@ import math
 import os
 import random
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -524,7 +525,9 @@ def start_demo(load: OrdersLoad | None = None, *, seed: int = 1,
         return lambda: [_run_layout(run) for run in runs]
     method = "fork" if threading.active_count() == 1 \
         and "fork" in get_all_start_methods() else "spawn"
-    pool = ProcessPoolExecutor(len(runs), mp_context=get_context(method))
+    # a worker ends itself once this process is gone, idle or running
+    pool = ProcessPoolExecutor(len(runs), mp_context=get_context(method),
+                               initializer=_end_without, initargs=(os.getpid(),))
     try:
         futures = [pool.submit(_run_apart, run) for run in runs]
     except BaseException:
@@ -560,6 +563,18 @@ def _run_apart(run: tuple[OrdersLoad, Routing, str, int, Mapping[str, Any]]) -> 
     finally:
         gc.freeze()
         gc.enable()
+
+
+def _end_without(parent: int) -> None:
+    """End this process once ``parent`` is gone (a worker's initializer): a parent killed
+    by SIGTERM or SIGKILL had no time to stop its runs, which would spend their CPU (or,
+    idle, wait) for no one."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.25)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="shardex-parent-watch", daemon=True).start()
 
 
 @contextmanager

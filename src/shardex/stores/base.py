@@ -15,7 +15,8 @@ whose request failed ambiguously finds out from the placement whether it applied
 
 ``Store``'s public methods are the contract, written once: each checks its arguments
 (raising InvalidInput before any request), opens a ``Recorder`` on the store's meter
-(``shardex.stores.metered``) and calls the backend's hook (``_locate``, ``_place``,
+(``shardex.stores.metered``) and calls the backend's hook (``_locate``,
+``_locate_many`` where the store reads placements in batches, ``_place``,
 ``_query``, ``_count``, ``_get_record``, ``_put_record``, ``_list_records``,
 ``_delete_record``). A backend implements the hooks only, and reports through the
 recorder what each request consumed; ``stats()`` and every other meter read those
@@ -25,14 +26,16 @@ events. What a store can do (``Capabilities``) is fixed when it is built.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+import asyncio
+import random
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Literal
 
 from shardex.capacity import entry_bytes
 from shardex.clock import Clock, LoopClock
-from shardex.errors import CapabilityMissing, InvalidInput
+from shardex.errors import CapabilityMissing, InvalidInput, Throttled
 from shardex.keys import is_reserved, placement_key, record_key
 from shardex.model.entries import (
     Placement,
@@ -55,6 +58,12 @@ from shardex.stores.stats import StatsCounter, StoreStats
 from shardex.stores.uri import StoreURI
 
 __all__ = ["Capabilities", "MALFORMED", "Malformed", "Store", "check_malformed"]
+
+# keys a batched read leaves unread (DynamoDB's UnprocessedKeys) are asked for again,
+# at most this many tries in all, after a backoff of half to all of base * 2**try seconds
+# (capped): jittered, and at least half, so the tries span time enough for capacity to come
+_UNREAD_TRIES, _UNREAD_BASE, _UNREAD_CAP = 8, 0.025, 1.0
+_JITTER = random.Random()
 
 # what a listing does with an item the store holds that is not in an entry's shape
 Malformed = Literal["raise", "skip"]
@@ -127,6 +136,9 @@ class Store(abc.ABC):
     """
 
     scheme: ClassVar[str]
+    # the most placements one request of ``locate_many`` reads; None: the store has no
+    # batched read, and ``locate_many`` sends one ``locate`` an item
+    batch_locate: ClassVar[int | None] = None
 
     def __init__(self, *, capabilities: Capabilities, clock: Clock | None = None) -> None:
         if not isinstance(capabilities, Capabilities):
@@ -214,6 +226,69 @@ class Store(abc.ABC):
             _text("item id", item_id)
         with self._recorder(namespace, placement_key(item_id), False) as rec:
             return await self._locate(namespace, item_id, rec)
+
+    async def locate_many(self, namespace: str, item_ids: Iterable[str]
+                          ) -> dict[str, Placement | None]:
+        """Return the placement of each of ``item_ids`` (None: never placed), by item id.
+
+        Each is read as ``locate`` reads it (strongly consistent), none before the call
+        began; the reads are not one snapshot. Ids given twice are read once; none sends
+        no request. Requests of ``batch_locate`` ids each (DynamoDB: BatchGetItem, 100)
+        go out at once, bounded by ``connections``; ids a request left unread (throttled
+        there, or over the response's size) are asked for again after a backoff, and
+        Throttled is raised if some remain after a few tries. A request refused whole
+        raises as ``locate`` does. A store with no batched read (``batch_locate`` None:
+        Azure Table Storage) sends one ``locate`` an item, bounded the same way.
+        """
+        if isinstance(item_ids, str | bytes) or not isinstance(item_ids, Iterable):
+            raise InvalidInput(f"item ids must be an iterable of item ids, got {item_ids!r}")
+        ids = list(dict.fromkeys(item_ids))
+        for item_id in ids:
+            if type(item_id) is not str or not item_id:
+                _text("item id", item_id)
+        if type(namespace) is not str or not namespace:
+            _text("namespace", namespace)
+        size = self.batch_locate
+        gate = asyncio.Semaphore(self.connections or len(ids) or 1)
+
+        async def one(part: list[str]) -> dict[str, Placement | None]:
+            async with gate:
+                if size is None:
+                    return {part[0]: await self.locate(namespace, part[0])}
+                return await self._read_batch(namespace, part)
+
+        step = size or 1
+        found: dict[str, Placement | None] = {}
+        for part in await asyncio.gather(*(one(ids[at:at + step])
+                                           for at in range(0, len(ids), step))):
+            found.update(part)
+        return found
+
+    async def _read_batch(self, namespace: str, ids: list[str]) -> dict[str, Placement | None]:
+        """One batch of ``locate_many``: its request, then its unread ids again.
+
+        A first request refused whole raises, as ``locate`` would; once some were read,
+        a later one refused whole leaves its ids unread for the next try.
+        """
+        found: dict[str, Placement | None] = {}
+        for attempt in range(_UNREAD_TRIES):
+            after = None
+            try:
+                with self._recorder(namespace, placement_key(ids[0]), False) as rec:
+                    read, ids = await self._locate_many(namespace, ids, rec)
+            except Throttled as exc:
+                if not found or attempt + 1 == _UNREAD_TRIES:
+                    raise
+                read, after = {}, exc.retry_after
+            found.update(read)
+            if not ids:
+                return found
+            if attempt + 1 < _UNREAD_TRIES:
+                wait = min(_UNREAD_CAP, _UNREAD_BASE * 2.0 ** attempt)
+                await self.clock.sleep(max(_JITTER.uniform(wait / 2, wait), after or 0.0))
+        raise Throttled(f"{self.uri}: {len(ids)} placements of {namespace!r} left unread "
+                        f"after {_UNREAD_TRIES} tries of a batched read (first: item "
+                        f"{ids[0]!r})", key=placement_key(ids[0]), reason="UnprocessedKeys")
 
     async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
                     version: int, expected: Placement | None,
@@ -384,6 +459,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def _locate(self, namespace: str, item_id: str, rec: Recorder) -> Placement | None:
         """See ``locate``; arguments are checked."""
+
+    async def _locate_many(self, namespace: str, item_ids: list[str], rec: Recorder
+                           ) -> tuple[dict[str, Placement | None], list[str]]:
+        """See ``locate_many``: one request of at most ``batch_locate`` distinct ids;
+        return the placements it read (None: never placed) and the ids it left unread.
+
+        Only stores that set ``batch_locate`` implement it.
+        """
+        raise CapabilityMissing(f"store {self.uri} has no batched read of placements")
 
     @abc.abstractmethod
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,

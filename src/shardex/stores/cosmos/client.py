@@ -206,6 +206,8 @@ class ContainerClient(Adapter):
 
     - ``check()`` -> the container's properties (NotFound if it does not exist);
     - ``get(partition, id)`` -> the document, or None;
+    - ``read_many(items)`` -> the documents of ``(id, partition)`` pairs that exist
+      (ReadMany: one call of the SDK, a query per physical partition they lie on);
     - ``create(doc)`` / ``upsert(doc)`` -> the document written;
     - ``replace(doc, etag)`` -> the document written (If-Match ``etag``; None: any);
     - ``patch(partition, id, operations, etag)`` -> the document (``set`` operations);
@@ -334,6 +336,14 @@ class SdkClient(ContainerClient):
                 raise
             return None, 0
         return dict(doc), document_bytes(doc)
+
+    @staticmethod
+    async def _read_many(container: Any, hook: _Charge,
+                         items: Sequence[tuple[str, str]]) -> tuple[Any, int]:
+        found = await container.read_items(list(items))
+        hook(found.get_response_headers(), None)
+        docs = [dict(doc) for doc in found]
+        return docs, document_bytes(docs)
 
     @staticmethod
     async def _create(container: Any, hook: _Charge, doc: Mapping[str, Any]) -> tuple[Any, int]:

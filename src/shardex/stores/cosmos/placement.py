@@ -44,6 +44,18 @@ class DocumentRows:
                                id=codec.PLACEMENT_ID)
         return None if doc is None else codec.placement_from_doc(item_id, doc)
 
+    async def locate_many(self, rec: Recorder, namespace: str, item_ids: Sequence[str]
+                          ) -> dict[str, Placement | None]:
+        """Every item's placement document in one ReadMany (None: never placed)."""
+        ids = {codec.placement_partition(namespace, item_id): item_id for item_id in item_ids}
+        docs = await self._call(rec, placement_key(item_ids[0]), "read_many", False,
+                                items=[(codec.PLACEMENT_ID, partition) for partition in ids])
+        found: dict[str, Placement | None] = dict.fromkeys(item_ids)
+        for doc in docs:
+            item_id = ids[doc["pk"]]
+            found[item_id] = codec.placement_from_doc(item_id, doc)
+        return found
+
     def new_rows(self, namespace: str, entry: StoredEntry, token: str) -> list[dict[str, Any]]:
         return [codec.entry_doc(codec.entry_partition(namespace, entry.shard_key), entry,
                                 token)]

@@ -43,7 +43,7 @@ _PARTITION_PATH = "/pk"
 _CHARGES = ("reported", "estimated")
 _OPTIONS: Mapping[str, type] = {"endpoint": str, "connect_timeout": float,
                                 "read_timeout": float, "charges": str}
-_READS = frozenset({"get", "query"})
+_READS = frozenset({"get", "query", "read_many"})
 _COUNTED = "c.id, c.k, c.s, c.i, c.t, c.st"
 
 
@@ -98,6 +98,7 @@ class CosmosStore(Store):
     """
 
     scheme: ClassVar[str] = "cosmos"
+    batch_locate: ClassVar[int | None] = 1000  # a ReadMany's ids (the SDK splits them)
 
     def __init__(self, database: str, container: str, *, endpoint: str | None = None,
                  credential: Any = None, connection_string: str | None = None,
@@ -128,7 +129,8 @@ class CosmosStore(Store):
             read_timeout=read_timeout)
         self._endpoint = endpoint
         self._tally = ChargeTally()
-        self._placer = Placer(DocumentRows(self._call))
+        self._rows = DocumentRows(self._call)
+        self._placer = Placer(self._rows)
 
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> CosmosStore:
@@ -212,6 +214,11 @@ class CosmosStore(Store):
     async def _locate(self, namespace: str, item_id: str, rec: Recorder) -> Placement | None:
         """One point read of the placement document."""
         return await self._placer.locate(rec, namespace, item_id)
+
+    async def _locate_many(self, namespace: str, item_ids: list[str], rec: Recorder
+                           ) -> tuple[dict[str, Placement | None], list[str]]:
+        """One ReadMany of the placement documents: all read, or Throttled (429)."""
+        return await self._rows.locate_many(rec, namespace, item_ids), []
 
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
                      version: int, expected: Placement | None, token: str,

@@ -264,8 +264,19 @@ class GsiLayout(Layout):
             target=f"table {self.table!r}", weights=[(placement_key(item_id), 1.0)],
             write=False)
         item = response.get("Item")
-        if item is None:
-            return None
+        return None if item is None else self._placement(item_id, item)
+
+    async def locate_many(self, item_ids: list[str], rec: Recorder
+                          ) -> tuple[dict[str, Placement | None], list[str]]:
+        name = self.id_attribute
+        items, unread = await self._batch_get(rec, item_ids, self.table,
+                                              [self._key(i) for i in item_ids],
+                                              lambda item: str(item[name]["S"]))
+        return {item_id: None if item is None else self._placement(item_id, item)
+                for item_id, item in items.items()}, unread
+
+    def _placement(self, item_id: str, item: Mapping[str, Any]) -> Placement:
+        """The placement the base item ``item`` holds (its entry None when not indexed)."""
         entry = self._entry(item)
         where = f"item {item_id!r} of table {self.table!r}: attribute"
         raw = {name: item.get(name) for name in

@@ -13,6 +13,7 @@ import abc
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from shardex.keys import placement_key
 from shardex.model.entries import Placement, Position, StoredEntry
 from shardex.stores.base import Capabilities
 from shardex.stores.metered import Recorder
@@ -73,6 +74,32 @@ class Layout(abc.ABC):
 
     @abc.abstractmethod
     async def locate(self, item_id: str, rec: Recorder) -> Placement | None: ...
+
+    @abc.abstractmethod
+    async def locate_many(self, item_ids: list[str], rec: Recorder
+                          ) -> tuple[dict[str, Placement | None], list[str]]:
+        """One BatchGetItem of at most 100 placements: those read, and those left unread."""
+
+    async def _batch_get(self, rec: Recorder, item_ids: list[str], table: str,
+                         keys: Sequence[dict[str, Any]], id_of: Callable[[Mapping[str, Any]], str]
+                         ) -> tuple[dict[str, Mapping[str, Any] | None], list[str]]:
+        """Read the items ``keys`` (of ``item_ids``) strongly in one BatchGetItem: each
+        item read (None: absent) by id, and the ids DynamoDB left unread (throttled, or
+        past the response's 16 MB). Its units count on the first placement's key."""
+        response = await self._request(
+            rec, "BatchGetItem", {"RequestItems": {table: {"Keys": list(keys),
+                                                           "ConsistentRead": True}},
+                                  "ReturnConsumedCapacity": "TOTAL"},
+            target=f"table {table!r}", weights=[(placement_key(item_ids[0]), 1.0)],
+            write=False)
+        unread = [id_of(key) for key in
+                  response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])]
+        found: dict[str, Mapping[str, Any] | None] = dict.fromkeys(item_ids)
+        for item in response.get("Responses", {}).get(table, []):
+            found[id_of(item)] = item
+        for item_id in unread:
+            del found[item_id]
+        return found, unread
 
     @abc.abstractmethod
     async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,

@@ -175,8 +175,15 @@ class SourceTableLayout(Layout):
             "ReturnConsumedCapacity": "TOTAL"}, rec)
 
     async def locate(self, item_id: str, rec: Recorder) -> Placement | None:
-        raise CapabilityMissing(f"{self.target} is the index being adopted, read-only for "
-                                "shardex")
+        raise self._no_placements()
+
+    async def locate_many(self, item_ids: list[str], rec: Recorder
+                          ) -> tuple[dict[str, Placement | None], list[str]]:
+        raise self._no_placements()
+
+    def _no_placements(self) -> CapabilityMissing:
+        return CapabilityMissing(f"{self.target} is the index being adopted: it keeps no "
+                                 "placements, and is read-only for shardex")
 
     async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
                     version: int, expected: Placement | None, token: str,

@@ -101,6 +101,7 @@ class DynamoDBStore(Store):
     """
 
     scheme = "dynamodb"
+    batch_locate = 100  # BatchGetItem's most keys
 
     def __init__(self, table: str, *, region: str | None = None,
                  endpoint_url: str | None = None, profile: str | None = None,
@@ -400,6 +401,12 @@ class DynamoDBStore(Store):
         """One strongly consistent GetItem."""
         await self._own(namespace, rec, claim=False)
         return await self._layout.locate(item_id, rec)
+
+    async def _locate_many(self, namespace: str, item_ids: list[str], rec: Recorder
+                           ) -> tuple[dict[str, Placement | None], list[str]]:
+        """One strongly consistent BatchGetItem (``batch_locate``: 100 keys)."""
+        await self._own(namespace, rec, claim=False)
+        return await self._layout.locate_many(item_ids, rec)
 
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
                      version: int, expected: Placement | None, token: str,

@@ -93,6 +93,15 @@ class TableLayout(Layout):
         item = response.get("Item")
         return None if item is None else placement_from_item(item_id, item)
 
+    async def locate_many(self, item_ids: list[str], rec: Recorder
+                          ) -> tuple[dict[str, Placement | None], list[str]]:
+        ids = {placement_key(item_id): item_id for item_id in item_ids}
+        items, unread = await self._batch_get(
+            rec, item_ids, self.table, [placement_item_key(i) for i in item_ids],
+            lambda item: ids[item["pk"]["S"]])
+        return {item_id: None if item is None else placement_from_item(item_id, item)
+                for item_id, item in items.items()}, unread
+
     async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
                     version: int, expected: Placement | None, token: str,
                     rec: Recorder) -> None:

@@ -109,6 +109,7 @@ class MemoryStore(Store):
     """
 
     scheme = "memory"
+    batch_locate = 100  # as DynamoDB's BatchGetItem
 
     def __init__(self, *, profile: str = DEFAULT_PROFILE, clock: Clock | None = None,
                  **options: Any) -> None:
@@ -181,10 +182,8 @@ class MemoryStore(Store):
         return self._applied
 
     def partition_of(self, namespace: str, key: str) -> str:
-        """Return the name of the physical partition that holds ``key`` of ``namespace``.
-
-        The key's own name when it is its own partition (``partitions=0``, unsplit).
-        """
+        """The name of the physical partition that holds ``key`` of ``namespace`` (the
+        key's own name when it is its own partition: ``partitions=0``, unsplit)."""
         partitions = (self._table if is_reserved(key) else self._entries).partitions
         slot, h = partitions.slot(namespace, key)
         return slot.find(h, "").name or key
@@ -308,6 +307,35 @@ class MemoryStore(Store):
         self._take(rec, self._table, key, item.slot, item.h, "",
                    self.profile.read_cost(item.size, 1, True), now, write=False)
         return item.placement
+
+    async def _locate_many(self, namespace: str, item_ids: list[str], rec: Recorder
+                           ) -> tuple[dict[str, Placement | None], list[str]]:
+        """One BatchGetItem: each placement read strongly on its own partition; refused
+        ones are left unread, and a request refused whole throttles."""
+        await self._send(rec, 0)
+        now = self.clock.now()
+        if self._faulty:
+            self._inject(rec, namespace, placement_key(item_ids[0]), write=False)
+        found: dict[str, Placement | None] = {}
+        unread: list[tuple[str, Refusal, float]] = []
+        nbytes = 0
+        for item_id in item_ids:
+            item, key = self._item(namespace, item_id, now), placement_key(item_id)
+            part = self._table.partitions.at(item.slot, item.h, "", int(now))
+            units = self.profile.read_cost(item.size, 1, True)
+            refusal = admit(((self._table, part, units, item.h),), write=False, strong=True,
+                            now=now)
+            rec.charge(key, 0.0 if refusal else units, part.name)
+            if refusal is not None:
+                unread.append((item_id, refusal, units))
+                continue
+            found[item_id] = item.placement
+            nbytes += item.size
+        if not found:
+            item_id, refusal, units = unread[0]
+            raise self._throttled(refusal, placement_key(item_id), units, now)
+        await self.clock.sleep(self._latency.transfer(nbytes))
+        return found, [item_id for item_id, _, _ in unread]
 
     def _check_entry(self, item_id: str, entry: Any) -> int:
         """``Store._check_entry``, its size kept for ``_size``: each entry sized once."""

@@ -1,0 +1,187 @@
+"""``Store.locate_many``: the same answers as ``locate`` one by one, on every backend, in
+as few requests as each store's batched read allows; and a moving value's listing that
+reads its placements in batches."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+
+import shardex
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.errors import InvalidInput, Throttled
+from shardex.index import store_routing
+from shardex.model.entries import Placement, StoredEntry
+from shardex.routing import begin_transition
+from shardex.sim.clock import run_virtual
+from shardex.stores.base import Store
+from tests.conftest import Backend
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+NS = "ix"
+
+
+async def _placed(store: Store, count: int, *, deleted: int = 0) -> list[str]:
+    """Place ``count`` items (the first ``deleted`` of them deleted again); their ids."""
+    ids = [f"item-{i:04d}" for i in range(count)]
+
+    async def one(i: int, item_id: str) -> None:
+        entry = StoredEntry(f"V#{i % 4}", f"{i:04d}", item_id, {"n": i})
+        await store.place(NS, item_id, entry, version=1, expected=None)
+        if i < deleted:
+            await store.place(NS, item_id, None, version=2,
+                              expected=await store.locate(NS, item_id))
+
+    for start in range(0, count, 32):
+        await asyncio.gather(*(one(i, ids[i]) for i in range(start, min(count, start + 32))))
+    return ids
+
+
+def test_answers_as_locate_one_by_one_in_batched_requests(backend: Backend) -> None:
+    async def body() -> None:
+        async with backend.store() as store:
+            ids = await _placed(store, 110, deleted=3)
+            asked = [*ids, "never-placed", "never-either", ids[5], ids[0]]
+            store.reset_stats()
+            found = await store.locate_many(NS, asked)
+            requests = store.stats(NS).totals.read_requests
+            one_by_one = dict(zip(asked, await asyncio.gather(
+                *(store.locate(NS, item_id) for item_id in asked)), strict=True))
+            assert found == one_by_one
+            assert list(found) == list(dict.fromkeys(asked))
+            assert found["never-placed"] is None
+            assert [found[i].entry for i in ids[:3]] == [None] * 3  # type: ignore[union-attr]
+            assert found[ids[7]].entry.attrs == {"n": 7}  # type: ignore[union-attr]
+            size = store.batch_locate
+            distinct = len(ids) + 2
+            # a batched store reads them in ceil(n / batch) requests (more than one takes)
+            assert requests == (distinct if size is None else math.ceil(distinct / size))
+            assert await store.locate_many(NS, []) == {}
+            if backend.name.startswith("dynamodb"):
+                await _unprocessed(store, found)
+
+    backend.run(body())
+
+
+def test_bad_ids_are_refused_before_any_request(memory: Backend) -> None:
+    async def body() -> None:
+        async with memory.store() as store:
+            for bad in ("item-1", ["ok", ""], ["ok", 7], None, [None]):
+                with pytest.raises(InvalidInput, match="item id"):
+                    await store.locate_many(NS, bad)  # type: ignore[arg-type]
+            with pytest.raises(InvalidInput, match="namespace"):
+                await store.locate_many("", ["a"])
+            assert store.stats().totals.requests == 0
+
+    memory.run(body())
+
+
+def test_throttled_placements_are_read_again_and_a_refused_request_raises(
+        memory: Backend) -> None:
+    async def body() -> None:
+        # one partition holding 100 placements, 80 read units a second (and a second's
+        # burst): a batch of 100 is read over a few tries, its throttled keys left
+        # unread and read again (the backoffs span over a second)
+        store = memory.store(partitions=1, read_ceiling=80.0, burst_seconds=1.0,
+                             adaptive=False)
+        async with store:
+            ids = await _placed(store, 100)
+            await asyncio.sleep(5.0)
+            store.reset_stats()
+            found = await store.locate_many(NS, ids)
+            assert [found[i].entry.attrs for i in ids] == [  # type: ignore[union-attr]
+                {"n": n} for n in range(len(ids))]
+            stats = store.stats(NS).totals
+            # the first request read some, a later one may have been refused whole
+            assert 1 < stats.read_requests <= 8
+            assert stats.read_units == len(ids)
+        refused = memory.store(throttle_rate=1.0)
+        async with refused:
+            with pytest.raises(Throttled):
+                await refused.locate_many(NS, ["a", "b"])
+
+    memory.run(body())
+
+
+async def _listing(index: ShardedIndex, stores: list[Store], entries: int) -> int:
+    """List value P in full (pages of 1,000); the read requests it sent ``stores``."""
+    for store in stores:
+        store.reset_stats()
+    count, cursor = 0, None
+    while True:
+        page = await index.query("P", limit=1000, cursor=cursor)
+        count += len(page.items)
+        if (cursor := page.cursor) is None:
+            break
+    assert count == entries
+    return sum(store.stats(index.name).totals.read_requests for store in stores)
+
+
+async def _puts(index: ShardedIndex, items: range) -> None:
+    for start in range(0, len(items), 32):
+        await asyncio.gather(*(index.put("P", f"o-{i:05d}", sort=f"{i * 7919 % 997:05d}")
+                               for i in items[start:start + 32]))
+
+
+def test_a_value_moving_between_tiers_lists_near_a_stable_listing_s_requests() -> None:
+    """4 keys on the index's store -> 16 on another, half the entries moved: at most 2x
+    the requests of the same entries listed stable on 16 keys (one point read in each
+    store a row read in T, before ``locate_many``: over 20x)."""
+    entries = 600
+
+    async def body() -> tuple[int, int]:
+        options: dict[str, Any] = {"seed": 1, "profile": "unlimited"}
+        stores = [shardex.open_store("memory://", **options) for _ in range(3)]
+        stable = ShardedIndex(stores[0], "stable", Routing(overrides={"P": ShardPolicy(16)}),
+                              hedge=None)
+        moving = ShardedIndex(stores[1], "moving", Routing(overrides={"P": ShardPolicy(4)}),
+                              hedge=None, tiers={"own": stores[2]})
+        async with stable, moving:
+            await _puts(stable, range(entries))
+            await _puts(moving, range(0, entries, 2))
+            await store_routing(moving, dataclasses.replace(begin_transition(
+                moving.routing, {"P": ShardPolicy(16, tier="own")}), state="write-new"))
+            await moving.refresh_routing()
+            await _puts(moving, range(1, entries, 2))
+            assert moving.routing.reads_both("P")
+            return (await _listing(stable, stores[:1], entries),
+                    await _listing(moving, stores[1:], entries))
+
+    stable, crossing = run_virtual(body())
+    assert crossing <= 2 * stable, (crossing, stable)
+
+
+
+async def _unprocessed(store: Store, located: dict[str, Placement | None]) -> None:
+    """DynamoDB Local never throttles: the client answers the first three BatchGetItems
+    for half their keys, the other half UnprocessedKeys, as DynamoDB does."""
+    client: Any = store._client  # type: ignore[attr-defined]
+    send, halved = client.call, []
+
+    async def call(operation: str, **params: Any) -> dict[str, Any]:
+        if operation != "BatchGetItem" or len(halved) >= 3:
+            return await send(operation, **params)  # type: ignore[no-any-return]
+        (table, ask), = params["RequestItems"].items()
+        keys = ask["Keys"]
+        halved.append(len(keys))
+        response: dict[str, Any] = await send(operation, **{
+            **params, "RequestItems": {table: {**ask, "Keys": keys[:len(keys) // 2]}}})
+        response["UnprocessedKeys"] = {table: {**ask, "Keys": keys[len(keys) // 2:]}}
+        return response
+
+    client.call = call
+    try:
+        store.reset_stats()
+        found = await store.locate_many(NS, ids := list(located))
+    finally:
+        client.call = send
+    assert found == located
+    # two batches (100 and the rest), both halved, then one of them again: a request each
+    assert sorted(halved[:2]) == [len(ids) - 100, 100]
+    assert len(halved) == 3
+    assert store.stats(NS).totals.read_requests == 2 + 3
