@@ -32,6 +32,7 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
+from shardex.stores.azure.wire import LeanQuery
 
 __all__ = [
     "Adapter",
@@ -244,6 +245,7 @@ class SdkClient(TablesClient):
                          "read_timeout": read_timeout}
         self._aio = aio
         self._client: Any = None
+        self._lean: LeanQuery | None = None
         # azure-core's aiohttp session keeps aiohttp's default pool: 100 connections
         self.connections = 100
 
@@ -251,9 +253,10 @@ class SdkClient(TablesClient):
         if self._client is None:
             self._client = self._aio.TableClient(self.endpoint, self.table,
                                                  credential=self._credential, **self._options)
+            self._lean = LeanQuery.of(self._client, self.table)
 
     async def close(self) -> None:
-        client, self._client = self._client, None
+        client, self._client, self._lean = self._client, None, None
         if client is not None:
             await client.close()
 
@@ -263,6 +266,8 @@ class SdkClient(TablesClient):
         return self._client
 
     async def call(self, operation: str, **params: Any) -> Any:
+        if operation == "query" and self._lean is not None:  # the SDK's pages, decoded leaner
+            return await self._lean(**params)
         method = getattr(self, f"_{operation}", None)
         if method is None:
             raise InvalidInput(f"unknown Azure Tables operation {operation!r}")
