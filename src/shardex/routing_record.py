@@ -93,9 +93,8 @@ class RoutingRecord:
     RoutingConflict when ``strict``). ``create=False`` stores no record: with none in the
     store the routing is ``Routing()``, held no longer than ``DEFAULT_LEASE`` (for tools
     that only look, and runners, whose first change creates the record). Store calls are
-    retried with ``retry`` on
-    ``clock``; a write that races another client's is re-read up to ``max_conflicts``
-    times.
+    retried with ``retry`` on ``clock``; a write that races another client's is re-read
+    up to ``max_conflicts`` times.
     """
 
     def __init__(self, store: Store, index: str, *, given: Routing | None = None,
@@ -212,8 +211,8 @@ class RoutingRecord:
                 self._loaded = _Loaded(stored, revision, sent, lease)
                 return stored
             if not self._create:
-                # No client acts on a routing no record holds for longer than a runner's
-                # first record waits (its lease, the default unless the record says).
+                # the implicit routing, held no longer than a runner's first record (the
+                # default lease) is waited out
                 self._loaded = _Loaded(Routing(), None, sent, min(lease, DEFAULT_LEASE))
                 return self._loaded.routing
             given = self._given or Routing()

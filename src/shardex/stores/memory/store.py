@@ -317,25 +317,24 @@ class MemoryStore(Store):
         if self._faulty:
             self._inject(rec, namespace, placement_key(item_ids[0]), write=False)
         found: dict[str, Placement | None] = {}
-        unread: list[tuple[str, Refusal, float]] = []
+        unread: list[str] = []
+        first: Throttled | None = None
         nbytes = 0
         for item_id in item_ids:
-            item, key = self._item(namespace, item_id, now), placement_key(item_id)
-            part = self._table.partitions.at(item.slot, item.h, "", int(now))
-            units = self.profile.read_cost(item.size, 1, True)
-            refusal = admit(((self._table, part, units, item.h),), write=False, strong=True,
-                            now=now)
-            rec.charge(key, 0.0 if refusal else units, part.name)
-            if refusal is not None:
-                unread.append((item_id, refusal, units))
+            item = self._item(namespace, item_id, now)
+            try:  # as _locate takes it, a refusal leaving the placement unread
+                self._take(rec, self._table, placement_key(item_id), item.slot, item.h, "",
+                           self.profile.read_cost(item.size, 1, True), now, write=False)
+            except Throttled as exc:
+                first = first or exc
+                unread.append(item_id)
                 continue
             found[item_id] = item.placement
             nbytes += item.size
-        if not found:
-            item_id, refusal, units = unread[0]
-            raise self._throttled(refusal, placement_key(item_id), units, now)
+        if first is not None and not found:
+            raise first
         await self.clock.sleep(self._latency.transfer(nbytes))
-        return found, [item_id for item_id, _, _ in unread]
+        return found, unread
 
     def _check_entry(self, item_id: str, entry: Any) -> int:
         """``Store._check_entry``, its size kept for ``_size``: each entry sized once."""
