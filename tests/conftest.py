@@ -98,6 +98,25 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 _CPU_LOG = os.environ.get("SHARDEX_TEST_CPU_LOG")
+# NAME=PID of each server scripts/test started (exported with SHARDEX_TEST_CPU_LOG)
+_SERVERS = dict(entry.split("=", 1)
+                for entry in os.environ.get("SHARDEX_TEST_SERVER_PIDS", "").split())
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds process ``pid`` and the children it waited for have used (Linux
+    /proc), 0.0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            # the fields after the command name, which may hold spaces, in parentheses
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return sum(int(tick) for tick in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _servers_cpu() -> dict[str, float]:
+    return {name: process_cpu(int(pid)) for name, pid in _SERVERS.items()}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -107,17 +126,24 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     The suite is CPU-bound on a shared machine, where wall times say more about the
     neighbours than about the test: a line per test (``cpu wall nodeid``, setup and
     teardown included, children the test waited for counted) shows where the CPU goes.
-    Each xdist worker appends its own lines.
+    Each xdist worker appends its own lines. The servers' CPU over the same span goes to
+    ``PATH.servers`` (``name=cpu ... nodeid``): a test's own only when one worker runs
+    (``SHARDEX_TEST_WORKERS=0``); with more, it is the sum of what ran beside it.
     """
     if not _CPU_LOG:
         yield
         return
-    before, started = os.times(), time.perf_counter()
+    before, started, servers = os.times(), time.perf_counter(), _servers_cpu()
     yield
     after = os.times()
     cpu = sum(after[:4]) - sum(before[:4])
     with open(_CPU_LOG, "a") as log:
         log.write(f"{cpu:.3f} {time.perf_counter() - started:.3f} {item.nodeid}\n")
+    if servers:
+        spent = " ".join(f"{name}={cpu - servers[name]:.2f}"
+                         for name, cpu in _servers_cpu().items())
+        with open(f"{_CPU_LOG}.servers", "a") as log:
+            log.write(f"{spent} {item.nodeid}\n")
 
 
 _FAILED = pytest.StashKey[bool]()
@@ -242,4 +268,8 @@ def spark() -> Iterator[Any]:
 
     session = local_session("local[2]", SPARK_TEST_CONF)
     yield session
+    if _CPU_LOG:  # the JVM outlives this worker's accounting: its CPU is logged here
+        jvm = session.sparkContext._gateway.proc
+        with open(_CPU_LOG, "a") as log:
+            log.write(f"{process_cpu(jvm.pid):.3f} 0 server:spark\n")
     session.stop()
