@@ -87,7 +87,7 @@ def refused(capsys: pytest.CaptureFixture[str], *args: str, code: int = 1) -> st
 def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
         capsys: pytest.CaptureFixture[str]) -> None:
     uri = local.table_store().uri
-    fill(uri, 120, lease=0.5)
+    fill(uri, 60, lease=0.5)
     where = ["--store", uri, "--index", "orders"]
 
     def routing() -> dict[str, Any]:
@@ -102,7 +102,7 @@ def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
     assert "no reshard under way" in refused(capsys, "reshard", "cutover", *where)
     out = ok(capsys, "reshard", "start", *where, "--set", "PENDING=8", "--margin", "0.1",
              "--dry-run")
-    assert "PENDING: 1 shard(s), hash -> 8 shard(s), hash: 120 entries, 120 to move" in out
+    assert "PENDING: 1 shard(s), hash -> 8 shard(s), hash: 60 entries, 60 to move" in out
     assert "dry run: nothing was changed" in out
     assert routing() == stable
     out = ok(capsys, "reshard", "start", *where, "--set", "PENDING=8", "--margin", "0.1")
@@ -119,14 +119,14 @@ def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
         assert routing() == started  # nothing changed
     out = ok(capsys, "reshard", "run", *where, "--unit-lease", "1")
     assert "reshard stopped at verified" in out
-    assert "parity: 120 entries checked, no gaps" in out
+    assert "parity: 60 entries checked, no gaps" in out
     status = json.loads(ok(capsys, "reshard", "status", *where, "--json"))
     assert status["schema"] == "shardex.reshard.status/1"
     assert status["state"] == "verified"
     assert status["values"]["PENDING"] == {
         "from": {"shards": 1, "strategy": "hash"}, "to": {"shards": 8, "strategy": "hash"},
-        "total": 120, "moved": 120, "remaining": 0, "entries": 120}
-    assert (status["total"], status["moved"], status["remaining"]) == (120, 120, 0)
+        "total": 60, "moved": 60, "remaining": 0, "entries": 60}
+    assert (status["total"], status["moved"], status["remaining"]) == (60, 60, 0)
     assert status["runners"] == []
     assert status["parity"]["missing"] == status["parity"]["extra"] == 0
     assert status["next_steps"][0].startswith("shardex reshard cutover --store")
@@ -158,7 +158,7 @@ def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
         async with ShardedIndex(uri, "orders") as index:
             return await index.count("PENDING")
 
-    assert asyncio.run(count()) == 120
+    assert asyncio.run(count()) == 60
 
 
 def _worker(uri: str) -> subprocess.Popen[str]:
