@@ -9,6 +9,8 @@ a transport under the SDK that answers 429 to its ReadMany's query; Azurite for 
 from __future__ import annotations
 
 import asyncio
+import json
+import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,9 +19,11 @@ import pytest
 from shardex.errors import Throttled, Unavailable
 from shardex.keys import placement_key
 from shardex.model.entries import Placement, StoredEntry
+from shardex.retry import RetryPolicy, call_with_retry
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
 from shardex.stores.memory.store import MemoryStore
+from tests.conftest import _REQUIRE, BACKENDS, Backend
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -219,3 +223,227 @@ def test_an_item_written_between_batches_reads_as_it_was_when_its_batch_read_it(
             assert found["item-0299"].entry is None  # type: ignore[union-attr]
 
     run_virtual(body())
+
+
+# -- the servers -------------------------------------------------------------------------
+
+class _Skipping:
+    """A clock whose sleeps end at once, keeping what they asked for: backoffs against a
+    real server without sleeping for real."""
+
+    def __init__(self) -> None:
+        self.at = 0.0
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return self.at
+
+    def wall(self) -> float:
+        return self.at
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.at += seconds
+        await asyncio.sleep(0)
+
+
+@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.dynamodb)
+                        for name in ("dynamodb-table", "dynamodb-gsi")])
+def dynamodb(request: pytest.FixtureRequest) -> Backend:
+    _REQUIRE["dynamodb"]()
+    return BACKENDS[request.param]
+
+
+def _client_error(code: str, status: int) -> Exception:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": "injected"},
+                        "ResponseMetadata": {"HTTPStatusCode": status}}, "BatchGetItem")
+
+
+def _batch_gets(store: Store, answer: Callable[[int, dict[str, Any]], Exception | list[int]]
+                ) -> list[int]:
+    """Route the DynamoDB client's BatchGetItems through ``answer(n, params)``: an error to
+    raise (the request refused whole), or the positions of its keys to answer as
+    UnprocessedKeys. Returns how many keys each BatchGetItem asked for."""
+    client: Any = store._client  # type: ignore[attr-defined]
+    # a second routing replaces the first
+    send, asked = client.__dict__.setdefault("unrouted", client.call), []
+
+    async def call(operation: str, **params: Any) -> dict[str, Any]:
+        if operation != "BatchGetItem":
+            return await send(operation, **params)  # type: ignore[no-any-return]
+        (table, ask), = params["RequestItems"].items()
+        keys = ask["Keys"]
+        asked.append(len(keys))
+        verdict = answer(len(asked) - 1, params)
+        if isinstance(verdict, Exception):
+            raise verdict
+        unread = [keys[at] for at in verdict]
+        read = [key for key in keys if key not in unread]
+        response: dict[str, Any] = await send(operation, **{
+            **params, "RequestItems": {table: {**ask, "Keys": read}}}) if read else {}
+        if unread:
+            response["UnprocessedKeys"] = {table: {**ask, "Keys": unread}}
+        return response
+
+    client.call = call
+    return asked
+
+
+def test_dynamodb_reads_odd_ids_and_bounds_keys_never_processed(dynamodb: Backend) -> None:
+    async def body() -> None:
+        clock = _Skipping()
+        async with dynamodb.store(clock=clock) as store:
+            ids = [*ODD_IDS, *(f"item-{i:04d}" for i in range(106))]
+            await _placed(store, ids[:30], deleted=3)  # the rest never placed
+            asked = [*ids, *ids[::5], "never"]
+            expected = await _one_by_one(store, list(dict.fromkeys(asked)))
+            store.reset_stats()
+            assert await store.locate_many(NS, asked) == expected
+            assert store.stats(NS).totals.read_requests == 2  # 121 distinct ids
+
+            # the first key of the first batch is never processed: Throttled naming it,
+            # after 8 tries, the backoffs about 3 s in all
+            sent = _batch_gets(store, lambda n, params: [0])
+            with pytest.raises(Throttled, match=r"1 placements .* after 8 tries .*it's"):
+                await store.locate_many(NS, ids[:3])
+            assert sent == [3, 1, 1, 1, 1, 1, 1, 1]
+            assert len(clock.slept) == 7
+            assert 1.5 < sum(clock.slept) < 3.5
+
+    dynamodb.run(body())
+
+
+@pytest.mark.parametrize(("code", "status", "error"), [
+    ("ProvisionedThroughputExceededException", 400, Throttled),
+    ("ServiceUnavailable", 503, Unavailable)])
+def test_dynamodb_batch_refused_whole(dynamodb: Backend, code: str, status: int,
+                                      error: type[Exception]) -> None:
+    """A first BatchGetItem refused whole raises it (the caller retries the read), and
+    the other batches stop; refused on a later try (after some were read), its keys are
+    asked for again."""
+    async def body() -> None:
+        async with dynamodb.store(clock=_Skipping()) as store:
+            ids = [f"item-{i:04d}" for i in range(250)]
+            await _placed(store, ids[:20])
+            expected = await _one_by_one(store, ids)
+
+            sent = _batch_gets(store, lambda n, params: _client_error(code, status))
+            with pytest.raises(error, match=code):
+                await store.locate_many(NS, ids)
+            assert len(sent) <= 3
+
+            def later(n: int, params: dict[str, Any]) -> Exception | list[int]:
+                # each batch's first try leaves 10 unread, its second is refused whole
+                return list(range(10)) if n < 3 else (
+                    _client_error(code, status) if n < 6 else [])
+
+            sent = _batch_gets(store, later)
+            if error is Throttled:
+                assert await store.locate_many(NS, ids) == expected
+                assert sorted(sent) == [10] * 6 + [50, 100, 100]
+            else:  # Unavailable is no throttle: raised at once, the batches stopped
+                with pytest.raises(Unavailable, match=code):
+                    await store.locate_many(NS, ids)
+                assert 4 <= len(sent) <= 6
+
+    dynamodb.run(body())
+
+
+class _Refusal:
+    """The 429 the Cosmos DB service answers to a request over the partition's rate."""
+
+    def __init__(self, request: Any, after_ms: int) -> None:
+        from azure.core.utils import CaseInsensitiveDict
+
+        self.request = request
+        self.status_code, self.reason = 429, "Too Many Requests"
+        self.content_type = "application/json"
+        self.headers = CaseInsensitiveDict({
+            "Content-Type": "application/json", "x-ms-retry-after-ms": str(after_ms),
+            "x-ms-substatus": "3200", "x-ms-request-charge": "0"})
+        self._body = json.dumps({"code": "TooManyRequests",
+                                 "message": "Request rate is large"}).encode()
+
+    def body(self) -> bytes:
+        return self._body
+
+    def text(self, encoding: str | None = None) -> str:
+        return self._body.decode()
+
+    async def load_body(self) -> None:
+        return None
+
+
+def _throttling_transport() -> Any:
+    """An azure-core transport under the SDK (below its retry policy) that answers 429 to
+    the next ``refuse`` document queries (ReadMany's), and counts the queries sent."""
+    from azure.core.pipeline.transport import AioHttpTransport
+
+    class Throttling(AioHttpTransport):  # type: ignore[misc]
+        refuse = 0
+        queries = 0
+
+        async def send(self, request: Any, **kwargs: Any) -> Any:
+            if request.method == "POST" and request.url.rstrip("/").endswith("/docs") \
+                    and "query" in request.headers.get("Content-Type", ""):
+                self.queries += 1
+                if self.refuse:
+                    self.refuse -= 1
+                    return _Refusal(request, 40)
+            return await super().send(request, **kwargs)
+
+    return Throttling()
+
+
+@pytest.mark.cosmos
+def test_cosmos_read_many_under_429_raises_throttled_and_a_retry_reads_all() -> None:
+    """The SDK's retries are off: a 429 on ReadMany's query comes back at once as
+    Throttled (its retry-after, one throttle metered, nothing read), and the caller's
+    retry (``CrossReads`` retries the whole read) answers as ``locate`` one by one."""
+    _REQUIRE["cosmos"]()
+
+    async def body() -> None:
+        store: Any = BACKENDS["cosmos"].store()
+        transport = _throttling_transport()
+        store.client._options["transport"] = transport
+        async with store:
+            ids = [*ODD_IDS, *(f"item-{i:04d}" for i in range(20))]
+            await _placed(store, ids[:24], deleted=2)
+            expected = await _one_by_one(store, ids)
+            store.reset_stats()
+            transport.refuse, transport.queries = 1, 0
+            with pytest.raises(Throttled, match="request rate too large") as err:
+                await store.locate_many(NS, ids)
+            assert err.value.retry_after == pytest.approx(0.04)
+            assert transport.queries == 1  # the SDK did not retry it
+            totals = store.stats(NS).totals
+            assert (totals.read_requests, totals.read_throttles) == (1, 1)
+            assert totals.read_units == 0
+
+            transport.refuse, transport.queries = 2, 0
+            clock = _Skipping()
+            found = await call_with_retry(lambda: store.locate_many(NS, ids), RetryPolicy(),
+                                          clock=clock, rng=random.Random(1))
+            assert found == expected
+            assert transport.queries == 3
+            assert all(wait >= 0.04 for wait in clock.slept)
+
+    asyncio.run(body())
+
+
+@pytest.mark.azure
+def test_azure_point_reads_of_odd_ids_answer_as_locate() -> None:
+    _REQUIRE["azure"]()
+
+    async def body() -> None:
+        async with BACKENDS["azure-tables"].store() as store:
+            ids = [*ODD_IDS, *(f"item-{i:04d}" for i in range(6))]
+            await _placed(store, ids[:16], deleted=2)
+            expected = await _one_by_one(store, ids)
+            store.reset_stats()
+            assert await store.locate_many(NS, [*ids, *ids[:5]]) == expected
+            assert store.stats(NS).totals.read_requests == len(ids)
+
+    asyncio.run(body())
