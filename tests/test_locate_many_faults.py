@@ -330,9 +330,10 @@ def test_dynamodb_batch_refused_whole(dynamodb: Backend, code: str, status: int,
             expected = await _one_by_one(store, ids)
 
             sent = _batch_gets(store, lambda n, params: _client_error(code, status))
-            with pytest.raises(error, match=code):
+            with pytest.raises(error, match=code) as raised:
                 await store.locate_many(NS, ids)
             assert len(sent) <= 3
+            assert "write" not in str(raised.value)  # a read: nothing may have applied
 
             def later(n: int, params: dict[str, Any]) -> Exception | list[int]:
                 # each batch's first try leaves 10 unread, its second is refused whole
