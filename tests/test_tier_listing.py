@@ -1,11 +1,13 @@
 """A value moving between tiers lists as one two-phase listing (``shardex.tierreads``):
-its pages resume and read ahead, T's rows are held in shared batches, and a write of
-this process to either store shows on the next page."""
+its pages resume and read ahead, T's rows are held in shared batches (each retried on its
+own under throttling), and a write of this process to either store shows on the next
+page."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 from typing import Any
 
 import pytest
@@ -14,9 +16,12 @@ import shardex
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
 from shardex.index import store_routing
+from shardex.model.entries import StoredEntry
+from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import begin_transition
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
+from shardex.tierreads import CrossReads
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -137,3 +142,31 @@ def test_a_write_of_this_process_shows_on_the_next_page_of_a_moving_value() -> N
             assert stores[1].stats("moving").totals.write_requests > 0
 
     run_virtual(body())
+
+
+def test_a_hold_under_throttling_reads_each_batch_again_alone() -> None:
+    """1,000 rows held while one request in five is throttled: each batch of 100 is
+    retried on its own. Retried whole, a read of ten batches failed nine times in ten
+    and read all ten again each time (and gave up, after the policy's tries, as an
+    IncompleteRead of the listing)."""
+    async def body() -> tuple[int, list[int]]:
+        stores = [shardex.open_store("memory://", seed=1, profile="unlimited",
+                                     throttle_rate=0.2) for _ in range(2)]
+        retry, clock, rng = RetryPolicy(), LoopClock(), random.Random(3)
+        async with stores[0], stores[1]:
+            rows = [StoredEntry("P#0", f"{i:05d}", f"o-{i:05d}", {}) for i in range(1000)]
+            for row in rows:
+                await call_with_retry(lambda row=row: stores[1].place(
+                    "moving", row.item_id, row, version=1, expected=None), retry,
+                    clock=clock, rng=rng)
+            for store in stores:
+                store.reset_stats()
+            cross = CrossReads("P", stores[0], stores[1], "moving", retry=retry, clock=clock,
+                               rng=rng)
+            held = await cross.held(rows)
+            return len(held), [store.stats("moving").totals.read_requests for store in stores]
+
+    held, requests = run_virtual(body())
+    assert held == 1000
+    # ten batches in each store, each one more time in five
+    assert all(r <= 20 for r in requests), requests

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from shardex.clock import Clock
@@ -32,6 +32,8 @@ from shardex.tiers import TierStores
 from shardex.write import arbitrated, holder, truth
 
 __all__ = ["CrossReads", "TierReads"]
+
+_POINT_BATCH = 100  # placements retried together where a store reads them one by one
 
 
 class CrossReads:
@@ -50,11 +52,26 @@ class CrossReads:
         self._holds = _Holds(self.held, clock)
 
     async def _locate(self, store: Store, item_ids: list[str]) -> dict[str, Placement | None]:
-        namespace = self._namespace
-        found: dict[str, Placement | None] = await call_with_retry(
-            lambda: store.locate_many(namespace, item_ids), self._retry, clock=self._clock,
-            rng=self._rng)
-        return found
+        """The placements of ``item_ids`` in ``store``, a batch a request, each batch
+        retried on its own: a throttled batch is read again alone, not with the rest
+        (retried whole, a read of ten batches with one request in five throttled failed
+        nine times in ten). The first batch that fails for good stops the others."""
+        namespace, size = self._namespace, store.batch_locate or _POINT_BATCH
+
+        def batch(ids: list[str]) -> Awaitable[dict[str, Placement | None]]:
+            return call_with_retry(lambda: store.locate_many(namespace, ids), self._retry,
+                                   clock=self._clock, rng=self._rng)
+
+        tasks = [asyncio.ensure_future(batch(item_ids[at:at + size]))
+                 for at in range(0, len(item_ids), size)]
+        try:
+            parts = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return {item_id: placement for part in parts for item_id, placement in part.items()}
 
     async def held(self, rows: Sequence[StoredEntry]) -> list[StoredEntry]:
         """The truth of each item of ``rows`` read in T: its live entry, wherever it is.
