@@ -1,23 +1,17 @@
 """``Store.locate_many``: the same answers as ``locate`` one by one, on every backend, in
-as few requests as each store's batched read allows; and a moving value's listing that
-reads its placements in batches."""
+as few requests as each store's batched read allows (a moving value's listing, which reads
+its placements in batches: ``tests/test_tier_listing.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
 from typing import Any
 
 import pytest
 
-import shardex
-from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.errors import InvalidInput, Throttled
-from shardex.index import store_routing
 from shardex.model.entries import Placement, StoredEntry
-from shardex.routing import begin_transition
-from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
 from tests.conftest import Backend
 
@@ -106,55 +100,6 @@ def test_throttled_placements_are_read_again_and_a_refused_request_raises(
                 await refused.locate_many(NS, ["a", "b"])
 
     memory.run(body())
-
-
-async def _listing(index: ShardedIndex, stores: list[Store], entries: int) -> int:
-    """List value P in full (pages of 1,000); the read requests it sent ``stores``."""
-    for store in stores:
-        store.reset_stats()
-    count, cursor = 0, None
-    while True:
-        page = await index.query("P", limit=1000, cursor=cursor)
-        count += len(page.items)
-        if (cursor := page.cursor) is None:
-            break
-    assert count == entries
-    return sum(store.stats(index.name).totals.read_requests for store in stores)
-
-
-async def _puts(index: ShardedIndex, items: range) -> None:
-    for start in range(0, len(items), 32):
-        await asyncio.gather(*(index.put("P", f"o-{i:05d}", sort=f"{i * 7919 % 997:05d}")
-                               for i in items[start:start + 32]))
-
-
-def test_a_value_moving_between_tiers_lists_near_a_stable_listing_s_requests() -> None:
-    """4 keys on the index's store -> 16 on another, half the entries moved: at most 2x
-    the requests of the same entries listed stable on 16 keys (one point read in each
-    store a row read in T, before ``locate_many``: over 20x)."""
-    entries = 600
-
-    async def body() -> tuple[int, int]:
-        options: dict[str, Any] = {"seed": 1, "profile": "unlimited"}
-        stores = [shardex.open_store("memory://", **options) for _ in range(3)]
-        stable = ShardedIndex(stores[0], "stable", Routing(overrides={"P": ShardPolicy(16)}),
-                              hedge=None)
-        moving = ShardedIndex(stores[1], "moving", Routing(overrides={"P": ShardPolicy(4)}),
-                              hedge=None, tiers={"own": stores[2]})
-        async with stable, moving:
-            await _puts(stable, range(entries))
-            await _puts(moving, range(0, entries, 2))
-            await store_routing(moving, dataclasses.replace(begin_transition(
-                moving.routing, {"P": ShardPolicy(16, tier="own")}), state="write-new"))
-            await moving.refresh_routing()
-            await _puts(moving, range(1, entries, 2))
-            assert moving.routing.reads_both("P")
-            return (await _listing(stable, stores[:1], entries),
-                    await _listing(moving, stores[1:], entries))
-
-    stable, crossing = run_virtual(body())
-    assert crossing <= 2 * stable, (crossing, stable)
-
 
 
 async def _unprocessed(store: Store, located: dict[str, Placement | None]) -> None:

@@ -262,7 +262,7 @@ class IndexReads:
         await self._admit(value, _keys_read(routing, value), "read", priority)
         source = await self._adopted(routing)
         entries = reads.stream(routing, value) if source is None else \
-            source.stream(value, [value], dedupe=False)
+            source.stream(value, [value])
         async for entry in entries:
             yield self._entry(value, entry)
         if await self._changed(routing, since):

@@ -2,22 +2,29 @@
 
 While a reshard moves a value between two stores (``shardex.write.crossing``), an item of
 it may have a placement in the store it leaves (S) and in the store it goes to (T);
-``shardex.write.truth`` says which holds. A read of the value reads S's keys, then T's,
-and holds every row found in T against both placements: a stale or unconfirmed copy in T
-is replaced by the truth (S's live entry, which a write moved there after S was read) or
-dropped. So a read misses no entry wherever the writes and the mover put it, and returns
-no entry the truth has deleted. Outside the union states a value is on one store only.
+``shardex.write.truth`` says which holds. A listing of the value is one listing in two
+phases (``FanOut.page``, its second phase on T's store): every position is read on S's
+keys, then on T's, and it resumes its continuations and reads ahead as any listing
+does. Every row found in T is held against both placements of its item as it lands
+(in batches, ``Store.locate_many``): it stays if its item's truth is that entry, at that
+position, and is dropped otherwise (a stale or unconfirmed copy, a deleted item). So a
+listing misses no entry present throughout, wherever the writes and the mover put it,
+and returns no entry the truth had deleted. Outside the union states a value is on one
+store only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any
 
 from shardex.clock import Clock
 from shardex.fanout import FanOut
+from shardex.fanout.merge import Reach, Reader
 from shardex.keys import parse_shard_key
-from shardex.model.entries import Placement, Position, StoredEntry
+from shardex.model.entries import Placement, Position, QueryPage, StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Store
@@ -25,6 +32,8 @@ from shardex.tiers import TierStores
 from shardex.write import arbitrated, holder, truth
 
 __all__ = ["CrossReads", "TierReads"]
+
+_POINT_BATCH = 100  # placements retried together where a store reads them one by one
 
 
 class CrossReads:
@@ -40,13 +49,29 @@ class CrossReads:
         self._retry = retry
         self._clock = clock
         self._rng = rng
+        self._holds = _Holds(self.held, clock)
 
     async def _locate(self, store: Store, item_ids: list[str]) -> dict[str, Placement | None]:
-        namespace = self._namespace
-        found: dict[str, Placement | None] = await call_with_retry(
-            lambda: store.locate_many(namespace, item_ids), self._retry, clock=self._clock,
-            rng=self._rng)
-        return found
+        """The placements of ``item_ids`` in ``store``, a batch a request, each batch
+        retried on its own: a throttled batch is read again alone, not with the rest
+        (retried whole, a read of ten batches with one request in five throttled failed
+        nine times in ten). The first batch that fails for good stops the others."""
+        namespace, size = self._namespace, store.batch_locate or _POINT_BATCH
+
+        def batch(ids: list[str]) -> Awaitable[dict[str, Placement | None]]:
+            return call_with_retry(lambda: store.locate_many(namespace, ids), self._retry,
+                                   clock=self._clock, rng=self._rng)
+
+        tasks = [asyncio.ensure_future(batch(item_ids[at:at + size]))
+                 for at in range(0, len(item_ids), size)]
+        try:
+            parts = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return {item_id: placement for part in parts for item_id, placement in part.items()}
 
     async def held(self, rows: Sequence[StoredEntry]) -> list[StoredEntry]:
         """The truth of each item of ``rows`` read in T: its live entry, wherever it is.
@@ -68,84 +93,152 @@ class CrossReads:
                 out.append(placement.entry)
         return out
 
+    def reader(self, target: FanOut) -> Reader:
+        """How a listing reads T's keys (``FanOut.page``'s ``second``): each page of rows
+        read in T, held against both placements of its items (``held``) when it lands.
+
+        A row stays where its item's truth is that very entry's position (the truth
+        itself stands in for it, the newer version); a stale, unconfirmed or deleted
+        row is dropped. Rows beyond ``bound`` (how far S had been read when the request
+        was sent) are dropped unread: the listing forgets them and reads them again.
+        Dropping a row whose item's truth lies elsewhere loses no entry present
+        throughout the listing: at that entry's position S was read first; if S's read
+        missed it, the mover had confirmed it in S before, so T's later read found its
+        copy there, and the copy's hold, later still, finds it confirmed.
+        """
+        value, holds = self.value, self._holds
+
+        async def read(key: str, after: Position | None, descending: bool, limit: int,
+                       bound: Reach, hedged: bool) -> QueryPage:
+            sent = holds.sent()
+            try:
+                page = await target.read(key, after, descending, limit, hedged)
+            except BaseException:
+                holds.gone(sent)
+                raise
+            rows = page.entries
+            if bound[0] and bound[1] is not None:
+                at = bound[1]
+                rows = [e for e in rows if not _beyond(e.position, at, descending)]
+            if not rows:
+                holds.gone(sent)
+            truth = await holds.hold(sent, rows) if rows else {}
+            kept = []
+            for row in rows:
+                live = truth.get(row.item_id)
+                if live is not None and live.position == row.position \
+                        and _value_of(live) == value:
+                    kept.append(live)
+            return QueryPage(kept, page.resume, page.units, page.skipped)
+
+        return read
+
     async def page(self, source: FanOut, source_keys: Sequence[str], target: FanOut,
                    target_keys: Sequence[str], *, after: Position | None, descending: bool,
-                   limit: int) -> tuple[list[StoredEntry], bool]:
-        """The next ``limit`` entries beyond ``after``, and whether any lies beyond them."""
-        value = self.value
-        out: list[StoredEntry] = []
-        seen: set[str] = set()
-        position = after
-        while True:
-            need = limit - len(out)
-            # S is read before T at every position: no continuation read earlier
-            first = await source.page(value, source_keys, after=position,
-                                      descending=descending, limit=need, fresh=True)
-            then = await target.page(value, target_keys, after=position,
-                                     descending=descending, limit=need, fresh=True)
-            # a phase with more beyond its page bounds what this round may return
-            bounds = [page.entries[-1].position for page in (first, then)
-                      if page.more and page.entries]
-            bound = (max(bounds) if descending else min(bounds)) if bounds else None
-            # Only the first ``need`` positions of S's entries and T's rows can be taken
-            # this round: T's rows past them are read again next round, and held now
-            # they would cost two point reads each for nothing.
-            rows = [e for e in then.entries
-                    if bound is None or not _beyond(e.position, bound, descending)]
-            cut = sorted((e.position for e in [*first.entries, *rows]
-                          if _beyond(e.position, position, descending)
-                          and (bound is None or not _beyond(e.position, bound, descending))),
-                         reverse=descending)
-            clipped = len(cut) > need
-            if clipped:
-                bound = cut[need - 1]
-                rows = [e for e in rows if not _beyond(e.position, bound, descending)]
-            if self._source.capabilities.consistent_reads:
-                # A row in T at the very position of the entry S's page showed live for
-                # its item needs no placement read: S held that entry live when read,
-                # so it was the item's truth then (``truth``: a live entry in S holds),
-                # as for every entry S's page alone shows; and at one position the two
-                # are taken this round, or both left beyond it and read again. (At
-                # another position, S's entry might be left beyond this round while a
-                # move has since taken it out of S: the row is then the only trace.)
-                shown = {(e.item_id, e.position) for e in first.entries}
-                rows = [e for e in rows if (e.item_id, e.position) not in shown]
-            found = {e.item_id: e for e in [*first.entries, *await self.held(rows)]}
-            ready = sorted((e for e in found.values() if e.item_id not in seen
-                            and _beyond(e.position, position, descending)
-                            and (bound is None or not _beyond(e.position, bound, descending))),
-                           key=lambda e: e.position, reverse=descending)
-            taken = ready[:need]
-            out += taken
-            seen.update(e.item_id for e in taken)
-            more = first.more or then.more or len(ready) > need or clipped
-            if len(out) >= limit or not more or (bound is None and not taken):
-                return out, more
-            position = bound if bound is not None else taken[-1].position
+                   limit: int, layout: object, to_end: bool) -> tuple[list[StoredEntry], bool]:
+        """The next ``limit`` entries beyond ``after``, and whether any lies beyond them.
 
-    async def stream(self, source: FanOut, source_keys: Sequence[str], target: FanOut,
-                     target_keys: Sequence[str]) -> AsyncIterator[StoredEntry]:
-        """Every entry of the value, S's keys first, T's rows held against the truth."""
-        seen: set[str] = set()
-        async for entry in source.stream(self.value, source_keys, dedupe=True):
-            seen.add(entry.item_id)
-            yield entry
-        batch: list[StoredEntry] = []
-        async for row in target.stream(self.value, target_keys, dedupe=True):
-            batch.append(row)
-            if len(batch) >= 64:
-                for entry in await self._fresh(batch, seen):
-                    yield entry
-                batch = []
-        for entry in await self._fresh(batch, seen):
-            yield entry
+        One listing of two phases (``FanOut.page``): S's keys, then T's, each position
+        read in T by a request sent after S's read of it landed, T's rows held. It keeps
+        its continuation and reads ahead as any listing does (in S's fan-out, which
+        hears T's writes too).
+        """
+        source.watch(self._target)
+        merged = await source.page(self.value, target_keys, first=source_keys, after=after,
+                                   descending=descending, limit=limit,
+                                   layout=("tiers", layout), to_end=to_end,
+                                   second=self.reader(target))
+        return merged.entries, merged.more
 
-    async def _fresh(self, rows: list[StoredEntry], seen: set[str]) -> list[StoredEntry]:
-        # an item already yielded is not yielded again: its row needs no placement read
-        out = [e for e in await self.held([r for r in rows if r.item_id not in seen])
-               if e.item_id not in seen]
-        seen.update(e.item_id for e in out)
-        return out
+    def stream(self, source: FanOut, source_keys: Sequence[str], target: FanOut,
+               target_keys: Sequence[str], layout: object) -> AsyncIterator[StoredEntry]:
+        """Every entry of the value in ``(sort, item_id)`` order: the listing ``page``
+        reads, in the store's pages."""
+        source.watch(self._target)
+        return source.listing(self.value, target_keys, first=source_keys,
+                              layout=("tiers", layout), second=self.reader(target))
+
+
+class _Holds:
+    """Holds the rows of T's requests sent together in one batched read (``held``).
+
+    A request's rows wait, once landed, for every request of T sent no later than a
+    quarter of a round trip after the earliest one waiting (as ``FanOut`` counts requests
+    sent together) to land or fail: requests sent together land together, and one batch
+    reads 100 placements where each shard's rows are a few. Each request is held after
+    it landed, so every row's placements are still read after the row.
+    """
+
+    def __init__(self, held: Callable[[Sequence[StoredEntry]],
+                                      Coroutine[Any, Any, list[StoredEntry]]],
+                 clock: Clock) -> None:
+        self._held = held
+        self._clock = clock
+        self._flying: dict[object, float] = {}  # a request in flight -> when it was sent
+        self._queued: list[tuple[Sequence[StoredEntry], asyncio.Future[dict[str, StoredEntry]],
+                                 float]] = []  # rows, their waiter, how far they wait
+        self._scheduled = False
+        self._holding: set[asyncio.Future[list[StoredEntry]]] = set()
+
+    def sent(self) -> object:
+        """Note a request of T sent now; pass what this returns to ``hold`` or ``gone``."""
+        token = object()
+        self._flying[token] = self._clock.now()
+        return token
+
+    def gone(self, token: object) -> None:
+        """The request ``token`` holds nothing (it failed, was cancelled or found none)."""
+        del self._flying[token]
+        self._check()
+
+    def hold(self, token: object, rows: Sequence[StoredEntry]
+             ) -> asyncio.Future[dict[str, StoredEntry]]:
+        """The truth of each item of ``rows`` (the landed request ``token``'s), by item id."""
+        sent = self._flying.pop(token)
+        waiter: asyncio.Future[dict[str, StoredEntry]] = \
+            asyncio.get_running_loop().create_future()
+        self._queued.append((rows, waiter, sent + (self._clock.now() - sent) / 4))
+        self._check()
+        return waiter
+
+    def _check(self) -> None:
+        if not self._queued or self._scheduled:
+            return
+        cut = min(until for _, _, until in self._queued)
+        if any(sent <= cut for sent in self._flying.values()):
+            return  # one sent together with the rows waiting lands later
+        self._scheduled = True  # and whatever lands in this turn of the loop joins them
+        asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        queued, self._queued, self._scheduled = self._queued, [], False
+        task: asyncio.Future[list[StoredEntry]] = asyncio.get_running_loop().create_task(
+            self._held([row for rows, _, _ in queued for row in rows]))
+        self._holding.add(task)
+
+        def settle(done: asyncio.Future[list[StoredEntry]]) -> None:
+            self._holding.discard(done)
+            failed = None if done.cancelled() else done.exception()
+            for _, waiter, _ in queued:
+                if waiter.done():
+                    continue  # its landing was cancelled meanwhile
+                if done.cancelled():
+                    waiter.cancel()
+                elif failed is not None:
+                    waiter.set_exception(failed)
+                else:
+                    waiter.set_result({e.item_id: e for e in done.result()})
+
+        task.add_done_callback(settle)
+        waiters = [waiter for _, waiter, _ in queued]
+
+        def dropped(_: asyncio.Future[dict[str, StoredEntry]]) -> None:
+            # every landing waiting for it was cancelled (a restart, a closed index)
+            if not task.done() and all(w.done() for w in waiters):
+                task.cancel()
+
+        for waiter in waiters:
+            waiter.add_done_callback(dropped)
 
 
 class TierReads:
@@ -198,7 +291,8 @@ class TierReads:
         if cross is not None:
             crossing, *phases = cross
             return await crossing.page(*phases, after=after,  # type: ignore[arg-type]
-                                       descending=descending, limit=limit)
+                                       descending=descending, limit=limit,
+                                       layout=routing.version, to_end=to_end)
         first, then = routing.read_phases(value)
         merged = await self._on(routing, value).page(value, then, first=first, after=after,
                                                      descending=descending, limit=limit,
@@ -211,12 +305,12 @@ class TierReads:
         an item found twice once."""
         cross = self._cross(routing, value)
         if cross is not None:
-            return cross[0].stream(*cross[1:])
+            return cross[0].stream(*cross[1:], layout=routing.version)
         first, then = routing.read_phases(value)
         fanout = self._on(routing, value)
         if routing.reads_both(value):
             return fanout.listing(value, then, first=first, layout=routing.version)
-        return fanout.stream(value, then, dedupe=False)
+        return fanout.stream(value, then)
 
     async def count(self, routing: Routing, value: str) -> int:
         """How many entries ``value`` has (mid-reshard: an item found twice counted once,

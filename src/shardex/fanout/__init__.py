@@ -75,19 +75,18 @@ sent together have landed, as far as they read (``_read_ahead``): the second tra
 first by one round trip, which is the order's price. So a full union listing waits
 for the first phase's round trips (fewer keys, more entries each, than the larger
 layout's), one of the second's after the first page's (a first page reads no further)
-and one after the first phase's last: ``benchmarks/bench_union.py`` prints that floor
-beside what a listing takes (2.00x a stable listing of the larger layout at 2,000 and
-20,000 entries, 4 -> 16 keys, pages of 1,000; 2.5x and 3.0x before, when the first
-phase read one request at a time and the second asked at each of its landings).
+and one after the first phase's last: ``benchmarks/bench_union.py`` prints that floor.
+The second phase may be on another store (``page``'s ``second``: a value moving between
+tiers, ``shardex.tierreads``): the order and the argument are the same.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from shardex.admission import AdaptiveGate
 from shardex.clock import Clock
@@ -103,6 +102,7 @@ from shardex.fanout.listing import (
 from shardex.fanout.merge import (
     EVERYTHING,
     Reach,
+    Reader,
     ShardStream,
     ahead_of,
     merge_safe,
@@ -119,7 +119,6 @@ from shardex.stores.metered import FanOutRead, Hedge, HedgeOutcome, detached
 
 __all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]
 
-T = TypeVar("T")
 _UNBOUNDED = 1 << 30  # a semaphore no fan-out fills
 
 
@@ -161,7 +160,14 @@ class FanOut:
         self._abandoned: set[asyncio.Future[Any]] = set()
         self._reading: set[asyncio.Task[None]] = set()
         self._listings = Continuations(namespace)
+        self._watching = [store]
         store.meter.subscribe(self._listings.written)
+
+    def watch(self, store: Store) -> None:
+        """Restart kept listings whose shards ``store`` writes too (``page``'s ``second``)."""
+        if store not in self._watching:
+            self._watching.append(store)
+            store.meter.subscribe(self._listings.written)
 
     def abandon(self, value: str, descending: bool, position: Position) -> None:
         """Forget the listing kept for the page after ``position``: nobody continues it."""
@@ -169,7 +175,8 @@ class FanOut:
 
     async def close(self) -> None:
         """Stop the requests and hedged copies still running; forget every continuation."""
-        self._store.meter.unsubscribe(self._listings.written)
+        for store in self._watching:
+            store.meter.unsubscribe(self._listings.written)
         self._listings.close()
         running = [*self._abandoned, *self._reading]
         self._abandoned, self._reading = set(), set()
@@ -224,6 +231,11 @@ class FanOut:
                                 hedger, limit, clock=self._clock, report=report),
             self._retry, clock=self._clock, rng=self._rng, paced=self._gate is not None)
 
+    async def read(self, key: str, after: Position | None, descending: bool, limit: int,
+                   hedged: bool) -> QueryPage:
+        """One shard read of ``limit`` entries at most, as a page's (a ``second`` reader's)."""
+        return await self._query(key, after, descending, min(limit, self._max_page), hedged)
+
     def _fanned_out(self, value: str, width: int, kind: str) -> None:
         self._store.meter.emit(FanOutRead(self._namespace, value, width, kind,
                                           self._store.clock.now()))
@@ -244,21 +256,6 @@ class FanOut:
 
         copy.add_done_callback(finished)
 
-    async def _each(self, value: str, calls: Sequence[tuple[str, Callable[[], Awaitable[T]]]]
-                    ) -> list[T]:
-        """Run one call per shard concurrently; raise IncompleteRead if any shard failed."""
-        results = await asyncio.gather(*(call() for _, call in calls), return_exceptions=True)
-        failed: dict[str, BaseException] = {}
-        for (key, _), result in zip(calls, results, strict=True):
-            if isinstance(result, BaseException):
-                if not isinstance(result, self._retry.retry_on):
-                    raise result
-                failed[key] = result
-        if failed:
-            first = next(iter(failed.values()))
-            raise IncompleteRead(value, failed) from first
-        return results  # type: ignore[return-value]
-
     # -- one request per shard at a time, for ordered pages ----------------------------
 
     def _fetch(self, stream: ShardStream, descending: bool, listing: Listing,
@@ -276,6 +273,7 @@ class FanOut:
             stream.page_size = ahead_size(stream, listing, self._max_page)
         key, after, size, generation = stream.key, stream.after, stream.page_size, \
             stream.generation
+        reader = stream.reader
         reading, listings, clock = self._reading, self._listings, self._clock
         beside = 0
         if bound[0]:
@@ -290,7 +288,9 @@ class FanOut:
             try:
                 # a request read ahead is not hedged: nobody waits for it when it is
                 # sent, and a copy of a store page costs as much as the page
-                page = await self._query(key, after, descending, size, hedged=not ahead)
+                page = await (self._query(key, after, descending, size, hedged=not ahead)
+                              if reader is None
+                              else reader(key, after, descending, size, bound, not ahead))
             except asyncio.CancelledError:
                 if stream.generation == generation:
                     stream.pending = None
@@ -367,8 +367,8 @@ class FanOut:
 
     async def page(self, value: str, keys: Sequence[str], *, after: Position | None,
                    descending: bool, limit: int, first: Sequence[str] = (),
-                   fresh: bool = False, layout: object = None,
-                   to_end: bool = False) -> MergedPage:
+                   layout: object = None, to_end: bool = False,
+                   second: Reader | None = None) -> MergedPage:
         """Merge the shards ``first`` and ``keys`` into the next ``limit`` entries beyond ``after``.
 
         Entries come in ``(sort, item_id)`` order (descending if asked); an entry found
@@ -376,9 +376,9 @@ class FanOut:
         exact: True only if an entry lies beyond the page. Each position is read on the
         shards ``first`` before it is read on ``keys`` (a key may be in both). ``layout``
         names the layout the keys belong to (the routing's version): a continuation is
-        resumed only in the layout and phases it was read in. ``fresh`` reads every
-        shard now, neither resuming nor keeping a continuation: a caller that orders its
-        reads of two stores (``shardex.tierreads``) needs each read when made. ``to_end``:
+        resumed only in the layout and phases it was read in. ``second`` reads the shards
+        ``keys`` where this fan-out's store does not (a value moving between two stores,
+        ``shardex.tierreads``): the order above holds across the two. ``to_end``:
         the caller reads the listing to its end, so a new listing asks each shard (of
         the first phase, mid-reshard) for a store page from its first request
         (``listing.first_size``) and reads ahead from its first page on.
@@ -389,18 +389,19 @@ class FanOut:
                   share(limit, len(keys), max_page))
         phases = (tuple(first), tuple(keys))
         listing, now = None, self._clock.now()
-        if after is not None and not fresh:
+        if after is not None:
             listing = self._listings.resume((value, descending, after, layout), phases,
                                             shares, now)
         if listing is None:
-            sizes, to_end = shares, to_end and not fresh
+            sizes = shares
             if to_end:
                 width, room = lead or len(keys), self._listings.left()
                 sizes = (first_size(shares[0], width, max_page, room), shares[1]) if lead \
                     else (0, first_size(shares[1], width, max_page, room))
             listing = Listing(phases, [ShardStream(key, after, sizes[0]) for key in first]
-                              + [ShardStream(key, after, sizes[1], then=bool(lead))
-                                 for key in keys], lead=lead, ahead=to_end, eager=to_end)
+                              + [ShardStream(key, after, sizes[1], then=bool(lead),
+                                             reader=second) for key in keys],
+                              lead=lead, ahead=to_end, eager=to_end)
         else:
             # the caller continues: its shards read ahead from now on, eagerly if it came
             # back sooner than a request takes
@@ -433,7 +434,7 @@ class FanOut:
             listing.stop()
             raise
         more = any(s.buffer for s in streams)
-        if not more or fresh:
+        if not more:
             listing.stop()
             return MergedPage(entries=out, more=more)
         if listing.ahead:
@@ -474,7 +475,8 @@ class FanOut:
     # -- arrival order and counts ------------------------------------------------------
 
     async def listing(self, value: str, keys: Sequence[str], *, first: Sequence[str],
-                      layout: object) -> AsyncIterator[StoredEntry]:
+                      layout: object, second: Reader | None = None
+                      ) -> AsyncIterator[StoredEntry]:
         """Yield every entry of the shards ``first`` and ``keys`` (two phases, mid-reshard)
         in ``(sort, item_id)`` order, an entry found on two shards once.
 
@@ -487,30 +489,25 @@ class FanOut:
         after: Position | None = None
         while True:
             merged = await self.page(value, keys, first=first, after=after, descending=False,
-                                     limit=self._max_page, layout=layout, to_end=True)
+                                     limit=self._max_page, layout=layout, to_end=True,
+                                     second=second)
             for entry in merged.entries:
                 yield entry
             if not merged.more:
                 return
             after = merged.entries[-1].position
 
-    async def stream(self, value: str, keys: Sequence[str], *,
-                     dedupe: bool) -> AsyncIterator[StoredEntry]:
+    async def stream(self, value: str, keys: Sequence[str]) -> AsyncIterator[StoredEntry]:
         """Yield every entry of the shards ``keys`` in arrival order.
 
         The shards are read concurrently; if any fails for good, the entries of the
-        others are still yielded and IncompleteRead is raised at the end. With ``dedupe``
-        an item found on two shards is yielded once. Entries moving between the shards
-        meanwhile may be missed: a value mid-reshard is read by ``listing``.
+        others are still yielded and IncompleteRead is raised at the end. Entries moving
+        between the shards meanwhile may be missed: a value mid-reshard is read by
+        ``listing``.
         """
         failed: dict[str, BaseException] = {}
-        seen: set[str] = set()
         self._fanned_out(value, len(keys), "scan")
         async for entry in self._stream(keys, failed):
-            if dedupe:
-                if entry.item_id in seen:
-                    continue
-                seen.add(entry.item_id)
             yield entry
         if failed:
             raise IncompleteRead(value, failed) from next(iter(failed.values()))
@@ -564,16 +561,23 @@ class FanOut:
         Not hedged: one count may read a shard page by page, and a copy would read it all
         again.
         """
-        async def bounded(key: str) -> int:
-            async with self._limiter:
-                return await self._store.count(self._namespace, key)
-
-        def counter(key: str) -> Callable[[], Awaitable[int]]:
-            return lambda: call_with_retry(lambda: bounded(key), self._retry,
-                                           clock=self._clock, rng=self._rng)
+        async def counted(key: str) -> int:
+            async def once() -> int:
+                async with self._limiter:
+                    return await self._store.count(self._namespace, key)
+            return await call_with_retry(once, self._retry, clock=self._clock, rng=self._rng)
 
         self._fanned_out(value, len(keys), "count")
-        return sum(await self._each(value, [(key, counter(key)) for key in keys]))
+        counts = await asyncio.gather(*map(counted, keys), return_exceptions=True)
+        failed: dict[str, BaseException] = {}
+        for key, result in zip(keys, counts, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, self._retry.retry_on):
+                    raise result
+                failed[key] = result
+        if failed:
+            raise IncompleteRead(value, failed) from next(iter(failed.values()))
+        return sum(counts)  # type: ignore[arg-type]
 
 
 class _Copies:

@@ -11,14 +11,14 @@ import asyncio
 import heapq
 import math
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 
 from shardex.model.entries import Position, QueryPage, StoredEntry
 
-__all__ = ["EVERYTHING", "GROWTH", "Reach", "ShardStream", "ahead_of", "merge_safe", "reach",
-           "share", "sized", "within"]
+__all__ = ["EVERYTHING", "GROWTH", "Reach", "Reader", "ShardStream", "ahead_of", "merge_safe",
+           "reach", "share", "sized", "within"]
 
 _MIN_FIRST_PAGE = 4
 _SHORT = 0.003  # how often a page may need a second round trip to some shard
@@ -57,7 +57,8 @@ class ShardStream:
     again. ``generation`` grows on ``restart``: a request sent before it is not accepted.
     ``then``: the stream is of a listing's second phase (``shardex.fanout.page``);
     ``got`` entries it returned where the first phase had read ``beside`` (``sized``);
-    ``sent``: when the request in flight was sent.
+    ``sent``: when the request in flight was sent. ``reader`` reads the shard where the
+    fan-out's own store does not (``Reader``).
     """
 
     key: str
@@ -73,6 +74,7 @@ class ShardStream:
     got: int = 0
     beside: int = 0
     sent: float = 0.0
+    reader: Reader | None = None
 
     def accept(self, page: QueryPage, max_page: int) -> None:
         self.buffer.extend(page.entries)
@@ -115,6 +117,11 @@ class ShardStream:
 # is read to its end, so nothing bounds it; (True, None): one has not been read at all.
 Reach = tuple[bool, Position | None]
 EVERYTHING: Reach = (False, None)
+
+# A shard read somewhere other than the fan-out's store (a second phase on another store,
+# ``shardex.tierreads``): (key, after, descending, limit, bound, hedged) -> its page, of
+# which nothing beyond ``bound`` (how far the first phase had been read) is kept.
+Reader = Callable[[str, Position | None, bool, int, Reach, bool], Awaitable[QueryPage]]
 
 
 def reach(streams: Sequence[ShardStream], descending: bool) -> Reach:

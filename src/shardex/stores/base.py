@@ -237,8 +237,9 @@ class Store(abc.ABC):
         go out at once, bounded by ``connections``; ids a request left unread (throttled
         there, or over the response's size) are asked for again after a backoff, and
         Throttled is raised if some remain after a few tries. A request refused whole
-        raises as ``locate`` does. A store with no batched read (``batch_locate`` None:
-        Azure Table Storage) sends one ``locate`` an item, bounded the same way.
+        raises as ``locate`` does, and the first error raised stops every other request
+        of the call. A store with no batched read (``batch_locate`` None: Azure Table
+        Storage) sends one ``locate`` an item, bounded the same way.
         """
         if isinstance(item_ids, str | bytes) or not isinstance(item_ids, Iterable):
             raise InvalidInput(f"item ids must be an iterable of item ids, got {item_ids!r}")
@@ -258,9 +259,19 @@ class Store(abc.ABC):
                 return await self._read_batch(namespace, part)
 
         step = size or 1
+        tasks = [asyncio.ensure_future(one(ids[at:at + step]))
+                 for at in range(0, len(ids), step)]
+        try:
+            parts = await asyncio.gather(*tasks)
+        except BaseException:
+            # the caller retries the whole read: batches left going would send (their
+            # retries, those waiting for a connection) behind its back
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         found: dict[str, Placement | None] = {}
-        for part in await asyncio.gather(*(one(ids[at:at + step])
-                                           for at in range(0, len(ids), step))):
+        for part in parts:
             found.update(part)
         return found
 

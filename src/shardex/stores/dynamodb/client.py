@@ -76,6 +76,9 @@ _CREDENTIAL_CODES = frozenset({
     "IncompleteSignatureException", "AccessDeniedException", "SignatureDoesNotMatch",
 })
 _INVALID_CODES = frozenset({"ValidationException", "SerializationException"})
+_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem",
+                     "TransactWriteItems", "ExecuteStatement", "ExecuteTransaction",
+                     "BatchExecuteStatement"})
 _SERVER_CODES = frozenset({"InternalServerError", "ServiceUnavailable",
                            "InternalFailure", "ServiceUnavailableException"})
 
@@ -386,8 +389,10 @@ def map_error(exc: BaseException, *, operation: str, target: str, endpoint: str,
                                 f"{message or code}")
         status = int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
         if code in _SERVER_CODES or status >= 500:
+            ambiguous = ("; the write may or may not have been applied"
+                         if operation in _WRITES else "")
             return Unavailable(f"{operation} on {where}: {endpoint} failed ({code or status}: "
-                               f"{message}); the write may or may not have been applied")
+                               f"{message}){ambiguous}")
         return StoreError(f"{operation} on {where}: {code or 'error'}: {message}")
     credential_errors = tuple(getattr(errors, name) for name in (
         "NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
