@@ -37,7 +37,7 @@ from tests.test_fleet_heat import address
 
 pytestmark = [pytest.mark.dynamodb, pytest.mark.prometheus]
 
-WRITE_RATE, WRITE_SECONDS = 10, 24  # operations a second per writer, for so long
+WRITE_RATE, WRITE_SECONDS = 20, 24  # operations a second per writer, for so long
 POLICY = """
 tick = 1
 t_up = 3
