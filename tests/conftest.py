@@ -42,7 +42,8 @@ T = TypeVar("T")
 
 # Seconds each long test took in a full run (``cpu wall nodeid`` lines, as
 # SHARDEX_TEST_CPU_LOG writes them; refresh with
-# ``SHARDEX_TEST_CPU_LOG=/tmp/t.log scripts/test; sort -rn -k2 /tmp/t.log | awk '$2 >= 2'``).
+# ``SHARDEX_TEST_CPU_LOG=/tmp/t.log scripts/test; grep -v ' server:' /tmp/t.log | sort -rn -k2 |
+# awk '$2 >= 1'``; the servers' lines name no test).
 DURATIONS = Path(__file__).with_name("durations.txt")
 
 
@@ -127,8 +128,9 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     neighbours than about the test: a line per test (``cpu wall nodeid``, setup and
     teardown included, children the test waited for counted) shows where the CPU goes.
     Each xdist worker appends its own lines. The servers' CPU over the same span goes to
-    ``PATH.servers`` (``name=cpu ... nodeid``): a test's own only when one worker runs
-    (``SHARDEX_TEST_WORKERS=0``); with more, it is the sum of what ran beside it.
+    ``PATH.servers`` (``name=cpu ... at=END worker=gwN nodeid``): a test's own only when
+    one worker runs (``SHARDEX_TEST_WORKERS=0``); with more, it is the sum of what ran
+    beside it.
     """
     if not _CPU_LOG:
         yield
@@ -139,11 +141,12 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     cpu = sum(after[:4]) - sum(before[:4])
     with open(_CPU_LOG, "a") as log:
         log.write(f"{cpu:.3f} {time.perf_counter() - started:.3f} {item.nodeid}\n")
-    if servers:
+    if servers:  # with when the test ended and on which worker: the run's tail shows
         spent = " ".join(f"{name}={cpu - servers[name]:.2f}"
                          for name, cpu in _servers_cpu().items())
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         with open(f"{_CPU_LOG}.servers", "a") as log:
-            log.write(f"{spent} {item.nodeid}\n")
+            log.write(f"{spent} at={time.time():.1f} worker={worker} {item.nodeid}\n")
 
 
 _FAILED = pytest.StashKey[bool]()
