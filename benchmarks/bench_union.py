@@ -15,7 +15,7 @@ noise), stable and union alternating; the figures are the median time, requests 
 read units of one listing. On memory:// every request takes the latency given (virtual time, so time
 is round trips only); on DynamoDB Local, wall seconds. Ratios compare figures of this run
 only. The issue's bound: union / stable at most 2x the requests and 1.1x the time.
-On memory:// it also lists a value moving between tiers (4 keys on the index's store -> 16
+It also lists a value moving between tiers (4 keys on the index's store -> 16
 on a store of its own, half its entries there) against the stable listing: with no
 transaction across the two stores, each row read in the new store is held against both
 stores' placements of its item (``shardex.tierreads``), read in batches
@@ -111,11 +111,13 @@ async def _list(index: ShardedIndex, stores: Store | Sequence[Store], limit: int
                   seconds)
 
 
-async def measure_crossing(latency_ms: float, entries: int, limit: int) -> dict[str, Listed]:
-    """On memory://: a value moving between tiers (4 keys on the index's store -> 16 keys
-    on a store of its own, half its entries there), listed in full, against the same
-    entries stable on 16 keys. Run it under virtual time (``runner(False)``)."""
-    stores = [await _store(False, latency_ms) for _ in range(3)]
+async def measure_crossing(latency_ms: float, entries: int, limit: int, *,
+                           dynamodb: bool = False, repeat: int = 1) -> dict[str, Listed]:
+    """A value moving between tiers (4 keys on the index's store -> 16 keys on a store of
+    its own, half its entries there), listed in full, against the same entries stable on
+    16 keys (medians of ``repeat`` listings each, alternating). On memory:// run it under
+    virtual time, on DynamoDB Local (three tables) on the wall clock (``runner``)."""
+    stores = [await _store(dynamodb, latency_ms) for _ in range(3)]
     for store in stores:
         await store.open()
     stable = ShardedIndex(stores[0], "stable", Routing(overrides={"P": ShardPolicy(16)}),
@@ -130,8 +132,14 @@ async def measure_crossing(latency_ms: float, entries: int, limit: int) -> dict[
         await moving.refresh_routing()
         await _puts(moving, range(1, entries, 2))  # written to the tier's store
         assert moving.routing.reads_both("P")
-        out = {"stable": await _list(stable, stores[0], limit, entries),
-               "crossing": await _list(moving, stores[1:], limit, entries)}
+        runs: dict[str, list[Listed]] = {"stable": [], "crossing": []}
+        for _ in range(repeat):
+            runs["stable"].append(await _list(stable, stores[0], limit, entries))
+            runs["crossing"].append(await _list(moving, stores[1:], limit, entries))
+        out = {name: Listed(statistics.median(r.requests for r in listed),
+                            statistics.median(r.units for r in listed),
+                            statistics.median(r.seconds for r in listed))
+               for name, listed in runs.items()}
     for store in stores:
         await store.close()
     return out
@@ -261,21 +269,29 @@ def main() -> None:
         if args.dynamodb:
             print_figures("DynamoDB Local (wall)",
                           runner(True)(measure(True, 0.0, entries, repeat=WALL_RUNS)))
+            for limit in (1000, 100):
+                print_crossing("DynamoDB Local (wall, three tables)", limit, runner(True)(
+                    measure_crossing(0.0, entries, limit, dynamodb=True, repeat=WALL_RUNS)))
             continue
         for latency in latencies:
             print_figures(f"memory:// at {latency:g} ms (virtual)",
                           runner(False)(measure(False, latency, entries)))
         for latency in latencies:
             for limit in (1000, 100):
-                rows = runner(False)(measure_crossing(latency, entries, limit))
-                stable, crossing = rows["stable"], rows["crossing"]
-                print(f"  a tier move (4 keys -> 16 keys on another store), memory:// at "
-                      f"{latency:g} ms, pages of {limit:,}: {crossing.requests:,.0f} requests "
-                      f"{crossing.units:,.0f} units {crossing.seconds * 1000:,.0f} ms; / "
-                      f"stable: requests {crossing.requests / stable.requests:.1f}, read "
-                      f"units {crossing.units / stable.units:.1f}, time "
-                      f"{crossing.seconds / max(stable.seconds, 1e-9):.2f} (a first page "
-                      f"takes 4 round trips where stable takes 1)")
+                print_crossing(f"memory:// at {latency:g} ms", limit,
+                               runner(False)(measure_crossing(latency, entries, limit)))
+
+
+def print_crossing(where: str, limit: int, rows: dict[str, Listed]) -> None:
+    """Print a tier move's listing against the stable one (``measure_crossing``)."""
+    stable, crossing = rows["stable"], rows["crossing"]
+    print(f"  a tier move (4 keys -> 16 keys on another store), {where}, pages of "
+          f"{limit:,}: {crossing.requests:,.0f} requests {crossing.units:,.0f} units "
+          f"{crossing.seconds * 1000:,.1f} ms; / stable: requests "
+          f"{crossing.requests / stable.requests:.1f}, read units "
+          f"{crossing.units / stable.units:.1f}, time "
+          f"{crossing.seconds / max(stable.seconds, 1e-9):.2f} (a first page takes 4 "
+          f"round trips where stable takes 1)")
 
 
 if __name__ == "__main__":
