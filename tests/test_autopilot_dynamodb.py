@@ -203,7 +203,9 @@ def test_the_autopilot_grows_resumes_after_sigkill_and_shrinks_on_dynamodb_local
         for child in writers:
             child.json(timeout=WRITE_SECONDS + 30)
         second.line(containing="decision shrink started PENDING", timeout=30)
-        assert "parity: 0 gap(s)" in second.line(containing="action verify ok", timeout=30)
+        # the shrink moves every entry back (559 in one run): on a loaded machine it took
+        # more than 30 s from its start to verified
+        assert "parity: 0 gap(s)" in second.line(containing="action verify ok", timeout=60)
         second.line(containing="action end ok", timeout=30)
         assert routing_of(uri, name).policy("PENDING").shards == 1
         second.proc.send_signal(signal.SIGTERM)

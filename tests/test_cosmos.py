@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import sys
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -137,3 +140,49 @@ def test_a_dedicated_container_takes_its_tier_values_entries() -> None:
                 {f"BIG#{k}" for k in range(4)}
 
     asyncio.run(main_())
+
+
+def test_reads_cancelled_in_flight_leave_no_socket_behind(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads cancelled after their requests went out (a hedge that lost, a listing
+    stopped early; here each shard's first request) make aiohttp drop their TLS
+    connections. Closed gracefully, each waited for the server's close_notify past the
+    store's close and the loop's end, and its socket stayed open until the garbage
+    collector met it (a ResourceWarning): one run in three of a cancelled listing left
+    some. The dropped connections are aborted: once ``asyncio.run`` returns, nothing is
+    left open."""
+    from aiohttp import ClientResponse
+
+    left: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda raised: left.append(
+        repr(raised.exc_value)))
+    start = ClientResponse.start
+    held: list[asyncio.Task[Any]] = []  # the listing, while its requests are held
+
+    async def start_held(self: ClientResponse, connection: Any) -> ClientResponse:
+        if held:  # the request went out: its answer is never read, and once every
+            # shard's request is out the listing is cancelled, as by a caller giving up
+            held.append(asyncio.current_task())  # type: ignore[arg-type]
+            if len(held) == 9:  # the listing and its 8 shards' requests
+                held[0].cancel()
+            await asyncio.Event().wait()
+        return await start(self, connection)
+
+    monkeypatch.setattr(ClientResponse, "start", start_held)
+
+    async def cancelled_listing() -> int:
+        index = ShardedIndex(cosmos_server.container_store(), "orders",
+                             Routing(default=ShardPolicy(8)))
+        async with index:
+            await index.put("PENDING", "o-1")
+            held.append(asyncio.ensure_future(index.query("PENDING", limit=10)))
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(held[0], 10)
+            sent = len(held) - 1
+            held.clear()
+        return sent
+
+    for _ in range(3):
+        assert asyncio.run(cancelled_listing()) == 8
+        gc.collect()
+    assert left == []

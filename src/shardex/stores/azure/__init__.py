@@ -8,6 +8,8 @@ Also the Cosmos DB Table API, which the same client serves (tested on Azurite on
 - ``keys``: the reversible, order-preserving key encoding (published with vectors);
 - ``codec``: entries, placements and records as entities (pure);
 - ``client``: the adapter over ``azure.data.tables.aio``, credentials, error mapping;
+- ``transport``: the HTTP transport both Azure SDKs send through (dropped TLS connections
+  aborted);
 - ``admin``: creating and deleting the table.
 
 Why reads stay exact without cross-partition transactions. An entity group transaction

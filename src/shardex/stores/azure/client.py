@@ -32,6 +32,7 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
+from shardex.stores.azure.transport import with_transport
 from shardex.stores.azure.wire import LeanQuery
 
 __all__ = [
@@ -252,7 +253,8 @@ class SdkClient(TablesClient):
     async def open(self) -> None:
         if self._client is None:
             self._client = self._aio.TableClient(self.endpoint, self.table,
-                                                 credential=self._credential, **self._options)
+                                                 credential=self._credential,
+                                                 **with_transport(self._options))
             self._lean = LeanQuery.of(self._client, self.table)
 
     async def close(self) -> None:

@@ -40,6 +40,7 @@ from shardex.errors import (
     Unavailable,
 )
 from shardex.stores.azure.client import Adapter, parse_connection_string
+from shardex.stores.azure.transport import with_transport
 
 __all__ = [
     "ContainerClient",
@@ -300,7 +301,7 @@ class SdkClient(ContainerClient):
     async def open(self) -> None:
         if self._client is None:
             self._client = self._aio.CosmosClient(self.endpoint, credential=self._credential,
-                                                  **self._options)
+                                                  **with_transport(self._options))
             self._container = self._client.get_database_client(
                 self.database).get_container_client(self.table)
 
