@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+__all__ = ["aio_transport", "with_transport"]
+
 
 def aio_transport() -> Any:
     """A new ``AioHttpTransport`` owning a session on the aborting connector, made as
