@@ -159,6 +159,9 @@ def test_the_page_sums_a_fleet_through_prometheus(tmp_path: Path,
     where = ["--store", uri, "--index", name]
     fill(uri, name, 40)
     main(["reshard", "start", *where, "--set", "PENDING=4", "--margin", "0.1"])
+    # the mover holds until the page has seen it move with the writers' rates: started
+    # at once, it could finish its 40 entries before the rates' second scrape
+    main(["reshard", "pause", *where])
     assert "read-both" in capsys.readouterr().out
     fleet = prometheus_server.unique_fleet()
     api = PromQL(url)
@@ -199,13 +202,18 @@ def test_the_page_sums_a_fleet_through_prometheus(tmp_path: Path,
             assert during["schema"] == "shardex.serve/1"
             assert during["feed"]["kind"] == "prometheus"
             assert during["values"][0]["key"] == "PENDING"
+            paused = during["routing"]["migration"]
+            assert paused["controls"].startswith("paused by shardex reshard pause")
+            assert paused["next_steps"][0].startswith("shardex reshard resume --store")
             loaded(browser, page)
             wait_for("the page to show the runner", lambda: browser.execute_script(
                 "const e = document.getElementById('reshard-state');"
                 "const p = document.getElementById('reshard-progress');"
+                "const c = document.getElementById('migration-controls');"
                 "return e && e.textContent === 'write-new' && p.textContent.endsWith('%')"
-                " ? true : null;"))
+                " && c && c.textContent.startsWith('paused') ? true : null;"))
             screenshot(browser, "fleet-during-reshard.png")
+            main(["reshard", "resume", *where])
 
             assert runner.proc.wait(timeout=90) == 0, "".join(runner.err_text)
             runner_address = targets.addresses[2]

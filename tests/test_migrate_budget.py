@@ -7,6 +7,7 @@ import asyncio
 import math
 import random
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -24,7 +25,7 @@ from shardex.migrate.budget import (
     release,
     window_wait,
 )
-from shardex.migrate.control import Controls, change_control, record_key
+from shardex.migrate.control import Controls, change_control, describe, record_key
 from shardex.stores.base import Store
 
 POLICY = BudgetPolicy()
@@ -239,3 +240,27 @@ async def test_pause_throttle_and_resume_reach_every_running_process_within_seco
     assert min(load[3:5]) >= 80.0, load  # moving at 100 once the shares settle
     assert max(load[8:12]) == 0.0, load  # paused within 3 s, and held through the change
     assert all(30.0 <= u <= 42.0 for u in load[15:19]), load  # resumed at the new rate
+
+
+@pytest.mark.shardex_virtual
+async def test_a_pause_made_before_any_runner_ran_still_names_who_paused(
+        shardex_store: Store) -> None:
+    """The first runner records its rate in the control record: where an operator paused
+    the migration before it ran, the record still names the operator (the page and
+    ``status`` said "paused by" the runner's worker id)."""
+    clock = LoopClock()
+    await change_control(shardex_store, "orders", "r1", lambda c: replace(
+        c, paused=True, changed_at=clock.wall(), changed_by="shardex reshard pause",
+        reason="paused by an operator"), clock=clock)
+    controls = Controls(shardex_store, "orders", "r1", rate=25.0, clock=clock, owner="w1")
+    assert await controls.refresh() == 0.0
+    control = controls.control
+    assert (control.paused, control.rate) == (True, 25.0)
+    assert (control.changed_by, control.reason) == ("shardex reshard pause",
+                                                    "paused by an operator")
+    assert describe(control, None).startswith("paused by shardex reshard pause")
+
+    # with no change before it, the first runner's rate is the change it names
+    fresh = Controls(shardex_store, "orders", "r2", rate=25.0, clock=clock, owner="w1")
+    assert await fresh.refresh() == 25.0
+    assert (fresh.control.changed_by, fresh.control.reason) == ("w1", "the first runner's rate")

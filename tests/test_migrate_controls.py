@@ -86,6 +86,8 @@ def test_pause_throttle_and_resume_from_another_process_steer_the_running_mover(
         assert "resume with: shardex reshard resume" in out
         status = json.loads(ok(capsys, "reshard", "status", *where, "--json"))
         assert status["controls"]["paused"] is True
+        # while paused, no runner moves, running or started: resume comes first
+        assert status["next_steps"][0].startswith("shardex reshard resume --store")
         time.sleep(2.5)  # picked up within a few seconds
         assert _load(uri, 1.5)[0] == 0.0
 
@@ -100,6 +102,7 @@ def test_pause_throttle_and_resume_from_another_process_steer_the_running_mover(
         assert _within(16.0, slower), slower
         lines = ok(capsys, "reshard", "status", *where)
         assert "controls: moving at up to 16 write units a second" in lines
+        assert " resume " not in lines
     finally:
         mover.kill()
         mover.wait()

@@ -15,6 +15,7 @@ from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.commands.migrations import interrupted, watch
 from shardex.migrate import Resharder, status_document
 from shardex.migrate.registry import migrations
+from shardex.migrate.status import resume_first
 from shardex.stores.base import Store
 
 FAST: dict[str, Any] = {"unit_lease": 4.0, "routing_ttl": 0.5}
@@ -118,3 +119,23 @@ def test_ctrl_c_says_the_state_that_it_is_safe_and_what_to_run_next() -> None:
     assert line.endswith("to go on: shardex reshard run --store s --index orders")
     none = interrupted({"index": "orders", "reshard_id": None, "state": "stable"}, "reshard")
     assert "no reshard under way" in none
+
+
+@pytest.mark.parametrize("kind", ["reshard", "adopt"])
+def test_resume_leads_the_next_steps_of_a_paused_migration_that_has_entries_to_move(
+        kind: str) -> None:
+    where = "--store memory://x --index orders"
+
+    def doc(paused: bool | None, *verbs: str) -> dict[str, Any]:
+        return {"store": "memory://x", "index": "orders",
+                "controls": None if paused is None else {"paused": paused},
+                "next_steps": [f"shardex {kind} {verb} {where}" for verb in verbs]}
+
+    resume = f"shardex {kind} resume {where}"
+    assert resume_first(doc(True, "run", "rollback"), kind)["next_steps"] == [
+        resume, f"shardex {kind} run {where}", f"shardex {kind} rollback {where}"]
+    assert resume_first(doc(True, "status --watch"), kind)["next_steps"][0] == resume
+    # nothing left to move (verified: cut over or roll back), running, or no controls
+    for unchanged in (doc(True, "cutover", "rollback"), doc(False, "run", "rollback"),
+                      doc(None, "run")):
+        assert resume not in resume_first(dict(unchanged), kind)["next_steps"]

@@ -315,10 +315,12 @@ def rollback(uri: str, name: str) -> None:
 
 async def _status(uri: str, name: str, max_age: float,
                   gone: str | None = None) -> dict[str, Any]:
+    from shardex.migrate.status import resume_first
+
     async with _adopter(uri, name, max_age=max_age) as adopter:
         doc: dict[str, Any] = await adopter.status(uri=uri, gone=gone)
         doc["controls"] = await controls_status(adopter.store, name, doc["adoption_id"])
-        return doc
+        return resume_first(doc, "adopt")
 
 
 @adopt.command()

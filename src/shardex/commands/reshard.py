@@ -435,6 +435,7 @@ def status_options(schema: str, what: str) -> Callable[[F], F]:
 async def _status(uri: str, name: str, connection: Connection,
                   max_age: float, gone: str | None = None) -> dict[str, Any]:
     from shardex.migrate import status_document
+    from shardex.migrate.status import resume_first
 
     async with _resharder(uri, name, connection) as runner:
         routing = await runner.routing()
@@ -443,7 +444,7 @@ async def _status(uri: str, name: str, connection: Connection,
             routing, units, index=name, store=uri, lease=runner.lease,
             now=runner.store.clock.wall(), max_age=max_age, gone=gone)
         doc["controls"] = await controls_status(runner.store, name, doc["reshard_id"])
-        return doc
+        return resume_first(doc, "reshard")
 
 
 @reshard.command()

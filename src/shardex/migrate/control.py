@@ -235,6 +235,16 @@ class Controls:
             return 0.0
         return self.control.rate if self.control.rate is not None else self.own_rate
 
+    def _with_own_rate(self, control: Control) -> Control:
+        """``control`` with this runner's rate where it has none; an operator's change
+        (a pause before any runner ran) stays the last one it names."""
+        if control.rate is not None:
+            return control
+        if control.changed_by is not None:
+            return replace(control, rate=self.own_rate)
+        return replace(control, rate=self.own_rate, changed_at=self._clock.wall(),
+                       changed_by=self._owner, reason="the first runner's rate")
+
     async def refresh(self, *, force: bool = False) -> float:
         """Read the control record and the signals again, unless read within ``poll``."""
         now = self._clock.now()
@@ -245,12 +255,9 @@ class Controls:
         control, revision = await read_control(self.store, self.namespace, self.migration,
                                                clock=self._clock, rng=self._rng)
         if revision is None or control.rate is None:
-            control = await change_control(
-                self.store, self.namespace, self.migration,
-                lambda c: c if c.rate is not None else replace(
-                    c, rate=self.own_rate, changed_at=self._clock.wall(),
-                    changed_by=self._owner, reason="the first runner's rate"),
-                clock=self._clock, rng=self._rng)
+            control = await change_control(self.store, self.namespace, self.migration,
+                                           self._with_own_rate, clock=self._clock,
+                                           rng=self._rng)
         self.control = control
         self.held = None
         for signal in self._signals:

@@ -41,7 +41,7 @@ from shardex.routing import Routing
 from shardex.transition import Parity
 
 __all__ = ["ADOPT_STATUS_SCHEMA", "STATUS_SCHEMA", "adopt_next_steps",
-           "adopt_status_document", "iso", "next_steps", "status_document"]
+           "adopt_status_document", "iso", "next_steps", "resume_first", "status_document"]
 
 STATUS_SCHEMA = "shardex.reshard.status/1"
 ADOPT_STATUS_SCHEMA = "shardex.adopt.status/1"
@@ -66,6 +66,18 @@ def _watching(steps: list[tuple[str, str]], running: bool) -> list[tuple[str, st
         return steps
     return [("status", " --watch") if name == "run" else (name, extra)
             for name, extra in steps]
+
+
+def resume_first(doc: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``doc``, a status document with its ``controls``, with ``resume`` leading its next
+    steps while the controls pause the movers and a step would move entries (``run``, or
+    watching a runner): until then no runner moves any, running or started."""
+    controls, steps = doc.get("controls"), doc["next_steps"]
+    moving = (f"shardex {kind} run ", f"shardex {kind} status ")
+    if controls and controls["paused"] and any(step.startswith(moving) for step in steps):
+        doc["next_steps"] = [*_commands(kind, doc["store"], doc["index"], [("resume", "")]),
+                             *steps]
+    return doc
 
 
 def _parity(parity: Parity | None, now: float) -> dict[str, Any] | None:

@@ -2,10 +2,11 @@
 
 ``RoutingWatch(uri, index)`` reads, at most every ``every`` seconds, the routing record
 of ``index`` in the store at ``uri`` and, while a reshard is recorded there, its work
-units: the migration's state, entries moved and remaining, the last parity check and
-the next steps (``shardex.reshard.status/1``, abridged). These come from the store,
-not from a runner's metrics, so the page keeps them when a runner exits. Each read
-opens the store as a short-lived client and only reads (``get_record`` and listings).
+units and controls: the migration's state, entries moved and remaining, the last parity
+check, whether its movers are paused (or their rate) and the next steps
+(``shardex.reshard.status/1``, abridged). These come from the store, not from a runner's
+metrics, so the page keeps them when a runner exits. Each read opens the store as a
+short-lived client and only reads (``get_record`` and listings).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class RoutingWatch:
             return self._last
 
     async def _fetch(self) -> dict[str, Any]:
+        from shardex.migrate.budget import migration_status
+        from shardex.migrate.status import resume_first
         from shardex.migrate.work import WorkRecords
         from shardex.reshard import status_document
         from shardex.routing_record import RoutingRecord
@@ -57,14 +60,17 @@ class RoutingWatch:
             stored, _, lease = await RoutingRecord(store, self._index).read()
             if stored is None:
                 return {"index": self._index, "stored": False, "migration": None}
-            units = []
+            units, controls = [], None
             if stored.reshard is not None:
                 records = WorkRecords(store, self._index, stored.reshard.id, clock=store.clock)
                 units = [unit for unit, _ in (await records.units()).values()]
+                controls = await migration_status(store, self._index, stored.reshard.id,
+                                                  clock=store.clock)
             now = store.clock.wall()
         previous = stored.previous
-        status = status_document(stored, units, index=self._index, store=self._uri,
-                                 lease=lease, now=now, max_age=_MAX_AGE)
+        status = resume_first({**status_document(
+            stored, units, index=self._index, store=self._uri, lease=lease, now=now,
+            max_age=_MAX_AGE), "controls": controls}, "reshard")
         return {"index": self._index, "stored": True, "version": stored.version,
                 "in_transition": previous is not None,
                 "from_version": None if previous is None else previous.version,
@@ -91,4 +97,5 @@ def _migration(status: dict[str, Any]) -> dict[str, Any] | None:
             "parity": None if parity is None else {
                 k: parity[k] for k in ("checked_at", "age_s", "entries", "missing", "extra",
                                        "misplaced", "mismatched")},
+            "controls": None if status["controls"] is None else status["controls"]["summary"],
             "next_steps": status["next_steps"]}
