@@ -97,5 +97,6 @@ def _migration(status: dict[str, Any]) -> dict[str, Any] | None:
             "parity": None if parity is None else {
                 k: parity[k] for k in ("checked_at", "age_s", "entries", "missing", "extra",
                                        "misplaced", "mismatched")},
-            "controls": None if status["controls"] is None else status["controls"]["summary"],
+            "controls": status["controls"]["summary"] if status["controls"]
+            and status["controls"]["recorded"] else None,
             "next_steps": status["next_steps"]}
