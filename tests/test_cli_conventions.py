@@ -9,6 +9,7 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
 from shardex.cli import main
@@ -236,3 +237,21 @@ def test_routing_set_takes_a_plan_as_it_is_and_state_refusals_exit_1(
     ]:
         code, line = failing(capsys, *args)
         assert (code, words in line) == (2, True), (args, line)
+
+
+def test_no_help_describes_a_range_without_bounds() -> None:
+    """Every float option is a finite number; one without bounds read "[x<=None]"."""
+    from click.testing import CliRunner
+
+    from shardex.cli import cli
+
+    def commands(group: click.Group, path: list[str]) -> Iterator[list[str]]:
+        for name, command in group.commands.items():
+            yield [*path, name]
+            if isinstance(command, click.Group):
+                yield from commands(command, [*path, name])
+
+    for words in commands(cli, []):
+        shown = CliRunner().invoke(cli, [*words, "--help"], terminal_width=200)
+        assert shown.exit_code == 0, (words, shown.output)
+        assert "None]" not in shown.output, (words, shown.output)

@@ -47,6 +47,10 @@ class Finite(click.FloatRange):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return super().convert(number, param, ctx)
 
+    def _describe_range(self) -> str:
+        # click describes a range without bounds as "x<=None" in a command's help
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
 
 def number(low: float, high: float, *, low_open: bool = False) -> Finite:
     """A finite float from ``low`` (above it with ``low_open``) to ``high``."""
