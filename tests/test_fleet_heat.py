@@ -205,6 +205,8 @@ def test_the_page_sums_a_fleet_through_prometheus(tmp_path: Path,
             paused = during["routing"]["migration"]
             assert paused["controls"].startswith("paused by shardex reshard pause")
             assert paused["next_steps"][0].startswith("shardex reshard resume --store")
+            # the paused runner keeps its budget slice: no second runner is suggested
+            assert not any(" run " in step for step in paused["next_steps"])
             loaded(browser, page)
             wait_for("the page to show the runner", lambda: browser.execute_script(
                 "const e = document.getElementById('reshard-state');"

@@ -135,6 +135,11 @@ def test_resume_leads_the_next_steps_of_a_paused_migration_that_has_entries_to_m
     assert resume_first(doc(True, "run", "rollback"), kind)["next_steps"] == [
         resume, f"shardex {kind} run {where}", f"shardex {kind} rollback {where}"]
     assert resume_first(doc(True, "status --watch"), kind)["next_steps"][0] == resume
+    # a paused runner holds no unit but keeps its budget slice: watch it, start no other
+    held = {**doc(True, "run", "rollback"), "controls": {"paused": True, "budget": {
+        "slices": [{"owner": "vm:1:a", "share": 0.0, "expires": 1.0}]}}}
+    assert resume_first(held, kind)["next_steps"] == [
+        resume, f"shardex {kind} status {where} --watch", f"shardex {kind} rollback {where}"]
     # nothing left to move (verified: cut over or roll back), running, or no controls
     for unchanged in (doc(True, "cutover", "rollback"), doc(False, "run", "rollback"),
                       doc(None, "run")):

@@ -71,12 +71,19 @@ def _watching(steps: list[tuple[str, str]], running: bool) -> list[tuple[str, st
 def resume_first(doc: dict[str, Any], kind: str) -> dict[str, Any]:
     """``doc``, a status document with its ``controls``, with ``resume`` leading its next
     steps while the controls pause the movers and a step would move entries (``run``, or
-    watching a runner): until then no runner moves any, running or started."""
+    watching a runner): until then no runner moves any, running or started. A paused
+    runner holds no unit, but it keeps its slice of the budget (at 0): while one does,
+    watching it replaces starting another."""
     controls, steps = doc.get("controls"), doc["next_steps"]
-    moving = (f"shardex {kind} run ", f"shardex {kind} status ")
-    if controls and controls["paused"] and any(step.startswith(moving) for step in steps):
-        doc["next_steps"] = [*_commands(kind, doc["store"], doc["index"], [("resume", "")]),
-                             *steps]
+    run, watch = f"shardex {kind} run ", f"shardex {kind} status "
+    if not (controls and controls["paused"]
+            and any(step.startswith((run, watch)) for step in steps)):
+        return doc
+    if controls.get("budget", {}).get("slices"):
+        steps = [_commands(kind, doc["store"], doc["index"], [("status", " --watch")])[0]
+                 if step.startswith(run) else step for step in steps]
+    doc["next_steps"] = [*_commands(kind, doc["store"], doc["index"], [("resume", "")]),
+                         *steps]
     return doc
 
 
