@@ -27,7 +27,7 @@ from shardex.keys import parse_shard_key
 from shardex.model.entries import Placement, Position, QueryPage, StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
-from shardex.stores.base import Store
+from shardex.stores.base import Store, gather_or_cancel
 from shardex.tiers import TierStores
 from shardex.write import arbitrated, holder, truth
 
@@ -62,15 +62,8 @@ class CrossReads:
             return call_with_retry(lambda: store.locate_many(namespace, ids), self._retry,
                                    clock=self._clock, rng=self._rng)
 
-        tasks = [asyncio.ensure_future(batch(item_ids[at:at + size]))
-                 for at in range(0, len(item_ids), size)]
-        try:
-            parts = await asyncio.gather(*tasks)
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        parts = await gather_or_cancel(batch(item_ids[at:at + size])
+                                       for at in range(0, len(item_ids), size))
         return {item_id: placement for part in parts for item_id, placement in part.items()}
 
     async def held(self, rows: Sequence[StoredEntry]) -> list[StoredEntry]:

@@ -28,10 +28,10 @@ from __future__ import annotations
 import abc
 import asyncio
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from shardex.capacity import entry_bytes
 from shardex.clock import Clock, LoopClock
@@ -57,17 +57,33 @@ from shardex.stores.metered import Meter, Recorder
 from shardex.stores.stats import StatsCounter, StoreStats
 from shardex.stores.uri import StoreURI
 
-__all__ = ["Capabilities", "MALFORMED", "Malformed", "Store", "check_malformed"]
+__all__ = ["Capabilities", "MALFORMED", "Malformed", "Store", "check_malformed",
+           "gather_or_cancel"]
 
 # keys a batched read leaves unread (DynamoDB's UnprocessedKeys) are asked for again,
 # at most this many tries in all, after a backoff of half to all of base * 2**try seconds
 # (capped): jittered, and at least half, so the tries span time enough for capacity to come
 _UNREAD_TRIES, _UNREAD_BASE, _UNREAD_CAP = 8, 0.025, 1.0
 _JITTER = random.Random()
+T = TypeVar("T")
 
 # what a listing does with an item the store holds that is not in an entry's shape
 Malformed = Literal["raise", "skip"]
 MALFORMED: tuple[Malformed, ...] = ("raise", "skip")
+
+
+async def gather_or_cancel(awaitables: Iterable[Awaitable[T]]) -> list[T]:
+    """``asyncio.gather`` of ``awaitables``, except that the first to raise (or the caller
+    cancelled) cancels the others and waits for them to end before raising: none is left
+    running (sending, retrying, queued for a connection) behind the caller's back."""
+    tasks = [asyncio.ensure_future(awaitable) for awaitable in awaitables]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def check_malformed(malformed: Any) -> Malformed:
@@ -259,17 +275,10 @@ class Store(abc.ABC):
                 return await self._read_batch(namespace, part)
 
         step = size or 1
-        tasks = [asyncio.ensure_future(one(ids[at:at + step]))
-                 for at in range(0, len(ids), step)]
-        try:
-            parts = await asyncio.gather(*tasks)
-        except BaseException:
-            # the caller retries the whole read: batches left going would send (their
-            # retries, those waiting for a connection) behind its back
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        # the caller retries the whole read: batches left going would send (their
+        # retries, those waiting for a connection) behind its back
+        parts = await gather_or_cancel(one(ids[at:at + step])
+                                       for at in range(0, len(ids), step))
         found: dict[str, Placement | None] = {}
         for part in parts:
             found.update(part)
