@@ -1,10 +1,12 @@
 """Test support shared by the helpers of the servers scripts/test starts (Azurite, the
-Cosmos DB server): the endpoint a server exported, and admin calls from any thread.
+Cosmos DB server): the endpoint a server exported, admin calls from any thread, and
+answers made up in a server's place.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 from collections.abc import Callable, Coroutine
@@ -47,3 +49,30 @@ def run_aside(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
     if errors:
         raise errors[0]
     return results[0]
+
+
+class Answer:
+    """What a service answers in place of a request, below an Azure SDK's pipeline (its
+    retry and error policies read it as they read the service's answer)."""
+
+    def __init__(self, request: Any, status: int, reason: str, headers: dict[str, str],
+                 body: Any) -> None:
+        from azure.core.utils import CaseInsensitiveDict
+
+        self.request = request
+        self.status_code, self.reason = status, reason
+        self.headers = CaseInsensitiveDict(headers)
+        self.content_type = headers["Content-Type"]
+        self._body = json.dumps(body).encode()
+
+    def body(self) -> bytes:
+        return self._body
+
+    def text(self, encoding: str | None = None) -> str:
+        return self._body.decode()
+
+    async def load_body(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None

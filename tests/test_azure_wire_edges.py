@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from shardex.stores.azure.client import SdkClient, connection_settings, map_error
+from shardex.stores.azure.client import SdkClient, map_error
 from tests import azurite
-from tests.test_azure_wire import _both
+from tests.servers import Answer
+from tests.test_azure_wire import _both, _filled
 
 pytestmark = [pytest.mark.azure, pytest.mark.filterwarnings("error")]
 sdk = pytest.importorskip("azure.data.tables")
@@ -48,23 +49,8 @@ def _same(lean: Any, public: Any) -> None:
         [[list(p) for p, _ in rows] for rows, _ in public]
 
 
-def _fill(rows: list[dict[str, Any]]) -> str:
-    name = azurite.new_table()
-
-    async def fill() -> None:
-        from azure.data.tables.aio import TableClient
-
-        url, credential = connection_settings(azurite.require_endpoint())
-        async with TableClient(url, name, credential=credential) as table:
-            for row in rows:
-                await table.create_entity(row)
-
-    asyncio.run(fill())
-    return name
-
-
 def test_edge_values_read_the_same_both_ways() -> None:
-    name = _fill(EDGES)
+    name = _filled(EDGES)
     for query in ({"filter": "PartitionKey eq @p", "parameters": {"p": "e"}},
                   {"filter": "PartitionKey eq @p", "parameters": {"p": "e"}, "top": 1},
                   {"filter": "RowKey eq @r", "parameters": {"r": "text"}},
@@ -83,38 +69,20 @@ def test_edge_values_read_the_same_both_ways() -> None:
 
 
 def test_pages_over_a_megabyte_read_the_same_both_ways() -> None:
-    name = _fill([{"PartitionKey": "big", "RowKey": f"r{i:03d}", "k": BIG[:20_000] + str(i)}
+    name = _filled([{"PartitionKey": "big", "RowKey": f"r{i:03d}", "k": BIG[:20_000] + str(i)}
                   for i in range(80)])  # about 3 MB of text
     lean, public = asyncio.run(_both(name, filter="PartitionKey eq @p", parameters={"p": "big"}))
     _same(lean, public)
     assert sum(len(rows) for rows, _ in lean) == 80
 
 
-class _Answer:
-    """An error the Table service answers in place of a request."""
-
-    def __init__(self, request: Any, status: int, code: str, message: str) -> None:
-        from azure.core.utils import CaseInsensitiveDict
-
-        self.request = request
-        self.status_code, self.reason = status, "Server Busy" if status == 503 else "Error"
-        self.content_type = "application/json;odata=minimalmetadata"
-        self.headers = CaseInsensitiveDict({"Content-Type": self.content_type,
-                                            "x-ms-error-code": code})
-        self._body = json.dumps({"odata.error": {"code": code, "message": {
-            "lang": "en-US", "value": message}}}).encode()
-
-    def body(self) -> bytes:
-        return self._body
-
-    def text(self, encoding: str | None = None) -> str:
-        return self._body.decode()
-
-    async def load_body(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
+def _refusal(request: Any, status: int, code: str, message: str) -> Answer:
+    """An error the Table service answers."""
+    return Answer(request, status, "Server Busy" if status == 503 else "Error",
+                  {"Content-Type": "application/json;odata=minimalmetadata",
+                   "x-ms-error-code": code},
+                  {"odata.error": {"code": code, "message": {"lang": "en-US",
+                                                             "value": message}}})
 
 
 @pytest.mark.parametrize(("status", "code"), [(503, "ServerBusy"), (500, "InternalError")])
@@ -123,7 +91,7 @@ def test_a_page_refused_mid_listing_fails_the_same_both_ways(status: int, code: 
     SDK's pipeline: the same exception, status, code and shardex error both ways."""
     from azure.core.pipeline.transport import AioHttpTransport
 
-    name = _fill([{"PartitionKey": "p", "RowKey": f"r{i}", "k": "{}"} for i in range(4)])
+    name = _filled([{"PartitionKey": "p", "RowKey": f"r{i}", "k": "{}"} for i in range(4)])
 
     class Refusing(AioHttpTransport):  # type: ignore[misc]
         queries = 0
@@ -132,7 +100,7 @@ def test_a_page_refused_mid_listing_fails_the_same_both_ways(status: int, code: 
             if request.method == "GET" and f"/{name}()" in request.url:
                 self.queries += 1
                 if self.queries == 2:
-                    return _Answer(request, status, code, "The server is busy.")
+                    return _refusal(request, status, code, "The server is busy.")
             return await super().send(request, **kwargs)
 
     async def fail(lean: bool) -> tuple[Exception, int]:

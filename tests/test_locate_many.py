@@ -20,10 +20,8 @@ pytestmark = pytest.mark.filterwarnings("error")
 NS = "ix"
 
 
-async def _placed(store: Store, count: int, *, deleted: int = 0) -> list[str]:
-    """Place ``count`` items (the first ``deleted`` of them deleted again); their ids."""
-    ids = [f"item-{i:04d}" for i in range(count)]
-
+async def place(store: Store, ids: list[str], *, deleted: int = 0) -> None:
+    """Place an item of each of ``ids`` (the first ``deleted`` of them deleted again)."""
     async def one(i: int, item_id: str) -> None:
         entry = StoredEntry(f"V#{i % 4}", f"{i:04d}", item_id, {"n": i})
         await store.place(NS, item_id, entry, version=1, expected=None)
@@ -31,8 +29,14 @@ async def _placed(store: Store, count: int, *, deleted: int = 0) -> list[str]:
             await store.place(NS, item_id, None, version=2,
                               expected=await store.locate(NS, item_id))
 
-    for start in range(0, count, 32):
-        await asyncio.gather(*(one(i, ids[i]) for i in range(start, min(count, start + 32))))
+    for start in range(0, len(ids), 32):
+        await asyncio.gather(*(one(i, ids[i]) for i in range(start, min(len(ids), start + 32))))
+
+
+async def _placed(store: Store, count: int, *, deleted: int = 0) -> list[str]:
+    """Place ``count`` items (the first ``deleted`` of them deleted again); their ids."""
+    ids = [f"item-{i:04d}" for i in range(count)]
+    await place(store, ids, deleted=deleted)
     return ids
 
 

@@ -9,7 +9,6 @@ a transport under the SDK that answers 429 to its ReadMany's query; Azurite for 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,16 +17,17 @@ import pytest
 
 from shardex.errors import Throttled, Unavailable
 from shardex.keys import placement_key
-from shardex.model.entries import Placement, StoredEntry
+from shardex.model.entries import Placement
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
 from shardex.stores.memory.store import MemoryStore
 from tests.conftest import _REQUIRE, BACKENDS, Backend
+from tests.servers import Answer
+from tests.test_locate_many import NS, place
 
 pytestmark = pytest.mark.filterwarnings("error")
 
-NS = "ix"
 # ids a store must read as it reads any other: quotes, separators, escapes, a character
 # beyond the BMP, a long one, and look-alikes of the keys shardex keeps beside them
 ODD_IDS = ["it's", 'say "hi"', "a#b", "a%2Fb", "a/b\\c", "é", "𝄞 clef", "x" * 400,
@@ -48,18 +48,6 @@ def _pooled(pool: int = 2) -> MemoryStore:
     store = _Pooled(seed=3, profile="unlimited")
     store.pool = pool
     return store
-
-
-async def _placed(store: Store, ids: list[str], *, deleted: int = 0) -> None:
-    async def one(i: int, item_id: str) -> None:
-        entry = StoredEntry(f"V#{i % 4}", f"{i:04d}", item_id, {"n": i})
-        await store.place(NS, item_id, entry, version=1, expected=None)
-        if i < deleted:
-            await store.place(NS, item_id, None, version=2,
-                              expected=await store.locate(NS, item_id))
-
-    for start in range(0, len(ids), 32):
-        await asyncio.gather(*(one(i, ids[i]) for i in range(start, min(len(ids), start + 32))))
 
 
 async def _one_by_one(store: Store, ids: list[str]) -> dict[str, Placement | None]:
@@ -89,7 +77,7 @@ def test_odd_duplicate_and_many_ids_answer_as_locate() -> None:
     async def body() -> None:
         async with _pooled() as store:
             ids = [*ODD_IDS, *(f"item-{i:04d}" for i in range(240))]
-            await _placed(store, ids, deleted=4)
+            await place(store, ids, deleted=4)
             asked = [*ids, *ids[::7], "never", "never"]
             store.reset_stats()
             found = await store.locate_many(NS, asked)
@@ -111,7 +99,7 @@ def test_placements_never_read_raise_throttled_after_bounded_tries() -> None:
     drain): Throttled naming the item, after 8 requests and a few seconds of backoff."""
     async def body() -> None:
         async with _pooled() as store:
-            await _placed(store, ["a", "b", "c"])
+            await place(store, ["a", "b", "c"])
 
             def stuck(send: Hook, n: int, ids: list[str]) -> Hook:
                 async def call(namespace: str, ids: list[str], rec: Any
@@ -140,7 +128,7 @@ def test_a_batch_that_fails_stops_the_others_at_once() -> None:
         for error in (Unavailable("store went away"), Throttled("refused whole", key="k")):
             async with _pooled() as store:
                 ids = [f"item-{i:04d}" for i in range(1000)]  # ten batches, two at once
-                await _placed(store, ids[:50])
+                await place(store, ids[:50])
 
                 def failing(send: Hook, n: int, ids: list[str], error: Exception = error
                             ) -> Hook:
@@ -170,7 +158,7 @@ def test_a_later_throttled_try_is_read_again_and_metered_once() -> None:
     async def body() -> None:
         async with _pooled() as store:
             ids = [f"item-{i:02d}" for i in range(40)]
-            await _placed(store, ids, deleted=2)
+            await place(store, ids, deleted=2)
 
             def flaky(send: Hook, n: int, ids: list[str]) -> Hook:
                 async def call(namespace: str, ids: list[str], rec: Any
@@ -203,7 +191,7 @@ def test_an_item_written_between_batches_reads_as_it_was_when_its_batch_read_it(
     async def body() -> None:
         async with _pooled(1) as store:  # one batch after another
             ids = [f"item-{i:04d}" for i in range(300)]
-            await _placed(store, ids)
+            await place(store, ids)
             before = await _one_by_one(store, ["item-0000", "item-0299"])
 
             def deleting(send: Hook, n: int, ids: list[str]) -> Hook:
@@ -296,7 +284,7 @@ def test_dynamodb_reads_odd_ids_and_bounds_keys_never_processed(dynamodb: Backen
         clock = _Skipping()
         async with dynamodb.store(clock=clock) as store:
             ids = [*ODD_IDS, *(f"item-{i:04d}" for i in range(106))]
-            await _placed(store, ids[:30], deleted=3)  # the rest never placed
+            await place(store, ids[:30], deleted=3)  # the rest never placed
             asked = [*ids, *ids[::5], "never"]
             expected = await _one_by_one(store, list(dict.fromkeys(asked)))
             store.reset_stats()
@@ -326,7 +314,7 @@ def test_dynamodb_batch_refused_whole(dynamodb: Backend, code: str, status: int,
     async def body() -> None:
         async with dynamodb.store(clock=_Skipping()) as store:
             ids = [f"item-{i:04d}" for i in range(250)]
-            await _placed(store, ids[:20])
+            await place(store, ids[:20])
             expected = await _one_by_one(store, ids)
 
             sent = _batch_gets(store, lambda n, params: _client_error(code, status))
@@ -352,29 +340,12 @@ def test_dynamodb_batch_refused_whole(dynamodb: Backend, code: str, status: int,
     dynamodb.run(body())
 
 
-class _Refusal:
+def _refusal(request: Any, after_ms: int) -> Answer:
     """The 429 the Cosmos DB service answers to a request over the partition's rate."""
-
-    def __init__(self, request: Any, after_ms: int) -> None:
-        from azure.core.utils import CaseInsensitiveDict
-
-        self.request = request
-        self.status_code, self.reason = 429, "Too Many Requests"
-        self.content_type = "application/json"
-        self.headers = CaseInsensitiveDict({
-            "Content-Type": "application/json", "x-ms-retry-after-ms": str(after_ms),
-            "x-ms-substatus": "3200", "x-ms-request-charge": "0"})
-        self._body = json.dumps({"code": "TooManyRequests",
-                                 "message": "Request rate is large"}).encode()
-
-    def body(self) -> bytes:
-        return self._body
-
-    def text(self, encoding: str | None = None) -> str:
-        return self._body.decode()
-
-    async def load_body(self) -> None:
-        return None
+    return Answer(request, 429, "Too Many Requests",
+                  {"Content-Type": "application/json", "x-ms-retry-after-ms": str(after_ms),
+                   "x-ms-substatus": "3200", "x-ms-request-charge": "0"},
+                  {"code": "TooManyRequests", "message": "Request rate is large"})
 
 
 def _throttling_transport() -> Any:
@@ -392,7 +363,7 @@ def _throttling_transport() -> Any:
                 self.queries += 1
                 if self.refuse:
                     self.refuse -= 1
-                    return _Refusal(request, 40)
+                    return _refusal(request, 40)
             return await super().send(request, **kwargs)
 
     return Throttling()
@@ -411,7 +382,7 @@ def test_cosmos_read_many_under_429_raises_throttled_and_a_retry_reads_all() -> 
         store.client._options["transport"] = transport
         async with store:
             ids = [*ODD_IDS, *(f"item-{i:04d}" for i in range(20))]
-            await _placed(store, ids[:24], deleted=2)
+            await place(store, ids[:24], deleted=2)
             expected = await _one_by_one(store, ids)
             store.reset_stats()
             transport.refuse, transport.queries = 1, 0
@@ -441,7 +412,7 @@ def test_azure_point_reads_of_odd_ids_answer_as_locate() -> None:
     async def body() -> None:
         async with BACKENDS["azure-tables"].store() as store:
             ids = [*ODD_IDS, *(f"item-{i:04d}" for i in range(6))]
-            await _placed(store, ids[:16], deleted=2)
+            await place(store, ids[:16], deleted=2)
             expected = await _one_by_one(store, ids)
             store.reset_stats()
             assert await store.locate_many(NS, [*ids, *ids[:5]]) == expected
