@@ -68,3 +68,29 @@ async def test_routing_reads_do_not_queue_behind_a_full_pool() -> None:
     assert data <= 2 * PUTS + PUTS // 100, (data, reads, took)
     # a refresh each third of the lease, and a few more: not one per write
     assert reads <= 3 * (took / LEASE) + 4, (reads, took)
+
+
+async def _puts(index: ShardedIndex, prefix: str) -> list[bool]:
+    return list(await asyncio.gather(*(
+        index.put("PENDING", f"{prefix}-{i}", token=f"{prefix}-t-{i}")
+        for i in range(PUTS // 2))))
+
+
+@pytest.mark.shardex_virtual
+async def test_two_indexes_on_one_client_share_its_pool() -> None:
+    """Two indexes writing through one store client, each engine keeping its own bound
+    of the pool but one: their data requests queue in the client, but a routing read
+    waits at most about one round trip there, so the routing reads of both stay a few per
+    lease period and no put is held past its fence and planned again."""
+    store = Pooled(POOL, latency_median_ms=40.0, latency_p99_ms=80.0, seed=3)
+    async with store, \
+            ShardedIndex(store, "orders", routing_lease=LEASE, seed=1) as orders, \
+            ShardedIndex(store, "tickets", routing_lease=LEASE, seed=2) as tickets:
+        started, reads = store.clock.now(), store.record_reads
+        requests = store.stats().totals.requests
+        done = await asyncio.gather(_puts(orders, "o"), _puts(tickets, "t"))
+        took, reads = store.clock.now() - started, store.record_reads - reads
+        data = store.stats().totals.requests - requests - reads
+        assert done == [[True] * (PUTS // 2)] * 2
+    assert data <= 2 * PUTS + PUTS // 100, (data, reads, took)
+    assert reads <= 2 * (3 * (took / LEASE) + 4), (reads, took)
