@@ -42,8 +42,13 @@ async def create_container(database: str, container: str, *, throughput: int | N
     where = f"container {database}/{container}"
     client = aio.CosmosClient(endpoint, credential=credential, **client_options(5.0, 30.0))
     try:
-        with mapped_errors("create", where, endpoint):
-            db = await client.create_database_if_not_exists(database)
+        try:
+            with mapped_errors("create", where, endpoint):
+                db = await client.create_database_if_not_exists(database)
+        except ConditionFailed:
+            # the SDK reads, then creates: another client created the database between
+            # the two (409), and it exists as asked
+            db = client.get_database_client(database)
         try:
             with mapped_errors("create", where, endpoint):
                 await db.create_container(container,
