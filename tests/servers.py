@@ -6,6 +6,7 @@ answers made up in a server's place.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import threading
@@ -76,3 +77,58 @@ class Answer:
 
     def close(self) -> None:
         return None
+
+
+def sockets_left_by_cancelled_listings(monkeypatch: pytest.MonkeyPatch,
+                                       store: Callable[[], Any], *, runs: int,
+                                       when_sent: Callable[[], None] = lambda: None,
+                                       after_run: Callable[[], None] = lambda: None
+                                       ) -> list[str]:
+    """What ``runs`` listings cancelled in flight leave open: the ``ResourceWarning``\\ s
+    (and other unraisable errors) raised once each run's loop ended and the garbage
+    collector ran.
+
+    Each run (an ``asyncio.run`` of its own) opens an index of 8 shard keys on a new
+    ``store()``, puts one entry and lists it; aiohttp's response of every shard request
+    is held once sent, never read. Once all 8 are out, ``when_sent`` runs and the listing
+    is cancelled, as by a caller giving up; the index closes and the loop ends. Then the
+    collector runs, and ``after_run``.
+    """
+    from aiohttp import ClientResponse
+
+    from shardex import Routing, ShardedIndex, ShardPolicy
+
+    left: list[str] = []
+    monkeypatch.setattr("sys.unraisablehook", lambda raised: left.append(
+        repr(raised.exc_value)))
+    start = ClientResponse.start
+    listing: list[asyncio.Future[Any]] = []  # the listing while it runs
+    sent = [0]  # its shard requests that went out
+
+    async def start_held(self: ClientResponse, connection: Any) -> ClientResponse:
+        if listing:
+            sent[0] += 1
+            if sent[0] == 8:
+                when_sent()
+                listing[0].cancel()
+            await asyncio.Event().wait()
+        return await start(self, connection)
+
+    monkeypatch.setattr(ClientResponse, "start", start_held)
+
+    async def cancelled_listing() -> int:
+        index = ShardedIndex(store(), "orders", Routing(default=ShardPolicy(8)), hedge=None)
+        async with index:
+            await index.put("PENDING", "o-1")
+            sent[0] = 0
+            listing.append(asyncio.ensure_future(index.query("PENDING", limit=10)))
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(listing[0], 10)
+            listing.clear()
+        return sent[0]
+
+    for _ in range(runs):
+        assert asyncio.run(cancelled_listing()) == 8
+        gc.collect()
+        after_run()
+    return left

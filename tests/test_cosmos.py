@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
-import sys
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -16,6 +13,7 @@ from shardex.cli import cli, main
 from shardex.model.entries import StoredEntry
 from shardex.stores.cosmos import CosmosStore
 from tests import cosmos_server
+from tests.servers import sockets_left_by_cancelled_listings
 
 pytestmark = pytest.mark.cosmos
 
@@ -100,6 +98,24 @@ def test_bad_input_gets_one_line_errors(endpoint: str,
         asyncio.run(too_long())
 
 
+def test_clients_creating_containers_at_once_in_a_new_database_all_succeed() -> None:
+    """The SDK creates a missing database by a read and then a create: a client whose
+    read missed the database that another one created in between got a 409 and failed
+    ("the item already exists") though neither container existed. It goes on in the
+    database that now exists."""
+    from shardex.stores.cosmos.admin import create_container
+
+    url = cosmos_server.require_endpoint()
+    database = f"db{cosmos_server.unique_container()[-12:]}"
+    names = [cosmos_server.unique_container() for _ in range(6)]
+
+    async def together() -> list[str]:
+        return list(await asyncio.gather(*(create_container(database, name, endpoint=url)
+                                           for name in names)))
+
+    assert asyncio.run(together()) == [url] * len(names)
+
+
 def test_request_charges_are_the_reported_ones_or_the_documented_estimate() -> None:
     async def charges(mode: str) -> tuple[float, str, float]:
         store = cosmos_server.container_store(charges=mode)
@@ -151,38 +167,5 @@ def test_reads_cancelled_in_flight_leave_no_socket_behind(
     collector met it (a ResourceWarning): one run in three of a cancelled listing left
     some. The dropped connections are aborted: once ``asyncio.run`` returns, nothing is
     left open."""
-    from aiohttp import ClientResponse
-
-    left: list[str] = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda raised: left.append(
-        repr(raised.exc_value)))
-    start = ClientResponse.start
-    held: list[asyncio.Task[Any]] = []  # the listing, while its requests are held
-
-    async def start_held(self: ClientResponse, connection: Any) -> ClientResponse:
-        if held:  # the request went out: its answer is never read, and once every
-            # shard's request is out the listing is cancelled, as by a caller giving up
-            held.append(asyncio.current_task())  # type: ignore[arg-type]
-            if len(held) == 9:  # the listing and its 8 shards' requests
-                held[0].cancel()
-            await asyncio.Event().wait()
-        return await start(self, connection)
-
-    monkeypatch.setattr(ClientResponse, "start", start_held)
-
-    async def cancelled_listing() -> int:
-        index = ShardedIndex(cosmos_server.container_store(), "orders",
-                             Routing(default=ShardPolicy(8)))
-        async with index:
-            await index.put("PENDING", "o-1")
-            held.append(asyncio.ensure_future(index.query("PENDING", limit=10)))
-            with pytest.raises(asyncio.CancelledError):
-                await asyncio.wait_for(held[0], 10)
-            sent = len(held) - 1
-            held.clear()
-        return sent
-
-    for _ in range(3):
-        assert asyncio.run(cancelled_listing()) == 8
-        gc.collect()
-    assert left == []
+    assert sockets_left_by_cancelled_listings(
+        monkeypatch, cosmos_server.container_store, runs=3) == []

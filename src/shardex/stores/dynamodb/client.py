@@ -25,6 +25,10 @@ the CPU of a listing (``benchmarks/bench_reads.py``). The items of a response th
 holds no binary attribute (no ``"B"`` or ``"BS"`` in its body) are handed over as
 ``json`` decoded them, which is what botocore would return; any other response,
 and every error, is parsed by botocore as usual. A client handed in is left as it is.
+
+The clients shardex builds send through a connector that aborts the TLS connections it
+drops (``shardex.stores.connector``): a read cancelled in flight (a hedge that lost, a
+listing given up) otherwise leaves its socket open past the event loop's end.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import functools
 import inspect
 import json
 from collections.abc import Callable, Mapping
@@ -48,6 +53,7 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
+from shardex.stores.connector import aborting
 
 __all__ = [
     "AioClient",
@@ -190,7 +196,8 @@ class AioClient(DynamoDBClient):
         self._config = AioConfig(retries={"total_max_attempts": 1, "mode": "standard"},
                                  connect_timeout=connect_timeout, read_timeout=read_timeout,
                                  max_pool_connections=max_connections,
-                                 parameter_validation=False)
+                                 parameter_validation=False,
+                                 http_session_cls=_aborting_session())
         self._region = region
         self._endpoint_url = endpoint_url
         self._stack: contextlib.AsyncExitStack | None = None
@@ -228,6 +235,23 @@ class AioClient(DynamoDBClient):
             method = self._methods[operation] = getattr(self._client, _method_name(operation))
         response: dict[str, Any] = await method(**params)
         return response
+
+
+@functools.cache
+def _aborting_session() -> type[Any]:
+    """aiobotocore's aiohttp session, on a connector that aborts the TLS connections it
+    drops (``shardex.stores.connector``): a read cancelled in flight leaves no socket
+    open past the event loop."""
+    from aiobotocore.httpsession import AIOHTTPSession
+
+    class AbortingSession(AIOHTTPSession):  # type: ignore[misc]
+        # ``_create_connector`` is aiobotocore's (3.10, the version the extra pins)
+        async def _create_connector(self, proxy_url: Any) -> Any:
+            connector = await super()._create_connector(proxy_url)
+            connector.__class__ = aborting(type(connector))
+            return connector
+
+    return AbortingSession
 
 
 class ThreadedClient(DynamoDBClient):
