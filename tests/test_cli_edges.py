@@ -148,3 +148,19 @@ def test_the_readme_async_block_runs_as_a_script(tmp_path: Path) -> None:
                          timeout=120, check=False)
     assert ran.returncode == 0, ran.stderr
     assert "SHIPPED o-1" in ran.stdout
+
+
+def test_an_autopilot_whose_heat_source_is_out_of_reach_fails_in_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The heat source is asked first, before the command announces its metrics page: a
+    Prometheus out of reach fails the run in one line, not after a 'metrics:' line."""
+    import socket
+
+    with socket.socket() as probe:  # a port that refuses: bound, never listened on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        code, err = failing(capsys, "autopilot", "run", "--store", "memory://", "--index",
+                            "orders", "--dry-run", "--metrics-port", "0", "--source",
+                            f"prometheus://127.0.0.1:{port}")
+    assert code == 1
+    assert err.startswith(f"error: cannot reach Prometheus at http://127.0.0.1:{port}"), err

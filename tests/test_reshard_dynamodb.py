@@ -25,6 +25,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.cli import main
 from shardex.reshard import Resharder
+from shardex.stores.dynamodb import DynamoDBStore
 from tests import dynamodb_local as local
 from tests.reshard_machine import machine
 
@@ -82,6 +83,16 @@ def refused(capsys: pytest.CaptureFixture[str], *args: str, code: int = 1) -> st
     assert len(lines) == 1, err
     assert lines[0].startswith("error: ")
     return " ".join(err.split())
+
+
+def test_a_run_refused_at_once_says_so_in_one_line_before_any_metrics_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The metrics page is announced once the reshard is open: a table that does not
+    exist fails ``reshard run --metrics-port`` in one line, as without it."""
+    uri = DynamoDBStore(local.unique_name("missing"), region=local.REGION,
+                        endpoint_url=local.require_endpoint()).uri
+    assert "does not exist" in refused(capsys, "reshard", "run", "--store", uri, "--index",
+                                       "orders", "--metrics-port", "0")
 
 
 def test_the_cli_from_start_to_end_and_the_steps_it_refuses(

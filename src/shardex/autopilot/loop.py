@@ -168,6 +168,7 @@ class Autopilot:
         self._driving: asyncio.Task[None] | None = None
         self._logged: dict[tuple[str, bool], tuple[Any, ...]] = {}
         self.ticks = 0
+        self._backfilled = False
 
     async def __aenter__(self) -> Autopilot:
         await self.runner.__aenter__()
@@ -182,10 +183,12 @@ class Autopilot:
     async def run(self, *, duration: float | None = None,
                   stop: asyncio.Event | None = None) -> None:
         """Tick until ``duration`` seconds have passed or ``stop`` is set (default: forever);
-        then stop driving and give the lease up."""
+        then stop driving and give the lease up. Fills the heat windows first
+        (``backfill``) unless that was done."""
         clock = self._clock
         end = math.inf if duration is None else clock.now() + duration
-        await self.backfill()
+        if not self._backfilled:
+            await self.backfill()
         next_tick = clock.now()
         try:
             while clock.now() < end and not (stop is not None and stop.is_set()):
@@ -214,6 +217,7 @@ class Autopilot:
         now = self._clock.wall()
         past = await self.source.history(now - self.policy.t_down, now, self.policy.tick)
         self._add(past, now, zero_fill=False)
+        self._backfilled = True
         return len(past)
 
     async def tick(self) -> list[Decision]:

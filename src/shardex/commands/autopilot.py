@@ -167,7 +167,7 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
         out.file.flush()  # a pipe reader waits on each line
 
     with contextlib.ExitStack() as stack:
-        recorder = gauges = None
+        recorder = gauges = metrics_url = None
         if metrics_port is not None:
             from shardex.autopilot.metrics import AutopilotMetrics
             from shardex.metrics import MetricsRecorder
@@ -176,7 +176,7 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
             recorder = MetricsRecorder().attach(store)
             server = stack.enter_context(serve_prometheus(recorder, port=metrics_port))
             gauges = AutopilotMetrics(name, server.registry)
-            output.console(stderr=True).print(f"metrics: {server.url}", highlight=False)
+            metrics_url = server.url
 
         async def drive() -> None:
             stop = asyncio.Event()
@@ -188,6 +188,12 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
                               dry_run=dry_run, lease=lease, margin=margin, max_age=max_age,
                               gauges=gauges, report=report)
             async with pilot:
+                # the heat source's first answer: one out of reach fails the run here, in
+                # one line, before anything is announced
+                await pilot.backfill()
+                if metrics_url is not None:
+                    output.console(stderr=True).print(f"metrics: {metrics_url}",
+                                                      highlight=False)
                 out.print(f"autopilot of index {name!r} in {store.uri}: heat from "
                           f"{heat.name}, a decision every {policy.tick:g} s"
                           + (" (dry run: nothing is changed)" if dry_run else

@@ -324,7 +324,7 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
     out = output.console()
     store = open_with(uri, connection)
     with contextlib.ExitStack() as stack:
-        recorder = None
+        recorder = metrics_url = None
         if metrics_port is not None:
             from shardex.metrics import MetricsRecorder
             from shardex.metrics.prometheus import serve_prometheus
@@ -332,7 +332,7 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
             recorder = MetricsRecorder().attach(store)
             server = stack.enter_context(serve_prometheus(recorder, port=metrics_port,
                                                           final_scrape=30.0))
-            output.console(stderr=True).print(f"metrics: {server.url}", highlight=False)
+            metrics_url = server.url
         report = stack.enter_context(_Reporter(out, every=every))
 
         from shardex.migrate.base import default_worker
@@ -343,6 +343,11 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
             async with _resharder(store, name, connection, rate=rate, workers=workers,
                                   unit_lease=unit_lease, max_age=max_age, progress=report,
                                   recorder=recorder, sharing=sharing, worker=worker) as runner:
+                # announced once the reshard was found and opened: a run refused at once
+                # fails in one line
+                if metrics_url is not None:
+                    output.console(stderr=True).print(f"metrics: {metrics_url}",
+                                                      highlight=False)
                 return await runner.run(until=until)
 
         try:
