@@ -199,7 +199,7 @@ def test_shared_budgets_refuse_what_a_whole_second_window_cannot_keep() -> None:
     shared = SharedBudgets("redis://127.0.0.1:1/0")
     with pytest.raises(InvalidPolicy, match=r"Budget\.burst"):
         Admission(AdmissionPolicy(overrides={"k": Budget(rate=10, burst=5)}), budgets=shared)
-    for url in ("memory://", "http://h:1", "redis://", 42):
+    for url in ("memory://", "http://h:1", "redis://", 42, "redis://[", "redis://h:99999"):
         with pytest.raises(InvalidURI):
             SharedBudgets(url)  # type: ignore[arg-type]
     assert SharedBudgets("redis://:secret@h:6379/0").url == "redis://h:6379/0"

@@ -164,3 +164,22 @@ def test_an_autopilot_whose_heat_source_is_out_of_reach_fails_in_one_line(
                             f"prometheus://127.0.0.1:{port}")
     assert code == 1
     assert err.startswith(f"error: cannot reach Prometheus at http://127.0.0.1:{port}"), err
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["plan", "--peak", "PENDING=100", "--store", "memory://["],
+     "store URI 'memory://[' cannot be parsed"),
+    (["autopilot", "run", "--store", "memory://", "--index", "orders", "--dry-run",
+      "--source", "prometheus://["], "heat source 'prometheus://[' cannot be parsed"),
+    (["autopilot", "run", "--store", "memory://", "--index", "orders", "--dry-run",
+      "--source", "prometheus://127.0.0.1:99999"], "Port out of range"),
+    (["serve", "--prometheus", "http://["], "Prometheus URL 'http://[' cannot be parsed"),
+    (["diagnose", "s3a://[/logs", "--engine", "spark"], "log path 's3a://[/logs' cannot be"),
+], ids=["plan", "autopilot", "autopilot-port", "serve", "diagnose"])
+def test_a_url_urllib_cannot_read_is_refused_by_name(capsys: pytest.CaptureFixture[str],
+                                                      argv: list[str], named: str) -> None:
+    """An unclosed IPv6 bracket or a port out of range, where a URL is given: one line
+    naming the text, not urllib's ValueError and its traceback (found by the CLI fuzz)."""
+    code, err = failing(capsys, *argv)
+    assert code in (1, 2)
+    assert named in err, err

@@ -25,6 +25,7 @@ from shardex.errors import (
     Unavailable,
 )
 from shardex.sim.clock import VirtualTimeLoop
+from shardex.stores.uri import split_url
 
 if TYPE_CHECKING:
     from limits.aio.storage import RedisStorage
@@ -138,7 +139,7 @@ class SharedBudgets(BudgetState):
     """
 
     def __init__(self, url: str, *, prefix: str = "shardex") -> None:
-        parts = urlsplit(url) if isinstance(url, str) else None
+        parts = split_url(url, "shared budget URL") if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("redis", "rediss") or not parts.hostname:
             raise InvalidURI(
                 f"shared budgets need a redis://host:port[/db] or rediss:// URL, got {url!r}")

@@ -65,9 +65,14 @@ def _source(text: str, store: Store, index: str) -> Any:
                                      param_hint="'--source'")
         return FileHeat(Path(path))
     if text.startswith(("prometheus://", "prometheus+https://")):
+        from shardex.errors import InvalidURI
+        from shardex.stores.uri import split_url
         from shardex.web.promql import PromQL, label_matchers, seconds
 
-        parts = urllib.parse.urlsplit(text)
+        try:
+            parts = split_url(text, "heat source")
+        except InvalidURI as exc:
+            raise click.BadParameter(str(exc), param_hint="'--source'") from None
         options = dict(urllib.parse.parse_qsl(parts.query))
         unknown = sorted(set(options) - {"window", "match"})
         if unknown or not parts.netloc:

@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 import click
 from rich.markup import escape
@@ -63,7 +63,13 @@ def _mode_of_store(uri: str) -> str:
 
     A text that is not a store URI is a usage error naming --store.
     """
-    parts = urlsplit(uri)
+    from shardex.errors import InvalidURI
+    from shardex.stores.uri import split_url
+
+    try:
+        parts = split_url(uri, "store URI", port=False)
+    except InvalidURI as exc:
+        raise click.BadParameter(str(exc), param_hint="--store") from None
     if "://" not in uri or not parts.scheme:
         raise click.BadParameter(f"{uri!r} is not a store URI (scheme://...), e.g. "
                                  "dynamodb://TABLE?gsi=INDEX&...", param_hint="--store")

@@ -5,11 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from shardex.errors import InvalidURI
 
-__all__ = ["StoreURI"]
+__all__ = ["StoreURI", "split_url"]
+
+
+def split_url(url: str, what: str, *, port: bool = True) -> SplitResult:
+    """``urlsplit(url)``; a URL urllib cannot read (an unclosed IPv6 bracket, with ``port``
+    a port that is not a number from 0 to 65535) raises InvalidURI naming ``what``, not
+    ValueError."""
+    try:
+        parts = urlsplit(url)
+        if port:
+            parts.port  # noqa: B018 - read for the ValueError it raises
+    except ValueError as exc:
+        raise InvalidURI(f"{what} {url!r} cannot be parsed: {exc}") from None
+    return parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,10 +42,7 @@ class StoreURI:
         """Parse ``uri``; raise InvalidURI for a missing scheme or a repeated option."""
         if not isinstance(uri, str) or "://" not in uri:
             raise InvalidURI(f"store URI must look like scheme://..., got {uri!r}")
-        try:
-            parts = urlsplit(uri)
-        except ValueError as exc:
-            raise InvalidURI(f"store URI {uri!r} cannot be parsed: {exc}") from None
+        parts = split_url(uri, "store URI", port=False)
         options: dict[str, str] = {}
         for name, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
             if name in options:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shardex.errors import InvalidInput, Unavailable
+from shardex.stores.uri import split_url
 
 __all__ = ["PromQL", "Series", "is_prometheus", "label_matchers", "seconds"]
 
@@ -74,6 +75,7 @@ class PromQL:
     def __init__(self, url: str, *, timeout: float = 10.0) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidInput(f"a Prometheus server is an http(s):// URL, got {url!r}")
+        split_url(url, "Prometheus URL")
         self.url = url.rstrip("/")
         self._timeout = timeout
 
@@ -161,7 +163,7 @@ def is_prometheus(url: str, *, timeout: float = 5.0) -> bool:
     A URL ending in ``/metrics`` is one process's endpoint and is not asked. Raises
     nothing: an unreachable server is found out by the first read.
     """
-    if urllib.parse.urlsplit(url).path.rstrip("/").endswith("/metrics"):
+    if split_url(url, "Prometheus URL").path.rstrip("/").endswith("/metrics"):
         return False
     try:
         data = PromQL(url, timeout=timeout)._get("/api/v1/status/buildinfo")

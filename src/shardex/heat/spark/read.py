@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 from shardex.capacity import Ceiling
 from shardex.errors import InvalidInput, InvalidLog
@@ -52,6 +52,7 @@ from shardex.heat.rows import describe
 from shardex.heat.sources import Options, expand, is_gzip, log_format, parse_document
 from shardex.heat.spark.session import SparkEngine, pyspark, spark_errors
 from shardex.heat.tables import HeatTables
+from shardex.stores.uri import split_url
 
 __all__ = ["SparkLogs", "is_remote", "read_spark"]
 
@@ -66,13 +67,14 @@ _FRAMING = {"csv": "has a number of fields other than the header's, or an open q
 
 def is_remote(path: str | Path) -> bool:
     """Whether ``path`` is a URI for Spark to read (``s3a://...``), not a local path."""
-    scheme = urlparse(str(path)).scheme
+    scheme = split_url(str(path), "log path", port=False).scheme
     return len(scheme) > 1 and scheme != "file" and "://" in str(path)
 
 
 def _local(path: str | Path) -> str:
     text = str(path)
-    return unquote(urlparse(text).path) if text.startswith("file:") else text
+    return unquote(split_url(text, "log path", port=False).path) \
+        if text.startswith("file:") else text
 
 
 class SparkLogs(TalliedReader):
