@@ -183,3 +183,33 @@ def test_a_url_urllib_cannot_read_is_refused_by_name(capsys: pytest.CaptureFixtu
     code, err = failing(capsys, *argv)
     assert code in (1, 2)
     assert named in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["routing", "show", "--index", "x", "--store",
+     "dynamodb://orders?endpoint_url=http://[&region=us-east-1"],
+    ["dynamodb", "create-table", "orders", "--region", "us-east-1", "--endpoint-url",
+     "http://h:99999"],
+    ["routing", "show", "--index", "x", "--store", "azure-tables://orders?endpoint=http://["],
+    ["azure", "create-table", "orders", "--endpoint", "http://h:99999"],
+    ["routing", "show", "--index", "x", "--store", "cosmos://db/c?endpoint=https://["],
+    ["cosmos", "create-container", "db", "c", "--endpoint", "https://h:99999"],
+], ids=["dynamodb", "dynamodb-create", "azure", "azure-create", "cosmos", "cosmos-create"])
+def test_an_endpoint_urllib_cannot_read_is_refused_before_any_request(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        argv: list[str]) -> None:
+    """A store's endpoint is read when the store is made: one line naming it, where
+    before urllib's ValueError came out of the SDK (a traceback from ``azure
+    create-table`` and ``dynamodb create-table``), or a port out of range read as a
+    request that failed ("a write may or may not have applied")."""
+    for variable in ("AZURE_STORAGE_CONNECTION_STRING", "COSMOS_CONNECTION_STRING"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "account")
+    monkeypatch.setenv("AZURE_STORAGE_KEY", "a2V5")
+    monkeypatch.setenv("COSMOS_KEY", "a2V5")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
+    code, err = failing(capsys, *argv)
+    assert code in (1, 2)
+    assert "endpoint" in err, err
+    assert "cannot be parsed" in err, err

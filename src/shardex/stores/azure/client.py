@@ -34,6 +34,7 @@ from shardex.errors import (
 )
 from shardex.stores.azure.transport import with_transport
 from shardex.stores.azure.wire import LeanQuery
+from shardex.stores.uri import split_url
 
 __all__ = [
     "Adapter",
@@ -150,6 +151,13 @@ def connection_settings(endpoint: str | None, credential: Any = None,
     connection string names; without either, an account name gives
     ``https://ACCOUNT.table.core.windows.net``.
     """
+    url, credential = _settings(endpoint, credential, connection_string)
+    split_url(url, "Azure endpoint")
+    return url, credential
+
+
+def _settings(endpoint: str | None, credential: Any,
+              connection_string: str | None) -> tuple[str, Any]:
     if credential is not None:
         if not endpoint:
             raise InvalidInput("a credential was handed in without an endpoint: add "

@@ -41,6 +41,7 @@ from shardex.errors import (
 )
 from shardex.stores.azure.client import Adapter, parse_connection_string
 from shardex.stores.azure.transport import with_transport
+from shardex.stores.uri import split_url
 
 __all__ = [
     "ContainerClient",
@@ -168,6 +169,13 @@ def connection_settings(endpoint: str | None, credential: Any = None,
     ``endpoint`` (``https://ACCOUNT.documents.azure.com:443/``) wins over the one the
     connection string or ``COSMOS_ENDPOINT`` names.
     """
+    url, credential = _settings(endpoint, credential, connection_string)
+    split_url(url, "Cosmos DB endpoint")
+    return url, credential
+
+
+def _settings(endpoint: str | None, credential: Any,
+              connection_string: str | None) -> tuple[str, Any]:
     if credential is not None:
         if not endpoint:
             raise InvalidInput("a credential was handed in without an endpoint: add "

@@ -54,6 +54,7 @@ from shardex.errors import (
     Unavailable,
 )
 from shardex.stores.connector import aborting
+from shardex.stores.uri import split_url
 
 __all__ = [
     "AioClient",
@@ -322,6 +323,8 @@ def adapt_client(*, client: Any = None, session: Any = None, region: str | None 
     """
     if client is not None and session is not None:
         raise InvalidInput("give DynamoDBStore a client or a session, not both")
+    if endpoint_url is not None:
+        split_url(endpoint_url, "endpoint_url")
     if isinstance(client, DynamoDBClient):
         return client
     if client is not None:
