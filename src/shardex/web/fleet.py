@@ -29,6 +29,7 @@ from typing import Any
 
 from shardex.capacity import Ceiling, resolve_ceiling
 from shardex.errors import InvalidInput
+from shardex.stores.uri import split_url
 from shardex.web.feeds import Feed, PrometheusFeed, document, value_of
 from shardex.web.promql import PromQL, is_prometheus, label_matchers, seconds
 
@@ -217,10 +218,11 @@ def open_feed(url: str, *, ceiling: str | float | Ceiling = "dynamodb",
     answers), else ``PrometheusFeed`` (one process's ``/metrics``, scraped directly).
 
     ``match`` selects series of a Prometheus server only: with an endpoint it raises
-    InvalidInput, as does a URL that is not http(s)://.
+    InvalidInput, as does a URL that is not http(s):// or that urllib cannot read.
     """
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise InvalidInput(f"a Prometheus server or endpoint is an http(s):// URL, got {url!r}")
+    split_url(url, "Prometheus URL")  # InvalidURI for one urllib cannot read
     if is_prometheus(url):
         return FleetFeed(url, ceiling=ceiling, index=index, match=match, history=history)
     if label_matchers(match):

@@ -161,11 +161,12 @@ def is_prometheus(url: str, *, timeout: float = 5.0) -> bool:
     """Whether ``url`` is a Prometheus server: its build information answers as the API does.
 
     A URL ending in ``/metrics`` is one process's endpoint and is not asked. Raises
-    nothing: an unreachable server is found out by the first read.
+    nothing: an unreachable server is found out by the first read, a URL that cannot be
+    read by whoever reads it (``PromQL``, ``open_feed``).
     """
-    if split_url(url, "Prometheus URL").path.rstrip("/").endswith("/metrics"):
-        return False
     try:
+        if split_url(url, "Prometheus URL").path.rstrip("/").endswith("/metrics"):
+            return False
         data = PromQL(url, timeout=timeout)._get("/api/v1/status/buildinfo")
     except (InvalidInput, Unavailable):
         return False
