@@ -62,10 +62,24 @@ API_CASES: dict[str, Case] = {
     "a version of 1.5": lambda ix: ix.put("P", "o-1", version=1.5),  # type: ignore[arg-type]
     "a version of True": lambda ix: ix.put("P", "o-1", version=True),
     "a version of 0": lambda ix: ix.delete("P", "o-1", version=0),
+    "a version of 10**5000": lambda ix: ix.put("P", "o-1", version=10**5000),
+    "a version of 10**38": lambda ix: ix.move("o-1", old="P", new="Q", version=10**38),
+    "update_routing(None)": lambda ix: ix.update_routing(None),  # type: ignore[arg-type]
     "a query limit of 0": lambda ix: ix.query("P", limit=0),
     "a query order of 'up'": lambda ix: ix.query("P", order="up"),  # type: ignore[arg-type]
     "a count of None": lambda ix: ix.count(None),  # type: ignore[arg-type]
 }
+
+PLAIN = {"format": "shardex.routing/1", "version": 1, "default": {"shards": 1}}
+MIGRATION = {"id": "a1", "direction": "rollback", "kind": "copy", "values": [],
+             "started_at": 0, "changed_at": 0, "margin": 0}
+ADOPTION = {"source": {"kind": "gsi", "name": "old", "attribute": "s"}, "state": "done",
+            "migration": MIGRATION}
+FLAT_ADOPTION = {"id": "a1", "kind": "gsi", "source": "old", "attribute": "s",
+                 "state": "dual-write", "started_at": 0, "changed_at": 0, "margin": 0}
+RESHARDING = {**PLAIN, "version": 2, "previous": {"version": 1, "default": {"shards": 1}},
+              "reshard": {**MIGRATION, "direction": "forward", "kind": "reshard"},
+              "state": "write-new"}
 
 CONSTRUCTION: dict[str, Callable[[], Any]] = {
     "max_concurrency '5'": lambda: shardex.ShardedIndex("memory://", "ix",
@@ -77,6 +91,22 @@ CONSTRUCTION: dict[str, Callable[[], Any]] = {
                                                      routing_ttl="5"),  # type: ignore[arg-type]
     "routing_lease NaN": lambda: shardex.ShardedIndex("memory://", "ix",
                                                        routing_lease=float("nan")),
+    "routing_lease 0": lambda: shardex.ShardedIndex("memory://", "ix", routing_lease=0),
+    "routing_lease 10**400": lambda: shardex.ShardedIndex("memory://", "ix",
+                                                           routing_lease=10**400),
+    "routing_ttl 10**400": lambda: shardex.ShardedIndex("memory://", "ix",
+                                                         routing_ttl=10**400),
+    "a store that is a number": lambda: shardex.ShardedIndex(5, "ix"),  # type: ignore[arg-type]
+    "a clock that is a number": lambda: shardex.ShardedIndex("memory://", "ix",
+                                                             clock=5),  # type: ignore[arg-type]
+    "Routing.from_dict with a key that is a number": lambda: Routing.from_dict({1: 2, "a": 3}),
+    "Routing.from_json with a started_at of 401 digits": lambda: Routing.from_json(
+        json.dumps(RESHARDING).replace('"started_at": 0', '"started_at": 1' + "0" * 400)),
+    "Routing.from_json with an adoption state that is a list": lambda: Routing.from_json(
+        json.dumps({**PLAIN, "adoption": {**FLAT_ADOPTION, "state": []}})),
+    "an adoption rolled back in write-new": lambda: Routing.from_dict(
+        {**PLAIN, "adoption": {**ADOPTION, "state": "write-new"}}),
+    "Routing().policy of a list": lambda: Routing().policy([]),  # type: ignore[arg-type]
     "retry of a dict": lambda: shardex.ShardedIndex("memory://", "ix",
                                                      retry={"attempts": 3}),  # type: ignore[arg-type]
     "seed '1'": lambda: shardex.ShardedIndex("memory://", "ix", seed="1"),  # type: ignore[arg-type]
@@ -144,6 +174,33 @@ def test_memory_refuses_what_dynamodb_refuses_with_the_same_error(
     on_memory = run_virtual(refusals(MemoryStore(seed=1)))
     on_dynamodb = asyncio.run(refusals(BACKENDS["dynamodb-table"].store()))
     assert on_memory == on_dynamodb == list(UNSTORABLE)
+
+
+def test_a_lease_shorter_than_a_write_takes_fails_the_write_it_does_not_hang() -> None:
+    # each try was held past the lease and planned again under a fresh read, forever
+    async def main_() -> None:
+        store = MemoryStore(seed=1)
+        async with shardex.ShardedIndex(store, "ix", routing_lease=1e-6) as index:
+            with pytest.raises(shardex.RoutingStale, match="held past the routing's lease"):
+                await asyncio.wait_for(index.put("P", "o-1"), 60)
+            assert store.stats().totals.write_requests <= 1  # the routing record only
+
+    run_virtual(main_())
+
+
+def test_a_second_open_does_nothing_and_nothing_reads_after_close() -> None:
+    # a second open started a second routing refresher, which read on after close
+    async def main_() -> None:
+        store = MemoryStore(seed=1)
+        index = shardex.ShardedIndex(store, "ix")
+        await index.open()
+        async with index:
+            pass
+        reads = store.stats().totals.read_requests
+        await asyncio.sleep(60)
+        assert store.stats().totals.read_requests == reads
+
+    run_virtual(main_())
 
 
 def test_a_closed_sync_index_is_refused_by_name() -> None:

@@ -35,6 +35,7 @@ def test_a_cursor_round_trips_any_text() -> None:
 @pytest.mark.parametrize(("after", "words"), [
     (("s", ""), "item id must not be empty"),
     (("s", "o\x00-1"), "NUL"),
+    (("s\x00", "o-1"), "sort value with a NUL"),
     (("s", "i" * 513), "at most 512"),
     (("s" * 1025, "o-1"), "sort value of 1,025 bytes"),
 ])
@@ -45,6 +46,15 @@ def test_a_signed_cursor_holding_a_position_no_entry_has_is_invalid(
     token = codec.encode(Cursor("PENDING", "asc", after))
     with pytest.raises(shardex.InvalidCursor, match=words):
         codec.decode(token, value="PENDING", order="asc")
+
+
+@pytest.mark.parametrize("inserted", ["=A", ".", "!", " ", "\n", "\x00", "+", "/"])
+def test_a_cursor_with_a_character_outside_base64url_is_refused(inserted: str) -> None:
+    # the decoder would have skipped it (the same position: an altered cursor accepted)
+    codec = CursorCodec("orders", SECRET)
+    token = codec.encode(Cursor("PENDING", "asc", ("s", "o-1")))
+    with pytest.raises(shardex.InvalidCursor, match="not valid base64"):
+        codec.decode(token[:8] + inserted + token[8:], value="PENDING", order="asc")
 
 
 @pytest.mark.parametrize("secret", [None, SECRET])

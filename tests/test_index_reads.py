@@ -252,3 +252,25 @@ def test_a_broken_routing_record_is_a_clear_error() -> None:
                 pass
 
     run_virtual(body())
+
+
+def test_a_callers_change_to_attrs_it_gave_or_got_stays_its_own() -> None:
+    # memory:// kept the very objects: a change to the dict a put was given, or to the
+    # attrs of an entry read, showed in every later read (as on no real store)
+    async def main() -> None:
+        async with shardex.ShardedIndex(MemoryStore(seed=1), "ix") as index:
+            given: dict[str, Any] = {"n": {"l": [1]}, "s": {"a"}, "b": bytearray(b"x")}
+            await index.put("P", "o-1", attrs=given)
+            given["n"]["l"].append(2)
+            given["s"].add("b")
+            given["b"][0] = 0
+            given["new"] = 1
+            got = await index.get("o-1")
+            assert got is not None
+            got.attrs["x"] = 5
+            got.attrs["n"]["l"].append(3)
+            (listed,) = (await index.query("P")).items
+            assert listed.attrs == {"n": {"l": [1]}, "s": {"a"}, "b": bytearray(b"x")}
+            assert (await index.get("o-1")).attrs == listed.attrs  # type: ignore[union-attr]
+
+    run_virtual(main())

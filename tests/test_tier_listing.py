@@ -6,8 +6,10 @@ page."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import random
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -42,19 +44,19 @@ async def _puts(index: ShardedIndex, items: range, entries: int = ENTRIES) -> No
                                for i in items[start:start + 50]))
 
 
-async def _moving(stores: list[Store], entries: int = ENTRIES) -> ShardedIndex:
+@contextlib.asynccontextmanager
+async def _moving(stores: list[Store], entries: int = ENTRIES) -> AsyncIterator[ShardedIndex]:
     """Value P of a new index, moving from 4 keys on ``stores[0]`` to 16 on ``stores[1]``
     (write-new), half its entries in each."""
-    moving = ShardedIndex(stores[0], "moving", Routing(overrides={"P": ShardPolicy(4)}),
-                          routing_lease=60.0, hedge=None, tiers={"own": stores[1]})
-    await moving.open()  # the caller closes it (``async with``)
-    await _puts(moving, range(0, entries, 2), entries)
-    await store_routing(moving, dataclasses.replace(begin_transition(
-        moving.routing, {"P": ShardPolicy(16, tier="own")}), state="write-new"))
-    await moving.refresh_routing()
-    await _puts(moving, range(1, entries, 2), entries)
-    assert moving.routing.reads_both("P")
-    return moving
+    async with ShardedIndex(stores[0], "moving", Routing(overrides={"P": ShardPolicy(4)}),
+                            routing_lease=60.0, hedge=None, tiers={"own": stores[1]}) as moving:
+        await _puts(moving, range(0, entries, 2), entries)
+        await store_routing(moving, dataclasses.replace(begin_transition(
+            moving.routing, {"P": ShardPolicy(16, tier="own")}), state="write-new"))
+        await moving.refresh_routing()
+        await _puts(moving, range(1, entries, 2), entries)
+        assert moving.routing.reads_both("P")
+        yield moving
 
 
 async def _cost(index: ShardedIndex, stores: list[Store], how: str, *, entries: int = ENTRIES,
@@ -93,7 +95,7 @@ def test_a_long_listing_mid_tier_move_costs_near_a_stable_listing() -> None:
                               routing_lease=60.0, hedge=None)
         async with stable:
             await _puts(stable, range(ENTRIES))
-            async with await _moving(stores) as moving:
+            async with _moving(stores) as moving:
                 return [(await _cost(stable, stores[2:], how),
                          await _cost(moving, stores[:2], how))
                         for how in ("query", "pages", "scan")]
@@ -116,7 +118,7 @@ def test_a_short_listing_holds_the_rows_of_t_s_requests_sent_together_in_one_bat
                               hedge=None)
         async with stable:
             await _puts(stable, range(entries), entries)
-            async with await _moving(stores, entries) as moving:
+            async with _moving(stores, entries) as moving:
                 return (await _cost(stable, stores[2:], "query", entries=entries, limit=1000),
                         await _cost(moving, stores[:2], "query", entries=entries, limit=1000))
 
@@ -131,7 +133,7 @@ def test_a_write_of_this_process_shows_on_the_next_page_of_a_moving_value() -> N
 
     async def body() -> None:
         stores = _stores(2)
-        async with await _moving(stores) as moving:
+        async with _moving(stores) as moving:
             first = await moving.query("P", limit=100)
             second = await moving.query("P", limit=100, cursor=first.cursor)
             last = second.items[-1].sort

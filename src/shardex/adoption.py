@@ -98,6 +98,10 @@ class Adoption:
         if not isinstance(self.migration, Transition) or self.migration.kind != "copy":
             raise InvalidRouting(f"adoption migration must be a copy Transition, "
                                  f"got {self.migration!r}")
+        if (self.state, self.migration.direction) not in _STAGES:
+            raise InvalidRouting(f"adoption state {self.state!r} with a migration in direction "
+                                 f"{self.migration.direction!r}: a rolled-back adoption is "
+                                 f"done, and only a done one rolled back")
         for name in _FLAGS:
             if not isinstance(getattr(self, name), bool):
                 raise InvalidRouting(f"adoption {name}: expected true or false, "
@@ -157,7 +161,8 @@ def _from_flat(fields: Mapping[str, Any], where: str) -> dict[str, Any]:
     fields_of(fields, where, required={"id", "kind", "source", "attribute", "state",
                                        "started_at", "changed_at", "margin"},
               optional={"values", "parity", "retain", "retire_after", *_FLAGS, *_SOURCE})
-    found = {stage: state for state, stage in _STAGES.items()}.get(fields["state"])
+    stages: dict[str, tuple[str, Direction]] = {stage: s for s, stage in _STAGES.items()}
+    found = stages.get(fields["state"]) if isinstance(fields["state"], str) else None
     if found is None:
         raise InvalidRouting(f"{where}.state: expected one of {', '.join(_STAGES.values())}, "
                              f"got {fields['state']!r}")

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
-from shardex.errors import InvalidInput
+from shardex.errors import InvalidInput, brief
 
 __all__ = [
     "AZURE_TABLES_ACCOUNT_ENTITIES",
@@ -284,14 +284,17 @@ def resolve_ceiling(spec: str | float | Ceiling) -> Ceiling:
             number = float(spec)
         except ValueError:
             raise InvalidInput(
-                f"unknown ceiling {spec!r}; use one of {', '.join(sorted(CEILINGS))} "
+                f"unknown ceiling {brief(spec)}; use one of {', '.join(sorted(CEILINGS))} "
                 "or a number of units a second") from None
     elif isinstance(spec, bool) or not isinstance(spec, int | float):
-        raise InvalidInput(f"ceiling must be a store name or a number, got {spec!r}")
+        raise InvalidInput(f"ceiling must be a store name or a number, got {brief(spec)}")
     else:
-        number = float(spec)
+        try:
+            number = float(spec)
+        except OverflowError:  # an int past any float
+            number = math.inf
     if not math.isfinite(number) or number <= 0:
-        raise InvalidInput(f"ceiling must be a finite number of units/s > 0, got {spec!r}")
+        raise InvalidInput(f"ceiling must be a finite number of units/s > 0, got {brief(spec)}")
     return Ceiling(f"{number:g} units/s", number, number, "units/s")
 
 
@@ -312,6 +315,7 @@ def throttle_reason(limit: str, *, write: bool, index: bool = False) -> str:
     ``TableWriteKeyRangeThroughputExceeded``, ``IndexReadAccountLimitExceeded``, ...:
     resource type, operation type, limit type. Raises InvalidInput for an unknown limit.
     """
-    if limit not in THROTTLE_EXCEPTIONS:
-        raise InvalidInput(f"unknown throttle limit {limit!r}; use one of {', '.join(LIMITS)}")
+    if not isinstance(limit, str) or limit not in THROTTLE_EXCEPTIONS:
+        raise InvalidInput(f"unknown throttle limit {brief(limit)}; use one of "
+                           f"{', '.join(LIMITS)}")
     return f"{'Index' if index else 'Table'}{'Write' if write else 'Read'}{limit}"

@@ -41,10 +41,11 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shardex.errors import InvalidCursor, InvalidInput, InvalidKey
+from shardex.errors import InvalidCursor, InvalidInput, InvalidKey, brief
 from shardex.keys import validate_item_id
 from shardex.model.entries import Position
 
@@ -55,6 +56,7 @@ __all__ = ["CURSOR_VERSION", "Cursor", "CursorCodec", "MAX_CURSOR_CHARS",
 # 3: the key is bound to the index name; the payload is length-prefixed fields.
 CURSOR_VERSION = 3
 _MAC_BYTES = 16
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]+={0,2}")  # padding optional: encode drops it
 MAX_CURSOR_CHARS = 4096
 MAX_CURSOR_SORT_BYTES = 1024
 _ORDERS: dict[str, int] = {"asc": 0, "desc": 1}
@@ -170,12 +172,13 @@ class CursorCodec:
         or another value or order.
         """
         if not isinstance(token, str) or not token:
-            shown = repr(token) if len(repr(token)) <= 80 else f"{repr(token)[:77]}..."
-            raise InvalidCursor(f"cursor must be a non-empty string, got {shown}")
+            raise InvalidCursor(f"cursor must be a non-empty string, got {brief(token)}")
         if len(token) > MAX_CURSOR_CHARS:
             raise InvalidCursor(f"cursor is {len(token):,} characters long; shardex's cursors "
                                 f"are at most {MAX_CURSOR_CHARS:,}: pass page.cursor unchanged")
         try:
+            if not _BASE64URL.fullmatch(token):  # the decoder would skip what is not
+                raise ValueError("a character outside base64url")
             blob = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         except (binascii.Error, ValueError) as exc:
             raise InvalidCursor("cursor is not valid base64; pass page.cursor unchanged") from exc
@@ -204,6 +207,9 @@ class CursorCodec:
             validate_item_id(item_id)
         except InvalidKey as exc:
             raise InvalidCursor(f"cursor holds a position no entry has: {exc}") from None
+        if "\x00" in sort:  # no store's position holds one (DynamoDB's ends its sort there)
+            raise InvalidCursor("cursor holds a position no entry has: a sort value with a "
+                                "NUL character")
         if len(sort.encode("utf-8")) > MAX_CURSOR_SORT_BYTES:
             raise InvalidCursor(f"cursor holds a position no entry has: a sort value of "
                                 f"{len(sort.encode('utf-8')):,} bytes (at most "

@@ -31,6 +31,7 @@ apply: shardex found out before raising::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 __all__ = [
@@ -240,3 +241,28 @@ class MalformedItem(StoreError):
         super().__init__(message)
         self.item_id = item_id
         self.key = key
+
+
+_SHOWN_INT_BITS = 160  # about 48 digits: a longer int is described by its length
+_LOG10_2 = math.log10(2)
+
+
+def brief(value: object, limit: int = 80) -> str:
+    """``repr(value)`` for an error message: at most ``limit`` characters, and never failing.
+
+    An int of more than about 48 digits is described by its length ("an int of 5,001
+    digits"): Python refuses to print one of more than 4,300 digits, and raises
+    ValueError instead. A value whose repr fails is named by its type.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) \
+            and value.bit_length() > _SHOWN_INT_BITS:
+        size = abs(value)
+        digits = max(1, int((size.bit_length() - 1) * _LOG10_2) - 1)
+        while 10**digits <= size:
+            digits += 1
+        return f"an int of {digits:,} digits"
+    try:
+        text = repr(value)
+    except Exception:  # an int too long to print inside a container, or a broken __repr__
+        return f"a {type(value).__name__}"
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."

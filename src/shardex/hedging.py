@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from shardex.clock import Clock, LoopClock
-from shardex.errors import InvalidInput
+from shardex.errors import InvalidInput, brief
 
 __all__ = ["Copy", "HedgePolicy", "HedgeReport", "Hedger", "call_hedged"]
 
@@ -55,21 +55,29 @@ _REFRESH = 16  # new samples of a class between two computations of its quantile
 _MEAN_WINDOW = 64  # reads the mean read size mostly follows
 
 
+_MAX_DELAY = 3600.0  # seconds: no read waits an hour for its first copy
+_MAX_WINDOW = 65_536  # samples: each quantile sorts them all
+
+
 def _fraction(name: str, value: object, *, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not low < value <= high or math.isnan(value):
+    try:
+        number = float(value) if not isinstance(value, bool) and isinstance(
+            value, int | float) else math.nan
+    except OverflowError:  # an int past any float
+        number = math.nan
+    if not low < number <= high:
         raise InvalidInput(f"HedgePolicy.{name} must be a number in ({low:g}, {high:g}], "
-                           f"got {value!r}")
-    return float(value)
+                           f"got {brief(value)}")
+    return number
 
 
 @dataclass(frozen=True, slots=True)
 class HedgePolicy:
     """When a slow shard read gets another copy, and how many copies it may cost.
 
-    - ``delay``: seconds after which a copy is sent; None (the default) follows the
-      reader's observed latency, the ``quantile`` of recent reads of the same size.
-      Until a size has 20 samples, reads of that size are not hedged.
+    - ``delay``: seconds after which a copy is sent, at most 3,600; None (the default)
+      follows the reader's observed latency, the ``quantile`` of recent reads of the
+      same size. Until a size has 20 samples, reads of that size are not hedged.
     - ``quantile``: the latency quantile the adaptive delay follows. None (the
       default) is ``1 - 0.7 * budget``, 0.965 for the default budget: later than the
       budget's own quantile, so that the copies ask for about 4.3% (3.5% first copies,
@@ -82,7 +90,8 @@ class HedgePolicy:
     - ``max_hedges``: copies of one read beyond the first (3).
     - ``spacing``: a further copy is sent ``spacing`` x the delay after the one before
       (0.25), if every copy sent is still out.
-    - ``window``: recent reads kept per size class for the quantile (512).
+    - ``window``: recent reads kept per size class for the quantile (512), from 20 to
+      65,536.
 
     Raises InvalidInput naming the field at fault.
     """
@@ -95,11 +104,8 @@ class HedgePolicy:
     window: int = 512
 
     def __post_init__(self) -> None:
-        if self.delay is not None and (
-                isinstance(self.delay, bool) or not isinstance(self.delay, int | float)
-                or not 0 < self.delay < math.inf):
-            raise InvalidInput(f"HedgePolicy.delay must be positive seconds or None, "
-                               f"got {self.delay!r}")
+        if self.delay is not None:
+            _fraction("delay", self.delay, low=0.0, high=_MAX_DELAY)
         if self.quantile is not None:
             _fraction("quantile", self.quantile, low=0.0, high=1.0)
             if self.quantile == 1.0:
@@ -109,10 +115,11 @@ class HedgePolicy:
         for name in ("max_hedges", "window"):
             number = getattr(self, name)
             if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-                raise InvalidInput(f"HedgePolicy.{name} must be an integer >= 1, got {number!r}")
-        if self.window < _WARMUP:
-            raise InvalidInput(f"HedgePolicy.window must be at least {_WARMUP}, "
-                               f"got {self.window}")
+                raise InvalidInput(f"HedgePolicy.{name} must be an integer >= 1, "
+                                   f"got {brief(number)}")
+        if not _WARMUP <= self.window <= _MAX_WINDOW:
+            raise InvalidInput(f"HedgePolicy.window must be from {_WARMUP} to {_MAX_WINDOW:,}, "
+                               f"got {brief(self.window)}")
 
 
 class _Latencies:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import replace
@@ -47,6 +46,7 @@ from shardex.errors import (
     ReshardRefused,
     Throttled,
     Unavailable,
+    brief,
 )
 from shardex.fanout import FanOut
 from shardex.heatmeter.meter import HeatMeter
@@ -57,12 +57,12 @@ from shardex.keys import (
     validate_sort,
     validate_value,
 )
-from shardex.model.entries import StoredEntry, is_token, new_token
-from shardex.model.values import ValueRules, check_attrs
+from shardex.model.entries import MAX_VERSION, StoredEntry, is_token, new_token
+from shardex.model.values import ValueRules, check_attrs, owned_attrs
 from shardex.reads import Entry, IndexReads, Page
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
-from shardex.routing_record import DEFAULT_LEASE, RoutingRecord, stop
+from shardex.routing_record import DEFAULT_LEASE, MAX_LEASE, RoutingRecord, is_lease, stop
 from shardex.stores import open_store
 from shardex.stores.base import Malformed, Store, check_malformed
 from shardex.tierreads import CrossReads, TierReads
@@ -127,7 +127,16 @@ class ShardedIndex(IndexReads):
                  adaptive: bool | AdaptiveRate = False,
                  tiers: Mapping[str, Store | str] | None = None,
                  malformed: Malformed = "raise", create_record: bool = True) -> None:
-        self._store = open_store(store) if isinstance(store, str) else store
+        if isinstance(store, str):
+            store = open_store(store)
+        elif not isinstance(store, Store):
+            raise InvalidInput(f"store must be a shardex Store or a store URI, got "
+                               f"{brief(store)}")
+        if clock is not None and not all(callable(getattr(clock, method, None))
+                                         for method in ("now", "wall", "sleep")):
+            raise InvalidInput(f"clock must be a shardex Clock (now, wall and sleep), got "
+                               f"{brief(clock)}")
+        self._store = store
         self._malformed = check_malformed(malformed)
         try:
             self.name = validate_value(name)
@@ -147,11 +156,9 @@ class ShardedIndex(IndexReads):
                                    f"got {given!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise InvalidInput(f"seed must be an integer or None, got {seed!r}")
-        for option, seconds in (("routing_ttl", routing_ttl), ("routing_lease", routing_lease)):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-                    or not math.isfinite(seconds) or seconds < 0:
-                raise InvalidInput(f"{option} must be a number of seconds >= 0, "
-                                   f"got {seconds!r}")
+        if not is_lease(routing_lease):
+            raise InvalidInput(f"routing_lease must be a number of seconds above 0, at most "
+                               f"{MAX_LEASE:,g}, got {brief(routing_lease)}")
         if meter is True:
             meter = HeatMeter(self._store, clock=clock)
         elif meter is not False and not (isinstance(meter, HeatMeter)
@@ -161,6 +168,7 @@ class ShardedIndex(IndexReads):
         self._retry = retry or RetryPolicy()
         self._clock: Clock = clock or LoopClock()
         self._tiers = TierStores(self._store, tiers)
+        self._keeps_entries = any(store.keeps_entries for _, store in self._tiers)
         self._max_conflicts = max_conflicts
         if routing is not None:
             self._tiers.check(routing)
@@ -232,11 +240,13 @@ class ShardedIndex(IndexReads):
     # -- lifecycle -------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Open the store and load (or create) the index's routing record.
+        """Open the store and load (or create) the index's routing record (nothing, if open).
 
         A throttled or unavailable probe of the store is tried again under the index's
         retry policy, as every other request is.
         """
+        if self._fanout is not None:
+            return  # open already: a second open would leave a second refresher running
         await call_with_retry(self._store.open, self._retry, clock=self._clock, rng=self._rng)
         opened: list[Callable[[], Awaitable[None]]] = [self._store.close]
         try:
@@ -337,6 +347,8 @@ class ShardedIndex(IndexReads):
         every one readable.
         """
         self._reader()
+        if not isinstance(routing, Routing):
+            raise InvalidRouting(f"routing must be a shardex.Routing, got {brief(routing)}")
         raise ReshardRefused(
             f"index {self.name!r}: a stored routing changes only through the reshard states, "
             "which keep every entry readable while clients cached the old layout; storing "
@@ -515,8 +527,9 @@ class ShardedIndex(IndexReads):
 
 def _check_version(version: int | None) -> None:
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)
-                                or version < 1):
-        raise InvalidInput(f"version must be a positive integer, got {version!r}")
+                                or not 1 <= version <= MAX_VERSION):
+        raise InvalidInput(f"version must be an integer from 1 to 10**38 - 1, "
+                           f"got {brief(version)}")
 
 
 def _attrs(attrs: Mapping[str, Any] | None, rules: ValueRules) -> dict[str, Any]:
@@ -525,7 +538,7 @@ def _attrs(attrs: Mapping[str, Any] | None, rules: ValueRules) -> dict[str, Any]
     if not isinstance(attrs, Mapping):
         raise InvalidInput(f"attrs must be a mapping, got {type(attrs).__name__}")
     check_attrs(attrs, rules=rules)
-    return dict(attrs)
+    return owned_attrs(attrs)  # the write's own: the caller may change its dict meanwhile
 
 
 async def store_routing(index: ShardedIndex, routing: Routing) -> None:

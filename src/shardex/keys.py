@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardex.errors import InvalidKey
+from shardex.errors import InvalidKey, brief
 
 __all__ = [
     "MAX_ITEM_ID_BYTES",
@@ -46,11 +46,15 @@ OWNER_KEY = "#owner"
 MAX_VALUE_BYTES = 1024
 MAX_ITEM_ID_BYTES = 512
 MAX_SORT_BYTES = 510
+# a shard number is below routing's MAX_SHARDS (4096); a longer suffix is none, and int()
+# refuses one of more than 4,300 digits with a ValueError
+_SUFFIX_DIGITS = 18
 
 
 def _text(kind: str, text: Any, max_bytes: int, *, allow_empty: bool = False) -> str:
     if not isinstance(text, str):
-        raise InvalidKey(f"{kind} must be text (str), got {type(text).__name__}: {text!r}")
+        raise InvalidKey(f"{kind} must be text (str), got {type(text).__name__}: "
+                         f"{brief(text)}")
     if not text and not allow_empty:
         raise InvalidKey(f"{kind} must not be empty")
     if text.isascii():  # every write checks several: ASCII needs no encoding
@@ -93,28 +97,52 @@ def validate_sort(sort: Any) -> str:
 
 
 def encode_shard_key(value: str, shard: int, shards: int) -> str:
-    """Return the shard key of shard ``shard`` of ``shards`` for the logical key ``value``."""
-    if not 0 <= shard < shards:
-        raise InvalidKey(f"shard {shard} is out of range for {shards} shard(s)")
+    """Return the shard key of shard ``shard`` of ``shards`` for the logical key ``value``.
+
+    Raises InvalidKey unless ``value`` is a logical key (``validate_value``) and
+    ``shard`` and ``shards`` are ints with 0 <= shard < shards.
+    """
+    # every read and write encodes: cheap checks here, the full rules on the error path
+    if type(value) is not str or not value or SEPARATOR in value or type(shard) is not int \
+            or type(shards) is not int or not 0 <= shard < shards:
+        _refuse_parts(value, shard, shards)
     if shards == 1:
         return value
     return f"{value}{SEPARATOR}{shard}"
 
 
+def _refuse_parts(value: Any, shard: Any, shards: Any) -> None:
+    validate_value(value)
+    for name, number in (("shard", shard), ("shards", shards)):
+        if type(number) is not int:  # a bool (or another int subclass) is no shard number
+            raise InvalidKey(f"{name} must be an int, got {brief(number)}")
+    raise InvalidKey(f"shard {brief(shard)} is out of range for {brief(shards)} shard(s)")
+
+
 def parse_shard_key(shard_key: str) -> tuple[str, int | None]:
     """Split a shard key into its logical key and shard number (None when unsuffixed).
 
-    Raises InvalidKey for a reserved key or a suffix that is not a shard number.
+    Raises InvalidKey for a reserved key, a logical key that is not valid text (an
+    unpaired surrogate: no store holds one) or a suffix that is not a shard number;
+    callers that meet keys shardex did not write rely on that error.
     """
     if not isinstance(shard_key, str) or not shard_key:
-        raise InvalidKey(f"shard key must be non-empty text, got {shard_key!r}")
+        raise InvalidKey(f"shard key must be non-empty text, got {brief(shard_key)}")
     value, sep, suffix = shard_key.partition(SEPARATOR)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidKey(f"shard key {brief(shard_key)} is not valid text (an unpaired "
+                             "surrogate)") from None
     if not sep:
         return value, None
     if not value:
-        raise InvalidKey(f"shard key {shard_key!r} is reserved for shardex records")
-    if not suffix.isdigit() or not suffix.isascii() or (suffix != "0" and suffix.startswith("0")):
-        raise InvalidKey(f"shard key {shard_key!r} has a suffix that is not a shard number")
+        raise InvalidKey(f"shard key {brief(shard_key)} is reserved for shardex records")
+    if len(suffix) > _SUFFIX_DIGITS or not suffix.isdigit() or not suffix.isascii() or (
+            suffix != "0" and suffix.startswith("0")):
+        raise InvalidKey(f"shard key {brief(shard_key)} has a suffix that is not a shard "
+                         "number")
     return value, int(suffix)
 
 

@@ -27,6 +27,7 @@ from shardex.fanout import FanOut
 from shardex.hedging import HedgePolicy
 from shardex.keys import parse_shard_key, validate_item_id, validate_value
 from shardex.model.entries import Position, StoredEntry
+from shardex.model.values import owned_attrs
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
 from shardex.routing_record import RoutingRecord
@@ -87,6 +88,7 @@ class IndexReads:
     _hedge: HedgePolicy | None
     _max_concurrency: int | None
     _malformed: Malformed
+    _keeps_entries: bool  # a store of the index hands out the entries it keeps
     _clock: Clock
     _rng: random.Random
     _tier_reads: TierReads | None
@@ -288,7 +290,8 @@ class IndexReads:
         raise self._stale(value, routing)
 
     def _entry(self, value: str, stored: StoredEntry) -> Entry:
-        return Entry(value, stored.item_id, stored.sort, stored.attrs, stored.shard_key,
+        attrs = owned_attrs(stored.attrs) if self._keeps_entries else stored.attrs
+        return Entry(value, stored.item_id, stored.sort, attrs, stored.shard_key,
                      stored.version)
 
 

@@ -33,13 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, get_args
 
 from shardex.adoption import Adoption
-from shardex.errors import InvalidInput, InvalidKey, InvalidPolicy, InvalidRouting
+from shardex.errors import InvalidInput, InvalidKey, InvalidPolicy, InvalidRouting, brief
 from shardex.hashing import shard_of
 from shardex.keys import encode_shard_key, validate_item_id, validate_value
-from shardex.transition import Transition
+from shardex.transition import Transition, fields_of
 
 __all__ = ["MAX_SHARDS", "ROUTING_FORMAT", "Routing", "STATES", "ShardPolicy", "State", "Strategy",
            "Turns", "begin_transition", "check_tier_name"]
@@ -98,7 +98,7 @@ class ShardPolicy:
     @classmethod
     def from_dict(cls, doc: Any, where: str = "policy") -> ShardPolicy:
         """Build a policy from its document; raise InvalidRouting naming the bad field."""
-        _expect_object(doc, where, required={"shards"}, optional={"strategy", "tier"})
+        fields_of(doc, where, required={"shards"}, optional={"strategy", "tier"})
         try:
             return cls(shards=doc["shards"], strategy=doc.get("strategy", "hash"),
                        tier=doc.get("tier"))
@@ -195,7 +195,10 @@ class Routing:
         Writes follow ``writing.policy(value)``, which is the previous layout's in
         ``read-both``.
         """
-        return self.overrides.get(value, self.default)
+        try:
+            return self.overrides.get(value, self.default)
+        except TypeError:  # unhashable: no value at all
+            raise InvalidInput(f"a value is text, got {brief(value)}") from None
 
     @property
     def in_transition(self) -> bool:
@@ -333,7 +336,7 @@ class Routing:
     @classmethod
     def from_dict(cls, doc: Any) -> Routing:
         """Validate a routing document; raise InvalidRouting naming the field at fault."""
-        _expect_object(doc, "routing", required={"format", "version", "default"},
+        fields_of(doc, "routing", required={"format", "version", "default"},
                        optional={"overrides", "previous", "state", "reshard", "adoption"})
         if doc["format"] != ROUTING_FORMAT:
             raise InvalidRouting(
@@ -342,7 +345,7 @@ class Routing:
         previous = doc.get("previous")
         prev = None
         if previous is not None:
-            _expect_object(previous, "routing.previous", required={"version", "default"},
+            fields_of(previous, "routing.previous", required={"version", "default"},
                            optional={"overrides"})
             prev = cls._layout_from(previous, "routing.previous")
         current = cls._layout_from(doc, "routing")
@@ -451,15 +454,3 @@ class Turns:
             turn = self._rng.randrange(shards)
         self._next[value] = turn + 1
         return turn % shards
-
-
-def _expect_object(doc: Any, where: str, *, required: set[str], optional: set[str]) -> None:
-    if not isinstance(doc, dict):
-        raise InvalidRouting(f"{where}: expected an object, got {type(doc).__name__}")
-    keys = cast(dict[str, Any], doc).keys()
-    unknown = sorted(set(keys) - required - optional)
-    if unknown:
-        raise InvalidRouting(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}")
-    missing = sorted(required - set(keys))
-    if missing:
-        raise InvalidRouting(f"{where}: missing field(s) {', '.join(map(repr, missing))}")

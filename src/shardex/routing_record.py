@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import random
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -51,19 +50,21 @@ from shardex.errors import (
     RoutingConflict,
     RoutingStale,
     ShardexError,
+    brief,
 )
 from shardex.model.entries import new_token
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Store
 
-__all__ = ["DEFAULT_LEASE", "ROUTING_RECORD", "RoutingRecord"]
+__all__ = ["DEFAULT_LEASE", "MAX_LEASE", "ROUTING_RECORD", "RoutingRecord", "is_lease"]
 
 T = TypeVar("T")
 log = logging.getLogger("shardex")
 
 ROUTING_RECORD = "routing"
 DEFAULT_LEASE = 15.0
+MAX_LEASE = 86_400.0  # a day: past it a stale client would act on an old layout for days
 LEASE_FIELD = "lease"
 # the token of the update that wrote the record: "did my update land?" is decided by it
 TOKEN_FIELD = "token"
@@ -78,10 +79,16 @@ class _Loaded:
 
 
 def _lease(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value) or value <= 0:
-        raise InvalidRouting(f"{where}: lease must be a number of seconds > 0, got {value!r}")
+    if not is_lease(value):
+        raise InvalidRouting(f"{where}: lease must be a number of seconds > 0 and at most "
+                             f"{MAX_LEASE:,g}, got {brief(value)}")
     return float(value)
+
+
+def is_lease(value: Any) -> bool:
+    """True if ``value`` is a routing lease: seconds above 0, at most ``MAX_LEASE``."""
+    return not isinstance(value, bool) and isinstance(value, int | float) \
+        and 0 < value <= MAX_LEASE
 
 
 class RoutingRecord:
@@ -103,8 +110,9 @@ class RoutingRecord:
                  rng: random.Random | None = None, max_conflicts: int = 16,
                  create: bool = True) -> None:
         if isinstance(ttl, bool) or not isinstance(ttl, int | float) \
-                or not math.isfinite(ttl) or ttl < 0:
-            raise InvalidInput(f"routing_ttl must be a number of seconds >= 0, got {ttl!r}")
+                or not 0 <= ttl <= MAX_LEASE:
+            raise InvalidInput(f"routing_ttl must be a number of seconds from 0 to "
+                               f"{MAX_LEASE:,g}, got {brief(ttl)}")
         try:
             self._default_lease = _lease(lease, "routing")
         except InvalidRouting as exc:
@@ -193,7 +201,8 @@ class RoutingRecord:
             return Routing.from_dict(body), record.revision, lease
         except InvalidRouting as exc:
             raise InvalidRouting(f"{where}: {exc}") from exc
-        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError,
+                OverflowError) as exc:
             raise InvalidRouting(f"{where}: not a routing document ({type(exc).__name__}: "
                                  f"{str(exc)[:200]})") from None
 

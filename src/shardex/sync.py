@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from shardex.admission import Priority
-from shardex.errors import InvalidInput
+from shardex.errors import InvalidInput, brief
 from shardex.index import ShardedIndex
 from shardex.reads import Entry, Order, Page
 from shardex.routing import Routing
@@ -30,14 +30,21 @@ class SyncShardedIndex:
     """``with SyncShardedIndex(store, name, routing) as index: index.put(...)``.
 
     Keyword ``options`` are those of ShardedIndex. ``loop_factory`` makes the private
-    loop (a ``VirtualTimeLoop`` runs the facade on virtual time).
+    loop (a ``VirtualTimeLoop`` runs the facade on virtual time); InvalidInput if it is
+    not callable or makes no event loop.
     """
 
     def __init__(self, store: Store | str, name: str, routing: Routing | None = None, *,
                  loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
                  **options: Any) -> None:
+        if not callable(loop_factory):
+            raise InvalidInput(f"SyncShardedIndex loop_factory must be a callable that makes "
+                               f"an event loop, got {brief(loop_factory)}")
         self.index = ShardedIndex(store, name, routing, **options)
         self._loop = loop_factory()
+        if not isinstance(self._loop, asyncio.AbstractEventLoop):
+            raise InvalidInput(f"SyncShardedIndex loop_factory must make an event loop, "
+                               f"got {brief(self._loop)}")
         if isinstance(self._loop, VirtualTimeLoop):
             self._loop.pace()
         self._thread = threading.Thread(target=self._loop.run_forever,

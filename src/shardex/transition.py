@@ -11,13 +11,12 @@ Every field is validated; a malformed one raises InvalidRouting naming it.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, cast, get_args
 
-from shardex.errors import InvalidKey, InvalidRouting
+from shardex.errors import InvalidKey, InvalidRouting, brief
 from shardex.keys import validate_item_id, validate_value
 
 __all__ = ["DIRECTIONS", "Direction", "GAP_KINDS", "Gap", "KINDS", "Kind", "Parity", "Transition",
@@ -35,6 +34,7 @@ KINDS: tuple[str, ...] = get_args(Kind)
 GAP_KINDS = ("missing", "extra", "misplaced", "mismatched")
 MAX_EXAMPLES = 20
 _ID = re.compile(r"[A-Za-z0-9-]{1,64}")
+_MAX_SECONDS = 1e12  # wall seconds or a duration: some 31,700 years
 
 
 class Gap(NamedTuple):
@@ -57,7 +57,7 @@ def _fail(where: str, message: str) -> InvalidRouting:
 def _count(doc: Mapping[str, Any], name: str, where: str) -> int:
     value = doc.get(name)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _fail(f"{where}.{name}", f"expected an integer >= 0, got {value!r}")
+        raise _fail(f"{where}.{name}", f"expected an integer >= 0, got {brief(value)}")
     return value
 
 
@@ -67,8 +67,9 @@ def _seconds(doc: Mapping[str, Any], name: str, where: str, *, optional: bool = 
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value) or value < 0:
-        raise _fail(f"{where}.{name}", f"expected a number of seconds >= 0, got {value!r}")
+            or not 0 <= value <= _MAX_SECONDS:
+        raise _fail(f"{where}.{name}", f"expected a number of seconds from 0 to "
+                                       f"{_MAX_SECONDS:g}, got {brief(value)}")
     return float(value)
 
 
@@ -79,9 +80,9 @@ def fields_of(doc: Any, where: str, *, required: set[str], optional: set[str]
     if not isinstance(doc, dict):
         raise _fail(where, f"expected an object, got {type(doc).__name__}")
     keys = set(cast(dict[str, Any], doc))
-    unknown = sorted(keys - required - optional)
+    unknown = sorted(map(brief, keys - required - optional))  # a parsed key may be no text
     if unknown:
-        raise _fail(where, f"unknown field(s) {', '.join(map(repr, unknown))}")
+        raise _fail(where, f"unknown field(s) {', '.join(unknown)}")
     missing = sorted(required - keys)
     if missing:
         raise _fail(where, f"missing field(s) {', '.join(map(repr, missing))}")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, cast, get_args
 
-from shardex.errors import InvalidKey, InvalidPolicy
+from shardex.errors import InvalidKey, InvalidPolicy, brief
 from shardex.keys import validate_value
 
 __all__ = [
@@ -57,22 +57,29 @@ _CLOCK_SLACK = 1e-12  # relative to the clock's reading
 
 def check_number(where: str, value: Any, *, minimum: float, open_low: bool = False,
             maximum: float = math.inf, open_high: bool = False) -> float:
-    """Return ``value`` as a float if it is a finite number in range; else InvalidPolicy."""
-    ok = (not isinstance(value, bool) and isinstance(value, int | float)
-          and math.isfinite(value)
-          and (value > minimum if open_low else value >= minimum)
-          and (value < maximum if open_high else value <= maximum))
+    """Return ``value`` as a float if it is a finite number in range; else InvalidPolicy.
+
+    An int too large for a float (past about 1.8e308) is out of range.
+    """
+    try:
+        number = float(value) if not isinstance(value, bool) and isinstance(
+            value, int | float) else math.nan
+    except OverflowError:  # an int past any float
+        number = math.nan
+    ok = (math.isfinite(number)
+          and (number > minimum if open_low else number >= minimum)
+          and (number < maximum if open_high else number <= maximum))
     if not ok:
         low = f"> {minimum:g}" if open_low else f">= {minimum:g}"
         high = "" if maximum == math.inf else (
             f" and < {maximum:g}" if open_high else f" and <= {maximum:g}")
-        raise InvalidPolicy(f"{where} must be a finite number {low}{high}, got {value!r}")
-    return float(value)
+        raise InvalidPolicy(f"{where} must be a finite number {low}{high}, got {brief(value)}")
+    return number
 
 
 def check_choice(where: str, value: Any, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
-        raise InvalidPolicy(f"{where} must be one of {', '.join(choices)}, got {value!r}")
+        raise InvalidPolicy(f"{where} must be one of {', '.join(choices)}, got {brief(value)}")
     return value
 
 
@@ -129,7 +136,7 @@ class Budget:
         check_number("Budget.read_cost", self.read_cost, minimum=0.0)
         if not isinstance(self.reserve, Mapping):
             raise InvalidPolicy(
-                f"Budget.reserve must be a mapping of priority to share, got {self.reserve!r}")
+                f"Budget.reserve must be a mapping of priority to share, got {brief(self.reserve)}")
         for priority, share in self.reserve.items():
             check_choice("Budget.reserve key", priority, PRIORITIES[:-1])
             check_number(f"Budget.reserve[{priority!r}]", share, minimum=0.0, maximum=1.0,
@@ -223,7 +230,7 @@ class AdmissionPolicy:
     def __post_init__(self) -> None:
         if self.default is not None and not isinstance(self.default, Budget):
             raise InvalidPolicy(
-                f"AdmissionPolicy.default must be a Budget or None, got {self.default!r}")
+                f"AdmissionPolicy.default must be a Budget or None, got {brief(self.default)}")
         if not isinstance(self.overrides, Mapping):
             raise InvalidPolicy("AdmissionPolicy.overrides must be a mapping, got "
                                 f"{type(self.overrides).__name__}")
@@ -234,7 +241,7 @@ class AdmissionPolicy:
                 raise InvalidPolicy(f"AdmissionPolicy.overrides: {exc}") from exc
             if budget is not None and not isinstance(budget, Budget):
                 raise InvalidPolicy(f"AdmissionPolicy.overrides[{value!r}] must be a Budget "
-                                    f"or None, got {budget!r}")
+                                    f"or None, got {brief(budget)}")
         object.__setattr__(self, "overrides",
                            MappingProxyType(dict(sorted(self.overrides.items()))))
 
@@ -263,7 +270,7 @@ class AdmissionPolicy:
         fields = _object(doc, where, required={"format"}, optional={"default", "overrides"})
         if fields["format"] != ADMISSION_FORMAT:
             raise InvalidPolicy(f"{where}.format must be {ADMISSION_FORMAT!r}, "
-                                f"got {fields['format']!r}")
+                                f"got {brief(fields['format'])}")
         raw = fields.get("overrides", {})
         if not isinstance(raw, dict):
             raise InvalidPolicy(f"{where}.overrides: expected an object, got {type(raw).__name__}")

@@ -15,6 +15,7 @@ from typing import Any
 
 from shardex.capacity import Ceiling, resolve_ceiling
 from shardex.counters.spacesaving import Counted
+from shardex.errors import InvalidInput, brief
 
 __all__ = ["HeatSnapshot", "HotKey", "HotView", "KeyMeter"]
 
@@ -155,7 +156,13 @@ class HeatSnapshot:
     shard_timeline: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     def hot(self, top: int = 10, *, ceiling: str | float | Ceiling = "dynamodb") -> HotView:
-        """Return the ``top`` logical keys by peak units a second, with their ceiling ratio."""
+        """Return the ``top`` logical keys by peak units a second, with their ceiling ratio.
+
+        ``top`` is an int >= 1; ``ceiling`` as ``resolve_ceiling`` takes it. Raises
+        InvalidInput naming a bad one.
+        """
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            raise InvalidInput(f"top must be an integer >= 1, got {brief(top)}")
         bound = resolve_ceiling(ceiling)
         busiest: dict[str, tuple[float, str, int]] = {}
         for shard_key, meter in self.shard_keys.items():
@@ -167,7 +174,7 @@ class HeatSnapshot:
             busiest[value] = (best, best_key, count + 1)
         ranked = sorted(self.values.items(), key=lambda kv: (-kv[1].peak_units_per_s, kv[0]))
         keys = []
-        for value, meter in ranked[:max(0, top)]:
+        for value, meter in ranked[:top]:
             best, best_key, count = busiest.get(value, (meter.peak_to(bound), value, 1))
             keys.append(HotKey(
                 value=value, shards=count, requests=meter.requests, units=meter.units,

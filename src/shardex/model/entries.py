@@ -19,9 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["HISTORY_LENGTH", "NO_TOKEN", "Placement", "Position", "QueryPage", "Record",
-           "ScanItem", "ScanPage", "Skipped", "StoredEntry", "history_after", "is_token",
+__all__ = ["HISTORY_LENGTH", "MAX_VERSION", "NO_TOKEN", "Placement", "Position", "QueryPage",
+           "Record", "ScanItem", "ScanPage", "Skipped", "StoredEntry", "history_after", "is_token",
            "new_token"]
+
+# the largest write version: DynamoDB numbers hold 38 digits
+MAX_VERSION = 10**38 - 1
 
 # An item a backfill's Scan read from the table behind a plain index: its id, the indexed
 # value as stored (None: not set), and two fields of the index's kind (for a GSI the

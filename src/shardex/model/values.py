@@ -28,10 +28,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shardex.errors import InvalidInput
+from shardex.errors import InvalidInput, brief
 
-__all__ = ["DYNAMODB_VALUES", "MAX_DEPTH", "MAX_ITEM_BYTES", "ValueRules", "check_attrs",
-           "check_document", "check_set", "check_text", "check_value", "number_text"]
+__all__ = ["DYNAMODB_VALUES", "MAX_DEPTH", "MAX_ITEM_BYTES", "ValueRules",
+           "check_attrs", "check_document", "check_set", "check_text", "check_value",
+           "number_text", "owned_attrs"]
 
 MAX_ITEM_BYTES = 400 * 1024
 MAX_DEPTH = 32
@@ -72,11 +73,11 @@ def number_text(value: int | float | decimal.Decimal, where: str) -> str:
         raise InvalidInput(f"{where}: DynamoDB cannot store {value!r}")
     number = decimal.Decimal(repr(value)) if isinstance(value, float) else decimal.Decimal(value)
     if not number.is_finite():
-        raise InvalidInput(f"{where}: DynamoDB cannot store {value!r}")
+        raise InvalidInput(f"{where}: DynamoDB cannot store {brief(value)}")
     # trailing zeros are not significant: DynamoDB holds 10**38 (1E+38)
     significant = len(bytes(number.as_tuple().digits).rstrip(b"\0"))
     if significant > 38 or (significant and not -130 <= number.adjusted() <= 125):
-        raise InvalidInput(f"{where}: {value!r} does not fit a DynamoDB number "
+        raise InvalidInput(f"{where}: {brief(value)} does not fit a DynamoDB number "
                            "(38 significant digits, exponent -130 to 125)")
     return str(number)
 
@@ -179,3 +180,29 @@ def _check_depth(value: Any, where: str, depth: int) -> None:
         value if isinstance(value, list | tuple) else ()
     for child in children:
         _check_depth(child, where, depth + 1)
+
+
+# the attribute values no one can change in place (a frozenset holds text, numbers or bytes)
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), decimal.Decimal, bytes, frozenset})
+
+
+def owned_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``attrs`` (checked by ``check_attrs``) that shares nothing mutable with
+    it: its maps, lists, sets and bytearrays are copied at every depth, as a store that
+    encodes them would."""
+    return {name: value if type(value) in _IMMUTABLE else _owned(value)
+            for name, value in attrs.items()}
+
+
+def _owned(value: Any) -> Any:
+    if type(value) in _IMMUTABLE:
+        return value
+    if isinstance(value, Mapping):
+        return {key: _owned(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_owned(item) for item in value)
+    if isinstance(value, list):
+        return [_owned(item) for item in value]
+    if isinstance(value, set | bytearray):
+        return type(value)(value)  # a set holds text, numbers or bytes: none mutable
+    return value

@@ -35,9 +35,10 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from shardex.capacity import entry_bytes
 from shardex.clock import Clock, LoopClock
-from shardex.errors import CapabilityMissing, InvalidInput, Throttled
+from shardex.errors import CapabilityMissing, InvalidInput, Throttled, brief
 from shardex.keys import is_reserved, placement_key, record_key
 from shardex.model.entries import (
+    MAX_VERSION,
     Placement,
     Position,
     QueryPage,
@@ -155,6 +156,9 @@ class Store(abc.ABC):
     # the most placements one request of ``locate_many`` reads; None: the store has no
     # batched read, and ``locate_many`` sends one ``locate`` an item
     batch_locate: ClassVar[int | None] = None
+    # True if the entries it returns are the very objects it was given (memory://), so
+    # that readers hand out copies of their attrs: a caller's change stays its own
+    keeps_entries: ClassVar[bool] = False
 
     def __init__(self, *, capabilities: Capabilities, clock: Clock | None = None) -> None:
         if not isinstance(capabilities, Capabilities):
@@ -346,9 +350,10 @@ class Store(abc.ABC):
             raise InvalidInput(f"expected placement of item {item_id!r} must be the Placement "
                                f"that locate returned, or None, got {expected!r}")
         least = 1 if expected is None else max(1, expected.version)
-        if type(version) is not int or version < least:
-            raise InvalidInput(f"version {version!r} of item {item_id!r} must be an integer "
-                               f">= {least} (the expected placement's version, at least 1)")
+        if type(version) is not int or not least <= version <= MAX_VERSION:
+            raise InvalidInput(f"version {brief(version)} of item {item_id!r} must be an "
+                               f"integer >= {least} (the expected placement's version, at "
+                               f"least 1) and below 10**38")
         if token is None:
             token = new_token()
         elif not is_token(token):

@@ -12,13 +12,15 @@ import random
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
+from shardex.errors import ConditionFailed, RoutingStale, ShardexError, Throttled, Unavailable
 from shardex.model.entries import Placement, StoredEntry
 from shardex.routing import Routing
 from shardex.write.decide import WriteRequest
 from shardex.write.steps import Placed, Routed
 from shardex.write.topology import Tier
 
-__all__ = ["Backoff", "Claim", "Job", "Landing", "derived"]
+__all__ = ["Backoff", "Claim", "Job", "Landing", "dead_placement", "derived", "did_not_apply",
+           "held_too_often"]
 
 
 
@@ -76,3 +78,33 @@ def derived(token: str, tag: str) -> str:
     return hashlib.blake2b(f"{token}/{tag}".encode(), digest_size=16).hexdigest()
 
 
+def dead_placement(item_id: str, found: dict[Tier, Placement | None]) -> Placement | None:
+    """The item as a write that makes it live decides from, when no store holds it live:
+    a tombstone at the newest version of any store's placement (None: never placed).
+
+    So a write that makes an item live in one store numbers it above every placement it
+    has anywhere, and the two stores of a value a reshard moves compare versions
+    meaningfully (``truth``) whatever store each was written in, by whatever value.
+    """
+    placed = [p for p in found.values() if p is not None]
+    if not placed:
+        return None
+    return Placement(item_id, max(p.version for p in placed), None)
+
+
+def did_not_apply(error: ShardexError, what: str) -> ShardexError:
+    """The error to raise for a write that failed, once a read showed it had not landed."""
+    message = f"{what} did not apply (the item was read back after an ambiguous try): {error}"
+    if isinstance(error, Throttled):
+        return Throttled(message, key=error.key, reason=error.reason)
+    if isinstance(error, Unavailable | ConditionFailed):
+        return type(error)(message)
+    return error
+
+
+def held_too_often(job: Job, planned: Routed, held: int) -> RoutingStale:
+    # a lease shorter than a write takes would hold it, and plan it again, forever
+    return RoutingStale(f"the {job.what} was held past the routing's lease "
+                        f"({planned.fence.lease:g} s) {held} times in a row, each time planned "
+                        f"again under a fresh read of the routing; it did not apply (a lease "
+                        f"shorter than a write takes? the routing record sets it)")

@@ -45,7 +45,16 @@ from shardex.write.decide import (
     resolve,
     value_of,
 )
-from shardex.write.job import Backoff, Claim, Job, Landing, derived
+from shardex.write.job import (
+    Backoff,
+    Claim,
+    Job,
+    Landing,
+    dead_placement,
+    derived,
+    did_not_apply,
+    held_too_often,
+)
 from shardex.write.steps import (
     Action,
     Done,
@@ -76,6 +85,7 @@ _new = tuple.__new__
 _RETRIED = (Throttled, Unavailable)
 # re-placings of a write that landed on a layout no longer read, each itself landing late
 _MAX_SETTLES = 3
+_MAX_HELD = 16  # places held past their lease in a row before a write gives up
 def _name(tier: Tier) -> str:
     return "the index's own store" if tier is None else f"tier {tier!r}"
 
@@ -281,7 +291,7 @@ class WriteMachine:
         give_up: ShardexError | None = None
         tried: Write | None = None
         planned: Routed | None = None
-        conflicts = failures = 0
+        conflicts = failures = held = 0
         started = self._now
         resend = False
         place: Place | None = None
@@ -316,7 +326,7 @@ class WriteMachine:
                         self.unknown(token, ambiguous, "the item's placement no longer reaches "
                                      "back to the state it was tried on")
                 if give_up is not None:
-                    raise _did_not_apply(give_up, job.what) if ambiguous is not None \
+                    raise did_not_apply(give_up, job.what) if ambiguous is not None \
                         else give_up
                 planned = yield from self._routed_for(job, tier, known)
                 request = job.plan(planned.routing)
@@ -377,9 +387,17 @@ class WriteMachine:
                 # held past the lease of the routing it was planned under: plan it again
                 # under a routing read now (it did not leave, so it did not apply); a read
                 # that finds the same routing sends the same place, under its own lease
+                held += 1
+                if held >= _MAX_HELD:
+                    give_up = held_too_often(job, planned, held)
+                    if ambiguous is None:
+                        raise give_up
+                    resend = False
+                    continue  # find out whether an earlier try landed before raising
                 known.append((yield from self.replan()))
                 resend = ambiguous is None
                 continue
+            held = 0
             assert isinstance(observed, Errored)
             error = observed.error
             if isinstance(error, ConditionFailed):
@@ -440,7 +458,7 @@ class WriteMachine:
             assert placement.entry is not None
             return _Survey(f"under {value_of(placement.entry)!r} on {_name(where)}", current,
                            found)
-        here = current if held is not None else _dead(self.job.item_id, found)
+        here = current if held is not None else dead_placement(self.job.item_id, found)
         confirm: tuple[Tier] | None = None
         copy: tuple[Tier, Placement] | None = None
         for value, (s, t) in moving(routing).items():
@@ -566,29 +584,5 @@ class WriteMachine:
                          f"readers read failed ({type(exc).__name__}: {exc})", exc)
 
 
-def _dead(item_id: str, found: dict[Tier, Placement | None]) -> Placement | None:
-    """The item as a write that makes it live decides from, when no store holds it live:
-    a tombstone at the newest version of any store's placement (None: never placed).
-
-    So a write that makes an item live in one store numbers it above every placement it
-    has anywhere, and the two stores of a value a reshard moves compare versions
-    meaningfully (``truth``) whatever store each was written in, by whatever value.
-    """
-    placed = [p for p in found.values() if p is not None]
-    if not placed:
-        return None
-    return Placement(item_id, max(p.version for p in placed), None)
-
-
 def _done(tried: Write) -> Done:
     return Done(True, None if tried.entry is None else tried.entry.shard_key)
-
-
-def _did_not_apply(error: ShardexError, what: str) -> ShardexError:
-    """The error to raise for a write that failed, once a read showed it had not landed."""
-    message = f"{what} did not apply (the item was read back after an ambiguous try): {error}"
-    if isinstance(error, Throttled):
-        return Throttled(message, key=error.key, reason=error.reason)
-    if isinstance(error, Unavailable | ConditionFailed):
-        return type(error)(message)
-    return error

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from shardex.capacity import QUERY_PAGE_BYTES
-from shardex.errors import InvalidInput, InvalidURI
+from shardex.errors import InvalidInput, InvalidURI, brief
 from shardex.sim.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from shardex.sim.profiles import profile as make_profile
 from shardex.stores.uri import StoreURI
@@ -30,12 +30,17 @@ OPTIONS: dict[str, tuple[type, Any, float, float, str]] = {
     "latency_median_ms": (float, 4.0, 1e-9, math.inf, "> 0 ms"),
     "latency_p99_ms": (float, 25.0, 1e-9, math.inf, "> 0 ms"),
     "latency_per_kb_ms": (float, 0.01, 0.0, math.inf, ">= 0 ms"),
-    "max_page_bytes": (int, QUERY_PAGE_BYTES, 1, math.inf, "an integer >= 1"),
+    "max_page_bytes": (int, QUERY_PAGE_BYTES, 1, math.inf,
+                       "an integer >= 1 of at most 4,000 digits"),
     "throttle_rate": (float, 0.0, *_PROBABILITY),
     "unavailable_rate": (float, 0.0, *_PROBABILITY),
     "ambiguous_rate": (float, 0.0, *_PROBABILITY),
-    "seed": (int, None, -math.inf, math.inf, "an integer or None"),
+    "seed": (int, None, -math.inf, math.inf, "an integer of at most 4,000 digits, or None"),
 }
+# an int option is written into the store's URI, and Python prints at most 4,300 digits
+_INT_LIMIT = 10**4000
+_KINDS = {bool: "true or false", str: "text", int: "an integer of at most 4,000 digits",
+          float: "a number within a float's range"}
 # the settings of a capacity profile, each an option that overrides the profile's value
 CAPACITY_OPTIONS: dict[str, type] = {
     f.name: (str if f.name in ("capacity", "layout", "unit", "store") else
@@ -50,9 +55,9 @@ def check_option(name: str, value: Any) -> Any:
     A capacity option is checked for its type here and for its range by the profile.
     """
     if name == "profile":
-        if value not in PROFILES:
+        if not isinstance(value, str) or value not in PROFILES:
             raise InvalidInput(f"memory:// option profile must be one of "
-                               f"{', '.join(PROFILES)}, got {value!r}")
+                               f"{', '.join(PROFILES)}, got {brief(value)}")
         return value
     if name in CAPACITY_OPTIONS:
         kind = CAPACITY_OPTIONS[name]
@@ -60,20 +65,34 @@ def check_option(name: str, value: Any) -> Any:
             ok = isinstance(value, kind)
         else:
             ok = not isinstance(value, bool) and isinstance(
-                value, int if kind is int else int | float)
+                value, int if kind is int else int | float) and _sized(value, kind)
         if not ok and not (name == "partitions" and value is None):
-            raise InvalidInput(f"memory:// option {name} must be "
-                               f"{'true or false' if kind is bool else kind.__name__}, "
-                               f"got {value!r}")
+            raise InvalidInput(f"memory:// option {name} must be {_KINDS[kind]}, "
+                               f"got {brief(value)}")
         return value
     kind, _, low, high, what = OPTIONS[name]
     if name == "seed" and value is None:
         return value
     ok = not isinstance(value, bool) and isinstance(value, int if kind is int else int | float)
-    ok = ok and low <= value <= high and math.isfinite(value)
+    # a seed may be any int the URI can spell (random.Random takes any)
+    ok = ok and _sized(value, kind) and low <= value <= high \
+        and (kind is int or math.isfinite(value))
     if not ok:
-        raise InvalidInput(f"memory:// option {name} must be {what}, got {value!r}")
+        raise InvalidInput(f"memory:// option {name} must be {what}, got {brief(value)}")
     return value
+
+
+def _sized(value: int | float, kind: type) -> bool:
+    """Whether an option of ``kind`` (int or float) can hold the number ``value``: an int
+    of at most 4,000 digits (the store's URI prints it), or a float (any, infinity too:
+    the range is checked apart) or an int a float can hold."""
+    if kind is int:
+        return -_INT_LIMIT < value < _INT_LIMIT
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def resolve_profile(name: str, settings: Mapping[str, Any]) -> Profile:

@@ -104,12 +104,13 @@ class MemoryStore(Store):
     ``Throttled.reason`` is DynamoDB's ThrottlingReason
     (``TableWriteKeyRangeThroughputExceeded``, ...), and its message names the exception
     DynamoDB raises. A failed condition still consumes the units of what it read (the
-    placement, the record). The store keeps the StoredEntry objects it is given: do
-    not mutate their ``attrs``.
+    placement, the record). The store keeps the StoredEntry objects it is given and
+    returns them (``keeps_entries``): do not mutate their ``attrs``.
     """
 
     scheme = "memory"
     batch_locate = 100  # as DynamoDB's BatchGetItem
+    keeps_entries = True
 
     def __init__(self, *, profile: str = DEFAULT_PROFILE, clock: Clock | None = None,
                  **options: Any) -> None:
