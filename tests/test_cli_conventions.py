@@ -130,6 +130,25 @@ def test_tiers_come_from_the_profile(capsys: pytest.CaptureFixture[str],
                                                       "tier": "dedicated"}
 
 
+def test_a_profile_gives_options_that_take_several_values(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # migrations list takes --index more than once: the README's own profile failed it
+    # with "Invalid value for '--index' (env var: 'SHARDEX_INDEX'): Value must be an iterable"
+    config(tmp_path, '[default]\nstore = "memory://"\nindex = "orders"\n')
+    listed = json.loads(ok(capsys, "migrations", "list", "--json"))
+    assert (listed["schema"], listed["migrations"]) == ("shardex.migrations.list/1", [])
+
+
+def test_tiers_in_a_profile_must_be_a_table(capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    path = config(tmp_path, '[default]\nstore = "memory://"\nindex = "orders"\n'
+                            'tiers = "dedicated=memory://"\n')
+    code, line = failing(capsys, "reshard", "start", "--set", "BIG=4@dedicated", "--dry-run")
+    assert code == 2
+    assert f"config file {path}: [default] tiers must be a table of tier name = store URI " \
+           "(--tier)" in line
+
+
 def test_output_json_or_table_beside_json(capsys: pytest.CaptureFixture[str]) -> None:
     store = ["--store", "memory://", "--index", "orders"]
     as_json = ok(capsys, "routing", "show", *store, "--json")

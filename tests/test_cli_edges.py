@@ -213,3 +213,18 @@ def test_an_endpoint_urllib_cannot_read_is_refused_before_any_request(
     assert code in (1, 2)
     assert "endpoint" in err, err
     assert "cannot be parsed" in err, err
+
+
+@pytest.mark.parametrize("command", [["demo"], ["simulate", "WORKLOAD"]])
+def test_a_plot_in_a_format_matplotlib_cannot_write_fails_before_the_run(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]) -> None:
+    # matplotlib's "Format 'txt' is not supported" came out as a traceback after the run
+    workload = tmp_path / "w.toml"
+    workload.write_text("duration = 30\n[values.A]\nwrite = 1\n")
+    args = [str(workload) if arg == "WORKLOAD" else arg for arg in command]
+    code, line = failing(capsys, *args, "--plot", str(tmp_path / "heat.txt"))
+    assert code == 2
+    assert f"--plot {tmp_path / 'heat.txt'}: matplotlib cannot write .txt files; name one of " \
+           in line
+    assert ".png" in line
+    assert not (tmp_path / "heat.txt").exists()

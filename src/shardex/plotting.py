@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from shardex.errors import MissingDependency
+from shardex.errors import InvalidInput, MissingDependency
 
-__all__ = ["pyplot"]
+__all__ = ["plot_target", "pyplot"]
 
 
 def pyplot() -> Any:
@@ -23,3 +24,17 @@ def pyplot() -> Any:
     except ImportError as exc:
         raise MissingDependency("matplotlib", "plot") from exc
     return plt
+
+
+def plot_target(path: Path) -> None:
+    """Check, before a command's work, that matplotlib can draw to ``path``: the ``plot``
+    extra is installed (``pyplot``) and it writes the format of the file's suffix (none:
+    PNG). Raises InvalidInput naming the formats it writes."""
+    pyplot()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = path.suffix[1:].lower()
+    if suffix and suffix not in formats:
+        raise InvalidInput(f"--plot {path}: matplotlib cannot write .{suffix} files; name "
+                           f"one of {', '.join(f'.{f}' for f in sorted(formats))}")

@@ -85,8 +85,9 @@ def _read(path: Path) -> dict[str, Any]:
                 raise InvalidInput(f"config file {path}: profile [{name}] has no setting "
                                    f"{key!r}{hint}; settings: {', '.join(SETTINGS)}")
             # the values are checked as the options' own values are, when an option reads them
-            if not (all(isinstance(uri, str) for uri in value.values())
-                    if key == "tiers" and isinstance(value, dict) else isinstance(value, str)):
+            if not (isinstance(value, dict) and all(isinstance(uri, str)
+                                                    for uri in value.values())
+                    if key == "tiers" else isinstance(value, str)):
                 raise InvalidInput(f"config file {path}: [{name}] {key} must be "
                                    f"{SETTINGS[key]}, got {value!r}")
     return doc
@@ -134,6 +135,8 @@ class Setting(click.Option):
             if given is not None:
                 if isinstance(given, dict):  # tiers: as --tier NAME=URI would give them
                     given = [f"{name}={uri}" for name, uri in given.items()]
+                elif self.multiple:  # an option given more than once takes the one value
+                    given = [given]
                 return given, ParameterSource.DEFAULT_MAP
         return value, source
 

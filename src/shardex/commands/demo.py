@@ -14,7 +14,7 @@ from rich.table import Table
 from shardex.commands import output
 from shardex.commands.params import count, number
 from shardex.documents import DEMO_SCHEMA
-from shardex.plotting import pyplot
+from shardex.plotting import plot_target
 
 __all__ = ["demo"]
 
@@ -59,7 +59,7 @@ def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: flo
         return
 
     if plot is not None:
-        pyplot()  # a missing plot extra fails now, not after the runs
+        plot_target(plot)  # a missing plot extra or format fails now, not after the runs
     if scenario == "tenants":
         if live or rate is not None:
             raise click.UsageError("--reshard and --rate belong to the orders scenario")

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from shardex.commands import output
 from shardex.commands.params import COUNT, ValuePair, distinct
-from shardex.plotting import pyplot
+from shardex.plotting import plot_target
 
 __all__ = ["simulate"]
 
@@ -111,7 +111,7 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
     from shardex.scenarios.workload import load_workload
 
     if plot is not None:
-        pyplot()  # a missing plot extra fails now, not after the run
+        plot_target(plot)  # a missing plot extra or format fails now, not after the run
     load = load_workload(workload, rate=rate)
     if duration is not None:
         load = dataclasses.replace(load, duration=duration)
