@@ -46,6 +46,7 @@ capacity) goes first.
 from __future__ import annotations
 
 import math
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -53,7 +54,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from shardex.errors import InvalidPolicy
+from shardex.errors import InvalidPolicy, brief
 from shardex.keys import validate_value
 from shardex.routing import MAX_SHARDS, check_tier_name
 
@@ -121,10 +122,11 @@ class AutopilotPolicy:
     def __post_init__(self) -> None:
         for name in sorted(_NUMBERS):
             value = getattr(self, name)
+            # a float's range, not math.isfinite: an int past it overflows that and float()
             if isinstance(value, bool) or not isinstance(value, int | float) \
-                    or not math.isfinite(value) or value < 0:
+                    or not 0 <= value <= sys.float_info.max:
                 raise InvalidPolicy(f"autopilot {name} must be a finite number >= 0, "
-                                    f"got {value!r}")
+                                    f"got {brief(value)}")
             object.__setattr__(self, name, float(value))
         if not 0 < self.down < self.up <= 1:
             raise InvalidPolicy(f"autopilot thresholds need 0 < down < up <= 1, got down "
@@ -148,10 +150,12 @@ class AutopilotPolicy:
         for name in sorted(_COUNTS):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidPolicy(f"autopilot {name} must be an integer >= 1, got {value!r}")
+                raise InvalidPolicy(f"autopilot {name} must be an integer >= 1, "
+                                    f"got {brief(value)}")
         if self.min_shards > self.max_shards or self.max_shards > MAX_SHARDS:
             raise InvalidPolicy(f"autopilot needs 1 <= min_shards <= max_shards <= "
-                                f"{MAX_SHARDS}, got {self.min_shards} and {self.max_shards}")
+                                f"{MAX_SHARDS}, got {brief(self.min_shards)} and "
+                                f"{brief(self.max_shards)}")
         if self.tier is not None:
             check_tier_name(self.tier, "autopilot tier")
         limits: dict[str, tuple[int, int]] = {}
@@ -164,7 +168,8 @@ class AutopilotPolicy:
                 isinstance(n, int) and not isinstance(n, bool) for n in pair)
             if not ok or not 1 <= pair[0] <= pair[1] <= MAX_SHARDS:
                 raise InvalidPolicy(f"autopilot limits of {value!r} must be (floor, ceiling) "
-                                    f"with 1 <= floor <= ceiling <= {MAX_SHARDS}, got {pair!r}")
+                                    f"with 1 <= floor <= ceiling <= {MAX_SHARDS}, "
+                                    f"got {brief(pair)}")
             limits[value] = (pair[0], pair[1])
         object.__setattr__(self, "limits", MappingProxyType(limits))
 
@@ -218,8 +223,10 @@ def load_policy(path: str | Path) -> AutopilotPolicy:
     name = str(path)
     try:
         doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # TOMLDecodeError, not UTF-8, or an int of over 4,300 digits
         raise InvalidPolicy(f"{name}: is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise InvalidPolicy(f"{name}: is nested too deeply") from None
     return AutopilotPolicy.from_dict(doc, where=name)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,11 +183,13 @@ class FileHeat:
                        doc.get("span", 1.0)]
             if not isinstance(key, str) or not is_value(key):
                 raise ValueError(f"key {key!r} is not a logical key")
+            # a float's range, not math.isfinite: an int past it overflows that and float()
             if any(isinstance(n, bool) or not isinstance(n, int | float)
-                   or not math.isfinite(n) or n < 0 for n in numbers) or numbers[3] <= 0:
+                   or not 0 <= n <= sys.float_info.max for n in numbers) or numbers[3] <= 0:
                 raise ValueError("t, write_units and read_units are numbers >= 0, span > 0")
-        except (ValueError, KeyError) as exc:
-            raise InvalidInput(f"{where}: not a heat sample ({exc}); a line is "
+        except (ValueError, KeyError, RecursionError) as exc:
+            fault = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise InvalidInput(f"{where}: not a heat sample ({fault}); a line is "
                                '{"t": WALL, "key": "PENDING", "write_units": 850.0, '
                                '"read_units": 40.0, "span": 5}') from None
         t, write, read, span = (float(n) for n in numbers)

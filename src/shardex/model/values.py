@@ -199,8 +199,11 @@ def _owned(value: Any) -> Any:
         return value
     if isinstance(value, Mapping):
         return {key: _owned(item) for key, item in value.items()}
-    if isinstance(value, tuple):
-        return tuple(_owned(item) for item in value)
+    if isinstance(value, tuple):  # a plain one, or a named one (Azure's EntityProperty)
+        items = [_owned(item) for item in value]
+        if all(mine is theirs for mine, theirs in zip(items, value, strict=True)):
+            return value  # nothing in it can change
+        return tuple(items) if type(value) is tuple else type(value)(*items)
     if isinstance(value, list):
         return [_owned(item) for item in value]
     if isinstance(value, set | bytearray):

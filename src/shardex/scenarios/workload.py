@@ -43,9 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from shardex.documents import DIAGNOSE_SCHEMA
-from shardex.errors import InvalidInput
+from shardex.errors import InvalidInput, brief
 from shardex.keys import validate_value
-from shardex.sim.profiles import DEFAULT_PROFILE
+from shardex.routing import MAX_SHARDS
+from shardex.sim.profiles import DEFAULT_PROFILE, profile
 
 __all__ = ["Move", "Schedule", "ValueLoad", "Workload", "load_workload", "workload_from_dict"]
 
@@ -141,9 +142,10 @@ def _fail(where: str, message: str) -> InvalidInput:
 def _number(where: str, value: Any, *, integer: bool = False, least: float = 0.0,
             most: float = _MAX_RATE) -> float:
     ok = not isinstance(value, bool) and isinstance(value, int if integer else int | float)
-    if not ok or not math.isfinite(value) or not least <= value <= most:
+    # compared first: an int too big for a float overflows math.isfinite
+    if not ok or not least <= value <= most or not math.isfinite(value):
         kind = "an integer" if integer else "a number"
-        raise _fail(where, f"must be {kind} from {least:g} to {most:g}, got {value!r}")
+        raise _fail(where, f"must be {kind} from {least:g} to {most:g}, got {brief(value)}")
     return float(value)
 
 
@@ -152,7 +154,7 @@ def _schedule(where: str, value: Any, bursts: Any = (), name: str = "write") -> 
         steps = []
         for i, step in enumerate(value):
             if not (isinstance(step, list) and len(step) == 2):
-                raise _fail(f"{where}[{i}]", f"must be [second, rate], got {step!r}")
+                raise _fail(f"{where}[{i}]", f"must be [second, rate], got {brief(step)}")
             steps.append((_number(f"{where}[{i}] second", step[0]),
                           _number(f"{where}[{i}] rate", step[1])))
         if not steps:
@@ -178,7 +180,7 @@ def _schedule(where: str, value: Any, bursts: Any = (), name: str = "write") -> 
 
 def _value(where: str, value: str, doc: Any) -> ValueLoad:
     if not isinstance(doc, Mapping):
-        raise _fail(where, f"must be a table, got {doc!r}")
+        raise _fail(where, f"must be a table, got {brief(doc)}")
     unknown = sorted(set(doc) - _VALUE_FIELDS)
     if unknown:
         raise _fail(where, f"unknown field(s) {', '.join(unknown)}; known: "
@@ -192,7 +194,7 @@ def _value(where: str, value: str, doc: Any) -> ValueLoad:
         raise _fail(f"{where}.bursts", "must be a list of tables")
     sort = doc.get("sort", "rising")
     if sort not in ("rising", "spread"):
-        raise _fail(f"{where}.sort", f"must be rising or spread, got {sort!r}")
+        raise _fail(f"{where}.sort", f"must be rising or spread, got {brief(sort)}")
     size = int(_number(f"{where}.item_bytes", doc.get("item_bytes", 1024), integer=True,
                        least=1))
     shards = doc.get("shards")
@@ -208,8 +210,23 @@ def _value(where: str, value: str, doc: Any) -> ValueLoad:
         rising=sort == "rising",
         write_units=None if "write_units" not in doc else _schedule(
             f"{where}.write_units", doc["write_units"], bursts, "write_units"),
-        shards=None if shards is None else int(_number(f"{where}.shards", shards,
-                                                       integer=True, least=1)))
+        shards=None if shards is None else _shards(f"{where}.shards", shards))
+
+
+def _shards(where: str, value: Any) -> int:
+    return int(_number(where, value, integer=True, least=1, most=MAX_SHARDS))
+
+
+def _table(where: str, table: Any) -> dict[str, Any]:
+    """The ``[table]`` settings, if the profile they name takes them."""
+    if not isinstance(table, Mapping):
+        raise _fail(where, "must be a table of capacity settings")
+    settings = dict(table)
+    try:
+        profile(settings.pop("profile", DEFAULT_PROFILE), **settings)
+    except InvalidInput as exc:
+        raise _fail(where, str(exc)) from exc
+    return dict(table)
 
 
 def workload_from_dict(doc: Any, *, origin: str = "workload") -> Workload:
@@ -229,19 +246,20 @@ def workload_from_dict(doc: Any, *, origin: str = "workload") -> Workload:
         raise _fail(origin, "needs a [values.NAME] table for at least one value")
     values = {str(name): _value(f"{origin}: values.{name}", str(name), body)
               for name, body in values_doc.items()}
+    moves_doc = doc.get("moves", [])
+    if not isinstance(moves_doc, list):
+        raise _fail(f"{origin}: moves", "must be a list of [[moves]] tables")
     moves = []
-    for i, move in enumerate(doc.get("moves", [])):
+    for i, move in enumerate(moves_doc):
         where = f"{origin}: moves[{i}]"
         if not isinstance(move, Mapping) or set(move) != {"from", "to", "rate"}:
             raise _fail(where, "must be a table of from, to and rate")
         for end in ("from", "to"):
-            if move[end] not in values:
-                raise _fail(f"{where}.{end}", f"{move[end]!r} is not one of the values")
+            if not isinstance(move[end], str) or move[end] not in values:
+                raise _fail(f"{where}.{end}", f"{brief(move[end])} is not one of the values")
         moves.append(Move(move["from"], move["to"], _schedule(f"{where}.rate", move["rate"])))
-    table = doc.get("table", {})
-    if not isinstance(table, Mapping):
-        raise _fail(f"{origin}: table", "must be a table of capacity settings")
-    return Workload(int(duration), values, tuple(moves), dict(table), origin)
+    table = _table(f"{origin}: table", doc.get("table", {}))
+    return Workload(int(duration), values, tuple(moves), table, origin)
 
 
 def _from_diagnosis(doc: Mapping[str, Any], origin: str, *, rate: str = "peak") -> Workload:
@@ -257,8 +275,12 @@ def _from_diagnosis(doc: Mapping[str, Any], origin: str, *, rate: str = "peak") 
         where = f"{origin}: top[{i}]"
         if not isinstance(row, Mapping) or not isinstance(row.get("key"), str):
             raise _fail(where, "must be an object with a key")
+        try:
+            validate_value(row["key"])
+        except InvalidInput as exc:
+            raise _fail(f"{where}.key", str(exc)) from exc
         units = _number(f"{where}.{rate}_units_per_s", row.get(f"{rate}_units_per_s"))
-        shards = int(_number(f"{where}.shards", row.get("shards", 1), integer=True, least=1))
+        shards = _shards(f"{where}.shards", row.get("shards", 1))
         values[row["key"]] = ValueLoad(value=row["key"], write_units=Schedule(((0.0, units),)),
                                        shards=shards)
     return Workload(duration, values, (), {}, origin)
@@ -278,7 +300,7 @@ def load_workload(path: str | Path, *, rate: str = "peak") -> Workload:
     if text.lstrip().startswith("{"):
         try:
             doc = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # JSONDecodeError, or an int of over 4,300 digits
             raise _fail(name, f"is not valid JSON: {exc}") from exc
         except RecursionError:
             raise _fail(name, "is nested too deeply") from None
@@ -288,7 +310,7 @@ def load_workload(path: str | Path, *, rate: str = "peak") -> Workload:
         return _from_diagnosis(doc, name, rate=rate)
     try:
         parsed = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, or an int of over 4,300 digits
         raise _fail(name, f"is not valid TOML: {exc}") from exc
     except RecursionError:  # tomllib recurses once per level of nesting
         raise _fail(name, "is nested too deeply") from None

@@ -1,0 +1,154 @@
+"""Files the CLI reads (workloads, diagnoses, policies, heat lines), however malformed: one
+line, ``error: ...``, naming the file and the field or line at fault, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shardex.cli import main
+
+_WORKLOAD = "duration = 30\n[values.A]\nwrite = 1\n"
+
+
+def fails(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """Run the command as a user does; its exit code and its one error line."""
+    with pytest.raises(SystemExit) as done:
+        main(list(args))
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err[-2000:]
+    assert lines[0].startswith("error: "), lines[0]
+    code = done.value.code
+    return int(code) if isinstance(code, int) else 1, lines[0]
+
+
+def _diagnosis(key: str, **row: object) -> str:
+    return json.dumps({"schema": "shardex.diagnose/1", "totals": {"seconds": 10},
+                       "top": [{"key": key, "peak_units_per_s": 2000, **row}]})
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ('[values.B]\nwrite = 1\n[[moves]]\nfrom = ["A"]\nto = "B"\nrate = 1\n', "moves[0].from"),
+    ('[values.B]\nwrite = 1\n[[moves]]\nfrom = "A"\nto = {x = 1}\nrate = 1\n', "moves[0].to"),
+    ("[values.B]\nwrite = 1\n[[moves]]\nfrom = 1\nto = \"B\"\nrate = 1\n", "moves[0].from"),
+    ("[[moves]]\nfrom = \"A\"\nto = \"A\"\nrate = [[0, 1" + "0" * 500 + "]]\n",
+     "moves[0].rate[0] rate"),
+], ids=["from-list", "to-table", "from-int", "rate-huge"])
+def test_a_wrongly_typed_move_is_refused_naming_it(capsys: pytest.CaptureFixture[str],
+                                                    tmp_path: Path, text: str,
+                                                    field: str) -> None:
+    path = tmp_path / "m1.toml"
+    path.write_text(_WORKLOAD + text)
+    code, line = fails(capsys, "simulate", str(path))
+    assert code == 2
+    assert line.startswith(f"error: {path}: {field}: "), line
+
+
+@pytest.mark.parametrize("moves", ["5", '"AB"', "{from = \"A\"}"])
+def test_moves_that_are_not_a_list_of_tables_are_refused(capsys: pytest.CaptureFixture[str],
+                                                         tmp_path: Path, moves: str) -> None:
+    path = tmp_path / "m2.toml"
+    path.write_text(f"moves = {moves}\n{_WORKLOAD}")
+    code, line = fails(capsys, "simulate", str(path))
+    assert code == 2
+    assert line.startswith(f"error: {path}: moves"), line
+
+
+@pytest.mark.parametrize(("name", "text", "field"), [
+    ("big.json", '{"schema":"shardex.diagnose/1","top":[{"key":"A","peak_units_per_s":1'
+     + "0" * 4400 + "}]}", "is not valid JSON"),
+    ("big.toml", "duration = 1" + "0" * 5000 + "\n[values.A]\nwrite = 1\n", "is not valid TOML"),
+    ("wide.toml", "duration = 1" + "0" * 400 + "\n[values.A]\nwrite = 1\n", "duration"),
+    ("wide.json", _diagnosis("A", shards=10**400), "top[0].shards"),
+    ("step.toml", "[values.A]\nwrite = [[0, 1], 5" + "0" * 4000 + "]\n", "values.A.write[1]"),
+    ("s.toml", _WORKLOAD + "shards = 5000\n", "values.A.shards: must be an integer from 1 to "
+     "4096, got 5000"),
+    ("s.json", _diagnosis("A", shards=5000), "top[0].shards: must be an integer from 1 to "
+     "4096"),
+], ids=["json-digits", "toml-digits", "toml-float-overflow", "json-float-overflow", "repr",
+        "toml-shards", "json-shards"])
+def test_a_number_too_long_or_large_is_refused_naming_the_file(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, text: str,
+        field: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    code, line = fails(capsys, "simulate", str(path))
+    assert code == 2
+    assert line.startswith(f"error: {path}: {field}"), line
+    assert len(line) < 600, line
+
+
+@pytest.mark.parametrize(("key", "fault"), [
+    ("A#B", "separator"), ("", "must not be empty"), ("A\x00", "NUL"),
+    ("a" * 3000, "3000 bytes"), ("#placement#x", "separator"), ("A\ud800", "surrogate"),
+], ids=["separator", "empty", "nul", "long", "reserved", "surrogate"])
+@pytest.mark.parametrize("autopilot", [False, True], ids=["simulate", "autopilot"])
+def test_a_diagnosis_key_that_is_no_logical_key_is_refused(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, key: str, fault: str,
+        autopilot: bool) -> None:
+    path = tmp_path / "hash.json"
+    path.write_text(_diagnosis(key, shards=1))
+    code, line = fails(capsys, "simulate", *(["--autopilot"] if autopilot else []), str(path),
+                       "--duration", "5")
+    assert code == 2
+    assert line.startswith(f"error: {path}: top[0].key: logical key"), line
+    assert fault in line
+
+
+@pytest.mark.parametrize(("table", "fault"), [
+    ("foo = 1", "unknown profile setting(s) foo"),
+    ('profile = "nope"', "unknown profile 'nope'"),
+    ('warm_write = "x"', "warm_write must be"),
+    ("x = 1", "unknown profile setting(s) x"),
+])
+@pytest.mark.parametrize("autopilot", [False, True], ids=["simulate", "autopilot"])
+def test_a_bad_table_setting_is_refused_naming_the_file(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, table: str, fault: str,
+        autopilot: bool) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(f"duration = 30\n[table]\n{table}\n[values.A]\nwrite = 1\n")
+    code, line = fails(capsys, "simulate", *(["--autopilot"] if autopilot else []), str(path))
+    assert code == 2
+    assert line.startswith(f"error: {path}: table: "), line
+    assert fault in line
+
+
+@pytest.mark.parametrize(("text", "fault"), [
+    ("x = " + "[" * 5000 + "]" * 5000 + "\n", "is nested too deeply"),
+    ("tick = 1" + "0" * 5000 + "\n", "is not valid TOML"),
+    ("tick = 1" + "0" * 400 + "\n", "autopilot tick must be a finite number >= 0, got an int "
+     "of 401 digits"),
+    ("max_shards = 1" + "0" * 400 + "\n", "autopilot needs 1 <= min_shards <= max_shards "
+     "<= 4096, got 1 and an int of 401 digits"),
+], ids=["deep", "digits", "float-overflow", "long-count"])
+def test_a_policy_too_deep_or_long_to_read_is_refused_in_one_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, fault: str) -> None:
+    workload, policy = tmp_path / "w.toml", tmp_path / "deep.toml"
+    workload.write_text(_WORKLOAD)
+    policy.write_text(text)
+    code, line = fails(capsys, "simulate", "--autopilot", str(workload), "--policy",
+                       str(policy), "--duration", "30")
+    assert code == 2
+    assert line.startswith(f"error: {policy}: {fault}"), line
+
+
+@pytest.mark.parametrize(("line", "fault"), [
+    ("[" * 100_000 + "]" * 100_000, "(nested too deeply)"),
+    ('{"t": 1' + "0" * 400 + ', "key": "A", "write_units": 1}', "(t, write_units and"),
+], ids=["deep", "float-overflow"])
+def test_a_heat_line_too_deep_or_long_is_a_bad_line_logged_and_skipped(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, line: str, fault: str) -> None:
+    """Like any other line that is no heat sample: the tick logs 'heat fail' naming the
+    file and line, and the run goes on (a run of 10 ms: one tick)."""
+    heat = tmp_path / "heat.jsonl"
+    heat.write_text(line + "\n")
+    main(["autopilot", "run", "--store", "memory://", "--index", "i", "--source",
+          f"file:{heat}", "--dry-run", "--duration", "0.01"])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err[-2000:]
+    assert not err.strip(), err[-2000:]
+    assert f"heat fail: file {heat}: InvalidInput: {heat}:1: not a heat sample " \
+           f"{fault}" in " ".join(out.split()), out
