@@ -228,3 +228,13 @@ def test_a_plot_in_a_format_matplotlib_cannot_write_fails_before_the_run(
            in line
     assert ".png" in line
     assert not (tmp_path / "heat.txt").exists()
+
+
+def test_plan_from_a_diagnosis_names_the_file_and_row_of_a_bad_key(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"schema": "shardex.diagnose/1", "top": [
+        {"key": "A", "peak_units_per_s": 10}, {"key": "A#B", "peak_units_per_s": 2000}]}))
+    code, line = failing(capsys, "plan", "--from", str(path))
+    assert code == 2
+    assert f"{path}: top[1].key: logical key 'A#B' contains the separator" in line

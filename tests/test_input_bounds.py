@@ -16,6 +16,8 @@ from shardex import AdaptiveRate, Budget, HedgePolicy, InvalidInput, RetryPolicy
 from shardex.errors import brief
 from shardex.keys import encode_shard_key, parse_shard_key
 from shardex.sim.clock import run_virtual
+from shardex.sim.latency import LatencyModel
+from shardex.sim.profiles import profile
 from shardex.stores.memory import MemoryStore
 
 HUGE = 10**5000  # too long for repr()
@@ -56,6 +58,9 @@ def test_brief_describes_any_value_in_a_bounded_text(value: Any, shown: str) -> 
     (lambda: MemoryStore(max_page_bytes=HUGE), "max_page_bytes"),
     (lambda: shardex.ShardedIndex(MemoryStore(seed=1), "ix", meter=True).heat(ceiling=BIG),
      "ceiling"),
+    (lambda: profile("dynamodb-on-demand", warm_write=BIG), "warm_write"),
+    (lambda: profile("dynamodb-on-demand", quota_write=BIG), "quota_write"),
+    (lambda: LatencyModel(median_ms=BIG), "median_ms"),
 ])
 def test_an_int_too_large_for_a_float_is_refused_naming_the_field(
         build: Callable[[], Any], field: str) -> None:

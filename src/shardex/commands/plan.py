@@ -23,6 +23,8 @@ from shardex.commands.params import (
     distinct,
     number,
 )
+from shardex.errors import InvalidInput
+from shardex.keys import validate_value
 from shardex.sim.profiles import MAX_PARTITIONS
 
 __all__ = ["plan"]
@@ -148,6 +150,11 @@ def _measured_peaks(path: str) -> dict[str, float]:
                 or isinstance(figure, bool) or not isinstance(figure, int | float):
             raise click.BadParameter(f"{path}: top[{i}] needs a key and its peak units",
                                      param_hint="--from")
+        try:
+            validate_value(row["key"])
+        except InvalidInput as exc:
+            raise click.BadParameter(f"{path}: top[{i}].key: {exc}", param_hint="--from") \
+                from None
         peaks[row["key"]] = float(figure)
     if not peaks:
         raise click.BadParameter(f"{path}: the diagnosis lists no keys", param_hint="--from")

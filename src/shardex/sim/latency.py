@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
-from shardex.errors import InvalidInput
+from shardex.errors import InvalidInput, brief
 
 __all__ = ["LatencyModel"]
 
@@ -21,8 +22,10 @@ _BELOW_ONE = math.nextafter(1.0, 0.0)
 
 
 def _number(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInput(f"{name} must be a finite number of milliseconds, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not -sys.float_info.max <= value <= sys.float_info.max:  # NaN and inf fail too
+        raise InvalidInput(f"{name} must be a finite number of milliseconds, "
+                           f"got {brief(value)}")
     return float(value)
 
 

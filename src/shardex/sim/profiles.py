@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,7 @@ from shardex.capacity import (
     read_units,
     write_units,
 )
-from shardex.errors import InvalidInput
+from shardex.errors import InvalidInput, brief
 
 __all__ = ["ASSUMPTIONS", "DEFAULT_PROFILE", "MAX_PARTITIONS", "PROFILES", "Profile",
            "SPLIT_DELAY_SECONDS", "profile"]
@@ -193,11 +194,13 @@ class Profile:
                                    f"{', '.join(allowed)}, got {getattr(self, name)!r}")
         for name, (lowest, what) in _RANGES.items():
             value = getattr(self, name)
+            # compared, not math.isfinite: an int too large for a float overflows that
             ok = not isinstance(value, bool) and isinstance(value, int | float) \
-                and not math.isnan(value) and value >= lowest \
-                and (math.isfinite(value) or name in _UNBOUNDED)
+                and lowest <= value and (value <= sys.float_info.max
+                                         or (name in _UNBOUNDED and value == math.inf))
             if not ok or (name == "split_heat" and value > 1):
-                raise InvalidInput(f"profile {self.name}: {name} must be {what}, got {value!r}")
+                raise InvalidInput(f"profile {self.name}: {name} must be {what}, "
+                                   f"got {brief(value)}")
         for name in ("adaptive", "lsi", "consistent"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInput(f"profile {self.name}: {name} must be true or false, "
