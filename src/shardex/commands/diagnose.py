@@ -190,7 +190,7 @@ def _live(name: str, fmt: str | None, options: Options, *, ceiling: str, headroo
                     interrupted = True
         with _deaf_to_interrupts(interrupted):
             if interrupted:
-                reader.finish()
+                reader.finish(complete=False)
             result = report(final=True)
             if as_json:
                 click.echo(json.dumps(result.to_dict(), separators=(",", ":")))

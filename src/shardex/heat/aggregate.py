@@ -37,6 +37,7 @@ __all__ = [
     "Dialect",
     "FAULT_COLUMN",
     "ISO",
+    "MAX_AMOUNT",
     "SPARK",
     "TIME_KINDS",
     "TalliedReader",
@@ -57,8 +58,12 @@ TIME_KINDS: Mapping[int, str] = {1: "epoch seconds", 2: "epoch milliseconds",
 ISO = 5
 # (kind, units a second, the first value too large for it)
 _EPOCH_UNITS = ((1, 1.0, 1e11), (2, 1e3, 1e14), (3, 1e6, 1e17), (4, 1e9, 1e20))
-_MIN_EPOCH = -62_135_596_800.0  # 0001-01-01T00:00:00Z
-_MAX_EPOCH = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+# units or bytes of one row are below this: far above any request's (DynamoDB's largest
+# transaction costs 80,000 units), and low enough that no sum of rows can overflow a float
+MAX_AMOUNT = 1e15
+# ISO 8601 times, in epoch microseconds: from 0001-01-01T00:00:00Z to before 10000-01-01
+_MIN_MICROS = -62_135_596_800_000_000
+_END_MICROS = 253_402_300_800_000_000
 # fault code -> the column it concerns (None: the row as a whole)
 FAULT_COLUMN: Mapping[str, str | None] = {
     "row": None, "timestamp": "timestamp", "range": "timestamp",
@@ -83,8 +88,8 @@ class Dialect:
     name: str
     quote: str
     finite_sql: str
-    iso_epoch_sql: str
-    time_epoch_sql: str
+    iso_micros_sql: str
+    time_micros_sql: str
 
     def q(self, name: str) -> str:
         """``name`` as a quoted identifier (the column names are SQL keywords)."""
@@ -93,21 +98,22 @@ class Dialect:
     def finite(self, expr: str) -> str:
         return self.finite_sql.format(expr)
 
-    def iso_epoch(self, expr: str) -> str:
-        """Epoch seconds of an ISO 8601 text (a zone-less one is UTC), or NULL."""
-        return self.iso_epoch_sql.format(expr)
+    def iso_micros(self, expr: str) -> str:
+        """Epoch microseconds (an integer: exact at the range's ends) of an ISO 8601 text
+        (a zone-less one is UTC), or NULL."""
+        return self.iso_micros_sql.format(expr)
 
-    def time_epoch(self, expr: str) -> str:
-        """Epoch seconds of a native TIMESTAMP or DATE column."""
-        return self.time_epoch_sql.format(expr)
+    def time_micros(self, expr: str) -> str:
+        """Epoch microseconds of a native TIMESTAMP or DATE column."""
+        return self.time_micros_sql.format(expr)
 
 
-DUCKDB = Dialect("duckdb", '"', "isfinite({0})", "epoch(TRY_CAST({0} AS TIMESTAMPTZ))",
-                 "epoch({0})")
+DUCKDB = Dialect("duckdb", '"', "isfinite({0})", "epoch_us(TRY_CAST({0} AS TIMESTAMPTZ))",
+                 "epoch_us({0})")
 # Spark's session time zone must be UTC (shardex.heat.spark sets it); NaN equals NaN there
 SPARK = Dialect("spark", "`", "(NOT isnan({0}) AND abs({0}) < CAST('Infinity' AS DOUBLE))",
-                "unix_micros(TRY_CAST({0} AS TIMESTAMP)) / 1e6",
-                "unix_micros(CAST({0} AS TIMESTAMP)) / 1e6")
+                "unix_micros(TRY_CAST({0} AS TIMESTAMP))",
+                "unix_micros(CAST({0} AS TIMESTAMP))")
 
 
 def number(value: float) -> str:
@@ -163,8 +169,12 @@ def validated(select: str, types: Mapping[str, str], *, eventual: bool, path: st
     stamp = d.q("timestamp")
     te = (f"TRY_CAST({stamp} AS DOUBLE)" if _text(t["timestamp"]) else
           f"CAST({stamp} AS DOUBLE)" if _number(t["timestamp"]) else "CAST(NULL AS DOUBLE)")
-    ti = (d.iso_epoch(stamp) if _text(t["timestamp"]) else
-          d.time_epoch(stamp) if _time(t["timestamp"]) else "CAST(NULL AS DOUBLE)")
+    # the exact value, for an epoch time that a double rounds up to a bound (99999999999999999
+    # is below 1e17, its double is not)
+    exact = (f"TRY_CAST({stamp} AS DECIMAL(38, 10))" if _text(t["timestamp"])
+             or _number(t["timestamp"]) else "CAST(NULL AS DECIMAL(38, 10))")
+    ti = (d.iso_micros(stamp) if _text(t["timestamp"]) else
+          d.time_micros(stamp) if _time(t["timestamp"]) else "CAST(NULL AS BIGINT)")
 
     # The common spellings are tested first so that trim() and lower() run only on
     # the rare others (CASE evaluates a branch only for the rows that reach it).
@@ -187,8 +197,12 @@ def validated(select: str, types: Mapping[str, str], *, eventual: bool, path: st
     read_cost = f"greatest(1, ceil(b / {READ_UNIT_BYTES}))"
     if eventual:
         read_cost = f"({read_cost} / 2.0)"
-    epoch_kind = " ".join(f"WHEN te < {bound:.0e} THEN {kind}"
+    epoch_kind = " ".join(f"WHEN te < {bound:.0e} OR (te = {bound:.0e} AND {exact} < "
+                          f"CAST({int(bound)} AS DECIMAL(38, 10))) THEN {kind}"
                           for kind, _, bound in _EPOCH_UNITS)
+    # an ISO time's second, exact: a double of its microseconds may round .999999 up
+    whole = "(tus - ((tus % 1000000) + 1000000) % 1000000) / 1e6"
+    amount_ok = f"AND {{0}} >= 0 AND {{0}} < {number(MAX_AMOUNT)}"
     epoch = " ".join(f"WHEN {kind} THEN te / {scale!r}" for kind, scale, _ in _EPOCH_UNITS)
     op = d.q("op")
     return f"""
@@ -200,19 +214,19 @@ def validated(select: str, types: Mapping[str, str], *, eventual: bool, path: st
                 {units} AS u, {nbytes} AS b, {throttled} AS t
             FROM src),
         q AS (
-            SELECT *, CASE WHEN te IS NULL OR NOT {d.finite("te")} THEN {ti} END AS ti,
+            SELECT *, CASE WHEN te IS NULL OR NOT {d.finite("te")} THEN {ti} END AS tus,
                 {units_missing} AS un, {bytes_missing} AS bn
             FROM p),
         r AS (
             SELECT *, CASE
                 WHEN {d.finite("te")} THEN CASE WHEN te < 0 THEN -1 {epoch_kind} ELSE -1 END
-                WHEN {d.finite("ti")} THEN
-                    CASE WHEN ti BETWEEN {_MIN_EPOCH!r} AND {_MAX_EPOCH!r} THEN {ISO} ELSE -1 END
+                WHEN tus IS NOT NULL THEN CASE WHEN tus >= CAST({_MIN_MICROS} AS BIGINT)
+                    AND tus < CAST({_END_MICROS} AS BIGINT) THEN {ISO} ELSE -1 END
                 ELSE 0 END AS kind
             FROM q),
         v AS (
             SELECT *,
-                CASE kind {epoch} WHEN {ISO} THEN ti END AS epoch,
+                CASE kind {epoch} WHEN {ISO} THEN {whole} END AS epoch,
                 CASE
                     WHEN jbad THEN 'row'
                     WHEN kind = 0 THEN 'timestamp'
@@ -221,9 +235,9 @@ def validated(select: str, types: Mapping[str, str], *, eventual: bool, path: st
                     WHEN o IS NULL OR o NOT IN ('read', 'write') THEN 'op'
                     WHEN un AND bn THEN 'neither'
                     WHEN NOT un AND NOT bn THEN 'both'
-                    WHEN NOT un AND NOT coalesce({d.finite("u")} AND u >= 0, false)
+                    WHEN NOT un AND NOT coalesce({d.finite("u")} {amount_ok.format("u")}, false)
                         THEN 'units'
-                    WHEN NOT bn AND NOT coalesce({d.finite("b")} AND b >= 0, false)
+                    WHEN NOT bn AND NOT coalesce({d.finite("b")} {amount_ok.format("b")}, false)
                         THEN 'bytes'
                     WHEN t IS NOT NULL AND t <> '' AND t NOT IN ('0', '1', 'true', 'false')
                         THEN 'throttled'

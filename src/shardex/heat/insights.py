@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from shardex.errors import InvalidLog
-from shardex.heat.rows import Batch
+from shardex.heat.rows import MAX_AMOUNT, Batch
 from shardex.heat.sources import read_document
 
 __all__ = ["DEFAULT_PERIOD", "Report", "insights_note", "read_report", "report_of"]
@@ -127,8 +127,9 @@ def report_of(doc: Any, path: str, rule: str | None = None) -> Report:
                 raise InvalidLog(f"{place} is not an object", path=path, column=place)
             value = point.get("ApproximateValue")
             if isinstance(value, bool) or not isinstance(value, int | float) \
-                    or not math.isfinite(value) or value < 0:
-                raise InvalidLog(f"{place}.ApproximateValue {value!r} must be a number >= 0",
+                    or not math.isfinite(value) or not 0 <= value < MAX_AMOUNT:
+                raise InvalidLog(f"{place}.ApproximateValue {value!r} must be a number >= 0 "
+                                 f"and below {MAX_AMOUNT:g}",
                                  path=path, column=f"{place}.ApproximateValue")
             count = max(0, round(value))
             cells: Mapping[str, Any] = {

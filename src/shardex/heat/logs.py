@@ -30,7 +30,7 @@ from shardex.heat.aggregate import DUCKDB, TalliedReader, Tally, major_kind
 from shardex.heat.cloudtrail import CloudTrailStage
 from shardex.heat.insights import insights_note, read_report
 from shardex.heat.profile import HeatProfile, Timeline
-from shardex.heat.rows import Loaded
+from shardex.heat.rows import Loaded, header_names
 from shardex.heat.sources import FORMATS, Options, expand, is_gzip, log_format
 from shardex.heat.tables import HeatTables
 
@@ -332,20 +332,6 @@ def csv_header(path: str) -> list[str]:
     except (OSError, UnicodeDecodeError, csv.Error, EOFError) as exc:
         raise InvalidLog(f"cannot read the CSV header: {exc}", path=path, line=1) from exc
     return header_names(header, path)
-
-
-def header_names(header: Sequence[str] | None, path: str) -> list[str]:
-    """The column names of the CSV header record ``header`` (as ``csv_header``)."""
-    if not header:
-        raise InvalidLog("is empty: a CSV log starts with a header line", path=path, line=1)
-    names = [h.strip().lstrip("\ufeff").lower() for h in header]
-    for name in names:
-        if names.count(name) > 1 or not name:
-            raise InvalidLog(f"header names column {name!r} "
-                             f"{'twice' if name else 'with an empty name'}",
-                             path=path, line=1, column=name or None)
-    rows.check_columns(names, path=path, line=1)
-    return names
 
 
 def _open_text(path: str, packed: bool) -> io.TextIOBase:

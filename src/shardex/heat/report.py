@@ -39,10 +39,11 @@ from typing import Any
 from shardex.admission import AdmissionPolicy, Budget
 from shardex.capacity import Ceiling, resolve_ceiling
 from shardex.documents import DIAGNOSE_SCHEMA, rounded
-from shardex.errors import InvalidInput
+from shardex.errors import InvalidInput, InvalidKey
 from shardex.heat.classify import Classification, Thresholds, classify
 from shardex.heat.profile import HeatProfile, KeyHeat, Timeline
 from shardex.heat.sources import ENGINES, Options
+from shardex.keys import validate_value
 from shardex.plan import shards_for
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy, Strategy
 
@@ -88,7 +89,9 @@ class Recommendation:
     """What to do: a strategy (one of STRATEGIES), N per value to shard, and why.
 
     ``shards`` maps each logical key that needs more shards to its N; ``changes``
-    says from what N, and why.
+    says from what N, and why. ``unroutable`` holds the keys of ``shards`` that no
+    routing override can name, as they cannot be logical keys (a key read from another
+    table's log may hold ``#`` or be too long), each with why: ``routing`` leaves them out.
     """
 
     strategy: str
@@ -97,6 +100,7 @@ class Recommendation:
     changes: tuple[Change, ...] = ()
     isolate: str | None = None
     admission: AdmissionPolicy | None = None
+    unroutable: dict[str, str] = field(default_factory=dict)
 
     def routing(self) -> Routing:
         """The routing that carries the recommendation out (shardex.routing/1 overrides;
@@ -111,7 +115,7 @@ class Recommendation:
         return Routing(overrides={
             k: ShardPolicy(shards=n, strategy=strategy,
                            tier=DEDICATED_TIER if k == self.isolate else None)
-            for k, n in self.shards.items()})
+            for k, n in self.shards.items() if k not in self.unroutable})
 
     def isolation(self) -> dict[str, Any] | None:
         """The isolated key, its tier and N (a popular entity's), or None."""
@@ -124,7 +128,9 @@ class Recommendation:
         return {"strategy": self.strategy, "shards": dict(self.shards),
                 "changes": [{"key": c.key, "from": c.current, "to": c.shards,
                              "reason": c.reason} for c in self.changes],
-                "why": self.why}
+                "why": self.why,
+                # only where a key cannot be routed: other reports keep their shape
+                **({"unroutable": dict(self.unroutable)} if self.unroutable else {})}
 
 
 def rest_budget(ceiling: Ceiling, headroom: float, exempt: Sequence[str]) -> AdmissionPolicy:
@@ -202,6 +208,17 @@ def _pct(share: float) -> str:
     return f"{100 * share:.1f}%"
 
 
+def _unroutable(keys: Iterable[str]) -> dict[str, str]:
+    """The keys that cannot be logical keys, so no routing override can name them, and why."""
+    found: dict[str, str] = {}
+    for key in keys:
+        try:
+            validate_value(key)
+        except InvalidKey as exc:
+            found[key] = str(exc)
+    return found
+
+
 def _listed(changes: Sequence[Change]) -> str:
     return ", ".join(f"{c.key} (N={c.shards})" if c.current == 1 else
                      f"{c.key} (N={c.current} \u2192 {c.shards})" for c in changes)
@@ -236,6 +253,13 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
     capped = [c.key for c in changes if c.shards >= MAX_SHARDS]
     note = (f"; {', '.join(capped)} would need more than {MAX_SHARDS} shards: isolate it on "
             "a dedicated path with its own admission limit") if capped else ""
+    evidence = classification.evidence
+    kind = classification.kind
+    # a time-bucket routing is a default policy, which names no key
+    unroutable = {} if kind == "sequential" else _unroutable(shards)
+    for key, why in unroutable.items():
+        note += (f"; {key} gets no routing override, as it cannot be a logical key ({why}): "
+                 "a key of another table or layout is sharded there, by hand")
     for heat in throttled:
         note += (f"; {heat.key} was throttled on {heat.throttles:,}"
                  + (f" of {heat.requests:,} requests ({_pct(heat.throttles / heat.requests)})"
@@ -244,8 +268,6 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
                  "ceiling: it takes less than the nominal ceiling (provisioned capacity, a "
                  "GSI's back-pressure, or bursts within a second), so N is sized on the "
                  "units it accepted")
-    evidence = classification.evidence
-    kind = classification.kind
     if kind == "sequential":
         return Recommendation("time_bucket_plus_suffix", shards, (
             f"the hot key moves along {evidence['ordering']} keys over time "
@@ -256,8 +278,8 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
             tuple(changes))
     if kind == "popular_entity":
         top = str(evidence["top_key"])
-        isolate = top if top in shards else None
-        admission = rest_budget(bound, headroom, sorted(shards))
+        isolate = top if top in shards and top not in unroutable else None
+        admission = rest_budget(bound, headroom, sorted(set(shards) - set(unroutable)))
         budget = admission.default
         assert budget is not None
         return Recommendation("dedicated_heavy_key", shards, (
@@ -268,13 +290,14 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
                "capacity)" if isolate else "")
             + f"; every other key gets an admission budget of {budget.rate:g} units/s, so no "
             f"neighbour can fill a partition again; {hot}{note}"),
-            tuple(changes), isolate=isolate, admission=admission)
+            tuple(changes), isolate=isolate, admission=admission, unroutable=unroutable)
     read = sum(h.reads for h in profile.over if h.key in shards)
     if kind == "low_cardinality" and read == 0 and profile.reads_told_apart:
         return Recommendation("random_suffix", shards, (
             f"few keys carry the load and the hot ones are never read in this sample, so "
             f"nothing needs to find an entry's shard from its id: a random suffix spreads "
-            f"writes most evenly; bulk reads fan out over N; {hot}{note}"), tuple(changes))
+            f"writes most evenly; bulk reads fan out over N; {hot}{note}"), tuple(changes),
+            unroutable=unroutable)
     lead = ("few keys carry most of the load" if kind == "low_cardinality" else
             "the load is spread over many keys, but some still exceed one partition")
     mixed = "" if profile.reads_told_apart else (
@@ -285,7 +308,7 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
     return Recommendation("calculated_suffix", shards, (
         f"{lead}: shard each hot value by a hash of the item id (a reader that knows the id "
         f"finds its shard; a listing fans out over N); cold values stay unsharded; "
-        f"{hot}{note}{mixed}"), tuple(changes))
+        f"{hot}{note}{mixed}"), tuple(changes), unroutable=unroutable)
 
 
 def _entry(profile: HeatProfile, heat: KeyHeat, part: bool = False) -> dict[str, Any]:

@@ -8,10 +8,11 @@ A row is one request. Its columns:
   1e20 (each bound is the year 5138 in its unit, so every time from 1973 on is read
   in its own unit). A file uses one kind; times lie in the years 1 to 9999.
 - ``key``: the partition key, non-empty. ``op``: ``read`` or ``write`` (any case).
-- ``units`` (capacity units consumed, >= 0) or ``bytes`` (item bytes, >= 0, turned
+- ``units`` (capacity units consumed) or ``bytes`` (item bytes, turned
   into units by DynamoDB's rounding: a write costs one unit per started KB, a read
   one per started 4 KB, both at least 1, a read half that when eventually
-  consistent); a row fills exactly one of them.
+  consistent); a row fills exactly one of them, a number >= 0 and below
+  ``MAX_AMOUNT`` (1e15: no sum of rows can then overflow a float).
 - ``throttled`` (optional): ``0``/``1`` or ``false``/``true``; a throttled row still
   counts its units as offered load.
 
@@ -43,6 +44,7 @@ from shardex.heat.aggregate import (
     COLUMNS,
     FAULT_COLUMN,
     ISO,
+    MAX_AMOUNT,
     TIME_KINDS,
     logical_sql,
     per_second,
@@ -56,12 +58,14 @@ __all__ = [
     "FAULT_COLUMN",
     "ISO",
     "Loaded",
+    "MAX_AMOUNT",
     "REQUIRED",
     "TIME_KINDS",
     "check_columns",
     "describe",
     "duckdb",
     "first_fault",
+    "header_names",
     "interruptible",
     "load",
     "logical_sql",
@@ -105,6 +109,22 @@ def check_columns(names: Sequence[str], *, path: str, line: int | None) -> None:
                          line=line, column="units")
 
 
+def header_names(header: Sequence[str] | None, path: str, line: int = 1) -> list[str]:
+    """The column names (trimmed, lowercased) of the CSV header record ``header``, on
+    line ``line`` of ``path``, checked: raises InvalidLog for no header, a column named
+    twice or not at all, or a header without the required columns."""
+    if not header:
+        raise InvalidLog("is empty: a CSV log starts with a header line", path=path, line=line)
+    names = [h.strip().lstrip("\ufeff").lower() for h in header]
+    for name in names:
+        if names.count(name) > 1 or not name:
+            raise InvalidLog(f"header names column {name!r} "
+                             f"{'twice' if name else 'with an empty name'}",
+                             path=path, line=line, column=name or None)
+    check_columns(names, path=path, line=line)
+    return names
+
+
 def describe(code: str, values: Mapping[str, Any], major: int) -> str:
     """The message for a malformed row, from its fault code and raw cells.
 
@@ -130,8 +150,8 @@ def describe(code: str, values: Mapping[str, Any], major: int) -> str:
         "op": f"op {shown('op')} is not 'read' or 'write'",
         "neither": "row has neither units nor bytes; give one",
         "both": "row has both units and bytes; give one",
-        "units": f"units {shown('units')} must be a number >= 0",
-        "bytes": f"bytes {shown('bytes')} must be a number >= 0",
+        "units": f"units {shown('units')} must be a number >= 0 and below {MAX_AMOUNT:g}",
+        "bytes": f"bytes {shown('bytes')} must be a number >= 0 and below {MAX_AMOUNT:g}",
         "throttled": f"throttled {shown('throttled')} must be 0 or 1",
     }
     return messages[code]

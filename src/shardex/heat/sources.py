@@ -8,9 +8,9 @@ Formats (``FORMATS``):
 - ``insights``: a CloudWatch Contributor Insights rule report, the answer of
   GetInsightRuleReport (``heat.insights``).
 
-``detect_format`` reads the first 64 KiB (through gzip): Parquet by its magic bytes,
-a JSON document by its fields, JSON Lines by a first line that is an object, CSV
-otherwise; a binary file or one that is not UTF-8 is refused. A directory stands for
+``detect_format`` reads the first ``HEAD`` bytes (64 KiB, through gzip): Parquet by its
+magic bytes, a JSON document by its fields, JSON Lines by a first line that is an
+object, CSV otherwise; a binary file or one that is not UTF-8 is refused. A directory stands for
 the files under it (``expand``), as CloudTrail delivers them into dated folders.
 """
 
@@ -28,17 +28,20 @@ from typing import Any
 
 from shardex.errors import InvalidInput, InvalidLog
 
-__all__ = ["ENGINES", "FORMATS", "INSIGHTS_RULES", "Options", "detect_format", "expand", "is_gzip",
-           "log_format", "parse_document", "read_document"]
+__all__ = ["BINARY", "EMPTY", "ENGINES", "FORMATS", "HEAD", "INSIGHTS_RULES", "Options",
+           "detect_format", "expand", "is_gzip", "log_format", "parse_document", "read_document"]
 
 FORMATS = ("csv", "jsonl", "parquet", "cloudtrail", "insights")
 # what aggregates files read exactly: DuckDB in this process, or Spark (heat.spark)
 ENGINES = ("duckdb", "spark")
 INSIGHTS_RULES = ("accessed", "throttled")
-_HEAD = 65_536
+HEAD = 65_536  # the bytes a format is told from; a NUL among them makes a file binary
 _CLOUDTRAIL = re.compile(r'"Records"\s*:')
 _INSIGHTS = re.compile(r'"(Contributors|KeyLabels|AggregationStatistic)"\s*:')
 _WHAT = "CSV, JSON Lines, Parquet, CloudTrail or Contributor Insights"
+# why a source whose format is told by its content is no log (a stream's too)
+EMPTY = f"is empty: not a log ({_WHAT})"
+BINARY = f"is binary, not a log shardex reads ({_WHAT})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,11 +111,11 @@ def is_gzip(path: str) -> bool:
 def _head(path: str) -> bytes:
     try:
         with open(path, "rb") as raw:
-            head = raw.read(_HEAD)
+            head = raw.read(HEAD)
             if head[:2] == b"\x1f\x8b":
                 raw.seek(0)
                 with gzip.GzipFile(fileobj=raw) as unpacked:
-                    head = unpacked.read(_HEAD)
+                    head = unpacked.read(HEAD)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise InvalidLog(f"is not a valid gzip file: {exc}", path=path) from exc
     except OSError as exc:
@@ -131,9 +134,9 @@ def detect_format(path: str) -> str:
     if head.startswith(b"PAR1"):
         return "parquet"
     if not head.strip():
-        raise InvalidLog(f"is empty: not a log ({_WHAT})", path=path)
+        raise InvalidLog(EMPTY, path=path)
     if b"\x00" in head:
-        raise InvalidLog(f"is binary, not a log shardex reads ({_WHAT})", path=path)
+        raise InvalidLog(BINARY, path=path)
     try:
         text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
     except UnicodeDecodeError as exc:

@@ -26,6 +26,7 @@ from shardex.counters.spacesaving import SpaceSaving
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat import rows
 from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, reserved_note
+from shardex.heat.sources import BINARY, EMPTY, HEAD
 
 __all__ = ["StreamHeat", "StreamReader"]
 
@@ -265,6 +266,16 @@ class StreamHeat:
         return [[self._second, self._second, key, units, self._now_total]]
 
 
+def _encodable(doc: Any) -> bool:
+    """Whether UTF-8 can hold every text in ``doc``: JSON's escapes can spell a lone
+    surrogate (``"\\ud800"``), which the file reader's JSON parser refuses."""
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, RecursionError):
+        return False
+    return True
+
+
 def _sequence(runs: list[list[Any]], buckets: int) -> list[HotStep]:
     if not runs:
         return []
@@ -292,8 +303,11 @@ class StreamReader:
 
     ``feed`` takes lines as they arrive (any number, in order), ``flush`` validates
     what is pending, ``profile`` reports at any time. Raises InvalidLog naming
-    ``name``, the line and the column for a malformed row (unless ``skip_bad``),
-    InvalidInput for a format other than csv or jsonl, MissingDependency without duckdb.
+    ``name``, the line and the column for a malformed row (unless ``skip_bad``), and
+    as the file reader refuses a whole file: a bad CSV header, and, when ``fmt`` is
+    None (the format told by content), an empty or binary input (a NUL in its first
+    ``HEAD`` bytes); InvalidInput for a format other than csv or jsonl,
+    MissingDependency without duckdb.
     """
 
     def __init__(self, *, ceiling: Ceiling, fmt: str | None = None, name: str = "<stdin>",
@@ -319,6 +333,8 @@ class StreamReader:
         self._header: list[str] | None = None
         self._held: list[str] = []  # the lines of a CSV record whose quotes are still open
         self._held_at = 0
+        # the bytes looked at for a NUL, as the file reader looks at a file's head
+        self._head = 0 if fmt is None else HEAD
 
     def close(self) -> None:
         self._con.close()
@@ -328,6 +344,8 @@ class StreamReader:
         plain: list[str] = []  # CSV lines without quotes, parsed together
         for text in lines:
             self._line += 1
+            if self._head < HEAD:
+                self._sniff(text)
             if self.fmt is None:
                 if not text.strip():
                     continue
@@ -371,12 +389,23 @@ class StreamReader:
                                                   f"{len(header)}")
         self._batch.add_records(numbers, good, header)
 
+    def _sniff(self, text: str) -> None:
+        """Refuse a NUL in the first HEAD bytes, as ``sources.detect_format`` does."""
+        nul = text.find("\x00")
+        if nul >= 0 and self._head + len(text[:nul].encode("utf-8")) < HEAD:
+            raise InvalidLog(BINARY, path=self.name)
+        self._head += len(text.encode("utf-8"))
+
     def _json(self, text: str) -> None:
         if not text.strip():
             return
+        if self._line == 1:  # a byte order mark, which the file reader skips too
+            text = text.removeprefix("\ufeff")
         try:
             doc = json.loads(text)
         except (ValueError, RecursionError):  # a line nested too deeply is broken too
+            doc = None
+        if isinstance(doc, dict) and "\\u" in text and not _encodable(doc):
             doc = None
         if isinstance(doc, dict):
             if ({"Records", "Contributors"} & set(doc)) and not ({"timestamp", "key"} & set(doc)):
@@ -403,9 +432,7 @@ class StreamReader:
             self._batch.add_broken(self._held_at, f"is not a CSV row: {exc}")
             return
         if self._header is None:
-            names = [h.strip().lstrip("\ufeff").lower() for h in record]
-            rows.check_columns(names, path=self.name, line=self._held_at)
-            self._header = names
+            self._header = rows.header_names(record, self.name, self._held_at)
             return
         if len(record) != len(self._header):
             self._batch.add_broken(self._held_at, f"has {len(record)} fields, the header "
@@ -462,8 +489,17 @@ class StreamReader:
                           int(sec), reads=int(reads), writes=int(writes), read_units=float(ru),
                           write_units=float(wu), throttles=int(thr), throttled_units=float(tu))
 
-    def finish(self) -> None:
-        """End of input: a CSV record left open is malformed; validate what is pending."""
+    def finish(self, *, complete: bool = True) -> None:
+        """End of input: a CSV record left open is malformed; validate what is pending.
+
+        ``complete`` (not cut short by Ctrl-C): an input without a line, or a CSV one
+        without a header, is refused as the file reader refuses such a file.
+        """
+        if complete and not self._held:
+            if self.fmt is None:
+                raise InvalidLog(EMPTY, path=self.name)
+            if self.fmt == "csv" and self._header is None:
+                rows.header_names(None, self.name)
         if self._held:
             self._batch.add_broken(self._held_at, "ends inside a quoted field")
             self._held = []
