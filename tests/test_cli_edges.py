@@ -215,13 +215,15 @@ def test_an_endpoint_urllib_cannot_read_is_refused_before_any_request(
     assert "cannot be parsed" in err, err
 
 
-@pytest.mark.parametrize("command", [["demo"], ["simulate", "WORKLOAD"]])
+@pytest.mark.parametrize("command", [["demo"], ["simulate", "WORKLOAD"], ["diagnose", "LOG"]])
 def test_a_plot_in_a_format_matplotlib_cannot_write_fails_before_the_run(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]) -> None:
     # matplotlib's "Format 'txt' is not supported" came out as a traceback after the run
     workload = tmp_path / "w.toml"
     workload.write_text("duration = 30\n[values.A]\nwrite = 1\n")
-    args = [str(workload) if arg == "WORKLOAD" else arg for arg in command]
+    log = tmp_path / "a.csv"
+    log.write_text("timestamp,key,op,units\n2026-11-30T05:00:00Z,PENDING,write,1\n")
+    args = [{"WORKLOAD": str(workload), "LOG": str(log)}.get(arg, arg) for arg in command]
     code, line = failing(capsys, *args, "--plot", str(tmp_path / "heat.txt"))
     assert code == 2
     assert f"--plot {tmp_path / 'heat.txt'}: matplotlib cannot write .txt files; name one of " \

@@ -29,7 +29,7 @@ from shardex.heat.sources import (
     detect_format,
     is_gzip,
 )
-from shardex.plotting import pyplot
+from shardex.plotting import plot_target
 
 if TYPE_CHECKING:
     from shardex.heat.report import Diagnosis
@@ -116,7 +116,7 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
               counters=counters, every=every, per_shard=per_shard, as_json=as_json)
         return
     if plot is not None:
-        pyplot()  # a missing plot extra fails now, not after the files are read
+        plot_target(plot)  # a missing plot extra or format fails now, not after the read
     status = output.console(stderr=True)
     label = "DuckDB" if engine == "duckdb" else "Spark (local mode)"
     with status.status(f"aggregating with {label}...", spinner="dots"):
