@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import shardex
 from shardex.cli import main
 
 _WORKLOAD = "duration = 30\n[values.A]\nwrite = 1\n"
@@ -152,3 +153,23 @@ def test_a_heat_line_too_deep_or_long_is_a_bad_line_logged_and_skipped(
     assert not err.strip(), err[-2000:]
     assert f"heat fail: file {heat}: InvalidInput: {heat}:1: not a heat sample " \
            f"{fault}" in " ".join(out.split()), out
+
+
+def test_table_settings_that_fit_only_with_the_stores_are_taken(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # checked alone, [table] initial_burst_seconds 600 was over the default burst of 300
+    path = tmp_path / "t.toml"
+    path.write_text("duration = 10\n[table]\ninitial_burst_seconds = 600\n"
+                    "[values.A]\nwrite = 100\n")
+    main(["simulate", str(path), "--store", "memory://?burst_seconds=900", "--json"])
+    assert json.loads(capsys.readouterr().out)["schema"] == "shardex.simulate/1"
+    code, line = fails(capsys, "simulate", str(path))
+    assert code == 2
+    assert line.startswith(f"error: {path}: table: "), line
+
+
+def test_store_keywords_that_fit_only_with_the_uris_settings_are_taken() -> None:
+    store = shardex.open_store("memory://?burst_seconds=900", initial_burst_seconds=600)
+    assert store.profile.initial_burst_seconds == 600
+    with pytest.raises(shardex.InvalidInput):
+        shardex.open_store("memory://", initial_burst_seconds=600)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, cast, get_args
 
-from shardex.errors import InvalidKey, InvalidPolicy, brief
+from shardex.errors import InvalidInput, InvalidKey, InvalidPolicy, brief
 from shardex.keys import validate_value
 
 __all__ = [
@@ -250,7 +250,10 @@ class AdmissionPolicy:
 
     def budget(self, value: str) -> Budget | None:
         """Return the budget of logical key ``value`` (None: not limited)."""
-        return self.overrides.get(value, self.default)
+        try:
+            return self.overrides.get(value, self.default)
+        except TypeError:  # unhashable: no value at all
+            raise InvalidInput(f"a value is text, got {brief(value)}") from None
 
     def budgets(self) -> list[Budget]:
         """Every budget the policy names, the default first."""

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from shardex.commands import output
 from shardex.commands.params import COUNT, ValuePair, distinct
+from shardex.errors import InvalidInput
 from shardex.plotting import plot_target
 
 __all__ = ["simulate"]
@@ -24,8 +25,10 @@ def load_layout(path: Path) -> Any:
     return layout_file(path, "--layout").routing
 
 
-def model(table: dict[str, Any], store: str | None) -> tuple[Any, Any]:
-    """The profile and latency model: the workload's ``[table]``, then ``--store``'s options."""
+def model(table: dict[str, Any], store: str | None, origin: str = "workload"
+          ) -> tuple[Any, Any]:
+    """The profile and latency model: the workload's ``[table]``, then ``--store``'s options
+    (a profile they do not make together is refused naming the workload ``origin``)."""
     from shardex.sim.latency import LatencyModel
     from shardex.sim.profiles import DEFAULT_PROFILE, profile
     from shardex.stores.memory.options import OPTIONS, capacity_from_uri
@@ -38,7 +41,12 @@ def model(table: dict[str, Any], store: str | None) -> tuple[Any, Any]:
         settings.update(capacity)
         latency.update({k: v for k, v in options.items() if k.startswith("latency")})
     name = settings.pop("profile", DEFAULT_PROFILE)
-    return profile(name, **settings), LatencyModel(latency["latency_median_ms"],
+    try:
+        made = profile(name, **settings)
+    except InvalidInput as exc:
+        over = " with --store's settings over it" if store is not None else ""
+        raise InvalidInput(f"{origin}: table{over}: {exc}") from None
+    return made, LatencyModel(latency["latency_median_ms"],
                                                    latency["latency_p99_ms"],
                                                    latency["latency_per_kb_ms"])
 
@@ -122,7 +130,7 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
         except ValueError as exc:
             raise click.BadParameter(f"{value}: {exc}", param_hint="--set") from None
     routing = routing_for(load.values, load_layout(layout) if layout else None, overrides)
-    profile, latency = model(dict(load.table), store)
+    profile, latency = model(dict(load.table), store, load.origin)
     result = run(load, routing, profile, latency=latency)
     if plot is not None:
         from shardex.scenarios.plot import plot_simulation

@@ -44,7 +44,7 @@ def simulate_autopilot(workload: Path | None, *, policy: Path | None, store: str
         load = dataclasses.replace(load, workload=dataclasses.replace(load.workload,
                                                                        values=values))
     rules = load_policy(policy) if policy is not None else AutopilotPolicy()
-    profile, _ = model(dict(load.workload.table), store)
+    profile, _ = model(dict(load.workload.table), store, load.workload.origin)
     _run(load, profile, rules, seed=seed, as_json=as_json)
 
 
@@ -55,7 +55,7 @@ def autopilot_demo(*, as_json: bool, seed: int) -> None:
     from shardex.scenarios.day import day
 
     load = day(_DEMO_SECONDS, start=_DEMO_START)
-    profile, _ = model(dict(load.workload.table), None)
+    profile, _ = model(dict(load.workload.table), None, load.workload.origin)
     _run(load, profile, AutopilotPolicy(), seed=seed, as_json=as_json)
 
 

@@ -8,28 +8,30 @@ table (one placement record per item written, by each item's own key).
 
 DynamoDB does not publish its hash, so a placement is a draw: ``busiest_partition`` draws
 ``TRIALS`` placements with the simulator's own placement function (``sim.partitions.slot_of``,
-computed here from each key's cached jump sequence, ``placed``, over the
-index names ``NAME``, ``NAME~1``, ``NAME~2``, ...) and reports the busiest partition's
-load, expected (the mean over placements) and at ``QUANTILE`` (the worst but 1%), with
-the placement at that quantile named (``worst_namespace``), so a simulation of that very
-placement checks it. With ``partitions`` = 0 every key is its own partition (a table split
-for heat, or Azure Table Storage, whose targets are per partition key): no key shares.
+over the index names ``NAME``, ``NAME~1``, ``NAME~2``, ..., kept per key:
+``shardex.plan.draws``) and reports the busiest partition's load, expected (the mean
+over placements) and at ``QUANTILE`` (the worst but 1%), with the placement at that
+quantile named (``worst_namespace``), so a simulation of that very
+placement checks it. ``Placements`` answers again as the loads change (``fit_shards``
+growing one value's N), at the cost of the shard keys that changed. With ``partitions``
+= 0 every key is its own partition (a table split for heat, or Azure Table Storage,
+whose targets are per partition key): no key shares.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
 from shardex.errors import InvalidInput
+from shardex.plan.draws import Draws, buckets_of, jump, namespace_of
 from shardex.routing import ShardPolicy
 from shardex.sim.partitions import key_hash
 
-__all__ = ["Busiest", "QUANTILE", "TRIALS", "busiest_partition", "collision_free_odds", "placed",
-           "shard_loads"]
+__all__ = ["Busiest", "Placements", "QUANTILE", "TRIALS", "busiest_partition",
+           "collision_free_odds", "placed", "shard_loads"]
 
 TRIALS = 160
 QUANTILE = 0.99
@@ -74,41 +76,55 @@ def collision_free_odds(keys: int, partitions: int) -> float:
     return odds
 
 
-def _namespace(namespace: str, trial: int) -> str:
-    return namespace if trial == 0 else f"{namespace}~{trial}"
-
-
-_MASK64 = (1 << 64) - 1
-_LCG = 2862933555777941757
-# the most partitions a placement is drawn for
-_MOST = 1 << 16
-
-
-@lru_cache(maxsize=262_144)
-def _jumps(namespace: str, key: str) -> tuple[int, ...]:
-    """Every bucket ``jump_hash`` passes through for the key, up to ``_MOST`` buckets: its
-    bucket for P partitions is the last below P (one hash serves every P)."""
-    h, out = key_hash(namespace, key), []
-    b, j = -1, 0
-    while j < _MOST:
-        b = j
-        out.append(b)
-        h = (h * _LCG + 1) & _MASK64
-        j = int((b + 1) * (float(1 << 31) / float((h >> 33) + 1)))
-    return tuple(out)
-
-
 def placed(namespace: str, key: str, partitions: int) -> int:
-    """``slot_of(namespace, key, partitions)``, from the key's cached jumps."""
-    jumps = _jumps(namespace, key)
-    return jumps[bisect.bisect_left(jumps, partitions) - 1]
+    """``slot_of(namespace, key, partitions)`` (up to ``MOST`` partitions)."""
+    return jump(key_hash(namespace, key), buckets_of(partitions))
 
 
-@lru_cache(maxsize=65_536)
-def _slots(namespace: str, key: str, partitions: int, trials: int) -> tuple[int, ...]:
-    """The slot of ``key`` in each of ``trials`` placements (index names from
-    ``namespace``)."""
-    return tuple(placed(_namespace(namespace, t), key, partitions) for t in range(trials))
+class Placements:
+    """``busiest_partition`` of one table, asked again as the loads change: each answer
+    sums again only the partitions of the shard keys whose load changed (``Draws``), so
+    growing one value's N costs its shard keys, not every key's."""
+
+    def __init__(self, partitions: int, *, spread: float = 0.0, namespace: str = "index",
+                 trials: int = TRIALS, quantile: float = QUANTILE) -> None:
+        self.partitions, self.spread, self.namespace = partitions, spread, namespace
+        self.trials, self.quantile = trials, quantile
+        self._draws: Draws | None = None
+
+    def busiest(self, loads: Mapping[str, float]) -> Busiest:
+        """``busiest_partition(loads, ...)`` with the settings given (and its errors)."""
+        partitions, trials, quantile = self.partitions, self.trials, self.quantile
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 0:
+            raise InvalidInput(f"partitions must be an integer >= 0, got {partitions!r}")
+        if trials < 1 or not 0 < quantile <= 1:
+            raise InvalidInput(f"trials must be >= 1 and quantile in (0, 1], got {trials}, "
+                               f"{quantile}")
+        for key, units in loads.items():
+            if not math.isfinite(units) or units < 0:
+                raise InvalidInput(f"load of {key!r} must be a finite number >= 0, got "
+                                   f"{units!r}")
+        if partitions == 0:
+            top = max(loads.items(), key=lambda kv: kv[1], default=("", 0.0))
+            return Busiest(0, len(loads), 0.0, top[1], top[1], quantile, 1.0,
+                           self.namespace, (top[0],) if top[0] else (), top[1],
+                           sum(loads.values()))
+        if self._draws is None:
+            self._draws = Draws(partitions, spread=self.spread, namespace=self.namespace,
+                                trials=trials)
+        draws = self._draws
+        draws.update(loads)
+        ranked = sorted((top, trial) for trial, top in enumerate(draws.tops))
+        rank = min(trials - 1, max(0, math.ceil(quantile * trials) - 1))
+        worst, trial = ranked[rank]
+        hot = draws.row(trial).index(worst)
+        return Busiest(
+            partitions=partitions, keys=len(loads), spread=self.spread,
+            expected=sum(load for load, _ in ranked) / trials, worst=worst,
+            quantile=quantile, collision_free=draws.apart / trials,
+            worst_namespace=namespace_of(self.namespace, trial),
+            worst_keys=tuple(sorted(draws.on(trial, hot), key=lambda k: -loads[k])),
+            own=draws.tops[0], total=sum(loads.values()))
 
 
 def busiest_partition(loads: Mapping[str, float], partitions: int, *, spread: float = 0.0,
@@ -121,39 +137,8 @@ def busiest_partition(loads: Mapping[str, float], partitions: int, *, spread: fl
     ``namespace~1``, ...). Raises InvalidInput for a negative partition count or load,
     a trial count below 1, or a quantile outside (0, 1].
     """
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 0:
-        raise InvalidInput(f"partitions must be an integer >= 0, got {partitions!r}")
-    if trials < 1 or not 0 < quantile <= 1:
-        raise InvalidInput(f"trials must be >= 1 and quantile in (0, 1], got {trials}, "
-                           f"{quantile}")
-    for key, units in loads.items():
-        if not math.isfinite(units) or units < 0:
-            raise InvalidInput(f"load of {key!r} must be a finite number >= 0, got {units!r}")
-    if partitions == 0:
-        top = max(loads.items(), key=lambda kv: kv[1], default=("", 0.0))
-        return Busiest(0, len(loads), 0.0, top[1], top[1], quantile, 1.0, namespace,
-                       (top[0],) if top[0] else (), top[1], sum(loads.values()))
-    keys = sorted(loads, key=lambda k: -loads[k])
-    sums = [[spread] * partitions for _ in range(trials)]
-    counts = [[0] * partitions for _ in range(trials)]
-    for key in keys:
-        load = loads[key]
-        for trial, slot in enumerate(_slots(namespace, key, partitions, trials)):
-            sums[trial][slot] += load
-            counts[trial][slot] += 1
-    draws = sorted((max(row), trial) for trial, row in enumerate(sums))
-    apart = sum(1 for row in counts if max(row) <= 1)
-    rank = min(trials - 1, max(0, math.ceil(quantile * trials) - 1))
-    worst, trial = draws[rank]
-    row = sums[trial]
-    hot = row.index(max(row))
-    return Busiest(
-        partitions=partitions, keys=len(keys), spread=spread,
-        expected=sum(load for load, _ in draws) / trials, worst=worst, quantile=quantile,
-        collision_free=apart / trials, worst_namespace=_namespace(namespace, trial),
-        worst_keys=tuple(k for k in keys
-                         if _slots(namespace, k, partitions, trials)[trial] == hot),
-        own=max(sums[0]), total=sum(loads.values()))
+    return Placements(partitions, spread=spread, namespace=namespace, trials=trials,
+                      quantile=quantile).busiest(loads)
 
 
 def shard_loads(per_key: Mapping[str, tuple[int, float]]) -> dict[str, float]:
@@ -161,6 +146,12 @@ def shard_loads(per_key: Mapping[str, tuple[int, float]]) -> dict[str, float]:
     of a value's N shard keys takes an N-th (the hash strategy spreads items evenly)."""
     out: dict[str, float] = {}
     for value, (n, units) in per_key.items():
-        for key in ShardPolicy(shards=n).shard_keys(value):
+        for key in _shard_keys(value, n):
             out[key] = units / n
     return out
+
+
+@lru_cache(maxsize=1 << 14, typed=True)
+def _shard_keys(value: str, n: int) -> tuple[str, ...]:
+    """``ShardPolicy(shards=n).shard_keys(value)``, kept: a plan asks for them each step."""
+    return tuple(ShardPolicy(shards=n).shard_keys(value))

@@ -20,7 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardex.plan.partitions import TRIALS, Busiest, busiest_partition, shard_loads
+from shardex.plan.partitions import (
+    TRIALS,
+    Busiest,
+    Placements,
+    busiest_partition,
+    shard_loads,
+)
 from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import ASSUMPTIONS, Profile
 
@@ -152,8 +158,10 @@ def fit_shards(units: Mapping[str, float], base: Mapping[str, int], *, partition
                            for v in units)
     if (sum(units.values()) / partitions + spread) * headroom > ceiling:
         return dict(base), False
+    # each step grows one value's N: the placements sum again only its partitions
+    placements = Placements(partitions, spread=spread, namespace=namespace, trials=trials)
     for _ in range(_GROWTH_STEPS):
-        found = _busiest(units, shards, partitions, spread, 1.0, namespace, trials)
+        found = placements.busiest(shard_loads({v: (shards[v], units[v]) for v in units}))
         if fits(found, ceiling, headroom):
             return shards, True
         hottest = max(units, key=lambda v: units[v] / shards[v])

@@ -46,7 +46,7 @@ from shardex.documents import DIAGNOSE_SCHEMA
 from shardex.errors import InvalidInput, brief
 from shardex.keys import validate_value
 from shardex.routing import MAX_SHARDS
-from shardex.sim.profiles import DEFAULT_PROFILE, profile
+from shardex.sim.profiles import DEFAULT_PROFILE
 
 __all__ = ["Move", "Schedule", "ValueLoad", "Workload", "load_workload", "workload_from_dict"]
 
@@ -218,14 +218,10 @@ def _shards(where: str, value: Any) -> int:
 
 
 def _table(where: str, table: Any) -> dict[str, Any]:
-    """The ``[table]`` settings, if the profile they name takes them."""
+    """The ``[table]`` settings (checked with ``--store``'s over them, where they are used:
+    some fit only together, as burst_seconds and initial_burst_seconds)."""
     if not isinstance(table, Mapping):
         raise _fail(where, "must be a table of capacity settings")
-    settings = dict(table)
-    try:
-        profile(settings.pop("profile", DEFAULT_PROFILE), **settings)
-    except InvalidInput as exc:
-        raise _fail(where, str(exc)) from exc
     return dict(table)
 
 

@@ -118,9 +118,15 @@ def options_from_uri(uri: StoreURI, options: Mapping[str, Any],
     for name, value in options.items():
         if name != "clock":
             check_option(name, value)
-    # a keyword out of range is the caller's error, not the URI's
-    resolve_profile(options.get("profile", from_uri.get("profile", DEFAULT_PROFILE)),
-                    {name: value for name, value in options.items() if name in CAPACITY_OPTIONS})
+    # a keyword out of range is the caller's error, not the URI's; keywords that fit only
+    # with the URI's settings (burst_seconds there, initial_burst_seconds here) fit
+    name = options.get("profile", from_uri.get("profile", DEFAULT_PROFILE))
+    given = {key: value for key, value in options.items() if key in CAPACITY_OPTIONS}
+    try:
+        resolve_profile(name, {**{key: value for key, value in from_uri.items()
+                                  if key in CAPACITY_OPTIONS}, **given})
+    except InvalidInput:
+        resolve_profile(name, given)  # raises when the keywords alone are at fault
     try:
         for name, value in from_uri.items():
             if name not in options:

@@ -1,0 +1,73 @@
+"""The planner's placements scale with the keys: each shard key is placed once per table
+size, and growing one value's N sums again only its partitions, to the same bits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import shardex.plan.draws as draws
+from shardex.plan import busiest_partition, plan_shards
+from shardex.plan.partitions import TRIALS, Placements, placed
+from shardex.sim.partitions import slot_of
+
+# loads that tie, that are zero, and that add with rounding
+LOADS = st.sampled_from([0.0, -0.0, 1e-9, 50.0, 100.0, 100.0, 333.3333333333333, 625.0])
+STEPS = st.lists(st.dictionaries(st.sampled_from([f"K{i}" for i in range(12)]), LOADS,
+                                 min_size=1), min_size=1, max_size=6)
+
+
+@given(steps=STEPS, partitions=st.integers(1, 9), spread=st.sampled_from([0.0, 0.1, 40.0]),
+       trials=st.integers(1, 12), quantile=st.sampled_from([0.5, 0.99, 1.0]))
+def test_placements_answer_as_a_sum_from_scratch_does(
+        steps: list[dict[str, float]], partitions: int, spread: float, trials: int,
+        quantile: float) -> None:
+    """As the loads change (keys come, go, change load), each answer is the one a fresh
+    ``busiest_partition`` gives, every field to the bit."""
+    placements = Placements(partitions, spread=spread, namespace="t", trials=trials,
+                            quantile=quantile)
+    for loads in steps:
+        again = placements.busiest(loads)
+        fresh = busiest_partition(loads, partitions, spread=spread, namespace="t",
+                                  trials=trials, quantile=quantile)
+        assert repr(again) == repr(fresh)
+
+
+def test_a_key_is_placed_as_the_simulator_places_it() -> None:
+    """The kept slots are ``slot_of`` over the index names, up to ``MOST`` partitions."""
+    for partitions in (1, 3, 1500, draws.MOST, draws.MOST + 7):
+        found = draws.slots("orders", "K\u00e9#3", partitions, 5)
+        expected = [slot_of(draws.namespace_of("orders", t), "K\u00e9#3",
+                            min(partitions, draws.MOST)) for t in range(5)]
+        assert list(found[:5]) == expected
+        assert placed("orders", "K\u00e9#3", partitions) == expected[0]
+
+
+@pytest.mark.parametrize("values", [40, 160])
+def test_a_plan_places_each_shard_key_a_few_times(monkeypatch: pytest.MonkeyPatch,
+                                                  values: int) -> None:
+    """A plan of many hot keys (each needing several shards, on a table too small for
+    them, so the planner tries larger ones) places each shard key on each table size it
+    tries once, and sums every placement from scratch once per table size: work linear
+    in the keys, not in keys times the steps of N it tries."""
+    kept: dict[Any, Any] = {}
+    monkeypatch.setattr(draws, "_SLOTS", kept)
+    built: list[int] = []
+    build = draws.Draws._build
+
+    def counted(self: draws.Draws, loads: Any) -> None:
+        built.append(len(loads))
+        build(self, loads)
+
+    monkeypatch.setattr(draws.Draws, "_build", counted)
+    plan = plan_shards({f"K{i}": 5000.0 for i in range(values)}, amplification=1.0,
+                       item_writes=0.0)
+    shard_keys = sum(p.shards for p in plan.values.values())
+    assert shard_keys == 8 * values
+    placements = sum(len(slots) for slots in kept.values())
+    # on the table as given (all placements) and on the larger one tried (half of them)
+    assert placements <= 2 * TRIALS * shard_keys
+    assert len(built) <= 3
