@@ -301,14 +301,13 @@ def test_ctrl_c_on_run_names_the_state_and_the_next_step_and_the_store_lists_it(
     where = ["--store", uri, "--index", "orders"]
     planned = json.loads(ok(capsys, "reshard", "start", *where, "--set", "PENDING=8",
                             "--margin", "0.1", "--json"))["to_move"]
-    # at 5 entries a second the 225 to move take 45 s: the checks below, which take a few
-    # seconds, find it running even on a loaded machine; it runs as a terminal's foreground
-    # job does, SIGINT at its default, whatever this process inherited (a shell starts a
-    # background job, and every process under it, with SIGINT ignored: a suite started
-    # with '&' saw the worker run to its end through its SIGINT)
+    # it runs as a terminal's foreground job does, SIGINT at its default, whatever this
+    # process inherited (a shell starts a background job, and every process under it,
+    # with SIGINT ignored: a suite started with '&' saw the worker run to its end through
+    # its SIGINT)
     worker = subprocess.Popen(
         [sys.executable, "-c", FOREGROUND, "reshard", "run", *where, "--unit-lease", "2",
-         "--rate", "5", "--every", "0"], cwd=ROOT, stdout=subprocess.PIPE,
+         "--rate", "20", "--every", "0"], cwd=ROOT, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
     try:
         assert worker.stdout is not None

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from hashlib import blake2b
 
-__all__ = ["MOST", "Draws", "buckets_of", "jump", "namespace_of", "slots"]
+__all__ = ["Draws", "MOST", "buckets_of", "jump", "namespace_of", "slots"]
 
 _MASK64 = (1 << 64) - 1
 _LCG = 2862933555777941757
