@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["h64", "jump_hash", "shard_of"]
+__all__ = ["LCG_MULTIPLIER", "MASK64", "h64", "jump", "jump_hash", "shard_of"]
 
-_MASK64 = (1 << 64) - 1
-_LCG_MULTIPLIER = 2862933555777941757
+MASK64 = (1 << 64) - 1
+LCG_MULTIPLIER = 2862933555777941757
 
 
 def h64(item_id: str) -> int:
@@ -33,12 +33,17 @@ def jump_hash(key: int, buckets: int) -> int:
     """
     if buckets < 1:
         raise ValueError(f"buckets must be at least 1, got {buckets}")
-    if not 0 <= key <= _MASK64:
+    if not 0 <= key <= MASK64:
         raise ValueError(f"key must be an unsigned 64-bit integer, got {key}")
+    return jump(key, buckets)
+
+
+def jump(key: int, buckets: int) -> int:
+    """``jump_hash`` without its checks, for a ``key`` and ``buckets`` known to be valid."""
     b, j = -1, 0
     while j < buckets:
         b = j
-        key = (key * _LCG_MULTIPLIER + 1) & _MASK64
+        key = (key * LCG_MULTIPLIER + 1) & MASK64
         j = int((b + 1) * (float(1 << 31) / float((key >> 33) + 1)))
     return b
 

@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from hashlib import blake2b
 
-__all__ = ["Draws", "MOST", "buckets_of", "jump", "namespace_of", "slots"]
+from shardex.hashing import LCG_MULTIPLIER, MASK64
 
-_MASK64 = (1 << 64) - 1
-_LCG = 2862933555777941757
+__all__ = ["Draws", "MOST", "buckets_of", "namespace_of", "slots"]
+
 # the most partitions a placement is drawn for (a slot fits an unsigned short)
 MOST = 1 << 16
 # shard keys whose slots are kept (times 2 bytes a placement: about 50 MB at most)
@@ -43,16 +43,6 @@ def buckets_of(partitions: int) -> int:
     return partitions if 0 < partitions <= MOST else MOST
 
 
-def jump(h: int, buckets: int) -> int:
-    """``hashing.jump_hash(h, buckets)`` without its checks, for ``buckets`` >= 1."""
-    b, j = -1, 0
-    while j < buckets:
-        b = j
-        h = (h * _LCG + 1) & _MASK64
-        j = int((b + 1) * (float(1 << 31) / float((h >> 33) + 1)))
-    return b
-
-
 def slots(namespace: str, key: str, partitions: int, trials: int) -> Sequence[int]:
     """The slot of ``key`` in each of (at least) ``trials`` placements on ``partitions``
     partitions: ``slot_of(namespace_of(namespace, t), key, buckets_of(partitions))``.
@@ -64,8 +54,8 @@ def slots(namespace: str, key: str, partitions: int, trials: int) -> Sequence[in
     if found is not None and len(found) >= trials:
         return found
     out = array("H") if found is None else found
-    tail, lcg, mask, top = key.encode(), _LCG, _MASK64, float(1 << 31)
-    # sim.partitions.key_hash and jump, written out: this is the plan's hot loop
+    tail, lcg, mask, top = key.encode(), LCG_MULTIPLIER, MASK64, float(1 << 31)
+    # sim.partitions.key_hash and hashing.jump, written out: this is the plan's hot loop
     for prefix in _prefixes(namespace, trials)[len(out):]:
         hashed = prefix.copy()
         hashed.update(tail)

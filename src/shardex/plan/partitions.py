@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from shardex.errors import InvalidInput
-from shardex.plan.draws import Draws, buckets_of, jump, namespace_of
+from shardex.hashing import jump
+from shardex.plan.draws import Draws, buckets_of, namespace_of
 from shardex.routing import ShardPolicy
 from shardex.sim.partitions import key_hash
 
