@@ -19,6 +19,8 @@ import itertools
 import os
 import sys
 import time
+import warnings
+import weakref
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,6 +180,48 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
             if hasattr(sys, name):
                 delattr(sys, name)
         gc.collect()
+
+
+# Every asyncio stream writer a test makes (redis connections, the test proxies), to find
+# one left open once its loop has ended: the garbage collector would meet it during some
+# later test of the same worker, whose teardown would then fail on its ResourceWarning
+# ("loop is closed", raised in StreamWriter.__del__) in the leaker's place.
+_writers: weakref.WeakSet[asyncio.StreamWriter] = weakref.WeakSet()
+_writer_init = asyncio.StreamWriter.__init__
+
+
+def _tracked_writer_init(self: asyncio.StreamWriter, *args: Any, **kwargs: Any) -> None:
+    _writer_init(self, *args, **kwargs)
+    _writers.add(self)
+
+
+asyncio.StreamWriter.__init__ = _tracked_writer_init  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True)
+def _streams_closed() -> Iterator[None]:
+    """Fail the test that leaves a stream open on a loop that has ended, naming it."""
+    yield
+    left = _drop_streams_left()
+    if left:
+        pytest.fail(f"{len(left)} asyncio stream(s) left open after their loop ended: "
+                    + "; ".join(left[:4]))
+
+
+def _drop_streams_left() -> list[str]:
+    """The streams left open on ended loops, named; they are collected here with their
+    ResourceWarnings ignored, so that no later test fails for them."""
+    left = [writer for writer in _writers
+            if writer._loop.is_closed()  # type: ignore[attr-defined]
+            and not writer.transport.is_closing()]
+    names = [repr(writer) for writer in left]
+    if left:
+        _writers.difference_update(left)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            left.clear()
+            gc.collect()
+    return names
 
 
 _names = itertools.count()

@@ -78,8 +78,12 @@ def tls_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Proxy
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
 
+    streams: set[asyncio.StreamWriter] = set()  # every connection's, closed at the end
+
     async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        streams.add(writer)
         up_reader, up_writer = await asyncio.open_connection(upstream.hostname, upstream.port)
+        streams.add(up_writer)
         await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
 
     loop = asyncio.new_event_loop()
@@ -95,11 +99,17 @@ def tls_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Proxy
         proxy.resume()
 
         async def stop() -> None:
+            # a connection whose forward was still connecting upstream, or whose pipes
+            # had not run their ends, would be left open past the loop's close
             server.close()
+            for stream in streams:
+                stream.transport.abort()
+            tasks = [task for task in asyncio.all_tasks()
+                     if task is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await server.wait_closed()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
 
         asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
