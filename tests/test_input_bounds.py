@@ -4,6 +4,7 @@ message is written: Python will not print an int of more than 4,300 digits)."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Callable
@@ -158,3 +159,23 @@ def test_heat_refuses_a_top_that_is_not_a_count(top: Any) -> None:
 def test_sync_index_refuses_a_loop_factory_that_makes_no_loop(factory: Any) -> None:
     with pytest.raises(InvalidInput, match="loop_factory"):
         shardex.SyncShardedIndex(MemoryStore(seed=1), "ix", loop_factory=factory)
+
+
+@pytest.mark.parametrize("version", [HUGE, 10**38, 0, True, 1.0],
+                         ids=["huge", "39 digits", "0", "True", "1.0"])
+def test_a_routing_version_a_store_cannot_keep_is_refused(version: Any) -> None:
+    """Accepted before up to any size, a version past 38 digits made ``to_json`` raise
+    ValueError (past 4,300 digits) or became a number DynamoDB cannot keep."""
+    with pytest.raises(shardex.InvalidRouting, match="version must be an integer from 1"):
+        shardex.Routing(shardex.ShardPolicy(1), version=version)
+    text = shardex.Routing(shardex.ShardPolicy(1)).to_json()
+    assert '"version":1}' in text
+    spelled = "1" + "0" * 5000 if version is HUGE else json.dumps(version)
+    refused = r"routing(\.version: expected an integer| document is not valid JSON)"
+    with pytest.raises(shardex.InvalidRouting, match=refused):
+        shardex.Routing.from_json(text.replace('"version":1}', f'"version":{spelled}}}'))
+
+
+def test_the_largest_routing_version_round_trips() -> None:
+    routing = shardex.Routing(shardex.ShardPolicy(1), version=10**38 - 1)
+    assert shardex.Routing.from_json(routing.to_json()) == routing

@@ -311,17 +311,20 @@ def test_overrides_with_bad_values_are_refused(value: Any, fragment: str) -> Non
     assert isinstance(caught.value.__cause__, InvalidKey)
 
 
+_VERSION = "version must be an integer from 1 to 10**38 - 1 (a DynamoDB number), got "
+
+
 @pytest.mark.parametrize(("kwargs", "fragment"), [
     ({"overrides": {"PENDING": 8}}, "overrides['PENDING'] must be a ShardPolicy"),
     ({"overrides": {"PENDING": {"shards": 8}}}, "overrides['PENDING'] must be a ShardPolicy"),
     ({"overrides": [("PENDING", P(8))]}, "overrides must be a mapping, got list"),
     ({"default": 8}, "default must be a ShardPolicy"),
     ({"default": None}, "default must be a ShardPolicy"),
-    ({"version": 0}, "version must be a positive integer, got 0"),
-    ({"version": -3}, "version must be a positive integer, got -3"),
-    ({"version": True}, "version must be a positive integer, got True"),
-    ({"version": "3"}, "version must be a positive integer, got '3'"),
-    ({"version": 2.0}, "version must be a positive integer, got 2.0"),
+    ({"version": 0}, _VERSION + "0"),
+    ({"version": -3}, _VERSION + "-3"),
+    ({"version": True}, _VERSION + "True"),
+    ({"version": "3"}, _VERSION + "'3'"),
+    ({"version": 2.0}, _VERSION + "2.0"),
 ])
 def test_bad_constructor_arguments_are_refused(kwargs: dict[str, Any], fragment: str) -> None:
     with pytest.raises(InvalidRouting) as caught:
@@ -539,15 +542,15 @@ BROKEN: list[tuple[str, Any, str]] = [
      edit(lambda d: d["previous"]["overrides"]["PENDING"].update(shards=0)),
      "routing.previous.overrides['PENDING']: shards must be between 1 and 4096"),
     ("version as text", edit(lambda d: d.update(version="3")),
-     "routing.version: expected a positive integer, got '3'"),
+     "routing.version: expected an integer from 1 to 10**38 - 1, got '3'"),
     ("version 0", edit(lambda d: d.update(version=0)),
-     "routing.version: expected a positive integer, got 0"),
+     "routing.version: expected an integer from 1 to 10**38 - 1, got 0"),
     ("version bool", edit(lambda d: d.update(version=True)),
-     "routing.version: expected a positive integer, got True"),
+     "routing.version: expected an integer from 1 to 10**38 - 1, got True"),
     ("version float", edit(lambda d: d.update(version=3.0)),
-     "routing.version: expected a positive integer, got 3.0"),
+     "routing.version: expected an integer from 1 to 10**38 - 1, got 3.0"),
     ("previous version as text", edit(lambda d: d["previous"].update(version="2")),
-     "routing.previous.version: expected a positive integer, got '2'"),
+     "routing.previous.version: expected an integer from 1 to 10**38 - 1, got '2'"),
     ("overrides a list", edit(lambda d: d.update(overrides=[["PENDING", {"shards": 8}]])),
      "routing.overrides: expected an object, got list"),
     ("overrides null", edit(lambda d: d.update(overrides=None)),

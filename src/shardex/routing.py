@@ -39,6 +39,7 @@ from shardex.adoption import Adoption
 from shardex.errors import InvalidInput, InvalidKey, InvalidPolicy, InvalidRouting, brief
 from shardex.hashing import shard_of
 from shardex.keys import encode_shard_key, validate_item_id, validate_value
+from shardex.model.entries import MAX_VERSION
 from shardex.transition import Transition, fields_of
 
 __all__ = ["MAX_SHARDS", "ROUTING_FORMAT", "Routing", "STATES", "ShardPolicy", "State", "Strategy",
@@ -53,6 +54,11 @@ STATES: tuple[str, ...] = get_args(State)
 UNION_STATES = frozenset({"read-both", "write-new", "verified"})
 MAX_SHARDS = 4096
 _TIER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def _is_version(version: Any) -> bool:
+    """A routing version: an int (not a bool) from 1 to ``MAX_VERSION``, as stores keep it."""
+    return type(version) is int and 1 <= version <= MAX_VERSION
 ROUTING_FORMAT = "shardex.routing/1"
 
 
@@ -132,8 +138,9 @@ class Routing:
     def __post_init__(self) -> None:
         if not isinstance(self.default, ShardPolicy):
             raise InvalidRouting(f"default must be a ShardPolicy, got {self.default!r}")
-        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
-            raise InvalidRouting(f"version must be a positive integer, got {self.version!r}")
+        if not _is_version(self.version):
+            raise InvalidRouting(f"version must be an integer from 1 to 10**38 - 1 (a DynamoDB "
+                                 f"number), got {brief(self.version)}")
         if not isinstance(self.overrides, Mapping):
             raise InvalidRouting(
                 f"overrides must be a mapping, got {type(self.overrides).__name__}")
@@ -367,8 +374,9 @@ class Routing:
     @classmethod
     def _layout_from(cls, doc: Mapping[str, Any], where: str) -> Routing:
         version = doc["version"]
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise InvalidRouting(f"{where}.version: expected a positive integer, got {version!r}")
+        if not _is_version(version):
+            raise InvalidRouting(f"{where}.version: expected an integer from 1 to 10**38 - 1, "
+                                 f"got {brief(version)}")
         default = ShardPolicy.from_dict(doc["default"], f"{where}.default")
         raw = doc.get("overrides", {})
         if not isinstance(raw, dict):
