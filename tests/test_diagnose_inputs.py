@@ -303,3 +303,15 @@ def test_the_first_times_past_the_range_are_refused(tmp_path: Path, run: Run, mo
                                                     stamp: str) -> None:
     path = write(tmp_path / "edge.csv", f"{CSV_HEADER}{stamp},PENDING,write,1\n")
     refused(run(mode, path), f"{name_in(mode, path)}:2 column 'timestamp': ")
+
+
+@pytest.mark.parametrize("given", [[], ["--format", "csv"]], ids=["detected", "csv"])
+def test_a_directory_streamed_is_refused_as_a_directory(tmp_path: Path, run: Run,
+                                                        given: list[str]) -> None:
+    """It was called "no such file" (exit 2), or with --format "Is a directory" (exit 1)."""
+    (tmp_path / "logs").mkdir()
+    samples.write_log(tmp_path / "logs" / "a.csv", samples.low_cardinality(seconds=2))
+    code, _, err = run("stream", tmp_path / "logs", *given)
+    assert code == 2
+    assert err == (f"error: {tmp_path / 'logs'}: is a directory; --stream reads one file "
+                   f"(shardex diagnose {tmp_path / 'logs'} reads every file under it)\n")

@@ -159,6 +159,9 @@ def _live(name: str, fmt: str | None, options: Options, *, ceiling: str, headroo
     from shardex.heat.stream import StreamReader
 
     shown = "<stdin>" if name == "-" else name
+    if name != "-" and Path(name).is_dir():
+        raise InvalidInput(f"{name}: is a directory; --stream reads one file (shardex "
+                           f"diagnose {name} reads every file under it)")
     if name != "-":
         found = fmt or detect_format(name)  # which also refuses a missing or binary file
         if is_gzip(name):

@@ -129,7 +129,8 @@ def detect_format(path: str) -> str:
     Raises InvalidLog for a missing, empty, binary or non-UTF-8 file, or a JSON array.
     """
     if not Path(path).is_file():
-        raise InvalidLog("no such file", path=path)
+        raise InvalidLog("is a directory, not a file" if Path(path).is_dir()
+                         else "no such file", path=path)
     head = _head(path)
     if head.startswith(b"PAR1"):
         return "parquet"
