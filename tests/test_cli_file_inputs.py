@@ -168,6 +168,34 @@ def test_table_settings_that_fit_only_with_the_stores_are_taken(
     assert line.startswith(f"error: {path}: table: "), line
 
 
+def test_store_settings_that_fit_only_with_the_tables_are_taken(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--store's settings were checked alone first, over the default profile: a warm
+    throughput that gives a cosmos table 20,000 partitions gave DynamoDB's 200,000."""
+    path = tmp_path / "t.toml"
+    path.write_text('duration = 5\n[table]\nprofile = "cosmos"\n[values.A]\nwrite = 100\n')
+    main(["simulate", str(path), "--store", "memory://?warm_write=200000000", "--json"])
+    assert json.loads(capsys.readouterr().out)["schema"] == "shardex.simulate/1"
+    path.write_text("duration = 5\n[values.A]\nwrite = 100\n")
+    code, line = fails(capsys, "simulate", str(path), "--store", "memory://?warm_write=200000000")
+    assert code == 2
+    assert "200,000 partitions" in line, line
+
+
+@pytest.mark.parametrize(("mode", "refused"), [("cosmos", False), ("table", True)])
+def test_plan_table_settings_are_checked_over_the_modes_profile(
+        capsys: pytest.CaptureFixture[str], mode: str, refused: bool) -> None:
+    """They were checked over DynamoDB's profile whatever the mode, then over the mode's."""
+    args = ["plan", "--peak", "PENDING=3000", "--mode", mode, "--table", "warm_write=2e8"]
+    if refused:
+        code, line = fails(capsys, *args)
+        assert code == 2
+        assert "profile dynamodb-on-demand: the table would start with 200,000" in line, line
+    else:
+        main([*args, "--json"])
+        assert json.loads(capsys.readouterr().out)["mode"] == "cosmos"
+
+
 def test_store_keywords_that_fit_only_with_the_uris_settings_are_taken() -> None:
     store = shardex.open_store("memory://?burst_seconds=900", initial_burst_seconds=600)
     assert store.profile.initial_burst_seconds == 600

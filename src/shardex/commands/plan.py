@@ -113,14 +113,18 @@ def _with_settings(table: Any, mode: str, settings: tuple[str, ...]) -> Any:
             raise click.BadParameter(f"expected SETTING=VALUE (a capacity setting), got "
                                      f"{text!r}", param_hint="--table")
         pairs.append(f"{quote(name)}={quote(value)}")
-    base = table if table is not None else None
     try:
-        capacity, _ = capacity_from_uri(StoreURI.parse("memory://?" + "&".join(pairs)))
-        if base is None:
-            from shardex.sim.profiles import profile
+        # each setting checked alone here, and all of them together over the profile
+        capacity, _ = capacity_from_uri(StoreURI.parse("memory://?" + "&".join(pairs)),
+                                        resolve=False)
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), param_hint="--table") from None
+    if table is None:
+        from shardex.sim.profiles import profile
 
-            base = profile(PROFILE_OF_MODE[mode])
-        return base.replace(**capacity)
+        table = profile(PROFILE_OF_MODE[mode])
+    try:
+        return table.replace(**capacity)
     except InvalidInput as exc:
         raise click.BadParameter(str(exc), param_hint="--table") from None
 

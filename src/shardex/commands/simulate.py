@@ -37,7 +37,8 @@ def model(table: dict[str, Any], store: str | None, origin: str = "workload"
     settings = dict(table)
     latency = {name: spec[1] for name, spec in OPTIONS.items() if name.startswith("latency")}
     if store is not None:
-        capacity, options = capacity_from_uri(StoreURI.parse(store))
+        # checked together with the workload's [table] below
+        capacity, options = capacity_from_uri(StoreURI.parse(store), resolve=False)
         settings.update(capacity)
         latency.update({k: v for k, v in options.items() if k.startswith("latency")})
     name = settings.pop("profile", DEFAULT_PROFILE)

@@ -153,9 +153,14 @@ def memory_uri(profile: str, capacity: Mapping[str, Any], settings: Mapping[str,
     return "memory://" + (f"?{urlencode(changed)}" if changed else "")
 
 
-def capacity_from_uri(uri: StoreURI) -> tuple[dict[str, Any], dict[str, Any]]:
+def capacity_from_uri(uri: StoreURI, *, resolve: bool = True
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The capacity options (``profile`` among them) and store options of a ``memory://``
-    URI, typed and checked; InvalidURI names a bad one."""
+    URI, typed and checked; InvalidURI names a bad one.
+
+    With ``resolve`` False each option is checked alone, not as a profile with the URI's
+    others: for settings that go over another profile, which checks them all together.
+    """
     if uri.scheme != "memory":
         raise InvalidURI(f"a capacity model is given as memory://?profile=...&option=..., "
                          f"got {uri.raw!r}")
@@ -165,8 +170,9 @@ def capacity_from_uri(uri: StoreURI) -> tuple[dict[str, Any], dict[str, Any]]:
         for name, value in taken.items():
             check_option(name, value)
         capacity = {k: v for k, v in taken.items() if k in CAPACITY_OPTIONS or k == "profile"}
-        resolve_profile(capacity.get("profile", DEFAULT_PROFILE),
-                        {k: v for k, v in capacity.items() if k != "profile"})
+        if resolve:
+            resolve_profile(capacity.get("profile", DEFAULT_PROFILE),
+                            {k: v for k, v in capacity.items() if k != "profile"})
     except InvalidInput as exc:
         raise InvalidURI(f"{uri.raw}: {exc}") from exc
     return capacity, {k: v for k, v in taken.items() if k in OPTIONS}
