@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import pytest
 
+import shardex
 from shardex.cli import main
 from tests import dynamodb_local as local
 
@@ -274,3 +275,26 @@ def test_no_help_describes_a_range_without_bounds() -> None:
         shown = CliRunner().invoke(cli, [*words, "--help"], terminal_width=200)
         assert shown.exit_code == 0, (words, shown.output)
         assert "None]" not in shown.output, (words, shown.output)
+
+
+@pytest.mark.parametrize("command", [
+    ["status"], ["start", "--from-gsi", "old", "--from-attribute", "status", "--set", "A=4",
+                 "--dry-run"],
+    ["run"], ["verify"], ["cutover"], ["complete"], ["rollback"]],
+    ids=lambda c: c[0])
+def test_adopt_commands_open_their_store_with_the_connection_options(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        command: list[str]) -> None:
+    """They had no --region, --profile or --endpoint-url (the docs say every command that
+    opens a store does), and a config profile's were dropped."""
+    from shardex.migrate.adopter import Adopter
+
+    async def opened(self: Adopter) -> None:
+        raise shardex.StoreError(f"opened at {self.store.client.endpoint}")
+
+    monkeypatch.setattr(Adopter, "__aenter__", opened)
+    store = ("dynamodb://orders?gsi=sharded&key_attribute=status_shard&"
+             "sort_attribute=created&id_attribute=id")
+    code, line = failing(capsys, "adopt", *command, "--store", store, "--index", "orders",
+                         "--region", "eu-west-1", "--endpoint-url", "http://127.0.0.1:9")
+    assert (code, line) == (1, "error: opened at http://127.0.0.1:9")

@@ -434,3 +434,41 @@ def test_a_boto3_client_needs_no_aiobotocore(monkeypatch: pytest.MonkeyPatch) ->
 def test_a_client_and_a_session_together_are_refused() -> None:
     with pytest.raises(shardex.InvalidInput, match="not both"):
         adapt_client(client=object(), session=object())
+
+
+@pytest.fixture
+def no_region(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/shardex-test-config")
+
+
+@pytest.mark.usefixtures("no_region")
+def test_a_client_without_a_region_is_refused_naming_the_fix() -> None:
+    """botocore's NoRegionError came out of open() as a traceback (adopt's commands)."""
+    from shardex.stores.dynamodb.client import AioClient
+
+    with pytest.raises(shardex.InvalidInput, match="no AWS region for DynamoDB: add "
+                                                   r"\?region=\.\.\. to the store URI"):
+        asyncio.run(AioClient().open())
+
+
+@pytest.mark.usefixtures("no_region")
+def test_aws_region_names_the_region_as_the_aws_sdks_read_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore reads AWS_DEFAULT_REGION only: AWS_REGION, which the docs and the error
+    name, was ignored."""
+    from shardex.stores.dynamodb.client import AioClient
+
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+
+    async def region() -> str:
+        client = AioClient()
+        await client.open()
+        try:
+            return str(client._client.meta.region_name)  # type: ignore[attr-defined]
+        finally:
+            await client.close()
+
+    assert asyncio.run(region()) == "eu-west-1"
+    assert AioClient(region="us-east-2").endpoint == "DynamoDB in us-east-2"

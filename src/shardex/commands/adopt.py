@@ -21,7 +21,13 @@ from typing import Any, TypeVar
 import click
 
 from shardex.commands import output
-from shardex.commands.connection import index_option, store_option
+from shardex.commands.connection import (
+    Connection,
+    connection_options,
+    index_option,
+    open_with,
+    store_option,
+)
 from shardex.commands.controls import (
     controls_lines,
     controls_status,
@@ -54,10 +60,17 @@ __all__ = ["adopt"]
 T = TypeVar("T")
 
 
+_CONNECTION = "shardex.adopt.connection"
+
+
 def _adopter(uri: str, name: str, **options: Any) -> Any:
+    """The Adopter of index ``name`` in ``uri``, opened with the command's connection
+    options (--region, --profile, --endpoint-url, or the config profile's)."""
     from shardex.migrate.adopter import Adopter
 
-    return Adopter(uri, name, **options)
+    ctx = click.get_current_context(silent=True)
+    connection = None if ctx is None else ctx.meta.get(_CONNECTION)
+    return Adopter(uri if connection is None else open_with(uri, connection), name, **options)
 
 
 def _run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -86,10 +99,15 @@ class _Lines:
 
 
 def _store_options(command: Any) -> Any:
-    command = index_option()(command)
+    @functools.wraps(command)
+    def connected(*args: Any, connection: Connection, **kwargs: Any) -> Any:
+        click.get_current_context().meta[_CONNECTION] = connection
+        return command(*args, **kwargs)
+
+    options = connection_options(index_option()(connected))
     return store_option(
         "The new GSI, as a GSI-mode store URI: dynamodb://TABLE?gsi=NEW&key_attribute=A&"
-        "sort_attribute=S&id_attribute=I (the sort attribute is the application's).")(command)
+        "sort_attribute=S&id_attribute=I (the sort attribute is the application's).")(options)
 
 
 @click.group()

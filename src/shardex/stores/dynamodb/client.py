@@ -39,6 +39,7 @@ import contextlib
 import functools
 import inspect
 import json
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -167,6 +168,15 @@ def _register_lean(client: Any) -> None:
         client.meta.events.register(event, handler)
 
 
+def _region(region: str | None) -> str | None:
+    """``region``, else ``AWS_REGION``: the variable the AWS SDKs read first, which botocore
+    leaves to ``AWS_DEFAULT_REGION`` and the config files (those still apply after it)."""
+    return region or os.environ.get("AWS_REGION") or None
+
+
+_NO_REGION = "add ?region=... to the store URI or set AWS_REGION / AWS_DEFAULT_REGION"
+
+
 def _method_name(operation: str) -> str:
     botocore, _ = _botocore()
     name: str = botocore.xform_name(operation)
@@ -199,7 +209,7 @@ class AioClient(DynamoDBClient):
                                  max_pool_connections=max_connections,
                                  parameter_validation=False,
                                  http_session_cls=_aborting_session())
-        self._region = region
+        self._region = region = _region(region)
         self._endpoint_url = endpoint_url
         self._stack: contextlib.AsyncExitStack | None = None
         self._methods: dict[str, Callable[..., Any]] = {}
@@ -213,9 +223,13 @@ class AioClient(DynamoDBClient):
         if not self._owned or self._client is not None:
             return
         stack = contextlib.AsyncExitStack()
-        self._client = await stack.enter_async_context(self._session.create_client(
-            "dynamodb", region_name=self._region, endpoint_url=self._endpoint_url,
-            config=self._config))
+        _, errors = _botocore()
+        try:
+            self._client = await stack.enter_async_context(self._session.create_client(
+                "dynamodb", region_name=self._region, endpoint_url=self._endpoint_url,
+                config=self._config))
+        except errors.NoRegionError:
+            raise InvalidInput(f"no AWS region for DynamoDB: {_NO_REGION}") from None
         _register_lean(self._client)
         self._stack = stack
         if self.endpoint == "DynamoDB":
@@ -277,8 +291,12 @@ class ThreadedClient(DynamoDBClient):
             if session is None:
                 raise InvalidInput("ThreadedClient needs a boto3 client or session")
             make = getattr(session, "client", None) or session.create_client
-            client = make("dynamodb", region_name=region, endpoint_url=endpoint_url,
-                          config=config)
+            _, errors = _botocore()
+            try:
+                client = make("dynamodb", region_name=_region(region),
+                              endpoint_url=endpoint_url, config=config)
+            except errors.NoRegionError:
+                raise InvalidInput(f"no AWS region for DynamoDB: {_NO_REGION}") from None
             _register_lean(client)
         self._client = client
         self._methods: dict[str, Callable[..., dict[str, Any]]] = {}
@@ -428,8 +446,7 @@ def map_error(exc: BaseException, *, operation: str, target: str, endpoint: str,
         return StoreError(f"no usable AWS credentials for {endpoint}: {exc}; set "
                           "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile= option")
     if isinstance(exc, errors.NoRegionError):
-        return InvalidInput(f"no AWS region for {target}: add ?region=... to the store URI or "
-                            "set AWS_REGION / AWS_DEFAULT_REGION")
+        return InvalidInput(f"no AWS region for {target}: {_NO_REGION}")
     if isinstance(exc, errors.ParamValidationError):
         return InvalidInput(f"{operation} on {where}: {exc}")
     if isinstance(exc, errors.ConnectionError | errors.HTTPClientError | TimeoutError | OSError):
