@@ -49,13 +49,15 @@ def test_usage_errors_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]
     assert message in one_line(err)
 
 
-def test_a_plot_that_cannot_be_written_fails_with_exit_1(capsys: pytest.CaptureFixture[str],
-                                                         tmp_path: Path) -> None:
+def test_a_plot_in_a_missing_folder_is_refused_with_exit_2(capsys: pytest.CaptureFixture[str],
+                                                           tmp_path: Path) -> None:
+    """Before the read, naming --plot (it failed after it, exit 1: tests/test_cli_file_inputs)."""
     log = tmp_path / "x.csv"
     log.write_text(f"timestamp,key,op,units\n{BASE},A,write,1\n")
     got, err = run(capsys, "diagnose", str(log), "--plot", str(tmp_path / "no" / "such" / "h.png"))
-    assert got == 1
-    assert "No such file or directory" in one_line(err)
+    assert got == 2
+    assert f"--plot {tmp_path}/no/such/h.png: the folder {tmp_path}/no/such does not exist" \
+        in one_line(err)
 
 
 _CONTENT = st.one_of(

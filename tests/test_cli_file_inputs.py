@@ -201,3 +201,36 @@ def test_store_keywords_that_fit_only_with_the_uris_settings_are_taken() -> None
     assert store.profile.initial_burst_seconds == 600
     with pytest.raises(shardex.InvalidInput):
         shardex.open_store("memory://", initial_burst_seconds=600)
+
+
+@pytest.mark.parametrize(("plot", "fault"), [
+    ("", "--plot '.': give the name of a file to write"),
+    ("missing/x.png", "--plot {tmp}/missing/x.png: the folder {tmp}/missing does not exist"),
+], ids=["empty", "no folder"])
+@pytest.mark.parametrize("command", ["simulate", "demo", "diagnose"])
+def test_a_plot_that_cannot_be_written_is_refused_before_the_run(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        command: str, plot: str, fault: str) -> None:
+    """An empty --plot ran and then said 'plot written to .'; one in a missing folder
+    failed after the run (a whole demo) at exit 1, not naming --plot."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "w.toml").write_text(_WORKLOAD)
+    (tmp_path / "log.csv").write_text("timestamp,key,op,units\n2026-11-30T05:00:00Z,A,write,2\n")
+    given = {"simulate": ["w.toml"], "demo": ["--duration", "1"], "diagnose": ["log.csv"]}
+    target = plot if not plot else str(tmp_path / plot)
+    code, line = fails(capsys, command, *given[command], "--plot", target)
+    assert (code, line) == (2, "error: " + fault.format(tmp=tmp_path))
+
+
+@pytest.mark.parametrize("autopilot", [[], ["--autopilot"]], ids=["static", "autopilot"])
+@pytest.mark.parametrize("value", ["NOPE", "a"])
+def test_simulate_refuses_a_set_of_a_value_the_workload_does_not_have(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, value: str,
+        autopilot: list[str]) -> None:
+    """It was ignored: a mistyped value ('a' for 'A') left N as it was, silently."""
+    path = tmp_path / "w.toml"
+    path.write_text(_WORKLOAD)
+    code, line = fails(capsys, "simulate", str(path), *autopilot, "--set", f"{value}=3")
+    assert code == 2
+    assert line.startswith(f"error: Invalid value for --set: {value!r} is no value of "
+                           f"{path} (its values: A)"), line

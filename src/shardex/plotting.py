@@ -30,6 +30,10 @@ def plot_target(path: Path) -> None:
     """Check, before a command's work, that matplotlib can draw to ``path``: the ``plot``
     extra is installed (``pyplot``) and it writes the format of the file's suffix (none:
     PNG). Raises InvalidInput naming the formats it writes."""
+    if not path.name or path.is_dir():
+        raise InvalidInput(f"--plot {str(path)!r}: give the name of a file to write")
+    if not path.parent.is_dir():
+        raise InvalidInput(f"--plot {path}: the folder {path.parent} does not exist")
     pyplot()
     from matplotlib.backend_bases import FigureCanvasBase
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,8 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
         from shardex.scenarios.workload import load_workload
 
         starting = distinct(list(sets), "--set")
+        if workload is not None:
+            _known(starting, load_workload(workload, rate=rate).values, workload)
         if layout is not None:
             if workload is None:
                 raise click.UsageError("--layout needs a WORKLOAD with the values it shards")
@@ -125,6 +128,7 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
     if duration is not None:
         load = dataclasses.replace(load, duration=duration)
     overrides = distinct(list(sets), "--set")
+    _known(overrides, load.values, workload)
     for value, n in overrides.items():
         try:
             ShardPolicy(shards=n)
@@ -143,6 +147,16 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
     report(output.console(), result.to_dict(), per_shard=per_shard)
     if plot is not None:
         output.console().print(f"plot written to {plot}")
+
+
+def _known(sets: Mapping[str, int], values: Iterable[str], workload: Path) -> None:
+    """Refuse a --set of a value the workload does not have (a typo left N as it was)."""
+    names = list(values)
+    unknown = [value for value in sets if value not in names]
+    if unknown:
+        raise click.BadParameter(
+            f"{unknown[0]!r} is no value of {workload} (its values: {', '.join(names)})",
+            param_hint="--set")
 
 
 def report(console: Console, doc: dict[str, Any], *, per_shard: bool = False) -> None:
