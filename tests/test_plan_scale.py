@@ -71,3 +71,22 @@ def test_a_plan_places_each_shard_key_a_few_times(monkeypatch: pytest.MonkeyPatc
     # on the table as given (all placements) and on the larger one tried (half of them)
     assert placements <= 2 * TRIALS * shard_keys
     assert len(built) <= 3
+
+
+@pytest.mark.parametrize("item_writes", [1e8, 1e9])
+def test_a_table_past_the_modelled_partitions_gets_no_pre_warmed_size(
+        item_writes: float) -> None:
+    """The recommendation tried a table of the partitions the load needs (3,000,015 at
+    1e9 item writes a second), drawing placements over millions of partitions: 47-54 s
+    for one plan. Past MAX_PARTITIONS it says so instead, as the profile refuses."""
+    plan = plan_shards({"A": 5000.0}, item_writes=item_writes)
+    assert not plan.verdict.keeps_up
+    assert plan.verdict.setting is None
+    assert plan.verdict.reasons[-1] == (
+        "a table that takes it has more than 100,000 partitions, past what the planner "
+        "models: no pre-warmed size is proposed")
+
+
+def test_a_table_within_the_modelled_partitions_gets_its_pre_warmed_size() -> None:
+    plan = plan_shards({"A": 5000.0}, item_writes=1e7)
+    assert plan.verdict.setting == {"warm_write": 30_015_000.0}

@@ -28,7 +28,7 @@ from shardex.plan.partitions import (
     shard_loads,
 )
 from shardex.routing import MAX_SHARDS
-from shardex.sim.profiles import ASSUMPTIONS, Profile
+from shardex.sim.profiles import ASSUMPTIONS, MAX_PARTITIONS, Profile
 
 __all__ = ["PartitionPlan", "Verdict", "fit_shards", "fits", "judge", "partition_ceiling",
            "recommend", "resources"]
@@ -215,6 +215,9 @@ def recommend(model: Profile, units: Mapping[str, float], base: Mapping[str, int
     start = model.initial_partitions
     least = max(start + 1, math.ceil(round(total * headroom / model.write_ceiling, 9)))
     most = max(least, math.ceil(8 * min(model.quota_write, 1e6) / model.write_ceiling))
+    if least > MAX_PARTITIONS:
+        return None  # more than the model places: each try would draw millions of them
+    most = min(most, MAX_PARTITIONS)
 
     grown: dict[str, int] = dict(base)
 
@@ -329,6 +332,10 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
             f"avoids it, with {sized}"
             + (f"; past the per-table quota of {model.quota_write:,.0f}: request an increase"
                if value > model.quota_write else ""))
+    elif recommendation is None and reasons and model.partitions is None \
+            and table_units * headroom / model.write_ceiling > MAX_PARTITIONS:
+        reasons.append(f"a table that takes it has more than {MAX_PARTITIONS:,} partitions, "
+                       "past what the planner models: no pre-warmed size is proposed")
     keeps = not any(not p.fits for p in parts) and table_units <= table_limit * (
         1 + _EPSILON) and read_units <= read_limit * (1 + _EPSILON)
     summary = "keeps up" if keeps else "throttles: " + reasons[0]
