@@ -298,3 +298,32 @@ def test_adopt_commands_open_their_store_with_the_connection_options(
     code, line = failing(capsys, "adopt", *command, "--store", store, "--index", "orders",
                          "--region", "eu-west-1", "--endpoint-url", "http://127.0.0.1:9")
     assert (code, line) == (1, "error: opened at http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(("args", "fault"), [
+    (["autopilot", "log", "--store", "memory://", "--index", "i", "--key", "a#b"],
+     "logical key 'a#b' contains the separator '#'"),
+    (["autopilot", "log", "--store", "memory://", "--index", "i", "--key", ""],
+     "logical key must not be empty"),
+    (["plan", "--peak", "A=5000", "--ceiling", ""], "unknown ceiling ''"),
+    (["autopilot", "run", "--store", "memory://", "--index", "i", "--dry-run", "--duration",
+      "1", "--source", "meter", "--ceiling", ""], "unknown ceiling ''"),
+    (["routing", "show", "--store", "memory://", "--index", "i", "--config-profile", ""],
+     "--config-profile: a profile name, not an empty one"),
+], ids=["key #", "key empty", "plan ceiling", "autopilot ceiling", "config-profile"])
+def test_an_empty_or_unroutable_value_is_refused_not_taken(
+        capsys: pytest.CaptureFixture[str], args: list[str], fault: str) -> None:
+    """Each was taken: autopilot log --key unchecked, an empty --ceiling as the default,
+    an empty --config-profile as [default]."""
+    code, line = failing(capsys, *args)
+    assert code == 2
+    assert fault in line, line
+
+
+def test_a_config_file_that_is_a_directory_is_named_as_one(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """It was said not to exist."""
+    monkeypatch.setenv("SHARDEX_CONFIG", str(tmp_path))
+    code, line = failing(capsys, "routing", "show", "--store", "memory://", "--index", "i")
+    assert (code, line) == (2, f"error: config file {tmp_path} is a directory")

@@ -23,7 +23,16 @@ import click
 
 from shardex.commands import output
 from shardex.commands.connection import Connection, given_tiers, index_options, lasting, open_with
-from shardex.commands.params import MARGIN, MAX_AGE, RATE, UNIT_LEASE, WORKERS, count, number
+from shardex.commands.params import (
+    LOGICAL_KEY,
+    MARGIN,
+    MAX_AGE,
+    RATE,
+    UNIT_LEASE,
+    WORKERS,
+    count,
+    number,
+)
 from shardex.errors import InvalidInput
 from shardex.stores.base import Store
 
@@ -101,7 +110,7 @@ def _sizing(uri: str, ceiling: str | None, index: str) -> tuple[Any, Any]:
     from shardex.stores.uri import StoreURI
 
     scheme = StoreURI.parse(uri).scheme
-    found = resolve_ceiling(ceiling or _CEILINGS.get(scheme, "dynamodb"))
+    found = resolve_ceiling(_CEILINGS.get(scheme, "dynamodb") if ceiling is None else ceiling)
     # the loop plans for a table split for heat (each hot shard key its own partition)
     table = profile(_PROFILES.get(scheme, "dynamodb-on-demand"), partitions=0,
                     write_ceiling=found.write_units, read_ceiling=found.read_units)
@@ -220,7 +229,8 @@ def _records(uri: str, name: str, connection: Connection) -> Any:
 @index_options()
 @click.option("--limit", type=count(1, 100_000), default=50, show_default=True,
               help="The newest entries shown.")
-@click.option("--key", "key", default=None, help="Only the entries of this logical key.")
+@click.option("--key", "key", default=None, type=LOGICAL_KEY,
+              help="Only the entries of this logical key.")
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.autopilot.log/1.")
 def log(uri: str, name: str, limit: int, key: str | None, as_json: bool,
         connection: Connection) -> None:

@@ -99,6 +99,8 @@ def _profile(ctx: click.Context) -> Mapping[str, Any]:
     if _LOADED not in root.meta:
         named = root.meta.get(_NAME) or os.environ.get("SHARDEX_PROFILE") or None
         path, must = config_path()
+        if path.is_dir():
+            raise InvalidInput(f"config file {path} is a directory")
         if not path.is_file():
             if must or named:
                 raise InvalidInput(f"config file {path} does not exist"
@@ -144,6 +146,8 @@ class Setting(click.Option):
 def _choose(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is None:
         return
+    if not value:
+        raise click.BadParameter("a profile name, not an empty one", param_hint=PROFILE_OPTION)
     root = ctx.find_root()
     root.meta[_NAME] = value
     root.meta.pop(_LOADED, None)

@@ -269,7 +269,8 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
         table = _with_settings(table, mode or "table", settings)
     result = plan_shards(given, item_bytes=item_bytes,
                          read_item_bytes=read_item_bytes,
-                         ceiling=ceiling or CEILING_OF_MODE[mode or "table"], headroom=headroom,
+                         ceiling=CEILING_OF_MODE[mode or "table"] if ceiling is None
+                         else ceiling, headroom=headroom,
                          amplification=amplification, listing_items=listing,
                          consistent=not eventual,
                          latency=LatencyModel(latency_median_ms, latency_p99_ms),
