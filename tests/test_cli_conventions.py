@@ -327,3 +327,29 @@ def test_a_config_file_that_is_a_directory_is_named_as_one(
     monkeypatch.setenv("SHARDEX_CONFIG", str(tmp_path))
     code, line = failing(capsys, "routing", "show", "--store", "memory://", "--index", "i")
     assert (code, line) == (2, f"error: config file {tmp_path} is a directory")
+
+
+UNREACHED = "dynamodb://orders?region=us-east-1&endpoint_url=http://127.0.0.1:9"
+
+
+@pytest.mark.parametrize(("args", "fault"), [
+    (["routing", "set", "--override", "A=4", "--override", "A=5"],
+     "Invalid value for '--override': given twice for 'A'"),
+    (["routing", "set", "--override", "A=4", "--remove", "A"],
+     "'A' is given to --override and to --remove: give one"),
+    (["routing", "set", "--default", "2@nope"],
+     "Invalid value for '--default': names tier 'nope', which has no store"),
+    (["adopt", "start", "--from-gsi", "old", "--from-attribute", "status", "--set", "A=4@t"],
+     "'A' names tier 't': an adoption shards values in the new GSI's own store"),
+], ids=["override twice", "override and remove", "default tier", "adopt tier"])
+def test_contradictions_are_refused_before_the_store_is_reached(
+        capsys: pytest.CaptureFixture[str], args: list[str], fault: str) -> None:
+    """They went to the store (which, here, cannot be reached): --remove was dropped for
+    the --override of the same value, the later --override won, a tier without a store,
+    and adopt start, which takes no tiers, took one."""
+    store = UNREACHED.replace("orders?", "orders?gsi=sharded&key_attribute=k&"
+                              "sort_attribute=s&id_attribute=i&") if args[0] == "adopt" \
+        else UNREACHED
+    code, line = failing(capsys, *args, "--store", store, "--index", "orders")
+    assert code == 2
+    assert fault in line, line

@@ -156,6 +156,12 @@ def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribut
     source = gsi or from_table
     policies = {**({} if path is None else dict(layout_file(path).routing.overrides)),
                 **distinct(sets, "--set")}
+    tiered = sorted(value for value, policy in policies.items() if policy.tier is not None)
+    if tiered:
+        raise click.BadParameter(
+            f"{tiered[0]!r} names tier {policies[tiered[0]].tier!r}: an adoption shards "
+            "values in the new GSI's own store (move one to a tier later: shardex reshard "
+            "start --set VALUE=N@TIER --tier TIER=URI)", param_hint="'--set' or '--file'")
     lines = _Lines(every=0.0 if as_json else 5.0)
 
     async def begin() -> Any:

@@ -19,7 +19,7 @@ from shardex.commands.connection import (
     named_tiers,
     open_with,
 )
-from shardex.commands.params import LOGICAL_KEY, POLICY, ValuePair
+from shardex.commands.params import LOGICAL_KEY, POLICY, ValuePair, distinct
 from shardex.documents import DIAGNOSE_SCHEMA, PLAN_SCHEMA, ROUTING_RECORD_SCHEMA
 from shardex.errors import InvalidRouting, ReshardRefused
 from shardex.routing import ROUTING_FORMAT, Routing, ShardPolicy
@@ -194,7 +194,14 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
         raise click.UsageError("nothing to change: give --override, --remove, --default "
                                "or --file")
     given = layout_file(path) if path is not None else None
-    named_tiers([p.tier for _, p in overrides], "--override")
+    chosen = distinct(overrides, "--override")
+    both = sorted(set(chosen) & set(distinct([(v, v) for v in removals], "--remove")))
+    if both:
+        raise click.UsageError(f"{both[0]!r} is given to --override and to --remove: "
+                               "give one")
+    named_tiers([p.tier for p in chosen.values()], "--override")
+    if default is not None:
+        named_tiers([default.tier], "--default")
     if given is not None:
         named_tiers([p.tier for p in given.routing.overrides.values()], "--file")
     lasting(uri, "routing set")
@@ -210,7 +217,7 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
                                                            dict(current.overrides)))
             for value in removals:
                 base_overrides.pop(value, None)
-            base_overrides.update(overrides)
+            base_overrides.update(chosen)
             new = Routing(default=default or base_default, overrides=base_overrides,
                           version=current.version + 1)
             _refuse_default(uri, name, current, new)
