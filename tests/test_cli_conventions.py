@@ -353,3 +353,21 @@ def test_contradictions_are_refused_before_the_store_is_reached(
     code, line = failing(capsys, *args, "--store", store, "--index", "orders")
     assert code == 2
     assert fault in line, line
+
+
+@pytest.mark.parametrize(("args", "fault"), [
+    (["demo", "--reshard", "--duration", "1", "--rate", "4"],
+     "Invalid value for '--rate': with --reshard at least 50"),
+    (["demo", "--reshard", "--duration", "1", "--rate", "1e-300"],
+     "Invalid value for '--rate': with --reshard at least 50"),
+    (["plan", "--peak", "A=5", "--ceiling", "1e-200"],
+     "write_ceiling must be >= 1e-9 units/s, got 1e-200"),
+], ids=["reshard rate 4", "reshard rate tiny", "ceiling tiny"])
+def test_a_value_below_what_the_model_takes_is_refused_naming_the_bound(
+        capsys: pytest.CaptureFixture[str], args: list[str], fault: str) -> None:
+    """A --rate of 4 with --reshard failed inside the run on the routing record's throttle
+    (exit 1); 1e-300 was refused as a write_ceiling '> 0' of 2e-301, as was a ceiling of
+    1e-200, which is above 0."""
+    code, line = failing(capsys, *args)
+    assert code == 2
+    assert fault in line, line

@@ -30,7 +30,7 @@ __all__ = ["demo"]
               help="Virtual seconds of traffic per layout.")
 @click.option("--rate", default=None, type=number(0, 100_000, low_open=True),
               help="New orders a second (PENDING writes); 5,000 by default, 1,000 with "
-                   "--reshard.")
+                   "--reshard (at least 50 there).")
 @click.option("--reshard", "live", is_flag=True,
               help="Start unsharded and reshard live to the planned layout (the partition "
                    "ceiling is a fifth of --rate; --duration is split before and after).")
@@ -72,6 +72,13 @@ def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: flo
     if live:
         from shardex.commands.demo_reshard import reshard_demo
 
+        if rate is not None and rate < _LEAST_LIVE_RATE:
+            raise click.BadParameter(
+                f"with --reshard at least {_LEAST_LIVE_RATE:g} (the partition ceiling is a "
+                f"fifth of it, and below {_LEAST_LIVE_RATE / 5:g} units/s the routing record "
+                f"and the readers' own requests throttle), got {rate:g}",
+                param_hint="'--rate'")
+
         reshard_demo(as_json=as_json, plot=plot, seed=seed, duration=duration,
                      rate=rate or 1000.0)
         return
@@ -103,6 +110,7 @@ def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: flo
 
 
 _DEMO_URI = "memory://?partitions=0&warm_write=40000.0"
+_LEAST_LIVE_RATE = 50.0
 
 
 def _table_note(console: Console, check: Any) -> None:
