@@ -241,3 +241,11 @@ def test_every_pair_of_consecutive_states_keeps_reads_complete(
             if _moves(state) is not None:
                 assert _moves(state) == _writes(state)
         routing = new
+
+
+def test_a_default_change_that_moves_no_named_value_says_to_name_them() -> None:
+    """It said 'the layout asked for is the one in use', though the default differed."""
+    with pytest.raises(InvalidRouting, match=r"no value changes: the default does, but no "
+                                             r"value named \(--value, values=\) follows it"):
+        states.begin(Routing(), {}, default=P(4), values=(), reshard_id="r1", now=T0,
+                     margin=MARGIN)

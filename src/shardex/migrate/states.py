@@ -167,6 +167,11 @@ def begin(current: Routing, changes: Mapping[str, ShardPolicy | None], *,
     target = begin_transition(current, changes, default=default)
     moving = changed_values(current, target, values)
     if not moving:
+        if target.default != current.default:
+            raise InvalidRouting(
+                "no value changes: the default does, but no value named (--value, values=) "
+                "follows it; name each value that follows the default and holds entries "
+                "(the store cannot list them), and the reshard moves them")
         raise InvalidRouting("the layout asked for is the one in use: no value changes")
     meta = Transition(id=reshard_id, started_at=now, changed_at=now, margin=margin,
                       values=tuple(moving))
