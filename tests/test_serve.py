@@ -107,8 +107,18 @@ def test_serve_json_and_its_usage_errors(capsys: pytest.CaptureFixture[str]) -> 
         assert doc["feed"]["kind"] == "endpoint"  # one process, and the page says so
         refusals = [
             (["serve"], "give one source"),
-            (["serve", "--demo", "--store", "memory://"], "--store needs --index"),
-            (["serve", "--demo", "--index", "orders"], "select series of --prometheus"),
+            # the demo refuses what names a store or series, once (it said --store needs
+            # --index, then with --index that --index is not for --demo), and took the
+            # connection options the README says a store that cannot use refuses
+            (["serve", "--demo", "--store", "memory://"], "--store is for --prometheus"),
+            (["serve", "--demo", "--store", "memory://", "--index", "orders"],
+             "--store is for --prometheus"),
+            (["serve", "--demo", "--index", "orders"], "--index is for --prometheus"),
+            (["serve", "--demo", "--region", "eu-west-1"], "--region is for --prometheus"),
+            (["serve", "--demo", "--endpoint-url", "http://127.0.0.1:1"],
+             "--endpoint-url is for --prometheus"),
+            (["serve", "--prometheus", metrics.url, "--store", "memory://"],
+             "--store needs --index"),
             (["serve", "--prometheus", "ftp://x"], "http(s)://"),
             (["serve", "--prometheus", metrics.url, "--match", 'job="x"'],
              "is not a Prometheus server"),

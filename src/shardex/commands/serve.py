@@ -62,10 +62,19 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
 
     if (url is None) == (not demo):
         raise click.UsageError("give one source: --prometheus URL or --demo")
+    if demo:
+        # the demo's index lives on memory:// in this process: nothing here names a store
+        given = [option for option, value in (
+            ("--store", uri), ("--index", name), ("--match", match or None),
+            ("--region", connection.region), ("--profile", connection.profile),
+            ("--endpoint-url", connection.endpoint_url)) if value is not None]
+        configured = {"--" + setting.replace("_", "-") for setting in connection.configured}
+        stray = [option for option in given if option not in configured]
+        if stray:
+            raise click.UsageError(f"--demo runs its own index on memory:// in this process: "
+                                   f"{stray[0]} is for --prometheus")
     if uri is not None and name is None:
         raise click.UsageError("--store needs --index (the index whose routing it shows)")
-    if demo and (name is not None or match):
-        raise click.UsageError("--index and --match select series of --prometheus, not --demo")
     resolve_ceiling(ceiling)
     if uri is not None:
         connection.options(uri)  # a usage error now, not at the first poll
