@@ -290,3 +290,16 @@ def test_an_azure_table_that_cannot_keep_up_is_told_the_account_limit() -> None:
     said = " ".join(text.stdout.split())
     assert "storage account serves about 20,000 entities a second" in said
     assert "over 2 accounts" in said
+
+
+@pytest.mark.parametrize(("headroom", "needs"), [
+    (1e308, "needs more shards than a float can count"),
+    (1e6, "needs 6e+06 shards"),
+], ids=["overflow", "finite"])
+def test_a_peak_past_the_shard_limit_says_what_it_needs_and_why(headroom: float,
+                                                                 needs: str) -> None:
+    """An overflow read 'needs inf shards'; the message now names the factors too."""
+    with pytest.raises(InvalidInput) as refused:
+        shards_for(6000, ceiling=1000.0, headroom=headroom)
+    assert f"a peak of 6000 writes/s (x1 units, x{headroom:g} headroom) {needs}, over the " \
+        "limit of 4096" in str(refused.value)
