@@ -371,3 +371,19 @@ def test_a_value_below_what_the_model_takes_is_refused_naming_the_bound(
     code, line = failing(capsys, *args)
     assert code == 2
     assert fault in line, line
+
+
+@pytest.mark.parametrize(("args", "fault"), [
+    (["--throttle-file", ""], "Invalid value for '--throttle-file': a file's path, not an "
+                              "empty one"),
+    (["--throttle-query", " ", "--throttle-above", "5", "--prometheus", "http://127.0.0.1:9"],
+     "Invalid value for '--throttle-query': a PromQL query, not an empty one"),
+], ids=["file", "query"])
+def test_an_empty_throttle_signal_is_refused_before_the_store_is_reached(
+        capsys: pytest.CaptureFixture[str], args: list[str], fault: str) -> None:
+    """Both reached the store; an empty query would have failed at every ask, and a
+    failed ask holds the movers."""
+    code, line = failing(capsys, "reshard", "run", *args, "--store", UNREACHED, "--index",
+                         "orders")
+    assert code == 2
+    assert fault in line, line

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 import shlex
 from collections.abc import Callable
 from dataclasses import replace
@@ -148,6 +149,14 @@ def _sharing(redis: str | None, path: str | None, prometheus: str | None,
     from shardex.migrate.control import FileSignal, MetricSignal, Signal
 
     signals: list[Signal] = []
+    if path is not None and not path.strip():
+        raise click.BadParameter("a file's path, not an empty one", param_hint="'--throttle-file'")
+    if query is not None and not query.strip():
+        raise click.BadParameter("a PromQL query, not an empty one",
+                                 param_hint="'--throttle-query'")
+    if above is not None and not math.isfinite(above):
+        raise click.BadParameter(f"a finite threshold, got {above}",
+                                 param_hint="'--throttle-above'")
     if path is not None:
         signals.append(FileSignal(path))
     given = [prometheus is not None, query is not None, above is not None]
