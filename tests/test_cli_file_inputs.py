@@ -234,3 +234,22 @@ def test_simulate_refuses_a_set_of_a_value_the_workload_does_not_have(
     assert code == 2
     assert line.startswith(f"error: Invalid value for --set: {value!r} is no value of "
                            f"{path} (its values: A)"), line
+
+
+@pytest.mark.parametrize(("args", "fault"), [
+    (["simulate", "{w}", "--seed", "5"], "--seed is for --autopilot"),
+    (["simulate", "{w}", "--rate", "sustained"],
+     "{w}: is a TOML workload, which gives its own rates: --rate sustained"),
+    (["diagnose", "{log}", "--counters", "5"], "--counters goes with --stream or '-'"),
+    (["diagnose", "{log}", "--every", "5"], "--every goes with --stream or '-'"),
+], ids=["simulate seed", "simulate rate", "diagnose counters", "diagnose every"])
+def test_an_option_the_input_has_no_use_for_is_refused_not_ignored(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str],
+        fault: str) -> None:
+    """Each ran as if it had not been given."""
+    names = {"w": str(tmp_path / "w.toml"), "log": str(tmp_path / "log.csv")}
+    (tmp_path / "w.toml").write_text(_WORKLOAD)
+    (tmp_path / "log.csv").write_text("timestamp,key,op,units\n2026-11-30T05:00:00Z,A,write,2\n")
+    code, line = fails(capsys, *(arg.format(**names) for arg in args))
+    assert code == 2
+    assert fault.format(**names) in line, line

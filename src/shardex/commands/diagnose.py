@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.live import Live
 
@@ -115,6 +116,12 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
         _live(files[0], fmt, options, ceiling=ceiling, headroom=headroom, top=top,
               counters=counters, every=every, per_shard=per_shard, as_json=as_json)
         return
+    streamed = [f"--{name}" for name in ("every", "counters")
+                if click.get_current_context().get_parameter_source(name)
+                is not ParameterSource.DEFAULT]
+    if streamed:
+        raise InvalidInput(f"{streamed[0]} goes with --stream or '-' (stdin); files are "
+                           "read whole")
     if plot is not None:
         plot_target(plot)  # a missing plot extra or format fails now, not after the read
     status = output.console(stderr=True)

@@ -116,6 +116,10 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
         raise click.UsageError("Missing argument 'WORKLOAD' (or give --autopilot)")
     if policy is not None or noise is not None:
         raise click.UsageError("--policy and --noise are for --autopilot")
+    if click.get_current_context().get_parameter_source("seed") \
+            is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--seed is for --autopilot (a static layout's run draws "
+                               "nothing)")
 
     from shardex.routing import ShardPolicy
     from shardex.scenarios.simulate import routing_for

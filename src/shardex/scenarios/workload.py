@@ -310,4 +310,7 @@ def load_workload(path: str | Path, *, rate: str = "peak") -> Workload:
         raise _fail(name, f"is not valid TOML: {exc}") from exc
     except RecursionError:  # tomllib recurses once per level of nesting
         raise _fail(name, "is nested too deeply") from None
+    if rate != "peak":
+        raise _fail(name, f"is a TOML workload, which gives its own rates: --rate {rate} "
+                          "picks a figure of a diagnosis document (shardex diagnose --json)")
     return workload_from_dict(parsed, origin=name)
