@@ -242,7 +242,14 @@ def test_simulate_refuses_a_set_of_a_value_the_workload_does_not_have(
      "{w}: is a TOML workload, which gives its own rates: --rate sustained"),
     (["diagnose", "{log}", "--counters", "5"], "--counters goes with --stream or '-'"),
     (["diagnose", "{log}", "--every", "5"], "--every goes with --stream or '-'"),
-], ids=["simulate seed", "simulate rate", "diagnose counters", "diagnose every"])
+    (["diagnose", "{log}", "--table", "orders"],
+     "--table reads cloudtrail input, and none of the files is (csv)"),
+    (["diagnose", "{log}", "--item-bytes", "100"],
+     "--item-bytes reads cloudtrail input, and none of the files is (csv)"),
+    (["diagnose", "{log}", "--period", "60"],
+     "--period reads insights input, and none of the files is (csv)"),
+], ids=["simulate seed", "simulate rate", "diagnose counters", "diagnose every",
+        "cloudtrail table", "cloudtrail item bytes", "insights period"])
 def test_an_option_the_input_has_no_use_for_is_refused_not_ignored(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str],
         fault: str) -> None:

@@ -116,12 +116,16 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
         _live(files[0], fmt, options, ceiling=ceiling, headroom=headroom, top=top,
               counters=counters, every=every, per_shard=per_shard, as_json=as_json)
         return
+    ctx = click.get_current_context()
     streamed = [f"--{name}" for name in ("every", "counters")
-                if click.get_current_context().get_parameter_source(name)
-                is not ParameterSource.DEFAULT]
+                if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT]
     if streamed:
         raise InvalidInput(f"{streamed[0]} goes with --stream or '-' (stdin); files are "
                            "read whole")
+    _formats_read(files, fmt, {kind: [f"--{name.replace('_', '-')}" for name in names
+                                      if ctx.get_parameter_source(name)
+                                      is not ParameterSource.DEFAULT]
+                               for kind, names in _FOR_FORMAT.items()})
     if plot is not None:
         plot_target(plot)  # a missing plot extra or format fails now, not after the read
     status = output.console(stderr=True)
@@ -141,6 +145,25 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
     print_report(output.console(), result)
     if plot is not None:
         output.console().print(f"heat map written to {plot}", markup=False, highlight=False)
+
+
+# the options that one format of input reads, and no other
+_FOR_FORMAT = {"cloudtrail": ("table", "key_attribute", "item_bytes"),
+               "insights": ("insights_rule", "period")}
+
+
+def _formats_read(files: tuple[str, ...], fmt: str | None,
+                  given: dict[str, list[str]]) -> None:
+    """Refuse an option of a format that none of ``files`` is (it would go unread)."""
+    if not any(given.values()):
+        return
+    from shardex.heat.sources import expand
+
+    formats = {fmt} if fmt is not None else {detect_format(f) for f in expand(files)}
+    for kind, options in given.items():
+        if options and kind not in formats:
+            raise InvalidInput(f"{options[0]} reads {kind} input, and none of the files is "
+                               f"({', '.join(sorted(formats))})")
 
 
 def _spark_settings(engine: str, given: tuple[str, ...]) -> dict[str, str]:
