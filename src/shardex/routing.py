@@ -54,12 +54,12 @@ STATES: tuple[str, ...] = get_args(State)
 UNION_STATES = frozenset({"read-both", "write-new", "verified"})
 MAX_SHARDS = 4096
 _TIER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+ROUTING_FORMAT = "shardex.routing/1"
 
 
 def _is_version(version: Any) -> bool:
     """A routing version: an int (not a bool) from 1 to ``MAX_VERSION``, as stores keep it."""
     return type(version) is int and 1 <= version <= MAX_VERSION
-ROUTING_FORMAT = "shardex.routing/1"
 
 
 @dataclass(frozen=True, slots=True)
