@@ -100,7 +100,8 @@ def test_credentials_come_from_the_environment_the_sdk_way(
     (http_error(500, "OperationTimedOut"), shardex.Unavailable, "may or may not"),
     (http_error(500, "InternalError"), shardex.Unavailable, "may or may not"),
     (azure_errors.ServiceResponseError("read timed out"), shardex.Unavailable, "may or may not"),
-    (azure_errors.ServiceRequestError("connection refused"), shardex.Unavailable, "refused"),
+    (azure_errors.ServiceRequestError("connection refused"), shardex.Unavailable,
+     "connection refused); nothing was sent"),  # it said a write may have applied
     (http_error(412, "UpdateConditionNotSatisfied", azure_errors.ResourceModifiedError),
      shardex.ConditionFailed, "condition failed"),
     (http_error(409, "EntityAlreadyExists", azure_errors.ResourceExistsError),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -387,3 +389,23 @@ def test_an_empty_throttle_signal_is_refused_before_the_store_is_reached(
                          "orders")
     assert code == 2
     assert fault in line, line
+
+
+def test_a_drivers_warning_stays_off_stderr_without_verbose() -> None:
+    """The Cosmos DB SDK's 'Marking https://... unavailable for Read' came out beside the
+    command's one error line, through Python's last-resort handler (in a process of its
+    own: pytest's log capture would stand in for that handler here)."""
+    program = (
+        "import logging, sys\n"
+        "from shardex.cli import main\n"
+        "try:\n"
+        "    main(['plan', '--peak', 'A=100', '--json'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "for name in ('azure.cosmos', 'botocore.endpoint', 'urllib3.connectionpool'):\n"
+        "    logging.getLogger(name).warning('Marking https://127.0.0.1:9/ unavailable')\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert '"schema": "shardex.plan/1"' in done.stdout
+    assert done.stderr == ""

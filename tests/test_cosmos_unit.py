@@ -109,7 +109,8 @@ def test_credentials_come_from_the_environment_or_a_connection_string(
     (http_error(503), shardex.Unavailable, "may or may not"),
     (http_error(500), shardex.Unavailable, "may or may not"),
     (azure_errors.ServiceResponseError("read timed out"), shardex.Unavailable, "may or may not"),
-    (azure_errors.ServiceRequestError("connection refused"), shardex.Unavailable, "refused"),
+    (azure_errors.ServiceRequestError("connection refused"), shardex.Unavailable,
+     "connection refused); nothing was sent"),  # it said a write may have applied
     (http_error(412, kind=cosmos_errors.CosmosAccessConditionFailedError),
      shardex.ConditionFailed, "condition failed"),
     (http_error(409, kind=cosmos_errors.CosmosResourceExistsError), shardex.ConditionFailed,

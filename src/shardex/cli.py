@@ -147,6 +147,21 @@ def _usage(exc: click.UsageError) -> str:
     return message + hint
 
 
+# the store drivers' loggers: their warnings (the Cosmos DB SDK marks an endpoint it
+# cannot reach unavailable, for one) are not the command's output
+_DRIVERS = ("azure", "botocore", "aiobotocore", "urllib3")
+
+
+def _quiet_drivers() -> None:
+    """Keep the drivers' log records off stderr unless ``-vvv`` sends everyone's there:
+    with no handler of their own, Python's last-resort handler prints their warnings
+    beside the command's one error line."""
+    for name in _DRIVERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: every error prints as one line, ``error: ...``, never a traceback.
 
@@ -155,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     fails (a store error, a missing extra, a file that cannot be written), 130 on Ctrl-C.
     A group given no command prints its help and exits 2.
     """
+    _quiet_drivers()
     try:
         code = cli.main(args=list(argv) if argv is not None else None, prog_name="shardex",
                         standalone_mode=False)

@@ -44,6 +44,7 @@ __all__ = [
     "connection_settings",
     "map_error",
     "parse_connection_string",
+    "request_outcome",
 ]
 
 # An entity as read: its properties, and its ETag.
@@ -129,8 +130,16 @@ def map_error(exc: BaseException, *, operation: str, table: str, endpoint: str,
     if isinstance(exc, errors.ServiceRequestError | errors.ServiceResponseError) \
             or status >= 500 or isinstance(exc, TimeoutError | OSError):
         return Unavailable(f"{operation} on {where}: {endpoint} failed ({what}: {message}); "
-                           "a write may or may not have applied")
+                           + request_outcome(exc, errors))
     return StoreError(f"{operation} on {where}: {what}: {message}")
+
+
+def request_outcome(exc: BaseException, errors: Any) -> str:
+    """What a request that failed so left behind: the SDK's ServiceRequestError is raised
+    before anything was sent."""
+    if isinstance(exc, errors.ServiceRequestError):
+        return "nothing was sent"
+    return "a write may or may not have applied"
 
 
 def parse_connection_string(text: str) -> dict[str, str]:

@@ -39,7 +39,7 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
-from shardex.stores.azure.client import Adapter, parse_connection_string
+from shardex.stores.azure.client import Adapter, parse_connection_string, request_outcome
 from shardex.stores.azure.transport import with_transport
 from shardex.stores.uri import split_url
 
@@ -137,8 +137,8 @@ def map_error(exc: BaseException, *, operation: str, where: str, endpoint: str,
     if isinstance(exc, errors.ServiceRequestError | errors.ServiceResponseError) \
             or status in (408, 449) or status >= 500 or isinstance(exc, TimeoutError | OSError):
         return Unavailable(f"{operation} on {subject}: {endpoint} failed "
-                           f"({status or type(exc).__name__}: {message}); a write may or may "
-                           "not have applied")
+                           f"({status or type(exc).__name__}: {message}); "
+                           + request_outcome(exc, errors))
     return StoreError(f"{operation} on {subject}: {status or type(exc).__name__}: {message}")
 
 
