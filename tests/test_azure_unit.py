@@ -51,6 +51,8 @@ def test_the_uri_names_a_table_and_an_endpoint_never_credentials(account: None) 
     ("azure-tables://orders/path", "no path"),
     ("azure-tables://orders?account_key=x", "does not know the option"),
     ("azure-tables://orders?read_timeout=soon", "not a valid float"),
+    # taken before: an endpoint refused only at the first request
+    ("azure-tables://orders?endpoint=notaurl", "endpoint 'notaurl' is not an http:// or https:// URL"),
 ])
 def test_bad_uris_are_refused_naming_the_fault(account: None, uri: str, words: str) -> None:
     with pytest.raises(shardex.InvalidURI, match=words):
@@ -189,3 +191,10 @@ def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch, accou
     monkeypatch.setattr(builtins, "__import__", no_azure)
     with pytest.raises(shardex.MissingDependency, match=r"pip install 'shardex\[azure\]'"):
         shardex.open_store("azure-tables://orders")
+
+
+def test_an_endless_timeout_is_refused(account: None) -> None:
+    """It was taken: a request that never times out."""
+    with pytest.raises(shardex.InvalidInput, match="read_timeout must be a number of seconds "
+                                                   "above 0 and at most 3600, got inf"):
+        shardex.open_store("azure-tables://orders?read_timeout=inf")

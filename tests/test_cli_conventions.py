@@ -409,3 +409,14 @@ def test_a_drivers_warning_stays_off_stderr_without_verbose() -> None:
     assert done.returncode == 0, done.stderr
     assert '"schema": "shardex.plan/1"' in done.stdout
     assert done.stderr == ""
+
+
+@pytest.mark.parametrize("option", ["--region", "--profile", "--endpoint-url"])
+def test_an_empty_connection_option_is_refused(capsys: pytest.CaptureFixture[str],
+                                               option: str) -> None:
+    """An empty --region hid the URI's region, and the error then asked for one."""
+    code, line = failing(capsys, "routing", "show", "--store", UNREACHED, "--index", "orders",
+                         option, "")
+    assert (code, line) == (2, f"error: Invalid value for '{option}': empty; leave it out to "
+                               "use the store URI's or the environment's (see 'shardex "
+                               "routing show --help')")

@@ -55,6 +55,8 @@ def test_the_uri_names_a_database_a_container_and_an_endpoint_never_credentials(
     ("cosmos:///entries", "needs a database and a container"),
     ("cosmos://orders/entries?key=x", "does not know the option"),
     ("cosmos://orders/entries?read_timeout=soon", "not a valid float"),
+    # taken before: an endpoint refused only at the first request
+    ("cosmos://orders/entries?endpoint=notaurl", "endpoint 'notaurl' is not an http:// or https:// URL"),
 ])
 def test_bad_uris_are_refused_naming_the_fault(account: None, uri: str, words: str) -> None:
     with pytest.raises(shardex.InvalidURI, match=words):
@@ -195,3 +197,10 @@ def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch, accou
     monkeypatch.setattr(builtins, "__import__", no_cosmos)
     with pytest.raises(shardex.MissingDependency, match=r"pip install 'shardex\[cosmos\]'"):
         shardex.open_store("cosmos://orders/entries")
+
+
+def test_an_endless_timeout_is_refused(account: None) -> None:
+    """It was taken: a request that never times out."""
+    with pytest.raises(shardex.InvalidInput, match="read_timeout must be a number of seconds "
+                                                   "above 0 and at most 3600, got inf"):
+        shardex.open_store("cosmos://orders/entries?read_timeout=inf")

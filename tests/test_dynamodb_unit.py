@@ -369,7 +369,19 @@ def test_item_units_follow_the_1kb_rule() -> None:
     ("dynamodb://orders?colour=red", shardex.InvalidURI, "does not know"),
     ("dynamodb://orders?gsi=by_status", shardex.InvalidURI, "missing: key_attribute"),
     ("dynamodb://orders?key_attribute=a", shardex.InvalidURI, "GSI-mode options"),
-    ("dynamodb://orders?read_timeout=0", shardex.InvalidURI, "read_timeout must be > 0"),
+    ("dynamodb://orders?read_timeout=0", shardex.InvalidURI, "read_timeout must be a number "
+     "of seconds above 0 and at most 3600"),
+    # each of these was taken, and failed (or not) only at the first request
+    ("dynamodb://orders?connect_timeout=nan", shardex.InvalidURI, "connect_timeout must be"),
+    ("dynamodb://orders?read_timeout=inf", shardex.InvalidURI, "read_timeout must be"),
+    ("dynamodb://orders?version_attribute=v", shardex.InvalidURI,
+     "version_attribute is a GSI-mode option"),
+    ("dynamodb://orders?region=bad%20region", shardex.InvalidInput,
+     "region 'bad region' is not an AWS region name"),
+    ("dynamodb://orders?region=", shardex.InvalidInput, "region '' is not an AWS region name"),
+    ("dynamodb://orders?profile=", shardex.InvalidInput, "not an empty one"),
+    ("dynamodb://orders?endpoint_url=notaurl", shardex.InvalidURI,
+     "endpoint_url 'notaurl' is not an http:// or https:// URL with a host"),
     ("dynamodb://orders?gsi=g1x&key_attribute=a&sort_attribute=a&id_attribute=i",
      shardex.InvalidURI, "distinct"),
 ])

@@ -92,6 +92,12 @@ def connection_options(command: F) -> F:
     def wrapped(*args: Any, region: str | None, profile: str | None,
                 endpoint_url: str | None, **kwargs: Any) -> Any:
         ctx = click.get_current_context()
+        for option, value in (("--region", region), ("--profile", profile),
+                              ("--endpoint-url", endpoint_url)):
+            if value is not None and not value.strip():
+                # an empty one would stand for the URI's own, which it hides
+                raise click.BadParameter("empty; leave it out to use the store URI's or the "
+                                         "environment's", param_hint=f"'{option}'")
         configured = frozenset(name for name, _ in _CONNECTION
                                if ctx.get_parameter_source(name) is ParameterSource.DEFAULT_MAP)
         return command(*args, connection=Connection(region, profile, endpoint_url, configured),

@@ -9,19 +9,32 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from shardex.errors import InvalidURI
 
-__all__ = ["StoreURI", "split_url"]
+__all__ = ["TIMEOUTS", "StoreURI", "is_timeout", "split_url"]
 
 
-def split_url(url: str, what: str, *, port: bool = True) -> SplitResult:
+# a store's connect and read timeouts: above 0, and finite (an hour at most)
+TIMEOUTS = "a number of seconds above 0 and at most 3600"
+
+
+def is_timeout(seconds: Any) -> bool:
+    """Whether ``seconds`` is a connect or read timeout a store takes (``TIMEOUTS``)."""
+    return not isinstance(seconds, bool) and isinstance(seconds, int | float) \
+        and 0 < seconds <= 3600
+
+
+def split_url(url: str, what: str, *, port: bool = True, web: bool = False) -> SplitResult:
     """``urlsplit(url)``; a URL urllib cannot read (an unclosed IPv6 bracket, with ``port``
     a port that is not a number from 0 to 65535) raises InvalidURI naming ``what``, not
-    ValueError."""
+    ValueError; with ``web`` so does one that is not ``http(s)://HOST...`` (a service's
+    endpoint, which the drivers would otherwise refuse only at the first request)."""
     try:
         parts = urlsplit(url)
         if port:
             parts.port  # noqa: B018 - read for the ValueError it raises
     except ValueError as exc:
         raise InvalidURI(f"{what} {url!r} cannot be parsed: {exc}") from None
+    if web and (parts.scheme.lower() not in ("http", "https") or not parts.hostname):
+        raise InvalidURI(f"{what} {url!r} is not an http:// or https:// URL with a host")
     return parts
 
 

@@ -161,7 +161,7 @@ def connection_settings(endpoint: str | None, credential: Any = None,
     ``https://ACCOUNT.table.core.windows.net``.
     """
     url, credential = _settings(endpoint, credential, connection_string)
-    split_url(url, "Azure endpoint")
+    split_url(url, "Azure endpoint", web=True)
     return url, credential
 
 

@@ -22,7 +22,7 @@ from shardex.stores.azure.client import Row, SdkClient, TablesClient, map_error
 from shardex.stores.azure.placement import Placer, RepairReport, TableRows
 from shardex.stores.base import Capabilities, Store
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import StoreURI
+from shardex.stores.uri import TIMEOUTS, StoreURI, is_timeout
 
 __all__ = ["AzureTablesStore"]
 
@@ -57,9 +57,8 @@ class AzureTablesStore(Store):
             raise InvalidInput(f"Azure table name must be non-empty text, got {table!r}")
         for name, seconds in (("connect_timeout", connect_timeout),
                               ("read_timeout", read_timeout)):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-                    or not seconds > 0:
-                raise InvalidInput(f"{name} must be a number of seconds > 0, got {seconds!r}")
+            if not is_timeout(seconds):
+                raise InvalidInput(f"{name} must be {TIMEOUTS}, got {seconds!r}")
         self.table = table
         if client is not None and not isinstance(client, TablesClient):
             raise InvalidInput(f"client must be a shardex TablesClient adapter, got {client!r}")

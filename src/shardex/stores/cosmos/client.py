@@ -170,7 +170,7 @@ def connection_settings(endpoint: str | None, credential: Any = None,
     connection string or ``COSMOS_ENDPOINT`` names.
     """
     url, credential = _settings(endpoint, credential, connection_string)
-    split_url(url, "Cosmos DB endpoint")
+    split_url(url, "Cosmos DB endpoint", web=True)
     return url, credential
 
 

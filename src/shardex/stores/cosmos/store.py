@@ -32,7 +32,7 @@ from shardex.stores.cosmos import codec
 from shardex.stores.cosmos.client import ContainerClient, SdkClient, mapped_errors
 from shardex.stores.cosmos.placement import DocumentRows, Placer, RepairReport
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import StoreURI
+from shardex.stores.uri import TIMEOUTS, StoreURI, is_timeout
 
 __all__ = ["ChargeTally", "CosmosStore"]
 
@@ -113,9 +113,8 @@ class CosmosStore(Store):
                                    f"'/', got {name!r}")
         for what, seconds in (("connect_timeout", connect_timeout),
                               ("read_timeout", read_timeout)):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-                    or not seconds > 0:
-                raise InvalidInput(f"{what} must be a number of seconds > 0, got {seconds!r}")
+            if not is_timeout(seconds):
+                raise InvalidInput(f"{what} must be {TIMEOUTS}, got {seconds!r}")
         if charges not in _CHARGES:
             raise InvalidInput(f"charges must be one of {', '.join(_CHARGES)}, got {charges!r}")
         if client is not None and not isinstance(client, ContainerClient):

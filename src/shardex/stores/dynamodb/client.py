@@ -40,6 +40,7 @@ import functools
 import inspect
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -175,6 +176,8 @@ def _region(region: str | None) -> str | None:
 
 
 _NO_REGION = "add ?region=... to the store URI or set AWS_REGION / AWS_DEFAULT_REGION"
+# what botocore takes as a region name (its own check, at the first request)
+_REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
 
 
 def _method_name(operation: str) -> str:
@@ -342,7 +345,12 @@ def adapt_client(*, client: Any = None, session: Any = None, region: str | None 
     if client is not None and session is not None:
         raise InvalidInput("give DynamoDBStore a client or a session, not both")
     if endpoint_url is not None:
-        split_url(endpoint_url, "endpoint_url")
+        split_url(endpoint_url, "endpoint_url", web=True)
+    if region is not None and not _REGION.fullmatch(region):
+        raise InvalidInput(f"region {region!r} is not an AWS region name (letters, digits "
+                           "and '-', as us-east-1)")
+    if profile is not None and not profile.strip():
+        raise InvalidInput("profile: an AWS config profile's name, not an empty one")
     if isinstance(client, DynamoDBClient):
         return client
     if client is not None:

@@ -56,7 +56,7 @@ from shardex.stores.dynamodb.layout import Layout, units_of
 from shardex.stores.dynamodb.source import BorrowedClient, SourceGsiLayout, SourceTableLayout
 from shardex.stores.dynamodb.table import TableLayout
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import StoreURI
+from shardex.stores.uri import TIMEOUTS, StoreURI, is_timeout
 
 __all__ = ["DynamoDBStore"]
 
@@ -126,14 +126,14 @@ class DynamoDBStore(Store):
         gsi_only: dict[str, str | None] = {
             "meta_table": meta_table, "token_attribute": token_attribute,
             "history_attribute": history_attribute, "sort_owner": sort_owner}
-        for name, option in gsi_only.items():
+        for name, option in {**gsi_only, "version_attribute": version_attribute}.items():
             if not gsi and option is not None and option != _DEFAULTS.get(name):
                 raise InvalidInput(f"dynamodb:// {name} is a GSI-mode option (index-table mode "
                                    "keeps placements and the routing record in its own table)")
         for name, seconds in (("connect_timeout", connect_timeout),
                               ("read_timeout", read_timeout)):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
-                raise InvalidInput(f"dynamodb:// option {name} must be > 0 seconds, "
+            if not is_timeout(seconds):
+                raise InvalidInput(f"dynamodb:// option {name} must be {TIMEOUTS}, "
                                    f"got {seconds!r}")
         self._settings: dict[str, Any] = {
             "region": region, "endpoint_url": endpoint_url, "profile": profile, **given,
