@@ -52,7 +52,8 @@ def test_the_uri_names_a_table_and_an_endpoint_never_credentials(account: None) 
     ("azure-tables://orders?account_key=x", "does not know the option"),
     ("azure-tables://orders?read_timeout=soon", "not a valid float"),
     # taken before: an endpoint refused only at the first request
-    ("azure-tables://orders?endpoint=notaurl", "endpoint 'notaurl' is not an http:// or https:// URL"),
+    ("azure-tables://orders?endpoint=notaurl",
+     "endpoint 'notaurl' is not an http:// or https:// URL"),
 ])
 def test_bad_uris_are_refused_naming_the_fault(account: None, uri: str, words: str) -> None:
     with pytest.raises(shardex.InvalidURI, match=words):

@@ -56,7 +56,8 @@ def test_the_uri_names_a_database_a_container_and_an_endpoint_never_credentials(
     ("cosmos://orders/entries?key=x", "does not know the option"),
     ("cosmos://orders/entries?read_timeout=soon", "not a valid float"),
     # taken before: an endpoint refused only at the first request
-    ("cosmos://orders/entries?endpoint=notaurl", "endpoint 'notaurl' is not an http:// or https:// URL"),
+    ("cosmos://orders/entries?endpoint=notaurl",
+     "endpoint 'notaurl' is not an http:// or https:// URL"),
 ])
 def test_bad_uris_are_refused_naming_the_fault(account: None, uri: str, words: str) -> None:
     with pytest.raises(shardex.InvalidURI, match=words):
