@@ -248,8 +248,16 @@ def test_simulate_refuses_a_set_of_a_value_the_workload_does_not_have(
      "--item-bytes reads cloudtrail input, and none of the files is (csv)"),
     (["diagnose", "{log}", "--period", "60"],
      "--period reads insights input, and none of the files is (csv)"),
+    (["demo", "--autopilot", "--duration", "5"], "--autopilot takes --json and --seed only"),
+    (["demo", "--scenario", "tenants", "--duration", "1"],
+     "--reshard, --rate and --duration belong to the orders scenario"),
+    (["plan", "--peak", "A=3000", "--verify-seconds", "10"],
+     "--verify-seconds sets the run --verify makes: give --verify"),
+    (["simulate", "--autopilot", "--set", "NOPE=3", "--duration", "30"],
+     "'NOPE' is no value of the autopilot's day (its values: shop-anchor"),
 ], ids=["simulate seed", "simulate rate", "diagnose counters", "diagnose every",
-        "cloudtrail table", "cloudtrail item bytes", "insights period"])
+        "cloudtrail table", "cloudtrail item bytes", "insights period", "demo autopilot",
+        "demo tenants", "plan verify", "autopilot day set"])
 def test_an_option_the_input_has_no_use_for_is_refused_not_ignored(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str],
         fault: str) -> None:

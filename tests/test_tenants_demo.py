@@ -78,6 +78,6 @@ def test_the_cli_prints_the_schema_a_table_and_a_plot(tmp_path: Path) -> None:
 def test_options_of_the_other_scenario_are_usage_errors() -> None:
     done = CliRunner().invoke(cli, ["demo", "--scenario", "tenants", "--reshard"])
     assert done.exit_code == 2
-    assert "--reshard and --rate belong to the orders scenario" in done.output
+    assert "--reshard, --rate and --duration belong to the orders scenario" in done.output
     done = CliRunner().invoke(cli, ["demo", "--burst", "3"])
     assert done.exit_code == 2

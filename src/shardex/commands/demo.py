@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
@@ -49,10 +50,13 @@ def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: flo
     """Run a scenario on virtual time: orders by status (unsharded and sharded), or tenants."""
     from shardex.scenarios.orders import OrdersLoad, new_table_outcome, start_demo
 
+    duration_given = click.get_current_context().get_parameter_source("duration") \
+        is not ParameterSource.DEFAULT
     if autopilot:
         if live or rate is not None or burst is not None or plot is not None \
-                or scenario != "orders":
-            raise click.UsageError("--autopilot takes --json and --seed only")
+                or scenario != "orders" or duration_given:
+            raise click.UsageError("--autopilot takes --json and --seed only (its day is "
+                                   "three hours)")
         from shardex.commands.simulate_autopilot import autopilot_demo
 
         autopilot_demo(as_json=as_json, seed=seed)
@@ -61,8 +65,9 @@ def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: flo
     if plot is not None:
         plot_target(plot)  # a missing plot extra or format fails now, not after the runs
     if scenario == "tenants":
-        if live or rate is not None:
-            raise click.UsageError("--reshard and --rate belong to the orders scenario")
+        if live or rate is not None or duration_given:
+            raise click.UsageError("--reshard, --rate and --duration belong to the orders "
+                                   "scenario (the tenants' length follows --burst)")
         from shardex.commands.demo_tenants import tenants_demo
 
         tenants_demo(as_json=as_json, plot=plot, seed=seed, burst=burst)

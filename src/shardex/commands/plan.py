@@ -233,6 +233,8 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
     from shardex.sim.latency import LatencyModel
 
     given = distinct(peaks, "--peak")
+    if verify_seconds is not None and not verify:
+        raise click.UsageError("--verify-seconds sets the run --verify makes: give --verify")
     if source_file is not None:
         if amplification is not None:
             raise click.BadParameter("a diagnosis measured its units, amplification included",

@@ -99,9 +99,7 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
         from shardex.scenarios.simulate import routing_for
         from shardex.scenarios.workload import load_workload
 
-        starting = distinct(list(sets), "--set")
-        if workload is not None:
-            _known(starting, load_workload(workload, rate=rate).values, workload)
+        starting = distinct(list(sets), "--set")  # checked against the load's values there
         if layout is not None:
             if workload is None:
                 raise click.UsageError("--layout needs a WORKLOAD with the values it shards")

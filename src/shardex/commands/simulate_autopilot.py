@@ -38,6 +38,11 @@ def simulate_autopilot(workload: Path | None, *, policy: Path | None, store: str
         if duration is not None:
             found = dataclasses.replace(found, duration=duration)
         load = DayLoad(found, ramps_of(found), {}, 0.0 if noise is None else noise)
+    unknown = sorted(set(starting) - set(load.workload.values))
+    if unknown:
+        raise click.BadParameter(
+            f"{unknown[0]!r} is no value of {load.workload.origin} (its values: "
+            f"{', '.join(load.workload.values)})", param_hint="--set")
     if starting:
         values = {value: dataclasses.replace(spec, shards=starting.get(value, spec.shards))
                   for value, spec in load.workload.values.items()}
