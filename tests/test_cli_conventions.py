@@ -420,3 +420,22 @@ def test_an_empty_connection_option_is_refused(capsys: pytest.CaptureFixture[str
     assert (code, line) == (2, f"error: Invalid value for '{option}': empty; leave it out to "
                                "use the store URI's or the environment's (see 'shardex "
                                "routing show --help')")
+
+
+@pytest.mark.parametrize(("args", "fault"), [
+    (["--table", "latency_median_ms=500"], "latency_median_ms is no capacity setting"),
+    (["--table", "seed=3"], "seed is no capacity setting"),
+    (["--table", "partitions=5", "--table", "partitions=6"],
+     "Invalid value for --table: partitions is given twice"),
+    (["--partitions", "3", "--table", "partitions=5"],
+     "--partitions and --table partitions=N both set the table's partitions: give one"),
+    (["--latency-median-ms", "50", "--latency-p99-ms", "10"],
+     "Invalid value for --latency-p99-ms: latency p99_ms (10.0) must be >= median_ms (50.0)"),
+], ids=["latency setting", "seed setting", "twice", "partitions both", "latency order"])
+def test_plan_refuses_settings_it_would_not_use_or_that_contradict(
+        capsys: pytest.CaptureFixture[str], args: list[str], fault: str) -> None:
+    """The first two were taken and ignored; 'twice' named a store URI nobody gave;
+    --partitions silently won over --table's; the latency error named no option."""
+    code, line = failing(capsys, "plan", "--peak", "A=3000", *args)
+    assert code == 2
+    assert fault in line, line

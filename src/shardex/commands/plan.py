@@ -103,15 +103,23 @@ def _with_settings(table: Any, mode: str, settings: tuple[str, ...]) -> Any:
 
     from shardex.errors import InvalidInput
     from shardex.plan import PROFILE_OF_MODE
-    from shardex.stores.memory.options import capacity_from_uri
+    from shardex.stores.memory.options import CAPACITY_OPTIONS, capacity_from_uri
     from shardex.stores.uri import StoreURI
 
-    pairs = []
+    pairs, names = [], set()
     for text in settings:
         name, sep, value = text.partition("=")
         if not sep or not name or name == "profile":
             raise click.BadParameter(f"expected SETTING=VALUE (a capacity setting), got "
                                      f"{text!r}", param_hint="--table")
+        if name in names:
+            raise click.BadParameter(f"{name} is given twice", param_hint="--table")
+        if name not in CAPACITY_OPTIONS:
+            known = ", ".join(sorted(CAPACITY_OPTIONS))
+            raise click.BadParameter(
+                f"{name} is no capacity setting (the latency: --latency-median-ms and "
+                f"--latency-p99-ms); capacity settings: {known}", param_hint="--table")
+        names.add(name)
         pairs.append(f"{quote(name)}={quote(value)}")
     try:
         # each setting checked alone here, and all of them together over the profile
@@ -233,6 +241,15 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
     from shardex.sim.latency import LatencyModel
 
     given = distinct(peaks, "--peak")
+    try:
+        latency = LatencyModel(latency_median_ms, latency_p99_ms)
+    except InvalidInput as exc:
+        raise click.BadParameter(f"{exc} (--latency-median-ms {latency_median_ms:g})",
+                                 param_hint="--latency-p99-ms") from None
+    if partitions is not None and any(text.partition("=")[0] == "partitions"
+                                      for text in settings):
+        raise click.UsageError("--partitions and --table partitions=N both set the table's "
+                               "partitions: give one")
     if verify_seconds is not None and not verify:
         raise click.UsageError("--verify-seconds sets the run --verify makes: give --verify")
     if source_file is not None:
@@ -275,7 +292,7 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
                          else ceiling, headroom=headroom,
                          amplification=amplification, listing_items=listing,
                          consistent=not eventual,
-                         latency=LatencyModel(latency_median_ms, latency_p99_ms),
+                         latency=latency,
                          mode=mode or "table", table=table, item_writes=item_writes,
                          partitions=partitions)
     verified = _verify(result, verify_seconds) if verify else None
