@@ -439,3 +439,17 @@ def test_plan_refuses_settings_it_would_not_use_or_that_contradict(
     code, line = failing(capsys, "plan", "--peak", "A=3000", *args)
     assert code == 2
     assert fault in line, line
+
+
+@pytest.mark.parametrize(("args", "fault"), [
+    (["--store", UNREACHED, "--region", "eu-west-1"],
+     "Invalid value for '--region': 'eu-west-1' contradicts the store URI's region=us-east-1"),
+    (["--store", UNREACHED, "--endpoint-url", "http://127.0.0.1:8"],
+     "'http://127.0.0.1:8' contradicts the store URI's endpoint_url=http://127.0.0.1:9"),
+], ids=["region", "endpoint"])
+def test_a_connection_option_that_contradicts_the_uri_is_refused(
+        capsys: pytest.CaptureFixture[str], args: list[str], fault: str) -> None:
+    """The command line's silently replaced the URI's."""
+    code, line = failing(capsys, "routing", "show", "--index", "orders", *args)
+    assert code == 2
+    assert fault in line, line

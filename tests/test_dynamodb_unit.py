@@ -484,3 +484,23 @@ def test_aws_region_names_the_region_as_the_aws_sdks_read_it(
 
     assert asyncio.run(region()) == "eu-west-1"
     assert AioClient(region="us-east-2").endpoint == "DynamoDB in us-east-2"
+
+
+@pytest.mark.usefixtures("no_region")
+def test_an_endpoint_from_the_environment_is_the_one_errors_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Errors said 'cannot reach DynamoDB at DynamoDB in us-east-1' for a client that
+    AWS_ENDPOINT_URL sent elsewhere."""
+    from shardex.stores.dynamodb.client import AioClient
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+
+    async def endpoint() -> str:
+        client = AioClient(region="us-east-1")
+        await client.open()
+        try:
+            return client.endpoint
+        finally:
+            await client.close()
+
+    assert asyncio.run(endpoint()) == "http://127.0.0.1:9"

@@ -66,19 +66,41 @@ class Connection:
             ("endpoint_url", self.endpoint_url)) if value is not None}
         if not given:
             return {}
-        scheme = StoreURI.parse(uri).scheme
+        parsed = StoreURI.parse(uri)
+        scheme = parsed.scheme
         if scheme == "dynamodb":
-            return given
+            return self._beside(parsed, given, {})
         if scheme in ("azure-tables", "cosmos"):
             given = {k: v for k, v in given.items()
                      if k == "endpoint_url" or k not in self.configured}
             if set(given) == {"endpoint_url"}:
-                return {"endpoint": given["endpoint_url"]}
+                return self._beside(parsed, {"endpoint": given["endpoint_url"]},
+                                    {"endpoint": "endpoint_url"})
         stray = sorted(set(given) - self.configured)
         if not stray:
             return {}
         option = "--" + stray[0].replace("_", "-")
         raise click.BadParameter(f"{scheme}:// stores take no {option}", param_hint=f"'{option}'")
+
+
+    def _beside(self, uri: StoreURI, given: dict[str, Any],
+                names: Mapping[str, str]) -> dict[str, Any]:
+        """``given`` less what the URI names itself: the config profile's value gives way
+        to the URI's; one from the command line that differs from it is a usage error
+        (``names``: the URI option -> the connection setting, where they differ)."""
+        kept = dict(given)
+        for option, value in given.items():
+            setting = names.get(option, option)
+            if option not in uri.options:
+                continue
+            if setting in self.configured or uri.options[option] == value:
+                del kept[option]
+                continue
+            flag = "--" + setting.replace("_", "-")
+            raise click.BadParameter(
+                f"{value!r} contradicts the store URI's {option}={uri.options[option]}: give "
+                "one", param_hint=f"'{flag}'")
+        return kept
 
 
 def open_with(uri: str, connection: Connection) -> Store:

@@ -235,7 +235,9 @@ class AioClient(DynamoDBClient):
             raise InvalidInput(f"no AWS region for DynamoDB: {_NO_REGION}") from None
         _register_lean(self._client)
         self._stack = stack
-        if self.endpoint == "DynamoDB":
+        if self._endpoint_url is None:
+            # where the client goes: AWS_ENDPOINT_URL(_DYNAMODB) or the config files may
+            # name an endpoint, and the region's own is named by its URL too
             self.endpoint = str(self._client.meta.endpoint_url)
 
     async def close(self) -> None:
