@@ -9,7 +9,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from shardex.errors import InvalidURI
 
-__all__ = ["TIMEOUTS", "StoreURI", "is_timeout", "split_url"]
+__all__ = ["StoreURI", "TIMEOUTS", "is_timeout", "split_url"]
 
 
 # a store's connect and read timeouts: above 0, and finite (an hour at most)
