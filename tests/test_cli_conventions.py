@@ -453,3 +453,14 @@ def test_a_connection_option_that_contradicts_the_uri_is_refused(
     code, line = failing(capsys, "routing", "show", "--index", "orders", *args)
     assert code == 2
     assert fault in line, line
+
+
+@pytest.mark.parametrize("until", [[], ["--until", "verified"], ["--until", "read-both"]],
+                         ids=["default", "verified", "read-both"])
+def test_reshard_run_refuses_a_max_age_no_cutover_of_it_reads(
+        capsys: pytest.CaptureFixture[str], until: list[str]) -> None:
+    """Only a cutover reads it; a run that stops before one took it and went unread."""
+    code, line = failing(capsys, "reshard", "run", "--store", UNREACHED, "--index", "orders",
+                         *until, "--max-age", "60")
+    assert code == 2
+    assert "--max-age bounds the parity report a cutover relies on" in line, line

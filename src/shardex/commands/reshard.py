@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -320,6 +321,12 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
         max_age: float, every: float, metrics_port: int | None,
         connection: Connection, sharing: Any) -> None:
     """Drive the reshard of index NAME (resuming it wherever it stopped)."""
+    if (until is None or _STATES.index(until) <= _STATES.index("verified")) \
+            and click.get_current_context().get_parameter_source("max_age") \
+            is not ParameterSource.DEFAULT:
+        raise click.UsageError("--max-age bounds the parity report a cutover relies on: give "
+                               "--until read-new or later (the run stops at "
+                               f"{until or 'verified'}, before any cutover)")
     lasting(uri, "reshard run")
     out = output.console()
     store = open_with(uri, connection)
