@@ -70,7 +70,11 @@ def test_the_document_is_the_meters() -> None:
     assert pending["throttles"] == snap.values["PENDING"].throttles
     assert pending["shards"] == 2
     assert {r["key"] for r in doc["shard_keys"]} >= {"PENDING#0", "PENDING#1", "SHIPPED"}
-    assert len(doc["timeline"]["starts"]) == 10  # the closed windows
+    # the document's windows are the meter's closed ones: 10 here (the meter reads 10.2 s),
+    # 9 in one fresh-clone run, whose meter read its time before the 10th had closed
+    closed = [start for start in snap.windows if start + snap.window <= snap.at]
+    assert doc["timeline"]["starts"] == closed
+    assert len(closed) in (9, 10)
     assert doc["reshard"]["progress"] == 0.25
     assert doc["totals"]["requests"] == snap.totals.requests
 
