@@ -82,7 +82,6 @@ class Connection:
         option = "--" + stray[0].replace("_", "-")
         raise click.BadParameter(f"{scheme}:// stores take no {option}", param_hint=f"'{option}'")
 
-
     def _beside(self, uri: StoreURI, given: dict[str, Any],
                 names: Mapping[str, str]) -> dict[str, Any]:
         """``given`` less what the URI names itself: the config profile's value gives way

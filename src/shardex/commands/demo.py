@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
 from shardex.commands import output
-from shardex.commands.params import count, number
+from shardex.commands.params import count, given, number
 from shardex.documents import DEMO_SCHEMA
 from shardex.plotting import plot_target
 
@@ -50,8 +49,7 @@ def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: flo
     """Run a scenario on virtual time: orders by status (unsharded and sharded), or tenants."""
     from shardex.scenarios.orders import OrdersLoad, new_table_outcome, start_demo
 
-    duration_given = click.get_current_context().get_parameter_source("duration") \
-        is not ParameterSource.DEFAULT
+    duration_given = given("duration")
     if autopilot:
         if live or rate is not None or burst is not None or plot is not None \
                 or scenario != "orders" or duration_given:

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import click
-from click.core import ParameterSource
 from rich.console import Console
 from rich.live import Live
 
 from shardex.commands import output
 from shardex.commands.heat_view import frame, print_report
-from shardex.commands.params import HEADROOM, ITEM_BYTES, count, number
+from shardex.commands.params import HEADROOM, ITEM_BYTES, count, given, number
 from shardex.errors import InvalidInput
 from shardex.heat.sources import (
     ENGINES,
@@ -116,15 +115,12 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
         _live(files[0], fmt, options, ceiling=ceiling, headroom=headroom, top=top,
               counters=counters, every=every, per_shard=per_shard, as_json=as_json)
         return
-    ctx = click.get_current_context()
-    streamed = [f"--{name}" for name in ("every", "counters")
-                if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT]
+    streamed = [f"--{name}" for name in ("every", "counters") if given(name)]
     if streamed:
         raise InvalidInput(f"{streamed[0]} goes with --stream or '-' (stdin); files are "
                            "read whole")
     _formats_read(files, fmt, {kind: [f"--{name.replace('_', '-')}" for name in names
-                                      if ctx.get_parameter_source(name)
-                                      is not ParameterSource.DEFAULT]
+                                      if given(name)]
                                for kind, names in _FOR_FORMAT.items()})
     if plot is not None:
         plot_target(plot)  # a missing plot extra or format fails now, not after the read

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
@@ -28,7 +29,7 @@ from shardex.stores.uri import StoreURI
 __all__ = ["COUNT", "Choice", "DAY", "Duration", "Finite", "HEADROOM", "INDEX_NAME", "ITEM_BYTES",
            "LEASE", "LOGICAL_KEY", "MARGIN", "MAX_AGE", "NUMBER", "POLICY", "RATE", "RETAIN",
            "SETTLE", "STORE_URI", "TIER_NAME", "UNIT_LEASE", "ValuePair", "WORKERS", "count",
-           "distinct", "no_control", "number"]
+           "distinct", "given", "no_control", "number"]
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -262,6 +263,13 @@ class ValuePair(click.ParamType):  # type: ignore[type-arg]
         if not sep or not name:
             self.fail(f"expected {self.name}, e.g. {self.example}, got {value!r}", param, ctx)
         return self.key.convert(name, param, ctx), self.inner.convert(rest, param, ctx)
+
+
+def given(name: str) -> bool:
+    """Whether option ``name`` of the running command was given (on the command line, by
+    its environment variable or by the config profile) rather than left at its default."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source is not None and source is not ParameterSource.DEFAULT
 
 
 def distinct(pairs: Sequence[tuple[str, Any]], option: str) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from click.core import ParameterSource
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -61,6 +60,7 @@ from shardex.commands.params import (
     ValuePair,
     count,
     distinct,
+    given,
     number,
 )
 from shardex.commands.routing import LayoutFile, layout_file
@@ -322,8 +322,7 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
         connection: Connection, sharing: Any) -> None:
     """Drive the reshard of index NAME (resuming it wherever it stopped)."""
     if (until is None or _STATES.index(until) <= _STATES.index("verified")) \
-            and click.get_current_context().get_parameter_source("max_age") \
-            is not ParameterSource.DEFAULT:
+            and given("max_age"):
         raise click.UsageError("--max-age bounds the parity report a cutover relies on: give "
                                "--until read-new or later (the run stops at "
                                f"{until or 'verified'}, before any cutover)")

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from shardex.commands import output
-from shardex.commands.params import COUNT, ValuePair, distinct
+from shardex.commands.params import COUNT, ValuePair, distinct, given
 from shardex.errors import InvalidInput
 from shardex.plotting import plot_target
 
@@ -114,8 +114,7 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
         raise click.UsageError("Missing argument 'WORKLOAD' (or give --autopilot)")
     if policy is not None or noise is not None:
         raise click.UsageError("--policy and --noise are for --autopilot")
-    if click.get_current_context().get_parameter_source("seed") \
-            is not click.core.ParameterSource.DEFAULT:
+    if given("seed"):
         raise click.UsageError("--seed is for --autopilot (a static layout's run draws "
                                "nothing)")
 
