@@ -16,7 +16,7 @@ from shardex.commands.params import COUNT, ValuePair, distinct, given
 from shardex.errors import InvalidInput
 from shardex.plotting import plot_target
 
-__all__ = ["simulate"]
+__all__ = ["refuse_unknown", "simulate"]
 
 def load_layout(path: Path) -> Any:
     """The routing a layout file carries: a ``shardex.plan/1`` or ``shardex.diagnose/1``
@@ -129,7 +129,7 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
     if duration is not None:
         load = dataclasses.replace(load, duration=duration)
     overrides = distinct(list(sets), "--set")
-    _known(overrides, load.values, workload)
+    refuse_unknown(overrides, load.values, workload)
     for value, n in overrides.items():
         try:
             ShardPolicy(shards=n)
@@ -150,13 +150,14 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
         output.console().print(f"plot written to {plot}")
 
 
-def _known(sets: Mapping[str, int], values: Iterable[str], workload: Path) -> None:
-    """Refuse a --set of a value the workload does not have (a typo left N as it was)."""
+def refuse_unknown(sets: Mapping[str, int], values: Iterable[str], origin: str | Path) -> None:
+    """Refuse a --set of a value the load from ``origin`` does not have (a typo left N as
+    it was)."""
     names = list(values)
     unknown = [value for value in sets if value not in names]
     if unknown:
         raise click.BadParameter(
-            f"{unknown[0]!r} is no value of {workload} (its values: {', '.join(names)})",
+            f"{unknown[0]!r} is no value of {origin} (its values: {', '.join(names)})",
             param_hint="--set")
 
 

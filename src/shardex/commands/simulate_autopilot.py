@@ -27,7 +27,7 @@ def simulate_autopilot(workload: Path | None, *, policy: Path | None, store: str
                        starting: dict[str, int], as_json: bool) -> None:
     """Run the load (the built-in day, or a workload file) the three ways and print them."""
     from shardex.autopilot import AutopilotPolicy, load_policy
-    from shardex.commands.simulate import model
+    from shardex.commands.simulate import model, refuse_unknown
     from shardex.scenarios.day import DayLoad, day, ramps_of
     from shardex.scenarios.workload import load_workload
 
@@ -38,11 +38,7 @@ def simulate_autopilot(workload: Path | None, *, policy: Path | None, store: str
         if duration is not None:
             found = dataclasses.replace(found, duration=duration)
         load = DayLoad(found, ramps_of(found), {}, 0.0 if noise is None else noise)
-    unknown = sorted(set(starting) - set(load.workload.values))
-    if unknown:
-        raise click.BadParameter(
-            f"{unknown[0]!r} is no value of {load.workload.origin} (its values: "
-            f"{', '.join(load.workload.values)})", param_hint="--set")
+    refuse_unknown(starting, load.workload.values, load.workload.origin)
     if starting:
         values = {value: dataclasses.replace(spec, shards=starting.get(value, spec.shards))
                   for value, spec in load.workload.values.items()}
