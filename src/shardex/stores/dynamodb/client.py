@@ -41,7 +41,7 @@ import inspect
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from shardex.clock import Clock
@@ -176,6 +176,17 @@ def _region(region: str | None) -> str | None:
 
 
 _NO_REGION = "add ?region=... to the store URI or set AWS_REGION / AWS_DEFAULT_REGION"
+
+
+@contextlib.contextmanager
+def _region_needed() -> Iterator[None]:
+    """Building a client: botocore's NoRegionError, raised there, as InvalidInput."""
+    _, errors = _botocore()
+    try:
+        yield
+    except errors.NoRegionError:
+        raise InvalidInput(f"no AWS region for DynamoDB: {_NO_REGION}") from None
+
 # what botocore takes as a region name (its own check, at the first request)
 _REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
 
@@ -226,13 +237,10 @@ class AioClient(DynamoDBClient):
         if not self._owned or self._client is not None:
             return
         stack = contextlib.AsyncExitStack()
-        _, errors = _botocore()
-        try:
+        with _region_needed():
             self._client = await stack.enter_async_context(self._session.create_client(
                 "dynamodb", region_name=self._region, endpoint_url=self._endpoint_url,
                 config=self._config))
-        except errors.NoRegionError:
-            raise InvalidInput(f"no AWS region for DynamoDB: {_NO_REGION}") from None
         _register_lean(self._client)
         self._stack = stack
         if self._endpoint_url is None:
@@ -296,12 +304,9 @@ class ThreadedClient(DynamoDBClient):
             if session is None:
                 raise InvalidInput("ThreadedClient needs a boto3 client or session")
             make = getattr(session, "client", None) or session.create_client
-            _, errors = _botocore()
-            try:
+            with _region_needed():
                 client = make("dynamodb", region_name=_region(region),
                               endpoint_url=endpoint_url, config=config)
-            except errors.NoRegionError:
-                raise InvalidInput(f"no AWS region for DynamoDB: {_NO_REGION}") from None
             _register_lean(client)
         self._client = client
         self._methods: dict[str, Callable[..., dict[str, Any]]] = {}
