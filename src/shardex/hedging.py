@@ -303,9 +303,14 @@ class _Hedged(Generic[T]):
             self._running = []
             raise
         finally:
-            if self._timer is not None:
-                self._timer.cancel()
-            for state in self._states:
+            # dropped as they end: a cancelled timer task's traceback holds this read,
+            # and each copy's state calls back into it; a cycle left here would keep the
+            # whole read (and what it reads into) for the garbage collector
+            timer, self._timer = self._timer, None
+            if timer is not None:
+                timer.cancel()
+            states, self._states = self._states, []
+            for state in states:
                 state.abandon()
             for copy in self._running:
                 self._report.abandoned(copy)

@@ -270,8 +270,7 @@ class ShardedIndex(IndexReads):
         except BaseException:
             for close in reversed(opened):
                 await close()
-            self._fanout = None
-            self._fanouts = {}
+            self._fanout, self._fanouts, self._tier_reads = None, {}, None
             raise
         self._refresher = asyncio.ensure_future(self._record.keep_fresh())
         self._loop = asyncio.get_running_loop()
@@ -292,7 +291,9 @@ class ShardedIndex(IndexReads):
                 for tier_fanout in self._fanouts.values():
                     await tier_fanout.close()
             finally:
-                self._fanouts = {}
+                # the tier reads call back into this index: dropped, no cycle outlives it
+                # (a run's whole store would wait for the garbage collector)
+                self._fanouts, self._tier_reads = {}, None
                 if self._admission is not None and self._owns_admission:
                     await self._admission.close()
                 await self._tiers.close()
