@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import decimal
 import sys
@@ -14,6 +15,7 @@ from azure.data.tables import TableTransactionError
 import shardex
 from shardex.model.entries import StoredEntry
 from shardex.stores.azure import AzureTablesStore, codec
+from shardex.stores.azure.admin import create_table
 from shardex.stores.azure.client import connection_settings, map_error
 
 AZURITE_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
@@ -69,6 +71,26 @@ def test_bad_options_are_refused(account: None) -> None:
         AzureTablesStore("orders", client=object())  # type: ignore[arg-type]
     with pytest.raises(shardex.InvalidInput, match="does not know"):
         shardex.open_store("azure-tables://orders", region="x")
+
+
+@pytest.mark.parametrize(("table", "words"), [
+    ("my_table", "give 3 to 63 letters and digits, the first a letter"),
+    ("my-table", "give 3 to 63 letters and digits"), ("ab", "give 3 to 63"),
+    ("1orders", "the first a letter"), ("x" * 64, "3 to 63"), ("orders\u00e9", "letters"),
+    ("Tables", "reserved by the service"), (None, "give 3 to 63"),
+])
+def test_a_table_name_azure_refuses_is_refused_before_any_request(
+        account: None, table: str, words: str) -> None:
+    """They reached the service (Azurite takes some of them, Azure answers
+    InvalidResourceName), or failed at the first request."""
+    with pytest.raises(shardex.InvalidInput, match=words):
+        AzureTablesStore(table)
+    if table is not None:
+        with pytest.raises(shardex.InvalidInput, match=words):
+            shardex.open_store(f"azure-tables://{table}")
+        with pytest.raises(shardex.InvalidInput, match=words):
+            asyncio.run(create_table(table, endpoint="http://127.0.0.1:1/a"))
+    assert AzureTablesStore("Orders2026" + "x" * 53).table.startswith("Orders2026")
 
 
 def test_credentials_come_from_the_environment_the_sdk_way(

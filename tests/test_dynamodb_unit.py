@@ -466,6 +466,25 @@ def test_a_client_without_a_region_is_refused_naming_the_fix() -> None:
 
 
 @pytest.mark.usefixtures("no_region")
+@pytest.mark.parametrize("variable", ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"])
+def test_an_endpoint_from_the_environment_that_is_no_url_is_refused_naming_it(
+        monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    """botocore's ValueError ('Invalid endpoint: notaurl') came out at exit 1, naming
+    neither the variable nor a fix."""
+    from shardex.stores.dynamodb.client import AioClient, ThreadedClient
+
+    monkeypatch.setenv(variable, "notaurl")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    fault = "DynamoDB endpoint: Invalid endpoint: notaurl, as AWS_ENDPOINT_URL, "
+    with pytest.raises(shardex.InvalidInput, match=fault):
+        asyncio.run(AioClient().open())
+    import boto3
+
+    with pytest.raises(shardex.InvalidInput, match=fault):
+        ThreadedClient(session=boto3.Session())
+
+
+@pytest.mark.usefixtures("no_region")
 def test_aws_region_names_the_region_as_the_aws_sdks_read_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """botocore reads AWS_DEFAULT_REGION only: AWS_REGION, which the docs and the error

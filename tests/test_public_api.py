@@ -107,6 +107,13 @@ def test_unknown_store_scheme_and_options_are_clear_errors() -> None:
         shardex.open_store("memory://?ceiling=5")
     with pytest.raises(shardex.InvalidURI, match="repeats the option"):
         shardex.open_store("memory://?seed=1&seed=2")
+    # urllib reads these without a word: an option named '' and a fragment it drops
+    with pytest.raises(shardex.InvalidURI, match="an option with no name"):
+        shardex.open_store("memory://?=1")
+    for uri in ("memory://#frag", "memory://?seed=1#x", "memory://#",
+                "dynamodb://orders?region=eu-west-1#gsi=x"):
+        with pytest.raises(shardex.InvalidURI, match="'#' fragment"):
+            shardex.open_store(uri)
 
 
 def test_an_index_must_be_open_to_be_used() -> None:

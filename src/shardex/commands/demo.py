@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shardex.commands import output
-from shardex.commands.params import count, given, number
+from shardex.commands.params import PLOT, count, given, number
 from shardex.documents import DEMO_SCHEMA
 from shardex.plotting import plot_target
 
@@ -21,7 +21,7 @@ __all__ = ["demo"]
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
-@click.option("--plot", type=click.Path(dir_okay=False, writable=True, path_type=Path),
+@click.option("--plot", type=PLOT,
               help="Draw per-shard-key write rates over time to this PNG (plot extra).")
 @click.option("--seed", default=1, show_default=True, type=count(0, 2**63 - 1),
               help="Seed of the workload and store.")

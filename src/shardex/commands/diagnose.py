@@ -19,7 +19,7 @@ from rich.live import Live
 
 from shardex.commands import output
 from shardex.commands.heat_view import frame, print_report
-from shardex.commands.params import HEADROOM, ITEM_BYTES, count, given, number
+from shardex.commands.params import HEADROOM, ITEM_BYTES, PLOT, count, given, number
 from shardex.errors import InvalidInput
 from shardex.heat.sources import (
     ENGINES,
@@ -82,7 +82,7 @@ _clock: Callable[[], float] = time.monotonic
                    "spark.jars.packages=org.apache.hadoop:hadoop-aws:3.4.1 for s3a://.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the report as JSON (live: one JSON line a refresh).")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--plot", type=PLOT,
               help="Draw a heat map of the top keys over time to this PNG (plot extra).")
 def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: bool,
              ceiling: str, headroom: float, top: int, per_shard: bool, stream: bool,

@@ -16,6 +16,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -27,9 +28,9 @@ from shardex.routing import ShardPolicy, check_tier_name
 from shardex.stores.uri import StoreURI
 
 __all__ = ["COUNT", "Choice", "DAY", "Duration", "Finite", "HEADROOM", "INDEX_NAME", "ITEM_BYTES",
-           "LEASE", "LOGICAL_KEY", "MARGIN", "MAX_AGE", "NUMBER", "POLICY", "RATE", "RETAIN",
-           "SETTLE", "STORE_URI", "TIER_NAME", "UNIT_LEASE", "ValuePair", "WORKERS", "count",
-           "distinct", "given", "no_control", "number"]
+           "LEASE", "LOGICAL_KEY", "MARGIN", "MAX_AGE", "NUMBER", "PLOT", "POLICY", "RATE",
+           "RETAIN", "SETTLE", "STORE_URI", "TIER_NAME", "UNIT_LEASE", "ValuePair", "WORKERS",
+           "count", "distinct", "given", "no_control", "number"]
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -148,6 +149,23 @@ def no_control(text: str, kind: str) -> str:
             raise InvalidInput(f"{kind} {text!r} holds a control character "
                                f"(U+{ord(char):04X}), which the command line does not take")
     return text
+
+
+class _PlotFile(click.Path):
+    """The file ``--plot`` draws to: click's Path, with an empty name refused as given
+    (click would hand the command ``Path('.')``, named back to the user as '.')."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, writable=True, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if value == "":
+            self.fail("'': give the name of a file to write", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+PLOT = _PlotFile()
 
 
 class _Name(click.ParamType):  # type: ignore[type-arg]

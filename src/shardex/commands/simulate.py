@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from shardex.commands import output
-from shardex.commands.params import COUNT, ValuePair, distinct, given
+from shardex.commands.params import COUNT, PLOT, ValuePair, distinct, given
 from shardex.errors import InvalidInput
 from shardex.plotting import plot_target
 
@@ -70,7 +70,7 @@ def model(table: dict[str, Any], store: str | None, origin: str = "workload"
               show_default=True, help="A diagnosis: offer each key's peak or sustained rate.")
 @click.option("--per-shard", is_flag=True, help="List every shard key.")
 @click.option("--json", "as_json", is_flag=True, help="Print a shardex.simulate/1 document.")
-@click.option("--plot", type=click.Path(dir_okay=False, writable=True, path_type=Path),
+@click.option("--plot", type=PLOT,
               help="Draw offered and accepted writes, and the table's use, to this PNG.")
 @click.option("--autopilot", is_flag=True,
               help="Run the autopilot against the load (WORKLOAD, or a day of load with "

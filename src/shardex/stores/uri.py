@@ -52,12 +52,20 @@ class StoreURI:
 
     @classmethod
     def parse(cls, uri: str) -> StoreURI:
-        """Parse ``uri``; raise InvalidURI for a missing scheme or a repeated option."""
+        """Parse ``uri``; raise InvalidURI for a missing scheme, a repeated or unnamed option,
+        or a fragment."""
         if not isinstance(uri, str) or "://" not in uri:
             raise InvalidURI(f"store URI must look like scheme://..., got {uri!r}")
         parts = split_url(uri, "store URI", port=False)
+        if parts.fragment or uri.endswith("#"):
+            # urllib drops it silently: a '#' in a name or a password would cut it short
+            raise InvalidURI(f"store URI {uri!r} has a '#' fragment, which no store reads "
+                             "(write a '#' in a name or password as %23)")
         options: dict[str, str] = {}
         for name, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
+            if not name:
+                raise InvalidURI(f"store URI {uri!r} has an option with no name "
+                                 f"(={value!r}); options are name=value")
             if name in options:
                 raise InvalidURI(f"store URI {uri!r} repeats the option {name!r}")
             options[name] = value

@@ -11,11 +11,13 @@ from typing import Any
 
 from shardex.errors import ConditionFailed
 from shardex.stores.azure.client import _import_sdk, connection_settings, map_error
+from shardex.stores.azure.store import check_table_name
 
 __all__ = ["create_table", "delete_table"]
 
 
 async def _run(table: str, action: str, connection: dict[str, Any]) -> str:
+    check_table_name(table)
     aio = _import_sdk()
     endpoint, credential = connection_settings(connection.get("endpoint"),
                                                connection.get("credential"),

@@ -8,6 +8,7 @@ a write costs one unit an entity written, a read one an entity returned, at leas
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlencode
@@ -24,13 +25,28 @@ from shardex.stores.base import Capabilities, Store
 from shardex.stores.metered import Recorder
 from shardex.stores.uri import TIMEOUTS, StoreURI, is_timeout
 
-__all__ = ["AzureTablesStore"]
+__all__ = ["AzureTablesStore", "check_table_name"]
 
 _MAX_PAGE = 1000
 _ENTRY_FIELDS = ["PartitionKey", "RowKey", "k", "s", "id", "t", "st"]
 _OPTIONS: Mapping[str, type] = {"endpoint": str, "connect_timeout": float,
                                 "read_timeout": float}
 
+
+
+# Azure's rule for a table name (the service answers InvalidResourceName otherwise, and
+# Azurite takes some it refuses): a letter, then letters and digits, 3 to 63 in all
+_TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]{2,62}")
+
+
+def check_table_name(table: Any) -> str:
+    """``table``, if Azure Table Storage takes it as a table name; InvalidInput otherwise."""
+    if type(table) is not str or not _TABLE_NAME.fullmatch(table):
+        raise InvalidInput(f"Azure table name {table!r}: give 3 to 63 letters and digits, "
+                           "the first a letter")
+    if table.lower() == "tables":
+        raise InvalidInput(f"Azure table name {table!r} is reserved by the service")
+    return table
 
 
 class AzureTablesStore(Store):
@@ -53,8 +69,7 @@ class AzureTablesStore(Store):
                  clock: Clock | None = None) -> None:
         super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE,
                                                    values=codec.AZURE_VALUES), clock=clock)
-        if type(table) is not str or not table:
-            raise InvalidInput(f"Azure table name must be non-empty text, got {table!r}")
+        check_table_name(table)
         for name, seconds in (("connect_timeout", connect_timeout),
                               ("read_timeout", read_timeout)):
             if not is_timeout(seconds):

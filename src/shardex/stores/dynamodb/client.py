@@ -180,12 +180,20 @@ _NO_REGION = "add ?region=... to the store URI or set AWS_REGION / AWS_DEFAULT_R
 
 @contextlib.contextmanager
 def _region_needed() -> Iterator[None]:
-    """Building a client: botocore's NoRegionError, raised there, as InvalidInput."""
+    """Building a client: botocore's NoRegionError, and its ValueError for an endpoint
+    that is no URL (one named by the environment or the config files: shardex checks its
+    own ``endpoint_url`` before), raised there, as InvalidInput."""
     _, errors = _botocore()
     try:
         yield
     except errors.NoRegionError:
         raise InvalidInput(f"no AWS region for DynamoDB: {_NO_REGION}") from None
+    except ValueError as exc:
+        if not str(exc).startswith("Invalid endpoint"):
+            raise
+        raise InvalidInput(f"DynamoDB endpoint: {exc}, as AWS_ENDPOINT_URL, "
+                           "AWS_ENDPOINT_URL_DYNAMODB or the AWS config file's endpoint_url "
+                           "names it; give an http:// or https:// URL") from None
 
 # what botocore takes as a region name (its own check, at the first request)
 _REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")

@@ -74,7 +74,6 @@ _DEFAULTS: dict[str, Any] = {"version_attribute": "shardex_version",
                              "token_attribute": "shardex_token",
                              "history_attribute": "shardex_history", "sort_owner": "shardex",
                              "connect_timeout": 5.0, "read_timeout": 30.0}
-_GSI_ONLY = ("meta_table", "token_attribute", "history_attribute", "sort_owner")
 
 
 def _check_table_name(name: Any, what: str) -> str:
