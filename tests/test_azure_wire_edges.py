@@ -104,9 +104,8 @@ def test_a_page_refused_mid_listing_fails_the_same_both_ways(status: int, code: 
             return await super().send(request, **kwargs)
 
     async def fail(lean: bool) -> tuple[Exception, int]:
-        client = SdkClient(name, endpoint=azurite.require_endpoint())
         transport = Refusing()
-        client._options["transport"] = transport
+        client = SdkClient(name, endpoint=azurite.require_endpoint(), transport=transport)
         await client.open()
         if not lean:
             client._lean = None

@@ -376,10 +376,16 @@ def test_cosmos_read_many_under_429_raises_throttled_and_a_retry_reads_all() -> 
     retry (``CrossReads`` retries the whole read) answers as ``locate`` one by one."""
     _REQUIRE["cosmos"]()
 
+    from shardex.stores.cosmos import CosmosStore
+    from shardex.stores.cosmos.client import SdkClient
+
     async def body() -> None:
-        store: Any = BACKENDS["cosmos"].store()
         transport = _throttling_transport()
-        store.client._options["transport"] = transport
+        made: Any = BACKENDS["cosmos"].store()
+        store = CosmosStore(made.database, made.container, charges="estimated",
+                            client=SdkClient(made.database, made.container,
+                                             endpoint=made.client.endpoint,
+                                             transport=transport))
         async with store:
             ids = [*ODD_IDS, *(f"item-{i:04d}" for i in range(20))]
             await place(store, ids[:24], deleted=2)

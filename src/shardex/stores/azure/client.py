@@ -250,17 +250,23 @@ def _import_sdk() -> Any:
 
 
 class SdkClient(TablesClient):
-    """The official async client (``azure.data.tables.aio.TableClient``) on one table."""
+    """The official async client (``azure.data.tables.aio.TableClient``) on one table.
+
+    ``transport`` is an azure-core ``AsyncHttpTransport`` to send every request through
+    (a test's, to inject faults); by default the client makes its own on ``open``.
+    """
 
     def __init__(self, table: str, *, endpoint: str | None = None, credential: Any = None,
                  connection_string: str | None = None, connect_timeout: float = 5.0,
-                 read_timeout: float = 30.0) -> None:
+                 read_timeout: float = 30.0, transport: Any = None) -> None:
         aio = _import_sdk()
         self.table = table
         self.endpoint, self._credential = connection_settings(endpoint, credential,
                                                               connection_string)
-        self._options = {"retry_total": 0, "connection_timeout": connect_timeout,
-                         "read_timeout": read_timeout}
+        self._options: dict[str, Any] = {"retry_total": 0, "connection_timeout": connect_timeout,
+                                         "read_timeout": read_timeout}
+        if transport is not None:  # azure-core's AsyncHttpTransport to send through
+            self._options["transport"] = transport
         self._aio = aio
         self._client: Any = None
         self._lean: LeanQuery | None = None

@@ -291,16 +291,23 @@ class _Charge:
 
 
 class SdkClient(ContainerClient):
-    """The official async client (``azure.cosmos.aio``) on one container of one database."""
+    """The official async client (``azure.cosmos.aio``) on one container of one database.
+
+    ``transport`` is an azure-core ``AsyncHttpTransport`` to send every request through
+    (a test's, to inject faults); by default the client makes its own on ``open``.
+    """
 
     def __init__(self, database: str, container: str, *, endpoint: str | None = None,
                  credential: Any = None, connection_string: str | None = None,
-                 connect_timeout: float = 5.0, read_timeout: float = 30.0) -> None:
+                 connect_timeout: float = 5.0, read_timeout: float = 30.0,
+                 transport: Any = None) -> None:
         self._aio = import_sdk()
         self.database, self.table = database, container
         self.endpoint, self._credential = connection_settings(endpoint, credential,
                                                               connection_string)
         self._options = client_options(connect_timeout, read_timeout)
+        if transport is not None:  # azure-core's AsyncHttpTransport to send through
+            self._options["transport"] = transport
         self._client: Any = None
         self._container: Any = None
         # azure-core's aiohttp session keeps aiohttp's default pool: 100 connections
