@@ -259,6 +259,23 @@ def test_routing_set_takes_a_plan_as_it_is_and_state_refusals_exit_1(
     ]:
         code, line = failing(capsys, *args)
         assert (code, words in line) == (2, True), (args, line)
+    # {} was taken as a whole layout naming no value: every sharded value back to one key
+    for empty in ("{}", '{"routing": {}}', '{"version": 2}'):
+        (tmp_path / "empty.json").write_text(empty)
+        for command in (["reshard", "start"], ["routing", "set"]):
+            code, line = failing(capsys, *command, *store, "--file", str(tmp_path / "empty.json"),
+                                 *(["--dry-run"] if command[0] == "reshard" else []))
+            assert (code, "names no layout (neither default nor overrides)" in line) == \
+                (2, True), (empty, command, line)
+    # a plan for another value is a whole layout too: the sharded value it leaves out
+    # goes back to the default, and the steps say why
+    other = tmp_path / "other.json"
+    other.write_text(ok(capsys, "plan", "--peak", "SHIPPED=2500", "--json"))
+    text = "".join(ok(capsys, "reshard", "start", *store, "--file", str(other),
+                      "--dry-run").split())  # as the console folds it: no spaces
+    assert f"PENDING:{shards}shard(s),hash->1shard(s)" in text, text
+    assert f"tomove(notin{other}:backtothedefault)" in text, text
+    assert text.count("(notin") == 1  # the planned value carries no such note
 
 
 def test_no_help_describes_a_range_without_bounds() -> None:

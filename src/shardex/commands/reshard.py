@@ -167,11 +167,15 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
         named_tiers([given.routing.default.tier,
                      *(p.tier for p in given.routing.overrides.values())], "--file")
     lasting(uri, None if dry_run else "reshard start", offers_dry_run=True)
+    omitted: list[str] = []  # sharded values the --file leaves out: back to the default
 
     async def begin() -> Any:
         async with _resharder(uri, name, connection) as runner:
             current = await runner.routing()
             changes, file_default = _changes(current, given, overrides)
+            omitted.extend(sorted(value for value, policy in changes.items()
+                                  if policy is None and value in current.overrides
+                                  and value not in overrides))
             try:
                 plan = await runner.start(changes, default=default or file_default,
                                           values=values, margin=margin, dry_run=dry_run)
@@ -198,7 +202,9 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
               f"{plan.routing.version - 1} -> {plan.routing.version})", highlight=False)
     for value, p in plan.values.items():
         out.print(f"  {value}: {_policy_text(p.source)} -> {_policy_text(p.target)}: "
-                  f"{p.entries:,} entries, {p.to_move:,} to move", highlight=False)
+                  f"{p.entries:,} entries, {p.to_move:,} to move"
+                  + (f" (not in {path}: back to the default)" if value in omitted else ""),
+                  highlight=False)
     wait = lease + margin
     moving = plan.to_move * 2 / rate if rate else 0.0
     steps = [

@@ -135,6 +135,11 @@ def layout_file(path: Path, option: str = "--file") -> LayoutFile:
     if unknown:
         raise InvalidRouting(f"{path}: unknown field(s) {', '.join(map(repr, unknown))} in "
                              "a routing document")
+    if "default" not in doc and "overrides" not in doc:
+        # taken as the whole layout, {} would send every value back to one shard key
+        raise InvalidRouting(f"{path}: the routing document names no layout (neither default "
+                             "nor overrides); write \"overrides\": {} to mean every value on "
+                             "the default")
     version = doc.get("version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)
                                 or version < 1):
