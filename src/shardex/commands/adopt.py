@@ -51,7 +51,13 @@ from shardex.commands.params import (
     distinct,
     number,
 )
-from shardex.commands.reshard import parity_lines, print_parity, status_options, steps_lines
+from shardex.commands.reshard import (
+    gaps_refused,
+    parity_lines,
+    print_parity,
+    status_options,
+    steps_lines,
+)
 from shardex.commands.routing import layout_file
 from shardex.routing import ShardPolicy
 
@@ -268,9 +274,10 @@ def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
         click.echo(json.dumps(rounded({
             "schema": "shardex.adopt.verify/1", "index": name, **parity.to_dict(),
             "checked_at": iso(parity.checked_at), "clean": parity.clean}), indent=2))
-        return
-    print_parity(name, parity, "cutover is refused until a verify finds none"
-                 if not parity.clean else f"next: {_command('cutover', uri, name)}")
+    else:
+        print_parity(name, parity, "cutover is refused until a verify finds none"
+                     if not parity.clean else f"next: {_command('cutover', uri, name)}")
+    gaps_refused(name, parity, _command("run", uri, name))
 
 
 @adopt.command()

@@ -68,7 +68,7 @@ from shardex.errors import InvalidRouting, ReshardRefused
 from shardex.routing import Routing, ShardPolicy
 from shardex.stores.base import Store
 
-__all__ = ["parity_lines", "print_parity", "reshard", "steps_lines"]
+__all__ = ["gaps_refused", "parity_lines", "print_parity", "reshard", "steps_lines"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -425,6 +425,16 @@ def print_parity(name: str, parity: Any, then: str) -> None:
                   highlight=False)
 
 
+def gaps_refused(name: str, parity: Any, run: str) -> None:
+    """After a verify's report is printed: exit 1 (one line) if it found gaps, so that a
+    script sees them by the exit code, as ``cutover`` will; ``run`` mends them."""
+    if parity.clean:
+        return
+    gaps = ", ".join(f"{n:,} {kind}" for kind, n in parity.counts().items() if n)
+    raise ReshardRefused(f"index {name!r}: the parity check found gaps ({gaps}); run "
+                         f"'{run}', then verify again")
+
+
 def steps_lines(steps: list[str]) -> list[str]:
     """A status document's next steps, as lines."""
     return ["next steps:", *(f"  {step}" for step in steps)] if steps else []
@@ -497,8 +507,9 @@ def verify(uri: str, name: str, as_json: bool, connection: Connection) -> None:
             "schema": "shardex.reshard.verify/1", "index": name, "state": routing.state,
             **parity.to_dict(), "checked_at": iso(parity.checked_at),
             "clean": parity.clean}), indent=2))
-        return
-    print_parity(name, parity, f"the reshard is in {routing.state}")
+    else:
+        print_parity(name, parity, f"the reshard is in {routing.state}")
+    gaps_refused(name, parity, _command("run", uri, name))
 
 
 # -- cutover, complete, rollback ----------------------------------------------------------
