@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardex.clock import LoopClock
+from shardex.commands.controls import controls_lines
 from shardex.errors import MalformedItem
 from shardex.migrate.budget import (
     Budget,
@@ -25,7 +26,14 @@ from shardex.migrate.budget import (
     release,
     window_wait,
 )
-from shardex.migrate.control import Controls, change_control, describe, record_key
+from shardex.migrate.control import (
+    Control,
+    Controls,
+    change_control,
+    control_document,
+    describe,
+    record_key,
+)
 from shardex.stores.base import Store
 
 POLICY = BudgetPolicy()
@@ -259,6 +267,18 @@ async def test_a_pause_made_before_any_runner_ran_still_names_who_paused(
     assert (control.changed_by, control.reason) == ("shardex reshard pause",
                                                     "paused by an operator")
     assert describe(control, None).startswith("paused by shardex reshard pause")
+
+    # a rate changed while paused keeps the pause's author in the summary
+    throttled = replace(control, rate=16.0, changed_by="shardex reshard throttle",
+                        paused_by="shardex reshard pause")
+    assert describe(throttled, None) == "paused by shardex reshard pause; resume to go on"
+    # before any runner or operator: no rate is in force (it read "moving at up to 0")
+    assert describe(Control(), None) == "no rate yet: the first runner's --rate sets it"
+    document = control_document(Control(), None)
+    assert (document["recorded"], document["changed_at"]) == (False, None)
+    assert controls_lines({**document, "budget": {"in_force": 0.0, "rate": 0.0,
+                                                  "slices": []}}) == [
+        "  controls: no rate yet: the first runner's --rate sets it"]
 
     # with no change before it, the first runner's rate is the change it names
     fresh = Controls(shardex_store, "orders", "r2", rate=25.0, clock=clock, owner="w1")

@@ -11,6 +11,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -96,6 +97,11 @@ def test_pause_throttle_and_resume_from_another_process_steer_the_running_mover(
         assert control["schema"] == "shardex.migrate.control/1"
         assert control["rate"] == 16.0
         assert control["paused"] is True  # a new rate does not resume
+        # who paused it stays named: it read "paused by shardex reshard throttle"
+        assert control["summary"] == "paused by shardex reshard pause; resume to go on"
+        assert (control["paused_by"], control["changed_by"]) == (
+            "shardex reshard pause", "shardex reshard throttle")
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", control["changed_at"])
         ok(capsys, "reshard", "resume", *where)
         time.sleep(2.5)
         slower = _load(uri, 2.5)

@@ -144,6 +144,14 @@ def test_a_cutover_needs_a_clean_fresh_report() -> None:
     assert stale is not None
     assert "older than --max-age" in stale.why
     assert isinstance(step(verified, T0 + 111), states.Verify)
+    # a second cutover read "in read-new, not verified ... after a parity check with no
+    # gaps", as if the check had failed
+    for later in ("read-new", "retired"):
+        moved = states._next(verified, later, T0 + 100, verified.reshard)
+        again = states.cutover_refusal(moved, now=T0 + 101, max_age=60)
+        assert again is not None
+        assert again.why == (f"the reshard is in {later}: readers already read the target "
+                             "layout alone; next: 'shardex reshard complete'")
 
 
 @pytest.mark.parametrize(("state", "back"), [

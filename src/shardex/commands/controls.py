@@ -96,7 +96,8 @@ def register(group: click.Group, kind: Kind) -> None:
         def command(uri: str, name: str, as_json: bool, connection: Connection) -> None:
             done = "paused" if paused else "resumed"
             _control(kind, done, uri, name, connection, operator(
-                verb, paused=paused, reason=f"{done} by an operator"), as_json)
+                verb, paused=paused, reason=f"{done} by an operator",
+                paused_by=f"shardex {kind} pause" if paused else None), as_json)
 
     holding("pause", True, "Pause every running mover (they hold their place; resume goes "
                            "on from it).")
@@ -198,6 +199,8 @@ def controls_lines(doc: dict[str, Any] | None) -> list[str]:
         return []
     budget = doc["budget"]
     slices = ", ".join(f"{s['owner']} {s['share']:g}" for s in budget["slices"]) or "none"
+    if doc["rate"] is None and not budget["slices"]:  # no runner yet: nothing is in force
+        return [f"  controls: {doc['summary']}"]
     return [f"  controls: {doc['summary']}" + (f" (set by {doc['changed_by']})"
                                                if doc["changed_by"] else ""),
             f"  budget: {budget['in_force']:g} of {budget['rate']:g} write units a second per "

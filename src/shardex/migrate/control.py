@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, MalformedItem, ShardexError
+from shardex.migrate.status import iso
 from shardex.model.entries import Record
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Store
@@ -63,7 +64,8 @@ class Control:
 
     ``rate`` is the write units a second the migration's movers may put on any one shard
     key, all processes together (None: the rate the first runner was given).
-    ``changed_at`` (wall seconds), ``changed_by`` and ``reason`` say who changed it last.
+    ``changed_at`` (wall seconds), ``changed_by`` and ``reason`` say who changed it last;
+    ``paused_by`` who paused it, while paused (a rate changed since does not take its place).
     """
 
     paused: bool = False
@@ -71,10 +73,12 @@ class Control:
     changed_at: float = 0.0
     changed_by: str | None = None
     reason: str | None = None
+    paused_by: str | None = None
 
     def to_body(self) -> dict[str, Any]:
         return {"paused": self.paused, "rate": self.rate, "changed_at": self.changed_at,
-                "changed_by": self.changed_by, "reason": self.reason}
+                "changed_by": self.changed_by, "reason": self.reason,
+                "paused_by": self.paused_by}
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], where: str) -> Control:
@@ -86,11 +90,13 @@ class Control:
             if rate is not None:
                 rate = check_rate(rate)
             by, reason = body.get("changed_by"), body.get("reason")
-            if not (by is None or isinstance(by, str)) \
-                    or not (reason is None or isinstance(reason, str)):
-                raise ValueError(f"changed_by {by!r}, reason {reason!r}")
+            paused_by = body.get("paused_by")  # absent from records before it
+            if not all(text is None or isinstance(text, str) for text in (by, reason,
+                                                                           paused_by)):
+                raise ValueError(f"changed_by {by!r}, reason {reason!r}, paused_by "
+                                 f"{paused_by!r}")
             return cls(paused=paused, rate=rate, changed_at=float(body["changed_at"]),
-                       changed_by=by, reason=reason)
+                       changed_by=by, reason=reason, paused_by=paused_by)
         except (KeyError, TypeError, ValueError) as exc:
             raise MalformedItem(f"{where} is not a migration's control record "
                                 f"({type(exc).__name__}: {exc}); delete it and set the "
@@ -272,13 +278,18 @@ class Controls:
 def describe(control: Control, held: str | None) -> str:
     """One line: what the movers do under ``control`` and the outside hold ``held``."""
     if control.paused:
-        return f"paused by {control.changed_by or 'an operator'}; resume to go on"
+        who = control.paused_by or control.changed_by or "an operator"
+        return f"paused by {who}; resume to go on"
     if held is not None:
         return f"held: {held}"
-    return f"moving at up to {control.rate or 0:g} write units a second per shard key"
+    if control.rate is None:
+        return "no rate yet: the first runner's --rate sets it"
+    return f"moving at up to {control.rate:g} write units a second per shard key"
 
 
 def control_document(control: Control, revision: int | None) -> dict[str, Any]:
-    """The controls as ``status`` shows them (``shardex.migrate.control/1``)."""
+    """The controls as ``status`` shows them (``shardex.migrate.control/1``); its
+    ``changed_at`` in ISO 8601 UTC as every time a status shows (None: never changed)."""
     return {"schema": CONTROL_SCHEMA, "recorded": revision is not None, **control.to_body(),
+            "changed_at": iso(control.changed_at) if control.changed_at else None,
             "summary": describe(control, None)}

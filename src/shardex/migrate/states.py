@@ -248,6 +248,9 @@ def after_verify(routing: Routing, parity: Parity, *, mover_done: bool) -> Routi
 def cutover_refusal(routing: Routing, *, now: float, max_age: float) -> Refused | None:
     """Why readers may not move to the target layout alone yet (None: they may)."""
     meta = _meta(routing)
+    if routing.state in ("read-new", "retired"):
+        return Refused(f"the reshard is in {routing.state}: readers already read the target "
+                       "layout alone; next: 'shardex reshard complete'")
     if routing.state != "verified":
         return Refused(f"the reshard is in {routing.state}, not verified: readers move to the "
                        "target layout alone only after a parity check with no gaps")
