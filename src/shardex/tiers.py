@@ -109,9 +109,11 @@ class TierStores:
 
     def _unknown(self, names: set[str]) -> str:
         given = ", ".join(map(repr, self.names)) or "none"
+        first = sorted(names)[0]
         return (f"the routing names tier(s) {', '.join(map(repr, sorted(names)))} (policy "
                 f"field 'tier'), but the index has no store for them: pass "
-                f"tiers={{name: store or URI}} (tiers given: {given})")
+                f"tiers={{name: store or URI}}, on the command line --tier {first}=URI "
+                f"(tiers given: {given})")
 
     def tier_of(self, routing: Routing, value: str) -> str | None:
         """The tier ``value`` is written and read on under ``routing`` (the new layout's
