@@ -341,7 +341,10 @@ def test_ctrl_c_on_run_names_the_state_and_the_next_step_and_the_store_lists_it(
     assert len(lines) == 1, err
     assert lines[0].startswith("interrupted: reshard ")
     assert "is in write-new" in lines[0]
-    assert "safe to stop" in lines[0]
+    assert "safe to stop: every step and checkpoint is stored, and the units this process " \
+        "held are given back" in lines[0]
+    # as it says: no unit is left leased to the stopped process
+    assert json.loads(ok(capsys, "reshard", "status", *where, "--json"))["runners"] == []
     assert lines[0].endswith(f"to go on: shardex reshard run --store {shlex.quote(uri)} "
                              "--index orders")
     listed = json.loads(ok(capsys, "migrations", "list", *where, "--json"))

@@ -83,8 +83,8 @@ def interrupted(doc: dict[str, Any], verb: str) -> str:
     if what is None:
         return f"interrupted: index {doc['index']!r} has no {verb} under way; nothing to resume"
     return (f"interrupted: {verb} {what} of index {doc['index']!r} is in {doc['state']}; safe "
-            "to stop: every step and checkpoint is stored, leases this process held lapse on "
-            f"their own; to go on: {then}")
+            "to stop: every step and checkpoint is stored, and the units this process held "
+            f"are given back (one it could not reach lapses with its lease); to go on: {then}")
 
 
 @click.group()
