@@ -16,6 +16,7 @@ import pytest
 
 import shardex
 from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.cli import main
 from shardex.model.entries import StoredEntry
 from shardex.stores.dynamodb import DynamoDBStore
 from tests import dynamodb_local as local
@@ -270,8 +271,9 @@ def test_an_index_table_holds_one_index(endpoint: str) -> None:
         store = local.table_store()
         async with ShardedIndex(store, "orders", SHARDED) as first:
             await first.put("PENDING", "o-1")
-            with pytest.raises(shardex.InvalidInput, match=r"already holds the index 'orders'"
-                                                           r".*cannot also hold 'returns'"):
+            # a StoreInUse (an InvalidInput, as before), refused by what the store holds
+            with pytest.raises(shardex.StoreInUse, match=r"already holds the index 'orders'"
+                                                         r".*cannot also hold 'returns'"):
                 async with ShardedIndex(store, "returns", SHARDED):
                     pass
         again = DynamoDBStore(store.table, region=local.REGION, endpoint_url=endpoint)
@@ -282,6 +284,27 @@ def test_an_index_table_holds_one_index(endpoint: str) -> None:
             assert await reopened.count("PENDING") == 1
 
     run(body())
+    # the command line exits 1 for it: the arguments are fine, the table holds another index
+    assert issubclass(shardex.StoreInUse, shardex.InvalidInput)
+    # a table no index owns yet: nothing recorded
+    assert _exit_code("migrations", "list", "--store", local.table_store().uri, "--index",
+                      "returns") == 0
+    store = local.table_store()
+    run(_owned_by_orders(store))
+    assert _exit_code("migrations", "list", "--store", store.uri, "--index", "returns") == 1
+
+
+def _exit_code(*args: str) -> int:
+    try:
+        main(list(args))
+    except SystemExit as exited:
+        return int(exited.code or 0)
+    return 0
+
+
+async def _owned_by_orders(store: DynamoDBStore) -> None:
+    async with ShardedIndex(store, "orders", SHARDED) as index:
+        await index.put("PENDING", "o-1")
 
 
 def test_a_gsi_serves_one_index(endpoint: str) -> None:
@@ -291,8 +314,8 @@ def test_a_gsi_serves_one_index(endpoint: str) -> None:
             await first.put("PENDING", "o-1")
         other = DynamoDBStore(store.table, region=local.REGION, endpoint_url=endpoint,
                               **local.GSI)
-        with pytest.raises(shardex.InvalidInput, match=r"'by_shard'.*already serves the index "
-                                                       r"'orders'.*'returns'"):
+        with pytest.raises(shardex.StoreInUse, match=r"'by_shard'.*already serves the index "
+                                                     r"'orders'.*'returns'"):
             async with ShardedIndex(other, "returns", SHARDED):
                 pass
 

@@ -28,6 +28,7 @@ from shardex.errors import (
     RoutingStale,
     ShardexError,
     StoreError,
+    StoreInUse,
     Throttled,
     Unavailable,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "ShardexError",
     "Store",
     "StoreError",
+    "StoreInUse",
     "SyncShardedIndex",
     "Throttled",
     "Unavailable",

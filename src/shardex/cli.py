@@ -40,7 +40,7 @@ from shardex.commands.reshard import reshard
 from shardex.commands.routing import routing
 from shardex.commands.serve import serve
 from shardex.commands.simulate import simulate
-from shardex.errors import InvalidInput, ShardexError
+from shardex.errors import InvalidInput, ShardexError, StoreInUse
 
 __all__ = ["cli", "configure_logging", "main"]
 
@@ -166,8 +166,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: every error prints as one line, ``error: ...``, never a traceback.
 
     Exit 2 for usage (a bad option, argument or input document: click's usage errors and
-    shardex's InvalidInput), 1 when the store's state refuses the command or an operation
-    fails (a store error, a missing extra, a file that cannot be written), 130 on Ctrl-C.
+    shardex's InvalidInput), 1 when the store's state refuses the command (StoreInUse
+    among them: a table or GSI that serves another index) or an operation fails (a store
+    error, a missing extra, a file that cannot be written), 130 on Ctrl-C.
     A group given no command prints its help and exits 2.
     """
     _quiet_drivers()
@@ -184,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.ClickException as exc:
         _fail(exc.format_message(), exc.exit_code or 1)
     except InvalidInput as exc:
-        _fail(str(exc), 2)
+        _fail(str(exc), 1 if isinstance(exc, StoreInUse) else 2)
     except ShardexError as exc:
         _fail(str(exc), 1)
     except OSError as exc:

@@ -55,6 +55,7 @@ __all__ = [
     "RoutingStale",
     "ShardexError",
     "StoreError",
+    "StoreInUse",
     "Throttled",
     "Unavailable",
 ]
@@ -100,6 +101,11 @@ class InvalidLog(InvalidInput):
         self.path = path
         self.line = line
         self.column = column
+
+
+class StoreInUse(InvalidInput):
+    """The table or GSI already serves another index, as a read of it found: refused by
+    what the store holds (the command line exits 1), not by the arguments alone."""
 
 
 class MissingDependency(ShardexError, ImportError):

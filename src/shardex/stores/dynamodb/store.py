@@ -35,6 +35,7 @@ from shardex.errors import (
     InvalidURI,
     MalformedItem,
     NotFound,
+    StoreInUse,
 )
 from shardex.keys import OWNER_KEY, record_key
 from shardex.model.entries import Placement, Position, Record, StoredEntry
@@ -384,12 +385,12 @@ class DynamoDBStore(Store):
             raise self._not_owner(namespace, owner)
         self._owner = namespace
 
-    def _not_owner(self, namespace: str, owner: str) -> InvalidInput:
+    def _not_owner(self, namespace: str, owner: str) -> StoreInUse:
         if self.gsi_mode:
-            return InvalidInput(
+            return StoreInUse(
                 f"{self._layout.target} already serves the index {owner!r}; it cannot also "
                 f"serve {namespace!r}: one shardex index per GSI")
-        return InvalidInput(
+        return StoreInUse(
             f"table {self.table!r} already holds the index {owner!r}; it cannot also hold "
             f"{namespace!r}: index-table mode keeps one index per table, so give {namespace!r} "
             f"a table of its own (shardex dynamodb create-table TABLE)")
