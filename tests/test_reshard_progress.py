@@ -100,3 +100,19 @@ def test_remaining_is_the_total_less_what_moved_while_nothing_races_the_mover() 
         assert any(0 < r.moved < total for r in counted)
 
     run_virtual(main())
+
+
+def test_a_wait_says_what_it_waits_for_every_say_every_seconds() -> None:
+    """run --every set only the moving lines: the waiting lines came every 5 s."""
+    async def said(every: float | None) -> list[str]:
+        lines: list[str] = []
+        async with Resharder(MemoryStore(seed=3), "orders", seed=1) as runner:
+            if every is not None:
+                runner.say_every = every
+            wall = runner._clock.wall()
+            await runner.wait_until(wall + 7.0, lines.append, "clients")
+        return lines
+
+    assert run_virtual(said(None)) == ["waiting 7 s for clients", "waiting 2 s for clients"]
+    assert run_virtual(said(2.0)) == [f"waiting {s} s for clients" for s in (7, 5, 3, 1)]
+    assert len(run_virtual(said(0.0))) == 7  # --every 0: every second

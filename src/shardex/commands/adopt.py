@@ -238,6 +238,7 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
         async with _adopter(uri, name, rate=rate, workers=workers, segments=segments,
                             unit_lease=unit_lease, progress=_Lines(every),
                             sharing=sharing, worker=worker) as adopter:
+            adopter.say_every = every
             return await adopter.run()
 
     try:

@@ -355,6 +355,7 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
             async with _resharder(store, name, connection, rate=rate, workers=workers,
                                   unit_lease=unit_lease, max_age=max_age, progress=report,
                                   recorder=recorder, sharing=sharing, worker=worker) as runner:
+                runner.say_every = every
                 # announced once the reshard was found and opened: a run refused at once
                 # fails in one line
                 if metrics_url is not None:

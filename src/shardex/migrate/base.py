@@ -89,6 +89,7 @@ class MigrationRunner:
         self._rng = random.Random(seed)
         self._seed = seed
         self.sharing = sharing
+        self.say_every = 5.0  # seconds between a wait's progress lines (run's --every)
 
     async def budget(self, stack: contextlib.AsyncExitStack, migration: str) -> Budget | None:
         """The migration's one budget under its live controls, entered on ``stack``
@@ -125,7 +126,9 @@ class MigrationRunner:
         return True
 
     async def wait_until(self, until: float, say: Callable[[str], None], note: str) -> None:
-        """Sleep on the clock until wall time ``until``, saying what for every 5 s."""
+        """Sleep on the clock until wall time ``until``, saying what for every
+        ``say_every`` s (0: every second)."""
+        every = self.say_every if self.say_every > 0 else 1.0
         while (left := until - self._clock.wall()) > 0:
             say(f"waiting {left:.0f} s for {note}")
-            await self._clock.sleep(min(left, 5.0))
+            await self._clock.sleep(min(left, every))
