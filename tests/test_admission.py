@@ -228,6 +228,27 @@ def test_reject_mode_refuses_at_once_with_the_retry_after() -> None:
     assert (counts.admitted, counts.rejected, counts.waited) == (2, 1, 0)
 
 
+def test_a_request_let_through_at_once_counts_no_wait_on_the_real_clock() -> None:
+    """On the loop's clock the time a take itself took counted as a wait: the first admit
+    on a full bucket, every admit of a key without a budget (which also counted 0 units
+    admitted) and every admit in reject mode (Redis: the round trips) said 'waited'."""
+    async def main() -> tuple[list[float], dict[str, Any]]:
+        policy = AdmissionPolicy(default=Budget(rate=200, burst=400),
+                                 overrides={"internal": None,
+                                            "tenant-42": Budget(rate=50, mode="reject")})
+        async with Admission(policy) as admission:
+            waits = [await admission.admit("tenant-7", units=2) for _ in range(5)]
+            waits += [await admission.admit("internal", units=1_000_000)]
+            waits += [await admission.admit("tenant-42", units=1) for _ in range(10)]
+            return waits, admission.counts()
+
+    waits, counts = asyncio.run(main())
+    assert waits == [0.0] * 16
+    assert {key: (c.admitted, c.waited, c.wait_seconds) for key, c in counts.items()} == {
+        "tenant-7": (5, 0, 0.0), "internal": (1, 0, 0.0), "tenant-42": (10, 0, 0.0)}
+    assert counts["internal"].admitted_units == 1_000_000  # its units, though uncharged
+
+
 def test_wait_mode_waits_on_the_clock_then_refuses_past_max_wait() -> None:
     async def main() -> tuple[list[float], float, Any]:
         admission = Admission(AdmissionPolicy(default=Budget(rate=10, burst=1, max_wait=0.35)))

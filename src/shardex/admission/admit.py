@@ -24,8 +24,9 @@ __all__ = ["Admission", "AdmissionCounts"]
 class AdmissionCounts:
     """What admission did with one logical key's requests (this process only).
 
-    ``admitted`` requests went on, ``admitted_units`` is what they were charged,
-    ``waited`` of them waited first, ``wait_seconds`` in all; ``rejected`` were refused.
+    ``admitted`` requests went on, ``admitted_units`` is what they were charged (a key
+    without a budget: their units), ``waited`` of them waited on the budget first (a
+    take's own round trip is no wait), ``wait_seconds`` in all; ``rejected`` were refused.
     """
 
     admitted: int = 0
@@ -124,6 +125,7 @@ class Admission:
             counts = self._counts[value] = AdmissionCounts()
         cost = 0.0 if budget is None else budget.cost(units, op)
         started = self._clock.now()
+        slept = False  # a take's own round trip (Redis, the event loop) is no wait
         while cost > 0:
             assert budget is not None
             retry_after = await self._budgets.take(value, cost, budget, priority)
@@ -137,10 +139,12 @@ class Admission:
                                         priority=priority,
                                         reason=_why(retry_after, budget.mode, waited))
             await self._clock.sleep(wait)
-        waited = self._clock.now() - started
+            slept = True
+        waited = self._clock.now() - started if slept else 0.0
         counts.admitted += 1
-        counts.admitted_units += cost
-        if waited > 0:
+        # an unlimited key is charged nothing; its units are still what went on
+        counts.admitted_units += units if budget is None else cost
+        if slept:
             counts.waited += 1
             counts.wait_seconds += waited
         return waited
