@@ -56,6 +56,8 @@ def test_create_table_makes_a_table_the_store_opens(endpoint: str,
     assert "checked 0 rows" in shardex("azure", "repair", name, "--index", "ix",
                                        "--endpoint", endpoint)
     assert "separator" in failing(capsys, "azure", "repair", name, "--index", "a#b")
+    assert "not a shard number" in failing(capsys, "azure", "repair", name, "--index", "ix",
+                                           "--shard-key", "PEN#DING#3", "--endpoint", endpoint)
 
 
 def test_a_missing_table_fails_at_open_naming_the_command(endpoint: str,

@@ -221,3 +221,14 @@ def test_an_endless_timeout_is_refused(account: None) -> None:
     with pytest.raises(shardex.InvalidInput, match="read_timeout must be a number of seconds "
                                                    "above 0 and at most 3600, got inf"):
         shardex.open_store("azure-tables://orders?read_timeout=inf")
+
+
+@pytest.mark.parametrize("key", ["PEN#DING#3", "PENDING#x", "PENDING#03", "#records", ""])
+def test_repair_refuses_a_shard_key_shardex_never_writes(account: None, key: str) -> None:
+    """It queried the key, found nothing, and reported 'checked 0'."""
+    async def repair() -> None:
+        await AzureTablesStore("orders", endpoint="http://127.0.0.1:1/a").repair(
+            "ix", shard_keys=["PENDING#1", key])
+
+    with pytest.raises(shardex.InvalidKey):
+        asyncio.run(repair())

@@ -61,6 +61,10 @@ def test_create_container_makes_a_container_the_store_opens(
                                           "--endpoint", endpoint)
     assert "separator" in failing(capsys, "cosmos", "repair", "shardex", name, "--index",
                                   "a#b", code=2)
+    # a key shardex never writes found nothing and reported 'checked 0'
+    assert "not a shard number" in failing(capsys, "cosmos", "repair", "shardex", name,
+                                           "--index", "ix", "--shard-key", "PEN#DING#3",
+                                           "--endpoint", endpoint, code=2)
     shown = json.loads(shardex("routing", "show", "--store", f"cosmos://shardex/{name}",
                                "--endpoint-url", endpoint, "--index", "ix", "--json"))
     assert (shown["store"], shown["revision"]) == (uri, 1)

@@ -33,6 +33,7 @@ __all__ = [
     "placement_key",
     "record_key",
     "validate_item_id",
+    "validate_shard_key",
     "validate_sort",
     "validate_value",
 ]
@@ -144,6 +145,14 @@ def parse_shard_key(shard_key: str) -> tuple[str, int | None]:
         raise InvalidKey(f"shard key {brief(shard_key)} has a suffix that is not a shard "
                          "number")
     return value, int(suffix)
+
+
+def validate_shard_key(shard_key: Any) -> str:
+    """Return ``shard_key`` if it is one shardex writes (a logical key, alone or with a
+    shard number); InvalidKey naming the fault otherwise."""
+    value, _ = parse_shard_key(shard_key)
+    validate_value(value)
+    return str(shard_key)
 
 
 def is_reserved(key: str) -> bool:

@@ -215,5 +215,5 @@ def lasting(uri: str, what: str | None, tiers: Mapping[str, str] | None = None, 
         if _memory(where):
             raise click.BadParameter(
                 f"memory:// lasts one process, and '{what}' records state the next command "
-                "reads: give a store that persists (dynamodb://, azure-tables://)"
+                "reads: give a store that persists (dynamodb://, azure-tables://, cosmos://)"
                 + (", or --dry-run" if offers_dry_run else ""), param_hint=f"'{option}'")

@@ -24,7 +24,7 @@ from shardex.capacity import (
 )
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidURI
-from shardex.keys import record_key
+from shardex.keys import record_key, validate_shard_key
 from shardex.model.entries import Placement, Position, Record, StoredEntry
 from shardex.stores.azure import keys
 from shardex.stores.base import Capabilities, Store
@@ -288,12 +288,15 @@ class CosmosStore(Store):
                      ) -> RepairReport:
         """Remove what failed or crashed writes of index ``namespace`` left behind.
 
-        Reads the entry documents not committed, of ``shard_keys`` or (None) of the whole
-        index (a query across the container's partitions), and commits, or fences and
-        deletes, each (``shardex.stores.crosspart``). Safe while writers run: a
-        write still in flight whose document is removed fails its commit with
-        ConditionFailed and is planned again. Returns what it did.
+        Reads the entry documents not committed, of ``shard_keys`` (InvalidKey for one that
+        is no shard key) or (None) of the whole index (a query across the container's
+        partitions), and commits, or fences and deletes, each
+        (``shardex.stores.crosspart``). Safe while writers run: a write still in flight
+        whose document is removed fails its commit with ConditionFailed and is planned
+        again. Returns what it did.
         """
+        for key in shard_keys or ():
+            validate_shard_key(key)
         report = RepairReport()
         status = "(c.st = 'p' OR c.st = 'm')"
         scopes: list[tuple[str, dict[str, str], str | None, str]]
