@@ -247,9 +247,14 @@ def test_reshard_progress_gauges() -> None:
     progress.update(state="verified", moved=1_000, mismatches=0)
     assert progress.to_dict()["progress"] == 1.0
     assert recorder.reshard("orders") is progress
-    for bad in ({"moved": -1}, {"state": ""}, {"total": 1.5}):
+    for bad in ({"moved": -1}, {"state": ""}, {"total": 1.5}, {"state": "bogus"},
+                {"state": "dual-write"}):
         with pytest.raises(InvalidInput):
             progress.update(**bad)
+    for state in ("stable", "read-both", "write-new", "verified", "read-new", "retired",
+                  "rolled-back"):  # the states docs/metrics.md lists
+        progress.update(state=state)
+    assert progress.to_dict()["state"] == "rolled-back"
 
 
 def test_access_log_of_the_live_meter_is_what_diagnose_reads(tmp_path: Path) -> None:

@@ -20,11 +20,15 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shardex.errors import InvalidInput
+from shardex.routing import STATES
 
 if TYPE_CHECKING:
     from shardex.metrics.recorder import Family
 
-__all__ = ["ReshardProgress"]
+__all__ = ["GAUGE_STATES", "ReshardProgress"]
+
+# the states the gauge shows: a routing's, and where a rolled-back reshard ended
+GAUGE_STATES: tuple[str, ...] = (*STATES, "rolled-back")
 
 
 def _count(name: str, value: Any) -> int:
@@ -51,11 +55,13 @@ class ReshardProgress:
                from_version: int | None = None, to_version: int | None = None) -> None:
         """Report what is known now; fields left out keep their value.
 
-        Raises InvalidInput for a state that is not short text, or a count that is
-        not an integer >= 0.
+        Raises InvalidInput for a state not in ``GAUGE_STATES``, or a count that is not
+        an integer >= 0.
         """
-        if state is not None and (not isinstance(state, str) or not 0 < len(state) <= 40):
-            raise InvalidInput(f"reshard progress: state must be short text, got {state!r}")
+        if state is not None and state not in GAUGE_STATES:
+            # it went out as shardex_reshard_state{state="bogus"}
+            raise InvalidInput(f"reshard progress: state must be one of "
+                               f"{', '.join(GAUGE_STATES)}, got {state!r}")
         counts = {name: _count(name, value) for name, value in (
             ("moved", moved), ("total", total), ("mismatches", mismatches),
             ("from_version", from_version), ("to_version", to_version)) if value is not None}
