@@ -79,6 +79,10 @@ def test_plan_takes_a_diagnosis_as_it_is(tmp_path: Path) -> None:
     start = json.loads(run("reshard", "start", "--store", "memory://", "--index", "orders",
                            "--file", str(document), "--dry-run", "--json"))
     assert start["values"]["PENDING"]["to"] == {"shards": 5, "strategy": "hash"}
+    # '-' reads standard input, as plan --from - does (it was 'File '-' does not exist')
+    piped = json.loads(run("reshard", "start", "--store", "memory://", "--index", "orders",
+                           "--file", "-", "--dry-run", "--json", stdin=json.dumps(plan)))
+    assert piped["values"] == start["values"]
 
 
 def test_plan_from_refuses_other_documents(tmp_path: Path,

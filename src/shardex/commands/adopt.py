@@ -135,7 +135,8 @@ def adopt() -> None:
 @click.option("--set", "sets", multiple=True, metavar="VALUE=N[:strategy]",
               type=ValuePair(POLICY, "VALUE=N[:strategy]", "PENDING=16"),
               help="Shard VALUE over N shard keys in the new GSI.")
-@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, allow_dash=True,
+              path_type=Path),
               help="A plan or diagnosis (--json), or a routing document: its per-value "
                    "policies, as --set gives them (--set wins for a value in both).")
 @click.option("--margin", default=40.0, show_default=True, type=MARGIN,

@@ -144,9 +144,10 @@ def _changes(current: Routing, given: LayoutFile | None, sets: dict[str, ShardPo
 @click.option("--value", "values", multiple=True, metavar="VALUE", type=LOGICAL_KEY,
               help="A value that follows the default and holds entries (the store cannot "
                    "list them): its entries move when the default changes.")
-@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, allow_dash=True,
+              path_type=Path),
               help="A routing document, or a plan or diagnosis (--json) with one: the new "
-                   "layout.")
+                   "layout ('-': standard input).")
 @click.option("--margin", default=40.0, show_default=True, type=MARGIN,
               help="Waited beyond the routing's lease between steps: the longest request "
                    "and the clock skew between hosts.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,10 +90,12 @@ def show(uri: str, name: str, as_json: bool, connection: Connection) -> None:
 
 
 def read_json_file(path: Path, option: str = "--file") -> Any:
-    """The JSON document in ``path``; a usage error naming ``option`` if it is not one."""
+    """The JSON document in ``path`` (``-``: standard input, as ``plan --from -`` reads);
+    a usage error naming ``option`` if it is not one."""
     hint = f"'{option}'"
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+        return json.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise click.BadParameter(f"{path}: {exc.strerror or exc}", param_hint=hint) from None
     except ValueError as exc:  # not UTF-8, or not JSON
@@ -179,7 +182,8 @@ def _from_file(given: LayoutFile, path: Path, current: Routing
               help="Drop VALUE's override: it follows the default again.")
 @click.option("--default", "default", metavar="N[:strategy]", type=POLICY,
               help="The default policy.")
-@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, allow_dash=True,
+              path_type=Path),
               help="The whole new layout: a routing document, or a plan, diagnosis or "
                    "routing record (--json) with one, as it is.")
 def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], ...],

@@ -59,7 +59,8 @@ def model(table: dict[str, Any], store: str | None, origin: str = "workload"
 @click.option("--set", "sets", multiple=True, metavar="VALUE=N",
               type=ValuePair(COUNT, "VALUE=N", "PENDING=8"),
               help="Shard VALUE N ways (over --layout and the workload's own N); repeat.")
-@click.option("--layout", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--layout", type=click.Path(exists=True, dir_okay=False, allow_dash=True,
+              path_type=Path),
               help="The layout: plan --json, diagnose --json, or a routing document.")
 @click.option("--store", metavar="URI", default=None,
               help="The capacity model as memory://?profile=NAME&SETTING=VALUE..., over the "
