@@ -136,8 +136,8 @@ def test_memory_is_refused_where_state_must_outlive_the_process(
     code, line = refused(capsys, "reshard", "start", *STORE, "--set", "PENDING=8")
     assert code == 2
     assert ("'--store': memory:// lasts one process, and 'reshard start' records state the "
-            "next command reads: give a store that persists (dynamodb://, azure-tables://), "
-            "or --dry-run") in line
+            "next command reads: give a store that persists (dynamodb://, azure-tables://, "
+            "cosmos://), or --dry-run") in line
     for command in (["routing", "set", "--override", "P=2"], ["reshard", "run"],
                     ["reshard", "verify"], ["reshard", "cutover"], ["reshard", "complete"],
                     ["reshard", "rollback"]):
