@@ -132,3 +132,21 @@ def sockets_left_by_cancelled_listings(monkeypatch: pytest.MonkeyPatch,
         gc.collect()
         after_run()
     return left
+
+
+def refused_to_connect() -> Exception:
+    """azure-core's ServiceRequestError for a connection never made (nothing was sent)."""
+    import aiohttp
+    from azure.core import exceptions as azure_errors
+
+    cause = aiohttp.ClientConnectorError(None, OSError(111, "refused"))  # type: ignore[arg-type]
+    return azure_errors.ServiceRequestError("connection refused", error=cause)
+
+
+def dropped_after_sending() -> Exception:
+    """The same error for a connection the server dropped once the request went out."""
+    import aiohttp
+    from azure.core import exceptions as azure_errors
+
+    cause = aiohttp.ServerDisconnectedError()
+    return azure_errors.ServiceRequestError("Server disconnected", error=cause)

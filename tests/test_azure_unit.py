@@ -17,6 +17,7 @@ from shardex.model.entries import StoredEntry
 from shardex.stores.azure import AzureTablesStore, codec
 from shardex.stores.azure.admin import create_table
 from shardex.stores.azure.client import connection_settings, map_error
+from tests.servers import dropped_after_sending, refused_to_connect
 
 AZURITE_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/"
                "K1SZFPTOtr/KBHBeksoGMGw==")
@@ -120,13 +121,21 @@ def test_credentials_come_from_the_environment_the_sdk_way(
         connection_settings(None, handed)
 
 
+MAP_WHERE = {"table": "orders", "endpoint": "http://127.0.0.1:1/dev", "key": "PENDING#3"}
+
+
 @pytest.mark.parametrize(("error", "kind", "words"), [
     (http_error(503, "ServerBusy"), shardex.Throttled, "throttled: ServerBusy"),
     (http_error(500, "OperationTimedOut"), shardex.Unavailable, "may or may not"),
     (http_error(500, "InternalError"), shardex.Unavailable, "may or may not"),
     (azure_errors.ServiceResponseError("read timed out"), shardex.Unavailable, "may or may not"),
-    (azure_errors.ServiceRequestError("connection refused"), shardex.Unavailable,
+    (refused_to_connect(), shardex.Unavailable,
      "connection refused); nothing was sent"),  # it said a write may have applied
+    (azure_errors.ServiceRequestTimeoutError("connect timed out"), shardex.Unavailable,
+     "nothing was sent"),
+    # the SDK's ServiceRequestError for a connection dropped after the request went out:
+    # it said nothing was sent, of a write that had applied
+    (dropped_after_sending(), shardex.Unavailable, "disconnected); a write may or may not"),
     (http_error(412, "UpdateConditionNotSatisfied", azure_errors.ResourceModifiedError),
      shardex.ConditionFailed, "condition failed"),
     (http_error(409, "EntityAlreadyExists", azure_errors.ResourceExistsError),
@@ -232,3 +241,44 @@ def test_repair_refuses_a_shard_key_shardex_never_writes(account: None, key: str
 
     with pytest.raises(shardex.InvalidKey):
         asyncio.run(repair())
+
+
+@pytest.mark.parametrize("timeouts", [{"read_timeout": 0.3}, {"connect_timeout": 0.3,
+                                                              "read_timeout": 0.3}])
+def test_a_server_that_never_answers_fails_within_the_read_timeout(
+        account: None, timeouts: dict[str, float]) -> None:
+    """The transport shardex builds for the SDK kept azure-core's own 300 s: a stopped
+    server (SIGSTOP) held a read with read_timeout=2 past 38 s, and the CLI with it."""
+    async def body() -> float:
+        async def swallow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read()  # takes the request, answers nothing, until closed
+            writer.close()
+
+        server = await asyncio.start_server(swallow, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        store = AzureTablesStore("orders", endpoint=f"http://127.0.0.1:{port}/a", **timeouts)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        try:
+            with pytest.raises(shardex.Unavailable):
+                await asyncio.wait_for(store.open(), 10)
+            return loop.time() - began
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(body()) < 5  # 0.3 s and the client's own costs, not 300 s
+
+
+@pytest.mark.parametrize("operation", ["get", "query", "open"])
+@pytest.mark.parametrize("backend", ["azure", "cosmos"])
+def test_a_read_that_fails_says_nothing_changed(operation: str, backend: str) -> None:
+    """A timed-out read ended '; a write may or may not have applied' (Cosmos DB)."""
+    from shardex.stores.cosmos.client import map_error as cosmos_error
+
+    error = azure_errors.ServiceResponseError("read timed out")
+    mapped = map_error(error, operation=operation, **MAP_WHERE) if backend == "azure" else \
+        cosmos_error(error, operation=operation, where="container orders/entries",
+                     endpoint="https://127.0.0.1:1/", key="PENDING#3")
+    assert type(mapped) is shardex.Unavailable
+    assert str(mapped).endswith("; a read: nothing changed"), mapped

@@ -17,6 +17,7 @@ from shardex.retry import RetryPolicy
 from shardex.stores.cosmos import CosmosStore, codec
 from shardex.stores.cosmos.client import connection_settings, map_error
 from shardex.stores.cosmos.store import _estimate
+from tests.servers import dropped_after_sending, refused_to_connect
 
 KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 
@@ -112,8 +113,13 @@ def test_credentials_come_from_the_environment_or_a_connection_string(
     (http_error(503), shardex.Unavailable, "may or may not"),
     (http_error(500), shardex.Unavailable, "may or may not"),
     (azure_errors.ServiceResponseError("read timed out"), shardex.Unavailable, "may or may not"),
-    (azure_errors.ServiceRequestError("connection refused"), shardex.Unavailable,
+    (refused_to_connect(), shardex.Unavailable,
      "connection refused); nothing was sent"),  # it said a write may have applied
+    (azure_errors.ServiceRequestTimeoutError("connect timed out"), shardex.Unavailable,
+     "nothing was sent"),
+    # the SDK's ServiceRequestError for a connection dropped after the request went out:
+    # it said nothing was sent, of a write that had applied
+    (dropped_after_sending(), shardex.Unavailable, "disconnected); a write may or may not"),
     (http_error(412, kind=cosmos_errors.CosmosAccessConditionFailedError),
      shardex.ConditionFailed, "condition failed"),
     (http_error(409, kind=cosmos_errors.CosmosResourceExistsError), shardex.ConditionFailed,
@@ -205,3 +211,4 @@ def test_an_endless_timeout_is_refused(account: None) -> None:
     with pytest.raises(shardex.InvalidInput, match="read_timeout must be a number of seconds "
                                                    "above 0 and at most 3600, got inf"):
         shardex.open_store("cosmos://orders/entries?read_timeout=inf")
+

@@ -10,9 +10,11 @@ Never twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import pytest
@@ -75,6 +77,10 @@ def test_resolve_reads_the_outcome_from_tokens_never_from_content() -> None:
     assert resolve(before, "mine", placement("t9", NO_TOKEN, "t0", "mine", "t8")) is \
         Outcome.APPLIED
     assert resolve(before, "mine", before) is Outcome.NOT_APPLIED
+    # where a request may land late, unchanged says only: not landed yet
+    assert resolve(before, "mine", before, late_writes=True) is Outcome.NOT_YET
+    assert resolve(before, "mine", placement("other", NO_TOKEN, "t0"), late_writes=True) is \
+        Outcome.NOT_APPLIED
     # another write landed directly after the state this one was tried on
     assert resolve(before, "mine", placement("other", NO_TOKEN, "t0")) is Outcome.NOT_APPLIED
     # the same content written by another client is not this write
@@ -171,6 +177,57 @@ def test_a_write_lost_before_it_applied_is_tried_again_with_its_token() -> None:
             assert isinstance(result, Unavailable)
             assert "did not apply" in str(result)
             assert check_outcome(log, token, result) == "fail"
+
+    run_virtual(main())
+
+
+class Late(Scripted):
+    """A store whose requests may land after they failed: "held" fails a place at once,
+    as a timeout does, and applies it ``hold`` seconds later (a request the network or
+    the service held)."""
+
+    def __init__(self, hold: float) -> None:
+        super().__init__()
+        self.capabilities = replace(self.capabilities, late_writes=True)
+        self.hold = hold
+        self.held: list[asyncio.Future[None]] = []
+
+    async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
+                     version: int, expected: Placement | None, token: str,
+                     rec: Recorder) -> None:
+        if self.place_faults and self.place_faults[0] == "held":
+            self.place_faults.pop(0)
+
+            async def land() -> None:
+                await self.clock.sleep(self.hold)
+                with contextlib.suppress(ConditionFailed):
+                    await MemoryStore._place(self, namespace, item_id, entry, version,
+                                             expected, token, rec)
+
+            self.held.append(asyncio.ensure_future(land()))
+            raise Unavailable("scripted: timed out; the request is held on its way")
+        await super()._place(namespace, item_id, entry, version, expected, token, rec)
+
+
+@pytest.mark.parametrize("late", ["held", "lost"])
+def test_a_write_that_may_still_land_is_unknown_never_failed(late: str) -> None:
+    """A request held in the network (a proxy, a slow server) landed after shardex had
+    read the item back unchanged, given up and said 'did not apply' (Azure Tables and
+    DynamoDB Local, with a delaying proxy): unchanged when read is not never."""
+    async def main() -> None:
+        store = Late(hold=5.0)
+        log = store.watch_applied()
+        async with shardex.ShardedIndex(store, "orders", retry=FAST, seed=1) as index:
+            await index.put("PENDING", "o-1", sort="a")
+            store.place_faults = [late, "lost", "lost", "lost"]
+            token, result = await traced(
+                lambda token: index.move("o-1", old="PENDING", new="SHIPPED", token=token))
+            assert isinstance(result, OutcomeUnknown), result
+            assert "a try sent before may still land" in str(result)
+            await asyncio.gather(*store.held)
+            await asyncio.sleep(6)
+            assert check_outcome(log, token, result) == "unknown"
+            assert applies(log, token) == (1 if late == "held" else 0)
 
     run_virtual(main())
 

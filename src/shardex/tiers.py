@@ -137,6 +137,8 @@ class TierStores:
         return Topology(tuple(self._stores), arbiter=self.arbiter is not None,
                         foreign=frozenset(name for name, store in self._stores.items()
                                           if store.capabilities.foreign_writes),
+                        late=frozenset(name for name, store in self._stores.items()
+                                       if store.capabilities.late_writes),
                         unknown=self._unknown)
 
     async def locate(self, namespace: str, item_id: str, retrying: Retrying

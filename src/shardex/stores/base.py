@@ -128,6 +128,10 @@ class Capabilities:
     - ``max_item_bytes``: the largest item the store holds (DynamoDB: 400 KB).
     - ``values``: the attribute values the store holds (``shardex.model.values``):
       DynamoDB's by default, Azure's EDM types besides on Azure Table Storage.
+    - ``late_writes``: a write whose request failed ambiguously (a timeout, a dropped
+      connection) may still land after the failure (the network or the service held
+      it), so a read that finds the item unchanged does not show that it never will
+      (False for memory://, whose failed requests are settled when they fail).
     """
 
     consistent_reads: bool = True
@@ -136,6 +140,7 @@ class Capabilities:
     writes_sort: bool = True
     max_item_bytes: int = MAX_ITEM_BYTES
     values: ValueRules = DYNAMODB_VALUES
+    late_writes: bool = True
 
     def __post_init__(self) -> None:
         if type(self.max_page) is not int or self.max_page < 1:

@@ -22,11 +22,14 @@ readers no longer read (``shardex.write`` explains when), in whatever state.
 ``resolve(expected, token, found)`` says whether a write whose try failed ambiguously
 (a timeout: it may have landed) applied, from the placement ``found`` after it:
 ``APPLIED`` if the write's token is the placement's or in its history; ``NOT_APPLIED``
-if the placement is still ``expected`` or its history shows another write directly
-after ``expected``'s (the try was conditioned on ``expected``, so once another write
-replaced it, the try can never land); ``UNKNOWN`` when the history does not reach back
-that far. Identity, never equal content: another client's identical write is not
-mistaken for one's own.
+if its history shows another write directly after ``expected``'s (the try was
+conditioned on ``expected``, so once another write replaced it, the try can never land),
+or if the placement is still ``expected`` on a store where a failed request is settled
+when it fails; ``NOT_YET`` if it is still ``expected`` where a request may land late
+(the network or the service held it: not landed so far, which a try sent again with the
+same token and condition may settle, but no proof it never will); ``UNKNOWN`` when the
+history does not reach back that far. Identity, never equal content: another client's
+identical write is not mistaken for one's own.
 """
 
 from __future__ import annotations
@@ -230,22 +233,24 @@ class Outcome(enum.Enum):
 
     APPLIED = "applied"
     NOT_APPLIED = "not applied"
+    NOT_YET = "not applied yet"
     UNKNOWN = "unknown"
 
 
 def resolve(expected: Placement | None, token: str, found: Placement | None, *,
-            foreign_writes: bool = False) -> Outcome:
+            foreign_writes: bool = False, late_writes: bool = False) -> Outcome:
     """Say whether the write ``token``, tried on ``expected``, applied, from ``found`` after.
 
     ``found`` is the item's placement read after the try (None: never placed).
     ``foreign_writes`` is the store's capability: there the application writes the
     items too and leaves no token, so a state no token wrote is only known unchanged
-    when it is found exactly as located, attribute for attribute.
+    when it is found exactly as located, attribute for attribute. ``late_writes`` too:
+    there a try found not landed may still land (``NOT_YET``).
     """
     if found is not None and (found.token == token or token in found.history):
         return Outcome.APPLIED
     if found == expected:
-        return Outcome.NOT_APPLIED
+        return Outcome.NOT_YET if late_writes else Outcome.NOT_APPLIED
     mark = NO_TOKEN if expected is None or expected.token is None else expected.token
     if foreign_writes and mark == NO_TOKEN:
         return Outcome.UNKNOWN

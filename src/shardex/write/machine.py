@@ -314,7 +314,8 @@ class WriteMachine:
                     self.unknown(token, ambiguous, f"reading it back failed "
                                  f"({type(exc).__name__}: {exc})", exc)
                 if ambiguous is not None and tried is not None:
-                    outcome = resolve(tried.expected, token, current, foreign_writes=foreign)
+                    outcome = resolve(tried.expected, token, current, foreign_writes=foreign,
+                                      late_writes=tier in topology.late)
                     if outcome is Outcome.APPLIED:
                         assert planned is not None
                         landing = None if tried.entry is None else Landing(
@@ -325,6 +326,12 @@ class WriteMachine:
                     if outcome is Outcome.UNKNOWN:
                         self.unknown(token, ambiguous, "the item's placement no longer reaches "
                                      "back to the state it was tried on")
+                    if outcome is Outcome.NOT_YET and give_up is not None:
+                        # not landed when read, but a try sent before may land yet: only
+                        # another write of the item, or the item read again later, can say
+                        self.unknown(token, ambiguous, "the item's placement is still the one "
+                                     "it was tried on, and a try sent before may still land "
+                                     "(a request the network or the store held)")
                 if give_up is not None:
                     raise did_not_apply(give_up, job.what) if ambiguous is not None \
                         else give_up

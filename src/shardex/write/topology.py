@@ -25,13 +25,16 @@ class Topology:
     """The stores of an index by tier (None first: its own), and what each can do.
 
     ``arbiter``: the index's own store arbitrates items across stores. ``foreign``: the
-    stores whose items the application writes too. ``unknown(names)`` words the error
-    for a routing that names tiers the index has no store for.
+    stores whose items the application writes too. ``late``: the stores where a write
+    that failed ambiguously may still land after (``Capabilities.late_writes``).
+    ``unknown(names)`` words the error for a routing that names tiers the index has no
+    store for.
     """
 
     stores: tuple[Tier, ...] = (None,)
     arbiter: bool = True
     foreign: frozenset[Tier] = frozenset()
+    late: frozenset[Tier] = frozenset()
     unknown: Callable[[set[str]], str] | None = None
 
     @property

@@ -130,16 +130,35 @@ def map_error(exc: BaseException, *, operation: str, table: str, endpoint: str,
     if isinstance(exc, errors.ServiceRequestError | errors.ServiceResponseError) \
             or status >= 500 or isinstance(exc, TimeoutError | OSError):
         return Unavailable(f"{operation} on {where}: {endpoint} failed ({what}: {message}); "
-                           + request_outcome(exc, errors))
+                           + request_outcome(exc, errors, operation))
     return StoreError(f"{operation} on {where}: {what}: {message}")
 
 
-def request_outcome(exc: BaseException, errors: Any) -> str:
-    """What a request that failed so left behind: the SDK's ServiceRequestError is raised
-    before anything was sent."""
-    if isinstance(exc, errors.ServiceRequestError):
+# operations that change nothing (both SDK adapters' names, and opening a store)
+_READ_OPERATIONS = frozenset({"get", "query", "read_many", "open", "check"})
+
+
+def request_outcome(exc: BaseException, errors: Any, operation: str) -> str:
+    """What a request of ``operation`` that failed so left behind.
+
+    Nothing was sent only where the connection was never made (a connect timeout, or a
+    connector error below azure-core's ServiceRequestError): the SDK raises that same
+    ServiceRequestError for a connection the server dropped after the request went out.
+    """
+    if operation in _READ_OPERATIONS:
+        return "a read: nothing changed"
+    inner = getattr(exc, "inner_exception", None)
+    if isinstance(exc, errors.ServiceRequestTimeoutError) or _connect_failed(inner):
         return "nothing was sent"
     return "a write may or may not have applied"
+
+
+def _connect_failed(error: Any) -> bool:
+    try:
+        from aiohttp import ClientConnectorError
+    except ImportError:  # pragma: no cover - azure-core's aio transport needs aiohttp
+        return False
+    return isinstance(error, ClientConnectorError)
 
 
 def parse_connection_string(text: str) -> dict[str, str]:

@@ -12,20 +12,30 @@ from shardex.stores.connector import aborting
 __all__ = ["aio_transport", "with_transport"]
 
 
-def aio_transport() -> Any:
+# the client options a transport of our own must be given itself: azure-core reads them
+# into the connection configuration of the transport it builds, and a transport handed
+# in keeps its own (300 s each), whatever the client was given
+_TIMEOUTS = ("connection_timeout", "read_timeout")
+
+
+def aio_transport(**timeouts: float) -> Any:
     """A new ``AioHttpTransport`` owning a session on the aborting connector, made as
     azure-core makes its own session (no cookies, bodies left compressed, proxies from
-    the environment). Call it with the event loop running."""
+    the environment), with ``connection_timeout`` and ``read_timeout`` seconds. Call it
+    with the event loop running."""
     import aiohttp
     from azure.core.pipeline.transport import AioHttpTransport
 
     session = aiohttp.ClientSession(connector=aborting(aiohttp.TCPConnector)(),
                                     cookie_jar=aiohttp.DummyCookieJar(),
                                     auto_decompress=False, trust_env=True)
-    return AioHttpTransport(session=session, session_owner=True)
+    return AioHttpTransport(session=session, session_owner=True, **timeouts)
 
 
 def with_transport(options: dict[str, Any]) -> dict[str, Any]:
-    """A client's keyword arguments with ``transport`` set to a new ``aio_transport()``,
-    unless the caller gave one."""
-    return options if "transport" in options else {**options, "transport": aio_transport()}
+    """A client's keyword arguments with ``transport`` set to a new ``aio_transport()``
+    that keeps the options' timeouts, unless the caller gave one."""
+    if "transport" in options:
+        return options
+    timeouts = {name: options[name] for name in _TIMEOUTS if name in options}
+    return {**options, "transport": aio_transport(**timeouts)}

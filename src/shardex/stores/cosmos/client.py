@@ -138,7 +138,7 @@ def map_error(exc: BaseException, *, operation: str, where: str, endpoint: str,
             or status in (408, 449) or status >= 500 or isinstance(exc, TimeoutError | OSError):
         return Unavailable(f"{operation} on {subject}: {endpoint} failed "
                            f"({status or type(exc).__name__}: {message}); "
-                           + request_outcome(exc, errors))
+                           + request_outcome(exc, errors, operation))
     return StoreError(f"{operation} on {subject}: {status or type(exc).__name__}: {message}")
 
 

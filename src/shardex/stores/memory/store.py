@@ -125,7 +125,8 @@ class MemoryStore(Store):
         self.profile = resolve_profile(profile, self._capacity)
         consistent = self.profile.consistent
         super().__init__(capabilities=Capabilities(consistent_reads=consistent,
-                                                   max_page=QUERY_PAGE_ITEMS), clock=clock)
+                                                   max_page=QUERY_PAGE_ITEMS,
+                                                   late_writes=False), clock=clock)
         settings = self._settings
         try:
             self._latency = LatencyModel(settings["latency_median_ms"],
