@@ -147,15 +147,16 @@ def _usage(exc: click.UsageError) -> str:
     return message + hint
 
 
-# the store drivers' loggers: their warnings (the Cosmos DB SDK marks an endpoint it
-# cannot reach unavailable, for one) are not the command's output
-_DRIVERS = ("azure", "botocore", "aiobotocore", "urllib3")
+# the store drivers' loggers, and shardex's own: their warnings (the Cosmos DB SDK marks
+# an endpoint it cannot reach unavailable; a routing refresh fails while the store is
+# away, and the next one succeeds) are not the command's output, which says what matters
+_DRIVERS = ("azure", "botocore", "aiobotocore", "urllib3", "shardex")
 
 
 def _quiet_drivers() -> None:
-    """Keep the drivers' log records off stderr unless ``-vvv`` sends everyone's there:
-    with no handler of their own, Python's last-resort handler prints their warnings
-    beside the command's one error line."""
+    """Keep log records off stderr unless ``-v`` (shardex's) or ``-vvv`` (everyone's)
+    sends them there: with no handler of their own, Python's last-resort handler prints
+    warnings beside the command's one error line, or after its success."""
     for name in _DRIVERS:
         logger = logging.getLogger(name)
         if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
