@@ -217,7 +217,8 @@ def test_the_autopilot_grows_resumes_after_sigkill_and_shrinks_on_dynamodb_local
     main(["autopilot", "log", *where, "--json", "--limit", "1000"])
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "shardex.autopilot.log/1"
-    assert doc["leader"]["expires"] == 0  # a clean stop gives the lease up
+    assert doc["leader"] is None  # a clean stop gives the lease up
+    assert lease_of(uri, name).expires == 0
     assert doc["paused"] is False
     entries = doc["entries"]
     starts = [e for e in entries if e["action"] == "start" and e["outcome"] == "ok"]
@@ -232,3 +233,34 @@ def test_the_autopilot_grows_resumes_after_sigkill_and_shrinks_on_dynamodb_local
     assert [e["outcome"] for e in entries if e["dry_run"] and e["action"] == "grow"] == [
         "proposed"]
     print(f"autopilot on DynamoDB Local: {took:.1f} s from the load's start")
+
+
+def test_pause_of_a_mistyped_index_writes_nothing_and_a_lapsed_leader_is_no_leader(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """'autopilot pause --index typo' on a fresh table claimed the table for 'typo' (the
+    index that should have been there could not open on it); 'log --json' named a leader
+    whose lease had lapsed (a clean stop gives it up) while the text said 'no leader'."""
+    endpoint = dynamodb_local.require_endpoint()
+    table = dynamodb_local.create_index_table()
+    uri = f"dynamodb://{table}?region={dynamodb_local.REGION}&endpoint_url={endpoint}"
+    with pytest.raises(SystemExit) as done:
+        main(["autopilot", "pause", "--store", uri, "--index", "typo"])
+    err = capsys.readouterr().err.strip()
+    assert done.value.code == 2
+    assert err.startswith("error: Invalid value for '--index': no index 'typo' in "), err
+    assert "nothing was written" in err
+    name = f"orders_{uuid.uuid4().hex[:8]}"
+    seeded(uri, name, 1)  # the table is free: the right index opens on it
+
+    async def held_then_released() -> None:
+        records = AutopilotRecords(shardex.open_store(uri), name, clock=LoopClock())
+        async with records.store:
+            assert (await records.hold("w-1", 60.0))[0]
+            await records.release("w-1")
+
+    asyncio.run(held_then_released())
+    assert lease_of(uri, name).owner == "w-1"  # the record keeps the last owner
+    main(["autopilot", "log", "--store", uri, "--index", name, "--json"])
+    assert json.loads(capsys.readouterr().out)["leader"] is None
+    main(["autopilot", "log", "--store", uri, "--index", name])
+    assert "no leader" in capsys.readouterr().out

@@ -151,7 +151,7 @@ def test_a_heat_line_too_deep_or_long_is_a_bad_line_logged_and_skipped(
     out, err = capsys.readouterr()
     assert "Traceback" not in err, err[-2000:]
     assert not err.strip(), err[-2000:]
-    assert f"heat fail: file {heat}: InvalidInput: {heat}:1: not a heat sample " \
+    assert f"heat fail: file {heat}: BadHeatLines: {heat}:1: not a heat sample " \
            f"{fault}" in " ".join(out.split()), out
 
 
@@ -270,3 +270,46 @@ def test_an_option_the_input_has_no_use_for_is_refused_not_ignored(
     code, line = fails(capsys, *(arg.format(**names) for arg in args))
     assert code == 2
     assert fault.format(**names) in line, line
+
+
+@pytest.mark.parametrize("autopilot", [[], ["--autopilot"]], ids=["static", "autopilot"])
+@pytest.mark.parametrize("n", ["0", "100000"])
+def test_simulate_refuses_an_n_no_routing_takes(capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path, n: str,
+                                                autopilot: list[str]) -> None:
+    """--autopilot took --set A=0 and ran it as N=1; the static run refused it."""
+    path = tmp_path / "w.toml"
+    path.write_text(_WORKLOAD)
+    code, line = fails(capsys, "simulate", str(path), *autopilot, "--set", f"A={n}")
+    assert code == 2
+    assert line.startswith("error: Invalid value for --set: A: "), line
+    assert "shards" in line, line
+
+
+def test_simulate_autopilot_refuses_a_rate_for_the_built_in_day(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--rate chooses a diagnosis's peak or sustained rate: the built-in day has neither."""
+    code, line = fails(capsys, "simulate", "--autopilot", "--rate", "sustained")
+    assert code == 2
+    assert "--rate is for a WORKLOAD that is a diagnosis" in line, line
+
+
+def test_autopilot_refuses_a_policy_tier_without_its_store_naming_the_file(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A policy's tier with no --tier ran (its isolation could not have landed)."""
+    policy, heat = tmp_path / "p.toml", tmp_path / "heat.jsonl"
+    policy.write_text('tier = "hot"\n')
+    heat.write_text("")
+    code, line = fails(capsys, "autopilot", "--store", "memory://", "--index", "i",
+                       "--source", f"file:{heat}", "--policy", str(policy), "--dry-run",
+                       "--duration", "0.01")
+    assert code == 2
+    assert line.startswith(f"error: Invalid value for '--policy': {policy}: tier 'hot', "
+                           "which has no store: give --tier hot=URI"), line
+
+
+def test_an_autopilot_word_that_is_no_command_is_named(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """'autopilot recommend --help' printed run's help: any first word ran 'run'."""
+    code, line = fails(capsys, "autopilot", "recommend", "--help")
+    assert (code, line.split(" (see")[0]) == (2, "error: No such command 'recommend'.")

@@ -225,6 +225,32 @@ def test_internal_rows_stand_apart_from_shard_keys() -> None:
     assert not any(k.startswith("#") for k in doc["timeline"]["shard_keys"])
 
 
+def test_the_meter_feed_shows_the_stores_own_records_and_other_apart() -> None:
+    """The meter's reserved buckets (#placement, ...) and its key cap's ``other`` are on
+    the page as ``internal`` rows, as the Prometheus feed shows them (they were left out)."""
+    store = shardex.open_store("memory://?seed=4")
+    meter = HeatMeter(store, windows=60, max_keys=2)
+
+    async def main() -> None:
+        async with shardex.ShardedIndex(store, "orders", meter=meter) as index:
+            await orders_traffic(index, rate=600.0, duration=3.0)
+
+    shardex.run_virtual(main())
+    snap = meter.snapshot()
+    assert snap.reserved
+    assert snap.other is not None
+    doc = MeterFeed(meter).read()
+    internal = {(row["level"], row["key"]): row for row in doc["internal"]}
+    for bucket, counted in snap.reserved.items():
+        row = internal[("shard_key", bucket)]
+        assert row["units"] == pytest.approx(counted.units)
+        assert row["requests"] == counted.requests
+    assert "placements" in internal[("shard_key", "#placement")]["what"]
+    assert internal[("value", "other")]["units"] == pytest.approx(snap.other.units)
+    assert not any(r["key"].startswith("#") or r["key"] == "other"
+                   for r in doc["values"] + doc["shard_keys"])
+
+
 @pytest.mark.parametrize(("text", "joined"), [
     ('job="orders"', 'job="orders"'),
     ('{job="orders", env=~"prod|eu"}', 'job="orders",env=~"prod|eu"'),

@@ -39,7 +39,14 @@ from shardex.autopilot.policy import (
 )
 from shardex.autopilot.records import AutopilotRecords, Control, Lease, LogEntry, State
 from shardex.autopilot.sizing import PlannerSizer, mode_of
-from shardex.autopilot.sources import FileHeat, HeatSample, HeatSource, MeterHeat, PrometheusHeat
+from shardex.autopilot.sources import (
+    BadHeatLines,
+    FileHeat,
+    HeatSample,
+    HeatSource,
+    MeterHeat,
+    PrometheusHeat,
+)
 
 __all__ = [
     "ACTIONS",
@@ -47,6 +54,7 @@ __all__ = [
     "Autopilot",
     "AutopilotPolicy",
     "AutopilotRecords",
+    "BadHeatLines",
     "Control",
     "Decision",
     "FileHeat",

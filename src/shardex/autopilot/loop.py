@@ -56,7 +56,7 @@ from shardex.autopilot.policy import (
 )
 from shardex.autopilot.records import AutopilotRecords, Control, Lease, LogEntry, State
 from shardex.autopilot.runner import DEFAULT_MARGIN, DEFAULT_MAX_AGE, Runner, states
-from shardex.autopilot.sources import HeatSample, HeatSource, is_value
+from shardex.autopilot.sources import BadHeatLines, HeatSample, HeatSource, is_value
 from shardex.clock import Clock, LoopClock
 from shardex.errors import InvalidInput, ReshardRefused, ShardexError
 from shardex.routing import Routing
@@ -163,6 +163,7 @@ class Autopilot:
         self.records = AutopilotRecords(runner.store, runner.name, clock=self._clock)
         self.windows: dict[str, HeatWindow] = {}
         self._seen: dict[str, float] = {}  # the last sample's time per key
+        self._span: dict[str, float] = {}  # and its span
         self._leading: Lease | None = None
         self._paused = False
         self._driving: asyncio.Task[None] | None = None
@@ -298,11 +299,15 @@ class Autopilot:
         try:
             samples = await self.source.read(now)
         except ShardexError as exc:
+            # a bad line of a heat file: the good lines read with it count
+            good = exc.samples if isinstance(exc, BadHeatLines) else None
             text = f"{self.source.name}: {type(exc).__name__}: {exc}"
             if text != self._source_failed:
-                await self._record("action", "heat", "fail", text + "; no heat this tick")
+                await self._record("action", "heat", "fail", text + (
+                    "; no heat this tick" if good is None else
+                    f"; skipped, {len(good)} good sample(s) of this read taken"))
             self._source_failed = text
-            return []
+            return good or []
         if self._source_failed:
             self._source_failed = ""
             await self._record("action", "heat", "ok", f"{self.source.name} answers again")
@@ -320,13 +325,21 @@ class Autopilot:
             self._seen[sample.key] = sample.t
             got.add(sample.key)
             self.gauges.heat(sample.key, sample.write_units)
-        if zero_fill and self.source.complete:
-            # a key the source no longer lists has no load (its series went stale)
-            for key, window in self.windows.items():
-                if key not in got and now > self._seen.get(key, -math.inf):
-                    window.add(now, 0.0, 0.0, span=self.policy.tick)
-                    self._seen[key] = now
-                    self.gauges.heat(key, 0.0)
+            self._span[sample.key] = sample.span
+        if not zero_fill:
+            return
+        for key, window in self.windows.items():
+            seen = self._seen.get(key, -math.inf)
+            # a key the source no longer lists has no load (its series went stale): at
+            # once from a source that lists every key with load each read, and from
+            # another (a file) once its newest sample is two of its spans (at least two
+            # ticks) old, so neither its last heat nor the file's past is taken for now
+            stale = (key not in got if self.source.complete else
+                     now - seen > 2 * max(self._span.get(key, 0.0), self.policy.tick))
+            if stale and now > seen:
+                window.add(now, 0.0, 0.0, span=self.policy.tick)
+                self._seen[key] = now
+                self.gauges.heat(key, 0.0)
 
     # -- deciding and acting ---------------------------------------------------------------
 

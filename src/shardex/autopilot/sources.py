@@ -14,7 +14,10 @@ crash) has its windows filled at once rather than after ``t_up``:
 - ``FileHeat``: a JSON Lines file another tool appends to, one sample a line:
   ``{"t": 1764480000.0, "key": "PENDING", "write_units": 850.0, "read_units": 40.0,
   "span": 5}`` (``read_units`` and ``span`` optional: 0 and 1); each read takes the
-  lines added since the last.
+  lines added since the last. A line that is no sample is skipped, never the lines
+  around it: the read raises ``BadHeatLines`` naming it, with the good lines in
+  ``samples``. The file lists only what its writer saw: the loop counts a key it has
+  not listed for two of its samples' spans (at least two ticks) as no load.
 
 Keys the store reserves (``#placement``, ...) and the metrics' ``other`` are left out.
 """
@@ -35,8 +38,8 @@ from shardex.errors import InvalidInput
 from shardex.keys import is_reserved, parse_shard_key, validate_value
 from shardex.stores.base import Store
 
-__all__ = ["FileHeat", "HeatSample", "HeatSource", "MeterHeat", "PrometheusHeat",
-           "is_value"]
+__all__ = ["BadHeatLines", "FileHeat", "HeatSample", "HeatSource", "MeterHeat",
+           "PrometheusHeat", "is_value"]
 
 # PromQL instant query: (query, at) -> [(labels, value)]; range: (query, start, end, step)
 Instant = Callable[[str, float], list[tuple[dict[str, str], float]]]
@@ -53,6 +56,15 @@ class HeatSample:
     write_units: float
     read_units: float = 0.0
     span: float = 1.0
+
+
+class BadHeatLines(InvalidInput):
+    """Lines of a heat file that are no heat samples; ``samples``: the good lines read
+    with them (the loop takes those)."""
+
+    def __init__(self, message: str, samples: list[HeatSample]) -> None:
+        super().__init__(message)
+        self.samples = samples
 
 
 class HeatSource(Protocol):
@@ -204,11 +216,17 @@ class FileHeat:
             raise InvalidInput(f"cannot read heat file {self.path}: {exc}") from None
         complete = data[:data.rfind(b"\n") + 1]  # a line still being written waits
         self._offset += len(complete)
-        out = []
+        out, bad = [], []
         for raw in complete.decode("utf-8", errors="replace").splitlines():
             self._line += 1
             if raw.strip():
-                out.append(self._parse(raw))
+                try:
+                    out.append(self._parse(raw))
+                except InvalidInput as exc:
+                    bad.append(str(exc))
+        if bad:
+            more = f" (and {len(bad) - 1} more bad line(s) in this read)" if len(bad) > 1 else ""
+            raise BadHeatLines(bad[0] + more, out)
         return out
 
     async def read(self, now: float) -> list[HeatSample]:

@@ -22,7 +22,14 @@ from typing import Any
 import click
 
 from shardex.commands import output
-from shardex.commands.connection import Connection, given_tiers, index_options, lasting, open_with
+from shardex.commands.connection import (
+    Connection,
+    given_tiers,
+    index_options,
+    lasting,
+    named_tiers,
+    open_with,
+)
 from shardex.commands.params import (
     LOGICAL_KEY,
     MARGIN,
@@ -46,7 +53,8 @@ class _RunByDefault(click.Group):
     """A group whose own name runs ``run``: ``shardex autopilot --store ...``."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+        # options first: run's; a word that names no command stays one (click names it)
+        if args and args[0].startswith("-") and args[0] not in ("-h", "--help"):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
@@ -168,6 +176,7 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
 
     lasting(uri, None if dry_run else "autopilot", offers_dry_run=True)
     policy = AutopilotPolicy() if policy_path is None else load_policy(policy_path)
+    named_tiers([policy.tier], "--policy", where=f"{policy_path}: tier")
     try:
         facts, sizer = _sizing(uri, ceiling, name)
     except InvalidInput as exc:
@@ -247,18 +256,18 @@ def log(uri: str, name: str, limit: int, key: str | None, as_json: bool,
 
     lease, control, state, entries, where = asyncio.run(read())
     entries = [e for e in entries if key is None or e.key == key][-limit:]
+    held = lease.owner is not None and lease.expires > time.time()  # else it lapsed
     if as_json:
         from shardex.documents import rounded
 
         click.echo(json.dumps(rounded({
             "schema": "shardex.autopilot.log/1", "index": name, "store": where,
-            "leader": None if lease.owner is None else lease.to_body(),
+            "leader": lease.to_body() if held else None,
             "paused": control.paused, "control": control.to_body(),
             "state": state.to_body(), "entries": [e.to_body() for e in entries]}),
             indent=2))
         return
     out = output.console()
-    held = lease.owner is not None and lease.expires > time.time()
     out.print(f"autopilot of index {name!r} in {where}: "
               + (f"leader {lease.owner} (term {lease.term})" if held else "no leader")
               + (f"; PAUSED by {control.by or '?'}" + (f": {control.reason}"
@@ -277,15 +286,23 @@ def _control(uri: str, name: str, paused: bool, reason: str,
 
     from shardex.autopilot import Control
     from shardex.clock import LoopClock
+    from shardex.routing_record import RoutingRecord
 
-    async def write() -> None:
+    async def write() -> bool:
         records = _records(uri, name, connection)
         async with records.store:
+            # a mistyped name would claim a fresh table for an index that is not there
+            if (await RoutingRecord(records.store, name).read())[0] is None:
+                return False
             await records.set_control(Control(paused, LoopClock().wall(),
                                               f"{getpass.getuser()}@{socket.gethostname()}",
                                               reason))
+            return True
 
-    asyncio.run(write())
+    if not asyncio.run(write()):
+        raise click.BadParameter(f"no index {name!r} in {uri}: it has no routing record "
+                                 "(an index stores one when it first opens); nothing was "
+                                 "written", param_hint="'--index'")
 
 
 @autopilot.command()

@@ -179,13 +179,14 @@ def given_tiers() -> dict[str, str]:
     return dict(click.get_current_context().meta.get(_TIERS, {}))
 
 
-def named_tiers(named: Iterable[str | None], option: str) -> None:
-    """Refuse (usage, naming ``option``) a tier the layout names that ``--tier`` does not give."""
+def named_tiers(named: Iterable[str | None], option: str, *, where: str = "names tier") -> None:
+    """Refuse (usage, naming ``option`` and ``where`` in it) a tier the layout names that
+    ``--tier`` does not give."""
     tiers = given_tiers()
     unknown = sorted({tier for tier in named if tier is not None} - set(tiers))
     if unknown:
         raise click.BadParameter(
-            f"names tier {unknown[0]!r}, which has no store: give --tier {unknown[0]}=URI "
+            f"{where} {unknown[0]!r}, which has no store: give --tier {unknown[0]}=URI "
             f"(tiers given: {', '.join(map(repr, sorted(tiers))) or 'none'})",
             param_hint=f"'{option}'")
 

@@ -18,6 +18,19 @@ from shardex.plotting import plot_target
 
 __all__ = ["refuse_unknown", "simulate"]
 
+def _shards(sets: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """``--set``'s VALUE=N pairs, each N one a routing takes (1 to the routing's most)."""
+    from shardex.routing import ShardPolicy
+
+    overrides = distinct(list(sets), "--set")
+    for value, n in overrides.items():
+        try:
+            ShardPolicy(shards=n)
+        except ValueError as exc:
+            raise click.BadParameter(f"{value}: {exc}", param_hint="--set") from None
+    return overrides
+
+
 def load_layout(path: Path) -> Any:
     """The routing a layout file carries: a ``shardex.plan/1`` or ``shardex.diagnose/1``
     document (its ``routing``), or a ``shardex.routing/1`` document itself."""
@@ -100,7 +113,10 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
         from shardex.scenarios.simulate import routing_for
         from shardex.scenarios.workload import load_workload
 
-        starting = distinct(list(sets), "--set")  # checked against the load's values there
+        if workload is None and given("rate"):
+            raise click.UsageError("--rate is for a WORKLOAD that is a diagnosis (the "
+                                   "built-in day has one rate a second per key)")
+        starting = _shards(sets)  # checked against the load's values there
         if layout is not None:
             if workload is None:
                 raise click.UsageError("--layout needs a WORKLOAD with the values it shards")
@@ -119,7 +135,6 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
         raise click.UsageError("--seed is for --autopilot (a static layout's run draws "
                                "nothing)")
 
-    from shardex.routing import ShardPolicy
     from shardex.scenarios.simulate import routing_for
     from shardex.scenarios.simulate import simulate as run
     from shardex.scenarios.workload import load_workload
@@ -129,13 +144,8 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
     load = load_workload(workload, rate=rate)
     if duration is not None:
         load = dataclasses.replace(load, duration=duration)
-    overrides = distinct(list(sets), "--set")
+    overrides = _shards(sets)
     refuse_unknown(overrides, load.values, workload)
-    for value, n in overrides.items():
-        try:
-            ShardPolicy(shards=n)
-        except ValueError as exc:
-            raise click.BadParameter(f"{value}: {exc}", param_hint="--set") from None
     routing = routing_for(load.values, load_layout(layout) if layout else None, overrides)
     profile, latency = model(dict(load.table), store, load.origin)
     result = run(load, routing, profile, latency=latency)

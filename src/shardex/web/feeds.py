@@ -163,6 +163,11 @@ class MeterFeed(Feed):
                                for k in sorted(shown)},
                     "shard_keys": {k: _aligned(closed, snap.shard_timeline.get(k, []))
                                    for k in sorted(shown_shards)}}
+        # the store's own records and the keys past the meter's cap: ``internal`` rows,
+        # out of the charts
+        shard_keys += [row(bucket, m, 0.0, value=bucket) for bucket, m in snap.reserved.items()]
+        if snap.other is not None:
+            values.append(row(OTHER, snap.other, last(snap.timeline.get(OTHER, [])), shards=1))
         totals = {"requests": snap.totals.requests, "units": snap.totals.units,
                   "throttles": snap.totals.throttles}
         reshard = None

@@ -1,0 +1,132 @@
+"""The autopilot reading heat from a JSON Lines file (``--source file:PATH``), on virtual
+time: a bad line skips only itself, and a key the file stops listing (or lists only in
+the past) counts as no load instead of keeping its last heat for ever.
+
+A dry run's loop is ticked by hand against memory://; its partition ceiling is 10 write
+units a second, so 1,000 is hot.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import shardex
+from shardex.autopilot import (
+    Autopilot,
+    AutopilotPolicy,
+    BadHeatLines,
+    FileHeat,
+    PlannerSizer,
+    TableFacts,
+)
+from shardex.autopilot.runner import Runner
+from shardex.clock import LoopClock
+from shardex.sim.profiles import profile
+
+INDEX = "orders"
+POLICY = AutopilotPolicy(t_up=5, t_down=30, tick=1, trend=5, lead=5, min_interval=10,
+                         retain=5, max_shards=16)
+
+
+def line(t: float, key: str, write_units: float, **more: Any) -> str:
+    return json.dumps({"t": t, "key": key, "write_units": write_units, **more}) + "\n"
+
+
+def pilot(store: shardex.Store, path: Path) -> Autopilot:
+    table = profile("dynamodb-on-demand", write_ceiling=10.0, partitions=0)
+    return Autopilot(Runner(store, INDEX, rate=100, worker="w"), policy=POLICY,
+                     source=FileHeat(path), facts=TableFacts(10.0),
+                     size=PlannerSizer(table, namespace=INDEX), dry_run=True)
+
+
+async def routed(store: shardex.Store) -> None:
+    async with shardex.ShardedIndex(store, INDEX, routing=shardex.Routing()) as index:
+        await index.put("PENDING", "o-1", sort="0")
+
+
+def test_a_bad_line_skips_itself_not_the_good_lines_after_it(tmp_path: Path) -> None:
+    """The read advanced past the whole chunk and raised at the bad line: the good lines
+    after it in the same read were never counted."""
+    path = tmp_path / "heat.jsonl"
+
+    async def main() -> None:
+        store = shardex.open_store("memory://")
+        await routed(store)
+        now = LoopClock().wall()
+        path.write_text(line(now, "PENDING", 5.0) + "not json\n" + line(now, "SHIPPED", 7.0)
+                        + '{"t": 1}\n' + line(now, "HELD", 2.0))
+        with pytest.raises(BadHeatLines) as raised:
+            await FileHeat(path).read(now)
+        assert [s.key for s in raised.value.samples] == ["PENDING", "SHIPPED", "HELD"]
+        assert f"{path}:2: not a heat sample" in str(raised.value)
+        assert "(and 1 more bad line(s) in this read)" in str(raised.value)
+
+        autopilot = pilot(store, path)
+        async with autopilot:
+            await autopilot.tick()
+            assert {k: w.summary().last for k, w in autopilot.windows.items()} == {
+                "PENDING": 5.0, "SHIPPED": 7.0, "HELD": 2.0}
+            entries = await autopilot.records.log()
+        fails = [e.reason for e in entries if e.action == "heat" and e.outcome == "fail"]
+        assert len(fails) == 1, fails
+        assert f"{path}:2:" in fails[0]
+        assert "3 good sample(s) of this read taken" in fails[0]
+
+    shardex.run_virtual(main())
+
+
+def test_samples_of_the_past_are_not_todays_heat(tmp_path: Path) -> None:
+    """An hour-old hot minute in the file was measured against its own last sample: the
+    first tick proposed a grow for a key with no load now."""
+    path = tmp_path / "heat.jsonl"
+
+    async def main() -> None:
+        store = shardex.open_store("memory://")
+        await routed(store)
+        now = LoopClock().wall()
+        path.write_text("".join(line(now - 3600 + i, "PENDING", 1000.0) for i in range(60)))
+        autopilot = pilot(store, path)
+        async with autopilot:
+            decisions = await autopilot.tick()
+        heat = autopilot.windows["PENDING"].summary()
+        assert (heat.peak_up, heat.last) == (0.0, 0.0)
+        assert not [d for d in decisions if d.key == "PENDING" and d.action == "grow"], \
+            decisions
+
+    shardex.run_virtual(main())
+
+
+def test_a_key_the_file_stops_listing_cools_after_two_spans(tmp_path: Path) -> None:
+    """The file's last heat of a key was kept for ever (the source is not complete, so
+    the loop never zero-filled it); now it counts as no load once its last sample is two
+    spans (at least two ticks) old, while a key still listed keeps its heat."""
+    path = tmp_path / "heat.jsonl"
+
+    async def main() -> None:
+        store = shardex.open_store("memory://")
+        await routed(store)
+        clock = LoopClock()
+        autopilot = pilot(store, path)
+        path.write_text("")
+        lasts: list[tuple[float, float]] = []
+        async with autopilot:
+            for second in range(12):
+                now = clock.wall()
+                with path.open("a") as out:
+                    out.write(line(now, "SHIPPED", 3.0, span=2))
+                    if second < 4:
+                        out.write(line(now, "PENDING", 8.0, span=2))
+                await autopilot.tick()
+                lasts.append((autopilot.windows["PENDING"].summary().last,
+                              autopilot.windows["SHIPPED"].summary().last))
+                await clock.sleep(1.0)
+        # listed up to second 3; cold once that sample is over two spans (4 s) old
+        assert [p for p, _ in lasts[:7]] == [8.0] * 7, lasts
+        assert [p for p, _ in lasts[8:]] == [0.0] * 4, lasts
+        assert all(s == 3.0 for _, s in lasts), lasts
+
+    shardex.run_virtual(main())
