@@ -245,6 +245,11 @@ def test_the_meter_feed_shows_the_stores_own_records_and_other_apart() -> None:
         row = internal[("shard_key", bucket)]
         assert row["units"] == pytest.approx(counted.units)
         assert row["requests"] == counted.requests
+        # windowed like the keys: a peak and a rate now, not zeros beside the requests
+        assert row["peak_units_per_s"] == pytest.approx(counted.peak_units_per_s)
+        assert row["peak_units_per_s"] > 0
+    placement = internal[("shard_key", "#placement")]
+    assert 0 < placement["units_per_s"] <= placement["peak_units_per_s"]
     assert "placements" in internal[("shard_key", "#placement")]["what"]
     assert internal[("value", "other")]["units"] == pytest.approx(snap.other.units)
     assert not any(r["key"].startswith("#") or r["key"] == "other"

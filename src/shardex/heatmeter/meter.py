@@ -74,6 +74,7 @@ class _Window:
     index: int
     shard_keys: dict[str, Counts] = field(default_factory=dict)
     values: dict[str, Counts] = field(default_factory=dict)
+    reserved: dict[str, Counts] = field(default_factory=dict)
     total: Counts = field(default_factory=Counts)
 
 
@@ -225,6 +226,8 @@ class HeatMeter:
                 tally = table.other if key == OTHER else table.tallies.get(key)
                 if tally is not None:
                     tally.fold(slots)
+        for bucket, slots in window.reserved.items():
+            self._reserved[bucket].fold(slots)
 
     def _time(self) -> float:
         with suppress(RuntimeError):  # no running loop: a snapshot from synchronous code
@@ -241,6 +244,10 @@ class HeatMeter:
             if tally is None:
                 tally = self._reserved[bucket] = _Tally(bucket,
                                                         latency=LatencyHistogram(self._bounds))
+            slots = window.reserved.get(bucket)
+            if slots is None:
+                slots = window.reserved[bucket] = Counts()
+            slots.count(write, units, throttled)
             tallies.append(tally)
         else:
             try:
@@ -306,20 +313,23 @@ class HeatMeter:
         other = self._values.other or self._shards.other
         timeline: dict[str, list[tuple[float, float]]] = {}
         shard_timeline: dict[str, list[tuple[float, float]]] = {}
+        reserved_timeline: dict[str, list[tuple[float, float]]] = {}
         for w in ring:
             start = w.index * self._window
-            for line, slotted in ((timeline, w.values), (shard_timeline, w.shard_keys)):
+            for line, slotted in ((timeline, w.values), (shard_timeline, w.shard_keys),
+                                  (reserved_timeline, w.reserved)):
                 for key, slots in slotted.items():
                     line.setdefault(key, []).append((start, slots.units * per_s))
         return HeatSnapshot(
             at=now, window=self._window, windows=[w.index * self._window for w in ring],
             shard_keys=level(self._shards, live_shards),
             values=level(self._values, live_values),
-            reserved={k: meter(t, None) for k, t in sorted(self._reserved.items())},
+            reserved={k: meter(t, open_window.reserved.get(k) if open_window is not None
+                               else None) for k, t in sorted(self._reserved.items())},
             totals=meter(self._totals, open_window.total if open_window is not None else None),
             other=None if other is None else meter(other, live_values.get(OTHER)),
             overflow=self._values.overflow.top(20), timeline=timeline,
-            shard_timeline=shard_timeline,
+            shard_timeline=shard_timeline, reserved_timeline=reserved_timeline,
             shard_values={k: t.value for k, t in self._shards.tallies.items()})
 
     def hot(self, top: int = 10, *, ceiling: str | float | Ceiling = "dynamodb") -> HotView:

@@ -138,7 +138,8 @@ class HeatSnapshot:
       ``overflow`` ranks those keys by units with Space-Saving error bounds.
     - ``timeline``: logical key -> [(window start in seconds, units/s)] over the
       retained windows in which it had traffic; ``windows`` lists those windows' starts;
-      ``shard_timeline`` is the same per shard key.
+      ``shard_timeline`` is the same per shard key, ``reserved_timeline`` per reserved
+      bucket.
     - ``shard_values``: shard key -> its logical key.
     """
 
@@ -154,6 +155,7 @@ class HeatSnapshot:
     timeline: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
     shard_values: Mapping[str, str] = field(default_factory=dict)
     shard_timeline: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
+    reserved_timeline: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     def hot(self, top: int = 10, *, ceiling: str | float | Ceiling = "dynamodb") -> HotView:
         """Return the ``top`` logical keys by peak units a second, with their ceiling ratio.

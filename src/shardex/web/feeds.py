@@ -165,7 +165,8 @@ class MeterFeed(Feed):
                                    for k in sorted(shown_shards)}}
         # the store's own records and the keys past the meter's cap: ``internal`` rows,
         # out of the charts
-        shard_keys += [row(bucket, m, 0.0, value=bucket) for bucket, m in snap.reserved.items()]
+        shard_keys += [row(bucket, m, last(snap.reserved_timeline.get(bucket, [])), value=bucket)
+                       for bucket, m in snap.reserved.items()]
         if snap.other is not None:
             values.append(row(OTHER, snap.other, last(snap.timeline.get(OTHER, [])), shards=1))
         totals = {"requests": snap.totals.requests, "units": snap.totals.units,
