@@ -11,7 +11,9 @@ record) is reported naming what is damaged.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from pathlib import Path
@@ -211,6 +213,39 @@ def test_a_closed_sync_index_is_refused_by_name() -> None:
         index.put("P", "o-1")
     with pytest.raises(InvalidInput, match="closed"):
         index.count("P")
+
+
+def test_a_sync_index_that_fails_to_open_leaves_no_thread() -> None:
+    """A failed __enter__ (here a strict routing that differs from the stored one) left
+    the facade's loop thread running for good."""
+    store = shardex.open_store("memory://")
+    with shardex.SyncShardedIndex(store, "ix", shardex.Routing(
+            overrides={"A": shardex.ShardPolicy(4)})) as index:
+        index.put("A", "o-1")
+    before = threading.active_count()
+    with pytest.raises(shardex.RoutingConflict), shardex.SyncShardedIndex(
+            store, "ix", shardex.Routing(overrides={"A": shardex.ShardPolicy(8)}),
+            strict_routing=True):
+        pass
+    assert threading.active_count() == before
+
+
+def test_closing_a_sync_index_closes_its_half_read_listings(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Closed with a scan half read, the facade stopped its loop under the scan's fan-out
+    ('Task was destroyed but it is pending! ... FanOut._stream.<locals>.pump()')."""
+    store = shardex.open_store("memory://")
+    with shardex.SyncShardedIndex(store, "ix", shardex.Routing(
+            overrides={"A": shardex.ShardPolicy(4)})) as index:
+        for i in range(30):
+            index.put("A", f"o-{i:02d}", sort=f"{i:02d}")
+        listing = index.scan("A")
+        assert next(listing).item_id.startswith("o-")
+    with pytest.raises(InvalidInput, match="closed"):
+        next(listing)
+    del listing
+    gc.collect()  # a finalizer that raised would fail the test (unraisable exception)
+    assert not [r for r in caplog.records if "Task was destroyed" in r.getMessage()]
 
 
 # -- corrupted stored data -------------------------------------------------------------

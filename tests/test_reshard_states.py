@@ -257,3 +257,29 @@ def test_a_default_change_that_moves_no_named_value_says_to_name_them() -> None:
                                              r"value named \(--value, values=\) follows it"):
         states.begin(Routing(), {}, default=P(4), values=(), reshard_id="r1", now=T0,
                      margin=MARGIN)
+
+
+def test_values_given_as_one_string_is_refused_not_split_into_letters() -> None:
+    """values="PENDING" was taken letter by letter: the reshard moved 'D', 'E', 'G', ...
+    and PENDING, which follows the default, was hidden once readers read the new layout
+    alone."""
+    with pytest.raises(InvalidRouting, match=r"values is a list of logical keys, got the "
+                                             r"string 'PENDING' \(values=\['PENDING'\]"):
+        states.begin(Routing(), {}, default=P(4), values="PENDING", reshard_id="r1",
+                     now=T0, margin=MARGIN)
+    with pytest.raises(InvalidRouting, match="values: 'A#1' is no logical key"):
+        states.begin(Routing(), {}, default=P(4), values=["A#1"], reshard_id="r1",
+                     now=T0, margin=MARGIN)
+    moved = states.begin(Routing(), {}, default=P(4), values=["PENDING"], reshard_id="r1",
+                         now=T0, margin=MARGIN)
+    assert moved.reshard is not None
+    assert moved.reshard.values == ("PENDING",)
+
+
+@pytest.mark.parametrize("changes", [[("A", P(4))], None, "A"])
+def test_changes_that_are_no_mapping_are_refused_by_name(changes: object) -> None:
+    """A list of pairs raised AttributeError: 'list' object has no attribute 'items'."""
+    with pytest.raises(InvalidRouting, match="changes is a mapping of logical key to "
+                                             "ShardPolicy or None"):
+        states.begin(Routing(), changes, default=None, values=(),  # type: ignore[arg-type]
+                     reshard_id="r1", now=T0, margin=MARGIN)

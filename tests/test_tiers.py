@@ -10,6 +10,7 @@ import pytest
 
 from shardex import (
     CapabilityMissing,
+    ConditionFailed,
     InvalidInput,
     InvalidRouting,
     NotFound,
@@ -116,6 +117,25 @@ def test_an_item_never_has_entries_on_two_tiers() -> None:
             assert await _value_of(index, "x") == "BIG"
             with pytest.raises(CapabilityMissing, match="on tier 'dedicated'"):
                 await index.put("small", "x")
+    run_virtual(body())
+
+
+def test_a_move_from_a_value_the_item_is_not_under_fails_on_any_tier() -> None:
+    """As on one store, a move whose item is not under ``old`` raises ConditionFailed;
+    across tiers it raised CapabilityMissing, as if the move were possible elsewhere."""
+    async def body() -> None:
+        async with ShardedIndex(MemoryStore(), "ix", DEDICATED,
+                                tiers={"dedicated": MemoryStore()}) as index:
+            await index.put("small", "x")
+            with pytest.raises(ConditionFailed, match=r"the move of 'x' from 'BIG' to 'BIG' "
+                                                      r"cannot apply: the item has its entry "
+                                                      r"under 'small' on the index's own"):
+                await index.move("x", old="BIG", new="BIG")
+            await index.put("BIG", "y")
+            with pytest.raises(ConditionFailed, match="under 'BIG' on tier 'dedicated'"):
+                await index.move("y", old="small", new="small")
+            assert await _value_of(index, "x") == "small"
+            assert await _value_of(index, "y") == "BIG"
     run_virtual(body())
 
 

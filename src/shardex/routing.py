@@ -422,6 +422,9 @@ def begin_transition(current: Routing, changes: Mapping[str, ShardPolicy | None]
             f"index adoption {current.adoption.id} is {current.adoption.stage}: readers read "
             f"{current.adoption.source!r}; finish it ('shardex adopt cutover', 'complete') "
             "before resharding")
+    if not isinstance(changes, Mapping):
+        raise InvalidRouting(f"changes is a mapping of logical key to ShardPolicy or None "
+                             f"(None drops an override), got {brief(changes)}")
     overrides = dict(current.overrides)
     for value, policy in changes.items():
         if policy is None:

@@ -8,7 +8,9 @@ Every method has the meaning, arguments and errors of its ShardedIndex namesake.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import weakref
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
@@ -50,6 +52,7 @@ class SyncShardedIndex:
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name=f"shardex-{name}", daemon=True)
         self._thread.start()
+        self._listings: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._loop.is_closed():
@@ -65,10 +68,14 @@ class SyncShardedIndex:
         self._call(self.index.open())
 
     def close(self) -> None:
-        """Close the index and stop the private loop; the facade is unusable after."""
+        """Close the index and its listings still open, and stop the private loop; the
+        facade is unusable after."""
         if self._loop.is_closed():
             return
         try:
+            for items in list(self._listings):  # a scan or pages left half read
+                with contextlib.suppress(Exception):
+                    self._call(items.aclose())
             self._call(self.index.close())
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -76,7 +83,12 @@ class SyncShardedIndex:
             self._loop.close()
 
     def __enter__(self) -> SyncShardedIndex:
-        self.open()
+        try:
+            self.open()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the open's error is the one to see
+                self.close()
+            raise
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -131,6 +143,7 @@ class SyncShardedIndex:
         yield from self._iterate(self.index.scan(value, priority=priority))
 
     def _iterate(self, items: AsyncGenerator[T, None]) -> Iterator[T]:
+        self._listings.add(items)
         try:
             while True:
                 try:
@@ -138,4 +151,6 @@ class SyncShardedIndex:
                 except StopAsyncIteration:
                     return
         finally:
-            self._call(items.aclose())
+            self._listings.discard(items)
+            if not self._loop.is_closed():  # else close() closed it
+                self._call(items.aclose())

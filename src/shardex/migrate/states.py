@@ -28,7 +28,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple, cast
 
 from shardex.adoption import COPY_STATES, Adoption, CopyState
-from shardex.errors import InvalidRouting
+from shardex.errors import InvalidKey, InvalidRouting, brief
+from shardex.keys import validate_value
 from shardex.routing import Routing, ShardPolicy, State, begin_transition
 from shardex.transition import Parity, Transition
 
@@ -153,6 +154,21 @@ def changed_values(current: Routing, target: Routing, values: Iterable[str]) -> 
     return sorted(v for v in named if current.policy(v) != target.policy(v))
 
 
+def _named(values: Iterable[str]) -> list[str]:
+    """``values`` as a list of logical keys; InvalidRouting for one string (it would be
+    read letter by letter) or a name that is no logical key."""
+    if isinstance(values, str | bytes):
+        raise InvalidRouting(f"values is a list of logical keys, got the string {values!r} "
+                             f"(values=[{values!r}] names one)")
+    named = list(values)
+    for value in named:
+        try:
+            validate_value(value)
+        except InvalidKey as exc:
+            raise InvalidRouting(f"values: {brief(value)} is no logical key: {exc}") from None
+    return named
+
+
 def begin(current: Routing, changes: Mapping[str, ShardPolicy | None], *,
           default: ShardPolicy | None, values: Iterable[str], reshard_id: str,
           now: float, margin: float) -> Routing:
@@ -165,7 +181,7 @@ def begin(current: Routing, changes: Mapping[str, ShardPolicy | None], *,
     if current.in_transition:
         raise InvalidRouting(f"routing version {current.version} is already in a transition")
     target = begin_transition(current, changes, default=default)
-    moving = changed_values(current, target, values)
+    moving = changed_values(current, target, _named(values))
     if not moving:
         if target.default != current.default:
             raise InvalidRouting(

@@ -34,6 +34,7 @@ from shardex.routing import Routing
 from shardex.write.crossing import cross
 from shardex.write.decide import (
     Delete,
+    Move,
     Outcome,
     Refuse,
     Relocate,
@@ -104,6 +105,7 @@ class _Survey(NamedTuple):
     found: dict[Tier, Placement | None]
     confirm: tuple[Tier] | None = None
     copy: tuple[Tier, Placement] | None = None
+    value: str | None = None  # the value of the entry ``elsewhere`` holds
 
 
 class WriteMachine:
@@ -341,11 +343,12 @@ class WriteMachine:
                 here, copy = current, None
                 if topology.tiered and not isinstance(request, Delete | Relocate):
                     survey = yield from self._survey(tier, current, planned.routing)
-                    if survey.elsewhere is not None:
-                        raise CapabilityMissing(
+                    if survey.elsewhere is not None:  # a move from where it is not fails
+                        stray = isinstance(request, Move) and survey.value != request.old
+                        raise (ConditionFailed if stray else CapabilityMissing)(
                             f"the {job.what} cannot apply: the item has its entry "
-                            f"{survey.elsewhere}, and no write spans two stores; delete it "
-                            "there first")
+                            f"{survey.elsewhere}" + ("" if stray else ", and no write spans "
+                                                     "two stores; delete it there first"))
                     here, copy = survey.here, survey.copy
                 decision = decide(request, here, planned.routing)
                 if isinstance(decision, Skip):
@@ -463,8 +466,8 @@ class WriteMachine:
         if held is not None and held[0] != tier:
             where, placement = held
             assert placement.entry is not None
-            return _Survey(f"under {value_of(placement.entry)!r} on {_name(where)}", current,
-                           found)
+            value = value_of(placement.entry)
+            return _Survey(f"under {value!r} on {_name(where)}", current, found, value=value)
         here = current if held is not None else dead_placement(self.job.item_id, found)
         confirm: tuple[Tier] | None = None
         copy: tuple[Tier, Placement] | None = None
