@@ -178,6 +178,44 @@ def test_memory_refuses_what_dynamodb_refuses_with_the_same_error(
     assert on_memory == on_dynamodb == list(UNSTORABLE)
 
 
+STORED_AS = {"tuple": (1, 2), "set": {"x", "y"}, "numbers": {1, 2.5},
+             "bytearray": bytearray(b"zz"), "decimal": Decimal("1.10"), "whole float": 2.0,
+             "minus zero": -0.0, "nested": {"k": [(1.25, Decimal("3"))]}, "text": "t",
+             "int": 10**30, "none": None, "bool": True, "bytes": b"\x00"}
+
+
+def test_memory_reads_attributes_back_as_dynamodb_does(
+        request: pytest.FixtureRequest) -> None:
+    """memory:// gave back a tuple, a set, a bytearray, Decimal('1.10') and -0.0 where
+    DynamoDB gives a list, a frozenset, bytes, 1.1 and 0: code tried on the simulated
+    store met other types in production."""
+    local.require_endpoint()
+
+    async def read_back(store: shardex.Store) -> dict[str, Any]:
+        async with shardex.ShardedIndex(store, "ix") as index:
+            await index.put("P", "o-1", attrs=STORED_AS)
+            entry = await index.get("o-1")
+            listed = (await index.query("P")).items[0]
+        assert entry is not None
+        assert listed.attrs == entry.attrs
+        return dict(entry.attrs)
+
+    def typed(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: typed(v) for k, v in value.items()}
+        if isinstance(value, list | tuple | frozenset | set):
+            inner = sorted(map(repr, map(typed, value))) if isinstance(value, frozenset | set) \
+                else [typed(v) for v in value]
+            return (type(value).__name__, inner)
+        return (type(value).__name__, repr(value))
+
+    on_memory = run_virtual(read_back(MemoryStore(seed=1)))
+    on_dynamodb = asyncio.run(read_back(BACKENDS["dynamodb-table"].store()))
+    assert typed(on_memory) == typed(on_dynamodb)
+    assert on_memory["tuple"] == [1, 2]
+    assert on_memory["decimal"] == 1.1
+
+
 def test_a_lease_shorter_than_a_write_takes_fails_the_write_it_does_not_hang() -> None:
     # each try was held past the lease and planned again under a fresh read, forever
     async def main_() -> None:

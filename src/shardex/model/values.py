@@ -32,7 +32,7 @@ from shardex.errors import InvalidInput, brief
 
 __all__ = ["DYNAMODB_VALUES", "MAX_DEPTH", "MAX_ITEM_BYTES", "ValueRules",
            "check_attrs", "check_document", "check_set", "check_text", "check_value",
-           "number_text", "owned_attrs"]
+           "dynamodb_attrs", "number_text", "number_value", "owned_attrs"]
 
 MAX_ITEM_BYTES = 400 * 1024
 MAX_DEPTH = 32
@@ -80,6 +80,20 @@ def number_text(value: int | float | decimal.Decimal, where: str) -> str:
         raise InvalidInput(f"{where}: {brief(value)} does not fit a DynamoDB number "
                            "(38 significant digits, exponent -130 to 125)")
     return str(number)
+
+
+def number_value(text: str) -> int | float | decimal.Decimal:
+    """The Python number DynamoDB's ``N`` text reads as: an int when integral, a float
+    when a float holds it exactly (its shortest text is this number), else a Decimal."""
+    digits = text[1:] if text[:1] == "-" else text
+    if digits.isdigit() and digits.isascii():
+        return int(text)  # the common case: a whole number, without a Decimal
+    number = decimal.Decimal(text)
+    if number == number.to_integral_value():
+        return int(number)
+    close = float(number)
+    # a float when its shortest text is this very number, so it writes back the same
+    return close if decimal.Decimal(repr(close)) == number else number
 
 
 def check_value(value: Any, where: str, depth: int = 0,
@@ -208,4 +222,35 @@ def _owned(value: Any) -> Any:
         return [_owned(item) for item in value]
     if isinstance(value, set | bytearray):
         return type(value)(value)  # a set holds text, numbers or bytes: none mutable
+    return value
+
+
+# the attribute values that come back from DynamoDB as they were written
+_AS_WRITTEN = frozenset({str, int, bool, type(None), bytes})
+
+
+def dynamodb_attrs(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``attrs`` (checked by ``check_attrs``) as DynamoDB reads them back: lists for
+    tuples, frozensets for sets, bytes for bytearrays, numbers as ``number_value`` reads
+    their text (2.0 is 2, Decimal('1.10') is 1.1, -0.0 is 0); ``attrs`` itself when
+    nothing differs. The simulated store keeps this, so code tried on it sees the types
+    it will see in production."""
+    out = {name: value if type(value) in _AS_WRITTEN else _dynamodb(value)
+           for name, value in attrs.items()}
+    return attrs if all(out[name] is value for name, value in attrs.items()) else out
+
+
+def _dynamodb(value: Any) -> Any:
+    if type(value) in _AS_WRITTEN:
+        return value
+    if isinstance(value, float | decimal.Decimal):
+        return number_value(number_text(value, "attrs"))
+    if isinstance(value, Mapping):
+        return {key: _dynamodb(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_dynamodb(item) for item in value]
+    if isinstance(value, set | frozenset):
+        return frozenset(_dynamodb(item) for item in value)
+    if isinstance(value, bytearray):
+        return bytes(value)
     return value

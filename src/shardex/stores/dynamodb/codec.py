@@ -20,7 +20,7 @@ from shardex.capacity import write_units
 from shardex.errors import InvalidInput, MalformedItem
 from shardex.keys import RECORD_PREFIX, placement_key
 from shardex.model.entries import Placement, Position, Record, StoredEntry, is_token
-from shardex.model.values import check_set, number_text
+from shardex.model.values import check_set, number_text, number_value
 
 __all__ = [
     "SINGLE",
@@ -130,7 +130,7 @@ def from_attribute(value: Mapping[str, Any]) -> Any:
     if kind == "S":
         return data
     if kind == "N":
-        return _from_number(data)
+        return number_value(data)
     if kind == "BOOL":
         return bool(data)
     if kind == "NULL":
@@ -144,7 +144,7 @@ def from_attribute(value: Mapping[str, Any]) -> Any:
     if kind == "SS":
         return frozenset(data)
     if kind == "NS":
-        return frozenset(_from_number(n) for n in data)
+        return frozenset(number_value(n) for n in data)
     if kind == "BS":
         return frozenset(bytes(b) for b in data)
     raise InvalidInput(f"unknown DynamoDB attribute type {kind!r}")
@@ -153,18 +153,6 @@ def from_attribute(value: Mapping[str, Any]) -> Any:
 def from_attributes(values: Mapping[str, Any]) -> dict[str, Any]:
     """Return the Python mapping of a DynamoDB map or item."""
     return {name: from_attribute(value) for name, value in values.items()}
-
-
-def _from_number(text: str) -> int | float | decimal.Decimal:
-    digits = text[1:] if text[:1] == "-" else text
-    if digits.isdigit() and digits.isascii():
-        return int(text)  # the common case: a whole number, without a Decimal
-    number = decimal.Decimal(text)
-    if number == number.to_integral_value():
-        return int(number)
-    close = float(number)
-    # a float when its shortest text is this very number, so it writes back the same
-    return close if decimal.Decimal(repr(close)) == number else number
 
 
 def same_attribute(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:

@@ -15,6 +15,7 @@ import copy
 import random
 from collections.abc import Awaitable, Mapping
 from contextlib import suppress
+from dataclasses import replace
 from typing import Any
 
 from shardex.capacity import (
@@ -29,6 +30,7 @@ from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, StoreError, Throttled, Unavailable
 from shardex.keys import is_reserved, placement_key, record_key
 from shardex.model.entries import Placement, Position, Record, StoredEntry
+from shardex.model.values import dynamodb_attrs
 from shardex.sim.latency import LatencyModel
 from shardex.sim.partitions import Partition, Slot
 from shardex.sim.profiles import DEFAULT_PROFILE
@@ -438,6 +440,8 @@ class MemoryStore(Store):
 
         take(parts, write=True, strong=True, now=now)
         rec.charges([(key, units, part.name) for key, _, part, units, _ in touched])
+        if entry is not None and (attrs := dynamodb_attrs(entry.attrs)) is not entry.attrs:
+            entry = replace(entry, attrs=attrs)  # kept as DynamoDB reads it back
         ppart.bytes += new_psize - item.size
         if old is not None and old_state is not None and old_part is not None:
             old_state.remove(old.position)
