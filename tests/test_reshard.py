@@ -5,6 +5,7 @@ rollbacks from each state, and the steps refused with nothing changed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -359,5 +360,36 @@ def test_a_scan_longer_than_the_lease_across_a_change_raises_and_a_query_reads_a
             assert [e.item_id for e in page.items] == [f"o-{i}" for i in range(200)]
             assert reader.routing.version == 5
             await steps
+
+    run_virtual(main())
+
+
+def test_a_resumed_rollback_moves_at_the_rate_in_force_not_its_planners() -> None:
+    """Units kept the pace of the process that planned them: a rollback planned by
+    'rollback --rate 5' and resumed by 'run --rate 1000' moved 2 entries every 5 s while
+    status said 'moving at up to 1000' (the migration's controls, set by its first run)."""
+    async def main() -> None:
+        store = MemoryStore(seed=6)
+        model: Model = {}
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=LEASE,
+                                routing_ttl=0.5) as app:
+            await populate(app, model, {"PENDING": 200})
+            async with resharder(store, rate=1000.0) as rs:  # sets the controls' rate
+                await rs.start({"PENDING": P(8)}, margin=MARGIN)
+                await rs.run(until="verified")
+            async with resharder(store, rate=5.0, worker="slow") as slow:
+                await slow.begin_rollback()
+                crawl = asyncio.ensure_future(slow.run(until="done"))
+                await asyncio.sleep(20)  # it plans the rollback's units, then Ctrl-C
+                crawl.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await crawl
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            async with resharder(store, rate=1000.0, worker="fast") as fast:
+                assert (await fast.run(until="done")).state == "done"
+            assert loop.time() - began < 60, loop.time() - began
+            await app.refresh_routing()
+            await assert_complete(app, model, ["PENDING"])
 
     run_virtual(main())

@@ -45,7 +45,14 @@ from shardex.migrate.budget import Budget
 from shardex.migrate.layouts import Layouts, target_of
 from shardex.migrate.pace import Pace, paced, pages, read_page
 from shardex.migrate.states import MOVING
-from shardex.migrate.units import DEFAULT_SPLIT, Survey, Unit, busy_sources, units_of
+from shardex.migrate.units import (
+    DEFAULT_SPLIT,
+    Survey,
+    Unit,
+    allocate,
+    busy_sources,
+    units_of,
+)
 from shardex.migrate.work import WorkRecords, work_units
 from shardex.model.entries import ScanItem, ScanPage, StoredEntry
 from shardex.retry import RetryPolicy
@@ -225,10 +232,10 @@ class Mover:
 
     async def _process(self, routing: Routing, key: str, unit: Unit, revision: int) -> None:
         """Move the entries of ``unit``, checkpointing after each page; stop if the lease goes."""
-        assert unit.rate is not None
-        pace = Pace(unit.rate, self._clock)
+        rate = self._unit_rate(routing, unit)
+        pace = Pace(rate, self._clock)
         reads = Pace(self._read_rate, self._clock)
-        page_size = _page_size(unit.rate, self._lease)
+        page_size = _page_size(rate, self._lease)
         saved_at = self._clock.wall()
         while self._current(routing):
             page = await read_page(self.layouts, unit.source, unit.after, page_size, reads)
@@ -256,6 +263,17 @@ class Mover:
             (unit, revision), saved_at = saved, self._clock.wall()
             if self._progress is not None:
                 self._progress()
+
+    def _unit_rate(self, routing: Routing, unit: Unit) -> float:
+        """The pace of ``unit``: the rate in force now (the migration's controls; this
+        process's ``rate`` without a budget or while paused), shared out over the value's
+        keys as the plan shares it (``allocate``), not the rate of the process that
+        planned the unit (a rollback planned at 5 and resumed at 1,000 crawled at 5)."""
+        rate = self._rate
+        if self.budget is not None and self.budget.controls.rate > 0:
+            rate = self.budget.controls.rate
+        return allocate(rate, sources=len(self.layouts.source_keys(routing, unit.value)),
+                        targets=len(self.layouts.target_keys(routing, unit.value)))
 
     async def _move(self, unit: Unit, entry: StoredEntry, pace: Pace) -> str:
         """Move one entry: "moved", "skipped" (gone or changed when reached), "unresolved",
