@@ -22,6 +22,7 @@ from shardex import ShardedIndex, ShardPolicy
 from shardex.adopt import Adopter
 from shardex.cli import main
 from shardex.errors import ReshardRefused
+from shardex.migrate.registry import migrations
 from tests import dynamodb_local as local
 from tests.adopt_app import (
     NAME,
@@ -75,6 +76,8 @@ def test_adopting_with_a_live_writer_keeps_every_listing_complete() -> None:
                     done = await adopter.complete(drop=True)
                     assert done.adoption is not None
                     assert done.adoption.dropped
+                    (listed,) = await migrations(adopter.store, [NAME])
+                    assert (listed.state, listed.ended_at is not None) == ("complete", True)
                     assert "status-index" not in gsis(table)
                     async with writer.quiet():
                         await check_listings(index, truth)
@@ -223,10 +226,19 @@ def test_rollback_from_each_state_leaves_reads_complete(where: str) -> None:
             assert back.adoption is not None
             assert back.adoption.stage == "rolled-back"
             await listing(uri, truth)
+            # listed with its end (ended_at was null), and as rolled back once another
+            # adoption began (it read 'ended', a state no doc names)
+            (listed,) = await migrations(adopter.store, [NAME])
+            assert (listed.kind, listed.state) == ("adoption", "rolled-back")
+            assert listed.ended_at is not None
             with pytest.raises(ReshardRefused, match="already rolled back"):
                 await adopter.rollback()
             with pytest.raises(ReshardRefused):
                 await adopter.cutover()
+            if where == "dual-write":
+                await adopter.start({"PENDING": ShardPolicy(4)}, margin=0.1)
+                first, again = await migrations(adopter.store, [NAME])
+                assert (first.state, again.state) == ("rolled-back", "dual-write")
         assert "status-index" in gsis(table)
 
     asyncio.run(scenario())

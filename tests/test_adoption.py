@@ -405,3 +405,14 @@ async def test_a_copys_parity_classifies_items_as_a_reshards_does() -> None:
         Gap("misplaced", "PENDING", "wrong", away),
         Gap("mismatched", "PENDING", "resorted", home["resorted"])}
     assert report.entries == 4
+
+
+def test_a_reshard_after_a_rolled_back_adoption_says_to_adopt_again() -> None:
+    """It said "finish it ('shardex adopt cutover', 'complete')", which both refuse: no
+    adoption is under way once it rolled back."""
+    with pytest.raises(InvalidRouting, match=r"rolled-back: readers read 'status-index'; "
+                                             r"adopt it again \('shardex adopt start'\)"):
+        begin_transition(adopted("done", "rollback"), {"PENDING": ShardPolicy(4)})
+    with pytest.raises(InvalidRouting, match=r"finish it \('shardex adopt cutover', "
+                                             r"'complete'\)"):
+        begin_transition(adopted(), {"PENDING": ShardPolicy(4)})

@@ -352,3 +352,42 @@ def test_ctrl_c_on_run_names_the_state_and_the_next_step_and_the_store_lists_it(
     assert [(m["index"], m["kind"], m["state"]) for m in listed["migrations"]] == \
         [("orders", "reshard", "write-new (forward)")]
     assert "orders  reshard" in ok(capsys, "migrations", "list", *where)
+
+
+def _interrupted(where: list[str], *args: str) -> tuple[int, list[str]]:
+    """``shardex ARGS`` as a foreground job, Ctrl-C once it printed its first line: its exit
+    code and what it wrote on stderr, a line each."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FOREGROUND, *args, *where], cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "200"})
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline(), "it printed nothing"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, [line for line in err.splitlines() if line.strip()]
+
+
+def test_ctrl_c_on_rollback_and_on_a_watched_status_says_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Both exited 130 with nothing on stderr; run said where it stopped and how to go on."""
+    uri = local.table_store().uri
+    fill(uri, 300, lease=0.5, pending=ShardPolicy(2))
+    where = ["--store", uri, "--index", "orders"]
+    ok(capsys, "reshard", "start", *where, "--set", "PENDING=8", "--margin", "0.1")
+    ok(capsys, "reshard", "run", *where, "--until", "write-new")
+    code, lines = _interrupted(where, "reshard", "status", "--watch", "--every", "1")
+    assert (code, lines) == (130, ["stopped watching: the reshard goes on as it was"])
+    code, lines = _interrupted(where, "reshard", "rollback", "--unit-lease", "2", "--rate",
+                               "5")
+    assert code == 130, lines
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("interrupted: reshard "), lines
+    assert "safe to stop" in lines[0]
+    assert lines[0].endswith(f"to go on: shardex reshard run --store {shlex.quote(uri)} "
+                             "--index orders --until done"), lines

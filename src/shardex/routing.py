@@ -418,10 +418,13 @@ def begin_transition(current: Routing, changes: Mapping[str, ShardPolicy | None]
             f"routing version {current.version} is already in a transition; finish or roll "
             "it back")
     if current.adoption is not None and current.adoption.stage != "complete":
+        again = current.adoption.stage == "rolled-back"  # no adoption is under way to finish
         raise InvalidRouting(
             f"index adoption {current.adoption.id} is {current.adoption.stage}: readers read "
-            f"{current.adoption.source!r}; finish it ('shardex adopt cutover', 'complete') "
-            "before resharding")
+            f"{current.adoption.source!r}; " + ("adopt it again ('shardex adopt start'), "
+                                                "cutover and complete" if again else
+                                                "finish it ('shardex adopt cutover', "
+                                                "'complete')") + " before resharding")
     if not isinstance(changes, Mapping):
         raise InvalidRouting(f"changes is a mapping of logical key to ShardPolicy or None "
                              f"(None drops an override), got {brief(changes)}")

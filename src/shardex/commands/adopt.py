@@ -34,7 +34,7 @@ from shardex.commands.controls import (
     register,
     sharing_options,
 )
-from shardex.commands.migrations import interrupted, runner_lines, status_printer
+from shardex.commands.migrations import on_interrupt, runner_lines, status_printer, watched
 from shardex.commands.migrations import watch as watching
 from shardex.commands.params import (
     LEASE,
@@ -242,14 +242,9 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
             adopter.say_every = every
             return await adopter.run()
 
-    try:
-        done = _run(fill)
-    except KeyboardInterrupt:
-        # a lease this process still holds is no other runner: 'run' goes on from it
-        doc = _run(lambda: _status(uri, name, 900.0, gone=worker))
-        output.console(stderr=True).print(interrupted(doc, "adopt"), highlight=False,
-                                          soft_wrap=True)
-        raise click.exceptions.Abort() from None
+    # a lease this process still holds is no other runner: 'run' goes on from it
+    done = on_interrupt(lambda: _run(fill), lambda: _run(lambda: _status(
+        uri, name, 900.0, gone=worker)), "adopt")
     out = output.console()
     out.print(f"index {name!r}: backfill done: {done.scanned:,} items scanned, "
               f"{done.updated:,} updated, {done.raced:,} changed by the application first, "
@@ -363,8 +358,9 @@ def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool,
            every: float) -> None:
     """Show the adoption: state, backfill progress, runners, last parity, next steps."""
     show = status_printer(as_json, _status_lines)
-    _run(lambda: watching(functools.partial(_status, uri, name, max_age), show, every=every,
-                          rounds=None if watch else 1))
+    watched(lambda: _run(lambda: watching(functools.partial(_status, uri, name, max_age), show,
+                                          every=every, rounds=None if watch else 1)),
+            "adoption")
 
 
 def _status_lines(doc: dict[str, Any]) -> list[str]:

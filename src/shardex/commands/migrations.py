@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -26,10 +26,11 @@ from shardex.commands.connection import Connection, connection_options, open_wit
 from shardex.commands.params import INDEX_NAME
 from shardex.documents import rounded
 
-__all__ = ["LIST_SCHEMA", "interrupted", "migrations", "runner_lines", "status_printer",
-           "watch"]
+__all__ = ["LIST_SCHEMA", "interrupted", "migrations", "on_interrupt", "runner_lines",
+           "status_printer", "watch", "watched"]
 
 LIST_SCHEMA = "shardex.migrations.list/1"
+T = TypeVar("T")
 
 
 async def watch(read: Callable[[], Awaitable[dict[str, Any]]],
@@ -85,6 +86,27 @@ def interrupted(doc: dict[str, Any], verb: str) -> str:
     return (f"interrupted: {verb} {what} of index {doc['index']!r} is in {doc['state']}; safe "
             "to stop: every step and checkpoint is stored, and the units this process held "
             f"are given back (one it could not reach lapses with its lease); to go on: {then}")
+
+
+def on_interrupt(work: Callable[[], T], status: Callable[[], dict[str, Any]], verb: str) -> T:
+    """``work()``; on Ctrl-C, the one line ``interrupted`` words from ``status()`` (read
+    after), and exit 130."""
+    try:
+        return work()
+    except KeyboardInterrupt:
+        output.console(stderr=True).print(interrupted(status(), verb), highlight=False,
+                                          soft_wrap=True)
+        raise click.exceptions.Abort() from None
+
+
+def watched(work: Callable[[], T], what: str) -> T:
+    """``work()`` (a status, watched or not); on Ctrl-C one line, and exit 130."""
+    try:
+        return work()
+    except KeyboardInterrupt:
+        output.console(stderr=True).print(f"stopped watching: the {what} goes on as it was",
+                                          highlight=False)
+        raise click.exceptions.Abort() from None
 
 
 @click.group()

@@ -46,7 +46,7 @@ from shardex.commands.controls import (
     register,
     sharing_options,
 )
-from shardex.commands.migrations import interrupted, runner_lines, status_printer
+from shardex.commands.migrations import on_interrupt, runner_lines, status_printer, watched
 from shardex.commands.migrations import watch as watching
 from shardex.commands.params import (
     LOGICAL_KEY,
@@ -364,14 +364,9 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
                                                       highlight=False)
                 return await runner.run(until=until)
 
-        try:
-            result = _run(drive)
-        except KeyboardInterrupt:
-            # a lease this process still holds is no other runner: 'run' goes on from it
-            doc = _run(lambda: _status(uri, name, connection, max_age, gone=worker))
-            output.console(stderr=True).print(interrupted(doc, "reshard"), highlight=False,
-                                              soft_wrap=True)
-            raise click.exceptions.Abort() from None
+        # a lease this process still holds is no other runner: 'run' goes on from it
+        result = on_interrupt(lambda: _run(drive), lambda: _run(lambda: _status(
+            uri, name, connection, max_age, gone=worker)), "reshard")
     _finished(out, result, uri, name)
 
 
@@ -485,7 +480,8 @@ def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool, ever
     lasting(uri, None)
     show = status_printer(as_json, _status_lines)
     read = functools.partial(_status, uri, name, connection, max_age)
-    _run(lambda: watching(read, show, every=every, rounds=None if watch else 1))
+    watched(lambda: _run(lambda: watching(read, show, every=every,
+                                          rounds=None if watch else 1)), "reshard")
 
 
 @reshard.command()
@@ -571,15 +567,22 @@ def complete(uri: str, name: str, retain: float | None, connection: Connection) 
 def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
              connection: Connection) -> None:
     """Roll the reshard back to the layout it left, moving entries back, to its end."""
+    from shardex.migrate.base import default_worker
+    from shardex.migrate.runner import DEFAULT_MAX_AGE
+
     lasting(uri, "reshard rollback")
     out = output.console()
+    worker = default_worker()
     with _Reporter(out) as report:
         async def back() -> Any:
             async with _resharder(uri, name, connection, rate=rate, workers=workers,
-                                  unit_lease=unit_lease, progress=report) as runner:
+                                  unit_lease=unit_lease, progress=report,
+                                  worker=worker) as runner:
                 return await runner.rollback()
 
-        result = _run(back)
+        # Ctrl-C says where the rollback is and how to go on, as run's does
+        result = on_interrupt(lambda: _run(back), lambda: _run(lambda: _status(
+            uri, name, connection, DEFAULT_MAX_AGE, gone=worker)), "reshard")
     _finished(out, result, uri, name)
 
 

@@ -25,7 +25,7 @@ from shardex.migrate.adopting import AdoptionLayouts, adoption_layouts
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Sharing
 from shardex.migrate.mover import MOVER_RETRY, Mover
-from shardex.migrate.registry import record_migration
+from shardex.migrate.registry import finish_migration, record_migration
 from shardex.migrate.states import (
     Drop,
     Stop,
@@ -443,6 +443,8 @@ class Adopter(MigrationRunner):
             step = copy_complete_step(routing, now=self._clock.wall(), lease=self.lease,
                                       retain=retain, drop=drop)
             if isinstance(step, Stop):
+                if routing.adoption is not None and routing.adoption.stage == "complete":
+                    await self._ended(routing.adoption, "complete")
                 return routing
             if isinstance(step, Wait):
                 await self.wait_until(step.until, self._say, step.why)
@@ -475,7 +477,15 @@ class Adopter(MigrationRunner):
                 raise ReshardRefused(f"index {self.name!r}: rollback refused: {refusal.why}")
             return copy_to(adoption, "done", self._clock.wall(), direction="rollback")
 
-        return await self._change(back)
+        routing = await self._change(back)
+        assert routing.adoption is not None
+        await self._ended(routing.adoption, "rolled-back")
+        return routing
+
+    async def _ended(self, adoption: Adoption, how: str) -> None:
+        """Note in the store's list of migrations how the adoption ended, and when."""
+        await finish_migration(self.store, self.name, adoption.id, how, clock=self._clock,
+                               rng=self._rng)
 
     async def status(self, *, uri: str | None = None, gone: str | None = None
                      ) -> dict[str, Any]:

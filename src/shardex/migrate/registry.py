@@ -72,10 +72,10 @@ async def record_migration(store: Store, index: str, kind: Kind, migration: str,
 
 async def finish_migration(store: Store, index: str, migration: str, how: str, *,
                            clock: Clock, rng: random.Random) -> None:
-    """Note how ``migration`` ended (best effort: a lost note shows as ``ended``)."""
+    """Note how ``migration`` ended, once (best effort: a lost note shows as ``ended``)."""
     async def note() -> None:
         found = await store.get_record(index, _key(migration))
-        if found is not None:
+        if found is not None and found.body.get("ended") is None:
             await store.put_record(index, _key(migration),
                                    {**found.body, "ended": how, "ended_at": clock.wall()},
                                    expected=found.revision)
