@@ -381,7 +381,9 @@ def test_items_written_without_the_shard_attribute_after_the_scan_are_found_and_
 
     asyncio.run(scenario())
     err = cli(capsys, "adopt", "verify", *store, "--settle", "0.2", code=1)
-    assert "the parity check found gaps (2 missing); run 'shardex adopt run --store" in err
+    # the command comes last, unquoted around its own quoted URI
+    assert "the parity check found gaps (2 missing); to mend them, run again, then verify " \
+        "again: shardex adopt run --store" in err
     with pytest.raises(ReshardRefused, match="the backfill has not finished: run 'shardex "
                                              "adopt run'"):  # its next pass
         asyncio.run(_cutover(uri))
@@ -398,3 +400,13 @@ def test_items_written_without_the_shard_attribute_after_the_scan_are_found_and_
 async def _cutover(uri: str) -> None:
     async with Adopter(uri, NAME, **FAST) as adopter:
         await adopter.cutover()
+
+
+def test_status_before_start_names_the_missing_index_and_the_step_that_creates_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """'adopt status' before 'adopt start' said only that the GSI was missing."""
+    table, _ = orders_table(5)
+    where = ["--store", store_uri(table), "--index", NAME]
+    err = cli(capsys, "adopt", "status", *where, code=1)
+    assert "has no global secondary index 'status-shard-index' (it has: status-index); to " \
+        "adopt a plain index into it, 'shardex adopt start' creates it" in err, err

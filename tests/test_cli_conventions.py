@@ -360,12 +360,16 @@ UNREACHED = "dynamodb://orders?region=us-east-1&endpoint_url=http://127.0.0.1:9"
      "Invalid value for '--default': names tier 'nope', which has no store"),
     (["adopt", "start", "--from-gsi", "old", "--from-attribute", "status", "--set", "A=4@t"],
      "'A' names tier 't': an adoption shards values in the new GSI's own store"),
-], ids=["override twice", "override and remove", "default tier", "adopt tier"])
+    (["reshard", "start", "--set", "A=4", "--value", "B"],
+     "--value names values that follow the default, for a change of it: give --default"),
+], ids=["override twice", "override and remove", "default tier", "adopt tier",
+        "value without default"])
 def test_contradictions_are_refused_before_the_store_is_reached(
         capsys: pytest.CaptureFixture[str], args: list[str], fault: str) -> None:
     """They went to the store (which, here, cannot be reached): --remove was dropped for
     the --override of the same value, the later --override won, a tier without a store,
-    and adopt start, which takes no tiers, took one."""
+    adopt start, which takes no tiers, took one, and reshard start ignored --value where
+    the default does not change."""
     store = UNREACHED.replace("orders?", "orders?gsi=sharded&key_attribute=k&"
                               "sort_attribute=s&id_attribute=i&") if args[0] == "adopt" \
         else UNREACHED

@@ -160,6 +160,9 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
     """Start a reshard of index NAME: readers cover both layouts, then 'run' drives it."""
     if not (sets or default or path):
         raise click.UsageError("nothing to change: give --set, --default or --file")
+    if values and default is None and path is None:  # it was ignored
+        raise click.UsageError("--value names values that follow the default, for a change "
+                               "of it: give --default too, or --set VALUE=N to shard a value")
     overrides = distinct(sets, "--set")
     given = layout_file(path) if path is not None else None
     named_tiers([p.tier for p in overrides.values()], "--set")
@@ -428,8 +431,8 @@ def gaps_refused(name: str, parity: Any, run: str) -> None:
     if parity.clean:
         return
     gaps = ", ".join(f"{n:,} {kind}" for kind, n in parity.counts().items() if n)
-    raise ReshardRefused(f"index {name!r}: the parity check found gaps ({gaps}); run "
-                         f"'{run}', then verify again")
+    raise ReshardRefused(f"index {name!r}: the parity check found gaps ({gaps}); to mend "
+                         f"them, run again, then verify again: {run}")
 
 
 def steps_lines(steps: list[str]) -> list[str]:

@@ -153,7 +153,8 @@ class GsiLayout(Layout):
         if index is None:
             known = ", ".join(sorted(indexes)) or "none"
             raise NotFound(f"table {self.table!r} has no global secondary index {self.gsi!r} "
-                           f"(it has: {known})")
+                           f"(it has: {known}); to adopt a plain index into it, "
+                           "'shardex adopt start' creates it")
         types = {a["AttributeName"]: a["AttributeType"]
                  for a in table.get("AttributeDefinitions", [])}
         schema = [(k["AttributeName"], k["KeyType"], types.get(k["AttributeName"], "?"))
