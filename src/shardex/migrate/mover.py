@@ -26,6 +26,7 @@ twice after a crash copies nothing twice. The copies onto each target key are he
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
@@ -38,6 +39,7 @@ from shardex.errors import (
     InvalidKey,
     MalformedItem,
     OutcomeUnknown,
+    ShardexError,
     Unavailable,
 )
 from shardex.keys import validate_value
@@ -237,32 +239,42 @@ class Mover:
         reads = Pace(self._read_rate, self._clock)
         page_size = _page_size(rate, self._lease)
         saved_at = self._clock.wall()
-        while self._current(routing):
-            page = await read_page(self.layouts, unit.source, unit.after, page_size, reads)
-            entries = [e for e in page.entries if unit.contains(e.position)]
-            finished = page.resume is None or len(entries) < len(page.entries)
-            for i in range(0, len(entries), _BATCH):
-                batch = entries[i:i + _BATCH]
-                outcomes = await asyncio.gather(*(self._move(unit, e, pace) for e in batch))
-                unit = replace(unit, after=batch[-1].position,
-                               moved=unit.moved + outcomes.count("moved"),
-                               skipped=unit.skipped + outcomes.count("skipped"),
-                               unresolved=unit.unresolved + outcomes.count("unresolved"))
-                if self._clock.wall() - saved_at >= self._lease / 3:
-                    saved = await self.records.checkpoint(key, unit, revision, lease=self._lease)
-                    if saved is None:
-                        return  # the lease was taken over: the other worker goes on
-                    (unit, revision), saved_at = saved, self._clock.wall()
-            if finished:
-                unit = replace(unit, done=True)
-            elif page.resume is not None:
-                unit = replace(unit, after=page.resume)
-            saved = await self.records.checkpoint(key, unit, revision, lease=self._lease)
-            if saved is None or unit.done:
-                return
-            (unit, revision), saved_at = saved, self._clock.wall()
-            if self._progress is not None:
-                self._progress()
+        try:
+            while self._current(routing):
+                page = await read_page(self.layouts, unit.source, unit.after, page_size, reads)
+                entries = [e for e in page.entries if unit.contains(e.position)]
+                finished = page.resume is None or len(entries) < len(page.entries)
+                for i in range(0, len(entries), _BATCH):
+                    batch = entries[i:i + _BATCH]
+                    outcomes = await asyncio.gather(*(self._move(unit, e, pace)
+                                                      for e in batch))
+                    unit = replace(unit, after=batch[-1].position,
+                                   moved=unit.moved + outcomes.count("moved"),
+                                   skipped=unit.skipped + outcomes.count("skipped"),
+                                   unresolved=unit.unresolved + outcomes.count("unresolved"))
+                    if self._clock.wall() - saved_at >= self._lease / 3:
+                        saved = await self.records.checkpoint(key, unit, revision,
+                                                              lease=self._lease)
+                        if saved is None:
+                            return  # the lease was taken over: the other worker goes on
+                        (unit, revision), saved_at = saved, self._clock.wall()
+                if finished:
+                    unit = replace(unit, done=True)
+                elif page.resume is not None:
+                    unit = replace(unit, after=page.resume)
+                saved = await self.records.checkpoint(key, unit, revision, lease=self._lease)
+                if saved is None or unit.done:
+                    return
+                (unit, revision), saved_at = saved, self._clock.wall()
+                if self._progress is not None:
+                    self._progress()
+        except asyncio.CancelledError:
+            # stopped (Ctrl-C, a bounded step): keep what moved since the last checkpoint,
+            # so status counts it and the unit goes on from there (a batch cut short is
+            # found in place and moved again by no one)
+            with contextlib.suppress(ShardexError):
+                await self.records.checkpoint(key, unit, revision, lease=self._lease)
+            raise
 
     def _unit_rate(self, routing: Routing, unit: Unit) -> float:
         """The pace of ``unit``: the rate in force now (the migration's controls; this
