@@ -364,6 +364,15 @@ def test_a_scan_longer_than_the_lease_across_a_change_raises_and_a_query_reads_a
     run_virtual(main())
 
 
+async def cut_short(run: Awaitable[Any], seconds: float) -> None:
+    """Let ``run`` go on for ``seconds`` of virtual time, then cancel it (as Ctrl-C does)."""
+    task = asyncio.ensure_future(run)
+    await asyncio.sleep(seconds)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 def test_a_resumed_rollback_moves_at_the_rate_in_force_not_its_planners() -> None:
     """Units kept the pace of the process that planned them: a rollback planned by
     'rollback --rate 5' and resumed by 'run --rate 1000' moved 2 entries every 5 s while
@@ -379,11 +388,7 @@ def test_a_resumed_rollback_moves_at_the_rate_in_force_not_its_planners() -> Non
                 await rs.run(until="verified")
             async with resharder(store, rate=5.0, worker="slow") as slow:
                 await slow.begin_rollback()
-                crawl = asyncio.ensure_future(slow.run(until="done"))
-                await asyncio.sleep(20)  # it plans the rollback's units, then Ctrl-C
-                crawl.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await crawl
+                await cut_short(slow.run(until="done"), 20)  # it plans the units, then Ctrl-C
             loop = asyncio.get_running_loop()
             began = loop.time()
             async with resharder(store, rate=1000.0, worker="fast") as fast:
@@ -408,11 +413,7 @@ def test_a_stopped_runner_keeps_the_count_of_what_it_moved_since_its_checkpoint(
             async with resharder(store, rate=20.0, unit_lease=30.0, split_every=500) as rs:
                 await rs.start({"PENDING": P(8)}, margin=MARGIN)
                 await rs.run(until="write-new")
-                moving = asyncio.ensure_future(rs.run())
-                await asyncio.sleep(8)  # a checkpoint every 10 s
-                moving.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await moving
+                await cut_short(rs.run(), 8)  # a checkpoint every 10 s
                 routing = await rs.routing()
                 recorded = sum(u.moved for u in await rs.units(routing))
             landed = 0
