@@ -486,3 +486,17 @@ def test_reshard_run_refuses_a_max_age_no_cutover_of_it_reads(
                          *until, "--max-age", "60")
     assert code == 2
     assert "--max-age bounds the parity report a cutover relies on" in line, line
+
+
+def test_a_default_change_says_which_values_it_moves_and_what_others_risk(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A default change moves the values named by --value alone (the store cannot list
+    the others): the start said nothing of it, and a value left unnamed was hidden."""
+    out = " ".join(ok(capsys, "reshard", "start", "--store", "memory://", "--index", "i",
+                      "--default", "2", "--value", "A", "--value", "B", "--dry-run").split())
+    assert "the default changes: of the values that follow it, the reshard moves 'A', 'B' " \
+        "(named by --value) alone; any other that holds entries stays on the old shard keys " \
+        "and is hidden once readers read the new layout alone: name each one" in out, out
+    plain = ok(capsys, "reshard", "start", "--store", "memory://", "--index", "i", "--set",
+               "A=2", "--dry-run")
+    assert "the default changes" not in plain

@@ -209,6 +209,15 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
                   f"{p.entries:,} entries, {p.to_move:,} to move"
                   + (f" (not in {path}: back to the default)" if value in omitted else ""),
                   highlight=False)
+    previous = plan.routing.previous
+    if previous is not None and previous.default != plan.routing.default:
+        # the store cannot list the values that follow the default: say what is moved
+        named = [v for v in plan.values if v not in plan.routing.overrides]
+        out.print(f"  the default changes: of the values that follow it, the reshard moves "
+                  f"{', '.join(map(repr, named)) or 'none'} (named by --value) alone; any "
+                  "other that holds entries stays on the old shard keys and is hidden once "
+                  "readers read the new layout alone: name each one", highlight=False,
+                  soft_wrap=True)
     wait = lease + margin
     moving = plan.to_move * 2 / rate if rate else 0.0
     steps = [
