@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -207,7 +208,8 @@ def test_the_page_sums_a_fleet_through_prometheus(tmp_path: Path,
             assert during["feed"]["kind"] == "prometheus"
             assert during["values"][0]["key"] == "PENDING"
             paused = during["routing"]["migration"]
-            assert paused["controls"].startswith("paused by shardex reshard pause")
+            assert re.match(r"paused by \S+@\S+ \(shardex reshard pause\)",
+                            paused["controls"]), paused["controls"]
             assert paused["next_steps"][0].startswith("shardex reshard resume --store")
             loaded(browser, page)
             wait_for("the page to show the runner", lambda: browser.execute_script(

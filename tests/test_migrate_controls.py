@@ -8,10 +8,12 @@ Real time on a real server, bounded: about fifteen seconds in all.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import math
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -97,10 +99,13 @@ def test_pause_throttle_and_resume_from_another_process_steer_the_running_mover(
         assert control["schema"] == "shardex.migrate.control/1"
         assert control["rate"] == 16.0
         assert control["paused"] is True  # a new rate does not resume
-        # who paused it stays named: it read "paused by shardex reshard throttle"
-        assert control["summary"] == "paused by shardex reshard pause; resume to go on"
+        # who paused it stays named: it read "paused by shardex reshard throttle"; and it
+        # names the operator, user@host, not the command alone
+        operator = f"{getpass.getuser()}@{socket.gethostname()}"
+        assert control["summary"] == f"paused by {operator} (shardex reshard pause); " \
+            "resume to go on"
         assert (control["paused_by"], control["changed_by"]) == (
-            "shardex reshard pause", "shardex reshard throttle")
+            f"{operator} (shardex reshard pause)", f"{operator} (shardex reshard throttle)")
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", control["changed_at"])
         ok(capsys, "reshard", "resume", *where)
         time.sleep(2.5)

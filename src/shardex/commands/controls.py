@@ -77,6 +77,18 @@ def _control(kind: Kind, verb: str, uri: str, name: str, connection: Connection,
                            highlight=False, soft_wrap=True)
 
 
+def who(command: str) -> str:
+    """``user@host (command)``: who changed a control record, and with what."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name in the environment or the password file
+        user = "?"
+    return f"{user}@{socket.gethostname()} ({command})"
+
+
 def register(group: click.Group, kind: Kind) -> None:
     """Add ``pause``, ``resume`` and ``throttle`` to ``group`` (``shardex reshard|adopt``)."""
     json_option = click.option("--json", "as_json", is_flag=True,
@@ -87,7 +99,7 @@ def register(group: click.Group, kind: Kind) -> None:
         from shardex.clock import LoopClock
 
         return lambda c: replace(c, changed_at=LoopClock().wall(),
-                                 changed_by=f"shardex {kind} {verb}", **fields)
+                                 changed_by=who(f"shardex {kind} {verb}"), **fields)
 
     def holding(verb: str, paused: bool, help_text: str) -> None:
         @group.command(verb, help=help_text)
@@ -97,7 +109,7 @@ def register(group: click.Group, kind: Kind) -> None:
             done = "paused" if paused else "resumed"
             _control(kind, done, uri, name, connection, operator(
                 verb, paused=paused, reason=f"{done} by an operator",
-                paused_by=f"shardex {kind} pause" if paused else None), as_json)
+                paused_by=who(f"shardex {kind} pause") if paused else None), as_json)
 
     holding("pause", True, "Pause every running mover (they hold their place; resume goes "
                            "on from it).")
