@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import datetime
 import sys
 from typing import Any
 
@@ -15,6 +17,7 @@ from shardex.capacity import cosmos_read_units, cosmos_write_units
 from shardex.model.entries import Placement, StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.stores.cosmos import CosmosStore, codec
+from shardex.stores.cosmos.admin import create_container
 from shardex.stores.cosmos.client import connection_settings, map_error
 from shardex.stores.cosmos.store import _estimate
 from tests.servers import dropped_after_sending, refused_to_connect
@@ -212,3 +215,27 @@ def test_an_endless_timeout_is_refused(account: None) -> None:
                                                    "above 0 and at most 3600, got inf"):
         shardex.open_store("cosmos://orders/entries?read_timeout=inf")
 
+
+
+@pytest.mark.parametrize(("database", "container"), [
+    ("d", "c#1"), ("d", "c?1"), ("d", "c\\1"), ("d", "c\x01"), ("d", "c" * 256), ("d", "c "),
+    ("", "c"), ("a/b", "c")])
+def test_names_cosmos_db_does_not_take_are_refused_before_any_request(
+        account: None, database: str, container: str) -> None:
+    """'c#1' reached the service (ValueError: Id contains illegal chars, exit 1), and a
+    container named with a control character or 300 characters was created."""
+    with pytest.raises(shardex.InvalidInput, match=r"Cosmos DB (database|container) name "
+                                                   r"must be 1 to 255 characters without"):
+        CosmosStore(database, container)
+    with pytest.raises(shardex.InvalidInput, match="must be 1 to 255 characters"):
+        asyncio.run(create_container(database, container))
+
+
+def test_a_value_cosmos_db_cannot_hold_is_refused_naming_cosmos_db(account: None) -> None:
+    """The refusals named DynamoDB ('DynamoDB cannot store nan')."""
+    store = CosmosStore("d", "c")
+    for value, words in ((float("nan"), "Cosmos DB cannot store nan"),
+                         (datetime.datetime(2026, 1, 1), "cannot be stored in Cosmos DB")):
+        with pytest.raises(shardex.InvalidInput, match=words):
+            asyncio.run(store.place("ix", "o-1", StoredEntry("K", "", "o-1", {"a": value}),
+                                    version=1, expected=None))

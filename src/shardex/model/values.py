@@ -67,17 +67,19 @@ def check_text(text: str, where: str) -> None:
                            "surrogate); DynamoDB stores UTF-8") from exc
 
 
-def number_text(value: int | float | decimal.Decimal, where: str) -> str:
-    """Return a number as DynamoDB's ``N`` text; InvalidInput if it cannot hold it."""
+def number_text(value: int | float | decimal.Decimal, where: str,
+                store: str = "DynamoDB") -> str:
+    """Return a number as DynamoDB's ``N`` text; InvalidInput (naming ``store``, whose
+    rules these are) if it cannot hold it."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidInput(f"{where}: DynamoDB cannot store {value!r}")
+        raise InvalidInput(f"{where}: {store} cannot store {value!r}")
     number = decimal.Decimal(repr(value)) if isinstance(value, float) else decimal.Decimal(value)
     if not number.is_finite():
-        raise InvalidInput(f"{where}: DynamoDB cannot store {brief(value)}")
+        raise InvalidInput(f"{where}: {store} cannot store {brief(value)}")
     # trailing zeros are not significant: DynamoDB holds 10**38 (1E+38)
     significant = len(bytes(number.as_tuple().digits).rstrip(b"\0"))
     if significant > 38 or (significant and not -130 <= number.adjusted() <= 125):
-        raise InvalidInput(f"{where}: {brief(value)} does not fit a DynamoDB number "
+        raise InvalidInput(f"{where}: {brief(value)} does not fit {store}'s numbers "
                            "(38 significant digits, exponent -130 to 125)")
     return str(number)
 
@@ -110,7 +112,7 @@ def check_value(value: Any, where: str, depth: int = 0,
     if rules.extra is not None and rules.extra(value, where):
         return
     if isinstance(value, int | float | decimal.Decimal) and not isinstance(value, bool):
-        number_text(value, where)
+        number_text(value, where, rules.name)
     elif isinstance(value, str):
         check_text(value, where)
     elif isinstance(value, bytes | bytearray):

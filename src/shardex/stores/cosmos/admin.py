@@ -12,6 +12,7 @@ from typing import Any
 
 from shardex.errors import ConditionFailed, InvalidInput
 from shardex.stores.cosmos.client import (
+    check_names,
     client_options,
     close_client,
     connection_settings,
@@ -31,6 +32,7 @@ async def create_container(database: str, container: str, *, throughput: int | N
     ``throughput`` is the container's provisioned RU/s (None: the account's default, or
     serverless). Returns the endpoint. ConditionFailed if the container exists.
     """
+    check_names(database, container)
     if throughput is not None and (type(throughput) is not int or throughput < 400):
         raise InvalidInput(f"throughput must be an integer of RU/s >= 400, got {throughput!r}")
     aio = import_sdk()

@@ -47,6 +47,7 @@ __all__ = [
     "ContainerClient",
     "Reply",
     "SdkClient",
+    "check_names",
     "client_options",
     "close_client",
     "connection_settings",
@@ -420,3 +421,14 @@ class SdkClient(ContainerClient):
             return ([], None), 0
         docs = [dict(doc) async for doc in page]
         return (docs, pager.continuation_token), document_bytes(docs)
+
+
+def check_names(database: Any, container: Any) -> None:
+    """InvalidInput unless Cosmos DB takes both as resource ids: 1 to 255 characters,
+    none of '/', '\\', '?', '#' or a control character, not ending in a space."""
+    for what, name in (("database", database), ("container", container)):
+        if type(name) is not str or not 0 < len(name) <= 255 or name.endswith(" ") \
+                or any(c in "/\\?#" or ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
+            raise InvalidInput(f"Cosmos DB {what} name must be 1 to 255 characters without "
+                               f"'/', '\\', '?', '#' or a control character, not ending in "
+                               f"a space, got {name!r}")

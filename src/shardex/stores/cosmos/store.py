@@ -26,10 +26,16 @@ from shardex.clock import Clock
 from shardex.errors import ConditionFailed, InvalidInput, InvalidURI
 from shardex.keys import record_key, validate_shard_key
 from shardex.model.entries import Placement, Position, Record, StoredEntry
+from shardex.model.values import ValueRules
 from shardex.stores.azure import keys
 from shardex.stores.base import Capabilities, Store
 from shardex.stores.cosmos import codec
-from shardex.stores.cosmos.client import ContainerClient, SdkClient, mapped_errors
+from shardex.stores.cosmos.client import (
+    ContainerClient,
+    SdkClient,
+    check_names,
+    mapped_errors,
+)
 from shardex.stores.cosmos.placement import DocumentRows, Placer, RepairReport
 from shardex.stores.metered import Recorder
 from shardex.stores.uri import TIMEOUTS, StoreURI, is_timeout
@@ -82,6 +88,11 @@ def _estimate(operation: str, size: int) -> float:
         cosmos_read_units(rest) if rest or not whole else 0.0)
 
 
+# the values a Cosmos DB container holds as shardex writes them: DynamoDB's (the codec
+# tags them), named so in messages
+COSMOS_VALUES = ValueRules("Cosmos DB")
+
+
 class CosmosStore(Store):
     """Cosmos DB for NoSQL through ``azure-cosmos``'s async client.
 
@@ -105,12 +116,9 @@ class CosmosStore(Store):
                  client: ContainerClient | None = None, connect_timeout: float = 5.0,
                  read_timeout: float = 30.0, charges: str = "reported",
                  clock: Clock | None = None) -> None:
-        super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE),
-                         clock=clock)
-        for what, name in (("database", database), ("container", container)):
-            if type(name) is not str or not name or "/" in name:
-                raise InvalidInput(f"Cosmos DB {what} name must be non-empty text without "
-                                   f"'/', got {name!r}")
+        super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE,
+                                                   values=COSMOS_VALUES), clock=clock)
+        check_names(database, container)
         for what, seconds in (("connect_timeout", connect_timeout),
                               ("read_timeout", read_timeout)):
             if not is_timeout(seconds):
