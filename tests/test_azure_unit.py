@@ -282,3 +282,20 @@ def test_a_read_that_fails_says_nothing_changed(operation: str, backend: str) ->
                      endpoint="https://127.0.0.1:1/", key="PENDING#3")
     assert type(mapped) is shardex.Unavailable
     assert str(mapped).endswith("; a read: nothing changed"), mapped
+
+
+def test_an_account_key_that_is_no_base64_is_refused_before_any_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """It failed at the first request's signing, reported as the server refusing the
+    credentials (exit 1); Cosmos DB refused the same key up front."""
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "dev")
+    monkeypatch.setenv("AZURE_STORAGE_KEY", "notbase64!!")
+    with pytest.raises(shardex.InvalidInput, match="AZURE_STORAGE_KEY is not an Azure "
+                                                   "Storage account key"):
+        connection_settings(None)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING",
+                       "AccountName=dev;AccountKey=not base64;TableEndpoint=http://h/dev;")
+    with pytest.raises(shardex.InvalidInput, match="the AccountKey of "
+                                                   "AZURE_STORAGE_CONNECTION_STRING is not"):
+        connection_settings(None)

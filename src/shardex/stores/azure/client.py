@@ -18,6 +18,8 @@ condition.
 from __future__ import annotations
 
 import abc
+import base64
+import binascii
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -41,6 +43,7 @@ __all__ = [
     "Row",
     "SdkClient",
     "TablesClient",
+    "account_key",
     "connection_settings",
     "map_error",
     "parse_connection_string",
@@ -184,6 +187,18 @@ def connection_settings(endpoint: str | None, credential: Any = None,
     return url, credential
 
 
+def account_key(key: str, source: str, what: str = "an Azure Storage account key",
+                hint: str = "the portal's key1 or key2") -> str:
+    """``key`` if it is base64 text, as an account key is; InvalidInput naming ``source``
+    before any request (at the first request it would be blamed on the server)."""
+    try:
+        base64.b64decode(key, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput(f"{source} is not {what}: an account key is base64 text "
+                           f"({hint})") from None
+    return key
+
+
 def _settings(endpoint: str | None, credential: Any,
               connection_string: str | None) -> tuple[str, Any]:
     if credential is not None:
@@ -206,13 +221,14 @@ def _settings(endpoint: str | None, credential: Any,
         if settings.get("sharedaccesssignature"):
             return url, AzureSasCredential(settings["sharedaccesssignature"])
         if name and settings.get("accountkey"):
-            return url, AzureNamedKeyCredential(name, settings["accountkey"])
+            return url, AzureNamedKeyCredential(name, account_key(
+                settings["accountkey"], f"the AccountKey of {CONNECTION_STRING}"))
         raise InvalidInput(f"{CONNECTION_STRING} holds neither AccountName and AccountKey "
                            "nor SharedAccessSignature")
     name, key = os.environ.get(ACCOUNT), os.environ.get(ACCOUNT_KEY)
     if name and key:
         return endpoint or f"https://{name}.table.core.windows.net", \
-            AzureNamedKeyCredential(name, key)
+            AzureNamedKeyCredential(name, account_key(key, ACCOUNT_KEY))
     raise InvalidInput(
         f"no Azure credentials: set {CONNECTION_STRING}, or {ACCOUNT} and {ACCOUNT_KEY}, or "
         "hand in credential= (e.g. azure.identity.aio.DefaultAzureCredential())")

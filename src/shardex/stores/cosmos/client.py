@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import base64
 import binascii
 import contextlib
 import json
@@ -39,7 +38,12 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
-from shardex.stores.azure.client import Adapter, parse_connection_string, request_outcome
+from shardex.stores.azure.client import (
+    Adapter,
+    account_key,
+    parse_connection_string,
+    request_outcome,
+)
 from shardex.stores.azure.transport import with_transport
 from shardex.stores.uri import split_url
 
@@ -155,12 +159,7 @@ def mapped_errors(operation: str, where: str, endpoint: str,
 
 
 def _check_key(key: str, source: str) -> str:
-    try:
-        base64.b64decode(key, validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidInput(f"{source} is not a Cosmos DB account key: an account key is "
-                           "base64 text (the portal's PRIMARY KEY)") from None
-    return key
+    return account_key(key, source, "a Cosmos DB account key", "the portal's PRIMARY KEY")
 
 
 def connection_settings(endpoint: str | None, credential: Any = None,
