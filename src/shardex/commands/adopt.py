@@ -34,7 +34,17 @@ from shardex.commands.controls import (
     register,
     sharing_options,
 )
-from shardex.commands.migrations import on_interrupt, runner_lines, status_printer, watched
+from shardex.commands.migrations import (
+    gaps_refused,
+    on_interrupt,
+    parity_lines,
+    print_parity,
+    runner_lines,
+    status_options,
+    status_printer,
+    steps_lines,
+    watched,
+)
 from shardex.commands.migrations import watch as watching
 from shardex.commands.params import (
     LEASE,
@@ -50,13 +60,6 @@ from shardex.commands.params import (
     count,
     distinct,
     number,
-)
-from shardex.commands.reshard import (
-    gaps_refused,
-    parity_lines,
-    print_parity,
-    status_options,
-    steps_lines,
 )
 from shardex.commands.routing import layout_file
 from shardex.routing import ShardPolicy

@@ -1,4 +1,5 @@
-"""``shardex migrations``, and what ``reshard`` and ``adopt`` share: watching, Ctrl-C.
+"""``shardex migrations``, and what ``reshard`` and ``adopt`` share: status options and
+lines, parity reports, watching, Ctrl-C.
 
 ``migrations list --store URI --index NAME...`` lists every reshard and adoption
 recorded for the indexes named (a store cannot list its indexes; ``--index`` falls back
@@ -23,14 +24,17 @@ import click
 from shardex.commands import output
 from shardex.commands.config import Setting
 from shardex.commands.connection import Connection, connection_options, open_with, store_option
-from shardex.commands.params import INDEX_NAME
+from shardex.commands.params import INDEX_NAME, MAX_AGE, number
 from shardex.documents import rounded
+from shardex.errors import ReshardRefused
 
-__all__ = ["LIST_SCHEMA", "interrupted", "migrations", "on_interrupt", "runner_lines",
-           "status_printer", "watch", "watched"]
+__all__ = ["LIST_SCHEMA", "gaps_refused", "interrupted", "migrations", "on_interrupt",
+           "parity_lines", "print_parity", "runner_lines", "status_options", "status_printer",
+           "steps_lines", "watch", "watched"]
 
 LIST_SCHEMA = "shardex.migrations.list/1"
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 async def watch(read: Callable[[], Awaitable[dict[str, Any]]],
@@ -107,6 +111,67 @@ def watched(work: Callable[[], T], what: str) -> T:
         output.console(stderr=True).print(f"stopped watching: the {what} goes on as it was",
                                           highlight=False)
         raise click.exceptions.Abort() from None
+
+
+def parity_lines(parity: dict[str, Any] | None) -> list[str]:
+    """A status document's parity report, as lines (up to five examples)."""
+    if parity is None:
+        return ["  parity: not checked yet"]
+    gaps = ", ".join(f"{parity[k]:,} {k}" for k in ("missing", "extra", "misplaced",
+                                                     "mismatched") if parity[k])
+    lines = [f"  parity: checked {parity['checked_at']} ({parity['age_s']:.0f} s ago), "
+             f"{parity['entries']:,} entries, {gaps or 'no gaps'}"]
+    return lines + [f"    {gap['kind']}: {gap['item_id']!r} on {gap['shard_key']!r}"
+                    for gap in parity["examples"][:5]]
+
+
+def _gaps(parity: Any) -> str:
+    """A parity report's gap counts, ``2 missing, 1 extra`` (empty: none)."""
+    return ", ".join(f"{n:,} {kind}" for kind, n in parity.counts().items() if n)
+
+
+def print_parity(name: str, parity: Any, then: str) -> None:
+    """A verify's parity report of index ``name`` on the console: its gaps (or none), then
+    ``then``, and up to ten examples."""
+    out = output.console()
+    out.print(f"index {name!r}: parity of {parity.entries:,} entries: "
+              f"{_gaps(parity) or 'no gaps'}; {then}", highlight=False, soft_wrap=True)
+    for gap in parity.examples[:10]:
+        out.print(f"  {gap.kind}: {gap.item_id!r} of {gap.value!r} on {gap.shard_key!r}",
+                  highlight=False)
+
+
+def gaps_refused(name: str, parity: Any, run: str) -> None:
+    """After a verify's report is printed: exit 1 (one line) if it found gaps, so that a
+    script sees them by the exit code, as ``cutover`` will; ``run`` mends them."""
+    if parity.clean:
+        return
+    raise ReshardRefused(f"index {name!r}: the parity check found gaps ({_gaps(parity)}); "
+                         f"to mend them, run again, then verify again: {run}")
+
+
+def steps_lines(steps: list[str]) -> list[str]:
+    """A status document's next steps, as lines."""
+    return ["next steps:", *(f"  {step}" for step in steps)] if steps else []
+
+
+def status_options(schema: str, what: str) -> Callable[[F], F]:
+    """The options of ``reshard status`` and ``adopt status``: ``--json`` (``schema``),
+    ``--max-age``, ``--watch`` (until no ``what`` is under way) and ``--every``."""
+    def apply(command: F) -> F:
+        for option in reversed((
+                click.option("--json", "as_json", is_flag=True, help=f"Print {schema}."),
+                click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
+                             help="Age past which the parity report counts as stale."),
+                click.option("--watch", is_flag=True, help="Show it again every --every "
+                             f"seconds until no {what} is under way."),
+                click.option("--every", default=5.0, show_default=True,
+                             type=number(0.1, 3600),
+                             help="Seconds between documents with --watch."))):
+            command = option(command)
+        return command
+
+    return apply
 
 
 @click.group()

@@ -46,7 +46,17 @@ from shardex.commands.controls import (
     register,
     sharing_options,
 )
-from shardex.commands.migrations import on_interrupt, runner_lines, status_printer, watched
+from shardex.commands.migrations import (
+    gaps_refused,
+    on_interrupt,
+    parity_lines,
+    print_parity,
+    runner_lines,
+    status_options,
+    status_printer,
+    steps_lines,
+    watched,
+)
 from shardex.commands.migrations import watch as watching
 from shardex.commands.params import (
     LOGICAL_KEY,
@@ -68,10 +78,9 @@ from shardex.errors import InvalidRouting, ReshardRefused
 from shardex.routing import Routing, ShardPolicy
 from shardex.stores.base import Store
 
-__all__ = ["gaps_refused", "parity_lines", "print_parity", "reshard", "steps_lines"]
+__all__ = ["reshard"]
 
 T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
 _STATES = ("read-both", "write-new", "verified", "read-new", "retired", "done")
 
 
@@ -408,64 +417,6 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old layout may be retired from {doc['retire_after']}")
     return lines + steps_lines(doc["next_steps"])
-
-
-def parity_lines(parity: dict[str, Any] | None) -> list[str]:
-    """A status document's parity report, as lines (up to five examples)."""
-    if parity is None:
-        return ["  parity: not checked yet"]
-    gaps = ", ".join(f"{parity[k]:,} {k}" for k in ("missing", "extra", "misplaced",
-                                                     "mismatched") if parity[k])
-    lines = [f"  parity: checked {parity['checked_at']} ({parity['age_s']:.0f} s ago), "
-             f"{parity['entries']:,} entries, {gaps or 'no gaps'}"]
-    return lines + [f"    {gap['kind']}: {gap['item_id']!r} on {gap['shard_key']!r}"
-                    for gap in parity["examples"][:5]]
-
-
-def print_parity(name: str, parity: Any, then: str) -> None:
-    """A verify's parity report of index ``name`` on the console: its gaps (or none), then
-    ``then``, and up to ten examples."""
-    gaps = ", ".join(f"{n:,} {kind}" for kind, n in parity.counts().items() if n)
-    out = output.console()
-    out.print(f"index {name!r}: parity of {parity.entries:,} entries: {gaps or 'no gaps'}; "
-              f"{then}", highlight=False, soft_wrap=True)
-    for gap in parity.examples[:10]:
-        out.print(f"  {gap.kind}: {gap.item_id!r} of {gap.value!r} on {gap.shard_key!r}",
-                  highlight=False)
-
-
-def gaps_refused(name: str, parity: Any, run: str) -> None:
-    """After a verify's report is printed: exit 1 (one line) if it found gaps, so that a
-    script sees them by the exit code, as ``cutover`` will; ``run`` mends them."""
-    if parity.clean:
-        return
-    gaps = ", ".join(f"{n:,} {kind}" for kind, n in parity.counts().items() if n)
-    raise ReshardRefused(f"index {name!r}: the parity check found gaps ({gaps}); to mend "
-                         f"them, run again, then verify again: {run}")
-
-
-def steps_lines(steps: list[str]) -> list[str]:
-    """A status document's next steps, as lines."""
-    return ["next steps:", *(f"  {step}" for step in steps)] if steps else []
-
-
-def status_options(schema: str, what: str) -> Callable[[F], F]:
-    """The options of ``reshard status`` and ``adopt status``: ``--json`` (``schema``),
-    ``--max-age``, ``--watch`` (until no ``what`` is under way) and ``--every``."""
-    def apply(command: F) -> F:
-        for option in reversed((
-                click.option("--json", "as_json", is_flag=True, help=f"Print {schema}."),
-                click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
-                             help="Age past which the parity report counts as stale."),
-                click.option("--watch", is_flag=True, help="Show it again every --every "
-                             f"seconds until no {what} is under way."),
-                click.option("--every", default=5.0, show_default=True,
-                             type=number(0.1, 3600),
-                             help="Seconds between documents with --watch."))):
-            command = option(command)
-        return command
-
-    return apply
 
 
 async def _status(uri: str, name: str, connection: Connection,
