@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -38,6 +38,17 @@ async def populate(index: ShardedIndex, model: Model, counts: dict[str, int]) ->
             item = f"{value[:2].lower()}-{i}"
             await index.put(value, item, sort=f"{i % 17:03d}", attrs={"n": i})
             model[item] = (value, f"{i % 17:03d}", {"n": i})
+
+
+@contextlib.asynccontextmanager
+async def application(store: MemoryStore, model: Model, counts: dict[str, int],
+                      routing: Routing | None = None) -> AsyncIterator[ShardedIndex]:
+    """The application's index (a short lease: steps are short), with ``counts`` entries
+    of each value put (into ``model`` too)."""
+    async with ShardedIndex(store, "orders", routing or Routing(), routing_lease=LEASE,
+                            routing_ttl=0.5) as app:
+        await populate(app, model, counts)
+        yield app
 
 
 async def listing(index: ShardedIndex, value: str, limit: int = 7) -> list[tuple[str, str]]:
@@ -202,9 +213,7 @@ def test_a_runner_crashed_anywhere_is_resumed_by_another_process() -> None:
         rng = random.Random(9)
         store = MemoryStore(seed=9, throttle_rate=0.05, ambiguous_rate=0.02)
         model: Model = {}
-        async with ShardedIndex(store, "orders", Routing(), routing_lease=LEASE,
-                                routing_ttl=0.5) as app:
-            await populate(app, model, {"PENDING": 300})
+        async with application(store, model, {"PENDING": 300}) as app:
             async with resharder(store, worker="starter") as rs:
                 await rs.start({"PENDING": P(8)}, margin=MARGIN)
             crashes = await run_with_crashes(
@@ -244,9 +253,7 @@ def test_a_rollback_from_each_state_ends_on_the_old_layout_with_every_entry(stat
         store = MemoryStore(seed=6)
         model: Model = {}
         old = Routing(overrides={"PENDING": P(2)})  # hashed over PENDING#0 and PENDING#1
-        async with ShardedIndex(store, "orders", old, routing_lease=LEASE,
-                                routing_ttl=0.5) as app:
-            await populate(app, model, {"PENDING": 300, "SHIPPED": 30})
+        async with application(store, model, {"PENDING": 300, "SHIPPED": 30}, old) as app:
             async with resharder(store, rate=200.0) as rs:
                 await rs.start({"PENDING": P(8)}, margin=MARGIN)
                 await _until(rs, state)
@@ -380,9 +387,7 @@ def test_a_resumed_rollback_moves_at_the_rate_in_force_not_its_planners() -> Non
     async def main() -> None:
         store = MemoryStore(seed=6)
         model: Model = {}
-        async with ShardedIndex(store, "orders", Routing(), routing_lease=LEASE,
-                                routing_ttl=0.5) as app:
-            await populate(app, model, {"PENDING": 200})
+        async with application(store, model, {"PENDING": 200}) as app:
             async with resharder(store, rate=1000.0) as rs:  # sets the controls' rate
                 await rs.start({"PENDING": P(8)}, margin=MARGIN)
                 await rs.run(until="verified")
@@ -407,9 +412,7 @@ def test_a_stopped_runner_keeps_the_count_of_what_it_moved_since_its_checkpoint(
     async def main() -> None:
         store = MemoryStore(seed=6)
         model: Model = {}
-        async with ShardedIndex(store, "orders", Routing(), routing_lease=LEASE,
-                                routing_ttl=0.5) as app:
-            await populate(app, model, {"PENDING": 200})
+        async with application(store, model, {"PENDING": 200}) as app:
             async with resharder(store, rate=20.0, unit_lease=30.0, split_every=500) as rs:
                 await rs.start({"PENDING": P(8)}, margin=MARGIN)
                 await rs.run(until="write-new")
