@@ -189,6 +189,28 @@ def test_a_url_urllib_cannot_read_is_refused_by_name(capsys: pytest.CaptureFixtu
     assert named in err, err
 
 
+@pytest.mark.parametrize(("path", "named"), [
+    ("s3a://[/logs", "log path 's3a://[/logs' cannot be"),
+    ("s3a://bucket/logs", "give --format to read a URI with Spark"),
+    ("missing.csv", "missing.csv: no such file"),
+], ids=["unparsed", "no-format", "missing"])
+def test_a_log_path_spark_cannot_read_is_refused_before_a_session_starts(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        path: str, named: str) -> None:
+    """What can be told of the paths without Spark is told before its JVM starts: a
+    path that could not be parsed took 15-20 s (a local Spark session started) to be
+    refused in one line."""
+    import shardex.heat.spark.session as session
+
+    def no_session(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(session, "local_session", no_session)
+    code, err = failing(capsys, "diagnose", path, "--engine", "spark")
+    assert code in (1, 2)
+    assert named in err, err
+
+
 @pytest.mark.parametrize("argv", [
     ["routing", "show", "--index", "x", "--store",
      "dynamodb://orders?endpoint_url=http://[&region=us-east-1"],

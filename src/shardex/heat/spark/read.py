@@ -111,29 +111,18 @@ class SparkLogs(TalliedReader):
         Raises InvalidInput for a URI without a format, InvalidLog as the DuckDB
         reader does (without a line number).
         """
-        groups: dict[str, list[str]] = {}
-        for path in paths:
-            if is_remote(path):
-                if self.options.fmt is None:
-                    raise InvalidInput(f"{path}: give --format to read a URI with Spark "
-                                       "(a format is told by content for local files only)")
-                self._shown[str(path)] = str(path)
-                groups.setdefault(self.options.fmt, []).append(str(path))
-                continue
-            for name in expand([_local(path)]):
-                kind = log_format(name, self.options.fmt)
-                if kind in ("csv", "jsonl") and is_gzip(name) and not name.endswith(".gz"):
-                    raise InvalidLog("is gzipped: Spark unpacks a file whose name ends in "
-                                     ".gz only; rename it", path=name)
-                uri = Path(name).resolve().as_uri()
-                self._shown[_local(uri)] = name
-                groups.setdefault(kind, []).append(uri)
-        self.tally.formats.extend(groups)  # in the order the files name them
-        for kind in sorted(groups, key=lambda k: k == "cloudtrail"):  # CloudTrail once all are in
+        self.read_grouped(grouped(paths, self.options))
+
+    def read_grouped(self, groups: Grouped) -> None:
+        """Read the sources ``grouped`` found (see ``read``)."""
+        by_format, shown = groups
+        self._shown.update(shown)
+        self.tally.formats.extend(by_format)  # in the order the files name them
+        for kind in sorted(by_format, key=lambda k: k == "cloudtrail"):  # CloudTrail last
             reader = {"csv": self._csv, "jsonl": self._jsonl, "parquet": self._parquet,
                       "insights": self._insights, "cloudtrail": self._cloudtrail}[kind]
-            with spark_errors(_what(groups[kind])):
-                reader(groups[kind])
+            with spark_errors(_what(by_format[kind])):
+                reader(by_format[kind])
 
     def _shown_as(self, file: str) -> str:
         """A file as the caller named it (Spark names local files as file: URIs)."""
@@ -373,6 +362,35 @@ def _trail_file(path: str, content: bytes, number: int, item_bytes: int
     return list(zip(*(staged[c] for c in STAGED), strict=True)), counts, None
 
 
+Grouped = tuple[dict[str, list[str]], dict[str, str]]
+
+
+def grouped(paths: Iterable[str | Path], options: Options) -> Grouped:
+    """The files of ``paths`` by format, as URIs for Spark, and each as the caller named
+    it: what can be told of them without Spark (a path that cannot be parsed or does not
+    exist, a URI without a format, a misnamed gzip file) is refused before a session starts.
+    """
+    groups: dict[str, list[str]] = {}
+    shown: dict[str, str] = {}
+    for path in paths:
+        if is_remote(path):
+            if options.fmt is None:
+                raise InvalidInput(f"{path}: give --format to read a URI with Spark "
+                                   "(a format is told by content for local files only)")
+            shown[str(path)] = str(path)
+            groups.setdefault(options.fmt, []).append(str(path))
+            continue
+        for name in expand([_local(path)]):
+            kind = log_format(name, options.fmt)
+            if kind in ("csv", "jsonl") and is_gzip(name) and not name.endswith(".gz"):
+                raise InvalidLog("is gzipped: Spark unpacks a file whose name ends in "
+                                 ".gz only; rename it", path=name)
+            uri = Path(name).resolve().as_uri()
+            shown[_local(uri)] = name
+            groups.setdefault(kind, []).append(uri)
+    return groups, shown
+
+
 def read_spark(paths: Iterable[str | Path], *, options: Options | None = None,
                spark: Any = None, master: str = "local[*]",
                conf: dict[str, str] | None = None) -> SparkLogs:
@@ -385,6 +403,8 @@ def read_spark(paths: Iterable[str | Path], *, options: Options | None = None,
     given = list(paths)
     if not given:
         raise InvalidInput("give at least one access-log file")
+    options = options or Options()
+    groups = grouped(given, options)  # a bad path is named before a JVM starts
     owned = False
     if spark is None:
         from shardex.heat.spark.session import local_session
@@ -394,7 +414,7 @@ def read_spark(paths: Iterable[str | Path], *, options: Options | None = None,
         spark = local_session(master, conf)
     logs = SparkLogs(spark, options, owned=owned)
     try:
-        logs.read(given)
+        logs.read_grouped(groups)
         with spark_errors("the logs"):
             logs.tables.build()
     except BaseException:
