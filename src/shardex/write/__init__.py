@@ -45,8 +45,14 @@ pairwise argument). Two checks hold each write to that window:
    most one version, done; if the entry is where the routing's writes now put it (store
    and shard key), done; else it is re-placed there (a *settle*: a ``Relocate`` at the
    entry's version, conditioned on the item's placement, through this same machine and
-   its own two checks) before the write reports ok. Cost, only then: one routing read,
-   and for an entry left on a layout no longer written one locate and one place.
+   its own two checks) before the write reports ok. An entry left in a store its
+   value's readers no longer read is carried to the one they read when what they find
+   there hides it (the write's own confirmation or claim, or an older copy a rollback's
+   mover made back meanwhile), and a late tombstone takes out such copies of what it
+   erased (``WriteMachine._settle``). Cost, only then: one routing read, and for an
+   entry left on a layout no longer written one locate and one place. A crossing write
+   takes effect when its confirmation lands in S: the confirmation is sent within the
+   row's fence, and its answer is the landing this check times.
 
 The steady state (no reshard, answers within the lease) costs what it did: no request
 more. What this assumes: the runner's waits and the clients' leases are measured on

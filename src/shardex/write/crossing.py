@@ -71,15 +71,21 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
         source = yield from machine._locate(s)
         target = yield from machine._locate(t)
         if source is not None and (source.token == token or token in source.history):
-            return _done(landed), claim, _last(landed)  # written in S, or confirmed there
+            # written in S, or confirmed there
+            if not landed and planned_for is not None:
+                # a try that timed out had landed: before the read that found it
+                row = source if source.entry is not None else target
+                if row is not None and row.entry is not None and token in row.chain:
+                    landed.append(Landing(s if row is source else t, row.entry,
+                                          _read_back_at(machine), planned_for))
+            return _done(landed), claim, _last(landed)
         held, in_target = held_across(source, target, value)
         if target is not None and target.token == token and in_target:
             if not landed and target.entry is not None and planned_for is not None:
                 # a try that timed out had landed: before the read that found it
-                landed.append(Landing(t, target.entry, Placed(machine._now, -1, machine._now),
-                                      planned_for))
-            step: Steps[object] = _sent(machine, Place(s, None, target.version, source,
-                                                       token))  # the confirmation
+                landed.append(Landing(t, target.entry, _read_back_at(machine), planned_for))
+            step: Steps[object] = _confirmed(machine, Place(s, None, target.version, source,
+                                                            token), landed)
         else:
             planned = known.pop() if known else (yield from machine._route())
             planned_for = planned
@@ -136,6 +142,20 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
 
 class _Held(Exception):
     """A place held past its fence: not sent."""
+
+
+def _read_back_at(machine: WriteMachine) -> Placed:
+    """When a try found applied by a read-back landed, as fencing takes it: by now."""
+    return Placed(machine._now, -1, machine._now)
+
+
+def _confirmed(machine: WriteMachine, place: Place, landed: list[Landing]) -> Steps[None]:
+    """Send the confirmation ``place`` in S: the write takes effect (readers of both
+    stores hold T's row against S) when it lands, so that is when fencing checks it
+    landed (the entry landed in T before)."""
+    confirmed = yield from _sent(machine, place)
+    if landed and landed[-1].tier != place.tier:
+        landed[-1] = landed[-1]._replace(placed=confirmed)
 
 
 def _last(landed: list[Landing]) -> Landing | None:
@@ -217,7 +237,8 @@ def _place(machine: WriteMachine, job: Job, s: Tier, t: Tier, entry: StoredEntry
                                              fence, pace))
     if entry is not None:
         landed.append(Landing(t, _at(entry, version) or entry, placed, planned))
-    yield from _sent(machine, Place(s, None, version, source, token))
+    # sent within the lease of the routing it was planned under, as the row was
+    yield from _confirmed(machine, Place(s, None, version, source, token, fence), landed)
 
 
 def _sent(machine: WriteMachine, place: Place) -> Steps[Placed]:

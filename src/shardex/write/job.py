@@ -65,12 +65,15 @@ class Claim(NamedTuple):
 
 class Landing(NamedTuple):
     """Where a write left a live entry: ``entry`` in ``tier``'s store, as ``placed`` said,
-    planned under ``planned``."""
+    planned under ``planned``. ``erased``: the write was a tombstone at that version over
+    ``entry`` (a delete in a store of several, whose copies elsewhere it must not leave
+    live)."""
 
     tier: Tier
     entry: StoredEntry
     placed: Placed
     planned: Routed
+    erased: int | None = None
 
 
 def derived(token: str, tag: str) -> str:

@@ -173,7 +173,7 @@ class WriteMachine:
                 continue
             if landing is not None and not landing.planned.fence.holds(
                     landing.placed.at, landing.placed.version, landing.placed.read_at):
-                yield from self._settle(job, landing, depth)  # landed late: check where
+                yield from self._settle(job, landing, depth, token)  # landed late: where?
             return done
         raise ConditionFailed(f"gave up on the {job.what} after {self._max_conflicts} writes "
                               "of the item to other stores won over it")
@@ -320,8 +320,8 @@ class WriteMachine:
                                       late_writes=tier in topology.late)
                     if outcome is Outcome.APPLIED:
                         assert planned is not None
-                        landing = None if tried.entry is None else Landing(
-                            tier, tried.entry, Placed(self._now, -1, self._now), planned)
+                        landing = self._landing(tier, tried, Placed(self._now, -1, self._now),
+                                                planned)
                         if copy is not None:
                             yield from self._take_out(token, copy, tried.version)
                         return _done(tried), claim, landing
@@ -388,8 +388,7 @@ class WriteMachine:
                 place = self._send(tier, tried, token, planned)
             observed = yield place
             if isinstance(observed, Placed):
-                landing = None if tried.entry is None else Landing(tier, tried.entry, observed,
-                                                                   planned)
+                landing = self._landing(tier, tried, observed, planned)
                 if copy is not None:
                     yield from self._take_out(token, copy, tried.version)
                 return _done(tried), claim, landing
@@ -438,6 +437,17 @@ class WriteMachine:
             if ambiguous is None:
                 raise error
             give_up = error
+
+    def _landing(self, tier: Tier, tried: Write, placed: Placed, planned: Routed
+                 ) -> Landing | None:
+        """What fencing checks of ``tried`` once placed: where its live entry landed; for
+        a tombstone over a live entry in a store of several, the entry it erased."""
+        if tried.entry is not None:
+            return Landing(tier, tried.entry, placed, planned)
+        gone = tried.expected
+        if self.topology.tiered and gone is not None and gone.entry is not None:
+            return Landing(tier, gone.entry, placed, planned, tried.version)
+        return None
 
     def _send(self, tier: Tier, tried: Write, token: str, planned: Routed) -> Place:
         """The place of ``tried``, sent only within the fence of the routing it was planned
@@ -543,7 +553,7 @@ class WriteMachine:
 
     # -- fencing: where the write landed -------------------------------------------------
 
-    def _settle(self, job: Job, landing: Landing, depth: int) -> Steps[None]:
+    def _settle(self, job: Job, landing: Landing, depth: int, token: str) -> Steps[None]:
         """Return once the entry the write left is where the routing in force reads it.
 
         Called when the answer came back past the lease of the latest read that found the
@@ -552,10 +562,11 @@ class WriteMachine:
         routing is read again (strongly consistent, sent after the answer); if
         it moved more than one version and the entry is not where its writes go now, the
         entry is re-placed there (a settle, through this same machine), or the write
-        ends OutcomeUnknown: it applied, and readers may not list it.
+        ends OutcomeUnknown: it applied, and readers may not list it. An entry left in a
+        store its value's readers no longer read, where the write's own token is the last
+        word in the one they read (its confirmation, or its claim), is carried there.
         """
         planned = landing.planned
-        token = job.token
         try:
             fresh = yield from self._route(fresh=True)
         except ShardexError as exc:
@@ -564,10 +575,15 @@ class WriteMachine:
         routing = fresh.routing
         if routing.version <= planned.routing.version + 1:
             return  # it landed in the state it was planned in, or the next
+        if landing.erased is not None:
+            yield from self._erase_copies(landing, token)
+            return
         entry = landing.entry
         value = value_of(entry)
         target = routing.writing.policy(value).tier
         if target == landing.tier and in_place(routing, value, entry.shard_key, job.item_id):
+            return
+        if target != landing.tier and (yield from self._carry(landing, target, fresh, token)):
             return
         if target != landing.tier and crossing(routing, value) not in (
                 (target, landing.tier), (landing.tier, target)):
@@ -592,6 +608,75 @@ class WriteMachine:
         except ShardexError as exc:
             self.unknown(token, "it landed after its routing's lease", f"re-placing it where "
                          f"readers read failed ({type(exc).__name__}: {exc})", exc)
+
+    def _erase_copies(self, landing: Landing, token: str) -> Steps[None]:
+        """Take out what a tombstone that landed late left live elsewhere: a row of the
+        entry it erased, at a version below the tombstone's, in another store (a copy a
+        rollback's mover made back while the tombstone was in flight, which readers of
+        that store alone would list again). A newer row is a later write's: it stays."""
+        erased, gone = landing.erased, landing.entry
+        assert erased is not None
+        try:
+            for tier in self.topology.stores:
+                if tier == landing.tier:
+                    continue
+                for _ in range(self._max_conflicts):
+                    copy = yield from self._locate(tier)
+                    if copy is None or copy.entry is None or copy.version >= erased \
+                            or value_of(copy.entry) != value_of(gone):
+                        break
+                    with contextlib.suppress(ConditionFailed):  # written since: look again
+                        yield from self._place(Place(tier, None, erased, copy,
+                                                     derived(token, "erase")))
+                        break
+        except ShardexError as exc:
+            self.unknown(token, "it landed after its routing's lease", f"taking out the copy "
+                         f"a move left of the entry it deleted failed ({type(exc).__name__}: "
+                         f"{exc})", exc)
+
+    def _carry(self, landing: Landing, tier: Tier, fresh: Routed, token: str) -> Steps[bool]:
+        """Place the entry ``landing`` left, late, in a store other than ``tier``'s (the
+        one its value's writes go to now), into ``tier``'s, where what readers find hides
+        it: the write's own confirmation or claim (a tombstone with its token), or an
+        older row of the value (a copy a rollback's mover made back while the write was
+        in flight; a write since would be numbered at least as high). Then take its row
+        out of the store it landed in. True once carried (or found there), False if
+        ``tier``'s placement is another write's, which the write does not override.
+        """
+        routing, entry = fresh.routing, landing.entry
+        value, item = value_of(entry), self.job.item_id
+        try:
+            here = yield from self._locate(tier)
+            if here is None:
+                return False
+            if here.entry is not None and token in here.chain:
+                return True  # carried already (by a mover)
+            if not (token in here.chain if here.entry is None else
+                    here.version < entry.version and value_of(here.entry) == value):
+                return False
+            key = entry.shard_key if in_place(routing, value, entry.shard_key, item) \
+                else self.job.draw(routing, value)
+            version = max(here.version, entry.version)
+            carried = replace(entry, shard_key=key, version=version)
+            # one token for the carry and the row's take-out: while a reshard moves the
+            # value between the two, the take-out confirms the carry (``truth``)
+            carry = derived(token, "carry")
+            try:
+                yield from self._place(Place(tier, carried, version, here, carry, fresh.fence,
+                                             key))
+            except ConditionFailed:
+                now = yield from self._locate(tier)
+                return now is not None and now.entry is not None
+            left = yield from self._locate(landing.tier)
+            if left is not None and left.entry is not None and token in left.chain:
+                with contextlib.suppress(ConditionFailed):
+                    yield from self._place(Place(landing.tier, None, left.version, left,
+                                                 carry))
+        except ShardexError as exc:
+            self.unknown(token, "it landed after its routing's lease", f"carrying it to "
+                         f"{_name(tier)}, where readers of {value!r} read, failed "
+                         f"({type(exc).__name__}: {exc})", exc)
+        return True
 
 
 def _done(tried: Write) -> Done:

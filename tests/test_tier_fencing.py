@@ -1,0 +1,170 @@
+"""Fencing across two stores (memory://, virtual time): one slow request of a tier move's
+write, held past a rollback or a whole move, hides nothing reported ok and brings back
+nothing deleted (a probe's findings; each was reproduced deterministically).
+
+- A put in ``write-new`` lands in the tier, and its confirmation in the store the value
+  came from lands 12 s later, after a rollback had swept the tier's row: the put said ok
+  while the item had gone (neither its old entry nor the put's was listed).
+- A delete in ``read-new`` took 12 s to land in the tier, after the rollback's mover had
+  copied the entry back: the delete said ok and the item was listed again, for good.
+- A put of a new item in ``read-both`` of a move off a tier landed on the tier 6 s late
+  and then timed out: it said ok, and no listing ever showed it (the tier was no reader's
+  any more), while later writes of it were refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+import shardex
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.errors import Unavailable
+from shardex.reshard import Resharder
+from shardex.sim.clock import run_virtual
+from shardex.stores.memory import MemoryStore
+
+P = ShardPolicy
+
+
+class Slow(MemoryStore):
+    """A memory store whose next write of an item takes ``pauses[item]`` seconds to apply
+    (a request the network held), and then times out if the item is in ``timeouts``."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.pauses: dict[str, float] = {}
+        self.timeouts: set[str] = set()
+
+    async def _place(self, namespace: str, item_id: str, *args: Any) -> None:
+        pause = self.pauses.pop(item_id, 0.0)
+        if pause:
+            await self.clock.sleep(pause)
+        await super()._place(namespace, item_id, *args)
+        if pause and item_id in self.timeouts:
+            self.timeouts.discard(item_id)
+            raise Unavailable("the request timed out (it applied)")
+
+
+@contextlib.asynccontextmanager
+async def _moving_to_tier() -> AsyncIterator[tuple[Slow, Slow, ShardedIndex, Resharder]]:
+    """BIG, one item of it (``i-1``, sort ``old``) in the own store, starting a move to
+    tier ``dedicated``: (own store, tier's store, the application's index, the runner)."""
+    own, tier = Slow(seed=1), Slow(seed=2)
+    tiers = {"dedicated": tier}
+    async with ShardedIndex(own, "orders", Routing(overrides={"BIG": P(2)}),
+                            routing_lease=3.0, routing_ttl=0.5, tiers=tiers) as index:
+        assert await index.put("BIG", "i-1", sort="old")
+        async with Resharder(own, "orders", tiers=tiers, seed=1, unit_lease=2.0) as rs:
+            await rs.start({"BIG": P(3, tier="dedicated")}, margin=0.5)
+            yield own, tier, index, rs
+
+
+async def _listed(index: ShardedIndex, value: str) -> list[tuple[str, str]]:
+    await index.refresh_routing()
+    return [(e.item_id, e.sort) for e in (await index.query(value, limit=100)).items]
+
+
+def test_a_confirmation_landing_after_a_rollback_swept_its_row_loses_nothing() -> None:
+    async def main() -> None:
+        async with _moving_to_tier() as (own, _, index, rs):
+            await rs.run(until="write-new")
+            await index.refresh_routing()
+            own.pauses["i-1"] = 12.0  # the confirmation in the own store is slow
+            put = asyncio.ensure_future(index.put("BIG", "i-1", sort="new"))
+            await asyncio.sleep(0.5)  # landed on the tier; its confirmation in flight
+            assert (await rs.rollback()).state == "done"
+            try:
+                said = await put
+            except shardex.OutcomeUnknown:
+                said = None
+            await asyncio.sleep(10)
+            listed = await _listed(index, "BIG")
+            got = await index.get("i-1")
+            # ok: the put's entry is listed; unknown: the old entry or the put's
+            allowed = [[("i-1", "new")]] if said else [[("i-1", "old")], [("i-1", "new")]]
+            assert listed in allowed, (said, listed)
+            assert got is not None
+            assert (got.item_id, got.sort) == listed[0]
+            assert await index.count("BIG") == 1
+
+    run_virtual(main())
+
+
+@pytest.mark.parametrize("kind", ["delete", "put"])
+@pytest.mark.parametrize("pause", [4.0, 10.0, 12.0, 16.0])
+def test_a_write_landing_after_a_rollback_copied_the_entry_back_is_not_undone(
+        pause: float, kind: str) -> None:
+    """A delete, or a put, sent to the tier in ``read-new`` and held there while the
+    rollback's mover copies the entry back: what it said holds once readers read the
+    own store alone (a put held so was reported unknown, its old entry listed)."""
+    async def main() -> None:
+        async with _moving_to_tier() as (_, tier, index, rs):
+            await rs.run(until="verified")
+            await rs.cutover()
+            await index.refresh_routing()
+            tier.pauses["i-1"] = pause  # the write's request to the tier is slow
+            write = asyncio.ensure_future(index.delete("BIG", "i-1") if kind == "delete"
+                                          else index.put("BIG", "i-1", sort="new"))
+            await asyncio.sleep(0.1)
+            assert (await rs.rollback()).state == "done"
+            try:
+                said: bool | None = await write
+            except shardex.OutcomeUnknown:
+                said = None
+            except shardex.RoutingStale as exc:
+                said = False
+                stale = str(exc)
+            if said is False:
+                assert "did not apply" in stale
+            await asyncio.sleep(10)
+            listed = await _listed(index, "BIG")
+            written = [] if kind == "delete" else [("i-1", "new")]
+            assert listed == (written if said else [("i-1", "old")] if said is False
+                              else listed), (said, listed)
+            assert said is not None or listed in ([("i-1", "old")], written)
+            assert await index.count("BIG") == len(listed)
+            got = await index.get("i-1")
+            assert ([(got.item_id, got.sort)] if got else []) == listed
+
+    run_virtual(main())
+
+
+@pytest.mark.parametrize(("offset", "pause"), [(0.5, 9.0), (2.0, 6.0), (2.0, 9.0)])
+def test_a_put_that_landed_late_on_a_tier_a_move_left_is_listed_or_unknown(
+        offset: float, pause: float) -> None:
+    async def main() -> None:
+        own, tier = Slow(seed=1), Slow(seed=2)
+        tiers = {"dedicated": tier}
+        async with ShardedIndex(own, "orders", Routing(overrides={"BIG": P(2, tier="dedicated")}),
+                                routing_lease=3.0, routing_ttl=0.5, tiers=tiers) as index:
+            for i in range(5):
+                assert await index.put("BIG", f"old-{i}")
+            async with Resharder(own, "orders", tiers=tiers, seed=1, unit_lease=2.0) as rs:
+                await rs.start({"BIG": P(3)}, margin=0.5)
+                runner = asyncio.ensure_future(rs.run(until="done"))
+                await asyncio.sleep(offset)
+                tier.pauses["new-1"] = pause
+                tier.timeouts.add("new-1")
+                try:
+                    said = await index.put("BIG", "new-1", sort="x")
+                except shardex.OutcomeUnknown:
+                    said = None
+                assert (await runner).state == "done"
+            await asyncio.sleep(10)
+            listed = dict(await _listed(index, "BIG"))
+            if said:
+                assert listed.get("new-1") == "x", listed
+            assert len(listed) == await index.count("BIG")
+            # never wedged: the item takes a write, and a delete of it, whatever was said
+            assert await index.put("BIG", "new-1", sort="y")
+            assert dict(await _listed(index, "BIG"))["new-1"] == "y"
+            assert await index.delete("BIG", "new-1")
+            assert "new-1" not in dict(await _listed(index, "BIG"))
+            assert await index.get("new-1") is None
+
+    run_virtual(main())
