@@ -136,6 +136,17 @@ def test_serve_json_and_its_usage_errors(capsys: pytest.CaptureFixture[str]) -> 
             assert len(err.strip().splitlines()) == 1, err
 
 
+def test_the_demos_one_document_shows_its_traffic() -> None:
+    """``serve --demo --json`` read its feed as the traffic started: no value and no
+    shard key, only the routing record's reads (a probe's finding)."""
+    result = CliRunner().invoke(cli, ["serve", "--demo", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert {row["key"] for row in doc["values"]} >= {"PENDING", "SHIPPED"}
+    assert doc["shard_keys"]
+    assert max(row["units_per_s"] for row in doc["values"]) > 0
+
+
 def test_a_url_that_is_neither_prometheus_nor_metrics_is_one_line(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The page of another server (HTML, not the text format): no ValueError traceback."""

@@ -4,6 +4,7 @@ fleet), one process's ``/metrics`` endpoint, or a demo."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from typing import Any
@@ -89,6 +90,8 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
         feed = open_feed(url, ceiling=ceiling, index=name, match=match, history=history)
     try:
         if as_json:
+            if demo:  # the traffic has just begun: the document after its first windows
+                stop.wait(_DEMO_SETTLE)
             doc = feed.read()
             if watch is not None:
                 doc["routing"] = watch.read()
@@ -108,6 +111,11 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
         stop.set()
         if runner is not None:
             runner.join(timeout=30)
+
+
+# seconds of the demo's traffic before ``--demo --json`` reads its one document: the
+# meter's window (1 s) and a little, so rates are over whole windows of traffic
+_DEMO_SETTLE = 1.5
 
 
 def _source(feed: Any) -> str:
@@ -137,8 +145,16 @@ def _demo(rate: float, ceiling: str, stop: threading.Event) -> tuple[Any, thread
         async with ShardedIndex(store, "orders_by_status", meter=meter) as index:
             loops.append(asyncio.get_running_loop())
             ready.set()
-            while not stop.is_set():
-                await orders_traffic(index, rate=rate, duration=5.0)
+
+            async def traffic() -> None:
+                while True:
+                    await orders_traffic(index, rate=rate, duration=5.0)
+
+            running = asyncio.ensure_future(traffic())
+            await asyncio.to_thread(stop.wait)  # at once, not after 5 s of traffic more
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
 
     runner = threading.Thread(target=lambda: asyncio.run(run()), name="shardex-demo",
                               daemon=True)
