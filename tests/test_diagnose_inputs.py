@@ -315,3 +315,30 @@ def test_a_directory_streamed_is_refused_as_a_directory(tmp_path: Path, run: Run
     assert code == 2
     assert err == (f"error: {tmp_path / 'logs'}: is a directory; --stream reads one file "
                    f"(shardex diagnose {tmp_path / 'logs'} reads every file under it)\n")
+
+
+# -- nothing left to diagnose: refused, never "nothing needs shards" ------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_log_of_no_rows_is_refused(tmp_path: Path, run: Run, mode: str, as_json: bool) -> None:
+    path = write(tmp_path / "empty.csv", CSV_HEADER)
+    flags = ["--json"] if as_json else []
+    err = refused(run(mode, path, *flags), f"{name_in(mode, path)}: no rows to diagnose")
+    assert "holds no rows" in err
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_log_whose_every_row_is_skipped_is_refused(tmp_path: Path, run: Run,
+                                                     mode: str) -> None:
+    path = write(tmp_path / "bad.csv", CSV_HEADER + f"{BASE},A,delete,2\n{BASE},A,delete,2\n")
+    err = refused(run(mode, path, "--skip-bad"), f"{name_in(mode, path)}: no rows to diagnose")
+    assert "all 2 rows were malformed and skipped (--skip-bad; op: 2)" in err
+
+
+def test_a_contributor_insights_report_of_no_contributors_is_refused(tmp_path: Path,
+                                                                      run: Run) -> None:
+    path = write(tmp_path / "report.json", json.dumps(
+        {"KeyLabels": ["pk"], "AggregationStatistic": "Sum", "Contributors": []}))
+    refused(run("file", path), f"{path}: no rows to diagnose")

@@ -131,6 +131,7 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
                                  headroom=headroom, top=top, per_shard=per_shard,
                                  timeline_bins=_BINS if plot else 0, engine=engine,
                                  spark_conf=settings)
+    _refuse_empty(result, ", ".join(files))
     if plot is not None:
         from shardex.heat.plot import plot_heatmap
 
@@ -141,6 +142,13 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
     print_report(output.console(), result)
     if plot is not None:
         output.console().print(f"heat map written to {plot}", markup=False, highlight=False)
+
+
+def _refuse_empty(result: Diagnosis, name: str) -> None:
+    """Refuse a report of no rows: "nothing needs shards" would be said of nothing."""
+    why = result.nothing_read()
+    if why is not None:
+        raise InvalidInput(f"{name}: no rows to diagnose: {why}")
 
 
 # the options that one format of input reads, and no other
@@ -221,6 +229,7 @@ def _live(name: str, fmt: str | None, options: Options, *, ceiling: str, headroo
             if interrupted:
                 reader.finish(complete=False)
             result = report(final=True)
+            _refuse_empty(result, shown)
             if as_json:
                 click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
             else:

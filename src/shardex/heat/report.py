@@ -345,6 +345,25 @@ class Diagnosis:
     timeline: Timeline | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def nothing_read(self) -> str | None:
+        """Why no row was left to diagnose (every row skipped, or none there), or None.
+
+        A report of no rows would say that nothing needs shards with nothing to show
+        for it: the command refuses it with this reason instead.
+        """
+        profile = self.profile
+        if profile.rows:
+            return None
+        if profile.skipped_rows:
+            by_column = ", ".join(f"{c}: {n:,}"
+                                  for c, n in sorted(profile.skipped_by_column.items()))
+            return (f"all {profile.skipped_rows:,} rows were malformed and skipped "
+                    f"(--skip-bad; {by_column})" if by_column else
+                    f"all {profile.skipped_rows:,} rows were malformed and skipped (--skip-bad)")
+        if "insights" in profile.sources:
+            return "the input holds no rows (a Contributor Insights report of no contributors)"
+        return "the input holds no rows (a header only, or no requests of the table)"
+
     @property
     def keys(self) -> list[KeyHeat]:
         """The keys the report lists, heaviest first."""

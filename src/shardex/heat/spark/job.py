@@ -116,6 +116,9 @@ def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
         result = diagnose(inputs, options=options, ceiling=args.ceiling,
                           headroom=args.headroom, top=args.top, per_shard=args.per_shard,
                           engine="spark", spark=spark)
+        why = result.nothing_read()
+        if why is not None:
+            raise InvalidInput(f"{', '.join(inputs)}: no rows to diagnose: {why}")
         text = json.dumps(result.to_dict(), indent=2) + "\n"
         if args.output == "-":
             sys.stdout.write(text)
