@@ -262,7 +262,36 @@ def test_plan_from_a_diagnosis_names_the_file_and_row_of_a_bad_key(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "d.json"
     path.write_text(json.dumps({"schema": "shardex.diagnose/1", "top": [
-        {"key": "A", "peak_units_per_s": 10}, {"key": "A#B", "peak_units_per_s": 2000}]}))
+        {"key": "A", "peak_units_per_s": 10}, {"key": 7, "peak_units_per_s": 2000}]}))
     code, line = failing(capsys, "plan", "--from", str(path))
     assert code == 2
-    assert f"{path}: top[1].key: logical key 'A#B' contains the separator" in line
+    assert f"{path}: top[1]: needs a key and its peak units" in line
+
+
+def unroutable_log(tmp_path: Path) -> Path:
+    """PENDING and A#B#3 (a key of another layout, no logical key) both over the ceiling."""
+    path = tmp_path / "access.csv"
+    lines = ["timestamp,key,op,units"]
+    for second in range(10):
+        lines += [f"{1796014800 + second},PENDING,write,3000",
+                  f"{1796014800 + second},A#B#3,write,2000",
+                  f"{1796014800 + second},{'K' * 1100},write,2000"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_plan_from_skips_the_keys_a_diagnosis_found_unroutable(tmp_path: Path) -> None:
+    diagnosis = tmp_path / "d.json"
+    diagnosis.write_text(run("diagnose", str(unroutable_log(tmp_path)), "--json"))
+    assert set(json.loads(diagnosis.read_text())["recommendation"]["unroutable"]) == {
+        "A#B#3", "K" * 1100}
+    plan = json.loads(run("plan", "--from", str(diagnosis), "--json"))
+    assert plan["schema"] == "shardex.plan/1"
+    assert list(plan["values"]) == ["PENDING"]
+    assert plan["values"]["PENDING"]["shards"] == 5
+    notes = " ".join(plan["notes"])
+    assert "A#B#3" in notes
+    assert "contains the separator '#'" in notes
+    assert "1100 bytes" in notes
+    text = " ".join(run("plan", "--from", str(diagnosis)).split())
+    assert "note: A#B#3 is not planned" in text

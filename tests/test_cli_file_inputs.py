@@ -95,7 +95,10 @@ def test_a_diagnosis_key_that_is_no_logical_key_is_refused(
     code, line = fails(capsys, "simulate", *(["--autopilot"] if autopilot else []), str(path),
                        "--duration", "5")
     assert code == 2
-    assert line.startswith(f"error: {path}: top[0].key: logical key"), line
+    # a key that is no logical key is left out with a note; with none left, it is refused
+    assert line.startswith(f"error: {path}: the diagnosis lists no key that can be "
+                           "simulated: "), line
+    assert "it cannot be a logical key (logical key" in line
     assert fault in line
 
 

@@ -233,6 +233,28 @@ def test_simulate_reads_a_diagnosis(tmp_path: Path) -> None:
         pending["sustained_units_per_s"], rel=1e-3)
 
 
+def test_simulate_skips_the_keys_a_diagnosis_found_unroutable(tmp_path: Path) -> None:
+    lines = ["timestamp,key,op,units"] + [
+        f"{1796014800 + t},{key},write,{units}" for t in range(10)
+        for key, units in (("PENDING", 3000), ("A#B#3", 2000))]
+    log = tmp_path / "access.csv"
+    log.write_text("\n".join(lines) + "\n")
+    code, diagnosis = invoke("diagnose", str(log), "--json")
+    assert code == 0, diagnosis
+    assert list(json.loads(diagnosis)["recommendation"]["unroutable"]) == ["A#B#3"]
+    path = tmp_path / "diagnosis.json"
+    path.write_text(diagnosis)
+    code, out = invoke("simulate", str(path), "--duration", "5", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["schema"] == "shardex.simulate/1"
+    assert list(doc["values"]) == ["PENDING"]
+    assert "A#B#3 is not simulated" in " ".join(doc["notes"])
+    code, out = invoke("simulate", str(path), "--duration", "5")
+    assert code == 0, out
+    assert "note: A#B#3 is not simulated" in " ".join(out.split())
+
+
 def test_simulate_draws_a_plot(tmp_path: Path) -> None:
     png = tmp_path / "sim.png"
     code, out = invoke("simulate", str(EXAMPLE), "--duration", "20", "--plot", str(png))

@@ -24,7 +24,6 @@ from shardex.commands.params import (
     number,
 )
 from shardex.errors import InvalidInput
-from shardex.keys import validate_value
 from shardex.sim.profiles import MAX_PARTITIONS
 
 __all__ = ["plan"]
@@ -137,13 +136,16 @@ def _with_settings(table: Any, mode: str, settings: tuple[str, ...]) -> Any:
         raise click.BadParameter(str(exc), param_hint="--table") from None
 
 
-def _measured_peaks(path: str) -> dict[str, float]:
-    """The peak write units a second of each key a ``shardex.diagnose/1`` document lists.
+def _measured_peaks(path: str) -> tuple[dict[str, float], tuple[str, ...]]:
+    """The peak write units a second of each key a ``shardex.diagnose/1`` document lists,
+    and notes on what it leaves out (``shardex.scenarios.workload.measured_keys``: a key
+    that cannot be a logical key is not planned).
 
     ``-`` reads standard input. A document of another kind, or one that lists no key, is
     a usage error naming --from.
     """
     from shardex.documents import DIAGNOSE_SCHEMA
+    from shardex.scenarios.workload import measured_keys
 
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
@@ -153,24 +155,19 @@ def _measured_peaks(path: str) -> dict[str, float]:
     if not isinstance(doc, dict) or doc.get("schema") != DIAGNOSE_SCHEMA:
         raise click.BadParameter(f"{path} is not a {DIAGNOSE_SCHEMA} document (shardex "
                                  "diagnose --json)", param_hint="--from")
-    top = doc.get("top")
+    try:
+        measured = measured_keys(doc, path, verb="planned",
+                                 bad_row="needs a key and its peak units")
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), param_hint="--from") from None
     peaks: dict[str, float] = {}
-    for i, row in enumerate(top if isinstance(top, list) else []):
-        figure = row.get("peak_write_units_per_s", row.get("peak_units_per_s")) \
-            if isinstance(row, dict) else None
-        if not isinstance(row, dict) or not isinstance(row.get("key"), str) \
-                or isinstance(figure, bool) or not isinstance(figure, int | float):
-            raise click.BadParameter(f"{path}: top[{i}] needs a key and its peak units",
+    for where, row in measured.rows:
+        figure = row.get("peak_write_units_per_s", row.get("peak_units_per_s"))
+        if isinstance(figure, bool) or not isinstance(figure, int | float):
+            raise click.BadParameter(f"{path}: {where} needs a key and its peak units",
                                      param_hint="--from")
-        try:
-            validate_value(row["key"])
-        except InvalidInput as exc:
-            raise click.BadParameter(f"{path}: top[{i}].key: {exc}", param_hint="--from") \
-                from None
         peaks[row["key"]] = float(figure)
-    if not peaks:
-        raise click.BadParameter(f"{path}: the diagnosis lists no keys", param_hint="--from")
-    return peaks
+    return peaks, measured.notes
 
 
 @click.command()
@@ -257,11 +254,14 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
             raise click.BadParameter("a diagnosis measured its units, amplification included",
                                      param_hint="--amplification")
         # measured units already hold the item's size and the layout's amplification
-        given = {**_measured_peaks(source_file), **given}
+        measured, notes = _measured_peaks(source_file)
+        given = {**measured, **given}
         item_bytes, amplification = 1024, 1.0
         if item_writes is None:
             item_writes = 0.0  # a log counts units, not items: --item-writes tells them
-    elif not given:
+    else:
+        notes = ()
+    if not given:
         raise click.UsageError("give each value's peak (--peak VALUE=WRITES_PER_S) or a "
                                "diagnosis (--from FILE)")
 
@@ -300,6 +300,8 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
         doc = result.to_dict()
         if verified is not None:
             doc["verify"] = verified
+        if notes:
+            doc["notes"] = list(notes)
         click.echo(json.dumps(doc, indent=2))
         return
     console = output.console()
@@ -314,6 +316,8 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
                  f"({bound.write_units:g} write units/s a partition), headroom "
                  f"{result.headroom:g}x")
     console.print(f"[bold]plan[/]: {result.mode} mode ({source}); {sizes}", highlight=False)
+    for note in notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
     columns = [output.Column("value", "left"), *(output.Column(name) for name in (
         "peak w/s", "units/item", "WU/s", "N", "per shard", "queries", "listing RU",
         "fan-out p50/p99 ms"))]

@@ -180,6 +180,8 @@ def report(console: Console, doc: dict[str, Any], *, per_shard: bool = False) ->
                          if k in ("warm_write", "provisioned_write", "partitions", "layout"))
     console.print(f"[bold]simulate[/]: {escape(doc['source'])}, {doc['duration_s']:,} virtual s "
                   f"on {profile['name']} ({settings})", highlight=False)
+    for note in doc.get("notes", ()):
+        console.print(f"note: {note}", markup=False, highlight=False)
     columns = [output.Column("value", "left"), *(output.Column(name) for name in (
         "N", "offered writes/s", "accepted writes/s", "accepted", "page reads/s",
         "queries/s", "read units/s", "fan-out p50/p99 ms"))]

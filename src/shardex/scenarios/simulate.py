@@ -210,6 +210,8 @@ class Simulation:
                 "tables": [{"resource": t.resource, "direction": "write" if t.write else "read",
                             "used_per_s": _downsample(t.used, step),
                             "limit_per_s": _downsample(t.limit, step)} for t in self.tables]},
+            # only where the workload left something of its source out
+            **({"notes": list(self.workload.notes)} if self.workload.notes else {}),
         })
         return doc
 

@@ -28,6 +28,9 @@ A ``shardex.diagnose/1`` document is a workload too: each of its top logical key
 offers its measured units a second (``peak_units_per_s``, or ``sustained_units_per_s``)
 on its shard keys for the sample's seconds, reads and writes together counted as write
 units (the stricter ceiling), without placements (the log measured what was written).
+A key that cannot be a logical key (diagnose lists it under
+``recommendation.unroutable``: a key of another table or layout) is left out, and
+``Workload.notes`` names it (``measured_keys``, which ``plan --from`` reads too).
 
 Every error names the file and the field: InvalidInput.
 """
@@ -48,7 +51,8 @@ from shardex.keys import validate_value
 from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import DEFAULT_PROFILE
 
-__all__ = ["Move", "Schedule", "ValueLoad", "Workload", "load_workload", "workload_from_dict"]
+__all__ = ["Measured", "Move", "Schedule", "ValueLoad", "Workload", "load_workload",
+           "measured_keys", "workload_from_dict"]
 
 _VALUE_FIELDS = {"write", "delete", "read", "page", "item_bytes", "read_item_bytes", "sort",
                  "bursts", "write_units", "shards"}
@@ -120,7 +124,8 @@ class Workload:
     """What ``shardex simulate`` offers the simulated table, second by second.
 
     ``table`` holds the capacity settings the workload asks for (``profile`` among them);
-    the command line may change them. ``origin`` names where it came from.
+    the command line may change them. ``origin`` names where it came from; ``notes``
+    what a diagnosis held that the workload leaves out, and why.
     """
 
     duration: int
@@ -128,6 +133,7 @@ class Workload:
     moves: tuple[Move, ...] = ()
     table: Mapping[str, Any] = field(default_factory=dict)
     origin: str = "workload"
+    notes: tuple[str, ...] = ()
 
     @property
     def profile(self) -> str:
@@ -258,28 +264,75 @@ def workload_from_dict(doc: Any, *, origin: str = "workload") -> Workload:
     return Workload(int(duration), values, tuple(moves), table, origin)
 
 
-def _from_diagnosis(doc: Mapping[str, Any], origin: str, *, rate: str = "peak") -> Workload:
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """The keys of a ``shardex.diagnose/1`` document that a plan or a simulation can take.
+
+    ``rows`` are ``(where, row)``: each row an object of the document with a ``key`` that
+    is a logical key, ``where`` naming it (``top[2]``); ``notes`` say what was left out,
+    and why.
+    """
+
+    rows: tuple[tuple[str, Mapping[str, Any]], ...]
+    notes: tuple[str, ...] = ()
+
+
+def _shown(key: str) -> str:
+    """A key in a note: as it is, its head when it is long, its repr when it is no
+    printable text (a NUL, a lone surrogate)."""
+    if not key.isprintable() or key.encode("utf-8", "replace").decode() != key:
+        return brief(key)
+    return key if len(key) <= 64 else f"{key[:32]}... ({len(key):,} characters)"
+
+
+def measured_keys(doc: Mapping[str, Any], origin: str, *, verb: str,
+                  bad_row: str = "must be an object with a key") -> Measured:
+    """The keys of diagnosis ``doc`` (read from ``origin``) that can be ``verb`` (planned,
+    simulated): those of ``top`` that are logical keys.
+
+    A key that cannot be a logical key (``recommendation.unroutable`` lists such a key
+    when it needs shards: a key of another table or layout) is left out with a note
+    naming it, as diagnose itself gives it no routing override. A row that is no object
+    with a text key raises InvalidInput naming ``origin`` and the row (``bad_row`` says
+    what it needs); so does a document with no key left.
+    """
     top = doc.get("top")
-    totals = doc.get("totals") or {}
     if not isinstance(top, list) or not top:
         raise _fail(origin, "the diagnosis lists no keys (top is empty)")
+    rows: list[tuple[str, Mapping[str, Any]]] = []
+    notes: list[str] = []
+    for i, row in enumerate(top):
+        where = f"top[{i}]"
+        if not isinstance(row, Mapping) or not isinstance(row.get("key"), str):
+            raise _fail(f"{origin}: {where}", bad_row)
+        try:
+            validate_value(row["key"])
+        except InvalidInput as exc:
+            notes.append(f"{_shown(row['key'])} is not {verb}: it cannot be a logical key "
+                         f"({exc}), so no routing shards it (a key of another table or "
+                         "layout is sharded there, by hand)")
+            continue
+        rows.append((where, row))
+    if not rows:
+        raise _fail(origin, f"the diagnosis lists no key that can be {verb}: "
+                            + "; ".join(notes))
+    return Measured(tuple(rows), tuple(notes))
+
+
+def _from_diagnosis(doc: Mapping[str, Any], origin: str, *, rate: str = "peak") -> Workload:
+    totals = doc.get("totals") or {}
+    measured = measured_keys(doc, origin, verb="simulated")
     seconds = totals.get("seconds") if isinstance(totals, Mapping) else None
     duration = int(_number(f"{origin}: totals.seconds", seconds if seconds else 60,
                            integer=True, least=1, most=_MAX_SECONDS))
     values = {}
-    for i, row in enumerate(top):
-        where = f"{origin}: top[{i}]"
-        if not isinstance(row, Mapping) or not isinstance(row.get("key"), str):
-            raise _fail(where, "must be an object with a key")
-        try:
-            validate_value(row["key"])
-        except InvalidInput as exc:
-            raise _fail(f"{where}.key", str(exc)) from exc
+    for i, row in measured.rows:
+        where = f"{origin}: {i}"
         units = _number(f"{where}.{rate}_units_per_s", row.get(f"{rate}_units_per_s"))
         shards = _shards(f"{where}.shards", row.get("shards", 1))
         values[row["key"]] = ValueLoad(value=row["key"], write_units=Schedule(((0.0, units),)),
                                        shards=shards)
-    return Workload(duration, values, (), {}, origin)
+    return Workload(duration, values, (), {}, origin, measured.notes)
 
 
 def load_workload(path: str | Path, *, rate: str = "peak") -> Workload:
