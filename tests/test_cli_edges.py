@@ -295,3 +295,43 @@ def test_plan_from_skips_the_keys_a_diagnosis_found_unroutable(tmp_path: Path) -
     assert "1100 bytes" in notes
     text = " ".join(run("plan", "--from", str(diagnosis)).split())
     assert "note: A#B#3 is not planned" in text
+
+
+def five_hot_keys(tmp_path: Path) -> Path:
+    """A to E each at 2,000 write units/s (each needs N=3), and 20 cold keys at 10."""
+    path = tmp_path / "five.csv"
+    lines = ["timestamp,key,op,units"]
+    for second in range(10):
+        lines += [f"{1796014800 + second},{key},write,2000" for key in "ABCDE"]
+        lines += [f"{1796014800 + second},cold-{i},write,10" for i in range(20)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_plan_from_plans_every_key_the_recommendation_names(tmp_path: Path) -> None:
+    diagnosis = tmp_path / "d.json"
+    diagnosis.write_text(run("diagnose", str(five_hot_keys(tmp_path)), "--top", "2", "--json"))
+    doc = json.loads(diagnosis.read_text())
+    assert [row["key"] for row in doc["top"]] == ["A", "B"]
+    assert doc["recommendation"]["shards"] == dict.fromkeys("ABCDE", 3)
+    plan = json.loads(run("plan", "--from", str(diagnosis), "--json"))
+    assert {value: p["shards"] for value, p in plan["values"].items()} == dict.fromkeys("ABCDE",
+                                                                                      3)
+    assert plan["routing"]["overrides"].keys() == set("ABCDE")
+    # the cold keys beyond top are not planned, and the plan says how much load that is
+    notes = " ".join(plan["notes"])
+    assert "20 keys beyond the diagnosis's top are not planned" in notes
+    assert "1.96% of its units" in notes
+    assert "200.0 units/s" in notes
+    text = " ".join(run("plan", "--from", str(diagnosis)).split())
+    assert "note: 20 keys beyond the diagnosis's top are not planned" in text
+
+
+def test_simulate_offers_every_key_the_recommendation_names(tmp_path: Path) -> None:
+    diagnosis = tmp_path / "d.json"
+    diagnosis.write_text(run("diagnose", str(five_hot_keys(tmp_path)), "--top", "2", "--json"))
+    doc = json.loads(run("simulate", str(diagnosis), "--duration", "5", "--json"))
+    assert set(doc["values"]) == set("ABCDE")
+    assert doc["values"]["E"]["offered_writes_per_s"] == 2000.0
+    assert doc["values"]["E"]["shards"] == 1
+    assert "20 keys beyond the diagnosis's top are not simulated" in " ".join(doc["notes"])

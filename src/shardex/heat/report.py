@@ -73,12 +73,27 @@ _POLICY: dict[str, Strategy] = {"calculated_suffix": "hash", "random_suffix": "r
 @dataclass(frozen=True, slots=True)
 class Change:
     """One logical key's N: from what its shard keys show to what it needs, and why
-    (``peak``: its load against the ceiling; ``throttles``: throttled below it)."""
+    (``peak``: its load against the ceiling; ``throttles``: throttled below it).
+
+    ``heat`` is the key's figures, so that a hand-off (``plan --from``, ``simulate``)
+    sees every key the recommendation names, in ``top`` or not.
+    """
 
     key: str
     current: int
     shards: int
     reason: str
+    heat: KeyHeat | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"key": self.key, "from": self.current, "to": self.shards,
+                                 "reason": self.reason}
+        if self.heat is not None:
+            entry.update(units=self.heat.units,
+                         peak_units_per_s=self.heat.peak_units_per_s,
+                         peak_write_units_per_s=self.heat.peak_write_units_per_s,
+                         sustained_units_per_s=self.heat.sustained_units_per_s)
+        return entry
 
     def __str__(self) -> str:
         return f"{self.key}: N={self.current} \u2192 {self.shards}"
@@ -126,8 +141,7 @@ class Recommendation:
 
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "shards": dict(self.shards),
-                "changes": [{"key": c.key, "from": c.current, "to": c.shards,
-                             "reason": c.reason} for c in self.changes],
+                "changes": [c.to_dict() for c in self.changes],
                 "why": self.why,
                 # only where a key cannot be routed: other reports keep their shape
                 **({"unroutable": dict(self.unroutable)} if self.unroutable else {})}
@@ -238,7 +252,7 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
         needed = max(by_peak, by_throttles)
         if needed > heat.shards:
             reason = "peak" if by_peak > heat.shards else "throttles"
-            changes.append(Change(heat.key, heat.shards, needed, reason))
+            changes.append(Change(heat.key, heat.shards, needed, reason, heat))
             if reason == "throttles":
                 throttled.append(heat)
     shards = {c.key: c.shards for c in changes}

@@ -313,10 +313,68 @@ def measured_keys(doc: Mapping[str, Any], origin: str, *, verb: str,
                          "layout is sharded there, by hand)")
             continue
         rows.append((where, row))
+    seen = {row["key"] for _, row in rows} | {row["key"] for row in top}
+    recommendation = doc.get("recommendation")
+    changes = recommendation.get("changes") if isinstance(recommendation, Mapping) else None
+    missing: list[str] = []
+    for i, change in enumerate(changes if isinstance(changes, list) else []):
+        key = change.get("key") if isinstance(change, Mapping) else None
+        if not isinstance(key, str) or key in seen:
+            continue
+        seen.add(key)
+        try:
+            validate_value(key)
+        except InvalidInput as exc:
+            notes.append(f"{_shown(key)} is not {verb}: it cannot be a logical key ({exc}), "
+                         "so no routing shards it")
+            continue
+        if "peak_units_per_s" not in change:  # a diagnosis written before changes held it
+            missing.append(key)
+            continue
+        rows.append((f"recommendation.changes[{i}]", {**change, "shards": change.get("from", 1)}))
+    if missing:
+        notes.append(f"{', '.join(_shown(k) for k in missing)} need shards by the diagnosis, "
+                     f"but it holds no figures of them beyond its top: not {verb} (shardex "
+                     "diagnose --top lists more)")
     if not rows:
         raise _fail(origin, f"the diagnosis lists no key that can be {verb}: "
                             + "; ".join(notes))
-    return Measured(tuple(rows), tuple(notes))
+    return Measured(tuple(rows), (*notes, *_left_out(doc, verb)))
+
+
+def _left_out(doc: Mapping[str, Any], verb: str) -> list[str]:
+    """A note on the load of the keys a diagnosis counted but does not list (in ``top``
+    or ``recommendation.changes``): its totals less the units of the keys it lists."""
+    totals = doc.get("totals")
+    top = doc.get("top")
+    if not isinstance(totals, Mapping) or not isinstance(top, list):
+        return []
+    figures = [x for x in (totals.get(name) for name in ("keys", "units", "seconds"))
+               if not isinstance(x, bool) and isinstance(x, int | float)]
+    if len(figures) != 3:
+        return []
+    keys, units, seconds = (float(x) for x in figures)
+    listed = {row["key"]: row.get("units") for row in top
+              if isinstance(row, Mapping) and isinstance(row.get("key"), str)}
+    recommendation = doc.get("recommendation")
+    changes = recommendation.get("changes") if isinstance(recommendation, Mapping) else None
+    for change in changes if isinstance(changes, list) else []:
+        if isinstance(change, Mapping) and isinstance(change.get("key"), str):
+            listed.setdefault(change["key"], change.get("units"))
+    counted = [u for u in listed.values()
+               if not isinstance(u, bool) and isinstance(u, int | float)]
+    others = int(keys) - len(listed)
+    rest = units - sum(counted)
+    if others <= 0 or rest <= 0 or len(counted) < len(listed):
+        return []
+    lower = "" if totals.get("keys_exact", True) else "+"
+    share = rest / units
+    mean = rest / seconds if seconds else 0.0
+    return [f"{others:,}{lower} {'key' if others == 1 else 'keys'} beyond the diagnosis's top "
+            f"are not {verb}: {100 * share:.2f}% of its units ({mean:,.1f} units/s on "
+            f"average over its {int(seconds):,} s); none needs shards by the diagnosis, but "
+            "their load is not in the table's figures here (shardex diagnose --top lists "
+            "more)"]
 
 
 def _from_diagnosis(doc: Mapping[str, Any], origin: str, *, rate: str = "peak") -> Workload:
