@@ -192,3 +192,32 @@ def test_throttles_spread_over_every_key_are_not_a_key_s_own(tmp_path: Path) -> 
     assert result.profile.throttles == 240
     assert all(k.throttles == 30 for k in result.profile.top)
     assert result.recommendation.strategy == "none"
+
+
+def single_table_design() -> list[dict[str, Any]]:
+    """USER#1 .. USER#4 and USER#1000 .. USER#1029: a single-table design's user ids, not
+    a shardex layout's shards 0..N-1; USER#1 .. USER#3 each at 900 write units/s."""
+    keys = [("USER#1", 900), ("USER#2", 900), ("USER#3", 900), ("USER#4", 50)]
+    keys += [(f"USER#{1000 + i}", 5) for i in range(30)]
+    return [{"timestamp": BASE + t, "key": key, "op": "write", "units": units}
+            for t in range(30) for key, units in keys]
+
+
+@pytest.mark.parametrize("mode", ["file", "stream"])
+def test_shard_numbers_with_gaps_are_not_sized_as_a_layout(tmp_path: Path, mode: str) -> None:
+    rows = single_table_design()
+    if mode == "file":
+        result = diagnose([write_log(tmp_path / "st.csv", rows)])
+    else:
+        lines = ["timestamp,key,op,units"] + [
+            f"{r['timestamp']},{r['key']},{r['op']},{r['units']}" for r in rows]
+        result = diagnose_stream(lines)
+    rec = result.recommendation
+    # no absurd N = 1030 -> 1391 from 34 keys scaled as 1,030 shards
+    assert all(n < 100 for n in rec.shards.values()), rec.shards
+    assert "USER" not in rec.shards
+    assert rec.strategy != "none" or "nothing needs shards" not in rec.why
+    assert "shard numbers with gaps" in rec.why
+    assert "34 of 1,030" in rec.why
+    doc = result.to_dict()
+    assert "USER" not in doc["routing"]["overrides"]

@@ -233,6 +233,25 @@ def _unroutable(keys: Iterable[str]) -> dict[str, str]:
     return found
 
 
+def _gapped(heat: KeyHeat) -> bool:
+    """Whether ``heat``'s shard numbers leave most of 0..N-1 unseen: fewer than half of
+    them, as the keys of a single-table design (``USER#1``, ``USER#1000``) show, where a
+    shardex layout's hot key shows its N shards."""
+    return heat.shards > 2 and 2 * heat.partitions < heat.shards
+
+
+def _gap_note(heat: KeyHeat, headroom: float) -> str:
+    busiest = heat.peak_to_ceiling
+    return (f"{heat.key} is not sized: its partition keys carry shard numbers with gaps "
+            f"({heat.partitions:,} of {heat.shards:,} seen, up to {heat.key}#{heat.shards - 1}):"
+            f" not a shardex layout's shards 0..N-1 but, most likely, keys of their own (a "
+            f"single-table design's {heat.key}#id), so no N is recommended for {heat.key}; "
+            f"its busiest partition key reaches {_pct(busiest)} of the ceiling"
+            + (f" (over it with a headroom of {headroom:g}x: that key needs a layout of its "
+               "own, which diagnose cannot route)" if busiest * headroom > 1 else "")
+            + " (--per-shard lists its keys)")
+
+
 def _listed(changes: Sequence[Change]) -> str:
     return ", ".join(f"{c.key} (N={c.shards})" if c.current == 1 else
                      f"{c.key} (N={c.current} \u2192 {c.shards})" for c in changes)
@@ -244,7 +263,10 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
     limits = thresholds or Thresholds()
     changes: list[Change] = []
     throttled: list[KeyHeat] = []
+    gapped = [heat for heat in profile.over if _gapped(heat)]
     for heat in profile.over:
+        if heat in gapped:
+            continue
         by_peak = shards_needed(heat, profile.ceiling, headroom)
         rest = (profile.throttles - heat.throttles, profile.total_units - heat.units,
                 profile.requests - heat.requests)
@@ -257,16 +279,22 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
                 throttled.append(heat)
     shards = {c.key: c.shards for c in changes}
     bound = profile.ceiling
+    unsized = "".join(f"; {_gap_note(heat, headroom)}" for heat in gapped)
     if not shards:
+        checked = (f"within a headroom of {headroom:g}x of the per-partition ceiling "
+                   f"({bound.name}: {bound.write_units:g} write, {bound.read_units:g} read "
+                   f"units/s), and none was throttled on {limits.throttle_min}+ requests "
+                   f"({_pct(limits.throttle_share)} of its own)")
+        if gapped:
+            return Recommendation("none", {}, (
+                f"no key that can be sized comes {checked}{unsized}"))
         return Recommendation("none", {}, (
-            f"no key's peak comes within a headroom of {headroom:g}x of the per-partition "
-            f"ceiling ({bound.name}: {bound.write_units:g} write, {bound.read_units:g} read "
-            f"units/s), and none was throttled on {limits.throttle_min}+ requests "
-            f"({_pct(limits.throttle_share)} of its own); nothing needs shards"))
+            f"no key's peak comes {checked}; nothing needs shards"))
     hot = _listed(changes)
     capped = [c.key for c in changes if c.shards >= MAX_SHARDS]
     note = (f"; {', '.join(capped)} would need more than {MAX_SHARDS} shards: isolate it on "
             "a dedicated path with its own admission limit") if capped else ""
+    note += unsized
     evidence = classification.evidence
     kind = classification.kind
     # a time-bucket routing is a default policy, which names no key
