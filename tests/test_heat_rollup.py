@@ -221,3 +221,13 @@ def test_shard_numbers_with_gaps_are_not_sized_as_a_layout(tmp_path: Path, mode:
     assert "34 of 1,030" in rec.why
     doc = result.to_dict()
     assert "USER" not in doc["routing"]["overrides"]
+
+
+def test_a_small_layout_seen_on_one_of_its_shards_is_still_sized(tmp_path: Path) -> None:
+    """The gaps rule starts at N=16: a hot key of a 4-shard layout whose sample caught
+    PENDING#3 alone is a layout's shard, over the ceiling, and is sized."""
+    rows = [{"timestamp": BASE + t, "key": "PENDING#3", "op": "write", "units": 1500}
+            for t in range(10)]
+    rec = diagnose([write_log(tmp_path / "one.csv", rows)]).recommendation
+    assert rec.shards.get("PENDING", 0) > 4, rec.why
+    assert "gaps" not in rec.why

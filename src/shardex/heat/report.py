@@ -236,8 +236,12 @@ def _unroutable(keys: Iterable[str]) -> dict[str, str]:
 def _gapped(heat: KeyHeat) -> bool:
     """Whether ``heat``'s shard numbers leave most of 0..N-1 unseen: fewer than half of
     them, as the keys of a single-table design (``USER#1``, ``USER#1000``) show, where a
-    shardex layout's hot key shows its N shards."""
-    return heat.shards > 2 and 2 * heat.partitions < heat.shards
+    shardex layout's hot key shows its N shards. From N=16 on: a small layout's sample
+    may miss a shard or two of a key that is hot."""
+    return heat.shards >= _GAPPED_FROM and 2 * heat.partitions < heat.shards
+
+
+_GAPPED_FROM = 16
 
 
 def _gap_note(heat: KeyHeat, headroom: float) -> str:
