@@ -258,7 +258,11 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
         given = {**measured, **given}
         item_bytes, amplification = 1024, 1.0
         if item_writes is None:
-            item_writes = 0.0  # a log counts units, not items: --item-writes tells them
+            # A diagnosis measures each logical key's units, its entries as written; its
+            # placement records, if any, are shardex's own keys, left out of its keys. A
+            # log counts units, not items: --item-writes tells them, and --verify offers
+            # the same (scenarios.simulate.verify_plan).
+            item_writes = 0.0
     else:
         notes = ()
     if not given:
@@ -312,7 +316,8 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
              f"headroom {result.headroom:g}x, {result.item_bytes} bytes an entry")
     if source_file is not None:
         sizes = (f"peaks are the write units/s measured in {escape(source_file)} (item size "
-                 f"and amplification as measured: 1 unit an item, 1x); ceiling {bound.name} "
+                 f"and amplification as measured: 1 unit an item, 1x; placement records for "
+                 f"--item-writes only); ceiling {bound.name} "
                  f"({bound.write_units:g} write units/s a partition), headroom "
                  f"{result.headroom:g}x")
     console.print(f"[bold]plan[/]: {result.mode} mode ({source}); {sizes}", highlight=False)

@@ -125,7 +125,10 @@ class Workload:
 
     ``table`` holds the capacity settings the workload asks for (``profile`` among them);
     the command line may change them. ``origin`` names where it came from; ``notes``
-    what a diagnosis held that the workload leaves out, and why.
+    what a diagnosis held that the workload leaves out, and why. ``item_writes``: items
+    written a second, each with one placement record and the locate before it, when they
+    are not one an operation (a put, a delete, a move): a plan's ``--item-writes``, spread
+    over the operations; None, one an operation.
     """
 
     duration: int
@@ -134,6 +137,7 @@ class Workload:
     table: Mapping[str, Any] = field(default_factory=dict)
     origin: str = "workload"
     notes: tuple[str, ...] = ()
+    item_writes: Schedule | None = None
 
     @property
     def profile(self) -> str:

@@ -1,0 +1,97 @@
+"""``plan --verify`` simulates the load the plan sized, and the plan's words name what binds:
+the probe's findings (item writes and a diagnosis's measured units in the verify, the read
+limit and provisioned tables in the advice, Azure's accounts in the verdict, the cap on N),
+each reproduced here first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from shardex.cli import cli
+from shardex.documents import DIAGNOSE_SCHEMA
+from shardex.plan import plan_shards
+from shardex.scenarios.simulate import verify_plan
+from shardex.sim import profile
+
+# the orders example of docs/diagnose.md, as `diagnose --json` measures it
+ORDERS_MEASURED = {"PENDING": 2000.0, "SHIPPED": 800.0, "DELIVERED": 200.0, "CANCELLED": 100.0}
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args), terminal_width=200)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.output
+
+
+def said(*args: str) -> str:
+    code, out = invoke(*args)
+    assert code == 0, out
+    return " ".join(out.split())
+
+
+def diagnosis(tmp_path: Path) -> str:
+    path = tmp_path / "diagnosis.json"
+    path.write_text(json.dumps({"schema": DIAGNOSE_SCHEMA, "top": [
+        {"key": key, "peak_units_per_s": peak, "peak_write_units_per_s": peak}
+        for key, peak in ORDERS_MEASURED.items()]}))
+    return str(path)
+
+
+def table_asked(verified: dict[str, object], resource: str, direction: str) -> float:
+    tables = verified["tables"]
+    assert isinstance(tables, list)
+    found = next(t for t in tables if (t["resource"], t["direction"]) == (resource, direction))
+    return float(found["peak_asked_per_s"])
+
+
+# -- 1. the verify offers the load the plan sized ---------------------------------------------
+
+def test_verify_writes_the_item_writes_the_plan_counted() -> None:
+    """``--item-writes 1000`` for a peak of 3,000: the plan counts 1,000 placement records and
+    1,000 locates; the verify wrote one of each per entry write (3,000), and a plan that
+    keeps up simulated at 97.7%."""
+    plan = plan_shards({"A": 3000.0}, item_writes=1000.0,
+                       table=profile("dynamodb-on-demand", warm_write=30_000.0))
+    assert plan.verdict is not None
+    assert plan.table is not None
+    assert plan.verdict.keeps_up
+    verified = verify_plan(plan)
+    assert table_asked(verified, "table", "write") == pytest.approx(
+        plan.table.write_units_per_s, rel=1e-6)
+    assert table_asked(verified, "table", "read") == pytest.approx(
+        plan.table.read_units_per_s, rel=1e-6)
+    assert verified["values"]["A"]["accepted_ratio"] >= 0.999
+    assert verified["agrees"]
+
+
+def test_verify_of_a_diagnosis_offers_its_measured_units(tmp_path: Path) -> None:
+    """A diagnosis's units already hold each entry's size and amplification, and no
+    placement record (shardex's own records are no logical keys; an unsharded table has
+    none): the plan counts 3,100 units, and its verify offered 9,300 (a placement record
+    of 2 units per unit measured), so 'keeps up' simulated at 70%."""
+    code, out = invoke("plan", "--from", diagnosis(tmp_path), "--table", "warm_write=8000",
+                       "--verify", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["verdict"]["keeps_up"]
+    assert table_asked(doc["verify"], "table", "write") == pytest.approx(
+        doc["table"]["write_units_per_s"], rel=1e-6) == pytest.approx(3100.0)
+    assert min(v["accepted_ratio"] for v in doc["verify"]["values"].values()) >= 0.999
+    assert doc["verify"]["agrees"]
+
+
+def test_verify_of_a_diagnosis_with_item_writes_adds_their_placements(tmp_path: Path) -> None:
+    code, out = invoke("plan", "--from", diagnosis(tmp_path), "--item-writes", "500",
+                       "--table", "warm_write=8000", "--verify", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["table"]["write_units_per_s"] == pytest.approx(3100.0 + 500 * 2)
+    assert table_asked(doc["verify"], "table", "write") == pytest.approx(
+        doc["table"]["write_units_per_s"], rel=1e-6)
+    assert table_asked(doc["verify"], "table", "read") == pytest.approx(500.0, rel=1e-6)
+    assert doc["verify"]["agrees"]
