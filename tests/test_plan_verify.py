@@ -95,3 +95,36 @@ def test_verify_of_a_diagnosis_with_item_writes_adds_their_placements(tmp_path: 
         doc["table"]["write_units_per_s"], rel=1e-6)
     assert table_asked(doc["verify"], "table", "read") == pytest.approx(500.0, rel=1e-6)
     assert doc["verify"]["agrees"]
+
+
+# -- 4. N grows to at most 8x the per-key rule's, plus 2 ---------------------------------------
+
+def test_n_never_passes_its_cap_of_8x_the_per_key_rule_plus_2() -> None:
+    """The growth step (a third more) jumped from 266 to 354 past the cap of 290 (8 x 36
+    + 2) that docs/simulate.md promises: the pre-warmed table advised PENDING=354."""
+    plan = plan_shards({"PENDING": 6000.0}, item_bytes=1500)
+    assert plan.verdict is not None
+    base = 36  # 6,000 x 2 units x 2 (a transaction) x 1.5 over 1,000
+    assert plan.values["PENDING"].shards <= 8 * base + 2
+    assert plan.verdict.recommended_shards
+    assert plan.verdict.recommended_shards["PENDING"] <= 8 * base + 2
+    assert f"PENDING={plan.verdict.recommended_shards['PENDING']}" in " ".join(
+        plan.verdict.reasons)
+
+
+def test_fit_shards_tries_no_n_past_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """3 partitions, one value whose 3 shard keys crowd them: N grows 3, 4, 5, 6, 8, 10, 13,
+    17, 22, and then to 26 (8 x 3 + 2), not 29."""
+    import shardex.plan.verdict as verdict
+
+    seen: list[int] = []
+    real = verdict.shard_loads
+
+    def spy(per_key: dict[str, tuple[int, float]]) -> dict[str, float]:
+        seen.append(per_key["V"][0])
+        return real(per_key)
+
+    monkeypatch.setattr(verdict, "shard_loads", spy)
+    verdict.fit_shards({"V": 1900.0}, {"V": 3}, partitions=3, ceiling=1000.0, spread=0.0,
+                       headroom=1.5)
+    assert max(seen) == 26

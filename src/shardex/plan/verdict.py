@@ -31,7 +31,7 @@ from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import ASSUMPTIONS, MAX_PARTITIONS, Profile
 
 __all__ = ["PartitionPlan", "Verdict", "fit_shards", "fits", "judge", "partition_ceiling",
-           "recommend", "resources"]
+           "recommend", "resources", "widest_shards"]
 
 # a float sum of units lands a hair past a ceiling it exactly fills
 _EPSILON = 1e-6
@@ -168,11 +168,19 @@ def fit_shards(units: Mapping[str, float], base: Mapping[str, int], *, partition
         # keys already a small share of the room left: more of them barely helps; and a
         # fan-out read of many more shards than the per-key rule asks costs more than a
         # larger table does
+        widest = widest_shards(base[hottest])
         if units[hottest] / shards[hottest] < (ceiling - spread) / 16 \
-                or shards[hottest] >= min(MAX_SHARDS, _WIDEST * base[hottest] + 2):
+                or shards[hottest] >= widest:
             break
-        shards[hottest] = min(MAX_SHARDS, shards[hottest] + max(1, shards[hottest] // 3))
+        # a third more, but never past the widest (the step jumped 266 to 354 over 290)
+        shards[hottest] = min(widest, shards[hottest] + max(1, shards[hottest] // 3))
     return dict(base), False
+
+
+def widest_shards(base: int) -> int:
+    """The most shards ``fit_shards`` grows a value to whose per-key rule gives ``base``:
+    8x, plus 2 (so a value of one shard may still grow to ten), at most 4096."""
+    return min(MAX_SHARDS, _WIDEST * base + 2)
 
 
 def resources(model: Profile, units: Mapping[str, float], shards: Mapping[str, int], *,
