@@ -128,3 +128,20 @@ def test_fit_shards_tries_no_n_past_the_cap(monkeypatch: pytest.MonkeyPatch) -> 
     verdict.fit_shards({"V": 1900.0}, {"V": 3}, partitions=3, ceiling=1000.0, spread=0.0,
                        headroom=1.5)
     assert max(seen) == 26
+
+
+# -- 3. on Azure Table Storage the verdict speaks of storage accounts -------------------------
+
+def test_an_azure_verdict_names_the_account_target_not_a_dynamodb_setting() -> None:
+    """The plan said 'spread the index over 2 accounts', its verify 'warm_write of at least
+    25,000 avoids it (past the per-table quota of 20,000: raise it too)': no setting of a
+    storage account's target exists."""
+    text = said("plan", "--peak", "A=5000", "--mode", "azure", "--verify",
+                "--verify-seconds", "30")
+    assert "spread the index over 2 accounts" in text
+    verdict = text[text.index("verdict:"):]
+    for word in ("warm_write", "warm_read", "provisioned_write", "per-table quota"):
+        assert word not in verdict
+    assert "the storage account's scalability target" in verdict
+    assert "over at least 2 storage accounts" in verdict
+    assert "plan and simulation agree" in verdict

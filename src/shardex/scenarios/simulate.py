@@ -107,6 +107,16 @@ class Simulation:
             kind = "write" if table.write else "read"
             peak = max(table.asked, default=0.0)
             served = min(table.limit) if table.limit else 0.0
+            if self.profile.store == "azure-tables":
+                # a storage account's target is fixed: no setting raises it (plan says so)
+                out.append(f"the storage account's {kind} limit binds in "
+                           f"{table.refused_seconds:,} s of {self.duration:,}: it served "
+                           f"{served:,.0f} entities a second (the storage account's "
+                           f"scalability target), the workload asks up to {peak:,.0f}; "
+                           f"spread the index over at least "
+                           f"{max(1, math.ceil(round(peak / served, 6))) if served else 1:,}"
+                           " storage accounts or lower the load")
+                continue
             setting = self._setting(table.write)
             quota = self.profile.quota_write if table.write else self.profile.quota_read
             out.append(f"the {table.resource}'s {kind} limit binds in {table.refused_seconds:,}"
