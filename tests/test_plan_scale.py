@@ -89,4 +89,5 @@ def test_a_table_past_the_modelled_partitions_gets_no_pre_warmed_size(
 
 def test_a_table_within_the_modelled_partitions_gets_its_pre_warmed_size() -> None:
     plan = plan_shards({"A": 5000.0}, item_writes=1e7)
-    assert plan.verdict.setting == {"warm_write": 30_015_000.0}
+    # and the read limit (12,000) for its 1e7 locates a second, with the headroom
+    assert plan.verdict.setting == {"warm_write": 30_015_000.0, "warm_read": 15_000_000.0}

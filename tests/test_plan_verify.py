@@ -145,3 +145,84 @@ def test_an_azure_verdict_names_the_account_target_not_a_dynamodb_setting() -> N
     assert "the storage account's scalability target" in verdict
     assert "over at least 2 storage accounts" in verdict
     assert "plan and simulation agree" in verdict
+
+
+# -- 2. the table-limit advice names the limit that binds -------------------------------------
+
+def test_the_read_limit_that_binds_is_named_with_its_own_setting() -> None:
+    """10,000 item writes a second locate 10,000 read units, 15,000 with the headroom, over
+    the GSI table's 12,000 warm_read; the advice said 'raise warm_write (warm throughput) to
+    at least 15,000' with warm_write at 40,000."""
+    text = said("plan", "--peak", "A=5000", "--peak", "B=5000", "--mode", "gsi",
+                "--table", "warm_write=40000")
+    binds = text[text.index("binds:"):text.index("partitions:")]
+    assert "raise warm_read (warm throughput) to at least 15,000" in binds
+    assert "warm_write" not in binds
+
+
+def test_a_provisioned_table_is_labelled_and_advised_by_what_binds() -> None:
+    """provisioned_read (3,000) binds: 2,100 locates x 1.5 = 3,150; the advice was to raise
+    provisioned_write, already 20,000, to 12,600; the table was labelled on-demand."""
+    text = said("plan", "--peak", "A=2000", "--peak", "B=100", "--table",
+                "capacity=provisioned", "--table", "provisioned_write=20000", "--table",
+                "adaptive=false", "--verify", "--verify-seconds", "30")
+    binds = text[text.index("binds:"):text.index("partitions:")]
+    assert "raise provisioned_read (provisioned capacity) to at least 3,150" in binds
+    assert "provisioned_write" not in binds
+    assert "dynamodb-on-demand" not in text
+    assert "dynamodb-provisioned serves 20,000 at once (provisioned capacity)" in text
+    assert "virtual s on dynamodb-provisioned" in text
+
+
+def test_no_advice_names_a_value_at_or_below_the_setting_it_raises() -> None:
+    for args in (["--peak", "A=5000", "--peak", "B=5000", "--mode", "gsi",
+                  "--table", "warm_write=40000"],
+                 ["--peak", "A=2000", "--peak", "B=100", "--table", "capacity=provisioned",
+                  "--table", "provisioned_write=20000", "--table", "adaptive=false"],
+                 ["--peak", "A=30000", "--table", "warm_write=20000"]):
+        code, out = invoke("plan", *args, "--json")
+        assert code == 0, out
+        table = json.loads(out)["table"]
+        for direction, asked in (("write", table["required_units_per_s"]),
+                                 ("read", table["read_units_per_s"] * 1.5)):
+            if asked > table[f"limit_{direction}_units_per_s"]:
+                assert table["setting" if direction == "write" else "read_setting"].endswith(
+                    f"_{direction}")
+
+
+def test_the_gsi_table_line_gives_each_resource_its_own_load() -> None:
+    """GSI mode: entries go to the GSI and placement records to the table, each under its
+    own limit; the line read '20,000 write units/s (entries 10,000 + placements 10,000)
+    ..., 15,000 with the headroom', the headroom figure below the total."""
+    text = said("plan", "--peak", "A=5000", "--peak", "B=5000", "--mode", "gsi",
+                "--table", "warm_write=40000")
+    assert "20,000 write units/s" not in text
+    assert "entries 10,000 write units/s on the GSI, placements 10,000 on the table (for " \
+        "10,000 item writes/s), each against its own limit: the busier 15,000 with the " \
+        "headroom" in text
+
+
+def test_a_verdict_whose_reads_throttle_advises_the_read_setting_too() -> None:
+    """14,000 locates a second over the GSI table's 12,000 warm_read: the verdict advised
+    only 'pre-warming to warm_write=72,000', which leaves warm_read at 12,000."""
+    plan = plan_shards({"A": 7000.0, "B": 7000.0}, mode="gsi",
+                       table=profile("dynamodb-gsi", warm_write=40_000.0))
+    assert plan.verdict is not None
+    assert not plan.verdict.keeps_up
+    assert plan.verdict.setting is not None
+    assert plan.verdict.setting["warm_read"] == 21_000.0  # 14,000 x 1.5
+    assert "warm_read=21,000" in " ".join(plan.verdict.reasons)
+    advised = plan_shards({"A": 7000.0, "B": 7000.0}, mode="gsi", table=profile(
+        "dynamodb-gsi", **plan.verdict.setting, quota_write=1e6, quota_read=1e6))
+    assert advised.verdict is not None
+    assert advised.verdict.keeps_up
+
+
+def test_when_only_the_reads_throttle_only_the_read_setting_is_advised() -> None:
+    plan = plan_shards({"A": 5000.0, "B": 5000.0}, mode="gsi", item_writes=13_000.0,
+                       table=profile("dynamodb-gsi", warm_write=40_000.0))
+    assert plan.verdict is not None
+    assert plan.verdict.summary.startswith("throttles: the reads that locate items")
+    assert plan.verdict.setting == {"warm_read": 19_500.0}
+    assert "pre-warming to warm_read=19,500 avoids it" in plan.verdict.reasons
+    assert verify_plan(plan, seconds=30)["agrees"]

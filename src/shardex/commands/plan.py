@@ -342,8 +342,9 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
 
 
 def _accounts(table: Any) -> int:
-    needed: float = table.required_units_per_s / table.limit_write_units_per_s
-    return max(1, math.ceil(needed))
+    needed: float = max(table.required_units_per_s / table.limit_write_units_per_s,
+                        table.required_read_units_per_s / table.limit_read_units_per_s)
+    return max(1, math.ceil(round(needed, 9)))
 
 
 def _table_lines(result: Any) -> list[str]:
@@ -352,22 +353,42 @@ def _table_lines(result: Any) -> list[str]:
     if table is None:
         return []
     sharded = [escape(v) for v, p in result.values.items() if p.sharded]
+    if result.mode == "gsi":
+        # the GSI takes the entries and the table the placement records, each under a limit
+        # of its own: their sum is no figure either limit meets
+        load = (f"entries {table.entry_units_per_s:,.0f} write units/s on the GSI, placements "
+                f"{table.placement_units_per_s:,.0f} on the table (for "
+                f"{table.item_writes_per_s:,.0f} item writes/s), each against its own limit: "
+                f"the busier {table.required_units_per_s:,.0f} with the headroom; "
+                f"{table.profile} serves {table.limit_write_units_per_s:,.0f} at once each")
+    else:
+        load = (f"{table.write_units_per_s:,.0f} write units/s (entries "
+                f"{table.entry_units_per_s:,.0f} + placements "
+                f"{table.placement_units_per_s:,.0f} for {table.item_writes_per_s:,.0f} item "
+                f"writes/s), {table.required_units_per_s:,.0f} with the headroom; "
+                f"{table.profile} serves {table.limit_write_units_per_s:,.0f} at once")
     lines = [
-        f"[bold]table[/]: {table.write_units_per_s:,.0f} write units/s (entries "
-        f"{table.entry_units_per_s:,.0f} + placements {table.placement_units_per_s:,.0f} "
-        f"for {table.item_writes_per_s:,.0f} item writes/s), {table.required_units_per_s:,.0f}"
-        f" with the headroom; {table.profile} serves {table.limit_write_units_per_s:,.0f} at "
-        f"once ({table.limited_by}); {table.read_units_per_s:,.0f} read units/s locate the "
-        f"items (of {table.limit_read_units_per_s:,.0f})"]
-    fix = (f"raise {table.setting} ({table.limited_by}) to at least "
-           f"{table.required_units_per_s:,.0f}")
+        f"[bold]table[/]: {load} ({table.limited_by}); {table.read_units_per_s:,.0f} read "
+        f"units/s locate the items (of {table.limit_read_units_per_s:,.0f})"]
+    # name each limit that binds with the setting that raises it, and a value past it
+    fixes = []
+    for binds, setting, why, needed, quota in (
+            (table.write_binds, table.setting, table.limited_by, table.required_units_per_s,
+             table.quota_write_units_per_s),
+            (table.read_binds, table.read_setting, table.read_limited_by,
+             table.required_read_units_per_s, table.quota_read_units_per_s)):
+        if not binds:
+            continue
+        fix = f"raise {setting} ({why}) to at least {math.ceil(round(needed, 6)):,}"
+        if needed > quota and not setting.startswith("quota_"):
+            fix += (f", past the per-table quota of {quota:,.0f}: request a quota increase "
+                    "too")
+        fixes.append(fix)
+    fix = "; ".join(fixes)
     if result.mode == "azure":
         # a storage account's scalability target is fixed: no setting raises it
         fix = (f"a storage account serves about {table.limit_write_units_per_s:,.0f} entities "
                f"a second; spread the index over {_accounts(table):,} accounts or lower the load")
-    elif table.required_units_per_s > table.quota_write_units_per_s:
-        fix += (f", past the per-table quota of {table.quota_write_units_per_s:,.0f}: "
-                "request a quota increase too")
     binds = {
         "partition": f"[bold]binds[/]: the partition ceiling ({', '.join(sharded)} sharded), "
                      "not the table's limit",

@@ -195,10 +195,16 @@ class TablePlan:
     - ``read_units_per_s``: the strongly consistent read of each item's placement that
       precedes its write.
     - ``limit_write_units_per_s``/``limit_read_units_per_s``: what the table (its GSI,
-      in GSI mode, for the entries) serves at once, and ``limited_by`` what sets that
-      (``warm throughput``, ``provisioned capacity``, ``per-table quota``, ``maximum``).
+      in GSI mode, for the entries) serves at once, ``limited_by`` what sets the write
+      figure (``warm throughput``, ``provisioned capacity``, ``per-table quota``,
+      ``configured maximum``) and ``setting`` the setting that raises it;
+      ``read_limited_by`` and ``read_setting`` the same for the read figure.
+    - ``required_units_per_s``: the writes with the headroom, against the write limit: in
+      GSI mode the busier of the GSI's entries and the table's placement records, each
+      under a limit of its own.
     - ``binds``: ``partition`` (a value needs N > 1 and the table keeps up), ``table``
-      (the table cannot take the load, whatever N), ``both``, or ``none``.
+      (the table cannot take the load, whatever N), ``both``, or ``none``;
+      ``write_binds``/``read_binds`` which of the table's limits it is.
     """
 
     profile: str
@@ -214,11 +220,30 @@ class TablePlan:
     binds: str
     setting: str
     quota_write_units_per_s: float = math.inf
+    headroom: float = 1.0
+    read_limited_by: str = ""
+    read_setting: str = ""
+    quota_read_units_per_s: float = math.inf
 
     @property
     def fits(self) -> bool:
         """Whether the table serves the load (with headroom) at once."""
         return self.binds in ("partition", "none")
+
+    @property
+    def write_binds(self) -> bool:
+        """Whether the writes, with the headroom, pass what the table serves at once."""
+        return self.required_units_per_s > self.limit_write_units_per_s
+
+    @property
+    def required_read_units_per_s(self) -> float:
+        """The reads that locate items, with the headroom."""
+        return self.read_units_per_s * self.headroom
+
+    @property
+    def read_binds(self) -> bool:
+        """Whether the locating reads, with the headroom, pass what the table serves."""
+        return self.required_read_units_per_s > self.limit_read_units_per_s
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -232,25 +257,28 @@ class TablePlan:
             "limit_read_units_per_s": self.limit_read_units_per_s,
             "limited_by": self.limited_by, "fits": self.fits, "setting": self.setting,
             "quota_write_units_per_s": self.quota_write_units_per_s,
+            "read_limited_by": self.read_limited_by, "read_setting": self.read_setting,
         }
 
 
-def _table_limit(model: Profile) -> tuple[float, float, str, str]:
-    """(write, read) units a second a table of ``model`` serves at once, what sets the
-    write figure, and the setting that raises it."""
+def _table_limit(model: Profile, direction: str) -> tuple[float, str, str]:
+    """Units a second of ``direction`` (``write``, ``read``) a table of ``model`` serves
+    at once, what sets that figure, and the setting that raises it."""
     if model.capacity == "provisioned":
-        write, read, why, setting = (model.provisioned_write, model.provisioned_read,
-                                     "provisioned capacity", "provisioned_write")
+        limit, why, setting = (getattr(model, f"provisioned_{direction}"),
+                               "provisioned capacity", f"provisioned_{direction}")
     else:
-        write, read, why, setting = (model.warm_write, model.warm_read,
-                                     "warm throughput", "warm_write")
-    if model.quota_write < write:
-        write, why, setting = model.quota_write, "per-table quota", "quota_write"
-    if model.capacity == "on-demand" and model.max_write < write:
-        write, why, setting = model.max_write, "configured maximum", "max_write"
+        limit, why, setting = (getattr(model, f"warm_{direction}"), "warm throughput",
+                               f"warm_{direction}")
+    quota = getattr(model, f"quota_{direction}")
+    if quota < limit:
+        limit, why, setting = quota, "per-table quota", f"quota_{direction}"
+    most = getattr(model, f"max_{direction}")
+    if model.capacity == "on-demand" and most < limit:
+        limit, why, setting = most, "configured maximum", f"max_{direction}"
     if model.store == "azure-tables":
         why, setting = "the storage account's scalability target", "accounts"
-    return write, min(read, model.quota_read), why, setting
+    return limit, why, setting
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,20 +490,33 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     total = table_plan.entry_units_per_s + table_plan.placement_units_per_s \
         if mode != "gsi" else max(table_plan.entry_units_per_s,
                                   table_plan.placement_units_per_s)
-    needs_more = not fitted or not all(p.fits for p in parts) or not table_plan.fits
+    # a larger table for the writes only when they need one: a read limit that binds is
+    # raised by its own setting (warm_read, provisioned_read), which a write setting leaves
+    needs_more = not fitted or not all(p.fits for p in parts) or table_plan.write_binds
     advice = recommend(model_, loads, base, placements=placements, total=total,
                        headroom=headroom, namespace=namespace) if needs_more else None
+    reads = _read_advice(model_, table_plan)
     verdict = judge(model_, parts, table_units=total,
                     table_limit=table_plan.limit_write_units_per_s,
                     limited_by=table_plan.limited_by,
                     read_units=table_plan.read_units_per_s,
                     read_limit=table_plan.limit_read_units_per_s, headroom=headroom,
-                    fitted=fitted, recommendation=advice)
+                    fitted=fitted, recommendation=advice, read_recommendation=reads)
     return Plan(values=plans, ceiling=bound, item_bytes=size, read_item_bytes=read_size,
                 headroom=float(headroom), amplification=float(amplification),
                 consistent=consistent, latency=model, mode=mode, amplification_given=given,
                 table=table_plan, partitions=tuple(parts), verdict=verdict, profile=model_,
                 namespace=namespace)
+
+
+def _read_advice(model: Profile, table: TablePlan) -> tuple[str, float] | None:
+    """The read setting, and its least value, that serves the locating reads with the
+    headroom, when the table's read limit does not (None on Azure: no setting raises a
+    storage account's target)."""
+    if not table.read_binds or model.store == "azure-tables":
+        return None
+    name = "provisioned_read" if model.capacity == "provisioned" else "warm_read"
+    return name, float(math.ceil(round(table.required_read_units_per_s, 6)))
 
 
 def _placement_units(model: Profile, item_writes: float) -> float:
@@ -491,7 +532,8 @@ def _table_plan(plans: Mapping[str, ValuePlan], model: Profile, item_writes: flo
     placements = _placement_units(model, item_writes)
     # in GSI mode the entries go to the GSI, which has a table-level limit of its own
     total = max(entries, placements) if mode == "gsi" else entries + placements
-    write, read, why, setting = _table_limit(model)
+    write, why, setting = _table_limit(model, "write")
+    read, read_why, read_setting = _table_limit(model, "read")
     locates = item_writes * model.read_cost(PLACEMENT_BYTES, 1, True)
     table_binds = total * headroom > write or locates * headroom > read
     partition_binds = any(p.sharded for p in plans.values())
@@ -503,4 +545,6 @@ def _table_plan(plans: Mapping[str, ValuePlan], model: Profile, item_writes: flo
                      required_units_per_s=total * headroom, read_units_per_s=locates,
                      limit_write_units_per_s=write, limit_read_units_per_s=read,
                      limited_by=why, binds=binds, setting=setting,
-                     quota_write_units_per_s=model.quota_write)
+                     quota_write_units_per_s=model.quota_write, headroom=headroom,
+                     read_limited_by=read_why, read_setting=read_setting,
+                     quota_read_units_per_s=model.quota_read)

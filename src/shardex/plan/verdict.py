@@ -271,12 +271,15 @@ def _assumed(model: Profile, *names: str) -> tuple[str, ...]:
 def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
           table_limit: float, limited_by: str, read_units: float, read_limit: float,
           headroom: float, fitted: bool,
-          recommendation: tuple[str, float, dict[str, int]] | None) -> Verdict:
+          recommendation: tuple[str, float, dict[str, int]] | None,
+          read_recommendation: tuple[str, float] | None = None) -> Verdict:
     """The verdict at the peak on the table as given (see the module's docstring).
 
     ``table_units``: every write unit a second the layout makes at the table level,
     against ``table_limit`` (set by ``limited_by``); ``read_units``/``read_limit`` the
     same for the reads that locate items; ``fitted``: whether N fits with the headroom.
+    ``recommendation``: the write setting, its value and N there (``recommend``);
+    ``read_recommendation``: the read setting and its value, when the reads need one.
     """
     reasons: list[str] = []
     notes: list[str] = []
@@ -328,18 +331,29 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
     if not reasons and not fitted:
         notes.append(f"it keeps up at the peak, but the busiest partition's expected load "
                      f"leaves less than the {headroom:g}x headroom")
-    setting = None
+    setting: dict[str, float] | None = None
     shards: dict[str, int] = {}
+    word = "pre-warming to" if model.capacity == "on-demand" else "provisioning"
+    reads, read_setting = "", {}
+    if read_recommendation is not None and reasons:
+        read_name, read_value = read_recommendation
+        read_setting = {read_name: read_value}
+        reads = f"{read_name}={read_value:,.0f}" + (
+            f" (past the per-table quota of {model.quota_read:,.0f}: request an increase)"
+            if read_value > model.quota_read else "")
     if recommendation is not None and (reasons or not fitted):
         name, value, shards = recommendation
-        setting = {name: value}
-        word = "pre-warming to" if name == "warm_write" else "provisioning"
+        setting = {name: value, **read_setting}
         sized = ", ".join(f"{v}={n}" for v, n in shards.items() if n > 1) or "N=1"
         (reasons if reasons else notes).append(
-            f"{word} {name}={value:,.0f} ({value / model.write_ceiling:,.0f} partitions) "
-            f"avoids it, with {sized}"
+            f"{word} {name}={value:,.0f} ({value / model.write_ceiling:,.0f} partitions)"
+            + (f" and {reads}" if reads else "") + f" avoids it, with {sized}"
             + (f"; past the per-table quota of {model.quota_write:,.0f}: request an increase"
                if value > model.quota_write else ""))
+    elif reads and len(reasons) == 1 and read_units > read_limit * (1 + _EPSILON):
+        # the reads are all of it: their own setting avoids it, the writes' would not
+        setting = read_setting
+        reasons.append(f"{word} {reads} avoids it")
     elif recommendation is None and reasons and model.partitions is None \
             and table_units * headroom / model.write_ceiling > MAX_PARTITIONS:
         reasons.append(f"a table that takes it has more than {MAX_PARTITIONS:,} partitions, "

@@ -232,6 +232,13 @@ class Profile:
         unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(self)})
         if unknown:
             raise InvalidInput(f"unknown profile setting(s) {', '.join(unknown)}")
+        capacity = settings.get("capacity", self.capacity)
+        if "name" not in settings and self.name in _BY_CAPACITY.values() \
+                and capacity in _BY_CAPACITY:
+            # the two DynamoDB table profiles differ in their capacity mode alone: a table
+            # changed to the other is named by it (it read 'dynamodb-on-demand serves
+            # 20,000 (provisioned capacity)')
+            settings = {**settings, "name": _BY_CAPACITY[capacity]}
         return dataclasses.replace(self, **settings)
 
     @property
@@ -267,6 +274,9 @@ class Profile:
 
 
 _DYNAMODB = Profile()
+# the DynamoDB table profile of each capacity mode
+_BY_CAPACITY: Mapping[str, str] = {"on-demand": "dynamodb-on-demand",
+                                   "provisioned": "dynamodb-provisioned"}
 PROFILES: Mapping[str, Profile] = {
     "dynamodb-on-demand": _DYNAMODB,
     "dynamodb-provisioned": dataclasses.replace(_DYNAMODB, name="dynamodb-provisioned",
