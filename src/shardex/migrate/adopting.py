@@ -14,7 +14,8 @@ once: Scan segments (``scan``), each item given its place in the new index
   and the shard attribute still the one scanned (absent or stale).
 - ``TableAdoptionLayouts``: an application's index table adopted into a shardex index
   table; a copy is ``ShardedIndex.put`` at version 1, skipped when the item already has
-  a version (the application, dual-writing, put or deleted it first).
+  a version (the application, dual-writing, put or deleted it first), and taken out again
+  when the base item no longer holds the value copied (deleted or changed meanwhile).
 """
 
 from __future__ import annotations
@@ -106,16 +107,31 @@ class GsiAdoptionLayouts(AdoptionLayouts):
 
 class TableAdoptionLayouts(AdoptionLayouts):
     """An application's index table adopted into a shardex index table: a copy is an
-    entry put at version 1 (``index`` sees throttles itself, to pace by them)."""
+    entry put at version 1 (``index`` sees throttles itself, to pace by them), then the
+    base item read again.
+
+    The application deletes an item (or changes its value) and then calls
+    ``index.delete`` (``index.put``): between the Scan page that read the item and the
+    copy, that call found nothing in the index to change, and the copy would bring the
+    item back under a value it left. So once the copy landed, the item's raw value is
+    read (strongly consistent): if it is no longer the one copied, the copy is taken
+    out by a delete at version 2, which leaves alone any write the application made
+    since (numbered 2 or more).
+    """
 
     tools: TableAdoptionTools
 
     async def copy(self, item: ScanItem, value: str, key: str) -> bool:
         item_id, _, sort, attrs = item
-        return await self.index.put(value, item_id, sort=sort or "", attrs=attrs, version=1)
+        if not await self.index.put(value, item_id, sort=sort or "", attrs=attrs, version=1):
+            return False
+        if await self.tools.value(item_id) == value:
+            return True
+        await self.index.delete(value, item_id, version=2)
+        return False
 
     def copy_cost(self) -> float:
-        return 2.0  # one put of the index table's row and its placement
+        return 2.0  # one put of the index table's row and its placement (write units)
 
 
 def adoption_layouts(index: ShardedIndex, source: Store,

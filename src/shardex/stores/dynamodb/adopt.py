@@ -285,6 +285,20 @@ class TableAdoptionTools:
                  for item in response.get("Items", [])]
         return items, response.get("LastEvaluatedKey"), units_of(response)
 
+    async def value(self, item_id: str) -> str | None:
+        """The raw value of the base table's item ``item_id`` (strongly consistent);
+        None if the item or its value is gone."""
+        try:
+            response = await self.client.call(
+                "GetItem", TableName=self.table, Key={self.id_attribute: {"S": item_id}},
+                ConsistentRead=True, ProjectionExpression="#a",
+                ExpressionAttributeNames={"#a": self.attribute})
+        except Exception as exc:
+            raise map_error(exc, operation="GetItem", target=f"item {item_id!r} of table "
+                            f"{self.table!r}", endpoint=self.client.endpoint) from exc
+        item = response.get("Item")
+        return None if item is None else _text(item.get(self.attribute))
+
     async def drop(self, *, clock: Clock, within: float) -> None:
         """Delete the old index table and wait until it is gone."""
         try:
