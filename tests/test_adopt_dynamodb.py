@@ -410,3 +410,51 @@ def test_status_before_start_names_the_missing_index_and_the_step_that_creates_i
     err = cli(capsys, "adopt", "status", *where, code=1)
     assert "has no global secondary index 'status-shard-index' (it has: status-index); to " \
         "adopt a plain index into it, 'shardex adopt start' creates it" in err, err
+
+
+def test_a_verify_before_the_next_pass_ran_checks_every_value_and_clears_cutover() -> None:
+    """After a verify with gaps began another pass, a second verify checked the values
+    named by --set alone (that pass had seen none yet) and said 'no gaps'; cutover then
+    took that report, made before the pass ran, while a host without the change had
+    written an item since: it was missing from the new index's listings (a probe)."""
+    table, truth = orders_table(30)
+    uri = store_uri(table)
+
+    async def late_write(order_id: str) -> None:
+        client = await app_client(table)
+        try:
+            await Writer(table, truth, client)._write(order_id, "DELIVERED")  # status alone
+        finally:
+            await client.close()
+
+    async def scenario() -> None:
+        async with Adopter(uri, NAME, source="status-index", attribute="status", segments=2,
+                           rate=400, **FAST) as adopter:
+            await adopter.start({"PENDING": ShardPolicy(3)}, margin=0.2)
+            assert (await adopter.run()).finished
+            await late_write("o-late-1")
+            assert not (await adopter.verify()).clean  # 1 missing: another pass begins
+            again = await adopter.verify()  # before that pass ran
+            assert again.entries >= len(truth) - 1, again  # every value, not PENDING alone
+            assert again.missing == 1, again
+            assert (await adopter.run()).finished
+            await late_write("o-late-2")
+            # the clean report must come after the pass: none does yet
+            with pytest.raises(ReshardRefused, match="no parity report yet"):
+                await adopter.cutover()
+            assert (await adopter.verify()).missing == 1  # o-late-2
+
+    asyncio.run(scenario())
+
+
+def test_a_clean_verify_before_the_backfill_ran_sends_the_operator_to_run(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A table with no item yet verifies clean before any run: the command named cutover
+    as the next step, which then refused (the backfill had not run)."""
+    table, _ = orders_table(0)
+    store = ["--store", store_uri(table), "--index", NAME]
+    ok(capsys, "adopt", "start", *store, "--from-gsi", "status-index", "--from-attribute",
+       "status", "--set", "PENDING=2", "--lease", "1s", "--margin", "0.2s")
+    out = " ".join(ok(capsys, "adopt", "verify", *store, "--settle", "0.2").split())
+    assert "no gaps" in out, out
+    assert "cutover does not take this report; next: shardex adopt run" in out, out

@@ -262,11 +262,16 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.verify/1.")
 def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
     """Check parity: the old GSI against the new shard keys, per value; record it."""
-    async def check() -> Any:
+    async def check() -> tuple[Any, bool]:
         async with _adopter(uri, name, settle=settle) as adopter:
-            return await adopter.verify()
+            parity = await adopter.verify()
+            adoption = (await adopter.routing()).adoption
+            # a report made before the backfill's pass finished is not kept for cutover
+            kept = adoption is None or adoption.state != "write-new" \
+                or (await adopter.backfilled(adoption)).finished
+            return parity, kept
 
-    parity = _run(check)
+    parity, kept = _run(check)
     if as_json:
         from shardex.documents import rounded
         from shardex.migrate.status import iso
@@ -276,7 +281,9 @@ def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
             "checked_at": iso(parity.checked_at), "clean": parity.clean}), indent=2))
     else:
         print_parity(name, parity, "cutover is refused until a verify finds none"
-                     if not parity.clean else f"next: {_command('cutover', uri, name)}")
+                     if not parity.clean else f"next: {_command('cutover', uri, name)}"
+                     if kept else "the backfill's pass has not finished, so cutover does not "
+                     f"take this report; next: {_command('run', uri, name)}, then verify")
     gaps_refused(name, parity, _command("run", uri, name))
 
 

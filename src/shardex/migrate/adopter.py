@@ -373,11 +373,14 @@ class Adopter(MigrationRunner):
     # -- verify, cutover, complete, rollback ---------------------------------------------
 
     async def verify(self) -> Parity:
-        """Check parity of every value named or seen, and record the report."""
+        """Check parity of every value named or seen by any pass of the backfill, and
+        record the report: for cutover only once the current pass has finished (a report
+        made before it ran says nothing of what it would mend, nor of what was written
+        since the pass before)."""
         routing, adoption = await self._adoption("dual-write", "read-new")
-        segments = await self._segments(adoption)
+        every_pass = [unit for unit, _ in (await self._records(adoption).units()).values()]
         values = sorted(set(adoption.migration.values) | set(routing.overrides)
-                        | {v for s in segments for v in s.values})
+                        | {v for s in every_pass for v in s.values})
         layouts = self._layouts(adoption, await self.index())
         # an index table reads strongly consistently: a gap found twice is one
         truth = self._tools(adoption.attribute).item if adoption.kind == "gsi" else None
@@ -394,13 +397,17 @@ class Adopter(MigrationRunner):
             if latest.id != adoption.id:
                 raise ReshardRefused(f"index {self.name!r}: the adoption changed while it "
                                      "was being verified; nothing was recorded")
+            finished = (await self.backfilled(latest)).finished
             if not report.clean and latest.state == "write-new" \
                     and latest.migration.generation == adoption.migration.generation \
-                    and (await self.backfilled(latest)).finished:
+                    and finished:
                 # gaps once the scan is done (items written by a host without the shard
                 # attribute, say): the next run scans again, in a pass of its own
                 return copy_to(latest, latest.state, self._clock.wall(), parity=report,
                                generation=latest.migration.generation + 1)
+            if latest.state == "write-new" and not finished:
+                # before the pass ran, or while it runs: no report cutover may take
+                return copy_to(latest, latest.state, self._clock.wall(), parity=None)
             return copy_to(latest, latest.state, self._clock.wall(), parity=report)
 
         await self._change(record)
