@@ -458,3 +458,36 @@ def test_a_clean_verify_before_the_backfill_ran_sends_the_operator_to_run(
     out = " ".join(ok(capsys, "adopt", "verify", *store, "--settle", "0.2").split())
     assert "no gaps" in out, out
     assert "cutover does not take this report; next: shardex adopt run" in out, out
+
+
+def test_a_shard_attribute_left_on_an_item_without_its_value_is_removed_by_run() -> None:
+    """The application removed an item's status (not its status_shard) while writing
+    both: verify reported it extra under its old value and said to run and verify again,
+    but run passes over items with no raw value, so the gap stayed for good (a probe).
+    The backfill removes the shard attribute it owns there, only if the value is still
+    absent and the attribute still the one it scanned."""
+    table, truth = orders_table(12)
+    uri = store_uri(table)
+    client = local.sync_client()
+
+    async def scenario() -> None:
+        async with Adopter(uri, NAME, source="status-index", attribute="status", segments=2,
+                           rate=400, **FAST) as adopter:
+            await adopter.start({"PENDING": ShardPolicy(2)}, margin=0.2)
+            assert (await adopter.run()).finished
+            gone = sorted(truth)[3]
+            client.update_item(TableName=table, Key={"order_id": {"S": gone}},
+                               UpdateExpression="REMOVE #s",
+                               ExpressionAttributeNames={"#s": "status"})
+            del truth[gone]
+            report = await adopter.verify()
+            assert report.extra == 1, report
+            assert (await adopter.run()).finished  # the pass the gap began
+            assert (await adopter.verify()).clean
+            item = client.get_item(TableName=table, Key={"order_id": {"S": gone}},
+                                   ConsistentRead=True)["Item"]
+            assert "status_shard" not in item
+            assert "status" not in item
+            assert item["created_at"]  # the application's own attributes stay
+
+    asyncio.run(scenario())

@@ -11,7 +11,9 @@ once: Scan segments (``scan``), each item given its place in the new index
 
 - ``GsiAdoptionLayouts``: a plain GSI adopted into a shardex GSI on the same table; a
   copy sets the item's shard attribute, only if the raw value is still the one scanned
-  and the shard attribute still the one scanned (absent or stale).
+  and the shard attribute still the one scanned (absent or stale); an item whose raw
+  value the application removed has its shard attribute removed (``clear``), only if
+  the value is still absent and the attribute still the one scanned.
 - ``TableAdoptionLayouts``: an application's index table adopted into a shardex index
   table; a copy is ``ShardedIndex.put`` at version 1, skipped when the item already has
   a version (the application, dual-writing, put or deleted it first), and taken out again
@@ -99,6 +101,19 @@ class GsiAdoptionLayouts(AdoptionLayouts):
             return False
         if units > 0:
             self._cost = 0.8 * self._cost + 0.2 * units
+        return True
+
+    clears = True
+
+    async def clear(self, item: ScanItem) -> bool:
+        """Remove the shard attribute left on an item whose raw value the application
+        removed (the shard attribute is shardex's own; the value, the application's)."""
+        if item[2] is None:
+            return False
+        try:
+            await self.tools.clear_shard(item[0], item[2])
+        except ConditionFailed:
+            return False  # changed since the scan: the next pass sees it as it is
         return True
 
     def copy_cost(self) -> float:

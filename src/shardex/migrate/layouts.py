@@ -118,6 +118,15 @@ class Layouts(abc.ABC):
         False if an application write came first (it wrote the copy itself)."""
         raise self._cannot("Scan segments")
 
+    # whether a scanned item with no raw value may hold something to take out (``clear``)
+    clears = False
+
+    async def clear(self, item: ScanItem) -> bool:
+        """Take out what the target layout holds of ``item`` (``item[2]``, its target key
+        as scanned), scanned with no raw value (the application removed it): True if
+        anything was. Only where ``clears``."""
+        raise self._cannot("clearing a stale target key")
+
     def copy_cost(self) -> float:
         """The write units one copy takes (an estimate, learned as copies land)."""
         raise self._cannot("Scan segments")

@@ -368,11 +368,28 @@ class Mover:
                 scanning.cancel()
                 await asyncio.gather(scanning, return_exceptions=True)
 
+    def _pace(self, key: str) -> Pace:
+        """The pace of the copies onto ``key`` (made once a key, not once a write)."""
+        pace = self._paces.get(key)
+        if pace is None:
+            pace = self._paces[key] = Pace(self._rate, self._clock)
+        return pace
+
     async def _copy(self, item: ScanItem) -> str:
         """Copy one scanned item: "moved", "ok" (nothing to do), "raced" or "unresolved"."""
         item_id, value = item[0], item[1]
-        if value is None:
-            return "ok"  # no raw value: in neither layout
+        if value is None:  # no raw value: in neither layout, but a stale shard attribute
+            if item[2] is None or not self.layouts.clears:
+                return "ok"
+            try:
+                cleared = await paced(None if self.budget is not None else self._pace(item[2]),
+                                      self.layouts.copy_cost(),
+                                      lambda: self.layouts.clear(item), clock=self._clock,
+                                      rng=self._rng, budget=self.budget, key=item[2])
+            except (Unavailable, OutcomeUnknown) as exc:
+                log.warning("adopt: %s", exc)
+                return "unresolved"
+            return "moved" if cleared else "ok"
         try:
             validate_value(value)
         except InvalidKey as exc:
@@ -382,11 +399,7 @@ class Mover:
         if target is None:
             return "ok"
         # the shared budget, when there is one, paces each key for every process at once
-        pace = None
-        if self.budget is None:
-            pace = self._paces.get(target)
-            if pace is None:  # made once a key, not once a write
-                pace = self._paces[target] = Pace(self._rate, self._clock)
+        pace = None if self.budget is not None else self._pace(target)
         try:
             copied = await paced(pace, self.layouts.copy_cost(), lambda: self.layouts.copy(
                 item, value, target), clock=self._clock, rng=self._rng, budget=self.budget,

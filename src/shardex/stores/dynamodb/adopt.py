@@ -215,6 +215,20 @@ class GsiAdoptionTools:
             ExpressionAttributeValues=values, ReturnConsumedCapacity="TOTAL")
         return units_of(response)
 
+    async def clear_shard(self, item_id: str, stale: str) -> float:
+        """Remove the shard attribute ``stale`` of ``item_id``, whose raw attribute is gone
+        (the application removed it and not the shard attribute shardex owns); the write
+        units spent. Conditional: the raw attribute still absent and the shard attribute
+        still ``stale``. Raises ConditionFailed when the item changed."""
+        layout = self.layout
+        response = await self._call(
+            "UpdateItem", f"item {item_id!r} of table {self.table!r}", TableName=self.table,
+            Key={layout.id_attribute: {"S": item_id}}, UpdateExpression="REMOVE #k",
+            ConditionExpression="attribute_not_exists(#a) AND #k = :old",
+            ExpressionAttributeNames={"#a": self.attribute, "#k": layout.key_attribute},
+            ExpressionAttributeValues={":old": {"S": stale}}, ReturnConsumedCapacity="TOTAL")
+        return units_of(response)
+
     async def item(self, item_id: str) -> tuple[str | None, str | None, bool] | None:
         """The raw value, shard attribute and whether the sort attribute is set, or None."""
         layout = self.layout
