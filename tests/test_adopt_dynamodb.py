@@ -491,3 +491,28 @@ def test_a_shard_attribute_left_on_an_item_without_its_value_is_removed_by_run()
             assert item["created_at"]  # the application's own attributes stay
 
     asyncio.run(scenario())
+
+
+def test_a_raw_value_no_logical_key_can_be_is_named_and_does_not_block_verify(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An item whose status holds the separator ('ON#HOLD') made every verify fail with
+    exit 2 naming neither the item nor a remedy, so the adoption could never be cut over
+    (a probe); shardex cannot index such a value in any state."""
+    table, truth = orders_table(10)
+    local.sync_client().put_item(TableName=table, Item={
+        "order_id": {"S": "o-hold"}, "status": {"S": "ON#HOLD"},
+        "created_at": {"S": "2026-11-30"}})
+    store = ["--store", store_uri(table), "--index", NAME]
+    ok(capsys, "adopt", "start", *store, "--from-gsi", "status-index", "--from-attribute",
+       "status", "--set", "PENDING=2", "--lease", "1s", "--margin", "0.2s")
+    ok(capsys, "adopt", "run", *store, "--rate", "400")
+    with contextlib.suppress(SystemExit):
+        main(["adopt", "verify", *store, "--settle", "0.2"])
+    captured = capsys.readouterr()
+    said = " ".join((captured.out + captured.err).split())
+    assert "error:" not in said, said
+    assert "no gaps" in said, said
+    assert "not verified: 'ON#HOLD' cannot be a logical key" in said, said
+    assert "contains the separator '#'" in said, said
+    ok(capsys, "adopt", "cutover", *store)
+    asyncio.run(listing(store_uri(table), truth))

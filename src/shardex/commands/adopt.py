@@ -262,24 +262,30 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.verify/1.")
 def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
     """Check parity: the old GSI against the new shard keys, per value; record it."""
-    async def check() -> tuple[Any, bool]:
+    async def check() -> tuple[Any, bool, dict[str, str]]:
         async with _adopter(uri, name, settle=settle) as adopter:
             parity = await adopter.verify()
             adoption = (await adopter.routing()).adoption
             # a report made before the backfill's pass finished is not kept for cutover
             kept = adoption is None or adoption.state != "write-new" \
                 or (await adopter.backfilled(adoption)).finished
-            return parity, kept
+            return parity, kept, adopter.not_verified
 
-    parity, kept = _run(check)
+    parity, kept, left_out = _run(check)
     if as_json:
         from shardex.documents import rounded
         from shardex.migrate.status import iso
 
         click.echo(json.dumps(rounded({
             "schema": "shardex.adopt.verify/1", "index": name, **parity.to_dict(),
-            "checked_at": iso(parity.checked_at), "clean": parity.clean}), indent=2))
+            "checked_at": iso(parity.checked_at), "clean": parity.clean,
+            "not_verified": left_out}), indent=2))
     else:
+        for value, why in sorted(left_out.items()):
+            output.console().print(
+                f"not verified: {value!r} cannot be a logical key ({why}): its items are in "
+                "no index's reads through shardex, in any state; give them another value to "
+                "index them", highlight=False, markup=False, soft_wrap=True)
         print_parity(name, parity, "cutover is refused until a verify finds none"
                      if not parity.clean else f"next: {_command('cutover', uri, name)}"
                      if kept else "the backfill's pass has not finished, so cutover does not "

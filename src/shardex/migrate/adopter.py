@@ -19,8 +19,9 @@ from typing import Any
 from shardex.adopted import source_store
 from shardex.adoption import Adoption
 from shardex.clock import Clock
-from shardex.errors import InvalidInput, InvalidRouting, NotFound, ReshardRefused
+from shardex.errors import InvalidInput, InvalidKey, InvalidRouting, NotFound, ReshardRefused
 from shardex.index import ShardedIndex
+from shardex.keys import validate_value
 from shardex.migrate.adopting import AdoptionLayouts, adoption_layouts
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Sharing
@@ -128,6 +129,9 @@ class Adopter(MigrationRunner):
         self.settle = float(settle)
         self._within = float(build_within)
         self._progress = progress
+        # the values seen that the last ``verify`` left out, as no logical key can be
+        # them: value -> why (shardex cannot read or route their items in any state)
+        self.not_verified: dict[str, str] = {}
         # the adoption's start creates the record (with ``routing_lease``): status does not
         self._index = ShardedIndex(opened, name, routing_ttl=routing_ttl,
                                    routing_lease=routing_lease, clock=clock, seed=seed,
@@ -379,8 +383,11 @@ class Adopter(MigrationRunner):
         since the pass before)."""
         routing, adoption = await self._adoption("dual-write", "read-new")
         every_pass = [unit for unit, _ in (await self._records(adoption).units()).values()]
-        values = sorted(set(adoption.migration.values) | set(routing.overrides)
-                        | {v for s in every_pass for v in s.values})
+        seen = sorted(set(adoption.migration.values) | set(routing.overrides)
+                      | {v for s in every_pass for v in s.values})
+        values = [value for value in seen if _why(value) is None]
+        # shardex cannot read or route such a value in any state: its items stay out
+        self.not_verified = {value: str(_why(value)) for value in seen if value not in values}
         layouts = self._layouts(adoption, await self.index())
         # an index table reads strongly consistently: a gap found twice is one
         truth = self._tools(adoption.attribute).item if adoption.kind == "gsi" else None
@@ -510,3 +517,12 @@ class Adopter(MigrationRunner):
                                      store=uri or self.store.uri, lease=self.lease,
                                      now=self._clock.wall(), max_age=self.max_age, items=items,
                                      gone=gone)
+
+
+def _why(value: str) -> str | None:
+    """Why the raw value ``value`` cannot be a logical key (None: it can)."""
+    try:
+        validate_value(value)
+    except InvalidKey as exc:
+        return str(exc).removeprefix("logical key ")
+    return None
