@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import shardex
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.commands.migrations import interrupted, watch
 from shardex.migrate import Resharder, status_document
@@ -144,3 +145,13 @@ def test_resume_leads_the_next_steps_of_a_paused_migration_that_has_entries_to_m
     for unchanged in (doc(True, "cutover", "rollback"), doc(False, "run", "rollback"),
                       doc(None, "run")):
         assert resume not in resume_first(dict(unchanged), kind)["next_steps"]
+
+
+
+def test_a_runner_takes_a_max_age_of_zero_as_cutover_does() -> None:
+    """'cutover --max-age 0' takes 0 (every report stale), while 'adopt status --max-age
+    0' was refused naming the Python argument: 'max_age must be a number > 0' (a probe);
+    both commands make their runner with it."""
+    Resharder("memory://", "orders", max_age=0)
+    with pytest.raises(shardex.InvalidInput, match="max_age must be a number of seconds >= 0"):
+        Resharder("memory://", "orders", max_age=-1)

@@ -74,8 +74,9 @@ class MigrationRunner:
                  workers: int, unit_lease: float, max_age: float, worker: str | None,
                  clock: Clock | None, seed: int | None, sharing: Sharing | None = None,
                  **counts: int) -> None:
-        check_numbers(rate=rate, unit_lease=unit_lease, max_age=max_age,
-                      read_rate=read_rate or 1.0)
+        check_numbers(rate=rate, unit_lease=unit_lease, read_rate=read_rate or 1.0)
+        # 0 is a bound too: every report is stale (cutover --max-age 0 takes it so)
+        check_seconds("max_age", max_age)
         check_counts(workers=workers, **counts)
         self.store = open_store(store) if isinstance(store, str) else store
         self.name = name
