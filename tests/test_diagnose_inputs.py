@@ -342,3 +342,28 @@ def test_a_contributor_insights_report_of_no_contributors_is_refused(tmp_path: P
     path = write(tmp_path / "report.json", json.dumps(
         {"KeyLabels": ["pk"], "AggregationStatistic": "Sum", "Contributors": []}))
     refused(run("file", path), f"{path}: no rows to diagnose")
+
+
+# -- the text rounds the figures the JSON rounds: a small one keeps its decimals ------------
+
+
+def test_small_figures_keep_their_decimals_in_the_text(tmp_path: Path, run: Run) -> None:
+    """4.5 units and a peak of 0.5 u/s were printed '4 units' and '0'."""
+    path = write(tmp_path / "access.csv", "timestamp,key,op,units,throttled\n"
+                 "2026-11-30T05:00:00Z,PENDING,write,2,0\n"
+                 "2026-11-30T05:00:00.250Z,PENDING,write,2,1\n"
+                 "2026-11-30T05:00:01Z,SHIPPED,read,0.5,0\n")
+    code, out, err = run("file", path)
+    assert code == 0, err
+    assert ", 4.5 units, " in out
+    shipped = next(line for line in out.splitlines() if "SHIPPED" in line and "│" in line)
+    assert [c.strip() for c in shipped.split("│")][3] == "0.5"
+
+
+def test_large_figures_stay_whole_with_separators(tmp_path: Path, run: Run) -> None:
+    path = samples.write_log(tmp_path / "orders.csv", samples.low_cardinality())
+    code, out, err = run("file", path)
+    assert code == 0, err
+    pending = next(line for line in out.splitlines() if "PENDING" in line and "│" in line)
+    assert [c.strip() for c in pending.split("│")][3] == "2,010"
+    assert ", 186,600 units, " in out

@@ -15,10 +15,24 @@ if TYPE_CHECKING:
     from shardex.heat.profile import KeyHeat
     from shardex.heat.report import Diagnosis
 
-__all__ = ["frame", "print_report"]
+__all__ = ["figure", "frame", "print_report"]
 
 _COLUMNS = [output.Column("key", "left"), *(output.Column(name) for name in (
     "share", "peak u/s", "sustained u/s", "peak/ceiling", "throttles", "N"))]
+
+
+def figure(value: float) -> str:
+    """``value`` as the report prints it: rounded as the JSON rounds it (``rounded``), a
+    large one whole with thousands separators, a small one with its decimals (4.5, 0.5),
+    so that the text never hides a figure the JSON shows."""
+    shown = rounded(float(value))
+    if shown is None:
+        return str(value)
+    return f"{shown:,.0f}" if abs(shown) >= _WHOLE_FROM else f"{shown:.3g}"
+
+
+# from here on a figure's fraction is noise beside it
+_WHOLE_FROM = 100
 
 
 def _summary(result: Diagnosis) -> str:
@@ -27,7 +41,7 @@ def _summary(result: Diagnosis) -> str:
     kinds = ", ".join(profile.time_kinds) or "none read"
     text = (f"[bold]{profile.rows:,} rows[/], {profile.distinct_keys:,}"
             f"{'' if profile.distinct_exact else '+'} keys, {profile.seconds:,} s, "
-            f"{profile.total_units:,.0f} units, {profile.throttles:,} throttled; ceiling "
+            f"{figure(profile.total_units)} units, {profile.throttles:,} throttled; ceiling "
             f"{escape(bound.name)}: {bound.write_units:g} write / {bound.read_units:g} read "
             f"units/s; timestamps: {kinds}")
     if profile.skipped_rows:
@@ -45,7 +59,7 @@ def _row(result: Diagnosis, heat: KeyHeat, *, part: bool = False) -> list[str]:
         need = result.recommendation.shards.get(heat.key)
         n = f"{heat.shards} \u2192 [bold]{need}[/]" if need else str(heat.shards)
     return [("  \u2514 " if part else "") + escape(heat.key),
-            f"{100 * result.profile.share(heat):.1f}%", f"{heat.peak_units_per_s:,.0f}",
+            f"{100 * result.profile.share(heat):.1f}%", figure(heat.peak_units_per_s),
             f"{heat.sustained_units_per_s:,.1f}",
             f"[red]{ratio:.2f}[/]" if ratio > 1 else f"{ratio:.2f}", f"{heat.throttles:,}", n]
 
