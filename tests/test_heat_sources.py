@@ -290,3 +290,41 @@ def test_a_stream_of_a_whole_document_is_refused_by_name(
     result = CliRunner().invoke(cli, ["diagnose", "-"], input=trail.read_text())
     assert isinstance(result.exception, InvalidInput)
     assert "read whole" in str(result.exception)
+
+
+def test_an_insights_step_that_is_no_period_is_refused(tmp_path: Path) -> None:
+    """A datapoint 1 s after another made every datapoint a 1 s bucket: 60,000 u/s, not 1,000."""
+    jitter = hs.insights_report({"A": [(hs.BASE, 60_000.0), (hs.BASE + 1, 60.0),
+                                       (hs.BASE + 60, 60_000.0)]})
+    path = hs.write_report(tmp_path / "jitter.json", jitter)
+    with pytest.raises(InvalidLog, match=r"jitter\.json column 'Contributors\[0\]"
+                                         r"\.Datapoints\[1\]\.Timestamp': .*'A'.*1 s after"):
+        diagnose([path])
+    given = diagnose([path], options=Options(period=60))  # the period said: read as it says
+    assert given.profile.top[0].peak_units_per_s == (60_000 + 60) / 60
+    off = hs.insights_report({"A": [(hs.BASE, 6.0), (hs.BASE + 60, 6.0),
+                                    (hs.BASE + 150, 6.0)]})
+    with pytest.raises(InvalidLog, match=r"Datapoints\[2\].*'A'.*90 s after"):
+        diagnose([hs.write_report(tmp_path / "off.json", off)])
+
+
+def test_two_insights_datapoints_of_one_contributor_at_one_time_are_refused(
+        tmp_path: Path) -> None:
+    """They were summed, doubling the peak."""
+    dup = hs.insights_report({"A": [(hs.BASE, 60_000.0), (hs.BASE, 60_000.0),
+                                    (hs.BASE + 60, 60_000.0)]})
+    path = hs.write_report(tmp_path / "dupts.json", dup)
+    for options in (Options(), Options(period=60)):
+        with pytest.raises(InvalidLog, match=r"dupts\.json column 'Contributors\[0\]"
+                                             r"\.Datapoints\[1\]\.Timestamp': .*'A'.*"
+                                             r"Datapoints\[0\]"):
+            diagnose([path], options=options)
+
+
+def test_contributors_sharing_a_partition_key_are_summed(tmp_path: Path) -> None:
+    """A -SKC- rule's contributors (one partition key, two sort keys) share timestamps."""
+    report = hs.insights_report({"A": [(hs.BASE, 60.0), (hs.BASE + 60, 60.0)]},
+                                labels=("pk", "sk"))
+    report["Contributors"].append({**report["Contributors"][0], "Keys": ["A", "sort-1"]})
+    result = diagnose([hs.write_report(tmp_path / "skc.json", report)])
+    assert result.profile.top[0].peak_units_per_s == 2.0

@@ -117,6 +117,22 @@ def test_cloudtrail_and_insights_give_the_same_report(tmp_path: Path, spark: Any
     assert hot["throttles"] > 0
 
 
+@pytest.mark.parametrize(("points", "message"), [
+    ([0, 1, 60], r"'A': this datapoint is 1 s after"),
+    ([0, 0, 60], r"'A': this datapoint is at the time of Datapoints\[0\]")],
+    ids=["step", "duplicate"])
+def test_an_insights_report_without_a_period_is_refused_alike(
+        tmp_path: Path, spark: Any, points: list[int], message: str) -> None:
+    path = trails.write_report(tmp_path / "report.json", trails.insights_report(
+        {"A": [(BASE + t, 6_000.0) for t in points],
+         "B": [(BASE + 60 * m, 60.0) for m in range(3)]}))
+    for engine in ("duckdb", "spark"):
+        with pytest.raises(InvalidLog, match=r"report\.json column 'Contributors\[0\]"
+                                             r"\.Datapoints\[1\]\.Timestamp': contributor "
+                                             + message):
+            diagnose([path], engine=engine, spark=spark)
+
+
 def test_malformed_rows_are_counted_alike_or_named(tmp_path: Path, spark: Any) -> None:
     """``shardex diagnose --engine spark --skip-bad`` prints DuckDB's document; without
     --skip-bad the first malformed row is named by file, column and value."""

@@ -26,13 +26,18 @@ a key for never read, nor picks ``random_suffix`` on that ground.
 
 A datapoint covers one period (the report's ``Period``, which the answer does not
 repeat): the smallest step between the report's timestamps, or given. Rates are the
-period's mean, so a second's peak within it may be higher; the report says so.
+period's mean, so a second's peak within it may be higher; the report says so. A
+report's timestamps step by whole periods of whole minutes: one that steps otherwise
+(a datapoint 1 s after another would make every datapoint a 1 s bucket) is refused
+unless the period is given, and two datapoints of one contributor at one time (which
+would be summed) are refused always (``period_of``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +45,8 @@ from shardex.errors import InvalidLog
 from shardex.heat.rows import MAX_AMOUNT, Batch
 from shardex.heat.sources import read_document
 
-__all__ = ["DEFAULT_PERIOD", "Report", "insights_note", "read_report", "report_of"]
+__all__ = ["DEFAULT_PERIOD", "Report", "insights_note", "period_of", "read_report",
+           "report_of"]
 
 DEFAULT_PERIOD = 60
 
@@ -55,6 +61,9 @@ class Report:
         self.label = label
         self.batch = Batch()
         self.places: list[str] = []
+        # per staged row: its contributor's index and its datapoint's; per contributor: its key
+        self.points: list[tuple[int, int]] = []
+        self.keys: list[str] = []
 
     def where(self, rn: int) -> str:
         """The JSON path of staged row ``rn``."""
@@ -67,6 +76,53 @@ def _rule_of(path: str, given: str | None) -> str:
     name = Path(path).name.upper()
     return "throttled" if "-PKT-" in name or "-SKT-" in name or "THROTTL" in name \
         else "accessed"
+
+
+def period_of(report: Report, seconds: Iterable[tuple[int, int]],
+              given: int | None) -> int | None:
+    """The seconds a datapoint of ``report`` covers: ``given``, else the smallest step
+    between its timestamps (None when they show no step).
+
+    ``seconds`` are the report's valid staged rows: (row number, its second). Raises
+    InvalidLog naming the datapoint and its contributor when two datapoints of one
+    contributor share a second (summed, they would double its load), and, when no
+    period is given, when the timestamps do not step by one period: a step of less
+    than a minute or not a whole number of minutes (CloudWatch's periods), or a step
+    that is not a whole number of the smallest.
+    """
+    first: dict[int, int] = {}  # second -> the first row found at it
+    seen: dict[tuple[int, int], int] = {}  # (contributor, second) -> its row
+    for rn, sec in sorted(seconds, key=lambda p: (p[1], p[0])):
+        first.setdefault(sec, rn)
+        owner = report.points[rn - 1][0]
+        before = seen.setdefault((owner, sec), rn)
+        if before != rn:
+            raise _refused(report, rn, f"is at the time of Datapoints"
+                           f"[{report.points[before - 1][1]}]: a contributor has one "
+                           "datapoint a period, so the two would be summed")
+    if given is not None:
+        return given
+    times = sorted(first)
+    steps = [(b - a, first[b]) for a, b in pairwise(times)]
+    if not steps:
+        return None
+    period, rn = min(steps)
+    if period % 60:
+        raise _refused(report, rn, f"is {period} s after the datapoint before it: a "
+                       "report's period is a whole number of minutes, so its timestamps "
+                       "show no period (--period SECONDS gives it)")
+    for step, rn in steps:
+        if step % period:
+            raise _refused(report, rn, f"is {step} s after the datapoint before it, not a "
+                           f"whole number of the {period} s step between others: its "
+                           "timestamps show no period (--period SECONDS gives it)")
+    return period
+
+
+def _refused(report: Report, rn: int, why: str) -> InvalidLog:
+    owner = report.points[rn - 1][0]
+    return InvalidLog(f"contributor {report.keys[owner]!r}: this datapoint {why}",
+                      path=report.path, column=f"{report.where(rn)}.Timestamp")
 
 
 def insights_note(report: Report, period: int | None, *, given: bool) -> tuple[int, str]:
@@ -121,6 +177,7 @@ def report_of(doc: Any, path: str, rule: str | None = None) -> Report:
         if not isinstance(points, list):
             raise InvalidLog(f"{where}.Datapoints must be a list", path=path,
                              column=f"{where}.Datapoints")
+        report.keys.append(str(keys[0]))
         for j, point in enumerate(points):
             place = f"{where}.Datapoints[{j}]"
             if not isinstance(point, dict):
@@ -136,6 +193,7 @@ def report_of(doc: Any, path: str, rule: str | None = None) -> Report:
                 "timestamp": point.get("Timestamp"), "key": keys[0], "op": "write",
                 "units": 0 if throttled else value, "throttled": 1 if throttled else 0}
             report.places.append(place)
+            report.points.append((i, j))
             # accessed units are not requests (0: unknown); Count and throttles are
             report.batch.add(len(report.places), cells,
                              n=count if throttled or statistic.lower() == "count" else 0)

@@ -26,9 +26,9 @@ from typing import Any
 from shardex.capacity import Ceiling
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat import rows
-from shardex.heat.aggregate import DUCKDB, TalliedReader, Tally, major_kind
+from shardex.heat.aggregate import DUCKDB, TalliedReader, Tally, major_kind, validated
 from shardex.heat.cloudtrail import CloudTrailStage
-from shardex.heat.insights import insights_note, read_report
+from shardex.heat.insights import insights_note, period_of, read_report
 from shardex.heat.profile import HeatProfile, Timeline
 from shardex.heat.rows import Loaded, header_names
 from shardex.heat.sources import FORMATS, Options, expand, is_gzip, log_format
@@ -170,14 +170,11 @@ class LogHeat(TalliedReader):
                            eventual=self.options.eventual, path=path)
         source = _Source(path, "insights", select, types)
         self._accept(loaded, source, major_kind(loaded.kinds), where=report.where)
-        period = self.options.period
-        if period is None:
-            steps = self.con.execute(f"""
-                SELECT min(step) FROM (SELECT sec - lag(sec) OVER (ORDER BY sec) AS step
-                    FROM (SELECT DISTINCT sec FROM {table} WHERE bad IS NULL))
-                WHERE step > 0""").fetchall()
-            found = steps[0][0] if steps else None
-            period = None if found is None else int(found)
+        rules = validated(select, types, eventual=self.options.eventual, path=path)
+        period = period_of(report, self.con.execute(
+            f"{rules} SELECT rn, CAST(floor(epoch) AS BIGINT) FROM v "
+            f"WHERE bad IS NULL AND kind = {int(major_kind(loaded.kinds))}").fetchall(),
+            self.options.period)
         period, note = insights_note(report, period, given=self.options.period is not None)
         self.tally.resolution = max(self.tally.resolution, period)
         self.tally.notes.append(note)

@@ -45,7 +45,7 @@ from shardex.heat.cloudtrail import (
     trail_notes,
     trail_rows,
 )
-from shardex.heat.insights import insights_note, report_of
+from shardex.heat.insights import insights_note, period_of, report_of
 from shardex.heat.logs import csv_header, header_names
 from shardex.heat.profile import HeatProfile, Timeline
 from shardex.heat.rows import describe
@@ -193,16 +193,11 @@ class SparkLogs(TalliedReader):
                                                                         for c in COLUMNS))
             table = self._load(frame, ["jbad", *(SPARK.q(c) for c in COLUMNS)],
                                dict.fromkeys(COLUMNS, "VARCHAR"), "insights", [shown],
-                               rn="rn", n="n", where=partial(_place, shown, report.where))
-            period = self.options.period
-            if period is None:
-                steps = self.engine.rows(f"""
-                    SELECT min(step) FROM (
-                        SELECT sec - lag(sec) OVER (ORDER BY sec) AS step
-                        FROM (SELECT DISTINCT sec FROM {table} WHERE bad IS NULL) d) s
-                    WHERE step > 0""")
-                found = steps[0][0] if steps else None
-                period = None if found is None else int(found)
+                               rn="rn", n="n", where=partial(_place, shown, report.where),
+                               by=("file", "rn"))  # a row each: period_of checks its time
+            period = period_of(report, [(int(rn), int(sec)) for rn, sec in self.engine.rows(
+                f"SELECT first_rn, sec FROM {table} WHERE bad IS NULL AND kind = "
+                f"(SELECT major FROM major_{self._n})")], self.options.period)
             period, note = insights_note(report, period, given=self.options.period is not None)
             self.tally.resolution = max(self.tally.resolution, period)
             self.tally.notes.append(note)
@@ -248,10 +243,11 @@ class SparkLogs(TalliedReader):
 
     def _load(self, frame: Any, picks: Sequence[str], types: dict[str, str], fmt: str,
               paths: Sequence[str], *, rn: str = "CAST(NULL AS BIGINT)", n: str = "1",
-              where: Callable[[int], tuple[str, str]] | None = None) -> str:
+              where: Callable[[int], tuple[str, str]] | None = None,
+              by: tuple[str, ...] = ("file",)) -> str:
         """Validate and sum one source's rows (``picks``: jbad then COLUMNS, over
         ``frame``, which has ``file``); count them per file; add its heat. Returns the
-        name of its per-second table."""
+        name of its per-second table, summed by ``by`` too (``rn``: a row each)."""
         self._n += 1
         name, source = f"agg_{self._n}", f"src_{self._n}"
         frame.createOrReplaceTempView(source)
@@ -262,7 +258,7 @@ class SparkLogs(TalliedReader):
         what = _what([self._shown_as(p) for p in paths])
         rules = validated(select, types, eventual=self.options.eventual, path=what,
                           dialect=SPARK)
-        self.engine.table(name, per_second(rules, by=("file",)))
+        self.engine.table(name, per_second(rules, by=by))
         kinds: dict[str, dict[int, int]] = {}
         faults: dict[str, dict[str, int]] = {}
         for file, kind, bad, count in self.engine.rows(
