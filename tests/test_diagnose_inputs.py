@@ -367,3 +367,28 @@ def test_large_figures_stay_whole_with_separators(tmp_path: Path, run: Run) -> N
     pending = next(line for line in out.splitlines() if "PENDING" in line and "│" in line)
     assert [c.strip() for c in pending.split("│")][3] == "2,010"
     assert ", 186,600 units, " in out
+
+
+# -- JSON Lines: a field named twice, an object for a key --------------------------------
+
+
+JSON_ROW = '{"timestamp": 1796014800, "key": "A", "op": "write", "units": 1}\n'
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("line", "column", "says"), [
+    ('{"timestamp": 1796014800, "key": "A", "op": "write", "units": 1, "units": 5}',
+     "units", "names field 'units' twice"),
+    ('{"timestamp": 1796014800, "key": {"a": 1}, "op": "write", "units": 1}',
+     "key", "key {\"a\": 1} is an object, not text"),
+    ('{"timestamp": 1796014800, "key": ["A"], "op": "write", "units": 1}',
+     "key", "key [\"A\"] is an array, not text")], ids=["twice", "object", "array"])
+def test_a_json_row_is_one_value_a_field(tmp_path: Path, run: Run, mode: str, line: str,
+                                         column: str, says: str) -> None:
+    """The first of two 'units' was taken (the stream took the last), an object as text."""
+    path = write(tmp_path / "log.jsonl", JSON_ROW + line + "\n")
+    err = refused(run(mode, path), f"{name_in(mode, path)}:2 column '{column}': ")
+    assert says in err
+    code, out, _ = run(mode, path, "--skip-bad", "--json")
+    assert code == 0
+    assert document(out)["skipped_rows"] == 1

@@ -134,8 +134,8 @@ class LogHeat(TalliedReader):
         lines = ("(SELECT row_number() OVER () AS n, l FROM read_csv(?, header = false, "
                  "auto_detect = false, compression = ?, columns = {'l': 'VARCHAR'}, "
                  "delim = E'\\n', quote = '', escape = ''))")
-        parsed = (f"(SELECT n, l, CASE WHEN json_valid(l) THEN json_type(l) = 'OBJECT' "
-                  f"ELSE false END AS ok FROM {lines} WHERE l IS NOT NULL AND trim(l) <> '')")
+        parsed = (f"(SELECT n, l, {rows.json_row_ok('l')} AS ok "
+                  f"FROM {lines} WHERE l IS NOT NULL AND trim(l) <> '')")
         fields = (f"(SELECT n AS line, NOT ok AS jbad, CASE WHEN ok THEN json_extract_string(l, "
                   f"[{paths}]) END AS j FROM {parsed})")
         select = ("SELECT @RN@ AS rn, jbad, 1 AS n, "
@@ -237,9 +237,12 @@ class LogHeat(TalliedReader):
         if not found or line is None:  # pragma: no cover - the counts said a row was bad
             return InvalidLog("has a malformed row that could not be located", path=source.path)
         code, values = found[1], found[2]
+        column = rows.FAULT_COLUMN[code]
         if code == "row" and source.fmt == "jsonl":
-            values["detail"] = "is not a valid JSON object"
-        message, column = rows.describe(code, values, major), rows.FAULT_COLUMN[code]
+            fault = rows.json_row(_text_of_line(source.path, line, source.gzip))
+            column, values["detail"] = fault if isinstance(fault, tuple) else (
+                None, "is not a valid JSON object")
+        message = rows.describe(code, values, major)
         if where is not None:
             return InvalidLog(f"{where(line)}: {message}", path=source.path, column=column)
         if cloudtrail is not None:
@@ -336,6 +339,16 @@ def _open_text(path: str, packed: bool) -> io.TextIOBase:
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace",
                                 newline="")
     return open(path, encoding="utf-8", errors="replace", newline="")
+
+
+def _text_of_line(path: str, line: int, packed: bool) -> str:
+    """The text of the 1-based ``line`` of the file (lines end at a newline, as read)."""
+    opener = gzip.open if packed else open
+    with opener(path, "rb") as raw:
+        for number, text in enumerate(raw, 1):
+            if number == line:
+                return text.decode("utf-8", "replace").removeprefix("\ufeff")
+    return ""  # pragma: no cover - the reader numbered the line
 
 
 def _line_at(path: str, offsets: Sequence[int], packed: bool) -> list[int]:

@@ -67,6 +67,8 @@ __all__ = [
     "first_fault",
     "header_names",
     "interruptible",
+    "json_row",
+    "json_row_ok",
     "load",
     "logical_sql",
     "reserved_sql",
@@ -211,14 +213,59 @@ def first_fault(con: Any, select: str, types: Mapping[str, str], *, eventual: bo
     return int(row[0]), str(row[1]), values
 
 
+# -- JSON Lines rows --------------------------------------------------------------------
+
+
+class _Pairs(dict[str, Any]):
+    """A JSON object that keeps its fields as written, a name given twice included."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__(pairs)
+        self.pairs = pairs
+
+
+def json_row(text: str) -> dict[str, Any] | tuple[str | None, str]:
+    """A JSON Lines row's object, or, for a line that is none, the field at fault (None:
+    the line as a whole) and why.
+
+    A row is one JSON object that names each field once (which of two values a reader
+    takes is up to the reader) and whose key is no object or array (text or a number).
+    The file reader checks the same in SQL (``json_row_ok``) and asks this for why.
+    """
+    try:
+        doc = json.loads(text, object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):  # a line nested too deeply is broken too
+        doc = None
+    if not isinstance(doc, _Pairs):
+        return None, "is not a valid JSON object"
+    names = [name for name, _ in doc.pairs]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        return twice, f"names field {twice!r} twice: a row gives each field once"
+    key = doc.get("key")
+    if isinstance(key, dict | list):
+        what = "an object" if isinstance(key, dict) else "an array"
+        return "key", f"key {json.dumps(key, ensure_ascii=False)} is {what}, not text"
+    return dict(doc)
+
+
+def json_row_ok(line: str) -> str:
+    """SQL: whether the text ``line`` is a JSON Lines row (as ``json_row`` tells it)."""
+    return (f"CASE WHEN json_valid({line}) AND json_type({line}) = 'OBJECT' THEN "
+            f"len(json_keys({line})) = len(list_distinct(json_keys({line}))) "
+            f"AND coalesce(json_type({line}, '$.key') NOT IN ('OBJECT', 'ARRAY'), true) "
+            "ELSE false END")
+
+
 # -- rows staged from Python --------------------------------------------------------------
 
 @dataclass(slots=True)
 class Batch:
     """Rows staged from Python: text cells per column, a row number and a weight each.
 
-    A row whose framing failed (``framing`` maps its number to how) is counted and
-    reported as a ``row`` fault, whatever its cells.
+    A row whose framing failed (``framing`` maps its number to how, ``columns`` to the
+    field at fault when one is) is counted and reported as a ``row`` fault, whatever
+    its cells.
     """
 
     rn: list[int] = field(default_factory=list)
@@ -226,6 +273,7 @@ class Batch:
         default_factory=lambda: {c: [] for c in COLUMNS})
     n: list[int] = field(default_factory=list)
     framing: dict[int, str] = field(default_factory=dict)
+    columns: dict[int, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.rn)
@@ -237,9 +285,12 @@ class Batch:
             values.append(_cell(cells.get(column)))
         self.n.append(n)
 
-    def add_broken(self, rn: int, detail: str) -> None:
-        """Add a row whose framing failed (``detail`` says how), for counting and naming."""
+    def add_broken(self, rn: int, detail: str, column: str | None = None) -> None:
+        """Add a row whose framing failed (``detail`` says how; ``column``: the field at
+        fault), for counting and naming."""
         self.framing[rn] = detail
+        if column is not None:
+            self.columns[rn] = column
         self.add(rn, {})
 
     def add_records(self, rns: Sequence[int], records: Sequence[Sequence[str]],

@@ -401,12 +401,9 @@ class StreamReader:
             return
         if self._line == 1:  # a byte order mark, which the file reader skips too
             text = text.removeprefix("\ufeff")
-        try:
-            doc = json.loads(text)
-        except (ValueError, RecursionError):  # a line nested too deeply is broken too
-            doc = None
+        doc = rows.json_row(text)
         if isinstance(doc, dict) and "\\u" in text and not _encodable(doc):
-            doc = None
+            doc = (None, "is not a valid JSON object")
         if isinstance(doc, dict):
             if ({"Records", "Contributors"} & set(doc)) and not ({"timestamp", "key"} & set(doc)):
                 raise InvalidInput(f"{self.name} holds a CloudTrail file or a Contributor "
@@ -414,7 +411,8 @@ class StreamReader:
                                    "shardex diagnose FILE")
             self._batch.add(self._line, doc)
         else:
-            self._batch.add_broken(self._line, "is not a valid JSON object")
+            column, detail = doc
+            self._batch.add_broken(self._line, detail, column)
 
     def _csv(self, text: str) -> None:
         if not self._held:
@@ -468,7 +466,8 @@ class StreamReader:
                 line, code, values = found
                 values["detail"] = batch.framing.get(line)
                 raise InvalidLog(rows.describe(code, values, self.kind or 0), path=self.name,
-                                 line=line, column=rows.FAULT_COLUMN[code])
+                                 line=line,
+                                 column=batch.columns.get(line) or rows.FAULT_COLUMN[code])
         for code, n in faults.items():
             column = rows.FAULT_COLUMN[code] or "row"
             self.skipped[column] = self.skipped.get(column, 0) + n
