@@ -392,3 +392,22 @@ def test_a_json_row_is_one_value_a_field(tmp_path: Path, run: Run, mode: str, li
     code, out, _ = run(mode, path, "--skip-bad", "--json")
     assert code == 0
     assert document(out)["skipped_rows"] == 1
+
+
+# -- a stream's count of keys is a lower bound, in the recommendation too ------------------
+
+
+@pytest.mark.parametrize("mode", ["stream", "stdin"])
+def test_a_streamed_count_of_keys_is_said_as_a_lower_bound(tmp_path: Path, run: Run,
+                                                           mode: str) -> None:
+    """The summary said '51+ keys', the recommendation 'among 51 keys' (there were 2,002)."""
+    lines = [CSV_HEADER]
+    for t in range(10):
+        lines.append(f"{BASE + t},HOT,write,2000\n")
+        lines.extend(f"{BASE + t},k{t * 200 + i},write,10\n" for i in range(200))
+    path = write(tmp_path / "many.csv", "".join(lines))
+    code, out, err = run(mode, path, "--counters", "50")
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "51+ keys" in text
+    assert "HOT alone takes 50.0% of the units among at least 51 keys" in text

@@ -330,7 +330,8 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
         assert budget is not None
         return Recommendation("dedicated_heavy_key", shards, (
             f"{top} alone takes {_pct(evidence['top_key_share'])} of the units "
-            f"among {evidence['distinct_keys']} keys: route it on a dedicated path with its own "
+            f"among {'' if profile.distinct_exact else 'at least '}"
+            f"{profile.distinct_keys:,} keys: route it on a dedicated path with its own "
             f"shards and admission limit, and leave the other keys unsharded"
             + (f" (tier {DEDICATED_TIER!r}, N={shards[top]}: a store of its own, with its own "
                "capacity)" if isolate else "")
