@@ -328,3 +328,27 @@ def test_contributors_sharing_a_partition_key_are_summed(tmp_path: Path) -> None
     report["Contributors"].append({**report["Contributors"][0], "Keys": ["A", "sort-1"]})
     result = diagnose([hs.write_report(tmp_path / "skc.json", report)])
     assert result.profile.top[0].peak_units_per_s == 2.0
+
+
+@pytest.mark.parametrize("queries", [0, 3])
+def test_cloudtrail_never_takes_a_key_for_unread_beside_queries_it_cannot_see(
+        tmp_path: Path, queries: int) -> None:
+    """It said "the hot ones are never read in this sample" while its own note counted
+    Query requests whose keys CloudTrail does not record."""
+    records = []
+    for s in range(5):
+        records.extend(hs.put_item("orders", {"pk": {"S": "HOT"}}, hs.BASE + s)
+                       for _ in range(1600))
+        records.extend(hs.put_item("orders", {"pk": {"S": f"k{i}"}}, hs.BASE + s)
+                       for i in range(3))
+        records.extend(hs.query("orders", hs.BASE + s) for _ in range(queries))
+    result = diagnose([hs.write_trail(tmp_path / "trail.json", records)])
+    rec = result.recommendation
+    assert rec.shards == {"HOT": 3}
+    if not queries:
+        assert rec.strategy == "random_suffix"
+        return
+    assert rec.strategy == "calculated_suffix"
+    assert "never read" not in rec.why
+    assert "15 Query/Scan requests name no key in CloudTrail, so reads of the hot keys " \
+           "could not be attributed" in rec.why

@@ -284,7 +284,8 @@ class Tally:
     """What the sources read add up to: rows kept, time kinds, faults, formats, notes.
 
     ``resolution`` is the seconds one row's time stands for (1, or the coarsest
-    Contributor Insights period read).
+    Contributor Insights period read); ``unattributed_reads`` the read requests a
+    source saw but could not give a key (CloudTrail's Query and Scan).
     """
 
     rows: int = 0
@@ -294,6 +295,7 @@ class Tally:
     formats: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     resolution: int = 1
+    unattributed_reads: int = 0
 
     def faults(self, kinds: Mapping[int, int], faults: Mapping[str, int],
                major: int) -> dict[str, int]:

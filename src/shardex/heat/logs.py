@@ -193,6 +193,7 @@ class LogHeat(TalliedReader):
         source = _Source(stage.files[0], "cloudtrail", select, types, tuple(params))
         self._accept(loaded, source, major_kind(loaded.kinds), cloudtrail=stage)
         self.tally.notes.extend(stage.notes(table, attribute))
+        self.tally.unattributed_reads += stage.counts.unkeyed[table]
 
     def _accept(self, loaded: Loaded, source: _Source, major: int, *,
                 where: Any = None, cloudtrail: CloudTrailStage | None = None) -> None:

@@ -104,6 +104,7 @@ class HeatProfile:
     time_kinds: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    unattributed_reads: int = 0
 
     @property
     def seconds(self) -> int:
@@ -118,6 +119,13 @@ class HeatProfile:
         not: its rules count the capacity consumed (or the throttles) of both together, so
         a key's reads cannot be known from it, and 0 reads does not mean never read."""
         return "insights" not in self.sources
+
+    @property
+    def reads_ruled_out(self) -> bool:
+        """Whether 0 reads of a key means that it was never read: the sample tells reads
+        apart and gave every read request its key (CloudTrail cannot give a Query's or
+        a Scan's, ``unattributed_reads``)."""
+        return self.reads_told_apart and not self.unattributed_reads
 
     def share(self, heat: KeyHeat) -> float:
         """The key's share of all units (0 when there were none)."""

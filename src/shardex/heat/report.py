@@ -10,8 +10,9 @@ the heat and recommend a strategy and N per hot logical key (shard keys rolled u
   id (shardex's ``hash`` strategy), so a reader that knows the id finds its shard;
 - ``random_suffix``: as above, but the hot values are never read in the sample, so
   nothing needs to find an entry's shard: spread writes as evenly as possible. Only
-  from a sample that tells reads from writes: a Contributor Insights report mixes
-  them, so it cannot show that a key is never read, and gets ``calculated_suffix``;
+  from a sample that tells reads from writes and gives every read its key: a
+  Contributor Insights report mixes them, and CloudTrail names no key for a Query or
+  a Scan, so neither can show that a key is never read, and gets ``calculated_suffix``;
 - ``dedicated_heavy_key``: one popular entity dominates; give it its own shards and
   limits, leave the other keys alone;
 - ``time_bucket_plus_suffix``: sequential; the hot key moves with time, so shard
@@ -339,7 +340,7 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
             f"neighbour can fill a partition again; {hot}{note}"),
             tuple(changes), isolate=isolate, admission=admission, unroutable=unroutable)
     read = sum(h.reads for h in profile.over if h.key in shards)
-    if kind == "low_cardinality" and read == 0 and profile.reads_told_apart:
+    if kind == "low_cardinality" and read == 0 and profile.reads_ruled_out:
         return Recommendation("random_suffix", shards, (
             f"few keys carry the load and the hot ones are never read in this sample, so "
             f"nothing needs to find an entry's shard from its id: a random suffix spreads "
@@ -347,11 +348,15 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
             unroutable=unroutable)
     lead = ("few keys carry most of the load" if kind == "low_cardinality" else
             "the load is spread over many keys, but some still exceed one partition")
+    either = ("a hash of the item id keeps each entry findable by its id either way (a "
+              "random suffix spreads writes a little more evenly, but only if nothing ever "
+              "reads these keys by item id)")
     mixed = "" if profile.reads_told_apart else (
         "; the Contributor Insights report counts reads and writes together, so it cannot "
-        "tell whether the hot keys are read: a hash of the item id keeps each entry "
-        "findable by its id either way (a random suffix spreads writes a little more "
-        "evenly, but only if nothing ever reads these keys by item id)")
+        f"tell whether the hot keys are read: {either}")
+    if profile.unattributed_reads and read == 0:
+        mixed += (f"; {profile.unattributed_reads:,} Query/Scan requests name no key in "
+                  "CloudTrail, so reads of the hot keys could not be attributed: " + either)
     return Recommendation("calculated_suffix", shards, (
         f"{lead}: shard each hot value by a hash of the item id (a reader that knows the id "
         f"finds its shard; a listing fans out over N); cold values stay unsharded; "

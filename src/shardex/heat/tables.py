@@ -186,7 +186,7 @@ class HeatTables:
             sequence=self._sequence(first, last, buckets), ceiling=ceiling,
             skipped_by_column=dict(tally.skipped_by_column), resolution=res,
             time_kinds=tally.time_kinds(), sources=tuple(tally.formats),
-            notes=tuple(self._notes()))
+            notes=tuple(self._notes()), unattributed_reads=tally.unattributed_reads)
 
     def _notes(self) -> list[str]:
         said = list(self.tally.notes)

@@ -238,6 +238,7 @@ class SparkLogs(TalliedReader):
                        dict.fromkeys(COLUMNS, "VARCHAR"), "cloudtrail", paths, rn="rn", n="n",
                        where=where)
             self.tally.notes.extend(trail_notes(counts, table, attribute, item_bytes))
+            self.tally.unattributed_reads += counts.unkeyed[table]
         finally:
             parsed.unpersist()
 
