@@ -411,3 +411,18 @@ def test_a_streamed_count_of_keys_is_said_as_a_lower_bound(tmp_path: Path, run: 
     text = " ".join(out.split())
     assert "51+ keys" in text
     assert "HOT alone takes 50.0% of the units among at least 51 keys" in text
+
+
+# -- one is singular -------------------------------------------------------------------------
+
+
+def test_one_key_row_unit_and_partition_key_are_singular(tmp_path: Path, run: Run) -> None:
+    """'1 rows, 1 keys', '1 requests, 1 units over 1 partition keys'."""
+    path = write(tmp_path / "one.csv", CSV_HEADER + f"{BASE},A,write,1\n"
+                 f"{BASE},#placement#x,write,1\n")
+    code, out, err = run("file", path)
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert text.startswith("2 rows, 1 key, 1 s, 1 unit, 0 throttled;")
+    assert "records (#placement#..., #record#...): 1 request, 1 unit over 1 partition key," \
+        in text

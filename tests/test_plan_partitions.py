@@ -249,3 +249,12 @@ def test_cosmos_plan_sizes_n_against_10000_ru_a_partition() -> None:
         assert verified["agrees"]
         assert verified["profile"]["name"] == "cosmos"
         assert set(verified["throttles"]) <= {"RequestRateTooLarge"}
+
+
+def test_one_partition_and_one_shard_key_are_singular() -> None:
+    """'the table has 1 partitions ...; 1 shard keys hash onto them'."""
+    code, out = invoke("plan", "--peak", "PENDING=5", "--partitions", "1")
+    assert code == 0, out
+    text = " ".join(out.split())
+    assert "the table has 1 partition, 1,000 write units/s each; 1 shard key hashes onto it" \
+        in text

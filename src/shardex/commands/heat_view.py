@@ -10,6 +10,7 @@ from rich.text import Text
 
 from shardex.commands import output
 from shardex.documents import rounded
+from shardex.wording import counted
 
 if TYPE_CHECKING:
     from shardex.heat.profile import KeyHeat
@@ -39,9 +40,11 @@ def _summary(result: Diagnosis) -> str:
     profile = result.profile
     bound = profile.ceiling
     kinds = ", ".join(profile.time_kinds) or "none read"
-    text = (f"[bold]{profile.rows:,} rows[/], {profile.distinct_keys:,}"
-            f"{'' if profile.distinct_exact else '+'} keys, {profile.seconds:,} s, "
-            f"{figure(profile.total_units)} units, {profile.throttles:,} throttled; ceiling "
+    keys = f"{profile.distinct_keys:,}{'' if profile.distinct_exact else '+'}"
+    text = (f"[bold]{counted(profile.rows, 'row')}[/], "
+            f"{counted(profile.distinct_keys, 'key', shown=keys)}, {profile.seconds:,} s, "
+            f"{counted(profile.total_units, 'unit', shown=figure(profile.total_units))}, "
+            f"{profile.throttles:,} throttled; ceiling "
             f"{escape(bound.name)}: {bound.write_units:g} write / {bound.read_units:g} read "
             f"units/s; timestamps: {kinds}")
     if profile.skipped_rows:

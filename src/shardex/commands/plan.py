@@ -25,6 +25,7 @@ from shardex.commands.params import (
 )
 from shardex.errors import InvalidInput
 from shardex.sim.profiles import MAX_PARTITIONS
+from shardex.wording import counted
 
 __all__ = ["plan"]
 
@@ -415,12 +416,14 @@ def _print_verdict(console: Any, result: Any) -> None:
     for part in result.partitions:
         b = part.busiest
         what = "GSI" if part.resource == "index" else "table"
-        count = (f"{part.partitions} partitions" if part.partitions else
+        count = (counted(part.partitions, "partition") if part.partitions else
                  "every partition key its own partition")
         line = (f"[bold]partitions[/]: the {what} has {count}, {part.ceiling:,.0f} write "
                 f"units/s each")
         if part.partitions:
-            line += (f"; {b.keys} shard keys hash onto them (all apart in "
+            line += (f"; {counted(b.keys, 'shard key')} "
+                     f"{'hashes' if b.keys == 1 else 'hash'} onto "
+                     f"{'it' if part.partitions == 1 else 'them'} (all apart in "
                      f"{100 * b.collision_free:.0f}% of the placements drawn), each "
                      f"partition takes {part.spread:,.0f} of "
                      f"placement records; the busiest takes {b.expected:,.0f} expected, "

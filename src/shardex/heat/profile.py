@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from shardex.capacity import Ceiling
+from shardex.wording import counted
 
 __all__ = ["HeatProfile", "HotStep", "KeyHeat", "Timeline", "reserved_note"]
 
@@ -147,6 +148,7 @@ class Timeline:
 
 def reserved_note(requests: int, units: float, keys: int) -> str:
     """What a profile says of shardex's own records, which it leaves out of its keys."""
-    return (f"shardex's own records (#placement#..., #record#...): {requests:,} requests, "
-            f"{units:,.0f} units over {keys:,} partition keys, left out of the key ranking "
+    return (f"shardex's own records (#placement#..., #record#...): "
+            f"{counted(requests, 'request')}, {counted(units, 'unit', shown=f'{units:,.0f}')}"
+            f" over {counted(keys, 'partition key')}, left out of the key ranking "
             "(one partition key an item, never a hot value)")

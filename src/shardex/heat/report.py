@@ -47,6 +47,7 @@ from shardex.heat.sources import ENGINES, Options
 from shardex.keys import validate_value
 from shardex.plan import shards_for
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy, Strategy
+from shardex.wording import counted
 
 __all__ = [
     "Change",
@@ -332,7 +333,7 @@ def recommend(classification: Classification, profile: HeatProfile, *, headroom:
         return Recommendation("dedicated_heavy_key", shards, (
             f"{top} alone takes {_pct(evidence['top_key_share'])} of the units "
             f"among {'' if profile.distinct_exact else 'at least '}"
-            f"{profile.distinct_keys:,} keys: route it on a dedicated path with its own "
+            f"{counted(profile.distinct_keys, 'key')}: route it on a dedicated path with its own "
             f"shards and admission limit, and leave the other keys unsharded"
             + (f" (tier {DEDICATED_TIER!r}, N={shards[top]}: a store of its own, with its own "
                "capacity)" if isolate else "")

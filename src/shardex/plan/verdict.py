@@ -29,6 +29,7 @@ from shardex.plan.partitions import (
 )
 from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import ASSUMPTIONS, MAX_PARTITIONS, Profile
+from shardex.wording import counted
 
 __all__ = ["PartitionPlan", "Verdict", "fit_shards", "fits", "judge", "partition_ceiling",
            "recommend", "resources", "widest_shards"]
@@ -310,7 +311,9 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
         keys = ", ".join(b.worst_keys[:4]) + (", ..." if len(b.worst_keys) > 4 else "")
         where = "its GSI's" if part.resource == "index" else "its"
         reasons.append(
-            f"{where} {part.partitions} partitions take the shard keys hashed onto them: the "
+            f"{where} {counted(part.partitions, 'partition')} "
+            f"{'takes' if part.partitions == 1 else 'take'} the shard keys hashed onto "
+            f"{'it' if part.partitions == 1 else 'them'}: the "
             f"busiest takes {b.expected:,.0f} units/s expected, {b.worst:,.0f} at the p99 of "
             f"placements ({keys}"
             + (f" and {part.spread:,.0f} of placement records" if part.spread else "")
