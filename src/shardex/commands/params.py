@@ -34,6 +34,9 @@ __all__ = ["COUNT", "Choice", "DAY", "Duration", "Finite", "HEADROOM", "INDEX_NA
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+# a decimal number as it is written on a command line: float() takes "1_000" and digits
+# of other scripts too, which no one means as a rate
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 class Finite(click.FloatRange):
@@ -94,6 +97,8 @@ class _Number(click.ParamType):  # type: ignore[type-arg]
                 if _INTEGER.fullmatch(text) is None:  # int() takes "1_0" and other digits too
                     raise ValueError(text)
                 return int(text)
+            if _DECIMAL.fullmatch(text) is None:
+                raise ValueError(text)
             got = float(text)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not {'an integer' if self.integer else 'a number'}",
@@ -280,6 +285,9 @@ class ValuePair(click.ParamType):  # type: ignore[type-arg]
         name, sep, rest = text.partition("=") if self.first else text.rpartition("=")
         if not sep or not name:
             self.fail(f"expected {self.name}, e.g. {self.example}, got {value!r}", param, ctx)
+        if name != name.strip():  # a stray space would name another value than meant
+            self.fail(f"{name!r} has spaces around it; write {self.name} with none",
+                      param, ctx)
         return self.key.convert(name, param, ctx), self.inner.convert(rest, param, ctx)
 
 
