@@ -198,3 +198,21 @@ def test_shards_needed_counts_reads_and_writes_against_their_own_ceilings() -> N
     assert shards_needed(reads, bound, 1.5) == 3   # 6,000 x 1.5 / 3,000
     huge = KeyHeat("k", 0, 0, 0, 0, 1, 0, 1, 1e9, 0.0, 1e9, 0.0, 1e6)
     assert shards_needed(huge, bound, 1.5) == 4096
+
+
+@pytest.mark.parametrize("mode", ["file", "stream"])
+def test_keys_for_80pct_counts_every_key_whatever_top_lists(tmp_path: Path, mode: str) -> None:
+    """--top 3 gave None and --top 30 gave 19: it was counted over the listed keys only."""
+    rows = ["timestamp,key,op,units"]
+    rows.extend(f"{1796014800 + t},k{i:02},write,{100 - i}" for t in range(3) for i in range(40))
+    path = tmp_path / "spread.csv"
+    path.write_text("\n".join(rows) + "\n")
+    found = set()
+    for top in (3, 10, 30):
+        if mode == "file":
+            result = diagnose([path], top=top)
+        else:
+            result = diagnose_stream(path.read_text().splitlines(keepends=True), top=top)
+        found.add(result.classification.evidence["keys_for_80pct"])
+    # units 100 down to 61 a second, 3,220 in all: the 31 heaviest carry 80%
+    assert found == {31}

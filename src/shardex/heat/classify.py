@@ -129,18 +129,24 @@ def _sequential(profile: HeatProfile, t: Thresholds) -> dict[str, Any] | None:
             "mean_hot_key_bucket_share": mean_share}
 
 
+def _covering(shares: list[float], share: float) -> int | None:
+    covered = 0.0
+    for i, part in enumerate(shares):
+        covered += part
+        if covered >= share - _SLACK:
+            return i + 1
+    return None
+
+
 def classify(profile: HeatProfile, thresholds: Thresholds | None = None) -> Classification:
     """Classify the heat of ``profile``; the evidence says which numbers decided it."""
     t = thresholds or Thresholds()
     top = profile.top
     shares = [profile.share(k) for k in top]
     head = sum(shares[:t.top_keys])
-    covered, needed = 0.0, None
-    for i, share in enumerate(shares):
-        covered += share
-        if covered >= t.top_share - _SLACK:
-            needed = i + 1
-            break
+    # over every key where the profile counted them for this share, else over its top
+    needed = profile.keys_to_cover if profile.cover == t.top_share \
+        and profile.keys_to_cover is not None else _covering(shares, t.top_share)
     common: dict[str, Any] = {
         "distinct_keys": profile.distinct_keys,
         "distinct_keys_exact": profile.distinct_exact,

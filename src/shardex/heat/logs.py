@@ -286,12 +286,13 @@ class LogHeat(TalliedReader):
 
     def profile(self, *, ceiling: Ceiling, top: int = 10, min_ratio: float = 1.0,
                 min_throttles: int | None = None, buckets: int = 24, over_limit: int = 100,
-                per_shard: bool = False) -> HeatProfile:
+                per_shard: bool = False, cover: float = 0.8) -> HeatProfile:
         """Return the heat profile over logical keys (``shardex.heat.tables``)."""
         self._finish()
         return self.tables.profile(ceiling=ceiling, top=top, min_ratio=min_ratio,
                                    min_throttles=min_throttles, buckets=buckets,
-                                   over_limit=over_limit, per_shard=per_shard)
+                                   over_limit=over_limit, per_shard=per_shard,
+                                   cover=cover)
 
     def timeline(self, keys: Sequence[str], *, bins: int = 120) -> Timeline:
         """Return each logical key's busiest second in each of up to ``bins`` time bins."""

@@ -10,7 +10,7 @@ a Contributor Insights report's period).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shardex.capacity import Ceiling
@@ -85,6 +85,9 @@ class HeatProfile:
     ``distinct_keys`` (logical keys) is a lower bound when ``distinct_exact`` is False.
     ``time_kinds`` names the kinds of timestamps read (``epoch milliseconds``, ...),
     ``sources`` the formats, ``notes`` what a source cannot see or had to assume.
+    ``keys_to_cover`` is how many keys, heaviest first, carry ``cover`` of the units,
+    counted over every key (not ``top`` alone; None: not counted, or no units), and
+    ``unattributed_reads`` the read requests a source could not give a key.
     """
 
     rows: int
@@ -106,6 +109,8 @@ class HeatProfile:
     sources: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     unattributed_reads: int = 0
+    cover: float = 0.8
+    keys_to_cover: int | None = None
 
     @property
     def seconds(self) -> int:
@@ -144,6 +149,24 @@ class Timeline:
     start: int
     bin_seconds: int
     rows: list[list[float]]
+
+
+# shares are sums of floats: a share exactly at a threshold must not miss it by 1e-16
+COVER_SLACK = 1e-9
+
+
+def keys_to_cover(units: Sequence[float], cover: float) -> int | None:
+    """How many of ``units`` (every key's, heaviest first) carry ``cover`` of their sum
+    (None when there are none)."""
+    total = sum(units)
+    if total <= 0:
+        return None
+    running = 0.0
+    for i, amount in enumerate(units):
+        running += amount
+        if running >= (cover - COVER_SLACK) * total:
+            return i + 1
+    return len(units)
 
 
 def reserved_note(requests: int, units: float, keys: int) -> str:

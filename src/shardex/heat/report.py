@@ -521,7 +521,8 @@ def diagnose(paths: Sequence[str | Path], *, fmt: str | None = None, skip_bad: b
         with logs:
             profile = logs.profile(ceiling=bound, top=max(top, limits.top_keys),
                                    min_ratio=1.0 / headroom, min_throttles=limits.throttle_min,
-                                   buckets=limits.buckets, per_shard=per_shard)
+                                   buckets=limits.buckets, per_shard=per_shard,
+                                   cover=limits.top_share)
             timeline = logs.timeline([k.key for k in profile.top[:top]],
                                      bins=timeline_bins) if timeline_bins > 0 else None
     return _conclude(profile, limits, headroom, top, timeline=timeline)
@@ -535,7 +536,7 @@ def diagnose_reader(reader: Any, *, headroom: float = 1.5, top: int = 10,
     limits = thresholds or Thresholds()
     profile = reader.profile(top=max(top, limits.top_keys), min_ratio=1.0 / headroom,
                              min_throttles=limits.throttle_min, buckets=limits.buckets,
-                             per_shard=per_shard)
+                             per_shard=per_shard, cover=limits.top_share)
     return _conclude(profile, limits, headroom, top, counters=reader.heat.counters,
                      extra=dict(extra or {}))
 

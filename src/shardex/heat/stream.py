@@ -25,7 +25,7 @@ from shardex.capacity import Ceiling
 from shardex.counters.spacesaving import SpaceSaving
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat import rows
-from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, reserved_note
+from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, keys_to_cover, reserved_note
 from shardex.heat.sources import BINARY, EMPTY, HEAD
 
 __all__ = ["StreamHeat", "StreamReader"]
@@ -241,7 +241,8 @@ class StreamHeat:
     def profile(self, *, top: int = 10, min_ratio: float = 1.0, min_throttles: int | None = None,
                 buckets: int = 24, skipped_rows: int = 0,
                 skipped_by_column: Mapping[str, int] | None = None, per_shard: bool = False,
-                time_kinds: tuple[str, ...] = (), notes: tuple[str, ...] = ()) -> HeatProfile:
+                time_kinds: tuple[str, ...] = (), notes: tuple[str, ...] = (),
+                cover: float = 0.8) -> HeatProfile:
         """Return the heat profile of the stream so far (the current second included)."""
         heats = [self._logical(c.key, c.count, c.error, per_shard) for c in self._totals.top()]
         floor = 1 << 62 if min_throttles is None else min_throttles
@@ -256,7 +257,8 @@ class StreamHeat:
             distinct_exact=not self._evicted, first_second=self.first, last_second=last,
             top=heats[:max(0, top)], over=over[:100], sequence=_sequence(runs, buckets),
             ceiling=self._ceiling, skipped_by_column=dict(skipped_by_column or {}),
-            time_kinds=time_kinds, sources=("stream",), notes=notes)
+            time_kinds=time_kinds, sources=("stream",), notes=notes, cover=cover,
+            keys_to_cover=keys_to_cover([h.units for h in heats], cover))
 
     def _pending_run(self) -> list[list[Any]]:
         if not self._now or self._second is None:
@@ -505,7 +507,7 @@ class StreamReader:
         self.flush()
 
     def profile(self, *, top: int = 10, min_ratio: float = 1.0, min_throttles: int | None = None,
-                buckets: int = 24, per_shard: bool = False) -> HeatProfile:
+                buckets: int = 24, per_shard: bool = False, cover: float = 0.8) -> HeatProfile:
         """The heat profile of the rows counted so far (see StreamHeat.profile)."""
         kinds = (rows.TIME_KINDS[self.kind],) if self.kind is not None else ()
         notes = (reserved_note(self.reserved[0], self.reserved[1], len(self.reserved_keys)),) \
@@ -513,4 +515,4 @@ class StreamReader:
         return self.heat.profile(top=top, min_ratio=min_ratio, min_throttles=min_throttles,
                                  buckets=buckets, skipped_rows=sum(self.skipped.values()),
                                  skipped_by_column=self.skipped, per_shard=per_shard,
-                                 time_kinds=kinds, notes=notes)
+                                 time_kinds=kinds, notes=notes, cover=cover)

@@ -23,7 +23,14 @@ from typing import Any, Protocol
 
 from shardex.capacity import Ceiling
 from shardex.heat.aggregate import Dialect, Tally, logical_sql, number, reserved_sql
-from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, Timeline, reserved_note
+from shardex.heat.profile import (
+    COVER_SLACK,
+    HeatProfile,
+    HotStep,
+    KeyHeat,
+    Timeline,
+    reserved_note,
+)
 
 __all__ = ["Engine", "HeatTables", "key_heat"]
 
@@ -113,14 +120,15 @@ class HeatTables:
 
     def profile(self, *, ceiling: Ceiling, top: int = 10, min_ratio: float = 1.0,
                 min_throttles: int | None = None, buckets: int = 24, over_limit: int = 100,
-                per_shard: bool = False) -> HeatProfile:
+                per_shard: bool = False, cover: float = 0.8) -> HeatProfile:
         """Return the heat profile over logical keys (shard keys rolled up).
 
         ``top``: the heaviest logical keys by units; ``over``: those whose busiest
         partition reaches ``min_ratio`` of ``ceiling``, or that had at least
         ``min_throttles`` throttled requests (at most ``over_limit``); the hottest
         key of each of up to ``buckets`` time buckets; with ``per_shard`` each top
-        key's shard keys as its parts.
+        key's shard keys as its parts; ``keys_to_cover``: how many keys, heaviest first,
+        carry ``cover`` of the units, over every key.
         """
         self.build()
         e, tally = self.engine, self.tally
@@ -161,6 +169,15 @@ class HeatTables:
             SELECT coalesce(sum(units), 0), coalesce(sum(reads + writes), 0),
                 coalesce(sum(thr), 0), count(*), min(first_sec), max(last_sec)
             FROM keys""")[0]
+        covering = None
+        if units and float(units) > 0:
+            # the keys whose running sum, heaviest first, is still short of the share, and one
+            short = e.rows(f"""
+                SELECT count(*) FROM (
+                    SELECT sum(units) OVER (ORDER BY units DESC, key
+                                            ROWS UNBOUNDED PRECEDING) AS running FROM keys) r
+                WHERE running < {number((cover - COVER_SLACK) * float(units))}""")[0][0]
+            covering = min(int(short) + 1, int(distinct))
         top_rows = e.rows(f"SELECT {_HEAT} FROM keys ORDER BY units DESC, key "
                           f"LIMIT {max(0, int(top))}")
         floor = 1 << 62 if min_throttles is None else int(min_throttles)
@@ -186,7 +203,8 @@ class HeatTables:
             sequence=self._sequence(first, last, buckets), ceiling=ceiling,
             skipped_by_column=dict(tally.skipped_by_column), resolution=res,
             time_kinds=tally.time_kinds(), sources=tuple(tally.formats),
-            notes=tuple(self._notes()), unattributed_reads=tally.unattributed_reads)
+            notes=tuple(self._notes()), unattributed_reads=tally.unattributed_reads,
+            cover=cover, keys_to_cover=covering)
 
     def _notes(self) -> list[str]:
         said = list(self.tally.notes)
