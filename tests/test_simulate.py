@@ -151,6 +151,12 @@ def test_steps_and_bursts_shape_a_rate() -> None:
     ({"values": {"V": {}}, "moves": [{"from": "V", "to": "W", "rate": 1}]}, "moves[0].to"),
     ({"values": {"V": {"bursts": [{"at": 1, "seconds": 0, "write": 5}]}}}, "seconds"),
     ({"values": {"V": {}}, "extra": 1}, "unknown field(s) extra"),
+    ({"values": {"V": {}}, "moves": [{"from": "V", "to": "V", "rate": 1}]},
+     "moves[0].to: 'V' is its from: a move goes from one value to another"),
+    ({"values": {"V": {"item_bytes": 409_601}}}, "values.V.item_bytes: must be an integer "
+                                                 "from 1 to 409600"),
+    ({"values": {"V": {"read_item_bytes": 10**9}}}, "values.V.read_item_bytes: must be an "
+                                                    "integer from 1 to 409600"),
 ])
 def test_a_bad_workload_is_refused_naming_the_field(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidInput) as caught:

@@ -22,6 +22,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from shardex.capacity import MAX_ITEM_BYTES
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
 from shardex.routing import ShardPolicy, check_tier_name
@@ -308,7 +309,7 @@ def distinct(pairs: Sequence[tuple[str, Any]], option: str) -> dict[str, Any]:
     return out
 
 
-ITEM_BYTES = 400 * 1024  # DynamoDB's largest item
+ITEM_BYTES = MAX_ITEM_BYTES
 
 # The bounds the reshard and adopt commands share. A margin covers the longest request
 # and the clock skew between hosts beyond the routing's lease: never nothing.

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shardex.capacity import MAX_ITEM_BYTES
 from shardex.documents import DIAGNOSE_SCHEMA
 from shardex.errors import InvalidInput, brief
 from shardex.keys import validate_value
@@ -206,7 +207,7 @@ def _value(where: str, value: str, doc: Any) -> ValueLoad:
     if sort not in ("rising", "spread"):
         raise _fail(f"{where}.sort", f"must be rising or spread, got {brief(sort)}")
     size = int(_number(f"{where}.item_bytes", doc.get("item_bytes", 1024), integer=True,
-                       least=1))
+                       least=1, most=MAX_ITEM_BYTES))
     shards = doc.get("shards")
     return ValueLoad(
         value=value,
@@ -216,7 +217,8 @@ def _value(where: str, value: str, doc: Any) -> ValueLoad:
         page=int(_number(f"{where}.page", doc.get("page", 100), integer=True, least=1)),
         item_bytes=size,
         read_item_bytes=int(_number(f"{where}.read_item_bytes",
-                                    doc.get("read_item_bytes", size), integer=True, least=1)),
+                                    doc.get("read_item_bytes", size), integer=True, least=1,
+                                    most=MAX_ITEM_BYTES)),
         rising=sort == "rising",
         write_units=None if "write_units" not in doc else _schedule(
             f"{where}.write_units", doc["write_units"], bursts, "write_units"),
@@ -263,6 +265,9 @@ def workload_from_dict(doc: Any, *, origin: str = "workload") -> Workload:
         for end in ("from", "to"):
             if not isinstance(move[end], str) or move[end] not in values:
                 raise _fail(f"{where}.{end}", f"{brief(move[end])} is not one of the values")
+        if move["to"] == move["from"]:  # it would count both ends, and move nothing
+            raise _fail(f"{where}.to", f"{brief(move['to'])} is its from: a move goes from one "
+                                       "value to another")
         moves.append(Move(move["from"], move["to"], _schedule(f"{where}.rate", move["rate"])))
     table = _table(f"{origin}: table", doc.get("table", {}))
     return Workload(int(duration), values, tuple(moves), table, origin)
