@@ -98,14 +98,14 @@ class _Number(click.ParamType):  # type: ignore[type-arg]
                 if _INTEGER.fullmatch(text) is None:  # int() takes "1_0" and other digits too
                     raise ValueError(text)
                 return int(text)
-            if _DECIMAL.fullmatch(text) is None:
-                raise ValueError(text)
             got = float(text)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not {'an integer' if self.integer else 'a number'}",
                       param, ctx)
         if not math.isfinite(got):
             self.fail(f"{value!r} is not a finite number", param, ctx)
+        if _DECIMAL.fullmatch(text) is None:
+            self.fail(f"{value!r} is not a number", param, ctx)
         return got
 
 

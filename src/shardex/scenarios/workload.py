@@ -265,10 +265,11 @@ def workload_from_dict(doc: Any, *, origin: str = "workload") -> Workload:
         for end in ("from", "to"):
             if not isinstance(move[end], str) or move[end] not in values:
                 raise _fail(f"{where}.{end}", f"{brief(move[end])} is not one of the values")
+        rate = _schedule(f"{where}.rate", move["rate"])
         if move["to"] == move["from"]:  # it would count both ends, and move nothing
             raise _fail(f"{where}.to", f"{brief(move['to'])} is its from: a move goes from one "
                                        "value to another")
-        moves.append(Move(move["from"], move["to"], _schedule(f"{where}.rate", move["rate"])))
+        moves.append(Move(move["from"], move["to"], rate))
     table = _table(f"{origin}: table", doc.get("table", {}))
     return Workload(int(duration), values, tuple(moves), table, origin)
 
