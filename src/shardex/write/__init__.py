@@ -49,7 +49,7 @@ pairwise argument). Two checks hold each write to that window:
    value's readers no longer read is carried to the one they read when what they find
    there hides it (the write's own confirmation or claim, or an older copy a rollback's
    mover made back meanwhile), and a late tombstone takes out such copies of what it
-   erased (``WriteMachine._settle``). Cost, only then: one routing read, and for an
+   erased (``shardex.write.settle``). Cost, only then: one routing read, and for an
    entry left on a layout no longer written one locate and one place. A crossing write
    takes effect when its confirmation lands in S: the confirmation is sent within the
    row's fence, and its answer is the landing this check times.

@@ -7,8 +7,9 @@ docstring is the design (outcomes, ambiguity, arbitration across stores, fencing
 
 Inside, one generator per protocol yields actions and receives observations:
 ``_job`` picks the path (one store, or a value crossing two stores), confirms a claim in
-the index's own store, and checks where the write landed (``_settle``); ``_in_store``
-is the write in one store; ``shardex.write.crossing`` the write of a crossing value.
+the index's own store, and checks where the write landed (``shardex.write.settle``);
+``_in_store`` is the write in one store; ``shardex.write.crossing`` the write of a
+crossing value.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from shardex.write.decide import (
     Write,
     decide,
     holder,
-    in_place,
     resolve,
     value_of,
 )
@@ -56,6 +56,7 @@ from shardex.write.job import (
     did_not_apply,
     held_too_often,
 )
+from shardex.write.settle import settle
 from shardex.write.steps import (
     Action,
     Done,
@@ -72,7 +73,7 @@ from shardex.write.steps import (
     Slept,
     Start,
 )
-from shardex.write.topology import Tier, Topology, crossing, moving
+from shardex.write.topology import Tier, Topology, crossing, moving, named
 
 __all__ = ["WriteMachine"]
 
@@ -84,13 +85,7 @@ _ROUTE, _FRESH, _LOCATE_MAIN = Route(), Route(fresh=True), Locate(None)
 _new = tuple.__new__
 # the errors a retry policy paces (a tuple: ``A | B`` would build a union at each check)
 _RETRIED = (Throttled, Unavailable)
-# re-placings of a write that landed on a layout no longer read, each itself landing late
-_MAX_SETTLES = 3
 _MAX_HELD = 16  # places held past their lease in a row before a write gives up
-def _name(tier: Tier) -> str:
-    return "the index's own store" if tier is None else f"tier {tier!r}"
-
-
 class _Survey(NamedTuple):
     """What ``_survey`` found: ``elsewhere`` describes the store that holds the item's live
     entry when it is not the one written (the write is refused); ``here`` is the
@@ -173,7 +168,7 @@ class WriteMachine:
                 continue
             if landing is not None and not landing.planned.fence.holds(
                     landing.placed.at, landing.placed.version, landing.placed.read_at):
-                yield from self._settle(job, landing, depth, token)  # landed late: where?
+                yield from settle(self, job, landing, depth, token)  # landed late: where?
             return done
         raise ConditionFailed(f"gave up on the {job.what} after {self._max_conflicts} writes "
                               "of the item to other stores won over it")
@@ -477,7 +472,7 @@ class WriteMachine:
             where, placement = held
             assert placement.entry is not None
             value = value_of(placement.entry)
-            return _Survey(f"under {value!r} on {_name(where)}", current, found, value=value)
+            return _Survey(f"under {value!r} on {named(where)}", current, found, value=value)
         here = current if held is not None else dead_placement(self.job.item_id, found)
         confirm: tuple[Tier] | None = None
         copy: tuple[Tier, Placement] | None = None
@@ -524,7 +519,7 @@ class WriteMachine:
         if found is not None and claim.token in found.chain:
             return True
         if cause is not None and found == claim.main:
-            self.unknown(claim.token, cause, f"confirming it in {_name(arbiter)} failed, and "
+            self.unknown(claim.token, cause, f"confirming it in {named(arbiter)} failed, and "
                          "a write there could still win over it", cause)
         try:
             here = yield from self._locate(claim.tier)
@@ -549,134 +544,7 @@ class WriteMachine:
                                              derived(token, "copy")))
         except StoreError as exc:
             self.unknown(token, "it applied", f"taking out the row it left stale on "
-                         f"{_name(tier)} failed ({type(exc).__name__}: {exc})", exc)
-
-    # -- fencing: where the write landed -------------------------------------------------
-
-    def _settle(self, job: Job, landing: Landing, depth: int, token: str) -> Steps[None]:
-        """Return once the entry the write left is where the routing in force reads it.
-
-        Called when the answer came back past the lease of the latest read that found the
-        routing the write was planned under (before it, the write landed in that state or
-        the next, which every reader of either reads: ``shardex.write`` says why). The
-        routing is read again (strongly consistent, sent after the answer); if
-        it moved more than one version and the entry is not where its writes go now, the
-        entry is re-placed there (a settle, through this same machine), or the write
-        ends OutcomeUnknown: it applied, and readers may not list it. An entry left in a
-        store its value's readers no longer read, where the write's own token is the last
-        word in the one they read (its confirmation, or its claim), is carried there.
-        """
-        planned = landing.planned
-        try:
-            fresh = yield from self._route(fresh=True)
-        except ShardexError as exc:
-            self.unknown(token, "it landed after its routing's lease", "reading the routing "
-                         f"again to check where it landed failed ({exc})", exc)
-        routing = fresh.routing
-        if routing.version <= planned.routing.version + 1:
-            return  # it landed in the state it was planned in, or the next
-        if landing.erased is not None:
-            yield from self._erase_copies(landing, token)
-            return
-        entry = landing.entry
-        value = value_of(entry)
-        target = routing.writing.policy(value).tier
-        if target == landing.tier and in_place(routing, value, entry.shard_key, job.item_id):
-            return
-        if target != landing.tier and (yield from self._carry(landing, target, fresh, token)):
-            return
-        if target != landing.tier and crossing(routing, value) not in (
-                (target, landing.tier), (landing.tier, target)):
-            self.unknown(token, "it landed after its routing's lease", f"it landed on "
-                         f"{_name(landing.tier)}, which readers of {value!r} no longer read, and "
-                         "no write moves an entry between stores outside a reshard")
-        if depth >= _MAX_SETTLES:
-            self.unknown(token, "it landed after its routing's lease", "re-placing it where "
-                         "readers read kept landing late")
-        item, source = job.item_id, entry.shard_key
-
-        def plan(now: Routing) -> Relocate:
-            return Relocate(item, value, source, job.draw(now, value), None, 0)
-
-        settle = Job(item, value, None, plan, job.draw,
-                     f"re-placing of {item!r} (its {job.what} landed late)",
-                     derived(token, f"settle{depth}"))
-        try:
-            yield from self._job(settle, depth + 1)
-        except OutcomeUnknown:
-            raise
-        except ShardexError as exc:
-            self.unknown(token, "it landed after its routing's lease", f"re-placing it where "
-                         f"readers read failed ({type(exc).__name__}: {exc})", exc)
-
-    def _erase_copies(self, landing: Landing, token: str) -> Steps[None]:
-        """Take out what a tombstone that landed late left live elsewhere: a row of the
-        entry it erased, at a version below the tombstone's, in another store (a copy a
-        rollback's mover made back while the tombstone was in flight, which readers of
-        that store alone would list again). A newer row is a later write's: it stays."""
-        erased, gone = landing.erased, landing.entry
-        assert erased is not None
-        try:
-            for tier in self.topology.stores:
-                if tier == landing.tier:
-                    continue
-                for _ in range(self._max_conflicts):
-                    copy = yield from self._locate(tier)
-                    if copy is None or copy.entry is None or copy.version >= erased \
-                            or value_of(copy.entry) != value_of(gone):
-                        break
-                    with contextlib.suppress(ConditionFailed):  # written since: look again
-                        yield from self._place(Place(tier, None, erased, copy,
-                                                     derived(token, "erase")))
-                        break
-        except ShardexError as exc:
-            self.unknown(token, "it landed after its routing's lease", f"taking out the copy "
-                         f"a move left of the entry it deleted failed ({type(exc).__name__}: "
-                         f"{exc})", exc)
-
-    def _carry(self, landing: Landing, tier: Tier, fresh: Routed, token: str) -> Steps[bool]:
-        """Place the entry ``landing`` left, late, in a store other than ``tier``'s (the
-        one its value's writes go to now), into ``tier``'s, where what readers find hides
-        it: the write's own confirmation or claim (a tombstone with its token), or an
-        older row of the value (a copy a rollback's mover made back while the write was
-        in flight; a write since would be numbered at least as high). Then take its row
-        out of the store it landed in. True once carried (or found there), False if
-        ``tier``'s placement is another write's, which the write does not override.
-        """
-        routing, entry = fresh.routing, landing.entry
-        value, item = value_of(entry), self.job.item_id
-        try:
-            here = yield from self._locate(tier)
-            if here is None:
-                return False
-            if here.entry is not None and token in here.chain:
-                return True  # carried already (by a mover)
-            if not (token in here.chain if here.entry is None else
-                    here.version < entry.version and value_of(here.entry) == value):
-                return False
-            key = entry.shard_key if in_place(routing, value, entry.shard_key, item) \
-                else self.job.draw(routing, value)
-            version = max(here.version, entry.version)
-            carried = replace(entry, shard_key=key, version=version)
-            # one token for the carry and the row's take-out: while a reshard moves the
-            # value between the two, the take-out confirms the carry (``truth``)
-            carry = derived(token, "carry")
-            try:
-                yield from self._place(Place(tier, carried, version, here, carry, fresh.fence,
-                                             key))
-            except ConditionFailed:
-                now = yield from self._locate(tier)
-                return now is not None and now.entry is not None
-            left = yield from self._locate(landing.tier)
-            if left is not None and left.entry is not None and token in left.chain:
-                with contextlib.suppress(ConditionFailed):
-                    yield from self._place(Place(landing.tier, None, left.version, left,
-                                                 carry))
-        except ShardexError as exc:
-            self.unknown(token, "it landed after its routing's lease", f"carrying it to "
-                         f"{_name(tier)}, where readers of {value!r} read, failed "
-                         f"({type(exc).__name__}: {exc})", exc)
-        return True
+                         f"{named(tier)} failed ({type(exc).__name__}: {exc})", exc)
 
 
 def _done(tried: Write) -> Done:

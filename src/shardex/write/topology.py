@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from shardex.errors import InvalidRouting
 from shardex.routing import UNION_STATES, Routing
 
-__all__ = ["ONE_STORE", "Topology", "crossing", "moved", "moving"]
+__all__ = ["ONE_STORE", "Topology", "crossing", "moved", "moving", "named"]
 
 Tier = str | None
 
@@ -92,3 +92,8 @@ def moving(routing: Routing) -> dict[str, tuple[Tier, Tier]]:
     values = () if meta is None else meta.values
     pairs = {value: moved(routing, value) for value in values}
     return {value: pair for value, pair in pairs.items() if pair is not None}
+
+
+def named(tier: Tier) -> str:
+    """``tier``'s store as messages name it."""
+    return "the index's own store" if tier is None else f"tier {tier!r}"

@@ -1,0 +1,158 @@
+"""Fencing after landing: where a write that came back late left its entry.
+
+``WriteMachine`` calls ``settle`` when a write's answer came back past the lease of the
+routing it was planned under (``shardex.write`` has the argument). Generators over the
+machine, as ``shardex.write.crossing``: they ask it for the routing, locates and places.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
+
+from shardex.errors import ConditionFailed, OutcomeUnknown, ShardexError
+from shardex.routing import Routing
+from shardex.write.decide import Relocate, in_place, value_of
+from shardex.write.job import Job, Landing, derived
+from shardex.write.steps import Action, Observation, Place, Routed
+from shardex.write.topology import Tier, crossing, named
+
+if TYPE_CHECKING:
+    from shardex.write.machine import WriteMachine
+
+__all__ = ["MAX_SETTLES", "settle"]
+
+T = TypeVar("T")
+Steps = Generator[Action, Observation, T]
+# re-placings of a write that landed on a layout no longer read, each itself landing late
+MAX_SETTLES = 3
+
+
+def settle(machine: WriteMachine, job: Job, landing: Landing, depth: int, token: str
+           ) -> Steps[None]:
+    """Return once the entry the write left is where the routing in force reads it.
+
+    Called when the answer came back past the lease of the latest read that found the
+    routing the write was planned under (before it, the write landed in that state or
+    the next, which every reader of either reads: ``shardex.write`` says why). The
+    routing is read again (strongly consistent, sent after the answer); if
+    it moved more than one version and the entry is not where its writes go now, the
+    entry is re-placed there (a settle, through this same machine), or the write
+    ends OutcomeUnknown: it applied, and readers may not list it. An entry left in a
+    store its value's readers no longer read, where the write's own token is the last
+    word in the one they read (its confirmation, or its claim), is carried there.
+    """
+    planned = landing.planned
+    try:
+        fresh = yield from machine._route(fresh=True)
+    except ShardexError as exc:
+        machine.unknown(token, "it landed after its routing's lease", "reading the routing "
+                     f"again to check where it landed failed ({exc})", exc)
+    routing = fresh.routing
+    if routing.version <= planned.routing.version + 1:
+        return  # it landed in the state it was planned in, or the next
+    if landing.erased is not None:
+        yield from _erase_copies(machine, landing, token)
+        return
+    entry = landing.entry
+    value = value_of(entry)
+    target = routing.writing.policy(value).tier
+    if target == landing.tier and in_place(routing, value, entry.shard_key, job.item_id):
+        return
+    if target != landing.tier and (yield from _carry(machine, landing, target, fresh, token)):
+        return
+    if target != landing.tier and crossing(routing, value) not in (
+            (target, landing.tier), (landing.tier, target)):
+        machine.unknown(token, "it landed after its routing's lease", f"it landed on "
+                     f"{named(landing.tier)}, which readers of {value!r} no longer read, and "
+                     "no write moves an entry between stores outside a reshard")
+    if depth >= MAX_SETTLES:
+        machine.unknown(token, "it landed after its routing's lease", "re-placing it where "
+                     "readers read kept landing late")
+    item, source = job.item_id, entry.shard_key
+
+    def plan(now: Routing) -> Relocate:
+        return Relocate(item, value, source, job.draw(now, value), None, 0)
+
+    settle = Job(item, value, None, plan, job.draw,
+                 f"re-placing of {item!r} (its {job.what} landed late)",
+                 derived(token, f"settle{depth}"))
+    try:
+        yield from machine._job(settle, depth + 1)
+    except OutcomeUnknown:
+        raise
+    except ShardexError as exc:
+        machine.unknown(token, "it landed after its routing's lease", f"re-placing it where "
+                     f"readers read failed ({type(exc).__name__}: {exc})", exc)
+
+def _erase_copies(machine: WriteMachine, landing: Landing, token: str) -> Steps[None]:
+    """Take out what a tombstone that landed late left live elsewhere: a row of the
+    entry it erased, at a version below the tombstone's, in another store (a copy a
+    rollback's mover made back while the tombstone was in flight, which readers of
+    that store alone would list again). A newer row is a later write's: it stays."""
+    erased, gone = landing.erased, landing.entry
+    assert erased is not None
+    try:
+        for tier in machine.topology.stores:
+            if tier == landing.tier:
+                continue
+            for _ in range(machine._max_conflicts):
+                copy = yield from machine._locate(tier)
+                if copy is None or copy.entry is None or copy.version >= erased \
+                        or value_of(copy.entry) != value_of(gone):
+                    break
+                with contextlib.suppress(ConditionFailed):  # written since: look again
+                    yield from machine._place(Place(tier, None, erased, copy,
+                                                 derived(token, "erase")))
+                    break
+    except ShardexError as exc:
+        machine.unknown(token, "it landed after its routing's lease", f"taking out the copy "
+                     f"a move left of the entry it deleted failed ({type(exc).__name__}: "
+                     f"{exc})", exc)
+
+def _carry(machine: WriteMachine, landing: Landing, tier: Tier, fresh: Routed,
+           token: str) -> Steps[bool]:
+    """Place the entry ``landing`` left, late, in a store other than ``tier``'s (the
+    one its value's writes go to now), into ``tier``'s, where what readers find hides
+    it: the write's own confirmation or claim (a tombstone with its token), or an
+    older row of the value (a copy a rollback's mover made back while the write was
+    in flight; a write since would be numbered at least as high). Then take its row
+    out of the store it landed in. True once carried (or found there), False if
+    ``tier``'s placement is another write's, which the write does not override.
+    """
+    routing, entry = fresh.routing, landing.entry
+    value, item = value_of(entry), machine.job.item_id
+    try:
+        here = yield from machine._locate(tier)
+        if here is None:
+            return False
+        if here.entry is not None and token in here.chain:
+            return True  # carried already (by a mover)
+        if not (token in here.chain if here.entry is None else
+                here.version < entry.version and value_of(here.entry) == value):
+            return False
+        key = entry.shard_key if in_place(routing, value, entry.shard_key, item) \
+            else machine.job.draw(routing, value)
+        version = max(here.version, entry.version)
+        carried = replace(entry, shard_key=key, version=version)
+        # one token for the carry and the row's take-out: while a reshard moves the
+        # value between the two, the take-out confirms the carry (``truth``)
+        carry = derived(token, "carry")
+        try:
+            yield from machine._place(Place(tier, carried, version, here, carry, fresh.fence,
+                                         key))
+        except ConditionFailed:
+            now = yield from machine._locate(tier)
+            return now is not None and now.entry is not None
+        left = yield from machine._locate(landing.tier)
+        if left is not None and left.entry is not None and token in left.chain:
+            with contextlib.suppress(ConditionFailed):
+                yield from machine._place(Place(landing.tier, None, left.version, left,
+                                             carry))
+    except ShardexError as exc:
+        machine.unknown(token, "it landed after its routing's lease", f"carrying it to "
+                     f"{named(tier)}, where readers of {value!r} read, failed "
+                     f"({type(exc).__name__}: {exc})", exc)
+    return True
