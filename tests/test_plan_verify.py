@@ -226,3 +226,29 @@ def test_when_only_the_reads_throttle_only_the_read_setting_is_advised() -> None
     assert plan.verdict.setting == {"warm_read": 19_500.0}
     assert "pre-warming to warm_read=19,500 avoids it" in plan.verdict.reasons
     assert verify_plan(plan, seconds=30)["agrees"]
+
+
+@pytest.mark.parametrize(("measured", "per_item"), [("cosmos", 1.0), ("dynamodb", None)])
+def test_a_diagnosis_planned_on_cosmos_counts_its_units_once(
+        tmp_path: Path, measured: str, per_item: float | None) -> None:
+    """'plan --from D --mode cosmos' multiplied the measured units by 4.95 RU an item
+    again while its header said '1 unit an item'. A diagnosis made against Cosmos DB's
+    ceiling measured request units: planned as they are. One made against DynamoDB's
+    measured write units: taken as 1 KB items, each its request units on Cosmos DB,
+    and the header says so."""
+    path = tmp_path / "diagnosis.json"
+    path.write_text(json.dumps({"schema": DIAGNOSE_SCHEMA, "ceiling": {"name": measured},
+                                "top": [{"key": "PENDING", "peak_units_per_s": 2000.0,
+                                         "peak_write_units_per_s": 2000.0}]}))
+    code, out = invoke("plan", "--from", str(path), "--mode", "cosmos", "--json")
+    assert code == 0, out
+    value = json.loads(out)["values"]["PENDING"]
+    if per_item is not None:
+        assert value["write_units_per_s"] == pytest.approx(2000.0)
+    else:
+        assert value["write_units_per_s"] == pytest.approx(2000.0 * value["units_per_item"])
+        assert value["units_per_item"] > 1
+    text = said("plan", "--from", str(path), "--mode", "cosmos")
+    assert "1 unit an item" not in text
+    assert ("as this store's request units" if measured == "cosmos"
+            else "taken as DynamoDB write units") in text, text

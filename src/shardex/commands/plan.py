@@ -137,10 +137,11 @@ def _with_settings(table: Any, mode: str, settings: tuple[str, ...]) -> Any:
         raise click.BadParameter(str(exc), param_hint="--table") from None
 
 
-def _measured_peaks(path: str) -> tuple[dict[str, float], tuple[str, ...]]:
+def _measured_peaks(path: str) -> tuple[dict[str, float], tuple[str, ...], str | None]:
     """The peak write units a second of each key a ``shardex.diagnose/1`` document lists,
-    and notes on what it leaves out (``shardex.scenarios.workload.measured_keys``: a key
-    that cannot be a logical key is not planned).
+    notes on what it leaves out (``shardex.scenarios.workload.measured_keys``: a key that
+    cannot be a logical key is not planned), and the ceiling it was made against (whose
+    store's units it measured: ``cosmos``, request units; else write units).
 
     ``-`` reads standard input. A document of another kind, or one that lists no key, is
     a usage error naming --from.
@@ -168,7 +169,9 @@ def _measured_peaks(path: str) -> tuple[dict[str, float], tuple[str, ...]]:
             raise click.BadParameter(f"{path}: {where} needs a key and its peak units",
                                      param_hint="--from")
         peaks[row["key"]] = float(figure)
-    return peaks, measured.notes
+    ceiling = doc.get("ceiling")
+    name = ceiling.get("name") if isinstance(ceiling, dict) else None
+    return peaks, measured.notes, name if isinstance(name, str) else None
 
 
 @click.command()
@@ -255,7 +258,7 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
             raise click.BadParameter("a diagnosis measured its units, amplification included",
                                      param_hint="--amplification")
         # measured units already hold the item's size and the layout's amplification
-        measured, notes = _measured_peaks(source_file)
+        measured, notes, measured_against = _measured_peaks(source_file)
         given = {**measured, **given}
         item_bytes, amplification = 1024, 1.0
         if item_writes is None:
@@ -265,7 +268,7 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
             # the same (scenarios.simulate.verify_plan).
             item_writes = 0.0
     else:
-        notes = ()
+        notes, measured_against = (), None
     if not given:
         raise click.UsageError("give each value's peak (--peak VALUE=WRITES_PER_S) or a "
                                "diagnosis (--from FILE)")
@@ -291,15 +294,29 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
         "memory://") else None
     if settings:
         table = _with_settings(table, mode or "table", settings)
-    result = plan_shards(given, item_bytes=item_bytes,
-                         read_item_bytes=read_item_bytes,
-                         ceiling=CEILING_OF_MODE[mode or "table"] if ceiling is None
-                         else ceiling, headroom=headroom,
-                         amplification=amplification, listing_items=listing,
-                         consistent=not eventual,
-                         latency=latency,
-                         mode=mode or "table", table=table, item_writes=item_writes,
-                         partitions=partitions)
+    def planned(peaks: dict[str, float]) -> Any:
+        return plan_shards(peaks, item_bytes=item_bytes, read_item_bytes=read_item_bytes,
+                           ceiling=CEILING_OF_MODE[mode or "table"] if ceiling is None
+                           else ceiling, headroom=headroom,
+                           amplification=amplification, listing_items=listing,
+                           consistent=not eventual, latency=latency,
+                           mode=mode or "table", table=table, item_writes=item_writes,
+                           partitions=partitions)
+
+    result = planned(given)
+    per_item = next(iter(result.values.values())).units_per_item
+    measured_as = "1 unit an item"
+    if source_file is not None and per_item != 1:
+        # a store whose units a 1 KB item is more than one of (Cosmos DB's request units)
+        if measured_against == "cosmos":
+            # the diagnosis measured this store's own units: planned as they are
+            result = planned({value: peak / per_item for value, peak in given.items()})
+            measured_as = (f"as this store's request units, {per_item:g} to a 1 KB item: the "
+                           "diagnosis was made against the cosmos ceiling")
+        else:
+            measured_as = (f"taken as DynamoDB write units: 1 KB items, {per_item:g} request "
+                           f"units each here (the diagnosis was made against the "
+                           f"{measured_against or 'dynamodb'} ceiling)")
     verified = _verify(result, verify_seconds) if verify else None
     if as_json:
         doc = result.to_dict()
@@ -317,8 +334,8 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
              f"headroom {result.headroom:g}x, {result.item_bytes} bytes an entry")
     if source_file is not None:
         sizes = (f"peaks are the write units/s measured in {escape(source_file)} (item size "
-                 f"and amplification as measured: 1 unit an item, 1x; placement records for "
-                 f"--item-writes only); ceiling {bound.name} "
+                 f"and amplification as measured: {escape(measured_as)}, 1x; placement "
+                 f"records for --item-writes only); ceiling {bound.name} "
                  f"({bound.write_units:g} write units/s a partition), headroom "
                  f"{result.headroom:g}x")
     console.print(f"[bold]plan[/]: {result.mode} mode ({source}); {sizes}", highlight=False)
