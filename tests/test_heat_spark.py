@@ -186,3 +186,22 @@ def test_missing_pyspark_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "pyspark", None)
     with pytest.raises(MissingDependency, match=r"pip install 'shardex\[spark\]'"):
         pyspark()
+
+
+def test_json_lines_rows_naming_a_field_twice_or_keyed_by_an_object_are_malformed(
+        tmp_path: Path, spark: Any) -> None:
+    """Spark took a row naming 'units' twice (one of the two values) and an object as a
+    key (as its JSON text), where the other readers count both as malformed rows."""
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join([
+        json.dumps({"timestamp": BASE, "key": "A", "op": "write", "units": 5}),
+        f'{{"timestamp": {BASE}, "key": "A", "op": "write", "units": 1, "units": 5}}',
+        json.dumps({"timestamp": BASE + 1, "key": {"a": 1}, "op": "write", "units": 2}),
+        json.dumps({"timestamp": BASE + 1, "key": ["B"], "op": "write", "units": 2}),
+        json.dumps({"timestamp": BASE + 2, "key": "{not an object}", "op": "write",
+                    "units": 3})]) + "\n")
+    lit = diagnose([path], engine="spark", spark=spark, skip_bad=True).to_dict()
+    assert lit == diagnose([path], skip_bad=True).to_dict()
+    assert lit["skipped_rows"] == 3
+    with pytest.raises(InvalidLog, match=r"odd\.jsonl"):
+        diagnose([path], engine="spark", spark=spark)

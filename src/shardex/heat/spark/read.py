@@ -153,10 +153,16 @@ class SparkLogs(TalliedReader):
     def _jsonl(self, paths: list[str]) -> None:
         frame = _with_file(self.spark.read.option("recursiveFileLookup", "true").text(paths))
         fields = ", ".join(f"{c} STRING" for c in COLUMNS) + f", {_CORRUPT} STRING"
+        # a row names each field once, and its key is no object or array (as
+        # rows.json_row tells it for the other readers)
         frame = frame.where("trim(value) <> ''").selectExpr(
             "file", f"from_json(value, '{fields}', map('columnNameOfCorruptRecord', "
-            f"'{_CORRUPT}')) AS j")
-        self._load(frame, [f"j.{_CORRUPT} IS NOT NULL AS jbad",
+            f"'{_CORRUPT}')) AS j",
+            "coalesce(size(json_object_keys(value)) <> "
+            "size(array_distinct(json_object_keys(value))), false) "
+            "OR from_json(value, 'key MAP<STRING, STRING>').key IS NOT NULL "
+            "OR from_json(value, 'key ARRAY<STRING>').key IS NOT NULL AS jodd")
+        self._load(frame, [f"j.{_CORRUPT} IS NOT NULL OR jodd AS jbad",
                            *(f"j.{SPARK.q(c)}" for c in COLUMNS)],
                    dict.fromkeys(COLUMNS, "VARCHAR"), "jsonl", paths)
 
