@@ -168,3 +168,46 @@ def test_a_put_that_landed_late_on_a_tier_a_move_left_is_listed_or_unknown(
             assert await index.get("new-1") is None
 
     run_virtual(main())
+
+
+@pytest.mark.parametrize(("pause", "delay"), [(12.0, 0.5), (8.0, 4.0), (5.0, 6.0), (4.0, 7.0)])
+def test_a_put_under_another_value_landing_after_a_rollback_copied_the_item_back_stands(
+        pause: float, delay: float) -> None:
+    """BIG moved off tier 'dedicated' to the own store and is rolled back; a put of its
+    item under SMALL (a value of the own store) is held on its way while the rollback's
+    mover copies BIG's entry back to the tier. The put said ok, and the item was listed
+    under both values; the next move of BIG carried the copy back over the put, which
+    was then gone for good (a probe on DynamoDB Local and Azurite, and here)."""
+    async def main() -> None:
+        own, tier = Slow(seed=1), Slow(seed=2)
+        tiers = {"dedicated": tier}
+        async with ShardedIndex(own, "orders", Routing(overrides={"BIG": P(2, tier="dedicated")}),
+                                routing_lease=3.0, routing_ttl=0.5, tiers=tiers) as index:
+            assert await index.put("BIG", "i-1", sort="old")
+            async with Resharder(own, "orders", tiers=tiers, seed=1, unit_lease=2.0) as rs:
+                await rs.start({"BIG": P(3)}, margin=0.5)
+                await rs.run(until="verified")
+                await rs.cutover()
+                rollback = asyncio.ensure_future(rs.rollback())
+                await asyncio.sleep(delay)
+                own.pauses["i-1"] = pause
+                try:
+                    said = await index.put("SMALL", "i-1", sort="new")
+                except (shardex.CapabilityMissing, shardex.RoutingStale):
+                    said = False
+                assert (await rollback).state == "done"
+            await asyncio.sleep(10)
+            want = {"BIG": [], "SMALL": [("i-1", "new")]} if said else \
+                {"BIG": [("i-1", "old")], "SMALL": []}
+            for shards in (4, None):  # after the rollback, and after the next move of BIG
+                assert {v: await _listed(index, v) for v in want} == want, said
+                got = await index.get("i-1")
+                assert got is not None
+                assert [(got.item_id, got.sort)] == want[got.value]
+                if shards is not None:
+                    async with Resharder(own, "orders", tiers=tiers, seed=2,
+                                         unit_lease=2.0) as rs:
+                        await rs.start({"BIG": P(shards)}, margin=0.5)
+                        assert (await rs.run(until="done")).state == "done"
+
+    run_virtual(main())

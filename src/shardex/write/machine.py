@@ -56,7 +56,7 @@ from shardex.write.job import (
     did_not_apply,
     held_too_often,
 )
-from shardex.write.settle import settle
+from shardex.write.settle import settle, take_out_older
 from shardex.write.steps import (
     Action,
     Done,
@@ -169,6 +169,11 @@ class WriteMachine:
             if landing is not None and not landing.planned.fence.holds(
                     landing.placed.at, landing.placed.version, landing.placed.read_at):
                 yield from settle(self, job, landing, depth, token)  # landed late: where?
+            elif landing is not None and landing.erased is None and self.topology.tiered \
+                    and moving(landing.planned.routing):
+                # while values move between stores, a mover may have copied the item's
+                # older entry into another store as this write was in flight
+                yield from take_out_older(self, landing, token)
             return done
         raise ConditionFailed(f"gave up on the {job.what} after {self._max_conflicts} writes "
                               "of the item to other stores won over it")
@@ -536,12 +541,21 @@ class WriteMachine:
     def _take_out(self, token: str, copy: tuple[Tier, Placement], version: int) -> Steps[None]:
         """Take out a row of a crossing value that a write of another value left stale (its
         readers read that store alone once the value's move ends), conditioned on its
-        placement as located; another write there since makes it no copy any more."""
+        placement as located. Changed since, it is looked at again: a live row numbered
+        below ``version`` (the write's) is still a stale copy (a mover's, copying the
+        item's older entry back meanwhile) and goes; a newer one is a later write's."""
         tier, row = copy
         try:
-            with contextlib.suppress(ConditionFailed):
-                yield from self._place(Place(tier, None, max(version, row.version), row,
-                                             derived(token, "copy")))
+            for _ in range(self._max_conflicts):
+                try:
+                    yield from self._place(Place(tier, None, max(version, row.version), row,
+                                                 derived(token, "copy")))
+                    return
+                except ConditionFailed:
+                    found = yield from self._locate(tier)
+                    if found is None or found.entry is None or found.version >= version:
+                        return
+                    row = found
         except StoreError as exc:
             self.unknown(token, "it applied", f"taking out the row it left stale on "
                          f"{named(tier)} failed ({type(exc).__name__}: {exc})", exc)

@@ -22,7 +22,7 @@ from shardex.write.topology import Tier, crossing, named
 if TYPE_CHECKING:
     from shardex.write.machine import WriteMachine
 
-__all__ = ["MAX_SETTLES", "settle"]
+__all__ = ["MAX_SETTLES", "settle", "take_out_older"]
 
 T = TypeVar("T")
 Steps = Generator[Action, Observation, T]
@@ -44,6 +44,20 @@ def settle(machine: WriteMachine, job: Job, landing: Landing, depth: int, token:
     store its value's readers no longer read, where the write's own token is the last
     word in the one they read (its confirmation, or its claim), is carried there.
     """
+    yield from _settle(machine, job, landing, depth, token)
+    if landing.erased is None and machine.topology.tiered:
+        yield from take_out_older(machine, landing, token)
+
+
+def take_out_older(machine: WriteMachine, landing: Landing, token: str) -> Steps[None]:
+    """Once the entry ``landing`` left stands where readers read it: take out an older
+    live row of the item in another store (a copy a rollback's mover made back while the
+    write was in flight), which readers of that store would list too."""
+    yield from _erase_copies(machine, landing, token, landing.entry.version, None)
+
+
+def _settle(machine: WriteMachine, job: Job, landing: Landing, depth: int, token: str
+            ) -> Steps[None]:
     planned = landing.planned
     try:
         fresh = yield from machine._route(fresh=True)
@@ -54,7 +68,8 @@ def settle(machine: WriteMachine, job: Job, landing: Landing, depth: int, token:
     if routing.version <= planned.routing.version + 1:
         return  # it landed in the state it was planned in, or the next
     if landing.erased is not None:
-        yield from _erase_copies(machine, landing, token)
+        yield from _erase_copies(machine, landing, token, landing.erased,
+                                 value_of(landing.entry))
         return
     entry = landing.entry
     value = value_of(entry)
@@ -87,29 +102,30 @@ def settle(machine: WriteMachine, job: Job, landing: Landing, depth: int, token:
         machine.unknown(token, "it landed after its routing's lease", f"re-placing it where "
                      f"readers read failed ({type(exc).__name__}: {exc})", exc)
 
-def _erase_copies(machine: WriteMachine, landing: Landing, token: str) -> Steps[None]:
-    """Take out what a tombstone that landed late left live elsewhere: a row of the
-    entry it erased, at a version below the tombstone's, in another store (a copy a
-    rollback's mover made back while the tombstone was in flight, which readers of
-    that store alone would list again). A newer row is a later write's: it stays."""
-    erased, gone = landing.erased, landing.entry
-    assert erased is not None
+def _erase_copies(machine: WriteMachine, landing: Landing, token: str, version: int,
+                  value: str | None) -> Steps[None]:
+    """Take out what a write that landed late left live elsewhere: a row of the item
+    numbered below ``version`` (the write's), in another store than the one it landed
+    in, of ``value`` (None: of any value). Such a row is a copy a rollback's mover made
+    back while the write was in flight, of the entry the write replaced or erased, which
+    readers of that store would list again (an item has one live entry). A row numbered
+    as high is a later write's, or a mover's copy of this one: it stays."""
     try:
         for tier in machine.topology.stores:
             if tier == landing.tier:
                 continue
             for _ in range(machine._max_conflicts):
                 copy = yield from machine._locate(tier)
-                if copy is None or copy.entry is None or copy.version >= erased \
-                        or value_of(copy.entry) != value_of(gone):
+                if copy is None or copy.entry is None or copy.version >= version \
+                        or (value is not None and value_of(copy.entry) != value):
                     break
                 with contextlib.suppress(ConditionFailed):  # written since: look again
-                    yield from machine._place(Place(tier, None, erased, copy,
+                    yield from machine._place(Place(tier, None, version, copy,
                                                  derived(token, "erase")))
                     break
     except ShardexError as exc:
         machine.unknown(token, "it landed after its routing's lease", f"taking out the copy "
-                     f"a move left of the entry it deleted failed ({type(exc).__name__}: "
+                     f"a move left of the entry it replaced failed ({type(exc).__name__}: "
                      f"{exc})", exc)
 
 def _carry(machine: WriteMachine, landing: Landing, tier: Tier, fresh: Routed,
