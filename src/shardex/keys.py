@@ -36,6 +36,7 @@ __all__ = [
     "validate_shard_key",
     "validate_sort",
     "validate_value",
+    "value_fault",
 ]
 
 SEPARATOR = "#"
@@ -85,6 +86,16 @@ def validate_value(value: Any) -> str:
             "which shard keys reserve"
         )
     return str(value)
+
+
+def value_fault(value: Any) -> str | None:
+    """Why ``value`` cannot be a logical key (``validate_value``'s words), or None if it
+    can: for readers that name such values and go on rather than stop."""
+    try:
+        validate_value(value)
+    except InvalidKey as exc:
+        return str(exc)
+    return None
 
 
 def validate_item_id(item_id: Any) -> str:

@@ -40,11 +40,11 @@ from typing import Any
 from shardex.admission import AdmissionPolicy, Budget
 from shardex.capacity import Ceiling, resolve_ceiling
 from shardex.documents import DIAGNOSE_SCHEMA, rounded
-from shardex.errors import InvalidInput, InvalidKey
+from shardex.errors import InvalidInput
 from shardex.heat.classify import Classification, Thresholds, classify
 from shardex.heat.profile import HeatProfile, KeyHeat, Timeline
 from shardex.heat.sources import ENGINES, Options
-from shardex.keys import validate_value
+from shardex.keys import value_fault
 from shardex.plan import shards_for
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy, Strategy
 from shardex.wording import counted
@@ -226,13 +226,7 @@ def _pct(share: float) -> str:
 
 def _unroutable(keys: Iterable[str]) -> dict[str, str]:
     """The keys that cannot be logical keys, so no routing override can name them, and why."""
-    found: dict[str, str] = {}
-    for key in keys:
-        try:
-            validate_value(key)
-        except InvalidKey as exc:
-            found[key] = str(exc)
-    return found
+    return {key: fault for key in keys if (fault := value_fault(key)) is not None}
 
 
 def _gapped(heat: KeyHeat) -> bool:

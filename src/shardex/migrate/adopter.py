@@ -19,9 +19,9 @@ from typing import Any
 from shardex.adopted import source_store
 from shardex.adoption import Adoption
 from shardex.clock import Clock
-from shardex.errors import InvalidInput, InvalidKey, InvalidRouting, NotFound, ReshardRefused
+from shardex.errors import InvalidInput, InvalidRouting, NotFound, ReshardRefused
 from shardex.index import ShardedIndex
-from shardex.keys import validate_value
+from shardex.keys import value_fault
 from shardex.migrate.adopting import AdoptionLayouts, adoption_layouts
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Sharing
@@ -385,9 +385,11 @@ class Adopter(MigrationRunner):
         every_pass = [unit for unit, _ in (await self._records(adoption).units()).values()]
         seen = sorted(set(adoption.migration.values) | set(routing.overrides)
                       | {v for s in every_pass for v in s.values})
-        values = [value for value in seen if _why(value) is None]
+        faults = {value: fault for value in seen if (fault := value_fault(value)) is not None}
+        values = [value for value in seen if value not in faults]
         # shardex cannot read or route such a value in any state: its items stay out
-        self.not_verified = {value: str(_why(value)) for value in seen if value not in values}
+        self.not_verified = {value: fault.removeprefix("logical key ")
+                             for value, fault in faults.items()}
         layouts = self._layouts(adoption, await self.index())
         # an index table reads strongly consistently: a gap found twice is one
         truth = self._tools(adoption.attribute).item if adoption.kind == "gsi" else None
@@ -517,12 +519,3 @@ class Adopter(MigrationRunner):
                                      store=uri or self.store.uri, lease=self.lease,
                                      now=self._clock.wall(), max_age=self.max_age, items=items,
                                      gone=gone)
-
-
-def _why(value: str) -> str | None:
-    """Why the raw value ``value`` cannot be a logical key (None: it can)."""
-    try:
-        validate_value(value)
-    except InvalidKey as exc:
-        return str(exc).removeprefix("logical key ")
-    return None

@@ -48,7 +48,7 @@ from typing import Any
 from shardex.capacity import MAX_ITEM_BYTES
 from shardex.documents import DIAGNOSE_SCHEMA
 from shardex.errors import InvalidInput, brief
-from shardex.keys import validate_value
+from shardex.keys import validate_value, value_fault
 from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import DEFAULT_PROFILE
 
@@ -315,11 +315,10 @@ def measured_keys(doc: Mapping[str, Any], origin: str, *, verb: str,
         where = f"top[{i}]"
         if not isinstance(row, Mapping) or not isinstance(row.get("key"), str):
             raise _fail(f"{origin}: {where}", bad_row)
-        try:
-            validate_value(row["key"])
-        except InvalidInput as exc:
+        fault = value_fault(row["key"])
+        if fault is not None:
             notes.append(f"{_shown(row['key'])} is not {verb}: it cannot be a logical key "
-                         f"({exc}), so no routing shards it (a key of another table or "
+                         f"({fault}), so no routing shards it (a key of another table or "
                          "layout is sharded there, by hand)")
             continue
         rows.append((where, row))
@@ -332,10 +331,9 @@ def measured_keys(doc: Mapping[str, Any], origin: str, *, verb: str,
         if not isinstance(key, str) or key in seen:
             continue
         seen.add(key)
-        try:
-            validate_value(key)
-        except InvalidInput as exc:
-            notes.append(f"{_shown(key)} is not {verb}: it cannot be a logical key ({exc}), "
+        fault = value_fault(key)
+        if fault is not None:
+            notes.append(f"{_shown(key)} is not {verb}: it cannot be a logical key ({fault}), "
                          "so no routing shards it")
             continue
         if "peak_units_per_s" not in change:  # a diagnosis written before changes held it
