@@ -41,7 +41,17 @@ from shardex.write.decide import (
     value_of,
 )
 from shardex.write.job import Claim, Job, Landing, derived
-from shardex.write.steps import Action, Done, Errored, Observation, Place, Placed, Routed, Sleep
+from shardex.write.steps import (
+    Action,
+    Done,
+    Errored,
+    Observation,
+    Place,
+    Placed,
+    Routed,
+    Sleep,
+    read_back,
+)
 from shardex.write.topology import Tier
 
 if TYPE_CHECKING:
@@ -77,13 +87,13 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                 row = source if source.entry is not None else target
                 if row is not None and row.entry is not None and token in row.chain:
                     landed.append(Landing(s if row is source else t, row.entry,
-                                          _read_back_at(machine), planned_for))
+                                          read_back(machine._now), planned_for))
             return _done(landed), claim, _last(landed)
         held, in_target = held_across(source, target, value)
         if target is not None and target.token == token and in_target:
             if not landed and target.entry is not None and planned_for is not None:
                 # a try that timed out had landed: before the read that found it
-                landed.append(Landing(t, target.entry, _read_back_at(machine), planned_for))
+                landed.append(Landing(t, target.entry, read_back(machine._now), planned_for))
             step: Steps[object] = _confirmed(machine, Place(s, None, target.version, source,
                                                             token), landed)
         else:
@@ -142,11 +152,6 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
 
 class _Held(Exception):
     """A place held past its fence: not sent."""
-
-
-def _read_back_at(machine: WriteMachine) -> Placed:
-    """When a try found applied by a read-back landed, as fencing takes it: by now."""
-    return Placed(machine._now, -1, machine._now)
 
 
 def _confirmed(machine: WriteMachine, place: Place, landed: list[Landing]) -> Steps[None]:

@@ -56,7 +56,7 @@ from shardex.write.job import (
     did_not_apply,
     held_too_often,
 )
-from shardex.write.settle import settle, take_out_older
+from shardex.write.settle import settle, take_out, take_out_older
 from shardex.write.steps import (
     Action,
     Done,
@@ -72,6 +72,7 @@ from shardex.write.steps import (
     Sleep,
     Slept,
     Start,
+    read_back,
 )
 from shardex.write.topology import Tier, Topology, crossing, moving, named
 
@@ -320,8 +321,7 @@ class WriteMachine:
                                       late_writes=tier in topology.late)
                     if outcome is Outcome.APPLIED:
                         assert planned is not None
-                        landing = self._landing(tier, tried, Placed(self._now, -1, self._now),
-                                                planned)
+                        landing = self._landing(tier, tried, read_back(self._now), planned)
                         if copy is not None:
                             yield from self._take_out(token, copy, tried.version)
                         return _done(tried), claim, landing
@@ -546,16 +546,7 @@ class WriteMachine:
         item's older entry back meanwhile) and goes; a newer one is a later write's."""
         tier, row = copy
         try:
-            for _ in range(self._max_conflicts):
-                try:
-                    yield from self._place(Place(tier, None, max(version, row.version), row,
-                                                 derived(token, "copy")))
-                    return
-                except ConditionFailed:
-                    found = yield from self._locate(tier)
-                    if found is None or found.entry is None or found.version >= version:
-                        return
-                    row = found
+            yield from take_out(self, tier, row, version, derived(token, "copy"))
         except StoreError as exc:
             self.unknown(token, "it applied", f"taking out the row it left stale on "
                          f"{named(tier)} failed ({type(exc).__name__}: {exc})", exc)

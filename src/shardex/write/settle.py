@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from shardex.errors import ConditionFailed, OutcomeUnknown, ShardexError
+from shardex.model.entries import Placement
 from shardex.routing import Routing
 from shardex.write.decide import Relocate, in_place, value_of
 from shardex.write.job import Job, Landing, derived
@@ -22,7 +23,7 @@ from shardex.write.topology import Tier, crossing, named
 if TYPE_CHECKING:
     from shardex.write.machine import WriteMachine
 
-__all__ = ["MAX_SETTLES", "settle", "take_out_older"]
+__all__ = ["MAX_SETTLES", "settle", "take_out", "take_out_older"]
 
 T = TypeVar("T")
 Steps = Generator[Action, Observation, T]
@@ -63,7 +64,7 @@ def _settle(machine: WriteMachine, job: Job, landing: Landing, depth: int, token
         fresh = yield from machine._route(fresh=True)
     except ShardexError as exc:
         machine.unknown(token, "it landed after its routing's lease", "reading the routing "
-                     f"again to check where it landed failed ({exc})", exc)
+                        f"again to check where it landed failed ({exc})", exc)
     routing = fresh.routing
     if routing.version <= planned.routing.version + 1:
         return  # it landed in the state it was planned in, or the next
@@ -81,11 +82,11 @@ def _settle(machine: WriteMachine, job: Job, landing: Landing, depth: int, token
     if target != landing.tier and crossing(routing, value) not in (
             (target, landing.tier), (landing.tier, target)):
         machine.unknown(token, "it landed after its routing's lease", f"it landed on "
-                     f"{named(landing.tier)}, which readers of {value!r} no longer read, and "
-                     "no write moves an entry between stores outside a reshard")
+                        f"{named(landing.tier)}, which readers of {value!r} no longer read, "
+                        "and no write moves an entry between stores outside a reshard")
     if depth >= MAX_SETTLES:
         machine.unknown(token, "it landed after its routing's lease", "re-placing it where "
-                     "readers read kept landing late")
+                        "readers read kept landing late")
     item, source = job.item_id, entry.shard_key
 
     def plan(now: Routing) -> Relocate:
@@ -100,7 +101,7 @@ def _settle(machine: WriteMachine, job: Job, landing: Landing, depth: int, token
         raise
     except ShardexError as exc:
         machine.unknown(token, "it landed after its routing's lease", f"re-placing it where "
-                     f"readers read failed ({type(exc).__name__}: {exc})", exc)
+                        f"readers read failed ({type(exc).__name__}: {exc})", exc)
 
 def _erase_copies(machine: WriteMachine, landing: Landing, token: str, version: int,
                   value: str | None) -> Steps[None]:
@@ -112,21 +113,35 @@ def _erase_copies(machine: WriteMachine, landing: Landing, token: str, version: 
     as high is a later write's, or a mover's copy of this one: it stays."""
     try:
         for tier in machine.topology.stores:
-            if tier == landing.tier:
-                continue
-            for _ in range(machine._max_conflicts):
-                copy = yield from machine._locate(tier)
-                if copy is None or copy.entry is None or copy.version >= version \
-                        or (value is not None and value_of(copy.entry) != value):
-                    break
-                with contextlib.suppress(ConditionFailed):  # written since: look again
-                    yield from machine._place(Place(tier, None, version, copy,
-                                                 derived(token, "erase")))
-                    break
+            if tier != landing.tier:
+                yield from take_out(machine, tier, None, version, derived(token, "erase"),
+                                    value=value)
     except ShardexError as exc:
         machine.unknown(token, "it landed after its routing's lease", f"taking out the copy "
-                     f"a move left of the entry it replaced failed ({type(exc).__name__}: "
-                     f"{exc})", exc)
+                        f"a move left of the entry it replaced failed ({type(exc).__name__}: "
+                        f"{exc})", exc)
+
+
+def take_out(machine: WriteMachine, tier: Tier, row: Placement | None, version: int,
+             token: str, *, value: str | None = None) -> Steps[None]:
+    """Take the item's stale row out of ``tier``'s store: a tombstone at ``version`` (or
+    the row's own, if higher) under ``token``, conditioned on the row as found (``row``:
+    as the write located it; None: located now, and gone unless it is a live row of
+    ``value``, or of any value if None, numbered below ``version``). A row changed since
+    is looked at again: a live row numbered below ``version`` is still a stale copy (a
+    mover's, of the item's older entry) and goes; anything else is a later write's."""
+    for _ in range(machine._max_conflicts):
+        if row is None:
+            row = yield from machine._locate(tier)
+            if row is None or row.entry is None or row.version >= version \
+                    or (value is not None and value_of(row.entry) != value):
+                return
+        try:
+            yield from machine._place(Place(tier, None, max(version, row.version), row, token))
+            return
+        except ConditionFailed:
+            row = None
+
 
 def _carry(machine: WriteMachine, landing: Landing, tier: Tier, fresh: Routed,
            token: str) -> Steps[bool]:
@@ -157,8 +172,8 @@ def _carry(machine: WriteMachine, landing: Landing, tier: Tier, fresh: Routed,
         # value between the two, the take-out confirms the carry (``truth``)
         carry = derived(token, "carry")
         try:
-            yield from machine._place(Place(tier, carried, version, here, carry, fresh.fence,
-                                         key))
+            yield from machine._place(Place(tier, carried, version, here, carry,
+                                            fresh.fence, key))
         except ConditionFailed:
             now = yield from machine._locate(tier)
             return now is not None and now.entry is not None
@@ -166,9 +181,9 @@ def _carry(machine: WriteMachine, landing: Landing, tier: Tier, fresh: Routed,
         if left is not None and left.entry is not None and token in left.chain:
             with contextlib.suppress(ConditionFailed):
                 yield from machine._place(Place(landing.tier, None, left.version, left,
-                                             carry))
+                                                carry))
     except ShardexError as exc:
         machine.unknown(token, "it landed after its routing's lease", f"carrying it to "
-                     f"{named(tier)}, where readers of {value!r} read, failed "
-                     f"({type(exc).__name__}: {exc})", exc)
+                        f"{named(tier)}, where readers of {value!r} read, failed "
+                        f"({type(exc).__name__}: {exc})", exc)
     return True

@@ -15,7 +15,8 @@ from shardex.model.entries import Placement, StoredEntry
 from shardex.routing import Routing
 
 __all__ = ["Action", "Done", "Errored", "FENCE", "Fence", "Locate", "Located", "NotSent",
-           "Observation", "Place", "Placed", "Route", "Routed", "Sleep", "Slept", "Start"]
+           "Observation", "Place", "Placed", "Route", "Routed", "Sleep", "Slept", "Start",
+           "read_back"]
 
 # a place is sent only within this share of the lease of the latest read that found the
 # routing it was planned under: it then lands within the lease (the rest is the
@@ -130,6 +131,12 @@ class Placed(NamedTuple):
     at: float
     version: int
     read_at: float
+
+
+def read_back(at: float) -> Placed:
+    """A try found applied by a read-back at ``at``: landed by then, as fencing takes it
+    (no copy of the routing answered with it)."""
+    return Placed(at, -1, at)
 
 
 class NotSent(NamedTuple):
