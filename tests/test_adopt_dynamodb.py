@@ -361,15 +361,6 @@ def test_items_written_without_the_shard_attribute_after_the_scan_are_found_and_
     uri = store_uri(table)
     store = ["--store", uri, "--index", NAME]
 
-    async def late_writes(adopter: Adopter) -> None:
-        client = await app_client(table)
-        try:
-            writer = Writer(table, truth, client)  # not adopted: status alone
-            for order_id in ("o-late-1", "o-late-2"):
-                await writer._write(order_id, "PENDING")
-        finally:
-            await client.close()
-
     async def scenario() -> None:
         async with Adopter(uri, NAME, source="status-index", attribute="status", segments=2,
                            rate=400, **FAST) as adopter:
@@ -377,7 +368,7 @@ def test_items_written_without_the_shard_attribute_after_the_scan_are_found_and_
             first = await adopter.run()
             assert first.finished
             assert (await adopter.verify()).clean
-            await late_writes(adopter)
+            await unadopted_writes(table, truth, "PENDING", "o-late-1", "o-late-2")
 
     asyncio.run(scenario())
     err = cli(capsys, "adopt", "verify", *store, "--settle", "0.2", code=1)
@@ -395,6 +386,18 @@ def test_items_written_without_the_shard_attribute_after_the_scan_are_found_and_
     assert status["progress"]["items_updated"] == 2, status
     assert "no gaps" in ok(capsys, "adopt", "verify", *store, "--settle", "0.2")
     asyncio.run(listing(uri, truth))
+
+
+async def unadopted_writes(table: str, truth: dict[str, str], status: str,
+                           *order_ids: str) -> None:
+    """Orders written by a host still without the change: ``status`` alone."""
+    client = await app_client(table)
+    try:
+        writer = Writer(table, truth, client)
+        for order_id in order_ids:
+            await writer._write(order_id, status)
+    finally:
+        await client.close()
 
 
 async def _cutover(uri: str) -> None:
@@ -420,25 +423,18 @@ def test_a_verify_before_the_next_pass_ran_checks_every_value_and_clears_cutover
     table, truth = orders_table(30)
     uri = store_uri(table)
 
-    async def late_write(order_id: str) -> None:
-        client = await app_client(table)
-        try:
-            await Writer(table, truth, client)._write(order_id, "DELIVERED")  # status alone
-        finally:
-            await client.close()
-
     async def scenario() -> None:
         async with Adopter(uri, NAME, source="status-index", attribute="status", segments=2,
                            rate=400, **FAST) as adopter:
             await adopter.start({"PENDING": ShardPolicy(3)}, margin=0.2)
             assert (await adopter.run()).finished
-            await late_write("o-late-1")
+            await unadopted_writes(table, truth, "DELIVERED", "o-late-1")
             assert not (await adopter.verify()).clean  # 1 missing: another pass begins
             again = await adopter.verify()  # before that pass ran
             assert again.entries >= len(truth) - 1, again  # every value, not PENDING alone
             assert again.missing == 1, again
             assert (await adopter.run()).finished
-            await late_write("o-late-2")
+            await unadopted_writes(table, truth, "DELIVERED", "o-late-2")
             # the clean report must come after the pass: none does yet
             with pytest.raises(ReshardRefused, match="no parity report yet"):
                 await adopter.cutover()
