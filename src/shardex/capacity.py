@@ -77,7 +77,6 @@ __all__ = [
     "DYNAMODB_TABLE_QUOTA_UNITS",
     "DYNAMODB_WRITE_CEILING",
     "LIMITS",
-    "MAX_ITEM_BYTES",
     "QUERY_PAGE_BYTES",
     "QUERY_PAGE_ITEMS",
     "READ_UNIT_BYTES",
@@ -98,7 +97,6 @@ __all__ = [
 
 WRITE_UNIT_BYTES = 1024
 READ_UNIT_BYTES = 4096
-MAX_ITEM_BYTES = 400 * 1024  # DynamoDB's largest item
 # The most bytes one Query page reads (DynamoDB: 1 MB), and the most entries a page of
 # shardex's stores holds.
 QUERY_PAGE_BYTES = 1_048_576

@@ -22,9 +22,9 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from shardex.capacity import MAX_ITEM_BYTES
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
+from shardex.model.values import MAX_ITEM_BYTES
 from shardex.routing import ShardPolicy, check_tier_name
 from shardex.stores.uri import StoreURI
 

@@ -45,10 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shardex.capacity import MAX_ITEM_BYTES
 from shardex.documents import DIAGNOSE_SCHEMA
 from shardex.errors import InvalidInput, brief
 from shardex.keys import validate_value, value_fault
+from shardex.model.values import MAX_ITEM_BYTES
 from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import DEFAULT_PROFILE
 
