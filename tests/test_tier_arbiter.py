@@ -14,6 +14,7 @@ from shardex.reshard import Resharder
 from shardex.sim.clock import run_virtual
 from shardex.stores.memory import MemoryStore
 from shardex.write import void
+from shardex.write.decide import void_token
 
 ROUTING = Routing(overrides={"BIG": ShardPolicy(shards=4, tier="a"),
                              "HUGE": ShardPolicy(shards=2, tier="b")})
@@ -157,3 +158,17 @@ def test_a_void_row_is_the_item_only_while_nothing_newer_is_in_the_own_store() -
     assert not void(Placement("i", 3, None, "x"), tier)  # as new: a row a move left, removed
     assert not void(Placement("i", 4, None, "t", ("",)), tier)  # its own confirmation
     assert void(Placement("i", 4, None, "d", ("m",)), tier)  # deleted there since
+
+
+def test_the_own_stores_take_out_of_a_losing_writes_row_says_what_was_there_before() -> None:
+    """A write over the item in the own store that lost in the tier that arbitrated it
+    takes its row out at its own version, above the row it lost to (a rollback's copy
+    keeps its version): that tombstone deleted nothing."""
+    copy = Placement("i", 1, StoredEntry("BIG#1", "", "i", {}, 1), "k", ("", "m"))
+    lost = void_token("p")
+    assert not void(Placement("i", 2, None, lost, ("", "m", "p")), copy)  # m led to the copy
+    assert not void(Placement("i", 2, None, lost, ("", "p")), copy)  # nothing was there
+    assert not void(Placement("i", 3, None, lost, ("m", "p", "q")), copy)  # q wrote over p
+    assert void(Placement("i", 2, None, lost, ("", "n", "p")), copy)  # n: not this row's
+    assert void(Placement("i", 2, None, lost, ("p",)), copy)  # what was before p: unknown
+    assert void(Placement("i", 2, None, void_token("z"), ("", "m", "p")), copy)  # not p's

@@ -35,12 +35,13 @@ from shardex.write.decide import (
     Skip,
     WriteRequest,
     decide,
+    derived,
     held_across,
     relocating,
     truth,
     value_of,
 )
-from shardex.write.job import Claim, Job, Landing, derived
+from shardex.write.job import Claim, Job, Landing
 from shardex.write.steps import (
     Action,
     Done,

@@ -35,6 +35,7 @@ identical write is not mistaken for one's own.
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -46,9 +47,9 @@ from shardex.routing import Routing
 from shardex.write.topology import crossing, moved
 
 __all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "RELOCATING", "Refuse", "Relocate",
-           "Skip", "Write", "WriteRequest", "arbitrated", "decide", "held_across", "holder",
-           "in_place",
-           "relocating", "resolve", "truth", "value_of", "void"]
+           "Skip", "Write", "WriteRequest", "arbitrated", "decide", "derived", "held_across",
+           "holder", "in_place", "relocating", "resolve", "truth", "value_of", "void",
+           "void_token"]
 
 
 class Put(NamedTuple):
@@ -269,13 +270,42 @@ def void(main: Placement | None, placement: Placement) -> bool:
 
     Newer, not as new: a write made live in a tier is numbered above the own store's
     placement it is confirmed on, so only a later write there outnumbers it, while a
-    tombstone that removes a row a move left behind keeps that row's version.
+    tombstone that removes a row a move left behind keeps that row's version. A
+    tombstone that took out a write's row when it lost in the tier that serialized it
+    (``void_token``) deleted nothing: it says what the placement before that write said,
+    which is nothing against a row whose chain it led to (the row that write lost to,
+    such as a rollback's copy, numbered below the loser).
     """
     if main is None:
         return False
     if main.entry is not None:
         return True
-    return main.version > placement.version and (main.token or NO_TOKEN) not in placement.chain
+    if main.version <= placement.version or (main.token or NO_TOKEN) in placement.chain:
+        return False
+    before = _before_void(main)
+    return before is None or (before != NO_TOKEN and before not in placement.chain)
+
+
+def derived(token: str, tag: str) -> str:
+    """A token of its own for a step of the write ``token`` (a round, a fence, a cleanup)."""
+    return hashlib.blake2b(f"{token}/{tag}".encode(), digest_size=16).hexdigest()
+
+
+def void_token(token: str) -> str:
+    """The token of the tombstone that takes out the row of the write ``token`` when it
+    lost in the store that arbitrates it: ``void`` reads it back from a placement."""
+    return derived(token, "void")
+
+
+def _before_void(placement: Placement) -> str | None:
+    """The token of the placement before the write whose row ``placement`` took out as
+    void (NO_TOKEN: there was none), if it is such a tombstone and its history reaches
+    back that far; else None."""
+    chain = placement.chain
+    for i in range(len(chain) - 2, 0, -1):
+        if void_token(chain[i]) == placement.token:
+            return chain[i - 1]
+    return None
 
 
 def truth(source: Placement | None, target: Placement | None) -> tuple[Placement | None, bool]:

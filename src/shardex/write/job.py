@@ -7,7 +7,6 @@ must confirm; ``Landing`` where a write left a live entry, which fencing checks;
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
@@ -19,7 +18,7 @@ from shardex.write.decide import WriteRequest
 from shardex.write.steps import Placed, Routed
 from shardex.write.topology import Tier
 
-__all__ = ["Backoff", "Claim", "Job", "Landing", "dead_placement", "derived", "did_not_apply",
+__all__ = ["Backoff", "Claim", "Job", "Landing", "dead_placement", "did_not_apply",
            "held_too_often"]
 
 
@@ -74,11 +73,6 @@ class Landing(NamedTuple):
     placed: Placed
     planned: Routed
     erased: int | None = None
-
-
-def derived(token: str, tag: str) -> str:
-    """A token of its own for a step of the write ``token`` (a round, a fence, a cleanup)."""
-    return hashlib.blake2b(f"{token}/{tag}".encode(), digest_size=16).hexdigest()
 
 
 def dead_placement(item_id: str, found: dict[Tier, Placement | None]) -> Placement | None:

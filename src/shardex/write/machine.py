@@ -42,9 +42,11 @@ from shardex.write.decide import (
     Skip,
     Write,
     decide,
+    derived,
     holder,
     resolve,
     value_of,
+    void_token,
 )
 from shardex.write.job import (
     Backoff,
@@ -52,7 +54,6 @@ from shardex.write.job import (
     Job,
     Landing,
     dead_placement,
-    derived,
     did_not_apply,
     held_too_often,
 )
@@ -532,7 +533,7 @@ class WriteMachine:
             if here is not None and here.entry is not None and claim.token in here.chain:
                 with contextlib.suppress(ConditionFailed):
                     yield from self._place(Place(claim.tier, None, here.version, here,
-                                                 derived(claim.token, "void")))
+                                                 void_token(claim.token)))
         except StoreError as exc:
             self.unknown(claim.token, exc, "another write made the item live elsewhere first, "
                          "and taking this one's row back out failed", exc)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, TypeVar
 from shardex.errors import ConditionFailed, OutcomeUnknown, ShardexError
 from shardex.model.entries import Placement
 from shardex.routing import Routing
-from shardex.write.decide import Relocate, in_place, value_of
-from shardex.write.job import Job, Landing, derived
+from shardex.write.decide import Relocate, derived, in_place, value_of
+from shardex.write.job import Job, Landing
 from shardex.write.steps import Action, Observation, Place, Routed
 from shardex.write.topology import Tier, crossing, named
 
