@@ -4,15 +4,18 @@ virtual time sharing one budget through the store."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
 from shardex.commands.controls import controls_lines
 from shardex.errors import MalformedItem
@@ -20,6 +23,7 @@ from shardex.migrate.budget import (
     Budget,
     BudgetPolicy,
     BudgetState,
+    Sharing,
     cut,
     effective_rate,
     lease,
@@ -34,7 +38,10 @@ from shardex.migrate.control import (
     describe,
     record_key,
 )
+from shardex.reshard import Resharder
+from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
+from shardex.stores.memory import MemoryStore
 
 POLICY = BudgetPolicy()
 
@@ -63,6 +70,23 @@ def test_a_window_waits_for_the_oldest_write_to_leave_and_nothing_while_limit_is
     assert window_wait(spent, 1.2, 4.0, 10.0, 1.0) == 0.0
     assert window_wait([], 0.0, 1.0, 0.0, 1.0) == math.inf
     assert window_wait([], 0.0, 50.0, 10.0, 1.0) == 0.0  # larger than the limit: alone
+
+
+@given(st.lists(st.floats(1.01, 20.0), min_size=2, max_size=40), st.floats(0.05, 1.0))
+def test_writes_dearer_than_the_limit_are_spaced_out_to_it(factors: list[float],
+                                                          limit: float) -> None:
+    """A rate below one write's cost: each write goes alone and holds its key for
+    ``cost / limit`` seconds (going alone once a window, a probe saw 2 units a second
+    on a key throttled to 0.5)."""
+    spent: list[tuple[float, float]] = []
+    now = 0.0
+    for cost in (limit * factor for factor in factors):
+        while (wait := window_wait(spent, now, cost, limit, 1.0)) > 0:
+            now += wait
+        spent.append((now, cost))
+    for (t, c), (later, _) in itertools.pairwise(spent):
+        assert later - t >= max(1.0, c / limit) - 1e-6
+    assert window_wait([(0.0, 2.0)], 1.5, 2.0, 0.5, 1.0) == pytest.approx(2.5)
 
 
 # -- pure: AIMD -----------------------------------------------------------------------------
@@ -284,3 +308,73 @@ async def test_a_pause_made_before_any_runner_ran_still_names_who_paused(
     fresh = Controls(shardex_store, "orders", "r2", rate=25.0, clock=clock, owner="w1")
     assert await fresh.refresh() == 25.0
     assert (fresh.control.changed_by, fresh.control.reason) == ("w1", "the first runner's rate")
+
+
+# -- a running mover follows the rate in force -----------------------------------------------
+
+async def _reshard_under_controls(shards: int, to: int, rate: float, steps: list[tuple[
+        float, Callable[[Control], Control]]], *, workers: int = 4) -> dict[str, dict[int, float]]:
+    """PENDING's 800 entries on ``shards`` keys resharded to ``to`` by one runner at
+    ``rate`` with ``workers``, its controls changed by ``steps`` ((virtual seconds after
+    the start, change)) meanwhile: the write units it put on each key it drained or filled,
+    by second (``spent`` and ``landed`` merged)."""
+    store = MemoryStore(seed=1)
+    async with ShardedIndex(store, "orders", Routing(overrides={"PENDING": ShardPolicy(
+            shards)}), routing_lease=1.0) as index:
+        for i in range(800):
+            assert await index.put("PENDING", f"o-{i}")
+    async with Resharder(store, "orders", rate=rate, workers=workers, unit_lease=2.0,
+                         sharing=Sharing(poll=0.5), seed=1) as rs:
+        await rs.start({"PENDING": ShardPolicy(to)}, margin=0.2)
+        meta = (await rs.routing()).reshard
+        assert meta is not None
+        running = asyncio.ensure_future(rs.run(until="done"))
+        clock = LoopClock()
+        began = clock.now()
+        for at, change in steps:
+            await clock.sleep(max(0.0, began + at - clock.now()))
+            await change_control(store, "orders", meta.id, change, clock=clock)
+        assert (await running).state == "done"
+        loads: dict[str, dict[int, float]] = {}
+        for spent in (rs.mover_units, rs.mover_landed):
+            for key, seconds in spent.items():
+                for second, units in seconds.items():
+                    mine = loads.setdefault(key, {})
+                    mine[second - int(began)] = mine.get(second - int(began), 0.0) + units
+        return loads
+
+
+def _peak(loads: dict[str, dict[int, float]], after: int) -> float:
+    return max(units for seconds in loads.values() for second, units in seconds.items()
+               if second >= after)
+
+
+def test_a_lower_rate_holds_on_the_key_a_fan_in_fills() -> None:
+    """Four keys drain into one: each unit's pace is the rate shared over the four, and a
+    ``throttle`` to a quarter must lower it too (it held the target key at 4x the new rate
+    until the units ended: a probe on DynamoDB Local)."""
+    loads = run_virtual(_reshard_under_controls(4, 1, 40.0, [
+        (4.0, lambda c: replace(c, rate=10.0))]))
+    assert _peak(loads, after=0) <= 40.0 * 1.05
+    assert _peak(loads, after=4 + 2) <= 10.0 * 1.05, loads
+
+
+def test_a_higher_rate_is_taken_up_by_the_running_units() -> None:
+    """One key fans out to four at 10 units a second, then ``throttle --rate 40``: the
+    running unit speeds up within a few seconds (it kept the rate it started with)."""
+    loads = run_virtual(_reshard_under_controls(1, 4, 10.0, [
+        (4.0, lambda c: replace(c, rate=40.0))], workers=1))
+    assert _peak(loads, after=0) <= 40.0 * 1.05
+    before = max(u for s in loads.values() for t, u in s.items() if t < 4)
+    assert before <= 10.0 * 1.05
+    assert _peak(loads, after=4 + 3) >= 30.0, loads
+
+
+def test_a_unit_started_while_paused_is_paced_at_the_migration_s_rate() -> None:
+    """The migration's rate is 40 and it is paused when a runner given --rate 400 starts;
+    after ``resume``, its units drain four keys into one at 40 on the one, not at 400
+    shared out (they were paced at the process's own rate while the controls said 0)."""
+    loads = run_virtual(_reshard_under_controls(4, 1, 400.0, [
+        (0.0, lambda c: replace(c, rate=40.0, paused=True)),
+        (3.0, lambda c: replace(c, paused=False))]))
+    assert _peak(loads, after=0) <= 40.0 * 1.05, loads

@@ -60,7 +60,8 @@ from shardex.model.entries import Record
 from shardex.stores.base import Store
 
 __all__ = ["Budget", "BudgetPolicy", "BudgetState", "Sharing", "Slice", "budget_document",
-           "cut", "effective_rate", "lease", "migration_status", "release", "window_wait"]
+           "cut", "effective_rate", "held_until", "lease", "migration_status", "release",
+           "window_wait"]
 
 log = logging.getLogger("shardex")
 _EPS = 1e-9
@@ -213,19 +214,27 @@ def window_wait(spent: Iterable[tuple[float, float]], now: float, cost: float, l
 
     ``spent`` is (wall time, units) of what was spent, oldest first; what was spent in
     ``(now - window, now]`` counts. ``inf`` while ``limit`` is 0. A cost larger than
-    ``limit`` goes alone, once the window is empty.
+    ``limit`` goes alone, once the window is empty, and counts for ``cost / limit``
+    seconds (``held_until``): a rate below one write's cost spaces the writes out to it
+    (going alone once a window, they had put 4 units a second on a key at 0.5).
     """
     if limit <= 0:
         return math.inf
-    live = [(t, c) for t, c in spent if t > now - window]
+    live = sorted((until, c) for t, c in spent
+                  if (until := held_until(t, c, limit, window)) > now)
     total = sum(c for _, c in live)
     if not live or total + cost <= limit + _EPS:
         return 0.0
-    for t, c in live:
+    for until, c in live:
         total -= c
         if total + cost <= limit + _EPS or total <= _EPS:
-            return max(_EPS, t + window - now)
+            return max(_EPS, until - now)
     return window  # unreachable: the loop empties the window
+
+
+def held_until(at: float, cost: float, limit: float, window: float) -> float:
+    """Until when ``cost`` units spent at ``at`` count against ``limit`` a ``window``."""
+    return at + max(window, cost * window / limit) if limit > 0 else math.inf
 
 
 class Budget:
@@ -354,14 +363,15 @@ class Budget:
             if wait <= 0:
                 break
             await self._clock.sleep(min(wait, self.policy.term / 6))
+        window = self.policy.window
         for key, cost in costs.items():
             spent = self._spent.setdefault(key, deque())
-            while spent and spent[0][0] <= now - self.policy.window:
+            while spent and held_until(*spent[0], limit, window) <= now:
                 spent.popleft()
             spent.append((now, cost))
-        if len(self._spent) > 4096:  # keys not written for a window hold nothing
+        if len(self._spent) > 4096:  # keys not written for a while hold nothing
             self._spent = {k: v for k, v in self._spent.items()
-                           if v and v[-1][0] > now - self.policy.window}
+                           if v and held_until(*v[-1], limit, window) > now}
 
     async def _spend_shared(self, costs: Mapping[str, float]) -> None:
         assert self._redis is not None

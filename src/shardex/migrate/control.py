@@ -239,6 +239,12 @@ class Controls:
         """The rate in force, as last refreshed: 0 while paused or held."""
         if self.control.paused or self.held is not None:
             return 0.0
+        return self.set_rate
+
+    @property
+    def set_rate(self) -> float:
+        """The migration's rate, as last refreshed, paused or not: what it moves at once
+        it goes on (this runner's own until the record has one)."""
         return self.control.rate if self.control.rate is not None else self.own_rate
 
     def _with_own_rate(self, control: Control) -> Control:

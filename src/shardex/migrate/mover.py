@@ -246,6 +246,7 @@ class Mover:
                 finished = page.resume is None or len(entries) < len(page.entries)
                 for i in range(0, len(entries), _BATCH):
                     batch = entries[i:i + _BATCH]
+                    pace.follow(self._unit_rate(routing, unit))  # a throttle, a cut
                     outcomes = await asyncio.gather(*(self._move(unit, e, pace)
                                                       for e in batch))
                     unit = replace(unit, after=batch[-1].position,
@@ -282,8 +283,9 @@ class Mover:
         keys as the plan shares it (``allocate``), not the rate of the process that
         planned the unit (a rollback planned at 5 and resumed at 1,000 crawled at 5)."""
         rate = self._rate
-        if self.budget is not None and self.budget.controls.rate > 0:
-            rate = self.budget.controls.rate
+        if self.budget is not None:
+            # after a cut, the rate it grows back from; paused or held, the one it resumes at
+            rate = self.budget.rate or self.budget.controls.set_rate
         return allocate(rate, sources=len(self.layouts.source_keys(routing, unit.value)),
                         targets=len(self.layouts.target_keys(routing, unit.value)))
 

@@ -11,13 +11,15 @@ store tried again after a backoff.
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from shardex.admission import AdaptiveRate, RateState
 from shardex.clock import Clock
 from shardex.errors import Throttled, Unavailable
-from shardex.migrate.budget import Budget
+from shardex.migrate.budget import Budget, held_until, window_wait
 from shardex.migrate.layouts import PATIENT, Layouts
 from shardex.model.entries import Position, QueryPage
 
@@ -25,6 +27,7 @@ __all__ = ["ATTEMPTS", "Pace", "paced", "pages", "read_page"]
 
 T = TypeVar("T")
 ATTEMPTS = 6  # tries of a write the store keeps refusing as unavailable
+_WINDOW = 1.0  # seconds: a rate holds in every one of them
 
 
 class Pace:
@@ -32,25 +35,47 @@ class Pace:
 
     def __init__(self, rate: float, clock: Clock) -> None:
         self._clock = clock
-        self._policy = AdaptiveRate(increase=max(rate / 20, 0.1), decrease=0.5,
-                                    floor=min(rate, max(0.1, rate / 100)), ceiling=rate,
-                                    cooldown=0.5)
+        self._policy = _policy(rate)
         self._state = RateState(rate=rate)
+        self._sent: deque[tuple[float, float]] = deque()  # (clock s, units) of recent sends
 
     @property
     def rate(self) -> float:
         return self._state.rate or 0.0
 
+    def follow(self, rate: float) -> None:
+        """Pace at ``rate`` from now on (the rate in force changed: an operator's throttle,
+        a cut): where AIMD has the pace now, scaled to it, so a lower rate holds at once
+        and a higher one is taken up at once."""
+        ceiling = self._policy.ceiling
+        if rate == ceiling or rate <= 0:
+            return
+        self._policy = _policy(rate)
+        self._state = replace(self._state, rate=min(rate, self.rate * rate / ceiling))
+
     async def wait(self, cost: float) -> None:
         delay, self._state = self._policy.send(self._state, self._clock.now(), max(cost, 0.01))
         if delay > 0:
             await self._clock.sleep(delay)
+        # spacing alone lets two sends fall in one second: hold every second to the rate
+        while (hold := window_wait(self._sent, self._clock.now(), cost, self.rate,
+                                   _WINDOW)) > 0:
+            await self._clock.sleep(hold)
+        now = self._clock.now()
+        self._sent.append((now, cost))
+        while self._sent and held_until(*self._sent[0], self.rate, _WINDOW) <= now:
+            self._sent.popleft()
 
     def throttled(self) -> None:
         self._state = self._policy.throttled(self._state, self._clock.now())
 
     def succeeded(self) -> None:
         self._state = self._policy.succeeded(self._state, self._clock.now())
+
+
+def _policy(rate: float) -> AdaptiveRate:
+    return AdaptiveRate(increase=max(rate / 20, 0.1), decrease=0.5,
+                        floor=min(rate, max(0.1, rate / 100)), ceiling=rate, cooldown=0.5)
 
 
 async def read_page(layouts: Layouts, key: str, after: Position | None, limit: int,
