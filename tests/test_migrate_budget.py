@@ -378,3 +378,42 @@ def test_a_unit_started_while_paused_is_paced_at_the_migration_s_rate() -> None:
         (0.0, lambda c: replace(c, rate=40.0, paused=True)),
         (3.0, lambda c: replace(c, paused=False))]))
     assert _peak(loads, after=0) <= 40.0 * 1.05, loads
+
+
+def test_a_paused_mover_keeps_its_unit_past_its_lease() -> None:
+    """Paused for five unit leases, a running mover holds its unit (status lists it with
+    its lease) and no other process takes it over; resumed, it finishes. The leases had
+    lapsed while the moves waited on the budget (a probe on DynamoDB Local: status said
+    no runners, and a second process took the unit over)."""
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        async with ShardedIndex(store, "orders", Routing(overrides={"PENDING": ShardPolicy(
+                1)}), routing_lease=1.0) as index:
+            for i in range(300):
+                assert await index.put("PENDING", f"o-{i}")
+        clock = LoopClock()
+        options = {"rate": 20.0, "unit_lease": 2.0, "sharing": Sharing(poll=0.5)}
+        async with Resharder(store, "orders", worker="a", seed=1, **options) as rs:
+            await rs.start({"PENDING": ShardPolicy(4)}, margin=0.2)
+            routing = await rs.routing()
+            assert routing.reshard is not None
+            migration = routing.reshard.id
+            running = asyncio.ensure_future(rs.run(until="done"))
+            await clock.sleep(4.0)
+            await change_control(store, "orders", migration,
+                                 lambda c: replace(c, paused=True), clock=clock)
+            async with Resharder(store, "orders", worker="b", seed=2, **options) as other:
+                rival = asyncio.ensure_future(other.run(until="done"))
+                for _ in range(5):
+                    await clock.sleep(2.0)
+                    units = await rs.units(routing)
+                    assert [u.owner for u in units if u.leased_at(store.clock.wall())] \
+                        == ["a"], units
+                await change_control(store, "orders", migration,
+                                     lambda c: replace(c, paused=False), clock=clock)
+                assert (await running).state == "done"
+                assert (await rival).state == "done"
+        async with ShardedIndex(store, "orders") as index:
+            assert await index.count("PENDING") == 300
+
+    run_virtual(main())

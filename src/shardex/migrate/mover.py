@@ -247,8 +247,11 @@ class Mover:
                 for i in range(0, len(entries), _BATCH):
                     batch = entries[i:i + _BATCH]
                     pace.follow(self._unit_rate(routing, unit))  # a throttle, a cut
-                    outcomes = await asyncio.gather(*(self._move(unit, e, pace)
-                                                      for e in batch))
+                    held = await self._holding(key, unit, revision, asyncio.gather(
+                        *(self._move(unit, e, pace) for e in batch)))
+                    if held is None:
+                        return  # the lease was taken over: the other worker goes on
+                    outcomes, (unit, revision) = held
                     unit = replace(unit, after=batch[-1].position,
                                    moved=unit.moved + outcomes.count("moved"),
                                    skipped=unit.skipped + outcomes.count("skipped"),
@@ -275,6 +278,32 @@ class Mover:
             # found in place and moved again by no one)
             with contextlib.suppress(ShardexError):
                 await self.records.checkpoint(key, unit, revision, lease=self._lease)
+            raise
+
+    async def _holding(self, key: str, unit: Unit, revision: int,
+                       work: asyncio.Future[list[str]]
+                       ) -> tuple[list[str], tuple[Unit, int]] | None:
+        """``work``'s outcomes, the unit's lease renewed (its progress as it stands) every
+        third of a lease while it waits (paused, held, or a budget slice too small for a
+        second): a paused mover keeps its units and status lists it, where the leases had
+        lapsed and another process took them over. None if the lease was lost meanwhile
+        (``work`` is let finish: its moves are conditional, each done once)."""
+        try:
+            while True:
+                tick = asyncio.ensure_future(self._clock.sleep(self._lease / 3))
+                try:
+                    await asyncio.wait((work, tick), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    tick.cancel()
+                if work.done():
+                    return work.result(), (unit, revision)
+                saved = await self.records.checkpoint(key, unit, revision, lease=self._lease)
+                if saved is None:
+                    await work
+                    return None
+                unit, revision = saved
+        except BaseException:
+            work.cancel()  # stopped (Ctrl-C, a bounded step) or failed: as gather's callers
             raise
 
     def _unit_rate(self, routing: Routing, unit: Unit) -> float:
@@ -346,7 +375,11 @@ class Mover:
                 if cursor is not None:  # read the next page while this one is written
                     scanning = asyncio.ensure_future(self._scan(replace(unit, cursor=cursor),
                                                                 reads))
-                outcomes = await asyncio.gather(*(copy(item) for item in items))
+                held = await self._holding(key, unit, revision, asyncio.gather(
+                    *(copy(item) for item in items)))
+                if held is None:
+                    return  # the lease was taken over: the other worker goes on
+                outcomes, (unit, revision) = held
                 values = dict(unit.values)
                 for _, value, _, _ in items:
                     if value is not None:
