@@ -380,11 +380,12 @@ def test_a_unit_started_while_paused_is_paced_at_the_migration_s_rate() -> None:
     assert _peak(loads, after=0) <= 40.0 * 1.05, loads
 
 
-def test_a_paused_mover_keeps_its_unit_past_its_lease() -> None:
+def test_a_paused_mover_keeps_its_unit_past_its_lease_and_says_why_it_stands() -> None:
     """Paused for five unit leases, a running mover holds its unit (status lists it with
     its lease) and no other process takes it over; resumed, it finishes. The leases had
-    lapsed while the moves waited on the budget (a probe on DynamoDB Local: status said
-    no runners, and a second process took the unit over)."""
+    lapsed while the moves waited on the budget, and the run's output said nothing of
+    the pause (a probe on DynamoDB Local: status said no runners, and a second process
+    took the unit over)."""
     async def main() -> None:
         store = MemoryStore(seed=1)
         async with ShardedIndex(store, "orders", Routing(overrides={"PENDING": ShardPolicy(
@@ -393,7 +394,9 @@ def test_a_paused_mover_keeps_its_unit_past_its_lease() -> None:
                 assert await index.put("PENDING", f"o-{i}")
         clock = LoopClock()
         options = {"rate": 20.0, "unit_lease": 2.0, "sharing": Sharing(poll=0.5)}
-        async with Resharder(store, "orders", worker="a", seed=1, **options) as rs:
+        notes: list[str] = []
+        async with Resharder(store, "orders", worker="a", seed=1,
+                             progress=lambda p: notes.append(p.note), **options) as rs:
             await rs.start({"PENDING": ShardPolicy(4)}, margin=0.2)
             routing = await rs.routing()
             assert routing.reshard is not None
@@ -401,7 +404,8 @@ def test_a_paused_mover_keeps_its_unit_past_its_lease() -> None:
             running = asyncio.ensure_future(rs.run(until="done"))
             await clock.sleep(4.0)
             await change_control(store, "orders", migration,
-                                 lambda c: replace(c, paused=True), clock=clock)
+                                 lambda c: replace(c, paused=True, paused_by="ops@host"),
+                                 clock=clock)
             async with Resharder(store, "orders", worker="b", seed=2, **options) as other:
                 rival = asyncio.ensure_future(other.run(until="done"))
                 for _ in range(5):
@@ -413,6 +417,10 @@ def test_a_paused_mover_keeps_its_unit_past_its_lease() -> None:
                                      lambda c: replace(c, paused=False), clock=clock)
                 assert (await running).state == "done"
                 assert (await rival).state == "done"
+            # the run says why it stands still (it had said "moving entries", 0 a second)
+            paused = "paused by ops@host; resume to go on"
+            assert notes.index("moving entries") < notes.index(paused) \
+                < len(notes) - 1 - notes[::-1].index("moving entries"), notes
         async with ShardedIndex(store, "orders") as index:
             assert await index.count("PENDING") == 300
 

@@ -8,6 +8,7 @@ race are told apart by the compare-and-set. Waits run on the injected clock.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -24,7 +25,8 @@ from shardex.index import ShardedIndex
 from shardex.keys import value_fault
 from shardex.migrate.adopting import AdoptionLayouts, adoption_layouts
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
-from shardex.migrate.budget import Sharing
+from shardex.migrate.budget import Budget, Sharing
+from shardex.migrate.control import describe
 from shardex.migrate.mover import MOVER_RETRY, Mover
 from shardex.migrate.registry import finish_migration, record_migration
 from shardex.migrate.states import (
@@ -371,8 +373,26 @@ class Adopter(MigrationRunner):
             if planned[0].units != self.segments:
                 self._say(f"the backfill was planned with {planned[0].units} segments by an "
                           "earlier run: using those")
-            await mover.run(routing, plan=plan)
+            watching = asyncio.ensure_future(self._say_holds(budget))
+            try:
+                await mover.run(routing, plan=plan)
+            finally:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
         return await self.backfilled(adoption)
+
+    async def _say_holds(self, budget: Budget | None) -> None:
+        """Say when the backfill stands still and why (paused, or held by an outside
+        signal), and when it goes on: its progress is reported only as pages land."""
+        said: str | None = None
+        while budget is not None:
+            hold = budget.controls.hold
+            if hold != said:
+                controls = budget.controls
+                self._say(f"backfill: {hold or describe(controls.control, controls.held)}")
+                said = hold
+            await self._clock.sleep(1.0)
 
     # -- verify, cutover, complete, rollback ---------------------------------------------
 

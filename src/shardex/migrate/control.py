@@ -247,6 +247,14 @@ class Controls:
         it goes on (this runner's own until the record has one)."""
         return self.control.rate if self.control.rate is not None else self.own_rate
 
+    @property
+    def hold(self) -> str | None:
+        """Why the movers stand still, as last refreshed (paused, or an outside signal's
+        hold), in one line; None while they move."""
+        if self.control.paused or self.held is not None:
+            return describe(self.control, self.held)
+        return None
+
     def _with_own_rate(self, control: Control) -> Control:
         """``control`` with this runner's rate where it has none; an operator's change
         (a pause before any runner ran) stays the last one it names."""

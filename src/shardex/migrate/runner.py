@@ -381,19 +381,21 @@ class Resharder(MigrationRunner):
 
     async def _move(self, routing: Routing) -> None:
         await self._patiently(self._moving.refresh_routing)
-        reporter = asyncio.ensure_future(self._keep_reporting(routing))
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                assert routing.reshard is not None
-                budget = await self.budget(stack, routing.reshard.id)
+        async with contextlib.AsyncExitStack() as stack:
+            assert routing.reshard is not None
+            budget = await self.budget(stack, routing.reshard.id)
+            reporter = asyncio.ensure_future(self._keep_reporting(routing, budget))
+            try:
                 await self._mover(routing, budget).run(routing)
-        finally:
-            reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reporter
+            finally:
+                reporter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reporter
         self._report(routing, await self.units(routing), "moved")
 
-    async def _keep_reporting(self, routing: Routing) -> None:
+    async def _keep_reporting(self, routing: Routing, budget: Budget | None) -> None:
+        """Report the moving every few seconds; while the movers stand still, why (paused,
+        or held by an outside signal: the output had said only "0 entries/s")."""
         last: tuple[float, int] | None = None
         while True:
             units = await self.units(routing)
@@ -401,7 +403,8 @@ class Resharder(MigrationRunner):
             now = self._clock.now()
             rate = None if last is None or now <= last[0] else (moved - last[1]) / (now - last[0])
             last = (now, moved)
-            self._report(routing, units, "moving entries", rate)
+            hold = None if budget is None else budget.controls.hold
+            self._report(routing, units, hold or "moving entries", rate)
             await self._clock.sleep(min(_REPORT_EVERY, self.unit_lease))
 
     async def _verify(self, routing: Routing, *, mover_done: bool) -> Parity:
