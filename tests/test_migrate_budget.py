@@ -312,17 +312,23 @@ async def test_a_pause_made_before_any_runner_ran_still_names_who_paused(
 
 # -- a running mover follows the rate in force -----------------------------------------------
 
+async def _filled(shards: int, entries: int) -> MemoryStore:
+    """A store whose index ``orders`` holds ``entries`` of PENDING on ``shards`` keys."""
+    store = MemoryStore(seed=1)
+    async with ShardedIndex(store, "orders", Routing(overrides={"PENDING": ShardPolicy(
+            shards)}), routing_lease=1.0) as index:
+        for i in range(entries):
+            assert await index.put("PENDING", f"o-{i}")
+    return store
+
+
 async def _reshard_under_controls(shards: int, to: int, rate: float, steps: list[tuple[
         float, Callable[[Control], Control]]], *, workers: int = 4) -> dict[str, dict[int, float]]:
     """PENDING's 800 entries on ``shards`` keys resharded to ``to`` by one runner at
     ``rate`` with ``workers``, its controls changed by ``steps`` ((virtual seconds after
     the start, change)) meanwhile: the write units it put on each key it drained or filled,
     by second (``spent`` and ``landed`` merged)."""
-    store = MemoryStore(seed=1)
-    async with ShardedIndex(store, "orders", Routing(overrides={"PENDING": ShardPolicy(
-            shards)}), routing_lease=1.0) as index:
-        for i in range(800):
-            assert await index.put("PENDING", f"o-{i}")
+    store = await _filled(shards, 800)
     async with Resharder(store, "orders", rate=rate, workers=workers, unit_lease=2.0,
                          sharing=Sharing(poll=0.5), seed=1) as rs:
         await rs.start({"PENDING": ShardPolicy(to)}, margin=0.2)
@@ -387,11 +393,7 @@ def test_a_paused_mover_keeps_its_unit_past_its_lease_and_says_why_it_stands() -
     the pause (a probe on DynamoDB Local: status said no runners, and a second process
     took the unit over)."""
     async def main() -> None:
-        store = MemoryStore(seed=1)
-        async with ShardedIndex(store, "orders", Routing(overrides={"PENDING": ShardPolicy(
-                1)}), routing_lease=1.0) as index:
-            for i in range(300):
-                assert await index.put("PENDING", f"o-{i}")
+        store = await _filled(1, 300)
         clock = LoopClock()
         options = {"rate": 20.0, "unit_lease": 2.0, "sharing": Sharing(poll=0.5)}
         notes: list[str] = []
@@ -423,5 +425,32 @@ def test_a_paused_mover_keeps_its_unit_past_its_lease_and_says_why_it_stands() -
                 < len(notes) - 1 - notes[::-1].index("moving entries"), notes
         async with ShardedIndex(store, "orders") as index:
             assert await index.count("PENDING") == 300
+
+    run_virtual(main())
+
+
+def test_a_runner_with_nothing_to_work_leaves_the_rate_to_the_one_that_works() -> None:
+    """Two runners of a reshard whose one source key the first works: the second has no
+    unit, gives its slice up, and the first goes on at the whole rate. The idle one had
+    kept an equal share, and the key was drained at half the rate (a probe on DynamoDB
+    Local); the load stays within the rate all along."""
+    async def main() -> None:
+        store = await _filled(1, 400)
+        clock = LoopClock()
+        options = {"rate": 20.0, "unit_lease": 2.0, "sharing": Sharing(poll=0.5)}
+        async with Resharder(store, "orders", worker="a", seed=1, **options) as rs, \
+                Resharder(store, "orders", worker="b", seed=2, **options) as other:
+            await rs.start({"PENDING": ShardPolicy(4)}, margin=0.2)
+            running = asyncio.ensure_future(rs.run(until="done"))
+            await clock.sleep(4.0)
+            began = int(clock.now())
+            rival = asyncio.ensure_future(other.run(until="done"))
+            assert (await running).state == "done"
+            assert (await rival).state == "done"
+        drained = {s - began: u for s, u in rs.mover_units["PENDING"].items()}
+        assert not other.mover_units
+        assert max(drained.values()) <= 20.0 * 1.05
+        steady = [drained.get(s, 0.0) for s in range(3, 12)]
+        assert sum(steady) / len(steady) >= 16.0, drained
 
     run_virtual(main())

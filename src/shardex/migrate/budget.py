@@ -38,7 +38,7 @@ import logging
 import math
 import random
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any
@@ -265,6 +265,9 @@ class Budget:
         self._spent: dict[str, deque[tuple[float, float]]] = {}
         self._cut_seen = -math.inf
         self._keeper: asyncio.Task[None] | None = None
+        self._working = 0  # this process's units and spends under way (``working``)
+        self._spent_at = -math.inf  # wall s of its last spend
+        self._idle = False  # True once it gave its slice up for want of work
 
     @property
     def rate(self) -> float:
@@ -338,11 +341,43 @@ class Budget:
         while True:
             await self._clock.sleep(self.policy.term / 3)
             try:
-                await self.renew()
+                recent = self._clock.wall() - self._spent_at < self.policy.term
+                if self._working or recent or self._redis is not None:
+                    await self.renew()
+                elif not self._idle:
+                    await self._give_up()
+                else:
+                    await self.controls.refresh()  # for what status and the run say
             except ShardexError as exc:
                 # the slice lapses at its expiry, and spending with it
                 log.warning("migration %s: the budget could not be renewed: %s",
                             self.migration, exc)
+
+    @contextlib.asynccontextmanager
+    async def working(self) -> AsyncIterator[None]:
+        """Hold a slice while a unit of this process is under way (or a spend): one with
+        none, and no spend for a term, gives its slice up at its next renewal, so the
+        processes that work share the whole rate (an idle process had kept an equal
+        share: two runners of one key moved at half the rate), and takes one again as its
+        next unit starts."""
+        self._working += 1
+        try:
+            if self._idle:
+                self._idle = False
+                try:
+                    await self.renew()
+                except ShardexError as exc:  # the keeper renews it: spending waits till then
+                    log.warning("migration %s: the budget could not be renewed: %s",
+                                self.migration, exc)
+            yield
+        finally:
+            self._working -= 1
+
+    async def _give_up(self) -> None:
+        self._idle = True
+        self.share = 0.0
+        self.state = await self._change(lambda s, now: release(s, self.owner, now, self.policy))
+        await self.controls.refresh()
 
     # -- spending -----------------------------------------------------------------------
 
@@ -351,9 +386,14 @@ class Budget:
 
     async def spend(self, costs: Mapping[str, float]) -> None:
         """Wait until ``costs`` (write units per shard key) fit this process's budget."""
-        if self._redis is not None:
-            await self._spend_shared(costs)
-            return
+        async with self.working():
+            self._spent_at = self._clock.wall()
+            if self._redis is not None:
+                await self._spend_shared(costs)
+            else:
+                await self._spend(costs)
+
+    async def _spend(self, costs: Mapping[str, float]) -> None:
         while True:
             now = self._clock.wall()
             limit = self._limit(now)

@@ -207,10 +207,13 @@ class Mover:
         async def process(key: str, unit: Unit, revision: int) -> None:
             self._busy.add(unit.source)
             try:
-                if unit.kind == "segment":
-                    await self._scan_segment(routing, key, unit, revision)
-                else:
-                    await self._process(routing, key, unit, revision)
+                async with contextlib.AsyncExitStack() as stack:
+                    if self.budget is not None:
+                        await stack.enter_async_context(self.budget.working())
+                    if unit.kind == "segment":
+                        await self._scan_segment(routing, key, unit, revision)
+                    else:
+                        await self._process(routing, key, unit, revision)
             finally:
                 self._busy.discard(unit.source)
 
