@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+import shardex
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.cli import main
 from shardex.reshard import Resharder
@@ -130,3 +131,28 @@ def test_the_stateful_machine_on_cosmos() -> None:
                 lease=1.0, margin=0.2, ttls=(0.1, 0.3, 0.6), unit_lease=1.0, crash_within=3.0),
         settings=settings(max_examples=2, stateful_step_count=8, deadline=None,
                           suppress_health_check=list(HealthCheck), database=None))
+
+
+def test_a_layout_whose_shard_keys_do_not_fit_is_refused_before_it_starts() -> None:
+    """A value of 1,019 bytes fits one or two shard keys of index 'orders' on Cosmos DB
+    (a partition key holds 2,048 bytes, and each of its bytes takes two encoded), not
+    sixteen ('#15'). Such a reshard was started, and from read-both on every read of the
+    value failed, and so did its run and its rollback: the index was wedged (a probe on
+    this server, with 1,021 bytes in index 'ix'). Now start refuses it, naming the
+    limit, and the value reads as before."""
+    value = "\x01" * 1019
+
+    async def main() -> None:
+        uri = cosmos_server.container_store().uri
+        async with ShardedIndex(uri, "orders") as index:
+            for i in range(5):
+                assert await index.put(value, f"o-{i}")
+            async with Resharder(uri, "orders", seed=1) as rs:
+                with pytest.raises(shardex.InvalidKey, match=r"cannot have 16 shards.*2048"):
+                    await rs.start({value: ShardPolicy(16)}, margin=0.1)
+                assert (await rs.routing()).state == "stable"
+                assert (await rs.start({value: ShardPolicy(2)}, dry_run=True)).to_move == 5
+            await index.refresh_routing()
+            assert len((await index.query(value, limit=10)).items) == 5
+
+    asyncio.run(main())

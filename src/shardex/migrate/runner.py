@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Protocol, TypeVar
 
 from shardex.clock import Clock
-from shardex.errors import InvalidInput, InvalidRouting, ReshardRefused
+from shardex.errors import InvalidInput, InvalidKey, InvalidRouting, ReshardRefused
 from shardex.index import ShardedIndex
 from shardex.migrate import states
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
@@ -301,6 +301,7 @@ class Resharder(MigrationRunner):
         refused = crossing_refusal(new)
         if refused is not None:
             raise ReshardRefused(f"index {self.name!r}: {refused}")
+        await self._check_keys(new)
         mover = self._mover(new)
         surveys = await mover.survey(new, new.reshard.values)
         plans = {value: ValuePlan(value, new.previous.policy(value), new.policy(value),
@@ -321,6 +322,25 @@ class Resharder(MigrationRunner):
         await record_migration(self.store, self.name, "reshard", new.reshard.id,
                                new.reshard.values, clock=self._clock, rng=self._rng)
         return StartPlan(new, plans, stored=True)
+
+    async def _check_keys(self, routing: Routing) -> None:
+        """Refuse a layout whose shard keys a store cannot hold (InvalidKey naming the
+        value and the key), before any is routed to: once read-both began, every read of
+        the value failed, and a rollback too (a value of 1,021 bytes to 16 shards on
+        Cosmos DB, whose partition key holds 2,048 bytes encoded)."""
+        assert routing.reshard is not None
+        index = await self.control()
+        for value in routing.reshard.values:
+            policy = routing.policy(value)
+            store = index.store if policy.tier is None else index.tiers.get(policy.tier)
+            if store is None:
+                continue  # a tier this runner was not given: no store to ask
+            key = policy.shard_keys(value)[-1]  # the longest: the highest shard number
+            try:
+                store.check_shard_key(self.name, key)
+            except InvalidKey as exc:
+                raise InvalidKey(f"index {self.name!r}: {value!r} cannot have {policy.shards} "
+                                 f"shards on {store.uri}: {exc}; nothing was started") from None
 
     def _busy(self, routing: Routing) -> str:
         meta = routing.reshard

@@ -419,6 +419,16 @@ class Store(abc.ABC):
         with self._recorder(namespace, shard_key, False) as rec:
             return await self._count(namespace, shard_key, rec)
 
+    def check_shard_key(self, namespace: str, shard_key: str) -> None:
+        """Raise InvalidKey if this store cannot hold entries of ``shard_key`` in index
+        ``namespace`` (encoded, it passes the store's key limit). Not a request: a reshard
+        asks before it routes writes and reads to the keys of a new layout."""
+        _check_shard_key(shard_key)
+        self._check_shard_key(namespace, shard_key)
+
+    def _check_shard_key(self, namespace: str, shard_key: str) -> None:  # noqa: B027
+        """The store's own limit on a shard key's encoding (none by default)."""
+
     def key_attributes(self, shard_key: str, sort: str | None,
                        item_id: str) -> dict[str, Any]:
         """Return the attributes an application adds to its own item to index it.

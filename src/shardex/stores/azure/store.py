@@ -166,6 +166,9 @@ class AzureTablesStore(Store):
         """Up to five requests, one commit point (``shardex.stores.crosspart``)."""
         await self._placer.place(rec, namespace, item_id, entry, version, expected, token)
 
+    def _check_shard_key(self, namespace: str, shard_key: str) -> None:
+        keys.entry_partition(namespace, shard_key)  # InvalidKey past the key limit
+
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
                      descending: bool, limit: int,
                      rec: Recorder) -> tuple[list[StoredEntry], Position | None]:

@@ -241,6 +241,9 @@ class CosmosStore(Store):
             max_items=max_items, continuation=continuation)
         return result
 
+    def _check_shard_key(self, namespace: str, shard_key: str) -> None:
+        codec.entry_partition(namespace, shard_key)  # InvalidKey past the key limit
+
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
                      descending: bool, limit: int,
                      rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
