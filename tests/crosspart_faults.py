@@ -37,6 +37,7 @@ class Faulty:
         self._crash: tuple[int, bool] | None = None
         self._pause: tuple[str, asyncio.Event, asyncio.Event] | None = None
         self._throttle = self._ambiguous = 0.0
+        self._timeouts = self._stalled = 0
         self._rng = random.Random(seed)
 
     async def open(self) -> None:
@@ -55,6 +56,11 @@ class Faulty:
         self._pause = (operation, reached, release)
         return reached, release
 
+    def time_out(self, calls: int) -> None:
+        """The next call applies and then times out, and the ``calls - 1`` after it time
+        out before they are sent (a server that stalls for a while)."""
+        self._timeouts = self._stalled = calls
+
     def rates(self, *, throttle: float = 0.0, ambiguous: float = 0.0) -> None:
         self._throttle, self._ambiguous = throttle, ambiguous
 
@@ -71,6 +77,12 @@ class Faulty:
             await release.wait()
         if crash is not None and not crash[1]:
             raise Crash(f"before {operation}")
+        if self._timeouts:
+            first, self._timeouts = self._timeouts == self._stalled, self._timeouts - 1
+            if first:  # sent, applied, then timed out
+                await self.inner.call(operation, **params)
+                raise Unavailable(f"injected timeout after {operation} applied")
+            raise Unavailable(f"injected timeout before {operation} was sent")
         if self._rng.random() < self._throttle:
             raise Throttled(f"injected throttle of {operation}", reason="injected")
         result = await self.inner.call(operation, **params)

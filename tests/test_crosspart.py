@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from shardex.errors import ConditionFailed
+from shardex.errors import ConditionFailed, Unavailable
 from shardex.model.entries import Placement, StoredEntry
 from shardex.stores.azure import AzureTablesStore
 from shardex.stores.azure import keys as azure_keys
@@ -330,3 +330,27 @@ def _machine(kind: Kind) -> Any:
 
 TestIndexOnAzurite = pytest.mark.azure(_machine(KINDS["azure-tables"]))
 TestIndexOnCosmos = pytest.mark.cosmos(_machine(KINDS["cosmos"]))
+
+
+@pytest.mark.parametrize("name", ["first-put", "move"])
+def test_a_write_that_fails_before_its_commit_is_sent_says_it_did_not_apply(
+        kind: Kind, name: str) -> None:
+    """The write's first request applies and times out: the commit was never sent, so
+    the store says the write did not apply (``may_have_applied`` False), and the engine
+    need not read the item back to know. It had been reported unknown when the server
+    then stalled and the read back failed too (a probe on the Cosmos DB server)."""
+    placed, write, _ = WRITES[name]
+
+    async def main() -> None:
+        s, client, before = await prepared(kind, placed)
+        try:
+            client.time_out(1)
+            with pytest.raises(Unavailable, match="commit was sent") as failed:
+                await write(s, before)
+            assert failed.value.may_have_applied is False
+            assert await s.locate(NS, "o-1") == before
+            await check_exact(s, "o-1")
+        finally:
+            await s.close()
+
+    asyncio.run(main())

@@ -116,7 +116,8 @@ class Scripted(MemoryStore):
     def __init__(self, **options: Any) -> None:
         super().__init__(seed=1, **options)
         # per place: "ambiguous" (applied, then failed), "ambiguous-then-down" (and every
-        # locate fails after), "lost" (failed before it applied), "throttled"
+        # locate fails after), "lost" (failed before it applied), "throttled",
+        # "unsent-then-down" (failed, the store saying it did not apply; locates fail)
         self.place_faults: list[str] = []
         self.locate_down = False
         self.after_lost: Callable[[], Awaitable[None]] | None = None
@@ -127,6 +128,10 @@ class Scripted(MemoryStore):
         fault = self.place_faults.pop(0) if self.place_faults else "none"
         if fault == "throttled":
             raise Throttled("scripted throttle", key=item_id)
+        if fault == "unsent-then-down":  # the store knows it did not apply, then stalls
+            self.locate_down = True
+            raise Unavailable("scripted: failed before its commit was sent",
+                              may_have_applied=False)
         if fault == "lost":
             if self.after_lost is not None:
                 hook, self.after_lost = self.after_lost, None
@@ -228,6 +233,30 @@ def test_a_write_that_may_still_land_is_unknown_never_failed(late: str) -> None:
             await asyncio.sleep(6)
             assert check_outcome(log, token, result) == "unknown"
             assert applies(log, token) == (1 if late == "held" else 0)
+
+    run_virtual(main())
+
+
+def test_a_write_the_store_says_did_not_apply_fails_though_it_cannot_be_read_back() -> None:
+    """A store whose write is several requests with one commit point knows a write that
+    failed before its commit did not apply (``Unavailable.may_have_applied`` False):
+    it is tried again without a read back, and fails if the store stays away, where it
+    had been reported unknown (a probe on the Cosmos DB server)."""
+    async def main() -> None:
+        store = Scripted()
+        log = store.watch_applied()
+        async with shardex.ShardedIndex(store, "orders", retry=FAST, seed=1) as index:
+            await index.put("PENDING", "o-1", sort="a")
+            store.place_faults = ["unsent-then-down"] * 4
+            token, result = await traced(
+                lambda token: index.move("o-1", old="PENDING", new="SHIPPED", token=token))
+            assert isinstance(result, Unavailable), result
+            assert check_outcome(log, token, result) == "fail"
+            store.locate_down = False
+            store.place_faults = ["unsent-then-down"]  # then its places land again
+            token, result = await traced(
+                lambda token: index.move("o-1", old="PENDING", new="SHIPPED", token=token))
+            assert check_outcome(log, token, result) == "ok"
 
     run_virtual(main())
 

@@ -196,7 +196,16 @@ class NotFound(StoreError):
 
 
 class Unavailable(StoreError):
-    """The store could not be reached, or did not answer in time."""
+    """The store could not be reached, or did not answer in time.
+
+    ``may_have_applied`` is False where the store knows a write it failed did not
+    apply: no request that could make it take effect had been sent (a store whose
+    write is several requests with one commit point failed before the commit).
+    """
+
+    def __init__(self, message: str, *, may_have_applied: bool = True) -> None:
+        super().__init__(message)
+        self.may_have_applied = may_have_applied
 
 
 class IncompleteRead(StoreError):

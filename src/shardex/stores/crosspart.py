@@ -188,9 +188,6 @@ class Placer:
                     token: str) -> None:
         """Steps 1 to 5 of the module docstring: up to five requests, one commit point."""
         fmt = self._rows
-        etag = None
-        if expected is not None:
-            etag = located_etag(expected) or await self._current_etag(rec, namespace, expected)
         old = expected.entry if expected is not None else None
         old_rows = None if old is None or expected is None or expected.token is None else \
             fmt.old_rows(namespace, old, expected.token)
@@ -200,15 +197,24 @@ class Placer:
             old_rows = None  # the same write again over its own rows: nothing to move away
         placement = fmt.placement(namespace, item_id, version, entry, token,
                                   history_after(expected))
-        pending: list[str | None] = []
-        if new_rows is not None and entry is not None:
-            pending = await fmt.write_pending(rec, entry.shard_key, new_rows)
         try:
-            if old_rows is not None and old is not None:
-                await self._mark_moving(rec, old.shard_key, old_rows, token)
-        except StoreError:
-            await self._abandon(rec, entry, new_rows, item_id)
-            raise
+            etag = None
+            if expected is not None:
+                etag = located_etag(expected) or await self._current_etag(rec, namespace,
+                                                                          expected)
+            pending: list[str | None] = []
+            if new_rows is not None and entry is not None:
+                pending = await fmt.write_pending(rec, entry.shard_key, new_rows)
+            try:
+                if old_rows is not None and old is not None:
+                    await self._mark_moving(rec, old.shard_key, old_rows, token)
+            except StoreError:
+                await self._abandon(rec, entry, new_rows, item_id)
+                raise
+        except Unavailable as exc:
+            # the commit (step 3) was not sent: the write did not apply, whatever landed
+            raise Unavailable(f"{exc} (before the write's commit was sent: it did not "
+                              "apply)", may_have_applied=False) from exc
         try:
             if etag is None:
                 await fmt.create_placement(rec, item_id, placement)

@@ -137,7 +137,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                                       f"conflicting writes of the item ({exc})") from exc
             continue
         except (Throttled, Unavailable) as exc:
-            if isinstance(exc, Unavailable):
+            if isinstance(exc, Unavailable) and exc.may_have_applied:
                 ambiguous = ambiguous or exc
             wait = machine._retry.decide(failures, machine._now - started, exc, machine._rng)
             failures += 1

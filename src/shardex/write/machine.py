@@ -419,7 +419,8 @@ class WriteMachine:
                         raise give_up from error
                 continue  # another writer changed the item first: decide again from it
             if isinstance(error, _RETRIED):
-                if isinstance(error, Unavailable) and ambiguous is None:
+                if isinstance(error, Unavailable) and ambiguous is None \
+                        and error.may_have_applied:
                     ambiguous = error
                 wait = self._retry.decide(failures, self._now - started, error, self._rng)
                 failures += 1

@@ -155,7 +155,7 @@ class Slept(NamedTuple):
 
 class Errored(NamedTuple):
     """The action failed with ``error`` (a place: it did not apply, except Unavailable,
-    after which it may have)."""
+    after which it may have, unless the store says it did not)."""
 
     error: ShardexError
     at: float
