@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.admission import SharedBudgets
 from shardex.clock import LoopClock
 from shardex.commands.controls import controls_lines
 from shardex.errors import MalformedItem
@@ -42,6 +43,7 @@ from shardex.reshard import Resharder
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
 from shardex.stores.memory import MemoryStore
+from tests import redis_server
 
 POLICY = BudgetPolicy()
 
@@ -454,3 +456,29 @@ def test_a_runner_with_nothing_to_work_leaves_the_rate_to_the_one_that_works() -
         assert sum(steady) / len(steady) >= 16.0, drained
 
     run_virtual(main())
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize(("rate", "cost"), [(1.5, 2.0), (0.5, 1.0)])
+def test_a_redis_budget_takes_writes_dearer_than_a_second_of_its_rate(
+        rate: float, cost: float) -> None:
+    """Through Redis, whose moving windows count whole units a whole second: a move of 2
+    units at a rate of 1.5, or of 1 at 0.5, had waited for good (its window never held
+    it). It is now taken a window's worth at a time (real time: about a second)."""
+    url = redis_server.require_url()
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        clock = LoopClock()
+        controls = Controls(store, "orders", "r1", rate=rate, clock=clock, owner="a")
+        shared = SharedBudgets(url, prefix=redis_server.unique_prefix())
+        async with Budget(store, "orders", "r1", controls=controls, owner="a", clock=clock,
+                          redis=shared) as budget:
+            began = clock.wall()
+            async with asyncio.timeout(10.0):
+                await budget.spend({"PENDING": cost})
+                await budget.spend({"PENDING": cost})
+            # the second waited for the first to leave its window: the rate holds
+            assert clock.wall() - began >= cost / rate - 0.1
+
+    asyncio.run(main())

@@ -45,6 +45,7 @@ from typing import Any
 
 from shardex.admission import Budget as AdmissionBudget
 from shardex.admission import SharedBudgets
+from shardex.admission.budgets import moving_window
 from shardex.clock import Clock
 from shardex.errors import MalformedItem, ShardexError
 from shardex.migrate.control import (
@@ -414,17 +415,24 @@ class Budget:
                            if v and held_until(*v[-1], limit, window) > now}
 
     async def _spend_shared(self, costs: Mapping[str, float]) -> None:
+        """Take ``costs`` from the keys' moving windows in Redis, in whole units: a cost
+        larger than a window holds is taken a window's worth at a time, and a rate below
+        one unit a second counts over as many seconds as hold one unit (the movers had
+        waited for good on either: a move of 2 units at a rate of 1.5, or any at 0.5)."""
         assert self._redis is not None
         for key, cost in costs.items():
-            while True:
+            units = math.ceil(cost - _EPS)
+            while units > 0:
                 rate = self.share
-                if rate < 1.0:  # a moving window counts whole units
+                if rate <= 0:  # paused or held
                     await self._clock.sleep(self.policy.term / 6)
                     continue
-                wait = await self._redis.take(key, cost, AdmissionBudget(rate=rate, burst=rate),
-                                              "high")
+                window = AdmissionBudget(rate=rate, burst=rate * max(1, math.ceil(1 / rate - _EPS)))
+                chunk = min(units, moving_window(window, "high")[0])
+                wait = await self._redis.take(key, chunk, window, "high")
                 if wait == 0.0:
-                    break
+                    units -= chunk
+                    continue
                 await self._clock.sleep(self.policy.term / 6 if wait is None
                                         else min(wait, self.policy.term / 6))
 
