@@ -305,6 +305,13 @@ async def test_a_pause_made_before_any_runner_ran_still_names_who_paused(
     assert controls_lines({**document, "budget": {"in_force": 0.0, "rate": 0.0,
                                                   "slices": []}}) == [
         "  controls: no rate yet: the first runner's --rate sets it"]
+    # paused, it said "budget: 0 of 0 write units ... in force" (a probe): the rate it
+    # resumes at is named
+    paused = control_document(throttled, 3)
+    assert controls_lines({**paused, "budget": {"in_force": 0.0, "rate": 0.0, "slices": [
+        {"owner": "w1", "share": 0.0, "expires": 1.0}]}})[1] == (
+        "  budget: none in force while paused (16 write units a second per shard key once "
+        "resumed); runners' slices: w1 0")
 
     # with no change before it, the first runner's rate is the change it names
     fresh = Controls(shardex_store, "orders", "r2", rate=25.0, clock=clock, owner="w1")

@@ -213,7 +213,13 @@ def controls_lines(doc: dict[str, Any] | None) -> list[str]:
     slices = ", ".join(f"{s['owner']} {s['share']:g}" for s in budget["slices"]) or "none"
     if doc["rate"] is None and not budget["slices"]:  # no runner yet: nothing is in force
         return [f"  controls: {doc['summary']}"]
+    if doc["paused"]:  # nothing in force: say what resuming brings back ("0 of 0")
+        rate = "no rate set yet" if doc["rate"] is None else \
+            f"{doc['rate']:g} write units a second per shard key once resumed"
+        budget_line = f"  budget: none in force while paused ({rate})"
+    else:
+        budget_line = (f"  budget: {budget['in_force']:g} of {budget['rate']:g} write units a "
+                       "second per shard key in force")
     return [f"  controls: {doc['summary']}" + (f" (set by {doc['changed_by']})"
                                                if doc["changed_by"] else ""),
-            f"  budget: {budget['in_force']:g} of {budget['rate']:g} write units a second per "
-            f"shard key in force; runners' slices: {slices}"]
+            f"{budget_line}; runners' slices: {slices}"]
