@@ -78,6 +78,12 @@ def migration_of(routing: Routing) -> Transition | None:
     return None if routing.adoption is None else routing.adoption.migration
 
 
+def _taken(future: asyncio.Future[list[str]]) -> None:
+    """Read a cancelled batch's end (its exception, if any) so that it is not logged."""
+    if not future.cancelled():
+        future.exception()
+
+
 def _page_size(rate: float, lease: float) -> int:
     # a page takes about a quarter of the lease at the rate (2 units a write)
     return max(1, min(100, int(rate * lease / 8)))
@@ -306,7 +312,10 @@ class Mover:
                     return None
                 unit, revision = saved
         except BaseException:
-            work.cancel()  # stopped (Ctrl-C, a bounded step) or failed: as gather's callers
+            # stopped (Ctrl-C, a bounded step) or failed: cancel the moves as gather's
+            # caller would, and take their end, so asyncio reports no unread exception
+            work.add_done_callback(_taken)
+            work.cancel()
             raise
 
     def _unit_rate(self, routing: Routing, unit: Unit) -> float:
