@@ -27,6 +27,7 @@ from shardex.autopilot import (
     next_move,
 )
 from shardex.autopilot.runner import Runner
+from shardex.errors import Unavailable
 from shardex.sim.profiles import profile
 from shardex.stores.base import Store
 
@@ -395,3 +396,39 @@ async def test_a_leader_that_stalled_past_its_lease_starts_nothing() -> None:
     assert not [e for e in log if e.worker == "first" and e.action == "start"], \
         [(e.worker, e.action, e.outcome, e.reason) for e in log]
     assert (await _state(store)) == "stable"
+
+
+class Flaky(MeterHeat):
+    """A heat source that fails while ``down`` (Prometheus unreachable)."""
+
+    down = False
+
+    async def read(self, now: float) -> Any:
+        if self.down:
+            raise Unavailable("the heat source is down (injected)")
+        return await super().read(now)
+
+
+@pytest.mark.shardex_virtual
+async def test_a_heat_source_that_fails_is_no_sign_the_load_went_away() -> None:
+    """A grown key stays hot while the heat source fails for three shrink windows: the
+    autopilot keeps its layout. A failed read had been taken for no load on every key
+    (a source that lists every key with load), and the hot key was shrunk 4 -> 1 with
+    'peak 0 units/s', to grow again once the source answered (a probe)."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    autopilot = pilot(store, worker="one")
+    source = autopilot.source = Flaky(store, INDEX, clock=shardex.clock.LoopClock())
+    with Load(store, 14):
+        async with running(autopilot):
+            await wait_for("the grow to complete", lambda: _completed(autopilot, store, 1))
+            await asyncio.sleep(3 * POLICY.t_down)  # settled under the load
+            before = await shards(store)
+            source.down = True
+            await asyncio.sleep(3 * POLICY.t_down)
+            assert await shards(store) == before
+            source.down = False
+            await asyncio.sleep(2 * POLICY.t_down)
+            assert await shards(store) == before
+    assert before[0] > 1
+    assert ("heat", "fail") in actions(await autopilot.records.log())

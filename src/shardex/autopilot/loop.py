@@ -227,7 +227,10 @@ class Autopilot:
         now = self._clock.wall()
         if not self.dry_run and not await self._lead(now):
             return []
-        self._add(await self._read_heat(now), now, zero_fill=True)
+        samples = await self._read_heat(now)
+        # a read that failed says nothing of the load: no key is taken for quiet (a
+        # Prometheus outage had zero-filled every key, and the hot ones were shrunk)
+        self._add(samples or [], now, zero_fill=samples is not None)
         # a dry run acts on nothing, so a pause does not silence its proposals
         if not self.dry_run and await self._obey(await self.records.control(), now):
             return []
@@ -294,8 +297,9 @@ class Autopilot:
 
     # -- heat ------------------------------------------------------------------------------
 
-    async def _read_heat(self, now: float) -> list[HeatSample]:
-        """The source's samples; none (and the failure logged once) when it fails."""
+    async def _read_heat(self, now: float) -> list[HeatSample] | None:
+        """The source's samples; None (and the failure logged once) when it fails, and
+        only its good ones when some lines of it were bad."""
         try:
             samples = await self.source.read(now)
         except ShardexError as exc:
@@ -307,7 +311,7 @@ class Autopilot:
                     "; no heat this tick" if good is None else
                     f"; skipped, {len(good)} good sample(s) of this read taken"))
             self._source_failed = text
-            return good or []
+            return good
         if self._source_failed:
             self._source_failed = ""
             await self._record("action", "heat", "ok", f"{self.source.name} answers again")
