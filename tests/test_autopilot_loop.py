@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -432,3 +433,41 @@ async def test_a_heat_source_that_fails_is_no_sign_the_load_went_away() -> None:
             assert await shards(store) == before
     assert before[0] > 1
     assert ("heat", "fail") in actions(await autopilot.records.log())
+
+
+@pytest.mark.shardex_virtual
+async def test_the_loop_outlives_its_store_going_away_for_a_while() -> None:
+    """The store does not answer for the autopilot's records for 30 s: the loop tries
+    again each tick and goes on once it answers. About 10 s of it had ended the loop
+    with Unavailable (an autopilot probe)."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    loop = asyncio.get_running_loop()
+    away = (math.inf, math.inf)
+    real_get, real_put = store.get_record, store.put_record
+
+    def check(key: str) -> None:
+        if away[0] <= loop.time() < away[1] and key.startswith("autopilot/"):
+            raise Unavailable("the store does not answer (injected)")
+
+    async def get_record(namespace: str, key: str) -> Any:
+        check(key)
+        return await real_get(namespace, key)
+
+    async def put_record(namespace: str, key: str, body: Any, **options: Any) -> Any:
+        check(key)
+        return await real_put(namespace, key, body, **options)
+
+    store.get_record, store.put_record = get_record, put_record  # type: ignore[method-assign]
+    autopilot = pilot(store, worker="one")
+    with Load(store, 3):
+        async with running(autopilot) as task:
+            await asyncio.sleep(10)
+            away = (loop.time(), loop.time() + 30)
+            await asyncio.sleep(30)
+            ticks = autopilot.ticks
+            await asyncio.sleep(10)
+            assert not task.done()
+            assert autopilot.ticks > ticks
+            lease, _ = await autopilot.records.lease()
+            assert lease.owner == "one"

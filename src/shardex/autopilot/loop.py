@@ -58,7 +58,7 @@ from shardex.autopilot.records import AutopilotRecords, Control, Lease, LogEntry
 from shardex.autopilot.runner import DEFAULT_MARGIN, DEFAULT_MAX_AGE, Runner, states
 from shardex.autopilot.sources import BadHeatLines, HeatSample, HeatSource, is_value
 from shardex.clock import Clock, LoopClock
-from shardex.errors import InvalidInput, ReshardRefused, ShardexError
+from shardex.errors import InvalidInput, ReshardRefused, ShardexError, Throttled, Unavailable
 from shardex.routing import Routing
 
 __all__ = ["Autopilot", "Gauges", "ID_PREFIX", "NoGauges"]
@@ -193,15 +193,31 @@ class Autopilot:
         next_tick = clock.now()
         try:
             while clock.now() < end and not (stop is not None and stop.is_set()):
-                if clock.now() >= next_tick:
-                    next_tick = clock.now() + self.policy.tick
-                    await self.tick()
-                elif self._driving is not None:
-                    await self._watch()
+                try:
+                    if clock.now() >= next_tick:
+                        next_tick = clock.now() + self.policy.tick
+                        await self.tick()
+                    elif self._driving is not None:
+                        await self._watch()
+                except (Unavailable, Throttled) as exc:
+                    await self._store_away(exc)
                 await clock.sleep(max(0.0, min(self.poll, next_tick - clock.now(),
                                                end - clock.now())))
         finally:
             await self.stop()
+
+    async def _store_away(self, exc: Unavailable | Throttled) -> None:
+        """A tick the store did not answer (after its retries): try again next tick; a
+        leader whose lease ran out meanwhile stops driving, as one that cannot renew.
+        About 10 s of an unreachable store had ended the loop (an autopilot probe)."""
+        log.warning("autopilot of index %s: the store did not answer (%s: %s); trying "
+                    "again next tick", self.name, type(exc).__name__, exc)
+        leading = self._leading
+        if leading is not None and self._clock.wall() >= leading.expires:
+            self._leading = None
+            self.gauges.leader(False)
+            with contextlib.suppress(ShardexError):  # its log may be away too
+                await self._stop_driving()
 
     async def stop(self) -> None:
         """Stop driving (the migration stays where it is, for the next leader) and give the
