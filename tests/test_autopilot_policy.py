@@ -309,3 +309,22 @@ def test_policy_file(tmp_path: object) -> None:
     path.write_text("up = [\n")
     with pytest.raises(InvalidPolicy, match="not valid TOML"):
         load_policy(path)
+
+
+def test_a_policy_file_with_autopilot_and_values_tables(tmp_path: object) -> None:
+    """``[autopilot]`` beside ``[values.NAME]``, both documented forms, had been refused
+    as "unknown setting(s) autopilot"; a stray field of a value is named (a probe)."""
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "policy.toml"
+    path.write_text("[autopilot]\nup = 0.75\n[values.P]\nmax_shards = 4\n")
+    policy = load_policy(path)
+    assert (policy.up, policy.bounds("P")) == (0.75, (1, 4))
+    path.write_text("down = 0.2\n[autopilot]\nup = 0.75\n")
+    with pytest.raises(InvalidPolicy, match=r"in \[autopilot\] or at the top level, not "
+                                            "both: down outside it"):
+        load_policy(path)
+    path.write_text("[values.Q]\nbogus = 1\n")
+    with pytest.raises(InvalidPolicy, match=r"values\.Q may set min_shards and max_shards "
+                                            "only, not bogus"):
+        load_policy(path)

@@ -187,8 +187,16 @@ class AutopilotPolicy:
         """Build a policy from a parsed TOML document: the settings at the top level (or in
         ``[autopilot]``), per-value floors and ceilings in ``[values.NAME]`` tables
         (``min_shards``, ``max_shards``). InvalidPolicy names the field at fault."""
-        if isinstance(doc, Mapping) and set(doc) == {"autopilot"}:
-            doc = doc["autopilot"]
+        if isinstance(doc, Mapping) and isinstance(doc.get("autopilot"), Mapping):
+            # [autopilot] with [values.NAME] beside it: both forms are documented (the
+            # pair had been refused as "unknown setting(s) autopilot")
+            outside = sorted(set(doc) - {"autopilot", "values"})
+            if outside or ("values" in doc and "values" in doc["autopilot"]):
+                raise InvalidPolicy(f"{where}: settings go in [autopilot] or at the top "
+                                    "level, not both: "
+                                    f"{', '.join(outside or ['values'])} outside it")
+            doc = {**doc["autopilot"], **({"values": doc["values"]} if "values" in doc
+                                          else {})}
         if not isinstance(doc, Mapping):
             raise InvalidPolicy(f"{where}: an autopilot policy must be a table of settings")
         known = {f.name for f in fields(cls)} - {"limits"}
@@ -202,9 +210,12 @@ class AutopilotPolicy:
         if not isinstance(values, Mapping):
             raise InvalidPolicy(f"{where}: values must be tables of min_shards and max_shards")
         for value, body in values.items():
-            if not isinstance(body, Mapping) or set(body) - {"min_shards", "max_shards"}:
+            stray = sorted(set(body) - {"min_shards", "max_shards"}) \
+                if isinstance(body, Mapping) else []
+            if not isinstance(body, Mapping) or stray:
                 raise InvalidPolicy(f"{where}: values.{value} may set min_shards and "
-                                    "max_shards only")
+                                    "max_shards only" + (f", not {', '.join(stray)}"
+                                                         if stray else ""))
             limits[str(value)] = (body.get("min_shards", settings.get("min_shards", 1)),
                                   body.get("max_shards", settings.get("max_shards", 256)))
         try:
