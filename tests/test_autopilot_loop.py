@@ -471,3 +471,43 @@ async def test_the_loop_outlives_its_store_going_away_for_a_while() -> None:
             assert autopilot.ticks > ticks
             lease, _ = await autopilot.records.lease()
             assert lease.owner == "one"
+
+
+@pytest.mark.shardex_virtual
+async def test_a_start_the_store_refuses_is_tried_again_after_min_interval_not_each_tick(
+        ) -> None:
+    """A hot key whose grown shard keys the store cannot hold (as Cosmos DB's partition
+    key limit): the start is refused, and tried again once min_interval has passed. It
+    had been tried every tick: 115 failed starts in 120 ticks, filling the log (a
+    probe)."""
+    store = shardex.open_store("memory://")
+    value = "P" * 60
+
+    def limit(namespace: str, shard_key: str) -> None:
+        if len(shard_key) > len(value) + 1:
+            raise shardex.InvalidKey(f"shard key {shard_key!r} is past the store's limit")
+
+    store._check_shard_key = limit  # type: ignore[method-assign]
+    await routed(store)
+    autopilot = pilot(store, worker="one")
+
+    async def write() -> None:
+        async with shardex.ShardedIndex(store, INDEX, routing_ttl=0.25) as index:
+            for n in range(100_000):
+                await index.put(value, f"o-{n}", sort=f"{n:06d}")
+                await asyncio.sleep(1 / 14)
+
+    writer = asyncio.ensure_future(write())
+    try:
+        async with running(autopilot):
+            await asyncio.sleep(120)
+    finally:
+        writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await writer
+    log = await autopilot.records.log()
+    failed = [e for e in log if (e.action, e.outcome) == ("start", "fail")]
+    assert failed
+    assert "past the store's limit" in failed[0].reason
+    assert len(failed) <= 1 + 120 // POLICY.min_interval, len(failed)
+    assert ("grow", "held") in actions(log, "decision")

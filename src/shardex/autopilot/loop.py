@@ -170,6 +170,7 @@ class Autopilot:
         self._logged: dict[tuple[str, bool], tuple[Any, ...]] = {}
         self.ticks = 0
         self._backfilled = False
+        self._refused: dict[str, float] = {}  # wall s a key's start was last refused
 
     async def __aenter__(self) -> Autopilot:
         await self.runner.__aenter__()
@@ -409,6 +410,17 @@ class Autopilot:
                 await self._decision(wish, "queued", f"; {busy} is under way on the index: "
                                                      "it waits")
             return state
+        # a start refused (a layout the store cannot hold, a refusal that stays) is tried
+        # again once min_interval passed, not every tick (it had filled the log)
+        waiting = self.policy.min_interval
+        held = [w for w in wishes if now - self._refused.get(w.key, -math.inf) < waiting]
+        for wish in held:
+            await self._decision(wish, "held", f"; its start was refused (see the log): "
+                                               f"tried again once min_interval ({waiting:g} "
+                                               "s) has passed")
+        wishes = [w for w in wishes if w not in held]
+        if not wishes:
+            return state
         return await self._start(wishes, routing, state)
 
     async def _start(self, wishes: list[Decision], routing: Routing, state: State) -> State:
@@ -430,6 +442,8 @@ class Autopilot:
         except ShardexError as exc:
             await self._record("action", "start", "fail", f"{type(exc).__name__}: {exc}",
                                reshard=reshard)
+            if not isinstance(exc, Unavailable | Throttled):  # the store's no, not its absence
+                self._refused.update(dict.fromkeys(changes, self._clock.wall()))
             return state
         details = {key: {"from": p.source.to_dict(), "to": p.target.to_dict(),
                          "entries": p.entries, "to_move": p.to_move}
