@@ -511,3 +511,32 @@ async def test_a_start_the_store_refuses_is_tried_again_after_min_interval_not_e
     assert "past the store's limit" in failed[0].reason
     assert len(failed) <= 1 + 120 // POLICY.min_interval, len(failed)
     assert ("grow", "held") in actions(log, "decision")
+
+
+@pytest.mark.shardex_virtual
+async def test_a_dry_run_beside_a_stale_leader_state_settles_it_once_then_proposes(
+        ) -> None:
+    """The leader is paused mid-grow and an operator rolls its migration back by hand; a
+    dry run then folds the ended migration into its own view once, and proposes the grow
+    the load still wants. It had folded it in again each tick (an 'end' entry a tick:
+    300 in 300 s) and said 'the key changed 0 s ago' for ever, proposing nothing (a
+    probe)."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    leader = pilot(store, worker="leader")
+    dry = pilot(store, worker="dry", dry_run=True)
+    with Load(store, 14):
+        async with running(leader):
+            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
+            await leader.records.set_control(Control(True, 0.0, "ops", "by hand"))
+            await asyncio.sleep(2)
+            async with Runner(store, INDEX) as operator:
+                await operator.rollback()
+                await operator.run(until="done")
+            before = len(await leader.records.log())
+            async with running(dry):
+                await asyncio.sleep(60)
+    mine = [e for e in (await leader.records.log())[before:] if e.worker == "dry"]
+    assert [(e.action, e.outcome) for e in mine if e.kind == "action"] == [("end", "ok")]
+    assert ("grow", "proposed") in actions(mine, "decision")
+    assert all(e.dry_run for e in mine)

@@ -171,6 +171,7 @@ class Autopilot:
         self.ticks = 0
         self._backfilled = False
         self._refused: dict[str, float] = {}  # wall s a key's start was last refused
+        self._dry: tuple[int | None, State] | None = None  # a dry run's own state
 
     async def __aenter__(self) -> Autopilot:
         await self.runner.__aenter__()
@@ -253,7 +254,13 @@ class Autopilot:
             return []
         routing = await self.runner.routing()
         stored, revision = await self.records.state()
-        state = await self._settle(routing, stored, now)
+        # a dry run saves no state: it goes on from what it settled itself until the
+        # stored state changes (it had folded a stale leader state's ended migration in
+        # again each tick: an 'end' entry a tick, and 'changed 0 s ago' for ever)
+        base = self._dry[1] if self._dry is not None and self._dry[0] == revision else stored
+        state = await self._settle(routing, base, now)
+        if self.dry_run:
+            self._dry = (revision, state)
         heats = {key: window.summary() for key, window in self.windows.items()}
         keys = {k for k in (*heats, *routing.overrides, *state.migrating) if is_value(k)}
         views = {key: _view(key, routing, state, self.runner.lease) for key in keys}
