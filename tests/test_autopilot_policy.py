@@ -328,3 +328,25 @@ def test_a_policy_file_with_autopilot_and_values_tables(tmp_path: object) -> Non
     with pytest.raises(InvalidPolicy, match=r"values\.Q may set min_shards and max_shards "
                                             "only, not bogus"):
         load_policy(path)
+
+
+def test_a_shrink_under_a_lowered_ceiling_keeps_the_peak_below_up() -> None:
+    """A key at N=64 whose ceiling was lowered to 16 carries 20,000 units/s: its shrink
+    stops at the N that keeps that peak below ``up``, not at the ceiling (16,000 units/s
+    of capacity for a peak of 20,000, which it could never grow back from: a probe). A
+    key below its floor says so."""
+    policy = AutopilotPolicy(limits={"BIG": (1, 16), "PENDING": (2, 64)})
+    size = planner(1.0)
+    for key, n, units, action, to_n, words in (
+            ("BIG", 64, 20_000.0, "shrink", 25, "peak 20,000"),
+            ("BIG", 64, 0.0, "shrink", 1, "peak 0"),
+            ("PENDING", 1, 0.0, "none", 1, "N=1 is not above its floor N=2")):
+        window = HeatWindow(policy)
+        t = 0.0
+        while t < 2 * policy.t_down:
+            t += policy.tick
+            window.add(t, units, span=policy.tick)
+        decision, = [d for d in decide(policy, TABLE, {key: window.summary()},
+                                       {key: KeyView(n)}, t, size) if d.key == key]
+        assert (decision.action, decision.to_n) == (action, to_n)
+        assert words in decision.reason
