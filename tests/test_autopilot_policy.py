@@ -16,11 +16,13 @@ from shardex.autopilot import (
     KeyHeat,
     KeyView,
     MigrationView,
+    PlannerSizer,
     TableFacts,
     decide,
     load_policy,
 )
 from shardex.errors import InvalidInput, InvalidPolicy
+from shardex.sim.profiles import profile
 
 CEILING = 1000.0
 TABLE = TableFacts(write_ceiling=CEILING, write_limit=40_000.0)
@@ -350,3 +352,26 @@ def test_a_shrink_under_a_lowered_ceiling_keeps_the_peak_below_up() -> None:
                                        {key: KeyView(n)}, t, size) if d.key == key]
         assert (decision.action, decision.to_n) == (action, to_n)
         assert words in decision.reason
+
+
+@pytest.mark.parametrize("units", [900.0, 3_000.0, 10_000.0])
+def test_a_steady_load_does_not_undo_its_own_grow(units: float) -> None:
+    """The default policy with the planner's sizing on DynamoDB, a steady load for 4 h:
+    one grow, and no shrink. A grow sizes for grow_factor x the load with the planner's
+    headroom, a third of the new capacity, under ``down``: every grow was shrunk t_down
+    later (900 units/s: 1 -> 3 -> 2; 10,000: 1 -> 31 -> 16; an autopilot probe)."""
+    policy = AutopilotPolicy()
+    table = profile("dynamodb-on-demand", partitions=0, write_ceiling=1000.0,
+                    read_ceiling=3000.0)
+    size, facts = PlannerSizer(table, namespace="orders"), TableFacts(1000.0)
+    window, n, last_change, changes = HeatWindow(policy), 1, None, []
+    t = 0.0
+    while t < 4 * 3600:
+        t += policy.tick
+        window.add(t, units, span=policy.tick)
+        for decision in decide(policy, facts, {"K": window.summary()},
+                               {"K": KeyView(n, last_change=last_change)}, t, size):
+            if decision.migrates:  # applied at once: the kindest case for flapping
+                changes.append((decision.action, n, decision.to_n))
+                n, last_change = decision.to_n, t
+    assert [action for action, _, _ in changes] == ["grow"], changes

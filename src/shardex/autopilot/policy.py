@@ -527,15 +527,25 @@ def _wish(policy: AutopilotPolicy, table: TableFacts, key: str, view: KeyView, h
     if since < policy.t_down:
         return none(f"below {policy.down:.0%} of capacity, but the key changed {since:.0f} s "
                     f"ago: a shrink waits t_down {policy.t_down:g} s after a change")
+    if n <= floor:
+        return none(f"below {policy.down:.0%} of capacity, but N={n} is not above its floor "
+                    f"N={floor}")
+    grown = size(key, policy.grow_factor * heat.peak_down, view.tier)
+    if n <= grown:
+        # what a grow sizes for this load: the same load does not undo it (a grow sizes
+        # for grow_factor x the load with the planner's headroom, which leaves the load
+        # at a third of the new capacity, under down: every grow was shrunk t_down later)
+        return none(f"below {policy.down:.0%} of capacity, but a grow for the peak of "
+                    f"{heat.peak_down:,.0f} units/s would size N={grown}: the same load "
+                    "does not undo a grow")
     wanted = max(size(key, heat.peak_down, view.tier),
                  math.ceil(round(heat.peak_down / (policy.up * table.write_ceiling), 9)))
     # never below what keeps the peak under ``up``, a ceiling lowered past it included
     # (a key at 64 with a ceiling of 16 was shrunk to 16 for a peak that needed 25)
     to_n = max(floor, wanted) if wanted > top else min(top, max(floor, wanted))
     if to_n >= n:
-        return none(f"below {policy.down:.0%} of capacity, but N={n} is not above its floor "
-                    f"N={floor}" if n <= floor else f"below {policy.down:.0%} of capacity, "
-                    f"and the planner's N for the peak is {wanted}")
+        return none(f"below {policy.down:.0%} of capacity, and the planner's N for the "
+                    f"peak is {wanted}")
     return Decision(now, key, "shrink", n, to_n,
                     f"peak {heat.peak_down:,.0f} units/s over {policy.t_down:g} s, below "
                     f"{policy.down:.0%} of capacity ({capacity:,.0f})", inputs)
