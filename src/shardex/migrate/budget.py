@@ -15,7 +15,7 @@ while paused or held). Two ways to share it:
   was: a slice given up, shrunk, or whose lease ran out still counts for one window plus
   the clocks' skew, the time in which its owner may still have spent it. The shares
   converge on ``rate / processes`` (those that want more renew and take what the others
-  gave up).
+  gave up); a process with no unit under way gives its slice up (``Budget.working``).
 - **Redis** (a URL given): each shard key's moving window in Redis through the ``limits``
   library, as shared admission budgets do (``shardex.admission.SharedBudgets``), at the
   rate in force; nothing is leased.
