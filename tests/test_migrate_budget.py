@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardex import Routing, ShardedIndex, ShardPolicy
@@ -39,6 +39,7 @@ from shardex.migrate.control import (
     describe,
     record_key,
 )
+from shardex.migrate.pace import Pace
 from shardex.reshard import Resharder
 from shardex.sim.clock import run_virtual
 from shardex.stores.base import Store
@@ -489,3 +490,26 @@ def test_a_redis_budget_takes_writes_dearer_than_a_second_of_its_rate(
             assert clock.wall() - began >= cost / rate - 0.1
 
     asyncio.run(main())
+
+
+@given(st.floats(0.5, 50.0), st.lists(st.floats(0.1, 4.0), min_size=5, max_size=40))
+@settings(deadline=None, max_examples=40)
+def test_a_pace_holds_every_second_to_its_rate(rate: float, costs: list[float]) -> None:
+    """Sends of one unit's pace, as fast as it lets them: no one-second window holds more
+    than the rate, and one dearer than the rate goes alone, for cost / rate seconds."""
+    sent: list[tuple[float, float]] = []
+
+    async def main() -> None:
+        clock = LoopClock()
+        pace = Pace(rate, clock)
+        for cost in costs:
+            await pace.wait(cost)
+            sent.append((clock.now(), cost))
+
+    run_virtual(main())
+    for start, _ in sent:
+        held = sum(c for t, c in sent if start <= t < start + 1.0 - 1e-9)
+        assert held <= max(rate, max(costs)) + 1e-6
+    for (t, c), (later, _) in itertools.pairwise(sent):
+        if c > rate:
+            assert later - t >= c / rate - 1e-6
