@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -280,20 +281,24 @@ def unroutable_log(tmp_path: Path) -> Path:
     return path
 
 
+def planned_from(diagnosis: Path) -> tuple[dict[str, Any], str, str]:
+    """``plan --from diagnosis``: its JSON document, its notes joined, and its text."""
+    plan = json.loads(run("plan", "--from", str(diagnosis), "--json"))
+    return plan, " ".join(plan["notes"]), " ".join(run("plan", "--from", str(diagnosis)).split())
+
+
 def test_plan_from_skips_the_keys_a_diagnosis_found_unroutable(tmp_path: Path) -> None:
     diagnosis = tmp_path / "d.json"
     diagnosis.write_text(run("diagnose", str(unroutable_log(tmp_path)), "--json"))
     assert set(json.loads(diagnosis.read_text())["recommendation"]["unroutable"]) == {
         "A#B#3", "K" * 1100}
-    plan = json.loads(run("plan", "--from", str(diagnosis), "--json"))
+    plan, notes, text = planned_from(diagnosis)
     assert plan["schema"] == "shardex.plan/1"
     assert list(plan["values"]) == ["PENDING"]
     assert plan["values"]["PENDING"]["shards"] == 5
-    notes = " ".join(plan["notes"])
     assert "A#B#3" in notes
     assert "contains the separator '#'" in notes
     assert "1100 bytes" in notes
-    text = " ".join(run("plan", "--from", str(diagnosis)).split())
     assert "note: A#B#3 is not planned" in text
 
 
@@ -314,16 +319,14 @@ def test_plan_from_plans_every_key_the_recommendation_names(tmp_path: Path) -> N
     doc = json.loads(diagnosis.read_text())
     assert [row["key"] for row in doc["top"]] == ["A", "B"]
     assert doc["recommendation"]["shards"] == dict.fromkeys("ABCDE", 3)
-    plan = json.loads(run("plan", "--from", str(diagnosis), "--json"))
+    plan, notes, text = planned_from(diagnosis)
     assert {value: p["shards"] for value, p in plan["values"].items()} == dict.fromkeys("ABCDE",
                                                                                       3)
     assert plan["routing"]["overrides"].keys() == set("ABCDE")
     # the cold keys beyond top are not planned, and the plan says how much load that is
-    notes = " ".join(plan["notes"])
     assert "20 keys beyond the diagnosis's top are not planned" in notes
     assert "1.96% of its units" in notes
     assert "200.0 units/s" in notes
-    text = " ".join(run("plan", "--from", str(diagnosis)).split())
     assert "note: 20 keys beyond the diagnosis's top are not planned" in text
 
 
