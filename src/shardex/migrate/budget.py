@@ -60,9 +60,9 @@ from shardex.migrate.control import (
 from shardex.model.entries import Record
 from shardex.stores.base import Store
 
-__all__ = ["Budget", "BudgetPolicy", "BudgetState", "Sharing", "Slice", "budget_document",
-           "cut", "effective_rate", "held_until", "lease", "migration_status", "release",
-           "window_wait"]
+__all__ = ["Budget", "BudgetPolicy", "BudgetState", "Sharing", "Slice", "SpendWindow",
+           "budget_document", "cut", "effective_rate", "held_until", "lease",
+           "migration_status", "release", "window_wait"]
 
 log = logging.getLogger("shardex")
 _EPS = 1e-9
@@ -209,6 +209,46 @@ def release(state: BudgetState, owner: str, now: float, policy: BudgetPolicy) ->
                                                                now + policy.linger)})
 
 
+class SpendWindow:
+    """What was spent on one key (wall or clock seconds, units), oldest first, while it
+    counts against a limit (``held_until``), with its running total: ``wait`` says how
+    long until a cost fits, ``add`` records a spend. The budget keeps one a key, and a
+    unit's pace one (``shardex.migrate.pace``)."""
+
+    __slots__ = ("_spent", "span", "total")
+
+    def __init__(self, span: float) -> None:
+        self.span = span
+        self._spent: deque[tuple[float, float]] = deque()
+        self.total = 0.0
+
+    def wait(self, now: float, cost: float, limit: float) -> float:
+        """Seconds until ``cost`` more fits in ``limit`` units per ``span`` at ``now``
+        (``window_wait``'s rule); what no longer counts is dropped."""
+        if limit <= 0:
+            return math.inf
+        spent, span = self._spent, self.span
+        while spent and held_until(*spent[0], limit, span) <= now:
+            self.total -= spent.popleft()[1]
+        total = self.total
+        if not spent or total + cost <= limit + _EPS:
+            return 0.0
+        for until, units in sorted((held_until(at, units, limit, span), units)
+                                   for at, units in spent):
+            total -= units
+            if total + cost <= limit + _EPS or total <= _EPS:
+                return max(_EPS, until - now)
+        return span  # unreachable: the loop empties the window
+
+    def add(self, now: float, cost: float) -> None:
+        self._spent.append((now, cost))
+        self.total += cost
+
+    def counts(self, now: float, limit: float) -> bool:
+        """True while its newest spend still counts against ``limit``."""
+        return bool(self._spent) and held_until(*self._spent[-1], limit, self.span) > now
+
+
 def window_wait(spent: Iterable[tuple[float, float]], now: float, cost: float, limit: float,
                 window: float) -> float:
     """Seconds until ``cost`` more fits in ``limit`` units per ``window`` at ``now``.
@@ -219,18 +259,10 @@ def window_wait(spent: Iterable[tuple[float, float]], now: float, cost: float, l
     seconds (``held_until``): a rate below one write's cost spaces the writes out to it
     (going alone once a window, they had put 4 units a second on a key at 0.5).
     """
-    if limit <= 0:
-        return math.inf
-    live = sorted((until, c) for t, c in spent
-                  if (until := held_until(t, c, limit, window)) > now)
-    total = sum(c for _, c in live)
-    if not live or total + cost <= limit + _EPS:
-        return 0.0
-    for until, c in live:
-        total -= c
-        if total + cost <= limit + _EPS or total <= _EPS:
-            return max(_EPS, until - now)
-    return window  # unreachable: the loop empties the window
+    found = SpendWindow(window)
+    for at, units in spent:
+        found.add(at, units)
+    return found.wait(now, cost, limit)
 
 
 def held_until(at: float, cost: float, limit: float, window: float) -> float:
@@ -263,7 +295,7 @@ class Budget:
         self.state = BudgetState()
         self.share = 0.0
         self._expires = 0.0
-        self._spent: dict[str, deque[tuple[float, float]]] = {}
+        self._spent: dict[str, SpendWindow] = {}
         self._cut_seen = -math.inf
         self._keeper: asyncio.Task[None] | None = None
         self._working = 0  # this process's units and spends under way (``working``)
@@ -395,24 +427,20 @@ class Budget:
                 await self._spend(costs)
 
     async def _spend(self, costs: Mapping[str, float]) -> None:
+        windows = [(self._spent.get(key) or self._spent.setdefault(
+            key, SpendWindow(self.policy.window)), cost) for key, cost in costs.items()]
         while True:
             now = self._clock.wall()
             limit = self._limit(now)
-            wait = max((window_wait(self._spent.get(key, ()), now, cost, limit,
-                                    self.policy.window) for key, cost in costs.items()),
+            wait = max((window.wait(now, cost, limit) for window, cost in windows),
                        default=0.0)
             if wait <= 0:
                 break
             await self._clock.sleep(min(wait, self.policy.term / 6))
-        window = self.policy.window
-        for key, cost in costs.items():
-            spent = self._spent.setdefault(key, deque())
-            while spent and held_until(*spent[0], limit, window) <= now:
-                spent.popleft()
-            spent.append((now, cost))
+        for window, cost in windows:
+            window.add(now, cost)
         if len(self._spent) > 4096:  # keys not written for a while hold nothing
-            self._spent = {k: v for k, v in self._spent.items()
-                           if v and held_until(*v[-1], limit, window) > now}
+            self._spent = {k: v for k, v in self._spent.items() if v.counts(now, limit)}
 
     async def _spend_shared(self, costs: Mapping[str, float]) -> None:
         """Take ``costs`` from the keys' moving windows in Redis, in whole units: a cost

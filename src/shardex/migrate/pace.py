@@ -11,7 +11,6 @@ store tried again after a backoff.
 from __future__ import annotations
 
 import random
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Protocol, TypeVar
@@ -19,7 +18,7 @@ from typing import Protocol, TypeVar
 from shardex.admission import AdaptiveRate, RateState
 from shardex.clock import Clock
 from shardex.errors import Throttled, Unavailable
-from shardex.migrate.budget import Budget, held_until
+from shardex.migrate.budget import Budget, SpendWindow
 from shardex.migrate.layouts import PATIENT, Layouts
 from shardex.model.entries import Position, QueryPage
 
@@ -37,8 +36,7 @@ class Pace:
         self._clock = clock
         self._policy = _policy(rate)
         self._state = RateState(rate=rate)
-        self._sent: deque[tuple[float, float]] = deque()  # (clock s, units) of recent sends
-        self._held = 0.0  # their units
+        self._sent = SpendWindow(_WINDOW)  # the sends that count this second
 
     @property
     def rate(self) -> float:
@@ -59,25 +57,9 @@ class Pace:
         if delay > 0:
             await self._clock.sleep(delay)
         # spacing alone lets two sends fall in one second: hold every second to the rate
-        while (hold := self._hold(cost)) > 0:
+        while (hold := self._sent.wait(self._clock.now(), cost, self.rate)) > 0:
             await self._clock.sleep(hold)
-        self._sent.append((self._clock.now(), cost))
-        self._held += cost
-
-    def _hold(self, cost: float) -> float:
-        """Seconds until ``cost`` more fits this second's window (``window_wait``'s rule,
-        a running total: only the oldest sends that must leave are looked at)."""
-        now, rate, sent = self._clock.now(), self.rate, self._sent
-        while sent and held_until(*sent[0], rate, _WINDOW) <= now:
-            self._held -= sent.popleft()[1]
-        if not sent or self._held + cost <= rate + 1e-9:
-            return 0.0
-        need = self._held + cost - rate  # a cost above the rate goes alone
-        for at, units in sent:
-            need -= units
-            if need <= 1e-9:
-                return max(1e-9, held_until(at, units, rate, _WINDOW) - now)
-        return max(1e-9, held_until(*sent[-1], rate, _WINDOW) - now)
+        self._sent.add(self._clock.now(), cost)
 
     def throttled(self) -> None:
         self._state = self._policy.throttled(self._state, self._clock.now())
