@@ -41,7 +41,7 @@ from shardex.write.decide import (
     truth,
     value_of,
 )
-from shardex.write.job import Claim, Job, Landing
+from shardex.write.job import Claim, Job, Landing, may_have_applied
 from shardex.write.steps import (
     Action,
     Done,
@@ -137,7 +137,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                                       f"conflicting writes of the item ({exc})") from exc
             continue
         except (Throttled, Unavailable) as exc:
-            if isinstance(exc, Unavailable) and exc.may_have_applied:
+            if may_have_applied(exc):
                 ambiguous = ambiguous or exc
             wait = machine._retry.decide(failures, machine._now - started, exc, machine._rng)
             failures += 1

@@ -19,7 +19,7 @@ from shardex.write.steps import Placed, Routed
 from shardex.write.topology import Tier
 
 __all__ = ["Backoff", "Claim", "Job", "Landing", "dead_placement", "did_not_apply",
-           "held_too_often"]
+           "held_too_often", "may_have_applied"]
 
 
 
@@ -87,6 +87,12 @@ def dead_placement(item_id: str, found: dict[Tier, Placement | None]) -> Placeme
     if not placed:
         return None
     return Placement(item_id, max(p.version for p in placed), None)
+
+
+def may_have_applied(error: BaseException) -> bool:
+    """True if a try of a write that failed with ``error`` may have applied: the store
+    could not be reached or did not answer, and does not know it failed before it could."""
+    return isinstance(error, Unavailable) and error.may_have_applied
 
 
 def did_not_apply(error: ShardexError, what: str) -> ShardexError:

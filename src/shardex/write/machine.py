@@ -56,6 +56,7 @@ from shardex.write.job import (
     dead_placement,
     did_not_apply,
     held_too_often,
+    may_have_applied,
 )
 from shardex.write.settle import settle, take_out, take_out_older
 from shardex.write.steps import (
@@ -419,8 +420,7 @@ class WriteMachine:
                         raise give_up from error
                 continue  # another writer changed the item first: decide again from it
             if isinstance(error, _RETRIED):
-                if isinstance(error, Unavailable) and ambiguous is None \
-                        and error.may_have_applied:
+                if ambiguous is None and may_have_applied(error):
                     ambiguous = error
                 wait = self._retry.decide(failures, self._now - started, error, self._rng)
                 failures += 1
