@@ -237,9 +237,11 @@ class Controls:
     @property
     def rate(self) -> float:
         """The rate in force, as last refreshed: 0 while paused or held."""
-        if self.control.paused or self.held is not None:
-            return 0.0
-        return self.set_rate
+        return 0.0 if self._stopped else self.set_rate
+
+    @property
+    def _stopped(self) -> bool:
+        return self.control.paused or self.held is not None
 
     @property
     def set_rate(self) -> float:
@@ -251,9 +253,7 @@ class Controls:
     def hold(self) -> str | None:
         """Why the movers stand still, as last refreshed (paused, or an outside signal's
         hold), in one line; None while they move."""
-        if self.control.paused or self.held is not None:
-            return describe(self.control, self.held)
-        return None
+        return describe(self.control, self.held) if self._stopped else None
 
     def _with_own_rate(self, control: Control) -> Control:
         """``control`` with this runner's rate where it has none; an operator's change
