@@ -63,6 +63,8 @@ from shardex.routing import Routing
 
 __all__ = ["Autopilot", "Gauges", "ID_PREFIX", "NoGauges"]
 
+_AWAY = (Unavailable, Throttled)  # the store did not answer (after its retries): no refusal
+
 log = logging.getLogger(__name__)
 ID_PREFIX = "autopilot-"
 
@@ -201,7 +203,7 @@ class Autopilot:
                         await self.tick()
                     elif self._driving is not None:
                         await self._watch()
-                except (Unavailable, Throttled) as exc:
+                except _AWAY as exc:
                     await self._store_away(exc)
                 await clock.sleep(max(0.0, min(self.poll, next_tick - clock.now(),
                                                end - clock.now())))
@@ -449,7 +451,7 @@ class Autopilot:
         except ShardexError as exc:
             await self._record("action", "start", "fail", f"{type(exc).__name__}: {exc}",
                                reshard=reshard)
-            if not isinstance(exc, Unavailable | Throttled):  # the store's no, not its absence
+            if not isinstance(exc, _AWAY):  # the store's no, not its absence
                 self._refused.update(dict.fromkeys(changes, self._clock.wall()))
             return state
         details = {key: {"from": p.source.to_dict(), "to": p.target.to_dict(),

@@ -540,9 +540,9 @@ def _wish(policy: AutopilotPolicy, table: TableFacts, key: str, view: KeyView, h
                     "does not undo a grow")
     wanted = max(size(key, heat.peak_down, view.tier),
                  math.ceil(round(heat.peak_down / (policy.up * table.write_ceiling), 9)))
-    # never below what keeps the peak under ``up``, a ceiling lowered past it included
-    # (a key at 64 with a ceiling of 16 was shrunk to 16 for a peak that needed 25)
-    to_n = max(floor, wanted) if wanted > top else min(top, max(floor, wanted))
+    # never below what keeps the peak under ``up``, not capped at the ceiling: a key at
+    # 64 with a ceiling lowered to 16 was shrunk to 16 for a peak that needed 25
+    to_n = max(floor, wanted)
     if to_n >= n:
         return none(f"below {policy.down:.0%} of capacity, and the planner's N for the "
                     f"peak is {wanted}")
