@@ -415,8 +415,11 @@ class Mover:
                 scanning.cancel()
                 await asyncio.gather(scanning, return_exceptions=True)
 
-    def _pace(self, key: str) -> Pace:
-        """The pace of the copies onto ``key`` (made once a key, not once a write)."""
+    def _pace(self, key: str) -> Pace | None:
+        """The pace of the copies onto ``key`` (made once a key, not once a write); None
+        with the shared budget, which paces each key for every process at once."""
+        if self.budget is not None:
+            return None
         pace = self._paces.get(key)
         if pace is None:
             pace = self._paces[key] = Pace(self._rate, self._clock)
@@ -429,8 +432,7 @@ class Mover:
             if item[2] is None or not self.layouts.clears:
                 return "ok"
             try:
-                cleared = await paced(None if self.budget is not None else self._pace(item[2]),
-                                      self.layouts.copy_cost(),
+                cleared = await paced(self._pace(item[2]), self.layouts.copy_cost(),
                                       lambda: self.layouts.clear(item), clock=self._clock,
                                       rng=self._rng, budget=self.budget, key=item[2])
             except (Unavailable, OutcomeUnknown) as exc:
@@ -445,12 +447,11 @@ class Mover:
         target = self.layouts.copy_to(item, value)
         if target is None:
             return "ok"
-        # the shared budget, when there is one, paces each key for every process at once
-        pace = None if self.budget is not None else self._pace(target)
         try:
-            copied = await paced(pace, self.layouts.copy_cost(), lambda: self.layouts.copy(
-                item, value, target), clock=self._clock, rng=self._rng, budget=self.budget,
-                key=target)
+            copied = await paced(self._pace(target), self.layouts.copy_cost(),
+                                 lambda: self.layouts.copy(item, value, target),
+                                 clock=self._clock, rng=self._rng, budget=self.budget,
+                                 key=target)
         except (Unavailable, OutcomeUnknown, ConditionFailed) as exc:
             # a hot or changing item: verify names it, another run retries
             log.warning("adopt: %s", exc)
