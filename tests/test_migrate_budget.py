@@ -10,6 +10,7 @@ import random
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -28,12 +29,14 @@ from shardex.migrate.budget import (
     cut,
     effective_rate,
     lease,
+    migration_status,
     release,
     window_wait,
 )
 from shardex.migrate.control import (
     Control,
     Controls,
+    FileSignal,
     change_control,
     control_document,
     describe,
@@ -466,6 +469,40 @@ def test_a_runner_with_nothing_to_work_leaves_the_rate_to_the_one_that_works() -
     run_virtual(main())
 
 
+def test_status_names_a_runner_held_by_an_outside_signal(tmp_path: Path) -> None:
+    """A runner held by its throttle file is named in status, with the reason, while the
+    hold lasts, and no longer once it ends. Status had said "moving at up to 20" with the
+    held runner's slice at 0 as the only hint: the hold is the runner's own signal (a
+    probe on DynamoDB Local)."""
+    hold = tmp_path / "hold"
+    hold.touch()
+
+    async def main() -> None:
+        store = await _filled(1, 300)
+        clock = LoopClock()
+        sharing = Sharing(poll=0.5, signals=(FileSignal(str(hold)),))
+        async with Resharder(store, "orders", worker="a", seed=1, rate=20.0,
+                             unit_lease=2.0, sharing=sharing) as rs:
+            await rs.start({"PENDING": ShardPolicy(4)}, margin=0.2)
+            routing = await rs.routing()
+            assert routing.reshard is not None
+            migration = routing.reshard.id
+            running = asyncio.ensure_future(rs.run(until="done"))
+            await clock.sleep(3.0)
+            status = await migration_status(store, "orders", migration, clock=clock)
+            assert [(h["owner"], h["reason"]) for h in status["budget"]["holds"]] == [
+                ("a", f"throttle file {hold} exists")], status
+            assert f"  held: a: throttle file {hold} exists" in controls_lines(status)
+            hold.unlink()
+            await clock.sleep(3.0)
+            status = await migration_status(store, "orders", migration, clock=clock)
+            assert status["budget"]["holds"] == [], status
+            assert not any(line.startswith("  held:") for line in controls_lines(status))
+            assert (await running).state == "done"
+
+    run_virtual(main())
+
+
 @pytest.mark.redis
 @pytest.mark.parametrize(("rate", "cost"), [(1.5, 2.0), (0.5, 1.0)])
 def test_a_redis_budget_takes_writes_dearer_than_a_second_of_its_rate(
@@ -488,6 +525,38 @@ def test_a_redis_budget_takes_writes_dearer_than_a_second_of_its_rate(
                 await budget.spend({"PENDING": cost})
             # the second waited for the first to leave its window: the rate holds
             assert clock.wall() - began >= cost / rate - 0.1
+
+    asyncio.run(main())
+
+
+@pytest.mark.redis
+def test_a_redis_budget_records_its_runner_s_outside_hold_while_it_lasts(tmp_path: Path) -> None:
+    """Through Redis nothing is leased in the store, but a held runner's reason is: status
+    reads it there, and it goes when the hold ends (real time, no waits)."""
+    url = redis_server.require_url()
+    hold = tmp_path / "hold"
+    hold.touch()
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        clock = LoopClock()
+        controls = Controls(store, "orders", "r1", rate=10.0, clock=clock, owner="a",
+                            signals=[FileSignal(str(hold))])
+        shared = SharedBudgets(url, prefix=redis_server.unique_prefix())
+
+        async def holds() -> list[tuple[str, str]]:
+            status = await migration_status(store, "orders", "r1", clock=clock)
+            return [(h["owner"], h["reason"]) for h in status["budget"]["holds"]]
+
+        async with Budget(store, "orders", "r1", controls=controls, owner="a", clock=clock,
+                          redis=shared) as budget:
+            assert await holds() == [("a", f"throttle file {hold} exists")]
+            hold.unlink()
+            await budget.renew()
+            assert await holds() == []
+            hold.touch()
+            await budget.renew()
+        assert await holds() == []  # given up with the budget
 
     asyncio.run(main())
 

@@ -222,4 +222,5 @@ def controls_lines(doc: dict[str, Any] | None) -> list[str]:
                        "second per shard key in force")
     return [f"  controls: {doc['summary']}" + (f" (set by {doc['changed_by']})"
                                                if doc["changed_by"] else ""),
-            f"{budget_line}; runners' slices: {slices}"]
+            f"{budget_line}; runners' slices: {slices}",
+            *(f"  held: {h['owner']}: {h['reason']}" for h in budget.get("holds", ()))]

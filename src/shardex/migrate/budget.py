@@ -20,6 +20,10 @@ while paused or held). Two ways to share it:
   library, as shared admission budgets do (``shardex.admission.SharedBudgets``), at the
   rate in force; nothing is leased.
 
+A process held by its own outside signal (``--throttle-file``, a metric threshold)
+records why beside its slice, for as long as the hold lasts (``holds``, leased like a
+slice): status names the runners that stand still and the reason, which is theirs alone.
+
 AIMD, across processes: a throttle seen by any process cuts the migration's rate to
 ``decrease`` times what it was (``cut``, recorded in the budget record, at most once per
 ``cooldown``); it then grows back by ``increase`` times the set rate each second, a pure
@@ -60,7 +64,7 @@ from shardex.migrate.control import (
 from shardex.model.entries import Record
 from shardex.stores.base import Store
 
-__all__ = ["Budget", "BudgetPolicy", "BudgetState", "Sharing", "Slice", "SpendWindow",
+__all__ = ["Budget", "BudgetPolicy", "BudgetState", "Hold", "Sharing", "Slice", "SpendWindow",
            "budget_document", "cut", "effective_rate", "held_until", "lease",
            "migration_status", "release", "window_wait"]
 
@@ -121,17 +125,44 @@ class Slice:
 
 
 @dataclass(frozen=True, slots=True)
+class Hold:
+    """Why a process's movers stand still (its outside signal), recorded until ``expires``."""
+
+    reason: str
+    expires: float
+
+
+@dataclass(frozen=True, slots=True)
 class BudgetState:
-    """The budget record: the last cut (AIMD) and every process's slice."""
+    """The budget record: the last cut (AIMD), every process's slice, and the processes
+    that an outside signal of their own holds (``holds``, absent from older records)."""
 
     cut_rate: float | None = None
     cut_at: float = 0.0
     slices: Mapping[str, Slice] = field(default_factory=dict)
+    holds: Mapping[str, Hold] = field(default_factory=dict)
 
     def to_body(self) -> dict[str, Any]:
         return {"cut_rate": self.cut_rate, "cut_at": self.cut_at,
                 "slices": {owner: [s.share, s.expires, s.prior, s.prior_until]
-                           for owner, s in sorted(self.slices.items())}}
+                           for owner, s in sorted(self.slices.items())},
+                "holds": {owner: [h.reason, h.expires]
+                          for owner, h in sorted(self.holds.items())}}
+
+    def holding(self, owner: str, reason: str | None, now: float, term: float
+                ) -> BudgetState | None:
+        """The state with ``owner``'s hold renewed for ``term`` (None: its hold ended) and
+        the lapsed ones dropped; None if that changes nothing that status shows (a
+        renewal within the last third of a term)."""
+        holds = {o: h for o, h in self.holds.items() if o != owner and h.expires > now}
+        mine = self.holds.get(owner)
+        if reason is not None:
+            if mine is not None and mine.reason == reason and mine.expires - now > term * 2 / 3:
+                return None
+            holds[owner] = Hold(reason, now + term)
+        elif mine is None and len(holds) == len(self.holds):
+            return None
+        return replace(self, holds=holds)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], where: str) -> BudgetState:
@@ -140,8 +171,10 @@ class BudgetState:
             cut_rate = body["cut_rate"]
             slices = {str(owner): Slice(*(float(v) for v in values))
                       for owner, values in dict(body["slices"]).items()}
+            holds = {str(owner): Hold(str(reason), float(expires))
+                     for owner, (reason, expires) in dict(body.get("holds") or {}).items()}
             return cls(cut_rate=None if cut_rate is None else float(cut_rate),
-                       cut_at=float(body["cut_at"]), slices=slices)
+                       cut_at=float(body["cut_at"]), slices=slices, holds=holds)
         except (KeyError, TypeError, ValueError) as exc:
             raise MalformedItem(f"{where} is not a migration's budget record "
                                 f"({type(exc).__name__}: {exc}); delete it: the running "
@@ -200,7 +233,9 @@ def lease(state: BudgetState, owner: str, rate: float, now: float,
 
 
 def release(state: BudgetState, owner: str, now: float, policy: BudgetPolicy) -> BudgetState:
-    """``owner`` gives its slice up: still claimed for ``linger`` seconds, then gone."""
+    """``owner`` gives its slice up: still claimed for ``linger`` seconds, then gone; its
+    hold, if any, goes with it."""
+    state = state.holding(owner, None, now, policy.term) or state
     mine = state.slices.get(owner)
     if mine is None:
         return state
@@ -322,7 +357,7 @@ class Budget:
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
         try:
-            if self._redis is None:
+            if self._redis is None or self.state.holds.get(self.owner) is not None:
                 await self._change(lambda s, now: release(s, self.owner, now, self.policy))
         except ShardexError as exc:  # the lease runs out on its own
             log.warning("migration %s: the budget slice was not given up: %s",
@@ -352,8 +387,10 @@ class Budget:
     async def renew(self) -> float:
         """Read the controls and renew this process's slice; the share it holds now."""
         rate = await self.controls.refresh(force=True)
-        if self._redis is not None:
-            self.state = await self._change(lambda state, now: None)
+        held, term = self.controls.held, self.policy.term
+        if self._redis is not None:  # the record holds the cut, and a hold while it lasts
+            self.state = await self._change(
+                lambda state, now: state.holding(self.owner, held, now, term))
             self.share = effective_rate(self.state, rate, self._clock.wall(), self.policy)
             self._expires = math.inf
             return self.share
@@ -364,7 +401,7 @@ class Budget:
         def renewing(state: BudgetState, now: float) -> BudgetState:
             new, share = lease(state, self.owner, rate, now, self.policy)
             shares.append(share)
-            return new
+            return new.holding(self.owner, held, now, term) or new
 
         self.state = await self._change(renewing)
         self.share, self._expires = shares[-1], self.state.slices[self.owner].expires
@@ -482,7 +519,9 @@ def budget_document(state: BudgetState, rate: float, now: float,
     return {"rate": rate, "in_force": effective_rate(state, rate, now, policy),
             "cut_at": state.cut_at if state.cut_rate is not None else None,
             "slices": [{"owner": owner, "share": s.share, "expires": s.expires}
-                       for owner, s in sorted(state.slices.items()) if s.live(now)]}
+                       for owner, s in sorted(state.slices.items()) if s.live(now)],
+            "holds": [{"owner": owner, "reason": h.reason, "expires": h.expires}
+                      for owner, h in sorted(state.holds.items()) if h.expires > now]}
 
 
 @dataclass(frozen=True, slots=True)
