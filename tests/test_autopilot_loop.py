@@ -540,3 +540,24 @@ async def test_a_dry_run_beside_a_stale_leader_state_settles_it_once_then_propos
     assert [(e.action, e.outcome) for e in mine if e.kind == "action"] == [("end", "ok")]
     assert ("grow", "proposed") in actions(mine, "decision")
     assert all(e.dry_run for e in mine)
+
+
+@pytest.mark.shardex_virtual
+async def test_an_operator_s_rollback_under_the_leader_s_run_is_logged_as_a_rollback() -> None:
+    """An operator rolls the leader's grow back while the leader's runner drives it: the
+    run ends with the rollback, and the log says so. It said "verify ok" (with the
+    rollback's state), as if the grow had been checked (a probe)."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    leader = pilot(store, worker="leader")
+    with Load(store, 14):
+        async with running(leader):
+            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
+            async with Runner(store, INDEX) as operator:
+                await operator.rollback()
+            await wait_for("the rollback to end", lambda: _stable_at(store, 1), every=0.5)
+            await asyncio.sleep(5)
+    log = await leader.records.log()
+    acts = actions([e for e in log if e.worker == "leader"])
+    assert ("verify", "ok") not in acts, [(e.action, e.reason) for e in log if e.kind == "action"]
+    assert ("rollback", "ok") in acts, log

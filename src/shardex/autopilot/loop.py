@@ -517,6 +517,15 @@ class Autopilot:
         if move.kind in ("run", "rollback"):
             result = await runner.run(until="verified" if move.kind == "run" else "done")
             parity = result.parity
+            meta = result.routing.reshard
+            if move.kind == "run" and (meta is None or meta.id != reshard
+                                       or meta.direction == "rollback"):
+                # another runner (an operator) rolled it back under this one: nothing was
+                # verified (it had logged "verify ok" with the rollback's state)
+                await self._record("action", "run", "stopped", "the migration was rolled "
+                                   f"back meanwhile, not by the autopilot: {result.why} "
+                                   f"({result.state})", reshard=reshard)
+                return
             await self._record("action", "verify" if move.kind == "run" else "rollback", "ok",
                                f"{result.why} ({result.state})" + (
                                    "" if parity is None else f"; parity: {parity.gaps} gap(s) "

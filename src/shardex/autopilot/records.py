@@ -149,7 +149,8 @@ class LogEntry:
 
     ``outcome`` says what came of it: ``ok``, ``fail``, ``proposed`` (dry run),
     ``queued`` (another migration is under way), ``recorded`` (a decision that needs
-    no action), ``started``.
+    no action), ``started``, ``stopped`` (a run the migration's rollback by someone else
+    ended).
     """
 
     t: float
