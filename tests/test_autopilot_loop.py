@@ -561,3 +561,23 @@ async def test_an_operator_s_rollback_under_the_leader_s_run_is_logged_as_a_roll
     acts = actions([e for e in log if e.worker == "leader"])
     assert ("verify", "ok") not in acts, [(e.action, e.reason) for e in log if e.kind == "action"]
     assert ("rollback", "ok") in acts, log
+
+
+@pytest.mark.shardex_virtual
+async def test_a_leader_that_finds_an_autopilot_migration_in_the_routing_logs_taking_it_up(
+        ) -> None:
+    """A leader killed between starting its migration and recording it in its state: the
+    next leader finds the migration in the routing, drives it, and says so in the log (it
+    drove it on without a word: the log began with its verify)."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    async with Runner(store, INDEX, worker="killed") as runner:
+        await runner.start({"PENDING": shardex.ShardPolicy(4)}, margin=0.5,
+                           reshard_id="autopilot-0123456789ab")
+    leader = pilot(store, worker="next")
+    with Load(store, 4):
+        async with running(leader):
+            await wait_for("the migration to end", lambda: _stable_at(store, 4), every=0.5)
+    acts = [(e.action, e.outcome, e.reshard) for e in await leader.records.log()
+            if e.kind == "action"]
+    assert acts[0] == ("adopt", "ok", "autopilot-0123456789ab"), acts

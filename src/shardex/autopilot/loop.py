@@ -387,7 +387,12 @@ class Autopilot:
                 details={"shards": shards, "routing_version": routing.version})
             state = dataclasses.replace(state, reshard=None, migrating=())
         if ours and meta is not None and state.reshard != meta.id:
+            # an autopilot's migration its state does not name: its leader stopped between
+            # starting it and recording it
             state = dataclasses.replace(state, reshard=meta.id, migrating=meta.values)
+            await self._record("action", "adopt", "ok", "took up the autopilot's migration "
+                               f"of {', '.join(meta.values)} found in the routing "
+                               f"({routing.state}): it drives it on", reshard=meta.id)
         self.gauges.migration(None if meta is None else routing.state)
         return state
 
