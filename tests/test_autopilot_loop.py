@@ -581,3 +581,20 @@ async def test_a_leader_that_finds_an_autopilot_migration_in_the_routing_logs_ta
     acts = [(e.action, e.outcome, e.reshard) for e in await leader.records.log()
             if e.kind == "action"]
     assert acts[0] == ("adopt", "ok", "autopilot-0123456789ab"), acts
+
+
+@pytest.mark.shardex_virtual
+async def test_a_leader_that_retakes_its_own_lapsed_lease_says_so() -> None:
+    """A leader stalled past its lease, which no one else took meanwhile, takes it again
+    in the next term: the log says the lease lapsed (it said nothing, and the term
+    changed under the same leader without a word)."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    first = pilot(store, worker="first")
+    async with first:
+        await first.tick()
+        await asyncio.sleep(first.lease + 1.0)  # stalled: nobody renews it
+        await first.tick()
+    leads = [(e.outcome, e.details.get("term")) for e in await first.records.log()
+             if e.kind == "leader"]
+    assert leads == [("ok", 1), ("ok", 2)], leads

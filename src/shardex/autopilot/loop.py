@@ -285,6 +285,12 @@ class Autopilot:
             await self._record("leader", "lead", "ok", f"took the leader lease of index "
                                f"{self.name!r} (term {lease.term}) for {self.lease:g} s",
                                details={"term": lease.term})
+        elif held and self._leading is not None and lease.term != self._leading.term:
+            await self._record("leader", "lead", "ok", f"took the leader lease of index "
+                               f"{self.name!r} again (term {lease.term}): it lapsed "
+                               f"{now - self._leading.expires:.1f} s before this leader "
+                               "renewed it (a stall), and no other took it meanwhile",
+                               details={"term": lease.term})
         elif not held and self._leading is not None:
             await self._stop_driving()
             await self._record("leader", "lead", "fail", f"lost the leader lease to "
