@@ -284,12 +284,15 @@ async def test_a_dry_run_proposes_and_records_but_changes_nothing() -> None:
 
 
 @pytest.mark.shardex_virtual
-async def test_keys_wanting_a_migration_while_one_runs_wait_in_the_log() -> None:
+@pytest.mark.parametrize("dry_run", [False, True])
+async def test_keys_wanting_a_migration_while_one_runs_wait_in_the_log(dry_run: bool) -> None:
+    """A dry run says what the leader would do: queue the grow (it proposed it, which the
+    leader would not start while a migration is under way)."""
     store = shardex.open_store("memory://")
     await routed(store)
     async with Runner(store, INDEX) as operator:  # an operator's reshard, not the autopilot's
         await operator.start({"SHIPPED": shardex.ShardPolicy(shards=2)}, margin=0.5)
-    autopilot = pilot(store, worker="one")
+    autopilot = pilot(store, worker="one", dry_run=dry_run)
     with Load(store, 14):
         async with running(autopilot):
             await asyncio.sleep(20)

@@ -420,15 +420,15 @@ class Autopilot:
                                  decision.action == "admit" else "recorded")
         if not wishes:
             return state
-        if self.dry_run:
-            for wish in wishes:
-                await self._decision(wish, "proposed")
-            return state
-        if routing.in_transition:
+        if routing.in_transition:  # a dry run too: it says what the leader would do
             busy = routing.reshard.id if routing.reshard is not None else "a transition"
             for wish in wishes:
                 await self._decision(wish, "queued", f"; {busy} is under way on the index: "
                                                      "it waits")
+            return state
+        if self.dry_run:
+            for wish in wishes:
+                await self._decision(wish, "proposed")
             return state
         # a start refused (a layout the store cannot hold, a refusal that stays) is tried
         # again once min_interval passed, not every tick (it had filled the log)
