@@ -14,7 +14,7 @@ from shardex.reshard import Resharder
 from shardex.sim.clock import run_virtual
 from shardex.stores.memory import MemoryStore
 from shardex.write import void
-from shardex.write.decide import void_token
+from shardex.write.decide import erase_token, truth, void_token
 
 ROUTING = Routing(overrides={"BIG": ShardPolicy(shards=4, tier="a"),
                              "HUGE": ShardPolicy(shards=2, tier="b")})
@@ -172,3 +172,17 @@ def test_the_own_stores_take_out_of_a_losing_writes_row_says_what_was_there_befo
     assert void(Placement("i", 2, None, lost, ("", "n", "p")), copy)  # n: not this row's
     assert void(Placement("i", 2, None, lost, ("p",)), copy)  # what was before p: unknown
     assert void(Placement("i", 2, None, void_token("z"), ("", "m", "p")), copy)  # not p's
+
+
+def test_a_tombstone_a_standing_write_left_in_the_other_store_deleted_nothing_of_it() -> None:
+    """While a value crosses from S to T: S's tombstone as new as T's row holds (the item
+    was deleted) unless a write of T's row's chain left it, by its own token or as the
+    take-out of an older copy (``erase_token``), which had read as a delete."""
+    row = Placement("i", 3, StoredEntry("B#0", "new", "i", {}, 3), "p", ("", "m"))
+    assert truth(Placement("i", 3, None, erase_token("p"), ("", "p")), row) == (row, True)
+    assert truth(Placement("i", 3, None, erase_token("m"), ("", "m")), row) == (row, True)
+    assert truth(Placement("i", 3, None, "p", ("", "m")), row) == (row, True)
+    other = Placement("i", 3, None, erase_token("q"), ("", "q"))  # another write's: a delete
+    assert truth(other, row) == (other, False)
+    newer = Placement("i", 4, None, erase_token("p"), ("", "p"))
+    assert truth(newer, row) == (newer, False)

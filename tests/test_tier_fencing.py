@@ -264,3 +264,47 @@ def test_a_put_losing_to_a_rollbacks_copy_leaves_the_item_where_it_is_listed(
             assert await _listed(index, "BIG") == []
 
     run_virtual(main())
+
+
+@pytest.mark.parametrize("end", ["done", "rollback"])
+def test_a_put_confirmed_across_two_moves_stands_beside_the_copy_it_took_out(end: str) -> None:
+    """B moves to tier 't'; in write-new a put of i1 lands in the tier and its confirmation
+    in the own store is held 20 s, past the whole move and into the start of the move back.
+    The put lands in the own store and says ok, and takes out the tier's older row under
+    a token of its own at its version. That tombstone in the store B moves from had read
+    as the item deleted: get said None and no listing showed it, before and after the
+    move back (or its rollback), and every run of the move back found a parity gap (a
+    probe: every hold of 11.25 s or more, 242 cases)."""
+    async def main() -> None:
+        own, tier = Slow(seed=1), Slow(seed=2)
+        tiers = {"t": tier}
+        async with ShardedIndex(own, "orders", Routing(overrides={"B": P(2)}),
+                                routing_lease=3.0, routing_ttl=0.5, tiers=tiers,
+                                seed=1) as index:
+            assert await index.put("B", "i1", sort="old")
+            async with Resharder(own, "orders", tiers=tiers, seed=1, unit_lease=2.0) as rs:
+                await rs.start({"B": P(2, tier="t")}, margin=0.5)
+                await rs.run(until="write-new")
+                await index.refresh_routing()
+                own.pauses["i1"] = 20.0  # the put's confirmation in the own store
+                put = asyncio.ensure_future(index.put("B", "i1", sort="new"))
+                await asyncio.sleep(0.2)
+                await rs.run(until="done")
+            async with Resharder(own, "orders", tiers=tiers, seed=2, unit_lease=2.0) as back:
+                await back.start({"B": P(2)}, margin=0.5)
+                await back.run(until="write-new")
+                assert await put is True
+                assert await _read(index, "i1") == (("B", "new"), [("i1", "new")])
+                if end == "rollback":
+                    await back.rollback()
+                assert (await back.run(until="done")).state == "done"
+            await asyncio.sleep(7)
+            assert await _read(index, "i1") == (("B", "new"), [("i1", "new")])
+
+    run_virtual(main())
+
+
+async def _read(index: ShardedIndex, item: str) -> tuple[tuple[str, str] | None,
+                                                          list[tuple[str, str]]]:
+    got = await index.get(item)
+    return (None if got is None else (got.value, got.sort)), await _listed(index, "B")

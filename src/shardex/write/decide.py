@@ -48,8 +48,8 @@ from shardex.write.topology import crossing, moved
 
 __all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "RELOCATING", "Refuse", "Relocate",
            "Skip", "Write", "WriteRequest", "arbitrated", "decide", "derived", "held_across",
-           "holder", "in_place", "relocating", "resolve", "truth", "value_of", "void",
-           "void_token"]
+           "erase_token", "holder", "in_place", "relocating", "resolve", "truth", "value_of",
+           "void", "void_token"]
 
 
 class Put(NamedTuple):
@@ -297,6 +297,13 @@ def void_token(token: str) -> str:
     return derived(token, "void")
 
 
+def erase_token(token: str) -> str:
+    """The token of the tombstone with which the write ``token``, once it stands where
+    readers read it, takes out an older live row of the item in another store (a copy a
+    rollback's mover made while the write was in flight): ``truth`` reads it back."""
+    return derived(token, "erase")
+
+
 def _before_void(placement: Placement) -> str | None:
     """The token of the placement before the write whose row ``placement`` took out as
     void (NO_TOKEN: there was none), if it is such a tombstone and its history reaches
@@ -310,15 +317,22 @@ def _before_void(placement: Placement) -> str | None:
 
 def truth(source: Placement | None, target: Placement | None) -> tuple[Placement | None, bool]:
     """The item's placement that holds, of S's ``source`` and T's ``target`` while a value
-    moves between two stores (``shardex.write`` says why); True if T's."""
+    moves between two stores (``shardex.write`` says why); True if T's.
+
+    S's tombstone as new as T's placement holds, unless a write of T's chain left it:
+    its own token (a move's take-out, a carry's), or the tombstone with which a write
+    that stands in T took out an older copy in S (``erase_token``), which deleted
+    nothing of it (it had read as the item deleted: a put said ok and was never listed).
+    """
     if source is not None and source.entry is not None:
         return source, False
     if target is None:
         return source, False
     if source is None or target.version > source.version:
         return target, True
-    if target.version == source.version and source.token is not None \
-            and source.token in target.chain:
+    if target.version == source.version and source.token is not None and (
+            source.token in target.chain
+            or any(erase_token(token) == source.token for token in target.chain)):
         return target, True
     return source, False
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from shardex.errors import ConditionFailed, OutcomeUnknown, ShardexError
 from shardex.model.entries import Placement
 from shardex.routing import Routing
-from shardex.write.decide import Relocate, derived, in_place, value_of
+from shardex.write.decide import Relocate, derived, erase_token, in_place, value_of
 from shardex.write.job import Job, Landing
 from shardex.write.steps import Action, Observation, Place, Routed
 from shardex.write.topology import Tier, crossing, named
@@ -114,7 +114,7 @@ def _erase_copies(machine: WriteMachine, landing: Landing, token: str, version: 
     try:
         for tier in machine.topology.stores:
             if tier != landing.tier:
-                yield from take_out(machine, tier, None, version, derived(token, "erase"),
+                yield from take_out(machine, tier, None, version, erase_token(token),
                                     value=value)
     except ShardexError as exc:
         machine.unknown(token, "it landed after its routing's lease", f"taking out the copy "
