@@ -71,7 +71,7 @@ def keys(draw: st.DrawFn, policy: AutopilotPolicy, now: float) -> tuple[KeyHeat,
         [None, now - draw(st.floats(0.0, 2 * policy.t_down))]))
     tier = draw(st.sampled_from([None, None, "dedicated"]))
     return heat, KeyView(shards=shards, tier=tier, migration=migration, last_change=last,
-                         budget=budget, budget_since=since)
+                         budget=budget, budget_since=since, flaps=draw(st.integers(0, 3)))
 
 
 @st.composite
@@ -132,13 +132,15 @@ def test_hysteresis_both_ways(case: tuple) -> None:
 @settings(deadline=None)  # pure and fast; a loaded machine must not fail it
 @given(situations())
 def test_interval_per_key(case: tuple) -> None:
+    """No migration within ``min_interval`` of a key's last change, no shrink within
+    ``t_down``, doubled for each of its flaps."""
     policy, _heats, views, now, _ = case
     for decision in run(*case):
         last = views[decision.key].last_change
         if decision.migrates and last is not None:
             assert now - last >= policy.min_interval
             if decision.action == "shrink":
-                assert now - last >= policy.t_down
+                assert now - last >= policy.t_down * 2 ** views[decision.key].flaps
 
 
 @settings(deadline=None)  # pure and fast; a loaded machine must not fail it

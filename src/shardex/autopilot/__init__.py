@@ -25,6 +25,7 @@ from shardex.autopilot.heat import HeatWindow
 from shardex.autopilot.loop import Autopilot
 from shardex.autopilot.policy import (
     ACTIONS,
+    MAX_FLAPS,
     Action,
     AutopilotPolicy,
     Decision,
@@ -34,8 +35,10 @@ from shardex.autopilot.policy import (
     Sizer,
     TableFacts,
     decide,
+    flaps_after,
     guard,
     load_policy,
+    shrink_wait,
 )
 from shardex.autopilot.records import AutopilotRecords, Control, Lease, LogEntry, State
 from shardex.autopilot.sizing import PlannerSizer, mode_of
@@ -65,6 +68,7 @@ __all__ = [
     "KeyView",
     "Lease",
     "LogEntry",
+    "MAX_FLAPS",
     "MeterHeat",
     "MigrationView",
     "NextMove",
@@ -74,8 +78,10 @@ __all__ = [
     "State",
     "TableFacts",
     "decide",
+    "flaps_after",
     "guard",
     "load_policy",
     "mode_of",
     "next_move",
+    "shrink_wait",
 ]

@@ -19,8 +19,8 @@ injected clock, every decision made by pure functions (``policy.decide``,
    is named ``autopilot-...``, so a restarted autopilot (or the next leader) resumes it
    from the stored routing;
 6. **records**: every decision (a key's unchanged decision once) and every action in the
-   log, with its reason and inputs, and its state (last change and admission budget of
-   each key) for the next leader.
+   log, with its reason and inputs, and its state (last change, admission budget, flaps
+   and last shrink's start of each key) for the next leader.
 
 Between ticks, while a migration is driven, it reads the control record and renews the
 lease every ``poll`` seconds, so a pause stops the runner at once. ``dry_run`` takes no
@@ -45,6 +45,7 @@ from typing import Any, Protocol
 from shardex.autopilot.drive import NextMove, next_move
 from shardex.autopilot.heat import HeatWindow
 from shardex.autopilot.policy import (
+    Action,
     AutopilotPolicy,
     Decision,
     KeyHeat,
@@ -53,6 +54,7 @@ from shardex.autopilot.policy import (
     Sizer,
     TableFacts,
     decide,
+    flaps_after,
 )
 from shardex.autopilot.records import AutopilotRecords, Control, Lease, LogEntry, State
 from shardex.autopilot.runner import DEFAULT_MARGIN, DEFAULT_MAX_AGE, Runner, states
@@ -115,7 +117,15 @@ def _view(key: str, routing: Routing, state: State, lease: float) -> KeyView:
                                   meta.started_at, follow, before.tier, now_policy.tier)
     memory = state.key(key)
     return KeyView(now_policy.shards, now_policy.tier, migration, memory.last_change,
-                   memory.budget, budget_since=memory.budget_since)
+                   memory.budget, budget_since=memory.budget_since, flaps=memory.flaps)
+
+
+def _started(policy: AutopilotPolicy, state: State, key: str, action: Action,
+             at: float) -> State:
+    """``state`` with ``key``'s flaps and last shrink once its migration started at ``at``."""
+    memory = state.key(key)
+    flaps, shrunk_at = flaps_after(policy, action, at, memory.flaps, memory.shrunk_at)
+    return state.with_key(key, flaps=flaps, shrunk_at=shrunk_at)
 
 
 class Autopilot:
@@ -394,8 +404,13 @@ class Autopilot:
             state = dataclasses.replace(state, reshard=None, migrating=())
         if ours and meta is not None and state.reshard != meta.id:
             # an autopilot's migration its state does not name: its leader stopped between
-            # starting it and recording it
+            # starting it and recording it (and the flaps its start made)
             state = dataclasses.replace(state, reshard=meta.id, migrating=meta.values)
+            for key in meta.values:
+                moving = _view(key, routing, state, self.runner.lease).migration
+                if moving is not None:
+                    state = _started(self.policy, state, key, "grow" if moving.grows
+                                     else "shrink", meta.started_at)
             await self._record("action", "adopt", "ok", "took up the autopilot's migration "
                                f"of {', '.join(meta.values)} found in the routing "
                                f"({routing.state}): it drives it on", reshard=meta.id)
@@ -471,8 +486,10 @@ class Autopilot:
         await self._record("action", "start", "ok", "started the migration of " + ", ".join(
             f"{w.key} N={w.from_n} -> {w.to_n} ({w.action})" for w in wishes)
             + f"; {plan.to_move:,} entries to move", reshard=reshard, details=details)
-        return dataclasses.replace(state, reshard=reshard,
-                                   migrating=tuple(sorted(changes)))
+        state = dataclasses.replace(state, reshard=reshard, migrating=tuple(sorted(changes)))
+        for wish in wishes:
+            state = _started(self.policy, state, wish.key, wish.action, wish.t)
+        return state
 
     # -- driving the migration -------------------------------------------------------------
 

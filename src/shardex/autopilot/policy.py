@@ -21,9 +21,10 @@ grow        the load has stayed above ``up`` x capacity for ``t_up`` (the least 
             minutes, so one grow must cover a ramp that goes on meanwhile
 shrink      the window's peak over ``t_down`` stayed below ``down`` x capacity, the load
             has settled (the peak of the last ``t_up`` is at least ``settled`` x the
-            window's, so a falling load is shrunk once, at its end), and the planner's N
-            for the window's peak is smaller; the shrunk layout keeps that peak below
-            ``up``, so the same load never grows it back
+            window's, so a falling load is shrunk once, at its end), ``shrink_wait`` has
+            passed since the key's last change (``t_down``, doubled for each flap), and
+            the planner's N for the window's peak is smaller; the shrunk layout keeps that
+            peak below ``up``, so the same load never grows it back
 isolate     a ``tier`` is configured, and the projected load asks more than
             ``isolate_share`` of the table's write limit, or more than ``max_shards``
 admit       a sample past ``admit_at`` x capacity (``guard``, for every sample as it
@@ -35,12 +36,22 @@ admit       a sample past ``admit_at`` x capacity (``guard``, for every sample a
             way it is lifted once it has held ``t_down`` and the window's peak over
             ``t_down`` stayed below ``up`` (so noise does not set and lift it in turn)
 none        anything else: the dead band (between ``down`` and ``up``), a migration of
-            the key under way, ``min_interval`` since its last change (``t_down`` before a
-            shrink), the cap of ``max_migrations`` under way, or a floor or ceiling on N
+            the key under way, ``min_interval`` since its last change (``shrink_wait``
+            before a shrink), the cap of ``max_migrations`` under way, or a floor or
+            ceiling on N
 ==========  ===============================================================================
 
 Ties: when more keys want a migration than the cap allows, the hottest (load over
 capacity) goes first.
+
+Flaps, damped as BGP damps a flapping route and autoscalers stabilise a scale-down: a
+grow or isolation that starts less than ``t_down`` after the key's last shrink started
+is a *flap* (the shrink read a lull for the end of the load); the key's count of them
+(``KeyView.flaps``) goes up by one, to at most ``MAX_FLAPS``, and a grow that is no
+flap sets it back to 0 (``flaps_after``). A shrink waits ``t_down x 2**flaps`` after
+the key's last change (``shrink_wait``): a load that comes back every ``t_down`` is
+shrunk ever more rarely (it had been shrunk each lull and run over its capacity until
+``min_interval`` let it grow back, a reshard pair each cycle), a steady one as before.
 """
 
 from __future__ import annotations
@@ -59,12 +70,15 @@ from shardex.keys import validate_value
 from shardex.routing import MAX_SHARDS, check_tier_name
 
 __all__ = ["ACTIONS", "Action", "AutopilotPolicy", "Decision", "KeyHeat", "KeyView",
-           "MigrationView", "Sizer", "TableFacts", "decide", "guard", "load_policy"]
+           "MAX_FLAPS", "MigrationView", "Sizer", "TableFacts", "decide", "flaps_after",
+           "guard", "load_policy", "shrink_wait"]
 
 Action = Literal["none", "grow", "shrink", "isolate", "admit"]
 ACTIONS: tuple[Action, ...] = ("none", "grow", "shrink", "isolate", "admit")
 # N for a key's peak write units a second, on a tier (None: the index's own table)
 Sizer = Callable[[str, float, "str | None"], int]
+# a key's shrink waits at most t_down x 2**MAX_FLAPS (2 h by default) after its last change
+MAX_FLAPS = 3
 
 _NUMBERS = {"up", "down", "t_up", "t_down", "trend", "lead", "min_interval", "admit_share",
             "isolate_share", "headroom", "retain", "tick", "grow_factor", "settled",
@@ -293,9 +307,10 @@ class MigrationView:
 class KeyView:
     """A key's layout and what is under way: N, tier, its migration, when it last changed
     (the end of its last migration, wall seconds; None: never), the admission budget in
-    force (write units a second; None: none) and since when (``budget_since``), and
+    force (write units a second; None: none) and since when (``budget_since``),
     ``lead``: seconds a migration started now would take until writers follow its new
-    layout (None: the policy's ``lead``)."""
+    layout (None: the policy's ``lead``), and ``flaps``: how many times running it grew
+    back within ``t_down`` of a shrink (``flaps_after``; 0 to ``MAX_FLAPS``)."""
 
     shards: int = 1
     tier: str | None = None
@@ -304,6 +319,7 @@ class KeyView:
     budget: float | None = None
     lead: float | None = None
     budget_since: float | None = None
+    flaps: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,13 +353,34 @@ class Decision:
         return out
 
 
+def flaps_after(policy: AutopilotPolicy, action: Action, now: float, flaps: int,
+                shrunk_at: float | None) -> tuple[int, float | None]:
+    """A key's ``(flaps, shrunk_at)`` once a migration of ``action`` (grow, shrink or
+    isolate) starts at ``now``, from its count of flaps and the start of its last shrink
+    before it (wall seconds; None: none). A grow or isolation less than ``t_down`` after
+    that shrink is a flap: one more, at most ``MAX_FLAPS``; any other sets the count to 0.
+    """
+    if action == "shrink":
+        return flaps, now
+    if shrunk_at is not None and now - shrunk_at < policy.t_down:
+        return min(MAX_FLAPS, flaps + 1), shrunk_at
+    return 0, shrunk_at
+
+
+def shrink_wait(policy: AutopilotPolicy, flaps: int) -> float:
+    """Seconds a shrink waits after the key's last change: ``t_down``, doubled for each of
+    its ``flaps`` (at most ``MAX_FLAPS``)."""
+    return policy.t_down * 2.0 ** min(flaps, MAX_FLAPS)
+
+
 def _inputs(heat: KeyHeat, view: KeyView, capacity: float, policy: AutopilotPolicy,
             **more: Any) -> dict[str, Any]:
     return {"shards": view.shards, "tier": view.tier, "capacity": capacity,
             "seconds": heat.seconds, "floor_up": heat.floor_up, "peak_up": heat.peak_up,
             "peak_down": heat.peak_down, "slope": heat.slope, "last": heat.last,
             "read_peak": heat.read_peak, "up": policy.up, "down": policy.down,
-            "budget": view.budget, "last_change": view.last_change, **more}
+            "budget": view.budget, "last_change": view.last_change, "flaps": view.flaps,
+            **more}
 
 
 def guard(policy: AutopilotPolicy, key: str, view: KeyView, last: float, ceiling: float,
@@ -524,9 +561,13 @@ def _wish(policy: AutopilotPolicy, table: TableFacts, key: str, view: KeyView, h
         return none(f"below {policy.down:.0%} of capacity, but still falling: the last "
                     f"{policy.t_up:g} s peak at {heat.peak_up:,.0f} units/s, under "
                     f"{policy.settled:g} x the window's {heat.peak_down:,.0f}")
-    if since < policy.t_down:
+    wait = shrink_wait(policy, view.flaps)
+    if since < wait:
+        rule = (f"t_down {policy.t_down:g} s after a change" if not view.flaps else
+                f"{wait:g} s after a change, t_down damped x{wait / policy.t_down:g}: it "
+                f"grew back within t_down of its last shrink {view.flaps} time(s) running")
         return none(f"below {policy.down:.0%} of capacity, but the key changed {since:.0f} s "
-                    f"ago: a shrink waits t_down {policy.t_down:g} s after a change")
+                    f"ago: a shrink waits {rule}", wait=wait)
     if n <= floor:
         return none(f"below {policy.down:.0%} of capacity, but N={n} is not above its floor "
                     f"N={floor}")

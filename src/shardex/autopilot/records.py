@@ -12,7 +12,8 @@ one of them loses:
 - ``autopilot/control``: ``paused`` (``Control``), written by ``shardex autopilot
   pause``/``resume``; a leader that reads it paused stops acting at once.
 - ``autopilot/state``: what the leader must know after a restart (``State``): the
-  migration it started and drives, each key's last change and admission budget.
+  migration it started and drives, each key's last change, admission budget, flaps and
+  last shrink's start (a record from before those two reads as 0 and none).
 - ``autopilot/log/<ms>-<worker>-<n>``: one record per decision or action
   (``LogEntry``), created once, never rewritten; the oldest are pruned past ``keep``.
 """
@@ -25,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shardex.autopilot.policy import MAX_FLAPS
 from shardex.autopilot.runner import Records
 from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem
@@ -95,16 +97,20 @@ class Control:
 
 @dataclass(frozen=True, slots=True)
 class KeyState:
-    """One key's memory: when its last migration ended (wall seconds) and the admission
-    budget the policy set (units a second) and since when."""
+    """One key's memory: when its last migration ended (wall seconds), the admission
+    budget the policy set (units a second) and since when, its count of flaps and when
+    its last shrink started (``policy.flaps_after``)."""
 
     last_change: float | None = None
     budget: float | None = None
     budget_since: float | None = None
+    flaps: int = 0
+    shrunk_at: float | None = None
 
     def to_body(self) -> dict[str, Any]:
         return {"last_change": self.last_change, "budget": self.budget,
-                "budget_since": self.budget_since}
+                "budget_since": self.budget_since, "flaps": self.flaps,
+                "shrunk_at": self.shrunk_at}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +136,19 @@ class State:
         def number(x: Any) -> float | None:
             return None if x is None else float(x)
 
+        def flaps(x: Any) -> int:
+            if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_FLAPS:
+                raise ValueError(f"flaps {x!r}")
+            return x
+
         try:
             reshard = body["reshard"]
             if reshard is not None and not isinstance(reshard, str):
                 raise TypeError(f"reshard {reshard!r}")
+            # flaps and shrunk_at came later: a record written before them has neither
             keys = {str(name): KeyState(number(k["last_change"]), number(k["budget"]),
-                                        number(k["budget_since"]))
+                                        number(k["budget_since"]), flaps(k.get("flaps", 0)),
+                                        number(k.get("shrunk_at")))
                     for name, k in dict(body["keys"]).items()}
             return cls(reshard, keys, tuple(str(v) for v in body["migrating"]))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -38,6 +38,7 @@ from shardex.autopilot import (
     PlannerSizer,
     TableFacts,
     decide,
+    flaps_after,
     guard,
 )
 from shardex.autopilot.migration import MigrationCosts, MigrationModel, survey_seconds
@@ -353,7 +354,8 @@ def _decide(run: ModeRun, now: float, tick: int, facts: TableFacts, sizer: Plann
         views[value] = KeyView(shards=key.policy.shards, migration=view_migration,
                                last_change=key.last_change, budget=key.budget,
                                lead=survey_seconds(key.entries, costs) + costs.lease
-                               + costs.margin + costs.ttl, budget_since=key.budget_since)
+                               + costs.margin + costs.ttl, budget_since=key.budget_since,
+                               flaps=key.flaps)
     for decision in decide(policy, facts, heats, views, now, sizer):
         _act(run, decision, costs)
 
@@ -368,6 +370,8 @@ def _act(run: ModeRun, decision: Decision | None, costs: MigrationCosts) -> None
         key.budget = decision.budget
         key.budget_since = None if decision.budget is None else decision.t
         return
+    key.flaps, key.shrunk_at = flaps_after(run.policy, decision.action, decision.t,
+                                           key.flaps, key.shrunk_at)
     new = ShardPolicy(shards=decision.to_n) if decision.to_n > 1 else ShardPolicy()
     key.migration = MigrationModel(decision.key, key.policy, new, decision.t, key.entries,
                                    costs)

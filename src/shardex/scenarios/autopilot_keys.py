@@ -132,6 +132,8 @@ class SimKey:
     budget: float | None = None  # write units a second admission lets through
     budget_since: float | None = None
     last_change: float | None = None
+    flaps: int = 0  # and the start of its last shrink: ``policy.flaps_after``
+    shrunk_at: float | None = None
     window: HeatWindow | None = None
     retries: list[float] = field(default_factory=list)  # refused ops by next attempt
     backlog: deque[list[float]] = field(default_factory=deque)  # [arrived, ops]
