@@ -59,6 +59,12 @@ between its pages or while a page's requests are in flight:
   every stream has been read past it (``reach``), so both copies are in buffers when
   the first is returned and the second is taken with it; a later request of a stream
   reads only beyond where it stopped, past every entry already returned.
+- *An item written meanwhile.* An entry written during the listing is not one present
+  throughout: a write that gives an item a new position on a second-phase key after
+  its old position was read on a first-phase key would show it twice, so a page keeps
+  one entry per item, its newest (``merge.newest_per_item``). Across pages, as across
+  a stable layout's (or a DynamoDB Query's) pages, an item moved during the listing
+  may show at its old and new positions: the listing is no snapshot.
 - *This process's own writes* (its own mover, or the application) restart every stream
   of a two-phase continuation from the cursor: what the second phase kept rests on
   what the first phase read, so neither is read again alone.
@@ -106,6 +112,7 @@ from shardex.fanout.merge import (
     ShardStream,
     ahead_of,
     merge_safe,
+    newest_per_item,
     reach,
     share,
     sized,
@@ -372,7 +379,9 @@ class FanOut:
         """Merge the shards ``first`` and ``keys`` into the next ``limit`` entries beyond ``after``.
 
         Entries come in ``(sort, item_id)`` order (descending if asked); an entry found
-        on two shards (mid-reshard) is returned once, its newest version. ``more`` is
+        on two shards (mid-reshard) is returned once, its newest version, and so is an
+        item found at two positions (``newest_per_item``: written anew between the reads
+        of its two keys). ``more`` is
         exact: True only if an entry lies beyond the page. Each position is read on the
         shards ``first`` before it is read on ``keys`` (a key may be in both). ``layout``
         names the layout the keys belong to (the routing's version): a continuation is
@@ -433,6 +442,8 @@ class FanOut:
         except BaseException:
             listing.stop()
             raise
+        if lead:
+            out = newest_per_item(out)
         more = any(s.buffer for s in streams)
         if not more:
             listing.stop()

@@ -18,7 +18,7 @@ from itertools import islice
 from shardex.model.entries import Position, QueryPage, StoredEntry
 
 __all__ = ["EVERYTHING", "GROWTH", "Reach", "Reader", "ShardStream", "ahead_of", "merge_safe",
-           "reach", "share", "sized", "within"]
+           "newest_per_item", "reach", "share", "sized", "within"]
 
 _MIN_FIRST_PAGE = 4
 _SHORT = 0.003  # how often a page may need a second round trip to some shard
@@ -216,6 +216,24 @@ def merge_safe(live: list[ShardStream], out: list[StoredEntry], limit: int,
     for stream, taken in zip(live, consumed, strict=True):
         del stream.buffer[:taken]
     return sum(consumed)
+
+
+def newest_per_item(entries: list[StoredEntry]) -> list[StoredEntry]:
+    """``entries`` (one union page, in order) with one entry per item: its newest.
+
+    An item has one entry at a time, but a page of two layouts reads their keys at two
+    instants: a write that gave the item a new position on the key read second, after
+    its old one was read on the other, shows it at both (a put in ``write-new`` listed
+    an item twice, and a count said 61 of 60). The older is what that write replaced.
+    """
+    newest: dict[str, StoredEntry] = {}
+    for entry in entries:
+        seen = newest.get(entry.item_id)
+        if seen is None or entry.version > seen.version:
+            newest[entry.item_id] = entry
+    if len(newest) == len(entries):
+        return entries
+    return [entry for entry in entries if newest[entry.item_id] is entry]
 
 
 def share(limit: int, shards: int, max_page: int) -> int:
