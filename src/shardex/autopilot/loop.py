@@ -40,10 +40,11 @@ import logging
 import math
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from shardex.autopilot.drive import NextMove, next_move
 from shardex.autopilot.heat import HeatWindow
+from shardex.autopilot.metrics import Gauges, NoGauges
 from shardex.autopilot.policy import (
     Action,
     AutopilotPolicy,
@@ -69,38 +70,6 @@ _AWAY = (Unavailable, Throttled)  # the store did not answer (after its retries)
 
 log = logging.getLogger(__name__)
 ID_PREFIX = "autopilot-"
-
-
-class Gauges(Protocol):
-    """Where the loop reports (``shardex.autopilot.metrics.AutopilotMetrics``)."""
-
-    def leader(self, held: bool) -> None: ...
-
-    def paused(self, paused: bool) -> None: ...
-
-    def decided(self, decision: Decision) -> None: ...
-
-    def acted(self, action: str, outcome: str) -> None: ...
-
-    def heat(self, key: str, write_units: float) -> None: ...
-
-    def migration(self, state: str | None) -> None: ...
-
-
-class NoGauges:
-    """Gauges that report nowhere."""
-
-    def leader(self, held: bool) -> None: ...
-
-    def paused(self, paused: bool) -> None: ...
-
-    def decided(self, decision: Decision) -> None: ...
-
-    def acted(self, action: str, outcome: str) -> None: ...
-
-    def heat(self, key: str, write_units: float) -> None: ...
-
-    def migration(self, state: str | None) -> None: ...
 
 
 def _view(key: str, routing: Routing, state: State, lease: float) -> KeyView:

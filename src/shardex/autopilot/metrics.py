@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from shardex.autopilot.policy import Decision
 from shardex.errors import MissingDependency
 
-__all__ = ["AutopilotMetrics"]
+__all__ = ["AutopilotMetrics", "Gauges", "NoGauges"]
 
 _STATES = ("stable", "read-both", "write-new", "verified", "read-new", "retired")
 
@@ -40,6 +40,38 @@ def _client() -> Any:
     except ImportError as exc:
         raise MissingDependency("prometheus-client", "metrics") from exc
     return prometheus_client
+
+
+class Gauges(Protocol):
+    """Where the loop reports (``AutopilotMetrics``, or ``NoGauges``)."""
+
+    def leader(self, held: bool) -> None: ...
+
+    def paused(self, paused: bool) -> None: ...
+
+    def decided(self, decision: Decision) -> None: ...
+
+    def acted(self, action: str, outcome: str) -> None: ...
+
+    def heat(self, key: str, write_units: float) -> None: ...
+
+    def migration(self, state: str | None) -> None: ...
+
+
+class NoGauges:
+    """Gauges that report nowhere."""
+
+    def leader(self, held: bool) -> None: ...
+
+    def paused(self, paused: bool) -> None: ...
+
+    def decided(self, decision: Decision) -> None: ...
+
+    def acted(self, action: str, outcome: str) -> None: ...
+
+    def heat(self, key: str, write_units: float) -> None: ...
+
+    def migration(self, state: str | None) -> None: ...
 
 
 class AutopilotMetrics:
