@@ -66,7 +66,7 @@ def keys(draw: st.DrawFn, policy: AutopilotPolicy, now: float) -> tuple[KeyHeat,
             started_at=now - 10, writers_follow_at=draw(st.sampled_from([None, now - 1,
                                                                           now + 5])))
     last = draw(st.sampled_from([None, now - draw(st.floats(0.0, 4000.0))]))
-    budget = draw(st.sampled_from([None, 0.9 * capacity]))
+    budget = draw(st.sampled_from([None, 0.9 * capacity, 7.2 * capacity]))  # 7.2: N x 8's
     since = None if budget is None else draw(st.sampled_from(
         [None, now - draw(st.floats(0.0, 2 * policy.t_down))]))
     tier = draw(st.sampled_from([None, None, "dedicated"]))
@@ -180,7 +180,8 @@ def test_floors_ceilings_reasons_and_inputs(case: tuple) -> None:
 @given(situations())
 def test_admission_bridges_and_guards_only(case: tuple) -> None:
     """A budget is set past the watermark or for a grow, raised once writers follow a
-    grown layout, lifted when the load cooled or a shrink runs; never else."""
+    grown layout, lowered to what the layout in force takes (a grow rolled back), lifted
+    when the load cooled or a shrink runs; never else."""
     policy, heats, views, now, _ = case
     decisions = run(*case)
     for decision in decisions:
@@ -204,6 +205,9 @@ def test_admission_bridges_and_guards_only(case: tuple) -> None:
                 assert migration.grows
                 assert decision.budget == pytest.approx(
                     policy.admit_share * migration.from_n * CEILING)
+        elif decision.budget < view.budget:  # lowered: the layout it rose for is gone
+            assert migration is None
+            assert decision.budget == pytest.approx(policy.admit_share * capacity)
         else:  # raised: writers follow the grown layout
             assert migration is not None
             assert now >= (migration.writers_follow_at or math.inf)
@@ -377,3 +381,23 @@ def test_a_steady_load_does_not_undo_its_own_grow(units: float) -> None:
                 changes.append((decision.action, n, decision.to_n))
                 n, last_change = decision.to_n, t
     assert [action for action, _, _ in changes] == ["grow"], changes
+
+
+@pytest.mark.parametrize("units", [0.0, 2_500.0])
+def test_a_budget_raised_for_a_layout_rolled_back_comes_down_to_the_one_in_force(
+        units: float) -> None:
+    """A grow to N=8 raised the key's budget to 0.9 of 8 partitions; an operator rolled
+    the grow back to N=1. The budget comes down to 0.9 of one partition at once, hot
+    or cool: it had stayed at 7,200 units/s on one partition of 1,000 for t_down (a
+    probe), admission protecting nothing."""
+    policy = AutopilotPolicy()
+    window = HeatWindow(policy)
+    t = 0.0
+    while t < 60.0:
+        t += policy.tick
+        window.add(t, units, span=policy.tick)
+    view = KeyView(1, budget=7_200.0, budget_since=t - 30.0, last_change=t - 5.0)
+    admits = [d for d in decide(policy, TABLE, {"PENDING": window.summary()},
+                                {"PENDING": view}, t, planner(1.5)) if d.action == "admit"]
+    assert [d.budget for d in admits] == [pytest.approx(900.0)], admits
+    assert "rolled back" in admits[0].reason

@@ -34,7 +34,9 @@ admit       a sample past ``admit_at`` x capacity (``guard``, for every sample a
             writers follow the grown layout it rises to ``admit_share`` x the new
             capacity (what it held back drains at that pace); with no migration under
             way it is lifted once it has held ``t_down`` and the window's peak over
-            ``t_down`` stayed below ``up`` (so noise does not set and lift it in turn)
+            ``t_down`` stayed below ``up`` (so noise does not set and lift it in turn);
+            a budget above ``admit_share`` x capacity (raised for a layout rolled back
+            since) comes down to it at once
 none        anything else: the dead band (between ``down`` and ``up``), a migration of
             the key under way, ``min_interval`` since its last change (``shrink_wait``
             before a shrink), the cap of ``max_migrations`` under way, or a floor or
@@ -467,6 +469,15 @@ def _admission(policy: AutopilotPolicy, key: str, view: KeyView, heat: KeyHeat, 
                              "follow the new layout", inputs, budget=bridge)]
         found = guard(policy, key, view, heat.last, ceiling, now)
         return [] if found is None else [replace(found, inputs=inputs)]
+    if view.budget > bridge * (1 + 1e-9):
+        # raised for a grown layout that is gone (an operator rolled the grow back): it
+        # had let the key take 0.9 of N partitions' units on fewer for t_down
+        return [Decision(now, key, "admit", view.shards, view.shards,
+                         f"the budget of {view.budget:,.0f} units/s is more than N="
+                         f"{view.shards} takes (the layout it rose for is gone: rolled back "
+                         "or shrunk by hand): it "
+                         f"comes down to {bridge:,.0f} ({policy.admit_share:g} of the "
+                         "capacity)", inputs, budget=bridge)]
     held = math.inf if view.budget_since is None else now - view.budget_since
     if not growing and held >= policy.t_down and heat.peak_down < policy.up * capacity:
         return [Decision(now, key, "admit", view.shards, view.shards,
