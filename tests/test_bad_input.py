@@ -315,9 +315,13 @@ def test_a_corrupted_routing_record_is_reported_at_open_and_by_the_cli(
     async def main_() -> None:
         store = MemoryStore(seed=1)
         await store.put_record("ix", "routing", CORRUPT_ROUTING[case], expected=None)
-        with pytest.raises(shardex.InvalidRouting, match="routing record of index 'ix'"):
+        with pytest.raises(shardex.InvalidRouting, match="routing record of index 'ix'") \
+                as raised:
             async with shardex.ShardedIndex(store, "ix"):
                 pass
+        # what the store holds, not an argument: the command line exits 1, not 2 (usage)
+        assert isinstance(raised.value, MalformedItem)
+        assert str(raised.value).count("routing record of index") == 1, raised.value
 
     run_virtual(main_())
 
@@ -367,6 +371,16 @@ def test_corrupted_data_on_dynamodb_is_named_in_the_api_and_the_cli(
                         "orders")
     assert code == 1
     assert "damaged" in one_line(err)
+    # a JSON body that does not validate is what the store holds too: exit 1, not 2
+    client.update_item(TableName=table, Key={"pk": {"S": "#record#orders"},
+                                             "sk": {"S": "routing"}},
+                       UpdateExpression="SET body = :b", ExpressionAttributeValues={":b": {
+                           "S": json.dumps({"format": "shardex.routing/1", "version": 1,
+                                            "default": {"shards": 0}})}})
+    code, err = run_cli(capsys, "routing", "show", "--store", table_store.uri, "--index",
+                        "orders")
+    assert code == 1
+    assert "shards must be between" in one_line(err)
     # an owner record whose index is a number is refused at open
     client.put_item(TableName=f"{base}-shardex", Item={
         "pk": {"S": "#owner"}, "sk": {"S": f"{base}/by_shard"}, "index": {"N": "7"}})

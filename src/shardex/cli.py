@@ -40,7 +40,7 @@ from shardex.commands.reshard import reshard
 from shardex.commands.routing import routing
 from shardex.commands.serve import serve
 from shardex.commands.simulate import simulate
-from shardex.errors import InvalidInput, ShardexError, StoreInUse
+from shardex.errors import InvalidInput, ShardexError, StoreError, StoreInUse
 
 __all__ = ["cli", "configure_logging", "main"]
 
@@ -185,8 +185,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail(_usage(exc), 2)
     except click.ClickException as exc:
         _fail(exc.format_message(), exc.exit_code or 1)
-    except InvalidInput as exc:
-        _fail(str(exc), 1 if isinstance(exc, StoreInUse) else 2)
+    except InvalidInput as exc:  # what the store holds refuses it (1), or the input (2)
+        _fail(str(exc), 1 if isinstance(exc, StoreInUse | StoreError) else 2)
     except ShardexError as exc:
         _fail(str(exc), 1)
     except OSError as exc:

@@ -38,6 +38,7 @@ __all__ = [
     "AdmissionRejected",
     "CapabilityMissing",
     "ConditionFailed",
+    "DamagedRouting",
     "IncompleteRead",
     "InvalidCursor",
     "InvalidInput",
@@ -281,3 +282,10 @@ def brief(value: object, limit: int = 80) -> str:
     except Exception:  # an int too long to print inside a container, or a broken __repr__
         return f"a {type(value).__name__}"
     return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
+
+class DamagedRouting(InvalidRouting, MalformedItem):
+    """The routing record the store holds does not validate: an InvalidRouting (naming the
+    record and the field at fault) that is what the store holds, not an argument, so
+    also a MalformedItem (the command line exits 1, as for any damaged record)."""

@@ -45,8 +45,10 @@ from typing import Any, TypeVar
 from shardex.clock import Clock, LoopClock
 from shardex.errors import (
     ConditionFailed,
+    DamagedRouting,
     InvalidInput,
     InvalidRouting,
+    MalformedItem,
     RoutingConflict,
     RoutingStale,
     ShardexError,
@@ -190,20 +192,24 @@ class RoutingRecord:
         A record that does not validate raises InvalidRouting naming the record and
         the field at fault, whatever its shape.
         """
-        record = await self._retrying(lambda: self.store.get_record(self.index, ROUTING_RECORD))
-        if record is None:
-            return None, None, self._default_lease
         where = f"routing record of index {self.index!r} in {self.store.uri}"
         try:
+            record = await self._retrying(lambda: self.store.get_record(self.index,
+                                                                        ROUTING_RECORD))
+        except MalformedItem as exc:  # not a document at all (not JSON)
+            raise DamagedRouting(str(exc)) from exc
+        if record is None:
+            return None, None, self._default_lease
+        try:
             body = dict(record.body)
-            lease = _lease(body.pop(LEASE_FIELD, self._default_lease), where)
+            lease = _lease(body.pop(LEASE_FIELD, self._default_lease), "routing")
             body.pop(TOKEN_FIELD, None)
             return Routing.from_dict(body), record.revision, lease
         except InvalidRouting as exc:
-            raise InvalidRouting(f"{where}: {exc}") from exc
+            raise DamagedRouting(f"{where}: {exc}") from exc
         except (TypeError, ValueError, KeyError, AttributeError, RecursionError,
                 OverflowError) as exc:
-            raise InvalidRouting(f"{where}: not a routing document ({type(exc).__name__}: "
+            raise DamagedRouting(f"{where}: not a routing document ({type(exc).__name__}: "
                                  f"{str(exc)[:200]})") from None
 
     async def load(self, *, check_given: bool = False) -> Routing:
