@@ -179,6 +179,15 @@ def test_the_cli_adopts_an_index_table_and_rolls_back(
             await check_listings(index, truth)
 
     asyncio.run(listing())
+    # started again with another --set: the rolled-back adoption's PENDING=4 stays in the
+    # routing beside it, and start says so (it listed SHIPPED alone, and the backfill
+    # followed both: a probe)
+    with contextlib.suppress(SystemExit):
+        main(["adopt", "start", *where, *table, "--set", "SHIPPED=2", "--margin", "0.1",
+              "--lease", "1"])
+    out = capsys.readouterr().out
+    assert "  PENDING: 4 shard(s), hash (kept from the routing" in out, out
+    assert "  SHIPPED: 2 shard(s), hash\n" in out, out
 
 
 def test_an_item_deleted_between_the_scan_and_its_copy_stays_deleted(

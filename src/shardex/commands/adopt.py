@@ -210,8 +210,12 @@ def start(uri: str, name: str, gsi: str | None, from_table: str | None, attribut
               + ("add the shard attribute (index.key_attributes)" if gsi else
                  "write through the index too (index.put, move, delete)"),
               highlight=False, soft_wrap=True)
-    for value, policy in policies.items():
-        out.print(f"  {value}: {policy.shards} shard(s), {policy.strategy}", highlight=False)
+    for value, policy in sorted(plan.routing.overrides.items()):
+        # the routing's own overrides stay beside --set (a rolled-back adoption's too):
+        # the backfill and verify follow them, so they are named
+        kept = "" if value in policies else " (kept from the routing: --set it to change it)"
+        out.print(f"  {value}: {policy.shards} shard(s), {policy.strategy}{kept}",
+                  highlight=False)
     out.print(f"the backfill may start {routing_lease + margin:g} s from now (the routing's "
               f"lease {routing_lease:g} s + margin {margin:g} s); next: "
               f"{_command('run', uri, name)}", highlight=False, soft_wrap=True)
