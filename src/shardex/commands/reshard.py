@@ -407,8 +407,15 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
                      f"{v['to']['shards']} shard(s), {v['to']['strategy']}: moved "
                      f"{v['moved']:,}, remaining {remaining}")
     if doc["total"] is not None:
-        lines.append(f"  moved {doc['moved']:,} of {doc['total']:,} (fixed at the plan), "
-                     f"remaining {doc['remaining']:,}")
+        line = (f"  moved {doc['moved']:,} of {doc['total']:,} (fixed at the plan), "
+                f"remaining {doc['remaining']:,}")
+        short = doc["total"] - doc["moved"]
+        if doc["remaining"] == 0 and short > 0:
+            # moves no record counts (a runner SIGKILLed before its checkpoint) read as lost
+            line += (f"; the other {short:,} were moved by a runner that stopped before it "
+                     "recorded them, or deleted or moved by the application first (parity "
+                     "reads what is there)")
+        lines.append(line)
     units = doc["units"]
     lines.append(f"  work units: {units['total']} ({units['done']} done, {units['leased']} "
                  f"leased); next step possible from {doc['ready_at']}")
