@@ -19,7 +19,8 @@ and ``reads`` (``source`` or ``new``), ``values`` (per value named or seen: its 
 ``segments_done``, ``segments_leased``, ``items_total`` (the base table's item count
 fixed when the backfill was planned, null before), ``items_scanned``,
 ``items_updated``, ``items_raced``, ``items_unresolved``, ``items_remaining``, ``rate``
-(items a second), ``eta_s``), ``runners``, ``parity``, ``ready_at``, ``retire_after``,
+(items a second, over the backfill so far), ``eta_s`` (at that rate; null while no runner
+works)), ``runners``, ``parity``, ``ready_at``, ``retire_after``,
 ``drop_source``, ``dropped`` and ``next_steps``.
 
 Next steps never suggest ``run`` while a runner holds a lease: they suggest watching it.
@@ -225,8 +226,9 @@ def adopt_status_document(routing: Routing, segments: Sequence[Unit], *, index: 
             "items_total": items, "items_scanned": scanned, "items_updated": counts.updated,
             "items_raced": counts.raced, "items_unresolved": counts.unresolved,
             "items_remaining": remaining, "rate": rate,
-            "eta_s": 0.0 if finished else (remaining / rate if rate and remaining is not None
-                                           else None)},
+            # at the rate so far, while a runner works (with none, nothing moves)
+            "eta_s": 0.0 if finished else (remaining / rate if rate and active
+                                           and remaining is not None else None)},
         "runners": _runners(active), "parity": _parity(parity, now),
         "ready_at": None if adoption is None else iso(ready_at(adoption, lease)),
         "retire_after": None if meta is None else iso(meta.retire_after),
