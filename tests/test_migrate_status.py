@@ -181,3 +181,36 @@ async def test_status_says_what_a_moved_count_short_of_the_total_means(
     assert short == ["  moved 34 of 40 (fixed at the plan), remaining 0; the other 6 were "
                      "moved by a runner that stopped before it recorded them, or deleted or "
                      "moved by the application first (parity reads what is there)"]
+
+
+def test_a_runner_whose_units_another_holds_says_it_waits_for_them() -> None:
+    """Every unit left is leased by another runner (one killed with SIGTERM holds its lease
+    till it lapses): the run says it waits, for whom and until when. It said 'moving
+    entries, 0 entries/s' all along (a probe on DynamoDB Local)."""
+    from shardex.sim.clock import run_virtual
+    from shardex.stores.memory import MemoryStore
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=1.0) as app:
+            for i in range(200):
+                await app.put("PENDING", f"o-{i:04d}", sort=f"{i:04d}")
+        notes: list[str] = []
+        async with Resharder(store, "orders", worker="slow", rate=10.0, seed=1,
+                             **FAST) as slow, \
+                Resharder(store, "orders", worker="other", seed=2,
+                          progress=lambda p: notes.append(p.note), **FAST) as other:
+            await slow.start({"PENDING": ShardPolicy(4)}, margin=0.5)
+            running = asyncio.ensure_future(slow.run(until="verified"))
+            await asyncio.sleep(8.0)
+            second = asyncio.ensure_future(other.run(until="verified"))
+            await asyncio.sleep(12.0)
+            waits = [n for n in notes if n.startswith("waiting")]
+            assert waits, notes
+            assert "leased by slow (until" in waits[-1], waits[-1]
+            assert "moving entries" not in notes[notes.index(waits[0]):], notes
+            for task in (running, second):
+                task.cancel()
+            await asyncio.gather(running, second, return_exceptions=True)
+
+    run_virtual(main())

@@ -31,6 +31,7 @@ from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.migrate.mover import MOVER_RETRY, Mover
 from shardex.migrate.pace import Pace, pages
 from shardex.migrate.registry import finish_migration, record_migration
+from shardex.migrate.status import iso
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
 from shardex.migrate.verify import check
@@ -424,8 +425,23 @@ class Resharder(MigrationRunner):
             rate = None if last is None or now <= last[0] else (moved - last[1]) / (now - last[0])
             last = (now, moved)
             hold = None if budget is None else budget.controls.hold
-            self._report(routing, units, hold or "moving entries", rate)
+            self._report(routing, units, hold or self._waiting(units) or "moving entries",
+                         rate)
             await self._clock.sleep(min(_REPORT_EVERY, self.unit_lease))
+
+    def _waiting(self, units: Sequence[Unit]) -> str | None:
+        """Why this runner moves nothing while units are left: every one is leased by other
+        runners (one killed by SIGTERM or SIGKILL holds its lease till it lapses); None
+        if it holds one or one is free. The output had said "moving entries", 0 a second."""
+        now = self._clock.wall()
+        left = [u for u in units if not u.done]
+        if not left or any(u.free(now) or u.owner == self.worker for u in left):
+            return None
+        last = max(left, key=lambda u: u.expires)
+        owners = ", ".join(sorted({u.owner for u in left if u.owner is not None}))
+        return (f"waiting: the {len(left)} unit(s) left are leased by {owners} (until "
+                f"{iso(last.expires)} unless renewed: a runner that stopped lets its lease "
+                "lapse then, and this one takes its units over)")
 
     async def _verify(self, routing: Routing, *, mover_done: bool) -> Parity:
         """Check parity and record the report (entering ``verified`` when it may)."""
