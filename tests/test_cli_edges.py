@@ -338,3 +338,23 @@ def test_simulate_offers_every_key_the_recommendation_names(tmp_path: Path) -> N
     assert doc["values"]["E"]["offered_writes_per_s"] == 2000.0
     assert doc["values"]["E"]["shards"] == 1
     assert "20 keys beyond the diagnosis's top are not simulated" in " ".join(doc["notes"])
+
+
+def test_ctrl_c_on_the_autopilot_says_where_it_stops(capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    """Ctrl-C stops the autopilot with one line, as it does a reshard's run: it had exited
+    130 without a word (a probe)."""
+    from shardex.autopilot import Autopilot
+
+    async def interrupted(self: Autopilot, **_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Autopilot, "run", interrupted)
+    heat = tmp_path / "heat.jsonl"
+    heat.write_text('{"t": 1, "key": "PENDING", "write_units": 10, "span": 5}\n')
+    code, err = failing(capsys, "autopilot", "run", "--store", "memory://", "--index",
+                        "orders", "--source", f"file:{heat}", "--dry-run")
+    assert code == 130
+    assert err.startswith("interrupted: the autopilot of index 'orders' stopped"), err
+    assert "shardex autopilot run" in err, err

@@ -224,7 +224,18 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
                 out.file.flush()
                 await pilot.run(duration=duration, stop=stop)
 
-        asyncio.run(drive())
+        try:
+            asyncio.run(drive())
+        except KeyboardInterrupt:
+            what = "its dry run changed nothing" if dry_run else (
+                "a migration it drove stays in the state it reached, and the next leader "
+                "(this command again, or another autopilot of the index) drives it on; "
+                "its lease was given up, or lapses")
+            output.console(stderr=True).print(
+                f"interrupted: the autopilot of index {name!r} stopped; safe to stop: {what}; "
+                f"to go on: shardex autopilot run --store {uri} --index {name}",
+                highlight=False, soft_wrap=True)
+            raise click.exceptions.Abort() from None
 
 
 def _records(uri: str, name: str, connection: Connection) -> Any:
