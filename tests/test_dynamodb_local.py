@@ -7,6 +7,7 @@ in CI, where a missing server fails these tests.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import Coroutine
 from decimal import Decimal
@@ -292,6 +293,28 @@ def test_an_index_table_holds_one_index(endpoint: str) -> None:
     store = local.table_store()
     run(_owned_by_orders(store))
     assert _exit_code("migrations", "list", "--store", store.uri, "--index", "returns") == 1
+    # with the index it holds beside it: that one's list, and a line for the other (the
+    # whole command had failed: a probe)
+    assert _exit_code("migrations", "list", "--store", store.uri, "--index", "orders",
+                      "--index", "returns", "--json") == 0
+    assert _exit_code("migrations", "list", "--store", store.uri, "--index", "orders",
+                      "--index", "returns") == 0
+
+
+def test_migrations_list_names_an_index_the_table_does_not_hold(
+        endpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    store = local.table_store()
+    run(_owned_by_orders(store))
+    main(["migrations", "list", "--store", store.uri, "--index", "orders", "--index", "returns",
+          "--json"])
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["migrations"] == []
+    assert list(listed["refused"]) == ["returns"]
+    assert "already holds the index 'orders'" in listed["refused"]["returns"]
+    main(["migrations", "list", "--store", store.uri, "--index", "orders", "--index", "returns"])
+    out = capsys.readouterr().out
+    assert "no migrations recorded for orders" in out, out
+    assert "returns: not listed: " in out, out
 
 
 def _exit_code(*args: str) -> int:

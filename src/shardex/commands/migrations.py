@@ -26,7 +26,7 @@ from shardex.commands.config import Setting
 from shardex.commands.connection import Connection, connection_options, open_with, store_option
 from shardex.commands.params import INDEX_NAME, MAX_AGE, number
 from shardex.documents import rounded
-from shardex.errors import ReshardRefused
+from shardex.errors import ReshardRefused, StoreInUse
 
 __all__ = ["LIST_SCHEMA", "gaps_refused", "interrupted", "migrations", "on_interrupt",
            "parity_lines", "print_parity", "runner_lines", "status_options", "status_printer",
@@ -191,19 +191,32 @@ def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connectio
     from shardex.migrate.registry import migrations as recorded
     from shardex.migrate.status import iso
 
-    async def read() -> list[dict[str, Any]]:
+    async def read() -> tuple[list[dict[str, Any]], dict[str, str]]:
+        listed, refused = [], {}
         async with open_with(uri, connection) as store:
-            return [{**m.to_dict(), "started_at": iso(m.started_at),
-                     "ended_at": iso(m.ended_at)} for m in await recorded(store, names)]
+            for name in dict.fromkeys(names):
+                try:
+                    listed += await recorded(store, [name])
+                except StoreInUse as exc:  # an index table holds one index: list the rest
+                    refused[name] = exc
+        if len(refused) == len(set(names)):
+            raise next(iter(refused.values()))
+        listed.sort(key=lambda m: (m.started_at, m.index, m.id))
+        return [{**m.to_dict(), "started_at": iso(m.started_at),
+                 "ended_at": iso(m.ended_at)} for m in listed], \
+            {name: str(exc) for name, exc in refused.items()}
 
-    found = asyncio.run(read())
+    found, refused = asyncio.run(read())
     if as_json:
         click.echo(json.dumps(rounded({"schema": LIST_SCHEMA, "store": uri,
-                                       "migrations": found}), indent=2))
+                                       "migrations": found, "refused": refused}), indent=2))
         return
     out = output.console()
+    for name, why in refused.items():
+        out.print(f"{name}: not listed: {why}", highlight=False, soft_wrap=True)
     if not found:
-        out.print(f"no migrations recorded for {', '.join(names)} in {uri}", highlight=False)
+        listed = [name for name in dict.fromkeys(names) if name not in refused]
+        out.print(f"no migrations recorded for {', '.join(listed)} in {uri}", highlight=False)
         return
     for m in found:
         ended = "" if m["ended_at"] is None else f", ended {m['ended_at']}"
