@@ -321,3 +321,34 @@ def test_an_application_sort_attribute_orders_listings_and_is_never_written() ->
                 await index.put("PENDING", "o-new")
 
     asyncio.run(body())
+
+
+def test_key_attributes_keep_an_item_on_its_key_while_readers_read_both_layouts() -> None:
+    """An application that re-files an item it read (``current``: its shard attribute)
+    keeps it on its key of either layout while a reshard reads both: a re-file onto the
+    other layout could be missed by a listing between its two phases (a probe)."""
+    from shardex.reshard import Resharder
+
+    store = local.gsi_store()
+
+    async def body() -> None:
+        async with shardex.ShardedIndex(store, "orders", ROUTING, routing_lease=1.0) as index:
+            await index.put("PENDING", "o-1", sort="a")
+            old = await index.get("o-1")
+            assert old is not None
+            async with Resharder(store, "orders", seed=1) as resharder:
+                await resharder.start({"PENDING": ShardPolicy(16)}, margin=0.2)
+                await resharder.run(until="write-new")
+            await index.refresh_routing()
+            assert index.routing.state == "write-new"
+            fresh = index.key_attributes("PENDING", "o-1", sort="a")["shard_key"]
+            kept = index.key_attributes("PENDING", "o-1", sort="a",
+                                        current=old.shard_key)["shard_key"]
+            assert kept == old.shard_key != fresh
+            elsewhere = index.key_attributes("PENDING", "o-1", sort="a",
+                                             current="SHIPPED#1")["shard_key"]
+            assert elsewhere == fresh  # an entry of another value: a new one here
+            with pytest.raises(shardex.InvalidInput, match="current"):
+                index.key_attributes("PENDING", "o-1", sort="a", current=3)  # type: ignore[arg-type]
+
+    asyncio.run(body())

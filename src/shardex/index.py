@@ -68,6 +68,7 @@ from shardex.stores.base import Malformed, Store, check_malformed
 from shardex.tierreads import CrossReads, TierReads
 from shardex.tiers import TierStores
 from shardex.write import Delete, Job, Move, Put, Relocate, WriteEngine, WriteRequest
+from shardex.write.decide import target_key
 
 __all__ = ["Entry", "Page", "ShardedIndex"]
 
@@ -359,8 +360,8 @@ class ShardedIndex(IndexReads):
     def _fresh_key(self, routing: Routing, value: str, item_id: str) -> str:
         return routing.shard_key(value, item_id, rng=self._rng, turns=self._turns)
 
-    def key_attributes(self, value: str, item_id: str,
-                       sort: str | None = None) -> dict[str, Any]:
+    def key_attributes(self, value: str, item_id: str, sort: str | None = None, *,
+                       current: str | None = None) -> dict[str, Any]:
         """Return the attributes that index an application's own item under ``value``.
 
         For stores that index the application's items (DynamoDB GSI mode): add them to
@@ -368,7 +369,11 @@ class ShardedIndex(IndexReads):
         "status_sort": ...}``. ``sort`` is required (``''`` for none) where shardex writes
         the sort attribute, so an item is never re-filed with a blank sort; where the
         sort attribute is the application's own (``sort_owner=application``), pass none:
-        only the shard key attribute is returned. Synchronous and no request: the shard
+        only the shard key attribute is returned. ``current`` is the item's shard key
+        attribute as the application read it (None: none, or not read): while a reshard
+        reads both layouts, an item already on a key of either keeps it, as shardex's own
+        writes keep it (re-filed on the other layout, a concurrent listing could miss
+        it). Synchronous and no request: the shard
         key follows the routing the index keeps fresh in the background, and
         RoutingStale is raised when that copy is older than the routing's lease. Raises
         CapabilityMissing on stores that write their own entries, InvalidKey for a
@@ -390,7 +395,11 @@ class ShardedIndex(IndexReads):
             routing = self._record.check_fresh(self._loop.time())
         if routing.adoption is not None:
             follow_adoption(self._store, routing.adoption)
-        shard_key = self._fresh_key(routing, value, item_id)
+        if current is not None and type(current) is not str:
+            raise InvalidInput(f"current must be the item's shard key attribute (text) or "
+                               f"None, got {brief(current)}")
+        shard_key = target_key(routing, value, self._fresh_key(routing, value, item_id),
+                               current)
         return self._store.key_attributes(shard_key, sort, item_id)
 
     # -- writes ----------------------------------------------------------------------

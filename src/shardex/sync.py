@@ -99,10 +99,10 @@ class SyncShardedIndex:
     def routing(self) -> Routing:
         return self.index.routing
 
-    def key_attributes(self, value: str, item_id: str,
-                       sort: str | None = None) -> dict[str, Any]:
+    def key_attributes(self, value: str, item_id: str, sort: str | None = None, *,
+                       current: str | None = None) -> dict[str, Any]:
         async def on_loop() -> dict[str, Any]:
-            return self.index.key_attributes(value, item_id, sort)
+            return self.index.key_attributes(value, item_id, sort, current=current)
 
         return self._call(on_loop())
 

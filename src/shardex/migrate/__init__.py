@@ -84,10 +84,15 @@ entry: an entry is on exactly one key, the one its placement names):
 
 - stable(old) and read-both: every writer writes the old layout and nothing moves, so
   every entry is on an old key; readers read the old keys or a superset of them.
-- read-both and write-new: entries land on old keys (read-both writers) or new ones
-  (write-new writers), and every reader in either state reads the union. The mover has
-  not started: it starts only at ``ready_at`` after entering write-new, when no writer
-  still writes the old layout, so no entry lands on an old-only key behind it.
+- read-both and write-new: new entries land on old keys (read-both writers) or new ones
+  (write-new writers), and every reader in either state reads the union. A write of an
+  item that has an entry of the value keeps it on its key, of either layout
+  (``write.decide.target_key``): the two states' writers had re-filed entries in opposite
+  directions, and the two states' readers read the layouts in opposite orders, so a read
+  missed an entry moved against its order between its phases. Nothing moves an entry
+  between layouts in this pair: the mover starts only at ``ready_at`` after entering
+  write-new, when no client is still in read-both, so no entry lands on an old-only key
+  behind it.
 - write-new and verified: clients do the same in both (write new, read the union).
 - verified and read-new: the mover is done and a parity check found every entry on a
   key of the new layout, and since ``ready_at`` of write-new no writer puts one on an

@@ -48,8 +48,8 @@ from shardex.write.topology import crossing, moved
 
 __all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "RELOCATING", "Refuse", "Relocate",
            "Skip", "Write", "WriteRequest", "arbitrated", "decide", "derived", "held_across",
-           "erase_token", "holder", "in_place", "relocating", "resolve", "truth", "value_of",
-           "void", "void_token"]
+           "erase_token", "holder", "in_place", "relocating", "resolve", "target_key", "truth",
+           "value_of", "void", "void_token"]
 
 
 class Put(NamedTuple):
@@ -155,12 +155,27 @@ def value_of(entry: StoredEntry) -> str:
     return parse_shard_key(entry.shard_key)[0]
 
 
-def _target(routing: Routing, value: str, fresh_key: str, current: StoredEntry | None) -> str:
-    # An entry already on one of the value's current shards stays there: for the random
-    # strategies a re-put must not wander, and for hash it is the same key anyway.
-    if current is not None and routing.is_current_key(value, current.shard_key) \
-            and routing.policy(value).strategy != "hash":
-        return current.shard_key
+def target_key(whole: Routing, value: str, fresh_key: str, current: str | None) -> str:
+    """The shard key a write of ``value`` puts the item's entry on (``current``: the key
+    its entry is on now, None if it has none; ``fresh_key``: a new entry's).
+
+    An entry already on one of the value's current shards stays there: for the random
+    strategies a re-put must not wander, and for hash it is the same key anyway. While
+    readers read both layouts of one store, an entry on a key of either stays there too:
+    only the mover moves an entry between layouts, one way, in the states whose readers
+    read them in that order. A writer had re-filed it on its own layout's key, so clients
+    of two adjacent states (each within its routing's lease) moved entries both ways,
+    and a union read missed one moved against its order (``shardex.migrate``).
+    """
+    if current is None:
+        return fresh_key
+    routing, key = whole.writing, current
+    if routing.is_current_key(value, key) and routing.policy(value).strategy != "hash":
+        return key
+    if whole.reads_both(value) and whole.previous is not None \
+            and whole.previous.policy(value).tier == whole.policy(value).tier \
+            and key in whole.read_keys(value):
+        return key
     return fresh_key
 
 
@@ -211,7 +226,8 @@ def decide(request: WriteRequest, current: Placement | None, routing: Routing) -
         if sort is None:
             sort = "" if entry is None else entry.sort
         return Write(StoredEntry(
-            shard_key=_target(routing, request.value, request.fresh_key, entry),
+            shard_key=target_key(whole, request.value, request.fresh_key,
+                                 None if entry is None else entry.shard_key),
             sort=sort, item_id=item_id, attrs=request.attrs, version=version),
             version, current)
     if isinstance(request, Move):
@@ -220,7 +236,7 @@ def decide(request: WriteRequest, current: Placement | None, routing: Routing) -
             return Refuse(ConditionFailed, f"cannot move {item_id!r} from {request.old!r} to "
                                            f"{request.new!r}: the item has {where}")
         return Write(StoredEntry(
-            shard_key=_target(routing, request.new, request.fresh_key, entry),
+            shard_key=target_key(whole, request.new, request.fresh_key, entry.shard_key),
             sort=entry.sort if request.sort is None else request.sort, item_id=item_id,
             attrs=entry.attrs if request.attrs is None else request.attrs, version=version),
             version, current)
