@@ -30,6 +30,7 @@ from shardex.errors import (
 from shardex.model.entries import Placement, StoredEntry
 from shardex.routing import Routing
 from shardex.write.decide import (
+    Put,
     Refuse,
     Relocate,
     Skip,
@@ -102,14 +103,23 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             planned_for = planned
             request = job.plan(planned.routing)
             into_target = planned.routing.writing.policy(value).tier == t
-            decision = _decide(request, held, in_target, into_target, planned.routing)
+            # a put of an item T holds under the value stays in T, on its key, whatever
+            # store the writer's state writes (as ``target_key`` keeps it in one store):
+            # written in S by a read-both writer, it moved back while write-new readers
+            # read S first, and a listing between their phases missed it
+            kept = isinstance(request, Put) and in_target and held is not None \
+                and held.entry is not None and value_of(held.entry) == value
+            decision = _decide(request, held, in_target, into_target or kept,
+                               planned.routing)
             if isinstance(decision, Skip):
                 return Done(decision.result), None, None
             if isinstance(decision, Refuse):
                 raise decision.error
-            if in_target and not into_target and decision[0] is not None:
+            if in_target and not into_target and decision[0] is not None and not kept:
                 _refuse_stranded(held, planned.routing, job.what)
             entry, version = decision
+            if kept and entry is not None and held is not None and held.entry is not None:
+                entry, into_target = replace(entry, shard_key=held.entry.shard_key), True
             claim = None
             if entry is not None and (held is None or held.entry is None):
                 # made live: numbered above its placement in every store (``_dead``)
