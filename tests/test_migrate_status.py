@@ -120,6 +120,15 @@ def test_ctrl_c_says_the_state_that_it_is_safe_and_what_to_run_next() -> None:
     assert line.endswith("to go on: shardex reshard run --store s --index orders")
     none = interrupted({"index": "orders", "reshard_id": None, "state": "stable"}, "reshard")
     assert "no reshard under way" in none
+    # another runner holds units: watching it is the step, and if it stopped (killed),
+    # its lease lapses and a run takes them over: the line says when (it said only to
+    # watch a runner that had died: a probe)
+    held = {**doc, "next_steps": ["shardex reshard status --store s --index orders --watch"],
+            "runners": [{"owner": "vm:7:a", "units": [3], "expires_at": "2026-12-04T21:00:30Z"}]}
+    assert interrupted(held, "reshard").endswith(
+        "to go on: shardex reshard status --store s --index orders --watch (vm:7:a holds "
+        "units until 2026-12-04T21:00:30Z unless it renews them; if it has stopped, "
+        "'shardex reshard run' takes them over then)")
 
 
 @pytest.mark.parametrize("kind", ["reshard", "adopt"])

@@ -87,6 +87,13 @@ def interrupted(doc: dict[str, Any], verb: str) -> str:
     then = steps[0] if steps else f"shardex {verb} status"
     if what is None:
         return f"interrupted: index {doc['index']!r} has no {verb} under way; nothing to resume"
+    runners = doc.get("runners") or []
+    if runners and then.startswith(f"shardex {verb} status "):
+        # watching another runner: it may be one that was killed, whose lease lapses
+        owners = ", ".join(r["owner"] for r in runners)
+        until = max(r["expires_at"] for r in runners)
+        then += (f" ({owners} holds units until {until} unless it renews them; if it has "
+                 f"stopped, 'shardex {verb} run' takes them over then)")
     return (f"interrupted: {verb} {what} of index {doc['index']!r} is in {doc['state']}; safe "
             "to stop: every step and checkpoint is stored, and the units this process held "
             f"are given back (one it could not reach lapses with its lease); to go on: {then}")
