@@ -47,8 +47,8 @@ from shardex.routing import Routing
 from shardex.write.topology import crossing, moved
 
 __all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "RELOCATING", "Refuse", "Relocate",
-           "Skip", "Write", "WriteRequest", "arbitrated", "decide", "derived", "held_across",
-           "erase_token", "holder", "in_place", "relocating", "resolve", "target_key", "truth",
+           "Skip", "Write", "WriteRequest", "arbitrated", "decide", "derived", "erase_token",
+           "held_across", "holder", "in_place", "relocating", "resolve", "target_key", "truth",
            "value_of", "void", "void_token"]
 
 
