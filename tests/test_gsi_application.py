@@ -337,7 +337,7 @@ def test_key_attributes_keep_an_item_on_its_key_while_readers_read_both_layouts(
             old = await index.get("o-1")
             assert old is not None
             async with Resharder(store, "orders", seed=1) as resharder:
-                await resharder.start({"PENDING": ShardPolicy(16)}, margin=0.2)
+                await resharder.start({"PENDING": ShardPolicy(16)}, margin=2.0)
                 await resharder.run(until="write-new")
             await index.refresh_routing()
             assert index.routing.state == "write-new"

@@ -68,7 +68,7 @@ from shardex.stores.base import Malformed, Store, check_malformed
 from shardex.tierreads import CrossReads, TierReads
 from shardex.tiers import TierStores
 from shardex.write import Delete, Job, Move, Put, Relocate, WriteEngine, WriteRequest
-from shardex.write.decide import target_key
+from shardex.write.decide import refiles, target_key
 
 __all__ = ["Entry", "Page", "ShardedIndex"]
 
@@ -399,7 +399,8 @@ class ShardedIndex(IndexReads):
             raise InvalidInput(f"current must be the item's shard key attribute (text) or "
                                f"None, got {brief(current)}")
         shard_key = target_key(routing, value, self._fresh_key(routing, value, item_id),
-                               current)
+                               current, refile=refiles(routing, self._record.lease,
+                                                       self._clock.wall()))
         return self._store.key_attributes(shard_key, sort, item_id)
 
     # -- writes ----------------------------------------------------------------------

@@ -92,7 +92,8 @@ entry: an entry is on exactly one key, the one its placement names):
   missed an entry moved against its order between its phases. Nothing moves an entry
   between layouts in this pair: the mover starts only at ``ready_at`` after entering
   write-new, when no client is still in read-both, so no entry lands on an old-only key
-  behind it.
+  behind it; from then on writes re-file entries the mover's way (``write.decide.refiles``),
+  so an entry the application re-sorts behind the mover's cursor is not left behind.
 - write-new and verified: clients do the same in both (write new, read the union).
 - verified and read-new: the mover is done and a parity check found every entry on a
   key of the new layout, and since ``ready_at`` of write-new no writer puts one on an

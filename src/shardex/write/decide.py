@@ -48,8 +48,8 @@ from shardex.write.topology import crossing, moved
 
 __all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "RELOCATING", "Refuse", "Relocate",
            "Skip", "Write", "WriteRequest", "arbitrated", "decide", "derived", "erase_token",
-           "held_across", "holder", "in_place", "relocating", "resolve", "target_key", "truth",
-           "value_of", "void", "void_token"]
+           "held_across", "holder", "in_place", "refiles", "relocating", "resolve", "target_key",
+           "truth", "value_of", "void", "void_token"]
 
 
 class Put(NamedTuple):
@@ -155,28 +155,41 @@ def value_of(entry: StoredEntry) -> str:
     return parse_shard_key(entry.shard_key)[0]
 
 
-def target_key(whole: Routing, value: str, fresh_key: str, current: str | None) -> str:
+def target_key(whole: Routing, value: str, fresh_key: str, current: str | None, *,
+               refile: bool = False) -> str:
     """The shard key a write of ``value`` puts the item's entry on (``current``: the key
     its entry is on now, None if it has none; ``fresh_key``: a new entry's).
 
     An entry already on one of the value's current shards stays there: for the random
     strategies a re-put must not wander, and for hash it is the same key anyway. While
-    readers read both layouts of one store, an entry on a key of either stays there too:
-    only the mover moves an entry between layouts, one way, in the states whose readers
-    read them in that order. A writer had re-filed it on its own layout's key, so clients
-    of two adjacent states (each within its routing's lease) moved entries both ways,
-    and a union read missed one moved against its order (``shardex.migrate``).
+    readers read both layouts of one store, an entry on a key of either stays there too,
+    unless ``refile`` (``refiles``: the mover's own states, once no client can still be
+    in ``read-both``): then it goes where the mover would take it. A writer had re-filed
+    entries on its own layout's key in every state, so clients of ``read-both`` and
+    ``write-new`` (each within its routing's lease) moved entries both ways, and a union
+    read missed one moved against its order (``shardex.migrate``). Re-filing once the
+    mover runs keeps an entry re-sorted behind the mover's cursor from being left behind.
     """
     if current is None:
         return fresh_key
     routing, key = whole.writing, current
     if routing.is_current_key(value, key) and routing.policy(value).strategy != "hash":
         return key
-    if whole.reads_both(value) and whole.previous is not None \
+    if not refile and whole.reads_both(value) and whole.previous is not None \
             and whole.previous.policy(value).tier == whole.policy(value).tier \
             and key in whole.read_keys(value):
         return key
     return fresh_key
+
+
+def refiles(routing: Routing, lease: float, wall: float) -> bool:
+    """True if a write at wall time ``wall`` may re-file an entry onto the layout written
+    (``target_key``): in the mover's states, once every client acts on them (the mover's
+    own start, ``ready_at``: ``changed_at`` + the routing's ``lease`` + the margin), when
+    writers and readers all read the layouts in the order the re-file goes."""
+    meta = routing.reshard
+    return meta is not None and routing.state in RELOCATING \
+        and wall >= meta.changed_at + lease + meta.margin
 
 
 def in_place(routing: Routing, value: str, shard_key: str, item_id: str) -> bool:
@@ -201,10 +214,12 @@ def relocating(routing: Routing, request: Relocate) -> bool:
         and meta.generation == request.generation and routing.state in RELOCATING
 
 
-def decide(request: WriteRequest, current: Placement | None, routing: Routing) -> Decision:
+def decide(request: WriteRequest, current: Placement | None, routing: Routing, *,
+           refile: bool = False) -> Decision:
     """Decide what ``request`` does to an item whose placement is ``current``.
 
-    Writes follow ``routing.writing``: the layout writes follow in the routing's state.
+    Writes follow ``routing.writing``: the layout writes follow in the routing's state;
+    an item's entry is re-filed there mid-reshard only with ``refile`` (``target_key``).
     """
     whole, routing = routing, routing.writing
     held = 0 if current is None else current.version
@@ -227,7 +242,7 @@ def decide(request: WriteRequest, current: Placement | None, routing: Routing) -
             sort = "" if entry is None else entry.sort
         return Write(StoredEntry(
             shard_key=target_key(whole, request.value, request.fresh_key,
-                                 None if entry is None else entry.shard_key),
+                                 None if entry is None else entry.shard_key, refile=refile),
             sort=sort, item_id=item_id, attrs=request.attrs, version=version),
             version, current)
     if isinstance(request, Move):
@@ -236,7 +251,8 @@ def decide(request: WriteRequest, current: Placement | None, routing: Routing) -
             return Refuse(ConditionFailed, f"cannot move {item_id!r} from {request.old!r} to "
                                            f"{request.new!r}: the item has {where}")
         return Write(StoredEntry(
-            shard_key=target_key(whole, request.new, request.fresh_key, entry.shard_key),
+            shard_key=target_key(whole, request.new, request.fresh_key, entry.shard_key,
+                                 refile=refile),
             sort=entry.sort if request.sort is None else request.sort, item_id=item_id,
             attrs=entry.attrs if request.attrs is None else request.attrs, version=version),
             version, current)

@@ -31,8 +31,10 @@ from shardex.admission import AdaptiveGate
 from shardex.clock import Clock
 from shardex.errors import ShardexError
 from shardex.retry import RetryPolicy
+from shardex.routing import Routing
 from shardex.routing_record import RoutingRecord
 from shardex.stores.base import Store
+from shardex.write.decide import refiles
 from shardex.write.job import Job
 from shardex.write.machine import WriteMachine
 from shardex.write.steps import (
@@ -160,8 +162,7 @@ class WriteEngine:
         if routed is None or routed.routing is not routing \
                 or routed.fence.read_at != record.loaded_at \
                 or routed.fence.lease != record.lease:
-            routed = self._routed = Routed(routing, Fence(
-                routing.version, record.loaded_at, record.lease))
+            routed = self._routed = self._routed_as(routing)
         return routed
 
     async def _route(self, fresh: bool) -> Observation:
@@ -177,7 +178,14 @@ class WriteEngine:
                 routing = await record.current()
         except ShardexError as exc:
             return Errored(exc, clock.now())
-        return Routed(routing, Fence(routing.version, record.loaded_at, record.lease))
+        return self._routed_as(routing)
+
+    def _routed_as(self, routing: Routing) -> Routed:
+        """``routing`` as the record serves it now, and whether writes may re-file."""
+        record = self._record
+        return Routed(routing, Fence(routing.version, record.loaded_at, record.lease),
+                      refile=routing.reshard is not None
+                      and refiles(routing, record.lease, self._clock.wall()))
 
     async def _place(self, item_id: str, action: Place) -> Observation:
         clock, store, fence, record = self._clock, self._stores[action.tier], action.fence, \

@@ -352,7 +352,7 @@ class WriteMachine:
                             f"{survey.elsewhere}" + ("" if stray else ", and no write spans "
                                                      "two stores; delete it there first"))
                     here, copy = survey.here, survey.copy
-                decision = decide(request, here, planned.routing)
+                decision = decide(request, here, planned.routing, refile=planned.refile)
                 if isinstance(decision, Skip):
                     return Done(decision.result), None, None
                 if isinstance(decision, Refuse):

@@ -104,11 +104,13 @@ class Start(NamedTuple):
 class Routed(NamedTuple):
     """The routing to act on: ``fence`` says when the read that loaded it was sent and its
     lease. ``at`` None (here and in ``Located``): the clock is not read for an answer
-    that no decision times (the machine keeps the last time it was told)."""
+    that no decision times (the machine keeps the last time it was told). ``refile``:
+    writes may re-file entries onto the layout written (``decide.refiles``, when read)."""
 
     routing: Routing
     fence: Fence
     at: float | None = None
+    refile: bool = False
 
     @property
     def read_at(self) -> float:
