@@ -284,7 +284,6 @@ def brief(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
-
 class DamagedRouting(InvalidRouting, MalformedItem):
     """The routing record the store holds does not validate: an InvalidRouting (naming the
     record and the field at fault) that is what the store holds, not an argument, so

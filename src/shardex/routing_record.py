@@ -189,8 +189,8 @@ class RoutingRecord:
     async def read(self) -> tuple[Routing | None, int | None, float]:
         """Read the stored record once, without caching: (routing, revision, lease).
 
-        A record that does not validate raises InvalidRouting naming the record and
-        the field at fault, whatever its shape.
+        A record that does not validate raises DamagedRouting (an InvalidRouting and a
+        MalformedItem) naming the record and the field at fault, whatever its shape.
         """
         where = f"routing record of index {self.index!r} in {self.store.uri}"
         try:
