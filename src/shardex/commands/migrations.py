@@ -222,8 +222,8 @@ def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connectio
     for name, why in refused.items():
         out.print(f"{name}: not listed: {why}", highlight=False, soft_wrap=True)
     if not found:
-        listed = [name for name in dict.fromkeys(names) if name not in refused]
-        out.print(f"no migrations recorded for {', '.join(listed)} in {uri}", highlight=False)
+        asked = [name for name in dict.fromkeys(names) if name not in refused]
+        out.print(f"no migrations recorded for {', '.join(asked)} in {uri}", highlight=False)
         return
     for m in found:
         ended = "" if m["ended_at"] is None else f", ended {m['ended_at']}"
