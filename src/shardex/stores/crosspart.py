@@ -35,7 +35,13 @@ committed row needs no check: it is marked committed (step 5) only after its wri
 committed, and only if unchanged since step 1, while every later write marks it moving
 (step 2) before its own commit; so a committed row is always the one its placement names.
 At every instant each placed item therefore has exactly one entry that readers keep, the
-placement's, and none is kept for a deleted item: never two values, never none.
+placement's, and none is kept for a deleted item: never two values, never none. A query
+reads an item's rows at one instant and its placement at a later one, so where any of an
+item's rows read is not committed (a write of it is under way), all of them are held
+against the placement, the committed one too, and a row at the position of the
+placement's entry that the placement no longer owns (the item written there again
+meanwhile) stands for that entry: one read then keeps one entry of the item, where it
+had kept two (a committed row read before the write marked it moving) or none.
 
 **Repair** (``Placer.repair``) removes what crashed or failed writes left (pending and
 moving rows), without racing writers still in flight: rows their placement owns are
@@ -294,21 +300,44 @@ class Placer:
     # -- the readers' check ---------------------------------------------------------
 
     async def owned(self, rec: Recorder, namespace: str, rows: Iterable[Mapping[str, Any]]
-                    ) -> list[bool]:
-        """For each entry row: does its placement own it? Committed rows need no read."""
+                    ) -> list[bool | StoredEntry]:
+        """For each entry row (one query's): True if readers keep it, False if not, or the
+        placement's entry, which the row stands for.
+
+        A committed row of an item none of whose rows here is in a write's hands needs no
+        read. An item with a row not committed is being written, and the query read its
+        rows at one instant and its placement is read at a later one: all its rows are
+        held against the placement, a committed one too (read before the write marked it
+        moving, it is no longer the one the placement names: kept, it listed the item
+        twice). Where none is owned but the placement's entry is at the position of one
+        of them, written there again meanwhile, that row stands for the placement's entry:
+        the item was at that position throughout (dropped, it was missed).
+        """
+        rows = list(rows)
+        field = self._rows.item_field
+        busy = {row.get(field) for row in rows if row.get("st") != COMMITTED}
         placements: dict[str, Placement | None] = {}
-        verdicts = []
+        verdicts: list[bool | StoredEntry] = []
         for row in rows:
-            if row.get("st") == COMMITTED:
-                verdicts.append(True)
+            item_id = row.get(field)
+            if item_id not in busy:
+                verdicts.append(row.get("st") == COMMITTED)
                 continue
-            item_id = row.get(self._rows.item_field)
             if not isinstance(item_id, str):
                 verdicts.append(False)
                 continue
             if item_id not in placements:
                 placements[item_id] = await self.locate(rec, namespace, item_id)
             verdicts.append(self._owns(row, placements[item_id]))
+        for item_id, placement in placements.items():
+            entry = None if placement is None else placement.entry
+            mine = [i for i, row in enumerate(rows) if row.get(field) == item_id]
+            if entry is None or any(verdicts[i] is True for i in mine):
+                continue
+            for i in mine:
+                if (rows[i].get("k"), rows[i].get("s")) == (entry.shard_key, entry.sort):
+                    verdicts[i] = entry
+                    break
         return verdicts
 
     # -- repair ---------------------------------------------------------------------

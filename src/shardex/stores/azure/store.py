@@ -208,12 +208,16 @@ class AzureTablesStore(Store):
         verdicts = await self._placer.owned(rec, namespace, [props for props, _ in rows])
         entries = []
         for (props, _), kept in zip(rows, verdicts, strict=True):
-            if kept:
-                try:
-                    entries.append(codec.entry_from_row(
-                        props, f"entry row {props['RowKey']!r} of {shard_key!r}"))
-                except MalformedItem as exc:
-                    rec.malformed(exc, _id_of(props))
+            if kept is False:
+                continue
+            if kept is not True:  # the placement's entry, which the row stands for
+                entries.append(kept)
+                continue
+            try:
+                entries.append(codec.entry_from_row(
+                    props, f"entry row {props['RowKey']!r} of {shard_key!r}"))
+            except MalformedItem as exc:
+                rec.malformed(exc, _id_of(props))
         return entries, rows[-1][1] if more else None
 
     async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
@@ -225,7 +229,8 @@ class AzureTablesStore(Store):
             page, continuation = await self._query_rows(
                 rec, shard_key, "PartitionKey eq @p and RowKey gt @lo and RowKey lt @hi",
                 parameters, top=_MAX_PAGE, select=_ENTRY_FIELDS, continuation=continuation)
-            total += sum(await self._placer.owned(rec, namespace, [p for p, _ in page]))
+            total += sum(kept is not False for kept in await self._placer.owned(
+                rec, namespace, [p for p, _ in page]))
             if continuation is None:
                 return total
 

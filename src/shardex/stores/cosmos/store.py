@@ -280,7 +280,8 @@ class CosmosStore(Store):
                 break
         verdicts = await self._placer.owned(rec, namespace, [doc for doc, _ in docs])
         entries = [codec.entry_from_doc(doc, f"entry {doc['id']!r} of {shard_key!r}")
-                   for (doc, _), kept in zip(docs, verdicts, strict=True) if kept]
+                   if kept is True else kept
+                   for (doc, _), kept in zip(docs, verdicts, strict=True) if kept is not False]
         return entries, docs[-1][1] if more else None
 
     async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
@@ -291,7 +292,8 @@ class CosmosStore(Store):
             page, continuation = await self._pages(
                 rec, shard_key, f"SELECT {_COUNTED} FROM c WHERE c.pk = @pk", {"pk": partition},
                 partition, _MAX_PAGE, continuation)
-            total += sum(await self._placer.owned(rec, namespace, page))
+            total += sum(kept is not False
+                         for kept in await self._placer.owned(rec, namespace, page))
             if continuation is None:
                 return total
 
