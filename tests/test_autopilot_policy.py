@@ -180,8 +180,9 @@ def test_floors_ceilings_reasons_and_inputs(case: tuple) -> None:
 @given(situations())
 def test_admission_bridges_and_guards_only(case: tuple) -> None:
     """A budget is set past the watermark or for a grow, raised once writers follow a
-    grown layout, lowered to what the layout in force takes (a grow rolled back), lifted
-    when the load cooled or a shrink runs; never else."""
+    grown layout, lowered to what the layout in force takes (a grow rolled back, or a
+    migration to fewer shards), lifted when the load cooled and nothing migrates; never
+    else."""
     policy, heats, views, now, _ = case
     decisions = run(*case)
     for decision in decisions:
@@ -192,11 +193,12 @@ def test_admission_bridges_and_guards_only(case: tuple) -> None:
         capacity = view.shards * CEILING
         starting = any(d.key == decision.key and d.action in ("grow", "isolate")
                        for d in decisions)
-        if decision.budget is None:  # a lift
+        if decision.budget is None:  # a lift, never while a migration runs
             assert view.budget is not None
-            assert (migration is None and heat.peak_down < policy.up * capacity
-                    and not starting and now - (view.budget_since or -math.inf)
-                    >= policy.t_down) or (migration is not None and not migration.grows)
+            assert migration is None
+            assert heat.peak_down < policy.up * capacity
+            assert not starting
+            assert now - (view.budget_since or -math.inf) >= policy.t_down
         elif view.budget is None:  # a budget set
             if migration is None:
                 assert starting or heat.last > policy.admit_at * capacity
@@ -206,8 +208,13 @@ def test_admission_bridges_and_guards_only(case: tuple) -> None:
                 assert decision.budget == pytest.approx(
                     policy.admit_share * migration.from_n * CEILING)
         elif decision.budget < view.budget:  # lowered: the layout it rose for is gone
-            assert migration is None
-            assert decision.budget == pytest.approx(policy.admit_share * capacity)
+            if migration is None:
+                assert decision.budget == pytest.approx(policy.admit_share * capacity)
+            else:  # to fewer shards: that share of the layout writers follow
+                assert not migration.grows
+                follows = now >= (migration.writers_follow_at or math.inf)
+                assert decision.budget == pytest.approx(policy.admit_share * CEILING * (
+                    migration.to_n if follows else migration.from_n))
         else:  # raised: writers follow the grown layout
             assert migration is not None
             assert now >= (migration.writers_follow_at or math.inf)
@@ -401,3 +408,27 @@ def test_a_budget_raised_for_a_layout_rolled_back_comes_down_to_the_one_in_force
                                 {"PENDING": view}, t, planner(1.5)) if d.action == "admit"]
     assert [d.budget for d in admits] == [pytest.approx(900.0)], admits
     assert "rolled back" in admits[0].reason
+
+
+def test_a_rollback_of_a_grow_keeps_the_budget_and_brings_it_down_to_the_old_layout() -> None:
+    """An operator rolls back a grow to N=8 whose budget rose to 7,200 units/s: while the
+    rollback runs the budget stays (writers still on 8 partitions), then comes down to
+    one partition's 900 once writers follow N=1. It had been lifted at the rollback's
+    start ('a shrink needs no bridge'), the load on one partition unchecked for as long
+    as the rollback ran (a probe on DynamoDB Local: 44 s)."""
+    policy = AutopilotPolicy()
+    window = HeatWindow(policy)
+    t = 0.0
+    while t < 60.0:
+        t += policy.tick
+        window.add(t, 2_500.0, span=policy.tick)
+
+    def budget(follow_at: float) -> list[float | None]:
+        view = KeyView(8, budget=7_200.0, budget_since=t - 30.0, migration=MigrationView(
+            8, 1, "write-new", started_at=t - 10.0, writers_follow_at=follow_at))
+        return [d.budget for d in decide(policy, TABLE, {"PENDING": window.summary()},
+                                         {"PENDING": view}, t, planner(1.5))
+                if d.action == "admit"]
+
+    assert budget(t + 5.0) == []  # kept while writers still write N=8
+    assert budget(t - 1.0) == [pytest.approx(900.0)]

@@ -36,7 +36,8 @@ admit       a sample past ``admit_at`` x capacity (``guard``, for every sample a
             way it is lifted once it has held ``t_down`` and the window's peak over
             ``t_down`` stayed below ``up`` (so noise does not set and lift it in turn);
             a budget above ``admit_share`` x capacity (raised for a layout rolled back
-            since) comes down to it at once
+            since, or while a migration to fewer shards runs, of the layout writers
+            follow) comes down to it at once
 none        anything else: the dead band (between ``down`` and ``up``), a migration of
             the key under way, ``min_interval`` since its last change (``shrink_wait``
             before a shrink), the cap of ``max_migrations`` under way, or a floor or
@@ -493,14 +494,24 @@ def _while_migrating(policy: AutopilotPolicy, key: str, view: KeyView,
 
     Before writers follow a grown layout the budget is ``admit_share`` of the old
     capacity; once they do, of the new one (the writes held back drain at the new
-    layout's pace, not all at once); it is lifted when the migration ends.
+    layout's pace, not all at once); it is lifted as any budget is, once the migration
+    ended. A migration to fewer shards (a shrink, or an operator's rollback of a grow)
+    brings a budget above that share of the layout writers follow down to it, and keeps
+    it: lifted at the rollback's start, it had let the load that drove the grow onto
+    one partition for as long as the rollback ran (a probe on DynamoDB Local).
     """
     inputs = {**inputs, "migration": migration.state, "to_n": migration.to_n}
     following = migration.writers_follow_at is not None and now >= migration.writers_follow_at
-    if view.budget is not None and not migration.grows:
-        return Decision(now, key, "admit", view.shards, view.shards,
-                        "a shrink needs no bridge: the budget is lifted", inputs, budget=None)
     bridge = policy.admit_share * (migration.to_n if following else migration.from_n) * ceiling
+    if view.budget is not None and not migration.grows:
+        if view.budget > bridge * (1 + 1e-9):
+            return Decision(now, key, "admit", view.shards, view.shards,
+                            f"the migration goes to N={migration.to_n}: the budget comes down "
+                            f"to {bridge:,.0f} units/s ({policy.admit_share:g} of the "
+                            "capacity writers follow)", inputs, budget=bridge)
+        return Decision(now, key, "none", view.shards, view.shards,
+                        f"a migration of the key is under way (to N={migration.to_n}, "
+                        f"{migration.state}): no other until it ends", inputs)
     if view.budget is not None and following and view.budget < bridge:
         return Decision(now, key, "admit", view.shards, view.shards,
                         f"writers follow the new layout: the budget rises to {bridge:,.0f} "
