@@ -601,3 +601,31 @@ async def test_a_leader_that_retakes_its_own_lapsed_lease_says_so() -> None:
     leads = [(e.outcome, e.details.get("term")) for e in await first.records.log()
              if e.kind == "leader"]
     assert leads == [("ok", 1), ("ok", 2)], leads
+
+
+@pytest.mark.shardex_virtual
+async def test_a_rollback_taken_up_counts_no_shrink_and_a_dry_run_takes_up_nothing() -> None:
+    """A leader that finds the autopilot's grow being rolled back takes it up without
+    counting a shrink (its next grow is no flap: it had been, and the next shrink waited
+    twice as long), and says it rolls back; a dry run beside it records no 'adopt' (it
+    drives nothing). Both seen by a probe."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    async with Runner(store, INDEX, worker="killed") as runner:
+        await runner.start({"PENDING": shardex.ShardPolicy(4)}, margin=0.5,
+                           reshard_id="autopilot-0123456789ab")
+        await runner.run(until="write-new")
+        await runner.begin_rollback()
+    dry = pilot(store, worker="dry", dry_run=True)
+    leader = pilot(store, worker="next")
+    async with dry:
+        await dry.tick()
+    async with leader:
+        await leader.tick()
+    log = await leader.records.log()
+    assert not [e for e in log if e.worker == "dry" and e.action == "adopt"], log
+    adopted = [e for e in log if e.worker == "next" and e.action == "adopt"]
+    assert len(adopted) == 1, [(e.worker, e.action, e.reason) for e in log]
+    assert "rolling back" in adopted[0].reason
+    state = (await leader.records.state())[0].key("PENDING")
+    assert (state.flaps, state.shrunk_at) == (0, None)

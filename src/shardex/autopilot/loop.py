@@ -375,14 +375,18 @@ class Autopilot:
             # an autopilot's migration its state does not name: its leader stopped between
             # starting it and recording it (and the flaps its start made)
             state = dataclasses.replace(state, reshard=meta.id, migrating=meta.values)
-            for key in meta.values:
+            back = meta.direction == "rollback"
+            for key in meta.values if not back else ():  # a rollback is no shrink: no flap
                 moving = _view(key, routing, state, self.runner.lease).migration
                 if moving is not None:
                     state = _started(self.policy, state, key, "grow" if moving.grows
                                      else "shrink", meta.started_at)
-            await self._record("action", "adopt", "ok", "took up the autopilot's migration "
-                               f"of {', '.join(meta.values)} found in the routing "
-                               f"({routing.state}): it drives it on", reshard=meta.id)
+            if not self.dry_run:  # a dry run drives nothing: nothing to say it took up
+                await self._record(
+                    "action", "adopt", "ok", "took up the autopilot's migration of "
+                    f"{', '.join(meta.values)} found in the routing ({routing.state}"
+                    + (", rolling back" if back else "") + "): it drives it on",
+                    reshard=meta.id)
         self.gauges.migration(None if meta is None else routing.state)
         return state
 
