@@ -357,4 +357,7 @@ def test_ctrl_c_on_the_autopilot_says_where_it_stops(capsys: pytest.CaptureFixtu
                         "orders", "--source", f"file:{heat}", "--dry-run")
     assert code == 130
     assert err.startswith("interrupted: the autopilot of index 'orders' stopped"), err
-    assert "shardex autopilot run" in err, err
+    # the command to paste: the store quoted, the source and --dry-run kept (a probe: a
+    # URI with '&' broke it, and a dry run's line would have started a leader)
+    assert f"to go on: shardex autopilot run --store memory:// --index orders --source " \
+        f"file:{heat} --dry-run" in err, err

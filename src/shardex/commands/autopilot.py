@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
 import signal
 import time
 import urllib.parse
@@ -231,9 +232,13 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
                 "a migration it drove stays in the state it reached, and the next leader "
                 "(this command again, or another autopilot of the index) drives it on; "
                 "its lease was given up, or lapses")
+            again = ["shardex", "autopilot", "run", "--store", uri, "--index", name,
+                     "--source", source, *(["--policy", str(policy_path)] if policy_path else []),
+                     *(["--ceiling", ceiling] if ceiling else []),
+                     *(["--dry-run"] if dry_run else [])]
             output.console(stderr=True).print(
                 f"interrupted: the autopilot of index {name!r} stopped; safe to stop: {what}; "
-                f"to go on: shardex autopilot run --store {uri} --index {name}",
+                f"to go on: {shlex.join(again)} (with your other options)",
                 highlight=False, soft_wrap=True)
             raise click.exceptions.Abort() from None
 
