@@ -51,12 +51,18 @@ def planner_size() -> PlannerSizer:
 def test_a_grow_back_within_t_down_of_a_shrink_is_a_flap_and_doubles_the_wait() -> None:
     policy = AutopilotPolicy()  # t_down 900 s
     assert flaps_after(policy, "shrink", 1000.0, 0, None) == (0, 1000.0)
-    assert flaps_after(policy, "grow", 1300.0, 0, 1000.0) == (1, 1000.0)
-    assert flaps_after(policy, "isolate", 1899.0, 1, 1000.0) == (2, 1000.0)
-    assert flaps_after(policy, "grow", 1300.0, 3, 1000.0) == (3, 1000.0)  # the cap
-    assert flaps_after(policy, "grow", 1900.0, 2, 1000.0) == (0, 1000.0)  # t_down later
+    # a grow ends the shrink's watch (shrunk_at None): a grow after a grow is no flap
+    assert flaps_after(policy, "grow", 1300.0, 0, 1000.0) == (1, None)
+    assert flaps_after(policy, "isolate", 1899.0, 1, 1000.0) == (2, None)
+    assert flaps_after(policy, "grow", 1300.0, 3, 1000.0) == (3, None)  # the cap
+    assert flaps_after(policy, "grow", 1900.0, 2, 1000.0) == (0, None)  # t_down later
     assert flaps_after(policy, "grow", 1300.0, 2, None) == (0, None)
     assert flaps_after(policy, "shrink", 5000.0, 2, 1000.0) == (2, 5000.0)
+    # counted from the shrink's end: one that took 1,000 s into a key of many entries
+    # (a probe: the grow back then started 1,815 s after its start, and was no flap)
+    assert flaps_after(policy, "grow", 2815.0, 0, 1000.0, ended=2000.0) == (1, None)
+    assert flaps_after(policy, "grow", 2915.0, 0, 1000.0, ended=2000.0) == (0, None)
+    assert flaps_after(policy, "grow", 1300.0, 0, 1000.0, ended=400.0) == (1, None)
     assert [shrink_wait(policy, k) for k in range(4)] == [900.0, 1800.0, 3600.0, 7200.0]
     window, t = HeatWindow(policy), 0.0
     while t < 2 * policy.t_down:  # a key at N=4 gone quiet
@@ -188,7 +194,7 @@ async def test_the_loop_counts_a_flap_in_its_state_and_damps_the_next_shrink() -
             await wait_for("the grow to end", lambda: _ended(records))
             load.on = False
             grown = (await records.state())[0].key("PENDING")
-            assert (grown.flaps, grown.shrunk_at) == (3, shrunk_at)
+            assert (grown.flaps, grown.shrunk_at) == (3, None)
             assert grown.last_change is not None
             memory = await wait_for("the shrink to start", lambda: _shrunk(records, grown),
                                     most=900)
@@ -226,4 +232,4 @@ async def test_a_leader_that_takes_up_an_unrecorded_grow_counts_its_flap() -> No
         async with running(leader):
             await wait_for("the migration to end", lambda: _stable_at(store, 4))
     memory = (await leader.records.state())[0].key("PENDING")
-    assert (memory.flaps, memory.shrunk_at) == (2, shrunk_at)
+    assert (memory.flaps, memory.shrunk_at) == (2, None)

@@ -93,7 +93,8 @@ def _started(policy: AutopilotPolicy, state: State, key: str, action: Action,
              at: float) -> State:
     """``state`` with ``key``'s flaps and last shrink once its migration started at ``at``."""
     memory = state.key(key)
-    flaps, shrunk_at = flaps_after(policy, action, at, memory.flaps, memory.shrunk_at)
+    flaps, shrunk_at = flaps_after(policy, action, at, memory.flaps, memory.shrunk_at,
+                                   memory.last_change)
     return state.with_key(key, flaps=flaps, shrunk_at=shrunk_at)
 
 

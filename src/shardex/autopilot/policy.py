@@ -48,7 +48,7 @@ Ties: when more keys want a migration than the cap allows, the hottest (load ove
 capacity) goes first.
 
 Flaps, damped as BGP damps a flapping route and autoscalers stabilise a scale-down: a
-grow or isolation that starts less than ``t_down`` after the key's last shrink started
+grow or isolation that starts less than ``t_down`` after the key's last shrink ended
 is a *flap* (the shrink read a lull for the end of the load); the key's count of them
 (``KeyView.flaps``) goes up by one, to at most ``MAX_FLAPS``, and a grow that is no
 flap sets it back to 0 (``flaps_after``). A shrink waits ``t_down x 2**flaps`` after
@@ -357,17 +357,21 @@ class Decision:
 
 
 def flaps_after(policy: AutopilotPolicy, action: Action, now: float, flaps: int,
-                shrunk_at: float | None) -> tuple[int, float | None]:
+                shrunk_at: float | None, ended: float | None = None
+                ) -> tuple[int, float | None]:
     """A key's ``(flaps, shrunk_at)`` once a migration of ``action`` (grow, shrink or
-    isolate) starts at ``now``, from its count of flaps and the start of its last shrink
-    before it (wall seconds; None: none). A grow or isolation less than ``t_down`` after
-    that shrink is a flap: one more, at most ``MAX_FLAPS``; any other sets the count to 0.
+    isolate) starts at ``now``, from its count of flaps, the start of its last shrink
+    since its last grow (wall seconds; None: none) and when its last migration ended
+    (``ended``: that shrink's end, if it is later). A grow or isolation less than
+    ``t_down`` after that shrink ended is a flap: one more, at most ``MAX_FLAPS``; any
+    other sets the count to 0, and either ends the shrink's watch. Counted from its start,
+    a shrink that took longer than ``t_down`` (a key of many entries) was never damped.
     """
     if action == "shrink":
         return flaps, now
-    if shrunk_at is not None and now - shrunk_at < policy.t_down:
-        return min(MAX_FLAPS, flaps + 1), shrunk_at
-    return 0, shrunk_at
+    if shrunk_at is not None and now - max(shrunk_at, ended or shrunk_at) < policy.t_down:
+        return min(MAX_FLAPS, flaps + 1), None
+    return 0, None
 
 
 def shrink_wait(policy: AutopilotPolicy, flaps: int) -> float:

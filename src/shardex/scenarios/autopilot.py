@@ -371,7 +371,7 @@ def _act(run: ModeRun, decision: Decision | None, costs: MigrationCosts) -> None
         key.budget_since = None if decision.budget is None else decision.t
         return
     key.flaps, key.shrunk_at = flaps_after(run.policy, decision.action, decision.t,
-                                           key.flaps, key.shrunk_at)
+                                           key.flaps, key.shrunk_at, key.last_change)
     new = ShardPolicy(shards=decision.to_n) if decision.to_n > 1 else ShardPolicy()
     key.migration = MigrationModel(decision.key, key.policy, new, decision.t, key.entries,
                                    costs)
