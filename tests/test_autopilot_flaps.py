@@ -198,8 +198,12 @@ async def test_the_loop_counts_a_flap_in_its_state_and_damps_the_next_shrink() -
             assert grown.last_change is not None
             memory = await wait_for("the shrink to start", lambda: _shrunk(records, grown),
                                     most=900)
-    shrink = next(e for e in await records.log() if e.action == "shrink")
+    log = await records.log()
+    shrink = next(e for e in log if e.action == "shrink")
     assert shrink.t - grown.last_change >= 8 * LOOP_POLICY.t_down
+    # the decision that held it is in the log (it was folded into the 'migration under
+    # way' one before it: the same action, N and outcome, whatever the reason: a probe)
+    assert any("t_down damped x8" in e.reason for e in log if e.kind == "decision")
     assert memory.flaps == 3
     assert memory.shrunk_at == pytest.approx(shrink.t, abs=LOOP_POLICY.tick)  # its tick
 

@@ -566,8 +566,11 @@ class Autopilot:
     async def _decision(self, decision: Decision, outcome: str, note: str = "") -> None:
         """Record ``decision`` unless the key's last recorded one was the same (a migration
         wished again with another N, while it waits or is proposed, is the same)."""
+        # a shrink held by its wait after a change (damped or not: ``wait``) is a decision
+        # of its own: folded into the one before, the damping's reason was never logged
         same = (decision.action, decision.from_n,
-                None if decision.migrates else decision.to_n, decision.budget, outcome)
+                None if decision.migrates else decision.to_n, decision.budget, outcome,
+                decision.inputs.get("wait"))
         # admission and the layout are two threads of decisions about a key
         thread = (decision.key, decision.action == "admit")
         if self._logged.get(thread) == same:
