@@ -27,7 +27,6 @@ from shardex.autopilot.policy import (
     ACTIONS,
     MAX_FLAPS,
     Action,
-    AutopilotPolicy,
     Decision,
     KeyHeat,
     KeyView,
@@ -37,10 +36,10 @@ from shardex.autopilot.policy import (
     decide,
     flaps_after,
     guard,
-    load_policy,
     shrink_wait,
 )
 from shardex.autopilot.records import AutopilotRecords, Control, Lease, LogEntry, State
+from shardex.autopilot.settings import AutopilotPolicy, load_policy
 from shardex.autopilot.sizing import PlannerSizer, mode_of
 from shardex.autopilot.sources import (
     BadHeatLines,

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from shardex.autopilot.policy import AutopilotPolicy, KeyHeat
+from shardex.autopilot.policy import KeyHeat
+from shardex.autopilot.settings import AutopilotPolicy
 from shardex.errors import InvalidInput
 
 __all__ = ["HeatWindow"]

@@ -47,7 +47,6 @@ from shardex.autopilot.heat import HeatWindow
 from shardex.autopilot.metrics import Gauges, NoGauges
 from shardex.autopilot.policy import (
     Action,
-    AutopilotPolicy,
     Decision,
     KeyHeat,
     KeyView,
@@ -59,6 +58,7 @@ from shardex.autopilot.policy import (
 )
 from shardex.autopilot.records import AutopilotRecords, Control, Lease, LogEntry, State
 from shardex.autopilot.runner import DEFAULT_MARGIN, DEFAULT_MAX_AGE, Runner, states
+from shardex.autopilot.settings import AutopilotPolicy
 from shardex.autopilot.sources import BadHeatLines, HeatSample, HeatSource, is_value
 from shardex.clock import Clock, LoopClock
 from shardex.errors import InvalidInput, ReshardRefused, ShardexError, Throttled, Unavailable
