@@ -620,3 +620,16 @@ def test_a_routing_pickles_as_it_is_even_mid_transition() -> None:
     assert again.previous == old
     assert again.state == "read-both"
     assert again.read_keys("PENDING") == new.read_keys("PENDING")
+
+
+@given(st.integers(1, 40), st.sampled_from(["P", "PENDING", "ü"]),
+       st.one_of(st.integers(0, 60).map(str), st.sampled_from(["", "00", "01", "٣", "-1",
+                                                                "1 ", "x"])),
+       st.sampled_from(["P", "PENDING", "ü", "Q"]), st.booleans())
+def test_has_key_is_membership_of_shard_keys(shards: int, value: str, suffix: str,
+                                             key_value: str, bare: bool) -> None:
+    """``has_key`` answers what ``in shard_keys(value)`` does, without the list (a write's
+    check, where a layout may have thousands of keys)."""
+    policy = ShardPolicy(shards)
+    key = key_value if bare else f"{key_value}#{suffix}"
+    assert policy.has_key(value, key) == (key in policy.shard_keys(value))

@@ -175,9 +175,11 @@ def target_key(whole: Routing, value: str, fresh_key: str, current: str | None, 
     routing, key = whole.writing, current
     if routing.is_current_key(value, key) and routing.policy(value).strategy != "hash":
         return key
-    if not refile and whole.reads_both(value) and whole.previous is not None \
-            and whole.previous.policy(value).tier == whole.policy(value).tier \
-            and key in whole.read_keys(value):
+    previous = whole.previous
+    if not refile and previous is not None and whole.reads_both(value) \
+            and previous.policy(value).tier == whole.policy(value).tier \
+            and (whole.policy(value).has_key(value, key)
+                 or previous.policy(value).has_key(value, key)):
         return key
     return fresh_key
 
@@ -201,7 +203,7 @@ def in_place(routing: Routing, value: str, shard_key: str, item_id: str) -> bool
     policy = routing.writing.policy(value)
     if policy.strategy == "hash":
         return shard_key == routing.writing.shard_key(value, item_id)
-    return shard_key in policy.shard_keys(value)
+    return policy.has_key(value, shard_key)
 
 
 def relocating(routing: Routing, request: Relocate) -> bool:
