@@ -72,8 +72,9 @@ log = logging.getLogger(__name__)
 ID_PREFIX = "autopilot-"
 
 
-def _view(key: str, routing: Routing, state: State, lease: float) -> KeyView:
-    """``key``'s layout, the migration of it under way and its remembered state."""
+def _view(key: str, routing: Routing, state: State, lease: float, veto: float) -> KeyView:
+    """``key``'s layout, the migration of it under way and its remembered state (an
+    operator's rollback of the autopilot's migration of it holds its N for ``veto`` s)."""
     now_policy = routing.policy(key)
     meta, previous = routing.reshard, routing.previous
     migration = None
@@ -86,7 +87,8 @@ def _view(key: str, routing: Routing, state: State, lease: float) -> KeyView:
                                   meta.started_at, follow, before.tier, now_policy.tier)
     memory = state.key(key)
     return KeyView(now_policy.shards, now_policy.tier, migration, memory.last_change,
-                   memory.budget, budget_since=memory.budget_since, flaps=memory.flaps)
+                   memory.budget, budget_since=memory.budget_since, flaps=memory.flaps,
+                   vetoed_until=None if memory.vetoed_at is None else memory.vetoed_at + veto)
 
 
 def _started(policy: AutopilotPolicy, state: State, key: str, action: Action,
@@ -245,7 +247,8 @@ class Autopilot:
             self._dry = (revision, state)
         heats = {key: window.summary() for key, window in self.windows.items()}
         keys = {k for k in (*heats, *routing.overrides, *state.migrating) if is_value(k)}
-        views = {key: _view(key, routing, state, self.runner.lease) for key in keys}
+        views = {key: _view(key, routing, state, self.runner.lease, self.policy.veto)
+                 for key in keys}
         decisions = decide(self.policy, self.facts, heats, views, now, self.size)
         state = await self._carry_out(decisions, heats, routing, state, now)
         if not self.dry_run and self._leading is not None:
@@ -364,21 +367,34 @@ class Autopilot:
         change), or with the autopilot's migration found in the routing (a restart)."""
         meta = routing.reshard
         ours = meta is not None and meta.id.startswith(ID_PREFIX)
-        if state.reshard is not None and (meta is None or meta.id != state.reshard):
+        ended = state.reshard
+        if ended is not None and (meta is None or meta.id != ended):
             for key in state.migrating:
                 state = state.with_key(key, last_change=now)
             shards = {key: routing.policy(key).shards for key in state.migrating}
             await self._record("action", "end", "ok", "the migration ended: " + ", ".join(
-                f"{key} at N={n}" for key, n in shards.items()), reshard=state.reshard,
+                f"{key} at N={n}" for key, n in shards.items()), reshard=ended,
                 details={"shards": shards, "routing_version": routing.version})
-            state = dataclasses.replace(state, reshard=None, migrating=())
+            # ended elsewhere than it went (rolled back between two ticks, or the layout
+            # set by hand since), and not by the autopilot: an operator's veto
+            undone = tuple(key for key in state.migrating if key in state.targets and (
+                routing.policy(key).shards, routing.policy(key).tier) != state.targets[key])
+            if undone and state.rolled_back(ended) is None:
+                state = await self._vetoed(state, ended, undone, now, "ended with "
+                                           "the key(s) not at its target layout")
+            state = dataclasses.replace(state, reshard=None, migrating=(), targets={})
         if ours and meta is not None and state.reshard != meta.id:
             # an autopilot's migration its state does not name: its leader stopped between
             # starting it and recording it (and the flaps its start made)
-            state = dataclasses.replace(state, reshard=meta.id, migrating=meta.values)
             back = meta.direction == "rollback"
+            going = routing.previous if back and routing.previous is not None else routing
+            state = dataclasses.replace(state, reshard=meta.id, migrating=meta.values,
+                                        targets={key: (going.policy(key).shards,
+                                                       going.policy(key).tier)
+                                                 for key in meta.values})
             for key in meta.values if not back else ():  # a rollback is no shrink: no flap
-                moving = _view(key, routing, state, self.runner.lease).migration
+                moving = _view(key, routing, state, self.runner.lease,
+                               self.policy.veto).migration
                 if moving is not None:
                     state = _started(self.policy, state, key, "grow" if moving.grows
                                      else "shrink", meta.started_at)
@@ -388,7 +404,30 @@ class Autopilot:
                     f"{', '.join(meta.values)} found in the routing ({routing.state}"
                     + (", rolling back" if back else "") + "): it drives it on",
                     reshard=meta.id)
+        if ours and meta is not None and meta.direction == "rollback" \
+                and state.rolled_back(meta.id) is None:
+            state = await self._vetoed(state, meta.id, meta.values, now, "is being rolled "
+                                       "back, and not by the autopilot")
         self.gauges.migration(None if meta is None else routing.state)
+        return state
+
+    async def _vetoed(self, state: State, reshard: str, keys: tuple[str, ...], now: float,
+                      how: str) -> State:
+        """``state`` once an operator undid the autopilot's migration ``reshard`` of
+        ``keys``: it leaves their N as they are for ``veto`` seconds (an operator who
+        rolled a grow back had it grown again once ``min_interval`` passed)."""
+        state = dataclasses.replace(state, rollback=(reshard, "operator"))
+        for key in keys:
+            state = state.with_key(key, vetoed_at=now)
+        veto = self.policy.veto
+        if not self.dry_run:
+            await self._record(
+                "action", "veto", "ok", f"the autopilot's migration of {', '.join(keys)} "
+                f"{how}: an operator's doing" + (
+                    f"; the autopilot leaves their N as they are for {veto:,.0f} s (policy "
+                    "veto), admission still holds a hot key below its capacity" if veto
+                    else "; policy veto is 0: the autopilot may migrate them again"),
+                reshard=reshard, details={"keys": list(keys), "until": now + veto})
         return state
 
     async def _carry_out(self, decisions: list[Decision], heats: Mapping[str, KeyHeat],
@@ -460,7 +499,9 @@ class Autopilot:
         await self._record("action", "start", "ok", "started the migration of " + ", ".join(
             f"{w.key} N={w.from_n} -> {w.to_n} ({w.action})" for w in wishes)
             + f"; {plan.to_move:,} entries to move", reshard=reshard, details=details)
-        state = dataclasses.replace(state, reshard=reshard, migrating=tuple(sorted(changes)))
+        state = dataclasses.replace(state, reshard=reshard, migrating=tuple(sorted(changes)),
+                                    targets={key: (p.shards, p.tier)
+                                             for key, p in changes.items()})
         for wish in wishes:
             state = _started(self.policy, state, wish.key, wish.action, wish.t)
         return state
@@ -557,6 +598,12 @@ class Autopilot:
 
     async def _roll_back(self, reshard: str, why: str) -> None:
         await self._record("action", "verify", "fail", why, reshard=reshard)
+        # the state says whose rollback it is before it starts: any other is an operator's
+        for _ in range(5):  # against the tick's own saves; unsaved, it reads as a veto
+            state, revision = await self.records.state()
+            if await self.records.save_state(dataclasses.replace(
+                    state, rollback=(reshard, "autopilot")), revision) is not None:
+                break
         result = await self.runner.rollback()
         await self._record("action", "rollback", "ok", f"rolled back: {result.why} "
                            f"({result.state})", reshard=reshard)
@@ -566,11 +613,12 @@ class Autopilot:
     async def _decision(self, decision: Decision, outcome: str, note: str = "") -> None:
         """Record ``decision`` unless the key's last recorded one was the same (a migration
         wished again with another N, while it waits or is proposed, is the same)."""
-        # a shrink held by its wait after a change (damped or not: ``wait``) is a decision
-        # of its own: folded into the one before, the damping's reason was never logged
+        # a shrink held by its wait after a change (damped or not: ``wait``), or a key held
+        # by an operator's veto, is a decision of its own: folded into the one before, its
+        # reason was never logged
         same = (decision.action, decision.from_n,
                 None if decision.migrates else decision.to_n, decision.budget, outcome,
-                decision.inputs.get("wait"))
+                decision.inputs.get("wait"), decision.inputs.get("vetoed_until"))
         # admission and the layout are two threads of decisions about a key
         thread = (decision.key, decision.action == "admit")
         if self._logged.get(thread) == same:

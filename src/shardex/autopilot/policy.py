@@ -41,8 +41,9 @@ admit       a sample past ``admit_at`` x capacity (``guard``, for every sample a
             follow) comes down to it at once
 none        anything else: the dead band (between ``down`` and ``up``), a migration of
             the key under way, ``min_interval`` since its last change (``shrink_wait``
-            before a shrink), the cap of ``max_migrations`` under way, or a floor or
-            ceiling on N
+            before a shrink), ``veto`` since an operator rolled back the autopilot's
+            migration of the key, the cap of ``max_migrations`` under way, or a floor
+            or ceiling on N
 ==========  ===============================================================================
 
 Ties: when more keys want a migration than the cap allows, the hottest (load over
@@ -133,8 +134,10 @@ class KeyView:
     (the end of its last migration, wall seconds; None: never), the admission budget in
     force (write units a second; None: none) and since when (``budget_since``),
     ``lead``: seconds a migration started now would take until writers follow its new
-    layout (None: the policy's ``lead``), and ``flaps``: how many times running it grew
-    back within ``t_down`` of a shrink (``flaps_after``; 0 to ``MAX_FLAPS``)."""
+    layout (None: the policy's ``lead``), ``flaps``: how many times running it grew
+    back within ``t_down`` of a shrink (``flaps_after``; 0 to ``MAX_FLAPS``), and
+    ``vetoed_until``: until when (wall seconds) an operator's rollback of the autopilot's
+    migration of the key keeps its N as it is (None: no such rollback)."""
 
     shards: int = 1
     tier: str | None = None
@@ -144,6 +147,7 @@ class KeyView:
     lead: float | None = None
     budget_since: float | None = None
     flaps: int = 0
+    vetoed_until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +380,12 @@ def _wish(policy: AutopilotPolicy, table: TableFacts, key: str, view: KeyView, h
     if since < policy.min_interval:
         return none(f"the key changed {since:.0f} s ago, under min_interval "
                     f"{policy.min_interval:g} s")
+    if view.vetoed_until is not None and now < view.vetoed_until:
+        return none(f"{'above' if hot else 'below'} {policy.up if hot else policy.down:.0%} "
+                    f"of capacity, but an operator rolled back the autopilot's last "
+                    f"migration of the key: its N={n} stays as the operator left it for "
+                    f"another {view.vetoed_until - now:,.0f} s (veto {policy.veto:g} s)",
+                    vetoed_until=view.vetoed_until)
     if hot:
         lead = policy.lead if view.lead is None else view.lead
         projected = max(heat.peak_up, heat.last + max(0.0, heat.slope) * lead)

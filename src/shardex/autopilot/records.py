@@ -99,27 +99,39 @@ class Control:
 class KeyState:
     """One key's memory: when its last migration ended (wall seconds), the admission
     budget the policy set (units a second) and since when, its count of flaps and when
-    its last shrink started (``policy.flaps_after``)."""
+    its last shrink started (``policy.flaps_after``), and when the autopilot saw an
+    operator's rollback of its migration of the key (``vetoed_at``: no migration of it
+    for ``veto`` seconds)."""
 
     last_change: float | None = None
     budget: float | None = None
     budget_since: float | None = None
     flaps: int = 0
     shrunk_at: float | None = None
+    vetoed_at: float | None = None
 
     def to_body(self) -> dict[str, Any]:
         return {"last_change": self.last_change, "budget": self.budget,
                 "budget_since": self.budget_since, "flaps": self.flaps,
-                "shrunk_at": self.shrunk_at}
+                "shrunk_at": self.shrunk_at, "vetoed_at": self.vetoed_at}
 
 
 @dataclass(frozen=True, slots=True)
 class State:
-    """The leader's state: the migration it drives (``reshard``, of ``keys``), per key."""
+    """The leader's state: the migration it drives (``reshard``, of the keys
+    ``migrating``, toward ``targets``: key -> (N, tier)), per key (``keys``), and
+    ``rollback``: the last of its migrations seen rolled back, and by whom (``autopilot``,
+    recorded before its own rollback starts, as its parity failed; or ``operator``)."""
 
     reshard: str | None = None
     keys: Mapping[str, KeyState] = field(default_factory=dict)
     migrating: tuple[str, ...] = ()
+    targets: Mapping[str, tuple[int, str | None]] = field(default_factory=dict)
+    rollback: tuple[str, str] | None = None
+
+    def rolled_back(self, reshard: str | None) -> str | None:
+        """Who rolled migration ``reshard`` back (None: no rollback of it seen)."""
+        return self.rollback[1] if self.rollback and self.rollback[0] == reshard else None
 
     def key(self, name: str) -> KeyState:
         return self.keys.get(name, KeyState())
@@ -129,6 +141,10 @@ class State:
 
     def to_body(self) -> dict[str, Any]:
         return {"reshard": self.reshard, "migrating": list(self.migrating),
+                "targets": {key: {"shards": n, "tier": tier}
+                            for key, (n, tier) in sorted(self.targets.items())},
+                "rollback": None if self.rollback is None else {
+                    "reshard": self.rollback[0], "by": self.rollback[1]},
                 "keys": {name: k.to_body() for name, k in sorted(self.keys.items())}}
 
     @classmethod
@@ -141,16 +157,37 @@ class State:
                 raise ValueError(f"flaps {x!r}")
             return x
 
+        def name(x: Any, what: str) -> str | None:
+            if x is not None and not isinstance(x, str):
+                raise TypeError(f"{what} {x!r}")
+            return x
+
+        def target(x: Mapping[str, Any]) -> tuple[int, str | None]:
+            shards = x["shards"]
+            if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+                raise ValueError(f"target shards {shards!r}")
+            return shards, name(x["tier"], "target tier")
+
+        def rollback(x: Any) -> tuple[str, str] | None:
+            if x is None:
+                return None
+            by = x["by"]
+            if by not in ("autopilot", "operator"):
+                raise ValueError(f"rollback by {by!r}")
+            return str(name(x["reshard"], "rollback reshard")), by
+
         try:
-            reshard = body["reshard"]
-            if reshard is not None and not isinstance(reshard, str):
-                raise TypeError(f"reshard {reshard!r}")
-            # flaps and shrunk_at came later: a record written before them has neither
-            keys = {str(name): KeyState(number(k["last_change"]), number(k["budget"]),
-                                        number(k["budget_since"]), flaps(k.get("flaps", 0)),
-                                        number(k.get("shrunk_at")))
-                    for name, k in dict(body["keys"]).items()}
-            return cls(reshard, keys, tuple(str(v) for v in body["migrating"]))
+            # flaps, shrunk_at, vetoed_at, targets and rollback came later: a record
+            # written before them has none of them
+            keys = {str(key): KeyState(number(k["last_change"]), number(k["budget"]),
+                                       number(k["budget_since"]), flaps(k.get("flaps", 0)),
+                                       number(k.get("shrunk_at")), number(k.get("vetoed_at")))
+                    for key, k in dict(body["keys"]).items()}
+            targets = {str(key): target(x)
+                       for key, x in dict(body.get("targets") or {}).items()}
+            return cls(name(body["reshard"], "reshard"), keys,
+                       tuple(str(v) for v in body["migrating"]), targets,
+                       rollback(body.get("rollback")))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise _malformed(where, exc) from None
 

@@ -20,7 +20,7 @@ __all__ = ["AutopilotPolicy", "load_policy"]
 
 _NUMBERS = {"up", "down", "t_up", "t_down", "trend", "lead", "min_interval", "admit_share",
             "isolate_share", "headroom", "retain", "tick", "grow_factor", "settled",
-            "admit_at"}
+            "admit_at", "veto"}
 _COUNTS = {"max_migrations", "min_shards", "max_shards"}
 
 
@@ -38,6 +38,8 @@ class AutopilotPolicy:
     - ``settled``: a shrink waits until the peak of the last ``t_up`` is at least this
       share of the peak over ``t_down`` (0 to 1).
     - ``min_interval``: seconds between a key's last change and its next migration.
+    - ``veto``: seconds the autopilot leaves a key's N alone after an operator rolled
+      back the autopilot's migration of it (0: not at all).
     - ``max_migrations``: migrations under way at once on the table.
     - ``min_shards``/``max_shards``: the floor and ceiling on N; ``limits`` per value
       (value -> (floor, ceiling)) overrides them.
@@ -70,6 +72,7 @@ class AutopilotPolicy:
     headroom: float = 1.5
     retain: float = 60.0
     tick: float = 5.0
+    veto: float = 86_400.0
 
     def __post_init__(self) -> None:
         for name in sorted(_NUMBERS):

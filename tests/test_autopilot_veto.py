@@ -1,0 +1,178 @@
+"""An operator's rollback of the autopilot's migration is a veto: the autopilot leaves the
+key's N as the operator left it for ``veto`` seconds (on memory:// and virtual time).
+
+It had grown the key again once ``min_interval`` passed, the load unchanged: the operator
+who rolled a grow back at 3 a.m. saw the same grow start five minutes later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+import shardex
+from shardex.autopilot import Autopilot, AutopilotPolicy, Control, State
+from shardex.autopilot.records import KeyState
+from shardex.autopilot.runner import Runner
+from shardex.errors import MalformedItem
+from tests.test_autopilot_loop import (
+    INDEX,
+    POLICY,
+    Load,
+    actions,
+    pilot,
+    routed,
+    running,
+    shards,
+    wait_for,
+)
+
+
+async def _in(store: shardex.Store, state: str) -> bool:
+    return (await shards(store))[1] == state
+
+
+async def _stable_at(store: shardex.Store, n: int) -> bool:
+    return await shards(store) == (n, "stable")
+
+
+def _reshard(autopilot: Autopilot) -> Callable[[], Awaitable[str | None]]:
+    async def check() -> str | None:
+        return (await autopilot.records.state())[0].reshard
+    return check
+
+
+def _grows(log: list[shardex.autopilot.LogEntry], after: float) -> list[str]:
+    return [e.reason for e in log if e.t > after and e.kind == "decision"
+            and e.action == "grow" and e.outcome == "started"]
+
+
+@pytest.mark.shardex_virtual
+async def test_an_operator_s_rollback_holds_the_key_for_the_veto_then_it_grows_again() -> None:
+    """The operator rolls the leader's grow back while it runs; the load stays hot. The
+    leader logs the veto, grows nothing for ``veto`` seconds (admission holds the key),
+    and grows it again once the veto has passed."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    policy = POLICY.replace(veto=120.0)
+    leader = pilot(store, worker="leader", policy=policy)
+    with Load(store, 14):
+        async with running(leader):
+            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
+            async with Runner(store, INDEX) as operator:
+                await operator.rollback()
+            await wait_for("the rollback to end", lambda: _stable_at(store, 1), every=0.5)
+            ended = asyncio.get_running_loop().time()
+            await asyncio.sleep(100)  # well past min_interval (10 s), within the veto
+            held = await shards(store)
+            await wait_for("the grow after the veto", lambda: _in(store, "read-both"),
+                           most=120, every=0.5)
+            again = asyncio.get_running_loop().time()
+    log = await leader.records.log()
+    assert held == (1, "stable")
+    vetoes = [e for e in log if e.action == "veto"]
+    assert len(vetoes) == 1, [(e.action, e.reason) for e in log if e.kind == "action"]
+    assert "PENDING" in vetoes[0].reason
+    assert "120 s" in vetoes[0].reason
+    holding = [e for e in log if e.kind == "decision" and "operator rolled back" in e.reason]
+    assert holding, [e.reason for e in log if e.kind == "decision"]
+    assert 100 <= again - ended <= 130, again - ended
+    state = (await leader.records.state())[0]
+    assert state.key("PENDING").vetoed_at is not None
+    assert ("admit", "recorded") in actions(log, "decision")
+
+
+@pytest.mark.shardex_virtual
+async def test_a_rollback_made_while_the_leader_was_paused_is_a_veto_too() -> None:
+    """The leader is paused mid-grow; the operator rolls the grow back and runs it to its
+    end; resumed, the leader finds its migration ended with the key not at its target, and
+    leaves it alone."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    leader = pilot(store, worker="leader")
+    with Load(store, 14):
+        async with running(leader):
+            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
+            await leader.records.set_control(Control(True, 0.0, "ops", "rolling back"))
+            await asyncio.sleep(2)
+            async with Runner(store, INDEX) as operator:
+                await operator.rollback()
+                await operator.run(until="done")
+            await leader.records.set_control(Control(False, 0.0, "ops", ""))
+            await asyncio.sleep(120)
+            after = await shards(store)
+    log = await leader.records.log()
+    assert after == (1, "stable"), after
+    assert [e.action for e in log if e.action == "veto"] == ["veto"]
+    vetoed = next(e.t for e in log if e.action == "veto")
+    assert not _grows(log, vetoed), [(e.action, e.outcome) for e in log]
+
+
+@pytest.mark.shardex_virtual
+async def test_the_autopilot_s_own_rollback_is_no_veto() -> None:
+    """The autopilot rolls its own migration back (as when its parity fails): its state
+    says so before the rollback starts, and no veto follows."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    leader = pilot(store, worker="leader")
+    with Load(store, 14):
+        async with running(leader):
+            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
+            reshard = await wait_for("the state to name it", _reshard(leader), every=0.1)
+            await leader._stop_driving()
+            await leader._roll_back(reshard, "parity: 1 gap(s) (a test)")
+            await wait_for("the rollback to end", lambda: _stable_at(store, 1), every=0.5)
+            await asyncio.sleep(5)
+    log = await leader.records.log()
+    assert ("rollback", "ok") in actions(log)
+    assert "veto" not in [e.action for e in log], [(e.action, e.reason) for e in log]
+    state = (await leader.records.state())[0]
+    assert state.rollback == (reshard, "autopilot")
+    assert state.key("PENDING").vetoed_at is None
+
+
+@pytest.mark.shardex_virtual
+async def test_a_dry_run_proposes_nothing_for_a_vetoed_key_and_logs_no_veto() -> None:
+    """A dry run finds the leader's migration rolled back by an operator: it proposes no
+    grow within the veto (as the leader would not start one) and writes no veto entry."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    async with Runner(store, INDEX, worker="killed") as runner:
+        await runner.start({"PENDING": shardex.ShardPolicy(4)}, margin=0.5,
+                           reshard_id="autopilot-0123456789ab")
+        await runner.run(until="write-new")
+        await runner.begin_rollback()
+        await runner.run(until="done")
+    dry = pilot(store, worker="dry", dry_run=True)
+    records = dry.records
+    await records.save_state(State("autopilot-0123456789ab", migrating=("PENDING",),
+                                   targets={"PENDING": (4, None)}), None)
+    with Load(store, 14):
+        async with running(dry):
+            await asyncio.sleep(60)
+    log = await records.log()
+    assert "veto" not in [e.action for e in log]
+    assert ("grow", "proposed") not in actions(log, "decision")
+    assert any("operator rolled back" in e.reason for e in log if e.kind == "decision")
+
+
+def test_the_state_record_reads_targets_rollback_and_vetoes_and_older_records() -> None:
+    state = State("autopilot-1", {"P": KeyState(1.0, vetoed_at=5.0)}, ("P",),
+                  {"P": (4, "hot")}, ("autopilot-0", "operator"))
+    assert State.from_body(state.to_body(), "s") == state
+    old = {"reshard": None, "migrating": [], "keys": {"P": {
+        "last_change": 1.0, "budget": None, "budget_since": None}}}
+    assert State.from_body(old, "s") == State(None, {"P": KeyState(1.0)})
+    for broken in ({**state.to_body(), "rollback": {"reshard": "x", "by": "someone"}},
+                   {**state.to_body(), "targets": {"P": {"shards": 0, "tier": None}}}):
+        with pytest.raises(MalformedItem):
+            State.from_body(broken, "s")
+
+
+def test_veto_is_a_policy_setting_in_seconds() -> None:
+    assert AutopilotPolicy().veto == 86_400.0
+    assert AutopilotPolicy.from_dict({"veto": 0}).veto == 0.0
+    with pytest.raises(shardex.errors.InvalidPolicy, match="veto"):
+        AutopilotPolicy.from_dict({"veto": -1})
