@@ -99,6 +99,24 @@ def test_a_config_profile_gives_what_the_environment_does_not(
     assert (code, "memory:// stores take no --region" in line) == (2, True)
 
 
+def test_a_mistake_in_another_profile_does_not_stop_the_one_in_force(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A typo in [staging] had failed every command, whichever profile it read: only the
+    profile in force is checked (as the AWS command line reads only its own)."""
+    path = config(tmp_path, 'stray = "not a table"\n[default]\nstore = "memory://"\n'
+                            'index = "orders"\n[staging]\nstroe = "memory://"\n'
+                            '[broken]\nstore = 7\n')
+    main(["routing", "show", "--json"])
+    assert '"index": "orders"' in capsys.readouterr().out
+    code, line = failing(capsys, "routing", "show", "--config-profile", "staging")
+    assert code == 2
+    assert f"config file {path}: profile [staging] has no setting 'stroe'" in line
+    code, line = failing(capsys, "routing", "show", "--config-profile", "broken")
+    assert (code, "[broken] store must be" in line) == (2, True), line
+    code, line = failing(capsys, "routing", "show", "--config-profile", "stray")
+    assert (code, "'stray' must be a profile table" in line) == (2, True), line
+
+
 def test_a_bad_config_is_refused_naming_the_file(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:

@@ -22,8 +22,9 @@ another. A named profile does not inherit from ``[default]``::
     output = "json"                 # --output of every command that has one
     tiers = { dedicated = "dynamodb://orders-heavy" }   # --tier dedicated=...
 
-A file that cannot be read, is not TOML, names an unknown setting or a profile it
-does not hold is refused with InvalidInput naming the file (exit 2).
+A file that cannot be read or is not TOML, a profile in force with an unknown setting or a
+value of the wrong kind, and a profile named that the file does not hold are refused with
+InvalidInput naming the file (exit 2); the other profiles are not read.
 """
 
 from __future__ import annotations
@@ -69,28 +70,32 @@ def config_path() -> tuple[Path, bool]:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        doc = tomllib.loads(path.read_bytes().decode("utf-8"))
+        return tomllib.loads(path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InvalidInput(f"config file {path}: {exc}") from None
     except RecursionError:
         raise InvalidInput(f"config file {path}: nested too deeply") from None
-    for name, profile in doc.items():
-        if not isinstance(profile, dict):
-            raise InvalidInput(f"config file {path}: {name!r} must be a profile table "
-                               f"([{name}]) of settings, got {profile!r}")
-        for key, value in profile.items():
-            if key not in SETTINGS:
-                near = difflib.get_close_matches(key, SETTINGS, n=1)
-                hint = f" (did you mean {near[0]!r}?)" if near else ""
-                raise InvalidInput(f"config file {path}: profile [{name}] has no setting "
-                                   f"{key!r}{hint}; settings: {', '.join(SETTINGS)}")
-            # the values are checked as the options' own values are, when an option reads them
-            if not (isinstance(value, dict) and all(isinstance(uri, str)
-                                                    for uri in value.values())
-                    if key == "tiers" else isinstance(value, str)):
-                raise InvalidInput(f"config file {path}: [{name}] {key} must be "
-                                   f"{SETTINGS[key]}, got {value!r}")
-    return doc
+
+
+def _checked(path: Path, name: str, profile: Any) -> dict[str, Any]:
+    """Profile ``name`` of the file, checked: the one in force only (a typo in another
+    profile had failed every command, whichever profile it read)."""
+    if not isinstance(profile, dict):
+        raise InvalidInput(f"config file {path}: {name!r} must be a profile table "
+                           f"([{name}]) of settings, got {profile!r}")
+    for key, value in profile.items():
+        if key not in SETTINGS:
+            near = difflib.get_close_matches(key, SETTINGS, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise InvalidInput(f"config file {path}: profile [{name}] has no setting "
+                               f"{key!r}{hint}; settings: {', '.join(SETTINGS)}")
+        # the values are checked as the options' own values are, when an option reads them
+        if not (isinstance(value, dict) and all(isinstance(uri, str)
+                                                for uri in value.values())
+                if key == "tiers" else isinstance(value, str)):
+            raise InvalidInput(f"config file {path}: [{name}] {key} must be "
+                               f"{SETTINGS[key]}, got {value!r}")
+    return profile
 
 
 def _profile(ctx: click.Context) -> Mapping[str, Any]:
@@ -112,7 +117,7 @@ def _profile(ctx: click.Context) -> Mapping[str, Any]:
         if named is not None and named not in doc:
             raise InvalidInput(f"config file {path} has no profile [{named}]; it has: "
                                f"{', '.join(doc) or 'none'}")
-        root.meta[_LOADED] = doc.get(named or "default", {})
+        root.meta[_LOADED] = _checked(path, named or "default", doc.get(named or "default", {}))
     return root.meta[_LOADED]  # type: ignore[no-any-return]
 
 
