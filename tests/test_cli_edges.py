@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+import shardex
 from shardex.cli import cli, main
 from shardex.commands.connection import Connection
 from shardex.documents import rounded
@@ -169,6 +170,33 @@ def test_an_autopilot_whose_heat_source_is_out_of_reach_fails_in_one_line(
                             f"prometheus://127.0.0.1:{port}")
     assert code == 1
     assert err.startswith(f"error: cannot reach Prometheus at http://127.0.0.1:{port}"), err
+
+
+def test_the_autopilot_s_movers_share_the_budget_and_follow_the_controls(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """The autopilot's runner is built with the migration's sharing, as 'reshard run''s
+    is: built without it, 'reshard pause' and 'throttle' never reached its movers (a
+    probe: 300 entries moved in the 30 s after a pause)."""
+    import shardex.autopilot.runner as runners
+    from shardex.migrate.budget import Sharing
+    from shardex.migrate.control import FileSignal
+
+    built: list[Any] = []
+
+    def runner(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs.get("sharing"))
+        raise shardex.errors.InvalidInput("built")
+
+    monkeypatch.setattr(runners, "Runner", runner)
+    flag = tmp_path / "hold"
+    code, err = failing(capsys, "autopilot", "run", "--store", "memory://", "--index",
+                        "orders", "--source", "meter", "--dry-run", "--throttle-file",
+                        str(flag))
+    assert (code, err) == (2, "error: built")
+    assert len(built) == 1
+    assert isinstance(built[0], Sharing)
+    assert [type(s) for s in built[0].signals] == [FileSignal]
 
 
 @pytest.mark.parametrize(("argv", "named"), [

@@ -31,6 +31,7 @@ from shardex.commands.connection import (
     named_tiers,
     open_with,
 )
+from shardex.commands.controls import sharing_options
 from shardex.commands.params import (
     LOGICAL_KEY,
     MARGIN,
@@ -167,10 +168,11 @@ def _line(entry: Any) -> str:
 @click.option("--metrics-port", type=count(0, 65535), default=None,
               help="Serve the autopilot's metrics, the runner's and the store's on "
                    "http://127.0.0.1:PORT/metrics (0: a free port; needs the metrics extra).")
+@sharing_options
 def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: bool,
         ceiling: str | None, lease: float | None, margin: float, max_age: float,
         rate: float, workers: int, unit_lease: float, duration: float | None,
-        metrics_port: int | None, connection: Connection) -> None:
+        metrics_port: int | None, connection: Connection, sharing: Any) -> None:
     """Run the autopilot of index NAME (one leader per index; others wait)."""
     from shardex.autopilot import Autopilot, AutopilotPolicy, load_policy
     from shardex.autopilot.runner import Runner
@@ -206,8 +208,11 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
             stop = asyncio.Event()
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+            # the migration's one budget and live controls, as 'reshard run' shares them:
+            # without them 'reshard pause' and 'throttle' did not reach its movers
             runner = Runner(store, name, rate=rate, workers=workers, unit_lease=unit_lease,
-                            max_age=max_age, recorder=recorder, tiers=given_tiers() or None)
+                            max_age=max_age, recorder=recorder, tiers=given_tiers() or None,
+                            sharing=sharing)
             pilot = Autopilot(runner, policy=policy, source=heat, facts=facts, size=sizer,
                               dry_run=dry_run, lease=lease, margin=margin, max_age=max_age,
                               gauges=gauges, report=report)
