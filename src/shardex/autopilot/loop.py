@@ -380,8 +380,10 @@ class Autopilot:
             undone = tuple(key for key in state.migrating if key in state.targets and (
                 routing.policy(key).shards, routing.policy(key).tier) != state.targets[key])
             if undone and state.rolled_back(ended) is None:
-                state = await self._vetoed(state, ended, undone, now, "ended with "
-                                           "the key(s) not at its target layout")
+                state = await self._vetoed(
+                    dataclasses.replace(state, rollback=(ended, "operator")), ended, undone,
+                    now, f"the autopilot's migration of {', '.join(undone)} ended with them "
+                    "not at its target layout: an operator's doing")
             state = dataclasses.replace(state, reshard=None, migrating=(), targets={})
         if ours and meta is not None and state.reshard != meta.id:
             # an autopilot's migration its state does not name: its leader stopped between
@@ -406,27 +408,42 @@ class Autopilot:
                     reshard=meta.id)
         if ours and meta is not None and meta.direction == "rollback" \
                 and state.rolled_back(meta.id) is None:
-            state = await self._vetoed(state, meta.id, meta.values, now, "is being rolled "
-                                       "back, and not by the autopilot")
+            state = await self._vetoed(
+                dataclasses.replace(state, rollback=(meta.id, "operator")), meta.id,
+                meta.values, now, f"the autopilot's migration of {', '.join(meta.values)} "
+                "is being rolled back, and not by the autopilot: an operator's doing")
+        if meta is not None and not ours:
+            # an operator's own migration: its keys are as the operator sets them, for
+            # ``veto`` after it ends (stamped each tick while it runs), and their last
+            # change is its end; the autopilot had shrunk an operator's grow 0.8 s after
+            # it ended (a probe)
+            first = any((state.key(key).vetoed_at or -math.inf) < meta.started_at
+                        for key in meta.values)
+            for key in meta.values:
+                state = state.with_key(key, last_change=now)
+            state = await self._vetoed(
+                state, meta.id, meta.values, now, f"an operator's migration of "
+                f"{', '.join(meta.values)} is under way", log=first)
         self.gauges.migration(None if meta is None else routing.state)
         return state
 
     async def _vetoed(self, state: State, reshard: str, keys: tuple[str, ...], now: float,
-                      how: str) -> State:
-        """``state`` once an operator undid the autopilot's migration ``reshard`` of
-        ``keys``: it leaves their N as they are for ``veto`` seconds (an operator who
-        rolled a grow back had it grown again once ``min_interval`` passed)."""
-        state = dataclasses.replace(state, rollback=(reshard, "operator"))
+                      what: str, *, log: bool = True) -> State:
+        """``state`` once an operator changed ``keys`` against the autopilot (``what``:
+        undid its migration ``reshard``, or runs a migration of their own): it leaves
+        their N as they are for ``veto`` seconds (an operator who rolled a grow back had
+        it grown again once ``min_interval`` passed; one who grew a key by hand had it
+        shrunk a second after)."""
         for key in keys:
             state = state.with_key(key, vetoed_at=now)
         veto = self.policy.veto
-        if not self.dry_run:
+        if log and not self.dry_run:
             await self._record(
-                "action", "veto", "ok", f"the autopilot's migration of {', '.join(keys)} "
-                f"{how}: an operator's doing" + (
-                    f"; the autopilot leaves their N as they are for {veto:,.0f} s (policy "
-                    "veto), admission still holds a hot key below its capacity" if veto
-                    else "; policy veto is 0: the autopilot may migrate them again"),
+                "action", "veto", "ok", what + (
+                    f"; the autopilot leaves their N as the operator leaves it for "
+                    f"{veto:,.0f} s (policy veto), admission still holds a hot key below "
+                    "its capacity" if veto else
+                    "; policy veto is 0: the autopilot may migrate them again"),
                 reshard=reshard, details={"keys": list(keys), "until": now + veto})
         return state
 
@@ -479,7 +496,6 @@ class Autopilot:
             return state
         changes = {}
         for wish in wishes:
-            await self._decision(wish, "started")
             current = routing.policy(wish.key)
             changes[wish.key] = dataclasses.replace(
                 current, shards=wish.to_n, tier=wish.tier if wish.action == "isolate"
@@ -488,11 +504,26 @@ class Autopilot:
         try:
             plan = await self.runner.start(changes, margin=self.margin, reshard_id=reshard)
         except ShardexError as exc:
+            # a start another one overtook (an operator's, stored while this one planned)
+            # waits as any wish beside a migration does: held for min_interval, a hot key
+            # had waited minutes at twice its capacity once the other one ended (a probe)
+            if isinstance(exc, ReshardRefused) and await self._overtaken(routing):
+                for wish in wishes:
+                    await self._decision(wish, "queued", "; another migration was stored "
+                                         "while its start was planned: decided again next "
+                                         "tick")
+                return state
             await self._record("action", "start", "fail", f"{type(exc).__name__}: {exc}",
                                reshard=reshard)
             if not isinstance(exc, _AWAY):  # the store's no, not its absence
                 self._refused.update(dict.fromkeys(changes, self._clock.wall()))
+                for wish in wishes:
+                    await self._decision(wish, "held", f"; its start was refused: tried "
+                                         f"again once min_interval ({self.policy.min_interval:g}"
+                                         " s) has passed")
             return state
+        for wish in wishes:  # started only once it is (it had said so of refused starts)
+            await self._decision(wish, "started")
         details = {key: {"from": p.source.to_dict(), "to": p.target.to_dict(),
                          "entries": p.entries, "to_move": p.to_move}
                    for key, p in plan.values.items()}
@@ -505,6 +536,15 @@ class Autopilot:
         for wish in wishes:
             state = _started(self.policy, state, wish.key, wish.action, wish.t)
         return state
+
+    async def _overtaken(self, decided: Routing) -> bool:
+        """Whether the routing moved on from the one a start was decided on (another
+        migration stored meanwhile): the refusal does not last."""
+        try:
+            latest = await self.runner.routing()
+        except ShardexError:
+            return False
+        return latest.in_transition or latest.version != decided.version
 
     # -- driving the migration -------------------------------------------------------------
 

@@ -41,9 +41,9 @@ admit       a sample past ``admit_at`` x capacity (``guard``, for every sample a
             follow) comes down to it at once
 none        anything else: the dead band (between ``down`` and ``up``), a migration of
             the key under way, ``min_interval`` since its last change (``shrink_wait``
-            before a shrink), ``veto`` since an operator rolled back the autopilot's
-            migration of the key, the cap of ``max_migrations`` under way, or a floor
-            or ceiling on N
+            before a shrink), ``veto`` since an operator changed the key's layout (a
+            migration of their own, or a rollback of the autopilot's), the cap of
+            ``max_migrations`` under way, or a floor or ceiling on N
 ==========  ===============================================================================
 
 Ties: when more keys want a migration than the cap allows, the hottest (load over
@@ -382,9 +382,10 @@ def _wish(policy: AutopilotPolicy, table: TableFacts, key: str, view: KeyView, h
                     f"{policy.min_interval:g} s")
     if view.vetoed_until is not None and now < view.vetoed_until:
         return none(f"{'above' if hot else 'below'} {policy.up if hot else policy.down:.0%} "
-                    f"of capacity, but an operator rolled back the autopilot's last "
-                    f"migration of the key: its N={n} stays as the operator left it for "
-                    f"another {view.vetoed_until - now:,.0f} s (veto {policy.veto:g} s)",
+                    f"of capacity, but an operator changed its layout lately (a migration "
+                    f"of their own, or a rollback of the autopilot's): its N={n} stays as "
+                    f"the operator left it for another {view.vetoed_until - now:,.0f} s "
+                    f"(veto {policy.veto:g} s)",
                     vetoed_until=view.vetoed_until)
     if hot:
         lead = policy.lead if view.lead is None else view.lead
