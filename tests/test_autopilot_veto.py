@@ -259,3 +259,27 @@ async def _ended(raced: dict[str, Any]) -> bool:
 
 async def _grown(store: shardex.Store) -> bool:
     return (await shards(store))[0] > 1
+
+
+@pytest.mark.shardex_virtual
+async def test_a_routing_record_that_goes_back_is_said_as_it_is() -> None:
+    """The routing record is deleted mid-grow and written again at version 1 (a table
+    restore, a mistake): the log says the record went back, and the run ended for the
+    migration is gone, not for a rollback nobody made (a probe)."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    leader = pilot(store, worker="leader")
+    with Load(store, 14):
+        async with running(leader):
+            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
+            record = await store.get_record(INDEX, "routing")
+            assert record is not None
+            await store.delete_record(INDEX, "routing", expected=record.revision)
+            await routed(store)
+            await asyncio.sleep(10)
+    log = await leader.records.log()
+    went = [e.reason for e in log if e.action == "routing"]
+    assert len(went) == 1, went
+    assert "went back from version" in went[0]
+    assert "deleted or replaced by hand" in went[0]
+    assert not [e for e in log if "rolled back meanwhile" in e.reason]

@@ -155,6 +155,7 @@ class Autopilot:
         self.ticks = 0
         self._backfilled = False
         self._refused: dict[str, float] = {}  # wall s a key's start was last refused
+        self._version = 0  # the newest routing version a tick read
         self._dry: tuple[int | None, State] | None = None  # a dry run's own state
 
     async def __aenter__(self) -> Autopilot:
@@ -237,6 +238,15 @@ class Autopilot:
         if not self.dry_run and await self._obey(await self.records.control(), now):
             return []
         routing = await self.runner.routing()
+        if routing.version < self._version:
+            # only a record deleted or written over by hand goes back: said as it is (it
+            # read as an operator's rollback, or as a migration that ended)
+            await self._record("action", "routing", "fail", f"the routing record of index "
+                               f"{self.name!r} went back from version {self._version} to "
+                               f"{routing.version}: deleted or replaced by hand; the "
+                               "autopilot goes on from the record as it is now",
+                               details={"from": self._version, "to": routing.version})
+        self._version = routing.version
         stored, revision = await self.records.state()
         # a dry run saves no state: it goes on from what it settled itself until the
         # stored state changes (it had folded a stale leader state's ended migration in
@@ -522,6 +532,7 @@ class Autopilot:
                                          f"again once min_interval ({self.policy.min_interval:g}"
                                          " s) has passed")
             return state
+        self._version = max(self._version, plan.routing.version)
         for wish in wishes:  # started only once it is (it had said so of refused starts)
             await self._decision(wish, "started")
         details = {key: {"from": p.source.to_dict(), "to": p.target.to_dict(),
@@ -569,6 +580,7 @@ class Autopilot:
         clock, failed = self._clock, ""
         while True:
             routing = await self.runner.routing()
+            self._version = max(self._version, routing.version)  # a tick says if it goes back
             move = next_move(routing, reshard, clock.wall())
             if move.kind == "done":
                 return
@@ -605,9 +617,12 @@ class Autopilot:
                                        or meta.direction == "rollback"):
                 # another runner (an operator) rolled it back under this one: nothing was
                 # verified (it had logged "verify ok" with the rollback's state)
-                await self._record("action", "run", "stopped", "the migration was rolled "
-                                   f"back meanwhile, not by the autopilot: {result.why} "
-                                   f"({result.state})", reshard=reshard)
+                how = ("was rolled back meanwhile, not by the autopilot"
+                       if meta is not None and meta.id == reshard else
+                       "is no longer in the routing (ended by another runner, or the "
+                       "record replaced)")
+                await self._record("action", "run", "stopped", f"the migration {how}: "
+                                   f"{result.why} ({result.state})", reshard=reshard)
                 return
             await self._record("action", "verify" if move.kind == "run" else "rollback", "ok",
                                f"{result.why} ({result.state})" + (
