@@ -10,8 +10,9 @@ injected clock, every decision made by pure functions (``policy.decide``,
 2. **obeys**: reads the control record; paused, it stops driving at once and acts on
    nothing until resumed (it keeps reading heat meanwhile);
 3. **measures**: reads the heat source into each key's ``HeatWindow``;
-4. **decides**: builds each key's ``KeyView`` from the stored routing and its own state
-   and calls ``decide``;
+4. **decides**: folds what happened to the index into its state (``settle``: its
+   migration's end, an operator's veto), builds each key's ``KeyView`` from the stored
+   routing and that state, and calls ``decide``;
 5. **acts**: starts one migration for the keys that want one (together, as one reshard;
    while any migration is under way on the index, the others wait: ``queued``), and
    drives the migration it started through every state (``drive``): run, verify,
@@ -45,20 +46,11 @@ from typing import Any
 from shardex.autopilot.drive import NextMove, next_move
 from shardex.autopilot.heat import HeatWindow
 from shardex.autopilot.metrics import Gauges, NoGauges
-from shardex.autopilot.policy import (
-    Action,
-    Decision,
-    KeyHeat,
-    KeyView,
-    MigrationView,
-    Sizer,
-    TableFacts,
-    decide,
-    flaps_after,
-)
+from shardex.autopilot.policy import Decision, KeyHeat, Sizer, TableFacts, decide
 from shardex.autopilot.records import AutopilotRecords, Control, Lease, LogEntry, State
-from shardex.autopilot.runner import DEFAULT_MARGIN, DEFAULT_MAX_AGE, Runner, states
+from shardex.autopilot.runner import DEFAULT_MARGIN, DEFAULT_MAX_AGE, Runner
 from shardex.autopilot.settings import AutopilotPolicy
+from shardex.autopilot.settle import ID_PREFIX, settle, started, view
 from shardex.autopilot.sources import BadHeatLines, HeatSample, HeatSource, is_value
 from shardex.clock import Clock, LoopClock
 from shardex.errors import InvalidInput, ReshardRefused, ShardexError, Throttled, Unavailable
@@ -69,37 +61,6 @@ __all__ = ["Autopilot", "Gauges", "ID_PREFIX", "NoGauges"]
 _AWAY = (Unavailable, Throttled)  # the store did not answer (after its retries): no refusal
 
 log = logging.getLogger(__name__)
-ID_PREFIX = "autopilot-"
-
-
-def _view(key: str, routing: Routing, state: State, lease: float, veto: float) -> KeyView:
-    """``key``'s layout, the migration of it under way and its remembered state (an
-    operator's rollback of the autopilot's migration of it holds its N for ``veto`` s)."""
-    now_policy = routing.policy(key)
-    meta, previous = routing.reshard, routing.previous
-    migration = None
-    if meta is not None and previous is not None and key in meta.values:
-        before = previous.policy(key)
-        follow = (states.ready_at(routing, lease) if routing.state == "write-new"
-                  else meta.changed_at if routing.state in ("verified", "read-new", "retired")
-                  else None)
-        migration = MigrationView(before.shards, now_policy.shards, states.state_of(routing),
-                                  meta.started_at, follow, before.tier, now_policy.tier)
-    memory = state.key(key)
-    return KeyView(now_policy.shards, now_policy.tier, migration, memory.last_change,
-                   memory.budget, budget_since=memory.budget_since, flaps=memory.flaps,
-                   vetoed_until=None if memory.vetoed_at is None else memory.vetoed_at + veto)
-
-
-def _started(policy: AutopilotPolicy, state: State, key: str, action: Action,
-             at: float) -> State:
-    """``state`` with ``key``'s flaps and last shrink once its migration started at ``at``."""
-    memory = state.key(key)
-    flaps, shrunk_at = flaps_after(policy, action, at, memory.flaps, memory.shrunk_at,
-                                   memory.last_change)
-    return state.with_key(key, flaps=flaps, shrunk_at=shrunk_at)
-
-
 class Autopilot:
     """The loop over ``runner``'s index (see the module).
 
@@ -257,7 +218,7 @@ class Autopilot:
             self._dry = (revision, state)
         heats = {key: window.summary() for key, window in self.windows.items()}
         keys = {k for k in (*heats, *routing.overrides, *state.migrating) if is_value(k)}
-        views = {key: _view(key, routing, state, self.runner.lease, self.policy.veto)
+        views = {key: view(key, routing, state, self.runner.lease, self.policy.veto)
                  for key in keys}
         decisions = decide(self.policy, self.facts, heats, views, now, self.size)
         state = await self._carry_out(decisions, heats, routing, state, now)
@@ -373,88 +334,15 @@ class Autopilot:
     # -- deciding and acting ---------------------------------------------------------------
 
     async def _settle(self, routing: Routing, state: State, now: float) -> State:
-        """``state`` with the migration it drove folded in once it ended (each key's last
-        change), or with the autopilot's migration found in the routing (a restart)."""
-        meta = routing.reshard
-        ours = meta is not None and meta.id.startswith(ID_PREFIX)
-        ended = state.reshard
-        if ended is not None and (meta is None or meta.id != ended):
-            for key in state.migrating:
-                state = state.with_key(key, last_change=now)
-            shards = {key: routing.policy(key).shards for key in state.migrating}
-            await self._record("action", "end", "ok", "the migration ended: " + ", ".join(
-                f"{key} at N={n}" for key, n in shards.items()), reshard=ended,
-                details={"shards": shards, "routing_version": routing.version})
-            # ended elsewhere than it went (rolled back between two ticks, or the layout
-            # set by hand since), and not by the autopilot: an operator's veto
-            undone = tuple(key for key in state.migrating if key in state.targets and (
-                routing.policy(key).shards, routing.policy(key).tier) != state.targets[key])
-            if undone and state.rolled_back(ended) is None:
-                state = await self._vetoed(
-                    dataclasses.replace(state, rollback=(ended, "operator")), ended, undone,
-                    now, f"the autopilot's migration of {', '.join(undone)} ended with them "
-                    "not at its target layout: an operator's doing")
-            state = dataclasses.replace(state, reshard=None, migrating=(), targets={})
-        if ours and meta is not None and state.reshard != meta.id:
-            # an autopilot's migration its state does not name: its leader stopped between
-            # starting it and recording it (and the flaps its start made)
-            back = meta.direction == "rollback"
-            going = routing.previous if back and routing.previous is not None else routing
-            state = dataclasses.replace(state, reshard=meta.id, migrating=meta.values,
-                                        targets={key: (going.policy(key).shards,
-                                                       going.policy(key).tier)
-                                                 for key in meta.values})
-            for key in meta.values if not back else ():  # a rollback is no shrink: no flap
-                moving = _view(key, routing, state, self.runner.lease,
-                               self.policy.veto).migration
-                if moving is not None:
-                    state = _started(self.policy, state, key, "grow" if moving.grows
-                                     else "shrink", meta.started_at)
-            if not self.dry_run:  # a dry run drives nothing: nothing to say it took up
-                await self._record(
-                    "action", "adopt", "ok", "took up the autopilot's migration of "
-                    f"{', '.join(meta.values)} found in the routing ({routing.state}"
-                    + (", rolling back" if back else "") + "): it drives it on",
-                    reshard=meta.id)
-        if ours and meta is not None and meta.direction == "rollback" \
-                and state.rolled_back(meta.id) is None:
-            state = await self._vetoed(
-                dataclasses.replace(state, rollback=(meta.id, "operator")), meta.id,
-                meta.values, now, f"the autopilot's migration of {', '.join(meta.values)} "
-                "is being rolled back, and not by the autopilot: an operator's doing")
-        if meta is not None and not ours:
-            # an operator's own migration: its keys are as the operator sets them, for
-            # ``veto`` after it ends (stamped each tick while it runs), and their last
-            # change is its end; the autopilot had shrunk an operator's grow 0.8 s after
-            # it ended (a probe)
-            first = any((state.key(key).vetoed_at or -math.inf) < meta.started_at
-                        for key in meta.values)
-            for key in meta.values:
-                state = state.with_key(key, last_change=now)
-            state = await self._vetoed(
-                state, meta.id, meta.values, now, f"an operator's migration of "
-                f"{', '.join(meta.values)} is under way", log=first)
-        self.gauges.migration(None if meta is None else routing.state)
-        return state
-
-    async def _vetoed(self, state: State, reshard: str, keys: tuple[str, ...], now: float,
-                      what: str, *, log: bool = True) -> State:
-        """``state`` once an operator changed ``keys`` against the autopilot (``what``:
-        undid its migration ``reshard``, or runs a migration of their own): it leaves
-        their N as they are for ``veto`` seconds (an operator who rolled a grow back had
-        it grown again once ``min_interval`` passed; one who grew a key by hand had it
-        shrunk a second after)."""
-        for key in keys:
-            state = state.with_key(key, vetoed_at=now)
-        veto = self.policy.veto
-        if log and not self.dry_run:
-            await self._record(
-                "action", "veto", "ok", what + (
-                    f"; the autopilot leaves their N as the operator leaves it for "
-                    f"{veto:,.0f} s (policy veto), admission still holds a hot key below "
-                    "its capacity" if veto else
-                    "; policy veto is 0: the autopilot may migrate them again"),
-                reshard=reshard, details={"keys": list(keys), "until": now + veto})
+        """``state`` with what happened to the index since the last tick folded in
+        (``settle``), and logged."""
+        state, notes = settle(routing, state, now, policy=self.policy,
+                              lease=self.runner.lease)
+        for note in notes:
+            if not (note.leader_only and self.dry_run):  # a dry run drives nothing
+                await self._record("action", note.action, "ok", note.reason,
+                                   reshard=note.reshard, details=note.details)
+        self.gauges.migration(None if routing.reshard is None else routing.state)
         return state
 
     async def _carry_out(self, decisions: list[Decision], heats: Mapping[str, KeyHeat],
@@ -545,7 +433,7 @@ class Autopilot:
                                     targets={key: (p.shards, p.tier)
                                              for key, p in changes.items()})
         for wish in wishes:
-            state = _started(self.policy, state, wish.key, wish.action, wish.t)
+            state = started(self.policy, state, wish.key, wish.action, wish.t)
         return state
 
     async def _overtaken(self, decided: Routing) -> bool:
