@@ -299,3 +299,20 @@ def test_an_account_key_that_is_no_base64_is_refused_before_any_request(
     with pytest.raises(shardex.InvalidInput, match="the AccountKey of "
                                                    "AZURE_STORAGE_CONNECTION_STRING is not"):
         connection_settings(None)
+
+
+def test_an_entry_whose_row_key_does_not_fit_is_refused_before_any_request(
+        account: None) -> None:
+    """A sort and item id past Azure's 1 KiB RowKey once encoded: refused by the index
+    before any request (the endpoint refuses connections: a request would fail as
+    Unavailable), as a shard key past the PartitionKey limit is."""
+    store = shardex.open_store("azure-tables://orders?endpoint=http://127.0.0.1:1/dev")
+
+    async def put() -> None:
+        index = shardex.ShardedIndex(store, "ix", routing=shardex.Routing())
+        await index.put("K", "o" * 512, sort="s" * 510)
+
+    with pytest.raises(shardex.InvalidKey, match="does not fit an Azure Table key"):
+        asyncio.run(put())
+    assert store.stats().totals.requests == 0
+    store.check_position("s" * 200, "o" * 200)

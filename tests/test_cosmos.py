@@ -101,6 +101,17 @@ def test_bad_input_gets_one_line_errors(endpoint: str,
     with pytest.raises(InvalidKey, match="does not fit a Cosmos DB id"):
         asyncio.run(too_long())
 
+    async def put_too_long() -> int:
+        store = cosmos_server.container_store()
+        async with store, ShardedIndex(store, "ix", routing=Routing()) as index:
+            store.reset_stats()
+            with pytest.raises(InvalidKey, match="does not fit a Cosmos DB id"):
+                await index.put("K", "o" * 512, sort="s" * 510)
+            return store.stats().totals.requests
+
+    # refused before any request: it was after the put's placement read
+    assert asyncio.run(put_too_long()) == 0
+
 
 def test_clients_creating_containers_at_once_in_a_new_database_all_succeed() -> None:
     """The SDK creates a missing database by a read and then a create: a client whose

@@ -239,3 +239,23 @@ def test_a_value_cosmos_db_cannot_hold_is_refused_naming_cosmos_db(account: None
         with pytest.raises(shardex.InvalidInput, match=words):
             asyncio.run(store.place("ix", "o-1", StoredEntry("K", "", "o-1", {"a": value}),
                                     version=1, expected=None))
+
+
+def test_an_entry_whose_id_does_not_fit_is_refused_before_any_request(account: None) -> None:
+    """A sort and item id over Cosmos DB's 1,023-byte id once encoded were refused only
+    after the put's placement read (a request, metered); now before any, as a shard key
+    past the partition key limit is. The endpoint refuses connections: a request would
+    fail as Unavailable, not InvalidKey."""
+    store = shardex.open_store("cosmos://d/c?endpoint=https://127.0.0.1:1/")
+
+    async def put() -> None:
+        index = shardex.ShardedIndex(store, "ix", routing=shardex.Routing())
+        await index.put("K", "o" * 512, sort="s" * 510)
+
+    with pytest.raises(shardex.InvalidKey, match="does not fit a Cosmos DB id"):
+        asyncio.run(put())
+    stats = store.stats()
+    assert (stats.totals.requests, stats.unavailable) == (0, 0)
+    store.check_position("s" * 400, "o" * 400)
+    with pytest.raises(shardex.InvalidInput, match="item id"):
+        store.check_position("s", "")

@@ -405,7 +405,7 @@ class ShardedIndex(IndexReads):
 
     # -- writes ----------------------------------------------------------------------
 
-    def _check_sort(self, sort: str | None) -> None:
+    def _check_sort(self, sort: str | None, item_id: str) -> None:
         if sort is None:
             return
         validate_sort(sort)
@@ -413,6 +413,8 @@ class ShardedIndex(IndexReads):
             raise InvalidInput(f"sort {sort!r}: the sort attribute of {self._store.uri} is the "
                                "application's own, which shardex reads and never writes; "
                                "leave sort out (the application sets it)")
+        if not self._tiers.names:  # with tiers, the store it lands in says, as it writes
+            self._store.check_position(sort, item_id)
 
     # -- tiers and admission ---------------------------------------------------------
 
@@ -469,7 +471,7 @@ class ShardedIndex(IndexReads):
         """
         validate_value(value)
         validate_item_id(item_id)
-        self._check_sort(sort)
+        self._check_sort(sort, item_id)
         fields = _attrs(attrs, self._store.capabilities.values)
         _check_version(version)
         units = write_units(entry_bytes(StoredEntry(value, sort or "", item_id, fields)))
@@ -491,7 +493,7 @@ class ShardedIndex(IndexReads):
         validate_item_id(item_id)
         validate_value(old)
         validate_value(new)
-        self._check_sort(sort)
+        self._check_sort(sort, item_id)
         fields = None if attrs is None else _attrs(attrs, self._store.capabilities.values)
         _check_version(version)
         units = write_units(entry_bytes(StoredEntry(new, sort or "", item_id, fields or {})))

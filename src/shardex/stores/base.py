@@ -429,6 +429,18 @@ class Store(abc.ABC):
     def _check_shard_key(self, namespace: str, shard_key: str) -> None:  # noqa: B027
         """The store's own limit on a shard key's encoding (none by default)."""
 
+    def check_position(self, sort: str, item_id: str) -> None:
+        """Raise InvalidKey if this store cannot hold an entry of ``item_id`` at ``sort``
+        (encoded, its key passes the store's limit). Not a request: a write of a given
+        sort asks before its first (it was refused after the placement read it begins
+        with)."""
+        _text("sort value", sort, empty=True)
+        _text("item id", item_id)
+        self._check_position(sort, item_id)
+
+    def _check_position(self, sort: str, item_id: str) -> None:  # noqa: B027
+        """The store's own limit on an entry's position key (none by default)."""
+
     def key_attributes(self, shard_key: str, sort: str | None,
                        item_id: str) -> dict[str, Any]:
         """Return the attributes an application adds to its own item to index it.

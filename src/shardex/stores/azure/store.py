@@ -169,6 +169,9 @@ class AzureTablesStore(Store):
     def _check_shard_key(self, namespace: str, shard_key: str) -> None:
         keys.entry_partition(namespace, shard_key)  # InvalidKey past the key limit
 
+    def _check_position(self, sort: str, item_id: str) -> None:
+        keys.row_key(sort, item_id, "", descending=False)  # its mirror is as long
+
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
                      descending: bool, limit: int,
                      rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
