@@ -117,6 +117,27 @@ def test_a_mistake_in_another_profile_does_not_stop_the_one_in_force(
     assert (code, "'stray' must be a profile table" in line) == (2, True), line
 
 
+def test_a_bad_value_names_where_it_came_from(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """A bad value from the config file was blamed on SHARDEX_INDEX (click names an
+    option's environment variable whatever gave the value), and the file went unnamed;
+    one from the command line named the variable too (a probe)."""
+    path = config(tmp_path, '[default]\nindex = "a#b"\n[prod]\noutput = "yaml"\n')
+    code, line = failing(capsys, "routing", "show", "--store", "memory://")
+    assert code == 2
+    assert f"Invalid value for '--index' (from index in [default] of config file {path}): " \
+           "index name: logical key 'a#b' contains the separator" in line
+    code, line = failing(capsys, "routing", "show", "--store", "memory://", "--index", "i",
+                         "--config-profile", "prod")
+    assert f"'--output' (from output in [prod] of config file {path}): 'yaml'" in line
+    monkeypatch.setenv("SHARDEX_INDEX", "c#d")
+    code, line = failing(capsys, "routing", "show", "--store", "memory://")
+    assert "Invalid value for '--index' (from SHARDEX_INDEX): index name" in line
+    code, line = failing(capsys, "routing", "show", "--store", "memory://", "--index", "e#f")
+    assert "Invalid value for '--index': index name: logical key 'e#f'" in line
+
+
 def test_a_bad_config_is_refused_naming_the_file(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:

@@ -134,6 +134,21 @@ class Setting(click.Option):
         super().__init__(*args, **kwargs)
         self.setting = setting
 
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        """The option, and where its value came from when not the command line: a bad
+        value read from the config file was blamed on the environment variable (which
+        click names whenever an option has one), and the file went unnamed."""
+        names = " / ".join(f"'{name}'" for name in self.opts)
+        source = None if ctx is None or self.name is None \
+            else ctx.get_parameter_source(self.name)
+        if source is ParameterSource.ENVIRONMENT and isinstance(self.envvar, str):
+            return f"{names} (from {self.envvar})"
+        if source is ParameterSource.DEFAULT_MAP and ctx is not None:
+            named = ctx.find_root().meta.get(_NAME) or os.environ.get("SHARDEX_PROFILE")
+            return (f"{names} (from {self.setting} in [{named or 'default'}] of config file "
+                    f"{config_path()[0]})")
+        return names
+
     def consume_value(self, ctx: click.Context,
                       opts: Mapping[str, Any]) -> tuple[Any, ParameterSource]:
         value, source = super().consume_value(ctx, opts)
