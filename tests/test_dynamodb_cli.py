@@ -209,3 +209,14 @@ def test_dynamodb_local_start_prints_only_the_export_line(endpoint: str) -> None
         subprocess.run(["bash", str(root / "scripts" / "dynamodb-local"), "stop"],
                        capture_output=True, timeout=60, check=False)
     assert not pidfile.exists()
+
+
+def test_routing_show_names_a_value_s_tier(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text view said nothing of a tier (the store that holds the value's entries),
+    where routing set and show --json name it (a probe)."""
+    uri, tier = local.table_store().uri, local.table_store().uri
+    shardex("routing", "set", "--store", uri, "--index", "events", "--override",
+            "HEAVY=4@dedicated", "--tier", f"dedicated={tier}")
+    out = shardex("routing", "show", "--store", uri, "--index", "events")
+    assert "HEAVY: 4 shard(s), hash, on tier 'dedicated': HEAVY#0, HEAVY#1, HEAVY#2, " \
+           "HEAVY#3" in out

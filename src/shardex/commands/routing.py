@@ -77,16 +77,21 @@ def show(uri: str, name: str, as_json: bool, connection: Connection) -> None:
     click.echo(f"index {name!r} in {where}: routing version {current.version} "
                f"(record revision {revision}, lease {lease:g} s)")
     policy = current.default
-    click.echo(f"  default: {policy.shards} shard(s), {policy.strategy}")
+    click.echo(f"  default: {policy.shards} shard(s), {policy.strategy}{_on_tier(policy)}")
     for value, policy in current.overrides.items():
-        click.echo(f"  {value}: {policy.shards} shard(s), {policy.strategy}: "
-                   f"{_keys_text(policy.shard_keys(value))}")
+        # the tier says which store holds the value's entries (it went unsaid here)
+        click.echo(f"  {value}: {policy.shards} shard(s), {policy.strategy}"
+                   f"{_on_tier(policy)}: {_keys_text(policy.shard_keys(value))}")
     if current.previous is not None:
         meta = current.reshard
         click.echo(f"  in transition from version {current.previous.version}, state "
                    f"{current.state}" + ("" if meta is None else f" (reshard {meta.id}, "
                                          f"{meta.direction})")
                    + ": 'shardex reshard status' shows it")
+
+
+def _on_tier(policy: ShardPolicy) -> str:
+    return "" if policy.tier is None else f", on tier {policy.tier!r}"
 
 
 def read_json_file(path: Path, option: str = "--file") -> Any:
@@ -245,7 +250,7 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
         old, new = before.policy(value), after.policy(value)
         if old != new:
             click.echo(f"  {value}: {old.shards} -> {new.shards} shard(s), {new.strategy}"
-                       + ("" if new.tier is None else f", on tier {new.tier!r}"))
+                       + _on_tier(new))
     if before.default != after.default:
         click.echo(f"  default: {before.default.shards} -> {after.default.shards} shard(s), "
                    f"{after.default.strategy}")
