@@ -128,6 +128,31 @@ CONSTRUCTION: dict[str, Callable[[], Any]] = {
 }
 
 
+def test_wrong_library_inputs_get_the_error_their_fault_names() -> None:
+    """A probe's: run_virtual of a non-coroutine raised asyncio's ValueError; a URI's own
+    unknown profile or bad table name raised InvalidInput, not InvalidURI; HedgePolicy
+    stated rules it did not hold (quantile (0, 1], window >= 1); stats(5) answered."""
+    for main_ in (None, 1, lambda: 1):
+        with pytest.raises(InvalidInput, match="run_virtual runs a coroutine"):
+            run_virtual(main_)  # type: ignore[arg-type]
+    for uri in ("memory://?profile=nosuch", "azure-tables://t"):
+        with pytest.raises(shardex.InvalidURI):
+            shardex.open_store(uri)
+    with pytest.raises(InvalidInput) as caught:
+        shardex.open_store("memory://", profile="nosuch")  # the caller's keyword
+    assert not isinstance(caught.value, shardex.InvalidURI)
+    from shardex.hedging import HedgePolicy
+
+    for settings, rule in (({"quantile": 1.0}, r"quantile must be a number in \(0, 1\)"),
+                           ({"quantile": 1.5}, r"quantile must be a number in \(0, 1\)"),
+                           ({"window": 5}, "window must be an integer from 20 to 65,536"),
+                           ({"window": 0}, "window must be an integer from 20 to 65,536")):
+        with pytest.raises(InvalidInput, match=rule):
+            HedgePolicy(**settings)
+    with pytest.raises(InvalidInput, match="its name as text"):
+        MemoryStore(seed=1).stats(5)  # type: ignore[arg-type]
+
+
 def expect_typed(outcome: Callable[[], Any], case: str) -> None:
     try:
         outcome()

@@ -59,15 +59,16 @@ _MAX_DELAY = 3600.0  # seconds: no read waits an hour for its first copy
 _MAX_WINDOW = 65_536  # samples: each quantile sorts them all
 
 
-def _fraction(name: str, value: object, *, low: float, high: float) -> float:
+def _fraction(name: str, value: object, *, low: float, high: float,
+              upper: str | None = None) -> float:
     try:
         number = float(value) if not isinstance(value, bool) and isinstance(
             value, int | float) else math.nan
     except OverflowError:  # an int past any float
         number = math.nan
     if not low < number <= high:
-        raise InvalidInput(f"HedgePolicy.{name} must be a number in ({low:g}, {high:g}], "
-                           f"got {brief(value)}")
+        raise InvalidInput(f"HedgePolicy.{name} must be a number in ({low:g}, "
+                           f"{upper or f'{high:g}]'}, got {brief(value)}")
     return number
 
 
@@ -107,19 +108,19 @@ class HedgePolicy:
         if self.delay is not None:
             _fraction("delay", self.delay, low=0.0, high=_MAX_DELAY)
         if self.quantile is not None:
-            _fraction("quantile", self.quantile, low=0.0, high=1.0)
-            if self.quantile == 1.0:
-                raise InvalidInput("HedgePolicy.quantile must be below 1")
+            if self.quantile == 1.0 or isinstance(self.quantile, bool):
+                raise InvalidInput(f"HedgePolicy.quantile must be a number in (0, 1), got "
+                                   f"{brief(self.quantile)}")
+            _fraction("quantile", self.quantile, low=0.0, high=1.0, upper="1)")
         _fraction("budget", self.budget, low=0.0, high=math.inf)
         _fraction("spacing", self.spacing, low=0.0, high=100.0)
-        for name in ("max_hedges", "window"):
+        for name, least, most in (("max_hedges", 1, None), ("window", _WARMUP, _MAX_WINDOW)):
             number = getattr(self, name)
-            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-                raise InvalidInput(f"HedgePolicy.{name} must be an integer >= 1, "
-                                   f"got {brief(number)}")
-        if not _WARMUP <= self.window <= _MAX_WINDOW:
-            raise InvalidInput(f"HedgePolicy.window must be from {_WARMUP} to {_MAX_WINDOW:,}, "
-                               f"got {brief(self.window)}")
+            if isinstance(number, bool) or not isinstance(number, int) or number < least \
+                    or (most is not None and number > most):
+                raise InvalidInput(f"HedgePolicy.{name} must be an integer " + (
+                    f">= {least}" if most is None else f"from {least} to {most:,}")
+                    + f", got {brief(number)}")
 
 
 class _Latencies:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from shardex.clock import Clock, LoopClock
+from shardex.errors import InvalidInput, brief
 
 __all__ = ["VIRTUAL_WALL_START", "VirtualClock", "VirtualTimeLoop", "loop_clock", "run_virtual"]
 
@@ -307,6 +308,12 @@ def loop_clock() -> Clock:
 
 def run_virtual(main: Coroutine[Any, Any, T], *, start: float = 0.0,
                 wall_start: float = VIRTUAL_WALL_START) -> T:
-    """Run ``main`` to completion on a fresh VirtualTimeLoop and return its result."""
+    """Run ``main`` to completion on a fresh VirtualTimeLoop and return its result.
+
+    InvalidInput, before any loop is made, when ``main`` is not a coroutine (a coroutine
+    function not called, say)."""
+    if not asyncio.iscoroutine(main):
+        raise InvalidInput(f"run_virtual runs a coroutine, as run_virtual(main()), got "
+                           f"{brief(main)}")
     with asyncio.Runner(loop_factory=lambda: VirtualTimeLoop(start, wall_start)) as runner:
         return runner.run(main)

@@ -233,7 +233,11 @@ class Store(abc.ABC):
     # -- counters ----------------------------------------------------------------------
 
     def stats(self, namespace: str | None = None) -> StoreStats:
-        """Return requests, units and throttles per key, partition and second (see stats)."""
+        """Return requests, units and throttles per key, partition and second (see stats)
+        of index ``namespace`` (None: every index of the store)."""
+        if namespace is not None and type(namespace) is not str:
+            raise InvalidInput(f"stats of an index: its name as text, or None for every "
+                               f"index, got {brief(namespace)}")
         return self._stats.snapshot(namespace)
 
     def reset_stats(self) -> None:

@@ -94,6 +94,10 @@ class AzureTablesStore(Store):
         if uri.path or not uri.location:
             raise InvalidURI(f"azure-tables:// needs a table name and no path: "
                              f"azure-tables://TABLE?endpoint=URL, got {uri.raw!r}")
+        try:
+            check_table_name(uri.location)
+        except InvalidInput as exc:  # the URI's table name: the URI's fault
+            raise InvalidURI(f"{exc}: {uri.raw!r}") from None
         known = set(_OPTIONS) | {"credential", "connection_string", "client", "clock"}
         unknown = sorted(set(options) - known)
         if unknown:

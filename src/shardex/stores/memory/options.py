@@ -126,6 +126,11 @@ def options_from_uri(uri: StoreURI, options: Mapping[str, Any],
         resolve_profile(name, {**{key: value for key, value in from_uri.items()
                                   if key in CAPACITY_OPTIONS}, **given})
     except InvalidInput:
+        if "profile" not in options:
+            try:
+                resolve_profile(name, {})
+            except InvalidInput as exc:  # the URI's profile name: the URI's fault
+                raise InvalidURI(f"{uri.raw or 'memory://'}: {exc}") from exc
         resolve_profile(name, given)  # raises when the keywords alone are at fault
     try:
         for name, value in from_uri.items():
