@@ -389,3 +389,11 @@ def test_ctrl_c_on_the_autopilot_says_where_it_stops(capsys: pytest.CaptureFixtu
     # URI with '&' broke it, and a dry run's line would have started a leader)
     assert f"to go on: shardex autopilot run --store memory:// --index orders --source " \
         f"file:{heat} --dry-run" in err, err
+
+
+def test_a_profile_given_to_plan_table_is_refused_for_what_it_is(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """'--table profile=nosuch' is in SETTING=VALUE form: it said it was not (a probe)."""
+    code, err = failing(capsys, "plan", "--peak", "PENDING=100", "--table", "profile=nosuch")
+    assert code == 2
+    assert "profile is no --table setting: the profile is the one --mode names" in err

@@ -326,3 +326,21 @@ def test_the_stream_reader_refuses_rows_with_the_wrong_number_of_fields() -> Non
     report = diagnose_stream(lines, fmt="csv", skip_bad=True).to_dict()
     assert (report["rows"], report["skipped_rows"]) == (2, 1)
     assert report["evidence"]["skipped_by_column"] == {"row": 1}
+
+
+def test_a_header_without_a_column_is_quoted_as_read(tmp_path: Path) -> None:
+    """The header was shown trimmed and lower-cased ('PENDING' as 'pending', a JSON Lines
+    file read as CSV as cells no line holds); it is quoted as read, and a JSON object
+    on the first line says which format it likely is (a probe)."""
+    jsonl = tmp_path / "a.log"
+    jsonl.write_text('{"timestamp":"2026-11-30T05:00:00Z","key":"PENDING","op":"write",'
+                     '"units":2}\n')
+    with pytest.raises(InvalidLog) as caught:
+        read_logs([jsonl], fmt="csv")
+    assert "'key:\"PENDING\"'" in str(caught.value)
+    assert "is it JSON Lines (--format jsonl)?" in str(caught.value)
+    csv = tmp_path / "b.csv"
+    csv.write_text("Ts,Key,op,units\n1,P,write,1\n")
+    with pytest.raises(InvalidLog, match=r"has no 'timestamp' column \(its header: 'Ts', "
+                                         r"'Key', 'op', 'units'\)$"):
+        read_logs([csv])

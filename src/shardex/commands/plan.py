@@ -109,9 +109,13 @@ def _with_settings(table: Any, mode: str, settings: tuple[str, ...]) -> Any:
     pairs, names = [], set()
     for text in settings:
         name, sep, value = text.partition("=")
-        if not sep or not name or name == "profile":
+        if not sep or not name:
             raise click.BadParameter(f"expected SETTING=VALUE (a capacity setting), got "
                                      f"{text!r}", param_hint="--table")
+        if name == "profile":  # in the right form, but the profile follows --mode
+            raise click.BadParameter("profile is no --table setting: the profile is the "
+                                     "one --mode names (or --store's); --table sets "
+                                     "capacity settings over it", param_hint="--table")
         if name in names:
             raise click.BadParameter(f"{name} is given twice", param_hint="--table")
         if name not in CAPACITY_OPTIONS:

@@ -100,12 +100,17 @@ def interruptible() -> Iterator[None]:
         raise
 
 
-def check_columns(names: Sequence[str], *, path: str, line: int | None) -> None:
-    """Refuse a header without the required columns, or with neither units nor bytes."""
+def check_columns(names: Sequence[str], *, path: str, line: int | None,
+                  header: Sequence[str] | None = None) -> None:
+    """Refuse a header without the required columns, or with neither units nor bytes
+    (``header``: the header as read, quoted in the message in place of ``names``)."""
     for column in REQUIRED:
         if column not in names:
-            raise InvalidLog(f"has no {column!r} column (columns: {', '.join(names)})",
-                             path=path, line=line, column=column)
+            shown = ", ".join(names) if header is None else ", ".join(map(repr, header))
+            jsonl = header is not None and header[0].lstrip("\ufeff ").startswith("{")
+            raise InvalidLog(f"has no {column!r} column (its header: {shown})" + (
+                "; a JSON object: is it JSON Lines (--format jsonl)?" if jsonl else ""),
+                path=path, line=line, column=column)
     if "units" not in names and "bytes" not in names:
         raise InvalidLog("has neither a 'units' nor a 'bytes' column", path=path,
                          line=line, column="units")
@@ -123,7 +128,7 @@ def header_names(header: Sequence[str] | None, path: str, line: int = 1) -> list
             raise InvalidLog(f"header names column {name!r} "
                              f"{'twice' if name else 'with an empty name'}",
                              path=path, line=line, column=name or None)
-    check_columns(names, path=path, line=line)
+    check_columns(names, path=path, line=line, header=header)
     return names
 
 
