@@ -397,3 +397,13 @@ def test_a_profile_given_to_plan_table_is_refused_for_what_it_is(
     code, err = failing(capsys, "plan", "--peak", "PENDING=100", "--table", "profile=nosuch")
     assert code == 2
     assert "profile is no --table setting: the profile is the one --mode names" in err
+
+
+def test_a_plot_path_the_system_refuses_is_refused_before_any_work(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--plot /proc/x.png (a folder that exists, where no file can be made) exited 1 after
+    the whole simulation; a missing folder exited 2 at once (a probe)."""
+    code, err = failing(capsys, "simulate", "examples/orders_workload.toml", "--duration",
+                        "5", "--plot", "/proc/x.png")
+    assert (code, err) == (2, "error: --plot /proc/x.png: cannot be written (No such file "
+                              "or directory)")

@@ -26,6 +26,23 @@ def pyplot() -> Any:
     return plt
 
 
+def _writable(path: Path) -> None:
+    """InvalidInput unless ``path`` can be written now: a file there is opened to append
+    (nothing changed), a new one made and taken away again. A folder the system refuses
+    (``/proc``, read-only, not ours) had failed the command after all its work."""
+    try:
+        if path.exists():
+            with path.open("ab"):
+                pass
+        else:
+            with path.open("xb"):
+                pass
+            path.unlink()
+    except OSError as exc:
+        raise InvalidInput(f"--plot {path}: cannot be written ({exc.strerror or exc})") \
+            from None
+
+
 def plot_target(path: Path) -> None:
     """Check, before a command's work, that matplotlib can draw to ``path``: the ``plot``
     extra is installed (``pyplot``) and it writes the format of the file's suffix (none:
@@ -34,6 +51,7 @@ def plot_target(path: Path) -> None:
         raise InvalidInput(f"--plot {str(path)!r}: give the name of a file to write")
     if not path.parent.is_dir():
         raise InvalidInput(f"--plot {path}: the folder {path.parent} does not exist")
+    _writable(path)
     pyplot()
     from matplotlib.backend_bases import FigureCanvasBase
 
