@@ -10,9 +10,11 @@ apply: shardex found out before raising::
     │   ├── InvalidKey                a logical key, item id or sort that cannot be stored
     │   ├── InvalidPolicy             a shard or admission policy out of range
     │   ├── InvalidRouting            a routing document that does not validate
+    │   │   └── DamagedRouting        the stored routing record (also a MalformedItem)
     │   ├── InvalidCursor             a cursor that was tampered with, truncated or misused
     │   ├── InvalidURI                a store URI that cannot be parsed
-    │   └── InvalidLog                a malformed access-log row (file, line, column)
+    │   ├── InvalidLog                a malformed access-log row (file, line, column)
+    │   └── StoreInUse                a table or GSI that already serves another index
     ├── MissingDependency             a backend's driver is not installed; also an ImportError
     ├── CapabilityMissing             the store cannot do what the caller needs
     ├── RoutingConflict               the stored routing differs from the one given
