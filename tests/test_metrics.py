@@ -330,3 +330,26 @@ def test_a_final_scrape_counts_once_its_answer_is_written_out() -> None:
                        "outcome")
     assert sum(v for (op, _), v in writes.items() if op == "write") == \
         store.stats().totals.write_requests
+
+
+def test_a_key_hot_late_in_a_long_process_gets_its_name() -> None:
+    """21 keys at 780 units a second for 100 s, 20 of them named; then one at 3,000 a
+    second, read every second. Ranked by the weight since the start it was still under
+    'other' 30 s on (a probe): weights decay (half-life 30 s), and it is named within
+    20 s, the lightest named key giving its name up."""
+    clock = [0.0]
+    keys = TopKeys(20, now=lambda: clock[0])
+    for second in range(130):
+        clock[0] = float(second)
+        for k in range(21):
+            keys.label(f"steady-{k}", 780.0)
+        if second >= 100:
+            keys.label("VIRAL", 3000.0)
+        keys.rebalance()
+        if "VIRAL" in keys.named:
+            break
+    assert "VIRAL" in keys.named, keys.named
+    assert clock[0] - 100 <= 20, clock[0]
+    assert len(keys.named) == 20
+    with pytest.raises(InvalidInput, match="half-life"):
+        TopKeys(2, half_life=0)

@@ -125,6 +125,16 @@ class SpaceSaving:
         self._sift_down(0)
         return evicted
 
+    def scale(self, factor: float) -> None:
+        """Multiply every count, error and the total by ``factor`` (0 < factor <= 1): the
+        summary of a decayed stream, as forward decay ages every weight at once. The
+        order of the counts, and so the heap, stays as it is."""
+        if not 0.0 < factor <= 1.0:
+            raise InvalidInput(f"Space-Saving scales by a factor in (0, 1], got {factor!r}")
+        self._counts = [count * factor for count in self._counts]
+        self._errors = [error * factor for error in self._errors]
+        self._total *= factor
+
     def update(self, keys: Iterable[str]) -> None:
         """Add 1 for each key of ``keys``, folding batches through a Counter first."""
         it = iter(keys)

@@ -23,6 +23,7 @@ is updated on the event loop and read from exporters' threads, so both hold one 
 from __future__ import annotations
 
 import threading
+import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from typing import Any, Literal, Protocol
 
 from shardex.errors import InvalidInput, InvalidKey
 from shardex.keys import SEPARATOR, is_reserved, parse_shard_key
-from shardex.metrics.labels import OTHER, TopKeys
+from shardex.metrics.labels import HALF_LIFE, OTHER, TopKeys
 from shardex.metrics.reshard import ReshardProgress
 from shardex.stores.base import Store
 from shardex.stores.metered import FanOutRead, Hedge, Share, Skipped, Usage
@@ -145,8 +146,8 @@ class _Series:
 class _Level:
     """The labelled series of one level (logical keys or shard keys) of one index."""
 
-    def __init__(self, top: int) -> None:
-        self.keys = TopKeys(top)
+    def __init__(self, top: int, half_life: float, now: Callable[[], float]) -> None:
+        self.keys = TopKeys(top, half_life=half_life, now=now)
         self.series: dict[str, _Series] = {}
 
     def get(self, key: str, weight: float, *, fixed: bool = False) -> tuple[str, _Series]:
@@ -165,9 +166,9 @@ class _Level:
 
 
 class _Index:
-    def __init__(self, top: int) -> None:
-        self.values = _Level(top)
-        self.shard_keys = _Level(top)
+    def __init__(self, top: int, half_life: float, now: Callable[[], float]) -> None:
+        self.values = _Level(top, half_life, now)
+        self.shard_keys = _Level(top, half_life, now)
         self.totals = _Series()
         self.requests: dict[tuple[str, str], int] = {}  # (op, outcome) -> requests
         self.fanout = _Histogram(WIDTH_BUCKETS)
@@ -183,13 +184,18 @@ def _op(write: bool) -> str:
 class MetricsRecorder:
     """Counts the events of the stores it is attached to, per index, in bounded labels.
 
-    ``top``: keys of each level (logical, shard) that get a label of their own (>= 1).
-    ``attach(store)`` starts counting a store's events, ``detach(store)`` stops.
+    ``top``: keys of each level (logical, shard) that get a label of their own (>= 1),
+    the heaviest lately: their weights decay with ``half_life`` seconds on the clock
+    ``now`` (``TopKeys``). ``attach(store)`` starts counting a store's events,
+    ``detach(store)`` stops.
     """
 
-    def __init__(self, *, top: int = 20) -> None:
-        TopKeys(top)  # checks top
+    def __init__(self, *, top: int = 20, half_life: float = HALF_LIFE,
+                 now: Callable[[], float] = time.monotonic) -> None:
+        TopKeys(top, half_life=half_life, now=now)  # checks them
         self._top = top
+        self._half_life = half_life
+        self._now = now
         self._lock = threading.Lock()
         self._indexes: dict[str, _Index] = {}
         self._reasons: dict[str, str] = {}
@@ -230,7 +236,7 @@ class MetricsRecorder:
     def _index(self, name: str) -> _Index:
         found = self._indexes.get(name)
         if found is None:
-            found = self._indexes[name] = _Index(self._top)
+            found = self._indexes[name] = _Index(self._top, self._half_life, self._now)
         return found
 
     def _reason(self, reason: str | None) -> str:
