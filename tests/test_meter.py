@@ -225,6 +225,33 @@ def test_distinct_keys_are_capped() -> None:
     assert OTHER not in snap.shard_keys
 
 
+def test_a_hot_key_takes_the_place_of_the_lightest_busy_one() -> None:
+    """Every tracked key stays busy (none idle for the retained windows), and a new key
+    is far hotter than all of them: at the end of its first window it takes the place of
+    the tracked key of the smallest peak, and ``hot`` lists it first. It had counted
+    under #other for good, and ``hot`` listed the tenants without it (a probe: 10,000
+    tenants written every 30 s beside a key at 3,000 units a second)."""
+    async def main() -> HeatMeter:
+        inner = Scripted()
+        inner.latency = 0.0001
+        meter = HeatMeter(inner, max_keys=4, windows=10)
+        for second in range(6):
+            for key in ("A", "B", "C", "D"):
+                await write_at(meter, second + 0.01, key, 1 + (key == "A"))
+            if second >= 3:
+                await write_at(meter, second + 0.02, "VIRAL", 40)
+        return meter
+
+    meter = run_virtual(main())
+    snap = meter.snapshot()
+    assert "VIRAL" in snap.values
+    assert snap.values["VIRAL"].peak_units_per_s == pytest.approx(20.0)  # 40 half-units
+    assert len(snap.values) == 4
+    assert "A" in snap.values  # the busiest tenant keeps its place
+    assert meter.hot(top=1)[0].value == "VIRAL"
+    assert snap.other is not None
+
+
 def test_snapshot_exports_as_json() -> None:
     async def main() -> HeatMeter:
         meter = HeatMeter(Scripted())

@@ -353,3 +353,30 @@ def test_a_key_hot_late_in_a_long_process_gets_its_name() -> None:
     assert len(keys.named) == 20
     with pytest.raises(InvalidInput, match="half-life"):
         TopKeys(2, half_life=0)
+
+
+def test_the_recorder_ages_weights_on_the_clock_of_its_events() -> None:
+    """On virtual time: three keys at 20 puts a second for 100 s (two named), then one at
+    80 a second; the recorder ages by the requests' own times, so it is named within
+    20 s of virtual time (a few real milliseconds)."""
+    async def main() -> float | None:
+        store = shardex.open_store("memory://?profile=unlimited")
+        recorder = MetricsRecorder(top=2).attach(store)
+        async with shardex.ShardedIndex(store, "ix", seed=1, hedge=None) as index:
+            for second in range(130):
+                hot = second >= 100
+                for n in range(80 if hot else 0):
+                    await index.put("VIRAL", f"v-{second}-{n}")
+                for key in ("K0", "K1", "K2"):
+                    for n in range(20):
+                        await index.put(key, f"{key}-{n}")
+                labels = {s.labels.get("value") for family in recorder.snapshot()
+                          if family.name == "shardex_key_units" for s in family.samples}
+                if "VIRAL" in labels:
+                    return second - 100
+                await asyncio.sleep(1)
+        return None
+
+    named = shardex.run_virtual(main())
+    assert named is not None
+    assert named <= 20

@@ -23,7 +23,6 @@ is updated on the event loop and read from exporters' threads, so both hold one 
 from __future__ import annotations
 
 import threading
-import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -185,17 +184,19 @@ class MetricsRecorder:
     """Counts the events of the stores it is attached to, per index, in bounded labels.
 
     ``top``: keys of each level (logical, shard) that get a label of their own (>= 1),
-    the heaviest lately: their weights decay with ``half_life`` seconds on the clock
-    ``now`` (``TopKeys``). ``attach(store)`` starts counting a store's events,
-    ``detach(store)`` stops.
+    the heaviest lately: their weights decay with ``half_life`` seconds (``TopKeys``)
+    on the clock of the events counted (the newest request's end: the store's clock,
+    virtual in a simulation), or ``now`` when given. ``attach(store)`` starts counting a
+    store's events, ``detach(store)`` stops.
     """
 
     def __init__(self, *, top: int = 20, half_life: float = HALF_LIFE,
-                 now: Callable[[], float] = time.monotonic) -> None:
-        TopKeys(top, half_life=half_life, now=now)  # checks them
+                 now: Callable[[], float] | None = None) -> None:
+        self._seen = 0.0
+        self._now = now if now is not None else (lambda: self._seen)
+        TopKeys(top, half_life=half_life, now=self._now)  # checks them
         self._top = top
         self._half_life = half_life
-        self._now = now
         self._lock = threading.Lock()
         self._indexes: dict[str, _Index] = {}
         self._reasons: dict[str, str] = {}
@@ -267,6 +268,8 @@ class MetricsRecorder:
                     listener.fanout(read.namespace, read.width)
 
     def _usage(self, usage: Usage) -> None:
+        if usage.end > self._seen:
+            self._seen = usage.end
         index = self._index(usage.namespace)
         op, outcome, shares = _op(usage.write), usage.outcome, usage.shares
         # as store.stats() counts: unavailable apart, nothing for a request given up
