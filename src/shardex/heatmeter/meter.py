@@ -23,6 +23,7 @@ event loop use the time of the last request.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
@@ -114,7 +115,8 @@ class _Table:
         self.recent, self.recent_window = SpaceSaving(_CANDIDATES), -1
         if not candidates or len(self.tallies) < self.limit:
             return
-        by_peak = sorted(self.tallies.items(), key=lambda kv: (kv[1].peak, kv[0]))
+        by_peak = heapq.nsmallest(len(candidates), self.tallies.items(),
+                                  key=lambda kv: (kv[1].peak, kv[0]))
         for candidate, (weakest, tally) in zip(candidates, by_peak, strict=False):
             if candidate.lower <= tally.peak:
                 break
