@@ -99,6 +99,13 @@ def test_the_prometheus_feed_reads_rates_between_scrapes() -> None:
         (after["PENDING"]["units"] - before["PENDING"]) / 10.0)
     assert second["values"][0]["key"] == "PENDING"
     assert second["timeline"]["starts"] == [110.0]
+    # each request once, as store.stats() counts (the shard keys' sums counted a write on
+    # its entry's key and on its placement: 302 requests for 202, a probe)
+    stats = store.stats()
+    assert second["totals"]["requests"] == stats.totals.requests
+    assert second["totals"]["units"] == pytest.approx(stats.totals.read_units
+                                                      + stats.totals.write_units)
+    assert second["totals"]["throttles"] == stats.totals.throttles
 
 
 def test_serve_json_and_its_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:

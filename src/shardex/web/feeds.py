@@ -219,8 +219,12 @@ class PrometheusFeed(Feed):
                 text = answer.read().decode("utf-8")
         except OSError as exc:
             raise Unavailable(f"cannot scrape {self._url}: {exc}") from exc
-        levels: dict[str, dict[str, list[float]]] = {"value": {}, "shard_key": {}}
+        levels: dict[str, dict[str, list[float]]] = {"value": {}, "shard_key": {},
+                                                     "total": {}}
         slot = {"units": 0, "throttles": 2, "requests": 3}
+        # the index totals: each request once (the shard keys count one on every key it
+        # touched, an entry's and its placement's: 302 requests for 202)
+        whole = {f"shardex_{what}_total": at for what, at in slot.items()}
         reshard: dict[str, Any] = {}
         try:
             families = list(self._parse(text))
@@ -244,6 +248,9 @@ class PrometheusFeed(Feed):
                         reshard[{"entries_moved": "moved", "entries_total": "total",
                                  "parity_mismatches": "mismatches"}.get(field, field)] = \
                             sample.value
+                    continue
+                if name in whole:
+                    levels["total"].setdefault("", [0.0] * 4)[whole[name]] += sample.value
                     continue
                 for level, prefix in (("value", "shardex_key_"),
                                       ("shard_key", "shardex_shard_key_")):
@@ -293,9 +300,8 @@ class PrometheusFeed(Feed):
                     "values": {k: v for k, v in lines["value"].items() if k in hottest["value"]},
                     "shard_keys": {k: v for k, v in lines["shard_key"].items()
                                    if k in hottest["shard_key"]}}
-        totals = {"requests": sum(int(f[3]) for f in levels["shard_key"].values()),
-                  "units": sum(f[0] + f[1] for f in levels["shard_key"].values()),
-                  "throttles": sum(int(f[2]) for f in levels["shard_key"].values())}
+        whole = levels["total"].get("", [0.0] * 4)
+        totals = {"requests": int(whole[3]), "units": whole[0], "throttles": int(whole[2])}
         reshard = self._reshard
         if reshard is not None and reshard.get("total"):
             reshard["progress"] = min(1.0, reshard.get("moved", 0.0) / reshard["total"])
