@@ -231,12 +231,16 @@ def test_simulate_reads_a_diagnosis(tmp_path: Path) -> None:
     top = json.loads(diagnosis)["top"]
     assert set(doc["values"]) == {row["key"] for row in top}
     pending = next(row for row in top if row["key"] == "PENDING")
+    # its writes as writes, its reads as read units, each at its own peak
     assert doc["values"]["PENDING"]["offered_writes_per_s"] == pytest.approx(
-        pending["peak_units_per_s"], rel=1e-3)
+        pending["peak_write_units_per_s"], rel=1e-3)
+    assert doc["values"]["PENDING"]["offered_read_units_per_s"] == pytest.approx(
+        pending["peak_read_units_per_s"], rel=1e-3)
     assert doc["duration_s"] == json.loads(diagnosis)["totals"]["seconds"]
     code, out = invoke("simulate", str(path), "--rate", "sustained", "--json")
-    assert json.loads(out)["values"]["PENDING"]["offered_writes_per_s"] == pytest.approx(
-        pending["sustained_units_per_s"], rel=1e-3)
+    sustained = json.loads(out)["values"]["PENDING"]
+    assert sustained["offered_writes_per_s"] + sustained["offered_read_units_per_s"] == \
+        pytest.approx(pending["sustained_units_per_s"], rel=1e-3)
 
 
 def test_simulate_skips_the_keys_a_diagnosis_found_unroutable(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""``shardex plan``: N per value from its peak write rate, and what that N costs to read."""
+"""``shardex plan``: N per value from its peak write rate (and, from a diagnosis, its measured
+reads), and what that N costs to read."""
 
 from __future__ import annotations
 
@@ -141,11 +142,14 @@ def _with_settings(table: Any, mode: str, settings: tuple[str, ...]) -> Any:
         raise click.BadParameter(str(exc), param_hint="--table") from None
 
 
-def _measured_peaks(path: str) -> tuple[dict[str, float], tuple[str, ...], str | None]:
+def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tuple[str, ...],
+                                         str | None]:
     """The peak write units a second of each key a ``shardex.diagnose/1`` document lists,
-    notes on what it leaves out (``shardex.scenarios.workload.measured_keys``: a key that
-    cannot be a logical key is not planned), and the ceiling it was made against (whose
-    store's units it measured: ``cosmos``, request units; else write units).
+    its peak read units a second (``peak_read_units_per_s``, for the keys whose row has
+    it: a diagnosis written before rows held it has none), notes on what it leaves out
+    (``shardex.scenarios.workload.measured_keys``: a key that cannot be a logical key is
+    not planned), and the ceiling it was made against (whose store's units it measured:
+    ``cosmos``, request units; else write units).
 
     ``-`` reads standard input. A document of another kind, or one that lists no key, is
     a usage error naming --from.
@@ -167,15 +171,22 @@ def _measured_peaks(path: str) -> tuple[dict[str, float], tuple[str, ...], str |
     except InvalidInput as exc:
         raise click.BadParameter(str(exc), param_hint="--from") from None
     peaks: dict[str, float] = {}
+    reads: dict[str, float] = {}
     for where, row in measured.rows:
         figure = row.get("peak_write_units_per_s", row.get("peak_units_per_s"))
         if isinstance(figure, bool) or not isinstance(figure, int | float):
             raise click.BadParameter(f"{path}: {where} needs a key and its peak units",
                                      param_hint="--from")
         peaks[row["key"]] = float(figure)
+        if "peak_read_units_per_s" in row:
+            read = row["peak_read_units_per_s"]
+            if isinstance(read, bool) or not isinstance(read, int | float):
+                raise click.BadParameter(f"{path}: {where}.peak_read_units_per_s must be a "
+                                         f"number, got {read!r}", param_hint="--from")
+            reads[row["key"]] = float(read)
     ceiling = doc.get("ceiling")
     name = ceiling.get("name") if isinstance(ceiling, dict) else None
-    return peaks, measured.notes, name if isinstance(name, str) else None
+    return peaks, reads, measured.notes, name if isinstance(name, str) else None
 
 
 @click.command()
@@ -184,7 +195,7 @@ def _measured_peaks(path: str) -> tuple[dict[str, float], tuple[str, ...], str |
               help="A logical key and its peak writes a second; repeat per value.")
 @click.option("--from", "source_file", metavar="FILE",
               help="A diagnosis (shardex diagnose --json; '-' reads stdin): plan each key it "
-                   "lists on its measured peak write units a second.")
+                   "lists on its measured peak write and read units a second.")
 @click.option("--item-bytes", type=count(1, ITEM_BYTES), default=1024, show_default=True,
               help="Bytes of one index entry as written (write units per started KB).")
 @click.option("--read-item-bytes", type=count(1, ITEM_BYTES), default=None,
@@ -238,7 +249,8 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
          eventual: bool, item_writes: float | None, verify: bool, verify_seconds: int | None,
          latency_median_ms: float, latency_p99_ms: float, as_json: bool) -> None:
     """Plan N per value: the smallest N with peak x units x amplification x headroom <= N x
-    ceiling, grown until the busiest physical partition (where the shard keys hash, at the
+    ceiling (and, from a diagnosis, with its read units x headroom <= N x read ceiling), grown
+    until the busiest physical partition (where the shard keys hash, at the
     p99 of placements, with the placement records) takes the peak; the read-side cost of
     each N; every write the layout makes against what the table serves; and one verdict,
     keeps up or throttles, with the assumptions it rests on and what avoids it."""
@@ -262,7 +274,8 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
             raise click.BadParameter("a diagnosis measured its units, amplification included",
                                      param_hint="--amplification")
         # measured units already hold the item's size and the layout's amplification
-        measured, notes, measured_against = _measured_peaks(source_file)
+        measured, read_peaks, notes, measured_against = _measured_peaks(source_file)
+        # a --peak given over a measured key plans its writes as given, its reads as measured
         given = {**measured, **given}
         item_bytes, amplification = 1024, 1.0
         if item_writes is None:
@@ -272,7 +285,7 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
             # the same (scenarios.simulate.verify_plan).
             item_writes = 0.0
     else:
-        notes, measured_against = (), None
+        read_peaks, notes, measured_against = {}, (), None
     if not given:
         raise click.UsageError("give each value's peak (--peak VALUE=WRITES_PER_S) or a "
                                "diagnosis (--from FILE)")
@@ -305,7 +318,8 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
                            amplification=amplification, listing_items=listing,
                            consistent=not eventual, latency=latency,
                            mode=mode or "table", table=table, item_writes=item_writes,
-                           partitions=partitions)
+                           partitions=partitions,
+                           read_peaks={v: r for v, r in read_peaks.items() if v in peaks})
 
     result = planned(given)
     per_item = next(iter(result.values.values())).units_per_item
@@ -337,11 +351,14 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
              f"ceiling {bound.name} ({bound.write_units:g} write units/s a partition), "
              f"headroom {result.headroom:g}x, {result.item_bytes} bytes an entry")
     if source_file is not None:
+        read = any(p.read_units_per_s is not None for p in result.values.values())
         sizes = (f"peaks are the write units/s measured in {escape(source_file)} (item size "
                  f"and amplification as measured: {escape(measured_as)}, 1x; placement "
-                 f"records for --item-writes only); ceiling {bound.name} "
-                 f"({bound.write_units:g} write units/s a partition), headroom "
-                 f"{result.headroom:g}x")
+                 f"records for --item-writes only)"
+                 + (", and its read units/s as measured" if read else "")
+                 + f"; ceiling {bound.name} ({bound.write_units:g} write "
+                 + (f"and {bound.read_units:g} read " if read else "")
+                 + f"units/s a partition), headroom {result.headroom:g}x")
     console.print(f"[bold]plan[/]: {result.mode} mode ({source}); {sizes}", highlight=False)
     for note in notes:
         console.print(f"note: {note}", markup=False, highlight=False)
@@ -356,11 +373,33 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
              f"{p.fanout_p50_ms:.1f}/{p.fanout_p99_ms:.1f}"]
             for value, p in result.values.items()]
     console.print(output.table(console, columns, rows))
+    for line in _read_lines(result):
+        console.print(line, highlight=False)
     for line in _table_lines(result):
         console.print(line, highlight=False)
     _print_verdict(console, result)
     if verified is not None:
         _print_verified(console, verified)
+
+
+def _read_lines(result: Any) -> list[str]:
+    """A line for each value whose N its measured reads set (above what its writes need)."""
+    bound = result.ceiling
+    lines = []
+    for value, p in result.values.items():
+        if p.read_shards is None or p.read_units_per_s is None:
+            continue
+        writes = max(1, math.ceil(round(p.required_units_per_s / bound.write_units, 9)))
+        if p.read_shards <= writes:
+            continue
+        line = (f"{escape(value)}: N={p.shards} set by its reads ({p.read_units_per_s:,.0f} "
+                f"read units/s x {result.headroom:g} headroom over "
+                f"{bound.read_units:,.0f} a partition)")
+        if p.shards > p.read_shards:
+            line += (f": {p.read_shards} by that rule, {p.shards} where its shard keys "
+                     "share partitions")
+        lines.append(line + f"; its writes alone need {writes}")
+    return lines
 
 
 def _accounts(table: Any) -> int:
@@ -389,9 +428,15 @@ def _table_lines(result: Any) -> list[str]:
                 f"{table.placement_units_per_s:,.0f} for {table.item_writes_per_s:,.0f} item "
                 f"writes/s), {table.required_units_per_s:,.0f} with the headroom; "
                 f"{table.profile} serves {table.limit_write_units_per_s:,.0f} at once")
+    reads = f"{table.read_units_per_s:,.0f} read units/s locate the items"
+    if table.entry_read_units_per_s:
+        where = " on the GSI" if table.gsi else ""
+        reads = (f"the values read {table.entry_read_units_per_s:,.0f} units/s{where} and "
+                 f"{reads}, {table.required_read_units_per_s:,.0f} with the headroom"
+                 + (" (the busier)" if table.gsi else ""))
     lines = [
-        f"[bold]table[/]: {load} ({table.limited_by}); {table.read_units_per_s:,.0f} read "
-        f"units/s locate the items (of {table.limit_read_units_per_s:,.0f})"]
+        f"[bold]table[/]: {load} ({table.limited_by}); {reads} (of "
+        f"{table.limit_read_units_per_s:,.0f})"]
     # name each limit that binds with the setting that raises it, and a value past it
     fixes = []
     for binds, setting, why, needed, quota in (
@@ -439,15 +484,17 @@ def _print_verdict(console: Any, result: Any) -> None:
         what = "GSI" if part.resource == "index" else "table"
         count = (counted(part.partitions, "partition") if part.partitions else
                  "every partition key its own partition")
-        line = (f"[bold]partitions[/]: the {what} has {count}, {part.ceiling:,.0f} write "
-                f"units/s each")
+        reads = part.direction == "read"
+        line = (f"[bold]partitions[/]: the {what} has {count}, {part.ceiling:,.0f} "
+                f"{part.direction} units/s each")
         if part.partitions:
             line += (f"; {counted(b.keys, 'shard key')} "
                      f"{'hashes' if b.keys == 1 else 'hash'} onto "
                      f"{'it' if part.partitions == 1 else 'them'} (all apart in "
                      f"{100 * b.collision_free:.0f}% of the placements drawn), each "
                      f"partition takes {part.spread:,.0f} of "
-                     f"placement records; the busiest takes {b.expected:,.0f} expected, "
+                     f"{'locates' if reads else 'placement records'}; the busiest takes "
+                     f"{b.expected:,.0f} {'read units ' if reads else ''}expected, "
                      f"{b.worst:,.0f} at the p99 ({escape(', '.join(b.worst_keys[:4]))}"
                      f"{', ...' if len(b.worst_keys) > 4 else ''})")
         else:

@@ -94,6 +94,7 @@ class Change:
             entry.update(units=self.heat.units,
                          peak_units_per_s=self.heat.peak_units_per_s,
                          peak_write_units_per_s=self.heat.peak_write_units_per_s,
+                         peak_read_units_per_s=self.heat.peak_read_units_per_s,
                          sustained_units_per_s=self.heat.sustained_units_per_s)
         return entry
 

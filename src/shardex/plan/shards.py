@@ -45,6 +45,7 @@ from shardex.documents import PLAN_SCHEMA, rounded
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
 from shardex.plan.partitions import TRIALS
+from shardex.plan.reads import checked_read_peaks, fit_reads, read_shards
 from shardex.plan.verdict import (
     PartitionPlan,
     Verdict,
@@ -143,6 +144,10 @@ class ValuePlan:
     - ``listing_read_units``: read units of that listing, when its size is known.
     - ``fanout_p50_ms`` / ``fanout_p99_ms``: latency of one fan-out round (every shard's
       first page) from the latency model: the slowest of N requests.
+    - ``read_units_per_s``: its measured read units a second at the peak, as the store
+      charged them (None: not measured); ``read_shards`` the smallest N with
+      ``read_units_per_s x headroom <= N x ceiling.read_units`` (a listing's reads spread
+      over the N shard keys), which ``shards`` is at least.
     """
 
     value: str
@@ -159,6 +164,8 @@ class ValuePlan:
     listing_read_units: float | None
     fanout_p50_ms: float
     fanout_p99_ms: float
+    read_units_per_s: float | None = None
+    read_shards: int | None = None
 
     @property
     def sharded(self) -> bool:
@@ -181,6 +188,8 @@ class ValuePlan:
             "listing_read_units": self.listing_read_units,
             "fanout_p50_ms": self.fanout_p50_ms,
             "fanout_p99_ms": self.fanout_p99_ms,
+            "read_units_per_s": self.read_units_per_s,
+            "read_shards": self.read_shards,
         }
 
 
@@ -193,7 +202,9 @@ class TablePlan:
       times the transaction cost in the ``table`` layout; ``write_units_per_s`` both,
       ``required_units_per_s`` with the headroom.
     - ``read_units_per_s``: the strongly consistent read of each item's placement that
-      precedes its write.
+      precedes its write; ``entry_read_units_per_s`` the values' measured reads (their
+      ``read_units_per_s`` summed), on the GSI in GSI mode (``gsi``: under a limit of its
+      own, as the entries' writes are).
     - ``limit_write_units_per_s``/``limit_read_units_per_s``: what the table (its GSI,
       in GSI mode, for the entries) serves at once, ``limited_by`` what sets the write
       figure (``warm throughput``, ``provisioned capacity``, ``per-table quota``,
@@ -224,6 +235,8 @@ class TablePlan:
     read_limited_by: str = ""
     read_setting: str = ""
     quota_read_units_per_s: float = math.inf
+    entry_read_units_per_s: float = 0.0
+    gsi: bool = False
 
     @property
     def fits(self) -> bool:
@@ -236,13 +249,21 @@ class TablePlan:
         return self.required_units_per_s > self.limit_write_units_per_s
 
     @property
+    def asked_read_units_per_s(self) -> float:
+        """The reads against the read limit at the peak: the locates and the values' reads
+        (in GSI mode the busier of the two, each under a limit of its own)."""
+        if self.gsi:
+            return max(self.read_units_per_s, self.entry_read_units_per_s)
+        return self.read_units_per_s + self.entry_read_units_per_s
+
+    @property
     def required_read_units_per_s(self) -> float:
-        """The reads that locate items, with the headroom."""
-        return self.read_units_per_s * self.headroom
+        """The reads (``asked_read_units_per_s``), with the headroom."""
+        return self.asked_read_units_per_s * self.headroom
 
     @property
     def read_binds(self) -> bool:
-        """Whether the locating reads, with the headroom, pass what the table serves."""
+        """Whether the reads, with the headroom, pass what the table serves."""
         return self.required_read_units_per_s > self.limit_read_units_per_s
 
     def to_dict(self) -> dict[str, Any]:
@@ -258,6 +279,8 @@ class TablePlan:
             "limited_by": self.limited_by, "fits": self.fits, "setting": self.setting,
             "quota_write_units_per_s": self.quota_write_units_per_s,
             "read_limited_by": self.read_limited_by, "read_setting": self.read_setting,
+            "entry_read_units_per_s": self.entry_read_units_per_s,
+            "required_read_units_per_s": self.required_read_units_per_s,
         }
 
 
@@ -371,7 +394,8 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
                 consistent: bool = True, latency: LatencyModel | None = None,
                 mode: str = "table", table: Profile | None = None,
                 item_writes: float | None = None, partitions: int | None = None,
-                namespace: str = "index") -> Plan:
+                namespace: str = "index",
+                read_peaks: Mapping[str, float] | None = None) -> Plan:
     """Plan N for each value of ``peaks`` (value -> peak writes a second), its read cost,
     the table's partitions and the one verdict: the sizing function other code calls.
 
@@ -386,7 +410,13 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     <= N x ceiling.write_units`` (values that fit one partition keep N = 1) and grows while
     the busiest partition, at the p99 of hash placements, would pass its ceiling with the
     headroom (``shardex.plan.verdict.fit_shards``); placements are drawn over index names
-    starting at ``namespace``. The
+    starting at ``namespace``. ``read_peaks`` (value -> its measured read units a second,
+    as the store charged them; a value left out was not measured: None in its plan, no
+    reads counted) sets a floor on N: the
+    smallest with ``read_peak x headroom <= N x ceiling.read_units``, a listing's reads
+    spread over the N shard keys; N then grows, as for the writes, while the busiest
+    partition's reads at the p99 pass its read ceiling, and the reads count against the
+    table's read limit. The
     amplification defaults to that of ``mode`` (AMPLIFICATION: 2 for ``table``, 1
     for ``gsi``, 4 for ``azure``, 2 for ``cosmos``). Read-side costs use
     ``read_item_bytes`` (default ``item_bytes``),
@@ -396,9 +426,9 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     on-demand table, ``dynamodb-gsi`` in GSI mode, ``azure-tables`` for ``azure``) with
     ``item_writes`` items written a second (default: the sum of the peaks, each entry
     written by its own item write; a move writes two entries for one item). Raises InvalidKey
-    for a value that cannot be a logical key, InvalidInput for a negative or non-finite peak, a
-    non-positive size, headroom or amplification, an unknown ceiling or mode, or a
-    value that needs more than 4096 shards.
+    for a value that cannot be a logical key, InvalidInput for a negative or non-finite peak
+    or read peak, a read peak of a value with no peak, a non-positive size, headroom or
+    amplification, an unknown ceiling or mode, or a value that needs more than 4096 shards.
     """
     if mode not in MODES:
         raise InvalidInput(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
@@ -425,6 +455,7 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     if unknown:
         raise InvalidInput(f"listing size given for {', '.join(map(repr, unknown))}, "
                            "which has no peak")
+    reads = checked_read_peaks(read_peaks, peaks)
     base_model = table or profile(_PROFILES[mode])
     if (base_model.write_ceiling, base_model.read_ceiling) != (bound.write_units,
                                                                bound.read_units):
@@ -437,6 +468,7 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
         1.0 if base_model.layout == "gsi" else base_model.transaction_cost))
     units = model_.write_cost(size)
     base: dict[str, int] = {}
+    read_base: dict[str, int] = {}
     for value, peak in peaks.items():
         validate_value(value)
         if isinstance(peak, bool) or not isinstance(peak, int | float):
@@ -446,6 +478,9 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
                                      amplification=amplification, headroom=headroom)
         except InvalidInput as exc:
             raise InvalidInput(f"{value}: {exc}") from exc
+        if value in reads:
+            read_base[value] = read_shards(value, reads[value], bound.read_units, headroom)
+            base[value] = max(base[value], read_base[value])
         items = None if listing_items is None else listing_items.get(value)
         if items is not None and (isinstance(items, bool) or not isinstance(items, int)
                                   or items < 0):
@@ -469,6 +504,17 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
         shards, _ = fit_shards(loads, base, partitions=count, ceiling=bound_units,
                                spread=entry_spread, headroom=1.0, namespace=namespace,
                                trials=TRIALS)
+    locates = float(item_writes) * model_.read_cost(PLACEMENT_BYTES, 1, True)
+    # the values that read: a key with no reads takes no read units where it hashes
+    read_loads = {value: read for value, read in reads.items() if read > 0}
+    if read_loads:
+        # the reads on the same shard keys, from the N the writes fitted: more of them
+        # where a partition's reads at the p99 pass its read ceiling
+        shards, read_fitted = fit_reads(model_, read_loads, base, shards, count=count,
+                                        locates=locates, headroom=headroom,
+                                        namespace=namespace)
+    else:
+        read_fitted = True
     plans: dict[str, ValuePlan] = {}
     for value, peak in peaks.items():
         n = shards[value]
@@ -483,25 +529,28 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
             queries_per_listing=n * pages, pages_per_shard=pages, listing_items=items,
             listing_read_units=listing_units,
             fanout_p50_ms=1000.0 * model.fanout_quantile(n, 0.5),
-            fanout_p99_ms=1000.0 * model.fanout_quantile(n, 0.99))
+            fanout_p99_ms=1000.0 * model.fanout_quantile(n, 0.99),
+            read_units_per_s=reads.get(value), read_shards=read_base.get(value))
     table_plan = _table_plan(plans, model_, float(item_writes), float(headroom), mode)
     parts = resources(model_, loads, shards, placements=placements, headroom=headroom,
-                      namespace=namespace)
+                      namespace=namespace, reads=read_loads, locates=locates)
     total = table_plan.entry_units_per_s + table_plan.placement_units_per_s \
         if mode != "gsi" else max(table_plan.entry_units_per_s,
                                   table_plan.placement_units_per_s)
     # a larger table for the writes only when they need one: a read limit that binds is
     # raised by its own setting (warm_read, provisioned_read), which a write setting leaves
-    needs_more = not fitted or not all(p.fits for p in parts) or table_plan.write_binds
+    needs_more = not fitted or not all(p.fits for p in parts if p.direction == "write") \
+        or table_plan.write_binds
     advice = recommend(model_, loads, base, placements=placements, total=total,
                        headroom=headroom, namespace=namespace) if needs_more else None
-    reads = _read_advice(model_, table_plan)
+    read_advice = _read_advice(model_, table_plan)
     verdict = judge(model_, parts, table_units=total,
                     table_limit=table_plan.limit_write_units_per_s,
                     limited_by=table_plan.limited_by,
-                    read_units=table_plan.read_units_per_s,
+                    read_units=table_plan.asked_read_units_per_s,
                     read_limit=table_plan.limit_read_units_per_s, headroom=headroom,
-                    fitted=fitted, recommendation=advice, read_recommendation=reads)
+                    fitted=fitted and read_fitted, recommendation=advice,
+                    read_recommendation=read_advice, reads_are=_reads_are(table_plan))
     return Plan(values=plans, ceiling=bound, item_bytes=size, read_item_bytes=read_size,
                 headroom=float(headroom), amplification=float(amplification),
                 consistent=consistent, latency=model, mode=mode, amplification_given=given,
@@ -509,10 +558,19 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
                 namespace=namespace)
 
 
+def _reads_are(table: TablePlan) -> str:
+    """The table's reads in words, for the verdict."""
+    if not table.entry_read_units_per_s:
+        return "the reads that locate items"
+    if table.gsi:
+        return "the busier of the values' reads (on the GSI) and the reads that locate items"
+    return "the values' reads and the reads that locate items"
+
+
 def _read_advice(model: Profile, table: TablePlan) -> tuple[str, float] | None:
-    """The read setting, and its least value, that serves the locating reads with the
-    headroom, when the table's read limit does not (None on Azure: no setting raises a
-    storage account's target)."""
+    """The read setting, and its least value, that serves the reads with the headroom,
+    when the table's read limit does not (None on Azure: no setting raises a storage
+    account's target)."""
     if not table.read_binds or model.store == "azure-tables":
         return None
     name = "provisioned_read" if model.capacity == "provisioned" else "warm_read"
@@ -535,7 +593,9 @@ def _table_plan(plans: Mapping[str, ValuePlan], model: Profile, item_writes: flo
     write, why, setting = _table_limit(model, "write")
     read, read_why, read_setting = _table_limit(model, "read")
     locates = item_writes * model.read_cost(PLACEMENT_BYTES, 1, True)
-    table_binds = total * headroom > write or locates * headroom > read
+    entry_reads = sum(p.read_units_per_s or 0.0 for p in plans.values())
+    reads = max(locates, entry_reads) if mode == "gsi" else locates + entry_reads
+    table_binds = total * headroom > write or reads * headroom > read
     partition_binds = any(p.sharded for p in plans.values())
     binds = ("both" if table_binds and partition_binds else "table" if table_binds
              else "partition" if partition_binds else "none")
@@ -547,4 +607,5 @@ def _table_plan(plans: Mapping[str, ValuePlan], model: Profile, item_writes: flo
                      limited_by=why, binds=binds, setting=setting,
                      quota_write_units_per_s=model.quota_write, headroom=headroom,
                      read_limited_by=read_why, read_setting=read_setting,
-                     quota_read_units_per_s=model.quota_read)
+                     quota_read_units_per_s=model.quota_read,
+                     entry_read_units_per_s=entry_reads, gsi=mode == "gsi")

@@ -46,12 +46,14 @@ _STEADY_SECONDS = 300.0
 
 @dataclass(frozen=True, slots=True)
 class PartitionPlan:
-    """The partitions of one resource (``table``, or the GSI ``index``) at the peak.
+    """The partitions of one resource (``table``, or the GSI ``index``) at the peak, in one
+    ``direction``: ``write`` (the entries), or ``read`` (the values' measured reads).
 
-    ``ceiling``: write units a second one partition takes (its share of a provisioned
-    table without adaptive capacity, if less); ``spread``: the units each takes of the
-    load spread over the table (placement records); ``busiest``: over hash placements at
-    the peak; ``fits``: at its p99; ``sized``: with the headroom too (``fits``).
+    ``ceiling``: units a second of that direction one partition takes (its share of a
+    provisioned table without adaptive capacity, if less); ``spread``: the units each
+    takes of the load spread over the table (placement records, or the reads that locate
+    them); ``busiest``: over hash placements at the peak; ``fits``: at its p99;
+    ``sized``: with the headroom too (``fits``).
     """
 
     resource: str
@@ -60,6 +62,7 @@ class PartitionPlan:
     spread: float
     busiest: Busiest
     headroom: float
+    direction: str = "write"
 
     @property
     def fits(self) -> bool:
@@ -73,7 +76,8 @@ class PartitionPlan:
 
     def to_dict(self) -> dict[str, Any]:
         b = self.busiest
-        return {"resource": self.resource, "partitions": self.partitions,
+        return {"resource": self.resource, "direction": self.direction,
+                "partitions": self.partitions,
                 "ceiling_units_per_s": self.ceiling, "spread_units_per_s": self.spread,
                 "busiest_expected_units_per_s": b.expected,
                 "busiest_p99_units_per_s": b.worst,
@@ -116,12 +120,15 @@ class Verdict:
                 "expects": list(self.expects), "watch_seconds": self.watch_seconds}
 
 
-def partition_ceiling(model: Profile, partitions: int) -> float:
-    """Write units a second one partition takes: the ceiling, or its share of a
-    provisioned table without adaptive capacity when that is less."""
+def partition_ceiling(model: Profile, partitions: int, *, write: bool = True) -> float:
+    """Write (``write``) or strongly consistent read units a second one partition takes:
+    the ceiling, or its share of a provisioned table without adaptive capacity when that
+    is less."""
+    ceiling = model.write_ceiling if write else model.read_ceiling
     if model.capacity == "provisioned" and not model.adaptive and partitions > 0:
-        return min(model.write_ceiling, model.provisioned_write / partitions)
-    return model.write_ceiling
+        provisioned = model.provisioned_write if write else model.provisioned_read
+        return min(ceiling, provisioned / partitions)
+    return ceiling
 
 
 def _busiest(units: Mapping[str, float], shards: Mapping[str, int], partitions: int,
@@ -186,23 +193,34 @@ def widest_shards(base: int) -> int:
 
 def resources(model: Profile, units: Mapping[str, float], shards: Mapping[str, int], *,
               placements: float, headroom: float, namespace: str = "index",
-              partitions: int | None = None) -> list[PartitionPlan]:
+              partitions: int | None = None, reads: Mapping[str, float] | None = None,
+              locates: float = 0.0) -> list[PartitionPlan]:
     """The partitions of each resource the layout writes to, at the peak and with the
     headroom: the table (entries and placement records spread over it), or in the GSI
-    layout the GSI (entries) and the table (placement records)."""
+    layout the GSI (entries) and the table (placement records); then, when ``reads``
+    (value -> its measured read units a second) has any, the same resources' reads: the
+    values' reads where their entries are, and the ``locates`` (read units a second)
+    spread over the table."""
     count = model.initial_partitions if partitions is None else partitions
-    ceiling = partition_ceiling(model, count)
-    spread = placements / count if count else 0.0
     out = []
-    if model.layout == "gsi":
-        pairs = [("index", units, 0.0), ("table", {}, spread)]
-    else:
-        pairs = [("table", units, spread)]
-    for name, loads, share in pairs:
-        shard = {v: shards[v] for v in loads}
-        out.append(PartitionPlan(
-            name, count, ceiling, share,
-            _busiest(loads, shard, count, share, 1.0, namespace, TRIALS), headroom))
+    directions: list[tuple[str, Mapping[str, float], float]] = [("write", units, placements)]
+    if reads is not None and any(reads.values()):
+        directions.append(("read", reads, locates))
+    for direction, loads_of, spread_units in directions:
+        ceiling = partition_ceiling(model, count, write=direction == "write")
+        spread = spread_units / count if count else 0.0
+        if model.layout == "gsi":
+            pairs = [("index", loads_of, 0.0), ("table", {}, spread)]
+        else:
+            pairs = [("table", loads_of, spread)]
+        for name, loads, share in pairs:
+            if direction == "read" and not any(loads.values()) and not share:
+                continue  # a resource no read reaches
+            shard = {v: shards[v] for v in loads}
+            out.append(PartitionPlan(
+                name, count, ceiling, share,
+                _busiest(loads, shard, count, share, 1.0, namespace, TRIALS), headroom,
+                direction))
     return out
 
 
@@ -273,12 +291,14 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
           table_limit: float, limited_by: str, read_units: float, read_limit: float,
           headroom: float, fitted: bool,
           recommendation: tuple[str, float, dict[str, int]] | None,
-          read_recommendation: tuple[str, float] | None = None) -> Verdict:
+          read_recommendation: tuple[str, float] | None = None,
+          reads_are: str = "the reads that locate items") -> Verdict:
     """The verdict at the peak on the table as given (see the module's docstring).
 
     ``table_units``: every write unit a second the layout makes at the table level,
     against ``table_limit`` (set by ``limited_by``); ``read_units``/``read_limit`` the
-    same for the reads that locate items; ``fitted``: whether N fits with the headroom.
+    same for the reads (``reads_are`` names them: the locates of items, and the values'
+    measured reads when there are any); ``fitted``: whether N fits with the headroom.
     ``recommendation``: the write setting, its value and N there (``recommend``);
     ``read_recommendation``: the read setting and its value, when the reads need one.
     """
@@ -301,7 +321,7 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
         elif model.capacity == "provisioned":
             assumed += _assumed(model, "initial_burst_seconds")
     if read_units > read_limit * (1 + _EPSILON):
-        reasons.append(f"the reads that locate items ({read_units:,.0f} units/s) are past "
+        reasons.append(f"{reads_are} ({read_units:,.0f} units/s) are past "
                        f"the table's {read_limit:,.0f}")
     for part in parts:
         if part.fits:
@@ -310,13 +330,16 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
         over = 1.0 - b.collision_free if b.keys > 1 else 1.0
         keys = ", ".join(b.worst_keys[:4]) + (", ..." if len(b.worst_keys) > 4 else "")
         where = "its GSI's" if part.resource == "index" else "its"
+        of_reads = part.direction == "read"
         reasons.append(
             f"{where} {counted(part.partitions, 'partition')} "
-            f"{'takes' if part.partitions == 1 else 'take'} the shard keys hashed onto "
+            f"{'takes' if part.partitions == 1 else 'take'} the "
+            f"{'reads of the ' if of_reads else ''}shard keys hashed onto "
             f"{'it' if part.partitions == 1 else 'them'}: the "
-            f"busiest takes {b.expected:,.0f} units/s expected, {b.worst:,.0f} at the p99 of "
-            f"placements ({keys}"
-            + (f" and {part.spread:,.0f} of placement records" if part.spread else "")
+            f"busiest takes {b.expected:,.0f} {'read ' if of_reads else ''}units/s expected, "
+            f"{b.worst:,.0f} at the p99 of placements ({keys}"
+            + (f" and {part.spread:,.0f} of {'locates' if of_reads else 'placement records'}"
+               if part.spread else "")
             + f") of its {part.ceiling:,.0f}; shard keys share a partition in {100 * over:.0f}%"
               " of placements")
         if math.isfinite(model.split_delay_seconds) and len(b.worst_keys) + (

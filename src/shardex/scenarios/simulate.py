@@ -14,7 +14,10 @@ capacity model as ``memory://``.
 Counting: an *entry write* is a put, a delete or one end of a move on a shard key (a
 move counts on both values, as ``OrdersLoad.peak_writes`` does); refused operations
 count once each, as the engine has no retries; a workload from a diagnosis offers
-its measured units, one unit a write.
+its measured units, one unit a write, and its measured reads (``ValueLoad.read_units``)
+one unit a read, spread over the value's shard keys against the read ceiling. A value's
+``accepted_ratio`` is the least of its writes', its page reads' and its read units'
+accepted shares.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ ACCEPTED_ENOUGH = 0.999
 # A placement record is well under 1 KB: one write unit, one read unit.
 _PLACEMENT_BYTES = 80
 _TIMELINE_POINTS = 300
+# the ends a read flow counts towards: a page read of a shard key, a share of a
+# value's measured read units on one
+_PAGE, _UNITS = "read:", "units:"
 
 
 @dataclass(slots=True)
@@ -78,6 +84,9 @@ class Simulation:
     shard_keys: dict[str, dict[str, _Count]] = field(default_factory=dict)
     reads: dict[str, _Count] = field(default_factory=dict)
     read_units: dict[str, float] = field(default_factory=dict)
+    # a diagnosis's measured read units, offered and accepted; and every read unit offered
+    unit_reads: dict[str, _Count] = field(default_factory=dict)
+    offered_read_units: dict[str, float] = field(default_factory=dict)
     peaks: dict[str, float] = field(default_factory=dict)
     throttles: dict[str, float] = field(default_factory=dict)
     tables: list[_Table] = field(default_factory=list)
@@ -96,7 +105,14 @@ class Simulation:
     def ok(self) -> bool:
         """Whether every value had its writes and reads accepted (``ACCEPTED_ENOUGH``)."""
         return all(c.ratio >= ACCEPTED_ENOUGH for c in (*self.values.values(),
-                                                         *self.reads.values()))
+                                                         *self.reads.values(),
+                                                         *self.unit_reads.values()))
+
+    def accepted_ratio(self, value: str) -> float:
+        """The least of ``value``'s writes', page reads' and read units' accepted shares."""
+        return min(count.ratio for count in (self.values[value],
+                                             self.reads.get(value, _Count()),
+                                             self.unit_reads.get(value, _Count())))
 
     def causes(self) -> list[str]:
         """What throttled, in words, the table limits first, with what would avoid it."""
@@ -139,11 +155,22 @@ class Simulation:
                        f"{first * ceiling:,.0f} {kind} units a second in all, and the workload "
                        f"asks up to {peak:,.0f}; it had {last} when the run ended ({setting} "
                        "sets how many it starts with)")
-        worst = sorted(((count.ratio, key, value) for value, keys in self.shard_keys.items()
-                        for key, count in keys.items() if count.ratio < ACCEPTED_ENOUGH))
+        worst = sorted([(count.ratio, key, value) for value, keys in self.shard_keys.items()
+                        for key, count in keys.items() if count.ratio < ACCEPTED_ENOUGH]
+                       + [(count.ratio, f"{_PAGE}{value}", value)
+                          for value, count in self.reads.items()
+                          if count.ratio < ACCEPTED_ENOUGH]
+                       + [(count.ratio, f"{_UNITS}{value}", value)
+                          for value, count in self.unit_reads.items()
+                          if count.ratio < ACCEPTED_ENOUGH])
         for ratio, key, value in worst[:3]:
+            n = self.shards(value)
+            if key.startswith((_PAGE, _UNITS)):
+                what = "page reads" if key.startswith(_PAGE) else "read units"
+                out.append(f"{value} (N={n}) accepted {100 * ratio:.1f}% of its {what}")
+                continue
             where = self.hot.get(key)
-            out.append(f"{key} ({value}, N={self.shards(value)}) accepted {100 * ratio:.1f}% of "
+            out.append(f"{key} ({value}, N={n}) accepted {100 * ratio:.1f}% of "
                        f"its entry writes" + (f"; its partition {where} throttled it"
                                               if where else ""))
         return out
@@ -175,12 +202,13 @@ class Simulation:
                 "offered_writes": count.offered, "accepted_writes": count.accepted,
                 "offered_writes_per_s": count.offered / duration,
                 "accepted_writes_per_s": count.accepted / duration,
-                "accepted_ratio": count.ratio,
+                "accepted_ratio": self.accepted_ratio(value),
                 "peak_offered_writes_per_s": self.peaks.get(value, 0.0),
                 "reads_per_s": reads.offered / duration,
                 "accepted_reads_per_s": reads.accepted / duration,
                 "queries_per_s": n * reads.offered / duration,
                 "read_units_per_s": self.read_units.get(value, 0.0) / duration,
+                "offered_read_units_per_s": self.offered_read_units.get(value, 0.0) / duration,
                 "fanout_p50_ms": 1000.0 * self.latency.fanout_quantile(n, 0.5),
                 "fanout_p99_ms": 1000.0 * self.latency.fanout_quantile(n, 0.99),
                 "shard_keys": {key: {"offered_writes": c.offered, "accepted_writes": c.accepted,
@@ -348,6 +376,8 @@ def _rates(workload: Workload, now: float) -> tuple[float, ...]:
         else:
             out += (load.write.at(now), load.delete.at(now))
         out.append(load.read.at(now))
+        if load.read_units is not None:
+            out.append(load.read_units.at(now))
     out += (move.rate.at(now) for move in workload.moves)
     if workload.item_writes is not None:
         out.append(workload.item_writes.at(now))
@@ -389,7 +419,14 @@ def _build(workload: Workload, keys: Mapping[str, list[tuple[str, int]]], profil
         rate = next(at)
         for key, ident in shards:
             reads.add(Flow(rate, False, (Part(entries, ident, units),), consistent),
-                      (value, f"read:{key}"))
+                      (value, f"{_PAGE}{key}"))
+        if load.read_units is not None:
+            # measured units, charged as the store charged them: strongly consistent, the
+            # ceiling diagnose and plan size them against; spread over the shard keys
+            rate = next(at) / n
+            for key, ident in shards:
+                reads.add(Flow(rate, False, (Part(entries, ident, 1.0),), True),
+                          (value, f"{_UNITS}{key}"))
     for move in workload.moves:
         rate = next(at)
         if rate <= 0:
@@ -425,6 +462,8 @@ def _operations(workload: Workload, rates: tuple[float, ...]) -> float:
         else:
             out += next(at) + next(at)
         next(at)  # its page reads
+        if load.read_units is not None:
+            next(at)  # its measured read units
     return out + sum(next(at) for _ in workload.moves)
 
 
@@ -442,9 +481,11 @@ def _targets(sim: Simulation, flows: _Flows) -> list[list[tuple[str, _Count, _Co
         for value, key in ends:
             if not value:
                 continue
-            if key.startswith("read:"):
+            if key.startswith(_PAGE):
                 n = len(sim.shard_keys[value])
                 targets.append((value, sim.reads.setdefault(value, _Count()), None, 1.0 / n))
+            elif key.startswith(_UNITS):
+                targets.append((value, sim.unit_reads.setdefault(value, _Count()), None, 1.0))
             else:
                 targets.append((value, sim.values[value], sim.shard_keys[value][key], 1.0))
         out.append(targets)
@@ -465,14 +506,17 @@ def _account(sim: Simulation, flows: _Flows, results: list[FlowResult],
             throttles[result.reason] = throttles.get(result.reason, 0.0) + refused
             if result.partition is not None:
                 for _, key in ends:
-                    sim.hot.setdefault(key.removeprefix("read:"), result.partition)
+                    sim.hot.setdefault(key.removeprefix(_PAGE).removeprefix(_UNITS),
+                                       result.partition)
         rate, accepted = flow.rate, result.accepted
         for value, count, shard, share in targets:
             if shard is None:  # a page read: each of its N shard queries counts 1/N
                 count.offered += rate * share
                 count.accepted += accepted * share
-                sim.read_units[value] = sim.read_units.get(value, 0.0) + \
-                    accepted * flow.parts[0].units
+                units = flow.parts[0].units
+                sim.read_units[value] = sim.read_units.get(value, 0.0) + accepted * units
+                sim.offered_read_units[value] = sim.offered_read_units.get(value, 0.0) + \
+                    rate * units
                 continue
             shard.offered += rate
             shard.accepted += accepted
@@ -487,8 +531,10 @@ def _account(sim: Simulation, flows: _Flows, results: list[FlowResult],
 
 def verify_plan(plan: Plan, *, seconds: int | None = None) -> dict[str, Any]:
     """Simulate ``plan`` on the table it was judged on: its routing, at the placement at
-    the p99 of those it drew (``Busiest.worst_namespace``), each value written at its
-    peak, with the item writes the plan counted (``TablePlan.item_writes_per_s``: one
+    the p99 of those it drew (``Busiest.worst_namespace``: of the writes, or of the
+    values' reads when they come nearer their ceiling), each value written at its
+    peak and read at its measured read peak (``ValuePlan.read_units_per_s``), with the
+    item writes the plan counted (``TablePlan.item_writes_per_s``: one
     placement record and one locate each), for ``seconds`` (default:
     ``Verdict.watch_seconds``, long enough to see the split or growth the verdict expects).
 
@@ -502,11 +548,17 @@ def verify_plan(plan: Plan, *, seconds: int | None = None) -> dict[str, Any]:
         raise InvalidInput("a plan to verify carries its profile and verdict (plan_shards)")
     values = {value: ValueLoad(value, write=Schedule(((0.0, p.peak),)),
                                item_bytes=plan.item_bytes,
-                               read_item_bytes=plan.read_item_bytes)
+                               read_item_bytes=plan.read_item_bytes,
+                               read_units=Schedule(((0.0, p.read_units_per_s),))
+                               if p.read_units_per_s else None)
               for value, p in plan.values.items()}
     duration = seconds if seconds is not None else int(plan.verdict.watch_seconds)
-    namespace = plan.partitions[0].busiest.worst_namespace if plan.partitions \
-        else plan.namespace
+    # the p99 placement of the entries' writes, or of the values' reads where those come
+    # nearer their ceiling: the placement the verdict is tightest on
+    keyed = [p for p in plan.partitions if p.busiest.keys]
+    tightest = max(keyed, key=lambda p: p.busiest.worst / p.ceiling if p.ceiling else 0.0,
+                   default=plan.partitions[0] if plan.partitions else None)
+    namespace = tightest.busiest.worst_namespace if tightest is not None else plan.namespace
     # The plan's item writes, not one a value's write: they differ with --item-writes, and
     # a plan of a diagnosis has none unless told (its measured units are the entries as
     # written, size and amplification included; a log counts units, not items, and holds
@@ -538,7 +590,8 @@ def verify_plan(plan: Plan, *, seconds: int | None = None) -> dict[str, Any]:
                                       "tables", "partitions", "verdict")} | {
         "namespace": namespace, "watched": watched, "agrees": keeps == sim.ok,
         "values": {value: {k: v[k] for k in ("shards", "offered_writes_per_s",
-                                             "accepted_writes_per_s", "accepted_ratio")}
+                                             "accepted_writes_per_s", "accepted_ratio",
+                                             "offered_read_units_per_s", "read_units_per_s")}
                    for value, v in run["values"].items()}}
 
 

@@ -25,9 +25,13 @@ A workload file (TOML, read with the standard library's ``tomllib``)::
     rate = 2000                      # a second; a number or steps, like write
 
 A ``shardex.diagnose/1`` document is a workload too: each of its top logical keys
-offers its measured units a second (``peak_units_per_s``, or ``sustained_units_per_s``)
-on its shard keys for the sample's seconds, reads and writes together counted as write
-units (the stricter ceiling), without placements (the log measured what was written).
+offers its measured units a second on its shard keys for the sample's seconds, without
+placements (the log measured what was written): its writes as write units against the
+write ceiling (``peak_write_units_per_s``) and its reads as read units against the read
+ceiling (``peak_read_units_per_s``), each at its own peak; ``--rate sustained`` splits
+``sustained_units_per_s`` in the peaks' proportion. A row without that split (a diagnosis
+written before rows held it) offers ``peak_units_per_s`` (or ``sustained_units_per_s``),
+reads and writes together, as write units (the stricter ceiling).
 A key that cannot be a logical key (diagnose lists it under
 ``recommendation.unroutable``: a key of another table or layout) is left out, and
 ``Workload.notes`` names it (``measured_keys``, which ``plan --from`` reads too).
@@ -56,7 +60,7 @@ __all__ = ["Measured", "Move", "Schedule", "ValueLoad", "Workload", "load_worklo
            "measured_keys", "workload_from_dict"]
 
 _VALUE_FIELDS = {"write", "delete", "read", "page", "item_bytes", "read_item_bytes", "sort",
-                 "bursts", "write_units", "shards"}
+                 "bursts", "write_units", "read_units", "shards"}
 _MAX_SECONDS = 7 * 24 * 3600
 _MAX_RATE = 1e9
 
@@ -96,7 +100,10 @@ class ValueLoad:
     """The load of one logical key: writes, deletes and reads a second, and its entries.
 
     ``write_units`` (from a diagnose document) replaces ``write``: units a second on its
-    shard keys as measured, with no placement records. ``shards`` is its N, if known.
+    shard keys as measured, with no placement records. ``read_units``: read units a second
+    as measured, spread over its shard keys against the read ceiling (strongly
+    consistent: as diagnose and plan size them), one unit a read. ``shards`` is its N, if
+    known.
     """
 
     value: str
@@ -109,6 +116,7 @@ class ValueLoad:
     rising: bool = True
     write_units: Schedule | None = None
     shards: int | None = None
+    read_units: Schedule | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +188,8 @@ def _schedule(where: str, value: Any, bursts: Any = (), name: str = "write") -> 
     for i, burst in enumerate(bursts):
         at = f"{where.rpartition('.')[0]}.bursts[{i}]"
         if not isinstance(burst, Mapping) or set(burst) - {"at", "seconds", "write", "read",
-                                                            "delete", "write_units"}:
+                                                            "delete", "write_units",
+                                                            "read_units"}:
             raise _fail(at, "must be a table of at, seconds and a rate (write, read, ...)")
         if name in burst:
             extra.append((_number(f"{at}.at", burst.get("at")),
@@ -222,7 +231,9 @@ def _value(where: str, value: str, doc: Any) -> ValueLoad:
         rising=sort == "rising",
         write_units=None if "write_units" not in doc else _schedule(
             f"{where}.write_units", doc["write_units"], bursts, "write_units"),
-        shards=None if shards is None else _shards(f"{where}.shards", shards))
+        shards=None if shards is None else _shards(f"{where}.shards", shards),
+        read_units=None if "read_units" not in doc else _schedule(
+            f"{where}.read_units", doc["read_units"], bursts, "read_units"))
 
 
 def _shards(where: str, value: Any) -> int:
@@ -396,9 +407,28 @@ def _from_diagnosis(doc: Mapping[str, Any], origin: str, *, rate: str = "peak") 
         where = f"{origin}: {i}"
         units = _number(f"{where}.{rate}_units_per_s", row.get(f"{rate}_units_per_s"))
         shards = _shards(f"{where}.shards", row.get("shards", 1))
-        values[row["key"]] = ValueLoad(value=row["key"], write_units=Schedule(((0.0, units),)),
-                                       shards=shards)
+        writes, reads = _split(where, row, units, rate)
+        values[row["key"]] = ValueLoad(
+            value=row["key"], write_units=Schedule(((0.0, writes),)), shards=shards,
+            read_units=None if reads is None else Schedule(((0.0, reads),)))
     return Workload(duration, values, (), {}, origin, measured.notes)
+
+
+def _split(where: str, row: Mapping[str, Any], units: float,
+           rate: str) -> tuple[float, float | None]:
+    """(write units, read units) a second a diagnosis's ``row`` offers at ``rate``: its
+    peaks of each (``sustained``: ``units`` in their proportion), or ``units`` all as
+    writes and no reads when the row does not split them."""
+    if "peak_write_units_per_s" not in row or "peak_read_units_per_s" not in row:
+        return units, None
+    writes = _number(f"{where}.peak_write_units_per_s", row["peak_write_units_per_s"])
+    reads = _number(f"{where}.peak_read_units_per_s", row["peak_read_units_per_s"])
+    if rate == "peak":
+        return writes, reads
+    both = writes + reads
+    if not both:
+        return units, 0.0
+    return units * writes / both, units * reads / both
 
 
 def load_workload(path: str | Path, *, rate: str = "peak") -> Workload:

@@ -1,0 +1,264 @@
+"""A key hot with reads: ``plan`` sizes its N on its reads too, ``simulate DIAGNOSIS`` offers
+its reads against the read ceiling, and ``plan --verify`` offers what the plan sized.
+
+The probe's finding, reproduced first: a key read at 6,000 units a second (twice a
+partition's 3,000) and written at 100; its diagnosis says N=3, its simulation throttles it
+at N=1, and ``plan --from`` said N=1, "keeps up": it sized N on the writes alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from shardex.cli import cli
+from shardex.documents import DIAGNOSE_SCHEMA
+from shardex.errors import InvalidInput
+from shardex.plan import plan_shards
+from shardex.routing import Routing, ShardPolicy
+from shardex.scenarios.simulate import simulate, verify_plan
+from shardex.scenarios.workload import load_workload
+from shardex.sim import profile
+
+WARM = ("--table", "warm_write=40000", "--table", "warm_read=40000")
+STORE = "memory://?warm_write=40000&warm_read=40000"
+
+
+def invoke(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), terminal_width=200)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def read_hot_log(path: Path) -> Path:
+    """60 s: R read at 6,000 units a second and written at 100, W written at 300."""
+    rows = ["timestamp,key,op,units"]
+    for t in range(60):
+        second = 1796014800 + t
+        rows += [f"{second},R,read,6000", f"{second},R,write,100", f"{second},W,write,300"]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def diagnosed(tmp_path: Path) -> Path:
+    path = tmp_path / "diag.json"
+    path.write_text(invoke("diagnose", str(read_hot_log(tmp_path / "log.csv")), "--json"))
+    return path
+
+
+# -- the probe's repro, end to end ------------------------------------------------------------
+
+def test_a_read_hot_key_is_planned_on_its_reads_and_the_simulation_agrees(
+        tmp_path: Path) -> None:
+    """diagnose: R's reads are 2x a partition, N=3; plan --from said N=1, 'keeps up', binds
+    none; simulate of the diagnosis on that layout accepted 16.4% of R."""
+    diagnosis = diagnosed(tmp_path)
+    top = {row["key"]: row for row in json.loads(diagnosis.read_text())["top"]}
+    assert top["R"]["peak_read_units_per_s"] == 6000.0
+    assert top["R"]["peak_to_ceiling"] == 2.0
+    plan = json.loads(invoke("plan", "--from", str(diagnosis), *WARM, "--json"))
+    r = plan["values"]["R"]
+    assert r["read_units_per_s"] == 6000.0
+    assert r["read_shards"] == 3  # 6,000 x 1.5 over 3,000
+    assert r["shards"] >= 3
+    assert plan["values"]["W"]["read_units_per_s"] == 0.0
+    assert plan["binds"] == "partition"
+    layout = tmp_path / "plan.json"
+    layout.write_text(json.dumps(plan))
+    run = json.loads(invoke("simulate", str(diagnosis), "--layout", str(layout), "--store",
+                            STORE, "--duration", "120", "--json"))
+    assert run["values"]["R"]["shards"] == r["shards"]
+    assert run["values"]["R"]["accepted_ratio"] >= 0.999
+    assert run["verdict"]["ok"] == plan["verdict"]["keeps_up"]
+    verified = json.loads(invoke("plan", "--from", str(diagnosis), *WARM, "--verify",
+                                 "--verify-seconds", "120", "--json"))["verify"]
+    assert verified["agrees"]
+    assert verified["values"]["R"]["accepted_ratio"] >= 0.999
+
+
+def test_the_text_says_which_n_its_reads_set(tmp_path: Path) -> None:
+    """N=3 by the read rule; at the p99 of placements two of R's 3 shard keys share a
+    partition (7% of placements on 40 partitions), so N grows as it does for writes."""
+    diagnosis = str(diagnosed(tmp_path))
+    n = json.loads(invoke("plan", "--from", diagnosis, *WARM, "--json"))["values"]["R"]["shards"]
+    text = " ".join(invoke("plan", "--from", diagnosis, *WARM).split())
+    assert "peaks are the write units/s" in text
+    assert "and its read units/s as measured; ceiling dynamodb (1000 write and 3000 read " \
+        "units/s a partition)" in text
+    assert f"R: N={n} set by its reads (6,000 read units/s x 1.5 headroom over 3,000 a " \
+        "partition): 3 by that rule, " in text
+    assert "its writes alone need 1" in text
+    assert "W: N=1 set by its reads" not in text
+    assert "the values read 6,000 units/s and 0 read units/s locate the items, 9,000 with " \
+        "the headroom (of 40,000)" in text
+    assert "partitions: the table has 40 partitions, 3,000 read units/s each" in text
+
+
+# -- plan_shards(read_peaks=...) --------------------------------------------------------------
+
+def test_read_peaks_set_n_when_they_need_more_than_the_writes() -> None:
+    plan = plan_shards({"R": 100.0, "W": 300.0}, read_peaks={"R": 6000.0}, item_bytes=1024,
+                       amplification=1.0, item_writes=0.0, partitions=0)
+    r, w = plan.values["R"], plan.values["W"]
+    assert (r.shards, r.read_shards, r.read_units_per_s) == (3, 3, 6000.0)
+    assert (w.shards, w.read_shards, w.read_units_per_s) == (1, None, None)  # not measured
+    assert r.to_dict()["read_units_per_s"] == 6000.0
+    assert r.to_dict()["read_shards"] == 3
+    assert plan.routing().overrides == {"R": ShardPolicy(shards=3)}
+    # the writes' N stands when it is the larger
+    more = plan_shards({"R": 2000.0}, read_peaks={"R": 3000.0}, amplification=1.0,
+                       item_writes=0.0, partitions=0)
+    assert more.values["R"].shards == 3
+    assert more.values["R"].read_shards == 2
+
+
+def test_without_read_peaks_nothing_is_measured() -> None:
+    plan = plan_shards({"R": 100.0})
+    assert plan.values["R"].read_units_per_s is None
+    assert plan.values["R"].read_shards is None
+    doc = plan.to_dict()["values"]["R"]
+    assert doc["read_units_per_s"] is None
+    assert doc["read_shards"] is None
+
+
+def test_the_values_reads_count_against_the_tables_read_limit() -> None:
+    """A new on-demand table serves 12,000 read units at once: 13,000 of reads pass it."""
+    plan = plan_shards({"R": 10.0}, read_peaks={"R": 13_000.0}, amplification=1.0,
+                       item_writes=0.0, partitions=0)
+    assert plan.table is not None
+    assert plan.verdict is not None
+    assert plan.table.entry_read_units_per_s == 13_000.0
+    assert plan.table.read_binds
+    assert not plan.verdict.keeps_up
+    assert plan.verdict.summary == (
+        "throttles: the values' reads and the reads that locate items (13,000 units/s) are "
+        "past the table's 12,000")
+    assert plan.verdict.setting == {"warm_read": 19_500.0}  # the reads' own setting alone
+    assert plan.to_dict()["table"]["entry_read_units_per_s"] == 13_000.0
+    assert plan.to_dict()["table"]["required_read_units_per_s"] == 19_500.0
+
+
+def test_reads_that_crowd_a_partition_are_no_reason_to_warm_the_writes() -> None:
+    """A new table's 4 partitions: R's 5 shard keys of 2,000 read units share them. The
+    verdict names the partitions' reads, and proposed warm_write=5,000 'with R=5': a
+    write setting, for the reads, on a table whose 5 partitions they crowd as well."""
+    plan = plan_shards({"R": 10.0}, read_peaks={"R": 10_000.0}, amplification=1.0,
+                       item_writes=0.0)
+    assert plan.verdict is not None
+    assert not plan.verdict.keeps_up
+    assert plan.verdict.summary.startswith("throttles: its 4 partitions take the reads of the "
+                                           "shard keys hashed onto them")
+    assert plan.verdict.setting is None
+    assert "warm_write" not in " ".join(plan.verdict.reasons)
+
+
+@pytest.mark.parametrize(("reads", "message"), [
+    ({"R": -1.0}, "read peak of 'R' must be a finite number >= 0"),
+    ({"R": math.nan}, "read peak of 'R' must be a finite number >= 0"),
+    ({"R": math.inf}, "read peak of 'R' must be a finite number >= 0"),
+    ({"R": True}, "read peak of 'R' must be a finite number >= 0"),
+    ({"R": "6000"}, "read peak of 'R' must be a finite number >= 0"),
+    ({"X": 10.0}, "read peak given for 'X', which has no peak"),
+    ({"R": 1e12}, "R: a read peak of 1e+12 read units/s"),
+])
+def test_bad_read_peaks_are_refused(reads: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidInput, match=message.replace("(", r"\(").replace("+", r"\+")):
+        plan_shards({"R": 100.0}, read_peaks=reads)  # type: ignore[arg-type]
+
+
+# -- simulate DIAGNOSIS: reads against the read ceiling ----------------------------------------
+
+def test_a_diagnosis_offers_its_reads_as_reads(tmp_path: Path) -> None:
+    """R was offered 6,100 write units a second against a partition's 1,000: '16.4%
+    accepted', 6x over where its diagnosis says 2x."""
+    load = load_workload(diagnosed(tmp_path))
+    r = load.values["R"]
+    assert r.write_units is not None
+    assert r.write_units.peak() == 100.0
+    assert r.read_units is not None
+    assert r.read_units.peak() == 6000.0
+    table = profile("dynamodb-on-demand", warm_write=40_000.0, warm_read=40_000.0,
+                    partitions=0)
+    one = simulate(load, Routing(), table).to_dict()["values"]["R"]
+    assert one["offered_writes_per_s"] == 100.0
+    assert one["accepted_writes_per_s"] == 100.0
+    assert one["offered_read_units_per_s"] == 6000.0
+    assert one["read_units_per_s"] == pytest.approx(3000.0)  # one partition's read ceiling
+    assert one["accepted_ratio"] == pytest.approx(0.5)
+    three = simulate(load, Routing(overrides={"R": ShardPolicy(shards=3)}), table)
+    assert three.ok
+    assert three.to_dict()["values"]["R"]["read_units_per_s"] == pytest.approx(6000.0)
+
+
+def test_a_throttled_read_is_a_cause_of_the_verdict(tmp_path: Path) -> None:
+    table = profile("dynamodb-on-demand", warm_write=40_000.0, warm_read=40_000.0,
+                    partitions=0)
+    sim = simulate(load_workload(diagnosed(tmp_path)), Routing(), table)
+    assert not sim.ok
+    assert sim.verdict().startswith("throttled: R (N=1) accepted 50.0% of its read units")
+
+
+def test_a_sustained_run_splits_the_mean_in_the_peaks_proportion(tmp_path: Path) -> None:
+    path = tmp_path / "diag.json"
+    path.write_text(json.dumps({"schema": DIAGNOSE_SCHEMA, "totals": {"seconds": 10}, "top": [
+        {"key": "R", "peak_units_per_s": 4000.0, "peak_write_units_per_s": 1000.0,
+         "peak_read_units_per_s": 3000.0, "sustained_units_per_s": 2000.0}]}))
+    r = load_workload(path, rate="sustained").values["R"]
+    assert r.write_units is not None
+    assert r.write_units.peak() == 500.0
+    assert r.read_units is not None
+    assert r.read_units.peak() == 1500.0
+
+
+def test_a_row_without_the_split_is_offered_as_writes_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "diag.json"
+    path.write_text(json.dumps({"schema": DIAGNOSE_SCHEMA, "totals": {"seconds": 10}, "top": [
+        {"key": "R", "peak_units_per_s": 4000.0, "peak_write_units_per_s": 1000.0}]}))
+    r = load_workload(path).values["R"]
+    assert r.write_units is not None
+    assert r.write_units.peak() == 4000.0
+    assert r.read_units is None
+
+
+def test_a_recommended_change_beyond_top_carries_its_reads(tmp_path: Path) -> None:
+    """A key the recommendation names beyond --top: its reads are in its change too."""
+    rows = ["timestamp,key,op,units", "1796014800,B,read,6000"]
+    rows += [f"{1796014800 + t},A,write,900" for t in range(10)]  # the heavier in units
+    log = tmp_path / "log.csv"
+    log.write_text("\n".join(rows) + "\n")
+    doc = json.loads(invoke("diagnose", str(log), "--top", "1", "--json"))
+    change = next(c for c in doc["recommendation"]["changes"] if c["key"] == "B")
+    assert change["peak_read_units_per_s"] == 6000.0
+    path = tmp_path / "diag.json"
+    path.write_text(json.dumps(doc))
+    plan = json.loads(invoke("plan", "--from", str(path), *WARM, "--json"))
+    assert plan["values"]["B"]["read_units_per_s"] == 6000.0
+    assert plan["values"]["B"]["shards"] >= 3
+
+
+# -- plan --verify offers the plan's reads ------------------------------------------------------
+
+def test_verify_offers_the_reads_the_plan_sized() -> None:
+    plan = plan_shards({"R": 100.0, "W": 300.0}, read_peaks={"R": 6000.0}, amplification=1.0,
+                       item_writes=0.0, table=profile("dynamodb-on-demand",
+                                                      warm_write=40_000.0,
+                                                      warm_read=40_000.0))
+    assert plan.verdict is not None
+    assert plan.verdict.keeps_up
+    verified = verify_plan(plan, seconds=60)
+    reads = next(t for t in verified["tables"]
+                 if (t["resource"], t["direction"]) == ("table", "read"))
+    assert reads["peak_asked_per_s"] == pytest.approx(6000.0)
+    # R's reads come nearer their ceiling than any partition's writes: their p99 placement
+    write, read = plan.partitions
+    assert (write.direction, read.direction) == ("write", "read")
+    assert read.busiest.worst / read.ceiling > write.busiest.worst / write.ceiling
+    assert verified["namespace"] == read.busiest.worst_namespace
+    assert verified["values"]["R"]["accepted_ratio"] >= 0.999
+    assert verified["agrees"]
