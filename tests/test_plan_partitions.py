@@ -258,3 +258,25 @@ def test_one_partition_and_one_shard_key_are_singular() -> None:
     text = " ".join(out.split())
     assert "the table has 1 partition, 1,000 write units/s each; 1 shard key hashes onto it" \
         in text
+
+
+def test_a_p99_partition_at_its_ceiling_is_not_sized_and_the_verdict_says_so() -> None:
+    """At the p99 of placements two of V0's three shard keys share a GSI partition: 1,000
+    of its 1,000 write units. The plan keeps up, but 'sized' said true (it asked the
+    headroom of the average partition only) and nothing said the margin was gone; a
+    request-by-request run there refused 0.4% of the writes (a probe)."""
+    plan = plan_shards({"V0": 1500}, item_bytes=100, mode="gsi", headroom=1.2,
+                       table=profile("dynamodb-gsi", warm_write=40000, warm_read=40000))
+    assert plan.values["V0"].shards == 3
+    assert plan.verdict.keeps_up
+    gsi = next(p for p in plan.partitions if p.resource == "index")
+    assert gsi.busiest.worst == pytest.approx(1000.0)
+    assert gsi.fits
+    assert not gsi.sized
+    assert any("its GSI's busiest partition at the p99 of placements takes 1,000 of its "
+               "1,000 units/s (100%), less than the 1.2x headroom" in note
+               for note in plan.verdict.notes), plan.verdict.notes
+    roomy = plan_shards({"V0": 1500}, item_bytes=100, mode="gsi", headroom=1.2,
+                        table=profile("dynamodb-gsi", warm_write=40000, warm_read=40000,
+                                      partitions=0))
+    assert not [note for note in roomy.verdict.notes if "p99 of placements" in note]
