@@ -5,7 +5,8 @@
 builds the one that fits the adapter. ``crash_at(n, after=...)`` makes the n-th call from now
 raise ``Crash`` (a BaseException, as a killed process: nothing after it runs) before the
 request is sent, or after it applied; ``pause_before(operation)`` holds the next such
-call until released; ``rates(throttle=, ambiguous=)`` injects Throttled before a request
+call until released; ``answer_at(n, error)`` lets the n-th call apply and answers it
+with ``error``; ``rates(throttle=, ambiguous=)`` injects Throttled before a request
 and Unavailable after one applied, drawn from a seeded generator.
 """
 
@@ -38,6 +39,7 @@ class Faulty:
         self._pause: tuple[str, asyncio.Event, asyncio.Event] | None = None
         self._throttle = self._ambiguous = 0.0
         self._timeouts = self._stalled = 0
+        self._answer: tuple[int, BaseException] | None = None
         self._rng = random.Random(seed)
 
     async def open(self) -> None:
@@ -60,6 +62,11 @@ class Faulty:
         """The next call applies and then times out, and the ``calls - 1`` after it time
         out before they are sent (a server that stalls for a while)."""
         self._timeouts = self._stalled = calls
+
+    def answer_at(self, n: int, error: BaseException) -> None:
+        """The n-th call from now is sent and applies, and then ``error`` is its answer
+        (an error the service did not send: a proxy's page, or a refusal after all)."""
+        self._answer = (len(self.calls) + n, error)
 
     def rates(self, *, throttle: float = 0.0, ambiguous: float = 0.0) -> None:
         self._throttle, self._ambiguous = throttle, ambiguous
@@ -88,6 +95,9 @@ class Faulty:
         result = await self.inner.call(operation, **params)
         if crash is not None:
             raise Crash(f"after {operation}")
+        if self._answer is not None and self._answer[0] == len(self.calls):
+            error, self._answer = self._answer[1], None
+            raise error
         if operation != "query" and operation != "get" and self._rng.random() < self._ambiguous:
             raise Unavailable(f"injected timeout after {operation} applied")
         return result

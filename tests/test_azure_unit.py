@@ -148,6 +148,11 @@ MAP_WHERE = {"table": "orders", "endpoint": "http://127.0.0.1:1/dev", "key": "PE
      shardex.StoreError, "refused the credentials"),
     (http_error(400, "PropertyValueTooLarge"), shardex.InvalidInput, "PropertyValueTooLarge"),
     (http_error(418, "Teapot"), shardex.StoreError, "Teapot"),
+    # a timeout, or an error without the service's code (a proxy's page): it may have
+    # applied. A 408 after a move's commit had said it failed, and its clean-up took the
+    # item out of every listing (a probe)
+    (http_error(408, ""), shardex.Unavailable, "answered 408 without an Azure error code"),
+    (http_error(400, ""), shardex.Unavailable, "a write may or may not have applied"),
 ])
 def test_every_sdk_error_maps_to_the_most_specific_shardex_error(error: Exception, kind: type,
                                                                  words: str) -> None:
@@ -316,3 +321,14 @@ def test_an_entry_whose_row_key_does_not_fit_is_refused_before_any_request(
         asyncio.run(put())
     assert store.stats().totals.requests == 0
     store.check_position("s" * 200, "o" * 200)
+
+
+def test_a_query_answer_without_its_entities_is_no_answer() -> None:
+    """A 200 '{}' (a proxy's) read as an empty last page, and a listing ended with 231 of
+    300 entries (a probe): a page without its 'value' list is Unavailable, tried again."""
+    from shardex.stores.azure.wire import decode_page
+
+    for body in (b"{}", b"[]", b'{"value": null}'):
+        with pytest.raises(shardex.Unavailable, match="no 'value' list"):
+            decode_page(body, lambda entity: entity)
+    assert decode_page(b'{"value": []}', lambda entity: entity) == []

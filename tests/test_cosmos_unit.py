@@ -36,7 +36,8 @@ def http_error(status: int, sub: int | None = None, headers: dict[str, str] | No
                kind: type = cosmos_errors.CosmosHttpResponseError) -> Any:
     error = kind(status_code=status, message=f"status {status}\nActivityId: 1")
     error.sub_status = sub
-    error.headers = headers or {}
+    # the service names its activity in every answer
+    error.headers = {"x-ms-activity-id": "1"} if headers is None else headers
     return error
 
 
@@ -110,7 +111,8 @@ def test_credentials_come_from_the_environment_or_a_connection_string(
 
 
 @pytest.mark.parametrize(("error", "kind", "words"), [
-    (http_error(429, 3200, {"x-ms-retry-after-ms": "250"}), shardex.Throttled,
+    (http_error(429, 3200, {"x-ms-retry-after-ms": "250", "x-ms-activity-id": "1"}),
+     shardex.Throttled,
      "retry after 0.25 s"),
     (http_error(408), shardex.Unavailable, "may or may not"),
     (http_error(503), shardex.Unavailable, "may or may not"),
@@ -135,6 +137,12 @@ def test_credentials_come_from_the_environment_or_a_connection_string(
     (http_error(400), shardex.InvalidInput, "refused the request"),
     (http_error(413), shardex.InvalidInput, "refused the request"),
     (http_error(418), shardex.StoreError, "418"),
+    # an error the service did not send (no activity id: a proxy's page): a 400 after a
+    # move's commit had said it failed though it applied (a probe)
+    (http_error(400, headers={}), shardex.Unavailable,
+     "answered 400 without Cosmos DB's activity id"),
+    (http_error(409, headers={}, kind=cosmos_errors.CosmosResourceExistsError),
+     shardex.Unavailable, "a write may or may not"),
 ])
 def test_every_sdk_error_maps_to_the_most_specific_shardex_error(error: Exception, kind: type,
                                                                  words: str) -> None:

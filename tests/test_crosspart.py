@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from shardex.errors import ConditionFailed, Unavailable
+from shardex.errors import ConditionFailed, InvalidInput, Unavailable
 from shardex.model.entries import Placement, StoredEntry
 from shardex.stores.azure import AzureTablesStore
 from shardex.stores.azure import keys as azure_keys
@@ -350,6 +350,71 @@ def test_a_write_that_fails_before_its_commit_is_sent_says_it_did_not_apply(
             assert failed.value.may_have_applied is False
             assert await s.locate(NS, "o-1") == before
             await check_exact(s, "o-1")
+        finally:
+            await s.close()
+
+    asyncio.run(main())
+
+
+def _not_the_services(kind: Kind, status: int) -> Exception:
+    """What the store's adapter raises for an error ``status`` the service did not send
+    (no Azure error code, no Cosmos DB activity id: a proxy's page), as mapped."""
+    from azure.core.exceptions import HttpResponseError
+    from azure.cosmos.exceptions import CosmosHttpResponseError
+
+    from shardex.stores.azure.client import map_error as azure_error
+    from shardex.stores.cosmos.client import map_error as cosmos_error
+
+    if kind.name == "azure-tables":
+        raw = HttpResponseError(message="<html>Request Timeout</html>")
+        raw.status_code = status
+        return azure_error(raw, operation="update", table="t", endpoint="http://proxy")
+    error = CosmosHttpResponseError(status_code=status, message="<html>Bad Request</html>")
+    error.headers = {}
+    return cosmos_error(error, operation="replace", where="container d/c",
+                        endpoint="https://proxy")
+
+
+@pytest.mark.parametrize("name", ["move", "put-same-key", "first-put"])
+def test_an_answer_not_the_service_s_to_the_commit_leaves_the_write_as_it_applied(
+        kind: Kind, name: str) -> None:
+    """The commit applies and a proxy answers it (408 on Azure, 400 on Cosmos DB, with no
+    error code or activity id of the service's): it may have applied, so the write is
+    Unavailable (the engine reads it back), and its rows stay. Mapped as a refusal, the
+    clean-up had taken the rows of a move that applied out of every listing (a probe)."""
+    placed, write, _ = WRITES[name]
+    commit = 2 if name == "first-put" else 3
+
+    async def main() -> None:
+        s, client, before = await prepared(kind, placed)
+        try:
+            client.answer_at(commit, _not_the_services(kind, 408 if kind.name ==
+                                                       "azure-tables" else 400))
+            with pytest.raises(Unavailable) as caught:
+                await write(s, before)
+            assert caught.value.may_have_applied
+            placement = await s.locate(NS, "o-1")
+            assert placement is not None
+            assert placement != before  # the commit applied
+            await check_exact(s, "o-1")
+        finally:
+            await s.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("step", [4, 5])
+def test_a_refusal_after_the_commit_changes_no_outcome(kind: Kind, step: int) -> None:
+    """Steps 4 and 5 of a move only tidy up: a 400 answered there (InvalidInput, which is
+    no StoreError) had failed a move that applied (a probe)."""
+    placed, write, _ = WRITES["move"]
+
+    async def main() -> None:
+        s, client, before = await prepared(kind, placed)
+        try:
+            client.answer_at(step, InvalidInput("Azure refused the request: 400"))
+            await write(s, before)
+            assert await check_exact(s, "o-1") == ["SHIPPED#0"]
         finally:
             await s.close()
 

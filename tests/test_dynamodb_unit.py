@@ -155,9 +155,43 @@ def owned(then: Callable[[str, dict[str, Any]], dict[str, Any]]
     """Answer the owner check as if index 'ix' owned the table, then defer to ``then``."""
     def answer(operation: str, params: dict[str, Any]) -> dict[str, Any]:
         if params.get("Key", {}).get("pk", {}).get("S") == "#owner":
-            return {"Item": {"index": {"S": "ix"}}}
+            return {"Item": {"index": {"S": "ix"}},
+                    "ConsumedCapacity": {"TableName": "orders-shardex", "CapacityUnits": 0.0}}
         return then(operation, params)
     return answer
+
+
+def test_an_answer_that_is_not_dynamodb_s_may_have_applied() -> None:
+    """A 408, or an error botocore names by its status (a body that is none of DynamoDB's:
+    a proxy's page), is Unavailable, not a refusal: a TransactWriteItems answered 408
+    after it applied had been reported as a failure (a probe)."""
+    for code, status in (("408", 408), ("400", 400), ("", 403)):
+        error = mapped(ClientError({"Error": {"Code": code, "Message": "<html>"},
+                                    "ResponseMetadata": {"HTTPStatusCode": status}},
+                                   "TransactWriteItems"))
+        assert type(error) is shardex.Unavailable, (code, error)
+    assert type(mapped(client_error("ValidationException", "bad"))) is shardex.InvalidInput
+
+
+def test_a_200_without_what_dynamodb_always_sends_is_no_answer() -> None:
+    """A Query answered 200 '{}' (a proxy's page) read as an empty last page, and a
+    listing ended early with 170 of 400 entries; a write answered so read as applied (a
+    probe). Each is Unavailable: a read is tried again, a write read back."""
+    def answer(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    async def body() -> None:
+        store = DynamoDBStore("orders", client=FakeClient(owned(answer)))
+        async with store:
+            with pytest.raises(shardex.Unavailable, match="answered without its Items"):
+                await store.query("ix", "P#1", after=None, descending=False, limit=7)
+            with pytest.raises(shardex.Unavailable, match="ConsumedCapacity asked for: not "
+                                                          "DynamoDB's own answer; the write "
+                                                          "may or may not"):
+                await store.place("ix", "o-1", shardex_entry("P#1", "o-1"), version=1,
+                                  expected=None)
+
+    asyncio.run(body())
 
 
 def test_a_throttled_query_raises_throttled_and_is_counted() -> None:

@@ -64,7 +64,7 @@ from collections.abc import Awaitable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from shardex.errors import ConditionFailed, NotFound, StoreError, Unavailable
+from shardex.errors import ConditionFailed, NotFound, ShardexError, StoreError, Unavailable
 from shardex.model.entries import Placement, StoredEntry, history_after, new_token
 from shardex.stores.metered import Recorder
 
@@ -293,7 +293,9 @@ class Placer:
             await request
         except (ConditionFailed, NotFound):
             pass  # a later write or repair got there first
-        except StoreError as exc:
+        except ShardexError as exc:
+            # any: a 400 (InvalidInput, not a StoreError) after the commit had failed a
+            # write that applied (a probe, on Azurite and the Cosmos DB server)
             self._rows.log.info("could not %s item %r (readers check them; repair removes "
                                 "them): %s", what, item_id, exc)
 

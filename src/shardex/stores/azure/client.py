@@ -93,8 +93,10 @@ def map_error(exc: BaseException, *, operation: str, table: str, endpoint: str,
     """Return the shardex error for an exception the Azure SDK raised in ``operation``.
 
     The caller raises it ``from exc``. 503 Server Busy (and 429) is Throttled: the request
-    was refused before it ran. 500 Operation Timed Out, other 5xx, a dropped connection
-    and a client timeout are Unavailable: a write may or may not have applied. 412 (and
+    was refused before it ran. A 408, or any error status without the service's error
+    code (not the service's own answer), is Unavailable: it may have applied. 500
+    Operation Timed Out, other 5xx, a dropped connection and a client timeout are
+    Unavailable: a write may or may not have applied. 412 (and
     409 for an insert) is ConditionFailed; 404 for the table is NotFound naming the
     command that creates it; refused credentials a StoreError naming them; a request the
     service refuses as malformed is InvalidInput.
@@ -108,6 +110,14 @@ def map_error(exc: BaseException, *, operation: str, table: str, endpoint: str,
         return StoreError(f"{operation} on {where}: {exc}")
     code, status = _code(exc), _status(exc)
     message = str(getattr(exc, "message", None) or exc).split("\n", 1)[0]
+    if status == 408 or (status >= 400 and not code and status not in (401, 403)):
+        # a timeout, or an answer without the service's error code (a proxy's page, an
+        # answer cut short): who answered, and whether a write applied, is unknown. A 408
+        # after the commit had failed a move that applied, and its clean-up had then
+        # taken the item out of every listing (a probe)
+        return Unavailable(f"{operation} on {where}: {endpoint} answered {status} "
+                           f"without an Azure error code ({message[:120]}); "
+                           + request_outcome(exc, errors, operation))
     if isinstance(exc, errors.ClientAuthenticationError) or code in _CREDENTIAL_CODES:
         return StoreError(
             f"{endpoint} refused the credentials ({code or status}: {message}); set "

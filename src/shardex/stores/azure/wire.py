@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from shardex.errors import Unavailable
+
 __all__ = ["LeanQuery", "decode_page"]
 
 # An entity as read: its properties, and its ETag (``client.Row``).
@@ -54,7 +56,13 @@ def decode_page(body: bytes, convert: Callable[[dict[str, Any]], Any]) -> list[R
         return number
 
     document = json.loads(body, parse_int=integer)
-    entities: list[dict[str, Any]] = document.get("value") or []
+    if not isinstance(document, dict) or not isinstance(document.get("value"), list):
+        # a 200 that is not the service's answer ('{}' from a proxy): read as an empty
+        # last page, it had ended listings early (231 of 300 entries, a probe)
+        raise Unavailable("the query answer holds no 'value' list of entities: not Azure "
+                          "Table Storage's own answer (a proxy's, or one cut short); a read: "
+                          "nothing changed")
+    entities: list[dict[str, Any]] = document["value"]
     plain = not wide and b"@odata.type" not in body \
         and body.count(b'"odata.') == len(entities) + ("odata.metadata" in document) \
         and all("odata.etag" in entity for entity in entities)

@@ -102,8 +102,9 @@ def map_error(exc: BaseException, *, operation: str, where: str, endpoint: str,
     ``x-ms-retry-after-ms`` as ``retry_after``: the request did not run. 412 (and 409
     for a create) is ConditionFailed; 404 NotFound (a missing container or database
     names the command that creates it); 401/403 a StoreError naming the credential
-    variables; 400 and 413 InvalidInput; 408, 449, 5xx, a dropped connection and a
-    client timeout Unavailable: a write may or may not have applied.
+    variables; 400 and 413 InvalidInput; 408, 449, 5xx, a dropped connection, a client
+    timeout and an error without the service's ``x-ms-activity-id`` (not its answer)
+    Unavailable: a write may or may not have applied.
     """
     if isinstance(exc, ShardexError):
         return exc
@@ -120,6 +121,13 @@ def map_error(exc: BaseException, *, operation: str, where: str, endpoint: str,
         return StoreError(f"{endpoint} refused the credentials ({status}: {message}); set "
                           f"{KEY} (and {ENDPOINT}), or {CONNECTION_STRING}, or hand in a "
                           "credential")
+    if status >= 400 and not any(name.lower() == "x-ms-activity-id" for name in headers):
+        # an error the service did not send (it names its activity in every answer): a
+        # proxy's page, or one cut short; unknown whether a write applied (a 400 after a
+        # move's commit had reported it failed though it applied: a probe)
+        return Unavailable(f"{operation} on {subject}: {endpoint} answered {status} "
+                           f"without Cosmos DB's activity id ({message[:120]}); "
+                           + request_outcome(exc, errors, operation))
     if status == 429:
         after = _retry_after(headers)
         reason = f"429/{sub}" if sub else "429"

@@ -422,7 +422,8 @@ def map_error(exc: BaseException, *, operation: str, target: str, endpoint: str,
     transaction cancelled for throttling or a conflicting transaction) maps to
     Throttled with DynamoDB's reason; a failed condition to ConditionFailed; a missing
     table or index to NotFound; refused credentials to StoreError; an unreachable
-    endpoint or a timeout to Unavailable; a refused request to InvalidInput.
+    endpoint, a timeout, or an error without DynamoDB's own code (not its answer) to
+    Unavailable; a refused request to InvalidInput.
     """
     if isinstance(exc, ShardexError):
         return exc
@@ -456,7 +457,11 @@ def map_error(exc: BaseException, *, operation: str, target: str, endpoint: str,
             return InvalidInput(f"{operation} on {where}: DynamoDB refused the request: "
                                 f"{message or code}")
         status = int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
-        if code in _SERVER_CODES or status >= 500:
+        # a 408, or an error without DynamoDB's own code (botocore names it by the status
+        # when the body is none of DynamoDB's: a proxy's page): unknown whether it applied.
+        # A 408 answered after a write applied had been reported as a failure (a probe)
+        if code in _SERVER_CODES or status >= 500 or status == 408 or not code \
+                or code.isdigit():
             ambiguous = ("; the write may or may not have been applied"
                          if operation in _WRITES else "")
             return Unavailable(f"{operation} on {where}: {endpoint} failed ({code or status}: "

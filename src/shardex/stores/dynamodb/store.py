@@ -36,6 +36,7 @@ from shardex.errors import (
     MalformedItem,
     NotFound,
     StoreInUse,
+    Unavailable,
 )
 from shardex.keys import OWNER_KEY, record_key
 from shardex.model.entries import Placement, Position, Record, StoredEntry
@@ -343,6 +344,15 @@ class DynamoDBStore(Store):
         except Exception as exc:
             raise map_error(exc, operation=operation, target=target,
                             endpoint=self._client.endpoint, key=key) from exc
+        missing = _missing(operation, params, response)
+        if missing is not None:
+            # a 200 that is not DynamoDB's answer (a proxy's page, '{}'): a Query read as
+            # an empty last page had ended listings early (170 of 400 entries), and a
+            # write taken for applied had reported ok (a probe)
+            raise Unavailable(f"{operation} on {target}: {self._client.endpoint} answered "
+                              f"without {missing}: not DynamoDB's own answer"
+                              + ("; the write may or may not have been applied" if write
+                                 else ""))
         if write:
             rec.share(units_of(response), weights)
         else:
@@ -517,3 +527,18 @@ class DynamoDBStore(Store):
             raise ConditionFailed(
                 f"delete of record {key!r} of {namespace!r} expected revision {expected}: "
                 "it is absent or another writer changed it first") from exc
+
+
+def _missing(operation: str, params: Mapping[str, Any],
+             response: Mapping[str, Any]) -> str | None:
+    """What a successful answer of ``operation`` lacks that DynamoDB always sends: the
+    items of a Query or Scan, the responses of a BatchGetItem, the consumed capacity
+    asked for (None: nothing is missing)."""
+    if operation in ("Query", "Scan") and not isinstance(response.get("Items"), list):
+        return "its Items"
+    if operation == "BatchGetItem" and not isinstance(response.get("Responses"), dict):
+        return "its Responses"
+    if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES") \
+            and "ConsumedCapacity" not in response:
+        return "the ConsumedCapacity asked for"
+    return None
