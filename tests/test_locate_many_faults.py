@@ -269,8 +269,11 @@ def _batch_gets(store: Store, answer: Callable[[int, dict[str, Any]], Exception 
             raise verdict
         unread = [keys[at] for at in verdict]
         read = [key for key in keys if key not in unread]
+        # nothing read: DynamoDB's answer still holds the capacity asked for
         response: dict[str, Any] = await send(operation, **{
-            **params, "RequestItems": {table: {**ask, "Keys": read}}}) if read else {}
+            **params, "RequestItems": {table: {**ask, "Keys": read}}}) if read else {
+            "Responses": {table: []},
+            "ConsumedCapacity": [{"TableName": table, "CapacityUnits": 0.0}]}
         if unread:
             response["UnprocessedKeys"] = {table: {**ask, "Keys": unread}}
         return response

@@ -110,7 +110,8 @@ def map_error(exc: BaseException, *, operation: str, table: str, endpoint: str,
         return StoreError(f"{operation} on {where}: {exc}")
     code, status = _code(exc), _status(exc)
     message = str(getattr(exc, "message", None) or exc).split("\n", 1)[0]
-    if status == 408 or (status >= 400 and not code and status not in (401, 403)):
+    if status == 408 or (status >= 400 and not code
+                         and status not in (401, 403, 429, 503)):
         # a timeout, or an answer without the service's error code (a proxy's page, an
         # answer cut short): who answered, and whether a write applied, is unknown. A 408
         # after the commit had failed a move that applied, and its clean-up had then

@@ -121,7 +121,8 @@ def map_error(exc: BaseException, *, operation: str, where: str, endpoint: str,
         return StoreError(f"{endpoint} refused the credentials ({status}: {message}); set "
                           f"{KEY} (and {ENDPOINT}), or {CONNECTION_STRING}, or hand in a "
                           "credential")
-    if status >= 400 and not any(name.lower() == "x-ms-activity-id" for name in headers):
+    if status >= 400 and status != 429 \
+            and not any(name.lower() == "x-ms-activity-id" for name in headers):
         # an error the service did not send (it names its activity in every answer): a
         # proxy's page, or one cut short; unknown whether a write applied (a 400 after a
         # move's commit had reported it failed though it applied: a probe)

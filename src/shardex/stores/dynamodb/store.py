@@ -532,12 +532,14 @@ class DynamoDBStore(Store):
 def _missing(operation: str, params: Mapping[str, Any],
              response: Mapping[str, Any]) -> str | None:
     """What a successful answer of ``operation`` lacks that DynamoDB always sends: the
-    items of a Query or Scan, the responses of a BatchGetItem, the consumed capacity
-    asked for (None: nothing is missing)."""
-    if operation in ("Query", "Scan") and not isinstance(response.get("Items"), list):
-        return "its Items"
-    if operation == "BatchGetItem" and not isinstance(response.get("Responses"), dict):
-        return "its Responses"
+    items of a Query or Scan (its count, when it counts), the consumed capacity asked
+    for (None: nothing is missing)."""
+    if operation in ("Query", "Scan"):
+        counting = params.get("Select") == "COUNT"  # a count has no Items, only Count
+        if counting and not isinstance(response.get("Count"), int):
+            return "its Count"
+        if not counting and not isinstance(response.get("Items"), list):
+            return "its Items"
     if params.get("ReturnConsumedCapacity") in ("TOTAL", "INDEXES") \
             and "ConsumedCapacity" not in response:
         return "the ConsumedCapacity asked for"
