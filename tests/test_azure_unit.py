@@ -323,6 +323,18 @@ def test_an_entry_whose_row_key_does_not_fit_is_refused_before_any_request(
     store.check_position("s" * 200, "o" * 200)
 
 
+def test_an_error_the_sdk_says_has_code_none_is_no_answer_of_the_service_s() -> None:
+    """The SDK's text of a proxy's 400 page says 'ErrorCode:None': read as the code
+    'None', it was a refusal, and a move that applied was reported failed (a probe)."""
+    error = azure_errors.HttpResponseError(message="Operation returned an invalid status "
+                                                   "'Bad Request'\nErrorCode:None")
+    error.status_code = 400
+    mapped = map_error(error, operation="update", table="orders",
+                       endpoint="http://127.0.0.1:1/dev", key="#placement#o-1")
+    assert type(mapped) is shardex.Unavailable, mapped
+    assert "a write may or may not have applied" in str(mapped)
+
+
 def test_a_query_answer_without_its_entities_is_no_answer() -> None:
     """A 200 '{}' (a proxy's) read as an empty last page, and a listing ended with 231 of
     300 entries (a probe): a page without its 'value' list is Unavailable, tried again."""

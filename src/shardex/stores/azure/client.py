@@ -80,7 +80,8 @@ def _code(exc: BaseException) -> str:
                 code = text.split(marker, 1)[1].split()[0]
             elif '"code":"' in text:
                 code = text.split('"code":"', 1)[1].split('"', 1)[0]
-    return str(code or "")
+    # the SDK's text says "ErrorCode:None" of an answer without one (a proxy's page)
+    return "" if not code or str(code) == "None" else str(code)
 
 
 def _status(exc: BaseException) -> int:
