@@ -111,7 +111,8 @@ class _Table:
         units a second from ``hot`` (a probe)."""
         if self.recent_window != window or not len(self.recent):
             return
-        candidates = [c for c in self.recent.top() if c.lower > 0]
+        # a key that found a place since (an idle key made room) keeps its own tally
+        candidates = [c for c in self.recent.top() if c.lower > 0 and c.key not in self.tallies]
         self.recent, self.recent_window = SpaceSaving(_CANDIDATES), -1
         if not candidates or len(self.tallies) < self.limit:
             return
