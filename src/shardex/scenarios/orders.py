@@ -253,8 +253,18 @@ def _schedule(load: OrdersLoad, rng: random.Random) -> list[_Event]:
     return events
 
 
-def _sort_of(at: float) -> str:
-    return (EPOCH + timedelta(seconds=at)).isoformat(timespec="microseconds").replace("+00:00", "Z")
+def _sort_of(at: float, _seconds: dict[tuple[int, int], str] = {}) -> str:  # noqa: B006
+    """The sort value of an event at ``at`` virtual seconds: its ISO instant, to the
+    microsecond (timedelta's rounding), the text to the second made once a second."""
+    offset = timedelta(seconds=at)
+    whole = (offset.days, offset.seconds)
+    head = _seconds.get(whole)
+    if head is None:
+        if len(_seconds) > 100_000:
+            _seconds.clear()
+        head = _seconds[whole] = (EPOCH + timedelta(days=whole[0], seconds=whole[1])
+                                  ).isoformat(timespec="seconds").replace("+00:00", "")
+    return f"{head}.{offset.microseconds:06d}Z"
 
 
 class _PhaseMeter:
@@ -313,6 +323,7 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
     problems: list[str] = []
     counts = {"accepted": 0, "failed": 0, "listings": 0}
     last_op: dict[int, asyncio.Task[None]] = {}
+    create_task = asyncio.get_running_loop().create_task  # once an event: no lookups
 
     async def write(event: _Event, after: asyncio.Task[None] | None) -> None:
         item = f"ORD-{event.order:07d}"
@@ -355,7 +366,7 @@ async def run_orders(load: OrdersLoad, routing: Routing, *, layout: str, seed: i
                 offered[status] += 1
         if hooks is not None:
             now_in().offered += 1
-        last_op[event.order] = asyncio.ensure_future(write(event, last_op.get(event.order)))
+        last_op[event.order] = create_task(write(event, last_op.get(event.order)))
 
     async def dashboard() -> None:
         period = 1 / load.dashboard_reads_per_s
