@@ -262,3 +262,18 @@ def test_verify_offers_the_reads_the_plan_sized() -> None:
     assert verified["namespace"] == read.busiest.worst_namespace
     assert verified["values"]["R"]["accepted_ratio"] >= 0.999
     assert verified["agrees"]
+
+
+def test_read_peaks_are_given_on_the_command_line_too() -> None:
+    """Only a diagnosis carried read peaks to the command line; --read-peak gives them
+    (a value read and not written is planned on its reads, at 0 writes)."""
+    doc = json.loads(invoke("plan", "--peak", "W=300", "--read-peak", "R=6000", "--table",
+                            "warm_write=40000", "--table", "warm_read=40000", "--json"))
+    reads = doc["values"]["R"]
+    assert (reads["peak_writes_per_s"], reads["read_units_per_s"]) == (0.0, 6000.0)
+    assert reads["shards"] >= 3  # 6,000 x 1.5 over 3,000 read units a partition
+    assert doc["values"]["W"]["read_units_per_s"] is None
+    assert doc["verdict"]["keeps_up"]
+    result = CliRunner().invoke(cli, ["plan", "--read-peak", "R=1", "--read-peak", "R=2"])
+    assert result.exit_code == 2
+    assert "given twice for 'R'" in result.output

@@ -193,6 +193,11 @@ def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tupl
 @click.option("--peak", "peaks", multiple=True, metavar="VALUE=WRITES_PER_S",
               type=ValuePair(NUMBER, "VALUE=NUMBER", "PENDING=6000"),
               help="A logical key and its peak writes a second; repeat per value.")
+@click.option("--read-peak", "read_peaks_given", multiple=True, metavar="VALUE=READ_UNITS_PER_S",
+              type=ValuePair(NUMBER, "VALUE=NUMBER", "PENDING=6000"),
+              help="A logical key's peak read units a second as the store charges them (its "
+                   "listings'); N is at least what spreads them under the read ceiling. "
+                   "Repeat per value; over a diagnosis's measured reads.")
 @click.option("--from", "source_file", metavar="FILE",
               help="A diagnosis (shardex diagnose --json; '-' reads stdin): plan each key it "
                    "lists on its measured peak write and read units a second.")
@@ -241,7 +246,9 @@ def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tupl
               show_default=True,
               help="99th-percentile latency of one request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_bytes: int,
+def plan(peaks: tuple[tuple[str, float], ...],
+         read_peaks_given: tuple[tuple[str, float], ...], source_file: str | None,
+         item_bytes: int,
          read_item_bytes: int | None,
          ceiling: str | None, headroom: float, mode: str | None,
          settings: tuple[str, ...], partitions: int | None, store: str | None,
@@ -249,7 +256,8 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
          eventual: bool, item_writes: float | None, verify: bool, verify_seconds: int | None,
          latency_median_ms: float, latency_p99_ms: float, as_json: bool) -> None:
     """Plan N per value: the smallest N with peak x units x amplification x headroom <= N x
-    ceiling (and, from a diagnosis, with its read units x headroom <= N x read ceiling), grown
+    ceiling (and, with --read-peak or from a diagnosis, its read units x headroom <= N x
+    read ceiling), grown
     until the busiest physical partition (where the shard keys hash, at the
     p99 of placements, with the placement records) takes the peak; the read-side cost of
     each N; every write the layout makes against what the table serves; and one verdict,
@@ -258,6 +266,7 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
     from shardex.sim.latency import LatencyModel
 
     given = distinct(peaks, "--peak")
+    reads_given = distinct(read_peaks_given, "--read-peak")
     try:
         latency = LatencyModel(latency_median_ms, latency_p99_ms)
     except InvalidInput as exc:
@@ -286,6 +295,9 @@ def plan(peaks: tuple[tuple[str, float], ...], source_file: str | None, item_byt
             item_writes = 0.0
     else:
         read_peaks, notes, measured_against = {}, (), None
+    read_peaks = {**read_peaks, **reads_given}
+    # a value read but not written: planned on its reads, at 0 writes a second
+    given = {**dict.fromkeys(reads_given, 0.0), **given}
     if not given:
         raise click.UsageError("give each value's peak (--peak VALUE=WRITES_PER_S) or a "
                                "diagnosis (--from FILE)")

@@ -302,9 +302,10 @@ def _no_margin(part: PartitionPlan) -> str:
     return (f"it keeps up at the peak, but {where} at the p99 of placements takes "
             f"{b.worst:,.0f} of its {part.ceiling:,.0f} {'read ' if reads else ''}units/s "
             f"({100 * b.worst / part.ceiling:.0f}%), less than the {part.headroom:g}x "
-            "headroom: items hash onto shard keys unevenly from second to second, so a "
-            "partition this near its ceiling refuses a fraction of a percent of them "
-            "(retried); a larger N, or a table of more partitions, leaves the margin")
+            "headroom: " + ("items hash onto shard keys unevenly from second to second"
+                            if not reads else "reads vary from second to second")
+            + ", so a partition this near its ceiling refuses a fraction of a percent of "
+            "them (retried); a larger N, or a table of more partitions, leaves the margin")
 
 
 def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
