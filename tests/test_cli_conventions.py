@@ -241,7 +241,7 @@ def test_verbose_anywhere_on_the_command_line(capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize(("args", "words"), [
     (["rehsard"], "No such command 'rehsard'. Did you mean 'reshard'?"),
     (["reshard", "stat"], "Did you mean one of: 'start', 'status'?"),
-    (["plan", "--pek", "P=1"], "No such option '--pek'. Did you mean '--peak'?"),
+    (["plan", "--peek", "P=1"], "No such option '--peek'. Did you mean '--peak'?"),
     (["reshard", "run", "--store", "memory://", "--index", "ix", "--until", "verifed"],
      "'verifed' is not one of 'read-both', 'write-new', 'verified', 'read-new', 'retired', "
      "'done'. Did you mean 'verified'?"),
