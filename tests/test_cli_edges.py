@@ -407,3 +407,20 @@ def test_a_plot_path_the_system_refuses_is_refused_before_any_work(
                         "5", "--plot", "/proc/x.png")
     assert (code, err) == (2, "error: --plot /proc/x.png: cannot be written (No such file "
                               "or directory)")
+
+
+def test_simulate_autopilot_refuses_a_diagnosis_it_would_run_as_no_load(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A diagnosis's keys carry measured units, which the autopilot's runs do not take: a
+    key at twice its partition ran as no load at all, 0 writes and "ok" in all three runs
+    (a probe's note). It is refused, saying what to run instead."""
+    log = tmp_path / "heat.csv"
+    log.write_text("timestamp,key,op,units\n" + "".join(
+        f"{1796014800 + second},P,write,40\n" for second in range(60) for _ in range(50)))
+    diagnosis = tmp_path / "diagnosis.json"
+    result = CliRunner().invoke(cli, ["diagnose", str(log), "--json"])
+    assert result.exit_code == 0, result.output
+    diagnosis.write_text(result.stdout)
+    code, err = failing(capsys, "simulate", str(diagnosis), "--autopilot", "--duration", "60")
+    assert code == 2
+    assert f"{diagnosis} is a diagnosis: its keys (P) carry measured units" in err

@@ -35,6 +35,17 @@ def simulate_autopilot(workload: Path | None, *, policy: Path | None, store: str
         load = day(duration or 86_400, noise=_NOISE if noise is None else noise)
     else:
         found = load_workload(workload, rate=rate)
+        measured = sorted(v for v, spec in found.values.items()
+                          if spec.write_units is not None or spec.read_units is not None)
+        if measured:
+            # the autopilot's runs drive writes and reads a second: a diagnosis's measured
+            # units had run as no load at all (0 writes, "ok", in all three runs)
+            raise click.BadParameter(
+                f"{workload} is a diagnosis: its keys ({', '.join(measured[:5])}"
+                + (", ..." if len(measured) > 5 else "") + ") carry measured units, which "
+                "the autopilot's runs do not take; simulate it without --autopilot, or give a "
+                "workload file of writes a second (docs/simulate.md)",
+                param_hint="'WORKLOAD'")
         if duration is not None:
             found = dataclasses.replace(found, duration=duration)
         load = DayLoad(found, ramps_of(found), {}, 0.0 if noise is None else noise)
