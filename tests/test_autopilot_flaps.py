@@ -32,10 +32,10 @@ from shardex.sim.profiles import profile
 from tests.test_autopilot_loop import (
     INDEX,
     Load,
-    _stable_at,
     pilot,
     routed,
     running,
+    stable_at,
     wait_for,
 )
 from tests.test_autopilot_loop import POLICY as LOOP_POLICY
@@ -234,6 +234,6 @@ async def test_a_leader_that_takes_up_an_unrecorded_grow_counts_its_flap() -> No
                            reshard_id="autopilot-0123456789ab")
     with Load(store, 4):
         async with running(leader):
-            await wait_for("the migration to end", lambda: _stable_at(store, 4))
+            await wait_for("the migration to end", lambda: stable_at(store, 4))
     memory = (await leader.records.state())[0].key("PENDING")
     assert (memory.flaps, memory.shrunk_at) == (2, None)

@@ -149,7 +149,7 @@ async def test_a_ramp_grows_the_key_and_its_end_shrinks_it_back() -> None:
             assert grow.details["inputs"]["floor_up"] > 0.8 * CEILING
             load.on = False
             ended = asyncio.get_running_loop().time()
-            await wait_for("the shrink to complete", lambda: _stable_at(store, 1))
+            await wait_for("the shrink to complete", lambda: stable_at(store, 1))
             took = asyncio.get_running_loop().time() - ended
             assert took >= POLICY.t_down  # a shrink waits out the window
         assert await listed(store) == set(load.written)
@@ -173,7 +173,7 @@ async def _completed(autopilot: Autopilot, store: Store, n: int) -> int | None:
     return found if ("complete", "ok") in logged else None
 
 
-async def _stable_at(store: Store, n: int) -> bool:
+async def stable_at(store: Store, n: int) -> bool:
     found, state = await shards(store)
     return state == "stable" and found == n
 
@@ -202,7 +202,7 @@ async def test_a_second_autopilot_waits_then_resumes_the_migration_of_a_killed_l
     with Load(store, 14) as load:
         async with first, second:
             one = asyncio.ensure_future(first.run())
-            await wait_for("the grow to move entries", lambda: _in(store, "write-new"),
+            await wait_for("the grow to move entries", lambda: in_state(store, "write-new"),
                            every=0.1)
             two = asyncio.ensure_future(second.run())
             await asyncio.sleep(0.2)
@@ -229,7 +229,7 @@ async def test_a_second_autopilot_waits_then_resumes_the_migration_of_a_killed_l
     assert await listed(store) == set(load.written)
 
 
-async def _in(store: Store, state: str) -> bool:
+async def in_state(store: Store, state: str) -> bool:
     return await _state(store) == state
 
 
@@ -240,7 +240,7 @@ async def test_a_pause_stops_the_runner_at_once_and_resume_goes_on() -> None:
     autopilot = pilot(store, worker="one")
     with Load(store, 14) as load:
         async with running(autopilot):
-            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
+            await wait_for("the grow to start", lambda: in_state(store, "read-both"), every=0.1)
             await autopilot.records.set_control(Control(True, 0.0, "ops", "a sale"))
             await asyncio.sleep(autopilot.poll + 0.5)
             async with shardex.ShardedIndex(store, INDEX) as index:
@@ -531,7 +531,7 @@ async def test_a_dry_run_beside_a_stale_leader_state_settles_it_once_then_propos
     dry = pilot(store, worker="dry", dry_run=True, policy=POLICY.replace(veto=0))
     with Load(store, 14):
         async with running(leader):
-            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
+            await wait_for("the grow to start", lambda: in_state(store, "read-both"), every=0.1)
             await leader.records.set_control(Control(True, 0.0, "ops", "by hand"))
             await asyncio.sleep(2)
             async with Runner(store, INDEX) as operator:
@@ -556,10 +556,10 @@ async def test_an_operator_s_rollback_under_the_leader_s_run_is_logged_as_a_roll
     leader = pilot(store, worker="leader")
     with Load(store, 14):
         async with running(leader):
-            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
+            await wait_for("the grow to start", lambda: in_state(store, "read-both"), every=0.1)
             async with Runner(store, INDEX) as operator:
                 await operator.rollback()
-            await wait_for("the rollback to end", lambda: _stable_at(store, 1), every=0.5)
+            await wait_for("the rollback to end", lambda: stable_at(store, 1), every=0.5)
             await asyncio.sleep(5)
     log = await leader.records.log()
     acts = actions([e for e in log if e.worker == "leader"])
@@ -581,7 +581,7 @@ async def test_a_leader_that_finds_an_autopilot_migration_in_the_routing_logs_ta
     leader = pilot(store, worker="next")
     with Load(store, 4):
         async with running(leader):
-            await wait_for("the migration to end", lambda: _stable_at(store, 4), every=0.5)
+            await wait_for("the migration to end", lambda: stable_at(store, 4), every=0.5)
     acts = [(e.action, e.outcome, e.reshard) for e in await leader.records.log()
             if e.kind == "action"]
     assert acts[0] == ("adopt", "ok", "autopilot-0123456789ab"), acts
@@ -604,6 +604,18 @@ async def test_a_leader_that_retakes_its_own_lapsed_lease_says_so() -> None:
     assert leads == [("ok", 1), ("ok", 2)], leads
 
 
+async def rolled_back_by_hand(store: Store, *, finish: bool) -> None:
+    """An autopilot grow of PENDING to 4 that its leader (killed) started, its rollback
+    begun by hand in write-new, and run to its end when ``finish``."""
+    async with Runner(store, INDEX, worker="killed") as runner:
+        await runner.start({"PENDING": shardex.ShardPolicy(4)}, margin=0.5,
+                           reshard_id="autopilot-0123456789ab")
+        await runner.run(until="write-new")
+        await runner.begin_rollback()
+        if finish:
+            await runner.run(until="done")
+
+
 @pytest.mark.shardex_virtual
 async def test_a_rollback_taken_up_counts_no_shrink_and_a_dry_run_takes_up_nothing() -> None:
     """A leader that finds the autopilot's grow being rolled back takes it up without
@@ -612,11 +624,7 @@ async def test_a_rollback_taken_up_counts_no_shrink_and_a_dry_run_takes_up_nothi
     drives nothing). Both seen by a probe."""
     store = shardex.open_store("memory://")
     await routed(store)
-    async with Runner(store, INDEX, worker="killed") as runner:
-        await runner.start({"PENDING": shardex.ShardPolicy(4)}, margin=0.5,
-                           reshard_id="autopilot-0123456789ab")
-        await runner.run(until="write-new")
-        await runner.begin_rollback()
+    await rolled_back_by_hand(store, finish=False)
     dry = pilot(store, worker="dry", dry_run=True)
     leader = pilot(store, worker="next")
     async with dry:

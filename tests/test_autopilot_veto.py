@@ -1,14 +1,16 @@
-"""An operator's rollback of the autopilot's migration is a veto: the autopilot leaves the
-key's N as the operator left it for ``veto`` seconds (on memory:// and virtual time).
+"""An operator's change of a key's layout is a veto: the autopilot leaves the key's N as
+the operator left it for ``veto`` seconds (on memory:// and virtual time).
 
-It had grown the key again once ``min_interval`` passed, the load unchanged: the operator
-who rolled a grow back at 3 a.m. saw the same grow start five minutes later.
+After a rollback of its grow it had grown the key again once ``min_interval`` passed, the
+load unchanged: the operator who rolled a grow back at 3 a.m. saw the same grow start five
+minutes later. After an operator's own grow it had shrunk the key a second later.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -23,20 +25,29 @@ from tests.test_autopilot_loop import (
     POLICY,
     Load,
     actions,
+    in_state,
     pilot,
+    rolled_back_by_hand,
     routed,
     running,
     shards,
+    stable_at,
     wait_for,
 )
 
 
-async def _in(store: shardex.Store, state: str) -> bool:
-    return (await shards(store))[1] == state
-
-
-async def _stable_at(store: shardex.Store, n: int) -> bool:
-    return await shards(store) == (n, "stable")
+@contextlib.asynccontextmanager
+async def growing(policy: AutopilotPolicy = POLICY
+                  ) -> AsyncIterator[tuple[shardex.Store, Autopilot]]:
+    """A leader running under a hot load, once its grow of PENDING has started."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    leader = pilot(store, worker="leader", policy=policy)
+    with Load(store, 14):
+        async with running(leader):
+            await wait_for("the grow to start", lambda: in_state(store, "read-both"),
+                           every=0.1)
+            yield store, leader
 
 
 def _reshard(autopilot: Autopilot) -> Callable[[], Awaitable[str | None]]:
@@ -55,22 +66,16 @@ async def test_an_operator_s_rollback_holds_the_key_for_the_veto_then_it_grows_a
     """The operator rolls the leader's grow back while it runs; the load stays hot. The
     leader logs the veto, grows nothing for ``veto`` seconds (admission holds the key),
     and grows it again once the veto has passed."""
-    store = shardex.open_store("memory://")
-    await routed(store)
-    policy = POLICY.replace(veto=120.0)
-    leader = pilot(store, worker="leader", policy=policy)
-    with Load(store, 14):
-        async with running(leader):
-            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
-            async with Runner(store, INDEX) as operator:
-                await operator.rollback()
-            await wait_for("the rollback to end", lambda: _stable_at(store, 1), every=0.5)
-            ended = asyncio.get_running_loop().time()
-            await asyncio.sleep(100)  # well past min_interval (10 s), within the veto
-            held = await shards(store)
-            await wait_for("the grow after the veto", lambda: _in(store, "read-both"),
-                           most=120, every=0.5)
-            again = asyncio.get_running_loop().time()
+    async with growing(POLICY.replace(veto=120.0)) as (store, leader):
+        async with Runner(store, INDEX) as operator:
+            await operator.rollback()
+        await wait_for("the rollback to end", lambda: stable_at(store, 1), every=0.5)
+        ended = asyncio.get_running_loop().time()
+        await asyncio.sleep(100)  # well past min_interval (10 s), within the veto
+        held = await shards(store)
+        await wait_for("the grow after the veto", lambda: in_state(store, "read-both"),
+                       most=120, every=0.5)
+        again = asyncio.get_running_loop().time()
     log = await leader.records.log()
     assert held == (1, "stable")
     vetoes = [e for e in log if e.action == "veto"]
@@ -91,20 +96,15 @@ async def test_a_rollback_made_while_the_leader_was_paused_is_a_veto_too() -> No
     """The leader is paused mid-grow; the operator rolls the grow back and runs it to its
     end; resumed, the leader finds its migration ended with the key not at its target, and
     leaves it alone."""
-    store = shardex.open_store("memory://")
-    await routed(store)
-    leader = pilot(store, worker="leader")
-    with Load(store, 14):
-        async with running(leader):
-            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
-            await leader.records.set_control(Control(True, 0.0, "ops", "rolling back"))
-            await asyncio.sleep(2)
-            async with Runner(store, INDEX) as operator:
-                await operator.rollback()
-                await operator.run(until="done")
-            await leader.records.set_control(Control(False, 0.0, "ops", ""))
-            await asyncio.sleep(120)
-            after = await shards(store)
+    async with growing() as (store, leader):
+        await leader.records.set_control(Control(True, 0.0, "ops", "rolling back"))
+        await asyncio.sleep(2)
+        async with Runner(store, INDEX) as operator:
+            await operator.rollback()
+            await operator.run(until="done")
+        await leader.records.set_control(Control(False, 0.0, "ops", ""))
+        await asyncio.sleep(120)
+        after = await shards(store)
     log = await leader.records.log()
     assert after == (1, "stable"), after
     assert [e.action for e in log if e.action == "veto"] == ["veto"]
@@ -116,17 +116,12 @@ async def test_a_rollback_made_while_the_leader_was_paused_is_a_veto_too() -> No
 async def test_the_autopilot_s_own_rollback_is_no_veto() -> None:
     """The autopilot rolls its own migration back (as when its parity fails): its state
     says so before the rollback starts, and no veto follows."""
-    store = shardex.open_store("memory://")
-    await routed(store)
-    leader = pilot(store, worker="leader")
-    with Load(store, 14):
-        async with running(leader):
-            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
-            reshard = await wait_for("the state to name it", _reshard(leader), every=0.1)
-            await leader._stop_driving()
-            await leader._roll_back(reshard, "parity: 1 gap(s) (a test)")
-            await wait_for("the rollback to end", lambda: _stable_at(store, 1), every=0.5)
-            await asyncio.sleep(5)
+    async with growing() as (store, leader):
+        reshard = await wait_for("the state to name it", _reshard(leader), every=0.1)
+        await leader._stop_driving()
+        await leader._roll_back(reshard, "parity: 1 gap(s) (a test)")
+        await wait_for("the rollback to end", lambda: stable_at(store, 1), every=0.5)
+        await asyncio.sleep(5)
     log = await leader.records.log()
     assert ("rollback", "ok") in actions(log)
     assert "veto" not in [e.action for e in log], [(e.action, e.reason) for e in log]
@@ -141,12 +136,7 @@ async def test_a_dry_run_proposes_nothing_for_a_vetoed_key_and_logs_no_veto() ->
     grow within the veto (as the leader would not start one) and writes no veto entry."""
     store = shardex.open_store("memory://")
     await routed(store)
-    async with Runner(store, INDEX, worker="killed") as runner:
-        await runner.start({"PENDING": shardex.ShardPolicy(4)}, margin=0.5,
-                           reshard_id="autopilot-0123456789ab")
-        await runner.run(until="write-new")
-        await runner.begin_rollback()
-        await runner.run(until="done")
+    await rolled_back_by_hand(store, finish=True)
     dry = pilot(store, worker="dry", dry_run=True)
     records = dry.records
     await records.save_state(State("autopilot-0123456789ab", migrating=("PENDING",),
@@ -198,7 +188,7 @@ async def test_an_operator_s_own_grow_is_kept_for_the_veto_not_shrunk_at_once() 
                 await ops.complete(retain=0)
             await asyncio.sleep(80)
             kept = await shards(store)
-            await wait_for("the shrink after the veto", lambda: _in(store, "read-both"),
+            await wait_for("the shrink after the veto", lambda: in_state(store, "read-both"),
                            most=60, every=0.5)
     log = await leader.records.log()
     assert kept == (8, "stable"), kept
@@ -266,17 +256,12 @@ async def test_a_routing_record_that_goes_back_is_said_as_it_is() -> None:
     """The routing record is deleted mid-grow and written again at version 1 (a table
     restore, a mistake): the log says the record went back, and the run ended for the
     migration is gone, not for a rollback nobody made (a probe)."""
-    store = shardex.open_store("memory://")
-    await routed(store)
-    leader = pilot(store, worker="leader")
-    with Load(store, 14):
-        async with running(leader):
-            await wait_for("the grow to start", lambda: _in(store, "read-both"), every=0.1)
-            record = await store.get_record(INDEX, "routing")
-            assert record is not None
-            await store.delete_record(INDEX, "routing", expected=record.revision)
-            await routed(store)
-            await asyncio.sleep(10)
+    async with growing() as (store, leader):
+        record = await store.get_record(INDEX, "routing")
+        assert record is not None
+        await store.delete_record(INDEX, "routing", expected=record.revision)
+        await routed(store)
+        await asyncio.sleep(10)
     log = await leader.records.log()
     went = [e.reason for e in log if e.action == "routing"]
     assert len(went) == 1, went

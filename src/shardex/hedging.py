@@ -108,7 +108,7 @@ class HedgePolicy:
         if self.delay is not None:
             _fraction("delay", self.delay, low=0.0, high=_MAX_DELAY)
         if self.quantile is not None:
-            if self.quantile == 1.0 or isinstance(self.quantile, bool):
+            if self.quantile == 1.0:  # True too; False is refused by _fraction below
                 raise InvalidInput(f"HedgePolicy.quantile must be a number in (0, 1), got "
                                    f"{brief(self.quantile)}")
             _fraction("quantile", self.quantile, low=0.0, high=1.0, upper="1)")

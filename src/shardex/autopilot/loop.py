@@ -378,9 +378,7 @@ class Autopilot:
         waiting = self.policy.min_interval
         held = [w for w in wishes if now - self._refused.get(w.key, -math.inf) < waiting]
         for wish in held:
-            await self._decision(wish, "held", f"; its start was refused (see the log): "
-                                               f"tried again once min_interval ({waiting:g} "
-                                               "s) has passed")
+            await self._held(wish)
         wishes = [w for w in wishes if w not in held]
         if not wishes:
             return state
@@ -416,9 +414,7 @@ class Autopilot:
             if not isinstance(exc, _AWAY):  # the store's no, not its absence
                 self._refused.update(dict.fromkeys(changes, self._clock.wall()))
                 for wish in wishes:
-                    await self._decision(wish, "held", f"; its start was refused: tried "
-                                         f"again once min_interval ({self.policy.min_interval:g}"
-                                         " s) has passed")
+                    await self._held(wish)
             return state
         self._version = max(self._version, plan.routing.version)
         for wish in wishes:  # started only once it is (it had said so of refused starts)
@@ -435,6 +431,12 @@ class Autopilot:
         for wish in wishes:
             state = started(self.policy, state, wish.key, wish.action, wish.t)
         return state
+
+    async def _held(self, wish: Decision) -> None:
+        """Record ``wish`` held: its start was refused lately (see the log)."""
+        await self._decision(wish, "held", f"; its start was refused (see the log): tried "
+                                           f"again once min_interval "
+                                           f"({self.policy.min_interval:g} s) has passed")
 
     async def _overtaken(self, decided: Routing) -> bool:
         """Whether the routing moved on from the one a start was decided on (another

@@ -136,8 +136,9 @@ class KeyView:
     ``lead``: seconds a migration started now would take until writers follow its new
     layout (None: the policy's ``lead``), ``flaps``: how many times running it grew
     back within ``t_down`` of a shrink (``flaps_after``; 0 to ``MAX_FLAPS``), and
-    ``vetoed_until``: until when (wall seconds) an operator's rollback of the autopilot's
-    migration of the key keeps its N as it is (None: no such rollback)."""
+    ``vetoed_until``: until when (wall seconds) an operator's change of the key's layout
+    (a migration of their own, or a rollback of the autopilot's) keeps its N as it is
+    (None: no such change)."""
 
     shards: int = 1
     tier: str | None = None

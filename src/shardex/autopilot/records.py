@@ -99,9 +99,9 @@ class Control:
 class KeyState:
     """One key's memory: when its last migration ended (wall seconds), the admission
     budget the policy set (units a second) and since when, its count of flaps and when
-    its last shrink started (``policy.flaps_after``), and when the autopilot saw an
-    operator's rollback of its migration of the key (``vetoed_at``: no migration of it
-    for ``veto`` seconds)."""
+    its last shrink started (``policy.flaps_after``), and when the autopilot last saw an
+    operator change the key's layout (``vetoed_at``: a migration of their own, or a
+    rollback of the autopilot's; no migration of it for ``veto`` seconds)."""
 
     last_change: float | None = None
     budget: float | None = None

@@ -38,8 +38,9 @@ class AutopilotPolicy:
     - ``settled``: a shrink waits until the peak of the last ``t_up`` is at least this
       share of the peak over ``t_down`` (0 to 1).
     - ``min_interval``: seconds between a key's last change and its next migration.
-    - ``veto``: seconds the autopilot leaves a key's N alone after an operator rolled
-      back the autopilot's migration of it (0: not at all).
+    - ``veto``: seconds the autopilot leaves a key's N alone after an operator changed
+      its layout: a migration of their own, or a rollback of the autopilot's (0: not at
+      all).
     - ``max_migrations``: migrations under way at once on the table.
     - ``min_shards``/``max_shards``: the floor and ceiling on N; ``limits`` per value
       (value -> (floor, ceiling)) overrides them.

@@ -396,12 +396,15 @@ def plan(peaks: tuple[tuple[str, float], ...],
 
 def _read_lines(result: Any) -> list[str]:
     """A line for each value whose N its measured reads set (above what its writes need)."""
+    from shardex.plan import shards_for
+
     bound = result.ceiling
     lines = []
     for value, p in result.values.items():
         if p.read_shards is None or p.read_units_per_s is None:
             continue
-        writes = max(1, math.ceil(round(p.required_units_per_s / bound.write_units, 9)))
+        writes = shards_for(p.peak, ceiling=bound.write_units, units=p.units_per_item,
+                            amplification=result.amplification, headroom=result.headroom)
         if p.read_shards <= writes:
             continue
         line = (f"{escape(value)}: N={p.shards} set by its reads ({p.read_units_per_s:,.0f} "

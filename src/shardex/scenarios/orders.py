@@ -253,16 +253,20 @@ def _schedule(load: OrdersLoad, rng: random.Random) -> list[_Event]:
     return events
 
 
-def _sort_of(at: float, _seconds: dict[tuple[int, int], str] = {}) -> str:  # noqa: B006
+# (days, seconds) after EPOCH -> its ISO text to the second: made once a second
+_SECONDS: dict[tuple[int, int], str] = {}
+
+
+def _sort_of(at: float) -> str:
     """The sort value of an event at ``at`` virtual seconds: its ISO instant, to the
     microsecond (timedelta's rounding), the text to the second made once a second."""
     offset = timedelta(seconds=at)
     whole = (offset.days, offset.seconds)
-    head = _seconds.get(whole)
+    head = _SECONDS.get(whole)
     if head is None:
-        if len(_seconds) > 100_000:
-            _seconds.clear()
-        head = _seconds[whole] = (EPOCH + timedelta(days=whole[0], seconds=whole[1])
+        if len(_SECONDS) > 100_000:
+            _SECONDS.clear()
+        head = _SECONDS[whole] = (EPOCH + timedelta(days=whole[0], seconds=whole[1])
                                   ).isoformat(timespec="seconds").replace("+00:00", "")
     return f"{head}.{offset.microseconds:06d}Z"
 
