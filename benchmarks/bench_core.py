@@ -46,7 +46,8 @@ from typing import Any
 
 import shardex
 from shardex.model.entries import Position, StoredEntry
-from shardex.scenarios.orders import DEMO_TABLE, OrdersLoad, new_table_outcome, run_demo
+from shardex.scenarios.demo_runs import run_demo
+from shardex.scenarios.orders import DEMO_TABLE, OrdersLoad, new_table_outcome
 from shardex.sim.clock import run_virtual
 from shardex.stores.memory import MemoryStore
 

@@ -22,14 +22,8 @@ import time
 import pytest
 
 from shardex.clock import LoopClock, running_loop
-from shardex.scenarios.orders import (
-    DEMO_TABLE,
-    OrdersLoad,
-    _run_layout,
-    demo_layouts,
-    run_orders,
-    start_demo,
-)
+from shardex.scenarios.demo_runs import _run_layout, start_demo
+from shardex.scenarios.orders import DEMO_TABLE, OrdersLoad, demo_layouts, run_orders
 from shardex.sim.clock import run_virtual
 
 

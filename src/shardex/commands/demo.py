@@ -47,7 +47,8 @@ __all__ = ["demo"]
 def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: float | None,
          live: bool, scenario: str, burst: float | None, autopilot: bool) -> None:
     """Run a scenario on virtual time: orders by status (unsharded and sharded), or tenants."""
-    from shardex.scenarios.orders import OrdersLoad, new_table_outcome, start_demo
+    from shardex.scenarios.demo_runs import start_demo
+    from shardex.scenarios.orders import OrdersLoad, new_table_outcome
 
     duration_given = given("duration")
     if autopilot:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from shardex.scenarios.orders import OrdersLoad, RunResult, run_demo, run_orders
+from shardex.scenarios.demo_runs import run_demo
+from shardex.scenarios.orders import OrdersLoad, RunResult, run_orders
 
 __all__ = ["OrdersLoad", "RunResult", "run_demo", "run_orders"]

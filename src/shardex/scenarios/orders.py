@@ -19,18 +19,11 @@ accept of the same load, on the rate-level engine.
 from __future__ import annotations
 
 import asyncio
-import gc
 import math
-import os
 import random
-import threading
-import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from multiprocessing import get_all_start_methods, get_context
 from typing import Any, NamedTuple
 
 from shardex.errors import InvalidInput, ShardexError
@@ -43,14 +36,13 @@ from shardex.routing_record import DEFAULT_LEASE
 from shardex.scenarios.simulate import simulate
 from shardex.scenarios.truth import Tracker
 from shardex.scenarios.workload import Move, Schedule, ValueLoad, Workload
-from shardex.sim.clock import loop_clock, run_virtual
+from shardex.sim.clock import loop_clock
 from shardex.sim.profiles import profile
 from shardex.stores.memory import MemoryStore
 from shardex.stores.metered import Usage
 
 __all__ = ["DEMO_TABLE", "Hooks", "OrdersLoad", "Phase", "RunResult", "STATUSES", "TableCheck",
-           "demo_layouts", "new_table_outcome", "relaxed_gc", "run_demo", "run_orders",
-           "start_demo"]
+           "demo_layouts", "new_table_outcome", "run_orders"]
 
 # The demo's table: warmed to the per-table quota and split for heat (each hot key on a
 # partition of its own), as an established table is; see new_table_outcome for a new one.
@@ -509,103 +501,3 @@ def new_table_outcome(load: OrdersLoad, routing: Routing) -> TableCheck:
     unsplit, _ = accepted(warm_write=DEMO_TABLE["warm_write"])
     demo, _ = accepted(**DEMO_TABLE)
     return TableCheck(asked, new, unsplit, demo)
-
-
-def run_demo(load: OrdersLoad | None = None, *, seed: int = 1,
-             store_options: Mapping[str, Any] | None = None) -> list[RunResult]:
-    """Run the scenario on virtual time, once per layout, with the same seed and load.
-
-    The store is ``memory://`` with ``DEMO_TABLE``'s settings, ``store_options`` over them.
-    """
-    return start_demo(load, seed=seed, store_options=store_options)()
-
-
-def start_demo(load: OrdersLoad | None = None, *, seed: int = 1,
-               store_options: Mapping[str, Any] | None = None
-               ) -> Callable[[], list[RunResult]]:
-    """Start ``run_demo``'s runs now and return what waits for them (call it once).
-
-    Each layout is its own run on its own virtual clock: they run side by side, one
-    process each. Started while this process has one thread (before a spinner's), the
-    processes are forked, so they start at once rather than import shardex again;
-    with other threads running they are spawned, as a fork would copy those threads'
-    locks in whatever state they are.
-    """
-    load = load or OrdersLoad()
-    store_options = {**DEMO_TABLE, **(store_options or {})}
-    ceiling = float(store_options.get("write_ceiling", 1000.0))
-    runs = [(load, routing, name, seed, store_options)
-            for name, routing in demo_layouts(load, ceiling=ceiling).items()]
-    if (os.cpu_count() or 1) < 2:
-        return lambda: [_run_layout(run) for run in runs]
-    method = "fork" if threading.active_count() == 1 \
-        and "fork" in get_all_start_methods() else "spawn"
-    # a worker ends itself once this process is gone, idle or running
-    pool = ProcessPoolExecutor(len(runs), mp_context=get_context(method),
-                               initializer=_end_without, initargs=(os.getpid(),))
-    try:
-        futures = [pool.submit(_run_apart, run) for run in runs]
-    except BaseException:
-        pool.shutdown(cancel_futures=True)
-        raise
-
-    def wait() -> list[RunResult]:
-        with pool:
-            return [future.result() for future in futures]
-
-    return wait
-
-
-def _run_layout(run: tuple[OrdersLoad, Routing, str, int, Mapping[str, Any]]) -> RunResult:
-    load, routing, name, seed, store_options = run
-    with relaxed_gc():
-        return run_virtual(run_orders(load, routing, layout=name, seed=seed,
-                                      store_options=store_options))
-
-
-def _run_apart(run: tuple[OrdersLoad, Routing, str, int, Mapping[str, Any]]) -> RunResult:
-    """``_run_layout`` in a worker process that ends after it: what the run leaves (its
-    store's many objects) is frozen, not collected, as the process's exit frees it.
-
-    A collection there would walk every object the run made (the collector was off for
-    the run) only to free memory that the exit frees anyway: about 1 s of the run's 10.
-    """
-    load, routing, name, seed, store_options = run
-    gc.disable()
-    try:
-        return run_virtual(run_orders(load, routing, layout=name, seed=seed,
-                                      store_options=store_options))
-    finally:
-        gc.freeze()
-        gc.enable()
-
-
-def _end_without(parent: int) -> None:
-    """End this process once ``parent`` is gone (a worker's initializer): a parent killed
-    by SIGTERM or SIGKILL had no time to stop its runs, which would spend their CPU (or,
-    idle, wait) for no one."""
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.25)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="shardex-parent-watch", daemon=True).start()
-
-
-@contextmanager
-def relaxed_gc() -> Iterator[None]:
-    """Collect no garbage while a run makes and drops its many short-lived objects.
-
-    A run frees what it drops by reference counting alone (``run_orders`` cuts the one
-    cycle a failed write would leave), and what it keeps (the store's items, the ground
-    truth) stays to the end; the collector would only walk those again and again, a
-    tenth of the run's time even with relaxed thresholds. The run is bounded, so
-    anything else that does form a cycle waits for the collection after it.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

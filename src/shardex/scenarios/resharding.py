@@ -18,6 +18,7 @@ from shardex.clock import LoopClock
 from shardex.keys import parse_shard_key
 from shardex.reshard import Progress, Resharder
 from shardex.routing import Routing
+from shardex.scenarios.demo_runs import relaxed_gc
 from shardex.scenarios.orders import (
     DEMO_TABLE,
     STATUSES,
@@ -25,7 +26,6 @@ from shardex.scenarios.orders import (
     OrdersLoad,
     RunResult,
     demo_layouts,
-    relaxed_gc,
     run_orders,
 )
 from shardex.sim.clock import run_virtual
