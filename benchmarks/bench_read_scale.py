@@ -23,13 +23,16 @@ what the latency model allows: the p50 and p99 of the slowest of N requests, eac
 given copies at the hedging delay as the default policy sends them, with no budget or
 queue in the way. Once with the index's default concurrency (the store's pool: none on
 memory://, every request at once) and once bounded to 64 at a time (the pool of the
-DynamoDB clients shardex builds, as every fan-out was before).
+DynamoDB clients shardex builds, as every fan-out was before). Last, from the model, the
+extra requests the default delay's copies cost, and the least extra requests at which
+N = 256 and 1,024 have a p50 of 1.5x N = 16's (copies at an earlier delay, at every N).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -156,6 +159,31 @@ def first_pages(shards: int, reads: int, concurrency: int | None) -> Wide:
     return run_virtual(body())
 
 
+_MODEL = LatencyModel()
+_LOG_LATENCY = NormalDist(math.log(_MODEL.median_ms / 1000), _MODEL.sigma)
+
+
+def _sends(policy: HedgePolicy) -> list[float]:
+    """When a request still out gets its copies under ``policy``, in seconds."""
+    delay = _MODEL.quantile(Hedger(policy).quantile)
+    return [delay * (1 + k * policy.spacing) for k in range(policy.max_hedges)]
+
+
+def _late(t: float, sends: list[float]) -> float:
+    """P(one request, with copies sent at ``sends`` while all are out, answers after t)."""
+    chance = 1.0 - _LOG_LATENCY.cdf(math.log(t))
+    for sent in sends:
+        if t > sent:
+            chance *= 1.0 - _LOG_LATENCY.cdf(math.log(t - sent))
+    return chance
+
+
+def model_extra(policy: HedgePolicy) -> float:
+    """Copies per request: each is sent only if the request and its copies are all out."""
+    sends = _sends(policy)
+    return sum(_late(sent, sends[:k]) for k, sent in enumerate(sends))
+
+
 def model_quantile(shards: int, q: float, policy: HedgePolicy) -> float:
     """The ``q`` quantile of the slowest of ``shards`` requests of the store's latency model.
 
@@ -163,26 +191,28 @@ def model_quantile(shards: int, q: float, policy: HedgePolicy) -> float:
     then, and further ones ``spacing`` x the delay apart while every copy is still out,
     up to ``max_hedges``: no budget, no queue.
     """
-    model = LatencyModel()
-    normal = NormalDist(math.log(model.median_ms / 1000), model.sigma)
-    delay = model.quantile(Hedger(policy).quantile)
-    sends = [delay * (1 + k * policy.spacing) for k in range(policy.max_hedges)]
-
-    def late(t: float) -> float:  # P(one request, with its copies, answers after t)
-        chance = 1.0 - normal.cdf(math.log(t))
-        for sent in sends:
-            if t > sent:
-                chance *= 1.0 - normal.cdf(math.log(t - sent))
-        return chance
-
+    sends = _sends(policy)
     low, high = 1e-4, 10.0
     for _ in range(60):
         mid = (low + high) / 2
-        if 1 - (1 - late(mid)) ** shards > 1 - q:
+        if 1 - (1 - _late(mid, sends)) ** shards > 1 - q:
             low = mid
         else:
             high = mid
     return high
+
+
+def extra_for(shards: int, ratio: float, policy: HedgePolicy) -> tuple[float, float]:
+    """The least extra requests (and the first copy's quantile) at which the model's p50
+    of the slowest of ``shards`` is at most ``ratio`` x that of 16 under the same policy.
+
+    Copies go to requests still out at a delay; the earlier the delay, the more copies.
+    """
+    for step in range(1, 500):
+        changed = dataclasses.replace(policy, quantile=1 - step / 1000)  # later first
+        if model_quantile(shards, 0.5, changed) <= ratio * model_quantile(16, 0.5, changed):
+            return model_extra(changed), 1 - step / 1000
+    return math.inf, 0.0
 
 
 def print_wide(reads: int) -> None:
@@ -202,6 +232,12 @@ def print_wide(reads: int) -> None:
                   f"{1e6 * got.cpu_per_shard:8.1f}us "
                   f"{1000 * model_quantile(shards, 0.5, policy):8.1f}ms "
                   f"{1000 * model_quantile(shards, 0.99, policy):8.1f}ms", flush=True)
+    print(f"  the model's copies at the default delay (p{100 * Hedger(policy).quantile:g}) are "
+          f"{100 * model_extra(policy):.1f}% extra requests (the budget: {100 * policy.budget:g}%)")
+    for shards in (256, 1024):
+        extra, quantile = extra_for(shards, 1.5, policy)
+        print(f"  model, N={shards:,}: a p50 of 1.5x N=16's takes {100 * extra:.1f}% extra "
+              f"requests (first copy at the p{100 * quantile:.1f})")
 
 
 def main() -> None:

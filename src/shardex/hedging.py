@@ -92,7 +92,9 @@ class HedgePolicy:
     - ``spacing``: a further copy is sent ``spacing`` x the delay after the one before
       (0.25), if every copy sent is still out.
     - ``window``: recent reads kept per size class for the quantile (512), from 20 to
-      65,536.
+      65,536; at least twice the most reads the reader has had in flight at once (up
+      to 65,536), since a fan-out's reads answer fastest first: the last 512 answers of
+      a fan-out of 1,024 are its slowest half, and a quantile of them comes late.
 
     Raises InvalidInput naming the field at fault.
     """
@@ -133,10 +135,15 @@ class _Latencies:
         self.fresh = 0
         self.value: float | None = None
 
+    def widen(self, window: int) -> None:
+        """Keep at least ``window`` latencies from now on."""
+        if window > (self.samples.maxlen or 0):
+            self.samples = deque(self.samples, maxlen=window)
+
     def quantile(self, q: float) -> float | None:
         if len(self.samples) < _WARMUP:
             return None
-        if self.value is None or self.fresh >= _REFRESH:
+        if self.value is None or self.fresh >= max(_REFRESH, len(self.samples) // 32):
             ordered = sorted(self.samples)
             self.value = ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
             self.fresh = 0
@@ -153,6 +160,8 @@ class Hedger:
         self._classes: dict[int, _Latencies] = {}
         self._balance = 0.0  # entries the budget may still ask for in copies
         self._out = 0  # entries asked for by the reads sent and not yet answered
+        self._flight = 0  # reads sent and not yet answered
+        self._window = policy.window  # latencies kept per class: twice the widest burst
         self._mean = 0.0  # the recent mean size of a read, in entries
 
     @staticmethod
@@ -167,7 +176,9 @@ class Hedger:
         key = self.size_class(size)
         found = self._classes.get(key)
         if found is None:
-            found = self._classes[key] = _Latencies(self.policy.window)
+            found = self._classes[key] = _Latencies(self._window)
+        elif found.samples.maxlen != self._window:
+            found.widen(self._window)
         found.samples.append(seconds)
         found.fresh += 1
 
@@ -190,6 +201,9 @@ class Hedger:
         """
         size = max(1, size)
         self._out += size
+        self._flight += 1
+        if 2 * self._flight > self._window:
+            self._window = min(_MAX_WINDOW, 2 * self._flight)
         self._mean += (size - self._mean) / (_MEAN_WINDOW if self._mean else 1)
         self._balance = min(_BURST * self._mean + self.policy.budget * self._out,
                             self._balance + self.policy.budget * size)
@@ -197,6 +211,7 @@ class Hedger:
     def done(self, size: int) -> None:
         """A read of ``size`` entries sent (``earn``) is answered, or given up."""
         self._out -= max(1, size)
+        self._flight -= 1
 
     def spend(self, size: int) -> bool:
         """Pay for a copy of a read of ``size`` entries; False when the budget cannot."""
