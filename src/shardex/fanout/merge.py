@@ -18,7 +18,7 @@ from itertools import islice
 from shardex.model.entries import Position, QueryPage, StoredEntry
 
 __all__ = ["EVERYTHING", "GROWTH", "Reach", "Reader", "ShardStream", "ahead_of", "merge_safe",
-           "newest_per_item", "reach", "share", "sized", "within"]
+           "newest_per_item", "reach", "share", "sized", "trailing", "within"]
 
 _MIN_FIRST_PAGE = 4
 _SHORT = 0.003  # how often a page may need a second round trip to some shard
@@ -188,6 +188,36 @@ def sized(stream: ShardStream, beside: int) -> int:
     # the forgotten reads beyond the bound cost a union listing 1.4x a stable one's units)
     wanted = int(expect + _SPREAD * math.sqrt(expect)) + 1
     return max(_MIN_FIRST_PAGE, min(stream.page_size, wanted))
+
+
+def trailing(lead: Sequence[ShardStream], rest: Sequence[ShardStream],
+             dry: Sequence[ShardStream], remaining: int, descending: bool) -> list[ShardStream]:
+    """The first phase's requests in flight a page waits for before it reads ``dry``.
+
+    ``dry`` are streams of the second phase ``rest`` that the page needs, read short of
+    how far the first phase ``lead`` has been read. Asked now, they read only up to that
+    bound; when the first-phase stream at the bound has a request in flight, its landing
+    moves the bound, and the second phase is asked again. If what lies up to the bound
+    (the entries both phases hold there, and what each of ``dry`` found beside as many
+    before: ``sized``'s estimate) will not fill the ``remaining`` entries of the page,
+    the page waits for that request and then asks the second phase once: the same round
+    trips, without a request on every second-phase key for a sliver. Empty: ask ``dry``
+    now.
+    """
+    bounded, bound = reach(lead, descending)
+    if not bounded or bound is None:
+        return []
+    holding = [s for s in lead if not s.exhausted and s.after == bound]
+    if not holding or any(s.pending is None for s in holding):
+        return []  # nothing in flight moves the bound
+    found = float(within(lead, None, bound, descending) + within(rest, None, bound, descending))
+    for stream in dry:
+        if not stream.beside:
+            return []  # nothing learnt of the second phase yet: read it now
+        found += within(lead, stream.after, bound, descending) * stream.got / stream.beside
+        if found >= remaining:
+            return []
+    return holding
 
 
 def merge_safe(live: list[ShardStream], out: list[StoredEntry], limit: int,
