@@ -418,3 +418,43 @@ def test_a_reshard_after_a_rolled_back_adoption_says_to_adopt_again() -> None:
     with pytest.raises(InvalidRouting, match=r"finish it \('shardex adopt cutover', "
                                              r"'complete'\)"):
         begin_transition(adopted(), {"PENDING": ShardPolicy(4)})
+
+
+@pytest.mark.shardex_virtual
+async def test_an_idle_worker_ends_with_the_last_unit_not_at_its_next_poll() -> None:
+    # One worker of a process finished its unit and found the other leased: it looked
+    # again a second later, so a run ended up to a poll after its last unit (adopt run
+    # on DynamoDB Local: 0.8 s idle after the last update of 5,000 items, 4 segments).
+    import asyncio
+    import random
+
+    from shardex.clock import LoopClock
+    from shardex.migrate.units import Unit
+    from shardex.migrate.work import Idle, WorkRecords, work_units
+    from shardex.stores.memory import MemoryStore
+
+    store = MemoryStore(seed=5, profile="unlimited")
+    clock = LoopClock()
+    records = WorkRecords(store, "orders", "r1", clock=clock)
+    units = [Unit(n, 1, "PENDING", f"PENDING#{n}", 100.0) for n in (1, 2)]
+    assert await records.claim_plan(1, "w", 5.0)
+    assert await records.publish(1, units, "w")
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+
+    async def process(key: str, unit: Unit, revision: int) -> None:
+        await asyncio.sleep(5.0 if unit.number == 1 else 0.5)
+        await records.checkpoint(key, dataclasses.replace(unit, done=True), revision,
+                                 lease=60.0)
+
+    idle, ended = Idle(), []
+
+    async def worker(seed: int) -> None:
+        await work_units(lambda: records.units(1), process, records=records, worker="w",
+                         lease=60.0, clock=clock, rng=random.Random(seed), poll=1.0,
+                         idle=idle)
+        ended.append(loop.time() - began)
+
+    await asyncio.gather(worker(1), worker(2))
+    assert min(ended) >= 5.0  # the idle worker waited for the long unit
+    assert max(ended) < 5.2  # and ended with it (it had ended at 5.5 s)

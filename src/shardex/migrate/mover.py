@@ -55,7 +55,7 @@ from shardex.migrate.units import (
     busy_sources,
     units_of,
 )
-from shardex.migrate.work import WorkRecords, work_units
+from shardex.migrate.work import Idle, WorkRecords, work_units
 from shardex.model.entries import ScanItem, ScanPage, StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
@@ -125,6 +125,7 @@ class Mover:
         self.spent: dict[str, dict[int, float]] = {} if spent is None else spent
         self.landed: dict[str, dict[int, float]] = {} if landed is None else landed
         self._busy: set[str] = set()  # source keys this process works on now
+        self._idle = Idle()  # its idle workers look again when one of them ends a unit
         self._paces: dict[str, Pace] = {}  # a copy's pace per target key, without a budget
         self.scanned = 0  # items this process scanned and copied, for progress
         self.copied = 0
@@ -227,7 +228,7 @@ class Mover:
                          records=self.records, worker=self._worker, lease=self._lease,
                          clock=self._clock, rng=self._rng, eligible=eligible,
                          alone=lambda unit: self._alone(meta.generation, unit),
-                         going=lambda: self._current(routing), poll=_POLL)
+                         going=lambda: self._current(routing), poll=_POLL, idle=self._idle)
 
     async def _alone(self, generation: int, unit: Unit) -> bool:
         """True if ``unit`` is the one range of its key under lease (lowest number wins).

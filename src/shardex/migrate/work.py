@@ -38,7 +38,7 @@ from shardex.model.entries import Record
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Store
 
-__all__ = ["PlanRecord", "Records", "Runner", "WorkRecords", "runners", "work_units"]
+__all__ = ["Idle", "PlanRecord", "Records", "Runner", "WorkRecords", "runners", "work_units"]
 
 T = TypeVar("T")
 RESHARD, ADOPT = "reshard/", "adopt/"  # ADOPT: the records of adoptions begun before
@@ -257,13 +257,45 @@ class WorkRecords(Records):
         return gone
 
 
+class Idle:
+    """How the workers of one process wait while every unit left is leased: until their
+    next look (``poll``), or until one of them ends a unit, whichever comes first.
+
+    Looking only every ``poll`` seconds, the run's last idle workers saw the last unit
+    end up to a poll late, and the run ended with them (0.8 s after an adoption's last
+    update on DynamoDB Local).
+    """
+
+    def __init__(self) -> None:
+        self._ended: asyncio.Event | None = None
+
+    def ended(self) -> None:
+        """A worker of this process ended a unit (done, or its lease given up)."""
+        if self._ended is not None:
+            self._ended.set()
+            self._ended = None
+
+    async def wait(self, clock: Clock, seconds: float) -> None:
+        """Wait ``seconds`` on ``clock``, or until a worker of this process ends a unit."""
+        if self._ended is None:
+            self._ended = asyncio.Event()
+        ended = asyncio.ensure_future(self._ended.wait())
+        slept = asyncio.ensure_future(clock.sleep(seconds))
+        try:
+            await asyncio.wait((ended, slept), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ended.cancel()
+            slept.cancel()
+
+
 async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]]],
                      process: Callable[[str, Unit, int], Awaitable[None]], *,
                      records: WorkRecords, worker: str, lease: float, clock: Clock,
                      rng: random.Random,
                      eligible: Callable[[Unit, list[Unit], float], bool] = lambda u, a, n: True,
                      alone: Callable[[Unit], Awaitable[bool]] | None = None,
-                     going: Callable[[], bool] = lambda: True, poll: float = 1.0) -> None:
+                     going: Callable[[], bool] = lambda: True, poll: float = 1.0,
+                     idle: Idle | None = None) -> None:
     """The loop in which one worker takes units of work until none is left.
 
     ``pending()`` lists the records; a unit that is not done, has no live lease and is
@@ -271,6 +303,8 @@ async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]
     ``process``; ``alone``, when given, is asked after the lease is taken and a False
     gives the lease back (two workers took rival units at one instant). Stops when every
     unit is done or ``going()`` turns False; cancelled, it gives its lease back first.
+    While every unit left is leased, it looks again after ``poll`` seconds, or (``idle``,
+    shared by the workers of a process) as soon as another of them ends a unit.
     """
     while going():
         found = await pending()
@@ -281,7 +315,10 @@ async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]
         now = clock.wall()
         free = [t for t in todo if t[1].free(now) and eligible(t[1], units, now)]
         if not free:
-            await clock.sleep(min(poll, lease / 4))
+            if idle is None:
+                await clock.sleep(min(poll, lease / 4))
+            else:
+                await idle.wait(clock, min(poll, lease / 4))
             continue
         key, unit, revision = rng.choice(free)
         taken = await records.acquire(key, unit, revision, worker, lease)
@@ -299,3 +336,5 @@ async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]
             if mine is not None and mine[0].owner == worker and not mine[0].done:
                 await records.release(key, *mine)
             raise
+        if idle is not None:
+            idle.ended()
