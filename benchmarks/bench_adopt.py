@@ -68,9 +68,14 @@ async def raw_backfill(table: str, segments: int, *, conditional: bool = False) 
             "IndexName": "status-shard-index", "Projection": {"ProjectionType": "ALL"},
             "KeySchema": [{"AttributeName": "status_shard", "KeyType": "HASH"},
                           {"AttributeName": "created_at", "KeyType": "RANGE"}]}}])
-    while any(i["IndexStatus"] != "ACTIVE" for i in (await client.call(
-            "DescribeTable", TableName=table))["Table"]["GlobalSecondaryIndexes"]):
+    for _ in range(600):  # DynamoDB Local builds it at once; a minute at most
+        described = await client.call("DescribeTable", TableName=table)
+        if all(i["IndexStatus"] == "ACTIVE"
+               for i in described["Table"]["GlobalSecondaryIndexes"]):
+            break
         await asyncio.sleep(0.1)
+    else:
+        raise SystemExit(f"the new GSI of {table} did not become ACTIVE in a minute")
 
     async def segment(number: int) -> None:
         start: dict[str, Any] | None = None

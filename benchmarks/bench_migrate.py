@@ -14,8 +14,9 @@ Run: scripts/dynamodb-local run .venv/bin/python benchmarks/bench_migrate.py
    with the next second's), and the mean over the steady seconds (after the first
    three, in which the slices settle).
 2. The adoption backfill (``adopt run``: leased Scan segments, conditional updates,
-   checkpoints) against a hand-written Scan + UpdateItem, both with 4 segments at once,
-   as ``bench_adopt.py`` measures them: items a second and their ratio.
+   checkpoints) against a hand-written Scan + UpdateItem, both with 4 segments at once
+   and the new GSI built on both tables first, as ``bench_adopt.py`` measures them:
+   items a second and their ratio.
 3. Union reads against a stable listing: a full listing of a value mid-reshard (4 -> 16
    keys, half moved) against the same entries stable on 16 keys, in pages of 1,000 and
    100, requests, read units and time (``bench_union.py --dynamodb`` measures it so).
