@@ -223,3 +223,46 @@ def test_a_runner_whose_units_another_holds_says_it_waits_for_them() -> None:
             await asyncio.gather(running, second, return_exceptions=True)
 
     run_virtual(main())
+
+
+def test_a_run_says_when_the_store_stops_answering() -> None:
+    """The store stops answering mid-run (it accepts requests and never replies): the run
+    says so, more and more rarely, rather than falling silent. On DynamoDB Local behind a
+    proxy that stopped answering, reshard run printed nothing for about 12 minutes (30 s
+    read timeouts, tried again) before its one-line error."""
+    from shardex.sim.clock import run_virtual
+    from shardex.stores.memory import MemoryStore
+
+    class Hanging(MemoryStore):
+        hung = False
+
+        async def _arrive(self, rec: Any, nbytes: int) -> float:
+            if self.hung:
+                await asyncio.Event().wait()  # accepted, never answered
+            return await super()._arrive(rec, nbytes)
+
+    async def main() -> None:
+        store = Hanging(seed=1)
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=1.0) as app:
+            for i in range(400):
+                await app.put("PENDING", f"o-{i:04d}", sort=f"{i:04d}")
+        notes: list[str] = []
+        async with Resharder(store, "orders", worker="a", rate=10.0, seed=1,
+                             progress=lambda p: notes.append(p.note), **FAST) as runner:
+            await runner.start({"PENDING": ShardPolicy(4)}, margin=0.5)
+            running = asyncio.ensure_future(runner.run(until="verified"))
+            try:
+                await asyncio.sleep(6.0)
+                assert notes[-1:] == ["moving entries"], notes
+                store.hung = True
+                heard = len(notes)
+                await asyncio.sleep(9.0)
+            finally:
+                store.hung = False  # what is out stays out; what is sent now answers
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+        said = notes[heard:]
+        # after a report's interval, then twice as long, and so on (up to a minute apart)
+        assert said == [f"no answer from the store for {s} s" for s in (2, 4, 8)], said
+
+    run_virtual(main())
