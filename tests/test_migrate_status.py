@@ -227,7 +227,8 @@ def test_a_runner_whose_units_another_holds_says_it_waits_for_them() -> None:
 
 def test_a_run_says_when_the_store_stops_answering() -> None:
     """The store stops answering mid-run (it accepts requests and never replies): the run
-    says so, more and more rarely, rather than falling silent. On DynamoDB Local behind a
+    says so, more and more rarely, rather than falling silent, and Ctrl-C ends it within
+    seconds. On DynamoDB Local behind a
     proxy that stopped answering, reshard run printed nothing for about 12 minutes (30 s
     read timeouts, tried again) before its one-line error."""
     from shardex.sim.clock import run_virtual
@@ -251,18 +252,50 @@ def test_a_run_says_when_the_store_stops_answering() -> None:
                              progress=lambda p: notes.append(p.note), **FAST) as runner:
             await runner.start({"PENDING": ShardPolicy(4)}, margin=0.5)
             running = asyncio.ensure_future(runner.run(until="verified"))
+            loop = asyncio.get_running_loop()
             try:
                 await asyncio.sleep(6.0)
                 assert notes[-1:] == ["moving entries"], notes
                 store.hung = True
                 heard = len(notes)
                 await asyncio.sleep(9.0)
+                said = notes[heard:]
+                began = loop.time()
+                running.cancel()  # Ctrl-C
+                await asyncio.wait({running}, timeout=120.0)
+                stopping = loop.time() - began
             finally:
                 store.hung = False  # what is out stays out; what is sent now answers
                 running.cancel()
                 await asyncio.gather(running, return_exceptions=True)
-        said = notes[heard:]
         # after a report's interval, then twice as long, and so on (up to a minute apart)
         assert said == [f"no answer from the store for {s} s" for s in (2, 4, 8)], said
+        # stopped, it gives its units back and checkpoints if the store answers in time;
+        # it waited for the store's answer as long as the store took (minutes)
+        assert stopping <= 6.0, stopping
 
     run_virtual(main())
+
+
+def test_ctrl_c_says_so_in_one_line_when_the_state_cannot_be_read() -> None:
+    """After Ctrl-C, run reads the migration's state to say where it stopped; on a store
+    that does not answer that read waited as long as the store's timeouts and tries."""
+    import click
+
+    from shardex.commands.migrations import on_interrupt
+    from shardex.sim.clock import run_virtual
+
+    def work() -> None:
+        raise KeyboardInterrupt
+
+    async def hung() -> dict[str, Any]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    lines: list[str] = []
+    with pytest.raises(click.exceptions.Abort):
+        on_interrupt(work, hung, "reshard", run=run_virtual, say=lines.append)
+    assert lines == ["interrupted: the reshard's state could not be read (the store did not "
+                     "answer within 10 s); safe to stop: every step and checkpoint stored is "
+                     "kept, and the units this process held lapse with their lease; to see "
+                     "where it stands: shardex reshard status"], lines

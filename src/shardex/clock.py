@@ -22,9 +22,14 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["Clock", "LoopClock", "running_loop"]
+from shardex.errors import Unavailable
+
+__all__ = ["Clock", "GOODBYE", "LoopClock", "running_loop", "within"]
+
+T = TypeVar("T")
+GOODBYE = 2.0  # seconds a stopping process waits for each of its last store requests
 
 
 class Clock(Protocol):
@@ -94,3 +99,29 @@ class LoopClock:
                 result: Awaitable[None] = lean(seconds)
                 return result
         return asyncio.sleep(max(0.0, seconds))
+
+
+async def within(clock: Clock, seconds: float, work: Awaitable[T], what: str) -> T:
+    """``work``'s result, or Unavailable naming ``what`` (``work`` cancelled) once it has
+    taken ``seconds`` on ``clock``.
+
+    For what a stopping process does on its way out (a checkpoint, a lease given back):
+    on a store that takes requests and never answers, Ctrl-C waited as long as the
+    store's timeouts and tries (minutes).
+    """
+    task = asyncio.ensure_future(work)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait((task, timer), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+    if not task.done():
+        task.cancel()
+        task.add_done_callback(_taken)
+        raise Unavailable(f"{what}: no answer within {seconds:g} s")
+    return task.result()
+
+
+def _taken(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: asyncio reports no unread exception

@@ -250,8 +250,8 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
             return await adopter.run()
 
     # a lease this process still holds is no other runner: 'run' goes on from it
-    done = on_interrupt(lambda: _run(fill), lambda: _run(lambda: _status(
-        uri, name, 900.0, gone=worker)), "adopt")
+    done = on_interrupt(lambda: _run(fill), lambda: _status(uri, name, 900.0, gone=worker),
+                        "adopt")
     out = output.console()
     out.print(f"index {name!r}: backfill done: {done.scanned:,} items scanned, "
               f"{done.updated:,} updated, {done.raced:,} changed by the application first, "

@@ -26,7 +26,7 @@ from shardex.commands.config import Setting
 from shardex.commands.connection import Connection, connection_options, open_with, store_option
 from shardex.commands.params import INDEX_NAME, MAX_AGE, number
 from shardex.documents import rounded
-from shardex.errors import ReshardRefused, StoreInUse
+from shardex.errors import ReshardRefused, ShardexError, StoreInUse
 
 __all__ = ["LIST_SCHEMA", "gaps_refused", "interrupted", "migrations", "on_interrupt",
            "parity_lines", "print_parity", "runner_lines", "status_options", "status_printer",
@@ -99,15 +99,39 @@ def interrupted(doc: dict[str, Any], verb: str) -> str:
             f"are given back (one it could not reach lapses with its lease); to go on: {then}")
 
 
-def on_interrupt(work: Callable[[], T], status: Callable[[], dict[str, Any]], verb: str) -> T:
+_STATUS_WAIT = 10.0  # seconds Ctrl-C waits to read where the migration stopped
+
+
+def on_interrupt(work: Callable[[], T], status: Callable[[], Awaitable[dict[str, Any]]],
+                 verb: str, *, run: Callable[[Any], Any] = asyncio.run,
+                 say: Callable[[str], None] | None = None) -> T:
     """``work()``; on Ctrl-C, the one line ``interrupted`` words from ``status()`` (read
-    after), and exit 130."""
+    after, by ``run``), and exit 130.
+
+    If the state cannot be read in ``_STATUS_WAIT`` seconds (a store that takes requests
+    and never answers had Ctrl-C wait minutes) or at all, the line says so.
+    """
     try:
         return work()
     except KeyboardInterrupt:
-        output.console(stderr=True).print(interrupted(status(), verb), highlight=False,
-                                          soft_wrap=True)
+        try:
+            line = interrupted(run(asyncio.wait_for(status(), _STATUS_WAIT)), verb)
+        except TimeoutError:
+            line = unread(verb, f"the store did not answer within {_STATUS_WAIT:g} s")
+        except ShardexError as exc:
+            line = unread(verb, str(exc))
+        if say is not None:
+            say(line)
+        else:
+            output.console(stderr=True).print(line, highlight=False, soft_wrap=True)
         raise click.exceptions.Abort() from None
+
+
+def unread(verb: str, why: str) -> str:
+    """The line of a Ctrl-C after which the migration's state could not be read."""
+    return (f"interrupted: the {verb}'s state could not be read ({why}); safe to stop: "
+            "every step and checkpoint stored is kept, and the units this process held "
+            f"lapse with their lease; to see where it stands: shardex {verb} status")
 
 
 def watched(work: Callable[[], T], what: str) -> T:

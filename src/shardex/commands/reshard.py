@@ -386,8 +386,8 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
                 return await runner.run(until=until)
 
         # a lease this process still holds is no other runner: 'run' goes on from it
-        result = on_interrupt(lambda: _run(drive), lambda: _run(lambda: _status(
-            uri, name, connection, max_age, gone=worker)), "reshard")
+        result = on_interrupt(lambda: _run(drive), lambda: _status(
+            uri, name, connection, max_age, gone=worker), "reshard")
     _finished(out, result, uri, name)
 
 
@@ -551,8 +551,8 @@ def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
                 return await runner.rollback()
 
         # Ctrl-C says where the rollback is and how to go on, as run's does
-        result = on_interrupt(lambda: _run(back), lambda: _run(lambda: _status(
-            uri, name, connection, DEFAULT_MAX_AGE, gone=worker)), "reshard")
+        result = on_interrupt(lambda: _run(back), lambda: _status(
+            uri, name, connection, DEFAULT_MAX_AGE, gone=worker), "reshard")
     _finished(out, result, uri, name)
 
 

@@ -50,7 +50,7 @@ from typing import Any
 from shardex.admission import Budget as AdmissionBudget
 from shardex.admission import SharedBudgets
 from shardex.admission.budgets import moving_window
-from shardex.clock import Clock
+from shardex.clock import GOODBYE, Clock, within
 from shardex.errors import MalformedItem, ShardexError
 from shardex.migrate.control import (
     DEFAULT_POLL,
@@ -358,7 +358,9 @@ class Budget:
                 await keeper
         try:
             if self._redis is None or self.state.holds.get(self.owner) is not None:
-                await self._change(lambda s, now: release(s, self.owner, now, self.policy))
+                await within(self._clock, GOODBYE, self._change(
+                    lambda s, now: release(s, self.owner, now, self.policy)),
+                    "giving the budget slice up")
         except ShardexError as exc:  # the lease runs out on its own
             log.warning("migration %s: the budget slice was not given up: %s",
                         self.migration, exc)

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
-from shardex.clock import Clock
+from shardex.clock import GOODBYE, Clock, within
 from shardex.errors import (
     ConditionFailed,
     InvalidKey,
@@ -286,8 +286,9 @@ class Mover:
             # stopped (Ctrl-C, a bounded step): keep what moved since the last checkpoint,
             # so status counts it and the unit goes on from there (a batch cut short is
             # found in place and moved again by no one)
-            with contextlib.suppress(ShardexError):
-                await self.records.checkpoint(key, unit, revision, lease=self._lease)
+            with contextlib.suppress(ShardexError):  # a store that does not answer: it lapses
+                await within(self._clock, GOODBYE, self.records.checkpoint(
+                    key, unit, revision, lease=self._lease), "the checkpoint on stopping")
             raise
 
     async def _holding(self, key: str, unit: Unit, revision: int,

@@ -24,14 +24,15 @@ one loop in which a mover's worker takes units.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from shardex.clock import Clock
-from shardex.errors import ConditionFailed, MalformedItem
+from shardex.clock import GOODBYE, Clock, within
+from shardex.errors import ConditionFailed, MalformedItem, Unavailable
 from shardex.migrate.layouts import PATIENT
 from shardex.migrate.units import Unit
 from shardex.model.entries import Record
@@ -288,6 +289,14 @@ class Idle:
             slept.cancel()
 
 
+async def _give_back(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]]],
+                     records: WorkRecords, key: str, worker: str) -> None:
+    """Give the lease of unit ``key`` back if ``worker`` still holds it and it is not done."""
+    mine = (await pending()).get(key)
+    if mine is not None and mine[0].owner == worker and not mine[0].done:
+        await records.release(key, *mine)
+
+
 async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]]],
                      process: Callable[[str, Unit, int], Awaitable[None]], *,
                      records: WorkRecords, worker: str, lease: float, clock: Clock,
@@ -332,9 +341,10 @@ async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]
         except asyncio.CancelledError:
             # a bounded step was cut short: give the lease back, so the next step (or any
             # worker) takes the unit from its last checkpoint at once, not at its expiry
-            mine = (await pending()).get(key)
-            if mine is not None and mine[0].owner == worker and not mine[0].done:
-                await records.release(key, *mine)
+            # (a store that does not answer in time: the lease lapses)
+            with contextlib.suppress(Unavailable):
+                await within(clock, GOODBYE, _give_back(pending, records, key, worker),
+                             f"giving unit {key!r} back")
             raise
         if idle is not None:
             idle.ended()
