@@ -20,11 +20,11 @@ from typing import Any
 from shardex.adopted import source_store
 from shardex.adoption import Adoption
 from shardex.clock import Clock
-from shardex.errors import InvalidInput, InvalidRouting, NotFound, ReshardRefused
+from shardex.errors import InvalidInput, InvalidRouting, NotFound, ReshardRefused, ShardexError
 from shardex.index import ShardedIndex
 from shardex.keys import value_fault
 from shardex.migrate.adopting import AdoptionLayouts, adoption_layouts
-from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
+from shardex.migrate.base import MigrationRunner, answered, check_numbers, check_seconds
 from shardex.migrate.budget import Budget, Sharing
 from shardex.migrate.control import describe
 from shardex.migrate.mover import MOVER_RETRY, Mover
@@ -345,8 +345,10 @@ class Adopter(MigrationRunner):
         before = await self.backfilled(adoption)
         began = self._clock.now()
         items = 0
+        landed = [began]  # when a page last landed
 
         def report() -> None:
+            landed[0] = self._clock.now()
             # the total is the item count fixed when the backfill was planned
             rate = mover.scanned / max(1e-9, self._clock.now() - began)
             left = max(0, items - before.scanned - mover.scanned)
@@ -373,13 +375,16 @@ class Adopter(MigrationRunner):
             if planned[0].units != self.segments:
                 self._say(f"the backfill was planned with {planned[0].units} segments by an "
                           "earlier run: using those")
-            watching = asyncio.ensure_future(self._say_holds(budget))
+            watching = [asyncio.ensure_future(self._say_holds(budget)),
+                        asyncio.ensure_future(quiet_or_said(
+                            partial(records.units, generation), self._clock, landed,
+                            lambda note: self._say(f"backfill: {note}")))]
             try:
                 await mover.run(routing, plan=plan)
             finally:
-                watching.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watching
+                for task in watching:
+                    task.cancel()
+                await asyncio.gather(*watching, return_exceptions=True)
         return await self.backfilled(adoption)
 
     async def _say_holds(self, budget: Budget | None) -> None:
@@ -539,3 +544,18 @@ class Adopter(MigrationRunner):
                                      store=uri or self.store.uri, lease=self.lease,
                                      now=self._clock.wall(), max_age=self.max_age, items=items,
                                      gone=gone)
+
+
+_QUIET = 2.0  # seconds without a page landing before a backfill asks whether the store answers
+
+
+async def quiet_or_said(read: Callable[[], Awaitable[Any]], clock: Clock, landed: list[float],
+                        say: Callable[[str], None]) -> None:
+    """While a backfill runs: once no page has landed for ``_QUIET`` seconds, ``read`` (the
+    work records); if the store does not answer, ``say`` so (``answered``). Its progress
+    is said only as pages land, so a store that stopped answering had it fall silent."""
+    while True:
+        await clock.sleep(_QUIET)
+        if clock.now() - landed[0] >= _QUIET:
+            with contextlib.suppress(ShardexError):  # an answer, if an error: the movers see it
+                await answered(read(), clock, _QUIET, say)

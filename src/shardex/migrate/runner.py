@@ -25,7 +25,7 @@ from shardex.clock import Clock
 from shardex.errors import InvalidInput, InvalidKey, InvalidRouting, ReshardRefused
 from shardex.index import ShardedIndex
 from shardex.migrate import states
-from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
+from shardex.migrate.base import MigrationRunner, answered, check_numbers, check_seconds
 from shardex.migrate.budget import Budget, Sharing
 from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.migrate.mover import MOVER_RETRY, Mover
@@ -420,7 +420,10 @@ class Resharder(MigrationRunner):
         last: tuple[float, int] | None = None
         seen: list[Unit] | None = None
         while True:
-            units = seen = await self._units_or_say(routing, seen)
+            # a store that stops answering is said, not waited on in silence
+            units = seen = await answered(
+                self.units(routing), self._clock, min(_REPORT_EVERY, self.unit_lease),
+                partial(self._report, routing, seen))
             moved = sum(u.moved for u in units)
             now = self._clock.now()
             rate = None if last is None or now <= last[0] else (moved - last[1]) / (now - last[0])
@@ -429,32 +432,6 @@ class Resharder(MigrationRunner):
             self._report(routing, units, hold or self._waiting(units) or "moving entries",
                          rate)
             await self._clock.sleep(min(_REPORT_EVERY, self.unit_lease))
-
-    async def _units_or_say(self, routing: Routing, seen: list[Unit] | None) -> list[Unit]:
-        """``units(routing)``; while the store does not answer, say so, after a report's
-        interval, then twice as long, and so on up to a minute apart.
-
-        A store that takes requests and never answers had the run fall silent until its
-        requests had timed out and been tried again (about 12 minutes on DynamoDB).
-        """
-        every = min(_REPORT_EVERY, self.unit_lease)
-        asked, say_at = self._clock.now(), every
-        reading = asyncio.ensure_future(self.units(routing))
-        try:
-            while True:
-                tick = asyncio.ensure_future(self._clock.sleep(every))
-                try:
-                    await asyncio.wait((reading, tick), return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    tick.cancel()
-                if reading.done():
-                    return reading.result()
-                waited = self._clock.now() - asked
-                if waited >= say_at:
-                    self._report(routing, seen, f"no answer from the store for {waited:.0f} s")
-                    say_at = min(2 * say_at, say_at + 60.0)
-        finally:
-            reading.cancel()
 
     def _waiting(self, units: Sequence[Unit]) -> str | None:
         """Why this runner moves nothing while units are left: every one is leased by other
