@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 
 from shardex.errors import Unavailable
 
-__all__ = ["Clock", "GOODBYE", "LoopClock", "running_loop", "within"]
+__all__ = ["Clock", "GOODBYE", "LoopClock", "running_loop", "settled", "taken", "within"]
 
 T = TypeVar("T")
 GOODBYE = 2.0  # seconds a stopping process waits for each of its last store requests
@@ -101,6 +101,24 @@ class LoopClock:
         return asyncio.sleep(max(0.0, seconds))
 
 
+async def settled(future: asyncio.Future[Any], clock: Clock, seconds: float) -> bool:
+    """Wait for ``future`` at most ``seconds`` on ``clock``; True if it is done (it is
+    not cancelled when the time is up)."""
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait((future, timer), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+    return future.done()
+
+
+def taken(future: asyncio.Future[Any]) -> None:
+    """A done callback that reads a cancelled future's end (its exception, if any), so
+    that asyncio does not report it as never retrieved."""
+    if not future.cancelled():
+        future.exception()
+
+
 async def within(clock: Clock, seconds: float, work: Awaitable[T], what: str) -> T:
     """``work``'s result, or Unavailable naming ``what`` (``work`` cancelled) once it has
     taken ``seconds`` on ``clock``.
@@ -110,18 +128,8 @@ async def within(clock: Clock, seconds: float, work: Awaitable[T], what: str) ->
     store's timeouts and tries (minutes).
     """
     task = asyncio.ensure_future(work)
-    timer = asyncio.ensure_future(clock.sleep(seconds))
-    try:
-        await asyncio.wait((task, timer), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        timer.cancel()
-    if not task.done():
+    if not await settled(task, clock, seconds):
         task.cancel()
-        task.add_done_callback(_taken)
+        task.add_done_callback(taken)
         raise Unavailable(f"{what}: no answer within {seconds:g} s")
     return task.result()
-
-
-def _taken(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved: asyncio reports no unread exception

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from shardex.clock import Clock, LoopClock
+from shardex.clock import Clock, LoopClock, settled
 from shardex.errors import ConditionFailed, InvalidInput
 from shardex.index import ShardedIndex, store_routing
 from shardex.migrate.budget import Budget, Sharing
@@ -44,18 +44,12 @@ async def answered(read: Awaitable[T], clock: Clock, every: float,
     asked, say_at = clock.now(), every
     reading = asyncio.ensure_future(read)
     try:
-        while True:
-            tick = asyncio.ensure_future(clock.sleep(every))
-            try:
-                await asyncio.wait((reading, tick), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                tick.cancel()
-            if reading.done():
-                return reading.result()
+        while not await settled(reading, clock, every):
             waited = clock.now() - asked
             if waited >= say_at:
                 say(f"no answer from the store for {waited:.0f} s")
                 say_at = min(2 * say_at, say_at + 60.0)
+        return reading.result()
     finally:
         reading.cancel()
 

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
-from shardex.clock import GOODBYE, Clock, within
+from shardex.clock import GOODBYE, Clock, settled, taken, within
 from shardex.errors import (
     ConditionFailed,
     InvalidKey,
@@ -76,12 +76,6 @@ def migration_of(routing: Routing) -> Transition | None:
     if routing.reshard is not None:
         return routing.reshard
     return None if routing.adoption is None else routing.adoption.migration
-
-
-def _taken(future: asyncio.Future[list[str]]) -> None:
-    """Read a cancelled batch's end (its exception, if any) so that it is not logged."""
-    if not future.cancelled():
-        future.exception()
 
 
 def _page_size(rate: float, lease: float) -> int:
@@ -301,12 +295,7 @@ class Mover:
         (``work`` is let finish: its moves are conditional, each done once)."""
         try:
             while True:
-                tick = asyncio.ensure_future(self._clock.sleep(self._lease / 3))
-                try:
-                    await asyncio.wait((work, tick), return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    tick.cancel()
-                if work.done():
+                if await settled(work, self._clock, self._lease / 3):
                     return work.result(), (unit, revision)
                 saved = await self.records.checkpoint(key, unit, revision, lease=self._lease)
                 if saved is None:
@@ -316,7 +305,7 @@ class Mover:
         except BaseException:
             # stopped (Ctrl-C, a bounded step) or failed: cancel the moves as gather's
             # caller would, and take their end, so asyncio reports no unread exception
-            work.add_done_callback(_taken)
+            work.add_done_callback(taken)
             work.cancel()
             raise
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from shardex.clock import GOODBYE, Clock, within
+from shardex.clock import GOODBYE, Clock, settled, within
 from shardex.errors import ConditionFailed, MalformedItem, Unavailable
 from shardex.migrate.layouts import PATIENT
 from shardex.migrate.units import Unit
@@ -281,12 +281,10 @@ class Idle:
         if self._ended is None:
             self._ended = asyncio.Event()
         ended = asyncio.ensure_future(self._ended.wait())
-        slept = asyncio.ensure_future(clock.sleep(seconds))
         try:
-            await asyncio.wait((ended, slept), return_when=asyncio.FIRST_COMPLETED)
+            await settled(ended, clock, seconds)
         finally:
             ended.cancel()
-            slept.cancel()
 
 
 async def _give_back(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]]],
