@@ -36,8 +36,8 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from statistics import NormalDist
 
+from bench_reads import copy_times, model_extra, slowest
 from shardex import HedgePolicy, Routing, ShardedIndex, ShardPolicy
 from shardex.capacity import entry_bytes
 from shardex.hedging import Hedger
@@ -159,47 +159,18 @@ def first_pages(shards: int, reads: int, concurrency: int | None) -> Wide:
     return run_virtual(body())
 
 
-_MODEL = LatencyModel()
-_LOG_LATENCY = NormalDist(math.log(_MODEL.median_ms / 1000), _MODEL.sigma)
-
-
-def _sends(policy: HedgePolicy) -> list[float]:
-    """When a request still out gets its copies under ``policy``, in seconds."""
-    delay = _MODEL.quantile(Hedger(policy).quantile)
-    return [delay * (1 + k * policy.spacing) for k in range(policy.max_hedges)]
-
-
-def _late(t: float, sends: list[float]) -> float:
-    """P(one request, with copies sent at ``sends`` while all are out, answers after t)."""
-    chance = 1.0 - _LOG_LATENCY.cdf(math.log(t))
-    for sent in sends:
-        if t > sent:
-            chance *= 1.0 - _LOG_LATENCY.cdf(math.log(t - sent))
-    return chance
-
-
-def model_extra(policy: HedgePolicy) -> float:
-    """Copies per request: each is sent only if the request and its copies are all out."""
-    sends = _sends(policy)
-    return sum(_late(sent, sends[:k]) for k, sent in enumerate(sends))
+_MODEL = LatencyModel()  # the store's default latency
 
 
 def model_quantile(shards: int, q: float, policy: HedgePolicy) -> float:
-    """The ``q`` quantile of the slowest of ``shards`` requests of the store's latency model.
+    """The ``q`` quantile of the slowest of ``shards`` requests of the store's latency model,
+    hedged as ``policy`` sends copies, no budget, no queue (``bench_reads.slowest``)."""
+    return slowest(shards, q, copy_times(policy, model=_MODEL), _MODEL)
 
-    Each request still out at the hedging delay (the model's own quantile) gets a copy
-    then, and further ones ``spacing`` x the delay apart while every copy is still out,
-    up to ``max_hedges``: no budget, no queue.
-    """
-    sends = _sends(policy)
-    low, high = 1e-4, 10.0
-    for _ in range(60):
-        mid = (low + high) / 2
-        if 1 - (1 - _late(mid, sends)) ** shards > 1 - q:
-            low = mid
-        else:
-            high = mid
-    return high
+
+def model_extra_of(policy: HedgePolicy) -> float:
+    """The copies per request ``policy`` sends on the store's latency model."""
+    return model_extra(copy_times(policy, model=_MODEL), _MODEL)
 
 
 def extra_for(shards: int, ratio: float, policy: HedgePolicy) -> tuple[float, float]:
@@ -211,7 +182,7 @@ def extra_for(shards: int, ratio: float, policy: HedgePolicy) -> tuple[float, fl
     for step in range(1, 500):
         changed = dataclasses.replace(policy, quantile=1 - step / 1000)  # later first
         if model_quantile(shards, 0.5, changed) <= ratio * model_quantile(16, 0.5, changed):
-            return model_extra(changed), 1 - step / 1000
+            return model_extra_of(changed), 1 - step / 1000
     return math.inf, 0.0
 
 
@@ -233,7 +204,8 @@ def print_wide(reads: int) -> None:
                   f"{1000 * model_quantile(shards, 0.5, policy):8.1f}ms "
                   f"{1000 * model_quantile(shards, 0.99, policy):8.1f}ms", flush=True)
     print(f"  the model's copies at the default delay (p{100 * Hedger(policy).quantile:g}) are "
-          f"{100 * model_extra(policy):.1f}% extra requests (the budget: {100 * policy.budget:g}%)")
+          f"{100 * model_extra_of(policy):.1f}% extra requests (the budget: "
+          f"{100 * policy.budget:g}%)")
     for shards in (256, 1024):
         extra, quantile = extra_for(shards, 1.5, policy)
         print(f"  model, N={shards:,}: a p50 of 1.5x N=16's takes {100 * extra:.1f}% extra "

@@ -57,6 +57,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -554,7 +555,6 @@ def print_azure(results: dict[float, dict[str, Outcome]], args: argparse.Namespa
 
 MEDIAN_MS, P99_MS = 4.0, 40.0
 _MODEL = LatencyModel(MEDIAN_MS, P99_MS, 0.0)  # the store's latency, for the model's figures
-_LOG_LATENCY = NormalDist(math.log(MEDIAN_MS / 1000), _MODEL.sigma)
 
 
 def tail_on_memory(shards: int, hedge: HedgePolicy | None, reads: int,
@@ -594,50 +594,55 @@ async def _bulk(store: MemoryStore, index: ShardedIndex, entries: int) -> None:
             for i in range(start, min(entries, start + 500))))
 
 
-def _sends(policy: HedgePolicy | None, quantile: float | None = None) -> list[float]:
-    """When a request of the latency model still out gets its copies under ``policy``
+@functools.cache
+def _log_latency(model: LatencyModel) -> NormalDist:
+    return NormalDist(math.log(model.median_ms / 1000), model.sigma)
+
+
+def copy_times(policy: HedgePolicy | None, quantile: float | None = None,
+               model: LatencyModel = _MODEL) -> list[float]:
+    """When a request of the latency ``model`` still out gets its copies under ``policy``
     (its delay at the model's ``quantile``, by default the policy's own), in seconds."""
     if policy is None:
         return []
-    delay = _MODEL.quantile(Hedger(policy).quantile if quantile is None else quantile)
+    delay = model.quantile(Hedger(policy).quantile if quantile is None else quantile)
     return [delay * (1 + k * policy.spacing) for k in range(policy.max_hedges)]
 
 
-def _slower(t: float) -> float:
-    """P(one request of the latency model answers after ``t`` seconds)."""
-    return 1.0 - _LOG_LATENCY.cdf(math.log(t)) if t > 0 else 1.0
-
-
-def _late(t: float, sends: list[float]) -> float:
+def _late(t: float, sends: list[float], model: LatencyModel) -> float:
     """P(one request, with copies sent at ``sends`` while all are out, answers after t)."""
-    chance = _slower(t)
-    for sent in sends:
-        chance *= _slower(t - sent) if t > sent else 1.0
+    log_latency = _log_latency(model)
+    chance = 1.0
+    for sent in (0.0, *sends):
+        if t > sent:
+            chance *= 1.0 - log_latency.cdf(math.log(t - sent))
     return chance
 
 
-def model_extra(sends: list[float]) -> float:
+def model_extra(sends: list[float], model: LatencyModel = _MODEL) -> float:
     """Copies per request: each is sent only if the request and its copies are all out."""
-    return sum(_late(sent, sends[:k]) for k, sent in enumerate(sends))
+    return sum(_late(sent, sends[:k], model) for k, sent in enumerate(sends))
 
 
-def model_p99(shards: int, policy: HedgePolicy | None, quantile: float | None = None) -> float:
-    """The p99 of the slowest of ``shards`` requests of the latency model, in seconds.
-
-    With ``policy``, each request still out at its delay (the model's own quantile, or
-    ``quantile``) gets a copy then, and further copies ``spacing`` x the delay apart
-    while every copy is still out, up to ``max_hedges``, with no budget or queue in the
-    way: the best those copies can do.
-    """
-    sends = _sends(policy, quantile)
+def slowest(shards: int, q: float, sends: list[float], model: LatencyModel = _MODEL) -> float:
+    """The ``q`` quantile of the slowest of ``shards`` requests of the latency ``model``,
+    in seconds, each request still out at a time of ``sends`` given a copy then (as a
+    HedgePolicy sends them, ``copy_times``), with no budget or queue in the way: the best
+    those copies can do."""
     low, high = 1e-4, 10.0
     for _ in range(60):
         mid = (low + high) / 2
-        if 1 - (1 - _late(mid, sends)) ** shards > 0.01:
+        if 1 - (1 - _late(mid, sends, model)) ** shards > 1 - q:
             low = mid
         else:
             high = mid
     return high
+
+
+def model_p99(shards: int, policy: HedgePolicy | None, quantile: float | None = None) -> float:
+    """The p99 of the slowest of ``shards`` requests of the tail's latency model, copies
+    at the policy's delay (or the model's ``quantile``) and after (``slowest``)."""
+    return slowest(shards, 0.99, copy_times(policy, quantile))
 
 
 def budget_for(shards: int, ratio: float, policy: HedgePolicy) -> tuple[float, float, float]:
@@ -651,11 +656,11 @@ def budget_for(shards: int, ratio: float, policy: HedgePolicy) -> tuple[float, f
     """
     yardstick = model_p99(1, policy)
     quantiles = [1 - i / 1000 for i in range(1, 1000)]  # later delays first
-    within = [q for q in quantiles if model_extra(_sends(policy, q)) <= policy.budget]
+    within = [q for q in quantiles if model_extra(copy_times(policy, q)) <= policy.budget]
     best = model_p99(shards, policy, min(within)) / yardstick
     for q in quantiles:
         if model_p99(shards, policy, q) <= ratio * yardstick:
-            return best, model_extra(_sends(policy, q)), q
+            return best, model_extra(copy_times(policy, q)), q
     return best, math.inf, 0.0
 
 
