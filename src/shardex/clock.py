@@ -11,6 +11,10 @@ real under ``asyncio.run``, virtual under ``shardex.run_virtual`` (whose loop li
   (a lease written by one client and read by another must use it). A loop may provide
   its own wall clock with a ``wall()`` method; the virtual loop does, so that both
   clocks are virtual there and move together.
+
+Waiting on a store that may never answer: ``settled`` (a future, or a clock tick),
+``within`` (a request bounded in time) and ``answered`` (a wait that says, now and then,
+that the store has not answered).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from typing import Any, Protocol, TypeVar
 
 from shardex.errors import Unavailable
 
-__all__ = ["Clock", "GOODBYE", "LoopClock", "running_loop", "settled", "taken", "within"]
+__all__ = ["Clock", "GOODBYE", "LoopClock", "answered", "running_loop", "settled", "taken",
+           "within"]
 
 T = TypeVar("T")
 GOODBYE = 2.0  # seconds a stopping process waits for each of its last store requests
@@ -133,3 +138,34 @@ async def within(clock: Clock, seconds: float, work: Awaitable[T], what: str) ->
         task.add_done_callback(taken)
         raise Unavailable(f"{what}: no answer within {seconds:g} s")
     return task.result()
+
+
+async def answered(read: Awaitable[T], clock: Clock, every: float,
+                   say: Callable[[str], None], *, quiet: Callable[[], float] | None = None,
+                   until: Callable[[], bool] | None = None, tick: float | None = None) -> T:
+    """``read``'s result; while the store does not answer it, ``say`` so, after ``every``
+    seconds, then twice as long, and so on up to a minute apart.
+
+    A store that takes requests and never answers had a run fall silent until its
+    requests had timed out and been tried again (about 12 minutes on DynamoDB).
+
+    ``quiet`` says how long the store has not answered (default: since ``read`` was
+    asked); once it answers again the notes start over. Looked at every ``tick``
+    seconds (default ``every``); ``until`` True: say nothing more (someone else says it).
+    """
+    asked, say_at = clock.now(), every
+    waited = quiet or (lambda: clock.now() - asked)
+    reading = asyncio.ensure_future(read)
+    try:
+        while not await settled(reading, clock, tick or every):
+            if until is not None and until():
+                return await reading
+            silent = waited()
+            if silent < every:
+                say_at = every
+            elif silent >= say_at:
+                say(f"no answer from the store for {silent:.0f} s")
+                say_at = min(2 * say_at, say_at + 60.0)
+        return reading.result()
+    finally:
+        reading.cancel()

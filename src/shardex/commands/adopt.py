@@ -9,7 +9,6 @@ the new GSI, ``complete`` retires (and with ``--drop-old-index`` drops) the old 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import shlex
@@ -26,6 +25,7 @@ from shardex.commands.connection import (
     connection_options,
     index_option,
     open_with,
+    run_noting,
     store_option,
 )
 from shardex.commands.controls import (
@@ -82,8 +82,9 @@ def _adopter(uri: str, name: str, **options: Any) -> Any:
     return Adopter(uri if connection is None else open_with(uri, connection), name, **options)
 
 
-def _run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    return asyncio.run(work())
+def _run(work: Callable[[], Coroutine[Any, Any, T]], lines: _Lines | None = None) -> T:
+    # a run says the store's silence in its own progress once it reports
+    return run_noting(work, until=None if lines is None else lambda: lines.heard)
 
 
 def _command(name: str, uri: str, index: str, extra: str = "") -> str:
@@ -97,8 +98,10 @@ class _Lines:
         self._out = output.console()
         self._every = every
         self._last: tuple[str, float] = ("", 0.0)
+        self.heard = False  # a line came: the run says from now on what it waits for
 
     def __call__(self, line: str) -> None:
+        self.heard = True
         kind = line.split(":", 1)[0]
         now = time.monotonic()
         if kind != self._last[0] or now - self._last[1] >= self._every:
@@ -241,16 +244,17 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
     from shardex.migrate.base import default_worker
 
     worker = default_worker()
+    lines = _Lines(every)
 
     async def fill() -> Any:
         async with _adopter(uri, name, rate=rate, workers=workers, segments=segments,
-                            unit_lease=unit_lease, progress=_Lines(every),
+                            unit_lease=unit_lease, progress=lines,
                             sharing=sharing, worker=worker) as adopter:
             adopter.say_every = every
             return await adopter.run()
 
     # a lease this process still holds is no other runner: 'run' goes on from it
-    done = on_interrupt(lambda: _run(fill), lambda: _status(uri, name, 900.0, gone=worker),
+    done = on_interrupt(lambda: _run(fill, lines), lambda: _status(uri, name, 900.0, gone=worker),
                         "adopt")
     out = output.console()
     out.print(f"index {name!r}: backfill done: {done.scanned:,} items scanned, "

@@ -17,28 +17,36 @@ from the config profile, they are left out.
 
 ``memory://`` lasts one process: ``lasting`` refuses it (and a ``memory://`` tier beside
 a store that persists) for the commands whose state the next command reads.
+
+A command runs its requests through ``run_noting``, which says when a store it asked
+does not answer, rather than wait in silence for the timeouts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
 
+from shardex.clock import LoopClock, answered
+from shardex.commands import output
 from shardex.commands.config import Setting
 from shardex.commands.params import INDEX_NAME, STORE_URI, TIER_NAME, ValuePair, distinct
 from shardex.stores import StoreURI, open_store
 from shardex.stores.base import Store
+from shardex.stores.metered import quiet
 
 __all__ = ["Connection", "connection_options", "given_tiers", "index_option", "index_options",
-           "lasting",
-           "named_tiers", "open_with", "store_option"]
+           "lasting", "named_tiers", "open_with", "run_noting", "store_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+QUIET = 2.0  # seconds of no answer before a command says so (then 4, 8, ... a minute apart)
 
 _ENDPOINT_HELP = ("Store endpoint, e.g. http://127.0.0.1:8000 for DynamoDB Local (default: "
                   "AWS_ENDPOINT_URL_DYNAMODB, then AWS_ENDPOINT_URL, as the AWS SDKs read them; "
@@ -105,6 +113,29 @@ class Connection:
 def open_with(uri: str, connection: Connection) -> Store:
     """Build the store ``uri`` names, with the command line's connection options."""
     return open_store(uri, **connection.options(uri))
+
+
+def run_noting(work: Callable[[], Coroutine[Any, Any, T]], *,
+               say: Callable[[str], None] | None = None,
+               until: Callable[[], bool] | None = None) -> T:
+    """``asyncio.run(work())``; while a store it asked does not answer, say so (on stderr
+    by default) after 2 s, then 4, 8, ... up to a minute apart, as long as ``until``
+    (if given) is not True: a run says it in its own progress once it reports.
+
+    On a store that takes requests and never answers, status, start and the controls
+    had waited in silence for their timeouts and tries (30 s a request on DynamoDB,
+    minutes in all).
+    """
+    def stderr(note: str) -> None:
+        output.console(stderr=True).print(f"{note}; still waiting (Ctrl-C stops)",
+                                          highlight=False)
+
+    async def main() -> T:
+        clock = LoopClock()
+        return await answered(work(), clock, QUIET, say or stderr,
+                              quiet=lambda: quiet(clock.now()), until=until, tick=QUIET / 4)
+
+    return asyncio.run(main())
 
 
 def connection_options(command: F) -> F:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import click
 
 from shardex.commands import output
-from shardex.commands.connection import Connection, index_options, lasting, open_with
+from shardex.commands.connection import Connection, index_options, lasting, open_with, run_noting
 from shardex.commands.params import RATE
 from shardex.errors import InvalidInput, ReshardRefused
 
@@ -64,7 +64,7 @@ def _control(kind: Kind, verb: str, uri: str, name: str, connection: Connection,
             control = await change_control(store, name, migration, change, clock=clock)
         return migration, control
 
-    migration, control = asyncio.run(write())
+    migration, control = run_noting(write)
     if as_json:
         click.echo(json.dumps({**control_document(control, 0), "index": name,
                                "migration": migration}, indent=2))

@@ -23,7 +23,13 @@ import click
 
 from shardex.commands import output
 from shardex.commands.config import Setting
-from shardex.commands.connection import Connection, connection_options, open_with, store_option
+from shardex.commands.connection import (
+    Connection,
+    connection_options,
+    open_with,
+    run_noting,
+    store_option,
+)
 from shardex.commands.params import INDEX_NAME, MAX_AGE, number
 from shardex.documents import rounded
 from shardex.errors import ReshardRefused, ShardexError, StoreInUse
@@ -237,7 +243,7 @@ def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connectio
                  "ended_at": iso(m.ended_at)} for m in listed], \
             {name: str(exc) for name, exc in refused.items()}
 
-    found, refused = asyncio.run(read())
+    found, refused = run_noting(read)
     if as_json:
         click.echo(json.dumps(rounded({"schema": LIST_SCHEMA, "store": uri,
                                        "migrations": found, "refused": refused}), indent=2))

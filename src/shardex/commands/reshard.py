@@ -8,7 +8,6 @@ the new layout alone, ``complete`` retires the old one, ``rollback`` goes back.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
@@ -39,6 +38,7 @@ from shardex.commands.connection import (
     lasting,
     named_tiers,
     open_with,
+    run_noting,
 )
 from shardex.commands.controls import (
     controls_lines,
@@ -97,8 +97,9 @@ def _mover_options(command: Any) -> Any:
              "together (the first run's; change it with throttle --rate).")(command)
 
 
-def _run(work: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    return asyncio.run(work())
+def _run(work: Callable[[], Coroutine[Any, Any, T]], report: _Reporter | None = None) -> T:
+    # a run says the store's silence in its own progress once it reports
+    return run_noting(work, until=None if report is None else lambda: report.heard)
 
 
 def _resharder(store: str | Store, name: str, connection: Connection, **options: Any) -> Any:
@@ -272,6 +273,7 @@ class _Reporter:
         self._bar: Progress | None = None
         self._task: TaskID | None = None
         self._last: tuple[str, float] = ("", 0.0)
+        self.heard = False  # a report came: the run says from now on what it waits for
 
     def __enter__(self) -> _Reporter:
         if self._out.is_terminal:
@@ -287,6 +289,7 @@ class _Reporter:
             self._bar.stop()
 
     def __call__(self, progress: Any) -> None:
+        self.heard = True
         rate = "" if progress.rate is None else f"{progress.rate:,.0f} entries/s"
         if self._bar is not None and self._task is not None:
             # a step that does not count entries (a wait, the parity check) leaves the counts
@@ -386,7 +389,7 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
                 return await runner.run(until=until)
 
         # a lease this process still holds is no other runner: 'run' goes on from it
-        result = on_interrupt(lambda: _run(drive), lambda: _status(
+        result = on_interrupt(lambda: _run(drive, report), lambda: _status(
             uri, name, connection, max_age, gone=worker), "reshard")
     _finished(out, result, uri, name)
 
@@ -551,7 +554,7 @@ def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
                 return await runner.rollback()
 
         # Ctrl-C says where the rollback is and how to go on, as run's does
-        result = on_interrupt(lambda: _run(back), lambda: _status(
+        result = on_interrupt(lambda: _run(back, report), lambda: _status(
             uri, name, connection, DEFAULT_MAX_AGE, gone=worker), "reshard")
     _finished(out, result, uri, name)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shlex
 import sys
@@ -19,6 +18,7 @@ from shardex.commands.connection import (
     lasting,
     named_tiers,
     open_with,
+    run_noting,
 )
 from shardex.commands.params import LOGICAL_KEY, POLICY, ValuePair, distinct
 from shardex.documents import DIAGNOSE_SCHEMA, PLAN_SCHEMA, ROUTING_RECORD_SCHEMA
@@ -60,7 +60,7 @@ def show(uri: str, name: str, as_json: bool, connection: Connection) -> None:
             stored, revision, lease = await RoutingRecord(store, name).read()
         return stored, revision, lease, store.uri
 
-    stored, revision, lease, where = asyncio.run(read())
+    stored, revision, lease, where = run_noting(read)
     current = stored or Routing()
     if as_json:
         click.echo(json.dumps({
@@ -244,7 +244,7 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
                 await store_routing(index, new)
             return current, new, store.uri
 
-    before, after, where = asyncio.run(change())
+    before, after, where = run_noting(change)
     click.echo(f"index {name!r} in {where}: routing version {before.version} -> {after.version}")
     for value in sorted(set(before.overrides) | set(after.overrides)):
         old, new = before.policy(value), after.policy(value)

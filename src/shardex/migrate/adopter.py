@@ -19,12 +19,12 @@ from typing import Any
 
 from shardex.adopted import source_store
 from shardex.adoption import Adoption
-from shardex.clock import Clock
+from shardex.clock import Clock, answered
 from shardex.errors import InvalidInput, InvalidRouting, NotFound, ReshardRefused, ShardexError
 from shardex.index import ShardedIndex
 from shardex.keys import value_fault
 from shardex.migrate.adopting import AdoptionLayouts, adoption_layouts
-from shardex.migrate.base import MigrationRunner, answered, check_numbers, check_seconds
+from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Budget, Sharing
 from shardex.migrate.control import describe
 from shardex.migrate.mover import MOVER_RETRY, Mover

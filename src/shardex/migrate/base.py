@@ -9,16 +9,15 @@ process got there first) and waits on the injected clock, saying what it waits f
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import random
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from shardex.clock import Clock, LoopClock, settled
+from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput
 from shardex.index import ShardedIndex, store_routing
 from shardex.migrate.budget import Budget, Sharing
@@ -26,32 +25,11 @@ from shardex.routing import Routing
 from shardex.stores import open_store
 from shardex.stores.base import Store
 
-__all__ = ["MigrationRunner", "answered", "check_counts", "check_numbers", "check_seconds",
+__all__ = ["MigrationRunner", "check_counts", "check_numbers", "check_seconds",
            "default_worker"]
 
 
 T = TypeVar("T")
-
-
-async def answered(read: Awaitable[T], clock: Clock, every: float,
-                   say: Callable[[str], None]) -> T:
-    """``read``'s result; while the store does not answer it, ``say`` so, after ``every``
-    seconds, then twice as long, and so on up to a minute apart.
-
-    A store that takes requests and never answers had a run fall silent until its
-    requests had timed out and been tried again (about 12 minutes on DynamoDB).
-    """
-    asked, say_at = clock.now(), every
-    reading = asyncio.ensure_future(read)
-    try:
-        while not await settled(reading, clock, every):
-            waited = clock.now() - asked
-            if waited >= say_at:
-                say(f"no answer from the store for {waited:.0f} s")
-                say_at = min(2 * say_at, say_at + 60.0)
-        return reading.result()
-    finally:
-        reading.cancel()
 
 
 def default_worker() -> str:

@@ -21,11 +21,11 @@ from functools import partial
 from types import TracebackType
 from typing import Protocol, TypeVar
 
-from shardex.clock import Clock
+from shardex.clock import Clock, answered
 from shardex.errors import InvalidInput, InvalidKey, InvalidRouting, ReshardRefused
 from shardex.index import ShardedIndex
 from shardex.migrate import states
-from shardex.migrate.base import MigrationRunner, answered, check_numbers, check_seconds
+from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Budget, Sharing
 from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.migrate.mover import MOVER_RETRY, Mover

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ __all__ = [
     "Usage",
     "collect_skipped",
     "detached",
+    "quiet",
     "split_units",
 ]
 
@@ -235,12 +237,47 @@ def split_units(units: float, weights: Sequence[tuple[str, float]]) -> list[tupl
 
 
 class Meter:
-    """The event hub of one store: subscribers receive every event it emits, in order."""
+    """The event hub of one store: subscribers receive every event it emits, in order.
 
-    __slots__ = ("_subscribers",)
+    It also knows whether the store answers (``quiet``): how many requests are in
+    flight, and since when the store has been asked without an answer.
+    """
+
+    __slots__ = ("__weakref__", "_since", "_subscribers", "in_flight")
 
     def __init__(self) -> None:
         self._subscribers: tuple[Subscriber, ...] = ()
+        self.in_flight = 0  # requests sent and not ended
+        # when a request went out with no answer since (None: the store has answered
+        # every request that ended, or was asked nothing)
+        self._since: float | None = None
+        _METERS.add(self)
+
+    def quiet(self, now: float) -> float:
+        """Seconds the store has been asked without answering (0: it answers).
+
+        Counted from the first request sent since its last answer, on the store's clock
+        (``now``), through the tries a request that timed out or found no connection is
+        given: those ended without an answer. An answer is any reply, a throttle or a
+        refused condition too; a request cancelled with nothing else in flight ends the
+        wait (nobody waits on the store then).
+        """
+        return 0.0 if self._since is None else max(0.0, now - self._since)
+
+    def sent(self, now: float) -> None:
+        """A request went out at ``now`` (``Recorder.request``; ``Store.open`` for its
+        connection's checks, which no ``Usage`` reports)."""
+        if self._since is None:
+            self._since = now
+        self.in_flight += 1
+
+    def ended(self, outcome: Outcome, now: float) -> None:
+        """A request sent before ended at ``now`` with ``outcome``."""
+        self.in_flight -= 1
+        if outcome in _ANSWERS:
+            self._since = now if self.in_flight else None
+        elif outcome == "cancelled" and not self.in_flight:
+            self._since = None
 
     def subscribe(self, subscriber: Subscriber) -> None:
         """Call ``subscriber(event)`` for every event from now on."""
@@ -258,6 +295,18 @@ class Meter:
         """Hand ``event`` to every subscriber."""
         for subscriber in self._subscribers:
             subscriber(event)
+
+
+# every store's meter in this process (a command line watches them all: ``quiet``)
+_METERS: weakref.WeakSet[Meter] = weakref.WeakSet()
+# the outcomes of a request the store replied to
+_ANSWERS = frozenset({"ok", "conflict", "throttled", "failed"})
+
+
+def quiet(now: float) -> float:
+    """The longest any store of this process has been asked without answering, in seconds
+    (``Meter.quiet``; ``now`` on the stores' clock)."""
+    return max((meter.quiet(now) for meter in list(_METERS)), default=0.0)
 
 
 @contextlib.contextmanager
@@ -350,6 +399,7 @@ class Recorder:
             self._units = 0.0
         self._used = True
         self._start = self._clock.now()
+        self._meter.sent(self._start)
         if key is not None:
             self._key = key
         if write is not None:
@@ -405,7 +455,10 @@ class Recorder:
             self.written += self._units
         else:
             self.read += self._units
+        end = self._clock.now()
+        meter = self._meter
+        meter.ended(outcome, end)
         usage = _new(Usage, (self._namespace, self._key, self._write, outcome, self._units,
-                             tuple(self._shares), self._start, self._clock.now(), reason))
-        for subscriber in self._meter._subscribers:  # Meter.emit, less two calls a request
+                             tuple(self._shares), self._start, end, reason))
+        for subscriber in meter._subscribers:  # Meter.emit, less two calls a request
             subscriber(usage)
