@@ -230,6 +230,59 @@ def test_a_runner_whose_units_another_holds_says_it_waits_for_them() -> None:
     run_virtual(main())
 
 
+def _hanging_store() -> type[Any]:
+    from shardex.stores.memory import MemoryStore
+
+    class Hanging(MemoryStore):
+        hung = False
+
+        def _send(self, rec: Any, nbytes: int) -> Any:
+            if self.hung:
+                rec.request()
+                return asyncio.Event().wait()  # accepted, never answered
+            return super()._send(rec, nbytes)
+
+    return Hanging
+
+
+def test_a_run_says_when_the_store_stops_answering_in_any_step() -> None:
+    """The store stops answering as the parity check begins, after the moves: the run
+    says so there too (only its moves' progress reads had said it; the check waited in
+    silence for the store's timeouts)."""
+    from shardex.sim.clock import run_virtual
+
+    async def main() -> None:
+        store = _hanging_store()(seed=1)
+        await _put_pending(store, 100)
+        notes: list[tuple[float, str]] = []
+        loop = asyncio.get_running_loop()
+        checking = asyncio.Event()
+
+        def progress(p: Any) -> None:
+            notes.append((loop.time(), p.note))
+            if p.note == "checking parity":
+                store.hung = True
+                checking.set()
+
+        async with Resharder(store, "orders", worker="a", rate=1000.0, seed=1,
+                             progress=progress, **FAST) as runner:
+            await runner.start({"PENDING": ShardPolicy(4)}, margin=0.5)
+            running = asyncio.ensure_future(runner.run(until="verified"))
+            try:
+                await checking.wait()
+                hung_at = loop.time()
+                await asyncio.sleep(20.0)
+            finally:
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+                store.hung = False
+        said = [(at - hung_at, note) for at, note in notes if at > hung_at]
+        assert [note for _, note in said] == [
+            f"no answer from the store for {s} s" for s in (2, 4, 8, 16)], said
+
+    run_virtual(main())
+
+
 def test_a_run_says_when_the_store_stops_answering() -> None:
     """The store stops answering mid-run (it accepts requests and never replies): the run
     says so, more and more rarely, rather than falling silent, and Ctrl-C ends it within
@@ -237,15 +290,8 @@ def test_a_run_says_when_the_store_stops_answering() -> None:
     nothing for about 12 minutes (30 s read timeouts, tried again), and SIGINT did not
     end it within 6 minutes."""
     from shardex.sim.clock import run_virtual
-    from shardex.stores.memory import MemoryStore
 
-    class Hanging(MemoryStore):
-        hung = False
-
-        async def _arrive(self, rec: Any, nbytes: int) -> float:
-            if self.hung:
-                await asyncio.Event().wait()  # accepted, never answered
-            return await super()._arrive(rec, nbytes)
+    Hanging = _hanging_store()
 
     async def main() -> None:
         store = Hanging(seed=1)

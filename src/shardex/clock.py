@@ -168,4 +168,8 @@ async def answered(read: Awaitable[T], clock: Clock, every: float,
                 say_at = min(2 * say_at, say_at + 60.0)
         return reading.result()
     finally:
-        reading.cancel()
+        if not reading.done():
+            reading.add_done_callback(taken)
+            reading.cancel()
+            # its own way out (a checkpoint, a lease given back) is part of this wait
+            await asyncio.wait({reading})

@@ -163,6 +163,7 @@ class Resharder(MigrationRunner):
         self._split = split_every
         self._progress = progress
         self._gauges = None if recorder is None else recorder.reshard(name)
+        self._shown: tuple[Routing, Sequence[Unit] | None] | None = None  # the last report
         # the runner's first change creates the record: its status and controls do not
         self._control = ShardedIndex(self.store, name, routing_ttl=routing_ttl, clock=clock,
                                      seed=seed, tiers=tiers, create_record=False)
@@ -268,6 +269,7 @@ class Resharder(MigrationRunner):
         meta = routing.reshard
         if meta is None or (self._progress is None and self._gauges is None):
             return
+        self._shown = (routing, units)
         total = moved = remaining = None
         if units is not None:
             # the total is fixed when the direction's first plan is made: it never moves
@@ -358,6 +360,22 @@ class Resharder(MigrationRunner):
         if until is not None and until not in states.UNTIL:
             raise InvalidInput(f"until must be one of {', '.join(states.UNTIL)}, "
                                f"got {until!r}")
+        # a store that stops answering is said in the progress, whatever the step waits on
+        every = min(_REPORT_EVERY, self.unit_lease)
+        return await answered(self._steps(until), self._clock, every, self._say_quiet,
+                              quiet=self._quiet, tick=every / 4)
+
+    def _quiet(self) -> float:
+        """How long this runner's stores have left a request unanswered (``Meter.quiet``)."""
+        now = self._clock.now()
+        return max(store.meter.quiet(now)
+                   for store in (self.store, *self._control.tiers.values()))
+
+    def _say_quiet(self, note: str) -> None:
+        if self._shown is not None:  # as the last report, with the note
+            self._report(*self._shown, note)
+
+    async def _steps(self, until: states.Until | None) -> RunResult:
         swept = False
         dirty = 0
         result = RunResult("stable", "", Routing())
@@ -418,12 +436,8 @@ class Resharder(MigrationRunner):
         """Report the moving every few seconds; while the movers stand still, why (paused,
         or held by an outside signal: the output had said only "0 entries/s")."""
         last: tuple[float, int] | None = None
-        seen: list[Unit] | None = None
         while True:
-            # a store that stops answering is said, not waited on in silence
-            units = seen = await answered(
-                self.units(routing), self._clock, min(_REPORT_EVERY, self.unit_lease),
-                partial(self._report, routing, seen))
+            units = await self.units(routing)  # a store that stops answering: run says it
             moved = sum(u.moved for u in units)
             now = self._clock.now()
             rate = None if last is None or now <= last[0] else (moved - last[1]) / (now - last[0])
