@@ -398,8 +398,11 @@ class Recorder:
             self._shares = []
             self._units = 0.0
         self._used = True
-        self._start = self._clock.now()
-        self._meter.sent(self._start)
+        self._start = start = self._clock.now()
+        meter = self._meter  # Meter.sent, inline: one call less on every request
+        if meter._since is None:
+            meter._since = start
+        meter.in_flight += 1
         if key is not None:
             self._key = key
         if write is not None:
@@ -457,7 +460,11 @@ class Recorder:
             self.read += self._units
         end = self._clock.now()
         meter = self._meter
-        meter.ended(outcome, end)
+        meter.in_flight -= 1  # Meter.ended, inline: one call less on every request
+        if outcome in _ANSWERS:
+            meter._since = end if meter.in_flight else None
+        elif outcome == "cancelled" and not meter.in_flight:
+            meter._since = None
         usage = _new(Usage, (self._namespace, self._key, self._write, outcome, self._units,
                              tuple(self._shares), self._start, end, reason))
         for subscriber in meter._subscribers:  # Meter.emit, less two calls a request
