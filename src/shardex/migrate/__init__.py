@@ -22,6 +22,8 @@ kind, whose conduct ``shardex.adoption`` draws). They share one model and its pa
 - ``status``: ``shardex.reshard.status/1`` and ``shardex.adopt.status/1``, counted from
   the work records against a total fixed at start, with the runners holding leases;
 - ``registry``: the record each index keeps of its migrations (``shardex migrations``);
+- ``reporting``: what a reshard's runner reports as it goes (``Progress``, its gauges)
+  and where its ``run`` stopped (``RunResult``);
 - ``api.Migrations``: the programmatic API a loop (the autopilot) drives::
 
       async with Migrations(store, "orders", rate=250.0) as migrations:

@@ -16,10 +16,10 @@ import contextlib
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from shardex.clock import Clock, answered
 from shardex.errors import InvalidInput, InvalidKey, InvalidRouting, ReshardRefused
@@ -31,6 +31,7 @@ from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.migrate.mover import MOVER_RETRY, Mover
 from shardex.migrate.pace import Pace, pages
 from shardex.migrate.registry import finish_migration, record_migration
+from shardex.migrate.reporting import Gauges, Progress, Recorder, RunResult
 from shardex.migrate.status import iso
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
@@ -76,53 +77,6 @@ class StartPlan:
     @property
     def to_move(self) -> int:
         return sum(v.to_move for v in self.values.values())
-
-
-@dataclass(frozen=True, slots=True)
-class Progress:
-    """How far a reshard is: state, entries moved and remaining of the total fixed at its
-    start (from the work records), rate and what is awaited."""
-
-    state: str
-    direction: str
-    moved: int
-    remaining: int | None
-    rate: float | None  # entries a second over the last report
-    note: str = ""
-    total: int | None = None  # fixed when the direction's first plan was made
-
-    @property
-    def eta(self) -> float | None:
-        """Seconds until the remaining entries are moved at the current rate."""
-        if self.remaining is None or not self.rate:
-            return None
-        return self.remaining / self.rate
-
-
-@dataclass(slots=True)
-class RunResult:
-    """Where ``run`` stopped and why, and what its sweeps and parity checks found."""
-
-    state: str
-    why: str
-    routing: Routing
-    parity: Parity | None = None
-    swept: int = 0
-    ghosts: list[tuple[str, str]] = field(default_factory=list)
-
-
-class Gauges(Protocol):
-    """Where a runner reports a reshard's progress (``shardex.metrics.ReshardProgress``)."""
-
-    def update(self, *, state: str | None = None, moved: int | None = None,
-               total: int | None = None, mismatches: int | None = None,
-               from_version: int | None = None, to_version: int | None = None) -> None: ...
-
-
-class Recorder(Protocol):
-    """What hands out an index's gauges (``shardex.metrics.MetricsRecorder``)."""
-
-    def reshard(self, index: str) -> Gauges: ...
 
 
 class Resharder(MigrationRunner):
