@@ -9,7 +9,7 @@ readers read both layouts, in two phases, ``shardex.fanout``), is listed in full
 of 1,000 and of 100, and so is a value holding the same entries stable on the larger
 layout (16 keys), for each number of entries given (a short listing pays the union's one
 extra round trip on its first page; a long one amortizes it). Each listing is read three
-times on memory:// (virtual time: every run alike) and nine times on DynamoDB Local (one
+times on memory:// (virtual time: every run alike) and 31 times on DynamoDB Local (one
 listing takes some 100 ms of wall time, which one run cannot tell from the machine's
 noise), stable and union alternating; the figures are the median time, requests and
 read units of one listing. On memory:// every request takes the latency given (virtual time, so time
@@ -57,7 +57,7 @@ from shardex.stores.base import Store
 T = TypeVar("T")
 _IN_FLIGHT = 32
 _RUNS = 3
-WALL_RUNS = 9  # on DynamoDB Local
+WALL_RUNS = 31  # on DynamoDB Local
 
 
 @dataclass(frozen=True)
