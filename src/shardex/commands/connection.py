@@ -116,11 +116,10 @@ def open_with(uri: str, connection: Connection) -> Store:
 
 
 def run_noting(work: Callable[[], Coroutine[Any, Any, T]], *,
-               say: Callable[[str], None] | None = None,
                until: Callable[[], bool] | None = None) -> T:
-    """``asyncio.run(work())``; while a store it asked does not answer, say so (on stderr
-    by default) after 2 s, then 4, 8, ... up to a minute apart, as long as ``until``
-    (if given) is not True: a run says it in its own progress once it reports.
+    """``asyncio.run(work())``; while a store it asked does not answer, say so on stderr
+    after 2 s, then 4, 8, ... up to a minute apart, as long as ``until`` (if given) is
+    not True: a run says it in its own progress once it reports.
 
     On a store that takes requests and never answers, status, start and the controls
     had waited in silence for their timeouts and tries (30 s a request on DynamoDB,
@@ -132,7 +131,7 @@ def run_noting(work: Callable[[], Coroutine[Any, Any, T]], *,
 
     async def main() -> T:
         clock = LoopClock()
-        return await answered(work(), clock, QUIET, say or stderr,
+        return await answered(work(), clock, QUIET, stderr,
                               quiet=lambda: quiet(clock.now()), until=until, tick=QUIET / 4)
 
     return asyncio.run(main())
