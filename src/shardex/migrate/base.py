@@ -15,7 +15,7 @@ import random
 import socket
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput
@@ -27,9 +27,6 @@ from shardex.stores.base import Store
 
 __all__ = ["MigrationRunner", "check_counts", "check_numbers", "check_seconds",
            "default_worker"]
-
-
-T = TypeVar("T")
 
 
 def default_worker() -> str:

@@ -313,6 +313,7 @@ async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]
     While every unit left is leased, it looks again after ``poll`` seconds, or (``idle``,
     shared by the workers of a process) as soon as another of them ends a unit.
     """
+    idle = idle or Idle()  # alone, a worker waits out the poll
     while going():
         found = await pending()
         units = [unit for unit, _ in found.values()]
@@ -322,10 +323,7 @@ async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]
         now = clock.wall()
         free = [t for t in todo if t[1].free(now) and eligible(t[1], units, now)]
         if not free:
-            if idle is None:
-                await clock.sleep(min(poll, lease / 4))
-            else:
-                await idle.wait(clock, min(poll, lease / 4))
+            await idle.wait(clock, min(poll, lease / 4))
             continue
         key, unit, revision = rng.choice(free)
         taken = await records.acquire(key, unit, revision, worker, lease)
@@ -344,5 +342,4 @@ async def work_units(pending: Callable[[], Awaitable[dict[str, tuple[Unit, int]]
                 await within(clock, GOODBYE, _give_back(pending, records, key, worker),
                              f"giving unit {key!r} back")
             raise
-        if idle is not None:
-            idle.ended()
+        idle.ended()
