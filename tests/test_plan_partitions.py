@@ -17,7 +17,8 @@ from shardex.cli import cli
 from shardex.errors import InvalidInput
 from shardex.plan import busiest_partition, collision_free_odds, plan_shards, shards_for
 from shardex.plan.partitions import placed
-from shardex.scenarios.simulate import simulate, verify_plan
+from shardex.scenarios.simulate import simulate
+from shardex.scenarios.verify import verify_plan
 from shardex.scenarios.workload import workload_from_dict
 from shardex.sim import profile
 from shardex.sim.fluid import Flow, FluidEngine, Part

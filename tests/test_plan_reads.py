@@ -20,7 +20,8 @@ from shardex.documents import DIAGNOSE_SCHEMA
 from shardex.errors import InvalidInput
 from shardex.plan import plan_shards
 from shardex.routing import Routing, ShardPolicy
-from shardex.scenarios.simulate import simulate, verify_plan
+from shardex.scenarios.simulate import simulate
+from shardex.scenarios.verify import verify_plan
 from shardex.scenarios.workload import load_workload
 from shardex.sim import profile
 

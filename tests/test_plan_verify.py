@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from shardex.cli import cli
 from shardex.documents import DIAGNOSE_SCHEMA
 from shardex.plan import plan_shards
-from shardex.scenarios.simulate import verify_plan
+from shardex.scenarios.verify import verify_plan
 from shardex.sim import profile
 
 # the orders example of docs/diagnose.md, as `diagnose --json` measures it

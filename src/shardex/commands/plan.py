@@ -291,7 +291,7 @@ def plan(peaks: tuple[tuple[str, float], ...],
             # A diagnosis measures each logical key's units, its entries as written; its
             # placement records, if any, are shardex's own keys, left out of its keys. A
             # log counts units, not items: --item-writes tells them, and --verify offers
-            # the same (scenarios.simulate.verify_plan).
+            # the same (scenarios.verify.verify_plan).
             item_writes = 0.0
     else:
         read_peaks, notes, measured_against = {}, (), None
@@ -487,7 +487,7 @@ def _verify(result: Any, seconds: int | None) -> dict[str, Any]:
     """Simulate ``result``'s routing on the table it was judged on, at the placement at
     the p99 of those it drew, each value written at its peak, for ``seconds`` (default:
     what the verdict expects to wait for, the split or the growth, and then some)."""
-    from shardex.scenarios.simulate import verify_plan
+    from shardex.scenarios.verify import verify_plan
 
     return verify_plan(result, seconds=seconds)
 
