@@ -424,3 +424,41 @@ def test_simulate_autopilot_refuses_a_diagnosis_it_would_run_as_no_load(
     code, err = failing(capsys, "simulate", str(diagnosis), "--autopilot", "--duration", "60")
     assert code == 2
     assert f"{diagnosis} is a diagnosis: its keys (P) carry measured units" in err
+
+
+# a store no request reaches: the commands' work is replaced before it connects
+_NOWHERE = ("--store", "dynamodb://orders", "--endpoint-url", "http://127.0.0.1:9", "--region",
+            "us-east-1", "--index", "o")
+
+
+def _interrupt(*_: object, **__: object) -> Any:
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_on_a_control_says_it_may_have_applied_and_where_to_look(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C on a one-shot command printed click's blank line and exited 130 without a
+    word (stop 45's found-not-fixed): a pause asked of a store that had not answered
+    yet may still land, and the operator is not told where to look."""
+    monkeypatch.setattr("shardex.commands.controls.run_noting", _interrupt)
+    code, err = failing(capsys, "reshard", "pause", *_NOWHERE)
+    assert code == 130
+    assert err == ("interrupted: shardex reshard pause stopped before the store answered; "
+                   "what it asked may or may not have applied; to see: shardex reshard "
+                   "status"), err
+
+
+def test_ctrl_c_on_a_read_says_it_changed_nothing(capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shardex.commands.routing.run_noting", _interrupt)
+    code, err = failing(capsys, "routing", "show", "--store", "memory://", "--index", "o")
+    assert code == 130
+    assert err == "interrupted: shardex routing show stopped; it changes nothing", err
+
+
+def test_ctrl_c_on_a_routing_change_points_at_routing_show(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shardex.commands.routing.run_noting", _interrupt)
+    code, err = failing(capsys, "routing", "set", *_NOWHERE, "--default", "4")
+    assert code == 130
+    assert err.endswith("may or may not have applied; to see: shardex routing show"), err

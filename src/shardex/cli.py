@@ -11,11 +11,13 @@ conventions every command keeps (README's "Command line" section tells operators
 - a mistyped command, option or choice gets a "did you mean";
 - every error is one line, ``error: ...``; exit 2 for usage (the command line or an
   input document is wrong, whatever the store holds), 1 when what the store holds
-  refuses it or an operation fails, 130 on Ctrl-C.
+  refuses it or an operation fails, 130 on Ctrl-C, with one line of what the command
+  leaves (``Interrupted``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Iterator, Sequence
@@ -123,6 +125,55 @@ def _keep_conventions(root: click.Group) -> None:
 _keep_conventions(cli)
 
 
+class Interrupted(click.exceptions.Abort):
+    """Ctrl-C stopped a command that says nothing of its own then: the one line of what
+    it leaves (``_interrupted``)."""
+
+
+# the commands that only read: Ctrl-C during one leaves everything as it was
+_READS = frozenset({"status", "show", "list", "log", "plan", "diagnose", "simulate", "demo",
+                    "serve"})
+# where each group's state is read back after Ctrl-C stopped a write
+_LOOK = {"reshard": "status", "adopt": "status", "routing": "show", "autopilot": "log"}
+
+
+def _interrupted(ctx: click.Context) -> str:
+    """What a command stopped by Ctrl-C leaves: nothing changed, or a write asked of the
+    store that may yet apply (a store that has the request applies it whether or not
+    anyone waits for the answer), and where to see which."""
+    path = ctx.command_path
+    if ctx.info_name in _READS:
+        return f"interrupted: {path} stopped; it changes nothing"
+    group = ctx.parent.info_name if ctx.parent is not None and ctx.parent.parent is not None \
+        else None
+    look = _LOOK.get(group or "")
+    return (f"interrupted: {path} stopped before the store answered; what it asked may or "
+            "may not have applied" + (f"; to see: {ctx.find_root().info_name} {group} {look}"
+                                      if look else ""))
+
+
+def _interruptible(command: click.Command) -> None:
+    """Ctrl-C during ``command`` (one with no words of its own for it) ends in its one
+    line rather than click's blank one."""
+    callback = command.callback
+    if callback is None:
+        return
+
+    @functools.wraps(callback)
+    def interruptible(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted(_interrupted(click.get_current_context())) from None
+
+    command.callback = interruptible
+
+
+for _leaf in _commands(cli):
+    if not isinstance(_leaf, click.Group):
+        _interruptible(_leaf)
+
+
 def _fail(message: str, code: int) -> None:
     # soft_wrap: the error stays one line, however narrow the terminal.
     Console(stderr=True, soft_wrap=True).print(
@@ -176,7 +227,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         code = cli.main(args=list(argv) if argv is not None else None, prog_name="shardex",
                         standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc, Interrupted):
+            Console(stderr=True, soft_wrap=True).print(str(exc), highlight=False)
         sys.exit(130)
     except click.exceptions.NoArgsIsHelpError as exc:
         exc.show()
