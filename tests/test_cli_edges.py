@@ -462,3 +462,15 @@ def test_ctrl_c_on_a_routing_change_points_at_routing_show(
     code, err = failing(capsys, "routing", "set", *_NOWHERE, "--default", "4")
     assert code == 130
     assert err.endswith("may or may not have applied; to see: shardex routing show"), err
+
+
+def test_ctrl_c_on_a_status_read_once_says_it_changed_nothing(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A status read once said "stopped watching" on Ctrl-C, though it watched nothing;
+    watched (--watch), it still does."""
+    monkeypatch.setattr("shardex.commands.reshard._run", _interrupt)
+    code, err = failing(capsys, "reshard", "status", *_NOWHERE)
+    assert (code, err) == (130, "interrupted: shardex reshard status stopped; it changes "
+                                "nothing")
+    code, err = failing(capsys, "reshard", "status", *_NOWHERE, "--watch")
+    assert (code, err) == (130, "stopped watching: the reshard goes on as it was")

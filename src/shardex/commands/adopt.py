@@ -384,7 +384,7 @@ def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool,
     show = status_printer(as_json, _status_lines)
     watched(lambda: _run(lambda: watching(functools.partial(_status, uri, name, max_age), show,
                                           every=every, rounds=None if watch else 1)),
-            "adoption")
+            "adoption", watch)
 
 
 def _status_lines(doc: dict[str, Any]) -> list[str]:

@@ -140,8 +140,11 @@ def unread(verb: str, why: str) -> str:
             f"lapse with their lease; to see where it stands: shardex {verb} status")
 
 
-def watched(work: Callable[[], T], what: str) -> T:
-    """``work()`` (a status, watched or not); on Ctrl-C one line, and exit 130."""
+def watched(work: Callable[[], T], what: str, watch: bool) -> T:
+    """``work()`` (a status); on Ctrl-C while it ``watch``es, one line that watching
+    stopped, and exit 130 (read once, the command's own line: ``cli.Interrupted``)."""
+    if not watch:
+        return work()
     try:
         return work()
     except KeyboardInterrupt:

@@ -454,7 +454,7 @@ def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool, ever
     show = status_printer(as_json, _status_lines)
     read = functools.partial(_status, uri, name, connection, max_age)
     watched(lambda: _run(lambda: watching(read, show, every=every,
-                                          rounds=None if watch else 1)), "reshard")
+                                          rounds=None if watch else 1)), "reshard", watch)
 
 
 @reshard.command()
