@@ -28,6 +28,12 @@ once bounded to 64 at a time (the pool of the DynamoDB clients shardex builds, a
 fan-out was before). Last, from the model, the
 extra requests the default delay's copies cost, and the least extra requests at which
 N = 256 and 1,024 have a p50 of 1.5x N = 16's (copies at an earlier delay, at every N).
+
+Table 4 (``--against REV``, and with the full run): the CPU per shard read of a first page
+here against the code of commit REV (default ``FILED_AT``, where the issue of wide
+fan-outs measured "today's"), each in a process of its own, alternating, the same
+measure for both (``_CPU_RUN``: the store's data kept from the collector, default
+hedging and none); the median of ``--rounds`` runs each.
 """
 
 from __future__ import annotations
@@ -37,6 +43,11 @@ import asyncio
 import dataclasses
 import gc
 import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -233,13 +244,83 @@ def print_wide(reads: int) -> None:
               f"requests (first copy at the p{100 * quantile:.1f})")
 
 
+FILED_AT = "dd7d7d9"  # the last commit before the issue of wide fan-outs (stop 18's)
+
+# one measure of CPU per shard read that the code of either commit runs: the 20,000 entries
+# loaded by that commit's own benchmark loader, first pages of 100 after 20 to warm up
+_CPU_RUN = """
+import asyncio, gc, sys, time
+sys.path.insert(0, sys.argv[1])
+from bench_read_scale import _load
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.sim.clock import run_virtual
+from shardex.stores.memory import MemoryStore
+shards, reads, hedged = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+
+async def body():
+    store = MemoryStore(seed=5, profile="unlimited")
+    routing = Routing(overrides={"PENDING": ShardPolicy(shards=shards)})
+    async with ShardedIndex(store, "scale", routing, seed=1,
+                            **({} if hedged else {"hedge": None})) as index:
+        _load(store, index, 20_000)
+        gc.collect()
+        gc.freeze()
+        for _ in range(20):
+            await index.query("PENDING", limit=100)
+        cpu = time.process_time()
+        for _ in range(reads):
+            await index.query("PENDING", limit=100)
+        print((time.process_time() - cpu) / reads / shards)
+
+run_virtual(body())
+"""
+
+
+def _cpu_per_shard(tree: str, shards: int, reads: int, hedged: bool) -> float:
+    """``_CPU_RUN`` on the code of ``tree`` (a checkout's root), in a process of its own."""
+    env = {**os.environ, "PYTHONPATH": os.path.join(tree, "src")}
+    out = subprocess.run([sys.executable, "-c", _CPU_RUN, os.path.join(tree, "benchmarks"),
+                          str(shards), str(reads), "1" if hedged else "0"],
+                         env=env, check=True, capture_output=True, text=True).stdout
+    return float(out.split()[-1])
+
+
+def print_against(rev: str, reads: int, rounds: int) -> None:
+    """Table 4: CPU per shard read of a first page here against commit ``rev``."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    print(f"CPU per shard read of a first page of 100, 20,000 entries, here against {rev} "
+          f"(median of {rounds} runs each, alternating, {reads} reads a run)")
+    print(f"  {'N':>5} {'hedging':>8} {rev:>10} {'here':>10} {'x':>6}")
+    with tempfile.TemporaryDirectory() as old:
+        archive = subprocess.run(["git", "-C", here, "archive", rev, "src", "benchmarks"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", old], input=archive, check=True)
+        for shards in (16, 1024):
+            for hedged in (True, False):
+                then: list[float] = []
+                now: list[float] = []
+                for _ in range(rounds):
+                    then.append(_cpu_per_shard(old, shards, reads, hedged))
+                    now.append(_cpu_per_shard(here, shards, reads, hedged))
+                a, b = statistics.median(then), statistics.median(now)
+                print(f"  {shards:>5,} {'default' if hedged else 'none':>8} {1e6 * a:8.1f}us "
+                      f"{1e6 * b:8.1f}us {b / a:5.2f}x", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("--reads", type=int, default=300, help="first pages per N, table 3")
     parser.add_argument("--wide-only", action="store_true", help="table 3 alone")
+    parser.add_argument("--against", metavar="REV", default=None,
+                        help=f"table 4 alone, against commit REV (the full run: {FILED_AT})")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per figure, table 4")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.against:
+        print_against(args.against, 100, args.rounds)
+        print(f"({time.perf_counter() - started:.0f} s wall)")
+        return
     if args.wide_only:
         print_wide(args.reads)
         print(f"({time.perf_counter() - started:.0f} s wall)")
@@ -255,6 +336,7 @@ def main() -> None:
     for entries in sizes:
         print(_row(f"{entries:,}", measure(16, entries)), flush=True)
     print_wide(100 if args.quick else args.reads)
+    print_against(FILED_AT, 100, 1 if args.quick else args.rounds)
     print(f"({time.perf_counter() - started:.0f} s wall)")
 
 
