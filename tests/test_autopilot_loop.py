@@ -402,6 +402,14 @@ async def test_a_leader_that_stalled_past_its_lease_starts_nothing() -> None:
     assert (await _state(store)) == "stable"
 
 
+async def _story(autopilot: Autopilot) -> list[tuple[float, str, str, str, str]]:
+    """The autopilot's log in brief, for a failure's message (this test failed once in
+    five runs of the whole suite, and never alone in 160)."""
+    return [(round(e.t, 1), e.kind, e.action, e.outcome, e.reason[:90])
+            for e in await autopilot.records.log() if e.kind != "decision"
+            or e.outcome != "none"]
+
+
 class Flaky(MeterHeat):
     """A heat source that fails while ``down`` (Prometheus unreachable)."""
 
@@ -430,11 +438,11 @@ async def test_a_heat_source_that_fails_is_no_sign_the_load_went_away() -> None:
             before = await shards(store)
             source.down = True
             await asyncio.sleep(3 * POLICY.t_down)
-            assert await shards(store) == before
+            assert await shards(store) == before, await _story(autopilot)
             source.down = False
             await asyncio.sleep(2 * POLICY.t_down)
-            assert await shards(store) == before
-    assert before[0] > 1
+            assert await shards(store) == before, await _story(autopilot)
+    assert before[0] > 1, await _story(autopilot)
     assert ("heat", "fail") in actions(await autopilot.records.log())
 
 
