@@ -103,28 +103,6 @@ def _commands(command: click.Command) -> Iterator[click.Command]:
             yield from _commands(sub)
 
 
-def _keep_conventions(root: click.Group) -> None:
-    """Give every group and command of ``root`` the conventions of the module docstring."""
-    for command in _commands(root):
-        command.params += [_verbose_option(), config.profile_option()]
-        if any(param.name == "as_json" for param in command.params):
-            output.add_output_option(command)
-        for param in command.params:
-            kind = param.type
-            if isinstance(kind, click.FloatRange) and not isinstance(kind, Finite):
-                param.type = Finite(min=kind.min, max=kind.max, min_open=kind.min_open,
-                                    max_open=kind.max_open, clamp=kind.clamp)
-            elif isinstance(kind, click.types.FloatParamType) and not isinstance(kind, Finite):
-                param.type = Finite()
-            elif isinstance(kind, click.Choice) and not isinstance(kind, Choice):
-                param.type = Choice(kind.choices, case_sensitive=kind.case_sensitive)
-            elif isinstance(kind, Duration) and isinstance(param, click.Option):
-                param.help = f"{param.help or ''}  [{kind.describe()}]".strip()
-
-
-_keep_conventions(cli)
-
-
 class Interrupted(click.exceptions.Abort):
     """Ctrl-C stopped a command that says nothing of its own then: the one line of what
     it leaves (``_interrupted``)."""
@@ -169,9 +147,28 @@ def _interruptible(command: click.Command) -> None:
     command.callback = interruptible
 
 
-for _leaf in _commands(cli):
-    if not isinstance(_leaf, click.Group):
-        _interruptible(_leaf)
+def _keep_conventions(root: click.Group) -> None:
+    """Give every group and command of ``root`` the conventions of the module docstring."""
+    for command in _commands(root):
+        command.params += [_verbose_option(), config.profile_option()]
+        if not isinstance(command, click.Group):
+            _interruptible(command)
+        if any(param.name == "as_json" for param in command.params):
+            output.add_output_option(command)
+        for param in command.params:
+            kind = param.type
+            if isinstance(kind, click.FloatRange) and not isinstance(kind, Finite):
+                param.type = Finite(min=kind.min, max=kind.max, min_open=kind.min_open,
+                                    max_open=kind.max_open, clamp=kind.clamp)
+            elif isinstance(kind, click.types.FloatParamType) and not isinstance(kind, Finite):
+                param.type = Finite()
+            elif isinstance(kind, click.Choice) and not isinstance(kind, Choice):
+                param.type = Choice(kind.choices, case_sensitive=kind.case_sensitive)
+            elif isinstance(kind, Duration) and isinstance(param, click.Option):
+                param.help = f"{param.help or ''}  [{kind.describe()}]".strip()
+
+
+_keep_conventions(cli)
 
 
 def _fail(message: str, code: int) -> None:
