@@ -28,7 +28,7 @@ from shardex.autopilot import (
     next_move,
 )
 from shardex.autopilot.runner import Runner
-from shardex.errors import Unavailable
+from shardex.errors import ShardexError, Unavailable
 from shardex.sim.profiles import profile
 from shardex.stores.base import Store
 
@@ -39,23 +39,30 @@ POLICY = AutopilotPolicy(t_up=5, t_down=30, tick=1, trend=5, lead=5, min_interva
 
 
 class Load:
-    """An application writing ``rate`` PENDING entries a second while ``on``."""
+    """An application writing ``rate`` PENDING entries a second while ``on``; a write
+    that fails is kept in ``failed`` (when, and the error), and the next is written."""
 
     def __init__(self, store: Store, rate: float) -> None:
         self.store = store
         self.rate = rate
         self.on = True
         self.written: list[str] = []
+        self.failed: list[tuple[float, str]] = []
         self._task: asyncio.Task[None] | None = None
 
     async def _write(self) -> None:
+        loop = asyncio.get_running_loop()
         async with shardex.ShardedIndex(self.store, INDEX, routing_ttl=0.25) as index:
             n = 0
             while True:
                 if self.on:
                     item = f"o-{n:06d}"
-                    await index.put("PENDING", item, sort=f"{n:06d}")
-                    self.written.append(item)
+                    try:
+                        await index.put("PENDING", item, sort=f"{n:06d}")
+                    except ShardexError as exc:  # a load that stopped would read as quiet
+                        self.failed.append((loop.time(), f"{type(exc).__name__}: {exc}"))
+                    else:
+                        self.written.append(item)
                     n += 1
                 await asyncio.sleep(1 / self.rate)
 
@@ -431,18 +438,18 @@ async def test_a_heat_source_that_fails_is_no_sign_the_load_went_away() -> None:
     await routed(store)
     autopilot = pilot(store, worker="one")
     source = autopilot.source = Flaky(store, INDEX, clock=shardex.clock.LoopClock())
-    with Load(store, 14):
+    with Load(store, 14) as load:
         async with running(autopilot):
             await wait_for("the grow to complete", lambda: _completed(autopilot, store, 1))
             await asyncio.sleep(3 * POLICY.t_down)  # settled under the load
             before = await shards(store)
             source.down = True
             await asyncio.sleep(3 * POLICY.t_down)
-            assert await shards(store) == before, await _story(autopilot)
+            assert await shards(store) == before, (await _story(autopilot), load.failed)
             source.down = False
             await asyncio.sleep(2 * POLICY.t_down)
-            assert await shards(store) == before, await _story(autopilot)
-    assert before[0] > 1, await _story(autopilot)
+            assert await shards(store) == before, (await _story(autopilot), load.failed)
+    assert before[0] > 1, (await _story(autopilot), load.failed)
     assert ("heat", "fail") in actions(await autopilot.records.log())
 
 
