@@ -40,7 +40,8 @@ POLICY = AutopilotPolicy(t_up=5, t_down=30, tick=1, trend=5, lead=5, min_interva
 
 class Load:
     """An application writing ``rate`` PENDING entries a second while ``on``; a write
-    that fails is kept in ``failed`` (when, and the error), and the next is written."""
+    that fails is kept in ``failed`` (when, and the error), the next is written, and the
+    test fails when it leaves the load (unless it failed already)."""
 
     def __init__(self, store: Store, rate: float) -> None:
         self.store = store
@@ -73,6 +74,8 @@ class Load:
     def __exit__(self, *exc: object) -> None:
         assert self._task is not None
         self._task.cancel()
+        # the application's writes all succeed, whatever the autopilot does meanwhile
+        assert exc[0] is not None or not self.failed, self.failed
 
 
 async def routed(store: Store) -> None:
