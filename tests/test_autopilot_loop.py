@@ -448,12 +448,22 @@ async def test_a_heat_source_that_fails_is_no_sign_the_load_went_away() -> None:
             before = await shards(store)
             source.down = True
             await asyncio.sleep(3 * POLICY.t_down)
-            assert await shards(store) == before, (await _story(autopilot), load.failed)
+            during = await shards(store)
             source.down = False
             await asyncio.sleep(2 * POLICY.t_down)
-            assert await shards(store) == before, (await _story(autopilot), load.failed)
-    assert before[0] > 1, (await _story(autopilot), load.failed)
-    assert ("heat", "fail") in actions(await autopilot.records.log())
+            after = await shards(store)
+    log = await autopilot.records.log()
+    # The key keeps a layout for its load throughout. A shrink on the load's own figures
+    # may come at any time: the first grow, sized on the load's first seconds, takes 8 or
+    # 9 shard keys, and 9 shrink to 4 once the windows say so, before the outage, during
+    # it (on the samples from before it still in the window) or after it; the test had
+    # taken one after it for the bug (once in some ten runs of the suite).
+    assert min(before[0], during[0], after[0]) > 1, \
+        (before, during, after, await _story(autopilot), load.failed)
+    shrinks = [e for e in log if e.kind == "decision" and e.action == "shrink"
+               and e.outcome == "started"]
+    assert all(e.details["inputs"]["peak_down"] > 0 for e in shrinks), shrinks
+    assert ("heat", "fail") in actions(log)
 
 
 @pytest.mark.shardex_virtual
