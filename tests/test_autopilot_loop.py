@@ -666,3 +666,32 @@ async def test_a_rollback_taken_up_counts_no_shrink_and_a_dry_run_takes_up_nothi
     assert "rolling back" in adopted[0].reason
     state = (await leader.records.state())[0].key("PENDING")
     assert (state.flaps, state.shrunk_at) == (0, None)
+
+
+@pytest.mark.shardex_virtual
+async def test_a_stop_just_after_a_start_still_logs_the_start() -> None:
+    """Ctrl-C (a cancel of the run) lands as the migration's start returns: the start is
+    in the routing, and the log says so. It had ended the run at the next record, the
+    start never logged (the next leader took the migration up without its details)."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    autopilot = pilot(store, worker="one")
+    start = autopilot.runner.start
+    run: list[asyncio.Task[None]] = []
+
+    async def start_then_stopped(*args: Any, **kwargs: Any) -> Any:
+        plan = await start(*args, **kwargs)
+        run[0].cancel()  # as asyncio.run does on Ctrl-C
+        return plan
+
+    autopilot.runner.start = start_then_stopped  # type: ignore[method-assign]
+    with Load(store, 14):
+        async with running(autopilot) as task:
+            run.append(task)
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    assert task.cancelled()
+    assert (await shards(store))[1] != "stable"  # started
+    log = await autopilot.records.log()
+    assert ("start", "ok") in actions(log), [(e.kind, e.action) for e in log]
+    assert ("grow", "started") in actions(log, "decision")

@@ -25,13 +25,13 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 from shardex.errors import Unavailable
 
-__all__ = ["Clock", "GOODBYE", "LoopClock", "answered", "running_loop", "settled", "taken",
-           "within"]
+__all__ = ["Clock", "GOODBYE", "LoopClock", "answered", "carried", "running_loop", "settled",
+           "taken", "within"]
 
 T = TypeVar("T")
 GOODBYE = 2.0  # seconds a stopping process waits for each of its last store requests
@@ -138,6 +138,23 @@ async def within(clock: Clock, seconds: float, work: Awaitable[T], what: str) ->
         task.add_done_callback(taken)
         raise Unavailable(f"{what}: no answer within {seconds:g} s")
     return task.result()
+
+
+async def carried(work: Coroutine[Any, Any, T], clock: Clock, seconds: float) -> T:
+    """``work``'s result; if the caller is cancelled meanwhile, ``work`` is still waited
+    for, ``seconds`` at most on ``clock`` (then cancelled), before the cancel goes on.
+
+    For what must not be cut in two by Ctrl-C (the log entries of a migration just
+    started), within a bound a store that does not answer cannot stretch.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not await settled(task, clock, seconds):
+            task.cancel()
+            task.add_done_callback(taken)
+        raise
 
 
 async def answered(read: Awaitable[T], clock: Clock, every: float,

@@ -47,17 +47,19 @@ from shardex.autopilot.drive import NextMove, next_move
 from shardex.autopilot.heat import HeatWindow
 from shardex.autopilot.metrics import Gauges, NoGauges
 from shardex.autopilot.policy import Decision, KeyHeat, Sizer, TableFacts, decide
-from shardex.autopilot.records import AutopilotRecords, Control, Lease, LogEntry, State
+from shardex.autopilot.records import AutopilotRecords, Control, Lease, LogEntry, State, plain
 from shardex.autopilot.runner import DEFAULT_MARGIN, DEFAULT_MAX_AGE, Runner
 from shardex.autopilot.settings import AutopilotPolicy
 from shardex.autopilot.settle import ID_PREFIX, settle, started, view
 from shardex.autopilot.sources import BadHeatLines, HeatSample, HeatSource, is_value
-from shardex.clock import Clock, LoopClock
+from shardex.clock import Clock, LoopClock, carried
 from shardex.errors import InvalidInput, ReshardRefused, ShardexError, Throttled, Unavailable
+from shardex.migrate import StartPlan
 from shardex.routing import Routing
 
 __all__ = ["Autopilot", "Gauges", "ID_PREFIX", "NoGauges"]
 
+_CARRY_WITHIN = 5.0  # seconds a stopped run still gives its last log entries
 _AWAY = (Unavailable, Throttled)  # the store did not answer (after its retries): no refusal
 
 log = logging.getLogger(__name__)
@@ -417,6 +419,18 @@ class Autopilot:
                     await self._held(wish)
             return state
         self._version = max(self._version, plan.routing.version)
+        # started: its log entries are written even when the run is stopped meanwhile
+        # (Ctrl-C cancels it as the start returns; the entry had been lost, and the next
+        # leader took the migration up from the routing without its details)
+        await carried(self._log_start(wishes, plan, reshard), self._clock, _CARRY_WITHIN)
+        state = dataclasses.replace(state, reshard=reshard, migrating=tuple(sorted(changes)),
+                                    targets={key: (p.shards, p.tier)
+                                             for key, p in changes.items()})
+        for wish in wishes:
+            state = started(self.policy, state, wish.key, wish.action, wish.t)
+        return state
+
+    async def _log_start(self, wishes: list[Decision], plan: StartPlan, reshard: str) -> None:
         for wish in wishes:  # started only once it is (it had said so of refused starts)
             await self._decision(wish, "started")
         details = {key: {"from": p.source.to_dict(), "to": p.target.to_dict(),
@@ -425,12 +439,6 @@ class Autopilot:
         await self._record("action", "start", "ok", "started the migration of " + ", ".join(
             f"{w.key} N={w.from_n} -> {w.to_n} ({w.action})" for w in wishes)
             + f"; {plan.to_move:,} entries to move", reshard=reshard, details=details)
-        state = dataclasses.replace(state, reshard=reshard, migrating=tuple(sorted(changes)),
-                                    targets={key: (p.shards, p.tier)
-                                             for key, p in changes.items()})
-        for wish in wishes:
-            state = started(self.policy, state, wish.key, wish.action, wish.t)
-        return state
 
     async def _held(self, wish: Decision) -> None:
         """Record ``wish`` held: its start was refused lately (see the log)."""
@@ -580,21 +588,10 @@ class Autopilot:
                       to_n: int | None = None, reshard: str | None = None,
                       details: Mapping[str, Any] | None = None) -> None:
         entry = LogEntry(self._clock.wall(), kind, action, outcome, reason, self.worker, key,
-                         from_n, to_n, self.dry_run, reshard, _plain(details or {}))
+                         from_n, to_n, self.dry_run, reshard, plain(details or {}))
         log.info("autopilot %s: %s %s %s: %s", self.name, kind, action, outcome, reason)
         if kind != "decision":
             self.gauges.acted(action, outcome)
         if self._report is not None:
             self._report(entry)
         await self.records.append(entry)
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as JSON the store takes: infinities and NaN as None, tuples as lists."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value

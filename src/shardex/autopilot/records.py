@@ -21,6 +21,7 @@ one of them loses:
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -32,7 +33,8 @@ from shardex.clock import Clock
 from shardex.errors import ConditionFailed, MalformedItem
 from shardex.stores.base import Store
 
-__all__ = ["AutopilotRecords", "Control", "KeyState", "Lease", "LogEntry", "PREFIX", "State"]
+__all__ = ["AutopilotRecords", "Control", "KeyState", "Lease", "LogEntry", "PREFIX", "State",
+           "plain"]
 
 PREFIX = "autopilot/"
 _LEADER, _CONTROL, _STATE, _LOG = (PREFIX + "leader", PREFIX + "control", PREFIX + "state",
@@ -325,3 +327,15 @@ class AutopilotRecords(Records):
     async def _delete(self, key: str, revision: int) -> None:
         store, namespace = self.store, self.namespace
         await self._retrying(lambda: store.delete_record(namespace, key, expected=revision))
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON the store takes (a log entry's details): infinities and NaN as
+    None, tuples as lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
