@@ -13,8 +13,8 @@ real under ``asyncio.run``, virtual under ``shardex.run_virtual`` (whose loop li
   clocks are virtual there and move together.
 
 Waiting on a store that may never answer: ``settled`` (a future, or a clock tick),
-``within`` (a request bounded in time) and ``answered`` (a wait that says, now and then,
-that the store has not answered).
+``within`` (a request bounded in time), ``carried`` (work a cancel waits for, within a
+bound) and ``answered`` (a wait that says, now and then, that the store has not answered).
 """
 
 from __future__ import annotations
