@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -240,6 +241,52 @@ def test_rollback_from_each_state_leaves_reads_complete(where: str) -> None:
                 first, again = await migrations(adopter.store, [NAME])
                 assert (first.state, again.state) == ("rolled-back", "dual-write")
         assert "status-index" in gsis(table)
+
+    asyncio.run(scenario())
+
+
+def test_a_backfill_says_when_its_scan_is_not_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store takes the backfill's Scan and never answers it (its other requests it
+    answers): the run says so, from the store's meter, more and more rarely. Its probe
+    had read the work records once no page landed, which the store answered: it said
+    nothing until the Scan's timeouts and tries ran out (minutes)."""
+    import shardex.migrate.adopter as adopter_module
+    from shardex.stores.dynamodb.client import DynamoDBClient
+
+    monkeypatch.setattr(adopter_module, "_QUIET", 0.2)  # 2 s in use; real time here
+    table, _ = orders_table(60)
+    said: list[str] = []
+
+    class ScanHangs(DynamoDBClient):
+        def __init__(self, client: DynamoDBClient) -> None:
+            self.client, self.endpoint = client, client.endpoint
+            self.scanned = asyncio.Event()
+
+        async def call(self, operation: str, **params: Any) -> dict[str, Any]:
+            if operation == "Scan":
+                self.scanned.set()
+                await asyncio.Event().wait()  # accepted, never answered
+            return await self.client.call(operation, **params)
+
+    async def scenario() -> None:
+        async with Adopter(store_uri(table), NAME, source="status-index", attribute="status",
+                           segments=1, progress=said.append, **FAST) as adopter:
+            await adopter.start({"PENDING": ShardPolicy(4)}, margin=0.1)
+            store: Any = adopter.store
+            hanging = store._client = ScanHangs(store._client)
+            running = asyncio.ensure_future(adopter.run())
+            try:
+                await asyncio.wait_for(hanging.scanned.wait(), 10.0)
+                heard = len(said)
+                await asyncio.sleep(1.8)  # notes after 0.2, 0.4, 0.8 and 1.6 s
+            finally:
+                running.cancel()  # Ctrl-C
+                await asyncio.gather(running, return_exceptions=True)
+                store._client = hanging.client
+        notes = [note for note in said[heard:] if "no answer" in note]
+        assert len(notes) in (3, 4), said  # the fourth at 1.6 s: a busy machine may lag
+        assert all(re.fullmatch(r"backfill: no answer from the store for \d s", note)
+                   for note in notes), notes
 
     asyncio.run(scenario())
 

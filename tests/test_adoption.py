@@ -458,37 +458,3 @@ async def test_an_idle_worker_ends_with_the_last_unit_not_at_its_next_poll() -> 
     await asyncio.gather(worker(1), worker(2))
     assert min(ended) >= 5.0  # the idle worker waited for the long unit
     assert max(ended) < 5.2  # and ended with it (it had ended at 5.5 s)
-
-
-@pytest.mark.shardex_virtual
-async def test_a_quiet_backfill_says_when_the_store_does_not_answer() -> None:
-    # adopt run's progress is said as pages land: on a store that stopped answering it
-    # said nothing until the store's timeouts and tries ran out (about 12 minutes)
-    import asyncio
-
-    from shardex.clock import LoopClock
-    from shardex.migrate.adopter import quiet_or_said
-
-    clock, said, reads = LoopClock(), [], []
-    hung = asyncio.Event()
-    landed = [clock.now()]
-
-    async def units() -> dict[str, object]:
-        reads.append(clock.now())
-        if hung.is_set():
-            await asyncio.Event().wait()  # accepted, never answered
-        return {}
-
-    async def pages() -> None:  # a page lands each second, then none
-        for _ in range(5):
-            await asyncio.sleep(1.0)
-            landed[0] = clock.now()
-        hung.set()
-
-    watcher = asyncio.ensure_future(quiet_or_said(units, clock, landed, said.append))
-    await pages()
-    assert not reads  # pages landing: nothing asked
-    await asyncio.sleep(20.0)
-    watcher.cancel()
-    await asyncio.gather(watcher, return_exceptions=True)
-    assert said == [f"no answer from the store for {s} s" for s in (2, 4, 8, 16)], said

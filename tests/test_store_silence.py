@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import types
 from typing import Any
 
 import pytest
@@ -146,3 +147,47 @@ def test_a_command_says_the_store_does_not_answer(monkeypatch: pytest.MonkeyPatc
     assert all(re.fullmatch(r"no answer from the store for \d+ s; still waiting \(Ctrl-C "
                             r"stops\)", note) for note in notes), notes
     assert [int(note.split()[6]) for note in notes] == [2, 4, 8], notes
+
+
+def test_an_adoption_s_own_requests_count_on_the_store_s_meter() -> None:
+    """An adoption's Scan, UpdateItem and DescribeTable go to the DynamoDB client straight,
+    not through a Recorder: the meter did not see them, so a backfill whose store stopped
+    answering said so only by probing its work records, and what watches a store's meter
+    (``reshard run``'s progress, a command's notes) saw a store that answers."""
+    from shardex.stores.dynamodb.adopt import GsiAdoptionTools, TableAdoptionTools
+    from shardex.stores.dynamodb.client import DynamoDBClient
+    from shardex.stores.metered import Meter
+
+    class Held(DynamoDBClient):
+        """Answers every call when ``answer`` is set; a DescribeTable of a table none."""
+
+        endpoint = "fake://dynamodb"
+
+        def __init__(self) -> None:
+            self.answer = asyncio.Event()
+
+        async def call(self, operation: str, **params: Any) -> dict[str, Any]:
+            await self.answer.wait()
+            return {"Items": [], "Table": {"TableName": params.get("TableName")}}
+
+    async def main() -> None:
+        clock, meter, client = LoopClock(), Meter(), Held()
+        layout: Any = types.SimpleNamespace(table="orders", id_attribute="id",
+                                            key_attribute="shard", sort_attribute="at")
+        gsi = GsiAdoptionTools(client, layout, "status", clock=clock, meter=meter)
+        table = TableAdoptionTools(client, source="by-status", attribute="status",
+                                   base="orders", id_attribute="id", sort_attribute="at",
+                                   clock=clock, meter=meter)
+        for asked in (lambda: gsi.scan(0, 4, None, 100),
+                      lambda: gsi.set_shard("o-1", "PENDING", None, "PENDING#0"),
+                      gsi.describe, lambda: table.scan(1, 4, None, 100),
+                      lambda: table.value("o-1")):
+            client.answer.clear()
+            sent = asyncio.ensure_future(asked())
+            await asyncio.sleep(3.0)
+            assert (meter.quiet(clock.now()), meter.in_flight) == (pytest.approx(3.0), 1)
+            client.answer.set()
+            await sent
+            assert (meter.quiet(clock.now()), meter.in_flight) == (0.0, 0)
+
+    run_virtual(main())

@@ -20,7 +20,7 @@ from typing import Any
 from shardex.adopted import source_store
 from shardex.adoption import Adoption
 from shardex.clock import Clock, answered
-from shardex.errors import InvalidInput, InvalidRouting, NotFound, ReshardRefused, ShardexError
+from shardex.errors import InvalidInput, InvalidRouting, NotFound, ReshardRefused
 from shardex.index import ShardedIndex
 from shardex.keys import value_fault
 from shardex.migrate.adopting import AdoptionLayouts, adoption_layouts
@@ -169,7 +169,7 @@ class Adopter(MigrationRunner):
 
     def _tools(self, attribute: str) -> GsiAdoptionTools:
         return GsiAdoptionTools(self.store.client, self.store.gsi, attribute,
-                                clock=self.store.clock)
+                                clock=self.store.clock, meter=self.store.meter)
 
     def _table_tools(self, adoption: Adoption) -> TableAdoptionTools:
         assert adoption.base
@@ -179,7 +179,7 @@ class Adopter(MigrationRunner):
                                   attribute=adoption.attribute, base=adoption.base,
                                   id_attribute=adoption.id_attribute,
                                   sort_attribute=adoption.sort_attribute,
-                                  clock=self.store.clock)
+                                  clock=self.store.clock, meter=self.store.meter)
 
     def _source_tools(self, adoption: Adoption) -> GsiAdoptionTools | TableAdoptionTools:
         return self._tools(adoption.attribute) if adoption.kind == "gsi" \
@@ -345,10 +345,8 @@ class Adopter(MigrationRunner):
         before = await self.backfilled(adoption)
         began = self._clock.now()
         items = 0
-        landed = [began]  # when a page last landed
 
         def report() -> None:
-            landed[0] = self._clock.now()
             # the total is the item count fixed when the backfill was planned
             rate = mover.scanned / max(1e-9, self._clock.now() - began)
             left = max(0, items - before.scanned - mover.scanned)
@@ -375,16 +373,17 @@ class Adopter(MigrationRunner):
             if planned[0].units != self.segments:
                 self._say(f"the backfill was planned with {planned[0].units} segments by an "
                           "earlier run: using those")
-            watching = [asyncio.ensure_future(self._say_holds(budget)),
-                        asyncio.ensure_future(quiet_or_said(
-                            partial(records.units, generation), self._clock, landed,
-                            lambda note: self._say(f"backfill: {note}")))]
+            holds = asyncio.ensure_future(self._say_holds(budget))
             try:
-                await mover.run(routing, plan=plan)
+                # its progress is said as pages land: a store that stops answering is
+                # said by its meter, which counts the backfill's own Scan and UpdateItem
+                await answered(mover.run(routing, plan=plan), self._clock, _QUIET,
+                               lambda note: self._say(f"backfill: {note}"),
+                               quiet=lambda: self.store.meter.quiet(self.store.clock.now()),
+                               tick=_QUIET / 4)
             finally:
-                for task in watching:
-                    task.cancel()
-                await asyncio.gather(*watching, return_exceptions=True)
+                holds.cancel()
+                await asyncio.gather(holds, return_exceptions=True)
         return await self.backfilled(adoption)
 
     async def _say_holds(self, budget: Budget | None) -> None:
@@ -546,16 +545,4 @@ class Adopter(MigrationRunner):
                                      gone=gone)
 
 
-_QUIET = 2.0  # seconds without a page landing before a backfill asks whether the store answers
-
-
-async def quiet_or_said(read: Callable[[], Awaitable[Any]], clock: Clock, landed: list[float],
-                        say: Callable[[str], None]) -> None:
-    """While a backfill runs: once no page has landed for ``_QUIET`` seconds, ``read`` (the
-    work records); if the store does not answer, ``say`` so (``answered``). Its progress
-    is said only as pages land, so a store that stopped answering had it fall silent."""
-    while True:
-        await clock.sleep(_QUIET)
-        if clock.now() - landed[0] >= _QUIET:
-            with contextlib.suppress(ShardexError):  # an answer, if an error: the movers see it
-                await answered(read(), clock, _QUIET, say)
+_QUIET = 2.0  # seconds a backfill's store may leave a request unanswered before it is said

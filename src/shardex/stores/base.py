@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from shardex.capacity import entry_bytes
 from shardex.clock import Clock, LoopClock
-from shardex.errors import CapabilityMissing, InvalidInput, Throttled, Unavailable, brief
+from shardex.errors import CapabilityMissing, InvalidInput, Throttled, brief
 from shardex.keys import is_reserved, placement_key, record_key
 from shardex.model.entries import (
     MAX_VERSION,
@@ -54,7 +54,7 @@ from shardex.model.values import (
     check_attrs,
     check_document,
 )
-from shardex.stores.metered import Meter, Outcome, Recorder
+from shardex.stores.metered import Meter, Recorder
 from shardex.stores.stats import StatsCounter, StoreStats
 from shardex.stores.uri import StoreURI
 
@@ -188,19 +188,8 @@ class Store(abc.ABC):
         if self._opened == 0:
             # the connection's checks (DescribeTable, say) are requests the store may not
             # answer: the meter counts them for ``quiet``, though no Usage reports them
-            self.meter.sent(self.clock.now())
-            outcome: Outcome = "failed"
-            try:
+            with self.meter.asked(self.clock):
                 await self._connect()
-                outcome = "ok"
-            except Unavailable:
-                outcome = "unavailable"
-                raise
-            except asyncio.CancelledError:
-                outcome = "cancelled"
-                raise
-            finally:
-                self.meter.ended(outcome, self.clock.now())
         self._opened += 1
 
     async def close(self) -> None:

@@ -279,6 +279,26 @@ class Meter:
         elif outcome == "cancelled" and not self.in_flight:
             self._since = None
 
+    @contextlib.contextmanager
+    def asked(self, clock: Clock) -> Iterator[None]:
+        """Count the request made inside for ``quiet``, though no ``Usage`` reports it: a
+        store's connection checks (``Store.open``), an adoption's own Scan, UpdateItem
+        and DescribeTable. An error raised inside (mapped to shardex's) says how it ended:
+        Unavailable is no answer, a cancel ends the wait, any other error is an answer."""
+        self.sent(clock.now())
+        outcome: Outcome = "failed"
+        try:
+            yield
+            outcome = "ok"
+        except Unavailable:
+            outcome = "unavailable"
+            raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            self.ended(outcome, clock.now())
+
     def subscribe(self, subscriber: Subscriber) -> None:
         """Call ``subscriber(event)`` for every event from now on."""
         self._subscribers += (subscriber,)

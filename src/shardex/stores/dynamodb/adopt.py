@@ -15,50 +15,69 @@ be open: the new GSI may not exist yet):
 
 Every driver error is mapped with ``map_error`` (Throttled, ConditionFailed, ...).
 DescribeTable is tried again after a server error or a throttle, on the tools' clock, as
-a store's open tries it (``describe_table``).
+a store's open tries it (``describe_table``). No Recorder sends these requests, so no
+Usage reports them; each counts on the store's meter all the same (``counted_call``),
+which is how a run knows the store has stopped answering (``Meter.quiet``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from shardex.clock import Clock, LoopClock
 from shardex.errors import InvalidInput, NotFound, Unavailable
 from shardex.model.entries import ScanPage
-from shardex.stores.dynamodb.client import DynamoDBClient, describe_table, map_error
+from shardex.stores.dynamodb.client import (
+    DynamoDBClient,
+    counted_call,
+    describe_table,
+)
 from shardex.stores.dynamodb.codec import from_attributes
 from shardex.stores.dynamodb.gsi import GsiLayout
 from shardex.stores.dynamodb.layout import key_schema, units_of
 from shardex.stores.dynamodb.source import index_schema
+from shardex.stores.metered import Meter
 
 __all__ = ["GsiAdoptionTools", "TableAdoptionTools"]
 
 _POLL_FIRST, _POLL_MAX = 1.0, 30.0
 
 
-class GsiAdoptionTools:
-    """DynamoDB calls of an adoption into the GSI of ``layout``, through ``client``
-    (DescribeTable's backoff on ``clock``: the store's)."""
+class _Calls:
+    """The tools' requests, through ``client``, each counted on ``meter`` (the store's:
+    it tells whether the store answers, though no Recorder sends them), DescribeTable's
+    backoff on ``clock`` (the store's)."""
 
-    def __init__(self, client: DynamoDBClient, layout: GsiLayout, attribute: str, *,
-                 clock: Clock | None = None) -> None:
+    def __init__(self, client: DynamoDBClient, clock: Clock | None, meter: Meter | None
+                 ) -> None:
         self.client = client
         self.clock: Clock = clock or LoopClock()
+        self.meter = meter
+
+    async def _call(self, operation: str, target: str, **params: Any) -> dict[str, Any]:
+        return await counted_call(self.client, self.meter, self.clock, operation, target,
+                                  **params)
+
+    async def _describe(self, table: str) -> dict[str, Any]:
+        return await describe_table(self.client, table, clock=self.clock, meter=self.meter)
+
+
+class GsiAdoptionTools(_Calls):
+    """DynamoDB calls of an adoption into the GSI of ``layout``, through ``client``
+    (DescribeTable's backoff on ``clock``: the store's; each counted on ``meter``)."""
+
+    def __init__(self, client: DynamoDBClient, layout: GsiLayout, attribute: str, *,
+                 clock: Clock | None = None, meter: Meter | None = None) -> None:
+        super().__init__(client, clock, meter)
         self.layout = layout
         self.table = layout.table
         self.attribute = attribute
 
-    async def _call(self, operation: str, target: str, **params: Any) -> dict[str, Any]:
-        try:
-            return await self.client.call(operation, **params)
-        except Exception as exc:
-            raise map_error(exc, operation=operation, target=target,
-                            endpoint=self.client.endpoint) from exc
-
     async def describe(self) -> dict[str, Any]:
         """The base table's description (NotFound naming it if it does not exist)."""
-        return await describe_table(self.client, self.table, clock=self.clock)
+        return await self._describe(self.table)
 
     def check_source(self, table: Mapping[str, Any], gsi: str) -> dict[str, Any]:
         """The old GSI ``gsi``'s description; refused unless keyed as adoption needs."""
@@ -245,16 +264,16 @@ class GsiAdoptionTools:
                 layout.sort_attribute in item)
 
 
-class TableAdoptionTools:
+class TableAdoptionTools(_Calls):
     """DynamoDB calls of an adoption of the index table ``source`` (keyed by ``attribute``)
     into a shardex index table: copies from the base table ``base`` (DescribeTable's
-    backoff on ``clock``: the store's).
+    backoff on ``clock``: the store's; each counted on ``meter``).
     """
 
     def __init__(self, client: DynamoDBClient, *, source: str, attribute: str, base: str,
-                 id_attribute: str, sort_attribute: str, clock: Clock | None = None) -> None:
-        self.client = client
-        self.clock: Clock = clock or LoopClock()
+                 id_attribute: str, sort_attribute: str, clock: Clock | None = None,
+                 meter: Meter | None = None) -> None:
+        super().__init__(client, clock, meter)
         self.source = source
         self.attribute = attribute
         self.table = base
@@ -263,7 +282,7 @@ class TableAdoptionTools:
 
     async def describe(self, table: str | None = None) -> dict[str, Any]:
         """A table's description (default: the base table's); NotFound naming it."""
-        return await describe_table(self.client, table or self.table, clock=self.clock)
+        return await self._describe(table or self.table)
 
     async def check(self) -> None:
         """The old index table is keyed by the raw attribute, the base table by the id."""
@@ -287,11 +306,7 @@ class TableAdoptionTools:
             "Limit": limit, "ConsistentRead": True, "ReturnConsumedCapacity": "TOTAL"}
         if start is not None:
             params["ExclusiveStartKey"] = dict(start)
-        try:
-            response = await self.client.call("Scan", **params)
-        except Exception as exc:
-            raise map_error(exc, operation="Scan", target=f"table {self.table!r}",
-                            endpoint=self.client.endpoint) from exc
+        response = await self._call("Scan", f"table {self.table!r}", **params)
         own = {self.id_attribute, self.attribute, self.sort_attribute}
         items = [(item[self.id_attribute]["S"], _text(item.get(self.attribute)),
                   _text(item.get(self.sort_attribute)),
@@ -302,26 +317,17 @@ class TableAdoptionTools:
     async def value(self, item_id: str) -> str | None:
         """The raw value of the base table's item ``item_id`` (strongly consistent);
         None if the item or its value is gone."""
-        try:
-            response = await self.client.call(
-                "GetItem", TableName=self.table, Key={self.id_attribute: {"S": item_id}},
-                ConsistentRead=True, ProjectionExpression="#a",
-                ExpressionAttributeNames={"#a": self.attribute})
-        except Exception as exc:
-            raise map_error(exc, operation="GetItem", target=f"item {item_id!r} of table "
-                            f"{self.table!r}", endpoint=self.client.endpoint) from exc
+        response = await self._call(
+            "GetItem", f"item {item_id!r} of table {self.table!r}", TableName=self.table,
+            Key={self.id_attribute: {"S": item_id}}, ConsistentRead=True,
+            ProjectionExpression="#a", ExpressionAttributeNames={"#a": self.attribute})
         item = response.get("Item")
         return None if item is None else _text(item.get(self.attribute))
 
     async def drop(self, *, clock: Clock, within: float) -> None:
         """Delete the old index table and wait until it is gone."""
-        try:
-            await self.client.call("DeleteTable", TableName=self.source)
-        except Exception as exc:
-            error = map_error(exc, operation="DeleteTable", target=f"table {self.source!r}",
-                              endpoint=self.client.endpoint)
-            if not isinstance(error, NotFound):
-                raise error from exc
+        with contextlib.suppress(NotFound):
+            await self._call("DeleteTable", f"table {self.source!r}", TableName=self.source)
         deadline = clock.now() + within
         delay = _POLL_FIRST
         while True:

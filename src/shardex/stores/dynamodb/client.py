@@ -56,6 +56,7 @@ from shardex.errors import (
     Unavailable,
 )
 from shardex.stores.connector import aborting
+from shardex.stores.metered import Meter
 from shardex.stores.uri import split_url
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "DynamoDBClient",
     "ThreadedClient",
     "adapt_client",
+    "counted_call",
     "describe_table",
     "map_error",
 ]
@@ -381,28 +383,42 @@ def adapt_client(*, client: Any = None, session: Any = None, region: str | None 
 
 
 
-async def describe_table(client: DynamoDBClient, table: str, *, clock: Clock
-                         ) -> dict[str, Any]:
+async def describe_table(client: DynamoDBClient, table: str, *, clock: Clock,
+                         meter: Meter | None = None) -> dict[str, Any]:
     """DescribeTable of ``table``: its description, tried again after a server error or a
     throttle (``DESCRIBE_TRIES`` tries, backoff from ``DESCRIBE_BACKOFF`` s on ``clock``).
 
     The client's own retries are off (shardex retries data requests itself), and a
     control-plane read must not fail an open or an adoption on one InternalFailure. Any
-    other error, or the last try's, is raised mapped (NotFound: no such table).
+    other error, or the last try's, is raised mapped (NotFound: no such table). Each try
+    counts on ``meter`` for ``Meter.quiet``, if given (``counted_call``).
     """
     for attempt in range(DESCRIBE_TRIES):
         try:
-            response = await client.call("DescribeTable", TableName=table)
-        except Exception as exc:
-            error = map_error(exc, operation="DescribeTable", target=f"table {table!r}",
-                              endpoint=client.endpoint)
-            if not isinstance(error, Unavailable | Throttled) or attempt + 1 == DESCRIBE_TRIES:
-                raise error from exc
+            response = await counted_call(client, meter, clock, "DescribeTable",
+                                          f"table {table!r}", TableName=table)
+        except (Unavailable, Throttled):
+            if attempt + 1 == DESCRIBE_TRIES:
+                raise
             await clock.sleep(DESCRIBE_BACKOFF * 2**attempt)
             continue
         description: dict[str, Any] = response["Table"]
         return description
     raise AssertionError("unreachable: the last try returns or raises")
+
+
+async def counted_call(client: DynamoDBClient, meter: Meter | None, clock: Clock,
+                       operation: str, target: str, **params: Any) -> dict[str, Any]:
+    """``client.call(operation, **params)``, its error mapped (``map_error``, ``target``
+    naming what it addressed), counted on ``meter`` if given: a request of shardex's
+    that no store's ``Recorder`` sends (an adoption's, a table check's) still tells
+    whether the store answers (``Meter.asked``)."""
+    with contextlib.nullcontext() if meter is None else meter.asked(clock):
+        try:
+            return await client.call(operation, **params)
+        except Exception as exc:
+            raise map_error(exc, operation=operation, target=target,
+                            endpoint=client.endpoint) from exc
 
 
 def _throttle_reason(response: Mapping[str, Any], code: str, message: str) -> str:
