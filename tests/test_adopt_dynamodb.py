@@ -245,11 +245,14 @@ def test_rollback_from_each_state_leaves_reads_complete(where: str) -> None:
     asyncio.run(scenario())
 
 
-def test_a_backfill_says_when_its_scan_is_not_answered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The store takes the backfill's Scan and never answers it (its other requests it
-    answers): the run says so, from the store's meter, more and more rarely. Its probe
-    had read the work records once no page landed, which the store answered: it said
-    nothing until the Scan's timeouts and tries ran out (minutes)."""
+@pytest.mark.parametrize("held", ["Scan", "all"])
+def test_a_backfill_says_when_the_store_does_not_answer(monkeypatch: pytest.MonkeyPatch,
+                                                        held: str) -> None:
+    """The store takes the backfill's Scan (or, once the run has said it waits for the
+    clients, every request) and never answers: the run says so, from the store's meter,
+    more and more rarely. Its probe had read the work records once no page landed, which
+    the store answered: held Scans went unsaid until their timeouts and tries ran out
+    (minutes); and a store silent before the first page was said by no one."""
     import shardex.migrate.adopter as adopter_module
     from shardex.stores.dynamodb.client import DynamoDBClient
 
@@ -257,37 +260,45 @@ def test_a_backfill_says_when_its_scan_is_not_answered(monkeypatch: pytest.Monke
     table, _ = orders_table(60)
     said: list[str] = []
 
-    class ScanHangs(DynamoDBClient):
+    class Holding(DynamoDBClient):
         def __init__(self, client: DynamoDBClient) -> None:
             self.client, self.endpoint = client, client.endpoint
-            self.scanned = asyncio.Event()
+            self.holding, self.held = held == "Scan", asyncio.Event()
 
         async def call(self, operation: str, **params: Any) -> dict[str, Any]:
-            if operation == "Scan":
-                self.scanned.set()
+            if self.holding and held in (operation, "all"):
+                self.held.set()
                 await asyncio.Event().wait()  # accepted, never answered
             return await self.client.call(operation, **params)
 
+    def progress(line: str) -> None:
+        said.append(line)
+        if line.startswith("waiting"):
+            holding.holding = True
+
     async def scenario() -> None:
+        nonlocal holding
         async with Adopter(store_uri(table), NAME, source="status-index", attribute="status",
-                           segments=1, progress=said.append, **FAST) as adopter:
+                           segments=1, progress=progress, **FAST) as adopter:
             await adopter.start({"PENDING": ShardPolicy(4)}, margin=0.1)
             store: Any = adopter.store
-            hanging = store._client = ScanHangs(store._client)
+            holding = store._client = Holding(store._client)
             running = asyncio.ensure_future(adopter.run())
             try:
-                await asyncio.wait_for(hanging.scanned.wait(), 10.0)
+                await asyncio.wait_for(holding.held.wait(), 10.0)
                 heard = len(said)
                 await asyncio.sleep(1.8)  # notes after 0.2, 0.4, 0.8 and 1.6 s
             finally:
+                holding.holding = False  # what is out stays out
                 running.cancel()  # Ctrl-C
-                await asyncio.gather(running, return_exceptions=True)
-                store._client = hanging.client
+                await asyncio.wait({running}, timeout=30.0)
+                store._client = holding.client
         notes = [note for note in said[heard:] if "no answer" in note]
         assert len(notes) in (3, 4), said  # the fourth at 1.6 s: a busy machine may lag
         assert all(re.fullmatch(r"backfill: no answer from the store for \d s", note)
                    for note in notes), notes
 
+    holding: Any = None
     asyncio.run(scenario())
 
 

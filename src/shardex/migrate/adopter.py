@@ -335,8 +335,17 @@ class Adopter(MigrationRunner):
         """Backfill every item's shard attribute (resuming wherever an earlier run stopped).
 
         Waits until every client writes the shard attribute (``ready_at`` of dual-write)
-        before it scans. Refused unless the adoption is in ``dual-write``.
+        before it scans. Refused unless the adoption is in ``dual-write``. A store that
+        leaves a request unanswered for 2 s is said in the progress (``answered``, on the
+        store's meter, which counts the backfill's own Scan and UpdateItem too), then
+        after 4, 8, ... s: the progress comes only as pages land.
         """
+        return await answered(self._backfill(), self._clock, _QUIET,
+                              lambda note: self._say(f"backfill: {note}"),
+                              quiet=lambda: self.store.meter.quiet(self.store.clock.now()),
+                              tick=_QUIET / 4)
+
+    async def _backfill(self) -> Backfilled:
         routing, adoption = await self._adoption("dual-write")
         await self.wait_until(ready_at(adoption, self.lease), self._say,
                               "every client to write the shard attribute (the routing's "
@@ -375,12 +384,7 @@ class Adopter(MigrationRunner):
                           "earlier run: using those")
             holds = asyncio.ensure_future(self._say_holds(budget))
             try:
-                # its progress is said as pages land: a store that stops answering is
-                # said by its meter, which counts the backfill's own Scan and UpdateItem
-                await answered(mover.run(routing, plan=plan), self._clock, _QUIET,
-                               lambda note: self._say(f"backfill: {note}"),
-                               quiet=lambda: self.store.meter.quiet(self.store.clock.now()),
-                               tick=_QUIET / 4)
+                await mover.run(routing, plan=plan)
             finally:
                 holds.cancel()
                 await asyncio.gather(holds, return_exceptions=True)
