@@ -131,6 +131,7 @@ class Adopter(MigrationRunner):
         self.settle = float(settle)
         self._within = float(build_within)
         self._progress = progress
+        self._heard = False  # a line said since the run began (``_say_quiet``)
         # the values seen that the last ``verify`` left out, as no logical key can be
         # them: value -> why (shardex cannot read or route their items in any state)
         self.not_verified: dict[str, str] = {}
@@ -151,8 +152,14 @@ class Adopter(MigrationRunner):
         await self.store.client.close()
 
     def _say(self, line: str) -> None:
+        self._heard = True
         if self._progress is not None:
             self._progress(line)
+
+    def _say_quiet(self, note: str) -> None:
+        # before the run's first line the command says it (``run_noting``), as for a reshard
+        if self._heard:
+            self._say(f"backfill: {note}")
 
     async def index(self) -> ShardedIndex:
         """The index, opened on first use (its store's GSI must exist by then)."""
@@ -340,8 +347,8 @@ class Adopter(MigrationRunner):
         store's meter, which counts the backfill's own Scan and UpdateItem too), then
         after 4, 8, ... s: the progress comes only as pages land.
         """
-        return await answered(self._backfill(), self._clock, _QUIET,
-                              lambda note: self._say(f"backfill: {note}"),
+        self._heard = False
+        return await answered(self._backfill(), self._clock, _QUIET, self._say_quiet,
                               quiet=lambda: self.store.meter.quiet(self.store.clock.now()),
                               tick=_QUIET / 4)
 
