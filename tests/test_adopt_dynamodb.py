@@ -272,6 +272,8 @@ def test_a_backfill_says_when_the_store_does_not_answer(monkeypatch: pytest.Monk
                 await asyncio.Event().wait()  # accepted, never answered
             return await self.client.call(operation, **params)
 
+    holding: Any = None  # the store's client, held, once the run has begun
+
     def progress(line: str) -> None:
         said.append(line)
         if line.startswith("waiting") and "wait" in held:
@@ -299,7 +301,6 @@ def test_a_backfill_says_when_the_store_does_not_answer(monkeypatch: pytest.Monk
         assert all(re.fullmatch(r"backfill: no answer from the store for \d s", note)
                    for note in notes), notes
 
-    holding: Any = None
     asyncio.run(scenario())
 
 

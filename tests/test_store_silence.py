@@ -159,7 +159,7 @@ def test_an_adoption_s_own_requests_count_on_the_store_s_meter() -> None:
     from shardex.stores.metered import Meter
 
     class Held(DynamoDBClient):
-        """Answers every call when ``answer`` is set; a DescribeTable of a table none."""
+        """Answers each call once ``answer`` is set: an empty page, or a table's description."""
 
         endpoint = "fake://dynamodb"
 
