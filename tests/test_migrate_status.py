@@ -138,6 +138,23 @@ def test_ctrl_c_says_the_state_that_it_is_safe_and_what_to_run_next() -> None:
         "'shardex reshard run' takes them over then)")
 
 
+def test_ctrl_c_of_an_adoption_names_an_adoption() -> None:
+    """`adopt run` stopped by Ctrl-C said "interrupted: adopt a1 of index ...", "no adopt
+    under way" and "the adopt's state could not be read": the verb where the line names
+    the thing."""
+    from shardex.commands.migrations import unread
+
+    doc = {"index": "orders", "adoption_id": "a1", "state": "dual-write",
+           "next_steps": ["shardex adopt run --store s --index orders"]}
+    assert interrupted(doc, "adopt").startswith(
+        "interrupted: adoption a1 of index 'orders' is in dual-write; safe to stop")
+    assert interrupted({"index": "orders", "adoption_id": None}, "adopt") == (
+        "interrupted: index 'orders' has no adoption under way; nothing to resume")
+    assert unread("adopt", "why").startswith(
+        "interrupted: the adoption's state could not be read (why); safe to stop")
+    assert unread("adopt", "why").endswith("to see where it stands: shardex adopt status")
+
+
 @pytest.mark.parametrize("kind", ["reshard", "adopt"])
 def test_resume_leads_the_next_steps_of_a_paused_migration_that_has_entries_to_move(
         kind: str) -> None:

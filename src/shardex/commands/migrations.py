@@ -86,13 +86,17 @@ def runner_lines(doc: dict[str, Any]) -> list[str]:
             f"until {r['expires_at']}" for r in doc.get("runners", [])]
 
 
+_NOUNS = {"adopt": "adoption"}  # what a command group's migration is called, where not itself
+
+
 def interrupted(doc: dict[str, Any], verb: str) -> str:
     """The line a ``run`` stopped by Ctrl-C prints, from the status document read after."""
     what = doc.get("reshard_id") or doc.get("adoption_id")
     steps = doc.get("next_steps") or []
     then = steps[0] if steps else f"shardex {verb} status"
+    noun = _NOUNS.get(verb, verb)
     if what is None:
-        return f"interrupted: index {doc['index']!r} has no {verb} under way; nothing to resume"
+        return f"interrupted: index {doc['index']!r} has no {noun} under way; nothing to resume"
     runners = doc.get("runners") or []
     if runners and then.startswith(f"shardex {verb} status "):
         # watching another runner: it may be one that was killed, whose lease lapses
@@ -100,7 +104,7 @@ def interrupted(doc: dict[str, Any], verb: str) -> str:
         until = max(r["expires_at"] for r in runners)
         then += (f" ({owners} holds units until {until} unless it renews them; if it has "
                  f"stopped, 'shardex {verb} run' takes them over then)")
-    return (f"interrupted: {verb} {what} of index {doc['index']!r} is in {doc['state']}; safe "
+    return (f"interrupted: {noun} {what} of index {doc['index']!r} is in {doc['state']}; safe "
             "to stop: every step and checkpoint is stored, and the units this process held "
             f"are given back (one it could not reach lapses with its lease); to go on: {then}")
 
@@ -135,9 +139,10 @@ def on_interrupt(work: Callable[[], T], status: Callable[[], Awaitable[dict[str,
 
 def unread(verb: str, why: str) -> str:
     """The line of a Ctrl-C after which the migration's state could not be read."""
-    return (f"interrupted: the {verb}'s state could not be read ({why}); safe to stop: "
-            "every step and checkpoint stored is kept, and the units this process held "
-            f"lapse with their lease; to see where it stands: shardex {verb} status")
+    return (f"interrupted: the {_NOUNS.get(verb, verb)}'s state could not be read ({why}); "
+            "safe to stop: every step and checkpoint stored is kept, and the units this "
+            f"process held lapse with their lease; to see where it stands: shardex {verb} "
+            "status")
 
 
 def watched(work: Callable[[], T], what: str, watch: bool) -> T:
