@@ -145,6 +145,11 @@ def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
     asyncio.run(listing(uri, truth))
     err = cli(capsys, "adopt", "cutover", *where, code=1)
     assert "backfill has not finished" in err
+    # the controls name an adoption (they said "adopt a1 paused")
+    assert re.match(rf"index '{NAME}': adoption \w+ paused: ",
+                    ok(capsys, "adopt", "pause", *where)), "pause"
+    assert re.match(rf"index '{NAME}': adoption \w+ resumed: ",
+                    ok(capsys, "adopt", "resume", *where)), "resume"
     env = {**os.environ, "COVERAGE_PROCESS_START": ""}
     command = [sys.executable, "-m", "shardex", "adopt", "run", *where, "--segments", "4",
                "--unit-lease", "1", "--rate", "60", "--every", "0"]

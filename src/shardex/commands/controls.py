@@ -23,6 +23,7 @@ import click
 
 from shardex.commands import output
 from shardex.commands.connection import Connection, index_options, lasting, open_with, run_noting
+from shardex.commands.migrations import noun
 from shardex.commands.params import RATE
 from shardex.errors import InvalidInput, ReshardRefused
 
@@ -72,7 +73,7 @@ def _control(kind: Kind, verb: str, uri: str, name: str, connection: Connection,
     where = f"--store {shlex.quote(uri)} --index {shlex.quote(name)}"
     then = (f"; resume with: shardex {kind} resume {where}" if control.paused
             else f"; see it with: shardex {kind} status {where}")
-    output.console().print(f"index {name!r}: {kind} {migration} {verb}: "
+    output.console().print(f"index {name!r}: {noun(kind)} {migration} {verb}: "
                            f"{describe(control, None)} ({_POLL_NOTE}){then}",
                            highlight=False, soft_wrap=True)
 

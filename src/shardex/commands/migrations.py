@@ -89,14 +89,19 @@ def runner_lines(doc: dict[str, Any]) -> list[str]:
 _NOUNS = {"adopt": "adoption"}  # what a command group's migration is called, where not itself
 
 
+def noun(group: str) -> str:
+    """What the migrations of command group ``group`` are called: 'adoption' for adopt."""
+    return _NOUNS.get(group, group)
+
+
 def interrupted(doc: dict[str, Any], verb: str) -> str:
     """The line a ``run`` stopped by Ctrl-C prints, from the status document read after."""
     what = doc.get("reshard_id") or doc.get("adoption_id")
     steps = doc.get("next_steps") or []
     then = steps[0] if steps else f"shardex {verb} status"
-    noun = _NOUNS.get(verb, verb)
     if what is None:
-        return f"interrupted: index {doc['index']!r} has no {noun} under way; nothing to resume"
+        return (f"interrupted: index {doc['index']!r} has no {noun(verb)} under way; nothing "
+                "to resume")
     runners = doc.get("runners") or []
     if runners and then.startswith(f"shardex {verb} status "):
         # watching another runner: it may be one that was killed, whose lease lapses
@@ -104,9 +109,10 @@ def interrupted(doc: dict[str, Any], verb: str) -> str:
         until = max(r["expires_at"] for r in runners)
         then += (f" ({owners} holds units until {until} unless it renews them; if it has "
                  f"stopped, 'shardex {verb} run' takes them over then)")
-    return (f"interrupted: {noun} {what} of index {doc['index']!r} is in {doc['state']}; safe "
-            "to stop: every step and checkpoint is stored, and the units this process held "
-            f"are given back (one it could not reach lapses with its lease); to go on: {then}")
+    return (f"interrupted: {noun(verb)} {what} of index {doc['index']!r} is in "
+            f"{doc['state']}; safe to stop: every step and checkpoint is stored, and the "
+            "units this process held are given back (one it could not reach lapses with its "
+            f"lease); to go on: {then}")
 
 
 _STATUS_WAIT = 10.0  # seconds Ctrl-C waits to read where the migration stopped
@@ -139,7 +145,7 @@ def on_interrupt(work: Callable[[], T], status: Callable[[], Awaitable[dict[str,
 
 def unread(verb: str, why: str) -> str:
     """The line of a Ctrl-C after which the migration's state could not be read."""
-    return (f"interrupted: the {_NOUNS.get(verb, verb)}'s state could not be read ({why}); "
+    return (f"interrupted: the {noun(verb)}'s state could not be read ({why}); "
             "safe to stop: every step and checkpoint stored is kept, and the units this "
             f"process held lapse with their lease; to see where it stands: shardex {verb} "
             "status")
