@@ -299,6 +299,9 @@ def test_an_index_table_holds_one_index(endpoint: str) -> None:
                       "--index", "returns", "--json") == 0
     assert _exit_code("migrations", "list", "--store", store.uri, "--index", "orders",
                       "--index", "returns") == 0
+    # the store alone: the index its owner record names; a table no index owns lists none
+    assert _exit_code("migrations", "list", "--store", store.uri) == 0
+    assert _exit_code("migrations", "list", "--store", local.table_store().uri) == 0
 
 
 def test_migrations_list_names_an_index_the_table_does_not_hold(

@@ -352,6 +352,9 @@ def test_ctrl_c_on_run_names_the_state_and_the_next_step_and_the_store_lists_it(
     assert [(m["index"], m["kind"], m["state"]) for m in listed["migrations"]] == \
         [("orders", "reshard", "write-new (forward)")]
     assert "orders  reshard" in ok(capsys, "migrations", "list", *where)
+    # the store alone: a DynamoDB table holds one index, whose name its owner record keeps
+    alone = json.loads(ok(capsys, "migrations", "list", "--store", uri, "--json"))
+    assert alone["migrations"] == listed["migrations"], alone
 
 
 def _interrupted(where: list[str], *args: str) -> tuple[int, list[str]]:

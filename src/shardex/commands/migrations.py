@@ -232,9 +232,10 @@ def migrations() -> None:
 
 @migrations.command("list")
 @store_option("Store URI whose migrations to list, e.g. dynamodb://TABLE.")
-@click.option("--index", "names", multiple=True, required=True, type=INDEX_NAME, cls=Setting,
+@click.option("--index", "names", multiple=True, type=INDEX_NAME, cls=Setting,
               setting="index", envvar="SHARDEX_INDEX", show_envvar=True,
-              help="An index whose migrations to list (repeat for more).")
+              help="An index whose migrations to list (repeat for more; default: the one a "
+                   "DynamoDB table holds).")
 @connection_options
 @click.option("--json", "as_json", is_flag=True, help=f"Print {LIST_SCHEMA}.")
 def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connection) -> None:
@@ -243,14 +244,23 @@ def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connectio
     from shardex.migrate.status import iso
 
     async def read() -> tuple[list[dict[str, Any]], dict[str, str]]:
+        nonlocal names
         listed, refused = [], {}
         async with open_with(uri, connection) as store:
+            if not names:
+                held = await store.indexes()
+                if held is None:
+                    raise click.UsageError(
+                        f"--index is needed: a {uri.split(':', 1)[0]}:// store may hold "
+                        "several indexes and keeps no list of them",
+                        ctx=click.get_current_context())
+                names = tuple(held)
             for name in dict.fromkeys(names):
                 try:
                     listed += await recorded(store, [name])
                 except StoreInUse as exc:  # an index table holds one index: list the rest
                     refused[name] = exc
-        if len(refused) == len(set(names)):
+        if refused and len(refused) == len(set(names)):
             raise next(iter(refused.values()))
         listed.sort(key=lambda m: (m.started_at, m.index, m.id))
         return [{**m.to_dict(), "started_at": iso(m.started_at),
@@ -267,7 +277,9 @@ def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connectio
         out.print(f"{name}: not listed: {why}", highlight=False, soft_wrap=True)
     if not found:
         asked = [name for name in dict.fromkeys(names) if name not in refused]
-        out.print(f"no migrations recorded for {', '.join(asked)} in {uri}", highlight=False)
+        out.print(f"no migrations recorded for {', '.join(asked)} in {uri}" if asked
+                  else f"no index has written to {uri} yet: no migrations recorded",
+                  highlight=False)
         return
     for m in found:
         ended = "" if m["ended_at"] is None else f", ended {m['ended_at']}"

@@ -491,6 +491,12 @@ class Store(abc.ABC):
             await self._put_record(namespace, key, body, revision, expected, rec)
         return revision
 
+    async def indexes(self) -> list[str] | None:
+        """The indexes this store holds, if it can tell without reading them all; None if it
+        cannot (most stores hold several indexes apart and keep no list of them). A
+        DynamoDB table holds one index, which its owner record names (none yet: [])."""
+        return None
+
     async def list_records(self, namespace: str, prefix: str = "") -> dict[str, Record]:
         """Return every record of ``namespace`` whose key starts with ``prefix``, by key.
 

@@ -44,6 +44,7 @@ from shardex.stores.base import Store
 from shardex.stores.dynamodb.client import (
     DynamoDBClient,
     adapt_client,
+    counted_call,
     describe_table,
     map_error,
 )
@@ -280,15 +281,21 @@ class DynamoDBStore(Store):
 
     async def _check_owner_record(self) -> None:
         """Fail at open, not at the first write, on an owner record in another shape."""
+        await self._read_owner()
+
+    async def _read_owner(self) -> str | None:
+        """The index the owner record names (None: no record yet), strongly consistent."""
         table = self._layout.records_table
-        try:
-            response = await self._client.call(
-                "GetItem", TableName=table, ConsistentRead=True,
-                Key={"pk": {"S": OWNER_KEY}, "sk": {"S": self._layout.owner_scope}})
-        except Exception as exc:
-            raise map_error(exc, operation="GetItem", target=f"table {table!r}",
-                            endpoint=self._client.endpoint) from exc
-        self._owner_of(response.get("Item"))
+        response = await counted_call(
+            self._client, self.meter, self.clock, "GetItem", f"table {table!r}",
+            TableName=table, ConsistentRead=True,
+            Key={"pk": {"S": OWNER_KEY}, "sk": {"S": self._layout.owner_scope}})
+        return self._owner_of(response.get("Item"))
+
+    async def indexes(self) -> list[str]:
+        """The one index the table holds, as its owner record names it ([]: none yet)."""
+        owner = await self._read_owner()
+        return [] if owner is None else [owner]
 
     def _owner_of(self, item: Mapping[str, Any] | None) -> str | None:
         """The index an owner record names (None: no record); MalformedItem if it is damaged."""
