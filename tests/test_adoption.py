@@ -252,6 +252,26 @@ def test_the_status_document_counts_progress_and_names_the_next_steps() -> None:
                            max_age=1.0, items=0)["state"] == "none"
 
 
+def test_a_backfill_past_the_item_count_says_the_count_lags_and_gives_no_eta() -> None:
+    """The total is DescribeTable's ItemCount when the backfill was planned, which DynamoDB
+    refreshes about every six hours: on a table that grew since, the scan passes it, and
+    the status said "remaining about 0, ETA 0 s" while a runner still scanned."""
+    from shardex.commands.adopt import _status_lines
+
+    segments = [_segment(0, 700, 700, False, {"PENDING": 700}),
+                _segment(1, 500, 500, False, {"PENDING": 500})]
+    held = [segments[0], segments[1].leased("me:1:a", 115.0, 145.0)]
+    doc = status_document(adopted(), held, index="orders", store="s", lease=15.0, now=120.0,
+                          max_age=900.0, items=1000)
+    progress = doc["progress"]
+    assert (progress["items_remaining"], progress["eta_s"]) == (None, None), progress
+    backfill = next(line for line in _status_lines(doc) if "backfill:" in line)
+    assert "1,200 scanned, more than the 1,000 items the table counted when the backfill " \
+        "was planned (DynamoDB refreshes that count about every six hours)" in backfill
+    assert "ETA" not in backfill, backfill
+    assert "remaining" not in backfill, backfill
+
+
 def test_a_gsi_store_without_sort_owner_follows_an_adoption() -> None:
     options = {"gsi": "status-shard-index", "key_attribute": "status_shard",
                "sort_attribute": "created_at", "id_attribute": "order_id",

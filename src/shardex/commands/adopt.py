@@ -398,10 +398,13 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     for value, v in doc["values"].items():
         seen = "" if v["items"] is None else f", {v['items']:,} items seen"
         lines.append(f"  {value}: {v['shards']} shard(s), {v['strategy']}{seen}")
+    from shardex.migrate.status import past_count
+
     p = doc["progress"]
     rate = "" if p["rate"] is None else f", {p['rate']:,.0f} items/s"
     eta = "" if p["eta_s"] is None else f", ETA {p['eta_s']:,.0f} s"
-    total = "" if p["items_total"] is None else f" of about {p['items_total']:,}"
+    total = "" if p["items_total"] is None else f" of about {p['items_total']:,}" \
+        if p["items_scanned"] <= p["items_total"] else f", {past_count(p['items_total'])}"
     left = "" if p["items_remaining"] is None else \
         f", remaining about {p['items_remaining']:,}"
     lines.append(f"  backfill: {p['segments_done']}/{p['segments']} segments done, "

@@ -41,7 +41,7 @@ from shardex.migrate.states import (
     ready_at,
     with_adoption,
 )
-from shardex.migrate.status import adopt_status_document
+from shardex.migrate.status import adopt_status_document, past_count
 from shardex.migrate.units import Backfilled, Unit, segment_units
 from shardex.migrate.verify import adoption_parity
 from shardex.migrate.work import WorkRecords
@@ -365,11 +365,14 @@ class Adopter(MigrationRunner):
         def report() -> None:
             # the total is the item count fixed when the backfill was planned
             rate = mover.scanned / max(1e-9, self._clock.now() - began)
-            left = max(0, items - before.scanned - mover.scanned)
-            eta = f", ETA {left / rate:,.0f} s" if rate > 0 else ""
-            self._say(f"backfill: scanned {before.scanned + mover.scanned:,} of about "
-                      f"{items:,}, updated {before.updated + mover.copied:,}, "
-                      f"{rate:,.0f} items/s{eta}")
+            scanned = before.scanned + mover.scanned
+            if scanned <= items:
+                eta = f", ETA {(items - scanned) / rate:,.0f} s" if rate > 0 else ""
+                total = f" of about {items:,}"
+            else:  # past a count taken hours ago, on a table that grew since
+                eta, total = "", f", {past_count(items)}"
+            self._say(f"backfill: scanned {scanned:,}{total}, updated "
+                      f"{before.updated + mover.copied:,}, {rate:,.0f} items/s{eta}")
 
         async with contextlib.AsyncExitStack() as stack:
             budget = await self.budget(stack, adoption.id)

@@ -186,6 +186,13 @@ def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backf
     return _commands("adopt", store, index, _watching(steps, running))
 
 
+def past_count(total: int) -> str:
+    """What a backfill that scanned more than ``total`` items (the table's item count when
+    it was planned) says of that count."""
+    return (f"more than the {total:,} items the table counted when the backfill was planned "
+            "(DynamoDB refreshes that count about every six hours)")
+
+
 def adopt_status_document(routing: Routing, segments: Sequence[Unit], *, index: str,
                           store: str, lease: float, now: float, max_age: float,
                           items: int | None, gone: str | None = None) -> dict[str, Any]:
@@ -201,7 +208,10 @@ def adopt_status_document(routing: Routing, segments: Sequence[Unit], *, index: 
     saved = [s.saved_at for s in segments if s.saved_at is not None]
     elapsed = (max(saved) - min(started)) if started and saved else 0.0
     rate = scanned / elapsed if elapsed > 0 else None
-    remaining = 0 if finished else None if items is None else max(0, items - scanned)
+    # past the count (DescribeTable's, which DynamoDB refreshes about every six hours, on a
+    # table that grew since): how many remain is not known
+    remaining = 0 if finished else None if items is None or scanned >= items \
+        else items - scanned
     seen: dict[str, int] = {}
     for segment in segments:
         for value, count in segment.values.items():
