@@ -388,6 +388,8 @@ def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool,
 
 
 def _status_lines(doc: dict[str, Any]) -> list[str]:
+    from shardex.migrate.status import past_count
+
     if doc["adoption_id"] is None:
         return [f"index {doc['index']!r}: no adoption (routing version "
                 f"{doc['routing_version']})"]
@@ -398,8 +400,6 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     for value, v in doc["values"].items():
         seen = "" if v["items"] is None else f", {v['items']:,} items seen"
         lines.append(f"  {value}: {v['shards']} shard(s), {v['strategy']}{seen}")
-    from shardex.migrate.status import past_count
-
     p = doc["progress"]
     rate = "" if p["rate"] is None else f", {p['rate']:,.0f} items/s"
     eta = "" if p["eta_s"] is None else f", ETA {p['eta_s']:,.0f} s"
