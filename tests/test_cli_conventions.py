@@ -187,8 +187,8 @@ def test_migrations_list_without_an_index_needs_a_store_that_names_its_own(
     # that may hold several and keeps no list of them asks for --index, in one line
     code, line = failing(capsys, "migrations", "list", "--store", "memory://")
     assert code == 2
-    assert line == ("error: --index is needed: a memory:// store may hold several indexes "
-                    "and keeps no list of them (see 'shardex migrations list --help')"), line
+    assert line == ("error: --index is needed: memory:// stores may hold several indexes "
+                    "and keep no list of them (see 'shardex migrations list --help')"), line
 
 
 def test_tiers_in_a_profile_must_be_a_table(capsys: pytest.CaptureFixture[str],

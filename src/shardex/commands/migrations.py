@@ -251,8 +251,8 @@ def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connectio
                 held = await store.indexes()
                 if held is None:
                     raise click.UsageError(
-                        f"--index is needed: a {uri.split(':', 1)[0]}:// store may hold "
-                        "several indexes and keeps no list of them",
+                        f"--index is needed: {uri.split(':', 1)[0]}:// stores may hold "
+                        "several indexes and keep no list of them",
                         ctx=click.get_current_context())
                 names = tuple(held)
             for name in dict.fromkeys(names):
