@@ -143,6 +143,8 @@ def main() -> None:
               f"{sent:5.1f} units/s = {sent / args.rate:.3f}x --rate (target <= 1.05x), by "
               f"landing {landed:5.1f} = {landed / args.rate:.3f}x; steady mean "
               f"{steady:5.1f} = {steady / args.rate:.2f}x")
+    print("   (the budget holds the send; by landing dates each write by its answer, so "
+          "requests the server held a moment count in the next second)")
 
     print(f"2. backfilling {args.items:,} items, 4 Scan segments at once, 8 updates in flight "
           "per segment")
