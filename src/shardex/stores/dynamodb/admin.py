@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from shardex.errors import ConditionFailed, InvalidInput, Unavailable
-from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error
+from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error, mapped_call
 
 __all__ = ["Billing", "create_gsi_table", "create_index_table", "create_meta_table",
            "delete_table"]
@@ -77,11 +77,8 @@ async def wait_active(client: DynamoDBClient, table: str, *, within: float = 300
     """Wait until ``table`` and its indexes are ACTIVE; Unavailable after ``within`` s."""
     deadline = time.monotonic() + within
     while True:
-        try:
-            response = await client.call("DescribeTable", TableName=table)
-        except Exception as exc:
-            raise map_error(exc, operation="DescribeTable", target=f"table {table!r}",
-                            endpoint=client.endpoint) from exc
+        response = await mapped_call(client, "DescribeTable", f"table {table!r}",
+                                     TableName=table)
         description = response["Table"]
         statuses = [description.get("TableStatus")] + [
             index.get("IndexStatus") for index in description.get("GlobalSecondaryIndexes") or []]
@@ -170,10 +167,6 @@ async def create_gsi_table(table: str, *, gsi: str, key_attribute: str, sort_att
 async def delete_table(table: str, **connection: Any) -> None:
     """Delete ``table`` (no wait); NotFound if it does not exist."""
     async def work(client: DynamoDBClient) -> None:
-        try:
-            await client.call("DeleteTable", TableName=table)
-        except Exception as exc:
-            raise map_error(exc, operation="DeleteTable", target=f"table {table!r}",
-                            endpoint=client.endpoint) from exc
+        await mapped_call(client, "DeleteTable", f"table {table!r}", TableName=table)
 
     await _with_client(work, connection)

@@ -16,7 +16,7 @@ be open: the new GSI may not exist yet):
 Every driver error is mapped with ``map_error`` (Throttled, ConditionFailed, ...).
 DescribeTable is tried again after a server error or a throttle, on the tools' clock, as
 a store's open tries it (``describe_table``). No Recorder sends these requests, so no
-Usage reports them; each counts on the store's meter all the same (``counted_call``),
+Usage reports them; each counts on the store's meter all the same (``mapped_call``),
 which is how a run knows the store has stopped answering (``Meter.quiet``).
 """
 
@@ -31,8 +31,8 @@ from shardex.errors import InvalidInput, NotFound, Unavailable
 from shardex.model.entries import ScanPage
 from shardex.stores.dynamodb.client import (
     DynamoDBClient,
-    counted_call,
     describe_table,
+    mapped_call,
 )
 from shardex.stores.dynamodb.codec import from_attributes
 from shardex.stores.dynamodb.gsi import GsiLayout
@@ -57,8 +57,8 @@ class _Calls:
         self.meter = meter
 
     async def _call(self, operation: str, target: str, **params: Any) -> dict[str, Any]:
-        return await counted_call(self.client, self.meter, self.clock, operation, target,
-                                  **params)
+        return await mapped_call(self.client, operation, target, meter=self.meter,
+                                 clock=self.clock, **params)
 
     async def _describe(self, table: str) -> dict[str, Any]:
         return await describe_table(self.client, table, clock=self.clock, meter=self.meter)

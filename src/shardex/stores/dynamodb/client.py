@@ -64,9 +64,9 @@ __all__ = [
     "DynamoDBClient",
     "ThreadedClient",
     "adapt_client",
-    "counted_call",
     "describe_table",
     "map_error",
+    "mapped_call",
 ]
 
 DESCRIBE_TRIES = 5  # DescribeTable: tries in all, and the first backoff's seconds
@@ -391,12 +391,12 @@ async def describe_table(client: DynamoDBClient, table: str, *, clock: Clock,
     The client's own retries are off (shardex retries data requests itself), and a
     control-plane read must not fail an open or an adoption on one InternalFailure. Any
     other error, or the last try's, is raised mapped (NotFound: no such table). Each try
-    counts on ``meter`` for ``Meter.quiet``, if given (``counted_call``).
+    counts on ``meter`` for ``Meter.quiet``, if given (``mapped_call``).
     """
     for attempt in range(DESCRIBE_TRIES):
         try:
-            response = await counted_call(client, meter, clock, "DescribeTable",
-                                          f"table {table!r}", TableName=table)
+            response = await mapped_call(client, "DescribeTable", f"table {table!r}",
+                                         meter=meter, clock=clock, TableName=table)
         except (Unavailable, Throttled):
             if attempt + 1 == DESCRIBE_TRIES:
                 raise
@@ -407,13 +407,15 @@ async def describe_table(client: DynamoDBClient, table: str, *, clock: Clock,
     raise AssertionError("unreachable: the last try returns or raises")
 
 
-async def counted_call(client: DynamoDBClient, meter: Meter | None, clock: Clock,
-                       operation: str, target: str, **params: Any) -> dict[str, Any]:
+async def mapped_call(client: DynamoDBClient, operation: str, target: str, *,
+                      meter: Meter | None = None, clock: Clock | None = None,
+                      **params: Any) -> dict[str, Any]:
     """``client.call(operation, **params)``, its error mapped (``map_error``, ``target``
-    naming what it addressed), counted on ``meter`` if given: a request of shardex's
-    that no store's ``Recorder`` sends (an adoption's, a table check's) still tells
-    whether the store answers (``Meter.asked``)."""
-    with contextlib.nullcontext() if meter is None else meter.asked(clock):
+    naming what it addressed); counted on ``meter`` (on ``clock``) if given: a request of
+    shardex's that no store's ``Recorder`` sends (an adoption's, a table check's) still
+    tells whether the store answers (``Meter.asked``)."""
+    with contextlib.nullcontext() if meter is None or clock is None \
+            else meter.asked(clock):
         try:
             return await client.call(operation, **params)
         except Exception as exc:

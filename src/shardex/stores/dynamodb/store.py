@@ -44,9 +44,9 @@ from shardex.stores.base import Store
 from shardex.stores.dynamodb.client import (
     DynamoDBClient,
     adapt_client,
-    counted_call,
     describe_table,
     map_error,
+    mapped_call,
 )
 from shardex.stores.dynamodb.codec import (
     record_from_item,
@@ -286,8 +286,8 @@ class DynamoDBStore(Store):
     async def _read_owner(self) -> str | None:
         """The index the owner record names (None: no record yet), strongly consistent."""
         table = self._layout.records_table
-        response = await counted_call(
-            self._client, self.meter, self.clock, "GetItem", f"table {table!r}",
+        response = await mapped_call(
+            self._client, "GetItem", f"table {table!r}", meter=self.meter, clock=self.clock,
             TableName=table, ConsistentRead=True,
             Key={"pk": {"S": OWNER_KEY}, "sk": {"S": self._layout.owner_scope}})
         return self._owner_of(response.get("Item"))
