@@ -243,31 +243,33 @@ def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connectio
     from shardex.migrate.registry import migrations as recorded
     from shardex.migrate.status import iso
 
-    async def read() -> tuple[list[dict[str, Any]], dict[str, str]]:
-        nonlocal names
+    async def read() -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
+        """The migrations, the indexes refused (why), and those listed."""
         listed, refused = [], {}
         async with open_with(uri, connection) as store:
-            if not names:
+            asked = list(dict.fromkeys(names))
+            if not asked:
                 held = await store.indexes()
                 if held is None:
                     raise click.UsageError(
                         f"--index is needed: {uri.split(':', 1)[0]}:// stores may hold "
                         "several indexes and keep no list of them",
                         ctx=click.get_current_context())
-                names = tuple(held)
-            for name in dict.fromkeys(names):
+                asked = held
+            for name in asked:
                 try:
                     listed += await recorded(store, [name])
                 except StoreInUse as exc:  # an index table holds one index: list the rest
                     refused[name] = exc
-        if refused and len(refused) == len(set(names)):
+        if refused and len(refused) == len(asked):
             raise next(iter(refused.values()))
         listed.sort(key=lambda m: (m.started_at, m.index, m.id))
         return [{**m.to_dict(), "started_at": iso(m.started_at),
                  "ended_at": iso(m.ended_at)} for m in listed], \
-            {name: str(exc) for name, exc in refused.items()}
+            {name: str(exc) for name, exc in refused.items()}, \
+            [name for name in asked if name not in refused]
 
-    found, refused = run_noting(read)
+    found, refused, asked = run_noting(read)
     if as_json:
         click.echo(json.dumps(rounded({"schema": LIST_SCHEMA, "store": uri,
                                        "migrations": found, "refused": refused}), indent=2))
@@ -276,7 +278,6 @@ def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connectio
     for name, why in refused.items():
         out.print(f"{name}: not listed: {why}", highlight=False, soft_wrap=True)
     if not found:
-        asked = [name for name in dict.fromkeys(names) if name not in refused]
         out.print(f"no migrations recorded for {', '.join(asked)} in {uri}" if asked
                   else f"no index has written to {uri} yet: no migrations recorded",
                   highlight=False)
