@@ -309,6 +309,48 @@ def test_a_backfill_says_when_the_store_does_not_answer(monkeypatch: pytest.Monk
     asyncio.run(scenario())
 
 
+def test_a_runner_waiting_for_its_clients_is_listed_and_not_run_again() -> None:
+    """`adopt run` waits for every client to write the shard attribute before its
+    backfill: meanwhile status listed no runner and suggested `shardex adopt run` (as a
+    reshard's did, by hand on Azurite). The waiting runner is listed with what it waits
+    for, and once it is stopped (Ctrl-C) it is not."""
+    from shardex.commands.adopt import _status
+    from shardex.migrate.budget import Sharing
+
+    table, _ = orders_table(20)
+    uri = store_uri(table)
+    async def scenario() -> None:
+        waiting = asyncio.Event()
+
+        def progress(line: str) -> None:
+            if line.startswith("waiting"):
+                waiting.set()
+
+        async with Adopter(uri, NAME, source="status-index", attribute="status",
+                           segments=1, worker="w1", progress=progress,
+                           sharing=Sharing(poll=0.2), **FAST) as adopter:
+            await adopter.start({"PENDING": ShardPolicy(4)}, margin=3.0)
+            running = asyncio.ensure_future(adopter.run())
+            try:
+                await asyncio.wait_for(waiting.wait(), 10.0)
+                await asyncio.sleep(0.5)
+                doc = await _status(uri, NAME, 900.0)
+            finally:
+                running.cancel()  # Ctrl-C
+                await asyncio.wait({running}, timeout=30.0)
+            (runner,) = doc["runners"]
+            assert (runner["owner"], runner["units"]) == ("w1", [])
+            assert runner["waiting"].startswith("waiting until 20"), runner
+            assert "every client to write the shard attribute" in runner["waiting"]
+            assert not any(" run " in step for step in doc["next_steps"]), doc["next_steps"]
+            assert doc["controls"]["rate"] == 250.0
+            after = await _status(uri, NAME, 900.0)
+            assert after["runners"] == []
+            assert after["next_steps"][0].startswith("shardex adopt run ")
+
+    asyncio.run(scenario())
+
+
 def test_bad_input_is_one_line_and_changes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     table, _ = orders_table(10)
     client = local.sync_client()

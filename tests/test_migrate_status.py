@@ -136,6 +136,13 @@ def test_ctrl_c_says_the_state_that_it_is_safe_and_what_to_run_next() -> None:
         "to go on: shardex reshard status --store s --index orders --watch (vm:7:a holds "
         "units until 2026-12-04T21:00:30Z unless it renews them; if it has stopped, "
         "'shardex reshard run' takes them over then)")
+    # a runner waiting between steps holds no unit: its mark lapses as a lease does
+    waiting = {**held, "runners": [{"owner": "vm:7:a", "units": [],
+                                    "expires_at": "2026-12-04T21:00:30Z",
+                                    "waiting": "waiting until 2026-12-04T21:01:00Z for x"}]}
+    assert interrupted(waiting, "reshard").endswith(
+        "(vm:7:a waits to go on, marked until 2026-12-04T21:00:30Z unless it renews the "
+        "mark; if it has stopped, 'shardex reshard run' goes on after that)")
 
 
 def test_ctrl_c_of_an_adoption_names_an_adoption() -> None:
@@ -365,3 +372,64 @@ def test_ctrl_c_says_so_in_one_line_when_the_state_cannot_be_read() -> None:
                      "answer within 10 s); safe to stop: every step and checkpoint stored is "
                      "kept, and the units this process held lapse with their lease; to see "
                      "where it stands: shardex reshard status"], lines
+
+
+def test_a_runner_waiting_between_steps_is_a_runner_and_its_rate_is_in_force() -> None:
+    """A runner waiting for every client to act on a change (read-both's wait before
+    writers write the new keys, then write-new's) is a runner: status lists it with what
+    it waits for and until when, its --rate is the migration's, and no `run` is
+    suggested. For the whole of both waits status had listed no runner, said "no rate
+    yet: the first runner's --rate sets it" and suggested `shardex reshard run` (by hand
+    on Azurite: 110 s of a wrong next step). Once it moves, and once it is done, it shows
+    as before."""
+    from shardex.clock import LoopClock
+    from shardex.commands.reshard import _status_lines
+    from shardex.migrate.budget import Sharing, migration_status
+    from shardex.migrate.status import with_controls
+    from shardex.sim.clock import run_virtual
+    from shardex.stores.memory import MemoryStore
+
+    async def full(observer: Resharder, migration: str, gone: str | None = None
+                   ) -> dict[str, Any]:
+        controls = await migration_status(observer.store, "orders", migration,
+                                          clock=LoopClock())
+        return with_controls(await _status(observer, gone), controls, "reshard", gone=gone)
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        await _put_pending(store, 100)
+        async with Resharder(store, "orders", worker="a", rate=20.0, seed=1, unit_lease=2.0,
+                             sharing=Sharing(poll=0.5)) as runner, \
+                Resharder(store, "orders", worker="observer", unit_lease=2.0) as observer:
+            await runner.start({"PENDING": ShardPolicy(4)}, margin=15.0)
+            routing = await runner.routing()
+            assert routing.reshard is not None
+            migration = routing.reshard.id
+            running = asyncio.ensure_future(runner.run())
+            seen: list[dict[str, Any]] = []
+            while not running.done():
+                await asyncio.sleep(1.0)
+                seen.append(await full(observer, migration))
+            assert (await running).state == "verified"
+            moving = next(i for i, d in enumerate(seen) if any(r["units"] for r in d["runners"]))
+            waiting = seen[:moving]  # both waits, then the moves (in write-new)
+            assert len(waiting) > 20, [d["state"] for d in seen]
+            assert {d["state"] for d in waiting} == {"read-both", "write-new"}
+            for doc in waiting[:-1]:  # the last may be read as the wait ends
+                (only,) = doc["runners"]
+                assert (only["owner"], only["units"]) == ("a", []), doc["runners"]
+                assert only["waiting"].startswith("waiting until 20"), only
+                assert "for every client to act on the last change" in only["waiting"]
+                assert not any(" run " in step for step in doc["next_steps"]), doc
+                assert doc["next_steps"][0].endswith(" --watch"), doc["next_steps"]
+                assert doc["controls"]["rate"] == 20.0, doc["controls"]
+                lines = _status_lines(doc)
+                assert f"  runner a: {only['waiting']}" in lines, lines
+                assert not any("no rate yet" in line for line in lines), lines
+            # its own Ctrl-C line reads the status without it: run goes on from there
+            stopped = await full(observer, migration, gone="a")
+            assert stopped["runners"] == []
+            last = await full(observer, migration)
+            assert (last["runners"], last["controls"]["budget"]["waits"]) == ([], [])
+
+    run_virtual(main())

@@ -367,12 +367,12 @@ def rollback(uri: str, name: str) -> None:
 
 async def _status(uri: str, name: str, max_age: float,
                   gone: str | None = None) -> dict[str, Any]:
-    from shardex.migrate.status import resume_first
+    from shardex.migrate.status import with_controls
 
     async with _adopter(uri, name, max_age=max_age) as adopter:
         doc: dict[str, Any] = await adopter.status(uri=uri, gone=gone)
-        doc["controls"] = await controls_status(adopter.store, name, doc["adoption_id"])
-        return resume_first(doc, "adopt")
+        controls = await controls_status(adopter.store, name, doc["adoption_id"])
+        return with_controls(doc, controls, "adopt", gone=gone)
 
 
 @adopt.command()

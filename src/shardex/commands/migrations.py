@@ -82,8 +82,10 @@ def status_printer(as_json: bool, lines: Callable[[dict[str, Any]], list[str]]
 
 def runner_lines(doc: dict[str, Any]) -> list[str]:
     """The runners of a status document, as lines: owner, units held, lease expiry."""
-    return [f"  runner {r['owner']}: holds unit(s) {', '.join(map(str, r['units']))}, lease "
-            f"until {r['expires_at']}" for r in doc.get("runners", [])]
+    return [f"  runner {r['owner']}: " + (
+        f"holds unit(s) {', '.join(map(str, r['units']))}, lease until {r['expires_at']}"
+        if r["units"] or not r.get("waiting") else r["waiting"])
+        for r in doc.get("runners", [])]
 
 
 _NOUNS = {"adopt": "adoption"}  # what a command group's migration is called, where not itself
@@ -107,8 +109,12 @@ def interrupted(doc: dict[str, Any], verb: str) -> str:
         # watching another runner: it may be one that was killed, whose lease lapses
         owners = ", ".join(r["owner"] for r in runners)
         until = max(r["expires_at"] for r in runners)
-        then += (f" ({owners} holds units until {until} unless it renews them; if it has "
-                 f"stopped, 'shardex {verb} run' takes them over then)")
+        if any(r["units"] for r in runners):
+            then += (f" ({owners} holds units until {until} unless it renews them; if it "
+                     f"has stopped, 'shardex {verb} run' takes them over then)")
+        else:  # waiting between steps: its mark lapses as a lease does
+            then += (f" ({owners} waits to go on, marked until {until} unless it renews "
+                     f"the mark; if it has stopped, 'shardex {verb} run' goes on after that)")
     return (f"interrupted: {noun(verb)} {what} of index {doc['index']!r} is in "
             f"{doc['state']}; safe to stop: every step and checkpoint is stored, and the "
             "units this process held are given back (one it could not reach lapses with its "

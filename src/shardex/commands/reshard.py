@@ -432,7 +432,7 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
 async def _status(uri: str, name: str, connection: Connection,
                   max_age: float, gone: str | None = None) -> dict[str, Any]:
     from shardex.migrate import status_document
-    from shardex.migrate.status import resume_first
+    from shardex.migrate.status import with_controls
 
     async with _resharder(uri, name, connection) as runner:
         routing = await runner.routing()
@@ -440,8 +440,8 @@ async def _status(uri: str, name: str, connection: Connection,
         doc: dict[str, Any] = status_document(
             routing, units, index=name, store=uri, lease=runner.lease,
             now=runner.store.clock.wall(), max_age=max_age, gone=gone)
-        doc["controls"] = await controls_status(runner.store, name, doc["reshard_id"])
-        return resume_first(doc, "reshard")
+        controls = await controls_status(runner.store, name, doc["reshard_id"])
+        return with_controls(doc, controls, "reshard", gone=gone)
 
 
 @reshard.command()

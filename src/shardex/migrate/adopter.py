@@ -356,7 +356,7 @@ class Adopter(MigrationRunner):
         routing, adoption = await self._adoption("dual-write")
         await self.wait_until(ready_at(adoption, self.lease), self._say,
                               "every client to write the shard attribute (the routing's "
-                              "lease and the margin)")
+                              "lease and the margin)", adoption.id)
         records = self._records(adoption)
         before = await self.backfilled(adoption)
         began = self._clock.now()

@@ -10,6 +10,7 @@ process got there first) and waits on the injected clock, saying what it waits f
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import socket
@@ -21,12 +22,15 @@ from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput
 from shardex.index import ShardedIndex, store_routing
 from shardex.migrate.budget import Budget, Sharing
+from shardex.migrate.status import iso
 from shardex.routing import Routing
 from shardex.stores import open_store
 from shardex.stores.base import Store
 
 __all__ = ["MigrationRunner", "check_counts", "check_numbers", "check_seconds",
            "default_worker"]
+
+_HAIR = 1e-6  # seconds: a due time this close is reached
 
 
 def default_worker() -> str:
@@ -126,10 +130,36 @@ class MigrationRunner:
             return False
         return True
 
-    async def wait_until(self, until: float, say: Callable[[str], None], note: str) -> None:
+    async def wait_until(self, until: float, say: Callable[[str], None], note: str,
+                         migration: str | None = None) -> None:
         """Sleep on the clock until wall time ``until``, saying what for every
-        ``say_every`` s (0: every second)."""
+        ``say_every`` s (0: every second).
+
+        A runner of ``migration`` (given, with ``sharing``) is marked in its budget record
+        as it waits, renewed every third of ``unit_lease`` (the lease its units would
+        have), so that status lists it; the mark goes when the wait ends.
+        """
         every = self.say_every if self.say_every > 0 else 1.0
-        while (left := until - self._clock.wall()) > 0:
-            say(f"waiting {left:.0f} s for {note}")
-            await self._clock.sleep(min(left, every))
+        present = None if self.sharing is None or migration is None else \
+            self.sharing.presence(self.store, self.name, migration, rate=self.rate,
+                                  owner=self.worker, clock=self._clock, term=self.unit_lease,
+                                  rng=self._rng)
+        why = f"waiting until {iso(until)} for {note}"
+        next_say = next_mark = -math.inf
+        try:
+            while (left := until - self._clock.wall()) > 0:
+                now = self._clock.now()
+                # a sleep to a due time may end a hair short of it (floats)
+                if now >= next_say - _HAIR:
+                    say(f"waiting {left:.0f} s for {note}")
+                    next_say = now + every
+                due = next_say
+                if present is not None:
+                    if now >= next_mark - _HAIR:
+                        await present.mark(why)
+                        next_mark = now + self.unit_lease / 3
+                    due = min(due, next_mark)
+                await self._clock.sleep(min(left, max(due - now, _HAIR)))
+        finally:
+            if present is not None:
+                await present.leave()

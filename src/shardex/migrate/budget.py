@@ -64,8 +64,8 @@ from shardex.migrate.control import (
 from shardex.model.entries import Record
 from shardex.stores.base import Store
 
-__all__ = ["Budget", "BudgetPolicy", "BudgetState", "Hold", "Sharing", "Slice", "SpendWindow",
-           "budget_document", "cut", "effective_rate", "held_until", "lease",
+__all__ = ["Budget", "BudgetPolicy", "BudgetState", "Hold", "Presence", "Sharing", "Slice",
+           "SpendWindow", "budget_document", "cut", "effective_rate", "held_until", "lease",
            "migration_status", "release", "window_wait"]
 
 log = logging.getLogger("shardex")
@@ -134,35 +134,39 @@ class Hold:
 
 @dataclass(frozen=True, slots=True)
 class BudgetState:
-    """The budget record: the last cut (AIMD), every process's slice, and the processes
-    that an outside signal of their own holds (``holds``, absent from older records)."""
+    """The budget record: the last cut (AIMD), every process's slice, the processes that
+    an outside signal of their own holds (``holds``), and the runners waiting between a
+    migration's steps (``waits``: for their clients to act on a change, say), each with
+    what it waits for (both absent from older records)."""
 
     cut_rate: float | None = None
     cut_at: float = 0.0
     slices: Mapping[str, Slice] = field(default_factory=dict)
     holds: Mapping[str, Hold] = field(default_factory=dict)
+    waits: Mapping[str, Hold] = field(default_factory=dict)
 
     def to_body(self) -> dict[str, Any]:
         return {"cut_rate": self.cut_rate, "cut_at": self.cut_at,
                 "slices": {owner: [s.share, s.expires, s.prior, s.prior_until]
                            for owner, s in sorted(self.slices.items())},
                 "holds": {owner: [h.reason, h.expires]
-                          for owner, h in sorted(self.holds.items())}}
+                          for owner, h in sorted(self.holds.items())},
+                "waits": {owner: [w.reason, w.expires]
+                          for owner, w in sorted(self.waits.items())}}
 
     def holding(self, owner: str, reason: str | None, now: float, term: float
                 ) -> BudgetState | None:
         """The state with ``owner``'s hold renewed for ``term`` (None: its hold ended) and
         the lapsed ones dropped; None if that changes nothing that status shows (a
         renewal within the last third of a term)."""
-        holds = {o: h for o, h in self.holds.items() if o != owner and h.expires > now}
-        mine = self.holds.get(owner)
-        if reason is not None:
-            if mine is not None and mine.reason == reason and mine.expires - now > term * 2 / 3:
-                return None
-            holds[owner] = Hold(reason, now + term)
-        elif mine is None and len(holds) == len(self.holds):
-            return None
-        return replace(self, holds=holds)
+        holds = _renewed(self.holds, owner, reason, now, term)
+        return None if holds is None else replace(self, holds=holds)
+
+    def waiting(self, owner: str, reason: str | None, now: float, term: float
+                ) -> BudgetState | None:
+        """``holding`` for ``owner``'s wait between steps (None: it waits no more)."""
+        waits = _renewed(self.waits, owner, reason, now, term)
+        return None if waits is None else replace(self, waits=waits)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], where: str) -> BudgetState:
@@ -171,14 +175,31 @@ class BudgetState:
             cut_rate = body["cut_rate"]
             slices = {str(owner): Slice(*(float(v) for v in values))
                       for owner, values in dict(body["slices"]).items()}
-            holds = {str(owner): Hold(str(reason), float(expires))
-                     for owner, (reason, expires) in dict(body.get("holds") or {}).items()}
+            holds, waits = ({str(owner): Hold(str(reason), float(expires))
+                             for owner, (reason, expires) in dict(body.get(kind) or {}).items()}
+                            for kind in ("holds", "waits"))
             return cls(cut_rate=None if cut_rate is None else float(cut_rate),
-                       cut_at=float(body["cut_at"]), slices=slices, holds=holds)
+                       cut_at=float(body["cut_at"]), slices=slices, holds=holds, waits=waits)
         except (KeyError, TypeError, ValueError) as exc:
             raise MalformedItem(f"{where} is not a migration's budget record "
                                 f"({type(exc).__name__}: {exc}); delete it: the running "
                                 "movers write it again") from None
+
+
+def _renewed(marks: Mapping[str, Hold], owner: str, reason: str | None, now: float,
+             term: float) -> dict[str, Hold] | None:
+    """``marks`` with ``owner``'s renewed for ``term`` (None: it ended) and the lapsed
+    ones dropped; None if that changes nothing status shows (a renewal of the same reason
+    within the last third of a term)."""
+    kept = {o: m for o, m in marks.items() if o != owner and m.expires > now}
+    mine = marks.get(owner)
+    if reason is not None:
+        if mine is not None and mine.reason == reason and mine.expires - now > term * 2 / 3:
+            return None
+        kept[owner] = Hold(reason, now + term)
+    elif mine is None and len(kept) == len(marks):
+        return None
+    return kept
 
 
 def effective_rate(state: BudgetState, rate: float, now: float, policy: BudgetPolicy) -> float:
@@ -305,7 +326,79 @@ def held_until(at: float, cost: float, limit: float, window: float) -> float:
     return at + max(window, cost * window / limit) if limit > 0 else math.inf
 
 
-class Budget:
+class _BudgetRecord:
+    """Migration ``migration``'s budget record, changed by compare-and-set."""
+
+    def __init__(self, store: Store, namespace: str, migration: str, *, clock: Clock,
+                 rng: random.Random | None) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.migration = migration
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._key = record_key(migration, "budget")
+
+    def _state(self, record: Record | None) -> BudgetState:
+        if record is None:
+            return BudgetState()
+        where = f"record {self._key!r} of index {self.namespace!r} in {self.store.uri}"
+        return BudgetState.from_body(record.body, where)
+
+    async def _change(self, change: Callable[[BudgetState, float], BudgetState | None]
+                      ) -> BudgetState:
+        """Apply ``change(state, now)`` (None: leave it) by compare-and-set; the state after."""
+        def changing(record: Record | None) -> Mapping[str, Any] | None:
+            new = change(self._state(record), self._clock.wall())
+            return None if new is None else new.to_body()
+
+        return self._state(await update_record(self.store, self.namespace, self._key, changing,
+                                               clock=self._clock, rng=self._rng))
+
+
+class Presence(_BudgetRecord):
+    """A runner waiting between its migration's steps, marked in the budget record (its
+    ``waits``) for ``term`` seconds at a time: status lists it as a runner, with what it
+    waits for, and suggests watching it rather than starting another. Its first mark
+    records its rate as the migration's if none is yet (``Controls``), as a runner that
+    moves does."""
+
+    def __init__(self, store: Store, namespace: str, migration: str, *, controls: Controls,
+                 owner: str, clock: Clock, term: float,
+                 rng: random.Random | None = None) -> None:
+        super().__init__(store, namespace, migration, clock=clock, rng=rng)
+        self.controls = controls
+        self.owner = owner
+        self.term = term
+        self._marked = False
+
+    async def mark(self, reason: str) -> None:
+        """Mark (or renew) this runner's wait, ``reason`` saying what for; a store that
+        does not answer leaves it to lapse (logged), as a budget slice's renewal does."""
+        try:
+            if not self._marked:
+                await self.controls.refresh(force=True)
+            await self._change(lambda state, now: state.waiting(self.owner, reason, now,
+                                                                self.term))
+            self._marked = True
+        except ShardexError as exc:
+            log.warning("migration %s: the runner's wait could not be recorded: %s",
+                        self.migration, exc)
+
+    async def leave(self) -> None:
+        """Take this runner's mark out (at most ``GOODBYE`` seconds: else it lapses)."""
+        if not self._marked:
+            return
+        try:
+            await within(self._clock, GOODBYE, self._change(
+                lambda state, now: state.waiting(self.owner, None, now, self.term)),
+                "taking the runner's wait out")
+        except ShardexError as exc:
+            log.warning("migration %s: the runner's wait was not taken out: %s",
+                        self.migration, exc)
+        self._marked = False
+
+
+class Budget(_BudgetRecord):
     """This process's side of migration ``migration``'s budget (see the module).
 
     ``controls`` give the rate in force; ``owner`` names this process's slice. With
@@ -317,16 +410,11 @@ class Budget:
     def __init__(self, store: Store, namespace: str, migration: str, *, controls: Controls,
                  owner: str, clock: Clock, policy: BudgetPolicy | None = None,
                  redis: SharedBudgets | None = None, rng: random.Random | None = None) -> None:
-        self.store = store
-        self.namespace = namespace
-        self.migration = migration
+        super().__init__(store, namespace, migration, clock=clock, rng=rng)
         self.controls = controls
         self.owner = owner
         self.policy = policy or BudgetPolicy()
-        self._clock = clock
         self._redis = redis
-        self._rng = rng or random.Random()
-        self._key = record_key(migration, "budget")
         self.state = BudgetState()
         self.share = 0.0
         self._expires = 0.0
@@ -367,24 +455,6 @@ class Budget:
         finally:
             if self._redis is not None:
                 await self._redis.close()
-
-    # -- the record ---------------------------------------------------------------------
-
-    def _state(self, record: Record | None) -> BudgetState:
-        if record is None:
-            return BudgetState()
-        where = f"record {self._key!r} of index {self.namespace!r} in {self.store.uri}"
-        return BudgetState.from_body(record.body, where)
-
-    async def _change(self, change: Callable[[BudgetState, float], BudgetState | None]
-                      ) -> BudgetState:
-        """Apply ``change(state, now)`` (None: leave it) by compare-and-set; the state after."""
-        def changing(record: Record | None) -> Mapping[str, Any] | None:
-            new = change(self._state(record), self._clock.wall())
-            return None if new is None else new.to_body()
-
-        return self._state(await update_record(self.store, self.namespace, self._key, changing,
-                                               clock=self._clock, rng=self._rng))
 
     async def renew(self) -> float:
         """Read the controls and renew this process's slice; the share it holds now."""
@@ -523,7 +593,9 @@ def budget_document(state: BudgetState, rate: float, now: float,
             "slices": [{"owner": owner, "share": s.share, "expires": s.expires}
                        for owner, s in sorted(state.slices.items()) if s.live(now)],
             "holds": [{"owner": owner, "reason": h.reason, "expires": h.expires}
-                      for owner, h in sorted(state.holds.items()) if h.expires > now]}
+                      for owner, h in sorted(state.holds.items()) if h.expires > now],
+            "waits": [{"owner": owner, "reason": w.reason, "expires": w.expires}
+                      for owner, w in sorted(state.waits.items()) if w.expires > now]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,6 +620,15 @@ class Sharing:
             self.redis, prefix=f"shardex/migrate/{namespace}/{migration}")
         return Budget(store, namespace, migration, controls=controls, owner=owner,
                       clock=clock, policy=self.policy, redis=redis, rng=rng)
+
+    def presence(self, store: Store, namespace: str, migration: str, *, rate: float,
+                 owner: str, clock: Clock, term: float,
+                 rng: random.Random | None = None) -> Presence:
+        """This runner's mark while it waits between ``migration``'s steps."""
+        controls = Controls(store, namespace, migration, rate=rate, clock=clock,
+                            owner=owner, poll=self.poll, rng=rng)
+        return Presence(store, namespace, migration, controls=controls, owner=owner,
+                        clock=clock, term=term, rng=rng)
 
 
 async def migration_status(store: Store, namespace: str, migration: str, *,

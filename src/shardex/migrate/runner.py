@@ -202,8 +202,13 @@ class Resharder(MigrationRunner):
         self._gauge(routing)
         return True
 
-    async def _sleep_until(self, until: float, routing: Routing, note: str) -> None:
-        await self.wait_until(until, lambda line: self._report(routing, None, line), note)
+    async def _sleep_until(self, until: float, routing: Routing, note: str, *,
+                           running: bool = False) -> None:
+        """Wait until ``until``, reported as ``note``; a ``running`` runner (``run``'s
+        steps) is marked as waiting meanwhile (``wait_until``)."""
+        migration = routing.reshard.id if running and routing.reshard is not None else None
+        await self.wait_until(until, lambda line: self._report(routing, None, line), note,
+                              migration)
 
     def _gauge(self, routing: Routing, moved: int | None = None,
                total: int | None = None) -> None:
@@ -346,7 +351,7 @@ class Resharder(MigrationRunner):
                 result.state, result.why, result.routing = step.reached, step.why, routing
                 return result
             if isinstance(step, states.Wait):
-                await self._sleep_until(step.until, routing, step.why)
+                await self._sleep_until(step.until, routing, step.why, running=True)
             elif isinstance(step, states.Advance):
                 if await self._store(step.routing):
                     self._report(step.routing, None, step.why)

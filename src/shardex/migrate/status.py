@@ -8,7 +8,9 @@ over every value (the total fixed when the direction's first plan was made, the 
 from the unit records), ``parity``
 (null or the last report: ``checked_at`` as ISO 8601 UTC, ``age_s``, ``entries``, the
 four gap counts and ``examples``), ``units`` (``total``, ``done``, ``leased``),
-``runners`` (each worker holding a lease now: ``owner``, ``units``, ``expires_at``),
+``runners`` (each worker holding a lease now: ``owner``, ``units``, ``expires_at``,
+and ``waiting``: null, or with the controls (``with_controls``) what a runner that
+holds no unit waits for between steps, ``expires_at`` its mark's),
 ``ready_at`` and ``retire_after`` (ISO 8601 or null) and ``next_steps``.
 
 ``shardex.adopt.status/1`` (``adopt_status_document``): ``index``, ``store``,
@@ -23,7 +25,8 @@ fixed when the backfill was planned, null before), ``items_scanned``,
 works)), ``runners``, ``parity``, ``ready_at``, ``retire_after``,
 ``drop_source``, ``dropped`` and ``next_steps``.
 
-Next steps never suggest ``run`` while a runner holds a lease: they suggest watching it.
+Next steps never suggest ``run`` while a runner holds a lease, or (``with_controls``)
+waits between steps: they suggest watching it.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from shardex.routing import Routing
 from shardex.transition import Parity
 
 __all__ = ["ADOPT_STATUS_SCHEMA", "STATUS_SCHEMA", "adopt_next_steps",
-           "adopt_status_document", "iso", "next_steps", "resume_first", "status_document"]
+           "adopt_status_document", "iso", "next_steps", "resume_first", "status_document",
+           "with_controls"]
 
 STATUS_SCHEMA = "shardex.reshard.status/1"
 ADOPT_STATUS_SCHEMA = "shardex.adopt.status/1"
@@ -88,6 +92,27 @@ def resume_first(doc: dict[str, Any], kind: str) -> dict[str, Any]:
     return doc
 
 
+def with_controls(doc: dict[str, Any], controls: dict[str, Any] | None, kind: str, *,
+                  gone: str | None = None) -> dict[str, Any]:
+    """``doc`` with its migration's ``controls`` (``migration_status``): the runners
+    waiting between steps (their marks in the budget record, but ``gone``'s) listed as
+    runners, with what they wait for, and watched rather than ``run`` again; ``resume``
+    first while the controls pause the movers (``resume_first``)."""
+    doc["controls"] = controls
+    waits = [] if controls is None else controls["budget"].get("waits", [])
+    listed = {runner["owner"] for runner in doc["runners"]}
+    added = [{"owner": w["owner"], "units": [], "expires_at": iso(w["expires"]),
+              "waiting": w["reason"]}
+             for w in waits if w["owner"] != gone and w["owner"] not in listed]
+    if added:
+        doc["runners"] = sorted([*doc["runners"], *added], key=lambda r: r["owner"])
+        run, watch = f"shardex {kind} run ", _commands(kind, doc["store"], doc["index"],
+                                                         [("status", " --watch")])[0]
+        steps = [watch if step.startswith(run) else step for step in doc["next_steps"]]
+        doc["next_steps"] = list(dict.fromkeys(steps))
+    return resume_first(doc, kind)
+
+
 def _parity(parity: Parity | None, now: float) -> dict[str, Any] | None:
     if parity is None:
         return None
@@ -97,8 +122,8 @@ def _parity(parity: Parity | None, now: float) -> dict[str, Any] | None:
 
 
 def _runners(found: list[Runner]) -> list[dict[str, Any]]:
-    return [{"owner": r.owner, "units": list(r.units), "expires_at": iso(r.expires)}
-            for r in found]
+    return [{"owner": r.owner, "units": list(r.units), "expires_at": iso(r.expires),
+             "waiting": None} for r in found]
 
 
 def next_steps(routing: Routing, *, store: str, index: str, stale: bool,
