@@ -272,6 +272,19 @@ def test_a_backfill_past_the_item_count_says_the_count_lags_and_gives_no_eta() -
     assert "remaining" not in backfill, backfill
 
 
+def test_a_backfill_not_planned_yet_says_so() -> None:
+    """Before the first run plans the backfill (while it waits for every client to write
+    the shard attribute), status said "backfill: 0/0 segments done, 0 scanned, 0
+    updated" (by hand on DynamoDB Local)."""
+    from shardex.commands.adopt import _status_lines
+
+    doc = status_document(adopted(), [], index="orders", store="s", lease=15.0, now=120.0,
+                          max_age=900.0, items=None)
+    backfill = [line for line in _status_lines(doc) if "backfill:" in line]
+    assert backfill == ["  backfill: not planned yet: the first run plans it once every "
+                        "client writes the shard attribute"], backfill
+
+
 def test_a_gsi_store_without_sort_owner_follows_an_adoption() -> None:
     options = {"gsi": "status-shard-index", "key_attribute": "status_shard",
                "sort_attribute": "created_at", "id_attribute": "order_id",

@@ -442,6 +442,47 @@ def test_a_paused_mover_keeps_its_unit_past_its_lease_and_says_why_it_stands() -
     run_virtual(main())
 
 
+def test_a_run_whose_rate_is_not_the_migration_s_says_which_one_it_follows() -> None:
+    """The migration's rate is the first runner's (or an operator's): a later `run --rate
+    20` follows it and said nothing, so a backfill asked for at 20 ran at 50 without a
+    word (by hand on DynamoDB Local). It now says the rate it follows, who set it, and
+    how to change it; a run at the migration's own rate says nothing of it."""
+    async def main() -> None:
+        store = await _filled(1, 100)
+        clock = LoopClock()
+        notes: list[str] = []
+        options = {"unit_lease": 2.0, "sharing": Sharing(poll=0.5)}
+        async with Resharder(store, "orders", worker="a", seed=1, rate=50.0, **options) as rs:
+            await rs.start({"PENDING": ShardPolicy(4)}, margin=0.2)
+            routing = await rs.routing()
+            assert routing.reshard is not None
+            migration = routing.reshard.id
+            await change_control(store, "orders", migration,
+                                 lambda c: replace(c, rate=50.0, changed_by="ops@host"),
+                                 clock=clock)
+        async with Resharder(store, "orders", worker="b", seed=2, rate=20.0,
+                             progress=lambda p: notes.append(p.note), **options) as other:
+            assert (await other.run(until="done")).state == "done"
+        said = [n for n in notes if "rate" in n]
+        assert said == ["following the migration's rate, 50 write units a second per shard "
+                        "key (its controls last changed by ops@host), not this run's --rate 20: "
+                        "change it with "
+                        "'shardex reshard throttle --rate R'"], notes
+        notes.clear()
+        async with Resharder(store, "orders", worker="c", seed=3, rate=50.0,
+                             progress=lambda p: notes.append(p.note), **options) as same:
+            await same.start({"PENDING": ShardPolicy(2)}, margin=0.2)
+            routing = await same.routing()
+            assert routing.reshard is not None
+            await change_control(store, "orders", routing.reshard.id,
+                                 lambda c: replace(c, rate=50.0, changed_by="ops@host"),
+                                 clock=clock)
+            assert (await same.run(until="done")).state == "done"
+        assert not [n for n in notes if "rate" in n], notes
+
+    run_virtual(main())
+
+
 def test_a_runner_with_nothing_to_work_leaves_the_rate_to_the_one_that_works() -> None:
     """Two runners of a reshard whose one source key the first works: the second has no
     unit, gives its slice up, and the first goes on at the whole rate. The idle one had

@@ -407,9 +407,13 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
         if p["items_scanned"] <= p["items_total"] else f", {past_count(p['items_total'])}"
     left = "" if p["items_remaining"] is None else \
         f", remaining about {p['items_remaining']:,}"
-    lines.append(f"  backfill: {p['segments_done']}/{p['segments']} segments done, "
-                 f"{p['items_scanned']:,} scanned{total}, {p['items_updated']:,} updated"
-                 f"{left}{rate}{eta}")
+    if not p["segments"] and doc["state"] == "dual-write":
+        lines.append("  backfill: not planned yet: the first run plans it once every client "
+                     "writes the shard attribute")
+    else:
+        lines.append(f"  backfill: {p['segments_done']}/{p['segments']} segments done, "
+                     f"{p['items_scanned']:,} scanned{total}, {p['items_updated']:,} "
+                     f"updated{left}{rate}{eta}")
     lines += runner_lines(doc)
     lines.append(f"  next step possible from {doc['ready_at']} (the routing's lease and the "
                  "margin after the last change)")

@@ -90,6 +90,8 @@ class Adopter(MigrationRunner):
     ``rate`` the adoption's one budget (``MigrationRunner``). Use ``async with``.
     """
 
+    verb = "adopt"
+
     def __init__(self, store: Store | str, name: str, *, source: str | None = None,
                  attribute: str | None = None, base: str | None = None,
                  id_attribute: str | None = None, sort_attribute: str | None = None,
@@ -375,7 +377,7 @@ class Adopter(MigrationRunner):
                       f"{before.updated + mover.copied:,}, {rate:,.0f} items/s{eta}")
 
         async with contextlib.AsyncExitStack() as stack:
-            budget = await self.budget(stack, adoption.id)
+            budget = await self.budget(stack, adoption.id, self._say)
             # the copies see throttles themselves, to pace by them
             moving = await stack.enter_async_context(ShardedIndex(
                 self.store, self.name, retry=MOVER_RETRY, clock=self._clock, seed=self._seed))

@@ -96,15 +96,27 @@ class MigrationRunner:
         self.sharing = sharing
         self.say_every = 5.0  # seconds between a wait's progress lines (run's --every)
 
-    async def budget(self, stack: contextlib.AsyncExitStack, migration: str) -> Budget | None:
+    async def budget(self, stack: contextlib.AsyncExitStack, migration: str,
+                     say: Callable[[str], None]) -> Budget | None:
         """The migration's one budget under its live controls, entered on ``stack``
-        (None without ``sharing``: each process keeps to ``rate`` alone)."""
+        (None without ``sharing``: each process keeps to ``rate`` alone). A migration
+        whose rate is not this runner's (another runner's, or an operator's) is followed,
+        and ``say`` is told so."""
         if self.sharing is None:
             return None
         budget: Budget = await stack.enter_async_context(self.sharing.budget(
             self.store, self.name, migration, rate=self.rate, owner=self.worker,
             clock=self._clock, rng=self._rng))
+        control = budget.controls.control
+        if control.rate is not None and abs(control.rate - self.rate) > 1e-9:
+            who = f" (its controls last changed by {control.changed_by})" \
+                if control.changed_by else ""
+            say(f"following the migration's rate, {control.rate:g} write units a second per "
+                f"shard key{who}, not this run's --rate {self.rate:g}: change it with "
+                f"'shardex {self.verb} throttle --rate R'")
         return budget
+
+    verb = "reshard"  # the command group that drives this runner's migrations
 
     async def control(self) -> ShardedIndex:
         """The index whose routing record the runner reads and stores (opened)."""

@@ -381,7 +381,8 @@ class Resharder(MigrationRunner):
         await self._patiently(self._moving.refresh_routing)
         async with contextlib.AsyncExitStack() as stack:
             assert routing.reshard is not None
-            budget = await self.budget(stack, routing.reshard.id)
+            budget = await self.budget(stack, routing.reshard.id,
+                                       lambda line: self._report(routing, None, line))
             reporter = asyncio.ensure_future(self._keep_reporting(routing, budget))
             try:
                 await self._mover(routing, budget).run(routing)
