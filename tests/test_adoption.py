@@ -248,6 +248,11 @@ def test_the_status_document_counts_progress_and_names_the_next_steps() -> None:
                           max_age=900.0, items=1000)
     assert doc["progress"]["items_remaining"] == 0
     assert doc["next_steps"][0].startswith("shardex adopt cutover")
+    # done: no "remaining about 0, 50 items/s, ETA 0 s" (by hand on DynamoDB Local)
+    from shardex.commands.adopt import _status_lines
+
+    assert "  backfill: done: 2/2 segments, 500 scanned of about 1,000, 300 updated" \
+        in _status_lines(doc), _status_lines(doc)
     assert status_document(Routing(), [], index="orders", store="s", lease=15.0, now=0.0,
                            max_age=1.0, items=0)["state"] == "none"
 

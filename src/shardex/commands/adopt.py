@@ -410,6 +410,9 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     if not p["segments"] and doc["state"] == "dual-write":
         lines.append("  backfill: not planned yet: the first run plans it once every client "
                      "writes the shard attribute")
+    elif p["segments"] and p["segments_done"] == p["segments"]:
+        lines.append(f"  backfill: done: {p['segments']}/{p['segments']} segments, "
+                     f"{p['items_scanned']:,} scanned{total}, {p['items_updated']:,} updated")
     else:
         lines.append(f"  backfill: {p['segments_done']}/{p['segments']} segments done, "
                      f"{p['items_scanned']:,} scanned{total}, {p['items_updated']:,} "
