@@ -290,6 +290,33 @@ def test_a_backfill_not_planned_yet_says_so() -> None:
                         "client writes the shard attribute"], backfill
 
 
+def test_a_complete_adoption_shows_no_step_control_or_window_of_one_under_way() -> None:
+    """A complete adoption's status said "next step possible from ...", "controls: moving
+    at up to 50 write units a second", a budget "in force" and "retention: the old
+    index's path may be retired from ..." (retired already), and named no step, where
+    `adopt complete` had named dropping the old index (by hand on DynamoDB Local). A
+    rolled-back one likewise shows no controls."""
+    from shardex.commands.adopt import _status_lines
+
+    controls = {"recorded": True, "paused": False, "rate": 50.0, "changed_by": "vm:1:a",
+                "summary": "moving at up to 50 write units a second per shard key",
+                "budget": {"rate": 50.0, "in_force": 50.0, "slices": [], "holds": [],
+                           "waits": []}}
+    for state, step in (("done", "complete"), ("done", None)):
+        direction = "forward" if step else "rollback"
+        doc = status_document(adopted(state, direction, retire_after=100.0), [],
+                              index="orders", store="s", lease=15.0, now=120.0,
+                              max_age=900.0, items=None)
+        doc["controls"] = controls
+        lines = _status_lines(doc)
+        for gone in ("next step possible", "controls:", "budget:", "retention:"):
+            assert not any(gone in line for line in lines), (gone, lines)
+        if step:
+            assert doc["next_steps"] == ["shardex adopt complete --store s --index orders "
+                                         "--drop-old-index"], doc["next_steps"]
+            assert not any("backfill:" in line for line in lines), lines
+
+
 def test_a_gsi_store_without_sort_owner_follows_an_adoption() -> None:
     options = {"gsi": "status-shard-index", "key_attribute": "status_shard",
                "sort_attribute": "created_at", "id_attribute": "order_id",

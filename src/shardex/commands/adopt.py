@@ -407,9 +407,12 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
         if p["items_scanned"] <= p["items_total"] else f", {past_count(p['items_total'])}"
     left = "" if p["items_remaining"] is None else \
         f", remaining about {p['items_remaining']:,}"
+    ended = doc["state"] in ("complete", "rolled-back")  # nothing moves, nothing waits
     if not p["segments"] and doc["state"] == "dual-write":
         lines.append("  backfill: not planned yet: the first run plans it once every client "
                      "writes the shard attribute")
+    elif not p["segments"] and ended:
+        pass  # its records went with it
     elif p["segments"] and p["segments_done"] == p["segments"]:
         lines.append(f"  backfill: done: {p['segments']}/{p['segments']} segments, "
                      f"{p['items_scanned']:,} scanned{total}, {p['items_updated']:,} updated")
@@ -418,12 +421,15 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
                      f"{p['items_scanned']:,} scanned{total}, {p['items_updated']:,} "
                      f"updated{left}{rate}{eta}")
     lines += runner_lines(doc)
-    lines.append(f"  next step possible from {doc['ready_at']} (the routing's lease and the "
-                 "margin after the last change)")
-    lines += parity_lines(doc["parity"]) + controls_lines(doc.get("controls"))
-    if doc["retire_after"] is not None:
-        lines.append(f"  retention: the old index's path may be retired from "
-                     f"{doc['retire_after']}")
+    if not ended:
+        lines.append(f"  next step possible from {doc['ready_at']} (the routing's lease and "
+                     "the margin after the last change)")
+    lines += parity_lines(doc["parity"])
+    if not ended:
+        lines += controls_lines(doc.get("controls"))
+        if doc["retire_after"] is not None:
+            lines.append(f"  retention: the old index's path may be retired from "
+                         f"{doc['retire_after']}")
     return lines + steps_lines(doc["next_steps"])
 
 

@@ -197,9 +197,8 @@ def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backf
                       f"--id-attribute {adoption.id_attribute} --sort-attribute "
                       f"{adoption.sort_attribute}") + f" --from-attribute {adoption.attribute}"
         steps = [("start", source + " --set VALUE=N")]
-    elif adoption.stage == "complete":
-        steps = [] if adoption.dropped or not adoption.drop_source else [
-            ("complete", " --drop-old-index")]
+    elif adoption.stage == "complete":  # the old index is the operator's to drop
+        steps = [] if adoption.dropped else [("complete", " --drop-old-index")]
     elif adoption.stage == "read-new":
         steps = [("complete", " [--retain DURATION] [--drop-old-index]"), ("rollback", "")]
     elif not backfilled:
