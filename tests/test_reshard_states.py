@@ -91,8 +91,9 @@ def test_the_forward_path_waits_the_lease_and_margin_after_each_change_of_conduc
     assert (verified.state, verified.version) == ("verified", 4)
     assert verified.reshard is not None
     assert verified.reshard.changed_at == ready
-    assert step(verified, ready + 21, until="verified") == states.Stop("verified",
-                                                                        "reached verified")
+    # the run said "reshard stopped at verified: reached verified"
+    assert step(verified, ready + 21, until="verified") == states.Stop(
+        "verified", "as far as this run goes (until verified)")
     cut = step(verified, ready + 21)
     assert isinstance(cut, states.Advance)
     assert cut.routing.state == "read-new"

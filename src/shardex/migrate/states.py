@@ -211,7 +211,7 @@ def next_step(routing: Routing, *, now: float, lease: float, until: Until,
     state = state_of(routing)
     meta = routing.reshard
     if _at(state) >= _at(until):
-        return Stop(state, f"reached {state}")
+        return Stop(state, f"as far as this run goes (until {until})")
     ready = ready_at(routing, lease)
     waiting = Wait(ready, "every client to act on the last change (the routing's lease "
                           "and the margin)")
