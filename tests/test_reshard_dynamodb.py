@@ -150,15 +150,19 @@ def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
     assert routing() == verified
     assert "readers read the new layout alone" in ok(capsys, "reshard", "cutover", *where)
     out = ok(capsys, "reshard", "complete", *where, "--retain", "0")
-    assert "reshard stopped at done" in out
+    # it said "reshard stopped at done: no reshard is under way: the routing is stable"
     done = routing()
+    assert re.search(rf"^reshard r\w+ done: the new layout alone is in use \(routing version "
+                     rf"{done['version']}, stable\)$", out, re.M), out
     assert done["previous"] is None  # stable: the document of a routing before states
     assert done["overrides"] == {"PENDING": {"shards": 8, "strategy": "hash"}}
     assert "no reshard is under way" in refused(capsys, "reshard", "rollback", *where)
     # another reshard, rolled back from read-new; and one refused once retired
     ok(capsys, "reshard", "start", *where, "--set", "PENDING=3:random", "--margin", "0.1")
     ok(capsys, "reshard", "run", *where, "--unit-lease", "1", "--until", "read-new")
-    assert "reshard stopped at done" in ok(capsys, "reshard", "rollback", *where)
+    assert re.search(r"^reshard r\w+ done: rolled back: the layout it left is in use "
+                     r"\(routing version \d+, stable\)$",
+                     ok(capsys, "reshard", "rollback", *where), re.M)
     assert routing()["overrides"] == {"PENDING": {"shards": 8, "strategy": "hash"}}
     ok(capsys, "reshard", "start", *where, "--set", "PENDING=2", "--margin", "0.1")
     ok(capsys, "reshard", "run", *where, "--unit-lease", "1", "--until", "retired")

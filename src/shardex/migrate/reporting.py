@@ -35,7 +35,8 @@ class Progress:
 
 @dataclass(slots=True)
 class RunResult:
-    """Where ``run`` stopped and why, and what its sweeps and parity checks found."""
+    """Where ``run`` stopped and why, what its sweeps and parity checks found, and
+    (``ended``) the reshard it brought to its end, if it did."""
 
     state: str
     why: str
@@ -43,6 +44,7 @@ class RunResult:
     parity: Parity | None = None
     swept: int = 0
     ghosts: list[tuple[str, str]] = field(default_factory=list)
+    ended: str | None = None  # the id of a reshard that ended in this run
 
 
 class Gauges(Protocol):

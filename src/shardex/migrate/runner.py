@@ -338,9 +338,11 @@ class Resharder(MigrationRunner):
         swept = False
         dirty = 0
         result = RunResult("stable", "", Routing())
+        seen = None  # the last reshard this run saw under way
         while True:
             routing = await self.routing()
             meta = routing.reshard
+            seen = meta or seen
             goal: states.Until = until or ("verified" if meta is None
                                            or meta.direction == "forward" else "done")
             done = await self._mover_done(routing)
@@ -349,6 +351,12 @@ class Resharder(MigrationRunner):
                                     max_age=self.max_age)
             if isinstance(step, states.Stop):
                 result.state, result.why, result.routing = step.reached, step.why, routing
+                if meta is None and seen is not None:  # it ended here: say how
+                    result.ended = seen.id
+                    result.why = ("rolled back: the layout it left is in use"
+                                  if seen.direction == "rollback" else
+                                  "the new layout alone is in use") + \
+                        f" (routing version {routing.version}, stable)"
                 return result
             if isinstance(step, states.Wait):
                 await self._sleep_until(step.until, routing, step.why, running=True)
