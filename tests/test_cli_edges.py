@@ -199,6 +199,34 @@ def test_the_autopilot_s_movers_share_the_budget_and_follow_the_controls(
     assert [type(s) for s in built[0].signals] == [FileSignal]
 
 
+def test_a_rollback_s_movers_share_the_budget_and_follow_the_controls(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """'reshard rollback' moves entries back: its runner is built with the migration's
+    sharing, as 'reshard run''s is. It was built without: 'reshard pause' and 'throttle'
+    never reached a rollback's movers, and two rollback processes each moved at --rate
+    (and it took no --throttle-file, --budget-redis or --every)."""
+    import shardex.migrate as migrate
+    from shardex.migrate.budget import Sharing
+    from shardex.migrate.control import FileSignal
+
+    built: list[Any] = []
+
+    def runner(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs.get("sharing"))
+        raise shardex.errors.InvalidInput("built")
+
+    monkeypatch.setattr(migrate, "Resharder", runner)
+    code, err = failing(capsys, "reshard", "rollback", "--store",
+                        "dynamodb://orders?region=us-east-1&endpoint_url=http://127.0.0.1:9",
+                        "--index", "orders", "--throttle-file", str(tmp_path / "hold"),
+                        "--every", "2")
+    assert (code, err) == (2, "error: built")
+    assert len(built) == 1
+    assert isinstance(built[0], Sharing)
+    assert [type(s) for s in built[0].signals] == [FileSignal]
+
+
 @pytest.mark.parametrize(("argv", "named"), [
     (["plan", "--peak", "PENDING=100", "--store", "memory://["],
      "store URI 'memory://[' cannot be parsed"),

@@ -97,6 +97,11 @@ def _mover_options(command: Any) -> Any:
              "together (the first run's; change it with throttle --rate).")(command)
 
 
+_every_option = click.option(
+    "--every", default=5.0, show_default=True, type=number(0, 3600),
+    help="Seconds between progress lines when the output is not a terminal.")
+
+
 def _run(work: Callable[[], Coroutine[Any, Any, T]], report: _Reporter | None = None) -> T:
     # a run says the store's silence in its own progress once it reports
     return run_noting(work, until=None if report is None else lambda: report.heard)
@@ -341,8 +346,7 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
               help="The state to stop at (default: verified; done for a rollback).")
 @click.option("--max-age", default=900.0, show_default=True, type=MAX_AGE,
               help="Oldest parity report a cutover made by --until read-new or later uses.")
-@click.option("--every", default=5.0, show_default=True, type=number(0, 3600),
-              help="Seconds between progress lines when the output is not a terminal.")
+@_every_option
 @click.option("--metrics-port", type=count(0, 65535), default=None,
               help="Serve the reshard's progress gauges and the store's metrics on "
                    "http://127.0.0.1:PORT/metrics while it runs (0: a free port; needs the "
@@ -538,20 +542,27 @@ def complete(uri: str, name: str, retain: float | None, connection: Connection) 
 @reshard.command()
 @index_options(tiers=True)
 @_mover_options
+@sharing_options
+@_every_option
 def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
-             connection: Connection) -> None:
-    """Roll the reshard back to the layout it left, moving entries back, to its end."""
+             every: float, connection: Connection, sharing: Any) -> None:
+    """Roll the reshard back to the layout it left, moving entries back, to its end.
+
+    Its movers share the reshard's one budget and follow its controls (pause, resume,
+    throttle), as run's do.
+    """
     from shardex.migrate.base import default_worker
     from shardex.migrate.runner import DEFAULT_MAX_AGE
 
     lasting(uri, "reshard rollback")
     out = output.console()
     worker = default_worker()
-    with _Reporter(out) as report:
+    with _Reporter(out, every=every) as report:
         async def back() -> Any:
             async with _resharder(uri, name, connection, rate=rate, workers=workers,
-                                  unit_lease=unit_lease, progress=report,
+                                  unit_lease=unit_lease, progress=report, sharing=sharing,
                                   worker=worker) as runner:
+                runner.say_every = every
                 return await runner.rollback()
 
         # Ctrl-C says where the rollback is and how to go on, as run's does

@@ -530,7 +530,7 @@ class Resharder(MigrationRunner):
             except InvalidRouting as exc:
                 raise ReshardRefused(f"index {self.name!r}: {exc}") from None
             if isinstance(step, states.Wait):
-                await self._sleep_until(step.until, routing, step.why)
+                await self._sleep_until(step.until, routing, step.why, running=True)
                 continue
             if await self._store(step.routing):
                 self._report(step.routing, None, step.why)
