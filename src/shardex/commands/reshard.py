@@ -321,7 +321,8 @@ class _Reporter:
 def _finished(out: Console, result: Any, uri: str, name: str) -> None:
     parity = result.parity
     out.print(f"reshard {result.ended} done: {result.why}" if result.ended else
-              f"reshard stopped at {result.state}: {result.why}", highlight=False)
+              f"reshard stopped at {result.state}: {result.why}", highlight=False,
+              soft_wrap=True)
     if parity is not None:
         out.print(f"  parity: {parity.entries:,} entries checked, " + (
             "no gaps" if parity.clean else ", ".join(

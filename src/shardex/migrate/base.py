@@ -74,6 +74,8 @@ class MigrationRunner:
     budget, shared with every other runner's movers, under live controls (pause, rate).
     """
 
+    verb = "reshard"  # the command group that drives this runner's migrations
+
     def __init__(self, store: Store | str, name: str, *, rate: float, read_rate: float | None,
                  workers: int, unit_lease: float, max_age: float, worker: str | None,
                  clock: Clock | None, seed: int | None, sharing: Sharing | None = None,
@@ -115,8 +117,6 @@ class MigrationRunner:
                 f"shard key{who}, not this run's --rate {self.rate:g}: change it with "
                 f"'shardex {self.verb} throttle --rate R'")
         return budget
-
-    verb = "reshard"  # the command group that drives this runner's migrations
 
     async def control(self) -> ShardedIndex:
         """The index whose routing record the runner reads and stores (opened)."""

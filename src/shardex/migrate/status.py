@@ -85,11 +85,18 @@ def resume_first(doc: dict[str, Any], kind: str) -> dict[str, Any]:
             and any(step.startswith((run, watch)) for step in steps)):
         return doc
     if controls.get("budget", {}).get("slices"):
-        steps = [_commands(kind, doc["store"], doc["index"], [("status", " --watch")])[0]
-                 if step.startswith(run) else step for step in steps]
+        steps = _watched(doc, kind)
     doc["next_steps"] = [*_commands(kind, doc["store"], doc["index"], [("resume", "")]),
                          *steps]
     return doc
+
+
+def _watched(doc: dict[str, Any], kind: str) -> list[str]:
+    """``doc``'s next steps with ``run`` replaced by watching the runner there is."""
+    run = f"shardex {kind} run "
+    watch = _commands(kind, doc["store"], doc["index"], [("status", " --watch")])[0]
+    return list(dict.fromkeys(watch if step.startswith(run) else step
+                              for step in doc["next_steps"]))
 
 
 def with_controls(doc: dict[str, Any], controls: dict[str, Any] | None, kind: str, *,
@@ -106,10 +113,7 @@ def with_controls(doc: dict[str, Any], controls: dict[str, Any] | None, kind: st
              for w in waits if w["owner"] != gone and w["owner"] not in listed]
     if added:
         doc["runners"] = sorted([*doc["runners"], *added], key=lambda r: r["owner"])
-        run, watch = f"shardex {kind} run ", _commands(kind, doc["store"], doc["index"],
-                                                         [("status", " --watch")])[0]
-        steps = [watch if step.startswith(run) else step for step in doc["next_steps"]]
-        doc["next_steps"] = list(dict.fromkeys(steps))
+        doc["next_steps"] = _watched(doc, kind)
     return resume_first(doc, kind)
 
 
