@@ -116,3 +116,29 @@ def test_a_wait_says_what_it_waits_for_every_say_every_seconds() -> None:
     assert run_virtual(said(None)) == ["waiting 7 s for clients", "waiting 2 s for clients"]
     assert run_virtual(said(2.0)) == [f"waiting {s} s for clients" for s in (7, 5, 3, 1)]
     assert len(run_virtual(said(0.0))) == 7  # --every 0: every second
+
+
+def test_the_rate_shown_while_moving_is_over_the_checkpoints_not_between_them() -> None:
+    """The moved count comes from the units' checkpoints, a page or a third of the unit
+    lease apart, and the rate was taken between two reports 2 s apart: while the mover
+    moved a steady 9 entries a second it read 27, 0, 0, 27, 0, 0 (and `run` printed
+    "0 entries/s" lines, by hand on Azurite). It is now taken over the last 30 s (at
+    least a third of a unit lease), and is no rate at all before that."""
+    async def main() -> list[Progress]:
+        store = MemoryStore(seed=3)
+        reports: list[Progress] = []
+        async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(2)}),
+                                routing_lease=3.0) as app:
+            for i in range(600):
+                await app.put("P", f"o-{i}", sort=f"{i:04d}")
+            async with Resharder(store, "orders", seed=1, unit_lease=30.0, rate=20.0,
+                                 progress=reports.append) as rs:
+                await rs.start({"P": ShardPolicy(8)}, margin=0.5)
+                await rs.run()
+        return reports
+
+    moving = [r for r in run_virtual(main()) if r.note == "moving entries"]
+    rates = [r.rate for r in moving if r.rate is not None]
+    assert len(rates) > len(moving) // 2, [(r.moved, r.rate) for r in moving]
+    assert min(rates) > 0.0, [(r.moved, r.rate) for r in moving]
+    assert max(rates) < 2.5 * min(rates), [(r.moved, r.rate) for r in moving]

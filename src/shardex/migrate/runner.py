@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import random
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -53,6 +54,7 @@ DEFAULT_MAX_AGE = 900.0
 DEFAULT_UNIT_LEASE = 30.0
 _DIRTY_PASSES = 3  # parity checks with gaps in a row before the runner asks for help
 _REPORT_EVERY = 2.0
+_RATE_WINDOW = 30.0  # seconds the moving rate is taken over
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,14 +404,23 @@ class Resharder(MigrationRunner):
 
     async def _keep_reporting(self, routing: Routing, budget: Budget | None) -> None:
         """Report the moving every few seconds; while the movers stand still, why (paused,
-        or held by an outside signal: the output had said only "0 entries/s")."""
-        last: tuple[float, int] | None = None
+        or held by an outside signal: the output had said only "0 entries/s").
+
+        The moved count is the units' checkpoints', which come a page or up to a third of
+        the unit lease apart: the rate is taken over the last ``_RATE_WINDOW`` seconds (or
+        the unit lease, if longer), and is None over less than a third of a lease.
+        """
+        seen: deque[tuple[float, int]] = deque()
+        window, least = max(_RATE_WINDOW, self.unit_lease), self.unit_lease / 3
         while True:
             units = await self.units(routing)  # a store that stops answering: run says it
             moved = sum(u.moved for u in units)
             now = self._clock.now()
-            rate = None if last is None or now <= last[0] else (moved - last[1]) / (now - last[0])
-            last = (now, moved)
+            seen.append((now, moved))
+            while now - seen[0][0] > window:
+                seen.popleft()
+            then, before = seen[0]
+            rate = (moved - before) / (now - then) if now - then >= least else None
             hold = None if budget is None else budget.controls.hold
             self._report(routing, units, hold or self._waiting(units) or "moving entries",
                          rate)
