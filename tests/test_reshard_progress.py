@@ -98,6 +98,9 @@ def test_remaining_is_the_total_less_what_moved_while_nothing_races_the_mover() 
             assert report.total == total
             assert report.remaining == total - report.moved, report
         assert any(0 < r.moved < total for r in counted)
+        # its end read "write-new (forward): moved; moved 160, remaining 0"
+        done = [r for r in reports if r.remaining == 0]
+        assert done[0].note == "the mover is done", [r.note for r in done]
 
     run_virtual(main())
 

@@ -400,7 +400,7 @@ class Resharder(MigrationRunner):
                 reporter.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await reporter
-        self._report(routing, await self.units(routing), "moved")
+        self._report(routing, await self.units(routing), "the mover is done")
 
     async def _keep_reporting(self, routing: Routing, budget: Budget | None) -> None:
         """Report the moving every few seconds; while the movers stand still, why (paused,
