@@ -23,6 +23,8 @@ while paused or held). Two ways to share it:
 A process held by its own outside signal (``--throttle-file``, a metric threshold)
 records why beside its slice, for as long as the hold lasts (``holds``, leased like a
 slice): status names the runners that stand still and the reason, which is theirs alone.
+A runner waiting between the migration's steps (for every client to act on a change)
+records that likewise (``waits``, ``Presence``): status lists it as a runner.
 
 AIMD, across processes: a throttle seen by any process cuts the migration's rate to
 ``decrease`` times what it was (``cut``, recorded in the budget record, at most once per
