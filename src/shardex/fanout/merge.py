@@ -8,6 +8,7 @@ each shard for.
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import math
 from bisect import bisect_right
@@ -256,16 +257,17 @@ def newest_per_item(entries: list[StoredEntry]) -> list[StoredEntry]:
     its old one was read on the other, shows it at both (a put in ``write-new`` listed
     an item twice, and a count said 61 of 60). The older is what that write replaced.
     """
+    if len({entry.item_id for entry in entries}) == len(entries):
+        return entries  # no item twice (nearly every page): no versions to compare
     newest: dict[str, StoredEntry] = {}
     for entry in entries:
         seen = newest.get(entry.item_id)
         if seen is None or entry.version > seen.version:
             newest[entry.item_id] = entry
-    if len(newest) == len(entries):
-        return entries
     return [entry for entry in entries if newest[entry.item_id] is entry]
 
 
+@functools.lru_cache(maxsize=1024)
 def share(limit: int, shards: int, max_page: int) -> int:
     """What to ask each of ``shards`` shards for, first, to fill a page of ``limit``.
 
