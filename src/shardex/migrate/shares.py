@@ -1,0 +1,292 @@
+"""The budget's record and the pure rules that share a migration's rate out.
+
+``BudgetState`` is the record ``migrate/ID/budget`` (the last cut, each process's
+``Slice``, the ``Hold`` of a process an outside signal holds, and the runners waiting
+between steps); ``lease``, ``release``, ``cut`` and ``effective_rate`` change and read it,
+``SpendWindow`` and ``window_wait`` keep a process to its slice on each key, and
+``budget_document`` is what status shows. ``shardex.migrate.budget`` is the async side
+that reads and writes the record (and explains the sharing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from shardex.errors import MalformedItem
+
+__all__ = ["BudgetPolicy", "BudgetState", "Hold", "Slice", "SpendWindow", "budget_document",
+           "cut", "effective_rate", "held_until", "lease", "release", "window_wait"]
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetPolicy:
+    """How a migration's budget is shared and adapted.
+
+    - ``term``: seconds a slice is leased for (renewed every third of it).
+    - ``window``: seconds over which a slice (and the rate) holds: the load is measured
+      per second.
+    - ``skew``: seconds the clocks of the hosts running movers may disagree.
+    - ``grain``: the smallest slice worth having (about one write's units): with more
+      processes than ``rate / grain``, the extra ones wait for a slice.
+    - ``decrease``: the factor a throttle cuts the rate by; ``increase``: the share of the
+      set rate it grows back by each second; ``cooldown``: seconds after a cut in which
+      throttles (answers to requests sent before it) do not cut again; ``floor``: the
+      share of the set rate a cut never goes below.
+    """
+
+    term: float = 3.0
+    window: float = 1.0
+    skew: float = 0.25
+    grain: float = 2.0
+    decrease: float = 0.5
+    increase: float = 0.05
+    cooldown: float = 1.0
+    floor: float = 0.01
+
+    @property
+    def linger(self) -> float:
+        """Seconds a claim outlives its lease: its owner may still spend it that long."""
+        return self.window + self.skew
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """One process's slice: ``share`` units a second on each shard key until ``expires``.
+
+    ``prior`` is a larger share given up, still claimed until ``prior_until`` (wall s).
+    """
+
+    share: float
+    expires: float
+    prior: float = 0.0
+    prior_until: float = 0.0
+
+    def live(self, now: float) -> bool:
+        return now < self.expires
+
+    def claim(self, now: float, linger: float) -> float:
+        """What the slice may still be spending at ``now``."""
+        current = self.share if now < self.expires + linger else 0.0
+        return max(current, self.prior if now < self.prior_until else 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Why a process's movers stand still (its outside signal), recorded until ``expires``."""
+
+    reason: str
+    expires: float
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetState:
+    """The budget record: the last cut (AIMD), every process's slice, the processes that
+    an outside signal of their own holds (``holds``), and the runners waiting between a
+    migration's steps (``waits``: for their clients to act on a change, say), each with
+    what it waits for (both absent from older records)."""
+
+    cut_rate: float | None = None
+    cut_at: float = 0.0
+    slices: Mapping[str, Slice] = field(default_factory=dict)
+    holds: Mapping[str, Hold] = field(default_factory=dict)
+    waits: Mapping[str, Hold] = field(default_factory=dict)
+
+    def to_body(self) -> dict[str, Any]:
+        return {"cut_rate": self.cut_rate, "cut_at": self.cut_at,
+                "slices": {owner: [s.share, s.expires, s.prior, s.prior_until]
+                           for owner, s in sorted(self.slices.items())},
+                "holds": {owner: [h.reason, h.expires]
+                          for owner, h in sorted(self.holds.items())},
+                "waits": {owner: [w.reason, w.expires]
+                          for owner, w in sorted(self.waits.items())}}
+
+    def holding(self, owner: str, reason: str | None, now: float, term: float
+                ) -> BudgetState | None:
+        """The state with ``owner``'s hold renewed for ``term`` (None: its hold ended) and
+        the lapsed ones dropped; None if that changes nothing that status shows (a
+        renewal within the last third of a term)."""
+        holds = _renewed(self.holds, owner, reason, now, term)
+        return None if holds is None else replace(self, holds=holds)
+
+    def waiting(self, owner: str, reason: str | None, now: float, term: float
+                ) -> BudgetState | None:
+        """``holding`` for ``owner``'s wait between steps (None: it waits no more)."""
+        waits = _renewed(self.waits, owner, reason, now, term)
+        return None if waits is None else replace(self, waits=waits)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any], where: str) -> BudgetState:
+        """Read a budget record; MalformedItem naming it if it is damaged."""
+        try:
+            cut_rate = body["cut_rate"]
+            slices = {str(owner): Slice(*(float(v) for v in values))
+                      for owner, values in dict(body["slices"]).items()}
+            holds, waits = ({str(owner): Hold(str(reason), float(expires))
+                             for owner, (reason, expires) in dict(body.get(kind) or {}).items()}
+                            for kind in ("holds", "waits"))
+            return cls(cut_rate=None if cut_rate is None else float(cut_rate),
+                       cut_at=float(body["cut_at"]), slices=slices, holds=holds, waits=waits)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedItem(f"{where} is not a migration's budget record "
+                                f"({type(exc).__name__}: {exc}); delete it: the running "
+                                "movers write it again") from None
+
+
+def _renewed(marks: Mapping[str, Hold], owner: str, reason: str | None, now: float,
+             term: float) -> dict[str, Hold] | None:
+    """``marks`` with ``owner``'s renewed for ``term`` (None: it ended) and the lapsed
+    ones dropped; None if that changes nothing status shows (a renewal of the same reason
+    within the last third of a term)."""
+    kept = {o: m for o, m in marks.items() if o != owner and m.expires > now}
+    mine = marks.get(owner)
+    if reason is not None:
+        if mine is not None and mine.reason == reason and mine.expires - now > term * 2 / 3:
+            return None
+        kept[owner] = Hold(reason, now + term)
+    elif mine is None and len(kept) == len(marks):
+        return None
+    return kept
+
+
+def effective_rate(state: BudgetState, rate: float, now: float, policy: BudgetPolicy) -> float:
+    """The rate in force at ``now``: ``rate`` (the set rate), or less after a recent cut."""
+    if rate <= 0 or state.cut_rate is None:
+        return max(rate, 0.0)
+    grown = state.cut_rate + policy.increase * rate * max(0.0, now - state.cut_at)
+    return min(rate, grown)
+
+
+def cut(state: BudgetState, rate: float, now: float, policy: BudgetPolicy) -> BudgetState | None:
+    """The state after a throttle at ``now``; None within ``cooldown`` of the last cut."""
+    if state.cut_rate is not None and now - state.cut_at < policy.cooldown:
+        return None
+    current = effective_rate(state, rate, now, policy)
+    return replace(state, cut_rate=max(policy.floor * rate, current * policy.decrease),
+                   cut_at=now)
+
+
+def lease(state: BudgetState, owner: str, rate: float, now: float,
+          policy: BudgetPolicy) -> tuple[BudgetState, float]:
+    """Lease (or renew) ``owner``'s slice of ``rate`` at ``now``: the new state and share.
+
+    The share is the fair one (the rate in force over the live processes, at most
+    ``rate / grain`` of them, by name) but never more than the others' claims leave of
+    the set rate ``rate``, so the claims never add up to more than it (after a cut,
+    each process comes down to its share of the rate in force as it renews). A share
+    smaller than the owner's current one keeps that claimed for ``linger`` seconds.
+    Slices whose claims ended are dropped.
+    """
+    linger = policy.linger
+    slices = {o: s for o, s in state.slices.items()
+              if o != owner and (s.live(now) or s.claim(now, linger) > 0)}
+    mine = state.slices.get(owner)
+    available = effective_rate(state, rate, now, policy)
+    live = sorted([o for o, s in slices.items() if s.live(now)] + [owner])
+    seats = max(1, math.floor(available / policy.grain + _EPS))
+    fair = available / min(len(live), seats) if live.index(owner) < seats else 0.0
+    others = sum(s.claim(now, linger) for s in slices.values())
+    # the claims stay within the set rate; a cut lowers each share at its renewal without
+    # stalling the ones that renew first (a cut adapts the load, the set rate bounds it)
+    share = max(0.0, min(fair, rate - others))
+    prior, prior_until = 0.0, 0.0
+    if mine is not None:
+        current = mine.share if now < mine.expires + linger else 0.0
+        if now < mine.prior_until:
+            prior, prior_until = mine.prior, mine.prior_until
+        if share < current - _EPS:  # what it gives up now stays claimed a while
+            prior, prior_until = max(prior, current), now + linger
+    slices[owner] = Slice(share, now + policy.term, prior, prior_until)
+    return replace(state, slices=slices), share
+
+
+def release(state: BudgetState, owner: str, now: float, policy: BudgetPolicy) -> BudgetState:
+    """``owner`` gives its slice up: still claimed for ``linger`` seconds, then gone; its
+    hold, if any, goes with it."""
+    state = state.holding(owner, None, now, policy.term) or state
+    mine = state.slices.get(owner)
+    if mine is None:
+        return state
+    held = mine.claim(now, policy.linger)
+    return replace(state, slices={**state.slices, owner: Slice(0.0, now, held,
+                                                               now + policy.linger)})
+
+
+class SpendWindow:
+    """What was spent on one key (wall or clock seconds, units), oldest first, while it
+    counts against a limit (``held_until``), with its running total: ``wait`` says how
+    long until a cost fits, ``add`` records a spend. The budget keeps one a key, and a
+    unit's pace one (``shardex.migrate.pace``)."""
+
+    __slots__ = ("_spent", "span", "total")
+
+    def __init__(self, span: float) -> None:
+        self.span = span
+        self._spent: deque[tuple[float, float]] = deque()
+        self.total = 0.0
+
+    def wait(self, now: float, cost: float, limit: float) -> float:
+        """Seconds until ``cost`` more fits in ``limit`` units per ``span`` at ``now``
+        (``window_wait``'s rule); what no longer counts is dropped."""
+        if limit <= 0:
+            return math.inf
+        spent, span = self._spent, self.span
+        while spent and held_until(*spent[0], limit, span) <= now:
+            self.total -= spent.popleft()[1]
+        total = self.total
+        if not spent or total + cost <= limit + _EPS:
+            return 0.0
+        for until, units in sorted((held_until(at, units, limit, span), units)
+                                   for at, units in spent):
+            total -= units
+            if total + cost <= limit + _EPS or total <= _EPS:
+                return max(_EPS, until - now)
+        return span  # unreachable: the loop empties the window
+
+    def add(self, now: float, cost: float) -> None:
+        self._spent.append((now, cost))
+        self.total += cost
+
+    def counts(self, now: float, limit: float) -> bool:
+        """True while its newest spend still counts against ``limit``."""
+        return bool(self._spent) and held_until(*self._spent[-1], limit, self.span) > now
+
+
+def window_wait(spent: Iterable[tuple[float, float]], now: float, cost: float, limit: float,
+                window: float) -> float:
+    """Seconds until ``cost`` more fits in ``limit`` units per ``window`` at ``now``.
+
+    ``spent`` is (wall time, units) of what was spent, oldest first; what was spent in
+    ``(now - window, now]`` counts. ``inf`` while ``limit`` is 0. A cost larger than
+    ``limit`` goes alone, once the window is empty, and counts for ``cost / limit``
+    seconds (``held_until``): a rate below one write's cost spaces the writes out to it
+    (going alone once a window, they had put 4 units a second on a key at 0.5).
+    """
+    found = SpendWindow(window)
+    for at, units in spent:
+        found.add(at, units)
+    return found.wait(now, cost, limit)
+
+
+def held_until(at: float, cost: float, limit: float, window: float) -> float:
+    """Until when ``cost`` units spent at ``at`` count against ``limit`` a ``window``."""
+    return at + max(window, cost * window / limit) if limit > 0 else math.inf
+
+
+def budget_document(state: BudgetState, rate: float, now: float,
+                    policy: BudgetPolicy | None = None) -> dict[str, Any]:
+    """The budget as ``status`` shows it: the rate in force and the live slices."""
+    policy = policy or BudgetPolicy()
+    return {"rate": rate, "in_force": effective_rate(state, rate, now, policy),
+            "cut_at": state.cut_at if state.cut_rate is not None else None,
+            "slices": [{"owner": owner, "share": s.share, "expires": s.expires}
+                       for owner, s in sorted(state.slices.items()) if s.live(now)],
+            "holds": [{"owner": owner, "reason": h.reason, "expires": h.expires}
+                      for owner, h in sorted(state.holds.items()) if h.expires > now],
+            "waits": [{"owner": owner, "reason": w.reason, "expires": w.expires}
+                      for owner, w in sorted(state.waits.items()) if w.expires > now]}
