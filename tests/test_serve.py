@@ -337,3 +337,27 @@ def test_the_page_in_headless_chromium(browser: Any) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
         assert browser.save_screenshot(str(ARTIFACTS / "serve.png"))
     assert (ARTIFACTS / "serve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_page_s_next_steps_watch_a_runner_waiting_between_steps() -> None:
+    """The page's migration lines are `reshard status`'s: a runner waiting for its
+    clients (its mark in the budget record) is watched, not `run` again (the page had
+    composed the status without the runners' waits)."""
+    from shardex.migrate import states
+    from shardex.web.routing import _migration, _page_status
+
+    stored = states.begin(shardex.Routing(), {"PENDING": shardex.ShardPolicy(4)},
+                          default=None, values=(), reshard_id="r1", now=90.0, margin=5.0)
+    waits = [{"owner": "vm:1:a", "reason": "waiting until 2026-12-05T10:00:00Z for every "
+              "client to act on the last change", "expires": 130.0}]
+    controls = {"recorded": True, "paused": False, "rate": 20.0, "summary": "moving",
+                "budget": {"rate": 20.0, "in_force": 20.0, "slices": [], "holds": [],
+                           "waits": waits}}
+    page = _migration(_page_status(stored, [], controls, index="orders", uri="s",
+                                   lease=15.0, now=100.0))
+    assert page is not None
+    assert page["next_steps"][0] == "shardex reshard status --store s --index orders --watch"
+    idle = _migration(_page_status(stored, [], {**controls, "budget": {
+        **controls["budget"], "waits": []}}, index="orders", uri="s", lease=15.0, now=100.0))
+    assert idle is not None
+    assert idle["next_steps"][0] == "shardex reshard run --store s --index orders"

@@ -49,9 +49,7 @@ class RoutingWatch:
 
     async def _fetch(self) -> dict[str, Any]:
         from shardex.migrate.budget import migration_status
-        from shardex.migrate.status import resume_first
         from shardex.migrate.work import WorkRecords
-        from shardex.reshard import status_document
         from shardex.routing_record import RoutingRecord
         from shardex.stores import open_store
 
@@ -68,9 +66,8 @@ class RoutingWatch:
                                                   clock=store.clock)
             now = store.clock.wall()
         previous = stored.previous
-        status = resume_first({**status_document(
-            stored, units, index=self._index, store=self._uri, lease=lease, now=now,
-            max_age=_MAX_AGE), "controls": controls}, "reshard")
+        status = _page_status(stored, units, controls, index=self._index, uri=self._uri,
+                             lease=lease, now=now)
         return {"index": self._index, "stored": True, "version": stored.version,
                 "in_transition": previous is not None,
                 "from_version": None if previous is None else previous.version,
@@ -78,6 +75,17 @@ class RoutingWatch:
                 "previous_overrides": None if previous is None else {
                     v: p.shards for v, p in previous.overrides.items()},
                 "migration": _migration(status)}
+
+
+def _page_status(stored: Any, units: list[Any], controls: dict[str, Any] | None, *,
+                index: str, uri: str, lease: float, now: float) -> dict[str, Any]:
+    """The reshard's status document as ``reshard status`` makes it: with its controls,
+    a runner waiting between steps listed, and the next steps that follow."""
+    from shardex.migrate.status import with_controls
+    from shardex.reshard import status_document
+
+    return with_controls(status_document(stored, units, index=index, store=uri, lease=lease,
+                                         now=now, max_age=_MAX_AGE), controls, "reshard")
 
 
 def _migration(status: dict[str, Any]) -> dict[str, Any] | None:
