@@ -161,16 +161,15 @@ class MigrationRunner:
         try:
             while (left := until - self._clock.wall()) > 0:
                 now = self._clock.now()
-                # a sleep to a due time may end a hair short of it (floats)
+                # a sleep to a due time may end a hair short of it (floats); the mark
+                # comes first, so that what the wait says is what status shows
+                if present is not None and now >= next_mark - _HAIR:
+                    await present.mark(why)
+                    next_mark = now + self.unit_lease / 3
                 if now >= next_say - _HAIR:
                     say(f"waiting {left:.0f} s for {note}")
                     next_say = now + every
-                due = next_say
-                if present is not None:
-                    if now >= next_mark - _HAIR:
-                        await present.mark(why)
-                        next_mark = now + self.unit_lease / 3
-                    due = min(due, next_mark)
+                due = next_say if present is None else min(next_say, next_mark)
                 await self._clock.sleep(min(left, max(due - now, _HAIR)))
         finally:
             if present is not None:
