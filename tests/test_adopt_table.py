@@ -172,6 +172,8 @@ def test_the_cli_adopts_an_index_table_and_rolls_back(
             main(command)
         captured = capsys.readouterr()
         assert "error" not in captured.err, (command, captured.err)
+        if command[1] == "cutover":  # it said "readers read the new GSI"
+            assert "readers read the new index table (read-new" in captured.out, captured.out
     assert "rolled back" in captured.out
 
     async def listing() -> None:

@@ -313,9 +313,14 @@ def cutover(uri: str, name: str, max_age: float) -> None:
 
     routing = _run(switch)
     output.console().print(
-        f"index {name!r}: readers read the new GSI (read-new, routing version "
-        f"{routing.version}); next: {_command('complete', uri, name)} | "
+        f"index {name!r}: readers read the new {_kind_word(routing.adoption)} (read-new, "
+        f"routing version {routing.version}); next: {_command('complete', uri, name)} | "
         f"{_command('rollback', uri, name)}", highlight=False, soft_wrap=True)
+
+
+def _kind_word(adoption: Any) -> str:
+    """What an adoption's indexes are: GSIs, or index tables (``--from-table``)."""
+    return "index table" if adoption is not None and adoption.kind == "table" else "GSI"
 
 
 @adopt.command()
@@ -337,9 +342,9 @@ def complete(uri: str, name: str, retain: float | None, drop: bool) -> None:
         from shardex.migrate.status import iso
 
         until = iso(adoption.migration.retire_after)
-        out.print(f"index {name!r}: the old GSI stays restorable until {until}; run "
-                  f"{_command('complete', uri, name)} again after it", highlight=False,
-                  soft_wrap=True)
+        out.print(f"index {name!r}: the old {_kind_word(adoption)} stays restorable until "
+                  f"{until}; run {_command('complete', uri, name)} again after it",
+                  highlight=False, soft_wrap=True)
         return
     dropped = adoption is not None and adoption.dropped
     then = (f"shardex reshard start --store {shlex.quote(uri)} --index {shlex.quote(name)} "
