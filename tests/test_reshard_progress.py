@@ -78,31 +78,36 @@ def test_the_progress_bar_counts_moves_and_keeps_the_count_through_other_steps()
 def test_remaining_is_the_total_less_what_moved_while_nothing_races_the_mover() -> None:
     # 4 -> 6 keys: most entries stay where they are; they are not in the total,
     # and the mover's passing over them must not count against what remains
-    async def main() -> None:
-        store = MemoryStore(seed=3)
-        reports: list[Progress] = []
-        async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(4)}),
-                                routing_lease=3.0) as app:
-            for i in range(240):
-                await app.put("P", f"o-{i}", sort=f"{i:04d}")
-            async with Resharder(store, "orders", seed=1, unit_lease=2.0, rate=20.0,
-                                 progress=reports.append) as rs:
-                await rs.start({"P": ShardPolicy(6)}, margin=0.5)
-                await rs.run()
-        counted = [r for r in reports if r.total is not None and r.remaining is not None]
-        assert counted
-        total = counted[-1].total
-        assert total is not None
-        assert 0 < total < 240
-        for report in counted:
-            assert report.total == total
-            assert report.remaining == total - report.moved, report
-        assert any(0 < r.moved < total for r in counted)
-        # its end read "write-new (forward): moved; moved 160, remaining 0"
-        done = [r for r in reports if r.remaining == 0]
-        assert done[0].note == "the mover is done", [r.note for r in done]
+    reports = run_virtual(_reshard_reports(240, 4, 6, unit_lease=2.0))
+    counted = [r for r in reports if r.total is not None and r.remaining is not None]
+    assert counted
+    total = counted[-1].total
+    assert total is not None
+    assert 0 < total < 240
+    for report in counted:
+        assert report.total == total
+        assert report.remaining == total - report.moved, report
+    assert any(0 < r.moved < total for r in counted)
+    # its end read "write-new (forward): moved; moved 160, remaining 0"
+    done = [r for r in reports if r.remaining == 0]
+    assert done[0].note == "the mover is done", [r.note for r in done]
 
-    run_virtual(main())
+
+async def _reshard_reports(entries: int, shards: int, to: int, *, unit_lease: float
+                           ) -> list[Progress]:
+    """What a runner at rate 20 reports resharding P's ``entries`` from ``shards`` keys
+    to ``to``, from its start to verified."""
+    store = MemoryStore(seed=3)
+    reports: list[Progress] = []
+    async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(shards)}),
+                            routing_lease=3.0) as app:
+        for i in range(entries):
+            await app.put("P", f"o-{i}", sort=f"{i:04d}")
+        async with Resharder(store, "orders", seed=1, unit_lease=unit_lease, rate=20.0,
+                             progress=reports.append) as rs:
+            await rs.start({"P": ShardPolicy(to)}, margin=0.5)
+            await rs.run()
+    return reports
 
 
 def test_a_wait_says_what_it_waits_for_every_say_every_seconds() -> None:
@@ -127,20 +132,8 @@ def test_the_rate_shown_while_moving_is_over_the_checkpoints_not_between_them() 
     moved a steady 9 entries a second it read 27, 0, 0, 27, 0, 0 (and `run` printed
     "0 entries/s" lines, by hand on Azurite). It is now taken over the last 30 s (at
     least a third of a unit lease), and is no rate at all before that."""
-    async def main() -> list[Progress]:
-        store = MemoryStore(seed=3)
-        reports: list[Progress] = []
-        async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(2)}),
-                                routing_lease=3.0) as app:
-            for i in range(600):
-                await app.put("P", f"o-{i}", sort=f"{i:04d}")
-            async with Resharder(store, "orders", seed=1, unit_lease=30.0, rate=20.0,
-                                 progress=reports.append) as rs:
-                await rs.start({"P": ShardPolicy(8)}, margin=0.5)
-                await rs.run()
-        return reports
-
-    moving = [r for r in run_virtual(main()) if r.note == "moving entries"]
+    reports = run_virtual(_reshard_reports(600, 2, 8, unit_lease=30.0))
+    moving = [r for r in reports if r.note == "moving entries"]
     rates = [r.rate for r in moving if r.rate is not None]
     assert len(rates) > len(moving) // 2, [(r.moved, r.rate) for r in moving]
     assert min(rates) > 0.0, [(r.moved, r.rate) for r in moving]
