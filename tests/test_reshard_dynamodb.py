@@ -398,3 +398,45 @@ def test_ctrl_c_on_rollback_and_on_a_watched_status_says_one_line(
     assert "safe to stop" in lines[0]
     assert lines[0].endswith(f"to go on: shardex reshard run --store {shlex.quote(uri)} "
                              "--index orders --until done"), lines
+
+
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["foreground", "bg"])
+def test_sigterm_stops_a_waiting_run_as_ctrl_c_does(capsys: pytest.CaptureFixture[str],
+                                                    sigint: Any) -> None:
+    """A runner stopped by SIGTERM (a container's stop, a service manager's) died at once:
+    its wait's mark stayed until it lapsed, and it said nothing. It stops as on Ctrl-C,
+    takes its mark out, says the one line, and exits 143, also where SIGINT is ignored (a
+    shell's background job), which asyncio then leaves to Python."""
+    uri = local.table_store().uri
+    fill(uri, 40, lease=5.0, pending=ShardPolicy(2))
+    where = ["--store", uri, "--index", "orders"]
+    ok(capsys, "reshard", "start", *where, "--set", "PENDING=4", "--margin", "0.1")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "shardex", "reshard", "run", *where, "--unit-lease", "30"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "200"}, preexec_fn=lambda: signal.signal(
+            signal.SIGINT, sigint))
+    try:
+        assert worker.stdout is not None
+        for line in worker.stdout:
+            if " waiting " in f" {line}":
+                break
+        else:
+            raise AssertionError("the worker never waited")
+        (runner,) = json.loads(ok(capsys, "reshard", "status", *where, "--json"))["runners"]
+        assert runner["waiting"]
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert worker.returncode == 143, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("interrupted: reshard "), err
+    assert "safe to stop" in lines[0]
+    # its mark is out at once, not in 30 s: status names no runner and suggests a run
+    status = json.loads(ok(capsys, "reshard", "status", *where, "--json"))
+    assert status["runners"] == []
+    assert any(" run " in step for step in status["next_steps"]), status["next_steps"]

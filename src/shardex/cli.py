@@ -12,13 +12,17 @@ conventions every command keeps (README's "Command line" section tells operators
 - every error is one line, ``error: ...``; exit 2 for usage (the command line or an
   input document is wrong, whatever the store holds), 1 when what the store holds
   refuses it or an operation fails, 130 on Ctrl-C, with one line of what the command
-  leaves (``Interrupted``).
+  leaves (``Interrupted``);
+- SIGTERM (a container's or a service manager's stop) stops a command as Ctrl-C does,
+  with the same line, and exits 143: a runner gives its units and its marks back rather
+  than leave them to lapse.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -42,6 +46,7 @@ from shardex.commands.reshard import reshard
 from shardex.commands.routing import routing
 from shardex.commands.serve import serve
 from shardex.commands.simulate import simulate
+from shardex.commands.stopping import sigterm_as_interrupt, terminated
 from shardex.errors import InvalidInput, ShardexError, StoreError, StoreInUse
 
 __all__ = ["cli", "configure_logging", "main"]
@@ -222,12 +227,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     """
     _quiet_drivers()
     try:
-        code = cli.main(args=list(argv) if argv is not None else None, prog_name="shardex",
-                        standalone_mode=False)
+        with sigterm_as_interrupt():
+            code = cli.main(args=list(argv) if argv is not None else None,
+                            prog_name="shardex", standalone_mode=False)
     except click.exceptions.Abort as exc:
         if isinstance(exc, Interrupted):
             Console(stderr=True, soft_wrap=True).print(str(exc), highlight=False)
-        sys.exit(130)
+        sys.exit(128 + signal.SIGTERM if terminated() else 130)
     except click.exceptions.NoArgsIsHelpError as exc:
         exc.show()
         sys.exit(2)

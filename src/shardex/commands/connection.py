@@ -37,6 +37,7 @@ from shardex.clock import LoopClock, answered
 from shardex.commands import output
 from shardex.commands.config import Setting
 from shardex.commands.params import INDEX_NAME, STORE_URI, TIER_NAME, ValuePair, distinct
+from shardex.commands.stopping import until_terminated
 from shardex.stores import StoreURI, open_store
 from shardex.stores.base import Store
 from shardex.stores.metered import quiet
@@ -131,8 +132,9 @@ def run_noting(work: Callable[[], Coroutine[Any, Any, T]], *,
 
     async def main() -> T:
         clock = LoopClock()
-        return await answered(work(), clock, QUIET, stderr,
-                              quiet=lambda: quiet(clock.now()), until=until, tick=QUIET / 4)
+        return await until_terminated(answered(
+            work(), clock, QUIET, stderr, quiet=lambda: quiet(clock.now()), until=until,
+            tick=QUIET / 4))
 
     return asyncio.run(main())
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -96,7 +97,9 @@ def _run_apart(run: tuple[OrdersLoad, Routing, str, int, Mapping[str, Any]]) -> 
 def _end_without(parent: int) -> None:
     """End this process once ``parent`` is gone (a worker's initializer): a parent killed
     by SIGTERM or SIGKILL had no time to stop its runs, which would spend their CPU (or,
-    idle, wait) for no one."""
+    idle, wait) for no one. A forked worker ends on SIGTERM at once, as a process does,
+    not as the command that forked it (``shardex.commands.stopping``)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(0.25)
