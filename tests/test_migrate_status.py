@@ -431,5 +431,13 @@ def test_a_runner_waiting_between_steps_is_a_runner_and_its_rate_is_in_force() -
             assert stopped["runners"] == []
             last = await full(observer, migration)
             assert (last["runners"], last["controls"]["budget"]["waits"]) == ([], [])
+            # verified: every unit done, nothing moves (it read "moving at up to 20")
+            (controls,) = [line for line in _status_lines(last) if "controls:" in line]
+            assert controls == "  controls: up to 20 write units a second per shard key; " \
+                "nothing moves in verified (set by a)", controls
+            moving = [line for d in seen for line in _status_lines(d)
+                      if "moving at up to 20" in line and d["state"] == "write-new"
+                      and d["units"]["done"] < d["units"]["total"]]
+            assert moving, "no status said it moved while it moved"
 
     run_virtual(main())

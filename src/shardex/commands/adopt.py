@@ -431,7 +431,9 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
                      "the margin after the last change)")
     lines += parity_lines(doc["parity"])
     if not ended:
-        lines += controls_lines(doc.get("controls"))
+        filling = doc["state"] == "dual-write" and not (
+            p["segments"] and p["segments_done"] == p["segments"])
+        lines += controls_lines(doc.get("controls"), None if filling else doc["state"])
         if doc["retire_after"] is not None:
             lines.append(f"  retention: the old index's path may be retired from "
                          f"{doc['retire_after']}")

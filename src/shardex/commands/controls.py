@@ -206,14 +206,20 @@ async def controls_status(store: Any, name: str, migration: str | None) -> dict[
     return await migration_status(store, name, migration, clock=LoopClock())
 
 
-def controls_lines(doc: dict[str, Any] | None) -> list[str]:
-    """A status document's controls and budget, as lines."""
+def controls_lines(doc: dict[str, Any] | None, idle_in: str | None = None) -> list[str]:
+    """A status document's controls and budget, as lines; ``idle_in``: the state the
+    migration is in when nothing moves in it (its movers' rate is not "moving")."""
     if doc is None:
         return []
     budget = doc["budget"]
     slices = ", ".join(f"{s['owner']} {s['share']:g}" for s in budget["slices"]) or "none"
     if doc["rate"] is None and not budget["slices"]:  # no runner yet: nothing is in force
         return [f"  controls: {doc['summary']}"]
+    summary = doc["summary"]
+    if idle_in is not None and not doc["paused"] and not budget.get("holds"):
+        # it read "moving at up to 40 ..." in verified and read-new, where nothing moves
+        summary = (f"up to {doc['rate']:g} write units a second per shard key; nothing "
+                   f"moves in {idle_in}")
     if doc["paused"]:  # nothing in force: say what resuming brings back ("0 of 0")
         rate = "no rate set yet" if doc["rate"] is None else \
             f"{doc['rate']:g} write units a second per shard key once resumed"
@@ -221,7 +227,7 @@ def controls_lines(doc: dict[str, Any] | None) -> list[str]:
     else:
         budget_line = (f"  budget: {budget['in_force']:g} of {budget['rate']:g} write units a "
                        "second per shard key in force")
-    return [f"  controls: {doc['summary']}" + (f" (set by {doc['changed_by']})"
+    return [f"  controls: {summary}" + (f" (set by {doc['changed_by']})"
                                                if doc["changed_by"] else ""),
             f"{budget_line}; runners' slices: {slices}",
             *(f"  held: {h['owner']}: {h['reason']}" for h in budget.get("holds", ()))]

@@ -404,6 +404,8 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
 
 
 def _status_lines(doc: dict[str, Any]) -> list[str]:
+    from shardex.migrate.states import MOVING
+
     if doc["reshard_id"] is None:
         return [f"index {doc['index']!r} in {doc['store']}: no reshard under way (routing "
                 f"version {doc['routing_version']}, {doc['state']})"]
@@ -429,7 +431,9 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     lines.append(f"  work units: {units['total']} ({units['done']} done, {units['leased']} "
                  f"leased); next step possible from {doc['ready_at']}")
     lines += runner_lines(doc)
-    lines += parity_lines(doc["parity"]) + controls_lines(doc.get("controls"))
+    done = units["total"] > 0 and units["done"] == units["total"]
+    lines += parity_lines(doc["parity"]) + controls_lines(
+        doc.get("controls"), None if doc["state"] in MOVING and not done else doc["state"])
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old layout may be retired from {doc['retire_after']}")
     return lines + steps_lines(doc["next_steps"])
