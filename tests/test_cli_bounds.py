@@ -8,6 +8,7 @@ that persists, and nested input that blew the stack.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,17 @@ def test_memory_is_refused_where_state_must_outlive_the_process(
     assert '"dry_run": true' in capsys.readouterr().out
     main(["reshard", "status", *STORE])
     assert "no reshard under way" in capsys.readouterr().out
+
+
+def test_reshard_start_and_routing_name_the_store_as_given(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """They named the store as they opened it (``azure-tables://orders1?endpoint=...`` on
+    Azurite, its options reordered on memory://) where status names it as given."""
+    given = "memory://?seed=3&partitions=2"
+    where = ["--store", given, "--index", "orders", "--set", "PENDING=4", "--dry-run"]
+    main(["reshard", "start", *where])
+    assert capsys.readouterr().out.startswith(f"index 'orders' in {given}: would start ")
+    main(["reshard", "start", *where, "--json"])
+    assert json.loads(capsys.readouterr().out)["store"] == given
+    main(["routing", "show", *where[:4], "--json"])
+    assert json.loads(capsys.readouterr().out)["store"] == given

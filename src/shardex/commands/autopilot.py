@@ -223,7 +223,7 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
                 if metrics_url is not None:
                     output.console(stderr=True).print(f"metrics: {metrics_url}",
                                                       highlight=False)
-                out.print(f"autopilot of index {name!r} in {store.uri}: heat from "
+                out.print(f"autopilot of index {name!r} in {uri}: heat from "
                           f"{heat.name}, a decision every {policy.tick:g} s"
                           + (" (dry run: nothing is changed)" if dry_run else
                              f", worker {pilot.worker}"), highlight=False, soft_wrap=True)
@@ -272,10 +272,10 @@ def log(uri: str, name: str, limit: int, key: str | None, as_json: bool,
         async with records.store:
             lease, _ = await records.lease()
             state, _ = await records.state()
-            return (lease, await records.control(), state, await records.log(),
-                    records.store.uri)
+            return lease, await records.control(), state, await records.log()
 
-    lease, control, state, entries, where = asyncio.run(read())
+    lease, control, state, entries = asyncio.run(read())
+    where = uri  # as given, as every command names it
     entries = [e for e in entries if key is None or e.key == key][-limit:]
     held = lease.owner is not None and lease.expires > time.time()  # else it lapsed
     if as_json:

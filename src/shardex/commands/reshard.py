@@ -200,9 +200,10 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
                                           values=values, margin=margin, dry_run=dry_run)
             except InvalidRouting as exc:  # the input was checked: what is stored refuses it
                 raise ReshardRefused(f"index {name!r}: {exc}") from None
-            return plan, runner.lease, runner.rate, runner.store.uri
+            return plan, runner.lease, runner.rate
 
-    plan, lease, rate, where = _run(begin)
+    plan, lease, rate = _run(begin)
+    where = uri  # as given, as status names it
     meta = plan.routing.reshard
     if as_json:
         click.echo(json.dumps({

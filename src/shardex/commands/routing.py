@@ -54,13 +54,13 @@ def show(uri: str, name: str, as_json: bool, connection: Connection) -> None:
     """Print the routing of index NAME: version, default, and the shard keys per value."""
     from shardex.routing_record import RoutingRecord
 
-    async def read() -> tuple[Routing | None, int | None, float, str]:
+    async def read() -> tuple[Routing | None, int | None, float]:
         store = open_with(uri, connection)
         async with store:
-            stored, revision, lease = await RoutingRecord(store, name).read()
-        return stored, revision, lease, store.uri
+            return await RoutingRecord(store, name).read()
 
-    stored, revision, lease, where = run_noting(read)
+    stored, revision, lease = run_noting(read)
+    where = uri  # as given, as every command names it
     current = stored or Routing()
     if as_json:
         click.echo(json.dumps({
@@ -221,7 +221,7 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
     lasting(uri, "routing set")
     tiers = given_tiers()
 
-    async def change() -> tuple[Routing, Routing, str]:
+    async def change() -> tuple[Routing, Routing]:
         store = open_with(uri, connection)
         async with store:
             stored, _, _ = await RoutingRecord(store, name).read()
@@ -242,10 +242,10 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
                                     create_record=False) as index:
                 await _refuse_hidden_entries(index, current, new)
                 await store_routing(index, new)
-            return current, new, store.uri
+            return current, new
 
-    before, after, where = run_noting(change)
-    click.echo(f"index {name!r} in {where}: routing version {before.version} -> {after.version}")
+    before, after = run_noting(change)
+    click.echo(f"index {name!r} in {uri}: routing version {before.version} -> {after.version}")
     for value in sorted(set(before.overrides) | set(after.overrides)):
         old, new = before.policy(value), after.policy(value)
         if old != new:
