@@ -525,21 +525,25 @@ async def test_an_idle_worker_ends_with_the_last_unit_not_at_its_next_poll() -> 
     assert max(ended) < 5.2  # and ended with it (it had ended at 5.5 s)
 
 
-def test_an_adoption_past_its_backfill_says_nothing_moves() -> None:
-    """Cut over (read-new), status said "controls: moving at up to 50 write units a
-    second per shard key", with nothing left to move."""
+def test_an_adoption_past_its_backfill_or_without_a_runner_says_nothing_moves() -> None:
+    """Cut over (read-new), or with no runner (one stopped by SIGTERM, by hand on
+    DynamoDB Local), status said "controls: moving at up to 50 write units a second per
+    shard key", with nothing moving."""
     from shardex.commands.adopt import _status_lines
 
     controls = {"recorded": True, "paused": False, "rate": 50.0, "changed_by": "vm:1:a",
                 "summary": "moving at up to 50 write units a second per shard key",
                 "budget": {"rate": 50.0, "in_force": 50.0, "slices": [], "holds": [],
                            "waits": []}}
-    for state, idle in (("read-new", True), ("write-new", False)):
+    runner = {"owner": "vm:1:a", "units": [2], "expires_at": "2026-12-05T12:29:36Z"}
+    for state, runners, idle in (("read-new", [runner], "nothing moves in read-new"),
+                                 ("write-new", [], "no runner runs"),
+                                 ("write-new", [runner], None)):
         doc = status_document(adopted(state), [], index="orders", store="s", lease=15.0,
                               now=120.0, max_age=900.0, items=None)
-        doc["controls"] = controls
+        doc.update(controls=controls, runners=runners)
         (line,) = [line for line in _status_lines(doc) if "controls:" in line]
-        assert line == ("  controls: up to 50 write units a second per shard key; nothing "
-                        f"moves in {doc['state']} (set by vm:1:a)" if idle else
+        assert line == (f"  controls: up to 50 write units a second per shard key; {idle} "
+                        "(set by vm:1:a)" if idle else
                         "  controls: moving at up to 50 write units a second per shard key "
                         "(set by vm:1:a)"), (state, line)

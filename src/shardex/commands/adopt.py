@@ -31,6 +31,7 @@ from shardex.commands.connection import (
 from shardex.commands.controls import (
     controls_lines,
     controls_status,
+    idle,
     register,
     sharing_options,
 )
@@ -433,7 +434,7 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     if not ended:
         filling = doc["state"] == "dual-write" and not (
             p["segments"] and p["segments_done"] == p["segments"])
-        lines += controls_lines(doc.get("controls"), None if filling else doc["state"])
+        lines += controls_lines(doc.get("controls"), idle(doc, filling))
         if doc["retire_after"] is not None:
             lines.append(f"  retention: the old index's path may be retired from "
                          f"{doc['retire_after']}")

@@ -27,7 +27,7 @@ from shardex.commands.migrations import noun
 from shardex.commands.params import RATE
 from shardex.errors import InvalidInput, ReshardRefused
 
-__all__ = ["controls_lines", "controls_status", "register", "sharing_options"]
+__all__ = ["controls_lines", "controls_status", "idle", "register", "sharing_options"]
 
 Kind = Literal["reshard", "adopt"]
 _POLL_NOTE = "every running mover follows within a few seconds"
@@ -206,9 +206,17 @@ async def controls_status(store: Any, name: str, migration: str | None) -> dict[
     return await migration_status(store, name, migration, clock=LoopClock())
 
 
-def controls_lines(doc: dict[str, Any] | None, idle_in: str | None = None) -> list[str]:
-    """A status document's controls and budget, as lines; ``idle_in``: the state the
-    migration is in when nothing moves in it (its movers' rate is not "moving")."""
+def idle(doc: dict[str, Any], moving: bool) -> str | None:
+    """Why nothing moves now in the migration of status ``doc`` (None: it moves): its state
+    has nothing to move (not ``moving``), or no runner runs."""
+    if not moving:
+        return f"nothing moves in {doc['state']}"
+    return None if doc["runners"] else "no runner runs"
+
+
+def controls_lines(doc: dict[str, Any] | None, idle: str | None = None) -> list[str]:
+    """A status document's controls and budget, as lines; ``idle``: why nothing moves now
+    (``nothing moves in verified``, ``no runner runs``), where the rate is no "moving"."""
     if doc is None:
         return []
     budget = doc["budget"]
@@ -216,10 +224,10 @@ def controls_lines(doc: dict[str, Any] | None, idle_in: str | None = None) -> li
     if doc["rate"] is None and not budget["slices"]:  # no runner yet: nothing is in force
         return [f"  controls: {doc['summary']}"]
     summary = doc["summary"]
-    if idle_in is not None and not doc["paused"] and not budget.get("holds"):
-        # it read "moving at up to 40 ..." in verified and read-new, where nothing moves
-        summary = (f"up to {doc['rate']:g} write units a second per shard key; nothing "
-                   f"moves in {idle_in}")
+    if idle is not None and not doc["paused"] and not budget.get("holds"):
+        # it read "moving at up to 40 ..." in verified and read-new, where nothing moves,
+        # and with no runner at all
+        summary = f"up to {doc['rate']:g} write units a second per shard key; {idle}"
     if doc["paused"]:  # nothing in force: say what resuming brings back ("0 of 0")
         rate = "no rate set yet" if doc["rate"] is None else \
             f"{doc['rate']:g} write units a second per shard key once resumed"

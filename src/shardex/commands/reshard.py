@@ -43,6 +43,7 @@ from shardex.commands.connection import (
 from shardex.commands.controls import (
     controls_lines,
     controls_status,
+    idle,
     register,
     sharing_options,
 )
@@ -434,7 +435,7 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     lines += runner_lines(doc)
     done = units["total"] > 0 and units["done"] == units["total"]
     lines += parity_lines(doc["parity"]) + controls_lines(
-        doc.get("controls"), None if doc["state"] in MOVING and not done else doc["state"])
+        doc.get("controls"), idle(doc, doc["state"] in MOVING and not done))
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old layout may be retired from {doc['retire_after']}")
     return lines + steps_lines(doc["next_steps"])
