@@ -487,7 +487,10 @@ def test_items_written_without_the_shard_attribute_after_the_scan_are_found_and_
         asyncio.run(_cutover(uri))
     # the next run scans again, in a pass of its own, and mends them
     out = ok(capsys, "adopt", "run", *store, "--rate", "400")
-    assert "backfill done" in out, out
+    # the items it left alone are counted: it read "42 items scanned, 2 updated, 0 changed
+    # by the application first, 0 unresolved", 40 unsaid
+    assert "backfill done: 42 items scanned, 2 updated, 40 already had the shard " \
+        "attribute, 0 changed by the application first, 0 unresolved" in out, out
     status = json.loads(ok(capsys, "adopt", "status", *store, "--json"))
     assert status["progress"]["items_scanned"] == len(truth), status  # this pass alone
     assert status["progress"]["items_updated"] == 2, status

@@ -258,9 +258,11 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
     done = on_interrupt(lambda: _run(fill, lines), lambda: _status(uri, name, 900.0, gone=worker),
                         "adopt")
     out = output.console()
+    already = done.scanned - done.updated - done.raced - done.unresolved
     out.print(f"index {name!r}: backfill done: {done.scanned:,} items scanned, "
-              f"{done.updated:,} updated, {done.raced:,} changed by the application first, "
-              f"{done.unresolved:,} unresolved; next: {_command('verify', uri, name)}",
+              f"{done.updated:,} updated, {already:,} already had the shard attribute, "
+              f"{done.raced:,} changed by the application first, {done.unresolved:,} "
+              f"unresolved; next: {_command('verify', uri, name)}",
               highlight=False, soft_wrap=True)
 
 
@@ -420,8 +422,14 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     elif not p["segments"] and ended:
         pass  # its records went with it
     elif p["segments"] and p["segments_done"] == p["segments"]:
+        already = p["items_scanned"] - p["items_updated"] - p["items_raced"] \
+            - p["items_unresolved"]
         lines.append(f"  backfill: done: {p['segments']}/{p['segments']} segments, "
-                     f"{p['items_scanned']:,} scanned{total}, {p['items_updated']:,} updated")
+                     f"{p['items_scanned']:,} scanned{total}, {p['items_updated']:,} updated, "
+                     f"{already:,} already had the shard attribute"
+                     + "".join(f", {p[k]:,} {what}" for k, what in (
+                         ("items_raced", "changed by the application first"),
+                         ("items_unresolved", "unresolved")) if p[k]))
     else:
         lines.append(f"  backfill: {p['segments_done']}/{p['segments']} segments done, "
                      f"{p['items_scanned']:,} scanned{total}, {p['items_updated']:,} "
