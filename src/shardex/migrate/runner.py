@@ -428,8 +428,8 @@ class Resharder(MigrationRunner):
 
     def _waiting(self, units: Sequence[Unit]) -> str | None:
         """Why this runner moves nothing while units are left: every one is leased by other
-        runners (one killed by SIGTERM or SIGKILL holds its lease till it lapses); None
-        if it holds one or one is free. The output had said "moving entries", 0 a second."""
+        runners (one killed by SIGKILL holds its lease till it lapses); None if it holds
+        one or one is free. The output had said "moving entries", 0 a second."""
         now = self._clock.wall()
         left = [u for u in units if not u.done]
         if not left or any(u.free(now) or u.owner == self.worker for u in left):

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from multiprocessing import get_all_start_methods, get_context
+from multiprocessing import active_children, get_all_start_methods, get_context
 from typing import Any
 
 from shardex.routing import Routing
@@ -55,6 +55,7 @@ def start_demo(load: OrdersLoad | None = None, *, seed: int = 1,
     method = "fork" if threading.active_count() == 1 \
         and "fork" in get_all_start_methods() else "spawn"
     # a worker ends itself once this process is gone, idle or running
+    before = set(active_children())
     pool = ProcessPoolExecutor(len(runs), mp_context=get_context(method),
                                initializer=_end_without, initargs=(os.getpid(),))
     try:
@@ -62,10 +63,20 @@ def start_demo(load: OrdersLoad | None = None, *, seed: int = 1,
     except BaseException:
         pool.shutdown(cancel_futures=True)
         raise
+    workers = [p for p in active_children() if p not in before]
 
     def wait() -> list[RunResult]:
-        with pool:
-            return [future.result() for future in futures]
+        try:
+            results = [future.result() for future in futures]
+        except BaseException:
+            # stopped (Ctrl-C, or SIGTERM to this process alone): the runs end now, not
+            # after the whole simulation, which the pool's shutdown would wait for
+            for worker in workers:
+                worker.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+        return results
 
     return wait
 
