@@ -19,7 +19,8 @@ Run: scripts/dynamodb-local run .venv/bin/python benchmarks/bench_migrate.py
    items a second and their ratio.
 3. Union reads against a stable listing: a full listing of a value mid-reshard (4 -> 16
    keys, half moved) against the same entries stable on 16 keys, in pages of 1,000 and
-   100, requests, read units and time (``bench_union.py --dynamodb`` measures it so).
+   100, requests, read units and time, listed by query and its cursor and by pages()
+   (``bench_union.py --dynamodb`` measures it so).
 
 Every figure is measured in this run; ratios compare numbers from this run only.
 """
@@ -38,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_adopt import adopted_backfill, raw_backfill
-from benchmarks.bench_union import WALL_RUNS, measure, print_figures, runner
+from benchmarks.bench_union import LISTED_BY, WALL_RUNS, measure, print_figures, runner
 from tests import dynamodb_local as local
 from tests.adopt_app import orders_table
 
@@ -157,8 +158,9 @@ def main() -> None:
           f"({updated:,} updated) = {raw / adopted:.2f}x the hand-written throughput")
 
     print(f"3. union reads against a stable listing of the same {args.union:,} entries")
-    print_figures("DynamoDB Local (wall)",
-                  runner(True)(measure(True, 0.0, args.union, repeat=WALL_RUNS)), indent="   ")
+    for how in LISTED_BY:
+        print_figures(f"DynamoDB Local (wall), by {how}", runner(True)(
+            measure(True, 0.0, args.union, repeat=WALL_RUNS, how=how)), indent="   ")
 
 
 if __name__ == "__main__":

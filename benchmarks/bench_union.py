@@ -7,7 +7,9 @@ Run: .venv/bin/python benchmarks/bench_union.py [--entries N,...] [--latency 0,5
 A value resharded from 4 to 16 hashed shard keys, half of its entries moved (write-new:
 readers read both layouts, in two phases, ``shardex.fanout``), is listed in full in pages
 of 1,000 and of 100, and so is a value holding the same entries stable on the larger
-layout (16 keys), for each number of entries given (a short listing pays the union's one
+layout (16 keys); on DynamoDB Local each is listed both ways a caller lists in full, by
+``query`` and its cursor (a caller that may stop after any page) and by ``pages()``,
+which says it reads to the end, for each number of entries given (a short listing pays the union's one
 extra round trip on its first page; a long one amortizes it). Each listing is read three
 times on memory:// (virtual time: every run alike) and 31 times on DynamoDB Local (one
 listing takes some 100 ms of wall time, which one run cannot tell from the machine's
@@ -58,6 +60,9 @@ T = TypeVar("T")
 _IN_FLIGHT = 32
 _RUNS = 3
 WALL_RUNS = 31  # on DynamoDB Local
+# how a full listing is read: query and its cursor, page after page (a caller that may
+# stop after any page), and pages(), which says it reads to the end (ShardedIndex.pages)
+LISTED_BY = ("query", "pages()")
 
 
 @dataclass(frozen=True)
@@ -91,19 +96,25 @@ async def _puts(index: ShardedIndex, items: range) -> None:
 
 
 async def _list(index: ShardedIndex, stores: Store | Sequence[Store], limit: int,
-                entries: int) -> Listed:
-    """List value P of ``index`` in full; the requests and units it sent ``stores``."""
+                entries: int, how: str = "query") -> Listed:
+    """List value P of ``index`` in full (``how``: by ``query`` and its cursor, page after
+    page, or by ``pages()``, which says it reads to the end); the requests and units it
+    sent ``stores``."""
     stores = [stores] if isinstance(stores, Store) else list(stores)
     for store in stores:
         store.reset_stats()
     clock = LoopClock()
     start = clock.now()
     count, cursor = 0, None
-    while True:
-        page = await index.query("P", limit=limit, cursor=cursor)
-        count += len(page.items)
-        if (cursor := page.cursor) is None:
-            break
+    if how == "pages()":
+        async for page in index.pages("P", limit=limit):
+            count += len(page.items)
+    else:
+        while True:
+            page = await index.query("P", limit=limit, cursor=cursor)
+            count += len(page.items)
+            if (cursor := page.cursor) is None:
+                break
     seconds = clock.now() - start
     assert count == entries, f"listed {count} of {entries}"
     totals = [store.stats(index.name).totals for store in stores]
@@ -147,8 +158,9 @@ async def measure_crossing(latency_ms: float, entries: int, limit: int, *,
 
 async def measure(dynamodb: bool, latency_ms: float, entries: int,
                   limits: tuple[int, ...] = (1000, 100),
-                  repeat: int = _RUNS) -> dict[int, dict[str, Listed]]:
-    """Per page size: the stable and union listings' figures (medians of ``repeat`` runs).
+                  repeat: int = _RUNS, how: str = "query") -> dict[int, dict[str, Listed]]:
+    """Per page size: the stable and union listings' figures (medians of ``repeat`` runs),
+    each listed ``how`` (``_list``).
 
     On DynamoDB Local (``dynamodb``: SHARDEX_DYNAMODB_ENDPOINT set) a table for each
     index; on memory:// every request takes ``latency_ms`` (run it under virtual time,
@@ -182,7 +194,7 @@ async def measure(dynamodb: bool, latency_ms: float, entries: int,
             runs: dict[str, list[Listed]] = {"stable": [], "union": []}
             for _ in range(repeat):
                 for name, index in (("stable", stable), ("union", union)):
-                    runs[name].append(await _list(index, stores[name], limit, entries))
+                    runs[name].append(await _list(index, stores[name], limit, entries, how))
             out[limit] = {name: Listed(statistics.median(r.requests for r in listed),
                                        statistics.median(r.units for r in listed),
                                        statistics.median(r.seconds for r in listed))
@@ -267,8 +279,9 @@ def main() -> None:
         print(f"A full listing of {entries:,} entries mid-reshard (4 -> 16 keys, half moved) "
               f"against the same entries stable on 16 keys")
         if args.dynamodb:
-            print_figures("DynamoDB Local (wall)",
-                          runner(True)(measure(True, 0.0, entries, repeat=WALL_RUNS)))
+            for how in LISTED_BY:
+                print_figures(f"DynamoDB Local (wall), by {how}", runner(True)(
+                    measure(True, 0.0, entries, repeat=WALL_RUNS, how=how)))
             for limit in (1000, 100):
                 print_crossing("DynamoDB Local (wall, three tables)", limit, runner(True)(
                     measure_crossing(0.0, entries, limit, dynamodb=True, repeat=WALL_RUNS)))
