@@ -4,7 +4,9 @@ through crashes, verified before cutover; reads stay complete throughout."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import shlex
 from typing import Any
 
 import pytest
@@ -247,6 +249,15 @@ def test_the_cli_moves_a_value_to_its_own_dynamodb_table(
     assert f"--tier 'dedicated={dedicated}'" in out  # the next step names the tier's store
     out = ok("reshard", "run", *where, "--unit-lease", "1")
     assert "parity: 60 entries checked, no gaps" in out
+    # every next step names the tier's store, as start's does: status's and run's had
+    # left it out, and a run stopped by Ctrl-C or SIGTERM said to go on with a command
+    # that is refused without it (by hand on Azurite)
+    tier = f" --tier {shlex.quote(f'dedicated={dedicated}')}"
+    assert f"cutover --store {shlex.quote(uri)} --index orders{tier}" in out, out
+    status = json.loads(ok("reshard", "status", *where, "--json"))
+    assert status["tiers"] == {"dedicated": dedicated}
+    assert status["next_steps"]
+    assert all(step.endswith(tier) for step in status["next_steps"])
     ok("reshard", "cutover", *where)
     ok("reshard", "complete", *where, "--retain", "0")
 

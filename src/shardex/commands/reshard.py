@@ -336,7 +336,8 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
                   "with the store's own tools", highlight=False)
     from shardex.migrate.status import next_steps
 
-    steps = next_steps(result.routing, store=uri, index=name, stale=False)
+    steps = next_steps(result.routing, store=uri, index=name, stale=False,
+                       tiers=given_tiers())
     if steps:
         out.print("next: " + " | ".join(steps), highlight=False, soft_wrap=True)
 
@@ -446,12 +447,13 @@ async def _status(uri: str, name: str, connection: Connection,
     from shardex.migrate import status_document
     from shardex.migrate.status import with_controls
 
+    tiers = given_tiers()
     async with _resharder(uri, name, connection) as runner:
         routing = await runner.routing()
         units = await runner.units(routing)
         doc: dict[str, Any] = status_document(
             routing, units, index=name, store=uri, lease=runner.lease,
-            now=runner.store.clock.wall(), max_age=max_age, gone=gone)
+            now=runner.store.clock.wall(), max_age=max_age, gone=gone, tiers=tiers)
         controls = await controls_status(runner.store, name, doc["reshard_id"])
         return with_controls(doc, controls, "reshard", gone=gone)
 

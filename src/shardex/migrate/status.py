@@ -32,7 +32,7 @@ waits between steps: they suggest watching it.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,8 +60,12 @@ def iso(wall: float | None) -> str | None:
         "+00:00", "Z")
 
 
-def _commands(verb: str, store: str, index: str, steps: list[tuple[str, str]]) -> list[str]:
-    where = f"--store {shlex.quote(store)} --index {shlex.quote(index)}"
+def _commands(verb: str, store: str, index: str, steps: list[tuple[str, str]],
+              tiers: Mapping[str, str] | None = None) -> list[str]:
+    """``steps`` as commands on ``index`` of ``store``, each naming every tier's store as
+    ``--tier NAME=URI`` (a command of a reshard into a tier is refused without it)."""
+    where = f"--store {shlex.quote(store)} --index {shlex.quote(index)}" + "".join(
+        f" --tier {shlex.quote(f'{tier}={uri}')}" for tier, uri in (tiers or {}).items())
     return [f"shardex {verb} {name} {where}{extra}" for name, extra in steps]
 
 
@@ -86,15 +90,16 @@ def resume_first(doc: dict[str, Any], kind: str) -> dict[str, Any]:
         return doc
     if controls.get("budget", {}).get("slices"):
         steps = _watched(doc, kind)
-    doc["next_steps"] = [*_commands(kind, doc["store"], doc["index"], [("resume", "")]),
-                         *steps]
+    doc["next_steps"] = [*_commands(kind, doc["store"], doc["index"], [("resume", "")],
+                                    doc.get("tiers")), *steps]
     return doc
 
 
 def _watched(doc: dict[str, Any], kind: str) -> list[str]:
     """``doc``'s next steps with ``run`` replaced by watching the runner there is."""
     run = f"shardex {kind} run "
-    watch = _commands(kind, doc["store"], doc["index"], [("status", " --watch")])[0]
+    watch = _commands(kind, doc["store"], doc["index"], [("status", " --watch")],
+                      doc.get("tiers"))[0]
     return list(dict.fromkeys(watch if step.startswith(run) else step
                               for step in doc["next_steps"]))
 
@@ -131,9 +136,10 @@ def _runners(found: list[Runner]) -> list[dict[str, Any]]:
 
 
 def next_steps(routing: Routing, *, store: str, index: str, stale: bool,
-               running: bool = False) -> list[str]:
+               running: bool = False, tiers: Mapping[str, str] | None = None) -> list[str]:
     """The commands an operator runs next, in the order to consider them (``running``:
-    a runner holds work now, so watch it rather than start another)."""
+    a runner holds work now, so watch it rather than start another; ``tiers``: the tier
+    stores each command names, ``--tier NAME=URI``)."""
     meta = routing.reshard
     if meta is None:
         return []
@@ -144,17 +150,20 @@ def next_steps(routing: Routing, *, store: str, index: str, stale: bool,
         steps = [*([("verify", "")] if stale else []), ("cutover", ""), ("rollback", "")]
     elif routing.state == "read-new":
         steps = [("complete", ""), ("rollback", "")]
-    return _commands("reshard", store, index, _watching(steps, running))
+    return _commands("reshard", store, index, _watching(steps, running), tiers)
 
 
 def status_document(routing: Routing, units: Sequence[Unit], *, index: str, store: str,
                     lease: float, now: float, max_age: float,
-                    gone: str | None = None) -> dict[str, Any]:
+                    gone: str | None = None,
+                    tiers: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ``shardex.reshard.status/1`` document of ``index`` at wall time ``now``;
     ``gone`` names a worker that has stopped (a run cut short): its leases, which lapse
-    unused, neither count as a runner nor keep ``run`` out of the next steps."""
+    unused, neither count as a runner nor keep ``run`` out of the next steps. ``tiers``:
+    the tier stores as the caller names them (name to URI), which every next step names."""
     meta = routing.reshard
     doc: dict[str, Any] = {"schema": STATUS_SCHEMA, "index": index, "store": store,
+                           "tiers": dict(tiers or {}),
                            "state": state_of(routing), "routing_version": routing.version,
                            "direction": None, "reshard_id": None, "values": {},
                            "total": None, "moved": 0, "remaining": None,
@@ -183,7 +192,7 @@ def status_document(routing: Routing, units: Sequence[Unit], *, index: str, stor
         ready_at=iso(ready_at(routing, lease)), retire_after=iso(meta.retire_after),
         next_steps=next_steps(routing, store=store, index=index, running=bool(active),
                               stale=meta.parity is None
-                              or now - meta.parity.checked_at > max_age))
+                              or now - meta.parity.checked_at > max_age, tiers=tiers))
     result: dict[str, Any] = rounded(doc)
     return result
 
