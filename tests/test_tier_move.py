@@ -247,6 +247,14 @@ def test_the_cli_moves_a_value_to_its_own_dynamodb_table(
     out = ok("reshard", "start", *where, "--set", "BIG=3@dedicated", "--margin", "0.1")
     assert "1 shard(s), hash -> 3 shard(s), hash on tier 'dedicated'" in out
     assert f"--tier 'dedicated={dedicated}'" in out  # the next step names the tier's store
+    # the controls work on a reshard into a tier (they were refused: the routing names a
+    # tier, which they opened no store for), and take the next steps' --tier too
+    ok("reshard", "pause", "--store", uri, "--index", "orders")
+    resume = json.loads(ok("reshard", "status", *where, "--json"))["next_steps"][0]
+    assert resume.startswith("shardex reshard resume "), resume
+    assert "--tier " in resume, resume
+    ok("reshard", "resume", *where)
+    ok("reshard", "throttle", *where, "--rate", "400")
     out = ok("reshard", "run", *where, "--unit-lease", "1")
     assert "parity: 60 entries checked, no gaps" in out
     # every next step names the tier's store, as start's does: status's and run's had

@@ -35,10 +35,13 @@ _POLL_NOTE = "every running mover follows within a few seconds"
 
 async def _migration(store: Any, name: str, kind: Kind) -> str:
     """The id of the reshard or adoption under way on index ``name``; ReshardRefused if none."""
-    from shardex.index import ShardedIndex
+    from shardex.routing import Routing
+    from shardex.routing_record import RoutingRecord
 
-    async with ShardedIndex(store, name, create_record=False) as index:
-        routing = await index.refresh_routing()
+    # the record alone: the controls need no tier's store (as an index they were refused
+    # for a reshard into a tier, whose routing names one)
+    stored, _, _ = await RoutingRecord(store, name).read()
+    routing = stored or Routing()
     if kind == "reshard":
         if routing.reshard is None or routing.previous is None:
             raise ReshardRefused(f"index {name!r} has no reshard under way: start one with "
@@ -94,6 +97,9 @@ def register(group: click.Group, kind: Kind) -> None:
     """Add ``pause``, ``resume`` and ``throttle`` to ``group`` (``shardex reshard|adopt``)."""
     json_option = click.option("--json", "as_json", is_flag=True,
                                help="Print shardex.migrate.control/1.")
+    # a reshard's commands all take --tier (its next steps name every tier's store); the
+    # control record lives in the index's own store, so the controls read none of them
+    where = index_options(tiers=kind == "reshard")
 
     def operator(verb: str, **fields: Any) -> Callable[[Any], Any]:
         """The control record as ``shardex KIND VERB`` leaves it, with ``fields`` set."""
@@ -104,7 +110,7 @@ def register(group: click.Group, kind: Kind) -> None:
 
     def holding(verb: str, paused: bool, help_text: str) -> None:
         @group.command(verb, help=help_text)
-        @index_options()
+        @where
         @json_option
         def command(uri: str, name: str, as_json: bool, connection: Connection) -> None:
             done = "paused" if paused else "resumed"
@@ -117,7 +123,7 @@ def register(group: click.Group, kind: Kind) -> None:
     holding("resume", False, "Let the paused movers go on.")
 
     @group.command()
-    @index_options()
+    @where
     @click.option("--rate", required=True, type=RATE,
                   help="Write units a second the movers may put on any one shard key, "
                        "every process together.")
