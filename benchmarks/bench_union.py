@@ -5,18 +5,19 @@ Run: .venv/bin/python benchmarks/bench_union.py [--entries N,...] [--latency 0,5
          [--entries 2000,20000]
 
 A value resharded from 4 to 16 hashed shard keys, half of its entries moved (write-new:
-readers read both layouts, in two phases, ``shardex.fanout``), is listed in full in pages
-of 1,000 and of 100, and so is a value holding the same entries stable on the larger
-layout (16 keys); on DynamoDB Local each is listed both ways a caller lists in full, by
-``query`` and its cursor (a caller that may stop after any page) and by ``pages()``,
-which says it reads to the end, for each number of entries given (a short listing pays the union's one
-extra round trip on its first page; a long one amortizes it). Each listing is read three
-times on memory:// (virtual time: every run alike) and 31 times on DynamoDB Local (one
-listing takes some 100 ms of wall time, which one run cannot tell from the machine's
-noise), stable and union alternating; the figures are the median time, requests and
-read units of one listing. On memory:// every request takes the latency given (virtual time, so time
-is round trips only); on DynamoDB Local, wall seconds. Ratios compare figures of this run
-only. The issue's bound: union / stable at most 2x the requests and 1.1x the time.
+readers read both layouts, in two phases, ``shardex.fanout``), is listed in full in
+pages of 1,000 and of 100, and so is a value holding the same entries stable on the
+larger layout (16 keys); on DynamoDB Local each is listed both ways a caller lists in
+full, by ``query`` and its cursor (a caller that may stop after any page) and by
+``pages()``, which says it reads to the end, for each number of entries given (a short
+listing pays the union's one extra round trip on its first page; a long one amortizes
+it). Each listing is read three times on memory:// (virtual time: every run alike) and
+31 times on DynamoDB Local (one listing takes some 100 ms of wall time, which one run
+cannot tell from the machine's noise), stable and union alternating; the figures are the
+median time, requests and read units of one listing. On memory:// every request takes
+the latency given (virtual time, so time is round trips only); on DynamoDB Local, wall
+seconds. Ratios compare figures of this run only. The issue's bound: union / stable at
+most 2x the requests and 1.1x the time.
 It also lists a value moving between tiers (4 keys on the index's store -> 16
 on a store of its own, half its entries there) against the stable listing: with no
 transaction across the two stores, each row read in the new store is held against both
