@@ -451,3 +451,40 @@ def test_a_write_over_a_copy_a_rollback_left_behind_is_refused() -> None:
             assert await listing(app, "BIG") == [("001", "b-1")]
 
     run_virtual(main())
+
+
+def test_two_runners_sweeping_at_once_name_no_row_that_is_gone() -> None:
+    """Two runners swept the same retired keys (a rollback's, and a run that followed it):
+    a row the other one swept between this one's listing and its move was named "a row of
+    'b-0011' on retired key '#dedicated#BIG#1' has no placement: remove it with the
+    store's own tools", ten of them, rows that no longer existed (by hand on DynamoDB
+    Local). A row is named only if it is still there."""
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
+        tiers = {"dedicated": dedicated}
+        async with ShardedIndex(main_store, "orders", Routing(), routing_lease=LEASE,
+                                routing_ttl=0.5, tiers=tiers) as app:
+            for i in range(6):
+                await app.put("BIG", f"b-{i}", sort=f"{i:03d}")
+        async with resharder(main_store, tiers) as first, \
+                resharder(main_store, tiers, seed=6) as second:
+            await first.start({"BIG": P(2, tier="dedicated")}, margin=MARGIN)
+            await first.run(until="verified")
+            run = first.run
+            first.run = lambda until="done": run(until="verified")  # type: ignore[method-assign]
+            await first.rollback()  # moves them back; the tier's rows wait for the sweep
+            first.run = run  # type: ignore[method-assign]
+            assert (await first.run(until="retired")).state == "retired"
+            routing = await first.routing()
+            moving = second.layouts.move
+
+            async def raced(entry: Any, **options: Any) -> bool:
+                assert await first.layouts.move(entry, **options)  # the other runner, first
+                return await moving(entry, **options)
+
+            second.layouts.move = raced  # type: ignore[method-assign]
+            await first._moving.refresh_routing()
+            moved, ghosts = await second._sweep(routing)
+            assert (moved, ghosts) == (0, [])
+
+    run_virtual(main())

@@ -584,6 +584,11 @@ class Resharder(MigrationRunner):
                 if placement is None or placement.entry is None \
                         or placement.entry.shard_key != key:
                     ghosts.append((key, entry.item_id))
+        if ghosts:  # named if still there: another runner sweeping at once moves rows
+            left = {e.item_id async for page in pages(partial(self.layouts.page, key, limit=100),
+                                                      Pace(self.read_rate, self._clock))
+                    for e in page.entries}
+            ghosts = [(k, item) for k, item in ghosts if item in left]
         return moved, ghosts
 
 
