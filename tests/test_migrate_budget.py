@@ -316,6 +316,16 @@ async def test_a_pause_made_before_any_runner_ran_still_names_who_paused(
         {"owner": "w1", "share": 0.0, "expires": 1.0}]}})[1] == (
         "  budget: none in force while paused (16 write units a second per shard key once "
         "resumed); runners' slices: w1 0")
+    # runners moving through a budget shared in Redis hold no slice in the store: it
+    # read "runners' slices: none" beside two runners that held units (by hand on
+    # DynamoDB Local, --budget-redis)
+    moving = control_document(replace(throttled, paused=False, paused_by=None), 4)
+    shared = {**moving, "budget": {"in_force": 16.0, "rate": 16.0, "slices": []}}
+    assert controls_lines(shared, working=True)[1] == (
+        "  budget: 16 of 16 write units a second per shard key in force; runners' slices: "
+        "none in the store (a budget shared through Redis, --budget-redis, keeps none "
+        "there)")
+    assert controls_lines(shared)[1].endswith("runners' slices: none")
 
     # with no change before it, the first runner's rate is the change it names
     fresh = Controls(shardex_store, "orders", "r2", rate=25.0, clock=clock, owner="w1")

@@ -442,7 +442,8 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     if not ended:
         filling = doc["state"] == "dual-write" and not (
             p["segments"] and p["segments_done"] == p["segments"])
-        lines += controls_lines(doc.get("controls"), idle(doc, filling))
+        lines += controls_lines(doc.get("controls"), idle(doc, filling),
+                                working=any(r["units"] for r in doc["runners"]))
         if doc["retire_after"] is not None:
             lines.append(f"  retention: the old index's path may be retired from "
                          f"{doc['retire_after']}")

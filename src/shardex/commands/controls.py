@@ -220,13 +220,19 @@ def idle(doc: dict[str, Any], moving: bool) -> str | None:
     return None if doc["runners"] else "no runner runs"
 
 
-def controls_lines(doc: dict[str, Any] | None, idle: str | None = None) -> list[str]:
+def controls_lines(doc: dict[str, Any] | None, idle: str | None = None, *,
+                   working: bool = False) -> list[str]:
     """A status document's controls and budget, as lines; ``idle``: why nothing moves now
-    (``nothing moves in verified``, ``no runner runs``), where the rate is no "moving"."""
+    (``nothing moves in verified``, ``no runner runs``), where the rate is no "moving";
+    ``working``: some runner holds units (with no slice in the store, it may spend
+    through Redis, which keeps none there)."""
     if doc is None:
         return []
     budget = doc["budget"]
-    slices = ", ".join(f"{s['owner']} {s['share']:g}" for s in budget["slices"]) or "none"
+    slices = ", ".join(f"{s['owner']} {s['share']:g}" for s in budget["slices"]) or (
+        "none in the store (a budget shared through Redis, --budget-redis, keeps none "
+        "there)"
+        if working and not doc["paused"] and not budget.get("holds") else "none")
     if doc["rate"] is None and not budget["slices"]:  # no runner yet: nothing is in force
         return [f"  controls: {doc['summary']}"]
     summary = doc["summary"]

@@ -436,7 +436,8 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     lines += runner_lines(doc)
     done = units["total"] > 0 and units["done"] == units["total"]
     lines += parity_lines(doc["parity"]) + controls_lines(
-        doc.get("controls"), idle(doc, doc["state"] in MOVING and not done))
+        doc.get("controls"), idle(doc, doc["state"] in MOVING and not done),
+        working=any(r["units"] for r in doc["runners"]))
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old layout may be retired from {doc['retire_after']}")
     return lines + steps_lines(doc["next_steps"])
