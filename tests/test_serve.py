@@ -361,3 +361,23 @@ def test_the_page_s_next_steps_watch_a_runner_waiting_between_steps() -> None:
         **controls["budget"], "waits": []}}, index="orders", uri="s", lease=15.0, now=100.0))
     assert idle is not None
     assert idle["next_steps"][0] == "shardex reshard run --store s --index orders"
+
+
+def test_the_page_s_next_steps_name_the_tiers_stores() -> None:
+    """A reshard into a tier: the page's next steps left out --tier, and the command
+    they named is refused without it. `serve --tier` gives them, as every reshard
+    command takes them; without --store it is a usage error."""
+    from shardex.migrate import states
+    from shardex.web.routing import _migration, _page_status
+
+    stored = states.begin(shardex.Routing(), {"BIG": shardex.ShardPolicy(4, tier="hot")},
+                          default=None, values=(), reshard_id="r1", now=90.0, margin=5.0)
+    page = _migration(_page_status(stored, [], None, index="orders", uri="s", lease=15.0,
+                                   now=100.0, tiers={"hot": "dynamodb://heavy"}))
+    assert page is not None
+    assert page["next_steps"] == [
+        f"shardex reshard {verb} --store s --index orders --tier hot=dynamodb://heavy"
+        for verb in ("run", "rollback")]
+    result = CliRunner().invoke(cli, ["serve", "--demo", "--tier", "hot=dynamodb://heavy"])
+    assert result.exit_code == 2
+    assert "--tier needs --store" in result.output

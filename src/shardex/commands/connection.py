@@ -43,7 +43,8 @@ from shardex.stores.base import Store
 from shardex.stores.metered import quiet
 
 __all__ = ["Connection", "connection_options", "given_tiers", "index_option", "index_options",
-           "lasting", "named_tiers", "open_with", "run_noting", "store_option"]
+           "lasting", "named_tiers", "open_with", "run_noting", "store_option",
+           "tier_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -194,16 +195,20 @@ def index_options(*, tiers: bool = False,
     ``--tier NAME=URI`` (read back with ``given_tiers``)."""
     def add(command: F) -> F:
         if tiers:
-            command = click.option(
-                "--tier", "tiers", multiple=True, metavar="NAME=URI", expose_value=False,
-                callback=_keep_tiers, cls=Setting, setting="tiers",
-                type=ValuePair(STORE_URI, "NAME=URI", "dedicated=dynamodb://orders-heavy",
-                               first=True, key=TIER_NAME),
-                help="The store of a tier the routing names (a policy's @NAME); give every "
-                     "tier the index reads or writes.")(command)
+            command = tier_option()(command)
         command = connection_options(index_option()(command))
         return store_option(store_help)(command)
     return add
+
+
+def tier_option(help_text: str = "The store of a tier the routing names (a policy's "
+                "@NAME); give every tier the index reads or writes.") -> Callable[[F], F]:
+    """``--tier NAME=URI``, repeated (read back with ``given_tiers``)."""
+    return click.option(
+        "--tier", "tiers", multiple=True, metavar="NAME=URI", expose_value=False,
+        callback=_keep_tiers, cls=Setting, setting="tiers",
+        type=ValuePair(STORE_URI, "NAME=URI", "dedicated=dynamodb://orders-heavy",
+                       first=True, key=TIER_NAME), help=help_text)
 
 
 def given_tiers() -> dict[str, str]:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from shardex.commands import output
-from shardex.commands.connection import Connection, connection_options
+from shardex.commands.connection import Connection, connection_options, given_tiers, tier_option
 from shardex.commands.params import DAY, Duration, number
 
 __all__ = ["serve"]
@@ -33,6 +33,8 @@ __all__ = ["serve"]
                    "store (they stay on the page when a reshard runner exits).")
 @click.option("--index", "name",
               help="The index to show: its series only, and its routing record with --store.")
+@tier_option("With --store: the store of a tier the routing names (a policy's @NAME), "
+             "which the page's next steps name.")
 @click.option("--match", default="", metavar="MATCHERS",
               help='A Prometheus server: PromQL label matchers every query adds, e.g. '
                    "'job=\"orders-api\"'.")
@@ -76,11 +78,13 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
                                    f"{stray[0]} is for --prometheus")
     if uri is not None and name is None:
         raise click.UsageError("--store needs --index (the index whose routing it shows)")
+    if given_tiers() and uri is None:
+        raise click.UsageError("--tier needs --store (the page's next steps name it)")
     resolve_ceiling(ceiling)
     if uri is not None:
         connection.options(uri)  # a usage error now, not at the first poll
     watch = None if uri is None or name is None else RoutingWatch(
-        uri, name, every=max(every, 2.0), options=connection.options(uri))
+        uri, name, every=max(every, 2.0), options=connection.options(uri), tiers=given_tiers())
     stop = threading.Event()
     runner: threading.Thread | None = None
     if demo:

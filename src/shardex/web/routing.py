@@ -26,9 +26,11 @@ class RoutingWatch:
     """The routing record and migration of ``index`` in the store at ``uri`` (see module)."""
 
     def __init__(self, uri: str, index: str, *, every: float = 5.0,
-                 options: Mapping[str, Any] | None = None) -> None:
+                 options: Mapping[str, Any] | None = None,
+                 tiers: Mapping[str, str] | None = None) -> None:
         self._uri = uri
         self._index = index
+        self._tiers = dict(tiers or {})  # the tier stores the next steps name
         self._every = every
         self._options = dict(options or {})
         self._read_at = -float("inf")
@@ -67,7 +69,7 @@ class RoutingWatch:
             now = store.clock.wall()
         previous = stored.previous
         status = _page_status(stored, units, controls, index=self._index, uri=self._uri,
-                             lease=lease, now=now)
+                             lease=lease, now=now, tiers=self._tiers)
         return {"index": self._index, "stored": True, "version": stored.version,
                 "in_transition": previous is not None,
                 "from_version": None if previous is None else previous.version,
@@ -78,14 +80,17 @@ class RoutingWatch:
 
 
 def _page_status(stored: Any, units: list[Any], controls: dict[str, Any] | None, *,
-                index: str, uri: str, lease: float, now: float) -> dict[str, Any]:
+                index: str, uri: str, lease: float, now: float,
+                tiers: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The reshard's status document as ``reshard status`` makes it: with its controls,
-    a runner waiting between steps listed, and the next steps that follow."""
+    a runner waiting between steps listed, and the next steps that follow (naming the
+    ``tiers``' stores)."""
     from shardex.migrate.status import with_controls
     from shardex.reshard import status_document
 
     return with_controls(status_document(stored, units, index=index, store=uri, lease=lease,
-                                         now=now, max_age=_MAX_AGE), controls, "reshard")
+                                         now=now, max_age=_MAX_AGE, tiers=tiers), controls,
+                         "reshard")
 
 
 def _migration(status: dict[str, Any]) -> dict[str, Any] | None:
