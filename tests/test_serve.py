@@ -381,3 +381,17 @@ def test_the_page_s_next_steps_name_the_tiers_stores() -> None:
     result = CliRunner().invoke(cli, ["serve", "--demo", "--tier", "hot=dynamodb://heavy"])
     assert result.exit_code == 2
     assert "--tier needs --store" in result.output
+
+
+def test_a_chart_of_a_light_load_labels_each_line_of_its_scale(browser: Any) -> None:
+    """Under a load of less than a unit a second (a mover at --rate 3, by hand on DynamoDB
+    Local) the scale's lines read 0, 0, 1, 1, 1: they were rounded to whole units."""
+    _, meter, recorder = metered_run()
+    with HeatServer(MeterFeed(meter, recorder=recorder, index="orders")) as server:
+        loaded(browser, server.url)
+        labels = browser.execute_script("""
+            chart("values-chart", "values-legend", [0, 1, 2], {"A": [0, 0.2, 0.5]}, 1000,
+                  false);
+            return [...document.querySelectorAll("#values-chart text")]
+                .map((t) => t.textContent).filter((t) => /^[0-9.,]+$/.test(t));""")
+    assert labels == ["0", "0.25", "0.5", "0.75", "1"], labels
