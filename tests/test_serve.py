@@ -86,6 +86,7 @@ def test_the_prometheus_feed_reads_rates_between_scrapes() -> None:
         feed = PrometheusFeed(metrics.url, clock=lambda: next(ticks))
         first = feed.read()
         assert first["values"][0]["units_per_s"] == 0.0  # one scrape: no rate yet
+        assert first["window_s"] is None  # it read 0.0 s, and after a second scrape too
 
         async def more() -> None:
             async with shardex.ShardedIndex(store, "orders") as index:
@@ -99,6 +100,7 @@ def test_the_prometheus_feed_reads_rates_between_scrapes() -> None:
         (after["PENDING"]["units"] - before["PENDING"]) / 10.0)
     assert second["values"][0]["key"] == "PENDING"
     assert second["timeline"]["starts"] == [110.0]
+    assert second["window_s"] == 10.0
     # each request once, as store.stats() counts (the shard keys' sums counted a write on
     # its entry's key and on its placement: 302 requests for 202, a probe)
     stats = store.stats()

@@ -66,7 +66,7 @@ def _internal(row: dict[str, Any], level: str) -> bool:
     return key == OTHER or (level == "shard_key" and key.startswith(SEPARATOR))
 
 
-def document(source: str, at: float, window: float, ceiling: Ceiling,
+def document(source: str, at: float, window: float | None, ceiling: Ceiling,
              values: list[dict[str, Any]], shard_keys: list[dict[str, Any]],
              timeline: dict[str, Any], totals: dict[str, Any],
              reshard: dict[str, Any] | None, *, feed: dict[str, Any]) -> dict[str, Any]:
@@ -305,7 +305,9 @@ class PrometheusFeed(Feed):
         reshard = self._reshard
         if reshard is not None and reshard.get("total"):
             reshard["progress"] = min(1.0, reshard.get("moved", 0.0) / reshard["total"])
-        window = starts[-1] - starts[-2] if len(starts) > 1 else 0.0
+        # a point is the rate between two scrapes: none before the second (it read
+        # "windows of 0.0 s" then, and until the third)
+        window = scrapes[-1][0] - scrapes[-2][0] if len(scrapes) > 1 else None
         feed = {"kind": "endpoint", "url": self._url,
                 "note": "one process's /metrics: other processes of the fleet are not in it"}
         return document(self.source, scrapes[-1][0], window, self._ceiling, rows["value"],
