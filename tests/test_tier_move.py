@@ -266,6 +266,9 @@ def test_the_cli_moves_a_value_to_its_own_dynamodb_table(
     assert status["tiers"] == {"dedicated": dedicated}
     assert status["next_steps"]
     assert all(step.endswith(tier) for step in status["next_steps"])
+    # a control's own line says so where nothing moves (it read "moving at up to 400")
+    assert "resumed: up to 400 write units a second per shard key; nothing moves in " \
+        "verified" in ok("reshard", "resume", *where)
     ok("reshard", "cutover", *where)
     ok("reshard", "complete", *where, "--retain", "0")
 

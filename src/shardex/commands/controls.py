@@ -33,8 +33,9 @@ Kind = Literal["reshard", "adopt"]
 _POLL_NOTE = "every running mover follows within a few seconds"
 
 
-async def _migration(store: Any, name: str, kind: Kind) -> str:
-    """The id of the reshard or adoption under way on index ``name``; ReshardRefused if none."""
+async def _migration(store: Any, name: str, kind: Kind) -> tuple[str, str | None]:
+    """The id of the reshard or adoption under way on index ``name``, and the state it is
+    in when nothing moves in it (None: its movers may move); ReshardRefused if none."""
     from shardex.routing import Routing
     from shardex.routing_record import RoutingRecord
 
@@ -46,11 +47,12 @@ async def _migration(store: Any, name: str, kind: Kind) -> str:
         if routing.reshard is None or routing.previous is None:
             raise ReshardRefused(f"index {name!r} has no reshard under way: start one with "
                                  "'shardex reshard start'")
-        return routing.reshard.id
+        return routing.reshard.id, None if routing.state == "write-new" else routing.state
     if routing.adoption is None or not routing.adoption.active:
         raise ReshardRefused(f"index {name!r} has no adoption under way: start one with "
                              "'shardex adopt start'")
-    return routing.adoption.id
+    stage = routing.adoption.stage
+    return routing.adoption.id, None if stage == "dual-write" else stage
 
 
 def _control(kind: Kind, verb: str, uri: str, name: str, connection: Connection,
@@ -61,14 +63,14 @@ def _control(kind: Kind, verb: str, uri: str, name: str, connection: Connection,
     lasting(uri, f"{kind} {verb.split()[0]}")
     store = open_with(uri, connection)
 
-    async def write() -> tuple[str, Any]:
+    async def write() -> tuple[str, str | None, Any]:
         clock = LoopClock()
         async with store:
-            migration = await _migration(store, name, kind)
+            migration, still = await _migration(store, name, kind)
             control = await change_control(store, name, migration, change, clock=clock)
-        return migration, control
+        return migration, still, control
 
-    migration, control = run_noting(write)
+    migration, still, control = run_noting(write)
     if as_json:
         click.echo(json.dumps({**control_document(control, 0), "index": name,
                                "migration": migration}, indent=2))
@@ -76,9 +78,13 @@ def _control(kind: Kind, verb: str, uri: str, name: str, connection: Connection,
     where = f"--store {shlex.quote(uri)} --index {shlex.quote(name)}"
     then = (f"; resume with: shardex {kind} resume {where}" if control.paused
             else f"; see it with: shardex {kind} status {where}")
+    summary = describe(control, None)
+    if still is not None and not control.paused and control.rate is not None:
+        # it read "moving at up to 40 ..." in verified, where nothing moves
+        summary = f"up to {control.rate:g} write units a second per shard key; nothing " \
+            f"moves in {still}"
     output.console().print(f"index {name!r}: {noun(kind)} {migration} {verb}: "
-                           f"{describe(control, None)} ({_POLL_NOTE}){then}",
-                           highlight=False, soft_wrap=True)
+                           f"{summary} ({_POLL_NOTE}){then}", highlight=False, soft_wrap=True)
 
 
 def who(command: str) -> str:
