@@ -29,11 +29,10 @@ from shardex.commands.connection import (
     store_option,
 )
 from shardex.commands.controls import (
-    controls_lines,
     controls_status,
-    idle,
     register,
     sharing_options,
+    status_controls_lines,
 )
 from shardex.commands.migrations import (
     gaps_refused,
@@ -442,8 +441,7 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     if not ended:
         filling = doc["state"] == "dual-write" and not (
             p["segments"] and p["segments_done"] == p["segments"])
-        lines += controls_lines(doc.get("controls"), idle(doc, filling),
-                                working=any(r["units"] for r in doc["runners"]))
+        lines += status_controls_lines(doc, filling)
         if doc["retire_after"] is not None:
             lines.append(f"  retention: the old index's path may be retired from "
                          f"{doc['retire_after']}")

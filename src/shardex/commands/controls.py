@@ -27,7 +27,8 @@ from shardex.commands.migrations import noun
 from shardex.commands.params import RATE
 from shardex.errors import InvalidInput, ReshardRefused
 
-__all__ = ["controls_lines", "controls_status", "idle", "register", "sharing_options"]
+__all__ = ["controls_lines", "controls_status", "register", "sharing_options",
+           "status_controls_lines"]
 
 Kind = Literal["reshard", "adopt"]
 _POLL_NOTE = "every running mover follows within a few seconds"
@@ -78,11 +79,8 @@ def _control(kind: Kind, verb: str, uri: str, name: str, connection: Connection,
     where = f"--store {shlex.quote(uri)} --index {shlex.quote(name)}"
     then = (f"; resume with: shardex {kind} resume {where}" if control.paused
             else f"; see it with: shardex {kind} status {where}")
-    summary = describe(control, None)
-    if still is not None and not control.paused and control.rate is not None:
-        # it read "moving at up to 40 ..." in verified, where nothing moves
-        summary = f"up to {control.rate:g} write units a second per shard key; nothing " \
-            f"moves in {still}"
+    # not "moving at up to 40 ..." in verified, where nothing moves
+    summary = describe(control, None, None if still is None else f"nothing moves in {still}")
     output.console().print(f"index {name!r}: {noun(kind)} {migration} {verb}: "
                            f"{summary} ({_POLL_NOTE}){then}", highlight=False, soft_wrap=True)
 
@@ -218,12 +216,17 @@ async def controls_status(store: Any, name: str, migration: str | None) -> dict[
     return await migration_status(store, name, migration, clock=LoopClock())
 
 
-def idle(doc: dict[str, Any], moving: bool) -> str | None:
-    """Why nothing moves now in the migration of status ``doc`` (None: it moves): its state
-    has nothing to move (not ``moving``), or no runner runs."""
+def status_controls_lines(doc: dict[str, Any], moving: bool) -> list[str]:
+    """Status document ``doc``'s controls and budget, as lines (``controls_lines``), with
+    why nothing moves now: its state has nothing to move (not ``moving``), or no runner
+    runs; and whether a runner holds units (``working``)."""
+    idle = None
     if not moving:
-        return f"nothing moves in {doc['state']}"
-    return None if doc["runners"] else "no runner runs"
+        idle = f"nothing moves in {doc['state']}"
+    elif not doc["runners"]:
+        idle = "no runner runs"
+    return controls_lines(doc.get("controls"), idle,
+                          working=any(r["units"] for r in doc["runners"]))
 
 
 def controls_lines(doc: dict[str, Any] | None, idle: str | None = None, *,
@@ -245,7 +248,9 @@ def controls_lines(doc: dict[str, Any] | None, idle: str | None = None, *,
     if idle is not None and not doc["paused"] and not budget.get("holds"):
         # it read "moving at up to 40 ..." in verified and read-new, where nothing moves,
         # and with no runner at all
-        summary = f"up to {doc['rate']:g} write units a second per shard key; {idle}"
+        from shardex.migrate.control import at_rate
+
+        summary = at_rate(doc["rate"], idle)
     if doc["paused"]:  # nothing in force: say what resuming brings back ("0 of 0")
         rate = "no rate set yet" if doc["rate"] is None else \
             f"{doc['rate']:g} write units a second per shard key once resumed"

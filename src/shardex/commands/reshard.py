@@ -41,11 +41,10 @@ from shardex.commands.connection import (
     run_noting,
 )
 from shardex.commands.controls import (
-    controls_lines,
     controls_status,
-    idle,
     register,
     sharing_options,
+    status_controls_lines,
 )
 from shardex.commands.migrations import (
     gaps_refused,
@@ -435,9 +434,8 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
                  f"leased); next step possible from {doc['ready_at']}")
     lines += runner_lines(doc)
     done = units["total"] > 0 and units["done"] == units["total"]
-    lines += parity_lines(doc["parity"]) + controls_lines(
-        doc.get("controls"), idle(doc, doc["state"] in MOVING and not done),
-        working=any(r["units"] for r in doc["runners"]))
+    lines += parity_lines(doc["parity"]) + status_controls_lines(
+        doc, doc["state"] in MOVING and not done)
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old layout may be retired from {doc['retire_after']}")
     return lines + steps_lines(doc["next_steps"])

@@ -78,13 +78,14 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
                                    f"{stray[0]} is for --prometheus")
     if uri is not None and name is None:
         raise click.UsageError("--store needs --index (the index whose routing it shows)")
-    if given_tiers() and uri is None:
+    tiers = given_tiers()
+    if tiers and uri is None:
         raise click.UsageError("--tier needs --store (the page's next steps name it)")
     resolve_ceiling(ceiling)
     if uri is not None:
         connection.options(uri)  # a usage error now, not at the first poll
     watch = None if uri is None or name is None else RoutingWatch(
-        uri, name, every=max(every, 2.0), options=connection.options(uri), tiers=given_tiers())
+        uri, name, every=max(every, 2.0), options=connection.options(uri), tiers=tiers)
     stop = threading.Event()
     runner: threading.Thread | None = None
     if demo:

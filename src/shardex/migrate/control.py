@@ -34,8 +34,8 @@ from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Store
 
 __all__ = ["CONTROL_SCHEMA", "Control", "Controls", "FileSignal", "MetricSignal", "Signal",
-           "change_control", "check_rate", "control_document", "read_control",
-           "record_key", "update_record"]
+           "at_rate", "change_control", "check_rate", "control_document", "describe",
+           "read_control", "record_key", "update_record"]
 
 log = logging.getLogger("shardex")
 CONTROL_SCHEMA = "shardex.migrate.control/1"
@@ -289,8 +289,9 @@ class Controls:
         return self.rate
 
 
-def describe(control: Control, held: str | None) -> str:
-    """One line: what the movers do under ``control`` and the outside hold ``held``."""
+def describe(control: Control, held: str | None, idle: str | None = None) -> str:
+    """One line: what the movers do under ``control`` and the outside hold ``held``
+    (``idle``: why nothing moves now, whatever the rate: ``at_rate``)."""
     if control.paused:
         who = control.paused_by or control.changed_by or "an operator"
         return f"paused by {who}; resume to go on"
@@ -298,7 +299,15 @@ def describe(control: Control, held: str | None) -> str:
         return f"held: {held}"
     if control.rate is None:
         return "no rate yet: the first runner's --rate sets it"
-    return f"moving at up to {control.rate:g} write units a second per shard key"
+    return at_rate(control.rate, idle)
+
+
+def at_rate(rate: float, idle: str | None = None) -> str:
+    """The movers' ``rate`` in words: moving at up to it, or (``idle``: why nothing moves
+    now, as ``nothing moves in verified``) what they would move at."""
+    if idle is None:
+        return f"moving at up to {rate:g} write units a second per shard key"
+    return f"up to {rate:g} write units a second per shard key; {idle}"
 
 
 def control_document(control: Control, revision: int | None) -> dict[str, Any]:
