@@ -141,3 +141,52 @@ def test_a_fan_out_is_bounded_by_the_pool_of_the_client() -> None:
                           config=botocore.config.Config(max_pool_connections=10))
     assert adapt_client(client=theirs).connections == 10
     assert DynamoDBStore("orders", client=theirs).connections == 10
+
+
+@pytest.mark.shardex_virtual
+async def test_the_clients_shardex_builds_name_shardex_in_a_user_agent_built_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+    from aiobotocore.session import get_session as aio_session
+
+    import shardex
+    from shardex.errors import ShardexError
+    from shardex.stores.dynamodb.client import ThreadedClient, mapped_call, user_agent
+
+    def recording(client: Any) -> list[str]:
+        seen: list[str] = []
+
+        def sent(request: Any, **_: Any) -> None:
+            header = request.headers["User-Agent"]  # bytes, once signed
+            seen.append(header.decode() if isinstance(header, bytes) else header)
+
+        client.meta.events.register("before-send.dynamodb.Query", sent)
+        return seen
+
+    query = {"TableName": "orders", "KeyConditionExpression": "pk = :p",
+             "ExpressionAttributeValues": {":p": {"S": "PENDING"}}}
+    closed = "http://127.0.0.1:9"  # nothing listens: each request fails at connect
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    owned = AioClient(region="us-east-1", endpoint_url=closed)
+    await owned.open()
+    threaded = ThreadedClient(session=boto3.Session(), region="us-east-1", endpoint_url=closed)
+    try:
+        for client, adapter in ((owned._client, owned), (threaded._client, threaded)):
+            seen = recording(client)
+            for _ in range(2):
+                with pytest.raises(ShardexError):
+                    await mapped_call(adapter, "Query", "table 'orders'", **query)
+            assert len(seen) == 2
+            assert seen[0] == seen[1]
+            assert seen[0].startswith(f"shardex/{shardex.__version__} Botocore/")
+            assert seen[0].startswith(user_agent())
+    finally:
+        await owned.close()
+        await threaded.close()
+    async with aio_session().create_client("dynamodb", region_name="us-east-1",
+                                           endpoint_url=closed) as theirs:
+        seen = recording(theirs)
+        with pytest.raises(ShardexError):
+            await mapped_call(adapt_client(client=theirs), "Query", "table 'orders'", **query)
+        assert "shardex" not in seen[0]  # an application's own client keeps its own
