@@ -39,6 +39,7 @@ import abc
 import asyncio
 import contextlib
 import functools
+import importlib.metadata
 import inspect
 import json
 import os
@@ -284,9 +285,10 @@ def user_agent() -> str:
     for this platform, built once. Left to botocore, it is built from its parts (the
     platform, the config, the features a request used) twice for every request: about a
     sixth of a Query's client CPU, which a fan-out spends before its requests leave."""
-    from shardex import __version__
-
-    mark = f"shardex/{__version__}"
+    try:
+        mark = f"shardex/{importlib.metadata.version('shardex')}"
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        mark = "shardex"
     try:
         from botocore.useragent import UserAgentString
 
