@@ -223,6 +223,34 @@ async def test_status_says_what_a_moved_count_short_of_the_total_means(
                      "moved by the application first (parity reads what is there)"]
 
 
+def test_status_counts_entries_found_gone_or_in_place_and_names_the_tier() -> None:
+    """Seen on Cosmos DB, a tier move beside an application deleting entries, stopped by
+    SIGTERM: 'moved 471 of 600 (fixed at the plan), remaining 128' (one entry, deleted
+    by the application before the mover reached it, said nowhere), and the value's line
+    read '1 shard(s), hash -> 8 shard(s), hash' where start had said '... hash on tier
+    'hot''."""
+    from shardex.commands.reshard import _status_lines
+
+    value = {"from": {"shards": 1, "strategy": "hash"},
+             "to": {"shards": 8, "strategy": "hash", "tier": "hot"},
+             "total": 600, "moved": 471, "remaining": 128, "entries": 600}
+    doc = {"reshard_id": "r1", "index": "orders", "store": "cosmos://db1/c1",
+           "direction": "forward", "state": "write-new", "routing_version": 3,
+           "values": {"PENDING": value}, "total": 600, "moved": 471, "remaining": 128,
+           "units": {"total": 1, "done": 0, "leased": 0}, "ready_at": "2026-12-05T14:32:25Z",
+           "runners": [], "parity": None, "controls": None, "budget": None,
+           "retire_after": None, "next_steps": []}
+    lines = _status_lines(doc)
+    assert "  PENDING: 1 shard(s), hash -> 8 shard(s), hash on tier 'hot': moved 471, " \
+        "remaining 128" in lines, lines
+    assert "  moved 471 of 600 (fixed at the plan), remaining 128; 1 needed no move (moved " \
+        "by a runner that stopped before it recorded them, or deleted or moved by the " \
+        "application first)" in lines, lines
+    plain = {**value, "to": {"shards": 8, "strategy": "hash"}}
+    assert "  PENDING: 1 shard(s), hash -> 8 shard(s), hash: moved 471, remaining 128" in \
+        _status_lines({**doc, "values": {"PENDING": plain}})
+
+
 def test_a_runner_whose_units_another_holds_says_it_waits_for_them() -> None:
     """Every unit left is leased by another runner (one killed with SIGTERM holds its lease
     till it lapses): the run says it waits, for whom and until when. It said 'moving

@@ -405,6 +405,10 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
 # -- status, verify --------------------------------------------------------------------
 
 
+def _on_tier(layout: dict[str, Any]) -> str:
+    return f" on tier {layout['tier']!r}" if layout.get("tier") else ""
+
+
 def _status_lines(doc: dict[str, Any]) -> list[str]:
     from shardex.migrate.states import MOVING
 
@@ -416,9 +420,10 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
              f"{doc['routing_version']}"]
     for value, v in doc["values"].items():
         remaining = "not planned yet" if v["remaining"] is None else f"{v['remaining']:,}"
-        lines.append(f"  {value}: {v['from']['shards']} shard(s), {v['from']['strategy']} -> "
-                     f"{v['to']['shards']} shard(s), {v['to']['strategy']}: moved "
-                     f"{v['moved']:,}, remaining {remaining}")
+        lines.append(f"  {value}: {v['from']['shards']} shard(s), {v['from']['strategy']}"
+                     f"{_on_tier(v['from'])} -> {v['to']['shards']} shard(s), "
+                     f"{v['to']['strategy']}{_on_tier(v['to'])}: moved {v['moved']:,}, "
+                     f"remaining {remaining}")
     if doc["total"] is not None:
         line = (f"  moved {doc['moved']:,} of {doc['total']:,} (fixed at the plan), "
                 f"remaining {doc['remaining']:,}")
@@ -428,6 +433,10 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
             line += (f"; the other {short:,} were moved by a runner that stopped before it "
                      "recorded them, or deleted or moved by the application first (parity "
                      "reads what is there)")
+        elif doc["remaining"] and short > doc["remaining"]:
+            line += (f"; {short - doc['remaining']:,} needed no move (moved by a runner that "
+                     "stopped before it recorded them, or deleted or moved by the "
+                     "application first)")
         lines.append(line)
     units = doc["units"]
     lines.append(f"  work units: {units['total']} ({units['done']} done, {units['leased']} "
