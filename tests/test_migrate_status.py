@@ -246,6 +246,11 @@ def test_status_counts_entries_found_gone_or_in_place_and_names_the_tier() -> No
     assert "  moved 471 of 600 (fixed at the plan), remaining 128; 1 needed no move (moved " \
         "by a runner that stopped before it recorded them, or deleted or moved by the " \
         "application first)" in lines, lines
+    # seen next: 'moved 1,038 of 600 (fixed at the plan)', the writer's puts in read-both
+    more = _status_lines({**doc, "moved": 1038, "remaining": 0})
+    assert "  moved 1,038 of 600 (fixed at the plan), remaining 0; 438 more than planned: " \
+        "the application wrote them on the old layout after the plan, before writers " \
+        "followed the new one" in more, more
     plain = {**value, "to": {"shards": 8, "strategy": "hash"}}
     assert "  PENDING: 1 shard(s), hash -> 8 shard(s), hash: moved 471, remaining 128" in \
         _status_lines({**doc, "values": {"PENDING": plain}})

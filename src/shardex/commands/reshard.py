@@ -433,6 +433,9 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
             line += (f"; the other {short:,} were moved by a runner that stopped before it "
                      "recorded them, or deleted or moved by the application first (parity "
                      "reads what is there)")
+        elif short < 0:
+            line += (f"; {-short:,} more than planned: the application wrote them on the "
+                     "old layout after the plan, before writers followed the new one")
         elif doc["remaining"] and short > doc["remaining"]:
             line += (f"; {short - doc['remaining']:,} needed no move (moved by a runner that "
                      "stopped before it recorded them, or deleted or moved by the "
