@@ -487,7 +487,43 @@ def test_two_runners_sweeping_at_once_name_no_row_that_is_gone() -> None:
 
             second.layouts.move = raced  # type: ignore[method-assign]
             await first._moving.refresh_routing()
-            moved, ghosts = await second._sweep(routing)
-            assert (moved, ghosts) == (0, [])
+            moved, cleared, ghosts = await second._sweep(routing)
+            assert (moved, cleared, ghosts) == (0, 0, [])
 
     run_virtual(main())
+
+
+def test_a_rollback_between_tiers_counts_the_copies_its_sweep_removes_as_removed() -> None:
+    """Seen on Cosmos DB: a tier move rolled back from verified ended 'the sweep moved
+    2,928 entries left on retired keys', which reads as the rollback's mover having
+    missed every entry; it had moved them all back, and the sweep removed the copies it
+    leaves on the tier until then. The result and the run's line count those apart."""
+    import io
+
+    import click
+    from rich.console import Console
+
+    from shardex.commands.reshard import _finished
+
+    async def main() -> RunResult:
+        main_store, hot = MemoryStore(seed=3), MemoryStore(seed=4)
+        tiers = {"hot": hot}
+        async with ShardedIndex(main_store, "orders", Routing(), routing_lease=LEASE,
+                                routing_ttl=0.5, tiers=tiers) as app:
+            for i in range(30):
+                await app.put("PENDING", f"o-{i:03d}", sort=f"{i:03d}")
+            async with resharder(main_store, tiers) as rs:
+                await rs.start({"PENDING": P(4, tier="hot")}, margin=MARGIN)
+                assert (await rs.run(until="verified")).swept == 0
+                result = await rs.rollback()
+            assert len(await listing(app, "PENDING")) == 30
+        return result
+
+    result = run_virtual(main())
+    assert (result.state, result.swept, result.cleared) == ("done", 0, 30)
+    printed = io.StringIO()
+    with click.Context(click.Command("run")):  # as in the command
+        _finished(Console(file=printed, width=300), result, "memory://", "orders")
+    text = printed.getvalue()
+    assert "the sweep removed 30 copies the rollback left on the tier it left" in text, text
+    assert "the sweep moved" not in text

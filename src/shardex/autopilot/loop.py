@@ -542,7 +542,8 @@ class Autopilot:
             result = await runner.complete()
             await self._record("action", "complete", "ok", f"{result.why}; the sweep moved "
                                f"{result.swept} entries", reshard=reshard,
-                               details={"swept": result.swept, "state": result.state})
+                               details={"swept": result.swept, "cleared": result.cleared,
+                                        "state": result.state})
 
     async def _parity_failed(self, reshard: str) -> bool:
         meta = (await self.runner.routing()).reshard

@@ -330,6 +330,9 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
                 f"{n:,} {kind}" for kind, n in parity.counts().items() if n)), highlight=False)
     if result.swept:
         out.print(f"  the sweep moved {result.swept:,} entries left on retired keys")
+    if result.cleared:
+        out.print(f"  the sweep removed {result.cleared:,} copies the rollback left on the "
+                  "tier it left (every entry had been moved back)")
     for key, item in result.ghosts[:10]:
         out.print(f"  a row of {item!r} on retired key {key!r} has no placement: remove it "
                   "with the store's own tools", highlight=False)

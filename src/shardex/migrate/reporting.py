@@ -43,6 +43,9 @@ class RunResult:
     routing: Routing
     parity: Parity | None = None
     swept: int = 0
+    # rows a rolled-back move between tiers left on the tier it left, which its sweep
+    # removed (moved back already: no entry of them was missing from the layout in use)
+    cleared: int = 0
     ghosts: list[tuple[str, str]] = field(default_factory=list)
     ended: str | None = None  # the id of a reshard that ended in this run
 

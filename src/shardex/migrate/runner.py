@@ -382,8 +382,9 @@ class Resharder(MigrationRunner):
                         f"after {dirty} passes of the mover ({_gap_text(parity)}); 'shardex "
                         "reshard status' lists examples; roll back or fix them and run again")
             else:
-                moved, ghosts = await self._sweep(routing)
+                moved, cleared, ghosts = await self._sweep(routing)
                 result.swept += moved
+                result.cleared += cleared
                 result.ghosts += ghosts
                 swept = True
 
@@ -547,8 +548,11 @@ class Resharder(MigrationRunner):
                 self._report(step.routing, None, step.why)
                 return step.routing
 
-    async def _sweep(self, routing: Routing) -> tuple[int, list[tuple[str, str]]]:
-        """Move anything left on keys only the old layout has; name rows no placement names."""
+    async def _sweep(self, routing: Routing) -> tuple[int, int, list[tuple[str, str]]]:
+        """Move anything left on keys only the old layout has; name rows no placement names.
+
+        Returns the entries moved, the rows removed (copies a rolled-back move between
+        tiers left, ``TierLayouts.move``) and the rows named."""
         meta, old = routing.reshard, routing.previous
         assert meta is not None
         assert old is not None
@@ -556,29 +560,38 @@ class Resharder(MigrationRunner):
         # the layouts decide from the mover's own copy of the routing: it must be in
         # ``retired`` too, where rows a rollback left behind are no reader's any more
         await self._patiently(self._moving.refresh_routing)
-        moved, ghosts = 0, []
+        moved = cleared = 0
+        ghosts: list[tuple[str, str]] = []
         for value in meta.values:
             kept = set(self.layouts.target_keys(routing, value))
             for key in self.layouts.source_keys(routing, value):
                 if key in kept:
                     continue
-                moved_here, ghosts_here = await self._sweep_key(value, key, meta.id,
-                                                                meta.generation)
+                moved_here, cleared_here, ghosts_here = await self._sweep_key(
+                    value, key, meta.id, meta.generation)
                 moved += moved_here
+                cleared += cleared_here
                 ghosts += ghosts_here
-        return moved, ghosts
+        return moved, cleared, ghosts
 
     async def _sweep_key(self, value: str, key: str, reshard: str,
-                         generation: int) -> tuple[int, list[tuple[str, str]]]:
+                         generation: int) -> tuple[int, int, list[tuple[str, str]]]:
         pace = Pace(self.rate, self._clock)
-        moved, ghosts = 0, []
+        moved = cleared = 0
+        ghosts: list[tuple[str, str]] = []
         async for page in pages(partial(self.layouts.page, key, limit=100),
                                 Pace(self.read_rate, self._clock)):
             for entry in page.entries:
                 await pace.wait(self.layouts.cost(entry))
-                if await self.layouts.move(entry, value=value, source=key, reshard=reshard,
-                                           generation=generation):
-                    moved += 1
+                landed = await self.layouts.move(entry, value=value, source=key,
+                                                 reshard=reshard, generation=generation)
+                if landed is not None:
+                    # a sweep reads only keys the target layout lacks: landing on the key
+                    # itself is a left-behind row removed (TierLayouts.move)
+                    if landed == key:
+                        cleared += 1
+                    else:
+                        moved += 1
                     continue
                 placement = await self.layouts.locate(entry.item_id)
                 if placement is None or placement.entry is None \
@@ -589,7 +602,7 @@ class Resharder(MigrationRunner):
                                                       Pace(self.read_rate, self._clock))
                     for e in page.entries}
             ghosts = [(k, item) for k, item in ghosts if item in left]
-        return moved, ghosts
+        return moved, cleared, ghosts
 
 
 def _gap_text(parity: Parity) -> str:
