@@ -487,8 +487,8 @@ def test_two_runners_sweeping_at_once_name_no_row_that_is_gone() -> None:
 
             second.layouts.move = raced  # type: ignore[method-assign]
             await first._moving.refresh_routing()
-            moved, cleared, ghosts = await second._sweep(routing)
-            assert (moved, cleared, ghosts) == (0, 0, [])
+            swept = await second._sweep(routing)
+            assert (swept.moved, swept.cleared, swept.ghosts) == (0, 0, [])
 
     run_virtual(main())
 

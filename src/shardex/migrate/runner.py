@@ -18,7 +18,6 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from types import TracebackType
 from typing import TypeVar
 
@@ -30,10 +29,10 @@ from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Budget, Sharing
 from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.migrate.mover import MOVER_RETRY, Mover
-from shardex.migrate.pace import Pace, pages
 from shardex.migrate.registry import finish_migration, record_migration
 from shardex.migrate.reporting import Gauges, Progress, Recorder, RunResult
 from shardex.migrate.status import iso
+from shardex.migrate.sweep import Swept, sweep_key
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
 from shardex.migrate.verify import check
@@ -382,10 +381,10 @@ class Resharder(MigrationRunner):
                         f"after {dirty} passes of the mover ({_gap_text(parity)}); 'shardex "
                         "reshard status' lists examples; roll back or fix them and run again")
             else:
-                moved, cleared, ghosts = await self._sweep(routing)
-                result.swept += moved
-                result.cleared += cleared
-                result.ghosts += ghosts
+                found = await self._sweep(routing)
+                result.swept += found.moved
+                result.cleared += found.cleared
+                result.ghosts += found.ghosts
                 swept = True
 
     async def _move(self, routing: Routing) -> None:
@@ -548,11 +547,8 @@ class Resharder(MigrationRunner):
                 self._report(step.routing, None, step.why)
                 return step.routing
 
-    async def _sweep(self, routing: Routing) -> tuple[int, int, list[tuple[str, str]]]:
-        """Move anything left on keys only the old layout has; name rows no placement names.
-
-        Returns the entries moved, the rows removed (copies a rolled-back move between
-        tiers left, ``TierLayouts.move``) and the rows named."""
+    async def _sweep(self, routing: Routing) -> Swept:
+        """Sweep every key only the old layout has (``shardex.migrate.sweep``)."""
         meta, old = routing.reshard, routing.previous
         assert meta is not None
         assert old is not None
@@ -560,49 +556,16 @@ class Resharder(MigrationRunner):
         # the layouts decide from the mover's own copy of the routing: it must be in
         # ``retired`` too, where rows a rollback left behind are no reader's any more
         await self._patiently(self._moving.refresh_routing)
-        moved = cleared = 0
-        ghosts: list[tuple[str, str]] = []
+        swept = Swept()
         for value in meta.values:
             kept = set(self.layouts.target_keys(routing, value))
             for key in self.layouts.source_keys(routing, value):
-                if key in kept:
-                    continue
-                moved_here, cleared_here, ghosts_here = await self._sweep_key(
-                    value, key, meta.id, meta.generation)
-                moved += moved_here
-                cleared += cleared_here
-                ghosts += ghosts_here
-        return moved, cleared, ghosts
-
-    async def _sweep_key(self, value: str, key: str, reshard: str,
-                         generation: int) -> tuple[int, int, list[tuple[str, str]]]:
-        pace = Pace(self.rate, self._clock)
-        moved = cleared = 0
-        ghosts: list[tuple[str, str]] = []
-        async for page in pages(partial(self.layouts.page, key, limit=100),
-                                Pace(self.read_rate, self._clock)):
-            for entry in page.entries:
-                await pace.wait(self.layouts.cost(entry))
-                landed = await self.layouts.move(entry, value=value, source=key,
-                                                 reshard=reshard, generation=generation)
-                if landed is not None:
-                    # a sweep reads only keys the target layout lacks: landing on the key
-                    # itself is a left-behind row removed (TierLayouts.move)
-                    if landed == key:
-                        cleared += 1
-                    else:
-                        moved += 1
-                    continue
-                placement = await self.layouts.locate(entry.item_id)
-                if placement is None or placement.entry is None \
-                        or placement.entry.shard_key != key:
-                    ghosts.append((key, entry.item_id))
-        if ghosts:  # named if still there: another runner sweeping at once moves rows
-            left = {e.item_id async for page in pages(partial(self.layouts.page, key, limit=100),
-                                                      Pace(self.read_rate, self._clock))
-                    for e in page.entries}
-            ghosts = [(k, item) for k, item in ghosts if item in left]
-        return moved, cleared, ghosts
+                if key not in kept:
+                    swept.add(await sweep_key(
+                        self.layouts, value, key, reshard=meta.id,
+                        generation=meta.generation, rate=self.rate,
+                        read_rate=self.read_rate, clock=self._clock))
+        return swept
 
 
 def _gap_text(parity: Parity) -> str:
