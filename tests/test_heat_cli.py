@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -102,6 +103,11 @@ def test_ceiling_option(tmp_path: Path) -> None:
     (["BAD", "--stream"], "column 'op': op 'erase' is not 'read' or 'write'"),
     (["BAD", "--stream", "--plot", "x.png"], "--plot needs files"),
     (["missing.csv", "--stream"], "no such file"),
+    # a process substitution (diagnose <(zcat log.gz)) is a pipe: it was "no such file"
+    (["PIPE"], "pipe: is a pipe or a device, not a file: pipe it to stdin instead, e.g. "
+               "zcat access.log.gz | shardex diagnose -"),
+    (["PIPE", "--stream"], "pipe: is a pipe or a device, not a file"),
+    (["PIPE", "--stream", "--format", "csv"], "pipe: is a pipe or a device, not a file"),
 ])
 def test_bad_input_exits_2_with_one_clear_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -111,8 +117,10 @@ def test_bad_input_exits_2_with_one_clear_error(
     rows = samples.low_cardinality(seconds=2)
     rows[5] = {**rows[5], "op": "erase"}
     bad = samples.write_log(tmp_path / "bad.csv", rows)
+    os.mkfifo(tmp_path / "pipe")  # never opened: a read of it would wait for a writer
+    named = {"BAD": str(bad), "PIPE": str(tmp_path / "pipe")}
     with pytest.raises(SystemExit) as done:
-        main(["diagnose", *[str(bad) if a == "BAD" else a for a in args]])
+        main(["diagnose", *[named.get(a, a) for a in args]])
     assert done.value.code == 2
     err = " ".join(capsys.readouterr().err.split())
     assert err.startswith("error: ")

@@ -28,6 +28,7 @@ from shardex.heat.sources import (
     Options,
     detect_format,
     is_gzip,
+    require_file,
 )
 from shardex.plotting import plot_target
 
@@ -197,6 +198,7 @@ def _live(name: str, fmt: str | None, options: Options, *, ceiling: str, headroo
         raise InvalidInput(f"{name}: is a directory; --stream reads one file (shardex "
                            f"diagnose {name} reads every file under it)")
     if name != "-":
+        require_file(name)  # a pipe given by name is never opened: its read would be lost
         found = fmt or detect_format(name)  # which also refuses a missing or binary file
         if is_gzip(name):
             raise InvalidInput(f"--stream reads plain text: zcat {name} | shardex diagnose -")

@@ -29,7 +29,8 @@ from typing import Any
 from shardex.errors import InvalidInput, InvalidLog
 
 __all__ = ["BINARY", "EMPTY", "ENGINES", "FORMATS", "HEAD", "INSIGHTS_RULES", "Options",
-           "detect_format", "expand", "is_gzip", "log_format", "parse_document", "read_document"]
+           "detect_format", "expand", "is_gzip", "log_format", "parse_document", "read_document",
+           "require_file"]
 
 FORMATS = ("csv", "jsonl", "parquet", "cloudtrail", "insights")
 # what aggregates files read exactly: DuckDB in this process, or Spark (heat.spark)
@@ -98,8 +99,26 @@ def expand(paths: Iterable[str | Path]) -> list[str]:
         elif p.is_file():
             files.append(str(path))
         else:
-            raise InvalidLog("no such file", path=str(path))
+            raise InvalidLog(_not_a_file(p), path=str(path))
     return files
+
+
+def _not_a_file(path: Path) -> str:
+    """Why ``path``, neither a file nor a directory, is not read. A pipe (a process
+    substitution, ``<(zcat log.gz)``) or a device is never opened: logs are read whole,
+    their head twice (the format's detection), and a pipe can be read once."""
+    if not path.exists():
+        return "no such file"
+    return ("is a pipe or a device, not a file: pipe it to stdin instead, e.g. zcat "
+            "access.log.gz | shardex diagnose -")
+
+
+def require_file(path: str) -> None:
+    """Raise InvalidLog unless ``path`` is a file: a directory, a pipe, a device or
+    nothing is named for what it is."""
+    if not Path(path).is_file():
+        raise InvalidLog("is a directory, not a file" if Path(path).is_dir()
+                         else _not_a_file(Path(path)), path=path)
 
 
 def is_gzip(path: str) -> bool:
@@ -128,9 +147,7 @@ def detect_format(path: str) -> str:
 
     Raises InvalidLog for a missing, empty, binary or non-UTF-8 file, or a JSON array.
     """
-    if not Path(path).is_file():
-        raise InvalidLog("is a directory, not a file" if Path(path).is_dir()
-                         else "no such file", path=path)
+    require_file(path)
     head = _head(path)
     if head.startswith(b"PAR1"):
         return "parquet"
