@@ -695,3 +695,30 @@ async def test_a_stop_just_after_a_start_still_logs_the_start() -> None:
     log = await autopilot.records.log()
     assert ("start", "ok") in actions(log), [(e.kind, e.action) for e in log]
     assert ("grow", "started") in actions(log, "decision")
+
+
+@pytest.mark.shardex_virtual
+async def test_a_key_held_for_another_reason_is_logged_again() -> None:
+    """The log keeps one decision while the key's decisions are the same, and a 'none'
+    whose reason changed with N the same was folded into the one before: a key in the
+    dead band, then held by the cap on migrations under way, logged the dead band alone.
+    A decision whose words change is logged again; one whose figures alone change is
+    not."""
+    from shardex.autopilot import Decision
+
+    store = shardex.open_store("memory://")
+    await routed(store)
+    autopilot = pilot(store, worker="w")
+    reasons = ["in the dead band: the least load over 15 s is 52% of capacity",
+               "in the dead band: the least load over 15 s is 57% of capacity",
+               "would grow to N=8 (above 80%), but 2 migration(s) are under way, the cap "
+               "(max_migrations 2)",
+               "would grow to N=8 (above 83%), but 2 migration(s) are under way, the cap "
+               "(max_migrations 2)",
+               "in the dead band: the least load over 15 s is 60% of capacity"]
+    async with autopilot:
+        for t, reason in enumerate(reasons):
+            await autopilot._decision(Decision(float(t), "PENDING", "none", 4, 4, reason,
+                                               {"shards": 4}), "recorded")
+        log = [e.reason for e in await autopilot.records.log() if e.kind == "decision"]
+    assert log == [reasons[0], reasons[2], reasons[4]], log
