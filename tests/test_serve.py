@@ -380,6 +380,9 @@ def test_the_page_s_next_steps_name_the_tiers_stores() -> None:
     assert page["next_steps"] == [
         f"shardex reshard {verb} --store s --index orders --tier hot=dynamodb://heavy"
         for verb in ("run", "rollback")]
+    # the migration line named 'BIG 1 -> 4', where status says '... 4 shard(s), hash on
+    # tier 'hot''
+    assert page["values"] == {"BIG": {"from": 1, "to": 4, "from_tier": None, "to_tier": "hot"}}
     result = CliRunner().invoke(cli, ["serve", "--demo", "--tier", "hot=dynamodb://heavy"])
     assert result.exit_code == 2
     assert "--tier needs --store" in result.output
@@ -397,3 +400,17 @@ def test_a_chart_of_a_light_load_labels_each_line_of_its_scale(browser: Any) -> 
             return [...document.querySelectorAll("#values-chart text")]
                 .map((t) => t.textContent).filter((t) => /^[0-9.,]+$/.test(t));""")
     assert labels == ["0", "0.25", "0.5", "0.75", "1"], labels
+
+
+def test_the_page_s_ceiling_is_the_store_s_own() -> None:
+    """`serve --store azure-tables://...` compared the heat to DynamoDB's 1,000 write
+    units a partition (seen in a screenshot of a reshard on Azurite): without --ceiling
+    the page takes the ceiling of the store's kind."""
+    from shardex.commands.serve import default_ceiling
+
+    assert default_ceiling("azure-tables://orders?endpoint=http://127.0.0.1:1/x") == \
+        "azure-tables"
+    assert default_ceiling("cosmos://db/entries") == "cosmos"
+    assert default_ceiling("dynamodb://orders") == "dynamodb"
+    assert default_ceiling("memory://") == "dynamodb"
+    assert default_ceiling(None) == "dynamodb"

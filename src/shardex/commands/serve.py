@@ -45,13 +45,15 @@ __all__ = ["serve"]
               help="Port on 127.0.0.1 (0: a free one).")
 @click.option("--every", type=number(0.2, 3600), default=2.0, show_default=True,
               help="Seconds between the page's refreshes.")
-@click.option("--ceiling", default="dynamodb", show_default=True,
-              help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s.")
+@click.option("--ceiling", default=None,
+              help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s "
+                   "[default: the kind of --store, else dynamodb].")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one shardex.serve/1 document (what the page polls) and exit.")
 @connection_options
 def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str | None,
-          match: str, history: float, port: int, every: float, ceiling: str, as_json: bool,
+          match: str, history: float, port: int, every: float, ceiling: str | None,
+          as_json: bool,
           connection: Connection) -> None:
     """Serve a page of the live heat per logical key and shard key, against the ceiling,
     with throttles and a running reshard's progress, on http://127.0.0.1:PORT/.
@@ -81,6 +83,7 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
     tiers = given_tiers()
     if tiers and uri is None:
         raise click.UsageError("--tier needs --store (the page's next steps name it)")
+    ceiling = ceiling or default_ceiling(uri)
     resolve_ceiling(ceiling)
     if uri is not None:
         connection.options(uri)  # a usage error now, not at the first poll
@@ -121,6 +124,13 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
 # seconds of the demo's traffic before ``--demo --json`` reads its one document: the
 # meter's window (1 s) and a little, so rates are over whole windows of traffic
 _DEMO_SETTLE = 1.5
+
+
+def default_ceiling(uri: str | None) -> str:
+    """The ceiling of the store ``uri`` names (dynamodb://, azure-tables://, cosmos://),
+    else DynamoDB's: the page compares a store's heat to its own partitions' ceiling."""
+    scheme = uri.partition("://")[0] if uri is not None and "://" in uri else None
+    return scheme if scheme in ("dynamodb", "azure-tables", "cosmos") else "dynamodb"
 
 
 def _source(feed: Any) -> str:

@@ -102,7 +102,9 @@ def _migration(status: dict[str, Any]) -> dict[str, Any] | None:
     parity = status["parity"]
     return {"reshard_id": status["reshard_id"], "state": status["state"],
             "direction": status["direction"],
-            "values": {value: {"from": v["from"]["shards"], "to": v["to"]["shards"]}
+            "values": {value: {"from": v["from"]["shards"], "to": v["to"]["shards"],
+                               "from_tier": v["from"].get("tier"),
+                               "to_tier": v["to"].get("tier")}
                        for value, v in values.items()},
             "moved": sum(v["moved"] for v in values.values()),
             "remaining": None if None in remaining else sum(remaining),
