@@ -432,3 +432,24 @@ def test_a_rollback_of_a_grow_keeps_the_budget_and_brings_it_down_to_the_old_lay
 
     assert budget(t + 5.0) == []  # kept while writers still write N=8
     assert budget(t - 1.0) == [pytest.approx(900.0)]
+
+
+def test_a_key_too_new_to_shrink_says_how_far_below_up_it_is() -> None:
+    """Seen on Azurite, after a grow to N=6 with the load at 32% of the new capacity:
+    '83.0225 s of heat: not yet above 80% of capacity for 6 s', which reads as a key
+    about to grow; its heat was long enough to judge a grow (t_up), not yet a shrink."""
+    policy = AutopilotPolicy(t_up=6.0, t_down=120.0)
+    capacity = 6 * CEILING
+    heat = KeyHeat(seconds=83.0225, floor_up=0.32 * capacity, peak_up=0.32 * capacity,
+                   peak_down=0.95 * capacity)
+    (decision,) = [d for d in decide(policy, TABLE, {"K": heat}, {"K": KeyView(shards=6)},
+                                     1000.0, planner(1.5)) if d.action == "none"]
+    assert decision.reason == ("the least load over 6 s is 32% of capacity (grow above "
+                               "80%); 83 s of heat, where a shrink is judged over 120 s"), \
+        decision.reason
+    young = KeyHeat(seconds=2.5, floor_up=0.9 * capacity, peak_up=0.9 * capacity,
+                    peak_down=0.9 * capacity)
+    (decision,) = [d for d in decide(policy, TABLE, {"K": young}, {"K": KeyView(shards=6)},
+                                     1000.0, planner(1.5)) if d.action == "none"]
+    assert decision.reason == "2 s of heat: a grow is judged over 6 s (its least load " \
+        "above 80% of capacity)", decision.reason

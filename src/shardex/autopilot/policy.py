@@ -376,8 +376,13 @@ def _wish(policy: AutopilotPolicy, table: TableFacts, key: str, view: KeyView, h
                     f"{policy.up:.0%}), the peak over {policy.t_down:g} s "
                     f"{heat.peak_down / capacity:.0%} (shrink below {policy.down:.0%})"
                     if heat.seconds >= policy.t_down else
-                    f"{heat.seconds:g} s of heat: not yet above {policy.up:.0%} of capacity "
-                    f"for {policy.t_up:g} s")
+                    f"the least load over {policy.t_up:g} s is "
+                    f"{heat.floor_up / capacity:.0%} of capacity (grow above "
+                    f"{policy.up:.0%}); {heat.seconds:.0f} s of heat, where a shrink is "
+                    f"judged over {policy.t_down:g} s"
+                    if heat.seconds >= policy.t_up else
+                    f"{heat.seconds:.0f} s of heat: a grow is judged over {policy.t_up:g} s "
+                    f"(its least load above {policy.up:.0%} of capacity)")
     if since < policy.min_interval:
         return none(f"the key changed {since:.0f} s ago, under min_interval "
                     f"{policy.min_interval:g} s")
