@@ -190,3 +190,36 @@ async def test_the_clients_shardex_builds_name_shardex_in_a_user_agent_built_onc
         with pytest.raises(ShardexError):
             await mapped_call(adapt_client(client=theirs), "Query", "table 'orders'", **query)
         assert "shardex" not in seen[0]  # an application's own client keeps its own
+
+
+def _version_by_decimal(text: str) -> int | None:
+    """A stored version as Decimal reads it (the whole of ``read_version`` before its
+    fast path for plain digits): None where it is refused."""
+    import decimal
+
+    try:
+        number = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        return None
+    if not number.is_finite() or number != number.to_integral_value() or number < 0:
+        return None
+    return int(number)
+
+
+@settings(max_examples=300)
+@given(st.one_of(st.integers(0, 10**40).map(str), st.text(max_size=6),
+                 st.from_regex(r"[-+ ]?0*\d{1,3}(\.\d{0,2})?([eE][-+]?\d)?\s?", fullmatch=True),
+                 st.sampled_from(["\u0661\u0662", "\uff11\uff12", "\u00b2", "NaN", "Infinity",
+                                  "-0", "0"])))
+def test_a_version_reads_as_decimal_reads_it(text: str) -> None:
+    """``read_version`` reads plain ASCII digits without Decimal (a listing reads one a
+    entry); every other text as before."""
+    from shardex.errors import MalformedItem
+    from shardex.stores.dynamodb.codec import read_version
+
+    expected = _version_by_decimal(text)
+    if expected is None:
+        with pytest.raises(MalformedItem):
+            read_version({"N": text}, "entry 'x' attribute 'v'")
+    else:
+        assert read_version({"N": text}, "entry 'x' attribute 'v'") == expected

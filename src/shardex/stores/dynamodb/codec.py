@@ -289,6 +289,8 @@ def placement_item(item_id: str, version: int, entry: StoredEntry | None, token:
 def read_version(value: Any, where: str) -> int:
     """The integer >= 0 a stored version attribute holds; MalformedItem naming ``where``."""
     text = value.get("N") if isinstance(value, Mapping) else None
+    if type(text) is str and text.isascii() and text.isdigit():
+        return int(text)  # as every version shardex writes: a listing reads one an entry
     try:
         number = decimal.Decimal(text) if isinstance(text, str) else None
     except decimal.InvalidOperation:
