@@ -58,13 +58,17 @@ _RATE_WINDOW = 30.0  # seconds the moving rate is taken over
 
 @dataclass(frozen=True, slots=True)
 class ValuePlan:
-    """One value of a reshard: its policy before and after, entries read and to move."""
+    """One value of a reshard: its policy before and after, entries read and to move, and
+    the most of them any one shard key gives or takes (``busiest``: a source key's own
+    count, or an even share of the target keys that receive them), which bounds how soon
+    a mover held to a rate per shard key can be done."""
 
     value: str
     source: ShardPolicy
     target: ShardPolicy
     entries: int
     to_move: int
+    busiest: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +272,8 @@ class Resharder(MigrationRunner):
         mover = self._mover(new)
         surveys = await mover.survey(new, new.reshard.values)
         plans = {value: ValuePlan(value, new.previous.policy(value), new.policy(value),
-                                  sum(s.entries for s in found), sum(s.to_move for s in found))
+                                  sum(s.entries for s in found), sum(s.to_move for s in found),
+                                  self._busiest(new, value, [s.to_move for s in found]))
                  for value, found in surveys.items()}
         if dry_run:
             return StartPlan(new, plans, stored=False)
@@ -285,6 +290,14 @@ class Resharder(MigrationRunner):
         await record_migration(self.store, self.name, "reshard", new.reshard.id,
                                new.reshard.values, clock=self._clock, rng=self._rng)
         return StartPlan(new, plans, stored=True)
+
+    def _busiest(self, routing: Routing, value: str, leaving: list[int]) -> int:
+        """The most moves one shard key of ``value`` gives (``leaving``: per source key)
+        or takes (the moves shared evenly by the target keys no source has, else by all)."""
+        sources = set(self.layouts.source_keys(routing, value))
+        targets = self.layouts.target_keys(routing, value)
+        receiving = [key for key in targets if key not in sources] or targets
+        return max(max(leaving, default=0), -(-sum(leaving) // max(1, len(receiving))))
 
     async def _check_keys(self, routing: Routing) -> None:
         """Refuse a layout whose shard keys a store cannot hold (InvalidKey naming the
