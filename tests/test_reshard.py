@@ -436,8 +436,6 @@ def test_start_estimates_the_move_by_its_busiest_shard_key() -> None:
     key's, and the two source keys each gave about half of them at once: about 6 s. The
     estimate is the busiest key's moves (a source's, or a target's share), not all of
     them on one key."""
-    from shardex.commands.reshard import move_seconds
-
     async def main() -> None:
         store = MemoryStore(seed=2)
         ids = [f"o-{i:04d}" for i in range(400)]
@@ -451,7 +449,7 @@ def test_start_estimates_the_move_by_its_busiest_shard_key() -> None:
                    for s in (0, 1)]
         assert plan.values["P"].to_move == sum(leaving)
         assert plan.values["P"].busiest == max(leaving)
-        assert move_seconds(plan, 250.0) == pytest.approx(max(leaving) * 2 / 250.0)
+        assert plan.move_seconds(250.0) == pytest.approx(max(leaving) * 2 / 250.0)
         # to one key, every entry lands on it: the target is the busiest key
         async with Resharder(store, "orders") as rs:
             plan = await rs.start({"P": ShardPolicy(1)}, dry_run=True)

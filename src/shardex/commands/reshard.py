@@ -119,15 +119,6 @@ def _policy_text(policy: ShardPolicy) -> str:
     return f"{policy.shards} shard(s), {policy.strategy}{where}"
 
 
-def move_seconds(plan: Any, rate: float) -> float:
-    """About how long the mover of ``plan`` (a ``StartPlan``) takes at ``rate`` write units
-    a second on any shard key: its busiest key's moves, two units each (a move is a
-    transaction, twice the units of an entry of up to 1 KB); the values' keys are moved
-    at once."""
-    busiest = max((v.busiest for v in plan.values.values()), default=0)
-    return busiest * 2 / rate if rate else 0.0
-
-
 def _command(name: str, uri: str, index: str, extra: str = "") -> str:
     tiers = "".join(f" --tier {shlex.quote(f'{tier}={where}')}"
                     for tier, where in given_tiers().items())
@@ -244,7 +235,7 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
                   "readers read the new layout alone: name each one", highlight=False,
                   soft_wrap=True)
     wait = lease + margin
-    moving = move_seconds(plan, rate)
+    moving = plan.move_seconds(rate)
     steps = [
         ("read-both", "readers read the old and the new shard keys; writers still write the "
                       "old ones" + (" (now)" if not dry_run else "")),

@@ -83,6 +83,13 @@ class StartPlan:
     def to_move(self) -> int:
         return sum(v.to_move for v in self.values.values())
 
+    def move_seconds(self, rate: float) -> float:
+        """About how long a mover held to ``rate`` write units a second on any shard key
+        takes: the busiest key's moves, two units each (a move is a transaction, twice
+        an entry of up to 1 KB); the values' keys are moved at once."""
+        busiest = max((v.busiest for v in self.values.values()), default=0)
+        return busiest * 2 / rate if rate else 0.0
+
 
 class Resharder(MigrationRunner):
     """Drives reshards of index ``name`` on ``store`` (a Store or a store URI).
