@@ -366,3 +366,21 @@ def test_a_union_page_lists_an_item_rewritten_meanwhile_once() -> None:
         assert twice == {"page": [], "scan": [], "count": []}, twice
 
     run_virtual(main())
+
+
+def test_a_second_phase_stream_with_nothing_learnt_asks_an_even_spread() -> None:
+    """The first request of a second-phase stream, with nothing learnt of its density,
+    asked a whole store page, and whatever it read beyond the bound was forgotten and
+    read again: a union listing by pages() of 20,000 entries on DynamoDB Local read 1.34x
+    the units of a stable one, 1.41x its time (1.16x and 0.99x asking an even spread).
+    It asks what an even spread over the listing's keys puts within the bound, with the
+    margin learnt sizes have; once it has learnt, what it learnt."""
+    from shardex.fanout.merge import ShardStream, sized
+
+    fresh = ShardStream("P#5", None, page_size=1000, then=True)
+    assert sized(fresh, 4000, keys=16) == 250 + 48  # 4,000 / 16, and three deviations
+    assert sized(fresh, 40_000, keys=16) == 1000  # never past its page
+    assert sized(fresh, 8, keys=16) == 4  # nor under the least first page
+    assert sized(fresh, 4000) == 1000  # the keys unknown: a whole page, as before
+    learnt = ShardStream("P#5", None, page_size=1000, then=True, got=100, beside=1000)
+    assert sized(learnt, 4000, keys=16) == 400 + 61

@@ -292,7 +292,7 @@ class FanOut:
         if bound[0]:
             assert bound[1] is not None
             beside = within(listing.streams[:listing.lead], after, bound[1], descending)
-            size = sized(stream, beside)
+            size = sized(stream, beside, len(listing.streams))
 
         async def read() -> None:
             # the bookkeeping of a landing is here, not in a done callback: one loop

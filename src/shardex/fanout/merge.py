@@ -173,7 +173,7 @@ def within(streams: Sequence[ShardStream], after: Position | None, bound: Positi
     return total
 
 
-def sized(stream: ShardStream, beside: int) -> int:
+def sized(stream: ShardStream, beside: int, keys: int = 0) -> int:
     """What a stream of a second phase asks for, to be read as far as the first phase,
     which holds ``beside`` entries over that stretch.
 
@@ -181,10 +181,19 @@ def sized(stream: ShardStream, beside: int) -> int:
     returned where the first phase had read as much before (its ``got`` per
     ``beside``), with a margin of three standard deviations, never more than its
     ``page_size``: reading the listing costs about the units of reading each entry once.
+    With nothing learnt yet, what an even spread over the listing's ``keys`` keys puts
+    there (a whole page without ``keys``): asked a whole page, a first request read up
+    to four times what it kept where the first phase's keys take several store pages (a
+    union listing by pages() of 20,000 entries on DynamoDB Local read 1.34x a stable
+    one's units; 1.16x so).
     """
     if not stream.beside:
-        return stream.page_size
-    expect = beside * stream.got / stream.beside
+        if not keys:
+            return stream.page_size
+        # nothing learnt yet: as many as an even spread over the listing's ``keys`` keys
+        expect = beside / keys
+    else:
+        expect = beside * stream.got / stream.beside
     # the count is about Poisson: the mean and three standard deviations (at 3x the mean,
     # the forgotten reads beyond the bound cost a union listing 1.4x a stable one's units)
     wanted = int(expect + _SPREAD * math.sqrt(expect)) + 1
