@@ -382,5 +382,7 @@ def test_a_second_phase_stream_with_nothing_learnt_asks_an_even_spread() -> None
     assert sized(fresh, 40_000, keys=16) == 1000  # never past its page
     assert sized(fresh, 8, keys=16) == 4  # nor under the least first page
     assert sized(fresh, 4000) == 1000  # the keys unknown: a whole page, as before
+    fresh.asked = 298  # it fell short of the bound: the phases are unevenly filled
+    assert sized(fresh, 4000, keys=16) == 1000
     learnt = ShardStream("P#5", None, page_size=1000, then=True, got=100, beside=1000)
     assert sized(learnt, 4000, keys=16) == 400 + 61

@@ -188,7 +188,9 @@ def sized(stream: ShardStream, beside: int, keys: int = 0) -> int:
     one's units; 1.16x so).
     """
     if not stream.beside:
-        if not keys:
+        if not keys or stream.asked:
+            # an even spread asked too little once (the stream has not learnt: it fell
+            # short of the bound): the phases are unevenly filled, a whole page now
             return stream.page_size
         # nothing learnt yet: as many as an even spread over the listing's ``keys`` keys
         expect = beside / keys
