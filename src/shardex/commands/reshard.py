@@ -408,10 +408,6 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
 # -- status, verify --------------------------------------------------------------------
 
 
-def _on_tier(layout: dict[str, Any]) -> str:
-    return f" on tier {layout['tier']!r}" if layout.get("tier") else ""
-
-
 def _status_lines(doc: dict[str, Any]) -> list[str]:
     from shardex.migrate.states import MOVING
 
@@ -423,9 +419,8 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
              f"{doc['routing_version']}"]
     for value, v in doc["values"].items():
         remaining = "not planned yet" if v["remaining"] is None else f"{v['remaining']:,}"
-        lines.append(f"  {value}: {v['from']['shards']} shard(s), {v['from']['strategy']}"
-                     f"{_on_tier(v['from'])} -> {v['to']['shards']} shard(s), "
-                     f"{v['to']['strategy']}{_on_tier(v['to'])}: moved {v['moved']:,}, "
+        lines.append(f"  {value}: {_policy_text(ShardPolicy.from_dict(v['from']))} -> "
+                     f"{_policy_text(ShardPolicy.from_dict(v['to']))}: moved {v['moved']:,}, "
                      f"remaining {remaining}")
     if doc["total"] is not None:
         line = (f"  moved {doc['moved']:,} of {doc['total']:,} (fixed at the plan), "
