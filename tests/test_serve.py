@@ -406,11 +406,11 @@ def test_the_page_s_ceiling_is_the_store_s_own() -> None:
     """`serve --store azure-tables://...` compared the heat to DynamoDB's 1,000 write
     units a partition (seen in a screenshot of a reshard on Azurite): without --ceiling
     the page takes the ceiling of the store's kind."""
-    from shardex.commands.serve import default_ceiling
+    from shardex.commands.connection import store_ceiling
 
-    assert default_ceiling("azure-tables://orders?endpoint=http://127.0.0.1:1/x") == \
+    assert store_ceiling("azure-tables://orders?endpoint=http://127.0.0.1:1/x") == \
         "azure-tables"
-    assert default_ceiling("cosmos://db/entries") == "cosmos"
-    assert default_ceiling("dynamodb://orders") == "dynamodb"
-    assert default_ceiling("memory://") == "dynamodb"
-    assert default_ceiling(None) == "dynamodb"
+    assert store_ceiling("cosmos://db/entries") == "cosmos"
+    assert store_ceiling("dynamodb://orders") == "dynamodb"
+    assert store_ceiling("memory://") == "dynamodb"
+    assert store_ceiling(None) == "dynamodb"

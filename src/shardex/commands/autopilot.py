@@ -30,6 +30,7 @@ from shardex.commands.connection import (
     lasting,
     named_tiers,
     open_with,
+    store_ceiling,
 )
 from shardex.commands.controls import sharing_options
 from shardex.commands.params import (
@@ -48,7 +49,6 @@ from shardex.stores.base import Store
 __all__ = ["autopilot"]
 
 _PROFILES = {"azure-tables": "azure-tables", "cosmos": "cosmos"}
-_CEILINGS = {"azure-tables": "azure-tables", "cosmos": "cosmos"}
 
 
 class _RunByDefault(click.Group):
@@ -120,7 +120,7 @@ def _sizing(uri: str, ceiling: str | None, index: str) -> tuple[Any, Any]:
     from shardex.stores.uri import StoreURI
 
     scheme = StoreURI.parse(uri).scheme
-    found = resolve_ceiling(_CEILINGS.get(scheme, "dynamodb") if ceiling is None else ceiling)
+    found = resolve_ceiling(store_ceiling(uri) if ceiling is None else ceiling)
     # the loop plans for a table split for heat (each hot shard key its own partition)
     table = profile(_PROFILES.get(scheme, "dynamodb-on-demand"), partitions=0,
                     write_ceiling=found.write_units, read_ceiling=found.read_units)

@@ -43,7 +43,7 @@ from shardex.stores.base import Store
 from shardex.stores.metered import quiet
 
 __all__ = ["Connection", "connection_options", "given_tiers", "index_option", "index_options",
-           "lasting", "named_tiers", "open_with", "run_noting", "store_option",
+           "lasting", "named_tiers", "open_with", "run_noting", "store_ceiling", "store_option",
            "tier_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -226,6 +226,14 @@ def named_tiers(named: Iterable[str | None], option: str, *, where: str = "names
             f"{where} {unknown[0]!r}, which has no store: give --tier {unknown[0]}=URI "
             f"(tiers given: {', '.join(map(repr, sorted(tiers))) or 'none'})",
             param_hint=f"'{option}'")
+
+
+def store_ceiling(uri: str | None) -> str:
+    """The partition ceiling (a name ``shardex.capacity.resolve_ceiling`` knows) of the
+    store ``uri`` names: its own for azure-tables:// and cosmos://, else DynamoDB's (which
+    memory:// models), and DynamoDB's without a store."""
+    scheme = None if uri is None else StoreURI.parse(uri).scheme
+    return scheme if scheme in ("azure-tables", "cosmos") else "dynamodb"
 
 
 def _memory(uri: str) -> bool:

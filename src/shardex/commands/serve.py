@@ -12,7 +12,13 @@ from typing import Any
 import click
 
 from shardex.commands import output
-from shardex.commands.connection import Connection, connection_options, given_tiers, tier_option
+from shardex.commands.connection import (
+    Connection,
+    connection_options,
+    given_tiers,
+    store_ceiling,
+    tier_option,
+)
 from shardex.commands.params import DAY, Duration, number
 
 __all__ = ["serve"]
@@ -83,7 +89,7 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
     tiers = given_tiers()
     if tiers and uri is None:
         raise click.UsageError("--tier needs --store (the page's next steps name it)")
-    ceiling = ceiling or default_ceiling(uri)
+    ceiling = ceiling or store_ceiling(uri)  # the page holds a store to its own ceiling
     resolve_ceiling(ceiling)
     if uri is not None:
         connection.options(uri)  # a usage error now, not at the first poll
@@ -124,13 +130,6 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
 # seconds of the demo's traffic before ``--demo --json`` reads its one document: the
 # meter's window (1 s) and a little, so rates are over whole windows of traffic
 _DEMO_SETTLE = 1.5
-
-
-def default_ceiling(uri: str | None) -> str:
-    """The ceiling of the store ``uri`` names (dynamodb://, azure-tables://, cosmos://),
-    else DynamoDB's: the page compares a store's heat to its own partitions' ceiling."""
-    scheme = uri.partition("://")[0] if uri is not None and "://" in uri else None
-    return scheme if scheme in ("dynamodb", "azure-tables", "cosmos") else "dynamodb"
 
 
 def _source(feed: Any) -> str:
