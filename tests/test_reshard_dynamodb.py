@@ -8,6 +8,7 @@ These run on real time (a real server): leases and margins are a fraction of a s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -309,11 +311,8 @@ def test_ctrl_c_on_run_names_the_state_and_the_next_step_and_the_store_lists_it(
     # process inherited (a shell starts a background job, and every process under it,
     # with SIGINT ignored: a suite started with '&' saw the worker run to its end through
     # its SIGINT)
-    worker = subprocess.Popen(
-        [sys.executable, "-c", FOREGROUND, "reshard", "run", *where, "--unit-lease", "2",
-         "--rate", "20", "--every", "0"], cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
-    try:
+    with _worker([sys.executable, "-c", FOREGROUND, "reshard", "run", *where, "--unit-lease",
+                  "2", "--rate", "20", "--every", "0"]) as worker:
         assert worker.stdout is not None
         for line in worker.stdout:
             moved = re.search(r"moved ([\d,]+)", line)
@@ -334,14 +333,8 @@ def test_ctrl_c_on_run_names_the_state_and_the_next_step_and_the_store_lists_it(
         assert 0 < status["moved"] < planned
         assert not any(" run " in step for step in status["next_steps"])
         assert "runner " in ok(capsys, "reshard", "status", *where)
-        worker.send_signal(signal.SIGINT)
-        _, err = worker.communicate(timeout=60)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
-    assert worker.returncode == 130, err
-    lines = [line for line in err.splitlines() if line.strip()]
+        code, lines, err = _stop(worker, signal.SIGINT)
+    assert code == 130, err
     assert len(lines) == 1, err
     assert lines[0].startswith("interrupted: reshard ")
     assert "is in write-new" in lines[0]
@@ -364,20 +357,34 @@ def test_ctrl_c_on_run_names_the_state_and_the_next_step_and_the_store_lists_it(
 def _interrupted(where: list[str], *args: str) -> tuple[int, list[str]]:
     """``shardex ARGS`` as a foreground job, Ctrl-C once it printed its first line: its exit
     code and what it wrote on stderr, a line each."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", FOREGROUND, *args, *where], cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "COLUMNS": "200"})
-    try:
+    with _worker([sys.executable, "-c", FOREGROUND, *args, *where]) as proc:
         assert proc.stdout is not None
         assert proc.stdout.readline(), "it printed nothing"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        code, lines, _ = _stop(proc, signal.SIGINT)
+    return code, lines
+
+
+@contextlib.contextmanager
+def _worker(command: list[str], **popen: Any) -> Iterator[subprocess.Popen[str]]:
+    """``command`` running from the repository, its output piped; killed if still running
+    when the block ends."""
+    worker = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "COLUMNS": "200"}, **popen)
+    try:
+        yield worker
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, [line for line in err.splitlines() if line.strip()]
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+
+def _stop(worker: subprocess.Popen[str], signum: int) -> tuple[int, list[str], str]:
+    """Send ``signum`` and wait: the exit code, stderr's lines (blank ones left out), and
+    stderr whole."""
+    worker.send_signal(signum)
+    _, err = worker.communicate(timeout=60)
+    return worker.returncode, [line for line in err.splitlines() if line.strip()], err
 
 
 def test_ctrl_c_on_rollback_and_on_a_watched_status_says_one_line(
@@ -411,12 +418,8 @@ def test_sigterm_stops_a_waiting_run_as_ctrl_c_does(capsys: pytest.CaptureFixtur
     fill(uri, 40, lease=5.0, pending=ShardPolicy(2))
     where = ["--store", uri, "--index", "orders"]
     ok(capsys, "reshard", "start", *where, "--set", "PENDING=4", "--margin", "0.1")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "shardex", "reshard", "run", *where, "--unit-lease", "30"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "COLUMNS": "200"}, preexec_fn=lambda: signal.signal(
-            signal.SIGINT, sigint))
-    try:
+    with _worker([sys.executable, "-m", "shardex", "reshard", "run", *where, "--unit-lease",
+                  "30"], preexec_fn=lambda: signal.signal(signal.SIGINT, sigint)) as worker:
         assert worker.stdout is not None
         for line in worker.stdout:
             if " waiting " in f" {line}":
@@ -425,14 +428,8 @@ def test_sigterm_stops_a_waiting_run_as_ctrl_c_does(capsys: pytest.CaptureFixtur
             raise AssertionError("the worker never waited")
         (runner,) = json.loads(ok(capsys, "reshard", "status", *where, "--json"))["runners"]
         assert runner["waiting"]
-        worker.send_signal(signal.SIGTERM)
-        _, err = worker.communicate(timeout=60)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
-    assert worker.returncode == 143, err
-    lines = [line for line in err.splitlines() if line.strip()]
+        code, lines, err = _stop(worker, signal.SIGTERM)
+    assert code == 143, err
     assert len(lines) == 1, err
     assert lines[0].startswith("interrupted: reshard "), err
     assert "safe to stop" in lines[0]

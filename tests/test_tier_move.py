@@ -40,10 +40,16 @@ def resharder(store: MemoryStore, tiers: dict[str, MemoryStore], **options: Any)
     return Resharder(store, "orders", tiers=tiers, **{**settings, **options})
 
 
+def app_of(store: MemoryStore, tiers: dict[str, MemoryStore],
+           routing: Routing | None = None) -> ShardedIndex:
+    """The application's index of ``store`` with ``tiers`` (a short lease and TTL)."""
+    return ShardedIndex(store, "orders", routing or Routing(), routing_lease=LEASE,
+                        routing_ttl=0.5, tiers=tiers)
+
+
 def on_tier(store: MemoryStore, tiers: dict[str, MemoryStore]) -> ShardedIndex:
     """An index of ``store`` whose value BIG is on tier ``dedicated``."""
-    return ShardedIndex(store, "orders", Routing(overrides={"BIG": P(2, tier="dedicated")}),
-                        routing_lease=LEASE, routing_ttl=0.5, tiers=tiers)
+    return app_of(store, tiers, Routing(overrides={"BIG": P(2, tier="dedicated")}))
 
 
 def _entry(key: str, version: int) -> StoredEntry:
@@ -167,8 +173,7 @@ def test_a_tier_move_crashed_anywhere_is_resumed_by_another_process() -> None:
         main_store = MemoryStore(seed=9, throttle_rate=0.05, ambiguous_rate=0.02)
         tiers = {"dedicated": MemoryStore(seed=10, throttle_rate=0.05)}
         model: Model = {}
-        async with ShardedIndex(main_store, "orders", Routing(), routing_lease=LEASE,
-                                routing_ttl=0.5, tiers=tiers) as app:
+        async with app_of(main_store, tiers) as app:
             for i in range(200):
                 await app.put("BIG", f"b-{i}", sort=f"{i % 7:03d}")
                 model[f"b-{i}"] = ("BIG", f"{i % 7:03d}", {})
@@ -296,8 +301,7 @@ def test_a_writer_stopped_between_its_two_steps_leaves_no_read_wrong() -> None:
     async def main() -> None:
         main_store, dedicated = MemoryStore(seed=1), MemoryStore(seed=2)
         tiers = {"dedicated": dedicated}
-        async with ShardedIndex(main_store, "orders", Routing(), routing_lease=LEASE,
-                                routing_ttl=0.5, tiers=tiers) as app:
+        async with app_of(main_store, tiers) as app:
             for i in range(5):
                 await app.put("BIG", f"b-{i}", sort=f"{i:03d}")
             async with resharder(main_store, tiers) as rs:
@@ -465,8 +469,7 @@ def test_two_runners_sweeping_at_once_name_no_row_that_is_gone() -> None:
     async def main() -> None:
         main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
         tiers = {"dedicated": dedicated}
-        async with ShardedIndex(main_store, "orders", Routing(), routing_lease=LEASE,
-                                routing_ttl=0.5, tiers=tiers) as app:
+        async with app_of(main_store, tiers) as app:
             for i in range(6):
                 await app.put("BIG", f"b-{i}", sort=f"{i:03d}")
         async with resharder(main_store, tiers) as first, \
@@ -508,8 +511,7 @@ def test_a_rollback_between_tiers_counts_the_copies_its_sweep_removes_as_removed
     async def main() -> RunResult:
         main_store, hot = MemoryStore(seed=3), MemoryStore(seed=4)
         tiers = {"hot": hot}
-        async with ShardedIndex(main_store, "orders", Routing(), routing_lease=LEASE,
-                                routing_ttl=0.5, tiers=tiers) as app:
+        async with app_of(main_store, tiers) as app:
             for i in range(30):
                 await app.put("PENDING", f"o-{i:03d}", sort=f"{i:03d}")
             async with resharder(main_store, tiers) as rs:
