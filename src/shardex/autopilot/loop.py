@@ -39,7 +39,6 @@ import contextlib
 import dataclasses
 import logging
 import math
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -62,9 +61,6 @@ __all__ = ["Autopilot", "Gauges", "ID_PREFIX", "NoGauges"]
 
 _CARRY_WITHIN = 5.0  # seconds a stopped run still gives its last log entries
 _AWAY = (Unavailable, Throttled)  # the store did not answer (after its retries): no refusal
-# a reason's figures (loads, shares, seconds, N): a reason whose words are the same is
-# the same decision, logged once
-_FIGURES = re.compile(r"\d[\d,.]*")
 
 log = logging.getLogger(__name__)
 class Autopilot:
@@ -569,17 +565,9 @@ class Autopilot:
     # -- the log ---------------------------------------------------------------------------
 
     async def _decision(self, decision: Decision, outcome: str, note: str = "") -> None:
-        """Record ``decision`` unless the key's last recorded one was the same (a migration
-        wished again with another N, while it waits or is proposed, is the same; so is a
-        reason whose figures alone changed)."""
-        # a shrink held by its wait after a change (damped or not: ``wait``), a key held
-        # by an operator's veto, or one held for another reason (the dead band, then the
-        # cap on migrations under way) is a decision of its own: folded into the one
-        # before, its reason was never logged
-        same = (decision.action, decision.from_n,
-                None if decision.migrates else decision.to_n, decision.budget, outcome,
-                decision.inputs.get("wait"), decision.inputs.get("vetoed_until"),
-                None if decision.migrates else _FIGURES.sub("#", decision.reason))
+        """Record ``decision`` unless the key's last recorded one was the same
+        (``Decision.gist``, and the same outcome)."""
+        same = (decision.gist, outcome)
         # admission and the layout are two threads of decisions about a key
         thread = (decision.key, decision.action == "admit")
         if self._logged.get(thread) == same:

@@ -62,6 +62,7 @@ shrunk ever more rarely (it had been shrunk each lull and run over its capacity 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -73,6 +74,9 @@ __all__ = ["ACTIONS", "Action", "Decision", "KeyHeat", "KeyView", "MAX_FLAPS",
            "shrink_wait"]
 
 Action = Literal["none", "grow", "shrink", "isolate", "admit"]
+# a reason's figures (loads, shares, seconds, N): reasons whose words are the same are the
+# same decision in the log (``Decision.gist``)
+_FIGURES = re.compile(r"\d[\d,.]*")
 ACTIONS: tuple[Action, ...] = ("none", "grow", "shrink", "isolate", "admit")
 # N for a key's peak write units a second, on a tier (None: the index's own table)
 Sizer = Callable[[str, float, "str | None"], int]
@@ -170,6 +174,19 @@ class Decision:
     @property
     def migrates(self) -> bool:
         return self.action in ("grow", "shrink", "isolate")
+
+    @property
+    def gist(self) -> tuple[Any, ...]:
+        """What tells this decision apart from the key's last in the autopilot's log: a
+        migration wished again with another N (while it waits or is proposed) is the
+        same, and so is a reason whose figures alone changed. A shrink held by its wait
+        after a change (damped or not: ``wait``), a key held by an operator's veto, or
+        one held for another reason (the dead band, then the cap on migrations under
+        way) is a decision of its own: folded into the one before, its reason was never
+        logged."""
+        return (self.action, self.from_n, None if self.migrates else self.to_n, self.budget,
+                self.inputs.get("wait"), self.inputs.get("vetoed_until"),
+                None if self.migrates else _FIGURES.sub("#", self.reason))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"t": self.t, "key": self.key, "action": self.action,
