@@ -311,8 +311,8 @@ def test_ctrl_c_on_run_names_the_state_and_the_next_step_and_the_store_lists_it(
     # process inherited (a shell starts a background job, and every process under it,
     # with SIGINT ignored: a suite started with '&' saw the worker run to its end through
     # its SIGINT)
-    with _worker([sys.executable, "-c", FOREGROUND, "reshard", "run", *where, "--unit-lease",
-                  "2", "--rate", "20", "--every", "0"]) as worker:
+    with _running([sys.executable, "-c", FOREGROUND, "reshard", "run", *where, "--unit-lease",
+                   "2", "--rate", "20", "--every", "0"]) as worker:
         assert worker.stdout is not None
         for line in worker.stdout:
             moved = re.search(r"moved ([\d,]+)", line)
@@ -357,7 +357,7 @@ def test_ctrl_c_on_run_names_the_state_and_the_next_step_and_the_store_lists_it(
 def _interrupted(where: list[str], *args: str) -> tuple[int, list[str]]:
     """``shardex ARGS`` as a foreground job, Ctrl-C once it printed its first line: its exit
     code and what it wrote on stderr, a line each."""
-    with _worker([sys.executable, "-c", FOREGROUND, *args, *where]) as proc:
+    with _running([sys.executable, "-c", FOREGROUND, *args, *where]) as proc:
         assert proc.stdout is not None
         assert proc.stdout.readline(), "it printed nothing"
         code, lines, _ = _stop(proc, signal.SIGINT)
@@ -365,7 +365,7 @@ def _interrupted(where: list[str], *args: str) -> tuple[int, list[str]]:
 
 
 @contextlib.contextmanager
-def _worker(command: list[str], **popen: Any) -> Iterator[subprocess.Popen[str]]:
+def _running(command: list[str], **popen: Any) -> Iterator[subprocess.Popen[str]]:
     """``command`` running from the repository, its output piped; killed if still running
     when the block ends."""
     worker = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
@@ -418,8 +418,8 @@ def test_sigterm_stops_a_waiting_run_as_ctrl_c_does(capsys: pytest.CaptureFixtur
     fill(uri, 40, lease=5.0, pending=ShardPolicy(2))
     where = ["--store", uri, "--index", "orders"]
     ok(capsys, "reshard", "start", *where, "--set", "PENDING=4", "--margin", "0.1")
-    with _worker([sys.executable, "-m", "shardex", "reshard", "run", *where, "--unit-lease",
-                  "30"], preexec_fn=lambda: signal.signal(signal.SIGINT, sigint)) as worker:
+    with _running([sys.executable, "-m", "shardex", "reshard", "run", *where, "--unit-lease",
+                   "30"], preexec_fn=lambda: signal.signal(signal.SIGINT, sigint)) as worker:
         assert worker.stdout is not None
         for line in worker.stdout:
             if " waiting " in f" {line}":
