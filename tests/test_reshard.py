@@ -433,9 +433,12 @@ def test_a_stopped_runner_keeps_the_count_of_what_it_moved_since_its_checkpoint(
 def test_start_estimates_the_move_by_its_busiest_shard_key() -> None:
     """'reshard start' on Azurite, 2 -> 9 shard keys: 'the mover moves 1,533 entries, at up
     to 250 write units a second on any shard key (about 12 s or more)'; the budget is a
-    key's, and the two source keys each gave about half of them at once: about 6 s. The
-    estimate is the busiest key's moves (a source's, or a target's share), not all of
-    them on one key."""
+    key's, and the two source keys each gave about half of them: with two workers at
+    once, about 6 s. With one (``run``'s default) a worker drains one source key after
+    the other, each at its share of the rate (``allocate``: 8 -> 3 keys, 3/8 of it, so
+    that the three target keys stay within the rate when all eight drain at once): the
+    estimate says both; 'about 3 s or more', all at once, was printed for an 8 -> 3
+    move that took 26 s with one worker."""
     async def main() -> None:
         store = MemoryStore(seed=2)
         ids = [f"o-{i:04d}" for i in range(400)]
@@ -449,10 +452,43 @@ def test_start_estimates_the_move_by_its_busiest_shard_key() -> None:
                    for s in (0, 1)]
         assert plan.values["P"].to_move == sum(leaving)
         assert plan.values["P"].busiest == max(leaving)
-        assert plan.move_seconds(250.0) == pytest.approx(max(leaving) * 2 / 250.0)
-        # to one key, every entry lands on it: the target is the busiest key
+        assert plan.sources == 2
+        assert plan.move_seconds(250.0, workers=2) == pytest.approx(max(leaving) * 2 / 250.0)
+        assert plan.move_seconds(250.0) == pytest.approx(sum(leaving) * 2 / 250.0)
+        # to one key, every entry lands on it: each source drains at half the rate, so
+        # that the one target takes the rate when both drain at once
         async with Resharder(store, "orders") as rs:
             plan = await rs.start({"P": ShardPolicy(1)}, dry_run=True)
-        assert plan.values["P"].busiest == plan.values["P"].to_move == len(ids)
+        leaving = [sum(1 for i in ids if shard_of(i, 2) == s) for s in (0, 1)]
+        assert plan.values["P"].to_move == len(ids)
+        assert plan.values["P"].busiest == max(leaving)
+        assert plan.move_seconds(250.0, workers=2) == pytest.approx(max(leaving) * 2 / 125.0)
+        assert plan.move_seconds(250.0) == pytest.approx(len(ids) * 2 / 125.0)
+
+    run_virtual(main())
+
+
+@pytest.mark.parametrize(("old", "new", "workers"), [(2, 9, 1), (2, 9, 2), (8, 3, 1),
+                                                     (8, 3, 8)])
+def test_the_move_takes_about_what_start_estimates(old: int, new: int, workers: int) -> None:
+    """The mover's time, from its first move to its last, is the estimate for its number
+    of workers (within a fifth: the moves' pacing and the last second), on virtual time."""
+    async def main() -> None:
+        store = MemoryStore(seed=2)
+        ids = [f"o-{i:04d}" for i in range(1200)]
+        async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(old)}),
+                                routing_lease=LEASE) as app:
+            for item in ids:
+                await app.put("P", item, sort=item)
+        seen: list[tuple[float, int, int | None]] = []
+        async with Resharder(store, "orders", rate=100.0, workers=workers, progress=lambda p:
+                             seen.append((store.clock.now(), p.moved, p.remaining))) as rs:
+            plan = await rs.start({"P": ShardPolicy(new)})
+            await rs.run(until="verified")
+        # the mover's reports: from its first (nothing moved yet) to its last
+        began = min(at for at, _, remaining in seen if remaining is not None)
+        ended = min(at for at, moved, _ in seen if moved >= plan.to_move)
+        assert ended - began == pytest.approx(plan.move_seconds(100.0, workers=workers),
+                                              rel=0.2)
 
     run_virtual(main())

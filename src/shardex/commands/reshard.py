@@ -235,15 +235,18 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
                   "readers read the new layout alone: name each one", highlight=False,
                   soft_wrap=True)
     wait = lease + margin
-    moving = plan.move_seconds(rate)
+    alone, together = plan.move_seconds(rate), plan.move_seconds(rate, plan.sources)
+    moving = f"about {alone:.0f} s or more"
+    if round(together) < round(alone):  # run's one worker drains a source key at a time
+        moving += f" with one worker, run's default; {together:.0f} s with --workers " \
+                  f"{plan.sources}"
     steps = [
         ("read-both", "readers read the old and the new shard keys; writers still write the "
                       "old ones" + (" (now)" if not dry_run else "")),
         ("write-new", f"writers write the new shard keys, {wait:g} s later (the routing's "
                       f"lease {lease:g} s + margin {margin:g} s): shardex reshard run"),
         ("move", f"after another {wait:g} s the mover moves {plan.to_move:,} entries, at up "
-                 f"to {rate:g} write units a second on any shard key (about {moving:.0f} s "
-                 "or more)"),
+                 f"to {rate:g} write units a second on any shard key ({moving})"),
         ("verified", "a parity check finds every entry on the new layout"),
         ("read-new", "readers read the new shard keys alone: shardex reshard cutover"),
         ("retired", "after the retention window: shardex reshard complete [--retain]"),

@@ -34,7 +34,7 @@ from shardex.migrate.reporting import Gauges, Progress, Recorder, RunResult
 from shardex.migrate.status import iso
 from shardex.migrate.sweep import Swept, sweep_key
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
-from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
+from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, allocate, tally
 from shardex.migrate.verify import check
 from shardex.migrate.work import WorkRecords
 from shardex.retry import call_with_retry
@@ -58,10 +58,10 @@ _RATE_WINDOW = 30.0  # seconds the moving rate is taken over
 
 @dataclass(frozen=True, slots=True)
 class ValuePlan:
-    """One value of a reshard: its policy before and after, entries read and to move, and
-    the most of them any one shard key gives or takes (``busiest``: a source key's own
-    count, or an even share of the target keys that receive them), which bounds how soon
-    a mover held to a rate per shard key can be done."""
+    """One value of a reshard: its policy before and after, entries read and to move, the
+    most of them one source key gives (``busiest``), and the keys the mover drains
+    (``sources``) and fills (``targets``): what bounds how soon a mover held to a rate
+    per shard key can be done."""
 
     value: str
     source: ShardPolicy
@@ -69,6 +69,8 @@ class ValuePlan:
     entries: int
     to_move: int
     busiest: int = 0
+    sources: int = 1
+    targets: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +85,26 @@ class StartPlan:
     def to_move(self) -> int:
         return sum(v.to_move for v in self.values.values())
 
-    def move_seconds(self, rate: float) -> float:
+    @property
+    def sources(self) -> int:
+        """The source keys of every value: work units that can move at once (those of one
+        key move one after another)."""
+        return sum(v.sources for v in self.values.values())
+
+    def move_seconds(self, rate: float, workers: int = 1) -> float:
         """About how long a mover held to ``rate`` write units a second on any shard key
-        takes: the busiest key's moves, two units each (a move is a transaction, twice
-        an entry of up to 1 KB); the values' keys are moved at once."""
-        busiest = max((v.busiest for v in self.values.values()), default=0)
-        return busiest * 2 / rate if rate else 0.0
+        takes with ``workers`` work units at once (``run``'s ``--workers``), two units a
+        move (a transaction, twice an entry of up to 1 KB). A worker drains one source
+        key at a time, at the key's share of the rate (``allocate``: what keeps every
+        target key within it when all the sources drain at once); with a worker for each
+        source key, the busiest key's moves at the rate."""
+        if not rate:
+            return 0.0
+        rates = [(v, allocate(rate, sources=v.sources, targets=v.targets))
+                 for v in self.values.values()]
+        alone = sum(v.to_move * 2 / share for v, share in rates)
+        busiest = max((v.busiest * 2 / share for v, share in rates), default=0.0)
+        return max(busiest, alone / max(1, workers))
 
 
 class Resharder(MigrationRunner):
@@ -280,7 +296,9 @@ class Resharder(MigrationRunner):
         surveys = await mover.survey(new, new.reshard.values)
         plans = {value: ValuePlan(value, new.previous.policy(value), new.policy(value),
                                   sum(s.entries for s in found), sum(s.to_move for s in found),
-                                  self._busiest(new, value, [s.to_move for s in found]))
+                                  max((s.to_move for s in found), default=0),
+                                  len(self.layouts.source_keys(new, value)),
+                                  len(self.layouts.target_keys(new, value)))
                  for value, found in surveys.items()}
         if dry_run:
             return StartPlan(new, plans, stored=False)
@@ -297,14 +315,6 @@ class Resharder(MigrationRunner):
         await record_migration(self.store, self.name, "reshard", new.reshard.id,
                                new.reshard.values, clock=self._clock, rng=self._rng)
         return StartPlan(new, plans, stored=True)
-
-    def _busiest(self, routing: Routing, value: str, leaving: list[int]) -> int:
-        """The most moves one shard key of ``value`` gives (``leaving``: per source key)
-        or takes (the moves shared evenly by the target keys no source has, else by all)."""
-        sources = set(self.layouts.source_keys(routing, value))
-        targets = self.layouts.target_keys(routing, value)
-        receiving = [key for key in targets if key not in sources] or targets
-        return max(max(leaving, default=0), -(-sum(leaving) // max(1, len(receiving))))
 
     async def _check_keys(self, routing: Routing) -> None:
         """Refuse a layout whose shard keys a store cannot hold (InvalidKey naming the
