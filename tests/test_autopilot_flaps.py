@@ -22,6 +22,7 @@ from shardex.autopilot import (
     flaps_after,
     shrink_wait,
 )
+from shardex.autopilot.migration import MigrationCosts
 from shardex.autopilot.records import KeyState
 from shardex.autopilot.runner import Runner
 from shardex.errors import MalformedItem
@@ -148,7 +149,9 @@ def test_a_load_that_does_not_grow_back_within_t_down_is_not_damped(
 def test_the_simulation_damps_a_square_wave() -> None:
     """The same square wave on the rate-level simulator (300/50 puts and as many deletes
     a second, 2 units each; migrations take minutes): 24 reshards in 6 h before, 9 now,
-    and a third of the throttled writes."""
+    and a third of the throttled writes, with the autopilot's runner moving every source
+    key at once (with one worker, as ``reshard run``'s default, each shrink back to one
+    key moves a quarter as fast, the grow after it waits: 415,000 of 587,000)."""
     steps = tuple((float(t), 300.0 if t % 1800 == 0 else 50.0) for t in range(0, 6 * 3600, 900))
     values = {"K": ValueLoad("K", write=Schedule(steps), delete=Schedule(steps),
                              item_bytes=400)}
@@ -160,6 +163,9 @@ def test_the_simulation_damps_a_square_wave() -> None:
                        (1, 10800.0), (4, 11360.0), (1, 19800.0), (4, 20360.0)]
     assert run.keys["K"].flaps == 3
     assert run.totals()["throttled"] < 250_000  # 587,000 undamped
+    alone = run_mode(load, "autopilot", table, AutopilotPolicy(),
+                     costs=MigrationCosts(move_units=2.0, row_read_units=0.098, workers=1))
+    assert 400_000 < alone.totals()["throttled"] < 450_000
 
 
 def test_the_state_record_keeps_flaps_and_reads_older_records() -> None:
@@ -237,3 +243,14 @@ async def test_a_leader_that_takes_up_an_unrecorded_grow_counts_its_flap() -> No
             await wait_for("the migration to end", lambda: stable_at(store, 4))
     memory = (await leader.records.state())[0].key("PENDING")
     assert (memory.flaps, memory.shrunk_at) == (2, None)
+
+
+def test_the_autopilot_command_moves_as_the_model_does() -> None:
+    """``autopilot run``'s ``--workers`` default is the model's: every source key at once
+    (the simulator's figures assume it; ``reshard run`` keeps one)."""
+    from shardex.autopilot.runner import DEFAULT_WORKERS
+    from shardex.cli import cli
+
+    run = cli.commands["autopilot"].commands["run"]  # type: ignore[attr-defined]
+    workers = next(p for p in run.params if p.name == "workers")
+    assert workers.default == DEFAULT_WORKERS == MigrationCosts(1.0, 1.0).workers == 16

@@ -12,7 +12,9 @@ as a real one. The work between the states is what the runner's code does, at it
   shard key changes, one transaction each (``move_units`` on its source key and as many on
   its target, plus the placement record), each source key paced at
   ``allocate(rate, sources, targets)`` units a second so no key takes more than
-  ``rate`` from it; a throttled move is tried again (the share accepted slows it);
+  ``rate`` from it, ``workers`` source keys at once (``reshard run``'s one worker
+  drains them one after another, the autopilot's 16 all at once); a throttled move is
+  tried again (the share accepted slows it);
 - **verify**: the parity check reads every row of both layouts, key after key, at
   ``read_rate``, and each row's placement (16 at a time, one read unit each);
 - **sweep** (``retired``): one page of each key only the old layout has.
@@ -33,6 +35,7 @@ from shardex.autopilot.runner import (
     DEFAULT_MARGIN,
     DEFAULT_MAX_AGE,
     DEFAULT_RATE,
+    DEFAULT_WORKERS,
     allocate,
     states,
 )
@@ -52,7 +55,9 @@ class MigrationCosts:
     clients' cache TTL (seconds); ``rate``/``read_rate``: the mover's write and read
     units a second a key; ``move_units``: write units one moved entry costs its source
     key (and as many its target); ``row_read_units``: read units a row costs a page read;
-    ``latency``: seconds a placement read takes; ``retain``: the retention window.
+    ``latency``: seconds a placement read takes; ``retain``: the retention window;
+    ``workers``: work units the runner moves at once (the autopilot's ``--workers``; one
+    a source key at most).
     """
 
     move_units: float
@@ -65,6 +70,7 @@ class MigrationCosts:
     latency: float = 0.004
     retain: float = 60.0
     max_age: float = DEFAULT_MAX_AGE
+    workers: int = DEFAULT_WORKERS
 
 
 def moved_share(old: ShardPolicy, new: ShardPolicy) -> float:
@@ -143,10 +149,12 @@ class MigrationModel:
         return new.shards - old.shards
 
     def mover_rate(self) -> float:
-        """Entries a second the mover moves while it runs (every source key at its pace)."""
+        """Entries a second the mover moves while it runs: as many source keys at once as
+        it has workers, each at the share of the rate the mover gives a source key (the
+        rate over every key of the old layout and the new, ``allocate``)."""
         costs = self.costs
-        per_source = allocate(costs.rate, sources=self.sources, targets=self.targets)
-        return self.sources * per_source / costs.move_units
+        per_source = allocate(costs.rate, sources=self.old.shards, targets=self.new.shards)
+        return min(costs.workers, self.sources) * per_source / costs.move_units
 
     def writers_on_new(self, now: float) -> float:
         """The share of writers that follow the new layout at ``now``."""

@@ -27,7 +27,15 @@ from shardex.migrate.work import Records
 from shardex.routing_record import DEFAULT_LEASE
 
 __all__ = ["DEFAULT_LEASE", "DEFAULT_MARGIN", "DEFAULT_MAX_AGE", "DEFAULT_RATE",
-           "MigrationState", "Migrations", "Records", "RunResult", "Runner", "allocate",
-           "states"]
+           "DEFAULT_WORKERS", "MigrationState", "Migrations", "Records", "RunResult", "Runner",
+           "allocate", "states"]
 
 Runner = Resharder
+
+# Work units the autopilot's runner moves at once: every source key of a migration of up
+# to 16 keys, each at its share of the rate (``allocate``), where ``reshard run``'s one
+# worker drains them one after another. A migration cures a hot key only once it ends,
+# and one from 16 keys back to 1 took 16 times as long with one worker: on the
+# simulator a square wave into a key of 50,000 entries was throttled 14.5% with one
+# worker, 10.1% with a worker a source key.
+DEFAULT_WORKERS = 16

@@ -159,8 +159,9 @@ def _line(entry: Any) -> str:
               help="Oldest parity report a cutover relies on.")
 @click.option("--rate", default=250.0, show_default=True, type=RATE,
               help="Write units a second the mover may put on any one shard key.")
-@click.option("--workers", default=1, show_default=True, type=WORKERS,
-              help="Work units moved at once by this process.")
+@click.option("--workers", default=16, show_default=True, type=WORKERS,  # DEFAULT_WORKERS
+              help="Work units moved at once by this process: every source key of a "
+                   "migration of up to 16 keys at once, each at its share of --rate.")
 @click.option("--unit-lease", default=30.0, show_default=True, type=UNIT_LEASE,
               help="Seconds a worker holds a work unit between checkpoints.")
 @click.option("--duration", type=number(0.0, 1e9, low_open=True), default=None,

@@ -21,7 +21,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardex.autopilot.runner import Runner
+from shardex.autopilot.runner import DEFAULT_WORKERS, Runner
 from shardex.clock import LoopClock
 from shardex.errors import ShardexError
 from shardex.index import Entry, ShardedIndex
@@ -177,8 +177,8 @@ async def _shadow(value: str, old: ShardPolicy, new: ShardPolicy | None, *, entr
             await clock.sleep(10 * lease)
         else:
             async with Runner(store, _INDEX, rate=mover_rate, routing_ttl=lease / 2,
-                              unit_lease=2.0, seed=seed, clock=clock,
-                              progress=seen) as runner:
+                              unit_lease=2.0, seed=seed, clock=clock, progress=seen,
+                              workers=DEFAULT_WORKERS) as runner:
                 await runner.start({value: new}, margin=margin)
                 run = await runner.run(until="done")
                 result.parity = run.parity
