@@ -435,8 +435,8 @@ def test_start_estimates_the_move_by_its_busiest_shard_key() -> None:
     to 250 write units a second on any shard key (about 12 s or more)'; the budget is a
     key's, and the two source keys each gave about half of them: with two workers at
     once, about 6 s. With one (``run``'s default) a worker drains one source key after
-    the other, each at its share of the rate (``allocate``: 8 -> 3 keys, 3/8 of it, so
-    that the three target keys stay within the rate when all eight drain at once): the
+    the other, each at its share of the rate (``allocate``: 2 -> 1 key, half of it, so
+    that the one target key stays within the rate when both drain at once): the
     estimate says both; 'about 3 s or more', all at once, was printed for an 8 -> 3
     move that took 26 s with one worker."""
     async def main() -> None:
@@ -468,18 +468,23 @@ def test_start_estimates_the_move_by_its_busiest_shard_key() -> None:
     run_virtual(main())
 
 
+async def _filled(shards: int, entries: int) -> MemoryStore:
+    """A store whose index holds ``entries`` entries of "P" on ``shards`` shard keys."""
+    store = MemoryStore(seed=2)
+    async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(shards)}),
+                            routing_lease=LEASE) as app:
+        for item in (f"o-{i:04d}" for i in range(entries)):
+            await app.put("P", item, sort=item)
+    return store
+
+
 @pytest.mark.parametrize(("old", "new", "workers"), [(2, 9, 1), (2, 9, 2), (8, 3, 1),
                                                      (8, 3, 8)])
 def test_the_move_takes_about_what_start_estimates(old: int, new: int, workers: int) -> None:
     """The mover's time, from its first move to its last, is the estimate for its number
     of workers (within a fifth: the moves' pacing and the last second), on virtual time."""
     async def main() -> None:
-        store = MemoryStore(seed=2)
-        ids = [f"o-{i:04d}" for i in range(1200)]
-        async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(old)}),
-                                routing_lease=LEASE) as app:
-            for item in ids:
-                await app.put("P", item, sort=item)
+        store = await _filled(old, 1200)
         seen: list[tuple[float, int, int | None]] = []
         async with Resharder(store, "orders", rate=100.0, workers=workers, progress=lambda p:
                              seen.append((store.clock.now(), p.moved, p.remaining))) as rs:
@@ -490,5 +495,27 @@ def test_the_move_takes_about_what_start_estimates(old: int, new: int, workers: 
         ended = min(at for at, moved, _ in seen if moved >= plan.to_move)
         assert ended - began == pytest.approx(plan.move_seconds(100.0, workers=workers),
                                               rel=0.2)
+
+    run_virtual(main())
+
+
+@pytest.mark.parametrize(("old", "new"), [(8, 12), (4, 6), (8, 3), (2, 9)])
+def test_a_worker_a_source_key_keeps_every_key_within_the_rate(old: int, new: int) -> None:
+    """Every source key drained at once (``workers`` as many): each key the mover drains
+    or fills takes at most the rate in any second. Growing 8 -> 12, the eight sources
+    drain into the four new keys alone (jump hash moves an entry only to a new key): at
+    its share of 12 keys, each source drained at the whole rate and every new key took
+    twice the rate."""
+    rate = 100.0
+
+    async def main() -> None:
+        store = await _filled(old, 1600)
+        async with Resharder(store, "orders", rate=rate, workers=old) as rs:
+            plan = await rs.start({"P": ShardPolicy(new)})
+            await rs.run(until="verified")
+            loads = {key: max(seconds.values()) for key, seconds in
+                     [*rs.mover_units.items(), *rs.mover_landed.items()]}
+        assert plan.to_move > 0
+        assert max(loads.values()) <= rate * 1.05, loads
 
     run_virtual(main())

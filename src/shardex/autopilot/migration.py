@@ -150,10 +150,9 @@ class MigrationModel:
 
     def mover_rate(self) -> float:
         """Entries a second the mover moves while it runs: as many source keys at once as
-        it has workers, each at the share of the rate the mover gives a source key (the
-        rate over every key of the old layout and the new, ``allocate``)."""
+        it has workers, each at its share of the rate (``allocate``)."""
         costs = self.costs
-        per_source = allocate(costs.rate, sources=self.old.shards, targets=self.new.shards)
+        per_source = allocate(costs.rate, sources=self.sources, targets=self.targets)
         return min(costs.workers, self.sources) * per_source / costs.move_units
 
     def writers_on_new(self, now: float) -> float:

@@ -73,6 +73,22 @@ class Layouts(abc.ABC):
     def placed(self, layout: Routing, value: str, key: str, item_id: str) -> bool:
         """True if an entry of ``value`` on ``key`` is where ``layout``'s writes put it."""
 
+    def destination(self, value: str, item_id: str) -> str | None:
+        """The key a move of ``item_id`` lands on now, as its source key's name is given
+        (``source_keys``), to pace what a key takes; None where the write picks it."""
+        return None
+
+    def flow(self, routing: Routing, value: str) -> tuple[int, int]:
+        """How many of ``value``'s source keys entries may leave, and how many target keys
+        they may land on, for a source key's share of the rate (``allocate``): every
+        source key, and the target keys the layout left lacks (every one, if it lacks
+        none). Counting fewer keys to fill than take entries is the safe side: it cuts the
+        sources' share the more."""
+        sources = self.source_keys(routing, value)
+        targets = self.target_keys(routing, value)
+        fresh = set(targets).difference(sources)
+        return len(sources), len(fresh) or len(targets)
+
     @abc.abstractmethod
     async def page(self, key: str, after: Position | None, limit: int) -> QueryPage:
         """Up to ``limit`` entries of ``key`` beyond ``after``, in order."""
@@ -154,6 +170,13 @@ class OnIndex(Layouts):
     def placed(self, layout: Routing, value: str, key: str, item_id: str) -> bool:
         return in_place(layout, value, key, item_id)
 
+    def destination(self, value: str, item_id: str) -> str | None:
+        # where the layout writes follow hashes it; random and round_robin pick at the write
+        writing = self.routing.writing
+        if writing.policy(value).strategy != "hash":
+            return None
+        return writing.shard_key(value, item_id)
+
     async def _query(self, store: Store, key: str, after: Position | None,
                      limit: int) -> QueryPage:
         name = self.index.name
@@ -182,6 +205,19 @@ class IndexLayouts(OnIndex):
     def source_keys(self, routing: Routing, value: str) -> list[str]:
         assert routing.previous is not None
         return routing.previous.policy(value).shard_keys(value)
+
+    def flow(self, routing: Routing, value: str) -> tuple[int, int]:
+        """As ``Layouts.flow``; and where both layouts hash on one store, jump hash keeps
+        every entry of a key both layouts have: shrinking, entries leave only the keys the
+        new layout drops (growing, they land only on the keys the old one lacks)."""
+        drains, fills = super().flow(routing, value)
+        assert routing.previous is not None
+        old, new = routing.previous.policy(value), routing.policy(value)
+        if old.strategy == new.strategy == "hash" and old.tier == new.tier:
+            kept = set(self.target_keys(routing, value))
+            drains = sum(key not in kept for key in self.source_keys(routing, value)) \
+                or drains
+        return drains, fills
 
     async def page(self, key: str, after: Position | None, limit: int) -> QueryPage:
         return await self._query(self.index.store, key, after, limit)

@@ -120,7 +120,7 @@ class Mover:
         self.landed: dict[str, dict[int, float]] = {} if landed is None else landed
         self._busy: set[str] = set()  # source keys this process works on now
         self._idle = Idle()  # its idle workers look again when one of them ends a unit
-        self._paces: dict[str, Pace] = {}  # a copy's pace per target key, without a budget
+        self._paces: dict[str, Pace] = {}  # the pace per target key, without a budget
         self.scanned = 0  # items this process scanned and copied, for progress
         self.copied = 0
 
@@ -149,9 +149,10 @@ class Mover:
         assert meta is not None
         units: list[Unit] = []
         for value, found in surveys.items():
+            drains, fills = self.layouts.flow(routing, value)
             units += units_of(value, found, generation=meta.generation,
-                              direction=meta.direction, rate=self._rate,
-                              targets=len(self.layouts.target_keys(routing, value)),
+                              direction=meta.direction,
+                              rate=allocate(self._rate, sources=drains, targets=fills),
                               first=len(units))
         return units
 
@@ -311,15 +312,15 @@ class Mover:
 
     def _unit_rate(self, routing: Routing, unit: Unit) -> float:
         """The pace of ``unit``: the rate in force now (the migration's controls; this
-        process's ``rate`` without a budget or while paused), shared out over the value's
-        keys as the plan shares it (``allocate``), not the rate of the process that
+        process's ``rate`` without a budget or while paused), shared out over the keys
+        entries leave and land on (``allocate``, ``Layouts.flow``), not the rate of the process that
         planned the unit (a rollback planned at 5 and resumed at 1,000 crawled at 5)."""
         rate = self._rate
         if self.budget is not None:
             # after a cut, the rate it grows back from; paused or held, the one it resumes at
             rate = self.budget.rate or self.budget.controls.set_rate
-        return allocate(rate, sources=len(self.layouts.source_keys(routing, unit.value)),
-                        targets=len(self.layouts.target_keys(routing, unit.value)))
+        drains, fills = self.layouts.flow(routing, unit.value)
+        return allocate(rate, sources=drains, targets=fills)
 
     async def _move(self, unit: Unit, entry: StoredEntry, pace: Pace) -> str:
         """Move one entry: "moved", "skipped" (gone or changed when reached), "unresolved",
@@ -329,11 +330,15 @@ class Mover:
                                entry.item_id):
             return "in place"
         cost = self.layouts.cost(entry)
+        # the key it lands on takes the rate at most too, from every source draining into
+        # it (a fan-in: each source's share is its even part, and moves land unevenly)
+        target = self.layouts.destination(unit.value, entry.item_id)
         try:
             moved = await paced(pace, cost, lambda: self.layouts.move(
                 entry, value=unit.value, source=unit.source,
                 reshard=self.records.migration_id, generation=unit.generation),
-                clock=self._clock, rng=self._rng, budget=self.budget, key=unit.source)
+                clock=self._clock, rng=self._rng, budget=self.budget, key=unit.source,
+                fills=target, filling=None if target is None else self._pace(target))
         except (Unavailable, OutcomeUnknown, ConditionFailed, MalformedItem) as exc:
             # a hot or damaged item: the parity check names it, another pass retries
             log.warning("reshard: %s", exc)
@@ -407,8 +412,9 @@ class Mover:
                 await asyncio.gather(scanning, return_exceptions=True)
 
     def _pace(self, key: str) -> Pace | None:
-        """The pace of the copies onto ``key`` (made once a key, not once a write); None
-        with the shared budget, which paces each key for every process at once."""
+        """The pace of the copies or moves onto ``key`` (made once a key, not once a
+        write); None with the shared budget, which paces each key for every process at
+        once."""
         if self.budget is not None:
             return None
         pace = self._paces.get(key)

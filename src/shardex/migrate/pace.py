@@ -101,25 +101,31 @@ async def pages(read: PageReader, pace: Pace) -> AsyncIterator[QueryPage]:
 
 async def paced(pace: Pace | None, cost: float, write: Callable[[], Awaitable[T]], *,
                 clock: Clock, rng: random.Random, attempts: int = ATTEMPTS,
-                budget: Budget | None = None, key: str = "") -> T:
+                budget: Budget | None = None, key: str = "", fills: str | None = None,
+                filling: Pace | None = None) -> T:
     """``write()`` at ``pace`` and within ``budget`` (the migration's one budget, shared by
-    every process, under its live controls) on shard key ``key``, costing ``cost`` units:
-    a throttle slows both and tries again; Unavailable is tried again after a backoff and
-    raised after ``attempts`` failures. Other errors are the caller's."""
+    every process, under its live controls) on shard key ``key``, costing ``cost`` units,
+    and on the key it lands on, ``fills`` (a move's target; ``filling``: that key's pace
+    without a budget): a throttle slows them and tries again; Unavailable is tried again
+    after a backoff and raised after ``attempts`` failures. Other errors are the caller's."""
     failures = 0
     while True:
         # the pace last, right before the send: a wait after it (a pause, the budget's
         # window) let the writes it had spaced out go at once (a unit's batch queued in
         # a pause reached the key a fan-in fills at 1.8x the rate on resume)
         if budget is not None:
-            await budget.spend({key: cost})
+            await budget.spend({key: cost} if fills is None else {key: cost, fills: cost})
         if pace is not None:
             await pace.wait(cost)
+        if filling is not None:
+            await filling.wait(cost)
         try:
             result = await write()
         except Throttled:
             if pace is not None:
                 pace.throttled()
+            if filling is not None:
+                filling.throttled()
             if budget is not None:
                 await budget.throttled()
             continue
@@ -131,4 +137,6 @@ async def paced(pace: Pace | None, cost: float, write: Callable[[], Awaitable[T]
             continue
         if pace is not None:
             pace.succeeded()
+        if filling is not None:
+            filling.succeeded()
         return result

@@ -60,8 +60,8 @@ _RATE_WINDOW = 30.0  # seconds the moving rate is taken over
 class ValuePlan:
     """One value of a reshard: its policy before and after, entries read and to move, the
     most of them one source key gives (``busiest``), and the keys the mover drains
-    (``sources``) and fills (``targets``): what bounds how soon a mover held to a rate
-    per shard key can be done."""
+    (``sources``) and fills (``targets``, ``Layouts.flow``): what bounds how soon a mover
+    held to a rate per shard key can be done."""
 
     value: str
     source: ShardPolicy
@@ -297,8 +297,7 @@ class Resharder(MigrationRunner):
         plans = {value: ValuePlan(value, new.previous.policy(value), new.policy(value),
                                   sum(s.entries for s in found), sum(s.to_move for s in found),
                                   max((s.to_move for s in found), default=0),
-                                  len(self.layouts.source_keys(new, value)),
-                                  len(self.layouts.target_keys(new, value)))
+                                  *self.layouts.flow(new, value))
                  for value, found in surveys.items()}
         if dry_run:
             return StartPlan(new, plans, stored=False)

@@ -89,6 +89,10 @@ class TierLayouts(IndexLayouts):
         policy = routing.policy(value)
         return [tagged(policy.tier, key) for key in policy.shard_keys(value)]
 
+    def destination(self, value: str, item_id: str) -> str | None:
+        key = super().destination(value, item_id)
+        return None if key is None else tagged(self.routing.writing.policy(value).tier, key)
+
     def placed(self, layout: Routing, value: str, key: str, item_id: str) -> bool:
         tier, raw = untagged(key)
         return tier == layout.policy(value).tier and in_place(layout, value, raw, item_id)

@@ -253,13 +253,13 @@ def busy_sources(units: list[Unit], now: float, *, besides: int | None = None) -
 
 
 def units_of(value: str, surveys: list[Survey], *, generation: int, direction: str,
-             rate: float, targets: int, first: int = 0) -> list[Unit]:
+             rate: float, first: int = 0) -> list[Unit]:
     """The work units of ``value`` from its closed source-key ``surveys``, numbered from ``first``.
 
-    Each range runs at its source key's rate (``allocate``): the ranges of one key are
-    worked one at a time.
+    Each range runs at ``rate``, its source key's share (``allocate``): the ranges of one
+    key are worked one at a time.
     """
-    per_key = allocate(rate, sources=len(surveys), targets=targets)
+    per_key = rate
     units: list[Unit] = []
     for survey in surveys:
         for start, end, entries, to_move in survey.ranges:
