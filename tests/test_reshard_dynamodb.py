@@ -103,17 +103,16 @@ def test_a_run_refused_at_once_says_so_in_one_line_before_any_metrics_line(
 def test_start_says_how_long_the_move_takes_with_run_s_one_worker(
         capsys: pytest.CaptureFixture[str]) -> None:
     """4 -> 2 shard keys: one worker (``run``'s default) drains one source key after
-    another, each at half the rate (so that two targets take no more than the rate from
-    four sources at once): the estimate was the four at once; it says both."""
+    another (the two the new layout drops); the estimate was both at once: it says both,
+    a part of a second in words."""
     uri = local.table_store().uri
     fill(uri, 200, lease=0.5, pending=ShardPolicy(4))
     out = ok(capsys, "reshard", "start", "--store", uri, "--index", "orders", "--set",
              "PENDING=2", "--dry-run")
-    moving = re.search(r"(\d+) s or more with one worker, run's default; (\d+) s with "
-                       r"--workers 4\)", " ".join(out.split()))
+    moving = re.search(r"about (\d+) s or more with one worker, run's default; "
+                       r"(under 1|\d+) s with --workers 2\)", " ".join(out.split()))
     assert moving is not None, out
-    alone, together = int(moving[1]), int(moving[2])
-    assert alone > together > 0
+    assert int(moving[1]) >= 1
 
 
 def test_the_cli_from_start_to_end_and_the_steps_it_refuses(

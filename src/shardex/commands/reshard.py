@@ -236,9 +236,9 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
                   soft_wrap=True)
     wait = lease + margin
     alone, together = plan.move_seconds(rate), plan.move_seconds(rate, plan.sources)
-    moving = f"about {alone:.0f} s or more"
+    moving = f"about {_seconds(alone)} or more"
     if round(together) < round(alone):  # run's one worker drains a source key at a time
-        moving += f" with one worker, run's default; {together:.0f} s with --workers " \
+        moving += f" with one worker, run's default; {_seconds(together)} with --workers " \
                   f"{plan.sources}"
     steps = [
         ("read-both", "readers read the old and the new shard keys; writers still write the "
@@ -593,3 +593,8 @@ def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
 
 
 register(reshard, "reshard")
+
+
+def _seconds(seconds: float) -> str:
+    """An estimate's seconds in words: whole seconds, or "under 1 s"."""
+    return "under 1 s" if seconds < 0.5 else f"{seconds:.0f} s"
