@@ -235,11 +235,11 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
                   "readers read the new layout alone: name each one", highlight=False,
                   soft_wrap=True)
     wait = lease + margin
-    alone, together = plan.move_seconds(rate), plan.move_seconds(rate, plan.sources)
-    moving = f"about {_seconds(alone)} or more"
-    if round(together) < round(alone):  # run's one worker drains a source key at a time
-        moving += f" with one worker, run's default; {_seconds(together)} with --workers " \
-                  f"{plan.sources}"
+    alone, together = (max(1, round(plan.move_seconds(rate, workers)))
+                       for workers in (1, plan.sources))
+    moving = f"about {alone} s or more"
+    if together < alone:  # run's one worker drains a source key at a time
+        moving += f" with one worker, run's default; {together} s with --workers {plan.sources}"
     steps = [
         ("read-both", "readers read the old and the new shard keys; writers still write the "
                       "old ones" + (" (now)" if not dry_run else "")),
@@ -594,7 +594,3 @@ def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
 
 register(reshard, "reshard")
 
-
-def _seconds(seconds: float) -> str:
-    """An estimate's seconds in words: whole seconds, or "under 1 s"."""
-    return "under 1 s" if seconds < 0.5 else f"{seconds:.0f} s"
