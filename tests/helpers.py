@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import random
+from typing import Any
+
+import pytest
 
 from shardex import ConditionFailed, Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
 from shardex.index import store_routing
+from shardex.migrate.layouts import IndexLayouts
 from shardex.model.entries import StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Turns
@@ -48,3 +52,22 @@ async def relayout(index: ShardedIndex, value: str, policy: ShardPolicy) -> Rout
             break
     await call_with_retry(lambda: store_routing(index, target), PATIENT, clock=clock, rng=rng)
     return target
+
+
+def count_moves(monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], float]:
+    """Count, per shard key and clock second, the write units of each move as it is sent
+    (``IndexLayouts.move``): on its source key and on the key it lands on. What a mover's
+    pace and budget hold is each send; its own tally (``mover_units``) is by the second
+    each move ended, which a request's time shifts into the next."""
+    sent: dict[tuple[str, int], float] = {}
+    move = IndexLayouts.move
+
+    async def counted(layouts: IndexLayouts, entry: StoredEntry, **kw: Any) -> str | None:
+        second = int(layouts.index.store.clock.now())
+        for key in (kw["source"], layouts.destination(kw["value"], entry.item_id)):
+            if key is not None:
+                sent[key, second] = sent.get((key, second), 0.0) + layouts.cost(entry)
+        return await move(layouts, entry, **kw)
+
+    monkeypatch.setattr(IndexLayouts, "move", counted)
+    return sent

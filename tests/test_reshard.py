@@ -17,12 +17,11 @@ from shardex import ReshardRefused, Routing, ShardedIndex, ShardPolicy
 from shardex.hashing import shard_of
 from shardex.index import store_routing
 from shardex.migrate.budget import Sharing
-from shardex.migrate.layouts import IndexLayouts
-from shardex.model.entries import StoredEntry
 from shardex.reshard import Resharder, states
 from shardex.routing import begin_transition
 from shardex.sim.clock import run_virtual
 from shardex.stores.memory import MemoryStore
+from tests.helpers import count_moves
 
 P = ShardPolicy
 LEASE = 3.0
@@ -514,18 +513,7 @@ def test_a_worker_a_source_key_keeps_every_key_within_the_rate(
     key it fills; with the migration's shared budget (every ``reshard run``), the budget
     holds both keys of a move."""
     rate = 100.0
-    sent: dict[tuple[str, int], float] = {}
-    move = IndexLayouts.move
-
-    async def counted(layouts: IndexLayouts, entry: StoredEntry, **kw: Any) -> str | None:
-        second = int(layouts.index.store.clock.now())
-        target = layouts.destination(kw["value"], entry.item_id)
-        for key in (kw["source"], target):
-            assert key is not None
-            sent[key, second] = sent.get((key, second), 0.0) + layouts.cost(entry)
-        return await move(layouts, entry, **kw)
-
-    monkeypatch.setattr(IndexLayouts, "move", counted)
+    sent = count_moves(monkeypatch)
 
     async def main() -> None:
         store = await _filled(old, 1600)
@@ -534,9 +522,9 @@ def test_a_worker_a_source_key_keeps_every_key_within_the_rate(
             plan = await rs.start({"P": ShardPolicy(new)})
             await rs.run(until="verified")
         assert plan.to_move > 0
-        # each send at most a move (two units) late on a window: a move the budget granted
-        # in one second may wait out its source key's pace into the next
-        assert max(sent.values()) <= rate * 1.1 + 1e-6, \
+        # within the rate and its 5%: a unit's moves in flight share its source key's
+        # pace, so one may wait for it after the budget granted it
+        assert max(sent.values()) <= rate * 1.05 + 1e-6, \
             sorted(sent.items(), key=lambda kv: -kv[1])[:4]
 
     run_virtual(main())

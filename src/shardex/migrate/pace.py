@@ -53,19 +53,34 @@ class Pace:
         self._state = replace(self._state, rate=min(rate, self.rate * rate / ceiling))
 
     async def wait(self, cost: float) -> None:
-        delay, self._state = self._policy.send(self._state, self._clock.now(), max(cost, 0.01))
-        if delay > 0:
-            await self._clock.sleep(delay)
+        """Wait until a send of ``cost`` units keeps the pace, and count it sent now."""
+        await ready([self], cost, self._clock)
+        self.take(cost)
+
+    def due(self, cost: float) -> float:
+        """Seconds until a send of ``cost`` units keeps the pace (0: now); counts nothing."""
+        now = self._clock.now()
+        delay, _ = self._policy.send(self._state, now, max(cost, 0.01))
         # spacing alone lets two sends fall in one second: hold every second to the rate
-        while (hold := self._sent.wait(self._clock.now(), cost, self.rate)) > 0:
-            await self._clock.sleep(hold)
-        self._sent.add(self._clock.now(), cost)
+        return max(delay, self._sent.wait(now, cost, self.rate))
+
+    def take(self, cost: float) -> None:
+        """Count a send of ``cost`` units now (``due`` said it keeps the pace)."""
+        now = self._clock.now()
+        _, self._state = self._policy.send(self._state, now, max(cost, 0.01))
+        self._sent.add(now, cost)
 
     def throttled(self) -> None:
         self._state = self._policy.throttled(self._state, self._clock.now())
 
     def succeeded(self) -> None:
         self._state = self._policy.succeeded(self._state, self._clock.now())
+
+
+async def ready(paces: list[Pace], cost: float, clock: Clock) -> None:
+    """Wait until a send of ``cost`` units keeps every one of ``paces`` at one instant."""
+    while (delay := max((pace.due(cost) for pace in paces), default=0.0)) > 0:
+        await clock.sleep(delay)
 
 
 def _policy(rate: float) -> AdaptiveRate:
@@ -109,16 +124,22 @@ async def paced(pace: Pace | None, cost: float, write: Callable[[], Awaitable[T]
     without a budget): a throttle slows them and tries again; Unavailable is tried again
     after a backoff and raised after ``attempts`` failures. Other errors are the caller's."""
     failures = 0
+    paces = [p for p in (pace, filling) if p is not None]
     while True:
-        # the pace last, right before the send: a wait after it (a pause, the budget's
-        # window) let the writes it had spaced out go at once (a unit's batch queued in
-        # a pause reached the key a fan-in fills at 1.8x the rate on resume)
+        # every limit counts the send at the instant it goes: one counted earlier, then
+        # held by another's wait, went in a later second than it was counted in (a move
+        # the budget granted, held by its source key's pace, took its target key to 1.06x
+        # the rate in a second); and a pace counts nothing while it waits (a pause, the
+        # budget's window): what it had spaced out went at once after (a unit's batch
+        # queued in a pause reached the key a fan-in fills at 1.8x the rate on resume)
+        await ready(paces, cost, clock)
         if budget is not None:
             await budget.spend({key: cost} if fills is None else {key: cost, fills: cost})
-        if pace is not None:
-            await pace.wait(cost)
-        if filling is not None:
-            await filling.wait(cost)
+            # the budget's wait only lets the paces' windows empty: still ready, unless
+            # another worker of the same key sent meanwhile
+            await ready(paces, cost, clock)
+        for each in paces:
+            each.take(cost)
         try:
             result = await write()
         except Throttled:
