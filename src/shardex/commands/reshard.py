@@ -593,4 +593,3 @@ def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
 
 
 register(reshard, "reshard")
-
