@@ -87,8 +87,8 @@ class StartPlan:
 
     @property
     def sources(self) -> int:
-        """The source keys of every value: work units that can move at once (those of one
-        key move one after another)."""
+        """The source keys entries leave, of every value: the workers that move them all at
+        once (the units of one key move one after another)."""
         return sum(v.sources for v in self.values.values())
 
     def move_seconds(self, rate: float, workers: int = 1) -> float:
@@ -97,7 +97,7 @@ class StartPlan:
         move (a transaction, twice an entry of up to 1 KB). A worker drains one source
         key at a time, at the key's share of the rate (``allocate``: what keeps every
         target key within it when all the sources drain at once); with a worker for each
-        source key, the busiest key's moves at the rate."""
+        source key, the busiest source key's moves at its share."""
         if not rate:
             return 0.0
         rates = [(v, allocate(rate, sources=v.sources, targets=v.targets))

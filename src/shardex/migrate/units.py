@@ -259,12 +259,11 @@ def units_of(value: str, surveys: list[Survey], *, generation: int, direction: s
     Each range runs at ``rate``, its source key's share (``allocate``): the ranges of one
     key are worked one at a time.
     """
-    per_key = rate
     units: list[Unit] = []
     for survey in surveys:
         for start, end, entries, to_move in survey.ranges:
             units.append(Unit(number=first + len(units), generation=generation, value=value,
-                              source=survey.source, rate=per_key,
+                              source=survey.source, rate=rate,
                               start=start, end=end, after=start, entries=entries,
                               to_move=to_move, direction=direction))
     return units
