@@ -17,7 +17,6 @@ import random
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
@@ -31,10 +30,11 @@ from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
 from shardex.migrate.mover import MOVER_RETRY, Mover
 from shardex.migrate.registry import finish_migration, record_migration
 from shardex.migrate.reporting import Gauges, Progress, Recorder, RunResult
+from shardex.migrate.startplan import StartPlan, ValuePlan
 from shardex.migrate.status import iso
 from shardex.migrate.sweep import Swept, sweep_key
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
-from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, allocate, tally
+from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
 from shardex.migrate.verify import check
 from shardex.migrate.work import WorkRecords
 from shardex.retry import call_with_retry
@@ -54,57 +54,6 @@ DEFAULT_UNIT_LEASE = 30.0
 _DIRTY_PASSES = 3  # parity checks with gaps in a row before the runner asks for help
 _REPORT_EVERY = 2.0
 _RATE_WINDOW = 30.0  # seconds the moving rate is taken over
-
-
-@dataclass(frozen=True, slots=True)
-class ValuePlan:
-    """One value of a reshard: its policy before and after, entries read and to move, the
-    most of them one source key gives (``busiest``), and the keys the mover drains
-    (``sources``) and fills (``targets``, ``Layouts.flow``): what bounds how soon a mover
-    held to a rate per shard key can be done."""
-
-    value: str
-    source: ShardPolicy
-    target: ShardPolicy
-    entries: int
-    to_move: int
-    busiest: int = 0
-    sources: int = 1
-    targets: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class StartPlan:
-    """What ``start`` found and did: the routing it stores (or would), per value, the steps."""
-
-    routing: Routing
-    values: dict[str, ValuePlan]
-    stored: bool
-
-    @property
-    def to_move(self) -> int:
-        return sum(v.to_move for v in self.values.values())
-
-    @property
-    def sources(self) -> int:
-        """The source keys entries leave, of every value: the workers that move them all at
-        once (the units of one key move one after another)."""
-        return sum(v.sources for v in self.values.values())
-
-    def move_seconds(self, rate: float, workers: int = 1) -> float:
-        """About how long a mover held to ``rate`` write units a second on any shard key
-        takes with ``workers`` work units at once (``run``'s ``--workers``), two units a
-        move (a transaction, twice an entry of up to 1 KB). A worker drains one source
-        key at a time, at the key's share of the rate (``allocate``: what keeps every
-        target key within it when all the sources drain at once); with a worker for each
-        source key, the busiest source key's moves at its share."""
-        if not rate:
-            return 0.0
-        rates = [(v, allocate(rate, sources=v.sources, targets=v.targets))
-                 for v in self.values.values()]
-        alone = sum(v.to_move * 2 / share for v, share in rates)
-        busiest = max((v.busiest * 2 / share for v, share in rates), default=0.0)
-        return max(busiest, alone / max(1, workers))
 
 
 class Resharder(MigrationRunner):
