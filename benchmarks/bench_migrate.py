@@ -1,7 +1,7 @@
 """Migration benchmark on DynamoDB Local: one rate budget across processes, and the backfill.
 
 Run: scripts/dynamodb-local run .venv/bin/python benchmarks/bench_migrate.py
-     [--rate R] [--seconds S] [--items N]
+     [--rate R] [--seconds S] [--items N] [--mover-rate R]
 
 1. One budget, 1, 2 and 4 processes: each process (a real one, spawned) runs movers that
    write entries to the four shard keys of ``PENDING`` as fast as the migration's budget
@@ -13,6 +13,11 @@ Run: scripts/dynamodb-local run .venv/bin/python benchmarks/bench_migrate.py
    landed (the send's second shifted by each request's own time: a slow request lands
    with the next second's), and the mean over the steady seconds (after the first
    three, in which the slices settle).
+   Then a reshard's own movers, 1, 2 and 4 processes of ``Resharder.run`` (2 workers
+   each) on one budget, growing 4 -> 6 keys: the four old keys drain into the two new
+   ones alone (jump hash), a fan-in; every move counted when it is sent, on the key it
+   leaves and the key it lands on: the highest units any key took in a second against
+   ``--rate``.
 2. The adoption backfill (``adopt run``: leased Scan segments, conditional updates,
    checkpoints) against a hand-written Scan + UpdateItem, both with 4 segments at once
    and the new GSI built on both tables first, as ``bench_adopt.py`` measures them:
@@ -35,6 +40,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -46,6 +52,9 @@ from tests.adopt_app import orders_table
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
 from shardex.migrate.budget import Sharing
+from shardex.migrate.layouts import IndexLayouts
+from shardex.model.entries import StoredEntry
+from shardex.reshard import Resharder
 from shardex.stores import open_store
 
 KEYS = 4
@@ -112,15 +121,76 @@ def budget_run(uri: str, processes: int, rate: float, seconds: float
     return max(by_send.values()), max(per_second.values()), sum(steady) / max(1, len(steady))
 
 
+FAN = (4, 6)  # shard keys before and after: four old keys drain into two new ones
+FAN_ENTRIES = 2_400
+
+
+def _mover_process(uri: str, owner: str, rate: float,
+                   queue: multiprocessing.Queue[list[tuple[float, str, float]]]) -> None:
+    queue.put(asyncio.run(_reshard_moves(uri, owner, rate)))
+
+
+async def _reshard_moves(uri: str, owner: str, rate: float) -> list[tuple[float, str, float]]:
+    """Run the reshard under way to verified; each move's (wall time sent, key, units), on
+    its source key and on the key it lands on."""
+    sent: list[tuple[float, str, float]] = []
+    move = IndexLayouts.move
+
+    async def counted(layouts: IndexLayouts, entry: StoredEntry, **kw: Any) -> str | None:
+        at, cost = time.time(), layouts.cost(entry)
+        for key in (kw["source"], layouts.destination(kw["value"], entry.item_id)):
+            if key is not None:
+                sent.append((at, key, cost))
+        return await move(layouts, entry, **kw)
+
+    IndexLayouts.move = counted  # type: ignore[method-assign]
+    async with Resharder(uri, "orders", rate=rate, workers=2, worker=owner, sharing=Sharing(),
+                         routing_ttl=1.0) as runner:
+        await runner.run(until="verified")
+    return sent
+
+
+def mover_run(processes: int, rate: float) -> tuple[float, int]:
+    """The highest units any shard key took in a wall second, by send, over ``processes``
+    running one reshard (``FAN``) of ``FAN_ENTRIES`` entries, and the moves made."""
+    uri = local.table_store().uri
+
+    async def prepare() -> None:
+        async with ShardedIndex(uri, "orders", Routing(overrides={"PENDING": ShardPolicy(
+                FAN[0])}), routing_lease=1.0) as index:
+            for start in range(0, FAN_ENTRIES, 50):
+                await asyncio.gather(*(index.put("PENDING", f"o-{i:05d}", sort=f"{i:05d}")
+                                       for i in range(start, start + 50)))
+        async with Resharder(uri, "orders", routing_ttl=1.0) as runner:
+            await runner.start({"PENDING": ShardPolicy(FAN[1])}, margin=0.5)
+
+    asyncio.run(prepare())
+    context = multiprocessing.get_context("spawn")
+    queue: multiprocessing.Queue[list[tuple[float, str, float]]] = context.Queue()
+    workers = [context.Process(target=_mover_process, args=(uri, f"m{p}", rate, queue))
+               for p in range(processes)]
+    for process in workers:
+        process.start()
+    moves = [m for _ in workers for m in queue.get(timeout=600)]
+    for process in workers:
+        process.join()
+    by_send: dict[tuple[str, int], float] = defaultdict(float)
+    for at, key, units in moves:
+        by_send[key, int(at)] += units
+    return max(by_send.values()), len(moves) // 2
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=12.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--items", type=int, default=5_000)
+    parser.add_argument("--mover-rate", type=float, default=60.0,
+                        help="the rate of the reshard's movers (section 1's second part)")
     parser.add_argument("--union", type=int, default=2_000,
                         help="entries of the union listing (section 3)")
     args = parser.parse_args()
-    for name in ("rate", "seconds", "items", "union"):
+    for name in ("rate", "seconds", "items", "union", "mover_rate"):
         if not getattr(args, name) > 0:
             parser.error(f"--{name} must be above 0, got {getattr(args, name)!r}")
     if not os.environ.get("SHARDEX_DYNAMODB_ENDPOINT"):
@@ -146,6 +216,14 @@ def main() -> None:
               f"{steady:5.1f} = {steady / args.rate:.2f}x")
     print("   (the budget holds the send; by landing dates each write by its answer, so "
           "requests the server held a moment count in the next second)")
+    print(f"   a reshard's movers, {FAN[0]} -> {FAN[1]} keys ({FAN_ENTRIES:,} entries; the old "
+          f"keys drain into the new ones alone), 2 workers a process, --rate "
+          f"{args.mover_rate:g}")
+    for processes in (1, 2, 4):
+        highest, moved = mover_run(processes, args.mover_rate)
+        print(f"   {processes} process(es): {moved:,} moves; highest on a key in a second, by "
+              f"send {highest:5.1f} units/s = {highest / args.mover_rate:.3f}x --rate "
+              "(target <= 1.05x)")
 
     print(f"2. backfilling {args.items:,} items, 4 Scan segments at once, 8 updates in flight "
           "per segment")
