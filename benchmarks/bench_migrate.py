@@ -40,7 +40,8 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -48,12 +49,11 @@ from benchmarks.bench_adopt import adopted_backfill, raw_backfill
 from benchmarks.bench_union import LISTED_BY, WALL_RUNS, measure, print_figures, runner
 from tests import dynamodb_local as local
 from tests.adopt_app import orders_table
+from tests.helpers import count_moves
 
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
 from shardex.migrate.budget import Sharing
-from shardex.migrate.layouts import IndexLayouts
-from shardex.model.entries import StoredEntry
 from shardex.reshard import Resharder
 from shardex.stores import open_store
 
@@ -126,33 +126,24 @@ FAN_ENTRIES = 2_400
 
 
 def _mover_process(uri: str, owner: str, rate: float,
-                   queue: multiprocessing.Queue[list[tuple[float, str, float]]]) -> None:
-    queue.put(asyncio.run(_reshard_moves(uri, owner, rate)))
+                   queue: multiprocessing.Queue[dict[tuple[str, int], float]]) -> None:
+    """Run the reshard under way to verified; put the units each key took in each wall
+    second, each move counted when sent, on its source key and the key it lands on."""
+    with pytest.MonkeyPatch.context() as patch:
+        sent = count_moves(patch, now=time.time)
+        asyncio.run(_reshard(uri, owner, rate))
+    queue.put(sent)
 
 
-async def _reshard_moves(uri: str, owner: str, rate: float) -> list[tuple[float, str, float]]:
-    """Run the reshard under way to verified; each move's (wall time sent, key, units), on
-    its source key and on the key it lands on."""
-    sent: list[tuple[float, str, float]] = []
-    move = IndexLayouts.move
-
-    async def counted(layouts: IndexLayouts, entry: StoredEntry, **kw: Any) -> str | None:
-        at, cost = time.time(), layouts.cost(entry)
-        for key in (kw["source"], layouts.destination(kw["value"], entry.item_id)):
-            if key is not None:
-                sent.append((at, key, cost))
-        return await move(layouts, entry, **kw)
-
-    IndexLayouts.move = counted  # type: ignore[method-assign]
+async def _reshard(uri: str, owner: str, rate: float) -> None:
     async with Resharder(uri, "orders", rate=rate, workers=2, worker=owner, sharing=Sharing(),
                          routing_ttl=1.0) as runner:
         await runner.run(until="verified")
-    return sent
 
 
 def mover_run(processes: int, rate: float) -> tuple[float, int]:
     """The highest units any shard key took in a wall second, by send, over ``processes``
-    running one reshard (``FAN``) of ``FAN_ENTRIES`` entries, and the moves made."""
+    running one reshard (``FAN``) of ``FAN_ENTRIES`` entries, and the moves recorded."""
     uri = local.table_store().uri
 
     async def prepare() -> None:
@@ -164,20 +155,24 @@ def mover_run(processes: int, rate: float) -> tuple[float, int]:
         async with Resharder(uri, "orders", routing_ttl=1.0) as runner:
             await runner.start({"PENDING": ShardPolicy(FAN[1])}, margin=0.5)
 
+    async def moved() -> int:
+        async with Resharder(uri, "orders", routing_ttl=1.0) as runner:
+            return sum(unit.moved for unit in await runner.units(await runner.routing()))
+
     asyncio.run(prepare())
     context = multiprocessing.get_context("spawn")
-    queue: multiprocessing.Queue[list[tuple[float, str, float]]] = context.Queue()
+    queue: multiprocessing.Queue[dict[tuple[str, int], float]] = context.Queue()
     workers = [context.Process(target=_mover_process, args=(uri, f"m{p}", rate, queue))
                for p in range(processes)]
     for process in workers:
         process.start()
-    moves = [m for _ in workers for m in queue.get(timeout=600)]
+    by_send: dict[tuple[str, int], float] = defaultdict(float)
+    for _ in workers:
+        for second, units in queue.get(timeout=600).items():
+            by_send[second] += units
     for process in workers:
         process.join()
-    by_send: dict[tuple[str, int], float] = defaultdict(float)
-    for at, key, units in moves:
-        by_send[key, int(at)] += units
-    return max(by_send.values()), len(moves) // 2
+    return max(by_send.values()), asyncio.run(moved())
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -54,16 +55,18 @@ async def relayout(index: ShardedIndex, value: str, policy: ShardPolicy) -> Rout
     return target
 
 
-def count_moves(monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], float]:
-    """Count, per shard key and clock second, the write units of each move as it is sent
-    (``IndexLayouts.move``): on its source key and on the key it lands on. What a mover's
-    pace and budget hold is each send; its own tally (``mover_units``) is by the second
-    each move ended, which a request's time shifts into the next."""
+def count_moves(monkeypatch: pytest.MonkeyPatch, now: Callable[[], float] | None = None
+                ) -> dict[tuple[str, int], float]:
+    """Count, per shard key and second (of ``now``, by default the store's clock), the
+    write units of each move as it is sent (``IndexLayouts.move``): on its source key and
+    on the key it lands on. What a mover's pace and budget hold is each send; its own
+    tally (``mover_units``) is by the second each move ended, which a request's time
+    shifts into the next."""
     sent: dict[tuple[str, int], float] = {}
     move = IndexLayouts.move
 
     async def counted(layouts: IndexLayouts, entry: StoredEntry, **kw: Any) -> str | None:
-        second = int(layouts.index.store.clock.now())
+        second = int(layouts.index.store.clock.now() if now is None else now())
         for key in (kw["source"], layouts.destination(kw["value"], entry.item_id)):
             if key is not None:
                 sent[key, second] = sent.get((key, second), 0.0) + layouts.cost(entry)
