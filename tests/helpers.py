@@ -55,22 +55,23 @@ async def relayout(index: ShardedIndex, value: str, policy: ShardPolicy) -> Rout
     return target
 
 
-def count_moves(monkeypatch: pytest.MonkeyPatch, now: Callable[[], float] | None = None
-                ) -> dict[tuple[str, int], float]:
+def count_moves(monkeypatch: pytest.MonkeyPatch, now: Callable[[], float] | None = None,
+                layouts: type[IndexLayouts] = IndexLayouts) -> dict[tuple[str, int], float]:
     """Count, per shard key and second (of ``now``, by default the store's clock), the
-    write units of each move as it is sent (``IndexLayouts.move``): on its source key and
-    on the key it lands on. What a mover's pace and budget hold is each send; its own
-    tally (``mover_units``) is by the second each move ended, which a request's time
-    shifts into the next."""
+    write units of each move (``layouts.move``: ``IndexLayouts``'s, or a subclass's own)
+    by the second it is sent: on its source key and on the key it landed on. What a
+    mover's pace and budget hold is each send; its own tally (``mover_units``) is by the
+    second each move ended, which a request's time shifts into the next."""
     sent: dict[tuple[str, int], float] = {}
-    move = IndexLayouts.move
+    move = layouts.move
 
-    async def counted(layouts: IndexLayouts, entry: StoredEntry, **kw: Any) -> str | None:
-        second = int(layouts.index.store.clock.now() if now is None else now())
-        for key in (kw["source"], layouts.destination(kw["value"], entry.item_id)):
+    async def counted(self: IndexLayouts, entry: StoredEntry, **kw: Any) -> str | None:
+        second = int(self.index.store.clock.now() if now is None else now())
+        landed = await move(self, entry, **kw)
+        for key in (kw["source"], landed):
             if key is not None:
-                sent[key, second] = sent.get((key, second), 0.0) + layouts.cost(entry)
-        return await move(layouts, entry, **kw)
+                sent[key, second] = sent.get((key, second), 0.0) + self.cost(entry)
+        return landed
 
-    monkeypatch.setattr(IndexLayouts, "move", counted)
+    monkeypatch.setattr(layouts, "move", counted)
     return sent

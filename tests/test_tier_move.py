@@ -529,3 +529,41 @@ def test_a_rollback_between_tiers_counts_the_copies_its_sweep_removes_as_removed
     text = printed.getvalue()
     assert "the sweep removed 30 copies the rollback left on the tier it left" in text, text
     assert "the sweep moved" not in text
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["alone", "budget"])
+@pytest.mark.parametrize(("old", "new", "strategy"), [
+    (4, 4, "random"), (8, 3, "random"), (4, 4, "round_robin"), (8, 3, "round_robin")])
+def test_a_tier_move_keeps_every_key_it_fills_within_the_rate(
+        old: int, new: int, strategy: str, shared: bool,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Into a layout whose writes pick their key (random, round robin), the mover picks
+    the key a move lands on before it sends it, so the key's pace (or the shared budget)
+    holds it: picked by the write, each target took what chance sent it, up to 1.52x the
+    rate in a second (1.40x with the budget), every source key drained at once."""
+    from shardex.migrate.budget import Sharing
+    from shardex.migrate.tiered import TierLayouts
+    from tests.helpers import count_moves
+
+    rate = 100.0
+    sent = count_moves(monkeypatch, layouts=TierLayouts)
+
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=2), MemoryStore(seed=3)
+        tiers = {"dedicated": dedicated}
+        policy = P(old, strategy=strategy)  # type: ignore[arg-type]
+        async with app_of(main_store, tiers, Routing(overrides={"P": policy})) as app:
+            for i in range(1200):
+                await app.put("P", f"o-{i:04d}", sort=f"{i:04d}")
+        async with resharder(main_store, tiers, rate=rate, workers=old,
+                             sharing=Sharing() if shared else None) as rs:
+            plan = await rs.start({"P": P(new, strategy=strategy,  # type: ignore[arg-type]
+                                          tier="dedicated")})
+            await rs.run(until="verified")
+        assert plan.to_move == 1200
+        landed = {key for key, _ in sent if key.startswith("#dedicated#")}
+        assert len(landed) == new
+        assert max(sent.values()) <= rate + 1e-6, \
+            sorted(sent.items(), key=lambda kv: -kv[1])[:4]
+
+    run_virtual(main())

@@ -518,7 +518,7 @@ class ShardedIndex(IndexReads):
             f"delete of {item_id!r} under {value!r}", token), units=1.0, priority=priority)
 
     async def relocate(self, item_id: str, *, value: str, source: str, reshard: str,
-                       generation: int) -> str | None:
+                       generation: int, to: str | None = None) -> str | None:
         """Move the entry of ``item_id`` under ``value`` from ``source`` to where writes go now.
 
         A reshard's mover calls it, for generation ``generation`` of reshard ``reshard``:
@@ -526,16 +526,26 @@ class ShardedIndex(IndexReads):
         generation and a state where entries move, the entry still on the shard key
         ``source`` and not already where the layout writes follow would put it,
         conditioned on its placement as located, so an application write racing it wins
-        or is planned again on top. Returns the shard key it moved the entry to, None if
-        there was nothing to move; errors as ``put``.
+        or is planned again on top. ``to`` is the key to land on where that layout lets
+        a write pick among its keys (random, round robin: the mover picks, to pace the
+        key before it sends); ignored where the layout hashes, or not one of its keys.
+        Returns the shard key it moved the entry to, None if there was nothing to move;
+        errors as ``put``.
         """
         validate_item_id(item_id)
         validate_value(value)
         self._reader()
+
+        def landing(routing: Routing) -> str:
+            policy = routing.writing.policy(value)
+            if to is not None and policy.strategy != "hash" and to in policy.shard_keys(value):
+                return to
+            return self._fresh_key(routing, value, item_id)
+
         done = await self._engine.write(self._job(
             value, item_id, lambda routing: Relocate(
-                item_id, value, source, self._fresh_key(routing, value, item_id), reshard,
-                generation), f"move of {item_id!r} off {source!r}", None))
+                item_id, value, source, landing(routing), reshard, generation),
+            f"move of {item_id!r} off {source!r}", None))
         return done.shard_key if done.result else None
 
 def _check_version(version: int | None) -> None:

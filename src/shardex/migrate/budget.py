@@ -288,23 +288,29 @@ class Budget(_BudgetRecord):
     def _limit(self, now: float) -> float:
         return self.share if now < self._expires else 0.0
 
-    async def spend(self, costs: Mapping[str, float]) -> None:
-        """Wait until ``costs`` (write units per shard key) fit this process's budget."""
+    async def spend(self, costs: Mapping[str, float],
+                    hold: Callable[[], float] | None = None) -> None:
+        """Wait until ``costs`` (write units per shard key) fit this process's budget, and
+        ``hold()`` says 0 (the seconds until the caller's own limits let it send), and
+        count them then: a send the budget counted, then held by the caller's pace, went
+        in a later second than it was counted in (a key both drained and filled took 1.08x
+        the rate in a second). Through Redis the budget takes once the caller is ready."""
         async with self.working():
             self._spent_at = self._clock.wall()
             if self._redis is not None:
-                await self._spend_shared(costs)
+                await self._spend_shared(costs, hold)
             else:
-                await self._spend(costs)
+                await self._spend(costs, hold)
 
-    async def _spend(self, costs: Mapping[str, float]) -> None:
+    async def _spend(self, costs: Mapping[str, float],
+                     hold: Callable[[], float] | None) -> None:
         windows = [(self._spent.get(key) or self._spent.setdefault(
             key, SpendWindow(self.policy.window)), cost) for key, cost in costs.items()]
         while True:
             now = self._clock.wall()
             limit = self._limit(now)
-            wait = max((window.wait(now, cost, limit) for window, cost in windows),
-                       default=0.0)
+            wait = max([window.wait(now, cost, limit) for window, cost in windows]
+                       + [hold() if hold is not None else 0.0])
             if wait <= 0:
                 break
             await self._clock.sleep(min(wait, self.policy.term / 6))
@@ -313,12 +319,15 @@ class Budget(_BudgetRecord):
         if len(self._spent) > 4096:  # keys not written for a while hold nothing
             self._spent = {k: v for k, v in self._spent.items() if v.counts(now, limit)}
 
-    async def _spend_shared(self, costs: Mapping[str, float]) -> None:
+    async def _spend_shared(self, costs: Mapping[str, float],
+                            hold: Callable[[], float] | None) -> None:
         """Take ``costs`` from the keys' moving windows in Redis, in whole units: a cost
         larger than a window holds is taken a window's worth at a time, and a rate below
         one unit a second counts over as many seconds as hold one unit (the movers had
         waited for good on either: a move of 2 units at a rate of 1.5, or any at 0.5)."""
         assert self._redis is not None
+        while hold is not None and (delay := hold()) > 0:
+            await self._clock.sleep(delay)
         for key, cost in costs.items():
             units = math.ceil(cost - _EPS)
             while units > 0:

@@ -33,7 +33,7 @@ from shardex.model.entries import (
     StoredEntry,
 )
 from shardex.retry import RetryPolicy, call_with_retry
-from shardex.routing import Routing
+from shardex.routing import Routing, Turns
 from shardex.stores.base import Store
 from shardex.write import in_place
 
@@ -74,8 +74,10 @@ class Layouts(abc.ABC):
         """True if an entry of ``value`` on ``key`` is where ``layout``'s writes put it."""
 
     def destination(self, value: str, item_id: str) -> str | None:
-        """The key a move of ``item_id`` lands on now, as its source key's name is given
-        (``source_keys``), to pace what a key takes; None where the write picks it."""
+        """The key a move of ``item_id`` lands on now, named as source keys are
+        (``source_keys``), to pace what a key takes before the move is sent: where the
+        layout picks a write's key (random, round robin), picked here, for ``move``'s
+        ``to``. None: not known before the move."""
         return None
 
     def flow(self, routing: Routing, value: str) -> tuple[int, int]:
@@ -108,11 +110,12 @@ class Layouts(abc.ABC):
         raise self._cannot("ranges of source keys")
 
     async def move(self, entry: StoredEntry, *, value: str, source: str, reshard: str,
-                   generation: int) -> str | None:
+                   generation: int, to: str | None = None) -> str | None:
         """Move ``entry`` off ``source`` to where writes go now: the key it went to, or None.
 
         Conditional: it applies only while the entry is still on ``source``, in the
-        reshard generation given, and an application write racing it wins.
+        reshard generation given, and an application write racing it wins. ``to``: the
+        key ``destination`` picked, where the layout lets the mover pick.
         """
         raise self._cannot("ranges of source keys")
 
@@ -159,6 +162,7 @@ class OnIndex(Layouts):
         self.index = index
         self._clock = clock
         self._rng = rng
+        self._turns = Turns(rng)
 
     @property
     def routing(self) -> Routing:
@@ -171,11 +175,10 @@ class OnIndex(Layouts):
         return in_place(layout, value, key, item_id)
 
     def destination(self, value: str, item_id: str) -> str | None:
-        # where the layout writes follow hashes it; random and round_robin pick at the write
-        writing = self.routing.writing
-        if writing.policy(value).strategy != "hash":
-            return None
-        return writing.shard_key(value, item_id)
+        # hashed where the layout writes follow hashes; picked as a write would pick it
+        # otherwise (and the move told to land there): a target left to chance at the
+        # write took 1.5x the rate in a second as every source drained into it
+        return self.routing.writing.shard_key(value, item_id, rng=self._rng, turns=self._turns)
 
     async def _query(self, store: Store, key: str, after: Position | None,
                      limit: int) -> QueryPage:
@@ -227,6 +230,6 @@ class IndexLayouts(OnIndex):
         return float(write_units(entry_bytes(entry)) * self._transaction)
 
     async def move(self, entry: StoredEntry, *, value: str, source: str, reshard: str,
-                   generation: int) -> str | None:
+                   generation: int, to: str | None = None) -> str | None:
         return await self.index.relocate(entry.item_id, value=value, source=source,
-                                         reshard=reshard, generation=generation)
+                                         reshard=reshard, generation=generation, to=to)

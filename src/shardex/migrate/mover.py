@@ -331,14 +331,16 @@ class Mover:
             return "in place"
         cost = self.layouts.cost(entry)
         # the key it lands on takes the rate at most too, from every source draining into
-        # it (a fan-in: each source's share is its even part, and moves land unevenly)
+        # it (a fan-in: each source's share is its even part, and moves land unevenly),
+        # and a key both drained and filled (a strategy's change) takes both within it
         target = self.layouts.destination(unit.value, entry.item_id)
         try:
             moved = await paced(pace, cost, lambda: self.layouts.move(
                 entry, value=unit.value, source=unit.source,
-                reshard=self.records.migration_id, generation=unit.generation),
+                reshard=self.records.migration_id, generation=unit.generation, to=target),
                 clock=self._clock, rng=self._rng, budget=self.budget, key=unit.source,
-                fills=target, filling=None if target is None else self._pace(target))
+                fills=target, keys=(self._pace(unit.source),
+                                    None if target is None else self._pace(target)))
         except (Unavailable, OutcomeUnknown, ConditionFailed, MalformedItem) as exc:
             # a hot or damaged item: the parity check names it, another pass retries
             log.warning("reshard: %s", exc)

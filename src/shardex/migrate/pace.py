@@ -11,7 +11,7 @@ store tried again after a backoff.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Protocol, TypeVar
 
@@ -117,14 +117,18 @@ async def pages(read: PageReader, pace: Pace) -> AsyncIterator[QueryPage]:
 async def paced(pace: Pace | None, cost: float, write: Callable[[], Awaitable[T]], *,
                 clock: Clock, rng: random.Random, attempts: int = ATTEMPTS,
                 budget: Budget | None = None, key: str = "", fills: str | None = None,
-                filling: Pace | None = None) -> T:
+                keys: Sequence[Pace | None] = ()) -> T:
     """``write()`` at ``pace`` and within ``budget`` (the migration's one budget, shared by
     every process, under its live controls) on shard key ``key``, costing ``cost`` units,
-    and on the key it lands on, ``fills`` (a move's target; ``filling``: that key's pace
-    without a budget): a throttle slows them and tries again; Unavailable is tried again
-    after a backoff and raised after ``attempts`` failures. Other errors are the caller's."""
+    and on the key it lands on, ``fills`` (a move's target); ``keys``, without a budget,
+    the paces of the keys it writes, each counting all this process writes to its key: a
+    throttle slows them all and tries again; Unavailable is tried again after a backoff
+    and raised after ``attempts`` failures. Other errors are the caller's."""
     failures = 0
-    paces = [p for p in (pace, filling) if p is not None]
+    paces: list[Pace] = []
+    for each in (pace, *keys):
+        if each is not None and all(each is not p for p in paces):
+            paces.append(each)
     while True:
         # every limit counts the send at the instant it goes: one counted earlier, then
         # held by another's wait, went in a later second than it was counted in (a move
@@ -132,21 +136,19 @@ async def paced(pace: Pace | None, cost: float, write: Callable[[], Awaitable[T]
         # the rate in a second); and a pace counts nothing while it waits (a pause, the
         # budget's window): what it had spaced out went at once after (a unit's batch
         # queued in a pause reached the key a fan-in fills at 1.8x the rate on resume)
-        await ready(paces, cost, clock)
         if budget is not None:
-            await budget.spend({key: cost} if fills is None else {key: cost, fills: cost})
-            # the budget's wait only lets the paces' windows empty: still ready, unless
-            # another worker of the same key sent meanwhile
-            await ready(paces, cost, clock)
+            await budget.spend({key: cost} if fills is None else {key: cost, fills: cost},
+                               hold=lambda: max((p.due(cost) for p in paces), default=0.0))
+        # ready already, but for a send through Redis: another move of the same key may
+        # have taken the pace while the budget's take was on its way
+        await ready(paces, cost, clock)
         for each in paces:
             each.take(cost)
         try:
             result = await write()
         except Throttled:
-            if pace is not None:
-                pace.throttled()
-            if filling is not None:
-                filling.throttled()
+            for each in paces:
+                each.throttled()
             if budget is not None:
                 await budget.throttled()
             continue
@@ -156,8 +158,6 @@ async def paced(pace: Pace | None, cost: float, write: Callable[[], Awaitable[T]
                 raise
             await clock.sleep(PATIENT.backoff(failures, rng))
             continue
-        if pace is not None:
-            pace.succeeded()
-        if filling is not None:
-            filling.succeeded()
+        for each in paces:
+            each.succeeded()
         return result

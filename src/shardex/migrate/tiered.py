@@ -157,13 +157,17 @@ class TierLayouts(IndexLayouts):
         return float(write_units(entry_bytes(entry)) * 2 * self._transaction)
 
     async def move(self, entry: StoredEntry, *, value: str, source: str, reshard: str,
-                   generation: int) -> str | None:
+                   generation: int, to: str | None = None) -> str | None:
         tier, raw = untagged(source)
         if self._left_behind(tier, raw) and self.routing.state == "retired":
             removed = await self._remove_left(tier, entry.item_id, raw)
             return source if removed else None
+        # a key picked on the tier writes go to now (the routing may have moved on since)
+        picked = None if to is None else untagged(to)
+        pick = picked[1] if picked and picked[0] == self.routing.writing.policy(value).tier \
+            else None
         landed = await self.index.relocate(entry.item_id, value=value, source=raw,
-                                           reshard=reshard, generation=generation)
+                                           reshard=reshard, generation=generation, to=pick)
         return None if landed is None else tagged(self.routing.writing.policy(value).tier,
                                                   landed)
 
