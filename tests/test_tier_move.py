@@ -537,10 +537,11 @@ def test_a_rollback_between_tiers_counts_the_copies_its_sweep_removes_as_removed
 def test_a_tier_move_keeps_every_key_it_fills_within_the_rate(
         old: int, new: int, strategy: str, shared: bool,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Into a layout whose writes pick their key (random, round robin), the mover picks
-    the key a move lands on before it sends it, so the key's pace (or the shared budget)
-    holds it: picked by the write, each target took what chance sent it, up to 1.52x the
-    rate in a second (1.40x with the budget), every source key drained at once."""
+    """Into a layout whose writes pick their key (random, round robin), the mover deals
+    its moves out over the keys in turn, each one's key picked before it is sent, so the
+    key's pace (or the shared budget) holds it: picked by the write, each target took
+    what chance sent it, up to 1.52x the rate in a second (1.40x with the budget), every
+    source key drained at once."""
     from shardex.migrate.budget import Sharing
     from shardex.migrate.tiered import TierLayouts
     from tests.helpers import count_moves

@@ -24,6 +24,7 @@ from shardex.capacity import entry_bytes, write_units
 from shardex.clock import Clock
 from shardex.errors import CapabilityMissing
 from shardex.index import ShardedIndex
+from shardex.keys import encode_shard_key
 from shardex.model.entries import (
     Placement,
     Position,
@@ -175,10 +176,15 @@ class OnIndex(Layouts):
         return in_place(layout, value, key, item_id)
 
     def destination(self, value: str, item_id: str) -> str | None:
-        # hashed where the layout writes follow hashes; picked as a write would pick it
-        # otherwise (and the move told to land there): a target left to chance at the
-        # write took 1.5x the rate in a second as every source drained into it
-        return self.routing.writing.shard_key(value, item_id, rng=self._rng, turns=self._turns)
+        # hashed where the layout writes follow hashes; otherwise any of its keys is in
+        # place, and the moves are dealt out in turn (the move told to land there): a
+        # target left to chance at the write took 1.5x the rate in a second as every
+        # source drained into it, and one picked at random held the move back a fifth
+        writing = self.routing.writing
+        policy = writing.policy(value)
+        if policy.strategy == "hash":
+            return writing.shard_key(value, item_id)
+        return encode_shard_key(value, self._turns.take(value, policy.shards), policy.shards)
 
     async def _query(self, store: Store, key: str, after: Position | None,
                      limit: int) -> QueryPage:
@@ -210,13 +216,16 @@ class IndexLayouts(OnIndex):
         return routing.previous.policy(value).shard_keys(value)
 
     def flow(self, routing: Routing, value: str) -> tuple[int, int]:
-        """As ``Layouts.flow``; and where both layouts hash on one store, jump hash keeps
-        every entry of a key both layouts have: shrinking, entries leave only the keys the
-        new layout drops (growing, they land only on the keys the old one lacks)."""
+        """As ``Layouts.flow``, on one store: where both layouts hash, jump hash keeps
+        every entry of a key both layouts have (shrinking, entries leave only the keys the
+        new layout drops; growing, they land only on the keys the old one lacks); into
+        random or round-robin keys, an entry on any of them is in place: only the keys
+        dropped drain. (From those to hash, every key drains, and the keys both layouts
+        have fill too: their pace holds both, ``Mover._move``.)"""
         drains, fills = super().flow(routing, value)
         assert routing.previous is not None
         old, new = routing.previous.policy(value), routing.policy(value)
-        if old.strategy == new.strategy == "hash" and old.tier == new.tier:
+        if old.tier == new.tier and (new.strategy != "hash" or old.strategy == "hash"):
             kept = set(self.target_keys(routing, value))
             drains = sum(key not in kept for key in self.source_keys(routing, value)) \
                 or drains
