@@ -75,3 +75,19 @@ def count_moves(monkeypatch: pytest.MonkeyPatch, now: Callable[[], float] | None
 
     monkeypatch.setattr(layouts, "move", counted)
     return sent
+
+
+class MoveTimer:
+    """A mover's ``progress`` callback that times its move from its reports: from the
+    first (nothing moved yet) to the first that counts ``total`` moved."""
+
+    def __init__(self, clock: Any) -> None:
+        self._clock = clock
+        self._seen: list[tuple[float, int, int | None]] = []
+
+    def __call__(self, progress: Any) -> None:
+        self._seen.append((self._clock.now(), progress.moved, progress.remaining))
+
+    def took(self, total: int) -> float:
+        began = min(at for at, _, remaining in self._seen if remaining is not None)
+        return min(at for at, moved, _ in self._seen if moved >= total) - began

@@ -21,7 +21,7 @@ from shardex.reshard import Resharder, states
 from shardex.routing import begin_transition
 from shardex.sim.clock import run_virtual
 from shardex.stores.memory import MemoryStore
-from tests.helpers import count_moves
+from tests.helpers import MoveTimer, count_moves
 
 P = ShardPolicy
 LEASE = 3.0
@@ -495,20 +495,17 @@ def test_the_move_takes_about_what_start_estimates(old: int, new: int, workers: 
     in turn)."""
     async def main() -> None:
         store = await _filled(old, 1200, was)
-        seen: list[tuple[float, int, int | None]] = []
-        async with Resharder(store, "orders", rate=100.0, workers=workers, progress=lambda p:
-                             seen.append((store.clock.now(), p.moved, p.remaining))) as rs:
+        timer = MoveTimer(store.clock)
+        async with Resharder(store, "orders", rate=100.0, workers=workers,
+                             progress=timer) as rs:
             plan = await rs.start({"P": ShardPolicy(new, strategy=now)})  # type: ignore[arg-type]
             if (old, new, was, now) == (8, 3, "hash", "random"):
                 # the five keys dropped drain, each at 3/5 of the rate, a move 2 units
                 assert plan.move_seconds(100.0, workers=8) == pytest.approx(
                     plan.values["P"].busiest * 2 / 60.0)
             await rs.run(until="verified")
-        # the mover's reports: from its first (nothing moved yet) to its last
-        began = min(at for at, _, remaining in seen if remaining is not None)
-        ended = min(at for at, moved, _ in seen if moved >= plan.to_move)
-        assert ended - began == pytest.approx(plan.move_seconds(100.0, workers=workers),
-                                              rel=0.2)
+        assert timer.took(plan.to_move) == pytest.approx(
+            plan.move_seconds(100.0, workers=workers), rel=0.2)
 
     run_virtual(main())
 

@@ -137,8 +137,9 @@ class Mover:
                 read = partial(self.layouts.page, source, limit=1000)
                 async for page in pages(read, Pace(self._read_rate, self._clock)):
                     for entry in page.entries:
-                        survey.add(entry.position, not self.layouts.placed(
-                            target, value, source, entry.item_id))
+                        moves = not self.layouts.placed(target, value, source, entry.item_id)
+                        survey.add(entry.position, moves,
+                                   self.layouts.cost(entry) if moves else 0.0)
                 survey.close()
                 surveys[value].append(survey)
         return surveys

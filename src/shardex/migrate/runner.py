@@ -246,7 +246,8 @@ class Resharder(MigrationRunner):
         plans = {value: ValuePlan(value, new.previous.policy(value), new.policy(value),
                                   sum(s.entries for s in found), sum(s.to_move for s in found),
                                   max((s.to_move for s in found), default=0),
-                                  *self.layouts.flow(new, value))
+                                  *self.layouts.flow(new, value),
+                                  units=sum(s.units for s in found))
                  for value, found in surveys.items()}
         if dry_run:
             return StartPlan(new, plans, stored=False)

@@ -14,9 +14,10 @@ __all__ = ["StartPlan", "ValuePlan"]
 @dataclass(frozen=True, slots=True)
 class ValuePlan:
     """One value of a reshard: its policy before and after, entries read and to move, the
-    most of them one source key gives (``busiest``), and the keys the mover drains
-    (``sources``) and fills (``targets``, ``Layouts.flow``): what bounds how soon a mover
-    held to a rate per shard key can be done."""
+    most of them one source key gives (``busiest``), the keys the mover drains
+    (``sources``) and fills (``targets``, ``Layouts.flow``), and the write units the moves
+    cost (``units``; None: two a move): what bounds how soon a mover held to a rate per
+    shard key can be done."""
 
     value: str
     source: ShardPolicy
@@ -26,6 +27,16 @@ class ValuePlan:
     busiest: int = 0
     sources: int = 1
     targets: int = 1
+    units: float | None = None
+
+    @property
+    def cost(self) -> float:
+        """The write units a move costs on the key it leaves, on average: two for an
+        entry of up to 1 KB moved by a transaction, twice that between tiers (a write on
+        each store), more for larger entries."""
+        if self.units is None or not self.to_move:
+            return 2.0
+        return self.units / self.to_move
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,15 +59,15 @@ class StartPlan:
 
     def move_seconds(self, rate: float, workers: int = 1) -> float:
         """About how long a mover held to ``rate`` write units a second on any shard key
-        takes with ``workers`` work units at once (``run``'s ``--workers``), two units a
-        move (a transaction, twice an entry of up to 1 KB). A worker drains one source
-        key at a time, at the key's share of the rate (``allocate``: what keeps every
-        target key within it when all the sources drain at once); with a worker for each
-        source key, the busiest source key's moves at its share."""
+        takes with ``workers`` work units at once (``run``'s ``--workers``), each move at
+        what it costs (``ValuePlan.cost``). A worker drains one source key at a time, at
+        the key's share of the rate (``allocate``: what keeps every target key within it
+        when all the sources drain at once); with a worker for each source key, the
+        busiest source key's moves at its share."""
         if not rate:
             return 0.0
-        rates = [(v, allocate(rate, sources=v.sources, targets=v.targets))
+        rates = [(v, allocate(rate, sources=v.sources, targets=v.targets) / v.cost)
                  for v in self.values.values()]
-        alone = sum(v.to_move * 2 / share for v, share in rates)
-        busiest = max((v.busiest * 2 / share for v, share in rates), default=0.0)
+        alone = sum(v.to_move / moves for v, moves in rates)
+        busiest = max((v.busiest / moves for v, moves in rates), default=0.0)
         return max(busiest, alone / max(1, workers))

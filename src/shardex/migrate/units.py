@@ -211,26 +211,29 @@ def allocate(rate: float, *, sources: int, targets: int) -> float:
 class Survey:
     """Counts one source key's entries in order and cuts it into ranges as it goes.
 
-    ``add(position, moves)`` for each entry in ascending order; ``ranges`` then holds
-    ``(start, end, entries, to_move)`` per range of at most ``split_every`` entries, the
-    first from the key's beginning and the last to its end.
+    ``add(position, moves, cost)`` for each entry in ascending order; ``ranges`` then
+    holds ``(start, end, entries, to_move)`` per range of at most ``split_every`` entries,
+    the first from the key's beginning and the last to its end; ``units`` the write units
+    the key's moves cost.
     """
 
     source: str
     split_every: int = DEFAULT_SPLIT
     ranges: list[tuple[Position | None, Position | None, int, int]] = field(
         default_factory=list)
+    units: float = 0.0
     _start: Position | None = None
     _last: Position | None = None
     _entries: int = 0
     _to_move: int = 0
 
-    def add(self, position: Position, moves: bool) -> None:
+    def add(self, position: Position, moves: bool, cost: float = 0.0) -> None:
         if self._entries >= self.split_every:
             self.ranges.append((self._start, self._last, self._entries, self._to_move))
             self._start, self._entries, self._to_move = self._last, 0, 0
         self._entries += 1
         self._to_move += int(moves)
+        self.units += cost if moves else 0.0
         self._last = position
 
     def close(self) -> None:
