@@ -573,8 +573,8 @@ def test_a_tier_move_keeps_every_key_it_fills_within_the_rate(
 @pytest.mark.parametrize("workers", [1, 4])
 def test_a_tier_move_takes_about_what_start_estimates(workers: int) -> None:
     """The estimate counts what a move costs: between tiers a write on each store (twice
-    a move within one), so 'about 6 s or more' was said of a tier move on Azurite that
-    took 11 s at the rate given, as on virtual time here."""
+    a move within one). A tier move of 2,000 entries on Azurite at --rate 40 with 4
+    workers took 69 s where the estimate came to 37.5 s; on virtual time here, 2.1x."""
     async def main() -> None:
         main_store, dedicated = MemoryStore(seed=2), MemoryStore(seed=3)
         tiers = {"dedicated": dedicated}
