@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -68,7 +69,15 @@ log = logging.getLogger("shardex")
 MOVER_RETRY = RetryPolicy(attempts=6, base=0.05, cap=1.0, deadline=None,
                           retry_on=(Unavailable,))
 _BATCH = 8  # moves of one unit in flight at once
+_FOLLOW = 0.5  # seconds between a unit's looks at the rate in force
 _POLL = 1.0  # seconds between looks at units leased by others
+
+
+def _counted(unit: Unit, outcomes: Sequence[str]) -> Unit:
+    """``unit`` with ``outcomes`` (of ``Mover._move``) added to its counts."""
+    return replace(unit, moved=unit.moved + outcomes.count("moved"),
+                   skipped=unit.skipped + outcomes.count("skipped"),
+                   unresolved=unit.unresolved + outcomes.count("unresolved"))
 
 
 def migration_of(routing: Routing) -> Transition | None:
@@ -239,35 +248,40 @@ class Mover:
         return all(u.number > unit.number for u in rivals)
 
     async def _process(self, routing: Routing, key: str, unit: Unit, revision: int) -> None:
-        """Move the entries of ``unit``, checkpointing after each page; stop if the lease goes."""
+        """Move the entries of ``unit`` page by page, ``_BATCH`` moves in flight at once,
+        each sent as one ends (in batches that waited for their slowest, a unit on a
+        store whose latency bound it kept three of eight in flight on average);
+        checkpoint after each page, and stop if the lease goes."""
         rate = self._unit_rate(routing, unit)
         pace = Pace(rate, self._clock)
         reads = Pace(self._read_rate, self._clock)
         page_size = _page_size(rate, self._lease)
-        saved_at = self._clock.wall()
+        window = asyncio.Semaphore(_BATCH)
+        followed = [-math.inf]
+        ended: list[str] = []  # the outcomes of the page's moves that ended so far
+
+        async def move(entry: StoredEntry) -> str:
+            async with window:
+                if self._clock.now() - followed[0] >= _FOLLOW:  # a throttle, a cut
+                    followed[0] = self._clock.now()
+                    pace.follow(self._unit_rate(routing, unit))
+                outcome = await self._move(unit, entry, pace)
+            ended.append(outcome)
+            return outcome
+
         try:
             while self._current(routing):
                 page = await read_page(self.layouts, unit.source, unit.after, page_size, reads)
                 entries = [e for e in page.entries if unit.contains(e.position)]
                 finished = page.resume is None or len(entries) < len(page.entries)
-                for i in range(0, len(entries), _BATCH):
-                    batch = entries[i:i + _BATCH]
-                    pace.follow(self._unit_rate(routing, unit))  # a throttle, a cut
-                    held = await self._holding(key, unit, revision, asyncio.gather(
-                        *(self._move(unit, e, pace) for e in batch)))
-                    if held is None:
-                        return  # the lease was taken over: the other worker goes on
-                    outcomes, (unit, revision) = held
-                    unit = replace(unit, after=batch[-1].position,
-                                   moved=unit.moved + outcomes.count("moved"),
-                                   skipped=unit.skipped + outcomes.count("skipped"),
-                                   unresolved=unit.unresolved + outcomes.count("unresolved"))
-                    if self._clock.wall() - saved_at >= self._lease / 3:
-                        saved = await self.records.checkpoint(key, unit, revision,
-                                                              lease=self._lease)
-                        if saved is None:
-                            return  # the lease was taken over: the other worker goes on
-                        (unit, revision), saved_at = saved, self._clock.wall()
+                # the page's moves hold the lease (renewed as the unit stood before them)
+                held = await self._holding(key, unit, revision, asyncio.gather(
+                    *(move(e) for e in entries)))
+                if held is None:
+                    return  # the lease was taken over: the other worker goes on
+                outcomes, (unit, revision) = held
+                unit = _counted(unit, outcomes)
+                ended.clear()
                 if finished:
                     unit = replace(unit, done=True)
                 elif page.resume is not None:
@@ -275,16 +289,17 @@ class Mover:
                 saved = await self.records.checkpoint(key, unit, revision, lease=self._lease)
                 if saved is None or unit.done:
                     return
-                (unit, revision), saved_at = saved, self._clock.wall()
+                unit, revision = saved
                 if self._progress is not None:
                     self._progress()
         except asyncio.CancelledError:
-            # stopped (Ctrl-C, a bounded step): keep what moved since the last checkpoint,
-            # so status counts it and the unit goes on from there (a batch cut short is
-            # found in place and moved again by no one)
+            # stopped (Ctrl-C, a bounded step): count what moved since the last checkpoint,
+            # so status counts it; the unit goes on from there, where those are found in
+            # place and counted by no one (nor moves cut short in flight)
             with contextlib.suppress(ShardexError):  # a store that does not answer: it lapses
                 await within(self._clock, GOODBYE, self.records.checkpoint(
-                    key, unit, revision, lease=self._lease), "the checkpoint on stopping")
+                    key, _counted(unit, ended), revision, lease=self._lease),
+                    "the checkpoint on stopping")
             raise
 
     async def _holding(self, key: str, unit: Unit, revision: int,
