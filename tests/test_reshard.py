@@ -425,7 +425,7 @@ def test_a_stopped_runner_keeps_the_count_of_what_it_moved_since_its_checkpoint(
             for k in range(8):
                 landed += await store.count("orders", f"PENDING#{k}")
             assert landed > 16
-            # a batch of moves cut short landed uncounted (found in place when resumed)
+            # moves in flight when cut short landed uncounted (found in place when resumed)
             assert landed - 8 <= recorded <= landed, (recorded, landed)
             await assert_complete(app, model, ["PENDING"])
 
