@@ -523,7 +523,7 @@ def test_a_worker_a_source_key_keeps_every_key_within_the_rate(
     the whole rate and every new key took twice the rate. Alone, the process paces each
     key it fills; with the migration's shared budget (every ``reshard run``), the budget
     holds both keys of a move. From random to hash, a kept key both drains and fills:
-    its pace counts both (it took 1.3x the rate alone, 1.06x with the budget)."""
+    its pace counts both (it took 1.3x the rate alone, 1.08x with the budget)."""
     rate = 100.0
     sent = count_moves(monkeypatch)
 

@@ -14,6 +14,8 @@ import pytest
 from shardex import CapabilityMissing, Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
 from shardex.errors import ReshardRefused, Throttled
+from shardex.migrate.budget import Sharing
+from shardex.migrate.tiered import TierLayouts
 from shardex.model.entries import Placement, StoredEntry
 from shardex.reshard import Resharder, RunResult
 from shardex.retry import RetryPolicy, call_with_retry
@@ -543,9 +545,6 @@ def test_a_tier_move_keeps_every_key_it_fills_within_the_rate(
     key's pace (or the shared budget) holds it: picked by the write, each target took
     what chance sent it, up to 1.52x the rate in a second (1.40x with the budget), every
     source key drained at once."""
-    from shardex.migrate.budget import Sharing
-    from shardex.migrate.tiered import TierLayouts
-
     rate = 100.0
     sent = count_moves(monkeypatch, layouts=TierLayouts)
 

@@ -538,7 +538,7 @@ class ShardedIndex(IndexReads):
 
         def landing(routing: Routing) -> str:
             policy = routing.writing.policy(value)
-            if to is not None and policy.strategy != "hash" and to in policy.shard_keys(value):
+            if to is not None and policy.strategy != "hash" and policy.has_key(value, to):
                 return to
             return self._fresh_key(routing, value, item_id)
 
