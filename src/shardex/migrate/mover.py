@@ -57,7 +57,7 @@ from shardex.migrate.units import (
     units_of,
 )
 from shardex.migrate.work import Idle, WorkRecords, work_units
-from shardex.model.entries import ScanItem, ScanPage, StoredEntry
+from shardex.model.entries import Position, QueryPage, ScanItem, ScanPage, StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
 from shardex.transition import Transition
@@ -250,8 +250,9 @@ class Mover:
     async def _process(self, routing: Routing, key: str, unit: Unit, revision: int) -> None:
         """Move the entries of ``unit`` page by page, ``_BATCH`` moves in flight at once,
         each sent as one ends (in batches that waited for their slowest, a unit on a
-        store whose latency bound it kept three of eight in flight on average);
-        checkpoint after each page, and stop if the lease goes."""
+        store whose latency bound it kept three of eight in flight on average), the next
+        page read while one's entries move; checkpoint after each page, and stop if the
+        lease goes."""
         rate = self._unit_rate(routing, unit)
         pace = Pace(rate, self._clock)
         reads = Pace(self._read_rate, self._clock)
@@ -269,11 +270,19 @@ class Mover:
             ended.append(outcome)
             return outcome
 
+        def read(after: Position | None) -> asyncio.Future[QueryPage]:
+            return asyncio.ensure_future(read_page(self.layouts, unit.source, after,
+                                                   page_size, reads))
+
+        reading: asyncio.Future[QueryPage] | None = None
         try:
             while self._current(routing):
-                page = await read_page(self.layouts, unit.source, unit.after, page_size, reads)
+                page = await (reading or read(unit.after))
+                reading = None
                 entries = [e for e in page.entries if unit.contains(e.position)]
                 finished = page.resume is None or len(entries) < len(page.entries)
+                if not finished:  # the next page is read while this one's entries move
+                    reading = read(page.resume)
                 # the page's moves hold the lease (renewed as the unit stood before them)
                 held = await self._holding(key, unit, revision, asyncio.gather(
                     *(move(e) for e in entries)))
@@ -301,6 +310,10 @@ class Mover:
                     key, _counted(unit, ended), revision, lease=self._lease),
                     "the checkpoint on stopping")
             raise
+        finally:
+            if reading is not None:  # read ahead, not needed: the unit ends here
+                reading.cancel()
+                await asyncio.gather(reading, return_exceptions=True)
 
     async def _holding(self, key: str, unit: Unit, revision: int,
                        work: asyncio.Future[list[str]]
