@@ -258,13 +258,14 @@ class Mover:
         reads = Pace(self._read_rate, self._clock)
         page_size = _page_size(rate, self._lease)
         window = asyncio.Semaphore(_BATCH)
-        followed = [-math.inf]
+        followed = -math.inf  # when the unit last looked at the rate in force
         ended: list[str] = []  # the outcomes of the page's moves that ended so far
 
         async def move(entry: StoredEntry) -> str:
+            nonlocal followed
             async with window:
-                if self._clock.now() - followed[0] >= _FOLLOW:  # a throttle, a cut
-                    followed[0] = self._clock.now()
+                if self._clock.now() - followed >= _FOLLOW:  # a throttle, a cut
+                    followed = self._clock.now()
                     pace.follow(self._unit_rate(routing, unit))
                 outcome = await self._move(unit, entry, pace)
             ended.append(outcome)

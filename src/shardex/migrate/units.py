@@ -211,10 +211,10 @@ def allocate(rate: float, *, sources: int, targets: int) -> float:
 class Survey:
     """Counts one source key's entries in order and cuts it into ranges as it goes.
 
-    ``add(position, moves, cost)`` for each entry in ascending order; ``ranges`` then
-    holds ``(start, end, entries, to_move)`` per range of at most ``split_every`` entries,
-    the first from the key's beginning and the last to its end; ``units`` the write units
-    the key's moves cost.
+    ``add(position, moves, cost)`` for each entry in ascending order (``cost``: the write
+    units its move costs, 0 where it stays); ``ranges`` then holds ``(start, end, entries,
+    to_move)`` per range of at most ``split_every`` entries, the first from the key's
+    beginning and the last to its end; ``units`` the write units the key's moves cost.
     """
 
     source: str
@@ -233,7 +233,7 @@ class Survey:
             self._start, self._entries, self._to_move = self._last, 0, 0
         self._entries += 1
         self._to_move += int(moves)
-        self.units += cost if moves else 0.0
+        self.units += cost
         self._last = position
 
     def close(self) -> None:
