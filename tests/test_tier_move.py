@@ -7,6 +7,7 @@ import asyncio
 import json
 import random
 import shlex
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from shardex import CapabilityMissing, Routing, ShardedIndex, ShardPolicy
 from shardex.clock import LoopClock
 from shardex.errors import ReshardRefused, Throttled
 from shardex.migrate.budget import Sharing
+from shardex.migrate.control import change_control
 from shardex.migrate.tiered import TierLayouts
 from shardex.model.entries import Placement, StoredEntry
 from shardex.reshard import Resharder, RunResult
@@ -589,3 +591,123 @@ def test_a_tier_move_takes_about_what_start_estimates(workers: int) -> None:
             plan.move_seconds(100.0, workers=workers), rel=0.2)
 
     run_virtual(main())
+
+
+# -- the sweep keeps to the migration's rate and controls ------------------------------------
+
+async def _at_the_sweep(rs: Resharder, app: ShardedIndex, entries: int) -> str:
+    """BIG's ``entries`` moved onto two keys of tier ``dedicated`` and rolled back up to
+    ``retired``: every entry back in the index's store, each one's copy left on the tier
+    for the sweep to remove. The migration's id."""
+    for i in range(entries):
+        await app.put("BIG", f"b-{i:04d}", sort=f"{i:04d}")
+    await rs.start({"BIG": P(2, tier="dedicated")}, margin=MARGIN)
+    await rs.run(until="verified")
+    run = rs.run
+    rs.run = lambda until="done": run(until="verified")  # type: ignore[method-assign]
+    await rs.rollback()
+    rs.run = run  # type: ignore[method-assign]
+    assert (await rs.run(until="retired")).state == "retired"
+    meta = (await rs.routing()).reshard
+    assert meta is not None
+    return meta.id
+
+
+def _count_sweeps(monkeypatch: pytest.MonkeyPatch, clock: Any) -> dict[tuple[str, int], float]:
+    """Count, per shard key and second, the write units of each of the sweep's moves and
+    removals by the second it is sent, once on each key it writes."""
+    sent: dict[tuple[str, int], float] = {}
+    move = TierLayouts.move
+
+    async def counted(self: TierLayouts, entry: StoredEntry, **kw: Any) -> str | None:
+        second = int(clock.now())
+        landed = await move(self, entry, **kw)
+        for key in {kw["source"], landed} - {None}:
+            sent[key, second] = sent.get((key, second), 0.0) + self.cost(entry)
+        return landed
+
+    monkeypatch.setattr(TierLayouts, "move", counted)
+    return sent
+
+
+@pytest.mark.parametrize("runners", [1, 2])
+def test_the_sweep_keeps_to_the_migration_s_rate(runners: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tier move rolled back leaves a copy of each entry on the tier, which the sweep
+    removes: as many writes as the move made. The sweep paced itself at the runner's own
+    --rate, whatever the migration's controls said (a ``throttle --rate 10`` left it at
+    500), and each runner sweeping on its own: two of them put twice the rate on a key."""
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
+        tiers = {"dedicated": dedicated}
+        async with app_of(main_store, tiers) as app, \
+                resharder(main_store, tiers, sharing=Sharing(poll=0.5)) as rs, \
+                resharder(main_store, tiers, sharing=Sharing(poll=0.5), seed=7,
+                          worker="second") as other:
+            migration = await _at_the_sweep(rs, app, 200)
+            clock = LoopClock()
+            await change_control(main_store, "orders", migration,
+                                 lambda c: replace(c, rate=10.0), clock=clock)
+            sent = _count_sweeps(monkeypatch, clock)
+            results = await asyncio.gather(*(r.run(until="done") for r in (rs, other)[:runners]))
+            assert [r.state for r in results] == ["done"] * runners
+            assert sum(r.cleared for r in results) == 200
+            assert await _left_on(dedicated) == 0
+            assert max(sent.values()) <= 10.0 + 1e-6, \
+                sorted(sent.items(), key=lambda kv: -kv[1])[:4]
+
+    run_virtual(main())
+
+
+def test_a_paused_sweep_waits_for_resume() -> None:
+    """Paused, the sweep went on removing (it never looked at the controls); it waits now,
+    and the run says why it stands, as a paused mover does."""
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
+        tiers = {"dedicated": dedicated}
+        notes: list[str] = []
+        async with app_of(main_store, tiers) as app, \
+                resharder(main_store, tiers, sharing=Sharing(poll=0.5),
+                          progress=lambda p: notes.append(p.note)) as rs:
+            migration = await _at_the_sweep(rs, app, 60)
+            clock = LoopClock()
+            await change_control(main_store, "orders", migration, lambda c: replace(
+                c, paused=True, paused_by="ops@host"), clock=clock)
+            assert await _left_on(dedicated) == 60
+            running = asyncio.ensure_future(rs.run(until="done"))
+            await clock.sleep(10.0)
+            assert not running.done()
+            assert await _left_on(dedicated) == 60
+            assert "paused by ops@host; resume to go on" in notes, notes[-5:]
+            await change_control(main_store, "orders", migration,
+                                 lambda c: replace(c, paused=False), clock=clock)
+            result = await running
+            assert (result.state, result.cleared) == ("done", 60)
+
+    run_virtual(main())
+
+
+def test_a_throttled_sweep_slows_down_and_finishes() -> None:
+    """The store the sweep removes copies from throttles one request in three (83
+    throttles in this sweep): the sweep slows down and tries again, and ends with every
+    copy removed."""
+    async def main() -> None:
+        main_store = MemoryStore(seed=3)
+        dedicated = MemoryStore(seed=4, throttle_rate=0.3)
+        tiers = {"dedicated": dedicated}
+        async with app_of(main_store, tiers) as app, resharder(main_store, tiers) as rs:
+            await _at_the_sweep(rs, app, 60)
+            result = await rs.run(until="done")
+            assert (result.state, result.cleared) == ("done", 60)
+            assert await _left_on(dedicated) == 0
+
+    run_virtual(main())
+
+
+async def _left_on(store: MemoryStore) -> int:
+    """How many entries of index ``orders`` ``store`` holds."""
+    left = 0
+    for key in store.shard_keys("orders"):
+        page = await store.query("orders", key, after=None, descending=False, limit=1000)
+        left += len(page.entries)
+    return left

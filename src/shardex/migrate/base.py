@@ -97,6 +97,7 @@ class MigrationRunner:
         self._seed = seed
         self.sharing = sharing
         self.say_every = 5.0  # seconds between a wait's progress lines (run's --every)
+        self._followed: set[tuple[str, float]] = set()  # (migration, rate) said it follows
 
     async def budget(self, stack: contextlib.AsyncExitStack, migration: str,
                      say: Callable[[str], None]) -> Budget | None:
@@ -110,7 +111,9 @@ class MigrationRunner:
             self.store, self.name, migration, rate=self.rate, owner=self.worker,
             clock=self._clock, rng=self._rng))
         control = budget.controls.control
-        if control.rate is not None and abs(control.rate - self.rate) > 1e-9:
+        if control.rate is not None and abs(control.rate - self.rate) > 1e-9 \
+                and (migration, control.rate) not in self._followed:
+            self._followed.add((migration, control.rate))  # once a run: the move, the sweep
             who = f" (its controls last changed by {control.changed_by})" \
                 if control.changed_by else ""
             say(f"following the migration's rate, {control.rate:g} write units a second per "

@@ -48,6 +48,7 @@ from shardex.migrate.budget import Budget
 from shardex.migrate.layouts import Layouts, target_of
 from shardex.migrate.pace import Pace, paced, pages, read_page
 from shardex.migrate.states import MOVING
+from shardex.migrate.sweep import Swept, sweep_key
 from shardex.migrate.units import (
     DEFAULT_SPLIT,
     Survey,
@@ -345,12 +346,16 @@ class Mover:
         process's ``rate`` without a budget or while paused), shared out over the keys
         entries leave and land on (``allocate``, ``Layouts.flow``), not the rate of the process that
         planned the unit (a rollback planned at 5 and resumed at 1,000 crawled at 5)."""
-        rate = self._rate
-        if self.budget is not None:
-            # after a cut, the rate it grows back from; paused or held, the one it resumes at
-            rate = self.budget.rate or self.budget.controls.set_rate
         drains, fills = self.layouts.flow(routing, unit.value)
-        return allocate(rate, sources=drains, targets=fills)
+        return allocate(self._in_force(), sources=drains, targets=fills)
+
+    def _in_force(self) -> float:
+        """The rate in force on a key: this process's ``rate`` without a budget; with
+        one, after a cut the rate it grows back from, and paused or held the one it
+        resumes at (the budget holds the sends meanwhile)."""
+        if self.budget is None:
+            return self._rate
+        return self.budget.rate or self.budget.controls.set_rate
 
     async def _move(self, unit: Unit, entry: StoredEntry, pace: Pace) -> str:
         """Move one entry: "moved", "skipped" (gone or changed when reached), "unresolved",
@@ -376,11 +381,57 @@ class Mover:
             log.warning("reshard: %s", exc)
             return "unresolved"
         if moved is not None:
-            now = int(self._clock.now())
-            for key, spent in ((unit.source, self.spent), (moved, self.landed)):
-                second = spent.setdefault(key, {})
-                second[now] = second.get(now, 0.0) + cost
+            self._tally(unit.source, moved, cost)
         return "moved" if moved is not None else "skipped"
+
+    def _tally(self, source: str, landed: str, cost: float) -> None:
+        """Count a move's ``cost`` in ``spent`` on ``source`` and ``landed`` on ``landed``."""
+        now = int(self._clock.now())
+        for key, spent in ((source, self.spent), (landed, self.landed)):
+            second = spent.setdefault(key, {})
+            second[now] = second.get(now, 0.0) + cost
+
+    # -- the sweep of retired keys -------------------------------------------------
+
+    async def sweep(self, routing: Routing) -> Swept:
+        """Sweep every key only the layout being left has (``shardex.migrate.sweep``),
+        one after another, each write paced as a move is: at the rate in force (the
+        migration's controls: paused, it waits; throttled, it slows), on the key it
+        leaves and the key it lands on, within the budget every process shares. A
+        rolled-back tier move's sweep removes a copy for each entry the move made: it
+        kept to this process's ``rate`` alone, whatever the controls said, and two
+        runners sweeping put twice that on a key."""
+        meta = routing.reshard
+        assert meta is not None
+        swept = Swept()
+        pace = Pace(self._in_force(), self._clock)
+        async with contextlib.AsyncExitStack() as stack:
+            if self.budget is not None:
+                await stack.enter_async_context(self.budget.working())
+            for value in meta.values:
+                kept = set(self.layouts.target_keys(routing, value))
+                for key in self.layouts.source_keys(routing, value):
+                    if key not in kept:
+                        swept.add(await sweep_key(
+                            self.layouts, key, partial(self._sweep_move, meta, value, key,
+                                                       pace),
+                            read_rate=self._read_rate, clock=self._clock))
+        return swept
+
+    async def _sweep_move(self, meta: Transition, value: str, key: str, pace: Pace,
+                          entry: StoredEntry) -> str | None:
+        """Move (or remove) ``entry`` of retired key ``key``, paced: the key it landed on,
+        or None if it was gone or changed."""
+        pace.follow(self._in_force())
+        target = self.layouts.destination(value, entry.item_id)
+        cost = self.layouts.cost(entry)
+        landed = await paced(pace, cost, lambda: self.layouts.move(
+            entry, value=value, source=key, reshard=meta.id, generation=meta.generation,
+            to=target), clock=self._clock, rng=self._rng, budget=self.budget, key=key,
+            fills=target, keys=(self._pace(key), None if target is None else self._pace(target)))
+        if landed is not None:
+            self._tally(key, landed, cost)
+        return landed
 
     # -- Scan segments: an adoption's copies ---------------------------------------
 

@@ -16,7 +16,7 @@ import contextlib
 import random
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TypeVar
 
@@ -32,7 +32,7 @@ from shardex.migrate.registry import finish_migration, record_migration
 from shardex.migrate.reporting import Gauges, Progress, Recorder, RunResult
 from shardex.migrate.startplan import StartPlan, ValuePlan
 from shardex.migrate.status import iso
-from shardex.migrate.sweep import Swept, sweep_key
+from shardex.migrate.sweep import Swept
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
 from shardex.migrate.verify import check
@@ -368,22 +368,31 @@ class Resharder(MigrationRunner):
 
     async def _move(self, routing: Routing) -> None:
         await self._patiently(self._moving.refresh_routing)
+        async with self._budgeted(routing) as mover:
+            await mover.run(routing)
+        self._report(routing, await self.units(routing), "the mover is done")
+
+    @contextlib.asynccontextmanager
+    async def _budgeted(self, routing: Routing, *,
+                        sweeping: bool = False) -> AsyncIterator[Mover]:
+        """A mover under the migration's budget and controls, reporting while it works."""
         async with contextlib.AsyncExitStack() as stack:
             assert routing.reshard is not None
             budget = await self.budget(stack, routing.reshard.id,
                                        lambda line: self._report(routing, None, line))
-            reporter = asyncio.ensure_future(self._keep_reporting(routing, budget))
+            reporter = asyncio.ensure_future(self._keep_reporting(routing, budget, sweeping))
             try:
-                await self._mover(routing, budget).run(routing)
+                yield self._mover(routing, budget)
             finally:
                 reporter.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await reporter
-        self._report(routing, await self.units(routing), "the mover is done")
 
-    async def _keep_reporting(self, routing: Routing, budget: Budget | None) -> None:
-        """Report the moving every few seconds; while the movers stand still, why (paused,
-        or held by an outside signal: the output had said only "0 entries/s").
+    async def _keep_reporting(self, routing: Routing, budget: Budget | None,
+                              sweeping: bool = False) -> None:
+        """Report the moving (or the sweep) every few seconds; while the movers stand
+        still, why (paused, or held by an outside signal: the output had said only "0
+        entries/s").
 
         The moved count is the units' checkpoints', which come a page or up to a third of
         the unit lease apart: the rate is taken over the last ``_RATE_WINDOW`` seconds (or
@@ -392,6 +401,11 @@ class Resharder(MigrationRunner):
         seen: deque[tuple[float, int]] = deque()
         window, least = max(_RATE_WINDOW, self.unit_lease), self.unit_lease / 3
         while True:
+            hold = None if budget is None else budget.controls.hold
+            if sweeping:
+                self._report(routing, None, hold or "sweeping the retired keys")
+                await self._clock.sleep(min(_REPORT_EVERY, self.unit_lease))
+                continue
             units = await self.units(routing)  # a store that stops answering: run says it
             moved = sum(u.moved for u in units)
             now = self._clock.now()
@@ -400,7 +414,6 @@ class Resharder(MigrationRunner):
                 seen.popleft()
             then, before = seen[0]
             rate = (moved - before) / (now - then) if now - then >= least else None
-            hold = None if budget is None else budget.controls.hold
             self._report(routing, units, hold or self._waiting(units) or "moving entries",
                          rate)
             await self._clock.sleep(min(_REPORT_EVERY, self.unit_lease))
@@ -528,23 +541,13 @@ class Resharder(MigrationRunner):
 
     async def _sweep(self, routing: Routing) -> Swept:
         """Sweep every key only the old layout has (``shardex.migrate.sweep``)."""
-        meta, old = routing.reshard, routing.previous
-        assert meta is not None
-        assert old is not None
-        self._report(routing, None, "sweeping the retired keys")
+        assert routing.reshard is not None
+        assert routing.previous is not None
         # the layouts decide from the mover's own copy of the routing: it must be in
         # ``retired`` too, where rows a rollback left behind are no reader's any more
         await self._patiently(self._moving.refresh_routing)
-        swept = Swept()
-        for value in meta.values:
-            kept = set(self.layouts.target_keys(routing, value))
-            for key in self.layouts.source_keys(routing, value):
-                if key not in kept:
-                    swept.add(await sweep_key(
-                        self.layouts, value, key, reshard=meta.id,
-                        generation=meta.generation, rate=self.rate,
-                        read_rate=self.read_rate, clock=self._clock))
-        return swept
+        async with self._budgeted(routing, sweeping=True) as mover:
+            return await mover.sweep(routing)
 
 
 def _gap_text(parity: Parity) -> str:

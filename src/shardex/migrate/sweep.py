@@ -6,17 +6,20 @@ there late), or removed (a copy a rolled-back move between tiers left on the tie
 left, ``TierLayouts.move``: moved back already), and a row whose item's placement names
 another key is named for the operator (``Swept.ghosts``) if a second listing of the key
 still holds it: another runner sweeping the same key at once moves rows between this
-one's listing and its move.
+one's listing and its move. Each write is the mover's paced move (``Mover.sweep``): at
+the rate in force, within the migration's budget, paused while the migration is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 
 from shardex.clock import Clock
 from shardex.migrate.layouts import Layouts
 from shardex.migrate.pace import Pace, pages
+from shardex.model.entries import StoredEntry
 
 __all__ = ["Swept", "sweep_key"]
 
@@ -36,18 +39,16 @@ class Swept:
         self.ghosts += other.ghosts
 
 
-async def sweep_key(layouts: Layouts, value: str, key: str, *, reshard: str, generation: int,
-                    rate: float, read_rate: float, clock: Clock) -> Swept:
-    """Sweep retired key ``key`` of ``value`` for generation ``generation`` of ``reshard``,
-    writing at most ``rate`` write units a second and reading ``read_rate``."""
-    pace = Pace(rate, clock)
+async def sweep_key(layouts: Layouts, key: str, move: Callable[[StoredEntry], Awaitable[
+        str | None]], *, read_rate: float, clock: Clock) -> Swept:
+    """Sweep retired key ``key``: ``move(entry)`` each entry on it (the mover's paced
+    move: the key it landed on, or None if the entry was gone or changed), reading at
+    most ``read_rate`` read units a second."""
     swept = Swept()
     listing = partial(layouts.page, key, limit=100)
     async for page in pages(listing, Pace(read_rate, clock)):
         for entry in page.entries:
-            await pace.wait(layouts.cost(entry))
-            landed = await layouts.move(entry, value=value, source=key, reshard=reshard,
-                                        generation=generation)
+            landed = await move(entry)
             if landed is not None:
                 # a sweep reads only keys the layout in use lacks: landing on the key
                 # itself is a left-behind row removed
