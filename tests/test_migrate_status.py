@@ -415,18 +415,10 @@ def test_a_runner_waiting_between_steps_is_a_runner_and_its_rate_is_in_force() -
     yet: the first runner's --rate sets it" and suggested `shardex reshard run` (by hand
     on Azurite: 110 s of a wrong next step). Once it moves, and once it is done, it shows
     as before."""
-    from shardex.clock import LoopClock
     from shardex.commands.reshard import _status_lines
-    from shardex.migrate.budget import Sharing, migration_status
-    from shardex.migrate.status import with_controls
+    from shardex.migrate.budget import Sharing
     from shardex.sim.clock import run_virtual
     from shardex.stores.memory import MemoryStore
-
-    async def full(observer: Resharder, migration: str, gone: str | None = None
-                   ) -> dict[str, Any]:
-        controls = await migration_status(observer.store, "orders", migration,
-                                          clock=LoopClock())
-        return with_controls(await _status(observer, gone), controls, "reshard", gone=gone)
 
     async def main() -> None:
         store = MemoryStore(seed=1)
@@ -434,16 +426,7 @@ def test_a_runner_waiting_between_steps_is_a_runner_and_its_rate_is_in_force() -
         async with Resharder(store, "orders", worker="a", rate=20.0, seed=1, unit_lease=2.0,
                              sharing=Sharing(poll=0.5)) as runner, \
                 Resharder(store, "orders", worker="observer", unit_lease=2.0) as observer:
-            await runner.start({"PENDING": ShardPolicy(4)}, margin=15.0)
-            routing = await runner.routing()
-            assert routing.reshard is not None
-            migration = routing.reshard.id
-            running = asyncio.ensure_future(runner.run())
-            seen: list[dict[str, Any]] = []
-            while not running.done():
-                await asyncio.sleep(1.0)
-                seen.append(await full(observer, migration))
-            assert (await running).state == "verified"
+            migration, seen = await _watched(runner, observer, margin=15.0)
             moving = next(i for i, d in enumerate(seen) if any(r["units"] for r in d["runners"]))
             waiting = seen[:moving]  # both waits, then the moves (in write-new)
             assert len(waiting) > 20, [d["state"] for d in seen]
@@ -460,9 +443,9 @@ def test_a_runner_waiting_between_steps_is_a_runner_and_its_rate_is_in_force() -
                 assert f"  runner a: {only['waiting']}" in lines, lines
                 assert not any("no rate yet" in line for line in lines), lines
             # its own Ctrl-C line reads the status without it: run goes on from there
-            stopped = await full(observer, migration, gone="a")
+            stopped = await _full(observer, migration, gone="a")
             assert stopped["runners"] == []
-            last = await full(observer, migration)
+            last = await _full(observer, migration)
             assert (last["runners"], last["controls"]["budget"]["waits"]) == ([], [])
             # verified: every unit done, nothing moves (it read "moving at up to 20")
             (controls,) = [line for line in _status_lines(last) if "controls:" in line]
@@ -474,3 +457,67 @@ def test_a_runner_waiting_between_steps_is_a_runner_and_its_rate_is_in_force() -
             assert moving, "no status said it moved while it moved"
 
     run_virtual(main())
+
+
+def test_a_runner_checking_parity_is_a_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner checking parity holds no unit (on a large index the check reads every
+    entry twice, for minutes): status listed no runner and suggested `run` meanwhile. It
+    is listed now, checking parity, and watched rather than run again."""
+    from shardex.clock import LoopClock
+    from shardex.migrate import runner as runner_module
+    from shardex.migrate.budget import Sharing
+    from shardex.sim.clock import run_virtual
+    from shardex.stores.memory import MemoryStore
+
+    checking = runner_module.check
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        await LoopClock().sleep(30.0)
+        return await checking(*args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "check", slow)
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        await _put_pending(store, 50)
+        async with Resharder(store, "orders", worker="a", seed=1, unit_lease=2.0,
+                             sharing=Sharing(poll=0.5)) as runner, \
+                Resharder(store, "orders", worker="observer", unit_lease=2.0) as observer:
+            _, seen = await _watched(runner, observer, margin=0.2)
+            checked = [d for d in seen if d["state"] == "write-new"
+                       and d["units"]["total"] and d["units"]["done"] == d["units"]["total"]]
+            assert len(checked) > 20, [d["state"] for d in seen]
+            for doc in checked[:-1]:  # the last may be read as the check ends
+                assert [(r["owner"], r["waiting"]) for r in doc["runners"]] == [
+                    ("a", "checking parity")], doc["runners"]
+                assert not any(" run " in step for step in doc["next_steps"]), doc
+
+    run_virtual(main())
+
+
+async def _full(observer: Resharder, migration: str, gone: str | None = None
+                ) -> dict[str, Any]:
+    """The status document of ``migration`` with its controls, as ``observer`` reads it
+    (``gone``: a runner whose Ctrl-C line reads it, left out)."""
+    from shardex.clock import LoopClock
+    from shardex.migrate.budget import migration_status
+    from shardex.migrate.status import with_controls
+
+    controls = await migration_status(observer.store, "orders", migration, clock=LoopClock())
+    return with_controls(await _status(observer, gone), controls, "reshard", gone=gone)
+
+
+async def _watched(runner: Resharder, observer: Resharder, *, margin: float
+                   ) -> tuple[str, list[dict[str, Any]]]:
+    """PENDING resharded to 4 keys by ``runner`` up to verified, its status read by
+    ``observer`` every second meanwhile: the migration's id and the documents read."""
+    await runner.start({"PENDING": ShardPolicy(4)}, margin=margin)
+    routing = await runner.routing()
+    assert routing.reshard is not None
+    running = asyncio.ensure_future(runner.run())
+    seen: list[dict[str, Any]] = []
+    while not running.done():
+        await asyncio.sleep(1.0)
+        seen.append(await _full(observer, routing.reshard.id))
+    assert (await running).state == "verified"
+    return routing.reshard.id, seen

@@ -661,7 +661,22 @@ def test_the_sweep_keeps_to_the_migration_s_rate(runners: int,
 
 def test_a_paused_sweep_waits_for_resume() -> None:
     """Paused, the sweep went on removing (it never looked at the controls); it waits now,
-    and the run says why it stands, as a paused mover does."""
+    and the run says why it stands, as a paused mover does. Status lists the sweeping
+    runner and suggests no other `run` (it listed none, suggested `run --until done`, and
+    said "nothing moves in retired", as `pause` did, while the sweep moved)."""
+    from shardex.commands.controls import _migration
+    from shardex.commands.reshard import _status_lines
+    from shardex.migrate.budget import migration_status
+    from shardex.migrate.status import status_document, with_controls
+
+    async def status(rs: Resharder, migration: str) -> dict[str, Any]:
+        routing = await rs.routing()
+        doc = status_document(routing, await rs.units(routing), index="orders",
+                              store="memory://", lease=rs.lease,
+                              now=rs.store.clock.wall(), max_age=900.0)
+        return with_controls(doc, await migration_status(rs.store, "orders", migration,
+                                                         clock=LoopClock()), "reshard")
+
     async def main() -> None:
         main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
         tiers = {"dedicated": dedicated}
@@ -679,8 +694,17 @@ def test_a_paused_sweep_waits_for_resume() -> None:
             assert not running.done()
             assert await _left_on(dedicated) == 60
             assert "paused by ops@host; resume to go on" in notes, notes[-5:]
+            doc = await status(rs, migration)
+            assert [(r["owner"], r["waiting"]) for r in doc["runners"]] == [
+                (rs.worker, "sweeping the retired keys")], doc["runners"]
+            assert not any(" run " in step for step in doc["next_steps"]), doc["next_steps"]
+            assert await _migration(main_store, "orders", "reshard") == (migration, None)
             await change_control(main_store, "orders", migration,
-                                 lambda c: replace(c, paused=False), clock=clock)
+                                 lambda c: replace(c, paused=False, rate=8.0), clock=clock)
+            await clock.sleep(2.0)
+            lines = _status_lines(await status(rs, migration))
+            assert any(line.startswith("  controls: moving at up to 8 write units a second")
+                       for line in lines), lines
             result = await running
             assert (result.state, result.cleared) == ("done", 60)
 

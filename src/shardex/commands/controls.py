@@ -48,7 +48,9 @@ async def _migration(store: Any, name: str, kind: Kind) -> tuple[str, str | None
         if routing.reshard is None or routing.previous is None:
             raise ReshardRefused(f"index {name!r} has no reshard under way: start one with "
                                  "'shardex reshard start'")
-        return routing.reshard.id, None if routing.state == "write-new" else routing.state
+        # the mover moves in write-new, the sweep in retired
+        return routing.reshard.id, None if routing.state in ("write-new", "retired") \
+            else routing.state
     if routing.adoption is None or not routing.adoption.active:
         raise ReshardRefused(f"index {name!r} has no adoption under way: start one with "
                              "'shardex adopt start'")

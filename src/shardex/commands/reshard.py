@@ -447,8 +447,9 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
                  f"leased); next step possible from {doc['ready_at']}")
     lines += runner_lines(doc)
     done = units["total"] > 0 and units["done"] == units["total"]
+    # the mover moves in write-new till its units are done, the sweep in retired
     lines += parity_lines(doc["parity"]) + status_controls_lines(
-        doc, doc["state"] in MOVING and not done)
+        doc, (doc["state"] in MOVING and not done) or doc["state"] == "retired")
     if doc["retire_after"] is not None:
         lines.append(f"  retention: the old layout may be retired from {doc['retire_after']}")
     return lines + steps_lines(doc["next_steps"])

@@ -9,19 +9,20 @@ process got there first) and waits on the injected clock, saying what it waits f
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import os
 import random
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from shardex.clock import Clock, LoopClock
 from shardex.errors import ConditionFailed, InvalidInput
 from shardex.index import ShardedIndex, store_routing
-from shardex.migrate.budget import Budget, Sharing
+from shardex.migrate.budget import Budget, Presence, Sharing
 from shardex.migrate.status import iso
 from shardex.routing import Routing
 from shardex.stores import open_store
@@ -145,6 +146,40 @@ class MigrationRunner:
             return False
         return True
 
+    def _presence(self, migration: str | None) -> Presence | None:
+        """This runner's mark in ``migration``'s budget record (None without ``sharing``)."""
+        if self.sharing is None or migration is None:
+            return None
+        return self.sharing.presence(self.store, self.name, migration, rate=self.rate,
+                                     owner=self.worker, clock=self._clock,
+                                     term=self.unit_lease, rng=self._rng)
+
+    @contextlib.asynccontextmanager
+    async def present(self, migration: str, doing: str) -> AsyncIterator[None]:
+        """Mark this runner of ``migration`` in its budget record while the body runs,
+        ``doing`` saying what (renewed every third of ``unit_lease``), so that status
+        lists it as a runner and suggests no other ``run``: a runner sweeping the retired
+        keys holds no unit, and status listed none and suggested ``run`` meanwhile."""
+        present = self._presence(migration)
+        if present is None:
+            yield
+            return
+        await present.mark(doing)
+
+        async def renew() -> None:
+            while True:
+                await self._clock.sleep(self.unit_lease / 3)
+                await present.mark(doing)
+
+        renewing = asyncio.ensure_future(renew())
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
+            await present.leave()
+
     async def wait_until(self, until: float, say: Callable[[str], None], note: str,
                          migration: str | None = None) -> None:
         """Sleep on the clock until wall time ``until``, saying what for every
@@ -155,10 +190,7 @@ class MigrationRunner:
         have), so that status lists it; the mark goes when the wait ends.
         """
         every = self.say_every if self.say_every > 0 else 1.0
-        present = None if self.sharing is None or migration is None else \
-            self.sharing.presence(self.store, self.name, migration, rate=self.rate,
-                                  owner=self.worker, clock=self._clock, term=self.unit_lease,
-                                  rng=self._rng)
+        present = self._presence(migration)
         why = f"waiting until {iso(until)} for {note}"
         next_say = next_mark = -math.inf
         try:

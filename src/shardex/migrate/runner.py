@@ -53,6 +53,9 @@ DEFAULT_MAX_AGE = 900.0
 DEFAULT_UNIT_LEASE = 30.0
 _DIRTY_PASSES = 3  # parity checks with gaps in a row before the runner asks for help
 _REPORT_EVERY = 2.0
+# what the run and status say while a runner holds no unit
+_SWEEPING = "sweeping the retired keys"
+_CHECKING = "checking parity"
 _RATE_WINDOW = 30.0  # seconds the moving rate is taken over
 
 
@@ -403,7 +406,7 @@ class Resharder(MigrationRunner):
         while True:
             hold = None if budget is None else budget.controls.hold
             if sweeping:
-                self._report(routing, None, hold or "sweeping the retired keys")
+                self._report(routing, None, hold or _SWEEPING)
                 await self._clock.sleep(min(_REPORT_EVERY, self.unit_lease))
                 continue
             units = await self.units(routing)  # a store that stops answering: run says it
@@ -434,12 +437,15 @@ class Resharder(MigrationRunner):
 
     async def _verify(self, routing: Routing, *, mover_done: bool) -> Parity:
         """Check parity and record the report (entering ``verified`` when it may)."""
-        self._report(routing, None, "checking parity")
+        assert routing.reshard is not None
+        self._report(routing, None, _CHECKING)
         await self._patiently(self._moving.refresh_routing)
         settle = self._settle if self._settle is not None else (
             0.0 if self.layouts.consistent else 2.0)
-        parity = await check(self.layouts, routing, read_rate=self.read_rate, settle=settle,
-                             concurrency=16, clock=self._clock, rng=self._rng)
+        async with self.present(routing.reshard.id, _CHECKING):
+            parity = await check(self.layouts, routing, read_rate=self.read_rate,
+                                 settle=settle, concurrency=16, clock=self._clock,
+                                 rng=self._rng)
         while True:
             recorded = states.after_verify(routing, parity, mover_done=mover_done)
             if await self._store(recorded):
@@ -546,7 +552,8 @@ class Resharder(MigrationRunner):
         # the layouts decide from the mover's own copy of the routing: it must be in
         # ``retired`` too, where rows a rollback left behind are no reader's any more
         await self._patiently(self._moving.refresh_routing)
-        async with self._budgeted(routing, sweeping=True) as mover:
+        async with self.present(routing.reshard.id, _SWEEPING), \
+                self._budgeted(routing, sweeping=True) as mover:
             return await mover.sweep(routing)
 
 
