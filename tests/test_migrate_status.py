@@ -459,40 +459,63 @@ def test_a_runner_waiting_between_steps_is_a_runner_and_its_rate_is_in_force() -
     run_virtual(main())
 
 
-def test_a_runner_checking_parity_is_a_runner(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A runner checking parity holds no unit (on a large index the check reads every
-    entry twice, for minutes): status listed no runner and suggested `run` meanwhile. It
-    is listed now, checking parity, and watched rather than run again."""
+@pytest.mark.parametrize("step", ["check", "plan"])
+def test_a_runner_holding_no_unit_is_a_runner(step: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner checking parity (it reads every entry twice: minutes on a large index),
+    or planning a rollback's moves (it reads every source key once), holds no unit:
+    status said "no runner runs" and suggested `run` meanwhile. It lists the runner,
+    with what it does, and suggests watching it."""
     from shardex.clock import LoopClock
+    from shardex.commands.reshard import _status_lines
+    from shardex.migrate import mover as mover_module
     from shardex.migrate import runner as runner_module
     from shardex.migrate.budget import Sharing
     from shardex.sim.clock import run_virtual
     from shardex.stores.memory import MemoryStore
 
-    checking = runner_module.check
+    owner, name = (runner_module, "check") if step == "check" else (mover_module.Mover,
+                                                                    "survey")
+    slowed = getattr(owner, name)
 
     async def slow(*args: Any, **kwargs: Any) -> Any:
         await LoopClock().sleep(30.0)
-        return await checking(*args, **kwargs)
+        return await slowed(*args, **kwargs)
 
-    monkeypatch.setattr(runner_module, "check", slow)
-
-    async def main() -> None:
+    async def main() -> list[dict[str, Any]]:
         store = MemoryStore(seed=1)
         await _put_pending(store, 50)
         async with Resharder(store, "orders", worker="a", seed=1, unit_lease=2.0,
                              sharing=Sharing(poll=0.5)) as runner, \
                 Resharder(store, "orders", worker="observer", unit_lease=2.0) as observer:
-            _, seen = await _watched(runner, observer, margin=0.2)
-            checked = [d for d in seen if d["state"] == "write-new"
-                       and d["units"]["total"] and d["units"]["done"] == d["units"]["total"]]
-            assert len(checked) > 20, [d["state"] for d in seen]
-            for doc in checked[:-1]:  # the last may be read as the check ends
-                assert [(r["owner"], r["waiting"]) for r in doc["runners"]] == [
-                    ("a", "checking parity")], doc["runners"]
-                assert not any(" run " in step for step in doc["next_steps"]), doc
+            if step == "check":
+                monkeypatch.setattr(owner, name, slow)
+                return (await _watched(runner, observer, margin=0.2))[1]
+            migration, _ = await _watched(runner, observer, margin=0.2)
+            monkeypatch.setattr(owner, name, slow)
+            rolling = asyncio.ensure_future(runner.rollback())
+            seen: list[dict[str, Any]] = []
+            while not rolling.done():
+                await asyncio.sleep(1.0)
+                seen.append(await _full(observer, migration))
+            assert (await rolling).state == "done"
+            return seen
 
-    run_virtual(main())
+    seen = run_virtual(main())
+    doing = "checking parity" if step == "check" else \
+        "planning the moves: reading each source key once"
+    # in write-new with every unit done (the check), or before any unit (the plan), but
+    # for its waits before it moves
+    busy = [d for d in seen if d["state"] == "write-new"
+            and d["units"]["done"] == d["units"]["total"]
+            and bool(d["units"]["total"]) == (step == "check")
+            and not any((r["waiting"] or "").startswith("waiting until") for r in d["runners"])]
+    assert len(busy) > 20, [(d["state"], d["units"]) for d in seen]
+    for doc in busy[:-1]:  # the last may be read as it ends
+        assert [(r["owner"], r["waiting"]) for r in doc["runners"]] == [("a", doing)], \
+            doc["runners"]
+        assert not any(" run " in step for step in doc["next_steps"]), doc
+        assert not any("no runner runs" in line for line in _status_lines(doc))
 
 
 async def _full(observer: Resharder, migration: str, gone: str | None = None

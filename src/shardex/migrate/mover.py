@@ -72,6 +72,7 @@ MOVER_RETRY = RetryPolicy(attempts=6, base=0.05, cap=1.0, deadline=None,
 _BATCH = 8  # moves of one unit in flight at once
 _FOLLOW = 0.5  # seconds between a unit's looks at the rate in force
 _POLL = 1.0  # seconds between looks at units leased by others
+_PLANNING = "planning the moves: reading each source key once"  # as status says it
 
 
 def _counted(unit: Unit, outcomes: Sequence[str]) -> Unit:
@@ -104,7 +105,8 @@ class Mover:
     clock: what it added to the key it drains; ``landed`` the same on each key it moved
     entries to. With a ``budget`` (``shardex.migrate.budget``), the writes on each source
     key also keep within the migration's budget, shared with every other process, and
-    follow its controls (pause, rate).
+    follow its controls (pause, rate). ``present(doing)``, while it plans, marks its
+    runner where status finds it (``MigrationRunner.present``): it holds no unit then.
     """
 
     def __init__(self, layouts: Layouts, records: WorkRecords, *, clock: Clock,
@@ -113,9 +115,12 @@ class Mover:
                  progress: Callable[[], None] | None = None,
                  spent: dict[str, dict[int, float]] | None = None,
                  landed: dict[str, dict[int, float]] | None = None,
-                 budget: Budget | None = None) -> None:
+                 budget: Budget | None = None,
+                 present: Callable[[str], contextlib.AbstractAsyncContextManager[None]]
+                 | None = None) -> None:
         self.layouts = layouts
         self.budget = budget
+        self._present = present
         self.records = records
         self._clock = clock
         self._rate = rate
@@ -172,16 +177,22 @@ class Mover:
         """Make ``generation``'s plan with ``make()`` (its units, and the total they set out
         to move or scan: None, the entries the units are to move) unless it exists; wait
         while another process makes it."""
-        while True:
-            found = await self.records.plan(generation)
-            if found is not None and found[0].planned:
-                return
-            if await self.records.claim_plan(generation, self._worker, self._lease * 4):
-                units, total = await make()
-                if await self.records.publish(generation, units, self._worker, total=total):
+        async with contextlib.AsyncExitStack() as stack:
+            marked = False
+            while True:
+                found = await self.records.plan(generation)
+                if found is not None and found[0].planned:
                     return
-                continue
-            await self._clock.sleep(_POLL)
+                if self._present is not None and not marked:  # it holds no unit meanwhile
+                    await stack.enter_async_context(self._present(_PLANNING))
+                    marked = True
+                if await self.records.claim_plan(generation, self._worker, self._lease * 4):
+                    units, total = await make()
+                    if await self.records.publish(generation, units, self._worker,
+                                                  total=total):
+                        return
+                    continue
+                await self._clock.sleep(_POLL)
 
     async def _surveyed(self, routing: Routing) -> tuple[list[Unit], int | None]:
         meta = routing.reshard

@@ -17,6 +17,7 @@ import random
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import TypeVar
 
@@ -146,11 +147,13 @@ class Resharder(MigrationRunner):
                            rng=self._rng)
 
     def _mover(self, routing: Routing, budget: Budget | None = None) -> Mover:
+        assert routing.reshard is not None
         return Mover(self.layouts, self._records(routing), clock=self._clock, rate=self.rate,
                      read_rate=self.read_rate, workers=self.workers,
                      unit_lease=self.unit_lease, worker=self.worker,
                      split_every=self._split, seed=self._rng.randrange(2**32),
-                     spent=self.mover_units, landed=self.mover_landed, budget=budget)
+                     spent=self.mover_units, landed=self.mover_landed, budget=budget,
+                     present=partial(self.present, routing.reshard.id))
 
     async def units(self, routing: Routing) -> list[Unit]:
         """Every work unit of the reshard in ``routing``, of every generation."""
