@@ -595,13 +595,13 @@ def test_a_tier_move_takes_about_what_start_estimates(workers: int) -> None:
 
 # -- the sweep keeps to the migration's rate and controls ------------------------------------
 
-async def _at_the_sweep(rs: Resharder, app: ShardedIndex, entries: int) -> str:
-    """BIG's ``entries`` moved onto two keys of tier ``dedicated`` and rolled back up to
-    ``retired``: every entry back in the index's store, each one's copy left on the tier
-    for the sweep to remove. The migration's id."""
+async def _at_the_sweep(rs: Resharder, app: ShardedIndex, entries: int, keys: int = 2) -> str:
+    """BIG's ``entries`` moved onto ``keys`` keys of tier ``dedicated`` and rolled back up
+    to ``retired``: every entry back in the index's store, each one's copy left on the
+    tier for the sweep to remove. The migration's id."""
     for i in range(entries):
         await app.put("BIG", f"b-{i:04d}", sort=f"{i:04d}")
-    await rs.start({"BIG": P(2, tier="dedicated")}, margin=MARGIN)
+    await rs.start({"BIG": P(keys, tier="dedicated")}, margin=MARGIN)
     await rs.run(until="verified")
     run = rs.run
     rs.run = lambda until="done": run(until="verified")  # type: ignore[method-assign]
@@ -615,15 +615,18 @@ async def _at_the_sweep(rs: Resharder, app: ShardedIndex, entries: int) -> str:
 
 def _count_sweeps(monkeypatch: pytest.MonkeyPatch, clock: Any) -> dict[tuple[str, int], float]:
     """Count, per shard key and second, the write units of each of the sweep's moves and
-    removals by the second it is sent, once on each key it writes."""
+    removals by the second it is sent, once on each key it writes (a removal's, the one
+    write on its own store)."""
     sent: dict[tuple[str, int], float] = {}
     move = TierLayouts.move
 
     async def counted(self: TierLayouts, entry: StoredEntry, **kw: Any) -> str | None:
         second = int(clock.now())
+        removal = self.removal(entry, kw["source"])
         landed = await move(self, entry, **kw)
         for key in {kw["source"], landed} - {None}:
-            sent[key, second] = sent.get((key, second), 0.0) + self.cost(entry)
+            sent[key, second] = sent.get((key, second), 0.0) + (
+                self.cost(entry) if removal is None else removal)
         return landed
 
     monkeypatch.setattr(TierLayouts, "move", counted)
@@ -657,6 +660,41 @@ def test_the_sweep_keeps_to_the_migration_s_rate(runners: int,
                 sorted(sent.items(), key=lambda kv: -kv[1])[:4]
 
     run_virtual(main())
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_the_sweep_keeps_every_key_busy_at_the_rate(workers: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rolled-back tier move's copies on four keys of the tier: the sweep removed them one
+    at a time, one key after another, each paced as a whole tier move (4 units, where a
+    removal is one write on the tier's store, 2) and charged to the key the value's
+    entries are on too: 800 copies at 250 write units a second took 18.2 s with one
+    worker and 18.4 s with four, where the rate allows 6.4 s and 1.6 s. Now each retired
+    key drains at the rate, ``--workers`` keys at once (6.9 s and 1.9 s), and no key
+    takes more than the rate in any second."""
+    rate, entries, keys = 250.0, 800, 4
+
+    async def main() -> float:
+        main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
+        tiers = {"dedicated": dedicated}
+        async with app_of(main_store, tiers) as app, \
+                resharder(main_store, tiers, rate=rate, workers=workers) as rs:
+            await _at_the_sweep(rs, app, entries, keys)
+            clock = LoopClock()
+            sent = _count_sweeps(monkeypatch, clock)
+            began = clock.now()
+            result = await rs.run(until="done")
+            took = clock.now() - began
+            assert (result.state, result.cleared) == ("done", entries)
+            assert await _left_on(dedicated) == 0
+            assert max(sent.values()) <= rate + 1e-6, \
+                sorted(sent.items(), key=lambda kv: -kv[1])[:4]
+            return took
+
+    took = run_virtual(main())
+    cost = 2.0  # one write on the tier's store, a transaction: what a removal costs
+    least = entries * cost / rate / min(workers, keys)
+    assert least <= took <= least * 1.25, (took, least)
 
 
 def test_a_paused_sweep_waits_for_resume() -> None:

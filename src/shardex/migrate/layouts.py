@@ -110,6 +110,12 @@ class Layouts(abc.ABC):
         """The write units moving ``entry`` takes from the key it leaves."""
         raise self._cannot("ranges of source keys")
 
+    def removal(self, entry: StoredEntry, key: str) -> float | None:
+        """The write units a sweep of retired key ``key`` spends removing ``entry`` there,
+        where the sweep removes what it finds on ``key`` (a copy a rollback left) and
+        writes no other key; None where it moves entries (``move``, ``cost``)."""
+        return None
+
     async def move(self, entry: StoredEntry, *, value: str, source: str, reshard: str,
                    generation: int, to: str | None = None) -> str | None:
         """Move ``entry`` off ``source`` to where writes go now: the key it went to, or None.

@@ -12,6 +12,7 @@ the rate in force, within the migration's budget, paused while the migration is.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -40,14 +41,15 @@ class Swept:
 
 
 async def sweep_key(layouts: Layouts, key: str, move: Callable[[StoredEntry], Awaitable[
-        str | None]], *, read_rate: float, clock: Clock) -> Swept:
+        str | None]], *, read_rate: float, clock: Clock, in_flight: int = 1) -> Swept:
     """Sweep retired key ``key``: ``move(entry)`` each entry on it (the mover's paced
-    move: the key it landed on, or None if the entry was gone or changed), reading at
-    most ``read_rate`` read units a second."""
+    move: the key it landed on, or None if the entry was gone or changed), up to
+    ``in_flight`` at once, reading at most ``read_rate`` read units a second."""
     swept = Swept()
-    listing = partial(layouts.page, key, limit=100)
-    async for page in pages(listing, Pace(read_rate, clock)):
-        for entry in page.entries:
+    window = asyncio.Semaphore(in_flight)
+
+    async def sweep(entry: StoredEntry) -> None:
+        async with window:
             landed = await move(entry)
             if landed is not None:
                 # a sweep reads only keys the layout in use lacks: landing on the key
@@ -56,11 +58,15 @@ async def sweep_key(layouts: Layouts, key: str, move: Callable[[StoredEntry], Aw
                     swept.cleared += 1
                 else:
                     swept.moved += 1
-                continue
+                return
             placement = await layouts.locate(entry.item_id)
-            if placement is None or placement.entry is None \
-                    or placement.entry.shard_key != key:
-                swept.ghosts.append((key, entry.item_id))
+        if placement is None or placement.entry is None \
+                or placement.entry.shard_key != key:
+            swept.ghosts.append((key, entry.item_id))
+
+    listing = partial(layouts.page, key, limit=100)
+    async for page in pages(listing, Pace(read_rate, clock)):
+        await asyncio.gather(*(sweep(entry) for entry in page.entries))
     if swept.ghosts:
         left = {e.item_id async for page in pages(listing, Pace(read_rate, clock))
                 for e in page.entries}

@@ -156,6 +156,12 @@ class TierLayouts(IndexLayouts):
         # a move between tiers is two writes, each a transaction in index-table mode
         return float(write_units(entry_bytes(entry)) * 2 * self._transaction)
 
+    def removal(self, entry: StoredEntry, key: str) -> float | None:
+        # a copy a rollback left is removed by one write on its own store (``move``)
+        if self.routing.state == "retired" and self._left_behind(*untagged(key)):
+            return float(write_units(entry_bytes(entry)) * self._transaction)
+        return None
+
     async def move(self, entry: StoredEntry, *, value: str, source: str, reshard: str,
                    generation: int, to: str | None = None) -> str | None:
         tier, raw = untagged(source)
