@@ -4,6 +4,7 @@ through crashes, verified before cutover; reads stay complete throughout."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import shlex
@@ -695,6 +696,82 @@ def test_the_sweep_keeps_every_key_busy_at_the_rate(workers: int,
     cost = 2.0  # one write on the tier's store, a transaction: what a removal costs
     least = entries * cost / rate / min(workers, keys)
     assert least <= took <= least * 1.25, (took, least)
+
+
+def test_runners_share_the_sweep_and_do_not_repeat_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every runner in ``retired`` swept every retired key: with the budget shared, each
+    spent it on removals another had made, so more runners took longer (one worker
+    each: 6.9 s alone, 11.8 s with two, the tier read twice as much; with four workers
+    each, 2.1 s alone and 16.7 s with four runners). Each retired key is now swept by the
+    one runner that claims it, the others sweeping the rest and waiting for the keys
+    others hold: every removal is sent once and the tier read once, whatever the
+    runners (the time left above one runner's is the budget's shares settling as
+    runners join and leave)."""
+    entries = 800
+
+    def sweep(runners: int) -> tuple[float, float, float]:
+        async def main() -> tuple[float, float, float]:
+            main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
+            tiers = {"dedicated": dedicated}
+            async with contextlib.AsyncExitStack() as stack:
+                app = await stack.enter_async_context(app_of(main_store, tiers))
+                each = [await stack.enter_async_context(resharder(
+                    main_store, tiers, rate=250.0, workers=1, seed=10 + i, worker=f"w{i}",
+                    sharing=Sharing(poll=0.5))) for i in range(runners)]
+                await _at_the_sweep(each[0], app, entries, 4)
+                read = dedicated.stats("orders").totals.read_units
+                sent = _count_sweeps(monkeypatch, main_store.clock)
+                began = main_store.clock.now()
+                results = await asyncio.gather(*(r.run(until="done") for r in each))
+                took = main_store.clock.now() - began
+                assert [r.state for r in results] == ["done"] * runners
+                assert sum(r.cleared for r in results) == entries
+                assert [g for r in results for g in r.ghosts] == []
+                assert await _left_on(dedicated) == 0
+                return took, dedicated.stats("orders").totals.read_units - read, \
+                    sum(sent.values())
+
+        return run_virtual(main())
+
+    alone, read, units = sweep(1)
+    assert units == entries * 2.0  # one write on the tier's store a removal
+    for runners in (2, 4):
+        took, reads, spent = sweep(runners)
+        assert spent == units, (runners, spent, units)
+        assert reads <= read * 1.05, (runners, reads, read)
+        assert took <= alone * 1.6, (runners, took, alone)
+
+
+@pytest.mark.shardex_virtual
+async def test_a_job_claim_is_one_runner_s_till_it_is_done_or_its_lease_lapses() -> None:
+    from shardex.errors import MalformedItem
+    from shardex.migrate.work import Claim, WorkRecords
+
+    store, clock = MemoryStore(seed=1), LoopClock()
+    records = WorkRecords(store, "orders", "r1", clock=clock)
+    claim, held = await records.claim(2, "sweep-00000", "a", 2.0)
+    assert (claim.owner, held) == ("a", 1)
+    assert (await records.claim(2, "sweep-00000", "b", 2.0))[1] is None  # a's
+    assert (await records.claim(2, "sweep-00000", "a", 2.0))[1] == 2  # renewed
+    await clock.sleep(2.5)
+    claim, held = await records.claim(2, "sweep-00000", "b", 2.0)  # a's lapsed: b's
+    assert (claim.owner, held) == ("b", 3)
+    await records.finish(2, "sweep-00000", "a")  # not a's any more: b marks it
+    assert not (await records.claim(2, "sweep-00000", "c", 2.0, seen=True))[0].done
+    await records.finish(2, "sweep-00000", "b")
+    claim, held = await records.claim(2, "sweep-00000", "c", 2.0)
+    assert (claim.done, held) == (True, None)
+    # the migration ended and its records were cleaned up: a runner that saw the job
+    # claimed takes it as done, and writes no record that outlives the migration
+    assert await records.cleanup() == 1
+    assert (await records.claim(2, "sweep-00000", "c", 2.0, seen=True)) == (Claim(done=True),
+                                                                          None)
+    assert await store.list_records("orders", "reshard/") == {}
+    await store.put_record("orders", "reshard/r1/0002/job/sweep-00001", {"done": "yes"},
+                           expected=None)
+    with pytest.raises(MalformedItem, match=r"'reshard/r1/0002/job/sweep-00001' of index "
+                       r"'orders' in memory://\?seed=1 is not a migration job's claim"):
+        await records.claim(2, "sweep-00001", "a", 2.0)
 
 
 def test_a_paused_sweep_waits_for_resume() -> None:

@@ -409,7 +409,10 @@ class Mover:
         ``workers`` keys at once, each with up to ``_BATCH`` writes in flight, each write
         paced as a move is: at the rate in force (the migration's controls: paused, it
         waits; throttled, it slows), on the key it leaves and the key it lands on,
-        within the budget every process shares. A rolled-back tier move's sweep removes
+        within the budget every process shares. Each key is swept by the one runner that
+        claims it (``WorkRecords.claim``), the others sweeping the rest and waiting for
+        it: every runner swept every key, spending the budget on removals another had
+        made (four runners took 8x one's time). A rolled-back tier move's sweep removes
         a copy for each entry the move made: it kept to this process's ``rate`` alone,
         whatever the controls said, and two runners sweeping put twice that on a key;
         one write at a time, one key after another, each removal paced as a tier move
@@ -417,24 +420,59 @@ class Mover:
         with one worker and 11x with a worker a key (now 1.07x and 1.2x)."""
         meta = routing.reshard
         assert meta is not None
-        retired = [(value, key) for value in meta.values
-                   for key in self.layouts.source_keys(routing, value)
-                   if key not in set(self.layouts.target_keys(routing, value))]
+        retired = sorted((value, key) for value in meta.values
+                         for key in self.layouts.source_keys(routing, value)
+                         if key not in set(self.layouts.target_keys(routing, value)))
         workers = asyncio.Semaphore(self._workers)
 
-        async def sweep(value: str, key: str) -> Swept:
-            async with workers:
-                pace = Pace(self._in_force(), self._clock)
-                return await sweep_key(
-                    self.layouts, key, partial(self._sweep_move, meta, value, key, pace),
-                    read_rate=self._read_rate, clock=self._clock, in_flight=_BATCH)
+        async def sweep(job: str, value: str, key: str) -> Swept:
+            seen = False
+            while True:
+                async with workers:
+                    claim, revision = await self.records.claim(
+                        meta.generation, job, self._worker, self._lease, seen=seen)
+                    if revision is not None:
+                        return await self._sweep_claimed(meta, job, value, key)
+                if claim.done:
+                    return Swept()
+                seen = True
+                await self._clock.sleep(_POLL)  # another runner's: done, or its lease lapses
 
         swept = Swept()
-        async with contextlib.AsyncExitStack() as stack:
-            if self.budget is not None:
-                await stack.enter_async_context(self.budget.working())
-            for found in await asyncio.gather(*(sweep(v, k) for v, k in retired)):
-                swept.add(found)
+        for found in await asyncio.gather(*(sweep(f"sweep-{n:05d}", value, key)
+                                            for n, (value, key) in enumerate(retired))):
+            swept.add(found)
+        return swept
+
+    async def _sweep_claimed(self, meta: Transition, job: str, value: str,
+                             key: str) -> Swept:
+        """Sweep ``key`` under this runner's claim on ``job``, renewed every third of the
+        lease while it sweeps, and mark the job done."""
+        async def renew() -> None:
+            while True:
+                await self._clock.sleep(self._lease / 3)
+                claim, renewed = await self.records.claim(meta.generation, job, self._worker,
+                                                          self._lease, seen=True)
+                if renewed is None:  # taken over (this runner stood still past its lease)
+                    log.warning("reshard: the sweep of %s was taken over by %s", key,
+                                claim.owner)
+                    return
+
+        renewing = asyncio.ensure_future(renew())
+        try:
+            # a slice of the budget while it sweeps: a runner waiting for another's key
+            # gives its slice up, and the one sweeping takes the whole rate
+            async with contextlib.AsyncExitStack() as stack:
+                if self.budget is not None:
+                    await stack.enter_async_context(self.budget.working())
+                pace = Pace(self._in_force(), self._clock)
+                swept = await sweep_key(
+                    self.layouts, key, partial(self._sweep_move, meta, value, key, pace),
+                    read_rate=self._read_rate, clock=self._clock, in_flight=_BATCH)
+        finally:
+            renewing.cancel()
+            await asyncio.gather(renewing, return_exceptions=True)
+        await self.records.finish(meta.generation, job, self._worker)
         return swept
 
     async def _sweep_move(self, meta: Transition, value: str, key: str, pace: Pace,

@@ -39,7 +39,8 @@ from shardex.model.entries import Record
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Store
 
-__all__ = ["Idle", "PlanRecord", "Records", "Runner", "WorkRecords", "runners", "work_units"]
+__all__ = ["Claim", "Idle", "PlanRecord", "Records", "Runner", "WorkRecords", "runners",
+           "work_units"]
 
 T = TypeVar("T")
 RESHARD, ADOPT = "reshard/", "adopt/"  # ADOPT: the records of adoptions begun before
@@ -100,6 +101,31 @@ class PlanRecord:
 
 def _count(raw: Any) -> bool:
     return not isinstance(raw, bool) and isinstance(raw, int) and raw >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A job one runner of a migration does for every runner (a retired key's sweep):
+    ``done`` once it is, else leased to ``owner`` until ``expires`` (wall seconds)."""
+
+    done: bool = False
+    owner: str | None = None
+    expires: float = 0.0
+
+    def to_body(self) -> dict[str, Any]:
+        return {"done": self.done, "owner": self.owner, "expires": self.expires}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any], where: str) -> Claim:
+        try:
+            done, owner, expires = body["done"], body["owner"], float(body["expires"])
+            if not isinstance(done, bool) or not (owner is None or isinstance(owner, str)):
+                raise ValueError(f"done {done!r}, owner {owner!r}")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedItem(f"{where} is not a migration job's claim "
+                                f"({type(exc).__name__}: {exc}); delete it and run the "
+                                "migration again") from None
+        return cls(done=done, owner=owner, expires=expires)
 
 
 class Records:
@@ -211,6 +237,41 @@ class WorkRecords(Records):
                           total=sum(u.to_move for u in units) if total is None else total)
         return await self._put(self._prefix(generation) + "plan", done.to_body(),
                                found_plan[1]) is not None
+
+    def _job(self, generation: int, job: str) -> str:
+        return f"{self._prefix(generation)}job/{job}"
+
+    async def claim(self, generation: int, job: str, owner: str, lease: float, *,
+                    seen: bool = False) -> tuple[Claim, int | None]:
+        """Lease ``job`` of ``generation`` to ``owner`` for ``lease`` seconds (or renew
+        its own lease), unless it is done or another's lease on it runs: the claim as it
+        stands, and its revision if ``owner`` holds it now (else None). A job ``seen``
+        claimed before whose record is gone is done: the migration ended, and its records
+        were cleaned up (claimed again, its record outlived the migration)."""
+        key = self._job(generation, job)
+        record = await self._get(key)
+        if record is None and seen:
+            return Claim(done=True), None
+        found = None if record is None else Claim.from_body(record.body, self._where(key))
+        now = self._clock.wall()
+        if found is not None and (found.done or (found.owner != owner and found.expires > now)):
+            return found, None
+        claim = Claim(owner=owner, expires=now + lease)
+        revision = await self._put(key, claim.to_body(),
+                                   None if record is None else record.revision)
+        if revision is None:  # another runner claimed it first
+            return await self.claim(generation, job, owner, lease, seen=True)
+        return claim, revision
+
+    async def finish(self, generation: int, job: str, owner: str) -> None:
+        """Mark ``job`` done, if ``owner`` holds it still (a runner that took the lease
+        over meanwhile marks it itself)."""
+        key = self._job(generation, job)
+        while (record := await self._get(key)) is not None:
+            if Claim.from_body(record.body, self._where(key)).owner != owner:
+                return
+            if await self._put(key, Claim(done=True).to_body(), record.revision) is not None:
+                return
 
     async def acquire(self, key: str, unit: Unit, revision: int, owner: str,
                       lease: float) -> tuple[Unit, int] | None:
