@@ -671,7 +671,7 @@ def test_the_sweep_keeps_every_key_busy_at_the_rate(workers: int,
     removal is one write on the tier's store, 2) and charged to the key the value's
     entries are on too: 800 copies at 250 write units a second took 18.2 s with one
     worker and 18.4 s with four, where the rate allows 6.4 s and 1.6 s. Now each retired
-    key drains at the rate, ``--workers`` keys at once (6.9 s and 1.9 s), and no key
+    key drains at the rate, ``--workers`` keys at once (6.9 s and 2.0 s), and no key
     takes more than the rate in any second."""
     rate, entries, keys = 250.0, 800, 4
 
@@ -695,7 +695,7 @@ def test_the_sweep_keeps_every_key_busy_at_the_rate(workers: int,
     took = run_virtual(main())
     cost = 2.0  # one write on the tier's store, a transaction: what a removal costs
     least = entries * cost / rate / min(workers, keys)
-    assert least <= took <= least * 1.25, (took, least)
+    assert least <= took <= least * 1.1 + 0.5, (took, least)  # + claims, first page
 
 
 def test_runners_share_the_sweep_and_do_not_repeat_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -58,6 +58,7 @@ _REPORT_EVERY = 2.0
 _SWEEPING = "sweeping the retired keys"
 _CHECKING = "checking parity"
 _RATE_WINDOW = 30.0  # seconds the moving rate is taken over
+_POLL = 1.0  # seconds between looks at another runner's parity check
 
 
 class Resharder(MigrationRunner):
@@ -357,8 +358,10 @@ class Resharder(MigrationRunner):
             elif isinstance(step, states.Move):
                 await self._move(routing)
             elif isinstance(step, states.Verify):
-                parity = await self._verify(routing, mover_done=done)
-                result.parity = parity
+                checked = await self._check_once(routing, mover_done=done)
+                if checked is None:
+                    continue  # another runner's check: its report is in the routing now
+                parity = result.parity = checked
                 dirty = 0 if parity.clean else dirty + 1
                 if dirty >= _DIRTY_PASSES:
                     raise ReshardRefused(
@@ -437,6 +440,31 @@ class Resharder(MigrationRunner):
         return (f"waiting: the {len(left)} unit(s) left are leased by {owners} (until "
                 f"{iso(last.expires)} unless renewed: a runner that stopped lets its lease "
                 "lapse then, and this one takes its units over)")
+
+    async def _check_once(self, routing: Routing, *, mover_done: bool) -> Parity | None:
+        """Check parity (``_verify``) unless another runner checks it for this version of
+        the routing: then wait, marked waiting for it, till the routing moves on or its
+        claim lapses, and return None. Every runner whose units were done checked, each
+        reading every entry twice."""
+        assert routing.reshard is not None
+        meta, records = routing.reshard, self._records(routing)
+        job = f"check-{routing.version:06d}"
+        claim, held = await records.claim(meta.generation, job, self.worker, self.unit_lease)
+        if held is not None:
+            async with records.holding(meta.generation, job, self.worker, self.unit_lease):
+                return await self._verify(routing, mover_done=mover_done)
+        if claim.done:
+            return None
+        waiting = f"waiting for {claim.owner}'s parity check"
+        self._report(routing, None, waiting)
+        async with self.present(meta.id, waiting):
+            while (await self.routing()).version == routing.version:
+                claim, held = await records.claim(meta.generation, job, self.worker,
+                                                  self.unit_lease, seen=True)
+                if held is not None or claim.done:
+                    break  # its runner stopped: this one checks (held), or it is done
+                await self._clock.sleep(_POLL)
+        return None
 
     async def _verify(self, routing: Routing, *, mover_done: bool) -> Parity:
         """Check parity and record the report (entering ``verified`` when it may)."""

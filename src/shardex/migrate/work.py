@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
 from shardex.clock import GOODBYE, Clock, settled, within
-from shardex.errors import ConditionFailed, MalformedItem, Unavailable
+from shardex.errors import ConditionFailed, MalformedItem, ShardexError, Unavailable
 from shardex.migrate.layouts import PATIENT
 from shardex.migrate.units import Unit
 from shardex.model.entries import Record
@@ -43,6 +44,7 @@ __all__ = ["Claim", "Idle", "PlanRecord", "Records", "Runner", "WorkRecords", "r
            "work_units"]
 
 T = TypeVar("T")
+log = logging.getLogger("shardex")
 RESHARD, ADOPT = "reshard/", "adopt/"  # ADOPT: the records of adoptions begun before
 
 
@@ -263,15 +265,45 @@ class WorkRecords(Records):
             return await self.claim(generation, job, owner, lease, seen=True)
         return claim, revision
 
-    async def finish(self, generation: int, job: str, owner: str) -> None:
-        """Mark ``job`` done, if ``owner`` holds it still (a runner that took the lease
-        over meanwhile marks it itself)."""
+    async def finish(self, generation: int, job: str, owner: str, *,
+                     done: bool = True) -> None:
+        """Mark ``job`` done (or, not ``done``, give it up for another runner to claim at
+        once), if ``owner`` holds it still (a runner that took the lease over meanwhile
+        marks it itself)."""
         key = self._job(generation, job)
         while (record := await self._get(key)) is not None:
             if Claim.from_body(record.body, self._where(key)).owner != owner:
                 return
-            if await self._put(key, Claim(done=True).to_body(), record.revision) is not None:
+            if await self._put(key, Claim(done=done).to_body(), record.revision) is not None:
                 return
+
+    @contextlib.asynccontextmanager
+    async def holding(self, generation: int, job: str, owner: str,
+                      lease: float) -> AsyncIterator[None]:
+        """Hold ``owner``'s claim on ``job`` (``claim`` took it) while the body runs,
+        renewed every third of ``lease``; mark it done as the body ends, or give it up if
+        the body fails (another runner takes it over at once)."""
+        async def renew() -> None:
+            while True:
+                await self._clock.sleep(lease / 3)
+                claim, renewed = await self.claim(generation, job, owner, lease, seen=True)
+                if renewed is None:  # taken over (this runner stood still past its lease)
+                    log.warning("migration %s: %s was taken over by %s", self.migration_id,
+                                job, claim.owner)
+                    return
+
+        renewing = asyncio.ensure_future(renew())
+        done = False
+        try:
+            yield
+            done = True
+        finally:
+            renewing.cancel()
+            await asyncio.gather(renewing, return_exceptions=True)
+            with contextlib.suppress(ShardexError):  # given up or not, its lease lapses
+                await within(self._clock, GOODBYE, self.finish(generation, job, owner,
+                                                               done=done),
+                             f"marking {job} {'done' if done else 'given up'}")
 
     async def acquire(self, key: str, unit: Unit, revision: int, owner: str,
                       lease: float) -> tuple[Unit, int] | None:
