@@ -727,6 +727,8 @@ def test_runners_share_the_sweep_and_do_not_repeat_it(monkeypatch: pytest.Monkey
                 assert [r.state for r in results] == ["done"] * runners
                 assert sum(r.cleared for r in results) == entries
                 assert [g for r in results for g in r.ghosts] == []
+                # each ends with the last parity report, whichever runner checked
+                assert all(r.parity is not None and r.parity.clean for r in results)
                 assert await _left_on(dedicated) == 0
                 return took, dedicated.stats("orders").totals.read_units - read, \
                     sum(sent.values())

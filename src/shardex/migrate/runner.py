@@ -338,8 +338,8 @@ class Resharder(MigrationRunner):
                                     max_age=self.max_age)
             if isinstance(step, states.Stop):
                 result.state, result.why, result.routing = step.reached, step.why, routing
-                if result.parity is None and meta is not None:
-                    result.parity = meta.parity  # another runner's check, as recorded
+                if result.parity is None and seen is not None:
+                    result.parity = seen.parity  # another runner's check, as recorded
                 if meta is None and seen is not None:  # it ended here: say how
                     result.ended = seen.id
                     result.why = ("rolled back: the layout it left is in use"
