@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 import random
@@ -73,6 +74,12 @@ _BATCH = 8  # moves of one unit in flight at once
 _FOLLOW = 0.5  # seconds between a unit's looks at the rate in force
 _POLL = 1.0  # seconds between looks at units leased by others
 _PLANNING = "planning the moves: reading each source key once"  # as status says it
+
+
+def _sweep_job(key: str) -> str:
+    """The name of the sweep of retired key ``key`` in the migration's records: the same
+    in every runner, whatever keys it sweeps beside it, in characters every store keeps."""
+    return f"sweep-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
 
 
 def _counted(unit: Unit, outcomes: Sequence[str]) -> Unit:
@@ -439,8 +446,8 @@ class Mover:
                 await self._clock.sleep(_POLL)  # another runner's: done, or its lease lapses
 
         swept = Swept()
-        for found in await asyncio.gather(*(sweep(f"sweep-{n:05d}", value, key)
-                                            for n, (value, key) in enumerate(retired))):
+        for found in await asyncio.gather(*(sweep(_sweep_job(key), value, key)
+                                            for value, key in retired)):
             swept.add(found)
         return swept
 
