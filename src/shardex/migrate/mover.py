@@ -62,6 +62,7 @@ from shardex.migrate.work import Idle, WorkRecords, work_units
 from shardex.model.entries import Position, QueryPage, ScanItem, ScanPage, StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
+from shardex.stores.base import gather_or_cancel
 from shardex.transition import Transition
 
 __all__ = ["MOVER_RETRY", "Mover"]
@@ -446,8 +447,9 @@ class Mover:
                 await self._clock.sleep(_POLL)  # another runner's: done, or its lease lapses
 
         swept = Swept()
-        for found in await asyncio.gather(*(sweep(_sweep_job(key), value, key)
-                                            for value, key in retired)):
+        # a key's sweep that fails stops the others, which give their claims up
+        for found in await gather_or_cancel(sweep(_sweep_job(key), value, key)
+                                            for value, key in retired):
             swept.add(found)
         return swept
 

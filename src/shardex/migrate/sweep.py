@@ -21,6 +21,7 @@ from shardex.clock import Clock
 from shardex.migrate.layouts import Layouts
 from shardex.migrate.pace import Pace, pages
 from shardex.model.entries import StoredEntry
+from shardex.stores.base import gather_or_cancel
 
 __all__ = ["Swept", "sweep_key"]
 
@@ -66,7 +67,7 @@ async def sweep_key(layouts: Layouts, key: str, move: Callable[[StoredEntry], Aw
 
     listing = partial(layouts.page, key, limit=100)
     async for page in pages(listing, Pace(read_rate, clock)):
-        await asyncio.gather(*(sweep(entry) for entry in page.entries))
+        await gather_or_cancel(sweep(entry) for entry in page.entries)
     if swept.ghosts:
         left = {e.item_id async for page in pages(listing, Pace(read_rate, clock))
                 for e in page.entries}
