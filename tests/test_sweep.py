@@ -34,18 +34,9 @@ def test_two_runners_sweeping_at_once_name_no_row_that_is_gone() -> None:
     async def main() -> None:
         main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
         tiers = {"dedicated": dedicated}
-        async with app_of(main_store, tiers) as app:
-            for i in range(6):
-                await app.put("BIG", f"b-{i}", sort=f"{i:03d}")
-        async with resharder(main_store, tiers) as first, \
+        async with app_of(main_store, tiers) as app, resharder(main_store, tiers) as first, \
                 resharder(main_store, tiers, seed=6) as second:
-            await first.start({"BIG": P(2, tier="dedicated")}, margin=MARGIN)
-            await first.run(until="verified")
-            run = first.run
-            first.run = lambda until="done": run(until="verified")  # type: ignore[method-assign]
-            await first.rollback()  # moves them back; the tier's rows wait for the sweep
-            first.run = run  # type: ignore[method-assign]
-            assert (await first.run(until="retired")).state == "retired"
+            await _at_the_sweep(first, app, 6)
             routing = await first.routing()
             moving = second.layouts.move
 
