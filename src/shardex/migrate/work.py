@@ -14,7 +14,9 @@ leases when they expire; any other process resumes from the last checkpoint. The
 record is leased the same way while one process surveys the source keys, so one plan is
 made; it keeps the total the migration set out to move (or, for a backfill, the items to
 scan), fixed at start, which status reports against the counts of the unit records
-(``tally``), never against a store's own estimate.
+(``tally``), never against a store's own estimate. A job one runner does for all (a
+retired key's sweep, a parity check) is a ``Claim`` at ``reshard/ID/GGGG/job/NAME``,
+leased the same way (``WorkRecords.claim``, ``holding``) and marked done.
 
 ``Records`` holds patient reads and compare-and-set writes (the autopilot keeps its own
 records on it); ``WorkRecords`` the plan and units of one migration; ``work_units`` is the
@@ -107,8 +109,9 @@ def _count(raw: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A job one runner of a migration does for every runner (a retired key's sweep):
-    ``done`` once it is, else leased to ``owner`` until ``expires`` (wall seconds)."""
+    """A job one runner of a migration does for every runner (a retired key's sweep, a
+    parity check): ``done`` once it is, else leased to ``owner`` until ``expires`` (wall
+    seconds)."""
 
     done: bool = False
     owner: str | None = None
@@ -287,9 +290,10 @@ class WorkRecords(Records):
             while True:
                 await self._clock.sleep(lease / 3)
                 claim, renewed = await self.claim(generation, job, owner, lease, seen=True)
-                if renewed is None:  # taken over (this runner stood still past its lease)
-                    log.warning("migration %s: %s was taken over by %s", self.migration_id,
-                                job, claim.owner)
+                if renewed is None:
+                    if not claim.done:  # this runner stood still past its lease
+                        log.warning("migration %s: %s was taken over by %s",
+                                    self.migration_id, job, claim.owner)
                     return
 
         renewing = asyncio.ensure_future(renew())
