@@ -1,21 +1,28 @@
-"""The sweep of a reshard's retired keys: its time against what the rate allows, and what
-several runners of one migration spend on it.
+"""Several runners of one migration: what a reshard's movers and its sweep of the retired
+keys take with 1, 2 and 4 runners at once, against one runner's and what the rate allows.
 
-Run: .venv/bin/python benchmarks/bench_sweep.py [--entries N] [--keys K] [--rate R]
+Run: .venv/bin/python benchmarks/bench_runners.py [--entries N] [--keys K] [--rate R]
+     [--mover-rate R]
 
-A value's entries are moved onto K keys of a tier of their own (a store of its own) and
-the move is rolled back: every entry goes back to the index's store and leaves a copy on
-the tier, which the ``retired`` step's sweep removes. The sweep is then run by 1, 2 and 4
-runners of the migration at once (each ``Resharder.run``, one budget shared through the
-index's records), with 1 and 4 workers each, on memory:// under virtual time (latency
-median 4 ms, p99 25 ms: the store's default). Printed for each: the sweep's time, its
-ratio to what the rate allows (each removal one write on the tier's store, 2 units, each
-key drained at ``--rate`` units a second, as many keys at once as the runners' workers),
-its ratio to what the budget's slices allow (a working runner may spend the rate over
-the runners on each key, whichever keys the others write), its ratio to one runner's
-with the same workers, the write units the sweep's removals
-were paced at (each removal sent once: the number for one runner), and the tier's read
-units against one runner's (each key listed once).
+On memory:// under virtual time (latency median 4 ms, p99 25 ms: the store's default),
+every runner a ``Resharder.run`` of the same migration, one budget shared through the
+index's records (``shardex.migrate.budget``).
+
+1. The movers: a value's 1,600 entries resharded from 4 to 8 hashed keys (the four old
+   keys drain into the four new ones), ``--mover-rate`` write units a second a key, by one
+   runner with 1 and 4 workers and by 4 runners with 1 worker and 2 with 2: the time
+   from ``run`` to ``verified`` (the moves, the waits for clients, the parity check).
+2. The sweep: a value's entries moved onto K keys of a tier of their own (a store of its
+   own) and the move rolled back: every entry goes back to the index's store and leaves
+   a copy on the tier, which the ``retired`` step's sweep removes. The sweep is run by 1,
+   2 and 4 runners at once, with 1 and 4 workers each. Printed for each: the sweep's
+   time, its ratio to what the rate allows (each removal one write on the tier's store,
+   2 units, each key drained at ``--rate`` units a second, as many keys at once as the
+   runners' workers), its ratio to what the budget's slices allow (a working runner may
+   spend the rate over the runners on each key, whichever keys the others write), its
+   ratio to one runner's with the same workers, the write units the sweep's removals
+   were paced at (each removal sent once: the number for one runner), and the tier's
+   read units against one runner's (each key listed once).
 
 Every figure is measured in this run; ratios compare numbers from this run only.
 """
@@ -84,13 +91,40 @@ async def _sweep(entries: int, keys: int, rate: float, runners: int, workers: in
         return Swept(took, units, tier.stats("orders").totals.read_units - reads)
 
 
+async def _move(rate: float, runners: int, workers: int) -> tuple[int, float]:
+    """The entries moved and the seconds from ``run`` to ``verified``."""
+    store = MemoryStore(seed=2)
+    async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(4)}),
+                            routing_lease=1.0) as app:
+        for i in range(1600):
+            await app.put("P", f"o-{i:05d}", sort=f"{i:05d}")
+    async with contextlib.AsyncExitStack() as stack:
+        each = [await stack.enter_async_context(Resharder(
+            store, "orders", rate=rate, workers=workers, unit_lease=2.0, seed=i,
+            worker=f"runner-{i}", sharing=Sharing(poll=0.5))) for i in range(runners)]
+        plan = await each[0].start({"P": ShardPolicy(8)}, margin=0.2)
+        began = store.clock.now()
+        results = await asyncio.gather(*(r.run(until="verified") for r in each))
+        assert all(r.state == "verified" for r in results), results
+        return plan.to_move, store.clock.now() - began
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=800)
     parser.add_argument("--keys", type=int, default=4)
-    parser.add_argument("--rate", type=float, default=250.0)
+    parser.add_argument("--rate", type=float, default=250.0, help="the sweep's")
+    parser.add_argument("--mover-rate", type=float, default=100.0, help="the movers'")
     args = parser.parse_args()
-    print(f"The sweep of {args.entries:,} copies on {args.keys} retired keys of a tier, "
+    print(f"1. a reshard's movers, 4 -> 8 keys, --rate {args.mover_rate:g} "
+          "(memory://, virtual time), run to verified")
+    first: float | None = None
+    for runners, workers in ((1, 1), (1, 4), (4, 1), (2, 2)):
+        moved, took = run_virtual(_move(args.mover_rate, runners, workers))
+        first = first or took
+        print(f"  {runners} runner(s), {workers} worker(s) each: {moved:,} moved in "
+              f"{took:5.1f} s = {took / first:.2f}x one runner's with one worker")
+    print(f"2. the sweep of {args.entries:,} copies on {args.keys} retired keys of a tier, "
           f"--rate {args.rate:g} (memory://, virtual time)")
     for workers in (1, 4):
         alone: Swept | None = None
