@@ -281,7 +281,8 @@ def test_a_paused_sweep_waits_for_resume() -> None:
         routing = await rs.routing()
         doc = status_document(routing, await rs.units(routing), index="orders",
                               store="memory://", lease=rs.lease,
-                              now=rs.store.clock.wall(), max_age=900.0)
+                              now=rs.store.clock.wall(), max_age=900.0,
+                              sweeps=await rs.sweeps(routing))
         return with_controls(doc, await migration_status(rs.store, "orders", migration,
                                                          clock=LoopClock()), "reshard")
 
@@ -306,6 +307,9 @@ def test_a_paused_sweep_waits_for_resume() -> None:
             assert [(r["owner"], r["waiting"]) for r in doc["runners"]] == [
                 (rs.worker, "sweeping the retired keys")], doc["runners"]
             assert not any(" run " in step for step in doc["next_steps"]), doc["next_steps"]
+            # how far the sweep is: status had said nothing of it, however long it took
+            assert doc["sweep"] == {"keys": 2, "swept": 0, "sweeping": 1}, doc["sweep"]
+            assert "  sweep: 0 of 2 retired keys swept, 1 being swept" in _status_lines(doc)
             assert await _migration(main_store, "orders", "reshard") == (migration, None)
             await change_control(main_store, "orders", migration,
                                  lambda c: replace(c, paused=False, rate=8.0), clock=clock)
@@ -313,6 +317,9 @@ def test_a_paused_sweep_waits_for_resume() -> None:
             lines = _status_lines(await status(rs, migration))
             assert any(line.startswith("  controls: moving at up to 8 write units a second")
                        for line in lines), lines
+            await clock.sleep(8.0)  # a key's 30 removals at 2 units, 8 units a second
+            assert (await status(rs, migration))["sweep"] == {"keys": 2, "swept": 1,
+                                                              "sweeping": 1}
             result = await running
             assert (result.state, result.cleared) == ("done", 60)
 

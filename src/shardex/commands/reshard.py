@@ -446,6 +446,10 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     lines.append(f"  work units: {units['total']} ({units['done']} done, {units['leased']} "
                  f"leased); next step possible from {doc['ready_at']}")
     lines += runner_lines(doc)
+    sweep = doc.get("sweep")
+    if sweep is not None:
+        lines.append(f"  sweep: {sweep['swept']} of {sweep['keys']} retired keys swept"
+                     + (f", {sweep['sweeping']} being swept" if sweep["sweeping"] else ""))
     done = units["total"] > 0 and units["done"] == units["total"]
     # the mover moves in write-new till its units are done, the sweep in retired
     lines += parity_lines(doc["parity"]) + status_controls_lines(
@@ -466,7 +470,8 @@ async def _status(uri: str, name: str, connection: Connection,
         units = await runner.units(routing)
         doc: dict[str, Any] = status_document(
             routing, units, index=name, store=uri, lease=runner.lease,
-            now=runner.store.clock.wall(), max_age=max_age, gone=gone, tiers=tiers)
+            now=runner.store.clock.wall(), max_age=max_age, gone=gone, tiers=tiers,
+            sweeps=await runner.sweeps(routing))
         controls = await controls_status(runner.store, name, doc["reshard_id"])
         return with_controls(doc, controls, "reshard", gone=gone)
 

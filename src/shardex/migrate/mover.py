@@ -65,7 +65,7 @@ from shardex.routing import Routing
 from shardex.stores.base import gather_or_cancel
 from shardex.transition import Transition
 
-__all__ = ["MOVER_RETRY", "Mover"]
+__all__ = ["MOVER_RETRY", "SWEEP_JOB", "Mover"]
 
 log = logging.getLogger("shardex")
 # the mover sees every throttle itself (to adapt its rate); it retries the rest
@@ -77,10 +77,13 @@ _POLL = 1.0  # seconds between looks at units leased by others
 _PLANNING = "planning the moves: reading each source key once"  # as status says it
 
 
+SWEEP_JOB = "sweep-"  # the names of the sweep's jobs start so (``WorkRecords.claims``)
+
+
 def _sweep_job(key: str) -> str:
     """The name of the sweep of retired key ``key`` in the migration's records: the same
     in every runner, whatever keys it sweeps beside it, in characters every store keeps."""
-    return f"sweep-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+    return f"{SWEEP_JOB}{hashlib.sha256(key.encode()).hexdigest()[:20]}"
 
 
 def _counted(unit: Unit, outcomes: Sequence[str]) -> Unit:

@@ -28,7 +28,7 @@ from shardex.migrate import states
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Budget, Sharing
 from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
-from shardex.migrate.mover import MOVER_RETRY, Mover
+from shardex.migrate.mover import MOVER_RETRY, SWEEP_JOB, Mover
 from shardex.migrate.registry import finish_migration, record_migration
 from shardex.migrate.reporting import Gauges, Progress, Recorder, RunResult
 from shardex.migrate.startplan import StartPlan, ValuePlan
@@ -37,7 +37,7 @@ from shardex.migrate.sweep import Swept
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
 from shardex.migrate.verify import check
-from shardex.migrate.work import WorkRecords
+from shardex.migrate.work import Claim, WorkRecords
 from shardex.retry import call_with_retry
 from shardex.routing import Routing, ShardPolicy
 from shardex.stores.base import Store
@@ -155,6 +155,13 @@ class Resharder(MigrationRunner):
                      split_every=self._split, seed=self._rng.randrange(2**32),
                      spent=self.mover_units, landed=self.mover_landed, budget=budget,
                      present=partial(self.present, routing.reshard.id))
+
+    async def sweeps(self, routing: Routing) -> list[Claim] | None:
+        """The claims of the sweep's retired keys in ``retired`` (None in other states)."""
+        if routing.reshard is None or routing.state != "retired":
+            return None
+        records = self._records(routing)
+        return list((await records.claims(routing.reshard.generation, SWEEP_JOB)).values())
 
     async def units(self, routing: Routing) -> list[Unit]:
         """Every work unit of the reshard in ``routing``, of every generation."""

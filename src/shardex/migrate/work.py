@@ -268,6 +268,13 @@ class WorkRecords(Records):
             return await self.claim(generation, job, owner, lease, seen=True)
         return claim, revision
 
+    async def claims(self, generation: int, prefix: str = "") -> dict[str, Claim]:
+        """The claims of ``generation``'s jobs whose names start with ``prefix``, by name."""
+        start = self._job(generation, prefix)
+        found = await self._list(start)
+        return {key.rsplit("/", 1)[-1]: Claim.from_body(record.body, self._where(key))
+                for key, record in found.items()}
+
     async def finish(self, generation: int, job: str, owner: str, *,
                      done: bool = True) -> None:
         """Mark ``job`` done (or, not ``done``, give it up for another runner to claim at
