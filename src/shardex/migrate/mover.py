@@ -65,7 +65,7 @@ from shardex.routing import Routing
 from shardex.stores.base import gather_or_cancel
 from shardex.transition import Transition
 
-__all__ = ["MOVER_RETRY", "SWEEP_JOB", "Mover"]
+__all__ = ["MOVER_RETRY", "Mover", "SWEEP_JOB"]
 
 log = logging.getLogger("shardex")
 # the mover sees every throttle itself (to adapt its rate); it retries the rest
