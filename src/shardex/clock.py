@@ -25,13 +25,13 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 from shardex.errors import Unavailable
 
-__all__ = ["Clock", "GOODBYE", "LoopClock", "answered", "carried", "running_loop", "settled",
-           "taken", "within"]
+__all__ = ["Clock", "GOODBYE", "LoopClock", "alongside", "answered", "carried", "running_loop",
+           "settled", "taken", "within"]
 
 T = TypeVar("T")
 GOODBYE = 2.0  # seconds a stopping process waits for each of its last store requests
@@ -122,6 +122,20 @@ def taken(future: asyncio.Future[Any]) -> None:
     that asyncio does not report it as never retrieved."""
     if not future.cancelled():
         future.exception()
+
+
+@contextlib.asynccontextmanager
+async def alongside(work: Coroutine[Any, Any, Any]) -> AsyncIterator[None]:
+    """Run ``work`` as a task while the body runs; cancel it as the body ends and wait
+    for its end (an exception it ended with, other than the cancel, is raised): a
+    renewal or a progress report must not outlive what it serves."""
+    task = asyncio.ensure_future(work)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def within(clock: Clock, seconds: float, work: Awaitable[T], what: str) -> T:

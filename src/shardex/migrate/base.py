@@ -9,7 +9,6 @@ process got there first) and waits on the injected clock, saying what it waits f
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import os
@@ -19,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from shardex.clock import Clock, LoopClock
+from shardex.clock import Clock, LoopClock, alongside
 from shardex.errors import ConditionFailed, InvalidInput
 from shardex.index import ShardedIndex, store_routing
 from shardex.migrate.budget import Budget, Presence, Sharing
@@ -171,13 +170,10 @@ class MigrationRunner:
                 await self._clock.sleep(self.unit_lease / 3)
                 await present.mark(doing)
 
-        renewing = asyncio.ensure_future(renew())
         try:
-            yield
+            async with alongside(renew()):
+                yield
         finally:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
             await present.leave()
 
     async def wait_until(self, until: float, say: Callable[[str], None], note: str,

@@ -11,7 +11,6 @@ work units are leased.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import random
 import uuid
@@ -21,7 +20,7 @@ from functools import partial
 from types import TracebackType
 from typing import TypeVar
 
-from shardex.clock import Clock, answered
+from shardex.clock import Clock, alongside, answered
 from shardex.errors import InvalidInput, InvalidKey, InvalidRouting, ReshardRefused
 from shardex.index import ShardedIndex
 from shardex.migrate import states
@@ -398,13 +397,8 @@ class Resharder(MigrationRunner):
             assert routing.reshard is not None
             budget = await self.budget(stack, routing.reshard.id,
                                        lambda line: self._report(routing, None, line))
-            reporter = asyncio.ensure_future(self._keep_reporting(routing, budget, sweeping))
-            try:
+            async with alongside(self._keep_reporting(routing, budget, sweeping)):
                 yield self._mover(routing, budget)
-            finally:
-                reporter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reporter
 
     async def _keep_reporting(self, routing: Routing, budget: Budget | None,
                               sweeping: bool = False) -> None:
