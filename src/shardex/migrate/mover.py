@@ -49,7 +49,7 @@ from shardex.migrate.budget import Budget
 from shardex.migrate.layouts import Layouts, target_of
 from shardex.migrate.pace import Pace, paced, pages, read_page
 from shardex.migrate.states import MOVING
-from shardex.migrate.sweep import Swept, sweep_key
+from shardex.migrate.sweep import Swept, retired_keys, sweep_key
 from shardex.migrate.units import (
     DEFAULT_SPLIT,
     Survey,
@@ -431,9 +431,6 @@ class Mover:
         with one worker and 11x with a worker a key (now 1.1x and 1.3x)."""
         meta = routing.reshard
         assert meta is not None
-        retired = sorted((value, key) for value in meta.values
-                         for key in self.layouts.source_keys(routing, value)
-                         if key not in set(self.layouts.target_keys(routing, value)))
         workers = asyncio.Semaphore(self._workers)
 
         async def sweep(job: str, value: str, key: str) -> Swept:
@@ -452,7 +449,8 @@ class Mover:
         swept = Swept()
         # a key's sweep that fails stops the others, which give their claims up
         for found in await gather_or_cancel(sweep(_sweep_job(key), value, key)
-                                            for value, key in retired):
+                                            for value, key in retired_keys(self.layouts,
+                                                                           routing)):
             swept.add(found)
         return swept
 

@@ -32,7 +32,7 @@ from shardex.migrate.registry import finish_migration, record_migration
 from shardex.migrate.reporting import Gauges, Progress, Recorder, RunResult
 from shardex.migrate.startplan import StartPlan, ValuePlan
 from shardex.migrate.status import iso
-from shardex.migrate.sweep import Swept
+from shardex.migrate.sweep import Swept, retired_keys
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
 from shardex.migrate.verify import check
@@ -155,12 +155,13 @@ class Resharder(MigrationRunner):
                      spent=self.mover_units, landed=self.mover_landed, budget=budget,
                      present=partial(self.present, routing.reshard.id))
 
-    async def sweeps(self, routing: Routing) -> list[Claim] | None:
-        """The claims of the sweep's retired keys in ``retired`` (None in other states)."""
+    async def sweeps(self, routing: Routing) -> tuple[int, list[Claim]] | None:
+        """In ``retired``, the keys the sweep sweeps and the claims of those begun (None
+        in other states)."""
         if routing.reshard is None or routing.state != "retired":
             return None
-        records = self._records(routing)
-        return list((await records.claims(routing.reshard.generation, SWEEP_JOB)).values())
+        claims = await self._records(routing).claims(routing.reshard.generation, SWEEP_JOB)
+        return len(retired_keys(self.layouts, routing)), list(claims.values())
 
     async def units(self, routing: Routing) -> list[Unit]:
         """Every work unit of the reshard in ``routing``, of every generation."""

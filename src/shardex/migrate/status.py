@@ -122,20 +122,6 @@ def with_controls(doc: dict[str, Any], controls: dict[str, Any] | None, kind: st
     return resume_first(doc, kind)
 
 
-def _retired_keys(routing: Routing) -> int:
-    """How many keys the ``retired`` sweep sweeps: each value's keys the layout being
-    left has and the one in use lacks (every one, where the value changed tiers)."""
-    meta, previous = routing.reshard, routing.previous
-    assert meta is not None
-    assert previous is not None
-    retired = 0
-    for value in meta.values:
-        old, new = previous.policy(value), routing.policy(value)
-        kept = set(new.shard_keys(value)) if old.tier == new.tier else set()
-        retired += sum(key not in kept for key in old.shard_keys(value))
-    return retired
-
-
 def _parity(parity: Parity | None, now: float) -> dict[str, Any] | None:
     if parity is None:
         return None
@@ -171,12 +157,13 @@ def status_document(routing: Routing, units: Sequence[Unit], *, index: str, stor
                     lease: float, now: float, max_age: float,
                     gone: str | None = None,
                     tiers: Mapping[str, str] | None = None,
-                    sweeps: Sequence[Claim] | None = None) -> dict[str, Any]:
+                    sweeps: tuple[int, Sequence[Claim]] | None = None) -> dict[str, Any]:
     """The ``shardex.reshard.status/1`` document of ``index`` at wall time ``now``;
     ``gone`` names a worker that has stopped (a run cut short): its leases, which lapse
     unused, neither count as a runner nor keep ``run`` out of the next steps. ``tiers``:
     the tier stores as the caller names them (name to URI), which every next step names.
-    ``sweeps``: in ``retired``, the claims of the sweep's keys (``Resharder.sweeps``)."""
+    ``sweeps``: in ``retired``, the keys the sweep sweeps and the claims of those begun
+    (``Resharder.sweeps``)."""
     meta = routing.reshard
     doc: dict[str, Any] = {"schema": STATUS_SCHEMA, "index": index, "store": store,
                            "tiers": dict(tiers or {}),
@@ -207,8 +194,8 @@ def status_document(routing: Routing, units: Sequence[Unit], *, index: str, stor
                "leased": sum(u.leased_at(now) for u in current)},
         ready_at=iso(ready_at(routing, lease)), retire_after=iso(meta.retire_after),
         sweep=None if sweeps is None or routing.state != "retired" else {
-            "keys": _retired_keys(routing), "swept": sum(c.done for c in sweeps),
-            "sweeping": sum(not c.done and c.expires > now for c in sweeps)},
+            "keys": sweeps[0], "swept": sum(c.done for c in sweeps[1]),
+            "sweeping": sum(not c.done and c.expires > now for c in sweeps[1])},
         next_steps=next_steps(routing, store=store, index=index, running=bool(active),
                               stale=meta.parity is None
                               or now - meta.parity.checked_at > max_age, tiers=tiers))

@@ -21,9 +21,10 @@ from shardex.clock import Clock
 from shardex.migrate.layouts import Layouts
 from shardex.migrate.pace import Pace, pages
 from shardex.model.entries import StoredEntry
+from shardex.routing import Routing
 from shardex.stores.base import gather_or_cancel
 
-__all__ = ["Swept", "sweep_key"]
+__all__ = ["Swept", "retired_keys", "sweep_key"]
 
 
 @dataclass
@@ -39,6 +40,19 @@ class Swept:
         self.moved += other.moved
         self.cleared += other.cleared
         self.ghosts += other.ghosts
+
+
+def retired_keys(layouts: Layouts, routing: Routing) -> list[tuple[str, str]]:
+    """(value, key) of each key the ``retired`` sweep sweeps, in order: each value's keys
+    the layout being left has and the one in use lacks."""
+    meta = routing.reshard
+    assert meta is not None
+    retired = []
+    for value in meta.values:
+        kept = set(layouts.target_keys(routing, value))
+        retired += [(value, key) for key in layouts.source_keys(routing, value)
+                    if key not in kept]
+    return sorted(retired)
 
 
 async def sweep_key(layouts: Layouts, key: str, move: Callable[[StoredEntry], Awaitable[
