@@ -36,7 +36,7 @@ from shardex.errors import ReshardRefused, ShardexError, StoreInUse
 
 __all__ = ["LIST_SCHEMA", "gaps_refused", "interrupted", "migrations", "on_interrupt",
            "parity_lines", "print_parity", "runner_lines", "status_options", "status_printer",
-           "steps_lines", "watch", "watched"]
+           "steps_lines", "sweep_lines", "watch", "watched"]
 
 LIST_SCHEMA = "shardex.migrations.list/1"
 T = TypeVar("T")
@@ -86,6 +86,15 @@ def runner_lines(doc: dict[str, Any]) -> list[str]:
         f"holds unit(s) {', '.join(map(str, r['units']))}, lease until {r['expires_at']}"
         if r["units"] or not r.get("waiting") else r["waiting"])
         for r in doc.get("runners", [])]
+
+
+def sweep_lines(doc: dict[str, Any]) -> list[str]:
+    """A reshard status document's ``retired`` sweep, as how far it is (none elsewhere)."""
+    sweep = doc.get("sweep")
+    if sweep is None:
+        return []
+    return [f"  sweep: {sweep['swept']} of {sweep['keys']} retired keys swept"
+            + (f", {sweep['sweeping']} being swept" if sweep["sweeping"] else "")]
 
 
 _NOUNS = {"adopt": "adoption"}  # what a command group's migration is called, where not itself

@@ -55,6 +55,7 @@ from shardex.commands.migrations import (
     status_options,
     status_printer,
     steps_lines,
+    sweep_lines,
     watched,
 )
 from shardex.commands.migrations import watch as watching
@@ -445,11 +446,7 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     units = doc["units"]
     lines.append(f"  work units: {units['total']} ({units['done']} done, {units['leased']} "
                  f"leased); next step possible from {doc['ready_at']}")
-    lines += runner_lines(doc)
-    sweep = doc.get("sweep")
-    if sweep is not None:
-        lines.append(f"  sweep: {sweep['swept']} of {sweep['keys']} retired keys swept"
-                     + (f", {sweep['sweeping']} being swept" if sweep["sweeping"] else ""))
+    lines += runner_lines(doc) + sweep_lines(doc)
     done = units["total"] > 0 and units["done"] == units["total"]
     # the mover moves in write-new till its units are done, the sweep in retired
     lines += parity_lines(doc["parity"]) + status_controls_lines(

@@ -31,7 +31,7 @@ from shardex.migrate.mover import MOVER_RETRY, SWEEP_JOB, Mover
 from shardex.migrate.registry import finish_migration, record_migration
 from shardex.migrate.reporting import Gauges, Progress, Recorder, RunResult
 from shardex.migrate.startplan import StartPlan, ValuePlan
-from shardex.migrate.status import iso
+from shardex.migrate.status import held_by_others
 from shardex.migrate.sweep import Swept, retired_keys
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
@@ -427,23 +427,10 @@ class Resharder(MigrationRunner):
                 seen.popleft()
             then, before = seen[0]
             rate = (moved - before) / (now - then) if now - then >= least else None
-            self._report(routing, units, hold or self._waiting(units) or "moving entries",
+            waiting = held_by_others(units, self._clock.wall(), self.worker)
+            self._report(routing, units, hold or waiting or "moving entries",
                          rate)
             await self._clock.sleep(min(_REPORT_EVERY, self.unit_lease))
-
-    def _waiting(self, units: Sequence[Unit]) -> str | None:
-        """Why this runner moves nothing while units are left: every one is leased by other
-        runners (one killed by SIGKILL holds its lease till it lapses); None if it holds
-        one or one is free. The output had said "moving entries", 0 a second."""
-        now = self._clock.wall()
-        left = [u for u in units if not u.done]
-        if not left or any(u.free(now) or u.owner == self.worker for u in left):
-            return None
-        last = max(left, key=lambda u: u.expires)
-        owners = ", ".join(sorted({u.owner for u in left if u.owner is not None}))
-        return (f"waiting: the {len(left)} unit(s) left are leased by {owners} (until "
-                f"{iso(last.expires)} unless renewed: a runner that stopped lets its lease "
-                "lapse then, and this one takes its units over)")
 
     async def _check_once(self, routing: Routing, *, mover_done: bool) -> Parity | None:
         """Check parity (``_verify``) unless another runner checks it for this version of

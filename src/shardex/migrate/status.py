@@ -45,8 +45,8 @@ from shardex.routing import Routing
 from shardex.transition import Parity
 
 __all__ = ["ADOPT_STATUS_SCHEMA", "STATUS_SCHEMA", "adopt_next_steps",
-           "adopt_status_document", "iso", "next_steps", "resume_first", "status_document",
-           "with_controls"]
+           "adopt_status_document", "held_by_others", "iso", "next_steps", "resume_first",
+           "status_document", "with_controls"]
 
 STATUS_SCHEMA = "shardex.reshard.status/1"
 ADOPT_STATUS_SCHEMA = "shardex.adopt.status/1"
@@ -120,6 +120,21 @@ def with_controls(doc: dict[str, Any], controls: dict[str, Any] | None, kind: st
         doc["runners"] = sorted([*doc["runners"], *added], key=lambda r: r["owner"])
         doc["next_steps"] = _watched(doc, kind)
     return resume_first(doc, kind)
+
+
+def held_by_others(units: Sequence[Unit], now: float, worker: str) -> str | None:
+    """Why runner ``worker`` moves nothing at wall time ``now`` while units are left: every
+    one is leased by other runners (one killed by SIGKILL holds its lease till it lapses);
+    None if it holds one or one is free. The run's output had said "moving entries", 0 a
+    second."""
+    left = [u for u in units if not u.done]
+    if not left or any(u.free(now) or u.owner == worker for u in left):
+        return None
+    last = max(left, key=lambda u: u.expires)
+    owners = ", ".join(sorted({u.owner for u in left if u.owner is not None}))
+    return (f"waiting: the {len(left)} unit(s) left are leased by {owners} (until "
+            f"{iso(last.expires)} unless renewed: a runner that stopped lets its lease "
+            "lapse then, and this one takes its units over)")
 
 
 def _parity(parity: Parity | None, now: float) -> dict[str, Any] | None:
