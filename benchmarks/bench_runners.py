@@ -18,11 +18,10 @@ index's records (``shardex.migrate.budget``).
    2 and 4 runners at once, with 1 and 4 workers each. Printed for each: the sweep's
    time, its ratio to what the rate allows (each removal one write on the tier's store,
    2 units, each key drained at ``--rate`` units a second, as many keys at once as the
-   runners' workers), its ratio to what the budget's slices allow (a working runner may
-   spend the rate over the runners on each key, whichever keys the others write), its
-   ratio to one runner's with the same workers, the write units the sweep's removals
-   were paced at (each removal sent once: the number for one runner), and the tier's
-   read units against one runner's (each key listed once).
+   runners' workers: a runner's slice of the budget is the whole rate on a key no other
+   runner writes), its ratio to one runner's with the same workers, the write units the
+   sweep's removals were paced at (each removal sent once: the number for one runner),
+   and the tier's read units against one runner's (each key listed once).
 
 Every figure is measured in this run; ratios compare numbers from this run only.
 """
@@ -133,14 +132,10 @@ def main() -> None:
             alone = alone or swept
             at_once = min(args.keys, workers * runners)
             allowed = args.entries * _REMOVAL / args.rate / at_once
-            # each working runner's slice of the budget is the rate over the runners, on
-            # every key (shardex.migrate.budget): a key one runner sweeps drains at that
-            sliced = allowed * runners
             print(f"  {runners} runner(s), {workers} worker(s) each: {swept.seconds:5.1f} s = "
                   f"{swept.seconds / allowed:.2f}x what the rate allows "
                   f"({allowed:.1f} s, {at_once} key(s) at once), "
-                  f"{swept.seconds / sliced:.2f}x what the budget's slices allow "
-                  f"({sliced:.1f} s), {swept.seconds / alone.seconds:.2f}x one runner's; "
+                  f"{swept.seconds / alone.seconds:.2f}x one runner's; "
                   f"removals paced at {swept.units:,.0f} units "
                   f"({swept.units / alone.units:.2f}x one runner's), tier read units "
                   f"{swept.reads:,.0f} ({swept.reads / alone.reads:.2f}x)")

@@ -4,6 +4,7 @@ virtual time sharing one budget through the store."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import math
 import random
@@ -158,6 +159,89 @@ def test_processes_spending_their_slices_never_exceed_the_rate_in_any_second(
     for start, _ in every:
         held = sum(c for t, c in every if start <= t < start + policy.window)
         assert held <= rate + 1e-6
+
+
+_KEYS = ("a", "b", "c")
+
+
+@st.composite
+def keyed_schedules(draw: st.DrawFn) -> list[tuple[float, int, str, frozenset[str] | None]]:
+    """Events as ``schedules``, each renewal with the keys it leases (None: every key),
+    each spend with the key it spends on."""
+    events, now = [], 0.0
+    for _ in range(draw(st.integers(1, 100))):
+        now += draw(st.floats(0.0, 0.3))
+        p, what = draw(st.integers(0, 3)), draw(st.sampled_from(["renew", "spend", "spend",
+                                                                 "spend", "release"]))
+        keys = draw(st.none() | st.frozensets(st.sampled_from(_KEYS)))
+        events.append((now, p, what, keys if what == "renew" else
+                       frozenset([draw(st.sampled_from(_KEYS))])))
+    return events
+
+
+@given(keyed_schedules(), st.floats(10.0, 40.0), st.lists(st.floats(2.0, 8.0), min_size=4,
+                                                           max_size=4))
+def test_slices_of_some_keys_never_exceed_the_rate_on_any_key_in_any_second(
+        events: list[tuple[float, int, str, frozenset[str] | None]], rate: float,
+        costs: list[float]) -> None:
+    """As above, with each renewal leasing some keys or every key: on every key, the units
+    spent in any one-second window over every process stay within the rate."""
+    policy = BudgetPolicy(grain=5.0)
+    state = BudgetState()
+    slices: dict[int, tuple[dict[str, float] | float, float]] = {}  # process: shares, expires
+    spent: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
+    for now, p, what, keys in events:
+        if what == "renew":
+            state, share = lease(state, f"p{p}", rate, now, policy, keys)
+            mine = state.slices[f"p{p}"]
+            assert mine.keys is None or share == max(mine.keys.values(), default=0.0)
+            slices[p] = (share if mine.keys is None else dict(mine.keys), mine.expires)
+            state = BudgetState.from_body(state.to_body(), "r")  # as the store keeps it
+        elif what == "release" and p in slices:
+            state = release(state, f"p{p}", now, policy)
+            slices[p] = (0.0, 0.0)
+        elif what == "spend" and p in slices:
+            (key,), (shares, expires) = keys, slices[p]
+            share = shares if isinstance(shares, float) else shares.get(key, 0.0)
+            limit = share if now < expires else 0.0
+            if window_wait(spent[p, key], now, costs[p], limit, policy.window) == 0.0:
+                spent[p, key].append((now, costs[p]))
+    for key in _KEYS:
+        every = sorted(w for (_, k), ws in spent.items() if k == key for w in ws)
+        for start, _ in every:
+            held = sum(c for t, c in every if start <= t < start + policy.window)
+            assert held <= rate + 1e-6, key
+
+
+def test_processes_on_different_keys_each_take_the_whole_rate_and_share_a_common_key() -> None:
+    """Two processes draining a source key each into one key they both fill: the whole
+    rate on each one's own key, half on the one they share (a slice of every key had
+    given each half the rate on its own key too)."""
+    state, now, shares = BudgetState(), 0.0, {}
+    for _ in range(6):
+        for p, keys in (("p0", {"s0", "t"}), ("p1", {"s1", "t"})):
+            state, _ = lease(state, p, 100.0, now, POLICY, keys)
+            shares[p] = state.slices[p].keys
+            now += 0.5
+    assert shares == {"p0": {"s0": 100.0, "t": 50.0}, "p1": {"s1": 100.0, "t": 50.0}}
+    state, share = lease(state, "p2", 100.0, now, POLICY)  # every key: what is left
+    assert share == 0.0
+    for gone in ("p0", "p2"):
+        state = release(state, gone, now, POLICY)
+    assert lease(state, "p1", 100.0, now, POLICY, {"t"})[1] == 50.0  # p0's lingers
+    assert lease(state, "p1", 100.0, now + POLICY.linger + 0.01, POLICY, {"t"})[1] == 100.0
+
+
+def test_a_key_a_process_leaves_stays_claimed_while_what_it_spent_there_counts() -> None:
+    """A process that takes its slice off a key (its next unit writes others) may have
+    spent its share there in the last second: another gets the key only after that."""
+    state, _ = lease(BudgetState(), "p0", 100.0, 0.0, POLICY, {"a"})
+    state, _ = lease(state, "p0", 100.0, 0.5, POLICY, {"b"})
+    assert lease(state, "p1", 100.0, 0.6, POLICY, {"a"})[1] == 0.0
+    assert lease(state, "p1", 100.0, 0.5 + POLICY.linger + 0.01, POLICY, {"a"})[1] == 100.0
+    state, _ = lease(state, "p0", 100.0, 0.6, POLICY)  # every key, from some keys
+    assert state.slices["p0"].keys is None
+    assert not state.slices["p0"].priors.get("b")
 
 
 @pytest.mark.parametrize("processes", [1, 2, 3, 8])
@@ -327,6 +411,13 @@ async def test_a_pause_made_before_any_runner_ran_still_names_who_paused(
         "none in the store (a budget shared through Redis, --budget-redis, keeps none "
         "there)")
     assert controls_lines(shared)[1].endswith("runners' slices: none")
+    # a slice of some keys says on how many, and its least and largest share there
+    keyed = {**moving, "budget": {"in_force": 16.0, "rate": 16.0, "slices": [
+        {"owner": "w1", "share": 16.0, "least": 4.0, "keys": 5, "expires": 1.0},
+        {"owner": "w2", "share": 4.0, "least": 4.0, "keys": 1, "expires": 1.0},
+        {"owner": "w3", "share": 4.0, "least": 4.0, "keys": None, "expires": 1.0}]}}
+    assert controls_lines(keyed)[1].endswith(
+        "runners' slices: w1 4-16 on 5 keys, w2 4 on 1 key, w3 4")
 
     # with no change before it, the first runner's rate is the change it names
     fresh = Controls(shardex_store, "orders", "r2", rate=25.0, clock=clock, owner="w1")
@@ -522,6 +613,35 @@ def test_a_runner_with_nothing_to_work_leaves_the_rate_to_the_one_that_works(
         assert sum(steady) / len(steady) >= 16.0, drained
 
     run_virtual(main())
+
+
+def test_runners_moving_different_source_keys_each_take_the_rate_on_theirs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four runners of one worker each reshard four keys to eight: each drains its own
+    source key, and the four fill the new keys together. With a slice of every key each
+    runner drained its key at a quarter of the rate, and the four took 1.23x one runner's
+    time (``benchmarks/bench_runners.py``); with a slice of the keys its unit writes, each
+    takes the whole rate on its source key and its part of the shared ones. The load on
+    every key stays within the rate, by the second each move is sent."""
+    sent = count_moves(monkeypatch)
+
+    async def reshard(runners: int) -> float:
+        store = await _filled(4, 1600)
+        async with contextlib.AsyncExitStack() as stack:
+            each = [await stack.enter_async_context(Resharder(
+                store, "orders", rate=100.0, unit_lease=2.0, seed=i, worker=f"r{i}",
+                sharing=Sharing(poll=0.5))) for i in range(runners)]
+            await each[0].start({"PENDING": ShardPolicy(8)}, margin=0.2)
+            began = store.clock.now()
+            for result in await asyncio.gather(*(r.run(until="verified") for r in each)):
+                assert result.state == "verified"
+            return store.clock.now() - began
+
+    alone = run_virtual(reshard(1))
+    sent.clear()
+    four = run_virtual(reshard(4))
+    assert max(sent.values()) <= 100.0 * 1.05, sent
+    assert four <= alone * 0.75, (four, alone)
 
 
 def test_status_names_a_runner_held_by_an_outside_signal(tmp_path: Path) -> None:

@@ -231,6 +231,16 @@ def status_controls_lines(doc: dict[str, Any], moving: bool) -> list[str]:
                           working=any(r["units"] for r in doc["runners"]))
 
 
+def _slice(doc: dict[str, Any]) -> str:
+    """``runner-1 25`` (on every key), ``runner-1 25-100 on 5 keys``."""
+    keys = doc.get("keys")
+    if keys is None:
+        return f"{doc['owner']} {doc['share']:g}"
+    least = doc.get("least", doc["share"])
+    shares = f"{doc['share']:g}" if least >= doc["share"] else f"{least:g}-{doc['share']:g}"
+    return f"{doc['owner']} {shares} on {keys} key{'s' if keys != 1 else ''}"
+
+
 def controls_lines(doc: dict[str, Any] | None, idle: str | None = None, *,
                    working: bool = False) -> list[str]:
     """A status document's controls and budget, as lines; ``idle``: why nothing moves now
@@ -240,7 +250,7 @@ def controls_lines(doc: dict[str, Any] | None, idle: str | None = None, *,
     if doc is None:
         return []
     budget = doc["budget"]
-    slices = ", ".join(f"{s['owner']} {s['share']:g}" for s in budget["slices"]) or (
+    slices = ", ".join(_slice(s) for s in budget["slices"]) or (
         "none in the store (a budget shared through Redis, --budget-redis, keeps none "
         "there)"
         if working and not doc["paused"] and not budget.get("holds") else "none")

@@ -13,9 +13,14 @@ while paused or held). Two ways to share it:
   second, aligned or not. Why the slices never add up to more than the rate: a process
   takes only what the others' *claims* leave (``lease``), and a claim outlives what it
   was: a slice given up, shrunk, or whose lease ran out still counts for one window plus
-  the clocks' skew, the time in which its owner may still have spent it. The shares
-  converge on ``rate / processes`` (those that want more renew and take what the others
-  gave up); a process with no unit under way gives its slice up (``Budget.working``).
+  the clocks' skew, the time in which its owner may still have spent it. A slice holds
+  a share on the keys its process's units write (``Budget.working``: the source key a
+  unit drains and the keys it fills; every key for a unit whose keys are not known
+  ahead, such as an adoption's Scan segment), so processes writing different keys each
+  take the whole rate on theirs; on a key several write, the shares converge on
+  ``rate / processes`` (those that want more renew and take what the others gave up).
+  A key spent on beyond the slice's is added to it by a renewal before the spend. A
+  process with no unit under way gives its slice up.
 - **Redis** (a URL given): each shard key's moving window in Redis through the ``limits``
   library, as shared admission budgets do (``shardex.admission.SharedBudgets``), at the
   rate in force; nothing is leased.
@@ -44,7 +49,8 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -86,6 +92,8 @@ __all__ = ["Budget", "BudgetPolicy", "BudgetState", "Hold", "Presence", "Sharing
 
 log = logging.getLogger("shardex")
 _EPS = 1e-9
+# the most keys a process's slice names one by one: beyond, it holds a share of every key
+MOST_KEYS = 64
 
 
 class _BudgetRecord:
@@ -179,7 +187,11 @@ class Budget(_BudgetRecord):
         self._redis = redis
         self.state = BudgetState()
         self.share = 0.0
+        self._shares: dict[str, float] | None = None  # the share on each key; None: on every
         self._expires = 0.0
+        self._declared: Counter[str] = Counter()  # the keys the units under way write
+        self._everywhere = 0  # units under way that write keys not known ahead
+        self._extra: dict[str, float] = {}  # keys spent on that no unit declared: when last
         self._spent: dict[str, SpendWindow] = {}
         self._cut_seen = -math.inf
         self._keeper: asyncio.Task[None] | None = None
@@ -230,16 +242,31 @@ class Budget(_BudgetRecord):
             return self.share
         if rate <= 0:
             self.share = 0.0  # paused or held: stop at once, before the record says so
-        shares: list[float] = []
+            self._shares = None
+        keys = self._keys()
 
         def renewing(state: BudgetState, now: float) -> BudgetState:
-            new, share = lease(state, self.owner, rate, now, self.policy)
-            shares.append(share)
+            new, _ = lease(state, self.owner, rate, now, self.policy, keys)
             return new.holding(self.owner, held, now, term) or new
 
         self.state = await self._change(renewing)
-        self.share, self._expires = shares[-1], self.state.slices[self.owner].expires
+        mine = self.state.slices[self.owner]
+        self.share, self._expires = mine.share, mine.expires
+        self._shares = None if mine.keys is None else dict(mine.keys)
         return self.share
+
+    def _keys(self) -> frozenset[str] | None:
+        """The keys this process's slice is to hold a share on: those its units under way
+        write and those it spent on lately; None (every key) while a unit writes keys not
+        known ahead, or beyond ``MOST_KEYS``."""
+        now = self._clock.wall()
+        self._extra = {key: at for key, at in self._extra.items()
+                       if now - at < self.policy.term}
+        keys = frozenset(self._declared).union(self._extra)
+        return None if self._everywhere or len(keys) > MOST_KEYS else keys
+
+    def _covers(self, keys: Iterable[str]) -> bool:
+        return self._shares is None or all(key in self._shares for key in keys)
 
     async def _keep(self) -> None:
         while True:
@@ -258,24 +285,42 @@ class Budget(_BudgetRecord):
                             self.migration, exc)
 
     @contextlib.asynccontextmanager
-    async def working(self) -> AsyncIterator[None]:
-        """Hold a slice while a unit of this process is under way (or a spend): one with
-        none, and no spend for a term, gives its slice up at its next renewal, so the
-        processes that work share the whole rate (an idle process had kept an equal
-        share: two runners of one key moved at half the rate), and takes one again as its
-        next unit starts."""
+    async def working(self, keys: Collection[str] | None = None) -> AsyncIterator[None]:
+        """Hold a slice while a unit of this process is under way: one with none, and no
+        spend for a term, gives its slice up at its next renewal, so the processes that
+        work share the whole rate (an idle process had kept an equal share: two runners
+        of one key moved at half the rate), and takes one again as its next unit starts.
+
+        ``keys``: the shard keys the unit writes (None: not known ahead, every key). The
+        slice holds a share on those alone, so runners whose units write different keys
+        each take the whole rate on theirs (with a share of every key, four runners of one
+        worker each moved a reshard no faster than one); a key spent on beyond them is
+        added to the slice before the spend (``spend``)."""
         self._working += 1
+        if keys is None:
+            self._everywhere += 1
+        else:
+            self._declared.update(set(keys))
         try:
-            if self._idle:
+            if self._idle or not self._covers(keys or ()) or (
+                    keys is None and self._shares is not None):
                 self._idle = False
-                try:
-                    await self.renew()
-                except ShardexError as exc:  # the keeper renews it: spending waits till then
-                    log.warning("migration %s: the budget could not be renewed: %s",
-                                self.migration, exc)
+                await self._renew_now()
             yield
         finally:
             self._working -= 1
+            if keys is None:
+                self._everywhere -= 1
+            else:
+                self._declared.subtract(set(keys))
+                self._declared = +self._declared  # the keys no unit writes go
+
+    async def _renew_now(self) -> None:
+        try:
+            await self.renew()
+        except ShardexError as exc:  # the keeper renews it: spending waits till then
+            log.warning("migration %s: the budget could not be renewed: %s",
+                        self.migration, exc)
 
     async def _give_up(self) -> None:
         self._idle = True
@@ -285,8 +330,10 @@ class Budget(_BudgetRecord):
 
     # -- spending -----------------------------------------------------------------------
 
-    def _limit(self, now: float) -> float:
-        return self.share if now < self._expires else 0.0
+    def _limit(self, now: float, key: str) -> float:
+        if now >= self._expires:
+            return 0.0
+        return self.share if self._shares is None else self._shares.get(key, 0.0)
 
     async def spend(self, costs: Mapping[str, float],
                     hold: Callable[[], float] | None = None) -> None:
@@ -295,29 +342,42 @@ class Budget(_BudgetRecord):
         count them then: a send the budget counted, then held by the caller's pace, went
         in a later second than it was counted in (a key both drained and filled took 1.08x
         the rate in a second). Through Redis the budget takes once the caller is ready."""
-        async with self.working():
+        self._working += 1
+        try:
             self._spent_at = self._clock.wall()
             if self._redis is not None:
                 await self._spend_shared(costs, hold)
             else:
                 await self._spend(costs, hold)
+        finally:
+            self._working -= 1
 
     async def _spend(self, costs: Mapping[str, float],
                      hold: Callable[[], float] | None) -> None:
-        windows = [(self._spent.get(key) or self._spent.setdefault(
+        windows = [(key, self._spent.get(key) or self._spent.setdefault(
             key, SpendWindow(self.policy.window)), cost) for key, cost in costs.items()]
         while True:
+            if not self._covers(costs):
+                # a key no unit declared (a move landing off its unit's keys): the slice
+                # takes it first, a renewal of its own
+                self._extra.update((key, self._clock.wall()) for key in costs
+                                   if key not in self._declared)
+                await self._renew_now()
             now = self._clock.wall()
-            limit = self._limit(now)
-            wait = max([window.wait(now, cost, limit) for window, cost in windows]
+            for key in costs:  # a key waited on is wanted still
+                if key in self._extra:
+                    self._extra[key] = now
+            wait = max([window.wait(now, cost, self._limit(now, key))
+                        for key, window, cost in windows]
                        + [hold() if hold is not None else 0.0])
             if wait <= 0:
                 break
             await self._clock.sleep(min(wait, self.policy.term / 6))
-        for window, cost in windows:
+        for _, window, cost in windows:
             window.add(now, cost)
         if len(self._spent) > 4096:  # keys not written for a while hold nothing
-            self._spent = {k: v for k, v in self._spent.items() if v.counts(now, limit)}
+            self._spent = {k: v for k, v in self._spent.items()
+                           if v.counts(now, self._limit(now, k))}
 
     async def _spend_shared(self, costs: Mapping[str, float],
                             hold: Callable[[], float] | None) -> None:
@@ -351,6 +411,9 @@ class Budget(_BudgetRecord):
             return
         self._cut_seen = now
         self.share *= self.policy.decrease  # this process follows at once
+        if self._shares is not None:
+            self._shares = {key: share * self.policy.decrease
+                            for key, share in self._shares.items()}
         rate = self.controls.rate
         self.state = await self._change(lambda s, at: cut(s, rate, at, self.policy))
 

@@ -87,10 +87,14 @@ class Layouts(abc.ABC):
         source key, and the target keys the layout left lacks (every one, if it lacks
         none). Counting fewer keys to fill than take entries is the safe side: it cuts the
         sources' share the more."""
-        sources = self.source_keys(routing, value)
+        return len(self.source_keys(routing, value)), len(self.fills(routing, value))
+
+    def fills(self, routing: Routing, value: str) -> set[str]:
+        """The keys ``value``'s moves are expected to land on: the target keys the layout
+        left lacks (every one, if it lacks none). The movers' budget slices hold a share
+        on these (``Budget.working``); a move landing elsewhere takes a share first."""
         targets = self.target_keys(routing, value)
-        fresh = set(targets).difference(sources)
-        return len(sources), len(fresh) or len(targets)
+        return set(targets).difference(self.source_keys(routing, value)) or set(targets)
 
     @abc.abstractmethod
     async def page(self, key: str, after: Position | None, limit: int) -> QueryPage:

@@ -243,8 +243,10 @@ class Mover:
             self._busy.add(unit.source)
             try:
                 async with contextlib.AsyncExitStack() as stack:
-                    if self.budget is not None:
-                        await stack.enter_async_context(self.budget.working())
+                    if self.budget is not None:  # a segment's copies land on any key
+                        await stack.enter_async_context(self.budget.working(
+                            None if unit.kind == "segment" else
+                            {unit.source, *self.layouts.fills(routing, unit.value)}))
                     if unit.kind == "segment":
                         await self._scan_segment(routing, key, unit, revision)
                     else:
@@ -462,7 +464,7 @@ class Mover:
             # a slice of the budget while it sweeps: a runner waiting for another's key
             # gives its slice up, and the one sweeping takes the whole rate
             if self.budget is not None:
-                await stack.enter_async_context(self.budget.working())
+                await stack.enter_async_context(self.budget.working({key}))
             pace = Pace(self._in_force(), self._clock)
             return await sweep_key(
                 self.layouts, key, partial(self._sweep_move, meta, value, key, pace),

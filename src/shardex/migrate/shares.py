@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,23 +57,52 @@ class BudgetPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Slice:
-    """One process's slice: ``share`` units a second on each shard key until ``expires``.
+    """One process's slice: ``share`` units a second on each shard key until ``expires``,
+    or, with ``keys``, the share on each key it names and nothing on the others.
 
-    ``prior`` is a larger share given up, still claimed until ``prior_until`` (wall s).
+    ``prior`` is a larger share given up on every key, still claimed until ``prior_until``
+    (wall s); ``priors`` the same on one key each (key: (share, until)).
     """
 
     share: float
     expires: float
     prior: float = 0.0
     prior_until: float = 0.0
+    keys: Mapping[str, float] | None = None
+    priors: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def live(self, now: float) -> bool:
         return now < self.expires
 
-    def claim(self, now: float, linger: float) -> float:
-        """What the slice may still be spending at ``now``."""
-        current = self.share if now < self.expires + linger else 0.0
-        return max(current, self.prior if now < self.prior_until else 0.0)
+    def covers(self, key: str) -> bool:
+        """True if the slice holds a share on ``key`` (every key, without ``keys``)."""
+        return self.keys is None or key in self.keys
+
+    def on(self, key: str | None) -> float:
+        """The share on ``key`` (None: a key no slice names)."""
+        if self.keys is None:
+            return self.share
+        return 0.0 if key is None else self.keys.get(key, 0.0)
+
+    def claim(self, now: float, linger: float, key: str | None = None) -> float:
+        """What the slice may still be spending on ``key`` at ``now`` (None: on a key it
+        does not name)."""
+        current = self.on(key) if now < self.expires + linger else 0.0
+        prior = self.prior if now < self.prior_until else 0.0
+        if key is not None and key in self.priors:
+            share, until = self.priors[key]
+            prior = max(prior, share if now < until else 0.0)
+        return max(current, prior)
+
+    def lingers(self, now: float, linger: float) -> bool:
+        """True while it may still be spending on some key."""
+        return (self.claim(now, linger) > 0
+                or any(self.claim(now, linger, key) > 0 for key in (*(self.keys or ()),
+                                                                    *self.priors)))
+
+    def named(self) -> set[str]:
+        """The keys it names, with a share or a prior."""
+        return {*(self.keys or ()), *self.priors}
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +127,19 @@ class BudgetState:
     waits: Mapping[str, Hold] = field(default_factory=dict)
 
     def to_body(self) -> dict[str, Any]:
+        # a slice's list is what a runner of an earlier release reads: for one with keys,
+        # its largest share and prior on every key, which that runner leaves room for
         return {"cut_rate": self.cut_rate, "cut_at": self.cut_at,
-                "slices": {owner: [s.share, s.expires, s.prior, s.prior_until]
+                "slices": {owner: [s.share, s.expires,
+                                   max([s.prior, *(p for p, _ in s.priors.values())]),
+                                   max([s.prior_until, *(u for _, u in s.priors.values())])]
                            for owner, s in sorted(self.slices.items())},
+                "keyed": {owner: {"keys": None if s.keys is None else dict(sorted(
+                                      s.keys.items())),
+                                  "prior": [s.prior, s.prior_until],
+                                  "priors": {k: list(p) for k, p in sorted(s.priors.items())}}
+                          for owner, s in sorted(self.slices.items())
+                          if s.keys is not None or s.priors},
                 "holds": {owner: [h.reason, h.expires]
                           for owner, h in sorted(self.holds.items())},
                 "waits": {owner: [w.reason, w.expires]
@@ -125,8 +164,19 @@ class BudgetState:
         """Read a budget record; MalformedItem naming it if it is damaged."""
         try:
             cut_rate = body["cut_rate"]
-            slices = {str(owner): Slice(*(float(v) for v in values))
-                      for owner, values in dict(body["slices"]).items()}
+            slices = {}
+            for owner, values in dict(body["slices"]).items():
+                share, expires, prior, prior_until = _floats(values, 4)
+                slices[str(owner)] = Slice(share, expires, prior, prior_until)
+            for owner, keyed in dict(body.get("keyed") or {}).items():
+                base, keys = slices[str(owner)], keyed["keys"]
+                prior, prior_until = _floats(keyed["prior"], 2)
+                slices[str(owner)] = replace(
+                    base, prior=prior, prior_until=prior_until,
+                    keys=None if keys is None else {str(k): float(v)
+                                                    for k, v in dict(keys).items()},
+                    priors={str(k): (float(p), float(u))
+                            for k, (p, u) in dict(keyed["priors"]).items()})
             holds, waits = ({str(owner): Hold(str(reason), float(expires))
                              for owner, (reason, expires) in dict(body.get(kind) or {}).items()}
                             for kind in ("holds", "waits"))
@@ -136,6 +186,13 @@ class BudgetState:
             raise MalformedItem(f"{where} is not a migration's budget record "
                                 f"({type(exc).__name__}: {exc}); delete it: the running "
                                 "movers write it again") from None
+
+
+def _floats(values: Iterable[Any], count: int) -> tuple[float, ...]:
+    found = tuple(float(v) for v in values)
+    if len(found) != count:
+        raise ValueError(f"{count} numbers expected, found {len(found)}")
+    return found
 
 
 def _renewed(marks: Mapping[str, Hold], owner: str, reason: str | None, now: float,
@@ -171,38 +228,67 @@ def cut(state: BudgetState, rate: float, now: float, policy: BudgetPolicy) -> Bu
                    cut_at=now)
 
 
-def lease(state: BudgetState, owner: str, rate: float, now: float,
-          policy: BudgetPolicy) -> tuple[BudgetState, float]:
-    """Lease (or renew) ``owner``'s slice of ``rate`` at ``now``: the new state and share.
+def lease(state: BudgetState, owner: str, rate: float, now: float, policy: BudgetPolicy,
+          keys: Collection[str] | None = None) -> tuple[BudgetState, float]:
+    """Lease (or renew) ``owner``'s slice of ``rate`` at ``now``: the new state and its
+    share (with ``keys``, the largest of its shares on them).
 
-    The share is the fair one (the rate in force over the live processes, at most
-    ``rate / grain`` of them, by name) but never more than the others' claims leave of
-    the set rate ``rate``, so the claims never add up to more than it (after a cut,
-    each process comes down to its share of the rate in force as it renews). A share
-    smaller than the owner's current one keeps that claimed for ``linger`` seconds.
-    Slices whose claims ended are dropped.
+    Without ``keys`` the slice holds one share on every shard key; with them, a share on
+    each key named and nothing on the others, so processes that write different keys
+    (the units of different source keys) each take the whole rate on theirs. A share is
+    the fair one (the rate in force over the live processes on that key, every process
+    for a slice of every key, at most ``rate / grain`` of them, by name) but never more
+    than the others' claims on the key leave of the set rate ``rate``, so the claims on
+    a key never add up to more than it (after a cut, each process comes down to its
+    share of the rate in force as it renews). A share smaller than the owner's current
+    one on a key keeps that claimed for ``linger`` seconds. Slices whose claims ended are
+    dropped.
     """
     linger = policy.linger
     slices = {o: s for o, s in state.slices.items()
-              if o != owner and (s.live(now) or s.claim(now, linger) > 0)}
-    mine = state.slices.get(owner)
+              if o != owner and (s.live(now) or s.lingers(now, linger))}
     available = effective_rate(state, rate, now, policy)
-    live = sorted([o for o, s in slices.items() if s.live(now)] + [owner])
+    live = {o: s for o, s in slices.items() if s.live(now)}
     seats = max(1, math.floor(available / policy.grain + _EPS))
-    fair = available / min(len(live), seats) if live.index(owner) < seats else 0.0
-    others = sum(s.claim(now, linger) for s in slices.values())
-    # the claims stay within the set rate; a cut lowers each share at its renewal without
-    # stalling the ones that renew first (a cut adapts the load, the set rate bounds it)
-    share = max(0.0, min(fair, rate - others))
-    prior, prior_until = 0.0, 0.0
-    if mine is not None:
-        current = mine.share if now < mine.expires + linger else 0.0
-        if now < mine.prior_until:
-            prior, prior_until = mine.prior, mine.prior_until
-        if share < current - _EPS:  # what it gives up now stays claimed a while
-            prior, prior_until = max(prior, current), now + linger
-    slices[owner] = Slice(share, now + policy.term, prior, prior_until)
+
+    def share_on(key: str | None, sharing: Iterable[str]) -> float:
+        ranked = sorted([*sharing, owner])
+        fair = available / min(len(ranked), seats) if ranked.index(owner) < seats else 0.0
+        others = sum(s.claim(now, linger, key) for s in slices.values())
+        # the claims stay within the set rate; a cut lowers each share at its renewal
+        # without stalling the ones that renew first (a cut adapts the load, the set
+        # rate bounds it)
+        return max(0.0, min(fair, rate - others))
+
+    if keys is None:  # on every key: the most claimed one bounds it
+        named = set().union(*(s.named() for s in slices.values()))
+        share = min(share_on(key, live) for key in (None, *named))
+        mine = Slice(share, now + policy.term)
+    else:
+        shares = {key: share_on(key, (o for o, s in live.items() if s.covers(key)))
+                  for key in sorted(set(keys))}
+        share = max(shares.values(), default=0.0)
+        mine = Slice(share, now + policy.term, keys=shares)
+    slices[owner] = _given_up(state.slices.get(owner), mine, now, linger)
     return replace(state, slices=slices), share
+
+
+def _given_up(old: Slice | None, new: Slice, now: float, linger: float) -> Slice:
+    """``new`` with what ``old`` claimed beyond it still claimed for ``linger`` seconds
+    (its owner may have spent it in the last window), and ``old``'s priors that last."""
+    if old is None:
+        return new
+    prior, prior_until = (old.prior, old.prior_until) if now < old.prior_until else (0.0, 0.0)
+    priors = {key: p for key, p in old.priors.items() if now < p[1]}
+    current = now < old.expires + linger
+    if current and old.keys is None:
+        if new.keys is not None or new.share < old.share - _EPS:
+            prior, prior_until = max(prior, old.share), now + linger
+    elif current and old.keys is not None:
+        for key, share in old.keys.items():
+            if new.on(key) < share - _EPS:
+                priors[key] = (max(share, priors.get(key, (0.0, 0.0))[0]), now + linger)
+    return replace(new, prior=prior, prior_until=prior_until, priors=priors)
 
 
 def release(state: BudgetState, owner: str, now: float, policy: BudgetPolicy) -> BudgetState:
@@ -212,9 +298,8 @@ def release(state: BudgetState, owner: str, now: float, policy: BudgetPolicy) ->
     mine = state.slices.get(owner)
     if mine is None:
         return state
-    held = mine.claim(now, policy.linger)
-    return replace(state, slices={**state.slices, owner: Slice(0.0, now, held,
-                                                               now + policy.linger)})
+    gone = _given_up(mine, Slice(0.0, now, keys={}), now, policy.linger)
+    return replace(state, slices={**state.slices, owner: gone})
 
 
 class SpendWindow:
@@ -280,11 +365,15 @@ def held_until(at: float, cost: float, limit: float, window: float) -> float:
 
 def budget_document(state: BudgetState, rate: float, now: float,
                     policy: BudgetPolicy | None = None) -> dict[str, Any]:
-    """The budget as ``status`` shows it: the rate in force and the live slices."""
+    """The budget as ``status`` shows it: the rate in force and the live slices (each
+    with its largest ``share`` and its ``least``, on the number of ``keys`` it holds one
+    on; None: on every key)."""
     policy = policy or BudgetPolicy()
     return {"rate": rate, "in_force": effective_rate(state, rate, now, policy),
             "cut_at": state.cut_at if state.cut_rate is not None else None,
-            "slices": [{"owner": owner, "share": s.share, "expires": s.expires}
+            "slices": [{"owner": owner, "share": s.share, "expires": s.expires,
+                        "keys": None if s.keys is None else len(s.keys),
+                        "least": min(s.keys.values(), default=0.0) if s.keys else s.share}
                        for owner, s in sorted(state.slices.items()) if s.live(now)],
             "holds": [{"owner": owner, "reason": h.reason, "expires": h.expires}
                       for owner, h in sorted(state.holds.items()) if h.expires > now],
