@@ -414,10 +414,10 @@ async def test_a_pause_made_before_any_runner_ran_still_names_who_paused(
     # a slice of some keys says on how many, and its least and largest share there
     keyed = {**moving, "budget": {"in_force": 16.0, "rate": 16.0, "slices": [
         {"owner": "w1", "share": 16.0, "least": 4.0, "keys": 5, "expires": 1.0},
-        {"owner": "w2", "share": 4.0, "least": 4.0, "keys": 1, "expires": 1.0},
+        {"owner": "w2", "share": 40 / 3, "least": 40 / 3, "keys": 1, "expires": 1.0},
         {"owner": "w3", "share": 4.0, "least": 4.0, "keys": None, "expires": 1.0}]}}
     assert controls_lines(keyed)[1].endswith(
-        "runners' slices: w1 4-16 on 5 keys, w2 4 on 1 key, w3 4")
+        "runners' slices: w1 4-16 on 5 keys, w2 13.3 on 1 key, w3 4")
 
     # with no change before it, the first runner's rate is the change it names
     fresh = Controls(shardex_store, "orders", "r2", rate=25.0, clock=clock, owner="w1")

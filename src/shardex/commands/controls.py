@@ -236,8 +236,8 @@ def _slice(doc: dict[str, Any]) -> str:
     keys = doc.get("keys")
     if keys is None:
         return f"{doc['owner']} {doc['share']:g}"
-    least = doc.get("least", doc["share"])
-    shares = f"{doc['share']:g}" if least >= doc["share"] else f"{least:g}-{doc['share']:g}"
+    least, most = round(doc.get("least", doc["share"]), 1), round(doc["share"], 1)
+    shares = f"{most:g}" if least >= most else f"{least:g}-{most:g}"
     return f"{doc['owner']} {shares} on {keys} key{'s' if keys != 1 else ''}"
 
 
