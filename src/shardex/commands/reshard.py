@@ -325,9 +325,8 @@ class _Reporter:
 
 def _finished(out: Console, result: Any, uri: str, name: str) -> None:
     parity = result.parity
-    out.print(f"reshard {result.ended} done: {result.why}" if result.ended else
-              f"reshard stopped at {result.state}: {result.why}", highlight=False,
-              soft_wrap=True)
+    out.print(f"reshard {result.ended} done: {result.why}" if result.ended else f"reshard "
+              f"stopped at {result.state}: {result.why}", highlight=False, soft_wrap=True)
     if parity is not None:
         out.print(f"  parity: {parity.entries:,} entries checked, " + (
             "no gaps" if parity.clean else ", ".join(
@@ -337,6 +336,9 @@ def _finished(out: Console, result: Any, uri: str, name: str) -> None:
     if result.cleared:
         out.print(f"  the sweep removed {result.cleared:,} copies the rollback left on the "
                   "tier it left (every entry had been moved back)")
+    if (keys := result.swept_keys)[0] < keys[1]:  # else read as the whole sweep's count
+        out.print(f"  this runner swept {keys[0]:,} of the {keys[1]:,} retired keys: other "
+                  "runners swept the rest (their own lines count theirs)")
     for key, item in result.ghosts[:10]:
         out.print(f"  a row of {item!r} on retired key {key!r} has no placement: remove it "
                   "with the store's own tools", highlight=False)

@@ -442,17 +442,19 @@ class Mover:
                     claim, revision = await self.records.claim(
                         meta.generation, job, self._worker, self._lease, seen=seen)
                     if revision is not None:
-                        return await self._sweep_claimed(meta, job, value, key)
+                        found = await self._sweep_claimed(meta, job, value, key)
+                        found.keys = 1
+                        return found
                 if claim.done:
                     return Swept()
                 seen = True
                 await self._clock.sleep(_POLL)  # another runner's: done, or its lease lapses
 
-        swept = Swept()
+        retired = retired_keys(self.layouts, routing)
+        swept = Swept(retired=len(retired))
         # a key's sweep that fails stops the others, which give their claims up
         for found in await gather_or_cancel(sweep(_sweep_job(key), value, key)
-                                            for value, key in retired_keys(self.layouts,
-                                                                           routing)):
+                                            for value, key in retired):
             swept.add(found)
         return swept
 

@@ -47,6 +47,7 @@ class RunResult:
     # removed (moved back already: no entry of them was missing from the layout in use)
     cleared: int = 0
     ghosts: list[tuple[str, str]] = field(default_factory=list)
+    swept_keys: tuple[int, int] = (0, 0)  # the retired keys this run swept, of how many
     ended: str | None = None  # the id of a reshard that ended in this run
 
 

@@ -349,6 +349,10 @@ class Resharder(MigrationRunner):
                     result.parity = seen.parity  # another runner's check, as recorded
                 if meta is None and seen is not None:  # it ended here: say how
                     result.ended = seen.id
+                    # what this runner wrote after another ended it (a sweep's claims)
+                    await WorkRecords(self.store, self.name, seen.id, clock=self._clock,
+                                      rng=self._rng).cleanup(keep=_adoption_of(routing),
+                                                             only=True)
                     result.why = ("rolled back: the layout it left is in use"
                                   if seen.direction == "rollback" else
                                   "the new layout alone is in use") + \
@@ -382,6 +386,7 @@ class Resharder(MigrationRunner):
                 result.swept += found.moved
                 result.cleared += found.cleared
                 result.ghosts += found.ghosts
+                result.swept_keys = (result.swept_keys[0] + found.keys, found.retired)
                 swept = True
 
     async def _move(self, routing: Routing) -> None:

@@ -29,17 +29,22 @@ __all__ = ["Swept", "retired_keys", "sweep_key"]
 
 @dataclass
 class Swept:
-    """What sweeps did: entries ``moved``, left-behind copies ``cleared``, and the rows
-    no placement names (``ghosts``: retired key, item id)."""
+    """What sweeps did: entries ``moved``, left-behind copies ``cleared``, the rows no
+    placement names (``ghosts``: retired key, item id), and the retired ``keys`` swept
+    of ``retired`` (the others swept by other runners)."""
 
     moved: int = 0
     cleared: int = 0
     ghosts: list[tuple[str, str]] = field(default_factory=list)
+    keys: int = 0
+    retired: int = 0
 
     def add(self, other: Swept) -> None:
         self.moved += other.moved
         self.cleared += other.cleared
         self.ghosts += other.ghosts
+        self.keys += other.keys
+        self.retired = max(self.retired, other.retired)
 
 
 def retired_keys(layouts: Layouts, routing: Routing) -> list[tuple[str, str]]:

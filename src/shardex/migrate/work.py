@@ -339,9 +339,10 @@ class WorkRecords(Records):
         """Give ``unit``'s lease up without progress (another worker may take it at once)."""
         await self._put(key, unit.leased(None, 0.0, 0.0).to_body(), revision)
 
-    async def cleanup(self, *, keep: str | None = None) -> int:
+    async def cleanup(self, *, keep: str | None = None, only: bool = False) -> int:
         """Delete every work record of the index, of every migration but ``keep``: called
-        as one begins (the others ended, or never began) and as one ends.
+        as one begins (the others ended, or never began) and as one ends; with ``only``,
+        this migration's reshard records alone (a runner that found it ended by another).
 
         A reshard keeps the records of the index's adoption (``keep``): once the adoption
         is complete they are what its status counts the backfill from.
@@ -349,7 +350,7 @@ class WorkRecords(Records):
         store, namespace = self.store, self.namespace
         kept = () if keep is None else (f"{RESHARD}{keep}/", f"{ADOPT}{keep}/")
         gone = 0
-        for kind in (RESHARD, ADOPT):
+        for kind in (self.prefix,) if only else (RESHARD, ADOPT):
             for key, record in (await self._list(kind)).items():
                 if key.startswith(kept):
                     continue
