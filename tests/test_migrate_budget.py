@@ -244,6 +244,42 @@ def test_a_key_a_process_leaves_stays_claimed_while_what_it_spent_there_counts()
     assert not state.slices["p0"].priors.get("b")
 
 
+def test_the_budget_record_stays_a_few_kilobytes() -> None:
+    """Every process rewrites the record each second (on DynamoDB, a write unit a KB):
+    eight processes holding shares on 16 keys each, with the priors of keys they left,
+    keep it under 8 KB (shares to a thousandth of a unit, times to the millisecond: a
+    share had taken 18 digits)."""
+    import json
+
+    from shardex.migrate.budget import MOST_KEYS
+
+    state, now = BudgetState(), 1_764_979_200.123456
+    for turn in range(3):
+        for p in range(8):
+            keys = {f"PENDING_PAYMENT#{(p * 7 + k + turn) % 64}" for k in range(MOST_KEYS)}
+            state, _ = lease(state, f"vm-{p}:{1000 + p}:a1b2c3", 250.0, now, POLICY, keys)
+            now += 0.13
+    assert any(s.priors for s in state.slices.values())
+    assert len(json.dumps(state.to_body(), separators=(",", ":"))) < 8 * 1024
+
+
+@pytest.mark.shardex_virtual
+async def test_a_unit_writing_more_keys_than_a_slice_names_takes_a_share_of_every_key(
+        shardex_store: Store) -> None:
+    from shardex.migrate.budget import MOST_KEYS
+
+    clock = LoopClock()
+    controls = Controls(shardex_store, "orders", "r1", rate=50.0, clock=clock, owner="w1")
+    keys = {f"P#{k}" for k in range(MOST_KEYS)}
+    async with Budget(shardex_store, "orders", "r1", controls=controls, owner="w1",
+                      clock=clock) as budget, budget.working(keys):
+        assert budget.state.slices["w1"].keys == dict.fromkeys(keys, 50.0)
+        async with budget.working({f"Q#{k}" for k in range(2)}):
+            await budget.spend({"Q#0": 1.0})  # keys more than a slice names
+            assert budget.state.slices["w1"].keys is None
+            assert budget.share == 50.0
+
+
 @pytest.mark.parametrize("processes", [1, 2, 3, 8])
 def test_renewing_processes_converge_on_equal_shares(processes: int) -> None:
     state, now = BudgetState(), 0.0
@@ -252,7 +288,9 @@ def test_renewing_processes_converge_on_equal_shares(processes: int) -> None:
         for p in range(processes):
             state, shares[f"p{p}"] = lease(state, f"p{p}", 100.0, now, POLICY)
             now += 1.0 / processes
-    assert shares == {f"p{p}": pytest.approx(100.0 / processes) for p in range(processes)}
+    # to a thousandth of a unit, rounded down (the record keeps them so)
+    assert shares == {f"p{p}": pytest.approx(100.0 / processes, abs=1e-3)
+                      for p in range(processes)}
 
 
 def test_more_processes_than_grains_leave_the_extra_ones_waiting() -> None:

@@ -93,7 +93,9 @@ __all__ = ["Budget", "BudgetPolicy", "BudgetState", "Hold", "Presence", "Sharing
 log = logging.getLogger("shardex")
 _EPS = 1e-9
 # the most keys a process's slice names one by one: beyond, it holds a share of every key
-MOST_KEYS = 64
+# (the budget record, which every process rewrites each second, stays a few KB: on
+# DynamoDB a write unit a KB)
+MOST_KEYS = 16
 
 
 class _BudgetRecord:

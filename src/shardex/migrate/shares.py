@@ -258,17 +258,18 @@ def lease(state: BudgetState, owner: str, rate: float, now: float, policy: Budge
         # the claims stay within the set rate; a cut lowers each share at its renewal
         # without stalling the ones that renew first (a cut adapts the load, the set
         # rate bounds it)
-        return max(0.0, min(fair, rate - others))
+        return _floor(max(0.0, min(fair, rate - others)))
 
+    expires = _ceil(now + policy.term)
     if keys is None:  # on every key: the most claimed one bounds it
         named = set().union(*(s.named() for s in slices.values()))
         share = min(share_on(key, live) for key in (None, *named))
-        mine = Slice(share, now + policy.term)
+        mine = Slice(share, expires)
     else:
         shares = {key: share_on(key, (o for o, s in live.items() if s.covers(key)))
                   for key in sorted(set(keys))}
         share = max(shares.values(), default=0.0)
-        mine = Slice(share, now + policy.term, keys=shares)
+        mine = Slice(share, expires, keys=shares)
     slices[owner] = _given_up(state.slices.get(owner), mine, now, linger)
     return replace(state, slices=slices), share
 
@@ -280,15 +281,27 @@ def _given_up(old: Slice | None, new: Slice, now: float, linger: float) -> Slice
         return new
     prior, prior_until = (old.prior, old.prior_until) if now < old.prior_until else (0.0, 0.0)
     priors = {key: p for key, p in old.priors.items() if now < p[1]}
-    current = now < old.expires + linger
+    current, until = now < old.expires + linger, _ceil(now + linger)
     if current and old.keys is None:
         if new.keys is not None or new.share < old.share - _EPS:
-            prior, prior_until = max(prior, old.share), now + linger
+            prior, prior_until = max(prior, old.share), until
     elif current and old.keys is not None:
         for key, share in old.keys.items():
             if new.on(key) < share - _EPS:
-                priors[key] = (max(share, priors.get(key, (0.0, 0.0))[0]), now + linger)
+                priors[key] = (max(share, priors.get(key, (0.0, 0.0))[0]), until)
     return replace(new, prior=prior, prior_until=prior_until, priors=priors)
+
+
+def _floor(units: float) -> float:
+    """A share as the record keeps it, to a thousandth of a unit, rounded down (the owner
+    takes no more than it records): a key's share had taken 18 digits, a slice's
+    record many of them (``lease``)."""
+    return math.floor(units * 1000) / 1000
+
+
+def _ceil(when: float) -> float:
+    """A claim's end as the record keeps it, to the millisecond, rounded up (later)."""
+    return math.ceil(when * 1000) / 1000
 
 
 def release(state: BudgetState, owner: str, now: float, policy: BudgetPolicy) -> BudgetState:
