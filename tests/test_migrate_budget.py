@@ -27,6 +27,7 @@ from shardex.migrate.budget import (
     BudgetPolicy,
     BudgetState,
     Sharing,
+    Slice,
     cut,
     effective_rate,
     lease,
@@ -246,21 +247,39 @@ def test_a_key_a_process_leaves_stays_claimed_while_what_it_spent_there_counts()
 
 def test_the_budget_record_stays_a_few_kilobytes() -> None:
     """Every process rewrites the record each second (on DynamoDB, a write unit a KB):
-    eight processes holding shares on as many keys as a slice names, with the priors of
-    keys they left, keep it under 16 KB (shares to a thousandth of a unit, times to the
-    millisecond: a share had taken 18 digits)."""
+    eight runners of a reshard from 512 keys to 1,024, each unit naming its source key
+    and the 512 it fills, joining one after another (their shares on the keys they fill
+    shrink, the larger ones still claimed a while), keep it under 4 KB: keys in runs,
+    shares to a thousandth of a unit, times to the millisecond (a share had taken 18
+    digits, and eight slices of 32 keys each 10 KB)."""
     import json
 
     from shardex.migrate.budget import MOST_KEYS
 
+    fills = {f"PENDING_PAYMENT#{k}" for k in range(512, 1024)}
     state, now = BudgetState(), 1_764_979_200.123456
     for turn in range(3):
         for p in range(8):
-            keys = {f"PENDING_PAYMENT#{(p * 7 + k + turn) % 128}" for k in range(MOST_KEYS)}
+            keys = {f"PENDING_PAYMENT#{p * 3 + turn}", *fills}
+            assert len(keys) <= MOST_KEYS
             state, _ = lease(state, f"vm-{p}:{1000 + p}:a1b2c3", 250.0, now, POLICY, keys)
             now += 0.13
     assert any(s.priors for s in state.slices.values())
-    assert len(json.dumps(state.to_body(), separators=(",", ":"))) < 16 * 1024
+    body = json.dumps(state.to_body(), separators=(",", ":"))
+    assert len(body) < 4 * 1024, len(body)
+    assert BudgetState.from_body(json.loads(body), "r") == state
+
+
+@given(st.dictionaries(st.sampled_from(["P#", "#hot#P#", "Q#1", "R", "P#0", "P#01"])
+                       .flatmap(lambda stem: st.integers(0, 40).map(lambda n: f"{stem}{n}")),
+                       st.integers(0, 5).map(lambda n: n * 12.5), max_size=60),
+       st.floats(0.0, 3.0))
+def test_a_slice_s_keys_come_back_from_the_record_as_they_were(
+        keys: dict[str, float], now: float) -> None:
+    state = BudgetState(slices={"a": Slice(max(keys.values(), default=0.0), now + 3.0,
+                                           keys=keys,
+                                           priors={k: (v, now) for k, v in keys.items()})})
+    assert BudgetState.from_body(state.to_body(), "r") == state
 
 
 @pytest.mark.shardex_virtual
@@ -308,6 +327,12 @@ def test_a_damaged_budget_record_is_named() -> None:
         BudgetState.from_body({"cut_rate": None, "slices": {"a": ["x"]}}, "record 'b'")
     state = BudgetState(cut_rate=3.0, cut_at=1.0, slices={})
     assert BudgetState.from_body(state.to_body(), "r") == state
+    for runs in ([["P#", 0, "9", 1.0]], [["P#", 0, 10**9, 1.0]], [[7, 0, 3, 1.0]], [["P#"]]):
+        with pytest.raises(MalformedItem, match="budget record"):
+            BudgetState.from_body({"cut_rate": None, "cut_at": 0.0, "slices": {
+                "a": [1.0, 2.0, 0.0, 0.0]}, "keyed": {"a": {
+                    "keys": {"keys": {}, "runs": runs}, "prior": [0.0, 0.0],
+                    "priors": {"keys": {}, "runs": []}}}}, "record 'b'")
 
 
 # -- processes on virtual time sharing one budget through the store -------------------------

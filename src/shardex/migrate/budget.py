@@ -93,10 +93,11 @@ __all__ = ["Budget", "BudgetPolicy", "BudgetState", "Hold", "Presence", "Sharing
 log = logging.getLogger("shardex")
 _EPS = 1e-9
 # the most keys a process's slice names one by one: beyond, it holds a share of every key.
-# A reshard to 31 new keys a source key fills fits (16 -> 32: 17 keys a unit); the budget
-# record, which every process rewrites each second (on DynamoDB a write unit a KB), stays
-# within about 14 KB with 8 processes (``test_the_budget_record_stays_a_few_kilobytes``)
-MOST_KEYS = 32
+# A unit of a reshard to 1,024 keys names its source key and the 512 it fills; the budget
+# record, which every process rewrites each second (on DynamoDB a write unit a KB), keeps
+# runs of keys (``shardex.migrate.shares``) and stays a few KB
+# (``tests/test_migrate_budget.py::test_the_budget_record_stays_a_few_kilobytes``)
+MOST_KEYS = 1025
 
 
 class _BudgetRecord:
