@@ -820,3 +820,25 @@ def test_a_pace_holds_every_second_to_its_rate(rate: float, costs: list[float]) 
     for (t, c), (later, _) in itertools.pairwise(sent):
         if c > rate:
             assert later - t >= c / rate - 1e-6
+
+
+@pytest.mark.shardex_virtual
+async def test_a_process_that_gave_its_slice_up_takes_one_again_before_it_spends(
+        shardex_store: Store) -> None:
+    """A process idle for a term gives its slice up; a spend after that leases a slice
+    first. With its shares per key kept in memory, it had spent on them with no slice
+    in the record until its last lease ran out, while another process could take the
+    whole rate once what it gave up stopped counting."""
+    clock = LoopClock()
+    controls = Controls(shardex_store, "orders", "r1", rate=50.0, clock=clock, owner="w1")
+    async with Budget(shardex_store, "orders", "r1", controls=controls, owner="w1",
+                      clock=clock) as budget:
+        await budget.spend({"K": 5.0})  # a key no unit declared
+        while budget.state.slices["w1"].live(clock.wall()):  # idle: the keeper gives it up
+            await clock.sleep(0.05)
+        await budget.spend({"K": 5.0})  # at once: its last lease has not run out
+        record = await shardex_store.get_record("orders", record_key("r1", "budget"))
+        assert record is not None
+        mine = BudgetState.from_body(record.body, "r").slices["w1"]
+        assert mine.live(clock.wall())
+        assert mine.keys == {"K": 50.0}

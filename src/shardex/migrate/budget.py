@@ -328,7 +328,7 @@ class Budget(_BudgetRecord):
 
     async def _give_up(self) -> None:
         self._idle = True
-        self.share = 0.0
+        self.share, self._shares = 0.0, {}  # a spend takes a slice again first
         self.state = await self._change(lambda s, now: release(s, self.owner, now, self.policy))
         await self.controls.refresh()
 
@@ -366,6 +366,7 @@ class Budget(_BudgetRecord):
                 # takes it first, a renewal of its own
                 self._extra.update((key, self._clock.wall()) for key in costs
                                    if key not in self._declared)
+                self._idle = False
                 await self._renew_now()
             now = self._clock.wall()
             for key in costs:  # a key waited on is wanted still
