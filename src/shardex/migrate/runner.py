@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from shardex.clock import Clock, alongside, answered
-from shardex.errors import InvalidInput, InvalidKey, InvalidRouting, ReshardRefused
+from shardex.errors import InvalidInput, InvalidKey, InvalidRouting, ReshardRefused, ShardexError
 from shardex.index import ShardedIndex
 from shardex.migrate import states
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
@@ -349,10 +349,12 @@ class Resharder(MigrationRunner):
                     result.parity = seen.parity  # another runner's check, as recorded
                 if meta is None and seen is not None:  # it ended here: say how
                     result.ended = seen.id
-                    # what this runner wrote after another ended it (a sweep's claims)
-                    await WorkRecords(self.store, self.name, seen.id, clock=self._clock,
-                                      rng=self._rng).cleanup(keep=_adoption_of(routing),
-                                                             only=True)
+                    # what this runner wrote after another ended it (a sweep's claims):
+                    # left if the store does not answer, as a later start cleans up
+                    with contextlib.suppress(ShardexError):
+                        await WorkRecords(self.store, self.name, seen.id, clock=self._clock,
+                                          rng=self._rng).cleanup(keep=_adoption_of(routing),
+                                                                 only=True)
                     result.why = ("rolled back: the layout it left is in use"
                                   if seen.direction == "rollback" else
                                   "the new layout alone is in use") + \
