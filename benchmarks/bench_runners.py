@@ -8,10 +8,11 @@ On memory:// under virtual time (latency median 4 ms, p99 25 ms: the store's def
 every runner a ``Resharder.run`` of the same migration, one budget shared through the
 index's records (``shardex.migrate.budget``).
 
-1. The movers: a value's 1,600 entries resharded from 4 to 8 hashed keys (the four old
-   keys drain into the four new ones), ``--mover-rate`` write units a second a key, by one
-   runner with 1 and 4 workers and by 4 runners with 1 worker and 2 with 2: the time
-   from ``run`` to ``verified`` (the moves, the waits for clients, the parity check).
+1. The movers: a value's entries resharded from 4 to 8 hashed keys (400 a key; the four
+   old keys drain into the four new ones) and from 64 to 128 (100 a key),
+   ``--mover-rate`` write units a second a key, by one runner with 1 and 4 workers and
+   by 4 runners with 1 worker and 2 with 2: the time from ``run`` to ``verified`` (the
+   moves, the waits for clients, the parity check).
 2. The sweep: a value's entries moved onto K keys of a tier of their own (a store of its
    own) and the move rolled back: every entry goes back to the index's store and leaves
    a copy on the tier, which the ``retired`` step's sweep removes. The sweep is run by 1,
@@ -90,18 +91,20 @@ async def _sweep(entries: int, keys: int, rate: float, runners: int, workers: in
         return Swept(took, units, tier.stats("orders").totals.read_units - reads)
 
 
-async def _move(rate: float, runners: int, workers: int) -> tuple[int, float]:
-    """The entries moved and the seconds from ``run`` to ``verified``."""
+async def _move(rate: float, runners: int, workers: int, old: int = 4, new: int = 8,
+                per_key: int = 400) -> tuple[int, float]:
+    """The entries moved (of ``per_key`` a key) and the seconds from ``run`` to
+    ``verified``."""
     store = MemoryStore(seed=2)
-    async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(4)}),
+    async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(old)}),
                             routing_lease=1.0) as app:
-        for i in range(1600):
+        for i in range(per_key * old):
             await app.put("P", f"o-{i:05d}", sort=f"{i:05d}")
     async with contextlib.AsyncExitStack() as stack:
         each = [await stack.enter_async_context(Resharder(
             store, "orders", rate=rate, workers=workers, unit_lease=2.0, seed=i,
             worker=f"runner-{i}", sharing=Sharing(poll=0.5))) for i in range(runners)]
-        plan = await each[0].start({"P": ShardPolicy(8)}, margin=0.2)
+        plan = await each[0].start({"P": ShardPolicy(new)}, margin=0.2)
         began = store.clock.now()
         results = await asyncio.gather(*(r.run(until="verified") for r in each))
         assert all(r.state == "verified" for r in results), results
@@ -115,14 +118,16 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=250.0, help="the sweep's")
     parser.add_argument("--mover-rate", type=float, default=100.0, help="the movers'")
     args = parser.parse_args()
-    print(f"1. a reshard's movers, 4 -> 8 keys, --rate {args.mover_rate:g} "
-          "(memory://, virtual time), run to verified")
-    first: float | None = None
-    for runners, workers in ((1, 1), (1, 4), (4, 1), (2, 2)):
-        moved, took = run_virtual(_move(args.mover_rate, runners, workers))
-        first = first or took
-        print(f"  {runners} runner(s), {workers} worker(s) each: {moved:,} moved in "
-              f"{took:5.1f} s = {took / first:.2f}x one runner's with one worker")
+    for old, new, per_key in ((4, 8, 400), (64, 128, 100)):
+        print(f"1. a reshard's movers, {old} -> {new} keys, --rate {args.mover_rate:g} "
+              "(memory://, virtual time), run to verified")
+        first: float | None = None
+        for runners, workers in ((1, 1), (1, 4), (4, 1), (2, 2)):
+            moved, took = run_virtual(_move(args.mover_rate, runners, workers, old, new,
+                                            per_key))
+            first = first or took
+            print(f"  {runners} runner(s), {workers} worker(s) each: {moved:,} moved in "
+                  f"{took:5.1f} s = {took / first:.2f}x one runner's with one worker")
     print(f"2. the sweep of {args.entries:,} copies on {args.keys} retired keys of a tier, "
           f"--rate {args.rate:g} (memory://, virtual time)")
     for workers in (1, 4):
