@@ -271,6 +271,36 @@ async def test_a_job_claim_is_one_runner_s_till_it_is_done_or_its_lease_lapses()
         await records.claim(2, "sweep-00001", "a", 2.0)
 
 
+@pytest.mark.shardex_virtual
+async def test_a_held_claim_outlasts_a_store_that_does_not_answer_a_renewal(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A renewal the store does not answer is tried again at the next: the first error
+    had ended the renewals, silently, and another runner took the job over while its
+    holder still worked on it."""
+    from shardex.errors import Unavailable
+    from shardex.migrate.work import WorkRecords
+
+    store, clock = MemoryStore(seed=1), LoopClock()
+    records = WorkRecords(store, "orders", "r1", clock=clock)
+    assert (await records.claim(2, "sweep-00000", "a", 2.0))[1] is not None
+    claim = WorkRecords.claim
+    calls = 0
+
+    async def unanswered_once(self: WorkRecords, *args: Any, **kw: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise Unavailable("the store does not answer")
+        return await claim(self, *args, **kw)
+
+    monkeypatch.setattr(WorkRecords, "claim", unanswered_once)
+    async with records.holding(2, "sweep-00000", "a", 2.0):
+        await clock.sleep(5.0)  # two and a half leases
+        monkeypatch.setattr(WorkRecords, "claim", claim)
+        assert (await records.claim(2, "sweep-00000", "b", 2.0))[1] is None  # still a's
+    assert calls > 1
+
+
 def test_a_paused_sweep_waits_for_resume() -> None:
     """Paused, the sweep went on removing (it never looked at the controls); it waits now,
     and the run says why it stands, as a paused mover does. Status lists the sweeping

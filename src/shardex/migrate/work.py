@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from shardex.clock import GOODBYE, Clock, settled, within
+from shardex.clock import GOODBYE, Clock, alongside, settled, within
 from shardex.errors import ConditionFailed, MalformedItem, ShardexError, Unavailable
 from shardex.migrate.layouts import PATIENT
 from shardex.migrate.units import Unit
@@ -296,21 +296,25 @@ class WorkRecords(Records):
         async def renew() -> None:
             while True:
                 await self._clock.sleep(lease / 3)
-                claim, renewed = await self.claim(generation, job, owner, lease, seen=True)
+                try:
+                    claim, renewed = await self.claim(generation, job, owner, lease,
+                                                      seen=True)
+                except ShardexError as exc:  # tried again at the next: it had ended them
+                    log.warning("migration %s: %s was not renewed: %s", self.migration_id,
+                                job, exc)
+                    continue
                 if renewed is None:
                     if not claim.done:  # this runner stood still past its lease
                         log.warning("migration %s: %s was taken over by %s",
                                     self.migration_id, job, claim.owner)
                     return
 
-        renewing = asyncio.ensure_future(renew())
         done = False
         try:
-            yield
+            async with alongside(renew()):
+                yield
             done = True
         finally:
-            renewing.cancel()
-            await asyncio.gather(renewing, return_exceptions=True)
             with contextlib.suppress(ShardexError):  # given up or not, its lease lapses
                 await within(self._clock, GOODBYE, self.finish(generation, job, owner,
                                                                done=done),
