@@ -842,3 +842,53 @@ async def test_a_process_that_gave_its_slice_up_takes_one_again_before_it_spends
         mine = BudgetState.from_body(record.body, "r").slices["w1"]
         assert mine.live(clock.wall())
         assert mine.keys == {"K": 50.0}
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.25, 0.5, 0.75])
+def test_a_process_joining_a_key_takes_its_part_as_soon_as_the_claims_in_its_way_end(
+        offset: float) -> None:
+    """A process that comes to a key another holds in full gets its half once the holder
+    has renewed (within a third of a term) and what it gave up stops counting (a window
+    and the skew): it renews then, not at its own next third of a term, which had cost
+    it up to a second more (2.1 s to 2.9 s, where 1.3 s to 2.1 s will do)."""
+    async def main() -> float:
+        store, clock = MemoryStore(seed=1), LoopClock()
+
+        def budget(owner: str) -> Budget:
+            return Budget(store, "orders", "r1", controls=Controls(
+                store, "orders", "r1", rate=100.0, clock=clock, owner=owner), owner=owner,
+                clock=clock)
+
+        async with budget("a") as a, budget("b") as b:
+            async def spend(on: Budget, until: float) -> None:
+                async with on.working({"K"}):
+                    while clock.wall() < until:
+                        await on.spend({"K": 2.0})
+
+            end = clock.wall() + 12.0
+            first = asyncio.ensure_future(spend(a, end))
+            await clock.sleep(5.0 + offset)
+            joined = clock.wall()
+            second = asyncio.ensure_future(spend(b, end))
+            while b.state.slices["b"].on("K") < 50.0 - 1e-3:
+                await clock.sleep(0.01)
+            took = clock.wall() - joined
+            await asyncio.gather(first, second)
+            return took
+
+    took = run_virtual(main())
+    assert took <= POLICY.term / 3 + POLICY.linger + 0.1, took
+
+
+def test_a_process_short_of_its_fair_share_knows_when_the_claims_in_its_way_end() -> None:
+    from shardex.migrate.shares import unblocked_at
+
+    state, _ = lease(BudgetState(), "a", 100.0, 0.0, POLICY, {"K"})
+    state, _ = lease(state, "b", 100.0, 0.5, POLICY, {"K"})  # a holds K in full
+    assert unblocked_at(state, "b", 100.0, 0.5, POLICY) == state.slices["a"].expires \
+        + POLICY.linger  # a's renewal is not known: its slice's last window, at worst
+    state, _ = lease(state, "a", 100.0, 1.0, POLICY, {"K"})  # a gives half up
+    assert unblocked_at(state, "b", 100.0, 1.1, POLICY) == state.slices["a"].priors["K"][1]
+    state, _ = lease(state, "b", 100.0, 1.0 + POLICY.linger + 0.01, POLICY, {"K"})
+    assert state.slices["b"].on("K") == 50.0
+    assert unblocked_at(state, "b", 100.0, 2.5, POLICY) is None  # its fair share

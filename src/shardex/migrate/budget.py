@@ -81,6 +81,7 @@ from shardex.migrate.shares import (
     held_until,
     lease,
     release,
+    unblocked_at,
     window_wait,
 )
 from shardex.model.entries import Record
@@ -92,6 +93,7 @@ __all__ = ["Budget", "BudgetPolicy", "BudgetState", "Hold", "Presence", "Sharing
 
 log = logging.getLogger("shardex")
 _EPS = 1e-9
+_WAKE = 0.01  # seconds after a claim ends that a renewal waiting for it looks
 # the most keys a process's slice names one by one: beyond, it holds a share of every key.
 # A unit of a reshard to 1,024 keys names its source key and the 512 it fills; the budget
 # record, which every process rewrites each second (on DynamoDB a write unit a KB), keeps
@@ -198,6 +200,7 @@ class Budget(_BudgetRecord):
         self._extra: dict[str, float] = {}  # keys spent on that no unit declared: when last
         self._spent: dict[str, SpendWindow] = {}
         self._cut_seen = -math.inf
+        self._wake: float | None = None  # when a claim in the way of a fair share ends
         self._keeper: asyncio.Task[None] | None = None
         self._working = 0  # this process's units and spends under way (``working``)
         self._spent_at = -math.inf  # wall s of its last spend
@@ -257,6 +260,8 @@ class Budget(_BudgetRecord):
         mine = self.state.slices[self.owner]
         self.share, self._expires = mine.share, mine.expires
         self._shares = None if mine.keys is None else dict(mine.keys)
+        self._wake = unblocked_at(self.state, self.owner, rate, self._clock.wall(),
+                                  self.policy)
         return self.share
 
     def _keys(self) -> frozenset[str] | None:
@@ -274,7 +279,11 @@ class Budget(_BudgetRecord):
 
     async def _keep(self) -> None:
         while True:
-            await self._clock.sleep(self.policy.term / 3)
+            # every third of a term, or as soon as a claim in the way of a fair share ends
+            wait = self.policy.term / 3
+            if self._wake is not None:
+                wait = min(wait, max(_WAKE, self._wake - self._clock.wall() + _WAKE))
+            await self._clock.sleep(wait)
             try:
                 recent = self._clock.wall() - self._spent_at < self.policy.term
                 if self._working or recent or self._redis is not None:
