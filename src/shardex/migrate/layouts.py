@@ -96,6 +96,11 @@ class Layouts(abc.ABC):
         targets = self.target_keys(routing, value)
         return set(targets).difference(self.source_keys(routing, value)) or set(targets)
 
+    def kept(self, routing: Routing, value: str) -> tuple[int, int]:
+        """How many of ``value``'s source keys entries are moved onto too, and on how many
+        keys a move may land (``ValuePlan.kept``): none by default."""
+        return 0, len(self.target_keys(routing, value))
+
     @abc.abstractmethod
     async def page(self, key: str, after: Position | None, limit: int) -> QueryPage:
         """Up to ``limit`` entries of ``key`` beyond ``after``, in order."""
@@ -240,6 +245,17 @@ class IndexLayouts(OnIndex):
             drains = sum(key not in kept for key in self.source_keys(routing, value)) \
                 or drains
         return drains, fills
+
+    def kept(self, routing: Routing, value: str) -> tuple[int, int]:
+        """How many source keys of ``value`` are filled too, and on how many keys a move
+        may land: from random or round-robin keys into hashed ones on one store, the keys
+        both layouts have, of every key of the new layout; else none (``flow``)."""
+        assert routing.previous is not None
+        old, new = routing.previous.policy(value), routing.policy(value)
+        targets = self.target_keys(routing, value)
+        if old.tier != new.tier or new.strategy != "hash" or old.strategy == "hash":
+            return 0, len(targets)
+        return len(set(targets).intersection(self.source_keys(routing, value))), len(targets)
 
     async def page(self, key: str, after: Position | None, limit: int) -> QueryPage:
         return await self._query(self.index.store, key, after, limit)

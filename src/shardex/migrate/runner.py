@@ -261,7 +261,8 @@ class Resharder(MigrationRunner):
                                   sum(s.entries for s in found), sum(s.to_move for s in found),
                                   max((s.to_move for s in found), default=0),
                                   *self.layouts.flow(new, value),
-                                  units=sum(s.units for s in found))
+                                  sum(s.units for s in found),
+                                  *self.layouts.kept(new, value))
                  for value, found in surveys.items()}
         if dry_run:
             return StartPlan(new, plans, stored=False)
