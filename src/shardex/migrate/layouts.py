@@ -238,9 +238,8 @@ class IndexLayouts(OnIndex):
         dropped drain. (From those to hash, every key drains, and the keys both layouts
         have fill too: their pace holds both, ``Mover._move``.)"""
         drains, fills = super().flow(routing, value)
-        assert routing.previous is not None
-        old, new = routing.previous.policy(value), routing.policy(value)
-        if old.tier == new.tier and (new.strategy != "hash" or old.strategy == "hash"):
+        one_store, refiled = self._change(routing, value)
+        if one_store and not refiled:
             kept = set(self.target_keys(routing, value))
             drains = sum(key not in kept for key in self.source_keys(routing, value)) \
                 or drains
@@ -250,12 +249,18 @@ class IndexLayouts(OnIndex):
         """How many source keys of ``value`` are filled too, and on how many keys a move
         may land: from random or round-robin keys into hashed ones on one store, the keys
         both layouts have, of every key of the new layout; else none (``flow``)."""
-        assert routing.previous is not None
-        old, new = routing.previous.policy(value), routing.policy(value)
         targets = self.target_keys(routing, value)
-        if old.tier != new.tier or new.strategy != "hash" or old.strategy == "hash":
+        if self._change(routing, value) != (True, True):
             return 0, len(targets)
         return len(set(targets).intersection(self.source_keys(routing, value))), len(targets)
+
+    @staticmethod
+    def _change(routing: Routing, value: str) -> tuple[bool, bool]:
+        """Whether ``value`` stays on one store, and whether its entries go from random
+        or round-robin keys into hashed ones (every key drains, the kept ones fill)."""
+        assert routing.previous is not None
+        old, new = routing.previous.policy(value), routing.policy(value)
+        return old.tier == new.tier, new.strategy == "hash" and old.strategy != "hash"
 
     async def page(self, key: str, after: Position | None, limit: int) -> QueryPage:
         return await self._query(self.index.store, key, after, limit)
