@@ -287,11 +287,9 @@ async def test_a_unit_writing_more_keys_than_a_slice_names_takes_a_share_of_ever
         shardex_store: Store) -> None:
     from shardex.migrate.budget import MOST_KEYS
 
-    clock = LoopClock()
-    controls = Controls(shardex_store, "orders", "r1", rate=50.0, clock=clock, owner="w1")
     keys = {f"P#{k}" for k in range(MOST_KEYS)}
-    async with Budget(shardex_store, "orders", "r1", controls=controls, owner="w1",
-                      clock=clock) as budget, budget.working(keys):
+    async with Sharing().budget(shardex_store, "orders", "r1", rate=50.0, owner="w1",
+                                clock=LoopClock()) as budget, budget.working(keys):
         assert budget.state.slices["w1"].keys == dict.fromkeys(keys, 50.0)
         async with budget.working({f"Q#{k}" for k in range(2)}):
             await budget.spend({"Q#0": 1.0})  # keys more than a slice names
@@ -830,9 +828,8 @@ async def test_a_process_that_gave_its_slice_up_takes_one_again_before_it_spends
     in the record until its last lease ran out, while another process could take the
     whole rate once what it gave up stopped counting."""
     clock = LoopClock()
-    controls = Controls(shardex_store, "orders", "r1", rate=50.0, clock=clock, owner="w1")
-    async with Budget(shardex_store, "orders", "r1", controls=controls, owner="w1",
-                      clock=clock) as budget:
+    async with Sharing().budget(shardex_store, "orders", "r1", rate=50.0, owner="w1",
+                                clock=clock) as budget:
         await budget.spend({"K": 5.0})  # a key no unit declared
         while budget.state.slices["w1"].live(clock.wall()):  # idle: the keeper gives it up
             await clock.sleep(0.05)
@@ -855,9 +852,8 @@ def test_a_process_joining_a_key_takes_its_part_as_soon_as_the_claims_in_its_way
         store, clock = MemoryStore(seed=1), LoopClock()
 
         def budget(owner: str) -> Budget:
-            return Budget(store, "orders", "r1", controls=Controls(
-                store, "orders", "r1", rate=100.0, clock=clock, owner=owner), owner=owner,
-                clock=clock)
+            return Sharing().budget(store, "orders", "r1", rate=100.0, owner=owner,
+                                    clock=clock)
 
         async with budget("a") as a, budget("b") as b:
             async def spend(on: Budget, until: float) -> None:

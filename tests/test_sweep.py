@@ -57,13 +57,6 @@ def test_a_rollback_between_tiers_counts_the_copies_its_sweep_removes_as_removed
     2,928 entries left on retired keys', which reads as the rollback's mover having
     missed every entry; it had moved them all back, and the sweep removed the copies it
     leaves on the tier until then. The result and the run's line count those apart."""
-    import io
-
-    import click
-    from rich.console import Console
-
-    from shardex.commands.reshard import _finished
-
     async def main() -> RunResult:
         main_store, hot = MemoryStore(seed=3), MemoryStore(seed=4)
         tiers = {"hot": hot}
@@ -79,12 +72,24 @@ def test_a_rollback_between_tiers_counts_the_copies_its_sweep_removes_as_removed
 
     result = run_virtual(main())
     assert (result.state, result.swept, result.cleared) == ("done", 0, 30)
+    text = _finished_text(result)
+    assert "the sweep removed 30 copies the rollback left on the tier it left" in text, text
+    assert "the sweep moved" not in text
+
+
+def _finished_text(result: RunResult) -> str:
+    """What ``reshard run`` prints as it ends with ``result``."""
+    import io
+
+    import click
+    from rich.console import Console
+
+    from shardex.commands.reshard import _finished
+
     printed = io.StringIO()
     with click.Context(click.Command("run")):  # as in the command
         _finished(Console(file=printed, width=300), result, "memory://", "orders")
-    text = printed.getvalue()
-    assert "the sweep removed 30 copies the rollback left on the tier it left" in text, text
-    assert "the sweep moved" not in text
+    return printed.getvalue()
 
 
 async def _at_the_sweep(rs: Resharder, app: ShardedIndex, entries: int, keys: int = 2) -> str:
@@ -391,20 +396,10 @@ def test_a_runner_s_last_lines_say_when_others_swept_some_keys(keys: tuple[int, 
                                                                said: bool) -> None:
     """Each runner's last lines count its own sweep: beside other runners, 502 of 1,000
     copies read as the whole sweep's count. It says how many retired keys it swept."""
-    import io
-
-    import click
-    from rich.console import Console
-
     from shardex import Routing
-    from shardex.commands.reshard import _finished
 
-    out = io.StringIO()
-    with click.Context(click.Command("run")):
-        _finished(Console(file=out, width=200), RunResult(
-            state="done", why="the reshard is done", routing=Routing(), cleared=502,
-            swept_keys=keys), "memory://", "orders")
-    text = out.getvalue()
+    text = _finished_text(RunResult(state="done", why="the reshard is done",
+                                    routing=Routing(), cleared=502, swept_keys=keys))
     assert "the sweep removed 502 copies" in text
     line = f"this runner swept {keys[0]} of the {keys[1]} retired keys: other runners swept"
     assert (line in text) == said, text
