@@ -278,6 +278,67 @@ def test_put_record_copies_the_body_it_is_given() -> None:
     run_virtual(main())
 
 
+def test_try_place_returns_the_throttle_that_place_raises_and_counts_it_alike() -> None:
+    """A partition short of units refuses a place: ``place`` raises Throttled, and
+    ``try_place`` (the write engine's) returns the same refusal, with the same counts in
+    ``stats()``; applied, both return the units written."""
+    async def main() -> None:
+        raised, returned = store(write_ceiling=2.0), store(write_ceiling=2.0)
+        refusals: list[tuple[str | None, str | None, str]] = []
+        for i in range(6):
+            e = entry("K", f"{i:03d}", f"o{i}")
+            try:
+                units = await raised.place(NS, f"o{i}", e, version=1, expected=None)
+            except Throttled as exc:
+                refusals.append((exc.key, exc.reason, str(exc)))
+            else:
+                outcome = await returned.try_place(NS, f"o{i}", e, version=1, expected=None)
+                assert outcome == units
+                continue
+            outcome = await returned.try_place(NS, f"o{i}", e, version=1, expected=None)
+            assert isinstance(outcome, Throttled)
+            assert outcome.__traceback__ is None  # never raised
+            assert (outcome.key, outcome.reason, str(outcome)) == refusals[-1]
+        assert refusals  # the ceiling refused some
+        counted, stats = returned.stats(NS), raised.stats(NS)
+        assert (counted.by_key, counted.totals, counted.throttle_reasons) \
+            == (stats.by_key, stats.totals, stats.throttle_reasons)
+        assert [e.item_id for e in await read_all(returned, "K")] \
+            == [e.item_id for e in await read_all(raised, "K")]
+        with pytest.raises(InvalidInput, match="version"):
+            await returned.try_place(NS, "o9", entry("K", "9", "o9"), version=0,
+                                     expected=None)
+    run_virtual(main())
+
+
+def test_a_store_that_overrides_place_is_tried_through_it() -> None:
+    """``try_place`` of a store that wraps ``place`` calls the wrapper, and returns the
+    ShardexError it raises; the wrapper's own call of ``place`` reaches the store."""
+    class Counting(MemoryStore):
+        calls = 0
+
+        async def place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
+                        version: int, expected: Placement | None,
+                        token: str | None = None) -> float:
+            Counting.calls += 1
+            if item_id == "refused":
+                raise ConditionFailed("refused by the wrapper")
+            return await super().place(namespace, item_id, entry, version=version,
+                                       expected=expected, token=token)
+
+    async def main() -> None:
+        s = Counting(seed=1)
+        units = await s.try_place(NS, "o1", entry("K", "1", "o1"), version=1, expected=None)
+        assert units == await store().place(NS, "o1", entry("K", "1", "o1"), version=1,
+                                            expected=None)
+        refused = await s.try_place(NS, "refused", entry("K", "2", "refused"), version=1,
+                                    expected=None)
+        assert isinstance(refused, ConditionFailed)
+        assert Counting.calls == 2
+        assert [e.item_id for e in await read_all(s, "K")] == ["o1"]
+    run_virtual(main())
+
+
 # -- injected faults --------------------------------------------------------------------
 
 def test_injected_throttles_apply_nothing() -> None:

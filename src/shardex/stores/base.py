@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from shardex.capacity import entry_bytes
 from shardex.clock import Clock, LoopClock
-from shardex.errors import CapabilityMissing, InvalidInput, Throttled, brief
+from shardex.errors import CapabilityMissing, InvalidInput, ShardexError, Throttled, brief
 from shardex.keys import is_reserved, placement_key, record_key
 from shardex.model.entries import (
     MAX_VERSION,
@@ -164,6 +164,12 @@ class Store(abc.ABC):
     # True if the entries it returns are the very objects it was given (memory://), so
     # that readers hand out copies of their attrs: a caller's change stays its own
     keeps_entries: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "place" in cls.__dict__ and "try_place" not in cls.__dict__:
+            # a store that wraps place (to hold or count its writes) is tried through it
+            cls.try_place = Store._through_place  # type: ignore[method-assign]
 
     def __init__(self, *, capabilities: Capabilities, clock: Clock | None = None) -> None:
         if not isinstance(capabilities, Capabilities):
@@ -349,6 +355,25 @@ class Store(abc.ABC):
         with attributes DynamoDB cannot store or over ``max_item_bytes``, a bad token, or
         a ``version`` below 1 or below the expected one.
         """
+        # the base's own: a store that overrides place is tried through it
+        # (``__init_subclass__``), and calls this one
+        outcome = await Store.try_place(self, namespace, item_id, entry, version=version,
+                                        expected=expected, token=token)
+        if isinstance(outcome, ShardexError):
+            raise outcome
+        return outcome
+
+    async def try_place(self, namespace: str, item_id: str, entry: StoredEntry | None, *,
+                        version: int, expected: Placement | None,
+                        token: str | None = None) -> float | ShardexError:
+        """``place``, its refusal returned rather than raised: the write units consumed,
+        or the error ``place`` raises for a write the store did not apply (Throttled,
+        ConditionFailed, any other ShardexError) where the store's ``_place`` returns it.
+
+        For the write engine, which tries a throttled place again and again (thousands
+        of times a second on a hot key): an error returned builds no traceback. A
+        caller's mistake still raises InvalidInput, and a store may raise any refusal.
+        """
         if type(item_id) is not str or not item_id:
             _text("item id", item_id)
         if entry is not None and (self._checked.get(id(entry)) is not entry
@@ -373,8 +398,24 @@ class Store(abc.ABC):
                                f"0-9 and '-', got {token!r}")
         key = entry.shard_key if entry is not None else placement_key(item_id)
         with self._recorder(namespace, key, True) as rec:
-            await self._place(namespace, item_id, entry, version, expected, token, rec)
+            refused = await self._place(namespace, item_id, entry, version, expected, token,
+                                        rec)
+            if refused is not None:
+                rec.refused(refused)
+                return refused
         return rec.written
+
+    async def _through_place(self, namespace: str, item_id: str, entry: StoredEntry | None,
+                             *, version: int, expected: Placement | None,
+                             token: str | None = None) -> float | ShardexError:
+        """``try_place`` of a store that overrides ``place``: its refusal caught."""
+        try:
+            return await self.place(namespace, item_id, entry, version=version,
+                                    expected=expected, token=token)
+        except InvalidInput:
+            raise
+        except ShardexError as exc:
+            return exc
 
     def _check_entry(self, item_id: str, entry: Any) -> int:
         """Raise InvalidInput for an entry ``place`` refuses; return its size in bytes."""
@@ -537,8 +578,9 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
                      version: int, expected: Placement | None, token: str,
-                     rec: Recorder) -> None:
-        """See ``place``; arguments are checked. Report the units on ``rec``.
+                     rec: Recorder) -> ShardexError | None:
+        """See ``place``; arguments are checked. Report the units on ``rec``. A refusal
+        is raised, or returned (``try_place``), which builds no traceback.
 
         The new placement's history is ``history_after(expected)``.
         """

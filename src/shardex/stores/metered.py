@@ -390,8 +390,17 @@ class Recorder:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if not self._used:
-            return
+        if self._used:
+            self._end(exc)
+
+    def refused(self, exc: BaseException) -> None:
+        """End the request in flight with ``exc``, a refusal the store returned rather than
+        raised, as ``__exit__`` would have ended it (which then reports nothing more)."""
+        if self._used:
+            self._end(exc)
+            self._used = False
+
+    def _end(self, exc: BaseException | None) -> None:
         reason = None
         if exc is None:
             outcome: Outcome = "ok"

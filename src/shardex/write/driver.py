@@ -117,14 +117,16 @@ class WriteEngine:
                         observed = NotSent(clock.now())
                         continue
                     try:
-                        await self._stores[action.tier].place(
+                        # a refusal returned, not raised: a hot key's throttled tries
+                        # build no traceback (Store.try_place)
+                        outcome = await self._stores[action.tier].try_place(
                             self._namespace, job.item_id, action.entry,
                             version=action.version, expected=action.expected,
                             token=action.token)
                     except ShardexError as exc:
-                        observed = _new(Errored, (exc, clock.now()))
-                    else:
-                        observed = self._placed()
+                        outcome = exc
+                    observed = _new(Errored, (outcome, clock.now())) \
+                        if isinstance(outcome, ShardexError) else self._placed()
                 else:
                     observed = await self._place(job.item_id, action)
             elif kind is Locate:

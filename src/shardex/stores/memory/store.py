@@ -359,11 +359,11 @@ class MemoryStore(Store):
 
     async def _place(self, namespace: str, item_id: str, entry: StoredEntry | None,
                      version: int, expected: Placement | None, token: str,
-                     rec: Recorder) -> None:
+                     rec: Recorder) -> Throttled | None:
         """Move the item's entry to ``entry`` in one transaction (one item update in GSI mode).
 
-        Throttled (nothing taken, nothing changed) when a partition or table touched
-        lacks write units for its share (times ``transaction_cost``); ConditionFailed
+        Throttled, returned (nothing taken, nothing changed), when a partition or table
+        touched lacks write units for its share (times ``transaction_cost``); ConditionFailed
         when the placement is not ``expected`` (the placement's units are consumed).
         With a local secondary index, StoreError when the entry's key would hold more
         than ``partition_bytes``.
@@ -428,8 +428,10 @@ class MemoryStore(Store):
             at = [(key, units) for key, res, part, units, _ in touched
                   if res is refusal.resource
                   and (refusal.partition is None or part is refusal.partition)]
-            raise self._throttled(refusal, at[-1][0], sum(units for _, units in at), now,
-                                  transaction=not self._gsi)
+            # returned, not raised: a hot key's writers are refused thousands of times a
+            # second, and each raise would build a traceback of the write's frames
+            return self._throttled(refusal, at[-1][0], sum(units for _, units in at), now,
+                                   transaction=not self._gsi)
 
         if current is not expected and not same_placement(current, expected):
             take(parts[:1], write=True, strong=True, now=now)
@@ -456,6 +458,7 @@ class MemoryStore(Store):
             self._applied.append(AppliedWrite(namespace, item_id, token, version, entry, now))
         if self._ambiguous_rate:
             self._ambiguous(entry.shard_key if entry else pkey)
+        return None
 
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
                      descending: bool, limit: int,
