@@ -306,6 +306,96 @@ async def test_a_held_claim_outlasts_a_store_that_does_not_answer_a_renewal(
     assert calls > 1
 
 
+@pytest.mark.shardex_virtual
+async def test_a_claim_taken_over_stops_its_holders_work(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A holder that stood still past its lease, another runner having taken the job over
+    meanwhile, stops the job as its renewal finds the other's claim (TakenOver): it went
+    on to the job's end beside the new holder, both spending the budget on it. The new
+    holder's claim stays its own."""
+    from shardex.migrate.work import TakenOver, WorkRecords
+
+    store, clock = MemoryStore(seed=1), LoopClock()
+    records = WorkRecords(store, "orders", "r1", clock=clock)
+    assert (await records.claim(2, "sweep-00000", "a", 2.0))[1] is not None
+    claim = WorkRecords.claim
+
+    async def standing_still(self: WorkRecords, generation: int, job: str, owner: str,
+                             *args: Any, **kw: Any) -> Any:
+        if owner == "a":
+            await clock.sleep(3.0)  # a's renewal is held past its lease
+        return await claim(self, generation, job, owner, *args, **kw)
+
+    worked = 0.0
+
+    async def holder() -> None:
+        nonlocal worked
+        async with records.holding(2, "sweep-00000", "a", 2.0):
+            await clock.sleep(2.5)  # a's lease has lapsed: b takes the job
+            assert (await claim(records, 2, "sweep-00000", "b", 2.0))[1] is not None
+            while clock.now() < 30.0:  # a works on, a second at a time
+                await clock.sleep(1.0)
+                worked = clock.now()
+
+    monkeypatch.setattr(WorkRecords, "claim", standing_still)
+    with pytest.raises(TakenOver, match=r"sweep-00000 .*taken over by b"):
+        await holder()
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+    assert 3.0 < worked < 4.0  # stopped by a's first renewal after b's claim (3.7 s)
+    held, mine = await claim(records, 2, "sweep-00000", "c", 2.0)
+    assert (held.owner, mine) == ("b", None)
+
+
+def test_a_sweep_taken_over_stops_and_waits_for_the_new_holder() -> None:
+    """Another runner takes a key's sweep over while this one's renewal was held (it stood
+    still past its lease): this runner stops sweeping the key, removes nothing there
+    while the other's claim runs, then, the other gone, takes the key again and ends
+    the sweep; every copy is removed once, and the run counts each."""
+    from shardex.migrate.mover import _sweep_job
+    from shardex.migrate.work import Claim, WorkRecords
+
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=3), MemoryStore(seed=4)
+        tiers = {"dedicated": dedicated}
+        clock = LoopClock()
+        claim, move = WorkRecords.claim, TierLayouts.move
+        taken: dict[str, float] = {}  # the job taken over, till when the other holds it
+        removed: list[tuple[str, float]] = []
+
+        async def renewed(self: WorkRecords, generation: int, job: str, owner: str,
+                          lease: float, *, seen: bool = False) -> Any:
+            if seen and job.startswith("sweep-") and not taken:
+                # the other runner's claim, written as this one's renewal was held
+                key = self._job(generation, job)
+                record = await self._get(key)
+                assert record is not None
+                taken[job] = clock.wall() + 3.0
+                await self._put(key, Claim(owner="b", expires=taken[job]).to_body(),
+                                record.revision)
+            return await claim(self, generation, job, owner, lease, seen=seen)
+
+        async def counted(self: TierLayouts, entry: StoredEntry, **kw: Any) -> str | None:
+            removed.append((kw["source"], clock.wall()))
+            return await move(self, entry, **kw)
+
+        with pytest.MonkeyPatch.context() as patch:
+            async with app_of(main_store, tiers) as app, \
+                    resharder(main_store, tiers, rate=40.0) as rs:
+                await _at_the_sweep(rs, app, 120)
+                patch.setattr(WorkRecords, "claim", renewed)
+                patch.setattr(TierLayouts, "move", counted)
+                result = await rs.run(until="done")
+        assert (result.state, result.cleared) == ("done", 120)
+        assert await _left_on(dedicated) == 0
+        (job, until), = taken.items()
+        key, = {source for source, _ in removed if _sweep_job(source) == job}
+        during = [at for source, at in removed if source == key and until - 2.5 < at < until]
+        assert during == []  # stopped while the other held the key
+        assert len(removed) == 120  # each copy removed once
+
+    run_virtual(main())
+
+
 def test_a_paused_sweep_waits_for_resume() -> None:
     """Paused, the sweep went on removing (it never looked at the controls); it waits now,
     and the run says why it stands, as a paused mover does. Status lists the sweeping

@@ -58,7 +58,7 @@ from shardex.migrate.units import (
     busy_sources,
     units_of,
 )
-from shardex.migrate.work import Idle, WorkRecords, work_units
+from shardex.migrate.work import Idle, TakenOver, WorkRecords, work_units
 from shardex.model.entries import Position, QueryPage, ScanItem, ScanPage, StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
@@ -437,16 +437,23 @@ class Mover:
 
         async def sweep(job: str, value: str, key: str) -> Swept:
             seen = False
+            found = Swept()  # what this runner's sweeps of the key did
             while True:
                 async with workers:
                     claim, revision = await self.records.claim(
                         meta.generation, job, self._worker, self._lease, seen=seen)
                     if revision is not None:
-                        found = await self._sweep_claimed(meta, job, value, key)
-                        found.keys = 1
-                        return found
+                        try:
+                            await self._sweep_claimed(meta, job, value, key, found)
+                        except TakenOver:
+                            # another runner sweeps it now: wait for it, as below; the
+                            # rows this one found no placement for it finds again
+                            found.ghosts = []
+                        else:
+                            found.keys = 1
+                            return found
                 if claim.done:
-                    return Swept()
+                    return found
                 seen = True
                 await self._clock.sleep(_POLL)  # another runner's: done, or its lease lapses
 
@@ -458,9 +465,10 @@ class Mover:
             swept.add(found)
         return swept
 
-    async def _sweep_claimed(self, meta: Transition, job: str, value: str,
-                             key: str) -> Swept:
-        """Sweep ``key`` under this runner's claim on ``job`` (``WorkRecords.holding``)."""
+    async def _sweep_claimed(self, meta: Transition, job: str, value: str, key: str,
+                             swept: Swept) -> None:
+        """Sweep ``key`` under this runner's claim on ``job`` (``WorkRecords.holding``),
+        counting in ``swept``; TakenOver if another runner took the claim over."""
         async with self.records.holding(meta.generation, job, self._worker, self._lease), \
                 contextlib.AsyncExitStack() as stack:
             # a slice of the budget while it sweeps: a runner waiting for another's key
@@ -468,9 +476,10 @@ class Mover:
             if self.budget is not None:
                 await stack.enter_async_context(self.budget.working({key}))
             pace = Pace(self._in_force(), self._clock)
-            return await sweep_key(
+            await sweep_key(
                 self.layouts, key, partial(self._sweep_move, meta, value, key, pace),
-                read_rate=self._read_rate, clock=self._clock, in_flight=_BATCH)
+                read_rate=self._read_rate, clock=self._clock, in_flight=_BATCH,
+                swept=swept)
 
     async def _sweep_move(self, meta: Transition, value: str, key: str, pace: Pace,
                           entry: StoredEntry) -> str | None:

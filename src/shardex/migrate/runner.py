@@ -36,7 +36,7 @@ from shardex.migrate.sweep import Swept, retired_keys
 from shardex.migrate.tiered import TierLayouts, crossing_refusal
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
 from shardex.migrate.verify import check
-from shardex.migrate.work import Claim, WorkRecords
+from shardex.migrate.work import Claim, TakenOver, WorkRecords
 from shardex.retry import call_with_retry
 from shardex.routing import Routing, ShardPolicy
 from shardex.stores.base import Store
@@ -450,8 +450,12 @@ class Resharder(MigrationRunner):
         job = f"check-{routing.version:06d}"
         claim, held = await records.claim(meta.generation, job, self.worker, self.unit_lease)
         if held is not None:
-            async with records.holding(meta.generation, job, self.worker, self.unit_lease):
-                return await self._verify(routing, mover_done=mover_done)
+            try:
+                async with records.holding(meta.generation, job, self.worker,
+                                           self.unit_lease):
+                    return await self._verify(routing, mover_done=mover_done)
+            except TakenOver:
+                return None  # another runner checks it now
         if claim.done:
             return None
         waiting = f"waiting for {claim.owner}'s parity check"

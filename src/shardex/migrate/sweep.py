@@ -61,11 +61,13 @@ def retired_keys(layouts: Layouts, routing: Routing) -> list[tuple[str, str]]:
 
 
 async def sweep_key(layouts: Layouts, key: str, move: Callable[[StoredEntry], Awaitable[
-        str | None]], *, read_rate: float, clock: Clock, in_flight: int = 1) -> Swept:
+        str | None]], *, read_rate: float, clock: Clock, in_flight: int = 1,
+                    swept: Swept | None = None) -> Swept:
     """Sweep retired key ``key``: ``move(entry)`` each entry on it (the mover's paced
     move: the key it landed on, or None if the entry was gone or changed), up to
-    ``in_flight`` at once, reading at most ``read_rate`` read units a second."""
-    swept = Swept()
+    ``in_flight`` at once, reading at most ``read_rate`` read units a second. Counted
+    in ``swept`` as it goes (a new one by default), which keeps them if it is stopped."""
+    swept = Swept() if swept is None else swept
     window = asyncio.Semaphore(in_flight)
 
     async def sweep(entry: StoredEntry) -> None:

@@ -42,12 +42,16 @@ from shardex.model.entries import Record
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Store
 
-__all__ = ["Claim", "Idle", "PlanRecord", "Records", "Runner", "WorkRecords", "runners",
-           "work_units"]
+__all__ = ["Claim", "Idle", "PlanRecord", "Records", "Runner", "TakenOver", "WorkRecords",
+           "runners", "work_units"]
 
 T = TypeVar("T")
 log = logging.getLogger("shardex")
 RESHARD, ADOPT = "reshard/", "adopt/"  # ADOPT: the records of adoptions begun before
+
+
+class TakenOver(ShardexError):
+    """Another runner took over a job this runner held (``WorkRecords.holding``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +296,18 @@ class WorkRecords(Records):
                       lease: float) -> AsyncIterator[None]:
         """Hold ``owner``'s claim on ``job`` (``claim`` took it) while the body runs,
         renewed every third of ``lease``; mark it done as the body ends, or give it up if
-        the body fails (another runner takes it over at once)."""
+        the body fails (another runner takes it over at once).
+
+        A renewal that finds another runner's claim (this one stood still past its lease,
+        and the other took the job over) stops the body, cancelled where it waits, and
+        raises TakenOver: the job is the other's, and two runners doing it would both
+        spend the budget on it.
+        """
+        task = asyncio.current_task()
+        assert task is not None
+        cancelling = task.cancelling()
+        taker: list[str] = []
+
         async def renew() -> None:
             while True:
                 await self._clock.sleep(lease / 3)
@@ -305,20 +320,33 @@ class WorkRecords(Records):
                     continue
                 if renewed is None:
                     if not claim.done:  # this runner stood still past its lease
-                        log.warning("migration %s: %s was taken over by %s",
-                                    self.migration_id, job, claim.owner)
+                        log.warning("migration %s: %s was taken over by %s: this runner "
+                                    "stops it", self.migration_id, job, claim.owner)
+                        taker.append(claim.owner or "another runner")
+                        task.cancel()
                     return
 
         done = False
         try:
-            async with alongside(renew()):
-                yield
+            try:
+                async with alongside(renew()):
+                    yield
+            except BaseException as exc:
+                # as asyncio.timeout tells its own cancel from any other
+                if taker and task.uncancel() <= cancelling:
+                    raise TakenOver(f"migration {self.migration_id}: {job} was taken over "
+                                    f"by {taker[0]}, after this runner stood still past "
+                                    f"its lease; this runner stopped it") from exc
+                raise
+            if taker:  # the body had ended as the renewal cancelled it: the cancel is spent
+                task.uncancel()
             done = True
         finally:
-            with contextlib.suppress(ShardexError):  # given up or not, its lease lapses
-                await within(self._clock, GOODBYE, self.finish(generation, job, owner,
-                                                               done=done),
-                             f"marking {job} {'done' if done else 'given up'}")
+            if not taker:  # taken over, the claim is the other's
+                with contextlib.suppress(ShardexError):  # given up or not, its lease lapses
+                    await within(self._clock, GOODBYE, self.finish(generation, job, owner,
+                                                                   done=done),
+                                 f"marking {job} {'done' if done else 'given up'}")
 
     async def acquire(self, key: str, unit: Unit, revision: int, owner: str,
                       lease: float) -> tuple[Unit, int] | None:
