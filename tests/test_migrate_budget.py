@@ -180,13 +180,19 @@ def keyed_schedules(draw: st.DrawFn) -> list[tuple[float, int, str, frozenset[st
     return events
 
 
-@given(keyed_schedules(), st.floats(10.0, 40.0), st.lists(st.floats(2.0, 8.0), min_size=4,
+@given(keyed_schedules(), st.floats(10.0, 40.0), st.lists(st.floats(2.0, 5.0), min_size=4,
                                                            max_size=4))
 def test_slices_of_some_keys_never_exceed_the_rate_on_any_key_in_any_second(
         events: list[tuple[float, int, str, frozenset[str] | None]], rate: float,
         costs: list[float]) -> None:
     """As above, with each renewal leasing some keys or every key: on every key, the units
-    spent in any one-second window over every process stay within the rate."""
+    spent in any one-second window over every process stay within the rate.
+
+    Each write costs at most the grain, as above: a write costing more than its
+    process's share goes alone (``window_wait``) and may put the difference over the rate
+    in its second (drawn up to 8 units, the explore profile found 3 + 8 at a rate of 10
+    with shares of 5).
+    """
     policy = BudgetPolicy(grain=5.0)
     state = BudgetState()
     slices: dict[int, tuple[dict[str, float] | float, float]] = {}  # process: shares, expires
