@@ -544,3 +544,30 @@ async def _watched(runner: Resharder, observer: Resharder, *, margin: float
         seen.append(await _full(observer, routing.reshard.id))
     assert (await running).state == "verified"
     return routing.reshard.id, seen
+
+
+@pytest.mark.shardex_virtual
+async def test_a_control_says_nothing_moves_once_every_unit_is_moved() -> None:
+    """In write-new with every unit done (the parity check is next), status said nothing
+    moves, and pause, throttle and resume said "moving at up to 20": they read the state
+    alone. They read the units too now, as status does."""
+    from shardex.commands.controls import _migration
+    from shardex.migrate.control import Control, describe
+    from shardex.stores.memory import MemoryStore
+
+    store = MemoryStore(seed=1)
+    await _put_pending(store, 40)
+    async with Resharder(store, "orders", rate=20.0, worker="a", seed=1, **FAST) as rs:
+        await rs.start({"PENDING": ShardPolicy(4)}, margin=0.5)
+        await rs.run(until="write-new")
+        migration, still = await _migration(store, "orders", "reshard")
+        assert still is None  # the mover moves
+        await rs._move(await rs.routing())  # the mover alone: a run checks parity next
+        routing = await rs.routing()
+        assert routing.state == "write-new"
+        assert all(unit.done for unit in await rs.units(routing))
+        found, still = await _migration(store, "orders", "reshard")
+        assert found == migration
+        said = describe(Control(rate=20.0), None, f"nothing moves in {still}")
+        assert said == "up to 20 write units a second per shard key; nothing moves in " \
+            "write-new (every unit is moved)", said

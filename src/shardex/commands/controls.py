@@ -37,6 +37,8 @@ _POLL_NOTE = "every running mover follows within a few seconds"
 async def _migration(store: Any, name: str, kind: Kind) -> tuple[str, str | None]:
     """The id of the reshard or adoption under way on index ``name``, and the state it is
     in when nothing moves in it (None: its movers may move); ReshardRefused if none."""
+    from shardex.clock import LoopClock
+    from shardex.migrate.work import WorkRecords
     from shardex.routing import Routing
     from shardex.routing_record import RoutingRecord
 
@@ -48,8 +50,13 @@ async def _migration(store: Any, name: str, kind: Kind) -> tuple[str, str | None
         if routing.reshard is None or routing.previous is None:
             raise ReshardRefused(f"index {name!r} has no reshard under way: start one with "
                                  "'shardex reshard start'")
-        # the mover moves in write-new, the sweep in retired
-        return routing.reshard.id, None if routing.state in ("write-new", "retired") \
+        # the mover moves in write-new till its units are done (as status says), the
+        # sweep in retired
+        meta = routing.reshard
+        if routing.state == "write-new" and await WorkRecords(
+                store, name, meta.id, clock=LoopClock()).all_done(meta.generation):
+            return meta.id, "write-new (every unit is moved)"
+        return meta.id, None if routing.state in ("write-new", "retired") \
             else routing.state
     if routing.adoption is None or not routing.adoption.active:
         raise ReshardRefused(f"index {name!r} has no adoption under way: start one with "

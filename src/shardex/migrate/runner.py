@@ -173,11 +173,7 @@ class Resharder(MigrationRunner):
         meta = routing.reshard
         if meta is None or routing.state not in states.MOVING:
             return False
-        records = self._records(routing)
-        plan = await records.plan(meta.generation)
-        if plan is None or not plan[0].planned:
-            return False
-        return all(unit.done for unit, _ in (await records.units(meta.generation)).values())
+        return await self._records(routing).all_done(meta.generation)
 
     # -- writing the routing ---------------------------------------------------------
 

@@ -218,6 +218,13 @@ class WorkRecords(Records):
             found = await self.plan_record(self._old + "plan")
         return found
 
+    async def all_done(self, generation: int) -> bool:
+        """True once the plan of ``generation`` is made and every unit of it is done."""
+        plan = await self.plan(generation)
+        if plan is None or not plan[0].planned:
+            return False
+        return all(unit.done for unit, _ in (await self.units(generation)).values())
+
     async def claim_plan(self, generation: int, owner: str, lease: float) -> bool:
         """Take the plan of ``generation`` to make it; False if it is made or being made."""
         found = await self.plan(generation)
