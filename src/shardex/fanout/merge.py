@@ -27,27 +27,6 @@ GROWTH = 4  # each further request of a shard asks this many times its last
 _SPREAD = 3.0  # a second phase's request asks this many standard deviations over its count
 
 
-class _Asc:
-    """A sort key that orders positions from the smallest up."""
-
-    __slots__ = ("position",)
-
-    def __init__(self, position: Position) -> None:
-        self.position = position
-
-    def __lt__(self, other: _Asc) -> bool:
-        return self.position < other.position
-
-
-class _Desc(_Asc):
-    """A sort key that orders positions from the largest down."""
-
-    __slots__ = ()
-
-    def __lt__(self, other: _Asc) -> bool:
-        return self.position > other.position
-
-
 @dataclass(slots=True, eq=False)
 class ShardStream:
     """One shard key read forward from a position, one request at a time.
@@ -149,11 +128,38 @@ def ahead_of(stream: ShardStream, held: Reach, descending: bool) -> bool:
 
 
 def _safe(stream: ShardStream, bound: Position | None, descending: bool) -> int:
-    """How many of the stream's buffered entries lie at or before ``bound``."""
-    if bound is None:
-        return len(stream.buffer)
-    rank = _Desc if descending else _Asc
-    return bisect_right(stream.buffer, rank(bound), key=lambda e: rank(e.position))
+    """How many of the stream's buffered entries lie at or before ``bound``.
+
+    A union listing asks it of every stream as each request lands (some 125 times a
+    listing of 2,000 entries): the whole buffer and none are answered from its ends
+    (0.2 us), and a search compares positions as they are (1.2 us; a sort-key object
+    made at each step took 2.1 us a call).
+    """
+    buffer = stream.buffer
+    if bound is None or not buffer:
+        return len(buffer)
+    if descending:
+        if buffer[-1].position >= bound:
+            return len(buffer)
+        if buffer[0].position < bound:
+            return 0
+        low, high = 0, len(buffer)
+        while low < high:  # the first entry beyond (below) the bound
+            middle = (low + high) // 2
+            if buffer[middle].position < bound:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+    if buffer[-1].position <= bound:
+        return len(buffer)
+    if buffer[0].position > bound:
+        return 0
+    return bisect_right(buffer, bound, key=_position)
+
+
+def _position(entry: StoredEntry) -> Position:
+    return entry.position
 
 
 def _run(buffer: list[StoredEntry], safe: int,
@@ -246,14 +252,16 @@ def merge_safe(live: list[ShardStream], out: list[StoredEntry], limit: int,
     """
     runs = [_run(s.buffer, _safe(s, bound, descending), i) for i, s in enumerate(live)]
     consumed = [0] * len(live)
+    last = out[-1].position if out else None
     for position, tag, entry in heapq.merge(*runs, reverse=descending):
-        if out and out[-1].position == position:
+        if position == last:
             if entry.version > out[-1].version:
                 out[-1] = entry
         elif len(out) >= limit:
             break
         else:
             out.append(entry)
+            last = position
         consumed[tag] += 1
     for stream, taken in zip(live, consumed, strict=True):
         del stream.buffer[:taken]
