@@ -320,8 +320,11 @@ class PartitionMap:
         self._partitions = 0
         self._start = int(now)
         if self.count:
+            shared, self._shared = self._shared, False  # shared out once, at the end
             for sid in range(self.count):
                 self._slot(sid, f"{prefix}{sid}", now, own=False)
+            self._shared = shared
+            self._first_shares(int(now))
 
     def slot(self, namespace: str, key: str, now: float = 0.0, *,
              tracked: bool = True) -> tuple[Slot, int]:
@@ -412,6 +415,22 @@ class PartitionMap:
         if self._shared:
             self._reshare(second)
         return slot
+
+    def _first_shares(self, second: int) -> None:
+        """The shares ``_reshare`` gives the first ``count`` partitions made one by one, in
+        one pass: each keeps the first tokens of its share when it was made, capped by its
+        share of the whole table. Shared again at each partition made, a table of 4,000
+        partitions took 4.9 s to make, 100,000 (the most) an hour."""
+        if not self._shared:
+            return
+        profile, count = self.profile, max(1, self._partitions)
+        for made, part in enumerate(self.partitions(), start=1):
+            for name, total in (("share_write", profile.provisioned_write),
+                                ("share_read", profile.provisioned_read)):
+                rate = total / count
+                capacity = rate * profile.burst_seconds
+                first = total / made * profile.initial_burst_seconds
+                setattr(part, name, TokenBucket(rate, capacity, min(first, capacity), second))
 
     def _reshare(self, now: float) -> None:
         """Give every partition its share of a provisioned table without adaptive capacity."""
