@@ -295,11 +295,9 @@ def lease(state: BudgetState, owner: str, rate: float, now: float, policy: Budge
               if o != owner and (s.live(now) or s.lingers(now, linger))}
     available = effective_rate(state, rate, now, policy)
     live = {o: s for o, s in slices.items() if s.live(now)}
-    seats = max(1, math.floor(available / policy.grain + _EPS))
 
     def share_on(key: str | None, sharing: Iterable[str]) -> float:
-        ranked = sorted([*sharing, owner])
-        fair = available / min(len(ranked), seats) if ranked.index(owner) < seats else 0.0
+        fair = _fair(owner, sharing, available, policy)
         others = sum(s.claim(now, linger, key) for s in slices.values())
         # the claims stay within the set rate; a cut lowers each share at its renewal
         # without stalling the ones that renew first (a cut adapts the load, the set
@@ -318,6 +316,16 @@ def lease(state: BudgetState, owner: str, rate: float, now: float, policy: Budge
         mine = Slice(share, expires, keys=shares)
     slices[owner] = _given_up(state.slices.get(owner), mine, now, linger)
     return replace(state, slices=slices), share
+
+
+def _fair(owner: str, sharing: Iterable[str], available: float,
+          policy: BudgetPolicy) -> float:
+    """``owner``'s fair share of a key beside the live processes ``sharing`` it: the rate
+    in force over them all, at most ``available / grain`` of them, by name (the others
+    wait for a seat)."""
+    seats = max(1, math.floor(available / policy.grain + _EPS))
+    ranked = sorted([*sharing, owner])
+    return available / min(len(ranked), seats) if ranked.index(owner) < seats else 0.0
 
 
 def _given_up(old: Slice | None, new: Slice, now: float, linger: float) -> Slice:
@@ -366,9 +374,10 @@ def unblocked_at(state: BudgetState, owner: str, rate: float, now: float,
     keys = list(mine.keys) if mine.keys is not None else [None]
     ends: list[float] = []
     for key in keys:
-        sharing = 1 + sum(1 for s in others.values()
-                          if s.live(now) and (key is None or s.covers(key)))
-        if mine.on(key) >= min(available / sharing, rate) - _EPS:
+        fair = _fair(owner, (o for o, s in others.items()
+                             if s.live(now) and (key is None or s.covers(key))),
+                     available, policy)
+        if mine.on(key) >= min(fair, rate) - _EPS:
             continue
         for s in others.values():
             ends += [s.prior_until, s.expires + policy.linger]
