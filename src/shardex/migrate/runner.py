@@ -143,7 +143,10 @@ class Resharder(MigrationRunner):
 
     def _records(self, routing: Routing) -> WorkRecords:
         assert routing.reshard is not None
-        return WorkRecords(self.store, self.name, routing.reshard.id, clock=self._clock,
+        return self._records_of(routing.reshard.id)
+
+    def _records_of(self, migration_id: str) -> WorkRecords:
+        return WorkRecords(self.store, self.name, migration_id, clock=self._clock,
                            rng=self._rng)
 
     def _mover(self, routing: Routing, budget: Budget | None = None) -> Mover:
@@ -349,9 +352,8 @@ class Resharder(MigrationRunner):
                     # what this runner wrote after another ended it (a sweep's claims):
                     # left if the store does not answer, as a later start cleans up
                     with contextlib.suppress(ShardexError):
-                        await WorkRecords(self.store, self.name, seen.id, clock=self._clock,
-                                          rng=self._rng).cleanup(keep=_adoption_of(routing),
-                                                                 only=True)
+                        await self._records_of(seen.id).cleanup(keep=_adoption_of(routing),
+                                                                only=True)
                     result.why = ("rolled back: the layout it left is in use"
                                   if seen.direction == "rollback" else
                                   "the new layout alone is in use") + \
