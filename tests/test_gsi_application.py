@@ -308,6 +308,20 @@ def test_an_application_sort_attribute_orders_listings_and_is_never_written() ->
                             break
                         cursor = page.cursor
                     assert got == (want if order == "asc" else want[::-1]), (order, limit)
+            # a page bounded by ``until`` ends there, inside a run of tied sorts too
+            key = index.key_attributes("PENDING", "o-00")["shard_key"]
+            on_key = [x.position for x in (await store.query(
+                "orders", key, after=None, descending=False, limit=100)).entries]
+            assert len(on_key) > 4
+            for descending in (False, True):
+                listed = on_key[::-1] if descending else on_key
+                for cut in (1, len(listed) // 2, len(listed) - 2):
+                    for limit in (2, 100):
+                        page = await store.query("orders", key, after=None, limit=limit,
+                                                 until=listed[cut], descending=descending)
+                        assert [x.position for x in page.entries] == \
+                            listed[:min(cut + 1, limit)]
+                        assert page.resume is None or limit <= cut + 1
             # shardex's own writes never touch the application's sort attribute
             assert await index.move("o-00", old="PENDING", new="SHIPPED",
                                     attrs={"status": "SHIPPED"})

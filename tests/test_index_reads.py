@@ -30,7 +30,8 @@ class WatchedStore(MemoryStore):
         self.max_in_flight = 0
 
     async def query(self, namespace: str, shard_key: str, *, after: Position | None,
-                    descending: bool, limit: int, malformed: Any = "raise") -> QueryPage:
+                    descending: bool, limit: int, until: Position | None = None,
+                    malformed: Any = "raise") -> QueryPage:
         self.queries[shard_key] = self.queries.get(shard_key, 0) + 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -39,7 +40,7 @@ class WatchedStore(MemoryStore):
                 await asyncio.sleep(0.002)
                 raise Throttled(f"{shard_key} throttled", key=shard_key, reason="test")
             page = await super().query(namespace, shard_key, after=after,
-                                       descending=descending, limit=limit,
+                                       descending=descending, limit=limit, until=until,
                                        malformed=malformed)
         finally:
             self.in_flight -= 1

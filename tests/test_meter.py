@@ -60,7 +60,7 @@ class Scripted(Store):
         rec.share(self.units, [(key, 1.0), (placement_key(item_id), 1.0)])
 
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
-                     descending: bool, limit: int,
+                     until: Position | None, descending: bool, limit: int,
                      rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
         await self._answer(rec, shard_key)
         rec.charge(shard_key, self.units)

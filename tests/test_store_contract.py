@@ -277,6 +277,73 @@ def test_after_is_exclusive_in_both_directions(backend: Backend) -> None:
     check(backend, body)
 
 
+def test_until_ends_the_listing_at_a_position_inclusively_in_both_directions(
+        backend: Backend) -> None:
+    """``until`` bounds a page as ``after`` does, from the other end, and ties of a sort
+    split at its item id; ``resume`` is None once nothing up to ``until`` is left."""
+    async def body(s: Store) -> None:
+        for i in range(10):
+            await put(s, entry("K", f"{i:02d}", f"i{i}"))
+        for item in ("a", "b", "c"):
+            await put(s, entry("K", "05", item))
+
+        async def positions(after: Position | None, until: Position, descending: bool,
+                            limit: int = 100) -> tuple[list[Position], Position | None]:
+            page = await s.query(NS, "K", after=after, until=until, descending=descending,
+                                 limit=limit)
+            return [x.position for x in page.entries], page.resume
+
+        assert await positions(None, ("02", "i2"), False) == \
+            ([("00", "i0"), ("01", "i1"), ("02", "i2")], None)
+        assert await positions(("00", "i0"), ("02", "i2"), False) == \
+            ([("01", "i1"), ("02", "i2")], None)
+        assert await positions(None, ("07", "i7"), True) == \
+            ([("09", "i9"), ("08", "i8"), ("07", "i7")], None)
+        assert await positions(("04", "i4"), ("05", "b"), False) == \
+            ([("05", "a"), ("05", "b")], None)
+        assert await positions(("06", "i6"), ("05", "b"), True) == \
+            ([("05", "i5"), ("05", "c"), ("05", "b")], None)
+        # a position that holds no entry bounds the order where it would be
+        assert await positions(("03", "i3"), ("05", "0"), False) == ([("04", "i4")], None)
+        assert await positions(None, ("99", ""), False, limit=2) == \
+            ([("00", "i0"), ("01", "i1")], ("01", "i1"))
+        # a page ending at the limit before the bound resumes after its last
+        first, resume = await positions(None, ("04", "i4"), False, limit=3)
+        assert (first, resume) == ([("00", "i0"), ("01", "i1"), ("02", "i2")], ("02", "i2"))
+        assert await positions(resume, ("04", "i4"), False, limit=3) == \
+            ([("03", "i3"), ("04", "i4")], None)
+        # nothing between: an empty page, nothing to resume
+        assert await positions(("04", "i4"), ("04", "i4"), False) == ([], None)
+        assert await positions(("05", "b"), ("04", "i4"), False) == ([], None)
+        assert await positions(("04", "i4"), ("05", "b"), True) == ([], None)
+
+    check(backend, body)
+
+
+def test_a_bounded_page_reads_nothing_beyond_its_bound(backend: Backend) -> None:
+    """The store stops at ``until``: it charges no more than a page of as many entries
+    (what lies beyond is not read, only to be dropped by the caller)."""
+    async def body(s: Store) -> None:
+        blob = "x" * 3000
+        for i in range(40):
+            await put(s, entry("K", f"{i:02d}", f"i{i}", blob=blob))
+        seen: list[Usage] = []
+        s.meter.subscribe(seen.append)
+        bounded = await s.query(NS, "K", after=None, until=("04", "i4"), descending=False,
+                                limit=40)
+        assert [x.sort for x in bounded.entries] == ["00", "01", "02", "03", "04"]
+        assert bounded.resume is None
+        short = await s.query(NS, "K", after=None, descending=False, limit=5)
+        whole = await s.query(NS, "K", after=None, descending=False, limit=40)
+        assert len(short.entries) == 5
+        assert len(whole.entries) == 40
+        assert bounded.units <= short.units  # a short page may read the row after it
+        assert whole.units == 0 or bounded.units < whole.units
+        assert len(seen) == 3
+
+    check(backend, body)
+
+
 def test_a_page_holds_at_most_limit_entries_and_resumes_after_its_last(
         backend: Backend) -> None:
     async def body(s: Store) -> None:
@@ -374,6 +441,8 @@ def test_bad_arguments_are_refused_before_any_request(backend: Backend) -> None:
             (query(NS, "K", after=None, descending=False, limit=True), "limit"),  # type: ignore[arg-type]
             (query(NS, "K", after=("a",), descending=False, limit=5), "after"),  # type: ignore[arg-type]
             (query(NS, "K", after=["a", "b"], descending=False, limit=5), "after"),  # type: ignore[arg-type]
+            (query(NS, "K", after=None, until=("a",), descending=False, limit=5), "until"),  # type: ignore[arg-type]
+            (query(NS, "K", after=None, until="a", descending=False, limit=5), "until"),  # type: ignore[arg-type]
             (query(NS, "#placement#o-1", after=None, descending=False, limit=5), "reserved"),
             (query(NS, "", after=None, descending=False, limit=5), "non-empty"),
             (query("", "K", after=None, descending=False, limit=5), "namespace"),

@@ -170,11 +170,11 @@ class Hooked(MemoryStore):
 
     hook: Any = None
 
-    async def _query(self, namespace: str, shard_key: str, after: Any, descending: bool,
-                     limit: int, rec: Any) -> Any:
+    async def _query(self, namespace: str, shard_key: str, after: Any, until: Any,
+                     descending: bool, limit: int, rec: Any) -> Any:
         if self.hook is not None:
             await self.hook(shard_key, after, limit)
-        return await super()._query(namespace, shard_key, after, descending, limit, rec)
+        return await super()._query(namespace, shard_key, after, until, descending, limit, rec)
 
 
 @pytest.mark.parametrize(("old", "new"), [(16, 4), (8, 3)])

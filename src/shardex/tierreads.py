@@ -92,8 +92,8 @@ class CrossReads:
 
         A row stays where its item's truth is that very entry's position (the truth
         itself stands in for it, the newer version); a stale, unconfirmed or deleted
-        row is dropped. Rows beyond ``bound`` (how far S had been read when the request
-        was sent) are dropped unread: the listing forgets them and reads them again.
+        row is dropped. T is read up to ``bound`` (how far S had been read when the
+        request was sent) and no further (``Store.query``'s ``until``).
         Dropping a row whose item's truth lies elsewhere loses no entry present
         throughout the listing: at that entry's position S was read first; if S's read
         missed it, the mover had confirmed it in S before, so T's later read found its
@@ -105,14 +105,12 @@ class CrossReads:
                        bound: Reach, hedged: bool) -> QueryPage:
             sent = holds.sent()
             try:
-                page = await target.read(key, after, descending, limit, hedged)
+                page = await target.read(key, after, descending, limit, hedged,
+                                         bound[1] if bound[0] else None)
             except BaseException:
                 holds.gone(sent)
                 raise
             rows = page.entries
-            if bound[0] and bound[1] is not None:
-                at = bound[1]
-                rows = [e for e in rows if not _beyond(e.position, at, descending)]
             if not rows:
                 holds.gone(sent)
             truth = await holds.hold(sent, rows) if rows else {}
@@ -317,7 +315,3 @@ def _value_of(entry: StoredEntry) -> str:
     return parse_shard_key(entry.shard_key)[0]
 
 
-def _beyond(position: Position, after: Position | None, descending: bool) -> bool:
-    if after is None:
-        return True
-    return position < after if descending else position > after

@@ -42,9 +42,9 @@ entry present throughout the listing is missed or listed twice, however entries 
 between its pages or while a page's requests are in flight:
 
 - *The order.* A request of a second-phase stream is sent only once every first-phase
-  stream's requests have read past where it starts, and what it returns beyond how far
-  they had read when it was sent (its ``bound``) is forgotten, to be read again later.
-  So every position ``p`` is read on a second-phase key by a request sent after a
+  stream's requests have read past where it starts, and it reads no further than they
+  had read when it was sent (its ``bound``: ``Store.query``'s ``until``), reading on
+  from there later. So every position ``p`` is read on a second-phase key by a request sent after a
   first-phase request that read ``p`` had landed. What a stream keeps (in a page, in a
   continuation, or landed ahead) is what it read then; resuming does not change when.
 - *No miss.* The mover moves an entry atomically, from a first-phase key to a
@@ -74,11 +74,12 @@ between its pages or while a page's requests are in flight:
   reads the same way (``shardex.reshard``).
 
 A second phase asks for what it likely finds up to the bound (``merge.sized``, learnt
-from what it found before beside the first phase's count), so reading past the bound
-wastes few units. The first phase reads one request further than an eager caller's
-shards do (``listing.reads_ahead``), and a second phase asks once the first's requests
-sent together have landed, as far as they read (``_read_ahead``): the second trails the
-first by one round trip, which is the order's price. A page waiting for the second phase
+from what it found before beside the first phase's count), and the store reads no row
+beyond it: a listing nothing moves under reads each entry once. The first phase reads
+one request further than an eager caller's shards do (``listing.reads_ahead``), and a
+second phase asks once the first's requests sent together have landed, as far as they
+read (``_read_ahead``): the second trails the first by one round trip, which is the
+order's price. A page waiting for the second phase
 likewise waits first for the first phase's request in flight at the bound, unless what
 lies up to the bound already fills it (``merge.trailing``): asked at once, every
 second-phase key read a sliver, 11 requests more than a stable listing's 32 on DynamoDB
@@ -200,7 +201,7 @@ class FanOut:
     # -- requests --------------------------------------------------------------------
 
     async def _send(self, key: str, after: Position | None, descending: bool, limit: int,
-                    copy: Copy | None) -> QueryPage:
+                    copy: Copy | None, until: Position | None) -> QueryPage:
         """One copy of one shard read: under the concurrency bound, timed for hedging."""
         limiter = self._limiter
         await limiter.acquire()
@@ -220,7 +221,7 @@ class FanOut:
 
             def query() -> Awaitable[QueryPage]:
                 return store.query(namespace, key, after=after, descending=descending,
-                                   limit=limit, malformed=malformed)
+                                   limit=limit, until=until, malformed=malformed)
 
             page = await (query() if self._gate is None else self._gate.call(key, query))
             if self._hedger is not None:
@@ -230,24 +231,28 @@ class FanOut:
             release()
 
     async def _query(self, key: str, after: Position | None, descending: bool,
-                     limit: int, hedged: bool = True) -> QueryPage:
-        """One shard read: bounded, hedged (unless ``hedged`` is False), and retried on
-        throttling."""
+                     limit: int, hedged: bool = True, until: Position | None = None
+                     ) -> QueryPage:
+        """One shard read (up to ``until``, if given): bounded, hedged (unless ``hedged``
+        is False), and retried on throttling."""
         hedger = self._hedger if hedged else None
         if hedger is None:
             return await call_with_retry(
-                lambda: self._send(key, after, descending, limit, None),
+                lambda: self._send(key, after, descending, limit, None, until),
                 self._retry, clock=self._clock, rng=self._rng, paced=self._gate is not None)
         report = _Copies(self, key)
         return await call_with_retry(
-            lambda: call_hedged(lambda copy: self._send(key, after, descending, limit, copy),
-                                hedger, limit, clock=self._clock, report=report),
+            lambda: call_hedged(
+                lambda copy: self._send(key, after, descending, limit, copy, until),
+                hedger, limit, clock=self._clock, report=report),
             self._retry, clock=self._clock, rng=self._rng, paced=self._gate is not None)
 
     async def read(self, key: str, after: Position | None, descending: bool, limit: int,
-                   hedged: bool) -> QueryPage:
-        """One shard read of ``limit`` entries at most, as a page's (a ``second`` reader's)."""
-        return await self._query(key, after, descending, min(limit, self._max_page), hedged)
+                   hedged: bool, until: Position | None = None) -> QueryPage:
+        """One shard read of ``limit`` entries at most, as a page's (a ``second`` reader's),
+        up to ``until`` if given."""
+        return await self._query(key, after, descending, min(limit, self._max_page), hedged,
+                                 until)
 
     def _fanned_out(self, value: str, width: int, kind: str) -> None:
         self._store.meter.emit(FanOutRead(self._namespace, value, width, kind,
@@ -279,8 +284,9 @@ class FanOut:
         request read ahead lands in the listing kept for the next page. Its failure is
         kept on the stream (``failed``), not raised, for whichever page needs the shard.
         ``bound`` (a stream of a listing's second phase) is how far its first phase had
-        been read when the request was sent: what the request returns beyond it is
-        forgotten, and read again later (the module's safety argument).
+        been read when the request was sent: the store reads up to it and no further
+        (``Store.query``'s ``until``), and the stream reads on from it later (the module's
+        safety argument).
         """
         if listing.ahead:
             stream.page_size = ahead_size(stream, listing, self._max_page)
@@ -288,10 +294,11 @@ class FanOut:
             stream.generation
         reader = stream.reader
         reading, listings, clock = self._reading, self._listings, self._clock
-        beside = 0
+        beside, until = 0, None
         if bound[0]:
             assert bound[1] is not None
-            beside = within(listing.streams[:listing.lead], after, bound[1], descending)
+            until = bound[1]
+            beside = within(listing.streams[:listing.lead], after, until, descending)
             size = sized(stream, beside, len(listing.streams))
 
         async def read() -> None:
@@ -301,7 +308,7 @@ class FanOut:
             try:
                 # a request read ahead is not hedged: nobody waits for it when it is
                 # sent, and a copy of a store page costs as much as the page
-                page = await (self._query(key, after, descending, size, hedged=not ahead)
+                page = await (self._query(key, after, descending, size, not ahead, until)
                               if reader is None
                               else reader(key, after, descending, size, bound, not ahead))
             except asyncio.CancelledError:

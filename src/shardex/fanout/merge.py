@@ -85,7 +85,9 @@ class ShardStream:
         return self.after <= bound if descending else self.after >= bound
 
     def clip(self, bound: Position, descending: bool) -> None:
-        """Forget what was read beyond ``bound``: it is read again, later, from ``bound``."""
+        """A page read up to ``bound`` (``Store.query``'s ``until``) that ended there leaves
+        the stream at ``bound``, not at its end: it reads on from there. Anything read
+        beyond ``bound`` is forgotten, to be read again from there."""
         beyond = self.after is not None and (self.after < bound if descending
                                              else self.after > bound)
         if self.exhausted or beyond:
@@ -183,15 +185,14 @@ def sized(stream: ShardStream, beside: int, keys: int = 0) -> int:
     """What a stream of a second phase asks for, to be read as far as the first phase,
     which holds ``beside`` entries over that stretch.
 
-    What it returns beyond the first phase is forgotten, so it asks for what it
-    returned where the first phase had read as much before (its ``got`` per
-    ``beside``), with a margin of three standard deviations, never more than its
-    ``page_size``: reading the listing costs about the units of reading each entry once.
+    The store reads no further than the first phase (``until``), so what it asks for
+    is what the request likely reads: what it returned where the first phase had read
+    as much before (its ``got`` per ``beside``), with a margin of three standard
+    deviations (short, it takes another round trip), never more than its ``page_size``.
     With nothing learnt yet, what an even spread over the listing's ``keys`` keys puts
-    there (a whole page without ``keys``): asked a whole page, a first request read up
-    to four times what it kept where the first phase's keys take several store pages (a
-    union listing by pages() of 20,000 entries on DynamoDB Local read 1.34x a stable
-    one's units; 1.16x so).
+    there (a whole page without ``keys``). A request's size is what the hedger learns
+    its latency by (``shardex.hedging``): asked for a whole page, each would seem a
+    whole page's read.
     """
     if not stream.beside:
         if not keys or stream.asked:
@@ -202,8 +203,7 @@ def sized(stream: ShardStream, beside: int, keys: int = 0) -> int:
         expect = beside / keys
     else:
         expect = beside * stream.got / stream.beside
-    # the count is about Poisson: the mean and three standard deviations (at 3x the mean,
-    # the forgotten reads beyond the bound cost a union listing 1.4x a stable one's units)
+    # the count is about Poisson: the mean and three standard deviations
     wanted = int(expect + _SPREAD * math.sqrt(expect)) + 1
     return max(_MIN_FIRST_PAGE, min(stream.page_size, wanted))
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 __all__ = ["HISTORY_LENGTH", "MAX_VERSION", "NO_TOKEN", "Placement", "Position", "QueryPage",
-           "Record", "ScanItem", "ScanPage", "Skipped", "StoredEntry", "history_after", "is_token",
-           "new_token"]
+           "Record", "ScanItem", "ScanPage", "Skipped", "StoredEntry", "beyond", "history_after",
+           "is_token", "new_token", "up_to"]
 
 # the largest write version: DynamoDB numbers hold 38 digits
 MAX_VERSION = 10**38 - 1
@@ -78,6 +78,30 @@ def is_token(token: Any) -> bool:
 # A position in a shard's order: (sort, item_id). Entries are ordered by it, by code
 # point (which is also UTF-8 byte order, DynamoDB's order for string keys).
 Position = tuple[str, str]
+
+
+def beyond(position: Position, bound: Position, descending: bool) -> bool:
+    """True if ``position`` lies strictly beyond ``bound`` in the listing's direction."""
+    return position < bound if descending else position > bound
+
+
+def up_to(entries: list[StoredEntry], resume: Position | None, until: Position | None,
+          descending: bool) -> tuple[list[StoredEntry], Position | None]:
+    """A page of a listing cut at ``until`` (inclusive), for a store that reads past it.
+
+    What lies beyond is dropped; if anything was (or the page resumes beyond ``until``),
+    nothing up to ``until`` is left to read, so the page resumes nowhere.
+    """
+    if until is None:
+        return entries, resume
+    if entries and beyond(entries[-1].position, until, descending):
+        kept = len(entries)
+        while kept and beyond(entries[kept - 1].position, until, descending):
+            kept -= 1
+        return entries[:kept], None
+    if resume is not None and not beyond(until, resume, descending):
+        return entries, None
+    return entries, resume
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from shardex.capacity import entry_bytes
 from shardex.clock import Clock, LoopClock
@@ -43,11 +43,21 @@ from shardex.model.entries import (
     QueryPage,
     Record,
     StoredEntry,
+    beyond,
     is_token,
     new_token,
 )
 from shardex.model.values import check_attrs, check_document
 from shardex.stores.capabilities import Capabilities
+from shardex.stores.checks import (
+    MALFORMED,
+    Malformed,
+    check_malformed,
+    check_position,
+    check_revision,
+    check_shard_key,
+    check_text,
+)
 from shardex.stores.metered import Meter, Recorder
 from shardex.stores.stats import StatsCounter, StoreStats
 from shardex.stores.uri import StoreURI
@@ -62,11 +72,6 @@ _UNREAD_TRIES, _UNREAD_BASE, _UNREAD_CAP = 8, 0.025, 1.0
 _JITTER = random.Random()
 T = TypeVar("T")
 
-# what a listing does with an item the store holds that is not in an entry's shape
-Malformed = Literal["raise", "skip"]
-MALFORMED: tuple[Malformed, ...] = ("raise", "skip")
-
-
 async def gather_or_cancel(awaitables: Iterable[Awaitable[T]]) -> list[T]:
     """``asyncio.gather`` of ``awaitables``, except that the first to raise (or the caller
     cancelled) cancels the others and waits for them to end before raising: none is left
@@ -79,33 +84,6 @@ async def gather_or_cancel(awaitables: Iterable[Awaitable[T]]) -> list[T]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-
-
-def check_malformed(malformed: Any) -> Malformed:
-    """Return ``malformed`` if it is one of ``MALFORMED``; InvalidInput naming it otherwise."""
-    if malformed not in MALFORMED:
-        raise InvalidInput(f"malformed must be one of {', '.join(MALFORMED)}, "
-                           f"got {malformed!r}")
-    return malformed  # type: ignore[no-any-return]
-
-
-def _text(what: str, text: Any, *, empty: bool = False) -> None:
-    if type(text) is not str or not (text or empty):
-        raise InvalidInput(f"{what} must be {'' if empty else 'non-empty '}text, got {text!r}")
-
-
-def _check_shard_key(shard_key: Any) -> None:
-    _text("shard key", shard_key)
-    if is_reserved(shard_key):
-        raise InvalidInput(f"shard key {shard_key!r} is reserved: it starts with '#'")
-
-
-def _check_revision(what: str, revision: Any, *, optional: bool) -> None:
-    if revision is None and optional:
-        return
-    if type(revision) is not int or revision < 1:
-        raise InvalidInput(f"{what} revision must be an integer >= 1"
-                           f"{' or None' if optional else ''}, got {revision!r}")
 
 
 class Store(abc.ABC):
@@ -196,7 +174,7 @@ class Store(abc.ABC):
 
     def _recorder(self, namespace: Any, key: str, write: bool, skip: bool = False) -> Recorder:
         if type(namespace) is not str or not namespace:
-            _text("namespace", namespace)
+            check_text("namespace", namespace)
         return Recorder(self.meter, self.clock, namespace, key, write, skip)
 
     # -- counters ----------------------------------------------------------------------
@@ -221,7 +199,7 @@ class Store(abc.ABC):
         A strongly consistent read: it sees every ``place`` acknowledged before it.
         """
         if type(item_id) is not str or not item_id:
-            _text("item id", item_id)
+            check_text("item id", item_id)
         with self._recorder(namespace, placement_key(item_id), False) as rec:
             return await self._locate(namespace, item_id, rec)
 
@@ -244,9 +222,9 @@ class Store(abc.ABC):
         ids = list(dict.fromkeys(item_ids))
         for item_id in ids:
             if type(item_id) is not str or not item_id:
-                _text("item id", item_id)
+                check_text("item id", item_id)
         if type(namespace) is not str or not namespace:
-            _text("namespace", namespace)
+            check_text("namespace", namespace)
         size = self.batch_locate
         gate = asyncio.Semaphore(self.connections or len(ids) or 1)
 
@@ -335,7 +313,7 @@ class Store(abc.ABC):
         caller's mistake still raises InvalidInput, and a store may raise any refusal.
         """
         if type(item_id) is not str or not item_id:
-            _text("item id", item_id)
+            check_text("item id", item_id)
         if entry is not None and (self._checked.get(id(entry)) is not entry
                                   or entry.item_id != item_id):
             self._check_entry(item_id, entry)
@@ -397,12 +375,17 @@ class Store(abc.ABC):
         return size
 
     async def query(self, namespace: str, shard_key: str, *, after: Position | None,
-                    descending: bool, limit: int, malformed: Malformed = "raise") -> QueryPage:
+                    descending: bool, limit: int, until: Position | None = None,
+                    malformed: Malformed = "raise") -> QueryPage:
         """Return up to ``limit`` entries of ``shard_key`` strictly beyond ``after``.
 
-        Entries come in ``(sort, item_id)`` order, descending if asked. A page may hold
-        fewer than ``limit`` entries while ``resume`` is still set (a size-capped page,
-        at most 1 MB); ``resume`` is None only when nothing lies beyond the page. An
+        Entries come in ``(sort, item_id)`` order, descending if asked, up to ``until``
+        (inclusive) if given: the store reads nothing beyond it (a listing's second
+        phase, ``shardex.fanout``, reads only as far as its first has been read). A page
+        may hold fewer than ``limit`` entries while ``resume`` is still set (a size-capped
+        page, at most 1 MB); ``resume`` is None only when nothing lies beyond the page (up
+        to ``until``). An empty range (``until`` not beyond ``after``) is an empty page
+        without a request. An
         item the store holds that is not in the shape of an entry (something other
         than shardex wrote it) raises MalformedItem naming it and ``shard_key``, or with
         ``malformed="skip"`` is left out and reported in the page's ``skipped`` and on
@@ -411,19 +394,21 @@ class Store(abc.ABC):
         if type(limit) is not int or limit < 1:
             raise InvalidInput(f"query limit must be an integer >= 1, got {limit!r}")
         check_malformed(malformed)
-        if after is not None and not (type(after) is tuple and len(after) == 2
-                                      and type(after[0]) is str and type(after[1]) is str):
-            raise InvalidInput(f"query after must be a (sort, item_id) pair or None, "
-                               f"got {after!r}")
-        _check_shard_key(shard_key)
+        check_position("after", after)
+        check_position("until", until)
+        check_shard_key(shard_key)
+        descending = bool(descending)
+        if after is not None and until is not None and not beyond(until, after, descending):
+            check_text("namespace", namespace)
+            return QueryPage([], None)
         with self._recorder(namespace, shard_key, False, malformed == "skip") as rec:
-            entries, resume = await self._query(namespace, shard_key, after, bool(descending),
-                                                limit, rec)
+            entries, resume = await self._query(namespace, shard_key, after, until,
+                                                descending, limit, rec)
         return QueryPage(entries, resume, rec.read, tuple(rec.skipped))
 
     async def count(self, namespace: str, shard_key: str) -> int:
         """Return how many entries ``shard_key`` holds (every page of it is read)."""
-        _check_shard_key(shard_key)
+        check_shard_key(shard_key)
         with self._recorder(namespace, shard_key, False) as rec:
             return await self._count(namespace, shard_key, rec)
 
@@ -431,7 +416,7 @@ class Store(abc.ABC):
         """Raise InvalidKey if this store cannot hold entries of ``shard_key`` in index
         ``namespace`` (encoded, it passes the store's key limit). Not a request: a reshard
         asks before it routes writes and reads to the keys of a new layout."""
-        _check_shard_key(shard_key)
+        check_shard_key(shard_key)
         self._check_shard_key(namespace, shard_key)
 
     def _check_shard_key(self, namespace: str, shard_key: str) -> None:  # noqa: B027
@@ -442,8 +427,8 @@ class Store(abc.ABC):
         (encoded, its key passes the store's limit). Not a request: a write of a given
         sort asks before its first (it was refused after the placement read it begins
         with)."""
-        _text("sort value", sort, empty=True)
-        _text("item id", item_id)
+        check_text("sort value", sort, empty=True)
+        check_text("item id", item_id)
         self._check_position(sort, item_id)
 
     def _check_position(self, sort: str, item_id: str) -> None:  # noqa: B027
@@ -459,17 +444,17 @@ class Store(abc.ABC):
         attribute is the application's own (``capabilities.writes_sort`` False): only
         the shard key attribute is returned then. Not a request: nothing is metered.
         """
-        _check_shard_key(shard_key)
+        check_shard_key(shard_key)
         if sort is not None:
-            _text("sort value", sort, empty=True)
-        _text("item id", item_id)
+            check_text("sort value", sort, empty=True)
+        check_text("item id", item_id)
         return self._key_attributes(shard_key, sort, item_id)
 
     # -- records ---------------------------------------------------------------------
 
     async def get_record(self, namespace: str, key: str) -> Record | None:
         """Return the record ``key`` of ``namespace`` (strongly consistent), or None."""
-        _text("record key", key)
+        check_text("record key", key)
         with self._recorder(namespace, record_key(key), False) as rec:
             return await self._get_record(namespace, key, rec)
 
@@ -481,8 +466,8 @@ class Store(abc.ABC):
         nothing, when another writer got there first; InvalidInput for a body that is
         not a JSON-like mapping or a bad ``expected``.
         """
-        _text("record key", key)
-        _check_revision("expected", expected, optional=True)
+        check_text("record key", key)
+        check_revision("expected", expected, optional=True)
         if not isinstance(body, Mapping):
             raise InvalidInput(f"record {key!r} body must be a mapping, got {body!r}")
         check_document(body, f"record {key!r} of {namespace!r}",
@@ -504,7 +489,7 @@ class Store(abc.ABC):
         Strongly consistent; all pages are read (records are small and few: a reshard's
         checkpoints and leases).
         """
-        _text("record prefix", prefix, empty=True)
+        check_text("record prefix", prefix, empty=True)
         with self._recorder(namespace, record_key(prefix), False) as rec:
             records = await self._list_records(namespace, prefix, rec)
         return dict(sorted(records.items()))
@@ -515,8 +500,8 @@ class Store(abc.ABC):
         Raises ConditionFailed, deleting nothing, when the record is absent or at
         another revision.
         """
-        _text("record key", key)
-        _check_revision("expected", expected, optional=False)
+        check_text("record key", key)
+        check_revision("expected", expected, optional=False)
         with self._recorder(namespace, record_key(key), True) as rec:
             await self._delete_record(namespace, key, expected, rec)
 
@@ -547,9 +532,10 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
-                     descending: bool, limit: int,
+                     until: Position | None, descending: bool, limit: int,
                      rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
-        """See ``query``: return the page's entries and ``resume``.
+        """See ``query``: return the page's entries and ``resume``; nothing beyond ``until``
+        is read (``up_to`` cuts a page read past it, where the store cannot stop there).
 
         An item of the listing that is not in an entry's shape goes to
         ``rec.malformed(error, item_id)``, which raises or leaves it out.

@@ -177,9 +177,10 @@ class AzureTablesStore(Store):
         keys.row_key(sort, item_id, "", descending=False)  # its mirror is as long
 
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
-                     descending: bool, limit: int,
+                     until: Position | None, descending: bool, limit: int,
                      rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
-        """Rows beyond ``after`` in RowKey order, continuation tokens followed as needed.
+        """Rows beyond ``after`` (up to ``until``) in RowKey order, continuation tokens
+        followed as needed.
 
         A page ends after ``limit`` rows or 1 MB, and never inside the rows of one
         position (a write and the one it replaces): the row after the page is read to
@@ -189,6 +190,8 @@ class AzureTablesStore(Store):
         """
         partition = keys.entry_partition(namespace, shard_key)
         low, high = keys.position_bounds(after, descending=descending)
+        if until is not None:  # every row of a position lies below its bound's low end
+            high = keys.position_bounds(until, descending=descending)[0]
         parameters = {"p": partition, "lo": low, "hi": high}
         rows: list[tuple[dict[str, Any], Position]] = []
         size, more, continuation = 0, False, None

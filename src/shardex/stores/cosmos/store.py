@@ -248,9 +248,10 @@ class CosmosStore(Store):
         codec.entry_id(sort, item_id, "")  # InvalidKey past the id limit
 
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
-                     descending: bool, limit: int,
+                     until: Position | None, descending: bool, limit: int,
                      rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
-        """Documents beyond ``after`` in id order, continuation tokens followed as needed.
+        """Documents beyond ``after`` (up to ``until``) in id order, continuation tokens
+        followed as needed.
 
         A page ends after ``limit`` documents or 1 MB, and never inside the documents of
         one position (a write and the one it replaces): the document after the page is
@@ -264,6 +265,9 @@ class CosmosStore(Store):
         if bound is not None:
             query += f" AND c.id {'<' if descending else '>'} @bound"
             parameters["bound"] = bound
+        if until is not None:  # the ids of ``until`` lie on this side of its own bound
+            query += f" AND c.id {'>' if descending else '<'} @until"
+            parameters["until"] = codec.id_bounds(until, descending=descending) or ""
         query += f" ORDER BY c.id {'DESC' if descending else 'ASC'}"
         docs: list[tuple[dict[str, Any], Position]] = []
         size, more, continuation = 0, False, None

@@ -62,7 +62,7 @@ from shardex.errors import (
     Unavailable,
 )
 from shardex.keys import MAX_ITEM_ID_BYTES, is_reserved, placement_key, validate_item_id
-from shardex.model.entries import Placement, Position, StoredEntry, history_after
+from shardex.model.entries import Placement, Position, StoredEntry, history_after, up_to
 from shardex.stores.base import Capabilities
 from shardex.stores.dynamodb.codec import (
     SEP,
@@ -399,12 +399,18 @@ class GsiLayout(Layout):
                 "ExpressionAttributeValues": {":k": {"S": shard_key}},
                 "ReturnConsumedCapacity": "TOTAL"}
 
-    async def query(self, shard_key: str, *, after: Position | None, descending: bool,
-                    limit: int, rec: Recorder) -> Page:
+    async def query(self, shard_key: str, *, after: Position | None, until: Position | None,
+                    descending: bool, limit: int, rec: Recorder) -> Page:
         if not self.writes_sort:
-            return await self._query_plain(shard_key, after, descending, limit, rec)
+            # the sort is the application's, its ties unordered by id: cut at the bound
+            return up_to(*await self._query_plain(shard_key, after, descending, limit, rec),
+                         until, descending)
         params = self._gsi_query(shard_key)
         params.update(ScanIndexForward=not descending, Limit=limit)
+        if until is not None:  # read nothing beyond it
+            params["KeyConditionExpression"] += f" AND #s {'>=' if descending else '<='} :u"
+            params["ExpressionAttributeNames"]["#s"] = self.sort_attribute
+            params["ExpressionAttributeValues"][":u"] = {"S": encode_position(*until)}
         if after is not None:
             # The sort attribute encodes the item id, so it alone orders the GSI; the base
             # key in the start key only has to be valid, and DynamoDB refuses an empty one.

@@ -108,8 +108,8 @@ class Layout(abc.ABC):
         """Write the placement, conditioned on ``expected`` exactly as located."""
 
     @abc.abstractmethod
-    async def query(self, shard_key: str, *, after: Position | None, descending: bool,
-                    limit: int, rec: Recorder) -> Page: ...
+    async def query(self, shard_key: str, *, after: Position | None, until: Position | None,
+                    descending: bool, limit: int, rec: Recorder) -> Page: ...
 
     @abc.abstractmethod
     async def count(self, shard_key: str, rec: Recorder) -> int: ...

@@ -26,7 +26,7 @@ from shardex.errors import (
     StoreError,
     Unavailable,
 )
-from shardex.model.entries import Placement, Position, StoredEntry
+from shardex.model.entries import Placement, Position, StoredEntry, up_to
 from shardex.stores.base import Capabilities
 from shardex.stores.dynamodb.client import DynamoDBClient
 from shardex.stores.dynamodb.codec import from_attributes
@@ -157,15 +157,15 @@ class SourceTableLayout(Layout):
                 return rows
             params["ExclusiveStartKey"] = last
 
-    async def query(self, shard_key: str, *, after: Position | None, descending: bool,
-                    limit: int, rec: Recorder) -> Page:
+    async def query(self, shard_key: str, *, after: Position | None, until: Position | None,
+                    descending: bool, limit: int, rec: Recorder) -> Page:
         rows = sorted(await self._rows(shard_key, rec), key=lambda e: e.position,
                       reverse=descending)
         if after is not None:
             rows = [e for e in rows if (e.position < after if descending
                                         else e.position > after)]
         page = rows[:limit]
-        return page, page[-1].position if len(rows) > limit else None
+        return up_to(page, page[-1].position if len(rows) > limit else None, until, descending)
 
     async def count(self, shard_key: str, rec: Recorder) -> int:
         return await self._count_pages(shard_key, {

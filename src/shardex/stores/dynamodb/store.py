@@ -434,12 +434,12 @@ class DynamoDBStore(Store):
                                  expected=expected, token=token, rec=rec)
 
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
-                     descending: bool, limit: int,
+                     until: Position | None, descending: bool, limit: int,
                      rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
         """One Query page: ``Limit`` is ``limit``, DynamoDB also stops at 1 MB."""
         await self._own(namespace, rec, claim=False)
-        return await self._layout.query(shard_key, after=after, descending=descending,
-                                        limit=limit, rec=rec)
+        return await self._layout.query(shard_key, after=after, until=until,
+                                        descending=descending, limit=limit, rec=rec)
 
     async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
         """Select=COUNT, every page."""

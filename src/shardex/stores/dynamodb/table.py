@@ -140,13 +140,16 @@ class TableLayout(Layout):
                              "ClientRequestToken": request_token(token, actions)},
                             target=self.target, weights=weights, write=True)
 
-    async def query(self, shard_key: str, *, after: Position | None, descending: bool,
-                    limit: int, rec: Recorder) -> Page:
+    async def query(self, shard_key: str, *, after: Position | None, until: Position | None,
+                    descending: bool, limit: int, rec: Recorder) -> Page:
         params: dict[str, Any] = {
             "TableName": self.table, "KeyConditionExpression": "pk = :k",
             "ExpressionAttributeValues": {":k": {"S": shard_key}},
             "ScanIndexForward": not descending, "Limit": limit, "ConsistentRead": True,
             "ReturnConsumedCapacity": "TOTAL"}
+        if until is not None:  # read nothing beyond it
+            params["KeyConditionExpression"] += f" AND sk {'>=' if descending else '<='} :u"
+            params["ExpressionAttributeValues"][":u"] = {"S": encode_position(*until)}
         if after is not None:
             params["ExclusiveStartKey"] = {"pk": {"S": shard_key},
                                            "sk": {"S": encode_position(*after)}}

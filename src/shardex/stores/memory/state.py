@@ -76,14 +76,17 @@ class KeyState:
         self.nbytes -= self.sizes.pop(pos)
         self.positions.remove(pos)
 
-    def beyond(self, after: Position | None, descending: bool) -> Iterator[Position]:
-        """Iterate the positions strictly beyond ``after`` in the direction asked."""
+    def beyond(self, after: Position | None, descending: bool,
+               until: Position | None = None) -> Iterator[Position]:
+        """Iterate the positions strictly beyond ``after`` in the direction asked, up to
+        ``until`` (inclusive) if given."""
         positions = self.positions
-        if after is None:
+        if after is None and until is None:
             return reversed(positions) if descending else iter(positions)
         if descending:
-            return positions.irange(maximum=after, inclusive=(True, False), reverse=True)
-        return positions.irange(minimum=after, inclusive=(False, True))
+            return positions.irange(minimum=until, maximum=after, inclusive=(True, False),
+                                    reverse=True)
+        return positions.irange(minimum=after, maximum=until, inclusive=(False, True))
 
 
 class Plan(NamedTuple):

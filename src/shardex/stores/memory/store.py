@@ -461,7 +461,7 @@ class MemoryStore(Store):
         return None
 
     async def _query(self, namespace: str, shard_key: str, after: Position | None,
-                     descending: bool, limit: int,
+                     until: Position | None, descending: bool, limit: int,
                      rec: Recorder) -> tuple[list[StoredEntry], Position | None]:
         """One page: at most ``min(limit, 1000)`` entries and ``max_page_bytes`` bytes.
 
@@ -475,16 +475,16 @@ class MemoryStore(Store):
             now = await self._arrive(rec, 0)
         except asyncio.CancelledError:
             with suppress(Throttled, Unavailable):
-                self._page(rec, namespace, shard_key, after, descending, limit,
+                self._page(rec, namespace, shard_key, after, until, descending, limit,
                            self.clock.now())
             raise
-        entries, resume, nbytes = self._page(rec, namespace, shard_key, after, descending,
-                                             limit, now)
+        entries, resume, nbytes = self._page(rec, namespace, shard_key, after, until,
+                                             descending, limit, now)
         await self.clock.sleep(self._latency.transfer(nbytes))
         return entries, resume
 
     def _page(self, rec: Recorder, namespace: str, shard_key: str, after: Position | None,
-              descending: bool, limit: int,
+              until: Position | None, descending: bool, limit: int,
               now: float) -> tuple[list[StoredEntry], Position | None, int]:
         """Read one page at ``now`` and take its units: entries, resume, bytes read."""
         if self._faulty:
@@ -495,7 +495,7 @@ class MemoryStore(Store):
         state = self._state(namespace, shard_key, now)
         most, max_bytes, sizes = min(limit, QUERY_PAGE_ITEMS), self._max_page_bytes, state.sizes
         last: Position | None = None
-        for pos in state.beyond(after, descending):
+        for pos in state.beyond(after, descending, until):
             size = sizes[pos]
             if len(entries) == most or (entries and nbytes + size > max_bytes):
                 resume = last
