@@ -1,7 +1,7 @@
 """Migration benchmark on DynamoDB Local: one rate budget across processes, and the backfill.
 
 Run: scripts/dynamodb-local run .venv/bin/python benchmarks/bench_migrate.py
-     [--rate R] [--seconds S] [--items N] [--mover-rate R]
+     [--rate R] [--seconds S] [--items N] [--mover-rate R] [--mover-kb K] [--sections 1,2,3]
 
 1. One budget, 1, 2 and 4 processes: each process (a real one, spawned) runs movers that
    write entries to the four shard keys of ``PENDING`` as fast as the migration's budget
@@ -17,7 +17,9 @@ Run: scripts/dynamodb-local run .venv/bin/python benchmarks/bench_migrate.py
    each) on one budget, growing 4 -> 6 keys: the four old keys drain into the two new
    ones alone (jump hash), a fan-in; every move counted when it is sent, on the key it
    leaves and the key it lands on: the highest units any key took in a second against
-   ``--rate``.
+   ``--rate``. With ``--mover-kb K`` each entry carries K KB of attributes: a move of
+   several KB at a low rate may cost more than a runner's share of a key, and waits for
+   a share that holds it (``shardex.migrate.budget``).
 2. The adoption backfill (``adopt run``: leased Scan segments, conditional updates,
    checkpoints) against a hand-written Scan + UpdateItem, both with 4 segments at once
    and the new GSI built on both tables first, as ``bench_adopt.py`` measures them:
@@ -141,17 +143,21 @@ async def _reshard(uri: str, owner: str, rate: float) -> None:
         await runner.run(until="verified")
 
 
-def mover_run(processes: int, rate: float) -> tuple[float, int]:
+def mover_run(processes: int, rate: float, kb: float = 0.0,
+              entries: int = FAN_ENTRIES) -> tuple[float, int]:
     """The highest units any shard key took in a wall second, by send, over ``processes``
-    running one reshard (``FAN``) of ``FAN_ENTRIES`` entries, and the moves recorded."""
+    running one reshard (``FAN``) of ``entries`` entries of ``kb`` KB of attributes each,
+    and the moves recorded."""
     uri = local.table_store().uri
+    attrs = {"blob": "x" * int(kb * 1024)} if kb else None
 
     async def prepare() -> None:
         async with ShardedIndex(uri, "orders", Routing(overrides={"PENDING": ShardPolicy(
                 FAN[0])}), routing_lease=1.0) as index:
-            for start in range(0, FAN_ENTRIES, 50):
-                await asyncio.gather(*(index.put("PENDING", f"o-{i:05d}", sort=f"{i:05d}")
-                                       for i in range(start, start + 50)))
+            for start in range(0, entries, 50):
+                await asyncio.gather(*(index.put("PENDING", f"o-{i:05d}", sort=f"{i:05d}",
+                                                 attrs=attrs)
+                                       for i in range(start, min(entries, start + 50))))
         async with Resharder(uri, "orders", routing_ttl=1.0) as runner:
             await runner.start({"PENDING": ShardPolicy(FAN[1])}, margin=0.5)
 
@@ -182,16 +188,36 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=5_000)
     parser.add_argument("--mover-rate", type=float, default=60.0,
                         help="the rate of the reshard's movers (section 1's second part)")
+    parser.add_argument("--mover-kb", type=float, default=0.0,
+                        help="KB of attributes on each entry the reshard's movers move")
     parser.add_argument("--union", type=int, default=2_000,
                         help="entries of the union listing (section 3)")
+    parser.add_argument("--sections", default="1,2,3", help="which sections to run")
     args = parser.parse_args()
     for name in ("rate", "seconds", "items", "union", "mover_rate"):
         if not getattr(args, name) > 0:
             parser.error(f"--{name} must be above 0, got {getattr(args, name)!r}")
+    if not 0 <= args.mover_kb <= 300:
+        parser.error(f"--mover-kb must be from 0 to 300, got {args.mover_kb!r}")
+    sections = set(args.sections.split(","))
+    if not sections or not sections <= {"1", "2", "3"}:
+        parser.error(f"--sections: some of 1, 2, 3, comma-separated; got {args.sections!r}")
     if not os.environ.get("SHARDEX_DYNAMODB_ENDPOINT"):
         parser.error("needs SHARDEX_DYNAMODB_ENDPOINT: run it under scripts/dynamodb-local run")
     local.require_endpoint()
 
+    if "1" in sections:
+        budget_section(args)
+    if "2" in sections:
+        backfill_section(args.items)
+    if "3" in sections:
+        print(f"3. union reads against a stable listing of the same {args.union:,} entries")
+        for how in LISTED_BY:
+            print_figures(f"DynamoDB Local (wall), by {how}", runner(True)(
+                measure(True, 0.0, args.union, repeat=WALL_RUNS, how=how)), indent="   ")
+
+
+def budget_section(args: argparse.Namespace) -> None:
     print(f"1. one budget of {args.rate:g} write units a second per shard key, shared by "
           f"1, 2 and 4 processes ({WORKERS} writers each, {KEYS} shard keys, "
           f"{args.seconds:g} s each)")
@@ -211,29 +237,29 @@ def main() -> None:
               f"{steady:5.1f} = {steady / args.rate:.2f}x")
     print("   (the budget holds the send; by landing dates each write by its answer, so "
           "requests the server held a moment count in the next second)")
-    print(f"   a reshard's movers, {FAN[0]} -> {FAN[1]} keys ({FAN_ENTRIES:,} entries; the old "
-          f"keys drain into the new ones alone), 2 workers a process, --rate "
+    # entries of several KB move slowly at a low rate: fewer of them
+    entries = FAN_ENTRIES if not args.mover_kb else max(200, int(FAN_ENTRIES / 4 / args.mover_kb))
+    size = f", {args.mover_kb:g} KB each" if args.mover_kb else ""
+    print(f"   a reshard's movers, {FAN[0]} -> {FAN[1]} keys ({entries:,} entries{size}; the "
+          f"old keys drain into the new ones alone), 2 workers a process, --rate "
           f"{args.mover_rate:g}")
     for processes in (1, 2, 4):
-        highest, moved = mover_run(processes, args.mover_rate)
+        highest, moved = mover_run(processes, args.mover_rate, args.mover_kb, entries)
         print(f"   {processes} process(es): {moved:,} moves; highest on a key in a second, by "
               f"send {highest:5.1f} units/s = {highest / args.mover_rate:.3f}x --rate "
               "(target <= 1.05x)")
 
-    print(f"2. backfilling {args.items:,} items, 4 Scan segments at once, 8 updates in flight "
-          "per segment")
-    raw_table, _ = orders_table(args.items)
-    raw = asyncio.run(raw_backfill(raw_table, 4))
-    table, _ = orders_table(args.items)
-    adopted, updated = asyncio.run(adopted_backfill(table, 4))
-    print(f"   hand-written Scan + UpdateItem: {args.items / raw:7.0f} items/s")
-    print(f"   adopt run (leased segments):    {args.items / adopted:7.0f} items/s "
-          f"({updated:,} updated) = {raw / adopted:.2f}x the hand-written throughput")
 
-    print(f"3. union reads against a stable listing of the same {args.union:,} entries")
-    for how in LISTED_BY:
-        print_figures(f"DynamoDB Local (wall), by {how}", runner(True)(
-            measure(True, 0.0, args.union, repeat=WALL_RUNS, how=how)), indent="   ")
+def backfill_section(items: int) -> None:
+    print(f"2. backfilling {items:,} items, 4 Scan segments at once, 8 updates in flight "
+          "per segment")
+    raw_table, _ = orders_table(items)
+    raw = asyncio.run(raw_backfill(raw_table, 4))
+    table, _ = orders_table(items)
+    adopted, updated = asyncio.run(adopted_backfill(table, 4))
+    print(f"   hand-written Scan + UpdateItem: {items / raw:7.0f} items/s")
+    print(f"   adopt run (leased segments):    {items / adopted:7.0f} items/s "
+          f"({updated:,} updated) = {raw / adopted:.2f}x the hand-written throughput")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from shardex.migrate.budget import (
     Slice,
     cut,
     effective_rate,
+    fits,
     lease,
     migration_status,
     release,
@@ -180,7 +181,7 @@ def keyed_schedules(draw: st.DrawFn) -> list[tuple[float, int, str, frozenset[st
     return events
 
 
-@given(keyed_schedules(), st.floats(10.0, 40.0), st.lists(st.floats(2.0, 5.0), min_size=4,
+@given(keyed_schedules(), st.floats(10.0, 40.0), st.lists(st.floats(2.0, 8.0), min_size=4,
                                                            max_size=4))
 def test_slices_of_some_keys_never_exceed_the_rate_on_any_key_in_any_second(
         events: list[tuple[float, int, str, frozenset[str] | None]], rate: float,
@@ -188,10 +189,11 @@ def test_slices_of_some_keys_never_exceed_the_rate_on_any_key_in_any_second(
     """As above, with each renewal leasing some keys or every key: on every key, the units
     spent in any one-second window over every process stay within the rate.
 
-    Each write costs at most the grain, as above: a write costing more than its
-    process's share goes alone (``window_wait``) and may put the difference over the rate
-    in its second (drawn up to 8 units, the explore profile found 3 + 8 at a rate of 10
-    with shares of 5).
+    A write may cost more than the grain (the smallest share, 5 units here) and than its
+    process's share: it does not go then (``fits``), and its process records what it
+    needs (``BudgetState.needing``), which its next renewal leases. Sent alone, beyond
+    the share, it had put the difference over the rate in its second (the explore
+    profile found 3 + 8 units at a rate of 10 with shares of 5).
     """
     policy = BudgetPolicy(grain=5.0)
     state = BudgetState()
@@ -211,13 +213,49 @@ def test_slices_of_some_keys_never_exceed_the_rate_on_any_key_in_any_second(
             (key,), (shares, expires) = keys, slices[p]
             share = shares if isinstance(shares, float) else shares.get(key, 0.0)
             limit = share if now < expires else 0.0
-            if window_wait(spent[p, key], now, costs[p], limit, policy.window) == 0.0:
+            if not fits(costs[p], limit, rate):
+                state = state.needing(f"p{p}", (costs[p], now), now, policy.term) or state
+            elif window_wait(spent[p, key], now, costs[p], limit, policy.window) == 0.0:
                 spent[p, key].append((now, costs[p]))
     for key in _KEYS:
         every = sorted(w for (_, k), ws in spent.items() if k == key for w in ws)
         for start, _ in every:
             held = sum(c for t, c in every if start <= t < start + policy.window)
             assert held <= rate + 1e-6, key
+
+
+def test_a_process_needing_more_than_its_share_takes_a_seat_and_gives_it_back() -> None:
+    """A write dearer than a process's share is not sent beyond it: the process records
+    what it needs, the grain in force grows to it (fewer, larger shares), the needy
+    process is seated first, and once its need lapses the shares are even again."""
+    state, now, shares = BudgetState(), 0.0, {}
+
+    def round_of_renewals() -> None:
+        nonlocal state, now
+        for p in "abcd":
+            state, shares[p] = lease(state, p, 10.0, now, POLICY, {"K"})
+            now += 0.25
+
+    for _ in range(4):
+        round_of_renewals()
+    assert shares == {p: pytest.approx(2.5) for p in "abcd"}
+    assert not fits(8.0, 2.5, 10.0)
+    state = state.needing("d", (8.0, now), now, POLICY.term) or state
+    assert state.grain(now, POLICY) == 8.0
+    for _ in range(3):  # the others come down as they renew; d waits for their claims
+        round_of_renewals()
+        assert sum(state.slices[p].claim(now, POLICY.linger, "K") for p in "abcd") <= 10.0
+    assert shares == {"a": 0.0, "b": 0.0, "c": 0.0, "d": pytest.approx(10.0)}
+    assert fits(8.0, shares["d"], 10.0)
+    assert BudgetState.from_body(state.to_body(), "r").needs == state.needs
+    now += POLICY.term  # d wanted nothing more: its need lapses
+    for _ in range(4):
+        round_of_renewals()
+    assert state.grain(now, POLICY) == POLICY.grain
+    assert shares == {p: pytest.approx(2.5) for p in "abcd"}
+    # a write dearer than the rate itself goes alone, with the whole rate
+    assert fits(12.0, 10.0, 10.0)
+    assert not fits(12.0, 5.0, 10.0)
 
 
 def test_processes_on_different_keys_each_take_the_whole_rate_and_share_a_common_key() -> None:
@@ -343,8 +381,11 @@ def test_a_damaged_budget_record_is_named() -> None:
 
 async def _mover(store: Store, owner: str, rate: float, seconds: float,
                  loads: dict[tuple[str, int], float], keys: list[str], *,
-                 throttle_after: float | None = None) -> None:
-    """A mover process: one worker per key, each writing as fast as the budget lets."""
+                 throttle_after: float | None = None,
+                 costs: tuple[float, ...] = (1.0, 2.0, 3.0),
+                 sent: list[tuple[str, float]] | None = None) -> None:
+    """A mover process: one worker per key, each writing as fast as the budget lets
+    (each write costing one of ``costs``; ``sent`` gets (owner, cost) of each)."""
     clock = LoopClock()
     controls = Controls(store, "orders", "r1", rate=rate, clock=clock, owner=owner)
     rng = random.Random(owner)
@@ -354,10 +395,12 @@ async def _mover(store: Store, owner: str, rate: float, seconds: float,
 
         async def worker(key: str, throttle_at: float | None) -> None:
             while clock.wall() < end:
-                cost = rng.choice([1.0, 2.0, 3.0])
+                cost = rng.choice(costs)
                 await budget.spend({key: cost})
                 second = int(clock.wall())
                 loads[key, second] = loads.get((key, second), 0.0) + cost
+                if sent is not None:
+                    sent.append((owner, cost))
                 if throttle_at is not None and clock.wall() >= throttle_at:
                     throttle_at = None
                     await budget.throttled()
@@ -384,6 +427,25 @@ async def test_the_load_on_any_shard_key_stays_within_the_rate_whatever_the_proc
         assert max(per_second.values()) <= 100.0 * 1.05, per_second
         steady = sorted(per_second.items())[5:-2]  # after the shares settle
         assert sum(u for _, u in steady) / len(steady) >= 80.0, per_second
+
+
+@pytest.mark.shardex_virtual
+@pytest.mark.parametrize("processes", [2, 4])
+async def test_writes_dearer_than_a_process_s_share_keep_the_key_within_the_rate(
+        shardex_store: Store, processes: int) -> None:
+    """At a rate of 10 units a second, processes whose writes sometimes cost 8 units (an
+    entry of several KB) put no more than the rate on the key in any second, and each
+    sends its dear writes: it waits for a share that holds them rather than sending them
+    beyond its share (which had put 16 and 20 units on the key in a second)."""
+    loads: dict[tuple[str, int], float] = {}
+    sent: list[tuple[str, float]] = []
+    await asyncio.gather(*(_mover(shardex_store, f"w{p}", 10.0, 30.0, loads, ["PENDING#0"],
+                                  costs=(1.0, 2.0, 8.0), sent=sent)
+                           for p in range(processes)))
+    per_second = _per_second(loads, "PENDING#0")
+    assert max(per_second.values()) <= 10.0 * 1.05, per_second
+    assert {owner for owner, cost in sent if cost == 8.0} == {f"w{p}" for p in range(processes)}
+    assert sum(per_second.values()) / len(per_second) >= 6.0, per_second
 
 
 @pytest.mark.shardex_virtual
@@ -485,6 +547,12 @@ async def test_a_pause_made_before_any_runner_ran_still_names_who_paused(
         {"owner": "w3", "share": 4.0, "least": 4.0, "keys": None, "expires": 1.0}]}}
     assert controls_lines(keyed)[1].endswith(
         "runners' slices: w1 4-16 on 5 keys, w2 13.3 on 1 key, w3 4")
+    # a runner whose next write costs more than its share says so, and why shares grew
+    needy = {**moving, "budget": {**keyed["budget"], "needs": [
+        {"owner": "w3", "units": 12.0, "since": 1.0, "expires": 4.0}]}}
+    assert controls_lines(needy)[2:] == [
+        "  waiting for a larger share: w3 (one write of 12 units; every share is at least "
+        "that meanwhile, fewer runners seated)"]
 
     # with no change before it, the first runner's rate is the change it names
     fresh = Controls(shardex_store, "orders", "r2", rate=25.0, clock=clock, owner="w1")

@@ -280,4 +280,7 @@ def controls_lines(doc: dict[str, Any] | None, idle: str | None = None, *,
     return [f"  controls: {summary}" + (f" (set by {doc['changed_by']})"
                                                if doc["changed_by"] else ""),
             f"{budget_line}; runners' slices: {slices}",
-            *(f"  held: {h['owner']}: {h['reason']}" for h in budget.get("holds", ()))]
+            *(f"  held: {h['owner']}: {h['reason']}" for h in budget.get("holds", ())),
+            *(f"  waiting for a larger share: {n['owner']} (one write of {n['units']:g} "
+              "units; every share is at least that meanwhile, fewer runners seated)"
+              for n in budget.get("needs", ()))]

@@ -20,7 +20,12 @@ while paused or held). Two ways to share it:
   take the whole rate on theirs; on a key several write, the shares converge on
   ``rate / processes`` (those that want more renew and take what the others gave up).
   A key spent on beyond the slice's is added to it by a renewal before the spend. A
-  process with no unit under way gives its slice up.
+  process with no unit under way gives its slice up. A write costing more than the
+  process's share (an entry of several KB at a low rate over many processes) waits: its
+  process records what it needs (``needs``), the shares handed out grow to it (fewer
+  processes seated, the needy first) while the need lasts, and the write goes once a
+  share holds it (``fits``); sent beyond the share, it had put the difference over the
+  rate in its second.
 - **Redis** (a URL given): each shard key's moving window in Redis through the ``limits``
   library, as shared admission budgets do (``shardex.admission.SharedBudgets``), at the
   rate in force; nothing is leased.
@@ -78,6 +83,7 @@ from shardex.migrate.shares import (
     budget_document,
     cut,
     effective_rate,
+    fits,
     held_until,
     lease,
     release,
@@ -88,8 +94,8 @@ from shardex.model.entries import Record
 from shardex.stores.base import Store
 
 __all__ = ["Budget", "BudgetPolicy", "BudgetState", "Hold", "Presence", "Sharing", "Slice",
-           "SpendWindow", "budget_document", "cut", "effective_rate", "held_until", "lease",
-           "migration_status", "release", "window_wait"]
+           "SpendWindow", "budget_document", "cut", "effective_rate", "fits", "held_until",
+           "lease", "migration_status", "release", "window_wait"]
 
 log = logging.getLogger("shardex")
 _EPS = 1e-9
@@ -205,6 +211,8 @@ class Budget(_BudgetRecord):
         self._working = 0  # this process's units and spends under way (``working``)
         self._spent_at = -math.inf  # wall s of its last spend
         self._idle = False  # True once it gave its slice up for want of work
+        # the units a write waits for a share of, since when, and when it last waited
+        self._need = (0.0, 0.0, -math.inf)
 
     @property
     def rate(self) -> float:
@@ -251,8 +259,11 @@ class Budget(_BudgetRecord):
             self.share = 0.0  # paused or held: stop at once, before the record says so
             self._shares = None
         keys = self._keys()
+        units, since, wanted = self._need
+        need = (units, since) if self._clock.wall() - wanted < term / 3 else None
 
         def renewing(state: BudgetState, now: float) -> BudgetState:
+            state = state.needing(self.owner, need, now, term) or state
             new, _ = lease(state, self.owner, rate, now, self.policy, keys)
             return new.holding(self.owner, held, now, term) or new
 
@@ -381,6 +392,14 @@ class Budget(_BudgetRecord):
             for key in costs:  # a key waited on is wanted still
                 if key in self._extra:
                     self._extra[key] = now
+            rate = self.controls.rate
+            short = max((cost for key, _, cost in windows
+                         if not fits(cost, self._limit(now, key), rate)), default=0.0)
+            if short:  # the write waits for a share that holds it, asked for now
+                await self._needs(short, now)
+                continue
+            if self._need[0]:  # served: a need of its next write waits behind the others
+                self._need = (0.0, 0.0, -math.inf)
             wait = max([window.wait(now, cost, self._limit(now, key))
                         for key, window, cost in windows]
                        + [hold() if hold is not None else 0.0])
@@ -392,6 +411,17 @@ class Budget(_BudgetRecord):
         if len(self._spent) > 4096:  # keys not written for a while hold nothing
             self._spent = {k: v for k, v in self._spent.items()
                            if v.counts(now, self._limit(now, k))}
+
+    async def _needs(self, units: float, now: float) -> None:
+        """A write of ``units`` waits for a share that holds it: record the need (a
+        renewal at once if it is new or larger) and wait a while, or until a renewal."""
+        known, since, wanted = self._need
+        fresh = known > 0 and now - wanted < self.policy.term / 3
+        self._need = (max(units, known), since, now) if fresh else (units, now, now)
+        if not fresh or units > known + _EPS:
+            await self._renew_now()
+        else:
+            await self._clock.sleep(self.policy.term / 6)
 
     async def _spend_shared(self, costs: Mapping[str, float],
                             hold: Callable[[], float] | None) -> None:

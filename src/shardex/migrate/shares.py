@@ -20,9 +20,9 @@ from typing import Any
 
 from shardex.errors import MalformedItem
 
-__all__ = ["BudgetPolicy", "BudgetState", "Hold", "Slice", "SpendWindow", "budget_document",
-           "cut", "effective_rate", "held_until", "lease", "release", "unblocked_at",
-           "window_wait"]
+__all__ = ["BudgetPolicy", "BudgetState", "Hold", "Need", "Slice", "SpendWindow",
+           "budget_document", "cut", "effective_rate", "fits", "held_until", "lease", "release",
+           "unblocked_at", "window_wait"]
 
 _EPS = 1e-9
 
@@ -36,7 +36,9 @@ class BudgetPolicy:
       per second.
     - ``skew``: seconds the clocks of the hosts running movers may disagree.
     - ``grain``: the smallest slice worth having (about one write's units): with more
-      processes than ``rate / grain``, the extra ones wait for a slice.
+      processes than ``rate / grain``, the extra ones wait for a slice. A process whose
+      write costs more records what it needs (``BudgetState.needs``), which the grain in
+      force grows to while it lasts.
     - ``decrease``: the factor a throttle cuts the rate by; ``increase``: the share of the
       set rate it grows back by each second; ``cooldown``: seconds after a cut in which
       throttles (answers to requests sent before it) do not cut again; ``floor``: the
@@ -117,17 +119,55 @@ class Hold:
 
 
 @dataclass(frozen=True, slots=True)
+class Need:
+    """The units one write of a process costs beyond its share, waited for ``since`` (wall
+    s), recorded until ``expires``."""
+
+    units: float
+    since: float
+    expires: float
+
+
+@dataclass(frozen=True, slots=True)
 class BudgetState:
     """The budget record: the last cut (AIMD), every process's slice, the processes that
     an outside signal of their own holds (``holds``), and the runners waiting between a
     migration's steps (``waits``: for their clients to act on a change, say), each with
-    what it waits for (both absent from older records)."""
+    what it waits for, and the processes whose next write costs more than their share
+    (``needs``; all three absent from older records)."""
 
     cut_rate: float | None = None
     cut_at: float = 0.0
     slices: Mapping[str, Slice] = field(default_factory=dict)
     holds: Mapping[str, Hold] = field(default_factory=dict)
     waits: Mapping[str, Hold] = field(default_factory=dict)
+    needs: Mapping[str, Need] = field(default_factory=dict)
+
+    def grain(self, now: float, policy: BudgetPolicy) -> float:
+        """The smallest share handed out at ``now``: the policy's grain, or the largest
+        live need (a write must fit in one share: ``fits``)."""
+        return max([policy.grain, *(n.units for n in self.needs.values() if n.expires > now)])
+
+    def needy(self, now: float) -> dict[str, float]:
+        """The processes with a live need, and since when: seated first, the longest
+        waiting first (``lease``)."""
+        return {o: n.since for o, n in self.needs.items() if n.expires > now}
+
+    def needing(self, owner: str, need: tuple[float, float] | None, now: float, term: float
+                ) -> BudgetState | None:
+        """The state with ``owner``'s need (units, since when) renewed for ``term`` (None:
+        it needs nothing more) and the lapsed ones dropped; None if that changes nothing
+        (the same need renewed within the last third of a term)."""
+        kept = {o: n for o, n in self.needs.items() if o != owner and n.expires > now}
+        mine = self.needs.get(owner)
+        if need is not None:
+            if mine is not None and (mine.units, mine.since) == need \
+                    and mine.expires - now > term * 2 / 3:
+                return None
+            kept[owner] = Need(*need, _ceil(now + term))
+        elif mine is None and len(kept) == len(self.needs):
+            return None
+        return replace(self, needs=kept)
 
     def to_body(self) -> dict[str, Any]:
         # a slice's list is what a runner of an earlier release reads: for one with keys,
@@ -145,7 +185,9 @@ class BudgetState:
                 "holds": {owner: [h.reason, h.expires]
                           for owner, h in sorted(self.holds.items())},
                 "waits": {owner: [w.reason, w.expires]
-                          for owner, w in sorted(self.waits.items())}}
+                          for owner, w in sorted(self.waits.items())},
+                "needs": {owner: [n.units, n.since, n.expires]
+                          for owner, n in sorted(self.needs.items())}}
 
     def holding(self, owner: str, reason: str | None, now: float, term: float
                 ) -> BudgetState | None:
@@ -182,8 +224,11 @@ class BudgetState:
             holds, waits = ({str(owner): Hold(str(reason), float(expires))
                              for owner, (reason, expires) in dict(body.get(kind) or {}).items()}
                             for kind in ("holds", "waits"))
+            needs = {str(owner): Need(*_floats(values, 3))
+                     for owner, values in dict(body.get("needs") or {}).items()}
             return cls(cut_rate=None if cut_rate is None else float(cut_rate),
-                       cut_at=float(body["cut_at"]), slices=slices, holds=holds, waits=waits)
+                       cut_at=float(body["cut_at"]), slices=slices, holds=holds, waits=waits,
+                       needs=needs)
         except (KeyError, TypeError, ValueError) as exc:
             raise MalformedItem(f"{where} is not a migration's budget record "
                                 f"({type(exc).__name__}: {exc}); delete it: the running "
@@ -295,9 +340,10 @@ def lease(state: BudgetState, owner: str, rate: float, now: float, policy: Budge
               if o != owner and (s.live(now) or s.lingers(now, linger))}
     available = effective_rate(state, rate, now, policy)
     live = {o: s for o, s in slices.items() if s.live(now)}
+    grain, needy = state.grain(now, policy), state.needy(now)
 
     def share_on(key: str | None, sharing: Iterable[str]) -> float:
-        fair = _fair(owner, sharing, available, policy)
+        fair = _fair(owner, sharing, available, grain, needy)
         others = sum(s.claim(now, linger, key) for s in slices.values())
         # the claims stay within the set rate; a cut lowers each share at its renewal
         # without stalling the ones that renew first (a cut adapts the load, the set
@@ -318,13 +364,14 @@ def lease(state: BudgetState, owner: str, rate: float, now: float, policy: Budge
     return replace(state, slices=slices), share
 
 
-def _fair(owner: str, sharing: Iterable[str], available: float,
-          policy: BudgetPolicy) -> float:
+def _fair(owner: str, sharing: Iterable[str], available: float, grain: float,
+          needy: Mapping[str, float]) -> float:
     """``owner``'s fair share of a key beside the live processes ``sharing`` it: the rate
-    in force over them all, at most ``available / grain`` of them, by name (the others
-    wait for a seat)."""
-    seats = max(1, math.floor(available / policy.grain + _EPS))
-    ranked = sorted([*sharing, owner])
+    in force over them all, at most ``available / grain`` of them, the ``needy`` first
+    (the longest waiting first), then by name (the others wait for a seat)."""
+    seats = max(1, math.floor(available / grain + _EPS))
+    ranked = sorted([*sharing, owner],
+                    key=lambda o: (o not in needy, needy.get(o, 0.0), o))
     return available / min(len(ranked), seats) if ranked.index(owner) < seats else 0.0
 
 
@@ -370,13 +417,14 @@ def unblocked_at(state: BudgetState, owner: str, rate: float, now: float,
     if mine is None or not mine.live(now):
         return None
     available = effective_rate(state, rate, now, policy)
+    grain, needy = state.grain(now, policy), state.needy(now)
     others = {o: s for o, s in state.slices.items() if o != owner}
     keys = list(mine.keys) if mine.keys is not None else [None]
     ends: list[float] = []
     for key in keys:
         fair = _fair(owner, (o for o, s in others.items()
                              if s.live(now) and (key is None or s.covers(key))),
-                     available, policy)
+                     available, grain, needy)
         if mine.on(key) >= min(fair, rate) - _EPS:
             continue
         for s in others.values():
@@ -438,6 +486,16 @@ class SpendWindow:
         return bool(self._spent) and held_until(*self._spent[-1], limit, self.span) > now
 
 
+def fits(cost: float, limit: float, rate: float) -> bool:
+    """True if a write of ``cost`` units may go within a share of ``limit`` units a second
+    at the set ``rate``: it costs no more than the share, or more than the rate itself
+    and the share is the whole rate (no other process may spend on the key; the write
+    counts for ``cost / limit`` seconds, ``window_wait``). A write dearer than its share
+    sent alone put the difference over the rate in its second, beside the other
+    processes' shares: its process waits for a larger one instead (``needs``)."""
+    return cost <= limit + _EPS or (cost > rate and limit >= rate - _EPS)
+
+
 def window_wait(spent: Iterable[tuple[float, float]], now: float, cost: float, limit: float,
                 window: float) -> float:
     """Seconds until ``cost`` more fits in ``limit`` units per ``window`` at ``now``.
@@ -474,4 +532,7 @@ def budget_document(state: BudgetState, rate: float, now: float,
             "holds": [{"owner": owner, "reason": h.reason, "expires": h.expires}
                       for owner, h in sorted(state.holds.items()) if h.expires > now],
             "waits": [{"owner": owner, "reason": w.reason, "expires": w.expires}
-                      for owner, w in sorted(state.waits.items()) if w.expires > now]}
+                      for owner, w in sorted(state.waits.items()) if w.expires > now],
+            "needs": [{"owner": owner, "units": n.units, "since": n.since,
+                       "expires": n.expires}
+                      for owner, n in sorted(state.needs.items()) if n.expires > now]}
