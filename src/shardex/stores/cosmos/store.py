@@ -265,9 +265,10 @@ class CosmosStore(Store):
         if bound is not None:
             query += f" AND c.id {'<' if descending else '>'} @bound"
             parameters["bound"] = bound
-        if until is not None:  # the ids of ``until`` lie on this side of its own bound
+        last = None if until is None else codec.id_bounds(until, descending=descending)
+        if last is not None:  # the ids of ``until`` lie on this side of its own bound
             query += f" AND c.id {'>' if descending else '<'} @until"
-            parameters["until"] = codec.id_bounds(until, descending=descending) or ""
+            parameters["until"] = last
         query += f" ORDER BY c.id {'DESC' if descending else 'ASC'}"
         docs: list[tuple[dict[str, Any], Position]] = []
         size, more, continuation = 0, False, None
