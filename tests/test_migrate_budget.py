@@ -551,7 +551,13 @@ async def test_a_pause_made_before_any_runner_ran_still_names_who_paused(
     needy = {**moving, "budget": {**keyed["budget"], "needs": [
         {"owner": "w3", "units": 12.0, "since": 1.0, "expires": 4.0}]}}
     assert controls_lines(needy)[2:] == [
-        "  waiting for a larger share: w3 (one write of 12 units; every share is at least "
+        "  waiting for a larger share: w3 (writes of 12 units; every share is at least "
+        "that meanwhile, fewer runners seated)"]
+    # seated with it, the runner holds it while its writes stay that dear
+    seated = {**moving, "budget": {**keyed["budget"], "needs": [
+        {"owner": "w2", "units": 12.0, "since": 1.0, "expires": 4.0}]}}
+    assert controls_lines(seated)[2:] == [
+        "  holding a larger share: w2 (writes of 12 units; every share is at least "
         "that meanwhile, fewer runners seated)"]
 
     # with no change before it, the first runner's rate is the change it names
@@ -777,6 +783,40 @@ def test_runners_moving_different_source_keys_each_take_the_rate_on_theirs(
     four = run_virtual(reshard(4))
     assert max(sent.values()) <= 100.0 * 1.05, sent
     assert four <= alone * 0.75, (four, alone)
+
+
+def test_runners_of_moves_dearer_than_their_shares_go_no_slower_than_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runners each drain a key of entries of 4 KB (a move costs 10 units on each key
+    it writes) into the two keys they both fill, at a rate of 10.5: a runner's share of a
+    shared key, 5.25, holds no move. The needy runner is seated and keeps its seat while
+    its moves stay that dear, so the two take about one runner's time (handing the seat
+    over after each move, 2.2x), and no key takes more than the rate in any second."""
+    sent = count_moves(monkeypatch)
+
+    async def reshard(runners: int) -> float:
+        store = MemoryStore(seed=1)
+        async with ShardedIndex(store, "orders", Routing(overrides={"PENDING": ShardPolicy(
+                2)}), routing_lease=1.0) as index:
+            for i in range(120):
+                assert await index.put("PENDING", f"o-{i:05d}", sort=f"{i:05d}",
+                                       attrs={"blob": "x" * 4200})
+        async with contextlib.AsyncExitStack() as stack:
+            each = [await stack.enter_async_context(Resharder(
+                store, "orders", rate=10.5, workers=1, seed=i, worker=f"r{i}",
+                sharing=Sharing())) for i in range(runners)]
+            await each[0].start({"PENDING": ShardPolicy(4)}, margin=0.5)
+            began = store.clock.now()
+            for result in await asyncio.gather(*(r.run(until="verified") for r in each)):
+                assert result.state == "verified"
+            return store.clock.now() - began
+
+    alone = run_virtual(reshard(1))
+    assert max(sent.values()) <= 10.5 * 1.05, sent
+    sent.clear()
+    two = run_virtual(reshard(2))
+    assert max(sent.values()) <= 10.5 * 1.05, sent
+    assert two <= alone * 1.25, (two, alone)
 
 
 def test_status_names_a_runner_held_by_an_outside_signal(tmp_path: Path) -> None:

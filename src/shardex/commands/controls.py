@@ -281,6 +281,16 @@ def controls_lines(doc: dict[str, Any] | None, idle: str | None = None, *,
                                                if doc["changed_by"] else ""),
             f"{budget_line}; runners' slices: {slices}",
             *(f"  held: {h['owner']}: {h['reason']}" for h in budget.get("holds", ())),
-            *(f"  waiting for a larger share: {n['owner']} (one write of {n['units']:g} "
-              "units; every share is at least that meanwhile, fewer runners seated)"
-              for n in budget.get("needs", ()))]
+            *(_need(n, budget["slices"]) for n in budget.get("needs", ()))]
+
+
+def _need(need: dict[str, Any], slices: list[dict[str, Any]]) -> str:
+    """A runner whose writes cost more than a share: waiting for a larger one, or holding
+    it while its writes stay that dear."""
+    held = [s for s in slices if s["owner"] == need["owner"]
+            and s.get("least", s["share"]) >= need["units"] - 1e-9]
+    why = (f"writes of {need['units']:g} units; every share is at least that meanwhile, "
+           "fewer runners seated")
+    if held:
+        return f"  holding a larger share: {need['owner']} ({why})"
+    return f"  waiting for a larger share: {need['owner']} ({why})"
