@@ -311,7 +311,7 @@ class Mover:
                     reading = read(page.resume)
                 # the page's moves hold the lease (renewed as the unit stood before them)
                 held = await self._holding(key, unit, revision, asyncio.gather(
-                    *(move(e) for e in entries)))
+                    *(move(e) for e in entries)), ended)
                 if held is None:
                     return  # the lease was taken over: the other worker goes on
                 outcomes, (unit, revision) = held
@@ -342,22 +342,29 @@ class Mover:
                 await asyncio.gather(reading, return_exceptions=True)
 
     async def _holding(self, key: str, unit: Unit, revision: int,
-                       work: asyncio.Future[list[str]]
+                       work: asyncio.Future[list[str]], ended: Sequence[str] = ()
                        ) -> tuple[list[str], tuple[Unit, int]] | None:
-        """``work``'s outcomes, the unit's lease renewed (its progress as it stands) every
-        third of a lease while it waits (paused, held, or a budget slice too small for a
-        second): a paused mover keeps its units and status lists it, where the leases had
-        lapsed and another process took them over. None if the lease was lost meanwhile
-        (``work`` is let finish: its moves are conditional, each done once)."""
+        """``work``'s outcomes, the unit's lease renewed every third of a lease while it
+        waits (paused, held, a budget slice too small for a second, moves dearer than the
+        page was sized for): a paused mover keeps its units and status lists it, where
+        the leases had lapsed and another process took them over. A renewal records the
+        outcomes of the page's moves ``ended`` so far beside the unit's, so the moved
+        count grows within a page (it stood still for a page of dear moves, 24 s of a
+        lease of 30); the unit returned is as given, its lease renewed. None if the lease
+        was lost meanwhile (``work`` is let finish: its moves are conditional, each done
+        once)."""
         try:
             while True:
                 if await settled(work, self._clock, self._lease / 3):
                     return work.result(), (unit, revision)
-                saved = await self.records.checkpoint(key, unit, revision, lease=self._lease)
+                saved = await self.records.checkpoint(key, _counted(unit, list(ended)),
+                                                      revision, lease=self._lease)
                 if saved is None:
                     await work
                     return None
-                unit, revision = saved
+                renewed, revision = saved
+                unit = replace(renewed, moved=unit.moved, skipped=unit.skipped,
+                               unresolved=unit.unresolved)
         except BaseException:
             # stopped (Ctrl-C, a bounded step) or failed: cancel the moves as gather's
             # caller would, and take their end, so asyncio reports no unread exception
