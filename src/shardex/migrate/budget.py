@@ -396,8 +396,11 @@ class Budget(_BudgetRecord):
             rate = self.controls.rate
             short = max((cost for key, _, cost in windows
                          if not fits(cost, self._limit(now, key), rate)), default=0.0)
-            if short:  # the write waits for a share that holds it, asked for now
+            if short > self.policy.grain + _EPS:  # waits for a share that holds it, asked
                 await self._needs(short, now)
+                continue
+            if short:  # any seat holds it: it waits for one (or for claims to end) in turn
+                await self._clock.sleep(self.policy.term / 6)
                 continue
             self._keep_need(max(cost for _, _, cost in windows), now)
             wait = max([window.wait(now, cost, self._limit(now, key))
