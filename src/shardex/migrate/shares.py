@@ -16,7 +16,7 @@ import re
 from collections import deque
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from shardex.errors import MalformedItem
 
@@ -158,16 +158,9 @@ class BudgetState:
         """The state with ``owner``'s need (units, since when) renewed for ``term`` (None:
         it needs nothing more) and the lapsed ones dropped; None if that changes nothing
         (the same need renewed within the last third of a term)."""
-        kept = {o: n for o, n in self.needs.items() if o != owner and n.expires > now}
-        mine = self.needs.get(owner)
-        if need is not None:
-            if mine is not None and (mine.units, mine.since) == need \
-                    and mine.expires - now > term * 2 / 3:
-                return None
-            kept[owner] = Need(*need, _ceil(now + term))
-        elif mine is None and len(kept) == len(self.needs):
-            return None
-        return replace(self, needs=kept)
+        needs = _renewed(self.needs, owner, None if need is None
+                         else Need(*need, _ceil(now + term)), now, term)
+        return None if needs is None else replace(self, needs=needs)
 
     def to_body(self) -> dict[str, Any]:
         # a slice's list is what a runner of an earlier release reads: for one with keys,
@@ -194,13 +187,15 @@ class BudgetState:
         """The state with ``owner``'s hold renewed for ``term`` (None: its hold ended) and
         the lapsed ones dropped; None if that changes nothing that status shows (a
         renewal within the last third of a term)."""
-        holds = _renewed(self.holds, owner, reason, now, term)
+        holds = _renewed(self.holds, owner, None if reason is None
+                         else Hold(reason, now + term), now, term)
         return None if holds is None else replace(self, holds=holds)
 
     def waiting(self, owner: str, reason: str | None, now: float, term: float
                 ) -> BudgetState | None:
         """``holding`` for ``owner``'s wait between steps (None: it waits no more)."""
-        waits = _renewed(self.waits, owner, reason, now, term)
+        waits = _renewed(self.waits, owner, None if reason is None
+                         else Hold(reason, now + term), now, term)
         return None if waits is None else replace(self, waits=waits)
 
     @classmethod
@@ -286,17 +281,21 @@ def _floats(values: Iterable[Any], count: int) -> tuple[float, ...]:
     return found
 
 
-def _renewed(marks: Mapping[str, Hold], owner: str, reason: str | None, now: float,
-             term: float) -> dict[str, Hold] | None:
-    """``marks`` with ``owner``'s renewed for ``term`` (None: it ended) and the lapsed
-    ones dropped; None if that changes nothing status shows (a renewal of the same reason
-    within the last third of a term)."""
+_Mark = TypeVar("_Mark", Hold, Need)
+
+
+def _renewed(marks: Mapping[str, _Mark], owner: str, mark: _Mark | None, now: float,
+             term: float) -> dict[str, _Mark] | None:
+    """``marks`` with ``owner``'s replaced by ``mark``, renewed until its ``expires``
+    (None: it ended), and the lapsed ones dropped; None if that changes nothing status
+    shows (the same mark but its expiry, renewed within the last third of a term)."""
     kept = {o: m for o, m in marks.items() if o != owner and m.expires > now}
     mine = marks.get(owner)
-    if reason is not None:
-        if mine is not None and mine.reason == reason and mine.expires - now > term * 2 / 3:
+    if mark is not None:
+        if mine is not None and replace(mine, expires=mark.expires) == mark \
+                and mine.expires - now > term * 2 / 3:
             return None
-        kept[owner] = Hold(reason, now + term)
+        kept[owner] = mark
     elif mine is None and len(kept) == len(marks):
         return None
     return kept
