@@ -22,7 +22,7 @@ from typing import Any
 
 from shardex.clock import Clock
 from shardex.fanout import FanOut
-from shardex.fanout.merge import Reach, Reader
+from shardex.fanout.merge import Reader
 from shardex.keys import parse_shard_key
 from shardex.model.entries import Placement, Position, QueryPage, StoredEntry
 from shardex.retry import RetryPolicy, call_with_retry
@@ -92,7 +92,7 @@ class CrossReads:
 
         A row stays where its item's truth is that very entry's position (the truth
         itself stands in for it, the newer version); a stale, unconfirmed or deleted
-        row is dropped. T is read up to ``bound`` (how far S had been read when the
+        row is dropped. T is read up to ``until`` (how far S had been read when the
         request was sent) and no further (``Store.query``'s ``until``).
         Dropping a row whose item's truth lies elsewhere loses no entry present
         throughout the listing: at that entry's position S was read first; if S's read
@@ -102,11 +102,10 @@ class CrossReads:
         value, holds = self.value, self._holds
 
         async def read(key: str, after: Position | None, descending: bool, limit: int,
-                       bound: Reach, hedged: bool) -> QueryPage:
+                       until: Position | None, hedged: bool) -> QueryPage:
             sent = holds.sent()
             try:
-                page = await target.read(key, after, descending, limit, hedged,
-                                         bound[1] if bound[0] else None)
+                page = await target.read(key, after, descending, limit, hedged, until)
             except BaseException:
                 holds.gone(sent)
                 raise

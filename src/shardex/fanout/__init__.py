@@ -310,7 +310,7 @@ class FanOut:
                 # sent, and a copy of a store page costs as much as the page
                 page = await (self._query(key, after, descending, size, not ahead, until)
                               if reader is None
-                              else reader(key, after, descending, size, bound, not ahead))
+                              else reader(key, after, descending, size, until, not ahead))
             except asyncio.CancelledError:
                 if stream.generation == generation:
                     stream.pending = None

@@ -101,9 +101,10 @@ Reach = tuple[bool, Position | None]
 EVERYTHING: Reach = (False, None)
 
 # A shard read somewhere other than the fan-out's store (a second phase on another store,
-# ``shardex.tierreads``): (key, after, descending, limit, bound, hedged) -> its page, of
-# which nothing beyond ``bound`` (how far the first phase had been read) is kept.
-Reader = Callable[[str, Position | None, bool, int, Reach, bool], Awaitable[QueryPage]]
+# ``shardex.tierreads``): (key, after, descending, limit, until, hedged) -> its page, read
+# up to ``until`` (how far the first phase had been read; None: to the end) and no further.
+Reader = Callable[[str, Position | None, bool, int, Position | None, bool],
+                  Awaitable[QueryPage]]
 
 
 def reach(streams: Sequence[ShardStream], descending: bool) -> Reach:
