@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 
-from shardex.model.entries import Position, QueryPage, StoredEntry
+from shardex.model.entries import Position, QueryPage, StoredEntry, beyond
 
 __all__ = ["EVERYTHING", "GROWTH", "Reach", "Reader", "ShardStream", "ahead_of", "merge_safe",
            "newest_per_item", "reach", "share", "sized", "trailing", "within"]
@@ -88,9 +88,8 @@ class ShardStream:
         """A page read up to ``bound`` (``Store.query``'s ``until``) that ended there leaves
         the stream at ``bound``, not at its end: it reads on from there. Anything read
         beyond ``bound`` is forgotten, to be read again from there."""
-        beyond = self.after is not None and (self.after < bound if descending
-                                             else self.after > bound)
-        if self.exhausted or beyond:
+        if self.exhausted or (self.after is not None
+                              and beyond(self.after, bound, descending)):
             del self.buffer[_safe(self, bound, descending):]
             self.after, self.exhausted = bound, False
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shardex.index import Entry
-from shardex.model.entries import Position
+from shardex.model.entries import Position, beyond
 
 __all__ = ["Tracker"]
 
@@ -87,8 +87,7 @@ class Tracker:
         bound = positions[-1] if positions and not complete else None
         lives = reversed(self._lives.items()) if descending else iter(self._lives.items())
         for item_id, life in lives:
-            if bound is not None and (life.position < bound if descending
-                                      else life.position > bound):
+            if bound is not None and beyond(life.position, bound, descending):
                 break
             owed = (life.in_acked is not None and life.in_acked <= start
                     and life.out_started is None)

@@ -26,7 +26,7 @@ from shardex.errors import (
     StoreError,
     Unavailable,
 )
-from shardex.model.entries import Placement, Position, StoredEntry, up_to
+from shardex.model.entries import Placement, Position, StoredEntry, beyond, up_to
 from shardex.stores.base import Capabilities
 from shardex.stores.dynamodb.client import DynamoDBClient
 from shardex.stores.dynamodb.codec import from_attributes
@@ -162,8 +162,7 @@ class SourceTableLayout(Layout):
         rows = sorted(await self._rows(shard_key, rec), key=lambda e: e.position,
                       reverse=descending)
         if after is not None:
-            rows = [e for e in rows if (e.position < after if descending
-                                        else e.position > after)]
+            rows = [e for e in rows if beyond(e.position, after, descending)]
         page = rows[:limit]
         return up_to(page, page[-1].position if len(rows) > limit else None, until, descending)
 
