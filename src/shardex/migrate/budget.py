@@ -260,8 +260,7 @@ class Budget(_BudgetRecord):
             self.share = 0.0  # paused or held: stop at once, before the record says so
             self._shares = None
         keys = self._keys()
-        units, since, wanted = self._need
-        need = (units, since) if self._clock.wall() - wanted < term / 3 else None
+        need = self._need[:2] if self._needing(self._clock.wall()) else None
 
         def renewing(state: BudgetState, now: float) -> BudgetState:
             state = state.needing(self.owner, need, now, term) or state
@@ -418,8 +417,8 @@ class Budget(_BudgetRecord):
     async def _needs(self, units: float, now: float) -> None:
         """A write of ``units`` waits for a share that holds it: record the need (a
         renewal at once if it is new or larger) and wait a while, or until a renewal."""
-        known, since, wanted = self._need
-        fresh = known > 0 and now - wanted < self.policy.term / 3
+        known, since, _ = self._need
+        fresh = self._needing(now)
         self._need = (max(units, known), since, now) if fresh else (units, now, now)
         if not fresh or units > known + _EPS:
             await self._renew_now()
@@ -432,10 +431,15 @@ class Budget(_BudgetRecord):
         given up after each, the seat went to the other needy process and back, a
         hand-over of two seconds or more between moves: two runners of 4 KB entries at a
         rate of 12 took 2.2x one runner's time), and lapses a third of a term after."""
-        known, since, wanted = self._need
-        if known > 0 and cost > self.policy.grain + _EPS \
-                and now - wanted < self.policy.term / 3:
+        known, since, _ = self._need
+        if cost > self.policy.grain + _EPS and self._needing(now):
             self._need = (max(known, cost), since, now)
+
+    def _needing(self, now: float) -> bool:
+        """True while this process's need lives: a write waited for it, or one as dear
+        went, within the last third of a term."""
+        units, _, wanted = self._need
+        return units > 0 and now - wanted < self.policy.term / 3
 
     async def _spend_shared(self, costs: Mapping[str, float],
                             hold: Callable[[], float] | None) -> None:
