@@ -3,6 +3,7 @@ layouts, the document it prints, and ``plan --verify``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -18,10 +19,11 @@ from shardex.errors import InvalidInput
 from shardex.routing import Routing, ShardPolicy
 from shardex.scenarios.replay import replay
 from shardex.scenarios.simulate import simulate
-from shardex.scenarios.workload import load_workload, workload_from_dict
+from shardex.scenarios.workload import Schedule, load_workload, workload_from_dict
 from shardex.sim import profile
 from shardex.sim.clock import run_virtual
 from shardex.sim.fluid import Flow, FluidEngine, Part
+from shardex.sim.spread import Quiet
 from tests import heat_samples as samples
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "orders_workload.toml"
@@ -401,3 +403,112 @@ def test_a_steady_second_worked_out_once_gives_what_working_it_out_again_gives(
     slow = simulate(workload, routing, profile(**options)).to_dict()
     assert fast["partitions"]["table"]["last"] > fast["partitions"]["table"]["first"]
     assert fast == slow
+
+
+@pytest.fixture
+def shared(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The seconds the rate engine works out afresh (``FluidEngine._share``'s calls)."""
+    calls: list[int] = []
+    share = FluidEngine._share
+
+    def counted(self: FluidEngine, *args: Any) -> Any:
+        calls.append(1)
+        return share(self, *args)
+
+    monkeypatch.setattr(FluidEngine, "_share", counted)
+    return calls
+
+
+@pytest.mark.parametrize("partitions", [3, 7, 20_000])
+def test_a_spread_far_below_every_ceiling_is_accepted_whole_and_worked_out_once(
+        partitions: int, shared: list[int]) -> None:
+    """Placement records spread over many partitions, each far below its ceiling, are all
+    accepted: nothing refused, no throttle reason (the shares' sum is no exact 1.0 in
+    floating point, and 20,000 of them had refused 2e-13 of the reads, each second a
+    throttle, each second worked out again)."""
+    engine = FluidEngine(profile(partitions=partitions, warm_write=4e7, warm_read=1.2e8))
+    reads = [Flow(3.0, False, (Part(0, None, 1.0),))]
+    writes = [Flow(3.0, True, (Part(0, engine.key("HOT"), 2.0), Part(0, None, 2.0)))]
+    for second in range(5):
+        for flows in (reads, writes):
+            for result in engine.step(second, flows):
+                assert (result.accepted, result.refused, result.reason) == (3.0, 0.0, None)
+    assert len(shared) == 2
+
+
+_RATES = st.sampled_from([0, 5, 40, 300, 900, 2500])
+_VALUE = st.fixed_dictionaries({"write": st.one_of(_RATES, st.tuples(_RATES, _RATES).map(
+    lambda r: [[0, r[0]], [25, r[1]]])), "read": st.sampled_from([0, 3, 60]),
+    "sort": st.sampled_from(["rising", "spread"]),
+    "item_bytes": st.sampled_from([200, 1024, 5000])}, optional={
+    "bursts": st.just([{"at": 12, "seconds": 6, "write": 3000}])})
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.dictionaries(st.sampled_from(["A", "B", "C"]), _VALUE, min_size=1),
+       partitions=st.sampled_from([1, 3, 8, 60, 400]), shards=st.sampled_from([1, 2, 5]),
+       gsi=st.booleans(), items=st.sampled_from([None, 50.0, 4000.0]))
+def test_skipping_the_quiet_partitions_of_a_steady_second_changes_nothing(
+        values: dict[str, Any], partitions: int, shards: int, gsi: bool,
+        items: float | None) -> None:
+    """A remembered second leaves the partitions only placement records reach, far from
+    hot, untouched (``Quiet``): the run's every figure is the one that taking their units
+    each second gives, through bursts, steps, splits and table limits."""
+    doc = {"duration": 50, "values": values}
+    workload = workload_from_dict(doc)
+    if items is not None:
+        workload = dataclasses.replace(workload, item_writes=Schedule(((0.0, items),)))
+    options = {"partitions": partitions, "warm_write": 4000.0, "warm_read": 12000.0,
+               "split_delay_seconds": 8.0, "peak_window_seconds": 20.0}
+    table = profile("dynamodb-gsi" if gsi else "dynamodb-on-demand", **options)
+    routing = Routing(overrides={"A": ShardPolicy(shards=shards)})
+    formed = []
+    original = Quiet.form
+
+    def counted(self: Quiet, *args: Any) -> None:
+        original(self, *args)
+        formed.append(len(self.parts or ()))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Quiet, "form", counted)
+        skipping = simulate(workload, routing, table).to_dict()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Quiet, "form", _never_quiet)
+        taking = simulate(workload, routing, table).to_dict()
+    assert skipping == taking
+    if partitions >= 60:
+        assert max(formed, default=0) > 0  # the runs did skip some
+
+
+def _never_quiet(self: Quiet, *args: Any) -> None:
+    self.gen += 1
+    self.parts = set()
+
+
+def test_units_a_steady_second_skipped_on_quiet_partitions_count_when_another_second_looks(
+        ) -> None:
+    """A remembered second's reads left untaken on quiet partitions are taken once a flow
+    worked out afresh in the same second needs their room: it gets what is left."""
+    engine = FluidEngine(profile(partitions=4, warm_read=1e6))
+    steady = [Flow(4000.0, False, (Part(0, None, 1.0),))]  # 1,000 a partition: cold
+    for second in range(4):  # remembered from the second second on: quiet from the third
+        engine.step(second, steady)
+    assert engine._quiet.parts
+    engine.step(4, steady)
+    fresh = [Flow(10000.0, False, (Part(0, None, 1.0),))]
+    # each partition's 3,000 read units less the steady 1,000: 2,000 of the 2,500 asked
+    assert engine.step(4, fresh)[0].accepted == pytest.approx(8000.0)
+
+
+def test_writes_their_locates_hold_back_alike_each_second_are_worked_out_once(
+        shared: list[int]) -> None:
+    """Item writes whose placement reads are throttled the same share each second are the
+    same flows each second, which the rate engine shares once (they were new flows every
+    second: a plan's verify of a hot table took minutes)."""
+    workload = dataclasses.replace(
+        workload_from_dict({"duration": 60, "values": {"HOT": {"write": 400}}}),
+        item_writes=Schedule(((0.0, 5000.0),)))
+    sim = simulate(workload, Routing(), profile(partitions=1, write_ceiling=1e6, warm_read=1e6,
+                                                warm_write=1e7))
+    assert 0.5 < sim.values["HOT"].ratio < 0.7  # 3,000 of 5,000 placements read a second
+    assert len(shared) <= 6

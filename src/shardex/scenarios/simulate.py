@@ -325,6 +325,7 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
         for write in (True, False):
             sim.tables.append(_Table(resource.kind, write))
     built: tuple[tuple[float, ...], _Flows, _Flows] | None = None
+    held: tuple[list[Flow], float, list[Flow]] | None = None  # the writes a locate lets by
     for second in range(workload.duration):
         rates = _rates(workload, float(second))
         if built is None or built[0] != rates:
@@ -336,10 +337,16 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
             reads.flows, read_results, reads.ends, strict=True) if ends == (("", "locate"),)),
             1.0)
         _account(sim, reads, read_results, {})
-        # an operation whose locate was throttled never gets to write
-        sent = writes.flows if located >= 1.0 else [
-            flow._replace(rate=flow.rate * located) if _placed(flow) else flow
-            for flow in writes.flows]
+        # an operation whose locate was throttled never gets to write; the same flows
+        # held back alike are the same object, which the engine works out once
+        if located >= 1.0:
+            sent = writes.flows
+        elif held is not None and held[0] is writes.flows and held[1] == located:
+            sent = held[2]
+        else:
+            sent = [flow._replace(rate=flow.rate * located) if _placed(flow) else flow
+                    for flow in writes.flows]
+            held = (writes.flows, located, sent)
         now_counts: dict[str, list[float]] = {}
         _account(sim, writes, engine.step(second, sent), now_counts)
         for value, (offered, accepted) in sim.timeline.items():

@@ -17,6 +17,11 @@ each offered at a rate. Each second it
 4. takes what was accepted, and counts the rest as refused demand (heat), as a
    throttled request is counted.
 
+A steady second (the same flows, nothing split, no limit moved) is shared as the one
+before it was, and leaves the partitions that only spread parts reach, far from hot, as
+they were (``shardex.sim.spread.Quiet``): a table of 100,000 partitions costs a steady
+second what its hot keys' partitions cost.
+
 Keys are named once (``FluidEngine.key``) with the order their sort values come in:
 ``rising`` (a timestamp: a hot key never splits by sort value) or ``spread``. A part
 with no key is spread over every partition of its table in proportion to the share of
@@ -36,6 +41,7 @@ from typing import NamedTuple
 
 from shardex.sim.partitions import KeyTrack, Partition, Slot
 from shardex.sim.profiles import Profile
+from shardex.sim.spread import Quiet, Spread
 from shardex.sim.table import KEY_RANGE, Resource
 
 __all__ = ["Flow", "FlowResult", "FluidEngine", "Part"]
@@ -101,12 +107,15 @@ class FluidEngine:
         self._pseudo: dict[Partition, tuple[int, int]] = {}
         # id(flows) -> (flows, state, where each part landed, spreads, results): see step
         self._memo: dict[int, tuple[Sequence[Flow], tuple[float, ...], list[list[_Where]],
-                                    list[_Spread], list[FlowResult]]] = {}
+                                    list[Spread], list[FlowResult]]] = {}
         # token buckets change from second to second: no second is like the one before
         self._cacheable = profile.capacity == "on-demand"
         # resource -> (partition map generation, (slot, partition, share) each, the shares)
         self._spreads: dict[int, tuple[int, list[tuple[Slot, Partition, float]],
                                        list[tuple[Partition, float]]]] = {}
+        # the partitions some remembered second places a key on: never quiet
+        self._keyed: set[Partition] = set()
+        self._quiet = Quiet()
 
     def key(self, name: str, *, index: bool = False, rising: bool = True) -> int:
         """Name a key once; return its id for ``Part``.
@@ -189,12 +198,14 @@ class FluidEngine:
         if memo is not None and memo[0] is flows and memo[1] == state and \
                 self._roll_all(memo[2], memo[3], second) == state:
             _, _, known, remembered, shared = memo
+            self._quiet.calm(self.resources, self._keyed)
             again = [FlowResult(r.accepted, r.refused, r.reason, r.partition) for r in shared]
             for write, group in self._groups(flows):
                 self._apply([flows[i] for i in group], [known[i] for i in group],
                             [again[i] for i in group], remembered, write, now)
             return again
-        spread_of: dict[tuple[int, bool], _Spread] = {}
+        self._quiet.wake(second, self._pseudo)
+        spread_of: dict[tuple[int, bool], Spread] = {}
         placed: list[list[_Where]] = []
         for flow in flows:
             where: list[_Where] = []
@@ -202,7 +213,7 @@ class FluidEngine:
                 if part.key is None:
                     spread = spread_of.get((part.resource, flow.write))
                     if spread is None:
-                        spread = spread_of[(part.resource, flow.write)] = _Spread(
+                        spread = spread_of[(part.resource, flow.write)] = Spread(
                             part.resource, flow.write, self.spread(part.resource, second))
                     where.append(_Where(part.resource, part.units, None, spread))
                 else:
@@ -221,6 +232,8 @@ class FluidEngine:
             self._apply([flows[i] for i in group], [placed[i] for i in group],
                         [results[i] for i in group], spreads, write, now)
         if self._cacheable:
+            self._keyed.update(part for where in placed for w in where
+                               for part, _ in w.shares or ())
             self._memo[id(flows)] = (flows, self._state(), placed, spreads,
                                      [FlowResult(r.accepted, r.refused, r.reason, r.partition)
                                       for r in results])
@@ -234,7 +247,7 @@ class FluidEngine:
                     resource.table.limit(False)[0])
         return tuple(out)
 
-    def _roll_all(self, placed: list[list[_Where]], spreads: list[_Spread],
+    def _roll_all(self, placed: list[list[_Where]], spreads: list[Spread],
                   second: int) -> tuple[float, ...]:
         """Roll every partition a remembered second touched; split those due."""
         for where in placed:
@@ -242,7 +255,7 @@ class FluidEngine:
                 for part, _ in w.shares or ():
                     self._roll(part, second)
         for spread in spreads:
-            for part, _ in spread.parts:
+            for part, _ in self._quiet.loud(spread):
                 self._roll(part, second)
         return self._state()
 
@@ -287,7 +300,7 @@ class FluidEngine:
                 out.append((parts[i], hi - lo))
         return out
 
-    def _share(self, flows: list[Flow], placed: list[list[_Where]], spreads: list[_Spread],
+    def _share(self, flows: list[Flow], placed: list[list[_Where]], spreads: list[Spread],
                write: bool, now: float) -> list[FlowResult]:
         """Share the partitions' and tables' room of one second among flows of one kind."""
         spreads = [spread for spread in spreads if spread.write is write]
@@ -368,7 +381,7 @@ class FluidEngine:
         return results
 
     def _apply(self, flows: list[Flow], placed: list[list[_Where]],
-               results: list[FlowResult], spreads: list[_Spread], write: bool,
+               results: list[FlowResult], spreads: list[Spread], write: bool,
                now: float) -> None:
         spreads = [spread for spread in spreads if spread.write is write]
         for spread in spreads:
@@ -390,8 +403,11 @@ class FluidEngine:
                         partition.take(taken * weight, write, flow.strong, now, w.h, 1.0)
                     if refused:
                         partition.refuse(refused * weight, write, w.h)
+        quiet = self._quiet
         for spread in spreads:
-            spread.apply(write, now, self._pseudo)
+            if quiet.parts and not quiet.skip(spread, write, now, int(now)):
+                quiet.wake(int(now), self._pseudo)  # over its budget: every part takes it
+            spread.apply(write, now, self._pseudo, quiet.loud(spread))
 
 
 class _Where(NamedTuple):
@@ -400,51 +416,8 @@ class _Where(NamedTuple):
     resource: int
     units: float
     shares: list[tuple[Partition, float]] | None
-    spread: _Spread | None
+    spread: Spread | None
     h: int = 0
-
-
-class _Spread:
-    """A resource's spread parts of one second: its partitions, each with its share of the
-    hash space (summing to 1), the units asked of them and the share they accept."""
-
-    __slots__ = ("_factors", "factor", "limiter", "parts", "refused", "resource", "strong",
-                 "taken", "units", "write")
-
-    def __init__(self, resource: int, write: bool, parts: list[tuple[Partition, float]]) -> None:
-        whole = sum(weight for _, weight in parts)
-        self.resource = resource
-        self.write = write
-        self.parts = [(p, weight / whole) for p, weight in parts] if whole > 0 else []
-        self.reset()
-
-    def reset(self) -> None:
-        self.units = self.taken = self.refused = 0.0
-        self.factor = 1.0
-        self.strong = False
-        self.limiter: Partition | None = None
-        self._factors: dict[Partition, float] = {}
-
-    def settle(self, factor: dict[Partition, float]) -> None:
-        """The expected share accepted of an operation landing on one of the partitions."""
-        self.factor = sum(factor[p] * weight for p, weight in self.parts) if self.parts \
-            else 1.0
-        self.limiter = min(self.parts, key=lambda s: factor[s[0]])[0] if self.parts else None
-        self._factors = factor
-
-    def apply(self, write: bool, now: float, pseudo: dict[Partition, tuple[int, int]]) -> None:
-        """Take what was accepted, in proportion to what each partition could accept."""
-        if not self.parts or not (self.taken or self.refused):
-            return
-        asked = self.taken + self.refused
-        factors = self._factors
-        accepted_weight = sum(factors.get(p, 1.0) * w for p, w in self.parts) or 1.0
-        scale = self.taken / accepted_weight
-        for partition, weight in self.parts:
-            taken = scale * weight * factors.get(partition, 1.0)
-            refused = asked * weight - taken
-            partition.spread(taken, refused if refused > 0 else 0.0, write, self.strong, now,
-                             1.0, pseudo.get(partition, (0, 0)))
 
 
 def _accepted(where: list[_Where], factor: dict[Partition, float]
