@@ -214,6 +214,7 @@ class Budget(_BudgetRecord):
         self._idle = False  # True once it gave its slice up for want of work
         # the units a write waits for a share of, since when, and when it last waited
         self._need = (0.0, 0.0, -math.inf)
+        self._dear_at = -math.inf  # when a write dearer than the grain last went
 
     @property
     def rate(self) -> float:
@@ -427,12 +428,16 @@ class Budget(_BudgetRecord):
 
     def _keep_need(self, cost: float, now: float) -> None:
         """A write of ``cost`` goes within the share: a need it had keeps this process
-        seated while its writes stay dearer than the grain (they are its unit's entries;
-        given up after each, the seat went to the other needy process and back, a
-        hand-over of two seconds or more between moves: two runners of 4 KB entries at a
-        rate of 12 took 2.2x one runner's time), and lapses a third of a term after."""
+        seated while it writes and a write dearer than the grain went within the last
+        term (they are its unit's entries; given up after each, the seat went to the other
+        needy process and back, a hand-over of two seconds or more between moves: two
+        runners of 4 KB entries at a rate of 12 took 2.2x one runner's time; kept only
+        from one dear write to the next, it lapsed while the cheaper ones between them
+        waited for the window), and lapses a third of a term after its last write."""
         known, since, _ = self._need
-        if cost > self.policy.grain + _EPS and self._needing(now):
+        if cost > self.policy.grain + _EPS:
+            self._dear_at = now
+        if self._needing(now) and now - self._dear_at < self.policy.term:
             self._need = (max(known, cost), since, now)
 
     def _needing(self, now: float) -> bool:
