@@ -4,14 +4,19 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from io import StringIO
 from itertools import pairwise
+from typing import Any
 
+import pytest
 from rich.console import Console
 
 from shardex import Routing, ShardedIndex, ShardPolicy
 from shardex.commands.reshard import _Reporter
 from shardex.metrics import MetricsRecorder
+from shardex.migrate import mover
 from shardex.reshard import Progress, Resharder
 from shardex.sim.clock import run_virtual
 from shardex.stores.memory import MemoryStore
@@ -141,32 +146,54 @@ def test_the_rate_shown_while_moving_is_over_the_checkpoints_not_between_them() 
     assert max(rates) < 2.5 * min(rates), [(r.moved, r.rate) for r in moving]
 
 
+def test_a_unit_of_dear_moves_reads_a_page_every_quarter_lease(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages are sized for moves as dear as the last page's: entries of 4 KB at a rate of
+    20 (10 units a move) come 15 to a page, a quarter of a 30 s lease, where a page sized
+    for moves of 2 units held 75 of them, 37.5 s of moves (half of them in place: 19 s),
+    the read-ahead and the page's checkpoint that far apart."""
+    reads: list[tuple[float, int]] = []
+    read_page = mover.read_page
+
+    def timed(layouts: Any, key: str, after: Any, limit: int, pace: Any) -> Any:
+        reads.append((asyncio.get_running_loop().time(), limit))
+        return read_page(layouts, key, after, limit, pace)
+
+    monkeypatch.setattr(mover, "read_page", timed)
+    run_virtual(_reshard_dear(400, 4200))
+    assert len(reads) >= 10, reads
+    assert {limit for _, limit in reads[1:]} == {15}, reads
+    assert max(b - a for (a, _), (b, _) in pairwise(reads[1:])) <= 30.0 / 4 * 1.5, reads
+
+
+async def _reshard_dear(entries: int, nbytes: int,
+                        report: Callable[[Progress], None] | None = None) -> None:
+    """Reshard P's ``entries`` of about ``nbytes`` each from 2 keys to 4 at a rate of 20,
+    with a unit lease of 30 s."""
+    store = MemoryStore(seed=3)
+    async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(2)}),
+                            routing_lease=3.0) as app:
+        for i in range(entries):
+            await app.put("P", f"o-{i:04d}", sort=f"{i:04d}", attrs={"blob": "x" * nbytes})
+        async with Resharder(store, "orders", seed=1, unit_lease=30.0, rate=20.0,
+                             progress=report) as rs:
+            await rs.start({"P": ShardPolicy(4)}, margin=0.5)
+            await rs.run(until="verified")
+
+
 def test_the_moved_count_grows_within_a_page_of_dear_moves() -> None:
     """Entries of 4 KB at a rate of 20 (10 units a move): a page sized for moves of 2
     units takes most of a lease to move. The unit's lease renewals record what moved so
     far, so the count grows every third of a lease; it stood at 0 for the first 24 s of
     moving, and at 55 for 18 s (by hand on DynamoDB Local: "moved 0 of 157" for 25 s
     while entries moved)."""
-    async def main() -> list[tuple[float, int]]:
-        store = MemoryStore(seed=3)
-        clock = store.clock
-        seen: list[tuple[float, int]] = []
+    seen: list[tuple[float, int]] = []
 
-        def report(progress: Progress) -> None:
-            if progress.note == "moving entries":
-                seen.append((clock.now(), progress.moved))
+    def report(progress: Progress) -> None:
+        if progress.note == "moving entries":
+            seen.append((asyncio.get_running_loop().time(), progress.moved))
 
-        async with ShardedIndex(store, "orders", Routing(overrides={"P": ShardPolicy(2)}),
-                                routing_lease=3.0) as app:
-            for i in range(160):
-                await app.put("P", f"o-{i:04d}", sort=f"{i:04d}", attrs={"blob": "x" * 4200})
-            async with Resharder(store, "orders", seed=1, unit_lease=30.0, rate=20.0,
-                                 progress=report) as rs:
-                await rs.start({"P": ShardPolicy(4)}, margin=0.5)
-                await rs.run(until="verified")
-        return seen
-
-    seen = run_virtual(main())
+    run_virtual(_reshard_dear(160, 4200, report))
     changes = [seen[0][0]] + [at for (_, before), (at, moved) in pairwise(seen)
                               if moved != before]
     gaps = [b - a for a, b in pairwise(changes)]

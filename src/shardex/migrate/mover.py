@@ -100,9 +100,16 @@ def migration_of(routing: Routing) -> Transition | None:
     return None if routing.adoption is None else routing.adoption.migration
 
 
-def _page_size(rate: float, lease: float) -> int:
-    # a page takes about a quarter of the lease at the rate (2 units a write)
-    return max(1, min(100, int(rate * lease / 8)))
+_FIRST_PAGE = 10
+
+
+def _page_size(rate: float, lease: float, cost: float | None = 2.0) -> int:
+    """Entries a page holds: it takes about a quarter of the lease at the rate, each
+    write costing ``cost`` units. None: not known yet (the process's first page), which
+    holds at most ``_FIRST_PAGE`` entries, so that a first page of dear ones does not
+    take most of the lease."""
+    size = max(1, min(100, int(rate * lease / 4 / max(cost or 2.0, 1.0))))
+    return size if cost is not None else min(size, _FIRST_PAGE)
 
 
 class Mover:
@@ -138,6 +145,7 @@ class Mover:
         self._read_rate = read_rate
         self._workers = workers
         self._lease = unit_lease
+        self._move_cost: float | None = None  # units a move took, the last page's mean
         self._worker = worker
         self._split = split_every
         self._rng = random.Random(seed)
@@ -281,7 +289,7 @@ class Mover:
         rate = self._unit_rate(routing, unit)
         pace = Pace(rate, self._clock)
         reads = Pace(self._read_rate, self._clock)
-        page_size = _page_size(rate, self._lease)
+        page_size = _page_size(rate, self._lease, self._move_cost)
         window = asyncio.Semaphore(_BATCH)
         followed = -math.inf  # when the unit last looked at the rate in force
         ended: list[str] = []  # the outcomes of the page's moves that ended so far
@@ -307,6 +315,9 @@ class Mover:
                 reading = None
                 entries = [e for e in page.entries if unit.contains(e.position)]
                 finished = page.resume is None or len(entries) < len(page.entries)
+                if entries:  # the next page sized for moves as dear as this one's
+                    self._move_cost = sum(self.layouts.cost(e) for e in entries) / len(entries)
+                    page_size = _page_size(rate, self._lease, self._move_cost)
                 if not finished:  # the next page is read while this one's entries move
                     reading = read(page.resume)
                 # the page's moves hold the lease (renewed as the unit stood before them)
