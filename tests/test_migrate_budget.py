@@ -271,6 +271,19 @@ def test_a_process_needing_more_than_its_share_takes_a_seat_and_gives_it_back() 
     assert not fits(12.0, 5.0, 10.0)
 
 
+def test_a_process_giving_its_slice_up_takes_its_need_with_it() -> None:
+    """A process that leaves (its run ended, or it is idle) needs nothing more: its need
+    goes with its slice, and the grain in force is the policy's again (status had gone
+    on saying the runner waited for a larger share after the run had ended)."""
+    state = BudgetState()
+    state, _ = lease(state, "a", 10.0, 0.0, POLICY, {"K"})
+    state = state.needing("a", (8.0, 0.0), 0.0, POLICY.term) or state
+    assert state.grain(0.5, POLICY) == 8.0
+    state = release(state, "a", 0.5, POLICY)
+    assert "a" not in state.needs
+    assert state.grain(0.5, POLICY) == POLICY.grain
+
+
 def test_processes_on_different_keys_each_take_the_whole_rate_and_share_a_common_key() -> None:
     """Two processes draining a source key each into one key they both fill: the whole
     rate on each one's own key, half on the one they share (a slice of every key had

@@ -436,8 +436,9 @@ def unblocked_at(state: BudgetState, owner: str, rate: float, now: float,
 
 def release(state: BudgetState, owner: str, now: float, policy: BudgetPolicy) -> BudgetState:
     """``owner`` gives its slice up: still claimed for ``linger`` seconds, then gone; its
-    hold, if any, goes with it."""
+    hold and its need, if any, go with it."""
     state = state.holding(owner, None, now, policy.term) or state
+    state = state.needing(owner, None, now, policy.term) or state
     mine = state.slices.get(owner)
     if mine is None:
         return state
