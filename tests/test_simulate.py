@@ -437,9 +437,10 @@ def test_a_spread_far_below_every_ceiling_is_accepted_whole_and_worked_out_once(
 
 
 _RATES = st.sampled_from([0, 5, 40, 300, 900, 2500])
-_VALUE = st.fixed_dictionaries({"write": st.one_of(_RATES, st.tuples(_RATES, _RATES).map(
-    lambda r: [[0, r[0]], [25, r[1]]])), "read": st.sampled_from([0, 3, 60]),
-    "sort": st.sampled_from(["rising", "spread"]),
+_VALUE = st.fixed_dictionaries({"write": st.one_of(_RATES, st.lists(_RATES, min_size=2,
+                                                                   max_size=12).map(
+    lambda rates: [[4 * i, r] for i, r in enumerate(rates)])),
+    "read": st.sampled_from([0, 3, 60]), "sort": st.sampled_from(["rising", "spread"]),
     "item_bytes": st.sampled_from([200, 1024, 5000])}, optional={
     "bursts": st.just([{"at": 12, "seconds": 6, "write": 3000}])})
 
@@ -448,12 +449,14 @@ _VALUE = st.fixed_dictionaries({"write": st.one_of(_RATES, st.tuples(_RATES, _RA
 @given(values=st.dictionaries(st.sampled_from(["A", "B", "C"]), _VALUE, min_size=1),
        partitions=st.sampled_from([1, 3, 8, 60, 400]), shards=st.sampled_from([1, 2, 5]),
        gsi=st.booleans(), items=st.sampled_from([None, 50.0, 4000.0]))
-def test_skipping_the_quiet_partitions_of_a_steady_second_changes_nothing(
+def test_leaving_the_quiet_partitions_as_they_are_changes_nothing(
         values: dict[str, Any], partitions: int, shards: int, gsi: bool,
         items: float | None) -> None:
-    """A remembered second leaves the partitions only placement records reach, far from
-    hot, untouched (``Quiet``): the run's every figure is the one that taking their units
-    each second gives, through bursts, steps, splits and table limits."""
+    """The rate engine leaves the partitions only placement records reach, far from hot,
+    as they are (``Quiet``): the run's every figure is the one that rolling them and
+    taking their units each second gives, to the bit, through rates that change every
+    few seconds, bursts, splits and table limits (summed apart, the weights' rounding
+    moved a split point that a heat of 44.25 put on a knife's edge)."""
     doc = {"duration": 50, "values": values}
     workload = workload_from_dict(doc)
     if items is not None:
@@ -462,26 +465,25 @@ def test_skipping_the_quiet_partitions_of_a_steady_second_changes_nothing(
                "split_delay_seconds": 8.0, "peak_window_seconds": 20.0}
     table = profile("dynamodb-gsi" if gsi else "dynamodb-on-demand", **options)
     routing = Routing(overrides={"A": ShardPolicy(shards=shards)})
-    formed = []
-    original = Quiet.form
+    quiet: list[int] = []
+    calm = Quiet.calm
 
     def counted(self: Quiet, *args: Any) -> None:
-        original(self, *args)
-        formed.append(len(self.parts or ()))
+        calm(self, *args)
+        quiet.append(len(self.parts or ()))
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Quiet, "form", counted)
-        skipping = simulate(workload, routing, table).to_dict()
+        patch.setattr(Quiet, "calm", counted)
+        leaving = simulate(workload, routing, table).to_dict()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Quiet, "form", _never_quiet)
+        patch.setattr(Quiet, "calm", _never_quiet)
         taking = simulate(workload, routing, table).to_dict()
-    assert skipping == taking
+    assert leaving == taking
     if partitions >= 60:
-        assert max(formed, default=0) > 0  # the runs did skip some
+        assert max(quiet, default=0) > 0  # the runs did leave some
 
 
 def _never_quiet(self: Quiet, *args: Any) -> None:
-    self.gen += 1
     self.parts = set()
 
 

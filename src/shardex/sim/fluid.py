@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 from shardex.sim.partitions import KeyTrack, Partition, Slot
 from shardex.sim.profiles import Profile
-from shardex.sim.spread import Quiet, Spread
+from shardex.sim.spread import Quiet, Spread, Spreading
 from shardex.sim.table import KEY_RANGE, Resource
 
 __all__ = ["Flow", "FlowResult", "FluidEngine", "Part"]
@@ -110,9 +110,8 @@ class FluidEngine:
                                     list[Spread], list[FlowResult]]] = {}
         # token buckets change from second to second: no second is like the one before
         self._cacheable = profile.capacity == "on-demand"
-        # resource -> (partition map generation, (slot, partition, share) each, the shares)
-        self._spreads: dict[int, tuple[int, list[tuple[Slot, Partition, float]],
-                                       list[tuple[Partition, float]]]] = {}
+        # resource -> (partition map generation, its partitions and their shares)
+        self._spreads: dict[int, tuple[int, Spreading]] = {}
         # the partitions some remembered second places a key on: never quiet
         self._keyed: set[Partition] = set()
         self._quiet = Quiet()
@@ -142,6 +141,7 @@ class FluidEngine:
             spans = self._spans(found)
             split = False
             for part, _ in spans:
+                self._quiet.wake_one(part, second, self._pseudo)
                 if part.second != second:
                     part.roll(second)
                     if part.due and partitions.split(found.slot, part, second) is not None:
@@ -149,38 +149,43 @@ class FluidEngine:
             if not split:
                 return spans
 
-    def spread(self, resource: int, second: int) -> list[tuple[Partition, float]]:
-        """Every partition of a resource with its share of the hash space (rolled).
+    def spread(self, resource: int, second: int) -> Spreading:
+        """Every partition of a resource with its share of the hash space, those not quiet
+        rolled (split if due).
 
         With every key its own partition (``partitions=0``) a spread part lands on no
         partition in particular: only the table-level limit applies to it.
         """
         partitions = self.resources[resource].partitions
-        if not partitions.count:
-            return []
         while True:
-            cached = self._spreads.get(resource)
-            if cached is None or cached[0] != partitions.generation:
-                out: list[tuple[Slot, Partition, float]] = []
-                for slot in partitions.slots():
-                    bounds = slot.bounds
-                    for i, part in enumerate(slot.parts):
-                        lo = bounds[i][0]
-                        hi = bounds[i + 1][0] if i + 1 < len(bounds) else 1 << 64
-                        out.append((slot, part, (hi - lo) / _TOP / partitions.count))
-                        # two keys inside the range stand for the many spread over it, so
-                        # the heat of a partition full of them splits it in the middle
-                        self._pseudo[part] = (lo + (hi - lo) // 4, lo + (hi - lo) // 2)
-                cached = self._spreads[resource] = (partitions.generation, out, [
-                    (part, share) for _, part, share in out if share > 0])
-            split = False
-            for slot, part, _ in cached[1]:
+            base = self._spreading(resource)
+            generation = partitions.generation
+            for slot, part in base.rolled:
                 if part.second != second:
                     part.roll(second)
-                    if part.due and partitions.split(slot, part, second) is not None:
-                        split = True
-            if not split:
-                return cached[2]
+                    if part.due:
+                        partitions.split(slot, part, second)
+            if partitions.generation == generation:
+                return base
+
+    def _spreading(self, resource: int) -> Spreading:
+        """The resource's partitions and shares as its map has them now (not rolled),
+        split into loud and quiet as ``Quiet`` has them now."""
+        partitions = self.resources[resource].partitions
+        cached = self._spreads.get(resource)
+        if cached is None or cached[0] != partitions.generation:
+            out: list[tuple[Slot, Partition, float]] = []
+            for slot in partitions.slots() if partitions.count else ():
+                bounds = slot.bounds
+                for i, part in enumerate(slot.parts):
+                    lo = bounds[i][0]
+                    hi = bounds[i + 1][0] if i + 1 < len(bounds) else 1 << 64
+                    out.append((slot, part, (hi - lo) / _TOP / partitions.count))
+                    # two keys inside the range stand for the many spread over it, so
+                    # the heat of a partition full of them splits it in the middle
+                    self._pseudo[part] = (lo + (hi - lo) // 4, lo + (hi - lo) // 2)
+            cached = self._spreads[resource] = (partitions.generation, Spreading(out))
+        return self._quiet.split(cached[1])
 
     def step(self, second: int, flows: Sequence[Flow]) -> list[FlowResult]:
         """Run one second of ``flows``; return what each had accepted and refused.
@@ -194,17 +199,17 @@ class FluidEngine:
         for resource in self.resources:
             resource.table.roll(second)
         state = self._state()
+        if self._cacheable:
+            self._quieten(flows, second)
         memo = self._memo.get(id(flows))
         if memo is not None and memo[0] is flows and memo[1] == state and \
                 self._roll_all(memo[2], memo[3], second) == state:
             _, _, known, remembered, shared = memo
-            self._quiet.calm(self.resources, self._keyed)
             again = [FlowResult(r.accepted, r.refused, r.reason, r.partition) for r in shared]
             for write, group in self._groups(flows):
                 self._apply([flows[i] for i in group], [known[i] for i in group],
                             [again[i] for i in group], remembered, write, now)
             return again
-        self._quiet.wake(second, self._pseudo)
         spread_of: dict[tuple[int, bool], Spread] = {}
         placed: list[list[_Where]] = []
         for flow in flows:
@@ -231,13 +236,30 @@ class FluidEngine:
                 results[i] = result
             self._apply([flows[i] for i in group], [placed[i] for i in group],
                         [results[i] for i in group], spreads, write, now)
+        self._keyed.update(part for where in placed for w in where
+                           for part, _ in w.shares or ())
         if self._cacheable:
-            self._keyed.update(part for where in placed for w in where
-                               for part, _ in w.shares or ())
             self._memo[id(flows)] = (flows, self._state(), placed, spreads,
                                      [FlowResult(r.accepted, r.refused, r.reason, r.partition)
                                       for r in results])
         return results
+
+    def _quieten(self, flows: Sequence[Flow], second: int) -> None:
+        """Find the quiet partitions once two steps have gone since they last woke; wake
+        them if this step's spreads could bring one to half its hot mark this second."""
+        quiet = self._quiet
+        quiet.calm(self.resources, self._keyed)
+        if not quiet.parts:
+            return
+        asked: dict[tuple[int, bool], float] = {}
+        for flow in flows:
+            for part in flow.parts:
+                if part.key is None:
+                    key = (part.resource, flow.write)
+                    asked[key] = asked.get(key, 0.0) + flow.rate * part.units
+        if asked and not quiet.admit(asked, {r: self._spreading(r) for r, _ in asked},
+                                     second):
+            quiet.wake(second, self._pseudo)
 
     def _state(self) -> tuple[float, ...]:
         """What sharing a second depends on besides the flows: splits and table limits."""
@@ -255,7 +277,7 @@ class FluidEngine:
                 for part, _ in w.shares or ():
                     self._roll(part, second)
         for spread in spreads:
-            for part, _ in self._quiet.loud(spread):
+            for part, _ in self._quiet.split(spread.base).loud:
                 self._roll(part, second)
         return self._state()
 
@@ -304,6 +326,8 @@ class FluidEngine:
                write: bool, now: float) -> list[FlowResult]:
         """Share the partitions' and tables' room of one second among flows of one kind."""
         spreads = [spread for spread in spreads if spread.write is write]
+        for spread in spreads:  # as quiet as they are now: a key may have woken one
+            self._quiet.split(spread.base)
         demand: dict[Partition, float] = {}
         owner: dict[Partition, int] = {}
         strong: dict[Partition, bool] = {}
@@ -319,7 +343,7 @@ class FluidEngine:
                     owner[partition] = w.resource
                     strong[partition] = strong.get(partition, False) or flow.strong
         for spread in spreads:
-            for partition, weight in spread.parts:
+            for partition, weight in spread.base.loud:
                 demand[partition] = demand.get(partition, 0.0) + spread.units * weight
                 owner[partition] = spread.resource
                 strong[partition] = strong.get(partition, False) or spread.strong
@@ -345,7 +369,7 @@ class FluidEngine:
                     else:
                         used[partition] = used.get(partition, 0.0) + load * weight * share
         for spread in spreads:
-            for partition, weight in spread.parts:
+            for partition, weight in spread.base.loud:
                 used[partition] = used.get(partition, 0.0) + spread.taken * weight
         for partition, load in bound.items():
             spare = room[partition] - used.get(partition, 0.0)
@@ -403,11 +427,10 @@ class FluidEngine:
                         partition.take(taken * weight, write, flow.strong, now, w.h, 1.0)
                     if refused:
                         partition.refuse(refused * weight, write, w.h)
-        quiet = self._quiet
         for spread in spreads:
-            if quiet.parts and not quiet.skip(spread, write, now, int(now)):
-                quiet.wake(int(now), self._pseudo)  # over its budget: every part takes it
-            spread.apply(write, now, self._pseudo, quiet.loud(spread))
+            loud = self._quiet.split(spread.base).loud
+            self._quiet.skip(spread, write, now)
+            spread.apply(write, now, self._pseudo, loud)
 
 
 class _Where(NamedTuple):
