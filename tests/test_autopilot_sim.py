@@ -23,6 +23,7 @@ from shardex.scenarios.autopilot_report import simulate_autopilot
 from shardex.scenarios.day import DayLoad, day, ramps_of
 from shardex.scenarios.workload import Schedule, ValueLoad, Workload, load_workload
 from shardex.sim.profiles import profile
+from shardex.sim.spread import Quiet
 
 TABLE = profile("dynamodb-on-demand", partitions=0, warm_write=40_000.0)
 STEADY = Path(__file__).parent.parent / "examples" / "autopilot_steady.toml"
@@ -212,3 +213,32 @@ def test_a_move_is_an_entry_write_at_each_end() -> None:
     assert sum(shipped.offered) == pytest.approx(30 * 40)
     assert pending.entries == pytest.approx(1000 + 30 * 60)
     assert shipped.entries == pytest.approx(30 * 40)
+
+
+def test_leaving_quiet_partitions_as_they_are_changes_no_figure_of_a_sale() -> None:
+    """On a table of 100 partitions (placement records spread over them all), the first
+    sale's autopilot reshards a key mid-run, its new shard keys landing on partitions the
+    rate engine had left quiet: every figure is the one of a run that rolls them and
+    takes their units each second (``shardex.sim.spread.Quiet``), to the bit."""
+    table = profile("dynamodb-on-demand", partitions=100, warm_write=40_000.0)
+    sale = day(2400, start=9 * 3600 + 1800)
+
+    def run() -> dict:
+        return _without_cpu(simulate_autopilot(sale, table, AutopilotPolicy(), seed=2,
+                                               modes=("autopilot",)).to_dict())
+
+    leaving = run()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Quiet, "calm", lambda self, *_: setattr(self, "parts", set()))
+        taking = run()
+    assert [m["from_n"] for m in leaving["runs"][0]["migrations"]] == [1]
+    assert leaving == taking
+
+
+def _without_cpu(doc: object) -> object:
+    """``doc`` without its ``cpu_s`` figures (this process's CPU, which differs)."""
+    if isinstance(doc, dict):
+        return {k: _without_cpu(v) for k, v in doc.items() if k != "cpu_s"}
+    if isinstance(doc, list):
+        return [_without_cpu(v) for v in doc]
+    return doc
