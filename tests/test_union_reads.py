@@ -348,6 +348,31 @@ def test_a_union_listing_reads_no_entry_twice(limit: int) -> None:
     run_virtual(body())
 
 
+@pytest.mark.parametrize("limit", [1000, 100])
+def test_a_union_listing_read_to_its_end_asks_each_key_once(limit: int) -> None:
+    """``pages()`` says it reads to the end: each key of both phases is asked for a store
+    page from its first request (the second phase's read only as far as the first's), so
+    a listing of 2,000 entries on 4 -> 16 keys (4 in both) takes 16 requests, a stable
+    listing's. The second phase had started at a page's share (41 entries, then 164): 28
+    requests in pages of 100, two round trips on each of its keys."""
+    routing = _routing(ShardPolicy(4), ShardPolicy(16), toward_new=True)
+
+    async def body() -> None:
+        # requests that take no time: the caller's pages come as fast as the shards answer
+        store = WatchedStore(seed=2, profile="unlimited", latency_median_ms=1e-6,
+                             latency_p99_ms=1e-6, latency_per_kb_ms=0.0)
+        reshard = Reshard(store, routing, random.Random(8))
+        for i in range(2000):
+            reshard.put(f"o-{i:05d}", f"{i * 7919 % 2000:05d}", moved=i % 2 == 0)
+        async with shardex.ShardedIndex(store, "orders", routing, seed=1, hedge=None) as index:
+            items = [e.item_id async for page in index.pages("PENDING", limit=limit)
+                     for e in page.items]
+            assert sorted(items) == sorted(reshard.entries)
+            assert sum(store.queries.values()) == 16
+
+    run_virtual(body())
+
+
 def test_a_union_page_lists_an_item_rewritten_meanwhile_once() -> None:
     """In write-new, a put that gives an item a new sort lands on the new layout between
     the read of its old key and the read of its new one: the page, a scan and a count

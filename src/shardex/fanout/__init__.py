@@ -401,9 +401,10 @@ class FanOut:
         resumed only in the layout and phases it was read in. ``second`` reads the shards
         ``keys`` where this fan-out's store does not (a value moving between two stores,
         ``shardex.tierreads``): the order above holds across the two. ``to_end``:
-        the caller reads the listing to its end, so a new listing asks each shard (of
-        the first phase, mid-reshard) for a store page from its first request
-        (``listing.first_size``) and reads ahead from its first page on.
+        the caller reads the listing to its end, so a new listing asks each shard for a
+        store page from its first request (``listing.first_size``; the second phase's
+        requests read no further than the first phase has been read, ``until``) and
+        reads ahead from its first page on.
         """
         self._fanned_out(value, len({*first, *keys}) if first else len(keys), "page")
         max_page, lead = self._max_page, len(first)
@@ -416,10 +417,10 @@ class FanOut:
                                             shares, now)
         if listing is None:
             sizes = shares
-            if to_end:
-                width, room = lead or len(keys), self._listings.left()
-                sizes = (first_size(shares[0], width, max_page, room), shares[1]) if lead \
-                    else (0, first_size(shares[1], width, max_page, room))
+            if to_end:  # the second phase too: the store reads it only as far as the first
+                width, room = lead + len(keys), self._listings.left()
+                sizes = (first_size(shares[0], width, max_page, room) if lead else 0,
+                         first_size(shares[1], width, max_page, room))
             listing = Listing(phases, [ShardStream(key, after, sizes[0]) for key in first]
                               + [ShardStream(key, after, sizes[1], then=bool(lead),
                                              reader=second) for key in keys],
