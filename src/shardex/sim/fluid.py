@@ -18,9 +18,9 @@ each offered at a rate. Each second it
    throttled request is counted.
 
 A steady second (the same flows, nothing split, no limit moved) is shared as the one
-before it was, and leaves the partitions that only spread parts reach, far from hot, as
-they were (``shardex.sim.spread.Quiet``): a table of 100,000 partitions costs a steady
-second what its hot keys' partitions cost.
+before it was. Every second leaves the partitions that only spread parts reach, far from
+hot, as they were (``shardex.sim.spread.Quiet``): a table of 100,000 partitions costs a
+second what the partitions its keys are on cost, to the same figures.
 
 Keys are named once (``FluidEngine.key``) with the order their sort values come in:
 ``rising`` (a timestamp: a hot key never splits by sort value) or ``spread``. A part
@@ -112,7 +112,7 @@ class FluidEngine:
         self._cacheable = profile.capacity == "on-demand"
         # resource -> (partition map generation, its partitions and their shares)
         self._spreads: dict[int, tuple[int, Spreading]] = {}
-        # the partitions some remembered second places a key on: never quiet
+        # the partitions a second has placed a key on: never quiet
         self._keyed: set[Partition] = set()
         self._quiet = Quiet()
 
