@@ -490,10 +490,11 @@ def _never_quiet(self: Quiet, *args: Any) -> None:
 def test_units_a_steady_second_skipped_on_quiet_partitions_count_when_another_second_looks(
         ) -> None:
     """A remembered second's reads left untaken on quiet partitions are taken once a flow
-    worked out afresh in the same second needs their room: it gets what is left."""
+    worked out afresh in the same second could bring them near hot (it wakes them): it
+    gets what is left of their room."""
     engine = FluidEngine(profile(partitions=4, warm_read=1e6))
     steady = [Flow(4000.0, False, (Part(0, None, 1.0),))]  # 1,000 a partition: cold
-    for second in range(4):  # remembered from the second second on: quiet from the third
+    for second in range(4):  # quiet from the second step on
         engine.step(second, steady)
     assert engine._quiet.parts
     engine.step(4, steady)
