@@ -217,11 +217,12 @@ def test_a_move_is_an_entry_write_at_each_end() -> None:
 
 def test_leaving_quiet_partitions_as_they_are_changes_no_figure_of_a_sale() -> None:
     """On a table of 100 partitions (placement records spread over them all), the first
-    sale's autopilot reshards a key mid-run, its new shard keys landing on partitions the
-    rate engine had left quiet: every figure is the one of a run that rolls them and
-    takes their units each second (``shardex.sim.spread.Quiet``), to the bit."""
+    sale's autopilot reshards a key mid-run (1 -> 80 shard keys), its new shard keys
+    landing on partitions the rate engine had left quiet: every figure is the one of a
+    run that rolls them and takes their units each second (``shardex.sim.spread.Quiet``),
+    to the bit."""
     table = profile("dynamodb-on-demand", partitions=100, warm_write=40_000.0)
-    sale = day(2400, start=9 * 3600 + 1800)
+    sale = day(1400, start=9 * 3600 + 2400)  # 09:40 to 10:03
 
     def run() -> dict:
         return _without_cpu(simulate_autopilot(sale, table, AutopilotPolicy(), seed=2,
