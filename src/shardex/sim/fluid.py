@@ -47,6 +47,9 @@ from shardex.sim.table import KEY_RANGE, Resource
 __all__ = ["Flow", "FlowResult", "FluidEngine", "Part"]
 
 _TOP = float(1 << 64)
+# seconds worked out that a step may find again: a simulation offers a few flows objects
+# again and again (its reads, its writes, the writes its locates hold back)
+_REMEMBERED = 16
 
 
 class Part(NamedTuple):
@@ -205,6 +208,7 @@ class FluidEngine:
         if memo is not None and memo[0] is flows and memo[1] == state and \
                 self._roll_all(memo[2], memo[3], second) == state:
             _, _, known, remembered, shared = memo
+            self._memo[id(flows)] = self._memo.pop(id(flows))  # the most recently offered
             again = [FlowResult(r.accepted, r.refused, r.reason, r.partition) for r in shared]
             for write, group in self._groups(flows):
                 self._apply([flows[i] for i in group], [known[i] for i in group],
@@ -239,7 +243,12 @@ class FluidEngine:
         self._keyed.update(part for where in placed for w in where
                            for part, _ in w.shares or ())
         if self._cacheable:
-            self._memo[id(flows)] = (flows, self._state(), placed, spreads,
+            memo_key = id(flows)
+            if memo_key not in self._memo and len(self._memo) >= _REMEMBERED:
+                # the least recently offered goes: flows made anew each second come no more
+                del self._memo[next(iter(self._memo))]
+            self._memo.pop(memo_key, None)
+            self._memo[memo_key] = (flows, self._state(), placed, spreads,
                                      [FlowResult(r.accepted, r.refused, r.reason, r.partition)
                                       for r in results])
         return results
