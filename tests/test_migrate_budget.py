@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -831,22 +832,29 @@ def test_runners_moving_different_source_keys_each_take_the_rate_on_theirs(
     sent = count_moves(monkeypatch)
 
     async def reshard(runners: int) -> float:
-        store = await _filled(4, 1600)
-        async with contextlib.AsyncExitStack() as stack:
-            each = [await stack.enter_async_context(Resharder(
-                store, "orders", rate=100.0, unit_lease=2.0, seed=i, worker=f"r{i}",
-                sharing=Sharing(poll=0.5))) for i in range(runners)]
-            await each[0].start({"PENDING": ShardPolicy(8)}, margin=0.2)
-            began = store.clock.now()
-            for result in await asyncio.gather(*(r.run(until="verified") for r in each)):
-                assert result.state == "verified"
-            return store.clock.now() - began
+        return await _runners_to_verified(
+            await _filled(4, 1600), runners, ShardPolicy(8), margin=0.2, rate=100.0,
+            unit_lease=2.0, sharing=Sharing(poll=0.5))
 
     alone = run_virtual(reshard(1))
     sent.clear()
     four = run_virtual(reshard(4))
     assert max(sent.values()) <= 100.0 * 1.05, sent
     assert four <= alone * 0.75, (four, alone)
+
+
+async def _runners_to_verified(store: MemoryStore, runners: int, policy: ShardPolicy, *,
+                               margin: float, **options: Any) -> float:
+    """Reshard PENDING of ``store`` to ``policy`` with ``runners`` runners at once (each a
+    ``Resharder`` of ``options``), to verified; the virtual seconds it took."""
+    async with contextlib.AsyncExitStack() as stack:
+        each = [await stack.enter_async_context(Resharder(
+            store, "orders", seed=i, worker=f"r{i}", **options)) for i in range(runners)]
+        await each[0].start({"PENDING": policy}, margin=margin)
+        began = store.clock.now()
+        for result in await asyncio.gather(*(r.run(until="verified") for r in each)):
+            assert result.state == "verified"
+        return store.clock.now() - began
 
 
 def test_runners_of_moves_dearer_than_their_shares_go_no_slower_than_one(
@@ -865,15 +873,8 @@ def test_runners_of_moves_dearer_than_their_shares_go_no_slower_than_one(
             for i in range(120):
                 assert await index.put("PENDING", f"o-{i:05d}", sort=f"{i:05d}",
                                        attrs={"blob": "x" * 4200})
-        async with contextlib.AsyncExitStack() as stack:
-            each = [await stack.enter_async_context(Resharder(
-                store, "orders", rate=10.5, workers=1, seed=i, worker=f"r{i}",
-                sharing=Sharing())) for i in range(runners)]
-            await each[0].start({"PENDING": ShardPolicy(4)}, margin=0.5)
-            began = store.clock.now()
-            for result in await asyncio.gather(*(r.run(until="verified") for r in each)):
-                assert result.state == "verified"
-            return store.clock.now() - began
+        return await _runners_to_verified(store, runners, ShardPolicy(4), margin=0.5,
+                                          rate=10.5, workers=1, sharing=Sharing())
 
     alone = run_virtual(reshard(1))
     assert max(sent.values()) <= 10.5 * 1.05, sent
