@@ -294,13 +294,13 @@ class Mover:
         followed = -math.inf  # when the unit last looked at the rate in force
         ended: list[str] = []  # the outcomes of the page's moves that ended so far
 
-        async def move(entry: StoredEntry) -> str:
+        async def move(entry: StoredEntry, cost: float) -> str:
             nonlocal followed
             async with window:
                 if self._clock.now() - followed >= _FOLLOW:  # a throttle, a cut
                     followed = self._clock.now()
                     pace.follow(self._unit_rate(routing, unit))
-                outcome = await self._move(unit, entry, pace)
+                outcome = await self._move(unit, entry, cost, pace)
             ended.append(outcome)
             return outcome
 
@@ -315,14 +315,15 @@ class Mover:
                 reading = None
                 entries = [e for e in page.entries if unit.contains(e.position)]
                 finished = page.resume is None or len(entries) < len(page.entries)
+                costs = [self.layouts.cost(e) for e in entries]
                 if entries:  # the next page sized for moves as dear as this one's
-                    self._move_cost = sum(self.layouts.cost(e) for e in entries) / len(entries)
+                    self._move_cost = sum(costs) / len(entries)
                     page_size = _page_size(rate, self._lease, self._move_cost)
                 if not finished:  # the next page is read while this one's entries move
                     reading = read(page.resume)
                 # the page's moves hold the lease (renewed as the unit stood before them)
                 held = await self._holding(key, unit, revision, asyncio.gather(
-                    *(move(e) for e in entries)), ended)
+                    *(move(e, cost) for e, cost in zip(entries, costs, strict=True))), ended)
                 if held is None:
                     return  # the lease was taken over: the other worker goes on
                 outcomes, (unit, revision) = held
@@ -399,14 +400,14 @@ class Mover:
             return self._rate
         return self.budget.rate or self.budget.controls.set_rate
 
-    async def _move(self, unit: Unit, entry: StoredEntry, pace: Pace) -> str:
-        """Move one entry: "moved", "skipped" (gone or changed when reached), "unresolved",
-        or "in place" (the target layout keeps it where it is: not among the unit's
-        ``to_move``, so not counted against what remains)."""
+    async def _move(self, unit: Unit, entry: StoredEntry, cost: float, pace: Pace) -> str:
+        """Move one entry, which costs ``cost`` (``Layouts.cost``): "moved", "skipped" (gone
+        or changed when reached), "unresolved", or "in place" (the target layout keeps it
+        where it is: not among the unit's ``to_move``, so not counted against what
+        remains)."""
         if self.layouts.placed(self.layouts.routing.writing, unit.value, entry.shard_key,
                                entry.item_id):
             return "in place"
-        cost = self.layouts.cost(entry)
         # the key it lands on takes the rate at most too, from every source draining into
         # it (a fan-in: each source's share is its even part, and moves land unevenly),
         # and a key both drained and filled (a strategy's change) takes both within it
