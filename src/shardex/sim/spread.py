@@ -102,13 +102,13 @@ class Spread:
         self._weighed = math.fsum([factor.get(p, 1.0) * w for p, w in loud] + quiet) or 1.0
 
     def apply(self, write: bool, now: float, pseudo: dict[Partition, tuple[int, int]],
-              parts: list[tuple[Partition, float]] | None = None) -> None:
+              parts: list[tuple[Partition, float]]) -> None:
         """Take what was accepted, in proportion to what each partition could accept, on
-        ``parts`` (default: all of them)."""
+        ``parts`` (those not quiet)."""
         if not self.parts or not (self.taken or self.refused):
             return
-        self.put(self.parts if parts is None else parts, self.taken + self.refused,
-                 self.scale(), write, self.strong, now, pseudo)
+        self.put(parts, self.taken + self.refused, self.scale(), write, self.strong, now,
+                 pseudo)
 
     def scale(self) -> float:
         """What a partition takes of its weight's share, times its factor."""
@@ -215,18 +215,9 @@ class Quiet:
         """Give the quiet partitions what was skipped on them in ``second``; none is quiet
         after."""
         self.steps = 0
-        if not self.parts:
-            self.parts = None
-            return
-        for part in self.parts:
-            if part.second < second:
-                part.roll(second)
-        if self.second == second:
-            quiet = self.parts
-            for spread, parts, asked, scale, write, strong, now in self.skipped:
-                spread.put([s for s in parts if s[0] in quiet], asked, scale, write, strong,
-                           now, pseudo)
-        self.gen += 1
+        if self.parts:
+            self._give(self.parts, second, pseudo)
+            self.gen += 1
         self.parts, self.skipped, self.load, self.second = None, [], {}, -1
 
     def wake_one(self, part: Partition, second: int,
@@ -237,9 +228,16 @@ class Quiet:
             return
         self.parts.discard(part)
         self.gen += 1
-        if part.second < second:
-            part.roll(second)
+        self._give({part}, second, pseudo)
+
+    def _give(self, parts: set[Partition], second: int,
+              pseudo: dict[Partition, tuple[int, int]]) -> None:
+        """Roll ``parts`` to ``second`` and take on them, in order, what was skipped on
+        them in it: what each second would have done to them."""
+        for part in parts:
+            if part.second < second:
+                part.roll(second)
         if self.second == second:
-            for spread, parts, asked, scale, write, strong, now in self.skipped:
-                mine = [s for s in parts if s[0] is part]
-                spread.put(mine, asked, scale, write, strong, now, pseudo)
+            for spread, quiet, asked, scale, write, strong, now in self.skipped:
+                spread.put([s for s in quiet if s[0] in parts], asked, scale, write, strong,
+                           now, pseudo)
