@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -125,3 +126,29 @@ def test_a_key_past_one_kibibyte_is_refused_naming_the_limit() -> None:
 def test_text_that_no_encoding_made_is_refused(bad: str) -> None:
     with pytest.raises(InvalidKey):
         keys.decode_text(bad)
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.text(st.characters(codec="utf-8"), min_size=1, max_size=8),
+                       st.lists(st.text(max_size=6), min_size=1, max_size=3), max_size=6),
+       st.lists(st.text(alphabet=keys.KEY_ALPHABET + "\x7f\u00e9", max_size=6), max_size=6))
+def test_a_skip_scan_finds_every_index_once_a_request_an_index(
+        indexes: dict[str, list[str]], foreign: list[str]) -> None:
+    # a table's partition keys: every index's entries, placements and records, and keys
+    # that are none of shardex's; the scan reads the least key at or above a bound
+    table = sorted({key for name, shard_keys in indexes.items() for key in (
+        *(keys.entry_partition(name, k, lambda key, _: key) for k in shard_keys),
+        keys.placement_partition(name, "o-1", lambda key, _: key),
+        keys.record_partition(name, lambda key, _: key))} | set(foreign))
+    asked: list[str] = []
+
+    async def first_from(low: str) -> str | None:
+        asked.append(low)
+        return next((key for key in table if key >= low), None)
+
+    found = asyncio.run(keys.namespaces(first_from))
+    named = {keys.namespace_of(key) for key in foreign} - {None}
+    assert found == sorted(set(indexes) | named)  # code point order: the codes' order
+    # one request an index, one a key of no index's (at most), one to find none after
+    assert len(asked) <= len(found) + len(foreign) + 1
+    assert len(asked) >= len(found) + 1

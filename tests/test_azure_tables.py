@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from shardex import NotFound, Routing, ShardedIndex, ShardPolicy
 from shardex.cli import cli, main
 from shardex.stores.azure import AzureTablesStore
-from tests import azurite
+from tests import azurite, listed_indexes
 
 pytestmark = pytest.mark.azure
 
@@ -90,3 +90,17 @@ def test_indexes_share_a_table_under_their_own_keys() -> None:
             assert list(await store.list_records("a")) == ["routing"]
 
     asyncio.run(main_())
+
+
+def test_a_table_lists_its_indexes_and_migrations_list_needs_no_index(endpoint: str) -> None:
+    # migrations list asked for --index on azure-tables://: a table kept no list of its
+    # indexes; a skip scan of its PartitionKeys finds them, a query of one key an index
+    store = azurite.table_store()
+    uri = f"azure-tables://{store.table}?endpoint={endpoint}"
+
+    async def foreign(partition: str) -> None:
+        async with AzureTablesStore(store.table, endpoint=endpoint) as other:
+            await other.client.call("upsert", entity={"PartitionKey": partition,
+                                                      "RowKey": "r"})
+
+    listed_indexes.check_every_index_listed(uri, store, foreign)

@@ -12,7 +12,7 @@ from shardex import InvalidKey, NotFound, Routing, ShardedIndex, ShardPolicy
 from shardex.cli import cli, main
 from shardex.model.entries import StoredEntry
 from shardex.stores.cosmos import CosmosStore
-from tests import cosmos_server
+from tests import cosmos_server, listed_indexes
 from tests.servers import sockets_left_by_cancelled_listings
 
 pytestmark = pytest.mark.cosmos
@@ -185,3 +185,16 @@ def test_reads_cancelled_in_flight_leave_no_socket_behind(
     left open."""
     assert sockets_left_by_cancelled_listings(
         monkeypatch, cosmos_server.container_store, runs=3) == []
+
+
+def test_a_container_lists_its_indexes_and_migrations_list_needs_no_index(
+        endpoint: str) -> None:
+    # as on Azure: a skip scan of the partition keys, a query across partitions an index
+    store = cosmos_server.container_store()
+    uri = f"cosmos://{store.database}/{store.container}?endpoint={endpoint}"
+
+    async def foreign(partition: str) -> None:
+        async with CosmosStore(store.database, store.container, endpoint=endpoint) as other:
+            await other.client.call("upsert", doc={"id": "r", "pk": partition})
+
+    listed_indexes.check_every_index_listed(uri, store, foreign)

@@ -428,6 +428,22 @@ def test_list_records_by_prefix_and_delete_them_by_compare_and_set(backend: Back
     check(backend, body)
 
 
+def test_a_store_of_several_indexes_lists_those_it_holds_in_name_order(
+        backend: Backend) -> None:
+    if backend.name.startswith("dynamodb"):
+        pytest.skip("a DynamoDB table holds one index, named by its owner record "
+                    "(tests/test_reshard_dynamodb.py)")
+
+    async def body(s: Store) -> None:
+        assert await s.indexes() == []
+        await s.put_record("returns", "routing", {"version": 1}, expected=None)
+        await put(s, entry("PENDING", "a", "o-1"))  # in NS: an entry and its placement
+        await s.put_record("ix.eu", "routing", {"version": 1}, expected=None)
+        assert await s.indexes() == [NS, "ix.eu", "returns"]
+
+    check(backend, body)
+
+
 # -- argument checks and metering ----------------------------------------------------------
 
 def test_bad_arguments_are_refused_before_any_request(backend: Backend) -> None:

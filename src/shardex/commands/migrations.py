@@ -1,9 +1,10 @@
 """``shardex migrations``, and what ``reshard`` and ``adopt`` share: status options and
 lines, parity reports, watching, Ctrl-C.
 
-``migrations list --store URI --index NAME...`` lists every reshard and adoption
-recorded for the indexes named (a store cannot list its indexes; ``--index`` falls back
-on ``SHARDEX_INDEX`` and the config profile) with the state each is in now (``--json``:
+``migrations list --store URI [--index NAME...]`` lists every reshard and adoption
+recorded for the indexes named (``--index`` falls back on ``SHARDEX_INDEX`` and the config
+profile; without any, every index the store holds: ``Store.indexes``) with the state each
+is in now (``--json``:
 ``shardex.migrations.list/1``: ``store`` and ``migrations``, each ``index``, ``kind``,
 ``id``, ``state``, ``values``, ``started_at`` and ``ended_at`` as ISO 8601 UTC).
 ``watch`` shows a status document every ``--every`` seconds until no migration is under
@@ -249,8 +250,8 @@ def migrations() -> None:
 @store_option("Store URI whose migrations to list, e.g. dynamodb://TABLE.")
 @click.option("--index", "names", multiple=True, type=INDEX_NAME, cls=Setting,
               setting="index", envvar="SHARDEX_INDEX", show_envvar=True,
-              help="An index whose migrations to list (repeat for more; default: the one a "
-                   "DynamoDB table holds).")
+              help="An index whose migrations to list (repeat for more; default: every "
+                   "index the store holds).")
 @connection_options
 @click.option("--json", "as_json", is_flag=True, help=f"Print {LIST_SCHEMA}.")
 def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connection) -> None:
@@ -267,8 +268,8 @@ def list_(uri: str, names: tuple[str, ...], as_json: bool, connection: Connectio
                 held = await store.indexes()
                 if held is None:
                     raise click.UsageError(
-                        f"--index is needed: {uri.split(':', 1)[0]}:// stores may hold "
-                        "several indexes and keep no list of them",
+                        f"--index is needed: {uri.split(':', 1)[0]}:// stores keep no "
+                        "list of their indexes",
                         ctx=click.get_current_context())
                 asked = held
             for name in asked:

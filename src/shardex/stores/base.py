@@ -478,9 +478,13 @@ class Store(abc.ABC):
         return revision
 
     async def indexes(self) -> list[str] | None:
-        """The indexes this store holds, if it can tell without reading them all; None if it
-        cannot (most stores hold several indexes apart and keep no list of them). A
-        DynamoDB table holds one index, which its owner record names (none yet: [])."""
+        """The indexes this store holds, in name order, if it can tell without reading
+        them all; None if it cannot (this default: a store that keeps no list of them).
+
+        A DynamoDB table holds one index, which its owner record names (none yet: []); an
+        Azure table and a Cosmos DB container tell theirs by a skip scan of their
+        partition keys, a request an index; ``memory://`` by its own maps.
+        """
         return None
 
     async def list_records(self, namespace: str, prefix: str = "") -> dict[str, Record]:

@@ -1,6 +1,7 @@
 """Azure Table keys for shardex's keys: a reversible, order-preserving text encoding.
 
-Pure: no I/O and no driver import. Azure Table PartitionKey and RowKey values refuse
+Pure: no I/O of its own (``namespaces`` reads through the function it is given) and no
+driver import. Azure Table PartitionKey and RowKey values refuse
 ``/``, ``\\``, ``#``, ``?`` and control characters, and hold at most 1 KiB (512 UTF-16
 code units, which Azurite enforces). Shard keys (``PENDING#3``), sort values and item ids
 may hold any of those, so every key shardex writes is encoded by ``encode_text``: each code
@@ -56,7 +57,7 @@ Keys:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from shardex.errors import InvalidKey
 
@@ -73,7 +74,9 @@ __all__ = [
     "encode_text",
     "entry_partition",
     "mirror",
+    "namespace_of",
     "namespace_range",
+    "namespaces",
     "placement_partition",
     "position_bounds",
     "position_prefix",
@@ -226,6 +229,40 @@ def namespace_range(namespace: str) -> tuple[str, str]:
     """PartitionKeys ``(low, high)``, exclusive, between which every key of the index lies."""
     prefix = encode_text(namespace)
     return prefix + TERMINATOR, prefix + chr(ord(TERMINATOR) + 1)
+
+
+def namespace_of(partition: str) -> str | None:
+    """The index whose keys ``partition`` is one of (``E(index) !`` starts it); None when
+    it is no key of shardex's."""
+    code, terminator, _ = partition.partition(TERMINATOR)
+    if not code or not terminator:
+        return None
+    try:
+        return decode_text(code)
+    except InvalidKey:
+        return None
+
+
+async def namespaces(first_from: Callable[[str], Awaitable[str | None]]) -> list[str]:
+    """Every index with keys in a table, in order, by a skip scan of its partition keys.
+
+    ``first_from(low)`` reads the least partition key at or above ``low`` (None: there is
+    none), one request: each index found is passed over whole (its keys lie within
+    ``namespace_range``), and a key that is none of shardex's alone, so the scan asks
+    once an index and once more to find none after the last.
+    """
+    found: list[str] = []
+    low = ""
+    while (partition := await first_from(low)) is not None:
+        name = namespace_of(partition)
+        if name is None:
+            # the least key above it that one of shardex's may be (they hold no character
+            # below the terminator)
+            low = partition + TERMINATOR
+        else:
+            found.append(name)
+            low = namespace_range(name)[1]
+    return found
 
 
 def position_prefix(sort: str, item_id: str) -> str:

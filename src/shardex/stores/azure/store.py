@@ -134,6 +134,30 @@ class AzureTablesStore(Store):
     async def _disconnect(self) -> None:
         await self._client.close()
 
+    async def indexes(self) -> list[str]:
+        """Every index with keys in the table, in name order: a skip scan of its
+        PartitionKeys (``keys.namespaces``), a query of one key an index."""
+        return await keys.namespaces(self._first_partition)
+
+    async def _first_partition(self, low: str) -> str | None:
+        """The least PartitionKey at or above ``low`` (None: none), following the service's
+        continuations (it may answer a page with no entity and a continuation)."""
+        continuation = None
+        while True:
+            with self.meter.asked(self.clock):
+                try:
+                    rows, continuation = await self._client.call(
+                        "query", filter="PartitionKey ge @low", parameters={"low": low},
+                        select=["PartitionKey"], top=1, continuation=continuation)
+                except Exception as exc:
+                    raise map_error(exc, operation="query", table=self.table,
+                                    endpoint=self._client.endpoint) from exc
+            if rows:
+                partition: str = rows[0][0]["PartitionKey"]
+                return partition
+            if continuation is None:
+                return None
+
     async def _call(self, rec: Recorder, key: str, operation: str, units: float | None,
                     write: bool, **params: Any) -> Any:
         """One request: mark it on ``rec``, map errors, report ``units`` entities on ``key``.

@@ -198,6 +198,28 @@ class CosmosStore(Store):
     async def _disconnect(self) -> None:
         await self._client.close()
 
+    async def indexes(self) -> list[str]:
+        """Every index with documents in the container, in name order: a skip scan of its
+        partition keys (``keys.namespaces``), a query of one key an index."""
+        return await keys.namespaces(self._first_partition)
+
+    async def _first_partition(self, low: str) -> str | None:
+        """The least partition key at or above ``low`` (None: none): a query across the
+        container's partitions, its continuations followed."""
+        continuation = None
+        while True:
+            with self.meter.asked(self.clock), \
+                    mapped_errors("query", self._where(), self._client.endpoint):
+                docs, continuation = (await self._client.call(
+                    "query", query="SELECT TOP 1 c.pk FROM c WHERE c.pk >= @low ORDER BY c.pk",
+                    parameters={"low": low}, partition=None, max_items=1,
+                    continuation=continuation)).value
+            if docs:
+                partition: str = docs[0]["pk"]
+                return partition
+            if continuation is None:
+                return None
+
     async def _call(self, rec: Recorder, key: str, operation: str, write: bool,
                     **params: Any) -> Any:
         """One request (see the module docstring); returns its value."""

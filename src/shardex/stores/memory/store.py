@@ -192,6 +192,12 @@ class MemoryStore(Store):
         slot, h = partitions.slot(namespace, key)
         return slot.find(h, "").name or key
 
+    async def indexes(self) -> list[str]:
+        """Every index with entries, placements or records here, in name order."""
+        return sorted({ns for ns, _ in self._records} | {ns for ns, items in self._items.items()
+                                                          if items}
+                      | {ns for (ns, _), state in self._states.items() if state.entries})
+
     def shard_keys(self, namespace: str) -> list[str]:
         """Return the shard keys of ``namespace`` that hold entries, sorted."""
         return sorted(key for (ns, key), state in self._states.items()
