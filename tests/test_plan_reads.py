@@ -148,15 +148,17 @@ def test_the_values_reads_count_against_the_tables_read_limit() -> None:
 def test_reads_that_crowd_a_partition_are_no_reason_to_warm_the_writes() -> None:
     """A new table's 4 partitions: R's 5 shard keys of 2,000 read units share them. The
     verdict names the partitions' reads, and proposed warm_write=5,000 'with R=5': a
-    write setting, for the reads, on a table whose 5 partitions they crowd as well."""
+    write setting, for the reads, on a table whose 5 partitions they crowd as well. The
+    read setting that starts a table of partitions enough spreads them."""
     plan = plan_shards({"R": 10.0}, read_peaks={"R": 10_000.0}, amplification=1.0,
                        item_writes=0.0)
     assert plan.verdict is not None
     assert not plan.verdict.keeps_up
     assert plan.verdict.summary.startswith("throttles: its 4 partitions take the reads of the "
                                            "shard keys hashed onto them")
-    assert plan.verdict.setting is None
+    assert plan.verdict.setting == {"warm_read": 24_000.0}
     assert "warm_write" not in " ".join(plan.verdict.reasons)
+    assert "pre-warming to warm_read=24,000 avoids it, with R=38" in plan.verdict.reasons
 
 
 @pytest.mark.parametrize(("reads", "message"), [

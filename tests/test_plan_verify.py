@@ -252,3 +252,38 @@ def test_a_diagnosis_planned_on_cosmos_counts_its_units_once(
     assert "1 unit an item" not in text
     assert ("as this store's request units" if measured == "cosmos"
             else "taken as DynamoDB write units") in text, text
+
+
+@pytest.mark.parametrize("reads", [6000.0, 8000.0, 12_000.0])
+def test_reads_that_crowd_a_partition_are_told_the_read_setting_that_spreads_them(
+        reads: float) -> None:
+    """8,000 read units a second of PENDING on a new table's 4 partitions: N=4 shard keys
+    share a partition in 89% of placements, the busiest takes 8,025 at the p99 of its
+    3,000, and the verdict said it throttles but named no setting that avoids it (a
+    table read limit alone had one). A table of more partitions spreads the keys:
+    warm_read sets how many it starts with, and the simulation there keeps up."""
+    plan = plan_shards({"PENDING": 100.0}, read_peaks={"PENDING": reads})
+    assert plan.verdict is not None
+    assert not plan.verdict.keeps_up
+    assert plan.verdict.setting is not None
+    warm_read = plan.verdict.setting["warm_read"]
+    advice = [r for r in plan.verdict.reasons if f"warm_read={warm_read:,.0f}" in r]
+    assert advice, plan.verdict.reasons
+    assert "avoids it" in advice[0], plan.verdict.reasons
+    advised = plan_shards({"PENDING": 100.0}, read_peaks={"PENDING": reads},
+                          table=profile("dynamodb-on-demand", **plan.verdict.setting))
+    assert advised.verdict is not None
+    assert advised.verdict.keeps_up, advised.verdict.reasons
+    verified = verify_plan(advised, seconds=30)
+    assert verified["agrees"], verified
+
+
+def test_no_read_setting_is_said_to_avoid_reads_that_crowd_a_table_of_given_partitions(
+        ) -> None:
+    # --partitions 4 is a fact of the table: a read setting raises its read limit (past
+    # 12,000 with the headroom) but leaves its 4 partitions, which the keys crowd
+    plan = plan_shards({"PENDING": 100.0}, read_peaks={"PENDING": 8000.0}, partitions=4)
+    assert plan.verdict is not None
+    assert not plan.verdict.keeps_up
+    assert not any("avoids it" in reason for reason in plan.verdict.reasons), \
+        plan.verdict.reasons

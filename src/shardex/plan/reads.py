@@ -8,7 +8,8 @@ keys, so it needs the smallest N with::
 
 and, as its writes do, N grows while the busiest partition's reads at the p99 of hash
 placements pass the partition's read ceiling (``fit_reads``, on
-``shardex.plan.verdict.fit_shards``).
+``shardex.plan.verdict.fit_shards``). Where no N fits the table's partitions, the read
+setting that starts the table with enough of them does (``recommend_reads``).
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from collections.abc import Mapping
 
 from shardex.errors import InvalidInput
 from shardex.plan.partitions import TRIALS
-from shardex.plan.verdict import fit_shards, partition_ceiling
+from shardex.plan.verdict import fit_shards, least_partitions, partition_ceiling
 from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import Profile
 
-__all__ = ["checked_read_peaks", "fit_reads", "read_shards"]
+__all__ = ["checked_read_peaks", "fit_reads", "read_shards", "recommend_reads"]
 
 
 def checked_read_peaks(read_peaks: Mapping[str, float] | None,
@@ -62,7 +63,7 @@ def read_shards(value: str, read: float, ceiling: float, headroom: float) -> int
 
 def fit_reads(model: Profile, reads: Mapping[str, float], base: Mapping[str, int],
               shards: Mapping[str, int], *, count: int, locates: float, headroom: float,
-              namespace: str) -> tuple[dict[str, int], bool]:
+              namespace: str, trials: int = TRIALS) -> tuple[dict[str, int], bool]:
     """N grown from ``shards`` (to at most ``widest_shards`` of ``base``, the per-key rule's)
     until the busiest of ``count`` partitions' reads fit (``fit_shards`` on the read
     ceiling; ``locates``, read units a second, spread over the table but in the GSI
@@ -77,8 +78,41 @@ def fit_reads(model: Profile, reads: Mapping[str, float], base: Mapping[str, int
     for margin in dict.fromkeys((headroom, 1.0)):
         grown, fits = fit_shards(reads, {v: base[v] for v in reads}, partitions=count,
                                  ceiling=ceiling, spread=spread, headroom=margin,
-                                 namespace=namespace, trials=TRIALS,
+                                 namespace=namespace, trials=trials,
                                  start={v: shards[v] for v in reads})
         if fits:
             return {**shards, **grown}, margin == headroom
     return dict(shards), False
+
+
+def recommend_reads(model: Profile, reads: Mapping[str, float], base: Mapping[str, int],
+                    shards: Mapping[str, int], *, locates: float, total: float,
+                    headroom: float, namespace: str) -> tuple[str, float, dict[str, int]] | None:
+    """The least read setting (``warm_read`` on demand, ``provisioned_read``) that starts
+    the table with partitions enough for the values' reads to fit with the headroom at
+    the p99 of placements (``fit_reads``), and N there: (setting, value, N per value).
+
+    ``total``: every read unit a second the table serves (the values' and the locates),
+    which the setting serves too. None when the partition count is given (a fact of the
+    table), on Azure (no setting raises a storage account's target), or when no table up
+    to 8x the read quota takes them.
+    """
+    if model.partitions is not None or model.store == "azure-tables":
+        return None
+    name = "provisioned_read" if model.capacity == "provisioned" else "warm_read"
+    least = max(model.initial_partitions + 1,
+                math.ceil(round(total * headroom / model.read_ceiling, 9)))
+    most = math.ceil(8 * min(model.quota_read, 1e6) / model.read_ceiling)
+
+    def attempt(count: int, trials: int) -> dict[str, int] | None:
+        # the table as the setting would start it: a provisioned one's partitions share
+        # its capacity
+        sized = model.replace(**{name: count * model.read_ceiling})
+        grown, fits = fit_reads(sized, reads, base, shards, count=count, locates=locates,
+                                headroom=headroom, namespace=namespace, trials=trials)
+        return grown if fits else None
+
+    found = least_partitions(least, most, attempt)
+    if found is None:
+        return None
+    return name, found[0] * model.read_ceiling, found[1]

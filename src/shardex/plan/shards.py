@@ -45,7 +45,7 @@ from shardex.documents import PLAN_SCHEMA, rounded
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
 from shardex.plan.partitions import TRIALS
-from shardex.plan.reads import checked_read_peaks, fit_reads, read_shards
+from shardex.plan.reads import checked_read_peaks, fit_reads, read_shards, recommend_reads
 from shardex.plan.table import (
     PLACEMENT_BYTES,
     TablePlan,
@@ -437,13 +437,24 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     advice = recommend(model_, loads, base, placements=placements, total=total,
                        headroom=headroom, namespace=namespace) if needs_more else None
     read_advice = advise_reads(model_, table_plan)
+    read_sized: dict[str, int] | None = None
+    if not all(p.fits for p in parts if p.direction == "read"):
+        # the values' reads crowd a partition whatever N: a table of more partitions
+        # spreads their shard keys, and a read setting starts it with them
+        spreading = recommend_reads(model_, read_loads, base, shards, locates=locates,
+                                    total=table_plan.asked_read_units_per_s,
+                                    headroom=headroom, namespace=namespace)
+        if spreading is not None:
+            setting, least, read_sized = spreading
+            read_advice = (setting, max(least, read_advice[1] if read_advice else 0.0))
     verdict = judge(model_, parts, table_units=total,
                     table_limit=table_plan.limit_write_units_per_s,
                     limited_by=table_plan.limited_by,
                     read_units=table_plan.asked_read_units_per_s,
                     read_limit=table_plan.limit_read_units_per_s, headroom=headroom,
                     fitted=fitted and read_fitted, recommendation=advice,
-                    read_recommendation=read_advice, reads_are=reads_in_words(table_plan))
+                    read_recommendation=read_advice, read_shards=read_sized,
+                    reads_are=reads_in_words(table_plan))
     return Plan(values=plans, ceiling=bound, item_bytes=size, read_item_bytes=read_size,
                 headroom=float(headroom), amplification=float(amplification),
                 consistent=consistent, latency=model, mode=mode, amplification_given=given,

@@ -16,7 +16,7 @@ the placement at the p99 (``Busiest.worst_namespace``), each value at its peak, 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +31,8 @@ from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import ASSUMPTIONS, MAX_PARTITIONS, Profile
 from shardex.wording import counted
 
-__all__ = ["PartitionPlan", "Verdict", "fit_shards", "fits", "judge", "partition_ceiling",
-           "recommend", "resources", "widest_shards"]
+__all__ = ["PartitionPlan", "Verdict", "fit_shards", "fits", "judge", "least_partitions",
+           "partition_ceiling", "recommend", "resources", "widest_shards"]
 
 # a float sum of units lands a hair past a ceiling it exactly fills
 _EPSILON = 1e-6
@@ -242,16 +242,12 @@ def recommend(model: Profile, units: Mapping[str, float], base: Mapping[str, int
     or None when the partition count is fixed or no table up to 4x the quota does."""
     if model.partitions is not None or model.store == "azure-tables":
         return None
-    start = model.initial_partitions
-    least = max(start + 1, math.ceil(round(total * headroom / model.write_ceiling, 9)))
-    most = max(least, math.ceil(8 * min(model.quota_write, 1e6) / model.write_ceiling))
-    if least > MAX_PARTITIONS:
-        return None  # more than the model places: each try would draw millions of them
-    most = min(most, MAX_PARTITIONS)
-
+    least = max(model.initial_partitions + 1,
+                math.ceil(round(total * headroom / model.write_ceiling, 9)))
+    most = math.ceil(8 * min(model.quota_write, 1e6) / model.write_ceiling)
     grown: dict[str, int] = dict(base)
 
-    def attempt(count: int, trials: int = TRIALS // 2) -> dict[str, int] | None:
+    def attempt(count: int, trials: int) -> dict[str, int] | None:
         nonlocal grown
         shards, fits = fit_shards(units, base, partitions=count, ceiling=model.write_ceiling,
                                   spread=placements / count, headroom=headroom,
@@ -260,11 +256,30 @@ def recommend(model: Profile, units: Mapping[str, float], base: Mapping[str, int
             grown = shards
         return shards if fits else None
 
-    # grow geometrically to a table that fits, then halve the gap to the least that does,
-    # on half the placements; the answer is then checked on all of them
+    found = least_partitions(least, most, attempt)
+    if found is None:
+        return None
+    setting, value = _with_partitions(model, found[0])
+    return setting, value, found[1]
+
+
+def least_partitions(least: int, most: int,
+                     attempt: Callable[[int, int], dict[str, int] | None]
+                     ) -> tuple[int, dict[str, int]] | None:
+    """The least partition count from ``least`` up (to ``most``, at most MAX_PARTITIONS)
+    at which ``attempt(count, trials)`` finds N per value that fits, and that N; None if
+    none does (or ``least`` is past what the model places: each try would draw millions
+    of placements).
+
+    It grows the count geometrically to one that fits, then halves the gap to the least
+    that does, on half the placements; the answer is then checked on all of them.
+    """
+    if least > MAX_PARTITIONS:
+        return None
+    most = min(max(least, most), MAX_PARTITIONS)
     failed, count, found = least - 1, least, None
     while count <= most:
-        found = attempt(count)
+        found = attempt(count, TRIALS // 2)
         if found is not None:
             break
         failed, count = count, max(count + 1, math.ceil(count * 1.5))
@@ -272,7 +287,7 @@ def recommend(model: Profile, units: Mapping[str, float], base: Mapping[str, int
         return None
     while count - failed > max(1, count // 10):
         middle = (failed + count) // 2
-        shards = attempt(middle)
+        shards = attempt(middle, TRIALS // 2)
         if shards is None:
             failed = middle
         else:
@@ -280,10 +295,14 @@ def recommend(model: Profile, units: Mapping[str, float], base: Mapping[str, int
     while count <= most:
         checked = attempt(count, TRIALS)
         if checked is not None:
-            setting, value = _with_partitions(model, count)
-            return setting, value, checked
+            return count, checked
         count = max(count + 1, math.ceil(count * 1.1))
     return None
+
+
+def _sized(shards: Mapping[str, int]) -> str:
+    """N per value as a verdict names it: the sharded ones (``N=1`` if none is)."""
+    return ", ".join(f"{v}={n}" for v, n in shards.items() if n > 1) or "N=1"
 
 
 def _assumed(model: Profile, *names: str) -> tuple[str, ...]:
@@ -313,6 +332,7 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
           headroom: float, fitted: bool,
           recommendation: tuple[str, float, dict[str, int]] | None,
           read_recommendation: tuple[str, float] | None = None,
+          read_shards: Mapping[str, int] | None = None,
           reads_are: str = "the reads that locate items") -> Verdict:
     """The verdict at the peak on the table as given (see the module's docstring).
 
@@ -321,7 +341,9 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
     same for the reads (``reads_are`` names them: the locates of items, and the values'
     measured reads when there are any); ``fitted``: whether N fits with the headroom.
     ``recommendation``: the write setting, its value and N there (``recommend``);
-    ``read_recommendation``: the read setting and its value, when the reads need one.
+    ``read_recommendation``: the read setting and its value, when the reads need one;
+    ``read_shards``: N per value on the table it sets, when it is sized for the values'
+    reads to fit its partitions (``recommend_reads``).
     """
     reasons: list[str] = []
     notes: list[str] = []
@@ -393,16 +415,21 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
     if recommendation is not None and (reasons or not fitted):
         name, value, shards = recommendation
         setting = {name: value, **read_setting}
-        sized = ", ".join(f"{v}={n}" for v, n in shards.items() if n > 1) or "N=1"
+        sized = _sized(shards)
         (reasons if reasons else notes).append(
             f"{word} {name}={value:,.0f} ({value / model.write_ceiling:,.0f} partitions)"
             + (f" and {reads}" if reads else "") + f" avoids it, with {sized}"
             + (f"; past the per-table quota of {model.quota_write:,.0f}: request an increase"
                if value > model.quota_write else ""))
-    elif reads and len(reasons) == 1 and read_units > read_limit * (1 + _EPSILON):
-        # the reads are all of it: their own setting avoids it, the writes' would not
-        setting = read_setting
-        reasons.append(f"{word} {reads} avoids it")
+    elif reads and table_units <= table_limit * (1 + _EPSILON) \
+            and all(p.fits for p in parts if p.direction == "write") \
+            and (read_shards or all(p.fits for p in parts if p.direction == "read")):
+        # the reads are all of it (the table's read limit, partitions their keys crowd,
+        # where a table of more partitions spreads them): their own setting avoids it,
+        # the writes' would not
+        setting, shards = read_setting, dict(read_shards or {})
+        reasons.append(f"{word} {reads} avoids it" + (
+            f", with {_sized(read_shards)}" if read_shards else ""))
     elif recommendation is None and reasons and model.partitions is None \
             and table_units * headroom / model.write_ceiling > MAX_PARTITIONS:
         reasons.append(f"a table that takes it has more than {MAX_PARTITIONS:,} partitions, "
