@@ -184,6 +184,24 @@ def test_the_state_record_keeps_flaps_and_reads_older_records() -> None:
             State.from_body(bad, "autopilot/state")
 
 
+def test_the_state_record_keeps_what_a_later_release_wrote_into_it() -> None:
+    """A leader of the last release wrote the state without the fields a later one added:
+    flaps, shrunk_at and vetoed_at read as 0 and none, and the next shrink was not damped.
+    A leader of this release, taking over from a later one (a rolling upgrade, or back),
+    keeps the fields it does not know, the state's and each key's, as it found them."""
+    later = {"reshard": None, "migrating": [], "quiet_until": 99.0, "keys": {"PENDING": {
+        "last_change": 4.0, "budget": None, "budget_since": None, "flaps": 1,
+        "shrunk_at": None, "vetoed_at": None, "trend": [1, 2]}}}
+    state = State.from_body(later, "x").with_key("PENDING", flaps=2, shrunk_at=3.0)
+    body = state.to_body()
+    assert body["quiet_until"] == 99.0
+    assert body["keys"]["PENDING"]["trend"] == [1, 2]
+    assert (body["keys"]["PENDING"]["flaps"], body["keys"]["PENDING"]["shrunk_at"]) == (2, 3.0)
+    assert State.from_body(body, "x") == state
+    # a key this release adds has no fields of a later one
+    assert "trend" not in state.with_key("SHIPPED", flaps=1).to_body()["keys"]["SHIPPED"]
+
+
 @pytest.mark.shardex_virtual
 async def test_the_loop_counts_a_flap_in_its_state_and_damps_the_next_shrink() -> None:
     """A leader takes over a key that flapped twice, its last shrink 10 s ago (the state

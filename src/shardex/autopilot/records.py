@@ -13,7 +13,8 @@ one of them loses:
   pause``/``resume``; a leader that reads it paused stops acting at once.
 - ``autopilot/state``: what the leader must know after a restart (``State``): the
   migration it started and drives, each key's last change, admission budget, flaps and
-  last shrink's start (a record from before those two reads as 0 and none).
+  last shrink's start (a record from before those two reads as 0 and none); fields a
+  later release wrote are kept as they were.
 - ``autopilot/log/<ms>-<worker>-<n>``: one record per decision or action
   (``LogEntry``), created once, never rewritten; the oldest are pruned past ``keep``.
 """
@@ -103,7 +104,8 @@ class KeyState:
     budget the policy set (units a second) and since when, its count of flaps and when
     its last shrink started (``policy.flaps_after``), and when the autopilot last saw an
     operator change the key's layout (``vetoed_at``: a migration of their own, or a
-    rollback of the autopilot's; no migration of it for ``veto`` seconds)."""
+    rollback of the autopilot's; no migration of it for ``veto`` seconds). ``later``:
+    the fields a later release wrote that this one does not know, kept as they were."""
 
     last_change: float | None = None
     budget: float | None = None
@@ -111,9 +113,10 @@ class KeyState:
     flaps: int = 0
     shrunk_at: float | None = None
     vetoed_at: float | None = None
+    later: Mapping[str, Any] = field(default_factory=dict)
 
     def to_body(self) -> dict[str, Any]:
-        return {"last_change": self.last_change, "budget": self.budget,
+        return {**self.later, "last_change": self.last_change, "budget": self.budget,
                 "budget_since": self.budget_since, "flaps": self.flaps,
                 "shrunk_at": self.shrunk_at, "vetoed_at": self.vetoed_at}
 
@@ -123,13 +126,20 @@ class State:
     """The leader's state: the migration it drives (``reshard``, of the keys
     ``migrating``, toward ``targets``: key -> (N, tier)), per key (``keys``), and
     ``rollback``: the last of its migrations seen rolled back, and by whom (``autopilot``,
-    recorded before its own rollback starts, as its parity failed; or ``operator``)."""
+    recorded before its own rollback starts, as its parity failed; or ``operator``).
+
+    ``later``: the fields a later release wrote that this one does not know, kept as they
+    were (each key's in its ``KeyState``): a leader of this release that takes over from
+    a later one, in a rolling upgrade or back, loses none of them. (A leader of the
+    release before the flaps lost those, which read as 0 again.)
+    """
 
     reshard: str | None = None
     keys: Mapping[str, KeyState] = field(default_factory=dict)
     migrating: tuple[str, ...] = ()
     targets: Mapping[str, tuple[int, str | None]] = field(default_factory=dict)
     rollback: tuple[str, str] | None = None
+    later: Mapping[str, Any] = field(default_factory=dict)
 
     def rolled_back(self, reshard: str | None) -> str | None:
         """Who rolled migration ``reshard`` back (None: no rollback of it seen)."""
@@ -142,7 +152,7 @@ class State:
         return replace(self, keys={**self.keys, name: replace(self.key(name), **changes)})
 
     def to_body(self) -> dict[str, Any]:
-        return {"reshard": self.reshard, "migrating": list(self.migrating),
+        return {**self.later, "reshard": self.reshard, "migrating": list(self.migrating),
                 "targets": {key: {"shards": n, "tier": tier}
                             for key, (n, tier) in sorted(self.targets.items())},
                 "rollback": None if self.rollback is None else {
@@ -183,15 +193,26 @@ class State:
             # written before them has none of them
             keys = {str(key): KeyState(number(k["last_change"]), number(k["budget"]),
                                        number(k["budget_since"]), flaps(k.get("flaps", 0)),
-                                       number(k.get("shrunk_at")), number(k.get("vetoed_at")))
+                                       number(k.get("shrunk_at")), number(k.get("vetoed_at")),
+                                       _later(k, _KEY_FIELDS))
                     for key, k in dict(body["keys"]).items()}
             targets = {str(key): target(x)
                        for key, x in dict(body.get("targets") or {}).items()}
             return cls(name(body["reshard"], "reshard"), keys,
                        tuple(str(v) for v in body["migrating"]), targets,
-                       rollback(body.get("rollback")))
+                       rollback(body.get("rollback")), _later(body, _STATE_FIELDS))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise _malformed(where, exc) from None
+
+
+_KEY_FIELDS = frozenset({"last_change", "budget", "budget_since", "flaps", "shrunk_at",
+                         "vetoed_at"})
+_STATE_FIELDS = frozenset({"reshard", "migrating", "targets", "rollback", "keys"})
+
+
+def _later(body: Mapping[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    """The fields of ``body`` this release does not know: a later one's, kept as they are."""
+    return {name: value for name, value in body.items() if name not in known}
 
 
 @dataclass(frozen=True, slots=True)
