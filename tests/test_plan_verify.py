@@ -287,3 +287,17 @@ def test_no_read_setting_is_said_to_avoid_reads_that_crowd_a_table_of_given_part
     assert not plan.verdict.keeps_up
     assert not any("avoids it" in reason for reason in plan.verdict.reasons), \
         plan.verdict.reasons
+
+
+def test_a_provisioned_table_is_told_the_read_capacity_past_its_quota() -> None:
+    # the search tried provisioned_read past the quota of 40,000, which the profile
+    # refused: 'plan' failed with "provisioned_read (138000) is over the per-table quota"
+    plan = plan_shards({"PENDING": 100.0}, read_peaks={"PENDING": 90_000.0},
+                       table=profile("dynamodb-provisioned", provisioned_write=4000.0,
+                                     provisioned_read=12_000.0))
+    assert plan.verdict is not None
+    assert plan.verdict.setting is not None
+    read = plan.verdict.setting["provisioned_read"]
+    assert read > 40_000
+    assert any(f"provisioning provisioned_read={read:,.0f} (past the per-table quota of "
+               "40,000: request an increase) avoids it" in r for r in plan.verdict.reasons)

@@ -105,9 +105,10 @@ def recommend_reads(model: Profile, reads: Mapping[str, float], base: Mapping[st
     most = math.ceil(8 * min(model.quota_read, 1e6) / model.read_ceiling)
 
     def attempt(count: int, trials: int) -> dict[str, int] | None:
-        # the table as the setting would start it: a provisioned one's partitions share
-        # its capacity
-        sized = model.replace(**{name: count * model.read_ceiling})
+        # the table as the setting would start it (a provisioned one's partitions share
+        # its capacity), past the quota as the advice may be (it says to raise it)
+        units = count * model.read_ceiling
+        sized = model.replace(**{name: units, "quota_read": max(model.quota_read, units)})
         grown, fits = fit_reads(sized, reads, base, shards, count=count, locates=locates,
                                 headroom=headroom, namespace=namespace, trials=trials)
         return grown if fits else None
