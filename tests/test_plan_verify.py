@@ -301,3 +301,36 @@ def test_a_provisioned_table_is_told_the_read_capacity_past_its_quota() -> None:
     assert read > 40_000
     assert any(f"provisioning provisioned_read={read:,.0f} (past the per-table quota of "
                "40,000: request an increase) avoids it" in r for r in plan.verdict.reasons)
+
+
+@pytest.mark.parametrize(("peaks", "reads", "name", "table"), [
+    ({"PENDING": 100.0, "SHIPPED": 2000.0}, {"PENDING": 40_000.0}, "dynamodb-on-demand", {}),
+    ({"PENDING": 2000.0}, {"PENDING": 40_000.0}, "dynamodb-provisioned",
+     {"provisioned_write": 4000.0, "provisioned_read": 12_000.0}),
+    ({"PENDING": 500.0, "SHIPPED": 2000.0}, {"SHIPPED": 12_000.0}, "dynamodb-gsi", {}),
+    ({"PENDING": 100.0, "SHIPPED": 2000.0}, {"PENDING": 12_000.0, "SHIPPED": 1000.0},
+     "dynamodb-gsi", {}),
+])
+def test_the_setting_a_verdict_says_avoids_the_throttling_does(
+        peaks: dict[str, float], reads: dict[str, float], name: str,
+        table: dict[str, float]) -> None:
+    """A verdict said 'pre-warming to warm_write=17,000 (17 partitions) and
+    warm_read=63,150 avoids it' where the plan of that table throttled: the read setting
+    served the table's read limit, and the values' reads crowded its partitions (33 of
+    172 settings advised over drawn workloads). The read setting is now sized for them,
+    the writes checked again with the N the reads grow (more partitions, fewer keys on
+    each, can crowd the writes), and the plan of the table it sets keeps up."""
+    plan = plan_shards(peaks, read_peaks=reads, mode="gsi" if name == "dynamodb-gsi"
+                       else "table", table=profile(name, **table))
+    assert plan.verdict is not None
+    assert not plan.verdict.keeps_up
+    setting = plan.verdict.setting
+    assert setting is not None, plan.verdict.reasons
+    assert any("avoids it" in reason for reason in plan.verdict.reasons)
+    quotas = {"quota_write": 1e7, "quota_read": 1e7}
+    advised = plan_shards(peaks, read_peaks=reads, mode="gsi" if name == "dynamodb-gsi"
+                          else "table", table=profile(name, **{**table, **setting, **quotas}))
+    assert advised.verdict is not None
+    assert advised.verdict.keeps_up, advised.verdict.reasons
+    assert {v: p.shards for v, p in advised.values.items()} == \
+        dict(plan.verdict.recommended_shards)

@@ -441,9 +441,28 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     if not all(p.fits for p in parts if p.direction == "read"):
         # the values' reads crowd a partition whatever N: a table of more partitions
         # spreads their shard keys, and a read setting starts it with them
-        spreading = recommend_reads(model_, read_loads, base, shards, locates=locates,
-                                    total=table_plan.asked_read_units_per_s,
-                                    headroom=headroom, namespace=namespace)
+
+        def fit(table: Profile, partitions: int, trials: int) -> dict[str, int] | None:
+            """N with which the writes, then the reads, fit the table (as planned on it),
+            and every partition fits with it (the reads' N moves the writes' keys)."""
+            sized, fits = fit_shards(
+                loads, base, partitions=partitions,
+                ceiling=partition_ceiling(table, partitions),
+                spread=0.0 if table.layout == "gsi" else placements / partitions,
+                headroom=headroom, namespace=namespace, trials=trials)
+            if not fits:
+                return None
+            sized, fits = fit_reads(table, read_loads, base, sized, count=partitions,
+                                    locates=locates, headroom=headroom, namespace=namespace,
+                                    trials=trials)
+            return sized if fits and all(
+                p.fits for p in resources(table, loads, sized, placements=placements,
+                                          headroom=headroom, namespace=namespace,
+                                          reads=read_loads, locates=locates)) else None
+
+        spreading = recommend_reads(
+            model_, fit, total=table_plan.asked_read_units_per_s, headroom=headroom,
+            least=0 if advice is None else round(advice[1] / model_.write_ceiling))
         if spreading is not None:
             setting, least, read_sized = spreading
             read_advice = (setting, max(least, read_advice[1] if read_advice else 0.0))

@@ -412,18 +412,25 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
         reads = f"{read_name}={read_value:,.0f}" + (
             f" (past the per-table quota of {model.quota_read:,.0f}: request an increase)"
             if read_value > model.quota_read else "")
-    if recommendation is not None and (reasons or not fitted):
+    # reads that crowd partitions are avoided by a read setting sized for them, or not at
+    # all (a write setting's table may crowd them as well)
+    reads_spread = bool(read_shards) or all(p.fits for p in parts if p.direction == "read")
+    if recommendation is not None and (reasons or not fitted) and reads_spread:
         name, value, shards = recommendation
         setting = {name: value, **read_setting}
+        # a read setting for reads that crowd partitions starts the table with more of
+        # them than the write setting: N is the one sized on those
+        shards = dict(read_shards or shards)
         sized = _sized(shards)
+        partitions = max([value / model.write_ceiling]
+                         + [units / model.read_ceiling for units in read_setting.values()])
         (reasons if reasons else notes).append(
-            f"{word} {name}={value:,.0f} ({value / model.write_ceiling:,.0f} partitions)"
+            f"{word} {name}={value:,.0f} ({partitions:,.0f} partitions)"
             + (f" and {reads}" if reads else "") + f" avoids it, with {sized}"
             + (f"; past the per-table quota of {model.quota_write:,.0f}: request an increase"
                if value > model.quota_write else ""))
     elif reads and table_units <= table_limit * (1 + _EPSILON) \
-            and all(p.fits for p in parts if p.direction == "write") \
-            and (read_shards or all(p.fits for p in parts if p.direction == "read")):
+            and all(p.fits for p in parts if p.direction == "write") and reads_spread:
         # the reads are all of it (the table's read limit, partitions their keys crowd,
         # where a table of more partitions spreads them): their own setting avoids it,
         # the writes' would not
