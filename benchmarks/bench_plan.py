@@ -18,11 +18,17 @@ accepted 79%, 64% and 93%):
    accepted, and whether they agree (``keeps up`` and >= 99.9% of every value's writes
    accepted, or ``throttles`` and less). The run fails (exit 1) if any row disagrees, or
    if a plan that keeps up was simulated below 99%.
+
+``--advised N`` then draws workloads (one to three values, write and read peaks, on an
+on-demand, a provisioned and a GSI table) until N of them throttle with a setting that
+the verdict says avoids it: each setting's table is planned again (its plan must keep up,
+with the N the verdict named) and simulated as ``plan --verify`` does (they must agree).
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,6 +36,7 @@ from typing import Any
 
 from shardex.plan import plan_shards
 from shardex.scenarios.simulate import simulate
+from shardex.scenarios.verify import verify_plan
 from shardex.scenarios.workload import Workload, workload_from_dict
 from shardex.sim import profile
 
@@ -162,10 +169,53 @@ def run(scenario: Scenario) -> dict[str, Any]:
             "sim_verdict": sim.verdict()}
 
 
+def advised(count: int, seed: int) -> bool:
+    """Draw workloads until ``count`` verdicts advise a setting; check each setting's plan
+    keeps up with the N named and its simulation agrees. Prints a line each and a total."""
+    rng = random.Random(seed)
+    values = ("PENDING", "SHIPPED", "DELIVERED")
+    checked = good = drawn = 0
+    while checked < count:
+        drawn += 1
+        peaks = {v: float(rng.choice([10, 100, 500, 2000, 8000]))
+                 for v in values[:rng.randint(1, 3)]}
+        reads = {v: float(rng.choice([0, 1000, 5000, 12_000, 40_000])) for v in peaks}
+        name = rng.choice(["dynamodb-on-demand", "dynamodb-provisioned", "dynamodb-gsi"])
+        mode = "gsi" if name == "dynamodb-gsi" else "table"
+        table = {} if name != "dynamodb-provisioned" else {
+            "provisioned_write": float(rng.choice([4000, 10_000])),
+            "provisioned_read": float(rng.choice([12_000, 30_000]))}
+        plan = plan_shards(peaks, read_peaks=reads, mode=mode, table=profile(name, **table))
+        assert plan.verdict is not None
+        if plan.verdict.keeps_up or plan.verdict.setting is None:
+            continue
+        checked += 1
+        setting = plan.verdict.setting
+        # a setting past the per-table quota says to raise it: the table it names does
+        at = profile(name, **{**table, **setting, "quota_write": 1e7, "quota_read": 1e7})
+        again = plan_shards(peaks, read_peaks=reads, mode=mode, table=at)
+        assert again.verdict is not None
+        verified = verify_plan(again, seconds=120)
+        same_n = {v: p.shards for v, p in again.values.items()} == \
+            dict(plan.verdict.recommended_shards)
+        ok = again.verdict.keeps_up and same_n and verified["agrees"]
+        good += ok
+        print(f"  {checked:>3} {name:<20} writes {peaks} reads {reads}: {setting} -> "
+              f"{'keeps up' if again.verdict.keeps_up else 'THROTTLES'}"
+              f"{'' if same_n else ' (another N)'}, simulation "
+              f"{'agrees' if verified['agrees'] else 'DISAGREES'}")
+    print(f"\n{good} of {checked} settings advised (of {drawn} drawn workloads) keep up "
+          "when planned again, with the N named, and their simulations agree")
+    return good == checked
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", help="run the scenarios whose name holds this text")
     parser.add_argument("--why", action="store_true", help="print each verdict's reason")
+    parser.add_argument("--advised", type=int, default=0,
+                        help="then check the settings of this many drawn workloads' verdicts")
+    parser.add_argument("--seed", type=int, default=11, help="the draws' seed (--advised)")
     args = parser.parse_args()
     chosen = [s for s in SCENARIOS if not args.only or args.only.lower() in s.name.lower()]
     rows = [run(scenario) for scenario in chosen]
@@ -188,7 +238,8 @@ def main() -> None:
           f"{100 * min((r['least'] for r in kept), default=1.0):.2f}%; planning took "
           f"{max(r['planned'] for r in rows):.2f} s at most, simulating "
           f"{sum(r['simulated'] for r in rows):.1f} s in all")
-    if agree < len(rows) or any(r["least"] < 0.99 for r in kept):
+    truthful = advised(args.advised, args.seed) if args.advised else True
+    if agree < len(rows) or any(r["least"] < 0.99 for r in kept) or not truthful:
         sys.exit(1)
 
 

@@ -334,3 +334,17 @@ def test_the_setting_a_verdict_says_avoids_the_throttling_does(
     assert advised.verdict.keeps_up, advised.verdict.reasons
     assert {v: p.shards for v, p in advised.values.items()} == \
         dict(plan.verdict.recommended_shards)
+
+
+def test_writes_and_reads_of_the_same_keys_are_judged_at_one_placement() -> None:
+    """GSI writes at their own p99 placement took 909 of a partition's 1,000 units, reads
+    at theirs 2,977 of 3,000: 'keeps up'. The simulation at the reads' p99 placement,
+    where the same keys' writes crowded a partition, accepted 89.6% of PENDING#0's
+    writes: plan and simulation disagreed. Each is now judged at the placement at the
+    p99 of the nearest either comes to its ceiling, the simulation's too."""
+    plan = plan_shards({"PENDING": 100.0, "SHIPPED": 2000.0, "DELIVERED": 100.0},
+                       read_peaks={"PENDING": 1000.0, "SHIPPED": 5000.0, "DELIVERED": 1000.0},
+                       mode="gsi", table=profile("dynamodb-gsi", warm_write=5000.0))
+    assert len({p.busiest.worst_namespace for p in plan.partitions}) == 1
+    verified = verify_plan(plan, seconds=120)
+    assert verified["agrees"], (plan.verdict, verified["verdict"])

@@ -21,7 +21,7 @@ whose targets are per partition key): no key shares.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -32,7 +32,7 @@ from shardex.routing import ShardPolicy
 from shardex.sim.partitions import key_hash
 
 __all__ = ["Busiest", "Placements", "QUANTILE", "TRIALS", "busiest_partition",
-           "collision_free_odds", "placed", "shard_loads"]
+           "collision_free_odds", "placed", "quantile_trial", "shard_loads"]
 
 TRIALS = 160
 QUANTILE = 0.99
@@ -50,7 +50,9 @@ class Busiest:
       partition; ``total``: the shard keys' load, all of it.
     - ``worst_namespace``: the index name whose placement is that quantile (the
       simulator places keys by it), and ``worst_keys`` the shard keys on its busiest
-      partition, heaviest first; ``own``: the busiest partition of ``namespace`` itself.
+      partition, heaviest first; ``own``: the busiest partition of ``namespace`` itself;
+      ``tops``: the busiest partition's load in each placement drawn, in order (none
+      when every key is its own partition).
     """
 
     partitions: int
@@ -64,6 +66,7 @@ class Busiest:
     worst_keys: tuple[str, ...]
     own: float
     total: float = 0.0
+    tops: tuple[float, ...] = ()
 
 
 def collision_free_odds(keys: int, partitions: int) -> float:
@@ -115,17 +118,38 @@ class Placements:
                                 trials=trials)
         draws = self._draws
         draws.update(loads)
-        ranked = sorted((top, trial) for trial, top in enumerate(draws.tops))
-        rank = min(trials - 1, max(0, math.ceil(quantile * trials) - 1))
-        worst, trial = ranked[rank]
+        return self._at(loads, quantile_trial(draws.tops, quantile))
+
+    def at(self, loads: Mapping[str, float], trial: int) -> Busiest:
+        """``busiest(loads)`` (asked just before, with these loads) as placement ``trial``
+        has it: its busiest partition taken for the worst, where placements of other
+        loads on the same table are judged together (``quantile_trial``)."""
+        if self._draws is None:
+            return self.busiest(loads)
+        return self._at(loads, trial)
+
+    def _at(self, loads: Mapping[str, float], trial: int) -> Busiest:
+        draws, trials = self._draws, self.trials
+        assert draws is not None
+        worst = draws.tops[trial]
         hot = draws.row(trial).index(worst)
         return Busiest(
-            partitions=partitions, keys=len(loads), spread=self.spread,
-            expected=sum(load for load, _ in ranked) / trials, worst=worst,
-            quantile=quantile, collision_free=draws.apart / trials,
+            partitions=self.partitions, keys=len(loads), spread=self.spread,
+            expected=sum(draws.tops) / trials, worst=worst, quantile=self.quantile,
+            collision_free=draws.apart / trials,
             worst_namespace=namespace_of(self.namespace, trial),
             worst_keys=tuple(sorted(draws.on(trial, hot), key=lambda k: -loads[k])),
-            own=draws.tops[0], total=sum(loads.values()))
+            own=draws.tops[0], total=sum(loads.values()), tops=tuple(draws.tops))
+
+
+def quantile_trial(tops: Sequence[float] | Sequence[tuple[float, float]],
+                   quantile: float = QUANTILE) -> int:
+    """The placement at ``quantile`` of ``tops`` (a load, or shares of ceilings compared
+    in order, each placement drawn): the worst but ``1 - quantile`` of them (ties: the
+    earlier one)."""
+    ranked = sorted((top, trial) for trial, top in enumerate(tops))
+    rank = min(len(tops) - 1, max(0, math.ceil(quantile * len(tops)) - 1))
+    return ranked[rank][1]
 
 
 def busiest_partition(loads: Mapping[str, float], partitions: int, *, spread: float = 0.0,

@@ -15,11 +15,11 @@ setting that starts the table with enough of them does (``recommend_reads``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from shardex.errors import InvalidInput
 from shardex.plan.partitions import TRIALS
-from shardex.plan.verdict import fit_shards, least_partitions, partition_ceiling
+from shardex.plan.verdict import Fit, fit_shards, least_partitions, partition_ceiling, with_setting
 from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import Profile
 
@@ -85,35 +85,27 @@ def fit_reads(model: Profile, reads: Mapping[str, float], base: Mapping[str, int
     return dict(shards), False
 
 
-def recommend_reads(model: Profile, fit: Callable[[Profile, int, int], dict[str, int] | None],
-                    *, total: float, headroom: float, least: int = 0
+def recommend_reads(model: Profile, fit: Fit, *, total: float, headroom: float
                     ) -> tuple[str, float, dict[str, int]] | None:
     """The least read setting (``warm_read`` on demand, ``provisioned_read``) that starts
     the table with partitions enough for the values' reads to fit with the headroom at
-    the p99 of placements, and N there: (setting, value, N per value).
+    the p99 of placements, the writes too, as ``fit`` plans the table (more partitions
+    hold fewer keys each, which can crowd the writes): (setting, value, N per value).
 
-    ``fit(table, count, trials)``: N per value with which the writes and the reads both
-    fit ``count`` partitions of ``table`` (as the table the setting starts), or None (more
-    partitions can crowd the writes: fewer keys share each, so the busiest varies more).
     ``total``: every read unit a second the table serves (the values' and the locates),
-    which the setting serves too; ``least``: the fewest partitions to try (a write
-    setting's). None when the partition count is given (a fact of the table), on Azure
-    (no setting raises a storage account's target), or when no table up to 8x the read
-    quota takes them.
+    which the setting serves too. None when the partition count is given (a fact of the
+    table), on Azure (no setting raises a storage account's target), or when no table up
+    to 8x the read quota takes them.
     """
     if model.partitions is not None or model.store == "azure-tables":
         return None
     name = "provisioned_read" if model.capacity == "provisioned" else "warm_read"
-    least = max(least, model.initial_partitions + 1,
+    least = max(model.initial_partitions + 1,
                 math.ceil(round(total * headroom / model.read_ceiling, 9)))
     most = math.ceil(8 * min(model.quota_read, 1e6) / model.read_ceiling)
 
     def attempt(count: int, trials: int) -> dict[str, int] | None:
-        # the table as the setting would start it (a provisioned one's partitions share
-        # its capacity), past the quota as the advice may be (it says to raise it)
-        units = count * model.read_ceiling
-        return fit(model.replace(**{name: units, "quota_read": max(model.quota_read, units)}),
-                   count, trials)
+        return fit(with_setting(model, name, count * model.read_ceiling), True, trials)
 
     found = least_partitions(least, most, attempt)
     if found is None:

@@ -55,6 +55,7 @@ from shardex.plan.table import (
     reads_in_words,
 )
 from shardex.plan.verdict import (
+    Fit,
     PartitionPlan,
     Verdict,
     fit_shards,
@@ -62,6 +63,7 @@ from shardex.plan.verdict import (
     partition_ceiling,
     recommend,
     resources,
+    with_setting,
 )
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy
 from shardex.sim.latency import LatencyModel
@@ -434,48 +436,81 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     # raised by its own setting (warm_read, provisioned_read), which a write setting leaves
     needs_more = not fitted or not all(p.fits for p in parts if p.direction == "write") \
         or table_plan.write_binds
-    advice = recommend(model_, loads, base, placements=placements, total=total,
-                       headroom=headroom, namespace=namespace) if needs_more else None
-    read_advice = advise_reads(model_, table_plan)
-    read_sized: dict[str, int] | None = None
-    if not all(p.fits for p in parts if p.direction == "read"):
-        # the values' reads crowd a partition whatever N: a table of more partitions
-        # spreads their shard keys, and a read setting starts it with them
 
-        def fit(table: Profile, partitions: int, trials: int) -> dict[str, int] | None:
-            """N with which the writes, then the reads, fit the table (as planned on it),
-            and every partition fits with it (the reads' N moves the writes' keys)."""
-            sized, fits = fit_shards(
-                loads, base, partitions=partitions,
-                ceiling=partition_ceiling(table, partitions),
-                spread=0.0 if table.layout == "gsi" else placements / partitions,
-                headroom=headroom, namespace=namespace, trials=trials)
-            if not fits:
-                return None
+    def fit(table: Profile, crowd: bool, trials: int) -> dict[str, int] | None:
+        """N as the plan of ``table`` sizes it (the writes', grown for the reads), if the
+        writes' partitions take it, and the reads' too when ``crowd``."""
+        partitions = table.initial_partitions
+        sized, fits = fit_shards(
+            loads, base, partitions=partitions, ceiling=partition_ceiling(table, partitions),
+            spread=0.0 if table.layout == "gsi" or not partitions else placements / partitions,
+            headroom=headroom, namespace=namespace, trials=trials)
+        if not fits:
+            return None
+        if read_loads:
             sized, fits = fit_reads(table, read_loads, base, sized, count=partitions,
                                     locates=locates, headroom=headroom, namespace=namespace,
                                     trials=trials)
-            return sized if fits and all(
-                p.fits for p in resources(table, loads, sized, placements=placements,
-                                          headroom=headroom, namespace=namespace,
-                                          reads=read_loads, locates=locates)) else None
+            if crowd and not fits:
+                return None
+        held = resources(table, loads, sized, placements=placements, headroom=headroom,
+                         namespace=namespace, reads=read_loads, locates=locates,
+                         trials=trials)
+        return sized if all(p.fits for p in held if crowd or p.direction == "write") \
+            else None
 
-        spreading = recommend_reads(
-            model_, fit, total=table_plan.asked_read_units_per_s, headroom=headroom,
-            least=0 if advice is None else round(advice[1] / model_.write_ceiling))
-        if spreading is not None:
-            setting, least, read_sized = spreading
-            read_advice = (setting, max(least, read_advice[1] if read_advice else 0.0))
+    advice, read_advice, advised = _advise(
+        model_, fit, writes=needs_more,
+        crowded=not all(p.fits for p in parts if p.direction == "read"),
+        read_advice=advise_reads(model_, table_plan), total=total,
+        total_reads=table_plan.asked_read_units_per_s, headroom=headroom)
     verdict = judge(model_, parts, table_units=total,
                     table_limit=table_plan.limit_write_units_per_s,
                     limited_by=table_plan.limited_by,
                     read_units=table_plan.asked_read_units_per_s,
                     read_limit=table_plan.limit_read_units_per_s, headroom=headroom,
                     fitted=fitted and read_fitted, recommendation=advice,
-                    read_recommendation=read_advice, read_shards=read_sized,
+                    read_recommendation=read_advice, advised_shards=advised, planned=shards,
                     reads_are=reads_in_words(table_plan))
     return Plan(values=plans, ceiling=bound, item_bytes=size, read_item_bytes=read_size,
                 headroom=float(headroom), amplification=float(amplification),
                 consistent=consistent, latency=model, mode=mode, amplification_given=given,
                 table=table_plan, partitions=tuple(parts), verdict=verdict, profile=model_,
                 namespace=namespace)
+
+
+def _advise(model: Profile, fit: Fit, *, writes: bool, crowded: bool,
+            read_advice: tuple[str, float] | None, total: float, total_reads: float,
+            headroom: float) -> tuple[tuple[str, float] | None, tuple[str, float] | None,
+                                      dict[str, int] | None]:
+    """The settings that avoid the throttling, and N on the table they start, as that
+    table is planned (``fit``): (write setting, read setting, N), N None when the table
+    the settings start does not keep up (or none is advised): no setting is then said to
+    avoid it.
+
+    ``read_advice``: the read setting that serves the table's read limit (if it binds);
+    ``writes``: whether the writes need a larger table; ``crowded``: whether the values'
+    reads crowd a partition, which a table of more partitions spreads (the write
+    setting's, or a read setting's: cheaper, three times the read units a partition).
+    """
+    try:
+        table = model if read_advice is None else with_setting(model, *read_advice)
+    except InvalidInput:  # a table past the partitions the model places: none is advised
+        return None, read_advice, None
+    advice = None
+    if writes:
+        found = recommend(table, fit, total=total, headroom=headroom)
+        if found is None:
+            return None, read_advice, None
+        advice = found[:2]
+        table = with_setting(table, *advice)
+    if advice is None and read_advice is None and not crowded:
+        return None, None, None
+    held = fit(table, True, TRIALS)
+    if held is not None:
+        return advice, read_advice, held  # the reads fit the table too, crowded or not
+    spreading = recommend_reads(table, fit, total=total_reads, headroom=headroom)
+    if spreading is None:
+        return advice, read_advice, None
+    name, least, sized = spreading
+    return advice, (name, max(least, read_advice[1] if read_advice else 0.0)), sized

@@ -25,14 +25,15 @@ from shardex.plan.partitions import (
     Busiest,
     Placements,
     busiest_partition,
+    quantile_trial,
     shard_loads,
 )
 from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import ASSUMPTIONS, MAX_PARTITIONS, Profile
 from shardex.wording import counted
 
-__all__ = ["PartitionPlan", "Verdict", "fit_shards", "fits", "judge", "least_partitions",
-           "partition_ceiling", "recommend", "resources", "widest_shards"]
+__all__ = ["Fit", "PartitionPlan", "Verdict", "fit_shards", "fits", "judge", "least_partitions",
+           "partition_ceiling", "recommend", "resources", "widest_shards", "with_setting"]
 
 # a float sum of units lands a hair past a ceiling it exactly fills
 _EPSILON = 1e-6
@@ -197,15 +198,23 @@ def widest_shards(base: int) -> int:
 def resources(model: Profile, units: Mapping[str, float], shards: Mapping[str, int], *,
               placements: float, headroom: float, namespace: str = "index",
               partitions: int | None = None, reads: Mapping[str, float] | None = None,
-              locates: float = 0.0) -> list[PartitionPlan]:
+              locates: float = 0.0, trials: int = TRIALS) -> list[PartitionPlan]:
     """The partitions of each resource the layout writes to, at the peak and with the
     headroom: the table (entries and placement records spread over it), or in the GSI
     layout the GSI (entries) and the table (placement records); then, when ``reads``
     (value -> its measured read units a second) has any, the same resources' reads: the
     values' reads where their entries are, and the ``locates`` (read units a second)
-    spread over the table."""
+    spread over the table.
+
+    One placement of the shard keys serves them all: each is judged at the placement at
+    the p99 of the nearest any of them comes to its ceiling, drawn alike (a placement
+    whose writes fit at their own p99 and whose reads fit at theirs may crowd one
+    partition's writes where it crowds another's reads: a simulation at the reads' p99
+    placement throttled the writes of a plan that kept up). ``trials``: the placements
+    drawn.
+    """
     count = model.initial_partitions if partitions is None else partitions
-    out = []
+    drawn: list[tuple[str, str, float, float, dict[str, float], Placements]] = []
     directions: list[tuple[str, Mapping[str, float], float]] = [("write", units, placements)]
     if reads is not None and any(reads.values()):
         directions.append(("read", reads, locates))
@@ -219,48 +228,57 @@ def resources(model: Profile, units: Mapping[str, float], shards: Mapping[str, i
         for name, loads, share in pairs:
             if direction == "read" and not any(loads.values()) and not share:
                 continue  # a resource no read reaches
-            shard = {v: shards[v] for v in loads}
-            out.append(PartitionPlan(
-                name, count, ceiling, share,
-                _busiest(loads, shard, count, share, 1.0, namespace, TRIALS), headroom,
-                direction))
-    return out
+            drawn.append((name, direction, ceiling, share, shard_loads(
+                {v: (shards[v], loads[v]) for v in loads}), Placements(
+                    count, spread=share, namespace=namespace, trials=trials)))
+    found = [placed.busiest(loads) for *_, loads, placed in drawn]
+    if count and len(found) > 1:
+        # the nearest any comes to its ceiling in each placement, then the sum of all,
+        # which orders the placements where one load spread over the table is nearest
+        shares = [[top / ceiling for top in busiest.tops]
+                  for busiest, (_, _, ceiling, *_) in zip(found, drawn, strict=True)]
+        trial = quantile_trial([(max(each), sum(each)) for each in zip(*shares, strict=True)])
+        found = [placed.at(loads, trial) for *_, loads, placed in drawn]
+    return [PartitionPlan(name, count, ceiling, share, busiest, headroom, direction)
+            for (name, direction, ceiling, share, *_), busiest in zip(drawn, found,
+                                                                    strict=True)]
 
 
-def _with_partitions(model: Profile, partitions: int) -> tuple[str, float]:
-    """The setting (and its value) that starts a table of ``model`` with ``partitions``."""
-    if model.capacity == "provisioned":
-        return "provisioned_write", partitions * model.write_ceiling
-    return "warm_write", partitions * model.write_ceiling
+def with_setting(model: Profile, name: str, value: float) -> Profile:
+    """``model`` with capacity setting ``name`` (``warm_write``, ``provisioned_read``, ...)
+    at ``value``, its per-table quota raised to it where it is past it (advice past the
+    quota says to raise it too)."""
+    quota = "quota_write" if name.endswith("_write") else "quota_read"
+    return model.replace(**{name: value, quota: max(getattr(model, quota), value)})
 
 
-def recommend(model: Profile, units: Mapping[str, float], base: Mapping[str, int], *,
-              placements: float, total: float, headroom: float,
-              namespace: str = "index") -> tuple[str, float, dict[str, int]] | None:
-    """The least warm throughput (on-demand) or provisioned capacity whose partitions take
-    the load, with the headroom, at the p99 of placements: (setting, value, N per value),
-    or None when the partition count is fixed or no table up to 4x the quota does."""
+# how a table of a given profile is planned: N per value with which it keeps up (the
+# writes' partitions, and the reads' too when the second argument says so), or None;
+# the third argument is the placements drawn per try
+Fit = Callable[[Profile, bool, int], dict[str, int] | None]
+
+
+def recommend(model: Profile, fit: Fit, *, total: float, headroom: float
+              ) -> tuple[str, float, dict[str, int]] | None:
+    """The least warm throughput (on-demand) or provisioned capacity whose table the
+    writes fit with the headroom at the p99 of placements, as ``fit`` plans it (the plan
+    of that table): (setting, value, N per value there), or None when the partition
+    count is fixed, on Azure, or when no table up to 8x the quota does. ``total``: every
+    write unit a second the table serves."""
     if model.partitions is not None or model.store == "azure-tables":
         return None
+    name = "provisioned_write" if model.capacity == "provisioned" else "warm_write"
     least = max(model.initial_partitions + 1,
                 math.ceil(round(total * headroom / model.write_ceiling, 9)))
     most = math.ceil(8 * min(model.quota_write, 1e6) / model.write_ceiling)
-    grown: dict[str, int] = dict(base)
 
     def attempt(count: int, trials: int) -> dict[str, int] | None:
-        nonlocal grown
-        shards, fits = fit_shards(units, base, partitions=count, ceiling=model.write_ceiling,
-                                  spread=placements / count, headroom=headroom,
-                                  namespace=namespace, trials=trials, start=grown)
-        if fits:
-            grown = shards
-        return shards if fits else None
+        return fit(with_setting(model, name, count * model.write_ceiling), False, trials)
 
     found = least_partitions(least, most, attempt)
     if found is None:
         return None
-    setting, value = _with_partitions(model, found[0])
-    return setting, value, found[1]
+    return name, found[0] * model.write_ceiling, found[1]
 
 
 def least_partitions(least: int, most: int,
@@ -330,9 +348,10 @@ def _no_margin(part: PartitionPlan) -> str:
 def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
           table_limit: float, limited_by: str, read_units: float, read_limit: float,
           headroom: float, fitted: bool,
-          recommendation: tuple[str, float, dict[str, int]] | None,
+          recommendation: tuple[str, float] | None,
           read_recommendation: tuple[str, float] | None = None,
-          read_shards: Mapping[str, int] | None = None,
+          advised_shards: Mapping[str, int] | None = None,
+          planned: Mapping[str, int] | None = None,
           reads_are: str = "the reads that locate items") -> Verdict:
     """The verdict at the peak on the table as given (see the module's docstring).
 
@@ -340,10 +359,11 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
     against ``table_limit`` (set by ``limited_by``); ``read_units``/``read_limit`` the
     same for the reads (``reads_are`` names them: the locates of items, and the values'
     measured reads when there are any); ``fitted``: whether N fits with the headroom.
-    ``recommendation``: the write setting, its value and N there (``recommend``);
+    ``recommendation``: the write setting and its value (``recommend``);
     ``read_recommendation``: the read setting and its value, when the reads need one;
-    ``read_shards``: N per value on the table it sets, when it is sized for the values'
-    reads to fit its partitions (``recommend_reads``).
+    ``advised_shards``: N per value on the table the settings start, as its own plan
+    sizes it, when that plan keeps up (None: no setting is said to avoid it);
+    ``planned``: N per value on the table as given.
     """
     reasons: list[str] = []
     notes: list[str] = []
@@ -412,31 +432,25 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
         reads = f"{read_name}={read_value:,.0f}" + (
             f" (past the per-table quota of {model.quota_read:,.0f}: request an increase)"
             if read_value > model.quota_read else "")
-    # reads that crowd partitions are avoided by a read setting sized for them, or not at
-    # all (a write setting's table may crowd them as well)
-    reads_spread = bool(read_shards) or all(p.fits for p in parts if p.direction == "read")
-    if recommendation is not None and (reasons or not fitted) and reads_spread:
-        name, value, shards = recommendation
+    if recommendation is not None and advised_shards is not None and (reasons or not fitted):
+        name, value = recommendation
         setting = {name: value, **read_setting}
-        # a read setting for reads that crowd partitions starts the table with more of
-        # them than the write setting: N is the one sized on those
-        shards = dict(read_shards or shards)
-        sized = _sized(shards)
+        shards = dict(advised_shards)
         partitions = max([value / model.write_ceiling]
                          + [units / model.read_ceiling for units in read_setting.values()])
         (reasons if reasons else notes).append(
             f"{word} {name}={value:,.0f} ({partitions:,.0f} partitions)"
-            + (f" and {reads}" if reads else "") + f" avoids it, with {sized}"
+            + (f" and {reads}" if reads else "") + f" avoids it, with {_sized(shards)}"
             + (f"; past the per-table quota of {model.quota_write:,.0f}: request an increase"
                if value > model.quota_write else ""))
-    elif reads and table_units <= table_limit * (1 + _EPSILON) \
-            and all(p.fits for p in parts if p.direction == "write") and reads_spread:
+    elif read_setting and advised_shards is not None and recommendation is None:
         # the reads are all of it (the table's read limit, partitions their keys crowd,
         # where a table of more partitions spreads them): their own setting avoids it,
         # the writes' would not
-        setting, shards = read_setting, dict(read_shards or {})
-        reasons.append(f"{word} {reads} avoids it" + (
-            f", with {_sized(read_shards)}" if read_shards else ""))
+        same = dict(advised_shards) == dict(planned or {})
+        setting, shards = read_setting, dict(advised_shards)
+        reasons.append(f"{word} {reads} avoids it"
+                       + ("" if same else f", with {_sized(shards)}"))
     elif recommendation is None and reasons and model.partitions is None \
             and table_units * headroom / model.write_ceiling > MAX_PARTITIONS:
         reasons.append(f"a table that takes it has more than {MAX_PARTITIONS:,} partitions, "
