@@ -24,7 +24,6 @@ from shardex.plan.partitions import (
     TRIALS,
     Busiest,
     Placements,
-    busiest_partition,
     quantile_trial,
     shard_loads,
 )
@@ -133,13 +132,6 @@ def partition_ceiling(model: Profile, partitions: int, *, write: bool = True) ->
         provisioned = model.provisioned_write if write else model.provisioned_read
         return min(ceiling, provisioned / partitions)
     return ceiling
-
-
-def _busiest(units: Mapping[str, float], shards: Mapping[str, int], partitions: int,
-             spread: float, scale: float, namespace: str, trials: int) -> Busiest:
-    loads = shard_loads({v: (shards[v], units[v] * scale) for v in units})
-    return busiest_partition(loads, partitions, spread=spread * scale, namespace=namespace,
-                             trials=trials)
 
 
 def fits(found: Busiest, ceiling: float, headroom: float) -> bool:
