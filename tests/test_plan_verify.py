@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from shardex.cli import cli
+from shardex.cli import cli, main
 from shardex.documents import DIAGNOSE_SCHEMA
+from shardex.errors import InvalidInput
 from shardex.plan import plan_shards
 from shardex.scenarios.verify import verify_plan
 from shardex.sim import profile
@@ -348,3 +349,16 @@ def test_writes_and_reads_of_the_same_keys_are_judged_at_one_placement() -> None
     assert len({p.busiest.worst_namespace for p in plan.partitions}) == 1
     verified = verify_plan(plan, seconds=120)
     assert verified["agrees"], (plan.verdict, verified["verdict"])
+
+
+def test_a_provisioned_table_without_adaptive_capacity_needs_partitions_to_plan(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # 'plan --mode cosmos --partitions 0' read "keeps up" (every key its own partition at
+    # the full ceiling), where its simulation ('--verify') refused the table: a
+    # provisioned one without adaptive capacity shares its capacity over its partitions
+    with pytest.raises(InvalidInput, match="needs a partition count to share its capacity"):
+        plan_shards({"PENDING": 300.0}, mode="cosmos", partitions=0)
+    with pytest.raises(SystemExit) as exited:
+        main(["plan", "--peak", "PENDING=300", "--mode", "cosmos", "--partitions", "0"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.startswith("error: without adaptive capacity")

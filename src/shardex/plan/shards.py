@@ -67,6 +67,7 @@ from shardex.plan.verdict import (
 )
 from shardex.routing import MAX_SHARDS, Routing, ShardPolicy
 from shardex.sim.latency import LatencyModel
+from shardex.sim.partitions import check_shared
 from shardex.sim.profiles import Profile, profile
 
 __all__ = [
@@ -361,6 +362,7 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     # the simulation counts what the plan counts: entry writes times the amplification
     model_ = base_model.replace(entry_writes=amplification / (
         1.0 if base_model.layout == "gsi" else base_model.transaction_cost))
+    check_shared(model_)  # as the simulation of it would: planned, it read "keeps up"
     units = model_.write_cost(size)
     base: dict[str, int] = {}
     read_base: dict[str, int] = {}

@@ -36,7 +36,7 @@ from shardex.hashing import h64, jump_hash
 from shardex.sim.buckets import TokenBucket
 from shardex.sim.profiles import Profile
 
-__all__ = ["KeyTrack", "Partition", "PartitionMap", "Slot", "key_hash", "slot_of"]
+__all__ = ["KeyTrack", "Partition", "PartitionMap", "Slot", "check_shared", "key_hash", "slot_of"]
 
 _TOP = 1 << 64
 # Heat is kept for this many keys of a partition during a hot streak: enough to place a
@@ -295,6 +295,16 @@ class Slot:
         return parts[bisect.bisect_right(self.bounds, (h, sort)) - 1]
 
 
+def check_shared(profile: Profile) -> None:
+    """InvalidInput for a provisioned table without adaptive capacity whose keys are each
+    their own partition (``partitions=0``): its capacity is shared over a partition count,
+    which it then has none of."""
+    if not profile.adaptive and profile.capacity == "provisioned" \
+            and profile.initial_partitions == 0:
+        raise InvalidInput("without adaptive capacity a provisioned table needs a "
+                           "partition count to share its capacity over (partitions > 0)")
+
+
 class PartitionMap:
     """The physical partitions of one table or GSI: where each key lives, and the splits.
 
@@ -304,10 +314,7 @@ class PartitionMap:
     """
 
     def __init__(self, profile: Profile, *, prefix: str = "p", now: float = 0.0) -> None:
-        if not profile.adaptive and profile.capacity == "provisioned" \
-                and profile.initial_partitions == 0:
-            raise InvalidInput("without adaptive capacity a provisioned table needs a "
-                               "partition count to share its capacity over (partitions > 0)")
+        check_shared(profile)
         self.profile = profile
         self.count = profile.initial_partitions
         self.prefix = prefix
