@@ -9,7 +9,8 @@ keys, so it needs the smallest N with::
 and, as its writes do, N grows while the busiest partition's reads at the p99 of hash
 placements pass the partition's read ceiling (``fit_reads``, on
 ``shardex.plan.verdict.fit_shards``). Where no N fits the table's partitions, the read
-setting that starts the table with enough of them does (``recommend_reads``).
+setting that starts the table with enough of them does
+(``shardex.plan.verdict.recommend``).
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from collections.abc import Mapping
 
 from shardex.errors import InvalidInput
 from shardex.plan.partitions import TRIALS
-from shardex.plan.verdict import Fit, fit_shards, least_partitions, partition_ceiling, with_setting
+from shardex.plan.verdict import fit_shards, partition_ceiling
 from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import Profile
 
-__all__ = ["checked_read_peaks", "fit_reads", "read_shards", "recommend_reads"]
+__all__ = ["checked_read_peaks", "fit_reads", "read_shards"]
 
 
 def checked_read_peaks(read_peaks: Mapping[str, float] | None,
@@ -84,30 +85,3 @@ def fit_reads(model: Profile, reads: Mapping[str, float], base: Mapping[str, int
             return {**shards, **grown}, margin == headroom
     return dict(shards), False
 
-
-def recommend_reads(model: Profile, fit: Fit, *, total: float, headroom: float
-                    ) -> tuple[str, float, dict[str, int]] | None:
-    """The least read setting (``warm_read`` on demand, ``provisioned_read``) that starts
-    the table with partitions enough for the values' reads to fit with the headroom at
-    the p99 of placements, the writes too, as ``fit`` plans the table (more partitions
-    hold fewer keys each, which can crowd the writes): (setting, value, N per value).
-
-    ``total``: every read unit a second the table serves (the values' and the locates),
-    which the setting serves too. None when the partition count is given (a fact of the
-    table), on Azure (no setting raises a storage account's target), or when no table up
-    to 8x the read quota takes them.
-    """
-    if model.partitions is not None or model.store == "azure-tables":
-        return None
-    name = "provisioned_read" if model.capacity == "provisioned" else "warm_read"
-    least = max(model.initial_partitions + 1,
-                math.ceil(round(total * headroom / model.read_ceiling, 9)))
-    most = math.ceil(8 * min(model.quota_read, 1e6) / model.read_ceiling)
-
-    def attempt(count: int, trials: int) -> dict[str, int] | None:
-        return fit(with_setting(model, name, count * model.read_ceiling), True, trials)
-
-    found = least_partitions(least, most, attempt)
-    if found is None:
-        return None
-    return name, found[0] * model.read_ceiling, found[1]

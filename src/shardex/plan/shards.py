@@ -45,7 +45,7 @@ from shardex.documents import PLAN_SCHEMA, rounded
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
 from shardex.plan.partitions import TRIALS
-from shardex.plan.reads import checked_read_peaks, fit_reads, read_shards, recommend_reads
+from shardex.plan.reads import checked_read_peaks, fit_reads, read_shards
 from shardex.plan.table import (
     PLACEMENT_BYTES,
     TablePlan,
@@ -511,7 +511,7 @@ def _advise(model: Profile, fit: Fit, *, writes: bool, crowded: bool,
     held = fit(table, True, TRIALS)
     if held is not None:
         return advice, read_advice, held  # the reads fit the table too, crowded or not
-    spreading = recommend_reads(table, fit, total=total_reads, headroom=headroom)
+    spreading = recommend(table, fit, total=total_reads, headroom=headroom, write=False)
     if spreading is None:
         return advice, read_advice, None
     name, least, sized = spreading

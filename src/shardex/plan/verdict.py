@@ -250,27 +250,36 @@ def with_setting(model: Profile, name: str, value: float) -> Profile:
 Fit = Callable[[Profile, bool, int], dict[str, int] | None]
 
 
-def recommend(model: Profile, fit: Fit, *, total: float, headroom: float
+def recommend(model: Profile, fit: Fit, *, total: float, headroom: float, write: bool = True
               ) -> tuple[str, float, dict[str, int]] | None:
-    """The least warm throughput (on-demand) or provisioned capacity whose table the
-    writes fit with the headroom at the p99 of placements, as ``fit`` plans it (the plan
-    of that table): (setting, value, N per value there), or None when the partition
-    count is fixed, on Azure, or when no table up to 8x the quota does. ``total``: every
-    write unit a second the table serves."""
+    """The least capacity setting of ``write``'s direction, ``warm_write`` or
+    ``warm_read`` on demand (``provisioned_write``, ``provisioned_read``), that starts a
+    table ``fit`` plans keeping up with the headroom at the p99 of placements: (setting,
+    value, N per value there). ``fit`` checks the writes' partitions for a write setting,
+    the reads' too for a read one (more partitions hold fewer keys each, which can crowd
+    the writes).
+
+    ``total``: every unit a second of that direction the table serves, which the setting
+    serves too. None when the partition count is given (a fact of the table), on Azure
+    (no setting raises a storage account's target), or when no table up to 8x the quota
+    does.
+    """
     if model.partitions is not None or model.store == "azure-tables":
         return None
-    name = "provisioned_write" if model.capacity == "provisioned" else "warm_write"
-    least = max(model.initial_partitions + 1,
-                math.ceil(round(total * headroom / model.write_ceiling, 9)))
-    most = math.ceil(8 * min(model.quota_write, 1e6) / model.write_ceiling)
+    direction = "write" if write else "read"
+    name = ("provisioned_" if model.capacity == "provisioned" else "warm_") + direction
+    ceiling = model.write_ceiling if write else model.read_ceiling
+    quota = model.quota_write if write else model.quota_read
+    least = max(model.initial_partitions + 1, math.ceil(round(total * headroom / ceiling, 9)))
+    most = math.ceil(8 * min(quota, 1e6) / ceiling)
 
     def attempt(count: int, trials: int) -> dict[str, int] | None:
-        return fit(with_setting(model, name, count * model.write_ceiling), False, trials)
+        return fit(with_setting(model, name, count * ceiling), not write, trials)
 
     found = least_partitions(least, most, attempt)
     if found is None:
         return None
-    return name, found[0] * model.write_ceiling, found[1]
+    return name, found[0] * ceiling, found[1]
 
 
 def least_partitions(least: int, most: int,
