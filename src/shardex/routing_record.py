@@ -131,10 +131,26 @@ class RoutingRecord:
         self._max_conflicts = max_conflicts
         self._loaded: _Loaded | None = None
         self._refreshing: asyncio.Future[Routing] | None = None
+        self._stumbled: asyncio.Future[BaseException] | None = None  # its first failed try
         self._failure: BaseException | None = None  # why the last refresh failed
 
-    def _retrying(self, call: Callable[[], Awaitable[T]]) -> Coroutine[Any, Any, T]:
-        return call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
+    def _retrying(self, call: Callable[[], Awaitable[T]],
+                  stumbled: asyncio.Future[BaseException] | None = None
+                  ) -> Coroutine[Any, Any, T]:
+        """``call`` under the retry policy; ``stumbled`` is given the error of the first
+        try that fails (a refresh's callers stop waiting for it then)."""
+        if stumbled is None:
+            return call_with_retry(call, self._retry, clock=self._clock, rng=self._rng)
+
+        async def tried() -> T:
+            try:
+                return await call()
+            except Exception as exc:
+                if not stumbled.done():
+                    stumbled.set_result(exc)
+                raise
+
+        return call_with_retry(tried, self._retry, clock=self._clock, rng=self._rng)
 
     @property
     def loaded(self) -> bool:
@@ -186,16 +202,18 @@ class RoutingRecord:
             with contextlib.suppress(asyncio.CancelledError, ShardexError):
                 await refreshing
 
-    async def read(self) -> tuple[Routing | None, int | None, float]:
+    async def read(self, stumbled: asyncio.Future[BaseException] | None = None
+                   ) -> tuple[Routing | None, int | None, float]:
         """Read the stored record once, without caching: (routing, revision, lease).
 
         A record that does not validate raises DamagedRouting (an InvalidRouting and a
         MalformedItem) naming the record and the field at fault, whatever its shape.
+        ``stumbled`` is given the error of the first try that fails.
         """
         where = f"routing record of index {self.index!r} in {self.store.uri}"
         try:
-            record = await self._retrying(lambda: self.store.get_record(self.index,
-                                                                        ROUTING_RECORD))
+            record = await self._retrying(
+                lambda: self.store.get_record(self.index, ROUTING_RECORD), stumbled)
         except MalformedItem as exc:  # not a document at all (not JSON)
             raise DamagedRouting(str(exc)) from exc
         if record is None:
@@ -212,14 +230,16 @@ class RoutingRecord:
             raise DamagedRouting(f"{where}: not a routing document ({type(exc).__name__}: "
                                  f"{str(exc)[:200]})") from None
 
-    async def load(self, *, check_given: bool = False) -> Routing:
+    async def load(self, *, check_given: bool = False,
+                   stumbled: asyncio.Future[BaseException] | None = None) -> Routing:
         """Read the record (creating it from ``given`` if there is none) and cache it.
 
-        ``check_given`` compares the stored routing with ``given`` (at open).
+        ``check_given`` compares the stored routing with ``given`` (at open); ``stumbled``
+        is given the error of the first try that fails.
         """
         for _ in range(self._max_conflicts):
             sent = self._clock.now()
-            stored, revision, lease = await self.read()
+            stored, revision, lease = await self.read(stumbled)
             if stored is not None:
                 if check_given:
                     self._check_given(stored)
@@ -234,7 +254,8 @@ class RoutingRecord:
             document = self._document(given, lease)
             try:
                 revision = await self._retrying(partial(
-                    self.store.put_record, self.index, ROUTING_RECORD, document, expected=None))
+                    self.store.put_record, self.index, ROUTING_RECORD, document, expected=None),
+                    stumbled)
             except ConditionFailed:
                 continue  # another client created the record first: load theirs
             self._loaded = _Loaded(given, revision, sent, lease)
@@ -293,6 +314,8 @@ class RoutingRecord:
 
         One refresh runs at a time; concurrent callers wait for it. If it fails, the
         cached routing serves while its lease holds; after that RoutingStale is raised.
+        Within the lease callers wait for the refresh until one of its tries fails, not
+        for its retries (which go on): a call made within the lease is not held past it.
         """
         loaded = self._loaded
         if loaded is None:
@@ -300,20 +323,47 @@ class RoutingRecord:
         age = self._clock.now() - loaded.at
         if age < self._ttl and age < loaded.lease:
             return loaded.routing
-        try:
-            return await self.refresh()
-        except ShardexError as exc:
-            self._failure = exc
+        refreshing, stumbled = self._running()
+        if age < loaded.lease:
+            await asyncio.wait((refreshing, stumbled), return_when=asyncio.FIRST_COMPLETED)
+        if refreshing.done() or age >= loaded.lease:
             try:
-                return self.check_fresh()
-            except RoutingStale as stale:
-                raise stale from exc
+                return await self._joined(refreshing)
+            except ShardexError as exc:
+                error: BaseException = exc
+        else:
+            error = stumbled.result()
+        self._failure = error
+        try:
+            return self.check_fresh()
+        except RoutingStale as stale:
+            raise stale from error
 
     async def refresh(self) -> Routing:
         """Re-read the record now, joining a refresh already running."""
+        return await self._joined(self._running()[0])
+
+    def _running(self) -> tuple[asyncio.Future[Routing], asyncio.Future[BaseException]]:
+        """The refresh in flight (started if none is) and what is given the error of its
+        first try that fails."""
         if self._refreshing is None or self._refreshing.done():
-            self._refreshing = asyncio.ensure_future(self.load())
-        refreshing = self._refreshing
+            self._stumbled = asyncio.get_running_loop().create_future()
+            self._refreshing = asyncio.ensure_future(self.load(stumbled=self._stumbled))
+            self._refreshing.add_done_callback(self._ended)
+        assert self._stumbled is not None
+        return self._refreshing, self._stumbled
+
+    def _ended(self, refreshing: asyncio.Future[Routing]) -> None:
+        """Keep why a refresh failed that its callers may have stopped waiting for."""
+        if not refreshing.cancelled():
+            error = refreshing.exception()
+            if isinstance(error, ShardexError):
+                self._failure = error
+            elif error is not None:
+                log.error("index %r: refreshing the routing failed", self.index,
+                          exc_info=error)
+
+    async def _joined(self, refreshing: asyncio.Future[Routing]) -> Routing:
         try:
             routing = await asyncio.shield(refreshing)
         finally:
@@ -333,10 +383,11 @@ class RoutingRecord:
             return  # every use refreshes
         while True:
             await self._clock.sleep(self.interval)
+            before = self._failure
             try:
                 await self.refresh()
             except ShardexError as exc:
-                if type(exc) is not type(self._failure):
+                if type(exc) is not type(before):
                     log.warning("index %r: refreshing the routing failed: %s", self.index, exc)
                 self._failure = exc
 
