@@ -113,6 +113,32 @@ def test_within_the_lease_a_call_does_not_wait_out_a_failing_refresh() -> None:
     run_virtual(main())
 
 
+def test_a_refresh_failing_again_after_one_succeeded_behind_a_caller_is_logged_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # the refresh a caller stopped waiting for succeeds behind it: the next failure of
+    # the background refresh is news, and logged (once per kind of failure in a row)
+    quick = shardex.RetryPolicy(attempts=3, base=0.1, cap=0.1, deadline=None)
+
+    async def main() -> None:
+        store = Flaky()
+        async with shardex.ShardedIndex(store, "orders", PENDING8, routing_ttl=2.0,
+                                        routing_lease=10.0, retry=quick, seed=1) as index:
+            store.records_down = True
+            await store.clock.sleep(3.0)  # the refresh at 2 s failed
+            assert caplog.text.count("refreshing the routing failed") == 1
+            await store.clock.sleep(0.5)
+            assert await index.count("PENDING") == 0  # its refresh's first try fails
+            store.records_down = False
+            await store.clock.sleep(0.3)  # and its second succeeds
+            assert index.routing.version == 1
+            store.records_down = True
+            await store.clock.sleep(1.5)  # the background refresh near 4 s fails
+            assert caplog.text.count("refreshing the routing failed") == 2
+
+    with caplog.at_level(logging.WARNING, logger="shardex"):
+        run_virtual(main())
+
+
 def test_the_routing_given_is_checked_once_at_open(caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
         store = MemoryStore(seed=1)

@@ -354,14 +354,15 @@ class RoutingRecord:
         return self._refreshing, self._stumbled
 
     def _ended(self, refreshing: asyncio.Future[Routing]) -> None:
-        """Keep why a refresh failed that its callers may have stopped waiting for."""
-        if not refreshing.cancelled():
-            error = refreshing.exception()
-            if isinstance(error, ShardexError):
-                self._failure = error
-            elif error is not None:
-                log.error("index %r: refreshing the routing failed", self.index,
-                          exc_info=error)
+        """Keep how a refresh ended that its callers may have stopped waiting for: why it
+        failed, or that the last one did not."""
+        if refreshing.cancelled():
+            return
+        error = refreshing.exception()
+        if error is None or isinstance(error, ShardexError):
+            self._failure = error
+        else:
+            log.error("index %r: refreshing the routing failed", self.index, exc_info=error)
 
     async def _joined(self, refreshing: asyncio.Future[Routing]) -> Routing:
         try:
