@@ -139,6 +139,27 @@ def test_a_refresh_failing_again_after_one_succeeded_behind_a_caller_is_logged_a
         run_virtual(main())
 
 
+def test_a_failing_refresh_is_logged_whoever_saw_its_first_try_fail(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # the background refresh at 2 s fails its first try; a call at 2.05 s, past the TTL,
+    # joins it and is served the cached routing; the refresh's failure is still logged
+    retry = shardex.RetryPolicy(attempts=3, base=0.5, cap=0.5, deadline=None)
+
+    async def main() -> None:
+        store = Flaky()
+        async with shardex.ShardedIndex(store, "orders", PENDING8, routing_ttl=2.0,
+                                        routing_lease=10.0, retry=retry, seed=1) as index:
+            store.records_down = True
+            await store.clock.sleep(2.05)
+            assert await index.count("PENDING") == 0
+            assert store.clock.now() < 2.1
+            await store.clock.sleep(1.5)  # the refresh's retries have failed by now
+            assert caplog.text.count("refreshing the routing failed") == 1
+
+    with caplog.at_level(logging.WARNING, logger="shardex"):
+        run_virtual(main())
+
+
 def test_the_routing_given_is_checked_once_at_open(caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
         store = MemoryStore(seed=1)
