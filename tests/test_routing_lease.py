@@ -86,6 +86,13 @@ def test_a_client_that_cannot_refresh_stops_when_the_lease_runs_out() -> None:
     run_virtual(main())
 
 
+def leased(store: MemoryStore, retry: shardex.RetryPolicy) -> shardex.ShardedIndex:
+    """An index of ``store`` whose routing is re-read every 2 s and held for 10 s, its
+    record read under ``retry`` (seeded: the backoff is the same each run)."""
+    return shardex.ShardedIndex(store, "orders", PENDING8, routing_ttl=2.0, routing_lease=10.0,
+                                retry=retry, seed=1)
+
+
 def test_within_the_lease_a_call_does_not_wait_out_a_failing_refresh() -> None:
     # A call past the TTL re-reads the record first; when that read fails, the cached
     # routing serves at once while the lease holds, as the retries go on behind: a call
@@ -95,8 +102,7 @@ def test_within_the_lease_a_call_does_not_wait_out_a_failing_refresh() -> None:
 
     async def main() -> None:
         store = Flaky()
-        async with shardex.ShardedIndex(store, "orders", PENDING8, routing_ttl=2.0,
-                                        routing_lease=10.0, retry=slow, seed=1) as index:
+        async with leased(store, slow) as index:
             await index.put("PENDING", "o-1")
             store.records_down = True
             for at in (3.0, 5.5, 7.0, 8.0, 8.8):  # within the fence, 0.9 of the lease
@@ -121,8 +127,7 @@ def test_a_refresh_failing_again_after_one_succeeded_behind_a_caller_is_logged_a
 
     async def main() -> None:
         store = Flaky()
-        async with shardex.ShardedIndex(store, "orders", PENDING8, routing_ttl=2.0,
-                                        routing_lease=10.0, retry=quick, seed=1) as index:
+        async with leased(store, quick) as index:
             store.records_down = True
             await store.clock.sleep(3.0)  # the refresh at 2 s failed
             assert caplog.text.count("refreshing the routing failed") == 1
@@ -147,8 +152,7 @@ def test_a_failing_refresh_is_logged_whoever_saw_its_first_try_fail(
 
     async def main() -> None:
         store = Flaky()
-        async with shardex.ShardedIndex(store, "orders", PENDING8, routing_ttl=2.0,
-                                        routing_lease=10.0, retry=retry, seed=1) as index:
+        async with leased(store, retry) as index:
             store.records_down = True
             await store.clock.sleep(2.05)
             assert await index.count("PENDING") == 0

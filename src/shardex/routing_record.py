@@ -371,8 +371,7 @@ class RoutingRecord:
             # a caller cancelled mid-read leaves the read to the next caller (or ``stop``)
             if self._refreshing is refreshing and refreshing.done():
                 self._refreshing = None
-        self._failure = None
-        return routing
+        return routing  # its outcome is kept by ``_ended``, called before this resumes
 
     async def keep_fresh(self) -> None:
         """Refresh every ``interval`` seconds until cancelled (an open index runs this).
@@ -390,7 +389,6 @@ class RoutingRecord:
             except ShardexError as exc:
                 if type(exc) is not type(before):
                     log.warning("index %r: refreshing the routing failed: %s", self.index, exc)
-                self._failure = exc
 
     async def update(self, routing: Routing) -> None:
         """Store ``routing`` as the next version (compare-and-set on the revision).
