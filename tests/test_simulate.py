@@ -528,3 +528,35 @@ def test_the_rate_engine_remembers_a_few_seconds_not_every_one() -> None:
         engine.step(second, [Flow(100.0 + second, True, (Part(0, key, 2.0),
                                                          Part(0, None, 2.0)))])
     assert len(engine._memo) <= 16
+
+
+def test_a_write_limit_advised_counts_the_writes_throttled_locates_held_back() -> None:
+    """The table's write demand counts the writes whose placement reads were throttled:
+    they are asked all the same once the reads are served. It counted only the writes
+    that got past their reads, so a table whose reads throttled too was told a write
+    limit that throttled once its reads were raised (``plan --peak PENDING=500
+    --item-writes 30000 --table warm_write=40000 --verify``: 'warm_write of at least
+    48,800 avoids it'; with warm_write=48800, 'the workload asks up to 61,000')."""
+    workload = dataclasses.replace(
+        workload_from_dict({"duration": 60, "values": {"PENDING": {"write": 500}}}),
+        item_writes=Schedule(((0.0, 30_000.0),)))
+    routing = Routing(overrides={"PENDING": ShardPolicy(shards=2)})
+    demand = 2 * 500 + 2 * 30_000  # entry transactions and placement records
+    # partitions that take any load: the table's limits alone bind
+    table = {"write_ceiling": 1e6, "read_ceiling": 1e6}
+    sim = simulate(workload, routing, profile(warm_write=40_000, warm_read=24_000, **table))
+    writes = sim.to_dict()["tables"][0]
+    assert writes["peak_asked_per_s"] == pytest.approx(demand, rel=1e-6)
+    causes = " ".join(" ".join(sim.causes()).split())
+    assert f"asks up to {demand:,}; warm_write of at least {demand:,} avoids it" in causes
+    assert "asks up to 30,000; warm_read of at least 30,000 avoids it" in causes
+    advised = simulate(workload, routing, profile(warm_write=demand, quota_write=demand,
+                                                  warm_read=30_000, **table))
+    assert [t.refused_seconds for t in advised.tables] == [0, 0]
+    assert advised.ok
+    # reads that hold no write back change nothing: the asks are what was sent
+    assert advised.to_dict()["tables"][0]["peak_asked_per_s"] == pytest.approx(demand)
+    partitions = simulate(workload, routing, profile(warm_write=40_000, warm_read=24_000))
+    words = " ".join(" ".join(partitions.causes()).split())
+    assert f"the table starts with 40 partitions, 40,000 write units a second in all, and " \
+           f"the workload asks up to {demand:,}" in words

@@ -13,11 +13,12 @@ capacity model as ``memory://``.
 
 Counting: an *entry write* is a put, a delete or one end of a move on a shard key (a
 move counts on both values, as ``OrdersLoad.peak_writes`` does); refused operations
-count once each, as the engine has no retries; a workload from a diagnosis offers
-its measured units, one unit a write, and its measured reads (``ValueLoad.read_units``)
-one unit a read, spread over the value's shard keys against the read ceiling. A value's
-``accepted_ratio`` is the least of its writes', its page reads' and its read units'
-accepted shares.
+count once each, as the engine has no retries (a write whose locate was refused is not
+sent, but the table's write units asked count it: once reads are served it asks as
+much); a workload from a diagnosis offers its measured units, one unit a write, and its
+measured reads (``ValueLoad.read_units``) one unit a read, spread over the value's shard
+keys against the read ceiling. A value's ``accepted_ratio`` is the least of its writes',
+its page reads' and its read units' accepted shares.
 """
 
 from __future__ import annotations
@@ -325,7 +326,8 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
         for write in (True, False):
             sim.tables.append(_Table(resource.kind, write))
     built: tuple[tuple[float, ...], _Flows, _Flows] | None = None
-    held: tuple[list[Flow], float, list[Flow]] | None = None  # the writes a locate lets by
+    # the writes a locate lets by, and the write units on each resource it holds back
+    held: tuple[list[Flow], float, list[Flow], list[float]] | None = None
     for second in range(workload.duration):
         rates = _rates(workload, float(second))
         if built is None or built[0] != rates:
@@ -340,13 +342,14 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
         # an operation whose locate was throttled never gets to write; the same flows
         # held back alike are the same object, which the engine works out once
         if located >= 1.0:
-            sent = writes.flows
+            sent, held_back = writes.flows, None
         elif held is not None and held[0] is writes.flows and held[1] == located:
-            sent = held[2]
+            sent, held_back = held[2], held[3]
         else:
             sent = [flow._replace(rate=flow.rate * located) if _placed(flow) else flow
                     for flow in writes.flows]
-            held = (writes.flows, located, sent)
+            held_back = _units(writes.flows, sent, len(engine.resources))
+            held = (writes.flows, located, sent, held_back)
         now_counts: dict[str, list[float]] = {}
         _account(sim, writes, engine.step(second, sent), now_counts)
         for value, (offered, accepted) in sim.timeline.items():
@@ -361,7 +364,10 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
                 used = resource.table.written if write else resource.table.read
                 refused = resource.table.refused_write if write else resource.table.refused_read
                 table.used.append(used)
-                table.asked.append(used + refused)
+                # the writes a throttled locate held back are asked all the same once
+                # reads are served: a write limit advised from fewer throttles then
+                table.asked.append(used + refused + (held_back[index] if write and held_back
+                                                     else 0.0))
                 table.limit.append(limit)
                 table.kind.append(kind)
                 if refused > 1e-9 and used >= limit * 0.999:
@@ -474,6 +480,16 @@ def _operations(workload: Workload, rates: tuple[float, ...]) -> float:
 
 def _placed(flow: Flow) -> bool:
     return any(part.key is None for part in flow.parts)
+
+
+def _units(flows: list[Flow], sent: list[Flow], resources: int) -> list[float]:
+    """The write units a second on each resource of ``flows`` that ``sent`` leaves out."""
+    out = [0.0] * resources
+    for flow, kept in zip(flows, sent, strict=True):
+        if kept is not flow:
+            for part in flow.parts:
+                out[part.resource] += (flow.rate - kept.rate) * part.units
+    return out
 
 
 def _targets(sim: Simulation, flows: _Flows) -> list[list[tuple[str, _Count, _Count | None,
