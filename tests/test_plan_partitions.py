@@ -281,3 +281,18 @@ def test_a_p99_partition_at_its_ceiling_is_not_sized_and_the_verdict_says_so() -
                         table=profile("dynamodb-gsi", warm_write=40000, warm_read=40000,
                                       partitions=0))
     assert not [note for note in roomy.verdict.notes if "p99 of placements" in note]
+
+
+def test_a_partition_that_takes_placement_records_alone_names_no_empty_keys() -> None:
+    """A value with reads alone puts no write on its shard key: the busiest partition for
+    writes takes placement records alone, and the plan said so with an empty list of
+    keys ('at the p99 ()', '( and 10,000 of placement records)')."""
+    code, out = invoke("plan", "--item-writes", "20000", "--read-peak", "SHIPPED=3")
+    assert code == 0
+    words = " ".join(out.split())
+    assert "()" not in words
+    assert "( and" not in words
+    assert "of placement records; the busiest takes 10,000 expected, 10,000 at the p99 " \
+           "partitions:" in words  # the line ends there; the reads' line follows
+    assert "at the p99 of placements (10,000 of placement records) of its 1,000" in words
+    assert "5,003 at the p99 (SHIPPED)" in words

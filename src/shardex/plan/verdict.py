@@ -392,19 +392,24 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
             continue
         b = part.busiest
         over = 1.0 - b.collision_free if b.keys > 1 else 1.0
-        keys = ", ".join(b.worst_keys[:4]) + (", ..." if len(b.worst_keys) > 4 else "")
         where = "its GSI's" if part.resource == "index" else "its"
         of_reads = part.direction == "read"
+        # what the busiest takes: its shard keys, and its share of the spread load (a
+        # partition that takes no shard key's load takes that alone)
+        takes = [", ".join(b.worst_keys[:4]) + (", ..." if len(b.worst_keys) > 4 else "")
+                 ] if b.worst_keys else []
+        if part.spread:
+            takes.append(f"{part.spread:,.0f} of "
+                         f"{'locates' if of_reads else 'placement records'}")
         reasons.append(
             f"{where} {counted(part.partitions, 'partition')} "
             f"{'takes' if part.partitions == 1 else 'take'} the "
             f"{'reads of the ' if of_reads else ''}shard keys hashed onto "
             f"{'it' if part.partitions == 1 else 'them'}: the "
             f"busiest takes {b.expected:,.0f} {'read ' if of_reads else ''}units/s expected, "
-            f"{b.worst:,.0f} at the p99 of placements ({keys}"
-            + (f" and {part.spread:,.0f} of {'locates' if of_reads else 'placement records'}"
-               if part.spread else "")
-            + f") of its {part.ceiling:,.0f}; shard keys share a partition in {100 * over:.0f}%"
+            f"{b.worst:,.0f} at the p99 of placements"
+            + (f" ({' and '.join(takes)})" if takes else "")
+            + f" of its {part.ceiling:,.0f}; shard keys share a partition in {100 * over:.0f}%"
               " of placements")
         if math.isfinite(model.split_delay_seconds) and len(b.worst_keys) + (
                 part.spread > 0) >= 2:
