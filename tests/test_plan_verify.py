@@ -304,6 +304,23 @@ def test_a_provisioned_table_is_told_the_read_capacity_past_its_quota() -> None:
                "40,000: request an increase) avoids it" in r for r in plan.verdict.reasons)
 
 
+def test_each_setting_past_its_quota_says_so_beside_it() -> None:
+    """The write setting's quota was said after the shard counts, and the read setting's
+    beside it: 'warm_write=92,000 (92 partitions) and warm_read=45,000 (past the
+    per-table quota ...) avoids it, with PENDING=3; past the per-table quota ...'."""
+    plan = plan_shards({"PENDING": 500.0}, item_writes=30_000.0)
+    assert plan.verdict is not None
+    assert plan.verdict.setting is not None
+    write, read = plan.verdict.setting["warm_write"], plan.verdict.setting["warm_read"]
+    assert write > 40_000
+    assert read > 40_000
+    quota = "past the per-table quota of 40,000: request an increase"
+    advice = [r for r in plan.verdict.reasons if r.startswith("pre-warming to")]
+    assert advice == [f"pre-warming to warm_write={write:,.0f} ({write / 1000:,.0f} "
+                      f"partitions; {quota}) and warm_read={read:,.0f} ({quota}) avoids it, "
+                      f"with PENDING={plan.verdict.recommended_shards['PENDING']}"]
+
+
 @pytest.mark.parametrize(("peaks", "reads", "name", "table"), [
     ({"PENDING": 100.0, "SHIPPED": 2000.0}, {"PENDING": 40_000.0}, "dynamodb-on-demand", {}),
     ({"PENDING": 2000.0}, {"PENDING": 40_000.0}, "dynamodb-provisioned",

@@ -444,11 +444,12 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
         shards = dict(advised_shards)
         partitions = max([value / model.write_ceiling]
                          + [units / model.read_ceiling for units in read_setting.values()])
+        # each setting past its quota says so beside it, as the read setting does
         (reasons if reasons else notes).append(
-            f"{word} {name}={value:,.0f} ({partitions:,.0f} partitions)"
-            + (f" and {reads}" if reads else "") + f" avoids it, with {_sized(shards)}"
+            f"{word} {name}={value:,.0f} ({partitions:,.0f} partitions"
             + (f"; past the per-table quota of {model.quota_write:,.0f}: request an increase"
-               if value > model.quota_write else ""))
+               if value > model.quota_write else "") + ")"
+            + (f" and {reads}" if reads else "") + f" avoids it, with {_sized(shards)}")
     elif read_setting and advised_shards is not None and recommendation is None:
         # the reads are all of it (the table's read limit, partitions their keys crowd,
         # where a table of more partitions spreads them): their own setting avoids it,
