@@ -592,3 +592,12 @@ def test_a_table_given_every_limit_its_verdict_advises_refuses_nothing(
     assert advised["provisioned_read"] > 1000
     again = simulate(workload, routing, profile("dynamodb-provisioned", **advised))
     assert [t.refused_seconds for t in again.tables] == [0, 0], again.causes()
+
+
+def test_a_table_of_one_partition_is_singular() -> None:
+    """'the table starts with 1 partitions'."""
+    workload = workload_from_dict({"duration": 30, "values": {"V": {"write": 3000}}})
+    sim = simulate(workload, Routing(overrides={"V": ShardPolicy(shards=8)}),
+                   profile(partitions=1, warm_write=40_000))
+    words = " ".join(" ".join(sim.causes()).split())
+    assert "the table starts with 1 partition, 1,000 write units a second in all" in words

@@ -35,6 +35,7 @@ from shardex.scenarios.workload import ValueLoad, Workload
 from shardex.sim.fluid import Flow, FlowResult, FluidEngine, Part
 from shardex.sim.latency import LatencyModel
 from shardex.sim.profiles import Profile
+from shardex.wording import counted
 
 __all__ = ["ACCEPTED_ENOUGH", "Simulation", "routing_for", "simulate"]
 
@@ -150,7 +151,7 @@ class Simulation:
             if table.refused_seconds or not first or peak <= first * ceiling:
                 continue
             kind, setting = "write" if table.write else "read", self._setting(table.write)
-            out.append(f"the {table.resource} starts with {first} partitions, "
+            out.append(f"the {table.resource} starts with {counted(first, 'partition')}, "
                        f"{first * ceiling:,.0f} {kind} units a second in all, and the workload "
                        f"asks up to {peak:,.0f}; it had {last} when the run ended ({setting} "
                        "sets how many it starts with)")

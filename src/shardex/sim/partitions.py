@@ -301,8 +301,10 @@ def check_shared(profile: Profile) -> None:
     which it then has none of."""
     if not profile.adaptive and profile.capacity == "provisioned" \
             and profile.initial_partitions == 0:
-        raise InvalidInput("without adaptive capacity a provisioned table needs a "
-                           "partition count to share its capacity over (partitions > 0)")
+        raise InvalidInput(f"partitions=0 (every key its own partition) does not model a "
+                           f"{profile.name} table: its provisioned capacity is shared "
+                           "evenly over its partitions, with no adaptive capacity to move "
+                           "it; give partitions > 0")
 
 
 class PartitionMap:
