@@ -14,7 +14,6 @@ import asyncio
 import pytest
 
 import shardex
-from shardex.cli import main
 from shardex.model.entries import StoredEntry
 from shardex.stores.base import Store
 
@@ -74,19 +73,3 @@ async def test_an_index_on_the_cosmos_profile_waits_out_the_hint(shardex_store: 
         assert await index.count("HOT") == 12
         assert shardex_store.stats("ix").totals.write_throttles > 0
 
-
-@pytest.mark.parametrize("args", [
-    ["plan", "--peak", "V=3000", "--mode", "cosmos", "--partitions", "0"],
-    ["plan", "--peak", "V=3000", "--store", "memory://?profile=cosmos&partitions=0"]])
-def test_every_key_its_own_partition_is_refused_for_cosmos_naming_the_setting(
-        capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
-    """It said 'without adaptive capacity a provisioned table needs a partition count',
-    to someone planning a Cosmos DB container with --partitions 0."""
-    with pytest.raises(SystemExit) as done:
-        main(args)
-    assert done.value.code == 2
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert len(err.splitlines()) == 1
-    assert "partitions=0 (every key its own partition) does not model a cosmos table" in err
-    assert "give partitions > 0" in err

@@ -373,9 +373,18 @@ def test_a_provisioned_table_without_adaptive_capacity_needs_partitions_to_plan(
     # 'plan --mode cosmos --partitions 0' read "keeps up" (every key its own partition at
     # the full ceiling), where its simulation ('--verify') refused the table: a
     # provisioned one without adaptive capacity shares its capacity over its partitions
-    with pytest.raises(InvalidInput, match="needs a partition count to share its capacity"):
+    # and the error said 'without adaptive capacity a provisioned table needs a partition
+    # count', not naming the setting or the profile, to someone planning Cosmos DB
+    with pytest.raises(InvalidInput, match="does not model a cosmos table"):
         plan_shards({"PENDING": 300.0}, mode="cosmos", partitions=0)
-    with pytest.raises(SystemExit) as exited:
-        main(["plan", "--peak", "PENDING=300", "--mode", "cosmos", "--partitions", "0"])
-    assert exited.value.code == 2
-    assert capsys.readouterr().err.startswith("error: without adaptive capacity")
+    for args in (["--mode", "cosmos", "--partitions", "0"],
+                 ["--store", "memory://?profile=cosmos&partitions=0"]):
+        with pytest.raises(SystemExit) as exited:
+            main(["plan", "--peak", "PENDING=300", *args])
+        assert exited.value.code == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert len(err.splitlines()) == 1
+        assert err.startswith("error: partitions=0 (every key its own partition) does not "
+                              "model a cosmos table")
+        assert "give partitions > 0" in err
