@@ -601,3 +601,47 @@ def test_a_table_of_one_partition_is_singular() -> None:
                    profile(partitions=1, warm_write=40_000))
     words = " ".join(" ".join(sim.causes()).split())
     assert "the table starts with 1 partition, 1,000 write units a second in all" in words
+
+
+def test_writes_held_back_past_the_write_limit_are_told_with_the_reads() -> None:
+    """A table whose reads refuse the writes' placement reads refuses no write itself:
+    only a quarter of the writes get past their reads. Its verdict advised the read
+    setting alone, and a table given it then refused writes, which ask 80,000 units a
+    second of its 40,000."""
+    workload = workload_from_dict({"duration": 60, "values": {"PENDING": {"write": 20_000}}})
+    routing = Routing(overrides={"PENDING": ShardPolicy(shards=8)})
+    table = {"warm_write": 40_000, "warm_read": 5000, "write_ceiling": 1e6,
+             "read_ceiling": 1e6}
+    sim = simulate(workload, routing, profile(**table))
+    assert sim.tables[0].refused_seconds == 0
+    causes = " ".join(" ".join(sim.causes()).split())
+    assert "warm_read of at least 20,000 avoids it" in causes
+    assert "once its reads are served, the table's writes ask up to 80,000 units a second, " \
+           "past the 40,000 it served; warm_write of at least 80,000 avoids it" in causes
+    advised = simulate(workload, routing, profile(**{**table, "warm_write": 80_000,
+                                                      "quota_write": 80_000,
+                                                      "warm_read": 20_000}))
+    assert advised.ok, advised.causes()
+
+
+def test_reads_past_the_table_limit_that_partitions_refused_first_are_told() -> None:
+    """A table whose hot partitions refuse reads before its own limit does was told
+    nothing of that limit: given the write setting it advised (more partitions), its
+    read limit bound. The reads ask 32,800 units a second of its 20,000."""
+    workload = dataclasses.replace(workload_from_dict({"duration": 300, "values": {
+        "V0": {"write": 0, "read": 300}, "V1": {"write": 8000, "read": 300},
+        "V2": {"write": 0, "delete": 10}}}), item_writes=Schedule(((0.0, 10_000.0),)))
+    routing = Routing(overrides={v: ShardPolicy(shards=2) for v in ("V0", "V1", "V2")})
+    table = {"provisioned_write": 20_000, "provisioned_read": 20_000}
+    sim = simulate(workload, routing, profile("dynamodb-provisioned", **table))
+    assert [t.refused_seconds for t in sim.tables] == [0, 0]
+    causes = " ".join(" ".join(sim.causes()).split())
+    assert "the table's reads ask up to 32,800 units a second, past the 20,000 it served, " \
+           "though its partitions refused them first; provisioned_read of at least 32,800 " \
+           "avoids it" in causes
+    assert "once its reads are served, the table's writes ask up to 36,020 units a second" \
+        in causes
+    advised = simulate(workload, routing, profile(
+        "dynamodb-provisioned", provisioned_write=36_020, provisioned_read=32_800))
+    assert [t.refused_seconds for t in advised.tables] == [0, 0], advised.causes()
+    assert [t.over_seconds for t in advised.tables] == [0, 0], advised.causes()

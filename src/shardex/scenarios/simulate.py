@@ -70,6 +70,10 @@ class _Table:
     limit: list[float] = field(default_factory=list)
     kind: list[str] = field(default_factory=list)
     refused_seconds: int = 0
+    # seconds it refused nothing itself but was asked past its limit: its partitions
+    # refused first, or (``held_seconds``, writes) throttled reads held the writes back
+    over_seconds: int = 0
+    held_seconds: int = 0
 
 
 @dataclass(slots=True)
@@ -116,33 +120,57 @@ class Simulation:
 
     def causes(self) -> list[str]:
         """What throttled, in words, the table limits first, with what would avoid it."""
-        out = []
+        # what binds, then what binds once that is served
+        out: list[str] = []
+        after: list[str] = []
         for table in self.tables:
-            if not table.refused_seconds:
-                continue
-            kind = "write" if table.write else "read"
             peak = max(table.asked, default=0.0)
             served = min(table.limit) if table.limit else 0.0
-            if self.profile.store == "azure-tables":
+            # writes that throttled reads held back, asking past what the table serves:
+            # it refused none, but all are asked of it once its reads are served
+            held = not table.refused_seconds and table.held_seconds > 0
+            first = self.partitions.get(table.resource, (0, 0))[0]
+            ceiling = self.profile.write_ceiling if table.write else self.profile.read_ceiling
+            # asked past the limit, its partitions refusing first: said here unless the
+            # partitions' own cause below says it (they hold no more than the limit)
+            over = not table.refused_seconds and not held and table.over_seconds > 0 \
+                and not (first and peak > first * ceiling)
+            if not table.refused_seconds and not held and not over:
+                continue
+            kind = "write" if table.write else "read"
+            azure = self.profile.store == "azure-tables"
+            what = "entities" if azure else "units"
+            if held or over:
+                said = (f"once its reads are served, the {table.resource}'s writes ask up to "
+                        if held else f"the {table.resource}'s {kind}s ask up to ") \
+                    + f"{peak:,.0f} {what} a second, past the {served:,.0f} it served" \
+                    + ("" if held else ", though its partitions refused them first")
+            elif azure:
+                said = (f"the storage account's {kind} limit binds in "
+                        f"{table.refused_seconds:,} s of {self.duration:,}: it served "
+                        f"{served:,.0f} entities a second (the storage account's "
+                        f"scalability target), the workload asks up to {peak:,.0f}")
+            else:
+                said = (f"the {table.resource}'s {kind} limit binds in "
+                        f"{table.refused_seconds:,} s of {self.duration:,}: it served "
+                        f"{served:,.0f} units a second ("
+                        f"{_LIMITS.get(table.kind[0] if table.kind else '', 'its limit')}), "
+                        f"the workload asks up to {peak:,.0f}")
+            if azure:
                 # a storage account's target is fixed: no setting raises it (plan says so)
-                out.append(f"the storage account's {kind} limit binds in "
-                           f"{table.refused_seconds:,} s of {self.duration:,}: it served "
-                           f"{served:,.0f} entities a second (the storage account's "
-                           f"scalability target), the workload asks up to {peak:,.0f}; "
-                           f"spread the index over at least "
-                           f"{max(1, math.ceil(round(peak / served, 6))) if served else 1:,}"
-                           " storage accounts or lower the load")
+                accounts = max(1, math.ceil(round(peak / served, 6))) if served else 1
+                (after if held or over else out).append(
+                    f"{said}; spread the index over at least {accounts:,} storage accounts "
+                    "or lower the load")
                 continue
             setting = self._setting(table.write)
             quota = self.profile.quota_write if table.write else self.profile.quota_read
-            out.append(f"the {table.resource}'s {kind} limit binds in {table.refused_seconds:,}"
-                       f" s of {self.duration:,}: it served {served:,.0f} units a second "
-                       f"({_LIMITS.get(table.kind[0] if table.kind else '', 'its limit')}), "
-                       f"the workload asks up to {peak:,.0f}"
-                       + (f"; {setting} of at least {math.ceil(round(peak, 6)):,} avoids it"
-                          if setting else "")
-                       + (f" (past the per-table quota of {quota:,.0f}: raise it too)"
-                          if peak > quota else ""))
+            (after if held or over else out).append(
+                said + (f"; {setting} of at least {math.ceil(round(peak, 6)):,} avoids it"
+                        if setting else "")
+                + (f" (past the per-table quota of {quota:,.0f}: raise it too)"
+                   if peak > quota else ""))
+        out += after
         profile = self.profile
         for table in self.tables:
             first, last = self.partitions.get(table.resource, (0, 0))
@@ -367,12 +395,15 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
                 table.used.append(used)
                 # the writes a throttled locate held back are asked all the same once
                 # reads are served: a write limit advised from fewer throttles then
-                table.asked.append(used + refused + (held_back[index] if write and held_back
-                                                     else 0.0))
+                held_now = held_back[index] if write and held_back else 0.0
+                table.asked.append(used + refused + held_now)
                 table.limit.append(limit)
                 table.kind.append(kind)
                 if refused > 1e-9 and used >= limit * 0.999:
                     table.refused_seconds += 1
+                elif used + refused + held_now > limit * (1 + 1e-9):
+                    table.over_seconds += 1
+                    table.held_seconds += held_now > 1e-9
     for resource in engine.resources:
         partitions = resource.partitions
         sim.partitions[resource.kind] = (partitions.count, len(partitions))
