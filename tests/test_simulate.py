@@ -645,3 +645,18 @@ def test_reads_past_the_table_limit_that_partitions_refused_first_are_told() -> 
         "dynamodb-provisioned", provisioned_write=36_020, provisioned_read=32_800))
     assert [t.refused_seconds for t in advised.tables] == [0, 0], advised.causes()
     assert [t.over_seconds for t in advised.tables] == [0, 0], advised.causes()
+
+
+def test_a_table_asked_what_its_partitions_hold_to_a_hair_is_not_told_it_starts_short() -> None:
+    """Asked 64,000.000000000015 units a second by flows summed in floating point, a
+    table of 64 partitions (64,000 in all) was told it 'starts with 64 partitions, 64,000
+    write units a second in all, and the workload asks up to 64,000'."""
+    workload = workload_from_dict({"duration": 300, "values": {
+        "V0": {"write": 8000}, "V1": {"write": 0, "read": 50},
+        "V2": {"write": 8000, "read": 300}}})
+    routing = Routing(overrides={"V0": ShardPolicy(shards=1), "V1": ShardPolicy(shards=1),
+                                 "V2": ShardPolicy(shards=8)})
+    sim = simulate(workload, routing, profile("dynamodb-provisioned", provisioned_write=64_000,
+                                              provisioned_read=37_600, quota_write=64_000))
+    assert max(sim.tables[0].asked) == pytest.approx(64_000)
+    assert not [cause for cause in sim.causes() if "starts with" in cause]

@@ -134,7 +134,7 @@ class Simulation:
             # asked past the limit, its partitions refusing first: said here unless the
             # partitions' own cause below says it (they hold no more than the limit)
             over = not table.refused_seconds and not held and table.over_seconds > 0 \
-                and not (first and peak > first * ceiling)
+                and not (first and peak > first * ceiling * (1 + 1e-9))
             if not table.refused_seconds and not held and not over:
                 continue
             kind = "write" if table.write else "read"
@@ -176,7 +176,7 @@ class Simulation:
             first, last = self.partitions.get(table.resource, (0, 0))
             ceiling = profile.write_ceiling if table.write else profile.read_ceiling
             peak = max(table.asked, default=0.0)
-            if table.refused_seconds or not first or peak <= first * ceiling:
+            if table.refused_seconds or not first or peak <= first * ceiling * (1 + 1e-9):
                 continue
             kind, setting = "write" if table.write else "read", self._setting(table.write)
             out.append(f"the {table.resource} starts with {counted(first, 'partition')}, "
