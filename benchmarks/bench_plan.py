@@ -29,12 +29,22 @@ without adaptive capacity, GSI, Azure, Cosmos DB; entry sizes, partition counts,
 writes and headroom varied) and simulates each for 120 s as ``plan --verify`` does,
 printing those whose verdict the simulation does not share (a run shorter than a
 verdict's watch, or a load within a hair of a ceiling, may differ: their lines say so).
+
+``--causes N`` draws N workloads for ``simulate`` (one to three values with writes,
+deletes, page reads and moves, item writes or none, N of 1 to 32, on-demand, GSI and
+provisioned tables) and, for each whose verdict names a table setting, simulates again
+with every setting its causes name at once (``SETTING of at least X avoids it``, and
+``SETTING sets how many it starts with`` at what the workload asks): a table limit that
+still binds there (refused, or asked past while its partitions refused first) was
+advised short. Prints those and a total; the run fails if any.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -42,9 +52,10 @@ from typing import Any
 
 from shardex.errors import ShardexError
 from shardex.plan import plan_shards
+from shardex.routing import Routing, ShardPolicy
 from shardex.scenarios.simulate import simulate
 from shardex.scenarios.verify import verify_plan
-from shardex.scenarios.workload import Workload, workload_from_dict
+from shardex.scenarios.workload import Schedule, Workload, workload_from_dict
 from shardex.sim import profile
 
 ORDERS = {"PENDING": 0.70, "SHIPPED": 0.20, "DELIVERED": 0.08, "CANCELLED": 0.02}
@@ -263,6 +274,75 @@ def drawn(count: int, seed: int) -> int:
     return disagree
 
 
+# a table limit the causes name, with the setting and the least that avoids it
+_AVOIDS = re.compile(r"the (?:table|index)'s (write|read)(?: limit binds|s ask up to).*?; "
+                     r"(\w+) of at least ([\d,]+) avoids it")
+_STARTS = re.compile(r"starts with .*?, [\d,]+ (write|read) units a second in all, and the "
+                     r"workload asks up to ([\d,]+); .*\((\w+) sets how many")
+
+
+def _named(causes: list[str]) -> dict[str, float]:
+    """Every table setting ``causes`` name, at the least they name (quotas raised too)."""
+    out: dict[str, float] = {}
+    for cause in causes:
+        found = _AVOIDS.search(cause)
+        starts = _STARTS.search(cause)
+        for direction, setting, least in ([found.groups()] if found else []) + (
+                [(starts[1], starts[3], starts[2])] if starts else []):
+            value = float(least.replace(",", ""))
+            out[setting] = max(out.get(setting, 0.0), value)
+            out[f"quota_{direction}"] = max(out.get(f"quota_{direction}", 40_000.0), value)
+    return out
+
+
+def causes(count: int, seed: int) -> int:
+    """Draw ``count`` workloads (see the module docstring), follow every table setting a
+    verdict's causes name at once, and print those whose table still binds a limit, and
+    a total. Returns how many."""
+    rng = random.Random(seed)
+    checked = short = 0
+    for _ in range(count):
+        values: dict[str, dict[str, Any]] = {}
+        for i in range(rng.randint(1, 3)):
+            value: dict[str, Any] = {"write": rng.choice([0, 50, 500, 3000, 8000])}
+            if rng.random() < 0.5:
+                value["read"] = rng.choice([5, 50, 300])
+            if rng.random() < 0.3:
+                value["delete"] = rng.choice([10, 1000])
+            values[f"V{i}"] = value
+        if not any(v["write"] or "read" in v for v in values.values()):
+            continue
+        doc: dict[str, Any] = {"duration": 300, "values": values}
+        if len(values) > 1 and rng.random() < 0.3:
+            doc["moves"] = [{"from": "V0", "to": "V1", "rate": rng.choice([100, 2000])}]
+        workload = workload_from_dict(doc)
+        if rng.random() < 0.6:
+            items = float(rng.choice([1000, 10_000, 30_000]))
+            workload = dataclasses.replace(workload, item_writes=Schedule(((0.0, items),)))
+        routing = Routing(overrides={v: ShardPolicy(shards=rng.choice([1, 2, 8, 32]))
+                                     for v in values})
+        name = rng.choice(["dynamodb-on-demand", "dynamodb-gsi", "dynamodb-provisioned"])
+        table: dict[str, float] = {
+            "provisioned_write": rng.choice([1000, 20_000]),
+            "provisioned_read": rng.choice([1000, 20_000])} if name.endswith("provisioned") \
+            else {"warm_write": rng.choice([4000, 40_000]),
+                  "warm_read": rng.choice([12_000, 40_000])}
+        named = _named(simulate(workload, routing, profile(name, **table)).causes())
+        if not named:
+            continue
+        checked += 1
+        again = simulate(workload, routing, profile(name, **{**table, **named}))
+        left = [cause for cause in again.causes()
+                if _AVOIDS.search(cause) or _STARTS.search(cause)]
+        if left:
+            short += 1
+            print(f"  short: {name} {table} {doc} item writes {workload.item_writes}: given "
+                  f"{named}, {left[0]}")
+    print(f"\n{checked - short} of {checked} drawn workloads whose verdict names table "
+          "settings refuse nothing at a table limit given every setting named at once")
+    return short
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", help="run the scenarios whose name holds this text")
@@ -271,6 +351,9 @@ def main() -> None:
                         help="then check the settings of this many drawn workloads' verdicts")
     parser.add_argument("--drawn", type=int, default=0,
                         help="then simulate this many drawn plans of every mode")
+    parser.add_argument("--causes", type=int, default=0,
+                        help="then follow the table settings of this many drawn workloads' "
+                             "simulated causes")
     parser.add_argument("--seed", type=int, default=11, help="the draws' seed")
     args = parser.parse_args()
     chosen = [s for s in SCENARIOS if not args.only or args.only.lower() in s.name.lower()]
@@ -297,7 +380,8 @@ def main() -> None:
     truthful = advised(args.advised, args.seed) if args.advised else True
     if args.drawn:
         drawn(args.drawn, args.seed)  # knife edges may disagree: printed, not failed
-    if agree < len(rows) or any(r["least"] < 0.99 for r in kept) or not truthful:
+    short = causes(args.causes, args.seed) if args.causes else 0
+    if agree < len(rows) or any(r["least"] < 0.99 for r in kept) or not truthful or short:
         sys.exit(1)
 
 
