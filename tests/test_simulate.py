@@ -618,6 +618,9 @@ def test_writes_held_back_past_the_write_limit_are_told_with_the_reads() -> None
     assert "warm_read of at least 20,000 avoids it" in causes
     assert "once its reads are served, the table's writes ask up to 80,000 units a second, " \
            "past the 40,000 it served; warm_write of at least 80,000 avoids it" in causes
+    # and each shard key's writes say why they were a quarter accepted
+    assert "PENDING#0 (PENDING, N=8) accepted 25.0% of its entry writes; its placement " \
+           "reads were throttled" in causes
     advised = simulate(workload, routing, profile(**{**table, "warm_write": 80_000,
                                                       "quota_write": 80_000,
                                                       "warm_read": 20_000}))

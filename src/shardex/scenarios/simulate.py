@@ -97,6 +97,8 @@ class Simulation:
     timeline: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)
     partitions: dict[str, tuple[int, int]] = field(default_factory=dict)
     hot: dict[str, str] = field(default_factory=dict)
+    # shard keys whose writes throttled placement reads held back
+    held: set[str] = field(default_factory=set)
 
     @property
     def duration(self) -> int:
@@ -197,10 +199,10 @@ class Simulation:
                 what = "page reads" if key.startswith(_PAGE) else "read units"
                 out.append(f"{value} (N={n}) accepted {100 * ratio:.1f}% of its {what}")
                 continue
-            where = self.hot.get(key)
+            why = ([f"its partition {self.hot[key]} throttled it"] if key in self.hot else []) \
+                + (["its placement reads were throttled"] if key in self.held else [])
             out.append(f"{key} ({value}, N={n}) accepted {100 * ratio:.1f}% of "
-                       f"its entry writes" + (f"; its partition {where} throttled it"
-                                              if where else ""))
+                       f"its entry writes" + (f"; {' and '.join(why)}" if why else ""))
         return out
 
     def _setting(self, write: bool) -> str:
@@ -379,6 +381,10 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
                     for flow in writes.flows]
             held_back = _units(writes.flows, sent, len(engine.resources))
             held = (writes.flows, located, sent, held_back)
+            if located < 1.0 - 1e-9:  # not a rounding error's hold
+                sim.held.update(key for flow, ends in zip(writes.flows, writes.ends,
+                                                          strict=True)
+                                if _placed(flow) for _, key in ends)
         now_counts: dict[str, list[float]] = {}
         _account(sim, writes, engine.step(second, sent), now_counts)
         for value, (offered, accepted) in sim.timeline.items():
