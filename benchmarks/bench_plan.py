@@ -278,7 +278,8 @@ def drawn(count: int, seed: int) -> int:
 _AVOIDS = re.compile(r"the (?:table|index)'s (write|read)(?: limit binds|s ask up to).*?; "
                      r"(\w+) of at least ([\d,]+) avoids it")
 _STARTS = re.compile(r"starts with .*?, [\d,]+ (write|read) units a second in all, and the "
-                     r"workload asks up to ([\d,]+); .*\((\w+) sets how many")
+                     r"workload asks up to ([\d,]+); .*\((?:set by partitions=\d+; )?(\w+) "
+                     r"sets")
 
 
 def _named(causes: list[str]) -> dict[str, float]:

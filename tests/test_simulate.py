@@ -594,13 +594,16 @@ def test_a_table_given_every_limit_its_verdict_advises_refuses_nothing(
     assert [t.refused_seconds for t in again.tables] == [0, 0], again.causes()
 
 
-def test_a_table_of_one_partition_is_singular() -> None:
-    """'the table starts with 1 partitions'."""
+def test_a_table_of_one_partition_is_singular_and_says_what_set_it() -> None:
+    """'the table starts with 1 partitions ... (warm_write sets how many it starts with)',
+    of a table whose partitions were given."""
     workload = workload_from_dict({"duration": 30, "values": {"V": {"write": 3000}}})
     sim = simulate(workload, Routing(overrides={"V": ShardPolicy(shards=8)}),
                    profile(partitions=1, warm_write=40_000))
     words = " ".join(" ".join(sim.causes()).split())
     assert "the table starts with 1 partition, 1,000 write units a second in all" in words
+    # its partitions were given: warm_write did not set them
+    assert "(set by partitions=1; warm_write sets it where partitions is not given)" in words
 
 
 def test_writes_held_back_past_the_write_limit_are_told_with_the_reads() -> None:

@@ -183,8 +183,10 @@ class Simulation:
             kind, setting = "write" if table.write else "read", self._setting(table.write)
             out.append(f"the {table.resource} starts with {counted(first, 'partition')}, "
                        f"{first * ceiling:,.0f} {kind} units a second in all, and the workload "
-                       f"asks up to {peak:,.0f}; it had {last} when the run ended ({setting} "
-                       "sets how many it starts with)")
+                       f"asks up to {peak:,.0f}; it had {last} when the run ended ("
+                       + (f"set by partitions={first}; {setting} sets it where partitions is "
+                          "not given)" if profile.partitions is not None else
+                          f"{setting} sets how many it starts with)"))
         worst = sorted([(count.ratio, key, value) for value, keys in self.shard_keys.items()
                         for key, count in keys.items() if count.ratio < ACCEPTED_ENOUGH]
                        + [(count.ratio, f"{_PAGE}{value}", value)
