@@ -122,57 +122,13 @@ class Simulation:
 
     def causes(self) -> list[str]:
         """What throttled, in words, the table limits first, with what would avoid it."""
-        # what binds, then what binds once that is served
-        out: list[str] = []
-        after: list[str] = []
+        now: list[str] = []  # what binds
+        then: list[str] = []  # what binds once that is served
         for table in self.tables:
-            peak = max(table.asked, default=0.0)
-            served = min(table.limit) if table.limit else 0.0
-            # writes that throttled reads held back, asking past what the table serves:
-            # it refused none, but all are asked of it once its reads are served
-            held = not table.refused_seconds and table.held_seconds > 0
-            first = self.partitions.get(table.resource, (0, 0))[0]
-            ceiling = self.profile.write_ceiling if table.write else self.profile.read_ceiling
-            # asked past the limit, its partitions refusing first: said here unless the
-            # partitions' own cause below says it (they hold no more than the limit)
-            over = not table.refused_seconds and not held and table.over_seconds > 0 \
-                and not (first and peak > first * ceiling * (1 + 1e-9))
-            if not table.refused_seconds and not held and not over:
-                continue
-            kind = "write" if table.write else "read"
-            azure = self.profile.store == "azure-tables"
-            what = "entities" if azure else "units"
-            if held or over:
-                said = (f"once its reads are served, the {table.resource}'s writes ask up to "
-                        if held else f"the {table.resource}'s {kind}s ask up to ") \
-                    + f"{peak:,.0f} {what} a second, past the {served:,.0f} it served" \
-                    + ("" if held else ", though its partitions refused them first")
-            elif azure:
-                said = (f"the storage account's {kind} limit binds in "
-                        f"{table.refused_seconds:,} s of {self.duration:,}: it served "
-                        f"{served:,.0f} entities a second (the storage account's "
-                        f"scalability target), the workload asks up to {peak:,.0f}")
-            else:
-                said = (f"the {table.resource}'s {kind} limit binds in "
-                        f"{table.refused_seconds:,} s of {self.duration:,}: it served "
-                        f"{served:,.0f} units a second ("
-                        f"{_LIMITS.get(table.kind[0] if table.kind else '', 'its limit')}), "
-                        f"the workload asks up to {peak:,.0f}")
-            if azure:
-                # a storage account's target is fixed: no setting raises it (plan says so)
-                accounts = max(1, math.ceil(round(peak / served, 6))) if served else 1
-                (after if held or over else out).append(
-                    f"{said}; spread the index over at least {accounts:,} storage accounts "
-                    "or lower the load")
-                continue
-            setting = self._setting(table.write)
-            quota = self.profile.quota_write if table.write else self.profile.quota_read
-            (after if held or over else out).append(
-                said + (f"; {setting} of at least {math.ceil(round(peak, 6)):,} avoids it"
-                        if setting else "")
-                + (f" (past the per-table quota of {quota:,.0f}: raise it too)"
-                   if peak > quota else ""))
-        out += after
+            said = self._limit_cause(table)
+            if said is not None:
+                (then if said[1] else now).append(said[0])
+        out = now + then
         profile = self.profile
         for table in self.tables:
             first, last = self.partitions.get(table.resource, (0, 0))
@@ -206,6 +162,56 @@ class Simulation:
             out.append(f"{key} ({value}, N={n}) accepted {100 * ratio:.1f}% of "
                        f"its entry writes" + (f"; {' and '.join(why)}" if why else ""))
         return out
+
+    def _limit_cause(self, table: _Table) -> tuple[str, bool] | None:
+        """What ``table``'s own limit did, in words with what avoids it, and whether it
+        binds only once what binds now is served; None if it kept up with what it was
+        asked.
+
+        A table asked past its limit may have refused nothing itself: its writes held
+        back by throttled reads (``held_seconds``: they are asked all the same once the
+        reads are served), or its hot partitions refusing first (said here unless the
+        partitions' own cause in ``causes`` says it: they hold no more than the limit).
+        """
+        peak = max(table.asked, default=0.0)
+        served = min(table.limit) if table.limit else 0.0
+        held = not table.refused_seconds and table.held_seconds > 0
+        first = self.partitions.get(table.resource, (0, 0))[0]
+        ceiling = self.profile.write_ceiling if table.write else self.profile.read_ceiling
+        over = not table.refused_seconds and not held and table.over_seconds > 0 \
+            and not (first and peak > first * ceiling * (1 + 1e-9))
+        if not table.refused_seconds and not held and not over:
+            return None
+        kind = "write" if table.write else "read"
+        azure = self.profile.store == "azure-tables"
+        if held or over:
+            said = (f"once its reads are served, the {table.resource}'s writes ask up to "
+                    if held else f"the {table.resource}'s {kind}s ask up to ") \
+                + f"{peak:,.0f} {'entities' if azure else 'units'} a second, past the " \
+                f"{served:,.0f} it served" \
+                + ("" if held else ", though its partitions refused them first")
+        elif azure:
+            said = (f"the storage account's {kind} limit binds in "
+                    f"{table.refused_seconds:,} s of {self.duration:,}: it served "
+                    f"{served:,.0f} entities a second (the storage account's "
+                    f"scalability target), the workload asks up to {peak:,.0f}")
+        else:
+            said = (f"the {table.resource}'s {kind} limit binds in "
+                    f"{table.refused_seconds:,} s of {self.duration:,}: it served "
+                    f"{served:,.0f} units a second ("
+                    f"{_LIMITS.get(table.kind[0] if table.kind else '', 'its limit')}), "
+                    f"the workload asks up to {peak:,.0f}")
+        if azure:
+            # a storage account's target is fixed: no setting raises it (plan says so)
+            accounts = max(1, math.ceil(round(peak / served, 6))) if served else 1
+            return (f"{said}; spread the index over at least {accounts:,} storage accounts "
+                    "or lower the load"), held or over
+        setting = self._setting(table.write)
+        quota = self.profile.quota_write if table.write else self.profile.quota_read
+        return (said + (f"; {setting} of at least {math.ceil(round(peak, 6)):,} avoids it"
+                        if setting else "")
+                + (f" (past the per-table quota of {quota:,.0f}: raise it too)"
+                   if peak > quota else "")), held or over
 
     def _setting(self, write: bool) -> str:
         profile = self.profile
