@@ -344,6 +344,28 @@ def causes(count: int, seed: int) -> int:
     return short
 
 
+def _table(rows: list[dict[str, Any]], *, why: bool, agree: int,
+           kept: list[dict[str, Any]]) -> None:
+    """The scenarios' rows, and their total."""
+    width = max(len(r["name"]) for r in rows)
+    print(f"{'scenario':<{width}}  {'plan says':<10} {'N (sharded)':<34} {'sim s':>6} "
+          f"{'least accepted':>14}  agree")
+    for r in rows:
+        shards = ", ".join(f"{v[:4]}={n}" for v, n in r["shards"].items()) or "-"
+        print(f"{r['name']:<{width}}  {'keeps up' if r['keeps'] else 'throttles':<10} "
+              f"{shards:<34} {r['seconds']:>6,} {100 * r['least']:>13.2f}%  "
+              f"{'yes' if r['agree'] else 'NO'}")
+        if why:
+            print(f"    {r['why']}\n    plan: {r['summary']}\n    simulate: {r['sim_verdict']}")
+            if r["setting"]:
+                print(f"    avoid it with: {r['setting']}")
+    print(f"\n{agree} of {len(rows)} verdicts agree with their simulation; "
+          f"{len(kept)} plans keep up, the least of them simulated at "
+          f"{100 * min((r['least'] for r in kept), default=1.0):.2f}%; planning took "
+          f"{max(r['planned'] for r in rows):.2f} s at most, simulating "
+          f"{sum(r['simulated'] for r in rows):.1f} s in all")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", help="run the scenarios whose name holds this text")
@@ -359,25 +381,10 @@ def main() -> None:
     args = parser.parse_args()
     chosen = [s for s in SCENARIOS if not args.only or args.only.lower() in s.name.lower()]
     rows = [run(scenario) for scenario in chosen]
-    width = max(len(r["name"]) for r in rows)
-    print(f"{'scenario':<{width}}  {'plan says':<10} {'N (sharded)':<34} {'sim s':>6} "
-          f"{'least accepted':>14}  agree")
-    for r in rows:
-        shards = ", ".join(f"{v[:4]}={n}" for v, n in r["shards"].items()) or "-"
-        print(f"{r['name']:<{width}}  {'keeps up' if r['keeps'] else 'throttles':<10} "
-              f"{shards:<34} {r['seconds']:>6,} {100 * r['least']:>13.2f}%  "
-              f"{'yes' if r['agree'] else 'NO'}")
-        if args.why:
-            print(f"    {r['why']}\n    plan: {r['summary']}\n    simulate: {r['sim_verdict']}")
-            if r["setting"]:
-                print(f"    avoid it with: {r['setting']}")
     agree = sum(r["agree"] for r in rows)
     kept = [r for r in rows if r["keeps"]]
-    print(f"\n{agree} of {len(rows)} verdicts agree with their simulation; "
-          f"{len(kept)} plans keep up, the least of them simulated at "
-          f"{100 * min((r['least'] for r in kept), default=1.0):.2f}%; planning took "
-          f"{max(r['planned'] for r in rows):.2f} s at most, simulating "
-          f"{sum(r['simulated'] for r in rows):.1f} s in all")
+    if rows:  # --only may name none, to run the drawn sections alone
+        _table(rows, why=args.why, agree=agree, kept=kept)
     truthful = advised(args.advised, args.seed) if args.advised else True
     if args.drawn:
         drawn(args.drawn, args.seed)  # knife edges may disagree: printed, not failed
