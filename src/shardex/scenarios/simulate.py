@@ -7,9 +7,9 @@ the ``table`` layout; the item's own update and its GSI entries in the ``gsi``
 layout). A put writes one entry on one of the value's N shard keys, a delete removes
 one, a move does both on two values (each entry write times the profile's
 ``entry_writes``: 4 entity writes on Azure Table Storage); the placement records of the
-items are spread over the whole table. A page read of a value asks every shard key for its share of
-the page, as the fan-out does. All of it runs on ``shardex.sim.fluid`` with the same
-capacity model as ``memory://``.
+items are spread over the whole table. A page read of a value asks every shard key for
+its share of the page, as the fan-out does (``shardex.scenarios.flows`` makes the flows).
+All of it runs on ``shardex.sim.fluid`` with the same capacity model as ``memory://``.
 
 Counting: an *entry write* is a put, a delete or one end of a move on a shard key (a
 move counts on both values, as ``OrdersLoad.peak_writes`` does); refused operations
@@ -28,11 +28,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardex.capacity import QUERY_PAGE_BYTES, QUERY_PAGE_ITEMS
 from shardex.documents import SIMULATE_SCHEMA, rounded
 from shardex.routing import Routing
+from shardex.scenarios.flows import (
+    PAGE,
+    UNITS,
+    Flows,
+    build,
+    held_units,
+    placed,
+    rates_at,
+)
 from shardex.scenarios.workload import ValueLoad, Workload
-from shardex.sim.fluid import Flow, FlowResult, FluidEngine, Part
+from shardex.sim.fluid import Flow, FlowResult, FluidEngine
 from shardex.sim.latency import LatencyModel
 from shardex.sim.profiles import Profile
 from shardex.wording import counted
@@ -41,12 +49,7 @@ __all__ = ["ACCEPTED_ENOUGH", "Simulation", "routing_for", "simulate"]
 
 # A value passes when at least this share of its offered writes is accepted.
 ACCEPTED_ENOUGH = 0.999
-# A placement record is well under 1 KB: one write unit, one read unit.
-_PLACEMENT_BYTES = 80
 _TIMELINE_POINTS = 300
-# the ends a read flow counts towards: a page read of a shard key, a share of a
-# value's measured read units on one
-_PAGE, _UNITS = "read:", "units:"
 
 
 @dataclass(slots=True)
@@ -145,16 +148,16 @@ class Simulation:
                           f"{setting} sets how many it starts with)"))
         worst = sorted([(count.ratio, key, value) for value, keys in self.shard_keys.items()
                         for key, count in keys.items() if count.ratio < ACCEPTED_ENOUGH]
-                       + [(count.ratio, f"{_PAGE}{value}", value)
+                       + [(count.ratio, f"{PAGE}{value}", value)
                           for value, count in self.reads.items()
                           if count.ratio < ACCEPTED_ENOUGH]
-                       + [(count.ratio, f"{_UNITS}{value}", value)
+                       + [(count.ratio, f"{UNITS}{value}", value)
                           for value, count in self.unit_reads.items()
                           if count.ratio < ACCEPTED_ENOUGH])
         for ratio, key, value in worst[:3]:
             n = self.shards(value)
-            if key.startswith((_PAGE, _UNITS)):
-                what = "page reads" if key.startswith(_PAGE) else "read units"
+            if key.startswith((PAGE, UNITS)):
+                what = "page reads" if key.startswith(PAGE) else "read units"
                 out.append(f"{value} (N={n}) accepted {100 * ratio:.1f}% of its {what}")
                 continue
             why = ([f"its partition {self.hot[key]} throttled it"] if key in self.hot else []) \
@@ -321,29 +324,6 @@ def _downsample(series: list[float], step: int) -> list[float]:
             for i in range(0, len(series), step)]
 
 
-def _first_page(page: int, shards: int) -> int:
-    """Entries the fan-out asks each shard for in its first round (``fanout.py``'s rule):
-    its mean share of the page plus three standard deviations."""
-    mean = (page + 1) / shards
-    return min(page + 1, QUERY_PAGE_ITEMS, max(4, math.ceil(mean + 3 * math.sqrt(mean)) + 2))
-
-
-@dataclass(slots=True)
-class _Flows:
-    """One second's flows, and what each one counts towards."""
-
-    flows: list[Flow] = field(default_factory=list)
-    # per flow: (value, shard key) pairs whose entry writes (or reads) it makes
-    ends: list[tuple[tuple[str, str], ...]] = field(default_factory=list)
-    # per flow, once counted: the counters it adds to (see _targets)
-    targets: list[list[tuple[str, _Count, _Count | None, float]]] | None = None
-
-    def add(self, flow: Flow, *ends: tuple[str, str]) -> None:
-        if flow.rate > 0:
-            self.flows.append(flow)
-            self.ends.append(ends)
-
-
 def simulate(workload: Workload, routing: Routing, profile: Profile, *,
              latency: LatencyModel | None = None, namespace: str = "index") -> Simulation:
     """Run ``workload`` against ``routing`` on ``profile``'s table for its duration.
@@ -364,14 +344,14 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
     for resource in engine.resources:
         for write in (True, False):
             sim.tables.append(_Table(resource.kind, write))
-    built: tuple[tuple[float, ...], _Flows, _Flows] | None = None
+    built: tuple[tuple[float, ...], Flows, Flows] | None = None
     # the writes a locate lets by, and the write units on each resource it holds back
     held: tuple[list[Flow], float, list[Flow], list[float]] | None = None
     for second in range(workload.duration):
-        rates = _rates(workload, float(second))
+        rates = rates_at(workload, float(second))
         if built is None or built[0] != rates:
             # a steady workload builds its flows once
-            built = (rates, *_build(workload, keys, profile, rates))
+            built = (rates, *build(workload, keys, profile, rates))
         _, reads, writes = built
         read_results = engine.step(second, reads.flows)
         located = next((result.accepted / flow.rate for flow, result, ends in zip(
@@ -385,14 +365,14 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
         elif held is not None and held[0] is writes.flows and held[1] == located:
             sent, held_back = held[2], held[3]
         else:
-            sent = [flow._replace(rate=flow.rate * located) if _placed(flow) else flow
+            sent = [flow._replace(rate=flow.rate * located) if placed(flow) else flow
                     for flow in writes.flows]
-            held_back = _units(writes.flows, sent, len(engine.resources))
+            held_back = held_units(writes.flows, sent, len(engine.resources))
             held = (writes.flows, located, sent, held_back)
             if located < 1.0 - 1e-9:  # not a rounding error's hold
                 sim.held.update(key for flow, ends in zip(writes.flows, writes.ends,
                                                           strict=True)
-                                if _placed(flow) for _, key in ends)
+                                if placed(flow) for _, key in ends)
         now_counts: dict[str, list[float]] = {}
         _account(sim, writes, engine.step(second, sent), now_counts)
         for value, (offered, accepted) in sim.timeline.items():
@@ -424,121 +404,7 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
     return sim
 
 
-def _rates(workload: Workload, now: float) -> tuple[float, ...]:
-    """Every rate of the workload in the second starting at ``now``, in a fixed order."""
-    out: list[float] = []
-    for load in workload.values.values():
-        if load.write_units is not None:
-            out.append(load.write_units.at(now))
-        else:
-            out += (load.write.at(now), load.delete.at(now))
-        out.append(load.read.at(now))
-        if load.read_units is not None:
-            out.append(load.read_units.at(now))
-    out += (move.rate.at(now) for move in workload.moves)
-    if workload.item_writes is not None:
-        out.append(workload.item_writes.at(now))
-    return tuple(out)
-
-
-def _build(workload: Workload, keys: Mapping[str, list[tuple[str, int]]], profile: Profile,
-           rates: tuple[float, ...]) -> tuple[_Flows, _Flows]:
-    """One second's read and write flows at ``rates`` (as ``_rates`` lists them)."""
-    entries = 1 if profile.layout == "gsi" else 0
-    cost = profile.transaction_cost
-    consistent = profile.consistent
-    reads, writes = _Flows(), _Flows()
-    operations = _operations(workload, rates)
-    items = operations if workload.item_writes is None else rates[-1]
-    # each operation carries its share of the items' placement records (one each when
-    # items are operations), so a refused locate holds back the writes it precedes
-    share = items / operations if operations > 0 else 0.0
-    placement = profile.write_cost(_PLACEMENT_BYTES) * cost * share
-    placed = (Part(0, None, placement),) if placement > 0 else ()
-    at = iter(rates)
-    for value, load in workload.values.items():
-        shards = keys[value]
-        n = len(shards)
-        entry = profile.write_cost(load.item_bytes) * cost * profile.entry_writes
-        if load.write_units is not None:
-            rate = next(at) / n
-            for key, ident in shards:
-                writes.add(Flow(rate, True, (Part(entries, ident, 1.0),)), (value, key))
-        else:
-            put, delete = next(at) / n, next(at) / n
-            for key, ident in shards:
-                writes.add(Flow(put, True, (Part(entries, ident, entry), *placed)),
-                           (value, key))
-                writes.add(Flow(delete, True, (Part(entries, ident, entry), *placed)),
-                           (value, key))
-        nbytes = min(_first_page(load.page, n) * load.read_item_bytes, QUERY_PAGE_BYTES)
-        units = profile.read_cost(nbytes, max(1, nbytes // load.read_item_bytes), consistent)
-        rate = next(at)
-        for key, ident in shards:
-            reads.add(Flow(rate, False, (Part(entries, ident, units),), consistent),
-                      (value, f"{_PAGE}{key}"))
-        if load.read_units is not None:
-            # measured units, charged as the store charged them: strongly consistent, the
-            # ceiling diagnose and plan size them against; spread over the shard keys
-            rate = next(at) / n
-            for key, ident in shards:
-                reads.add(Flow(rate, False, (Part(entries, ident, 1.0),), True),
-                          (value, f"{_UNITS}{key}"))
-    for move in workload.moves:
-        rate = next(at)
-        if rate <= 0:
-            continue
-        source, target = keys[move.source], keys[move.target]
-        pairs = max(len(source), len(target))
-        old = profile.write_cost(workload.values[move.source].item_bytes) * cost \
-            * profile.entry_writes
-        new = profile.write_cost(workload.values[move.target].item_bytes) * cost \
-            * profile.entry_writes
-        for i in range(pairs):
-            (skey, sid), (tkey, tid) = source[i % len(source)], target[i % len(target)]
-            writes.add(Flow(rate / pairs, True, (Part(entries, sid, old),
-                                                 Part(entries, tid, new), *placed)),
-                       (move.source, skey), (move.target, tkey))
-    if items > 0 and not placed:
-        # items written with no entry write to carry their records: a flow of their own
-        writes.add(Flow(items, True, (Part(0, None, profile.write_cost(_PLACEMENT_BYTES)
-                                           * cost),)))
-    if items > 0:
-        reads.add(Flow(items, False, (Part(0, None, profile.read_cost(
-            _PLACEMENT_BYTES, 1, True)),)), ("", "locate"))
-    return reads, writes
-
-
-def _operations(workload: Workload, rates: tuple[float, ...]) -> float:
-    """Puts, deletes and moves a second at ``rates`` (as ``_rates`` lists them): the
-    operations that each write an item (a diagnosis's measured units are none)."""
-    at, out = iter(rates), 0.0
-    for load in workload.values.values():
-        if load.write_units is not None:
-            next(at)
-        else:
-            out += next(at) + next(at)
-        next(at)  # its page reads
-        if load.read_units is not None:
-            next(at)  # its measured read units
-    return out + sum(next(at) for _ in workload.moves)
-
-
-def _placed(flow: Flow) -> bool:
-    return any(part.key is None for part in flow.parts)
-
-
-def _units(flows: list[Flow], sent: list[Flow], resources: int) -> list[float]:
-    """The write units a second on each resource of ``flows`` that ``sent`` leaves out."""
-    out = [0.0] * resources
-    for flow, kept in zip(flows, sent, strict=True):
-        if kept is not flow:
-            for part in flow.parts:
-                out[part.resource] += (flow.rate - kept.rate) * part.units
-    return out
-
-
-def _targets(sim: Simulation, flows: _Flows) -> list[list[tuple[str, _Count, _Count | None,
+def _targets(sim: Simulation, flows: Flows) -> list[list[tuple[str, _Count, _Count | None,
                                                                  float]]]:
     """Per flow: (value, its counter, its shard key's counter or None for a read, the
     share of the flow's rate it counts) for every end the flow makes."""
@@ -548,10 +414,10 @@ def _targets(sim: Simulation, flows: _Flows) -> list[list[tuple[str, _Count, _Co
         for value, key in ends:
             if not value:
                 continue
-            if key.startswith(_PAGE):
+            if key.startswith(PAGE):
                 n = len(sim.shard_keys[value])
                 targets.append((value, sim.reads.setdefault(value, _Count()), None, 1.0 / n))
-            elif key.startswith(_UNITS):
+            elif key.startswith(UNITS):
                 targets.append((value, sim.unit_reads.setdefault(value, _Count()), None, 1.0))
             else:
                 targets.append((value, sim.values[value], sim.shard_keys[value][key], 1.0))
@@ -559,7 +425,7 @@ def _targets(sim: Simulation, flows: _Flows) -> list[list[tuple[str, _Count, _Co
     return out
 
 
-def _account(sim: Simulation, flows: _Flows, results: list[FlowResult],
+def _account(sim: Simulation, flows: Flows, results: list[FlowResult],
              now: dict[str, list[float]]) -> None:
     """Count one step's results: per shard key and value (offered as in ``flows``, before
     any locate was refused), reads, throttles by reason, and into ``now`` per value."""
@@ -573,7 +439,7 @@ def _account(sim: Simulation, flows: _Flows, results: list[FlowResult],
             throttles[result.reason] = throttles.get(result.reason, 0.0) + refused
             if result.partition is not None:
                 for _, key in ends:
-                    sim.hot.setdefault(key.removeprefix(_PAGE).removeprefix(_UNITS),
+                    sim.hot.setdefault(key.removeprefix(PAGE).removeprefix(UNITS),
                                        result.partition)
         rate, accepted = flow.rate, result.accepted
         for value, count, shard, share in targets:
