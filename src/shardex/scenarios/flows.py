@@ -23,7 +23,7 @@ from shardex.scenarios.workload import Workload
 from shardex.sim.fluid import Flow, Part
 from shardex.sim.profiles import Profile
 
-__all__ = ["PAGE", "PLACEMENT_BYTES", "UNITS", "Flows", "build", "first_page", "held_units",
+__all__ = ["Flows", "PAGE", "PLACEMENT_BYTES", "UNITS", "build", "first_page", "held_units",
            "operations", "placed", "rates_at"]
 
 # A placement record is well under 1 KB: one write unit, one read unit.
