@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 
 from shardex.autopilot.heat import HeatWindow
 from shardex.autopilot.migration import MigrationModel, moved_share
-from shardex.capacity import QUERY_PAGE_BYTES
 from shardex.retry import RetryPolicy
 from shardex.routing import ShardPolicy
-from shardex.scenarios.flows import first_page
+from shardex.scenarios.flows import page_units
 from shardex.scenarios.workload import ValueLoad
 from shardex.sim.fluid import Flow, Part
 from shardex.sim.profiles import Profile
@@ -98,9 +97,7 @@ class Costs:
         return found
 
     def _query(self, fanout: int) -> float:
-        nbytes = min(first_page(self.page, fanout) * self.read_bytes, QUERY_PAGE_BYTES)
-        return self.profile.read_cost(nbytes, max(1, nbytes // self.read_bytes),
-                                      self.profile.consistent)
+        return page_units(self.profile, self.page, fanout, self.read_bytes)
 
 
 @dataclass(slots=True)

@@ -24,7 +24,7 @@ from shardex.sim.fluid import Flow, Part
 from shardex.sim.profiles import Profile
 
 __all__ = ["Flows", "PAGE", "PLACEMENT_BYTES", "UNITS", "build", "first_page", "held_units",
-           "operations", "placed", "rates_at"]
+           "operations", "page_units", "placed", "rates_at"]
 
 # A placement record is well under 1 KB: one write unit, one read unit.
 PLACEMENT_BYTES = 80
@@ -38,6 +38,13 @@ def first_page(page: int, shards: int) -> int:
     its mean share of the page plus three standard deviations."""
     mean = (page + 1) / shards
     return min(page + 1, QUERY_PAGE_ITEMS, max(4, math.ceil(mean + 3 * math.sqrt(mean)) + 2))
+
+
+def page_units(profile: Profile, page: int, shards: int, read_bytes: int) -> float:
+    """Read units one shard key's share of a page read costs, fanned out ``shards`` ways:
+    its first round (``first_page``) of entries of ``read_bytes``, as the profile reads."""
+    nbytes = min(first_page(page, shards) * read_bytes, QUERY_PAGE_BYTES)
+    return profile.read_cost(nbytes, max(1, nbytes // read_bytes), profile.consistent)
 
 
 @dataclass(slots=True)
@@ -103,8 +110,7 @@ def build(workload: Workload, keys: Mapping[str, list[tuple[str, int]]], profile
                            (value, key))
                 writes.add(Flow(delete, True, (Part(entries, ident, entry), *records)),
                            (value, key))
-        nbytes = min(first_page(load.page, n) * load.read_item_bytes, QUERY_PAGE_BYTES)
-        units = profile.read_cost(nbytes, max(1, nbytes // load.read_item_bytes), consistent)
+        units = page_units(profile, load.page, n, load.read_item_bytes)
         rate = next(at)
         for key, ident in shards:
             reads.add(Flow(rate, False, (Part(entries, ident, units),), consistent),
