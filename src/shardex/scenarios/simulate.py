@@ -134,11 +134,11 @@ class Simulation:
         out = now + then
         profile = self.profile
         for table in self.tables:
-            first, last = self.partitions.get(table.resource, (0, 0))
+            if table.refused_seconds or not self._starts_short(table):
+                continue
+            first, last = self.partitions[table.resource]
             ceiling = profile.write_ceiling if table.write else profile.read_ceiling
             peak = max(table.asked, default=0.0)
-            if table.refused_seconds or not first or peak <= first * ceiling * (1 + 1e-9):
-                continue
             kind, setting = "write" if table.write else "read", self._setting(table.write)
             out.append(f"the {table.resource} starts with {counted(first, 'partition')}, "
                        f"{first * ceiling:,.0f} {kind} units a second in all, and the workload "
@@ -179,10 +179,8 @@ class Simulation:
         peak = max(table.asked, default=0.0)
         served = min(table.limit) if table.limit else 0.0
         held = not table.refused_seconds and table.held_seconds > 0
-        first = self.partitions.get(table.resource, (0, 0))[0]
-        ceiling = self.profile.write_ceiling if table.write else self.profile.read_ceiling
         over = not table.refused_seconds and not held and table.over_seconds > 0 \
-            and not (first and peak > first * ceiling * (1 + 1e-9))
+            and not self._starts_short(table)
         if not table.refused_seconds and not held and not over:
             return None
         kind = "write" if table.write else "read"
@@ -215,6 +213,13 @@ class Simulation:
                         if setting else "")
                 + (f" (past the per-table quota of {quota:,.0f}: raise it too)"
                    if peak > quota else "")), held or over
+
+    def _starts_short(self, table: _Table) -> bool:
+        """Whether ``table``'s partitions at the start hold less than it was asked at its
+        peak (by more than a floating-point hair): ``causes`` says so of them."""
+        first = self.partitions.get(table.resource, (0, 0))[0]
+        ceiling = self.profile.write_ceiling if table.write else self.profile.read_ceiling
+        return bool(first) and max(table.asked, default=0.0) > first * ceiling * (1 + 1e-9)
 
     def _setting(self, write: bool) -> str:
         profile = self.profile
