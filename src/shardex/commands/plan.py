@@ -512,8 +512,7 @@ def _print_verdict(console: Any, result: Any) -> None:
                      f"{b.expected:,.0f} {'read units ' if reads else ''}expected, "
                      f"{b.worst:,.0f} at the p99")
             if b.worst_keys:  # else it takes its share of the spread load alone
-                line += (f" ({escape(', '.join(b.worst_keys[:4]))}"
-                         f"{', ...' if len(b.worst_keys) > 4 else ''})")
+                line += f" ({escape(b.named)})"
         else:
             line += f"; the busiest shard key takes {b.worst:,.0f}"
         console.print(line, highlight=False)

@@ -68,6 +68,11 @@ class Busiest:
     total: float = 0.0
     tops: tuple[float, ...] = ()
 
+    @property
+    def named(self) -> str:
+        """``worst_keys`` as a verdict names them: the first four, then "..."."""
+        return ", ".join(self.worst_keys[:4]) + (", ..." if len(self.worst_keys) > 4 else "")
+
 
 def collision_free_odds(keys: int, partitions: int) -> float:
     """The chance that ``keys`` keys hashed uniformly onto ``partitions`` all land apart:

@@ -396,8 +396,7 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
         of_reads = part.direction == "read"
         # what the busiest takes: its shard keys, and its share of the spread load (a
         # partition that takes no shard key's load takes that alone)
-        takes = [", ".join(b.worst_keys[:4]) + (", ..." if len(b.worst_keys) > 4 else "")
-                 ] if b.worst_keys else []
+        takes = [b.named] if b.worst_keys else []
         if part.spread:
             takes.append(f"{part.spread:,.0f} of "
                          f"{'locates' if of_reads else 'placement records'}")
