@@ -8,6 +8,7 @@ prints it (docs/autopilot.md quotes it).
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -243,3 +244,61 @@ def _without_cpu(doc: object) -> object:
     if isinstance(doc, list):
         return [_without_cpu(v) for v in doc]
     return doc
+
+
+def _over_the_table(tmp_path: Path, warm_write: float | None = None) -> Path:
+    """3,000 entry writes a second, 8,000 for a minute, on a new on-demand table: each
+    write asks 2 units for its entry and 2 for its placement record, so the minute asks
+    32,000 write units a second (and the autopilot's mover more) of a table that serves
+    4,000, within the per-table quota: a warm_write raises it."""
+    path = tmp_path / "over.toml"
+    path.write_text('duration = 900\n[table]\nprofile = "dynamodb-on-demand"\n'
+                    + (f"warm_write = {warm_write}\n" if warm_write else "")
+                    + "[values.PENDING]\nwrite = 3000\nread = 10\npage = 100\n"
+                      "item_bytes = 200\nbursts = [{at = 600, seconds = 60, write = 5000}]\n")
+    return path
+
+
+def test_a_table_limit_that_throttles_whatever_n_is_said_with_its_setting(
+        tmp_path: Path) -> None:
+    """Past the table's own write limit the runs throttle whatever N they chose: the
+    report says which limit binds, in how many seconds of which runs, what the load asks
+    of it at first attempt (its retries aside: they ask again of whatever refused them)
+    and the setting that sets it; given a fifth more, the table's limit binds in no run."""
+    over = _over_the_table(tmp_path)
+    result = CliRunner().invoke(cli, ["simulate", "--autopilot", str(over), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    refused = {run["mode"]: t["seconds_refused"] for run in doc["runs"]
+               for t in run["tables"] if t["direction"] == "write"}
+    peak = max(t["peak_asked_per_s"] for run in doc["runs"] for t in run["tables"]
+               if t["direction"] == "write")
+    assert refused["autopilot"] > 0  # N=19
+    assert refused["static"] > 0  # N=34
+    assert refused["none"] == 0  # N=1: its partition refuses first
+    # the entries and placements, and the mover's writes; not the retries, which asked
+    # more than twice that
+    assert 32_000 <= peak < 34_000
+    (cause,) = [c for c in doc["causes"] if "write limit" in c]
+    assert cause.startswith(
+        f"the table's write limit binds in {refused['autopilot']:,} s (autopilot) and "
+        f"{refused['static']:,} s (static) of 900: it served 4,000 units a second ")
+    assert f"the load asks up to {peak:,.0f} at first attempt; warm_write sets what it " \
+        "serves" in cause
+    text = " ".join(CliRunner().invoke(cli, ["simulate", "--autopilot", str(over)])
+                    .output.split())
+    assert f"cause: {cause}" in text
+    cured = CliRunner().invoke(cli, ["simulate", "--autopilot", "--json",
+                                     str(_over_the_table(tmp_path, math.ceil(1.2 * peak)))])
+    doc = json.loads(cured.stdout)
+    assert not [c for c in doc["causes"] if "write limit" in c], doc["causes"]
+    assert all(t["seconds_refused"] == 0 for run in doc["runs"] for t in run["tables"]
+               if t["direction"] == "write")
+
+
+def test_a_load_its_table_serves_has_no_table_cause() -> None:
+    result = CliRunner().invoke(cli, ["simulate", "--autopilot", str(STEADY), "--duration",
+                                      "300", "--json"])
+    doc = json.loads(result.stdout)
+    assert doc["causes"] == []
+    assert all(t["seconds_refused"] == 0 for run in doc["runs"] for t in run["tables"])

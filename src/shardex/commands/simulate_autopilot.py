@@ -122,6 +122,8 @@ def report(console: Console, doc: dict[str, Any]) -> None:
                  (f"{name}: seconds to nothing held", partial(_ramp_cell, name, "admitted"))]
     console.print(output.table(console, columns, [
         [label, *(cell(r) for r in runs)] for label, cell in rows]))
+    for cause in doc["causes"]:
+        console.print(f"[bold]cause[/]: {escape(cause)}", highlight=False)
     auto = next((r for r in runs if r["mode"] == "autopilot"), None)
     if auto is not None and auto["migrations"]:
         console.print("[bold]the autopilot's reshards[/]: " + "; ".join(

@@ -55,6 +55,8 @@ from shardex.scenarios.autopilot_keys import (
     series,
 )
 from shardex.scenarios.day import DayLoad, Ramp
+from shardex.scenarios.flows import held_units
+from shardex.scenarios.table_use import TableUse, record_tables, tables_of
 from shardex.scenarios.workload import Workload
 from shardex.sim.fluid import Flow, FlowResult, FluidEngine, Part
 from shardex.sim.profiles import Profile
@@ -93,6 +95,8 @@ class ModeRun:
     plans: int = 0
     plan_seconds: float = 0.0
     seconds: float = 0.0
+    # each table's use of each direction, second by second (``tables_of``'s order)
+    tables: list[TableUse] = field(default_factory=list)
 
     @property
     def duration(self) -> int:
@@ -173,7 +177,7 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
     sizer = PlannerSizer(profile, item_bytes=_item_bytes(workload.values), namespace=namespace,
                          headroom=policy.headroom)
     attempts = 1 + retry_seconds(RetryPolicy())
-    run = ModeRun(mode, load, {}, policy)
+    run = ModeRun(mode, load, {}, policy, tables=tables_of(engine))
     writes_of, deletes_of, reads_of, moves_of = {}, {}, {}, {}
     for value, spec in workload.values.items():
         base = ShardPolicy(shards=spec.shards) if spec.shards and spec.shards > 1 \
@@ -214,7 +218,9 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
     watermark = policy.admit_at * profile.write_ceiling
     for second in range(duration):
         now = float(second)
-        table_writes = table_reads = locates = 0.0
+        table_writes = table_reads = locates = fresh = 0.0
+        # the units each resource is asked this second at first attempt: writes, reads
+        asked = [[0.0, 0.0] for _ in engine.resources]
         write_flows: list[Flow] = []
         read_flows: list[Flow] = []
         sent: list[_Sent] = []
@@ -240,6 +246,10 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
             admitted = key.admit(second, new)
             ops = admitted + sum(key.retries)
             locates += ops * placed
+            fresh += new * placed
+            # what the table is asked at first attempt (admission and retries aside): a
+            # table that serves it throttles nothing, so nothing is tried again
+            first_share = new / ops if ops > 0 else 0.0
             one = _Sent(key, admitted, ops,
                         (puts + arriving - deletes - leaving) / new if new else 0.0)
             sent.append(one)
@@ -255,11 +265,14 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
                     # nothing here a partition refuses: the table level alone decides
                     table_writes += ops * (cost.entry + cost.placement * placed)
                     table_reads += page_units
+                    asked[0][0] += new * (cost.entry + cost.placement * placed)
+                    asked[0][1] += page_units
                     continue
                 mover = 0.0
             else:
                 mover, runner_reads = migration.work(now)
                 table_reads += runner_reads
+                asked[0][1] += runner_reads
             found = classes(key, now, ident, register, group=group)
             fanout = sum(c.count for c in found if c.read)
             if migration is not None:
@@ -271,10 +284,16 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
                 key, found, ops, reads, mover, resource, placed)
             one.mover = mover
             if fold and hottest <= write_ceiling and hottest_read <= read_ceiling:
-                table_writes += ops * (cost.entry + cost.placement * placed) + mover * (
-                    2 * cost.entry + cost.placement)
+                moved = mover * (2 * cost.entry + cost.placement)
+                table_writes += ops * (cost.entry + cost.placement * placed) + moved
                 table_reads += page_units
+                asked[0][0] += new * (cost.entry + cost.placement * placed) + moved
+                asked[0][1] += page_units
                 continue
+            _ask(asked, mine, first_share)
+            _ask(asked, mine_reads, 1.0)
+            if moving is not None:
+                _ask(asked, [moving], 1.0)
             one.first, one.count = len(write_flows), len(mine)
             write_flows += mine
             read_flows += mine_reads
@@ -284,6 +303,7 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
         if not write_flows and not read_flows and fold:
             located, table_share = _table_only(engine, second, locates * locate_units,
                                                table_reads, table_writes)
+            held = [table_writes * (1.0 - located)]
         else:
             # the placement reads before each write and the runners' reads (table level)
             locating = len(read_flows)
@@ -291,13 +311,18 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
             read_flows.append(Flow(table_reads, False, (Part(0, None, 1.0),)))
             read_results = _step(engine, second, read_flows)
             located = _share(read_flows[locating], read_results[locating])
-            if located < 1.0:  # a write whose placement read was refused is not sent
-                write_flows = [f._replace(rate=f.rate * located) for f in write_flows]
-                table_writes *= located
             table_at = len(write_flows)
             write_flows.append(Flow(table_writes, True, (Part(0, None, 1.0),)))
+            if located < 1.0:  # a write whose placement read was refused is not sent
+                sending = [f._replace(rate=f.rate * located) for f in write_flows]
+                held = held_units(write_flows, sending, len(engine.resources))
+                write_flows = sending
+            else:
+                held = None
             write_results = _step(engine, second, write_flows)
             table_share = _share(write_flows[table_at], write_results[table_at]) * located
+        asked[0][1] += fresh * locate_units
+        record_tables(engine, run.tables, held, [a for pair in asked for a in pair])
         for one in sent:
             key = one.key
             if one.first < 0:
@@ -376,6 +401,13 @@ def _act(run: ModeRun, decision: Decision | None, costs: MigrationCosts) -> None
     key.migration = MigrationModel(decision.key, key.policy, new, decision.t, key.entries,
                                    costs)
     key.migrations.append(key.migration)
+
+
+def _ask(asked: list[list[float]], flows: list[Flow], share: float) -> None:
+    """Add ``share`` of ``flows``' units to what each resource is asked, by direction."""
+    for flow in flows:
+        for part in flow.parts:
+            asked[part.resource][0 if flow.write else 1] += flow.rate * part.units * share
 
 
 def _table_only(engine: FluidEngine, second: int, locate_units: float, read_units: float,

@@ -18,7 +18,9 @@ from shardex.documents import SIMULATE_AUTOPILOT_SCHEMA, rounded
 from shardex.scenarios.autopilot import MODES, ModeRun, run_mode
 from shardex.scenarios.day import DAY, DayLoad
 from shardex.scenarios.shadow import ShadowResult, shadow
+from shardex.scenarios.table_use import avoid_words, served_words
 from shardex.sim.profiles import Profile
+from shardex.wording import listed
 
 __all__ = ["Report", "simulate_autopilot"]
 
@@ -77,8 +79,56 @@ class Report:
             "shadows": [s.to_dict() for s in shadows],
             "listings_checked": sum(s.listings for s in shadows),
             "planner": {"plans": run.plans},
+            "tables": [table.to_dict() for table in run.tables],
             "cpu_s": run.seconds,
         }
+
+    def causes(self) -> list[str]:
+        """Each table limit the runs were asked past, in words, with the runs it bound in,
+        what the load asks of it at first attempt (its retries aside) and the setting that
+        sets it: a table limit no N lifts (a fan-out's reads aside).
+
+        A limit that refused in some run comes first; one that refused nothing but was
+        asked past it (writes held back by throttled placement reads, or hot partitions
+        refusing first) follows, as ``simulate`` says them.
+        """
+        runs = self.runs
+        if not runs:
+            return []
+        duration = self.load.workload.duration
+        now: list[str] = []
+        then: list[str] = []
+        for i, first in enumerate(next(iter(runs.values())).tables):
+            uses = {mode: run.tables[i] for mode, run in runs.items()}
+            refusing = {m: t for m, t in uses.items() if t.refused_seconds}
+            held = {m: t for m, t in uses.items() if t.held_seconds}
+            over = {m: t for m, t in uses.items() if t.over_seconds}
+            binding = refusing or held or over
+            if not binding:
+                continue
+            peak = max(t.peak_asked for t in uses.values())
+            table = min(binding.values(), key=lambda t: t.served)
+            resource = "storage account" if self.profile.store == "azure-tables" \
+                else first.resource
+            if refusing:
+                seconds = listed([f"{t.refused_seconds:,} s ({m})"
+                                  for m, t in refusing.items()])
+                said = (f"the {resource}'s {first.direction} limit binds in {seconds} of "
+                        f"{duration:,}: it served {served_words(table, self.profile)}, and "
+                        f"the load asks up to {peak:,.0f} at first attempt"
+                        + (", more with its retries" if peak <= table.served else ""))
+            else:
+                unit = "entities" if self.profile.store == "azure-tables" else "units"
+                said = ((f"once its reads are served, the {first.resource}'s writes"
+                         if held else f"the {first.resource}'s {first.direction}s")
+                        + f" ask up to {peak:,.0f} {unit} a second at first attempt ("
+                        + listed(list(binding)) + f"), past the {table.served:,.0f} it served"
+                        + ("" if held else ", though its partitions refused them first"))
+            # its runs try refused writes again, asking more than their first attempts
+            # of whatever refused them: no figure is sure to avoid it
+            (now if refusing else then).append(
+                said + avoid_words(table, self.profile, peak, sure=False))
+        return now + then
 
     def checks(self) -> list[dict[str, Any]]:
         """The acceptance, each ``{check, ok, figure}``, measured on these runs."""
@@ -129,6 +179,7 @@ class Report:
             "ramps": [{"name": r.name, "value": r.value, "start_s": r.start, "end_s": r.end,
                        "sale": r.sale} for r in self.load.ramps],
             "runs": [self.run_dict(mode) for mode in self.runs],
+            "causes": self.causes(),
             "checks": self.checks()})
         return doc
 

@@ -39,6 +39,14 @@ from shardex.scenarios.flows import (
     placed,
     rates_at,
 )
+from shardex.scenarios.table_use import (
+    TableUse,
+    avoid_words,
+    record_tables,
+    served_words,
+    setting,
+    tables_of,
+)
 from shardex.scenarios.workload import ValueLoad, Workload
 from shardex.sim.fluid import Flow, FlowResult, FluidEngine
 from shardex.sim.latency import LatencyModel
@@ -63,23 +71,6 @@ class _Count:
 
 
 @dataclass(slots=True)
-class _Table:
-    """One table's (or GSI's) use of one direction, second by second."""
-
-    resource: str
-    write: bool
-    used: list[float] = field(default_factory=list)
-    asked: list[float] = field(default_factory=list)
-    limit: list[float] = field(default_factory=list)
-    kind: list[str] = field(default_factory=list)
-    refused_seconds: int = 0
-    # seconds it refused nothing itself but was asked past its limit: its partitions
-    # refused first, or (``held_seconds``, writes) throttled reads held the writes back
-    over_seconds: int = 0
-    held_seconds: int = 0
-
-
-@dataclass(slots=True)
 class Simulation:
     """The outcome of one simulated run: per value and shard key, tables, throttles."""
 
@@ -96,7 +87,7 @@ class Simulation:
     offered_read_units: dict[str, float] = field(default_factory=dict)
     peaks: dict[str, float] = field(default_factory=dict)
     throttles: dict[str, float] = field(default_factory=dict)
-    tables: list[_Table] = field(default_factory=list)
+    tables: list[TableUse] = field(default_factory=list)
     timeline: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)
     partitions: dict[str, tuple[int, int]] = field(default_factory=dict)
     hot: dict[str, str] = field(default_factory=dict)
@@ -138,14 +129,14 @@ class Simulation:
                 continue
             first, last = self.partitions[table.resource]
             ceiling = profile.write_ceiling if table.write else profile.read_ceiling
-            peak = max(table.asked, default=0.0)
-            kind, setting = "write" if table.write else "read", self._setting(table.write)
+            peak = table.peak_asked
+            kind, name = table.direction, setting(self.profile, table.write)
             out.append(f"the {table.resource} starts with {counted(first, 'partition')}, "
                        f"{first * ceiling:,.0f} {kind} units a second in all, and the workload "
                        f"asks up to {peak:,.0f}; it had {last} when the run ended ("
-                       + (f"set by partitions={first}; {setting} sets it where partitions is "
+                       + (f"set by partitions={first}; {name} sets it where partitions is "
                           "not given)" if profile.partitions is not None else
-                          f"{setting} sets how many it starts with)"))
+                          f"{name} sets how many it starts with)"))
         worst = sorted([(count.ratio, key, value) for value, keys in self.shard_keys.items()
                         for key, count in keys.items() if count.ratio < ACCEPTED_ENOUGH]
                        + [(count.ratio, f"{PAGE}{value}", value)
@@ -166,7 +157,7 @@ class Simulation:
                        f"its entry writes" + (f"; {' and '.join(why)}" if why else ""))
         return out
 
-    def _limit_cause(self, table: _Table) -> tuple[str, bool] | None:
+    def _limit_cause(self, table: TableUse) -> tuple[str, bool] | None:
         """What ``table``'s own limit did, in words with what avoids it, and whether it
         binds only once what binds now is served; None if it kept up with what it was
         asked.
@@ -176,8 +167,7 @@ class Simulation:
         reads are served), or its hot partitions refusing first (said here unless the
         partitions' own cause in ``causes`` says it: they hold no more than the limit).
         """
-        peak = max(table.asked, default=0.0)
-        served = min(table.limit) if table.limit else 0.0
+        peak = table.peak_asked
         held = not table.refused_seconds and table.held_seconds > 0
         over = not table.refused_seconds and not held and table.over_seconds > 0 \
             and not self._starts_short(table)
@@ -189,44 +179,21 @@ class Simulation:
             said = (f"once its reads are served, the {table.resource}'s writes ask up to "
                     if held else f"the {table.resource}'s {kind}s ask up to ") \
                 + f"{peak:,.0f} {'entities' if azure else 'units'} a second, past the " \
-                f"{served:,.0f} it served" \
+                f"{table.served:,.0f} it served" \
                 + ("" if held else ", though its partitions refused them first")
-        elif azure:
-            said = (f"the storage account's {kind} limit binds in "
-                    f"{table.refused_seconds:,} s of {self.duration:,}: it served "
-                    f"{served:,.0f} entities a second (the storage account's "
-                    f"scalability target), the workload asks up to {peak:,.0f}")
         else:
-            said = (f"the {table.resource}'s {kind} limit binds in "
-                    f"{table.refused_seconds:,} s of {self.duration:,}: it served "
-                    f"{served:,.0f} units a second ("
-                    f"{_LIMITS.get(table.kind[0] if table.kind else '', 'its limit')}), "
-                    f"the workload asks up to {peak:,.0f}")
-        if azure:
-            # a storage account's target is fixed: no setting raises it (plan says so)
-            accounts = max(1, math.ceil(round(peak / served, 6))) if served else 1
-            return (f"{said}; spread the index over at least {accounts:,} storage accounts "
-                    "or lower the load"), held or over
-        setting = self._setting(table.write)
-        quota = self.profile.quota_write if table.write else self.profile.quota_read
-        return (said + (f"; {setting} of at least {math.ceil(round(peak, 6)):,} avoids it"
-                        if setting else "")
-                + (f" (past the per-table quota of {quota:,.0f}: raise it too)"
-                   if peak > quota else "")), held or over
+            said = (f"the {'storage account' if azure else table.resource}'s {kind} limit "
+                    f"binds in {table.refused_seconds:,} s of {self.duration:,}: it served "
+                    f"{served_words(table, self.profile)}, the workload asks up to "
+                    f"{peak:,.0f}")
+        return said + avoid_words(table, self.profile), held or over
 
-    def _starts_short(self, table: _Table) -> bool:
+    def _starts_short(self, table: TableUse) -> bool:
         """Whether ``table``'s partitions at the start hold less than it was asked at its
         peak (by more than a floating-point hair): ``causes`` says so of them."""
         first = self.partitions.get(table.resource, (0, 0))[0]
         ceiling = self.profile.write_ceiling if table.write else self.profile.read_ceiling
-        return bool(first) and max(table.asked, default=0.0) > first * ceiling * (1 + 1e-9)
-
-    def _setting(self, write: bool) -> str:
-        profile = self.profile
-        direction = "write" if write else "read"
-        if profile.capacity == "provisioned":
-            return f"provisioned_{direction}"
-        return f"warm_{direction}"
+        return bool(first) and table.peak_asked > first * ceiling * (1 + 1e-9)
 
     def verdict(self) -> str:
         """One line: ``ok`` or ``throttled``, and why."""
@@ -262,18 +229,6 @@ class Simulation:
                                      "throttled_by": self.hot.get(key)}
                                for key, c in self.shard_keys.get(value, {}).items()},
             }
-        tables = []
-        for table in self.tables:
-            peak = max(table.used, default=0.0)
-            tables.append({
-                "resource": table.resource, "direction": "write" if table.write else "read",
-                "limit_first_s": table.limit[0] if table.limit else None,
-                "limit_last_s": table.limit[-1] if table.limit else None,
-                "peak_used_per_s": peak, "peak_asked_per_s": max(table.asked, default=0.0),
-                "headroom": max(0.0, min((1.0 - u / lim for u, lim in zip(
-                    table.used, table.limit, strict=True) if lim > 0), default=1.0)),
-                "seconds_refused": table.refused_seconds,
-                "limited_by": table.kind[-1] if table.kind else None})
         step = max(1, math.ceil(duration / _TIMELINE_POINTS))
         doc: dict[str, Any] = rounded({
             "schema": SIMULATE_SCHEMA, "source": self.workload.origin, "duration_s": duration,
@@ -283,7 +238,7 @@ class Simulation:
             # a reason seen only for a sliver of an operation is no throttle to report
             "throttles": {reason: count for reason, count in sorted(self.throttles.items())
                           if count >= 0.5},
-            "tables": tables,
+            "tables": [table.to_dict() for table in self.tables],
             "partitions": {name: {"first": first, "last": last}
                            for name, (first, last) in self.partitions.items()},
             "verdict": {"ok": self.ok, "summary": self.verdict(), "causes": self.causes()},
@@ -298,14 +253,6 @@ class Simulation:
             **({"notes": list(self.workload.notes)} if self.workload.notes else {}),
         })
         return doc
-
-
-_LIMITS = {
-    "KeyRangeThroughputExceeded": "its warm throughput, or twice its previous peak",
-    "AccountLimitExceeded": "the per-table quota",
-    "MaxOnDemandThroughputExceeded": "its configured maximum",
-    "ProvisionedThroughputExceeded": "its provisioned capacity and burst",
-}
 
 
 def _settings(profile: Profile) -> dict[str, Any]:
@@ -346,9 +293,7 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
         sim.values[value] = _Count()
         sim.shard_keys[value] = {key: _Count() for key in shard_keys}
         sim.timeline[value] = ([], [])
-    for resource in engine.resources:
-        for write in (True, False):
-            sim.tables.append(_Table(resource.kind, write))
+    sim.tables = tables_of(engine)
     built: tuple[tuple[float, ...], Flows, Flows] | None = None
     # the writes a locate lets by, and the write units on each resource it holds back
     held: tuple[list[Flow], float, list[Flow], list[float]] | None = None
@@ -385,24 +330,9 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
             offered.append(offered_now)
             accepted.append(accepted_now)
             sim.peaks[value] = max(sim.peaks.get(value, 0.0), offered_now)
-        for index, resource in enumerate(engine.resources):
-            for write in (True, False):
-                table = sim.tables[2 * index + (0 if write else 1)]
-                limit, kind = resource.table.limit(write)
-                used = resource.table.written if write else resource.table.read
-                refused = resource.table.refused_write if write else resource.table.refused_read
-                table.used.append(used)
-                # the writes a throttled locate held back are asked all the same once
-                # reads are served: a write limit advised from fewer throttles then
-                held_now = held_back[index] if write and held_back else 0.0
-                table.asked.append(used + refused + held_now)
-                table.limit.append(limit)
-                table.kind.append(kind)
-                if refused > 1e-9 and used >= limit * 0.999:
-                    table.refused_seconds += 1
-                elif used + refused + held_now > limit * (1 + 1e-9):
-                    table.over_seconds += 1
-                    table.held_seconds += held_now > 1e-9
+        # the writes a throttled locate held back are asked all the same once reads are
+        # served: a write limit advised from fewer throttles then
+        record_tables(engine, sim.tables, held_back)
     for resource in engine.resources:
         partitions = resource.partitions
         sim.partitions[resource.kind] = (partitions.count, len(partitions))
