@@ -3,10 +3,12 @@
 Pure arithmetic, no I/O. ``slots`` places one shard key in each of a number of
 placements (the index names ``NAME``, ``NAME~1``, ...; ``sim.partitions.slot_of``, up to
 ``MOST`` partitions) and keeps the answer: a plan asks for the same keys over and over
-(each N it tries, on each table size). ``Draws`` holds, for every placement, what each
-partition takes (``spread`` plus the loads of the shard keys on it) and its busiest; as
-the loads change (``fit_shards`` grows one value's N a step) it sums again only the
-partitions whose shard keys changed, so a step costs the changed keys, not all of them.
+(each N it tries, on each table size); a key is hashed once for every table size (its
+jump hash's buckets do not depend on the size: ``_jumps``). ``Draws`` holds, for every
+placement, what each partition takes (``spread`` plus the loads of the shard keys on it)
+and its busiest; as the loads change (``fit_shards`` grows one value's N a step) it sums
+again only the partitions whose shard keys changed, so a step costs the changed keys, not
+all of them (when most keys changed, it sums from scratch: that walks each key once).
 
 A partition's sum is the one a sum from scratch gives, to the bit: ``spread`` first, then
 the loads of its shard keys, heaviest first (a float sum depends on its order; equal
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from hashlib import blake2b
@@ -30,6 +33,9 @@ MOST = 1 << 16
 # shard keys whose slots are kept (times 2 bytes a placement: about 50 MB at most)
 _KEPT = 1 << 17
 _SLOTS: dict[tuple[str, str, int], array[int]] = {}
+# shard keys whose jumps are kept (about 2.2 KB a key for 100 placements: 36 MB at most)
+_KEPT_JUMPS = 1 << 14
+_JUMPS: dict[tuple[str, str], tuple[array[int], array[int]]] = {}
 
 
 def namespace_of(namespace: str, trial: int) -> str:
@@ -54,23 +60,48 @@ def slots(namespace: str, key: str, partitions: int, trials: int) -> Sequence[in
     if found is not None and len(found) >= trials:
         return found
     out = array("H") if found is None else found
-    tail, lcg, mask, top = key.encode(), LCG_MULTIPLIER, MASK64, float(1 << 31)
-    # sim.partitions.key_hash and hashing.jump, written out: this is the plan's hot loop
-    for prefix in _prefixes(namespace, trials)[len(out):]:
-        hashed = prefix.copy()
-        hashed.update(tail)
-        h = int.from_bytes(hashed.digest(), "big")
-        b, j = -1, 0
-        while j < buckets:
-            b = j
-            h = (h * lcg + 1) & mask
-            j = int((b + 1) * (top / ((h >> 33) + 1)))
-        out.append(b)
+    jumps, ends = _jumps(namespace, key, trials)
+    start = ends[len(out) - 1] if out else 0
+    for end in ends[len(out):trials]:
+        # the last of its jumps below the partitions (the first jump is 0)
+        out.append(jumps[bisect_left(jumps, buckets, start, end) - 1])
+        start = end
     if found is None:
         if len(_SLOTS) >= _KEPT:
             del _SLOTS[next(iter(_SLOTS))]
         _SLOTS[(namespace, key, buckets)] = out
     return out
+
+
+def _jumps(namespace: str, key: str, trials: int) -> tuple[array[int], array[int]]:
+    """Every bucket ``hashing.jump`` passes through for ``key`` in each of (at least)
+    ``trials`` placements, below ``MOST``, one run after another, and where each
+    placement's run ends: its slot on any number of partitions up to ``MOST`` is the last
+    of its run below that number (the jumps do not depend on it), so a key is hashed once
+    for all the table sizes a plan tries.
+
+    Kept for the last ``_KEPT_JUMPS`` shard keys asked for, grown as ``slots``."""
+    found = _JUMPS.get((namespace, key))
+    if found is not None and len(found[1]) >= trials:
+        return found
+    jumps, ends = (array("H"), array("I")) if found is None else found
+    tail, lcg, mask, top, most = key.encode(), LCG_MULTIPLIER, MASK64, float(1 << 31), MOST
+    # sim.partitions.key_hash and hashing.jump, written out: this is the plan's hot loop
+    for prefix in _prefixes(namespace, trials)[len(ends):]:
+        hashed = prefix.copy()
+        hashed.update(tail)
+        h = int.from_bytes(hashed.digest(), "big")
+        j = 0
+        while j < most:
+            jumps.append(j)
+            h = (h * lcg + 1) & mask
+            j = int((j + 1) * (top / ((h >> 33) + 1)))
+        ends.append(len(jumps))
+    if found is None:
+        if len(_JUMPS) >= _KEPT_JUMPS:
+            del _JUMPS[next(iter(_JUMPS))]
+        _JUMPS[(namespace, key)] = (jumps, ends)
+    return jumps, ends
 
 
 @lru_cache(maxsize=64)
@@ -85,9 +116,11 @@ def _prefixes(namespace: str, trials: int) -> tuple[blake2b, ...]:
     return tuple(out)
 
 
-def _same(a: float, b: float) -> bool:
-    """Whether two zero loads add alike (0.0 and -0.0 do not)."""
-    return math.copysign(1.0, a) == math.copysign(1.0, b)
+def _kept(was: float | None, load: float) -> bool:
+    """Whether a key's load ``was`` (None: it is new) adds as ``load`` does: the same
+    float (0.0 and -0.0 do not add alike)."""
+    return was == load and type(was) is type(load) \
+        and (load != 0 or math.copysign(1.0, was) == math.copysign(1.0, load))
 
 
 class Draws:
@@ -149,6 +182,10 @@ class Draws:
         return found
 
     def _build(self, loads: Mapping[str, float]) -> None:
+        partitions, spread = self.partitions, self.spread
+        self._sums = [[spread] * partitions for _ in range(self.trials)]
+        self._counts = [array("i", [0]) * partitions for _ in range(self.trials)]
+        self._heads = []  # chained again when loads next change a few keys
         for key in sorted(loads, key=lambda k: -loads[k]):
             load = loads[key]
             ident = self._id(key)
@@ -189,9 +226,17 @@ class Draws:
                 after[before * trials + trial] = after[ident * trials + trial]
 
     def _change(self, loads: Mapping[str, float]) -> None:
+        old, trials = self.loads, self.trials
+        changed = sum(1 for key in old if key not in loads) + sum(
+            1 for key, load in loads.items() if not _kept(old.get(key), load))
+        if 2 * changed >= len(loads):
+            # most keys changed (a value of many shard keys grew its N: each key's load
+            # with it): a sum from scratch walks each key once, where summing the
+            # partitions again walks their chains, in Python, for every placement
+            self._build(loads)
+            return
         if not self._heads:
             self._link()
-        old, trials = self.loads, self.trials
         # per placement, each partition whose keys changed -> its count before
         touched: list[dict[int, int]] = [{} for _ in range(trials)]
 
@@ -210,7 +255,7 @@ class Draws:
                     count[slot] -= 1
         for key, load in loads.items():
             was = old.get(key)
-            if was == load and type(was) is type(load) and (load != 0 or _same(was, load)):
+            if _kept(was, load):
                 continue
             ident = self._id(key)
             self._weights[ident] = load
