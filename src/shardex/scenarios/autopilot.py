@@ -247,9 +247,6 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
             ops = admitted + sum(key.retries)
             locates += ops * placed
             fresh += new * placed
-            # what the table is asked at first attempt (admission and retries aside): a
-            # table that serves it throttles nothing, so nothing is tried again
-            first_share = new / ops if ops > 0 else 0.0
             one = _Sent(key, admitted, ops,
                         (puts + arriving - deletes - leaving) / new if new else 0.0)
             sent.append(one)
@@ -290,7 +287,12 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
                 asked[0][0] += new * (cost.entry + cost.placement * placed) + moved
                 asked[0][1] += page_units
                 continue
-            _ask(asked, mine, first_share)
+            # what the table is asked at first attempt (admission and retries aside): a
+            # table that serves it throttles nothing, so nothing is tried again
+            if ops > 0:
+                _ask(asked, mine, new / ops)
+            elif new > 0:  # admission held every write back: the load asks them all the same
+                _ask(asked, flows(key, found, new, 0.0, 0.0, resource, placed)[0], 1.0)
             _ask(asked, mine_reads, 1.0)
             if moving is not None:
                 _ask(asked, [moving], 1.0)
