@@ -304,3 +304,27 @@ def test_a_load_its_table_serves_has_no_table_cause() -> None:
     doc = json.loads(result.stdout)
     assert doc["causes"] == []
     assert all(t["seconds_refused"] == 0 for run in doc["runs"] for t in run["tables"])
+
+
+def test_a_limit_asked_past_that_refused_nothing_says_what_kept_the_load_from_it(
+        tmp_path: Path) -> None:
+    """A GSI table of 4,000 write units a second asked 5,200 and more: the placement
+    records crowd the table's partitions, which refuse them before the table does, and
+    the autopilot's admission holds writes back; its reads are never held by admission."""
+    path = tmp_path / "gsi.toml"
+    path.write_text('duration = 300\n[table]\nprofile = "dynamodb-on-demand"\nlayout = "gsi"\n'
+                    "[values.V0]\nwrite = 3000\nread = 10\npage = 100\n"
+                    "[values.V1]\nwrite = 200\nread = 10\npage = 100\n"
+                    "bursts = [{at = 150, seconds = 30, write = 2000}]\n")
+    result = CliRunner().invoke(cli, ["simulate", "--autopilot", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["runs"][0]["writes_refused_by_admission"] > 0
+    writes = [c for c in doc["causes"] if "'s writes ask up to" in c]
+    assert [c.split("'s")[0] for c in writes] == ["the table", "the index"]
+    for cause in writes:
+        assert "(autopilot, static and none), past the 4,000 it served, though its " \
+            "partitions refused them and admission held them back first; warm_write sets " \
+            "what it serves" in cause
+    assert not [c for c in doc["causes"] if "read" in c.split(" ask")[0]
+                and "admission" in c]

@@ -119,11 +119,17 @@ class Report:
                         + (", more with its retries" if peak <= table.served else ""))
             else:
                 unit = "entities" if self.profile.store == "azure-tables" else "units"
+                # what kept them from it: their partitions, an admission budget (of writes)
+                totals = [runs[m].totals() for m in binding]
+                admitted = first.write and any(t["refused"] for t in totals)
+                first_by = listed(["its partitions refused them"] * (
+                    any(t["throttled"] for t in totals) or not admitted)
+                    + ["admission held them back"] * admitted)
                 said = ((f"once its reads are served, the {first.resource}'s writes"
                          if held else f"the {first.resource}'s {first.direction}s")
                         + f" ask up to {peak:,.0f} {unit} a second at first attempt ("
                         + listed(list(binding)) + f"), past the {table.served:,.0f} it served"
-                        + ("" if held else ", though its partitions refused them first"))
+                        + ("" if held else f", though {first_by} first"))
             # its runs try refused writes again, asking more than their first attempts
             # of whatever refused them: no figure is sure to avoid it
             (now if refusing else then).append(
