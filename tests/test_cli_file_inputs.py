@@ -162,8 +162,8 @@ def test_table_settings_that_fit_only_with_the_stores_are_taken(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # checked alone, [table] initial_burst_seconds 600 was over the default burst of 300
     path = tmp_path / "t.toml"
-    path.write_text("duration = 10\n[table]\ninitial_burst_seconds = 600\n"
-                    "[values.A]\nwrite = 100\n")
+    path.write_text('duration = 10\n[table]\nprofile = "dynamodb-provisioned"\n'
+                    "initial_burst_seconds = 600\n[values.A]\nwrite = 100\n")
     main(["simulate", str(path), "--store", "memory://?burst_seconds=900", "--json"])
     assert json.loads(capsys.readouterr().out)["schema"] == "shardex.simulate/1"
     code, line = fails(capsys, "simulate", str(path))
@@ -173,23 +173,48 @@ def test_table_settings_that_fit_only_with_the_stores_are_taken(
 
 def test_store_settings_that_fit_only_with_the_tables_are_taken(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """--store's settings were checked alone first, over the default profile: a warm
-    throughput that gives a cosmos table 20,000 partitions gave DynamoDB's 200,000."""
+    """--store's settings were checked alone first, over the default profile: a write
+    ceiling that gives a cosmos table 20,000 partitions gave DynamoDB's 200,000."""
     path = tmp_path / "t.toml"
-    path.write_text('duration = 5\n[table]\nprofile = "cosmos"\n[values.A]\nwrite = 100\n')
-    main(["simulate", str(path), "--store", "memory://?warm_write=200000000", "--json"])
+    path.write_text('duration = 5\n[table]\nprofile = "cosmos"\nprovisioned_write = 2e8\n'
+                    "[values.A]\nwrite = 100\n")
+    main(["simulate", str(path), "--store", "memory://?write_ceiling=10000", "--json"])
     assert json.loads(capsys.readouterr().out)["schema"] == "shardex.simulate/1"
-    path.write_text("duration = 5\n[values.A]\nwrite = 100\n")
-    code, line = fails(capsys, "simulate", str(path), "--store", "memory://?warm_write=200000000")
+    path.write_text("duration = 5\n[table]\nwarm_write = 2e8\nquota_write = 2e8\n"
+                    "[values.A]\nwrite = 100\n")
+    code, line = fails(capsys, "simulate", str(path), "--store", "memory://?write_ceiling=1000")
     assert code == 2
     assert "200,000 partitions" in line, line
+
+
+def test_a_setting_of_the_other_capacity_mode_is_refused(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """It was taken and ignored: a plan given provisioned_write was of an on-demand
+    table, as a simulation given warm_write on a provisioned one served its provisioned
+    capacity."""
+    code, line = fails(capsys, "plan", "--peak", "A=3000", "--table",
+                       "provisioned_write=20000")
+    assert code == 2
+    assert "provisioned_write is a setting of a table of provisioned capacity, and this one " \
+        "is on-demand: give capacity=provisioned with it, or leave it out" in line, line
+    main(["plan", "--peak", "A=3000", "--table", "capacity=provisioned", "--table",
+          "provisioned_write=20000", "--json"])
+    assert json.loads(capsys.readouterr().out)["schema"] == "shardex.plan/1"
+    path = tmp_path / "t.toml"
+    path.write_text('duration = 5\n[table]\nprofile = "dynamodb-provisioned"\n'
+                    "warm_write = 40000\nmax_write = 50000\n[values.A]\nwrite = 100\n")
+    code, line = fails(capsys, "simulate", str(path))
+    assert code == 2
+    assert "max_write, warm_write are settings of a table of on-demand capacity, and this " \
+        "one is provisioned" in line, line
 
 
 @pytest.mark.parametrize(("mode", "refused"), [("cosmos", False), ("table", True)])
 def test_plan_table_settings_are_checked_over_the_modes_profile(
         capsys: pytest.CaptureFixture[str], mode: str, refused: bool) -> None:
     """They were checked over DynamoDB's profile whatever the mode, then over the mode's."""
-    args = ["plan", "--peak", "PENDING=3000", "--mode", mode, "--table", "warm_write=2e8"]
+    setting = "provisioned_write=2e8" if mode == "cosmos" else "warm_write=2e8"
+    args = ["plan", "--peak", "PENDING=3000", "--mode", mode, "--table", setting]
     if refused:
         code, line = fails(capsys, *args)
         assert code == 2
@@ -200,10 +225,11 @@ def test_plan_table_settings_are_checked_over_the_modes_profile(
 
 
 def test_store_keywords_that_fit_only_with_the_uris_settings_are_taken() -> None:
-    store = shardex.open_store("memory://?burst_seconds=900", initial_burst_seconds=600)
+    store = shardex.open_store("memory://?profile=dynamodb-provisioned&burst_seconds=900",
+                               initial_burst_seconds=600)
     assert store.profile.initial_burst_seconds == 600
     with pytest.raises(shardex.InvalidInput):
-        shardex.open_store("memory://", initial_burst_seconds=600)
+        shardex.open_store("memory://?profile=dynamodb-provisioned", initial_burst_seconds=600)
 
 
 @pytest.mark.parametrize(("plot", "fault"), [

@@ -146,7 +146,7 @@ def test_the_adaptive_gate_cuts_wasted_requests_on_a_throttled_key() -> None:
     """64 writers on one key of a 200 units/s partition, with and without the gate."""
 
     async def run(adaptive: bool) -> tuple[int, int, int]:
-        store = MemoryStore(write_ceiling=200, burst_seconds=1, seed=3)
+        store = MemoryStore(write_ceiling=200, seed=3)
         retry = RetryPolicy(attempts=30, base=0.02, cap=0.5, deadline=None)
         async with ShardedIndex(store, "ix", retry=retry, adaptive=adaptive, seed=1) as index:
             clock = LoopClock()

@@ -139,7 +139,7 @@ def test_throttled_shards_are_retried_until_they_answer() -> None:
 
 def test_writes_that_stay_throttled_raise_throttled_and_change_nothing() -> None:
     async def body() -> None:
-        store = WatchedStore(seed=3, write_ceiling=1.0, initial_burst_seconds=0.0)
+        store = WatchedStore(seed=3, write_ceiling=1.0)
         index = shardex.ShardedIndex(store, "orders", seed=2, retry=FAST_GIVE_UP)
         async with index:
             with pytest.raises(shardex.Throttled,

@@ -82,11 +82,10 @@ def test_bad_ids_are_refused_before_any_request(memory: Backend) -> None:
 def test_throttled_placements_are_read_again_and_a_refused_request_raises(
         memory: Backend) -> None:
     async def body() -> None:
-        # one partition holding 100 placements, 80 read units a second (and a second's
-        # burst): a batch of 100 is read over a few tries, its throttled keys left
-        # unread and read again (the backoffs span over a second)
-        store = memory.store(partitions=1, read_ceiling=80.0, burst_seconds=1.0,
-                             adaptive=False)
+        # one partition holding 100 placements, 80 read units a second: a batch of 100
+        # is read over a few tries, its throttled keys left unread and read again (the
+        # backoffs span over a second)
+        store = memory.store(partitions=1, read_ceiling=80.0)
         async with store:
             ids = await _placed(store, 100)
             await asyncio.sleep(5.0)

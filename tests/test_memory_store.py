@@ -519,7 +519,9 @@ def test_a_store_rebuilt_from_its_uri_behaves_the_same() -> None:
     ("memory://?write_ceiling=0", "write_ceiling must be >= 1e-9"),
     ("memory://?partitions=-1", "partitions must be an integer >= 0"),
     ("memory://?partitions=2.5", "partitions"),
-    ("memory://?burst_seconds=0.5", "burst_seconds must be >= 1"),
+    ("memory://?profile=dynamodb-provisioned&burst_seconds=0.5", "burst_seconds must be >= 1"),
+    ("memory://?burst_seconds=60", "burst_seconds is a setting of a table of provisioned "
+                                   "capacity, and this one is on-demand"),
     ("memory://?throttle_rate=1.5", "throttle_rate must be a probability"),
     ("memory://?consistent=maybe", "consistent"),
     ("memory://?seed=x", "seed"),

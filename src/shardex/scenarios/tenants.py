@@ -205,13 +205,13 @@ def layouts(load: TenantsLoad, mode: Mode) -> tuple[Routing, AdmissionPolicy | N
 async def run_tenants(load: TenantsLoad, mode: Mode, *, seed: int = 1) -> TenantsRun:
     """Drive one mode of the scenario on the current (virtual) loop."""
     store = MemoryStore(partitions=load.partitions, write_ceiling=load.write_ceiling,
-                        burst_seconds=1.0, seed=seed)
+                        seed=seed)
     heavy = load.heavy_tenant
     partition = store.partition_of(INDEX, heavy)
     neighbours = [tenant_name(i) for i in range(load.tenants)
                   if i != load.heavy and store.partition_of(INDEX, tenant_name(i)) == partition]
     routing, admission = layouts(load, mode)
-    tiers = {"dedicated": MemoryStore(write_ceiling=load.write_ceiling, burst_seconds=1.0,
+    tiers = {"dedicated": MemoryStore(write_ceiling=load.write_ceiling,
                                       seed=seed + 1)} if mode == "isolation" else None
     clock = LoopClock()
     retry = RetryPolicy(attempts=5, base=0.05, cap=0.8, deadline=2.0)

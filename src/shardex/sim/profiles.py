@@ -102,6 +102,13 @@ _RANGES: Mapping[str, tuple[float, str]] = {
     "transaction_cost": (1.0, ">= 1"),
     "entry_writes": (1e-9, ">= 1e-9"),
 }
+# the settings only a table of one capacity mode reads (sim.table, sim.partitions)
+_ONLY: Mapping[str, set[str]] = {
+    "on-demand": {"warm_write", "warm_read", "max_write", "max_read", "peak_multiple",
+                  "peak_window_seconds"},
+    "provisioned": {"provisioned_write", "provisioned_read", "burst_seconds",
+                    "initial_burst_seconds", "adaptive"},
+}
 _UNBOUNDED = {"quota_write", "quota_read", "max_write", "max_read", "split_delay_seconds",
               "partition_bytes"}
 # the most physical partitions a table starts with: 100 million write units a second, or
@@ -228,11 +235,22 @@ class Profile:
                         f"the per-table quota ({quota:g}); raise quota_{direction}")
 
     def replace(self, **settings: Any) -> Profile:
-        """Return this profile with ``settings`` changed; InvalidInput names a bad one."""
+        """Return this profile with ``settings`` changed; InvalidInput names a bad one, and
+        one the table's capacity mode does not use (``provisioned_write`` given to an
+        on-demand table was taken and ignored: the plan was of an on-demand table)."""
         unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(self)})
         if unknown:
             raise InvalidInput(f"unknown profile setting(s) {', '.join(unknown)}")
         capacity = settings.get("capacity", self.capacity)
+        other = "provisioned" if capacity == "on-demand" else "on-demand"
+        unused = sorted(set(settings) & _ONLY.get(other, set()))
+        if unused:
+            them = "it" if len(unused) == 1 else "them"
+            raise InvalidInput(
+                f"profile {settings.get('name', self.name)}: {', '.join(unused)} "
+                f"{'is a setting' if len(unused) == 1 else 'are settings'} of a table of "
+                f"{other} capacity, and this one is {capacity}: give capacity={other} with "
+                f"{them}, or leave {them} out")
         if "name" not in settings and self.name in _BY_CAPACITY.values() \
                 and capacity in _BY_CAPACITY:
             # the two DynamoDB table profiles differ in their capacity mode alone: a table
