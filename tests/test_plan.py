@@ -11,8 +11,10 @@ from shardex.capacity import CEILINGS, Ceiling, read_units, resolve_ceiling
 from shardex.cli import cli, main
 from shardex.errors import InvalidInput, InvalidKey
 from shardex.plan import plan_shards, sharded_routing, shards_for
+from shardex.plan.shards import PROFILE_OF_MODE
 from shardex.routing import ShardPolicy
 from shardex.sim.latency import LatencyModel
+from shardex.sim.profiles import profile
 
 
 def shards(peak: float, **options: object) -> int:
@@ -79,22 +81,45 @@ def test_read_side_cost_of_n() -> None:
     assert cold.fanout_p99_ms == pytest.approx(25.0)
 
 
+@pytest.mark.parametrize(("mode", "units"), [
+    ("table", 2500.0),  # 10 pages of 1,000 KB entries, 250 strong read units each
+    ("gsi", 1250.0),  # a GSI query reads eventually consistent: half
+    ("azure", 10_000.0),  # Azure Table Storage counts each entity read
+    ("cosmos", 10_000.0),  # about what point reads of the items cost: 1 RU a 1 KB item
+])
+def test_a_listing_is_priced_in_its_stores_own_units(mode: str, units: float) -> None:
+    """It was priced at DynamoDB's strongly consistent read units in every mode: 2,500
+    for a GSI whose queries cost half that, for Azure's 10,000 entities and Cosmos DB's
+    10,000 RU. Each is what the simulator's store charges those pages."""
+    plan = plan_shards({"A": 100}, item_bytes=1024, listing_items=10_000, mode=mode)
+    value = plan.values["A"]
+    assert value.pages_per_shard * value.shards == 10
+    assert value.listing_read_units == units
+    model = profile(PROFILE_OF_MODE[mode])
+    assert value.listing_read_units == 10 * model.read_cost(1000 * 1024, 1000, model.consistent)
+
+
 def test_listing_pages_and_read_units() -> None:
     plan = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0, listing_items=10_000,
                        mode="gsi")
     p = plan.values["PENDING"]
     # 2,500 entries a shard, 1,048 would fit a 1 MB page, but a page holds at most 1,000
-    # entries: pages of 1,000, 1,000 and 500 entries
+    # entries: pages of 1,000, 1,000 and 500 entries, each read eventually consistent (a
+    # GSI's queries are, whatever the caller asks)
     assert p.pages_per_shard == 3
     assert p.queries_per_listing == 12
-    per_shard = 2 * read_units(1_000_000) + read_units(500_000)
+    per_shard = 2 * read_units(1_000_000, False) + read_units(500_000, False)
     assert p.listing_read_units == 4 * per_shard
     eventual = plan_shards({"PENDING": 3500}, item_bytes=1000, headroom=1.0,
                            listing_items=10_000, consistent=False, mode="gsi").values["PENDING"]
-    assert eventual.listing_read_units == p.listing_read_units / 2
+    assert eventual.listing_read_units == p.listing_read_units
+    strong, weak = (plan_shards({"PENDING": 3500}, item_bytes=1000, listing_items=10_000,
+                                consistent=consistent).values["PENDING"]
+                    for consistent in (True, False))
+    assert weak.listing_read_units == strong.listing_read_units / 2
     empty = plan_shards({"PENDING": 3500}, headroom=1.0, listing_items=0,
                         mode="gsi").values["PENDING"]
-    assert (empty.queries_per_listing, empty.listing_read_units) == (4, 4.0)
+    assert (empty.queries_per_listing, empty.listing_read_units) == (4, 2.0)
     projected = plan_shards({"PENDING": 3500}, item_bytes=1000, read_item_bytes=100,
                             headroom=1.0, listing_items=10_000, mode="gsi").values["PENDING"]
     # 10,485 projected entries would fit 1 MB: the 1,000-entry page binds, 3 pages a shard

@@ -375,7 +375,9 @@ def plan(peaks: tuple[tuple[str, float], ...],
     for note in notes:
         console.print(f"note: {note}", markup=False, highlight=False)
     columns = [output.Column("value", "left"), *(output.Column(name) for name in (
-        "peak w/s", "units/item", "WU/s", "N", "per shard", "queries", "listing RU",
+        "peak w/s", "units/item", "WU/s", "N", "per shard", "queries",
+        # in the store's own units: Azure Table Storage counts entities
+        "listing entities" if result.mode == "azure" else "listing RU",
         "fan-out p50/p99 ms"))]
     rows = [[escape(value), f"{p.peak:,.0f}", f"{p.units_per_item:g}",
              f"{p.write_units_per_s:,.0f}", f"[bold]{p.shards}[/]" if p.sharded else "1",

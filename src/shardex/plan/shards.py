@@ -38,7 +38,6 @@ from shardex.capacity import (
     QUERY_PAGE_BYTES,
     QUERY_PAGE_ITEMS,
     Ceiling,
-    read_units,
     resolve_ceiling,
 )
 from shardex.documents import PLAN_SCHEMA, rounded
@@ -265,21 +264,24 @@ def _positive_int(name: str, value: Any) -> int:
     return value
 
 
-def _listing_cost(items: int, shards: int, item_bytes: int,
-                  consistent: bool) -> tuple[int, float]:
+def _listing_cost(items: int, shards: int, item_bytes: int, consistent: bool,
+                  model: Profile) -> tuple[int, float]:
     """Return (pages per shard, read units) of listing ``items`` spread over ``shards``.
 
     Each shard holds about ``ceil(items / shards)`` items and returns them in pages of
     at most one MB (DynamoDB's Query page) and 1,000 entries (shardex's stores' page); a
-    page is charged over its bytes, rounded once.
+    page is charged as ``model``'s store charges it (``Profile.read_cost``: DynamoDB over
+    its bytes, rounded once; Azure Table Storage by entity; Cosmos DB in RU), strongly
+    consistent only where the caller asks and the store reads so (a GSI never does).
     """
+    consistent = consistent and model.consistent
     per_shard = -(-items // shards)
     per_page = max(1, min(QUERY_PAGE_ITEMS, QUERY_PAGE_BYTES // item_bytes))
     full, rest = divmod(per_shard, per_page)
     pages = max(1, full + (1 if rest else 0))
-    units = full * read_units(per_page * item_bytes, consistent)
+    units = full * model.read_cost(per_page * item_bytes, per_page, consistent)
     if rest or not full:
-        units += read_units(rest * item_bytes, consistent)
+        units += model.read_cost(rest * item_bytes, rest, consistent)
     return pages, shards * units
 
 
@@ -417,7 +419,7 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
         n = shards[value]
         items = None if listing_items is None else listing_items.get(value)
         pages, listing_units = (1, None) if items is None else _listing_cost(
-            items, n, read_size, consistent)
+            items, n, read_size, consistent, model_)
         load = loads[value]
         plans[value] = ValuePlan(
             value=value, peak=float(peak), shards=n, units_per_item=units,
