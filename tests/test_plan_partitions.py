@@ -296,3 +296,28 @@ def test_a_partition_that_takes_placement_records_alone_names_no_empty_keys() ->
            "partitions:" in words  # the line ends there; the reads' line follows
     assert "at the p99 of placements (10,000 of placement records) of its 1,000" in words
     assert "5,003 at the p99 (SHIPPED)" in words
+
+
+def test_a_table_that_serves_the_peak_but_not_its_headroom_is_noted() -> None:
+    """7,500 writes a second ask 30,000 write units of a table warmed to 40,000: it keeps
+    up at the peak, and the plan's own sizing line said 'binds: ... raise warm_write to at
+    least 45,000' (the 1.5x headroom) where the verdict, 'keeps up', said nothing of it."""
+    plan = plan_shards({"A": 7500}, partitions=0,
+                       table=profile("dynamodb-on-demand", warm_write=40_000))
+    assert plan.verdict.keeps_up
+    assert "it keeps up at the peak, but the table's writes with the 1.5x headroom (45,000 " \
+        "units/s) are past what it serves at once (40,000: warm throughput): a peak that " \
+        "much higher throttles, whatever N; warm_write of at least 45,000 leaves the margin " \
+        "(past the per-table quota of 40,000: request an increase)" in plan.verdict.notes, \
+        plan.verdict.notes
+    roomy = plan_shards({"A": 7500}, partitions=0, table=profile(
+        "dynamodb-on-demand", warm_write=45_000, quota_write=45_000))
+    assert roomy.verdict.keeps_up
+    assert not [note for note in roomy.verdict.notes if "table's writes" in note]
+    reads = plan_shards({"A": 3000}, item_writes=10_000.0, partitions=0, table=profile(
+        "dynamodb-on-demand", warm_write=40_000, warm_read=12_000))
+    assert reads.verdict.keeps_up
+    assert any(note.startswith("it keeps up at the peak, but the reads that locate items "
+                               "with the 1.5x headroom (15,000 units/s) are past the "
+                               "table's 12,000") for note in reads.verdict.notes), \
+        reads.verdict.notes

@@ -346,6 +346,29 @@ def _no_margin(part: PartitionPlan) -> str:
             "them (retried); a larger N, or a table of more partitions, leaves the margin")
 
 
+def _table_margin(model: Profile, write: bool, needed: float, limit: float, limited_by: str,
+                  headroom: float, reads_are: str) -> str:
+    """The note on a table limit that takes the peak but not its headroom (the plan's
+    ``binds`` line asks the setting of it): what it serves, and what leaves the margin."""
+    unit = "entities" if model.store == "azure-tables" else "units"
+    what = (f"the table's writes with the {headroom:g}x headroom ({needed:,.0f} {unit}/s) are "
+            f"past what it serves at once ({limit:,.0f}: {limited_by})" if write else
+            f"{reads_are} with the {headroom:g}x headroom ({needed:,.0f} {unit}/s) are past "
+            f"the table's {limit:,.0f}")
+    if model.store == "azure-tables":
+        fix = ("a storage account's target is fixed: spread the index over "
+               f"{max(2, math.ceil(round(needed / limit, 9))):,} accounts or lower the load")
+    else:
+        direction = "write" if write else "read"
+        quota = model.quota_write if write else model.quota_read
+        fix = (("provisioned_" if model.capacity == "provisioned" else "warm_") + direction
+               + f" of at least {math.ceil(round(needed, 6)):,} leaves the margin"
+               + (f" (past the per-table quota of {quota:,.0f}: request an increase)"
+                  if needed > quota else ""))
+    return (f"it keeps up at the peak, but {what}: a peak that much higher throttles, "
+            f"whatever N; {fix}")
+
+
 def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
           table_limit: float, limited_by: str, read_units: float, read_limit: float,
           headroom: float, fitted: bool,
@@ -427,6 +450,12 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
                      f"leaves less than the {headroom:g}x headroom")
     elif not reasons:
         notes += [_no_margin(part) for part in parts if part.fits and not part.sized]
+    if not reasons:
+        for write, units, limit in ((True, table_units, table_limit),
+                                    (False, read_units, read_limit)):
+            if units * headroom > limit * (1 + _EPSILON):
+                notes.append(_table_margin(model, write, units * headroom, limit,
+                                           limited_by, headroom, reads_are))
     setting: dict[str, float] | None = None
     shards: dict[str, int] = {}
     word = "pre-warming to" if model.capacity == "on-demand" else "provisioning"
