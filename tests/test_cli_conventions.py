@@ -500,11 +500,16 @@ def test_an_empty_connection_option_is_refused(capsys: pytest.CaptureFixture[str
      "--partitions and --table partitions=N both set the table's partitions: give one"),
     (["--latency-median-ms", "50", "--latency-p99-ms", "10"],
      "Invalid value for --latency-p99-ms: latency p99_ms (10.0) must be >= median_ms (50.0)"),
-], ids=["latency setting", "seed setting", "twice", "partitions both", "latency order"])
+    (["--eventual"], "--eventual prices a full listing's pages: give --listing-items with it"),
+    (["--read-item-bytes", "300"],
+     "--read-item-bytes prices a full listing's pages: give --listing-items with it"),
+], ids=["latency setting", "seed setting", "twice", "partitions both", "latency order",
+        "eventual without a listing", "read size without a listing"])
 def test_plan_refuses_settings_it_would_not_use_or_that_contradict(
         capsys: pytest.CaptureFixture[str], args: list[str], fault: str) -> None:
-    """The first two were taken and ignored; 'twice' named a store URI nobody gave;
-    --partitions silently won over --table's; the latency error named no option."""
+    """The first two were taken and ignored, as --eventual and --read-item-bytes were
+    without a listing to price; 'twice' named a store URI nobody gave; --partitions
+    silently won over --table's; the latency error named no option."""
     code, line = failing(capsys, "plan", "--peak", "A=3000", *args)
     assert code == 2
     assert fault in line, line

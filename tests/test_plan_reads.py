@@ -280,3 +280,20 @@ def test_read_peaks_are_given_on_the_command_line_too() -> None:
     result = CliRunner().invoke(cli, ["plan", "--read-peak", "R=1", "--read-peak", "R=2"])
     assert result.exit_code == 2
     assert "given twice for 'R'" in result.output
+
+
+def test_an_item_size_given_to_a_plan_of_a_diagnosis_is_refused(tmp_path: Path) -> None:
+    """It was taken and ignored: a listing of a diagnosis's values was priced on 1,024-byte
+    entries whatever --item-bytes said; --read-item-bytes sizes them."""
+    diagnosis = str(diagnosed(tmp_path))
+    result = CliRunner().invoke(cli, ["plan", "--from", diagnosis, "--item-bytes", "200",
+                                      "--listing-items", "10000"])
+    assert result.exit_code == 2
+    assert "Invalid value for --item-bytes: a diagnosis measured its units, the entries' " \
+        "size included (--read-item-bytes sizes a listing's entries)" in result.output
+    sized = json.loads(invoke("plan", "--from", diagnosis, "--read-item-bytes", "200",
+                              "--listing-items", "10000", "--json"))
+    whole = json.loads(invoke("plan", "--from", diagnosis, "--listing-items", "10000",
+                              "--json"))
+    assert sized["values"]["W"]["listing_read_units"] \
+        < whole["values"]["W"]["listing_read_units"]

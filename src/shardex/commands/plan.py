@@ -24,6 +24,7 @@ from shardex.commands.params import (
     distinct,
     number,
 )
+from shardex.commands.params import given as option_given
 from shardex.errors import InvalidInput
 from shardex.sim.profiles import MAX_PARTITIONS
 from shardex.wording import counted
@@ -278,10 +279,22 @@ def plan(peaks: tuple[tuple[str, float], ...],
                                "partitions: give one")
     if verify_seconds is not None and not verify:
         raise click.UsageError("--verify-seconds sets the run --verify makes: give --verify")
+    if not listings:
+        # they price a listing's pages and nothing else: taken, they went unread
+        for name, option in (("read_item_bytes", "--read-item-bytes"),
+                             ("eventual", "--eventual")):
+            if option_given(name):
+                raise click.UsageError(f"{option} prices a full listing's pages: give "
+                                       "--listing-items with it")
     if source_file is not None:
         if amplification is not None:
             raise click.BadParameter("a diagnosis measured its units, amplification included",
                                      param_hint="--amplification")
+        if option_given("item_bytes"):
+            # it was taken and ignored: the entries were planned as 1,024 bytes
+            raise click.BadParameter("a diagnosis measured its units, the entries' size "
+                                     "included (--read-item-bytes sizes a listing's entries)",
+                                     param_hint="--item-bytes")
         # measured units already hold the item's size and the layout's amplification
         measured, read_peaks, notes, measured_against = _measured_peaks(source_file)
         # a --peak given over a measured key plans its writes as given, its reads as measured
