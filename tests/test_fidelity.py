@@ -530,3 +530,27 @@ def test_throttle_reasons_are_dynamodbs_and_are_counted_by_reason() -> None:
         return store.stats(NS).throttle_reasons
 
     assert run_virtual(main()) == {"TableWriteMaxOnDemandThroughputExceeded": 4}
+
+
+def test_cosmos_reads_and_writes_draw_on_one_budget() -> None:
+    """A Cosmos DB physical partition serves 10,000 RU a second, and a container its
+    provisioned RU/s, to reads and writes together: the model gave each direction a
+    budget of its own, so 6,000 RU of writes and 6,000 of reads a second were all served."""
+    from shardex.sim.partitions import Partition, _Ceilings
+
+    cosmos = profile("cosmos", provisioned_write=20_000.0)
+    assert cosmos.provisioned_read == 20_000.0  # one figure for both
+    part = Partition(None, (0, ""), _Ceilings(cosmos), 0)
+    part.take(6000.0, True, False, 0.0, 1)
+    assert part.room(False, False, 0.0) == pytest.approx(4000.0)
+    assert part.ceiling_room(False, True) == pytest.approx(4000.0)
+    part.take(4000.0, False, False, 0.0, 1)
+    assert part.room(True, True, 0.0) == pytest.approx(0.0)
+    table = TableLimit(cosmos, 0.0)  # over the engine's second: its RU/s, no burst saved
+    table.take(15_000.0, True, 0.0, 1.0)
+    assert table.room(False, 0.0, 1.0)[0] == pytest.approx(5000.0)
+    dynamodb = Partition(None, (0, ""), _Ceilings(profile("dynamodb-provisioned")), 0)
+    dynamodb.take(1000.0, True, True, 0.0, 1)
+    assert dynamodb.room(False, True, 0.0) == pytest.approx(3000.0)  # apart on DynamoDB
+    with pytest.raises(InvalidInput, match="reads and writes draw on one budget"):
+        profile("cosmos", provisioned_write=20_000.0, provisioned_read=10_000.0)

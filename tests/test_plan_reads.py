@@ -297,3 +297,26 @@ def test_an_item_size_given_to_a_plan_of_a_diagnosis_is_refused(tmp_path: Path) 
                               "--json"))
     assert sized["values"]["W"]["listing_read_units"] \
         < whole["values"]["W"]["listing_read_units"]
+
+
+def test_a_cosmos_plan_takes_reads_and_writes_from_one_budget() -> None:
+    """4,950 RU of writes and 6,000 RU of reads a second on a container of 10,000 RU/s:
+    the plan said 'keeps up' with N=1 (each direction under a ceiling of its own) and
+    its simulation accepted every write; Cosmos DB serves both from one budget."""
+    plan = json.loads(invoke("plan", "--mode", "cosmos", "--peak", "A=500", "--read-peak",
+                             "A=6000", "--item-writes", "0", "--verify", "--json"))
+    assert plan["table"]["shared_units"] is True
+    assert plan["table"]["required_units_per_s"] == pytest.approx(10_950 * 1.5)
+    assert plan["values"]["A"]["shards"] >= 2
+    assert not plan["verdict"]["keeps_up"]
+    assert plan["verdict"]["summary"].startswith(
+        "throttles: the table's reads and writes (10,950 units/s at the peak) are past what "
+        "it serves at once (10,000: provisioned capacity)")
+    assert plan["verify"]["verdict"]["ok"] is False  # and the simulation agrees
+    (setting,) = plan["verdict"]["setting"].items()
+    advised = json.loads(invoke(
+        "plan", "--mode", "cosmos", "--peak", "A=500", "--read-peak", "A=6000",
+        "--item-writes", "0", "--table", f"{setting[0]}={setting[1]:g}", "--verify",
+        "--json"))
+    assert advised["verdict"]["keeps_up"]
+    assert advised["verify"]["verdict"]["ok"] is True

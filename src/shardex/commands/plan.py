@@ -373,8 +373,10 @@ def plan(peaks: tuple[tuple[str, float], ...],
     bound = result.ceiling
     why = "given" if result.amplification_given else _MODE_TEXT[result.mode]
     sizes = (f"amplification {result.amplification:g} ({why}); "
-             f"ceiling {bound.name} ({bound.write_units:g} write units/s a partition), "
-             f"headroom {result.headroom:g}x, {result.item_bytes} bytes an entry")
+             f"ceiling {bound.name} ({bound.write_units:g} "
+             + ("RU/s a partition, reads and writes alike" if result.profile.shared_units
+                else "write units/s a partition")
+             + f"), headroom {result.headroom:g}x, {result.item_bytes} bytes an entry")
     if source_file is not None:
         read = any(p.read_units_per_s is not None for p in result.values.values())
         sizes = (f"peaks are the write units/s measured in {escape(source_file)} (item size "
@@ -467,6 +469,18 @@ def _table_lines(result: Any) -> list[str]:
     lines = [
         f"[bold]table[/]: {load} ({table.limited_by}); {reads} (of "
         f"{table.limit_read_units_per_s:,.0f})"]
+    if table.shared:
+        # one budget of RU for reads and writes: no read figure of its own
+        asked = table.write_units_per_s + table.asked_read_units_per_s
+        lines = [
+            f"[bold]table[/]: {table.write_units_per_s:,.0f} RU/s of writes (entries "
+            f"{table.entry_units_per_s:,.0f} + placements {table.placement_units_per_s:,.0f}"
+            f" for {table.item_writes_per_s:,.0f} item writes/s) and "
+            f"{table.asked_read_units_per_s:,.0f} of reads (the values' "
+            f"{table.entry_read_units_per_s:,.0f}, locates {table.read_units_per_s:,.0f}) on "
+            f"one budget: {asked:,.0f} in all, {table.required_units_per_s:,.0f} with the "
+            f"headroom; {table.profile} serves {table.limit_write_units_per_s:,.0f} at once "
+            f"({table.limited_by})"]
     # name each limit that binds with the setting that raises it, and a value past it
     fixes = []
     for binds, setting, why, needed, quota in (
@@ -515,15 +529,18 @@ def _print_verdict(console: Any, result: Any) -> None:
         count = (counted(part.partitions, "partition") if part.partitions else
                  "every partition key its own partition")
         reads = part.direction == "read"
+        shared = result.profile.shared_units  # the writes' partitions take the reads too
         line = (f"[bold]partitions[/]: the {what} has {count}, {part.ceiling:,.0f} "
-                f"{part.direction} units/s each")
+                + ("RU/s each, reads and writes alike" if shared else
+                   f"{part.direction} units/s each"))
         if part.partitions:
             line += (f"; {counted(b.keys, 'shard key')} "
                      f"{'hashes' if b.keys == 1 else 'hash'} onto "
                      f"{'it' if part.partitions == 1 else 'them'} (all apart in "
                      f"{100 * b.collision_free:.0f}% of the placements drawn), each "
                      f"partition takes {part.spread:,.0f} of "
-                     f"{'locates' if reads else 'placement records'}; the busiest takes "
+                     f"{'locates' if reads else 'placement records'}"
+                     f"{' and locates' if shared and part.spread else ''}; the busiest takes "
                      f"{b.expected:,.0f} {'read units ' if reads else ''}expected, "
                      f"{b.worst:,.0f} at the p99")
             if b.worst_keys:  # else it takes its share of the spread load alone

@@ -380,6 +380,11 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
         if value in reads:
             read_base[value] = read_shards(value, reads[value], bound.read_units, headroom)
             base[value] = max(base[value], read_base[value])
+            if model_.shared_units:
+                # reads and writes draw on one budget (Cosmos DB's RU): N takes both
+                base[value] = max(base[value], read_shards(
+                    value, reads[value] + float(peak) * units * amplification,
+                    bound.write_units, headroom))
         items = None if listing_items is None else listing_items.get(value)
         if items is not None and (isinstance(items, bool) or not isinstance(items, int)
                                   or items < 0):
@@ -390,9 +395,18 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     elif isinstance(item_writes, bool) or not isinstance(item_writes, int | float) \
             or not math.isfinite(item_writes) or item_writes < 0:
         raise InvalidInput(f"item writes must be a finite number >= 0, got {item_writes!r}")
-    loads = {value: float(peak) * units * amplification for value, peak in peaks.items()}
+    writes = {value: float(peak) * units * amplification for value, peak in peaks.items()}
+    locates = float(item_writes) * model_.read_cost(PLACEMENT_BYTES, 1, True)
     count = model_.initial_partitions
     placements = placement_units(model_, float(item_writes))
+    # the values that read: a key with no reads takes no read units where it hashes
+    read_loads = {value: read for value, read in reads.items() if read > 0}
+    loads = writes
+    if model_.shared_units:
+        # one budget (Cosmos DB's RU): each partition takes a key's reads with its writes,
+        # and the locates with the placement records; no read ceiling of their own
+        loads = {value: load + read_loads.get(value, 0.0) for value, load in writes.items()}
+        placements, read_loads = placements + locates, {}
     entry_spread = 0.0 if model_.layout == "gsi" or not count else placements / count
     bound_units = partition_ceiling(model_, count)
     shards, fitted = fit_shards(loads, base, partitions=count, ceiling=bound_units,
@@ -403,9 +417,6 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
         shards, _ = fit_shards(loads, base, partitions=count, ceiling=bound_units,
                                spread=entry_spread, headroom=1.0, namespace=namespace,
                                trials=TRIALS)
-    locates = float(item_writes) * model_.read_cost(PLACEMENT_BYTES, 1, True)
-    # the values that read: a key with no reads takes no read units where it hashes
-    read_loads = {value: read for value, read in reads.items() if read > 0}
     if read_loads:
         # the reads on the same shard keys, from the N the writes fitted: more of them
         # where a partition's reads at the p99 pass its read ceiling
@@ -420,7 +431,7 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
         items = None if listing_items is None else listing_items.get(value)
         pages, listing_units = (1, None) if items is None else _listing_cost(
             items, n, read_size, consistent, model_)
-        load = loads[value]
+        load = writes[value]
         plans[value] = ValuePlan(
             value=value, peak=float(peak), shards=n, units_per_item=units,
             write_units_per_s=load, required_units_per_s=load * headroom,
@@ -436,6 +447,9 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     total = table_plan.entry_units_per_s + table_plan.placement_units_per_s \
         if mode != "gsi" else max(table_plan.entry_units_per_s,
                                   table_plan.placement_units_per_s)
+    total_reads = table_plan.asked_read_units_per_s
+    if model_.shared_units:  # one budget: the table's reads are asked of it with the writes
+        total, total_reads = total + total_reads, 0.0
     # a larger table for the writes only when they need one: a read limit that binds is
     # raised by its own setting (warm_read, provisioned_read), which a write setting leaves
     needs_more = not fitted or not all(p.fits for p in parts if p.direction == "write") \
@@ -467,11 +481,11 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
         model_, fit, writes=needs_more,
         crowded=not all(p.fits for p in parts if p.direction == "read"),
         read_advice=advise_reads(model_, table_plan), total=total,
-        total_reads=table_plan.asked_read_units_per_s, headroom=headroom)
+        total_reads=total_reads, headroom=headroom)
     verdict = judge(model_, parts, table_units=total,
                     table_limit=table_plan.limit_write_units_per_s,
                     limited_by=table_plan.limited_by,
-                    read_units=table_plan.asked_read_units_per_s,
+                    read_units=total_reads,
                     read_limit=table_plan.limit_read_units_per_s, headroom=headroom,
                     fitted=fitted and read_fitted, recommendation=advice,
                     read_recommendation=read_advice, advised_shards=advised, planned=shards,

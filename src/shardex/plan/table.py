@@ -67,6 +67,9 @@ class TablePlan:
     quota_read_units_per_s: float = math.inf
     entry_read_units_per_s: float = 0.0
     gsi: bool = False
+    # reads and writes draw on one budget (Cosmos DB's RU): ``required_units_per_s`` holds
+    # both, against the write limit, and the reads bind nothing apart
+    shared: bool = False
 
     @property
     def fits(self) -> bool:
@@ -93,8 +96,10 @@ class TablePlan:
 
     @property
     def read_binds(self) -> bool:
-        """Whether the reads, with the headroom, pass what the table serves."""
-        return self.required_read_units_per_s > self.limit_read_units_per_s
+        """Whether the reads, with the headroom, pass what the table serves (apart from
+        the writes: on one budget, ``write_binds`` holds them)."""
+        return not self.shared \
+            and self.required_read_units_per_s > self.limit_read_units_per_s
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +116,7 @@ class TablePlan:
             "read_limited_by": self.read_limited_by, "read_setting": self.read_setting,
             "entry_read_units_per_s": self.entry_read_units_per_s,
             "required_read_units_per_s": self.required_read_units_per_s,
+            "shared_units": self.shared,
         }
 
 
@@ -171,17 +177,19 @@ def plan_table(plans: Mapping[str, ValuePlan], model: Profile, item_writes: floa
     locates = item_writes * model.read_cost(PLACEMENT_BYTES, 1, True)
     entry_reads = sum(p.read_units_per_s or 0.0 for p in plans.values())
     reads = max(locates, entry_reads) if mode == "gsi" else locates + entry_reads
-    table_binds = total * headroom > write or reads * headroom > read
+    shared = model.shared_units  # one budget: the reads are asked of the write limit too
+    required = (total + (reads if shared else 0.0)) * headroom
+    table_binds = required > write or (not shared and reads * headroom > read)
     partition_binds = any(p.sharded for p in plans.values())
     binds = ("both" if table_binds and partition_binds else "table" if table_binds
              else "partition" if partition_binds else "none")
     return TablePlan(profile=model.name, item_writes_per_s=item_writes,
                      entry_units_per_s=entries, placement_units_per_s=placements,
                      write_units_per_s=entries + placements,
-                     required_units_per_s=total * headroom, read_units_per_s=locates,
+                     required_units_per_s=required, read_units_per_s=locates,
                      limit_write_units_per_s=write, limit_read_units_per_s=read,
                      limited_by=why, binds=binds, setting=setting,
                      quota_write_units_per_s=model.quota_write, headroom=headroom,
                      read_limited_by=read_why, read_setting=read_setting,
                      quota_read_units_per_s=model.quota_read,
-                     entry_read_units_per_s=entry_reads, gsi=mode == "gsi")
+                     entry_read_units_per_s=entry_reads, gsi=mode == "gsi", shared=shared)

@@ -351,7 +351,8 @@ def _table_margin(model: Profile, write: bool, needed: float, limit: float, limi
     """The note on a table limit that takes the peak but not its headroom (the plan's
     ``binds`` line asks the setting of it): what it serves, and what leaves the margin."""
     unit = "entities" if model.store == "azure-tables" else "units"
-    what = (f"the table's writes with the {headroom:g}x headroom ({needed:,.0f} {unit}/s) are "
+    asked = "reads and writes" if model.shared_units else "writes"
+    what = (f"the table's {asked} with the {headroom:g}x headroom ({needed:,.0f} {unit}/s) are "
             f"past what it serves at once ({limit:,.0f}: {limited_by})" if write else
             f"{reads_are} with the {headroom:g}x headroom ({needed:,.0f} {unit}/s) are past "
             f"the table's {limit:,.0f}")
@@ -394,9 +395,11 @@ def judge(model: Profile, parts: list[PartitionPlan], *, table_units: float,
     assumed: list[str] = []
     expects: list[str] = []
     watch = _STEADY_SECONDS
+    # one budget (Cosmos DB's RU): the table's units are its reads and writes
+    asked = "reads and writes" if model.shared_units else "writes"
     if table_units > table_limit * (1 + _EPSILON):
-        reasons.append(f"the table's writes ({table_units:,.0f} units/s at the peak) are past "
-                       f"what it serves at once ({table_limit:,.0f}: {limited_by}), "
+        reasons.append(f"the table's {asked} ({table_units:,.0f} units/s at the peak) are "
+                       f"past what it serves at once ({table_limit:,.0f}: {limited_by}), "
                        "whatever N")
         if model.capacity == "on-demand" and limited_by == "warm throughput":
             reasons.append(f"an on-demand table serves up to {model.peak_multiple:g}x a peak "

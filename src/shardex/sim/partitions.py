@@ -127,9 +127,12 @@ class KeyTrack:
 class _Ceilings:
     """A profile's per-partition figures, read on every request."""
 
-    __slots__ = ("bytes", "delay", "eventual", "hot_read", "hot_write", "read", "write")
+    __slots__ = ("bytes", "delay", "eventual", "hot_read", "hot_write", "read", "shared",
+                 "write")
 
     def __init__(self, profile: Profile) -> None:
+        # reads and writes draw on one budget (Cosmos DB's RU): each takes the other's room
+        self.shared = profile.shared_units
         self.write = profile.write_ceiling
         self.read = profile.read_ceiling
         self.eventual = profile.read_ceiling * profile.eventual_read_factor
@@ -190,7 +193,10 @@ class Partition:
         """Units this partition may still take in the current second (over ``span``
         seconds from ``now``, for a share's bucket: the rate engine's whole second)."""
         if write:  # ceiling_room's, inline: asked of every partition a request touches
-            room = self.limits.write - self.written
+            limits = self.limits
+            room = limits.write - self.written
+            if limits.shared:
+                room -= self.read
             share = self.share_write
         else:
             room = self.ceiling_room(False, strong)
@@ -203,10 +209,12 @@ class Partition:
         """Units the per-second ceiling still allows this second (its share's bucket aside)."""
         limits = self.limits
         if write:
-            return limits.write - self.written
+            return limits.write - self.written - (self.read if limits.shared else 0.0)
         room = limits.eventual - self.read
         if strong:
             room = min(room, limits.read - self.strong)
+        if limits.shared:
+            room -= self.written
         return room
 
     def take(self, units: float, write: bool, strong: bool, now: float, key: int,
@@ -434,12 +442,22 @@ class PartitionMap:
             return
         profile, count = self.profile, max(1, self._partitions)
         for made, part in enumerate(self.partitions(), start=1):
-            for name, total in (("share_write", profile.provisioned_write),
-                                ("share_read", profile.provisioned_read)):
+            for name, total in self._share_totals():
                 rate = total / count
                 capacity = rate * profile.burst_seconds
                 first = total / made * profile.initial_burst_seconds
                 setattr(part, name, TokenBucket(rate, capacity, min(first, capacity), second))
+            if profile.shared_units:
+                part.share_read = part.share_write
+
+    def _share_totals(self) -> tuple[tuple[str, float], ...]:
+        """Each share bucket a partition has, with the table's capacity it shares out: one
+        for reads and writes alike where they draw on one budget (``shared_units``)."""
+        profile = self.profile
+        if profile.shared_units:
+            return (("share_write", profile.provisioned_write),)
+        return (("share_write", profile.provisioned_write),
+                ("share_read", profile.provisioned_read))
 
     def _reshare(self, now: float) -> None:
         """Give every partition its share of a provisioned table without adaptive capacity."""
@@ -447,8 +465,7 @@ class PartitionMap:
             return
         profile, count = self.profile, max(1, self._partitions)
         for part in self.partitions():
-            for name, total in (("share_write", profile.provisioned_write),
-                                ("share_read", profile.provisioned_read)):
+            for name, total in self._share_totals():
                 rate = total / count
                 bucket = getattr(part, name)
                 if bucket is None:
@@ -459,6 +476,8 @@ class PartitionMap:
                     bucket.available(now)
                     bucket.rate, bucket.capacity = rate, rate * profile.burst_seconds
                     bucket.tokens = min(bucket.tokens, bucket.capacity)
+            if profile.shared_units:
+                part.share_read = part.share_write
 
     def _split_point(self, slot: Slot, part: Partition,
                      for_size: bool) -> tuple[int, str] | None:

@@ -161,6 +161,10 @@ class Profile:
                              row and its mirror, written and then committed: 4; the rate
                              engine applies it, ``memory://`` writes each entry once)
     consistent               queries are strongly consistent (GSI reads never are)
+    shared_units             reads and writes draw on one budget: a partition's ceiling
+                             and the table's capacity are ``write_ceiling`` and
+                             ``provisioned_write`` for both (Cosmos DB's RU/s); the read
+                             figures follow them
     =======================  ==========================================================
     """
 
@@ -193,6 +197,7 @@ class Profile:
     transaction_cost: float = 2.0
     entry_writes: float = 1.0
     consistent: bool = True
+    shared_units: bool = False
 
     def __post_init__(self) -> None:
         for name, allowed in _CHOICES.items():
@@ -208,7 +213,7 @@ class Profile:
             if not ok or (name == "split_heat" and value > 1):
                 raise InvalidInput(f"profile {self.name}: {name} must be {what}, "
                                    f"got {brief(value)}")
-        for name in ("adaptive", "lsi", "consistent"):
+        for name in ("adaptive", "lsi", "consistent", "shared_units"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInput(f"profile {self.name}: {name} must be true or false, "
                                    f"got {getattr(self, name)!r}")
@@ -225,6 +230,14 @@ class Profile:
             raise InvalidInput(
                 f"profile {self.name}: initial_burst_seconds ({self.initial_burst_seconds:g}) "
                 f"must not exceed burst_seconds ({self.burst_seconds:g})")
+        if self.shared_units and (self.read_ceiling != self.write_ceiling
+                                  or self.provisioned_read != self.provisioned_write):
+            raise InvalidInput(
+                f"profile {self.name}: reads and writes draw on one budget "
+                f"(shared_units): read_ceiling and provisioned_read must be write_ceiling "
+                f"and provisioned_write, got {self.read_ceiling:g} and "
+                f"{self.provisioned_read:g} against {self.write_ceiling:g} and "
+                f"{self.provisioned_write:g}")
         if self.capacity == "provisioned":
             for direction in ("write", "read"):
                 given = getattr(self, f"provisioned_{direction}")
@@ -257,6 +270,13 @@ class Profile:
             # changed to the other is named by it (it read 'dynamodb-on-demand serves
             # 20,000 (provisioned capacity)')
             settings = {**settings, "name": _BY_CAPACITY[capacity]}
+        if settings.get("shared_units", self.shared_units):
+            # one budget: a figure given for either direction is the figure of both
+            for write, read in (("write_ceiling", "read_ceiling"),
+                                ("provisioned_write", "provisioned_read")):
+                if (write in settings) != (read in settings):
+                    given = settings[write] if write in settings else settings[read]
+                    settings = {**settings, write: given, read: given}
         return dataclasses.replace(self, **settings)
 
     @property
@@ -316,7 +336,7 @@ PROFILES: Mapping[str, Profile] = {
         provisioned_read=COSMOS_PARTITION_RU, burst_seconds=1.0, initial_burst_seconds=0.0,
         quota_write=math.inf, quota_read=math.inf, split_delay_seconds=math.inf,
         partition_bytes=50 * 1024**3, transaction_cost=1.0, entry_writes=2.0,
-        consistent=False),
+        consistent=False, shared_units=True),
     # a table that never throttles: benchmarks of code, and tests of anything but capacity
     "unlimited": dataclasses.replace(
         _DYNAMODB, name="unlimited", partitions=0, write_ceiling=1e12, read_ceiling=1e12,

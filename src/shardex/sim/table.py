@@ -56,6 +56,8 @@ class TableLimit:
                                 (False, profile.provisioned_read)):
                 self.buckets[write] = TokenBucket(rate, rate * profile.burst_seconds,
                                                   rate * profile.initial_burst_seconds, now)
+            if profile.shared_units:  # one capacity for reads and writes (Cosmos DB's RU/s)
+                self.buckets[False] = self.buckets[True]
 
     def roll(self, second: int) -> None:
         """Close the seconds before ``second``: a busier second than any is a new peak."""
@@ -109,6 +111,8 @@ class TableLimit:
         if self.provisioned:
             return self.buckets[write].room(now, span), "ProvisionedThroughputExceeded"
         units, kind = self.limit(write)
+        if self.profile.shared_units:
+            return units - self.written - self.read, kind
         return units - (self.written if write else self.read), kind
 
     def take(self, units: float, write: bool, now: float, span: float = 0.0) -> None:
