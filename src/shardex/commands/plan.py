@@ -374,8 +374,8 @@ def plan(peaks: tuple[tuple[str, float], ...],
     why = "given" if result.amplification_given else _MODE_TEXT[result.mode]
     sizes = (f"amplification {result.amplification:g} ({why}); "
              f"ceiling {bound.name} ({bound.write_units:g} "
-             + ("RU/s a partition, reads and writes alike" if result.profile.shared_units
-                else "write units/s a partition")
+             + (f"{_budget_unit(result)}/s a partition, reads and writes alike"
+                if result.profile.shared_units else "write units/s a partition")
              + f"), headroom {result.headroom:g}x, {result.item_bytes} bytes an entry")
     if source_file is not None:
         read = any(p.read_units_per_s is not None for p in result.values.values())
@@ -440,6 +440,12 @@ def _accounts(table: Any) -> int:
     return max(1, math.ceil(round(needed, 9)))
 
 
+def _budget_unit(result: Any) -> str:
+    """What one budget of reads and writes counts: Azure Table Storage's entities, Cosmos
+    DB's request units."""
+    return "entities" if result.mode == "azure" else "RU"
+
+
 def _table_lines(result: Any) -> list[str]:
     """The table-level check in words: every write the layout makes, and which limit binds."""
     table = result.table
@@ -473,7 +479,8 @@ def _table_lines(result: Any) -> list[str]:
         # one budget of RU for reads and writes: no read figure of its own
         asked = table.write_units_per_s + table.asked_read_units_per_s
         lines = [
-            f"[bold]table[/]: {table.write_units_per_s:,.0f} RU/s of writes (entries "
+            f"[bold]table[/]: {table.write_units_per_s:,.0f} {_budget_unit(result)}/s of "
+            f"writes (entries "
             f"{table.entry_units_per_s:,.0f} + placements {table.placement_units_per_s:,.0f}"
             f" for {table.item_writes_per_s:,.0f} item writes/s) and "
             f"{table.asked_read_units_per_s:,.0f} of reads (the values' "
@@ -531,7 +538,7 @@ def _print_verdict(console: Any, result: Any) -> None:
         reads = part.direction == "read"
         shared = result.profile.shared_units  # the writes' partitions take the reads too
         line = (f"[bold]partitions[/]: the {what} has {count}, {part.ceiling:,.0f} "
-                + ("RU/s each, reads and writes alike" if shared else
+                + (f"{_budget_unit(result)}/s each, reads and writes alike" if shared else
                    f"{part.direction} units/s each"))
         if part.partitions:
             line += (f"; {counted(b.keys, 'shard key')} "

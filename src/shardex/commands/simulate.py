@@ -207,7 +207,9 @@ def report(console: Console, doc: dict[str, Any], *, per_shard: bool = False) ->
         if not table["peak_asked_per_s"]:
             continue
         console.print(
-            f"{table['resource']} {table['direction']}s: limit {table['limit_first_s']:,.0f} -> "
+            f"{table['resource']} "
+            + ("reads and writes" if table["direction"] == "both" else f"{table['direction']}s")
+            + f": limit {table['limit_first_s']:,.0f} -> "
             f"{table['limit_last_s']:,.0f} units/s ({table['limited_by']}), peak asked "
             f"{table['peak_asked_per_s']:,.0f}, peak used {table['peak_used_per_s']:,.0f}, "
             f"least headroom {100 * table['headroom']:.0f}%"

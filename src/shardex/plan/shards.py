@@ -355,10 +355,11 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
                            "which has no peak")
     reads = checked_read_peaks(read_peaks, peaks)
     base_model = table or profile(_PROFILES[mode])
-    if (base_model.write_ceiling, base_model.read_ceiling) != (bound.write_units,
-                                                               bound.read_units):
+    # on one budget of reads and writes, the ceiling's write figure is the budget
+    read_bound = bound.write_units if base_model.shared_units else bound.read_units
+    if (base_model.write_ceiling, base_model.read_ceiling) != (bound.write_units, read_bound):
         base_model = base_model.replace(write_ceiling=bound.write_units,
-                                        read_ceiling=bound.read_units)
+                                        read_ceiling=read_bound)
     if partitions is not None:
         base_model = base_model.replace(partitions=partitions)
     # the simulation counts what the plan counts: entry writes times the amplification

@@ -113,7 +113,9 @@ class Report:
             if refusing:
                 seconds = listed([f"{t.refused_seconds:,} s ({m})"
                                   for m, t in refusing.items()])
-                said = (f"the {resource}'s {first.direction} limit binds in {seconds} of "
+                limit = "limit (reads and writes)" if first.both \
+                    else f"{first.direction} limit"
+                said = (f"the {resource}'s {limit} binds in {seconds} of "
                         f"{duration:,}: it served {served_words(table, self.profile)}, and "
                         f"the load asks up to {peak:,.0f} at first attempt"
                         + (", more with its retries" if peak <= table.served else ""))
@@ -126,7 +128,8 @@ class Report:
                     any(t["throttled"] for t in totals) or not admitted)
                     + ["admission held them back"] * admitted)
                 said = ((f"once its reads are served, the {first.resource}'s writes"
-                         if held else f"the {first.resource}'s {first.direction}s")
+                         if held and not first.both else
+                         f"the {first.resource}'s {first.asks}")
                         + f" ask up to {peak:,.0f} {unit} a second at first attempt ("
                         + listed(list(binding)) + f"), past the {table.served:,.0f} it served"
                         + ("" if held else f", though {first_by} first"))

@@ -130,9 +130,12 @@ class Simulation:
             first, last = self.partitions[table.resource]
             ceiling = profile.write_ceiling if table.write else profile.read_ceiling
             peak = table.peak_asked
-            kind, name = table.direction, setting(self.profile, table.write)
+            units = "units" if table.both else f"{table.direction} units"
+            name = setting(self.profile, table.write)
             out.append(f"the {table.resource} starts with {counted(first, 'partition')}, "
-                       f"{first * ceiling:,.0f} {kind} units a second in all, and the workload "
+                       f"{first * ceiling:,.0f} {units} a second in all"
+                       + (" (reads and writes alike)" if table.both else "")
+                       + ", and the workload "
                        f"asks up to {peak:,.0f}; it had {last} when the run ended ("
                        + (f"set by partitions={first}; {name} sets it where partitions is "
                           "not given)" if profile.partitions is not None else
@@ -168,21 +171,22 @@ class Simulation:
         partitions' own cause in ``causes`` says it: they hold no more than the limit).
         """
         peak = table.peak_asked
-        held = not table.refused_seconds and table.held_seconds > 0
+        # writes held back by throttled reads (on one budget, the budget itself held them)
+        held = not table.refused_seconds and table.held_seconds > 0 and not table.both
         over = not table.refused_seconds and not held and table.over_seconds > 0 \
             and not self._starts_short(table)
         if not table.refused_seconds and not held and not over:
             return None
-        kind = "write" if table.write else "read"
         azure = self.profile.store == "azure-tables"
+        limit = "limit (reads and writes)" if table.both else f"{table.direction} limit"
         if held or over:
             said = (f"once its reads are served, the {table.resource}'s writes ask up to "
-                    if held else f"the {table.resource}'s {kind}s ask up to ") \
+                    if held else f"the {table.resource}'s {table.asks} ask up to ") \
                 + f"{peak:,.0f} {'entities' if azure else 'units'} a second, past the " \
                 f"{table.served:,.0f} it served" \
                 + ("" if held else ", though its partitions refused them first")
         else:
-            said = (f"the {'storage account' if azure else table.resource}'s {kind} limit "
+            said = (f"the {'storage account' if azure else table.resource}'s {limit} "
                     f"binds in {table.refused_seconds:,} s of {self.duration:,}: it served "
                     f"{served_words(table, self.profile)}, the workload asks up to "
                     f"{peak:,.0f}")
@@ -246,7 +250,7 @@ class Simulation:
                 value: {"offered_writes_per_s": _downsample(offered, step),
                         "accepted_writes_per_s": _downsample(accepted, step)}
                 for value, (offered, accepted) in self.timeline.items()},
-                "tables": [{"resource": t.resource, "direction": "write" if t.write else "read",
+                "tables": [{"resource": t.resource, "direction": t.direction,
                             "used_per_s": _downsample(t.used, step),
                             "limit_per_s": _downsample(t.limit, step)} for t in self.tables]},
             # only where the workload left something of its source out

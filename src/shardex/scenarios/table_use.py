@@ -41,10 +41,17 @@ class TableUse:
     # refused first, or (``held_seconds``, writes) throttled reads held the writes back
     over_seconds: int = 0
     held_seconds: int = 0
+    # reads and writes on one budget (``Profile.shared_units``): this is both directions
+    both: bool = False
 
     @property
     def direction(self) -> str:
-        return "write" if self.write else "read"
+        return "both" if self.both else "write" if self.write else "read"
+
+    @property
+    def asks(self) -> str:
+        """What it is asked, in words: ``writes``, ``reads``, ``reads and writes``."""
+        return "reads and writes" if self.both else f"{self.direction}s"
 
     @property
     def peak_asked(self) -> float:
@@ -88,7 +95,10 @@ class TableUse:
 
 
 def tables_of(engine: FluidEngine) -> list[TableUse]:
-    """A ``TableUse`` for each of the engine's tables and direction: writes, then reads."""
+    """A ``TableUse`` for each of the engine's tables and direction: writes, then reads;
+    one for both where they draw on one budget (``Profile.shared_units``)."""
+    if engine.profile.shared_units:
+        return [TableUse(resource.kind, True, both=True) for resource in engine.resources]
     return [TableUse(resource.kind, write) for resource in engine.resources
             for write in (True, False)]
 
@@ -98,20 +108,30 @@ def record_tables(engine: FluidEngine, tables: Sequence[TableUse],
                   asked: Sequence[float] | None = None) -> None:
     """Record the second the engine just stepped in ``tables`` (``tables_of``'s order),
     with the write units on each resource that ``held`` (or nothing) held back and, if
-    given, what each was ``asked`` (``TableUse.record``; in ``tables``' order)."""
+    given, what each resource was ``asked`` (``TableUse.record``; writes then reads per
+    resource, summed where they share one budget)."""
     for index, resource in enumerate(engine.resources):
         table = resource.table
+        held_here = held[index] if held else 0.0
+        if engine.profile.shared_units:
+            limit, kind = table.limit(True)
+            tables[index].record(
+                table.written + table.read, table.refused_write + table.refused_read,
+                held_here, limit, kind,
+                None if asked is None else asked[2 * index] + asked[2 * index + 1])
+            continue
         for at, write in ((2 * index, True), (2 * index + 1, False)):
             limit, kind = table.limit(write)
             tables[at].record(table.written if write else table.read,
                               table.refused_write if write else table.refused_read,
-                              held[index] if write and held else 0.0, limit, kind,
+                              held_here if write else 0.0, limit, kind,
                               None if asked is None else asked[at])
 
 
 def setting(profile: Profile, write: bool) -> str:
-    """The table setting that sets its limit in a direction."""
-    direction = "write" if write else "read"
+    """The table setting that sets its limit in a direction (the write one of a budget
+    that reads and writes share)."""
+    direction = "write" if write or profile.shared_units else "read"
     if profile.capacity == "provisioned":
         return f"provisioned_{direction}"
     return f"warm_{direction}"

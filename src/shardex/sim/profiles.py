@@ -162,9 +162,9 @@ class Profile:
                              engine applies it, ``memory://`` writes each entry once)
     consistent               queries are strongly consistent (GSI reads never are)
     shared_units             reads and writes draw on one budget: a partition's ceiling
-                             and the table's capacity are ``write_ceiling`` and
-                             ``provisioned_write`` for both (Cosmos DB's RU/s); the read
-                             figures follow them
+                             and the table's capacity serve both (Cosmos DB's RU/s, Azure
+                             Table Storage's entities a second); each read figure is its
+                             write figure, and a figure given for either sets both
     =======================  ==========================================================
     """
 
@@ -230,14 +230,15 @@ class Profile:
             raise InvalidInput(
                 f"profile {self.name}: initial_burst_seconds ({self.initial_burst_seconds:g}) "
                 f"must not exceed burst_seconds ({self.burst_seconds:g})")
-        if self.shared_units and (self.read_ceiling != self.write_ceiling
-                                  or self.provisioned_read != self.provisioned_write):
-            raise InvalidInput(
-                f"profile {self.name}: reads and writes draw on one budget "
-                f"(shared_units): read_ceiling and provisioned_read must be write_ceiling "
-                f"and provisioned_write, got {self.read_ceiling:g} and "
-                f"{self.provisioned_read:g} against {self.write_ceiling:g} and "
-                f"{self.provisioned_write:g}")
+        if self.shared_units:
+            apart = [(write, read) for write, read in _budget_pairs(self.capacity)
+                     if getattr(self, read) != getattr(self, write)]
+            if apart:
+                raise InvalidInput(
+                    f"profile {self.name}: reads and writes draw on one budget "
+                    f"(shared_units): " + ", ".join(
+                        f"{read} ({getattr(self, read):g}) must be {write} "
+                        f"({getattr(self, write):g})" for write, read in apart))
         if self.capacity == "provisioned":
             for direction in ("write", "read"):
                 given = getattr(self, f"provisioned_{direction}")
@@ -272,8 +273,7 @@ class Profile:
             settings = {**settings, "name": _BY_CAPACITY[capacity]}
         if settings.get("shared_units", self.shared_units):
             # one budget: a figure given for either direction is the figure of both
-            for write, read in (("write_ceiling", "read_ceiling"),
-                                ("provisioned_write", "provisioned_read")):
+            for write, read in _budget_pairs(capacity):
                 if (write in settings) != (read in settings):
                     given = settings[write] if write in settings else settings[read]
                     settings = {**settings, write: given, read: given}
@@ -311,6 +311,15 @@ class Profile:
         return read_units(nbytes, consistent)
 
 
+def _budget_pairs(capacity: str) -> tuple[tuple[str, str], ...]:
+    """The write and read figures of each budget a table of ``capacity`` reads: one
+    figure for both where reads and writes draw on one budget (``shared_units``)."""
+    pairs = (("write_ceiling", "read_ceiling"), ("quota_write", "quota_read"))
+    if capacity == "provisioned":
+        return (*pairs, ("provisioned_write", "provisioned_read"))
+    return (*pairs, ("warm_write", "warm_read"), ("max_write", "max_read"))
+
+
 _DYNAMODB = Profile()
 # the DynamoDB table profile of each capacity mode
 _BY_CAPACITY: Mapping[str, str] = {"on-demand": "dynamodb-on-demand",
@@ -328,7 +337,8 @@ PROFILES: Mapping[str, Profile] = {
         read_ceiling=AZURE_TABLES_PARTITION_ENTITIES, eventual_read_factor=1.0,
         warm_write=AZURE_TABLES_ACCOUNT_ENTITIES, warm_read=AZURE_TABLES_ACCOUNT_ENTITIES,
         quota_write=AZURE_TABLES_ACCOUNT_ENTITIES, quota_read=AZURE_TABLES_ACCOUNT_ENTITIES,
-        peak_multiple=1.0, partition_bytes=math.inf, transaction_cost=1.0),
+        peak_multiple=1.0, partition_bytes=math.inf, transaction_cost=1.0,
+        shared_units=True),
     "cosmos": Profile(
         name="cosmos", store="cosmos", capacity="provisioned", unit="ru", adaptive=False,
         write_ceiling=COSMOS_PARTITION_RU, read_ceiling=COSMOS_PARTITION_RU,
