@@ -328,3 +328,21 @@ def test_a_limit_asked_past_that_refused_nothing_says_what_kept_the_load_from_it
             "what it serves" in cause
     assert not [c for c in doc["causes"] if "read" in c.split(" ask")[0]
                 and "admission" in c]
+
+
+def test_a_cosmos_containers_one_budget_is_said_once_for_reads_and_writes(
+        tmp_path: Path) -> None:
+    """On Cosmos DB reads and writes draw on one budget: each run records one use of it a
+    resource (``both``), and a budget asked past says what kept the load from it (it had
+    said nothing of that, taking the budget's held writes for writes held by reads)."""
+    path = tmp_path / "cosmos.toml"
+    path.write_text('duration = 60\n[table]\nprofile = "cosmos"\nprovisioned_write = 40000\n'
+                    "[values.A]\nwrite = 1500\nread = 300\npage = 100\nshards = 8\n")
+    result = CliRunner().invoke(cli, ["simulate", "--autopilot", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert {t["direction"] for run in doc["runs"] for t in run["tables"]} == {"both"}
+    (cause,) = doc["causes"]
+    assert cause.startswith("the table's reads and writes ask up to ")
+    assert "past the 40,000 it served, though its partitions refused them first; " \
+        "provisioned_write sets what it serves" in cause

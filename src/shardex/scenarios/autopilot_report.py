@@ -127,12 +127,13 @@ class Report:
                 first_by = listed(["its partitions refused them"] * (
                     any(t["throttled"] for t in totals) or not admitted)
                     + ["admission held them back"] * admitted)
+                # writes held back by throttled reads (on one budget, the budget held them)
+                reads_held = bool(held) and not first.both
                 said = ((f"once its reads are served, the {first.resource}'s writes"
-                         if held and not first.both else
-                         f"the {first.resource}'s {first.asks}")
+                         if reads_held else f"the {first.resource}'s {first.asks}")
                         + f" ask up to {peak:,.0f} {unit} a second at first attempt ("
                         + listed(list(binding)) + f"), past the {table.served:,.0f} it served"
-                        + ("" if held else f", though {first_by} first"))
+                        + ("" if reads_held else f", though {first_by} first"))
             # its runs try refused writes again, asking more than their first attempts
             # of whatever refused them: no figure is sure to avoid it
             (now if refusing else then).append(
