@@ -216,3 +216,33 @@ def test_keys_for_80pct_counts_every_key_whatever_top_lists(tmp_path: Path, mode
         found.add(result.classification.evidence["keys_for_80pct"])
     # units 100 down to 61 a second, 3,220 in all: the 31 heaviest carry 80%
     assert found == {31}
+
+
+@pytest.mark.parametrize("mode", ["file", "stream"])
+def test_reads_and_writes_on_one_budget_are_weighed_together(tmp_path: Path,
+                                                             mode: str) -> None:
+    """A Cosmos DB or Azure partition serves reads and writes from one budget: a key
+    reading 6,000 RU and writing 6,000 RU a second is at 120% of a Cosmos DB partition's
+    10,000, where the diagnosis said 60% (each against the ceiling apart) and left it
+    unsharded. DynamoDB's separate ceilings still weigh each on its own."""
+    rows = ["timestamp,key,op,units"]
+    for t in range(60):
+        rows += [f"{1796014800 + t},R,read,6000", f"{1796014800 + t},R,write,6000"]
+    path = tmp_path / "log.csv"
+    path.write_text("\n".join(rows) + "\n")
+
+    def run(ceiling: str) -> Any:
+        if mode == "file":
+            return diagnose([path], ceiling=ceiling)
+        return diagnose_stream(path.read_text().splitlines(), fmt="csv", ceiling=ceiling)
+
+    cosmos = run("cosmos").to_dict()
+    (top,) = cosmos["top"]
+    assert top["peak_to_ceiling"] == pytest.approx(1.2)
+    assert cosmos["recommendation"]["shards"] == {"R": 2}  # 12,000 x 1.5 over 10,000
+    azure = run("azure-tables").to_dict()
+    assert azure["top"][0]["peak_to_ceiling"] == pytest.approx(6.0)  # 12,000 of 2,000
+    dynamodb = run("dynamodb").to_dict()
+    assert dynamodb["top"][0]["peak_to_ceiling"] == pytest.approx(6.0)  # writes: 6,000/1,000
+    assert shards_needed(KeyHeat("k", 0, 0, 0, 1, 0, 0, 1, 12_000.0, 6000.0, 6000.0, 0.0,
+                                 1.2), CEILINGS["cosmos"], 1.5) == 2

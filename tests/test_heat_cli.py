@@ -90,7 +90,9 @@ def test_ceiling_option(tmp_path: Path) -> None:
     code, out = invoke(str(path), "--ceiling", "azure-tables", "--json")
     assert code == 0
     report = json.loads(out)
-    assert report["top"][0]["peak_to_ceiling"] == 1.0
+    # its writes fill a partition's 2,000 entities a second, and its reads come on top:
+    # Azure's partitions serve both from one budget
+    assert report["top"][0]["peak_to_ceiling"] == 1.005
     assert report["recommendation"]["shards"] == {"PENDING": 2}
 
 

@@ -250,20 +250,30 @@ def entry_bytes(entry: _Entry) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Ceiling:
-    """A store's per-partition throughput ceiling, in its own units a second."""
+    """A store's per-partition throughput ceiling, in its own units a second; ``shared``:
+    reads and writes draw on it together (``write_units``), as on Azure Table Storage and
+    Cosmos DB, rather than each on its own figure (DynamoDB)."""
 
     name: str
     write_units: float
     read_units: float
     unit: str
+    shared: bool = False
+
+    def ratio(self, write_units: float, read_units: float) -> float:
+        """How far one second's units on a partition come to its ceiling (1: at it)."""
+        if self.shared:
+            return (write_units + read_units) / self.write_units
+        return max(write_units / self.write_units, read_units / self.read_units)
 
 
 CEILINGS: Mapping[str, Ceiling] = {
     "dynamodb": Ceiling("dynamodb", DYNAMODB_WRITE_CEILING, DYNAMODB_READ_CEILING,
                         "capacity units/s"),
     "azure-tables": Ceiling("azure-tables", AZURE_TABLES_PARTITION_ENTITIES,
-                            AZURE_TABLES_PARTITION_ENTITIES, "entities/s"),
-    "cosmos": Ceiling("cosmos", COSMOS_PARTITION_RU, COSMOS_PARTITION_RU, "RU/s"),
+                            AZURE_TABLES_PARTITION_ENTITIES, "entities/s", shared=True),
+    "cosmos": Ceiling("cosmos", COSMOS_PARTITION_RU, COSMOS_PARTITION_RU, "RU/s",
+                      shared=True),
 }
 
 

@@ -27,7 +27,8 @@ class KeyHeat:
       ``peak_read_units_per_s`` / ``peak_write_units_per_s`` the busiest for each.
     - ``sustained_units_per_s``: the mean over the seconds it was active in.
     - ``peak_to_ceiling``: over its seconds, the largest of write units over the write
-      ceiling and read units over the read ceiling (> 1: over one partition's ceiling).
+      ceiling and read units over the read ceiling (> 1: over one partition's ceiling);
+      their sum over it where reads and writes draw on one budget (``Ceiling.ratio``).
     - ``error``: the most its units may be overcounted (Space-Saving; 0 when exact).
 
     Rolled up over its shard keys: the peaks are of the logical key's total (all its

@@ -172,9 +172,16 @@ def shards_needed(heat: KeyHeat, ceiling: Ceiling, headroom: float) -> int:
     For a sharded key the busiest partition counts too, scaled to all its shards.
     """
     needed = 1
-    for total, hottest, bound in (
-            (heat.peak_write_units_per_s, heat.hottest_write_units_per_s, ceiling.write_units),
-            (heat.peak_read_units_per_s, heat.hottest_read_units_per_s, ceiling.read_units)):
+    sides = [
+        (heat.peak_write_units_per_s, heat.hottest_write_units_per_s, ceiling.write_units),
+        (heat.peak_read_units_per_s, heat.hottest_read_units_per_s, ceiling.read_units)]
+    if ceiling.shared:
+        # one budget: a second's reads and writes together (the busiest shard key's two
+        # peaks, which may fall in different seconds, bound its sum)
+        sides = [(heat.peak_units_per_s,
+                  heat.hottest_write_units_per_s + heat.hottest_read_units_per_s,
+                  ceiling.write_units)]
+    for total, hottest, bound in sides:
         for load in (total, heat.shards * hottest):
             try:
                 needed = max(needed, shards_for(load, ceiling=bound, headroom=headroom))

@@ -157,7 +157,7 @@ class StreamHeat:
         side.peak_read = max(side.peak_read, now.ru)
         side.peak_write = max(side.peak_write, now.wu)
         side.peak_ok = max(side.peak_ok, now.ru + now.wu - now.tu)
-        side.ratio = max(side.ratio, now.wu / ceiling.write_units, now.ru / ceiling.read_units)
+        side.ratio = max(side.ratio, ceiling.ratio(now.wu, now.ru))
 
     def _flush(self) -> None:
         """Close the current second: fold its units into peaks and the hot run."""

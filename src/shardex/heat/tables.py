@@ -133,8 +133,10 @@ class HeatTables:
         self.build()
         e, tally = self.engine, self.tally
         res = tally.resolution
-        ratio = f"max(greatest(wu / {number(ceiling.write_units)}, " \
-                f"ru / {number(ceiling.read_units)}))"
+        # Ceiling.ratio, in SQL: one budget for both, or each on its own figure
+        ratio = f"max((wu + ru) / {number(ceiling.write_units)})" if ceiling.shared else \
+            f"max(greatest(wu / {number(ceiling.write_units)}, " \
+            f"ru / {number(ceiling.read_units)}))"
         # the partition keys of the rolled-up logical keys: their shard keys, and a plain
         # key of the same value (written while the value had one shard)
         e.table("parts", f"""
