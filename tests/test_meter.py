@@ -448,3 +448,30 @@ def test_heat_needs_metering() -> None:
     assert shardex.ShardedIndex(store, "orders", meter=meter).heat().keys == []
     meter.close()
     assert meter not in store.meter.subscribers
+
+
+def test_a_keys_peak_is_weighed_against_a_ceiling_its_reads_and_writes_share() -> None:
+    """A key whose busiest second read 6,000 RU and wrote 6,000 is at 120% of a Cosmos DB
+    partition (one budget for both), where the view said 60%; on DynamoDB each is weighed
+    against its own ceiling."""
+    from shardex.capacity import CEILINGS
+    from shardex.heatmeter.view import KeyMeter
+
+    meter = KeyMeter(peak_units_per_s=12_000.0, peak_read_units_per_s=6000.0,
+                     peak_write_units_per_s=6000.0)
+    assert meter.peak_to(CEILINGS["cosmos"]) == pytest.approx(1.2)
+    assert meter.peak_to(CEILINGS["dynamodb"]) == pytest.approx(6.0)
+
+
+def test_the_pages_feed_weighs_a_shared_ceiling_the_same_way() -> None:
+    from shardex.capacity import CEILINGS
+    from shardex.web.feeds import document
+
+    def row() -> dict[str, Any]:
+        return {"key": "A", "peak_units_per_s": 12_000.0, "peak_read_units_per_s": 6000.0,
+                "peak_write_units_per_s": 6000.0}
+
+    for name, ratio in (("cosmos", 1.2), ("dynamodb", 6.0)):
+        doc = document("test", 0.0, 60.0, CEILINGS[name], [row()], [], {}, {}, None,
+                       feed={})
+        assert doc["values"][0]["peak_to_ceiling"] == pytest.approx(ratio)
