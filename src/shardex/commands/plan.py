@@ -446,12 +446,19 @@ def _budget_unit(result: Any) -> str:
     return "entities" if result.mode == "azure" else "RU"
 
 
-def _table_lines(result: Any) -> list[str]:
-    """The table-level check in words: every write the layout makes, and which limit binds."""
-    table = result.table
-    if table is None:
-        return []
-    sharded = [escape(v) for v, p in result.values.items() if p.sharded]
+def _load_line(result: Any, table: Any) -> str:
+    """The table line: every unit the layout asks of the table, and what it serves."""
+    if table.shared:
+        # one budget for reads and writes: no read figure of its own
+        asked = table.write_units_per_s + table.asked_read_units_per_s
+        return (f"[bold]table[/]: {table.write_units_per_s:,.0f} {_budget_unit(result)}/s of "
+                f"writes (entries {table.entry_units_per_s:,.0f} + placements "
+                f"{table.placement_units_per_s:,.0f} for {table.item_writes_per_s:,.0f} item "
+                f"writes/s) and {table.asked_read_units_per_s:,.0f} of reads (the values' "
+                f"{table.entry_read_units_per_s:,.0f}, locates {table.read_units_per_s:,.0f})"
+                f" on one budget: {asked:,.0f} in all, {table.required_units_per_s:,.0f} with "
+                f"the headroom; {table.profile} serves {table.limit_write_units_per_s:,.0f} "
+                f"at once ({table.limited_by})")
     if result.mode == "gsi":
         # the GSI takes the entries and the table the placement records, each under a limit
         # of its own: their sum is no figure either limit meets
@@ -472,22 +479,17 @@ def _table_lines(result: Any) -> list[str]:
         reads = (f"the values read {table.entry_read_units_per_s:,.0f} units/s{where} and "
                  f"{reads}, {table.required_read_units_per_s:,.0f} with the headroom"
                  + (" (the busier)" if table.gsi else ""))
-    lines = [
-        f"[bold]table[/]: {load} ({table.limited_by}); {reads} (of "
-        f"{table.limit_read_units_per_s:,.0f})"]
-    if table.shared:
-        # one budget of RU for reads and writes: no read figure of its own
-        asked = table.write_units_per_s + table.asked_read_units_per_s
-        lines = [
-            f"[bold]table[/]: {table.write_units_per_s:,.0f} {_budget_unit(result)}/s of "
-            f"writes (entries "
-            f"{table.entry_units_per_s:,.0f} + placements {table.placement_units_per_s:,.0f}"
-            f" for {table.item_writes_per_s:,.0f} item writes/s) and "
-            f"{table.asked_read_units_per_s:,.0f} of reads (the values' "
-            f"{table.entry_read_units_per_s:,.0f}, locates {table.read_units_per_s:,.0f}) on "
-            f"one budget: {asked:,.0f} in all, {table.required_units_per_s:,.0f} with the "
-            f"headroom; {table.profile} serves {table.limit_write_units_per_s:,.0f} at once "
-            f"({table.limited_by})"]
+    return (f"[bold]table[/]: {load} ({table.limited_by}); {reads} (of "
+            f"{table.limit_read_units_per_s:,.0f})")
+
+
+def _table_lines(result: Any) -> list[str]:
+    """The table-level check in words: every write the layout makes, and which limit binds."""
+    table = result.table
+    if table is None:
+        return []
+    sharded = [escape(v) for v, p in result.values.items() if p.sharded]
+    lines = [_load_line(result, table)]
     # name each limit that binds with the setting that raises it, and a value past it
     fixes = []
     for binds, setting, why, needed, quota in (
