@@ -139,8 +139,9 @@ class Draws:
         self.namespace, self.trials = namespace, trials
         self.loads: dict[str, float] = {}
         self.tops: list[float] = []
-        self._sums = [[spread] * partitions for _ in range(trials)]
-        self._counts = [array("i", [0]) * partitions for _ in range(trials)]
+        # per placement, each partition's sum and count of keys (``_build`` makes them)
+        self._sums: list[list[float]] = []
+        self._counts: list[array[int]] = []
         self._crowded = [0] * trials
         self._ids: dict[str, int] = {}
         self._slots: list[Sequence[int]] = []
