@@ -18,7 +18,7 @@ from shardex.documents import SIMULATE_AUTOPILOT_SCHEMA, rounded
 from shardex.scenarios.autopilot import MODES, ModeRun, run_mode
 from shardex.scenarios.day import DAY, DayLoad
 from shardex.scenarios.shadow import ShadowResult, shadow
-from shardex.scenarios.table_use import avoid_words, served_words
+from shardex.scenarios.table_use import avoid_words, limit_words, served_words, unit_word
 from shardex.sim.profiles import Profile
 from shardex.wording import listed
 
@@ -108,19 +108,14 @@ class Report:
                 continue
             peak = max(t.peak_asked for t in uses.values())
             table = min(binding.values(), key=lambda t: t.served)
-            resource = "storage account" if self.profile.store == "azure-tables" \
-                else first.resource
             if refusing:
                 seconds = listed([f"{t.refused_seconds:,} s ({m})"
                                   for m, t in refusing.items()])
-                limit = "limit (reads and writes)" if first.both \
-                    else f"{first.direction} limit"
-                said = (f"the {resource}'s {limit} binds in {seconds} of "
+                said = (f"{limit_words(first, self.profile)} binds in {seconds} of "
                         f"{duration:,}: it served {served_words(table, self.profile)}, and "
                         f"the load asks up to {peak:,.0f} at first attempt"
                         + (", more with its retries" if peak <= table.served else ""))
             else:
-                unit = "entities" if self.profile.store == "azure-tables" else "units"
                 # what kept them from it: their partitions, an admission budget (of writes)
                 totals = [runs[m].totals() for m in binding]
                 admitted = first.write and any(t["refused"] for t in totals)
@@ -131,7 +126,8 @@ class Report:
                 reads_held = bool(held) and not first.both
                 said = ((f"once its reads are served, the {first.resource}'s writes"
                          if reads_held else f"the {first.resource}'s {first.asks}")
-                        + f" ask up to {peak:,.0f} {unit} a second at first attempt ("
+                        + f" ask up to {peak:,.0f} {unit_word(self.profile)} a second at "
+                          "first attempt ("
                         + listed(list(binding)) + f"), past the {table.served:,.0f} it served"
                         + ("" if reads_held else f", though {first_by} first"))
             # its runs try refused writes again, asking more than their first attempts

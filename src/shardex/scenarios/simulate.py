@@ -42,10 +42,12 @@ from shardex.scenarios.flows import (
 from shardex.scenarios.table_use import (
     TableUse,
     avoid_words,
+    limit_words,
     record_tables,
     served_words,
     setting,
     tables_of,
+    unit_word,
 )
 from shardex.scenarios.workload import ValueLoad, Workload
 from shardex.sim.fluid import Flow, FlowResult, FluidEngine
@@ -177,16 +179,14 @@ class Simulation:
             and not self._starts_short(table)
         if not table.refused_seconds and not held and not over:
             return None
-        azure = self.profile.store == "azure-tables"
-        limit = "limit (reads and writes)" if table.both else f"{table.direction} limit"
         if held or over:
             said = (f"once its reads are served, the {table.resource}'s writes ask up to "
                     if held else f"the {table.resource}'s {table.asks} ask up to ") \
-                + f"{peak:,.0f} {'entities' if azure else 'units'} a second, past the " \
+                + f"{peak:,.0f} {unit_word(self.profile)} a second, past the " \
                 f"{table.served:,.0f} it served" \
                 + ("" if held else ", though its partitions refused them first")
         else:
-            said = (f"the {'storage account' if azure else table.resource}'s {limit} "
+            said = (f"{limit_words(table, self.profile)} "
                     f"binds in {table.refused_seconds:,} s of {self.duration:,}: it served "
                     f"{served_words(table, self.profile)}, the workload asks up to "
                     f"{peak:,.0f}")

@@ -16,7 +16,8 @@ from typing import Any
 from shardex.sim.fluid import FluidEngine
 from shardex.sim.profiles import Profile
 
-__all__ = ["TableUse", "avoid_words", "record_tables", "served_words", "setting", "tables_of"]
+__all__ = ["TableUse", "avoid_words", "limit_words", "record_tables", "served_words", "setting",
+           "tables_of", "unit_word"]
 
 LIMITS = {
     "KeyRangeThroughputExceeded": "its warm throughput, or twice its previous peak",
@@ -135,6 +136,19 @@ def setting(profile: Profile, write: bool) -> str:
     if profile.capacity == "provisioned":
         return f"provisioned_{direction}"
     return f"warm_{direction}"
+
+
+def unit_word(profile: Profile) -> str:
+    """What a table's figures count: Azure Table Storage's entities, else units."""
+    return "entities" if profile.store == "azure-tables" else "units"
+
+
+def limit_words(table: TableUse, profile: Profile) -> str:
+    """Its limit, named: "the table's write limit", "the storage account's limit (reads and
+    writes)"."""
+    resource = "storage account" if profile.store == "azure-tables" else table.resource
+    return f"the {resource}'s " + (
+        "limit (reads and writes)" if table.both else f"{table.direction} limit")
 
 
 def served_words(table: TableUse, profile: Profile) -> str:
