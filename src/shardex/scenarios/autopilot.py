@@ -247,6 +247,9 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
             ops = admitted + sum(key.retries)
             locates += ops * placed
             fresh += new * placed
+            # the table's write units of one write at the table level: its entry and its share
+            # of a placement record
+            per_write = cost.entry + cost.placement * placed
             one = _Sent(key, admitted, ops,
                         (puts + arriving - deletes - leaving) / new if new else 0.0)
             sent.append(one)
@@ -260,9 +263,9 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
                 if fold and ops * cost.entry <= write_ceiling * n \
                         and reads * query <= read_ceiling:
                     # nothing here a partition refuses: the table level alone decides
-                    table_writes += ops * (cost.entry + cost.placement * placed)
+                    table_writes += ops * per_write
                     table_reads += page_units
-                    asked[0][0] += new * (cost.entry + cost.placement * placed)
+                    asked[0][0] += new * per_write
                     asked[0][1] += page_units
                     continue
                 mover = 0.0
@@ -282,9 +285,9 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
             one.mover = mover
             if fold and hottest <= write_ceiling and hottest_read <= read_ceiling:
                 moved = mover * (2 * cost.entry + cost.placement)
-                table_writes += ops * (cost.entry + cost.placement * placed) + moved
+                table_writes += ops * per_write + moved
                 table_reads += page_units
-                asked[0][0] += new * (cost.entry + cost.placement * placed) + moved
+                asked[0][0] += new * per_write + moved
                 asked[0][1] += page_units
                 continue
             # what the table is asked at first attempt (admission and retries aside): a
