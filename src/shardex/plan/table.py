@@ -155,8 +155,8 @@ def advise_reads(model: Profile, table: TablePlan) -> tuple[str, float] | None:
     account's target)."""
     if not table.read_binds or model.store == "azure-tables":
         return None
-    name = "provisioned_read" if model.capacity == "provisioned" else "warm_read"
-    return name, float(math.ceil(round(table.required_read_units_per_s, 6)))
+    needed = math.ceil(round(table.required_read_units_per_s, 6))
+    return model.limit_setting(False), float(needed)
 
 
 def placement_units(model: Profile, item_writes: float) -> float:

@@ -266,8 +266,7 @@ def recommend(model: Profile, fit: Fit, *, total: float, headroom: float, write:
     """
     if model.partitions is not None or model.store == "azure-tables":
         return None
-    direction = "write" if write else "read"
-    name = ("provisioned_" if model.capacity == "provisioned" else "warm_") + direction
+    name = model.limit_setting(write)
     ceiling = model.write_ceiling if write else model.read_ceiling
     quota = model.quota_write if write else model.quota_read
     least = max(model.initial_partitions + 1, math.ceil(round(total * headroom / ceiling, 9)))
@@ -360,9 +359,8 @@ def _table_margin(model: Profile, write: bool, needed: float, limit: float, limi
         fix = ("a storage account's target is fixed: spread the index over "
                f"{max(2, math.ceil(round(needed / limit, 9))):,} accounts or lower the load")
     else:
-        direction = "write" if write else "read"
         quota = model.quota_write if write else model.quota_read
-        fix = (("provisioned_" if model.capacity == "provisioned" else "warm_") + direction
+        fix = (model.limit_setting(write)
                + f" of at least {math.ceil(round(needed, 6)):,} leaves the margin"
                + (f" (past the per-table quota of {quota:,.0f}: request an increase)"
                   if needed > quota else ""))

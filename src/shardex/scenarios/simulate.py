@@ -45,7 +45,6 @@ from shardex.scenarios.table_use import (
     limit_words,
     record_tables,
     served_words,
-    setting,
     tables_of,
     unit_word,
 )
@@ -133,7 +132,7 @@ class Simulation:
             ceiling = profile.write_ceiling if table.write else profile.read_ceiling
             peak = table.peak_asked
             units = "units" if table.both else f"{table.direction} units"
-            name = setting(self.profile, table.write)
+            name = profile.limit_setting(table.write)
             out.append(f"the {table.resource} starts with {counted(first, 'partition')}, "
                        f"{first * ceiling:,.0f} {units} a second in all"
                        + (" (reads and writes alike)" if table.both else "")

@@ -16,7 +16,7 @@ from typing import Any
 from shardex.sim.fluid import FluidEngine
 from shardex.sim.profiles import Profile
 
-__all__ = ["TableUse", "avoid_words", "limit_words", "record_tables", "served_words", "setting",
+__all__ = ["TableUse", "avoid_words", "limit_words", "record_tables", "served_words",
            "tables_of", "unit_word"]
 
 LIMITS = {
@@ -129,15 +129,6 @@ def record_tables(engine: FluidEngine, tables: Sequence[TableUse],
                               None if asked is None else asked[at])
 
 
-def setting(profile: Profile, write: bool) -> str:
-    """The table setting that sets its limit in a direction (the write one of a budget
-    that reads and writes share)."""
-    direction = "write" if write or profile.shared_units else "read"
-    if profile.capacity == "provisioned":
-        return f"provisioned_{direction}"
-    return f"warm_{direction}"
-
-
 def unit_word(profile: Profile) -> str:
     """What a table's figures count: Azure Table Storage's entities, else units."""
     return "entities" if profile.store == "azure-tables" else "units"
@@ -178,7 +169,7 @@ def avoid_words(table: TableUse, profile: Profile, peak: float | None = None, *,
                     "storage accounts or lower the load")
         return (f"; spread the index over at least {accounts:,} storage accounts or lower "
                 "the load")
-    name = setting(profile, table.write)
+    name = profile.limit_setting(table.write)
     quota = profile.quota_write if table.write else profile.quota_read
     past = f"past the per-table quota of {quota:,.0f}: raise it too" if peak > quota else ""
     if not sure:

@@ -279,6 +279,12 @@ class Profile:
                     settings = {**settings, write: given, read: given}
         return dataclasses.replace(self, **settings)
 
+    def limit_setting(self, write: bool) -> str:
+        """The setting that sets the table's limit in a direction: ``warm_write``,
+        ``provisioned_read``, ...; on one budget of reads and writes, the write one."""
+        direction = "write" if write or self.shared_units else "read"
+        return ("provisioned_" if self.capacity == "provisioned" else "warm_") + direction
+
     @property
     def initial_partitions(self) -> int:
         """The physical partitions the table starts with (0: every key its own)."""
