@@ -266,6 +266,13 @@ class Ceiling:
             return (write_units + read_units) / self.write_units
         return max(write_units / self.write_units, read_units / self.read_units)
 
+    def peak_ratio(self, peak: float, peak_write: float, peak_read: float) -> float:
+        """``ratio`` of a key's peaks over a window: its busiest second of both together
+        (``peak``) where they share the ceiling, else each peak over its own figure."""
+        if self.shared:
+            return peak / self.write_units
+        return self.ratio(peak_write, peak_read)
+
 
 CEILINGS: Mapping[str, Ceiling] = {
     "dynamodb": Ceiling("dynamodb", DYNAMODB_WRITE_CEILING, DYNAMODB_READ_CEILING,

@@ -63,10 +63,8 @@ class KeyMeter:
     def peak_to(self, ceiling: Ceiling) -> float:
         """The peak as a multiple of one partition's ceiling (the larger of read and write;
         on a ceiling reads and writes share, its busiest second of both together)."""
-        if ceiling.shared:
-            return self.peak_units_per_s / ceiling.write_units
-        return max(self.peak_write_units_per_s / ceiling.write_units,
-                   self.peak_read_units_per_s / ceiling.read_units)
+        return ceiling.peak_ratio(self.peak_units_per_s, self.peak_write_units_per_s,
+                                  self.peak_read_units_per_s)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -90,10 +90,9 @@ def document(source: str, at: float, window: float | None, ceiling: Ceiling,
     shard_keys.sort(key=lambda v: (-v["peak_units_per_s"], v["key"]))
     internal.sort(key=lambda v: (-v["peak_units_per_s"], v["key"]))
     for row in (*values, *shard_keys, *internal):
-        write, read = row.pop("peak_write_units_per_s"), row.pop("peak_read_units_per_s")
-        # on a ceiling reads and writes share, the busiest second of both together
-        row["peak_to_ceiling"] = row["peak_units_per_s"] / ceiling.write_units \
-            if ceiling.shared else max(write / ceiling.write_units, read / ceiling.read_units)
+        row["peak_to_ceiling"] = ceiling.peak_ratio(row["peak_units_per_s"],
+                                                    row.pop("peak_write_units_per_s"),
+                                                    row.pop("peak_read_units_per_s"))
     doc: dict[str, Any] = rounded({
         "schema": SERVE_SCHEMA, "source": source, "feed": feed, "at": at, "window_s": window,
         "ceiling": {"name": ceiling.name, "write_units_per_s": ceiling.write_units,
