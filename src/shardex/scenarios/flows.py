@@ -19,15 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardex.capacity import QUERY_PAGE_BYTES, QUERY_PAGE_ITEMS
+from shardex.plan.table import PLACEMENT_BYTES  # the planner's: both count the same record
 from shardex.scenarios.workload import Workload
 from shardex.sim.fluid import Flow, Part
 from shardex.sim.profiles import Profile
 
-__all__ = ["Flows", "PAGE", "PLACEMENT_BYTES", "UNITS", "build", "first_page", "held_units",
-           "operations", "page_units", "placed", "rates_at"]
+__all__ = ["Flows", "PAGE", "UNITS", "build", "first_page", "held_units", "operations",
+           "page_units", "placed", "rates_at"]
 
-# A placement record is well under 1 KB: one write unit, one read unit.
-PLACEMENT_BYTES = 80
 # the ends a read flow counts towards: a page read of a shard key, a share of a
 # value's measured read units on one
 PAGE, UNITS = "read:", "units:"
