@@ -503,13 +503,21 @@ def test_an_empty_connection_option_is_refused(capsys: pytest.CaptureFixture[str
     (["--eventual"], "--eventual prices a full listing's pages: give --listing-items with it"),
     (["--read-item-bytes", "300"],
      "--read-item-bytes prices a full listing's pages: give --listing-items with it"),
+    (["--mode", "gsi", "--listing-items", "10000", "--eventual"],
+     "--eventual: a GSI's queries are always eventually consistent, and its listings are "
+     "priced so"),
+    (["--mode", "azure", "--listing-items", "10000", "--eventual"],
+     "--eventual: Azure Table Storage counts a listing's entities, whatever its "
+     "consistency"),
 ], ids=["latency setting", "seed setting", "twice", "partitions both", "latency order",
-        "eventual without a listing", "read size without a listing"])
+        "eventual without a listing", "read size without a listing", "eventual on a GSI",
+        "eventual on Azure"])
 def test_plan_refuses_settings_it_would_not_use_or_that_contradict(
         capsys: pytest.CaptureFixture[str], args: list[str], fault: str) -> None:
     """The first two were taken and ignored, as --eventual and --read-item-bytes were
-    without a listing to price; 'twice' named a store URI nobody gave; --partitions
-    silently won over --table's; the latency error named no option."""
+    without a listing to price, and --eventual where the store prices a listing the same
+    either way; 'twice' named a store URI nobody gave; --partitions silently won over
+    --table's; the latency error named no option."""
     code, line = failing(capsys, "plan", "--peak", "A=3000", *args)
     assert code == 2
     assert fault in line, line

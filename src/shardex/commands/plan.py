@@ -38,6 +38,11 @@ _MODE_TEXT = {"table": "index-table mode: each entry is written in a TransactWri
                        "committed, are about 4 entity writes",
               "cosmos": "Cosmos DB: the entry written and then committed, each at its "
                         "documented RU"}
+# the modes whose listings read one way only, and why --eventual changes nothing there
+_READ_ONE_WAY = {"gsi": "a GSI's queries are always eventually consistent, and its listings "
+                        "are priced so",
+                 "azure": "Azure Table Storage counts a listing's entities, whatever its "
+                          "consistency"}
 
 
 class _Listing(click.ParamType):  # type: ignore[type-arg]
@@ -322,6 +327,9 @@ def plan(peaks: tuple[tuple[str, float], ...],
             raise click.BadParameter(f"{mode} contradicts --store, which names {found} mode",
                                      param_hint="--mode")
         mode, source = found, "from --store"
+    if eventual and mode in _READ_ONE_WAY:
+        # taken, it changed nothing: the listing was priced as the store prices it anyway
+        raise click.UsageError(f"--eventual: {_READ_ONE_WAY[mode]}; leave it out")
 
     listing: int | dict[str, int] | None = None
     whole = [count for count in listings if isinstance(count, int)]
