@@ -99,6 +99,43 @@ def test_the_rate_engine_runs_awss_burst_example_too() -> None:
     assert refused[0] - 300 == pytest.approx(900, abs=2)
 
 
+@pytest.mark.parametrize("steps", ["one step", "reads, then writes beside"])
+def test_one_budget_serves_reads_and_writes_in_proportion(steps: str) -> None:
+    """On one budget (Cosmos DB's 10,000 RU a physical partition) a second's reads and
+    writes are refused alike, as a service admitting them in arrival order does: the
+    engine served one kind first, and the other took the refusals (writes accepted 100%
+    and reads 66.7% in one step; reads 100% and writes 66.7% stepped apart, as simulate
+    steps them)."""
+    engine = FluidEngine(profile("cosmos", provisioned_write=40_000.0))
+    key = engine.key("K")
+    reads = [Flow(6000.0, False, (Part(0, key, 1.0),), strong=False)]
+    writes = [Flow(6000.0, True, (Part(0, key, 1.0),))]
+    for second in range(3):
+        if steps == "one step":
+            read, write = engine.step(second, [*reads, *writes])[::-1]
+        else:
+            read = engine.step(second, reads, beside=writes)[0]
+            write = engine.step(second, writes)[0]
+        for result in (read, write):
+            assert result.accepted == pytest.approx(5000.0)  # 10,000 RU over 12,000 asked
+            assert result.reason is not None
+    # what one kind leaves unused, the other takes
+    engine = FluidEngine(profile("cosmos", provisioned_write=40_000.0))
+    key = engine.key("K")
+    light = [Flow(2000.0, False, (Part(0, key, 1.0),), strong=False)]
+    heavy = [Flow(12_000.0, True, (Part(0, key, 1.0),))]
+    read = engine.step(0, light, beside=heavy)[0]
+    write = engine.step(0, heavy)[0]
+    assert read.accepted + write.accepted == pytest.approx(10_000.0)
+    assert read.accepted == pytest.approx(10_000.0 * 2 / 14)
+    # DynamoDB's reads and writes are metered apart: beside changes nothing there
+    engine = FluidEngine(profile("dynamodb-provisioned", provisioned_write=5000.0,
+                                 provisioned_read=5000.0))
+    key = engine.key("K")
+    assert engine.step(0, [Flow(3000.0, False, (Part(0, key, 1.0),))],
+                       beside=[Flow(900.0, True, (Part(0, key, 1.0),))])[0].accepted == 3000.0
+
+
 def test_the_rate_engine_splits_a_spread_key_after_the_delay_and_a_rising_one_never() -> None:
     for rising, accepted in ((False, 1500.0), (True, 1000.0)):
         engine = FluidEngine(profile(partitions=0, split_delay_seconds=5.0))

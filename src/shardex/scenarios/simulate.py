@@ -279,6 +279,18 @@ def _downsample(series: list[float], step: int) -> list[float]:
             for i in range(0, len(series), step)]
 
 
+def _beside(writes: list[Flow], expect: float,
+            last: tuple[list[Flow], float, list[Flow]] | None
+            ) -> tuple[list[Flow], float, list[Flow]]:
+    """``writes`` as the reads of a second on one budget make room for them (the rate
+    engine's ``beside``): those a locate gates at ``expect`` of their rate; ``last``
+    again while the same (the engine works the same flows out once)."""
+    if last is not None and last[0] is writes and last[1] == expect:
+        return last
+    return writes, expect, [flow._replace(rate=flow.rate * expect) if placed(flow) else flow
+                            for flow in writes]
+
+
 def simulate(workload: Workload, routing: Routing, profile: Profile, *,
              latency: LatencyModel | None = None, namespace: str = "index") -> Simulation:
     """Run ``workload`` against ``routing`` on ``profile``'s table for its duration.
@@ -300,13 +312,18 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
     built: tuple[tuple[float, ...], Flows, Flows] | None = None
     # the writes a locate lets by, and the write units on each resource it holds back
     held: tuple[list[Flow], float, list[Flow], list[float]] | None = None
+    # on one budget (shared_units), the share of the writes the reads make room for:
+    # what the locates let by, estimated from the seconds before (``_beside``)
+    expect, beside = 1.0, None
     for second in range(workload.duration):
         rates = rates_at(workload, float(second))
         if built is None or built[0] != rates:
             # a steady workload builds its flows once
             built = (rates, *build(workload, keys, profile, rates))
         _, reads, writes = built
-        read_results = engine.step(second, reads.flows)
+        if profile.shared_units:
+            beside = _beside(writes.flows, expect, beside)
+        read_results = engine.step(second, reads.flows, beside=beside[2] if beside else ())
         located = next((result.accepted / flow.rate for flow, result, ends in zip(
             reads.flows, read_results, reads.ends, strict=True) if ends == (("", "locate"),)),
             1.0)
@@ -326,6 +343,9 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
                 sim.held.update(key for flow, ends in zip(writes.flows, writes.ends,
                                                           strict=True)
                                 if placed(flow) for _, key in ends)
+        # halfway to what the locates let by now: the estimate settles without swinging
+        # about it (a hold makes the next second's reads take less, so more are let by)
+        expect = (expect + min(1.0, located)) / 2
         now_counts: dict[str, list[float]] = {}
         _account(sim, writes, engine.step(second, sent), now_counts)
         for value, (offered, accepted) in sim.timeline.items():

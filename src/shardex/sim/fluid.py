@@ -17,6 +17,13 @@ each offered at a rate. Each second it
 4. takes what was accepted, and counts the rest as refused demand (heat), as a
    throttled request is counted.
 
+Writes are shared before reads. Where the two draw on one budget (``shared_units``:
+Cosmos DB's RU, Azure Table Storage's entities), the kind shared first takes only its
+part of a partition's or table's room in proportion to what both ask (``step``'s
+``beside``: the flows of the same second a later step offers), so that a short budget
+refuses both kinds alike, as a service admitting requests in arrival order does; what
+the first leaves unused, the second takes.
+
 A steady second (the same flows, nothing split, no limit moved) is shared as the one
 before it was. Every second leaves the partitions that only spread parts reach, far from
 hot, as they were (``shardex.sim.spread.Quiet``): a table of 100,000 partitions costs a
@@ -97,6 +104,10 @@ class _Key:
     rising: bool
 
 
+# what a later step's flows ask of each partition, and of each resource's table
+_Reserve = tuple[dict[Partition, float], list[float]]
+
+
 class FluidEngine:
     """The capacity model of one table (and its GSI in the ``gsi`` layout), run on rates."""
 
@@ -108,9 +119,9 @@ class FluidEngine:
             self.resources.append(Resource(profile, index=True))
         self._keys: list[_Key] = []
         self._pseudo: dict[Partition, tuple[int, int]] = {}
-        # id(flows) -> (flows, state, where each part landed, spreads, results): see step
+        # id(flows) -> (flows, state, where each part landed, spreads, results, beside): see step
         self._memo: dict[int, tuple[Sequence[Flow], tuple[float, ...], list[list[_Where]],
-                                    list[Spread], list[FlowResult]]] = {}
+                                    list[Spread], list[FlowResult], Sequence[Flow]]] = {}
         # token buckets change from second to second: no second is like the one before
         self._cacheable = profile.capacity == "on-demand"
         # resource -> (partition map generation, its partitions and their shares)
@@ -190,13 +201,20 @@ class FluidEngine:
             cached = self._spreads[resource] = (partitions.generation, Spreading(out))
         return self._quiet.split(cached[1])
 
-    def step(self, second: int, flows: Sequence[Flow]) -> list[FlowResult]:
+    def step(self, second: int, flows: Sequence[Flow], *,
+             beside: Sequence[Flow] = ()) -> list[FlowResult]:
         """Run one second of ``flows``; return what each had accepted and refused.
 
-        The same ``flows`` object offered again, on partitions that have not split and
-        tables whose limits have not moved (and no token bucket in play), is shared as
-        it was the second before: a steady workload is worked out once, then only
-        carried out, second after second.
+        ``beside``: flows a later step offers in the same second (reads stepped first,
+        then the writes they let through). Where reads and writes draw on one budget,
+        ``flows`` take a partition's or table's room only in proportion to what they
+        and ``beside`` ask of it (the module's docstring); elsewhere ``beside`` changes
+        nothing.
+
+        The same ``flows`` object offered again (beside the same ``beside``), on
+        partitions that have not split and tables whose limits have not moved (and no
+        token bucket in play), is shared as it was the second before: a steady workload
+        is worked out once, then only carried out, second after second.
         """
         now = float(second)
         for resource in self.resources:
@@ -205,9 +223,9 @@ class FluidEngine:
         if self._cacheable:
             self._quieten(flows, second)
         memo = self._memo.get(id(flows))
-        if memo is not None and memo[0] is flows and memo[1] == state and \
-                self._roll_all(memo[2], memo[3], second) == state:
-            _, _, known, remembered, shared = memo
+        if memo is not None and memo[0] is flows and memo[5] is beside \
+                and memo[1] == state and self._roll_all(memo[2], memo[3], second) == state:
+            _, _, known, remembered, shared, _ = memo
             self._memo[id(flows)] = self._memo.pop(id(flows))  # the most recently offered
             again = [FlowResult(r.accepted, r.refused, r.reason, r.partition) for r in shared]
             for write, group in self._groups(flows):
@@ -233,9 +251,11 @@ class FluidEngine:
             placed.append(where)
         spreads = list(spread_of.values())
         results: list[FlowResult] = [FlowResult(0.0, 0.0)] * len(flows)
-        for write, group in self._groups(flows):
+        groups = self._groups(flows)
+        for n, (write, group) in enumerate(groups):
+            later = [flows[i] for _, rest in groups[n + 1:] for i in rest] + list(beside)
             shared = self._share([flows[i] for i in group], [placed[i] for i in group],
-                                 spreads, write, now)
+                                 spreads, write, now, self._reserved(later, write, second))
             for i, result in zip(group, shared, strict=True):
                 results[i] = result
             self._apply([flows[i] for i in group], [placed[i] for i in group],
@@ -250,8 +270,30 @@ class FluidEngine:
             self._memo.pop(memo_key, None)
             self._memo[memo_key] = (flows, self._state(), placed, spreads,
                                      [FlowResult(r.accepted, r.refused, r.reason, r.partition)
-                                      for r in results])
+                                      for r in results], beside)
         return results
+
+    def _reserved(self, later: Sequence[Flow], write: bool, second: int) -> _Reserve | None:
+        """What flows of the other kind, shared after flows of kind ``write`` in this
+        second, ask of each partition and each table: on one budget (``shared_units``)
+        alone, else None. A part spread over a table counts at the table alone (thin on
+        each partition, as the store's placement records are)."""
+        if not self.profile.shared_units:
+            return None
+        parts: dict[Partition, float] = {}
+        tables = [0.0] * len(self.resources)
+        for flow in later:
+            if flow.write is write:
+                continue
+            for part in flow.parts:
+                load = flow.rate * part.units
+                if part.key is None:
+                    tables[part.resource] += load
+                    continue
+                tables[self._keys[part.key].resource] += load
+                for partition, weight in self.partitions_of(part.key, second):
+                    parts[partition] = parts.get(partition, 0.0) + load * weight
+        return (parts, tables) if parts or any(tables) else None
 
     def _quieten(self, flows: Sequence[Flow], second: int) -> None:
         """Find the quiet partitions once two steps have gone since they last woke; wake
@@ -332,8 +374,10 @@ class FluidEngine:
         return out
 
     def _share(self, flows: list[Flow], placed: list[list[_Where]], spreads: list[Spread],
-               write: bool, now: float) -> list[FlowResult]:
-        """Share the partitions' and tables' room of one second among flows of one kind."""
+               write: bool, now: float, reserve: _Reserve | None = None
+               ) -> list[FlowResult]:
+        """Share the partitions' and tables' room of one second among flows of one kind,
+        less what ``reserve`` keeps of it for the other kind (``_reserved``)."""
         spreads = [spread for spread in spreads if spread.write is write]
         for spread in spreads:  # as quiet as they are now: a key may have woken one
             self._quiet.split(spread.base)
@@ -359,6 +403,10 @@ class FluidEngine:
         # a second's operations may take what a bucket holds at its start and what it
         # refills during it (span 1), as requests spread over the second would
         room = {p: max(0.0, p.room(write, strong[p], now, 1.0)) for p in demand}
+        if reserve is not None:
+            for p, other in reserve[0].items():
+                if p in room and demand[p] + other > room[p]:
+                    room[p] *= demand[p] / (demand[p] + other)  # this kind's part of it
         factor = {p: 1.0 if demand[p] <= room[p] else room[p] / demand[p] for p in demand}
         for spread in spreads:
             spread.settle(factor)
@@ -400,6 +448,9 @@ class FluidEngine:
             touching = [t for t in touching if t[2] > 0 and t[1].accepted > 0]
             taken = sum(result.accepted * units for _, result, units in touching)
             room_left, kind = table.table.room(write, now, 1.0)
+            other = reserve[1][index] if reserve is not None else 0.0
+            if other and taken + other > room_left > 0:
+                room_left *= taken / (taken + other)
             if taken <= max(0.0, room_left) or taken <= 0:
                 continue
             level = _level([(result.accepted / flow.rate, flow.rate * units)
