@@ -509,9 +509,11 @@ def test_an_empty_connection_option_is_refused(capsys: pytest.CaptureFixture[str
     (["--mode", "azure", "--listing-items", "10000", "--eventual"],
      "--eventual: Azure Table Storage counts a listing's entities, whatever its "
      "consistency"),
+    (["--mode", "cosmos", "--listing-items", "10000", "--eventual"],
+     "--eventual: Cosmos DB reads at its account's consistency, not a request's"),
 ], ids=["latency setting", "seed setting", "twice", "partitions both", "latency order",
         "eventual without a listing", "read size without a listing", "eventual on a GSI",
-        "eventual on Azure"])
+        "eventual on Azure", "eventual on Cosmos DB"])
 def test_plan_refuses_settings_it_would_not_use_or_that_contradict(
         capsys: pytest.CaptureFixture[str], args: list[str], fault: str) -> None:
     """The first two were taken and ignored, as --eventual and --read-item-bytes were

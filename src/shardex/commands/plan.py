@@ -42,7 +42,9 @@ _MODE_TEXT = {"table": "index-table mode: each entry is written in a TransactWri
 _READ_ONE_WAY = {"gsi": "a GSI's queries are always eventually consistent, and its listings "
                         "are priced so",
                  "azure": "Azure Table Storage counts a listing's entities, whatever its "
-                          "consistency"}
+                          "consistency",
+                 "cosmos": "Cosmos DB reads at its account's consistency, not a request's, "
+                           "and a listing is priced at Session's (1 RU a KB)"}
 
 
 class _Listing(click.ParamType):  # type: ignore[type-arg]
