@@ -219,6 +219,30 @@ def test_keys_for_80pct_counts_every_key_whatever_top_lists(tmp_path: Path, mode
 
 
 @pytest.mark.parametrize("mode", ["file", "stream"])
+def test_a_shard_keys_reads_and_writes_on_one_budget_count_in_the_same_second(
+        tmp_path: Path, mode: str) -> None:
+    """On one budget a sharded key's busiest shard key was weighed by its read peak plus
+    its write peak, which may fall in different seconds: S#0 reading 12,000 RU in one
+    second and writing 12,000 in the next was weighed at 24,000 a second, and S (two
+    shard keys, 24,000 RU a second in all) was advised N=8 where 4 keep the busiest
+    second of each shard key, and of S, with the 1.5x headroom within it."""
+    rows = ["timestamp,key,op,units"]
+    for t in range(60):
+        first, then = ("read", "write") if t % 2 else ("write", "read")
+        rows += [f"{1796014800 + t},S#0,{first},12000", f"{1796014800 + t},S#1,{then},12000"]
+    path = tmp_path / "log.csv"
+    path.write_text("\n".join(rows) + "\n")
+    if mode == "file":
+        result = diagnose([path], ceiling="cosmos")
+    else:
+        result = diagnose_stream(path.read_text().splitlines(), fmt="csv", ceiling="cosmos")
+    found = result.to_dict()
+    (top,) = found["top"]
+    assert top["peak_to_ceiling"] == pytest.approx(1.2)  # the busiest shard key's second
+    assert found["recommendation"]["shards"] == {"S": 4}  # 24,000 x 1.5 over 10,000
+
+
+@pytest.mark.parametrize("mode", ["file", "stream"])
 def test_reads_and_writes_on_one_budget_are_weighed_together(tmp_path: Path,
                                                              mode: str) -> None:
     """A Cosmos DB or Azure partition serves reads and writes from one budget: a key

@@ -169,17 +169,19 @@ def shards_needed(heat: KeyHeat, ceiling: Ceiling, headroom: float) -> int:
     """Return the N that keeps ``heat``'s peak reads and writes, times ``headroom``,
     under one partition's ceilings (at most 4096, the most a policy allows).
 
-    For a sharded key the busiest partition counts too, scaled to all its shards.
+    For a sharded key the busiest partition counts too, scaled to all its shards; where
+    reads and writes share ``ceiling``, its busiest second of both, which
+    ``heat.peak_to_ceiling`` measures against ``ceiling`` (the profile's).
     """
     needed = 1
     sides = [
         (heat.peak_write_units_per_s, heat.hottest_write_units_per_s, ceiling.write_units),
         (heat.peak_read_units_per_s, heat.hottest_read_units_per_s, ceiling.read_units)]
     if ceiling.shared:
-        # one budget: a second's reads and writes together (the busiest shard key's two
-        # peaks, which may fall in different seconds, bound its sum)
-        sides = [(heat.peak_units_per_s,
-                  heat.hottest_write_units_per_s + heat.hottest_read_units_per_s,
+        # one budget: a second's reads and writes together, on the busiest shard key the
+        # busiest second of both (its ratio to this ceiling: a read peak and a write
+        # peak may fall in different seconds, and their sum overstated it)
+        sides = [(heat.peak_units_per_s, heat.peak_to_ceiling * ceiling.write_units,
                   ceiling.write_units)]
     for total, hottest, bound in sides:
         for load in (total, heat.shards * hottest):
