@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import shardex
 from shardex import Routing, ShardPolicy
 from shardex.capacity import entry_bytes
+from shardex.errors import InvalidKey
 from shardex.model.entries import StoredEntry
 from shardex.reshard import Resharder
 from shardex.sim.clock import run_virtual
@@ -233,6 +234,13 @@ def test_read_phases_read_a_key_of_two_hashed_layouts_once() -> None:
     first, then = mixed.read_phases("PENDING")
     # a key of both may lose and gain entries: it is read in both phases
     assert (len(first), len(then)) == (4, 16)
+    # worked out once a value, handed out anew: what a caller does to one leaves the next
+    first.clear()
+    then.append("PENDING#99")
+    assert mixed.read_phases("PENDING") == ([f"PENDING#{k}" for k in range(4)],
+                                            [f"PENDING#{k}" for k in range(16)])
+    with pytest.raises(InvalidKey, match="contains the separator"):
+        mixed.read_phases("PEND#ING")
 
 
 def test_a_union_scan_and_count_resume_their_pages() -> None:

@@ -53,6 +53,7 @@ STATES: tuple[str, ...] = get_args(State)
 # the previous layout
 UNION_STATES = frozenset({"read-both", "write-new", "verified"})
 MAX_SHARDS = 4096
+_PHASES_KEPT = 4096  # values whose read phases a routing keeps worked out
 _TIER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 ROUTING_FORMAT = "shardex.routing/1"
 
@@ -293,7 +294,24 @@ class Routing:
         and is read in ``first`` alone; shrinking, entries move from keys only the larger
         layout has to their own shard of the smaller, so a key of both only gains entries
         and is read in ``then`` alone.
+
+        Worked out once a value (a page of a listing asks for it, twice): the routing
+        does not change.
         """
+        known = self.__dict__.get("_phases_of")
+        if known is None or len(known) >= _PHASES_KEPT:
+            known = {}
+            object.__setattr__(self, "_phases_of", known)  # frozen: its fields stay as they are
+        try:
+            found = known.get(value)
+        except TypeError:  # unhashable: no value, which _phases says
+            found = None
+        if found is None:
+            first, then = self._phases(value)
+            found = known[value] = (tuple(first), tuple(then))
+        return list(found[0]), list(found[1])
+
+    def _phases(self, value: str) -> tuple[list[str], list[str]]:
         validate_value(value)
         if not self.reads_both(value):
             return [], self.policy(value).shard_keys(value)
