@@ -312,6 +312,7 @@ class Routing:
         return list(found[0]), list(found[1])
 
     def _phases(self, value: str) -> tuple[list[str], list[str]]:
+        """``read_phases`` worked out, the value checked first (InvalidKey: not kept)."""
         validate_value(value)
         if not self.reads_both(value):
             return [], self.policy(value).shard_keys(value)

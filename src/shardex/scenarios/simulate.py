@@ -314,7 +314,7 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
     held: tuple[list[Flow], float, list[Flow], list[float]] | None = None
     # on one budget (shared_units), the share of the writes the reads make room for:
     # what the locates let by, estimated from the seconds before (``_beside``)
-    expect, beside = 1.0, None
+    expect, writes_beside = 1.0, None
     for second in range(workload.duration):
         rates = rates_at(workload, float(second))
         if built is None or built[0] != rates:
@@ -322,8 +322,9 @@ def simulate(workload: Workload, routing: Routing, profile: Profile, *,
             built = (rates, *build(workload, keys, profile, rates))
         _, reads, writes = built
         if profile.shared_units:
-            beside = _beside(writes.flows, expect, beside)
-        read_results = engine.step(second, reads.flows, beside=beside[2] if beside else ())
+            writes_beside = _beside(writes.flows, expect, writes_beside)
+        read_results = engine.step(second, reads.flows,
+                                   beside=writes_beside[2] if writes_beside else ())
         located = next((result.accepted / flow.rate for flow, result, ends in zip(
             reads.flows, read_results, reads.ends, strict=True) if ends == (("", "locate"),)),
             1.0)
