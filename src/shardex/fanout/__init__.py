@@ -76,7 +76,7 @@ between its pages or while a page's requests are in flight:
 A second phase asks for what it likely finds up to the bound (``merge.sized``, learnt
 from what it found before beside the first phase's count), and the store reads no row
 beyond it: a listing nothing moves under reads each entry once. The first phase reads
-one request further than an eager caller's shards do (``listing.reads_ahead``), and a
+two requests further than an eager caller's shards do (``listing.reads_ahead``), and a
 second phase asks once the first's requests sent together have landed, as far as they
 read (``_read_ahead``): the second trails the first by one round trip, which is the
 order's price. A page waiting for the second phase

