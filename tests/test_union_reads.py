@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -270,28 +271,40 @@ def test_a_union_scan_and_count_resume_their_pages() -> None:
     run_virtual(body())
 
 
+def _half_moved(seed: int, entries: int, sort: Callable[[int], str]) -> Reshard:
+    """PENDING moving from 4 keys to 16, half its ``entries`` moved (the ``sort`` of the
+    i-th), on a store whose every request takes 20 ms."""
+    store = WatchedStore(seed=seed, **{**FIXED, "latency_median_ms": 20.0,
+                                       "latency_p99_ms": 20.0})
+    reshard = Reshard(store, _routing(ShardPolicy(4), ShardPolicy(16), toward_new=True),
+                      random.Random(seed))
+    for i in range(entries):
+        reshard.put(f"o-{i:05d}", sort(i), moved=i % 2 == 0)
+    return reshard
+
+
+async def _timed_listing(reshard: Reshard, limit: int) -> tuple[list[str], float]:
+    """A fast caller's listing of PENDING in pages of ``limit``, and its (virtual) time."""
+    loop = asyncio.get_running_loop()
+    async with shardex.ShardedIndex(reshard.store, "orders", reshard.routing, seed=1,
+                                    hedge=None) as index:
+        began = loop.time()
+        items = await _listing(index, "asc", [limit], [0.0], lambda _: None)
+        return items, loop.time() - began
+
+
 def test_a_union_listing_asks_its_second_phase_for_more_at_a_time() -> None:
     """The first phase reads two requests ahead of the caller (it read one), so each
     request of the second phase reads up to a bound further on: 20,000 entries (4 -> 16
     keys, half moved) in pages of 100 took 80 requests, now 68 (a stable listing of them
     on 16 keys takes 48), in the same round trips."""
-    routing = _routing(ShardPolicy(4), ShardPolicy(16), toward_new=True)
-    rng = random.Random(8)
 
     async def body() -> None:
-        store = WatchedStore(seed=8, **{**FIXED, "latency_median_ms": 20.0,
-                                        "latency_p99_ms": 20.0})
-        reshard = Reshard(store, routing, rng)
-        for i in range(20_000):
-            reshard.put(f"o-{i:05d}", f"{i * 7919 % 20_000:05d}", moved=i % 2 == 0)
-        loop = asyncio.get_running_loop()
-        async with shardex.ShardedIndex(store, "orders", routing, seed=1, hedge=None) as index:
-            began = loop.time()
-            items = await _listing(index, "asc", [100], [0.0], lambda _: None)
-            took = loop.time() - began
+        reshard = _half_moved(8, 20_000, lambda i: f"{i * 7919 % 20_000:05d}")
+        items, took = await _timed_listing(reshard, 100)
         assert items == [i for i, _ in sorted(reshard.entries.items(),
                                               key=lambda kv: kv[1].position)]
-        requests = sum(store.queries.values())
+        requests = sum(reshard.store.queries.values())
         assert requests <= 70, requests
         assert took <= 7 * 0.020 + 0.005, took  # seven round trips, as before
 
@@ -301,23 +314,13 @@ def test_a_union_listing_asks_its_second_phase_for_more_at_a_time() -> None:
 def test_a_union_listing_overlaps_its_phases() -> None:
     """A fast caller's union listing waits for the first phase's round trips and one of the
     second phase after each of the first page's and the first phase's last, no more."""
-    routing = _routing(ShardPolicy(4), ShardPolicy(16), toward_new=True)
-    rng = random.Random(7)
 
     async def body() -> None:
-        store = WatchedStore(seed=7, **{**FIXED, "latency_median_ms": 20.0,
-                                        "latency_p99_ms": 20.0})
-        reshard = Reshard(store, routing, rng)
-        for i in range(8000):
-            reshard.put(f"o-{i:05d}", f"{i:05d}", moved=i % 2 == 0)
-        first, _ = routing.read_phases("PENDING")
-        held = [await store.count("orders", key) for key in first]
+        reshard = _half_moved(7, 8000, lambda i: f"{i:05d}")
+        first, _ = reshard.routing.read_phases("PENDING")
+        held = [await reshard.store.count("orders", key) for key in first]
         assert min(held) > 1000  # the first phase takes more than two requests a key
-        loop = asyncio.get_running_loop()
-        async with shardex.ShardedIndex(store, "orders", routing, seed=1, hedge=None) as index:
-            began = loop.time()
-            items = await _listing(index, "asc", [1000], [0.0], lambda _: None)
-            took = loop.time() - began
+        items, took = await _timed_listing(reshard, 1000)
         assert items == sorted(reshard.entries)
         # the first page's share of each first-phase key, then its rest in store pages
         # of 1,000, and the second phase twice (after the first page's first phase, and
