@@ -349,7 +349,7 @@ def _table_margin(model: Profile, write: bool, needed: float, limit: float, limi
                   headroom: float, reads_are: str) -> str:
     """The note on a table limit that takes the peak but not its headroom (the plan's
     ``binds`` line asks the setting of it): what it serves, and what leaves the margin."""
-    unit = "entities" if model.store == "azure-tables" else "units"
+    unit = model.unit_word
     asked = "reads and writes" if model.shared_units else "writes"
     what = (f"the table's {asked} with the {headroom:g}x headroom ({needed:,.0f} {unit}/s) are "
             f"past what it serves at once ({limit:,.0f}: {limited_by})" if write else

@@ -18,7 +18,7 @@ from shardex.documents import SIMULATE_AUTOPILOT_SCHEMA, rounded
 from shardex.scenarios.autopilot import MODES, ModeRun, run_mode
 from shardex.scenarios.day import DAY, DayLoad
 from shardex.scenarios.shadow import ShadowResult, shadow
-from shardex.scenarios.table_use import avoid_words, limit_words, served_words, unit_word
+from shardex.scenarios.table_use import avoid_words, limit_words, served_words
 from shardex.sim.profiles import Profile
 from shardex.wording import listed
 
@@ -126,7 +126,7 @@ class Report:
                 reads_held = bool(held) and not first.both
                 said = ((f"once its reads are served, the {first.resource}'s writes"
                          if reads_held else f"the {first.resource}'s {first.asks}")
-                        + f" ask up to {peak:,.0f} {unit_word(self.profile)} a second at "
+                        + f" ask up to {peak:,.0f} {self.profile.unit_word} a second at "
                           "first attempt ("
                         + listed(list(binding)) + f"), past the {table.served:,.0f} it served"
                         + ("" if reads_held else f", though {first_by} first"))

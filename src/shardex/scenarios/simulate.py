@@ -46,7 +46,6 @@ from shardex.scenarios.table_use import (
     record_tables,
     served_words,
     tables_of,
-    unit_word,
 )
 from shardex.scenarios.workload import ValueLoad, Workload
 from shardex.sim.fluid import Flow, FlowResult, FluidEngine
@@ -181,7 +180,7 @@ class Simulation:
         if held or over:
             said = (f"once its reads are served, the {table.resource}'s writes ask up to "
                     if held else f"the {table.resource}'s {table.asks} ask up to ") \
-                + f"{peak:,.0f} {unit_word(self.profile)} a second, past the " \
+                + f"{peak:,.0f} {self.profile.unit_word} a second, past the " \
                 f"{table.served:,.0f} it served" \
                 + ("" if held else ", though its partitions refused them first")
         else:

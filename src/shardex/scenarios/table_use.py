@@ -17,7 +17,7 @@ from shardex.sim.fluid import FluidEngine
 from shardex.sim.profiles import Profile
 
 __all__ = ["TableUse", "avoid_words", "limit_words", "record_tables", "served_words",
-           "tables_of", "unit_word"]
+           "tables_of"]
 
 LIMITS = {
     "KeyRangeThroughputExceeded": "its warm throughput, or twice its previous peak",
@@ -127,11 +127,6 @@ def record_tables(engine: FluidEngine, tables: Sequence[TableUse],
                               table.refused_write if write else table.refused_read,
                               held_here if write else 0.0, limit, kind,
                               None if asked is None else asked[at])
-
-
-def unit_word(profile: Profile) -> str:
-    """What a table's figures count: Azure Table Storage's entities, else units."""
-    return "entities" if profile.store == "azure-tables" else "units"
 
 
 def limit_words(table: TableUse, profile: Profile) -> str:

@@ -286,6 +286,12 @@ class Profile:
         return ("provisioned_" if self.capacity == "provisioned" else "warm_") + direction
 
     @property
+    def unit_word(self) -> str:
+        """What the table's figures count, in words: Azure Table Storage's entities, else
+        units."""
+        return "entities" if self.store == "azure-tables" else "units"
+
+    @property
     def initial_partitions(self) -> int:
         """The physical partitions the table starts with (0: every key its own)."""
         if self.partitions is not None:
