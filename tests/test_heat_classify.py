@@ -218,6 +218,15 @@ def test_keys_for_80pct_counts_every_key_whatever_top_lists(tmp_path: Path, mode
     assert found == {31}
 
 
+def _diagnosed(tmp_path: Path, rows: list[str], mode: str, ceiling: str) -> Any:
+    """``rows`` of a CSV log diagnosed against ``ceiling``, from a file or as a stream."""
+    path = tmp_path / "log.csv"
+    path.write_text("\n".join(rows) + "\n")
+    if mode == "file":
+        return diagnose([path], ceiling=ceiling)
+    return diagnose_stream(path.read_text().splitlines(), fmt="csv", ceiling=ceiling)
+
+
 @pytest.mark.parametrize("mode", ["file", "stream"])
 def test_a_shard_keys_reads_and_writes_on_one_budget_count_in_the_same_second(
         tmp_path: Path, mode: str) -> None:
@@ -230,13 +239,7 @@ def test_a_shard_keys_reads_and_writes_on_one_budget_count_in_the_same_second(
     for t in range(60):
         first, then = ("read", "write") if t % 2 else ("write", "read")
         rows += [f"{1796014800 + t},S#0,{first},12000", f"{1796014800 + t},S#1,{then},12000"]
-    path = tmp_path / "log.csv"
-    path.write_text("\n".join(rows) + "\n")
-    if mode == "file":
-        result = diagnose([path], ceiling="cosmos")
-    else:
-        result = diagnose_stream(path.read_text().splitlines(), fmt="csv", ceiling="cosmos")
-    found = result.to_dict()
+    found = _diagnosed(tmp_path, rows, mode, "cosmos").to_dict()
     (top,) = found["top"]
     assert top["peak_to_ceiling"] == pytest.approx(1.2)  # the busiest shard key's second
     assert found["recommendation"]["shards"] == {"S": 4}  # 24,000 x 1.5 over 10,000
@@ -252,21 +255,13 @@ def test_reads_and_writes_on_one_budget_are_weighed_together(tmp_path: Path,
     rows = ["timestamp,key,op,units"]
     for t in range(60):
         rows += [f"{1796014800 + t},R,read,6000", f"{1796014800 + t},R,write,6000"]
-    path = tmp_path / "log.csv"
-    path.write_text("\n".join(rows) + "\n")
-
-    def run(ceiling: str) -> Any:
-        if mode == "file":
-            return diagnose([path], ceiling=ceiling)
-        return diagnose_stream(path.read_text().splitlines(), fmt="csv", ceiling=ceiling)
-
-    cosmos = run("cosmos").to_dict()
+    cosmos = _diagnosed(tmp_path, rows, mode, "cosmos").to_dict()
     (top,) = cosmos["top"]
     assert top["peak_to_ceiling"] == pytest.approx(1.2)
     assert cosmos["recommendation"]["shards"] == {"R": 2}  # 12,000 x 1.5 over 10,000
-    azure = run("azure-tables").to_dict()
+    azure = _diagnosed(tmp_path, rows, mode, "azure-tables").to_dict()
     assert azure["top"][0]["peak_to_ceiling"] == pytest.approx(6.0)  # 12,000 of 2,000
-    dynamodb = run("dynamodb").to_dict()
+    dynamodb = _diagnosed(tmp_path, rows, mode, "dynamodb").to_dict()
     assert dynamodb["top"][0]["peak_to_ceiling"] == pytest.approx(6.0)  # writes: 6,000/1,000
     assert shards_needed(KeyHeat("k", 0, 0, 0, 1, 0, 0, 1, 12_000.0, 6000.0, 6000.0, 0.0,
                                  1.2), CEILINGS["cosmos"], 1.5) == 2
