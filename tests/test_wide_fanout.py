@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ from shardex import HedgePolicy, Routing, ShardPolicy
 from shardex.capacity import entry_bytes
 from shardex.hedging import Hedger
 from shardex.model.entries import StoredEntry
+from shardex.stores.metered import Usage
+from tests.conftest import _REQUIRE, BACKENDS
 from tests.test_index_reads import WatchedStore
 
 
@@ -54,8 +57,6 @@ async def test_a_fan_out_sends_what_the_store_carries_at_once(pool: int | None,
 
 @pytest.mark.shardex_virtual
 async def test_a_wide_fan_out_is_not_read_in_waves() -> None:
-    import asyncio
-
     loop = asyncio.get_running_loop()
     took = {}
     for shards in (16, 1024):
@@ -81,3 +82,56 @@ def test_copies_are_paid_by_the_reads_in_flight_not_capped_at_ten() -> None:
         hedger.earn(10)
         hedger.done(10)
     assert sum(hedger.spend(10) for _ in range(100)) == 10
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=getattr(pytest.mark, str(BACKENDS[name].server)))
+    for name in ("dynamodb-table", "azure-tables", "cosmos")])
+def test_the_pool_a_uri_sets_bounds_a_fan_out_on_the_real_server(name: str) -> None:
+    """``max_connections`` sizes the pool of the client a store builds: a CLI user whose
+    values fan out wider than the default pool (DynamoDB's 64) reads them in one wave
+    by raising it in the URI (``dynamodb://TABLE?max_connections=1024``); below the
+    fan-out, the pool is what it sends at once."""
+    backend = BACKENDS[name]
+    assert backend.server is not None
+    _REQUIRE[backend.server]()
+    routing = Routing(overrides={"PENDING": ShardPolicy(shards=24)})
+
+    async def widest(store: shardex.Store) -> int:
+        """The most of the first page's shard reads ``store`` had in flight at once."""
+        reads: list[tuple[float, float]] = []
+        async with shardex.ShardedIndex(store, "orders", routing, hedge=None) as index:
+            await asyncio.gather(*(index.put("PENDING", f"o-{i:03d}", sort=f"{i:03d}")
+                                   for i in range(72)))
+            store.meter.subscribe(lambda u: reads.append((u.start, u.end))
+                                  if isinstance(u, Usage) and not u.write
+                                  and u.key.startswith("PENDING#") else None)
+            page = await index.query("PENDING", limit=50)
+        assert [e.item_id for e in page.items] == [f"o-{i:03d}" for i in range(50)]
+        assert len(reads) == 24
+        return max(sum(start <= at < end for start, end in reads) for at, _ in reads)
+
+    store = backend.store(max_connections=8)
+    assert store.connections == 8
+    assert asyncio.run(widest(store)) == 8
+    assert asyncio.run(widest(backend.store(max_connections=24))) == 24
+    assert backend.store().connections == (64 if name.startswith("dynamodb") else 100)
+    if name.startswith("dynamodb"):  # the URI it prints keeps it
+        assert "max_connections=8" in store.uri
+        assert "max_connections" not in backend.store().uri
+
+
+@pytest.mark.parametrize("uri", ["dynamodb://orders?region=us-east-1&max_connections=0",
+                                 "azure-tables://orders?max_connections=4097",
+                                 "cosmos://orders/entries?max_connections=-1"])
+def test_a_pool_out_of_range_is_refused(uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING",
+                       "DefaultEndpointsProtocol=http;AccountName=a;AccountKey=a2V5;"
+                       "TableEndpoint=http://127.0.0.1:1/a;")
+    monkeypatch.setenv("COSMOS_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setenv("COSMOS_KEY", "a2V5")
+    with pytest.raises(shardex.InvalidInput, match="max_connections must be a whole number "
+                                                 r"from 1 to 4096, got -?[0-9]+$"):
+        shardex.open_store(uri)
+    with pytest.raises(shardex.InvalidURI, match="max_connections='many' is not a valid int"):
+        shardex.open_store(uri.split("max_connections=")[0] + "max_connections=many")

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
-from shardex.errors import InvalidURI
+from shardex.errors import InvalidInput, InvalidURI
 
-__all__ = ["StoreURI", "TIMEOUTS", "is_timeout", "split_url"]
+__all__ = ["CONNECTIONS", "StoreURI", "TIMEOUTS", "check_client", "is_timeout", "split_url"]
 
 
 # a store's connect and read timeouts: above 0, and finite (an hour at most)
@@ -20,6 +20,24 @@ def is_timeout(seconds: Any) -> bool:
     """Whether ``seconds`` is a connect or read timeout a store takes (``TIMEOUTS``)."""
     return not isinstance(seconds, bool) and isinstance(seconds, int | float) \
         and 0 < seconds <= 3600
+
+
+# a store client's connection pool: the requests it carries at once, up to the widest
+# fan-out a routing can ask for (shardex.routing.MAX_SHARDS keys)
+CONNECTIONS = "a whole number from 1 to 4096"
+
+
+def check_client(where: str, *, connect_timeout: float, read_timeout: float,
+                 max_connections: int) -> None:
+    """Raise InvalidInput, its message starting with ``where``, for a client setting a
+    store does not take: a timeout that is not ``TIMEOUTS``, a pool not ``CONNECTIONS``."""
+    for name, seconds in (("connect_timeout", connect_timeout),
+                          ("read_timeout", read_timeout)):
+        if not is_timeout(seconds):
+            raise InvalidInput(f"{where}{name} must be {TIMEOUTS}, got {seconds!r}")
+    if type(max_connections) is not int or not 1 <= max_connections <= 4096:
+        raise InvalidInput(f"{where}max_connections must be {CONNECTIONS}, "
+                           f"got {max_connections!r}")
 
 
 def split_url(url: str, what: str, *, port: bool = True, web: bool = False) -> SplitResult:

@@ -300,12 +300,14 @@ class SdkClient(TablesClient):
     """The official async client (``azure.data.tables.aio.TableClient``) on one table.
 
     ``transport`` is an azure-core ``AsyncHttpTransport`` to send every request through
-    (a test's, to inject faults); by default the client makes its own on ``open``.
+    (a test's, to inject faults); by default the client makes its own on ``open``, with a
+    pool of ``max_connections``.
     """
 
     def __init__(self, table: str, *, endpoint: str | None = None, credential: Any = None,
                  connection_string: str | None = None, connect_timeout: float = 5.0,
-                 read_timeout: float = 30.0, transport: Any = None) -> None:
+                 read_timeout: float = 30.0, transport: Any = None,
+                 max_connections: int = 100) -> None:
         aio = _import_sdk()
         self.table = table
         self.endpoint, self._credential = connection_settings(endpoint, credential,
@@ -317,14 +319,14 @@ class SdkClient(TablesClient):
         self._aio = aio
         self._client: Any = None
         self._lean: LeanQuery | None = None
-        # azure-core's aiohttp session keeps aiohttp's default pool: 100 connections
-        self.connections = 100
+        # the pool of the transport made on open (aiohttp's default: 100 connections)
+        self._pool = self.connections = max_connections
 
     async def open(self) -> None:
         if self._client is None:
             self._client = self._aio.TableClient(self.endpoint, self.table,
                                                  credential=self._credential,
-                                                 **with_transport(self._options))
+                                                 **with_transport(self._options, self._pool))
             self._lean = LeanQuery.of(self._client, self.table)
 
     async def close(self) -> None:

@@ -23,14 +23,14 @@ from shardex.stores.azure.client import Row, SdkClient, TablesClient, map_error
 from shardex.stores.azure.placement import Placer, RepairReport, TableRows
 from shardex.stores.base import Capabilities, Store
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import TIMEOUTS, StoreURI, is_timeout
+from shardex.stores.uri import StoreURI, check_client
 
 __all__ = ["AzureTablesStore", "check_table_name"]
 
 _MAX_PAGE = 1000
 _ENTRY_FIELDS = ["PartitionKey", "RowKey", "k", "s", "id", "t", "st"]
 _OPTIONS: Mapping[str, type] = {"endpoint": str, "connect_timeout": float,
-                                "read_timeout": float}
+                                "read_timeout": float, "max_connections": int}
 
 
 
@@ -57,7 +57,8 @@ class AzureTablesStore(Store):
     ``http://127.0.0.1:10002/devstoreaccount1``); credentials come from ``credential``, or
     ``connection_string``, or the environment (``shardex.stores.azure.client``). ``client``
     hands in a ``TablesClient`` adapter instead (tests inject faults with one).
-    ``connect_timeout`` and ``read_timeout`` are seconds. Raises MissingDependency
+    ``connect_timeout`` and ``read_timeout`` are seconds, ``max_connections`` the client's
+    pool (the requests it carries at once: a fan-out's bound). Raises MissingDependency
     (``pip install 'shardex[azure]'``) when the driver is not installed.
     """
 
@@ -66,27 +67,25 @@ class AzureTablesStore(Store):
     def __init__(self, table: str, *, endpoint: str | None = None, credential: Any = None,
                  connection_string: str | None = None, client: TablesClient | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
-                 clock: Clock | None = None) -> None:
+                 max_connections: int = 100, clock: Clock | None = None) -> None:
         super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE,
                                                    values=codec.AZURE_VALUES), clock=clock)
         check_table_name(table)
-        for name, seconds in (("connect_timeout", connect_timeout),
-                              ("read_timeout", read_timeout)):
-            if not is_timeout(seconds):
-                raise InvalidInput(f"{name} must be {TIMEOUTS}, got {seconds!r}")
+        check_client("", connect_timeout=connect_timeout, read_timeout=read_timeout,
+                     max_connections=max_connections)
         self.table = table
         if client is not None and not isinstance(client, TablesClient):
             raise InvalidInput(f"client must be a shardex TablesClient adapter, got {client!r}")
         self._client = client if client is not None else SdkClient(
             table, endpoint=endpoint, credential=credential,
             connection_string=connection_string, connect_timeout=connect_timeout,
-            read_timeout=read_timeout)
+            read_timeout=read_timeout, max_connections=max_connections)
         self._endpoint = endpoint
         self._placer = Placer(TableRows(self._call))
 
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> AzureTablesStore:
-        """``azure-tables://TABLE?endpoint=URL&connect_timeout=S&read_timeout=S``."""
+        """``azure-tables://TABLE?endpoint=URL&connect_timeout=S&read_timeout=S&max_connections=N``."""
         if uri.username or uri.password:
             raise InvalidURI("azure-tables:// takes no credentials in the URI; set "
                              "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT and "

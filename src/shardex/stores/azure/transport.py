@@ -18,24 +18,25 @@ __all__ = ["aio_transport", "with_transport"]
 _TIMEOUTS = ("connection_timeout", "read_timeout")
 
 
-def aio_transport(**timeouts: float) -> Any:
+def aio_transport(connections: int = 100, **timeouts: float) -> Any:
     """A new ``AioHttpTransport`` owning a session on the aborting connector, made as
     azure-core makes its own session (no cookies, bodies left compressed, proxies from
-    the environment), with ``connection_timeout`` and ``read_timeout`` seconds. Call it
-    with the event loop running."""
+    the environment), with ``connection_timeout`` and ``read_timeout`` seconds and a pool
+    of ``connections`` (aiohttp's default, 100). Call it with the event loop running."""
     import aiohttp
     from azure.core.pipeline.transport import AioHttpTransport
 
-    session = aiohttp.ClientSession(connector=aborting(aiohttp.TCPConnector)(),
+    session = aiohttp.ClientSession(connector=aborting(aiohttp.TCPConnector)(limit=connections),
                                     cookie_jar=aiohttp.DummyCookieJar(),
                                     auto_decompress=False, trust_env=True)
     return AioHttpTransport(session=session, session_owner=True, **timeouts)
 
 
-def with_transport(options: dict[str, Any]) -> dict[str, Any]:
+def with_transport(options: dict[str, Any], connections: int = 100) -> dict[str, Any]:
     """A client's keyword arguments with ``transport`` set to a new ``aio_transport()``
-    that keeps the options' timeouts, unless the caller gave one."""
+    that keeps the options' timeouts, with a pool of ``connections``, unless the caller
+    gave one."""
     if "transport" in options:
         return options
     timeouts = {name: options[name] for name in _TIMEOUTS if name in options}
-    return {**options, "transport": aio_transport(**timeouts)}
+    return {**options, "transport": aio_transport(connections, **timeouts)}

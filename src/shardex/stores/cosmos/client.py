@@ -303,13 +303,14 @@ class SdkClient(ContainerClient):
     """The official async client (``azure.cosmos.aio``) on one container of one database.
 
     ``transport`` is an azure-core ``AsyncHttpTransport`` to send every request through
-    (a test's, to inject faults); by default the client makes its own on ``open``.
+    (a test's, to inject faults); by default the client makes its own on ``open``, with a
+    pool of ``max_connections``.
     """
 
     def __init__(self, database: str, container: str, *, endpoint: str | None = None,
                  credential: Any = None, connection_string: str | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
-                 transport: Any = None) -> None:
+                 transport: Any = None, max_connections: int = 100) -> None:
         self._aio = import_sdk()
         self.database, self.table = database, container
         self.endpoint, self._credential = connection_settings(endpoint, credential,
@@ -319,13 +320,13 @@ class SdkClient(ContainerClient):
             self._options["transport"] = transport
         self._client: Any = None
         self._container: Any = None
-        # azure-core's aiohttp session keeps aiohttp's default pool: 100 connections
-        self.connections = 100
+        # the pool of the transport made on open (aiohttp's default: 100 connections)
+        self._pool = self.connections = max_connections
 
     async def open(self) -> None:
         if self._client is None:
             self._client = self._aio.CosmosClient(self.endpoint, credential=self._credential,
-                                                  **with_transport(self._options))
+                                                  **with_transport(self._options, self._pool))
             self._container = self._client.get_database_client(
                 self.database).get_container_client(self.table)
 

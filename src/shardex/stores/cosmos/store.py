@@ -38,7 +38,7 @@ from shardex.stores.cosmos.client import (
 )
 from shardex.stores.cosmos.placement import DocumentRows, Placer, RepairReport
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import TIMEOUTS, StoreURI, is_timeout
+from shardex.stores.uri import StoreURI, check_client
 
 __all__ = ["ChargeTally", "CosmosStore"]
 
@@ -48,7 +48,7 @@ _MAX_PAGE = 1000
 _PARTITION_PATH = "/pk"
 _CHARGES = ("reported", "estimated")
 _OPTIONS: Mapping[str, type] = {"endpoint": str, "connect_timeout": float,
-                                "read_timeout": float, "charges": str}
+                                "read_timeout": float, "max_connections": int, "charges": str}
 _READS = frozenset({"get", "query", "read_many"})
 _COUNTED = "c.id, c.k, c.s, c.i, c.t, c.st"
 
@@ -104,7 +104,8 @@ class CosmosStore(Store):
     adapter instead (tests inject faults with one). ``charges``: ``reported`` meters
     the service's request charge (the documented estimate where it reports none),
     ``estimated`` always the estimate (for a server whose charges mean nothing).
-    Timeouts are seconds. Raises MissingDependency (``pip install 'shardex[cosmos]'``)
+    Timeouts are seconds; ``max_connections`` is the client's pool (the requests it carries
+    at once: a fan-out's bound). Raises MissingDependency (``pip install 'shardex[cosmos]'``)
     when the driver is not installed.
     """
 
@@ -114,15 +115,13 @@ class CosmosStore(Store):
     def __init__(self, database: str, container: str, *, endpoint: str | None = None,
                  credential: Any = None, connection_string: str | None = None,
                  client: ContainerClient | None = None, connect_timeout: float = 5.0,
-                 read_timeout: float = 30.0, charges: str = "reported",
-                 clock: Clock | None = None) -> None:
+                 read_timeout: float = 30.0, max_connections: int = 100,
+                 charges: str = "reported", clock: Clock | None = None) -> None:
         super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE,
                                                    values=COSMOS_VALUES), clock=clock)
         check_names(database, container)
-        for what, seconds in (("connect_timeout", connect_timeout),
-                              ("read_timeout", read_timeout)):
-            if not is_timeout(seconds):
-                raise InvalidInput(f"{what} must be {TIMEOUTS}, got {seconds!r}")
+        check_client("", connect_timeout=connect_timeout, read_timeout=read_timeout,
+                     max_connections=max_connections)
         if charges not in _CHARGES:
             raise InvalidInput(f"charges must be one of {', '.join(_CHARGES)}, got {charges!r}")
         if client is not None and not isinstance(client, ContainerClient):
@@ -133,7 +132,7 @@ class CosmosStore(Store):
         self._client = client if client is not None else SdkClient(
             database, container, endpoint=endpoint, credential=credential,
             connection_string=connection_string, connect_timeout=connect_timeout,
-            read_timeout=read_timeout)
+            read_timeout=read_timeout, max_connections=max_connections)
         self._endpoint = endpoint
         self._tally = ChargeTally()
         self._rows = DocumentRows(self._call)

@@ -373,13 +373,15 @@ def _is_async_client(client: Any) -> bool:
 
 def adapt_client(*, client: Any = None, session: Any = None, region: str | None = None,
                  endpoint_url: str | None = None, profile: str | None = None,
-                 connect_timeout: float = 5.0, read_timeout: float = 30.0) -> DynamoDBClient:
+                 connect_timeout: float = 5.0, read_timeout: float = 30.0,
+                 max_connections: int = 64) -> DynamoDBClient:
     """Return the adapter for what the caller handed in, or an aiobotocore one.
 
     ``client`` may be a DynamoDBClient, an aiobotocore client or a boto3 client;
     ``session`` an aiobotocore, boto3 or botocore session. With neither, aiobotocore
     builds a client from ``region``, ``endpoint_url``, ``profile`` and the usual AWS
-    environment and config files. Raises MissingDependency when the driver needed
+    environment and config files, with a pool of ``max_connections`` (as does a session
+    handed in; a client handed in keeps its own). Raises MissingDependency when the driver needed
     is not installed, InvalidInput when both ``client`` and ``session`` are given.
     """
     if client is not None and session is not None:
@@ -399,10 +401,11 @@ def adapt_client(*, client: Any = None, session: Any = None, region: str | None 
         return ThreadedClient(client=client)
     if session is not None and not type(session).__module__.startswith("aiobotocore"):
         return ThreadedClient(session=session, region=region, endpoint_url=endpoint_url,
-                              connect_timeout=connect_timeout, read_timeout=read_timeout)
+                              connect_timeout=connect_timeout, read_timeout=read_timeout,
+                              max_connections=max_connections)
     return AioClient(session=session, region=region, endpoint_url=endpoint_url,
                      profile=profile, connect_timeout=connect_timeout,
-                     read_timeout=read_timeout)
+                     read_timeout=read_timeout, max_connections=max_connections)
 
 
 

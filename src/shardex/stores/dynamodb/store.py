@@ -59,7 +59,7 @@ from shardex.stores.dynamodb.layout import Layout, units_of
 from shardex.stores.dynamodb.source import BorrowedClient, SourceGsiLayout, SourceTableLayout
 from shardex.stores.dynamodb.table import TableLayout
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import TIMEOUTS, StoreURI, is_timeout
+from shardex.stores.uri import StoreURI, check_client
 
 __all__ = ["DynamoDBStore"]
 
@@ -70,13 +70,14 @@ _OPTIONS: dict[str, type] = {
     "region": str, "endpoint_url": str, "profile": str, "gsi": str, "key_attribute": str,
     "sort_attribute": str, "id_attribute": str, "meta_table": str, "version_attribute": str,
     "token_attribute": str, "history_attribute": str, "sort_owner": str,
-    "connect_timeout": float, "read_timeout": float,
+    "connect_timeout": float, "read_timeout": float, "max_connections": int,
 }
 _GSI_OPTIONS = ("gsi", "key_attribute", "sort_attribute", "id_attribute")
 _DEFAULTS: dict[str, Any] = {"version_attribute": "shardex_version",
                              "token_attribute": "shardex_token",
                              "history_attribute": "shardex_history", "sort_owner": "shardex",
-                             "connect_timeout": 5.0, "read_timeout": 30.0}
+                             "connect_timeout": 5.0, "read_timeout": 30.0,
+                             "max_connections": 64}
 
 
 def _check_table_name(name: Any, what: str) -> str:
@@ -94,7 +95,9 @@ class DynamoDBStore(Store):
     closed by the store and keeps its own retry settings (set
     ``retries={"total_max_attempts": 1}`` so shardex's per-shard retries are not
     multiplied). Without them aiobotocore is used, imported here: MissingDependency
-    names ``pip install 'shardex[dynamodb]'`` when it is missing.
+    names ``pip install 'shardex[dynamodb]'`` when it is missing. ``max_connections`` is
+    the pool of a client the store builds (the requests it carries at once: a fan-out's
+    bound; a client handed in keeps its own).
 
     Opening the store checks, with DescribeTable, that the table (and in GSI mode
     the index and the metadata table) exists with the key schema needed: NotFound or
@@ -114,7 +117,7 @@ class DynamoDBStore(Store):
                  token_attribute: str = "shardex_token",
                  history_attribute: str = "shardex_history", sort_owner: str | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
-                 clock: Clock | None = None) -> None:
+                 max_connections: int = 64, clock: Clock | None = None) -> None:
         self.table = _check_table_name(table, "table")
         given = {"gsi": gsi, "key_attribute": key_attribute, "sort_attribute": sort_attribute,
                  "id_attribute": id_attribute}
@@ -132,15 +135,13 @@ class DynamoDBStore(Store):
             if not gsi and option is not None and option != _DEFAULTS.get(name):
                 raise InvalidInput(f"dynamodb:// {name} is a GSI-mode option (index-table mode "
                                    "keeps placements and the routing record in its own table)")
-        for name, seconds in (("connect_timeout", connect_timeout),
-                              ("read_timeout", read_timeout)):
-            if not is_timeout(seconds):
-                raise InvalidInput(f"dynamodb:// option {name} must be {TIMEOUTS}, "
-                                   f"got {seconds!r}")
+        check_client("dynamodb:// option ", connect_timeout=connect_timeout,
+                     read_timeout=read_timeout, max_connections=max_connections)
         self._settings: dict[str, Any] = {
             "region": region, "endpoint_url": endpoint_url, "profile": profile, **given,
             "version_attribute": version_attribute, **gsi_only,
-            "connect_timeout": connect_timeout, "read_timeout": read_timeout}
+            "connect_timeout": connect_timeout, "read_timeout": read_timeout,
+            "max_connections": max_connections}
         self._layout: Layout
         if gsi:
             assert key_attribute is not None
@@ -160,7 +161,8 @@ class DynamoDBStore(Store):
         super().__init__(capabilities=self._layout.capabilities, clock=clock)
         self._client: DynamoDBClient = adapt_client(
             client=client, session=session, region=region, endpoint_url=endpoint_url,
-            profile=profile, connect_timeout=connect_timeout, read_timeout=read_timeout)
+            profile=profile, connect_timeout=connect_timeout, read_timeout=read_timeout,
+            max_connections=max_connections)
         self._owner: str | None = None
 
     @classmethod
