@@ -332,3 +332,39 @@ def test_a_peak_past_the_shard_limit_says_what_it_needs_and_why(headroom: float,
         shards_for(6000, ceiling=1000.0, headroom=headroom)
     assert f"a peak of 6000 writes/s (x1 units, x{headroom:g} headroom) {needs}, over the " \
         "limit of 4096" in str(refused.value)
+
+
+def test_a_fan_out_wider_than_the_clients_pool_is_priced_through_it() -> None:
+    """N = 900 was priced as 900 requests at once (48.5 ms at the p50), where the client
+    shardex builds for DynamoDB sends 64 at a time (some 99 ms)."""
+    model = LatencyModel(4.0, 25.0)
+    wide = plan_shards({"A": 30_000}, latency=model, pool=16).values["A"]
+    assert (wide.shards, wide.fanout_pool) == (90, 16)
+    assert wide.fanout_p50_ms == pytest.approx(1000 * model.pooled_quantile(90, 16, 0.5))
+    assert wide.fanout_p50_ms > 1.5 * 1000 * model.fanout_quantile(90, 0.5)
+    narrow = plan_shards({"A": 30_000}, latency=model, pool=100).values["A"]
+    assert (narrow.shards, narrow.fanout_pool) == (90, None)
+    assert narrow.fanout_p50_ms == pytest.approx(1000 * model.fanout_quantile(90, 0.5))
+    with pytest.raises(InvalidInput, match="pool must be an integer >= 1"):
+        plan_shards({"A": 1}, pool=0)
+
+    def plan(*args: str, json_: bool = False) -> tuple[int, str]:
+        result = CliRunner().invoke(cli, ["plan", "--peak", "A=30000", *args,
+                                          *(["--json"] if json_ else [])])
+        return result.exit_code, result.output.replace("\n", " ")
+
+    # 90 keys through DynamoDB's 64: priced so, and said only where it costs a tenth
+    assert json.loads(plan(json_=True)[1])["values"]["A"]["fanout_pool"] == 64
+    assert "fan-out:" not in plan()[1]
+    # the Azure SDK's 100 carry them at once
+    assert json.loads(plan("--mode", "azure", json_=True)[1])["values"]["A"][
+        "fanout_pool"] is None
+    code, out = plan("--store", "dynamodb://orders?max_connections=16")
+    assert code == 0
+    assert "fan-out: A's 90 shard keys are read 16 at a time (max_connections in --store): a " \
+        "first page waits" in out
+    assert "max_connections=90 reads them at once" in out
+    code, out = plan("--store", "dynamodb://orders?max_connections=5000")
+    assert code == 2
+    assert "Invalid value for --store: max_connections must be a whole number from 1 to " \
+        "4096, got '5000'" in out

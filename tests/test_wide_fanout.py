@@ -135,3 +135,31 @@ def test_a_pool_out_of_range_is_refused(uri: str, monkeypatch: pytest.MonkeyPatc
         shardex.open_store(uri)
     with pytest.raises(shardex.InvalidURI, match="max_connections='many' is not a valid int"):
         shardex.open_store(uri.split("max_connections=")[0] + "max_connections=many")
+
+
+@pytest.mark.shardex_virtual
+async def test_the_pooled_latency_model_prices_what_a_pooled_fan_out_takes() -> None:
+    """``LatencyModel.pooled_quantile``, the planner's figure for a fan-out wider than the
+    client's pool, against first pages read through a pool of 64 at N = 256 on the
+    same latency model (memory://, virtual time, unhedged)."""
+    loop = asyncio.get_running_loop()
+    store = PooledStore(64, seed=5, profile="unlimited", latency_median_ms=4.0,
+                        latency_p99_ms=25.0)
+    index = await _wide(store, 256, hedge=None)
+    took = []
+    for _ in range(41):
+        began = loop.time()
+        await index.query("PENDING", limit=100)
+        took.append(loop.time() - began)
+    await index.close()
+    model = shardex.sim.latency.LatencyModel(4.0, 25.0)
+    modelled = model.pooled_quantile(256, 64, 0.5)
+    assert sorted(took)[20] == pytest.approx(modelled, rel=0.1)
+    # far above every key at once, far below waves of 64 waited for in turn
+    assert 1.2 * model.fanout_quantile(256, 0.5) < modelled < 2 * 4 * model.fanout_quantile(
+        64, 0.5)
+    assert model.pooled_quantile(64, 64, 0.5) == model.fanout_quantile(64, 0.5)
+    assert model.pooled_quantile(1024, 64, 0.99) == model.pooled_quantile(1024, 64, 0.99)
+    assert model.pooled_quantile(512, 64, 0.5) > modelled
+    with pytest.raises(shardex.InvalidInput, match="pool must be an integer >= 1, got 0"):
+        model.pooled_quantile(8, 0, 0.5)

@@ -96,6 +96,34 @@ def _mode_of_store(uri: str) -> str:
         else "table"
 
 
+# the requests at once of the client a store builds, by mode: the DynamoDB client's pool
+# as shardex sets it, the Azure SDKs' aiohttp pool
+_DEFAULT_POOL = {"table": 64, "gsi": 64, "azure": 100, "cosmos": 100}
+
+
+def _pool_of(store: str | None, mode: str) -> tuple[int | None, str]:
+    """The requests the index's client sends at once, and what says so: ``--store``'s
+    ``max_connections``, else the pool of the client shardex builds for ``mode``; None
+    on memory:// (no pool)."""
+    from shardex.stores.uri import CONNECTIONS, StoreURI
+
+    default = (f"the {'DynamoDB' if mode in ('table', 'gsi') else 'Azure SDK'} client's "
+               "pool as shardex builds it; max_connections in the store's URI sets it")
+    if store is None:
+        return _DEFAULT_POOL[mode], default
+    parsed = StoreURI.parse(store)
+    if parsed.scheme == "memory":
+        return None, "memory:// has no pool"
+    text = parsed.options.get("max_connections")
+    if text is None:
+        return _DEFAULT_POOL[mode], default
+    pool = int(text) if text.isdigit() else 0
+    if not 1 <= pool <= 4096:
+        raise click.BadParameter(f"max_connections must be {CONNECTIONS}, got {text!r}",
+                                 param_hint="--store")
+    return pool, "max_connections in --store"
+
+
 def _profile_of_store(uri: str) -> Any:
     """The capacity profile a ``memory://`` URI names (its profile and settings)."""
     from shardex.sim.profiles import DEFAULT_PROFILE, profile
@@ -344,6 +372,7 @@ def plan(peaks: tuple[tuple[str, float], ...],
         listing = distinct([p for p in listings if isinstance(p, tuple)], "--listing-items")
     table = _profile_of_store(store) if store is not None and store.lower().startswith(
         "memory://") else None
+    pool, pool_source = _pool_of(store, mode or "table")
     if settings:
         table = _with_settings(table, mode or "table", settings)
     def planned(peaks: dict[str, float]) -> Any:
@@ -353,7 +382,7 @@ def plan(peaks: tuple[tuple[str, float], ...],
                            amplification=amplification, listing_items=listing,
                            consistent=not eventual, latency=latency,
                            mode=mode or "table", table=table, item_writes=item_writes,
-                           partitions=partitions,
+                           partitions=partitions, pool=pool,
                            read_peaks={v: r for v, r in read_peaks.items() if v in peaks})
 
     result = planned(given)
@@ -412,6 +441,8 @@ def plan(peaks: tuple[tuple[str, float], ...],
              f"{p.fanout_p50_ms:.1f}/{p.fanout_p99_ms:.1f}"]
             for value, p in result.values.items()]
     console.print(output.table(console, columns, rows))
+    for line in _pool_lines(result, latency, pool_source):
+        console.print(line, highlight=False)
     for line in _read_lines(result):
         console.print(line, highlight=False)
     for line in _table_lines(result):
@@ -419,6 +450,25 @@ def plan(peaks: tuple[tuple[str, float], ...],
     _print_verdict(console, result)
     if verified is not None:
         _print_verified(console, verified)
+
+
+def _pool_lines(result: Any, latency: Any, source: str) -> list[str]:
+    """A line for each value whose shard keys are more than the client sends at once,
+    where that makes its first page's median a tenth slower or more."""
+    lines = []
+    for value, p in result.values.items():
+        if p.fanout_pool is None:
+            continue
+        at_once = [1000.0 * latency.fanout_quantile(p.shards, q) for q in (0.5, 0.99)]
+        if p.fanout_p50_ms < 1.1 * at_once[0]:
+            continue
+        lines.append(
+            f"fan-out: {escape(value)}'s {p.shards:,} shard keys are read "
+            f"{p.fanout_pool:,} at a time ({source}): a first page waits "
+            f"{p.fanout_p50_ms:.1f}/{p.fanout_p99_ms:.1f} ms (p50/p99), where "
+            f"{p.shards:,} at once would take {at_once[0]:.1f}/{at_once[1]:.1f}; "
+            f"max_connections={p.shards} reads them at once (docs/reads.md)")
+    return lines
 
 
 def _read_lines(result: Any) -> list[str]:

@@ -23,8 +23,8 @@ units a second, its warm throughput, a provisioned table its capacity, the per-t
 quota) and says which limit binds: the partition (N sized it), the table (no N helps:
 warm or provision the table), both, or neither. It also adds what each N costs on the
 read side: Query calls and read units for a full listing (pages of at most 1 MB and
-1,000 entries), and the fan-out latency the latency model expects for N parallel
-requests.
+1,000 entries), and the fan-out latency the latency model expects for N requests
+through the store's client (``pool`` connections at once).
 """
 
 from __future__ import annotations
@@ -149,7 +149,8 @@ class ValuePlan:
       (one page per shard when no listing size is given).
     - ``listing_read_units``: read units of that listing, when its size is known.
     - ``fanout_p50_ms`` / ``fanout_p99_ms``: latency of one fan-out round (every shard's
-      first page) from the latency model: the slowest of N requests.
+      first page) from the latency model: the slowest of N requests, or, with N above
+      ``fanout_pool`` (the client's pool), N requests through that many connections.
     - ``read_units_per_s``: its measured read units a second at the peak, as the store
       charged them (None: not measured); ``read_shards`` the smallest N with
       ``read_units_per_s x headroom <= N x ceiling.read_units`` (a listing's reads spread
@@ -172,6 +173,7 @@ class ValuePlan:
     fanout_p99_ms: float
     read_units_per_s: float | None = None
     read_shards: int | None = None
+    fanout_pool: int | None = None
 
     @property
     def sharded(self) -> bool:
@@ -194,6 +196,7 @@ class ValuePlan:
             "listing_read_units": self.listing_read_units,
             "fanout_p50_ms": self.fanout_p50_ms,
             "fanout_p99_ms": self.fanout_p99_ms,
+            "fanout_pool": self.fanout_pool,
             "read_units_per_s": self.read_units_per_s,
             "read_shards": self.read_shards,
         }
@@ -293,7 +296,8 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
                 mode: str = "table", table: Profile | None = None,
                 item_writes: float | None = None, partitions: int | None = None,
                 namespace: str = "index",
-                read_peaks: Mapping[str, float] | None = None) -> Plan:
+                read_peaks: Mapping[str, float] | None = None,
+                pool: int | None = None) -> Plan:
     """Plan N for each value of ``peaks`` (value -> peak writes a second), its read cost,
     the table's partitions and the one verdict: the sizing function other code calls.
 
@@ -319,7 +323,9 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     for ``gsi``, 4 for ``azure``, 2 for ``cosmos``). Read-side costs use
     ``read_item_bytes`` (default ``item_bytes``),
     ``listing_items`` (entries in a full listing, for all values or per value) and
-    ``latency`` (default ``LatencyModel()``: 4 ms median, 25 ms p99). The table-level
+    ``latency`` (default ``LatencyModel()``: 4 ms median, 25 ms p99); a fan-out wider
+    than ``pool`` (the requests the store's client carries at once; None: every shard
+    key at once) is priced through that many connections. The table-level
     check (``Plan.table``) runs on ``table`` (a capacity profile; default: a new
     on-demand table, ``dynamodb-gsi`` in GSI mode, ``azure-tables`` for ``azure``) with
     ``item_writes`` items written a second (default: the sum of the peaks, each entry
@@ -338,6 +344,11 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     read_size = size if read_item_bytes is None else _positive_int("read item bytes",
                                                                   read_item_bytes)
     model = latency if latency is not None else LatencyModel()
+    if pool is not None and (isinstance(pool, bool) or not isinstance(pool, int) or pool < 1):
+        raise InvalidInput(f"pool must be an integer >= 1 (connections), got {pool!r}")
+
+    def fanout(n: int, q: float) -> float:
+        return model.fanout_quantile(n, q) if pool is None else model.pooled_quantile(n, pool, q)
     for name, number, least in (("headroom", headroom, 1.0),
                                 ("amplification", amplification, 0.0)):
         if isinstance(number, bool) or not isinstance(number, int | float) \
@@ -439,9 +450,9 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
             units_per_shard_per_s=load / n, shard_load=load / n / bound.write_units,
             queries_per_listing=n * pages, pages_per_shard=pages, listing_items=items,
             listing_read_units=listing_units,
-            fanout_p50_ms=1000.0 * model.fanout_quantile(n, 0.5),
-            fanout_p99_ms=1000.0 * model.fanout_quantile(n, 0.99),
-            read_units_per_s=reads.get(value), read_shards=read_base.get(value))
+            fanout_p50_ms=1000.0 * fanout(n, 0.5), fanout_p99_ms=1000.0 * fanout(n, 0.99),
+            read_units_per_s=reads.get(value), read_shards=read_base.get(value),
+            fanout_pool=pool if pool is not None and n > pool else None)
     table_plan = plan_table(plans, model_, float(item_writes), float(headroom), mode)
     parts = resources(model_, loads, shards, placements=placements, headroom=headroom,
                       namespace=namespace, reads=read_loads, locates=locates)
