@@ -105,7 +105,7 @@ def _pool_of(store: str | None, mode: str) -> tuple[int | None, str]:
     """The requests the index's client sends at once, and what says so: ``--store``'s
     ``max_connections``, else the pool of the client shardex builds for ``mode``; None
     on memory:// (no pool)."""
-    from shardex.stores.uri import CONNECTIONS, StoreURI
+    from shardex.stores.uri import StoreURI, check_connections
 
     default = (f"the {'DynamoDB' if mode in ('table', 'gsi') else 'Azure SDK'} client's "
                "pool as shardex builds it; max_connections in the store's URI sets it")
@@ -117,11 +117,11 @@ def _pool_of(store: str | None, mode: str) -> tuple[int | None, str]:
     text = parsed.options.get("max_connections")
     if text is None:
         return _DEFAULT_POOL[mode], default
-    pool = int(text) if text.isdigit() else 0
-    if not 1 <= pool <= 4096:
-        raise click.BadParameter(f"max_connections must be {CONNECTIONS}, got {text!r}",
-                                 param_hint="--store")
-    return pool, "max_connections in --store"
+    try:
+        return check_connections("", int(text) if text.isdigit() else text), \
+            "max_connections in --store"
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), param_hint="--store") from None
 
 
 def _profile_of_store(uri: str) -> Any:

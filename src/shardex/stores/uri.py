@@ -9,7 +9,8 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from shardex.errors import InvalidInput, InvalidURI
 
-__all__ = ["CONNECTIONS", "StoreURI", "TIMEOUTS", "check_client", "is_timeout", "split_url"]
+__all__ = ["CONNECTIONS", "StoreURI", "TIMEOUTS", "check_client", "check_connections",
+           "is_timeout", "split_url"]
 
 
 # a store's connect and read timeouts: above 0, and finite (an hour at most)
@@ -35,9 +36,15 @@ def check_client(where: str, *, connect_timeout: float, read_timeout: float,
                           ("read_timeout", read_timeout)):
         if not is_timeout(seconds):
             raise InvalidInput(f"{where}{name} must be {TIMEOUTS}, got {seconds!r}")
-    if type(max_connections) is not int or not 1 <= max_connections <= 4096:
-        raise InvalidInput(f"{where}max_connections must be {CONNECTIONS}, "
-                           f"got {max_connections!r}")
+    check_connections(where, max_connections)
+
+
+def check_connections(where: str, count: Any) -> int:
+    """``count``, a client's connection pool; InvalidInput, its message starting with
+    ``where``, unless it is ``CONNECTIONS``."""
+    if type(count) is not int or not 1 <= count <= 4096:
+        raise InvalidInput(f"{where}max_connections must be {CONNECTIONS}, got {count!r}")
+    return count
 
 
 def split_url(url: str, what: str, *, port: bool = True, web: bool = False) -> SplitResult:
