@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections.abc import Coroutine
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -248,6 +249,44 @@ def test_an_applications_boto3_client_or_session_drives_the_store(endpoint: str)
         client.describe_table(TableName=store.table)  # the application's client stays open
 
     run(body())
+
+
+def test_an_applications_boto3_client_carries_as_many_requests_as_its_pool(
+        endpoint: str) -> None:
+    """A boto3 client's calls ran in asyncio's default executor, min(32, cores + 4)
+    threads (6 on two cores), while the fan-out sent as many as the client's pool (here
+    24): a first page over 24 shard keys was read 6 requests at a time."""
+    import threading
+
+    import boto3
+    import botocore.config
+
+    client = boto3.client("dynamodb", region_name=local.REGION, endpoint_url=endpoint,
+                          config=botocore.config.Config(max_pool_connections=24))
+    lock, sending, most = threading.Lock(), [0], [0]
+
+    def sent(**_: object) -> None:  # in the worker thread, as each Query leaves
+        with lock:
+            sending[0] += 1
+            most[0] = max(most[0], sending[0])
+        time.sleep(0.05)  # every request in flight at once overlaps this
+        with lock:
+            sending[0] -= 1
+
+    routing = Routing(overrides={"PENDING": ShardPolicy(shards=24)})
+
+    async def body() -> None:
+        store = DynamoDBStore(local.create_index_table(), client=client)
+        assert store.connections == 24
+        async with ShardedIndex(store, "ix", routing, hedge=None) as index:
+            await asyncio.gather(*(index.put("PENDING", f"o-{i:02d}", sort=f"{i:02d}")
+                                   for i in range(48)))
+            client.meta.events.register("before-send.dynamodb.Query", sent)
+            page = await index.query("PENDING", limit=30)
+        assert [e.item_id for e in page.items] == [f"o-{i:02d}" for i in range(30)]
+
+    run(body())
+    assert most[0] == 24
 
 
 def test_an_applications_aiobotocore_client_is_used_and_left_open(endpoint: str) -> None:

@@ -3,9 +3,9 @@
 The store has one async core that talks to one tiny interface, ``DynamoDBClient.call
 (operation, **params) -> dict``. Two adapters implement it: ``AioClient`` over
 aiobotocore (the default, from the ``dynamodb`` extra), and ``ThreadedClient`` over
-an application's own boto3 client, whose blocking calls run in worker threads
-(``asyncio.to_thread``), so adopting shardex never forces a botocore version on an
-application. Drivers are imported only when an adapter is built.
+an application's own boto3 client, whose blocking calls run in worker threads (as
+many as the client's connection pool), so adopting shardex never forces a botocore
+version on an application. Drivers are imported only when an adapter is built.
 
 botocore's own retries are switched off in the clients shardex builds
 (``total_max_attempts=1``): shardex retries each shard with backoff and jitter, and
@@ -38,6 +38,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import contextvars
 import functools
 import importlib.metadata
 import inspect
@@ -45,6 +46,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from shardex.clock import Clock
@@ -318,7 +320,10 @@ class ThreadedClient(DynamoDBClient):
     """A blocking boto3 (or botocore) client whose calls run in worker threads.
 
     Built from a client handed in (never closed here), or from a boto3/botocore
-    session (the client built has retries off and is closed on ``close``).
+    session (the client built has retries off and is closed on ``close``). Its calls
+    run in threads of its own, as many as the client's connection pool (botocore's 10
+    where the client does not say): asyncio's default executor has min(32, cores + 4),
+    6 on two cores, which read a fan-out over 24 shard keys 6 requests at a time.
     """
 
     def __init__(self, *, client: Any = None, session: Any = None, region: str | None = None,
@@ -345,16 +350,33 @@ class ThreadedClient(DynamoDBClient):
         self._methods: dict[str, Callable[..., dict[str, Any]]] = {}
         self.endpoint = str(getattr(getattr(client, "meta", None), "endpoint_url", "DynamoDB"))
         self.connections = _pool_of(client)
+        # threads are started as calls need them, up to the pool
+        self._threads = ThreadPoolExecutor(self.connections or _BOTOCORE_POOL,
+                                           thread_name_prefix="shardex-dynamodb")
 
     async def close(self) -> None:
-        if self._owned:
-            await asyncio.to_thread(self._client.close)
+        try:
+            if self._owned:
+                await self._in_thread(self._client.close)
+        finally:
+            self._threads.shutdown(wait=False)
 
     async def call(self, operation: str, **params: Any) -> dict[str, Any]:
         method = self._methods.get(operation)
         if method is None:
             method = self._methods[operation] = getattr(self._client, _method_name(operation))
-        return await asyncio.to_thread(method, **params)
+        answer: dict[str, Any] = await self._in_thread(functools.partial(method, **params))
+        return answer
+
+    def _in_thread(self, call: Callable[[], Any]) -> asyncio.Future[Any]:
+        """``call()`` in one of this client's threads, in this task's context (as
+        ``asyncio.to_thread`` runs it)."""
+        return asyncio.get_running_loop().run_in_executor(
+            self._threads, contextvars.copy_context().run, call)
+
+
+# the connection pool of a botocore client configured without max_pool_connections
+_BOTOCORE_POOL = 10
 
 
 def _pool_of(client: Any) -> int | None:
