@@ -288,6 +288,16 @@ def test_an_applications_boto3_client_carries_as_many_requests_as_its_pool(
     run(body())
     assert most[0] == 24
 
+    async def again() -> None:  # a store closed and opened again makes its threads anew
+        store = DynamoDBStore(local.create_index_table(), client=client)
+        for item in ("o-1", "o-2"):
+            async with ShardedIndex(store, "ix", routing, hedge=None) as index:
+                await index.put("PENDING", item)
+                assert item in [e.item_id for e in (await index.query("PENDING")).items]
+
+    client.meta.events.unregister("before-send.dynamodb.Query", sent)
+    run(again())
+
 
 def test_an_applications_aiobotocore_client_is_used_and_left_open(endpoint: str) -> None:
     from aiobotocore.session import get_session

@@ -350,16 +350,17 @@ class ThreadedClient(DynamoDBClient):
         self._methods: dict[str, Callable[..., dict[str, Any]]] = {}
         self.endpoint = str(getattr(getattr(client, "meta", None), "endpoint_url", "DynamoDB"))
         self.connections = _pool_of(client)
-        # threads are started as calls need them, up to the pool
-        self._threads = ThreadPoolExecutor(self.connections or _BOTOCORE_POOL,
-                                           thread_name_prefix="shardex-dynamodb")
+        self._threads: ThreadPoolExecutor | None = None  # made by the first call
 
     async def close(self) -> None:
         try:
             if self._owned:
                 await self._in_thread(self._client.close)
         finally:
-            self._threads.shutdown(wait=False)
+            # a store closed may be opened again: the next call makes new threads
+            threads, self._threads = self._threads, None
+            if threads is not None:
+                threads.shutdown(wait=False)
 
     async def call(self, operation: str, **params: Any) -> dict[str, Any]:
         method = self._methods.get(operation)
@@ -371,8 +372,12 @@ class ThreadedClient(DynamoDBClient):
     def _in_thread(self, call: Callable[[], Any]) -> asyncio.Future[Any]:
         """``call()`` in one of this client's threads, in this task's context (as
         ``asyncio.to_thread`` runs it)."""
+        threads = self._threads
+        if threads is None:  # threads start as calls need them, up to the pool
+            threads = self._threads = ThreadPoolExecutor(
+                self.connections or _BOTOCORE_POOL, thread_name_prefix="shardex-dynamodb")
         return asyncio.get_running_loop().run_in_executor(
-            self._threads, contextvars.copy_context().run, call)
+            threads, contextvars.copy_context().run, call)
 
 
 # the connection pool of a botocore client configured without max_pool_connections
