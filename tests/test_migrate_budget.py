@@ -29,9 +29,11 @@ from shardex.migrate.budget import (
     BudgetState,
     Sharing,
     Slice,
+    SpendWindow,
     cut,
     effective_rate,
     fits,
+    held_until,
     lease,
     migration_status,
     release,
@@ -98,6 +100,34 @@ def test_writes_dearer_than_the_limit_are_spaced_out_to_it(factors: list[float],
     for (t, c), (later, _) in itertools.pairwise(spent):
         assert later - t >= max(1.0, c / limit) - 1e-6
     assert window_wait([(0.0, 2.0)], 1.5, 2.0, 0.5, 1.0) == pytest.approx(2.5)
+
+
+@given(st.lists(st.tuples(st.floats(0.0, 0.2), st.floats(0.1, 30.0)), min_size=1,
+                max_size=40), st.booleans(), st.floats(0.0, 1.5), st.floats(0.1, 30.0),
+       st.sampled_from([0.5, 5.0, 40.0]))
+def test_a_window_walked_in_the_order_it_came_waits_what_its_sort_says(
+        steps: list[tuple[float, float]], set_back: bool, later: float, cost: float,
+        limit: float) -> None:
+    """``SpendWindow.wait`` walks its spends as they came while none is dearer than the
+    limit and none came before the one before it (a pace asks again and again while it
+    waits): the wait its rule gives, by spends sorted until when they count."""
+    window, spent, now = SpendWindow(1.0), [], 0.0
+    for i, (gap, units) in enumerate(steps):
+        now += -0.3 if set_back and i == len(steps) // 2 else gap  # a wall clock set back
+        window.add(now, units)
+        spent.append((now, units))
+    now += later
+    total = sum(units for at, units in spent if held_until(at, units, limit, 1.0) > now)
+    expected = 0.0
+    if total + cost > limit + 1e-9:
+        for until, units in sorted((held_until(at, units, limit, 1.0), units)
+                                   for at, units in spent if held_until(
+                                       at, units, limit, 1.0) > now):
+            total -= units
+            if total + cost <= limit + 1e-9 or total <= 1e-9:
+                expected = max(1e-9, until - now)
+                break
+    assert window.wait(now, cost, limit) == pytest.approx(expected, abs=1e-9)
 
 
 # -- pure: AIMD -----------------------------------------------------------------------------

@@ -82,6 +82,10 @@ class AdaptiveRate:
             return 0.0
         return state.sent_rate * math.exp(-max(0.0, now - state.measured_at) / self.smoothing)
 
+    def delay(self, state: RateState, now: float) -> float:
+        """Seconds until the next request may go: ``send``'s wait, no state made."""
+        return 0.0 if state.rate is None else max(state.next_send, now) - now
+
     def send(self, state: RateState, now: float, cost: float) -> tuple[float, RateState]:
         """Schedule a request of ``cost`` units: return the seconds to wait and the new state."""
         sent = self.measured(state, now) + cost / self.smoothing

@@ -60,7 +60,7 @@ class Pace:
     def due(self, cost: float) -> float:
         """Seconds until a send of ``cost`` units keeps the pace (0: now); counts nothing."""
         now = self._clock.now()
-        delay, _ = self._policy.send(self._state, now, max(cost, 0.01))
+        delay = self._policy.delay(self._state, now)
         # spacing alone lets two sends fall in one second: hold every second to the rate
         return max(delay, self._sent.wait(now, cost, self.rate))
 

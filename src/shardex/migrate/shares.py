@@ -452,12 +452,17 @@ class SpendWindow:
     long until a cost fits, ``add`` records a spend. The budget keeps one a key, and a
     unit's pace one (``shardex.migrate.pace``)."""
 
-    __slots__ = ("_spent", "span", "total")
+    __slots__ = ("_dearest", "_in_order", "_spent", "span", "total")
 
     def __init__(self, span: float) -> None:
         self.span = span
         self._spent: deque[tuple[float, float]] = deque()
         self.total = 0.0
+        # since the window was last empty: the dearest spend, and whether every spend
+        # came no earlier than the one before (then, with none dearer than the limit,
+        # they stop counting in the order they came: held_until is at + span)
+        self._dearest = 0.0
+        self._in_order = True
 
     def wait(self, now: float, cost: float, limit: float) -> float:
         """Seconds until ``cost`` more fits in ``limit`` units per ``span`` at ``now``
@@ -470,6 +475,13 @@ class SpendWindow:
         total = self.total
         if not spent or total + cost <= limit + _EPS:
             return 0.0
+        if self._in_order and self._dearest <= limit:
+            # a pace waiting asks this again and again: no sort of the window
+            left = total
+            for at, units in spent:
+                left -= units
+                if left + cost <= limit + _EPS or left <= _EPS:
+                    return max(_EPS, at + span - now)
         for until, units in sorted((held_until(at, units, limit, span), units)
                                    for at, units in spent):
             total -= units
@@ -478,7 +490,13 @@ class SpendWindow:
         return span  # unreachable: the loop empties the window
 
     def add(self, now: float, cost: float) -> None:
-        self._spent.append((now, cost))
+        spent = self._spent
+        if not spent:
+            self._dearest, self._in_order = cost, True
+        else:
+            self._dearest = max(self._dearest, cost)
+            self._in_order = self._in_order and now >= spent[-1][0]
+        spent.append((now, cost))
         self.total += cost
 
     def counts(self, now: float, limit: float) -> bool:
