@@ -11,7 +11,6 @@ and with its partition, so ``stats()`` and the heat meter see where it throttled
 from __future__ import annotations
 
 import asyncio
-import copy
 import random
 from collections.abc import Awaitable, Mapping
 from contextlib import suppress
@@ -49,6 +48,7 @@ from shardex.stores.memory.state import (
     Item,
     KeyState,
     Sent,
+    copied,
     describe,
     plan_place,
     same_placement,
@@ -553,13 +553,13 @@ class MemoryStore(Store):
                    write=False)
         if current is None:
             return None
-        return Record(copy.deepcopy(dict(current[0].body)), current[0].revision)
+        return Record(copied(dict(current[0].body)), current[0].revision)
 
     async def _put_record(self, namespace: str, key: str, body: Mapping[str, Any],
                           revision: int, expected: int | None, rec: Recorder) -> None:
         """Write the record if its revision is ``expected``; a conflict still takes units."""
         rkey = record_key(key)
-        stored = copy.deepcopy(dict(body))
+        stored = copied(dict(body))
         size = 2 + utf8_len(rkey) + 1 + number_bytes(revision) + 4 + value_bytes(stored)
         now = await self._arrive(rec, size)
         if self._faulty:
@@ -590,7 +590,7 @@ class MemoryStore(Store):
         slot, h = self._record_slot(namespace, rkey, now)
         self._take(rec, self._table, rkey, slot, h, "", self.profile.read_cost(
             sum(size for _, size in found.values()), len(found), True), now, write=False)
-        return {key: Record(copy.deepcopy(dict(record.body)), record.revision)
+        return {key: Record(copied(dict(record.body)), record.revision)
                 for key, (record, _) in found.items()}
 
     async def _delete_record(self, namespace: str, key: str, expected: int,
