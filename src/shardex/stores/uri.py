@@ -9,8 +9,8 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from shardex.errors import InvalidInput, InvalidURI
 
-__all__ = ["CONNECTIONS", "StoreURI", "TIMEOUTS", "check_client", "check_connections",
-           "is_timeout", "split_url"]
+__all__ = ["AIOHTTP_CONNECTIONS", "CONNECTIONS", "DYNAMODB_CONNECTIONS", "StoreURI", "TIMEOUTS",
+           "check_client", "check_connections", "is_timeout", "split_url"]
 
 
 # a store's connect and read timeouts: above 0, and finite (an hour at most)
@@ -26,6 +26,10 @@ def is_timeout(seconds: Any) -> bool:
 # a store client's connection pool: the requests it carries at once, up to the widest
 # fan-out a routing can ask for (shardex.routing.MAX_SHARDS keys)
 CONNECTIONS = "a whole number from 1 to 4096"
+# the pools of the clients shardex builds, by default: DynamoDB's (botocore's own is 10),
+# and the Azure SDKs' aiohttp session (aiohttp's own)
+DYNAMODB_CONNECTIONS = 64
+AIOHTTP_CONNECTIONS = 100
 
 
 def check_client(where: str, *, connect_timeout: float, read_timeout: float,

@@ -36,7 +36,7 @@ from shardex.errors import (
 )
 from shardex.stores.azure.transport import with_transport
 from shardex.stores.azure.wire import LeanQuery
-from shardex.stores.uri import split_url
+from shardex.stores.uri import AIOHTTP_CONNECTIONS, split_url
 
 __all__ = [
     "Adapter",
@@ -307,7 +307,7 @@ class SdkClient(TablesClient):
     def __init__(self, table: str, *, endpoint: str | None = None, credential: Any = None,
                  connection_string: str | None = None, connect_timeout: float = 5.0,
                  read_timeout: float = 30.0, transport: Any = None,
-                 max_connections: int = 100) -> None:
+                 max_connections: int = AIOHTTP_CONNECTIONS) -> None:
         aio = _import_sdk()
         self.table = table
         self.endpoint, self._credential = connection_settings(endpoint, credential,

@@ -23,7 +23,7 @@ from shardex.stores.azure.client import Row, SdkClient, TablesClient, map_error
 from shardex.stores.azure.placement import Placer, RepairReport, TableRows
 from shardex.stores.base import Capabilities, Store
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import StoreURI, check_client
+from shardex.stores.uri import AIOHTTP_CONNECTIONS, StoreURI, check_client
 
 __all__ = ["AzureTablesStore", "check_table_name"]
 
@@ -67,7 +67,7 @@ class AzureTablesStore(Store):
     def __init__(self, table: str, *, endpoint: str | None = None, credential: Any = None,
                  connection_string: str | None = None, client: TablesClient | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
-                 max_connections: int = 100, clock: Clock | None = None) -> None:
+                 max_connections: int = AIOHTTP_CONNECTIONS, clock: Clock | None = None) -> None:
         super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE,
                                                    values=codec.AZURE_VALUES), clock=clock)
         check_table_name(table)

@@ -18,11 +18,11 @@ __all__ = ["aio_transport", "with_transport"]
 _TIMEOUTS = ("connection_timeout", "read_timeout")
 
 
-def aio_transport(connections: int = 100, **timeouts: float) -> Any:
+def aio_transport(connections: int, **timeouts: float) -> Any:
     """A new ``AioHttpTransport`` owning a session on the aborting connector, made as
     azure-core makes its own session (no cookies, bodies left compressed, proxies from
     the environment), with ``connection_timeout`` and ``read_timeout`` seconds and a pool
-    of ``connections`` (aiohttp's default, 100). Call it with the event loop running."""
+    of ``connections``. Call it with the event loop running."""
     import aiohttp
     from azure.core.pipeline.transport import AioHttpTransport
 
@@ -32,7 +32,7 @@ def aio_transport(connections: int = 100, **timeouts: float) -> Any:
     return AioHttpTransport(session=session, session_owner=True, **timeouts)
 
 
-def with_transport(options: dict[str, Any], connections: int = 100) -> dict[str, Any]:
+def with_transport(options: dict[str, Any], connections: int) -> dict[str, Any]:
     """A client's keyword arguments with ``transport`` set to a new ``aio_transport()``
     that keeps the options' timeouts, with a pool of ``connections``, unless the caller
     gave one."""

@@ -45,7 +45,7 @@ from shardex.stores.azure.client import (
     request_outcome,
 )
 from shardex.stores.azure.transport import with_transport
-from shardex.stores.uri import split_url
+from shardex.stores.uri import AIOHTTP_CONNECTIONS, split_url
 
 __all__ = [
     "ContainerClient",
@@ -310,7 +310,7 @@ class SdkClient(ContainerClient):
     def __init__(self, database: str, container: str, *, endpoint: str | None = None,
                  credential: Any = None, connection_string: str | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
-                 transport: Any = None, max_connections: int = 100) -> None:
+                 transport: Any = None, max_connections: int = AIOHTTP_CONNECTIONS) -> None:
         self._aio = import_sdk()
         self.database, self.table = database, container
         self.endpoint, self._credential = connection_settings(endpoint, credential,

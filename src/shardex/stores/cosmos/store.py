@@ -38,7 +38,7 @@ from shardex.stores.cosmos.client import (
 )
 from shardex.stores.cosmos.placement import DocumentRows, Placer, RepairReport
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import StoreURI, check_client
+from shardex.stores.uri import AIOHTTP_CONNECTIONS, StoreURI, check_client
 
 __all__ = ["ChargeTally", "CosmosStore"]
 
@@ -115,7 +115,7 @@ class CosmosStore(Store):
     def __init__(self, database: str, container: str, *, endpoint: str | None = None,
                  credential: Any = None, connection_string: str | None = None,
                  client: ContainerClient | None = None, connect_timeout: float = 5.0,
-                 read_timeout: float = 30.0, max_connections: int = 100,
+                 read_timeout: float = 30.0, max_connections: int = AIOHTTP_CONNECTIONS,
                  charges: str = "reported", clock: Clock | None = None) -> None:
         super().__init__(capabilities=Capabilities(consistent_reads=True, max_page=_MAX_PAGE,
                                                    values=COSMOS_VALUES), clock=clock)

@@ -62,7 +62,7 @@ from shardex.errors import (
 )
 from shardex.stores.connector import aborting
 from shardex.stores.metered import Meter
-from shardex.stores.uri import split_url
+from shardex.stores.uri import DYNAMODB_CONNECTIONS, split_url
 
 __all__ = [
     "AioClient",
@@ -224,7 +224,7 @@ class AioClient(DynamoDBClient):
     def __init__(self, *, client: Any = None, session: Any = None, region: str | None = None,
                  endpoint_url: str | None = None, profile: str | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
-                 max_connections: int = 64) -> None:
+                 max_connections: int = DYNAMODB_CONNECTIONS) -> None:
         try:
             from aiobotocore.config import AioConfig
             from aiobotocore.session import AioSession
@@ -328,7 +328,7 @@ class ThreadedClient(DynamoDBClient):
 
     def __init__(self, *, client: Any = None, session: Any = None, region: str | None = None,
                  endpoint_url: str | None = None, connect_timeout: float = 5.0,
-                 read_timeout: float = 30.0, max_connections: int = 64) -> None:
+                 read_timeout: float = 30.0, max_connections: int = DYNAMODB_CONNECTIONS) -> None:
         _botocore()
         import botocore.config
 
@@ -401,7 +401,7 @@ def _is_async_client(client: Any) -> bool:
 def adapt_client(*, client: Any = None, session: Any = None, region: str | None = None,
                  endpoint_url: str | None = None, profile: str | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
-                 max_connections: int = 64) -> DynamoDBClient:
+                 max_connections: int = DYNAMODB_CONNECTIONS) -> DynamoDBClient:
     """Return the adapter for what the caller handed in, or an aiobotocore one.
 
     ``client`` may be a DynamoDBClient, an aiobotocore client or a boto3 client;

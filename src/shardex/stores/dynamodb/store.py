@@ -59,7 +59,7 @@ from shardex.stores.dynamodb.layout import Layout, units_of
 from shardex.stores.dynamodb.source import BorrowedClient, SourceGsiLayout, SourceTableLayout
 from shardex.stores.dynamodb.table import TableLayout
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import StoreURI, check_client
+from shardex.stores.uri import DYNAMODB_CONNECTIONS, StoreURI, check_client
 
 __all__ = ["DynamoDBStore"]
 
@@ -77,7 +77,7 @@ _DEFAULTS: dict[str, Any] = {"version_attribute": "shardex_version",
                              "token_attribute": "shardex_token",
                              "history_attribute": "shardex_history", "sort_owner": "shardex",
                              "connect_timeout": 5.0, "read_timeout": 30.0,
-                             "max_connections": 64}
+                             "max_connections": DYNAMODB_CONNECTIONS}
 
 
 def _check_table_name(name: Any, what: str) -> str:
@@ -117,7 +117,7 @@ class DynamoDBStore(Store):
                  token_attribute: str = "shardex_token",
                  history_attribute: str = "shardex_history", sort_owner: str | None = None,
                  connect_timeout: float = 5.0, read_timeout: float = 30.0,
-                 max_connections: int = 64, clock: Clock | None = None) -> None:
+                 max_connections: int = DYNAMODB_CONNECTIONS, clock: Clock | None = None) -> None:
         self.table = _check_table_name(table, "table")
         given = {"gsi": gsi, "key_attribute": key_attribute, "sort_attribute": sort_attribute,
                  "id_attribute": id_attribute}
