@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -295,7 +296,20 @@ def test_cli_table_wraps_instead_of_cutting(monkeypatch: pytest.MonkeyPatch, wid
     (["--peak", "PENDING=5", "--listing-items", "x"], "not an integer"),
     (["--peak", "PENDING=5", "--listing-items", "5", "--listing-items", "P=4"], "once"),
     (["--peak", "PENDING=5", "--store", "orders"], "not a store URI"),
-    (["--peak", "PENDING=5", "--mode", "table", "--store", "dynamodb://t?gsi=g"], "contradicts"),
+    (["--peak", "PENDING=5", "--mode", "table", "--store", "dynamodb://orders?gsi=g"],
+     "contradicts"),
+    # refused as opening the store would refuse it: planned, a mistyped option planned
+    # another mode (index= for gsi=) or pool (max_conections) than the store's
+    (["--peak", "PENDING=5", "--store", "redis://orders"],
+     "--store: unknown store scheme 'redis' in 'redis://orders'; known: azure-tables://"),
+    (["--peak", "PENDING=5", "--store", "dynamodb://orders?max_conections=1024"],
+     "--store: dynamodb:// does not know the option(s) max_conections; known: "),
+    (["--peak", "PENDING=5", "--store", "dynamodb://orders?index=byStatus"],
+     "--store: dynamodb:// does not know the option(s) index; known: "),
+    (["--peak", "PENDING=5", "--store", "dynamodb://t"], "table 't' is not a DynamoDB table"),
+    (["--peak", "PENDING=5", "--store", "azure-tables://orders?read_timeout=soon"],
+     "azure-tables:// option read_timeout='soon' is not a valid float"),
+    (["--peak", "PENDING=5", "--store", "cosmos://orders"], "cosmos:// needs a database and"),
     (["--peak", "PENDING=5", "--mode", "lsi"], "'lsi' is not one of"),
     (["--peak", "PENDING=5", "--bogus"], "No such option"),
     ([], "give each value's peak (--peak VALUE=WRITES_PER_S) or a diagnosis (--from FILE)"),
@@ -368,4 +382,25 @@ def test_a_fan_out_wider_than_the_clients_pool_is_priced_through_it() -> None:
     assert code == 2
     assert "Invalid value for --store: max_connections must be a whole number from 1 to " \
         "4096, got 5000" in out
-    assert "got 'many'" in plan("--store", "dynamodb://orders?max_connections=many")[1]
+    # as opening the store says it
+    assert "Invalid value for --store: dynamodb:// option max_connections='many' is not a " \
+        "valid int" in plan("--store", "dynamodb://orders?max_connections=many")[1]
+
+
+def test_a_store_uri_is_checked_without_its_driver_credentials_or_a_connection(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``plan --store`` checks the URI as opening the store would (above), but builds no
+    client: it plans offline, for a store whose driver is not installed and whose
+    credentials are not in this environment."""
+    for name in ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY",
+                 "COSMOS_KEY", "COSMOS_ENDPOINT", "COSMOS_CONNECTION_STRING"):
+        monkeypatch.delenv(name, raising=False)
+    for driver in ("aiobotocore", "aiobotocore.session", "botocore", "boto3", "azure.data.tables",
+                   "azure.data.tables.aio", "azure.cosmos", "azure.cosmos.aio"):
+        monkeypatch.setitem(sys.modules, driver, None)  # importing it raises ImportError
+    for uri, mode in [("dynamodb://orders?gsi=byStatus&key_attribute=status"
+                       "&sort_attribute=created&id_attribute=id&max_connections=128", "gsi"),
+                      ("azure-tables://orders?endpoint=http://127.0.0.1:10002/acct", "azure"),
+                      ("cosmos://shop/orders", "cosmos")]:
+        main(["plan", "--peak", "PENDING=3000", "--store", uri])
+        assert capsys.readouterr().out.startswith(f"plan: {mode} mode (from --store)")

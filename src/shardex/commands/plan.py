@@ -78,14 +78,20 @@ def _mode_of_store(uri: str) -> str:
     an Azure profile), ``cosmos`` for ``cosmos://`` (or the Cosmos profile), else
     ``table``.
 
-    A text that is not a store URI is a usage error naming --store.
+    A text that is not a store URI, or one that opening it would refuse (an unknown
+    scheme or option, a value not of its option's type: ``check_store_uri``, which needs
+    no driver or credentials), is a usage error naming --store: a mistyped option would
+    otherwise plan another mode or pool than the store's.
     """
-    from shardex.errors import InvalidURI
+    from shardex.errors import InvalidInput
+    from shardex.stores import check_store_uri
     from shardex.stores.uri import split_url
 
     try:
         parts = split_url(uri, "store URI", port=False)
-    except InvalidURI as exc:
+        if "://" in uri and parts.scheme:
+            check_store_uri(uri)
+    except InvalidInput as exc:
         raise click.BadParameter(str(exc), param_hint="--store") from None
     if "://" not in uri or not parts.scheme:
         raise click.BadParameter(f"{uri!r} is not a store URI (scheme://...), e.g. "

@@ -15,7 +15,7 @@ from shardex.errors import InvalidURI
 from shardex.stores.base import Store
 from shardex.stores.uri import StoreURI
 
-__all__ = ["BACKENDS", "StoreURI", "open_store"]
+__all__ = ["BACKENDS", "StoreURI", "check_store_uri", "open_store"]
 
 # scheme -> "module:class"; the module is imported when a store of that scheme opens.
 BACKENDS: Mapping[str, str] = {
@@ -34,12 +34,26 @@ def open_store(uri: str = "memory://", **options: Any) -> Store:
     driver is not installed.
     """
     parsed = StoreURI.parse(uri)
+    return _backend(parsed).from_uri(parsed, **options)
+
+
+def check_store_uri(uri: str) -> StoreURI:
+    """Parse ``uri`` and refuse what opening it would refuse of the URI itself (its scheme,
+    location and options: InvalidURI), without building the store: no driver, credentials
+    or connection needed. For a command that reads a store's URI without opening it."""
+    parsed = StoreURI.parse(uri)
+    _backend(parsed).check_uri(parsed)
+    return parsed
+
+
+def _backend(parsed: StoreURI) -> type[Store]:
+    """The store class of ``parsed``'s scheme; InvalidURI naming the known ones."""
     target = BACKENDS.get(parsed.scheme)
     if target is None:
         raise InvalidURI(
-            f"unknown store scheme {parsed.scheme!r} in {uri!r}; "
+            f"unknown store scheme {parsed.scheme!r} in {parsed.raw!r}; "
             f"known: {', '.join(f'{s}://' for s in sorted(BACKENDS))}"
         )
     module_name, _, class_name = target.partition(":")
     backend: type[Store] = getattr(importlib.import_module(module_name), class_name)
-    return backend.from_uri(parsed, **options)
+    return backend

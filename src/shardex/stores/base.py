@@ -127,6 +127,14 @@ class Store(abc.ABC):
     def from_uri(cls, uri: StoreURI, **options: Any) -> Store:
         """Build the store from a parsed URI; keyword options override the URI's."""
 
+    @classmethod  # noqa: B027 (not abstract: a store of one's own may check nothing)
+    def check_uri(cls, uri: StoreURI) -> None:
+        """Refuse a URI ``from_uri`` would refuse for its own parts (its location, an
+        option it does not know or whose value is not of its type), as ``from_uri`` does,
+        without building a client: no driver, credentials or connection needed (for
+        commands that read a store's URI without opening it, ``plan``). Every store of
+        shardex's checks; this default, for a store of one's own, checks nothing."""
+
     async def open(self) -> None:
         """Connect (the first time) and check that what the store needs exists."""
         if self._opened == 0:

@@ -10,7 +10,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 from shardex.errors import InvalidInput, InvalidURI
 
 __all__ = ["AIOHTTP_CONNECTIONS", "CONNECTIONS", "DYNAMODB_CONNECTIONS", "StoreURI", "TIMEOUTS",
-           "check_client", "check_connections", "is_timeout", "split_url"]
+           "check_client", "check_connections", "check_keywords", "is_timeout", "split_url"]
 
 
 # a store's connect and read timeouts: above 0, and finite (an hour at most)
@@ -41,6 +41,15 @@ def check_client(where: str, *, connect_timeout: float, read_timeout: float,
         if not is_timeout(seconds):
             raise InvalidInput(f"{where}{name} must be {TIMEOUTS}, got {seconds!r}")
     check_connections(where, max_connections)
+
+
+def check_keywords(scheme: str, options: Mapping[str, Any], known: set[str]) -> None:
+    """Refuse keyword options (``open_store``'s, over the URI's) that a store of
+    ``scheme`` does not take: InvalidInput naming them and the ``known`` ones."""
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InvalidInput(f"{scheme}:// does not know the option(s) {', '.join(unknown)}; "
+                           f"known: {', '.join(sorted(known))}")
 
 
 def check_connections(where: str, count: Any) -> int:

@@ -23,7 +23,7 @@ from shardex.stores.azure.client import Row, SdkClient, TablesClient, map_error
 from shardex.stores.azure.placement import Placer, RepairReport, TableRows
 from shardex.stores.base import Capabilities, Store
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import AIOHTTP_CONNECTIONS, StoreURI, check_client
+from shardex.stores.uri import AIOHTTP_CONNECTIONS, StoreURI, check_client, check_keywords
 
 __all__ = ["AzureTablesStore", "check_table_name"]
 
@@ -86,6 +86,13 @@ class AzureTablesStore(Store):
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> AzureTablesStore:
         """``azure-tables://TABLE?endpoint=URL&connect_timeout=S&read_timeout=S&max_connections=N``."""
+        cls.check_uri(uri)
+        check_keywords("azure-tables", options,
+                       set(_OPTIONS) | {"credential", "connection_string", "client", "clock"})
+        return cls(uri.location, **{**uri.take(_OPTIONS), **options})
+
+    @classmethod
+    def check_uri(cls, uri: StoreURI) -> None:
         if uri.username or uri.password:
             raise InvalidURI("azure-tables:// takes no credentials in the URI; set "
                              "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT and "
@@ -97,12 +104,7 @@ class AzureTablesStore(Store):
             check_table_name(uri.location)
         except InvalidInput as exc:  # the URI's table name: the URI's fault
             raise InvalidURI(f"{exc}: {uri.raw!r}") from None
-        known = set(_OPTIONS) | {"credential", "connection_string", "client", "clock"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise InvalidInput(f"azure-tables:// does not know the option(s) "
-                               f"{', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(uri.location, **{**uri.take(_OPTIONS), **options})
+        uri.take(_OPTIONS)
 
     @property
     def uri(self) -> str:

@@ -38,7 +38,7 @@ from shardex.stores.cosmos.client import (
 )
 from shardex.stores.cosmos.placement import DocumentRows, Placer, RepairReport
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import AIOHTTP_CONNECTIONS, StoreURI, check_client
+from shardex.stores.uri import AIOHTTP_CONNECTIONS, StoreURI, check_client, check_keywords
 
 __all__ = ["ChargeTally", "CosmosStore"]
 
@@ -141,6 +141,13 @@ class CosmosStore(Store):
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> CosmosStore:
         """``cosmos://DATABASE/CONTAINER?endpoint=URL&charges=...&read_timeout=S``."""
+        cls.check_uri(uri)
+        check_keywords("cosmos", options,
+                       set(_OPTIONS) | {"credential", "connection_string", "client", "clock"})
+        return cls(uri.location, uri.path, **{**uri.take(_OPTIONS), **options})
+
+    @classmethod
+    def check_uri(cls, uri: StoreURI) -> None:
         if uri.username or uri.password:
             raise InvalidURI("cosmos:// takes no credentials in the URI; set COSMOS_KEY (and "
                              "COSMOS_ENDPOINT), or COSMOS_CONNECTION_STRING, or hand in "
@@ -148,12 +155,7 @@ class CosmosStore(Store):
         if not uri.location or not uri.path or "/" in uri.path:
             raise InvalidURI(f"cosmos:// needs a database and a container: "
                              f"cosmos://DATABASE/CONTAINER?endpoint=URL, got {uri.raw!r}")
-        known = set(_OPTIONS) | {"credential", "connection_string", "client", "clock"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise InvalidInput(f"cosmos:// does not know the option(s) {', '.join(unknown)}; "
-                               f"known: {', '.join(sorted(known))}")
-        return cls(uri.location, uri.path, **{**uri.take(_OPTIONS), **options})
+        uri.take(_OPTIONS)
 
     @property
     def uri(self) -> str:

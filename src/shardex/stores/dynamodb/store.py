@@ -59,7 +59,7 @@ from shardex.stores.dynamodb.layout import Layout, units_of
 from shardex.stores.dynamodb.source import BorrowedClient, SourceGsiLayout, SourceTableLayout
 from shardex.stores.dynamodb.table import TableLayout
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import DYNAMODB_CONNECTIONS, StoreURI, check_client
+from shardex.stores.uri import DYNAMODB_CONNECTIONS, StoreURI, check_client, check_keywords
 
 __all__ = ["DynamoDBStore"]
 
@@ -168,18 +168,8 @@ class DynamoDBStore(Store):
     @classmethod
     def from_uri(cls, uri: StoreURI, **options: Any) -> DynamoDBStore:
         """Build the store from ``dynamodb://TABLE?option=value``; keyword options win."""
-        if uri.username or uri.password:
-            raise InvalidURI("dynamodb:// takes no credentials in the URI: use the AWS "
-                             "environment, config files or the profile= option")
-        if uri.path:
-            raise InvalidURI(f"dynamodb:// takes a table name and options, no path: {uri.raw!r}")
-        if not uri.location:
-            raise InvalidURI(f"dynamodb:// needs a table name: dynamodb://TABLE, got {uri.raw!r}")
-        known = set(_OPTIONS) | {"client", "session", "clock"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise InvalidInput(f"dynamodb:// does not know the option(s) {', '.join(unknown)}; "
-                               f"known: {', '.join(sorted(known))}")
+        cls.check_uri(uri)
+        check_keywords("dynamodb", options, set(_OPTIONS) | {"client", "session", "clock"})
         settings = uri.take(_OPTIONS)
         try:
             return cls(uri.location, **{**settings, **options})
@@ -187,6 +177,21 @@ class DynamoDBStore(Store):
             if isinstance(exc, InvalidURI) or not settings:
                 raise
             raise InvalidURI(f"{uri.raw}: {exc}") from exc
+
+    @classmethod
+    def check_uri(cls, uri: StoreURI) -> None:
+        if uri.username or uri.password:
+            raise InvalidURI("dynamodb:// takes no credentials in the URI: use the AWS "
+                             "environment, config files or the profile= option")
+        if uri.path:
+            raise InvalidURI(f"dynamodb:// takes a table name and options, no path: {uri.raw!r}")
+        if not uri.location:
+            raise InvalidURI(f"dynamodb:// needs a table name: dynamodb://TABLE, got {uri.raw!r}")
+        try:
+            _check_table_name(uri.location, "table")
+        except InvalidInput as exc:  # the URI's table name: the URI's fault
+            raise InvalidURI(f"{exc}: {uri.raw!r}") from None
+        uri.take(_OPTIONS)
 
     @property
     def uri(self) -> str:

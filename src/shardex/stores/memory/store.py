@@ -163,6 +163,10 @@ class MemoryStore(Store):
         store: MemoryStore = options_from_uri(uri, options, cls)
         return store
 
+    @classmethod
+    def check_uri(cls, uri: StoreURI) -> None:
+        cls.from_uri(uri)  # a simulated table: nothing to connect, no credentials
+
     @property
     def uri(self) -> str:
         """``memory://`` with the profile, the capacity options given, and the store
