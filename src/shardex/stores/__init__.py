@@ -39,8 +39,9 @@ def open_store(uri: str = "memory://", **options: Any) -> Store:
 
 def check_store_uri(uri: str) -> StoreURI:
     """Parse ``uri`` and refuse what opening it would refuse of the URI itself (its scheme,
-    location and options: InvalidURI), without building the store: no driver, credentials
-    or connection needed. For a command that reads a store's URI without opening it."""
+    location and options: InvalidURI; InvalidInput for a memory:// table its settings
+    cannot make), without building a client: no driver, credentials or connection needed.
+    For a command that reads a store's URI without opening it (``plan --store``)."""
     parsed = StoreURI.parse(uri)
     _backend(parsed).check_uri(parsed)
     return parsed
