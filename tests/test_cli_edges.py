@@ -132,7 +132,7 @@ def test_connection_options_reach_the_store_or_are_refused(
                                 "--index", "orders", *args)
         assert code == 2
         assert f"memory:// stores take no {args[0]}" in message
-    code, message = failing(capsys, "routing", "show", "--store", "azure-tables://t",
+    code, message = failing(capsys, "routing", "show", "--store", "azure-tables://orders",
                             "--index", "orders", "--profile", "ops")
     assert (code, "azure-tables:// stores take no --profile" in message) == (2, True)
 

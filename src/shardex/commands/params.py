@@ -26,7 +26,7 @@ from shardex.errors import InvalidInput
 from shardex.keys import validate_value
 from shardex.model.values import MAX_ITEM_BYTES
 from shardex.routing import ShardPolicy, check_tier_name
-from shardex.stores.uri import StoreURI
+from shardex.stores import check_store_uri
 
 __all__ = ["COUNT", "Choice", "DAY", "Duration", "Finite", "HEADROOM", "INDEX_NAME", "ITEM_BYTES",
            "LEASE", "LOGICAL_KEY", "MARGIN", "MAX_AGE", "NUMBER", "PLOT", "POLICY", "RATE",
@@ -200,7 +200,10 @@ def _index_name(text: str) -> None:
 
 
 def _store_uri(text: str) -> None:
-    StoreURI.parse(text)
+    # what opening the store would refuse of the URI itself, refused here as the option's
+    # (its scheme, options and their types), before the command does any work; no
+    # driver, credentials or connection needed
+    check_store_uri(text)
 
 
 LOGICAL_KEY = _Name("VALUE", "logical key", validate_value)
