@@ -137,6 +137,25 @@ def test_connection_options_reach_the_store_or_are_refused(
     assert (code, "azure-tables:// stores take no --profile" in message) == (2, True)
 
 
+@pytest.mark.parametrize(("uri", "said"), [
+    ("dynamodb://orders?max_connections=abc",
+     "dynamodb:// option max_connections='abc' is not a valid int"),
+    ("dynamodb://orders?region=a&region=b",
+     "store URI 'dynamodb://orders?region=a&region=b' repeats the option 'region'"),
+    ("redis://orders", "unknown store scheme 'redis' in 'redis://orders'"),
+    ("cosmos://orders", "cosmos:// needs a database and a container"),
+])
+def test_a_store_uri_the_store_refuses_is_the_options_fault_in_every_command(
+        capsys: pytest.CaptureFixture[str], uri: str, said: str) -> None:
+    """A bad option value of the URI said "error: dynamodb:// option ..." (the store's,
+    at open), a repeated one "Invalid value for '--store'": one wording now, the option's,
+    for what opening the store refuses of the URI, before the command does any work."""
+    for command in (["routing", "show"], ["reshard", "status"]):
+        code, message = failing(capsys, *command, "--store", uri, "--index", "orders")
+        assert code == 2
+        assert message.startswith(f"error: Invalid value for '--store': {said}"), message
+
+
 def test_documents_round_once() -> None:
     assert rounded({"a": [0.1 + 0.2, 2.0, float("nan")]}) == {"a": [0.3, 2.0, None]}
 
