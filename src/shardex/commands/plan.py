@@ -89,13 +89,12 @@ def _mode_of_store(uri: str) -> str:
 
     try:
         parts = split_url(uri, "store URI", port=False)
-        if "://" in uri and parts.scheme:
-            check_store_uri(uri)
+        if "://" not in uri or not parts.scheme:
+            raise click.BadParameter(f"{uri!r} is not a store URI (scheme://...), e.g. "
+                                     "dynamodb://TABLE?gsi=INDEX&...", param_hint="--store")
+        check_store_uri(uri)
     except InvalidInput as exc:
         raise click.BadParameter(str(exc), param_hint="--store") from None
-    if "://" not in uri or not parts.scheme:
-        raise click.BadParameter(f"{uri!r} is not a store URI (scheme://...), e.g. "
-                                 "dynamodb://TABLE?gsi=INDEX&...", param_hint="--store")
     if parts.scheme.lower() == "memory":
         found = _profile_of_store(uri)
         return {"azure-tables": "azure", "cosmos": "cosmos"}.get(found.store,
