@@ -7,22 +7,14 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 
-from click.testing import CliRunner
-
 from shardex import Routing, ShardedIndex
-from shardex.cli import cli
 from shardex.stores.base import Store
+from tests.servers import shardex_stdout as _shardex
 
 # names whose codes are prefixes of one another, or need escapes ("." and non-ASCII):
 # the skip scan passes each index whole without passing over the next
 NAMES = ["Ärger", "ord", "orders", "orders.eu", "orders2"]
 RESHARDED = ["Ärger", "orders"]
-
-
-def _shardex(*args: str) -> str:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
 
 
 def check_every_index_listed(uri: str, store: Store,

@@ -32,6 +32,7 @@ from shardex.cli import main
 from shardex.clock import LoopClock
 from shardex.web.promql import PromQL
 from tests import dynamodb_local, prometheus_server
+from tests.servers import shardex_error
 from tests.test_fleet_heat import Child as FleetChild
 from tests.test_fleet_heat import address
 
@@ -243,10 +244,7 @@ def test_pause_of_a_mistyped_index_writes_nothing_and_a_lapsed_leader_is_no_lead
     endpoint = dynamodb_local.require_endpoint()
     table = dynamodb_local.create_index_table()
     uri = f"dynamodb://{table}?region={dynamodb_local.REGION}&endpoint_url={endpoint}"
-    with pytest.raises(SystemExit) as done:
-        main(["autopilot", "pause", "--store", uri, "--index", "typo"])
-    err = capsys.readouterr().err.strip()
-    assert done.value.code == 2
+    err = shardex_error(capsys, "autopilot", "pause", "--store", uri, "--index", "typo", code=2)
     assert err.startswith("error: Invalid value for '--index': no index 'typo' in "), err
     assert "nothing was written" in err
     name = f"orders_{uuid.uuid4().hex[:8]}"

@@ -6,12 +6,12 @@ import asyncio
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from shardex import NotFound, Routing, ShardedIndex, ShardPolicy
-from shardex.cli import cli, main
 from shardex.stores.azure import AzureTablesStore
 from tests import azurite, listed_indexes
+from tests.servers import shardex_error as failing
+from tests.servers import shardex_stdout as shardex
 
 pytestmark = pytest.mark.azure
 
@@ -19,19 +19,6 @@ pytestmark = pytest.mark.azure
 @pytest.fixture(autouse=True)
 def endpoint() -> str:
     return azurite.require_endpoint()
-
-
-def shardex(*args: str) -> str:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def failing(capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    assert exited.value.code in (1, 2)
-    return " ".join(capsys.readouterr().err.split())
 
 
 def test_create_table_makes_a_table_the_store_opens(endpoint: str,

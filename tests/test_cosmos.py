@@ -6,13 +6,13 @@ import asyncio
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from shardex import InvalidKey, NotFound, Routing, ShardedIndex, ShardPolicy
-from shardex.cli import cli, main
 from shardex.model.entries import StoredEntry
 from shardex.stores.cosmos import CosmosStore
 from tests import cosmos_server, listed_indexes
+from tests.servers import shardex_error as failing
+from tests.servers import shardex_stdout as shardex
 from tests.servers import sockets_left_by_cancelled_listings
 
 pytestmark = pytest.mark.cosmos
@@ -21,21 +21,6 @@ pytestmark = pytest.mark.cosmos
 @pytest.fixture(autouse=True)
 def endpoint() -> str:
     return cosmos_server.require_endpoint()
-
-
-def shardex(*args: str) -> str:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def failing(capsys: pytest.CaptureFixture[str], *args: str, code: int = 1) -> str:
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    err = capsys.readouterr().err
-    assert exited.value.code == code, err
-    assert len([line for line in err.splitlines() if line.strip()]) == 1, err
-    return " ".join(err.split())
 
 
 def test_create_container_makes_a_container_the_store_opens(

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from shardex import Routing, ShardedIndex, ShardPolicy
-from shardex.cli import cli, main
 from tests import dynamodb_local as local
+from tests.servers import shardex_error as failing
+from tests.servers import shardex_stdout as shardex
 
 pytestmark = pytest.mark.dynamodb
 
@@ -19,20 +19,6 @@ pytestmark = pytest.mark.dynamodb
 @pytest.fixture(autouse=True)
 def endpoint() -> str:
     return local.require_endpoint()
-
-
-def shardex(*args: str) -> str:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def failing(capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    """Run ``shardex`` through its entry point; return the one error line it printed."""
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    assert exited.value.code in (1, 2)
-    return " ".join(capsys.readouterr().err.split())
 
 
 def test_create_table_makes_an_index_table_the_store_opens(

@@ -30,6 +30,7 @@ from shardex.reshard import Resharder
 from shardex.stores.dynamodb import DynamoDBStore
 from tests import dynamodb_local as local
 from tests.reshard_machine import machine
+from tests.servers import shardex_error as failing
 
 pytestmark = pytest.mark.dynamodb
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,25 +79,13 @@ def ok(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     return capsys.readouterr().out
 
 
-def refused(capsys: pytest.CaptureFixture[str], *args: str, code: int = 1) -> str:
-    """Run a command that must fail: one line, ``error: ...``, exit ``code``."""
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert exited.value.code == code, err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ")
-    return " ".join(err.split())
-
-
 def test_a_run_refused_at_once_says_so_in_one_line_before_any_metrics_line(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The metrics page is announced once the reshard is open: a table that does not
     exist fails ``reshard run --metrics-port`` in one line, as without it."""
     uri = DynamoDBStore(local.unique_name("missing"), region=local.REGION,
                         endpoint_url=local.require_endpoint()).uri
-    assert "does not exist" in refused(capsys, "reshard", "run", "--store", uri, "--index",
+    assert "does not exist" in failing(capsys, "reshard", "run", "--store", uri, "--index",
                                        "orders", "--metrics-port", "0")
 
 
@@ -126,11 +115,11 @@ def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
         return doc["routing"]
 
     stable = routing()
-    assert "strategy must be one of" in refused(capsys, "reshard", "start", *where, "--set",
+    assert "strategy must be one of" in failing(capsys, "reshard", "start", *where, "--set",
                                                 "PENDING=8:modulo", code=2)
-    assert "between 1 and 4096" in refused(capsys, "reshard", "start", *where, "--set",
+    assert "between 1 and 4096" in failing(capsys, "reshard", "start", *where, "--set",
                                            "PENDING=5000", code=2)
-    assert "no reshard under way" in refused(capsys, "reshard", "cutover", *where)
+    assert "no reshard under way" in failing(capsys, "reshard", "cutover", *where)
     out = ok(capsys, "reshard", "start", *where, "--set", "PENDING=8", "--margin", "0.1",
              "--dry-run")
     assert "PENDING: 1 shard(s), hash -> 8 shard(s), hash: 60 entries, 60 to move" in out
@@ -146,7 +135,7 @@ def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
         (["verify", *where], "nothing has moved yet"),
         (["complete", *where], "complete comes after"),
     ]:
-        assert words in refused(capsys, "reshard", *args)
+        assert words in failing(capsys, "reshard", *args)
         assert routing() == started  # nothing changed
     out = ok(capsys, "reshard", "run", *where, "--unit-lease", "1")
     assert "reshard stopped at verified" in out
@@ -162,7 +151,7 @@ def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
     assert status["parity"]["missing"] == status["parity"]["extra"] == 0
     assert status["next_steps"][0].startswith("shardex reshard cutover --store")
     verified = routing()
-    assert "older than --max-age 0 s" in refused(capsys, "reshard", "cutover", *where,
+    assert "older than --max-age 0 s" in failing(capsys, "reshard", "cutover", *where,
                                                  "--max-age", "0")
     assert routing() == verified
     assert "readers read the new layout alone" in ok(capsys, "reshard", "cutover", *where)
@@ -173,7 +162,7 @@ def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
                      rf"{done['version']}, stable\)$", out, re.M), out
     assert done["previous"] is None  # stable: the document of a routing before states
     assert done["overrides"] == {"PENDING": {"shards": 8, "strategy": "hash"}}
-    assert "no reshard is under way" in refused(capsys, "reshard", "rollback", *where)
+    assert "no reshard is under way" in failing(capsys, "reshard", "rollback", *where)
     # another reshard, rolled back from read-new; and one refused once retired
     ok(capsys, "reshard", "start", *where, "--set", "PENDING=3:random", "--margin", "0.1")
     ok(capsys, "reshard", "run", *where, "--unit-lease", "1", "--until", "read-new")
@@ -185,7 +174,7 @@ def test_the_cli_from_start_to_end_and_the_steps_it_refuses(
     ok(capsys, "reshard", "run", *where, "--unit-lease", "1", "--until", "retired")
     retired = routing()
     assert retired["state"] == "retired"
-    assert "retired the old layout" in refused(capsys, "reshard", "rollback", *where)
+    assert "retired the old layout" in failing(capsys, "reshard", "rollback", *where)
     assert routing() == retired
     ok(capsys, "reshard", "run", *where, "--until", "done")
 
