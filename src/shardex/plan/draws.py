@@ -35,7 +35,7 @@ _KEPT = 1 << 17
 _SLOTS: dict[tuple[str, str, int], array[int]] = {}
 # shard keys whose jumps are kept (about 2.2 KB a key for 100 placements: 36 MB at most)
 _KEPT_JUMPS = 1 << 14
-_JUMPS: dict[tuple[str, str], tuple[array[int], array[int]]] = {}
+_JUMPS: dict[tuple[str, str], _Runs] = {}
 
 
 def namespace_of(namespace: str, trial: int) -> str:
@@ -60,7 +60,8 @@ def slots(namespace: str, key: str, partitions: int, trials: int) -> Sequence[in
     if found is not None and len(found) >= trials:
         return found
     out = array("H") if found is None else found
-    jumps, ends = _jumps(namespace, key, trials)
+    runs = _jumps(namespace, key, trials, buckets)
+    jumps, ends = runs.jumps, runs.ends
     start = ends[len(out) - 1] if out else 0
     for end in ends[len(out):trials]:
         # the last of its jumps below the partitions (the first jump is 0)
@@ -73,35 +74,70 @@ def slots(namespace: str, key: str, partitions: int, trials: int) -> Sequence[in
     return out
 
 
-def _jumps(namespace: str, key: str, trials: int) -> tuple[array[int], array[int]]:
+class _Runs:
+    """The jumps of one shard key's placements, below ``covered``: each placement's run
+    one after another in ``jumps``, ``ends`` where each ends, and where each resumes (its
+    hash ``states`` and the first jump at or past ``covered``, ``nexts``)."""
+
+    __slots__ = ("covered", "ends", "jumps", "nexts", "states")
+
+    def __init__(self) -> None:
+        self.jumps, self.ends = array("H"), array("I")
+        self.states, self.nexts = array("Q"), array("Q")
+        self.covered = 0
+
+
+def _jumps(namespace: str, key: str, trials: int, below: int) -> _Runs:
     """Every bucket ``hashing.jump`` passes through for ``key`` in each of (at least)
-    ``trials`` placements, below ``MOST``, one run after another, and where each
-    placement's run ends: its slot on any number of partitions up to ``MOST`` is the last
-    of its run below that number (the jumps do not depend on it), so a key is hashed once
-    for all the table sizes a plan tries.
+    ``trials`` placements, below (at least) ``below``, one run after another, and where
+    each placement's run ends: its slot on any number of partitions up to ``covered`` is
+    the last of its run below that number (the jumps do not depend on it), so a key is
+    hashed once for all the table sizes a plan tries. The runs stop at the power of two
+    at or past ``below`` (``covered``) and resume from where they stopped when a larger
+    table asks: a table of 1,800 partitions takes 8.2 jumps a placement, 4 partitions
+    2.1, and every jump below ``MOST`` 11.7 (``plan --peak A=300000`` 17% faster; sizes
+    asked for one after another across three decades cost a quarter more).
 
     Kept for the last ``_KEPT_JUMPS`` shard keys asked for, grown as ``slots``."""
     found = _JUMPS.get((namespace, key))
-    if found is not None and len(found[1]) >= trials:
+    if found is not None and len(found.ends) >= trials and found.covered >= below:
         return found
-    jumps, ends = (array("H"), array("I")) if found is None else found
-    tail, lcg, mask, top, most = key.encode(), LCG_MULTIPLIER, MASK64, float(1 << 31), MOST
+    runs = _Runs() if found is None else found
+    bound = max(runs.covered, min(MOST, 1 << max(0, below - 1).bit_length()))
+    lcg, mask, top = LCG_MULTIPLIER, MASK64, float(1 << 31)
     # sim.partitions.key_hash and hashing.jump, written out: this is the plan's hot loop
+    if bound > runs.covered and runs.ends:
+        jumps, ends, states, nexts = array("H"), array("I"), runs.states, runs.nexts
+        start = 0
+        for run, end in enumerate(runs.ends):
+            jumps.extend(runs.jumps[start:end])
+            start, h, j = end, states[run], nexts[run]
+            while j < bound:
+                jumps.append(j)
+                h = (h * lcg + 1) & mask
+                j = int((j + 1) * (top / ((h >> 33) + 1)))
+            ends.append(len(jumps))
+            states[run], nexts[run] = h, j
+        runs.jumps, runs.ends = jumps, ends
+    jumps, ends, tail = runs.jumps, runs.ends, key.encode()
     for prefix in _prefixes(namespace, trials)[len(ends):]:
         hashed = prefix.copy()
         hashed.update(tail)
         h = int.from_bytes(hashed.digest(), "big")
         j = 0
-        while j < most:
+        while j < bound:
             jumps.append(j)
             h = (h * lcg + 1) & mask
             j = int((j + 1) * (top / ((h >> 33) + 1)))
         ends.append(len(jumps))
+        runs.states.append(h)
+        runs.nexts.append(j)
+    runs.covered = bound
     if found is None:
         if len(_JUMPS) >= _KEPT_JUMPS:
             del _JUMPS[next(iter(_JUMPS))]
-        _JUMPS[(namespace, key)] = (jumps, ends)
-    return jumps, ends
+        _JUMPS[(namespace, key)] = runs
+    return runs
 
 
 @lru_cache(maxsize=64)
