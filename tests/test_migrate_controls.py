@@ -23,7 +23,8 @@ import pytest
 
 from shardex.stores import open_store
 from tests import dynamodb_local as local
-from tests.test_reshard_dynamodb import fill, ok, refused
+from tests.servers import shardex_error as refused
+from tests.test_reshard_dynamodb import fill, ok
 
 pytestmark = pytest.mark.dynamodb
 ROOT = Path(__file__).resolve().parent.parent

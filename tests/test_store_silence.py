@@ -130,6 +130,7 @@ def test_a_command_says_the_store_does_not_answer(monkeypatch: pytest.MonkeyPatc
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """reshard status on a store that answers nothing for 9 s: three notes on stderr, then
     the status; the command line runs on virtual time here."""
+    import shardex.commands.connection as connection
     import shardex.commands.reshard as reshard_command
 
     def silent(uri: str, connection: Any) -> MemoryStore:
@@ -138,6 +139,7 @@ def test_a_command_says_the_store_does_not_answer(monkeypatch: pytest.MonkeyPatc
         return store
 
     monkeypatch.setattr(reshard_command, "open_with", silent)
+    monkeypatch.setattr(connection, "QUIET", 2.0)  # as in use (tests run at a minute)
     monkeypatch.setattr(asyncio, "run", run_virtual)
     main(["reshard", "status", "--store", "memory://", "--index", "orders"])
     out, err = capsys.readouterr()
