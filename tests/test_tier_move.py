@@ -4,6 +4,7 @@ through crashes, verified before cutover; reads stay complete throughout."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import shlex
@@ -516,5 +517,47 @@ def test_a_tier_move_takes_about_what_start_estimates(workers: int) -> None:
             await rs.run(until="verified")
         assert timer.took(plan.to_move) == pytest.approx(
             plan.move_seconds(100.0, workers=workers), rel=0.2)
+
+    run_virtual(main())
+
+
+def test_an_entry_the_tier_s_store_refuses_stays_named_and_the_rest_moves() -> None:
+    """A tier's store may refuse an entry the index's own store holds (another store
+    kind's value types, a smaller item size): an Azure index moving a value onto a Cosmos
+    DB tier stopped at an item with a datetime, 'reshard run' exiting 2 with the store's
+    error alone. Now the entry stays where it is, the rest moves, the run ends refused
+    naming the item and why; once the item is changed, a run finishes."""
+    async def main() -> None:
+        main_store, dedicated = MemoryStore(seed=2), MemoryStore(seed=3)
+        dedicated.capabilities = dataclasses.replace(dedicated.capabilities,
+                                                     max_item_bytes=2_000)
+        tiers = {"dedicated": dedicated}
+        model: Model = {}
+        async with app_of(main_store, tiers, Routing(overrides={"BIG": P(2)})) as app:
+            for i in range(40):
+                await app.put("BIG", f"b-{i}", sort=f"{i:03d}", attrs={"n": i})
+                model[f"b-{i}"] = ("BIG", f"{i:03d}", {"n": i})
+            await app.put("BIG", "wide", sort="999", attrs={"blob": "x" * 3_000})
+            async with resharder(main_store, tiers) as rs:
+                await rs.start({"BIG": P(2, tier="dedicated")}, margin=MARGIN)
+                with pytest.raises(ReshardRefused) as refused:
+                    await rs.run(until="done")
+            said = str(refused.value)
+            assert "1 missing" in said, said
+            assert "refused the entry of item 'wide' of 'BIG'" in said, said
+            assert "the store holds items of at most 2,000 bytes" in said, said
+            await app.refresh_routing()
+            moved = {k.split("#")[0] for k in dedicated.shard_keys("orders")}
+            assert moved == {"BIG"}
+            await assert_complete(app, {**model, "wide": ("BIG", "999", {"blob": "x" * 3_000})},
+                                  ["BIG"])
+            await app.put("BIG", "wide", sort="999", attrs={"blob": "short"})
+            model["wide"] = ("BIG", "999", {"blob": "short"})
+            async with resharder(main_store, tiers) as rs:
+                result = await rs.run(until="done")
+            assert result.state == "done"
+            await app.refresh_routing()
+            await assert_complete(app, model, ["BIG"])
+            assert "BIG" not in {k.split("#")[0] for k in main_store.shard_keys("orders")}
 
     run_virtual(main())

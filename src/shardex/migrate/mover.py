@@ -38,6 +38,7 @@ from functools import partial
 from shardex.clock import GOODBYE, Clock, settled, taken, within
 from shardex.errors import (
     ConditionFailed,
+    InvalidInput,
     InvalidKey,
     MalformedItem,
     OutcomeUnknown,
@@ -133,6 +134,7 @@ class Mover:
                  progress: Callable[[], None] | None = None,
                  spent: dict[str, dict[int, float]] | None = None,
                  landed: dict[str, dict[int, float]] | None = None,
+                 refused: dict[tuple[str, str], str] | None = None,
                  budget: Budget | None = None,
                  present: Callable[[str], contextlib.AbstractAsyncContextManager[None]]
                  | None = None) -> None:
@@ -152,6 +154,8 @@ class Mover:
         self._progress = progress
         self.spent: dict[str, dict[int, float]] = {} if spent is None else spent
         self.landed: dict[str, dict[int, float]] = {} if landed is None else landed
+        # (value, item id) -> why the store of its new place refused the entry
+        self.refused: dict[tuple[str, str], str] = {} if refused is None else refused
         self._busy: set[str] = set()  # source keys this process works on now
         self._idle = Idle()  # its idle workers look again when one of them ends a unit
         self._paces: dict[str, Pace] = {}  # the pace per target key, without a budget
@@ -422,6 +426,14 @@ class Mover:
         except (Unavailable, OutcomeUnknown, ConditionFailed, MalformedItem) as exc:
             # a hot or damaged item: the parity check names it, another pass retries
             log.warning("reshard: %s", exc)
+            return "unresolved"
+        except InvalidInput as exc:
+            # the store of its new place refuses the entry (a tier's store holds other value
+            # types, or shorter keys): it stays where it is, the parity check names it, and
+            # the rest moves on
+            log.warning("reshard: item %r of %r cannot move: %s", entry.item_id, unit.value,
+                        exc)
+            self.refused[(unit.value, entry.item_id)] = str(exc)
             return "unresolved"
         if moved is not None:
             self._tally(unit.source, moved, cost)

@@ -112,6 +112,7 @@ class Resharder(MigrationRunner):
         # and per key they moved entries to
         self.mover_units: dict[str, dict[int, float]] = {}
         self.mover_landed: dict[str, dict[int, float]] = {}
+        self.mover_refused: dict[tuple[str, str], str] = {}  # entries their new place refused
 
     async def __aenter__(self) -> Resharder:
         await self._control.open()
@@ -155,7 +156,8 @@ class Resharder(MigrationRunner):
                      read_rate=self.read_rate, workers=self.workers,
                      unit_lease=self.unit_lease, worker=self.worker,
                      split_every=self._split, seed=self._rng.randrange(2**32),
-                     spent=self.mover_units, landed=self.mover_landed, budget=budget,
+                     spent=self.mover_units, landed=self.mover_landed,
+                     refused=self.mover_refused, budget=budget,
                      present=partial(self.present, routing.reshard.id))
 
     async def sweeps(self, routing: Routing) -> tuple[int, list[Claim]] | None:
@@ -380,8 +382,9 @@ class Resharder(MigrationRunner):
                 if dirty >= _DIRTY_PASSES:
                     raise ReshardRefused(
                         f"index {self.name!r}: the parity check found {parity.gaps} gap(s) "
-                        f"after {dirty} passes of the mover ({_gap_text(parity)}); 'shardex "
-                        "reshard status' lists examples; roll back or fix them and run again")
+                        f"after {dirty} passes of the mover ({_gap_text(parity)})"
+                        f"{_refused_text(self.mover_refused)}; 'shardex reshard status' lists "
+                        "examples; roll back or fix them and run again")
             else:
                 found = await self._sweep(routing)
                 result.swept += found.moved
@@ -592,6 +595,17 @@ class Resharder(MigrationRunner):
 def _gap_text(parity: Parity) -> str:
     return ", ".join(f"{count} {kind}" for kind, count in parity.counts().items() if count) \
         or "none"
+
+
+def _refused_text(refused: Mapping[tuple[str, str], str]) -> str:
+    """What the stores of their new places said of the entries they refused, the first
+    named: the parity check sees only that they did not move."""
+    if not refused:
+        return ""
+    (value, item_id), why = next(iter(refused.items()))
+    more = f" and {len(refused) - 1:,} more" if len(refused) > 1 else ""
+    return (f"; the store of its new place refused the entry of item {item_id!r} of "
+            f"{value!r}{more} ({why})")
 
 
 def _adoption_of(routing: Routing) -> str | None:
