@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from azure.core import exceptions as azure_errors
 from azure.cosmos import exceptions as cosmos_errors
+from azure.data.tables import EdmType, EntityProperty
 
 import shardex
 from shardex.capacity import cosmos_read_units, cosmos_write_units
@@ -240,10 +241,20 @@ def test_names_cosmos_db_does_not_take_are_refused_before_any_request(
 
 
 def test_a_value_cosmos_db_cannot_hold_is_refused_naming_cosmos_db(account: None) -> None:
-    """The refusals named DynamoDB ('DynamoDB cannot store nan')."""
+    """The refusals named DynamoDB ('DynamoDB cannot store nan'; 'DynamoDB stores UTF-8' of
+    an unpaired surrogate, "DynamoDB's sets are never empty"), and an Azure EntityProperty
+    was stored as a list ([2147483648, 'Edm.Int32']) that an Azure tier then refused."""
     store = CosmosStore("d", "c")
+    nested: list[Any] = []
+    for _ in range(40):
+        nested = [nested]
     for value, words in ((float("nan"), "Cosmos DB cannot store nan"),
-                         (datetime.datetime(2026, 1, 1), "cannot be stored in Cosmos DB")):
+                         (datetime.datetime(2026, 1, 1), "cannot be stored in Cosmos DB"),
+                         ("\ud800", "surrogate\\), which Cosmos DB cannot store"),
+                         (frozenset(), "an empty set cannot be stored in Cosmos DB"),
+                         (nested, "levels, which Cosmos DB cannot store"),
+                         (EntityProperty(2**31, EdmType.INT32),
+                          "EntityProperty is a named tuple, which Cosmos DB cannot store")):
         with pytest.raises(shardex.InvalidInput, match=words):
             asyncio.run(store.place("ix", "o-1", StoredEntry("K", "", "o-1", {"a": value}),
                                     version=1, expected=None))

@@ -56,15 +56,16 @@ class ValueRules:
 DYNAMODB_VALUES = ValueRules()
 
 
-def check_text(text: str, where: str) -> None:
-    """Raise InvalidInput if ``text`` holds an unpaired surrogate (not valid Unicode)."""
+def check_text(text: str, where: str, store: str = "DynamoDB") -> None:
+    """Raise InvalidInput if ``text`` holds an unpaired surrogate (not valid Unicode), which
+    ``store`` (named in the message) cannot hold."""
     if text.isascii():
         return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidInput(f"{where}: {text[:40]!r} is not valid text (an unpaired "
-                           "surrogate); DynamoDB stores UTF-8") from exc
+                           f"surrogate), which {store} cannot store") from exc
 
 
 def number_text(value: int | float | decimal.Decimal, where: str,
@@ -103,7 +104,7 @@ def check_value(value: Any, where: str, depth: int = 0,
     """Raise InvalidInput, naming ``where``, unless the store of ``rules`` can hold ``value``."""
     kind = type(value)
     if kind is str:
-        check_text(value, where)
+        check_text(value, where, rules.name)
         return
     if kind is int and -_SMALL_INT < value < _SMALL_INT:
         return
@@ -114,41 +115,50 @@ def check_value(value: Any, where: str, depth: int = 0,
     if isinstance(value, int | float | decimal.Decimal) and not isinstance(value, bool):
         number_text(value, where, rules.name)
     elif isinstance(value, str):
-        check_text(value, where)
+        check_text(value, where, rules.name)
     elif isinstance(value, bytes | bytearray):
         return
+    elif isinstance(value, tuple) and hasattr(value, "_fields"):
+        # a named tuple (Azure's EntityProperty among them) would come back a list, its
+        # field names and meaning gone
+        raise InvalidInput(f"{where}: {kind.__name__} is a named tuple, which {rules.name} "
+                           "cannot store (it would read back as a list): store a dict or a "
+                           "list")
     elif isinstance(value, list | tuple | Mapping):
         if depth >= MAX_DEPTH:
-            raise InvalidInput(f"{where}: nested deeper than DynamoDB's {MAX_DEPTH} levels")
+            raise InvalidInput(f"{where}: nested deeper than {MAX_DEPTH} levels, which "
+                               f"{rules.name} cannot store")
         if isinstance(value, Mapping):
             check_attrs(value, where, depth + 1, rules)
         else:
             for i, element in enumerate(value):
                 check_value(element, f"{where}[{i}]", depth + 1, rules)
     elif isinstance(value, set | frozenset):
-        check_set(value, where)
+        check_set(value, where, rules.name)
     else:
         raise InvalidInput(f"{where}: a {kind.__name__} cannot be stored in {rules.name}; "
                            "use None, bool, int, float, Decimal, str, bytes, list, dict or a "
                            "set of text, numbers or bytes")
 
 
-def check_set(value: set[Any] | frozenset[Any], where: str) -> str:
+def check_set(value: set[Any] | frozenset[Any], where: str, store: str = "DynamoDB") -> str:
     """Return DynamoDB's type of a set (SS, NS or BS); InvalidInput naming ``where`` unless
-    it is non-empty and holds text alone, numbers alone or bytes alone."""
+    it is non-empty and holds text alone, numbers alone or bytes alone (DynamoDB's sets,
+    which every store holds alike)."""
     if not value:
-        raise InvalidInput(f"{where}: an empty set cannot be stored (DynamoDB's sets are "
-                           "never empty); store None or leave the attribute out")
+        raise InvalidInput(f"{where}: an empty set cannot be stored in {store} (a set is "
+                           "never empty, as in DynamoDB); store None or leave the attribute "
+                           "out")
     kinds = set()
     for element in value:
         if isinstance(element, str):
-            check_text(element, where)
+            check_text(element, where, store)
             kinds.add("SS")
         elif isinstance(element, bytes):
             kinds.add("BS")
         elif isinstance(element, int | float | decimal.Decimal) \
                 and not isinstance(element, bool):
-            number_text(element, where)
+            number_text(element, where, store)
             kinds.add("NS")
         else:
             kinds.add(type(element).__name__)
@@ -164,7 +174,7 @@ def check_attrs(attrs: Mapping[str, Any], where: str = "attrs", depth: int = 0,
     for name, value in attrs.items():
         if type(name) is not str or not name:
             raise InvalidInput(f"{where}: attribute names must be non-empty text, got {name!r}")
-        check_text(name, f"{where} name")
+        check_text(name, f"{where} name", rules.name)
         check_value(value, f"{where}[{name!r}]", depth, rules)
 
 

@@ -220,7 +220,11 @@ def placement_partition(namespace: str, item_id: str, check: KeyCheck = check_ke
 
 
 def record_partition(namespace: str, check: KeyCheck = check_key) -> str:
-    """The PartitionKey of the records of index ``namespace``."""
+    """The PartitionKey of the records of index ``namespace``; InvalidKey, as an index is
+    opened (it reads its routing record), for a name that leaves no room for its items'
+    placements (a key of the name and the item id, ``placement_partition``)."""
+    _partition(namespace, "#placement#_", f"the placements of index {namespace[:60]!r} "
+               "(with an item id of one character)", check)
     return _partition(namespace, "#record#", f"the records of index {namespace[:60]!r}",
                       check)
 
