@@ -435,6 +435,59 @@ def test_index_heat_ranks_the_memory_stores_hot_values() -> None:
     assert index.meter.snapshot().reserved["#placement"].writes == 400 + 100 + 50 + 1
 
 
+def test_a_value_on_a_tier_is_heat_of_the_index_against_its_own_store_s_ceiling() -> None:
+    """index.heat() and the meter counted the index's own store alone: 50 puts to a tenant
+    on its dedicated tier left it out, and every key was weighed against DynamoDB's
+    ceiling whatever its store (an Azure tier's 2,000 entities a second, shared)."""
+    from shardex.capacity import CEILINGS
+    from shardex.stores.memory import MemoryStore
+
+    class AzureLike(MemoryStore):
+        scheme = "azure-tables"  # a memory store of Azure's kind, for its ceiling
+
+    async def main() -> shardex.ShardedIndex:
+        own, dedicated = MemoryStore(seed=1), AzureLike(seed=2)
+        routing = shardex.Routing(overrides={
+            "tenant-42": shardex.ShardPolicy(shards=2, tier="dedicated")})
+        index = shardex.ShardedIndex(own, "t", routing, tiers={"dedicated": dedicated},
+                                     meter=True)
+        async with index:
+            for i in range(50):
+                await index.put("tenant-42", f"e-{i}")
+                await index.put("small", f"s-{i}")
+        return index
+
+    index = run_virtual(main())
+    assert index.meter is not None
+    snapshot = index.meter.snapshot()
+    assert set(snapshot.values) == {"tenant-42", "small"}
+    tiered = {k for k in snapshot.shard_keys if k.startswith("dedicated:")}
+    assert tiered == {"dedicated:tenant-42#0", "dedicated:tenant-42#1"}
+    assert {snapshot.shard_values[k] for k in tiered} == {"tenant-42"}
+    hot = index.heat()
+    assert hot.ceiling == CEILINGS["dynamodb"]  # the index's own store's
+    tenant, small = hot.get("tenant-42"), hot.get("small")
+    assert tenant is not None
+    assert small is not None
+    assert tenant.hottest_shard_key.startswith("dedicated:")
+    meters = snapshot.shard_keys
+    assert tenant.hottest_shard_to_ceiling == pytest.approx(
+        meters[tenant.hottest_shard_key].peak_to(CEILINGS["azure-tables"]))
+    assert tenant.peak_to_ceiling == pytest.approx(
+        snapshot.values["tenant-42"].peak_to(CEILINGS["azure-tables"]))
+    assert small.peak_to_ceiling == pytest.approx(
+        snapshot.values["small"].peak_to(CEILINGS["dynamodb"]))
+    # a ceiling given is every key's
+    given = index.heat(ceiling="cosmos").get("tenant-42")
+    assert given is not None
+    assert given.peak_to_ceiling == pytest.approx(
+        snapshot.values["tenant-42"].peak_to(CEILINGS["cosmos"]))
+    tier_meter = index.tiers["dedicated"].meter
+    subscribed = len(tier_meter.subscribers)
+    index.meter.close()
+    assert len(tier_meter.subscribers) == subscribed - 1
+
+
 def test_heat_needs_metering() -> None:
     index = shardex.ShardedIndex("memory://", "orders")
     assert index.meter is None

@@ -169,6 +169,10 @@ class ShardedIndex(IndexReads):
         self._retry = retry or RetryPolicy()
         self._clock: Clock = clock or LoopClock()
         self._tiers = TierStores(self._store, tiers)
+        if self._meter is not None:  # a value on a tier is heat of the index too
+            for tier, tier_store in self._tiers:
+                if tier is not None:
+                    self._meter.watch(tier_store, tier)
         self._keeps_entries = any(store.keeps_entries for _, store in self._tiers)
         self._max_conflicts = max_conflicts
         if routing is not None:
@@ -228,8 +232,10 @@ class ShardedIndex(IndexReads):
         """The heat meter (``meter=True``), or None."""
         return self._meter
 
-    def heat(self, top: int = 10, *, ceiling: str | float | Ceiling = "dynamodb") -> HotView:
-        """Return the ``top`` logical keys by peak units a second, against ``ceiling``.
+    def heat(self, top: int = 10, *, ceiling: str | float | Ceiling | None = None) -> HotView:
+        """Return the ``top`` logical keys by peak units a second, against ``ceiling``: by
+        default each shard key against its store's partition ceiling (DynamoDB's, Azure
+        Table Storage's, Cosmos DB's; a tier's store for a value on a tier).
 
         Needs metering (``meter=True``); raises InvalidInput otherwise.
         ``index.meter.snapshot()`` has every counter.

@@ -30,7 +30,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from shardex.capacity import Ceiling
+from shardex.capacity import CEILINGS, Ceiling
 from shardex.clock import Clock
 from shardex.counters.histogram import DEFAULT_BOUNDS, LatencyHistogram
 from shardex.counters.spacesaving import SpaceSaving
@@ -40,7 +40,7 @@ from shardex.keys import SEPARATOR, is_reserved, parse_shard_key
 from shardex.stores.base import Store
 from shardex.stores.metered import Counts, Hedge, Share, Usage
 
-__all__ = ["HeatMeter", "OTHER"]
+__all__ = ["HeatMeter", "OTHER", "ceiling_of"]
 
 OTHER = "#other"
 _CANDIDATES = 16  # keys under OTHER a window that may take a place at its end
@@ -155,6 +155,12 @@ class _Table:
             self.other.absorb(self.tallies.pop(key))
 
 
+def ceiling_of(store: Store) -> Ceiling:
+    """The partition ceiling of ``store``'s kind (``CEILINGS``): DynamoDB's for a store of
+    no kind there (``memory://`` models DynamoDB)."""
+    return CEILINGS.get(store.scheme, CEILINGS["dynamodb"])
+
+
 def _value_of(key: str) -> str:
     """The logical key of shard key ``key`` (a key of another shape is its own)."""
     try:
@@ -199,12 +205,32 @@ class HeatMeter:
         self._max_keys = max_keys
         self._clock: Clock = clock if clock is not None else store.clock
         self._seen = 0.0
+        self.ceiling = ceiling_of(store)
+        self._watched: dict[str, tuple[Store, Callable[[object], None], Ceiling]] = {}
         self.reset()
         store.meter.subscribe(self)
+
+    def watch(self, store: Store, tier: str) -> None:
+        """Count ``store``'s traffic too, a tier's of the metered index: its shard keys as
+        ``TIER:KEY`` (``tier:PENDING#0``, apart from the metered store's own keys of that
+        name), under the same logical keys, judged against ``store``'s ceiling."""
+        if not isinstance(store, Store):
+            raise InvalidInput(f"HeatMeter meters a shardex Store, got {type(store).__name__}")
+        if store is self.store or tier in self._watched:
+            return
+        prefix = f"{tier}:"
+
+        def count(event: object) -> None:
+            self._event(event, prefix)
+
+        self._watched[tier] = (store, count, ceiling_of(store))
+        store.meter.subscribe(count)
 
     def close(self) -> None:
         """Stop counting (the counts so far stay readable)."""
         self.store.meter.unsubscribe(self)
+        for store, count, _ in self._watched.values():
+            store.meter.unsubscribe(count)
 
     @property
     def window(self) -> float:
@@ -216,15 +242,20 @@ class HeatMeter:
         self._shards = _Table(self._max_keys, self._bounds)
         self._values = _Table(self._max_keys, self._bounds)
         self._reserved: dict[str, _Tally] = {}
+        self._tiered: dict[str, str] = {}  # shard key of a watched store -> its prefix
         self._totals = _Tally("", latency=LatencyHistogram(self._bounds))
         self._ring: deque[_Window] = deque()
 
     # -- counting ---------------------------------------------------------------------
 
     def __call__(self, event: object) -> None:
+        self._event(event, "")
+
+    def _event(self, event: object, prefix: str) -> None:
+        """Count one event of a store, its shard keys named ``prefix + key``."""
         if type(event) is not Usage:
             if type(event) is Hedge:
-                self._hedge(event)
+                self._hedge(event, prefix)
             return
         now, latency, write = event.end, event.end - event.start, event.write
         throttled = event.outcome == "throttled"
@@ -235,9 +266,9 @@ class HeatMeter:
         self._totals.latency.record(latency)
         for share in event.shares or (Share(event.key, 0.0),):
             self._count(share.key, window, latency, write, share.units,
-                        throttled and share.key == event.key)
+                        throttled and share.key == event.key, prefix)
 
-    def _hedge(self, event: Hedge) -> None:
+    def _hedge(self, event: Hedge, prefix: str) -> None:
         """Count a hedged copy's fate on its shard key's and logical key's tallies."""
         self._seen = max(self._seen, event.at)
         window = self._current(event.at)
@@ -250,7 +281,7 @@ class HeatMeter:
         except InvalidKey:
             value = key
         oldest = window.index - self._keep + 1
-        for table, name in ((self._shards, key), (self._values, value)):
+        for table, name in ((self._shards, prefix + key), (self._values, value)):
             _, tally = table.tally(name, value, window.index, oldest)
             tally.counts.hedge(event.outcome, event.units)
 
@@ -285,7 +316,7 @@ class HeatMeter:
         return self._seen
 
     def _count(self, key: str, window: _Window, latency: float, write: bool, units: float,
-               throttled: bool) -> None:
+               throttled: bool, prefix: str = "") -> None:
         """Count one request on ``key``'s tallies and its window's slots."""
         tallies: list[_Tally] = []
         if is_reserved(key):
@@ -305,7 +336,9 @@ class HeatMeter:
             except InvalidKey:
                 value = key  # not a shardex shard key: it is its own logical key
             oldest = window.index - self._keep + 1
-            for table, name, counts in ((self._shards, key, window.shard_keys),
+            if prefix:
+                self._tiered[prefix + key] = prefix
+            for table, name, counts in ((self._shards, prefix + key, window.shard_keys),
                                         (self._values, value, window.values)):
                 under, tally = table.tally(name, value, window.index, oldest)
                 tally.last_window = window.index
@@ -380,8 +413,17 @@ class HeatMeter:
             other=None if other is None else meter(other, live_values.get(OTHER)),
             overflow=self._values.overflow.top(20), timeline=timeline,
             shard_timeline=shard_timeline, reserved_timeline=reserved_timeline,
-            shard_values={k: t.value for k, t in self._shards.tallies.items()})
+            shard_values={k: t.value for k, t in self._shards.tallies.items()},
+            ceiling=self.ceiling, shard_ceilings=self._shard_ceilings())
 
-    def hot(self, top: int = 10, *, ceiling: str | float | Ceiling = "dynamodb") -> HotView:
-        """Return the ``top`` logical keys by peak units a second, against ``ceiling``."""
+    def _shard_ceilings(self) -> dict[str, Ceiling]:
+        """The ceiling of each tracked shard key of a watched store, where it differs."""
+        ceilings = {f"{tier}:": ceiling for tier, (_, _, ceiling) in self._watched.items()
+                    if ceiling != self.ceiling}
+        return {key: ceilings[prefix] for key, prefix in self._tiered.items()
+                if prefix in ceilings and key in self._shards.tallies}
+
+    def hot(self, top: int = 10, *, ceiling: str | float | Ceiling | None = None) -> HotView:
+        """Return the ``top`` logical keys by peak units a second, against ``ceiling`` (the
+        ceiling of the store each shard key is on, if None)."""
         return self.snapshot().hot(top, ceiling=ceiling)

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from shardex.capacity import Ceiling, resolve_ceiling
+from shardex.capacity import CEILINGS, Ceiling, resolve_ceiling
 from shardex.counters.spacesaving import Counted
 from shardex.errors import InvalidInput, brief
 
@@ -142,6 +142,8 @@ class HeatSnapshot:
       ``shard_timeline`` is the same per shard key, ``reserved_timeline`` per reserved
       bucket.
     - ``shard_values``: shard key -> its logical key.
+    - ``ceiling``: the metered store's partition ceiling; ``shard_ceilings`` the ceiling
+      of each shard key on a store of another kind (a tier's, ``HeatMeter.watch``).
     """
 
     at: float
@@ -157,20 +159,24 @@ class HeatSnapshot:
     shard_values: Mapping[str, str] = field(default_factory=dict)
     shard_timeline: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
     reserved_timeline: Mapping[str, list[tuple[float, float]]] = field(default_factory=dict)
+    ceiling: Ceiling = CEILINGS["dynamodb"]
+    shard_ceilings: Mapping[str, Ceiling] = field(default_factory=dict)
 
-    def hot(self, top: int = 10, *, ceiling: str | float | Ceiling = "dynamodb") -> HotView:
+    def hot(self, top: int = 10, *, ceiling: str | float | Ceiling | None = None) -> HotView:
         """Return the ``top`` logical keys by peak units a second, with their ceiling ratio.
 
-        ``top`` is an int >= 1; ``ceiling`` as ``resolve_ceiling`` takes it. Raises
-        InvalidInput naming a bad one.
+        ``top`` is an int >= 1; ``ceiling`` as ``resolve_ceiling`` takes it, or None: each
+        shard key against the ceiling of its store (``ceiling``, ``shard_ceilings``), a
+        logical key against its hottest shard key's. Raises InvalidInput naming a bad one.
         """
         if isinstance(top, bool) or not isinstance(top, int) or top < 1:
             raise InvalidInput(f"top must be an integer >= 1, got {brief(top)}")
-        bound = resolve_ceiling(ceiling)
+        bound = self.ceiling if ceiling is None else resolve_ceiling(ceiling)
+        own = {} if ceiling is not None else self.shard_ceilings
         busiest: dict[str, tuple[float, str, int]] = {}
         for shard_key, meter in self.shard_keys.items():
             value = self.shard_values.get(shard_key, shard_key)
-            ratio = meter.peak_to(bound)
+            ratio = meter.peak_to(own.get(shard_key, bound))
             best, best_key, count = busiest.get(value, (-1.0, shard_key, 0))
             if ratio > best or (ratio == best and shard_key < best_key):
                 best, best_key = ratio, shard_key
@@ -179,12 +185,14 @@ class HeatSnapshot:
         keys = []
         for value, meter in ranked[:top]:
             best, best_key, count = busiest.get(value, (meter.peak_to(bound), value, 1))
+            # a value is on one store (on two only while a reshard moves it): its hottest's
+            value_bound = own.get(best_key, bound)
             keys.append(HotKey(
                 value=value, shards=count, requests=meter.requests, units=meter.units,
                 throttles=meter.throttles, peak_units_per_s=meter.peak_units_per_s,
                 peak_write_units_per_s=meter.peak_write_units_per_s,
                 peak_read_units_per_s=meter.peak_read_units_per_s,
-                peak_to_ceiling=meter.peak_to(bound), hottest_shard_key=best_key,
+                peak_to_ceiling=meter.peak_to(value_bound), hottest_shard_key=best_key,
                 hottest_shard_to_ceiling=best, latency_p50_ms=meter.latency_p50_ms,
                 latency_p99_ms=meter.latency_p99_ms))
         return HotView(keys=keys, ceiling=bound, at=self.at, window=self.window)

@@ -106,14 +106,15 @@ def document(source: str, at: float, window: float | None, ceiling: Ceiling,
 class MeterFeed(Feed):
     """Documents from a heat meter's snapshots (see module)."""
 
-    def __init__(self, meter: HeatMeter, *, ceiling: str | float | Ceiling = "dynamodb",
+    def __init__(self, meter: HeatMeter, *, ceiling: str | float | Ceiling | None = None,
                  recorder: MetricsRecorder | None = None, index: str | None = None,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
         if not isinstance(meter, HeatMeter):
             raise InvalidInput(f"MeterFeed reads a HeatMeter (index.meter), got "
                                f"{type(meter).__name__}")
         self._meter = meter
-        self._ceiling = resolve_ceiling(ceiling)
+        # the metered store's own partition ceiling unless told
+        self._ceiling = meter.ceiling if ceiling is None else resolve_ceiling(ceiling)
         self._recorder = recorder
         self._index = index
         self._loop = loop
