@@ -562,3 +562,21 @@ def test_a_default_change_says_which_values_it_moves_and_what_others_risk(
     plain = ok(capsys, "reshard", "start", "--store", "memory://", "--index", "i", "--set",
                "A=2", "--dry-run")
     assert "the default changes" not in plain
+
+
+@pytest.mark.parametrize("args", [["reshard", "status"], ["reshard", "status", "--watch"],
+                                  ["migrations", "list"], ["routing", "show"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(args: list[str]) -> None:
+    """'reshard status | head -1' printed a traceback through asyncio ('Task exception was
+    never retrieved ... SystemExit: 1'): rich ends a process whose stdout's reader went
+    with SystemExit, which raised in a task asyncio logs as that task's error."""
+    command = [sys.executable, "-m", "shardex", *args, "--store", "memory://"]
+    if args[0] != "migrations":
+        command += ["--index", "orders"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as done:
+        assert done.stdout is not None
+        done.stdout.close()  # the reader goes before the command writes
+        _, err = done.communicate(timeout=120)
+    assert err == ""
+    assert done.returncode == 1

@@ -131,13 +131,32 @@ def run_noting(work: Callable[[], Coroutine[Any, Any, T]], *,
         output.console(stderr=True).print(f"{note}; still waiting (Ctrl-C stops)",
                                           highlight=False)
 
+    async def guarded() -> T:
+        try:
+            return await work()
+        except SystemExit as exc:
+            # rich ends the process this way when stdout's reader went (``| head``):
+            # raised in a task, asyncio would log it as a task's error, traceback and all
+            raise _Exiting(exc.code) from None
+
     async def main() -> T:
         clock = LoopClock()
         return await until_terminated(answered(
-            work(), clock, QUIET, stderr, quiet=lambda: quiet(clock.now()), until=until,
+            guarded(), clock, QUIET, stderr, quiet=lambda: quiet(clock.now()), until=until,
             tick=QUIET / 4))
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except _Exiting as exc:
+        raise SystemExit(exc.code) from None
+
+
+class _Exiting(Exception):
+    """A SystemExit carried out of the event loop as an ordinary error."""
+
+    def __init__(self, code: object) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 def connection_options(command: F) -> F:
