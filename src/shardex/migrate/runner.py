@@ -500,7 +500,16 @@ class Resharder(MigrationRunner):
         if routing.state == "read-both":
             raise ReshardRefused(f"index {self.name!r}: the reshard is in read-both, nothing "
                                  "has moved yet: run 'shardex reshard run' first")
-        return await self._verify(routing, mover_done=await self._mover_done(routing))
+        done = await self._mover_done(routing)
+        if routing.state in states.MOVING and not done:
+            # the entries still to move would read as gaps, and the advice to mend them
+            # (run again) as though no runner were moving them
+            raise ReshardRefused(
+                f"index {self.name!r}: the mover has not finished (work units remain; "
+                "'shardex reshard status' says how many and which runner holds them): the "
+                "entries still to move would read as gaps; 'shardex reshard run' checks "
+                "parity once it has moved them")
+        return await self._verify(routing, mover_done=done)
 
     async def cutover(self, *, max_age: float | None = None) -> Routing:
         """Move readers to the target layout alone (``read-new``) once parity holds.
