@@ -122,17 +122,6 @@ def test_a_key_past_one_kibibyte_is_refused_naming_the_limit() -> None:
         keys.entry_partition("ix", "v" * 600)
 
 
-def test_an_index_whose_name_leaves_no_room_for_placements_is_refused_at_open() -> None:
-    """An index named with 498 to 504 characters opened (its records' key fit) and then
-    refused every write (its placements' did not): the records' key, read as an index
-    opens, now refuses it."""
-    keys.placement_partition("N" * 497, "y")
-    assert keys.record_partition("N" * 497)
-    for name in ("N" * 498, "N" * 504, "é" * 200):
-        with pytest.raises(InvalidKey, match=r"the placements of index '(N+|é+)' \(with an "
-                                             r"item id of one character\) does not fit"):
-            keys.record_partition(name)
-
 
 @pytest.mark.parametrize("bad", ["~3000", "~0", '"', "$z", "#", "a/b", "!", "~1000"])
 def test_text_that_no_encoding_made_is_refused(bad: str) -> None:

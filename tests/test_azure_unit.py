@@ -14,7 +14,7 @@ from azure.data.tables import TableTransactionError
 
 import shardex
 from shardex.model.entries import StoredEntry
-from shardex.stores.azure import AzureTablesStore, codec
+from shardex.stores.azure import AzureTablesStore, codec, keys
 from shardex.stores.azure.admin import create_table
 from shardex.stores.azure.client import connection_settings, map_error
 from tests.servers import dropped_after_sending, refused_to_connect
@@ -344,3 +344,20 @@ def test_a_query_answer_without_its_entities_is_no_answer() -> None:
         with pytest.raises(shardex.Unavailable, match="no 'value' list"):
             decode_page(body, lambda entity: entity)
     assert decode_page(b'{"value": []}', lambda entity: entity) == []
+
+
+def test_an_index_whose_name_leaves_no_room_for_placements_is_refused_as_it_is_built(
+        account: None) -> None:
+    """An index named with 498 to 504 characters opened (its records' key fit) and then
+    refused every write (its placements' did not): it is refused as it is built, before
+    any request (the endpoint refuses connections). Its records' key stays readable, so
+    a table that holds one still lists its indexes."""
+    store = shardex.open_store(
+        "azure-tables://orders?endpoint=http://127.0.0.1:1/devstoreaccount1")
+    assert shardex.ShardedIndex(store, "N" * 497).name == "N" * 497
+    assert keys.record_partition("N" * 498)
+    for name in ("N" * 498, "N" * 504, "é" * 200):
+        with pytest.raises(shardex.InvalidKey, match=r"the placements of index '(N+|é+)' "
+                                                     r"\(with an item id of one character\) "
+                                                     "does not fit"):
+            shardex.ShardedIndex(store, name)

@@ -169,6 +169,8 @@ class ShardedIndex(IndexReads):
         self._retry = retry or RetryPolicy()
         self._clock: Clock = clock or LoopClock()
         self._tiers = TierStores(self._store, tiers)
+        for _, each in self._tiers:  # a name no key of a store has room for: refused now
+            each.check_namespace(self.name)
         if self._meter is not None:  # a value on a tier is heat of the index too
             for tier, tier_store in self._tiers:
                 if tier is not None:

@@ -430,6 +430,11 @@ class Store(abc.ABC):
     def _check_shard_key(self, namespace: str, shard_key: str) -> None:  # noqa: B027
         """The store's own limit on a shard key's encoding (none by default)."""
 
+    def check_namespace(self, namespace: str) -> None:  # noqa: B027
+        """Raise InvalidKey if an index named ``namespace`` cannot live in this store (its
+        name leaves no room in the store's keys for its records and placements). Not a
+        request: an index asks as it is built. None by default."""
+
     def check_position(self, sort: str, item_id: str) -> None:
         """Raise InvalidKey if this store cannot hold an entry of ``item_id`` at ``sort``
         (encoded, its key passes the store's limit). Not a request: a write of a given

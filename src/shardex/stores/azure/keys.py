@@ -69,6 +69,7 @@ __all__ = [
     "MAX_KEY_CHARS",
     "TERMINATOR",
     "check_key",
+    "check_namespace",
     "decode_position",
     "decode_text",
     "encode_text",
@@ -220,13 +221,17 @@ def placement_partition(namespace: str, item_id: str, check: KeyCheck = check_ke
 
 
 def record_partition(namespace: str, check: KeyCheck = check_key) -> str:
-    """The PartitionKey of the records of index ``namespace``; InvalidKey, as an index is
-    opened (it reads its routing record), for a name that leaves no room for its items'
-    placements (a key of the name and the item id, ``placement_partition``)."""
-    _partition(namespace, "#placement#_", f"the placements of index {namespace[:60]!r} "
-               "(with an item id of one character)", check)
+    """The PartitionKey of the records of index ``namespace``."""
     return _partition(namespace, "#record#", f"the records of index {namespace[:60]!r}",
                       check)
+
+
+def check_namespace(namespace: str, check: KeyCheck = check_key) -> None:
+    """InvalidKey unless index ``namespace`` leaves room in a key for its records and its
+    items' placements (a key of the name and the item id, ``placement_partition``)."""
+    _partition(namespace, "#placement#_", f"the placements of index {namespace[:60]!r} "
+               "(with an item id of one character)", check)
+    record_partition(namespace, check)
 
 
 def namespace_range(namespace: str) -> tuple[str, str]:

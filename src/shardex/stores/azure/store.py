@@ -198,6 +198,9 @@ class AzureTablesStore(Store):
     def _check_shard_key(self, namespace: str, shard_key: str) -> None:
         keys.entry_partition(namespace, shard_key)  # InvalidKey past the key limit
 
+    def check_namespace(self, namespace: str) -> None:
+        keys.check_namespace(namespace)
+
     def _check_position(self, sort: str, item_id: str) -> None:
         keys.row_key(sort, item_id, "", descending=False)  # its mirror is as long
 

@@ -47,6 +47,7 @@ __all__ = [
     "MOVING",
     "PENDING",
     "PLACEMENT_ID",
+    "check_namespace",
     "entry_doc",
     "entry_from_doc",
     "entry_id",
@@ -95,6 +96,11 @@ def placement_partition(namespace: str, item_id: str) -> str:
 def record_partition(namespace: str) -> str:
     """The logical partition of the records of index ``namespace``."""
     return keys.record_partition(namespace, _fits_partition)
+
+
+def check_namespace(namespace: str) -> None:
+    """InvalidKey unless index ``namespace`` leaves room for its records and placements."""
+    keys.check_namespace(namespace, _fits_partition)
 
 
 def namespace_prefix(namespace: str) -> str:

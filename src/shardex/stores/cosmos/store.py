@@ -267,6 +267,9 @@ class CosmosStore(Store):
     def _check_shard_key(self, namespace: str, shard_key: str) -> None:
         codec.entry_partition(namespace, shard_key)  # InvalidKey past the key limit
 
+    def check_namespace(self, namespace: str) -> None:
+        codec.check_namespace(namespace)
+
     def _check_position(self, sort: str, item_id: str) -> None:
         codec.entry_id(sort, item_id, "")  # InvalidKey past the id limit
 
