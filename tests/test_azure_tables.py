@@ -91,3 +91,25 @@ def test_a_table_lists_its_indexes_and_migrations_list_needs_no_index(endpoint: 
                                                       "RowKey": "r"})
 
     listed_indexes.check_every_index_listed(uri, store, foreign)
+
+
+def test_a_mistyped_index_is_refused_not_read_as_a_stable_one(
+        endpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """'reshard status --index ordres' (a typo) said 'no reshard under way (routing version
+    1, stable)', exit 0, and 'reshard start' began a reshard of it (0 entries to move)."""
+    store = azurite.table_store()
+    uri = f"azure-tables://{store.table}?endpoint={endpoint}"
+
+    async def open_orders() -> None:
+        async with ShardedIndex(uri, "orders") as index:
+            await index.put("PENDING", "o-1")
+
+    asyncio.run(open_orders())
+    assert "no reshard under way" in shardex("reshard", "status", "--store", uri,
+                                             "--index", "orders")
+    for args in (["status"], ["start", "--set", "PENDING=2", "--dry-run"],
+                 ["start", "--set", "PENDING=2"]):
+        line = failing(capsys, "reshard", *args, "--store", uri, "--index", "ordres", code=2)
+        assert "Invalid value for '--index': no index 'ordres' in " in line, line
+        assert "it has no routing record" in line
+    assert "no migrations recorded for orders in" in shardex("migrations", "list", "--store", uri)

@@ -36,6 +36,7 @@ from shardex.documents import rounded
 from shardex.errors import ReshardRefused, ShardexError, StoreInUse
 
 __all__ = ["LIST_SCHEMA", "gaps_refused", "interrupted", "migrations", "on_interrupt",
+           "require_index",
            "parity_lines", "print_parity", "runner_lines", "status_options", "status_printer",
            "steps_lines", "sweep_lines", "watch", "watched"]
 
@@ -58,6 +59,21 @@ async def watch(read: Callable[[], Awaitable[dict[str, Any]]],
         if _ended(doc) or (rounds is not None and shown >= rounds):
             return doc
         await sleep(every)
+
+
+async def require_index(store: Any, uri: str, name: str) -> None:
+    """BadParameter for ``--index`` unless index ``name`` has a routing record in ``store``
+    (an index stores one as it first opens): a mistyped name read as a healthy index at
+    routing version 1, or began a reshard of nothing. ``memory://`` holds nothing from one
+    command to the next: not asked there."""
+    from shardex.routing_record import RoutingRecord
+
+    if store.scheme == "memory" or (await RoutingRecord(store, name).read())[0] is not None:
+        return
+    raise click.BadParameter(
+        f"no index {name!r} in {uri}: it has no routing record (an index stores one as it "
+        "first opens); 'shardex migrations list --store URI' lists the indexes it holds",
+        param_hint="'--index'")
 
 
 def _ended(doc: dict[str, Any]) -> bool:

@@ -51,6 +51,7 @@ from shardex.commands.migrations import (
     on_interrupt,
     parity_lines,
     print_parity,
+    require_index,
     runner_lines,
     status_options,
     status_printer,
@@ -191,6 +192,7 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
 
     async def begin() -> Any:
         async with _resharder(uri, name, connection) as runner:
+            await require_index(runner.store, uri, name)
             current = await runner.routing()
             changes, file_default = _changes(current, given, overrides)
             omitted.extend(sorted(value for value, policy in changes.items()
@@ -465,6 +467,7 @@ async def _status(uri: str, name: str, connection: Connection,
 
     tiers = given_tiers()
     async with _resharder(uri, name, connection) as runner:
+        await require_index(runner.store, uri, name)
         routing = await runner.routing()
         units = await runner.units(routing)
         doc: dict[str, Any] = status_document(
