@@ -287,6 +287,40 @@ def test_a_runner_whose_units_another_holds_says_it_waits_for_them() -> None:
     run_virtual(main())
 
 
+def test_a_run_another_process_rolls_back_says_its_mover_stopped_not_that_it_is_done() -> None:
+    """A forward run whose reshard another process rolled back said 'the mover is done;
+    moved 128, remaining 1,102' before it carried on with the rollback (on DynamoDB
+    Local)."""
+    from shardex.sim.clock import run_virtual
+    from shardex.stores.memory import MemoryStore
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        await _put_pending(store, 200)
+        notes: list[tuple[str, str, int | None]] = []
+        moving = asyncio.Event()
+
+        def progress(p: Any) -> None:
+            notes.append((p.direction, p.note, p.remaining))
+            if p.note == "moving entries":
+                moving.set()
+
+        async with Resharder(store, "orders", worker="mover", rate=10.0, seed=1,
+                             progress=progress, **FAST) as mover, \
+                Resharder(store, "orders", worker="operator", seed=2, **FAST) as operator:
+            await mover.start({"PENDING": ShardPolicy(4)}, margin=0.5)
+            running = asyncio.ensure_future(mover.run(until="done"))
+            await moving.wait()
+            await asyncio.sleep(5.0)
+            rolling = asyncio.ensure_future(operator.rollback())
+            await asyncio.gather(running, rolling)
+        forward = [(note, left) for direction, note, left in notes if direction == "forward"]
+        assert ("the mover stopped: the reshard is rolling back", forward[-1][1]) in forward
+        assert not any(note == "the mover is done" for note, _ in forward), forward
+
+    run_virtual(main())
+
+
 def _hanging_store() -> type[Any]:
     from shardex.stores.memory import MemoryStore
 

@@ -397,6 +397,14 @@ class Resharder(MigrationRunner):
         await self._patiently(self._moving.refresh_routing)
         async with self._budgeted(routing) as mover:
             await mover.run(routing)
+        now, meta = await self.routing(), routing.reshard
+        if meta is not None and (now.reshard is None or now.reshard.id != meta.id
+                                 or now.reshard.direction != meta.direction):
+            # another process rolled it back (or ended it): the mover stopped, not done
+            why = ("the reshard is rolling back" if now.reshard is not None
+                   and now.reshard.direction == "rollback" else "the reshard changed")
+            self._report(routing, await self.units(routing), f"the mover stopped: {why}")
+            return
         self._report(routing, await self.units(routing), "the mover is done")
 
     @contextlib.asynccontextmanager
