@@ -489,8 +489,9 @@ def test_items_written_without_the_shard_attribute_after_the_scan_are_found_and_
     out = ok(capsys, "adopt", "run", *store, "--rate", "400")
     # the items it left alone are counted: it read "42 items scanned, 2 updated, 0 changed
     # by the application first, 0 unresolved", 40 unsaid
-    assert "backfill done: 42 items scanned, 2 updated, 40 already had the shard " \
-        "attribute, 0 changed by the application first, 0 unresolved" in out, out
+    assert "backfill done: 42 items scanned, 2 updated, 40 needing nothing (the shard " \
+        "attribute set, or no value to index), 0 changed by the application first, 0 " \
+        "unresolved; next:" in out, out
     status = json.loads(ok(capsys, "adopt", "status", *store, "--json"))
     assert status["progress"]["items_scanned"] == len(truth), status  # this pass alone
     assert status["progress"]["items_updated"] == 2, status
@@ -611,7 +612,14 @@ def test_a_raw_value_no_logical_key_can_be_is_named_and_does_not_block_verify(
     store = ["--store", store_uri(table), "--index", NAME]
     ok(capsys, "adopt", "start", *store, "--from-gsi", "status-index", "--from-attribute",
        "status", "--set", "PENDING=2", "--lease", "1s", "--margin", "0.2s")
-    ok(capsys, "adopt", "run", *store, "--rate", "400")
+    ran = " ".join(ok(capsys, "adopt", "run", *store, "--rate", "400").split())
+    # the run counted it 'unresolved' and named it nowhere, which no run would resolve,
+    # and status listed 'ON#HOLD: 1 shard(s), hash' as a value of the layout
+    assert "1 unresolved (1 of them this run: item 'o-hold', whose value 'ON#HOLD' " \
+        "shardex cannot index: " in ran, ran
+    shown = " ".join(ok(capsys, "adopt", "status", *store).split())
+    assert "ON#HOLD: shardex cannot index it (logical key 'ON#HOLD' contains the " \
+        "separator '#'" in shown, shown
     with contextlib.suppress(SystemExit):
         main(["adopt", "verify", *store, "--settle", "0.2"])
     captured = capsys.readouterr()

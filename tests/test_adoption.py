@@ -253,7 +253,8 @@ def test_the_status_document_counts_progress_and_names_the_next_steps() -> None:
 
     # and what it left alone: it read "500 scanned, 300 updated", 200 unsaid
     assert "  backfill: done: 2/2 segments, 500 scanned of about 1,000, 300 updated, 200 " \
-        "already had the shard attribute" in _status_lines(doc), _status_lines(doc)
+        "needing nothing (the shard attribute set, or no value to index)" in \
+        _status_lines(doc), _status_lines(doc)
     assert status_document(Routing(), [], index="orders", store="s", lease=15.0, now=0.0,
                            max_age=1.0, items=0)["state"] == "none"
 

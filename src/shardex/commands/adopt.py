@@ -62,6 +62,7 @@ from shardex.commands.params import (
     number,
 )
 from shardex.commands.routing import layout_file
+from shardex.keys import value_fault
 from shardex.routing import ShardPolicy
 
 __all__ = ["adopt"]
@@ -245,12 +246,14 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
 
     worker = default_worker()
     lines = _Lines(every)
+    unindexable: dict[tuple[str, str], str] = {}
 
     async def fill() -> Any:
         async with _adopter(uri, name, rate=rate, workers=workers, segments=segments,
                             unit_lease=unit_lease, progress=lines,
                             sharing=sharing, worker=worker) as adopter:
             adopter.say_every = every
+            adopter.unindexable = unindexable
             return await adopter.run()
 
     # a lease this process still holds is no other runner: 'run' goes on from it
@@ -259,10 +262,20 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
     out = output.console()
     already = done.scanned - done.updated - done.raced - done.unresolved
     out.print(f"index {name!r}: backfill done: {done.scanned:,} items scanned, "
-              f"{done.updated:,} updated, {already:,} already had the shard attribute, "
-              f"{done.raced:,} changed by the application first, {done.unresolved:,} "
-              f"unresolved; next: {_command('verify', uri, name)}",
-              highlight=False, soft_wrap=True)
+              f"{done.updated:,} updated, {already:,} needing nothing (the shard attribute "
+              f"set, or no value to index), {done.raced:,} changed by the application "
+              f"first, {done.unresolved:,} unresolved{_unindexable(unindexable)}; next: "
+              f"{_command('verify', uri, name)}", highlight=False, soft_wrap=True)
+
+
+def _unindexable(found: dict[tuple[str, str], str]) -> str:
+    """The items of values no logical key can be, which no run resolves: the first named."""
+    if not found:
+        return ""
+    (value, item_id), why = next(iter(found.items()))
+    more = f" and {len(found) - 1:,} more" if len(found) > 1 else ""
+    return (f" ({len(found):,} of them this run: item {item_id!r}{more}, whose value "
+            f"{value!r} shardex cannot index: {why}; verify names their values)")
 
 
 @adopt.command()
@@ -406,6 +419,10 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
              f"{'old' if doc['reads'] == 'source' else 'new'} index"]
     for value, v in doc["values"].items():
         seen = "" if v["items"] is None else f", {v['items']:,} items seen"
+        fault = value_fault(value)
+        if fault is not None:  # seen by the backfill: no logical key can be it
+            lines.append(f"  {value}: shardex cannot index it ({fault}){seen}")
+            continue
         lines.append(f"  {value}: {v['shards']} shard(s), {v['strategy']}{seen}")
     p = doc["progress"]
     rate = "" if p["rate"] is None else f", {p['rate']:,.0f} items/s"
@@ -425,7 +442,8 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
             - p["items_unresolved"]
         lines.append(f"  backfill: done: {p['segments']}/{p['segments']} segments, "
                      f"{p['items_scanned']:,} scanned{total}, {p['items_updated']:,} updated, "
-                     f"{already:,} already had the shard attribute"
+                     f"{already:,} needing nothing (the shard attribute set, or no value "
+                     "to index)"
                      + "".join(f", {p[k]:,} {what}" for k, what in (
                          ("items_raced", "changed by the application first"),
                          ("items_unresolved", "unresolved")) if p[k]))

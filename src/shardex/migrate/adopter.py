@@ -137,6 +137,8 @@ class Adopter(MigrationRunner):
         # the values seen that the last ``verify`` left out, as no logical key can be
         # them: value -> why (shardex cannot read or route their items in any state)
         self.not_verified: dict[str, str] = {}
+        # (value, item id) -> why: the items this process's backfill could not index
+        self.unindexable: dict[tuple[str, str], str] = {}
         # the adoption's start creates the record (with ``routing_lease``): status does not
         self._index = ShardedIndex(opened, name, routing_ttl=routing_ttl,
                                    routing_lease=routing_lease, clock=clock, seed=seed,
@@ -384,7 +386,8 @@ class Adopter(MigrationRunner):
             mover = Mover(self._layouts(adoption, moving), records, clock=self._clock,
                           rate=self.rate, read_rate=self.read_rate, workers=self.workers,
                           unit_lease=self.unit_lease, worker=self.worker,
-                          seed=self._rng.randrange(2**32), progress=report, budget=budget)
+                          seed=self._rng.randrange(2**32), progress=report, budget=budget,
+                          refused=self.unindexable)
             plan = partial(self._plan, adoption)
             generation = adoption.migration.generation
             await mover.plan(generation, plan)

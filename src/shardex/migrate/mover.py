@@ -154,7 +154,8 @@ class Mover:
         self._progress = progress
         self.spent: dict[str, dict[int, float]] = {} if spent is None else spent
         self.landed: dict[str, dict[int, float]] = {} if landed is None else landed
-        # (value, item id) -> why the store of its new place refused the entry
+        # (value, item id) -> why its new place refused the entry (a store's refusal of
+        # a move; an adopted item's value that is no logical key)
         self.refused: dict[tuple[str, str], str] = {} if refused is None else refused
         self._busy: set[str] = set()  # source keys this process works on now
         self._idle = Idle()  # its idle workers look again when one of them ends a unit
@@ -621,6 +622,7 @@ class Mover:
             validate_value(value)
         except InvalidKey as exc:
             log.warning("adopt: item %r: %s; it cannot be indexed by shardex", item_id, exc)
+            self.refused[(value, item_id)] = str(exc)
             return "unresolved"
         target = self.layouts.copy_to(item, value)
         if target is None:
