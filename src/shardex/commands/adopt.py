@@ -270,10 +270,11 @@ def run(uri: str, name: str, rate: float, workers: int, segments: int, unit_leas
 
 def _unindexable(found: dict[tuple[str, str], str]) -> str:
     """The items of values no logical key can be, which no run resolves: the first named."""
+    from shardex.migrate.mover import first_refused
+
     if not found:
         return ""
-    (value, item_id), why = next(iter(found.items()))
-    more = f" and {len(found) - 1:,} more" if len(found) > 1 else ""
+    item_id, value, why, more = first_refused(found)
     return (f" ({len(found):,} of them this run: item {item_id!r}{more}, whose value "
             f"{value!r} shardex cannot index: {why}; verify names their values)")
 

@@ -36,9 +36,8 @@ from shardex.documents import rounded
 from shardex.errors import ReshardRefused, ShardexError, StoreInUse
 
 __all__ = ["LIST_SCHEMA", "gaps_refused", "interrupted", "migrations", "on_interrupt",
-           "require_index",
-           "parity_lines", "print_parity", "runner_lines", "status_options", "status_printer",
-           "steps_lines", "sweep_lines", "watch", "watched"]
+           "parity_lines", "print_parity", "require_index", "runner_lines", "status_options",
+           "status_printer", "steps_lines", "sweep_lines", "watch", "watched"]
 
 LIST_SCHEMA = "shardex.migrations.list/1"
 T = TypeVar("T")

@@ -31,7 +31,7 @@ import hashlib
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -66,9 +66,17 @@ from shardex.routing import Routing
 from shardex.stores.base import gather_or_cancel
 from shardex.transition import Transition
 
-__all__ = ["MOVER_RETRY", "Mover", "SWEEP_JOB"]
+__all__ = ["MOVER_RETRY", "Mover", "SWEEP_JOB", "first_refused"]
 
 log = logging.getLogger("shardex")
+
+
+def first_refused(refused: Mapping[tuple[str, str], str]) -> tuple[str, str, str, str]:
+    """The first of a mover's ``refused`` entries (not empty): its item id, its value, why,
+    and how many more there are, said (`` and 3 more``, or nothing)."""
+    (value, item_id), why = next(iter(refused.items()))
+    more = f" and {len(refused) - 1:,} more" if len(refused) > 1 else ""
+    return item_id, value, why, more
 # the mover sees every throttle itself (to adapt its rate); it retries the rest
 MOVER_RETRY = RetryPolicy(attempts=6, base=0.05, cap=1.0, deadline=None,
                           retry_on=(Unavailable,))

@@ -27,7 +27,7 @@ from shardex.migrate import states
 from shardex.migrate.base import MigrationRunner, check_numbers, check_seconds
 from shardex.migrate.budget import Budget, Sharing
 from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
-from shardex.migrate.mover import MOVER_RETRY, SWEEP_JOB, Mover
+from shardex.migrate.mover import MOVER_RETRY, SWEEP_JOB, Mover, first_refused
 from shardex.migrate.registry import finish_migration, record_migration
 from shardex.migrate.reporting import Gauges, Progress, Recorder, RunResult
 from shardex.migrate.startplan import StartPlan, ValuePlan
@@ -619,8 +619,7 @@ def _refused_text(refused: Mapping[tuple[str, str], str]) -> str:
     named: the parity check sees only that they did not move."""
     if not refused:
         return ""
-    (value, item_id), why = next(iter(refused.items()))
-    more = f" and {len(refused) - 1:,} more" if len(refused) > 1 else ""
+    item_id, value, why, more = first_refused(refused)
     return (f"; the store of its new place refused the entry of item {item_id!r} of "
             f"{value!r}{more} ({why})")
 
