@@ -321,6 +321,50 @@ def test_a_run_another_process_rolls_back_says_its_mover_stopped_not_that_it_is_
     run_virtual(main())
 
 
+def test_a_paused_run_shows_no_rate_and_no_eta() -> None:
+    """Paused, run said 'paused by ...; moved 401, remaining 1,338, 17 entries/s, ETA 81 s',
+    the ETA growing while nothing moved (on DynamoDB Local)."""
+    from dataclasses import replace
+
+    from shardex.clock import LoopClock
+    from shardex.migrate.budget import Sharing
+    from shardex.migrate.control import change_control
+    from shardex.sim.clock import run_virtual
+    from shardex.stores.memory import MemoryStore
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        await _put_pending(store, 300)
+        notes: list[tuple[str, float | None, float | None]] = []
+        moving = asyncio.Event()
+
+        def progress(p: Any) -> None:
+            notes.append((p.note, p.rate, p.eta))
+            if p.note == "moving entries" and p.rate:
+                moving.set()
+
+        async with Resharder(store, "orders", rate=10.0, seed=1, progress=progress,
+                             sharing=Sharing(poll=0.5), **FAST) as runner:
+            await runner.start({"PENDING": ShardPolicy(4)}, margin=0.5)
+            running = asyncio.ensure_future(runner.run(until="verified"))
+            await moving.wait()
+            migration = (await runner.routing()).reshard
+            assert migration is not None
+            clock = LoopClock()
+            await change_control(store, "orders", migration.id, lambda c: replace(
+                c, paused=True, paused_by="ops@host"), clock=clock)
+            paused_from = len(notes)
+            await clock.sleep(30.0)
+            held = [n for n in notes[paused_from:] if n[0].startswith("paused")]
+            assert held, notes[paused_from:]
+            assert all(rate is None and eta is None for _, rate, eta in held), held
+            await change_control(store, "orders", migration.id, lambda c: replace(
+                c, paused=False), clock=clock)
+            await running
+
+    run_virtual(main())
+
+
 def _hanging_store() -> type[Any]:
     from shardex.stores.memory import MemoryStore
 

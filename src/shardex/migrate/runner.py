@@ -439,11 +439,16 @@ class Resharder(MigrationRunner):
             units = await self.units(routing)  # a store that stops answering: run says it
             moved = sum(u.moved for u in units)
             now = self._clock.now()
+            if hold:
+                # no rate and no ETA while held (an ETA that grew through a pause), and
+                # the rate once resumed is taken from then
+                seen.clear()
             seen.append((now, moved))
             while now - seen[0][0] > window:
                 seen.popleft()
             then, before = seen[0]
-            rate = (moved - before) / (now - then) if now - then >= least else None
+            rate = (moved - before) / (now - then) if now - then >= least and not hold \
+                else None
             waiting = held_by_others(units, self._clock.wall(), self.worker)
             self._report(routing, units, hold or waiting or "moving entries",
                          rate)
