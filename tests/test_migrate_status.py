@@ -649,3 +649,22 @@ async def test_a_control_says_nothing_moves_once_every_unit_is_moved() -> None:
         said = describe(Control(rate=20.0), None, f"nothing moves in {still}")
         assert said == "up to 20 write units a second per shard key; nothing moves in " \
             "write-new (every unit is moved)", said
+
+
+def test_complete_that_loses_a_race_says_another_process_completed_the_reshard(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Of two 'reshard complete' at once, the one whose write found the reshard ended
+    said run's 'reshard stopped at done: no reshard is under way: the routing is stable'
+    (on DynamoDB Local). Its runner's result is made up here: the race is the store's."""
+    import shardex.commands.reshard as command
+    from shardex.cli import main
+    from shardex.migrate.reporting import RunResult
+
+    lost = RunResult("done", "no reshard is under way: the routing is stable",
+                     Routing(version=7))
+    monkeypatch.setattr(command, "lasting", lambda *args, **kwargs: None)
+    monkeypatch.setattr(command, "_run", lambda *args, **kwargs: lost)
+    main(["reshard", "complete", "--store", "memory://", "--index", "orders"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert said == "index 'orders': the reshard had already ended, completed by another " \
+        "process (routing version 7, stable)", said

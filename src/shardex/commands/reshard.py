@@ -557,6 +557,12 @@ def complete(uri: str, name: str, retain: float | None, connection: Connection) 
 
         result = _run(finish)
     meta = result.routing.reshard
+    if meta is None and not result.ended:
+        # it ended between this command's read and its write: another complete (or run)
+        out.print(f"index {name!r}: the reshard had already ended, completed by another "
+                  f"process (routing version {result.routing.version}, stable)",
+                  highlight=False, soft_wrap=True)
+        return
     if meta is not None and result.state == "read-new":
         from shardex.migrate.status import iso
 
