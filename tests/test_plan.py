@@ -404,3 +404,11 @@ def test_a_store_uri_is_checked_without_its_driver_credentials_or_a_connection(
                       ("cosmos://shop/orders", "cosmos")]:
         main(["plan", "--peak", "PENDING=3000", "--store", uri])
         assert capsys.readouterr().out.startswith(f"plan: {mode} mode (from --store)")
+
+
+def test_the_help_names_every_mode_s_amplification() -> None:
+    """'plan --help' left Cosmos DB's default out ('table 2, gsi 1, azure 4')."""
+    from shardex.plan import AMPLIFICATION
+
+    shown = " ".join(CliRunner().invoke(cli, ["plan", "--help"]).output.split())
+    assert ", ".join(f"{mode} {value:g}" for mode, value in AMPLIFICATION.items()) in shown

@@ -274,7 +274,7 @@ def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tupl
               help="The store the index lives in; its URI tells the mode.")
 @click.option("--amplification", type=number(0, 100, low_open=True), default=None,
               help="Write units per unit of item per write; default: the mode's (table 2, "
-                   "gsi 1, azure 4).")
+                   "gsi 1, azure 4, cosmos 2).")
 @click.option("--listing-items", "listings", multiple=True, metavar="N|VALUE=N", type=_Listing(),
               help="Entries in a full listing, for all values or per value; gives the "
                    "listing's pages and read units.")
