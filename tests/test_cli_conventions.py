@@ -580,3 +580,27 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(args: list[str]) -> No
         _, err = done.communicate(timeout=120)
     assert err == ""
     assert done.returncode == 1
+
+
+def test_ctrl_c_while_the_command_loads_says_one_line(tmp_path: Path) -> None:
+    """Ctrl-C in the second the command line takes to import the library printed a
+    traceback through the imports ('from shardex.cli import main ... KeyboardInterrupt').
+    A script named as the command takes Ctrl-C half-way through its imports."""
+    script = tmp_path / "shardex"
+    script.write_text("import os, signal\n"
+                      "import shardex.starting\n"
+                      "os.kill(os.getpid(), signal.SIGINT)\n"
+                      "import shardex.cli\n"
+                      "print('loaded on')\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert (done.returncode, done.stdout) == (130, "")
+    assert done.stderr == "interrupted: shardex stopped as it started; nothing was done\n"
+    # once main runs, Ctrl-C is its own again (KeyboardInterrupt, its one line)
+    script.write_text("import os, signal, sys\n"
+                      "import shardex.cli\n"
+                      "shardex.cli.loaded()\n"
+                      "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr

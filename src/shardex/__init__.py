@@ -6,6 +6,7 @@ find which keys are hot and what N to pick, and change N on a live index.
 
 from __future__ import annotations
 
+from shardex import starting as _starting  # noqa: F401  # first: Ctrl-C as the command loads
 from shardex.admission import AdaptiveRate, Admission, AdmissionPolicy, Budget
 from shardex.errors import (
     AdmissionRejected,

@@ -48,6 +48,7 @@ from shardex.commands.serve import serve
 from shardex.commands.simulate import simulate
 from shardex.commands.stopping import sigterm_as_interrupt, terminated
 from shardex.errors import InvalidInput, ShardexError, StoreError, StoreInUse
+from shardex.starting import loaded
 
 __all__ = ["cli", "configure_logging", "main"]
 
@@ -226,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     A group given no command prints its help and exits 2.
     """
     _quiet_drivers()
+    loaded()  # Ctrl-C from here on is the command's to say (``shardex.starting``)
     try:
         with sigterm_as_interrupt():
             code = cli.main(args=list(argv) if argv is not None else None,
