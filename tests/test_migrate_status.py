@@ -668,3 +668,25 @@ def test_complete_that_loses_a_race_says_another_process_completed_the_reshard(
     said = " ".join(capsys.readouterr().out.split())
     assert said == "index 'orders': the reshard had already ended, completed by another " \
         "process (routing version 7, stable)", said
+
+
+@pytest.mark.parametrize("error", [shardex.RoutingStale("the routing of index 'orders' is "
+                                                        "stale: not refreshed for 31 s"),
+                                   shardex.Unavailable("the store did not answer")])
+def test_a_run_whose_store_went_away_says_what_stopping_leaves(error: Exception) -> None:
+    """A run whose store stopped answering ended with the routing's staleness alone, not
+    what state it left or what to do (a Ctrl-C's line says both)."""
+    from shardex.commands.migrations import on_interrupt
+
+    def work() -> None:
+        raise error
+
+    async def status() -> dict[str, Any]:
+        raise AssertionError("a store that does not answer is not read again")
+
+    with pytest.raises(shardex.ShardexError) as stopped:
+        on_interrupt(work, status, "reshard")
+    said = str(stopped.value)
+    assert said.startswith(str(error) + "; safe to stop: every step and checkpoint stored is "
+                           "kept, and the units this process held lapse with their lease; "), said
+    assert said.endswith("to see where it stands: shardex reshard status"), said

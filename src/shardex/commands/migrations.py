@@ -33,7 +33,7 @@ from shardex.commands.connection import (
 )
 from shardex.commands.params import INDEX_NAME, MAX_AGE, number
 from shardex.documents import rounded
-from shardex.errors import ReshardRefused, ShardexError, StoreInUse
+from shardex.errors import ReshardRefused, RoutingStale, ShardexError, StoreInUse, Unavailable
 
 __all__ = ["LIST_SCHEMA", "gaps_refused", "interrupted", "migrations", "on_interrupt",
            "parity_lines", "print_parity", "require_index", "runner_lines", "status_options",
@@ -160,6 +160,13 @@ def on_interrupt(work: Callable[[], T], status: Callable[[], Awaitable[dict[str,
     """
     try:
         return work()
+    except (RoutingStale, Unavailable) as exc:
+        # the store stopped answering: what stopping leaves, as after a Ctrl-C (the
+        # state is not to be read from a store that does not answer)
+        raise ShardexError(f"{exc}; safe to stop: every step and checkpoint stored is "
+                           "kept, and the units this process held lapse with their lease; "
+                           f"once the store answers, to see where it stands: shardex {verb} "
+                           "status") from exc
     except KeyboardInterrupt:
         try:
             line = interrupted(run(asyncio.wait_for(status(), _STATUS_WAIT)), verb)
