@@ -397,7 +397,7 @@ class Resharder(MigrationRunner):
         await self._patiently(self._moving.refresh_routing)
         async with self._budgeted(routing) as mover:
             await mover.run(routing)
-        now, meta = await self.routing(), routing.reshard
+        now, meta = self.layouts.routing, routing.reshard  # as the mover last saw it
         if meta is not None and (now.reshard is None or now.reshard.id != meta.id
                                  or now.reshard.direction != meta.direction):
             # another process rolled it back (or ended it): the mover stopped, not done
