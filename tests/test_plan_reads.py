@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from shardex.cli import cli
+from shardex.cli import cli, main
 from shardex.documents import DIAGNOSE_SCHEMA
 from shardex.errors import InvalidInput
 from shardex.plan import plan_shards
@@ -320,3 +321,45 @@ def test_a_cosmos_plan_takes_reads_and_writes_from_one_budget() -> None:
         "--json"))
     assert advised["verdict"]["keeps_up"]
     assert advised["verify"]["verdict"]["ok"] is True
+
+
+def test_a_peak_beside_a_diagnosis_is_planned_in_its_units(tmp_path: Path) -> None:
+    """--peak NEWKEY=5000 (writes a second) beside --from was planned as 5,000 write units
+    (the diagnosis's units at 1x), N=8, where alone it is 10,000 (table mode: 2 units a
+    write), N=15; the JSON said the amplification was 'given'."""
+    diagnosis = diagnosed(tmp_path)
+    alone = json.loads(invoke("plan", "--peak", "NEWKEY=5000", "--json"))
+    beside = json.loads(invoke("plan", "--peak", "NEWKEY=5000", "--from", str(diagnosis),
+                               "--json"))
+    new = beside["values"]["NEWKEY"]
+    assert new["write_units_per_s"] == alone["values"]["NEWKEY"]["write_units_per_s"] == 10_000
+    assert new["shards"] == alone["values"]["NEWKEY"]["shards"]
+    assert beside["amplification_from"] == "measured"
+    assert any("--peak NEWKEY=5000 (writes a second of 1 KB entries) planned as 2 write "
+               "units each, the table mode's" in note for note in beside["notes"])
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda top: top.append({**top[0]}), "top[2]: lists R again (top[0] did): a key is one row"),
+    (lambda top: top[0].update(shards=-3), "top[0].shards: must be an integer from 1 to 4096, "
+                                           "got -3"),
+    (lambda top: top[0].update(peak_write_units_per_s=float("nan")),
+     "top[0].peak_write_units_per_s must be a finite number of units a second >= 0, got nan"),
+])
+def test_a_diagnosis_that_says_a_key_twice_or_a_bad_figure_is_refused_naming_the_row(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], change: Any, said: str) -> None:
+    """A key listed twice was planned (and simulated) on its later row alone; shards of -3
+    were planned, where simulate refused them; a NaN peak was refused naming neither the
+    file nor the row."""
+    diagnosis = diagnosed(tmp_path)
+    doc = json.loads(diagnosis.read_text())
+    change(doc["top"])
+    diagnosis.write_text(json.dumps(doc))
+    for command in (["plan", "--from"], ["simulate"]):
+        if command == ["simulate"] and "nan" in said:
+            continue  # simulate reads its own figure (peak_units_per_s)
+        with pytest.raises(SystemExit) as done:
+            main([*command, str(diagnosis)])
+        err = " ".join(capsys.readouterr().err.split())
+        assert done.value.code == 2, err
+        assert f"{diagnosis}: {said}" in err, err

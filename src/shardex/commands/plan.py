@@ -4,6 +4,7 @@ reads), and what that N costs to read."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -222,9 +223,15 @@ def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tupl
     peaks: dict[str, float] = {}
     reads: dict[str, float] = {}
     for where, row in measured.rows:
-        figure = row.get("peak_write_units_per_s", row.get("peak_units_per_s"))
+        field = "peak_write_units_per_s" if "peak_write_units_per_s" in row \
+            else "peak_units_per_s"
+        figure = row.get(field)
         if isinstance(figure, bool) or not isinstance(figure, int | float):
             raise click.BadParameter(f"{path}: {where} needs a key and its peak units",
+                                     param_hint="--from")
+        if not 0 <= figure < math.inf:  # NaN too
+            raise click.BadParameter(f"{path}: {where}.{field} must be a finite number of "
+                                     f"units a second >= 0, got {figure!r}",
                                      param_hint="--from")
         peaks[row["key"]] = float(figure)
         if "peak_read_units_per_s" in row:
@@ -311,7 +318,8 @@ def plan(peaks: tuple[tuple[str, float], ...],
     p99 of placements, with the placement records) takes the peak; the read-side cost of
     each N; every write the layout makes against what the table serves; and one verdict,
     keeps up or throttles, with the assumptions it rests on and what avoids it."""
-    from shardex.plan import CEILING_OF_MODE, plan_shards
+    from shardex.capacity import write_units
+    from shardex.plan import AMPLIFICATION, CEILING_OF_MODE, plan_shards
     from shardex.sim.latency import LatencyModel
 
     given = distinct(peaks, "--peak")
@@ -345,8 +353,9 @@ def plan(peaks: tuple[tuple[str, float], ...],
                                      param_hint="--item-bytes")
         # measured units already hold the item's size and the layout's amplification
         measured, read_peaks, notes, measured_against = _measured_peaks(source_file)
-        # a --peak given over a measured key plans its writes as given, its reads as measured
-        given = {**measured, **given}
+        # a --peak (writes a second) beside them is put in their units once the mode is
+        # known (below): over a measured key, its writes as given, its reads as measured
+        written, given = given, measured
         item_bytes, amplification = 1024, 1.0
         if item_writes is None:
             # A diagnosis measures each logical key's units, its entries as written; its
@@ -355,7 +364,7 @@ def plan(peaks: tuple[tuple[str, float], ...],
             # the same (scenarios.verify.verify_plan).
             item_writes = 0.0
     else:
-        read_peaks, notes, measured_against = {}, (), None
+        read_peaks, notes, measured_against, written = {}, (), None, {}
     read_peaks = {**read_peaks, **reads_given}
     # a value read but not written: planned on its reads, at 0 writes a second
     given = {**dict.fromkeys(reads_given, 0.0), **given}
@@ -370,6 +379,15 @@ def plan(peaks: tuple[tuple[str, float], ...],
             raise click.BadParameter(f"{mode} contradicts --store, which names {found} mode",
                                      param_hint="--mode")
         mode, source = found, "from --store"
+    if written:
+        # writes of 1 KB entries, in write units as the layout writes them (a diagnosis
+        # measured those): they had been planned at 1 unit a write, half a table's N
+        per_write = AMPLIFICATION[mode or "table"] * write_units(1024)
+        given = {**given, **{value: writes * per_write for value, writes in written.items()}}
+        notes = (*notes, "--peak " + ", ".join(
+            f"{value}={writes:g}" for value, writes in written.items()) + f" (writes a second "
+            f"of 1 KB entries) planned as {per_write:g} write units each, the "
+            f"{mode or 'table'} mode's, beside the measured units")
     if eventual and mode in _READ_ONE_WAY:
         # taken, it changed nothing: the listing was priced as the store prices it anyway
         raise click.UsageError(f"--eventual: {_READ_ONE_WAY[mode]}; leave it out")
@@ -415,6 +433,8 @@ def plan(peaks: tuple[tuple[str, float], ...],
     verified = _verify(result, verify_seconds) if verify else None
     if as_json:
         doc = result.to_dict()
+        if source_file is not None:  # the units were measured, amplification included
+            doc["amplification_from"] = "measured"
         if verified is not None:
             doc["verify"] = verified
         if notes:

@@ -318,14 +318,22 @@ def measured_keys(doc: Mapping[str, Any], origin: str, *, verb: str,
     what it needs); so does a document with no key left.
     """
     top = doc.get("top")
-    if not isinstance(top, list) or not top:
+    if not isinstance(top, list):
+        raise _fail(origin, f"top must be a list of the keys' rows, got {brief(top)}")
+    if not top:
         raise _fail(origin, "the diagnosis lists no keys (top is empty)")
     rows: list[tuple[str, Mapping[str, Any]]] = []
     notes: list[str] = []
+    first: dict[str, str] = {}  # key -> the row that listed it
     for i, row in enumerate(top):
         where = f"top[{i}]"
         if not isinstance(row, Mapping) or not isinstance(row.get("key"), str):
             raise _fail(f"{origin}: {where}", bad_row)
+        if row["key"] in first:  # the later row had won, its figures planned alone
+            raise _fail(f"{origin}: {where}", f"lists {_shown(row['key'])} again "
+                        f"({first[row['key']]} did): a key is one row")
+        first[row["key"]] = where
+        _shards(f"{origin}: {where}.shards", row.get("shards", 1))
         fault = value_fault(row["key"])
         if fault is not None:
             notes.append(f"{_shown(row['key'])} is not {verb}: it cannot be a logical key "
