@@ -15,6 +15,7 @@ import contextlib
 import json
 import shlex
 import signal
+import sys
 import time
 import urllib.parse
 from pathlib import Path
@@ -205,7 +206,7 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
             gauges = AutopilotMetrics(name, server.registry)
             metrics_url = server.url
 
-        async def drive() -> None:
+        async def drive() -> bool:
             stop = asyncio.Event()
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -230,10 +231,9 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
                              f", worker {pilot.worker}"), highlight=False, soft_wrap=True)
                 out.file.flush()
                 await pilot.run(duration=duration, stop=stop)
+            return stop.is_set()  # SIGTERM: the pilot stopped as it would on Ctrl-C
 
-        try:
-            asyncio.run(drive())
-        except KeyboardInterrupt:
+        def stopped() -> None:
             what = "its dry run changed nothing" if dry_run else (
                 "a migration it drove stays in the state it reached, and the next leader "
                 "(this command again, or another autopilot of the index) drives it on; "
@@ -246,7 +246,15 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
                 f"interrupted: the autopilot of index {name!r} stopped; safe to stop: {what}; "
                 f"to go on: {shlex.join(again)} (with your other options)",
                 highlight=False, soft_wrap=True)
+
+        try:
+            terminated = asyncio.run(drive())
+        except KeyboardInterrupt:
+            stopped()
             raise click.exceptions.Abort() from None
+        if terminated:  # it stopped in order; a stop still says so, as SIGTERM exits
+            stopped()
+            sys.exit(128 + signal.SIGTERM)
 
 
 def _records(uri: str, name: str, connection: Connection) -> Any:
