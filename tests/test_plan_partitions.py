@@ -200,13 +200,14 @@ def test_a_sliver_of_a_throttle_is_no_reason_printed() -> None:
     ["plan", "--peak", "PENDING=6000"],
     ["diagnose", "access.csv"],
 ])
-@pytest.mark.parametrize("headroom", ["0.25", "0", "-1", "nan"])
+@pytest.mark.parametrize("headroom", ["0.25", "0", "-1", "nan", "100.5", "1e308", "inf"])
 def test_a_headroom_below_1_is_refused_in_one_line(command: list[str], headroom: str) -> None:
     """Issue 21: ``--headroom 0.25`` was taken as a 0.25x multiplier, sizing shards at 357%
-    of the ceiling without a word."""
+    of the ceiling without a word; ``--headroom 1e308`` sharded every key, one at a tenth
+    of its ceiling, to 4,096 keys."""
     result = CliRunner().invoke(cli, [*command, "--headroom", headroom])
     assert result.exit_code == 2
-    assert "headroom is a multiplier on the peak, at least 1" in result.output
+    assert "headroom is a multiplier on the peak, from 1 to 100" in result.output
     if headroom == "0.25":
         assert "for 25% to spare give 1.25" in result.output
 

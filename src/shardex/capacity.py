@@ -76,6 +76,7 @@ __all__ = [
     "DYNAMODB_READ_CEILING",
     "DYNAMODB_TABLE_QUOTA_UNITS",
     "DYNAMODB_WRITE_CEILING",
+    "MAX_HEADROOM",
     "LIMITS",
     "QUERY_PAGE_BYTES",
     "QUERY_PAGE_ITEMS",
@@ -102,6 +103,9 @@ READ_UNIT_BYTES = 4096
 QUERY_PAGE_BYTES = 1_048_576
 QUERY_PAGE_ITEMS = 1000
 DYNAMODB_WRITE_CEILING = 1000.0
+# the largest headroom a plan takes (a multiplier on the peak): past it, a typo (1e308
+# sharded a key at a tenth of its ceiling to 4,096 keys)
+MAX_HEADROOM = 100.0
 DYNAMODB_READ_CEILING = 3000.0
 DYNAMODB_BURST_SECONDS = 300.0
 DYNAMODB_EVENTUAL_READ_FACTOR = 1.5

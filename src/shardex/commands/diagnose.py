@@ -52,7 +52,7 @@ _clock: Callable[[], float] = time.monotonic
 @click.option("--ceiling", default="dynamodb", show_default=True,
               help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s.")
 @click.option("--headroom", type=HEADROOM, default=1.5, show_default=True,
-              help="Multiplier on observed peaks when sizing N (>= 1; 1.5: 50% to spare).")
+              help="Multiplier on observed peaks when sizing N (1 to 100; 1.5: 50% to spare).")
 @click.option("--top", type=count(1, 10_000), default=10, show_default=True,
               help="Keys to list.")
 @click.option("--per-shard", is_flag=True, help="List each key's shard keys under it.")

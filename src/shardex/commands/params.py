@@ -22,6 +22,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from shardex.capacity import MAX_HEADROOM
 from shardex.errors import InvalidInput
 from shardex.keys import validate_value
 from shardex.model.values import MAX_ITEM_BYTES
@@ -244,17 +245,17 @@ class _Headroom(click.ParamType):  # type: ignore[type-arg]
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> float:
-        if isinstance(value, float) and value >= 1:
+        if isinstance(value, float) and 1 <= value <= MAX_HEADROOM:
             return value
         try:
             number = float(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number", param, ctx)
-        if not number >= 1 or number == float("inf"):
+        if not 1 <= number <= MAX_HEADROOM:
             hint = (f"; for {100 * number:g}% to spare give {1 + number:g}"
                     if 0 < number < 1 else "")
-            self.fail(f"the headroom is a multiplier on the peak, at least 1 (1.5: 50% to "
-                      f"spare), got {value}{hint}", param, ctx)
+            self.fail(f"the headroom is a multiplier on the peak, from 1 to {MAX_HEADROOM:g} "
+                      f"(1.5: 50% to spare), got {value}{hint}", param, ctx)
         return number
 
 

@@ -265,7 +265,8 @@ def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tupl
               help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s. "
                    "Default: the mode's.")
 @click.option("--headroom", type=HEADROOM, default=1.5, show_default=True,
-              help="Multiplier on the peak, for growth and bursts (>= 1; 1.5: 50% to spare).")
+              help="Multiplier on the peak, for growth and bursts (1 to 100; 1.5: 50% to "
+                   "spare).")
 @click.option("--mode", type=click.Choice(["table", "gsi", "azure", "cosmos"]), default=None,
               help="The layout: index table (shardex writes entries in transactions: 2x), "
                    "GSI (1x), Azure Table Storage (4x) or Cosmos DB (2x, in RU). Default: "

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from shardex.admission import AdmissionPolicy, Budget
-from shardex.capacity import Ceiling, resolve_ceiling
+from shardex.capacity import MAX_HEADROOM, Ceiling, resolve_ceiling
 from shardex.documents import DIAGNOSE_SCHEMA, rounded
 from shardex.errors import InvalidInput
 from shardex.heat.classify import Classification, Thresholds, classify
@@ -471,8 +471,9 @@ def _check(top: int, headroom: float) -> None:
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise InvalidInput(f"top must be an integer >= 1, got {top!r}")
     if isinstance(headroom, bool) or not isinstance(headroom, int | float) \
-            or not math.isfinite(headroom) or headroom <= 0:
-        raise InvalidInput(f"headroom must be a finite number > 0, got {headroom!r}")
+            or not 0 < headroom <= MAX_HEADROOM:
+        raise InvalidInput(f"headroom must be a number > 0 and at most {MAX_HEADROOM:g}, "
+                           f"got {headroom!r}")
 
 
 def _conclude(profile: HeatProfile, limits: Thresholds, headroom: float, top: int,

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardex.capacity import (
+    MAX_HEADROOM,
     QUERY_PAGE_BYTES,
     QUERY_PAGE_ITEMS,
     Ceiling,
@@ -110,9 +111,9 @@ def shards_for(peak: float, *, ceiling: float, units: float = 1.0,
             raise InvalidInput(
                 f"{name} must be a finite number {'>= 0' if least is not None else '> 0'}, "
                 f"got {number}")
-    if headroom < 1:
-        raise InvalidInput(f"headroom is a multiplier on the peak, at least 1 (1.5: 50% to "
-                           f"spare), got {headroom:g}")
+    if not 1 <= headroom <= MAX_HEADROOM:
+        raise InvalidInput(f"headroom is a multiplier on the peak, from 1 to "
+                           f"{MAX_HEADROOM:g} (1.5: 50% to spare), got {headroom:g}")
     ratio = peak * units * amplification * headroom / ceiling
     if not ratio <= MAX_SHARDS:  # also an overflow to infinity
         needs = f"{ratio:.3g} shards" if math.isfinite(ratio) else \
