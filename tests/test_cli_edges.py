@@ -73,9 +73,11 @@ def test_plan_takes_a_diagnosis_as_it_is(tmp_path: Path) -> None:
     assert piped == plan
     text = run("plan", "--from", str(diagnosis))
     assert "measured" in text
-    # a --peak given beside it wins for its value
+    # a --peak given beside it wins for its value: 2,000 writes a second, 2 units each
+    # in table mode (it was taken as 2,000 units, N=3), as plan --peak alone plans it
     assert json.loads(run("plan", "--from", str(diagnosis), "--peak", "SHIPPED=2000",
-                          "--json"))["values"]["SHIPPED"]["shards"] == 3
+                          "--json"))["values"]["SHIPPED"]["shards"] == 6 == json.loads(
+        run("plan", "--peak", "SHIPPED=2000", "--json"))["values"]["SHIPPED"]["shards"]
     document = tmp_path / "plan.json"
     document.write_text(json.dumps(plan))
     start = json.loads(run("reshard", "start", "--store", "memory://", "--index", "orders",
