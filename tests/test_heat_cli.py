@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from shardex.cli import cli, main
+from shardex.errors import InvalidLog
 from tests import heat_samples as samples
 
 
@@ -154,3 +155,18 @@ def test_a_missing_extra_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[
         main(["diagnose", str(path), *args])
     assert done.value.code == 1  # the operation failed; the command was right
     assert f"pip install '{extra}'" in " ".join(capsys.readouterr().err.split())
+
+
+def test_stdin_names_a_json_array_and_takes_no_file_beside_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On stdin a JSON array read as a CSV without a 'timestamp' column (a file named it),
+    and '- FILE' said '--stream reads one file', naming an option not given."""
+    path = samples.write_log(tmp_path / "orders.csv", samples.low_cardinality())
+    with pytest.raises(InvalidLog, match=r"^<stdin>:1: is a JSON array; shardex reads JSON "
+                                         "Lines"):
+        invoke("-", stdin='[{"timestamp": 1796014800.0, "key": "P"}]\n')
+    with pytest.raises(SystemExit) as done:
+        main(["diagnose", "-", str(path)])
+    assert done.value.code == 2
+    assert capsys.readouterr().err == ("error: '-' (stdin) is read alone: give no file "
+                                       "beside it\n")

@@ -110,7 +110,8 @@ def diagnose(files: tuple[str, ...], fmt: str | None, skip_bad: bool, eventual: 
         if plot is not None:
             raise InvalidInput("--plot needs files read exactly, not --stream or stdin")
         if len(files) != 1:
-            raise InvalidInput("--stream reads one file or '-' (stdin)")
+            raise InvalidInput("--stream reads one file or '-' (stdin)" if stream else
+                               "'-' (stdin) is read alone: give no file beside it")
         if fmt is not None and fmt not in ("csv", "jsonl"):
             raise InvalidInput(f"--stream reads csv or jsonl, not {fmt}")
         _live(files[0], fmt, options, ceiling=ceiling, headroom=headroom, top=top,

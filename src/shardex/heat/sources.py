@@ -28,9 +28,9 @@ from typing import Any
 
 from shardex.errors import InvalidInput, InvalidLog
 
-__all__ = ["BINARY", "EMPTY", "ENGINES", "FORMATS", "HEAD", "INSIGHTS_RULES", "Options",
-           "detect_format", "expand", "is_gzip", "log_format", "parse_document", "read_document",
-           "require_file"]
+__all__ = ["BINARY", "EMPTY", "ENGINES", "FORMATS", "HEAD", "INSIGHTS_RULES", "JSON_ARRAY",
+           "Options", "detect_format", "expand", "is_gzip", "log_format", "parse_document",
+           "read_document", "require_file"]
 
 FORMATS = ("csv", "jsonl", "parquet", "cloudtrail", "insights")
 # what aggregates files read exactly: DuckDB in this process, or Spark (heat.spark)
@@ -142,6 +142,10 @@ def _head(path: str) -> bytes:
     return head
 
 
+JSON_ARRAY = ("is a JSON array; shardex reads JSON Lines (one object a line), CloudTrail "
+              "files ({\"Records\": [...]}) and Contributor Insights reports")
+
+
 def detect_format(path: str) -> str:
     """Return the format of the file ``path`` from its content (see the module).
 
@@ -162,9 +166,7 @@ def detect_format(path: str) -> str:
                          f"shardex reads ({_WHAT})", path=path) from exc
     text = text.lstrip("\ufeff \t\r\n")
     if text.startswith("["):
-        raise InvalidLog("is a JSON array; shardex reads JSON Lines (one object a line), "
-                         "CloudTrail files ({\"Records\": [...]}) and Contributor Insights "
-                         "reports", path=path)
+        raise InvalidLog(JSON_ARRAY, path=path)
     if not text.startswith("{"):
         return "csv"
     try:

@@ -26,7 +26,7 @@ from shardex.counters.spacesaving import SpaceSaving
 from shardex.errors import InvalidInput, InvalidLog
 from shardex.heat import rows
 from shardex.heat.profile import HeatProfile, HotStep, KeyHeat, keys_to_cover, reserved_note
-from shardex.heat.sources import BINARY, EMPTY, HEAD
+from shardex.heat.sources import BINARY, EMPTY, HEAD, JSON_ARRAY
 
 __all__ = ["StreamHeat", "StreamReader"]
 
@@ -351,7 +351,10 @@ class StreamReader:
             if self.fmt is None:
                 if not text.strip():
                     continue
-                self.fmt = "jsonl" if text.lstrip("\ufeff \t").startswith("{") else "csv"
+                first = text.lstrip("\ufeff \t")
+                if first.startswith("["):  # read as a CSV, it lacked a 'timestamp' column
+                    raise InvalidLog(JSON_ARRAY, path=self.name, line=self._line)
+                self.fmt = "jsonl" if first.startswith("{") else "csv"
             if self.fmt == "jsonl":
                 self._json(text)
             elif self._header is not None and not self._held and '"' not in text:
