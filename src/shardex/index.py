@@ -169,12 +169,10 @@ class ShardedIndex(IndexReads):
         self._retry = retry or RetryPolicy()
         self._clock: Clock = clock or LoopClock()
         self._tiers = TierStores(self._store, tiers)
-        for _, each in self._tiers:  # a name no key of a store has room for: refused now
-            each.check_namespace(self.name)
-        if self._meter is not None:  # a value on a tier is heat of the index too
-            for tier, tier_store in self._tiers:
-                if tier is not None:
-                    self._meter.watch(tier_store, tier)
+        for tier, each in self._tiers:
+            each.check_namespace(self.name)  # a name no key of a store has room for
+            if tier is not None and self._meter is not None:
+                self._meter.watch(each, tier)  # a value on a tier is heat of the index too
         self._keeps_entries = any(store.keeps_entries for _, store in self._tiers)
         self._max_conflicts = max_conflicts
         if routing is not None:

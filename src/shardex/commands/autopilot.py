@@ -34,6 +34,7 @@ from shardex.commands.connection import (
     store_ceiling,
 )
 from shardex.commands.controls import sharing_options
+from shardex.commands.migrations import require_index
 from shardex.commands.params import (
     LOGICAL_KEY,
     MARGIN,
@@ -316,23 +317,17 @@ def _control(uri: str, name: str, paused: bool, reason: str,
 
     from shardex.autopilot import Control
     from shardex.clock import LoopClock
-    from shardex.routing_record import RoutingRecord
 
-    async def write() -> bool:
+    async def write() -> None:
         records = _records(uri, name, connection)
         async with records.store:
             # a mistyped name would claim a fresh table for an index that is not there
-            if (await RoutingRecord(records.store, name).read())[0] is None:
-                return False
+            await require_index(records.store, uri, name, "; nothing was written")
             await records.set_control(Control(paused, LoopClock().wall(),
                                               f"{getpass.getuser()}@{socket.gethostname()}",
                                               reason))
-            return True
 
-    if not asyncio.run(write()):
-        raise click.BadParameter(f"no index {name!r} in {uri}: it has no routing record "
-                                 "(an index stores one when it first opens); nothing was "
-                                 "written", param_hint="'--index'")
+    asyncio.run(write())
 
 
 @autopilot.command()

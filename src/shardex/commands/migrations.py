@@ -60,18 +60,19 @@ async def watch(read: Callable[[], Awaitable[dict[str, Any]]],
         await sleep(every)
 
 
-async def require_index(store: Any, uri: str, name: str) -> None:
-    """BadParameter for ``--index`` unless index ``name`` has a routing record in ``store``
-    (an index stores one as it first opens): a mistyped name read as a healthy index at
-    routing version 1, or began a reshard of nothing. ``memory://`` holds nothing from one
-    command to the next: not asked there."""
+async def require_index(store: Any, uri: str, name: str, said: str = "") -> None:
+    """BadParameter for ``--index`` (``said`` after its words) unless index ``name`` has a
+    routing record in ``store`` (an index stores one as it first opens): a mistyped name
+    read as a healthy index at routing version 1, began a reshard of nothing, or claimed a
+    fresh table for the autopilot. ``memory://`` holds nothing from one command to the
+    next: not asked there."""
     from shardex.routing_record import RoutingRecord
 
     if store.scheme == "memory" or (await RoutingRecord(store, name).read())[0] is not None:
         return
     raise click.BadParameter(
         f"no index {name!r} in {uri}: it has no routing record (an index stores one as it "
-        "first opens); 'shardex migrations list --store URI' lists the indexes it holds",
+        f"first opens); 'shardex migrations list --store URI' lists the indexes it holds{said}",
         param_hint="'--index'")
 
 

@@ -336,9 +336,11 @@ class HeatMeter:
             except InvalidKey:
                 value = key  # not a shardex shard key: it is its own logical key
             oldest = window.index - self._keep + 1
+            shard = key
             if prefix:
-                self._tiered[prefix + key] = prefix
-            for table, name, counts in ((self._shards, prefix + key, window.shard_keys),
+                shard = prefix + key
+                self._tiered[shard] = prefix
+            for table, name, counts in ((self._shards, shard, window.shard_keys),
                                         (self._values, value, window.values)):
                 under, tally = table.tally(name, value, window.index, oldest)
                 tally.last_window = window.index

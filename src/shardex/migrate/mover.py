@@ -69,14 +69,6 @@ from shardex.transition import Transition
 __all__ = ["MOVER_RETRY", "Mover", "SWEEP_JOB", "first_refused"]
 
 log = logging.getLogger("shardex")
-
-
-def first_refused(refused: Mapping[tuple[str, str], str]) -> tuple[str, str, str, str]:
-    """The first of a mover's ``refused`` entries (not empty): its item id, its value, why,
-    and how many more there are, said (`` and 3 more``, or nothing)."""
-    (value, item_id), why = next(iter(refused.items()))
-    more = f" and {len(refused) - 1:,} more" if len(refused) > 1 else ""
-    return item_id, value, why, more
 # the mover sees every throttle itself (to adapt its rate); it retries the rest
 MOVER_RETRY = RetryPolicy(attempts=6, base=0.05, cap=1.0, deadline=None,
                           retry_on=(Unavailable,))
@@ -120,6 +112,13 @@ def _page_size(rate: float, lease: float, cost: float | None = 2.0) -> int:
     size = max(1, min(100, int(rate * lease / 4 / max(cost or 2.0, 1.0))))
     return size if cost is not None else min(size, _FIRST_PAGE)
 
+
+def first_refused(refused: Mapping[tuple[str, str], str]) -> tuple[str, str, str, str]:
+    """The first of a mover's ``refused`` entries (not empty): its item id, its value, why,
+    and how many more there are, said (`` and 3 more``, or nothing)."""
+    (value, item_id), why = next(iter(refused.items()))
+    more = f" and {len(refused) - 1:,} more" if len(refused) > 1 else ""
+    return item_id, value, why, more
 
 class Mover:
     """Moves the entries of one reshard generation, with ``workers`` concurrent workers.

@@ -447,8 +447,7 @@ class Resharder(MigrationRunner):
             while now - seen[0][0] > window:
                 seen.popleft()
             then, before = seen[0]
-            rate = (moved - before) / (now - then) if now - then >= least and not hold \
-                else None
+            rate = (moved - before) / (now - then) if now - then >= least else None
             waiting = held_by_others(units, self._clock.wall(), self.worker)
             self._report(routing, units, hold or waiting or "moving entries",
                          rate)
