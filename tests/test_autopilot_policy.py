@@ -303,6 +303,10 @@ def test_heat_window_refuses_bad_samples() -> None:
     ({"limits": {"A#1": (1, 2)}}, "limits"),
     ({"limits": {"A": (4, 2)}}, "floor <= ceiling"),
     ({"lead": -1.0}, "lead"),
+    # a month at most for a window, a wait or a tick; the planner's headroom bound
+    ({"t_down": 1e308}, r"t_down is in seconds, at most 2,592,000 \(30 days\), got 1e\+308"),
+    ({"veto": 31 * 86_400.0}, "veto is in seconds"),
+    ({"headroom": 1e308}, "headroom .* 1 to 100, got 1e"),
 ])
 def test_bad_policies_are_refused(settings: dict, match: str) -> None:
     with pytest.raises(InvalidPolicy, match=match):

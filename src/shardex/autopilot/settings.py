@@ -12,6 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from shardex.capacity import MAX_HEADROOM
 from shardex.errors import InvalidPolicy, brief
 from shardex.keys import validate_value
 from shardex.routing import MAX_SHARDS, check_tier_name
@@ -22,6 +23,10 @@ _NUMBERS = {"up", "down", "t_up", "t_down", "trend", "lead", "min_interval", "ad
             "isolate_share", "headroom", "retain", "tick", "grow_factor", "settled",
             "admit_at", "veto"}
 _COUNTS = {"max_migrations", "min_shards", "max_shards"}
+# the fields in seconds, and the most any may be: a window, a wait or a tick longer than a
+# month is a typing slip (a t_down of 1e308 asked a heat source for its whole past)
+_SECONDS = ("t_up", "t_down", "trend", "lead", "min_interval", "retain", "tick", "veto")
+MAX_SECONDS = 30 * 86_400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,11 @@ class AutopilotPolicy:
         for name in ("t_up", "t_down", "tick"):
             if getattr(self, name) <= 0:
                 raise InvalidPolicy(f"autopilot {name} must be > 0 seconds")
+        for name in _SECONDS:
+            if getattr(self, name) > MAX_SECONDS:
+                raise InvalidPolicy(f"autopilot {name} is in seconds, at most "
+                                    f"{MAX_SECONDS:,.0f} (30 days), got "
+                                    f"{getattr(self, name):g}")
         if self.t_down < self.t_up:
             raise InvalidPolicy(f"autopilot t_down ({self.t_down:g} s) must be at least t_up "
                                 f"({self.t_up:g} s): shrinking is the slower decision")
@@ -100,9 +110,9 @@ class AutopilotPolicy:
         if self.grow_factor < 1 or self.settled > 1:
             raise InvalidPolicy(f"autopilot needs grow_factor >= 1 and settled <= 1, got "
                                 f"{self.grow_factor:g} and {self.settled:g}")
-        if self.headroom < 1:
-            raise InvalidPolicy(f"autopilot headroom is a multiplier on the peak, at least 1, "
-                                f"got {self.headroom:g}")
+        if not 1 <= self.headroom <= MAX_HEADROOM:
+            raise InvalidPolicy(f"autopilot headroom is a multiplier on the peak, 1 to "
+                                f"{MAX_HEADROOM:g}, got {self.headroom:g}")
         for name in sorted(_COUNTS):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
