@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -16,6 +17,7 @@ from shardex.plan.shards import PROFILE_OF_MODE
 from shardex.routing import ShardPolicy
 from shardex.sim.latency import LatencyModel
 from shardex.sim.profiles import profile
+from tests.servers import shardex_error
 
 
 def shards(peak: float, **options: object) -> int:
@@ -344,8 +346,23 @@ def test_a_peak_past_the_shard_limit_says_what_it_needs_and_why(peak: float,
     """An overflow read 'needs inf shards'; the message now names the factors too."""
     with pytest.raises(InvalidInput) as refused:
         shards_for(peak, ceiling=1000.0, headroom=100.0)
-    assert f"a peak of {peak:g} writes/s (x1 units, x100 headroom) {needs}, over the " \
-        "limit of 4096" in str(refused.value)
+    assert f"a peak of {peak:g} a second, 1 write unit(s) each, x100 headroom, {needs} of " \
+        "1000 units/s, over the limit of 4096" in str(refused.value)
+
+
+def test_a_measured_peak_past_the_shard_limit_is_not_called_writes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """plan --from a diagnosis whose key measured 5e6 write units a second said 'a peak of
+    5e+06 writes/s (x1 units, ...)': the diagnosis measures write units, not writes."""
+    from tests.test_plan_reads import diagnosed
+
+    diagnosis = diagnosed(tmp_path)
+    doc = json.loads(diagnosis.read_text())
+    doc["top"][0]["peak_write_units_per_s"] = 5e6
+    diagnosis.write_text(json.dumps(doc))
+    said = shardex_error(capsys, "plan", "--from", str(diagnosis), code=2)
+    assert "writes/s" not in said
+    assert f"{doc['top'][0]['key']}: a peak of 5e+06 a second, 1 write unit(s) each" in said
 
 
 def test_a_fan_out_wider_than_the_clients_pool_is_priced_through_it() -> None:

@@ -119,9 +119,10 @@ def shards_for(peak: float, *, ceiling: float, units: float = 1.0,
         needs = f"{ratio:.3g} shards" if math.isfinite(ratio) else \
             "more shards than a float can count"
         raise InvalidInput(
-            f"a peak of {peak:g} writes/s (x{units * amplification:g} units, x{headroom:g} "
-            f"headroom) needs {needs}, over the limit of {MAX_SHARDS}; isolate this key on "
-            f"a dedicated path instead")
+            # worded for writes and for the write units a diagnosis measured alike
+            f"a peak of {peak:g} a second, {units * amplification:g} write unit(s) each, "
+            f"x{headroom:g} headroom, needs {needs} of {ceiling:g} units/s, over the limit "
+            f"of {MAX_SHARDS}; isolate this key on a dedicated path instead")
     # Round away float noise (3000*1.1/1100 is 3.0000000000000004) before the ceiling.
     return max(1, math.ceil(round(ratio, 9)))
 
