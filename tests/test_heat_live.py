@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -139,6 +140,40 @@ def test_a_pipe_feed_splits_lines_and_characters_across_reads() -> None:
     os.close(read)
 
 
+def test_a_pipe_feed_names_the_byte_and_line_that_is_not_utf8_across_reads() -> None:
+    """The offset counts the bytes of earlier reads and of a character split between two."""
+    read, write = os.pipe()
+    feed = PipeFeed(read, "<stdin>")
+    try:
+        os.write(write, b"a,b\nc" + "\u00e9".encode()[:1])  # bytes 0-5, half a character
+        assert feed.next(0.0) == ["a,b\n"]
+        os.write(write, "\u00e9".encode()[1:] + b"\nd\xff\n")  # the bad byte is byte 9
+        with pytest.raises(InvalidLog) as caught:
+            feed.next(0.0)
+    finally:
+        os.close(read)
+        os.close(write)
+    assert str(caught.value) == "<stdin>:3: is not UTF-8 text (invalid start byte at byte 9)"
+
+
+@pytest.mark.parametrize("how", ["stdin", "--stream"])
+def test_stdin_names_the_byte_and_line_that_is_not_utf8(tmp_path: Path, how: str) -> None:
+    """On stdin a byte that is not UTF-8 was named without its place ('<stdin>: is not
+    UTF-8 text: invalid start byte'), where a file named its byte: a long log's bad byte
+    is named by its byte and line, as the file's is, on stdin and --stream alike."""
+    data = "".join([HEADER, *(line for s in range(400) for line in second(s))]).encode()
+    bad = data + f"{BASE},PEND\xffING,write,1\n".encode("latin-1") + b"x\n"
+    path = tmp_path / "bad.csv"
+    path.write_bytes(bad)
+    args = ["diagnose", "-"] if how == "stdin" else ["diagnose", "--stream", str(path)]
+    result = CliRunner().invoke(cli, args, input=bad if how == "stdin" else None)
+    assert isinstance(result.exception, InvalidLog), result.output  # exit 2 from main
+    shown = "<stdin>" if how == "stdin" else str(path)
+    line, at = data.count(b"\n") + 1, bad.index(b"\xff")
+    assert str(result.exception) == (f"{shown}:{line}: is not UTF-8 text (invalid start byte "
+                                     f"at byte {at})")
+
+
 # -- the command ----------------------------------------------------------------------------
 
 @pytest.fixture
@@ -176,10 +211,11 @@ def test_json_lines_a_refresh_then_the_final_report(tmp_path: Path, ticking: Clo
     assert docs[-1]["recommendation"]["shards"] == {"PENDING": 2}
 
 
-def _small_chunks(self: FileFeed, stream: object, name: str, *, chunk: int = 0) -> None:
-    self._stream = stream  # type: ignore[assignment]
-    self._name = name
-    self._chunk = 1  # a few lines a call, so the fake clock ticks between them
+_FEED_INIT = FileFeed.__init__
+
+
+def _small_chunks(self: FileFeed, stream: Any, name: str, *, chunk: int = 0) -> None:
+    _FEED_INIT(self, stream, name, chunk=1)  # a line a call: the fake clock ticks between
 
 
 def test_a_table_a_refresh_when_not_on_a_terminal(tmp_path: Path, ticking: Clock,

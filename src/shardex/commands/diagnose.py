@@ -261,7 +261,7 @@ def _deaf_to_interrupts(deaf: bool) -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
 
 
-def _pipe(stream: IO[str]) -> int | None:
+def _pipe(stream: IO[bytes] | IO[str]) -> int | None:
     """The descriptor of a stdin to wait on, or None when reading it never blocks."""
     try:
         fd = stream.fileno()
@@ -271,28 +271,23 @@ def _pipe(stream: IO[str]) -> int | None:
 
 
 class _Opened:
-    """The stream to read: stdin (as UTF-8 text) or the named file."""
+    """The stream to read: stdin's bytes or the named file's (decoded as UTF-8 by the
+    feed, which names the byte that is not), or a text-only stdin as it is."""
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._file: IO[str] | None = None
-        self._stdin: io.TextIOWrapper | None = None
+        self._file: IO[bytes] | None = None
 
-    def __enter__(self) -> IO[str]:
+    def __enter__(self) -> IO[bytes] | IO[str]:
         if self._name == "-":
-            raw = getattr(sys.stdin, "buffer", None)
-            if raw is None:  # a text-only stdin, as some embedders give
-                return sys.stdin
-            self._stdin = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", newline="")
-            return self._stdin
-        self._file = open(self._name, encoding="utf-8", errors="strict", newline="")
+            raw: IO[bytes] | None = getattr(sys.stdin, "buffer", None)
+            return sys.stdin if raw is None else raw  # a text-only stdin, as embedders give
+        self._file = open(self._name, "rb")
         return self._file
 
     def __exit__(self, *exc: object) -> None:
         if self._file is not None:
             self._file.close()
-        if self._stdin is not None:
-            self._stdin.detach()  # stdin's own buffer stays open
 
 
 class _View:

@@ -15,6 +15,7 @@ fake clock.
 from __future__ import annotations
 
 import codecs
+import io
 import os
 import select
 import time
@@ -35,68 +36,101 @@ class Feed(Protocol):
         """The lines that arrived within ``timeout`` seconds (maybe none); None at the end."""
 
 
-class FileFeed:
-    """The lines of a regular file (or any stream that never blocks), a chunk at a time."""
+class _Lines:
+    """Bytes in, lines out: UTF-8 decoded as the bytes come (a character split between two
+    reads is kept for the next); the last line may lack its newline. A byte that is not
+    UTF-8 is named by its offset and its line (InvalidLog), as a file's check names it."""
 
-    def __init__(self, stream: IO[str], name: str, *, chunk: int = _CHUNK) -> None:
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._pending = ""
+        self.lines: list[str] = []
+        self._offset = 0  # bytes taken before this read
+        self._newlines = 0  # of them, newlines (never inside a multi-byte character)
+
+    def take(self, data: bytes) -> None:
+        """Take one read's bytes; ``b""`` is the end of input."""
+        kept = len(self._decoder.getstate()[0])  # the bytes of a split character
+        try:
+            text = self._pending + self._decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:  # its offsets count the kept bytes first
+            before = data[:max(0, exc.start - kept)]
+            raise InvalidLog(f"is not UTF-8 text ({exc.reason} at byte "
+                             f"{self._offset - kept + exc.start})", path=self._name,
+                             line=self._newlines + before.count(b"\n") + 1) from exc
+        self._offset += len(data)
+        self._newlines += data.count(b"\n")
+        *complete, last = text.split("\n")
+        self.lines.extend(line + "\n" for line in complete)
+        if data:
+            self._pending = last
+        elif last:  # the end of input: the last line had no newline
+            self.lines.append(last)
+            self._pending = ""
+
+
+class FileFeed:
+    """The lines of a regular file (or any stream that never blocks), a chunk at a time:
+    a binary stream's bytes decoded as UTF-8 (``_Lines``), a text stream's lines as its
+    own decoding gives them (an embedder's text-only stdin, a test's)."""
+
+    def __init__(self, stream: IO[bytes] | IO[str], name: str, *,
+                 chunk: int = _CHUNK) -> None:
         self._stream = stream
         self._name = name
         self._chunk = chunk
+        self._lines = _Lines(name)
+        self._done = False
 
     def next(self, timeout: float) -> list[str] | None:
-        try:
-            lines = self._stream.readlines(self._chunk * 64)
-        except UnicodeDecodeError as exc:
-            raise InvalidLog(f"is not UTF-8 text: {exc.reason}", path=self._name) from exc
-        return lines or None
+        if isinstance(self._stream, io.TextIOBase):
+            try:
+                text: list[str] = self._stream.readlines(self._chunk * 64)
+            except UnicodeDecodeError as exc:
+                raise InvalidLog(f"is not UTF-8 text: {exc.reason}", path=self._name) from exc
+            return text or None
+        lines = self._lines
+        while not self._done and len(lines.lines) < self._chunk:
+            data = self._stream.read(1 << 16)
+            assert isinstance(data, bytes)
+            lines.take(data)
+            self._done = not data
+        if not lines.lines and self._done:
+            return None
+        taken, lines.lines = lines.lines[:self._chunk], lines.lines[self._chunk:]
+        return taken
 
 
 class PipeFeed:
     """The lines of a pipe or terminal, waited for with ``select`` and read unbuffered.
 
     No thread: a wait that times out returns what arrived, and Ctrl-C interrupts it.
-    Bytes are decoded as UTF-8 as they come (a character split between two reads is
-    kept for the next); the last line may lack its newline.
     """
 
     def __init__(self, fd: int, name: str, *, chunk: int = _CHUNK) -> None:
         self._fd = fd
-        self._name = name
         self._chunk = chunk
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
-        self._pending = ""
-        self._lines: list[str] = []
+        self._lines = _Lines(name)
         self._done = False
-
-    def _take(self, data: bytes) -> None:
-        try:
-            text = self._pending + self._decoder.decode(data, final=not data)
-        except UnicodeDecodeError as exc:
-            raise InvalidLog(f"is not UTF-8 text: {exc.reason}", path=self._name) from exc
-        *complete, last = text.split("\n")
-        self._lines.extend(line + "\n" for line in complete)
-        if data:
-            self._pending = last
-        elif last:  # the end of input: the last line had no newline
-            self._lines.append(last)
-            self._pending = ""
 
     def next(self, timeout: float) -> list[str] | None:
         deadline = time.monotonic() + max(0.0, timeout)
-        while not self._done and len(self._lines) < self._chunk:
+        lines = self._lines
+        while not self._done and len(lines.lines) < self._chunk:
             wait = deadline - time.monotonic()
             ready, _, _ = select.select([self._fd], [], [], max(0.0, wait))
             if not ready:
                 break
             data = os.read(self._fd, 1 << 16)
-            self._take(data)
+            lines.take(data)
             if not data:
                 self._done = True
             elif wait <= 0:
                 break
-        if not self._lines and self._done:
+        if not lines.lines and self._done:
             return None
-        taken, self._lines = self._lines[:self._chunk], self._lines[self._chunk:]
+        taken, lines.lines = lines.lines[:self._chunk], lines.lines[self._chunk:]
         return taken
 
 
