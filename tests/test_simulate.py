@@ -180,6 +180,24 @@ def test_steps_and_bursts_shape_a_rate() -> None:
     assert write.peak() == 1100
 
 
+def test_a_burst_or_step_past_the_runs_end_is_named(tmp_path: Path) -> None:
+    """A burst at 700 s of a 600 s run was dropped without a word: a note names it, and
+    the step a --duration cut."""
+    path = tmp_path / "late.toml"
+    path.write_text("duration = 60\n[values.A]\nwrite = [[0, 100], [40, 200]]\n"
+                    "bursts = [{at = 70, seconds = 10, write = 500}]\n"
+                    "[values.B]\nwrite = 10\n")
+    code, out = invoke("simulate", str(path), "--json")
+    assert code == 0, out
+    assert json.loads(out)["notes"] == [
+        "A's write: a burst at 70 s past the run's 60 s (not run)"]
+    code, out = invoke("simulate", str(path), "--duration", "30")
+    assert code == 0, out
+    assert "note: A's write: a burst at 70 s, a step at 40 s past the run's 30 s (not run)" \
+        in " ".join(out.split())
+    assert "B's" not in out
+
+
 @pytest.mark.parametrize(("doc", "message"), [
     ({"values": {}}, "at least one value"),
     ({"values": {"V": {"write": -1}}}, "values.V.write: must be a number"),

@@ -251,8 +251,9 @@ class Simulation:
                 "tables": [{"resource": t.resource, "direction": t.direction,
                             "used_per_s": _downsample(t.used, step),
                             "limit_per_s": _downsample(t.limit, step)} for t in self.tables]},
-            # only where the workload left something of its source out
-            **({"notes": list(self.workload.notes)} if self.workload.notes else {}),
+            # only where the workload left something of its source out, or past its end
+            **({"notes": notes} if (notes := [*self.workload.notes, *self.workload.unrun()])
+               else {}),
         })
         return doc
 

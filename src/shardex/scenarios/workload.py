@@ -153,6 +153,27 @@ class Workload:
         name = self.table.get("profile", DEFAULT_PROFILE)
         return str(name)
 
+    def unrun(self) -> list[str]:
+        """Notes naming the bursts and steps that start at or past ``duration`` (a run of
+        it never reaches them: a slip in the file, or a ``--duration`` that cut it)."""
+        schedules = [(f"{load.value}'s {name}", getattr(load, name))
+                     for load in self.values.values()
+                     for name in ("write", "delete", "read", "write_units", "read_units")]
+        schedules += [(f"the move {move.source} -> {move.target}", move.rate)
+                      for move in self.moves]
+        notes = []
+        for what, schedule in schedules:
+            if schedule is None:
+                continue
+            late = [f"a burst at {start:g} s" for start, _, _ in schedule.bursts
+                    if start >= self.duration]
+            late += [f"a step at {start:g} s" for start, _ in schedule.steps
+                     if start >= self.duration]
+            if late:
+                notes.append(f"{what}: {', '.join(late)} past the run's {self.duration:,} s "
+                             f"(not run)")
+        return notes
+
 
 def _fail(where: str, message: str) -> InvalidInput:
     return InvalidInput(f"{where}: {message}")
