@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardex import Routing, ShardedIndex, ShardPolicy, run_virtual
 from shardex.errors import InvalidInput, InvalidKey
 from shardex.keys import (
     MAX_ITEM_ID_BYTES,
@@ -58,6 +60,48 @@ def test_valid_text_is_returned_unchanged(
     validate: Validator, kind: str, limit: int, text: str
 ) -> None:
     assert validate(text) == text
+
+
+class Status(str, enum.Enum):  # noqa: UP042 (the form applications use; StrEnum too)
+    pending = "PENDING"  # its name is not its text: str() of it is 'Status.pending'
+
+
+class ItemId(str):
+    pass
+
+
+@pytest.mark.parametrize(("validate", "kind", "limit"), VALIDATORS, ids=VALIDATOR_IDS)
+@pytest.mark.parametrize("text", [Status.pending, ItemId("PENDING")], ids=["enum", "subclass"])
+def test_a_str_subclass_is_its_text(validate: Validator, kind: str, limit: int,
+                                    text: str) -> None:
+    assert type(validate(text)) is str
+    assert validate(text) == "PENDING"
+
+
+def test_an_index_takes_a_str_enum_as_its_text() -> None:
+    """An application's status enum (class Status(str, Enum)) passed the checks and then
+    failed deep inside: 'shard 4 is out of range for 8 shard(s)' for a put, 'item id must
+    be non-empty text, got 'o-1'' for a str subclass id. It is its text everywhere."""
+    async def main() -> None:
+        routing = Routing(overrides={Status.pending: ShardPolicy(shards=8)})
+        assert list(routing.overrides) == ["PENDING"]
+        assert type(next(iter(routing.overrides))) is str
+        async with ShardedIndex("memory://", "orders", routing) as index:
+            assert await index.put(Status.pending, ItemId("o-1"), sort=ItemId("s"))
+            assert await index.put(Status.pending, "o-2")
+            page = await index.query(Status.pending)
+            assert [(e.value, e.item_id, e.sort) for e in page.items] == [
+                ("PENDING", "o-2", ""), ("PENDING", "o-1", "s")]
+            assert all(type(e.value) is str for e in page.items)
+            assert await index.count(Status.pending) == 2
+            assert (await index.get(ItemId("o-1"))).shard_key.startswith("PENDING#")
+            assert await index.move(ItemId("o-1"), old=Status.pending, new="SHIPPED")
+            assert [e.item_id async for e in index.scan(Status.pending)] == ["o-2"]
+            assert [len(p.items) async for p in index.pages(Status.pending)] == [1]
+            assert await index.delete(Status.pending, ItemId("o-2"))
+            assert await index.count("PENDING") == 0
+
+    run_virtual(main())
 
 
 @pytest.mark.parametrize(("validate", "kind", "limit"), VALIDATORS, ids=VALIDATOR_IDS)

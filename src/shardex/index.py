@@ -385,10 +385,9 @@ class ShardedIndex(IndexReads):
         CapabilityMissing on stores that write their own entries, InvalidKey for a
         value, item id or sort that cannot be stored.
         """
-        validate_value(value)
-        validate_item_id(item_id)
+        value, item_id = validate_value(value), validate_item_id(item_id)
         if sort is not None:
-            validate_sort(sort)
+            sort = validate_sort(sort)
         self._reader()
         try:
             routing = self._record.check_fresh()
@@ -411,16 +410,18 @@ class ShardedIndex(IndexReads):
 
     # -- writes ----------------------------------------------------------------------
 
-    def _check_sort(self, sort: str | None, item_id: str) -> None:
+    def _check_sort(self, sort: str | None, item_id: str) -> str | None:
+        """``sort`` as a plain str, checked (None as it is)."""
         if sort is None:
-            return
-        validate_sort(sort)
+            return None
+        sort = validate_sort(sort)
         if not self._store.capabilities.writes_sort:
             raise InvalidInput(f"sort {sort!r}: the sort attribute of {self._store.uri} is the "
                                "application's own, which shardex reads and never writes; "
                                "leave sort out (the application sets it)")
         if not self._tiers.names:  # with tiers, the store it lands in says, as it writes
             self._store.check_position(sort, item_id)
+        return sort
 
     # -- tiers and admission ---------------------------------------------------------
 
@@ -475,9 +476,8 @@ class ShardedIndex(IndexReads):
         ``token`` (1 to 36 of ``A-Z a-z 0-9 -``, unique to this write) is the write's
         identity, which the item's placement carries once it applied (default: a new one).
         """
-        validate_value(value)
-        validate_item_id(item_id)
-        self._check_sort(sort, item_id)
+        value, item_id = validate_value(value), validate_item_id(item_id)
+        sort = self._check_sort(sort, item_id)
         fields = _attrs(attrs, self._store.capabilities.values)
         _check_version(version)
         units = write_units(entry_bytes(StoredEntry(value, sort or "", item_id, fields)))
@@ -496,10 +496,8 @@ class ShardedIndex(IndexReads):
         CapabilityMissing if ``old`` and ``new`` are on different tiers; admission
         charges ``new``. See ``put`` for ``version``, ``token`` and the other errors.
         """
-        validate_item_id(item_id)
-        validate_value(old)
-        validate_value(new)
-        self._check_sort(sort, item_id)
+        item_id, old, new = validate_item_id(item_id), validate_value(old), validate_value(new)
+        sort = self._check_sort(sort, item_id)
         fields = None if attrs is None else _attrs(attrs, self._store.capabilities.values)
         _check_version(version)
         units = write_units(entry_bytes(StoredEntry(new, sort or "", item_id, fields or {})))
@@ -516,8 +514,7 @@ class ShardedIndex(IndexReads):
         Of two clients deleting the same entry at once, one gets True and the other
         False. See ``put`` for ``version``, ``token`` and the errors.
         """
-        validate_value(value)
-        validate_item_id(item_id)
+        value, item_id = validate_value(value), validate_item_id(item_id)
         _check_version(version)
         return await self._write(self._job(
             value, item_id, lambda routing: Delete(value, item_id, version),
@@ -538,8 +535,7 @@ class ShardedIndex(IndexReads):
         Returns the shard key it moved the entry to, None if there was nothing to move;
         errors as ``put``.
         """
-        validate_item_id(item_id)
-        validate_value(value)
+        item_id, value = validate_item_id(item_id), validate_value(value)
         self._reader()
 
         def landing(routing: Routing) -> str:

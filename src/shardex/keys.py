@@ -53,10 +53,12 @@ MAX_SORT_BYTES = 510
 _SUFFIX_DIGITS = 18
 
 
-def _text(kind: str, text: Any, max_bytes: int, *, allow_empty: bool = False) -> str:
-    if not isinstance(text, str):
-        raise InvalidKey(f"{kind} must be text (str), got {type(text).__name__}: "
-                         f"{brief(text)}")
+def _text(kind: str, given: Any, max_bytes: int, *, allow_empty: bool = False) -> str:
+    if not isinstance(given, str):
+        raise InvalidKey(f"{kind} must be text (str), got {type(given).__name__}: "
+                         f"{brief(given)}")
+    # a str subclass (a str or StrEnum member): its text, as a store's driver writes it
+    text = given if type(given) is str else str.__str__(given)
     if not text and not allow_empty:
         raise InvalidKey(f"{kind} must not be empty")
     if text.isascii():  # every write checks several: ASCII needs no encoding
@@ -74,18 +76,20 @@ def _text(kind: str, text: Any, max_bytes: int, *, allow_empty: bool = False) ->
 
 
 def validate_value(value: Any) -> str:
-    """Return ``value`` if it can be a logical key; raise InvalidKey naming the fault.
+    """Return ``value`` as a plain str if it can be a logical key; raise InvalidKey
+    naming the fault.
 
     A logical key is non-empty text of at most MAX_VALUE_BYTES UTF-8 bytes, without
-    NUL and without the separator ``#``.
+    NUL and without the separator ``#``. A str subclass (an enum's member of ``str``, a
+    ``StrEnum``) is its text: ``Status.PENDING`` is ``"PENDING"``.
     """
-    _text("logical key", value, MAX_VALUE_BYTES)
-    if SEPARATOR in value:
+    text = _text("logical key", value, MAX_VALUE_BYTES)
+    if SEPARATOR in text:
         raise InvalidKey(
-            f"logical key {value!r} contains the separator {SEPARATOR!r}, "
+            f"logical key {text!r} contains the separator {SEPARATOR!r}, "
             "which shard keys reserve"
         )
-    return str(value)
+    return text
 
 
 def value_fault(value: Any) -> str | None:
@@ -99,12 +103,14 @@ def value_fault(value: Any) -> str | None:
 
 
 def validate_item_id(item_id: Any) -> str:
-    """Return ``item_id`` if it is non-empty text without NUL; raise InvalidKey otherwise."""
+    """Return ``item_id`` (as a plain str) if it is non-empty text without NUL; raise
+    InvalidKey otherwise."""
     return _text("item id", item_id, MAX_ITEM_ID_BYTES)
 
 
 def validate_sort(sort: Any) -> str:
-    """Return ``sort`` if it is text (possibly empty) without NUL; raise InvalidKey otherwise."""
+    """Return ``sort`` (as a plain str) if it is text (possibly empty) without NUL; raise
+    InvalidKey otherwise."""
     return _text("sort value", sort, MAX_SORT_BYTES, allow_empty=True)
 
 

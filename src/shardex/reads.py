@@ -153,7 +153,7 @@ class IndexReads:
 
     async def get(self, item_id: str) -> Entry | None:
         """Return the entry of ``item_id``, or None if it has none."""
-        validate_item_id(item_id)
+        item_id = validate_item_id(item_id)
         reads = self._reads()
         # an index without tiers has one placement to read, whatever the routing says
         routing = await self._routing_now() if self._tiers.names else None
@@ -179,7 +179,7 @@ class IndexReads:
         asks each shard only for its share of it; a caller who reads every page reads
         them sooner with ``pages``.
         """
-        _check_page(value, limit, order)
+        value = _check_page(value, limit, order)
         after = None if cursor is None else \
             self._codec.decode(cursor, value=value, order=order).after
         return await self._page(value, limit, order, after, priority, to_end=False)
@@ -198,7 +198,7 @@ class IndexReads:
         kept at once). Each page's ``cursor`` resumes the listing anywhere (with
         ``query`` or ``pages``). Raises as ``query`` does.
         """
-        _check_page(value, limit, order)
+        value = _check_page(value, limit, order)
         after = None if cursor is None else \
             self._codec.decode(cursor, value=value, order=order).after
         while True:
@@ -258,7 +258,7 @@ class IndexReads:
         entries have been yielded; RoutingStale is raised at the end if the layout moved
         more than one step while the scan ran (a scan longer than the routing's lease).
         """
-        validate_value(value)
+        value = validate_value(value)
         reads = self._reads()
         routing, since = await self._read_routing()
         await self._admit(value, _keys_read(routing, value), "read", priority)
@@ -276,7 +276,7 @@ class IndexReads:
         Mid-reshard the count lists the value (as ``scan`` does) and counts each entry
         once: it costs the read units of every entry, not a count per shard key.
         """
-        validate_value(value)
+        value = validate_value(value)
         reads = self._reads()
         for attempt in range(_MAX_REREADS):
             routing, since = await self._read_routing()
@@ -295,14 +295,16 @@ class IndexReads:
                      stored.version)
 
 
-def _check_page(value: str, limit: int, order: Order) -> None:
-    validate_value(value)
+def _check_page(value: str, limit: int, order: Order) -> str:
+    """``value`` as a plain str, once the page's arguments are checked."""
+    value = validate_value(value)
     if isinstance(limit, bool) or not isinstance(limit, int) or \
             not 1 <= limit <= MAX_QUERY_LIMIT:
         raise InvalidInput(f"limit must be an integer from 1 to {MAX_QUERY_LIMIT}, "
                            f"got {limit!r}")
     if order not in ("asc", "desc"):
         raise InvalidInput(f"order must be 'asc' or 'desc', got {order!r}")
+    return value
 
 
 def _keys_read(routing: Routing, value: str) -> int:

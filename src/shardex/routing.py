@@ -155,16 +155,17 @@ class Routing:
         if not isinstance(self.overrides, Mapping):
             raise InvalidRouting(
                 f"overrides must be a mapping, got {type(self.overrides).__name__}")
+        overrides: dict[str, ShardPolicy] = {}
         for value, policy in self.overrides.items():
             try:
-                validate_value(value)
+                text = validate_value(value)  # a str enum's member: its text
             except InvalidKey as exc:
                 raise InvalidRouting(f"overrides: {exc}") from exc
             if not isinstance(policy, ShardPolicy):
                 raise InvalidRouting(f"overrides[{value!r}] must be a ShardPolicy, got {policy!r}")
+            overrides[text] = policy
         # A read-only private copy: mutating a dict must not re-route live entries.
-        object.__setattr__(self, "overrides",
-                           MappingProxyType(dict(sorted(self.overrides.items()))))
+        object.__setattr__(self, "overrides", MappingProxyType(dict(sorted(overrides.items()))))
         if self.previous is not None and not isinstance(self.previous, Routing):
             raise InvalidRouting(f"previous must be a Routing or None, got {self.previous!r}")
         if self.previous is not None:
