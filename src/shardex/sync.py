@@ -59,9 +59,8 @@ class SyncShardedIndex:
             coro.close()
             raise InvalidInput(f"SyncShardedIndex {self.index.name!r} is closed; build a "
                                "new one to use the index again")
-        if isinstance(self._loop, VirtualTimeLoop):
-            with self._loop.waiter():
-                return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        if isinstance(self._loop, VirtualTimeLoop):  # time moves while the call runs
+            return self._loop.submit(coro).result()
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def open(self) -> None:

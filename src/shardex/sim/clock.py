@@ -10,12 +10,12 @@ tests never sleep for real. Its wall clock is virtual too: it starts at ``wall_s
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import concurrent.futures
 import contextvars
 import heapq
 import selectors
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from shardex.clock import Clock, LoopClock
@@ -88,7 +88,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._fds = selector._fd_to_key  # type: ignore[attr-defined]  # registered: self-pipe
 
     def pace(self) -> None:
-        """Let time move only while a caller waits on the loop (``waiter``).
+        """Let time move only while a call from another thread runs on it (``submit``).
 
         A loop run in a thread of its own for a blocking facade would otherwise race
         through virtual time between calls, firing background timers (a routing refresh)
@@ -96,16 +96,36 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         """
         self._paced = True
 
-    @contextlib.contextmanager
-    def waiter(self) -> Iterator[None]:
-        """Mark, for a paced loop, that a caller in another thread waits on it."""
+    def submit(self, main: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run ``main`` on the loop from another thread (``run_coroutine_threadsafe``); on
+        a paced loop time moves while it runs and stands still from the moment it ends,
+        on the loop's own thread: a caller woken a thread switch later finds the clock
+        where the call left it, not minutes on (the routing's refreshes fired meanwhile)."""
         with self._waiting_lock:
             self._waiting += 1
-        try:
-            yield
-        finally:
+        ended = [False]
+
+        def end() -> None:  # once, from whichever thread gets there first
             with self._waiting_lock:
-                self._waiting -= 1
+                if not ended[0]:
+                    ended[0] = True
+                    self._waiting -= 1
+
+        async def running() -> T:
+            try:
+                return await main
+            finally:
+                end()
+
+        try:
+            future = asyncio.run_coroutine_threadsafe(running(), self)
+        except BaseException:
+            end()
+            main.close()
+            raise
+        # a call cancelled before it ran (its finally never ran) stops time too
+        future.add_done_callback(lambda _: end())
+        return future
 
     def held_still(self) -> bool:
         """True when the loop is paced and nobody waits on it: time must not move."""
