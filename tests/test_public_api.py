@@ -98,6 +98,44 @@ def test_sync_facade_does_what_the_async_index_does() -> None:
             break
 
 
+def test_sync_facade_has_the_async_index_s_reads_of_its_state() -> None:
+    """docs/dynamodb.md's answer to RoutingStale is refresh_routing, which the facade
+    lacked (store, routing_lease, heat, meter, send_rates, tiers and admission too): a
+    blocking GSI application could not follow it. The facade has every public member of
+    ShardedIndex but the two that only refuse or serve a migration."""
+    left_out = {"update_routing", "relocate"}  # refuses always; the migrations' own
+    public = {n for n in dir(shardex.ShardedIndex) if not n.startswith("_")} - left_out
+    assert public <= set(dir(shardex.SyncShardedIndex)), \
+        public - set(dir(shardex.SyncShardedIndex))
+    with shardex.SyncShardedIndex("memory://", "orders", meter=True,
+                                  loop_factory=VirtualTimeLoop) as index:
+        index.put("PENDING", "o-1")
+        assert index.refresh_routing() == index.routing
+        assert index.routing_lease == 15.0
+        assert index.store.uri == "memory://"
+        assert [key.value for key in index.heat().keys] == ["PENDING"]
+        assert index.meter is index.index.meter
+        assert index.send_rates() == {}
+        assert index.tiers == {}
+        assert index.admission is None
+
+
+def test_sync_facade_not_open_or_closed_says_so_in_its_own_words() -> None:
+    """A facade not yet open told its caller to use 'async with index:'."""
+    index = shardex.SyncShardedIndex("memory://", "orders")
+    for use in (lambda: index.routing, lambda: index.put("A", "o-1"),
+                lambda: list(index.scan("A"))):
+        with pytest.raises(shardex.InvalidInput, match=r"^SyncShardedIndex 'orders' is not "
+                                                       r"open; use 'with index:' \(or "
+                                                       r"index.open\(\)\)$"):
+            use()
+    with index:
+        pass
+    for use in (lambda: index.routing, lambda: index.refresh_routing()):
+        with pytest.raises(shardex.InvalidInput, match="SyncShardedIndex 'orders' is closed"):
+            use()
+
+
 def test_unknown_store_scheme_and_options_are_clear_errors() -> None:
     with pytest.raises(shardex.InvalidURI, match="unknown store scheme 'mongo'"):
         shardex.open_store("mongo://x")

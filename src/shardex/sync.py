@@ -15,8 +15,11 @@ from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Mappi
 from types import TracebackType
 from typing import Any, TypeVar
 
-from shardex.admission import Priority
+from shardex.admission import Admission, Priority
+from shardex.capacity import Ceiling
 from shardex.errors import InvalidInput, brief
+from shardex.heatmeter.meter import HeatMeter
+from shardex.heatmeter.view import HotView
 from shardex.index import ShardedIndex
 from shardex.reads import Entry, Order, Page
 from shardex.routing import Routing
@@ -53,18 +56,36 @@ class SyncShardedIndex:
                                         name=f"shardex-{name}", daemon=True)
         self._thread.start()
         self._listings: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
+        self._opened = False
 
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+    def _usable(self) -> None:
+        """InvalidInput, in the facade's words, unless it is open."""
         if self._loop.is_closed():
-            coro.close()
             raise InvalidInput(f"SyncShardedIndex {self.index.name!r} is closed; build a "
                                "new one to use the index again")
+        if not self._opened:
+            raise InvalidInput(f"SyncShardedIndex {self.index.name!r} is not open; use "
+                               "'with index:' (or index.open())")
+
+    def _call(self, coro: Coroutine[Any, Any, T], *, closed_ok: bool = False) -> T:
+        """Run ``coro`` on the private loop and return its result; an index not open
+        refuses it (``closed_ok``: the open and the close's own calls)."""
+        try:
+            if closed_ok:
+                if self._loop.is_closed():
+                    self._usable()
+            else:
+                self._usable()
+        except InvalidInput:
+            coro.close()
+            raise
         if isinstance(self._loop, VirtualTimeLoop):  # time moves while the call runs
             return self._loop.submit(coro).result()
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def open(self) -> None:
-        self._call(self.index.open())
+        self._call(self.index.open(), closed_ok=True)
+        self._opened = True
 
     def close(self) -> None:
         """Close the index and its listings still open, and stop the private loop; the
@@ -74,9 +95,10 @@ class SyncShardedIndex:
         try:
             for items in list(self._listings):  # a scan or pages left half read
                 with contextlib.suppress(Exception):
-                    self._call(items.aclose())
-            self._call(self.index.close())
+                    self._call(items.aclose(), closed_ok=True)
+            self._call(self.index.close(), closed_ok=True)
         finally:
+            self._opened = False
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
             self._loop.close()
@@ -96,7 +118,44 @@ class SyncShardedIndex:
 
     @property
     def routing(self) -> Routing:
+        self._usable()
         return self.index.routing
+
+    @property
+    def routing_lease(self) -> float:
+        self._usable()
+        return self.index.routing_lease
+
+    def refresh_routing(self) -> Routing:
+        return self._call(self.index.refresh_routing())
+
+    @property
+    def store(self) -> Store:
+        return self.index.store
+
+    @property
+    def tiers(self) -> dict[str, Store]:
+        return self.index.tiers
+
+    @property
+    def admission(self) -> Admission | None:
+        return self.index.admission
+
+    @property
+    def meter(self) -> HeatMeter | None:
+        return self.index.meter
+
+    def send_rates(self) -> dict[str, float | None]:
+        async def on_loop() -> dict[str, float | None]:  # the gates are the loop's
+            return self.index.send_rates()
+
+        return self._call(on_loop())
+
+    def heat(self, top: int = 10, *, ceiling: str | float | Ceiling | None = None) -> HotView:
+        async def on_loop() -> HotView:  # the meter counts on the loop's thread
+            return self.index.heat(top, ceiling=ceiling)
+
+        return self._call(on_loop())
 
     def key_attributes(self, value: str, item_id: str, sort: str | None = None, *,
                        current: str | None = None) -> dict[str, Any]:
@@ -152,4 +211,4 @@ class SyncShardedIndex:
         finally:
             self._listings.discard(items)
             if not self._loop.is_closed():  # else close() closed it
-                self._call(items.aclose())
+                self._call(items.aclose(), closed_ok=True)
