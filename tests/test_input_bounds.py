@@ -179,3 +179,20 @@ def test_a_routing_version_a_store_cannot_keep_is_refused(version: Any) -> None:
 def test_the_largest_routing_version_round_trips() -> None:
     routing = shardex.Routing(shardex.ShardPolicy(1), version=10**38 - 1)
     assert shardex.Routing.from_json(routing.to_json()) == routing
+
+
+def test_a_write_without_a_version_at_the_highest_version_says_so() -> None:
+    """A put without version= of an item at 10**38 - 1 was refused naming 'version
+    100000000000000000000000000000000000000', a version its caller never passed."""
+    async def main() -> None:
+        async with shardex.ShardedIndex(MemoryStore(seed=1), "ix") as index:
+            assert await index.put("A", "i9", version=10**38 - 1)
+            for write in (lambda: index.put("A", "i9"),
+                          lambda: index.move("i9", old="A", new="B"),
+                          lambda: index.delete("A", "i9")):
+                with pytest.raises(InvalidInput, match=r"^item 'i9' is at the highest version, "
+                                                       r"10\*\*38 - 1, so no write can follow"):
+                    await write()
+            assert [e.item_id for e in (await index.query("A")).items] == ["i9"]
+
+    shardex.run_virtual(main())

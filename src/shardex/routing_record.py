@@ -274,8 +274,9 @@ class RoutingRecord:
         if given is None or (given.default, given.overrides, given.previous) == (
                 stored.default, stored.overrides, stored.previous):
             return
+        what = "refused (strict_routing)" if self._strict else "the stored routing is used"
         message = (f"index {self.index!r}: the routing given differs from the stored routing "
-                   f"version {stored.version}; the stored routing is used. Change a live "
+                   f"version {stored.version}; {what}. Change a live "
                    "index's layout through a reshard, not by editing the routing in code.")
         if self._strict:
             raise RoutingConflict(message)

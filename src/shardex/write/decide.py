@@ -40,9 +40,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from shardex.errors import ConditionFailed, ShardexError
+from shardex.errors import ConditionFailed, InvalidInput, ShardexError
 from shardex.keys import parse_shard_key
-from shardex.model.entries import NO_TOKEN, Placement, StoredEntry
+from shardex.model.entries import MAX_VERSION, NO_TOKEN, Placement, StoredEntry
 from shardex.routing import Routing
 from shardex.write.topology import crossing, moved
 
@@ -236,6 +236,11 @@ def decide(request: WriteRequest, current: Placement | None, routing: Routing, *
     if request.version is not None and request.version <= held:
         return Skip(False)  # a newer write already placed (or deleted) this item
     entry = None if current is None else current.entry
+    if request.version is None and held >= MAX_VERSION:
+        return Refuse(InvalidInput, f"item {request.item_id!r} is at the highest version, "
+                                    "10**38 - 1, so no write can follow it (one without "
+                                    "version= stores the item's version plus one, one with "
+                                    "version= must be above it)")
     version = held + 1 if request.version is None else request.version
     item_id = request.item_id
     if isinstance(request, Put):
