@@ -15,6 +15,11 @@ no:shardex`` turns it off). It changes nothing until a test asks for it:
   ``@pytest.mark.shardex_virtual(store="memory://?throttle_rate=0.1")``);
 - the ``virtual`` fixture: ``virtual(coroutine)`` runs a coroutine on virtual time from
   a plain test and returns its result.
+
+The test body alone runs on the virtual loop, a fresh one for each test: its fixtures are
+plain ``def`` fixtures (an ``async def`` fixture would need a loop that outlives it,
+and pytest refuses one no plugin runs). Open an index in the test, or in an ``async
+with`` helper the test calls.
 """
 
 from __future__ import annotations
