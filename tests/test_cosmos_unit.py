@@ -252,7 +252,8 @@ def test_a_value_cosmos_db_cannot_hold_is_refused_naming_cosmos_db(account: None
                          (datetime.datetime(2026, 1, 1), "cannot be stored in Cosmos DB"),
                          ("\ud800", "surrogate\\), which Cosmos DB cannot store"),
                          (frozenset(), "an empty set cannot be stored in Cosmos DB"),
-                         (nested, "levels, which Cosmos DB cannot store"),
+                         (nested, "levels counted from the store.s item, which Cosmos DB "
+                                  "cannot store"),
                          (EntityProperty(2**31, EdmType.INT32),
                           "EntityProperty is a named tuple, which Cosmos DB cannot store")):
         with pytest.raises(shardex.InvalidInput, match=words):

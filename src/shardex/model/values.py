@@ -10,7 +10,8 @@ no backend keeps a copy of the rules.
 Storable everywhere (``DYNAMODB_VALUES``): None, bool, int and float (finite, at most 38
 significant digits, exponent from -130 to +125), Decimal (the same), str and attribute
 names (valid Unicode: no unpaired surrogate), bytes, lists and tuples, mappings with
-text keys, nested at most 32 levels, and sets as DynamoDB has them (SS, NS, BS): a
+text keys, nested at most 32 levels counted from the store's item (an entry's
+attributes start two down: 30 levels of their own), and sets as DynamoDB has them (SS, NS, BS): a
 non-empty set (or frozenset) of text alone, of numbers alone or of bytes alone. An
 item is at most 400 KB (``MAX_ITEM_BYTES``), names included.
 
@@ -126,8 +127,8 @@ def check_value(value: Any, where: str, depth: int = 0,
                            "list")
     elif isinstance(value, list | tuple | Mapping):
         if depth >= MAX_DEPTH:
-            raise InvalidInput(f"{where}: nested deeper than {MAX_DEPTH} levels, which "
-                               f"{rules.name} cannot store")
+            raise InvalidInput(f"{where}: nested deeper than {MAX_DEPTH} levels counted from "
+                               f"the store's item, which {rules.name} cannot store")
         if isinstance(value, Mapping):
             check_attrs(value, where, depth + 1, rules)
         else:

@@ -70,6 +70,9 @@ __all__ = ["Capabilities", "MALFORMED", "Malformed", "Store", "check_malformed",
 # (capped): jittered, and at least half, so the tries span time enough for capacity to come
 _UNREAD_TRIES, _UNREAD_BASE, _UNREAD_CAP = 8, 0.025, 1.0
 _JITTER = random.Random()
+# the depth an entry's attrs start at in the store's item (check_value refuses a list or
+# map at MAX_DEPTH): DynamoDB refuses a list 31 deep in an index table's 'attrs' map
+ENTRY_ATTRS_DEPTH = 2
 T = TypeVar("T")
 
 async def gather_or_cancel(awaitables: Iterable[Awaitable[T]]) -> list[T]:
@@ -375,7 +378,8 @@ class Store(abc.ABC):
         if not isinstance(entry.attrs, Mapping):
             raise InvalidInput(f"entry attrs of item {item_id!r} must be a mapping, "
                                f"got {type(entry.attrs).__name__}")
-        check_attrs(entry.attrs, f"item {item_id!r} attrs", rules=self.capabilities.values)
+        check_attrs(entry.attrs, f"item {item_id!r} attrs", ENTRY_ATTRS_DEPTH,
+                    rules=self.capabilities.values)
         size = entry_bytes(entry)
         if size > self.capabilities.max_item_bytes:
             raise InvalidInput(f"item {item_id!r}: its entry is {size:,} bytes; the store holds "
