@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import signal
+import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -414,3 +417,43 @@ def test_the_page_s_ceiling_is_the_store_s_own() -> None:
     assert store_ceiling("dynamodb://orders") == "dynamodb"
     assert store_ceiling("memory://") == "dynamodb"
     assert store_ceiling(None) == "dynamodb"
+
+
+def test_serve_stopped_by_sigterm_says_so_and_exits_143(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """serve exited 0 without a word on SIGTERM and on Ctrl-C (it caught the interrupt in
+    its wait), where the README's one exit-code rule gives 143 (130) and the line of
+    what the command leaves. The signal comes once serve waits, with the page up."""
+    serving, waiting = threading.Event(), threading.Event()
+    enter = HeatServer.__enter__
+
+    def entered(self: HeatServer) -> HeatServer:
+        server = enter(self)
+        serving.set()
+        return server
+
+    class Event(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            if serving.is_set() and threading.current_thread() is threading.main_thread():
+                waiting.set()  # serve's own wait, the page up
+            return super().wait(timeout)
+
+    monkeypatch.setattr(HeatServer, "__enter__", entered)
+    monkeypatch.setattr(threading, "Event", Event)
+    done = threading.Event()  # serve ended first: no signal for the test process
+
+    def stop() -> None:
+        if waiting.wait(60) and not done.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    stopper = threading.Thread(target=stop)
+    stopper.start()
+    try:
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", "--demo", "--port", "0"])
+    finally:
+        done.set()
+        waiting.set()
+        stopper.join()
+    assert exited.value.code == 143
+    assert capsys.readouterr().err == "interrupted: shardex serve stopped; it changes nothing\n"

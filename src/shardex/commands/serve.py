@@ -116,10 +116,8 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
                                    "(Ctrl-C stops)", highlight=False, markup=False,
                                    soft_wrap=True)
             output.console().file.flush()  # a pipe reader waits for the address
-            try:
-                while not stop.wait(3600):
-                    pass
-            except KeyboardInterrupt:
+            # until Ctrl-C or SIGTERM: its one line, exit 130 or 143 (it only read)
+            while not stop.wait(3600):
                 pass
     finally:
         stop.set()
