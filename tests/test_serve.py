@@ -25,6 +25,7 @@ from click.testing import CliRunner
 
 import shardex
 from shardex.cli import cli, main
+from shardex.commands import serve as serve_command
 from shardex.errors import InvalidInput, Unavailable
 from shardex.heatmeter.meter import HeatMeter
 from shardex.metrics import MetricsRecorder
@@ -88,7 +89,11 @@ def test_the_prometheus_feed_reads_rates_between_scrapes() -> None:
     with serve_prometheus(recorder) as metrics:
         feed = PrometheusFeed(metrics.url, clock=lambda: next(ticks))
         first = feed.read()
-        assert first["values"][0]["units_per_s"] == 0.0  # one scrape: no rate yet
+        # one scrape: no rate yet, unknown (it read 0.0, a hot key as cold; and every
+        # peak 0.0 sorted the keys by name), the busiest by units first
+        assert first["values"][0]["key"] == "PENDING"
+        assert {r["units_per_s"] for r in first["values"] + first["shard_keys"]} == {None}
+        assert {r["peak_to_ceiling"] for r in first["values"]} == {None}
         assert first["window_s"] is None  # it read 0.0 s, and after a second scrape too
 
         async def more() -> None:
@@ -113,7 +118,11 @@ def test_the_prometheus_feed_reads_rates_between_scrapes() -> None:
     assert second["totals"]["throttles"] == stats.totals.throttles
 
 
-def test_serve_json_and_its_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_json_and_its_usage_errors(capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--json of one process's /metrics scrapes twice, --every apart, for its rates: it
+    scraped once and printed every rate and peak as 0.0."""
+    monkeypatch.setattr(serve_command, "_pause", lambda stop, seconds: None)
     _, _, recorder = metered_run(3.0)
     with serve_prometheus(recorder) as metrics:
         result = CliRunner().invoke(cli, ["serve", "--prometheus", metrics.url, "--json"])
@@ -121,6 +130,8 @@ def test_serve_json_and_its_usage_errors(capsys: pytest.CaptureFixture[str]) -> 
         doc = json.loads(result.stdout)
         assert doc["schema"] == "shardex.serve/1"
         assert doc["feed"]["kind"] == "endpoint"  # one process, and the page says so
+        assert doc["window_s"] is not None
+        assert all(isinstance(r["units_per_s"], float) for r in doc["values"])
         refusals = [
             (["serve"], "give one source"),
             # the demo refuses what names a store or series, once (it said --store needs
@@ -138,7 +149,10 @@ def test_serve_json_and_its_usage_errors(capsys: pytest.CaptureFixture[str]) -> 
             (["serve", "--prometheus", "ftp://x"], "http(s)://"),
             (["serve", "--prometheus", metrics.url, "--match", 'job="x"'],
              "is not a Prometheus server"),
-            (["serve", "--prometheus", metrics.url, "--history", "soon"], "duration")]
+            (["serve", "--prometheus", metrics.url, "--history", "soon"], "duration"),
+            # taken without a word, where --match beside it was refused
+            (["serve", "--prometheus", metrics.url, "--history", "1m"],
+             "--history reaches back on a Prometheus server")]
         for args, message in refusals:
             with pytest.raises(SystemExit) as exited:
                 main(args)
@@ -159,18 +173,31 @@ def test_the_demos_one_document_shows_its_traffic() -> None:
     assert max(row["units_per_s"] for row in doc["values"]) > 0
 
 
+@pytest.mark.parametrize("json_or_page", [["--json"], ["--port", "0"]], ids=["json", "page"])
 def test_a_url_that_is_neither_prometheus_nor_metrics_is_one_line(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """The page of another server (HTML, not the text format): no ValueError traceback."""
+        capsys: pytest.CaptureFixture[str], json_or_page: list[str]) -> None:
+    """The page of another server (HTML, not the text format): no ValueError traceback;
+    and refused when serving the page too, which started and showed the error forever."""
     _, meter, _ = metered_run(2.0)
     with HeatServer(MeterFeed(meter)) as other, pytest.raises(SystemExit) as exited:
-        main(["serve", "--prometheus", other.url, "--json"])
+        main(["serve", "--prometheus", other.url, *json_or_page])
     err = capsys.readouterr().err
     assert exited.value.code == 2
     assert err.startswith("error: ")
     assert "did not answer in the Prometheus text format" in err
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_port_in_use_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    """'error: Address already in use' named neither the port nor the option (8765 by
+    default, never typed)."""
+    _, meter, _ = metered_run(1.0)
+    with HeatServer(MeterFeed(meter)) as taken, pytest.raises(SystemExit) as exited:
+        main(["serve", "--demo", "--port", str(taken.port)])
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == (f"error: 127.0.0.1:{taken.port}: Address already in "
+                                       "use (--port; 0 picks a free one)\n")
 
 
 def request(server: HeatServer, method: str, path: str, host: str | None) -> tuple[int, bytes]:
@@ -239,10 +266,14 @@ def test_internal_rows_stand_apart_from_shard_keys() -> None:
         feed = PrometheusFeed(metrics.url)
         feed.read()
         doc = feed.read()
-    internal = {row["key"]: row for row in doc["internal"]}
-    assert "#placement" in internal
-    assert "placements" in internal["#placement"]["what"]
-    assert "other" in internal  # top=2: the other statuses sum there
+    internal = {(row["key"], row["level"]): row for row in doc["internal"]}
+    assert "placements" in internal["#placement", "shard_key"]["what"]
+    # top=2: the other statuses sum there, at each level, which the page tells apart
+    assert internal["other", "value"]["what"].startswith("logical keys without a label")
+    assert internal["other", "shard_key"]["what"].startswith("shard keys without a label")
+    # the shard keys under 'other' are not counted: a key's count is a floor (PENDING at
+    # N=8 read 3, a key 0)
+    assert {(r["shards"] >= 1, r["shards_all_seen"]) for r in doc["values"]} == {(True, False)}
     assert not any(r["key"].startswith("#") or r["key"] == "other"
                    for r in doc["values"] + doc["shard_keys"])
     assert not any(k.startswith("#") for k in doc["timeline"]["shard_keys"])

@@ -50,7 +50,8 @@ __all__ = ["serve"]
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="Port on 127.0.0.1 (0: a free one).")
 @click.option("--every", type=number(0.2, 3600), default=2.0, show_default=True,
-              help="Seconds between the page's refreshes.")
+              help="Seconds between the page's refreshes (with --json and one process's "
+                   "/metrics: between the two scrapes a rate is read from).")
 @click.option("--ceiling", default=None,
               help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s "
                    "[default: the kind of --store, else dynamodb].")
@@ -69,7 +70,7 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
     localhost and only reads. Ctrl-C stops it.
     """
     from shardex.capacity import resolve_ceiling
-    from shardex.web import HeatServer, RoutingWatch, open_feed
+    from shardex.web import HeatServer, PrometheusFeed, RoutingWatch, open_feed
 
     if (url is None) == (not demo):
         raise click.UsageError("give one source: --prometheus URL or --demo")
@@ -102,16 +103,29 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
     else:
         assert url is not None
         feed = open_feed(url, ceiling=ceiling, index=name, match=match, history=history)
+        history_from = click.get_current_context().get_parameter_source("history")
+        if isinstance(feed, PrometheusFeed) \
+                and history_from != click.core.ParameterSource.DEFAULT:
+            raise click.UsageError(f"{url} is one process's /metrics, not a Prometheus "
+                                   "server: --history reaches back on a Prometheus server; "
+                                   "a process's counts start when it did")
     try:
         if as_json:
             if demo:  # the traffic has just begun: the document after its first windows
                 stop.wait(_DEMO_SETTLE)
+            elif isinstance(feed, PrometheusFeed):  # a rate is two scrapes --every apart
+                _pause(stop, every)
             doc = feed.read()
             if watch is not None:
                 doc["routing"] = watch.read()
             click.echo(json.dumps(doc, indent=2))
             return
-        with HeatServer(feed, port=port, every=every, routing=watch) as server:
+        try:
+            server = HeatServer(feed, port=port, every=every, routing=watch)
+        except OSError as exc:
+            raise click.ClickException(f"127.0.0.1:{port}: {exc.strerror or exc} (--port; 0 "
+                                       "picks a free one)") from None
+        with server:
             output.console().print(f"serving the live heat of {_source(feed)} on {server.url} "
                                    "(Ctrl-C stops)", highlight=False, markup=False,
                                    soft_wrap=True)
@@ -128,6 +142,11 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
 # seconds of the demo's traffic before ``--demo --json`` reads its one document: the
 # meter's window (1 s) and a little, so rates are over whole windows of traffic
 _DEMO_SETTLE = 1.5
+
+
+def _pause(stop: threading.Event, seconds: float) -> None:
+    """Wait ``seconds``, or until stopped: between the two scrapes of ``--json``'s rates."""
+    stop.wait(seconds)
 
 
 def _source(feed: Any) -> str:

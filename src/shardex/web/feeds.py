@@ -20,6 +20,7 @@ over time against one partition's ceiling, throttles, and a reshard's progress.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import urllib.request
@@ -80,19 +81,27 @@ def document(source: str, at: float, window: float | None, ceiling: Ceiling,
     for level, rows in (("value", values), ("shard_key", shard_keys)):
         for row in [r for r in rows if _internal(r, level)]:
             rows.remove(row)
-            internal.append({**row, "level": level, "what": INTERNAL.get(
-                row["key"], "a record of the store's own")})
+            what = INTERNAL.get(row["key"], "a record of the store's own")
+            if row["key"] == OTHER:  # one at each level: say which
+                what = f"{'logical' if level == 'value' else 'shard'} {what}"
+            internal.append({**row, "level": level, "what": what})
+    # the shard keys summed under 'other' are not counted: a key's count is then a floor
+    unlabelled = {r.get("index") for r in internal
+                  if r["level"] == "shard_key" and r["key"] == OTHER}
+    for row in values:
+        row["shards"] = max(1, row["shards"])  # a key with traffic has a shard key
+        row["shards_all_seen"] = row.get("index") not in unlabelled
         shown = timeline.get("values" if level == "value" else "shard_keys", {})
         for key in [k for k in shown if k == OTHER or (level == "shard_key" and
                                                       k.startswith(SEPARATOR))]:
             del shown[key]
-    values.sort(key=lambda v: (-v["peak_units_per_s"], v["key"]))
-    shard_keys.sort(key=lambda v: (-v["peak_units_per_s"], v["key"]))
-    internal.sort(key=lambda v: (-v["peak_units_per_s"], v["key"]))
+    values.sort(key=_hottest)
+    shard_keys.sort(key=_hottest)
+    internal.sort(key=_hottest)
     for row in (*values, *shard_keys, *internal):
-        row["peak_to_ceiling"] = ceiling.peak_ratio(row["peak_units_per_s"],
-                                                    row.pop("peak_write_units_per_s"),
-                                                    row.pop("peak_read_units_per_s"))
+        peaks = (row["peak_units_per_s"], row.pop("peak_write_units_per_s"),
+                 row.pop("peak_read_units_per_s"))
+        row["peak_to_ceiling"] = None if peaks[0] is None else ceiling.peak_ratio(*peaks)
     doc: dict[str, Any] = rounded({
         "schema": SERVE_SCHEMA, "source": source, "feed": feed, "at": at, "window_s": window,
         "ceiling": {"name": ceiling.name, "write_units_per_s": ceiling.write_units,
@@ -101,6 +110,16 @@ def document(source: str, at: float, window: float | None, ceiling: Ceiling,
         "internal": internal[:_SHOWN], "timeline": timeline, "totals": totals,
         "reshard": reshard, "routing": None})
     return doc
+
+
+def _hottest(row: dict[str, Any]) -> tuple[float, float, str]:
+    """Hottest first: by peak units a second, then (no rate yet: one scrape) by units."""
+    return -(row["peak_units_per_s"] or 0.0), -row["units"], row["key"]
+
+
+# the runner's counts among its reshard series, by the document's names
+_COUNTS = {"entries_moved": "moved", "entries_total": "total",
+           "parity_mismatches": "mismatches"}
 
 
 class MeterFeed(Feed):
@@ -214,6 +233,13 @@ class PrometheusFeed(Feed):
         self._index = index
         self.source = url
 
+    def probe(self) -> None:
+        """Scrape once now, the first of the rates' two: InvalidInput for a URL that
+        answers in another format (an HTML page); one that does not answer yet is taken
+        (the process may start later), and the page says so until it does."""
+        with contextlib.suppress(Unavailable):
+            self.read()
+
     def _scrape(self) -> dict[str, dict[str, list[float]]]:
         """Cumulative [write units, read units, throttles, requests] per value and shard key."""
         try:
@@ -246,10 +272,10 @@ class PrometheusFeed(Feed):
                         reshard["state"] = labels.get("state")
                     elif field == "version":
                         reshard[f"{labels.get('side')}_version"] = int(sample.value)
+                    elif field in _COUNTS:  # counts: integers, as the fleet's are
+                        reshard[_COUNTS[field]] = int(sample.value)
                     else:
-                        reshard[{"entries_moved": "moved", "entries_total": "total",
-                                 "parity_mismatches": "mismatches"}.get(field, field)] = \
-                            sample.value
+                        reshard[field] = sample.value
                     continue
                 if name in whole:
                     levels["total"].setdefault("", [0.0] * 4)[whole[name]] += sample.value
@@ -284,10 +310,11 @@ class PrometheusFeed(Feed):
                     reads.append(max(0.0, new[1] - old[1]) / seconds)
                 rates = [w + r for w, r in zip(writes, reads, strict=True)]
                 lines[level][key] = rates
-                row = {"key": key, "units_per_s": rates[-1] if rates else 0.0,
-                       "peak_units_per_s": max(rates, default=0.0),
-                       "peak_write_units_per_s": max(writes, default=0.0),
-                       "peak_read_units_per_s": max(reads, default=0.0),
+                # one scrape has no rate: unknown (None), not a cold key's 0.0
+                row = {"key": key, "units_per_s": rates[-1] if rates else None,
+                       "peak_units_per_s": max(rates, default=None),
+                       "peak_write_units_per_s": max(writes, default=None),
+                       "peak_read_units_per_s": max(reads, default=None),
                        "requests": int(figures[3]), "units": figures[0] + figures[1],
                        "throttles": int(figures[2]), "latency_p99_ms": None}
                 if level == "value":
@@ -295,8 +322,7 @@ class PrometheusFeed(Feed):
                 else:
                     row["value"] = value_of(key)
                 rows[level].append(row)
-        hottest = {level: {r["key"] for r in sorted(rows[level],
-                                                    key=lambda r: -r["peak_units_per_s"])[:8]}
+        hottest = {level: {r["key"] for r in sorted(rows[level], key=_hottest)[:8]}
                    for level in rows}
         timeline = {"starts": starts,
                     "values": {k: v for k, v in lines["value"].items() if k in hottest["value"]},

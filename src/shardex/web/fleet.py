@@ -218,7 +218,8 @@ def open_feed(url: str, *, ceiling: str | float | Ceiling = "dynamodb",
     answers), else ``PrometheusFeed`` (one process's ``/metrics``, scraped directly).
 
     ``match`` selects series of a Prometheus server only: with an endpoint it raises
-    InvalidInput, as does a URL that is not http(s):// or that urllib cannot read.
+    InvalidInput, as does a URL that is not http(s):// or that urllib cannot read, and an
+    endpoint that answers in another format than Prometheus text (``probe``).
     """
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise InvalidInput(f"a Prometheus server or endpoint is an http(s):// URL, got {url!r}")
@@ -229,4 +230,6 @@ def open_feed(url: str, *, ceiling: str | float | Ceiling = "dynamodb",
         raise InvalidInput(f"{url} is not a Prometheus server (its /api/v1 does not answer): "
                            "label matchers select series of a Prometheus server, not of one "
                            "process's /metrics")
-    return PrometheusFeed(url, ceiling=ceiling, index=index)
+    feed = PrometheusFeed(url, ceiling=ceiling, index=index)
+    feed.probe()  # an HTML page is refused now, not shown as an error on the page
+    return feed
