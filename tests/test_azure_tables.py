@@ -113,3 +113,27 @@ def test_a_mistyped_index_is_refused_not_read_as_a_stable_one(
         assert "Invalid value for '--index': no index 'ordres' in " in line, line
         assert "it has no routing record" in line
     assert "no migrations recorded for orders in" in shardex("migrations", "list", "--store", uri)
+
+
+def test_a_tier_that_is_the_index_table_by_its_uri_is_refused(
+        endpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--tier dedicated=URI naming the index's own table was taken: the forward run never
+    ended (parity 80 missing, 80 extra) and a rollback's sweep removed the 'copies on the
+    tier it left', which were the entries themselves (30 of 30 gone, 'no gaps', exit 0).
+    The same table by another spelling is refused before anything is written."""
+    store = azurite.table_store()
+    uri = f"azure-tables://{store.table}?endpoint={endpoint}"
+    same = f"azure-tables://{store.table.upper()}?endpoint={endpoint}/"
+
+    async def open_tenants() -> None:
+        routing = Routing(overrides={"tenant-42": ShardPolicy(shards=2)})
+        async with ShardedIndex(uri, "events", routing) as index:
+            for n in range(5):
+                await index.put("tenant-42", f"e{n}")
+
+    asyncio.run(open_tenants())
+    line = failing(capsys, "reshard", "start", "--store", uri, "--index", "events",
+                   "--set", "tenant-42=4@dedicated", "--tier", f"dedicated={same}", code=2)
+    assert "tiers['dedicated'] is the index's own store" in line, line
+    assert "no reshard under way" in shardex("reshard", "status", "--store", uri,
+                                             "--index", "events")

@@ -361,3 +361,14 @@ def test_an_index_whose_name_leaves_no_room_for_placements_is_refused_as_it_is_b
                                                      r"\(with an item id of one character\) "
                                                      "does not fit"):
             shardex.ShardedIndex(store, name)
+
+
+def test_a_tier_on_the_index_table_by_another_spelling_is_refused(account: None) -> None:
+    """Azure's table names know no case, and an endpoint's trailing '/' names the same
+    account: the index's own table as a tier (its entries swept as a tier's copies)."""
+    endpoint = "http://127.0.0.1:10002/devstoreaccount1"
+    with pytest.raises(shardex.InvalidInput, match=r"tiers\['d'\] is the index's own store"):
+        shardex.ShardedIndex(f"azure-tables://orders?endpoint={endpoint}", "ix",
+                             tiers={"d": f"azure-tables://ORDERS?endpoint={endpoint}/"})
+    shardex.ShardedIndex(f"azure-tables://orders?endpoint={endpoint}", "ix",
+                         tiers={"d": f"azure-tables://heavy?endpoint={endpoint}"})

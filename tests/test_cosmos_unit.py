@@ -279,3 +279,11 @@ def test_an_entry_whose_id_does_not_fit_is_refused_before_any_request(account: N
     store.check_position("s" * 400, "o" * 400)
     with pytest.raises(shardex.InvalidInput, match="item id"):
         store.check_position("s", "")
+
+
+def test_a_tier_on_the_index_container_by_another_spelling_is_refused(account: None) -> None:
+    """The index's own container as a tier: its entries swept as a tier's copies."""
+    main = "cosmos://d/c?endpoint=https://127.0.0.1:8081"
+    with pytest.raises(shardex.InvalidInput, match=r"tiers\['d'\] is the index's own store"):
+        shardex.ShardedIndex(main, "ix", tiers={"d": "cosmos://d/c?endpoint=https://127.0.0.1:8081/"})
+    shardex.ShardedIndex(main, "ix", tiers={"d": "cosmos://d/heavy?endpoint=https://127.0.0.1:8081"})

@@ -162,6 +162,22 @@ def test_a_tier_that_is_the_index_store_is_refused() -> None:
         ShardedIndex(store, "ix", tiers={"dedicated": store})
 
 
+@pytest.mark.parametrize(("main", "tiers", "match"), [
+    ("dynamodb://orders?endpoint_url=http://127.0.0.1:8000",
+     {"d": "dynamodb://orders?endpoint_url=HTTP://127.0.0.1:8000/"},
+     r"tiers\['d'\] is the index's own store \(dynamodb://orders"),
+    ("dynamodb://orders", {"a": "dynamodb://heavy", "b": "dynamodb://heavy?read_timeout=9"},
+     r"tiers\['b'\] and tiers\['a'\] are one store \(dynamodb://heavy"),
+], ids=["own table by another spelling", "two tiers on one table"])
+def test_a_tier_holding_the_data_of_another_is_refused(main: str, tiers: dict[str, str],
+                                                      match: str) -> None:
+    """Refused only when it was the same object: the index's own table by its URI was
+    taken, and a rollback's sweep then removed its entries as copies on the tier."""
+    with pytest.raises(InvalidInput, match=match):
+        ShardedIndex(main, "ix", tiers=tiers)
+    ShardedIndex(main, "ix", tiers={"d": "dynamodb://other"})  # another table: a tier
+
+
 def test_a_routing_naming_an_unknown_tier_is_refused() -> None:
     with pytest.raises(InvalidRouting, match=r"tier\(s\) 'dedicated'.*tiers given: 'other'"):
         ShardedIndex(MemoryStore(), "ix", DEDICATED, tiers={"other": MemoryStore()})

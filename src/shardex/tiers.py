@@ -75,9 +75,17 @@ class TierStores:
             elif not isinstance(store, Store):
                 raise InvalidInput(f"tiers[{name!r}] must be a Store or a store URI, "
                                    f"got {store!r}")
-            if store is main:
-                raise InvalidInput(f"tiers[{name!r}] is the index's own store; a tier is "
-                                   "another store (leave the tier out of the policy instead)")
+            # one store's data named twice (the same table by two URIs): a move onto it
+            # would find its copies where the entries are, and a rollback's sweep remove
+            # them, the entries themselves
+            if store is main or store.holds == main.holds:
+                raise InvalidInput(f"tiers[{name!r}] is the index's own store ({store.uri}); "
+                                   "a tier is another store (leave the tier out of the "
+                                   "policy instead)")
+            for other, known in self._stores.items():
+                if other is not None and known.holds == store.holds:
+                    raise InvalidInput(f"tiers[{name!r}] and tiers[{other!r}] are one store "
+                                       f"({store.uri}); each tier is a store of its own")
             self._stores[name] = store
 
     @property

@@ -28,7 +28,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import random
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Hashable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
@@ -182,6 +182,14 @@ class Store(abc.ABC):
     def uri(self) -> str:
         """A URI that names this store, without secrets."""
         return f"{self.scheme}://"
+
+    @property
+    def holds(self) -> Hashable:
+        """What names the data this store reads and writes: two stores with the same
+        ``holds`` are one (a table named twice, by two URIs or two objects). The object
+        itself here (a simulated store's data is its own); a store of a service names
+        its endpoint and table."""
+        return self
 
     def _recorder(self, namespace: Any, key: str, write: bool, skip: bool = False) -> Recorder:
         if type(namespace) is not str or not namespace:

@@ -10,7 +10,8 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 from shardex.errors import InvalidInput, InvalidURI
 
 __all__ = ["AIOHTTP_CONNECTIONS", "CONNECTIONS", "DYNAMODB_CONNECTIONS", "StoreURI", "TIMEOUTS",
-           "check_client", "check_connections", "check_keywords", "is_timeout", "split_url"]
+           "check_client", "check_connections", "check_keywords", "endpoint_of", "is_timeout",
+           "split_url"]
 
 
 # a store's connect and read timeouts: above 0, and finite (an hour at most)
@@ -74,6 +75,19 @@ def split_url(url: str, what: str, *, port: bool = True, web: bool = False) -> S
     if web and (parts.scheme.lower() not in ("http", "https") or not parts.hostname):
         raise InvalidURI(f"{what} {url!r} is not an http:// or https:// URL with a host")
     return parts
+
+
+def endpoint_of(url: str) -> str:
+    """A service endpoint as one text for any spelling of it: its scheme and host in lower
+    case, the scheme's default port left out, no trailing '/' (``Store.holds``)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return url
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    host = (parts.hostname or "") + ("" if port in (None, default) else f":{port}")
+    return f"{parts.scheme.lower()}://{host}{parts.path.rstrip('/')}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ a write costs one unit an entity written, a read one an entity returned, at leas
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
@@ -23,7 +23,13 @@ from shardex.stores.azure.client import Row, SdkClient, TablesClient, map_error
 from shardex.stores.azure.placement import Placer, RepairReport, TableRows
 from shardex.stores.base import Capabilities, Store
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import AIOHTTP_CONNECTIONS, StoreURI, check_client, check_keywords
+from shardex.stores.uri import (
+    AIOHTTP_CONNECTIONS,
+    StoreURI,
+    check_client,
+    check_keywords,
+    endpoint_of,
+)
 
 __all__ = ["AzureTablesStore", "check_table_name"]
 
@@ -111,6 +117,12 @@ class AzureTablesStore(Store):
         """``azure-tables://TABLE?endpoint=URL``, without credentials."""
         endpoint = self._endpoint or self._client.endpoint
         return f"azure-tables://{self.table}?" + urlencode({"endpoint": endpoint}, safe=":/")
+
+    @property
+    def holds(self) -> Hashable:
+        """The account's endpoint and the table (Azure's table names know no case)."""
+        return ("azure-tables", endpoint_of(self._endpoint or self._client.endpoint),
+                self.table.lower())
 
     @property
     def client(self) -> TablesClient:

@@ -11,7 +11,7 @@ documented charge by document size (``shardex.capacity.cosmos_read_units`` and
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 from urllib.parse import urlencode
@@ -38,7 +38,13 @@ from shardex.stores.cosmos.client import (
 )
 from shardex.stores.cosmos.placement import DocumentRows, Placer, RepairReport
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import AIOHTTP_CONNECTIONS, StoreURI, check_client, check_keywords
+from shardex.stores.uri import (
+    AIOHTTP_CONNECTIONS,
+    StoreURI,
+    check_client,
+    check_keywords,
+    endpoint_of,
+)
 
 __all__ = ["ChargeTally", "CosmosStore"]
 
@@ -163,6 +169,12 @@ class CosmosStore(Store):
         endpoint = self._endpoint or self._client.endpoint
         return f"cosmos://{self.database}/{self.container}?" + urlencode(
             {"endpoint": endpoint}, safe=":/")
+
+    @property
+    def holds(self) -> Hashable:
+        """The account's endpoint, the database and the container."""
+        return ("cosmos", endpoint_of(self._endpoint or self._client.endpoint),
+                self.database, self.container)
 
     @property
     def client(self) -> ContainerClient:

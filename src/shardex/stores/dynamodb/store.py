@@ -24,7 +24,7 @@ write units, DynamoDB's own rule. DynamoDB does not say which partition holds a 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -59,7 +59,13 @@ from shardex.stores.dynamodb.layout import Layout, units_of
 from shardex.stores.dynamodb.source import BorrowedClient, SourceGsiLayout, SourceTableLayout
 from shardex.stores.dynamodb.table import TableLayout
 from shardex.stores.metered import Recorder
-from shardex.stores.uri import DYNAMODB_CONNECTIONS, StoreURI, check_client, check_keywords
+from shardex.stores.uri import (
+    DYNAMODB_CONNECTIONS,
+    StoreURI,
+    check_client,
+    check_keywords,
+    endpoint_of,
+)
 
 __all__ = ["DynamoDBStore"]
 
@@ -200,6 +206,14 @@ class DynamoDBStore(Store):
                          if value is not None and value != _DEFAULTS.get(name))
         query = urlencode(options, safe=":/")
         return f"dynamodb://{self.table}" + (f"?{query}" if query else "")
+
+    @property
+    def holds(self) -> Hashable:
+        """The endpoint (or region) and the table: a GSI-mode store's entries are its base
+        table's items."""
+        settings = self._settings
+        return ("dynamodb", endpoint_of(settings["endpoint_url"] or ""),
+                settings["region"] or "", self.table)
 
     @property
     def gsi_mode(self) -> bool:
