@@ -457,3 +457,22 @@ def test_a_key_too_new_to_shrink_says_how_far_below_up_it_is() -> None:
                                      1000.0, planner(1.5)) if d.action == "none"]
     assert decision.reason == "2 s of heat: a grow is judged over 6 s (its least load " \
         "above 80% of capacity)", decision.reason
+
+
+def test_the_live_loop_isolates_a_key_past_its_share_of_the_table_s_quota() -> None:
+    """The CLI gave the policy no table write limit (infinite), so isolate_share never
+    isolated a key: at 1,900 units a second with isolate_share 0.01 the autopilot grew it
+    in place. The limit is the store's quota."""
+    from shardex.commands.autopilot import _sizing
+
+    facts, sizer = _sizing("dynamodb://orders", None, "ix")
+    assert facts == TableFacts(write_ceiling=1000.0, write_limit=40_000.0)
+    assert _sizing("azure-tables://orders?endpoint=http://127.0.0.1:1/a", None,
+                   "ix")[0].write_limit == 20_000.0
+    policy = AutopilotPolicy(isolate_share=0.01, tier="dedicated", t_up=3.0, t_down=20.0)
+    heat = KeyHeat(seconds=10.0, floor_up=1900.0, peak_up=1900.0, peak_down=1900.0,
+                   last=1900.0)
+    decisions = decide(policy, facts, {"hot": heat}, {"hot": KeyView(shards=1)}, 100.0,
+                       sizer)
+    assert [(d.key, d.action, d.tier) for d in decisions
+            if d.action not in ("none", "admit")] == [("hot", "isolate", "dedicated")]

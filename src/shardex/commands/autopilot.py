@@ -126,7 +126,11 @@ def _sizing(uri: str, ceiling: str | None, index: str) -> tuple[Any, Any]:
     # the loop plans for a table split for heat (each hot shard key its own partition)
     table = profile(_PROFILES.get(scheme, "dynamodb-on-demand"), partitions=0,
                     write_ceiling=found.write_units, read_ceiling=found.read_units)
-    return TableFacts(found.write_units), PlannerSizer(table, namespace=index)
+    # isolate_share is a share of the table's write limit: the store's per-table quota (a
+    # table's warm throughput is not known here); it was left infinite, so no key was
+    # ever isolated by its share, only past max_shards
+    return TableFacts(found.write_units, table.quota_write), PlannerSizer(table,
+                                                                         namespace=index)
 
 
 def _line(entry: Any) -> str:
