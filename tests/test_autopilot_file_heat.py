@@ -79,6 +79,41 @@ def test_a_bad_line_skips_itself_not_the_good_lines_after_it(tmp_path: Path) -> 
     shardex.run_virtual(main())
 
 
+def test_a_sample_stamped_where_no_heat_of_now_is_a_bad_line(tmp_path: Path) -> None:
+    """t in milliseconds made the first tick propose a grow 'above 80% of capacity for
+    3 s' from one sample; a t of 1e20 hid a real sample beside it, and a thousandth of the
+    seconds (1970) read as no load, all without a word; a span of 1e308 was taken."""
+    path = tmp_path / "heat.jsonl"
+
+    async def main() -> None:
+        store = shardex.open_store("memory://")
+        await routed(store)
+        now = LoopClock().wall()
+        path.write_text(line(now * 1000, "PENDING", 5000.0) + line(1e20, "SHIPPED", 1.0)
+                        + line(now / 1000, "HELD", 9000.0)
+                        + line(now, "LATE", 1.0, span=1e308) + line(now, "REAL", 5000.0))
+        with pytest.raises(BadHeatLines) as raised:
+            await FileHeat(path).read(now)
+        assert [s.key for s in raised.value.samples] == ["REAL"]
+        said = str(raised.value)
+        assert f"{path}:1: not a heat sample (t {now * 1000:.6g} is " in said
+        assert "ahead of now: t is wall seconds since the epoch (milliseconds?))" in said
+        assert "(and 3 more bad line(s) in this read)" in said
+        for bad, words in ((line(now / 1000, "HELD", 1.0), "s before now: t is wall seconds"),
+                           (line(now, "LATE", 1.0, span=1e308), r"span 1e\+308 is over a day")):
+            path.write_text(bad)
+            with pytest.raises(BadHeatLines, match=words):
+                await FileHeat(path).read(now)
+
+        path.write_text(line(now * 1000, "PENDING", 5000.0))
+        autopilot = pilot(store, path)
+        async with autopilot:
+            decisions = await autopilot.tick()
+        assert not [d for d in decisions if d.action == "grow"], decisions
+
+    shardex.run_virtual(main())
+
+
 def test_samples_of_the_past_are_not_todays_heat(tmp_path: Path) -> None:
     """An hour-old hot minute in the file was measured against its own last sample: the
     first tick proposed a grow for a key with no load now."""

@@ -171,6 +171,13 @@ class MeterHeat:
         return []  # the meter keeps totals, not their past
 
 
+# where a file's sample may be stamped, around the reader's now: another host's clock may
+# run a little ahead; a sample older than a year is no heat of today's; a day at most
+_AHEAD = 300.0
+_BEHIND = 366 * 86_400.0
+_SPAN = 86_400.0
+
+
 class FileHeat:
     """Heat samples appended to a JSON Lines file at ``path`` (see the module)."""
 
@@ -181,7 +188,11 @@ class FileHeat:
         self._offset = 0
         self._line = 0
 
-    def _parse(self, text: str) -> HeatSample:
+    def _parse(self, text: str, now: float) -> HeatSample:
+        """The sample of one line; InvalidInput naming the line for one that is none, or
+        stamped where no sample of now can be (``_AHEAD`` past ``now``, more than
+        ``_BEHIND`` before it: milliseconds, or a thousandth of the seconds), or spanning
+        more than ``_SPAN`` seconds."""
         where = f"{self.path}:{self._line}"
         try:
             doc: Any = json.loads(text)
@@ -199,6 +210,14 @@ class FileHeat:
             if any(isinstance(n, bool) or not isinstance(n, int | float)
                    or not 0 <= n <= sys.float_info.max for n in numbers) or numbers[3] <= 0:
                 raise ValueError("t, write_units and read_units are numbers >= 0, span > 0")
+            t, span = float(numbers[0]), float(numbers[3])
+            if t > now + _AHEAD or t < now - _BEHIND:
+                off = f"{t - now:,.0f} s ahead of" if t > now else f"{now - t:,.0f} s before"
+                raise ValueError(f"t {t:.6g} is {off} now: t is wall seconds since the epoch"
+                                 + (" (milliseconds?)" if t > 1000 * now / 2 else ""))
+            if span > _SPAN:
+                raise ValueError(f"span {span:g} is over a day: a sample covers the seconds "
+                                 "before its t")
         except (ValueError, KeyError, RecursionError) as exc:
             fault = "nested too deeply" if isinstance(exc, RecursionError) else exc
             raise InvalidInput(f"{where}: not a heat sample ({fault}); a line is "
@@ -207,7 +226,7 @@ class FileHeat:
         t, write, read, span = (float(n) for n in numbers)
         return HeatSample(key, t, write, read, span)
 
-    def _new_lines(self) -> list[HeatSample]:
+    def _new_lines(self, now: float) -> list[HeatSample]:
         try:
             with self.path.open("rb") as handle:
                 handle.seek(self._offset)
@@ -221,7 +240,7 @@ class FileHeat:
             self._line += 1
             if raw.strip():
                 try:
-                    out.append(self._parse(raw))
+                    out.append(self._parse(raw, now))
                 except InvalidInput as exc:
                     bad.append(str(exc))
         if bad:
@@ -230,7 +249,7 @@ class FileHeat:
         return out
 
     async def read(self, now: float) -> list[HeatSample]:
-        return self._new_lines()
+        return self._new_lines(now)
 
     async def history(self, start: float, end: float, step: float) -> list[HeatSample]:
         return []  # read() takes the whole file the first time
