@@ -284,6 +284,8 @@ def log(uri: str, name: str, limit: int, key: str | None, as_json: bool,
     async def read() -> tuple[Any, ...]:
         records = _records(uri, name, connection)
         async with records.store:
+            # a mistyped name read as an autopilot with no leader, exit 0
+            await require_index(records.store, uri, name)
             lease, _ = await records.lease()
             state, _ = await records.state()
             return lease, await records.control(), state, await records.log()
