@@ -89,7 +89,7 @@ def document(source: str, at: float, window: float | None, ceiling: Ceiling,
     unlabelled = {r.get("index") for r in internal
                   if r["level"] == "shard_key" and r["key"] == OTHER}
     for row in values:
-        row["shards"] = max(1, row["shards"])  # a key with traffic has a shard key
+        row["shards"] = max(1, row.get("shards", 1))  # a key with traffic has a shard key
         row["shards_all_seen"] = row.get("index") not in unlabelled
         shown = timeline.get("values" if level == "value" else "shard_keys", {})
         for key in [k for k in shown if k == OTHER or (level == "shard_key" and
@@ -114,7 +114,7 @@ def document(source: str, at: float, window: float | None, ceiling: Ceiling,
 
 def _hottest(row: dict[str, Any]) -> tuple[float, float, str]:
     """Hottest first: by peak units a second, then (no rate yet: one scrape) by units."""
-    return -(row["peak_units_per_s"] or 0.0), -row["units"], row["key"]
+    return -(row["peak_units_per_s"] or 0.0), -row.get("units", 0.0), row["key"]
 
 
 # the runner's counts among its reshard series, by the document's names
