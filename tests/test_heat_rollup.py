@@ -117,6 +117,23 @@ def test_a_throttled_key_below_the_ceiling_gets_shards(tmp_path: Path, fmt: str)
         assert "throttled on 150 of 450 requests (33.3%)" in result.recommendation.why
 
 
+def test_a_throttled_key_whose_partitions_took_all_it_offered_is_sized_on_them(
+        tmp_path: Path) -> None:
+    """A key on 4 shard keys whose throttled requests cost nothing (retried until taken,
+    as CloudTrail counts them), so its accepted peak is its offered one: N was doubled
+    (8) where the documented N now x offered x headroom / accepted gives 6."""
+    rows = [{"timestamp": BASE + s + i / 50, "key": f"PENDING#{i % 4}", "op": "write",
+             "units": 0 if i % 3 == 0 else 10, "throttled": int(i % 3 == 0)}
+            for s in range(10) for i in range(45)]
+    rows += [{"timestamp": BASE + s, "key": "SHIPPED", "op": "write", "units": 10,
+              "throttled": 0} for s in range(10)]
+    result = diagnose([write_log(tmp_path / "log.csv", rows)])
+    pending = result.profile.top[0]
+    assert pending.peak_units_per_s == pending.peak_accepted_units_per_s == 300.0
+    assert result.recommendation.shards == {"PENDING": 6}  # 4 x 300 x 1.5 / 300
+    assert result.recommendation.changes[0].reason == "throttles"
+
+
 def test_a_few_throttles_are_not_evidence(tmp_path: Path) -> None:
     rows = throttled(count=1, of=1000)  # 10 throttles of 450 requests: 2.2%
     rows = [dict(r, throttled=0) if r["timestamp"] > BASE + 4 else r for r in rows]

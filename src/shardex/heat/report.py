@@ -223,7 +223,7 @@ def throttle_shards(heat: KeyHeat, headroom: float, thresholds: Thresholds, *,
         return None
     current = heat.shards
     offered, accepted = heat.peak_units_per_s, heat.peak_accepted_units_per_s
-    if accepted > 0 and offered > accepted:
+    if accepted > 0:  # what the partitions took, even all that was offered (retried)
         needed = math.ceil(round(current * offered * headroom / accepted, 9))
     else:
         needed = 2 * current
