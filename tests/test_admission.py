@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from typing import Any
 
@@ -264,6 +265,31 @@ def test_wait_mode_waits_on_the_clock_then_refuses_past_max_wait() -> None:
     assert counts.admitted >= 4
     assert counts.rejected >= 1
     assert elapsed < 1.0
+
+
+def test_a_request_refused_after_its_wait_counts_the_wait() -> None:
+    """40 admits on a budget of 10 a second (burst 10, max_wait 1 s): 20 let through, 20
+    refused after waiting the whole second. The counts said 10 waited 5.5 s in all where
+    the callers lost 25.5 s: the refused ones' waits were left out."""
+    async def main() -> tuple[list[float], dict[str, Any]]:
+        admission = Admission(AdmissionPolicy(default=Budget(rate=10, burst=10,
+                                                             max_wait=1.0)))
+        clock = LoopClock()
+
+        async def admit() -> float:
+            start = clock.now()
+            with contextlib.suppress(AdmissionRejected):
+                await admission.admit("k")
+            return clock.now() - start
+
+        lost = list(await asyncio.gather(*(admit() for _ in range(40))))
+        return lost, admission.counts()
+
+    lost, counts = run_virtual(main())
+    k = counts["k"]
+    assert (k.admitted, k.rejected) == (20, 20)
+    assert k.waited == sum(1 for seconds in lost if seconds > 0)
+    assert k.wait_seconds == pytest.approx(sum(lost))
 
 
 def test_keys_have_budgets_of_their_own_and_unlimited_keys_pass() -> None:

@@ -25,8 +25,9 @@ class AdmissionCounts:
     """What admission did with one logical key's requests (this process only).
 
     ``admitted`` requests went on, ``admitted_units`` is what they were charged (a key
-    without a budget: their units), ``waited`` of them waited on the budget first (a
-    take's own round trip is no wait), ``wait_seconds`` in all; ``rejected`` were refused.
+    without a budget: their units), ``waited`` requests waited on the budget first,
+    admitted or refused after (a take's own round trip is no wait), ``wait_seconds`` in
+    all; ``rejected`` were refused.
     """
 
     admitted: int = 0
@@ -135,6 +136,9 @@ class Admission:
             wait = budget.decide(retry_after, waited)
             if wait is None:
                 counts.rejected += 1
+                if slept:  # it waited before it was refused: its caller lost that time
+                    counts.waited += 1
+                    counts.wait_seconds += waited
                 raise AdmissionRejected(value, retry_after=retry_after, op=op, units=units,
                                         priority=priority,
                                         reason=_why(retry_after, budget.mode, waited))
