@@ -488,3 +488,34 @@ def test_serve_stopped_by_sigterm_says_so_and_exits_143(
         stopper.join()
     assert exited.value.code == 143
     assert capsys.readouterr().err == "interrupted: shardex serve stopped; it changes nothing\n"
+
+
+class _QuietPrometheus:
+    """A Prometheus API that scrapes its targets every second and has no shardex series
+    within the history (its exporters stopped a while ago)."""
+
+    url = "http://127.0.0.1:1"
+
+    def targets(self) -> list[dict[str, Any]]:
+        return [{"labels": {"job": "orders", "instance": "a:1"}, "scrapeInterval": "1s"}]
+
+    def instant(self, query: str, at: float | None = None) -> list[Any]:
+        return []
+
+    def range(self, query: str, *, start: float, end: float, step: float) -> list[Any]:
+        return []
+
+
+@pytest.mark.parametrize(("targets", "window"), [(True, 4.0), (False, 10.0)],
+                         ids=["the server's interval", "no target"])
+def test_a_fleet_s_rate_window_stays_within_its_history(targets: bool, window: float) -> None:
+    """--history 10s with no exporter seen in it: the interval fell back to 15 s, the rate
+    window to 60 s, past the history, and a row said 59 units/s now beside 0 units."""
+    from shardex.web import FleetFeed
+
+    feed = FleetFeed("http://127.0.0.1:1", history=10)
+    api = _QuietPrometheus()
+    if not targets:
+        api.targets = list  # type: ignore[method-assign]
+    feed._api = api  # type: ignore[assignment]
+    assert feed.read()["feed"]["rate_window_s"] == window

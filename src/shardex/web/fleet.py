@@ -82,15 +82,19 @@ class FleetFeed(Feed):
         """The longest scrape interval among the exporters (read once a minute)."""
         if self._interval is not None and now - self._interval[0] < _TARGETS_EVERY:
             return self._interval[1]
-        found = []
+        found, every = [], []  # the exporters' intervals, and every target's
         for target in self._api.targets():
             labels = target.get("labels") or {}
+            try:
+                interval = seconds(str(target.get("scrapeInterval", "")))
+            except InvalidInput:
+                continue
+            every.append(interval)
             if (labels.get("job", ""), labels.get("instance", "")) in seen:
-                try:
-                    found.append(seconds(str(target.get("scrapeInterval", ""))))
-                except InvalidInput:
-                    continue
-        interval = max(found, default=_DEFAULT_INTERVAL)
+                found.append(interval)
+        # none seen within the history: the server's own intervals, not a default of
+        # 15 s whose rate window (60 s) reached past a short history
+        interval = max(found or every, default=_DEFAULT_INTERVAL)
         if found:  # until an exporter is seen, ask again at the next read
             self._interval = (now, interval)
         return interval
@@ -105,7 +109,7 @@ class FleetFeed(Feed):
         up = {(m.get("job", ""), m.get("instance", "")) for m, _ in api.instant(
             f"up{{{self._match}}} == 1", at=now)}
         interval = self._scrape_interval(now, seen)
-        window = max(4.0, 4 * interval)
+        window = min(max(4.0, 4 * interval), history)  # no rate from before the history
         step = max(interval, history / self._points)
         end = math.floor(now / step) * step
         n = max(2, int(history // step))
