@@ -179,7 +179,10 @@ def test_a_tier_holding_the_data_of_another_is_refused(main: str, tiers: dict[st
 
 
 def test_a_routing_naming_an_unknown_tier_is_refused() -> None:
-    with pytest.raises(InvalidRouting, match=r"tier\(s\) 'dedicated'.*tiers given: 'other'"):
+    # the routing's ShardPolicy names it: '(policy field 'tier')' read, beside an
+    # autopilot's --policy file, as if the file were at fault
+    with pytest.raises(InvalidRouting, match=r"tier\(s\) 'dedicated' \(a ShardPolicy's tier, "
+                                             r"'@NAME'\).*tiers given: 'other'"):
         ShardedIndex(MemoryStore(), "ix", DEDICATED, tiers={"other": MemoryStore()})
 
     async def body() -> None:

@@ -118,8 +118,8 @@ class TierStores:
     def _unknown(self, names: set[str]) -> str:
         given = ", ".join(map(repr, self.names)) or "none"
         first = sorted(names)[0]
-        return (f"the routing names tier(s) {', '.join(map(repr, sorted(names)))} (policy "
-                f"field 'tier'), but the index has no store for them: pass "
+        return (f"the routing names tier(s) {', '.join(map(repr, sorted(names)))} (a "
+                f"ShardPolicy's tier, '@NAME'), but the index has no store for them: pass "
                 f"tiers={{name: store or URI}}, on the command line --tier {first}=URI "
                 f"(tiers given: {given})")
 
