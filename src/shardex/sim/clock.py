@@ -98,34 +98,26 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def submit(self, main: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Run ``main`` on the loop from another thread (``run_coroutine_threadsafe``); on
-        a paced loop time moves while it runs and stands still from the moment it ends,
-        on the loop's own thread: a caller woken a thread switch later finds the clock
-        where the call left it, not minutes on (the routing's refreshes fired meanwhile)."""
-        with self._waiting_lock:
-            self._waiting += 1
-        ended = [False]
-
-        def end() -> None:  # once, from whichever thread gets there first
-            with self._waiting_lock:
-                if not ended[0]:
-                    ended[0] = True
-                    self._waiting -= 1
-
+        a paced loop time moves while it runs and stands still before it starts and from
+        the moment it ends, both on the loop's own thread: a caller that marked its wait
+        from its own thread let the loop race through the routing's refreshes until that
+        thread was scheduled again (minutes of virtual time a call on a busy machine)."""
         async def running() -> T:
+            with self._waiting_lock:
+                self._waiting += 1
             try:
                 return await main
             finally:
-                end()
+                with self._waiting_lock:
+                    self._waiting -= 1
 
+        call = running()
         try:
-            future = asyncio.run_coroutine_threadsafe(running(), self)
+            return asyncio.run_coroutine_threadsafe(call, self)
         except BaseException:
-            end()
+            call.close()
             main.close()
             raise
-        # a call cancelled before it ran (its finally never ran) stops time too
-        future.add_done_callback(lambda _: end())
-        return future
 
     def held_still(self) -> bool:
         """True when the loop is paced and nobody waits on it: time must not move."""
