@@ -67,24 +67,18 @@ class SyncShardedIndex:
             raise InvalidInput(f"SyncShardedIndex {self.index.name!r} is not open; use "
                                "'with index:' (or index.open())")
 
-    def _call(self, coro: Coroutine[Any, Any, T], *, closed_ok: bool = False) -> T:
+    def _call(self, coro: Coroutine[Any, Any, T], *, unopened: bool = False) -> T:
         """Run ``coro`` on the private loop and return its result; an index not open
-        refuses it (``closed_ok``: the open and the close's own calls)."""
-        try:
-            if closed_ok:
-                if self._loop.is_closed():
-                    self._usable()
-            else:
-                self._usable()
-        except InvalidInput:
+        refuses it, unless ``unopened`` (the open's own call, and the close's)."""
+        if self._loop.is_closed() or not (unopened or self._opened):
             coro.close()
-            raise
+            self._usable()  # raises, in the facade's words
         if isinstance(self._loop, VirtualTimeLoop):  # time moves while the call runs
             return self._loop.submit(coro).result()
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def open(self) -> None:
-        self._call(self.index.open(), closed_ok=True)
+        self._call(self.index.open(), unopened=True)
         self._opened = True
 
     def close(self) -> None:
@@ -95,8 +89,8 @@ class SyncShardedIndex:
         try:
             for items in list(self._listings):  # a scan or pages left half read
                 with contextlib.suppress(Exception):
-                    self._call(items.aclose(), closed_ok=True)
-            self._call(self.index.close(), closed_ok=True)
+                    self._call(items.aclose(), unopened=True)
+            self._call(self.index.close(), unopened=True)
         finally:
             self._opened = False
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -211,4 +205,4 @@ class SyncShardedIndex:
         finally:
             self._listings.discard(items)
             if not self._loop.is_closed():  # else close() closed it
-                self._call(items.aclose(), closed_ok=True)
+                self._call(items.aclose(), unopened=True)
