@@ -103,7 +103,7 @@ def test_credentials_come_from_the_environment_or_a_connection_string(
     monkeypatch.setenv("COSMOS_CONNECTION_STRING", "AccountEndpoint=https://b/")
     with pytest.raises(shardex.InvalidInput, match="AccountKey"):
         connection_settings(None)
-    handed = object()
+    handed = type("TokenCredential", (), {"get_token": lambda self, *scopes: None})()
     assert connection_settings("https://a", handed) == ("https://a", handed)
     with pytest.raises(shardex.InvalidInput, match="without an endpoint"):
         connection_settings(None, handed)
@@ -287,3 +287,31 @@ def test_a_tier_on_the_index_container_by_another_spelling_is_refused(account: N
     with pytest.raises(shardex.InvalidInput, match=r"tiers\['d'\] is the index's own store"):
         shardex.ShardedIndex(main, "ix", tiers={"d": "cosmos://d/c?endpoint=https://127.0.0.1:8081/"})
     shardex.ShardedIndex(main, "ix", tiers={"d": "cosmos://d/heavy?endpoint=https://127.0.0.1:8081"})
+
+
+@pytest.mark.parametrize(("credential", "said"), [
+    (123, "must be the account key \\(text\\), a dict of resource tokens or a token "
+          "credential \\(azure-identity\\), got 123"),
+    (b"abc", "got b'abc'"),
+    ("", "the credential handed in is empty"),
+])
+def test_a_credential_of_the_wrong_kind_is_refused_before_any_request(
+        monkeypatch: pytest.MonkeyPatch, credential: Any, said: str) -> None:
+    """An int or bytes ended in the SDK's TypeError ('int' object is not subscriptable)
+    with its HTTP session left open; an empty key was taken."""
+    monkeypatch.delenv("COSMOS_ENDPOINT", raising=False)
+    with pytest.raises(shardex.InvalidInput, match=said):
+        shardex.open_store("cosmos://d/c?endpoint=https://127.0.0.1:8081/",
+                           credential=credential)
+
+
+def test_a_credential_takes_its_endpoint_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """credential= without ?endpoint= was refused with COSMOS_ENDPOINT set, which the docs
+    give as the endpoint's default."""
+    monkeypatch.setenv("COSMOS_ENDPOINT", "https://127.0.0.1:8081/")
+    store = shardex.open_store("cosmos://d/c", credential=KEY)
+    assert store.uri == "cosmos://d/c?endpoint=https://127.0.0.1:8081/"
+    monkeypatch.delenv("COSMOS_ENDPOINT")
+    with pytest.raises(shardex.InvalidInput, match="without an endpoint"):
+        shardex.open_store("cosmos://d/c", credential=KEY)

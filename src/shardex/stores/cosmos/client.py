@@ -37,6 +37,7 @@ from shardex.errors import (
     StoreError,
     Throttled,
     Unavailable,
+    brief,
 )
 from shardex.stores.azure.client import (
     Adapter,
@@ -186,12 +187,23 @@ def connection_settings(endpoint: str | None, credential: Any = None,
 def _settings(endpoint: str | None, credential: Any,
               connection_string: str | None) -> tuple[str, Any]:
     if credential is not None:
-        if not endpoint:
+        url = endpoint or os.environ.get(ENDPOINT)  # the endpoint's default, as documented
+        if not url:
             raise InvalidInput("a credential was handed in without an endpoint: add "
-                               "?endpoint=https://ACCOUNT.documents.azure.com:443/ to the URI")
+                               "?endpoint=https://ACCOUNT.documents.azure.com:443/ to the URI "
+                               f"(or set {ENDPOINT})")
         if isinstance(credential, str):
+            if not credential:
+                raise InvalidInput("the credential handed in is empty: give the account key")
             _check_key(credential, "the credential handed in")
-        return endpoint, credential
+        elif not isinstance(credential, dict) and not callable(getattr(credential, "get_token",
+                                                                          None)):
+            # the SDK raised TypeError ('int' object is not subscriptable for bytes) and
+            # left its HTTP session open
+            raise InvalidInput(f"the credential handed in must be the account key (text), a "
+                               f"dict of resource tokens or a token credential "
+                               f"(azure-identity), got {brief(credential)}")
+        return url, credential
     text = connection_string or os.environ.get(CONNECTION_STRING)
     if text:
         settings = parse_connection_string(text)
