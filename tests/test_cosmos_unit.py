@@ -315,3 +315,14 @@ def test_a_credential_takes_its_endpoint_from_the_environment(
     monkeypatch.delenv("COSMOS_ENDPOINT")
     with pytest.raises(shardex.InvalidInput, match="without an endpoint"):
         shardex.open_store("cosmos://d/c", credential=KEY)
+
+
+def test_a_number_past_dynamodb_s_range_is_not_called_cosmos_db_s(account: None) -> None:
+    """1e308 'does not fit Cosmos DB's numbers (38 significant digits, exponent -130 to
+    125)': Cosmos DB holds doubles; the range is DynamoDB's, which shardex keeps on every
+    store."""
+    store = CosmosStore("d", "c")
+    with pytest.raises(shardex.InvalidInput, match="does not fit the numbers shardex holds "
+                                                   "on Cosmos DB, DynamoDB's on every store"):
+        asyncio.run(store.place("ix", "o-1", StoredEntry("K", "", "o-1", {"a": 1e308}),
+                                version=1, expected=None))
