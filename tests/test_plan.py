@@ -312,6 +312,19 @@ def test_cli_table_wraps_instead_of_cutting(monkeypatch: pytest.MonkeyPatch, wid
     (["--peak", "PENDING=5", "--store", "azure-tables://orders?read_timeout=soon"],
      "azure-tables:// option read_timeout='soon' is not a valid float"),
     (["--peak", "PENDING=5", "--store", "cosmos://orders"], "cosmos:// needs a database and"),
+    # the values too, which plan took where opening the store refused them
+    (["--peak", "PENDING=5", "--store", "cosmos://o/e?charges=bad"],
+     "--store: charges must be one of reported, estimated, got 'bad'"),
+    (["--peak", "PENDING=5", "--store", "cosmos://o/e?connect_timeout=nan"],
+     "--store: connect_timeout must be a number of seconds above 0"),
+    (["--peak", "PENDING=5", "--store", "cosmos://o/e?endpoint=ftp://x"],
+     "--store: Cosmos DB endpoint 'ftp://x' is not an http:// or https:// URL"),
+    (["--peak", "PENDING=5", "--store", "azure-tables://orders?read_timeout=-5"],
+     "--store: read_timeout must be a number of seconds above 0"),
+    (["--peak", "PENDING=5", "--store", "dynamodb://orders?read_timeout=-5"],
+     "--store: dynamodb:// option read_timeout must be a number of seconds above 0"),
+    (["--peak", "PENDING=5", "--store", "dynamodb://orders?endpoint_url=notaurl"],
+     "--store: endpoint_url 'notaurl' is not an http:// or https:// URL"),
     (["--peak", "PENDING=5", "--mode", "lsi"], "'lsi' is not one of"),
     (["--peak", "PENDING=5", "--bogus"], "No such option"),
     ([], "give each value's peak (--peak VALUE=WRITES_PER_S) or a diagnosis (--from FILE)"),
@@ -397,8 +410,8 @@ def test_a_fan_out_wider_than_the_clients_pool_is_priced_through_it() -> None:
     assert "max_connections=90 reads them at once" in out
     code, out = plan("--store", "dynamodb://orders?max_connections=5000")
     assert code == 2
-    assert "Invalid value for --store: max_connections must be a whole number from 1 to " \
-        "4096, got 5000" in out
+    assert "Invalid value for --store: dynamodb:// option max_connections must be a whole " \
+        "number from 1 to 4096, got 5000" in out
     # as opening the store says it
     assert "Invalid value for --store: dynamodb:// option max_connections='many' is not a " \
         "valid int" in plan("--store", "dynamodb://orders?max_connections=many")[1]

@@ -10,8 +10,8 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 from shardex.errors import InvalidInput, InvalidURI
 
 __all__ = ["AIOHTTP_CONNECTIONS", "CONNECTIONS", "DYNAMODB_CONNECTIONS", "StoreURI", "TIMEOUTS",
-           "check_client", "check_connections", "check_keywords", "endpoint_of", "is_timeout",
-           "split_url"]
+           "check_client", "check_connections", "check_keywords", "check_settings", "endpoint_of",
+           "is_timeout", "split_url"]
 
 
 # a store's connect and read timeouts: above 0, and finite (an hour at most)
@@ -42,6 +42,22 @@ def check_client(where: str, *, connect_timeout: float, read_timeout: float,
         if not is_timeout(seconds):
             raise InvalidInput(f"{where}{name} must be {TIMEOUTS}, got {seconds!r}")
     check_connections(where, max_connections)
+
+
+def check_settings(options: Mapping[str, Any], *, connections: int, endpoint: str,
+                   what: str, where: str = "") -> None:
+    """The values of a store URI's client options (``StoreURI.take``'s), as opening the
+    store checks them but without building a client (``plan --store``): the timeouts and
+    the pool (``check_client``, ``connections`` the pool's default) and the service's URL
+    in option ``endpoint`` (InvalidURI naming ``what`` for one that is not http(s))."""
+    try:
+        check_client(where, connect_timeout=options.get("connect_timeout", 5.0),
+                     read_timeout=options.get("read_timeout", 30.0),
+                     max_connections=options.get("max_connections", connections))
+    except InvalidInput as exc:  # the URI's option: the URI's fault
+        raise InvalidURI(str(exc)) from None
+    if options.get(endpoint) is not None:
+        split_url(options[endpoint], what, web=True)
 
 
 def check_keywords(scheme: str, options: Mapping[str, Any], known: set[str]) -> None:

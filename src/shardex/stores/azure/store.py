@@ -28,6 +28,7 @@ from shardex.stores.uri import (
     StoreURI,
     check_client,
     check_keywords,
+    check_settings,
     endpoint_of,
 )
 
@@ -110,7 +111,8 @@ class AzureTablesStore(Store):
             check_table_name(uri.location)
         except InvalidInput as exc:  # the URI's table name: the URI's fault
             raise InvalidURI(f"{exc}: {uri.raw!r}") from None
-        uri.take(_OPTIONS)
+        check_settings(uri.take(_OPTIONS), connections=AIOHTTP_CONNECTIONS,
+                       endpoint="endpoint", what="Azure endpoint")
 
     @property
     def uri(self) -> str:

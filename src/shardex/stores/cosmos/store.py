@@ -43,6 +43,7 @@ from shardex.stores.uri import (
     StoreURI,
     check_client,
     check_keywords,
+    check_settings,
     endpoint_of,
 )
 
@@ -57,6 +58,11 @@ _OPTIONS: Mapping[str, type] = {"endpoint": str, "connect_timeout": float,
                                 "read_timeout": float, "max_connections": int, "charges": str}
 _READS = frozenset({"get", "query", "read_many"})
 _COUNTED = "c.id, c.k, c.s, c.i, c.t, c.st"
+
+
+def _check_charges(charges: Any) -> None:
+    if charges not in _CHARGES:
+        raise InvalidInput(f"charges must be one of {', '.join(_CHARGES)}, got {charges!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +134,7 @@ class CosmosStore(Store):
         check_names(database, container)
         check_client("", connect_timeout=connect_timeout, read_timeout=read_timeout,
                      max_connections=max_connections)
-        if charges not in _CHARGES:
-            raise InvalidInput(f"charges must be one of {', '.join(_CHARGES)}, got {charges!r}")
+        _check_charges(charges)
         if client is not None and not isinstance(client, ContainerClient):
             raise InvalidInput(f"client must be a shardex ContainerClient adapter, got "
                                f"{client!r}")
@@ -161,7 +166,10 @@ class CosmosStore(Store):
         if not uri.location or not uri.path or "/" in uri.path:
             raise InvalidURI(f"cosmos:// needs a database and a container: "
                              f"cosmos://DATABASE/CONTAINER?endpoint=URL, got {uri.raw!r}")
-        uri.take(_OPTIONS)
+        options = uri.take(_OPTIONS)
+        check_settings(options, connections=AIOHTTP_CONNECTIONS, endpoint="endpoint",
+                       what="Cosmos DB endpoint")
+        _check_charges(options.get("charges", "reported"))
 
     @property
     def uri(self) -> str:

@@ -64,6 +64,7 @@ from shardex.stores.uri import (
     StoreURI,
     check_client,
     check_keywords,
+    check_settings,
     endpoint_of,
 )
 
@@ -197,7 +198,9 @@ class DynamoDBStore(Store):
             _check_table_name(uri.location, "table")
         except InvalidInput as exc:  # the URI's table name: the URI's fault
             raise InvalidURI(f"{exc}: {uri.raw!r}") from None
-        uri.take(_OPTIONS)
+        check_settings(uri.take(_OPTIONS), connections=DYNAMODB_CONNECTIONS,
+                       endpoint="endpoint_url", what="endpoint_url",
+                       where="dynamodb:// option ")
 
     @property
     def uri(self) -> str:
