@@ -442,3 +442,14 @@ def test_the_help_names_every_mode_s_amplification() -> None:
 
     shown = " ".join(CliRunner().invoke(cli, ["plan", "--help"]).output.split())
     assert ", ".join(f"{mode} {value:g}" for mode, value in AMPLIFICATION.items()) in shown
+
+
+def test_a_cosmos_plan_prices_its_locates_as_the_store_meters_them() -> None:
+    """plan --mode cosmos priced each placement read at 2 RU (Strong) beside listings at
+    Session's 1, where the store meters the same read at 1 RU: 3,000 item writes a second
+    read 6,000 RU of locates."""
+    result = CliRunner().invoke(cli, ["plan", "--peak", "PENDING=3000", "--item-bytes",
+                                      "1000", "--mode", "cosmos", "--json"])
+    table = json.loads(result.stdout)["table"]
+    assert table["item_writes_per_s"] == 3000.0
+    assert table["read_units_per_s"] == 3000.0

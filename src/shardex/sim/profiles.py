@@ -318,8 +318,10 @@ class Profile:
         if self.unit == "entity":
             return float(max(1, items))
         if self.unit == "ru":  # a page costs about what point reads of its items do
+            # at Session consistency, as the store estimates its own reads (a locate
+            # priced at Strong's twice beside listings at Session's once mixed the two)
             each = -(-nbytes // max(1, items))
-            return max(1, items) * cosmos_read_units(each, consistent)
+            return max(1, items) * cosmos_read_units(each)
         return read_units(nbytes, consistent)
 
 
