@@ -453,3 +453,13 @@ def test_a_cosmos_plan_prices_its_locates_as_the_store_meters_them() -> None:
     table = json.loads(result.stdout)["table"]
     assert table["item_writes_per_s"] == 3000.0
     assert table["read_units_per_s"] == 3000.0
+
+
+def test_a_plan_on_one_budget_reports_the_read_ceiling_it_planned_with() -> None:
+    """plan --store cosmos://... --ceiling dynamodb said '1000 RU/s a partition, reads and
+    writes alike' and planned so, while its JSON gave 3,000 read units a partition."""
+    result = CliRunner().invoke(cli, ["plan", "--peak", "PENDING=3000", "--store",
+                                      "cosmos://orders/entries", "--ceiling", "dynamodb",
+                                      "--json"])
+    ceiling = json.loads(result.stdout)["ceiling"]
+    assert (ceiling["write_units_per_s"], ceiling["read_units_per_s"]) == (1000.0, 1000.0)

@@ -250,8 +250,13 @@ class Plan:
         doc: dict[str, Any] = rounded({
             "schema": PLAN_SCHEMA, "mode": self.mode, "amplification": self.amplification,
             "amplification_from": "given" if self.amplification_given else "mode",
+            # on one budget of reads and writes (Azure, Cosmos DB) the reads are held to the
+            # write figure, whatever ceiling was named: the figure planned with, as the
+            # text says it (a dynamodb ceiling's 3,000 read units read here, unused)
             "ceiling": {"name": self.ceiling.name, "write_units_per_s": self.ceiling.write_units,
-                        "read_units_per_s": self.ceiling.read_units},
+                        "read_units_per_s": self.ceiling.write_units
+                        if self.profile is not None and self.profile.shared_units
+                        else self.ceiling.read_units},
             "headroom": self.headroom, "item_bytes": self.item_bytes,
             "read_item_bytes": self.read_item_bytes, "consistent": self.consistent,
             "values": {value: p.to_dict() for value, p in self.values.items()},
