@@ -277,6 +277,7 @@ def test_internal_rows_stand_apart_from_shard_keys() -> None:
     assert not any(r["key"].startswith("#") or r["key"] == "other"
                    for r in doc["values"] + doc["shard_keys"])
     assert not any(k.startswith("#") for k in doc["timeline"]["shard_keys"])
+    assert "other" not in doc["timeline"]["values"]  # the charts draw keys alone
 
 
 def test_the_meter_feed_shows_the_stores_own_records_and_other_apart() -> None:

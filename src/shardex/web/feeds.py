@@ -85,16 +85,16 @@ def document(source: str, at: float, window: float | None, ceiling: Ceiling,
             if row["key"] == OTHER:  # one at each level: say which
                 what = f"{'logical' if level == 'value' else 'shard'} {what}"
             internal.append({**row, "level": level, "what": what})
+        shown = timeline.get("values" if level == "value" else "shard_keys", {})
+        for key in [k for k in shown if k == OTHER or (level == "shard_key" and
+                                                      k.startswith(SEPARATOR))]:
+            del shown[key]
     # the shard keys summed under 'other' are not counted: a key's count is then a floor
     unlabelled = {r.get("index") for r in internal
                   if r["level"] == "shard_key" and r["key"] == OTHER}
     for row in values:
         row["shards"] = max(1, row.get("shards", 1))  # a key with traffic has a shard key
         row["shards_all_seen"] = row.get("index") not in unlabelled
-        shown = timeline.get("values" if level == "value" else "shard_keys", {})
-        for key in [k for k in shown if k == OTHER or (level == "shard_key" and
-                                                      k.startswith(SEPARATOR))]:
-            del shown[key]
     values.sort(key=_hottest)
     shard_keys.sort(key=_hottest)
     internal.sort(key=_hottest)
