@@ -130,8 +130,11 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
                                    "(Ctrl-C stops)", highlight=False, markup=False,
                                    soft_wrap=True)
             output.console().file.flush()  # a pipe reader waits for the address
-            # until Ctrl-C or SIGTERM: its one line, exit 130 or 143 (it only read)
-            while not stop.wait(3600):
+            # until Ctrl-C or SIGTERM: its one line, exit 130 or 143 (it only read). A
+            # signal that lands on another thread wakes no wait of this one: Python runs
+            # its handler once this thread wakes, so it wakes each second (it waited an
+            # hour at a time, and a `kill` of the process went unheard for minutes)
+            while not stop.wait(1.0):
                 pass
     finally:
         stop.set()
