@@ -219,8 +219,13 @@ def test_a_mover_re_places_an_entry_at_its_version(backend: Backend) -> None:
             5, "mover", (NO_TOKEN, "w1"))
         assert await s.count(NS, "K#0") == 0
         assert [x.item_id for x in await read_all(s, "K#1")] == ["o-1"]
-        with pytest.raises(InvalidInput, match=">= 5"):
-            await s.place(NS, "o-1", None, version=4, expected=placement)
+        # a row that took no effect (a crossing write's, unconfirmed) is replaced at the
+        # version of what replaces it, below its own
+        await s.place(NS, "o-1", entry("K#1", "b", "o-1"), version=3, expected=placement,
+                      token="carry")
+        assert ((await here(s)).version, (await here(s)).token) == (3, "carry")
+        with pytest.raises(InvalidInput, match=">= 1"):
+            await s.place(NS, "o-1", None, version=0, expected=await here(s))
 
     check(backend, body)
 

@@ -301,8 +301,10 @@ class Store(abc.ABC):
         changes. The old entry is removed, ``entry`` written, and the placement recorded
         at ``version`` (a tombstone when ``entry`` is None, which a stale first write
         cannot pass) with ``token`` (a fresh one when None) and, as its history, the
-        tokens before it. ``version`` is the caller's ordering number: at least 1 and
-        not below the expected one (a mover may re-place an entry at its version).
+        tokens before it. ``version`` is the caller's ordering number, at least 1: a
+        mover re-places an entry at its version, even over a row numbered higher that
+        took no effect (a write's row in one store that the store it crosses from never
+        confirmed, ``shardex.write.crossing``).
 
         The same place sent again after it applied (the same token, expected and entry)
         changes nothing more: it raises ConditionFailed, or returns as a success where
@@ -310,7 +312,7 @@ class Store(abc.ABC):
         write applied once. Returns the write units consumed. Raises InvalidInput, before
         any request, for an entry of another item, on a reserved or empty shard key,
         with attributes DynamoDB cannot store or over ``max_item_bytes``, a bad token, or
-        a ``version`` below 1 or below the expected one.
+        a ``version`` below 1.
         """
         # the base's own: a store that overrides place is tried through it
         # (``__init_subclass__``), and calls this one
@@ -343,11 +345,9 @@ class Store(abc.ABC):
                                      or expected.item_id != item_id):
             raise InvalidInput(f"expected placement of item {item_id!r} must be the Placement "
                                f"that locate returned, or None, got {expected!r}")
-        least = 1 if expected is None else max(1, expected.version)
-        if type(version) is not int or not least <= version <= MAX_VERSION:
+        if type(version) is not int or not 1 <= version <= MAX_VERSION:
             raise InvalidInput(f"version {brief(version)} of item {item_id!r} must be an "
-                               f"integer >= {least} (the expected placement's version, at "
-                               f"least 1) and below 10**38")
+                               f"integer >= 1 and below 10**38")
         if token is None:
             token = new_token()
         elif not is_token(token):

@@ -9,7 +9,12 @@ takes a stale row of another value out of T after it). Two writers that decided 
 same state meet on S's placement. A writer that replaces another's row in T that S has
 not confirmed first rewrites S as it is under a token of its own (a *fence*): that
 writer may be between its two steps, and its confirmation then fails instead of landing
-over a row that is no longer its own. ``shardex.write`` has the whole argument.
+over a row that is no longer its own; the row it replaces took no effect, so it is
+replaced at the version decided (a move's: the entry's), however high its own was, and
+the fenced writer decides again from the item as it was. A rollback's mover that carries
+a row of T back to S places it under ``derived(row's token, "carry")``: that row was
+the item's truth, so its write applied, and finds the carry's token as its own when its
+confirmation fails on it. ``shardex.write`` has the whole argument.
 """
 
 from __future__ import annotations
@@ -79,11 +84,15 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
     conflicts = failures = 0
     ambiguous: ShardexError | None = None
     started = machine._now
+    # the tokens whose row in S is this write's: its own, and a carry of its row (a
+    # rollback's mover carrying it back from T, or its own settle) with the tokens of the
+    # rows it carried itself
+    mine = {token, derived(token, "carry")}
     while True:
         source = yield from machine._locate(s)
         target = yield from machine._locate(t)
-        if source is not None and (source.token == token or token in source.history):
-            # written in S, or confirmed there
+        if source is not None and not mine.isdisjoint(source.chain):
+            # written in S, confirmed there, or carried there from T
             if not landed and planned_for is not None:
                 # a try that timed out had landed: before the read that found it
                 row = source if source.entry is not None else target
@@ -120,6 +129,14 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             entry, version = decision
             if kept and entry is not None and held is not None and held.entry is not None:
                 entry, into_target = replace(entry, shard_key=held.entry.shard_key), True
+            placing = token
+            if isinstance(request, Relocate) and in_target and not into_target \
+                    and held is not None and held.token is not None:
+                # a move back carries another write's row: under that write's carry
+                # token, by which that write knows it applied (its confirmation in S,
+                # when it comes, fails on the carry)
+                placing = derived(held.token, "carry")
+                mine.add(placing)
             claim = None
             if entry is not None and (held is None or held.entry is None):
                 # made live: numbered above its placement in every store (``_dead``)
@@ -131,7 +148,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                 claim = yield from _claim(machine, job, s, t, target, token, floor,
                                           into_target)
                 version = version if claim is None else claim.version
-            step = _place(machine, job, s, t, entry, version, source, target, token,
+            step = _place(machine, job, s, t, entry, version, source, target, placing,
                           into_target, planned, landed, claimed=claim is not None)
         try:
             yield from step
@@ -154,7 +171,8 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             if wait is None:
                 if ambiguous is None:
                     raise
-                yield from _read_back(machine, s, t, token, source, target, ambiguous, exc)
+                yield from _read_back(machine, s, t, token, mine, source, target, ambiguous,
+                                      exc)
                 return _done(landed), claim, _last(landed)
             yield Sleep(wait)
             continue
@@ -182,21 +200,23 @@ def _done(landed: list[Landing]) -> Done:
     return Done(True, landed[-1].entry.shard_key if landed else None)
 
 
-def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str,
+def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[str],
                source: Placement | None, target: Placement | None,
                ambiguous: ShardexError, error: ShardexError) -> Steps[None]:
     """Settle a write whose tries ran out after one may have applied: return if it
-    applied (S carries its token), raise ``error`` if no try can have landed (S and T
-    are as the last try found them, and carry no token of it), else OutcomeUnknown."""
+    applied (S carries one of ``mine``, its tokens), raise ``error`` if no try can have
+    landed (S and T are as the last try found them, and carry no token of it), else
+    OutcomeUnknown."""
     try:
         now_s = yield from machine._locate(s)
         now_t = yield from machine._locate(t)
     except StoreError as exc:
         machine.unknown(token, ambiguous, f"reading it back failed ({type(exc).__name__}: "
                         f"{exc})", exc)
-    if now_s is not None and token in now_s.chain:
+    if now_s is not None and not mine.isdisjoint(now_s.chain):
         return
-    if now_s == source and now_t == target and not (now_t is not None and token in now_t.chain):
+    if now_s == source and now_t == target and not (now_t is not None
+                                                    and not mine.isdisjoint(now_t.chain)):
         raise error
     machine.unknown(token, ambiguous, "the placements in the two stores no longer show "
                     "whether it landed")
@@ -248,7 +268,11 @@ def _place(machine: WriteMachine, job: Job, s: Tier, t: Tier, entry: StoredEntry
     if source is not None and target is not None and target.token != token \
             and not truth(source, target)[1]:
         source = yield from _fence(machine, s, source, token)
-    version = max([version, *(p.version for p in (source, target) if p is not None)])
+    # S's version is the floor (its tombstone must not go below what it erased); T's row
+    # is replaced whatever its version: one S has not confirmed took no effect, and its
+    # version taken would be one the application never wrote (a move keeps the entry's,
+    # a write the one it decided)
+    version = max(version, 0 if source is None else source.version)
     placed = yield from _sent(machine, Place(t, _at(entry, version), version, target, token,
                                              fence, pace))
     if entry is not None:

@@ -159,7 +159,8 @@ def _carry(machine: WriteMachine, landing: Landing, tier: Tier, fresh: Routed,
         here = yield from machine._locate(tier)
         if here is None:
             return False
-        if here.entry is not None and token in here.chain:
+        carry = derived(token, "carry")
+        if here.entry is not None and (token in here.chain or carry in here.chain):
             return True  # carried already (by a mover)
         if not (token in here.chain if here.entry is None else
                 here.version < entry.version and value_of(here.entry) == value):
@@ -170,7 +171,6 @@ def _carry(machine: WriteMachine, landing: Landing, tier: Tier, fresh: Routed,
         carried = replace(entry, shard_key=key, version=version)
         # one token for the carry and the row's take-out: while a reshard moves the
         # value between the two, the take-out confirms the carry (``truth``)
-        carry = derived(token, "carry")
         try:
             yield from machine._place(Place(tier, carried, version, here, carry,
                                             fresh.fence, key))

@@ -1,0 +1,168 @@
+"""The outcomes of versioned writes racing a tier move, when the write's two steps (the
+row in T, the confirmation in S, the index's own store) are held apart while the mover
+works: each was found from outside saying False while it applied, or keeping an entry
+it should have deleted.
+
+- a versioned ``put`` whose confirmation is held while the reshard rolls back: the
+  rollback's mover carries its row in T back to S, and the put, whose confirmation
+  then fails, knows the carry for its own (``derived(token, "carry")``) and says True;
+- a versioned ``delete`` (or ``put``) whose row landed in T and whose answer comes late
+  while the mover moves the value to T: the mover fences S and replaces the row S never
+  confirmed at the version of the entry it carries, not the row's; the write, deciding
+  again, applies over it;
+- an unversioned ``put`` over such a row numbers itself from the item as it is, so the
+  versioned write it displaced applies after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.reshard import Resharder
+from shardex.sim.clock import run_virtual
+from shardex.stores.memory import MemoryStore
+
+TIERED = {"PENDING": ShardPolicy(2, tier="dedicated")}
+
+
+class Held(MemoryStore):
+    """A store whose confirmations of items ``x...`` wait ``before`` seconds before they
+    are sent, and whose writes of items ``o-...`` that are the application's (tombstones,
+    and entries sorted ``"new"``) answer ``after`` seconds late, while the other entries of
+    those items (the mover's) wait ``moving`` seconds before they are sent."""
+
+    def __init__(self, seed: int, *, before: float = 0.0, after: float = 0.0,
+                 moving: float = 0.0) -> None:
+        super().__init__(seed=seed)
+        self.on = False
+        self.before, self.after, self.moving = before, after, moving
+
+    async def _place(self, namespace: str, item_id: str, entry: Any, version: int,
+                     expected: Any, token: str, rec: Any) -> None:
+        mine = item_id.startswith("o-") and (entry is None or entry.sort == "new")
+        if self.on and entry is None and item_id.startswith("x"):
+            await self.clock.sleep(self.before)
+        if self.on and entry is not None and item_id.startswith("o-") and not mine:
+            await self.clock.sleep(self.moving)
+        await super()._place(namespace, item_id, entry, version, expected, token, rec)
+        if self.on and mine:
+            await self.clock.sleep(self.after)
+
+
+def index(own: MemoryStore, tier: MemoryStore) -> ShardedIndex:
+    return ShardedIndex(own, "orders", Routing(), routing_lease=3.0, routing_ttl=0.5,
+                        tiers={"dedicated": tier})
+
+
+def test_a_versioned_put_held_through_a_tier_rollback_says_what_applied() -> None:
+    async def main() -> list[str]:
+        own, tier = Held(1, before=6.0), Held(2)
+        async with index(own, tier) as app:
+            for i in range(20):
+                await app.put("PENDING", f"o-{i}", sort=f"{i:03d}")
+            async with Resharder(own, "orders", unit_lease=2.0, rate=500.0, seed=1,
+                                 tiers={"dedicated": tier}) as runner:
+                await runner.start(TIERED, margin=0.5)
+                await runner.run(until="write-new")
+                own.on = True
+                rollback = asyncio.create_task(runner.rollback())
+                puts: dict[str, asyncio.Task[bool]] = {}
+                while not rollback.done():
+                    item = f"x{len(puts)}"
+                    puts[item] = asyncio.create_task(app.put("PENDING", item, sort="999",
+                                                             version=1))
+                    await asyncio.sleep(0.5)
+                await rollback
+                own.on = False
+                await asyncio.sleep(7.0)
+            await app.refresh_routing()
+            listed = {entry.item_id async for entry in app.scan("PENDING")}
+            return [item for item, put in puts.items()
+                    if (await put) != (item in listed)
+                    or (await put) != ((await app.get(item)) is not None)]
+
+    assert run_virtual(main()) == []  # 5 of 30 said False, each live and listed
+
+
+def writes_during_the_move(write: Callable[[ShardedIndex, str], Awaitable[bool]],
+                           leaves: tuple[str, int] | None) -> list[str]:
+    """The items of 40 (put at version 1, then moved to the tier at 20 a second) whose
+    ``write``, started one every 0.25 s during the move with its answer from the tier 6 s
+    late, said other than True or left the item other than ``leaves`` (its sort and
+    version; None: deleted)."""
+    async def main() -> list[str]:
+        own, tier = Held(1), Held(2, after=6.0, moving=2.0)
+        async with index(own, tier) as app:
+            for i in range(40):
+                await app.put("PENDING", f"o-{i}", sort=f"{i:03d}", version=1)
+            async with Resharder(own, "orders", unit_lease=2.0, rate=20.0, seed=1,
+                                 tiers={"dedicated": tier}) as runner:
+                await runner.start(TIERED, margin=0.5)
+                await runner.run(until="write-new")
+                tier.on = True
+                moving = asyncio.create_task(runner.run(until="verified"))
+                await asyncio.sleep(3.7)
+                await app.refresh_routing()
+                writes = {}
+                for i in range(40):
+                    writes[f"o-{i}"] = asyncio.create_task(write(app, f"o-{i}"))
+                    await asyncio.sleep(0.25)
+                said = {item: await task for item, task in writes.items()}
+                tier.on = False
+                await moving
+            wrong = []
+            for item, applied in said.items():
+                got = await app.get(item)
+                left = None if got is None else (got.sort, got.version)
+                if applied is not True or left != leaves:
+                    wrong.append(item)
+            return wrong
+
+    return run_virtual(main())
+
+
+async def delete_at_2(app: ShardedIndex, item: str) -> bool:
+    return await app.delete("PENDING", item, version=2)
+
+
+async def put_at_2(app: ShardedIndex, item: str) -> bool:
+    return await app.put("PENDING", item, sort="new", version=2)
+
+
+def test_a_versioned_delete_answered_late_during_a_tier_move_deletes() -> None:
+    # the mover placed the entry at the delete's version: 10 of 40 said False, and stayed
+    assert writes_during_the_move(delete_at_2, None) == []
+
+
+def test_a_versioned_put_answered_late_during_a_tier_move_applies_at_its_version() -> None:
+    # the mover placed the old entry at the put's version 2: 10 of 40 said False and kept
+    # the old sort at version 2, a version the application never wrote
+    assert writes_during_the_move(put_at_2, ("new", 2)) == []
+
+
+def test_an_unversioned_put_over_a_versioned_one_in_flight_lets_it_apply() -> None:
+    async def main() -> tuple[bool, bool, tuple[str, int] | None]:
+        own, tier = Held(1), Held(2, after=3.0)
+        async with index(own, tier) as app:
+            await app.put("PENDING", "o-1", sort="old", version=1)
+            async with Resharder(own, "orders", unit_lease=2.0, rate=20.0, seed=1,
+                                 tiers={"dedicated": tier}) as runner:
+                await runner.start(TIERED, margin=0.5)
+                await runner.run(until="write-new")
+                await app.refresh_routing()
+                tier.on = True
+                # its row lands in the tier at once, its answer 3 s later
+                first = asyncio.create_task(app.put("PENDING", "o-1", sort="new", version=5))
+                await asyncio.sleep(1.0)
+                second = await app.put("PENDING", "o-1", sort="mid")
+                applied = await first
+                tier.on = False
+                got = await app.get("o-1")
+                return applied, second, None if got is None else (got.sort, got.version)
+
+    # the unversioned put took version 5 from the row in flight, and the put at 5 said
+    # False with 'mid' left at 5
+    assert run_virtual(main()) == (True, True, ("new", 5))
