@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex import Routing, ShardedIndex, ShardexError, ShardPolicy, Throttled
 from shardex.reshard import Resharder
 from shardex.sim.clock import run_virtual
 from shardex.stores.memory import MemoryStore
@@ -166,3 +166,70 @@ def test_an_unversioned_put_over_a_versioned_one_in_flight_lets_it_apply() -> No
     # the unversioned put took version 5 from the row in flight, and the put at 5 said
     # False with 'mid' left at 5
     assert run_virtual(main()) == (True, True, ("new", 5))
+
+
+class Refusing(MemoryStore):
+    """A store that throttles every tombstone of item ``o-1`` while ``on`` (the
+    confirmations of writes to the tier)."""
+
+    on = False
+
+    async def _place(self, namespace: str, item_id: str, entry: Any, version: int,
+                     expected: Any, token: str, rec: Any) -> Throttled | None:
+        if self.on and entry is None and item_id == "o-1":
+            return Throttled("o-1: throttled (the test's)", key=item_id)
+        return await super()._place(namespace, item_id, entry, version, expected, token, rec)
+
+
+def test_a_write_whose_row_stands_in_the_tier_does_not_say_it_failed() -> None:
+    async def main() -> tuple[str, tuple[str, int] | None]:
+        own, tier = Refusing(seed=1), MemoryStore(seed=2)
+        async with index(own, tier) as app:
+            await app.put("PENDING", "o-0", sort="000")
+            async with Resharder(own, "orders", unit_lease=2.0, rate=20.0, seed=1,
+                                 tiers={"dedicated": tier}) as runner:
+                await runner.start(TIERED, margin=0.5)
+                await runner.run(until="write-new")
+                await app.refresh_routing()
+                # a put to the tier, confirmed in the own store by a tombstone
+                await app.put("PENDING", "o-1", sort="old", version=1)
+                own.on = True
+                try:
+                    said = str(await app.put("PENDING", "o-1", sort="new", version=2))
+                except ShardexError as exc:
+                    said = type(exc).__name__
+                own.on = False
+                got = await app.get("o-1")
+                return said, None if got is None else (got.sort, got.version)
+
+    # its row in the tier, numbered above the own store's tombstone, is the item's: the put
+    # said Throttled (did not apply) with 'new' at version 2 live
+    assert run_virtual(main()) == ("True", ("new", 2))
+
+
+def test_a_put_whose_claim_is_held_while_a_move_carries_its_row_says_it_applied() -> None:
+    async def main() -> tuple[bool, tuple[str, int] | None, list[str]]:
+        own, tier = Held(1, before=15.0), Held(2)
+        async with index(own, tier) as app:
+            async with Resharder(own, "orders", unit_lease=2.0, rate=50.0, seed=1,
+                                 tiers={"dedicated": tier}) as runner:
+                await runner.start(TIERED, margin=0.5)
+                await runner.run(until="done")
+            await app.refresh_routing()
+            own.on = True
+            # made live in the tier from nothing, then claimed in the own store: held
+            put = asyncio.create_task(app.put("PENDING", "x0", sort="new", version=1))
+            await asyncio.sleep(0.5)
+            async with Resharder(own, "orders", unit_lease=2.0, rate=50.0, seed=2,
+                                 tiers={"dedicated": tier}) as runner:
+                await runner.start({"PENDING": ShardPolicy(2)}, margin=0.5)
+                await runner.run(until="verified")
+                applied = await put
+                own.on = False
+                got = await app.get("x0")
+                await app.refresh_routing()
+                listed = [entry.item_id async for entry in app.scan("PENDING")]
+                return applied, None if got is None else (got.sort, got.version), listed
+
+    # the move carried its row home before its claim landed, and it said False
+    assert run_virtual(main()) == (True, ("new", 1), ["x0"])

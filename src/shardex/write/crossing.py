@@ -11,10 +11,10 @@ not confirmed first rewrites S as it is under a token of its own (a *fence*): th
 writer may be between its two steps, and its confirmation then fails instead of landing
 over a row that is no longer its own; the row it replaces took no effect, so it is
 replaced at the version decided (a move's: the entry's), however high its own was, and
-the fenced writer decides again from the item as it was. A rollback's mover that carries
-a row of T back to S places it under ``derived(row's token, "carry")``: that row was
-the item's truth, so its write applied, and finds the carry's token as its own when its
-confirmation fails on it. ``shardex.write`` has the whole argument.
+the fenced writer decides again from the item as it was. A mover carries a row to the
+other store under ``derived(row's token, "carry")``: that row was the item's truth, so
+its write applied, and finds the carry's token as its own when its confirmation (or its
+claim in the index's own store) fails on it. ``shardex.write`` has the whole argument.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from shardex.write.steps import (
     Sleep,
     read_back,
 )
-from shardex.write.topology import Tier
+from shardex.write.topology import Tier, named
 
 if TYPE_CHECKING:
     from shardex.write.machine import WriteMachine
@@ -88,6 +88,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
     # rollback's mover carrying it back from T, or its own settle) with the tokens of the
     # rows it carried itself
     mine = {token, derived(token, "carry")}
+    in_t: list[bool] = []  # True once a row of this write landed in T
     while True:
         source = yield from machine._locate(s)
         target = yield from machine._locate(t)
@@ -105,6 +106,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             if not landed and target.entry is not None and planned_for is not None:
                 # a try that timed out had landed: before the read that found it
                 landed.append(Landing(t, target.entry, read_back(machine._now), planned_for))
+            in_t.append(True)
             step: Steps[object] = _confirmed(machine, Place(s, None, target.version, source,
                                                             token), landed)
         else:
@@ -130,11 +132,10 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             if kept and entry is not None and held is not None and held.entry is not None:
                 entry, into_target = replace(entry, shard_key=held.entry.shard_key), True
             placing = token
-            if isinstance(request, Relocate) and in_target and not into_target \
-                    and held is not None and held.token is not None:
-                # a move back carries another write's row: under that write's carry
-                # token, by which that write knows it applied (its confirmation in S,
-                # when it comes, fails on the carry)
+            if isinstance(request, Relocate) and held is not None and held.token is not None:
+                # a move carries another write's row to the other store, under that
+                # write's carry token: that write, if its confirmation or claim is still
+                # to come, fails on the carry and knows it for its own
                 placing = derived(held.token, "carry")
                 mine.add(placing)
             claim = None
@@ -149,7 +150,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                                           into_target)
                 version = version if claim is None else claim.version
             step = _place(machine, job, s, t, entry, version, source, target, placing,
-                          into_target, planned, landed, claimed=claim is not None)
+                          into_target, planned, landed, in_t, claimed=claim is not None)
         try:
             yield from step
         except _Held:
@@ -169,6 +170,11 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             wait = machine._retry.decide(failures, machine._now - started, exc, machine._rng)
             failures += 1
             if wait is None:
+                # its confirmation failed; the row it left in T may be the item's truth
+                # already (numbered above S's tombstone)
+                if ambiguous is None and in_t \
+                        and (yield from _stands(machine, s, t, token, mine, value, exc)):
+                    return _done(landed), claim, _last(landed)
                 if ambiguous is None:
                     raise
                 yield from _read_back(machine, s, t, token, mine, source, target, ambiguous,
@@ -222,6 +228,27 @@ def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[st
                     "whether it landed")
 
 
+def _stands(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[str],
+            value: str, error: ShardexError) -> Steps[bool]:
+    """True if the write ``token``, whose tries ran out with ``error`` after its row
+    landed in T, applied all the same: S carries it, or its row in T is the item's truth
+    (readers list it), so that ``error`` would be a false fail. OutcomeUnknown if the
+    stores cannot be read."""
+    try:
+        now_s = yield from machine._locate(s)
+        now_t = yield from machine._locate(t)
+    except StoreError as exc:
+        machine.unknown(token, error, f"its row landed in {named(t)} and its confirmation "
+                        f"failed; reading them back failed ({type(exc).__name__}: {exc})",
+                        exc)
+    if now_s is not None and not mine.isdisjoint(now_s.chain):
+        return True
+    if now_t is None or now_t.token != token:
+        return False
+    held, in_target = held_across(now_s, now_t, value)
+    return in_target and held is now_t
+
+
 def _claim(machine: WriteMachine, job: Job, s: Tier, t: Tier, target: Placement | None,
            token: str, version: int, into_target: bool) -> Steps[Claim | None]:
     """What the index's own store must confirm of a write that makes the item live in a
@@ -243,7 +270,7 @@ def _claim(machine: WriteMachine, job: Job, s: Tier, t: Tier, target: Placement 
 
 def _place(machine: WriteMachine, job: Job, s: Tier, t: Tier, entry: StoredEntry | None,
            version: int, source: Placement | None, target: Placement | None, token: str,
-           into_target: bool, planned: Routed, landed: list[Landing], *,
+           into_target: bool, planned: Routed, landed: list[Landing], in_t: list[bool], *,
            claimed: bool = False) -> Steps[None]:
     """Carry out one decided write of a crossing item, noting in ``landed`` where a live
     entry landed as soon as it did."""
@@ -275,6 +302,7 @@ def _place(machine: WriteMachine, job: Job, s: Tier, t: Tier, entry: StoredEntry
     version = max(version, 0 if source is None else source.version)
     placed = yield from _sent(machine, Place(t, _at(entry, version), version, target, token,
                                              fence, pace))
+    in_t.append(True)
     if entry is not None:
         landed.append(Landing(t, _at(entry, version) or entry, placed, planned))
     # sent within the lease of the routing it was planned under, as the row was

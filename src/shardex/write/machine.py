@@ -523,8 +523,9 @@ class WriteMachine:
             found = yield from self._locate(arbiter)
         except StoreError as exc:
             cause = exc
-        if found is not None and claim.token in found.chain:
-            return True
+        if found is not None and (claim.token in found.chain
+                                  or derived(claim.token, "carry") in found.chain):
+            return True  # confirmed, or its row carried here by a move (``crossing``)
         if cause is not None and found == claim.main:
             self.unknown(claim.token, cause, f"confirming it in {named(arbiter)} failed, and "
                          "a write there could still win over it", cause)
