@@ -11,7 +11,12 @@ it should have deleted.
   confirmed at the version of the entry it carries, not the row's; the write, deciding
   again, applies over it;
 - an unversioned ``put`` over such a row numbers itself from the item as it is, so the
-  versioned write it displaced applies after it.
+  versioned write it displaced applies after it;
+- a put whose claim in the own store is held while a move carries its row home, and a
+  write whose confirmation is throttled after its row became the item's truth in T, say
+  they applied;
+- a move whose confirmation fails takes its row back out of T (readers of T alone
+  listed it).
 """
 
 from __future__ import annotations
@@ -41,15 +46,28 @@ class Held(MemoryStore):
         self.before, self.after, self.moving = before, after, moving
 
     async def _place(self, namespace: str, item_id: str, entry: Any, version: int,
-                     expected: Any, token: str, rec: Any) -> None:
+                     expected: Any, token: str, rec: Any) -> Throttled | None:
         mine = item_id.startswith("o-") and (entry is None or entry.sort == "new")
         if self.on and entry is None and item_id.startswith("x"):
             await self.clock.sleep(self.before)
         if self.on and entry is not None and item_id.startswith("o-") and not mine:
             await self.clock.sleep(self.moving)
-        await super()._place(namespace, item_id, entry, version, expected, token, rec)
+        refused = await super()._place(namespace, item_id, entry, version, expected, token,
+                                       rec)
         if self.on and mine:
             await self.clock.sleep(self.after)
+        return refused
+
+
+def mover(own: MemoryStore, tier: MemoryStore, *, rate: float, seed: int) -> Resharder:
+    return Resharder(own, "orders", unit_lease=2.0, rate=rate, seed=seed,
+                     tiers={"dedicated": tier})
+
+
+async def to_write_new(runner: Resharder) -> None:
+    """Start the move of PENDING to the tier and run it to write-new."""
+    await runner.start(TIERED, margin=0.5)
+    await runner.run(until="write-new")
 
 
 def index(own: MemoryStore, tier: MemoryStore) -> ShardedIndex:
@@ -63,10 +81,8 @@ def test_a_versioned_put_held_through_a_tier_rollback_says_what_applied() -> Non
         async with index(own, tier) as app:
             for i in range(20):
                 await app.put("PENDING", f"o-{i}", sort=f"{i:03d}")
-            async with Resharder(own, "orders", unit_lease=2.0, rate=500.0, seed=1,
-                                 tiers={"dedicated": tier}) as runner:
-                await runner.start(TIERED, margin=0.5)
-                await runner.run(until="write-new")
+            async with mover(own, tier, rate=500.0, seed=1) as runner:
+                await to_write_new(runner)
                 own.on = True
                 rollback = asyncio.create_task(runner.rollback())
                 puts: dict[str, asyncio.Task[bool]] = {}
@@ -98,10 +114,8 @@ def writes_during_the_move(write: Callable[[ShardedIndex, str], Awaitable[bool]]
         async with index(own, tier) as app:
             for i in range(40):
                 await app.put("PENDING", f"o-{i}", sort=f"{i:03d}", version=1)
-            async with Resharder(own, "orders", unit_lease=2.0, rate=20.0, seed=1,
-                                 tiers={"dedicated": tier}) as runner:
-                await runner.start(TIERED, margin=0.5)
-                await runner.run(until="write-new")
+            async with mover(own, tier, rate=20.0, seed=1) as runner:
+                await to_write_new(runner)
                 tier.on = True
                 moving = asyncio.create_task(runner.run(until="verified"))
                 await asyncio.sleep(3.7)
@@ -148,10 +162,8 @@ def test_an_unversioned_put_over_a_versioned_one_in_flight_lets_it_apply() -> No
         own, tier = Held(1), Held(2, after=3.0)
         async with index(own, tier) as app:
             await app.put("PENDING", "o-1", sort="old", version=1)
-            async with Resharder(own, "orders", unit_lease=2.0, rate=20.0, seed=1,
-                                 tiers={"dedicated": tier}) as runner:
-                await runner.start(TIERED, margin=0.5)
-                await runner.run(until="write-new")
+            async with mover(own, tier, rate=20.0, seed=1) as runner:
+                await to_write_new(runner)
                 await app.refresh_routing()
                 tier.on = True
                 # its row lands in the tier at once, its answer 3 s later
@@ -186,10 +198,8 @@ def test_a_write_whose_row_stands_in_the_tier_does_not_say_it_failed() -> None:
         own, tier = Refusing(seed=1), MemoryStore(seed=2)
         async with index(own, tier) as app:
             await app.put("PENDING", "o-0", sort="000")
-            async with Resharder(own, "orders", unit_lease=2.0, rate=20.0, seed=1,
-                                 tiers={"dedicated": tier}) as runner:
-                await runner.start(TIERED, margin=0.5)
-                await runner.run(until="write-new")
+            async with mover(own, tier, rate=20.0, seed=1) as runner:
+                await to_write_new(runner)
                 await app.refresh_routing()
                 # a put to the tier, confirmed in the own store by a tombstone
                 await app.put("PENDING", "o-1", sort="old", version=1)
@@ -211,8 +221,7 @@ def test_a_put_whose_claim_is_held_while_a_move_carries_its_row_says_it_applied(
     async def main() -> tuple[bool, tuple[str, int] | None, list[str]]:
         own, tier = Held(1, before=15.0), Held(2)
         async with index(own, tier) as app:
-            async with Resharder(own, "orders", unit_lease=2.0, rate=50.0, seed=1,
-                                 tiers={"dedicated": tier}) as runner:
+            async with mover(own, tier, rate=50.0, seed=1) as runner:
                 await runner.start(TIERED, margin=0.5)
                 await runner.run(until="done")
             await app.refresh_routing()
@@ -220,8 +229,7 @@ def test_a_put_whose_claim_is_held_while_a_move_carries_its_row_says_it_applied(
             # made live in the tier from nothing, then claimed in the own store: held
             put = asyncio.create_task(app.put("PENDING", "x0", sort="new", version=1))
             await asyncio.sleep(0.5)
-            async with Resharder(own, "orders", unit_lease=2.0, rate=50.0, seed=2,
-                                 tiers={"dedicated": tier}) as runner:
+            async with mover(own, tier, rate=50.0, seed=2) as runner:
                 await runner.start({"PENDING": ShardPolicy(2)}, margin=0.5)
                 await runner.run(until="verified")
                 applied = await put
@@ -233,3 +241,47 @@ def test_a_put_whose_claim_is_held_while_a_move_carries_its_row_says_it_applied(
 
     # the move carried its row home before its claim landed, and it said False
     assert run_virtual(main()) == (True, ("new", 1), ["x0"])
+
+
+class Timed(MemoryStore):
+    """A store whose places of item ``o-1`` wait before they are sent: ``hold(entry)``
+    seconds (entry None: a tombstone)."""
+
+    def __init__(self, seed: int, hold: Callable[[Any], float]) -> None:
+        super().__init__(seed=seed)
+        self.hold = hold
+        self.holding = asyncio.Event()  # set once a place of o-1 is held
+
+    async def _place(self, namespace: str, item_id: str, entry: Any, version: int,
+                     expected: Any, token: str, rec: Any) -> Throttled | None:
+        if item_id == "o-1":
+            seconds = self.hold(entry)
+            if seconds > 0:
+                self.holding.set()
+            await self.clock.sleep(seconds)
+        return await super()._place(namespace, item_id, entry, version, expected, token, rec)
+
+
+def test_a_move_whose_confirmation_fails_takes_its_row_back_out() -> None:
+    own = MemoryStore(seed=1)
+    # the mover's row waits 4 s before it is sent (a paused runner)
+    tier = Timed(2, lambda entry: 4.0 if entry is not None else 0.0)
+
+    async def main() -> tuple[list[str], tuple[str, str] | None]:
+        async with index(own, tier) as app:
+            await app.put("PENDING", "o-1", sort="001")
+            async with mover(own, tier, rate=20.0, seed=1) as runner:
+                await to_write_new(runner)
+                moving = asyncio.create_task(runner.run(until="read-new"))
+                await tier.holding.wait()  # the mover's row is on its way to the tier
+                # the item moves to a value that stays home, before the row lands
+                await app.put("DONE", "o-1", sort="002")
+                await moving
+                await app.refresh_routing()
+                listed = [entry.item_id async for entry in app.scan("PENDING")]
+                got = await app.get("o-1")
+                return listed, None if got is None else (got.value, got.sort)
+
+    # the mover's row stayed in the tier, and from read-new (readers of the tier alone)
+    # the item was listed under PENDING while it is under DONE
+    assert run_virtual(main()) == ([], ("DONE", "002"))

@@ -123,6 +123,11 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             decision = _decide(request, held, in_target, into_target or kept,
                                planned.routing)
             if isinstance(decision, Skip):
+                if target is not None and target.entry is not None and not in_target \
+                        and value_of(target.entry) == value and (
+                            target.token in mine or (isinstance(request, Relocate)
+                                                     and (held is None or held.entry is None))):
+                    yield from _take_out_stale(machine, s, t, source, target, token, mine)
                 return Done(decision.result), None, None
             if isinstance(decision, Refuse):
                 raise decision.error
@@ -247,6 +252,24 @@ def _stands(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[str],
         return False
     held, in_target = held_across(now_s, now_t, value)
     return in_target and held is now_t
+
+
+def _take_out_stale(machine: WriteMachine, s: Tier, t: Tier, source: Placement | None,
+                    target: Placement, token: str, mine: set[str]) -> Steps[None]:
+    """Take a live row of the moving value out of T that the item's truth does not name:
+    this write's own (it landed, and its confirmation failed on a write in S since), or,
+    for a move, another's left over an item S says is deleted (a move whose confirmation
+    failed, a writer that stopped between its two steps). Readers of T alone (from
+    ``read-new``) would list it, and the parity check finds it extra. Another's row is
+    taken out only after S is fenced: a writer between its two steps then decides again.
+    Best effort: a row or placement changed since, or a store that refuses, leaves it."""
+    with contextlib.suppress(ShardexError):
+        if target.token not in mine:
+            if source is None:
+                return
+            yield from _fence(machine, s, source, token)
+        yield from machine._place(Place(t, None, target.version, target,
+                                        derived(token, "stale")))
 
 
 def _claim(machine: WriteMachine, job: Job, s: Tier, t: Tier, target: Placement | None,
