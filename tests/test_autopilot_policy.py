@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -26,6 +27,11 @@ from shardex.sim.profiles import profile
 
 CEILING = 1000.0
 TABLE = TableFacts(write_ceiling=CEILING, write_limit=40_000.0)
+
+
+def share(policy: AutopilotPolicy, capacity: float) -> float:
+    """A budget of ``admit_share`` of ``capacity``, within the table's write limit."""
+    return policy.admit_share * min(capacity, TABLE.write_limit)
 
 
 def planner(headroom: float) -> object:
@@ -182,7 +188,8 @@ def test_admission_bridges_and_guards_only(case: tuple) -> None:
     """A budget is set past the watermark or for a grow, raised once writers follow a
     grown layout, lowered to what the layout in force takes (a grow rolled back, or a
     migration to fewer shards), lifted when the load cooled and nothing migrates; never
-    else."""
+    else. None passes ``admit_share`` of the table's write limit, nor a raised one twice
+    the key's peak."""
     policy, heats, views, now, _ = case
     decisions = run(*case)
     for decision in decisions:
@@ -202,24 +209,24 @@ def test_admission_bridges_and_guards_only(case: tuple) -> None:
         elif view.budget is None:  # a budget set
             if migration is None:
                 assert starting or heat.last > policy.admit_at * capacity
-                assert decision.budget == pytest.approx(policy.admit_share * capacity)
+                assert decision.budget == pytest.approx(share(policy, capacity))
             else:
                 assert migration.grows
                 assert decision.budget == pytest.approx(
-                    policy.admit_share * migration.from_n * CEILING)
+                    share(policy, migration.from_n * CEILING))
         elif decision.budget < view.budget:  # lowered: the layout it rose for is gone
             if migration is None:
-                assert decision.budget == pytest.approx(policy.admit_share * capacity)
+                assert decision.budget == pytest.approx(share(policy, capacity))
             else:  # to fewer shards: that share of the layout writers follow
                 assert not migration.grows
                 follows = now >= (migration.writers_follow_at or math.inf)
-                assert decision.budget == pytest.approx(policy.admit_share * CEILING * (
-                    migration.to_n if follows else migration.from_n))
+                assert decision.budget == pytest.approx(share(policy, CEILING * (
+                    migration.to_n if follows else migration.from_n)))
         else:  # raised: writers follow the grown layout
             assert migration is not None
             assert now >= (migration.writers_follow_at or math.inf)
             assert decision.budget == pytest.approx(
-                policy.admit_share * migration.to_n * CEILING)
+                min(share(policy, migration.to_n * CEILING), 2 * heat.peak_up))
             assert view.budget < decision.budget
 
 
@@ -476,3 +483,37 @@ def test_the_live_loop_isolates_a_key_past_its_share_of_the_table_s_quota() -> N
                        sizer)
     assert [(d.key, d.action, d.tier) for d in decisions
             if d.action not in ("none", "admit")] == [("hot", "isolate", "dedicated")]
+
+
+def following_a_grow_to_95(units: Callable[[float], float]) -> list[Decision]:
+    """The admission decisions for a key of ``units(t)`` over a minute of samples whose
+    writers follow a grow from N=1 to N=95 (its budget 900 units/s)."""
+    policy = AutopilotPolicy()
+    window = HeatWindow(policy)
+    t = 0.0
+    while t < 60.0:
+        t += policy.tick
+        window.add(t, units(t), span=policy.tick)
+    view = KeyView(1, budget=900.0, budget_since=t - 20.0, migration=MigrationView(
+        1, 95, "write-new", started_at=t - 10.0, writers_follow_at=t - 1.0))
+    return [d for d in decide(policy, TABLE, {"hot": window.summary()}, {"hot": view}, t,
+                              planner(1.5)) if d.action == "admit"]
+
+
+def test_a_step_grown_for_its_projected_climb_drains_at_twice_its_peak() -> None:
+    """A step from 200 to 8,000 units/s, whose trend projects a climb: writers follow a
+    grow to N=95. The budget rose to 0.9 of 95 partitions (85,500 units/s), and what
+    admission had held drained into the table's limit: ``simulate --autopilot`` of the
+    step failed 228,432 writes where a static N failed none. It rises to twice the
+    key's peak."""
+    admits = following_a_grow_to_95(lambda t: 200.0 if t <= 40.0 else 8_000.0)
+    assert [d.budget for d in admits] == [pytest.approx(16_000.0)]
+    assert "2x the peak of 8,000" in admits[0].reason
+
+
+def test_no_budget_passes_the_table_s_write_limit() -> None:
+    """Writers follow a grow to N=95 on a table of 40,000 units a second: the budget rose
+    to 0.9 of 95 partitions, 85,500 units/s, past what the table takes, and what
+    admission had held drained into the table's throttling."""
+    admits = following_a_grow_to_95(lambda t: 30_000.0)
+    assert [d.budget for d in admits] == [pytest.approx(0.9 * 40_000.0)]

@@ -242,7 +242,8 @@ def run_mode(load: DayLoad, mode: str, profile: Profile, policy: AutopilotPolicy
             if watch and key.budget is None and migration is None \
                     and demand > watermark * key.policy.shards:
                 _act(run, guard(policy, value, KeyView(shards=key.policy.shards), demand,
-                                profile.write_ceiling, now), migration_costs)
+                                profile.write_ceiling, now, limit=facts.write_limit),
+                     migration_costs)
             admitted = key.admit(second, new)
             ops = admitted + sum(key.retries)
             locates += ops * placed
