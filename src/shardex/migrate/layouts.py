@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shardex.capacity import entry_bytes, write_units
@@ -36,6 +36,7 @@ from shardex.model.entries import (
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.routing import Routing, Turns
 from shardex.stores.base import Store
+from shardex.transition import Gap
 from shardex.write import in_place
 
 __all__ = ["IndexLayouts", "Layouts", "OnIndex", "PATIENT", "target_of"]
@@ -165,6 +166,13 @@ class Layouts(abc.ABC):
     def copy_cost(self) -> float:
         """The write units one copy takes (an estimate, learned as copies land)."""
         raise self._cannot("Scan segments")
+
+    async def mend(self, routing: Routing, gaps: Sequence[Gap]) -> int:
+        """Take out what a parity check found ``extra`` that the mover never visits, of
+        ``gaps`` (its examples): how many it tried. None here: a tiered index's
+        (``TierLayouts``) are rows a writer that stopped between its two steps left in the
+        store a value moves to."""
+        return 0
 
 
 class OnIndex(Layouts):

@@ -379,6 +379,9 @@ class Resharder(MigrationRunner):
                     continue  # another runner's check: its report is in the routing now
                 parity = result.parity = checked
                 dirty = 0 if parity.clean else dirty + 1
+                if dirty and dirty < _DIRTY_PASSES:
+                    # what the mover's next pass does not visit
+                    await self.layouts.mend(routing, parity.examples)
                 if dirty >= _DIRTY_PASSES:
                     raise ReshardRefused(
                         f"index {self.name!r}: the parity check found {parity.gaps} gap(s) "

@@ -19,12 +19,14 @@ two keys of one store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 
 from shardex.capacity import entry_bytes, write_units
 from shardex.clock import Clock
-from shardex.errors import ConditionFailed
+from shardex.errors import ConditionFailed, ShardexError
 from shardex.index import ShardedIndex
 from shardex.keys import parse_shard_key
 from shardex.migrate.layouts import PATIENT, IndexLayouts
@@ -32,8 +34,9 @@ from shardex.model.entries import Placement, Position, QueryPage, StoredEntry
 from shardex.retry import call_with_retry
 from shardex.routing import Routing
 from shardex.stores.base import Store
+from shardex.transition import Gap
 from shardex.write import holder, in_place
-from shardex.write.topology import moving
+from shardex.write.topology import moved, moving
 
 __all__ = ["TierLayouts", "crossing_refusal", "tagged", "untagged"]
 
@@ -118,6 +121,31 @@ class TierLayouts(IndexLayouts):
     def _origins(self) -> dict[str, tuple[str | None, str | None]]:
         """Per value moving between tiers: (origin tier, other tier)."""
         return moving(self.routing)
+
+    async def mend(self, routing: Routing, gaps: Sequence[Gap]) -> int:
+        """Take out the rows found ``extra`` in the store a value moves to that the store it
+        moves from does not name: a writer stopped between its two steps left them
+        (paused, or gone), where the mover never looks (the item is under another value
+        in the store it moves from, or deleted there). Each is a move of the item through
+        the write engine, which fences the store it moves from first, so that a writer
+        still between its steps decides again (``shardex.write.crossing``); a move that
+        finds the entry still to move moves it. Readers of both stores do not list these
+        rows, readers of the other alone (from ``read-new``) would, and the parity check
+        refused the reshard after three passes found one."""
+        meta = routing.reshard
+        if meta is None:
+            return 0
+        tried = 0
+        for gap in gaps:
+            tier, key = untagged(gap.shard_key)
+            pair = moved(routing, gap.value)
+            if gap.kind != "extra" or pair is None or tier != pair[1]:
+                continue
+            tried += 1
+            with contextlib.suppress(ShardexError):
+                await self.index.relocate(gap.item_id, value=gap.value, source=key,
+                                          reshard=meta.id, generation=meta.generation)
+        return tried
 
     def _left_behind(self, tier: str | None, key: str) -> bool:
         """True if ``key`` of ``tier``'s store is where a rollback moves entries out of."""

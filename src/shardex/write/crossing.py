@@ -124,9 +124,8 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                                planned.routing)
             if isinstance(decision, Skip):
                 if target is not None and target.entry is not None and not in_target \
-                        and value_of(target.entry) == value and (
-                            target.token in mine or (isinstance(request, Relocate)
-                                                     and (held is None or held.entry is None))):
+                        and value_of(target.entry) == value \
+                        and (target.token in mine or isinstance(request, Relocate)):
                     yield from _take_out_stale(machine, s, t, source, target, token, mine)
                 return Done(decision.result), None, None
             if isinstance(decision, Refuse):
@@ -258,8 +257,9 @@ def _take_out_stale(machine: WriteMachine, s: Tier, t: Tier, source: Placement |
                     target: Placement, token: str, mine: set[str]) -> Steps[None]:
     """Take a live row of the moving value out of T that the item's truth does not name:
     this write's own (it landed, and its confirmation failed on a write in S since), or,
-    for a move, another's left over an item S says is deleted (a move whose confirmation
-    failed, a writer that stopped between its two steps). Readers of T alone (from
+    for a move, another's (a move whose confirmation failed, a writer that stopped
+    between its two steps; the parity check sends such moves, ``TierLayouts.mend``, for
+    the rows it finds extra). Readers of T alone (from
     ``read-new``) would list it, and the parity check finds it extra. Another's row is
     taken out only after S is fenced: a writer between its two steps then decides again.
     Best effort: a row or placement changed since, or a store that refuses, leaves it."""
