@@ -32,7 +32,7 @@ from shardex.errors import (
     Throttled,
     Unavailable,
 )
-from shardex.model.entries import Placement, StoredEntry
+from shardex.model.entries import NO_TOKEN, Placement, StoredEntry
 from shardex.routing import Routing
 from shardex.write.decide import (
     Put,
@@ -126,7 +126,8 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                 if target is not None and target.entry is not None and not in_target \
                         and value_of(target.entry) == value \
                         and (target.token in mine or isinstance(request, Relocate)):
-                    yield from _take_out_stale(machine, s, t, source, target, token, mine)
+                    yield from _take_out_stale(machine, s, t, source, target, token,
+                                               strict=isinstance(request, Relocate))
                 return Done(decision.result), None, None
             if isinstance(decision, Refuse):
                 raise decision.error
@@ -181,8 +182,8 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                     return _done(landed), claim, _last(landed)
                 if ambiguous is None:
                     raise
-                yield from _read_back(machine, s, t, token, mine, source, target, ambiguous,
-                                      exc)
+                yield from _read_back(machine, s, t, token, mine, value, source, target,
+                                      ambiguous, exc)
                 return _done(landed), claim, _last(landed)
             yield Sleep(wait)
             continue
@@ -211,12 +212,14 @@ def _done(landed: list[Landing]) -> Done:
 
 
 def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[str],
-               source: Placement | None, target: Placement | None,
+               value: str, source: Placement | None, target: Placement | None,
                ambiguous: ShardexError, error: ShardexError) -> Steps[None]:
     """Settle a write whose tries ran out after one may have applied: return if it
-    applied (S carries one of ``mine``, its tokens), raise ``error`` if no try can have
-    landed (S and T are as the last try found them, and carry no token of it), else
-    OutcomeUnknown."""
+    applied (S carries one of ``mine``, its tokens, or its row in T is the item's truth),
+    raise ``error`` if no try can have landed (S and T are as the last try found them,
+    and carry no token of it) or if its row landed in T and never took effect (S is as
+    the write decided from: its row is taken out, after S is fenced so that no
+    confirmation of it still on its way lands), else OutcomeUnknown."""
     try:
         now_s = yield from machine._locate(s)
         now_t = yield from machine._locate(t)
@@ -225,11 +228,36 @@ def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[st
                         f"{exc})", exc)
     if now_s is not None and not mine.isdisjoint(now_s.chain):
         return
+    if now_t is not None and now_t.token == token and now_t.entry is not None:
+        held, in_target = held_across(now_s, now_t, value)
+        if in_target and held is now_t:
+            return  # its row is the item's truth: readers list it
+        if now_s is not None and _as_decided(now_s, source, token):
+            try:
+                yield from _fence(machine, s, now_s, token)
+                yield from machine._place(Place(t, None, now_t.version, now_t,
+                                                derived(token, "void")))
+            except ShardexError as exc:
+                machine.unknown(token, ambiguous, f"its row landed in {named(t)} and never "
+                                f"took effect, and taking it out failed "
+                                f"({type(exc).__name__}: {exc})", exc)
+            raise error
     if now_s == source and now_t == target and not (now_t is not None
                                                     and not mine.isdisjoint(now_t.chain)):
         raise error
     machine.unknown(token, ambiguous, "the placements in the two stores no longer show "
                     "whether it landed")
+
+
+def _as_decided(now: Placement, source: Placement | None, token: str) -> bool:
+    """True if S's placement ``now`` is ``source``, the one the write decided from, or
+    that one rewritten by the write's own fence."""
+    if source is None:
+        return False
+    if now == source:
+        return True
+    return now.token == derived(token, f"fence{source.version}") and now.entry == source.entry \
+        and now.version == source.version and now.history[-1:] == (source.token or NO_TOKEN,)
 
 
 def _stands(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[str],
@@ -254,22 +282,31 @@ def _stands(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[str],
 
 
 def _take_out_stale(machine: WriteMachine, s: Tier, t: Tier, source: Placement | None,
-                    target: Placement, token: str, mine: set[str]) -> Steps[None]:
+                    target: Placement, token: str, *, strict: bool) -> Steps[None]:
     """Take a live row of the moving value out of T that the item's truth does not name:
     this write's own (it landed, and its confirmation failed on a write in S since), or,
     for a move, another's (a move whose confirmation failed, a writer that stopped
     between its two steps; the parity check sends such moves, ``TierLayouts.mend``, for
     the rows it finds extra). Readers of T alone (from
-    ``read-new``) would list it, and the parity check finds it extra. Another's row is
-    taken out only after S is fenced: a writer between its two steps then decides again.
-    Best effort: a row or placement changed since, or a store that refuses, leaves it."""
-    with contextlib.suppress(ShardexError):
-        if target.token not in mine:
-            if source is None:
-                return
-            yield from _fence(machine, s, source, token)
+    ``read-new``) would list it, and the parity check finds it extra. It is taken out
+    only after S is fenced: a writer between its two steps (this one's own confirmation
+    still on its way, too) then fails and decides again.
+    A row or placement changed since leaves it (another write's now). A store's refusal
+    is raised for a move (``strict``: its mover tries it again, and the row goes then),
+    and leaves the row for a write, whose outcome is decided (the parity check's mend
+    takes it out while the reshard runs)."""
+    if source is None:
+        return
+    try:
+        # fenced even for its own row: a confirmation of it may still be on its way
+        yield from _fence(machine, s, source, token)
         yield from machine._place(Place(t, None, target.version, target,
                                         derived(token, "stale")))
+    except ConditionFailed:
+        return
+    except ShardexError:
+        if strict:
+            raise
 
 
 def _claim(machine: WriteMachine, job: Job, s: Tier, t: Tier, target: Placement | None,
