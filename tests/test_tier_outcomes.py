@@ -22,7 +22,8 @@ it should have deleted.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from shardex import Routing, ShardedIndex, ShardexError, ShardPolicy, Throttled, Unavailable
@@ -290,27 +291,39 @@ def test_a_move_whose_confirmation_fails_takes_its_row_back_out() -> None:
 def test_a_row_left_by_a_writer_gone_between_its_steps_does_not_stop_the_move() -> None:
     # the confirmations of o-1 in the own store never leave: its writer is gone
     own = Timed(1, lambda entry: 1e6 if entry is None else 0.0)
-    tier = MemoryStore(seed=2)
 
     async def main() -> tuple[str, list[str], tuple[str, str] | None]:
-        async with index(own, tier) as app:
-            await app.put("DONE", "o-1", sort="001")
-            async with mover(own, tier, rate=20.0, seed=1) as runner:
-                await to_write_new(runner)
-                await app.refresh_routing()
-                # placed in the tier, never confirmed in the own store (where it is DONE)
-                gone = asyncio.create_task(app.put("PENDING", "o-1", sort="002"))
-                await asyncio.sleep(1.0)
-                gone.cancel()
-                result = await runner.run(until="read-new")
-                await app.refresh_routing()
-                listed = [entry.item_id async for entry in app.scan("PENDING")]
-                got = await app.get("o-1")
-                return result.state, listed, None if got is None else (got.value, got.sort)
+        async with o_1_at_write_new(own, MemoryStore(seed=2), "DONE") as (app, runner):
+            # placed in the tier, never confirmed in the own store (where it is DONE)
+            gone = asyncio.create_task(app.put("PENDING", "o-1", sort="002"))
+            await asyncio.sleep(1.0)
+            gone.cancel()
+            result = await runner.run(until="read-new")
+            return (result.state, *(await seen(app)))
 
     # the parity check found the row extra three times and refused the reshard (a run
     # again found it again): nothing but an operator's hand took it out
     assert run_virtual(main()) == ("read-new", [], ("DONE", "001"))
+
+
+@contextlib.asynccontextmanager
+async def o_1_at_write_new(own: MemoryStore, tier: MemoryStore, value: str
+                           ) -> AsyncIterator[tuple[ShardedIndex, Resharder]]:
+    """An index with item o-1 under ``value``, and PENDING's move to the tier at write-new."""
+    async with index(own, tier) as app:
+        await app.put(value, "o-1", sort="001")
+        async with mover(own, tier, rate=20.0, seed=1) as runner:
+            await to_write_new(runner)
+            await app.refresh_routing()
+            yield app, runner
+
+
+async def seen(app: ShardedIndex) -> tuple[list[str], tuple[str, str] | None]:
+    """What readers see now: the items PENDING lists, and o-1's value and sort."""
+    await app.refresh_routing()
+    listed = [entry.item_id async for entry in app.scan("PENDING")]
+    got = await app.get("o-1")
+    return listed, None if got is None else (got.value, got.sort)
 
 
 class Lost(MemoryStore):
@@ -328,23 +341,15 @@ class Lost(MemoryStore):
 
 
 def test_a_crossing_write_whose_answers_are_lost_takes_its_row_out_and_fails() -> None:
-    own, tier = MemoryStore(seed=1), Lost(seed=2)
-
     async def main() -> tuple[str, list[str], tuple[str, str] | None]:
-        async with index(own, tier) as app:
-            await app.put("SHIPPED", "o-1", sort="001")
-            async with mover(own, tier, rate=20.0, seed=1) as runner:
-                await to_write_new(runner)
-                await app.refresh_routing()
-                try:
-                    said = str(await app.put("PENDING", "o-1", sort="002"))
-                except ShardexError as exc:
-                    said = type(exc).__name__
-                await runner.run(until="read-new")
-                await app.refresh_routing()
-                listed = [entry.item_id async for entry in app.scan("PENDING")]
-                got = await app.get("o-1")
-                return said, listed, None if got is None else (got.value, got.sort)
+        async with o_1_at_write_new(MemoryStore(seed=1), Lost(seed=2), "SHIPPED") \
+                as (app, runner):
+            try:
+                said = str(await app.put("PENDING", "o-1", sort="002"))
+            except ShardexError as exc:
+                said = type(exc).__name__
+            await runner.run(until="read-new")
+            return (said, *(await seen(app)))
 
     # its row stayed in the tier, never confirmed, and the put said OutcomeUnknown (the
     # parity check's mend took the row out; one landing after the check stayed, listed
