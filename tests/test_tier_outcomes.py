@@ -355,3 +355,61 @@ def test_a_crossing_write_whose_answers_are_lost_takes_its_row_out_and_fails() -
     # parity check's mend took the row out; one landing after the check stayed, listed
     # from read-new under PENDING while get said SHIPPED: the torture run's seed 22)
     assert run_virtual(main()) == ("Unavailable", [], ("SHIPPED", "001"))
+
+
+class HeldOnce(MemoryStore):
+    """A store whose first tombstone of item ``x`` at each version in ``waits`` waits that
+    many seconds before it is sent; ``live`` and ``gone`` are set as x's entry lands and
+    as a tombstone of it does."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed=seed)
+        self.waits: dict[int, float] = {}
+        self.live, self.gone = asyncio.Event(), asyncio.Event()
+
+    async def _place(self, namespace: str, item_id: str, entry: Any, version: int,
+                     expected: Any, token: str, rec: Any) -> Throttled | None:
+        if item_id == "x" and entry is None and version in self.waits:
+            await self.clock.sleep(self.waits.pop(version))
+        refused = await super()._place(namespace, item_id, entry, version, expected, token,
+                                       rec)
+        if item_id == "x" and refused is None:
+            (self.gone if entry is None else self.live).set()
+        return refused
+
+
+def test_a_put_that_lost_its_confirmation_leaves_no_version_behind() -> None:
+    """Found on Azurite by the tier-move torture run: PENDING moves home from the tier
+    and rolls back; SHIPPED lives on the tier. A put of SHIPPED at version 12, confirmed
+    in the store PENDING came from, lost there to a delete's confirmation and took its row
+    out at 12: deciding again it found the item at 12 and said False, and a put at 11
+    after it said False too."""
+    own, tier = HeldOnce(1), HeldOnce(2)
+
+    async def main() -> tuple[bool, bool, tuple[str, str] | None]:
+        async with ShardedIndex(own, "orders", Routing(overrides={
+                "PENDING": ShardPolicy(1, tier="dedicated"),
+                "SHIPPED": ShardPolicy(1, tier="dedicated")}), routing_lease=2.5,
+                routing_ttl=0.5, tiers={"dedicated": tier}) as app:
+            for i in range(10):
+                await app.put("PENDING", f"o{i}", sort=f"{i}")
+            async with Resharder(own, "orders", unit_lease=1.5, rate=300.0, seed=1,
+                                 routing_ttl=0.5, tiers={"dedicated": tier}) as runner:
+                await runner.start({"PENDING": ShardPolicy(2)}, margin=0.5)
+                await runner.run(until="read-new")
+                await app.refresh_routing()
+                await app.put("PENDING", "x", sort="1", version=9)
+                rollback = asyncio.create_task(runner.rollback())
+                await tier.live.wait()  # carried back to the tier
+                own.waits = {10: 1.0, 12: 3.0}
+                tier.gone.clear()
+                deleted = asyncio.create_task(app.delete("PENDING", "x", version=10))
+                await tier.gone.wait()
+                put = await app.put("SHIPPED", "x", sort="2", version=12)
+                assert await deleted
+                await rollback
+            got = await app.get("x")
+            older = await app.put("SHIPPED", "x", sort="3", version=11)
+            return put, older, None if got is None else (got.value, got.sort)
+
+    assert run_virtual(main()) == (True, False, ("SHIPPED", "2"))

@@ -151,7 +151,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                     if tier not in (s, t):
                         others.append((yield from machine._locate(tier)))
                 floor = max([version, *(p.version + 1 for p in others if p)])
-                claim = yield from _claim(machine, job, s, t, target, token, floor,
+                claim = yield from _claim(machine, job, s, t, source, target, token, floor,
                                           into_target)
                 version = version if claim is None else claim.version
             step = _place(machine, job, s, t, entry, version, source, target, placing,
@@ -309,8 +309,9 @@ def _take_out_stale(machine: WriteMachine, s: Tier, t: Tier, source: Placement |
             raise
 
 
-def _claim(machine: WriteMachine, job: Job, s: Tier, t: Tier, target: Placement | None,
-           token: str, version: int, into_target: bool) -> Steps[Claim | None]:
+def _claim(machine: WriteMachine, job: Job, s: Tier, t: Tier, source: Placement | None,
+           target: Placement | None, token: str, version: int, into_target: bool
+           ) -> Steps[Claim | None]:
     """What the index's own store must confirm of a write that makes the item live in a
     tier's store, new to both S and T (None: S or the write's store is that store).
 
@@ -325,7 +326,9 @@ def _claim(machine: WriteMachine, job: Job, s: Tier, t: Tier, target: Placement 
             f"{value_of(main.entry)!r} in the index's own store, and no write spans "
             "two stores; delete it there first")
     version = max(version, 1 if main is None else main.version + 1)
-    return Claim(main, version, token, t if into_target else s)
+    row = target if into_target else source
+    return Claim(main, version, token, t if into_target else s,
+                 before=0 if row is None else row.version)
 
 
 def _place(machine: WriteMachine, job: Job, s: Tier, t: Tier, entry: StoredEntry | None,

@@ -53,13 +53,15 @@ class Claim(NamedTuple):
     an item made live in a tier's store; the store a crossing value comes from, for an
     item of it written in the other): the item's placement there as located before
     (``main``), the write's ``version`` and ``token``; ``tier`` is the store the write
-    went to."""
+    went to, ``before`` the version of the placement its row replaced there (0: none),
+    which the tombstone that takes the row out if it loses keeps (``WriteMachine._confirm``)."""
 
     main: Placement | None
     version: int
     token: str
     tier: Tier
     arbiter: Tier = None
+    before: int = 0
 
 
 class Landing(NamedTuple):

@@ -371,7 +371,8 @@ class WriteMachine:
                         version = main.version + 1
                         tried = tried._replace(entry=replace(tried.entry, version=version),
                                                version=version)
-                    claim = Claim(main, tried.version, token, tier)
+                    claim = Claim(main, tried.version, token, tier,
+                                  before=0 if current is None else current.version)
                 elif survey is not None and survey.confirm is not None \
                         and tried.entry is not None:
                     # S serializes the crossing value's writers: confirm there (at a version
@@ -381,7 +382,8 @@ class WriteMachine:
                     if source is not None and source.version > tried.version:
                         tried = tried._replace(entry=replace(tried.entry, version=source.version),
                                                version=source.version)
-                    claim = Claim(source, tried.version, token, tier, arbiter)
+                    claim = Claim(source, tried.version, token, tier, arbiter,
+                                  before=0 if current is None else current.version)
                 place = None
             resend = False
             assert tried is not None
@@ -531,10 +533,15 @@ class WriteMachine:
                          "a write there could still win over it", cause)
         try:
             here = yield from self._locate(claim.tier)
-            # this write lost: its row, and any written over it here since, is void
+            # this write lost: its row, and any written over it here since, is void. Its
+            # own row goes at the version of what it replaced: a write that took no
+            # effect leaves no version behind (a put at 12 that lost left the item at 12,
+            # and said False when it decided again, as did a put at 11 after it)
             if here is not None and here.entry is not None and claim.token in here.chain:
+                version = max(1, claim.before) if here.token == claim.token \
+                    else here.version
                 with contextlib.suppress(ConditionFailed):
-                    yield from self._place(Place(claim.tier, None, here.version, here,
+                    yield from self._place(Place(claim.tier, None, version, here,
                                                  void_token(claim.token)))
         except StoreError as exc:
             self.unknown(claim.token, exc, "another write made the item live elsewhere first, "
