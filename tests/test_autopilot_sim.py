@@ -30,6 +30,7 @@ from shardex.sim.spread import Quiet
 
 TABLE = profile("dynamodb-on-demand", partitions=0, warm_write=40_000.0)
 STEADY = Path(__file__).parent.parent / "examples" / "autopilot_steady.toml"
+STEP = Path(__file__).parent.parent / "examples" / "autopilot_step.toml"
 SALE = day(3 * 3600, start=9 * 3600 + 1800)  # 09:30 to 12:30: the first flash sale
 
 
@@ -137,6 +138,20 @@ def test_cli_simulate_autopilot_json() -> None:
                 "listings_complete", "actions", "max_reshards_per_key",
                 "fanout_n_read_weighted", "time_to_cure_s"} <= set(run)
     assert doc["runs"][0]["actions"] == []
+
+
+def test_a_step_grown_past_the_table_s_limit_fails_no_write() -> None:
+    """A step to 8,000 units/s grows to N=95 (the trend across the step projects a
+    climb); once writers followed it the budget rose to 0.9 of 95 partitions, past the
+    table's 40,000 units, and what admission held drained into the table's throttling:
+    228,432 writes failed where static N failed none (found from outside)."""
+    result = CliRunner().invoke(cli, ["simulate", "--autopilot", str(STEP), "--duration",
+                                      "900", "--json"])
+    assert result.exit_code == 0, result.output
+    auto, static, _ = json.loads(result.stdout)["runs"]
+    assert (auto["mode"], static["mode"]) == ("autopilot", "static")
+    assert auto["writes_failed"] == static["writes_failed"] == 0
+    assert auto["listings_complete"] is True
 
 
 def fails(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
