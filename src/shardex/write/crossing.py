@@ -88,7 +88,9 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
     # rollback's mover carrying it back from T, or its own settle) with the tokens of the
     # rows it carried itself
     mine = {token, derived(token, "carry")}
-    in_t: list[bool] = []  # True once a row of this write landed in T
+    # one for each row of this write that landed in T: True if readers held it the item's
+    # truth when it landed (over S's older tombstone, or nothing in S)
+    in_t: list[bool] = []
     while True:
         source = yield from machine._locate(s)
         target = yield from machine._locate(t)
@@ -106,7 +108,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             if not landed and target.entry is not None and planned_for is not None:
                 # a try that timed out had landed: before the read that found it
                 landed.append(Landing(t, target.entry, read_back(machine._now), planned_for))
-            in_t.append(True)
+            in_t.append(True)  # the truth: readers list it
             step: Steps[object] = _confirmed(machine, Place(s, None, target.version, source,
                                                             token), landed)
         else:
@@ -183,7 +185,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                 if ambiguous is None:
                     raise
                 yield from _read_back(machine, s, t, token, mine, value, source, target,
-                                      ambiguous, exc)
+                                      ambiguous, exc, shown=any(in_t))
                 return _done(landed), claim, _last(landed)
             yield Sleep(wait)
             continue
@@ -213,13 +215,15 @@ def _done(landed: list[Landing]) -> Done:
 
 def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[str],
                value: str, source: Placement | None, target: Placement | None,
-               ambiguous: ShardexError, error: ShardexError) -> Steps[None]:
+               ambiguous: ShardexError, error: ShardexError, *, shown: bool = False
+               ) -> Steps[None]:
     """Settle a write whose tries ran out after one may have applied: return if it
     applied (S carries one of ``mine``, its tokens, or its row in T is the item's truth),
     raise ``error`` if no try can have landed (S and T are as the last try found them,
     and carry no token of it) or if its row landed in T and never took effect (S is as
-    the write decided from: its row is taken out, after S is fenced so that no
-    confirmation of it still on its way lands), else OutcomeUnknown."""
+    the write decided from, and no row of it was the truth when it landed, ``shown``:
+    its row is taken out, after S is fenced so that no confirmation of it still on its
+    way lands), else OutcomeUnknown."""
     try:
         now_s = yield from machine._locate(s)
         now_t = yield from machine._locate(t)
@@ -232,7 +236,7 @@ def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[st
         held, in_target = held_across(now_s, now_t, value)
         if in_target and held is now_t:
             return  # its row is the item's truth: readers list it
-        if now_s is not None and _as_decided(now_s, source, token):
+        if not shown and now_s is not None and _as_decided(now_s, source, token):
             try:
                 yield from _fence(machine, s, now_s, token)
                 yield from machine._place(Place(t, None, now_t.version, now_t,
@@ -365,7 +369,8 @@ def _place(machine: WriteMachine, job: Job, s: Tier, t: Tier, entry: StoredEntry
     version = max(version, 0 if source is None else source.version)
     placed = yield from _sent(machine, Place(t, _at(entry, version), version, target, token,
                                              fence, pace))
-    in_t.append(True)
+    # the item's truth at once where S holds nothing, or an older tombstone (``truth``)
+    in_t.append(source is None or (source.entry is None and version > source.version))
     if entry is not None:
         landed.append(Landing(t, _at(entry, version) or entry, placed, planned))
     # sent within the lease of the routing it was planned under, as the row was
