@@ -291,7 +291,7 @@ def decide(policy: AutopilotPolicy, table: TableFacts, heats: Mapping[str, KeyHe
         migration = view.migration
         if migration is not None:
             out.append(_while_migrating(policy, key, view, migration, heat, now, inputs,
-                                        ceiling, table.write_limit))
+                                        table))
             continue
         wish = _wish(policy, table, key, view, heat, now, size, inputs)
         if wish.migrates:
@@ -354,7 +354,7 @@ def _admission(policy: AutopilotPolicy, key: str, view: KeyView, heat: KeyHeat, 
 
 def _while_migrating(policy: AutopilotPolicy, key: str, view: KeyView,
                      migration: MigrationView, heat: KeyHeat, now: float,
-                     inputs: dict[str, Any], ceiling: float, limit: float) -> Decision:
+                     inputs: dict[str, Any], table: TableFacts) -> Decision:
     """The decision for a key whose migration is under way: admission only.
 
     Before writers follow a grown layout the budget is ``admit_share`` of the old
@@ -367,8 +367,8 @@ def _while_migrating(policy: AutopilotPolicy, key: str, view: KeyView,
     """
     inputs = {**inputs, "migration": migration.state, "to_n": migration.to_n}
     following = migration.writers_follow_at is not None and now >= migration.writers_follow_at
-    bridge = _budget(policy, (migration.to_n if following else migration.from_n) * ceiling,
-                     limit)
+    bridge = _budget(policy, (migration.to_n if following else migration.from_n)
+                     * table.write_ceiling, table.write_limit)
     if view.budget is not None and not migration.grows:
         if view.budget > bridge * (1 + 1e-9):
             return Decision(now, key, "admit", view.shards, view.shards,

@@ -12,7 +12,7 @@ writer may be between its two steps, and its confirmation then fails instead of 
 over a row that is no longer its own; the row it replaces took no effect, so it is
 replaced at the version decided (a move's: the entry's), however high its own was, and
 the fenced writer decides again from the item as it was. A mover carries a row to the
-other store under ``derived(row's token, "carry")``: that row was the item's truth, so
+other store under ``carry_token(row's token)``: that row was the item's truth, so
 its write applied, and finds the carry's token as its own when its confirmation (or its
 claim in the index's own store) fails on it. ``shardex.write`` has the whole argument.
 """
@@ -40,12 +40,14 @@ from shardex.write.decide import (
     Relocate,
     Skip,
     WriteRequest,
+    carry_token,
     decide,
     derived,
     held_across,
     relocating,
     truth,
     value_of,
+    void_token,
 )
 from shardex.write.job import Claim, Job, Landing, may_have_applied
 from shardex.write.steps import (
@@ -87,7 +89,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
     # the tokens whose row in S is this write's: its own, and a carry of its row (a
     # rollback's mover carrying it back from T, or its own settle) with the tokens of the
     # rows it carried itself
-    mine = {token, derived(token, "carry")}
+    mine = {token, carry_token(token)}
     # one for each row of this write that landed in T: True if readers held it the item's
     # truth when it landed (over S's older tombstone, or nothing in S)
     in_t: list[bool] = []
@@ -143,7 +145,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                 # a move carries another write's row to the other store, under that
                 # write's carry token: that write, if its confirmation or claim is still
                 # to come, fails on the carry and knows it for its own
-                placing = derived(held.token, "carry")
+                placing = carry_token(held.token)
                 mine.add(placing)
             claim = None
             if entry is not None and (held is None or held.entry is None):
@@ -230,22 +232,18 @@ def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[st
     except StoreError as exc:
         machine.unknown(token, ambiguous, f"reading it back failed ({type(exc).__name__}: "
                         f"{exc})", exc)
-    if now_s is not None and not mine.isdisjoint(now_s.chain):
+    if _applied(now_s, now_t, token, mine, value, live=True):
         return
-    if now_t is not None and now_t.token == token and now_t.entry is not None:
-        held, in_target = held_across(now_s, now_t, value)
-        if in_target and held is now_t:
-            return  # its row is the item's truth: readers list it
-        if not shown and now_s is not None and _as_decided(now_s, source, token):
-            try:
-                yield from _fence(machine, s, now_s, token)
-                yield from machine._place(Place(t, None, now_t.version, now_t,
-                                                derived(token, "void")))
-            except ShardexError as exc:
-                machine.unknown(token, ambiguous, f"its row landed in {named(t)} and never "
-                                f"took effect, and taking it out failed "
-                                f"({type(exc).__name__}: {exc})", exc)
-            raise error
+    if not shown and now_t is not None and now_t.token == token and now_t.entry is not None \
+            and now_s is not None and _as_decided(now_s, source, token):
+        try:
+            yield from _fence(machine, s, now_s, token)
+            yield from machine._place(Place(t, None, now_t.version, now_t, void_token(token)))
+        except ShardexError as exc:
+            machine.unknown(token, ambiguous, f"its row landed in {named(t)} and never took "
+                            f"effect, and taking it out failed ({type(exc).__name__}: {exc})",
+                            exc)
+        raise error
     if now_s == source and now_t == target and not (now_t is not None
                                                     and not mine.isdisjoint(now_t.chain)):
         raise error
@@ -260,7 +258,7 @@ def _as_decided(now: Placement, source: Placement | None, token: str) -> bool:
         return False
     if now == source:
         return True
-    return now.token == derived(token, f"fence{source.version}") and now.entry == source.entry \
+    return now.token == _fence_token(token, source) and now.entry == source.entry \
         and now.version == source.version and now.history[-1:] == (source.token or NO_TOKEN,)
 
 
@@ -277,12 +275,25 @@ def _stands(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[str],
         machine.unknown(token, error, f"its row landed in {named(t)} and its confirmation "
                         f"failed; reading them back failed ({type(exc).__name__}: {exc})",
                         exc)
+    return _applied(now_s, now_t, token, mine, value)
+
+
+def _applied(now_s: Placement | None, now_t: Placement | None, token: str, mine: set[str],
+             value: str, *, live: bool = False) -> bool:
+    """True if S's placement ``now_s`` carries one of ``mine`` (the write's tokens), or
+    T's ``now_t`` is the write's own row (``live``: with an entry) and the item's truth
+    (readers list it)."""
     if now_s is not None and not mine.isdisjoint(now_s.chain):
         return True
-    if now_t is None or now_t.token != token:
+    if now_t is None or now_t.token != token or (live and now_t.entry is None):
         return False
     held, in_target = held_across(now_s, now_t, value)
     return in_target and held is now_t
+
+
+def _fence_token(token: str, source: Placement) -> str:
+    """The token with which the write ``token`` fences S's placement ``source``."""
+    return derived(token, f"fence{source.version}")
 
 
 def _take_out_stale(machine: WriteMachine, s: Tier, t: Tier, source: Placement | None,
@@ -397,7 +408,7 @@ def _fence(machine: WriteMachine, s: Tier, source: Placement, token: str
     (the write would be lost). Once S has changed, that confirmation fails and its
     writer decides again. ConditionFailed if S changed since it was located.
     """
-    fence = derived(token, f"fence{source.version}")
+    fence = _fence_token(token, source)
     yield from _sent(machine, Place(s, source.entry, source.version, source, fence))
     fenced = yield from machine._locate(s)
     if fenced is None or fenced.token != fence:

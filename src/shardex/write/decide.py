@@ -47,9 +47,9 @@ from shardex.routing import Routing
 from shardex.write.topology import crossing, moved
 
 __all__ = ["Decision", "Delete", "Move", "Outcome", "Put", "RELOCATING", "Refuse", "Relocate",
-           "Skip", "Write", "WriteRequest", "arbitrated", "decide", "derived", "erase_token",
-           "held_across", "holder", "in_place", "refiles", "relocating", "resolve", "target_key",
-           "truth", "value_of", "void", "void_token"]
+           "Skip", "Write", "WriteRequest", "arbitrated", "carry_token", "decide", "derived",
+           "erase_token", "held_across", "holder", "in_place", "refiles", "relocating",
+           "resolve", "target_key", "truth", "value_of", "void", "void_token"]
 
 
 class Put(NamedTuple):
@@ -334,6 +334,13 @@ def void_token(token: str) -> str:
     """The token of the tombstone that takes out the row of the write ``token`` when it
     lost in the store that arbitrates it: ``void`` reads it back from a placement."""
     return derived(token, "void")
+
+
+def carry_token(token: str) -> str:
+    """The token under which the row of the write ``token`` is carried to another store
+    (a move's, or the write's own settle): the write, whose confirmation or claim then
+    fails on it, reads it back as its own (``shardex.write.crossing``)."""
+    return derived(token, "carry")
 
 
 def erase_token(token: str) -> str:

@@ -41,6 +41,7 @@ from shardex.write.decide import (
     Relocate,
     Skip,
     Write,
+    carry_token,
     decide,
     derived,
     holder,
@@ -526,7 +527,7 @@ class WriteMachine:
         except StoreError as exc:
             cause = exc
         if found is not None and (claim.token in found.chain
-                                  or derived(claim.token, "carry") in found.chain):
+                                  or carry_token(claim.token) in found.chain):
             return True  # confirmed, or its row carried here by a move (``crossing``)
         if cause is not None and found == claim.main:
             self.unknown(claim.token, cause, f"confirming it in {named(arbiter)} failed, and "

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from shardex.errors import ConditionFailed, OutcomeUnknown, ShardexError
 from shardex.model.entries import Placement
 from shardex.routing import Routing
-from shardex.write.decide import Relocate, derived, erase_token, in_place, value_of
+from shardex.write.decide import Relocate, carry_token, derived, erase_token, in_place, value_of
 from shardex.write.job import Job, Landing
 from shardex.write.steps import Action, Observation, Place, Routed
 from shardex.write.topology import Tier, crossing, named
@@ -159,7 +159,7 @@ def _carry(machine: WriteMachine, landing: Landing, tier: Tier, fresh: Routed,
         here = yield from machine._locate(tier)
         if here is None:
             return False
-        carry = derived(token, "carry")
+        carry = carry_token(token)
         if here.entry is not None and (token in here.chain or carry in here.chain):
             return True  # carried already (by a mover)
         if not (token in here.chain if here.entry is None else
