@@ -167,12 +167,11 @@ class Layouts(abc.ABC):
         """The write units one copy takes (an estimate, learned as copies land)."""
         raise self._cannot("Scan segments")
 
-    async def mend(self, routing: Routing, gaps: Sequence[Gap]) -> int:
+    async def mend(self, routing: Routing, gaps: Sequence[Gap]) -> None:
         """Take out what a parity check found ``extra`` that the mover never visits, of
-        ``gaps`` (its examples): how many it tried. None here: a tiered index's
-        (``TierLayouts``) are rows a writer that stopped between its two steps left in the
-        store a value moves to."""
-        return 0
+        ``gaps`` (its examples). Nothing here: a tiered index's (``TierLayouts``) are rows
+        a writer that stopped between its two steps left in the store a value moves to."""
+        return
 
 
 class OnIndex(Layouts):

@@ -122,7 +122,7 @@ class TierLayouts(IndexLayouts):
         """Per value moving between tiers: (origin tier, other tier)."""
         return moving(self.routing)
 
-    async def mend(self, routing: Routing, gaps: Sequence[Gap]) -> int:
+    async def mend(self, routing: Routing, gaps: Sequence[Gap]) -> None:
         """Take out the rows found ``extra`` in the store a value moves to that the store it
         moves from does not name: a writer stopped between its two steps left them
         (paused, or gone), where the mover never looks (the item is under another value
@@ -134,18 +134,15 @@ class TierLayouts(IndexLayouts):
         refused the reshard after three passes found one."""
         meta = routing.reshard
         if meta is None:
-            return 0
-        tried = 0
+            return
         for gap in gaps:
             tier, key = untagged(gap.shard_key)
             pair = moved(routing, gap.value)
             if gap.kind != "extra" or pair is None or tier != pair[1]:
                 continue
-            tried += 1
             with contextlib.suppress(ShardexError):
                 await self.index.relocate(gap.item_id, value=gap.value, source=key,
                                           reshard=meta.id, generation=meta.generation)
-        return tried
 
     def _left_behind(self, tier: str | None, key: str) -> bool:
         """True if ``key`` of ``tier``'s store is where a rollback moves entries out of."""
