@@ -378,7 +378,7 @@ def _while_migrating(policy: AutopilotPolicy, key: str, view: KeyView,
         return Decision(now, key, "none", view.shards, view.shards,
                         f"a migration of the key is under way (to N={migration.to_n}, "
                         f"{migration.state}): no other until it ends", inputs)
-    if view.budget is not None and following and migration.grows:
+    if view.budget is not None and following:  # a grow's (the others returned above)
         # what admission held back drains at up to one more peak a second (DynamoDB's
         # on-demand mode makes room for twice its previous peak): at 0.9 of a grown
         # layout sized for a projected climb it drained into the table's own limit
