@@ -20,7 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import shardex
-from shardex.model.entries import StoredEntry
+from shardex.capacity import placement_bytes
+from shardex.model.entries import HISTORY_LENGTH, StoredEntry
 from shardex.stores.dynamodb import DynamoDBStore
 from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error
 from shardex.stores.dynamodb.codec import (
@@ -28,7 +29,9 @@ from shardex.stores.dynamodb.codec import (
     encode_position,
     from_attribute,
     item_units,
+    placement_item,
     to_attribute,
+    value_size,
 )
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
@@ -391,6 +394,25 @@ def test_values_dynamodb_cannot_hold_are_refused_clearly(value: Any, words: str)
 def test_item_units_follow_the_1kb_rule() -> None:
     assert item_units({"pk": {"S": "x"}}) == 1
     assert item_units({"pk": {"S": "x" * 1030}}) == 2
+
+
+@given(TEXT.filter(bool), TEXT, TEXT.filter(bool),
+       st.dictionaries(TEXT.filter(bool),
+                       st.one_of(TEXT, st.booleans(), st.none(), st.binary(max_size=8),
+                                 st.lists(TEXT, max_size=3),
+                                 st.dictionaries(TEXT, TEXT, max_size=2)), max_size=4))
+def test_placement_bytes_is_the_placement_item_at_its_longest(
+        key: str, sort: str, item_id: str, attrs: dict[str, Any]) -> None:
+    """``shardex.capacity.placement_bytes`` (the size every store checks) is the size of
+    the placement item this store writes for the entry, with the largest version and
+    the longest write token and history. (Numbers are left out of the attributes:
+    ``number_bytes`` counts an even number of digits a byte smaller than ``item_units``,
+    both DynamoDB's rule of about a byte for two digits.)"""
+    biggest = 10**38 - 1
+    entry = StoredEntry(key, sort, item_id, attrs, version=biggest)
+    item = placement_item(item_id, biggest, entry, "t" * 36, ("h" * 36,) * HISTORY_LENGTH)
+    size = sum(len(name) + value_size(value) for name, value in item.items())
+    assert placement_bytes(entry) == size
 
 
 # -- options, URI and drivers --------------------------------------------------------

@@ -58,6 +58,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from shardex.errors import InvalidInput, brief
+from shardex.model.entries import HISTORY_LENGTH, MAX_TOKEN_LENGTH, MAX_VERSION
 
 __all__ = [
     "AZURE_TABLES_ACCOUNT_ENTITIES",
@@ -88,6 +89,7 @@ __all__ = [
     "entry_bytes",
     "item_bytes",
     "number_bytes",
+    "placement_bytes",
     "read_units",
     "resolve_ceiling",
     "throttle_reason",
@@ -250,6 +252,35 @@ def entry_bytes(entry: _Entry) -> int:
                                       else value_bytes(value))
     return size
 
+
+# The placement record of an entry (``shardex.stores.dynamodb.codec.placement_item``)
+# beside the entry's attributes: "pk" and "#placement#" (``shardex.keys.PLACEMENT_PREFIX``),
+# "sk" and "#"; "v" and "ev", versions at their largest (38 digits: a byte more than
+# ``number_bytes`` says, as the DynamoDB store's ``item_units`` counts an even number of
+# digits); "t", a write token at its longest, and "h", the history of tokens (a list)
+# full of the longest; "key", "sort", and "attrs", a map (3 bytes, and one a value).
+_VERSION_BYTES = number_bytes(MAX_VERSION) + 1
+_PLACEMENT_BYTES = (2 + 11) + (2 + 1) + (1 + _VERSION_BYTES) + (2 + _VERSION_BYTES) \
+    + (1 + MAX_TOKEN_LENGTH) + (1 + 3 + HISTORY_LENGTH * (1 + MAX_TOKEN_LENGTH)) + 3 + 4 \
+    + (5 + 3)
+# what entry_bytes counts that the placement record holds once or not at all: its names
+# "pk", "sk", "id" and "v", one separator byte, and the version
+_ENTRY_ONLY_BYTES = 8
+
+
+def placement_bytes(entry: _Entry, size: int | None = None) -> int:
+    """Return the size in bytes of the placement record that holds ``entry``, as DynamoDB
+    counts it, with the versions and the write tokens at their largest: the largest item
+    a write of the entry stores, whatever its history. A store refuses an entry past its
+    ``max_item_bytes`` by this size, so an entry written once is written again (its
+    first writes' records hold fewer and shorter tokens).
+
+    ``size``: ``entry_bytes(entry)`` when the caller has it (then this takes no time).
+    """
+    if size is None:
+        size = entry_bytes(entry)
+    return size - _ENTRY_ONLY_BYTES - utf8_len(entry.item_id) - number_bytes(entry.version) \
+        + _PLACEMENT_BYTES + len(entry.attrs)
 
 
 @dataclass(frozen=True, slots=True)

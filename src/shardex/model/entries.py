@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["HISTORY_LENGTH", "MAX_VERSION", "NO_TOKEN", "Placement", "Position", "QueryPage",
-           "Record", "ScanItem", "ScanPage", "Skipped", "StoredEntry", "beyond", "history_after",
-           "is_token", "new_token", "up_to"]
+__all__ = ["HISTORY_LENGTH", "MAX_TOKEN_LENGTH", "MAX_VERSION", "NO_TOKEN", "Placement",
+           "Position", "QueryPage", "Record", "ScanItem", "ScanPage", "Skipped", "StoredEntry",
+           "beyond", "history_after", "is_token", "new_token", "up_to"]
 
 # the largest write version: DynamoDB numbers hold 38 digits
 MAX_VERSION = 10**38 - 1
@@ -43,7 +43,8 @@ HISTORY_LENGTH = 4
 # The history's mark for a state that no token wrote (never placed, or not by shardex).
 NO_TOKEN = ""
 # DynamoDB's ClientRequestToken alphabet and length, so a token can serve as one.
-_TOKEN = re.compile(r"[A-Za-z0-9-]{1,36}")
+MAX_TOKEN_LENGTH = 36
+_TOKEN = re.compile(rf"[A-Za-z0-9-]{{1,{MAX_TOKEN_LENGTH}}}")
 
 
 def _fresh_prefix() -> None:

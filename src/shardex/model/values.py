@@ -9,11 +9,13 @@ no backend keeps a copy of the rules.
 
 Storable everywhere (``DYNAMODB_VALUES``): None, bool, int and float (finite, at most 38
 significant digits, exponent from -130 to +125), Decimal (the same), str and attribute
-names (valid Unicode: no unpaired surrogate), bytes, lists and tuples, mappings with
-text keys, nested at most 32 levels counted from the store's item (an entry's
-attributes start two down: 30 levels of their own), and sets as DynamoDB has them (SS, NS, BS): a
-non-empty set (or frozenset) of text alone, of numbers alone or of bytes alone. An
-item is at most 400 KB (``MAX_ITEM_BYTES``), names included.
+names (valid Unicode: no unpaired surrogate; a name at most 64 KB, ``MAX_NAME_BYTES``),
+bytes, lists and tuples, mappings with text keys, nested at most 32 levels counted from
+the store's item (an entry's attributes start two down: 30 levels of their own), and
+sets as DynamoDB has them (SS, NS, BS): a non-empty set (or frozenset) of text alone, of
+numbers alone or of bytes alone. An
+item is at most 400 KB (``MAX_ITEM_BYTES``), names included: an entry is sized as the
+placement record that holds it (``shardex.capacity.placement_bytes``).
 
 A store that holds more says so with its own ``ValueRules``: Azure Table Storage adds
 its EDM types (``shardex.stores.azure.codec.AZURE_VALUES``: any double, UUID, datetime,
@@ -31,11 +33,12 @@ from typing import Any
 
 from shardex.errors import InvalidInput, brief
 
-__all__ = ["DYNAMODB_VALUES", "MAX_DEPTH", "MAX_ITEM_BYTES", "ValueRules",
+__all__ = ["DYNAMODB_VALUES", "MAX_DEPTH", "MAX_ITEM_BYTES", "MAX_NAME_BYTES", "ValueRules",
            "check_attrs", "check_document", "check_set", "check_text", "check_value",
            "dynamodb_attrs", "number_text", "number_value", "owned_attrs"]
 
 MAX_ITEM_BYTES = 400 * 1024
+MAX_NAME_BYTES = 64 * 1024
 MAX_DEPTH = 32
 _SMALL_INT = 10**38
 
@@ -178,6 +181,10 @@ def check_attrs(attrs: Mapping[str, Any], where: str = "attrs", depth: int = 0,
         if type(name) is not str or not name:
             raise InvalidInput(f"{where}: attribute names must be non-empty text, got {name!r}")
         check_text(name, f"{where} name", rules.name)
+        if len(name) > MAX_NAME_BYTES // 4 and len(name.encode("utf-8")) > MAX_NAME_BYTES:
+            raise InvalidInput(f"{where}: an attribute name of {len(name.encode('utf-8')):,} "
+                               f"bytes ({name[:20]!r}...), which {rules.name} cannot store: "
+                               f"DynamoDB's names are at most {MAX_NAME_BYTES:,} bytes (64 KB)")
         check_value(value, f"{where}[{name!r}]", depth, rules)
 
 

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Hashable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
-from shardex.capacity import entry_bytes
+from shardex.capacity import entry_bytes, placement_bytes
 from shardex.clock import Clock, LoopClock
 from shardex.errors import CapabilityMissing, InvalidInput, ShardexError, Throttled, brief
 from shardex.keys import is_reserved, placement_key, record_key
@@ -389,9 +389,12 @@ class Store(abc.ABC):
         check_attrs(entry.attrs, f"item {item_id!r} attrs", ENTRY_ATTRS_DEPTH,
                     rules=self.capabilities.values)
         size = entry_bytes(entry)
-        if size > self.capabilities.max_item_bytes:
-            raise InvalidInput(f"item {item_id!r}: its entry is {size:,} bytes; the store holds "
-                               f"items of at most {self.capabilities.max_item_bytes:,} bytes")
+        stored, most = placement_bytes(entry, size), self.capabilities.max_item_bytes
+        if stored > most:
+            raise InvalidInput(f"item {item_id!r}: its entry is {size:,} bytes, {stored:,} as "
+                               f"the placement record that holds it (with its versions and "
+                               f"write tokens at their longest); the store holds items of at "
+                               f"most {most:,} bytes")
         return size
 
     async def query(self, namespace: str, shard_key: str, *, after: Position | None,
