@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from shardex import Routing, ShardedIndex, ShardPolicy
-from shardex.commands.reshard import _Reporter
+from shardex.commands.reshard_progress import Reporter
 from shardex.metrics import MetricsRecorder
 from shardex.migrate import mover
 from shardex.reshard import Progress, Resharder
@@ -62,7 +62,7 @@ def test_the_runner_reports_state_progress_parity_and_versions() -> None:
 
 def test_the_progress_bar_counts_moves_and_keeps_the_count_through_other_steps() -> None:
     out = Console(file=StringIO(), force_terminal=True, width=140)
-    with _Reporter(out) as report:
+    with Reporter(out) as report:
         bar = report._bar
         assert bar is not None
         # before the mover nothing is counted: the bar has no total yet

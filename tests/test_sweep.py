@@ -84,11 +84,11 @@ def _finished_text(result: RunResult) -> str:
     import click
     from rich.console import Console
 
-    from shardex.commands.reshard import _finished
+    from shardex.commands.reshard_progress import finished
 
     printed = io.StringIO()
     with click.Context(click.Command("run")):  # as in the command
-        _finished(Console(file=printed, width=300), result, "memory://", "orders")
+        finished(Console(file=printed, width=300), result, "memory://", "orders")
     return printed.getvalue()
 
 

@@ -12,23 +12,11 @@ import contextlib
 import functools
 import json
 import shlex
-import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
 
 from shardex.commands import output
 from shardex.commands.connection import (
@@ -75,6 +63,7 @@ from shardex.commands.params import (
     given,
     number,
 )
+from shardex.commands.reshard_progress import Reporter, finished
 from shardex.commands.routing import LayoutFile, layout_file
 from shardex.errors import InvalidRouting, ReshardRefused
 from shardex.routing import Routing, ShardPolicy
@@ -104,7 +93,7 @@ _every_option = click.option(
     help="Seconds between progress lines when the output is not a terminal.")
 
 
-def _run(work: Callable[[], Coroutine[Any, Any, T]], report: _Reporter | None = None) -> T:
+def _run(work: Callable[[], Coroutine[Any, Any, T]], report: Reporter | None = None) -> T:
     # a run says the store's silence in its own progress once it reports
     return run_noting(work, until=None if report is None else lambda: report.heard)
 
@@ -264,92 +253,7 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
         out.print(f"next: {_command('run', uri, name)}", highlight=False, soft_wrap=True)
 
 
-# -- run, and the progress it shows ------------------------------------------------------
-
-
-class _Moved(ProgressColumn):
-    """Entries moved of the total; blank while the total is not known (before the mover)."""
-
-    def render(self, task: Task) -> Text:
-        if task.total is None:
-            return Text("")
-        return Text(f"{task.completed:,.0f}/{task.total:,.0f} moved")
-
-
-class _Reporter:
-    """Shows a reshard's progress: a bar on a terminal, a plain line now and then otherwise."""
-
-    def __init__(self, out: Console, *, every: float = 5.0) -> None:
-        self._out = out
-        self._every = every
-        self._bar: Progress | None = None
-        self._task: TaskID | None = None
-        self._last: tuple[str, float] = ("", 0.0)
-        self.heard = False  # a report came: the run says from now on what it waits for
-
-    def __enter__(self) -> _Reporter:
-        if self._out.is_terminal:
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), _Moved(),
-                                 TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
-                                 console=self._out, transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task("reshard", total=None, rate="")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-    def __call__(self, progress: Any) -> None:
-        self.heard = True
-        rate = "" if progress.rate is None else f"{progress.rate:,.0f} entries/s"
-        if self._bar is not None and self._task is not None:
-            # a step that does not count entries (a wait, the parity check) leaves the counts
-            counts = {} if progress.remaining is None else {
-                "completed": progress.moved,
-                "total": progress.total or progress.moved + progress.remaining}
-            self._bar.update(self._task, description=f"{progress.state}: {progress.note}",
-                             rate=rate, **counts)
-            return
-        line = f"{progress.state} ({progress.direction}): {progress.note}"
-        if progress.remaining is not None:
-            line += f"; moved {progress.moved:,}, remaining {progress.remaining:,}"
-            if rate:
-                line += f", {rate}"
-            if progress.eta is not None:
-                line += f", ETA {progress.eta:,.0f} s"
-        now = time.monotonic()
-        if progress.note != self._last[0] or now - self._last[1] >= self._every:
-            self._out.print(line, highlight=False, soft_wrap=True)
-            self._out.file.flush()  # a pipe reader waits on each line
-            self._last = (progress.note, now)
-
-
-def _finished(out: Console, result: Any, uri: str, name: str) -> None:
-    parity = result.parity
-    out.print(f"reshard {result.ended} done: {result.why}" if result.ended else f"reshard "
-              f"stopped at {result.state}: {result.why}", highlight=False, soft_wrap=True)
-    if parity is not None:
-        out.print(f"  parity: {parity.entries:,} entries checked, " + (
-            "no gaps" if parity.clean else ", ".join(
-                f"{n:,} {kind}" for kind, n in parity.counts().items() if n)), highlight=False)
-    if result.swept:
-        out.print(f"  the sweep moved {result.swept:,} entries left on retired keys")
-    if result.cleared:
-        out.print(f"  the sweep removed {result.cleared:,} copies the rollback left on the "
-                  "tier it left (every entry had been moved back)")
-    if (keys := result.swept_keys)[0] < keys[1]:  # else read as the whole sweep's count
-        out.print(f"  this runner swept {keys[0]:,} of the {keys[1]:,} retired keys: other "
-                  "runners swept the rest (their own lines count theirs)")
-    for key, item in result.ghosts[:10]:
-        out.print(f"  a row of {item!r} on retired key {key!r} has no placement: remove it "
-                  "with the store's own tools", highlight=False)
-    from shardex.migrate.status import next_steps
-
-    steps = next_steps(result.routing, store=uri, index=name, stale=False,
-                       tiers=given_tiers())
-    if steps:
-        out.print("next: " + " | ".join(steps), highlight=False, soft_wrap=True)
+# -- run (what it shows as it goes: ``reshard_progress``) ------------------------------
 
 
 @reshard.command()
@@ -389,7 +293,7 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
             server = stack.enter_context(serve_prometheus(recorder, port=metrics_port,
                                                           final_scrape=30.0))
             metrics_url = server.url
-        report = stack.enter_context(_Reporter(out, every=every))
+        report = stack.enter_context(Reporter(out, every=every))
 
         from shardex.migrate.base import default_worker
 
@@ -410,7 +314,7 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
         # a lease this process still holds is no other runner: 'run' goes on from it
         result = on_interrupt(lambda: _run(drive, report), lambda: _status(
             uri, name, connection, max_age, gone=worker), "reshard")
-    _finished(out, result, uri, name)
+    finished(out, result, uri, name)
 
 
 # -- status, verify --------------------------------------------------------------------
@@ -529,7 +433,7 @@ def cutover(uri: str, name: str, max_age: float, connection: Connection) -> None
     lasting(uri, "reshard cutover")
     out = output.console()
 
-    with _Reporter(out) as report:
+    with Reporter(out) as report:
         async def switch() -> Routing:
             async with _resharder(uri, name, connection, progress=report) as runner:
                 new: Routing = await runner.cutover(max_age=max_age)
@@ -550,7 +454,7 @@ def complete(uri: str, name: str, retain: float | None, connection: Connection) 
     """Retire the old layout (after the retention window) and end the reshard."""
     lasting(uri, "reshard complete")
     out = output.console()
-    with _Reporter(out) as report:
+    with Reporter(out) as report:
         async def finish() -> Any:
             async with _resharder(uri, name, connection, progress=report) as runner:
                 return await runner.complete(retain=retain)
@@ -571,7 +475,7 @@ def complete(uri: str, name: str, retain: float | None, connection: Connection) 
                   "after it (or 'shardex reshard run --until done', which waits)",
                   highlight=False, soft_wrap=True)
         return
-    _finished(out, result, uri, name)
+    finished(out, result, uri, name)
 
 
 @reshard.command()
@@ -592,7 +496,7 @@ def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
     lasting(uri, "reshard rollback")
     out = output.console()
     worker = default_worker()
-    with _Reporter(out, every=every) as report:
+    with Reporter(out, every=every) as report:
         async def back() -> Any:
             async with _resharder(uri, name, connection, rate=rate, workers=workers,
                                   unit_lease=unit_lease, progress=report, sharing=sharing,
@@ -603,7 +507,7 @@ def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
         # Ctrl-C says where the rollback is and how to go on, as run's does
         result = on_interrupt(lambda: _run(back, report), lambda: _status(
             uri, name, connection, DEFAULT_MAX_AGE, gone=worker), "reshard")
-    _finished(out, result, uri, name)
+    finished(out, result, uri, name)
 
 
 register(reshard, "reshard")
