@@ -1,25 +1,23 @@
-"""``MemoryStore``: the request cycle of the simulated store.
+"""``MemoryStore``: the simulated store's requests on entries, placements and records.
 
-Every request waits a sampled latency on the store's clock, then applies atomically at
-that instant: injected faults are drawn, capacity is taken from the simulated table
-(its partitions and table-level limit, ``shardex.sim``, by the store's capacity
-profile), conditions are checked, and the store changes or raises. What each request
-consumed is reported on the ``Recorder`` the public method hands in, exactly per key
-and with its partition, so ``stats()`` and the heat meter see where it throttled and why.
+Every request goes through the request cycle (``shardex.stores.memory.cycle``): it waits
+a sampled latency on the store's clock, then applies atomically at that instant:
+injected faults are drawn, capacity is taken from the simulated table, conditions are
+checked, and the store changes or raises. What each request consumed is reported on the
+``Recorder`` the public method hands in, exactly per key and with its partition, so
+``stats()`` and the heat meter see where it throttled and why.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import replace
 from typing import Any
 
 from shardex.capacity import (
     QUERY_PAGE_ITEMS,
-    THROTTLE_EXCEPTIONS,
     entry_bytes,
     number_bytes,
     utf8_len,
@@ -30,11 +28,10 @@ from shardex.errors import ConditionFailed, InvalidInput, StoreError, Throttled,
 from shardex.keys import is_reserved, placement_key, record_key
 from shardex.model.entries import Placement, Position, Record, StoredEntry
 from shardex.model.values import dynamodb_attrs
-from shardex.sim.latency import LatencyModel
 from shardex.sim.partitions import Partition, Slot
 from shardex.sim.profiles import DEFAULT_PROFILE
-from shardex.sim.table import Refusal, Resource, admit, check, refuse, take
-from shardex.stores.base import Capabilities, Store
+from shardex.sim.table import Resource, check, refuse, take
+from shardex.stores.memory.cycle import RequestCycle
 from shardex.stores.memory.options import (
     CAPACITY_OPTIONS,
     OPTIONS,
@@ -58,17 +55,11 @@ from shardex.stores.uri import StoreURI
 
 __all__ = ["MemoryStore"]
 
-_LIMIT_TEXT = {
-    "KeyRangeThroughputExceeded": "its warm throughput, up to twice its previous peak",
-    "AccountLimitExceeded": "the per-table quota",
-    "MaxOnDemandThroughputExceeded": "its configured maximum throughput",
-    "ProvisionedThroughputExceeded": "its provisioned capacity, with burst",
-}
 # (key, resource, partition, units, key h64) of each key a write touches
 _Touched = tuple[str, Resource, Partition, float, int]
 
 
-class MemoryStore(Store):
+class MemoryStore(RequestCycle):
     """The embedded simulated partitioned store: DynamoDB's capacity model on a clock.
 
     ``profile`` (default ``dynamodb-on-demand``: a new on-demand table) names the capacity
@@ -124,36 +115,19 @@ class MemoryStore(Store):
                           for name, spec in OPTIONS.items()}
         self._capacity = {name: check_option(name, options[name])
                           for name in CAPACITY_OPTIONS if name in options}
-        self.profile = resolve_profile(profile, self._capacity)
-        consistent = self.profile.consistent
-        super().__init__(capabilities=Capabilities(consistent_reads=consistent,
-                                                   max_page=QUERY_PAGE_ITEMS,
-                                                   late_writes=False), clock=clock)
-        settings = self._settings
-        try:
-            self._latency = LatencyModel(settings["latency_median_ms"],
-                                         settings["latency_p99_ms"],
-                                         settings["latency_per_kb_ms"])
-        except InvalidInput as exc:
-            raise InvalidInput(f"memory:// options latency_*_ms: {exc}") from exc
+        super().__init__(resolve_profile(profile, self._capacity), self._settings,
+                         clock=clock)
         self._table = Resource(self.profile)
         self._entries = (Resource(self.profile, index=True) if self.profile.layout == "gsi"
                          else self._table)
         self._gsi = self.profile.layout == "gsi"
-        self._consistent = consistent
-        self._max_page_bytes = settings["max_page_bytes"]
-        self._throttle_rate = float(settings["throttle_rate"])
-        self._unavailable_rate = float(settings["unavailable_rate"])
-        self._ambiguous_rate = float(settings["ambiguous_rate"])
-        self._faulty = bool(self._throttle_rate or self._unavailable_rate)
-        self._rng = random.Random(settings["seed"])
+        self._consistent = self.profile.consistent
+        self._max_page_bytes = self._settings["max_page_bytes"]
         self._states: dict[tuple[str, str], KeyState] = {}
         self._items: dict[str, dict[str, Item]] = {}
         self._records: dict[tuple[str, str], tuple[Record, int]] = {}
         self._applied: list[AppliedWrite] | None = None
         self._record_slots: dict[tuple[str, str], tuple[Slot, int]] = {}
-        self._said: dict[tuple[Any, ...], tuple[str, str]] = {}  # (message, reason)
-        self._cosmos = self.profile.store == "cosmos"
         # the size of each entry being placed: a throttled place is sent again many times
         self._sizes: dict[int, tuple[StoredEntry, int]] = {}
 
@@ -207,7 +181,7 @@ class MemoryStore(Store):
         return sorted(key for (ns, key), state in self._states.items()
                       if ns == namespace and state.entries)
 
-    # -- the request cycle ----------------------------------------------------------
+    # -- where keys live ------------------------------------------------------------
 
     def _state(self, namespace: str, key: str, now: float) -> KeyState:
         state = self._states.get((namespace, key))
@@ -233,80 +207,6 @@ class MemoryStore(Store):
             found = self._record_slots[(namespace, rkey)] = self._table.partitions.slot(
                 namespace, rkey, now, tracked=False)
         return found
-
-    def _send(self, rec: Recorder, nbytes: int) -> Awaitable[None]:
-        """Send a request: the wait of one sampled latency, after which it applies (no
-        coroutine of its own: the hot requests read the clock after it themselves)."""
-        rec.request()
-        return self.clock.sleep(self._latency.sample(self._rng, nbytes))
-
-    async def _arrive(self, rec: Recorder, nbytes: int) -> float:
-        """Send a request: wait one sampled latency; return the instant it applies at."""
-        await self._send(rec, nbytes)
-        return self.clock.now()
-
-    def _inject(self, rec: Recorder, namespace: str, key: str, *, write: bool) -> None:
-        """Raise the injected Unavailable or Throttled, each with its probability."""
-        if self._unavailable_rate and self._rng.random() < self._unavailable_rate:
-            raise Unavailable(f"{key}: the store did not answer (injected); not applied")
-        if self._throttle_rate and self._rng.random() < self._throttle_rate:
-            rec.charge(key, 0.0, None)
-            raise Throttled(f"{key} throttled (injected fault)", key=key, reason="injected")
-
-    def _ambiguous(self, key: str) -> None:
-        if self._ambiguous_rate and self._rng.random() < self._ambiguous_rate:
-            raise Unavailable(f"{key}: the request timed out (injected); "
-                              "the write may have been applied")
-
-    def _throttled(self, refusal: Refusal, key: str, units: float, now: float, *,
-                   strong: bool = True, transaction: bool = False) -> Throttled:
-        """The Throttled error of ``refusal``, in DynamoDB's words, for ``key``.
-
-        Under the ``cosmos`` profile it carries ``retry_after`` (the service's
-        ``x-ms-retry-after-ms``): when ``units`` could be taken there again.
-        """
-        # a hot key is refused thousands of times a second in the same words
-        said = (key, refusal.partition, refusal.resource, refusal.limit, refusal.write, strong,
-                transaction, refusal.resource.table.limit(refusal.write)[0]
-                if refusal.partition is None else 0.0)
-        words = self._said.get(said)
-        if words is None:
-            if len(self._said) > 4096:
-                self._said.clear()
-            words = self._said[said] = (self._message(refusal, key, strong, transaction),
-                                        refusal.reason)
-        after = refusal.retry_after(units, now, strong=strong) if self._cosmos else None
-        return Throttled(words[0], key=key, reason=words[1], retry_after=after)
-
-    def _message(self, refusal: Refusal, key: str, strong: bool, transaction: bool) -> str:
-        profile, write = self.profile, refusal.write
-        kind = "write" if write else "read"
-        exception = ("TransactionCanceledException (ThrottlingError)" if transaction
-                     else THROTTLE_EXCEPTIONS[refusal.limit])
-        if refusal.partition is not None:
-            ceiling = (profile.write_ceiling if write else profile.read_ceiling
-                       if strong else profile.read_ceiling * profile.eventual_read_factor)
-            where = f"{key} (partition {refusal.partition.name or key})"
-            detail = f"over the partition's {kind} ceiling of {ceiling:g} units a second"
-        else:
-            units, _ = refusal.resource.table.limit(write)
-            what = refusal.resource.kind
-            where = f"{key} ({what})"
-            detail = (f"over the {what}'s {kind} limit of {units:g} units a second "
-                      f"({_LIMIT_TEXT[refusal.limit]})")
-        return f"{where} throttled: {exception}: {refusal.reason}, {detail}"
-
-    def _take(self, rec: Recorder, resource: Resource, key: str, slot: Slot, h: int,
-              sort: str, units: float, now: float, *, write: bool,
-              strong: bool = True) -> Partition:
-        """Take ``units`` for one key from its partition and table, or raise Throttled."""
-        part = resource.partitions.at(slot, h, sort, int(now))
-        refusal = admit(((resource, part, units, h),), write=write, strong=strong, now=now)
-        if refusal is not None:
-            rec.charge(key, 0.0, part.name)
-            raise self._throttled(refusal, key, units, now, strong=strong)
-        rec.charge(key, units, part.name)
-        return part
 
     # -- entries --------------------------------------------------------------------
 
