@@ -491,7 +491,7 @@ def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
     throttle), as run's do.
     """
     from shardex.migrate.base import default_worker
-    from shardex.migrate.runner import DEFAULT_MAX_AGE
+    from shardex.migrate.reshard_base import DEFAULT_MAX_AGE
 
     lasting(uri, "reshard rollback")
     out = output.console()

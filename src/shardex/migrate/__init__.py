@@ -8,7 +8,8 @@ kind, whose conduct ``shardex.adoption`` draws). They share one model and its pa
 - ``states``: the one state machine, pure: a move's states (``ORDER``) and a copy's
   (``COPY_ORDER``), the refusals of each step, ``ready_at`` after a change of conduct;
 - ``base.MigrationRunner``: the options, the routing record read and stored by
-  compare-and-set, the waits on the injected clock; ``Resharder`` and ``Adopter`` are it;
+  compare-and-set, the waits on the injected clock; ``Resharder`` and ``Adopter`` are it
+  (``Resharder``'s steps in ``runner``, on ``reshard_base``: its indexes, records, reports);
 - ``layouts``: where a migration's entries are and how its work is done, one
   ``Layouts`` a kind of change (``IndexLayouts``, ``tiered.TierLayouts``,
   ``adopting.AdoptionLayouts``: the plain index -> the sharded one);
@@ -130,10 +131,9 @@ from __future__ import annotations
 from shardex.migrate.adopter import Adopter
 from shardex.migrate.api import Migrations, MigrationState
 from shardex.migrate.layouts import IndexLayouts, Layouts
+from shardex.migrate.reshard_base import DEFAULT_MAX_AGE, DEFAULT_UNIT_LEASE
 from shardex.migrate.runner import (
     DEFAULT_MARGIN,
-    DEFAULT_MAX_AGE,
-    DEFAULT_UNIT_LEASE,
     Progress,
     Resharder,
     RunResult,
