@@ -351,7 +351,7 @@ def test_a_sweep_taken_over_stops_and_waits_for_the_new_holder() -> None:
     still past its lease): this runner stops sweeping the key, removes nothing there
     while the other's claim runs, then, the other gone, takes the key again and ends
     the sweep; every copy is removed once, and the run counts each."""
-    from shardex.migrate.mover import _sweep_job
+    from shardex.migrate.sweep import _sweep_job
     from shardex.migrate.work import Claim, WorkRecords
 
     async def main() -> None:

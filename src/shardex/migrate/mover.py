@@ -14,20 +14,16 @@ a second, estimated per entry from its size, and adapts it by AIMD (``AdaptiveRa
 a throttle halves it, each second without one raises it back toward the allocation.
 Reads of a source key are paced at ``read_rate`` read units a second.
 
-An adoption's units are Scan segments of its source instead (``Unit.kind``): each item
-scanned is copied onto the target key the layouts give it (``Layouts.copy``), only if
-unchanged since it was scanned, so an application write racing it wins (counted as
-``skipped``: the writer, following the adoption, wrote the copy itself), and a page done
-twice after a crash copies nothing twice. The copies onto each target key are held to
-``rate`` write units a second, adapting by AIMD as moves are; each segment's Scan to
-``read_rate``.
+An adoption's units are Scan segments of its source instead (``Unit.kind``), whose items
+the mover copies (``shardex.migrate.segments``); in ``retired`` it sweeps the keys only
+the layout being left has (``shardex.migrate.sweep``). Those two parts of ``Mover`` are
+its bases, ``SegmentCopying`` and ``Sweeping``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import math
 import random
@@ -39,18 +35,17 @@ from shardex.clock import GOODBYE, Clock, settled, taken, within
 from shardex.errors import (
     ConditionFailed,
     InvalidInput,
-    InvalidKey,
     MalformedItem,
     OutcomeUnknown,
     ShardexError,
     Unavailable,
 )
-from shardex.keys import validate_value
 from shardex.migrate.budget import Budget
 from shardex.migrate.layouts import Layouts, target_of
-from shardex.migrate.pace import Pace, paced, pages, read_page
+from shardex.migrate.pace import IN_FLIGHT, Pace, paced, page_entries, pages, read_page
+from shardex.migrate.segments import SegmentCopying
 from shardex.migrate.states import MOVING
-from shardex.migrate.sweep import Swept, retired_keys, sweep_key
+from shardex.migrate.sweep import Sweeping
 from shardex.migrate.units import (
     DEFAULT_SPLIT,
     Survey,
@@ -59,32 +54,20 @@ from shardex.migrate.units import (
     busy_sources,
     units_of,
 )
-from shardex.migrate.work import Idle, TakenOver, WorkRecords, work_units
-from shardex.model.entries import Position, QueryPage, ScanItem, ScanPage, StoredEntry
+from shardex.migrate.work import POLL, Idle, WorkRecords, work_units
+from shardex.model.entries import Position, QueryPage, StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.routing import Routing
-from shardex.stores.base import gather_or_cancel
 from shardex.transition import Transition
 
-__all__ = ["MOVER_RETRY", "Mover", "SWEEP_JOB", "first_refused"]
+__all__ = ["MOVER_RETRY", "Mover", "first_refused"]
 
 log = logging.getLogger("shardex")
 # the mover sees every throttle itself (to adapt its rate); it retries the rest
 MOVER_RETRY = RetryPolicy(attempts=6, base=0.05, cap=1.0, deadline=None,
                           retry_on=(Unavailable,))
-_BATCH = 8  # moves of one unit in flight at once
 _FOLLOW = 0.5  # seconds between a unit's looks at the rate in force
-_POLL = 1.0  # seconds between looks at units leased by others
 _PLANNING = "planning the moves: reading each source key once"  # as status says it
-
-
-SWEEP_JOB = "sweep-"  # the names of the sweep's jobs start so (``WorkRecords.claims``)
-
-
-def _sweep_job(key: str) -> str:
-    """The name of the sweep of retired key ``key`` in the migration's records: the same
-    in every runner, whatever keys it sweeps beside it, in characters every store keeps."""
-    return f"{SWEEP_JOB}{hashlib.sha256(key.encode()).hexdigest()[:20]}"
 
 
 def _counted(unit: Unit, outcomes: Sequence[str]) -> Unit:
@@ -101,18 +84,6 @@ def migration_of(routing: Routing) -> Transition | None:
     return None if routing.adoption is None else routing.adoption.migration
 
 
-_FIRST_PAGE = 10
-
-
-def _page_size(rate: float, lease: float, cost: float | None = 2.0) -> int:
-    """Entries a page holds: it takes about a quarter of the lease at the rate, each
-    write costing ``cost`` units. None: not known yet (the process's first page), which
-    holds at most ``_FIRST_PAGE`` entries, so that a first page of dear ones does not
-    take most of the lease."""
-    size = max(1, min(100, int(rate * lease / 4 / max(cost or 2.0, 1.0))))
-    return size if cost is not None else min(size, _FIRST_PAGE)
-
-
 def first_refused(refused: Mapping[tuple[str, str], str]) -> tuple[str, str, str, str]:
     """The first of a mover's ``refused`` entries (not empty): its item id, its value, why,
     and how many more there are, said (`` and 3 more``, or nothing)."""
@@ -120,7 +91,8 @@ def first_refused(refused: Mapping[tuple[str, str], str]) -> tuple[str, str, str
     more = f" and {len(refused) - 1:,} more" if len(refused) > 1 else ""
     return item_id, value, why, more
 
-class Mover:
+
+class Mover(Sweeping, SegmentCopying):
     """Moves the entries of one reshard generation, with ``workers`` concurrent workers.
 
     ``layouts`` reads and moves entries (for an index: ``IndexLayouts`` over an index
@@ -223,7 +195,7 @@ class Mover:
                                                   total=total):
                         return
                     continue
-                await self._clock.sleep(_POLL)
+                await self._clock.sleep(POLL)
 
     async def _surveyed(self, routing: Routing) -> tuple[list[Unit], int | None]:
         meta = routing.reshard
@@ -278,7 +250,7 @@ class Mover:
                          records=self.records, worker=self._worker, lease=self._lease,
                          clock=self._clock, rng=self._rng, eligible=eligible,
                          alone=lambda unit: self._alone(meta.generation, unit),
-                         going=lambda: self._current(routing), poll=_POLL, idle=self._idle)
+                         going=lambda: self._current(routing), poll=POLL, idle=self._idle)
 
     async def _alone(self, generation: int, unit: Unit) -> bool:
         """True if ``unit`` is the one range of its key under lease (lowest number wins).
@@ -293,7 +265,7 @@ class Mover:
         return all(u.number > unit.number for u in rivals)
 
     async def _process(self, routing: Routing, key: str, unit: Unit, revision: int) -> None:
-        """Move the entries of ``unit`` page by page, ``_BATCH`` moves in flight at once,
+        """Move the entries of ``unit`` page by page, ``IN_FLIGHT`` moves in flight at once,
         each sent as one ends (in batches that waited for their slowest, a unit on a
         store whose latency bound it kept three of eight in flight on average), the next
         page read while one's entries move; checkpoint after each page, and stop if the
@@ -301,8 +273,8 @@ class Mover:
         rate = self._unit_rate(routing, unit)
         pace = Pace(rate, self._clock)
         reads = Pace(self._read_rate, self._clock)
-        page_size = _page_size(rate, self._lease, self._move_cost)
-        window = asyncio.Semaphore(_BATCH)
+        page_size = page_entries(rate, self._lease, self._move_cost)
+        window = asyncio.Semaphore(IN_FLIGHT)
         followed = -math.inf  # when the unit last looked at the rate in force
         ended: list[str] = []  # the outcomes of the page's moves that ended so far
 
@@ -330,7 +302,7 @@ class Mover:
                 costs = [self.layouts.cost(e) for e in entries]
                 if entries:  # the next page sized for moves as dear as this one's
                     self._move_cost = sum(costs) / len(entries)
-                    page_size = _page_size(rate, self._lease, self._move_cost)
+                    page_size = page_entries(rate, self._lease, self._move_cost)
                 if not finished:  # the next page is read while this one's entries move
                     reading = read(page.resume)
                 # the page's moves hold the lease (renewed as the unit stood before them)
@@ -412,6 +384,17 @@ class Mover:
             return self._rate
         return self.budget.rate or self.budget.controls.set_rate
 
+    def _pace(self, key: str) -> Pace | None:
+        """The pace of the copies or moves onto ``key`` (made once a key, not once a
+        write); None with the shared budget, which paces each key for every process at
+        once."""
+        if self.budget is not None:
+            return None
+        pace = self._paces.get(key)
+        if pace is None:
+            pace = self._paces[key] = Pace(self._rate, self._clock)
+        return pace
+
     async def _move(self, unit: Unit, entry: StoredEntry, cost: float, pace: Pace) -> str:
         """Move one entry, which costs ``cost`` (``Layouts.cost``): "moved", "skipped" (gone
         or changed when reached), "unresolved", or "in place" (the target layout keeps it
@@ -454,193 +437,3 @@ class Mover:
             second = spent.setdefault(key, {})
             second[now] = second.get(now, 0.0) + cost
 
-    # -- the sweep of retired keys -------------------------------------------------
-
-    async def sweep(self, routing: Routing) -> Swept:
-        """Sweep every key only the layout being left has (``shardex.migrate.sweep``),
-        ``workers`` keys at once, each with up to ``_BATCH`` writes in flight, each write
-        paced as a move is: at the rate in force (the migration's controls: paused, it
-        waits; throttled, it slows), on the key it leaves and the key it lands on,
-        within the budget every process shares. Each key is swept by the one runner that
-        claims it (``WorkRecords.claim``), the others sweeping the rest and waiting for
-        it: every runner swept every key, spending the budget on removals another had
-        made (four runners took 8x one's time). A rolled-back tier move's sweep removes
-        a copy for each entry the move made: it kept to this process's ``rate`` alone,
-        whatever the controls said, and two runners sweeping put twice that on a key;
-        one write at a time, one key after another, each removal paced as a tier move
-        and charged to a target key it does not write, it took 2.8x what the rate allows
-        with one worker and 11x with a worker a key (now 1.1x and 1.3x)."""
-        meta = routing.reshard
-        assert meta is not None
-        workers = asyncio.Semaphore(self._workers)
-
-        async def sweep(job: str, value: str, key: str) -> Swept:
-            seen = False
-            found = Swept()  # what this runner's sweeps of the key did
-            while True:
-                async with workers:
-                    claim, revision = await self.records.claim(
-                        meta.generation, job, self._worker, self._lease, seen=seen)
-                    if revision is not None:
-                        try:
-                            await self._sweep_claimed(meta, job, value, key, found)
-                        except TakenOver:
-                            # another runner sweeps it now: wait for it, as below; the
-                            # rows this one found no placement for it finds again
-                            found.ghosts = []
-                        else:
-                            found.keys = 1
-                            return found
-                if claim.done:
-                    return found
-                seen = True
-                await self._clock.sleep(_POLL)  # another runner's: done, or its lease lapses
-
-        retired = retired_keys(self.layouts, routing)
-        swept = Swept(retired=len(retired))
-        # a key's sweep that fails stops the others, which give their claims up
-        for found in await gather_or_cancel(sweep(_sweep_job(key), value, key)
-                                            for value, key in retired):
-            swept.add(found)
-        return swept
-
-    async def _sweep_claimed(self, meta: Transition, job: str, value: str, key: str,
-                             swept: Swept) -> None:
-        """Sweep ``key`` under this runner's claim on ``job`` (``WorkRecords.holding``),
-        counting in ``swept``; TakenOver if another runner took the claim over."""
-        async with self.records.holding(meta.generation, job, self._worker, self._lease), \
-                contextlib.AsyncExitStack() as stack:
-            # a slice of the budget while it sweeps: a runner waiting for another's key
-            # gives its slice up, and the one sweeping takes the whole rate
-            if self.budget is not None:
-                await stack.enter_async_context(self.budget.working({key}))
-            pace = Pace(self._in_force(), self._clock)
-            await sweep_key(
-                self.layouts, key, partial(self._sweep_move, meta, value, key, pace),
-                read_rate=self._read_rate, clock=self._clock, in_flight=_BATCH,
-                swept=swept)
-
-    async def _sweep_move(self, meta: Transition, value: str, key: str, pace: Pace,
-                          entry: StoredEntry) -> str | None:
-        """Move (or remove) ``entry`` of retired key ``key``, paced: the key it landed on,
-        or None if it was gone or changed."""
-        pace.follow(self._in_force())
-        removal = self.layouts.removal(entry, key)
-        # a removal writes ``key`` alone: charged to a target too, the keys swept at once
-        # all waited on the one key the value's entries are on
-        target = None if removal is not None else self.layouts.destination(value,
-                                                                           entry.item_id)
-        cost = self.layouts.cost(entry) if removal is None else removal
-        landed = await paced(pace, cost, lambda: self.layouts.move(
-            entry, value=value, source=key, reshard=meta.id, generation=meta.generation,
-            to=target), clock=self._clock, rng=self._rng, budget=self.budget, key=key,
-            fills=target, keys=(self._pace(key), None if target is None else self._pace(target)))
-        if landed is not None:
-            self._tally(key, landed, cost)
-        return landed
-
-    # -- Scan segments: an adoption's copies ---------------------------------------
-
-    async def _scan(self, unit: Unit, reads: Pace) -> ScanPage:
-        # a unit of read pace per try, so a throttled Scan waits before it tries again
-        page = await paced(reads, 1.0, lambda: self.layouts.scan(
-            unit.number, unit.segments, unit.cursor, _page_size(self._rate, self._lease)),
-            clock=self._clock, rng=self._rng)
-        await reads.wait(page[2])
-        return page
-
-    async def _scan_segment(self, routing: Routing, key: str, unit: Unit,
-                            revision: int) -> None:
-        """Copy the items of Scan segment ``unit`` page by page, checkpointing; stop if the
-        lease goes or the routing leaves the copy.
-
-        The next page is read while this one's items are written (a read only: the
-        checkpoint after a page still records only what was written), and up to
-        ``_BATCH`` of a page's copies are in flight at once, each sent as one lands.
-        """
-        reads = Pace(self._read_rate, self._clock)
-        window = asyncio.Semaphore(_BATCH)
-
-        async def copy(item: ScanItem) -> str:
-            async with window:
-                return await self._copy(item)
-
-        scanning = asyncio.ensure_future(self._scan(unit, reads))
-        try:
-            while self._current(routing):
-                items, cursor, _ = await scanning
-                if cursor is not None:  # read the next page while this one is written
-                    scanning = asyncio.ensure_future(self._scan(replace(unit, cursor=cursor),
-                                                                reads))
-                held = await self._holding(key, unit, revision, asyncio.gather(
-                    *(copy(item) for item in items)))
-                if held is None:
-                    return  # the lease was taken over: the other worker goes on
-                outcomes, (unit, revision) = held
-                values = dict(unit.values)
-                for _, value, _, _ in items:
-                    if value is not None:
-                        values[value] = values.get(value, 0) + 1
-                unit = replace(unit, cursor=cursor, done=cursor is None,
-                               entries=unit.entries + len(items),
-                               moved=unit.moved + outcomes.count("moved"),
-                               skipped=unit.skipped + outcomes.count("raced"),
-                               unresolved=unit.unresolved + outcomes.count("unresolved"),
-                               values=values)
-                saved = await self.records.checkpoint(key, unit, revision, lease=self._lease)
-                self.scanned += len(items)
-                self.copied += outcomes.count("moved")
-                if self._progress is not None:
-                    self._progress()
-                if saved is None or unit.done:
-                    return  # done, or the lease was taken over: the other worker goes on
-                unit, revision = saved
-        finally:
-            if not scanning.done():
-                scanning.cancel()
-                await asyncio.gather(scanning, return_exceptions=True)
-
-    def _pace(self, key: str) -> Pace | None:
-        """The pace of the copies or moves onto ``key`` (made once a key, not once a
-        write); None with the shared budget, which paces each key for every process at
-        once."""
-        if self.budget is not None:
-            return None
-        pace = self._paces.get(key)
-        if pace is None:
-            pace = self._paces[key] = Pace(self._rate, self._clock)
-        return pace
-
-    async def _copy(self, item: ScanItem) -> str:
-        """Copy one scanned item: "moved", "ok" (nothing to do), "raced" or "unresolved"."""
-        item_id, value = item[0], item[1]
-        if value is None:  # no raw value: in neither layout, but a stale shard attribute
-            if item[2] is None or not self.layouts.clears:
-                return "ok"
-            try:
-                cleared = await paced(self._pace(item[2]), self.layouts.copy_cost(),
-                                      lambda: self.layouts.clear(item), clock=self._clock,
-                                      rng=self._rng, budget=self.budget, key=item[2])
-            except (Unavailable, OutcomeUnknown) as exc:
-                log.warning("adopt: %s", exc)
-                return "unresolved"
-            return "moved" if cleared else "ok"
-        try:
-            validate_value(value)
-        except InvalidKey as exc:
-            log.warning("adopt: item %r: %s; it cannot be indexed by shardex", item_id, exc)
-            self.refused[(value, item_id)] = str(exc)
-            return "unresolved"
-        target = self.layouts.copy_to(item, value)
-        if target is None:
-            return "ok"
-        try:
-            copied = await paced(self._pace(target), self.layouts.copy_cost(),
-                                 lambda: self.layouts.copy(item, value, target),
-                                 clock=self._clock, rng=self._rng, budget=self.budget,
-                                 key=target)
-        except (Unavailable, OutcomeUnknown, ConditionFailed) as exc:
-            # a hot or changing item: verify names it, another run retries
-            log.warning("adopt: %s", exc)
-            return "unresolved"
-        return "moved" if copied else "raced"

@@ -2,10 +2,11 @@
 
 ``Pace`` wraps the pure ``AdaptiveRate`` (AIMD: a throttle halves the rate, each second
 without one raises it back toward its ceiling); ``read_page`` reads one page of a key at
-a read pace, ``pages`` every page of a key; ``paced`` is the one place where a mover or
-a backfill sends a write: at its key's pace and within the migration's shared budget
-(``shardex.migrate.budget``), a throttle slowing both and trying again, an unavailable
-store tried again after a backoff.
+a read pace (a mover's of ``page_entries`` entries), ``pages`` every page of a key;
+``paced`` is the one place where a mover or a backfill sends a write: at its key's pace
+and within the migration's shared budget (``shardex.migrate.budget``), a throttle
+slowing both and trying again, an unavailable store tried again after a backoff; a
+mover keeps up to ``IN_FLIGHT`` of a unit's writes in flight at once.
 """
 
 from __future__ import annotations
@@ -22,11 +23,22 @@ from shardex.migrate.budget import Budget, SpendWindow
 from shardex.migrate.layouts import PATIENT, Layouts
 from shardex.model.entries import Position, QueryPage
 
-__all__ = ["ATTEMPTS", "Pace", "paced", "pages", "read_page"]
+__all__ = ["ATTEMPTS", "IN_FLIGHT", "Pace", "paced", "page_entries", "pages", "read_page"]
 
 T = TypeVar("T")
 ATTEMPTS = 6  # tries of a write the store keeps refusing as unavailable
+IN_FLIGHT = 8  # moves of one unit in flight at once
 _WINDOW = 1.0  # seconds: a rate holds in every one of them
+_FIRST_PAGE = 10
+
+
+def page_entries(rate: float, lease: float, cost: float | None = 2.0) -> int:
+    """Entries a page holds: it takes about a quarter of the lease at the rate, each
+    write costing ``cost`` units. None: not known yet (the process's first page), which
+    holds at most ``_FIRST_PAGE`` entries, so that a first page of dear ones does not
+    take most of the lease."""
+    size = max(1, min(100, int(rate * lease / 4 / max(cost or 2.0, 1.0))))
+    return size if cost is not None else min(size, _FIRST_PAGE)
 
 
 class Pace:

@@ -22,9 +22,9 @@ from shardex.migrate import states
 from shardex.migrate.base import MigrationRunner, check_numbers
 from shardex.migrate.budget import Budget, Sharing
 from shardex.migrate.layouts import PATIENT, IndexLayouts, Layouts
-from shardex.migrate.mover import MOVER_RETRY, SWEEP_JOB, Mover
+from shardex.migrate.mover import MOVER_RETRY, Mover
 from shardex.migrate.reporting import Progress, Recorder
-from shardex.migrate.sweep import retired_keys
+from shardex.migrate.sweep import SWEEP_JOB, retired_keys
 from shardex.migrate.tiered import TierLayouts
 from shardex.migrate.units import DEFAULT_RATE, DEFAULT_SPLIT, Unit, tally
 from shardex.migrate.work import Claim, WorkRecords

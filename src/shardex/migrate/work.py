@@ -42,12 +42,13 @@ from shardex.model.entries import Record
 from shardex.retry import RetryPolicy, call_with_retry
 from shardex.stores.base import Store
 
-__all__ = ["Claim", "Idle", "PlanRecord", "Records", "Runner", "TakenOver", "WorkRecords",
-           "runners", "work_units"]
+__all__ = ["Claim", "Idle", "POLL", "PlanRecord", "Records", "Runner", "TakenOver",
+           "WorkRecords", "runners", "work_units"]
 
 T = TypeVar("T")
 log = logging.getLogger("shardex")
 RESHARD, ADOPT = "reshard/", "adopt/"  # ADOPT: the records of adoptions begun before
+POLL = 1.0  # seconds between looks at units leased by others
 
 
 class TakenOver(ShardexError):
