@@ -16,7 +16,8 @@ it should have deleted.
   write whose confirmation is throttled after its row became the item's truth in T, say
   they applied;
 - a move whose confirmation fails takes its row back out of T (readers of T alone
-  listed it).
+  listed it), and so does a write whose tries ran out after its row landed there (a
+  later move carried the row over the item's truth).
 """
 
 from __future__ import annotations
@@ -413,3 +414,69 @@ def test_a_put_that_lost_its_confirmation_leaves_no_version_behind() -> None:
             return put, older, None if got is None else (got.value, got.sort)
 
     assert run_virtual(main()) == (True, False, ("SHIPPED", "2"))
+
+
+class LateThenThrottled(MemoryStore):
+    """A store whose next entry of item ``x`` (once ``late`` is set) lands 11 s after it
+    is sent, and whose place of x after that one is throttled."""
+
+    late = throttle = False
+
+    async def _place(self, namespace: str, item_id: str, entry: Any, version: int,
+                     expected: Any, token: str, rec: Any) -> Throttled | None:
+        if item_id == "x" and self.throttle:
+            self.throttle = False
+            return Throttled("x: throttled (the test's)", key=item_id)
+        if item_id == "x" and self.late and entry is not None:
+            self.late, self.throttle = False, True
+            await self.clock.sleep(11.0)
+        return await super()._place(namespace, item_id, entry, version, expected, token, rec)
+
+
+def test_a_write_that_fails_after_its_row_landed_takes_the_row_out() -> None:
+    """Found on memory:// by the tier-move torture run (ported to DynamoDB Local): a put
+    of PENDING, moving to the tier, of an item live under DONE at home. Its row lands in
+    the tier 11 s late, past its routing's lease; deciding again it re-places the row,
+    which is throttled, and its tries have run out: it said Throttled (did not apply)
+    and left the row. From read-new the item was listed under PENDING while get said
+    DONE, and when PENDING moved home again the mover carried the row over DONE: the
+    put that failed was the item's truth, and DONE's acknowledged write was gone."""
+    own, tier = MemoryStore(seed=1), LateThenThrottled(seed=2)
+
+    async def main() -> tuple[str, list[list[str]], list[tuple[str, str] | None]]:
+        lists: list[list[str]] = []
+        gets: list[tuple[str, str] | None] = []
+
+        async def look() -> None:
+            async with ShardedIndex(own, "orders", tiers={"dedicated": tier}) as reader:
+                lists.append([entry.item_id async for entry in reader.scan("PENDING")])
+                got = await reader.get("x")
+                gets.append(None if got is None else (got.value, got.sort))
+
+        async with index(own, tier) as app:
+            for i in range(3):
+                await app.put("PENDING", f"o-{i}", sort=f"{i:03d}")
+            await app.put("DONE", "x", sort="500")
+            async with mover(own, tier, rate=300.0, seed=1) as runner:
+                await to_write_new(runner)
+                await app.refresh_routing()
+                tier.late = True
+                put = asyncio.create_task(app.put("PENDING", "x", sort="900"))
+                await asyncio.sleep(0.1)
+                await runner.run(until="read-new")
+                try:
+                    said = str(await put)
+                except ShardexError as exc:
+                    said = type(exc).__name__
+                await look()
+                await runner.run(until="done")
+                await look()
+                await runner.start({"PENDING": ShardPolicy(1)}, margin=0.5)
+                await runner.run(until="done")
+                await look()
+        return said, lists, gets
+
+    said, lists, gets = run_virtual(main())
+    assert said == "Throttled"
+    assert lists == [["o-0", "o-1", "o-2"]] * 3
+    assert gets == [("DONE", "500")] * 3

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from shardex.errors import (
@@ -90,9 +90,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
     # rollback's mover carrying it back from T, or its own settle) with the tokens of the
     # rows it carried itself
     mine = {token, carry_token(token)}
-    # one for each row of this write that landed in T: True if readers held it the item's
-    # truth when it landed (over S's older tombstone, or nothing in S)
-    in_t: list[bool] = []
+    rows = _Rows()  # this write's rows in T
     while True:
         source = yield from machine._locate(s)
         target = yield from machine._locate(t)
@@ -110,7 +108,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             if not landed and target.entry is not None and planned_for is not None:
                 # a try that timed out had landed: before the read that found it
                 landed.append(Landing(t, target.entry, read_back(machine._now), planned_for))
-            in_t.append(True)  # the truth: readers list it
+            rows.shown.append(True)  # the truth: readers list it
             step: Steps[object] = _confirmed(machine, Place(s, None, target.version, source,
                                                             token), landed)
         else:
@@ -159,7 +157,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                                           into_target)
                 version = version if claim is None else claim.version
             step = _place(machine, job, s, t, entry, version, source, target, placing,
-                          into_target, planned, landed, in_t, claimed=claim is not None)
+                          into_target, planned, landed, rows, claimed=claim is not None)
         try:
             yield from step
         except _Held:
@@ -181,13 +179,16 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             if wait is None:
                 # its confirmation failed; the row it left in T may be the item's truth
                 # already (numbered above S's tombstone)
-                if ambiguous is None and in_t \
+                if ambiguous is None and rows.shown \
                         and (yield from _stands(machine, s, t, token, mine, value, exc)):
                     return _done(landed), claim, _last(landed)
                 if ambiguous is None:
+                    if rows.shown and not any(rows.shown):
+                        # every try was answered: its row in T never took effect
+                        yield from _void_row(machine, t, token, rows.replaced, exc)
                     raise
                 yield from _read_back(machine, s, t, token, mine, value, source, target,
-                                      ambiguous, exc, shown=any(in_t))
+                                      ambiguous, exc, rows)
                 return _done(landed), claim, _last(landed)
             yield Sleep(wait)
             continue
@@ -196,6 +197,37 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
 
 class _Held(Exception):
     """A place held past its fence: not sent."""
+
+
+@dataclass
+class _Rows:
+    """The rows a crossing write placed in T: for each, True if it was the item's truth
+    as it landed (over S's older tombstone, or nothing in S: readers list it); and the
+    version of the placement in T that the first replaced, which a row that took no
+    effect goes back to as it is taken out (a write that failed leaves no version)."""
+
+    shown: list[bool] = field(default_factory=list)
+    replaced: int = 0
+
+
+def _void_row(machine: WriteMachine, t: Tier, token: str, replaced: int,
+              error: ShardexError) -> Steps[None]:
+    """Take out of T the row of the write ``token``, whose every try was answered and
+    ran out with ``error`` after the row landed: S never confirmed it, and it was never
+    the item's truth. Left, readers of T alone (from ``read-new``) list it, and a move
+    of the value out of T carries it over the item's truth. Raises OutcomeUnknown if
+    the row stays."""
+    try:
+        now_t = yield from machine._locate(t)
+        if now_t is not None and now_t.token == token and now_t.entry is not None:
+            yield from machine._place(Place(t, None, max(1, replaced), now_t,
+                                            void_token(token)))
+    except ConditionFailed:
+        return  # written over since: another write's row now
+    except ShardexError as exc:
+        machine.unknown(token, f"its row landed in {named(t)}, and its tries ran out "
+                        f"({type(error).__name__}: {error})", f"taking the row out, which "
+                        f"never took effect, failed ({type(exc).__name__}: {exc})", exc)
 
 
 def _confirmed(machine: WriteMachine, place: Place, landed: list[Landing]) -> Steps[None]:
@@ -217,13 +249,12 @@ def _done(landed: list[Landing]) -> Done:
 
 def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[str],
                value: str, source: Placement | None, target: Placement | None,
-               ambiguous: ShardexError, error: ShardexError, *, shown: bool = False
-               ) -> Steps[None]:
+               ambiguous: ShardexError, error: ShardexError, rows: _Rows) -> Steps[None]:
     """Settle a write whose tries ran out after one may have applied: return if it
     applied (S carries one of ``mine``, its tokens, or its row in T is the item's truth),
     raise ``error`` if no try can have landed (S and T are as the last try found them,
     and carry no token of it) or if its row landed in T and never took effect (S is as
-    the write decided from, and no row of it was the truth when it landed, ``shown``:
+    the write decided from, and no row of it was the truth when it landed, ``rows``:
     its row is taken out, after S is fenced so that no confirmation of it still on its
     way lands), else OutcomeUnknown."""
     try:
@@ -234,11 +265,15 @@ def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[st
                         f"{exc})", exc)
     if _applied(now_s, now_t, token, mine, value, live=True):
         return
-    if not shown and now_t is not None and now_t.token == token and now_t.entry is not None \
-            and now_s is not None and _as_decided(now_s, source, token):
+    if not any(rows.shown) and now_t is not None and now_t.token == token \
+            and now_t.entry is not None and now_s is not None \
+            and _as_decided(now_s, source, token):
         try:
             yield from _fence(machine, s, now_s, token)
-            yield from machine._place(Place(t, None, now_t.version, now_t, void_token(token)))
+            replaced = rows.replaced if rows.shown else \
+                0 if target is None or target.token == token else target.version
+            yield from machine._place(Place(t, None, max(1, replaced), now_t,
+                                            void_token(token)))
         except ShardexError as exc:
             machine.unknown(token, ambiguous, f"its row landed in {named(t)} and never took "
                             f"effect, and taking it out failed ({type(exc).__name__}: {exc})",
@@ -348,7 +383,7 @@ def _claim(machine: WriteMachine, job: Job, s: Tier, t: Tier, source: Placement 
 
 def _place(machine: WriteMachine, job: Job, s: Tier, t: Tier, entry: StoredEntry | None,
            version: int, source: Placement | None, target: Placement | None, token: str,
-           into_target: bool, planned: Routed, landed: list[Landing], in_t: list[bool], *,
+           into_target: bool, planned: Routed, landed: list[Landing], rows: _Rows, *,
            claimed: bool = False) -> Steps[None]:
     """Carry out one decided write of a crossing item, noting in ``landed`` where a live
     entry landed as soon as it did."""
@@ -381,7 +416,9 @@ def _place(machine: WriteMachine, job: Job, s: Tier, t: Tier, entry: StoredEntry
     placed = yield from _sent(machine, Place(t, _at(entry, version), version, target, token,
                                              fence, pace))
     # the item's truth at once where S holds nothing, or an older tombstone (``truth``)
-    in_t.append(source is None or (source.entry is None and version > source.version))
+    if not rows.shown and target is not None and target.token != token:
+        rows.replaced = target.version
+    rows.shown.append(source is None or (source.entry is None and version > source.version))
     if entry is not None:
         landed.append(Landing(t, _at(entry, version) or entry, placed, planned))
     # sent within the lease of the routing it was planned under, as the row was
