@@ -480,3 +480,47 @@ def test_a_write_that_fails_after_its_row_landed_takes_the_row_out() -> None:
     assert said == "Throttled"
     assert lists == [["o-0", "o-1", "o-2"]] * 3
     assert gets == [("DONE", "500")] * 3
+
+
+class LateAtHome(MemoryStore):
+    """A store whose next place of item ``x`` (once ``late`` is set) lands 25 s after it is
+    sent."""
+
+    late = False
+
+    async def _place(self, namespace: str, item_id: str, entry: Any, version: int,
+                     expected: Any, token: str, rec: Any) -> Throttled | None:
+        if item_id == "x" and self.late:
+            self.late = False
+            await self.clock.sleep(25.0)
+        return await super()._place(namespace, item_id, entry, version, expected, token, rec)
+
+
+def test_a_new_item_that_lands_at_home_after_its_value_moved_to_a_tier_is_carried_there(
+        ) -> None:
+    """Found by the tier-move torture run: a put of a new item of SHIPPED, sent while
+    SHIPPED was at home, landed there 25 s late, after a reshard had moved SHIPPED to a
+    tier and ended. It said OutcomeUnknown, and the index stayed split: get returned the
+    entry, and listings of SHIPPED (the tier alone) never listed it."""
+    own, tier = LateAtHome(seed=1), MemoryStore(seed=2)
+
+    async def main() -> tuple[str, tuple[str, str] | None, list[str], int]:
+        async with index(own, tier) as app:
+            for i in range(3):
+                await app.put("SHIPPED", f"o-{i}", sort=f"{i:03d}")
+            async with mover(own, tier, rate=300.0, seed=1) as runner:
+                await runner.start({"SHIPPED": ShardPolicy(2, tier="dedicated")}, margin=0.5)
+                own.late = True
+                put = asyncio.create_task(app.put("SHIPPED", "x", sort="900"))
+                await runner.run(until="done")
+                try:
+                    said = str(await put)
+                except ShardexError as exc:
+                    said = type(exc).__name__
+        async with ShardedIndex(own, "orders", tiers={"dedicated": tier}) as reader:
+            got = await reader.get("x")
+            listed = [entry.item_id async for entry in reader.scan("SHIPPED")]
+            return said, None if got is None else (got.value, got.sort), listed, \
+                await reader.count("SHIPPED")
+
+    assert run_virtual(main()) == ("True", ("SHIPPED", "900"), ["o-0", "o-1", "o-2", "x"], 4)
