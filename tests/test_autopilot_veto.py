@@ -276,3 +276,22 @@ async def test_a_routing_record_that_goes_back_is_said_as_it_is() -> None:
     assert "went back from version" in went[0]
     assert "deleted or replaced by hand" in went[0]
     assert not [e for e in log if "rolled back meanwhile" in e.reason]
+
+
+def test_an_operator_s_migration_that_began_within_a_tick_is_one_veto() -> None:
+    """A tick stamps its time, then reads the routing: an operator's migration that began
+    in between was vetoed from before it began, so the next tick took it for a new one and
+    logged the veto again (seen once in CI's fresh clone: two vetoes of one migration)."""
+    from shardex.autopilot.settle import settle
+    from shardex.routing import begin_transition
+    from shardex.transition import Transition
+
+    routing = begin_transition(shardex.Routing(), {"PENDING": shardex.ShardPolicy(8)},
+                               reshard=Transition("ops-1", started_at=100.0, changed_at=100.0,
+                                                  margin=0.5, values=("PENDING",)))
+    policy = POLICY.replace(veto=90.0)
+    state, notes = settle(routing, State(None, {}), 99.5, policy=policy, lease=1.0)
+    assert [note.action for note in notes] == ["veto"]
+    for now in (100.5, 101.5):
+        state, notes = settle(routing, state, now, policy=policy, lease=1.0)
+        assert notes == [], notes

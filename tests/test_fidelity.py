@@ -434,7 +434,8 @@ def test_a_partition_serves_eventually_consistent_reads_at_one_and_a_half_its_ce
     """
     async def main(consistent: bool) -> int:
         store = memory(consistent=consistent, partitions=0)
-        blob = "e" * (100 * 4096 - 200)  # 100 units strong, 50 eventual
+        # 100 units strong, 50 eventual (the entry under 400 KB with its placement record)
+        blob = "e" * (100 * 4096 - 600)
         await store.place(NS, "big", entry("K", "a", "big", blob=blob), version=1,
                           expected=None)
         await CLOCK.sleep(2.0)

@@ -129,7 +129,10 @@ def settle(routing: Routing, state: State, now: float, *, policy: AutopilotPolic
                     for key in meta.values)
         for key in meta.values:
             state = state.with_key(key, last_change=now)
-        state = _vetoed(state, meta.id, meta.values, now, policy, notes if first else [],
+        # vetoed from its start at the earliest: a tick stamps its time before it reads
+        # the routing, and a migration begun in between was vetoed again the next tick
+        state = _vetoed(state, meta.id, meta.values, max(now, meta.started_at), policy,
+                        notes if first else [],
                         f"an operator's migration of {', '.join(meta.values)} is under way")
     return state, notes
 
