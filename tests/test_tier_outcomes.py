@@ -27,6 +27,9 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import pytest
+
+import shardex.migrate.runner as runner_module
 from shardex import Routing, ShardedIndex, ShardexError, ShardPolicy, Throttled, Unavailable
 from shardex.reshard import Resharder
 from shardex.sim.clock import run_virtual
@@ -524,3 +527,71 @@ def test_a_new_item_that_lands_at_home_after_its_value_moved_to_a_tier_is_carrie
                 await reader.count("SHIPPED")
 
     assert run_virtual(main()) == ("True", ("SHIPPED", "900"), ["o-0", "o-1", "o-2", "x"], 4)
+
+
+@pytest.mark.parametrize("direction", ["forward", "rollback"])
+def test_a_write_that_lands_after_the_next_state_s_parity_check_is_moved(
+        direction: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the tier-move torture run (and on DynamoDB Local): a put planned in
+    read-both whose row landed in the layout being left once the next state's parity check
+    had read its key. It landed one routing version after the one it was planned under,
+    which the write took for where every reader of either state reads it, and said True:
+    from read-new no listing held it; going back (a rollback) the retired sweep removed it
+    as a move's copy, and get found nothing; going forward get found it and no listing
+    ever did."""
+    checked = asyncio.Event()
+    real_check = runner_module.check
+
+    async def check(layouts: Any, routing: Routing, **options: Any) -> Any:
+        parity = await real_check(layouts, routing, **options)
+        if routing.reshard is not None and routing.reshard.direction == direction:
+            checked.set()
+            await asyncio.sleep(0.5)  # the check still reads other keys
+        return parity
+
+    monkeypatch.setattr(runner_module, "check", check)
+
+    class UntilChecked(MemoryStore):
+        hold = False
+
+        async def _place(self, namespace: str, item_id: str, entry: Any, version: int,
+                         expected: Any, token: str, rec: Any) -> Throttled | None:
+            if item_id == "x" and self.hold and entry is not None:
+                self.hold = False
+                await checked.wait()
+            return await super()._place(namespace, item_id, entry, version, expected, token,
+                                        rec)
+
+    own, tier = UntilChecked(seed=1), UntilChecked(seed=2)
+
+    async def main() -> tuple[bool, tuple[str, str] | None, bool, int]:
+        async with ShardedIndex(own, "orders", Routing(overrides={"PENDING": ShardPolicy(2)}),
+                                routing_lease=3.0, routing_ttl=0.5,
+                                tiers={"dedicated": tier}) as app:
+            for i in range(20):
+                await app.put("PENDING", f"o-{i}", sort=f"{i:03d}")
+            async with mover(own, tier, rate=300.0, seed=1) as runner:
+                await runner.start(TIERED, margin=0.5)
+                if direction == "forward":
+                    await runner.run(until="read-both")
+                    moving = asyncio.create_task(runner.run(until="done"))
+                    own.hold = True
+                else:
+                    await runner.run(until="read-new")
+                    moving = asyncio.create_task(runner.rollback())
+                    while True:  # until clients see the rollback
+                        meta = (await app.refresh_routing()).reshard
+                        if meta is not None and meta.direction == "rollback":
+                            break
+                        await asyncio.sleep(0.1)
+                    tier.hold = True
+                await app.refresh_routing()
+                said = await app.put("PENDING", "x", sort="999")
+                await moving
+        async with ShardedIndex(own, "orders", tiers={"dedicated": tier}) as reader:
+            got = await reader.get("x")
+            listed = {entry.item_id async for entry in reader.scan("PENDING")}
+            return said, None if got is None else (got.value, got.sort), "x" in listed, \
+                await reader.count("PENDING")
+
+    assert run_virtual(main()) == (True, ("PENDING", "999"), True, 21)

@@ -41,9 +41,10 @@ pairwise argument). Two checks hold each write to that window:
 2. *After landing*: an answer back within the lease of that read (by the same rule)
    proves the write landed in the planned state or the next: done, no request.
    Otherwise (the process paused between the check and the request, or the request took
-   that long) the routing is read again by a read sent after the answer: if it moved at
-   most one version, done; if the entry is where the routing's writes now put it (store
-   and shard key), done; else it is re-placed there (a *settle*: a ``Relocate`` at the
+   that long) the routing is read again by a read sent after the answer: if it has not
+   moved, done (one version on, that state's mover and parity check may have passed the
+   entry's key before it landed); if the entry is where the routing's writes now put it
+   (store and shard key), done; else it is re-placed there (a *settle*: a ``Relocate`` at the
    entry's version, conditioned on the item's placement, through this same machine and
    its own two checks) before the write reports ok. An entry left in a store its
    value's readers no longer read is carried to the one they read when what they find

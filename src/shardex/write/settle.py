@@ -38,9 +38,10 @@ def settle(machine: WriteMachine, job: Job, landing: Landing, depth: int, token:
     Called when the answer came back past the lease of the latest read that found the
     routing the write was planned under (before it, the write landed in that state or
     the next, which every reader of either reads: ``shardex.write`` says why). The
-    routing is read again (strongly consistent, sent after the answer); if
-    it moved more than one version and the entry is not where its writes go now, the
-    entry is re-placed there (a settle, through this same machine), or the write
+    routing is read again (strongly consistent, sent after the answer); if it moved (one
+    version on, that state's mover and parity check may have passed the entry's key
+    before it landed) and the entry is not where its writes go now, the entry is
+    re-placed there (a settle, through this same machine), or the write
     ends OutcomeUnknown: it applied, and readers may not list it. An entry left in a
     store its value's readers no longer read, where the write's own token is the last
     word in the one they read (its confirmation, or its claim), is carried there.
@@ -66,8 +67,11 @@ def _settle(machine: WriteMachine, job: Job, landing: Landing, depth: int, token
         machine.unknown(token, "it landed after its routing's lease", "reading the routing "
                         f"again to check where it landed failed ({exc})", exc)
     routing = fresh.routing
-    if routing.version <= planned.routing.version + 1:
-        return  # it landed in the state it was planned in, or the next
+    if routing.version <= planned.routing.version:
+        return  # it landed in the state it was planned in
+    # one state on, every reader of either state reads it, but that state's mover and
+    # parity check may have passed its key before it landed (it was in flight past the
+    # margin): it is moved where that state's writes go, as two states on
     if landing.erased is not None:
         yield from _erase_copies(machine, landing, token, landing.erased,
                                  value_of(landing.entry))
