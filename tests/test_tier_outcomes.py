@@ -595,3 +595,55 @@ def test_a_write_that_lands_after_the_next_state_s_parity_check_is_moved(
                 await reader.count("PENDING")
 
     assert run_virtual(main()) == (True, ("PENDING", "999"), True, 21)
+
+
+class SlowConfirmation(MemoryStore):
+    """A store whose first tombstone of item ``x`` (once ``hold`` is set: a crossing
+    write's confirmation) is 6 s in flight, and which throttles the first ``throttles``
+    places of x that carry an entry meanwhile (the fences of the parity check's mend)."""
+
+    hold = False
+    throttles = 2
+
+    async def _place(self, namespace: str, item_id: str, entry: Any, version: int,
+                     expected: Any, token: str, rec: Any) -> Throttled | None:
+        if item_id == "x" and entry is not None and not self.hold and self.throttles \
+                and self.clock.now() < self.until:
+            self.throttles -= 1
+            return Throttled("x: throttled (the test's)", key=item_id)
+        if item_id == "x" and entry is None and self.hold:
+            self.hold = False
+            self.until = self.clock.now() + 6.0
+            await self.clock.sleep(6.0)
+        return await super()._place(namespace, item_id, entry, version, expected, token, rec)
+
+    until = 0.0
+
+
+def test_a_throttled_mend_of_a_write_between_its_steps_does_not_refuse_the_move() -> None:
+    """Found by the tier-move torture run: a put of SHIPPED (moving to the tier) of an
+    item under DONE at home, its row in the tier and its confirmation 6 s in flight: the
+    parity check found the row extra, the mend's fence at home was throttled, and the
+    next two checks ran within a second, found it again and refused the reshard; the
+    put said True seconds later. A dirty check is checked again once a writer between
+    its two steps has sent its confirmation (a lease and the margin on)."""
+    own, tier = SlowConfirmation(seed=1), MemoryStore(seed=2)
+
+    async def main() -> tuple[str, bool, tuple[str, str] | None]:
+        async with index(own, tier) as app:
+            for i in range(5):
+                await app.put("SHIPPED", f"o-{i}", sort=f"{i:03d}")
+            await app.put("DONE", "x", sort="500")
+            async with mover(own, tier, rate=300.0, seed=1) as runner:
+                await runner.start({"SHIPPED": ShardPolicy(4, tier="dedicated")}, margin=0.5)
+                await runner.run(until="write-new")
+                await app.refresh_routing()
+                own.hold = True
+                put = asyncio.create_task(app.put("SHIPPED", "x", sort="600"))
+                await asyncio.sleep(0.2)
+                result = await runner.run(until="verified")
+                said = await put
+                got = await app.get("x")
+                return result.state, said, None if got is None else (got.value, got.sort)
+
+    assert run_virtual(main()) == ("verified", True, ("SHIPPED", "600"))

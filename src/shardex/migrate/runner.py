@@ -211,6 +211,14 @@ class Resharder(ReshardBase):
                 if dirty and dirty < _DIRTY_PASSES:
                     # what the mover's next pass does not visit
                     await self.layouts.mend(routing, parity.examples)
+                    # and the next check once a writer between its two steps has sent
+                    # its confirmation (within its lease), or been fenced out: three
+                    # checks within a second refused a reshard for one throttled mend
+                    assert routing.reshard is not None
+                    await self._sleep_until(
+                        self._clock.wall() + self.lease + routing.reshard.margin, routing,
+                        f"parity gaps ({_gap_text(parity)}): checking again once writers "
+                        "between their two steps have landed", running=True)
                 if dirty >= _DIRTY_PASSES:
                     raise ReshardRefused(
                         f"index {self.name!r}: the parity check found {parity.gaps} gap(s) "
