@@ -499,18 +499,31 @@ class LateAtHome(MemoryStore):
         return await super()._place(namespace, item_id, entry, version, expected, token, rec)
 
 
-def test_a_new_item_that_lands_at_home_after_its_value_moved_to_a_tier_is_carried_there(
-        ) -> None:
-    """Found by the tier-move torture run: a put of a new item of SHIPPED, sent while
+@pytest.mark.parametrize("before", ["new", "deleted on the tier"])
+def test_an_item_that_lands_at_home_after_its_value_moved_to_a_tier_is_carried_there(
+        before: str) -> None:
+    """Found by the tier-move torture run: a put of an item of SHIPPED, sent while
     SHIPPED was at home, landed there 25 s late, after a reshard had moved SHIPPED to a
     tier and ended. It said OutcomeUnknown, and the index stayed split: get returned the
-    entry, and listings of SHIPPED (the tier alone) never listed it."""
+    entry, and listings of SHIPPED (the tier alone) never listed it. The same for an item
+    the tier held a tombstone of (written and deleted there, on an earlier visit)."""
     own, tier = LateAtHome(seed=1), MemoryStore(seed=2)
 
     async def main() -> tuple[str, tuple[str, str] | None, list[str], int]:
         async with index(own, tier) as app:
             for i in range(3):
                 await app.put("SHIPPED", f"o-{i}", sort=f"{i:03d}")
+            if before != "new":
+                async with mover(own, tier, rate=300.0, seed=3) as runner:
+                    await runner.start({"SHIPPED": ShardPolicy(2, tier="dedicated")},
+                                       margin=0.5)
+                    await runner.run(until="done")
+                    await app.refresh_routing()
+                    await app.put("SHIPPED", "x", sort="100")
+                    await app.delete("SHIPPED", "x")
+                    await runner.start({"SHIPPED": ShardPolicy(1)}, margin=0.5)
+                    await runner.run(until="done")
+                await app.refresh_routing()
             async with mover(own, tier, rate=300.0, seed=1) as runner:
                 await runner.start({"SHIPPED": ShardPolicy(2, tier="dedicated")}, margin=0.5)
                 own.late = True

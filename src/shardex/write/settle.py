@@ -153,9 +153,9 @@ def _carry(machine: WriteMachine, landing: Landing, tier: Tier, fresh: Routed,
     one its value's writes go to now), into ``tier``'s, where what readers find hides
     it: the write's own confirmation or claim (a tombstone with its token), or an
     older row of the value (a copy a rollback's mover made back while the write was
-    in flight; a write since would be numbered at least as high), or nothing while the
-    row it left is the item's truth (the last word in the index's own store, which
-    arbitrates: a new item whose value moved to a tier before it landed at home). Then
+    in flight; a write since would be numbered at least as high), or nothing (or an
+    older tombstone) while the row it left is the last word in the index's own store,
+    which arbitrates (an item whose value moved to a tier before it landed at home). Then
     take its row out of the store it landed in. True once carried (or found there),
     False if ``tier``'s placement is another write's, which the write does not override.
     """
@@ -164,17 +164,20 @@ def _carry(machine: WriteMachine, landing: Landing, tier: Tier, fresh: Routed,
     try:
         here = yield from machine._locate(tier)
         carry = carry_token(token)
-        if here is None:
-            if landing.tier is not None or not machine.topology.arbiter:
+        if here is not None and here.entry is not None \
+                and (token in here.chain or carry in here.chain):
+            return True  # carried already (by a mover)
+        if here is None or not (token in here.chain if here.entry is None else
+                                here.version < entry.version and value_of(here.entry) == value):
+            # nothing there hides it (nothing, or an older tombstone) but the last word at
+            # home, which arbitrates: the row it left, live and its own
+            if landing.tier is not None or not machine.topology.arbiter \
+                    or (here is not None and (here.entry is not None
+                                              or here.version >= entry.version)):
                 return False
             home = yield from machine._locate(None)
             if home is None or home.entry is None or home.token != token:
                 return False
-        elif here.entry is not None and (token in here.chain or carry in here.chain):
-            return True  # carried already (by a mover)
-        elif not (token in here.chain if here.entry is None else
-                  here.version < entry.version and value_of(here.entry) == value):
-            return False
         key = entry.shard_key if in_place(routing, value, entry.shard_key, item) \
             else machine.job.draw(routing, value)
         version = entry.version if here is None else max(here.version, entry.version)
