@@ -130,7 +130,7 @@ class Sweeping:
     _tally: Callable[[str, str, float], None]
 
     async def sweep(self, routing: Routing) -> Swept:
-        """Sweep every key only the layout being left has (``shardex.migrate.sweep``),
+        """Sweep every key only the layout being left has (``sweep_key``, above),
         ``workers`` keys at once, each with up to ``IN_FLIGHT`` writes in flight, each write
         paced as a move is: at the rate in force (the migration's controls: paused, it
         waits; throttled, it slows), on the key it leaves and the key it lands on,
