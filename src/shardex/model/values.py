@@ -13,9 +13,9 @@ names (valid Unicode: no unpaired surrogate; a name at most 64 KB, ``MAX_NAME_BY
 bytes, lists and tuples, mappings with text keys, nested at most 32 levels counted from
 the store's item (an entry's attributes start two down: 30 levels of their own), and
 sets as DynamoDB has them (SS, NS, BS): a non-empty set (or frozenset) of text alone, of
-numbers alone or of bytes alone. An
-item is at most 400 KB (``MAX_ITEM_BYTES``), names included: an entry is sized as the
-placement record that holds it (``shardex.capacity.placement_bytes``).
+numbers alone or of bytes alone. An item is at most 400 KB (``MAX_ITEM_BYTES``), names
+included: an entry is sized as the placement record that holds it
+(``shardex.capacity.placement_bytes``).
 
 A store that holds more says so with its own ``ValueRules``: Azure Table Storage adds
 its EDM types (``shardex.stores.azure.codec.AZURE_VALUES``: any double, UUID, datetime,
@@ -181,9 +181,9 @@ def check_attrs(attrs: Mapping[str, Any], where: str = "attrs", depth: int = 0,
         if type(name) is not str or not name:
             raise InvalidInput(f"{where}: attribute names must be non-empty text, got {name!r}")
         check_text(name, f"{where} name", rules.name)
-        if len(name) > MAX_NAME_BYTES // 4 and len(name.encode("utf-8")) > MAX_NAME_BYTES:
-            raise InvalidInput(f"{where}: an attribute name of {len(name.encode('utf-8')):,} "
-                               f"bytes ({name[:20]!r}...), which {rules.name} cannot store: "
+        if len(name) > MAX_NAME_BYTES // 4 and (size := len(name.encode())) > MAX_NAME_BYTES:
+            raise InvalidInput(f"{where}: an attribute name of {size:,} bytes "
+                               f"({name[:20]!r}...), which {rules.name} cannot store: "
                                f"DynamoDB's names are at most {MAX_NAME_BYTES:,} bytes (64 KB)")
         check_value(value, f"{where}[{name!r}]", depth, rules)
 
