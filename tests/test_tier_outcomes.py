@@ -660,3 +660,54 @@ def test_a_throttled_mend_of_a_write_between_its_steps_does_not_refuse_the_move(
                 return result.state, said, None if got is None else (got.value, got.sort)
 
     assert run_virtual(main()) == ("verified", True, ("SHIPPED", "600"))
+
+
+class ClaimHeldCarryThrottled(MemoryStore):
+    """A store whose first tombstone of item ``x`` once ``on`` (a put's claim) is 10 s in
+    flight, and whose first place of x carrying an entry once ``on`` (a mover's carry) is
+    throttled."""
+
+    on = held = throttled = False
+
+    async def _place(self, namespace: str, item_id: str, entry: Any, version: int,
+                     expected: Any, token: str, rec: Any) -> Throttled | None:
+        if self.on and item_id == "x" and entry is None and not self.held:
+            self.held = True
+            await self.clock.sleep(10.0)
+        if self.on and item_id == "x" and entry is not None and not self.throttled:
+            self.throttled = True
+            return Throttled("x: throttled (the test's)", key=item_id)
+        return await super()._place(namespace, item_id, entry, version, expected, token, rec)
+
+
+def test_a_put_whose_row_a_move_fenced_twice_and_carried_says_it_applied() -> None:
+    """Found by the tier-move torture run (not reproduced there): PENDING lives on a tier,
+    and a versioned put makes item x live there, its claim at home in flight. A reshard
+    moves PENDING home: the mover fences the put's row (home holds an older tombstone of
+    x), its carry home is throttled, and trying again it fences the row again and carries
+    it under the carry of its own fence's token. The put's claim failed on the carry,
+    which it did not know for its own, and deciding again it found its own version and
+    said False, its entry live and listed."""
+    own, tier = ClaimHeldCarryThrottled(seed=1), MemoryStore(seed=2)
+
+    async def main() -> tuple[bool, tuple[str, int] | None, bool]:
+        async with index(own, tier) as app:
+            await app.put("PENDING", "o-0", sort="000")
+            async with mover(own, tier, rate=300.0, seed=1) as runner:
+                await runner.start(TIERED, margin=0.5)
+                await runner.run(until="done")
+                await app.refresh_routing()
+                await app.put("PENDING", "x", sort="100", version=7)
+                await app.delete("PENDING", "x", version=8)
+                own.on = True
+                put = asyncio.create_task(app.put("PENDING", "x", sort="900", version=9))
+                await asyncio.sleep(0.5)
+                await runner.start({"PENDING": ShardPolicy(2)}, margin=0.5)
+                await runner.run(until="verified")
+                said = await put
+                got = await app.get("x")
+                await app.refresh_routing()
+                listed = [entry.item_id async for entry in app.scan("PENDING")]
+                return said, None if got is None else (got.sort, got.version), "x" in listed
+
+    assert run_virtual(main()) == (True, ("900", 9), True)

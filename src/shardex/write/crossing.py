@@ -143,7 +143,7 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                 # a move carries another write's row to the other store, under that
                 # write's carry token: that write, if its confirmation or claim is still
                 # to come, fails on the carry and knows it for its own
-                placing = carry_token(held.token)
+                placing = carry_token(_written_by(held))
                 mine.add(placing)
             claim = None
             if entry is not None and (held is None or held.entry is None):
@@ -327,8 +327,24 @@ def _applied(now_s: Placement | None, now_t: Placement | None, token: str, mine:
 
 
 def _fence_token(token: str, source: Placement) -> str:
-    """The token with which the write ``token`` fences S's placement ``source``."""
-    return derived(token, f"fence{source.version}")
+    """The token with which the write ``token`` fences S's placement ``source``, marked
+    as a fence's (``_FENCE``): a move that carries the row reads past it whose it is."""
+    return _FENCE + derived(token, f"fence{source.version}")[:36 - len(_FENCE)]
+
+
+_FENCE = "fence-"
+
+
+def _written_by(placement: Placement) -> str:
+    """The token of the write whose entry ``placement`` holds: its own, or, where fences
+    rewrote it as it was, the one before them. A move carried a row its own fence had
+    rewritten (its first carry throttled) under the carry of the fence's token, and the
+    write, whose claim then failed on the carry, took it for another's and said False
+    with its entry live."""
+    for token in reversed(placement.chain):
+        if not token.startswith(_FENCE):
+            return token or str(placement.token)
+    return str(placement.token)
 
 
 def _take_out_stale(machine: WriteMachine, s: Tier, t: Tier, source: Placement | None,
