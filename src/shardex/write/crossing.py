@@ -203,8 +203,9 @@ class _Held(Exception):
 class _Rows:
     """The rows a crossing write placed in T: for each, True if it was the item's truth
     as it landed (over S's older tombstone, or nothing in S: readers list it); and the
-    version of the placement in T that the first replaced, which a row that took no
-    effect goes back to as it is taken out (a write that failed leaves no version)."""
+    version of the placement in T that the first replaced (or, before one landed, that
+    the last try sent would replace), which a row that took no effect goes back to as
+    it is taken out (a write that failed leaves no version)."""
 
     shown: list[bool] = field(default_factory=list)
     replaced: int = 0
@@ -270,9 +271,7 @@ def _read_back(machine: WriteMachine, s: Tier, t: Tier, token: str, mine: set[st
             and _as_decided(now_s, source, token):
         try:
             yield from _fence(machine, s, now_s, token)
-            replaced = rows.replaced if rows.shown else \
-                0 if target is None or target.token == token else target.version
-            yield from machine._place(Place(t, None, max(1, replaced), now_t,
+            yield from machine._place(Place(t, None, max(1, rows.replaced), now_t,
                                             void_token(token)))
         except ShardexError as exc:
             machine.unknown(token, ambiguous, f"its row landed in {named(t)} and never took "
@@ -429,11 +428,11 @@ def _place(machine: WriteMachine, job: Job, s: Tier, t: Tier, entry: StoredEntry
     # version taken would be one the application never wrote (a move keeps the entry's,
     # a write the one it decided)
     version = max(version, 0 if source is None else source.version)
+    if not rows.shown:  # what its first row replaces (an earlier try's row: nothing)
+        rows.replaced = 0 if target is None or target.token == token else target.version
     placed = yield from _sent(machine, Place(t, _at(entry, version), version, target, token,
                                              fence, pace))
     # the item's truth at once where S holds nothing, or an older tombstone (``truth``)
-    if not rows.shown and target is not None and target.token != token:
-        rows.replaced = target.version
     rows.shown.append(source is None or (source.entry is None and version > source.version))
     if entry is not None:
         landed.append(Landing(t, _at(entry, version) or entry, placed, planned))
