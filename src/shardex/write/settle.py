@@ -167,13 +167,14 @@ def _carry(machine: WriteMachine, landing: Landing, tier: Tier, fresh: Routed,
         if here is not None and here.entry is not None \
                 and (token in here.chain or carry in here.chain):
             return True  # carried already (by a mover)
-        if here is None or not (token in here.chain if here.entry is None else
-                                here.version < entry.version and value_of(here.entry) == value):
-            # nothing there hides it (nothing, or an older tombstone) but the last word at
-            # home, which arbitrates: the row it left, live and its own
-            if landing.tier is not None or not machine.topology.arbiter \
-                    or (here is not None and (here.entry is not None
-                                              or here.version >= entry.version)):
+        hides = here is not None and (token in here.chain if here.entry is None else
+                                      here.version < entry.version
+                                      and value_of(here.entry) == value)
+        if not hides:
+            # else nothing there (or an older tombstone) while the last word at home,
+            # which arbitrates, is the row it left, live and its own
+            older = here is None or (here.entry is None and here.version < entry.version)
+            if not older or landing.tier is not None or not machine.topology.arbiter:
                 return False
             home = yield from machine._locate(None)
             if home is None or home.entry is None or home.token != token:
