@@ -232,8 +232,11 @@ class AioClient(DynamoDBClient):
             raise MissingDependency("aiobotocore", "dynamodb") from exc
         self._client = client
         self._owned = client is None
-        self._session: Any = session if session is not None else (
-            None if client is not None else AioSession(profile=profile))
+        if session is None and client is None:
+            session = AioSession(profile=profile)
+            # the service's model and the endpoints' rules, parsed once a process
+            session.register_component("data_loader", _shared_loader())
+        self._session: Any = session
         self._config = AioConfig(retries={"total_max_attempts": 1, "mode": "standard"},
                                  connect_timeout=connect_timeout, read_timeout=read_timeout,
                                  max_pool_connections=max_connections,
@@ -300,18 +303,42 @@ def user_agent() -> str:
 
 
 @functools.cache
+def _shared_loader() -> Any:
+    """One botocore data loader for the sessions shardex makes: a loader keeps every JSON
+    document it parsed (DynamoDB's model, the endpoints of every partition), which a
+    session of its own parsed again for each client, some 120 ms of CPU a client."""
+    import botocore.loaders
+
+    return botocore.loaders.create_loader()
+
+
+@functools.cache
 def _aborting_session() -> type[Any]:
     """aiobotocore's aiohttp session, on a connector that aborts the TLS connections it
     drops (``shardex.stores.connector``): a read cancelled in flight leaves no socket
-    open past the event loop."""
+    open past the event loop. Its TLS context, for one verify setting without a proxy or
+    a client certificate, is built once a process: each built its own, reading the CA
+    bundle again (some 40 ms of CPU a client)."""
     from aiobotocore.httpsession import AIOHTTPSession
 
+    contexts: dict[Any, Any] = {}
+
     class AbortingSession(AIOHTTPSession):  # type: ignore[misc]
-        # ``_create_connector`` is aiobotocore's (3.10, the version the extra pins)
+        # ``_create_connector`` and ``_build_ssl_contexts`` are aiobotocore's (3.10, the
+        # version the extra pins); a context with a proxy's or a certificate's settings
+        # is the session's own, as aiobotocore changes it in place
         async def _create_connector(self, proxy_url: Any) -> Any:
             connector = await super()._create_connector(proxy_url)
             connector.__class__ = aborting(type(connector))
             return connector
+
+        def _build_ssl_contexts(self, proxy_url: Any) -> Any:
+            if proxy_url or self._cert_file:
+                return super()._build_ssl_contexts(proxy_url)
+            context = contexts.get(self._verify)
+            if context is None:
+                context = contexts[self._verify] = self._build_verify_context()
+            return context, None
 
     return AbortingSession
 
