@@ -5,6 +5,7 @@ aiohttp transport, on a connector that aborts the TLS connections it drops
 
 from __future__ import annotations
 
+import urllib.request
 from typing import Any
 
 from shardex.stores.connector import aborting
@@ -22,13 +23,19 @@ def aio_transport(connections: int, **timeouts: float) -> Any:
     """A new ``AioHttpTransport`` owning a session on the aborting connector, made as
     azure-core makes its own session (no cookies, bodies left compressed, proxies from
     the environment), with ``connection_timeout`` and ``read_timeout`` seconds and a pool
-    of ``connections``. Call it with the event loop running."""
+    of ``connections``. Call it with the event loop running.
+
+    The environment is trusted when it names a proxy as the transport is made: trusted,
+    aiohttp looks the proxy and a netrc up again for every request, each in a worker
+    thread, which doubled a point read's CPU on Azurite (2.6 ms against 1.4 ms).
+    """
     import aiohttp
     from azure.core.pipeline.transport import AioHttpTransport
 
     session = aiohttp.ClientSession(connector=aborting(aiohttp.TCPConnector)(limit=connections),
                                     cookie_jar=aiohttp.DummyCookieJar(),
-                                    auto_decompress=False, trust_env=True)
+                                    auto_decompress=False,
+                                    trust_env=bool(urllib.request.getproxies()))
     return AioHttpTransport(session=session, session_owner=True, **timeouts)
 
 
