@@ -169,7 +169,7 @@ def request_outcome(exc: BaseException, errors: Any, operation: str) -> str:
     return "a write may or may not have applied"
 
 
-def _batch(operations: Sequence[tuple[str, Mapping[str, Any], str | None]]) -> list[Any]:
+def _sdk_operations(operations: Sequence[tuple[str, Mapping[str, Any], str | None]]) -> list[Any]:
     """``transact``'s operations as ``submit_transaction`` takes them."""
     from azure.core import MatchConditions
 
@@ -363,7 +363,7 @@ class SdkClient(TablesClient):
         if operation == "query" and self._lean is not None:  # the SDK's pages, decoded leaner
             return await self._lean(**params)
         if operation == "transact" and self._batch is not None:  # its envelope, made leaner
-            return _etags(await self._batch(_batch(**params)))
+            return _etags(await self._batch(_sdk_operations(**params)))
         method = getattr(self, f"_{operation}", None)
         if method is None:
             raise InvalidInput(f"unknown Azure Tables operation {operation!r}")
@@ -422,7 +422,7 @@ class SdkClient(TablesClient):
     async def _transact(table: Any,
                         operations: Sequence[tuple[str, Mapping[str, Any], str | None]]
                         ) -> list[str | None]:
-        return _etags(await table.submit_transaction(_batch(operations)))
+        return _etags(await table.submit_transaction(_sdk_operations(operations)))
 
     @staticmethod
     async def _query(table: Any, filter: str, parameters: Mapping[str, Any] | None = None,
