@@ -106,7 +106,8 @@ class LeanBatch:
         self._client = client
         self._sdk = sdk
         self._send = client._client.send_request  # the generated client's own way out
-        self._url = f"{client.scheme}://{client._primary_hostname}/$batch"
+        # the account's endpoint, as the SDK's batch and its operations address it
+        self._endpoint = f"{client.scheme}://{client._primary_hostname}"
 
     @classmethod
     def of(cls, client: Any) -> LeanBatch | None:
@@ -141,7 +142,7 @@ class LeanBatch:
     def _operations(self) -> Any:
         client = self._client
         return self._sdk["operations"](config=client._client._config,
-                                       endpoint=f"{client.scheme}://{client._primary_hostname}",
+                                       endpoint=self._endpoint,
                                        table_name=client.table_name,
                                        is_cosmos_endpoint=client._cosmos_endpoint)
 
@@ -161,7 +162,7 @@ class LeanBatch:
             policy.on_request(sdk["pipeline_request"](request, sdk["context"](None)))
         batch, changeset = f"batch_{uuid4()}", f"changeset_{uuid4()}"
         request = sdk["request"](
-            "POST", self._url,
+            "POST", f"{self._endpoint}/$batch",
             headers={"x-ms-version": self._client.api_version, "DataServiceVersion": "3.0",
                      "MaxDataServiceVersion": "3.0;NetFx",
                      "Content-Type": f"multipart/mixed; boundary={batch}",
