@@ -8,7 +8,7 @@ for each answer: measured on Azurite, some 40% of a placement's CPU. ``LeanBatch
 the very same requests with the SDK's own classes, serializes each as the SDK does
 (``_serialize_request``, after the ``StorageHeadersPolicy`` the SDK applies to each),
 and writes the envelope itself: the bytes the SDK sends, byte for byte, for the same
-boundaries and instant (``tests/test_azure_wire.py`` compares them). The answer's parts
+boundaries and instant (``tests/test_azure_batch.py`` compares them). The answer's parts
 are read here when every part succeeded; any other answer (a refused operation, a size
 refusal, an answer not the service's) is read by the SDK's own code, which raises what
 ``submit_transaction`` raises.
