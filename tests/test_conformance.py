@@ -240,6 +240,38 @@ def test_cursor_is_refused_when_damaged_or_reused_elsewhere(backend: Backend) ->
     backend.run(body())
 
 
+def test_a_cursor_at_a_sort_with_a_nul_lists_from_where_the_order_puts_it(
+        backend: Backend) -> None:
+    """An application's own GSI sort attribute may hold a NUL, so a cursor may carry one
+    (its position is checked, not trusted, without a secret): every store lists from
+    where ``(sort, item_id)`` order puts it, after the run of the sort before the NUL."""
+    from shardex.cursor import Cursor, CursorCodec
+
+    async def body() -> None:
+        async with backend.index(SHARDED) as index:
+            rows = [("r", "o-0"), ("s", "o-1"), ("s", "o-2"), ("s\x01", "o-3"),
+                    ("sa", "o-4"), ("t", "o-5")]
+            for sort, item in rows:
+                await index.put("PENDING", item, sort=sort)
+            with pytest.raises(shardex.InvalidKey, match="NUL"):
+                await index.put("PENDING", "o-9", sort="s\x00b")
+            at = ("s\x00b", "o-1")
+            for order, want in (("asc", [r for r in rows if r > at]),
+                                ("desc", [r for r in rows[::-1] if r < at])):
+                cursor = CursorCodec(index.name).encode(Cursor("PENDING", order, at))
+                for limit in (1, 2, 100):
+                    got: list[tuple[str, str]] = []
+                    token: str | None = cursor
+                    while token is not None:
+                        page = await index.query("PENDING", limit=limit, order=order,  # type: ignore[arg-type]
+                                                 cursor=token)
+                        got += [(e.sort, e.item_id) for e in page.items]
+                        token = page.cursor
+                    assert got == want, (order, limit)
+
+    backend.run(body())
+
+
 def test_a_listing_continues_exactly_across_writes_and_layout_changes(backend: Backend) -> None:
     async def body() -> None:
         async with backend.index(SHARDED) as index:

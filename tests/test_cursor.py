@@ -22,8 +22,9 @@ def _signed(codec: CursorCodec, payload: bytes) -> str:
 
 def test_a_cursor_round_trips_any_text() -> None:
     codec = CursorCodec("orders", SECRET)
+    # a NUL in a sort: an application's own GSI sort attribute may hold one
     for after in [("", "o-1"), ("2026-11-30T05:00:00Z", "ünïcødé ✓"), ("a" * 1024, "b" * 512),
-                  ("é" * 512, "中" * 170)]:
+                  ("é" * 512, "中" * 170), ("2026-11-30\x00late", "o-1")]:
         for value in ("PENDING", "v" * 1024):
             cursor = Cursor(value, "desc", after)
             token = codec.encode(cursor)
@@ -35,7 +36,6 @@ def test_a_cursor_round_trips_any_text() -> None:
 @pytest.mark.parametrize(("after", "words"), [
     (("s", ""), "item id must not be empty"),
     (("s", "o\x00-1"), "NUL"),
-    (("s\x00", "o-1"), "sort value with a NUL"),
     (("s", "i" * 513), "at most 512"),
     (("s" * 1025, "o-1"), "sort value of 1,025 bytes"),
 ])

@@ -108,6 +108,34 @@ def test_malformed_items_in_gsi_mode(caplog: pytest.LogCaptureFixture) -> None:
 
 
 @pytest.mark.dynamodb
+def test_a_key_attribute_no_shard_key_is_the_items_fault_not_the_argument() -> None:
+    """In GSI mode the application writes the key attribute too: one that is no shard
+    key shardex writes ('PENDING#07') makes get, move and delete of that item raise
+    MalformedItem naming it and the key (not InvalidKey, which says the caller's
+    argument is wrong), and changes nothing."""
+    store = local.gsi_store()
+    client = local.sync_client()
+    item = {"id": {"S": "o-7"}, "shard_key": {"S": "PENDING#07"},
+            "shard_sort": {"S": "2026"}}
+    client.put_item(TableName=store.table, Item=item)
+
+    async def body() -> None:
+        async with ShardedIndex(store, "orders", hedge=None) as index:
+            for call in (lambda: index.get("o-7"),
+                         lambda: index.move("o-7", old="PENDING", new="SHIPPED"),
+                         lambda: index.delete("PENDING", "o-7")):
+                with pytest.raises(MalformedItem, match="item 'o-7': its entry's shard key "
+                                   "is not one shardex writes: shard key 'PENDING#07' has "
+                                   "a suffix that is not a shard number") as caught:
+                    await call()
+                assert (caught.value.item_id, caught.value.key) == ("o-7", "PENDING#07")
+
+    asyncio.run(body())
+    assert client.get_item(TableName=store.table, Key={"id": {"S": "o-7"}},
+                           ConsistentRead=True)["Item"] == item
+
+
+@pytest.mark.dynamodb
 def test_a_damaged_entry_in_index_table_mode() -> None:
     store = local.table_store()
 

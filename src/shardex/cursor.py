@@ -207,9 +207,9 @@ class CursorCodec:
             validate_item_id(item_id)
         except InvalidKey as exc:
             raise InvalidCursor(f"cursor holds a position no entry has: {exc}") from None
-        if "\x00" in sort:  # no store's position holds one (DynamoDB's ends its sort there)
-            raise InvalidCursor("cursor holds a position no entry has: a sort value with a "
-                                "NUL character")
+        # a sort value may hold a NUL: shardex refuses one in the sort values it writes,
+        # but an application's own GSI sort attribute (sort_owner=application) may hold
+        # one, and a listing's cursor after such an entry is one shardex wrote
         if len(sort.encode("utf-8")) > MAX_CURSOR_SORT_BYTES:
             raise InvalidCursor(f"cursor holds a position no entry has: a sort value of "
                                 f"{len(sort.encode('utf-8')):,} bytes (at most "

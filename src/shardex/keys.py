@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardex.errors import InvalidKey, brief
+from shardex.errors import InvalidKey, MalformedItem, brief
 
 __all__ = [
     "MAX_ITEM_ID_BYTES",
@@ -32,6 +32,7 @@ __all__ = [
     "parse_shard_key",
     "placement_key",
     "record_key",
+    "stored_value",
     "validate_item_id",
     "validate_shard_key",
     "validate_sort",
@@ -170,6 +171,21 @@ def validate_shard_key(shard_key: Any) -> str:
     value, _ = parse_shard_key(shard_key)
     validate_value(value)
     return str(shard_key)
+
+
+def stored_value(shard_key: str, item_id: str) -> str:
+    """The logical key of the shard key a store holds for ``item_id``'s entry.
+
+    MalformedItem, naming the item and the key, when it is not a shard key shardex
+    writes: something else wrote it (in DynamoDB GSI mode, the application's own key
+    attribute), and the item is not the caller's argument at fault.
+    """
+    try:
+        return parse_shard_key(shard_key)[0]
+    except InvalidKey as exc:
+        raise MalformedItem(f"item {brief(item_id)}: its entry's shard key is not one "
+                            f"shardex writes: {exc}", item_id=item_id,
+                            key=shard_key) from None
 
 
 def is_reserved(key: str) -> bool:

@@ -25,7 +25,7 @@ from shardex.cursor import Cursor, CursorCodec
 from shardex.errors import InvalidInput, RoutingStale
 from shardex.fanout import FanOut
 from shardex.hedging import HedgePolicy
-from shardex.keys import parse_shard_key, validate_item_id, validate_value
+from shardex.keys import stored_value, validate_item_id, validate_value
 from shardex.model.entries import Position, StoredEntry
 from shardex.model.values import owned_attrs
 from shardex.retry import RetryPolicy
@@ -161,7 +161,7 @@ class IndexReads:
                                                                  self._retrying))
         if placement is None or placement.entry is None:
             return None
-        return self._entry(parse_shard_key(placement.entry.shard_key)[0], placement.entry)
+        return self._entry(stored_value(placement.entry.shard_key, item_id), placement.entry)
 
     def _reads(self) -> TierReads:
         self._reader()

@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from shardex.errors import ConditionFailed, InvalidInput, ShardexError
-from shardex.keys import parse_shard_key
+from shardex.keys import stored_value
 from shardex.model.entries import MAX_VERSION, NO_TOKEN, Placement, StoredEntry
 from shardex.routing import Routing
 from shardex.write.topology import crossing, moved
@@ -151,8 +151,9 @@ Decision = Write | Skip | Refuse
 
 
 def value_of(entry: StoredEntry) -> str:
-    """The logical key of a stored entry (its shard key's value)."""
-    return parse_shard_key(entry.shard_key)[0]
+    """The logical key of a stored entry (its shard key's value); MalformedItem for a
+    shard key shardex does not write (``shardex.keys.stored_value``)."""
+    return stored_value(entry.shard_key, entry.item_id)
 
 
 def target_key(whole: Routing, value: str, fresh_key: str, current: str | None, *,

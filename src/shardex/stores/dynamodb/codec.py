@@ -54,7 +54,18 @@ SINGLE = "#"
 
 
 def encode_position(sort: str, item_id: str) -> str:
-    """Return the string key for ``(sort, item_id)`` whose byte order is their order."""
+    """Return the string key for ``(sort, item_id)`` whose byte order is their order.
+
+    A sort value with a NUL is no entry's here (shardex refuses one in the sorts it
+    writes) but may bound a query: a cursor carries one where an application's own GSI
+    sort attribute held it, and a cursor's position is checked, not trusted. In
+    ``(sort, item_id)`` order such a position lies after every entry whose sort is the
+    part before its first NUL and before every greater sort, so it is bound there: that
+    part and ``\x01``, which every key of the first run is below and every key of the
+    others above. A query then reads from a cursor what memory:// and Azure read.
+    """
+    if SEP in sort:
+        return f"{sort.partition(SEP)[0]}\x01"
     return f"{sort}{SEP}{item_id}"
 
 
