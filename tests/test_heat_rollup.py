@@ -81,13 +81,19 @@ def test_what_counts_as_a_shard_key(tmp_path: Path, keys: list[str],
 
 
 def test_reserved_keys_are_counted_apart(tmp_path: Path) -> None:
+    """shardex's own records are left out of the ranking; an application's own key that
+    starts with '#' (a channel, '#general') is a key like any other, hot if it is."""
     rows = [{"timestamp": BASE, "key": k, "op": "write", "units": 2}
-            for k in ("PENDING#1", "#placement#o-1", "#placement#o-2", "#record#routing")]
+            for k in ("PENDING#1", "#placement#o-1", "#placement#o-2", "#record#routing",
+                      "#owner")]
+    rows += [{"timestamp": BASE + s, "key": k, "op": "write", "units": 100}
+             for s in range(10) for _ in range(30) for k in ("#general", "#placement")]
     path = write_log(tmp_path / "log.jsonl", rows)
     for result in (diagnose([path]), diagnose_stream(path.read_text().splitlines())):
-        assert [k.key for k in result.profile.top] == ["PENDING"]
-        assert result.profile.total_units == 2.0
-        assert "3 requests, 6 units over 3 partition keys" in " ".join(result.profile.notes)
+        assert [k.key for k in result.profile.top] == ["#general", "#placement", "PENDING"]
+        assert result.profile.top[0].peak_units_per_s == 3000
+        assert result.profile.total_units == 60_002.0
+        assert "4 requests, 8 units over 4 partition keys" in " ".join(result.profile.notes)
 
 
 # -- throttles as evidence -------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Self
 
 from shardex.capacity import READ_UNIT_BYTES, WRITE_UNIT_BYTES
 from shardex.errors import InvalidLog
-from shardex.keys import SEPARATOR
+from shardex.keys import OWNER_KEY, PLACEMENT_PREFIX, RECORD_PREFIX, SEPARATOR
 from shardex.routing import MAX_SHARDS
 
 __all__ = [
@@ -122,9 +122,13 @@ def number(value: float) -> str:
 
 
 def reserved_sql(key: str) -> str:
-    """SQL that is true for a key of shardex's own records (``#placement#...``): a key
-    that starts with the separator, which no logical key can (``keys.is_reserved``)."""
-    return f"substring({key}, 1, 1) = '{SEPARATOR}'"
+    """SQL that is true for a key of shardex's own records: ``#placement#...``,
+    ``#record#...`` and ``#owner``. Not any key that starts with the separator, as in a
+    store shardex writes (``keys.is_reserved``): a log may be an application's own, whose
+    keys (a channel ``#general``) are its logical keys."""
+    return " OR ".join([f"({key} = '{OWNER_KEY}'", *(
+        f"substring({key}, 1, {len(prefix)}) = '{prefix}'"
+        for prefix in (PLACEMENT_PREFIX, RECORD_PREFIX))]) + ")"
 
 
 def logical_sql(key: str) -> tuple[str, str]:
