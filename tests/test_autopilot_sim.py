@@ -124,6 +124,22 @@ def test_ramps_of_a_workload_file() -> None:
                                          bursts=((200.0, 10.0, 1000.0),)))
     ramps = ramps_of(Workload(300, {"v": load}))
     assert [(r.start, r.end) for r in ramps] == [(60, 120), (200, 210)]
+    # a run cut short inside a step or a burst (--duration) ends its ramp with it
+    assert [(r.start, r.end) for r in ramps_of(Workload(100, {"v": load}))] == [(60, 100)]
+    assert [(r.start, r.end) for r in ramps_of(Workload(205, {"v": load}))] == [
+        (60, 120), (200, 205)]
+
+
+def test_simulate_autopilot_cut_short_inside_a_ramp_reports_it(tmp_path: Path) -> None:
+    """``--duration`` ending a run while a burst runs (an IndexError's traceback before)."""
+    workload = tmp_path / "burst.toml"
+    workload.write_text('duration = 200\n[table]\nprofile = "dynamodb-on-demand"\n'
+                        'partitions = 0\nwarm_write = 40000\n[values.hot]\nwrite = 100\n'
+                        'bursts = [{at = 150, seconds = 100, write = 3000}]\n')
+    result = CliRunner().invoke(cli, ["simulate", "--autopilot", str(workload), "--json"])
+    assert result.exit_code == 0, result.output
+    ramp = json.loads(result.stdout)["runs"][0]["ramps"][0]
+    assert (ramp["start_s"], ramp["end_s"]) == (150, 200)
 
 
 def test_cli_simulate_autopilot_json() -> None:

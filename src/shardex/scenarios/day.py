@@ -163,8 +163,11 @@ def ramps_of(workload: Workload, *, rise: float = 2.0) -> tuple[Ramp, ...]:
                  and load.write.at(s) >= rise * load.write.at(s - 1) > 0]
         for i, start in enumerate(ramps):
             before = load.write.at(start - 1)
-            end = next((s for s in starts if s > start and load.write.at(s) <= before),
-                       workload.duration)
+            # a step or burst that ends after the run (one cut short by --duration) ends
+            # with it
+            end = min(workload.duration, next(
+                (s for s in starts if s > start and load.write.at(s) <= before),
+                workload.duration))
             if i + 1 < len(ramps):
                 end = min(end, ramps[i + 1])
             found.append(Ramp(f"{value} ramp at {start} s", value, start, end))
