@@ -104,7 +104,9 @@ Fault = Callable[[int], dict[str, Any]]
 FAULTS: list[tuple[str, Fault, str, str]] = [
     ("timestamp", lambda i: good(i, timestamp="yesterday"), "timestamp",
      "neither ISO 8601 nor epoch seconds"),
-    ("timestamp missing", lambda i: good(i, timestamp=None), "timestamp", "missing"),
+    ("timestamp missing", lambda i: good(i, timestamp=None), "timestamp",
+     "timestamp is missing or empty"),
+    ("op missing", lambda i: good(i, op=None), "op", "op is missing or empty"),
     ("op", lambda i: good(i, op="delete"), "op", "'delete' is not 'read' or 'write'"),
     ("units negative", lambda i: good(i, units=-1), "units", "must be a number >= 0"),
     ("units text", lambda i: good(i, units="abc"), "units", "'abc' must be a number >= 0"),
