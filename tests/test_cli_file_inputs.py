@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import shardex
-from shardex.cli import main
+from shardex.cli import cli, main
 
 _WORKLOAD = "duration = 30\n[values.A]\nwrite = 1\n"
 
@@ -342,3 +343,31 @@ def test_an_autopilot_word_that_is_no_command_is_named(
     """'autopilot recommend --help' printed run's help: any first word ran 'run'."""
     code, line = fails(capsys, "autopilot", "recommend", "--help")
     assert (code, line.split(" (see")[0]) == (2, "error: No such command 'recommend'.")
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ("", "is empty: a workload is TOML, or a diagnosis document"),
+    (" \n\n", "is empty"),
+    ("[1, 2]", "a JSON workload must be a shardex.diagnose/1 document"),
+    ('["A"]\n', "a JSON workload must be a shardex.diagnose/1 document"),
+    ("[values.A\nwrite = 1\n", "is not valid TOML"),
+], ids=["empty", "blank", "array", "array-of-text", "toml-header"])
+def test_an_empty_or_json_array_workload_is_named_so(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, field: str) -> None:
+    path = tmp_path / "w.json"
+    path.write_text(text)
+    code, line = fails(capsys, "simulate", str(path))
+    assert code == 2
+    assert line.startswith(f"error: {path}: {field}"), line
+
+
+def test_a_diagnosis_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """As diagnose reads logs with one: simulate's workload and plan --from alike."""
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf"
+                     + _diagnosis("A", shards=1, peak_units_per_s=100).encode())
+    for args in (["simulate", str(path), "--duration", "5", "--json"],
+                 ["plan", "--from", str(path), "--json"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["schema"].startswith("shardex.")

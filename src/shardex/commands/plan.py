@@ -209,7 +209,7 @@ def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tupl
 
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-        doc = json.loads(text)
+        doc = json.loads(text.removeprefix("\ufeff"))  # a byte order mark: some editors
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--from") from None
     if not isinstance(doc, dict) or doc.get("schema") != DIAGNOSE_SCHEMA:

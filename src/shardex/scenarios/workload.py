@@ -41,6 +41,7 @@ Every error names the file and the field: InvalidInput.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import tomllib
@@ -471,7 +472,15 @@ def load_workload(path: str | Path, *, rate: str = "peak") -> Workload:
         text = Path(path).read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _fail(name, f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    if text.lstrip().startswith("{"):
+    text = text.removeprefix("\ufeff")  # a byte order mark, as some editors write
+    if not text.strip():
+        raise _fail(name, "is empty: a workload is TOML, or a diagnosis document "
+                          "(shardex diagnose --json)")
+    doc: Any = None
+    if text.lstrip().startswith("["):  # a TOML table header, or a JSON array
+        with contextlib.suppress(ValueError, RecursionError):
+            doc = json.loads(text)
+    if text.lstrip().startswith("{") or doc is not None:
         try:
             doc = json.loads(text)
         except ValueError as exc:  # JSONDecodeError, or an int of over 4,300 digits
