@@ -268,6 +268,29 @@ def test_simulate_refuses_a_set_of_a_value_the_workload_does_not_have(
                            f"{path} (its values: A)"), line
 
 
+@pytest.mark.parametrize("autopilot", [[], ["--autopilot"]], ids=["static", "autopilot"])
+def test_simulate_refuses_a_layout_for_none_of_the_workloads_values(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, autopilot: list[str]) -> None:
+    """It ran every value at N=1, unsaid (a plan of another workload); a layout that
+    shards one of its values among others runs."""
+    path, layout = tmp_path / "w.toml", tmp_path / "layout.json"
+    path.write_text(_WORKLOAD)
+    routing = {"format": "shardex.routing/1", "version": 1,
+               "default": {"shards": 1, "strategy": "hash"},
+               "overrides": {"PENDING": {"shards": 4, "strategy": "hash"}}}
+    layout.write_text(json.dumps(routing))
+    code, line = fails(capsys, "simulate", str(path), *autopilot, "--layout", str(layout),
+                       "--duration", "30")
+    assert code == 2
+    assert line.startswith(f"error: Invalid value for --layout: {layout} shards 'PENDING', "
+                           f"none of which is a value of {path} (its values: A)"), line
+    routing["overrides"]["A"] = {"shards": 2, "strategy": "hash"}
+    layout.write_text(json.dumps(routing))
+    result = CliRunner().invoke(cli, ["simulate", str(path), "--layout", str(layout),
+                                      "--duration", "5", "--json"])
+    assert json.loads(result.stdout)["values"]["A"]["shards"] == 2, result.output
+
+
 @pytest.mark.parametrize(("args", "fault"), [
     (["simulate", "{w}", "--seed", "5"], "--seed is for --autopilot"),
     (["simulate", "{w}", "--rate", "sustained"],

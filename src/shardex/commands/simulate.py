@@ -122,6 +122,7 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
                 raise click.UsageError("--layout needs a WORKLOAD with the values it shards")
             routing = routing_for({}, load_layout(layout), starting)
             values = load_workload(workload, rate=rate).values
+            refuse_foreign(load_layout(layout), values, workload, layout)
             starting = {value: routing.policy(value).shards for value in values}
         simulate_autopilot(workload, policy=policy, store=store, duration=duration,
                            rate=rate, noise=noise, seed=seed, starting=starting,
@@ -146,7 +147,10 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
         load = dataclasses.replace(load, duration=duration)
     overrides = _shards(sets)
     refuse_unknown(overrides, load.values, workload)
-    routing = routing_for(load.values, load_layout(layout) if layout else None, overrides)
+    given_layout = load_layout(layout) if layout else None
+    if given_layout is not None:
+        refuse_foreign(given_layout, load.values, workload, layout)
+    routing = routing_for(load.values, given_layout, overrides)
     profile, latency = model(dict(load.table), store, load.origin)
     result = run(load, routing, profile, latency=latency)
     if plot is not None:
@@ -170,6 +174,19 @@ def refuse_unknown(sets: Mapping[str, int], values: Iterable[str], origin: str |
         raise click.BadParameter(
             f"{unknown[0]!r} is no value of {origin} (its values: {', '.join(names)})",
             param_hint="--set")
+
+
+def refuse_foreign(layout: Any, values: Iterable[str], origin: str | Path,
+                   path: str | Path | None) -> None:
+    """Refuse a --layout whose overrides name none of the load's values: a layout for
+    another workload would run the load at N=1 throughout, unsaid."""
+    names = list(values)
+    named = list(layout.overrides)
+    if named and not set(named) & set(names):
+        raise click.BadParameter(
+            f"{path} shards {', '.join(map(repr, named[:5]))}"
+            f"{', ...' if len(named) > 5 else ''}, none of which is a value of {origin} "
+            f"(its values: {', '.join(names)})", param_hint="--layout")
 
 
 def report(console: Console, doc: dict[str, Any], *, per_shard: bool = False) -> None:
