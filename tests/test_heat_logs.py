@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,28 @@ def test_parquet_native_timestamp_and_boolean_columns(tmp_path: Path) -> None:
     found = totals(tmp_path / "log.parquet")
     assert found["keys"]["A"].throttles == 1
     assert found["profile"].first_second == BASE
+
+
+@pytest.mark.parametrize(("key", "kind"), [([[1, 2]], "INTEGER[]"),
+                                           ([{"a": 1}], "STRUCT(a INTEGER)"),
+                                           ([{"x": 1}], "MAP(VARCHAR, INTEGER)")],
+                         ids=["list", "struct", "map"])
+def test_a_parquet_key_column_of_lists_or_structures_is_refused(
+        tmp_path: Path, key: list[Any], kind: str) -> None:
+    """As a JSON Lines row's array or object key is: a key is text (or a number); the
+    whole column was read as text ('[1, 2]') before."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    column = pa.array(key, type=pa.map_(pa.string(), pa.int32())) if kind.startswith("MAP") \
+        else pa.array(key, type=pa.list_(pa.int32()) if kind.endswith("]")
+                      else pa.struct([("a", pa.int32())]))
+    path = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"timestamp": [BASE], "key": column, "op": ["write"],
+                             "units": [1]}), path)
+    words = f"column 'key': has type {kind}: a key is text"
+    with pytest.raises(InvalidLog, match=re.escape(words)):
+        read_logs([path]).close()
 
 
 # -- malformed rows ------------------------------------------------------------------------

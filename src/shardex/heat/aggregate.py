@@ -151,6 +151,12 @@ def _number(kind: str) -> bool:
     return kind in _NUMERIC or kind.startswith("DECIMAL")
 
 
+def _nested(kind: str) -> bool:
+    """A list, array, map, struct or union type (DuckDB's names, or Spark's uppercased)."""
+    head = kind.split("(")[0].split("<")[0].strip()
+    return kind.endswith("]") or head in ("STRUCT", "MAP", "UNION", "ARRAY", "LIST")
+
+
 def _time(kind: str) -> bool:
     return kind.startswith("TIMESTAMP") or kind == "DATE"
 
@@ -166,6 +172,10 @@ def validated(select: str, types: Mapping[str, str], *, eventual: bool, path: st
     """
     t, d = types, dialect
     for column, kind in t.items():
+        if column == "key" and _nested(kind):
+            # as a JSON Lines row's object or array key is malformed
+            raise InvalidLog(f"has type {kind}: a key is text (or a number), not a list, "
+                             "map or structure", path=path, column=column)
         if not (_text(kind) or _number(kind) or (column == "timestamp" and _time(kind))
                 or (column == "throttled" and kind == "BOOLEAN") or column == "key"):
             raise InvalidLog(f"has type {kind}, which this column cannot hold",
