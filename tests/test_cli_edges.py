@@ -523,3 +523,16 @@ def test_ctrl_c_on_a_status_read_once_says_it_changed_nothing(
                                 "nothing")
     code, err = failing(capsys, "reshard", "status", *_NOWHERE, "--watch")
     assert (code, err) == (130, "stopped watching: the reshard goes on as it was")
+
+
+def test_control_characters_of_a_key_are_shown_not_sent_to_the_terminal(
+        tmp_path: Path) -> None:
+    """A log's key with an escape sequence cleared the screen and coloured what followed;
+    the table and the classification line show it escaped (rich markup in it too)."""
+    log = tmp_path / "log.csv"
+    log.write_text("timestamp,key,op,units\n1796014800,\x1b[2J\x1b[31mEVIL[b],write,1\n")
+    result = CliRunner().invoke(cli, ["diagnose", str(log)])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output
+    assert "top_key=\\x1b[2J\\x1b[31mEVIL[b]" in result.output, result.output
+    assert "│ \\x1b[2J\\x1b[31mEVIL[b] │" in result.output

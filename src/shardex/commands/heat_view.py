@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
-from rich.markup import escape
 from rich.text import Text
 
 from shardex.commands import output
+from shardex.commands.output import escape
 from shardex.documents import rounded
 from shardex.wording import counted
 

@@ -5,19 +5,32 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import click
 from rich.console import Console, RenderableType
+from rich.markup import escape as _markup_escape
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["Column", "OUTPUTS", "add_output_option", "console", "table", "tables"]
+__all__ = ["Column", "OUTPUTS", "add_output_option", "console", "escape", "table", "tables"]
 
 _PIPED_WIDTH = 160
 _KEY_SHARE = 3  # a key column takes at most a third of the width, then folds
+
+
+# C0 controls, DEL and C1 controls: a terminal acts on them (ESC clears the screen)
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def escape(text: str) -> str:
+    """``text`` from the data (a key, a value, a file's name) to print in rich markup: its
+    markup escaped, and each control character shown as its escape (``\\x1b``), not sent
+    to the terminal."""
+    return _markup_escape(_CONTROLS.sub(lambda m: repr(m.group())[1:-1], text))
 
 
 def console(*, stderr: bool = False) -> Console:

@@ -11,9 +11,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import click
-from rich.markup import escape
 
 from shardex.commands import output
+from shardex.commands.output import escape
 from shardex.commands.params import (
     COUNT,
     HEADROOM,

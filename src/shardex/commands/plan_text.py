@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rich.markup import escape
-
+from shardex.commands.output import escape
 from shardex.wording import counted
 
 __all__ = ["budget_unit", "pool_lines", "print_verdict", "print_verified", "read_lines",

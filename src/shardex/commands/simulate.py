@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from shardex.commands import output
+from shardex.commands.output import escape
 from shardex.commands.params import COUNT, PLOT, ValuePair, distinct, given
 from shardex.errors import InvalidInput
 from shardex.plotting import plot_target

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from shardex.commands import output
+from shardex.commands.output import escape
 
 __all__ = ["autopilot_demo", "report", "simulate_autopilot"]
 
