@@ -323,6 +323,6 @@ def test_a_number_past_dynamodb_s_range_is_not_called_cosmos_db_s(account: None)
     store."""
     store = CosmosStore("d", "c")
     with pytest.raises(shardex.InvalidInput, match="does not fit the numbers shardex holds "
-                                                   "on Cosmos DB, DynamoDB's on every store"):
+                                                   "on Cosmos DB, DynamoDB's"):
         asyncio.run(store.place("ix", "o-1", StoredEntry("K", "", "o-1", {"a": 1e308}),
                                 version=1, expected=None))

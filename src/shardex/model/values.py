@@ -84,10 +84,11 @@ def number_text(value: int | float | decimal.Decimal, where: str,
     # trailing zeros are not significant: DynamoDB holds 10**38 (1E+38)
     significant = len(bytes(number.as_tuple().digits).rstrip(b"\0"))
     if significant > 38 or (significant and not -130 <= number.adjusted() <= 125):
-        # DynamoDB's range, held on every store (a value tried on one holds on another)
+        # DynamoDB's range, held on every store but for the types a store holds besides
+        # (an Azure double): a value tried on memory:// holds on DynamoDB
         raise InvalidInput(f"{where}: {brief(value)} does not fit the numbers shardex holds "
-                           f"on {store}, DynamoDB's on every store (38 significant digits, "
-                           "exponent -130 to 125)")
+                           f"on {store}, DynamoDB's (38 significant digits, exponent -130 "
+                           "to 125)")
     return str(number)
 
 
