@@ -192,7 +192,9 @@ def refuse_foreign(layout: Any, values: Iterable[str], origin: str | Path,
 def report(console: Console, doc: dict[str, Any], *, per_shard: bool = False) -> None:
     """Print a ``shardex.simulate/1`` document as text."""
     profile = doc["profile"]
-    settings = ", ".join(f"{k} {v:,g}" if isinstance(v, float) else f"{k} {v}"
+    # (a file's 40000 is an int, a profile's 4000.0 a float: both read 40,000 and 4,000)
+    settings = ", ".join(f"{k} {v:,.15g}" if isinstance(v, int | float)
+                         and not isinstance(v, bool) else f"{k} {v}"
                          for k, v in profile.items()
                          if k in ("warm_write", "provisioned_write", "partitions", "layout"))
     console.print(f"[bold]simulate[/]: {escape(doc['source'])}, {doc['duration_s']:,} virtual s "
