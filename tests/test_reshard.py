@@ -321,6 +321,34 @@ def test_steps_out_of_order_are_refused_and_change_nothing() -> None:
     run_virtual(main())
 
 
+def test_a_max_age_no_report_can_meet_stops_the_run_once() -> None:
+    """A report stale before readers may move (--max-age 0: the check takes time) had the
+    run check parity again and again, a routing version a pass, without end; it stops
+    once, naming --max-age, and a larger one goes on."""
+    max_age = 0.0
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        model: Model = {}
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=LEASE) as app:
+            await populate(app, model, {"PENDING": 30})
+            async with resharder(store, max_age=max_age) as rs:
+                await rs.start({"PENDING": P(4)}, margin=MARGIN)
+                with pytest.raises(ReshardRefused, match=r"older than --max-age "
+                                   rf"{max_age:g} s; run again with a larger --max-age"):
+                    await rs.run(until="read-new")
+                routing = await rs.routing()
+                assert routing.state == "verified"
+                assert routing.version < 8  # a pass or two, not hundreds
+                # the default run stops at verified, whatever the report's age
+                assert (await rs.run()).state == "verified"
+            async with resharder(store, max_age=60.0) as rs:
+                await rs.run(until="done")
+            assert await listing(app, "PENDING") == expected(model, "PENDING")
+
+    run_virtual(main())
+
+
 def test_complete_keeps_the_old_layout_restorable_for_the_retention_window() -> None:
     async def main() -> None:
         store = MemoryStore(seed=1)

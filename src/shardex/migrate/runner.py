@@ -208,6 +208,18 @@ class Resharder(ReshardBase):
                     continue  # another runner's check: its report is in the routing now
                 parity = result.parity = checked
                 dirty = 0 if parity.clean else dirty + 1
+                usable = max(self._clock.wall(), states.ready_at(routing, self.lease))
+                cuts_over = states.ORDER.index(goal) > states.ORDER.index("verified")
+                if parity.clean and done and cuts_over and \
+                        usable - parity.checked_at > self.max_age:
+                    # stale before readers may move: checking again would store a new
+                    # routing version a pass, without end
+                    raise ReshardRefused(
+                        f"index {self.name!r}: the parity report is "
+                        f"{usable - parity.checked_at:.1f} s old by the time readers may "
+                        f"move to the target layout alone (the check, then the routing's "
+                        f"lease and the margin), older than --max-age {self.max_age:g} s; "
+                        "run again with a larger --max-age")
                 if dirty and dirty < _DIRTY_PASSES:
                     # what the mover's next pass does not visit
                     await self.layouts.mend(routing, parity.examples)
