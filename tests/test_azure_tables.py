@@ -107,9 +107,15 @@ def test_a_mistyped_index_is_refused_not_read_as_a_stable_one(
     asyncio.run(open_orders())
     assert "no reshard under way" in shardex("reshard", "status", "--store", uri,
                                              "--index", "orders")
-    for args in (["status"], ["start", "--set", "PENDING=2", "--dry-run"],
-                 ["start", "--set", "PENDING=2"]):
-        line = failing(capsys, "reshard", *args, "--store", uri, "--index", "ordres", code=2)
+    # (run said 'no reshard is under way', exit 0; the steps and controls, exit 1)
+    for args in (["reshard", "status"], ["reshard", "start", "--set", "PENDING=2", "--dry-run"],
+                 ["reshard", "start", "--set", "PENDING=2"], ["reshard", "run"],
+                 ["reshard", "run", "--until", "done"], ["reshard", "verify"],
+                 ["reshard", "cutover"], ["reshard", "complete"], ["reshard", "rollback"],
+                 ["reshard", "pause"], ["reshard", "resume"],
+                 ["reshard", "throttle", "--rate", "5"], ["adopt", "pause"],
+                 ["adopt", "throttle", "--rate", "5"]):
+        line = failing(capsys, *args, "--store", uri, "--index", "ordres", code=2)
         assert "Invalid value for '--index': no index 'ordres' in " in line, line
         assert "it has no routing record" in line
     assert "no migrations recorded for orders in" in shardex("migrations", "list", "--store", uri)

@@ -139,9 +139,11 @@ def test_memory_is_refused_where_state_must_outlive_the_process(
     assert ("'--store': memory:// lasts one process, and 'reshard start' records state the "
             "next command reads: give a store that persists (dynamodb://, azure-tables://, "
             "cosmos://), or --dry-run") in line
+    # the controls named 'reshard paused', 'adopt set' (the words of their report)
     for command in (["routing", "set", "--override", "P=2"], ["reshard", "run"],
                     ["reshard", "verify"], ["reshard", "cutover"], ["reshard", "complete"],
-                    ["reshard", "rollback"]):
+                    ["reshard", "rollback"], ["reshard", "pause"], ["reshard", "resume"],
+                    ["adopt", "throttle", "--rate", "5"]):
         code, line = refused(capsys, *command, *STORE)
         assert (code, f"'{' '.join(command[:2])}' records state" in line) == (2, True), line
     # a dry run records nothing, and reading is harmless: both take memory://

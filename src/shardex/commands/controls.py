@@ -23,7 +23,7 @@ import click
 
 from shardex.commands import output
 from shardex.commands.connection import Connection, index_options, lasting, open_with, run_noting
-from shardex.commands.migrations import noun
+from shardex.commands.migrations import noun, require_index
 from shardex.commands.params import RATE
 from shardex.errors import InvalidInput, ReshardRefused
 
@@ -65,17 +65,20 @@ async def _migration(store: Any, name: str, kind: Kind) -> tuple[str, str | None
     return routing.adoption.id, None if stage == "dual-write" else stage
 
 
-def _control(kind: Kind, verb: str, uri: str, name: str, connection: Connection,
+def _control(kind: Kind, typed: str, verb: str, uri: str, name: str, connection: Connection,
              change: Callable[[Any], Any], as_json: bool) -> None:
+    """``shardex KIND TYPED`` (pause, resume, throttle): ``change`` the control record of
+    index ``name``'s migration, and say it was ``verb``."""
     from shardex.clock import LoopClock
     from shardex.migrate.control import change_control, control_document, describe
 
-    lasting(uri, f"{kind} {verb.split()[0]}")
+    lasting(uri, f"{kind} {typed}")
     store = open_with(uri, connection)
 
     async def write() -> tuple[str, str | None, Any]:
         clock = LoopClock()
         async with store:
+            await require_index(store, uri, name)
             migration, still = await _migration(store, name, kind)
             control = await change_control(store, name, migration, change, clock=clock)
         return migration, still, control
@@ -127,7 +130,7 @@ def register(group: click.Group, kind: Kind) -> None:
         @json_option
         def command(uri: str, name: str, as_json: bool, connection: Connection) -> None:
             done = "paused" if paused else "resumed"
-            _control(kind, done, uri, name, connection, operator(
+            _control(kind, verb, done, uri, name, connection, operator(
                 verb, paused=paused, reason=f"{done} by an operator",
                 paused_by=who(f"shardex {kind} pause") if paused else None), as_json)
 
@@ -144,7 +147,8 @@ def register(group: click.Group, kind: Kind) -> None:
     def throttle(uri: str, name: str, rate: float, as_json: bool,
                  connection: Connection) -> None:
         """Change the rate of the running movers (all processes together)."""
-        _control(kind, f"set to {rate:g} write units a second", uri, name, connection,
+        _control(kind, "throttle", f"set to {rate:g} write units a second", uri, name,
+                 connection,
                  operator("throttle", rate=rate, reason=f"rate set to {rate:g}"), as_json)
 
 

@@ -12,7 +12,7 @@ import contextlib
 import functools
 import json
 import shlex
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -103,6 +103,16 @@ def _resharder(store: str | Store, name: str, connection: Connection, **options:
 
     return Resharder(open_with(store, connection) if isinstance(store, str) else store, name,
                      tiers=given_tiers() or None, **options)
+
+
+@contextlib.asynccontextmanager
+async def _existing(store: str | Store, uri: str, name: str, connection: Connection,
+                    **options: Any) -> AsyncIterator[Any]:
+    """``_resharder`` of an index that has a routing record (``require_index``): run and
+    the steps on a mistyped name said 'no reshard is under way' (run exited 0)."""
+    async with _resharder(store, name, connection, **options) as runner:
+        await require_index(runner.store, uri, name)
+        yield runner
 
 
 def _policy_text(policy: ShardPolicy) -> str:
@@ -300,9 +310,9 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
         worker = default_worker()
 
         async def drive() -> Any:
-            async with _resharder(store, name, connection, rate=rate, workers=workers,
-                                  unit_lease=unit_lease, max_age=max_age, progress=report,
-                                  recorder=recorder, sharing=sharing, worker=worker) as runner:
+            async with _existing(store, uri, name, connection, rate=rate, workers=workers,
+                                 unit_lease=unit_lease, max_age=max_age, progress=report,
+                                 recorder=recorder, sharing=sharing, worker=worker) as runner:
                 runner.say_every = every
                 # announced once the reshard was found and opened: a run refused at once
                 # fails in one line
@@ -403,7 +413,7 @@ def verify(uri: str, name: str, as_json: bool, connection: Connection) -> None:
     lasting(uri, "reshard verify")
 
     async def check() -> Any:
-        async with _resharder(uri, name, connection) as runner:
+        async with _existing(uri, uri, name, connection) as runner:
             parity = await runner.verify()
             return parity, await runner.routing()
 
@@ -435,7 +445,7 @@ def cutover(uri: str, name: str, max_age: float, connection: Connection) -> None
 
     with Reporter(out) as report:
         async def switch() -> Routing:
-            async with _resharder(uri, name, connection, progress=report) as runner:
+            async with _existing(uri, uri, name, connection, progress=report) as runner:
                 new: Routing = await runner.cutover(max_age=max_age)
                 return new
 
@@ -456,7 +466,7 @@ def complete(uri: str, name: str, retain: float | None, connection: Connection) 
     out = output.console()
     with Reporter(out) as report:
         async def finish() -> Any:
-            async with _resharder(uri, name, connection, progress=report) as runner:
+            async with _existing(uri, uri, name, connection, progress=report) as runner:
                 return await runner.complete(retain=retain)
 
         result = _run(finish)
@@ -498,9 +508,9 @@ def rollback(uri: str, name: str, rate: float, workers: int, unit_lease: float,
     worker = default_worker()
     with Reporter(out, every=every) as report:
         async def back() -> Any:
-            async with _resharder(uri, name, connection, rate=rate, workers=workers,
-                                  unit_lease=unit_lease, progress=report, sharing=sharing,
-                                  worker=worker) as runner:
+            async with _existing(uri, uri, name, connection, rate=rate, workers=workers,
+                                 unit_lease=unit_lease, progress=report, sharing=sharing,
+                                 worker=worker) as runner:
                 runner.say_every = every
                 return await runner.rollback()
 
