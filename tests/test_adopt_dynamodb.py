@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -142,6 +143,14 @@ def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
        "status", "--set", "PENDING=16", "--set", "SHIPPED=4", "--margin", "0.2", "--lease", "1")
     assert gsis(table)["status-shard-index"] == ["status_shard", "created_at"]
     assert "next step possible from 20" in ok(capsys, "adopt", "status", *where)
+    # reshard status said 'no reshard under way (routing version 3, stable)' and no step
+    said = ok(capsys, "reshard", "status", *where)
+    assert re.search(r"no reshard under way; adoption \w+ is \(dual-write, routing version "
+                     r"\d+\): a reshard may start once it ends", said), said
+    assert f"next: shardex adopt status --store {shlex.quote(uri)}" in said, said
+    doc = json.loads(ok(capsys, "reshard", "status", *where, "--json"))
+    assert (doc["reshard_id"], doc["adoption"]["stage"]) == (None, "dual-write")
+    assert doc["next_steps"][0].startswith("shardex adopt status ")
     asyncio.run(listing(uri, truth))
     err = cli(capsys, "adopt", "cutover", *where, code=1)
     assert "backfill has not finished" in err

@@ -333,6 +333,12 @@ def run(uri: str, name: str, rate: float, workers: int, unit_lease: float, until
 def _status_lines(doc: dict[str, Any]) -> list[str]:
     from shardex.migrate.states import MOVING
 
+    if doc["reshard_id"] is None and doc.get("adoption"):
+        adoption = doc["adoption"]
+        return [f"index {doc['index']!r} in {doc['store']}: no reshard under way; adoption "
+                f"{adoption['id']} is ({adoption['stage']}, routing version "
+                f"{doc['routing_version']}): a reshard may start once it ends",
+                f"next: {doc['next_steps'][0]}"]
     if doc["reshard_id"] is None:
         return [f"index {doc['index']!r} in {doc['store']}: no reshard under way (routing "
                 f"version {doc['routing_version']}, {doc['state']})"]

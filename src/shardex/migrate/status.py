@@ -187,8 +187,13 @@ def status_document(routing: Routing, units: Sequence[Unit], *, index: str, stor
                            "total": None, "moved": 0, "remaining": None,
                            "parity": None, "units": {"total": 0, "done": 0, "leased": 0},
                            "runners": [], "ready_at": None, "retire_after": None,
-                           "sweep": None, "next_steps": []}
+                           "sweep": None, "adoption": None, "next_steps": []}
     if meta is None or routing.previous is None:
+        adoption = routing.adoption
+        if adoption is not None and adoption.active:
+            # no reshard, but not a stable index either: one begins once the adoption ends
+            doc["adoption"] = {"id": adoption.id, "stage": adoption.stage}
+            doc["next_steps"] = _commands("adopt", store, index, [("status", "")])
         out: dict[str, Any] = rounded(doc)
         return out
     current = [u for u in units if u.generation == meta.generation]
