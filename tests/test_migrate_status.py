@@ -537,6 +537,38 @@ def test_a_runner_waiting_between_steps_is_a_runner_and_its_rate_is_in_force() -
     run_virtual(main())
 
 
+def test_a_runner_waiting_out_the_retention_is_watched_not_completed_beside() -> None:
+    """In read-new, a runner waiting out the retention window (then the lease and the
+    margin) to complete: status listed it waiting but suggested 'complete' first, which
+    races it. Watching it comes first; rollback stays a choice."""
+    from shardex.migrate.budget import Sharing
+    from shardex.sim.clock import run_virtual
+    from shardex.stores.memory import MemoryStore
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        await _put_pending(store, 40)
+        async with Resharder(store, "orders", worker="a", seed=1, unit_lease=2.0,
+                             max_age=900.0, sharing=Sharing(poll=0.5)) as runner, \
+                Resharder(store, "orders", worker="observer", unit_lease=2.0) as observer:
+            await runner.start({"PENDING": ShardPolicy(4)}, margin=0.5)
+            await runner.run(until="read-new")
+            routing = await runner.routing()
+            assert routing.reshard is not None
+            await runner.complete(retain=60.0)
+            running = asyncio.ensure_future(runner.run(until="done"))
+            await asyncio.sleep(20.0)
+            doc = await _full(observer, routing.reshard.id)
+            (only,) = doc["runners"]
+            assert "the retention window to pass" in only["waiting"], only
+            assert doc["next_steps"][0].endswith(" --watch"), doc["next_steps"]
+            assert not any(" complete " in step for step in doc["next_steps"][:1])
+            assert any(" rollback " in step for step in doc["next_steps"])
+            assert (await running).state == "done"
+
+    run_virtual(main())
+
+
 @pytest.mark.parametrize("step", ["check", "plan"])
 def test_a_runner_holding_no_unit_is_a_runner(step: str,
                                               monkeypatch: pytest.MonkeyPatch) -> None:

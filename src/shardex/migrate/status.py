@@ -73,8 +73,12 @@ def _watching(steps: list[tuple[str, str]], running: bool) -> list[tuple[str, st
     """``steps`` with ``run`` replaced by watching the runner that holds the work now."""
     if not running:
         return steps
-    return [("status", " --watch") if name == "run" else (name, extra)
-            for name, extra in steps]
+    # the runner takes the next step itself (a cutover, a complete once the window has
+    # passed): watching it comes first, whatever the step
+    watched = [("status", " --watch") if name == "run" else (name, extra)
+               for name, extra in steps]
+    return watched if ("status", " --watch") in watched else [("status", " --watch"),
+                                                               *watched]
 
 
 def resume_first(doc: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -100,8 +104,8 @@ def _watched(doc: dict[str, Any], kind: str) -> list[str]:
     run = f"shardex {kind} run "
     watch = _commands(kind, doc["store"], doc["index"], [("status", " --watch")],
                       doc.get("tiers"))[0]
-    return list(dict.fromkeys(watch if step.startswith(run) else step
-                              for step in doc["next_steps"]))
+    return list(dict.fromkeys([watch, *(watch if step.startswith(run) else step
+                                        for step in doc["next_steps"])]))
 
 
 def with_controls(doc: dict[str, Any], controls: dict[str, Any] | None, kind: str, *,
