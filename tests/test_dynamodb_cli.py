@@ -78,6 +78,13 @@ def test_routing_show_and_set(make: type, capsys: pytest.CaptureFixture[str]) ->
     uri = store.uri
     out = shardex("routing", "show", "--store", uri, "--index", "orders")
     assert "has no routing record" in out
+    # a --remove of a value with no override created the record anyway (the one set)
+    error = failing(capsys, "routing", "set", "--store", uri, "--index", "orders",
+                    "--remove", "PENDING")
+    assert "Invalid value for '--remove': 'PENDING' has no override to remove (index " \
+        "'orders' shards it by the default); nothing was written" in error, error
+    assert "has no routing record" in shardex("routing", "show", "--store", uri,
+                                              "--index", "orders")
     out = shardex("routing", "set", "--store", uri, "--index", "orders",
                   "--override", "PENDING=8", "--override", "SHIPPED=4:random")
     assert "routing version 1 -> 2" in out

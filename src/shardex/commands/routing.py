@@ -230,7 +230,13 @@ def set_routing(uri: str, name: str, overrides: tuple[tuple[str, ShardPolicy], .
                                             and path else (current.default,
                                                            dict(current.overrides)))
             for value in removals:
-                base_overrides.pop(value, None)
+                if base_overrides.pop(value, None) is None:
+                    # it created the record anyway (the one routing set there is), or
+                    # left a mistyped value as it was, unsaid
+                    raise click.BadParameter(
+                        f"{value!r} has no override to remove (index {name!r}"
+                        f"{'' if given is None else ' with --file'} shards it by the "
+                        "default); nothing was written", param_hint="'--remove'")
             base_overrides.update(chosen)
             new = Routing(default=default or base_default, overrides=base_overrides,
                           version=current.version + 1)
