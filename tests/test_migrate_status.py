@@ -117,6 +117,24 @@ async def test_watch_shows_the_document_until_no_migration_is_under_way() -> Non
     assert once == ["dual-write"] * 3
 
 
+def test_a_watched_status_in_json_is_one_document_a_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """'status --watch --json' printed indented documents back to back, which neither a
+    JSON parser nor a line reader takes; once, it stays one indented document."""
+    import json
+
+    from shardex.commands.migrations import status_printer
+
+    docs = [{"schema": "shardex.reshard.status/1", "state": s} for s in ("write-new", "stable")]
+    show = status_printer(True, lambda doc: [], watched=True)
+    for doc in docs:
+        show(doc)
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line) for line in lines] == docs
+    status_printer(True, lambda doc: [])(docs[0])
+    assert json.loads(capsys.readouterr().out) == docs[0]
+
+
 def test_ctrl_c_says_the_state_that_it_is_safe_and_what_to_run_next() -> None:
     doc = {"index": "orders", "reshard_id": "r1", "state": "write-new",
            "next_steps": ["shardex reshard run --store s --index orders"]}

@@ -402,7 +402,7 @@ async def _status(uri: str, name: str, max_age: float,
 def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool,
            every: float) -> None:
     """Show the adoption: state, backfill progress, runners, last parity, next steps."""
-    show = status_printer(as_json, _status_lines)
+    show = status_printer(as_json, _status_lines, watched=watch)
     watched(lambda: _run(lambda: watching(functools.partial(_status, uri, name, max_age), show,
                                           every=every, rounds=None if watch else 1)),
             "adoption", watch)

@@ -82,12 +82,13 @@ def _ended(doc: dict[str, Any]) -> bool:
     return doc.get("state") in ("none", "complete", "rolled-back")
 
 
-def status_printer(as_json: bool, lines: Callable[[dict[str, Any]], list[str]]
-                   ) -> Callable[[dict[str, Any]], None]:
-    """Prints a status document: as JSON (one after another when watched), or as ``lines``."""
+def status_printer(as_json: bool, lines: Callable[[dict[str, Any]], list[str]], *,
+                   watched: bool = False) -> Callable[[dict[str, Any]], None]:
+    """Prints a status document: as JSON (``watched``: one document a line, JSON Lines, as
+    ``diagnose -`` prints its live view), or as ``lines``."""
     def show(doc: dict[str, Any]) -> None:
         if as_json:
-            click.echo(json.dumps(doc, indent=2))
+            click.echo(json.dumps(doc) if watched else json.dumps(doc, indent=2))
             return
         out = output.console()
         for line in lines(doc):

@@ -405,7 +405,7 @@ def status(uri: str, name: str, as_json: bool, max_age: float, watch: bool, ever
            connection: Connection) -> None:
     """Show the reshard of index NAME: state, progress, runners, parity, next steps."""
     lasting(uri, None)
-    show = status_printer(as_json, _status_lines)
+    show = status_printer(as_json, _status_lines, watched=watch)
     read = functools.partial(_status, uri, name, connection, max_age)
     watched(lambda: _run(lambda: watching(read, show, every=every,
                                           rounds=None if watch else 1)), "reshard", watch)
