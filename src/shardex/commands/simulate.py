@@ -120,9 +120,10 @@ def simulate(workload: Path | None, sets: tuple[tuple[str, int], ...], layout: P
         if layout is not None:
             if workload is None:
                 raise click.UsageError("--layout needs a WORKLOAD with the values it shards")
-            routing = routing_for({}, load_layout(layout), starting)
+            read = load_layout(layout)
+            routing = routing_for({}, read, starting)
             values = load_workload(workload, rate=rate).values
-            refuse_foreign(load_layout(layout), values, workload, layout)
+            refuse_foreign(read, values, workload, layout)
             starting = {value: routing.policy(value).shards for value in values}
         simulate_autopilot(workload, policy=policy, store=store, duration=duration,
                            rate=rate, noise=noise, seed=seed, starting=starting,
