@@ -170,8 +170,31 @@ def test_many_keys_keep_the_label_set_bounded_and_the_sums_whole() -> None:
                            "shardex_shard_key_requests_total", "shard_key")
     assert len(shard_keys) <= 8 + 1 + 3  # and the store's own keys, by kind
     everything = sum(v.requests for k, v in stats.by_key.items() if not k.startswith("#"))
-    assert sum(v for (k,), v in shard_keys.items() if not k.startswith("#")) == everything
+    assert sum(v for (k,), v in shard_keys.items()
+               if not k.startswith("#") or k == OTHER) == everything
     assert sum(keys.values()) == everything
+
+
+def test_a_key_named_other_has_its_own_series() -> None:
+    """The keys without a label of their own summed under 'other', which is a logical
+    key too: its 20 requests were added to two other keys' 5. The bucket is '#other',
+    which no logical key can be."""
+    store = shardex.open_store("memory://?partitions=0")
+    recorder = MetricsRecorder(top=2).attach(store)
+    run_index(store, {"other": 20, "PENDING": 5, "SHIPPED": 3, "DELIVERED": 2}, reads=0)
+    with serve_prometheus(recorder) as server:
+        families = scraped(server.url)
+    keys = by_labels(families["shardex_key_requests"], "shardex_key_requests_total",
+                     "value")
+    by_value: dict[str, float] = {}
+    for key, counted in store.stats().by_key.items():
+        if not key.startswith("#"):
+            value = key.partition("#")[0]
+            by_value[value] = by_value.get(value, 0) + counted.requests
+    assert OTHER == "#other"
+    assert keys[("other",)] == by_value["other"] > 0
+    assert sum(n for (k,), n in keys.items() if k != "other") == \
+        sum(n for v, n in by_value.items() if v != "other")
 
 
 def test_prometheus_endpoint_figures_match_store_stats() -> None:

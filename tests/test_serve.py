@@ -269,15 +269,14 @@ def test_internal_rows_stand_apart_from_shard_keys() -> None:
     internal = {(row["key"], row["level"]): row for row in doc["internal"]}
     assert "placements" in internal["#placement", "shard_key"]["what"]
     # top=2: the other statuses sum there, at each level, which the page tells apart
-    assert internal["other", "value"]["what"].startswith("logical keys without a label")
-    assert internal["other", "shard_key"]["what"].startswith("shard keys without a label")
-    # the shard keys under 'other' are not counted: a key's count is a floor (PENDING at
+    assert internal["#other", "value"]["what"].startswith("logical keys without a label")
+    assert internal["#other", "shard_key"]["what"].startswith("shard keys without a label")
+    # the shard keys under '#other' are not counted: a key's count is a floor (PENDING at
     # N=8 read 3, a key 0)
     assert {(r["shards"] >= 1, r["shards_all_seen"]) for r in doc["values"]} == {(True, False)}
-    assert not any(r["key"].startswith("#") or r["key"] == "other"
-                   for r in doc["values"] + doc["shard_keys"])
+    assert not any(r["key"].startswith("#") for r in doc["values"] + doc["shard_keys"])
     assert not any(k.startswith("#") for k in doc["timeline"]["shard_keys"])
-    assert "other" not in doc["timeline"]["values"]  # the charts draw keys alone
+    assert "#other" not in doc["timeline"]["values"]  # the charts draw keys alone
 
 
 def test_the_meter_feed_shows_the_stores_own_records_and_other_apart() -> None:
@@ -306,9 +305,8 @@ def test_the_meter_feed_shows_the_stores_own_records_and_other_apart() -> None:
     placement = internal[("shard_key", "#placement")]
     assert 0 < placement["units_per_s"] <= placement["peak_units_per_s"]
     assert "placements" in internal[("shard_key", "#placement")]["what"]
-    assert internal[("value", "other")]["units"] == pytest.approx(snap.other.units)
-    assert not any(r["key"].startswith("#") or r["key"] == "other"
-                   for r in doc["values"] + doc["shard_keys"])
+    assert internal[("value", "#other")]["units"] == pytest.approx(snap.other.units)
+    assert not any(r["key"].startswith("#") for r in doc["values"] + doc["shard_keys"])
 
 
 @pytest.mark.parametrize(("text", "joined"), [

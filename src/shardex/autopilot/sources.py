@@ -80,7 +80,7 @@ class HeatSource(Protocol):
 
 def is_value(key: str) -> bool:
     """Whether ``key`` is a logical key the autopilot may reshard."""
-    if key == "other" or is_reserved(key):
+    if is_reserved(key):  # the bounded labels' #other among them
         return False
     try:
         validate_value(key)

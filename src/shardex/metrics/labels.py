@@ -1,21 +1,21 @@
-"""Bounded labels: only the heaviest keys get a metric label of their own; the rest are ``other``.
+"""Bounded labels: only the heaviest keys get a metric label of their own; the rest are ``#other``.
 
 A metrics system keeps one time series per label set, so a label per key of a store with
 millions of keys would explode. ``TopKeys`` names at most ``k`` keys. Every key's weight
 goes into a Space-Saving summary (``shardex.counters.SpaceSaving``, ``counters`` of
 them); a key is named when it is first seen while fewer than ``k`` are named, and
-otherwise counts under ``other``. ``rebalance`` (run when metrics are read, not on each
+otherwise counts under ``#other``. ``rebalance`` (run when metrics are read, not on each
 request) gives a name to a key that is surely heavier than the lightest named one by
 a margin: its guaranteed count (count less error) exceeds that key's upper bound times
 ``1 + MARGIN``. That key loses its name, and the caller folds its counts into
-``other``, so the sum over a metric's series stays the whole. The margin is the
+``#other``, so the sum over a metric's series stays the whole. The margin is the
 hysteresis: two keys of about the same weight never trade names back and forth.
 
 The weights decay with a half-life (``half_life``, 30 s; applied as the metrics are
 read, ``SpaceSaving.scale``), so heavier means heavier lately: ranked by the weight
 since the process started, a key hot late in a long process waited minutes for a name
 (21 keys named at 780 units a second for 100 s, a new one at 3,000 a second still
-counted under ``other`` 30 s on), and a burst shorter than that never got one. A key
+counted under ``#other`` 30 s on), and a burst shorter than that never got one. A key
 four times as heavy as the lightest named one takes its name within 0.6 half-lives.
 """
 
@@ -30,7 +30,9 @@ from shardex.errors import InvalidInput
 
 __all__ = ["HALF_LIFE", "MARGIN", "OTHER", "TopKeys"]
 
-OTHER = "other"
+# a label no logical key can take (keys hold no '#'), as the heat meter's: a key named
+# 'other' was summed with the keys without a label of their own
+OTHER = "#other"
 MARGIN = 0.25
 HALF_LIFE = 30.0  # seconds
 
@@ -91,7 +93,7 @@ class TopKeys:
         """Name the keys surely heavier than the lightest named ones.
 
         Returns ``(named, unnamed)`` pairs: the caller starts ``named``'s series and
-        folds ``unnamed``'s into ``other``.
+        folds ``unnamed``'s into ``#other``.
         """
         now = self._now()
         if now > self._last:  # the weights age first
