@@ -10,6 +10,7 @@ and fails in CI. The fleet (a real Prometheus) is tests/test_fleet_heat.py's.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import signal
@@ -250,6 +251,27 @@ def test_a_failed_feed_keeps_the_routing_lines() -> None:
     assert status == 503
     assert doc["error"] == "cannot scrape nowhere"
     assert doc["routing"] == {"index": "orders", "stored": False, "migration": None}
+
+
+def test_json_shows_the_heat_and_why_the_routing_is_missing_as_the_page_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--json with a store that does not answer failed ('error: open on table ...', exit
+    1) where the page showed the heat and routing_error."""
+    monkeypatch.setattr(serve_command, "_pause", lambda stop, seconds: None)
+    _, _, recorder = metered_run(3.0)
+    nowhere = "azure-tables://orders?endpoint=http://127.0.0.1:1/devstoreaccount1"
+    with serve_prometheus(recorder) as metrics:
+        result = CliRunner().invoke(cli, ["serve", "--prometheus", metrics.url, "--store",
+                                          nowhere, "--index", "orders", "--json"],
+                                    env={"AZURE_STORAGE_CONNECTION_STRING": "",
+                                         "AZURE_STORAGE_ACCOUNT": "devstoreaccount1",
+                                         "AZURE_STORAGE_KEY": base64.b64encode(
+                                             b"k" * 64).decode()})
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["values"]
+    assert "routing" not in doc or doc["routing"] is None
+    assert "127.0.0.1:1" in doc["routing_error"], doc["routing_error"]
 
 
 def test_internal_rows_stand_apart_from_shard_keys() -> None:

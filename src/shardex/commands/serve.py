@@ -71,6 +71,7 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
     """
     from shardex.capacity import resolve_ceiling
     from shardex.web import HeatServer, PrometheusFeed, RoutingWatch, open_feed
+    from shardex.web.server import with_routing
 
     if (url is None) == (not demo):
         raise click.UsageError("give one source: --prometheus URL or --demo")
@@ -115,9 +116,8 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
                 stop.wait(_DEMO_SETTLE)
             elif isinstance(feed, PrometheusFeed):  # a rate is two scrapes --every apart
                 _pause(stop, every)
-            doc = feed.read()
-            if watch is not None:
-                doc["routing"] = watch.read()
+            # as the page: the heat, and routing_error when the store cannot be read
+            doc = with_routing(feed.read(), watch)
             click.echo(json.dumps(doc, indent=2))
             return
         try:

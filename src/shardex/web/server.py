@@ -33,9 +33,20 @@ from shardex.errors import InvalidInput, ShardexError
 from shardex.web.feeds import Feed
 from shardex.web.routing import RoutingWatch
 
-__all__ = ["HeatServer", "host_allowed"]
+__all__ = ["HeatServer", "host_allowed", "with_routing"]
 
 _HOSTS = frozenset({"127.0.0.1", "localhost"})
+
+
+def with_routing(doc: dict[str, Any], routing: Any) -> dict[str, Any]:
+    """``doc`` (a feed's document) with the routing record ``routing`` reads, or, when the
+    store cannot be read, ``routing_error`` saying why: the heat still shows."""
+    if routing is not None:
+        try:
+            doc["routing"] = routing.read()
+        except ShardexError as exc:
+            doc["routing_error"] = str(exc)
+    return doc
 
 
 class HeatServer:
@@ -65,13 +76,6 @@ class HeatServer:
                                         name="shardex-serve", daemon=True)
         self._thread.start()
 
-    def document(self) -> dict[str, Any]:
-        """The document ``/api/heat`` answers now; raises the feed's or the store's error."""
-        doc = self.feed.read()
-        if self.routing is not None:
-            doc["routing"] = self.routing.read()
-        return doc
-
     def answer(self) -> tuple[int, dict[str, Any]]:
         """``/api/heat``'s status and body: 200 and the document, or 503 and the error,
         with the routing record when only the feed failed. Requests within half a
@@ -92,12 +96,7 @@ class HeatServer:
                 with contextlib.suppress(ShardexError):
                     failed["routing"] = self.routing.read()
             return 503, failed
-        if self.routing is not None:
-            try:
-                doc["routing"] = self.routing.read()
-            except ShardexError as exc:
-                doc["routing_error"] = str(exc)
-        return 200, doc
+        return 200, with_routing(doc, self.routing)
 
     def close(self) -> None:
         self._server.shutdown()
