@@ -57,6 +57,10 @@ def test_the_uri_names_a_table_and_an_endpoint_never_credentials(account: None) 
     # taken before: an endpoint refused only at the first request
     ("azure-tables://orders?endpoint=notaurl",
      "endpoint 'notaurl' is not an http:// or https:// URL"),
+    # the driver refused it with its own ValueError at the first request
+    ("azure-tables://orders?endpoint=https://user:pw@127.0.0.1:1/x",
+     r"endpoint https://\.\.\.@127\.0\.0\.1\.\.\. holds credentials: credentials never go"),
+    ("azure-tables://orders?endpoint=", "endpoint '' is not an http:// or https:// URL"),
 ])
 def test_bad_uris_are_refused_naming_the_fault(account: None, uri: str, words: str) -> None:
     with pytest.raises(shardex.InvalidURI, match=words):
@@ -396,3 +400,15 @@ def test_the_transport_trusts_the_environment_when_it_names_a_proxy(
             await transport.close()
 
     assert asyncio.run(made()) is trusted
+
+
+@pytest.mark.parametrize("endpoint", ["", "  "])
+def test_an_empty_endpoint_is_refused_not_taken_from_the_environment(
+        account: None, endpoint: str) -> None:
+    """``--endpoint "$EP"`` with EP unset created the table (or container) in the account
+    the environment names."""
+    from shardex.stores.azure.client import connection_settings
+
+    with pytest.raises(shardex.InvalidInput, match="endpoint is empty: give its URL, or "
+                       "leave it out to take the one the environment names"):
+        connection_settings(endpoint)

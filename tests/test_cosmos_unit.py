@@ -64,6 +64,10 @@ def test_the_uri_names_a_database_a_container_and_an_endpoint_never_credentials(
     # taken before: an endpoint refused only at the first request
     ("cosmos://orders/entries?endpoint=notaurl",
      "endpoint 'notaurl' is not an http:// or https:// URL"),
+    # the driver refused it with its own ValueError at the first request
+    ("cosmos://orders/entries?endpoint=https://user:pw@127.0.0.1:1/x",
+     r"endpoint https://\.\.\.@127\.0\.0\.1\.\.\. holds credentials: credentials never go"),
+    ("cosmos://orders/entries?endpoint=", "endpoint '' is not an http:// or https:// URL"),
 ])
 def test_bad_uris_are_refused_naming_the_fault(account: None, uri: str, words: str) -> None:
     with pytest.raises(shardex.InvalidURI, match=words):
@@ -326,3 +330,15 @@ def test_a_number_past_dynamodb_s_range_is_not_called_cosmos_db_s(account: None)
                                                    "on Cosmos DB, DynamoDB's"):
         asyncio.run(store.place("ix", "o-1", StoredEntry("K", "", "o-1", {"a": 1e308}),
                                 version=1, expected=None))
+
+
+@pytest.mark.parametrize("endpoint", ["", "  "])
+def test_an_empty_endpoint_is_refused_not_taken_from_the_environment(
+        account: None, endpoint: str) -> None:
+    """``--endpoint "$EP"`` with EP unset created the table (or container) in the account
+    the environment names."""
+    from shardex.stores.cosmos.client import connection_settings
+
+    with pytest.raises(shardex.InvalidInput, match="endpoint is empty: give its URL, or "
+                       "leave it out to take the one the environment names"):
+        connection_settings(endpoint)

@@ -90,6 +90,11 @@ def split_url(url: str, what: str, *, port: bool = True, web: bool = False) -> S
         raise InvalidURI(f"{what} {url!r} cannot be parsed: {exc}") from None
     if web and (parts.scheme.lower() not in ("http", "https") or not parts.hostname):
         raise InvalidURI(f"{what} {url!r} is not an http:// or https:// URL with a host")
+    if web and (parts.username is not None or parts.password is not None):
+        # the drivers refused them with their own ValueError at the first request
+        raise InvalidURI(f"{what} {parts.scheme}://...@{parts.hostname}... holds "
+                         "credentials: credentials never go in a URL; give the service's "
+                         "key or connection string by its environment variable")
     return parts
 
 

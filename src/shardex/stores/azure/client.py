@@ -212,6 +212,10 @@ def connection_settings(endpoint: str | None, credential: Any = None,
     connection string names; without either, an account name gives
     ``https://ACCOUNT.table.core.windows.net``.
     """
+    if endpoint is not None and not endpoint.strip():
+        # an unset shell variable (--endpoint "$EP"): the environment's account was used
+        raise InvalidInput("Azure endpoint is empty: give its URL, or leave it out to take the "
+                           "one the environment names")
     url, credential = _settings(endpoint, credential, connection_string)
     split_url(url, "Azure endpoint", web=True)
     return url, credential
