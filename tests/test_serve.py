@@ -142,6 +142,7 @@ def test_serve_json_and_its_usage_errors(capsys: pytest.CaptureFixture[str],
             (["serve", "--demo", "--store", "memory://", "--index", "orders"],
              "--store is for --prometheus"),
             (["serve", "--demo", "--index", "orders"], "--index is for --prometheus"),
+            (["serve", "--demo", "--history", "30m"], "--history is for --prometheus"),
             (["serve", "--demo", "--region", "eu-west-1"], "--region is for --prometheus"),
             (["serve", "--demo", "--endpoint-url", "http://127.0.0.1:1"],
              "--endpoint-url is for --prometheus"),
@@ -230,7 +231,7 @@ def test_the_page_answers_only_its_own_host_and_only_reads() -> None:
                 status, body = request(server, "GET", path, host)
                 assert status == 421, (host, path)
                 assert b"PENDING" not in body
-        for method in ("POST", "PUT", "DELETE", "PATCH"):
+        for method in ("POST", "PUT", "DELETE", "PATCH", "TRACE", "CONNECT", "PROPFIND", "FOO"):
             assert request(server, method, "/api/heat", own)[0] == 405, method
         assert request(server, "HEAD", "/", own) == (200, b"")
     assert not host_allowed("[::1]:80")

@@ -79,6 +79,8 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
         # the demo's index lives on memory:// in this process: nothing here names a store
         given = [option for option, value in (
             ("--store", uri), ("--index", name), ("--match", match or None),
+            ("--history", history if click.get_current_context().get_parameter_source(
+                "history") != click.core.ParameterSource.DEFAULT else None),
             ("--region", connection.region), ("--profile", connection.profile),
             ("--endpoint-url", connection.endpoint_url)) if value is not None]
         configured = {"--" + setting.replace("_", "-") for setting in connection.configured}

@@ -153,6 +153,13 @@ def _handler(app: HeatServer) -> type[BaseHTTPRequestHandler]:
 
         do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse
 
+        def __getattr__(self, name: str) -> Any:
+            # any other method (TRACE, CONNECT, PROPFIND, ...) is refused alike: the base
+            # handler answered 501 with its own HTML page
+            if name.startswith("do_"):
+                return self._refuse
+            raise AttributeError(name)
+
         def _send(self, status: int, kind: str, body: bytes, *, head: bool) -> None:
             self.send_response(status)
             self.send_header("Content-Type", kind)
