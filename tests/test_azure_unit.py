@@ -252,6 +252,16 @@ def test_repair_refuses_a_shard_key_shardex_never_writes(account: None, key: str
         asyncio.run(repair())
 
 
+def test_repair_refuses_an_index_name_no_key_can_hold(account: None) -> None:
+    """A 600-character name: the query found nothing and 'checked 0' was reported, where
+    every other command refuses the name."""
+    async def repair() -> None:
+        await AzureTablesStore("orders", endpoint="http://127.0.0.1:1/a").repair("i" * 600)
+
+    with pytest.raises(shardex.InvalidKey, match="does not fit an Azure Table key"):
+        asyncio.run(repair())
+
+
 @pytest.mark.parametrize("timeouts", [{"read_timeout": 0.3}, {"connect_timeout": 0.3,
                                                               "read_timeout": 0.3}])
 def test_a_server_that_never_answers_fails_within_the_read_timeout(

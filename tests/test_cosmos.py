@@ -98,6 +98,20 @@ def test_bad_input_gets_one_line_errors(endpoint: str,
     # refused before any request: it was after the put's placement read
     assert asyncio.run(put_too_long()) == 0
 
+    # a container partitioned by another path: the step it named (create-container of
+    # the same name) could only say that one exists
+    from shardex.stores.cosmos import admin
+
+    other = cosmos_server.unique_container()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(admin, "PARTITION_KEY_PATH", "/id")
+        asyncio.run(admin.create_container("shardex", other, endpoint=endpoint))
+    line = failing(capsys, "cosmos", "repair", "shardex", other, "--index", "ix",
+                   "--endpoint", endpoint, code=2)
+    assert f"container shardex/{other} is partitioned by ['/id']; shardex needs ['/pk']: " \
+        "create a container of another name with shardex cosmos create-container shardex " \
+        "NAME" in line, line
+
 
 def test_clients_creating_containers_at_once_in_a_new_database_all_succeed() -> None:
     """The SDK creates a missing database by a read and then a create: a client whose

@@ -297,6 +297,8 @@ class AzureTablesStore(Store):
         whose row is removed fails its commit with ConditionFailed and is planned again.
         Returns what it did.
         """
+        # an index name no key can hold found nothing, and said so as a clean report
+        self.check_namespace(namespace)
         for key in shard_keys or ():
             # a key shardex never writes ('PEN#DING#3') found nothing, and said so as 0
             validate_shard_key(key)

@@ -212,9 +212,11 @@ class CosmosStore(Store):
         paths = (properties or {}).get("partitionKey", {}).get("paths")
         if paths != [_PARTITION_PATH]:
             await self._client.close()
+            # (a partition key is fixed when a container is made: naming this one again
+            # would say it exists)
             raise InvalidInput(f"{self._where()} is partitioned by {paths}; shardex needs "
-                               f"['{_PARTITION_PATH}']: create one with shardex cosmos "
-                               f"create-container {self.database} {self.container}")
+                               f"['{_PARTITION_PATH}']: create a container of another name "
+                               f"with shardex cosmos create-container {self.database} NAME")
 
     async def _disconnect(self) -> None:
         await self._client.close()
