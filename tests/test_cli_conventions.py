@@ -127,7 +127,7 @@ def test_a_bad_value_names_where_it_came_from(
     code, line = failing(capsys, "routing", "show", "--store", "memory://")
     assert code == 2
     assert f"Invalid value for '--index' (from index in [default] of config file {path}): " \
-           "index name: logical key 'a#b' contains the separator" in line
+           "index name 'a#b' contains the separator" in line
     code, line = failing(capsys, "routing", "show", "--store", "memory://", "--index", "i",
                          "--config-profile", "prod")
     assert f"'--output' (from output in [prod] of config file {path}): 'yaml'" in line
@@ -135,7 +135,7 @@ def test_a_bad_value_names_where_it_came_from(
     code, line = failing(capsys, "routing", "show", "--store", "memory://")
     assert "Invalid value for '--index' (from SHARDEX_INDEX): index name" in line
     code, line = failing(capsys, "routing", "show", "--store", "memory://", "--index", "e#f")
-    assert "Invalid value for '--index': index name: logical key 'e#f'" in line
+    assert "Invalid value for '--index': index name 'e#f'" in line
 
 
 def test_a_bad_config_is_refused_naming_the_file(

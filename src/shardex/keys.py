@@ -76,18 +76,19 @@ def _text(kind: str, given: Any, max_bytes: int, *, allow_empty: bool = False) -
     return text
 
 
-def validate_value(value: Any) -> str:
+def validate_value(value: Any, kind: str = "logical key") -> str:
     """Return ``value`` as a plain str if it can be a logical key; raise InvalidKey
     naming the fault.
 
     A logical key is non-empty text of at most MAX_VALUE_BYTES UTF-8 bytes, without
-    NUL and without the separator ``#``. A str subclass (an enum's member of ``str``, a
+    NUL and without the separator ``#``; so is an index name (``kind`` names which in
+    the message). A str subclass (an enum's member of ``str``, a
     ``StrEnum``) is its text: ``Status.PENDING`` is ``"PENDING"``.
     """
-    text = _text("logical key", value, MAX_VALUE_BYTES)
+    text = _text(kind, value, MAX_VALUE_BYTES)
     if SEPARATOR in text:
         raise InvalidKey(
-            f"logical key {text!r} contains the separator {SEPARATOR!r}, "
+            f"{kind} {text!r} contains the separator {SEPARATOR!r}, "
             "which shard keys reserve"
         )
     return text

@@ -194,10 +194,7 @@ class _Name(click.ParamType):  # type: ignore[type-arg]
 
 
 def _index_name(text: str) -> None:
-    try:
-        validate_value(text)
-    except InvalidInput as exc:
-        raise InvalidInput(f"index name: {exc}") from None
+    validate_value(text, "index name")
 
 
 def _store_uri(text: str) -> None:

@@ -19,7 +19,7 @@ from shardex.commands.connection import (
     store_ceiling,
     tier_option,
 )
-from shardex.commands.params import DAY, Duration, number
+from shardex.commands.params import DAY, INDEX_NAME, Duration, number
 
 __all__ = ["serve"]
 
@@ -37,7 +37,7 @@ __all__ = ["serve"]
 @click.option("--store", "uri", metavar="URI",
               help="Also show the routing record and the migration of --index kept in this "
                    "store (they stay on the page when a reshard runner exits).")
-@click.option("--index", "name",
+@click.option("--index", "name", type=INDEX_NAME,
               help="The index to show: its series only, and its routing record with --store.")
 @tier_option("With --store: the store of a tier the routing names (a policy's @NAME), "
              "which the page's next steps name.")
