@@ -10,6 +10,7 @@ and fails in CI. The fleet (a real Prometheus) is tests/test_fleet_heat.py's.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.client
 import json
@@ -546,3 +547,35 @@ def test_a_fleet_s_rate_window_stays_within_its_history(targets: bool, window: f
         api.targets = list  # type: ignore[method-assign]
     feed._api = api  # type: ignore[assignment]
     assert feed.read()["feed"]["rate_window_s"] == window
+
+
+def test_one_window_draws_points_and_control_characters_show(browser: Any) -> None:
+    """Just after a start the timeline has one point, and a line of one point drew an
+    empty chart ('0 s ... 0 s'); keys 'a<newline>b' and 'tab<tab>here' read as 'a b' and
+    'tab here'. Before the first reading, the page names its source."""
+    from selenium.webdriver.common.by import By
+
+    store = shardex.open_store("memory://?seed=4")
+    meter = HeatMeter(store, windows=60)
+
+    async def main() -> None:
+        async with shardex.ShardedIndex(store, "orders", meter=meter) as index:
+            for i in range(30):  # within the first one-second window, which closes
+                for key in ("a\nb", "tab\there"):
+                    await index.put(key, f"o-{i}")
+                await asyncio.sleep(0.03)
+            await asyncio.sleep(0.3)
+
+    shardex.run_virtual(main())
+    with HeatServer(MeterFeed(meter, index="orders")) as server:
+        assert "waiting for the first reading of this process's own index meter" in \
+            server.page
+        loaded(browser, server.url)
+        keys = browser.execute_script("""return [...document.querySelectorAll(
+            "#values tbody td.key")].map((td) => td.textContent);""")
+        assert sorted(keys) == ["a\\nb", "tab\\there"], keys
+        points = browser.find_elements(By.CSS_SELECTOR, "#values-chart circle")
+        assert len(points) == 2  # one window: a point each
+        assert not browser.find_elements(By.CSS_SELECTOR, "#values-chart polyline")
+        ARTIFACTS.mkdir(exist_ok=True)
+        assert browser.save_screenshot(str(ARTIFACTS / "serve-one-window.png"))

@@ -21,6 +21,7 @@ points at 127.0.0.1 could otherwise read the hot keys and the routing record.
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import threading
 import time
@@ -62,7 +63,10 @@ class HeatServer:
         if not 0.2 <= every <= 3600:
             raise InvalidInput(f"the page refreshes every 0.2 to 3600 s, got {every!r}")
         page = files("shardex.web").joinpath("page.html").read_text(encoding="utf-8")
-        self.page = page.replace("__EVERY_MS__", str(int(every * 1000)))
+        self.page = page.replace("__EVERY_MS__", str(int(every * 1000))).replace(
+            "__SOURCE__", html.escape("this process's own index meter"
+                                      if feed.source in ("", "meter") else feed.source,
+                                      quote=False))
         self.feed = feed
         self.routing = routing
         self._share = every / 2
