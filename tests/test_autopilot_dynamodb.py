@@ -254,6 +254,13 @@ def test_pause_of_a_mistyped_index_writes_nothing_and_a_lapsed_leader_is_no_lead
     # log read it as an autopilot with no leader, exit 0
     err = shardex_error(capsys, "autopilot", "log", "--store", uri, "--index", "typo", code=2)
     assert err.startswith("error: Invalid value for '--index': no index 'typo' in "), err
+    # run took the leader lease of 'typo' (its dry run wrote a log record), exit 0, and
+    # the table was 'typo''s
+    for dry in ([], ["--dry-run"]):
+        err = shardex_error(capsys, "autopilot", "run", "--store", uri, "--index", "typo",
+                            "--source", "meter", "--duration", "2", *dry, code=2)
+        assert err.startswith("error: Invalid value for '--index': no index 'typo' in "), err
+        assert "nothing was written" in err
     name = f"orders_{uuid.uuid4().hex[:8]}"
     seeded(uri, name, 1)  # the table is free: the right index opens on it
 

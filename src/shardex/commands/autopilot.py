@@ -224,6 +224,9 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
                               dry_run=dry_run, lease=lease, margin=margin, max_age=max_age,
                               gauges=gauges, report=report)
             async with pilot:
+                # a mistyped name took the leader lease (or, dry, wrote a log record) of an
+                # index that is not there, and claimed a fresh table for it
+                await require_index(store, uri, name, "; nothing was written")
                 # the heat source's first answer: one out of reach fails the run here, in
                 # one line, before anything is announced
                 await pilot.backfill()
