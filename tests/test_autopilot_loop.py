@@ -722,3 +722,27 @@ async def test_a_key_held_for_another_reason_is_logged_again() -> None:
                                                {"shards": 4}), "recorded")
         log = [e.reason for e in await autopilot.records.log() if e.kind == "decision"]
     assert log == [reasons[0], reasons[2], reasons[4]], log
+
+
+def test_the_log_of_a_key_holds_its_migrations_actions() -> None:
+    """'autopilot log --key PENDING' left out the start, verify and end of PENDING's
+    migration and the veto of an operator's migration of it: actions carry no key of
+    their own (a migration may move several), only their details name them."""
+    from shardex.autopilot.records import entries_of
+
+    def entry(action: str, key: str | None = None, reshard: str | None = None,
+              details: dict[str, Any] | None = None, kind: str = "action") -> LogEntry:
+        return LogEntry(0.0, kind, action, "ok", action, "w", key, reshard=reshard,
+                        details=details or {})
+
+    log = [entry("grow", "PENDING", kind="decision"), entry("none", "SHIPPED", kind="decision"),
+           entry("start", reshard="ap-1", details={"PENDING": {}, "CANCELLED": {}}),
+           entry("verify", reshard="ap-1"), entry("cutover", reshard="ap-1"),
+           entry("end", reshard="ap-1", details={"shards": {"PENDING": 8, "CANCELLED": 2}}),
+           entry("veto", reshard="op-1", details={"keys": ["SHIPPED"]}),
+           entry("heat", details={"source": "meter"})]
+    assert [e.action for e in entries_of(log, "PENDING")] == [
+        "grow", "start", "verify", "cutover", "end"]
+    assert [e.action for e in entries_of(log, "SHIPPED")] == ["none", "veto"]
+    assert [e.action for e in entries_of(log, "CANCELLED")] == [
+        "start", "verify", "cutover", "end"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,7 +35,7 @@ from shardex.errors import ConditionFailed, MalformedItem
 from shardex.stores.base import Store
 
 __all__ = ["AutopilotRecords", "Control", "KeyState", "Lease", "LogEntry", "PREFIX", "State",
-           "plain"]
+           "entries_of", "plain"]
 
 PREFIX = "autopilot/"
 _LEADER, _CONTROL, _STATE, _LOG = (PREFIX + "leader", PREFIX + "control", PREFIX + "state",
@@ -239,6 +239,16 @@ class LogEntry:
     reshard: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
 
+    def names(self, key: str) -> bool:
+        """Whether this entry is about logical key ``key``: its own (a decision's), or
+        one a migration's action names in its details (a start's values, an end's
+        shards, a veto's keys)."""
+        if self.key == key:
+            return True
+        details = self.details
+        return key in details or key in (details.get("shards") or {}) \
+            or key in (details.get("keys") or ())
+
     def to_body(self) -> dict[str, Any]:
         return {"t": self.t, "kind": self.kind, "action": self.action,
                 "outcome": self.outcome, "reason": self.reason, "worker": self.worker,
@@ -360,3 +370,11 @@ def plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     return value
+
+
+def entries_of(entries: Sequence[LogEntry], key: str) -> list[LogEntry]:
+    """The entries about logical key ``key`` (``LogEntry.names``), and every action of a
+    migration one of them names (a verify, a cutover of a migration that moves it)."""
+    migrations = {e.reshard for e in entries if e.reshard is not None and e.names(key)}
+    return [e for e in entries if e.names(key) or (e.kind == "action"
+                                                   and e.reshard in migrations)]

@@ -277,7 +277,8 @@ def _records(uri: str, name: str, connection: Connection) -> Any:
 @click.option("--limit", type=count(1, 100_000), default=50, show_default=True,
               help="The newest entries shown.")
 @click.option("--key", "key", default=None, type=LOGICAL_KEY,
-              help="Only the entries of this logical key.")
+              help="Only the entries of this logical key and the actions of the "
+                   "migrations that move it.")
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.autopilot.log/1.")
 def log(uri: str, name: str, limit: int, key: str | None, as_json: bool,
         connection: Connection) -> None:
@@ -293,9 +294,12 @@ def log(uri: str, name: str, limit: int, key: str | None, as_json: bool,
             state, _ = await records.state()
             return lease, await records.control(), state, await records.log()
 
+    from shardex.autopilot.records import entries_of
+
     lease, control, state, entries = asyncio.run(read())
     where = uri  # as given, as every command names it
-    entries = [e for e in entries if key is None or e.key == key][-limit:]
+    # a key's entries and its migrations' actions (a start names its keys in details)
+    entries = (entries if key is None else entries_of(entries, key))[-limit:]
     held = lease.owner is not None and lease.expires > time.time()  # else it lapsed
     if as_json:
         from shardex.documents import rounded
