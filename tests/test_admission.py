@@ -60,7 +60,15 @@ def test_a_request_larger_than_the_burst_is_never_admitted() -> None:
 
 def test_burst_defaults_to_one_second_of_rate() -> None:
     assert Budget(rate=250).burst_units == 250
-    assert Budget(rate=250, burst=0).burst_units == 0
+    assert Budget(rate=250, burst=0.5).burst_units == 0.5
+
+
+def test_a_burst_of_zero_is_refused() -> None:
+    """Taken before: a budget of 1,000 units a second that admitted no request at all
+    (every one asks for more than 0 units: 'never fits')."""
+    with pytest.raises(InvalidPolicy, match=r"Budget.burst must be a finite number > 0, "
+                                            r"got 0"):
+        Budget(rate=1000, burst=0)
 
 
 def test_a_low_priority_leaves_its_reserve_to_higher_ones() -> None:
@@ -375,7 +383,7 @@ def _assert_within_bound(admitted: list[tuple[float, float]], rate: float, burst
 budgets = st.builds(
     Budget,
     rate=st.floats(0.5, 2000),
-    burst=st.floats(0, 500) | st.none(),
+    burst=st.floats(0, 500, exclude_min=True) | st.none(),
     reserve=st.sampled_from([{}, {"low": 0.5}, {"low": 0.4, "normal": 0.1}]),
 )
 requests = st.lists(st.tuples(st.floats(0, 0.5),                          # gap before it

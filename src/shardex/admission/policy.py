@@ -102,7 +102,7 @@ class Budget:
     """One logical key's admission budget.
 
     - ``rate``: units (or requests, see ``counts``) a second, > 0.
-    - ``burst``: units admitted at once on top of the rate, >= 0 (None: one second of
+    - ``burst``: units admitted at once on top of the rate, > 0 (None: one second of
       ``rate``). A request larger than what its priority may use is never admitted.
     - ``mode``: on excess, ``wait`` until admitted, up to ``max_wait`` seconds in all
       (then refuse), or ``reject`` at once.
@@ -129,7 +129,8 @@ class Budget:
     def __post_init__(self) -> None:
         check_number("Budget.rate", self.rate, minimum=0.0, open_low=True)
         if self.burst is not None:
-            check_number("Budget.burst", self.burst, minimum=0.0)
+            # a bucket of 0 units admits no request (each asks for more than 0)
+            check_number("Budget.burst", self.burst, minimum=0.0, open_low=True)
         check_choice("Budget.mode", self.mode, MODES)
         check_number("Budget.max_wait", self.max_wait, minimum=0.0)
         check_choice("Budget.counts", self.counts, _COUNTS)
