@@ -313,6 +313,12 @@ def test_heat_window_refuses_bad_samples() -> None:
     # a month at most for a window, a wait or a tick; the planner's headroom bound
     ({"t_down": 1e308}, r"t_down is in seconds, at most 2,592,000 \(30 days\), got 1e\+308"),
     ({"veto": 31 * 86_400.0}, "veto is in seconds"),
+    # it read 'got 2.592e+06', as the bound itself reads
+    ({"min_interval": 2_592_001.0}, r"min_interval is in seconds, at most 2,592,000 "
+                                    r"\(30 days\), got 2,592,001$"),
+    # each named alone with its value (the three were named together, none given)
+    ({"admit_at": 2.0}, r"^autopilot admit_at must be in \(0, 1\], got 2$"),
+    ({"isolate_share": 0.0}, r"^autopilot isolate_share must be in \(0, 1\], got 0$"),
     ({"headroom": 1e308}, "headroom .* 1 to 100, got 1e"),
 ])
 def test_bad_policies_are_refused(settings: dict, match: str) -> None:

@@ -97,16 +97,17 @@ class AutopilotPolicy:
                 raise InvalidPolicy(f"autopilot {name} must be > 0 seconds")
         for name in _SECONDS:
             if getattr(self, name) > MAX_SECONDS:
+                # (:g wrote 2592001 as 2.592e+06, as the bound itself reads)
                 raise InvalidPolicy(f"autopilot {name} is in seconds, at most "
                                     f"{MAX_SECONDS:,.0f} (30 days), got "
-                                    f"{getattr(self, name):g}")
+                                    f"{getattr(self, name):,.15g}")
         if self.t_down < self.t_up:
             raise InvalidPolicy(f"autopilot t_down ({self.t_down:g} s) must be at least t_up "
                                 f"({self.t_up:g} s): shrinking is the slower decision")
-        if not (0 < self.admit_share <= 1 and 0 < self.isolate_share <= 1
-                and 0 < self.admit_at <= 1):
-            raise InvalidPolicy("autopilot admit_share, admit_at and isolate_share must be "
-                                "in (0, 1]")
+        for name in ("admit_share", "admit_at", "isolate_share"):
+            if not 0 < getattr(self, name) <= 1:
+                raise InvalidPolicy(f"autopilot {name} must be in (0, 1], got "
+                                    f"{getattr(self, name):g}")
         if self.grow_factor < 1 or self.settled > 1:
             raise InvalidPolicy(f"autopilot needs grow_factor >= 1 and settled <= 1, got "
                                 f"{self.grow_factor:g} and {self.settled:g}")
