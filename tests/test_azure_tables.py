@@ -36,6 +36,10 @@ def test_create_table_makes_a_table_the_store_opens(endpoint: str,
     assert asyncio.run(use()) == 1
     assert "already exists" in failing(capsys, "azure", "create-table", name,
                                        "--endpoint", endpoint)
+    # another account than the service holds: it read 'the entity does not exist'
+    other = endpoint.rsplit("/", 1)[0] + "/otheraccount"
+    assert "answers that its account does not exist (ResourceNotFound): check the account " \
+        "in the endpoint" in failing(capsys, "azure", "create-table", name, "--endpoint", other)
     report = json.loads(shardex("azure", "repair", name, "--index", "ix", "--endpoint", endpoint,
                                 "--json"))
     assert report["schema"] == "shardex.azure-repair/1"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardex.errors import ConditionFailed
+from shardex.errors import ConditionFailed, NotFound
 from shardex.stores.azure.client import _import_sdk, connection_settings, map_error
 from shardex.stores.azure.store import check_table_name
 
@@ -33,6 +33,11 @@ async def _run(table: str, action: str, connection: dict[str, Any]) -> str:
             error = map_error(exc, operation=f"{action} table", table=table, endpoint=endpoint)
             if action == "create" and isinstance(error, ConditionFailed):
                 raise ConditionFailed(f"table {table!r} already exists at {endpoint}") from exc
+            if action == "create" and isinstance(error, NotFound):
+                # what a create finds missing is the account the endpoint names
+                raise NotFound(f"create table {table!r}: {endpoint} answers that its account "
+                               "does not exist (ResourceNotFound): check the account in the "
+                               "endpoint") from exc
             raise error from exc
     return endpoint
 

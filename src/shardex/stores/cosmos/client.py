@@ -220,7 +220,8 @@ def _settings(endpoint: str | None, credential: Any,
     if key and url:
         return url, _check_key(key, KEY)
     raise InvalidInput(f"no Cosmos DB {'endpoint' if key else 'credentials'}: set {KEY} and "
-                       f"{ENDPOINT} (or ?endpoint= in the URI), or {CONNECTION_STRING}, or "
+                       f"{ENDPOINT} (or give the endpoint: ?endpoint= in a store URI, "
+                       f"--endpoint to the cosmos commands), or {CONNECTION_STRING}, or "
                        "hand in credential=")
 
 
