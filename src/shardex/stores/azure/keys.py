@@ -192,7 +192,7 @@ def check_key(key: str, what: str) -> str:
         raise InvalidKey(
             f"{what} does not fit an Azure Table key: encoded it takes {len(key)} characters, "
             f"and a PartitionKey or RowKey holds at most 1 KiB ({MAX_KEY_CHARS} UTF-16 "
-            "characters); use shorter values or item ids")
+            "characters); use a shorter index name, value, sort value or item id")
     return key
 
 
