@@ -493,6 +493,16 @@ def test_is_reserved() -> None:
 
 # -- options and URIs --------------------------------------------------------------------
 
+def test_shared_units_is_a_switch_in_a_uri_as_the_profile_takes_it() -> None:
+    """'?shared_units=true' was refused as not a float, and 1.0 by the profile as not a
+    bool: no value of the option passed."""
+    s = MemoryStore.from_uri(StoreURI.parse(
+        "memory://?shared_units=true&read_ceiling=1000&warm_read=4000"))
+    assert "shared_units=true" in s.uri
+    with pytest.raises(shardex.InvalidInput, match="shared_units='2' is not a valid bool"):
+        MemoryStore.from_uri(StoreURI.parse("memory://?shared_units=2"))
+
+
 def test_from_uri_reads_options_and_keywords_override_them() -> None:
     s = MemoryStore.from_uri(StoreURI.parse("memory://?write_ceiling=500&seed=3&consistent=no"))
     assert s.uri == "memory://?consistent=false&seed=3&write_ceiling=500.0"

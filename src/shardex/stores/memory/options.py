@@ -45,7 +45,7 @@ _KINDS = {bool: "true or false", str: "text", int: "an integer of at most 4,000 
 CAPACITY_OPTIONS: dict[str, type] = {
     f.name: (str if f.name in ("capacity", "layout", "unit", "store") else
              int if f.name == "partitions" else
-             bool if f.name in ("adaptive", "lsi", "consistent") else float)
+             bool if f.name in ("adaptive", "lsi", "consistent", "shared_units") else float)
     for f in dataclasses.fields(Profile) if f.name != "name"}
 
 
