@@ -180,6 +180,23 @@ def test_a_provisioned_table_is_labelled_and_advised_by_what_binds() -> None:
     assert "virtual s on dynamodb-provisioned" in text
 
 
+@pytest.mark.parametrize("args", [["--store", "memory://?layout=gsi"],
+                                  ["--mode", "gsi", "--table", "transaction_cost=2"]],
+                         ids=["store", "table"])
+def test_a_gsi_layout_of_a_table_profile_is_simulated_as_it_is_planned(
+        args: list[str]) -> None:
+    """The plan priced a GSI write at 1 (one UpdateItem, no transaction) and the
+    simulation at the profile's transaction_cost (2): 'keeps up', then A 73.1% accepted,
+    'plan and simulation disagree'."""
+    code, out = invoke("plan", "--peak", "A=2000", *args, "--verify", "--verify-seconds",
+                       "30", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["verdict"]["keeps_up"] is True
+    assert doc["verify"]["agrees"] is True, doc["verify"]
+    assert doc["verify"]["values"]["A"]["accepted_ratio"] == 1.0
+
+
 def test_no_advice_names_a_value_at_or_below_the_setting_it_raises() -> None:
     for args in (["--peak", "A=5000", "--peak", "B=5000", "--mode", "gsi",
                   "--table", "warm_write=40000"],
