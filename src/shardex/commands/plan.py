@@ -186,6 +186,14 @@ def _with_settings(table: Any, mode: str, settings: tuple[str, ...]) -> Any:
         from shardex.sim.profiles import profile
 
         table = profile(PROFILE_OF_MODE[mode])
+    for name in ("layout", "unit", "store"):
+        # what the mode (or --store) decides: another planned one layout and described
+        # another (layout=gsi under table mode's header, DynamoDB priced in RU)
+        if name in capacity and capacity[name] != getattr(table, name):
+            raise click.BadParameter(
+                f"{name}={capacity[name]} contradicts {mode} mode, whose {name} is "
+                f"{getattr(table, name)}: the mode sets it (--mode, or --store)",
+                param_hint="--table")
     try:
         return table.replace(**capacity)
     except InvalidInput as exc:
