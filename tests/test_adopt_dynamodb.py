@@ -199,6 +199,9 @@ def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
     assert verified["entries"] == len(truth)
     ok(capsys, "adopt", "cutover", *where)
     asyncio.run(listing(uri, truth))
+    # a verify in read-new named cutover, which is refused there
+    again = " ".join(ok(capsys, "adopt", "verify", *where, "--settle", "0.2").split())
+    assert "no gaps; next: shardex adopt complete --store" in again, again
     out = ok(capsys, "adopt", "complete", *where, "--drop-old-index")
     assert "next: shardex reshard start" in out
     assert "status-index" not in gsis(table)

@@ -549,3 +549,14 @@ def test_an_adoption_past_its_backfill_or_without_a_runner_says_nothing_moves() 
                         "(set by vm:1:a)" if idle else
                         "  controls: moving at up to 50 write units a second per shard key "
                         "(set by vm:1:a)"), (state, line)
+
+
+def test_with_no_adoption_the_start_suggested_names_what_start_needs() -> None:
+    """It suggested 'shardex adopt start --store S --index I --set VALUE=N', which start
+    refuses without --from-gsi (or --from-table) and --from-attribute."""
+    from shardex.migrate.status import adopt_next_steps
+
+    (step,) = adopt_next_steps(None, store="dynamodb://orders", index="o", backfilled=False,
+                               stale=False)
+    assert step == ("shardex adopt start --store dynamodb://orders --index o --from-gsi INDEX "
+                    "--from-attribute ATTRIBUTE --set VALUE=N")

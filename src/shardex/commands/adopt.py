@@ -286,16 +286,19 @@ def _unindexable(found: dict[tuple[str, str], str]) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print shardex.adopt.verify/1.")
 def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
     """Check parity: the old GSI against the new shard keys, per value; record it."""
-    async def check() -> tuple[Any, bool, dict[str, str]]:
+    async def check() -> tuple[Any, bool, dict[str, str], str | None]:
         async with _adopter(uri, name, settle=settle) as adopter:
             parity = await adopter.verify()
             adoption = (await adopter.routing()).adoption
             # a report made before the backfill's pass finished is not kept for cutover
             kept = adoption is None or adoption.state != "write-new" \
                 or (await adopter.backfilled(adoption)).finished
-            return parity, kept, adopter.not_verified
+            # past cutover (read-new) the next step is complete: cutover is refused there
+            after = None if adoption is None else adoption.state
+            return parity, kept, adopter.not_verified, after
 
-    parity, kept, left_out = _run(check)
+    parity, kept, left_out, state = _run(check)
+    following = "complete" if state == "read-new" else "cutover"
     if as_json:
         from shardex.documents import rounded
         from shardex.migrate.status import iso
@@ -310,8 +313,8 @@ def verify(uri: str, name: str, settle: float, as_json: bool) -> None:
                 f"not verified: {value!r} cannot be a logical key ({why}): its items are in "
                 "no index's reads through shardex, in any state; give them another value to "
                 "index them", highlight=False, markup=False, soft_wrap=True)
-        print_parity(name, parity, "cutover is refused until a verify finds none"
-                     if not parity.clean else f"next: {_command('cutover', uri, name)}"
+        print_parity(name, parity, f"{following} is refused until a verify finds none"
+                     if not parity.clean else f"next: {_command(following, uri, name)}"
                      if kept else "the backfill's pass has not finished, so cutover does not "
                      f"take this report; next: {_command('run', uri, name)}, then verify")
     gaps_refused(name, parity, _command("run", uri, name))

@@ -233,7 +233,9 @@ def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backf
     steps: list[tuple[str, str]] = [("cutover", ""), ("rollback", "")]
     parity = None if adoption is None else adoption.migration.parity
     if adoption is None or adoption.stage == "rolled-back":
-        source = ""
+        # what start needs (it refuses a start without them): placeholders when no
+        # adoption of the index was recorded to name them
+        source = " --from-gsi INDEX --from-attribute ATTRIBUTE"
         if adoption is not None:
             source = (f" --from-gsi {adoption.source}" if adoption.kind == "gsi" else
                       f" --from-table {adoption.source} --base-table {adoption.base} "
