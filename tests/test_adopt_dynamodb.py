@@ -213,6 +213,33 @@ def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
     err = cli(capsys, "adopt", "rollback", *where, code=1)
     assert "complete" in err
 
+def test_a_run_a_rollback_cuts_short_says_so_not_that_the_backfill_is_done() -> None:
+    """'adopt run' stopped by another process's rollback printed 'backfill done: 17 items
+    scanned', exit 0, and named verify, which the rolled-back adoption refuses."""
+    table, _ = orders_table(300)
+    uri = store_uri(table)
+
+    async def scenario() -> None:
+        async with Adopter(uri, NAME, source="status-index", attribute="status", segments=2,
+                           rate=20.0, **FAST) as runner, \
+                Adopter(uri, NAME, source="status-index", attribute="status",
+                        **FAST) as operator:
+            await runner.start({"PENDING": ShardPolicy(8)}, margin=0.1)
+            running = asyncio.ensure_future(runner.run())
+            for _ in range(300):  # until it has scanned some (a minute at most)
+                adoption = (await operator.routing()).adoption
+                if (await operator.backfilled(adoption)).scanned >= 10:
+                    break
+                await asyncio.sleep(0.2)
+            await operator.rollback()
+            with pytest.raises(ReshardRefused, match=r"the adoption \w+ was rolled back "
+                               r"while this run backfilled \([\d,]+ items scanned\): it "
+                               r"stopped"):
+                await running
+
+    asyncio.run(scenario())
+
+
 
 @pytest.mark.parametrize("where", ["dual-write", "backfilled", "verified", "read-new",
                                    "retained"])

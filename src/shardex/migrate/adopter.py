@@ -403,6 +403,15 @@ class Adopter(MigrationRunner):
             finally:
                 holds.cancel()
                 await asyncio.gather(holds, return_exceptions=True)
+        now = (await self.routing()).adoption
+        if now is None or now.id != adoption.id or now.stage == "rolled-back":
+            # the mover stops when the adoption changes under it: a rollback (or another
+            # start after one) is not a backfill done, which the run said, exit 0
+            how = "rolled back" if now is not None and now.id == adoption.id else "replaced"
+            raise ReshardRefused(
+                f"index {self.name!r}: the adoption {adoption.id} was {how} while this run "
+                f"backfilled ({mover.scanned:,} items scanned): it stopped; 'shardex adopt "
+                "status' says what is under way")
         return await self.backfilled(adoption)
 
     async def _say_holds(self, budget: Budget | None) -> None:
