@@ -213,6 +213,36 @@ def test_the_cli_from_start_to_end_with_a_worker_killed_by_sigkill(
     err = cli(capsys, "adopt", "rollback", *where, code=1)
     assert "complete" in err
 
+def test_an_application_opening_the_index_during_start_does_not_refuse_it() -> None:
+    """An application's first open stores the index's first routing record; a start
+    whose compare-and-set met it was refused ('nothing was started') after it had created
+    the new GSI and the metadata table. It reads the record again and starts."""
+    table, _ = orders_table(50)
+    uri = store_uri(table)
+
+    async def scenario() -> None:
+        async with Adopter(uri, NAME, source="status-index", attribute="status", segments=2,
+                           **FAST) as adopter:
+            original = adopter.store_next
+            raced: list[bool] = []
+
+            async def store_next(routing: Any) -> bool:
+                if not raced:
+                    raced.append(True)
+                    async with ShardedIndex(uri, NAME):  # the application, opening
+                        pass
+                return await original(routing)
+
+            adopter.store_next = store_next  # type: ignore[method-assign]
+            await adopter.start({"PENDING": ShardPolicy(4)}, margin=0.1)
+            assert raced
+            adoption = (await adopter.routing()).adoption
+            assert adoption is not None
+            assert adoption.stage == "dual-write"
+
+    asyncio.run(scenario())
+
+
 def test_a_run_a_rollback_cuts_short_says_so_not_that_the_backfill_is_done() -> None:
     """'adopt run' stopped by another process's rollback printed 'backfill done: 17 items
     scanned', exit 0, and named verify, which the rolled-back adoption refuses."""

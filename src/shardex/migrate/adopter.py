@@ -297,16 +297,26 @@ class Adopter(MigrationRunner):
                       plan: AdoptPlan) -> AdoptPlan:
         """Store ``adoption`` in the index's routing, with ``sets`` as its overrides;
         ``plan`` with the routing stored."""
-        current = await self.routing()
-        try:
-            new = begin_copy(current, adoption, sets)
-        except InvalidRouting as exc:
-            raise ReshardRefused(f"index {self.name!r}: {exc}") from None
-        await self._records(adoption).cleanup()
-        if not await self.store_next(new):
-            raise ReshardRefused(f"the routing of index {self.name!r} changed while the "
-                                 "adoption was being started; nothing was started: run "
-                                 "'shardex adopt status'")
+        cleaned = False
+        for _ in range(3):
+            # read again when the record changed meanwhile: an application opening the
+            # index stores its first record (a start refused for it had created the GSI
+            # and the metadata table); begin_copy refuses a record a migration holds now
+            current = await self.routing()
+            try:
+                new = begin_copy(current, adoption, sets)
+            except InvalidRouting as exc:
+                raise ReshardRefused(f"index {self.name!r}: {exc}") from None
+            if not cleaned:
+                await self._records(adoption).cleanup()
+                cleaned = True
+            if await self.store_next(new):
+                break
+        else:
+            raise ReshardRefused(f"the routing of index {self.name!r} changed three times "
+                                 "while the adoption was being started; it was not started "
+                                 "(what it created stays, for a start again): run 'shardex "
+                                 "adopt status'")
         await record_migration(self.store, self.name, "adoption", adoption.id,
                                adoption.migration.values, clock=self._clock, rng=self._rng)
         return replace(plan, routing=new)
