@@ -412,13 +412,16 @@ def test_the_transport_trusts_the_environment_when_it_names_a_proxy(
     assert asyncio.run(made()) is trusted
 
 
+@pytest.mark.parametrize("store", ["azure", "cosmos"])
 @pytest.mark.parametrize("endpoint", ["", "  "])
 def test_an_empty_endpoint_is_refused_not_taken_from_the_environment(
-        account: None, endpoint: str) -> None:
+        account: None, endpoint: str, store: str) -> None:
     """``--endpoint "$EP"`` with EP unset created the table (or container) in the account
-    the environment names."""
-    from shardex.stores.azure.client import connection_settings
+    the environment names (Azure's and Cosmos DB's connection settings, one check)."""
+    import importlib
 
+    connection_settings = importlib.import_module(
+        f"shardex.stores.{store}.client").connection_settings
     with pytest.raises(shardex.InvalidInput, match="endpoint is empty: give its URL, or "
                        "leave it out to take the one the environment names"):
         connection_settings(endpoint)

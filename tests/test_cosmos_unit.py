@@ -330,15 +330,3 @@ def test_a_number_past_dynamodb_s_range_is_not_called_cosmos_db_s(account: None)
                                                    "on Cosmos DB, DynamoDB's"):
         asyncio.run(store.place("ix", "o-1", StoredEntry("K", "", "o-1", {"a": 1e308}),
                                 version=1, expected=None))
-
-
-@pytest.mark.parametrize("endpoint", ["", "  "])
-def test_an_empty_endpoint_is_refused_not_taken_from_the_environment(
-        account: None, endpoint: str) -> None:
-    """``--endpoint "$EP"`` with EP unset created the table (or container) in the account
-    the environment names."""
-    from shardex.stores.cosmos.client import connection_settings
-
-    with pytest.raises(shardex.InvalidInput, match="endpoint is empty: give its URL, or "
-                       "leave it out to take the one the environment names"):
-        connection_settings(endpoint)

@@ -11,7 +11,7 @@ from shardex.errors import InvalidInput, InvalidURI
 
 __all__ = ["AIOHTTP_CONNECTIONS", "CONNECTIONS", "DYNAMODB_CONNECTIONS", "StoreURI", "TIMEOUTS",
            "check_client", "check_connections", "check_keywords", "check_settings", "endpoint_of",
-           "is_timeout", "split_url"]
+           "given_endpoint", "is_timeout", "split_url"]
 
 
 # a store's connect and read timeouts: above 0, and finite (an hour at most)
@@ -96,6 +96,14 @@ def split_url(url: str, what: str, *, port: bool = True, web: bool = False) -> S
                          "credentials: credentials never go in a URL; give the service's "
                          "key or connection string by its environment variable")
     return parts
+
+
+def given_endpoint(endpoint: str | None, what: str) -> None:
+    """InvalidInput if ``endpoint`` was given but is empty (an unset shell variable,
+    ``--endpoint "$EP"``): taken as not given, the environment's account was used."""
+    if endpoint is not None and not endpoint.strip():
+        raise InvalidInput(f"{what} is empty: give its URL, or leave it out to take the one "
+                           "the environment names")
 
 
 def endpoint_of(url: str) -> str:

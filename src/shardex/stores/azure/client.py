@@ -37,7 +37,7 @@ from shardex.errors import (
 from shardex.stores.azure.batch import LeanBatch
 from shardex.stores.azure.transport import with_transport
 from shardex.stores.azure.wire import LeanQuery
-from shardex.stores.uri import AIOHTTP_CONNECTIONS, split_url
+from shardex.stores.uri import AIOHTTP_CONNECTIONS, given_endpoint, split_url
 
 __all__ = [
     "Adapter",
@@ -212,10 +212,7 @@ def connection_settings(endpoint: str | None, credential: Any = None,
     connection string names; without either, an account name gives
     ``https://ACCOUNT.table.core.windows.net``.
     """
-    if endpoint is not None and not endpoint.strip():
-        # an unset shell variable (--endpoint "$EP"): the environment's account was used
-        raise InvalidInput("Azure endpoint is empty: give its URL, or leave it out to take the "
-                           "one the environment names")
+    given_endpoint(endpoint, "Azure endpoint")
     url, credential = _settings(endpoint, credential, connection_string)
     split_url(url, "Azure endpoint", web=True)
     return url, credential

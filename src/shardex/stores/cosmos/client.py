@@ -46,7 +46,7 @@ from shardex.stores.azure.client import (
     request_outcome,
 )
 from shardex.stores.azure.transport import with_transport
-from shardex.stores.uri import AIOHTTP_CONNECTIONS, split_url
+from shardex.stores.uri import AIOHTTP_CONNECTIONS, given_endpoint, split_url
 
 __all__ = [
     "ContainerClient",
@@ -179,10 +179,7 @@ def connection_settings(endpoint: str | None, credential: Any = None,
     ``endpoint`` (``https://ACCOUNT.documents.azure.com:443/``) wins over the one the
     connection string or ``COSMOS_ENDPOINT`` names.
     """
-    if endpoint is not None and not endpoint.strip():
-        # an unset shell variable (--endpoint "$EP"): the environment's account was used
-        raise InvalidInput("Cosmos DB endpoint is empty: give its URL, or leave it out "
-                           "to take the one the environment names")
+    given_endpoint(endpoint, "Cosmos DB endpoint")
     url, credential = _settings(endpoint, credential, connection_string)
     split_url(url, "Cosmos DB endpoint", web=True)
     return url, credential
