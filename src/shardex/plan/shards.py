@@ -381,8 +381,7 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     if partitions is not None:
         base_model = base_model.replace(partitions=partitions)
     # the simulation counts what the plan counts: entry writes times the amplification
-    model_ = base_model.replace(entry_writes=amplification / (
-        1.0 if base_model.layout == "gsi" else base_model.transaction_cost))
+    model_ = base_model.replace(entry_writes=amplification / base_model.place_cost)
     check_shared(model_)  # as the simulation of it would: planned, it read "keeps up"
     units = model_.write_cost(size)
     base: dict[str, int] = {}

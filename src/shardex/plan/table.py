@@ -162,8 +162,7 @@ def advise_reads(model: Profile, table: TablePlan) -> tuple[str, float] | None:
 def placement_units(model: Profile, item_writes: float) -> float:
     """Units a second of one placement record per item written (a transaction's cost but
     in the GSI layout, where the item's own update writes it)."""
-    cost = 1.0 if model.layout == "gsi" else model.transaction_cost
-    return item_writes * model.write_cost(PLACEMENT_BYTES) * cost
+    return item_writes * model.write_cost(PLACEMENT_BYTES) * model.place_cost
 
 
 def plan_table(plans: Mapping[str, ValuePlan], model: Profile, item_writes: float,

@@ -81,7 +81,7 @@ class Costs:
     def of(cls, load: ValueLoad, profile: Profile) -> Costs:
         from shardex.plan import PLACEMENT_BYTES
 
-        transaction = 1.0 if profile.layout == "gsi" else profile.transaction_cost
+        transaction = profile.place_cost
         return cls(entry=profile.write_cost(load.item_bytes) * transaction
                    * profile.entry_writes,
                    placement=profile.write_cost(PLACEMENT_BYTES) * transaction,

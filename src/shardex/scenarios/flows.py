@@ -83,9 +83,7 @@ def build(workload: Workload, keys: Mapping[str, list[tuple[str, int]]], profile
            rates: tuple[float, ...]) -> tuple[Flows, Flows]:
     """One second's read and write flows at ``rates`` (as ``rates_at`` lists them)."""
     entries = 1 if profile.layout == "gsi" else 0
-    # GSI mode writes the application's item (UpdateItem), no transaction: as the planner
-    # and the memory store price it (a 'layout=gsi' of a table profile kept its 2x)
-    cost = 1.0 if profile.layout == "gsi" else profile.transaction_cost
+    cost = profile.place_cost
     consistent = profile.consistent
     reads, writes = Flows(), Flows()
     ops = operations(workload, rates)

@@ -279,6 +279,12 @@ class Profile:
                     settings = {**settings, write: given, read: given}
         return dataclasses.replace(self, **settings)
 
+    @property
+    def place_cost(self) -> float:
+        """The unit multiplier of a place: ``transaction_cost`` (a TransactWriteItems), or
+        1 in GSI mode, whose write is one UpdateItem of the application's item."""
+        return 1.0 if self.layout == "gsi" else self.transaction_cost
+
     def limit_setting(self, write: bool) -> str:
         """The setting that sets the table's limit in a direction: ``warm_write``,
         ``provisioned_read``, ...; on one budget of reads and writes, the write one."""

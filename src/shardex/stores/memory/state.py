@@ -142,9 +142,7 @@ def plan_place(profile: Profile, state: Callable[[str], KeyState], item_id: str,
     """What a place of ``entry`` (``size`` bytes) over ``current`` writes: the keys it
     touches and the units each takes (the partitions they are on are found per request);
     ``state(key)`` is the entries' state of a shard key."""
-    # a place in GSI mode is one UpdateItem on the application's item, no transaction (as
-    # the planner prices it: a 'layout=gsi' on a table profile throttled where it planned)
-    cost = 1.0 if profile.layout == "gsi" else profile.transaction_cost
+    cost = profile.place_cost
     history = history_after(current)
     psize = placement_bytes(item_id, version, entry, token, history)
     old = current.entry if current is not None else None
