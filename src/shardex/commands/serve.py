@@ -19,7 +19,7 @@ from shardex.commands.connection import (
     store_ceiling,
     tier_option,
 )
-from shardex.commands.params import DAY, INDEX_NAME, Duration, number
+from shardex.commands.params import DAY, INDEX_NAME, Duration, given, number
 
 __all__ = ["serve"]
 
@@ -77,14 +77,13 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
         raise click.UsageError("give one source: --prometheus URL or --demo")
     if demo:
         # the demo's index lives on memory:// in this process: nothing here names a store
-        given = [option for option, value in (
+        named = [option for option, value in (
             ("--store", uri), ("--index", name), ("--match", match or None),
-            ("--history", history if click.get_current_context().get_parameter_source(
-                "history") != click.core.ParameterSource.DEFAULT else None),
+            ("--history", history if given("history") else None),
             ("--region", connection.region), ("--profile", connection.profile),
             ("--endpoint-url", connection.endpoint_url)) if value is not None]
         configured = {"--" + setting.replace("_", "-") for setting in connection.configured}
-        stray = [option for option in given if option not in configured]
+        stray = [option for option in named if option not in configured]
         if stray:
             raise click.UsageError(f"--demo runs its own index on memory:// in this process: "
                                    f"{stray[0]} is for --prometheus")
@@ -106,9 +105,7 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
     else:
         assert url is not None
         feed = open_feed(url, ceiling=ceiling, index=name, match=match, history=history)
-        history_from = click.get_current_context().get_parameter_source("history")
-        if isinstance(feed, PrometheusFeed) \
-                and history_from != click.core.ParameterSource.DEFAULT:
+        if isinstance(feed, PrometheusFeed) and given("history"):
             raise click.UsageError(f"{url} is one process's /metrics, not a Prometheus "
                                    "server: --history reaches back on a Prometheus server; "
                                    "a process's counts start when it did")
