@@ -108,8 +108,9 @@ def _resharder(store: str | Store, name: str, connection: Connection, **options:
 @contextlib.asynccontextmanager
 async def _existing(store: str | Store, uri: str, name: str, connection: Connection,
                     **options: Any) -> AsyncIterator[Any]:
-    """``_resharder`` of an index that has a routing record (``require_index``): run and
-    the steps on a mistyped name said 'no reshard is under way' (run exited 0)."""
+    """``_resharder`` of an index that has a routing record (``require_index``), as every
+    reshard command needs (run and the steps on a mistyped name said 'no reshard is under
+    way', run exited 0)."""
     async with _resharder(store, name, connection, **options) as runner:
         await require_index(runner.store, uri, name)
         yield runner
@@ -190,8 +191,7 @@ def start(uri: str, name: str, sets: tuple[tuple[str, ShardPolicy], ...],
     omitted: list[str] = []  # sharded values the --file leaves out: back to the default
 
     async def begin() -> Any:
-        async with _resharder(uri, name, connection) as runner:
-            await require_index(runner.store, uri, name)
+        async with _existing(uri, uri, name, connection) as runner:
             current = await runner.routing()
             changes, file_default = _changes(current, given, overrides)
             omitted.extend(sorted(value for value, policy in changes.items()
@@ -386,8 +386,7 @@ async def _status(uri: str, name: str, connection: Connection,
     from shardex.migrate.status import with_controls
 
     tiers = given_tiers()
-    async with _resharder(uri, name, connection) as runner:
-        await require_index(runner.store, uri, name)
+    async with _existing(uri, uri, name, connection) as runner:
         routing = await runner.routing()
         units = await runner.units(routing)
         doc: dict[str, Any] = status_document(
