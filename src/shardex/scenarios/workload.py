@@ -41,7 +41,6 @@ Every error names the file and the field: InvalidInput.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import tomllib
@@ -476,17 +475,18 @@ def load_workload(path: str | Path, *, rate: str = "peak") -> Workload:
     if not text.strip():
         raise _fail(name, "is empty: a workload is TOML, or a diagnosis document "
                           "(shardex diagnose --json)")
+    first = text.lstrip()[:1]
     doc: Any = None
-    if text.lstrip().startswith("["):  # a TOML table header, or a JSON array
-        with contextlib.suppress(ValueError, RecursionError):
-            doc = json.loads(text)
-    if text.lstrip().startswith("{") or doc is not None:
+    if first in ("{", "["):  # JSON; or, from '[', a TOML table header
         try:
             doc = json.loads(text)
         except ValueError as exc:  # JSONDecodeError, or an int of over 4,300 digits
-            raise _fail(name, f"is not valid JSON: {exc}") from exc
+            if first == "{":
+                raise _fail(name, f"is not valid JSON: {exc}") from exc
         except RecursionError:
-            raise _fail(name, "is nested too deeply") from None
+            if first == "{":
+                raise _fail(name, "is nested too deeply") from None
+    if doc is not None:
         if not isinstance(doc, Mapping) or doc.get("schema") != DIAGNOSE_SCHEMA:
             raise _fail(name, f"a JSON workload must be a {DIAGNOSE_SCHEMA} document "
                               "(shardex diagnose --json)")
