@@ -143,11 +143,8 @@ def describe(code: str, values: Mapping[str, Any], major: int) -> str:
         text = None if value is None else str(value)
         return "missing" if text is None or not text.strip() else repr(text)
 
-    def missing(column: str) -> bool:
-        value = values.get(column)
-        return value is None or not str(value).strip()
-
-    if code in ("timestamp", "op", "units", "bytes", "throttled") and missing(code):
+    # (a cell that holds the text 'missing' is shown quoted)
+    if code in ("timestamp", "op", "units", "bytes", "throttled") and shown(code) == "missing":
         return f"{code} is missing or empty"
     if code == "mixed":
         kind = _kind_of(values.get("kind"))
