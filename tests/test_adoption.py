@@ -560,3 +560,19 @@ def test_with_no_adoption_the_start_suggested_names_what_start_needs() -> None:
                                stale=False)
     assert step == ("shardex adopt start --store dynamodb://orders --index o --from-gsi INDEX "
                     "--from-attribute ATTRIBUTE --set VALUE=N")
+
+
+def test_in_the_retention_window_complete_says_from_when() -> None:
+    """While ``complete --retain`` waits out its window, status listed 'complete' (which
+    changes nothing before it ends) with no time; now it names it, as its retention line
+    does. Past the window, or with none, the step reads as before."""
+    retained = adopted("read-new", changed_at=150.0, retire_after=220.0)
+    doc = status_document(retained, [], index="orders", store="s", lease=15.0, now=160.0,
+                          max_age=900.0, items=None)
+    assert doc["next_steps"][0] == ("shardex adopt complete --store s --index orders "
+                                    f"(from {doc['retire_after']}, when the retention ends)")
+    for routing, now in ((retained, 221.0), (adopted("read-new", changed_at=150.0), 160.0)):
+        doc = status_document(routing, [], index="orders", store="s", lease=15.0, now=now,
+                              max_age=900.0, items=None)
+        assert doc["next_steps"][0] == ("shardex adopt complete --store s --index orders "
+                                        "[--retain DURATION] [--drop-old-index]")

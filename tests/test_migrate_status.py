@@ -587,6 +587,33 @@ def test_a_runner_waiting_out_the_retention_is_watched_not_completed_beside() ->
     run_virtual(main())
 
 
+def test_complete_waiting_out_the_retention_says_from_when() -> None:
+    """In read-new after ``complete --retain`` and no runner: status suggested 'complete'
+    with no word that it changes nothing before the window ends (complete said it only
+    when run). The step names when it becomes possible; once past, it reads as before."""
+    from shardex.sim.clock import run_virtual
+    from shardex.stores.memory import MemoryStore
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        await _put_pending(store, 40)
+        async with Resharder(store, "orders", worker="a", seed=1, unit_lease=2.0) as runner:
+            await runner.start({"PENDING": ShardPolicy(4)}, margin=0.5)
+            await runner.run(until="read-new")
+            await runner.complete(retain=60.0)
+            doc = await _status(runner)
+            assert doc["retire_after"] is not None
+            complete = [s for s in doc["next_steps"] if " complete " in s]
+            assert complete == [complete[0]]
+            assert f"(from {doc['retire_after']}, when the retention ends)" in complete[0]
+            await asyncio.sleep(61.0)
+            after = await _status(runner)
+            assert any(s.endswith(" complete --store memory:// --index orders")
+                       for s in after["next_steps"]), after["next_steps"]
+
+    run_virtual(main())
+
+
 @pytest.mark.parametrize("step", ["check", "plan"])
 def test_a_runner_holding_no_unit_is_a_runner(step: str,
                                               monkeypatch: pytest.MonkeyPatch) -> None:

@@ -154,11 +154,21 @@ def _runners(found: list[Runner]) -> list[dict[str, Any]]:
              "waiting": None} for r in found]
 
 
+def _retained(retire_after: float | None, now: float | None) -> str:
+    """What a ``complete`` step says while a retention window runs (``complete`` changes
+    nothing before ``retire_after``): from when it does something."""
+    if retire_after is None or now is None or now >= retire_after:
+        return ""
+    return f" (from {iso(retire_after)}, when the retention ends)"
+
+
 def next_steps(routing: Routing, *, store: str, index: str, stale: bool,
-               running: bool = False, tiers: Mapping[str, str] | None = None) -> list[str]:
+               running: bool = False, tiers: Mapping[str, str] | None = None,
+               now: float | None = None) -> list[str]:
     """The commands an operator runs next, in the order to consider them (``running``:
     a runner holds work now, so watch it rather than start another; ``tiers``: the tier
-    stores each command names, ``--tier NAME=URI``)."""
+    stores each command names, ``--tier NAME=URI``; ``now``: wall time, to say when a
+    retention window ends)."""
     meta = routing.reshard
     if meta is None:
         return []
@@ -168,7 +178,7 @@ def next_steps(routing: Routing, *, store: str, index: str, stale: bool,
     elif routing.state == "verified":
         steps = [*([("verify", "")] if stale else []), ("cutover", ""), ("rollback", "")]
     elif routing.state == "read-new":
-        steps = [("complete", ""), ("rollback", "")]
+        steps = [("complete", _retained(meta.retire_after, now)), ("rollback", "")]
     return _commands("reshard", store, index, _watching(steps, running), tiers)
 
 
@@ -222,14 +232,17 @@ def status_document(routing: Routing, units: Sequence[Unit], *, index: str, stor
             "sweeping": sum(not c.done and c.expires > now for c in sweeps[1])},
         next_steps=next_steps(routing, store=store, index=index, running=bool(active),
                               stale=meta.parity is None
-                              or now - meta.parity.checked_at > max_age, tiers=tiers))
+                              or now - meta.parity.checked_at > max_age, tiers=tiers,
+                              now=now))
     result: dict[str, Any] = rounded(doc)
     return result
 
 
 def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backfilled: bool,
-                     stale: bool, running: bool = False) -> list[str]:
-    """The commands an operator runs next, in the order to consider them."""
+                     stale: bool, running: bool = False, now: float | None = None
+                     ) -> list[str]:
+    """The commands an operator runs next, in the order to consider them (``now`` as
+    ``next_steps``')."""
     steps: list[tuple[str, str]] = [("cutover", ""), ("rollback", "")]
     parity = None if adoption is None else adoption.migration.parity
     if adoption is None or adoption.stage == "rolled-back":
@@ -245,7 +258,9 @@ def adopt_next_steps(adoption: Adoption | None, *, store: str, index: str, backf
     elif adoption.stage == "complete":  # the old index is the operator's to drop
         steps = [] if adoption.dropped else [("complete", " --drop-old-index")]
     elif adoption.stage == "read-new":
-        steps = [("complete", " [--retain DURATION] [--drop-old-index]"), ("rollback", "")]
+        retained = _retained(adoption.migration.retire_after, now)
+        steps = [("complete", retained or " [--retain DURATION] [--drop-old-index]"),
+                 ("rollback", "")]
     elif not backfilled:
         steps = [("run", ""), ("rollback", "")]
     elif parity is None or stale:
@@ -315,7 +330,7 @@ def adopt_status_document(routing: Routing, segments: Sequence[Unit], *, index: 
         "dropped": False if adoption is None else adoption.dropped,
         "next_steps": adopt_next_steps(
             adoption, store=store, index=index, backfilled=finished, running=bool(active),
-            stale=parity is None or now - parity.checked_at > max_age),
+            stale=parity is None or now - parity.checked_at > max_age, now=now),
     }
     result: dict[str, Any] = rounded(doc)
     return result
