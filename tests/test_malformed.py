@@ -172,3 +172,37 @@ def test_a_damaged_entry_row_on_azure() -> None:
         await check_listings(store, {"o-3": "attribute 'v' is 'x'"}, held=3)
 
     asyncio.run(main())
+
+
+@pytest.mark.cosmos
+def test_a_foreign_or_damaged_document_on_cosmos() -> None:
+    """A document the application put in an index's partition (an id no entry has), or an
+    entry document with a field gone, raised InvalidKey ("RowKey ... is not a shardex
+    entry row", the caller's fault) or a MalformedItem naming no shard key, and
+    ``malformed="skip"`` left neither out: every listing of the value failed. Both are
+    the item's fault now, as on Azure: raised naming it and the key, or skipped."""
+    from azure.cosmos.aio import CosmosClient
+
+    from shardex.stores.cosmos import codec
+    from tests import cosmos_server
+
+    store = cosmos_server.container_store()
+
+    async def main() -> None:
+        async with ShardedIndex(store, "orders") as index:
+            for item_id in GOOD:
+                await index.put("PENDING", item_id, sort=item_id)
+        partition = codec.entry_partition("orders", "PENDING")
+        damaged = codec.entry_doc(partition, StoredEntry("PENDING", "o-3", "o-3", {}), "t3")
+        async with CosmosClient(os.environ["COSMOS_ENDPOINT"], os.environ["COSMOS_KEY"],
+                                connection_verify=False) as client:
+            container = client.get_database_client(store.database) \
+                .get_container_client(store.container)
+            await container.upsert_item({"pk": partition, "id": "note", "body": "the app's"})
+            await container.upsert_item({**damaged, "st": "c", "k": None})
+        # count counts the entry documents the store holds (the damaged one too), as
+        # on Azure, not the application's
+        await check_listings(store, {"note": "not a shardex entry", "o-3": "'k' is None"},
+                             held=3)
+
+    asyncio.run(main())

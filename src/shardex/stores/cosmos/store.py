@@ -23,7 +23,7 @@ from shardex.capacity import (
     cosmos_write_units,
 )
 from shardex.clock import Clock
-from shardex.errors import ConditionFailed, InvalidInput, InvalidURI
+from shardex.errors import ConditionFailed, InvalidInput, InvalidKey, InvalidURI, MalformedItem
 from shardex.keys import record_key, validate_shard_key
 from shardex.model.entries import Placement, Position, Record, StoredEntry
 from shardex.model.values import ValueRules
@@ -325,7 +325,13 @@ class CosmosStore(Store):
                 rec, shard_key, query, parameters, partition,
                 max(1, min(_MAX_PAGE, limit + 1 - len(docs))), continuation)
             for doc in page:
-                position = keys.decode_position(doc["id"])
+                try:
+                    position = keys.decode_position(doc["id"])
+                except InvalidKey:  # a document of the application's, say: not an entry
+                    rec.malformed(MalformedItem(
+                        f"document {doc['id'][:60]!r} of {shard_key!r}: not a shardex entry "
+                        "document (its id encodes no entry's position)"), _id_of(doc))
+                    continue
                 if (len(docs) >= limit or size >= QUERY_PAGE_BYTES) \
                         and position != docs[-1][1]:
                     more = True
@@ -335,9 +341,17 @@ class CosmosStore(Store):
             if continuation is None:
                 break
         verdicts = await self._placer.owned(rec, namespace, [doc for doc, _ in docs])
-        entries = [codec.entry_from_doc(doc, f"entry {doc['id']!r} of {shard_key!r}")
-                   if kept is True else kept
-                   for (doc, _), kept in zip(docs, verdicts, strict=True) if kept is not False]
+        entries = []
+        for (doc, _), kept in zip(docs, verdicts, strict=True):
+            if kept is False:
+                continue
+            if kept is not True:  # the placement's entry, which the document stands for
+                entries.append(kept)
+                continue
+            try:
+                entries.append(codec.entry_from_doc(doc, f"entry {doc['id']!r} of {shard_key!r}"))
+            except MalformedItem as exc:
+                rec.malformed(exc, _id_of(doc))
         return entries, docs[-1][1] if more else None
 
     async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
@@ -457,3 +471,10 @@ class CosmosStore(Store):
         await self._call(rec, record_key(key), "delete", True,
                          partition=codec.record_partition(namespace), id=codec.record_id(key),
                          etag=etag)
+
+
+def _id_of(doc: Mapping[str, Any]) -> str:
+    """The item id an entry document names, else its document id, for a report of a
+    document that is not an entry."""
+    found = doc.get("i")
+    return found if isinstance(found, str) else str(doc.get("id", "?"))
