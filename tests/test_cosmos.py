@@ -197,3 +197,26 @@ def test_a_container_lists_its_indexes_and_migrations_list_needs_no_index(
             await other.client.call("upsert", doc={"id": "r", "pk": partition})
 
     listed_indexes.check_every_index_listed(uri, store, foreign)
+
+
+def test_a_document_is_held_to_cosmos_dbs_size_not_azures() -> None:
+    """Attributes DynamoDB and memory:// hold (300,000 double quotes, 150,000 control
+    characters) were refused as "an Azure Table entity" past Azure's 1 MiB, though the
+    document is some 1.2 MB of Cosmos DB's 2 MB. A document past 2 MB as the service
+    counts it (UTF-8 JSON) is refused before any request, naming Cosmos DB's limit."""
+    from shardex import InvalidInput
+
+    async def main() -> None:
+        store = cosmos_server.container_store()
+        async with ShardedIndex(store, "ix", hedge=None) as index:
+            for i, value in enumerate(('"' * 300_000, "\x01" * 150_000)):
+                assert await index.put("V", f"i{i}", attrs={"v": value})
+                assert (await index.get(f"i{i}")).attrs == {"v": value}
+            store.reset_stats()
+            with pytest.raises(InvalidInput, match=r"as a Cosmos DB document; a document "
+                                                   r"holds at most 2,097,152 \(2 MB\)"):
+                await index.put("V", "big", attrs={"v": "\x01" * 390_000})
+            assert store.stats("ix").totals.write_requests == 0
+            assert await index.get("big") is None
+
+    asyncio.run(main())

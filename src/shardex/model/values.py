@@ -256,8 +256,9 @@ def dynamodb_attrs(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
     """``attrs`` (checked by ``check_attrs``) as DynamoDB reads them back: lists for
     tuples, frozensets for sets, bytes for bytearrays, numbers as ``number_value`` reads
     their text (2.0 is 2, Decimal('1.10') is 1.1, -0.0 is 0); ``attrs`` itself when
-    nothing differs. The simulated store keeps this, so code tried on it sees the types
-    it will see in production."""
+    nothing differs. The simulated store keeps this on every profile, so code tried on
+    it sees the types it will see on DynamoDB (Azure and Cosmos DB keep 2.0, -0.0 and a
+    Decimal's digits)."""
     out = {name: value if type(value) in _AS_WRITTEN else _dynamodb(value)
            for name, value in attrs.items()}
     return attrs if all(out[name] is value for name, value in attrs.items()) else out

@@ -330,15 +330,17 @@ def entry_from_row(row: Mapping[str, Any], where: str) -> StoredEntry:
 
 
 def placement_entity(partition: str, item_id: str, version: int, entry: StoredEntry | None,
-                     token: str, history: tuple[str, ...]) -> dict[str, Any]:
-    """The placement entity of a write (a tombstone when ``entry`` is None)."""
+                     token: str, history: tuple[str, ...], *,
+                     checked: bool = True) -> dict[str, Any]:
+    """The placement entity of a write (a tombstone when ``entry`` is None), held to an
+    entity's size unless not ``checked`` (a Cosmos DB document, held to its own)."""
     entity: dict[str, Any] = {"PartitionKey": partition, "RowKey": PLACEMENT_ROW,
                               "v": str(version), "t": token,
                               "h": json.dumps(list(history), separators=(",", ":"))}
     if entry is not None:
         entity.update({"k": entry.shard_key, "s": entry.sort, "ev": str(entry.version),
                        **_attr_properties(entry.attrs)})
-    return _checked(entity, f"the placement of item {item_id!r}")
+    return _checked(entity, f"the placement of item {item_id!r}") if checked else entity
 
 
 def placement_from_entity(item_id: str, entity: Mapping[str, Any], etag: str) -> Placement:

@@ -33,7 +33,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from shardex.errors import InvalidKey, MalformedItem
+from shardex.errors import InvalidInput, InvalidKey, MalformedItem
 from shardex.model.entries import Placement, Record, StoredEntry
 from shardex.stores.azure import codec as azure_codec
 from shardex.stores.azure import keys
@@ -136,12 +136,32 @@ def _clean(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in doc.items() if name not in _SYSTEM}
 
 
+MAX_DOCUMENT_BYTES = 2 * 1024 * 1024  # as the service counts it: UTF-8 JSON
+
+
+def _sized(doc: dict[str, Any], what: str) -> dict[str, Any]:
+    """``doc``, if Cosmos DB holds it; InvalidInput naming ``what`` and the limit if not.
+
+    Its JSON is measured only when a bound (every character escaped to six bytes) could
+    pass the limit: a document of a few KB costs a sum, not a second encoding."""
+    bound = sum(6 * len(value) if isinstance(value, str) else 32 for value in doc.values()) \
+        + sum(6 * len(name) + 8 for name in doc)
+    if bound > MAX_DOCUMENT_BYTES:
+        size = len(json.dumps(doc, ensure_ascii=False, separators=(",", ":"),
+                              default=str).encode("utf-8", "surrogatepass"))
+        if size > MAX_DOCUMENT_BYTES:
+            raise InvalidInput(f"{what} takes {size:,} bytes as a Cosmos DB document; a "
+                               f"document holds at most {MAX_DOCUMENT_BYTES:,} (2 MB)")
+    return doc
+
+
 def entry_doc(partition: str, entry: StoredEntry, token: str) -> dict[str, Any]:
     """The document of ``entry`` written by ``token``, pending."""
-    return {"id": entry_id(entry.sort, entry.item_id, token), "pk": partition,
-            "k": entry.shard_key, "s": entry.sort, "i": entry.item_id,
-            "v": str(entry.version), "t": token, "st": PENDING,
-            **azure_codec._attr_properties(entry.attrs)}
+    return _sized({"id": entry_id(entry.sort, entry.item_id, token), "pk": partition,
+                   "k": entry.shard_key, "s": entry.sort, "i": entry.item_id,
+                   "v": str(entry.version), "t": token, "st": PENDING,
+                   **azure_codec._attr_properties(entry.attrs)},
+                  f"the entry of item {entry.item_id!r}")
 
 
 def _text(doc: Mapping[str, Any], name: str, where: str) -> str:
@@ -176,9 +196,11 @@ def owner_of(doc: Mapping[str, Any], placement: Placement | None) -> bool:
 def placement_doc(partition: str, item_id: str, version: int, entry: StoredEntry | None,
                   token: str, history: tuple[str, ...]) -> dict[str, Any]:
     """The placement document of a write (a tombstone when ``entry`` is None)."""
-    entity = azure_codec.placement_entity(partition, item_id, version, entry, token, history)
+    entity = azure_codec.placement_entity(partition, item_id, version, entry, token, history,
+                                          checked=False)
     del entity["PartitionKey"], entity["RowKey"]
-    return {"id": PLACEMENT_ID, "pk": partition, **entity}
+    return _sized({"id": PLACEMENT_ID, "pk": partition, **entity},
+                  f"the placement of item {item_id!r}")
 
 
 def placement_from_doc(item_id: str, doc: Mapping[str, Any]) -> Placement:
