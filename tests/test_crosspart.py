@@ -251,6 +251,28 @@ def test_repair_fences_a_write_still_in_flight(kind: Kind, placed: bool) -> None
     asyncio.run(main())
 
 
+def test_a_write_losing_the_race_for_a_placement_warns_of_nothing(
+        kind: Kind, caplog: pytest.LogCaptureFixture) -> None:
+    """Two writes planned on one placement: the first replaces it (its rows go), the
+    second finds those rows gone and its commit refused, and is planned again. That
+    ordinary race logged a WARNING that the placement's rows "are missing", a dozen for
+    a dozen racing puts, which reads as damage. Only a commit that lands over rows that
+    were gone (damage it heals) warns now."""
+    async def main() -> None:
+        s, _, before = await prepared(kind, placed=True)
+        try:
+            await s.place(NS, "o-1", entry("SHIPPED#0"), version=2, expected=before)
+            with caplog.at_level("WARNING"), pytest.raises(ConditionFailed):
+                await s.place(NS, "o-1", entry("SHIPPED#0", sort="c"), version=2,
+                              expected=before)
+            assert [r.getMessage() for r in caplog.records] == []
+            assert await check_exact(s, "o-1") == ["SHIPPED#0"]
+        finally:
+            await s.close()
+
+    asyncio.run(main())
+
+
 def test_readers_check_only_rows_not_committed(kind: Kind) -> None:
     async def main() -> None:
         s, client = kind.make(0)

@@ -211,9 +211,10 @@ class Placer:
             pending: list[str | None] = []
             if new_rows is not None and entry is not None:
                 pending = await fmt.write_pending(rec, entry.shard_key, new_rows)
+            missing = False
             try:
                 if old_rows is not None and old is not None:
-                    await self._mark_moving(rec, old.shard_key, old_rows, token)
+                    missing = await self._mark_moving(rec, old.shard_key, old_rows, token)
             except StoreError:
                 await self._abandon(rec, entry, new_rows, item_id)
                 raise
@@ -233,6 +234,11 @@ class Placer:
             if not isinstance(exc, Unavailable):  # refused before it ran: it never will
                 await self._abandon(rec, entry, new_rows, item_id)
             raise
+        if missing and old_rows is not None:
+            # committed over a placement whose rows were gone (not a race another write
+            # won: then the commit fails, and the write is planned again): it heals them
+            fmt.log.warning("the entry rows %s of the placement this write replaced were "
+                            "missing", fmt.key(old_rows[0])[1])
         if old_rows is not None and old is not None:
             await self._tidy("delete the old rows of", item_id, fmt.delete_rows(
                 rec, old.shard_key, old_rows, [None] * len(old_rows)))
@@ -252,14 +258,14 @@ class Placer:
         return etag
 
     async def _mark_moving(self, rec: Recorder, shard_key: str, rows: list[Row],
-                           token: str) -> None:
+                           token: str) -> bool:
+        """Mark the rows of the placement being replaced; True if they are gone: the
+        placement moved on (the commit fails) or lost them (the commit heals the item)."""
         try:
             await self._rows.mark_moving(rec, shard_key, rows, token)
         except NotFound:
-            # the rows are gone: the placement moved on (the commit fails below) or lost
-            # them, and a write that replaces it heals the item
-            self._rows.log.warning("the entry rows %s of the placement being replaced are "
-                                   "missing", self._rows.key(rows[0])[1])
+            return True
+        return False
 
     async def _landed_before(self, rec: Recorder, namespace: str, item_id: str,
                              entry: StoredEntry | None, token: str,
