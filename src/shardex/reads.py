@@ -61,8 +61,10 @@ class Entry(NamedTuple):
 class Page:
     """A page of a query: ``items`` in order, and ``cursor`` for the next page (None: last).
 
-    ``consistent`` is False when the store's reads are eventually consistent (a
-    DynamoDB GSI): a write acknowledged just before the read may be missing from it.
+    ``consistent`` is False when a write acknowledged just before the read may be missing
+    from it: the store's reads are eventually consistent (a DynamoDB GSI), or the page
+    continued a listing this process had read ahead (``docs/reads.md``: a write of
+    another process shows up to ``CONTINUATION_TTL`` late there).
     ``skipped``: the malformed items the page's reads left out (an index built with
     ``malformed="skip"``), each with its shard key and why; empty otherwise.
     """
@@ -228,11 +230,11 @@ class IndexReads:
                     merged = await source.page(value, [value], after=after,
                                                descending=order == "desc", limit=limit,
                                                layout=routing.version, to_end=to_end)
-                    entries, more = merged.entries, merged.more
                 else:
-                    entries, more = await reads.page(routing, value, after=after,
-                                                     descending=order == "desc", limit=limit,
-                                                     to_end=to_end)
+                    merged = await reads.page(routing, value, after=after,
+                                              descending=order == "desc", limit=limit,
+                                              to_end=to_end)
+                entries, more = merged.entries, merged.more
                 if not await self._changed(routing, since):
                     break
             else:
@@ -242,8 +244,10 @@ class IndexReads:
         if more and entries:
             token = self._codec.encode(Cursor(value=value, order=order,
                                               after=entries[-1].position))
+        # a page resumed from a kept continuation holds what its shards read before it
+        # was asked for: what another process acknowledged meanwhile may be missing
         return Page(items=items, cursor=token,
-                    consistent=self._store.capabilities.consistent_reads,
+                    consistent=self._store.capabilities.consistent_reads and not merged.kept,
                     skipped=tuple({(s.key, s.item_id): s for s in skipped}.values()))
 
     async def scan(self, value: str, *,

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from typing import Any
 
 from shardex.clock import Clock
-from shardex.fanout import FanOut
+from shardex.fanout import FanOut, MergedPage
 from shardex.fanout.merge import Reader
 from shardex.keys import parse_shard_key
 from shardex.model.entries import Placement, Position, QueryPage, StoredEntry
@@ -125,7 +125,7 @@ class CrossReads:
 
     async def page(self, source: FanOut, source_keys: Sequence[str], target: FanOut,
                    target_keys: Sequence[str], *, after: Position | None, descending: bool,
-                   limit: int, layout: object, to_end: bool) -> tuple[list[StoredEntry], bool]:
+                   limit: int, layout: object, to_end: bool) -> MergedPage:
         """The next ``limit`` entries beyond ``after``, and whether any lies beyond them.
 
         One listing of two phases (``FanOut.page``): S's keys, then T's, each position
@@ -134,11 +134,10 @@ class CrossReads:
         hears T's writes too).
         """
         source.watch(self._target)
-        merged = await source.page(self.value, target_keys, first=source_keys, after=after,
-                                   descending=descending, limit=limit,
-                                   layout=("tiers", layout), to_end=to_end,
-                                   second=self.reader(target))
-        return merged.entries, merged.more
+        return await source.page(self.value, target_keys, first=source_keys, after=after,
+                                 descending=descending, limit=limit,
+                                 layout=("tiers", layout), to_end=to_end,
+                                 second=self.reader(target))
 
     def stream(self, source: FanOut, source_keys: Sequence[str], target: FanOut,
                target_keys: Sequence[str], layout: object) -> AsyncIterator[StoredEntry]:
@@ -274,7 +273,7 @@ class TierReads:
 
     async def page(self, routing: Routing, value: str, *, after: Position | None,
                    descending: bool, limit: int,
-                   to_end: bool = False) -> tuple[list[StoredEntry], bool]:
+                   to_end: bool = False) -> MergedPage:
         """The next ``limit`` entries of ``value`` beyond ``after``, and whether more lie
         beyond; ``to_end``: the caller reads every page (``FanOut.page``)."""
         cross = self._cross(routing, value)
@@ -284,10 +283,9 @@ class TierReads:
                                        descending=descending, limit=limit,
                                        layout=routing.version, to_end=to_end)
         first, then = routing.read_phases(value)
-        merged = await self._on(routing, value).page(value, then, first=first, after=after,
-                                                     descending=descending, limit=limit,
-                                                     layout=routing.version, to_end=to_end)
-        return merged.entries, merged.more
+        return await self._on(routing, value).page(value, then, first=first, after=after,
+                                                   descending=descending, limit=limit,
+                                                   layout=routing.version, to_end=to_end)
 
     def stream(self, routing: Routing, value: str) -> AsyncIterator[StoredEntry]:
         """Every entry of ``value``: in arrival order on one layout; mid-reshard, in

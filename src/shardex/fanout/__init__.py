@@ -139,10 +139,13 @@ __all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]
 
 @dataclass(frozen=True, slots=True)
 class MergedPage:
-    """Entries of one merged page, and whether any entry lies beyond them."""
+    """Entries of one merged page, and whether any entry lies beyond them. ``kept``: the
+    page resumed a kept continuation, so it may hold entries read before it was asked
+    for (another process's write acknowledged meanwhile may be missing from them)."""
 
     entries: list[StoredEntry]
     more: bool
+    kept: bool = False
 
 
 class FanOut(ShardReads):
@@ -330,6 +333,7 @@ class FanOut(ShardReads):
         if after is not None:
             listing = self._listings.resume((value, descending, after, layout), phases,
                                             shares, now)
+        kept = listing is not None
         if listing is None:
             sizes = shares
             if to_end:  # the second phase too: the store reads it only as far as the first
@@ -384,12 +388,12 @@ class FanOut(ShardReads):
         more = any(s.buffer for s in streams)
         if not more:
             listing.stop()
-            return MergedPage(entries=out, more=more)
+            return MergedPage(entries=out, more=more, kept=kept)
         if listing.ahead:
             self._read_ahead(listing, descending, streams)
         self._listings.keep((value, descending, out[-1].position, layout), listing,
                             self._clock.now())
-        return MergedPage(entries=out, more=True)
+        return MergedPage(entries=out, more=True, kept=kept)
 
     @staticmethod
     def _waiting(listing: Listing, descending: bool) -> list[ShardStream]:
