@@ -465,3 +465,42 @@ def test_the_verdict_is_what_its_own_simulation_says(args: dict[str, Any]) -> No
     verified = verify_plan(plan)
     assert verified["agrees"], (plan.verdict.summary if plan.verdict else None,
                                 verified["verdict"]["summary"])
+
+
+def _diagnosed(tmp_path: Path, rows: list[str]) -> str:
+    log = tmp_path / "log.csv"
+    log.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "diagnosis.json"
+    out.write_text(said("diagnose", str(log), "--json"))
+    return str(out)
+
+
+def test_a_diagnosis_of_uneven_shards_or_throttles_is_planned_at_its_n(tmp_path: Path) -> None:
+    """What the diagnosis measured beyond each key's peak was dropped: a key already on 4
+    shards, its busiest at 150% of a partition, was planned at N=3 (fewer than it has) and
+    a key throttled on 20% of its requests at half the ceiling at N=1, each "keeps up",
+    where the diagnosis recommends 9 and 2. The plan takes the diagnosis's N as its
+    least, and says why."""
+    start = 1796014800
+    uneven = ["timestamp,key,op,units"]
+    for s in range(30):
+        uneven += [f"{start + s},PENDING#0,write,100"] * 15
+        uneven += [f"{start + s},PENDING#{k},write,100" for k in (1, 2, 3)]
+        uneven += [f"{start + s},SHIPPED,write,100"] * 3
+    throttled = ["timestamp,key,op,units,throttled"]
+    for s in range(10):
+        throttled += [f"{start + s},A,write,1,{int(i < 100)}" for i in range(500)]
+        throttled += [f"{start + s},K{j},write,1,0" for j in range(30) for _ in range(20)]
+    for rows, key, n, why in ((uneven, "PENDING", 9, "busiest shard"),
+                              (throttled, "A", 2, "throttled")):
+        path = _diagnosed(tmp_path, rows)
+        doc = json.loads(said("plan", "--from", path, "--partitions", "0", "--verify",
+                              "--json"))
+        assert doc["values"][key]["shards"] == n, doc["values"][key]
+        assert any(key in note and why in note for note in doc["notes"]), doc["notes"]
+        text = said("plan", "--from", path, "--partitions", "0")
+        assert f"note: {key}: N at least {n}" in text, text
+    # simulated at its 4 shards, evenly: it says so beside its verdict
+    text = said("simulate", _diagnosed(tmp_path, uneven), "--store", "memory://?partitions=0")
+    assert ("note: PENDING: the diagnosis measured its busiest of 4 shards at 1,500 units/s "
+            "(150% of a partition)") in text, text

@@ -34,6 +34,7 @@ from shardex.commands.plan_text import (
     table_lines,
 )
 from shardex.errors import InvalidInput
+from shardex.routing import MAX_SHARDS
 from shardex.sim.profiles import MAX_PARTITIONS
 
 __all__ = ["plan"]
@@ -201,13 +202,14 @@ def _with_settings(table: Any, mode: str, settings: tuple[str, ...]) -> Any:
 
 
 def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tuple[str, ...],
-                                         str | None]:
+                                         str | None, dict[str, int]]:
     """The peak write units a second of each key a ``shardex.diagnose/1`` document lists,
     its peak read units a second (``peak_read_units_per_s``, for the keys whose row has
     it: a diagnosis written before rows held it has none), notes on what it leaves out
     (``shardex.scenarios.workload.measured_keys``: a key that cannot be a logical key is
-    not planned), and the ceiling it was made against (whose store's units it measured:
-    ``cosmos``, request units; else write units).
+    not planned), the ceiling it was made against (whose store's units it measured:
+    ``cosmos``, request units; else write units), and the least N of each key whose
+    recommendation rests on more than its peak (``_floors``).
 
     ``-`` reads standard input. A document of another kind, or one that lists no key, is
     a usage error naming --from.
@@ -250,7 +252,51 @@ def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tupl
             reads[row["key"]] = float(read)
     ceiling = doc.get("ceiling")
     name = ceiling.get("name") if isinstance(ceiling, dict) else None
-    return peaks, reads, measured.notes, name if isinstance(name, str) else None
+    floors, why = _floors(doc, path, peaks)
+    return peaks, reads, (*measured.notes, *why), name if isinstance(name, str) else None, \
+        floors
+
+
+def _floors(doc: dict[str, Any], path: str,
+            peaks: dict[str, float]) -> tuple[dict[str, int], list[str]]:
+    """The N a diagnosis recommends for a key where its peak alone would size less, and
+    why: a key throttled below the nominal ceiling (what its partitions accepted sizes
+    N), or one already sharded whose busiest shard counts for all of them (a spread that
+    uneven stays so at any N). A peak spread evenly, which is all the plan and its
+    simulation see, would be planned on fewer (it was: N=3 for a key on 4 shards, its
+    busiest at 150% of a partition)."""
+    recommendation = doc.get("recommendation")
+    changes = recommendation.get("changes") if isinstance(recommendation, dict) else None
+    rows = {row.get("key"): row for row in doc.get("top") or () if isinstance(row, dict)}
+    floors: dict[str, int] = {}
+    notes: list[str] = []
+    for i, change in enumerate(changes if isinstance(changes, list) else ()):
+        if not isinstance(change, dict) or change.get("key") not in peaks:
+            continue
+        key, start, n = change["key"], change.get("from"), change.get("to")
+        if not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= MAX_SHARDS
+                   for x in (start, n)):
+            raise click.BadParameter(f"{path}: recommendation.changes[{i}] needs 'from' and "
+                                     f"'to' shard counts from 1 to {MAX_SHARDS}",
+                                     param_hint="--from")
+        assert isinstance(start, int)
+        assert isinstance(n, int)
+        row = rows.get(key) or {}
+        if change.get("reason") == "throttles":
+            why = (f"it was throttled at {peaks[key]:,.0f} units/s, below the nominal "
+                   "ceiling, so what its partitions accepted sizes N")
+        elif start > 1:
+            busiest = row.get("peak_to_ceiling")
+            took = f"{100 * busiest:.0f}% of a partition" if isinstance(
+                busiest, int | float) and not isinstance(busiest, bool) else "the most"
+            why = (f"the busiest shard of its {start} took {took}, and a spread that uneven "
+                   "stays so at any N")
+        else:
+            continue  # sized on its peak alone, as the plan sizes it
+        floors[key] = n
+        notes.append(f"{key}: N at least {n}, as the diagnosis recommends: {why} (the plan "
+                     "and its simulation spread the peak evenly)")
+    return floors, notes
 
 
 @click.command()
@@ -361,7 +407,7 @@ def plan(peaks: tuple[tuple[str, float], ...],
                                      "included (--read-item-bytes sizes a listing's entries)",
                                      param_hint="--item-bytes")
         # measured units already hold the item's size and the layout's amplification
-        measured, read_peaks, notes, measured_against = _measured_peaks(source_file)
+        measured, read_peaks, notes, measured_against, floors = _measured_peaks(source_file)
         # a --peak (writes a second) beside them is put in their units once the mode is
         # known (below): over a measured key, its writes as given, its reads as measured
         written, given = given, measured
@@ -373,7 +419,7 @@ def plan(peaks: tuple[tuple[str, float], ...],
             # the same (scenarios.verify.verify_plan).
             item_writes = 0.0
     else:
-        read_peaks, notes, measured_against, written = {}, (), None, {}
+        read_peaks, notes, measured_against, written, floors = {}, (), None, {}, {}
     read_peaks = {**read_peaks, **reads_given}
     # a value read but not written: planned on its reads, at 0 writes a second
     given = {**dict.fromkeys(reads_given, 0.0), **given}
@@ -423,7 +469,8 @@ def plan(peaks: tuple[tuple[str, float], ...],
                            consistent=not eventual, latency=latency,
                            mode=mode or "table", table=table, item_writes=item_writes,
                            partitions=partitions, pool=pool,
-                           read_peaks={v: r for v, r in read_peaks.items() if v in peaks})
+                           read_peaks={v: r for v, r in read_peaks.items() if v in peaks},
+                           floors={v: n for v, n in floors.items() if v in peaks})
 
     result = planned(given)
     per_item = next(iter(result.values.values())).units_per_item

@@ -304,7 +304,7 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
                 item_writes: float | None = None, partitions: int | None = None,
                 namespace: str = "index",
                 read_peaks: Mapping[str, float] | None = None,
-                pool: int | None = None) -> Plan:
+                pool: int | None = None, floors: Mapping[str, int] | None = None) -> Plan:
     """Plan N for each value of ``peaks`` (value -> peak writes a second), its read cost,
     the table's partitions and the one verdict: the sizing function other code calls.
 
@@ -325,7 +325,9 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
     smallest with ``read_peak x headroom <= N x ceiling.read_units``, a listing's reads
     spread over the N shard keys; N then grows, as for the writes, while the busiest
     partition's reads at the p99 pass its read ceiling, and the reads count against the
-    table's read limit. The
+    table's read limit. ``floors`` (value -> N) is the least N of a value, measured
+    elsewhere (a diagnosis's recommendation for a key throttled below the ceiling, or
+    already sharded unevenly). The
     amplification defaults to that of ``mode`` (AMPLIFICATION: 2 for ``table``, 1
     for ``gsi``, 4 for ``azure``, 2 for ``cosmos``). Read-side costs use
     ``read_item_bytes`` (default ``item_bytes``),
@@ -395,6 +397,11 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
                                      amplification=amplification, headroom=headroom)
         except InvalidInput as exc:
             raise InvalidInput(f"{value}: {exc}") from exc
+        least = (floors or {}).get(value, 1)
+        if isinstance(least, bool) or not isinstance(least, int) or not 1 <= least <= MAX_SHARDS:
+            raise InvalidInput(f"least N of {value!r} must be an integer from 1 to "
+                               f"{MAX_SHARDS}, got {least!r}")
+        base[value] = max(base[value], least)
         if value in reads:
             read_base[value] = read_shards(value, reads[value], bound.read_units, headroom)
             base[value] = max(base[value], read_base[value])

@@ -432,6 +432,7 @@ def _from_diagnosis(doc: Mapping[str, Any], origin: str, *, rate: str = "peak") 
     duration = int(_number(f"{origin}: totals.seconds", seconds if seconds else 60,
                            integer=True, least=1, most=_MAX_SECONDS))
     values = {}
+    uneven: list[str] = []
     for i, row in measured.rows:
         where = f"{origin}: {i}"
         units = _number(f"{where}.{rate}_units_per_s", row.get(f"{rate}_units_per_s"))
@@ -440,7 +441,31 @@ def _from_diagnosis(doc: Mapping[str, Any], origin: str, *, rate: str = "peak") 
         values[row["key"]] = ValueLoad(
             value=row["key"], write_units=Schedule(((0.0, writes),)), shards=shards,
             read_units=None if reads is None else Schedule(((0.0, reads),)))
-    return Workload(duration, values, (), {}, origin, measured.notes)
+        uneven += _uneven(doc, row, shards, units)
+    return Workload(duration, values, (), {}, origin, (*measured.notes, *uneven))
+
+
+def _uneven(doc: Mapping[str, Any], row: Mapping[str, Any], shards: int,
+            units: float) -> list[str]:
+    """A note on a key already sharded whose busiest shard the diagnosis measured well
+    above an even share: the simulation spreads its units evenly over its shards, so it
+    shows less than the busiest took (it read "ok" for a shard at 150% of a partition)."""
+    ceiling = doc.get("ceiling")
+    bound = ceiling.get("write_units_per_s") if isinstance(ceiling, Mapping) else None
+    ratio = row.get("peak_to_ceiling")
+    if shards < 2 or not all(isinstance(x, int | float) and not isinstance(x, bool)
+                             for x in (bound, ratio)):
+        return []
+    assert isinstance(bound, int | float)
+    assert isinstance(ratio, int | float)
+    busiest = ratio * bound
+    if busiest <= 1.1 * units / shards:
+        return []
+    return [f"{row['key']}: the diagnosis measured its busiest of {shards} shards at "
+            f"{busiest:,.0f} units/s ({100 * ratio:.0f}% of a partition), where this simulation "
+            f"spreads its {units:,.0f} units/s evenly ({units / shards:,.0f} a shard): it shows "
+            "less than that shard took (shardex diagnose --per-shard lists each shard; "
+            "shardex plan --from sizes N on the busiest)"]
 
 
 def _split(where: str, row: Mapping[str, Any], units: float,
