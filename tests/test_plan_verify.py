@@ -504,3 +504,14 @@ def test_a_diagnosis_of_uneven_shards_or_throttles_is_planned_at_its_n(tmp_path:
     text = said("simulate", _diagnosed(tmp_path, uneven), "--store", "memory://?partitions=0")
     assert ("note: PENDING: the diagnosis measured its busiest of 4 shards at 1,500 units/s "
             "(150% of a partition)") in text, text
+
+
+def test_a_margin_the_quota_binds_names_the_quota_not_the_setting_given() -> None:
+    """warm_write 81,000 past the quota of 40,000: the note said "warm_write of at least
+    51,000 leaves the margin", below the 81,000 given; the quota binds, as the binds line
+    said."""
+    text = said("plan", "--peak", "PENDING=6000", "--peak", "SHIPPED=2500", "--table",
+                "warm_write=81000", "--table", "warm_read=12750")
+    assert "warm_write of at least" not in text, text
+    assert ("quota_write (the per-table quota) of at least 51,000 leaves the margin: request "
+            "an increase") in text, text

@@ -360,10 +360,15 @@ def _table_margin(model: Profile, write: bool, needed: float, limit: float, limi
                f"{max(2, math.ceil(round(needed / limit, 9))):,} accounts or lower the load")
     else:
         quota = model.quota_write if write else model.quota_read
-        fix = (model.limit_setting(write)
-               + f" of at least {math.ceil(round(needed, 6)):,} leaves the margin"
-               + (f" (past the per-table quota of {quota:,.0f}: request an increase)"
-                  if needed > quota else ""))
+        least = f"{math.ceil(round(needed, 6)):,}"
+        if limit >= quota:  # the quota binds, whatever the capacity setting is
+            fix = (f"{'quota_write' if write or model.shared_units else 'quota_read'} (the "
+                   f"per-table quota) of at least {least} leaves the margin: request an "
+                   "increase")
+        else:
+            fix = (model.limit_setting(write) + f" of at least {least} leaves the margin"
+                   + (f" (past the per-table quota of {quota:,.0f}: request an increase)"
+                      if needed > quota else ""))
     return (f"it keeps up at the peak, but {what}: a peak that much higher throttles, "
             f"whatever N; {fix}")
 
