@@ -515,3 +515,18 @@ def test_a_margin_the_quota_binds_names_the_quota_not_the_setting_given() -> Non
     assert "warm_write of at least" not in text, text
     assert ("quota_write (the per-table quota) of at least 51,000 leaves the margin: request "
             "an increase") in text, text
+
+
+def test_reads_past_the_table_name_their_setting_beside_a_write_margin() -> None:
+    """The reads that locate items past the table's read limit, the writes within theirs
+    but short of the headroom, the partition count given: the verdict named no setting
+    (its search for one asked the writes' headroom too), where warm_read=30,000 keeps
+    up."""
+    args = ("plan", "--peak", "A=20000", "--partitions", "0", "--table",
+            "quota_write=1000000", "--table", "warm_write=100000")
+    doc = json.loads(said(*args, "--json"))
+    assert doc["verdict"]["setting"] is not None, doc["verdict"]
+    assert "pre-warming to warm_read=30,000 avoids it" in said(*args)
+    again = json.loads(said(*args, "--table", "warm_read=30000", "--verify", "--json"))
+    assert again["verdict"]["keeps_up"]
+    assert again["verify"]["agrees"]

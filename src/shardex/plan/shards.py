@@ -502,8 +502,12 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
         return sized if all(p.fits for p in held if crowd or p.direction == "write") \
             else None
 
+    # the writes keep up at the peak, the table's headroom aside: a read setting that
+    # ends the reads' throttling is advice enough where no write setting is found
+    margin_only = fitted and all(p.fits for p in parts if p.direction == "write") \
+        and total <= table_plan.limit_write_units_per_s
     advice, read_advice, advised = _advise(
-        model_, fit, writes=needs_more,
+        model_, fit, writes=needs_more, margin_only=margin_only,
         crowded=not all(p.fits for p in parts if p.direction == "read"),
         read_advice=advise_reads(model_, table_plan), total=total,
         total_reads=total_reads, headroom=headroom)
@@ -524,8 +528,9 @@ def plan_shards(peaks: Mapping[str, float], *, item_bytes: int = 1024,
 
 def _advise(model: Profile, fit: Fit, *, writes: bool, crowded: bool,
             read_advice: tuple[str, float] | None, total: float, total_reads: float,
-            headroom: float) -> tuple[tuple[str, float] | None, tuple[str, float] | None,
-                                      dict[str, int] | None]:
+            headroom: float, margin_only: bool = False
+            ) -> tuple[tuple[str, float] | None, tuple[str, float] | None,
+                       dict[str, int] | None]:
     """The settings that avoid the throttling, and N on the table they start, as that
     table is planned (``fit``): (write setting, read setting, N), N None when the table
     the settings start does not keep up (or none is advised): no setting is then said to
@@ -534,7 +539,10 @@ def _advise(model: Profile, fit: Fit, *, writes: bool, crowded: bool,
     ``read_advice``: the read setting that serves the table's read limit (if it binds);
     ``writes``: whether the writes need a larger table; ``crowded``: whether the values'
     reads crowd a partition, which a table of more partitions spreads (the write
-    setting's, or a read setting's: cheaper, three times the read units a partition).
+    setting's, or a read setting's: cheaper, three times the read units a partition);
+    ``margin_only``: the writes keep up at the peak and only the table's headroom is
+    short, so where no write setting is found (a partition count given) the read setting
+    is still said to avoid the reads' throttling (it named none).
     """
     try:
         table = model if read_advice is None else with_setting(model, *read_advice)
@@ -543,10 +551,11 @@ def _advise(model: Profile, fit: Fit, *, writes: bool, crowded: bool,
     advice = None
     if writes:
         found = recommend(table, fit, total=total, headroom=headroom)
-        if found is None:
+        if found is not None:
+            advice = found[:2]
+            table = with_setting(table, *advice)
+        elif read_advice is None or not margin_only:
             return None, read_advice, None
-        advice = found[:2]
-        table = with_setting(table, *advice)
     if advice is None and read_advice is None and not crowded:
         return None, None, None
     held = fit(table, True, TRIALS)

@@ -361,7 +361,9 @@ def _table_margin(model: Profile, write: bool, needed: float, limit: float, limi
     else:
         quota = model.quota_write if write else model.quota_read
         least = f"{math.ceil(round(needed, 6)):,}"
-        if limit >= quota:  # the quota binds, whatever the capacity setting is
+        setting = getattr(model, model.limit_setting(write), None)
+        if isinstance(setting, int | float) and setting >= needed:
+            # the setting given serves it already: the quota binds
             fix = (f"{'quota_write' if write or model.shared_units else 'quota_read'} (the "
                    f"per-table quota) of at least {least} leaves the margin: request an "
                    "increase")
