@@ -178,6 +178,27 @@ def test_a_tier_holding_the_data_of_another_is_refused(main: str, tiers: dict[st
     ShardedIndex(main, "ix", tiers={"d": "dynamodb://other"})  # another table: a tier
 
 
+@pytest.mark.parametrize(("main", "tier"), [
+    ("dynamodb://orders?endpoint_url=http://127.0.0.1:8000&region=us-east-1",
+     "dynamodb://orders?endpoint_url=http://127.0.0.1:8000"),
+    ("dynamodb://orders?region=us-east-1",
+     "dynamodb://orders?endpoint_url=https://dynamodb.us-east-1.amazonaws.com"),
+    ("dynamodb://orders", "dynamodb://orders?region=us-east-1"),
+], ids=["region from the environment", "the region's endpoint by its URL",
+        "both regions from the environment"])
+def test_the_own_table_by_a_region_resolved_elsewhere_is_refused_as_a_tier(
+        main: str, tier: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The region compared as written in each URI ('' where the environment gives it):
+    the index's own table was taken as a tier, and a move onto it and its rollback
+    deleted every entry of the value. The region the client resolves, and the endpoint
+    a region names, are compared."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    with pytest.raises(InvalidInput, match=r"tiers\['d'\] is the index's own store"):
+        ShardedIndex(main, "ix", tiers={"d": tier})
+    ShardedIndex(main, "ix", tiers={"d": "dynamodb://orders?region=eu-west-1"})
+
+
 def test_a_routing_naming_an_unknown_tier_is_refused() -> None:
     # the routing's ShardPolicy names it: '(policy field 'tier')' read, beside an
     # autopilot's --policy file, as if the file were at fault

@@ -121,6 +121,13 @@ class DynamoDBClient(abc.ABC):
     endpoint: str = "DynamoDB"
     connections: int | None = None  # requests it carries at once (its pool), if known
 
+    @property
+    def location(self) -> str:
+        """The endpoint its requests go to, as far as it is known before any: the URL
+        given or the client's, else the one the region it resolves names ('' when none
+        is known). Two clients of one location and table hold the same data."""
+        return self.endpoint
+
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Create connections, if the adapter owns any."""
 
@@ -251,6 +258,21 @@ class AioClient(DynamoDBClient):
         if client is not None:
             self.endpoint = str(getattr(client.meta, "endpoint_url", self.endpoint))
             self.connections = _pool_of(client)
+
+    @property
+    def location(self) -> str:
+        if self._endpoint_url is not None:
+            return self._endpoint_url
+        if self._client is not None:
+            return str(self._client.meta.endpoint_url)
+        # as the client would build it: the environment's endpoint, else the region's
+        named = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or os.environ.get("AWS_ENDPOINT_URL")
+        if named:
+            return named
+        region = self._region
+        if region is None and self._session is not None:
+            region = self._session.get_config_variable("region")
+        return f"https://dynamodb.{region}.amazonaws.com" if region else ""
 
     async def open(self) -> None:
         if not self._owned or self._client is not None:

@@ -212,11 +212,11 @@ class DynamoDBStore(Store):
 
     @property
     def holds(self) -> Hashable:
-        """The endpoint (or region) and the table: a GSI-mode store's entries are its base
-        table's items."""
-        settings = self._settings
-        return ("dynamodb", endpoint_of(settings["endpoint_url"] or ""),
-                settings["region"] or "", self.table)
+        """The endpoint (the one the region resolves names, where none is given) and the
+        table: a GSI-mode store's entries are its base table's items. The region as
+        written in a URI ('' where the environment gives it) took the index's own table
+        for a tier of another."""
+        return ("dynamodb", endpoint_of(self._client.location), self.table)
 
     @property
     def gsi_mode(self) -> bool:
