@@ -308,3 +308,41 @@ async def _read(index: ShardedIndex, item: str) -> tuple[tuple[str, str] | None,
                                                           list[tuple[str, str]]]:
     got = await index.get(item)
     return (None if got is None else (got.value, got.sort)), await _listed(index, "B")
+
+
+@pytest.mark.parametrize("state", ["read-both", "write-new", "verified"])
+@pytest.mark.parametrize(("src", "dst"), [(None, "d1"), ("d1", None)], ids=["onto", "off"])
+@pytest.mark.parametrize("second", ["none", "re-put", "move-same"])
+def test_a_write_of_the_moving_value_over_an_item_on_a_third_store_is_refused(
+        src: str | None, dst: str | None, state: str, second: str) -> None:
+    """BIG crosses between the index's store and d1; the item lives on d2 under 'other',
+    which stays. A put under BIG surveyed only the two stores BIG crosses between: it
+    was acknowledged, and the item (written again on d2 first) was listed under both
+    values for good, parity clean. It is refused, as outside the move, and changes
+    nothing."""
+    from tests.test_reshard import _until
+
+    async def main() -> None:
+        own = MemoryStore(seed=1)
+        tiers = {"d1": MemoryStore(seed=2), "d2": MemoryStore(seed=3)}
+        start = {"BIG": ShardPolicy(2, tier=src), "other": ShardPolicy(2, tier="d2")}
+        async with ShardedIndex(own, "orders", Routing(overrides=start), routing_lease=3.0,
+                                routing_ttl=0.5, tiers=tiers) as index, \
+                Resharder(own, "orders", tiers=tiers, unit_lease=2.0) as runner:
+            await runner.start({"BIG": ShardPolicy(3, tier=dst)}, margin=0.5)
+            await _until(runner, state)
+            await asyncio.sleep(1)
+            assert await index.put("other", "i-6", sort="s1")
+            if second == "re-put":
+                assert await index.put("other", "i-6", sort="s1b")
+            elif second == "move-same":
+                assert await index.move("i-6", old="other", new="other")
+            with pytest.raises(shardex.CapabilityMissing, match="under 'other' on tier 'd2'"):
+                await index.put("BIG", "i-6", sort="s2")
+            assert [e.item_id for e in (await index.query("other")).items] == ["i-6"]
+            assert (await index.query("BIG")).items == []
+            found = await index.get("i-6")
+            assert found is not None
+            assert found.value == "other"
+
+    run_virtual(main())

@@ -35,6 +35,8 @@ from shardex.errors import (
 from shardex.model.entries import NO_TOKEN, Placement, StoredEntry
 from shardex.routing import Routing
 from shardex.write.decide import (
+    Delete,
+    Move,
     Put,
     Refuse,
     Relocate,
@@ -44,6 +46,7 @@ from shardex.write.decide import (
     decide,
     derived,
     held_across,
+    holder,
     relocating,
     truth,
     value_of,
@@ -115,6 +118,15 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             planned = known.pop() if known else (yield from machine._route())
             planned_for = planned
             request = job.plan(planned.routing)
+            # a store beside S and T may hold the item, under a value that stays there: a
+            # write here would make it live in two stores (as outside the move, refused)
+            elsewhere: dict[Tier, Placement | None] = {}
+            if not isinstance(request, Delete | Relocate):
+                for tier in machine.topology.stores:
+                    if tier not in (s, t):
+                        elsewhere[tier] = yield from machine._locate(tier)
+                _refuse_elsewhere({s: source, t: target, **elsewhere}, (s, t), request,
+                                  planned.routing, job.what)
             into_target = planned.routing.writing.policy(value).tier == t
             # a put of an item T holds under the value stays in T, on its key, whatever
             # store the writer's state writes (as ``target_key`` keeps it in one store):
@@ -151,7 +163,8 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
                 others = [source, target]
                 for tier in machine.topology.stores:
                     if tier not in (s, t):
-                        others.append((yield from machine._locate(tier)))
+                        others.append(elsewhere[tier] if tier in elsewhere
+                                      else (yield from machine._locate(tier)))
                 floor = max([version, *(p.version + 1 for p in others if p)])
                 claim = yield from _claim(machine, job, s, t, source, target, token, floor,
                                           into_target)
@@ -193,6 +206,25 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
             yield Sleep(wait)
             continue
         return _done(landed), claim, _last(landed)
+
+
+def _refuse_elsewhere(found: dict[Tier, Placement | None], crossing: tuple[Tier, Tier],
+                      request: WriteRequest, routing: Routing, what: str) -> None:
+    """Raise if a store other than the two the value crosses between holds the item's live
+    entry (``holder`` of every store's placement): CapabilityMissing, as for a write of
+    a value that stays in its store, or ConditionFailed for a move from a value the item
+    is not under. A put there was acknowledged and the item listed under both values
+    for good."""
+    held = holder(found, routing)
+    if held is None or held[0] in crossing:
+        return
+    where, placement = held
+    assert placement.entry is not None
+    under = value_of(placement.entry)
+    stray = isinstance(request, Move) and under != request.old
+    raise (ConditionFailed if stray else CapabilityMissing)(
+        f"the {what} cannot apply: the item has its entry under {under!r} on {named(where)}"
+        + ("" if stray else ", and no write spans two stores; delete it there first"))
 
 
 class _Held(Exception):
