@@ -451,3 +451,51 @@ def test_a_caller_chooses_the_write_token_and_a_bad_one_is_refused() -> None:
             assert await store.locate("orders", "o-1") == placement  # nothing applied
 
     run_virtual(main())
+
+
+def test_a_token_already_on_the_item_is_a_retry_of_its_write_or_refused() -> None:
+    """Nothing asked whether a caller's token was already on the item: a move given the
+    token of the put before it was acknowledged (and, its first try failing before it
+    applied, reported ok without applying); an application retrying, with its token, a
+    move that ended OutcomeUnknown but had applied got ConditionFailed, which says it did
+    not. Now the retry of the item's last write reports ok and changes nothing; a
+    different write with a token the item carries is refused, changing nothing."""
+    class Flaky(MemoryStore):
+        down = False
+
+        async def _place(self, namespace: str, item_id: str, entry: Any, version: int,
+                         expected: Any, token: str, rec: Recorder) -> None:
+            await super()._place(namespace, item_id, entry, version, expected, token, rec)
+            if token == "tok-move":
+                self.down = True
+                raise Unavailable("applied, then the connection dropped")
+
+        async def _locate(self, namespace: str, item_id: str, rec: Recorder) -> Any:
+            if self.down:
+                raise Unavailable("unreachable")
+            return await super()._locate(namespace, item_id, rec)
+
+    async def main() -> None:
+        store = Flaky(seed=1)
+        retry = RetryPolicy(attempts=3, base=0.01, cap=0.1, deadline=None)
+        async with shardex.ShardedIndex(store, "orders", Routing(), retry=retry) as index:
+            assert await index.put("PENDING", "o-1", sort="a", token="tok-put")
+            placement = await store.locate("orders", "o-1")
+            with pytest.raises(shardex.InvalidInput, match="token 'tok-put' is already on "
+                                                           "item 'o-1'"):
+                await index.move("o-1", old="PENDING", new="SHIPPED", token="tok-put")
+            assert await store.locate("orders", "o-1") == placement
+            with pytest.raises(OutcomeUnknown):
+                await index.move("o-1", old="PENDING", new="SHIPPED", token="tok-move")
+            store.down = False
+            moved = await store.locate("orders", "o-1")
+            assert await index.move("o-1", old="PENDING", new="SHIPPED", token="tok-move")
+            assert await store.locate("orders", "o-1") == moved
+            assert await index.put("SHIPPED", "o-1", sort="b")
+            with pytest.raises(shardex.InvalidInput, match="an earlier write"):
+                await index.move("o-1", old="PENDING", new="SHIPPED", token="tok-move")
+            with pytest.raises(shardex.InvalidInput, match="token 'tok-put'"):
+                await index.delete("SHIPPED", "o-1", token="tok-put")
+            assert (await index.get("o-1")).sort == "b"
+
+    run_virtual(main())

@@ -97,6 +97,13 @@ def cross(machine: WriteMachine, job: Job, token: str, tiers: tuple[Tier, Tier],
     while True:
         source = yield from machine._locate(s)
         target = yield from machine._locate(t)
+        if planned_for is None:  # before any try: the token already on the item?
+            carrying = next((p for p in (source, target) if p is not None
+                             and token in p.chain), None)
+            if carrying is not None:
+                retried = machine.retried(job, token, carrying, first.routing)
+                if retried is not None:
+                    return retried, None, None
         if source is not None and not mine.isdisjoint(source.chain):
             # written in S, confirmed there, or carried there from T
             if not landed and planned_for is not None:

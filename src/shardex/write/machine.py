@@ -23,6 +23,7 @@ from typing import NamedTuple, NoReturn, TypeVar
 from shardex.errors import (
     CapabilityMissing,
     ConditionFailed,
+    InvalidInput,
     OutcomeUnknown,
     RoutingStale,
     ShardexError,
@@ -182,6 +183,32 @@ class WriteMachine:
         raise ConditionFailed(f"gave up on the {job.what} after {self._max_conflicts} writes "
                               "of the item to other stores won over it")
 
+    def retried(self, job: Job, token: str, found: Placement, routing: Routing
+                ) -> Done | None:
+        """Before any try of ``job``: ``token`` is already on the item (``found``, its
+        placement). The retry of the item's last write (an application trying again after
+        OutcomeUnknown) is ok, as it applied; another write with a token the item carries
+        is refused (InvalidInput), changing nothing: its outcome would be read from the
+        other write's. None for a mover's carry, which the engine tells apart itself."""
+        request = job.plan(routing)
+        if isinstance(request, Relocate):
+            return None
+        entry = found.entry
+        if found.token == token:
+            if isinstance(request, Delete):
+                same = entry is None
+            else:
+                value = request.new if isinstance(request, Move) else request.value
+                same = entry is not None and value_of(entry) == value and (
+                    request.sort is None or entry.sort == request.sort)
+            if same:
+                return Done(True)
+        raise InvalidInput(
+            f"token {token!r} is already on item {job.item_id!r}: "
+            + ("the write that left the item as it is" if found.token == token else
+               "an earlier write") + " applied with it; a token names one write, so give "
+            f"this {job.what} one of its own (the same token only retries that write)")
+
     def _path(self, routing: Routing, job: Job) -> Tier | tuple[Tier, Tier]:
         """The store the write goes to, or (S, T) for a value a reshard moves between two."""
         topology = self.topology
@@ -319,6 +346,10 @@ class WriteMachine:
                         raise
                     self.unknown(token, ambiguous, f"reading it back failed "
                                  f"({type(exc).__name__}: {exc})", exc)
+                if planned is None and current is not None and token in current.chain:
+                    retried = self.retried(job, token, current, first.routing)
+                    if retried is not None:
+                        return retried, None, None
                 if ambiguous is not None and tried is not None:
                     outcome = resolve(tried.expected, token, current, foreign_writes=foreign,
                                       late_writes=tier in topology.late)
