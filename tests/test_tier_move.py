@@ -561,3 +561,47 @@ def test_an_entry_the_tier_s_store_refuses_stays_named_and_the_rest_moves() -> N
             assert "BIG" not in {k.split("#")[0] for k in main_store.shard_keys("orders")}
 
     run_virtual(main())
+
+
+def test_a_runner_given_another_store_for_a_tier_than_the_reshard_began_with_is_refused(
+) -> None:
+    """Tiers are named, and each process names their stores: a reshard started with
+    tier 'd' on one store and run with 'd' on another moved the entries into the second,
+    parity clean, where every client of the first found none. The transition records
+    the store each tier named at start; a runner given another is refused, moving
+    nothing."""
+    from shardex import ReshardRefused
+    from shardex.reshard import Resharder
+    from shardex.routing import Routing as R
+
+    class Named(MemoryStore):
+        def __init__(self, name: str) -> None:
+            super().__init__(seed=2)
+            self.name = name
+
+        @property
+        def holds(self) -> tuple[str, ...]:
+            return ("test", self.name)
+
+    async def main() -> None:
+        own, first, other = MemoryStore(seed=1), Named("a"), Named("b")
+        async with ShardedIndex(own, "orders", R(), routing_lease=2.0, routing_ttl=0.5,
+                                tiers={"d": first}) as index:
+            for i in range(20):
+                await index.put("BIG", f"i-{i}", sort=f"{i:02d}")
+            async with Resharder(own, "orders", tiers={"d": first}, unit_lease=2.0) as runner:
+                await runner.start({"BIG": ShardPolicy(3, tier="d")}, margin=0.5)
+                assert (await runner.routing()).reshard.tiers == (("d", "test a"),)
+            async with Resharder(own, "orders", tiers={"d": other}, unit_lease=2.0) as wrong:
+                with pytest.raises(ReshardRefused, match="began with tier 'd' on test a, "
+                                                         "and this runner was given"):
+                    await wrong.run()
+            assert await other.count("orders", "BIG#0") == 0
+            async with Resharder(own, "orders", tiers={"d": first}, unit_lease=2.0) as runner:
+                assert (await runner.run()).state == "verified"
+            assert len([e async for e in index.scan("BIG")]) == 20
+            stored = R.from_json((await index.refresh_routing()).to_json())
+            assert stored.reshard is not None
+            assert stored.reshard.tiers == (("d", "test a"),)
+
+    run_virtual(main())

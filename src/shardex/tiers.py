@@ -39,7 +39,7 @@ from shardex.write.topology import Topology, crossing
 
 Retrying = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
-__all__ = ["TierStores"]
+__all__ = ["TierStores", "identity"]
 
 
 class TierStores:
@@ -185,6 +185,16 @@ async def _locate(store: Store, namespace: str, item_id: str,
                   retrying: Retrying) -> Placement | None:
     found: Placement | None = await retrying(lambda: store.locate(namespace, item_id))
     return found
+
+
+def identity(store: Store) -> str | None:
+    """The data ``store`` names, as text that means the same in every process (its
+    ``holds``: a service's endpoint and table); None for a simulated store, whose data is
+    the object's own."""
+    holds = store.holds
+    if isinstance(holds, tuple) and holds and all(isinstance(part, str) for part in holds):
+        return " ".join(holds)
+    return None
 
 
 def _named(exc: ShardexError, where: str) -> ShardexError:

@@ -170,6 +170,10 @@ class Transition:
     - ``retain``: seconds the old layout stays restorable after cutover;
       ``retire_after`` the wall time from which it may be retired (None: not asked).
     - ``kind``: ``move`` (a reshard) or ``copy`` (an adoption, ``shardex.adoption``).
+    - ``tiers``: (tier name, the data its store names: ``shardex.tiers.identity``) of
+      each tier the moving values leave or enter, as the reshard began with them: a
+      runner given another store for one is refused (the entries it moved would be
+      where no client of the first looks).
     """
 
     id: str
@@ -183,6 +187,7 @@ class Transition:
     retain: float = 0.0
     retire_after: float | None = None
     kind: Kind = "move"
+    tiers: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _ID.fullmatch(self.id):
@@ -207,23 +212,30 @@ class Transition:
     def to_dict(self) -> dict[str, Any]:
         # "kind" only for a copy: a reshard's document reads as it always did
         kind = {} if self.kind == "move" else {"kind": self.kind}
+        tiers = {"tiers": dict(self.tiers)} if self.tiers else {}
         return {"id": self.id, "direction": self.direction, "values": list(self.values),
                 "started_at": self.started_at, "changed_at": self.changed_at,
                 "margin": self.margin, "generation": self.generation,
                 "parity": None if self.parity is None else self.parity.to_dict(),
-                "retain": self.retain, "retire_after": self.retire_after, **kind}
+                "retain": self.retain, "retire_after": self.retire_after, **kind, **tiers}
 
     @classmethod
     def from_dict(cls, doc: Any, where: str = "routing.reshard") -> Transition:
         """Validate a transition document; raise InvalidRouting naming the field at fault."""
         fields = fields_of(doc, where, required={"id", "direction", "values", "started_at",
                                                "changed_at", "margin"},
-                         optional={"generation", "parity", "retain", "retire_after", "kind"})
+                         optional={"generation", "parity", "retain", "retire_after", "kind",
+                                   "tiers"})
         values = fields["values"]
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise _fail(f"{where}.values", f"expected a list of logical keys, got {values!r}")
         parity = fields.get("parity")
         generation = fields.get("generation", 1)
+        tiers = fields.get("tiers", {})
+        if not isinstance(tiers, dict) or not all(
+                isinstance(k, str) and k and isinstance(v, str) and v for k, v in tiers.items()):
+            raise _fail(f"{where}.tiers", "expected an object of tier names and the stores "
+                        f"they named at start, got {tiers!r}")
         times = {name: _seconds(fields, name, where)
                  for name in ("started_at", "changed_at", "margin")}
         try:
@@ -235,7 +247,7 @@ class Transition:
                            parity, f"{where}.parity"),
                        retain=_seconds(fields, "retain", where, optional=True) or 0.0,
                        retire_after=_seconds(fields, "retire_after", where, optional=True),
-                       kind=fields.get("kind", "move"))
+                       kind=fields.get("kind", "move"), tiers=tuple(sorted(tiers.items())))
         except InvalidRouting as exc:
             if str(exc).startswith(where):
                 raise

@@ -19,13 +19,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from shardex.clock import Clock, LoopClock, alongside
-from shardex.errors import ConditionFailed, InvalidInput
+from shardex.errors import ConditionFailed, InvalidInput, ReshardRefused
 from shardex.index import ShardedIndex, store_routing
 from shardex.migrate.budget import Budget, Presence, Sharing
 from shardex.migrate.status import iso
 from shardex.routing import Routing
 from shardex.stores import open_store
 from shardex.stores.base import Store
+from shardex.tiers import identity
 
 __all__ = ["MigrationRunner", "check_counts", "check_numbers", "check_seconds",
            "default_worker"]
@@ -131,8 +132,27 @@ class MigrationRunner:
         raise NotImplementedError
 
     async def routing(self) -> Routing:
-        """The stored routing, read now (strongly consistent)."""
-        return await (await self.control()).refresh_routing()
+        """The stored routing, read now (strongly consistent). Raises ReshardRefused if
+        this runner was given another store for a tier than the reshard began with
+        (``Transition.tiers``): the entries it moved there would be hidden from every
+        client of the first."""
+        index = await self.control()
+        routing = await index.refresh_routing()
+        meta = routing.reshard
+        if meta is None:
+            return routing
+        for tier, began in meta.tiers:
+            store = index.tiers.get(tier)
+            if store is None:
+                continue
+            given = identity(store)
+            if given is not None and given != began:
+                raise ReshardRefused(
+                    f"index {self.name!r}: reshard {meta.id} began with tier {tier!r} on "
+                    f"{began}, and this runner was given {store.uri} for it (entries moved "
+                    "there would be hidden from every client of the first): give the tier's "
+                    "store as at start")
+        return routing
 
     async def store_next(self, routing: Routing) -> bool:
         """Store ``routing`` if the record is still one version before it; False if not."""

@@ -15,6 +15,7 @@ import contextlib
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 
 from shardex.clock import alongside, answered
 from shardex.errors import InvalidInput, InvalidKey, InvalidRouting, ReshardRefused, ShardexError
@@ -32,6 +33,7 @@ from shardex.migrate.tiered import crossing_refusal
 from shardex.migrate.verify import check
 from shardex.migrate.work import TakenOver
 from shardex.routing import Routing, ShardPolicy
+from shardex.tiers import identity
 from shardex.transition import Parity
 
 __all__ = ["DEFAULT_MARGIN", "DEFAULT_MAX_AGE", "DEFAULT_UNIT_LEASE", "Gauges", "Progress",
@@ -94,6 +96,9 @@ class Resharder(ReshardBase):
         refused = crossing_refusal(new)
         if refused is not None:
             raise ReshardRefused(f"index {self.name!r}: {refused}")
+        new = await self._with_tiers(new)
+        assert new.reshard is not None
+        assert new.previous is not None
         await self._check_keys(new)
         mover = self._mover(new)
         surveys = await mover.survey(new, new.reshard.values)
@@ -119,6 +124,25 @@ class Resharder(ReshardBase):
         await record_migration(self.store, self.name, "reshard", new.reshard.id,
                                new.reshard.values, clock=self._clock, rng=self._rng)
         return StartPlan(new, plans, stored=True)
+
+    async def _with_tiers(self, routing: Routing) -> Routing:
+        """``routing`` with its transition recording the store of each tier its moving
+        values leave or enter (``Transition.tiers``), as this runner was given them."""
+        meta, previous = routing.reshard, routing.previous
+        assert meta is not None
+        assert previous is not None
+        index = await self.control()
+        named = {policy.tier for value in meta.values
+                 for policy in (previous.policy(value), routing.policy(value))}
+        found = {}
+        for tier in sorted(t for t in named if t is not None):
+            store = index.tiers.get(tier)
+            text = None if store is None else identity(store)
+            if text is not None:
+                found[tier] = text
+        if not found:
+            return routing
+        return replace(routing, reshard=replace(meta, tiers=tuple(found.items())))
 
     async def _check_keys(self, routing: Routing) -> None:
         """Refuse a layout whose shard keys a store cannot hold (InvalidKey naming the
