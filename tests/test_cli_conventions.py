@@ -431,7 +431,7 @@ def test_contradictions_are_refused_before_the_store_is_reached(
     (["demo", "--reshard", "--duration", "1", "--rate", "1e-300"],
      "Invalid value for '--rate': with --reshard at least 50"),
     (["plan", "--peak", "A=5", "--ceiling", "1e-200"],
-     "write_ceiling must be >= 1e-9 units/s, got 1e-200"),
+     "ceiling must be a number of units/s from 0.001 to 1e9, got '1e-200'"),
 ], ids=["reshard rate 4", "reshard rate tiny", "ceiling tiny"])
 def test_a_value_below_what_the_model_takes_is_refused_naming_the_bound(
         capsys: pytest.CaptureFixture[str], args: list[str], fault: str) -> None:

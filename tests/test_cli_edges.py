@@ -536,3 +536,32 @@ def test_control_characters_of_a_key_are_shown_not_sent_to_the_terminal(
     assert "\x1b" not in result.output
     assert "top_key=\\x1b[2J\\x1b[31mEVIL[b]" in result.output, result.output
     assert "│ \\x1b[2J\\x1b[31mEVIL[b] │" in result.output
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["serve", "--demo", "--json", "--ceiling", ""], "unknown ceiling ''"),
+    (["serve", "--prometheus", "http://127.0.0.1:9/metrics", "--rate", "5", "--json"],
+     "--rate is the demo's writes a second: give it with --demo"),
+    (["plan", "--peak", "A=10", "--ceiling", "1e-300"],
+     "ceiling must be a number of units/s from 0.001 to 1e9, got '1e-300'"),
+    (["plan", "--peak", "A=10", "--ceiling", "99999999999999999999999"],
+     "ceiling must be a number of units/s from 0.001 to 1e9"),
+], ids=["serve empty ceiling", "serve rate without demo", "tiny ceiling", "huge ceiling"])
+def test_options_a_command_would_drop_or_misread_are_refused(
+        capsys: pytest.CaptureFixture[str], args: list[str], said: str) -> None:
+    """``serve --ceiling ''`` took the default, ``serve --prometheus ... --rate`` ignored
+    the demo's rate, and a ceiling of 1e-300 units/s made a diagnosis whose ceiling read
+    0.0 and whose keys each 'needed' 4,096 shards: each is one line and exit 2 now."""
+    code, err = failing(capsys, *args)
+    assert code == 2
+    assert said in err, err
+
+
+def test_diagnose_refuses_a_ceiling_out_of_range_and_autopilot_a_folder_of_heat(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = failing(capsys, "diagnose", str(sharded_log(tmp_path)), "--ceiling", "1e-300")
+    assert (code, "from 0.001 to 1e9" in err) == (2, True), err
+    code, err = failing(capsys, "autopilot", "run", "--store", "memory://", "--index", "x",
+                        "--source", f"file:{tmp_path}", "--duration", "1", "--dry-run")
+    assert code == 2
+    assert "is a folder, not a file of samples" in err, err

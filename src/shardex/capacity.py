@@ -324,7 +324,8 @@ def resolve_ceiling(spec: str | float | Ceiling) -> Ceiling:
 
     A store name is one of CEILINGS (``dynamodb``, ``azure-tables``, ``cosmos``); a number
     (or numeric text) is one ceiling for reads and writes alike, in units a second.
-    Raises InvalidInput for an unknown name or a number that is not finite and > 0.
+    Raises InvalidInput for an unknown name or a number outside MIN_CEILING to
+    MAX_CEILING.
     """
     if isinstance(spec, Ceiling):
         return spec
@@ -345,9 +346,15 @@ def resolve_ceiling(spec: str | float | Ceiling) -> Ceiling:
             number = float(spec)
         except OverflowError:  # an int past any float
             number = math.inf
-    if not math.isfinite(number) or number <= 0:
-        raise InvalidInput(f"ceiling must be a finite number of units/s > 0, got {brief(spec)}")
+    if not math.isfinite(number) or not MIN_CEILING <= number <= MAX_CEILING:
+        raise InvalidInput(f"ceiling must be a number of units/s from 0.001 to 1e9, got "
+                           f"{brief(spec)}")
     return Ceiling(f"{number:g} units/s", number, number, "units/s")
+
+
+# a partition's ceiling in units a second, as a number: documents give its figures to 4
+# decimals (1e-300 read 0.0), and no store's partition serves a billion a second
+MIN_CEILING, MAX_CEILING = 0.001, 1e9
 
 
 # The limit types of DynamoDB's ThrottlingReason, and the exception it raises for each.

@@ -84,6 +84,9 @@ def _source(text: str, store: Store, index: str) -> Any:
         if not path:
             raise click.BadParameter("file: needs a path, e.g. file:heat.jsonl",
                                      param_hint="'--source'")
+        if Path(path).is_dir():  # a file not there yet is awaited; a folder never reads
+            raise click.BadParameter(f"file:{path} is a folder, not a file of samples",
+                                     param_hint="'--source'")
         return FileHeat(Path(path))
     if text.startswith(("prometheus://", "prometheus+https://")):
         from shardex.errors import InvalidURI
@@ -156,7 +159,7 @@ def _line(entry: Any) -> str:
                                               "lease.")
 @click.option("--ceiling", default=None,
               help="A partition's write ceiling: a store name (dynamodb, azure-tables, "
-                   "cosmos) or units a second (default: the store's).")
+                   "cosmos) or units a second, 0.001 to 1e9 (default: the store's).")
 @click.option("--lease", type=number(1.0, 3600.0), default=None,
               help="Seconds the leader lease lasts (default: 15, or three ticks).")
 @click.option("--margin", default=40.0, show_default=True, type=MARGIN,

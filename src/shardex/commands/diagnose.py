@@ -50,7 +50,8 @@ _clock: Callable[[], float] = time.monotonic
 @click.option("--eventual", is_flag=True,
               help="Reads given in bytes are eventually consistent (half the units).")
 @click.option("--ceiling", default="dynamodb", show_default=True,
-              help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s.")
+              help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s "
+                   "(0.001 to 1e9).")
 @click.option("--headroom", type=HEADROOM, default=1.5, show_default=True,
               help="Multiplier on observed peaks when sizing N (1 to 100; 1.5: 50% to spare).")
 @click.option("--top", type=count(1, 10_000), default=10, show_default=True,

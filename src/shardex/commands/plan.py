@@ -316,7 +316,8 @@ def _floors(doc: dict[str, Any], path: str,
 @click.option("--read-item-bytes", type=count(1, ITEM_BYTES), default=None,
               help="Bytes of one entry as read (projection); default: --item-bytes.")
 @click.option("--ceiling", default=None,
-              help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s. "
+              help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s "
+                   "(0.001 to 1e9). "
                    "Default: the mode's.")
 @click.option("--headroom", type=HEADROOM, default=1.5, show_default=True,
               help="Multiplier on the peak, for growth and bursts (1 to 100; 1.5: 50% to "

@@ -54,6 +54,7 @@ __all__ = ["serve"]
                    "/metrics: between the two scrapes a rate is read from).")
 @click.option("--ceiling", default=None,
               help="Per-partition ceiling: dynamodb, azure-tables, cosmos, or units/s "
+                   "(0.001 to 1e9) "
                    "[default: the kind of --store, else dynamodb].")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one shardex.serve/1 document (what the page polls) and exit.")
@@ -92,7 +93,10 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
     tiers = given_tiers()
     if tiers and uri is None:
         raise click.UsageError("--tier needs --store (the page's next steps name it)")
-    ceiling = ceiling or store_ceiling(uri)  # the page holds a store to its own ceiling
+    if not demo and given("rate"):
+        raise click.UsageError("--rate is the demo's writes a second: give it with --demo")
+    # the page holds a store to its own ceiling ('' is no ceiling: refused below)
+    ceiling = store_ceiling(uri) if ceiling is None else ceiling
     resolve_ceiling(ceiling)
     if uri is not None:
         connection.options(uri)  # a usage error now, not at the first poll
