@@ -66,7 +66,7 @@ def test_item_size_and_amplification_multiply() -> None:
 
 def test_the_4096_shard_limit() -> None:
     assert shards(4_096_000, headroom=1.0) == 4096
-    with pytest.raises(InvalidInput, match="4096"):
+    with pytest.raises(InvalidInput, match="4,096"):
         shards(4_096_001, headroom=1.0)
 
 
@@ -359,17 +359,19 @@ def test_an_azure_table_that_cannot_keep_up_is_told_the_account_limit() -> None:
     assert "over 2 accounts" in said
 
 
-@pytest.mark.parametrize(("peak", "needs"), [
-    (1e308, "needs more shards than a float can count"),
-    (6e7, "needs 6e+06 shards"),
-], ids=["overflow", "finite"])
-def test_a_peak_past_the_shard_limit_says_what_it_needs_and_why(peak: float,
+@pytest.mark.parametrize(("peak", "shown", "needs"), [
+    (1e308, "1e+308", "needs more shards than a float can count"),
+    (6e7, "60,000,000", "needs 6,000,000 shards"),
+    (5e4 + 0.5, "50,000.5", "needs 5,001 shards"),
+], ids=["overflow", "finite", "fraction"])
+def test_a_peak_past_the_shard_limit_says_what_it_needs_and_why(peak: float, shown: str,
                                                                  needs: str) -> None:
-    """An overflow read 'needs inf shards'; the message now names the factors too."""
+    """An overflow read 'needs inf shards'; the message names the factors too, each
+    written out (it read 'a peak of 5e+06 ... needs 7.5e+03 shards')."""
     with pytest.raises(InvalidInput) as refused:
         shards_for(peak, ceiling=1000.0, headroom=100.0)
-    assert f"a peak of {peak:g} a second, 1 write unit(s) each, x100 headroom, {needs} of " \
-        "1000 units/s, over the limit of 4096" in str(refused.value)
+    assert f"a peak of {shown} a second, 1 write unit(s) each, x100 headroom, {needs} of " \
+        "1,000 units/s, over the limit of 4,096" in str(refused.value)
 
 
 def test_a_measured_peak_past_the_shard_limit_is_not_called_writes(
@@ -384,7 +386,7 @@ def test_a_measured_peak_past_the_shard_limit_is_not_called_writes(
     diagnosis.write_text(json.dumps(doc))
     said = shardex_error(capsys, "plan", "--from", str(diagnosis), code=2)
     assert "writes/s" not in said
-    assert f"{doc['top'][0]['key']}: a peak of 5e+06 a second, 1 write unit(s) each" in said
+    assert f"{doc['top'][0]['key']}: a peak of 5,000,000 a second, 1 write unit(s) each" in said
 
 
 def test_a_fan_out_wider_than_the_clients_pool_is_priced_through_it() -> None:

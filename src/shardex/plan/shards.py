@@ -116,15 +116,27 @@ def shards_for(peak: float, *, ceiling: float, units: float = 1.0,
                            f"{MAX_HEADROOM:g} (1.5: 50% to spare), got {headroom:g}")
     ratio = peak * units * amplification * headroom / ceiling
     if not ratio <= MAX_SHARDS:  # also an overflow to infinity
-        needs = f"{ratio:.3g} shards" if math.isfinite(ratio) else \
+        # written out, not '5e+06 ... needs 7.5e+03 shards' (past a trillion, as a float
+        # writes it: digits no one reads)
+        needs = (f"{math.ceil(round(ratio, 9)):,} shards" if ratio < 1e12 else
+                 f"{ratio:.3g} shards") if math.isfinite(ratio) else \
             "more shards than a float can count"
         raise InvalidInput(
             # worded for writes and for the write units a diagnosis measured alike
-            f"a peak of {peak:g} a second, {units * amplification:g} write unit(s) each, "
-            f"x{headroom:g} headroom, needs {needs} of {ceiling:g} units/s, over the limit "
-            f"of {MAX_SHARDS}; isolate this key on a dedicated path instead")
+            f"a peak of {_figure(peak)} a second, {units * amplification:g} write unit(s) "
+            f"each, x{headroom:g} headroom, needs {needs} of {_figure(ceiling)} units/s, "
+            f"over the limit of {MAX_SHARDS:,}; isolate this key on a dedicated path instead")
     # Round away float noise (3000*1.1/1100 is 3.0000000000000004) before the ceiling.
     return max(1, math.ceil(round(ratio, 9)))
+
+
+def _figure(number: float) -> str:
+    """``number`` with its thousands grouped (5,000,000, 0.5), as a float past a trillion."""
+    if number >= 1e12:
+        return f"{number:.3g}"
+    if number == int(number):
+        return f"{number:,.0f}"
+    return f"{number:,.2f}".rstrip("0").rstrip(".") if number >= 1000 else f"{number:.4g}"
 
 
 def sharded_routing(peaks: Mapping[str, float], *, ceiling: float, units: float = 1.0,
