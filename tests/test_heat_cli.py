@@ -170,3 +170,33 @@ def test_stdin_names_a_json_array_and_takes_no_file_beside_it(
     assert done.value.code == 2
     assert capsys.readouterr().err == ("error: '-' (stdin) is read alone: give no file "
                                        "beside it\n")
+
+
+def test_a_stream_past_its_counters_classifies_on_what_keys_surely_took(
+        tmp_path: Path) -> None:
+    """Space-Saving's m counters sum to every unit, so a uniform log of 5,000 keys read
+    with 10 counters was 'low_cardinality', its top 10 keys 100% of the load. Shares are
+    the units each key surely took (less its error bound); how many keys carry 80% is
+    unknown past the counters (null). A load the heavy keys do carry stays so."""
+    import random
+
+    rng = random.Random(5)
+    lines = ["timestamp,key,op,units"]
+    for second in range(60):
+        lines += [f"{1796014800 + second},u{rng.randint(0, 4999)},write,1"
+                  for _ in range(1000)]
+    uniform = tmp_path / "uniform.csv"
+    uniform.write_text("\n".join(lines) + "\n")
+    code, out = invoke("-", "--counters", "10", "--json", stdin=uniform.read_text())
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["classification"] == "uniform", doc["evidence"]
+    assert doc["evidence"]["keys_for_80pct"] is None
+    heavy = ["timestamp,key,op,units"]
+    for second in range(60):
+        heavy += [f"{1796014800 + second},{key},write,300" for key in ("A", "B", "C")]
+        heavy += [f"{1796014800 + second},u{rng.randint(0, 4999)},write,1" for _ in range(50)]
+    code, out = invoke("-", "--counters", "10", "--json", stdin="\n".join(heavy) + "\n")
+    doc = json.loads(out)
+    assert doc["classification"] == "low_cardinality", doc["evidence"]
+    assert doc["evidence"]["keys_for_80pct"] == 3

@@ -142,7 +142,7 @@ def classify(profile: HeatProfile, thresholds: Thresholds | None = None) -> Clas
     """Classify the heat of ``profile``; the evidence says which numbers decided it."""
     t = thresholds or Thresholds()
     top = profile.top
-    shares = [profile.share(k) for k in top]
+    shares = [profile.sure_share(k) for k in top]
     head = sum(shares[:t.top_keys])
     # over every key where the profile counted them for this share, else over its top
     needed = profile.keys_to_cover if profile.cover == t.top_share \

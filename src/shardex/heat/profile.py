@@ -138,6 +138,12 @@ class HeatProfile:
         """The key's share of all units (0 when there were none)."""
         return heat.units / self.total_units if self.total_units > 0 else 0.0
 
+    def sure_share(self, heat: KeyHeat) -> float:
+        """The share the key surely took: its units less their error bound (the same as
+        ``share`` when counted exactly). Space-Saving's counts sum to every unit, so its
+        m counters' upper bounds read as m keys taking all of a uniform load."""
+        return (heat.units - heat.error) / self.total_units if self.total_units > 0 else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class Timeline:
@@ -156,18 +162,20 @@ class Timeline:
 COVER_SLACK = 1e-9
 
 
-def keys_to_cover(units: Sequence[float], cover: float) -> int | None:
-    """How many of ``units`` (every key's, heaviest first) carry ``cover`` of their sum
-    (None when there are none)."""
-    total = sum(units)
-    if total <= 0:
+def keys_to_cover(units: Sequence[float], cover: float,
+                  total: float | None = None) -> int | None:
+    """How many of ``units`` (every key's, heaviest first) carry ``cover`` of their sum,
+    or of ``total`` when they are only some keys' (None when there are none, or when
+    those of ``units`` do not carry it)."""
+    whole = sum(units) if total is None else total
+    if whole <= 0:
         return None
     running = 0.0
     for i, amount in enumerate(units):
         running += amount
-        if running >= (cover - COVER_SLACK) * total:
+        if running >= (cover - COVER_SLACK) * whole:
             return i + 1
-    return len(units)
+    return len(units) if total is None else None
 
 
 def reserved_note(requests: int, units: float, keys: int) -> str:

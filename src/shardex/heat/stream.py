@@ -258,7 +258,10 @@ class StreamHeat:
             top=heats[:max(0, top)], over=over[:100], sequence=_sequence(runs, buckets),
             ceiling=self._ceiling, skipped_by_column=dict(skipped_by_column or {}),
             time_kinds=time_kinds, sources=("stream",), notes=notes, cover=cover,
-            keys_to_cover=keys_to_cover([h.units for h in heats], cover))
+            # the units the kept keys surely took, of every unit: past the counters, how
+            # many keys carry the share is not known (None)
+            keys_to_cover=keys_to_cover([h.units - h.error for h in heats], cover,
+                                        self._totals.total if self._evicted else None))
 
     def _pending_run(self) -> list[list[Any]]:
         if not self._now or self._second is None:
