@@ -530,3 +530,22 @@ def test_reads_past_the_table_name_their_setting_beside_a_write_margin() -> None
     again = json.loads(said(*args, "--table", "warm_read=30000", "--verify", "--json"))
     assert again["verdict"]["keeps_up"]
     assert again["verify"]["agrees"]
+
+
+def test_a_diagnosis_of_another_stores_units_planned_in_table_mode_says_so(
+        tmp_path: Path) -> None:
+    """Made against the cosmos ceiling (request units), planned in the assumed table mode
+    as DynamoDB write units with no word (diagnose said N=2, plan N=9)."""
+    rows = ["timestamp,key,op,units"]
+    for second in range(20):
+        rows += [f"{1796014800 + second},A,write,100"] * 60
+    log = tmp_path / "rw.csv"
+    log.write_text("\n".join(rows) + "\n")
+    path = tmp_path / "d.json"
+    path.write_text(said("diagnose", str(log), "--ceiling", "cosmos", "--json"))
+    doc = json.loads(said("plan", "--from", str(path), "--json"))
+    assert any("made against the cosmos ceiling, in Cosmos DB's request units, and is "
+               "planned here in table mode as DynamoDB write units; --mode cosmos" in note
+               for note in doc["notes"]), doc.get("notes")
+    doc = json.loads(said("plan", "--from", str(path), "--mode", "cosmos", "--json"))
+    assert not any("made against" in note for note in doc.get("notes", [])), doc["notes"]

@@ -201,6 +201,12 @@ def _with_settings(table: Any, mode: str, settings: tuple[str, ...]) -> Any:
         raise click.BadParameter(str(exc), param_hint="--table") from None
 
 
+# the planner's mode of the store a diagnosis's named ceiling is
+_MODE_OF_CEILING = {"cosmos": "cosmos", "azure-tables": "azure"}
+_UNITS_OF_MODE = {"cosmos": "Cosmos DB's request units",
+                  "azure": "Azure Table Storage's entities"}
+
+
 def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tuple[str, ...],
                                          str | None, dict[str, int]]:
     """The peak write units a second of each key a ``shardex.diagnose/1`` document lists,
@@ -487,6 +493,14 @@ def plan(peaks: tuple[tuple[str, float], ...],
             measured_as = (f"taken as DynamoDB write units: 1 KB items, {per_item:g} request "
                            f"units each here (the diagnosis was made against the "
                            f"{measured_against or 'dynamodb'} ceiling)")
+    elif source_file is not None and measured_against in _MODE_OF_CEILING \
+            and _MODE_OF_CEILING[measured_against] != result.mode:
+        # another store's units, planned as this mode's without a word: say so
+        mode_of = _MODE_OF_CEILING[measured_against]
+        notes = (*notes, f"the diagnosis was made against the {measured_against} ceiling, "
+                 f"in {_UNITS_OF_MODE[mode_of]}, and is planned here in {result.mode} mode "
+                 f"as {_UNITS_OF_MODE.get(result.mode, 'DynamoDB write units')}; --mode "
+                 f"{mode_of} (or a --store of it) plans it on that store")
     verified = _verify(result, verify_seconds) if verify else None
     if as_json:
         doc = result.to_dict()
