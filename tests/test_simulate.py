@@ -721,3 +721,14 @@ def test_a_table_asked_what_its_partitions_hold_to_a_hair_is_not_told_it_starts_
                                               provisioned_read=37_600, quota_write=64_000))
     assert max(sim.tables[0].asked) == pytest.approx(64_000)
     assert not [cause for cause in sim.causes() if "starts with" in cause]
+
+
+def test_a_table_of_a_partition_a_key_is_not_said_to_grow_from_none(tmp_path: Path) -> None:
+    """partitions=0 (every partition key its own) printed 'partitions: table 0 -> 4', a
+    growth from no partition."""
+    workload = tmp_path / "w.toml"
+    workload.write_text("duration = 30\n[table]\npartitions = 0\n[values.A]\nwrite = 100\n"
+                        "shards = 4\n")
+    code, out = invoke("simulate", str(workload))
+    assert code == 0, out
+    assert "partitions: table every partition key its own (4 at the end)" in out, out

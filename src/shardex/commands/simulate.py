@@ -235,7 +235,9 @@ def report(console: Console, doc: dict[str, Any], *, per_shard: bool = False) ->
             f"least headroom {100 * table['headroom']:.0f}%"
             + (f", [red]refused in {table['seconds_refused']:,} s[/]"
                if table["seconds_refused"] else ""), highlight=False)
-    partitions = ", ".join(f"{name} {p['first']} -> {p['last']}"
+    # a first count of 0 is partitions=0, every partition key its own: no count to grow from
+    partitions = ", ".join(f"{name} {p['first']} -> {p['last']}" if p["first"] else
+                           f"{name} every partition key its own ({p['last']:,} at the end)"
                            for name, p in doc["partitions"].items())
     console.print(f"partitions: {partitions}", highlight=False)
     if doc["throttles"]:
