@@ -377,3 +377,24 @@ def test_a_cosmos_containers_one_budget_is_said_once_for_reads_and_writes(
     assert cause.startswith("the table's reads and writes ask up to ")
     assert "past the 40,000 it served, though its partitions refused them first; " \
         "provisioned_write sets what it serves" in cause
+
+
+def test_a_raised_budget_says_when_it_is_lifted(tmp_path: Path) -> None:
+    """A grow's budget read 'the budget rises to 12,000 units/s ... until the migration
+    ends', where it lasted until the load had stayed low for t_down after it (the
+    migration done at 489 s, the budget lifted at 1,280 s)."""
+    workload = tmp_path / "ap.toml"
+    workload.write_text(
+        'duration = 2400\n[table]\nprofile = "dynamodb-on-demand"\npartitions = 0\n'
+        "warm_write = 40000\n[values.A]\nwrite = [[0, 200], [300, 1500], [900, 200]]\n"
+        "delete = [[0, 200], [300, 1500], [900, 200]]\nread = 2\npage = 50\n"
+        "[values.B]\nwrite = 100\ndelete = 100\nshards = 2\n")
+    result = CliRunner().invoke(cli, ["simulate", "--autopilot", str(workload), "--json"])
+    assert result.exit_code == 0, result.output
+    run = json.loads(result.output)["runs"][0]
+    rises = [a["reason"] for a in run["actions"] if "the budget rises" in a["reason"]]
+    assert rises, [a["reason"] for a in run["actions"]]
+    for reason in rises:
+        assert "until the migration ends" not in reason
+        assert "once the migration has ended it is lifted when the load has stayed below" \
+            in reason, reason

@@ -391,7 +391,9 @@ def _while_migrating(policy: AutopilotPolicy, key: str, view: KeyView,
                             f"{risen:,.0f} units/s (" + (
                                 f"{policy.admit_share:g} of its capacity"
                                 if risen == bridge else f"{_DRAIN:g}x the peak of "
-                                f"{heat.peak_up:,.0f}") + ") until the migration ends",
+                                f"{heat.peak_up:,.0f}") + "); once the migration has ended it is "
+                            f"lifted when the load has stayed below {policy.up:g} of the "
+                            f"capacity for {policy.t_down:g} s",
                             inputs, budget=risen)
     if view.budget is None and migration.grows and not following and heat.peak_up > bridge:
         return Decision(now, key, "admit", view.shards, view.shards,
