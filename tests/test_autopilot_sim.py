@@ -398,3 +398,16 @@ def test_a_raised_budget_says_when_it_is_lifted(tmp_path: Path) -> None:
         assert "until the migration ends" not in reason
         assert "once the migration has ended it is lifted when the load has stayed below" \
             in reason, reason
+
+
+def test_static_n_is_the_planners_n_for_the_peak() -> None:
+    """Static N rounded the peak up to the live sizer's 2% grid first: 6,000 units/s
+    read as 6,082 and N=10 where the planner (plan --peak A=3000, 2 units a write) says 9."""
+    from shardex.autopilot.sizing import PlannerSizer
+    from shardex.plan import plan_shards
+
+    table = profile("dynamodb-on-demand", partitions=0, warm_write=40_000)
+    sizer = PlannerSizer(table)
+    planned = plan_shards({"A": 3000.0}, table=table).values["A"].shards
+    assert sizer("A", 6000.0, None, exact=True) == planned == 9
+    assert sizer("A", 6000.0, None) == 10  # the live sizer's grid, shared between ticks

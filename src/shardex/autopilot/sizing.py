@@ -55,18 +55,23 @@ class PlannerSizer:
         # write units one entry write costs its shard key, as plan_shards counts it
         self.units_per_write = table.write_cost(item_bytes) * amplification
         self.plans = 0
-        self._cache: dict[tuple[str, str | None, int], int] = {}
+        self._cache: dict[tuple[str, str | None, float], int] = {}
 
-    def __call__(self, key: str, peak_units: float, tier: str | None) -> int:
+    def __call__(self, key: str, peak_units: float, tier: str | None, *,
+                 exact: bool = False) -> int:
+        """N for ``key`` at ``peak_units`` (in ``tier``'s store), the peak rounded up to a
+        2% grid so that ticks share plans; ``exact``: at the peak itself (a layout held
+        all day, which the planner's own N for that peak should be)."""
         if peak_units <= 0:
             return 1
         step = math.ceil(math.log(peak_units) / _GRID)
-        cache = (key if self.table.partitions else "", tier, step)
+        cache = (key if self.table.partitions else "", tier,
+                 peak_units if exact else step)
         found = self._cache.get(cache)
         if found is not None:
             return found
         profile = self.table if tier is None else self.tiers.get(tier, self.table)
-        writes = math.exp(step * _GRID) / self.units_per_write
+        writes = (peak_units if exact else math.exp(step * _GRID)) / self.units_per_write
         self.plans += 1
         try:
             plan = plan_shards({key: writes}, item_bytes=self.item_bytes, mode=self.mode,

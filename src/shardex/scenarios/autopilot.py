@@ -144,7 +144,7 @@ class ModeRun:
 def _static_policy(key: SimKey, sizer: PlannerSizer, noise: float, rates: Sequence[float],
                    ) -> ShardPolicy:
     peak = max(rates, default=0.0) * key.costs.entry * (1 + noise)
-    n = sizer(key.value, peak, None)
+    n = sizer(key.value, peak, None, exact=True)
     return ShardPolicy(shards=n) if n > 1 else ShardPolicy()
 
 
