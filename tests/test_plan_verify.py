@@ -549,3 +549,36 @@ def test_a_diagnosis_of_another_stores_units_planned_in_table_mode_says_so(
                for note in doc["notes"]), doc.get("notes")
     doc = json.loads(said("plan", "--from", str(path), "--mode", "cosmos", "--json"))
     assert not any("made against" in note for note in doc.get("notes", [])), doc["notes"]
+
+
+def test_a_diagnosis_of_time_buckets_plans_one_bucket_as_the_default(tmp_path: Path) -> None:
+    """24 dates, each hot for 100 s at 1,500 units/s, one after another: the plan gave
+    each past date an override (the next date left at N=1) and summed the 24 peaks,
+    which never overlapped, into 36,000 units/s at once, past the table. It plans one
+    bucket, the hottest, as the routing's default, every bucket's N."""
+    import datetime
+
+    rows = ["timestamp,key,op,units"]
+    for second in range(2400):
+        day = datetime.date(2026, 11, 1) + datetime.timedelta(days=second // 100)
+        rows += [f"{1796014800 + second},{day.isoformat()},write,100"] * 15
+    path = _diagnosed(tmp_path, rows)
+    diagnosed = json.loads(Path(path).read_text())
+    assert diagnosed["recommendation"]["strategy"] == "time_bucket_plus_suffix"
+    doc = json.loads(said("plan", "--from", path, "--table", "warm_write=40000", "--json"))
+    assert doc["routing"]["overrides"] == {}
+    assert doc["routing"]["default"]["shards"] == diagnosed["routing"]["default"]["shards"] == 3
+    assert doc["table"]["write_units_per_s"] == 1500.0
+    assert doc["verdict"]["keeps_up"]
+    assert any("time buckets hot one at a time (24 of them, 2026-11-01 to 2026-11-24)" in note
+               for note in doc["notes"]), doc["notes"]
+
+
+def test_keys_that_peak_apart_are_said_to_be_summed_at_the_table(tmp_path: Path) -> None:
+    rows = ["timestamp,key,op,units"]
+    for second in range(60):
+        rows += [f"{1796014800 + second},{'A' if second < 30 else 'B'},write,100"] * 30
+    text = said("plan", "--from", _diagnosed(tmp_path, rows))
+    assert "throttles: the table's writes (6,000 units/s at the peak)" in text, text
+    assert "note: the table's figures add each key's own peak, as if every key peaked in " \
+        "the same second" in text, text

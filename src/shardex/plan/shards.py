@@ -243,6 +243,7 @@ class Plan:
     verdict: Verdict | None = None
     profile: Profile | None = None
     namespace: str = "index"
+    default_from: str | None = None
 
     @property
     def binds(self) -> str:
@@ -251,9 +252,15 @@ class Plan:
             "partition" if any(p.sharded for p in self.values.values()) else "none")
 
     def routing(self, *, version: int = 1) -> Routing:
-        """Return a routing that shards every value whose plan needs N > 1 (hash strategy)."""
+        """Return a routing that shards every value whose plan needs N > 1 (hash strategy);
+        ``default_from`` names the value whose N is the default's (a time bucket of
+        sequential keys: every bucket, the ones to come too, takes it)."""
+        default = self.values.get(self.default_from) if self.default_from else None
         return Routing(overrides={v: ShardPolicy(shards=p.shards)
-                                  for v, p in self.values.items() if p.sharded},
+                                  for v, p in self.values.items()
+                                  if p.sharded and v != self.default_from},
+                       default=ShardPolicy(shards=default.shards)
+                       if default is not None and default.sharded else ShardPolicy(),
                        version=version)
 
     def to_dict(self) -> dict[str, Any]:
