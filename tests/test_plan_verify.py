@@ -582,3 +582,24 @@ def test_keys_that_peak_apart_are_said_to_be_summed_at_the_table(tmp_path: Path)
     assert "throttles: the table's writes (6,000 units/s at the peak)" in text, text
     assert "note: the table's figures add each key's own peak, as if every key peaked in " \
         "the same second" in text, text
+
+
+def test_a_verdict_with_measured_load_left_out_says_so(tmp_path: Path) -> None:
+    """PENDING beside USER#abc (no logical key) and a 1,100-byte key, each at 2,000
+    units/s: the notes said two were left out, and the verdict read 'keeps up' for a
+    table of 2,000 units/s where it takes 6,000. It qualifies itself now."""
+    rows = ["timestamp,key,op,units"]
+    for second in range(10):
+        for key in ("PENDING", "USER#abc", "k" * 1100):
+            rows += [f"{1796014800 + second},{key},write,100"] * 20
+    path = _diagnosed(tmp_path, rows)
+    doc = json.loads(said("plan", "--from", path, "--json"))
+    assert doc["verdict"]["summary"] == (
+        "keeps up for the keys planned; 4,000 write units/s measured beside them are not "
+        "in these figures (the notes name them)")
+    whole = tmp_path / "whole.csv"
+    whole.write_text("\n".join(r for r in rows if "USER" not in r and "kkk" not in r) + "\n")
+    out = tmp_path / "whole.json"
+    out.write_text(said("diagnose", str(whole), "--json"))
+    assert json.loads(said("plan", "--from", str(out), "--json"))["verdict"]["summary"] \
+        == "keeps up"

@@ -8,7 +8,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs
 
 import click
@@ -208,8 +208,19 @@ _UNITS_OF_MODE = {"cosmos": "Cosmos DB's request units",
                   "azure": "Azure Table Storage's entities"}
 
 
-def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tuple[str, ...],
-                                         str | None, dict[str, int], str | None]:
+class _Diagnosed(NamedTuple):
+    """What ``plan --from`` takes from a diagnosis (``_measured_peaks``)."""
+
+    peaks: dict[str, float]
+    reads: dict[str, float]
+    notes: tuple[str, ...]
+    against: str | None
+    floors: dict[str, int]
+    bucket: str | None
+    left_out: float
+
+
+def _measured_peaks(path: str) -> _Diagnosed:
     """The peak write units a second of each key a ``shardex.diagnose/1`` document lists,
     its peak read units a second (``peak_read_units_per_s``, for the keys whose row has
     it: a diagnosis written before rows held it has none), notes on what it leaves out
@@ -261,9 +272,42 @@ def _measured_peaks(path: str) -> tuple[dict[str, float], dict[str, float], tupl
     ceiling = doc.get("ceiling")
     name = ceiling.get("name") if isinstance(ceiling, dict) else None
     floors, why = _floors(doc, path, peaks)
+    left_out = _left_out_units(doc, peaks)
     bucket, said = _one_bucket(doc, peaks, reads, floors)
-    return peaks, reads, (*measured.notes, *why, *said), \
-        name if isinstance(name, str) else None, floors, bucket
+    return _Diagnosed(peaks, reads, (*measured.notes, *why, *said),
+                      name if isinstance(name, str) else None, floors, bucket, left_out)
+
+
+def _left_out_units(doc: dict[str, Any], peaks: dict[str, float]) -> float:
+    """The write units a second a diagnosis measured beside the keys planned: the peaks of
+    the keys it lists that cannot be logical keys (another table's or layout's), and the
+    mean of those beyond its top. The table serves them too; the plan's figures leave
+    them out, and its verdict says so (it read "keeps up" for 1,680 units/s of a table
+    the notes' own figures put at 11,500)."""
+    listed: dict[str, Any] = {}
+    recommendation = doc.get("recommendation")
+    changes = recommendation.get("changes") if isinstance(recommendation, dict) else None
+    for row in [*(doc.get("top") or ()), *(changes if isinstance(changes, list) else ())]:
+        if isinstance(row, dict) and isinstance(row.get("key"), str):
+            listed.setdefault(row["key"], row)
+
+    def number(row: Any, *names: str) -> float:
+        for name in names:
+            value = row.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool) \
+                    and math.isfinite(value) and value > 0:
+                return float(value)
+        return 0.0
+
+    out = sum(number(row, "peak_write_units_per_s", "peak_units_per_s")
+              for key, row in listed.items() if key not in peaks)
+    totals = doc.get("totals")
+    if isinstance(totals, dict):
+        units, seconds = number(totals, "units"), number(totals, "seconds")
+        rest = units - sum(number(row, "units") for row in listed.values())
+        if seconds and rest > 0 and all(number(row, "units") for row in listed.values()):
+            out += rest / seconds
+    return out
 
 
 def _one_bucket(doc: dict[str, Any], peaks: dict[str, float], reads: dict[str, float],
@@ -447,8 +491,8 @@ def plan(peaks: tuple[tuple[str, float], ...],
                                      "included (--read-item-bytes sizes a listing's entries)",
                                      param_hint="--item-bytes")
         # measured units already hold the item's size and the layout's amplification
-        measured, read_peaks, notes, measured_against, floors, bucket = \
-            _measured_peaks(source_file)
+        measured, read_peaks, notes, measured_against, floors, bucket, left_out = \
+            _measured_peaks(source_file)  # (a _Diagnosed)
         # a --peak (writes a second) beside them is put in their units once the mode is
         # known (below): over a measured key, its writes as given, its reads as measured
         written, given = given, measured
@@ -462,6 +506,7 @@ def plan(peaks: tuple[tuple[str, float], ...],
     else:
         read_peaks, notes, measured_against, written, floors, bucket = {}, (), None, {}, {}, \
             None
+        left_out = 0.0
     read_peaks = {**read_peaks, **reads_given}
     # a value read but not written: planned on its reads, at 0 writes a second
     given = {**dict.fromkeys(reads_given, 0.0), **given}
@@ -538,6 +583,12 @@ def plan(peaks: tuple[tuple[str, float], ...],
                  f"{mode_of} (or a --store of it) plans it on that store")
     if bucket is not None and bucket in result.values:
         result = dataclasses.replace(result, default_from=bucket)
+    if left_out >= 0.5 and result.verdict is not None and result.verdict.keeps_up:
+        # measured load beside the keys planned, which the table serves too
+        result = dataclasses.replace(result, verdict=dataclasses.replace(
+            result.verdict, summary=f"{result.verdict.summary} for the keys planned; "
+            f"{left_out:,.0f} write units/s measured beside them are not in these figures "
+            "(the notes name them)"))
     if source_file is not None and len(result.values) > 1 and result.verdict is not None \
             and any(reason.startswith("the table's") for reason in result.verdict.reasons):
         notes = (*notes, "the table's figures add each key's own peak, as if every key "
