@@ -84,6 +84,22 @@ def test_iso_timestamps_and_epoch_seconds_agree(tmp_path: Path, fmt: str) -> Non
         assert (profile.first_second, profile.last_second) == (BASE, BASE + 2)
 
 
+def test_a_parquet_date_column_is_refused_as_a_timestamp(tmp_path: Path) -> None:
+    """A DATE column put a whole day's rows into one second (1,200 units/s and N=2 for
+    a day's 1,200 units) with 'resolution_s: 1' and no word."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    day = dt.date(2026, 11, 30)
+    pq.write_table(pa.table({"timestamp": [day, day], "key": ["A", "A"],
+                             "op": ["write", "write"], "units": [600, 600]}),
+                   tmp_path / "log.parquet")
+    with pytest.raises(InvalidLog, match="has type DATE: a timestamp gives its time of day"):
+        totals(tmp_path / "log.parquet")
+
+
 def test_parquet_native_timestamp_and_boolean_columns(tmp_path: Path) -> None:
     import datetime as dt
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -205,3 +206,23 @@ def test_json_lines_rows_naming_a_field_twice_or_keyed_by_an_object_are_malforme
     assert lit["skipped_rows"] == 3
     with pytest.raises(InvalidLog, match=r"odd\.jsonl"):
         diagnose([path], engine="spark", spark=spark)
+
+
+def test_a_time_with_no_time_of_day_or_a_day_long_offset_is_refused_alike(
+        tmp_path: Path, spark: Any) -> None:
+    """Both engines' casts took a date alone (a day's rows in one second: peaks of the
+    whole day's units) and an offset of +25:00; each is named, by either engine (one
+    expression in both), and a time with its offset is read as before."""
+    for i, stamp in enumerate(("2026-11-30", "2026-11-30T05:00:00+25:00")):
+        bad = tmp_path / f"bad{i}.csv"
+        bad.write_text(f"timestamp,key,op,units\n{stamp},A,write,600\n{stamp},A,write,600\n")
+        for engine in ("duckdb", "spark") if i == 0 else ("duckdb",):
+            with pytest.raises(InvalidLog, match=rf"bad{i}\.csv(:2)? column 'timestamp': "
+                                                 rf"timestamp {re.escape(repr(stamp))} is "
+                                                 "neither ISO 8601"):
+                diagnose([bad], engine=engine, spark=spark)
+    good = tmp_path / "good.csv"
+    good.write_text("timestamp,key,op,units\n2026-11-30T05:00:00+05:30,A,write,600\n"
+                    "2026-11-30 05:00:01-05:00,A,write,600\n")
+    assert diagnose([good], engine="spark", spark=spark).to_dict() \
+        == diagnose([good]).to_dict()

@@ -90,6 +90,7 @@ class Dialect:
     finite_sql: str
     iso_micros_sql: str
     time_micros_sql: str
+    matches_sql: str
 
     def q(self, name: str) -> str:
         """``name`` as a quoted identifier (the column names are SQL keywords)."""
@@ -100,20 +101,27 @@ class Dialect:
 
     def iso_micros(self, expr: str) -> str:
         """Epoch microseconds (an integer: exact at the range's ends) of an ISO 8601 text
-        (a zone-less one is UTC), or NULL."""
-        return self.iso_micros_sql.format(expr)
+        (a zone-less one is UTC), or NULL; NULL too for a date with no time of day (a
+        day's rows would be one second's) and an offset of 24 hours or more, which the
+        engines' casts take (a DATE column is refused by its type)."""
+        cast = self.iso_micros_sql.format(expr)
+        return (f"CASE WHEN {self.matches_sql.format(expr, _DATE_ONLY)} OR "
+                f"{self.matches_sql.format(expr, _BAD_OFFSET)} THEN NULL ELSE {cast} END")
 
     def time_micros(self, expr: str) -> str:
         """Epoch microseconds of a native TIMESTAMP or DATE column."""
         return self.time_micros_sql.format(expr)
 
 
+# (no backslash: Spark's string literals read it as an escape, DuckDB's do not)
+_DATE_ONLY = "^ *[0-9]{4}-[0-9]{2}-[0-9]{2} *$"
+_BAD_OFFSET = "[T ][0-9]{2}:[0-9]{2}.*[+-](2[4-9]|[3-9][0-9])(:?[0-9]{2})? *$"
 DUCKDB = Dialect("duckdb", '"', "isfinite({0})", "epoch_us(TRY_CAST({0} AS TIMESTAMPTZ))",
-                 "epoch_us({0})")
+                 "epoch_us({0})", "regexp_matches({0}, '{1}')")
 # Spark's session time zone must be UTC (shardex.heat.spark sets it); NaN equals NaN there
 SPARK = Dialect("spark", "`", "(NOT isnan({0}) AND abs({0}) < CAST('Infinity' AS DOUBLE))",
                 "unix_micros(TRY_CAST({0} AS TIMESTAMP))",
-                "unix_micros(CAST({0} AS TIMESTAMP))")
+                "unix_micros(CAST({0} AS TIMESTAMP))", "({0} RLIKE '{1}')")
 
 
 def number(value: float) -> str:
@@ -158,7 +166,7 @@ def _nested(kind: str) -> bool:
 
 
 def _time(kind: str) -> bool:
-    return kind.startswith("TIMESTAMP") or kind == "DATE"
+    return kind.startswith("TIMESTAMP")
 
 
 def validated(select: str, types: Mapping[str, str], *, eventual: bool, path: str,
@@ -176,6 +184,10 @@ def validated(select: str, types: Mapping[str, str], *, eventual: bool, path: st
             # as a JSON Lines row's object or array key is malformed
             raise InvalidLog(f"has type {kind}: a key is text (or a number), not a list, "
                              "map or structure", path=path, column=column)
+        if column == "timestamp" and kind == "DATE":
+            raise InvalidLog("has type DATE: a timestamp gives its time of day (peaks are "
+                             "per second, and a day's rows would be one second's)",
+                             path=path, column=column)
         if not (_text(kind) or _number(kind) or (column == "timestamp" and _time(kind))
                 or (column == "throttled" and kind == "BOOLEAN") or column == "key"):
             raise InvalidLog(f"has type {kind}, which this column cannot hold",

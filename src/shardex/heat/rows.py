@@ -153,7 +153,8 @@ def describe(code: str, values: Mapping[str, Any], major: int) -> str:
     messages = {
         "row": str(values.get("detail") or "is malformed"),
         "timestamp": (f"timestamp {shown('timestamp')} is neither ISO 8601 nor epoch seconds, "
-                      "milliseconds, microseconds or nanoseconds"),
+                      "milliseconds, microseconds or nanoseconds (an ISO 8601 time gives "
+                      "its time of day: peaks are per second; and an offset below 24 hours)"),
         "range": (f"timestamp {shown('timestamp')} is out of range: epoch times are >= 0 "
                   "and below 1e20, dates lie in the years 1 to 9999"),
         "key": "key is missing or empty",
