@@ -699,3 +699,48 @@ def test_a_raw_value_no_logical_key_can_be_is_named_and_does_not_block_verify(
     assert "contains the separator '#'" in said, said
     ok(capsys, "adopt", "cutover", *store)
     asyncio.run(listing(store_uri(table), truth))
+
+
+def test_an_item_moved_to_a_value_shardex_cannot_index_loses_its_shard_attribute() -> None:
+    """The application moved an adopted item to 'ON#HOLD' (no logical key can be it):
+    run counted it unresolved and kept its old status_shard, so every verify found it
+    extra under its old value, cutover was refused for good, and readers of the new index
+    listed it there. Run takes the stale attribute out (the raw value still the one it
+    scanned); complete is refused while the last verify has gaps (it completed and
+    dropped the old index)."""
+    table, truth = orders_table(10)
+    uri = store_uri(table)
+    client = local.sync_client()
+
+    async def scenario() -> None:
+        async with Adopter(uri, NAME, source="status-index", attribute="status", segments=2,
+                           rate=400, **FAST) as adopter:
+            await adopter.start({"PENDING": ShardPolicy(2)}, margin=0.2)
+            assert (await adopter.run()).finished
+
+            def hold(item_id: str) -> None:
+                client.update_item(TableName=table, Key={"order_id": {"S": item_id}},
+                                   UpdateExpression="SET #s = :v",
+                                   ExpressionAttributeNames={"#s": "status"},
+                                   ExpressionAttributeValues={":v": {"S": "ON#HOLD"}})
+                del truth[item_id]
+
+            held = sorted(truth)[2]
+            hold(held)
+            assert (await adopter.verify()).extra == 1
+            assert (await adopter.run()).finished
+            assert (await adopter.verify()).clean
+            item = client.get_item(TableName=table, Key={"order_id": {"S": held}},
+                                   ConsistentRead=True)["Item"]
+            assert "status_shard" not in item
+            assert item["status"] == {"S": "ON#HOLD"}
+            await adopter.cutover(max_age=900.0)
+            hold(sorted(truth)[2])  # in read-new: no run mends it; complete waits
+            assert (await adopter.verify()).extra == 1
+            with pytest.raises(ReshardRefused, match=r"the last parity report has gaps "
+                                                     r"\(1 extra\): complete is refused"):
+                await adopter.complete(retain=0.0, drop=True)
+            await adopter.rollback()
+        await listing(uri, truth)
+
+    asyncio.run(scenario())

@@ -515,7 +515,17 @@ class Adopter(MigrationRunner):
         """
         if retain is not None:
             check_seconds("retain", retain)
-        await self._adoption("read-new", "complete")
+        _, adoption = await self._adoption("read-new", "complete")
+        parity = adoption.migration.parity
+        if adoption.stage == "read-new" and parity is not None and not parity.clean:
+            # the old index is the way back (and, dropped, gone): not while readers of the
+            # new one may miss or list wrongly what the last verify found
+            gaps = ", ".join(f"{n} {kind}" for kind, n in parity.counts().items() if n)
+            raise ReshardRefused(f"index {self.name!r}: the last parity report has gaps "
+                                 f"({gaps}): complete is refused until a verify finds none "
+                                 "(readers read the new index: 'shardex adopt rollback', "
+                                 "then 'shardex adopt run' mends them, and verify and "
+                                 "cutover again)")
         while True:
             routing = await self.routing()
             step = copy_complete_step(routing, now=self._clock.wall(), lease=self.lease,

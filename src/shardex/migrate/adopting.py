@@ -107,11 +107,12 @@ class GsiAdoptionLayouts(AdoptionLayouts):
 
     async def clear(self, item: ScanItem) -> bool:
         """Remove the shard attribute left on an item whose raw value the application
-        removed (the shard attribute is shardex's own; the value, the application's)."""
+        removed, or changed to one shardex cannot index (the shard attribute is
+        shardex's own; the value, the application's)."""
         if item[2] is None:
             return False
         try:
-            await self.tools.clear_shard(item[0], item[2])
+            await self.tools.clear_shard(item[0], item[2], item[1])
         except ConditionFailed:
             return False  # changed since the scan: the next pass sees it as it is
         return True

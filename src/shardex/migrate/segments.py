@@ -113,25 +113,34 @@ class SegmentCopying:
                 scanning.cancel()
                 await asyncio.gather(scanning, return_exceptions=True)
 
+    async def _clear(self, item: ScanItem) -> str:
+        """Take out the shard attribute of an item in neither layout: "moved" if it had
+        one, "ok" if not (or it changed meanwhile), "unresolved" if the store did not say."""
+        if item[2] is None or not self.layouts.clears:
+            return "ok"
+        try:
+            cleared = await paced(self._pace(item[2]), self.layouts.copy_cost(),
+                                  lambda: self.layouts.clear(item), clock=self._clock,
+                                  rng=self._rng, budget=self.budget, key=item[2])
+        except (Unavailable, OutcomeUnknown) as exc:
+            log.warning("adopt: %s", exc)
+            return "unresolved"
+        return "moved" if cleared else "ok"
+
     async def _copy(self, item: ScanItem) -> str:
         """Copy one scanned item: "moved", "ok" (nothing to do), "raced" or "unresolved"."""
         item_id, value = item[0], item[1]
         if value is None:  # no raw value: in neither layout, but a stale shard attribute
-            if item[2] is None or not self.layouts.clears:
-                return "ok"
-            try:
-                cleared = await paced(self._pace(item[2]), self.layouts.copy_cost(),
-                                      lambda: self.layouts.clear(item), clock=self._clock,
-                                      rng=self._rng, budget=self.budget, key=item[2])
-            except (Unavailable, OutcomeUnknown) as exc:
-                log.warning("adopt: %s", exc)
-                return "unresolved"
-            return "moved" if cleared else "ok"
+            return await self._clear(item)
         try:
             validate_value(value)
         except InvalidKey as exc:
             log.warning("adopt: item %r: %s; it cannot be indexed by shardex", item_id, exc)
             self.refused[(value, item_id)] = str(exc)
+            # in no layout either: a shard attribute it kept from a value it left is
+            # stale (readers of the new index listed it under that value, and every
+            # verify found it extra)
+            await self._clear(item)
             return "unresolved"
         target = self.layouts.copy_to(item, value)
         if target is None:

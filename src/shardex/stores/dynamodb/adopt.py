@@ -234,18 +234,23 @@ class GsiAdoptionTools(_Calls):
             ExpressionAttributeValues=values, ReturnConsumedCapacity="TOTAL")
         return units_of(response)
 
-    async def clear_shard(self, item_id: str, stale: str) -> float:
+    async def clear_shard(self, item_id: str, stale: str, raw: str | None = None) -> float:
         """Remove the shard attribute ``stale`` of ``item_id``, whose raw attribute is gone
-        (the application removed it and not the shard attribute shardex owns); the write
-        units spent. Conditional: the raw attribute still absent and the shard attribute
-        still ``stale``. Raises ConditionFailed when the item changed."""
+        (the application removed it and not the shard attribute shardex owns), or is
+        ``raw``, a value shardex cannot index; the write units spent. Conditional: the raw
+        attribute still as it was and the shard attribute still ``stale``. Raises
+        ConditionFailed when the item changed."""
         layout = self.layout
+        values = {":old": {"S": stale}}
+        if raw is not None:
+            values[":raw"] = {"S": raw}
         response = await self._call(
             "UpdateItem", f"item {item_id!r} of table {self.table!r}", TableName=self.table,
             Key={layout.id_attribute: {"S": item_id}}, UpdateExpression="REMOVE #k",
-            ConditionExpression="attribute_not_exists(#a) AND #k = :old",
+            ConditionExpression=("attribute_not_exists(#a)" if raw is None else "#a = :raw")
+            + " AND #k = :old",
             ExpressionAttributeNames={"#a": self.attribute, "#k": layout.key_attribute},
-            ExpressionAttributeValues={":old": {"S": stale}}, ReturnConsumedCapacity="TOTAL")
+            ExpressionAttributeValues=values, ReturnConsumedCapacity="TOTAL")
         return units_of(response)
 
     async def item(self, item_id: str) -> tuple[str | None, str | None, bool] | None:
