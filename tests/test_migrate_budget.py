@@ -1097,3 +1097,40 @@ def test_a_process_short_of_its_fair_share_knows_when_the_claims_in_its_way_end(
     state, _ = lease(state, "b", 100.0, 1.0 + POLICY.linger + 0.01, POLICY, {"K"})
     assert state.slices["b"].on("K") == 50.0
     assert unblocked_at(state, "b", 100.0, 2.5, POLICY) is None  # its fair share
+
+
+def test_a_shared_budget_that_does_not_answer_stops_the_run_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a --budget-redis that does not answer, every move was left to the parity
+    check as an item's failure: 'moved 0, remaining 0', then 'the parity check found 157
+    gaps ... roll back or fix them'. The run stops once the budget has not answered for
+    10 s, naming it, and nothing moved."""
+    from shardex.errors import ReshardRefused, Unavailable
+
+    async def nothing(self: SharedBudgets) -> None:
+        return None
+
+    async def refused(self: SharedBudgets, *args: Any) -> float | None:
+        raise Unavailable(f"shared admission budgets at {self.url}: Error 111 connecting")
+
+    monkeypatch.setattr(SharedBudgets, "open", nothing)
+    monkeypatch.setattr(SharedBudgets, "close", nothing)
+    monkeypatch.setattr(SharedBudgets, "take", refused)
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        async with ShardedIndex(store, "orders", Routing(), routing_lease=1.0) as app:
+            for i in range(30):
+                await app.put("PENDING", f"o-{i:03d}", sort=f"{i:03d}")
+        async with Resharder(store, "orders", worker="a", seed=1, unit_lease=2.0,
+                             sharing=Sharing(redis="redis://127.0.0.1:1/0")) as runner:
+            await runner.start({"PENDING": ShardPolicy(4)}, margin=0.5)
+            with pytest.raises(ReshardRefused, match=r"shared budget \(shared admission "
+                                                     r"budgets at redis://127.0.0.1:1/0: "
+                                                     r"Error 111 connecting\) has not "
+                                                     r"answered for 10 s"):
+                await runner.run()
+            assert (await runner.routing()).state == "write-new"
+        assert await store.count("orders", "PENDING") == 30
+
+    run_virtual(main())

@@ -65,7 +65,7 @@ from shardex.admission import Budget as AdmissionBudget
 from shardex.admission import SharedBudgets
 from shardex.admission.budgets import moving_window
 from shardex.clock import GOODBYE, Clock, within
-from shardex.errors import ShardexError
+from shardex.errors import ReshardRefused, ShardexError, Unavailable
 from shardex.migrate.control import (
     DEFAULT_POLL,
     Controls,
@@ -455,6 +455,7 @@ class Budget(_BudgetRecord):
         assert self._redis is not None
         while hold is not None and (delay := hold()) > 0:
             await self._clock.sleep(delay)
+        failing: float | None = None  # since when Redis has not answered
         for key, cost in costs.items():
             units = math.ceil(cost - _EPS)
             while units > 0:
@@ -464,7 +465,23 @@ class Budget(_BudgetRecord):
                     continue
                 window = AdmissionBudget(rate=rate, burst=rate * max(1, math.ceil(1 / rate - _EPS)))
                 chunk = min(units, moving_window(window, "high")[0])
-                wait = await self._redis.take(key, chunk, window, "high")
+                try:
+                    wait = await self._redis.take(key, chunk, window, "high")
+                except Unavailable as exc:
+                    # not one item's fault, as a store's failed request is: every move
+                    # waits on it (each had been left to the parity check, and the run
+                    # ended blaming its gaps)
+                    now = self._clock.wall()
+                    failing = now if failing is None else failing
+                    if now - failing >= _SHARED_PATIENCE:
+                        raise ReshardRefused(
+                            f"the migration's shared budget ({exc}) has not answered for "
+                            f"{_SHARED_PATIENCE:g} s: nothing moves without it; give a "
+                            "--budget-redis that answers, or leave it out (the store "
+                            "keeps the budget), and run again") from exc
+                    await self._clock.sleep(1.0)
+                    continue
+                failing = None
                 if wait == 0.0:
                     units -= chunk
                     continue
@@ -483,6 +500,9 @@ class Budget(_BudgetRecord):
                             for key, share in self._shares.items()}
         rate = self.controls.rate
         self.state = await self._change(lambda s, at: cut(s, rate, at, self.policy))
+
+
+_SHARED_PATIENCE = 10.0  # seconds a shared budget's Redis may not answer before a run stops
 
 
 @dataclass(frozen=True, slots=True)
