@@ -1116,6 +1116,7 @@ def test_a_shared_budget_that_does_not_answer_stops_the_run_naming_it(
     monkeypatch.setattr(SharedBudgets, "open", nothing)
     monkeypatch.setattr(SharedBudgets, "close", nothing)
     monkeypatch.setattr(SharedBudgets, "take", refused)
+    monkeypatch.setattr(SharedBudgets, "room", refused)
 
     async def main() -> None:
         store = MemoryStore(seed=1)
@@ -1134,3 +1135,29 @@ def test_a_shared_budget_that_does_not_answer_stops_the_run_naming_it(
         assert await store.count("orders", "PENDING") == 30
 
     run_virtual(main())
+
+
+@pytest.mark.redis
+def test_a_redis_budget_counts_each_key_of_a_move_in_the_second_it_goes() -> None:
+    """Through Redis each key's window was taken in turn: a move's target key counted at
+    once, then held by its source key's wait, went a second after it was counted, beside
+    the next move of that key (4 processes: 1.4x the rate on one key in a second). Every
+    key of a move is taken once all have room (real time: about two seconds)."""
+    url = redis_server.require_url()
+
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        clock = LoopClock()
+        controls = Controls(store, "orders", "r1", rate=2.0, clock=clock, owner="a")
+        shared = SharedBudgets(url, prefix=redis_server.unique_prefix())
+        async with Budget(store, "orders", "r1", controls=controls, owner="a", clock=clock,
+                          redis=shared) as budget:
+            async with asyncio.timeout(10.0):
+                await budget.spend({"S": 2.0})  # the source key's second is full
+                await budget.spend({"T": 2.0, "S": 2.0})  # goes once S has room
+                went = clock.wall()
+                await budget.spend({"T": 2.0})
+            # T's window holds the move that went: the next waits for it to pass
+            assert clock.wall() - went >= 0.9
+
+    asyncio.run(main())

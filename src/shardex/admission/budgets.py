@@ -206,6 +206,27 @@ class SharedBudgets(BudgetState):
             raise Unavailable(f"shared admission budgets at {self.url}: {exc}") from exc
         return max(_MIN_RETRY, oldest + seconds - time.time())
 
+    async def room(self, key: str, cost: float, budget: Budget, priority: Priority
+                   ) -> float | None:
+        """Seconds until ``key``'s window holds ``cost`` more units, taking none (0.0: it
+        does now; None: never, a cost past the window): so that a write of several keys
+        takes each only once all have room, and each is counted in the second it goes."""
+        if self._storage is None:
+            await self.open()
+        assert self._storage is not None
+        limit, seconds = moving_window(budget, priority)
+        units = math.ceil(cost - 1e-9)
+        if units > limit:
+            return None
+        try:
+            oldest, count = await self._storage.get_moving_window(f"{key}/{seconds}", limit,
+                                                                   seconds)
+        except self._errors as exc:
+            raise Unavailable(f"shared admission budgets at {self.url}: {exc}") from exc
+        if count + units <= limit:
+            return 0.0
+        return max(_MIN_RETRY, oldest + seconds - time.time())
+
     async def reset(self) -> None:
         """Forget every budget's usage under this prefix (all of the fleet's)."""
         if self._storage is None:

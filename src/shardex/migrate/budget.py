@@ -455,8 +455,8 @@ class Budget(_BudgetRecord):
         assert self._redis is not None
         while hold is not None and (delay := hold()) > 0:
             await self._clock.sleep(delay)
-        failing: float | None = None  # since when Redis has not answered
-        for key, cost in costs.items():
+        failing: list[float] = []  # since when Redis has not answered
+        for key, cost in (await self._spend_together(costs, failing)).items():
             units = math.ceil(cost - _EPS)
             while units > 0:
                 rate = self.share
@@ -468,25 +468,71 @@ class Budget(_BudgetRecord):
                 try:
                     wait = await self._redis.take(key, chunk, window, "high")
                 except Unavailable as exc:
-                    # not one item's fault, as a store's failed request is: every move
-                    # waits on it (each had been left to the parity check, and the run
-                    # ended blaming its gaps)
-                    now = self._clock.wall()
-                    failing = now if failing is None else failing
-                    if now - failing >= _SHARED_PATIENCE:
-                        raise ReshardRefused(
-                            f"the migration's shared budget ({exc}) has not answered for "
-                            f"{_SHARED_PATIENCE:g} s: nothing moves without it; give a "
-                            "--budget-redis that answers, or leave it out (the store "
-                            "keeps the budget), and run again") from exc
-                    await self._clock.sleep(1.0)
+                    await self._unanswered(exc, failing)
                     continue
-                failing = None
+                failing.clear()
                 if wait == 0.0:
                     units -= chunk
                     continue
                 await self._clock.sleep(self.policy.term / 6 if wait is None
                                         else min(wait, self.policy.term / 6))
+
+    async def _spend_together(self, costs: Mapping[str, float],
+                              failing: list[float]) -> Mapping[str, float]:
+        """Take ``costs`` through Redis once every key's window has room for its cost, so
+        that each key counts the write in the second it goes: taken key by key, a key
+        counted at once was then held by another's wait, and several went together in a
+        later second (1.4x the rate on one key in a second, with four processes). Returns
+        the costs left to take a window's worth at a time (a cost past a window) or key by
+        key (no rate: paused or held); none when all were taken."""
+        assert self._redis is not None
+        taken: set[str] = set()  # (a Redis that stopped answering between two takes)
+        while True:
+            rate = self.share
+            left = {key: cost for key, cost in costs.items() if key not in taken}
+            if rate <= 0 and not taken:
+                return left
+            if rate <= 0:  # paused between two takes: the others go when it resumes
+                await self._clock.sleep(self.policy.term / 6)
+                continue
+            window = AdmissionBudget(rate=rate, burst=rate * max(1, math.ceil(1 / rate - _EPS)))
+            try:
+                waits = [await self._redis.room(key, cost, window, "high")
+                         for key, cost in left.items()]
+                if any(wait is None for wait in waits):
+                    return left
+                longest = max((wait or 0.0 for wait in waits), default=0.0)
+                if longest <= 0:
+                    for key, cost in left.items():
+                        # another process may have taken the room meanwhile: wait for it
+                        while (wait := await self._redis.take(key, cost, window, "high")) \
+                                != 0.0:
+                            if wait is None:  # the rate fell meanwhile: key by key
+                                return {k: c for k, c in left.items() if k not in taken}
+                            await self._clock.sleep(min(wait, self.policy.term / 6))
+                        taken.add(key)
+                    return {}
+            except Unavailable as exc:
+                await self._unanswered(exc, failing)
+                continue
+            failing.clear()
+            await self._clock.sleep(min(longest, self.policy.term / 6))
+
+    async def _unanswered(self, exc: Unavailable, failing: list[float]) -> None:
+        """Wait a second after Redis did not answer; ReshardRefused once it has not for
+        ``_SHARED_PATIENCE`` s (``failing`` holds since when). Not one item's fault, as a
+        store's failed request is: every move waits on it (each had been left to the
+        parity check as unresolved, and the run ended blaming its gaps)."""
+        now = self._clock.wall()
+        if not failing:
+            failing.append(now)
+        if now - failing[0] >= _SHARED_PATIENCE:
+            raise ReshardRefused(
+                f"the migration's shared budget ({exc}) has not answered for "
+                f"{_SHARED_PATIENCE:g} s: nothing moves without it; give a --budget-redis "
+                "that answers, or leave it out (the store keeps the budget), and run "
+                "again") from exc
+        await self._clock.sleep(1.0)
 
     async def throttled(self) -> None:
         """Report a throttle: the migration's rate is cut (once per ``cooldown``)."""
