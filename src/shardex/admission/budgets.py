@@ -188,6 +188,18 @@ class SharedBudgets(BudgetState):
             await pool.aclose()
 
     async def take(self, key: str, cost: float, budget: Budget, priority: Priority) -> float | None:
+        return await self._window(key, cost, budget, priority, take=True)
+
+    async def room(self, key: str, cost: float, budget: Budget, priority: Priority
+                   ) -> float | None:
+        """Seconds until ``key``'s window holds ``cost`` more units, taking none (0.0: it
+        does now; None: never, a cost past the window): so that a write of several keys
+        takes each only once all have room, and each is counted in the second it goes."""
+        return await self._window(key, cost, budget, priority, take=False)
+
+    async def _window(self, key: str, cost: float, budget: Budget, priority: Priority, *,
+                      take: bool) -> float | None:
+        """``take``'s answer, taking ``cost`` when there is room if ``take``, else none."""
         if self._storage is None:
             await self.open()
         assert self._storage is not None
@@ -199,31 +211,12 @@ class SharedBudgets(BudgetState):
         # starts a new window instead of misreading the old one.
         name = f"{key}/{seconds}"
         try:
-            if await self._storage.acquire_entry(name, limit, seconds, units):
+            if take and await self._storage.acquire_entry(name, limit, seconds, units):
                 return 0.0
-            oldest, _ = await self._storage.get_moving_window(name, limit, seconds)
+            oldest, count = await self._storage.get_moving_window(name, limit, seconds)
         except self._errors as exc:
             raise Unavailable(f"shared admission budgets at {self.url}: {exc}") from exc
-        return max(_MIN_RETRY, oldest + seconds - time.time())
-
-    async def room(self, key: str, cost: float, budget: Budget, priority: Priority
-                   ) -> float | None:
-        """Seconds until ``key``'s window holds ``cost`` more units, taking none (0.0: it
-        does now; None: never, a cost past the window): so that a write of several keys
-        takes each only once all have room, and each is counted in the second it goes."""
-        if self._storage is None:
-            await self.open()
-        assert self._storage is not None
-        limit, seconds = moving_window(budget, priority)
-        units = math.ceil(cost - 1e-9)
-        if units > limit:
-            return None
-        try:
-            oldest, count = await self._storage.get_moving_window(f"{key}/{seconds}", limit,
-                                                                   seconds)
-        except self._errors as exc:
-            raise Unavailable(f"shared admission budgets at {self.url}: {exc}") from exc
-        if count + units <= limit:
+        if not take and count + units <= limit:
             return 0.0
         return max(_MIN_RETRY, oldest + seconds - time.time())
 
