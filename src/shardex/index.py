@@ -201,6 +201,10 @@ class ShardedIndex(IndexReads):
         self._hedge = hedge
         self._max_concurrency = max_concurrency
         self._fanout: FanOut | None = None
+        # the calls under way (writes, and reads other than scans), which close() lets end
+        self._calls = 0
+        self._drained: asyncio.Event | None = None
+        self._closing = False
         # readers of the index an adoption moves from, by its kind and name
         self._sources: dict[tuple[str, str], tuple[Store, FanOut]] = {}
         self._sources_lock = asyncio.Lock()
@@ -285,6 +289,19 @@ class ShardedIndex(IndexReads):
                  self._record.routing.version)
 
     async def close(self) -> None:
+        """Close the index once the calls under way have ended (each with its true
+        outcome: closed beneath them, they failed with the closed client's errors, or
+        ended OutcomeUnknown); a call made meanwhile is refused."""
+        if self._fanout is None or self._closing:
+            return
+        self._closing = True
+        try:
+            if self._calls:
+                self._drained = asyncio.Event()
+                await self._drained.wait()
+        finally:
+            self._drained = None
+            self._closing = False
         if self._fanout is not None:
             self._fanout = None
             refresher, self._refresher = self._refresher, None
@@ -454,9 +471,12 @@ class ShardedIndex(IndexReads):
 
     async def _write(self, job: Job, *, units: float, priority: Priority) -> bool:
         """Admit, then carry out one logical write (``shardex.write``)."""
-        self._reader()
-        await self._admit(job.value, units, "write", priority)
-        return (await self._engine.write(job)).result
+        self._begin()
+        try:
+            await self._admit(job.value, units, "write", priority)
+            return (await self._engine.write(job)).result
+        finally:
+            self._ended()
 
     async def put(self, value: str, item_id: str, *, sort: str | None = None,
                   attrs: Mapping[str, Any] | None = None, version: int | None = None,

@@ -97,6 +97,23 @@ class IndexReads:
     _fanouts: dict[str | None, FanOut]
     _sources: dict[tuple[str, str], tuple[Store, FanOut]]
     _sources_lock: asyncio.Lock
+    _calls: int
+    _drained: asyncio.Event | None
+    _closing: bool
+
+    def _begin(self) -> None:
+        """A call begins (a write, or a read other than a scan): refused while the index
+        closes or is closed; ``close`` waits for the calls under way to end."""
+        if self._closing:
+            raise InvalidInput(f"index {self.name!r} is closing; use it before 'close' "
+                               "(or inside 'async with index:')")
+        self._reader()
+        self._calls += 1
+
+    def _ended(self) -> None:
+        self._calls -= 1
+        if not self._calls and self._drained is not None:
+            self._drained.set()
 
     def _reader(self) -> FanOut:
         raise NotImplementedError
@@ -156,11 +173,15 @@ class IndexReads:
     async def get(self, item_id: str) -> Entry | None:
         """Return the entry of ``item_id``, or None if it has none."""
         item_id = validate_item_id(item_id)
-        reads = self._reads()
-        # an index without tiers has one placement to read, whatever the routing says
-        routing = await self._routing_now() if self._tiers.names else None
-        placement = reads.held(routing, await self._tiers.locate(self.name, item_id,
-                                                                 self._retrying))
+        self._begin()
+        try:
+            reads = self._reads()
+            # an index without tiers has one placement to read, whatever the routing says
+            routing = await self._routing_now() if self._tiers.names else None
+            placement = reads.held(routing, await self._tiers.locate(self.name, item_id,
+                                                                     self._retrying))
+        finally:
+            self._ended()
         if placement is None or placement.entry is None:
             return None
         return self._entry(stored_value(placement.entry.shard_key, item_id), placement.entry)
@@ -219,6 +240,14 @@ class IndexReads:
     async def _page(self, value: str, limit: int, order: Order, after: Position | None,
                     priority: Priority, *, to_end: bool) -> Page:
         """The next ``limit`` entries of ``value`` beyond ``after`` (``query``, ``pages``)."""
+        self._begin()
+        try:
+            return await self._page_read(value, limit, order, after, priority, to_end=to_end)
+        finally:
+            self._ended()
+
+    async def _page_read(self, value: str, limit: int, order: Order, after: Position | None,
+                         priority: Priority, *, to_end: bool) -> Page:
         reads = self._reads()
         with collect_skipped() as skipped:
             for attempt in range(_MAX_REREADS):
@@ -281,6 +310,13 @@ class IndexReads:
         once: it costs the read units of every entry, not a count per shard key.
         """
         value = validate_value(value)
+        self._begin()
+        try:
+            return await self._count(value, priority)
+        finally:
+            self._ended()
+
+    async def _count(self, value: str, priority: Priority) -> int:
         reads = self._reads()
         for attempt in range(_MAX_REREADS):
             routing, since = await self._read_routing()

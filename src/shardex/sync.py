@@ -8,6 +8,7 @@ Every method has the meaning, arguments and errors of its ShardedIndex namesake.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 import weakref
@@ -73,9 +74,15 @@ class SyncShardedIndex:
         if self._loop.is_closed() or not (unopened or self._opened):
             coro.close()
             self._usable()  # raises, in the facade's words
-        if isinstance(self._loop, VirtualTimeLoop):  # time moves while the call runs
-            return self._loop.submit(coro).result()
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        try:
+            if isinstance(self._loop, VirtualTimeLoop):  # time moves while the call runs
+                return self._loop.submit(coro).result()
+            return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        except concurrent.futures.CancelledError:
+            # another thread closed the facade while this call waited on a listing
+            raise InvalidInput(f"SyncShardedIndex {self.index.name!r} was closed while this "
+                               "call ran (by another thread); build a new one to use the "
+                               "index again") from None
 
     def open(self) -> None:
         self._call(self.index.open(), unopened=True)
@@ -90,9 +97,13 @@ class SyncShardedIndex:
             for items in list(self._listings):  # a scan or pages left half read
                 with contextlib.suppress(Exception):
                     self._call(items.aclose(), unopened=True)
-            self._call(self.index.close(), unopened=True)
+            self._call(self.index.close(), unopened=True)  # lets the calls under way end
         finally:
             self._opened = False
+            # what other threads still wait on (a scan's next page): ended, not frozen
+            # with the loop (their threads waited for good)
+            with contextlib.suppress(Exception):
+                self._call(_cancel_others(), unopened=True)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
             self._loop.close()
@@ -206,3 +217,11 @@ class SyncShardedIndex:
             self._listings.discard(items)
             if not self._loop.is_closed():  # else close() closed it
                 self._call(items.aclose(), unopened=True)
+
+
+async def _cancel_others() -> None:
+    """Cancel every task of the running loop but this one, and wait for them to end."""
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)

@@ -1,0 +1,73 @@
+"""Closing an index while calls run: they end first, with their true outcomes.
+
+Closed beneath them, writes in flight failed with the closed client's words ("the
+routing of index 'ix' is not loaded yet", "the DynamoDB client is not open", or
+OutcomeUnknown where the store was reachable all along) and reads with IncompleteRead;
+the sync facade closed by one thread left another thread's call waiting for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+import shardex
+from shardex import Routing, ShardedIndex, ShardPolicy
+from shardex.sim.clock import run_virtual
+from shardex.stores.memory import MemoryStore
+
+
+def test_close_lets_the_writes_and_reads_under_way_end_and_refuses_new_ones() -> None:
+    async def main() -> None:
+        store = MemoryStore(seed=1)
+        index = ShardedIndex(store, "ix", Routing(overrides={"A": ShardPolicy(4)}),
+                             hedge=None)
+        await index.open()
+        writes = [asyncio.ensure_future(index.put("A", f"i-{i:03d}", sort=f"{i:03d}"))
+                  for i in range(40)]
+        await asyncio.sleep(0.002)  # each has sent a request: none has landed
+        reads = [asyncio.ensure_future(index.query("A", limit=100)),
+                 asyncio.ensure_future(index.count("A")),
+                 asyncio.ensure_future(index.get("i-001"))]
+        await asyncio.sleep(0)
+        closing = asyncio.ensure_future(index.close())
+        await asyncio.sleep(0)
+        with pytest.raises(shardex.InvalidInput, match="index 'ix' is closing"):
+            await index.put("A", "late")
+        assert await asyncio.gather(*writes) == [True] * 40
+        page, count, _ = await asyncio.gather(*reads)
+        assert isinstance(page, shardex.Page)
+        assert isinstance(count, int)
+        await closing
+        with pytest.raises(shardex.InvalidInput, match="is not open"):
+            await index.put("A", "after")
+        async with ShardedIndex(store, "ix", hedge=None) as again:
+            assert await again.count("A") == 40
+
+    run_virtual(main())
+
+
+def test_the_sync_facade_closed_by_one_thread_ends_another_threads_calls() -> None:
+    index = shardex.SyncShardedIndex("memory://?seed=1", "s")
+    index.open()
+    started, ended = threading.Event(), []
+
+    def write() -> None:
+        try:
+            for i in range(100_000):
+                index.put("P", f"w{i}")
+                if i == 5:
+                    started.set()
+        except shardex.ShardexError as exc:
+            ended.append(exc)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    assert started.wait(30)
+    index.close()
+    writer.join(30)
+    assert not writer.is_alive()  # it waited for good on the stopped loop
+    (error,) = ended
+    assert "not open" in str(error) or "closed" in str(error), error
