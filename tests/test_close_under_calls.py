@@ -71,3 +71,23 @@ def test_the_sync_facade_closed_by_one_thread_ends_another_threads_calls() -> No
     assert not writer.is_alive()  # it waited for good on the stopped loop
     (error,) = ended
     assert "not open" in str(error) or "closed" in str(error), error
+
+
+def test_an_index_used_from_another_event_loop_says_so() -> None:
+    """Opened under one asyncio.run and used under another: DynamoDB's client said
+    'cannot reach DynamoDB ... Event loop is closed', Azure's a StoreError, and memory://
+    went on with its routing refresher dead."""
+    index = ShardedIndex("memory://?seed=1", "ix")
+
+    async def first() -> None:
+        await index.open()
+        assert await index.put("A", "i-1")
+
+    async def second() -> None:
+        with pytest.raises(shardex.InvalidInput, match="was opened in another event loop"):
+            await index.put("A", "i-2")
+        with pytest.raises(shardex.InvalidInput, match="was opened in another event loop"):
+            await index.query("A")
+
+    asyncio.run(first())
+    asyncio.run(second())

@@ -100,14 +100,22 @@ class IndexReads:
     _calls: int
     _drained: asyncio.Event | None
     _closing: bool
+    _loop: asyncio.AbstractEventLoop | None
 
     def _begin(self) -> None:
         """A call begins (a write, or a read other than a scan): refused while the index
-        closes or is closed; ``close`` waits for the calls under way to end."""
+        closes or is closed, or from an event loop other than the one it was opened in
+        (its clients' connections belong to that one: a call from another failed as
+        "cannot reach DynamoDB ... Event loop is closed"); ``close`` waits for the calls
+        under way to end."""
         if self._closing:
             raise InvalidInput(f"index {self.name!r} is closing; use it before 'close' "
                                "(or inside 'async with index:')")
         self._reader()
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise InvalidInput(f"index {self.name!r} was opened in another event loop (each "
+                               "asyncio.run is one): open it in the loop that uses it, or "
+                               "use SyncShardedIndex from plain code")
         self._calls += 1
 
     def _ended(self) -> None:
