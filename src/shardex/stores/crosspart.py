@@ -60,11 +60,18 @@ placement``, ``shardex.stores.cosmos.placement``); ``Placer`` carries out the pr
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from shardex.errors import ConditionFailed, NotFound, ShardexError, StoreError, Unavailable
+from shardex.errors import (
+    ConditionFailed,
+    MalformedItem,
+    NotFound,
+    ShardexError,
+    StoreError,
+    Unavailable,
+)
 from shardex.model.entries import Placement, StoredEntry, history_after, new_token
 from shardex.stores.metered import Recorder
 
@@ -347,6 +354,26 @@ class Placer:
                     verdicts[i] = entry
                     break
         return verdicts
+
+    async def entries(self, rec: Recorder, namespace: str, rows: Sequence[Mapping[str, Any]],
+                      decode: Callable[[Mapping[str, Any]], StoredEntry],
+                      id_of: Callable[[Mapping[str, Any]], str]) -> list[StoredEntry]:
+        """The entries readers list of ``rows`` (one query's, in order), as ``owned``
+        judges them, each kept row made an entry by ``decode``; a row not in an entry's
+        shape is the item's fault, reported to ``rec`` under ``id_of``'s item id (raised,
+        or left out when the read skips such items)."""
+        entries = []
+        for row, kept in zip(rows, await self.owned(rec, namespace, rows), strict=True):
+            if kept is False:
+                continue
+            if kept is not True:  # the placement's entry, which the row stands for
+                entries.append(kept)
+                continue
+            try:
+                entries.append(decode(row))
+            except MalformedItem as exc:
+                rec.malformed(exc, id_of(row))
+        return entries
 
     # -- repair ---------------------------------------------------------------------
 

@@ -257,19 +257,10 @@ class AzureTablesStore(Store):
                 size += codec.text_size(props)
             if continuation is None:
                 break
-        verdicts = await self._placer.owned(rec, namespace, [props for props, _ in rows])
-        entries = []
-        for (props, _), kept in zip(rows, verdicts, strict=True):
-            if kept is False:
-                continue
-            if kept is not True:  # the placement's entry, which the row stands for
-                entries.append(kept)
-                continue
-            try:
-                entries.append(codec.entry_from_row(
-                    props, f"entry row {props['RowKey']!r} of {shard_key!r}"))
-            except MalformedItem as exc:
-                rec.malformed(exc, _id_of(props))
+        entries = await self._placer.entries(
+            rec, namespace, [props for props, _ in rows],
+            lambda props: codec.entry_from_row(
+                props, f"entry row {props['RowKey']!r} of {shard_key!r}"), _id_of)
         return entries, rows[-1][1] if more else None
 
     async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:

@@ -340,18 +340,10 @@ class CosmosStore(Store):
                 size += sum(len(v) for v in doc.values() if isinstance(v, str))
             if continuation is None:
                 break
-        verdicts = await self._placer.owned(rec, namespace, [doc for doc, _ in docs])
-        entries = []
-        for (doc, _), kept in zip(docs, verdicts, strict=True):
-            if kept is False:
-                continue
-            if kept is not True:  # the placement's entry, which the document stands for
-                entries.append(kept)
-                continue
-            try:
-                entries.append(codec.entry_from_doc(doc, f"entry {doc['id']!r} of {shard_key!r}"))
-            except MalformedItem as exc:
-                rec.malformed(exc, _id_of(doc))
+        entries = await self._placer.entries(
+            rec, namespace, [doc for doc, _ in docs],
+            lambda doc: codec.entry_from_doc(doc, f"entry {doc['id']!r} of {shard_key!r}"),
+            _id_of)
         return entries, docs[-1][1] if more else None
 
     async def _count(self, namespace: str, shard_key: str, rec: Recorder) -> int:
