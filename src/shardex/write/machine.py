@@ -346,7 +346,9 @@ class WriteMachine:
                         raise
                     self.unknown(token, ambiguous, f"reading it back failed "
                                  f"({type(exc).__name__}: {exc})", exc)
-                if planned is None and current is not None and token in current.chain:
+                # (the token and the history apart: ``chain`` builds a tuple, every write)
+                if planned is None and current is not None and (
+                        current.token == token or token in current.history):
                     retried = self.retried(job, token, current, first.routing)
                     if retried is not None:
                         return retried, None, None
