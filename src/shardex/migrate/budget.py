@@ -100,6 +100,7 @@ __all__ = ["Budget", "BudgetPolicy", "BudgetState", "Hold", "Presence", "Sharing
 
 log = logging.getLogger("shardex")
 _EPS = 1e-9
+_SHARED_PATIENCE = 10.0  # seconds a shared budget's Redis may not answer before a run stops
 _WAKE = 0.01  # seconds after a claim ends that a renewal waiting for it looks
 # the most keys a process's slice names one by one: beyond, it holds a share of every key.
 # A unit of a reshard to 1,024 keys names its source key and the 512 it fills; the budget
@@ -463,7 +464,7 @@ class Budget(_BudgetRecord):
                 if rate <= 0:  # paused or held
                     await self._clock.sleep(self.policy.term / 6)
                     continue
-                window = AdmissionBudget(rate=rate, burst=rate * max(1, math.ceil(1 / rate - _EPS)))
+                window = _window_of(rate)
                 chunk = min(units, moving_window(window, "high")[0])
                 try:
                     wait = await self._redis.take(key, chunk, window, "high")
@@ -490,12 +491,12 @@ class Budget(_BudgetRecord):
         while True:
             rate = self.share
             left = {key: cost for key, cost in costs.items() if key not in taken}
-            if rate <= 0 and not taken:
-                return left
-            if rate <= 0:  # paused between two takes: the others go when it resumes
-                await self._clock.sleep(self.policy.term / 6)
+            if rate <= 0:  # paused or held
+                if not taken:
+                    return left
+                await self._clock.sleep(self.policy.term / 6)  # between two takes: wait
                 continue
-            window = AdmissionBudget(rate=rate, burst=rate * max(1, math.ceil(1 / rate - _EPS)))
+            window = _window_of(rate)
             try:
                 waits = [await self._redis.room(key, cost, window, "high")
                          for key, cost in left.items()]
@@ -548,7 +549,10 @@ class Budget(_BudgetRecord):
         self.state = await self._change(lambda s, at: cut(s, rate, at, self.policy))
 
 
-_SHARED_PATIENCE = 10.0  # seconds a shared budget's Redis may not answer before a run stops
+def _window_of(rate: float) -> AdmissionBudget:
+    """A shared budget's window at ``rate``: a second's worth, or as many seconds as hold
+    one whole unit (Redis's moving windows count whole units a whole second)."""
+    return AdmissionBudget(rate=rate, burst=rate * max(1, math.ceil(1 / rate - _EPS)))
 
 
 @dataclass(frozen=True, slots=True)
