@@ -16,7 +16,7 @@ import click
 from shardex.errors import InvalidInput
 from shardex.routing import MAX_SHARDS
 
-__all__ = ["MODE_OF_CEILING", "UNITS_OF_MODE", "Diagnosed", "measured_peaks"]
+__all__ = ["Diagnosed", "MODE_OF_CEILING", "UNITS_OF_MODE", "measured_peaks"]
 
 
 # the planner's mode of the store a diagnosis's named ceiling is
