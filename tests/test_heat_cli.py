@@ -15,6 +15,15 @@ from shardex.errors import InvalidLog
 from tests import heat_samples as samples
 
 
+@pytest.fixture(autouse=True)
+def _still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Time stands still: a read of stdin prints its one final report, however long the
+    host takes to read it (a slow host crossed the live view's refresh and printed two)."""
+    import shardex.commands.diagnose as command
+
+    monkeypatch.setattr(command, "_clock", lambda: 0.0)
+
+
 def invoke(*args: str, stdin: str | None = None) -> tuple[int, str]:
     result = CliRunner().invoke(cli, ["diagnose", *args], input=stdin, terminal_width=200)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
