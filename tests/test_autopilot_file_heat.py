@@ -165,3 +165,54 @@ def test_a_key_the_file_stops_listing_cools_after_two_spans(tmp_path: Path) -> N
         assert all(s == 3.0 for _, s in lasts), lasts
 
     shardex.run_virtual(main())
+
+
+@pytest.mark.parametrize("rotation", ["copytruncate", "moved"])
+def test_a_rotated_file_is_read_from_its_start(tmp_path: Path, rotation: str) -> None:
+    """A file emptied in place (logrotate's copytruncate) or moved aside and created anew
+    was read on from the old file's offset: nothing, or from the middle of a line once it
+    grew past it, so a key at twice its capacity read as no load and was shrunk. Every
+    sample the tool appends after the rotation is read."""
+    path = tmp_path / "heat.jsonl"
+
+    async def main() -> None:
+        store = shardex.open_store("memory://")
+        await routed(store)
+        clock = LoopClock()
+        autopilot = pilot(store, path)
+        path.write_text("".join(line(clock.wall() - 60 + i, "PENDING", 900.0)
+                                for i in range(60)))
+        lasts = []
+        async with autopilot:
+            for second in range(40):
+                if second == 10:
+                    if rotation == "moved":
+                        path.rename(tmp_path / "heat.jsonl.1")
+                    path.write_text("")
+                with path.open("a") as out:
+                    out.write(line(clock.wall(), "PENDING", 20.0 if second >= 10 else 900.0))
+                await autopilot.tick()
+                lasts.append(autopilot.windows["PENDING"].summary().last)
+                await clock.sleep(1.0)
+        assert lasts[:10] == [900.0] * 10, lasts
+        assert lasts[10:] == [20.0] * 30, lasts
+
+    shardex.run_virtual(main())
+
+
+def test_a_file_that_grows_again_past_the_old_offset_is_read_from_its_start(
+        tmp_path: Path) -> None:
+    """Emptied in place, then grown past what was read before the next read: the read
+    took the new file from the old offset, the middle of a line."""
+    path = tmp_path / "heat.jsonl"
+    now = LoopClock().wall()
+    path.write_text("".join(line(now - 10 + i, "PENDING", 900.0) for i in range(10)))
+    source = FileHeat(path)
+
+    async def main() -> None:
+        assert len(await source.read(now)) == 10
+        path.write_text("".join(line(now - 30 + i, "SHIPPED", 5.0) for i in range(30)))
+        again = await source.read(now)
+        assert [(s.key, s.write_units) for s in again] == [("SHIPPED", 5.0)] * 30
+
+    shardex.run_virtual(main())

@@ -17,7 +17,8 @@ crash) has its windows filled at once rather than after ``t_up``:
   lines added since the last. A line that is no sample is skipped, never the lines
   around it: the read raises ``BadHeatLines`` naming it, with the good lines in
   ``samples``. The file lists only what its writer saw: the loop counts a key it has
-  not listed for two of its samples' spans (at least two ticks) as no load.
+  not listed for two of its samples' spans (at least two ticks) as no load. A file
+  rotated (moved aside and created anew, or emptied in place) is read from its start.
 
 Keys the store reserves (``#placement``, ...) and the metrics' ``other`` are left out.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -176,6 +178,8 @@ class MeterHeat:
 _AHEAD = 300.0
 _BEHIND = 366 * 86_400.0
 _SPAN = 86_400.0
+# the bytes of a file's start that tell it from the file a rotation leaves in its place
+_HEAD = 256
 
 
 class FileHeat:
@@ -187,6 +191,10 @@ class FileHeat:
         self.complete = False
         self._offset = 0
         self._line = 0
+        # the file read last: its (device, inode) and its first bytes, to tell it from
+        # the file a rotation puts in its place
+        self._identity: tuple[int, int] | None = None
+        self._head = b""
 
     def _parse(self, text: str, now: float) -> HeatSample:
         """The sample of one line; InvalidInput naming the line for one that is none, or
@@ -229,6 +237,7 @@ class FileHeat:
     def _new_lines(self, now: float) -> list[HeatSample]:
         try:
             with self.path.open("rb") as handle:
+                self._rotated(handle)
                 handle.seek(self._offset)
                 data = handle.read()
         except OSError as exc:
@@ -247,6 +256,20 @@ class FileHeat:
             more = f" (and {len(bad) - 1} more bad line(s) in this read)" if len(bad) > 1 else ""
             raise BadHeatLines(bad[0] + more, out)
         return out
+
+    def _rotated(self, handle: Any) -> None:
+        """Read from the start a file rotated since the last read: another file at the
+        path (moved aside and created anew), or this one emptied in place (copytruncate:
+        shorter than what was read, or its first bytes changed once it grew again).
+        What was read of the old one stays read."""
+        stat = os.fstat(handle.fileno())
+        identity = (stat.st_dev, stat.st_ino)
+        head = handle.read(_HEAD)
+        if identity != self._identity or stat.st_size < self._offset \
+                or head[:len(self._head)] != self._head:
+            self._identity, self._offset, self._line, self._head = identity, 0, 0, head
+        elif len(head) > len(self._head):
+            self._head = head
 
     async def read(self, now: float) -> list[HeatSample]:
         return self._new_lines(now)
