@@ -5,14 +5,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import shardex
 from shardex.autopilot import (
+    Autopilot,
     AutopilotPolicy,
     Decision,
+    FileHeat,
     HeatWindow,
     KeyHeat,
     KeyView,
@@ -22,6 +27,7 @@ from shardex.autopilot import (
     decide,
     load_policy,
 )
+from shardex.autopilot.runner import Runner
 from shardex.errors import InvalidInput, InvalidPolicy
 from shardex.sim.profiles import profile
 
@@ -478,10 +484,10 @@ def test_the_live_loop_isolates_a_key_past_its_share_of_the_table_s_quota() -> N
     in place. The limit is the store's quota."""
     from shardex.commands.autopilot import _sizing
 
-    facts, sizer = _sizing("dynamodb://orders", None, "ix")
+    facts, sizer = _sizing("dynamodb://orders", None, "ix", 1.5)
     assert facts == TableFacts(write_ceiling=1000.0, write_limit=40_000.0)
     assert _sizing("azure-tables://orders?endpoint=http://127.0.0.1:1/a", None,
-                   "ix")[0].write_limit == 20_000.0
+                   "ix", 1.5)[0].write_limit == 20_000.0
     policy = AutopilotPolicy(isolate_share=0.01, tier="dedicated", t_up=3.0, t_down=20.0)
     heat = KeyHeat(seconds=10.0, floor_up=1900.0, peak_up=1900.0, peak_down=1900.0,
                    last=1900.0)
@@ -523,3 +529,36 @@ def test_no_budget_passes_the_table_s_write_limit() -> None:
     admission had held drained into the table's throttling."""
     admits = following_a_grow_to_95(lambda t: 30_000.0)
     assert [d.budget for d in admits] == [pytest.approx(0.9 * 40_000.0)]
+
+
+@pytest.mark.parametrize(("headroom", "shards"), [(1.0, 2), (1.5, 3), (3.0, 6)])
+def test_the_live_loop_plans_with_the_policy_files_headroom(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        headroom: float, shards: int) -> None:
+    """The CLI built its planner with the default headroom whatever the policy file said:
+    1,800 units a second grew to N=3 with headroom 1.0, 1.5 and 3.0 alike (the simulation
+    of the same policy took it). A sizer of another headroom than its policy's is refused."""
+    import shardex.autopilot as autopilot
+    from shardex.cli import main
+
+    built: list[Any] = []
+
+    def pilot(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs)
+        raise InvalidInput("built")
+
+    monkeypatch.setattr(autopilot, "Autopilot", pilot)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f"headroom = {headroom}\n")
+    with pytest.raises(SystemExit):
+        main(["autopilot", "run", "--store", "memory://", "--index", "orders", "--dry-run",
+              "--source", f"file:{tmp_path / 'heat.jsonl'}", "--policy", str(policy)])
+    assert "error: built" in capsys.readouterr().err
+    assert built[0]["size"]("PENDING", 1800.0, None) == shards
+    monkeypatch.undo()
+    with pytest.raises(InvalidInput, match=r"headroom 1\.5 where the policy says 3"):
+        Autopilot(Runner(shardex.open_store("memory://"), "orders"),
+                  policy=AutopilotPolicy(headroom=3.0),
+                  source=FileHeat(tmp_path / "heat.jsonl"),
+                  facts=TableFacts(1000.0),
+                  size=PlannerSizer(profile("dynamodb-on-demand", partitions=0)))

@@ -88,6 +88,11 @@ class Autopilot:
         if lease < 2 * policy.tick:
             raise InvalidInput(f"the autopilot's lease ({lease:g} s) must be at least twice "
                                f"its tick ({policy.tick:g} s): it is renewed every tick")
+        headroom = getattr(size, "headroom", None)  # a PlannerSizer's: the policy's own
+        if headroom is not None and headroom != policy.headroom:
+            raise InvalidInput(f"the sizer plans with headroom {headroom:g} where the policy "
+                               f"says {policy.headroom:g}: build it with "
+                               f"PlannerSizer(..., headroom=policy.headroom)")
         if not (isinstance(keep, int) and keep >= 10):
             raise InvalidInput(f"keep must be an integer >= 10 log entries, got {keep!r}")
         self.runner = runner

@@ -117,8 +117,9 @@ def _source(text: str, store: Store, index: str) -> Any:
                              param_hint="'--source'")
 
 
-def _sizing(uri: str, ceiling: str | None, index: str) -> tuple[Any, Any]:
-    """The table's facts and the planner's sizer, from the store's kind and ``--ceiling``."""
+def _sizing(uri: str, ceiling: str | None, index: str, headroom: float) -> tuple[Any, Any]:
+    """The table's facts and the planner's sizer, from the store's kind and ``--ceiling``
+    (planning with the policy's ``headroom``)."""
     from shardex.autopilot import PlannerSizer, TableFacts
     from shardex.capacity import resolve_ceiling
     from shardex.sim.profiles import profile
@@ -132,8 +133,8 @@ def _sizing(uri: str, ceiling: str | None, index: str) -> tuple[Any, Any]:
     # isolate_share is a share of the table's write limit: the store's per-table quota (a
     # table's warm throughput is not known here); it was left infinite, so no key was
     # ever isolated by its share, only past max_shards
-    return TableFacts(found.write_units, table.quota_write), PlannerSizer(table,
-                                                                         namespace=index)
+    return TableFacts(found.write_units, table.quota_write), PlannerSizer(
+        table, namespace=index, headroom=headroom)
 
 
 def _line(entry: Any) -> str:
@@ -191,7 +192,7 @@ def run(uri: str, name: str, source: str, policy_path: Path | None, dry_run: boo
     policy = AutopilotPolicy() if policy_path is None else load_policy(policy_path)
     named_tiers([policy.tier], "--policy", where=f"{policy_path}: tier")
     try:
-        facts, sizer = _sizing(uri, ceiling, name)
+        facts, sizer = _sizing(uri, ceiling, name, policy.headroom)
     except InvalidInput as exc:
         raise click.BadParameter(str(exc), param_hint="'--ceiling'") from None
     store = open_with(uri, connection)
