@@ -214,6 +214,26 @@ def test_a_throttled_query_raises_throttled_and_is_counted() -> None:
     asyncio.run(body())
 
 
+def test_a_shardex_error_from_the_client_is_not_made_its_own_cause() -> None:
+    """A client adapter that raises a shardex error (a closed client's Unavailable) had it
+    raised 'from' itself: its __cause__ was itself, and a walk down the chain (a log
+    handler's, an application's) never ended. It passes as it is, its own cause kept."""
+    first = shardex.Unavailable("the DynamoDB client is not open")
+
+    def answer(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise first
+
+    async def body() -> None:
+        store = DynamoDBStore("orders", client=FakeClient(owned(answer)))
+        async with store:
+            with pytest.raises(shardex.Unavailable) as caught:
+                await store.query("ix", "P#1", after=None, descending=False, limit=7)
+        assert caught.value is first
+        assert caught.value.__cause__ is None
+
+    asyncio.run(body())
+
+
 def test_query_pages_carry_units_and_resume_from_last_evaluated_key() -> None:
     seen: list[dict[str, Any]] = []
 

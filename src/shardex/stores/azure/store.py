@@ -15,7 +15,14 @@ from urllib.parse import urlencode
 
 from shardex.capacity import QUERY_PAGE_BYTES
 from shardex.clock import Clock
-from shardex.errors import ConditionFailed, InvalidInput, InvalidKey, InvalidURI, MalformedItem
+from shardex.errors import (
+    ConditionFailed,
+    InvalidInput,
+    InvalidKey,
+    InvalidURI,
+    MalformedItem,
+    ShardexError,
+)
 from shardex.keys import record_key, validate_shard_key
 from shardex.model.entries import Placement, Position, Record, StoredEntry
 from shardex.stores.azure import codec, keys
@@ -143,6 +150,8 @@ class AzureTablesStore(Store):
             await self._client.call("get", partition=keys.TERMINATOR, row=keys.TERMINATOR)
         except Exception as exc:
             await self._client.close()
+            if isinstance(exc, ShardexError):  # already shardex's: not its own cause
+                raise
             raise map_error(exc, operation="open", table=self.table,
                             endpoint=self._client.endpoint) from exc
 
@@ -164,6 +173,8 @@ class AzureTablesStore(Store):
                     rows, continuation = await self._client.call(
                         "query", filter="PartitionKey ge @low", parameters={"low": low},
                         select=["PartitionKey"], top=1, continuation=continuation)
+                except ShardexError:  # already shardex's: as it is, not its own cause
+                    raise
                 except Exception as exc:
                     raise map_error(exc, operation="query", table=self.table,
                                     endpoint=self._client.endpoint) from exc
@@ -182,6 +193,8 @@ class AzureTablesStore(Store):
         rec.request(key, write=write)
         try:
             result = await self._client.call(operation, **params)
+        except ShardexError:  # already shardex's: as it is, not its own cause
+            raise
         except Exception as exc:
             raise map_error(exc, operation=operation, table=self.table,
                             endpoint=self._client.endpoint, key=key) from exc

@@ -163,6 +163,8 @@ def mapped_errors(operation: str, where: str, endpoint: str,
     """Map every exception of the block with ``map_error``, the driver's chained."""
     try:
         yield
+    except ShardexError:  # already shardex's: as it is, not its own cause
+        raise
     except Exception as exc:
         raise map_error(exc, operation=operation, where=where, endpoint=endpoint,
                         key=key) from exc

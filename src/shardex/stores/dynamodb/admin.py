@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from shardex.errors import ConditionFailed, InvalidInput, Unavailable
+from shardex.errors import ConditionFailed, InvalidInput, ShardexError, Unavailable
 from shardex.stores.dynamodb.client import DynamoDBClient, adapt_client, map_error, mapped_call
 
 __all__ = ["Billing", "create_gsi_table", "create_index_table", "create_meta_table",
@@ -61,6 +61,8 @@ async def _create(client: DynamoDBClient, table: str, params: dict[str, Any], *,
                   wait: float, poll: float) -> None:
     try:
         await client.call("CreateTable", TableName=table, **params)
+    except ShardexError:  # already shardex's: as it is, not its own cause
+        raise
     except Exception as exc:
         code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
         if code == "ResourceInUseException":

@@ -520,6 +520,8 @@ async def mapped_call(client: DynamoDBClient, operation: str, target: str, *,
             else meter.asked(clock):
         try:
             return await client.call(operation, **params)
+        except ShardexError:  # already shardex's: as it is, not its own cause
+            raise
         except Exception as exc:
             raise map_error(exc, operation=operation, target=target,
                             endpoint=client.endpoint) from exc

@@ -35,6 +35,7 @@ from shardex.errors import (
     InvalidURI,
     MalformedItem,
     NotFound,
+    ShardexError,
     StoreInUse,
     Unavailable,
 )
@@ -290,6 +291,8 @@ class DynamoDBStore(Store):
     async def _connect(self) -> None:
         try:
             await self._client.open()
+        except ShardexError:  # already shardex's: as it is, not its own cause
+            raise
         except Exception as exc:
             raise map_error(exc, operation="connect", target=f"table {self.table!r}",
                             endpoint=self._client.endpoint) from exc
@@ -372,6 +375,8 @@ class DynamoDBStore(Store):
         rec.request(key, write=write)
         try:
             response = await self._client.call(operation, **params)
+        except ShardexError:  # already shardex's: as it is, not its own cause
+            raise
         except Exception as exc:
             raise map_error(exc, operation=operation, target=target,
                             endpoint=self._client.endpoint, key=key) from exc
