@@ -746,3 +746,13 @@ def test_the_log_of_a_key_holds_its_migrations_actions() -> None:
     assert [e.action for e in entries_of(log, "SHIPPED")] == ["none", "veto"]
     assert [e.action for e in entries_of(log, "CANCELLED")] == [
         "start", "verify", "cutover", "end"]
+    # a logical key named like a field of the details is no key those entries name: the
+    # filter took every decision for 'inputs', every action for 'parity' or 'shards'
+    log += [entry("grow", "PENDING", kind="decision", details={"inputs": {"peak": 2.0}}),
+            entry("verify", reshard="ap-2", details={"parity": {"gaps": 0}}),
+            entry("lead", kind="leader", details={"term": 2}),
+            entry("end", reshard="ap-2", details={"shards": {"inputs": 2}})]
+    assert [e.action for e in entries_of(log, "inputs")] == ["verify", "end"]  # its own
+    assert [e.action for e in entries_of(log, "parity")] == []
+    assert [e.action for e in entries_of(log, "term")] == []
+    assert [e.action for e in entries_of(log, "shards")] == []

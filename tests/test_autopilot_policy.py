@@ -378,14 +378,20 @@ def test_a_shrink_under_a_lowered_ceiling_keeps_the_peak_below_up() -> None:
     for key, n, units, action, to_n, words in (
             ("BIG", 64, 20_000.0, "shrink", 25, "peak 20,000"),
             ("BIG", 64, 0.0, "shrink", 1, "peak 0"),
-            ("PENDING", 1, 0.0, "none", 1, "N=1 is not above its floor N=2")):
+            ("PENDING", 1, 0.0, "none", 1, "N=1 is not above its floor N=2: a shrink "
+             "stops there"),
+            # a hot key past a ceiling lowered under it: the message named its own N as
+            # the ceiling ("N=64 is the ceiling" where the ceiling is 16)
+            ("BIG", 64, 90_000.0, "none", 64, "its ceiling is N=16 (it is at N=64)"),
+            ("BIG", 16, 90_000.0, "none", 16, "its ceiling is N=16")):
         window = HeatWindow(policy)
         t = 0.0
         while t < 2 * policy.t_down:
             t += policy.tick
             window.add(t, units, span=policy.tick)
         decision, = [d for d in decide(policy, TABLE, {key: window.summary()},
-                                       {key: KeyView(n)}, t, size) if d.key == key]
+                                       {key: KeyView(n)}, t, size)
+                     if d.key == key and d.action != "admit"]
         assert (decision.action, decision.to_n) == (action, to_n)
         assert words in decision.reason
 

@@ -461,7 +461,8 @@ def _wish(policy: AutopilotPolicy, table: TableFacts, key: str, view: KeyView, h
                      math.ceil(round(projected / (middle * table.write_ceiling), 9)))
         to_n = min(top, max(floor, wanted))
         if to_n <= n:
-            return none(f"above {policy.up:.0%} of capacity, but N={n} is the ceiling"
+            return none(f"above {policy.up:.0%} of capacity, but its ceiling is N={top}"
+                        + ("" if n == top else f" (it is at N={n})")
                         if n >= top else f"above {policy.up:.0%} of capacity, and the "
                         f"planner's N for {room:,.0f} units/s is {wanted}", **more)
         return Decision(now, key, "grow", n, to_n,
@@ -482,7 +483,8 @@ def _wish(policy: AutopilotPolicy, table: TableFacts, key: str, view: KeyView, h
                     f"ago: a shrink waits {rule}", wait=wait)
     if n <= floor:
         return none(f"below {policy.down:.0%} of capacity, but N={n} is not above its floor "
-                    f"N={floor}")
+                    f"N={floor}: a shrink stops there (a floor bounds the N the autopilot "
+                    "picks; it raises no cold key to it)")
     grown = size(key, policy.grow_factor * heat.peak_down, view.tier)
     if n <= grown:
         # what a grow sizes for this load: the same load does not undo it (a grow sizes

@@ -246,8 +246,10 @@ class LogEntry:
         if self.key == key:
             return True
         details = self.details
-        return key in details or key in (details.get("shards") or {}) \
-            or key in (details.get("keys") or ())
+        # a start's details are keyed by its values; any other entry's by field names
+        # (a key named "inputs" or "term" is no field of theirs)
+        return (self.action == "start" and self.kind == "action" and key in details) \
+            or key in (details.get("shards") or {}) or key in (details.get("keys") or ())
 
     def to_body(self) -> dict[str, Any]:
         return {"t": self.t, "kind": self.kind, "action": self.action,
