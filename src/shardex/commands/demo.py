@@ -88,13 +88,17 @@ def demo(as_json: bool, plot: Path | None, seed: int, duration: float, rate: flo
         return
     load = OrdersLoad(duration=duration, created_per_s=rate or 5000.0)
     # started before the spinner's thread, so that their processes are forked
-    runs_done = start_demo(load, seed=seed)
-    console = output.console(stderr=as_json)
-    if not as_json:
-        _demo_header(console, load)  # at once: the runs take seconds
-    with console.status("simulating both layouts on virtual time...", spinner="dots"):
-        runs = runs_done()
-        check = new_table_outcome(load, runs[-1].routing)
+    under_way = start_demo(load, seed=seed)
+    try:
+        console = output.console(stderr=as_json)
+        if not as_json:
+            _demo_header(console, load)  # at once: the runs take seconds
+        with console.status("simulating both layouts on virtual time...", spinner="dots"):
+            runs = under_way.wait()
+            check = new_table_outcome(load, runs[-1].routing)
+    except BaseException:  # stopped before the runs ended: they end now, not after
+        under_way.stop()
+        raise
     if plot is not None:
         from shardex.scenarios.plot import plot_write_rates
 

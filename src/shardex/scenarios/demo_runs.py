@@ -12,7 +12,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from multiprocessing import active_children, get_all_start_methods, get_context
@@ -22,7 +22,7 @@ from shardex.routing import Routing
 from shardex.scenarios.orders import DEMO_TABLE, OrdersLoad, RunResult, demo_layouts, run_orders
 from shardex.sim.clock import run_virtual
 
-__all__ = ["relaxed_gc", "run_demo", "start_demo"]
+__all__ = ["DemoRuns", "relaxed_gc", "run_demo", "start_demo"]
 
 
 def run_demo(load: OrdersLoad | None = None, *, seed: int = 1,
@@ -35,9 +35,9 @@ def run_demo(load: OrdersLoad | None = None, *, seed: int = 1,
 
 
 def start_demo(load: OrdersLoad | None = None, *, seed: int = 1,
-               store_options: Mapping[str, Any] | None = None
-               ) -> Callable[[], list[RunResult]]:
-    """Start ``run_demo``'s runs now and return what waits for them (call it once).
+               store_options: Mapping[str, Any] | None = None) -> DemoRuns:
+    """Start ``run_demo``'s runs now and return them under way (``DemoRuns``: call or
+    ``wait`` it once for their results, ``stop`` it to end them).
 
     Each layout is its own run on its own virtual clock: they run side by side, one
     process each. Started while this process has one thread (before a spinner's), the
@@ -51,34 +51,57 @@ def start_demo(load: OrdersLoad | None = None, *, seed: int = 1,
     runs = [(load, routing, name, seed, store_options)
             for name, routing in demo_layouts(load, ceiling=ceiling).items()]
     if (os.cpu_count() or 1) < 2:
-        return lambda: [_run_layout(run) for run in runs]
+        return DemoRuns(None, runs, [])
     method = "fork" if threading.active_count() == 1 \
         and "fork" in get_all_start_methods() else "spawn"
     # a worker ends itself once this process is gone, idle or running
     before = set(active_children())
     pool = ProcessPoolExecutor(len(runs), mp_context=get_context(method),
                                initializer=_end_without, initargs=(os.getpid(),))
+    started = DemoRuns(pool, [], [])
     try:
-        futures = [pool.submit(_run_apart, run) for run in runs]
+        started.futures = [pool.submit(_run_apart, run) for run in runs]
     except BaseException:
-        pool.shutdown(cancel_futures=True)
+        # stopped while the workers were forked (SIGTERM is an interrupt): the pool's
+        # shutdown would wait for a run already going, the whole simulation
+        started.workers = [p for p in active_children() if p not in before]
+        started.stop()
         raise
-    workers = [p for p in active_children() if p not in before]
+    started.workers = [p for p in active_children() if p not in before]
+    return started
 
-    def wait() -> list[RunResult]:
+
+class DemoRuns:
+    """The runs ``start_demo`` started: ``wait`` (or a call) for their results, once;
+    ``stop`` ends them at once (their processes terminated, not waited for)."""
+
+    def __init__(self, pool: ProcessPoolExecutor | None, runs: list[Any],
+                 workers: list[Any]) -> None:
+        self.pool = pool
+        self.runs = runs  # run here, one after the other, where there is no pool
+        self.futures: list[Any] = []
+        self.workers = workers
+
+    def wait(self) -> list[RunResult]:
+        if self.pool is None:
+            return [_run_layout(run) for run in self.runs]
         try:
-            results = [future.result() for future in futures]
+            results = [future.result() for future in self.futures]
         except BaseException:
             # stopped (Ctrl-C, or SIGTERM to this process alone): the runs end now, not
             # after the whole simulation, which the pool's shutdown would wait for
-            for worker in workers:
-                worker.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
+            self.stop()
             raise
-        pool.shutdown()
+        self.pool.shutdown()
         return results
 
-    return wait
+    __call__ = wait
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.terminate()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _run_layout(run: tuple[OrdersLoad, Routing, str, int, Mapping[str, Any]]) -> RunResult:
