@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 from typing import Any
 
 import click
@@ -115,12 +116,14 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
                                    "a process's counts start when it did")
     try:
         if as_json:
-            if demo:  # the traffic has just begun: the document after its first windows
-                stop.wait(_DEMO_SETTLE)
-            elif isinstance(feed, PrometheusFeed):  # a rate is two scrapes --every apart
-                _pause(stop, every)
+            if demo:  # the traffic has just begun: the document once a window of it closed
+                heat = _settled(feed, stop)
+            else:
+                if isinstance(feed, PrometheusFeed):  # a rate is two scrapes --every apart
+                    _pause(stop, every)
+                heat = feed.read()
             # as the page: the heat, and routing_error when the store cannot be read
-            doc = with_routing(feed.read(), watch)
+            doc = with_routing(heat, watch)
             click.echo(json.dumps(doc, indent=2))
             return
         try:
@@ -148,6 +151,20 @@ def serve(url: str | None, demo: bool, rate: float, uri: str | None, name: str |
 # seconds of the demo's traffic before ``--demo --json`` reads its one document: the
 # meter's window (1 s) and a little, so rates are over whole windows of traffic
 _DEMO_SETTLE = 1.5
+_DEMO_WAIT = 30.0  # seconds more, at most, for the demo's first closed window of traffic
+
+
+def _settled(feed: Any, stop: threading.Event) -> dict[str, Any]:
+    """The demo's heat once it shows its traffic: a rate is a closed one-second window's,
+    and on a loaded host the first writes come late (a fixed wait read every rate 0)."""
+    stop.wait(_DEMO_SETTLE)
+    deadline = time.monotonic() + _DEMO_WAIT
+    while True:
+        heat: dict[str, Any] = feed.read()
+        if any(row["units_per_s"] > 0 for row in heat["values"]) or stop.is_set() \
+                or time.monotonic() >= deadline:
+            return heat
+        stop.wait(0.1)
 
 
 def _pause(stop: threading.Event, seconds: float) -> None:
