@@ -568,3 +568,33 @@ def test_the_live_loop_plans_with_the_policy_files_headroom(
                   source=FileHeat(tmp_path / "heat.jsonl"),
                   facts=TableFacts(1000.0),
                   size=PlannerSizer(profile("dynamodb-on-demand", partitions=0)))
+
+
+def test_a_prometheus_window_under_two_scrapes_is_refused() -> None:
+    """A rate window at or below the server's scrape interval (window=1s against 1 s
+    scrapes, or the default 60 s against a fleet scraped every 60 s) gave no heat at
+    all, with no word: rate() needs two samples in its window. The command reads the
+    targets' intervals and refuses such a window naming the one to give; a server that
+    does not answer now is not checked (the loop waits for its heat)."""
+    import click
+
+    from shardex.commands.autopilot import _check_window
+    from shardex.errors import Unavailable
+
+    class Server:
+        def __init__(self, *intervals: str) -> None:
+            self.intervals = intervals
+
+        def targets(self) -> list[dict[str, Any]]:
+            if not self.intervals:
+                raise Unavailable("cannot reach Prometheus")
+            return [{"scrapeInterval": i} for i in self.intervals] + [{"scrapeInterval": "x"}]
+
+    with pytest.raises(click.BadParameter, match=r"window 1 s holds fewer than two scrapes "
+                       r"of 1 s .* give window=4s"):
+        _check_window(Server("1s"), 1.0, "prometheus://p")
+    with pytest.raises(click.BadParameter, match="scrapes of 60 s"):
+        _check_window(Server("15s", "1m"), 60.0, "prometheus://p")
+    _check_window(Server("15s"), 60.0, "prometheus://p")
+    _check_window(Server("1s"), 2.0, "prometheus://p")
+    _check_window(Server(), 1.0, "prometheus://p")  # not answering: not checked

@@ -107,14 +107,40 @@ def _source(text: str, store: Store, index: str) -> Any:
         scheme = "https" if parts.scheme.endswith("https") else "http"
         url = f"{scheme}://{parts.netloc}{parts.path}"
         api = PromQL(url)
+        window = seconds(options.get("window", "60s"))
+        _check_window(api, window, text)
         return PrometheusHeat(
-            url, index, window=seconds(options.get("window", "60s")),
+            url, index, window=window,
             match=label_matchers(options.get("match", "")),
             instant=lambda query, at: api.instant(query, at=at),
             range_query=lambda query, start, end, step: api.range(
                 query, start=start, end=end, step=step))
     raise click.BadParameter(f"{text!r}: use prometheus://HOST:PORT, meter or file:PATH",
                              param_hint="'--source'")
+
+
+def _check_window(api: Any, window: float, text: str) -> None:
+    """Refuse a rate ``window`` of fewer than two of the server's longest scrape interval:
+    a rate needs two samples in its window, so every key read as no heat at all, silently
+    (docs/autopilot.md asks for four). A server that does not answer now is not checked:
+    the loop waits for it as for any heat that does not come."""
+    from shardex.errors import ShardexError
+    from shardex.web.promql import seconds
+
+    try:
+        targets = api.targets()
+    except ShardexError:
+        return
+    intervals = []
+    for target in targets:
+        with contextlib.suppress(ShardexError):
+            intervals.append(seconds(str(target.get("scrapeInterval", ""))))
+    if intervals and window < 2 * max(intervals):
+        raise click.BadParameter(
+            f"{text!r}: window {window:g} s holds fewer than two scrapes of "
+            f"{max(intervals):g} s (the server's longest scrape interval): a rate needs "
+            f"two samples, so no key would show heat; give window={4 * max(intervals):g}s "
+            f"(four scrape intervals)", param_hint="'--source'")
 
 
 def _sizing(uri: str, ceiling: str | None, index: str, headroom: float) -> tuple[Any, Any]:
