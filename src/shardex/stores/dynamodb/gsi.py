@@ -240,7 +240,15 @@ class GsiLayout(Layout):
         sort = encoded
         if self.writes_sort:
             sort, sep, rest = encoded.partition(SEP)
-            if sep and rest != item_id:
+            if not sep:
+                # DynamoDB orders it by its bytes, where no (sort, item id) position
+                # lies: listed as one, it came out of order, or skipped, or twice
+                raise MalformedItem(f"{self._where(item_id)} {self.sort_attribute!r} is "
+                                    f"{encoded!r}, without shardex's encoding (sort NUL "
+                                    f"item id): another writer set it; where the "
+                                    f"application owns the attribute, open the store with "
+                                    f"sort_owner=application")
+            if rest != item_id:
                 raise MalformedItem(f"{self._where(item_id)} {self.sort_attribute!r} encodes "
                                     f"the item id {rest!r}, not {item_id!r}")
         own = self._own
