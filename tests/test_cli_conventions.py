@@ -323,6 +323,15 @@ def test_routing_set_takes_a_plan_as_it_is_and_state_refusals_exit_1(
     assert f"PENDING:{shards}shard(s),hash->1shard(s)" in text, text
     assert f"tomove(notin{other}:backtothedefault)" in text, text
     assert text.count("(notin") == 1  # the planned value carries no such note
+    # a diagnosis names the keys it recommends for, not those it saw sharded and left
+    # alone: they stay as they are (PENDING went back to one shard key, SHIPPED 4 -> 1)
+    diagnosis = tmp_path / "diagnosis.json"
+    diagnosis.write_text(json.dumps({"schema": "shardex.diagnose/1", "routing": {
+        "default": {"shards": 1}, "overrides": {"SHIPPED": {"shards": 3}}}}))
+    text = "".join(ok(capsys, "reshard", "start", *store, "--file", str(diagnosis),
+                      "--dry-run").split())
+    assert "SHIPPED:1shard(s),hash->3shard(s)" in text, text
+    assert "PENDING" not in text, text
 
 
 def test_no_help_describes_a_range_without_bounds() -> None:

@@ -142,7 +142,10 @@ def _changes(current: Routing, given: LayoutFile | None, sets: dict[str, ShardPo
     default = None
     if given is not None:
         layout = given.routing
-        for value in set(current.overrides) | set(layout.overrides):
+        # a diagnosis changes the keys it recommends for; a whole layout (a routing
+        # document, a plan) sends the values it leaves out back to the default
+        for value in (set(current.overrides) if given.whole else set()) \
+                | set(layout.overrides):
             changes[value] = layout.overrides.get(value)
         default = layout.default if given.has_default else None
     changes.update(sets)
@@ -163,8 +166,9 @@ def _changes(current: Routing, given: LayoutFile | None, sets: dict[str, ShardPo
                    "list them): its entries move when the default changes.")
 @click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, allow_dash=True,
               path_type=Path),
-              help="A routing document, or a plan or diagnosis (--json) with one: the new "
-                   "layout ('-': standard input).")
+              help="A routing document or plan (--json): the new layout; or a diagnosis "
+                   "(--json), which changes the keys it recommends for ('-': standard "
+                   "input).")
 @click.option("--margin", default=40.0, show_default=True, type=MARGIN,
               help="Waited beyond the routing's lease between steps: the longest request "
                    "and the clock skew between hosts.")

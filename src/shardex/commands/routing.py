@@ -125,6 +125,9 @@ class LayoutFile:
     routing: Routing
     has_default: bool
     version: int | None
+    # a routing document, record or plan is the whole layout; a diagnosis's routing names
+    # the keys it recommends for, and leaves those it saw (sharded or not) as they are
+    whole: bool = True
 
 
 def layout_file(path: Path, option: str = "--file") -> LayoutFile:
@@ -160,7 +163,8 @@ def layout_file(path: Path, option: str = "--file") -> LayoutFile:
     except InvalidRouting as exc:
         raise InvalidRouting(f"{path}: {exc}") from None
     return LayoutFile(routing, "default" in doc,
-                      None if schema in (PLAN_SCHEMA, DIAGNOSE_SCHEMA) else version)
+                      None if schema in (PLAN_SCHEMA, DIAGNOSE_SCHEMA) else version,
+                      whole=schema != DIAGNOSE_SCHEMA)
 
 
 def _from_file(given: LayoutFile, path: Path, current: Routing
