@@ -91,3 +91,22 @@ def test_an_index_used_from_another_event_loop_says_so() -> None:
 
     asyncio.run(first())
     asyncio.run(second())
+
+
+def test_a_scan_continued_after_close_is_refused() -> None:
+    """A scan started inside 'async with index:' and continued after it went on yielding
+    what it had buffered on memory:// (400 of 400) and raised IncompleteRead naming the
+    store on DynamoDB (the closed client): it is refused naming the index, as every call
+    after close is."""
+    async def main() -> None:
+        async with ShardedIndex(MemoryStore(seed=1), "ix",
+                                Routing(overrides={"A": ShardPolicy(4)})) as index:
+            for i in range(40):
+                await index.put("A", f"i-{i:03d}", sort=f"{i:03d}")
+            scan = index.scan("A")
+            await scan.__anext__()
+        with pytest.raises(shardex.InvalidInput, match="index 'ix' was closed while a scan "
+                                                       "of 'A' ran"):
+            await scan.__anext__()
+
+    run_virtual(main())

@@ -331,6 +331,9 @@ class ShardedIndex(IndexReads):
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
 
+    def _open(self) -> bool:
+        return self._fanout is not None
+
     def _reader(self) -> FanOut:
         if self._fanout is None:
             raise InvalidInput(f"index {self.name!r} is not open; use 'async with index:'")

@@ -126,6 +126,9 @@ class IndexReads:
     def _reader(self) -> FanOut:
         raise NotImplementedError
 
+    def _open(self) -> bool:
+        raise NotImplementedError
+
     async def _routing_now(self) -> Routing:
         raise NotImplementedError
 
@@ -307,6 +310,12 @@ class IndexReads:
         entries = reads.stream(routing, value) if source is None else \
             source.stream(value, [value])
         async for entry in entries:
+            if self._closing or not self._open():
+                # its streams were read with the clients close took away: what it yields
+                # now would be what was buffered, then the closed client's errors
+                raise InvalidInput(f"index {self.name!r} was closed while a scan of "
+                                   f"{value!r} ran; finish the scan inside 'async with "
+                                   "index:'")
             yield self._entry(value, entry)
         if await self._changed(routing, since):
             raise self._stale(value, routing)
