@@ -132,7 +132,7 @@ from shardex.hedging import HedgePolicy
 from shardex.model.entries import Position, StoredEntry
 from shardex.retry import RetryPolicy
 from shardex.stores.base import Malformed, Store
-from shardex.stores.metered import detached
+from shardex.stores.metered import collected, detached
 
 __all__ = ["CONTINUATION_TTL", "FanOut", "MergedPage"]
 
@@ -245,6 +245,8 @@ class FanOut(ShardReads):
             listing.latency = clock.now() - sent
             held = len(stream.buffer)
             stream.accept(page, self._max_page)
+            if page.skipped:  # for the page that ends next (``collected``)
+                stream.skipped.extend(page.skipped)
             if bound[0]:
                 assert bound[1] is not None
                 stream.clip(bound[1], descending)
@@ -259,9 +261,10 @@ class FanOut(ShardReads):
                                  if listing.lead and not stream.then else [stream], sent)
 
         stream.asked, stream.failed, stream.sent = size, None, clock.now()
-        # a request read ahead serves a later page: what it skips is not this call's
-        task = asyncio.get_running_loop().create_task(read(), context=detached()) if ahead \
-            else asyncio.ensure_future(read())
+        # what a request skips is reported by the page that ends after it landed (through
+        # its stream), not collected by the call that sent it: a read ahead serves a later
+        # page, and a page may return before a request it sent has landed
+        task = asyncio.get_running_loop().create_task(read(), context=detached())
         stream.pending = task
         reading.add(task)
 
@@ -389,6 +392,10 @@ class FanOut(ShardReads):
             raise
         if lead:
             out = newest_per_item(out)
+        for stream in streams:  # what requests read ahead skipped: on this page
+            if stream.skipped:
+                collected(stream.skipped)
+                stream.skipped.clear()
         more = any(s.buffer for s in streams)
         if not more or second is not None:  # a listing between two stores: not kept
             listing.stop()

@@ -15,6 +15,7 @@ from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 
 from shardex.model.entries import Position, QueryPage, StoredEntry, beyond
 
@@ -55,6 +56,9 @@ class ShardStream:
     beside: int = 0
     sent: float = 0.0
     reader: Reader | None = None
+    # the malformed items its requests read ahead left out, for the page that takes
+    # what they read (a read ahead collects for no call: ``metered.detached``)
+    skipped: list[Any] = field(default_factory=list)
 
     def accept(self, page: QueryPage, max_page: int) -> None:
         self.buffer.extend(page.entries)
@@ -68,6 +72,7 @@ class ShardStream:
         self.generation += 1
         self.after = after
         self.buffer.clear()
+        self.skipped.clear()  # read again, they are skipped (and reported) again
         self.exhausted = False
         self.failed = None
         self.page_size = page_size

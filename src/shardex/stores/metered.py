@@ -57,6 +57,7 @@ __all__ = [
     "Subscriber",
     "Usage",
     "collect_skipped",
+    "collected",
     "detached",
     "quiet",
     "split_units",
@@ -343,6 +344,15 @@ def collect_skipped() -> Iterator[list[Skipped]]:
         yield found
     finally:
         _SKIPPED.reset(token)
+
+
+def collected(skipped: Sequence[Skipped]) -> None:
+    """Put ``skipped`` (what a request read ahead left out) on the call under way, if it
+    collects (``collect_skipped``): the page that takes the entries read ahead reports
+    the malformed items their reads skipped."""
+    found = _SKIPPED.get()
+    if found is not None:
+        found.extend(skipped)
 
 
 def detached() -> contextvars.Context:
