@@ -82,14 +82,12 @@ async def _cost(index: ShardedIndex, stores: list[Store], how: str, *, entries: 
     return requests, clock.now() - start
 
 
-def test_a_long_listing_mid_tier_move_costs_what_reading_each_page_afresh_costs() -> None:
-    """2,000 entries in pages of 100 (``query`` page by page, ``pages``) and ``scan``,
-    against the same entries stable on 16 keys. A listing between two stores keeps no
-    continuation (kept ones left out entries a mover in another process moved:
-    tests/test_tier_listing_dynamodb.py), so each page reads S then T afresh from its
-    cursor: 14.9x the requests and 40x the time by query, 38.8x and 80x by pages, 4.4x
-    and 8x a scan (with continuations they were 1.9-2.5x and 4x; before T's rows were
-    held in batches, 27x and 80x in pages and 34x the time in a scan)."""
+def test_a_long_listing_mid_tier_move_costs_near_a_stable_listing() -> None:
+    """2,000 entries in pages of 100 (``query`` page by page, ``pages``) and ``scan``: at
+    most 3x the requests and 4x the time of the same entries stable on 16 keys (the
+    first page's four round trips: S, T, then the placements in S and in T). Before, each
+    page read S then T afresh, and the scan held T's rows 64 at a time one batch after
+    another: 27x the requests and 80x the time in pages, 34x the time in a scan."""
 
     async def body() -> list[tuple[tuple[int, float], tuple[int, float]]]:
         stores = _stores(3)
@@ -103,8 +101,8 @@ def test_a_long_listing_mid_tier_move_costs_what_reading_each_page_afresh_costs(
                         for how in ("query", "pages", "scan")]
 
     for (requests, seconds), (crossing, crossing_seconds) in run_virtual(body()):
-        assert crossing <= 40 * requests, (crossing, requests)
-        assert crossing_seconds <= 80 * seconds, (crossing_seconds, seconds)
+        assert crossing <= 3 * requests, (crossing, requests)
+        assert crossing_seconds <= 4 * seconds, (crossing_seconds, seconds)
 
 
 def test_a_short_listing_holds_the_rows_of_t_s_requests_sent_together_in_one_batch() -> None:

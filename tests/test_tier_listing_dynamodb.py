@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_pages_read_while_another_process_moves_the_value_to_a_tier_miss_nothing() -> None:
-    """A page continued a listing kept from the page before (its streams of both stores
-    and what they had read ahead) while a mover in another process moved the value
-    between the stores: three entries present throughout were left out, inside a page's
-    own range, in each run (descending pages of 4; this seed and these writes). A listing
-    between two stores keeps no continuation now: each page reads from its cursor."""
+    """Three entries present throughout a listing (descending pages of 4) were left out,
+    inside a page's own range, in each run: a listing in pages of 1 ended a page at the
+    same position, its continuation replaced this one's, and this listing's next page
+    resumed it, whose T stream had read before those entries were written there (by the
+    mover in another process). Two listings never share a continuation now."""
     uri, dedicated = local.table_store().uri, local.table_store().uri
     tiers = {"ded": dedicated}
     rng = random.Random(7)

@@ -130,7 +130,8 @@ class CrossReads:
 
         One listing of two phases (``FanOut.page``): S's keys, then T's, each position
         read in T by a request sent after S's read of it landed, T's rows held. It keeps
-        no continuation: each page reads from its cursor (``FanOut.page``'s ``second``).
+        its continuation and reads ahead as any listing does (in S's fan-out, which
+        hears T's writes too).
         """
         source.watch(self._target)
         return await source.page(self.value, target_keys, first=source_keys, after=after,

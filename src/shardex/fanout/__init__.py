@@ -321,11 +321,7 @@ class FanOut(ShardReads):
         names the layout the keys belong to (the routing's version): a continuation is
         resumed only in the layout and phases it was read in. ``second`` reads the shards
         ``keys`` where this fan-out's store does not (a value moving between two stores,
-        ``shardex.tierreads``): the order above holds across the two, and such a
-        listing keeps no continuation: each page reads from its cursor (continued while
-        a mover in another process moved the value, pages left out entries present
-        throughout: 3 of 300 on DynamoDB Local, tests/test_tier_listing_dynamodb.py).
-        ``to_end``:
+        ``shardex.tierreads``): the order above holds across the two. ``to_end``:
         the caller reads the listing to its end, so a new listing asks each shard for a
         store page from its first request (``listing.first_size``; the second phase's
         requests read no further than the first phase has been read, ``until``) and
@@ -337,7 +333,7 @@ class FanOut(ShardReads):
                   share(limit, len(keys), max_page))
         phases = (tuple(first), tuple(keys))
         listing, now = None, self._clock.now()
-        if after is not None and second is None:
+        if after is not None:
             listing = self._listings.resume((value, descending, after, layout), phases,
                                             shares, now)
         kept = listing is not None
@@ -397,7 +393,7 @@ class FanOut(ShardReads):
                 collected(stream.skipped)
                 stream.skipped.clear()
         more = any(s.buffer for s in streams)
-        if not more or second is not None:  # a listing between two stores: not kept
+        if not more:
             listing.stop()
             return MergedPage(entries=out, more=more, kept=kept)
         if listing.ahead:

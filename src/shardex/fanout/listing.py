@@ -52,6 +52,7 @@ __all__ = ["CONTINUATION_TTL", "Continuations", "Listing", "Phases", "Where", "a
 CONTINUATION_TTL = 5.0
 MAX_CONTINUATIONS = 64
 MAX_KEPT_ENTRIES = 200_000
+MAX_SHARED = 4096  # positions remembered as two listings' (then forgotten all at once)
 
 # value, descending, the cursor's position, the layout the page was read in
 Where = tuple[str, bool, Position, Any]
@@ -171,6 +172,9 @@ class Continuations:
         self._namespace = namespace
         self._listings: OrderedDict[Where, Listing] = OrderedDict()
         self._watched: dict[str, set[Where]] = {}
+        # positions two listings' pages ended at, and when: none is kept there within
+        # the TTL, which a continuation outlives nowhere
+        self._shared: dict[Where, float] = {}
         self.kept = 0
 
     def __len__(self) -> int:
@@ -180,8 +184,23 @@ class Continuations:
         return list(self._listings.values())
 
     def keep(self, where: Where, listing: Listing, now: float) -> None:
-        """Keep ``listing`` for the page after ``where``; forget the expired and the oldest."""
-        self.drop(where)
+        """Keep ``listing`` for the page after ``where``; forget the expired and the oldest.
+
+        Two listings whose pages end at the same position (of the same value, order and
+        layout) would share one continuation, and a listing resumed from another's holds
+        what that one read, maybe before an entry present throughout its own life was
+        there (another process's write: 3 of 300 missed in a tier move). Neither is kept:
+        both read their next page from the cursor."""
+        other = self._forget(where)
+        if other is not None:
+            other.stop()
+        shared = now - self._shared.get(where, -math.inf) <= CONTINUATION_TTL
+        if shared or (other is not None and now - other.made <= CONTINUATION_TTL):
+            if len(self._shared) >= MAX_SHARED:
+                self._shared.clear()
+            self._shared[where] = now  # a third listing there is not kept either
+            listing.stop()
+            return
         while self._listings:
             oldest = next(iter(self._listings.values()))
             if now - oldest.made <= CONTINUATION_TTL:
@@ -274,4 +293,5 @@ class Continuations:
             listing.stop()
         self._listings.clear()
         self._watched.clear()
+        self._shared.clear()
         self.kept = 0
