@@ -9,6 +9,7 @@ units a second, so 1,000 is hot.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,28 @@ def pilot(store: shardex.Store, path: Path) -> Autopilot:
 async def routed(store: shardex.Store) -> None:
     async with shardex.ShardedIndex(store, INDEX, routing=shardex.Routing()) as index:
         await index.put("PENDING", "o-1", sort="0")
+
+
+async def ticked(path: Path, seconds: int, step: Callable[[int, float], str]
+                 ) -> list[dict[str, float]]:
+    """Each second for ``seconds``, append ``step(second, now)`` to ``path`` (a step may
+    rotate the file first) and tick a dry run's loop that reads it: each tick's last heat
+    of every key."""
+    store = shardex.open_store("memory://")
+    await routed(store)
+    clock = LoopClock()
+    autopilot = pilot(store, path)
+    lasts = []
+    async with autopilot:
+        for second in range(seconds):
+            text = step(second, clock.wall())
+            with path.open("a") as out:
+                out.write(text)
+            await autopilot.tick()
+            lasts.append({key: window.summary().last
+                          for key, window in autopilot.windows.items()})
+            await clock.sleep(1.0)
+    return lasts
 
 
 def test_a_bad_line_skips_itself_not_the_good_lines_after_it(tmp_path: Path) -> None:
@@ -140,31 +163,18 @@ def test_a_key_the_file_stops_listing_cools_after_two_spans(tmp_path: Path) -> N
     the loop never zero-filled it); now it counts as no load once its last sample is two
     spans (at least two ticks) old, while a key still listed keeps its heat."""
     path = tmp_path / "heat.jsonl"
+    path.write_text("")
 
-    async def main() -> None:
-        store = shardex.open_store("memory://")
-        await routed(store)
-        clock = LoopClock()
-        autopilot = pilot(store, path)
-        path.write_text("")
-        lasts: list[tuple[float, float]] = []
-        async with autopilot:
-            for second in range(12):
-                now = clock.wall()
-                with path.open("a") as out:
-                    out.write(line(now, "SHIPPED", 3.0, span=2))
-                    if second < 4:
-                        out.write(line(now, "PENDING", 8.0, span=2))
-                await autopilot.tick()
-                lasts.append((autopilot.windows["PENDING"].summary().last,
-                              autopilot.windows["SHIPPED"].summary().last))
-                await clock.sleep(1.0)
-        # listed up to second 3; cold once that sample is over two spans (4 s) old
-        assert [p for p, _ in lasts[:7]] == [8.0] * 7, lasts
-        assert [p for p, _ in lasts[8:]] == [0.0] * 4, lasts
-        assert all(s == 3.0 for _, s in lasts), lasts
+    def step(second: int, now: float) -> str:
+        return line(now, "SHIPPED", 3.0, span=2) \
+            + (line(now, "PENDING", 8.0, span=2) if second < 4 else "")
 
-    shardex.run_virtual(main())
+    lasts = [(last["PENDING"], last["SHIPPED"])
+             for last in shardex.run_virtual(ticked(path, 12, step))]
+    # listed up to second 3; cold once that sample is over two spans (4 s) old
+    assert [p for p, _ in lasts[:7]] == [8.0] * 7, lasts
+    assert [p for p, _ in lasts[8:]] == [0.0] * 4, lasts
+    assert all(s == 3.0 for _, s in lasts), lasts
 
 
 @pytest.mark.parametrize("rotation", ["copytruncate", "moved"])
@@ -175,29 +185,19 @@ def test_a_rotated_file_is_read_from_its_start(tmp_path: Path, rotation: str) ->
     sample the tool appends after the rotation is read."""
     path = tmp_path / "heat.jsonl"
 
-    async def main() -> None:
-        store = shardex.open_store("memory://")
-        await routed(store)
-        clock = LoopClock()
-        autopilot = pilot(store, path)
-        path.write_text("".join(line(clock.wall() - 60 + i, "PENDING", 900.0)
-                                for i in range(60)))
-        lasts = []
-        async with autopilot:
-            for second in range(40):
-                if second == 10:
-                    if rotation == "moved":
-                        path.rename(tmp_path / "heat.jsonl.1")
-                    path.write_text("")
-                with path.open("a") as out:
-                    out.write(line(clock.wall(), "PENDING", 20.0 if second >= 10 else 900.0))
-                await autopilot.tick()
-                lasts.append(autopilot.windows["PENDING"].summary().last)
-                await clock.sleep(1.0)
-        assert lasts[:10] == [900.0] * 10, lasts
-        assert lasts[10:] == [20.0] * 30, lasts
+    def step(second: int, now: float) -> str:
+        if second == 0:  # the last minute, before the loop's first read
+            return "".join(line(now - 60 + i, "PENDING", 900.0) for i in range(60)) \
+                + line(now, "PENDING", 900.0)
+        if second == 10:
+            if rotation == "moved":
+                path.rename(tmp_path / "heat.jsonl.1")
+            path.write_text("")
+        return line(now, "PENDING", 20.0 if second >= 10 else 900.0)
 
-    shardex.run_virtual(main())
+    lasts = [last["PENDING"] for last in shardex.run_virtual(ticked(path, 40, step))]
+    assert lasts[:10] == [900.0] * 10, lasts
+    assert lasts[10:] == [20.0] * 30, lasts
 
 
 def test_a_file_that_grows_again_past_the_old_offset_is_read_from_its_start(
