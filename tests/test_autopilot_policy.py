@@ -580,9 +580,11 @@ def test_a_prometheus_window_under_two_scrapes_is_refused() -> None:
 
     from shardex.commands.autopilot import _check_window
     from shardex.errors import Unavailable
+    from shardex.web.promql import PromQL
 
-    class Server:
+    class Server(PromQL):  # its targets as given, or no answer
         def __init__(self, *intervals: str) -> None:
+            super().__init__("http://127.0.0.1:9")
             self.intervals = intervals
 
         def targets(self) -> list[dict[str, Any]]:

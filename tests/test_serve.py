@@ -34,7 +34,7 @@ from shardex.metrics import MetricsRecorder
 from shardex.metrics.prometheus import serve_prometheus
 from shardex.scenarios.traffic import orders_traffic
 from shardex.web import Feed, HeatServer, MeterFeed, PrometheusFeed, RoutingWatch
-from shardex.web.promql import label_matchers
+from shardex.web.promql import PromQL, label_matchers
 from shardex.web.server import host_allowed
 from tests.chromium import ARTIFACTS, chromium, loaded
 
@@ -539,11 +539,12 @@ def test_serve_stopped_by_sigterm_says_so_and_exits_143(
     assert capsys.readouterr().err == "interrupted: shardex serve stopped; it changes nothing\n"
 
 
-class _QuietPrometheus:
+class _QuietPrometheus(PromQL):
     """A Prometheus API that scrapes its targets every second and has no shardex series
     within the history (its exporters stopped a while ago)."""
 
-    url = "http://127.0.0.1:1"
+    def __init__(self) -> None:
+        super().__init__("http://127.0.0.1:1")
 
     def targets(self) -> list[dict[str, Any]]:
         return [{"labels": {"job": "orders", "instance": "a:1"}, "scrapeInterval": "1s"}]

@@ -125,16 +125,11 @@ def _check_window(api: Any, window: float, text: str) -> None:
     (docs/autopilot.md asks for four). A server that does not answer now is not checked:
     the loop waits for it as for any heat that does not come."""
     from shardex.errors import ShardexError
-    from shardex.web.promql import seconds
 
     try:
-        targets = api.targets()
+        intervals = [interval for _, _, interval in api.scrape_intervals()]
     except ShardexError:
         return
-    intervals = []
-    for target in targets:
-        with contextlib.suppress(ShardexError):
-            intervals.append(seconds(str(target.get("scrapeInterval", ""))))
     if intervals and window < 2 * max(intervals):
         raise click.BadParameter(
             f"{text!r}: window {window:g} s holds fewer than two scrapes of "

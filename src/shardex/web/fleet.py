@@ -31,7 +31,7 @@ from shardex.capacity import Ceiling, resolve_ceiling
 from shardex.errors import InvalidInput
 from shardex.stores.uri import split_url
 from shardex.web.feeds import Feed, PrometheusFeed, document, value_of
-from shardex.web.promql import PromQL, is_prometheus, label_matchers, seconds
+from shardex.web.promql import PromQL, is_prometheus, label_matchers
 
 __all__ = ["FleetFeed", "open_feed"]
 
@@ -83,14 +83,9 @@ class FleetFeed(Feed):
         if self._interval is not None and now - self._interval[0] < _TARGETS_EVERY:
             return self._interval[1]
         found, every = [], []  # the exporters' intervals, and every target's
-        for target in self._api.targets():
-            labels = target.get("labels") or {}
-            try:
-                interval = seconds(str(target.get("scrapeInterval", "")))
-            except InvalidInput:
-                continue
+        for job, instance, interval in self._api.scrape_intervals():
             every.append(interval)
-            if (labels.get("job", ""), labels.get("instance", "")) in seen:
+            if (job, instance) in seen:
                 found.append(interval)
         # none seen within the history: the server's own intervals, not a default of
         # 15 s whose rate window (60 s) reached past a short history

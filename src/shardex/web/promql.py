@@ -134,6 +134,19 @@ class PromQL:
         found = data.get("activeTargets") if isinstance(data, dict) else None
         return [t for t in found or [] if isinstance(t, dict)]
 
+    def scrape_intervals(self) -> list[tuple[str, str, float]]:
+        """Each active target's job, instance and scrape interval in seconds (a target
+        whose interval is no Prometheus duration is left out)."""
+        out = []
+        for target in self.targets():
+            labels = target.get("labels") or {}
+            try:
+                interval = seconds(str(target.get("scrapeInterval", "")))
+            except InvalidInput:
+                continue
+            out.append((labels.get("job", ""), labels.get("instance", ""), interval))
+        return out
+
 
 def _vector(data: Any, query: str) -> list[dict[str, Any]]:
     if not isinstance(data, dict) or data.get("resultType") != "vector":
