@@ -73,7 +73,7 @@ def start_demo(load: OrdersLoad | None = None, *, seed: int = 1,
 
 class DemoRuns:
     """The runs ``start_demo`` started: ``wait`` (or a call) for their results, once;
-    ``stop`` ends them at once (their processes terminated, not waited for)."""
+    ``stop`` ends them at once (their processes killed, not waited for)."""
 
     def __init__(self, pool: ProcessPoolExecutor | None, runs: list[Any],
                  workers: list[Any]) -> None:
@@ -99,7 +99,10 @@ class DemoRuns:
 
     def stop(self) -> None:
         for worker in self.workers:
-            worker.terminate()
+            # SIGKILL: a worker just forked holds the command's SIGTERM handler (an
+            # interrupt) until its initializer runs, and one interrupted so may wait at
+            # its exit for a queue nobody reads (a suite run: alive 10 s after the stop)
+            worker.kill()
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
 
